@@ -106,7 +106,10 @@ void DataLoader::check_state(const LoaderState& state) const {
           ") is past the end of an epoch of ", batches, " batches");
   if (!state.generator_state.empty()) check_generator_state(state.generator_state);
   if (!state.worker_states.empty()) check_worker_states(state.worker_states);
-  if (!state.next_batch_random_state.empty()) check_next_batch_random_state(state.next_batch_random_state);
+  if (!state.next_batch_random_state.empty())
+    check_fetch_random_state(state.next_batch_random_state, "the saved random state of the loader's next batch");
+  if (!state.first_batch_random_state.empty())
+    check_fetch_random_state(state.first_batch_random_state, "the saved random state of the epoch's first batch");
 }
 
 void DataLoader::check_generator_state(const std::vector<uint8_t>&) const {
@@ -119,7 +122,7 @@ void DataLoader::check_worker_states(const std::vector<std::vector<uint8_t>>& st
        "has none (resume with the loader that was saved: a map-style dataset's)");
 }
 
-void DataLoader::check_next_batch_random_state(const std::vector<uint8_t>&) const {
+void DataLoader::check_fetch_random_state(const std::vector<uint8_t>&, const std::string&) const {
   fail(Status::InvalidArgument, "the saved loader had fetched its next batch ahead (a prepared loader over a ",
        "map-style dataset), this kind of loader does not (resume with the loader that was saved)");
 }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -27,7 +28,7 @@ namespace acc {
 // (draw_iterator_base_seed) and, for a map-style loader with workers, each worker generator's state,
 // starting with the worker of the next batch (Prefetcher::next_worker_states); for one without
 // workers that fetched the next batch ahead, torch's global generator's state that batch was
-// fetched under (Prefetcher::ahead_random_state).
+// fetched under (Prefetcher::ahead_random_state), which a state with position 0 gives the first.
 struct LoaderState {
   int64_t epoch = 0;
   int64_t position = 0;
@@ -37,6 +38,9 @@ struct LoaderState {
   std::optional<uint64_t> iterator_seed;
   std::vector<std::vector<uint8_t>> worker_states;
   std::vector<uint8_t> next_batch_random_state;
+  // A dispatching loader's: the state its epoch's first batch was read under (the last batch is
+  // padded with that batch's first samples).
+  std::vector<uint8_t> first_batch_random_state;
 };
 
 class DataLoader {
@@ -79,6 +83,9 @@ class DataLoader {
   virtual void load_state(const LoaderState& state);
   // Whether load_state would take `state` (an InvalidArgument error saying why not).
   void check_state(const LoaderState& state) const;
+  // A saved state of torch's global generator to fetch a batch under (check_state; `what` names it):
+  // refused by loaders that do not fetch map-style batches on the calling thread.
+  virtual void check_fetch_random_state(const std::vector<uint8_t>& bytes, const std::string& what) const;
   // The generator seed of the last epoch started's shuffle (none without shuffling or before one).
   virtual std::optional<uint64_t> epoch_seed() const { return std::nullopt; }
   // The base seed the last epoch started drew (take_iterator_draw; none before one).
@@ -143,9 +150,6 @@ class DataLoader {
   virtual void check_generator_state(const std::vector<uint8_t>& bytes) const;
   // Saved worker generator states (check_state): refused by loaders without worker threads.
   virtual void check_worker_states(const std::vector<std::vector<uint8_t>>& states) const;
-  // A saved random state of the next batch (check_state): refused by loaders that do not fetch
-  // map-style batches ahead.
-  virtual void check_next_batch_random_state(const std::vector<uint8_t>& bytes) const;
   // For a kind of loader that settles its options once constructed (a batch sampler's batch size).
   DataLoaderOptions& mutable_options() { return options_; }
 

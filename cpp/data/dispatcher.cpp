@@ -2,6 +2,8 @@
 
 #include "common/checked_math.h"
 #include "common/error.h"
+#include "common/random.h"
+#include "data/map_dataloader.h"
 
 namespace acc {
 namespace {
@@ -84,15 +86,34 @@ std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Ten
   return batch;
 }
 
+bool DispatchingDataLoader::base_draws_here() const {
+  return dynamic_cast<const MapDataLoader*>(base_.get()) && base_->options().num_workers == 0;
+}
+
+void DispatchingDataLoader::read_ahead() {
+  const bool draws = base_draws_here();
+  // In the skip of a resumed epoch, the global batch the checkpoint had read ahead (position_ + 1:
+  // the one after the batch being skipped now) is read under the state it was read under.
+  if (resume_next_random_state_.defined() && position_ + 1 == resume_position_)
+    set_global_random_state(std::exchange(resume_next_random_state_, at::Tensor()));
+  lookahead_random_state_ = draws ? global_random_state() : at::Tensor();
+  lookahead_ = read_global();
+}
+
 std::optional<std::vector<at::Tensor>> DispatchingDataLoader::fetch_global(bool& last) {
   std::vector<at::Tensor> mine;
   bool stop = false;
   last = false;
   if (collectives_.rank() == 0) {
-    if (!lookahead_) lookahead_ = read_global();
+    if (!lookahead_) {
+      lookahead_ = read_global();
+      // The epoch's first read: the state its first batch was read under (the last pads with it).
+      if (const auto* map = dynamic_cast<const MapDataLoader*>(base_.get()))
+        first_random_state_ = map->first_batch_random_state();
+    }
     if (lookahead_) {
       mine = std::move(*lookahead_);
-      lookahead_ = read_global();
+      read_ahead();
       last = !lookahead_.has_value();
     } else {
       stop = true;
@@ -118,6 +139,10 @@ LoaderState DispatchingDataLoader::state() const {
     // A loader's own generator: as the epoch found it, or as the next one will.
     state.generator_state = started ? base_->epoch_generator_state() : base.generator_state;
     state.seed = base_->options().seed;
+    if (started && lookahead_ && lookahead_random_state_.defined()) {
+      state.next_batch_random_state = generator_state_bytes(lookahead_random_state_);
+      state.first_batch_random_state = first_random_state_;
+    }
   }
   return state;
 }
@@ -127,9 +152,29 @@ void DispatchingDataLoader::load_state(const LoaderState& state) {
   if (collectives_.rank() == 0) {
     // The base loader reads the epoch again from its start (the skipped batches are read and
     // dropped), so its workers, seeded from the epoch's base seed, draw again what they drew.
-    base_->load_state({state.epoch, 0, state.epoch_seed, state.seed, state.generator_state, {}, {}, {}});
-    if (state.position > 0) base_->resume_started_epoch(state.iterator_seed);
+    // Its first batch is read under the state it was first read under (the last batch pads with
+    // it); the batch read ahead, under its own (read_ahead).
+    const bool mid_epoch = state.position > 0;
+    base_->load_state({state.epoch,
+                       0,
+                       state.epoch_seed,
+                       state.seed,
+                       state.generator_state,
+                       {},
+                       {},
+                       mid_epoch ? state.first_batch_random_state : std::vector<uint8_t>{},
+                       {}});
+    if (mid_epoch) base_->resume_started_epoch(state.iterator_seed);
+    resume_position_ = state.position;
+    resume_next_random_state_ = mid_epoch && !state.next_batch_random_state.empty()
+                                    ? generator_state_tensor(state.next_batch_random_state)
+                                    : at::Tensor();
   }
+}
+
+void DispatchingDataLoader::check_fetch_random_state(const std::vector<uint8_t>& bytes, const std::string& what) const {
+  if (collectives_.rank() != 0) return DataLoader::check_fetch_random_state(bytes, what);
+  base_->check_fetch_random_state(bytes, what);
 }
 
 void DispatchingDataLoader::check_generator_state(const std::vector<uint8_t>& bytes) const {
@@ -164,12 +209,18 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
     base_done_ = false;
     begin_epoch();  // in an epoch whose last batch is still to come
     bool skipped_last = false;
+    // A resumed epoch's skip reads its batches again: the first global batch from the state it was
+    // first read under, the one read ahead under its own, the others under whatever comes; the
+    // state loaded with the checkpoint is put back afterwards.
+    const at::Tensor resumed_state = resume_next_random_state_.defined() ? global_random_state() : at::Tensor();
     for (int64_t skip = take_skip_batches(); skip > 0 && !skipped_last; --skip) {
       auto skipped = fetch_global(skipped_last);
       if (!skipped) break;
       ++position_;
       if (first_.empty()) first_ = *skipped;
     }
+    resume_next_random_state_ = at::Tensor();
+    if (resumed_state.defined()) set_global_random_state(resumed_state);
     dispatched_last_ = skipped_last;  // everything was skipped
   }
   bool last = false;

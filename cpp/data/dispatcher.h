@@ -34,10 +34,19 @@ class DispatchingDataLoader final : public DataLoader {
   void abandon_epoch() override;
   void check_generator_state(const std::vector<uint8_t>& bytes) const override;
 
+ public:
+  void check_fetch_random_state(const std::vector<uint8_t>& bytes, const std::string& what) const override;
+
  private:
   // Process 0: the next global batch and whether it is the last; others: received.
   std::optional<std::vector<at::Tensor>> fetch_global(bool& last);
   std::optional<std::vector<at::Tensor>> read_global();
+  // Process 0 reads the next global batch ahead: under a resumed state, if it is the one a checkpoint
+  // had read ahead; its global random state is recorded when the base reads on this thread.
+  void read_ahead();
+  // Whether process 0's base loader reads on this thread (a map-style one without workers), drawing
+  // from torch's global generator.
+  bool base_draws_here() const;
   std::vector<at::Tensor> receive(const std::vector<at::Tensor>& mine, bool& stop, bool& last);
 
   std::shared_ptr<DataLoader> base_;
@@ -45,6 +54,12 @@ class DispatchingDataLoader final : public DataLoader {
   bool split_;
   std::optional<std::vector<at::Tensor>> lookahead_;  // process 0 reads one global batch ahead
   std::vector<at::Tensor> first_;                      // the epoch's first global batch
+  // Process 0, when the base draws here (base_draws_here): the global generator's state lookahead_
+  // and first_ were read under, and from load_state, those to read them under again.
+  at::Tensor lookahead_random_state_;
+  std::vector<uint8_t> first_random_state_;
+  at::Tensor resume_next_random_state_;
+  int64_t resume_position_ = 0;
   int64_t remainder_ = -1;
   int64_t position_ = 0;
   bool dispatched_last_ = false;  // every process learnt it with the last batch's header

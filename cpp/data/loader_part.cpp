@@ -87,6 +87,7 @@ std::vector<LoaderState> read_loader_states(const std::string& path, const std::
     s.iterator_seed = read_optional_seed(all[i], "iterator_seed", path);
     s.worker_states = read_worker_states(all[i], i, path);
     s.next_batch_random_state = read_state_bytes(all[i], "next_batch_random_state", i, path);
+    s.first_batch_random_state = read_state_bytes(all[i], "first_batch_random_state", i, path);
     states.push_back(s);
   }
   return states;
@@ -113,6 +114,7 @@ class LoaderStatesPart final : public CheckpointPart {
         entry["worker_states"] = states;
       }
       if (!s.next_batch_random_state.empty()) entry["next_batch_random_state"] = to_hex(s.next_batch_random_state);
+      if (!s.first_batch_random_state.empty()) entry["first_batch_random_state"] = to_hex(s.first_batch_random_state);
       all.push_back(entry);
     }
     write_file(path, all.dump(2));

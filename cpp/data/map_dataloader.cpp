@@ -67,6 +67,11 @@ void MapDataLoader::fetch_one_ahead() {
   one_ahead_ = true;
 }
 
+std::vector<uint8_t> MapDataLoader::first_batch_random_state() const {
+  if (!in_epoch() || !prefetcher_ || !prefetcher_->first_random_state().defined()) return {};
+  return generator_state_bytes(prefetcher_->first_random_state());
+}
+
 LoaderState MapDataLoader::state() const {
   LoaderState state = DataLoader::state();
   // A done epoch's state is the next one's start, whose seed is drawn when it starts.
@@ -124,20 +129,19 @@ void MapDataLoader::check_worker_states(const std::vector<std::vector<uint8_t>>&
     check_cpu_generator_state(states[w], "the saved state of worker " + std::to_string(w));
 }
 
-void MapDataLoader::check_next_batch_random_state(const std::vector<uint8_t>& bytes) const {
+void MapDataLoader::check_fetch_random_state(const std::vector<uint8_t>& bytes, const std::string& what) const {
   require(options().num_workers == 0, "the saved loader fetched its batches on the calling thread, this one on ",
           options().num_workers, " worker threads (create it as it was saved, num_workers 0, for the same random ",
           "numbers in its batches)");
-  check_cpu_generator_state(bytes, "the saved random state of the loader's next batch");
+  check_cpu_generator_state(bytes, what);
 }
 
 void MapDataLoader::load_state(const LoaderState& state) {
   DataLoader::load_state(state);
   resume_seed_ = state.epoch_seed;
   resume_generator_state_ = state.generator_state;
-  const bool mid_epoch = state.position > 0;
-  resume_worker_states_ = mid_epoch ? state.worker_states : std::vector<std::vector<uint8_t>>{};
-  resume_next_batch_random_state_ = mid_epoch ? state.next_batch_random_state : std::vector<uint8_t>{};
+  resume_worker_states_ = state.position > 0 ? state.worker_states : std::vector<std::vector<uint8_t>>{};
+  resume_next_batch_random_state_ = state.next_batch_random_state;
 }
 
 std::vector<at::Generator> MapDataLoader::epoch_workers(uint64_t base_seed) {
@@ -231,7 +235,7 @@ void MapDataLoader::start_epoch() {
     prefetcher_ = std::make_unique<Prefetcher>(plan_.size(), fetch, epoch_workers(base_seed),
                                                options().prefetch_factor * options().num_workers);
   } else {
-    Prefetcher::OnConsumerThread how{one_ahead_, {}};
+    Prefetcher::OnConsumerThread how{one_ahead_, {}, skipped_ > 0};
     if (!resume_next_batch_random_state_.empty())
       how.first_fetch_random_state = generator_state_tensor(resume_next_batch_random_state_);
     resume_next_batch_random_state_.clear();

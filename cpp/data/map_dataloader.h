@@ -33,11 +33,16 @@ class MapDataLoader : public DataLoader {
   const std::shared_ptr<Dataset>& dataset() const { return dataset_; }
   // Whether batches come from a batch sampler whose sizes vary (Accelerate's batch_size None).
   bool variable_batches() const { return variable_batches_; }
+  void check_fetch_random_state(const std::vector<uint8_t>& bytes, const std::string& what) const override;
   // Samples in an epoch before sharding (the dataset's size, or the batch sampler's total).
   int64_t samples_per_epoch() const;
   // Without workers, fetch each batch before handing out the one before it, as Accelerate's
   // prepared loader (DataLoaderShard) iterates; only between epochs.
   void fetch_one_ahead();
+  // Without workers, in an epoch whose first batch was fetched: the global generator's state it was
+  // fetched under (empty otherwise). A state loaded with position 0 and that state reads the epoch
+  // from it on (a dispatching loader's base, reading a resumed epoch again).
+  std::vector<uint8_t> first_batch_random_state() const;
 
  protected:
   // An epoch's batches before sharding, in sequential order (for lengths, which do not depend on order).
@@ -52,7 +57,6 @@ class MapDataLoader : public DataLoader {
   void abandon_epoch() override;
   void check_generator_state(const std::vector<uint8_t>& bytes) const override;
   void check_worker_states(const std::vector<std::vector<uint8_t>>& states) const override;
-  void check_next_batch_random_state(const std::vector<uint8_t>& bytes) const override;
 
  private:
   void start_epoch();

@@ -22,7 +22,8 @@ Prefetcher::Prefetcher(size_t count, Fetch fetch, OnConsumerThread how)
       fetch_(std::move(fetch)),
       depth_(1),
       one_ahead_(how.one_ahead),
-      first_fetch_random_state_(std::move(how.first_fetch_random_state)) {}
+      first_fetch_random_state_(std::move(how.first_fetch_random_state)),
+      put_back_(how.put_back) {}
 
 Prefetcher::~Prefetcher() {
   {
@@ -90,15 +91,15 @@ bool Prefetcher::next_on_consumer_thread(Batch& out) {
   if (ahead_) {
     current = std::move(*ahead_);
     ahead_.reset();
-  } else if (first_fetch_random_state_.defined()) {
+  } else if (consumed_ == 0 && first_fetch_random_state_.defined()) {
     const at::Tensor now = global_random_state();
-    set_global_random_state(std::exchange(first_fetch_random_state_, at::Tensor()));
+    set_global_random_state(first_fetch_random_state_);
     current = fetch_here(consumed_);
-    set_global_random_state(now);
+    if (put_back_) set_global_random_state(now);
   } else {
+    if (consumed_ == 0) first_fetch_random_state_ = global_random_state();
     current = fetch_here(consumed_);
   }
-  first_fetch_random_state_ = at::Tensor();
   ++consumed_;
   // A failed fetch ahead is reported with the batch it was for, as a fetch without look-ahead is.
   if (one_ahead_ && consumed_ < count_ && !current.error) {

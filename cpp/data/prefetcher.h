@@ -33,9 +33,11 @@ class Prefetcher {
     // the dataset draws from torch's global generator for a batch comes before the draws the
     // training step on the batch before it takes.
     bool one_ahead = false;
-    // The global generator's state to fetch the first batch under (putting the state back after):
-    // a resumed epoch's next batch, fetched ahead before the checkpoint, under that state.
+    // The global generator's state to fetch the first batch under: a resumed epoch's next batch,
+    // fetched ahead before the checkpoint under that state (the state is put back after it), or the
+    // batches of an epoch read again from its start (put_back false: they go on from it).
     at::Tensor first_fetch_random_state;
+    bool put_back = true;
   };
   Prefetcher(size_t count, Fetch fetch, OnConsumerThread how);
   ~Prefetcher();
@@ -52,6 +54,9 @@ class Prefetcher {
   // With a batch fetched ahead on the consumer's thread: the global generator's state it was fetched
   // under, which a resumed run fetches it under again (undefined when none is held).
   at::Tensor ahead_random_state() const { return ahead_ ? ahead_random_state_ : at::Tensor(); }
+  // Without workers, once the first batch is fetched: the global generator's state it was fetched
+  // under (OnConsumerThread's, or the one it found).
+  at::Tensor first_random_state() const { return first_fetch_random_state_; }
 
  private:
   struct Fetched {
@@ -78,6 +83,7 @@ class Prefetcher {
   // Without workers (OnConsumerThread).
   const bool one_ahead_ = false;
   at::Tensor first_fetch_random_state_;
+  const bool put_back_ = true;
   std::optional<Fetched> ahead_;
   at::Tensor ahead_random_state_;
 };

@@ -398,8 +398,11 @@ SCENARIOS = {
     # first epoch (in the middle of one, Accelerate's skip_first_batches loader restarts its workers'
     # round robin and seeds, where ours goes on exactly).
     "mlp_augment_workers": dict(model="mlp", optimizer="adamw", schedule="linear", augment=True, num_workers=2),
-    # (Without workers the augmentation's draws interleave with dropout's otherwise than Accelerate's,
-    # whose prepared loader fetches a batch ahead: a documented difference, not run here.)
+    # Without workers the augmentation draws from the global generator, between dropout's draws: each
+    # batch is fetched before the step on the batch before it (the prepared loader's look-ahead).
+    "mlp_augment": dict(model="mlp", optimizer="adamw", schedule="linear", augment=True),
+    "mlp_augment_resume": dict(model="mlp", optimizer="adamw", schedule="linear", augment=True, resume=True,
+                               uninterrupted="mlp_augment"),
     "mlp_loader_generator": dict(model="mlp", optimizer="sgd", schedule="cosine", loader_generator=7),
     "mlp_loader_generator_workers": dict(model="mlp", optimizer="adamw", schedule="linear", augment=True,
                                          num_workers=2, loader_generator=7),
