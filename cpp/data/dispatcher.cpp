@@ -212,7 +212,8 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
     // A resumed epoch's skip reads its batches again: the first global batch from the state it was
     // first read under, the one read ahead under its own, the others under whatever comes; the
     // state loaded with the checkpoint is put back afterwards.
-    const at::Tensor resumed_state = resume_next_random_state_.defined() ? global_random_state() : at::Tensor();
+    const bool resumed = collectives_.rank() == 0 && resume_position_ > 0;
+    const at::Tensor resumed_state = resumed ? global_random_state() : at::Tensor();
     for (int64_t skip = take_skip_batches(); skip > 0 && !skipped_last; --skip) {
       auto skipped = fetch_global(skipped_last);
       if (!skipped) break;
@@ -220,7 +221,8 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
       if (first_.empty()) first_ = *skipped;
     }
     resume_next_random_state_ = at::Tensor();
-    if (resumed_state.defined()) set_global_random_state(resumed_state);
+    resume_position_ = 0;
+    if (resumed) set_global_random_state(resumed_state);
     dispatched_last_ = skipped_last;  // everything was skipped
   }
   bool last = false;
