@@ -1,6 +1,7 @@
 #include "data/map_dataloader.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/checked_math.h"
 #include "common/error.h"
@@ -93,9 +94,11 @@ LoaderState MapDataLoader::state() const {
     return state;
   }
   at::Tensor bytes = in_epoch() ? epoch_start_generator_state_ : generator_->get_state();
-  if (epoch_done()) {
-    // The generator as the next epoch finds it: after the tail draw that ending this one takes
-    // (take_tail_draw), taken here on the generator and undone (libtorch 1.13's clone leaks).
+  if (epoch_done() && tail_taken_) {
+    bytes = generator_->get_state();
+  } else if (epoch_done()) {
+    // The generator as the next epoch finds it: after the tail draw that ending this one at the next
+    // call takes (take_tail_draw), taken here on the generator and undone (libtorch 1.13's clone leaks).
     at::Generator generator = *generator_;
     const at::Tensor now = generator.get_state();
     try {
@@ -155,8 +158,7 @@ std::vector<at::Generator> MapDataLoader::epoch_workers(uint64_t base_seed) {
 }
 
 void MapDataLoader::abandon_epoch() {
-  // Ended after its last batch, the epoch ends as next() ends it (a loop that counts its batches).
-  if (epoch_done()) take_tail_draw();
+  // A loop left early leaves the sampler where the calls so far took it (take_tail_draw_by).
   prefetcher_.reset();
   plan_.clear();
 }
@@ -167,6 +169,25 @@ void MapDataLoader::take_tail_draw() const {
   if (!shuffles_with_generator()) return;
   at::Generator generator = *generator_;
   permutation(dataset_->size(), generator);
+}
+
+int64_t MapDataLoader::sampler_tail_request() const { return dataset_->size() / options().batch_size; }
+
+int64_t MapDataLoader::tail_call() const {
+  // Asked for batch `request`, PyTorch's iterator asks its batch sampler for it: without workers
+  // in the next() that returns that batch; with them, the first prefetch_factor * num_workers
+  // requests when the iterator starts, each later one as the batch that many before it is returned.
+  // A prepared loader asks its iterator for each batch one call before it hands it out.
+  const int64_t request = sampler_tail_request();
+  const auto early = static_cast<int64_t>(options().prefetch_factor * options().num_workers);
+  if (early > 0 && request < early) return 0;
+  return std::max<int64_t>(request - early - (one_ahead_ ? 1 : 0), 0);
+}
+
+void MapDataLoader::take_tail_draw_by(int64_t call) {
+  if (tail_taken_ || call < tail_call_) return;
+  take_tail_draw();
+  tail_taken_ = true;
 }
 
 void MapDataLoader::synchronize_shuffle(std::function<void(at::Generator&)> synchronize) {
@@ -216,6 +237,8 @@ void MapDataLoader::start_epoch() {
   const uint64_t base_seed = take_iterator_draw();
   shuffle_epoch();
   plan_ = plan_epoch(epoch());
+  tail_call_ = tail_call();
+  tail_taken_ = false;
   const auto skip = static_cast<size_t>(std::min<int64_t>(take_skip_batches(), static_cast<int64_t>(plan_.size())));
   plan_.erase(plan_.begin(), plan_.begin() + static_cast<std::ptrdiff_t>(skip));
   skipped_ = static_cast<int64_t>(skip);
@@ -247,6 +270,8 @@ void MapDataLoader::start_epoch() {
 std::optional<std::vector<at::Tensor>> MapDataLoader::next() {
   refuse_from_callbacks("next");
   if (!in_epoch()) start_epoch();
+  // This call is the epoch's position()-th (counting the batches a resumed epoch skipped).
+  take_tail_draw_by(position());
   std::vector<at::Tensor> batch;
   if (prefetcher_->next(batch)) {
     batch_handed_out(prefetcher_->consumed() == plan_.size());
@@ -254,7 +279,7 @@ std::optional<std::vector<at::Tensor>> MapDataLoader::next() {
   }
   // End of the epoch: the next call starts the following one.
   prefetcher_.reset();
-  take_tail_draw();
+  take_tail_draw_by(std::numeric_limits<int64_t>::max());
   epoch_finished();
   return std::nullopt;
 }

@@ -56,14 +56,24 @@ class MapDataLoader : public DataLoader {
   void synchronize_shuffle(std::function<void(at::Generator&)> synchronize);
   void abandon_epoch() override;
   void check_generator_state(const std::vector<uint8_t>& bytes) const override;
+  // The request to its batch sampler (0-based) in which the sampler's permutation runs out and it
+  // takes its tail draw: the one after the last full batch, floor(n / batch_size) (the short last
+  // batch, or the request that ends the epoch); a sharding sampler's requests take several.
+  virtual int64_t sampler_tail_request() const;
   void check_worker_states(const std::vector<std::vector<uint8_t>>& states) const override;
 
  private:
   void start_epoch();
   // The generators of the epoch's worker threads: seeded from its base seed, or as a loaded state left them.
   std::vector<at::Generator> epoch_workers(uint64_t base_seed);
-  // The synchronized generator's draw as an epoch ends (none for other shuffles).
+  // The sampler generator's draw as its permutation runs out (none for other shuffles).
   void take_tail_draw() const;
+  // Takes it in the epoch's call `call` (0-based; the calls of a resumed epoch's skipped batches
+  // count) if PyTorch's iterator asks for it by then (tail_call) and it is not taken yet.
+  void take_tail_draw_by(int64_t call);
+  // The call of the epoch in which PyTorch's (or Accelerate's prepared) iterator asks its batch
+  // sampler for request sampler_tail_request().
+  int64_t tail_call() const;
   // Whether the order comes from generator_ (else from a seed, or there is no shuffle).
   bool shuffles_with_generator() const { return generator_ && options().shuffle && !options().seed; }
   // At an epoch's start, before its base seed is drawn: generator_ takes a loaded state, then
@@ -84,6 +94,8 @@ class MapDataLoader : public DataLoader {
   std::vector<std::vector<uint8_t>> resume_worker_states_;  // from load_state
   std::vector<uint8_t> resume_next_batch_random_state_;     // from load_state
   bool one_ahead_ = false;                                  // fetch_one_ahead
+  int64_t tail_call_ = 0;                                   // tail_call() of the epoch
+  bool tail_taken_ = false;
   std::vector<int64_t> order_;                   // the epoch's shuffled sample order
   int64_t skipped_ = 0;                          // batches skip_first_batches dropped from this epoch
   std::vector<std::vector<int64_t>> plan_;

@@ -43,6 +43,11 @@ std::vector<std::vector<int64_t>> ShardedDataLoader::shard(const std::vector<std
                        shard_.even_batches);
 }
 
+int64_t ShardedDataLoader::sampler_tail_request() const {
+  const int64_t request = MapDataLoader::sampler_tail_request();
+  return shard_.split_batches ? request : request / shard_.num_processes;
+}
+
 std::vector<std::vector<int64_t>> ShardedDataLoader::plan_epoch(int64_t epoch) const {
   return shard(MapDataLoader::plan_epoch(epoch));
 }

@@ -24,6 +24,9 @@ class ShardedDataLoader final : public MapDataLoader {
 
  protected:
   std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const override;
+  // BatchSamplerShard asks its batch sampler for every batch of a round (one batch with
+  // split_batches) at each request.
+  int64_t sampler_tail_request() const override;
 
  private:
   std::vector<std::vector<int64_t>> shard(const std::vector<std::vector<int64_t>>& batches) const;

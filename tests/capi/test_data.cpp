@@ -346,6 +346,47 @@ TEST(DataLoader, APreparedLoaderFetchesOneAheadAsAcceleratesDataLoaderShard) {
   acc_dataset_free(ds);
 }
 
+TEST(DataLoader, AnEpochLeftEarlyTakesTheSamplersLastDrawWhenPyTorchsWould) {
+  // tests/data/export_shuffles.py: with a generator of its own, the sampler's last, empty draw is
+  // taken when PyTorch's iterator asks its batch sampler past the last full batch: with workers,
+  // prefetch_factor * num_workers batches ahead; prepared (Accelerate's DataLoaderShard), one
+  // ahead. Left after k batches, the next epoch's order shows whether it was taken.
+  const auto expected = shuffle_fixture("early_ends.json");
+  ASSERT_FALSE(expected.is_null()) << "run the export_pytorch_shuffles fixture";
+  const std::string generator_seed = std::to_string(expected["generator_seed"].get<int64_t>());
+  for (const auto& c : expected["cases"]) {
+    const int64_t samples = c["samples"].get<int64_t>(), left_after = c["left_after"].get<int64_t>();
+    const bool prepared = c["prepared"].get<bool>();
+    const std::string workers = std::to_string(c["workers"].get<int>());
+    SCOPED_TRACE(std::to_string(samples) + " samples, num_workers " + workers + (prepared ? ", prepared" : "") +
+                 ", left after " + std::to_string(left_after));
+    acc_dataset* ds = counting_dataset(samples);
+    acc_dataloader* dl = loader(ds, {{"batch_size", "2"},
+                                     {"shuffle", "1"},
+                                     {"num_workers", workers.c_str()},
+                                     {"prefetch_factor", "2"},
+                                     {"generator_seed", generator_seed.c_str()}});
+    acc_accelerator* acc = nullptr;
+    if (prepared) {
+      acc = acc_test::make_accelerator({{"cpu", "1"}});
+      ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
+    }
+    for (int64_t b = 0; b < left_after; ++b) {
+      acc_tensor_list* batch = nullptr;
+      ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+      ASSERT_NE(batch, nullptr);
+      acc_tensor_list_free(batch);
+    }
+    ACC_ASSERT_OK(acc_dataloader_end_epoch(dl));
+    std::vector<int64_t> order;
+    for (const auto& batch : epoch(dl)) order.insert(order.end(), batch.begin(), batch.end());
+    EXPECT_EQ(order, c["next_epoch"].get<std::vector<int64_t>>());
+    acc_dataloader_free(dl);
+    if (acc) acc_accelerator_free(acc);
+    acc_dataset_free(ds);
+  }
+}
+
 TEST(DataLoader, OptionErrors) {
   acc_dataset* ds = counting_dataset(3);
   acc_options* o = nullptr;

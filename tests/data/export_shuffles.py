@@ -62,6 +62,7 @@ def main(out: Path) -> None:
     export_worker_draws(out)
     export_loader_generator(out)
     export_prepared_look_ahead(out)
+    export_early_ends(out)
 
 
 class Drawing(Dataset):
@@ -144,6 +145,33 @@ def export_prepared_look_ahead(out: Path) -> None:
         cases[str(int(shuffle))] = {"shuffle": shuffle, "epochs": epochs, "steps": steps, "after": after}
     (out / "prepared_look_ahead.json").write_text(
         json.dumps({"seed": SEED, "samples": WORKER_SAMPLES, "batch_size": 2, "cases": cases}))
+
+
+def export_early_ends(out: Path) -> None:
+    # A shuffle from the loader's own generator: its sampler, once its permutation runs out, draws
+    # one more (randperm(n)[:0]) when its batch sampler asks past the last full batch. An epoch left
+    # after k batches takes that draw or not depending on how far the iterator had asked (workers ask
+    # prefetch_factor * num_workers ahead, a prepared loader one ahead), and the next epoch's order
+    # shows which. Per case: the next epoch's order after leaving the first after k batches.
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
+    cases = []
+    for samples in (10, 9):  # 5 batches of 2, the last full or short
+        for workers in (0, 2):
+            for prepared in (False, True):
+                for k in range(1, 6):
+                    generator = torch.Generator()
+                    generator.manual_seed(GENERATOR_SEED)
+                    prefetch = {"prefetch_factor": 2} if workers else {}  # torch refuses it without workers
+                    loader = DataLoader(range(samples), batch_size=2, shuffle=True, num_workers=workers,
+                                        generator=generator, **prefetch)
+                    batches = one_ahead(loader) if prepared else iter(loader)
+                    for _ in range(k):
+                        next(batches)
+                    del batches
+                    order = [i for batch in loader for i in batch.tolist()]
+                    cases.append({"samples": samples, "workers": workers, "prepared": prepared, "left_after": k,
+                                  "next_epoch": order})
+    (out / "early_ends.json").write_text(json.dumps({"generator_seed": GENERATOR_SEED, "cases": cases}))
 
 
 if __name__ == "__main__":
