@@ -401,6 +401,13 @@ SCENARIOS = {
     # Without workers the augmentation draws from the global generator, between dropout's draws: each
     # batch is fetched before the step on the batch before it (the prepared loader's look-ahead).
     "mlp_augment": dict(model="mlp", optimizer="adamw", schedule="linear", augment=True),
+    # Every epoch left one batch before its end (a loop with a step budget): the synchronized
+    # shuffle's generator has taken its last draw or not as Accelerate's, so the next epoch's order
+    # is the same; with a generator of the loader's own, and with workers asking ahead.
+    "mlp_left_early": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", epochs=3,
+                           leave_before_end=1),
+    "mlp_left_early_workers": dict(model="mlp", optimizer="adamw", schedule="linear", epochs=3, leave_before_end=1,
+                                   num_workers=2, loader_generator=7),
     "mlp_augment_resume": dict(model="mlp", optimizer="adamw", schedule="linear", augment=True, resume=True,
                                uninterrupted="mlp_augment"),
     "mlp_loader_generator": dict(model="mlp", optimizer="sgd", schedule="cosine", loader_generator=7),
@@ -426,7 +433,7 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 scale=None, gpu_only=False, eval_samples=None, skip=None, sync_with_dataloader=True,
                 group_lr=None, ops=False, second=False, eval_pad=False,
                 stream=False, eval_stream=False, stream_shuffle=None, stream_len=False, samples=None,
-                batch_sampler=None, augment=False, num_workers=0, loader_generator=None)
+                batch_sampler=None, augment=False, num_workers=0, loader_generator=None, leave_before_end=None)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -824,9 +831,12 @@ class AccelerateJob:
             kwargs["comm_state_option"] = dict(cfg["ddp_comm_state"])
         return DistributedDataParallelKwargs(**kwargs)
 
-    def train_epoch(self, epoch, record, skip=0, stop=None):
+    def loader_length(self):
+        return len(self.loader)
+
+    def train_epoch(self, epoch, record, skip=0, stop=None, leave=False):
         """The epoch's batches from `skip` (Accelerate's skip_first_batches, after a resume) until
-        `stop` batches are done (a loop left early)."""
+        `stop` batches are done (a loop left early; `leave`: not to come back to)."""
         accelerator, model, optimizer, scheduler = self.accelerator, self.model, self.optimizer, self.scheduler
         if self.seedable:
             self.loader.set_epoch(epoch)
@@ -1152,9 +1162,20 @@ class OurJob:
         lib.lib.acc_tensor_list_free(outputs)
         return logits
 
-    def train_epoch(self, epoch, record, skip=0, stop=None):
+    def loader_length(self):
+        length = ctypes.c_int64()
+        self.lib.acc_dataloader_length(self.loader, ctypes.byref(length))
+        return length.value
+
+    def train_epoch(self, epoch, record, skip=0, stop=None, leave=False):
         """The same. A loader resumed by load_state starts after the batches it had done itself;
-        skip_first_batches with that number, as the Accelerate code does, changes nothing."""
+        skip_first_batches with that number, as the Accelerate code does, changes nothing. A loop
+        left (`leave`) ends the loader's epoch, as dropping Python's iterator does."""
+        self.train_batches(epoch, record, skip, stop)
+        if leave:
+            self.lib.acc_dataloader_end_epoch(self.loader)
+
+    def train_batches(self, epoch, record, skip, stop):
         lib, api, acc = self.lib, self.api, self.acc
         if skip:
             lib.acc_dataloader_skip_first_batches(self.loader, ctypes.c_int64(skip))
@@ -1357,7 +1378,10 @@ def run(side, cfg, directory):
             job.save(checkpoint)
             job = job_class(cfg, directory)
             job.load(checkpoint)
-        job.train_epoch(epoch, record, skip=skip)
+        if cfg["leave_before_end"]:
+            job.train_epoch(epoch, record, skip=skip, stop=job.loader_length() - cfg["leave_before_end"], leave=True)
+        else:
+            job.train_epoch(epoch, record, skip=skip)
     if cfg["local_sgd"]:
         job.local_sgd_end()
     record["eval"] = job.evaluate()
