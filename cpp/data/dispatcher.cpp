@@ -86,12 +86,10 @@ std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Ten
   return batch;
 }
 
-bool DispatchingDataLoader::base_draws_here() const {
-  return dynamic_cast<const MapDataLoader*>(base_.get()) && base_->options().num_workers == 0;
-}
-
 void DispatchingDataLoader::read_ahead() {
-  const bool draws = base_draws_here();
+  // The base reads on this thread, drawing from torch's global generator, when it recorded the
+  // state of the epoch's first batch (a map-style base without workers).
+  const bool draws = !first_random_state_.empty();
   // In the skip of a resumed epoch, the global batch the checkpoint had read ahead (position_ + 1:
   // the one after the batch being skipped now) is read under the state it was read under.
   if (resume_next_random_state_.defined() && position_ + 1 == resume_position_)

@@ -29,13 +29,11 @@ class DispatchingDataLoader final : public DataLoader {
   // The shuffle seed lives in process 0's base loader.
   LoaderState state() const override;
   void load_state(const LoaderState& state) override;
+  void check_fetch_random_state(const std::vector<uint8_t>& bytes, const std::string& what) const override;
 
  protected:
   void abandon_epoch() override;
   void check_generator_state(const std::vector<uint8_t>& bytes) const override;
-
- public:
-  void check_fetch_random_state(const std::vector<uint8_t>& bytes, const std::string& what) const override;
 
  private:
   // Process 0: the next global batch and whether it is the last; others: received.
@@ -44,9 +42,6 @@ class DispatchingDataLoader final : public DataLoader {
   // Process 0 reads the next global batch ahead: under a resumed state, if it is the one a checkpoint
   // had read ahead; its global random state is recorded when the base reads on this thread.
   void read_ahead();
-  // Whether process 0's base loader reads on this thread (a map-style one without workers), drawing
-  // from torch's global generator.
-  bool base_draws_here() const;
   std::vector<at::Tensor> receive(const std::vector<at::Tensor>& mine, bool& stop, bool& last);
 
   std::shared_ptr<DataLoader> base_;
@@ -54,8 +49,9 @@ class DispatchingDataLoader final : public DataLoader {
   bool split_;
   std::optional<std::vector<at::Tensor>> lookahead_;  // process 0 reads one global batch ahead
   std::vector<at::Tensor> first_;                      // the epoch's first global batch
-  // Process 0, when the base draws here (base_draws_here): the global generator's state lookahead_
-  // and first_ were read under, and from load_state, those to read them under again.
+  // Process 0, when the base draws on its thread (MapDataLoader::first_batch_random_state): the
+  // global generator's state lookahead_ and first_ were read under, and from load_state, the one to
+  // read the batch read ahead under again.
   at::Tensor lookahead_random_state_;
   std::vector<uint8_t> first_random_state_;
   at::Tensor resume_next_random_state_;

@@ -185,7 +185,7 @@ int64_t MapDataLoader::tail_call() const {
 }
 
 void MapDataLoader::take_tail_draw_by(int64_t call) {
-  if (tail_taken_ || call < tail_call_) return;
+  if (tail_taken_ || call < tail_call()) return;
   take_tail_draw();
   tail_taken_ = true;
 }
@@ -237,7 +237,6 @@ void MapDataLoader::start_epoch() {
   const uint64_t base_seed = take_iterator_draw();
   shuffle_epoch();
   plan_ = plan_epoch(epoch());
-  tail_call_ = tail_call();
   tail_taken_ = false;
   const auto skip = static_cast<size_t>(std::min<int64_t>(take_skip_batches(), static_cast<int64_t>(plan_.size())));
   plan_.erase(plan_.begin(), plan_.begin() + static_cast<std::ptrdiff_t>(skip));

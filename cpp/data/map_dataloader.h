@@ -94,8 +94,7 @@ class MapDataLoader : public DataLoader {
   std::vector<std::vector<uint8_t>> resume_worker_states_;  // from load_state
   std::vector<uint8_t> resume_next_batch_random_state_;     // from load_state
   bool one_ahead_ = false;                                  // fetch_one_ahead
-  int64_t tail_call_ = 0;                                   // tail_call() of the epoch
-  bool tail_taken_ = false;
+  bool tail_taken_ = false;                                 // take_tail_draw_by
   std::vector<int64_t> order_;                   // the epoch's shuffled sample order
   int64_t skipped_ = 0;                          // batches skip_first_batches dropped from this epoch
   std::vector<std::vector<int64_t>> plan_;

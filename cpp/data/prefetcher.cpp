@@ -35,7 +35,6 @@ Prefetcher::~Prefetcher() {
 }
 
 void Prefetcher::work(size_t worker) {
-  at::NoGradGuard no_grad;  // loading data records no autograd history
   WorkerGeneratorScope generator(workers_[worker]);
   for (size_t index = worker; index < count_; index += workers_.size()) {
     {
@@ -43,12 +42,7 @@ void Prefetcher::work(size_t worker) {
       room_.wait(lock, [&] { return stopping_ || index < consumed_ + depth_; });
       if (stopping_) return;
     }
-    Fetched fetched;
-    try {
-      fetched.batch = fetch_(index);
-    } catch (...) {
-      fetched.error = std::current_exception();
-    }
+    Fetched fetched = fetch_here(index);
     fetched.generator_state = workers_[worker].get_state();
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -76,7 +70,7 @@ bool Prefetcher::next(Batch& out) {
 }
 
 Prefetcher::Fetched Prefetcher::fetch_here(size_t index) {
-  at::NoGradGuard no_grad;
+  at::NoGradGuard no_grad;  // loading data records no autograd history
   Fetched fetched;
   try {
     fetched.batch = fetch_(index);

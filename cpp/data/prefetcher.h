@@ -66,6 +66,7 @@ class Prefetcher {
   };
   void work(size_t worker);
   bool next_on_consumer_thread(Batch& out);
+  // Fetches batch `index` on this thread, keeping an error for the consumer.
   Fetched fetch_here(size_t index);
 
   const size_t count_;
