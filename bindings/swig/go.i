@@ -60,3 +60,6 @@ ACC_GO_SLICE(uint8_t, byte)
 %apply (const int64_t *data, size_t n) { (const int64_t *shape, size_t ndim) }
 %apply (const int64_t *data, size_t n) { (const int64_t *sizes, size_t nsizes) }
 %apply (const int64_t *data, size_t n) { (const int64_t *dims, size_t ndim) }
+
+/* A member named iter would clash with the C function acc_dataloader_iter (see handles.i). */
+%rename(Iter) acc_dataloader::iter_;

@@ -594,8 +594,13 @@ struct acc_accelerator {};
     check(acc_dataloader_end_of_epoch($self, &r));
     return r != 0;
   }
-  /* Ends the epoch being iterated before its last batch (a loop left early); nothing between epochs. */
+  /* Ends the epoch being iterated before its last batch (a loop left early); between epochs it only
+     drops an iterator iter() made. */
   void endEpoch(ERR0) { check(acc_dataloader_end_epoch($self)); }
+  /* What creating a Python iterator over the loader (iter(loader)) draws before its first batch, so
+     that loaders read in step draw as Python's zip (acc_dataloader_iter); every pass does it. Named
+     iter_ here, since SWIG would name a member iter's wrapper acc_dataloader_iter, the C function. */
+  void iter_(ERR0) { check(acc_dataloader_iter($self)); }
   /* Whether an epoch has begun and not ended. */
   bool inEpoch(ERR0) {
     int r = 0;

@@ -344,6 +344,7 @@ ACC_JAVA_HANDLE(accswig::LoadReport, false)
 %javamethodmodifiers acc_scheduler::fromCyclicScale "protected";
 /* A batch's get/find hand their tensors to the batch (TensorList.get in java_code.i). */
 %rename(getEntry) acc_tensor_list::get_;
+%rename(iter) acc_dataloader::iter_;
 %rename(findEntry) acc_tensor_list::find_;
 %javamethodmodifiers acc_tensor_list::get_ "protected";
 %javamethodmodifiers acc_tensor_list::find_ "protected";

@@ -267,6 +267,8 @@
     }
     if (previousPass != null) previousPass.supersede();
     if (previous != null) previous.closeAll();
+    // Python's iter(loader): the pass is the iterator (two passes read in step draw as zip's).
+    iter();
     return pass;
   }
   private transient Batches currentPass;

@@ -1134,10 +1134,21 @@ ACC_API ACC_NODISCARD acc_status acc_dataloader_end_of_epoch(const acc_dataloade
  * left with break): batches fetched ahead are dropped, the epoch counts as done (the epoch counter
  * advances, so the next acc_dataloader_next starts the following epoch with its own shuffle), and a
  * prepared loader tells its accelerator that its data ended (the gradient state leaves the loader).
- * Between epochs (before the first batch, after the NULL that ends one, after a load_state) it does
- * nothing and returns ACC_OK. On several processes every process ends the epoch at the same batch.
+ * Between epochs (before the first batch, after the NULL that ends one, after a load_state) it only
+ * drops an iterator acc_dataloader_iter made, and returns ACC_OK. On several processes every process ends the epoch at the same batch.
  * Errors: INVALID_HANDLE for a NULL or freed loader. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_end_epoch(acc_dataloader *dl);
+/* Does what creating a Python iterator over the loader (`iter(loader)`) does before its first batch,
+ * so that loaders read in step (Python's `zip(dl0, dl1)`) draw from torch's global generator in
+ * Python's order. A loader that is not prepared takes its iterator's draw (the base seed) now instead
+ * of at the epoch's first acc_dataloader_next, and with workers also its shuffle (PyTorch's worker
+ * iterator asks its sampler for indices when it is made); a prepared loader's iterator does nothing
+ * before its first batch (Accelerate's is a generator), so neither does this. The epoch begins at its
+ * first acc_dataloader_next as before (in_epoch stays 0 until then). Called again before that, it
+ * draws again, as a second iterator would; acc_dataloader_end_epoch before the first batch drops the
+ * iterator (its draws stay taken). Only between epochs: in one it is ACC_ERR_INVALID_ARGUMENT (end
+ * it first). Errors: INVALID_HANDLE. */
+ACC_API ACC_NODISCARD acc_status acc_dataloader_iter(acc_dataloader *dl);
 /* *out = 1 while an epoch has begun and not ended (after its first acc_dataloader_next and before
  * the NULL that ends it, or acc_dataloader_end_epoch), else 0. Errors: INVALID_HANDLE, INVALID_ARGUMENT
  * (out NULL). */

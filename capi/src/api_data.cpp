@@ -160,6 +160,10 @@ acc_status acc_dataloader_end_epoch(acc_dataloader* dl) {
   return guarded([&] { live(dl, "dl").loader->end_epoch(); });
 }
 
+acc_status acc_dataloader_iter(acc_dataloader* dl) {
+  return guarded([&] { live(dl, "dl").loader->create_iterator(); });
+}
+
 acc_status acc_dataloader_in_epoch(const acc_dataloader* dl, int* out) {
   return guarded([&] { *out_param(out, "out") = live(dl, "dl").loader->in_epoch() ? 1 : 0; });
 }

@@ -22,6 +22,7 @@ void DataLoader::batch_handed_out(bool last_of_epoch) {
 
 void DataLoader::end_epoch() {
   refuse_from_callbacks("end_epoch");
+  created_iterator_seed_.reset();  // an iterator dropped before its first batch: its draws stay taken
   if (!in_epoch_) return;
   abandon_epoch();
   epoch_finished();
@@ -58,11 +59,29 @@ void DataLoader::skip_first_batches(int64_t batches) {
   options_.skip_batches = batches;
 }
 
-uint64_t DataLoader::take_iterator_draw() {
-  // Every kind of loader starts its epoch here: the last epoch an int64 counts has no successor.
+void DataLoader::require_epoch_can_start() const {
+  // The last epoch an int64 counts has no successor.
   require(epoch_ < std::numeric_limits<int64_t>::max(), "epoch ", epoch_, " cannot start: it is the last an int64 ",
           "counter holds, and no epoch could follow it (set_epoch to a lower one)");
-  if (!std::exchange(iterator_draw_taken_, false)) {
+}
+
+void DataLoader::create_iterator() {
+  refuse_from_callbacks("creating an iterator");
+  require(!in_epoch_, "an epoch is being iterated: end it (end_epoch) before creating another iterator");
+  // Accelerate's iterators are generators; an epoch resumed by load_state took its draw before the
+  // checkpoint.
+  if (prepared_ || iterator_draw_taken_) return;
+  require_epoch_can_start();
+  created_iterator_seed_ = draw_iterator_base_seed(options_.generator);
+  draw_at_iterator_creation();
+}
+
+uint64_t DataLoader::take_iterator_draw() {
+  // Every kind of loader starts its epoch here.
+  require_epoch_can_start();
+  if (created_iterator_seed_) {
+    iterator_seed_ = std::exchange(created_iterator_seed_, std::nullopt);
+  } else if (!std::exchange(iterator_draw_taken_, false)) {
     iterator_seed_ = draw_iterator_base_seed(options_.generator);
   } else {
     // A checkpoint from before base seeds were saved does not know it: its workers start from 0.
@@ -134,6 +153,7 @@ void DataLoader::load_state(const LoaderState& state) {
   set_epoch(state.epoch);
   skip_first_batches(state.position);
   iterator_draw_taken_ = state.position > 0;
+  created_iterator_seed_.reset();
   resume_iterator_seed_ = iterator_draw_taken_ ? state.iterator_seed : std::nullopt;
   if (state.seed) options_.seed = state.seed;
 }

@@ -74,6 +74,16 @@ class DataLoader {
   void end_epoch();
   // Whether an epoch has begun and not ended.
   bool in_epoch() const { return in_epoch_; }
+  // What creating a Python iterator over the loader (iter(loader)) does before its first batch, so
+  // that loaders read in step (zip) draw from torch's global generator in Python's order: a loader
+  // not prepared takes its iterator's base-seed draw now instead of at the epoch's first next()
+  // (with workers also its shuffle, which PyTorch's worker iterator asks its sampler for at once);
+  // a prepared loader's iterator (Accelerate's is a generator) does nothing before its first batch.
+  // Only between epochs; called again before the first batch, it draws again (a second iterator).
+  // end_epoch between epochs drops what it drew, as a dropped iterator.
+  void create_iterator();
+  // The loader was made by prepare_data_loader (Accelerate's loaders: see create_iterator).
+  void mark_prepared() { prepared_ = true; }
   // Whether the epoch's last batch has been handed out, the epoch ending at the next call.
   bool epoch_done() const { return in_epoch_ && end_of_epoch_; }
   // Checkpointing: the state, and resuming from one (only between epochs, e.g. before the first
@@ -142,10 +152,14 @@ class DataLoader {
   int64_t take_skip_batches() { return std::exchange(options_.skip_batches, 0); }
   // What a kind of loader drops when its epoch is ended early (end_epoch), before the epoch ends.
   virtual void abandon_epoch() {}
-  // At the start of an epoch: torch's iterator draw (see draw_iterator_base_seed), unless resumed;
-  // the epoch's base seed, drawn or resumed. Refuses to start the epoch 2^63 - 1, which no epoch could
-  // follow.
+  // At the start of an epoch: torch's iterator draw (see draw_iterator_base_seed), unless resumed or
+  // taken by create_iterator; the epoch's base seed, drawn, taken before or resumed. Refuses to start
+  // the epoch 2^63 - 1, which no epoch could follow.
   uint64_t take_iterator_draw();
+  // Whether create_iterator took this epoch's draws (its epoch not started yet).
+  bool iterator_created() const { return created_iterator_seed_.has_value(); }
+  // What a kind of loader draws when its iterator is created, after the base seed (create_iterator).
+  virtual void draw_at_iterator_creation() {}
   // A saved shuffle generator's state (check_state): refused by loaders without such a generator.
   virtual void check_generator_state(const std::vector<uint8_t>& bytes) const;
   // Saved worker generator states (check_state): refused by loaders without worker threads.
@@ -155,12 +169,15 @@ class DataLoader {
 
  private:
   const void* owner() const { return static_cast<const DataLoader*>(this); }
+  void require_epoch_can_start() const;
 
   DataLoaderOptions options_;
   int64_t epoch_ = 0;
   bool in_epoch_ = false;
   bool end_of_epoch_ = false;
   bool iterator_draw_taken_ = false;  // resume_started_epoch
+  bool prepared_ = false;
+  std::optional<uint64_t> created_iterator_seed_;  // create_iterator's draw, until its epoch starts
   std::optional<uint64_t> iterator_seed_;         // the epoch's base seed (take_iterator_draw)
   std::optional<uint64_t> resume_iterator_seed_;  // the resumed epoch's, from load_state
   std::shared_ptr<LoaderObserver> observer_;

@@ -229,13 +229,19 @@ void MapDataLoader::shuffle_epoch() {
   resume_seed_.reset();
 }
 
+void MapDataLoader::draw_at_iterator_creation() {
+  order_drawn_ = options().num_workers > 0;
+  if (order_drawn_) shuffle_epoch();
+}
+
 void MapDataLoader::start_epoch() {
   prefetcher_.reset();
   // PyTorch's order: Accelerate synchronizes the generator, the iterator then draws its base seed
   // (from the loader's own generator, if it has one), and the sampler its order.
   restore_generator();
+  const bool order_drawn = std::exchange(order_drawn_, false) && iterator_created();
   const uint64_t base_seed = take_iterator_draw();
-  shuffle_epoch();
+  if (!order_drawn) shuffle_epoch();
   plan_ = plan_epoch(epoch());
   tail_taken_ = false;
   const auto skip = static_cast<size_t>(std::min<int64_t>(take_skip_batches(), static_cast<int64_t>(plan_.size())));

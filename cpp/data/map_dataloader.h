@@ -61,6 +61,8 @@ class MapDataLoader : public DataLoader {
   // batch, or the request that ends the epoch); a sharding sampler's requests take several.
   virtual int64_t sampler_tail_request() const;
   void check_worker_states(const std::vector<std::vector<uint8_t>>& states) const override;
+  // With workers, the shuffle: PyTorch's worker iterator asks its sampler for indices when it is made.
+  void draw_at_iterator_creation() override;
 
  private:
   void start_epoch();
@@ -95,6 +97,7 @@ class MapDataLoader : public DataLoader {
   std::vector<uint8_t> resume_next_batch_random_state_;     // from load_state
   bool one_ahead_ = false;                                  // fetch_one_ahead
   bool tail_taken_ = false;                                 // take_tail_draw_by
+  bool order_drawn_ = false;  // draw_at_iterator_creation's shuffle, for the epoch create_iterator began
   std::vector<int64_t> order_;                   // the epoch's shuffled sample order
   int64_t skipped_ = 0;                          // batches skip_first_batches dropped from this epoch
   std::vector<std::vector<int64_t>> plan_;

@@ -78,6 +78,7 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
     plain->fetch_one_ahead();
     prepared = plain;
   }
+  prepared->mark_prepared();
   // A new loader at epoch 0, as Accelerate's DataLoaderShard starts its iteration count at 0 whatever
   // epochs the loader it wraps has run (a seedable shuffle starts at seed + 0).
   return prepared;

@@ -212,6 +212,108 @@ TEST(DataLoader, EachEpochTakesTheDrawOfATorchIterator) {
 }
 
 namespace {
+// The labels of `dl`'s next batch (empty at the end of its epoch).
+std::vector<int64_t> next_labels(acc_dataloader* dl) {
+  acc_tensor_list* batch = nullptr;
+  EXPECT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
+  if (!batch) return {};
+  acc_tensor* labels = nullptr;
+  EXPECT_EQ(acc_tensor_list_get(batch, 1, &labels), ACC_OK);
+  auto out = acc_test::to_host<int64_t>(labels);
+  acc_tensor_free(labels);
+  acc_tensor_list_free(batch);
+  return out;
+}
+}  // namespace
+
+TEST(DataLoader, LoadersReadInStepDrawAsPythonsZipWhenTheirIteratorsAreMadeFirst) {
+  // PyTorch's zip(dl0, dl1) after torch.manual_seed (export_shuffles.py): both iterators draw their
+  // base seeds before either's first batch, an unseeded sampler its own at its first batch (with
+  // workers when its iterator is made). acc_dataloader_iter is the moment the iterator is made.
+  const auto expected = shuffle_fixture("zipped.json");
+  ASSERT_FALSE(expected.is_null()) << "run the export_pytorch_shuffles fixture";
+  acc_dataset* ds = counting_dataset(expected["samples"].get<int64_t>());
+  const std::string batch_size = std::to_string(expected["batch_size"].get<int64_t>());
+  for (const auto& c : expected["cases"]) {
+    const auto workers = c["workers"].get<std::vector<int>>();
+    SCOPED_TRACE("workers " + std::to_string(workers[0]) + ", " + std::to_string(workers[1]));
+    ACC_ASSERT_OK(acc_set_seed(expected["seed"].get<uint64_t>()));
+    std::vector<acc_dataloader*> loaders;
+    for (int w : workers) {
+      const std::string count = std::to_string(w);
+      loaders.push_back(
+          loader(ds, {{"batch_size", batch_size.c_str()}, {"shuffle", "1"}, {"num_workers", count.c_str()}}));
+    }
+    for (const auto& expected_epoch : c["epochs"]) {
+      for (acc_dataloader* dl : loaders) ACC_ASSERT_OK(acc_dataloader_iter(dl));
+      std::vector<std::vector<int64_t>> orders(2);
+      for (;;) {  // zip: stops at the first loader's end, the second's epoch then left at its last batch
+        auto first = next_labels(loaders[0]);
+        if (first.empty()) break;
+        auto second = next_labels(loaders[1]);
+        orders[0].insert(orders[0].end(), first.begin(), first.end());
+        orders[1].insert(orders[1].end(), second.begin(), second.end());
+      }
+      for (acc_dataloader* dl : loaders) ACC_ASSERT_OK(acc_dataloader_end_epoch(dl));  // zip's iterators dropped
+      EXPECT_EQ(orders[0], expected_epoch[0].get<std::vector<int64_t>>());
+      EXPECT_EQ(orders[1], expected_epoch[1].get<std::vector<int64_t>>());
+    }
+    const std::string whole = std::to_string(expected["samples"].get<int64_t>());
+    acc_dataloader* later = loader(ds, {{"batch_size", whole.c_str()}, {"shuffle", "1"}});
+    EXPECT_EQ(epoch(later)[0], c["later"].get<std::vector<int64_t>>());
+    acc_dataloader_free(later);
+    for (acc_dataloader* dl : loaders) acc_dataloader_free(dl);
+  }
+  acc_dataset_free(ds);
+}
+
+TEST(DataLoader, AnIteratorMadeAgainOrDroppedBeforeItsFirstBatchKeepsItsDraws) {
+  // Python: iter(dl) twice draws two base seeds; an iterator dropped unused still took its draw.
+  // Without the iterators the epoch orders follow from one draw each; with them, from the later ones.
+  acc_dataset* ds = counting_dataset(24);
+  auto order_after = [&](const std::function<void(acc_dataloader*)>& before, bool prepared = false) {
+    EXPECT_EQ(acc_set_seed(5), ACC_OK);
+    acc_dataloader* dl = loader(ds, {{"batch_size", "24"}, {"shuffle", "1"}});
+    acc_accelerator* acc = prepared ? acc_test::make_accelerator({{"cpu", "1"}}) : nullptr;
+    if (acc) EXPECT_EQ(acc_prepare(acc, nullptr, nullptr, &dl, nullptr), ACC_OK);
+    before(dl);
+    auto order = epoch(dl)[0];
+    acc_dataloader_free(dl);
+    acc_accelerator_free(acc);
+    return order;
+  };
+  auto draw = [] {  // what creating a torch DataLoader iterator draws (64 bits), by hand
+    acc_tensor* t = nullptr;
+    const int64_t two[] = {2};  // two floats take 32 bits each
+    EXPECT_EQ(acc_tensor_rand(two, 1, &t), ACC_OK);
+    acc_tensor_free(t);
+  };
+  const auto plain = order_after([](acc_dataloader*) {});
+  const auto made_twice = order_after([](acc_dataloader* dl) {
+    EXPECT_EQ(acc_dataloader_iter(dl), ACC_OK);
+    EXPECT_EQ(acc_dataloader_iter(dl), ACC_OK);
+  });
+  const auto dropped = order_after([](acc_dataloader* dl) {
+    EXPECT_EQ(acc_dataloader_iter(dl), ACC_OK);
+    EXPECT_EQ(acc_dataloader_end_epoch(dl), ACC_OK);
+  });
+  EXPECT_NE(made_twice, plain);
+  EXPECT_EQ(made_twice, dropped);  // either way one draw more than the epoch's own
+  EXPECT_EQ(made_twice, order_after([&](acc_dataloader*) { draw(); }));
+  // A prepared loader's iterator (Accelerate's is a generator) draws nothing before its first batch.
+  const auto prepared = order_after([](acc_dataloader*) {}, true);
+  EXPECT_EQ(order_after([](acc_dataloader* dl) { EXPECT_EQ(acc_dataloader_iter(dl), ACC_OK); }, true), prepared);
+  // In an epoch it is refused; the epoch goes on.
+  acc_dataloader* dl = loader(ds, {{"batch_size", "6"}});
+  EXPECT_EQ(next_labels(dl), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  ACC_EXPECT_ERROR(acc_dataloader_iter(dl), ACC_ERR_INVALID_ARGUMENT, "end it");
+  EXPECT_EQ(next_labels(dl), (std::vector<int64_t>{6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(acc_dataloader_iter(nullptr), ACC_ERR_INVALID_HANDLE);
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+}
+
+namespace {
 // Sample i of tests/data/export_shuffles.py's Drawing dataset: i, then two numbers from torch's generator.
 int drawing_sample(void*, int64_t index, acc_tensor_list** out) {
   const int64_t two[] = {2};

@@ -63,6 +63,7 @@ def main(out: Path) -> None:
     export_loader_generator(out)
     export_prepared_look_ahead(out)
     export_early_ends(out)
+    export_zipped(out)
 
 
 class Drawing(Dataset):
@@ -172,6 +173,29 @@ def export_early_ends(out: Path) -> None:
                     cases.append({"samples": samples, "workers": workers, "prepared": prepared, "left_after": k,
                                   "next_epoch": order})
     (out / "early_ends.json").write_text(json.dumps({"generator_seed": GENERATOR_SEED, "cases": cases}))
+
+
+def export_zipped(out: Path) -> None:
+    # Two loaders read in step (zip): each iterator draws its base seed when it is made, so both draw
+    # before either's first batch; an unseeded sampler draws its own seed at its iterator's first
+    # batch, or, with workers, when the iterator is made (its workers are given indices at once).
+    # Per case: both loaders' orders in two epochs, then a later loader's order (where the global
+    # stream stands).
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
+    cases = []
+    for workers in ((0, 0), (2, 0), (0, 2)):
+        torch.manual_seed(SEED)
+        loaders = [DataLoader(range(SAMPLES), batch_size=6, shuffle=True, num_workers=w) for w in workers]
+        epochs = []
+        for _ in range(2):
+            orders = [[], []]
+            for first, second in zip(*loaders):
+                orders[0] += first.tolist()
+                orders[1] += second.tolist()
+            epochs.append(orders)
+        later = [i for batch in DataLoader(range(SAMPLES), batch_size=SAMPLES, shuffle=True) for i in batch.tolist()]
+        cases.append({"workers": list(workers), "epochs": epochs, "later": later})
+    (out / "zipped.json").write_text(json.dumps({"seed": SEED, "samples": SAMPLES, "batch_size": 6, "cases": cases}))
 
 
 if __name__ == "__main__":

@@ -82,6 +82,8 @@ public partial class DataLoader : IEnumerable<TensorList> {
     }
     if (previousPass != null) previousPass.Supersede();
     if (previous != null) previous.DisposeAll();
+    // Python's iter(loader): the pass is the iterator (two passes read in step draw as zip's).
+    Iter();
     return pass;
   }
   Accelerate.Batches currentPass;

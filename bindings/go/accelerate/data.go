@@ -288,9 +288,17 @@ func (l *DataLoader) TotalDatasetLength() int64 {
 
 // EndEpoch ends the epoch being iterated before its last batch (a loop left early), as a dropped
 // Python iterator does: the next Next starts the following epoch, and a prepared loader's
-// accelerator learns that its data ended. Nothing between epochs.
+// accelerator learns that its data ended. Between epochs it only drops an iterator Iter made.
 func (l *DataLoader) EndEpoch() error {
 	return do(l.ref(), func(h capi.DataLoader, e *string) { h.EndEpoch(e) })
+}
+
+// Iter does what creating a Python iterator over the loader (iter(loader)) does before its first
+// batch: a loader not prepared takes its iterator's draw from torch's global generator now, so that
+// loaders read in step by hand-driven Next calls draw as Python's zip (call Iter on each first).
+// Only between epochs.
+func (l *DataLoader) Iter() error {
+	return do(l.ref(), func(h capi.DataLoader, e *string) { h.Iter(e) })
 }
 
 // InEpoch reports whether an epoch has begun and not ended.

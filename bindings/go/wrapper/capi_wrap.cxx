@@ -1003,6 +1003,7 @@ SWIGINTERN bool acc_dataloader_endOfEpoch(acc_dataloader *self,std::string *swig
     return r != 0;
   }
 SWIGINTERN void acc_dataloader_endEpoch(acc_dataloader *self,std::string *swig_err){ check(acc_dataloader_end_epoch(self)); }
+SWIGINTERN void acc_dataloader_iter_(acc_dataloader *self,std::string *swig_err){ check(acc_dataloader_iter(self)); }
 SWIGINTERN bool acc_dataloader_inEpoch(acc_dataloader *self,std::string *swig_err){
     int r = 0;
     check(acc_dataloader_in_epoch(self, &r));
@@ -10138,6 +10139,37 @@ void _wrap_DataLoader_endEpoch_capi_f4638e046c163791(acc_dataloader *_swig_go_0,
     try {
       accswig::require_no_go_nul();
       acc_dataloader_endEpoch(arg1,arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_DataLoader_Iter_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+  acc_dataloader *arg1 = (acc_dataloader *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  
+  arg1 = *(acc_dataloader **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_dataloader_iter_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.*;
 
 import ai.accelerate.*;
 import java.util.ArrayList;
+import java.util.Iterator;
 import java.util.List;
 import org.junit.jupiter.api.Test;
 
@@ -64,5 +65,39 @@ class BatchSamplerTest {
       }
       assertThrows(NullPointerException.class, () -> DataLoader.fromBatches(ds, new long[][] {{1}, null}, null));
     }
+  }
+
+  /** Two shuffling loaders read in step after setSeed: how each pass starts is what differs. */
+  enum Start { PASSES_FIRST, ITER_BY_HAND, AT_FIRST_BATCH }
+
+  static List<List<Long>> inStep(Start start) {
+    Accelerate.setSeed(1234);
+    List<List<Long>> orders = List.of(new ArrayList<>(), new ArrayList<>());
+    try (Dataset ds = counting(24); Options o = Options.dataLoader().put("batch_size", 6).put("shuffle", true);
+         DataLoader first = new DataLoader(ds, o); DataLoader second = new DataLoader(ds, o)) {
+      DataLoader[] loaders = {first, second};
+      List<Iterator<TensorList>> passes = new ArrayList<>();
+      for (DataLoader loader : loaders) {
+        if (start == Start.PASSES_FIRST) passes.add(loader.iterator());
+        if (start == Start.ITER_BY_HAND) loader.iter();
+      }
+      for (int batch = 0; batch < 4; ++batch) {
+        for (int i = 0; i < 2; ++i) {
+          try (TensorList b = passes.isEmpty() ? loaders[i].next() : passes.get(i).next().keep(); Tensor ids = b.get(0)) {
+            for (long v : ids.toLongArray()) orders.get(i).add(v);
+          }
+        }
+      }
+    }
+    return orders;
+  }
+
+  @Test
+  void passesMadeBeforeTheirFirstBatchDrawAsPythonsZip() {
+    // A pass is Python's iterator: made before either's first batch, both take their iterator's draw
+    // first, as iter() by hand does (held to PyTorch's zip(dl0, dl1) in the C API's tests).
+    List<List<Long>> zipped = inStep(Start.ITER_BY_HAND);
+    assertEquals(zipped, inStep(Start.PASSES_FIRST));
+    assertNotEquals(zipped.get(0), inStep(Start.AT_FIRST_BATCH).get(0));  // its sampler drew after the second's base seed
   }
 }

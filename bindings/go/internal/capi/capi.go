@@ -556,6 +556,7 @@ extern swig_type_139 _wrap_DataLoader_totalBatchSize_capi_f4638e046c163791(uintp
 extern swig_type_140 _wrap_DataLoader_totalDatasetLength_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_endOfEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_endEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_Iter_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_inEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_Accelerator_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_delete_Accelerator_capi_f4638e046c163791(uintptr_t arg1);
@@ -5167,6 +5168,17 @@ func (arg1 SwigcptrDataLoader) EndEpoch(arg2 *string) {
 
 }
 
+func (arg1 SwigcptrDataLoader) Iter(arg2 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_DataLoader_Iter_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+
+  if arg2 != nil && len(*arg2) > 0 {
+    *arg2 = swigCopyString(*arg2)
+  }
+
+}
+
 func (arg1 SwigcptrDataLoader) InEpoch(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
@@ -5193,6 +5205,7 @@ type DataLoader interface {
 	TotalDatasetLength(arg2 *string) (_swig_ret int64)
 	EndOfEpoch(arg2 *string) (_swig_ret bool)
 	EndEpoch(arg2 *string)
+	Iter(arg2 *string)
 	InEpoch(arg2 *string) (_swig_ret bool)
 }
 
