@@ -65,8 +65,12 @@ class DataLoader {
   void set_epoch(int64_t epoch);
   // Batches handed out in the current epoch.
   virtual int64_t position() const = 0;
-  // Whether the last batch handed out was the last of its epoch.
-  bool end_of_epoch() const { return end_of_epoch_; }
+  // Whether the last batch handed out was the last of its epoch. A loader that reads only when asked
+  // (a stream not prepared) reads the next batch ahead to answer.
+  bool end_of_epoch() {
+    if (in_epoch_ && !end_of_epoch_) settle_end_of_epoch();
+    return end_of_epoch_;
+  }
   // Ends the epoch being iterated before its last batch (a loop left early, as a Python iterator
   // that is dropped): the batches fetched ahead are dropped, the epoch counts as done (the next
   // call to next() starts the following one) and the observer hears of its end. Does nothing
@@ -84,6 +88,7 @@ class DataLoader {
   void create_iterator();
   // The loader was made by prepare_data_loader (Accelerate's loaders: see create_iterator).
   void mark_prepared() { prepared_ = true; }
+  bool prepared() const { return prepared_; }
   // Whether the epoch's last batch has been handed out, the epoch ending at the next call.
   bool epoch_done() const { return in_epoch_ && end_of_epoch_; }
   // Checkpointing: the state, and resuming from one (only between epochs, e.g. before the first
@@ -150,6 +155,10 @@ class DataLoader {
   std::vector<at::Tensor> to_device(std::vector<at::Tensor> batch) const;
   // The batches to skip at the start of this epoch (skip_first_batches), cleared for the next.
   int64_t take_skip_batches() { return std::exchange(options_.skip_batches, 0); }
+  // For a kind of loader that does not know whether the batch handed out last was its epoch's last
+  // (end_of_epoch): finds out, then says so with last_batch_found.
+  virtual void settle_end_of_epoch() {}
+  void last_batch_found() { end_of_epoch_ = true; }
   // What a kind of loader drops when its epoch is ended early (end_epoch), before the epoch ends.
   virtual void abandon_epoch() {}
   // At the start of an epoch: torch's iterator draw (see draw_iterator_base_seed), unless resumed or

@@ -47,35 +47,56 @@ std::optional<std::vector<at::Tensor>> IterableDataLoader::produce() {
 void IterableDataLoader::abandon_epoch() {
   // The next epoch restarts the stream (start_epoch) and the sharder; what was read ahead is dropped.
   lookahead_.reset();
+  looked_ahead_ = false;
   ready_.clear();
   sharder_.reset();
+}
+
+void IterableDataLoader::start_epoch() {
+  take_iterator_draw();
+  source_->start_epoch(epoch());
+  ready_.clear();
+  stream_done_ = false;
+  tail_real_ = -1;
+  position_ = 0;
+  lookahead_.reset();
+  looked_ahead_ = false;
+  read_ahead_ = prepared();
+  if (shard_.num_processes > 1)
+    sharder_ = std::make_unique<IterableSharder<Sample>>(options().batch_size, options().drop_last,
+                                                         shard_.num_processes, shard_.rank, shard_.split_batches);
+  begin_epoch();  // in an epoch whose last batch is still to come
+  for (int64_t skip = take_skip_batches(); skip > 0 && produce(); --skip) ++position_;
+  if (read_ahead_) look_ahead();
+}
+
+void IterableDataLoader::look_ahead() {
+  lookahead_ = produce();
+  looked_ahead_ = true;
+}
+
+void IterableDataLoader::settle_end_of_epoch() {
+  refuse_from_callbacks("end_of_epoch");  // it may read the stream
+  if (looked_ahead_ || position_ == 0) return;
+  const auto running = running_callbacks();
+  look_ahead();
+  if (!lookahead_) last_batch_found();
 }
 
 std::optional<std::vector<at::Tensor>> IterableDataLoader::next() {
   refuse_from_callbacks("next");
   const auto running = running_callbacks();  // the stream's start, next and collate run here
-  if (!in_epoch()) {
-    take_iterator_draw();
-    source_->start_epoch(epoch());
-    ready_.clear();
-    stream_done_ = false;
-    tail_real_ = -1;
-    position_ = 0;
-    if (shard_.num_processes > 1)
-      sharder_ = std::make_unique<IterableSharder<Sample>>(options().batch_size, options().drop_last,
-                                                           shard_.num_processes, shard_.rank, shard_.split_batches);
-    begin_epoch();  // in an epoch whose last batch is still to come
-    lookahead_ = produce();
-    for (int64_t skip = take_skip_batches(); skip > 0 && lookahead_; --skip, ++position_) lookahead_ = produce();
-  }
-  if (!lookahead_) {
+  if (!in_epoch()) start_epoch();
+  auto batch = looked_ahead_ ? std::move(lookahead_) : produce();
+  lookahead_.reset();
+  looked_ahead_ = false;
+  if (!batch) {
     epoch_finished();
     return std::nullopt;
   }
-  auto batch = std::move(lookahead_);
-  lookahead_ = produce();
+  if (read_ahead_) look_ahead();
   ++position_;
-  batch_handed_out(!lookahead_.has_value());
+  batch_handed_out(looked_ahead_ && !lookahead_);
   return batch;
 }
 

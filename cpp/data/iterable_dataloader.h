@@ -12,7 +12,9 @@
 namespace acc {
 
 // A loader over a stream (an iterable dataset), sharded as Accelerate's IterableDatasetShard on
-// several processes. The stream is read on the calling thread, one batch ahead (to flag the last).
+// several processes. The stream is read on the calling thread: prepared, one batch ahead (to flag
+// the last), as Accelerate's DataLoaderShard iterates; otherwise only when a batch is asked for, as
+// PyTorch's DataLoader reads it, or when end_of_epoch asks whether one follows.
 class IterableDataLoader final : public DataLoader {
  public:
   IterableDataLoader(std::shared_ptr<IterableSource> source, DataLoaderOptions options, ShardOptions shard);
@@ -31,9 +33,13 @@ class IterableDataLoader final : public DataLoader {
 
  protected:
   void abandon_epoch() override;
+  void settle_end_of_epoch() override;
 
  private:
   std::optional<std::vector<at::Tensor>> produce();
+  void start_epoch();
+  // Reads the next batch into lookahead_ (nullopt at the epoch's end).
+  void look_ahead();
 
   std::shared_ptr<IterableSource> source_;
   ShardOptions shard_;
@@ -41,6 +47,8 @@ class IterableDataLoader final : public DataLoader {
   std::unique_ptr<IterableSharder<Sample>> sharder_;
   std::vector<Sample> ready_;
   bool stream_done_ = false;
+  bool read_ahead_ = false;  // prepared: the epoch reads one batch ahead
+  bool looked_ahead_ = false;  // lookahead_ holds the next batch, or nullopt for the end
   std::optional<std::vector<at::Tensor>> lookahead_;
   int64_t tail_real_ = -1;
   int64_t position_ = 0;

@@ -407,10 +407,55 @@ TEST(DataLoader, WorkersDrawAsPyTorchsWorkerProcessesWhateverTheirTiming) {
   acc_dataset_free(ds);
 }
 
+namespace {
+// Reads `dl` for as many epochs as `want` has, a training step drawing torch.rand(1) after each batch
+// (dropout's draw); checks the batches, the steps' draws and the global stream after.
+void expect_epochs_with_step_draws(acc_dataloader* dl, const nlohmann::json& want) {
+  std::vector<float> steps;
+  for (const auto& want_epoch : want["epochs"]) {
+    std::vector<std::vector<float>> batches;
+    for (;;) {
+      acc_tensor_list* batch = nullptr;
+      ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+      if (!batch) break;
+      acc_tensor* t = nullptr;
+      ACC_ASSERT_OK(acc_tensor_list_get(batch, 0, &t));
+      batches.push_back(acc_test::to_floats(t));
+      acc_tensor_free(t);
+      acc_tensor_list_free(batch);
+      const int64_t one[] = {1};
+      acc_tensor* draw = nullptr;
+      ACC_ASSERT_OK(acc_tensor_rand(one, 1, &draw));
+      steps.push_back(acc_test::to_floats(draw).at(0));
+      acc_tensor_free(draw);
+    }
+    expect_batches(batches, want_epoch);
+  }
+  EXPECT_EQ(steps, python_floats(want["steps"])) << "the training step's draws";
+  EXPECT_EQ(next_global_draws(), python_floats(want["after"])) << "the global stream";
+}
+
+// A stream of the Drawing dataset's samples (drawn as the stream is read).
+struct DrawingStream {
+  int64_t n = 0, cursor = 0;
+};
+
+int drawing_stream_next(void* user_data, acc_tensor_list** out) {
+  auto* s = static_cast<DrawingStream*>(user_data);
+  *out = nullptr;
+  return s->cursor < s->n ? drawing_sample(nullptr, s->cursor++, out) : 0;
+}
+
+int drawing_stream_start(void* user_data, int64_t) {
+  static_cast<DrawingStream*>(user_data)->cursor = 0;
+  return 0;
+}
+}  // namespace
+
 TEST(DataLoader, APreparedLoaderFetchesOneAheadAsAcceleratesDataLoaderShard) {
   // tests/data/export_shuffles.py: Accelerate's prepared loader fetches batch i + 1 before it hands
   // out batch i, so a dataset that draws on the calling thread draws for batch i + 1 before the
-  // training step on batch i draws (one torch.rand(1) per step here); with and without shuffle.
+  // training step on batch i draws; with and without shuffle.
   const auto expected = shuffle_fixture("prepared_look_ahead.json");
   ASSERT_FALSE(expected.is_null()) << "run the export_pytorch_shuffles fixture";
   acc_dataset* ds = drawing_dataset(expected);
@@ -420,32 +465,33 @@ TEST(DataLoader, APreparedLoaderFetchesOneAheadAsAcceleratesDataLoaderShard) {
     acc_dataloader* dl = loader(ds, {{"batch_size", "2"}, {"shuffle", shuffle.c_str()}});
     acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
     ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
-    std::vector<float> steps;
-    for (const auto& want_epoch : want["epochs"]) {
-      std::vector<std::vector<float>> batches;
-      for (;;) {
-        acc_tensor_list* batch = nullptr;
-        ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
-        if (!batch) break;
-        acc_tensor* t = nullptr;
-        ACC_ASSERT_OK(acc_tensor_list_get(batch, 0, &t));
-        batches.push_back(acc_test::to_floats(t));
-        acc_tensor_free(t);
-        acc_tensor_list_free(batch);
-        const int64_t one[] = {1};
-        acc_tensor* draw = nullptr;
-        ACC_ASSERT_OK(acc_tensor_rand(one, 1, &draw));
-        steps.push_back(acc_test::to_floats(draw).at(0));
-        acc_tensor_free(draw);
-      }
-      expect_batches(batches, want_epoch);
-    }
-    EXPECT_EQ(steps, python_floats(want["steps"])) << "the training step's draws";
-    EXPECT_EQ(next_global_draws(), python_floats(want["after"])) << "the global stream";
+    expect_epochs_with_step_draws(dl, want);
     acc_dataloader_free(dl);
     acc_accelerator_free(acc);
   }
   acc_dataset_free(ds);
+}
+
+TEST(DataLoader, AStreamIsReadWhenAskedUnlessPrepared) {
+  // tests/data/export_shuffles.py: PyTorch's DataLoader reads a stream only when a batch is asked
+  // for, so a stream that draws does so for batch i + 1 after the training step on batch i;
+  // Accelerate's prepared loader reads it one batch ahead, before that step.
+  const auto expected = shuffle_fixture("stream_draws.json");
+  ASSERT_FALSE(expected.is_null()) << "run the export_pytorch_shuffles fixture";
+  for (const auto& [prepared, want] : expected["cases"].items()) {
+    SCOPED_TRACE("prepared " + prepared);
+    DrawingStream stream{expected["samples"].get<int64_t>()};
+    acc_dataset* ds = nullptr;
+    ACC_ASSERT_OK(acc_dataset_from_iterator(drawing_stream_next, drawing_stream_start, &stream, nullptr, -1, &ds));
+    ACC_ASSERT_OK(acc_set_seed(expected["seed"].get<uint64_t>()));
+    acc_dataloader* dl = loader(ds, {{"batch_size", "2"}});
+    acc_accelerator* acc = prepared == "1" ? acc_test::make_accelerator({{"cpu", "1"}}) : nullptr;
+    if (acc) ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
+    expect_epochs_with_step_draws(dl, want);
+    acc_dataloader_free(dl);
+    acc_accelerator_free(acc);
+    acc_dataset_free(ds);
+  }
 }
 
 TEST(DataLoader, AnEpochLeftEarlyTakesTheSamplersLastDrawWhenPyTorchsWould) {
@@ -946,8 +992,50 @@ TEST(IterableDataset, AStreamErrorIsReported) {
   ACC_ASSERT_OK(acc_dataloader_length(dl, &length));
   EXPECT_EQ(length, -1);
   acc_tensor_list* batch = nullptr;
-  // The first batch comes, but reading ahead to the second fails at sample 6.
+  // The first batch comes (a loader not prepared reads only when asked); the second fails at sample 6.
+  ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+  ASSERT_NE(batch, nullptr);
+  acc_tensor_list_free(batch);
+  batch = nullptr;
   ACC_EXPECT_ERROR(acc_dataloader_next(dl, &batch), ACC_ERR_IO, "next callback failed (code 5): the socket closed");
+  EXPECT_EQ(batch, nullptr);
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+}
+
+TEST(DataLoader, AStreamNotPreparedReadsAheadOnlyToSayWhetherItsEpochEnded) {
+  // acc_dataloader_end_of_epoch on a stream read only when asked reads the next batch to answer; the
+  // batches and their order are the same either way.
+  Stream stream;
+  stream.n = 5;
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_iterator(stream_next, stream_start, &stream, nullptr, -1, &ds));
+  acc_dataloader* dl = loader(ds, {{"batch_size", "2"}});
+  std::vector<int64_t> cursors, labels;
+  std::vector<int> ends;
+  for (int asked = 0; asked < 2; ++asked) {
+    for (;;) {
+      acc_tensor_list* batch = nullptr;
+      ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+      if (!batch) break;
+      cursors.push_back(stream.cursor);
+      if (asked) {
+        int end = -1;
+        ACC_ASSERT_OK(acc_dataloader_end_of_epoch(dl, &end));
+        ends.push_back(end);
+        cursors.push_back(stream.cursor);
+      }
+      acc_tensor* y = nullptr;
+      ACC_ASSERT_OK(acc_tensor_list_get(batch, 1, &y));
+      for (int64_t v : acc_test::to_longs(y)) labels.push_back(v);
+      acc_tensor_free(y);
+      acc_tensor_list_free(batch);
+    }
+  }
+  // Not asked: the stream stands at the batch handed out. Asked: one batch further.
+  EXPECT_EQ(cursors, (std::vector<int64_t>{2, 4, 5, 2, 4, 4, 5, 5, 5}));
+  EXPECT_EQ(ends, (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ(labels, (std::vector<int64_t>{0, 1, 2, 3, 4, 0, 1, 2, 3, 4}));
   acc_dataloader_free(dl);
   acc_dataset_free(ds);
 }

@@ -13,7 +13,7 @@ import warnings
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader, Dataset, RandomSampler
+from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler
 
 SEED = 1234      # process 0's torch.manual_seed (acc_set_seed) before prepare
 SAMPLES = 24
@@ -64,6 +64,7 @@ def main(out: Path) -> None:
     export_prepared_look_ahead(out)
     export_early_ends(out)
     export_zipped(out)
+    export_stream_draws(out)
 
 
 class Drawing(Dataset):
@@ -196,6 +197,36 @@ def export_zipped(out: Path) -> None:
         later = [i for batch in DataLoader(range(SAMPLES), batch_size=SAMPLES, shuffle=True) for i in batch.tolist()]
         cases.append({"workers": list(workers), "epochs": epochs, "later": later})
     (out / "zipped.json").write_text(json.dumps({"seed": SEED, "samples": SAMPLES, "batch_size": 6, "cases": cases}))
+
+
+class DrawingStream(IterableDataset):
+    """The Drawing dataset's samples as a stream: each drawn when the stream is read."""
+
+    def __iter__(self):
+        for i in range(WORKER_SAMPLES):
+            yield Drawing()[i]
+
+
+def export_stream_draws(out: Path) -> None:
+    # A stream that draws from torch's generator, read without workers, and a training step that
+    # draws after each batch: PyTorch's own loader reads batch i + 1 after the step on batch i,
+    # Accelerate's prepared loader (one_ahead) before it. Per case (prepared or not): two epochs of
+    # batches and step draws, then what the global generator draws next.
+    cases = {}
+    for prepared in (False, True):
+        torch.manual_seed(SEED)
+        loader = DataLoader(DrawingStream(), batch_size=2)
+        epochs, steps = [], []
+        for _ in range(2):
+            batches = []
+            for batch in (one_ahead(loader) if prepared else loader):
+                batches.append([float(v).hex() for v in batch.flatten().tolist()])
+                steps.append(float(torch.rand(1).item()).hex())
+            epochs.append(batches)
+        after = [float(v).hex() for v in torch.rand(3).tolist()]
+        cases[str(int(prepared))] = {"epochs": epochs, "steps": steps, "after": after}
+    (out / "stream_draws.json").write_text(
+        json.dumps({"seed": SEED, "samples": WORKER_SAMPLES, "batch_size": 2, "cases": cases}))
 
 
 if __name__ == "__main__":

@@ -401,6 +401,15 @@ SCENARIOS = {
     # Without workers the augmentation draws from the global generator, between dropout's draws: each
     # batch is fetched before the step on the batch before it (the prepared loader's look-ahead).
     "mlp_augment": dict(model="mlp", optimizer="adamw", schedule="linear", augment=True),
+    # A stream that adds such noise as it is read: one batch ahead of the step on one process (the
+    # prepared loader), one global batch ahead with dispatch_batches (process 0's loader reads the
+    # stream only when the dispatcher asks), and sharded.
+    "stream_augment": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True, augment=True),
+    "stream_shard_augment": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True,
+                                 augment=True, dispatch_batches=False),
+    "stream_augment_resume_mid_epoch": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear",
+                                            stream=True, augment=True, resume=True, resume_at=2,
+                                            uninterrupted="stream_augment"),
     # Every epoch left one batch before its end (a loop with a step budget): the synchronized
     # shuffle's generator has taken its last draw or not as Accelerate's, so the next epoch's order
     # is the same; with a generator of the loader's own, and with workers asking ahead.
@@ -473,15 +482,16 @@ def loader_generator(cfg):
 class Stream(torch.utils.data.IterableDataset):
     """The samples of `tensors` as a stream (set_epoch: the epoch's order)."""
 
-    def __init__(self, tensors, shuffle=None):
-        self.tensors, self.shuffle, self.epoch = tensors, shuffle, 0
+    def __init__(self, tensors, shuffle=None, noisy=False):
+        self.tensors, self.shuffle, self.noisy, self.epoch = tensors, shuffle, noisy, 0
 
     def set_epoch(self, epoch):
         self.epoch = epoch
 
     def __iter__(self):
         for i in stream_order(len(self.tensors[0]), self.shuffle, self.epoch):
-            yield tuple(t[i] for t in self.tensors)
+            x, *rest = (t[i] for t in self.tensors)
+            yield (x + torch.rand(x.shape) if self.noisy else x, *rest)  # noisy: as Noisy
 
 
 class SizedStream(Stream):
@@ -785,7 +795,7 @@ class AccelerateJob:
             scheduler = torch.optim.lr_scheduler.ChainedScheduler([scheduler, *chained])
         stream_class = SizedStream if cfg["stream_len"] else Stream
         if cfg["stream"]:
-            loader = DataLoader(stream_class(data, cfg["stream_shuffle"]), batch_size=cfg["batch_size"],
+            loader = DataLoader(stream_class(data, cfg["stream_shuffle"], cfg["augment"]), batch_size=cfg["batch_size"],
                                 drop_last=cfg["drop_last"])
         elif cfg["batch_sampler"]:
             loader = DataLoader(TensorDataset(*data), batch_sampler=cfg["batch_sampler"])
@@ -1047,7 +1057,7 @@ class OurJob:
         self.streams = []  # callbacks kept alive
         if cfg["stream"]:
             del loader_options["shuffle"]
-            loader = self.stream_over(data, cfg["stream_shuffle"], loader_options)
+            loader = self.stream_over(data, cfg["stream_shuffle"], loader_options, noisy=cfg["augment"])
         elif cfg["batch_sampler"]:
             loader = self.loader_from_batches(data, cfg["batch_sampler"])
         elif cfg["augment"]:
@@ -1110,8 +1120,9 @@ class OurJob:
         dataset = lib.new("acc_dataset_from_callback", ctypes.c_int64(len(tensors[0])), callback, None, None)
         return lib.new("acc_dataloader_create", dataset, lib.options(api.ACC_OPTIONS_DATALOADER, options))
 
-    def stream_over(self, tensors, shuffle, options):
-        """acc_dataset_from_iterator over `tensors`, in stream_order at each epoch's start."""
+    def stream_over(self, tensors, shuffle, options, noisy=False):
+        """acc_dataset_from_iterator over `tensors`, in stream_order at each epoch's start (noisy: the
+        features plus noise drawn with acc_tensor_rand as each sample is read, as Stream's)."""
         lib, api = self.lib, self.api
         state = {"order": [], "at": 0}
 
@@ -1126,8 +1137,16 @@ class OurJob:
             i = state["order"][state["at"]]
             state["at"] += 1
             sample = lib.new("acc_tensor_list_create")
-            for t in tensors:
-                h = lib.tensor(t[i])
+            fields = [t[i] for t in tensors]
+            if noisy:
+                shape = fields[0].shape
+                noise = lib.new("acc_tensor_rand", (ctypes.c_int64 * len(shape))(*shape), ctypes.c_size_t(len(shape)))
+                try:
+                    fields[0] = fields[0] + lib.to_torch(noise)
+                finally:
+                    lib.lib.acc_tensor_free(noise)
+            for t in fields:
+                h = lib.tensor(t)
                 lib.acc_tensor_list_append(sample, None, h)
                 lib.lib.acc_tensor_free(h)
             out[0] = sample
