@@ -101,6 +101,10 @@ class DataLoader {
   // A saved state of torch's global generator to fetch a batch under (check_state; `what` names it):
   // refused by loaders that do not fetch map-style batches on the calling thread.
   virtual void check_fetch_random_state(const std::vector<uint8_t>& bytes, const std::string& what) const;
+  // For a loader that reads on the calling thread, in an epoch whose first batch was read: torch's
+  // global generator's state it was read under (empty otherwise). A state loaded with position 0 and
+  // that state reads the epoch from it on (a dispatching loader's base, reading a resumed epoch again).
+  virtual std::vector<uint8_t> first_batch_random_state() const { return {}; }
   // The generator seed of the last epoch started's shuffle (none without shuffling or before one).
   virtual std::optional<uint64_t> epoch_seed() const { return std::nullopt; }
   // The base seed the last epoch started drew (take_iterator_draw; none before one).

@@ -3,7 +3,6 @@
 #include "common/checked_math.h"
 #include "common/error.h"
 #include "common/random.h"
-#include "data/map_dataloader.h"
 
 namespace acc {
 namespace {
@@ -88,7 +87,7 @@ std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Ten
 
 void DispatchingDataLoader::read_ahead() {
   // The base reads on this thread, drawing from torch's global generator, when it recorded the
-  // state of the epoch's first batch (a map-style base without workers).
+  // state of the epoch's first batch (a map-style base without workers, or a stream).
   const bool draws = !first_random_state_.empty();
   // In the skip of a resumed epoch, the global batch the checkpoint had read ahead (position_ + 1:
   // the one after the batch being skipped now) is read under the state it was read under.
@@ -106,8 +105,7 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::fetch_global(bool&
     if (!lookahead_) {
       lookahead_ = read_global();
       // The epoch's first read: the state its first batch was read under (the last pads with it).
-      if (const auto* map = dynamic_cast<const MapDataLoader*>(base_.get()))
-        first_random_state_ = map->first_batch_random_state();
+      first_random_state_ = base_->first_batch_random_state();
     }
     if (lookahead_) {
       mine = std::move(*lookahead_);
@@ -153,15 +151,14 @@ void DispatchingDataLoader::load_state(const LoaderState& state) {
     // Its first batch is read under the state it was first read under (the last batch pads with
     // it); the batch read ahead, under its own (read_ahead).
     const bool mid_epoch = state.position > 0;
-    base_->load_state({state.epoch,
-                       0,
-                       state.epoch_seed,
-                       state.seed,
-                       state.generator_state,
-                       {},
-                       {},
-                       mid_epoch ? state.first_batch_random_state : std::vector<uint8_t>{},
-                       {}});
+    LoaderState base;
+    base.epoch = state.epoch;
+    base.epoch_seed = state.epoch_seed;
+    base.seed = state.seed;
+    base.generator_state = state.generator_state;
+    // At position 0, the state of the batch to read next is the first batch's (see LoaderState).
+    if (mid_epoch) base.next_batch_random_state = state.first_batch_random_state;
+    base_->load_state(base);
     if (mid_epoch) base_->resume_started_epoch(state.iterator_seed);
     resume_position_ = state.position;
     resume_next_random_state_ = mid_epoch && !state.next_batch_random_state.empty()

@@ -2,6 +2,7 @@
 
 #include "common/checked_math.h"
 #include "common/error.h"
+#include "common/random.h"
 
 namespace acc {
 
@@ -66,13 +67,58 @@ void IterableDataLoader::start_epoch() {
     sharder_ = std::make_unique<IterableSharder<Sample>>(options().batch_size, options().drop_last,
                                                          shard_.num_processes, shard_.rank, shard_.split_batches);
   begin_epoch();  // in an epoch whose last batch is still to come
-  for (int64_t skip = take_skip_batches(); skip > 0 && produce(); --skip) ++position_;
+  read_epoch_start(take_skip_batches());
+}
+
+void IterableDataLoader::read_epoch_start(int64_t skip) {
+  // A resumed epoch puts the loaded state back once it has read; a dispatching loader's base, given
+  // only the first batch's state, reads on from it (its dispatcher puts the state back).
+  const bool resumed = skip > 0 && !resume_ahead_state_.empty();
+  const at::Tensor loaded = resumed ? global_random_state() : at::Tensor();
+  if (!resume_first_state_.empty()) set_global_random_state(generator_state_tensor(resume_first_state_));
+  first_read_state_ = global_random_state();
+  for (; skip > 0 && produce(); --skip) ++position_;
+  if (resumed) set_global_random_state(generator_state_tensor(resume_ahead_state_));
   if (read_ahead_) look_ahead();
+  if (resumed) set_global_random_state(loaded);
+  resume_first_state_.clear();
+  resume_ahead_state_.clear();
+}
+
+std::vector<uint8_t> IterableDataLoader::first_batch_random_state() const {
+  if (!in_epoch() || !first_read_state_.defined()) return {};
+  return generator_state_bytes(first_read_state_);
 }
 
 void IterableDataLoader::look_ahead() {
+  ahead_read_state_ = global_random_state();
   lookahead_ = produce();
   looked_ahead_ = true;
+}
+
+LoaderState IterableDataLoader::state() const {
+  LoaderState state = DataLoader::state();
+  if (!in_epoch()) {
+    state.next_batch_random_state = resume_ahead_state_;
+    state.first_batch_random_state = resume_first_state_;
+  } else if (!epoch_done() && read_ahead_ && looked_ahead_) {
+    state.next_batch_random_state = generator_state_bytes(ahead_read_state_);
+    state.first_batch_random_state = generator_state_bytes(first_read_state_);
+  }
+  return state;
+}
+
+void IterableDataLoader::load_state(const LoaderState& state) {
+  DataLoader::load_state(state);
+  // At position 0 the state of the next batch is the first batch's: the epoch is read from it on (a
+  // dispatching loader's base reading a resumed epoch again).
+  const bool mid_epoch = state.position > 0;
+  resume_ahead_state_ = mid_epoch ? state.next_batch_random_state : std::vector<uint8_t>{};
+  resume_first_state_ = mid_epoch ? state.first_batch_random_state : state.next_batch_random_state;
+}
+
+void IterableDataLoader::check_fetch_random_state(const std::vector<uint8_t>& bytes, const std::string& what) const {
+  check_cpu_generator_state(bytes, what);
 }
 
 void IterableDataLoader::settle_end_of_epoch() {

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "data/dataloader.h"
@@ -29,6 +30,14 @@ class IterableDataLoader final : public DataLoader {
     return acc::total_batch_size(options().batch_size, shard_.num_processes, shard_.split_batches);
   }
   int64_t total_dataset_length() const override { return source_->size_hint(); }
+  // A prepared stream's checkpoint also keeps torch's global generator states its epoch's first batch
+  // and the batch read ahead were read under: a resumed epoch reads the batches it skips again, and
+  // reads those two under them (the first pads a sharded epoch's last round), then puts the loaded
+  // state back, so a stream that draws resumes exactly.
+  LoaderState state() const override;
+  void load_state(const LoaderState& state) override;
+  void check_fetch_random_state(const std::vector<uint8_t>& bytes, const std::string& what) const override;
+  std::vector<uint8_t> first_batch_random_state() const override;
   const std::shared_ptr<IterableSource>& source() const { return source_; }
 
  protected:
@@ -40,6 +49,8 @@ class IterableDataLoader final : public DataLoader {
   void start_epoch();
   // Reads the next batch into lookahead_ (nullopt at the epoch's end).
   void look_ahead();
+  // Reads the batches a (resumed) epoch skips, then the one ahead, under the states state() saved.
+  void read_epoch_start(int64_t skip);
 
   std::shared_ptr<IterableSource> source_;
   ShardOptions shard_;
@@ -50,6 +61,9 @@ class IterableDataLoader final : public DataLoader {
   bool read_ahead_ = false;  // prepared: the epoch reads one batch ahead
   bool looked_ahead_ = false;  // lookahead_ holds the next batch, or nullopt for the end
   std::optional<std::vector<at::Tensor>> lookahead_;
+  at::Tensor first_read_state_;  // the global generator's state before the epoch's first batch
+  at::Tensor ahead_read_state_;  // and before lookahead_
+  std::vector<uint8_t> resume_first_state_, resume_ahead_state_;  // from load_state
   int64_t tail_real_ = -1;
   int64_t position_ = 0;
 };

@@ -39,10 +39,8 @@ class MapDataLoader : public DataLoader {
   // Without workers, fetch each batch before handing out the one before it, as Accelerate's
   // prepared loader (DataLoaderShard) iterates; only between epochs.
   void fetch_one_ahead();
-  // Without workers, in an epoch whose first batch was fetched: the global generator's state it was
-  // fetched under (empty otherwise). A state loaded with position 0 and that state reads the epoch
-  // from it on (a dispatching loader's base, reading a resumed epoch again).
-  std::vector<uint8_t> first_batch_random_state() const;
+  // Without workers (see DataLoader).
+  std::vector<uint8_t> first_batch_random_state() const override;
 
  protected:
   // An epoch's batches before sharding, in sequential order (for lengths, which do not depend on order).

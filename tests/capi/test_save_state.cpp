@@ -88,12 +88,33 @@ int noisy_sample(void* user_data, int64_t index, acc_tensor_list** out) {
   return ok ? 0 : 1;
 }
 
+// noisy_sample's samples in order as a stream (acc_dataset_from_iterator), each drawn when read.
+struct NoisyStream {
+  const Samples* samples = nullptr;
+  int64_t at = 0;
+
+  static int next(void* user_data, acc_tensor_list** out) {
+    auto* s = static_cast<NoisyStream*>(user_data);
+    *out = nullptr;
+    return s->at < static_cast<int64_t>(s->samples->y.size())
+               ? noisy_sample(const_cast<Samples*>(s->samples), s->at++, out)
+               : 0;
+  }
+  static int start(void* user_data, int64_t) {
+    static_cast<NoisyStream*>(user_data)->at = 0;
+    return 0;
+  }
+};
+
 // Training's loader: with noisy_workers >= 0 its dataset is noisy_sample's, fetched on that many
-// worker threads; with generator_seed >= 0 it has a generator of its own (PyTorch's generator=).
+// worker threads; with generator_seed >= 0 it has a generator of its own (PyTorch's generator=);
+// noisy_stream: NoisyStream, unshuffled (a stream shuffles itself).
 struct LoaderKind {
-  LoaderKind(int workers = -1, int64_t seed = -1) : noisy_workers(workers), generator_seed(seed) {}
+  LoaderKind(int workers = -1, int64_t seed = -1, bool stream = false)
+      : noisy_workers(workers), generator_seed(seed), noisy_stream(stream) {}
   int noisy_workers;
   int64_t generator_seed;
+  bool noisy_stream;
 };
 
 // A model, AdamW, a warmup schedule and an unseeded shuffling loader (see LoaderKind), prepared,
@@ -107,6 +128,7 @@ struct Training {
   Counter counter;
   std::vector<float> seen;  // the first feature of every sample trained on, in order
   Samples samples;
+  NoisyStream stream;
 
   explicit Training(std::vector<std::pair<std::string, std::string>> options, LoaderKind loader = {}) {
     const int noisy_workers = loader.noisy_workers;
@@ -133,7 +155,10 @@ struct Training {
       y[i] = i % 3;
     }
     acc_dataset* ds = nullptr;
-    if (noisy_workers >= 0) {
+    stream.samples = &samples;
+    if (loader.noisy_stream) {
+      EXPECT_EQ(acc_dataset_from_iterator(NoisyStream::next, NoisyStream::start, &stream, nullptr, -1, &ds), ACC_OK);
+    } else if (noisy_workers >= 0) {
       EXPECT_EQ(acc_dataset_from_callback(kSamples, noisy_sample, &samples, nullptr, &ds), ACC_OK);
     } else {
       acc_tensor* xs = floats(x, {kSamples, kFeatures});
@@ -146,7 +171,7 @@ struct Training {
     acc_options* lo = nullptr;
     EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &lo), ACC_OK);
     EXPECT_EQ(acc_options_set_int(lo, "batch_size", kBatch), ACC_OK);
-    EXPECT_EQ(acc_options_set_bool(lo, "shuffle", 1), ACC_OK);
+    EXPECT_EQ(acc_options_set_bool(lo, "shuffle", !loader.noisy_stream), ACC_OK);
     EXPECT_EQ(acc_options_set_int(lo, "num_workers", std::max(noisy_workers, 0)), ACC_OK);
     if (loader.generator_seed >= 0) EXPECT_EQ(acc_options_set_int(lo, "generator_seed", loader.generator_seed), ACC_OK);
     EXPECT_EQ(acc_dataloader_create(ds, lo, &dl), ACC_OK);
@@ -271,6 +296,15 @@ TEST(SaveState, ResumeIsExactWhenTheLoadersWorkersDrawRandomNumbers) {
       SCOPED_TRACE("num_workers " + std::to_string(workers) + ", saved after " + std::to_string(first));
       expect_exact_resume({}, first, 13, workers);
     }
+}
+
+TEST(SaveState, ResumeIsExactWhenAStreamDrawsRandomNumbers) {
+  // Noise drawn as the stream is read, on the calling thread: the resumed epoch reads the batches it
+  // skips again, its first and the one read ahead under the states they were first read under.
+  for (int first : {1, 4, 7, 10, 14}) {
+    SCOPED_TRACE("saved after " + std::to_string(first));
+    expect_exact_resume({}, first, 13, LoaderKind(-1, -1, true));
+  }
 }
 
 TEST(SaveState, ResumeIsExactWithTheLoadersOwnGenerator) {

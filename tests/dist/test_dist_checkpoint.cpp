@@ -55,9 +55,24 @@ int noisy_sample(void*, int64_t i, acc_tensor_list** out) {
   return ok ? 0 : 1;
 }
 
+// noisy_sample's samples in order as a stream (acc_dataset_from_iterator), each drawn when it is read.
+struct NoisyStream {
+  int64_t at = 0;
+  static int next(void* user_data, acc_tensor_list** out) {
+    auto* s = static_cast<NoisyStream*>(user_data);
+    *out = nullptr;
+    return s->at < kSamples ? noisy_sample(nullptr, s->at++, out) : 0;
+  }
+  static int start(void* user_data, int64_t) {
+    static_cast<NoisyStream*>(user_data)->at = 0;
+    return 0;
+  }
+};
+
 // A model, AdamW with a schedule and an unseeded shuffling loader (ids, features, targets), prepared.
 // With `noisy_workers` >= 0 the dataset is noisy_sample's, fetched on that many worker threads;
-// with `generator_seed` >= 0 the loader has a generator of its own.
+// with `generator_seed` >= 0 the loader has a generator of its own; with `noisy_stream` the dataset
+// is NoisyStream (unshuffled).
 struct DistRun {
   acc_accelerator* acc;
   acc_model* model = nullptr;
@@ -66,7 +81,10 @@ struct DistRun {
   acc_dataloader* dl = nullptr;
   std::vector<int64_t> ids;  // the samples this process trained on, in order
 
-  explicit DistRun(acc_accelerator* accelerator = g_acc, int noisy_workers = -1, int64_t generator_seed = -1)
+  NoisyStream stream;
+
+  explicit DistRun(acc_accelerator* accelerator = g_acc, int noisy_workers = -1, int64_t generator_seed = -1,
+                   bool noisy_stream = false)
       : acc(accelerator) {
     EXPECT_EQ(acc_model_from_spec(kNet, &model), ACC_OK) << acc_last_error_message();
     EXPECT_EQ(acc_optimizer_create(model, "adamw", nullptr, &opt), ACC_OK);
@@ -87,14 +105,16 @@ struct DistRun {
     acc_tensor* yt = floats(y, {kSamples, 2});
     const acc_tensor* fields[] = {it, xt, yt};
     acc_dataset* ds = nullptr;
-    if (noisy_workers >= 0)
+    if (noisy_stream)
+      EXPECT_EQ(acc_dataset_from_iterator(NoisyStream::next, NoisyStream::start, &stream, nullptr, -1, &ds), ACC_OK);
+    else if (noisy_workers >= 0)
       EXPECT_EQ(acc_dataset_from_callback(kSamples, noisy_sample, nullptr, nullptr, &ds), ACC_OK);
     else
       EXPECT_EQ(acc_dataset_from_tensors(fields, 3, &ds), ACC_OK);
     acc_options* lo = nullptr;
     EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &lo), ACC_OK);
     EXPECT_EQ(acc_options_set_int(lo, "batch_size", kBatch), ACC_OK);
-    EXPECT_EQ(acc_options_set_bool(lo, "shuffle", 1), ACC_OK);
+    EXPECT_EQ(acc_options_set_bool(lo, "shuffle", !noisy_stream), ACC_OK);
     EXPECT_EQ(acc_options_set_int(lo, "num_workers", std::max(noisy_workers, 0)), ACC_OK);
     if (generator_seed >= 0) EXPECT_EQ(acc_options_set_int(lo, "generator_seed", generator_seed), ACC_OK);
     EXPECT_EQ(acc_dataloader_create(ds, lo, &dl), ACC_OK);
@@ -157,13 +177,13 @@ struct DistRun {
 // Trains `first` + `rest` steps in one go, then `first`, saves, and resumes in a fresh run for `rest`
 // (RNG reseeded per process, as a new job would be): the same batches and bit-identical weights.
 void expect_exact_resume(acc_accelerator* acc, const char* name, int first, int rest, int noisy_workers = -1,
-                         int64_t generator_seed = -1) {
+                         int64_t generator_seed = -1, bool noisy_stream = false) {
   const std::string dir = shared_dir(name);
   ACC_ASSERT_OK(acc_set_seed(11));
   std::vector<int64_t> whole_ids;
   std::vector<float> whole_weights;
   {
-    DistRun whole(acc, noisy_workers, generator_seed);
+    DistRun whole(acc, noisy_workers, generator_seed, noisy_stream);
     whole.train(first + rest);
     whole_ids = whole.ids;
     whole_weights = whole.weights();
@@ -171,13 +191,13 @@ void expect_exact_resume(acc_accelerator* acc, const char* name, int first, int 
   ACC_ASSERT_OK(acc_set_seed(11));
   std::vector<int64_t> ids;
   {
-    DistRun head(acc, noisy_workers, generator_seed);
+    DistRun head(acc, noisy_workers, generator_seed, noisy_stream);
     head.train(first);
     ACC_ASSERT_OK(acc_save_state(acc, dir.c_str(), nullptr));
     ids = head.ids;
   }
   ACC_ASSERT_OK(acc_set_seed(1000 + static_cast<uint64_t>(g_rank)));
-  DistRun tail(acc, noisy_workers, generator_seed);
+  DistRun tail(acc, noisy_workers, generator_seed, noisy_stream);
   ACC_ASSERT_OK(acc_load_state(acc, dir.c_str(), nullptr));
   tail.train(rest);
   ids.insert(ids.end(), tail.ids.begin(), tail.ids.end());
@@ -209,6 +229,20 @@ TEST(Checkpoint, ResumeIsExactWhenLoaderWorkersDrawRandomNumbers) {
     expect_exact_resume(dispatching, "resume_workers_dispatch", per_epoch + 1, per_epoch + 2, workers);
   }
   acc_accelerator_free(dispatching);
+}
+
+TEST(Checkpoint, ResumeIsExactWhenAStreamDrawsRandomNumbers) {
+  // Noise drawn as a stream is read: sharded, every process reads the resumed epoch's skipped batches
+  // again; dispatched, process 0 does. The first batch (which pads the last round) and the one read
+  // ahead are read under the states they were first read under. Saved mid-epoch, resumed past its end.
+  const auto per_epoch = static_cast<int>(batches_per_epoch());
+  acc_accelerator* sharding = acc_test::make_accelerator({{"dispatch_batches", "0"}});  // streams dispatch by default
+  for (acc_accelerator* acc : {sharding, g_acc})
+    for (int first : {1, per_epoch + 1}) {
+      SCOPED_TRACE(std::string(acc == sharding ? "sharded" : "dispatched") + ", saved after " + std::to_string(first));
+      expect_exact_resume(acc, "resume_stream", first, per_epoch + 2, -1, -1, true);
+    }
+  acc_accelerator_free(sharding);
 }
 
 TEST(Checkpoint, ResumeIsExactWithALoadersOwnGenerator) {

@@ -407,9 +407,14 @@ SCENARIOS = {
     "stream_augment": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True, augment=True),
     "stream_shard_augment": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True,
                                  augment=True, dispatch_batches=False),
+    # Resumed in the middle of an epoch: the skipped batches are read again (drawing again), the first
+    # and the one read ahead under the states they were first read under.
     "stream_augment_resume_mid_epoch": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear",
                                             stream=True, augment=True, resume=True, resume_at=2,
                                             uninterrupted="stream_augment"),
+    "stream_shard_augment_resume_mid_epoch": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear",
+                                                  stream=True, augment=True, dispatch_batches=False, resume=True,
+                                                  resume_at=2, uninterrupted="stream_shard_augment"),
     # Every epoch left one batch before its end (a loop with a step budget): the synchronized
     # shuffle's generator has taken its last draw or not as Accelerate's, so the next epoch's order
     # is the same; with a generator of the loader's own, and with workers asking ahead.
