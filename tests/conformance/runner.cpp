@@ -208,6 +208,7 @@ json run_dist_case(acc::Accelerator& accelerator, const json& p) {
                         : std::make_shared<acc::ShardedDataLoader>(data, options, shard);
     }
     if (dispatch) loader = std::make_shared<acc::DispatchingDataLoader>(loader, accelerator.distributed(), split);
+    loader->mark_prepared();  // it stands for what prepare_data_loader makes (a prepared stream reads ahead)
   } catch (const acc::Error& e) {
     return json{{"error", e.what()}};
   }
