@@ -248,7 +248,8 @@
   /** A pass over an epoch, which owns the batch it handed out last (see Batches). An earlier pass
    *  of this loader is closed first, and an epoch left unfinished (a loop left with break, or next()
    *  called by hand) is ended, so every pass starts at an epoch's beginning (or where load_state or
-   *  skipFirstBatches put it). The loader's close closes its pass. */
+   *  skipFirstBatches put it). The loader's close closes its pass. A pass is the epoch's iterator:
+   *  making one takes what Python's iter(loader) takes (iter()), so passes read in step draw as zip. */
   public Batches batches() {
     // The epoch ends first, without the proxy's lock (it waits for the worker threads, whose
     // functions may use the proxy): refused (from inside the loader's own function), the running

@@ -63,7 +63,8 @@ public partial class DataLoader : IEnumerable<TensorList> {
   /// <summary>A pass over an epoch, which owns the batch it handed out last (see Batches). An earlier
   /// pass of this loader is disposed first, and an epoch left unfinished (Next() called by hand) is
   /// ended, so every pass starts at an epoch's beginning (or where LoadState or SkipFirstBatches put
-  /// it). Disposing the loader disposes its pass.</summary>
+  /// it). Disposing the loader disposes its pass. A pass is the epoch's iterator: making one takes what
+  /// Python's iter(loader) takes (Iter()), so passes read in step (LINQ's Zip) draw as zip.</summary>
   public Batches Batches() {
     // The epoch ends first: refused (from inside the loader's own function), the running pass goes on
     // unharmed.
