@@ -62,7 +62,6 @@ void IterableDataLoader::start_epoch() {
   position_ = 0;
   lookahead_.reset();
   looked_ahead_ = false;
-  read_ahead_ = prepared();
   if (shard_.num_processes > 1)
     sharder_ = std::make_unique<IterableSharder<Sample>>(options().batch_size, options().drop_last,
                                                          shard_.num_processes, shard_.rank, shard_.split_batches);
@@ -79,7 +78,7 @@ void IterableDataLoader::read_epoch_start(int64_t skip) {
   first_read_state_ = global_random_state();
   for (; skip > 0 && produce(); --skip) ++position_;
   if (resumed) set_global_random_state(generator_state_tensor(resume_ahead_state_));
-  if (read_ahead_) look_ahead();
+  if (prepared()) look_ahead();  // as DataLoaderShard: one batch ahead
   if (resumed) set_global_random_state(loaded);
   resume_first_state_.clear();
   resume_ahead_state_.clear();
@@ -101,7 +100,7 @@ LoaderState IterableDataLoader::state() const {
   if (!in_epoch()) {
     state.next_batch_random_state = resume_ahead_state_;
     state.first_batch_random_state = resume_first_state_;
-  } else if (!epoch_done() && read_ahead_ && looked_ahead_) {
+  } else if (!epoch_done() && prepared() && looked_ahead_) {
     state.next_batch_random_state = generator_state_bytes(ahead_read_state_);
     state.first_batch_random_state = generator_state_bytes(first_read_state_);
   }
@@ -140,7 +139,7 @@ std::optional<std::vector<at::Tensor>> IterableDataLoader::next() {
     epoch_finished();
     return std::nullopt;
   }
-  if (read_ahead_) look_ahead();
+  if (prepared()) look_ahead();  // as DataLoaderShard: one batch ahead
   ++position_;
   batch_handed_out(looked_ahead_ && !lookahead_);
   return batch;

@@ -58,7 +58,6 @@ class IterableDataLoader final : public DataLoader {
   std::unique_ptr<IterableSharder<Sample>> sharder_;
   std::vector<Sample> ready_;
   bool stream_done_ = false;
-  bool read_ahead_ = false;  // prepared: the epoch reads one batch ahead
   bool looked_ahead_ = false;  // lookahead_ holds the next batch, or nullopt for the end
   std::optional<std::vector<at::Tensor>> lookahead_;
   at::Tensor first_read_state_;  // the global generator's state before the epoch's first batch
