@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -1242,6 +1244,119 @@ TEST(Fault, ADeadOrStalledPeerAtProfileEndIsNamed) {
   std::filesystem::remove_all(dir);
   std::fflush(stdout);
   _exit(testing::Test::HasFailure() ? 1 : 0);
+}
+
+namespace {
+
+// An accelerator's loader over 16 sample ids, batch 2, shuffled.
+acc_dataloader* shuffled_loader(acc_accelerator* acc, acc_dataset* ds) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &o), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(o, "batch_size", 2), ACC_OK);
+  EXPECT_EQ(acc_options_set_bool(o, "shuffle", 1), ACC_OK);
+  acc_dataloader* dl = nullptr;
+  EXPECT_EQ(acc_dataloader_create(ds, o, &dl), ACC_OK);
+  acc_options_free(o);
+  EXPECT_EQ(acc_prepare(acc, nullptr, nullptr, &dl, nullptr), ACC_OK) << acc_last_error_message();
+  return dl;
+}
+
+acc_model* prepared_dist_net() {
+  acc_model* model = nullptr;
+  EXPECT_EQ(acc_model_from_spec(kDistNet, &model), ACC_OK);
+  EXPECT_EQ(acc_prepare(g_acc, &model, nullptr, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+  return model;
+}
+
+}  // namespace
+
+// The collectives outside a training step (the loaders', the objects', checkpoints' and the scopes')
+// with a peer that dies or stalls before them: Timeout/Aborted naming the call, on the process left.
+TEST(Fault, ADeadOrStalledPeerIsNamedInEveryCollective) {
+  const char* mode = std::getenv("ACC_TEST_FAULT");
+  const char* at_env = std::getenv("ACC_TEST_FAULT_AT");
+  if (!mode || !at_env) GTEST_SKIP() << "set ACC_TEST_FAULT and ACC_TEST_FAULT_AT (the fault tests run on their own)";
+  const std::string at = at_env;
+  // Each place: what both processes do first, then the call process 0 makes alone, and the name its
+  // error must give.
+  struct Place {
+    std::function<void()> before;
+    std::function<acc_status()> call;
+    std::string named;
+  };
+  acc_dataset* ds = id_dataset(16);
+  acc_dataloader* dl = nullptr;
+  acc_model* model = nullptr;
+  acc_tensor* t = floats({1.0f, 2.0f}, {2});
+  acc_tensor* out = nullptr;
+  acc_string_list* list = nullptr;
+  acc_tensor_list* batch = nullptr;
+  const std::string dir = std::string("/tmp/acc_dist_fault_state_") + std::getenv("MASTER_PORT");
+  const std::map<std::string, Place> places = {
+      // process 0 reads for both and sends each its slice
+      {"dispatch",
+       {[&] {
+          dl = shuffled_loader(acc_test::make_accelerator({{"dispatch_batches", "1"}}), ds);
+          ASSERT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
+        },
+        [&] { return acc_dataloader_next(dl, &batch); }, "collective 'dispatch_batches (header)'"}},
+      // an epoch's shuffle takes process 0's generator state at its first batch
+      {"shuffle",
+       {[&] { dl = shuffled_loader(g_acc, ds); }, [&] { return acc_dataloader_next(dl, &batch); },
+        "collective 'data loader shuffle (generator state)'"}},
+      {"prepare_optimizer",
+       {[&] { model = prepared_dist_net(); },
+        [&] {
+          acc_optimizer* opt = nullptr;
+          EXPECT_EQ(acc_optimizer_create(model, "sgd", nullptr, &opt), ACC_OK);
+          return acc_prepare(g_acc, nullptr, &opt, nullptr, nullptr);
+        },
+        "collective 'prepare_optimizer (the optimizers compared)"}},
+      {"load_state",
+       {[&] {
+          model = prepared_dist_net();
+          ASSERT_EQ(acc_save_state(g_acc, dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
+        },
+        [&] { return acc_load_state(g_acc, dir.c_str(), nullptr); }, "collective 'load_state (reading)"}},
+      {"local_sgd",
+       {[&] {
+          model = prepared_dist_net();
+          ASSERT_EQ(acc_local_sgd_begin(g_acc, model, 1, 1), ACC_OK) << acc_last_error_message();
+        },
+        [&] { return acc_local_sgd_step(g_acc, model); }, "collective 'LocalSGD (waiting for every process)"}},
+      {"gather_for_metrics",
+       {[] {}, [&] { return acc_gather_for_metrics(g_acc, t, "accuracy", &out); }, "collective 'accuracy"}},
+      {"gather_object",
+       {[] {}, [&] { return acc_gather_object(g_acc, "abc", 3, "labels", &list); }, "collective 'labels"}},
+      {"broadcast_object",
+       {[] {}, [&] { return acc_broadcast_object(g_acc, "abc", 3, 0, "vocabulary", &list); },
+        "collective 'vocabulary"}},
+      {"pad",
+       {[] {}, [&] { return acc_pad_across_processes(g_acc, t, 0, 0.0, 0, "lengths", &out); }, "collective 'lengths"}},
+      {"check_trigger",
+       {[] {},
+        [&] {
+          int any = 0;
+          return acc_check_trigger(g_acc, &any);
+        },
+        "collective 'check_trigger"}},
+      {"main_process_first",
+       {[] {},
+        [&] {  // the main process goes first, and waits for the others at the end
+          const acc_status begun = acc_main_process_first_begin(g_acc);
+          return begun == ACC_OK ? acc_main_process_first_end(g_acc) : begun;
+        },
+        "collective 'wait_for_everyone"}},
+  };
+  const auto place = places.find(at);
+  ASSERT_NE(place, places.end()) << "no fault place '" << at << "'";
+  place->second.before();
+  if (g_rank == 1) {
+    if (std::string(mode) == "exit") _exit(0);             // dies without a word
+    std::this_thread::sleep_for(std::chrono::seconds(8));  // stalls past the others' timeout
+    _exit(0);
+  }
+  expect_named_and_exit(place->second.call(), place->second.named);
 }
 
 int main(int argc, char** argv) {
