@@ -1130,8 +1130,9 @@ ACC_API ACC_NODISCARD acc_status acc_dataloader_total_batch_size(const acc_datal
 ACC_API ACC_NODISCARD acc_status acc_dataloader_total_dataset_length(const acc_dataloader *dl, int64_t *out);
 /* 1 when the batch last returned was the last of its epoch. A stream (acc_dataset_from_iterator)
  * under a loader that is not prepared is read only when a batch is asked for, as PyTorch's
- * DataLoader reads one, so its end is known only at the acc_dataloader_next that returns NULL: this
- * stays 0 for it (a prepared loader reads one batch ahead, as Accelerate's, and knows). */
+ * DataLoader reads one: asked here, it reads the next batch to answer (the stream's callbacks then run
+ * one batch earlier; the batches are the same). A prepared loader reads one batch ahead, as
+ * Accelerate's, and knows. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_end_of_epoch(const acc_dataloader *dl, int *out);
 /* Ends the epoch being iterated before its last batch, as dropping a Python iterator does (a loop
  * left with break): batches fetched ahead are dropped, the epoch counts as done (the epoch counter

@@ -306,6 +306,8 @@ func (l *DataLoader) InEpoch() bool {
 	return value(l.ref(), func(h capi.DataLoader, e *string) bool { return h.InEpoch(e) })
 }
 
+// EndOfEpoch reports whether the batch last returned was its epoch's last. A stream under a loader
+// that is not prepared reads its next batch to answer.
 func (l *DataLoader) EndOfEpoch() bool {
 	return value(l.ref(), func(h capi.DataLoader, e *string) bool { return h.EndOfEpoch(e) })
 }
