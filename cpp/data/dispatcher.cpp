@@ -2,6 +2,7 @@
 
 #include "common/checked_math.h"
 #include "common/error.h"
+#include "common/exception_status.h"
 #include "common/random.h"
 
 namespace acc {
@@ -9,11 +10,20 @@ namespace {
 
 constexpr int64_t kMaxFields = 8, kMaxDims = 8, kHeader = 2 + kMaxFields * (2 + kMaxDims);
 
-// [stop, last, per field: dtype, ndim, sizes...]: what the other processes need to receive a batch.
-at::Tensor encode_header(const std::vector<at::Tensor>* batch, bool last) {
+// What the header's first value says.
+constexpr int64_t kBatch = 0, kStop = 1, kFailed = 2;
+
+// [kBatch, last, per field: dtype, ndim, sizes...]: what the other processes need to receive a batch;
+// [kStop]: the epoch ended; [kFailed, status]: process 0 could not read the batch.
+at::Tensor encode_header(const std::vector<at::Tensor>* batch, bool last, const ExceptionReport* failure) {
   at::Tensor header = at::zeros({kHeader}, at::TensorOptions().dtype(at::kLong));
   auto* h = header.data_ptr<int64_t>();
-  h[0] = batch ? 0 : 1;
+  if (failure) {
+    h[0] = kFailed;
+    h[1] = static_cast<int64_t>(failure->status);
+    return header;
+  }
+  h[0] = batch ? kBatch : kStop;
   h[1] = last ? 1 : 0;
   if (!batch) return header;
   require(static_cast<int64_t>(batch->size()) <= kMaxFields, "dispatch_batches supports up to ", kMaxFields, " fields");
@@ -65,13 +75,32 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::read_global() {
   return global;
 }
 
-std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Tensor>& mine, bool& stop, bool& last) {
+std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Tensor>& mine, bool& stop, bool& last,
+                                                       const std::exception_ptr& failure) {
   const bool root = collectives_.rank() == 0;
+  std::optional<ExceptionReport> report;
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (...) {
+      report = describe_current_exception();
+    }
+  }
   // The header has one size everywhere and describes the tensors that follow: nothing to compare.
-  at::Tensor header = collectives_.broadcast(encode_header(root && !stop ? &mine : nullptr, last), 0,
-                                             "dispatch_batches (header)", Collectives::Layouts::AgreedByCaller);
+  at::Tensor header =
+      collectives_.broadcast(encode_header(root && !stop ? &mine : nullptr, last, report ? &*report : nullptr), 0,
+                             "dispatch_batches (header)", Collectives::Layouts::AgreedByCaller);
   const auto* h = header.data_ptr<int64_t>();
-  stop = h[0] != 0;
+  if (h[0] == kFailed) {
+    // Every process fails at this batch, at once and in step (the others would otherwise wait for it
+    // until the timeout): process 0 with its own error, the others with its status and message.
+    const std::string message = collectives_.broadcast_object(report ? report->message : std::string(), 0,
+                                                              "dispatch_batches (process 0's error)");
+    if (root) std::rethrow_exception(failure);
+    fail(static_cast<Status>(h[1]), "process 0, which reads the batches of every process (dispatch_batches), ",
+         "could not read the next one: ", message);
+  }
+  stop = h[0] == kStop;
   last = h[1] != 0;
   std::vector<at::Tensor> batch;
   for (int64_t f = 0; !stop && f < kMaxFields; ++f) {
@@ -101,21 +130,28 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::fetch_global(bool&
   std::vector<at::Tensor> mine;
   bool stop = false;
   last = false;
+  std::exception_ptr failure;  // process 0's read, told to every process
   if (collectives_.rank() == 0) {
-    if (!lookahead_) {
-      lookahead_ = read_global();
-      // The epoch's first read: the state its first batch was read under (the last pads with it).
-      first_random_state_ = base_->first_batch_random_state();
-    }
-    if (lookahead_) {
-      mine = std::move(*lookahead_);
-      read_ahead();
-      last = !lookahead_.has_value();
-    } else {
-      stop = true;
+    try {
+      if (!lookahead_) {
+        lookahead_ = read_global();
+        // The epoch's first read: the state its first batch was read under (the last pads with it).
+        first_random_state_ = base_->first_batch_random_state();
+      }
+      if (lookahead_) {
+        mine = std::move(*lookahead_);
+        // As Accelerate's dispatcher, the next global batch is read before this one is handed out: its
+        // failure fails this call.
+        read_ahead();
+        last = !lookahead_.has_value();
+      } else {
+        stop = true;
+      }
+    } catch (...) {
+      failure = std::current_exception();
     }
   }
-  auto batch = receive(mine, stop, last);
+  auto batch = receive(mine, stop, last, failure);
   if (stop) return std::nullopt;
   return batch;
 }

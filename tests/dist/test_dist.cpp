@@ -798,6 +798,77 @@ TEST(Data, StreamsAreShardedAndGatheredOnce) {
   acc_dataset_free(ds);
 }
 
+// With dispatch_batches process 0 alone reads the data: when its read fails (a stream's next, a
+// sample's callback), every process fails at the same batch at once, naming process 0's error (the
+// others would otherwise wait for that batch until the timeout), and the processes stay in step.
+TEST(Data, AFailedReadOfTheDispatchingProcessFailsEveryProcessAtOnce) {
+  // Sample `failing` fails (on process 0: the only one that reads); samples are their ids.
+  struct Source {
+    int64_t cursor = 0, failing = 0;
+    static int sample(void* ud, int64_t index, acc_tensor_list** out) {
+      *out = nullptr;
+      if (index == static_cast<Source*>(ud)->failing) {
+        acc_callback_set_error("the shard file is unreadable");
+        return 1;
+      }
+      acc_tensor* t = nullptr;
+      if (acc_tensor_from_host(&index, sizeof index, nullptr, 0, ACC_DTYPE_INT64, &t) != ACC_OK) return 1;
+      const bool ok = acc_tensor_list_create(out) == ACC_OK && acc_tensor_list_append(*out, nullptr, t) == ACC_OK;
+      acc_tensor_free(t);
+      return ok ? 0 : 1;
+    }
+    static int next(void* ud, acc_tensor_list** out) {
+      auto* s = static_cast<Source*>(ud);
+      *out = nullptr;
+      return s->cursor < 40 ? sample(ud, s->cursor++, out) : 0;
+    }
+    static int start(void* ud, int64_t) {
+      static_cast<Source*>(ud)->cursor = 0;
+      return 0;
+    }
+  };
+  acc_accelerator* acc = acc_test::make_accelerator({{"dispatch_batches", "1"}});
+  for (const bool stream : {true, false}) {
+    SCOPED_TRACE(stream ? "stream" : "map-style");
+    // Batch 2 on each process: a global batch holds 2 * P samples, and process 0 reads one ahead, so
+    // the sample of the 4th global batch fails the 3rd call.
+    Source source;
+    source.failing = 3 * 2 * g_world + 1;
+    acc_dataset* ds = nullptr;
+    ACC_ASSERT_OK(stream ? acc_dataset_from_iterator(Source::next, Source::start, &source, nullptr, -1, &ds)
+                         : acc_dataset_from_callback(40, Source::sample, &source, nullptr, &ds));
+    acc_options* o = nullptr;
+    ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+    ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 2));
+    acc_dataloader* dl = nullptr;
+    ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dl));
+    acc_options_free(o);
+    ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
+    acc_status status = ACC_OK;
+    int calls = 0;
+    while (status == ACC_OK && calls < 20) {
+      acc_tensor_list* batch = nullptr;
+      status = acc_dataloader_next(dl, &batch);
+      ++calls;
+      acc_tensor_list_free(batch);
+    }
+    EXPECT_EQ(calls, 3);
+    const std::string message = acc_last_error_message();
+    EXPECT_EQ(status, ACC_ERR_IO) << message;
+    EXPECT_NE(message.find("the shard file is unreadable"), std::string::npos) << message;
+    if (g_rank != 0)
+      EXPECT_NE(message.find("process 0, which reads the batches of every process (dispatch_batches), could not read"),
+                std::string::npos)
+          << message;
+    // In step: the next collective meets the others' (a wait for the timeout would fail it).
+    EXPECT_EQ(acc_wait_for_everyone(acc), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_dataloader_end_epoch(dl), ACC_OK) << acc_last_error_message();
+    acc_dataloader_free(dl);
+    acc_dataset_free(ds);
+  }
+  acc_accelerator_free(acc);
+}
+
 TEST(Data, PreparedLoadersShardBatchesAcrossProcesses) {
   // 10 samples, batch 2: batch k goes to process k mod P; the last round is completed from the start.
   acc_dataset* ds = id_dataset(10);
