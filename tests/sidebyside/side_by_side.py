@@ -154,6 +154,11 @@ SCENARIOS = {
     "mlp_cyclic_per_group": dict(model="mlp", optimizer="adamw", schedule="cyclic", no_decay="*.bias",
                                  schedule_options={"base_lr": [1e-3, 1e-4], "max_lr": [0.02, 0.005],
                                                    "step_size_up": 2}),
+    # OneCycleLR past its total_steps under accumulation: Accelerate's guard reads _step_count, which
+    # GradientAccumulationPlugin's adjust_scheduler would raise at each micro-step, but that setting
+    # never reaches GradientState (to_kwargs drops a default value), so it does not.
+    "mlp_one_cycle_accumulate": dict(model="mlp", optimizer="sgd", schedule="one_cycle", accumulation=2,
+                                     schedule_options={"max_lr": 0.1}),
     "lm_one_cycle_three_phase": dict(model="lm", optimizer="adamw", schedule="one_cycle", accumulation=2,
                                      schedule_options={"max_lr": 0.02, "three_phase": True, "pct_start": 0.25}),
     # PyTorch's chainable schedulers, each rate computed from the one before.
