@@ -151,6 +151,19 @@ acc_dataloader* prepared_loader(acc_dataset* ds, int64_t batch_size) {
   return dl;
 }
 
+// A shuffling loader of batch 2 over ds, prepared by `acc`.
+acc_dataloader* shuffled_loader(acc_accelerator* acc, acc_dataset* ds) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &o), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(o, "batch_size", 2), ACC_OK);
+  EXPECT_EQ(acc_options_set_bool(o, "shuffle", 1), ACC_OK);
+  acc_dataloader* dl = nullptr;
+  EXPECT_EQ(acc_dataloader_create(ds, o, &dl), ACC_OK);
+  acc_options_free(o);
+  EXPECT_EQ(acc_prepare(acc, nullptr, nullptr, &dl, nullptr), ACC_OK) << acc_last_error_message();
+  return dl;
+}
+
 // One epoch of a prepared loader through gather_for_metrics, concatenated (field 0 holds sample ids).
 std::vector<int64_t> gather_epoch(acc_dataloader* dl, const char* name, acc_accelerator* acc = g_acc) {
   std::vector<int64_t> gathered;
@@ -970,14 +983,7 @@ TEST(Data, DispatchedBatchesShuffleWithTheSeedableSampler) {
     EXPECT_EQ(acc_set_seed(100 + static_cast<uint64_t>(g_rank)), ACC_OK);  // processes seeded apart
     acc_accelerator* acc =
         acc_test::make_accelerator({{"use_seedable_sampler", "1"}, {"data_seed", "5"}, {"dispatch_batches", dispatch}});
-    acc_options* o = nullptr;
-    EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &o), ACC_OK);
-    EXPECT_EQ(acc_options_set_int(o, "batch_size", 2), ACC_OK);
-    EXPECT_EQ(acc_options_set_bool(o, "shuffle", 1), ACC_OK);
-    acc_dataloader* dl = nullptr;
-    EXPECT_EQ(acc_dataloader_create(ds, o, &dl), ACC_OK);
-    acc_options_free(o);
-    EXPECT_EQ(acc_prepare(acc, nullptr, nullptr, &dl, nullptr), ACC_OK) << acc_last_error_message();
+    acc_dataloader* dl = shuffled_loader(acc, ds);
     // 24 samples fill every round: nothing is padded, so the gathered epoch is the global order.
     std::vector<std::vector<int64_t>> epochs;
     for (int e = 0; e < 2; ++e) epochs.push_back(gather_epoch(dl, "seedable order", acc));
@@ -1318,19 +1324,6 @@ TEST(Fault, ADeadOrStalledPeerAtProfileEndIsNamed) {
 }
 
 namespace {
-
-// An accelerator's loader over 16 sample ids, batch 2, shuffled.
-acc_dataloader* shuffled_loader(acc_accelerator* acc, acc_dataset* ds) {
-  acc_options* o = nullptr;
-  EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &o), ACC_OK);
-  EXPECT_EQ(acc_options_set_int(o, "batch_size", 2), ACC_OK);
-  EXPECT_EQ(acc_options_set_bool(o, "shuffle", 1), ACC_OK);
-  acc_dataloader* dl = nullptr;
-  EXPECT_EQ(acc_dataloader_create(ds, o, &dl), ACC_OK);
-  acc_options_free(o);
-  EXPECT_EQ(acc_prepare(acc, nullptr, nullptr, &dl, nullptr), ACC_OK) << acc_last_error_message();
-  return dl;
-}
 
 acc_model* prepared_dist_net() {
   acc_model* model = nullptr;
