@@ -4,7 +4,7 @@ namespace acc {
 
 AcceleratedOptimizer::AcceleratedOptimizer(std::shared_ptr<Optimizer> inner, std::shared_ptr<GradientState> state,
                                            std::shared_ptr<GradScaler> scaler)
-    : inner_(std::move(inner)), state_(std::move(state)), scaler_(std::move(scaler)) {}
+    : OptimizerWrapper(std::move(inner)), state_(std::move(state)), scaler_(std::move(scaler)) {}
 
 void AcceleratedOptimizer::step() {
   if (!state_->sync_gradients()) return;

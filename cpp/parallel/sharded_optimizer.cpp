@@ -42,7 +42,7 @@ class PiecesModel final : public Model {
 }  // namespace
 
 ShardedOptimizer::ShardedOptimizer(std::shared_ptr<Optimizer> inner, std::shared_ptr<ShardedDataParallel> engine)
-    : inner_(std::move(inner)), engine_(std::move(engine)) {
+    : OptimizerWrapper(std::move(inner)), engine_(std::move(engine)) {
   if (!inner_->elementwise())
     fail(Status::Unsupported, "the ", inner_->algorithm(), " optimizer cannot be sharded (zero_stage ",
          engine_->options().stage, "): its update is not elementwise (it needs whole parameters); use another "

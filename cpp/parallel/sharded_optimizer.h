@@ -9,28 +9,18 @@
 #include <string>
 #include <vector>
 
-#include "optim/optimizer.h"
 #include "optim/optimizer_state.h"
+#include "optim/optimizer_wrapper.h"
 #include "parallel/sharded_data_parallel.h"
 
 namespace acc {
 
-class ShardedOptimizer final : public Optimizer {
+class ShardedOptimizer final : public OptimizerWrapper {
  public:
   // `inner` must have no state yet (it is prepared before its first step).
   ShardedOptimizer(std::shared_ptr<Optimizer> inner, std::shared_ptr<ShardedDataParallel> engine);
 
   void add_param_group(const std::vector<std::string>& names, const Options& overrides) override;
-  const std::string& algorithm() const override { return inner_->algorithm(); }
-  size_t num_param_groups() const override { return inner_->num_param_groups(); }
-  double lr(size_t group) const override { return inner_->lr(group); }
-  void set_lr(size_t group, double lr) override { inner_->set_lr(group, lr); }
-  double default_lr() const override { return inner_->default_lr(); }
-  std::optional<double> initial_lr(size_t group) const override { return inner_->initial_lr(group); }
-  void set_initial_lr(size_t group, double lr, bool overwrite) override {
-    inner_->set_initial_lr(group, lr, overwrite);
-  }
-  bool elementwise() const override { return inner_->elementwise(); }
   bool holds_state_slices() const override { return true; }
   void step() override;
   void attach_gradients() override { engine_->attach_piece_gradients(); }
@@ -38,7 +28,6 @@ class ShardedOptimizer final : public Optimizer {
   void zero_grad() override;
   // Moves this process's slices, then (stages 1 and 2) gathers the parameters as after a step.
   void set_train_mode(bool train) override;
-  torch::optim::Optimizer& impl() override { return inner_->impl(); }
   // The pieces, named after their parameters (optimizer state is saved and checked by these names).
   std::shared_ptr<Model> model() const override { return pieces_model_; }
 
@@ -51,7 +40,6 @@ class ShardedOptimizer final : public Optimizer {
   OptimizerSnapshot slice(const OptimizerSnapshot& whole, const std::string& source) const;
 
  private:
-  std::shared_ptr<Optimizer> inner_;
   std::shared_ptr<ShardedDataParallel> engine_;
   std::shared_ptr<Model> pieces_model_;
   std::vector<std::vector<std::string>> group_names_;
