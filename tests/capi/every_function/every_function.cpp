@@ -74,7 +74,7 @@ struct Function {
 std::string g_state = "fresh";
 std::vector<std::pair<std::string, std::string>> g_options;
 
-// The set of objects one call works on, made in the child (and once more, freed).
+// The set of objects one call works on (and once more, freed).
 bool make(Live& live, bool freed) {
   auto ok = [](acc_status s) { return s == ACC_OK; };
   acc_options* o = nullptr;
@@ -149,16 +149,35 @@ bool out_parameters_untouched() {
   return true;
 }
 
-// In the child: makes the objects, calls, and writes "<status>\t<untouched>\t<message>" to `fd`.
+// The threads of this process (Threads: in /proc/self/status), 0 when unknown.
+int thread_count() {
+  FILE* status = std::fopen("/proc/self/status", "r");
+  if (!status) return 0;
+  char line[256];
+  int threads = 0;
+  while (std::fgets(line, sizeof line, status))
+    if (std::sscanf(line, "Threads: %d", &threads) == 1) break;
+  std::fclose(status);
+  return threads;
+}
+
+// The objects made once by the parent, which each child inherits as made (null: each child makes its
+// own). Only while the parent has one thread: a child has only the thread that forked, and a thread
+// the objects rely on (a worker, a writer) would be missing there.
+Live* g_premade = nullptr;
+
+// In the child: makes the objects (unless inherited), calls, and writes
+// "<status>\t<untouched>\t<message>" to `fd`.
 [[noreturn]] void run_in_child(const Function& f, int variant, int fd) {
   alarm(kTimeoutSeconds);
   std::memset(foreign, 0xa5, sizeof(foreign));
   std::memset(out_bytes, kUntouched, sizeof(out_bytes));
-  Live live;
-  if (!make(live, true) || !make(live, false)) {
+  Live made;
+  if (!g_premade && (!make(made, true) || !make(made, false))) {
     dprintf(fd, "setup\t1\t%s\n", acc_last_error_message());
     _exit(0);
   }
+  Live& live = g_premade ? *g_premade : made;
   const int status = f.calls[variant](live);
   const char* message = status > 0 ? acc_last_error_message() : "";
   dprintf(fd, "%d\t%d\t%s\n", status, out_parameters_untouched() ? 1 : 0, message ? message : "");
@@ -226,6 +245,12 @@ int main(int argc, char** argv) {
   // Calls may write files (save_state of an odd path): into a folder of our own, removed at the end.
   char folder[] = "/tmp/acc_every_function_XXXXXX";
   if (!mkdtemp(folder) || chdir(folder) != 0) return 2;
+  // Made once here and inherited by every child, when nothing runs beside this thread (the C API's
+  // objects start no thread of their own on one process without workers or trackers).
+  static Live premade;
+  if (make(premade, true) && make(premade, false) && thread_count() == 1) g_premade = &premade;
+  std::printf("%s objects: %s\n", g_state.c_str(),
+              g_premade ? "made once, inherited by each call's process" : "made in each call's process");
   int calls = 0, failures = 0;
   for (const Function& f : kFunctions) {
     for (int v = 0; v < 5; ++v) {
