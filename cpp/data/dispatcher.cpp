@@ -13,16 +13,13 @@ constexpr int64_t kMaxFields = 8, kMaxDims = 8, kHeader = 2 + kMaxFields * (2 + 
 // What the header's first value says.
 constexpr int64_t kBatch = 0, kStop = 1, kFailed = 2;
 
+at::Tensor empty_header() { return at::zeros({kHeader}, at::TensorOptions().dtype(at::kLong)); }
+
 // [kBatch, last, per field: dtype, ndim, sizes...]: what the other processes need to receive a batch;
-// [kStop]: the epoch ended; [kFailed, status]: process 0 could not read the batch.
-at::Tensor encode_header(const std::vector<at::Tensor>* batch, bool last, const ExceptionReport* failure) {
-  at::Tensor header = at::zeros({kHeader}, at::TensorOptions().dtype(at::kLong));
+// [kStop]: the epoch ended.
+at::Tensor encode_header(const std::vector<at::Tensor>* batch, bool last) {
+  at::Tensor header = empty_header();
   auto* h = header.data_ptr<int64_t>();
-  if (failure) {
-    h[0] = kFailed;
-    h[1] = static_cast<int64_t>(failure->status);
-    return header;
-  }
   h[0] = batch ? kBatch : kStop;
   h[1] = last ? 1 : 0;
   if (!batch) return header;
@@ -36,6 +33,22 @@ at::Tensor encode_header(const std::vector<at::Tensor>* batch, bool last, const 
     for (int64_t d = 0; d < t.dim(); ++d) field[2 + d] = t.size(d);
   }
   return header;
+}
+
+// [kFailed, status]: process 0 could not read or send the batch.
+at::Tensor failure_header(Status status) {
+  at::Tensor header = empty_header();
+  header.data_ptr<int64_t>()[0] = kFailed;
+  header.data_ptr<int64_t>()[1] = static_cast<int64_t>(status);
+  return header;
+}
+
+ExceptionReport describe(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (...) {
+    return describe_current_exception();
+  }
 }
 
 }  // namespace
@@ -76,20 +89,20 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::read_global() {
 }
 
 std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Tensor>& mine, bool& stop, bool& last,
-                                                       const std::exception_ptr& failure) {
+                                                       std::exception_ptr failure) {
   const bool root = collectives_.rank() == 0;
-  std::optional<ExceptionReport> report;
-  if (failure) {
+  // The header has one size everywhere and describes the tensors that follow: nothing to compare.
+  at::Tensor header = empty_header();
+  if (root && !failure) {
     try {
-      std::rethrow_exception(failure);
+      header = encode_header(stop ? nullptr : &mine, last);
     } catch (...) {
-      report = describe_current_exception();
+      failure = std::current_exception();  // a batch the header cannot describe
     }
   }
-  // The header has one size everywhere and describes the tensors that follow: nothing to compare.
-  at::Tensor header =
-      collectives_.broadcast(encode_header(root && !stop ? &mine : nullptr, last, report ? &*report : nullptr), 0,
-                             "dispatch_batches (header)", Collectives::Layouts::AgreedByCaller);
+  const std::optional<ExceptionReport> report = failure ? std::optional(describe(failure)) : std::nullopt;
+  if (report) header = failure_header(report->status);
+  header = collectives_.broadcast(header, 0, "dispatch_batches (header)", Collectives::Layouts::AgreedByCaller);
   const auto* h = header.data_ptr<int64_t>();
   if (h[0] == kFailed) {
     // Every process fails at this batch, at once and in step (the others would otherwise wait for it

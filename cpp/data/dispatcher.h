@@ -43,10 +43,10 @@ class DispatchingDataLoader final : public DataLoader {
   // Process 0 reads the next global batch ahead: under a resumed state, if it is the one a checkpoint
   // had read ahead; its global random state is recorded when the base reads on this thread.
   void read_ahead();
-  // The header, then the batch, from process 0; `failure`: process 0's read failed, and every
-  // process throws (process 0 its own error).
+  // The header, then the batch, from process 0; where process 0's read failed (`failure`) or its
+  // batch cannot be sent, every process throws (process 0 its own error).
   std::vector<at::Tensor> receive(const std::vector<at::Tensor>& mine, bool& stop, bool& last,
-                                  const std::exception_ptr& failure);
+                                  std::exception_ptr failure);
 
   std::shared_ptr<DataLoader> base_;
   Collectives collectives_;

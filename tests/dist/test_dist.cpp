@@ -891,6 +891,24 @@ TEST(Data, AFailedReadOfTheDispatchingProcessFailsEveryProcessAtOnce) {
   acc_accelerator_free(acc);
 }
 
+// A batch the dispatch cannot send (more fields than its header describes) fails every process alike.
+TEST(Data, ABatchTheDispatchCannotSendFailsEveryProcess) {
+  acc_tensor* t = floats(std::vector<float>(8, 1.0f), {8});
+  const std::vector<const acc_tensor*> fields(9, t);
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_tensors(fields.data(), fields.size(), &ds));
+  acc_accelerator* acc = acc_test::make_accelerator({{"dispatch_batches", "1"}});
+  acc_dataloader* dl = shuffled_loader(acc, ds);
+  acc_tensor_list* batch = nullptr;
+  ACC_EXPECT_ERROR(acc_dataloader_next(dl, &batch), ACC_ERR_INVALID_ARGUMENT,
+                   "dispatch_batches supports up to 8 fields");
+  EXPECT_EQ(acc_wait_for_everyone(acc), ACC_OK) << acc_last_error_message();
+  acc_dataloader_free(dl);
+  acc_accelerator_free(acc);
+  acc_dataset_free(ds);
+  acc_tensor_free(t);
+}
+
 TEST(Data, PreparedLoadersShardBatchesAcrossProcesses) {
   // 10 samples, batch 2: batch k goes to process k mod P; the last round is completed from the start.
   acc_dataset* ds = id_dataset(10);
