@@ -141,6 +141,23 @@ bool make(Live& live, bool freed) {
   return true;
 }
 
+// Frees the live objects of `live` (the freed ones are gone already).
+void release(Live& live) {
+  acc_progress_free(live.progress);
+  acc_averaged_model_free(live.averaged_model);
+  acc_scheduler_free(live.scheduler);
+  acc_optimizer_free(live.optimizer);
+  acc_dataloader_free(live.dataloader);
+  acc_dataset_free(live.dataset);
+  acc_tensor_free(live.tensor);
+  acc_tensor_list_free(live.tensor_list);
+  acc_string_list_free(live.string_list);
+  acc_model_free(live.model);
+  acc_options_free(live.options);
+  acc_accelerator_free(live.accelerator);
+  live = Live();
+}
+
 bool out_parameters_untouched() {
   for (void* slot : out_slots)
     if (slot) return false;
@@ -261,6 +278,7 @@ int main(int argc, char** argv) {
       std::printf("FAILED %s (%s arguments): %s\n", f.name, kVariants[v], verdict.c_str());
     }
   }
+  release(premade);
   std::filesystem::remove_all(folder);
   std::printf("%s objects: %d calls of %zu functions, %d failed\n", g_state.c_str(), calls, sizeof(kFunctions) / sizeof(kFunctions[0]), failures);
   return failures == 0 ? 0 : 1;
