@@ -110,10 +110,12 @@ bool make(Live& live, bool freed) {
     if (g_state == "stepped") {  // a forward and backward: the gradients are there
       acc_tensor_list* batch = nullptr;
       acc_tensor *input = nullptr, *output = nullptr, *loss = nullptr;
-      if (!ok(acc_dataloader_next(dl, &batch)) || !ok(acc_tensor_list_get(batch, 0, &input)) ||
-          !ok(acc_model_forward1(m, input, ACC_FORWARD_DEFAULT, &output)) || !ok(acc_tensor_mean(output, &loss)) ||
-          !ok(acc_backward(a, loss)))
-        return false;
+      const bool stepped = ok(acc_dataloader_next(dl, &batch)) && ok(acc_tensor_list_get(batch, 0, &input)) &&
+                           ok(acc_model_forward1(m, input, ACC_FORWARD_DEFAULT, &output)) &&
+                           ok(acc_tensor_mean(output, &loss)) && ok(acc_backward(a, loss));
+      for (acc_tensor* used : {input, output, loss}) acc_tensor_free(used);
+      acc_tensor_list_free(batch);
+      if (!stepped) return false;
     }
   }
   if (!freed) {
