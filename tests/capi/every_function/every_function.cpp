@@ -266,7 +266,7 @@ int main(int argc, char** argv) {
   if (!mkdtemp(folder) || chdir(folder) != 0) return 2;
   // Made once here and inherited by every child, when nothing runs beside this thread (the C API's
   // objects start no thread of their own on one process without workers or trackers).
-  static Live premade;
+  Live premade;
   if (make(premade, true) && make(premade, false) && thread_count() == 1) g_premade = &premade;
   std::printf("%s objects: %s\n", g_state.c_str(),
               g_premade ? "made once, inherited by each call's process" : "made in each call's process");
