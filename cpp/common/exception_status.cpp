@@ -73,4 +73,12 @@ ExceptionReport describe_current_exception() noexcept {
   }
 }
 
+ExceptionReport describe_exception(const std::exception_ptr& error) noexcept {
+  try {
+    std::rethrow_exception(error);
+  } catch (...) {
+    return describe_current_exception();
+  }
+}
+
 }  // namespace acc

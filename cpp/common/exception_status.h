@@ -3,6 +3,7 @@
 // by the C API's guard and by collectives that gather each process's failure (Collectives::agree).
 #pragma once
 
+#include <exception>
 #include <string>
 
 #include "common/error.h"
@@ -17,5 +18,7 @@ struct ExceptionReport {
 
 // Call inside a catch block: describes the exception being handled (acc::Error by its own status).
 ExceptionReport describe_current_exception() noexcept;
+// The same for an exception kept to be rethrown later (`error` not null).
+ExceptionReport describe_exception(const std::exception_ptr& error) noexcept;
 
 }  // namespace acc

@@ -43,14 +43,6 @@ at::Tensor failure_header(Status status) {
   return header;
 }
 
-ExceptionReport describe(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (...) {
-    return describe_current_exception();
-  }
-}
-
 }  // namespace
 
 DispatchingDataLoader::DispatchingDataLoader(std::shared_ptr<DataLoader> base, std::shared_ptr<Distributed> dist,
@@ -92,7 +84,7 @@ std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Ten
                                                        std::exception_ptr failure) {
   const bool root = collectives_.rank() == 0;
   // The header has one size everywhere and describes the tensors that follow: nothing to compare.
-  at::Tensor header = empty_header();
+  at::Tensor header;
   if (root && !failure) {
     try {
       header = encode_header(stop ? nullptr : &mine, last);
@@ -100,8 +92,9 @@ std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Ten
       failure = std::current_exception();  // a batch the header cannot describe
     }
   }
-  const std::optional<ExceptionReport> report = failure ? std::optional(describe(failure)) : std::nullopt;
+  const std::optional<ExceptionReport> report = failure ? std::optional(describe_exception(failure)) : std::nullopt;
   if (report) header = failure_header(report->status);
+  if (!header.defined()) header = empty_header();  // received into
   header = collectives_.broadcast(header, 0, "dispatch_batches (header)", Collectives::Layouts::AgreedByCaller);
   const auto* h = header.data_ptr<int64_t>();
   if (h[0] == kFailed) {

@@ -139,28 +139,17 @@ acc_dataset* id_dataset(int64_t n) {
   return ds;
 }
 
-// A loader of batch_size over ds, prepared by the job's accelerator.
-acc_dataloader* prepared_loader(acc_dataset* ds, int64_t batch_size) {
+// A loader of batch_size over ds (shuffling or not), prepared by `acc` (the job's accelerator by default).
+acc_dataloader* prepared_loader(acc_dataset* ds, int64_t batch_size, acc_accelerator* acc = g_acc,
+                                bool shuffle = false) {
   acc_options* o = nullptr;
   EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &o), ACC_OK);
   EXPECT_EQ(acc_options_set_int(o, "batch_size", batch_size), ACC_OK);
+  EXPECT_EQ(acc_options_set_bool(o, "shuffle", shuffle ? 1 : 0), ACC_OK);
   acc_dataloader* dl = nullptr;
   EXPECT_EQ(acc_dataloader_create(ds, o, &dl), ACC_OK);
-  EXPECT_EQ(acc_prepare(g_acc, nullptr, nullptr, &dl, nullptr), ACC_OK) << acc_last_error_message();
-  acc_options_free(o);
-  return dl;
-}
-
-// A shuffling loader of batch 2 over ds, prepared by `acc`.
-acc_dataloader* shuffled_loader(acc_accelerator* acc, acc_dataset* ds) {
-  acc_options* o = nullptr;
-  EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &o), ACC_OK);
-  EXPECT_EQ(acc_options_set_int(o, "batch_size", 2), ACC_OK);
-  EXPECT_EQ(acc_options_set_bool(o, "shuffle", 1), ACC_OK);
-  acc_dataloader* dl = nullptr;
-  EXPECT_EQ(acc_dataloader_create(ds, o, &dl), ACC_OK);
-  acc_options_free(o);
   EXPECT_EQ(acc_prepare(acc, nullptr, nullptr, &dl, nullptr), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
   return dl;
 }
 
@@ -898,7 +887,7 @@ TEST(Data, ABatchTheDispatchCannotSendFailsEveryProcess) {
   acc_dataset* ds = nullptr;
   ACC_ASSERT_OK(acc_dataset_from_tensors(fields.data(), fields.size(), &ds));
   acc_accelerator* acc = acc_test::make_accelerator({{"dispatch_batches", "1"}});
-  acc_dataloader* dl = shuffled_loader(acc, ds);
+  acc_dataloader* dl = prepared_loader(ds, 2, acc, true);
   acc_tensor_list* batch = nullptr;
   ACC_EXPECT_ERROR(acc_dataloader_next(dl, &batch), ACC_ERR_INVALID_ARGUMENT,
                    "dispatch_batches supports up to 8 fields");
@@ -1010,7 +999,7 @@ TEST(Data, DispatchedBatchesShuffleWithTheSeedableSampler) {
     EXPECT_EQ(acc_set_seed(100 + static_cast<uint64_t>(g_rank)), ACC_OK);  // processes seeded apart
     acc_accelerator* acc =
         acc_test::make_accelerator({{"use_seedable_sampler", "1"}, {"data_seed", "5"}, {"dispatch_batches", dispatch}});
-    acc_dataloader* dl = shuffled_loader(acc, ds);
+    acc_dataloader* dl = prepared_loader(ds, 2, acc, true);
     // 24 samples fill every round: nothing is padded, so the gathered epoch is the global order.
     std::vector<std::vector<int64_t>> epochs;
     for (int e = 0; e < 2; ++e) epochs.push_back(gather_epoch(dl, "seedable order", acc));
@@ -1213,14 +1202,22 @@ TEST(Dist, AnotherOptimizerOnOneProcessIsRefusedAtPrepare) {
   acc_model_free(model);
 }
 
+namespace {
+
+// On process 1, the fault `mode` asks for: "exit" dies without a word, "stall" outlives the others'
+// timeout; either way the process ends here. Other processes go on.
+void fail_process_1_by(const std::string& mode) {
+  if (g_rank != 1) return;
+  if (mode != "exit") std::this_thread::sleep_for(std::chrono::seconds(8));
+  _exit(0);
+}
+
+}  // namespace
+
 TEST(Fault, ADeadOrStalledPeerIsAnErrorNotAHang) {
   const char* mode = std::getenv("ACC_TEST_FAULT");
   if (!mode) GTEST_SKIP() << "set ACC_TEST_FAULT=exit or stall (the fault tests run on their own)";
-  if (g_rank == 1) {
-    if (std::string(mode) == "exit") _exit(0);  // dies without a word
-    std::this_thread::sleep_for(std::chrono::seconds(8));  // stalls past the others' timeout
-    _exit(0);
-  }
+  fail_process_1_by(mode);
   const auto start = std::chrono::steady_clock::now();
   acc_status status = acc_wait_for_everyone(g_acc);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -1244,11 +1241,7 @@ acc_model* ddp_model_whose_peer_fails_after(int steps, const std::string& mode) 
   auto [x, y] = job_batch(0);
   for (int step = 0; step < steps; ++step)
     train_step(model, nullptr, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8, true);
-  if (g_rank == 1) {
-    if (mode == "exit") _exit(0);
-    std::this_thread::sleep_for(std::chrono::seconds(8));
-    _exit(0);
-  }
+  fail_process_1_by(mode);
   return model;
 }
 
@@ -1297,11 +1290,7 @@ TEST(Fault, ADeadOrStalledPeerDuringABf16BackwardIsNamed) {
   auto [x, y] = job_batch(0);
   for (int step = 0; step < 2; ++step)
     bf16_backward(model, g_acc, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8);
-  if (g_rank == 1) {
-    if (std::string(mode) == "exit") _exit(0);
-    std::this_thread::sleep_for(std::chrono::seconds(8));
-    _exit(0);
-  }
+  fail_process_1_by(mode);
   acc_tensor* xt = as_bf16(floats(rows_of(x, 3, 0, 8), {8, 3}));
   acc_tensor* yt = floats(rows_of(y, 2, 0, 8), {8, 2});
   acc_tensor *out = nullptr, *wide = nullptr, *loss = nullptr;
@@ -1335,11 +1324,7 @@ TEST(Fault, ADeadOrStalledPeerAtProfileEndIsNamed) {
   ASSERT_EQ(acc_options_set_string(o, "output_trace_dir", dir.c_str()), ACC_OK);
   ASSERT_EQ(acc_profile_begin(g_acc, o), ACC_OK) << acc_last_error_message();
   acc_options_free(o);
-  if (g_rank == 1) {
-    if (std::string(mode) == "exit") _exit(0);
-    std::this_thread::sleep_for(std::chrono::seconds(8));
-    _exit(0);
-  }
+  fail_process_1_by(mode);
   const acc_status status = acc_profile_end(g_acc);
   const std::string message = acc_last_error_message();
   EXPECT_TRUE(status == ACC_ERR_TIMEOUT || status == ACC_ERR_ABORTED) << acc_status_name(status) << ": " << message;
@@ -1352,9 +1337,9 @@ TEST(Fault, ADeadOrStalledPeerAtProfileEndIsNamed) {
 
 namespace {
 
+// kDistNet prepared by the job's accelerator.
 acc_model* prepared_dist_net() {
-  acc_model* model = nullptr;
-  EXPECT_EQ(acc_model_from_spec(kDistNet, &model), ACC_OK);
+  acc_model* model = acc_test::spec_model(kDistNet);
   EXPECT_EQ(acc_prepare(g_acc, &model, nullptr, nullptr, nullptr), ACC_OK) << acc_last_error_message();
   return model;
 }
@@ -1387,13 +1372,13 @@ TEST(Fault, ADeadOrStalledPeerIsNamedInEveryCollective) {
       // process 0 reads for both and sends each its slice
       {"dispatch",
        {[&] {
-          dl = shuffled_loader(acc_test::make_accelerator({{"dispatch_batches", "1"}}), ds);
+          dl = prepared_loader(ds, 2, acc_test::make_accelerator({{"dispatch_batches", "1"}}), true);
           ASSERT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
         },
         [&] { return acc_dataloader_next(dl, &batch); }, "collective 'dispatch_batches (header)'"}},
       // an epoch's shuffle takes process 0's generator state at its first batch
       {"shuffle",
-       {[&] { dl = shuffled_loader(g_acc, ds); }, [&] { return acc_dataloader_next(dl, &batch); },
+       {[&] { dl = prepared_loader(ds, 2, g_acc, true); }, [&] { return acc_dataloader_next(dl, &batch); },
         "collective 'data loader shuffle (generator state)'"}},
       {"prepare_optimizer",
        {[&] { model = prepared_dist_net(); },
@@ -1442,11 +1427,7 @@ TEST(Fault, ADeadOrStalledPeerIsNamedInEveryCollective) {
   const auto place = places.find(at);
   ASSERT_NE(place, places.end()) << "no fault place '" << at << "'";
   place->second.before();
-  if (g_rank == 1) {
-    if (std::string(mode) == "exit") _exit(0);             // dies without a word
-    std::this_thread::sleep_for(std::chrono::seconds(8));  // stalls past the others' timeout
-    _exit(0);
-  }
+  fail_process_1_by(mode);
   expect_named_and_exit(place->second.call(), place->second.named);
 }
 
