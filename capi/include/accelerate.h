@@ -922,10 +922,14 @@ ACC_API ACC_NODISCARD acc_status acc_scheduler_create_cyclic(acc_optimizer *opt,
  * cosine_annealing after a warm-up starts from the base rate, not from where the warm-up ended).
  * Call it once per later schedule, before the first step and before acc_prepare, with growing
  * milestones >= 1. The sequence's steps, checkpoints and get_last_lr are the scheduler's; its
- * name in scheduler.json lists the schedules ("linear_lr,cosine_annealing@5"). The first schedule
- * may be any with a rule (a named one or acc_scheduler_create_lambda's); reduce_lr_on_plateau
- * is refused as PyTorch refuses it (ACC_ERR_INVALID_ARGUMENT), one_cycle and cyclic are not
- * built into sequences (ACC_ERR_UNSUPPORTED). A refused call changes nothing. */
+ * name in scheduler.json lists the schedules ("linear_lr,cosine_annealing@5"). Any schedule but
+ * reduce_lr_on_plateau takes part (refused as PyTorch refuses it: ACC_ERR_INVALID_ARGUMENT), the
+ * first one also a callback's. one_cycle and cyclic act on the others as in PyTorch, where each
+ * part is made on the optimizer in turn: a one_cycle sets each group's initial_lr (max_lr /
+ * div_factor), which the sequence starts from and the schedules made after it take as their
+ * base. A second one_cycle, and a cyclic cycling the momentum after a one_cycle cycling it, are
+ * refused (ACC_ERR_UNSUPPORTED: in PyTorch the later one rewrites the earlier one's settings in
+ * the optimizer's groups). A refused call changes nothing. */
 ACC_API ACC_NODISCARD acc_status acc_scheduler_then(acc_scheduler *sched, int64_t milestone, const char *name,
                                                     const acc_options *opts);
 /* Makes the scheduler a chain, as PyTorch's ChainedScheduler([this, name...]): schedule `name` (with
@@ -937,9 +941,11 @@ ACC_API ACC_NODISCARD acc_status acc_scheduler_then(acc_scheduler *sched, int64_
  * own whatever the ones before did, as in PyTorch. Call it once per added schedule, before the first
  * step and before acc_prepare. The chain's steps, checkpoints and get_last_lr are the scheduler's; its
  * name in scheduler.json lists the schedules ("constant_lr+exponential"). reduce_lr_on_plateau is
- * refused (ACC_ERR_INVALID_ARGUMENT: ChainedScheduler steps without a metric), one_cycle, cyclic, and
- * mixing a chain with a sequence (acc_scheduler_then) are not built (ACC_ERR_UNSUPPORTED). A chain
- * holds at most 1000 schedules. A refused call changes nothing. */
+ * refused (ACC_ERR_INVALID_ARGUMENT: ChainedScheduler steps without a metric), mixing a chain with
+ * a sequence (acc_scheduler_then) is not built (ACC_ERR_UNSUPPORTED); one_cycle and cyclic are
+ * taken as by acc_scheduler_then. A step that fails in one part (a one_cycle past its total_steps)
+ * leaves every part where it was. A chain holds at most 1000 schedules. A refused call changes
+ * nothing. */
 ACC_API ACC_NODISCARD acc_status acc_scheduler_chain(acc_scheduler *sched, const char *name, const acc_options *opts);
 /* Advances one step and sets the optimizer's learning rates. */
 ACC_API ACC_NODISCARD acc_status acc_scheduler_step(acc_scheduler *sched);

@@ -4,6 +4,7 @@
 #include "host_callbacks.h"
 #include "optim/group_hyperparameters.h"
 #include "optim/optimizer_state.h"
+#include "schedule/scheduler_composites.h"
 
 using namespace acc::capi;
 
@@ -205,7 +206,7 @@ acc_status acc_scheduler_then(acc_scheduler* sched, int64_t milestone, const cha
   return guarded([&] {
     auto& s = live(sched, "sched");
     const std::string schedule = text_arg(name, "name");
-    s.scheduler->then(milestone, schedule, options_arg(opts, acc::OptionsKind::Scheduler));
+    s.scheduler = acc::schedule_then(s.scheduler, milestone, schedule, options_arg(opts, acc::OptionsKind::Scheduler));
   });
 }
 
@@ -213,7 +214,7 @@ acc_status acc_scheduler_chain(acc_scheduler* sched, const char* name, const acc
   return guarded([&] {
     auto& s = live(sched, "sched");
     const std::string schedule = text_arg(name, "name");
-    s.scheduler->chain(schedule, options_arg(opts, acc::OptionsKind::Scheduler));
+    s.scheduler = acc::schedule_chain(s.scheduler, schedule, options_arg(opts, acc::OptionsKind::Scheduler));
   });
 }
 

@@ -56,6 +56,7 @@ CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const Sch
   const double up = static_cast<double>(o.step_size_up);
   total_size_ = up + static_cast<double>(o.step_size_down.value_or(o.step_size_up));
   step_ratio_ = up / total_size_;
+  for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) earlier_initial_lrs_.push_back(optimizer_->initial_lr(g));
   start(ends_.base_lr);  // PyTorch's constructor sets each group's rate to base_lr
 }
 
@@ -73,13 +74,17 @@ double CyclicScheduler::scale(int64_t cycle, int64_t step) const {
   return scale;
 }
 
-CyclingScheduler::Point CyclicScheduler::at(int64_t step, size_t group) const {
+CyclingScheduler::Point CyclicScheduler::made_point(size_t group) const {
+  return at(0, group, earlier_initial_lrs_[group].value_or(ends_.base_lr[group]));
+}
+
+CyclingScheduler::Point CyclicScheduler::at(int64_t step, size_t group, double base_lr) const {
   const double progress = static_cast<double>(step) / total_size_;
   const auto cycle = static_cast<int64_t>(std::floor(1 + progress));
   const double x = 1.0 + progress - static_cast<double>(cycle);
   const double scale_factor = x <= step_ratio_ ? x / step_ratio_ : (x - 1) / (step_ratio_ - 1);
   const double height = scale(cycle, step);
-  const double base_lr = ends_.base_lr[group], max_lr = ends_.max_lr[group];
+  const double max_lr = ends_.max_lr[group];
   const double low = ends_.low_momentum[group], high = ends_.high_momentum[group];
   return {base_lr + (max_lr - base_lr) * scale_factor * height, high - (high - low) * scale_factor * height};
 }

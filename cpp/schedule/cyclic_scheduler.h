@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "schedule/cycling_scheduler.h"
@@ -36,10 +37,15 @@ class CyclicScheduler final : public CyclingScheduler {
   CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& options, GroupEnds ends,
                   ScaleFunction scale_fn);
 
-  Point at(int64_t step, size_t group) const override;
+  Point at(int64_t step, size_t group) const override { return at(step, group, ends_.base_lr[group]); }
+  // PyTorch's constructor steps with its base rates still the groups' initial_lr: an earlier
+  // scheduler's, if one set it, instead of base_lr.
+  Point made_point(size_t group) const override;
+  Point at(int64_t step, size_t group, double base_lr) const;
   double scale(int64_t cycle, int64_t step) const;
 
   GroupEnds ends_;
+  std::vector<std::optional<double>> earlier_initial_lrs_;  // each group's initial_lr before it was made
   double total_size_, step_ratio_;
   Mode mode_;
   double gamma_;

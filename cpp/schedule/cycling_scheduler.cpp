@@ -24,7 +24,7 @@ CyclingScheduler::CyclingScheduler(std::shared_ptr<Optimizer> optimizer, std::st
 }
 
 void CyclingScheduler::start(const std::vector<double>& base_lrs) {
-  const std::vector<Point> first = points_at(0);  // PyTorch's initial step, checked before any change
+  const std::vector<Point> first = points_at(0, true);  // PyTorch's initial step, checked before any change
   for (size_t g = 0; g < base_lrs.size(); ++g) optimizer_->set_lr(g, base_lrs[g]);
   base_lrs_ = group_lrs(*optimizer_);
   apply_points(0, first);
@@ -34,11 +34,11 @@ void CyclingScheduler::check_step(int64_t step) const {
   require(step >= 0, "a ", name(), " schedule's step must be >= 0, got ", step);
 }
 
-std::vector<CyclingScheduler::Point> CyclingScheduler::points_at(int64_t step) const {
+std::vector<CyclingScheduler::Point> CyclingScheduler::points_at(int64_t step, bool made) const {
   check_step(step);
   std::vector<Point> points;
   for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) {
-    points.push_back(at(step, g));
+    points.push_back(made ? made_point(g) : at(step, g));
     require(std::isfinite(points[g].lr), "the ", name(), " schedule's learning rate at step ",
             step, " is ", points[g].lr);
     // Between the group's ends it is in range (checked when made); a user's scale function or a
@@ -62,10 +62,24 @@ void CyclingScheduler::apply_points(int64_t step, const std::vector<Point>& poin
   set_rates(step, std::move(lrs));
 }
 
+void CyclingScheduler::restart() {
+  const auto entered = enter("step");
+  apply(0);
+}
+
 void CyclingScheduler::check_state(const SchedulerState& state) const {
   const auto running = running_callbacks();
   check_state_shape(state);
+  if (!state.lrs.empty() || !state.last_lrs.empty()) check_saved_rates(state);
   (void)points_at(state.step);  // a schedule that fails at that step fails here, before any change
+}
+
+void CyclingScheduler::load_state(const SchedulerState& state) {
+  const auto entered = enter("loading a scheduler's state");
+  check_state(state);
+  base_lrs_ = state.base_lrs;
+  apply(state.step);
+  if (!state.lrs.empty()) restore_rates(state);
 }
 
 }  // namespace acc

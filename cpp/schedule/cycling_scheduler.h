@@ -15,6 +15,14 @@ namespace acc {
 class CyclingScheduler : public IndexedScheduler {
  public:
   void check_state(const SchedulerState& state) const override;
+  // A resume takes the saved rates, as PyTorch's optimizer state holds them (they differ from the
+  // step's only where a rate was set by hand, or at CyclicLR's step 0 after an earlier scheduler);
+  // the momentum is the step's.
+  void load_state(const SchedulerState& state) override;
+  // PyTorch's step(0) and SequentialLR's initial step: get_lr() at step 0 (no closed form).
+  void restart() override;
+  void start_again(const std::vector<double>&) override { restart(); }
+  bool cycles_momentum() const { return cycle_momentum_; }
 
  protected:
   struct Point {
@@ -30,13 +38,15 @@ class CyclingScheduler : public IndexedScheduler {
   void start(const std::vector<double>& base_lrs = {});
   // Group `group`'s rate and momentum at `step` (PyTorch's get_lr()).
   virtual Point at(int64_t step, size_t group) const = 0;
+  // The same at step 0 when the scheduler is made (PyTorch's constructor's initial step).
+  virtual Point made_point(size_t group) const { return at(0, group); }
   // Throws if the schedule has no `step` (OneCycleLR ends at total_steps).
   virtual void check_step(int64_t step) const;
 
  private:
   void apply(int64_t step) override;
-  // Every group's point at `step`, checked (a rate finite and >= 0, a momentum in range).
-  std::vector<Point> points_at(int64_t step) const;
+  // Every group's point at `step` (`made`: step 0 as made), checked (a rate finite, a momentum in range).
+  std::vector<Point> points_at(int64_t step, bool made = false) const;
   void apply_points(int64_t step, const std::vector<Point>& points);
 
   bool cycle_momentum_;

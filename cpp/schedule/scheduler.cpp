@@ -138,7 +138,11 @@ void IndexedScheduler::load_state(const SchedulerState& state) {
 }
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
-    : IndexedScheduler(std::move(optimizer), name), made_lrs_(group_lrs(*optimizer_)) {
+    : IndexedScheduler(std::move(optimizer), name),
+      made_lrs_(group_lrs(*optimizer_)),
+      restart_rule_([name, options, default_lr = optimizer_->default_lr()] {
+        return restarted_schedule_rule(name, options, default_lr);
+      }) {
   for (Schedule& schedule : named_group_schedules(name, options, optimizer_->default_lr(), base_lrs_.size())) {
     note_form(schedule);
     chains_.push_back({std::move(schedule)});
@@ -241,6 +245,31 @@ void LambdaScheduler::step() {
   set_rates(step, std::move(lrs));
 }
 
+void LambdaScheduler::restart() {
+  const auto entered = enter("step");
+  require(restart_rule_ != nullptr && phases_.size() == 1 && chain_length() == 1, "the '", name_,
+          "' schedule cannot be restarted at a milestone");
+  const ScheduleRule rule = restart_rule_();
+  std::vector<double> lrs;
+  for (double base : base_lrs_) lrs.push_back(rule(base, 0));
+  check_rates(lrs, 0);
+  set_rates(0, std::move(lrs));
+}
+
+LambdaScheduler::Phase LambdaScheduler::first_phase_again(const std::vector<double>& reset,
+                                                          std::vector<double>& lrs) const {
+  Phase first = first_phase(chains_, reset);
+  lrs = rates(first.rules, base_lrs_, 0, 0);
+  return first;
+}
+
+void LambdaScheduler::start_again(const std::vector<double>& reset) {
+  const auto entered = enter("then");
+  std::vector<double> lrs;
+  phases_[0] = first_phase_again(reset, lrs);
+  set_rates(0, std::move(lrs));
+}
+
 void LambdaScheduler::require_unstepped(const char* what) const {
   require(step_count() == 0, "a ", what, " is made before the first step; the scheduler has taken ", step_count());
 }
@@ -255,16 +284,15 @@ void LambdaScheduler::then(int64_t milestone, const std::string& name, const Opt
           phases_.back().milestone);
   if (name == kPlateauSchedule)
     fail(Status::InvalidArgument, "PyTorch's SequentialLR does not take a ", kPlateauSchedule, " schedule");
-  if (name == kOneCycleSchedule || name == kCyclicSchedule)
-    fail(Status::Unsupported, "a sequence takes schedules with a rule; the ", name,
-         " scheduler cannot be part of one here");
+  require(name != kOneCycleSchedule && name != kCyclicSchedule, "the ", name,
+          " scheduler joins a sequence through schedule_then (scheduler_composites.h)");
   const Schedule schedule = named_schedule(name, options, optimizer_->default_lr());
   note_form(schedule);
   const ScheduleRule rule = restarted_schedule_rule(name, options, optimizer_->default_lr());
   // PyTorch's SequentialLR sets each group's rate to its initial_lr, then makes the first schedule's
   // step 0 again from there (the same rates, unless the schedule was made after another moved them).
-  Phase first = first_phase(chains_, base_lrs_);
-  std::vector<double> lrs = rates(first.rules, base_lrs_, 0, 0);
+  std::vector<double> lrs;
+  Phase first = first_phase_again(base_lrs_, lrs);
   const size_t groups = base_lrs_.size();
   phases_.push_back(
       {milestone, std::vector<ScheduleRule>(groups, rule),
@@ -282,8 +310,8 @@ void LambdaScheduler::chain(const std::string& name, const Options& options) {
   if (name == kPlateauSchedule)
     fail(Status::InvalidArgument, "PyTorch's ChainedScheduler steps without a metric: a ", kPlateauSchedule,
          " schedule cannot be chained");
-  if (name == kOneCycleSchedule || name == kCyclicSchedule)
-    fail(Status::Unsupported, "a chain takes schedules with a rule; the ", name, " scheduler cannot be part of one here");
+  require(name != kOneCycleSchedule && name != kCyclicSchedule, "the ", name,
+          " scheduler joins a chain through schedule_chain (scheduler_composites.h)");
   require(chain_length() < kMaxChainedSchedules, "a chain holds at most ", kMaxChainedSchedules, " schedules");
   const std::vector<Schedule> added = named_group_schedules(name, options, optimizer_->default_lr(), base_lrs_.size());
   std::vector<std::vector<Schedule>> chains = chains_;

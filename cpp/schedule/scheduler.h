@@ -3,8 +3,8 @@
 // step 0's applied at construction, base_lr being each group's learning rate at that moment), or
 // PyTorch's MultiplicativeLR (lr = the rate before * factor(step)); a sequence of them is PyTorch's
 // SequentialLR (then()), a chain ChainedScheduler (chain()). ReduceLROnPlateau, OneCycleLR and CyclicLR
-// are schedulers of their own (plateau_scheduler.h, one_cycle_scheduler.h, cyclic_scheduler.h).
-// make_scheduler picks by name.
+// are schedulers of their own (plateau_scheduler.h, one_cycle_scheduler.h, cyclic_scheduler.h); a
+// sequence or chain with one of the last two is scheduler_composites.h's. make_scheduler picks by name.
 #pragma once
 
 #include <functional>
@@ -124,6 +124,13 @@ class IndexedScheduler : public Scheduler {
   std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
   const std::string& name() const override { return name_; }
 
+  // As a part of a sequence or chain with a scheduler of its own (scheduler_composites.h):
+  // PyTorch's step(0), which a SequentialLR gives a schedule at its milestone.
+  virtual void restart() = 0;
+  // SequentialLR's construction for its first schedule, after it set each group's rate to `reset`
+  // (its initial_lr): that schedule's step 0 again, from there.
+  virtual void start_again(const std::vector<double>& reset) = 0;
+
  protected:
   // The base rates are the groups' initial_lr, or their rates now where no scheduler set one.
   IndexedScheduler(std::shared_ptr<Optimizer> optimizer, std::string name);
@@ -174,9 +181,13 @@ class LambdaScheduler final : public IndexedScheduler {
   // A step within a phase whose schedule is chainable goes on from each group's rate now, as
   // PyTorch's get_lr() reads group["lr"]: a rate set by hand since the last step is taken up.
   void step() override;
+  void restart() override;
+  void start_again(const std::vector<double>& reset) override;
   void then(int64_t milestone, const std::string& name, const Options& options) override;
   void chain(const std::string& name, const Options& options) override;
   void check_state(const SchedulerState& state) const override;
+  bool is_sequence() const { return phases_.size() > 1; }
+  bool is_chain() const { return chain_length() > 1; }
   // A state with saved rates resumes from them (as PyTorch's optimizer state holds group["lr"]); an
   // older one has them computed at its step.
   void load_state(const SchedulerState& state) override;
@@ -203,6 +214,9 @@ class LambdaScheduler final : public IndexedScheduler {
                                    int64_t steps_in, int64_t step);
   // The first phase (milestone 0) from each group's chain, its step 0 from `made_at` (each group's rate).
   static Phase first_phase(const std::vector<std::vector<Schedule>>& chains, const std::vector<double>& made_at);
+  // SequentialLR's construction: the first phase again from each group's rate `reset`, and its
+  // step 0's rates (`lrs`), checked; nothing changes.
+  Phase first_phase_again(const std::vector<double>& reset, std::vector<double>& lrs) const;
   const Phase& phase_at(int64_t step) const;
   // Each group's rate checked: finite and >= 0.
   static void check_rates(const std::vector<double>& lrs, int64_t step);
@@ -218,6 +232,9 @@ class LambdaScheduler final : public IndexedScheduler {
   // (SequentialLR sets each group's rate to initial_lr first).
   std::vector<double> made_lrs_;
   bool walks_ = false;  // a phase or chain part is chainable (walked step by step)
+  // Makes a named schedule's step(0) (restarted_schedule_rule, which refuses a schedule that PyTorch
+  // cannot restart); none for a user's factor, which only ever leads a sequence or chain.
+  std::function<ScheduleRule()> restart_rule_;
 };
 
 }  // namespace acc

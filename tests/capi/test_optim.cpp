@@ -754,8 +754,8 @@ TEST(Scheduler, ASequenceGivesPyTorchsSequentialLrRatesToTheBit) {
   }
 }
 
-// A sequence is made before its first step and before acc_prepare, from schedules with a rule, with
-// growing milestones; each refusal changes nothing, and a saved sequence loads only into the same.
+// A sequence is made before its first step and before acc_prepare, with growing milestones; each refusal changes
+// nothing, and a saved sequence loads only into the same.
 TEST(Scheduler, ASequenceIsCheckedAndRefusalsChangeNothing) {
   Scalar s;
   auto [opt, sched] = sgd_schedule(s, "linear_lr", {}, "0.3");
@@ -764,8 +764,8 @@ TEST(Scheduler, ASequenceIsCheckedAndRefusalsChangeNothing) {
                    "milestones must grow from 1, got 0");
   ACC_EXPECT_ERROR(acc_scheduler_then(sched, 3, "reduce_lr_on_plateau", nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "does not take a reduce_lr_on_plateau");
-  ACC_EXPECT_ERROR(acc_scheduler_then(sched, 3, "one_cycle", nullptr), ACC_ERR_UNSUPPORTED,
-                   "one_cycle scheduler cannot be part of one");
+  ACC_EXPECT_ERROR(acc_scheduler_then(sched, 3, "one_cycle", nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "the one_cycle schedule needs the option 'total_steps'");
   acc_options* swa = scheduler_options({{"swa_lr", "0.05"}});
   ACC_EXPECT_ERROR(acc_scheduler_then(sched, 3, "swa_lr", swa), ACC_ERR_UNSUPPORTED, "swa_lr can only lead a sequence");
   acc_options_free(swa);
@@ -790,8 +790,9 @@ TEST(Scheduler, ASequenceIsCheckedAndRefusalsChangeNothing) {
   acc_options* cyclic = scheduler_options({{"base_lr", "0.1"}, {"max_lr", "1"}});
   acc_scheduler* cycling = nullptr;
   ASSERT_EQ(acc_scheduler_create(opt, "cyclic", cyclic, &cycling), ACC_OK);
-  ACC_EXPECT_ERROR(acc_scheduler_then(cycling, 3, "cosine_annealing", o), ACC_ERR_UNSUPPORTED,
-                   "the cyclic scheduler cannot be followed by 'cosine_annealing'");
+  ACC_EXPECT_ERROR(acc_scheduler_then(cycling, 3, "cosine_annealing", nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "needs the option 'T_max'");
+  ACC_ASSERT_OK(acc_scheduler_then(cycling, 3, "cosine_annealing", o));  // a scheduler of its own leads one too
   acc_scheduler_free(cycling);
   acc_options_free(cyclic);
 

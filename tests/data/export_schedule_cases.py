@@ -13,7 +13,8 @@ closed forms replace it. "user_schedule_cases": LambdaLR and MultiplicativeLR gi
 function per group (group g's factor at step s is group_factors[g][s % len]), alone, leading a chain
 or a sequence, and CyclicLR with a scale_fn (scale(x) = scale[x % len], x the cycle or the step), for
 tests/capi/test_user_schedules.cpp (acc_scheduler_create_group_lambda / _group_multiplicative /
-acc_scheduler_create_cyclic).
+acc_scheduler_create_cyclic); "cycling_cases": sequences and chains with OneCycleLR or CyclicLR,
+with the momentum they move, for tests/capi/test_schedule_chains.cpp.
 
 Run with Debian's python3-torch: python3 export_schedule_cases.py OUTPUT_DIR.
 """
@@ -316,6 +317,119 @@ def run(case):
     return rates
 
 
+def own_scheduler(opt, name, o):
+    """OneCycleLR or CyclicLR with every setting a case gives."""
+    flag = lambda key, default: o.get(key, default) == "true"
+    extra = {k: numbers(o[k]) for k in ("base_momentum", "max_momentum") if k in o}
+    if name == "one_cycle":
+        extra.update({k: float(o[k]) for k in ("div_factor", "final_div_factor") if k in o})
+        return S.OneCycleLR(opt, max_lr=numbers(o["max_lr"]), total_steps=int(o["total_steps"]),
+                            pct_start=float(o.get("pct_start", 0.3)), anneal_strategy=o.get("anneal_strategy", "cos"),
+                            three_phase=flag("three_phase", "false"), cycle_momentum=flag("cycle_momentum", "true"),
+                            **extra)
+    return S.CyclicLR(opt, base_lr=numbers(o["base_lr"]), max_lr=numbers(o["max_lr"]),
+                      step_size_up=int(o["step_size_up"]),
+                      step_size_down=int(o["step_size_down"]) if "step_size_down" in o else None,
+                      mode=o.get("mode", "triangular"), gamma=float(o.get("gamma", 1.0)),
+                      cycle_momentum=flag("cycle_momentum", "true"), **extra)
+
+
+# Sequences and chains with OneCycleLR or CyclicLR ("parts", made in order on one optimizer; a
+# sequence's "milestones"), for tests/capi/test_schedule_chains.cpp: each group's rate and momentum
+# (SGD's, or AdamW's beta1) after every step. "earlier": a scheduler made and stepped first.
+CYCLING_CASES = [
+    {"kind": "sequence", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 10, "milestones": [6], "parts": [
+        {"name": "one_cycle", "options": {"max_lr": "0.5", "total_steps": "6"}},
+        {"name": "constant_lr", "options": {"factor": "0.5", "total_iters": "2"}}]},
+    # Made after linear_lr, the one_cycle writes initial_lr (max_lr / 25), where the warm-up starts from.
+    {"kind": "sequence", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 10, "milestones": [3], "parts": [
+        {"name": "linear_lr", "options": {"start_factor": "0.25", "total_iters": "3"}},
+        {"name": "one_cycle", "options": {"max_lr": "0.5,0.05", "total_steps": "8", "base_momentum": "0.8,0.85"}}]},
+    # A closed form first keeps its own base rates.
+    {"kind": "sequence", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 10, "milestones": [4], "parts": [
+        {"name": "linear", "options": {"num_warmup_steps": "2", "num_training_steps": "10"}},
+        {"name": "cyclic", "options": {"base_lr": "0.01", "max_lr": "0.1", "step_size_up": "2"}}]},
+    {"kind": "sequence", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 12, "milestones": [5, 8], "parts": [
+        {"name": "cyclic", "options": {"base_lr": "0.01,0.005", "max_lr": "0.1", "step_size_up": "2",
+                                       "mode": "triangular2"}},
+        {"name": "exponential", "options": {"gamma": "0.9"}},
+        {"name": "cosine_annealing", "options": {"T_max": "4", "eta_min": "0.001"}}]},
+    # Parts made after the one_cycle take its initial_lr as their base.
+    {"kind": "sequence", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 11, "milestones": [2, 7], "parts": [
+        {"name": "exponential", "options": {"gamma": "0.9"}},
+        {"name": "one_cycle", "options": {"max_lr": "1.0", "total_steps": "5", "three_phase": "true",
+                                          "anneal_strategy": "linear"}},
+        {"name": "cosine_annealing", "options": {"T_max": "3"}}]},
+    {"kind": "sequence", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 9, "milestones": [4], "parts": [
+        {"name": "one_cycle", "options": {"max_lr": "0.4", "total_steps": "4", "div_factor": "10",
+                                          "cycle_momentum": "false"}},
+        {"name": "linear", "options": {"num_training_steps": "6"}}]},
+    {"kind": "sequence", "lrs": [0.1, 0.05], "steps": 9, "milestones": [5], "optimizer": "adamw", "parts": [
+        {"name": "one_cycle", "options": {"max_lr": "0.01", "total_steps": "5", "pct_start": "0.4"}},
+        {"name": "linear_lr", "options": {"start_factor": "1.0", "end_factor": "0.1", "total_iters": "4"}}]},
+    # A cyclic before the one_cycle: the one_cycle's momenta are its own.
+    {"kind": "sequence", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 10, "milestones": [4], "parts": [
+        {"name": "cyclic", "options": {"base_lr": "0.01", "max_lr": "0.1", "step_size_up": "2"}},
+        {"name": "one_cycle", "options": {"max_lr": "0.3", "total_steps": "6"}}]},
+    # A sequence of rules, then a one_cycle.
+    {"kind": "sequence", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 10, "milestones": [2, 5], "parts": [
+        {"name": "linear_lr", "options": {"start_factor": "0.5", "total_iters": "2"}},
+        {"name": "cosine_annealing", "options": {"T_max": "3", "eta_min": "0.01"}},
+        {"name": "one_cycle", "options": {"max_lr": "0.2", "total_steps": "5"}}]},
+    {"kind": "chain", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 8, "parts": [
+        {"name": "one_cycle", "options": {"max_lr": "0.5", "total_steps": "8"}},
+        {"name": "exponential", "options": {"gamma": "0.9"}}]},
+    # Made after exponential, CyclicLR's own step 0 starts from the initial_lr exponential set.
+    {"kind": "chain", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 8, "parts": [
+        {"name": "exponential", "options": {"gamma": "0.9"}},
+        {"name": "cyclic", "options": {"base_lr": "0.01", "max_lr": "0.1", "step_size_up": "3"}}]},
+    {"kind": "chain", "lrs": [0.1, 0.05], "steps": 8, "optimizer": "adamw", "parts": [
+        {"name": "cyclic", "options": {"base_lr": "0.001", "max_lr": "0.01", "step_size_up": "2",
+                                       "mode": "exp_range", "gamma": "0.9", "cycle_momentum": "false"}},
+        {"name": "step", "options": {"step_size": "2", "gamma": "0.5"}},
+        {"name": "linear_lr", "options": {"start_factor": "0.5", "total_iters": "3"}}]},
+    # Alone, made after an earlier scheduler: PyTorch's CyclicLR takes that one's initial_lr at its step 0.
+    {"kind": "sequence", "lrs": [0.5, 0.05], "momentum": 0.9, "steps": 5, "milestones": [],
+     "earlier": {"name": "step", "options": {"step_size": "2", "gamma": "0.5"}, "steps": 3}, "parts": [
+        {"name": "cyclic", "options": {"base_lr": "0.01", "max_lr": "0.1", "step_size_up": "2"}}]},
+]
+
+
+def run_cycling(case):
+    a, b = torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))
+    groups = [{"params": [a], "lr": case["lrs"][0]}, {"params": [b], "lr": case["lrs"][1]}]
+    if case.get("optimizer") == "adamw":
+        opt = torch.optim.AdamW(groups, lr=case["lrs"][0])
+    else:
+        opt = torch.optim.SGD(groups, lr=case["lrs"][0], momentum=case.get("momentum", 0))
+    if "earlier" in case:
+        earlier = MAKERS[case["earlier"]["name"]](opt, case["earlier"]["options"])
+        for _ in range(case["earlier"]["steps"]):
+            opt.step()
+            earlier.step()
+    parts = [own_scheduler(opt, p["name"], p["options"]) if p["name"] in ("one_cycle", "cyclic")
+             else MAKERS[p["name"]](opt, p["options"]) for p in case["parts"]]
+    if len(parts) == 1:
+        sched = parts[0]
+    elif case["kind"] == "chain":
+        sched = S.ChainedScheduler(parts)
+    else:
+        sched = S.SequentialLR(opt, parts, milestones=case["milestones"])
+
+    def point():
+        out = []
+        for g in opt.param_groups:
+            momentum = g["betas"][0] if "betas" in g else g.get("momentum")
+            out.append([float(g["lr"]).hex(), float(momentum).hex()])
+        return out
+    points = [point()]
+    for _ in range(case["steps"]):
+        opt.step()
+        sched.step()
+        points.append(point())
+    return points
+
+
 def main():
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
@@ -323,9 +437,10 @@ def main():
              if all(p["name"] in MAKERS for p in case["chain"] + [case.get("then", {"name": "step"})])]
     per_group = [dict(case, points=run_per_group(case)) for case in PER_GROUP_CASES]
     user = [dict(case, points=run_user_schedule(case)) for case in USER_SCHEDULE_CASES]
+    cycling = [dict(case, points=run_cycling(case)) for case in CYCLING_CASES]
     (out / "schedule_cases.json").write_text(
         json.dumps({"torch": torch.__version__, "cases": cases, "per_group_cases": per_group,
-                    "user_schedule_cases": user}, indent=1))
+                    "user_schedule_cases": user, "cycling_cases": cycling}, indent=1))
 
 
 if __name__ == "__main__":

@@ -217,6 +217,22 @@ SCENARIOS = {
                            schedule_options={"start_factor": 0.1, "total_iters": 3},
                            then=[(3, "cosine_annealing", {"T_max": 4, "eta_min": 1e-3}),
                                  (6, "step", {"step_size": 2, "gamma": 0.5})]),
+    # SequentialLR and ChainedScheduler with OneCycleLR and CyclicLR: a one-cycle then a constant
+    # rate (resumed inside the cycle too); a warm-up then a cyclic moving AdamW's beta1; an
+    # exponential decay chained with a one-cycle (which sets the rate the decay then moves).
+    "mlp_one_cycle_then_constant": dict(model="mlp", optimizer="sgd", schedule="one_cycle",
+                                        schedule_options={"max_lr": 0.1, "total_steps": 8},
+                                        then=[(8, "constant_lr", {"factor": 0.5, "total_iters": 4})]),
+    "mlp_one_cycle_then_constant_resume": dict(model="mlp", optimizer="sgd", schedule="one_cycle",
+                                               schedule_options={"max_lr": 0.1, "total_steps": 8},
+                                               then=[(8, "constant_lr", {"factor": 0.5, "total_iters": 4})],
+                                               resume=True, uninterrupted="mlp_one_cycle_then_constant"),
+    "mlp_warmup_then_cyclic": dict(model="mlp", optimizer="adamw", schedule="linear_lr",
+                                   schedule_options={"start_factor": 0.25, "total_iters": 3},
+                                   then=[(3, "cyclic", {"base_lr": 1e-3, "max_lr": 1e-2, "step_size_up": 2})]),
+    "mlp_exponential_with_one_cycle": dict(model="mlp", optimizer="sgd", schedule="exponential",
+                                           schedule_options={"gamma": 0.95},
+                                           chain=[("one_cycle", {"max_lr": 0.1, "total_steps": 40})]),
     # PyTorch's ChainedScheduler: each schedule moves the rate the one before left (ConstantLR's
     # factor undone at total_iters under the exponential decay; a cosine over a warm-up), and
     # MultiplicativeLR's factor of the rate before (alone, and leading a chain).
@@ -666,7 +682,7 @@ TORCH_SCHEDULERS = {"multistep": torch.optim.lr_scheduler.MultiStepLR, "exponent
                     "polynomial_lr": torch.optim.lr_scheduler.PolynomialLR,
                     "cosine_annealing_warm_restarts": torch.optim.lr_scheduler.CosineAnnealingWarmRestarts,
                     "cyclic": torch.optim.lr_scheduler.CyclicLR, "step": torch.optim.lr_scheduler.StepLR,
-                    "swa_lr": torch.optim.swa_utils.SWALR}
+                    "swa_lr": torch.optim.swa_utils.SWALR, "one_cycle": torch.optim.lr_scheduler.OneCycleLR}
 
 
 def scheduler_settings(cfg, total):
@@ -781,8 +797,6 @@ class AccelerateJob:
                                                           scale_fn=lambda x: scale[int(x) % len(scale)])
         elif cfg["schedule"] in TORCH_SCHEDULERS:
             scheduler = TORCH_SCHEDULERS[cfg["schedule"]](optimizer, **scheduler_settings(cfg, total))
-        elif cfg["schedule"] == "one_cycle":
-            scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, **scheduler_settings(cfg, total))
         elif cfg["schedule"] == "reduce_lr_on_plateau":
             scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, **cfg["schedule_options"])
         elif cfg["schedule"] in ("lambda", "multiplicative") and cfg["group_factors"]:
