@@ -87,6 +87,7 @@ std::shared_ptr<IndexedScheduler> as_first_part(const std::shared_ptr<Scheduler>
 
 std::shared_ptr<Scheduler> schedule_then(const std::shared_ptr<Scheduler>& scheduler, int64_t milestone,
                                          const std::string& name, const Options& options) {
+  scheduler->refuse_from_callbacks("then");
   const bool own = dynamic_cast<const CyclingScheduler*>(scheduler.get()) != nullptr;
   if (!own && (!has_own_scheduler(name) || !dynamic_cast<const LambdaScheduler*>(scheduler.get()))) {
     scheduler->then(milestone, name, options);  // a sequence of rules, or of a sequence already made here
@@ -99,6 +100,7 @@ std::shared_ptr<Scheduler> schedule_then(const std::shared_ptr<Scheduler>& sched
 
 std::shared_ptr<Scheduler> schedule_chain(const std::shared_ptr<Scheduler>& scheduler, const std::string& name,
                                           const Options& options) {
+  scheduler->refuse_from_callbacks("chain");
   const bool own = dynamic_cast<const CyclingScheduler*>(scheduler.get()) != nullptr;
   if (!own && (!has_own_scheduler(name) || !dynamic_cast<const LambdaScheduler*>(scheduler.get()))) {
     scheduler->chain(name, options);
@@ -118,6 +120,11 @@ SchedulerComposite::SchedulerComposite(std::shared_ptr<IndexedScheduler> first, 
          first->step_count());
   for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) last_lrs_.push_back(first->last_lr(g));
   parts_.push_back(std::move(first));
+}
+
+void SchedulerComposite::refuse_from_callbacks(const char* call) const {
+  Scheduler::refuse_from_callbacks(call);
+  for (const auto& part : parts_) part->refuse_from_callbacks(call);
 }
 
 void SchedulerComposite::require_unstepped(const char* what) const {

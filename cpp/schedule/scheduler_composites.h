@@ -37,6 +37,8 @@ class SchedulerComposite : public Scheduler {
   const std::string& name() const override { return name_; }
   SchedulerState state() const override;
   void check_state(const SchedulerState& state) const override;
+  // Also from inside a part's own callbacks (a cyclic's scale function).
+  void refuse_from_callbacks(const char* call) const override;
 
  protected:
   // Over `first`, made and not stepped; `separator` joins the parts' names (",": a sequence, "+": a chain).

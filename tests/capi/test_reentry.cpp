@@ -281,6 +281,9 @@ TEST(Reentry, AScheduleRefusesItsOwnFactorsCalls) {
       {"then", [](acc_scheduler* s) { return acc_scheduler_then(s, 3, "constant_lr", nullptr); }},
       {"step", [](acc_scheduler* s) { return acc_scheduler_step(s); }},
       {"chain", [](acc_scheduler* s) { return acc_scheduler_chain(s, "constant_lr", nullptr); }},
+      // A scheduler of its own joining makes a new sequence or chain over this one: refused first.
+      {"then", [](acc_scheduler* s) { return acc_scheduler_then(s, 3, "one_cycle", nullptr); }},
+      {"chain", [](acc_scheduler* s) { return acc_scheduler_chain(s, "cyclic", nullptr); }},
   };
   for (const auto& [name, call] : calls) {
     SCOPED_TRACE(name);
