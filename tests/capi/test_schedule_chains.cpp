@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -576,6 +577,45 @@ TEST(ScheduleChains, SequencesAndChainsWithCyclingSchedulesResumeWhereTheyStood)
       EXPECT_EQ(tail.net.point(), whole.net.point());
       for (int i = saved_at; i < 8; ++i) EXPECT_EQ(tail.step(), whole.step()) << "step " << i + 1;
     }
+  }
+
+  // A state the schedule cannot be at, or without its rates, is refused naming the file, and
+  // changes nothing (written as if meant: the manifest's checksums dropped).
+  const std::string dir = acc_test::temp_path("cycling_refused");
+  std::filesystem::remove_all(dir);
+  {
+    CyclingRun saved(kExponentialWithOneCycle);
+    saved.step();
+    ACC_ASSERT_OK(acc_save_state(saved.acc, dir.c_str(), nullptr));
+  }
+  const json good = json::parse(acc_test::read_file(dir + "/scheduler.json"));
+  struct Mutation {
+    std::function<void(json&)> mutate;
+    acc_status status;
+    const char* message;
+  };
+  const std::vector<Mutation> mutations = {
+      {[](json& s) { s["step"] = 9; }, ACC_ERR_INVALID_ARGUMENT, "past its total_steps of 8"},
+      {[](json& s) { s["step"] = -1; }, ACC_ERR_IO, "'step' must be >= 0"},
+      {[](json& s) { s.erase("lrs"); }, ACC_ERR_INVALID_ARGUMENT, "resumes from saved rates"},
+      {[](json& s) { s["lrs"] = json::array({0.1}); }, ACC_ERR_INVALID_ARGUMENT,
+       "1 parameter groups, but the optimizer has 2"},
+      {[](json& s) { s["schedule"] = "exponential+cyclic"; }, ACC_ERR_INVALID_ARGUMENT,
+       "saved by a 'exponential+cyclic' schedule"},
+  };
+  for (const auto& [mutate, status, message] : mutations) {
+    SCOPED_TRACE(message);
+    json state = good;
+    mutate(state);
+    std::ofstream(dir + "/scheduler.json", std::ios::trunc) << state.dump();
+    auto manifest = json::parse(acc_test::read_file(dir + "/accelerate_state.json"));
+    for (const char* key : {"files", "manifest_crc32c"}) manifest.erase(key);
+    std::ofstream(dir + "/accelerate_state.json", std::ios::trunc) << manifest.dump(2);
+    CyclingRun fresh(kExponentialWithOneCycle);
+    const auto before = fresh.net.point();
+    ACC_EXPECT_ERROR(acc_load_state(fresh.acc, dir.c_str(), nullptr), status, message);
+    EXPECT_NE(std::string(acc_last_error_message()).find("scheduler.json"), std::string::npos);
+    EXPECT_EQ(fresh.net.point(), before);
   }
 }
 
