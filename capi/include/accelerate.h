@@ -941,8 +941,10 @@ ACC_API ACC_NODISCARD acc_status acc_scheduler_then(acc_scheduler *sched, int64_
  * own whatever the ones before did, as in PyTorch. Call it once per added schedule, before the first
  * step and before acc_prepare. The chain's steps, checkpoints and get_last_lr are the scheduler's; its
  * name in scheduler.json lists the schedules ("constant_lr+exponential"). reduce_lr_on_plateau is
- * refused (ACC_ERR_INVALID_ARGUMENT: ChainedScheduler steps without a metric), mixing a chain with
- * a sequence (acc_scheduler_then) is not built (ACC_ERR_UNSUPPORTED); one_cycle and cyclic are
+ * refused (ACC_ERR_INVALID_ARGUMENT: ChainedScheduler steps without a metric). A chain of
+ * schedules with a rule may then lead a sequence (acc_scheduler_then), as PyTorch 2 runs
+ * SequentialLR([ChainedScheduler(...), ...]); a sequence cannot be chained, nor a chain holding a
+ * one_cycle or cyclic lead a sequence (ACC_ERR_UNSUPPORTED); one_cycle and cyclic are
  * taken as by acc_scheduler_then. A step that fails in one part (a one_cycle past its total_steps)
  * leaves every part where it was. A chain holds at most 1000 schedules. A refused call changes
  * nothing. */

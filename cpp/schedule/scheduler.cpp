@@ -277,9 +277,9 @@ void LambdaScheduler::require_unstepped(const char* what) const {
 void LambdaScheduler::then(int64_t milestone, const std::string& name, const Options& options) {
   const auto entered = enter("then");
   require_unstepped("sequence");
-  if (chain_length() > 1)
-    fail(Status::Unsupported, "the chain '", name_, "' cannot become a sequence here (PyTorch's SequentialLR restarts ",
-         "its schedules at a milestone with step(0), which its ChainedScheduler does not take)");
+  // A chain leads the sequence as PyTorch 2's SequentialLR([ChainedScheduler(...), ...]) runs it: its
+  // parts start again together (step 0 of each from the rate the one before set). It cannot come
+  // later: the ChainedScheduler's step takes no step(0).
   require(milestone > phases_.back().milestone, "a sequence's milestones must grow from 1, got ", milestone, " after ",
           phases_.back().milestone);
   if (name == kPlateauSchedule)

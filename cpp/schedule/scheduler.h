@@ -187,7 +187,6 @@ class LambdaScheduler final : public IndexedScheduler {
   void chain(const std::string& name, const Options& options) override;
   void check_state(const SchedulerState& state) const override;
   bool is_sequence() const { return phases_.size() > 1; }
-  bool is_chain() const { return chain_length() > 1; }
   // A state with saved rates resumes from them (as PyTorch's optimizer state holds group["lr"]); an
   // older one has them computed at its step.
   void load_state(const SchedulerState& state) override;

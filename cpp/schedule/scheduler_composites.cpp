@@ -66,20 +66,14 @@ void check_part_may_join(const std::vector<std::shared_ptr<IndexedScheduler>>& p
   }
 }
 
-// `scheduler` as a sequence's (`sequence`) or chain's first part. PyTorch's SequentialLR restarts its
-// parts with step(0), which its ChainedScheduler does not take, and nested ones are undone and
-// started as a whole: neither is built here.
+// `scheduler` as a sequence's (`sequence`) or chain's first part. A chain of rules leads a sequence
+// as in PyTorch 2 (LambdaScheduler::then); a sequence inside a chain is not built here.
 std::shared_ptr<IndexedScheduler> as_first_part(const std::shared_ptr<Scheduler>& scheduler, bool sequence) {
   auto first = std::dynamic_pointer_cast<IndexedScheduler>(scheduler);
   if (!first) fail(Status::Internal, "the ", scheduler->name(), " scheduler cannot lead a sequence or chain");
-  if (const auto* rules = dynamic_cast<const LambdaScheduler*>(first.get())) {
-    if (sequence && rules->is_chain())
-      fail(
-          Status::Unsupported, "the chain '", first->name(), "' cannot become a sequence here (PyTorch's ",
-          "SequentialLR restarts its schedules at a milestone with step(0), which its ChainedScheduler does not take)");
-    if (!sequence && rules->is_sequence())
-      fail(Status::Unsupported, "the sequence '", first->name(), "' cannot be chained here; chain the schedules first");
-  }
+  const auto* rules = dynamic_cast<const LambdaScheduler*>(first.get());
+  if (!sequence && rules && rules->is_sequence())
+    fail(Status::Unsupported, "the sequence '", first->name(), "' cannot be chained here; chain the schedules first");
   return first;
 }
 
@@ -259,8 +253,8 @@ void SchedulerChain::chain(const std::string& name, const Options& options) {
 }
 
 void SchedulerChain::then(int64_t, const std::string& name, const Options&) {
-  fail(Status::Unsupported, "the chain '", name_, "' cannot become a sequence with '", name, "' here (PyTorch's ",
-       "SequentialLR restarts its schedules at a milestone with step(0), which its ChainedScheduler does not take)");
+  fail(Status::Unsupported, "the chain '", name_, "' cannot lead a sequence (with '", name, "') here: a chain with ",
+       "a one_cycle or cyclic is not built into one; a chain of schedules with a rule is");
 }
 
 void SchedulerChain::step() {

@@ -169,6 +169,16 @@ CASES = [
     {"lrs": [0.1, 0.05], "steps": 8, "set_lr": [[2, 0, 0.2], [5, 1, 0.3]], "chain": [
         {"name": "exponential", "options": {"gamma": "0.9"}}],
      "then": {"milestone": 4, "name": "cosine_annealing", "options": {"T_max": "3", "eta_min": "0.01"}}},
+    # A chain leading a sequence (PyTorch 2: 1.x's SequentialLR cannot start a ChainedScheduler): its
+    # parts start again together from initial_lr, and it steps whole until the milestone.
+    {"lrs": [0.1, 0.05], "steps": 9, "set_lr": [[1, 0, 0.2]], "chain": [
+        {"name": "linear_lr", "options": {"start_factor": "0.5", "total_iters": "3"}},
+        {"name": "exponential", "options": {"gamma": "0.9"}}],
+     "then": {"milestone": 4, "name": "cosine_annealing", "options": {"T_max": "3", "eta_min": "0.01"}}},
+    {"lrs": [0.1, 0.05], "steps": 8, "earlier": {"name": "exponential", "options": {"gamma": "0.9"}, "steps": 2},
+     "chain": [{"name": "constant_lr", "options": {"factor": "0.5", "total_iters": "2"}},
+               {"name": "linear", "options": {"num_training_steps": "8"}}],
+     "then": {"milestone": 3, "name": "step", "options": {"step_size": "2", "gamma": "0.5"}}},
     # Annealing to 0, PyTorch's chainable arithmetic ends a few ulp below it (-7.25e-18 at step 15), and
     # its optimizer steps with that rate; so does a cosine annealing from a group rate of 0 to eta_min.
     {"lrs": [0.875, 0.3], "steps": 17, "chain": [
@@ -335,8 +345,9 @@ def own_scheduler(opt, name, o):
 
 
 # Sequences and chains with OneCycleLR or CyclicLR ("parts", made in order on one optimizer; a
-# sequence's "milestones"), for tests/capi/test_schedule_chains.cpp: each group's rate and momentum
-# (SGD's, or AdamW's beta1) after every step. "earlier": a scheduler made and stepped first.
+# sequence's "milestones"; "chain_then": the first two chained, leading a sequence), for
+# tests/capi/test_schedule_chains.cpp: each group's rate and momentum (SGD's, or AdamW's beta1) after
+# every step. "earlier": a scheduler made and stepped first.
 CYCLING_CASES = [
     {"kind": "sequence", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 10, "milestones": [6], "parts": [
         {"name": "one_cycle", "options": {"max_lr": "0.5", "total_steps": "6"}},
@@ -388,6 +399,11 @@ CYCLING_CASES = [
                                        "mode": "exp_range", "gamma": "0.9", "cycle_momentum": "false"}},
         {"name": "step", "options": {"step_size": "2", "gamma": "0.5"}},
         {"name": "linear_lr", "options": {"start_factor": "0.5", "total_iters": "3"}}]},
+    # A chain of rules leading a sequence into a one_cycle (PyTorch 2 only).
+    {"kind": "chain_then", "torch2": True, "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 10, "milestones": [4],
+     "parts": [{"name": "linear_lr", "options": {"start_factor": "0.5", "total_iters": "3"}},
+               {"name": "exponential", "options": {"gamma": "0.9"}},
+               {"name": "one_cycle", "options": {"max_lr": "0.3", "total_steps": "6"}}]},
     # Alone, made after an earlier scheduler: PyTorch's CyclicLR takes that one's initial_lr at its step 0.
     {"kind": "sequence", "lrs": [0.5, 0.05], "momentum": 0.9, "steps": 5, "milestones": [],
      "earlier": {"name": "step", "options": {"step_size": "2", "gamma": "0.5"}, "steps": 3}, "parts": [
@@ -413,6 +429,8 @@ def run_cycling(case):
         sched = parts[0]
     elif case["kind"] == "chain":
         sched = S.ChainedScheduler(parts)
+    elif case["kind"] == "chain_then":  # the first two chained, leading the sequence
+        sched = S.SequentialLR(opt, [S.ChainedScheduler(parts[:2]), *parts[2:]], milestones=case["milestones"])
     else:
         sched = S.SequentialLR(opt, parts, milestones=case["milestones"])
 
@@ -433,11 +451,13 @@ def run_cycling(case):
 def main():
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
+    torch2 = int(torch.__version__.split(".")[0]) >= 2
     cases = [dict(case, rates=run(case)) for case in CASES
-             if all(p["name"] in MAKERS for p in case["chain"] + [case.get("then", {"name": "step"})])]
+             if all(p["name"] in MAKERS for p in case["chain"] + [case.get("then", {"name": "step"})])
+             and (torch2 or "then" not in case or len(case["chain"]) + ("factors" in case) < 2)]
     per_group = [dict(case, points=run_per_group(case)) for case in PER_GROUP_CASES]
     user = [dict(case, points=run_user_schedule(case)) for case in USER_SCHEDULE_CASES]
-    cycling = [dict(case, points=run_cycling(case)) for case in CYCLING_CASES]
+    cycling = [dict(case, points=run_cycling(case)) for case in CYCLING_CASES if torch2 or not case.get("torch2")]
     (out / "schedule_cases.json").write_text(
         json.dumps({"torch": torch.__version__, "cases": cases, "per_group_cases": per_group,
                     "user_schedule_cases": user, "cycling_cases": cycling}, indent=1))

@@ -233,6 +233,11 @@ SCENARIOS = {
     "mlp_exponential_with_one_cycle": dict(model="mlp", optimizer="sgd", schedule="exponential",
                                            schedule_options={"gamma": 0.95},
                                            chain=[("one_cycle", {"max_lr": 0.1, "total_steps": 40})]),
+    # A chain leading a sequence (PyTorch 2's SequentialLR over a ChainedScheduler), into a one-cycle.
+    "mlp_chain_then_one_cycle": dict(model="mlp", optimizer="sgd", schedule="linear_lr",
+                                     schedule_options={"start_factor": 0.25, "total_iters": 4},
+                                     chain=[("exponential", {"gamma": 0.9})],
+                                     then=[(6, "one_cycle", {"max_lr": 0.1, "total_steps": 20})]),
     # PyTorch's ChainedScheduler: each schedule moves the rate the one before left (ConstantLR's
     # factor undone at total_iters under the exponential decay; a cosine over a warm-up), and
     # MultiplicativeLR's factor of the rate before (alone, and leading a chain).
@@ -810,13 +815,13 @@ class AccelerateJob:
         else:
             factor = transformers_factor(cfg["schedule"], scheduler_settings(cfg, total), optimizer_settings(cfg)["lr"])
             scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        if cfg["chain"]:  # made before the sequence's later schedules, as ours are
+            chained = [TORCH_SCHEDULERS[name](optimizer, **options) for name, options in cfg["chain"]]
+            scheduler = torch.optim.lr_scheduler.ChainedScheduler([scheduler, *chained])
         if cfg["then"]:
             later = [TORCH_SCHEDULERS[name](optimizer, **options) for _, name, options in cfg["then"]]
             scheduler = torch.optim.lr_scheduler.SequentialLR(optimizer, [scheduler, *later],
                                                               milestones=[m for m, _, _ in cfg["then"]])
-        if cfg["chain"]:
-            chained = [TORCH_SCHEDULERS[name](optimizer, **options) for name, options in cfg["chain"]]
-            scheduler = torch.optim.lr_scheduler.ChainedScheduler([scheduler, *chained])
         stream_class = SizedStream if cfg["stream_len"] else Stream
         if cfg["stream"]:
             loader = DataLoader(stream_class(data, cfg["stream_shuffle"], cfg["augment"]), batch_size=cfg["batch_size"],
@@ -1067,11 +1072,11 @@ class OurJob:
         else:
             scheduler = lib.new("acc_scheduler_create", optimizer, cfg["schedule"].encode(),
                                 lib.options(api.ACC_OPTIONS_SCHEDULER, settings))
+        for name, options in cfg["chain"]:
+            lib.acc_scheduler_chain(scheduler, name.encode(), lib.options(api.ACC_OPTIONS_SCHEDULER, options))
         for milestone, name, options in cfg["then"]:
             lib.acc_scheduler_then(scheduler, ctypes.c_int64(milestone), name.encode(),
                                    lib.options(api.ACC_OPTIONS_SCHEDULER, options))
-        for name, options in cfg["chain"]:
-            lib.acc_scheduler_chain(scheduler, name.encode(), lib.options(api.ACC_OPTIONS_SCHEDULER, options))
         loader_options = {"batch_size": cfg["batch_size"], "shuffle": True, "drop_last": cfg["drop_last"],
                           "num_workers": cfg["num_workers"]}
         if cfg["loader_generator"] is not None:
