@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,17 +18,20 @@ using nlohmann::json;
 
 namespace {
 
-// A linear layer with a bias; the bias gets a parameter group of its own (two groups, two rates).
+// A linear layer with a bias; the bias gets a parameter group of its own (two groups, two rates),
+// under SGD (with a momentum, if given) or another algorithm.
 struct TwoGroups {
   acc_model* model = nullptr;
   acc_optimizer* opt = nullptr;
 
-  TwoGroups(double weight_lr, double bias_lr) {
+  TwoGroups(double weight_lr, double bias_lr, const std::string& algorithm = "sgd",
+            std::optional<double> momentum = std::nullopt) {
     EXPECT_EQ(acc_model_from_spec(R"([{"type":"linear","in_features":2,"out_features":1}])", &model), ACC_OK);
     acc_options* o = nullptr;
     EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
     EXPECT_EQ(acc_options_set_double(o, "lr", weight_lr), ACC_OK);
-    EXPECT_EQ(acc_optimizer_create(model, "sgd", o, &opt), ACC_OK) << acc_last_error_message();
+    if (momentum) EXPECT_EQ(acc_options_set_double(o, "momentum", *momentum), ACC_OK);
+    EXPECT_EQ(acc_optimizer_create(model, algorithm.c_str(), o, &opt), ACC_OK) << acc_last_error_message();
     EXPECT_EQ(acc_options_set_double(o, "lr", bias_lr), ACC_OK);
     const char* bias[] = {"0.bias"};
     EXPECT_EQ(acc_optimizer_add_param_group(opt, bias, 1, o), ACC_OK) << acc_last_error_message();
@@ -434,30 +438,15 @@ TEST(ScheduleChains, PerGroupListsAndNumbersReadBackExactly) {
 
 namespace {
 
-// A linear layer whose bias has a parameter group of its own, under the case's optimizer (SGD with
-// its momentum, or AdamW), and the hyper-parameter the cycling schedules move.
-struct CyclingNet {
-  acc_model* model = nullptr;
-  acc_optimizer* opt = nullptr;
+// TwoGroups under a case's optimizer (SGD with its momentum, or AdamW), and the hyper-parameter the
+// cycling schedules move.
+struct CyclingNet : TwoGroups {
   const char* momentum_key;
 
-  explicit CyclingNet(const json& c) : momentum_key(c.value("optimizer", "sgd") == "adamw" ? "beta1" : "momentum") {
-    EXPECT_EQ(acc_model_from_spec(R"([{"type":"linear","in_features":2,"out_features":1}])", &model), ACC_OK);
-    acc_options* o = nullptr;
-    EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
-    EXPECT_EQ(acc_options_set_double(o, "lr", c["lrs"][0].get<double>()), ACC_OK);
-    if (c.contains("momentum")) EXPECT_EQ(acc_options_set_double(o, "momentum", c["momentum"].get<double>()), ACC_OK);
-    EXPECT_EQ(acc_optimizer_create(model, c.value("optimizer", "sgd").c_str(), o, &opt), ACC_OK)
-        << acc_last_error_message();
-    EXPECT_EQ(acc_options_set_double(o, "lr", c["lrs"][1].get<double>()), ACC_OK);
-    const char* bias[] = {"0.bias"};
-    EXPECT_EQ(acc_optimizer_add_param_group(opt, bias, 1, o), ACC_OK) << acc_last_error_message();
-    acc_options_free(o);
-  }
-  ~CyclingNet() {
-    acc_optimizer_free(opt);
-    acc_model_free(model);
-  }
+  explicit CyclingNet(const json& c)
+      : TwoGroups(c["lrs"][0].get<double>(), c["lrs"][1].get<double>(), c.value("optimizer", "sgd"),
+                  c.contains("momentum") ? std::optional<double>(c["momentum"].get<double>()) : std::nullopt),
+        momentum_key(c.value("optimizer", "sgd") == "adamw" ? "beta1" : "momentum") {}
   double momentum(size_t group) const {
     double m = -1;
     EXPECT_EQ(acc_optimizer_get_hyperparameter(opt, group, momentum_key, &m), ACC_OK) << acc_last_error_message();

@@ -247,14 +247,25 @@ def run_user_schedule(case):
         if "then" in case:
             later = MAKERS[case["then"]["name"]](opt, case["then"]["options"])
             sched = S.SequentialLR(opt, [sched, later], milestones=[case["then"]["milestone"]])
+    return stepped_points(opt, sched, case["steps"])
 
-    def point():
-        return [[float(g["lr"]).hex(), float(g["momentum"]).hex()] for g in opt.param_groups]
-    points = [point()]
-    for _ in range(case["steps"]):
+
+def lr_and_momentum(opt):
+    """Each group's rate and momentum (Adam's beta1) as float.hex() strings; None without one."""
+    out = []
+    for g in opt.param_groups:
+        momentum = g["betas"][0] if "betas" in g else g.get("momentum")
+        out.append([float(g["lr"]).hex(), None if momentum is None else float(momentum).hex()])
+    return out
+
+
+def stepped_points(opt, sched, steps, metrics=None):
+    """lr_and_momentum after the scheduler is made and after each of `steps` steps (with a metric each)."""
+    points = [lr_and_momentum(opt)]
+    for step in range(steps):
         opt.step()
-        sched.step()
-        points.append(point())
+        sched.step(metrics[step]) if metrics else sched.step()
+        points.append(lr_and_momentum(opt))
     return points
 
 
@@ -284,19 +295,7 @@ def run_per_group(case):
     else:
         sched = S.ReduceLROnPlateau(opt, min_lr=numbers(o["min_lr"]), factor=float(o["factor"]),
                                     patience=int(o["patience"]))
-
-    def point():
-        out = []
-        for g in opt.param_groups:
-            momentum = g["betas"][0] if "betas" in g else g.get("momentum")
-            out.append([float(g["lr"]).hex(), None if momentum is None else float(momentum).hex()])
-        return out
-    points = [point()]
-    for step in range(case["steps"]):
-        opt.step()
-        sched.step(case["metrics"][step]) if "metrics" in case else sched.step()
-        points.append(point())
-    return points
+    return stepped_points(opt, sched, case["steps"], case.get("metrics"))
 
 
 def run(case):
@@ -433,19 +432,7 @@ def run_cycling(case):
         sched = S.SequentialLR(opt, [S.ChainedScheduler(parts[:2]), *parts[2:]], milestones=case["milestones"])
     else:
         sched = S.SequentialLR(opt, parts, milestones=case["milestones"])
-
-    def point():
-        out = []
-        for g in opt.param_groups:
-            momentum = g["betas"][0] if "betas" in g else g.get("momentum")
-            out.append([float(g["lr"]).hex(), float(momentum).hex()])
-        return out
-    points = [point()]
-    for _ in range(case["steps"]):
-        opt.step()
-        sched.step()
-        points.append(point())
-    return points
+    return stepped_points(opt, sched, case["steps"])
 
 
 def main():
