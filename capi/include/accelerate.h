@@ -943,8 +943,9 @@ ACC_API ACC_NODISCARD acc_status acc_scheduler_then(acc_scheduler *sched, int64_
  * name in scheduler.json lists the schedules ("constant_lr+exponential"). reduce_lr_on_plateau is
  * refused (ACC_ERR_INVALID_ARGUMENT: ChainedScheduler steps without a metric). A chain of
  * schedules with a rule may then lead a sequence (acc_scheduler_then), as PyTorch 2 runs
- * SequentialLR([ChainedScheduler(...), ...]); a sequence cannot be chained, nor a chain holding a
- * one_cycle or cyclic lead a sequence (ACC_ERR_UNSUPPORTED); one_cycle and cyclic are
+ * SequentialLR([ChainedScheduler(...), ...]), and a sequence of them may lead a chain, as
+ * ChainedScheduler([SequentialLR(...), ...]); a chain or sequence holding a one_cycle or cyclic
+ * leads neither, nor does a nested one (ACC_ERR_UNSUPPORTED); one_cycle and cyclic are
  * taken as by acc_scheduler_then. A step that fails in one part (a one_cycle past its total_steps)
  * leaves every part where it was. A chain holds at most 1000 schedules. A refused call changes
  * nothing. */

@@ -284,8 +284,8 @@ void LambdaScheduler::then(int64_t milestone, const std::string& name, const Opt
           phases_.back().milestone);
   if (name == kPlateauSchedule)
     fail(Status::InvalidArgument, "PyTorch's SequentialLR does not take a ", kPlateauSchedule, " schedule");
-  require(name != kOneCycleSchedule && name != kCyclicSchedule, "the ", name,
-          " scheduler joins a sequence through schedule_then (scheduler_composites.h)");
+  if (name == kOneCycleSchedule || name == kCyclicSchedule)
+    fail(Status::Internal, "the ", name, " scheduler joins a sequence through schedule_then (scheduler_composites.h)");
   const Schedule schedule = named_schedule(name, options, optimizer_->default_lr());
   note_form(schedule);
   const ScheduleRule rule = restarted_schedule_rule(name, options, optimizer_->default_lr());
@@ -305,13 +305,13 @@ void LambdaScheduler::then(int64_t milestone, const std::string& name, const Opt
 void LambdaScheduler::chain(const std::string& name, const Options& options) {
   const auto entered = enter("chain");
   require_unstepped("chain");
-  if (phases_.size() > 1)
-    fail(Status::Unsupported, "the sequence '", name_, "' cannot be chained here; chain the schedules first");
+  if (phases_.size() > 1)  // a sequence inside a chain: schedule_chain makes a SchedulerChain over it
+    fail(Status::Internal, "the sequence '", name_, "' is chained through schedule_chain (scheduler_composites.h)");
   if (name == kPlateauSchedule)
     fail(Status::InvalidArgument, "PyTorch's ChainedScheduler steps without a metric: a ", kPlateauSchedule,
          " schedule cannot be chained");
-  require(name != kOneCycleSchedule && name != kCyclicSchedule, "the ", name,
-          " scheduler joins a chain through schedule_chain (scheduler_composites.h)");
+  if (name == kOneCycleSchedule || name == kCyclicSchedule)
+    fail(Status::Internal, "the ", name, " scheduler joins a chain through schedule_chain (scheduler_composites.h)");
   require(chain_length() < kMaxChainedSchedules, "a chain holds at most ", kMaxChainedSchedules, " schedules");
   const std::vector<Schedule> added = named_group_schedules(name, options, optimizer_->default_lr(), base_lrs_.size());
   std::vector<std::vector<Schedule>> chains = chains_;

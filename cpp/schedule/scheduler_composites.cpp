@@ -66,15 +66,22 @@ void check_part_may_join(const std::vector<std::shared_ptr<IndexedScheduler>>& p
   }
 }
 
-// `scheduler` as a sequence's (`sequence`) or chain's first part. A chain of rules leads a sequence
-// as in PyTorch 2 (LambdaScheduler::then); a sequence inside a chain is not built here.
-std::shared_ptr<IndexedScheduler> as_first_part(const std::shared_ptr<Scheduler>& scheduler, bool sequence) {
+// `scheduler` as a sequence's or chain's first part: a LambdaScheduler (a chain of rules leading a
+// sequence, as in PyTorch 2; a sequence of rules leading a chain) or a scheduler of its own.
+std::shared_ptr<IndexedScheduler> as_first_part(const std::shared_ptr<Scheduler>& scheduler) {
   auto first = std::dynamic_pointer_cast<IndexedScheduler>(scheduler);
   if (!first) fail(Status::Internal, "the ", scheduler->name(), " scheduler cannot lead a sequence or chain");
-  const auto* rules = dynamic_cast<const LambdaScheduler*>(first.get());
-  if (!sequence && rules && rules->is_sequence())
-    fail(Status::Unsupported, "the sequence '", first->name(), "' cannot be chained here; chain the schedules first");
   return first;
+}
+
+// Whether schedule `name` joining `scheduler` (as a chain's part if `chaining`) makes a composite
+// over it: where either is a scheduler of its own, or a sequence of rules is chained (PyTorch's
+// ChainedScheduler steps a SequentialLR as any other part). Otherwise `scheduler` takes it (a
+// LambdaScheduler of rules, a composite made before, or one that refuses).
+bool makes_composite(const Scheduler& scheduler, const std::string& name, bool chaining) {
+  if (dynamic_cast<const CyclingScheduler*>(&scheduler)) return true;
+  const auto* rules = dynamic_cast<const LambdaScheduler*>(&scheduler);
+  return rules && (has_own_scheduler(name) || (chaining && rules->is_sequence()));
 }
 
 }  // namespace
@@ -82,12 +89,11 @@ std::shared_ptr<IndexedScheduler> as_first_part(const std::shared_ptr<Scheduler>
 std::shared_ptr<Scheduler> schedule_then(const std::shared_ptr<Scheduler>& scheduler, int64_t milestone,
                                          const std::string& name, const Options& options) {
   scheduler->refuse_from_callbacks("then");
-  const bool own = dynamic_cast<const CyclingScheduler*>(scheduler.get()) != nullptr;
-  if (!own && (!has_own_scheduler(name) || !dynamic_cast<const LambdaScheduler*>(scheduler.get()))) {
-    scheduler->then(milestone, name, options);  // a sequence of rules, or of a sequence already made here
+  if (!makes_composite(*scheduler, name, false)) {
+    scheduler->then(milestone, name, options);
     return scheduler;
   }
-  auto sequence = std::make_shared<SchedulerSequence>(as_first_part(scheduler, true));
+  auto sequence = std::make_shared<SchedulerSequence>(as_first_part(scheduler));
   sequence->then(milestone, name, options);
   return sequence;
 }
@@ -95,12 +101,11 @@ std::shared_ptr<Scheduler> schedule_then(const std::shared_ptr<Scheduler>& sched
 std::shared_ptr<Scheduler> schedule_chain(const std::shared_ptr<Scheduler>& scheduler, const std::string& name,
                                           const Options& options) {
   scheduler->refuse_from_callbacks("chain");
-  const bool own = dynamic_cast<const CyclingScheduler*>(scheduler.get()) != nullptr;
-  if (!own && (!has_own_scheduler(name) || !dynamic_cast<const LambdaScheduler*>(scheduler.get()))) {
+  if (!makes_composite(*scheduler, name, true)) {
     scheduler->chain(name, options);
     return scheduler;
   }
-  auto chain = std::make_shared<SchedulerChain>(as_first_part(scheduler, false));
+  auto chain = std::make_shared<SchedulerChain>(as_first_part(scheduler));
   chain->chain(name, options);
   return chain;
 }
@@ -126,7 +131,7 @@ void SchedulerComposite::require_unstepped(const char* what) const {
 }
 
 void SchedulerComposite::add_part(const std::string& name, const Options& options, const std::string& suffix,
-                                  const std::function<void(const std::shared_ptr<IndexedScheduler>&)>& then_construct) {
+                                  const std::function<void()>& then_construct) {
   if (name == kPlateauSchedule)
     fail(Status::InvalidArgument, "PyTorch's SequentialLR and ChainedScheduler step without a metric: a ",
          kPlateauSchedule, " schedule cannot be part of one");
@@ -135,7 +140,7 @@ void SchedulerComposite::add_part(const std::string& name, const Options& option
   try {
     auto part = std::dynamic_pointer_cast<IndexedScheduler>(make_scheduler(optimizer_, name, options));
     if (!part) fail(Status::Internal, "the ", name, " schedule has no step count to sequence or chain");
-    then_construct(part);
+    then_construct();
     parts_.push_back(std::move(part));
   } catch (...) {
     before.restore();
@@ -196,7 +201,7 @@ void SchedulerSequence::then(int64_t milestone, const std::string& name, const O
   require(milestone > last, "a sequence's milestones must grow from 1, got ", milestone, " after ", last);
   if (!has_own_scheduler(name) && name != kPlateauSchedule)
     (void)restarted_schedule_rule(name, options, optimizer_->default_lr());  // refuses what cannot restart
-  add_part(name, options, "@" + std::to_string(milestone), [&](const std::shared_ptr<IndexedScheduler>&) {
+  add_part(name, options, "@" + std::to_string(milestone), [&] {
     // SequentialLR's construction: every group's rate back to its initial_lr (a one_cycle's, if one
     // was made), then the first part's step 0 again from there.
     std::vector<double> reset;
@@ -211,8 +216,8 @@ void SchedulerSequence::then(int64_t milestone, const std::string& name, const O
 }
 
 void SchedulerSequence::chain(const std::string& name, const Options&) {
-  fail(Status::Unsupported, "the sequence '", name_, "' cannot be chained with '", name,
-       "' here; chain the schedules first");
+  fail(Status::Unsupported, "the sequence '", name_, "' cannot be chained with '", name, "' here: a sequence ",
+       "with a one_cycle or cyclic is not built into a chain; a sequence of schedules with a rule is");
 }
 
 void SchedulerSequence::step() {
@@ -248,13 +253,13 @@ void SchedulerChain::chain(const std::string& name, const Options& options) {
   const auto entered = enter("chain");
   require_unstepped("chain");
   // ChainedScheduler sets nothing back: the part's making is its step 0, from the rate the chain left.
-  add_part(name, options, "", [](const std::shared_ptr<IndexedScheduler>&) {});
+  add_part(name, options, "", [] {});
   note_step(0);
 }
 
 void SchedulerChain::then(int64_t, const std::string& name, const Options&) {
   fail(Status::Unsupported, "the chain '", name_, "' cannot lead a sequence (with '", name, "') here: a chain with ",
-       "a one_cycle or cyclic is not built into one; a chain of schedules with a rule is");
+       "a one_cycle or cyclic, or with a sequence, is not built into one; a chain of schedules with a rule is");
 }
 
 void SchedulerChain::step() {

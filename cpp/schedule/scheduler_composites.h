@@ -12,6 +12,7 @@
 // cycles it (it rewrites the one_cycle's max_momentum and base_momentum).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,7 +48,7 @@ class SchedulerComposite : public Scheduler {
   // composite's own construction steps), restoring every group's rate, initial_lr and momentum if
   // either fails, so that a refused part changes nothing. `suffix` follows its name in name().
   void add_part(const std::string& name, const Options& options, const std::string& suffix,
-                const std::function<void(const std::shared_ptr<IndexedScheduler>&)>& then_construct);
+                const std::function<void()>& then_construct);
   void require_unstepped(const char* what) const;
   // The state of `part` for a composite's `state`, `steps_in` steps into the part.
   static SchedulerState part_state(const IndexedScheduler& part, const SchedulerState& state, int64_t steps_in);

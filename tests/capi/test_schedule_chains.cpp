@@ -344,10 +344,11 @@ TEST(ScheduleChains, WhatCannotBeChainedIsRefusedAndChangesNothing) {
   EXPECT_EQ(last_lr(sched, 0), 0.1 * (1.0 / 3) * 0.5);
   acc_scheduler_free(sched);
 
+  // A sequence leads a chain; the chain then leads no sequence (nested ones are not built).
   ACC_ASSERT_OK(acc_scheduler_create(net.opt, "linear_lr", nullptr, &sched));
   ACC_ASSERT_OK(acc_scheduler_then(sched, 2, "exponential", gamma));
-  ACC_EXPECT_ERROR(acc_scheduler_chain(sched, "exponential", gamma), ACC_ERR_UNSUPPORTED,
-                   "cannot be chained here");
+  ACC_ASSERT_OK(acc_scheduler_chain(sched, "exponential", gamma));
+  ACC_EXPECT_ERROR(acc_scheduler_then(sched, 4, "exponential", gamma), ACC_ERR_UNSUPPORTED, "cannot lead a sequence");
   acc_scheduler_free(sched);
 
   // Prepared, it is whole: as Accelerate prepares a ChainedScheduler made beforehand.
@@ -476,9 +477,9 @@ acc_scheduler* make_cycling_case(acc_optimizer* opt, const json& c) {
     const std::string name = parts[i]["name"];
     if (i == 0)
       EXPECT_EQ(acc_scheduler_create(opt, name.c_str(), o, &sched), ACC_OK) << acc_last_error_message();
-    else if (c["kind"] == "chain" || (c["kind"] == "chain_then" && i == 1))
+    else if (c["kind"] == "chain" || (c["kind"] == "chain_then" && i == 1) || (c["kind"] == "then_chain" && i > 1))
       EXPECT_EQ(acc_scheduler_chain(sched, name.c_str(), o), ACC_OK) << acc_last_error_message();
-    else  // a sequence's part, or one after the two chained parts that lead it
+    else  // a sequence's part (after two chained parts that lead it, or before the chained ones)
       EXPECT_EQ(acc_scheduler_then(sched, c["milestones"][i - (c["kind"] == "chain_then" ? 2 : 1)].get<int64_t>(),
                                    name.c_str(), o),
                 ACC_OK)
@@ -660,10 +661,11 @@ TEST(ScheduleChains, WhatCannotJoinACyclingSequenceIsRefusedAndChangesNothing) {
                    "cannot lead a sequence (with 'exponential') here");
   acc_scheduler_free(sched);
 
-  // A sequence does not become a chain.
-  ACC_ASSERT_OK(acc_scheduler_create(net.opt, "exponential", gamma, &sched));
-  ACC_ASSERT_OK(acc_scheduler_then(sched, 2, "linear_lr", nullptr));
-  ACC_EXPECT_ERROR(acc_scheduler_chain(sched, "cyclic", cyclic), ACC_ERR_UNSUPPORTED, "cannot be chained");
+  // A sequence with a one_cycle leads no chain (one of rules does).
+  ACC_ASSERT_OK(acc_scheduler_create(net.opt, "one_cycle", cycle, &sched));
+  ACC_ASSERT_OK(acc_scheduler_then(sched, 3, "linear_lr", nullptr));
+  ACC_EXPECT_ERROR(acc_scheduler_chain(sched, "exponential", gamma), ACC_ERR_UNSUPPORTED,
+                   "a sequence with a one_cycle or cyclic is not built into a chain");
   acc_scheduler_free(sched);
 
   // Prepared, it is whole.

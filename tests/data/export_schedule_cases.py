@@ -344,7 +344,8 @@ def own_scheduler(opt, name, o):
 
 
 # Sequences and chains with OneCycleLR or CyclicLR ("parts", made in order on one optimizer; a
-# sequence's "milestones"; "chain_then": the first two chained, leading a sequence), for
+# sequence's "milestones"; "chain_then": the first two chained, leading a sequence; "then_chain":
+# the first two a sequence, leading a chain), for
 # tests/capi/test_schedule_chains.cpp: each group's rate and momentum (SGD's, or AdamW's beta1) after
 # every step. "earlier": a scheduler made and stepped first.
 CYCLING_CASES = [
@@ -403,6 +404,16 @@ CYCLING_CASES = [
      "parts": [{"name": "linear_lr", "options": {"start_factor": "0.5", "total_iters": "3"}},
                {"name": "exponential", "options": {"gamma": "0.9"}},
                {"name": "one_cycle", "options": {"max_lr": "0.3", "total_steps": "6"}}]},
+    # A sequence of rules leading a chain (a ChainedScheduler steps a SequentialLR as any part): the
+    # parts chained after it are made after the sequence set the rates back.
+    {"kind": "then_chain", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 9, "milestones": [3], "parts": [
+        {"name": "linear_lr", "options": {"start_factor": "0.5", "total_iters": "3"}},
+        {"name": "cosine_annealing", "options": {"T_max": "4", "eta_min": "0.01"}},
+        {"name": "exponential", "options": {"gamma": "0.9"}}]},
+    {"kind": "then_chain", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 9, "milestones": [4], "parts": [
+        {"name": "exponential", "options": {"gamma": "0.8"}},
+        {"name": "step", "options": {"step_size": "2", "gamma": "0.5"}},
+        {"name": "cyclic", "options": {"base_lr": "0.01", "max_lr": "0.1", "step_size_up": "2"}}]},
     # Alone, made after an earlier scheduler: PyTorch's CyclicLR takes that one's initial_lr at its step 0.
     {"kind": "sequence", "lrs": [0.5, 0.05], "momentum": 0.9, "steps": 5, "milestones": [],
      "earlier": {"name": "step", "options": {"step_size": "2", "gamma": "0.5"}, "steps": 3}, "parts": [
@@ -422,8 +433,15 @@ def run_cycling(case):
         for _ in range(case["earlier"]["steps"]):
             opt.step()
             earlier.step()
-    parts = [own_scheduler(opt, p["name"], p["options"]) if p["name"] in ("one_cycle", "cyclic")
-             else MAKERS[p["name"]](opt, p["options"]) for p in case["parts"]]
+    def make(part):
+        if part["name"] in ("one_cycle", "cyclic"):
+            return own_scheduler(opt, part["name"], part["options"])
+        return MAKERS[part["name"]](opt, part["options"])
+    if case["kind"] == "then_chain":  # the first two a sequence, made before the parts chained to it
+        sequence = S.SequentialLR(opt, [make(p) for p in case["parts"][:2]], milestones=case["milestones"])
+        return stepped_points(opt, S.ChainedScheduler([sequence, *[make(p) for p in case["parts"][2:]]]),
+                              case["steps"])
+    parts = [make(p) for p in case["parts"]]
     if len(parts) == 1:
         sched = parts[0]
     elif case["kind"] == "chain":
