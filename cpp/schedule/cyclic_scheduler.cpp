@@ -56,7 +56,6 @@ CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const Sch
   const double up = static_cast<double>(o.step_size_up);
   total_size_ = up + static_cast<double>(o.step_size_down.value_or(o.step_size_up));
   step_ratio_ = up / total_size_;
-  for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) earlier_initial_lrs_.push_back(optimizer_->initial_lr(g));
   start(ends_.base_lr);  // PyTorch's constructor sets each group's rate to base_lr
 }
 
@@ -75,7 +74,8 @@ double CyclicScheduler::scale(int64_t cycle, int64_t step) const {
 }
 
 CyclingScheduler::Point CyclicScheduler::made_point(size_t group) const {
-  return at(0, group, earlier_initial_lrs_[group].value_or(ends_.base_lr[group]));
+  // Asked before this scheduler sets initial_lr (CyclingScheduler::start): an earlier one's, if any.
+  return at(0, group, optimizer_->initial_lr(group).value_or(ends_.base_lr[group]));
 }
 
 CyclingScheduler::Point CyclicScheduler::at(int64_t step, size_t group, double base_lr) const {

@@ -8,7 +8,6 @@
 #pragma once
 
 #include <functional>
-#include <optional>
 #include <vector>
 
 #include "schedule/cycling_scheduler.h"
@@ -45,7 +44,6 @@ class CyclicScheduler final : public CyclingScheduler {
   double scale(int64_t cycle, int64_t step) const;
 
   GroupEnds ends_;
-  std::vector<std::optional<double>> earlier_initial_lrs_;  // each group's initial_lr before it was made
   double total_size_, step_ratio_;
   Mode mode_;
   double gamma_;

@@ -75,10 +75,7 @@ void CyclingScheduler::check_state(const SchedulerState& state) const {
 }
 
 void CyclingScheduler::load_state(const SchedulerState& state) {
-  const auto entered = enter("loading a scheduler's state");
-  check_state(state);
-  base_lrs_ = state.base_lrs;
-  apply(state.step);
+  IndexedScheduler::load_state(state);  // checked, then the step's rates and momentum
   if (!state.lrs.empty()) restore_rates(state);
 }
 

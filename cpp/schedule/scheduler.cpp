@@ -44,6 +44,15 @@ std::vector<double> Scheduler::group_lrs(const Optimizer& optimizer) {
   return lrs;
 }
 
+// PyTorch's LRScheduler constructor: base_lrs are the groups' initial_lr, which the first scheduler
+// made on the optimizer sets to their rates then.
+std::vector<double> Scheduler::initial_lrs(const Optimizer& optimizer) {
+  std::vector<double> lrs;
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+    lrs.push_back(optimizer.initial_lr(g).value_or(optimizer.lr(g)));
+  return lrs;
+}
+
 double Scheduler::group_lr(const std::vector<double>& lrs, size_t group) {
   require(group < lrs.size(), "parameter group ", group, " does not exist (the scheduler has ", lrs.size(), ")");
   return lrs[group];
@@ -79,19 +88,6 @@ std::shared_ptr<Scheduler> make_cyclic_scheduler(std::shared_ptr<Optimizer> opti
   return std::make_shared<CyclicScheduler>(std::move(optimizer), scheduler_option_table().read(options),
                                            std::move(scale_fn));
 }
-
-namespace {
-
-// PyTorch's LRScheduler constructor: base_lrs are the groups' initial_lr, which the first scheduler
-// made on the optimizer sets to their rates then.
-std::vector<double> initial_lrs(const Optimizer& optimizer) {
-  std::vector<double> lrs;
-  for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
-    lrs.push_back(optimizer.initial_lr(g).value_or(optimizer.lr(g)));
-  return lrs;
-}
-
-}  // namespace
 
 IndexedScheduler::IndexedScheduler(std::shared_ptr<Optimizer> optimizer, std::string name)
     : optimizer_(std::move(optimizer)), name_(std::move(name)), base_lrs_(initial_lrs(*optimizer_)) {}
@@ -247,8 +243,8 @@ void LambdaScheduler::step() {
 
 void LambdaScheduler::restart() {
   const auto entered = enter("step");
-  require(restart_rule_ != nullptr && phases_.size() == 1 && chain_length() == 1, "the '", name_,
-          "' schedule cannot be restarted at a milestone");
+  if (!restart_rule_ || phases_.size() > 1 || chain_length() > 1)  // a composite restarts only parts it made
+    fail(Status::Internal, "the '", name_, "' schedule cannot be restarted at a milestone");
   const ScheduleRule rule = restart_rule_();
   std::vector<double> lrs;
   for (double base : base_lrs_) lrs.push_back(rule(base, 0));

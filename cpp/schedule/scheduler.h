@@ -87,6 +87,9 @@ class Scheduler {
   OwnCallbacksRunning running_callbacks() const { return OwnCallbacksRunning(owner()); }
   // Each parameter group's learning rate now.
   static std::vector<double> group_lrs(const Optimizer& optimizer);
+  // Each group's initial_lr (PyTorch's: set by the first scheduler made on the optimizer), or its
+  // rate now where none is set.
+  static std::vector<double> initial_lrs(const Optimizer& optimizer);
   // The checks every scheduler's last_lr and check_state make.
   static double group_lr(const std::vector<double>& lrs, size_t group);
   static void check_group_count(size_t saved, size_t groups);

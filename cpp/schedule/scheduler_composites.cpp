@@ -167,15 +167,10 @@ void SchedulerComposite::check_state(const SchedulerState& state) const {
   check_schedule_name(state);
   require(!state.plateau, "the state is a ", kPlateauSchedule, " scheduler's, not this schedule's");
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
-  const size_t groups = optimizer_->num_param_groups();
-  check_group_count(state.base_lrs.size(), groups);
-  check_finite_rates(state.base_lrs, "base learning rates");
   // Resumed from the rates it saved, as PyTorch's optimizer state holds them: a state without them
-  // (from before they were saved) cannot be this composite's.
+  // (from before they were saved) cannot be this composite's. The parts check them (part_state);
+  // the base rates are each part's own.
   require(!state.lrs.empty(), "the '", name_, "' schedule resumes from saved rates, which the state lacks");
-  check_group_count(state.lrs.size(), groups);
-  check_group_count(state.last_lrs.size(), groups);
-  for (const std::vector<double>* lrs : {&state.lrs, &state.last_lrs}) check_finite_rates(*lrs, "learning rates");
 }
 
 SchedulerState SchedulerComposite::part_state(const IndexedScheduler& part, const SchedulerState& state,
@@ -204,11 +199,8 @@ void SchedulerSequence::then(int64_t milestone, const std::string& name, const O
   add_part(name, options, "@" + std::to_string(milestone), [&] {
     // SequentialLR's construction: every group's rate back to its initial_lr (a one_cycle's, if one
     // was made), then the first part's step 0 again from there.
-    std::vector<double> reset;
-    for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) {
-      reset.push_back(optimizer_->initial_lr(g).value_or(optimizer_->lr(g)));
-      optimizer_->set_lr(g, reset[g]);
-    }
+    const std::vector<double> reset = initial_lrs(*optimizer_);
+    for (size_t g = 0; g < reset.size(); ++g) optimizer_->set_lr(g, reset[g]);
     parts_.front()->start_again(reset);
   });
   milestones_.push_back(milestone);
@@ -264,10 +256,14 @@ void SchedulerChain::then(int64_t, const std::string& name, const Options&) {
 
 void SchedulerChain::step() {
   const auto entered = enter("step");
-  const SchedulerState before = state();
+  std::vector<double> lrs_before = group_lrs(*optimizer_);  // with the step count, all a rollback needs
   try {
     for (const auto& part : parts_) part->step();
   } catch (...) {
+    SchedulerState before;
+    before.step = step_;
+    before.lrs = std::move(lrs_before);
+    before.last_lrs = last_lrs_;
     apply_state(before);
     throw;
   }
