@@ -29,6 +29,13 @@ SCENARIOS = {
     "mlp": dict(model="mlp", optimizer="adamw", schedule="linear"),
     "mlp_accumulate_clip": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=2, clip=0.5),
     "mlp_bf16": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="bf16"),
+    # Resumed under bf16: without the JIT's optimisation, as a reloaded TorchScript model profiles its
+    # first runs anew (other kernels, on both sides alike, so a resumed run is not its uninterrupted one).
+    "mlp_bf16_plain_graph": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="bf16",
+                                 graph_optimization=False, accumulation=2),
+    "mlp_bf16_resume": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="bf16",
+                            graph_optimization=False, accumulation=2, resume=True, resume_at=2,
+                            uninterrupted="mlp_bf16_plain_graph"),
     # Seedable shuffling (Accelerate's use_seedable_sampler with data_seed: epoch e shuffles with
     # seed + e): the accelerator's data_seed here, or the loader's own seed.
     "mlp_seedable_sampler": dict(model="mlp", optimizer="sgd", schedule="cosine", data_seed=11),
@@ -199,6 +206,9 @@ SCENARIOS = {
                            resume=True, uninterrupted="mlp_ema"),
     "lm_ema_accumulate": dict(model="lm", optimizer="adamw", schedule="cosine", accumulation=2,
                               averaged={"strategy": "ema", "decay": 0.8}),
+    # EMA under bf16: the averages evaluated without autocast (Python's AveragedModel is not prepared).
+    "cnn_ema_bf16": dict(model="cnn", data="images", optimizer="adamw", schedule="linear", mixed_precision="bf16",
+                         averaged={"strategy": "ema", "decay": 0.9}),
     "cnn_ema_buffers": dict(model="cnn", data="images", optimizer="adamw", schedule="linear",
                             averaged={"strategy": "ema", "decay": 0.75, "use_buffers": True}),
     # PyTorch's fused=True kernels (from 2.4), which round otherwise than its other rules.
@@ -1202,9 +1212,9 @@ class OurJob:
                 return
             yield batch
 
-    def forward(self, inputs, flags=0):
+    def forward(self, inputs, flags=0, model=None):
         lib = self.lib
-        outputs = lib.new("acc_model_forward", self.model, (ctypes.c_void_p * 1)(inputs), ctypes.c_size_t(1),
+        outputs = lib.new("acc_model_forward", model or self.model, (ctypes.c_void_p * 1)(inputs), ctypes.c_size_t(1),
                           ctypes.c_uint32(flags))
         logits = lib.list_get(outputs, 0)
         lib.lib.acc_tensor_list_free(outputs)
@@ -1298,20 +1308,23 @@ class OurJob:
         self.lib.acc_local_sgd_end(self.acc, self.model)
         self.in_local_sgd = False
 
-    def evaluate(self, averaged=False):
-        """With `averaged`, the averages swapped into the model for the evaluation."""
+    def evaluate(self, averaged=False, model=None):
+        """With `averaged`, the averages swapped into the model for the evaluation, which computes
+        through the unwrapped model: without autocast, as Python's AveragedModel (never prepared)."""
         lib = self.lib
         if averaged:
             lib.acc_averaged_model_swap(self.averaged, self.model)
+            unwrapped = lib.new("acc_unwrap_model", self.acc, self.model)
             try:
-                return self.evaluate()
+                return self.evaluate(model=unwrapped)
             finally:
+                lib.lib.acc_model_free(unwrapped)
                 lib.acc_averaged_model_swap(self.averaged, self.model)
         lib.acc_model_set_training(self.model, 0)
         gathered = []
         for batch in self.batches(self.evaluation):
             inputs = lib.list_get(batch, 0)
-            logits = self.forward(inputs, flags=1)  # ACC_FORWARD_NO_GRAD
+            logits = self.forward(inputs, flags=1, model=model)  # ACC_FORWARD_NO_GRAD
             if self.cfg["eval_pad"]:
                 padded = lib.new("acc_pad_across_processes", self.acc, logits, ctypes.c_int64(0), ctypes.c_double(-5),
                                  ctypes.c_int(0), b"pad")
