@@ -1114,6 +1114,8 @@ class OurJob:
         self.second = None
         if cfg["second"]:
             model2 = lib.new("acc_model_load_torchscript", os.path.join(directory, "mlp.pt").encode())
+            if not cfg["graph_optimization"]:  # Python's switch is global: every model runs unoptimised
+                lib.acc_model_set_graph_optimization(model2, 0)
             opt2 = lib.new("acc_optimizer_create", model2, b"sgd",
                            lib.options(api.ACC_OPTIONS_OPTIMIZER, {"lr": 0.05, "momentum": 0.9}))
             sched2 = lib.new("acc_scheduler_create", opt2, b"step",
