@@ -30,6 +30,7 @@ class AcceleratedScheduler final : public Scheduler {
   double last_lr(size_t group) const override { return inner_->last_lr(group); }
   int64_t step_count() const override { return inner_->step_count(); }
   std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
+  size_t group_count() const override { return inner_->group_count(); }
   const std::string& name() const override { return inner_->name(); }
   const std::shared_ptr<Scheduler>& unwrap() const { return inner_; }
 

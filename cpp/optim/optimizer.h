@@ -102,6 +102,8 @@ class TorchOptimizer final : public Optimizer {
   void check_group(size_t group) const;
   // impl_'s step, with an overflowing hyper-parameter reported as the caller's mistake.
   void step_rule();
+  // Fails (InvalidArgument, naming the parameter) where a gradient's dtype or device is not its parameter's.
+  void require_gradients_like_parameters() const;
   // Whether a parameter's dtype or device changed since note_placement (acc_model_to; new groups).
   bool placement_changed() const;
   // Records the parameters' dtypes and devices and, from them, each group's largest rate.

@@ -49,6 +49,7 @@ void PlateauScheduler::reduce_lrs() {
 }
 
 void PlateauScheduler::step_with_metric(double metric) {
+  require_groups_unchanged("step");
   ++last_epoch_;
   if (is_better(metric)) {
     best_ = metric;
@@ -75,6 +76,7 @@ SchedulerState PlateauScheduler::state() const {
 
 void PlateauScheduler::check_state(const SchedulerState& state) const {
   check_schedule_name(state);
+  require_groups_unchanged("loading a scheduler's state");
   require(state.plateau.has_value(), "the state is not a ", kPlateauSchedule, " scheduler's");
   const PlateauState& p = *state.plateau;
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);

@@ -23,6 +23,7 @@ class PlateauScheduler final : public Scheduler {
   double last_lr(size_t group) const override;
   int64_t step_count() const override { return last_epoch_; }
   std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
+  size_t group_count() const override { return initial_lrs_.size(); }
   const std::string& name() const override;
 
  private:

@@ -23,6 +23,12 @@ constexpr size_t kMaxChainedSchedules = 1000;
 
 }  // namespace
 
+void Scheduler::require_groups_unchanged(const char* call) const {
+  const size_t groups = optimizer()->num_param_groups();
+  require(groups == group_count(), call, ": the optimizer has ", groups, " parameter groups, and the ", name(),
+          " schedule was made over ", group_count(), ": add parameter groups before making the scheduler");
+}
+
 void Scheduler::step_with_metric(double) {
   fail(Status::InvalidArgument, "only a ", kPlateauSchedule,
        " scheduler steps with a metric; this schedule steps without one (acc_scheduler_step)");
@@ -124,6 +130,7 @@ void IndexedScheduler::check_state_shape(const SchedulerState& state) const {
   check_schedule_name(state);
   require(!state.plateau, "the state is a ", kPlateauSchedule, " scheduler's, not this schedule's");
   check_group_count(state.base_lrs.size(), base_lrs_.size());
+  require_groups_unchanged("loading a scheduler's state");
 }
 
 void IndexedScheduler::load_state(const SchedulerState& state) {

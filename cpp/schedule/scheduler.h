@@ -59,6 +59,11 @@ class Scheduler {
   virtual double last_lr(size_t group) const = 0;
   virtual int64_t step_count() const = 0;
   virtual std::shared_ptr<Optimizer> optimizer() const = 0;
+  // How many parameter groups the optimizer had when the schedule was made: it keeps a rate per group.
+  virtual size_t group_count() const = 0;
+  // Fails (InvalidArgument, naming `call`) once the optimizer has another number of groups (a group
+  // added after the scheduler was made; PyTorch's schedulers then fail or leave the new group alone).
+  void require_groups_unchanged(const char* call) const;
   // The schedule's name (acc_scheduler_create's), or "lambda" for a user's factor; a sequence's
   // names its schedules and milestones ("linear_lr,cosine_annealing@5").
   virtual const std::string& name() const = 0;
@@ -80,6 +85,7 @@ class Scheduler {
   // within a step; own_callbacks.h); while it lives, this thread runs them.
   OwnCallbacksRunning enter(const char* call) const {
     Scheduler::refuse_from_callbacks(call);
+    require_groups_unchanged(call);
     return OwnCallbacksRunning(owner());
   }
   // Marks this thread as running this schedule's functions, without the refusal (a check inside an
@@ -125,6 +131,7 @@ class IndexedScheduler : public Scheduler {
   double last_lr(size_t group) const override { return group_lr(last_lrs_, group); }
   int64_t step_count() const override { return step_; }
   std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
+  size_t group_count() const override { return base_lrs_.size(); }
   const std::string& name() const override { return name_; }
 
   // As a part of a sequence or chain with a scheduler of its own (scheduler_composites.h):

@@ -165,6 +165,7 @@ SchedulerState SchedulerComposite::state() const {
 
 void SchedulerComposite::check_state(const SchedulerState& state) const {
   check_schedule_name(state);
+  require_groups_unchanged("loading a scheduler's state");
   require(!state.plateau, "the state is a ", kPlateauSchedule, " scheduler's, not this schedule's");
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
   // Resumed from the rates it saved, as PyTorch's optimizer state holds them: a state without them

@@ -35,6 +35,7 @@ class SchedulerComposite : public Scheduler {
   double last_lr(size_t group) const override { return group_lr(last_lrs_, group); }
   int64_t step_count() const override { return step_; }
   std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
+  size_t group_count() const override { return parts_.front()->group_count(); }
   const std::string& name() const override { return name_; }
   SchedulerState state() const override;
   void check_state(const SchedulerState& state) const override;

@@ -541,6 +541,54 @@ TEST(BadInput, TheOptimizerFollowsTheModelsDtypeAndRefusesRatesItCannotHold) {
   acc_model_free(m);
 }
 
+// acc_model_to between a forward and its backward: the gradients arrive in the dtype the graph was
+// recorded in, not the parameters' new one. The step refuses them, naming the parameter, before
+// anything changes (ATen's kernels would fail inside, an internal assertion, after some state moved).
+TEST(BadInput, AGradientFromAForwardBeforeTheModelMovedIsRefused) {
+  for (const char* algorithm : {"adamw", "sgd", "adagrad", "rprop"}) {
+    SCOPED_TRACE(algorithm);
+    acc_model* m = linear_model();
+    acc_optimizer* opt = nullptr;
+    ACC_ASSERT_OK(acc_optimizer_create(m, algorithm, nullptr, &opt));
+    // A forward in `dtype`, then the backward, with the model moved to bf16 between them if asked.
+    auto backward = [&](acc_dtype dtype, bool move_between) {
+      acc_tensor* x = floats({1.0f, 2.0f}, {1, 2});
+      acc_tensor *x_now = nullptr, *out = nullptr, *loss = nullptr;
+      ACC_ASSERT_OK(acc_tensor_to(x, nullptr, dtype, &x_now));
+      ACC_ASSERT_OK(acc_model_forward1(m, x_now, 0, &out));
+      ACC_ASSERT_OK(acc_tensor_sum(out, &loss));
+      if (move_between) ACC_ASSERT_OK(acc_model_to(m, nullptr, ACC_DTYPE_BFLOAT16));
+      ACC_ASSERT_OK(acc_tensor_backward(loss));
+      for (acc_tensor* t : {x, x_now, out, loss}) acc_tensor_free(t);
+    };
+    auto weights = [&] {  // as float32 (to_floats reads float32)
+      acc_tensor *w = nullptr, *w32 = nullptr;
+      EXPECT_EQ(acc_model_parameter(m, "0.weight", &w), ACC_OK);
+      EXPECT_EQ(acc_tensor_to(w, nullptr, ACC_DTYPE_FLOAT32, &w32), ACC_OK);
+      std::vector<float> values = acc_test::to_floats(w32);
+      acc_tensor_free(w);
+      acc_tensor_free(w32);
+      return values;
+    };
+    backward(ACC_DTYPE_FLOAT32, false);  // a step first, so that the rule has state
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+    backward(ACC_DTYPE_FLOAT32, true);
+    ASSERT_FALSE(HasFatalFailure());
+    const std::vector<float> before = weights();
+    ACC_EXPECT_ERROR(acc_optimizer_step(opt), ACC_ERR_INVALID_ARGUMENT,
+                     "parameter '0.weight' is BFloat16 on cpu but its gradient is Float on cpu");
+    EXPECT_EQ(weights(), before);
+    // Gradients made again after the move: the step goes on.
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+    backward(ACC_DTYPE_BFLOAT16, false);
+    EXPECT_EQ(acc_optimizer_step(opt), ACC_OK) << acc_last_error_message();
+    EXPECT_NE(weights(), before);
+    acc_optimizer_free(opt);
+    acc_model_free(m);
+  }
+}
+
 // JSON integers above INT64_MAX would wrap to negative sizes; an input index past any forward's
 // argument list would make the model demand that many inputs.
 TEST(BadInput, SpecNumbersOutsideWhatTheyCanBeAreRefused) {

@@ -817,6 +817,53 @@ TEST(Scheduler, StepDecaysAsPyTorchsStepLrMultiplies) {
   EXPECT_NE(lr, 0.1 * std::pow(0.1, 4)) << "the two roundings must differ for this test to mean anything";
 }
 
+// A parameter group added after the scheduler was made: the schedule keeps a rate per group it was
+// made over, so its step, a metric's step, a later part and a load are refused, naming the counts,
+// and leave every rate as it was (PyTorch's OneCycleLR fails on the new group's missing keys, its
+// LambdaLR leaves the group unscheduled).
+TEST(Scheduler, AGroupAddedAfterTheSchedulerWasMadeIsRefused) {
+  struct Case {
+    const char* name;
+    Settings settings;
+    const char* then_name;  // a sequence's later part, or none
+  };
+  const Case cases[] = {{"linear", {{"num_training_steps", "10"}}, nullptr},
+                        {"one_cycle", {{"max_lr", "0.5"}, {"total_steps", "10"}}, nullptr},
+                        {"cyclic", {{"base_lr", "0.01"}, {"max_lr", "0.1"}}, nullptr},
+                        {"reduce_lr_on_plateau", {}, nullptr},
+                        {"one_cycle", {{"max_lr", "0.5"}, {"total_steps", "10"}}, "constant_lr"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.name) + (c.then_name ? " then " + std::string(c.then_name) : ""));
+    acc_model* model = nullptr;
+    ASSERT_EQ(acc_model_from_spec(R"([{"type":"linear","in_features":2,"out_features":1}])", &model), ACC_OK);
+    acc_optimizer* opt = nullptr;
+    ASSERT_EQ(acc_optimizer_create(model, "sgd", nullptr, &opt), ACC_OK);
+    acc_options* o = scheduler_options(c.settings);
+    acc_scheduler* sched = nullptr;
+    ASSERT_EQ(acc_scheduler_create(opt, c.name, o, &sched), ACC_OK) << acc_last_error_message();
+    acc_options_free(o);
+    if (c.then_name) then(sched, 3, c.then_name, {});
+    ASSERT_EQ(acc_optimizer_add_param_group_matching(opt, "*.bias", nullptr, nullptr), ACC_OK);
+    double before = 0, after = 0;
+    ASSERT_EQ(acc_optimizer_get_lr(opt, 0, &before), ACC_OK);
+    const char* refusal = "the optimizer has 2 parameter groups, and the";
+    if (std::string(c.name) == "reduce_lr_on_plateau")
+      ACC_EXPECT_ERROR(acc_scheduler_step_metric(sched, 1.0), ACC_ERR_INVALID_ARGUMENT, refusal);
+    else
+      ACC_EXPECT_ERROR(acc_scheduler_step(sched), ACC_ERR_INVALID_ARGUMENT, refusal);
+    if (!c.then_name && std::string(c.name) == "linear")
+      ACC_EXPECT_ERROR(acc_scheduler_then(sched, 5, "constant_lr", nullptr), ACC_ERR_INVALID_ARGUMENT, refusal);
+    ASSERT_EQ(acc_optimizer_get_lr(opt, 0, &after), ACC_OK);
+    EXPECT_EQ(after, before);
+    int64_t step = -1;
+    ASSERT_EQ(acc_scheduler_get_step(sched, &step), ACC_OK);
+    EXPECT_EQ(step, 0);
+    acc_scheduler_free(sched);
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+  }
+}
+
 TEST(Scheduler, ErrorsNameWhatIsMissing) {
   Scalar s;
   acc_optimizer* opt = nullptr;

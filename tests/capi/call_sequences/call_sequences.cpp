@@ -1,0 +1,530 @@
+// Random sequences of C API calls on a small pool of handles, each live, NULL or already freed: the
+// calls a program makes in an order nobody planned (a step before backward, a loader freed under
+// its accelerator, a save in the middle of an epoch, LoRA after the optimizer, a scheduler chained
+// after it stepped...). Each sequence runs in a child process of its own and must end: no signal,
+// no hang, no ACC_ERR_INTERNAL, a message with every error. Half of the pool's picks are coherent
+// training steps (next, forward, loss, backward, clip, step, schedule), so that the calls around
+// them meet objects in every state.
+//
+// Usage: acc_call_sequences FIRST_SEED COUNT [CALLS_PER_SEQUENCE]; a failing sequence's last calls
+// are printed (all of them with ACC_CALL_SEQUENCES_WHOLE_LOG=1; rerun one with COUNT 1).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "accelerate.h"
+
+namespace {
+
+constexpr int kTimeoutSeconds = 60;
+constexpr int kExitNoMessage = 3, kExitInternal = 4;
+
+std::mt19937_64 rng;
+int log_fd = -1;
+std::string work_dir;  // the sequence's own folder: checkpoints, saved models, tensor files
+
+int pick(int n) { return static_cast<int>(rng() % static_cast<uint64_t>(n)); }
+bool coin(double p) { return std::uniform_real_distribution<double>(0, 1)(rng) < p; }
+
+// Writes the call and its status to the sequence's log; a failure without a message, or an
+// internal error, ends the sequence as a finding.
+void check(const char* call, acc_status status) {
+  const char* message = status == ACC_OK ? "" : acc_last_error_message();
+  dprintf(log_fd, "%s -> %s %s\n", call, acc_status_name(status), message ? message : "(null)");
+  if (status != ACC_OK && (!message || !*message)) {
+    dprintf(log_fd, "FINDING: an error without a message\n");
+    _exit(kExitNoMessage);
+  }
+  if (status == ACC_ERR_INTERNAL) {
+    dprintf(log_fd, "FINDING: ACC_ERR_INTERNAL\n");
+    _exit(kExitInternal);
+  }
+}
+#define CALL(name, expr) check(name, (expr))
+
+// The pool. A freed handle may stay in its slot: every later use must be refused.
+acc_accelerator* accelerators[3];
+acc_model* models[5];
+acc_optimizer* optimizers[3];
+acc_scheduler* schedulers[3];
+acc_dataset* datasets[3];
+acc_dataloader* loaders[3];
+acc_tensor* tensors[8];
+acc_tensor_list* lists[4];
+acc_averaged_model* averages[2];
+std::vector<const void*> freed;
+
+bool is_freed(const void* h) { return std::find(freed.begin(), freed.end(), h) != freed.end(); }
+
+// Mostly a live handle of the kind, else any slot (NULL or freed).
+template <class T, size_t N>
+T*& any(T* (&slots)[N]) {
+  if (coin(0.85)) {
+    int live[N], n = 0;
+    for (size_t i = 0; i < N; ++i)
+      if (slots[i] && !is_freed(slots[i])) live[n++] = static_cast<int>(i);
+    if (n) return slots[live[pick(n)]];
+  }
+  return slots[pick(N)];
+}
+
+// A new handle into an empty slot, else over a random one (the old handle is left to the process's end).
+template <class T, size_t N>
+void keep(T* (&slots)[N], T* h) {
+  if (!h) return;
+  for (auto& s : slots)
+    if (!s || is_freed(s)) {
+      s = h;
+      return;
+    }
+  slots[pick(N)] = h;
+}
+
+template <class T, class Free>
+void release(T*& h, Free free_handle) {
+  free_handle(h);
+  if (coin(0.7))
+    h = nullptr;
+  else if (h)
+    freed.push_back(h);
+}
+
+acc_options* options(acc_options_kind kind) {
+  acc_options* o = nullptr;
+  CALL("options_create", acc_options_create(kind, &o));
+  return o;
+}
+void set(acc_options* o, const char* key, const char* value) { CALL("options_set", acc_options_set(o, key, value)); }
+
+const char* const kSpecs[] = {
+    R"([{"type":"linear","in_features":4,"out_features":3}])",
+    R"([{"type":"linear","in_features":4,"out_features":8},{"type":"relu"},{"type":"dropout","p":0.2},)"
+    R"({"type":"linear","in_features":8,"out_features":3}])",
+    R"([{"type":"linear","in_features":4,"out_features":6},{"type":"layernorm","normalized_shape":6},)"
+    R"({"type":"linear","in_features":6,"out_features":3}])"};
+const char* const kAlgorithms[] = {"adamw", "sgd", "adam", "rmsprop", "adagrad", "lion", "adafactor", "rprop", "nadam"};
+
+void create_accelerator() {
+  acc_options* o = options(ACC_OPTIONS_ACCELERATOR);
+  if (coin(0.4)) set(o, "mixed_precision", coin(0.9) ? "bf16" : "fp16");  // fp16 needs a GPU: refused
+  if (coin(0.4)) set(o, "gradient_accumulation_steps", coin(0.5) ? "2" : "3");
+  if (coin(0.2)) set(o, "split_batches", "true");
+  if (coin(0.2)) set(o, "zero_stage", std::to_string(pick(4)).c_str());
+  if (coin(0.4)) set(o, "project_dir", work_dir.c_str());
+  if (coin(0.3)) set(o, "log_with", "all");
+  CALL("accelerator_create", acc_accelerator_create(o, &any(accelerators)));
+  acc_options_free(o);
+}
+
+void create_model() { CALL("model_from_spec", acc_model_from_spec(kSpecs[pick(3)], &any(models))); }
+
+void create_optimizer() {
+  acc_options* o = coin(0.5) ? options(ACC_OPTIONS_OPTIMIZER) : nullptr;
+  if (o) set(o, "lr", "0.01");
+  acc_optimizer* out = nullptr;
+  CALL("optimizer_create", acc_optimizer_create(any(models), kAlgorithms[pick(9)], o, &out));
+  keep(optimizers, out);
+  acc_options_free(o);
+}
+
+// A schedule with the options it needs; `names` the choice.
+acc_options* schedule_options(const char* name) {
+  acc_options* o = options(ACC_OPTIONS_SCHEDULER);
+  set(o, "num_training_steps", std::to_string(1 + pick(20)).c_str());
+  if (coin(0.5)) set(o, "num_warmup_steps", std::to_string(pick(4)).c_str());
+  if (!strcmp(name, "one_cycle")) set(o, "max_lr", "0.1"), set(o, "total_steps", std::to_string(1 + pick(20)).c_str());
+  if (!strcmp(name, "exponential")) set(o, "gamma", "0.9");
+  if (!strcmp(name, "step")) set(o, "step_size", "2");
+  if (!strcmp(name, "cyclic")) set(o, "base_lr", "0.001"), set(o, "max_lr", "0.01");
+  if (!strcmp(name, "cosine_annealing")) set(o, "T_max", "5");
+  return o;
+}
+
+void create_scheduler() {
+  const char* const names[] = {
+      "linear", "cosine",    "constant", "step", "one_cycle", "exponential", "reduce_lr_on_plateau",
+      "cyclic", "polynomial"};
+  const char* name = names[pick(9)];
+  acc_options* o = schedule_options(name);
+  acc_scheduler* out = nullptr;
+  CALL("scheduler_create", acc_scheduler_create(any(optimizers), name, o, &out));
+  keep(schedulers, out);
+  acc_options_free(o);
+}
+
+void extend_scheduler() {
+  const char* const names[] = {"constant_lr", "exponential", "linear_lr", "one_cycle", "cosine_annealing"};
+  const char* name = names[pick(5)];
+  acc_options* o = schedule_options(name);
+  if (coin(0.5))
+    CALL("scheduler_then", acc_scheduler_then(any(schedulers), pick(5), name, o));
+  else
+    CALL("scheduler_chain", acc_scheduler_chain(any(schedulers), name, o));
+  acc_options_free(o);
+}
+
+void create_dataset() {
+  const int64_t n = 1 + pick(13);
+  std::vector<float> x(n * 4);
+  for (auto& v : x) v = static_cast<float>(pick(200) - 100) / 50.f;
+  std::vector<int64_t> y(n);
+  for (auto& v : y) v = pick(3);
+  const int64_t x_dims[2] = {n, 4}, y_dims[1] = {n};
+  acc_tensor *tx = nullptr, *ty = nullptr;
+  CALL("tensor_from_host", acc_tensor_from_host(x.data(), x.size() * sizeof(float), x_dims, 2, ACC_DTYPE_FLOAT32, &tx));
+  CALL("tensor_from_host", acc_tensor_from_host(y.data(), y.size() * sizeof(int64_t), y_dims, 1, ACC_DTYPE_INT64, &ty));
+  const acc_tensor* fields[2] = {tx, ty};
+  acc_dataset* out = nullptr;
+  CALL("dataset_from_tensors", acc_dataset_from_tensors(fields, 2, &out));
+  keep(datasets, out);
+  acc_tensor_free(tx);
+  acc_tensor_free(ty);
+}
+
+void create_loader() {
+  acc_options* o = options(ACC_OPTIONS_DATALOADER);
+  set(o, "batch_size", std::to_string(1 + pick(5)).c_str());
+  if (coin(0.5)) set(o, "shuffle", "true");
+  if (coin(0.3)) set(o, "drop_last", "true");
+  if (coin(0.3)) set(o, "num_workers", coin(0.5) ? "1" : "2");
+  acc_dataloader* out = nullptr;
+  CALL("dataloader_create", acc_dataloader_create(any(datasets), o, &out));
+  keep(loaders, out);
+  acc_options_free(o);
+}
+
+void prepare_all() {
+  acc_model* m = any(models);
+  acc_optimizer* o = any(optimizers);
+  acc_dataloader* d = any(loaders);
+  acc_scheduler* s = any(schedulers);
+  acc_model** pm = coin(0.7) ? &m : nullptr;
+  acc_optimizer** po = coin(0.7) ? &o : nullptr;
+  acc_dataloader** pd = coin(0.7) ? &d : nullptr;
+  acc_scheduler** ps = coin(0.5) ? &s : nullptr;
+  const acc_status status = acc_prepare(any(accelerators), pm, po, pd, ps);
+  check("prepare", status);
+  if (status != ACC_OK) return;  // on success each handle passed in was freed and replaced
+  if (pm) keep(models, m);
+  if (po) keep(optimizers, o);
+  if (pd) keep(loaders, d);
+  if (ps) keep(schedulers, s);
+}
+
+acc_placement placement() { return static_cast<acc_placement>(pick(3) - 1); }
+
+// One training step on handles picked at random (mostly live): what a loop does.
+void train_step() {
+  acc_tensor_list* batch = nullptr;
+  CALL("step: dataloader_next", acc_dataloader_next(any(loaders), &batch));
+  if (!batch) return;
+  acc_tensor *x = nullptr, *y = nullptr, *logits = nullptr, *loss = nullptr;
+  CALL("step: tensor_list_get", acc_tensor_list_get(batch, 0, &x));
+  CALL("step: tensor_list_get", acc_tensor_list_get(batch, 1, &y));
+  acc_accelerator* acc = any(accelerators);
+  if (coin(0.5)) CALL("step: accumulate_begin", acc_accumulate_begin(acc));
+  CALL("step: model_forward1", acc_model_forward1(any(models), x, ACC_FORWARD_DEFAULT, &logits));
+  CALL("step: loss_cross_entropy", acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
+  CALL("step: backward", acc_backward(acc, loss));
+  if (coin(0.3)) CALL("step: clip_grad_norm", acc_clip_grad_norm(acc, any(models), 1.0, 2.0, nullptr));
+  acc_optimizer* opt = any(optimizers);
+  CALL("step: optimizer_step", acc_optimizer_step(opt));
+  if (coin(0.7)) CALL("step: scheduler_step", acc_scheduler_step(any(schedulers)));
+  CALL("step: optimizer_zero_grad", acc_optimizer_zero_grad(opt));
+  if (coin(0.5)) CALL("step: accumulate_end", acc_accumulate_end(acc));
+  if (coin(0.3))
+    keep(tensors, loss);
+  else
+    acc_tensor_free(loss);
+  acc_tensor_free(x);
+  acc_tensor_free(y);
+  acc_tensor_free(logits);
+  if (coin(0.3))
+    keep(lists, batch);
+  else
+    acc_tensor_list_free(batch);
+}
+
+std::string in_work_dir(const char* name, int variants) {
+  return work_dir + "/" + name + std::to_string(pick(variants));
+}
+
+void free_something() {
+  switch (pick(8)) {
+    case 0:
+      release(any(accelerators), acc_accelerator_free);
+      break;
+    case 1:
+      release(any(models), acc_model_free);
+      break;
+    case 2:
+      release(any(optimizers), acc_optimizer_free);
+      break;
+    case 3:
+      release(any(schedulers), acc_scheduler_free);
+      break;
+    case 4:
+      release(any(datasets), acc_dataset_free);
+      break;
+    case 5:
+      release(any(loaders), acc_dataloader_free);
+      break;
+    case 6:
+      release(any(tensors), acc_tensor_free);
+      break;
+    default:
+      release(any(lists), acc_tensor_list_free);
+      break;
+  }
+}
+
+using Call = void (*)();
+const Call kCalls[] = {
+    create_accelerator,
+    create_model,
+    create_optimizer,
+    create_scheduler,
+    create_dataset,
+    create_loader,
+    prepare_all,
+    extend_scheduler,
+    free_something,
+    train_step,
+    train_step,
+    train_step,
+    train_step,
+    train_step,
+    [] {
+      acc_model* out = nullptr;
+      CALL("prepare_model", acc_prepare_model(any(accelerators), any(models), placement(), &out));
+      keep(models, out);
+    },
+    [] {
+      acc_optimizer* out = nullptr;
+      CALL("prepare_optimizer", acc_prepare_optimizer(any(accelerators), any(optimizers), placement(), &out));
+      keep(optimizers, out);
+    },
+    [] {
+      acc_dataloader* out = nullptr;
+      CALL("prepare_dataloader", acc_prepare_dataloader(any(accelerators), any(loaders), placement(), &out));
+      keep(loaders, out);
+    },
+    [] {
+      acc_scheduler* out = nullptr;
+      CALL("prepare_scheduler", acc_prepare_scheduler(any(accelerators), any(schedulers), &out));
+      keep(schedulers, out);
+    },
+    [] {
+      acc_tensor_list* out = nullptr;
+      CALL("dataloader_next", acc_dataloader_next(any(loaders), &out));
+      keep(lists, out);
+    },
+    [] {
+      acc_tensor* out = nullptr;
+      CALL("tensor_list_get", acc_tensor_list_get(any(lists), pick(3), &out));
+      keep(tensors, out);
+    },
+    [] {
+      acc_tensor* out = nullptr;
+      CALL("model_forward1", acc_model_forward1(any(models), any(tensors), pick(2), &out));
+      keep(tensors, out);
+    },
+    [] {
+      acc_tensor* out = nullptr;
+      CALL("loss_cross_entropy",
+           acc_loss_cross_entropy(any(tensors), any(tensors), ACC_REDUCTION_MEAN, coin(0.3) ? 0.1 : 0.0, &out));
+      keep(tensors, out);
+    },
+    [] {
+      acc_tensor* out = nullptr;
+      CALL("loss_mse", acc_loss_mse(any(tensors), any(tensors), static_cast<acc_reduction>(pick(3)), &out));
+      keep(tensors, out);
+    },
+    [] { CALL("backward", acc_backward(any(accelerators), any(tensors))); },
+    [] { CALL("optimizer_step", acc_optimizer_step(any(optimizers))); },
+    [] { CALL("optimizer_zero_grad", acc_optimizer_zero_grad(any(optimizers))); },
+    [] { CALL("scheduler_step", acc_scheduler_step(any(schedulers))); },
+    [] { CALL("scheduler_step_metric", acc_scheduler_step_metric(any(schedulers), 0.5)); },
+    [] {
+      double norm;
+      CALL("clip_grad_norm", acc_clip_grad_norm(any(accelerators), any(models), coin(0.5) ? 0.5 : INFINITY,
+                                                coin(0.7) ? 2.0 : INFINITY, &norm));
+    },
+    [] { CALL("accumulate_begin", acc_accumulate_begin(any(accelerators))); },
+    [] { CALL("accumulate_end", acc_accumulate_end(any(accelerators))); },
+    [] { CALL("save_state", acc_save_state(any(accelerators), in_work_dir("checkpoint", 2).c_str(), nullptr)); },
+    [] {
+      CALL("load_state",
+           acc_load_state(any(accelerators), coin(0.8) ? in_work_dir("checkpoint", 2).c_str() : nullptr, nullptr));
+    },
+    [] {
+      CALL("save_model", acc_save_model(any(accelerators), any(models), in_work_dir("model", 2).c_str(),
+                                        coin(0.5) ? nullptr : "100"));
+    },
+    [] {
+      CALL("model_load_safetensors",
+           acc_model_load_safetensors(any(models), in_work_dir("model", 2).c_str(), pick(2), nullptr, nullptr));
+    },
+    [] {
+      acc_model* out = nullptr;
+      CALL("unwrap_model", acc_unwrap_model(any(accelerators), any(models), &out));
+      keep(models, out);
+    },
+    [] {
+      acc_tensor* out = nullptr;
+      CALL("gather", acc_gather(any(accelerators), any(tensors), "x", &out));
+      keep(tensors, out);
+    },
+    [] {
+      acc_tensor* out = nullptr;
+      CALL("gather_for_metrics", acc_gather_for_metrics(any(accelerators), any(tensors), "x", &out));
+      keep(tensors, out);
+    },
+    [] {
+      acc_tensor* out = nullptr;
+      CALL("reduce", acc_reduce(any(accelerators), any(tensors), ACC_REDUCTION_MEAN, "r", &out));
+      keep(tensors, out);
+    },
+    [] {
+      acc_tensor* out = nullptr;
+      CALL("pad_across_processes",
+           acc_pad_across_processes(any(accelerators), any(tensors), pick(2), 0.0, pick(2), "p", &out));
+      keep(tensors, out);
+    },
+    [] { CALL("dataloader_end_epoch", acc_dataloader_end_epoch(any(loaders))); },
+    [] { CALL("dataloader_skip_first_batches", acc_dataloader_skip_first_batches(any(loaders), pick(4))); },
+    [] { CALL("no_sync_begin", acc_no_sync_begin(any(accelerators), any(models))); },
+    [] { CALL("no_sync_end", acc_no_sync_end(any(accelerators), any(models))); },
+    [] { CALL("autocast_begin", acc_autocast_begin(any(accelerators), pick(2))); },
+    [] { CALL("autocast_end", acc_autocast_end(any(accelerators))); },
+    [] {
+      acc_options* o = options(ACC_OPTIONS_AVERAGED_MODEL);
+      if (coin(0.5)) set(o, "strategy", "ema"), set(o, "decay", "0.9");
+      CALL("averaged_model_create", acc_averaged_model_create(any(models), o, &any(averages)));
+      acc_options_free(o);
+    },
+    [] { CALL("averaged_model_update", acc_averaged_model_update(any(averages), any(models))); },
+    [] { CALL("averaged_model_swap", acc_averaged_model_swap(any(averages), any(models))); },
+    [] { CALL("register_averaged_model", acc_register_averaged_model(any(accelerators), any(averages))); },
+    [] {
+      acc_tensor_list* out = nullptr;
+      CALL("get_state_dict", acc_get_state_dict(any(accelerators), any(models), pick(2), &out));
+      keep(lists, out);
+    },
+    [] { CALL("model_set_training", acc_model_set_training(any(models), pick(2))); },
+    [] {
+      acc_options* o = options(ACC_OPTIONS_LORA);
+      set(o, "r", std::to_string(1 + pick(4)).c_str());
+      CALL("model_add_lora", acc_model_add_lora(any(models), coin(0.5) ? "0" : "re:.*", o, nullptr));
+      acc_options_free(o);
+    },
+    [] {
+      CALL("model_set_requires_grad",
+           acc_model_set_requires_grad(any(models), coin(0.5) ? "0.*" : "*.bias", pick(2), nullptr));
+    },
+    [] {
+      acc_options* o = coin(0.5) ? options(ACC_OPTIONS_OPTIMIZER) : nullptr;
+      if (o) set(o, "lr", "0.001");
+      CALL("optimizer_add_param_group_matching",
+           acc_optimizer_add_param_group_matching(any(optimizers), "*.bias", o, nullptr));
+      acc_options_free(o);
+    },
+    [] { CALL("local_sgd_begin", acc_local_sgd_begin(any(accelerators), any(models), 1 + pick(3), pick(2))); },
+    [] { CALL("local_sgd_step", acc_local_sgd_step(any(accelerators), any(models))); },
+    [] { CALL("local_sgd_end", acc_local_sgd_end(any(accelerators), any(models))); },
+    [] {
+      CALL("init_trackers",
+           acc_init_trackers(any(accelerators), "sequence", coin(0.5) ? R"({"lr": 0.1, "a": {"b": 2}})" : nullptr));
+    },
+    [] {
+      const char* const names[] = {"loss", "accuracy"};
+      const double values[] = {0.5, NAN};
+      CALL("log", acc_log(any(accelerators), names, values, pick(3), coin(0.5) ? -1 : pick(5)));
+    },
+    [] { CALL("end_training", acc_end_training(any(accelerators))); },
+    [] { CALL("model_to", acc_model_to(any(models), "cpu", coin(0.5) ? ACC_DTYPE_BFLOAT16 : ACC_DTYPE_FLOAT32)); },
+    [] {
+      acc_tensor_list* state = nullptr;
+      CALL("model_state_dict", acc_model_state_dict(any(models), &state));
+      CALL("model_load_state_dict", acc_model_load_state_dict(any(models), coin(0.7) ? state : any(lists), pick(2)));
+      acc_tensor_list_free(state);
+    },
+    [] {
+      CALL("tensor_list_save_safetensors",
+           acc_tensor_list_save_safetensors(any(lists), (work_dir + "/list.safetensors").c_str()));
+    },
+    [] {
+      acc_tensor_list* out = nullptr;
+      CALL("tensor_list_load_safetensors",
+           acc_tensor_list_load_safetensors((work_dir + "/list.safetensors").c_str(), &out));
+      keep(lists, out);
+    },
+    [] { CALL("free_memory", acc_free_memory(any(accelerators))); },
+};
+
+void run_sequence(uint64_t seed, int calls) {
+  rng.seed(seed);
+  for (Call c : {create_accelerator, create_model, create_optimizer, create_scheduler, create_dataset, create_loader})
+    c();
+  if (coin(0.6)) prepare_all();
+  for (int i = 0; i < calls; ++i) kCalls[pick(static_cast<int>(std::size(kCalls)))]();
+  dprintf(log_fd, "END\n");
+}
+
+void print_tail(const std::string& log, size_t lines) {
+  std::ifstream in(log);
+  std::vector<std::string> all;
+  for (std::string line; std::getline(in, line);) all.push_back(line);
+  for (size_t i = all.size() > lines ? all.size() - lines : 0; i < all.size(); ++i) printf("    %s\n", all[i].c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s FIRST_SEED COUNT [CALLS_PER_SEQUENCE]\n", argv[0]);
+    return 2;
+  }
+  const uint64_t first = strtoull(argv[1], nullptr, 10), count = strtoull(argv[2], nullptr, 10);
+  const int calls = argc > 3 ? atoi(argv[3]) : 150;
+  char base_template[] = "/tmp/acc_call_sequences.XXXXXX";
+  const std::string base = mkdtemp(base_template);
+  int failed = 0;
+  for (uint64_t seed = first; seed < first + count; ++seed) {
+    const std::string dir = base + "/" + std::to_string(seed), log = dir + ".log";
+    mkdir(dir.c_str(), 0755);
+    const pid_t child = fork();
+    if (child == 0) {
+      work_dir = dir;
+      log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      alarm(kTimeoutSeconds);  // a hang ends as SIGALRM
+      run_sequence(seed, calls);
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    if (WIFSIGNALED(status) || WEXITSTATUS(status) != 0) {
+      ++failed;
+      printf("sequence %llu: %s %d; its last calls:\n", static_cast<unsigned long long>(seed),
+             WIFSIGNALED(status) ? "killed by signal" : "exit status",
+             WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+      print_tail(log, getenv("ACC_CALL_SEQUENCES_WHOLE_LOG") ? SIZE_MAX : 25);
+    }
+  }
+  std::string remove = "rm -rf '" + base + "'";
+  if (system(remove.c_str()) != 0) fprintf(stderr, "could not remove %s\n", base.c_str());
+  printf("%d of %llu sequences of %d calls failed\n", failed, static_cast<unsigned long long>(count), calls);
+  return failed ? 1 : 0;
+}
