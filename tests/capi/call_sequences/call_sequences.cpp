@@ -7,7 +7,8 @@
 // them meet objects in every state.
 //
 // Usage: acc_call_sequences FIRST_SEED COUNT [CALLS_PER_SEQUENCE]; a failing sequence's last calls
-// are printed (all of them with ACC_CALL_SEQUENCES_WHOLE_LOG=1; rerun one with COUNT 1).
+// are printed (all of them with ACC_CALL_SEQUENCES_WHOLE_LOG=1; every sequence's calls with
+// ACC_CALL_SEQUENCES_SHOW=1; rerun one with COUNT 1).
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -22,6 +23,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "accelerate.h"
@@ -290,8 +292,135 @@ void free_something() {
   }
 }
 
+// Callbacks: each may fail, hand back something malformed, or (on the thread running the sequence,
+// not nested) make one more call of the sequence's own, which may free the very object it serves.
+std::thread::id sequence_thread;
+int callback_depth = 0;
+void call_any();
+void maybe_call_back_in() {
+  if (callback_depth > 0 || std::this_thread::get_id() != sequence_thread || !coin(0.3)) return;
+  ++callback_depth;
+  call_any();
+  --callback_depth;
+}
+
+int lambda_factor(void*, int64_t step, double* factor) {
+  maybe_call_back_in();
+  const int kind = pick(20);
+  if (kind == 0) {
+    acc_callback_set_error("the factor refuses");
+    return 1;
+  }
+  *factor = kind == 1 ? NAN : kind == 2 ? -1.0 : 1.0 / static_cast<double>(1 + step);
+  return 0;
+}
+
+acc_tensor* zeros(std::vector<int64_t> dims, acc_dtype dtype) {
+  acc_tensor* t = nullptr;
+  CALL("callback: tensor_zeros", acc_tensor_zeros(dims.data(), dims.size(), dtype, nullptr, &t));
+  return t;
+}
+
+// A list of (name, tensor) fields; the tensors are freed here (the list holds its own references).
+acc_tensor_list* fields(std::vector<acc_tensor*> tensors) {
+  acc_tensor_list* list = nullptr;
+  CALL("callback: tensor_list_create", acc_tensor_list_create(&list));
+  for (acc_tensor* t : tensors) {
+    CALL("callback: tensor_list_append", acc_tensor_list_append(list, nullptr, t));
+    acc_tensor_free(t);
+  }
+  return list;
+}
+
+int sample(void*, int64_t, acc_tensor_list** out) {
+  maybe_call_back_in();
+  switch (pick(20)) {
+    case 0:
+      acc_callback_set_error("the sample refuses");
+      return 1;
+    case 1:
+      *out = nullptr;
+      return 0;  // nothing handed back
+    case 2:
+      *out = fields({zeros({3}, ACC_DTYPE_FLOAT32), zeros({}, ACC_DTYPE_INT64)});
+      return 0;  // odd shape
+    case 3:
+      *out = fields({zeros({4}, ACC_DTYPE_FLOAT32)});
+      return 0;  // a field short
+    default:
+      *out = fields({zeros({4}, ACC_DTYPE_FLOAT32), zeros({}, ACC_DTYPE_INT64)});
+      return 0;
+  }
+}
+
+int stream_next(void* user_data, acc_tensor_list** out) {
+  int64_t& left = *static_cast<int64_t*>(user_data);
+  if (left-- <= 0 || pick(15) == 0) {
+    *out = nullptr;  // the stream's end
+    return 0;
+  }
+  return sample(nullptr, 0, out);
+}
+
+int stream_start(void* user_data, int64_t) {
+  maybe_call_back_in();
+  *static_cast<int64_t*>(user_data) = 1 + pick(12);
+  return pick(25) == 0 ? (acc_callback_set_error("the stream cannot start"), 1) : 0;
+}
+
+int collate(void*, const acc_tensor_list* const*, size_t n, acc_tensor_list** out) {
+  maybe_call_back_in();
+  const int64_t rows = static_cast<int64_t>(n);
+  switch (pick(15)) {
+    case 0:
+      acc_callback_set_error("the collate refuses");
+      return 1;
+    case 1:
+      *out = nullptr;
+      return 0;
+    case 2:
+      *out = fields({zeros({rows + 1, 4}, ACC_DTYPE_FLOAT32), zeros({rows}, ACC_DTYPE_INT64)});
+      return 0;
+    default:
+      *out = fields({zeros({rows, 4}, ACC_DTYPE_FLOAT32), zeros({rows}, ACC_DTYPE_INT64)});
+      return 0;
+  }
+}
+
+void free_counter(void* user_data) { delete static_cast<int64_t*>(user_data); }
+
+void create_callback_objects() {
+  switch (pick(4)) {
+    case 0: {
+      acc_scheduler* out = nullptr;
+      CALL("scheduler_create_lambda",
+           acc_scheduler_create_lambda(any(optimizers), lambda_factor, nullptr, nullptr, &out));
+      keep(schedulers, out);
+      break;
+    }
+    case 1: {
+      acc_dataset* out = nullptr;
+      CALL("dataset_from_callback", acc_dataset_from_callback(1 + pick(12), sample, nullptr, nullptr, &out));
+      keep(datasets, out);
+      break;
+    }
+    case 2: {
+      acc_dataset* out = nullptr;
+      CALL("dataset_from_iterator", acc_dataset_from_iterator(stream_next, stream_start, new int64_t(0), free_counter,
+                                                              coin(0.5) ? -1 : pick(12), &out));
+      keep(datasets, out);
+      break;
+    }
+    default:
+      CALL("dataloader_set_collate", acc_dataloader_set_collate(any(loaders), collate, nullptr, nullptr));
+      break;
+  }
+}
+
 using Call = void (*)();
 const Call kCalls[] = {
+    create_callback_objects,
+    create_callback_objects,
     create_accelerator,
     create_model,
     create_optimizer,
@@ -474,12 +603,15 @@ const Call kCalls[] = {
     [] { CALL("free_memory", acc_free_memory(any(accelerators))); },
 };
 
+void call_any() { kCalls[pick(static_cast<int>(std::size(kCalls)))](); }
+
 void run_sequence(uint64_t seed, int calls) {
   rng.seed(seed);
+  sequence_thread = std::this_thread::get_id();
   for (Call c : {create_accelerator, create_model, create_optimizer, create_scheduler, create_dataset, create_loader})
     c();
   if (coin(0.6)) prepare_all();
-  for (int i = 0; i < calls; ++i) kCalls[pick(static_cast<int>(std::size(kCalls)))]();
+  for (int i = 0; i < calls; ++i) call_any();
   dprintf(log_fd, "END\n");
 }
 
@@ -515,6 +647,7 @@ int main(int argc, char** argv) {
     }
     int status = 0;
     waitpid(child, &status, 0);
+    if (getenv("ACC_CALL_SEQUENCES_SHOW")) print_tail(log, SIZE_MAX);
     if (WIFSIGNALED(status) || WEXITSTATUS(status) != 0) {
       ++failed;
       printf("sequence %llu: %s %d; its last calls:\n", static_cast<unsigned long long>(seed),
