@@ -389,6 +389,196 @@ int collate(void*, const acc_tensor_list* const*, size_t n, acc_tensor_list** ou
 
 void free_counter(void* user_data) { delete static_cast<int64_t*>(user_data); }
 
+// A registered object's state: a few bytes, or a failure, or bytes that do not load.
+int save_object(void*, acc_bytes* sink) {
+  maybe_call_back_in();
+  if (pick(15) == 0) return (acc_callback_set_error("the object cannot save"), 1);
+  const char bytes[] = "state";
+  return acc_bytes_append(sink, bytes, pick(6)) == ACC_OK ? 0 : 1;
+}
+int load_object(void*, const void*, size_t size) {
+  maybe_call_back_in();
+  return size > 4 || pick(4) ? 0 : (acc_callback_set_error("the object cannot load"), 1);
+}
+int checkpoint_hook(void*, const char*) {
+  maybe_call_back_in();
+  return pick(10) == 0 ? (acc_callback_set_error("the hook refuses"), 1) : 0;
+}
+int batch_size_attempt(void*, int64_t batch_size) {
+  maybe_call_back_in();
+  return batch_size > 3 && pick(2) ? ACC_ERR_OUT_OF_MEMORY : pick(6) == 0 ? ACC_ERR_INVALID_ARGUMENT : ACC_OK;
+}
+
+void register_callbacks() {
+  acc_accelerator* acc = any(accelerators);
+  switch (pick(4)) {
+    case 0:
+      CALL("register_for_checkpointing",
+           acc_register_for_checkpointing(acc, save_object, load_object, nullptr, nullptr));
+      break;
+    case 1:
+      CALL("register_save_state_pre_hook", acc_register_save_state_pre_hook(acc, checkpoint_hook, nullptr, nullptr));
+      break;
+    case 2:
+      CALL("register_load_state_pre_hook", acc_register_load_state_pre_hook(acc, checkpoint_hook, nullptr, nullptr));
+      break;
+    default: {
+      int64_t found = 0;
+      CALL("find_executable_batch_size",
+           acc_find_executable_batch_size(1 + pick(64), batch_size_attempt, nullptr, &found));
+    }
+  }
+}
+
+// Odd shapes and values for the tensor functions.
+void tensor_calls() {
+  acc_tensor* t = any(tensors);
+  acc_tensor* out = nullptr;
+  switch (pick(8)) {
+    case 0: {
+      const int64_t dims[3] = {-1, pick(3), 2};
+      CALL("tensor_reshape", acc_tensor_reshape(t, dims, 1 + pick(3), &out));
+      break;
+    }
+    case 1:
+      CALL("tensor_to", acc_tensor_to(t, coin(0.8) ? "cpu" : "cuda:7", static_cast<acc_dtype>(pick(11)), &out));
+      break;
+    case 2:
+      CALL("tensor_argmax", acc_tensor_argmax(t, pick(4) - 2, pick(2), &out));
+      break;
+    case 3: {
+      double v;
+      CALL("tensor_item", acc_tensor_item(t, &v));
+      break;
+    }
+    case 4:
+      CALL("tensor_grad", acc_tensor_grad(t, &out));
+      break;
+    case 5:
+      CALL("tensor_backward", acc_tensor_backward(t));
+      break;
+    case 6: {
+      int64_t n;
+      CALL("tensor_count_equal", acc_tensor_count_equal(t, any(tensors), &n));
+      break;
+    }
+    default:
+      CALL("backward_ex", acc_backward_ex(any(accelerators), t, pick(2), pick(2)));
+      break;
+  }
+  keep(tensors, out);
+}
+
+void model_files() {
+  acc_model* m = any(models);
+  const std::string lora = in_work_dir("lora", 2), script = in_work_dir("model", 2) + ".pt";
+  switch (pick(7)) {
+    case 0:
+      CALL("model_save_lora", acc_model_save_lora(m, lora.c_str()));
+      break;
+    case 1:
+      CALL("model_load_lora", acc_model_load_lora(m, lora.c_str()));
+      break;
+    case 2:
+      CALL("model_merge_lora", acc_model_merge_lora(m));
+      break;
+    case 3:
+      CALL("model_save_torchscript", acc_model_save_torchscript(m, script.c_str()));
+      break;
+    case 4: {
+      acc_model* out = nullptr;
+      CALL("model_load_torchscript", acc_model_load_torchscript(script.c_str(), &out));
+      keep(models, out);
+      break;
+    }
+    case 5:
+      CALL("model_update_bn", acc_model_update_bn(m, any(loaders)));
+      break;
+    default:
+      CALL("averaged_model_copy_to", acc_averaged_model_copy_to(any(averages), m));
+      break;
+  }
+}
+
+void data_calls() {
+  switch (pick(5)) {
+    case 0: {
+      acc_dataset* out = nullptr;
+      CALL("dataset_subset", acc_dataset_subset(any(datasets), pick(8) - 1, pick(8) - 1, &out));
+      keep(datasets, out);
+      break;
+    }
+    case 1:
+      CALL("dataloader_set_epoch", acc_dataloader_set_epoch(any(loaders), pick(4) - 1));
+      break;
+    case 2: {
+      const int64_t indices[5] = {0, 1, 2, pick(20) - 2, 0};
+      const size_t sizes[2] = {2, static_cast<size_t>(pick(4))};
+      acc_dataloader* out = nullptr;
+      CALL("dataloader_create_from_batches",
+           acc_dataloader_create_from_batches(any(datasets), indices, sizes, 2, nullptr, &out));
+      keep(loaders, out);
+      break;
+    }
+    case 3: {
+      acc_tensor_list* out = nullptr;
+      CALL("dataset_get", acc_dataset_get(any(datasets), pick(15) - 1, &out));
+      keep(lists, out);
+      break;
+    }
+    default: {
+      int64_t n;
+      CALL("dataloader_length", acc_dataloader_length(any(loaders), &n));
+      break;
+    }
+  }
+}
+
+void accelerator_calls() {
+  acc_accelerator* acc = any(accelerators);
+  switch (pick(10)) {
+    case 0:
+      CALL("profile_begin", acc_profile_begin(acc, nullptr));
+      break;
+    case 1:
+      CALL("profile_step", acc_profile_step(acc));
+      break;
+    case 2: {
+      char* summary = nullptr;
+      CALL("profile_end", acc_profile_end(acc));
+      CALL("profile_summary", acc_profile_summary(acc, &summary));
+      acc_string_free(summary);
+      break;
+    }
+    case 3:
+      CALL("join_uneven_inputs_begin", acc_join_uneven_inputs_begin(acc, any(models), pick(2)));
+      break;
+    case 4:
+      CALL("join_uneven_inputs_end", acc_join_uneven_inputs_end(acc, any(models)));
+      break;
+    case 5:
+      CALL("unscale_gradients", acc_unscale_gradients(acc, coin(0.5) ? any(optimizers) : nullptr));
+      break;
+    case 6:
+      CALL("clip_grad_value", acc_clip_grad_value(acc, any(models), coin(0.8) ? 0.1 : -1));
+      break;
+    case 7:
+      CALL("trigger_sync_in_backward", acc_trigger_sync_in_backward(acc, any(models)));
+      break;
+    case 8:
+      CALL("optimizer_set_lr", acc_optimizer_set_lr(any(optimizers), pick(3),
+                                                    coin(0.7)   ? 0.01
+                                                    : coin(0.5) ? NAN
+                                                                : 1e308));
+      break;
+    default: {
+      const char* names[] = {"note"};
+      const char* texts[] = {coin(0.5) ? "a | b\nc" : ""};
+      CALL("log_text", acc_log_text(acc, names, texts, 1, -1));
+    }
+  }
+}
+
 void create_callback_objects() {
   switch (pick(4)) {
     case 0: {
@@ -421,6 +611,14 @@ using Call = void (*)();
 const Call kCalls[] = {
     create_callback_objects,
     create_callback_objects,
+    register_callbacks,
+    tensor_calls,
+    tensor_calls,
+    model_files,
+    data_calls,
+    data_calls,
+    accelerator_calls,
+    accelerator_calls,
     create_accelerator,
     create_model,
     create_optimizer,
@@ -640,7 +838,8 @@ int main(int argc, char** argv) {
     const pid_t child = fork();
     if (child == 0) {
       work_dir = dir;
-      log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      log_fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+      dup2(log_fd, STDERR_FILENO);  // libtorch's warnings, beside the calls that gave them
       alarm(kTimeoutSeconds);  // a hang ends as SIGALRM
       run_sequence(seed, calls);
       _exit(0);
