@@ -56,7 +56,20 @@ void DataLoader::skip_first_batches(int64_t batches) {
   refuse_from_callbacks("skip_first_batches");
   require(!in_epoch_, "skip_first_batches applies to the next epoch: call it between epochs");
   require(batches >= 0, "cannot skip a negative number of batches (", batches, ")");
+  // Restored at an epoch's start because the checkpoint came after the epoch before's last batch: a
+  // loop that stays in that epoch and skips the batches it did (all of them) asks for its empty
+  // rest, not for the next epoch's batches to go unseen. One empty pass, then that next epoch whole.
+  if (std::exchange(after_restored_epoch_end_, false) && batches > 0 && batches == length()) {
+    empty_pass_ = true;
+    options_.skip_batches = 0;
+    return;
+  }
   options_.skip_batches = batches;
+}
+
+bool DataLoader::take_empty_pass() {
+  after_restored_epoch_end_ = false;
+  return std::exchange(empty_pass_, false);
 }
 
 void DataLoader::require_epoch_can_start() const {
@@ -70,7 +83,7 @@ void DataLoader::create_iterator() {
   require(!in_epoch_, "an epoch is being iterated: end it (end_epoch) before creating another iterator");
   // Accelerate's iterators are generators; an epoch resumed by load_state took its draw before the
   // checkpoint.
-  if (prepared_ || iterator_draw_taken_) return;
+  if (prepared_ || iterator_draw_taken_ || empty_pass_) return;
   require_epoch_can_start();
   created_iterator_seed_ = draw_iterator_base_seed(options_.generator);
   draw_at_iterator_creation();
@@ -97,6 +110,7 @@ void DataLoader::set_epoch(int64_t epoch) {
   require(epoch < std::numeric_limits<int64_t>::max(), "epoch must be below 2^63 - 1 (the next epoch follows it), got ",
           epoch);
   epoch_ = epoch;
+  after_restored_epoch_end_ = empty_pass_ = false;  // the loop names its epoch itself
 }
 
 LoaderState DataLoader::state() const {
@@ -152,6 +166,7 @@ void DataLoader::load_state(const LoaderState& state) {
   check_state(state);
   set_epoch(state.epoch);
   skip_first_batches(state.position);
+  after_restored_epoch_end_ = state.position == 0 && state.epoch > 0;
   iterator_draw_taken_ = state.position > 0;
   created_iterator_seed_.reset();
   resume_iterator_seed_ = iterator_draw_taken_ ? state.iterator_seed : std::nullopt;

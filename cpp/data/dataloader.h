@@ -117,7 +117,10 @@ class DataLoader {
   // Only between epochs (before the first batch of one).
   void set_collate(CollateFn collate);
   // The next epoch starts after its first `batches` batches (Accelerate's skip_first_batches), e.g.
-  // to resume in the middle of an epoch; later epochs start from their beginning.
+  // to resume in the middle of an epoch; later epochs start from their beginning. On a loader
+  // restored at the start of an epoch (the checkpoint followed the last batch of the one before),
+  // skipping `length()` batches means the rest of that earlier epoch: the next iteration is empty
+  // (take_empty_pass), and the one after is the restored epoch, whole.
   void skip_first_batches(int64_t batches);
   void set_observer(std::shared_ptr<LoaderObserver> observer) { observer_ = std::move(observer); }
   // The next epoch was begun before a checkpoint (load_state in the middle of it): the draw from
@@ -159,6 +162,9 @@ class DataLoader {
   std::vector<at::Tensor> to_device(std::vector<at::Tensor> batch) const;
   // The batches to skip at the start of this epoch (skip_first_batches), cleared for the next.
   int64_t take_skip_batches() { return std::exchange(options_.skip_batches, 0); }
+  // Whether this next() is skip_first_batches' empty pass (it then returns the end at once and
+  // starts nothing); each kind of loader asks first.
+  bool take_empty_pass();
   // For a kind of loader that does not know whether the batch handed out last was its epoch's last
   // (end_of_epoch): finds out, then says so with last_batch_found.
   virtual void settle_end_of_epoch() {}
@@ -193,6 +199,8 @@ class DataLoader {
   std::optional<uint64_t> created_iterator_seed_;  // create_iterator's draw, until its epoch starts
   std::optional<uint64_t> iterator_seed_;         // the epoch's base seed (take_iterator_draw)
   std::optional<uint64_t> resume_iterator_seed_;  // the resumed epoch's, from load_state
+  bool after_restored_epoch_end_ = false;         // loaded at an epoch's start, nothing iterated since
+  bool empty_pass_ = false;                       // see skip_first_batches
   std::shared_ptr<LoaderObserver> observer_;
   const DataLoader* served_ = nullptr;
 };

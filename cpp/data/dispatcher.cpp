@@ -231,6 +231,7 @@ void DispatchingDataLoader::abandon_epoch() {
 
 std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
   refuse_from_callbacks("next");
+  if (take_empty_pass()) return std::nullopt;
   if (!in_epoch()) {
     // Every process creates the base loader's iterator (Accelerate, torch >= 2.0.1); on process 0
     // the base loader takes that draw itself when it starts its epoch.

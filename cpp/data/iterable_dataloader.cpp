@@ -130,6 +130,7 @@ void IterableDataLoader::settle_end_of_epoch() {
 
 std::optional<std::vector<at::Tensor>> IterableDataLoader::next() {
   refuse_from_callbacks("next");
+  if (take_empty_pass()) return std::nullopt;
   const auto running = running_callbacks();  // the stream's start, next and collate run here
   if (!in_epoch()) start_epoch();
   auto batch = looked_ahead_ ? std::move(lookahead_) : produce();

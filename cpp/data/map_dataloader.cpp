@@ -274,6 +274,7 @@ void MapDataLoader::start_epoch() {
 
 std::optional<std::vector<at::Tensor>> MapDataLoader::next() {
   refuse_from_callbacks("next");
+  if (take_empty_pass()) return std::nullopt;
   if (!in_epoch()) start_epoch();
   // This call is the epoch's position()-th (counting the batches a resumed epoch skipped).
   take_tail_draw_by(position());

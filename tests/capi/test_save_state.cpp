@@ -350,9 +350,34 @@ TEST(SaveState, ACheckpointAfterAnEpochsLastBatchResumesAtTheNextEpochsStart) {
   ACC_ASSERT_OK(acc_load_state(tail.acc, dir.c_str(), nullptr));
   ACC_ASSERT_OK(acc_dataloader_skip_first_batches(tail.dl, 10 % length));
   tail.train(5);
-  seen.insert(seen.end(), tail.seen.begin(), tail.seen.end());
-  EXPECT_EQ(seen, whole.seen) << "the resumed run saw other batches";
+  std::vector<float> resumed = seen;
+  resumed.insert(resumed.end(), tail.seen.begin(), tail.seen.end());
+  EXPECT_EQ(resumed, whole.seen) << "the resumed run saw other batches";
   EXPECT_EQ(tail.weights(), whole.weights());
+
+  // A loop that stays in the saved epoch and skips the batches done there (10, all of them), as
+  // Python's skip_first_batches(loader, steps) over that epoch: the epoch's rest is empty, then
+  // epoch 1 comes whole (not short of the 10 batches skipped), as the uninterrupted run's.
+  ACC_ASSERT_OK(acc_set_seed(987654321));
+  Training in_saved_epoch({});
+  ACC_ASSERT_OK(acc_load_state(in_saved_epoch.acc, dir.c_str(), nullptr));
+  ACC_ASSERT_OK(acc_dataloader_skip_first_batches(in_saved_epoch.dl, 10));
+  acc_tensor_list* rest = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_next(in_saved_epoch.dl, &rest));
+  EXPECT_EQ(rest, nullptr) << "the saved epoch had no batch left";
+  acc_tensor_list_free(rest);
+  in_saved_epoch.train(5);
+  resumed = seen;
+  resumed.insert(resumed.end(), in_saved_epoch.seen.begin(), in_saved_epoch.seen.end());
+  EXPECT_EQ(resumed, whole.seen) << "the resumed run saw other batches";
+  EXPECT_EQ(in_saved_epoch.weights(), whole.weights());
+  // Any other number still skips the restored epoch's first batches: 3 of epoch 1, then its 4th and 5th.
+  Training skipping({});
+  ACC_ASSERT_OK(acc_load_state(skipping.acc, dir.c_str(), nullptr));
+  ACC_ASSERT_OK(acc_dataloader_skip_first_batches(skipping.dl, 3));
+  skipping.train(2);
+  const size_t per_batch = whole.seen.size() / 15;
+  EXPECT_EQ(skipping.seen, std::vector<float>(whole.seen.begin() + 13 * per_batch, whole.seen.end()));
 }
 
 TEST(SaveState, TheFolderHasAccelerateStyleNames) {
