@@ -1132,8 +1132,8 @@ ACC_API ACC_NODISCARD acc_status acc_dataloader_set_collate(acc_dataloader *dl, 
  * Accelerate's resume code does, changes nothing (another number replaces it). A checkpoint saved
  * after an epoch's last batch resumes at the next epoch's first batch (that number is then 0, as the
  * examples' steps % length gives); there, a loop that stays in the saved epoch may pass the batches
- * it did instead (the loader's length): the next acc_dataloader_next then ends that epoch at once
- * (*out NULL), and the next epoch comes whole. */
+ * it did instead (the loader's length, or more): the next acc_dataloader_next then ends that epoch at
+ * once (*out NULL), and the next epoch comes whole. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_skip_first_batches(acc_dataloader *dl, int64_t batches);
 /* Samples per step over all processes (Accelerate's total_batch_size), and samples in the dataset
  * (-1 for a stream of unknown size). */

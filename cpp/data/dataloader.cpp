@@ -57,9 +57,11 @@ void DataLoader::skip_first_batches(int64_t batches) {
   require(!in_epoch_, "skip_first_batches applies to the next epoch: call it between epochs");
   require(batches >= 0, "cannot skip a negative number of batches (", batches, ")");
   // Restored at an epoch's start because the checkpoint came after the epoch before's last batch: a
-  // loop that stays in that epoch and skips the batches it did (all of them) asks for its empty
-  // rest, not for the next epoch's batches to go unseen. One empty pass, then that next epoch whole.
-  if (std::exchange(after_restored_epoch_end_, false) && batches > 0 && batches == length()) {
+  // loop that stays in that epoch and skips the batches it did (all of them, or more) asks for its
+  // empty rest, as Python's skip over that epoch gives, not for the next epoch's batches to go
+  // unseen. One empty pass, then that next epoch whole.
+  const int64_t epoch_length = length();
+  if (std::exchange(after_restored_epoch_end_, false) && epoch_length > 0 && batches >= epoch_length) {
     empty_pass_ = true;
     options_.skip_batches = 0;
     return;

@@ -119,8 +119,8 @@ class DataLoader {
   // The next epoch starts after its first `batches` batches (Accelerate's skip_first_batches), e.g.
   // to resume in the middle of an epoch; later epochs start from their beginning. On a loader
   // restored at the start of an epoch (the checkpoint followed the last batch of the one before),
-  // skipping `length()` batches means the rest of that earlier epoch: the next iteration is empty
-  // (take_empty_pass), and the one after is the restored epoch, whole.
+  // skipping `length()` batches or more means the rest of that earlier epoch: the next iteration is
+  // empty (take_empty_pass), and the one after is the restored epoch, whole.
   void skip_first_batches(int64_t batches);
   void set_observer(std::shared_ptr<LoaderObserver> observer) { observer_ = std::move(observer); }
   // The next epoch was begun before a checkpoint (load_state in the middle of it): the draw from

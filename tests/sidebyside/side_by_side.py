@@ -46,6 +46,10 @@ SCENARIOS = {
     # save_state after the first epoch, everything made anew, load_state, the second epoch: the same
     # numbers as without the break.
     "mlp_resume": dict(model="mlp", optimizer="adamw", schedule="linear", resume=True, uninterrupted="mlp"),
+    # Saved after 5 batches inside the loop: on 2 processes the epoch's last, and the loop that goes
+    # on in that epoch skips them all (its rest is empty), then the next epoch comes whole.
+    "mlp_resume_at_epoch_end": dict(model="mlp", optimizer="adamw", schedule="linear", resume=True, resume_at=5,
+                                    uninterrupted="mlp"),
     "mlp_seedable_resume": dict(model="mlp", optimizer="adamw", schedule="linear", data_seed=11, resume=True),
     # Resumed in the middle of the first epoch (Accelerate: skip_first_batches).
     "mlp_seedable_resume_mid_epoch": dict(model="mlp", optimizer="sgd", schedule="cosine", data_seed=11,
@@ -337,6 +341,9 @@ SCENARIOS = {
     # (num_processes of them per step): it is given num_processes times our skip (README).
     "mlp_dispatch_skip": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear",
                               dispatch_batches=True, skip={1: 2}),
+    # With split_batches a dispatched base batch is a whole step: Accelerate's skip counts steps.
+    "mlp_dispatch_split_skip": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear",
+                                    dispatch_batches=True, split_batches=True, batch_size=8, skip={0: 2}),
     # Two models, optimizers and schedulers prepared together, one loss over both (a second MLP
     # under SGD with StepLR): with accumulation and clipping each model.
     "two_models": dict(model="mlp", optimizer="adamw", schedule="linear", second=True),
@@ -1430,8 +1437,8 @@ def run(side, cfg, directory):
     for epoch in range(cfg["epochs"]):
         skip = (cfg["skip"] or {}).get(epoch, 0)
         dispatching = cfg["dispatch_batches"] if cfg["dispatch_batches"] is not None else cfg["stream"]
-        if side == "accelerate" and dispatching and not cfg["stream"]:
-            skip *= job.processes  # Accelerate's dispatcher skips base batches (README)
+        if side == "accelerate" and dispatching and not cfg["stream"] and not cfg["split_batches"]:
+            skip *= job.processes  # Accelerate's dispatcher skips base batches (README), one per process
         if cfg["resume"] and epoch == resume_epoch:
             if cfg["resume_at"] is not None:
                 job.train_epoch(epoch, record, stop=cfg["resume_at"])
