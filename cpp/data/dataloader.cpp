@@ -87,7 +87,7 @@ void DataLoader::create_iterator() {
   // checkpoint.
   if (prepared_ || iterator_draw_taken_ || empty_pass_) return;
   require_epoch_can_start();
-  created_iterator_seed_ = draw_iterator_base_seed(options_.generator);
+  created_iterator_seed_ = draw_iterator_base_seed(options_.base_seed_generator());
   draw_at_iterator_creation();
 }
 
@@ -97,7 +97,7 @@ uint64_t DataLoader::take_iterator_draw() {
   if (created_iterator_seed_) {
     iterator_seed_ = std::exchange(created_iterator_seed_, std::nullopt);
   } else if (!std::exchange(iterator_draw_taken_, false)) {
-    iterator_seed_ = draw_iterator_base_seed(options_.generator);
+    iterator_seed_ = draw_iterator_base_seed(options_.base_seed_generator());
   } else {
     // A checkpoint from before base seeds were saved does not know it: its workers start from 0.
     iterator_seed_ = std::exchange(resume_iterator_seed_, std::nullopt).value_or(0);

@@ -24,6 +24,14 @@ struct DataLoaderOptions {
   // instead of from torch's global generator. Copies of these options share it (a prepared loader
   // and the one it wraps), as Python's loaders share the generator object. Undefined: none.
   at::Generator generator;
+  // Accelerate's dispatcher drops DataLoader(generator=...) from the loader it reads through (its
+  // sampler keeps it): each epoch's base seed then comes from torch's global generator, the order
+  // still from `generator`.
+  bool base_seed_from_global_generator = false;
+  const at::Generator& base_seed_generator() const {
+    static const at::Generator global;  // undefined: torch's global generator
+    return base_seed_from_global_generator ? global : generator;
+  }
   size_t num_workers = 0;        // worker threads fetching batches; 0 (PyTorch's default) loads in the caller's thread
   size_t prefetch_factor = 2;    // batches fetched ahead, per worker
   std::optional<c10::Device> device;  // where batches go; none: where the dataset is

@@ -51,6 +51,7 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
     if (options.batch_size > 1 || o.split_batches) check_sharding(options.batch_size, o.num_processes, o.split_batches);
     DataLoaderOptions base_options = options;
     base_options.device.reset();
+    base_options.base_seed_from_global_generator = true;
     auto base = make_data_loader(map ? map->dataset() : nullptr, stream ? stream->source() : nullptr, base_options);
     prepared = make_loader<DispatchingDataLoader>(base, dist, o.split_batches);
     prepared->set_device_option(options.device);

@@ -35,10 +35,17 @@ def main(out: Path) -> None:
     generator.manual_seed(GENERATOR_SEED)
     whole = DataLoader(range(SAMPLES), batch_size=SAMPLES, shuffle=True, generator=generator)
     generator_orders = [[i for batch in whole for i in batch.tolist()] for _ in range(EPOCHS)]
+    # Dispatched (dispatch_batches), Accelerate drops generator= from the DataLoader process 0 reads
+    # through and keeps it in the sampler: the base seed comes from the global generator, the order
+    # from g alone.
+    generator = torch.Generator()
+    generator.manual_seed(GENERATOR_SEED)
+    dispatched = DataLoader(range(SAMPLES), batch_size=SAMPLES, sampler=RandomSampler(range(SAMPLES), generator=generator))
+    dispatched_orders = [[i for batch in dispatched for i in batch.tolist()] for _ in range(EPOCHS)]
     out.mkdir(parents=True, exist_ok=True)
     (out / "synchronized_shuffle.json").write_text(
         json.dumps({"seed": SEED, "samples": SAMPLES, "orders": orders, "generator_seed": GENERATOR_SEED,
-                    "generator_orders": generator_orders}))
+                    "generator_orders": generator_orders, "dispatched_generator_orders": dispatched_orders}))
 
     # Plain DataLoaders after torch.manual_seed: each epoch's iterator draws its _base_seed from the
     # global generator, then the sampler draws its own seed; a later loader's order shows where the
