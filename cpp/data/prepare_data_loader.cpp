@@ -42,8 +42,12 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
   const auto* map = dynamic_cast<const MapDataLoader*>(&loader);
   require(stream || map, "the data loader needs a dataset");  // a loader prepared already
   const ShardOptions shard_options{o.num_processes, o.process_index, o.split_batches, o.even_batches, {}};
+  // Accelerate's dispatcher drops the loader's own generator from the loader it reads through, on one
+  // process too (where we need no dispatcher): each epoch's base seed comes from torch's generator.
+  const bool dispatch = o.dispatch_batches.value_or(stream != nullptr);
+  options.base_seed_from_global_generator = dispatch;
   std::shared_ptr<DataLoader> prepared;
-  if (dist && o.dispatch_batches.value_or(stream != nullptr)) {
+  if (dist && dispatch) {
     // Process 0 reads through a plain loader (shuffled as the options above say) and sends every
     // process its slice.
     // Split, a batch must divide, or the slices would drop each batch's remainder. (Accelerate lets a
@@ -51,7 +55,6 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
     if (options.batch_size > 1 || o.split_batches) check_sharding(options.batch_size, o.num_processes, o.split_batches);
     DataLoaderOptions base_options = options;
     base_options.device.reset();
-    base_options.base_seed_from_global_generator = true;
     auto base = make_data_loader(map ? map->dataset() : nullptr, stream ? stream->source() : nullptr, base_options);
     prepared = make_loader<DispatchingDataLoader>(base, dist, o.split_batches);
     prepared->set_device_option(options.device);

@@ -105,7 +105,7 @@ def export_loader_generator(out: Path) -> None:
     # come from g, not from the global generator. Per num_workers (and shuffle): three epochs of
     # batches, then what the global generator draws next.
     warnings.filterwarnings("ignore", message="This DataLoader will create")
-    cases = {}
+    cases, dispatched = {}, {}
     for workers in (0, 2):
         for shuffle in (False, True):
             torch.manual_seed(SEED)
@@ -116,9 +116,21 @@ def export_loader_generator(out: Path) -> None:
             after = [float(v).hex() for v in torch.rand(3).tolist()]
             cases[f"{workers} {int(shuffle)}"] = {"workers": workers, "shuffle": shuffle, "epochs": epochs,
                                                   "after": after}
+            # Prepared with dispatch_batches (one process too), Accelerate drops generator= from the
+            # DataLoader it reads through; the sampler keeps it: base seeds from the global generator.
+            torch.manual_seed(SEED)
+            generator = torch.Generator()
+            generator.manual_seed(GENERATOR_SEED)
+            sampler = RandomSampler(range(WORKER_SAMPLES), generator=generator) if shuffle else None
+            loader = DataLoader(Drawing(), batch_size=2, sampler=sampler, num_workers=workers)
+            epochs = [[[float(v).hex() for v in batch.flatten().tolist()] for batch in one_ahead(loader)]
+                      for _ in range(3)]
+            after = [float(v).hex() for v in torch.rand(3).tolist()]
+            dispatched[f"{workers} {int(shuffle)}"] = {"workers": workers, "shuffle": shuffle, "epochs": epochs,
+                                                       "after": after}
     (out / "loader_generator.json").write_text(json.dumps(
         {"seed": SEED, "generator_seed": GENERATOR_SEED, "samples": WORKER_SAMPLES, "batch_size": 2,
-         "cases": cases}))
+         "cases": cases, "dispatched": dispatched}))
 
 
 def one_ahead(loader):
