@@ -139,6 +139,8 @@ void DataLoader::check_state(const LoaderState& state) const {
   const int64_t batches = length();
   require(batches < 0 || state.position <= batches, "a loader state's position (", state.position,
           ") is past the end of an epoch of ", batches, " batches");
+  require(state.unread_skip >= 0 && state.unread_skip <= state.position, "a loader state's unread skip (",
+          state.unread_skip, ") is not between 0 and its position (", state.position, ")");
   if (!state.generator_state.empty()) check_generator_state(state.generator_state);
   if (!state.worker_states.empty()) check_worker_states(state.worker_states);
   if (!state.next_batch_random_state.empty())

@@ -41,6 +41,9 @@ struct LoaderState {
   // A dispatching loader's: the state its epoch's first batch was read under (the last batch is
   // padded with that batch's first samples).
   std::vector<uint8_t> first_batch_random_state;
+  // A dispatching loader's: how many of `position` were skipped at the epoch's start without being
+  // read (skip_first_batches over a map-style dataset, as Accelerate's sampler skips them).
+  int64_t unread_skip = 0;
 };
 
 class DataLoader {
@@ -175,6 +178,8 @@ class DataLoader {
   // taken by create_iterator; the epoch's base seed, drawn, taken before or resumed. Refuses to start
   // the epoch 2^63 - 1, which no epoch could follow.
   uint64_t take_iterator_draw();
+  // Whether this epoch's iterator draws were taken before a checkpoint it resumes from (not again).
+  bool resumes_started_epoch() const { return iterator_draw_taken_; }
   // Whether create_iterator took this epoch's draws (its epoch not started yet).
   bool iterator_created() const { return created_iterator_seed_.has_value(); }
   // What a kind of loader draws when its iterator is created, after the base seed (create_iterator).

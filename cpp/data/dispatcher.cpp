@@ -1,9 +1,13 @@
 #include "data/dispatcher.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "common/checked_math.h"
 #include "common/error.h"
 #include "common/exception_status.h"
 #include "common/random.h"
+#include "data/map_dataloader.h"
 
 namespace acc {
 namespace {
@@ -47,7 +51,11 @@ at::Tensor failure_header(Status status) {
 
 DispatchingDataLoader::DispatchingDataLoader(std::shared_ptr<DataLoader> base, std::shared_ptr<Distributed> dist,
                                              bool split_batches)
-    : DataLoader(base->options()), base_(std::move(base)), collectives_(std::move(dist)), split_(split_batches) {
+    : DataLoader(base->options()),
+      base_(std::move(base)),
+      collectives_(std::move(dist)),
+      split_(split_batches),
+      base_skips_unread_(dynamic_cast<const MapDataLoader*>(base_.get()) != nullptr) {
   base_->serve(*this);  // the base's callbacks (on its workers too) are this loader's
 }
 
@@ -164,6 +172,7 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::fetch_global(bool&
 
 LoaderState DispatchingDataLoader::state() const {
   LoaderState state = DataLoader::state();
+  if (state.position > 0) state.unread_skip = unread_skip_;
   if (collectives_.rank() == 0) {
     // In an epoch, the seed of the base loader's epoch (it may have ended while the last batches
     // are handed out); between epochs, the one a loaded state left pending for the next; none
@@ -187,6 +196,7 @@ LoaderState DispatchingDataLoader::state() const {
 
 void DispatchingDataLoader::load_state(const LoaderState& state) {
   DataLoader::load_state(state);
+  resume_unread_skip_ = state.position > 0 ? std::optional(state.unread_skip) : std::nullopt;
   if (collectives_.rank() == 0) {
     // The base loader reads the epoch again from its start (the skipped batches are read and
     // dropped), so its workers, seeded from the epoch's base seed, draw again what they drew.
@@ -229,6 +239,17 @@ void DispatchingDataLoader::abandon_epoch() {
   if (collectives_.rank() == 0) base_->end_epoch();
 }
 
+void DispatchingDataLoader::take_iterator_draws_of_an_unread_base() {
+  const bool resumed = resumes_started_epoch();
+  take_iterator_draw();
+  // With workers, PyTorch's iterator asks the sampler for its first batches as it is made; a shuffle
+  // without a seed or generator of its own then draws its seed from torch's generator, here too.
+  const DataLoaderOptions& base = base_->options();
+  if (!resumed && base.num_workers > 0 && base.shuffle && !base.seed && !base.generator.defined() &&
+      base.batches.empty())
+    (void)draw_seed();
+}
+
 std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
   refuse_from_callbacks("next");
   if (take_empty_pass()) return std::nullopt;
@@ -238,7 +259,7 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
     if (collectives_.rank() == 0)
       base_->set_epoch(epoch());
     else
-      take_iterator_draw();
+      take_iterator_draws_of_an_unread_base();
     lookahead_.reset();
     first_.clear();
     remainder_ = -1;
@@ -252,7 +273,19 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
     // state loaded with the checkpoint is put back afterwards.
     const bool resumed = collectives_.rank() == 0 && resume_position_ > 0;
     const at::Tensor resumed_state = resumed ? global_random_state() : at::Tensor();
-    for (int64_t skip = take_skip_batches(); skip > 0 && !skipped_last; --skip) {
+    int64_t skip = take_skip_batches();
+    const std::optional<int64_t> resumed_unread = std::exchange(resume_unread_skip_, std::nullopt);
+    unread_skip_ = resumed_unread ? *resumed_unread : base_skips_unread_ ? skip : 0;
+    if (unread_skip_ > 0) {
+      if (collectives_.rank() == 0) {
+        const int64_t per = split_ ? 1 : collectives_.world_size();      // base batches per global batch
+        const int64_t most = std::numeric_limits<int64_t>::max() / per;  // past any end either way
+        base_->skip_first_batches(std::min(unread_skip_, most) * per);
+      }
+      position_ = unread_skip_;
+      skip -= unread_skip_;
+    }
+    for (; skip > 0 && !skipped_last; --skip) {
       auto skipped = fetch_global(skipped_last);
       if (!skipped) break;
       ++position_;

@@ -5,6 +5,7 @@
 
 #include <exception>
 #include <memory>
+#include <optional>
 
 #include "data/dataloader.h"
 #include "data/sharding.h"
@@ -37,6 +38,8 @@ class DispatchingDataLoader final : public DataLoader {
   void check_generator_state(const std::vector<uint8_t>& bytes) const override;
 
  private:
+  // A process other than 0 at an epoch's start: the draws of the base iterator it makes and never reads.
+  void take_iterator_draws_of_an_unread_base();
   // Process 0: the next global batch and whether it is the last; others: received.
   std::optional<std::vector<at::Tensor>> fetch_global(bool& last);
   std::optional<std::vector<at::Tensor>> read_global();
@@ -60,6 +63,12 @@ class DispatchingDataLoader final : public DataLoader {
   std::vector<uint8_t> first_random_state_;
   at::Tensor resume_next_random_state_;
   int64_t resume_position_ = 0;
+  // Over a map-style base, a skip that is not a resume leaves its batches unread, as Accelerate's
+  // SkipBatchSampler does (so its dataset draws nothing for them, its workers start with the first
+  // batch read, and the epoch's first batch, which pads the last, is the first one read).
+  const bool base_skips_unread_;
+  int64_t unread_skip_ = 0;                    // this epoch's
+  std::optional<int64_t> resume_unread_skip_;  // from load_state, for the epoch it resumes
   int64_t remainder_ = -1;
   int64_t position_ = 0;
   bool dispatched_last_ = false;  // every process learnt it with the last batch's header

@@ -88,6 +88,7 @@ std::vector<LoaderState> read_loader_states(const std::string& path, const std::
     s.worker_states = read_worker_states(all[i], i, path);
     s.next_batch_random_state = read_state_bytes(all[i], "next_batch_random_state", i, path);
     s.first_batch_random_state = read_state_bytes(all[i], "first_batch_random_state", i, path);
+    if (all[i].contains("unread_skip")) s.unread_skip = json_field_at_least<int64_t>(all[i], "unread_skip", path, 0);
     states.push_back(s);
   }
   return states;
@@ -115,6 +116,7 @@ class LoaderStatesPart final : public CheckpointPart {
       }
       if (!s.next_batch_random_state.empty()) entry["next_batch_random_state"] = to_hex(s.next_batch_random_state);
       if (!s.first_batch_random_state.empty()) entry["first_batch_random_state"] = to_hex(s.first_batch_random_state);
+      if (s.unread_skip > 0) entry["unread_skip"] = s.unread_skip;
       all.push_back(entry);
     }
     write_file(path, all.dump(2));

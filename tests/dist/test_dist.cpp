@@ -1015,6 +1015,79 @@ TEST(Data, DispatchedBatchesShuffleWithTheSeedableSampler) {
   acc_dataset_free(ds);
 }
 
+// Accelerate's skip_first_batches over a dispatched map-style loader skips through its batch
+// sampler: the skipped batches are never read, and the epoch's first batch read, whose first samples
+// pad the last batch, is the first after the skip.
+TEST(Data, ADispatchedSkipLeavesItsBatchesUnreadAndPadsWithTheFirstBatchRead) {
+  const int64_t p = g_world;
+  // 2P + 1 samples, one per process a step: global batches [0, P), [P, 2P) and [2P], the last padded.
+  acc_dataset* ds = id_dataset(2 * p + 1);
+  acc_accelerator* acc = acc_test::make_accelerator({{"dispatch_batches", "1"}});
+  acc_dataloader* dl = prepared_loader(ds, 1, acc);
+  ACC_ASSERT_OK(acc_dataloader_skip_first_batches(dl, 1));
+  std::vector<int64_t> mine;
+  for (;;) {
+    acc_tensor_list* batch = nullptr;
+    ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+    if (!batch) break;
+    acc_tensor* b = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_get(batch, 0, &b));
+    const auto v = acc_test::to_longs(b);
+    mine.insert(mine.end(), v.begin(), v.end());
+    acc_tensor_free(b);
+    acc_tensor_list_free(batch);
+  }
+  // The last global batch [2P, P, P + 1, ...]: one sample each.
+  EXPECT_EQ(mine, (std::vector<int64_t>{p + g_rank, g_rank == 0 ? 2 * p : p + g_rank - 1}));
+  acc_dataloader_free(dl);
+  acc_accelerator_free(acc);
+  acc_dataset_free(ds);
+}
+
+namespace {
+// An epoch of `dl` after acc_set_seed(seed), then what torch.rand(3) draws next.
+std::vector<float> draws_after_an_epoch(acc_dataloader* dl, uint64_t seed) {
+  EXPECT_EQ(acc_set_seed(seed), ACC_OK);
+  for (;;) {
+    acc_tensor_list* batch = nullptr;
+    EXPECT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
+    if (!batch) break;
+    acc_tensor_list_free(batch);
+  }
+  const int64_t three[] = {3};
+  acc_tensor* t = nullptr;
+  EXPECT_EQ(acc_tensor_rand(three, 1, &t), ACC_OK);
+  auto values = acc_test::to_floats(t);
+  acc_tensor_free(t);
+  return values;
+}
+}  // namespace
+
+// Every process makes the dispatched base loader's iterator (Accelerate, torch >= 2.0.1); with
+// workers that iterator asks its sampler for the first batches at once, and an unseeded shuffle then
+// draws its seed from torch's generator: on the processes that never read it too, as a plain loader
+// with workers draws (a base seed, then the order's seed) in its epoch.
+TEST(Data, ADispatchedLoaderWithWorkersDrawsOnEveryProcessAsAPlainOneDoes) {
+  acc_dataset* ds = id_dataset(4 * g_world);
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 2));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "shuffle", 1));
+  ACC_ASSERT_OK(acc_options_set_int(o, "num_workers", 2));
+  acc_dataloader *plain = nullptr, *dispatched = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &plain));
+  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dispatched));
+  acc_accelerator* acc = acc_test::make_accelerator({{"dispatch_batches", "1"}});
+  ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dispatched, nullptr));
+  const uint64_t seed = 77 + static_cast<uint64_t>(g_rank);
+  EXPECT_EQ(draws_after_an_epoch(dispatched, seed), draws_after_an_epoch(plain, seed));
+  acc_dataloader_free(plain);
+  acc_dataloader_free(dispatched);
+  acc_accelerator_free(acc);
+  acc_options_free(o);
+  acc_dataset_free(ds);
+}
+
 // A dispatched loader whose batches the processes cannot split evenly is refused at prepare, as
 // Accelerate's prepare_data_loader refuses it (the slices dropped each batch's last rows).
 TEST(Data, DispatchedSplitBatchesNeedABatchSizeTheProcessesDivide) {

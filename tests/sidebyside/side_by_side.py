@@ -344,6 +344,17 @@ SCENARIOS = {
     # With split_batches a dispatched base batch is a whole step: Accelerate's skip counts steps.
     "mlp_dispatch_split_skip": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear",
                                     dispatch_batches=True, split_batches=True, batch_size=8, skip={0: 2}),
+    # Over a map-style dataset Accelerate's skip goes through the batch sampler: the skipped batches
+    # are never read (no augmentation drawn for them), and the last batch is padded with the first
+    # one read after the skip. Workers under dispatch: every process makes the base iterator, whose
+    # sampler draws its seed from torch's generator as the workers are given their first batches.
+    "mlp_dispatch_skip_padded": dict(model="mlp", data="mlp_42", samples=41, optimizer="sgd", schedule="linear",
+                                     dispatch_batches=True, skip={1: 1}),
+    "mlp_dispatch_split_skip_augment": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear",
+                                            dispatch_batches=True, split_batches=True, batch_size=8, augment=True,
+                                            skip={1: 1}),
+    "mlp_dispatch_workers_augment": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear",
+                                         dispatch_batches=True, augment=True, num_workers=2),
     # Two models, optimizers and schedulers prepared together, one loss over both (a second MLP
     # under SGD with StepLR): with accumulation and clipping each model.
     "two_models": dict(model="mlp", optimizer="adamw", schedule="linear", second=True),
