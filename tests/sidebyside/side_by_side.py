@@ -758,6 +758,11 @@ TORCH_PAIRS = {"betas": (("beta1", 0.9), ("beta2", 0.999)),
                "step_sizes": (("step_size_min", 1e-6), ("step_size_max", 50))}
 
 
+def our_schedule_settings(settings):
+    """A schedule's settings as the C API's options take them: lists (milestones) as "2,5"."""
+    return {k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in settings.items()}
+
+
 def optimizer_settings(cfg):
     return OPTIMIZERS[cfg["optimizer"]][1]
 
@@ -1069,7 +1074,7 @@ class OurJob:
         if cfg["samples"]:
             data = [t[:cfg["samples"]] for t in data]
         settings = scheduler_settings(cfg, total_steps(cfg, len(data[0]), self.processes))
-        settings = {k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in settings.items()}  # milestones
+        settings = our_schedule_settings(settings)
         if cfg["group_factors"]:
             group_factors = cfg["group_factors"]
 
@@ -1101,10 +1106,11 @@ class OurJob:
             scheduler = lib.new("acc_scheduler_create", optimizer, cfg["schedule"].encode(),
                                 lib.options(api.ACC_OPTIONS_SCHEDULER, settings))
         for name, options in cfg["chain"]:
-            lib.acc_scheduler_chain(scheduler, name.encode(), lib.options(api.ACC_OPTIONS_SCHEDULER, options))
+            lib.acc_scheduler_chain(scheduler, name.encode(),
+                                    lib.options(api.ACC_OPTIONS_SCHEDULER, our_schedule_settings(options)))
         for milestone, name, options in cfg["then"]:
             lib.acc_scheduler_then(scheduler, ctypes.c_int64(milestone), name.encode(),
-                                   lib.options(api.ACC_OPTIONS_SCHEDULER, options))
+                                   lib.options(api.ACC_OPTIONS_SCHEDULER, our_schedule_settings(options)))
         loader_options = {"batch_size": cfg["batch_size"], "shuffle": True, "drop_last": cfg["drop_last"],
                           "num_workers": cfg["num_workers"]}
         if cfg["loader_generator"] is not None:
