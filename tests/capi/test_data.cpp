@@ -364,15 +364,17 @@ void expect_batches(const std::vector<std::vector<float>>& got, const nlohmann::
 }
 }  // namespace
 
-TEST(DataLoader, AGeneratorOfItsOwnDrawsAsPyTorchsLoaderGenerator) {
-  // tests/data/export_shuffles.py: DataLoader(generator=torch.Generator().manual_seed(s)), with and
-  // without shuffling and workers: the base seeds (the workers' seeds) and the order come from that
-  // generator; the global one moves only by what the dataset draws on the calling thread.
+namespace {
+// loader_generator.json's cases of `group` (num_workers, shuffle: three epochs, then the global
+// draws): each through a loader with the fixture's generator, prepared by an accelerator of
+// `accelerator_options` if any.
+void expect_generator_cases(const char* group, std::vector<std::pair<std::string, std::string>> accelerator_options) {
   const auto expected = shuffle_fixture("loader_generator.json");
   ASSERT_FALSE(expected.is_null()) << "run the export_pytorch_shuffles fixture";
+  ASSERT_TRUE(expected.contains(group)) << "rerun the export_pytorch_shuffles fixture";
   acc_dataset* ds = drawing_dataset(expected);
   const std::string generator_seed = std::to_string(expected["generator_seed"].get<int64_t>());
-  for (const auto& [name, want] : expected["cases"].items()) {
+  for (const auto& [name, want] : expected[group].items()) {
     SCOPED_TRACE("num_workers, shuffle: " + name);
     ACC_ASSERT_OK(acc_set_seed(expected["seed"].get<uint64_t>()));
     const std::string workers = std::to_string(want["workers"].get<int>());
@@ -380,38 +382,32 @@ TEST(DataLoader, AGeneratorOfItsOwnDrawsAsPyTorchsLoaderGenerator) {
                                      {"num_workers", workers.c_str()},
                                      {"shuffle", want["shuffle"].get<bool>() ? "1" : "0"},
                                      {"generator_seed", generator_seed.c_str()}});
-    for (const auto& want_epoch : want["epochs"]) expect_batches(float_epoch(dl), want_epoch);
-    EXPECT_EQ(next_global_draws(), python_floats(want["after"])) << "the global stream";
-    acc_dataloader_free(dl);
-  }
-  acc_dataset_free(ds);
-}
-
-TEST(DataLoader, ADispatchedLoaderOnOneProcessDrawsItsBaseSeedsFromTheGlobalGenerator) {
-  // tests/data/export_shuffles.py: prepared with dispatch_batches, Accelerate drops generator= from
-  // the DataLoader it reads through, on one process too; its sampler keeps it. The base seeds (the
-  // workers' seeds) come from the global generator, a shuffle's order from the loader's own.
-  const auto expected = shuffle_fixture("loader_generator.json");
-  ASSERT_FALSE(expected.is_null()) << "run the export_pytorch_shuffles fixture";
-  ASSERT_TRUE(expected.contains("dispatched")) << "rerun the export_pytorch_shuffles fixture";
-  acc_dataset* ds = drawing_dataset(expected);
-  const std::string generator_seed = std::to_string(expected["generator_seed"].get<int64_t>());
-  for (const auto& [name, want] : expected["dispatched"].items()) {
-    SCOPED_TRACE("num_workers, shuffle: " + name);
-    ACC_ASSERT_OK(acc_set_seed(expected["seed"].get<uint64_t>()));
-    const std::string workers = std::to_string(want["workers"].get<int>());
-    acc_dataloader* dl = loader(ds, {{"batch_size", "2"},
-                                     {"num_workers", workers.c_str()},
-                                     {"shuffle", want["shuffle"].get<bool>() ? "1" : "0"},
-                                     {"generator_seed", generator_seed.c_str()}});
-    acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"dispatch_batches", "1"}});
-    ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
+    acc_accelerator* acc = nullptr;
+    if (!accelerator_options.empty()) {
+      acc = acc_test::make_accelerator(accelerator_options);
+      ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
+    }
     for (const auto& want_epoch : want["epochs"]) expect_batches(float_epoch(dl), want_epoch);
     EXPECT_EQ(next_global_draws(), python_floats(want["after"])) << "the global stream";
     acc_dataloader_free(dl);
     acc_accelerator_free(acc);
   }
   acc_dataset_free(ds);
+}
+}  // namespace
+
+TEST(DataLoader, AGeneratorOfItsOwnDrawsAsPyTorchsLoaderGenerator) {
+  // tests/data/export_shuffles.py: DataLoader(generator=torch.Generator().manual_seed(s)), with and
+  // without shuffling and workers: the base seeds (the workers' seeds) and the order come from that
+  // generator; the global one moves only by what the dataset draws on the calling thread.
+  expect_generator_cases("cases", {});
+}
+
+TEST(DataLoader, ADispatchedLoaderOnOneProcessDrawsItsBaseSeedsFromTheGlobalGenerator) {
+  // tests/data/export_shuffles.py: prepared with dispatch_batches, Accelerate drops generator= from
+  // the DataLoader it reads through, on one process too; its sampler keeps it. The base seeds (the
+  // workers' seeds) come from the global generator, a shuffle's order from the loader's own.
+  expect_generator_cases("dispatched", {{"cpu", "1"}, {"dispatch_batches", "1"}});
 }
 
 TEST(DataLoader, WorkersDrawAsPyTorchsWorkerProcessesWhateverTheirTiming) {
