@@ -307,10 +307,14 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
   int64_t per = observed / p;
   if (last) remainder_ = observed;
   // The last global batch of an epoch, if it does not divide evenly, is completed with the first
-  // P samples of the epoch's first global batch.
+  // P samples of the epoch's first global batch (read after a skip). Where that batch has fewer (the
+  // last one itself, after a skip of all the others), they are taken again in turn, so that every
+  // process still gets a sample: Accelerate's slices come out empty there.
   if (last && !options().drop_last && observed % p != 0) {
-    for (size_t f = 0; f < global->size(); ++f)
-      (*global)[f] = at::cat({(*global)[f], first_[f].narrow(0, 0, std::min<int64_t>(p, first_[f].size(0)))}, 0);
+    for (size_t f = 0; f < global->size(); ++f) {
+      const at::Tensor rows = at::arange(p, at::TensorOptions().dtype(at::kLong).device(first_[f].device()));
+      (*global)[f] = at::cat({(*global)[f], first_[f].index_select(0, rows.remainder(first_[f].size(0)))}, 0);
+    }
     ++per;
   }
   std::vector<at::Tensor> slice;
