@@ -178,8 +178,7 @@ void TorchOptimizer::set_lr(size_t group, double lr) {
 // given back as they were, whatever the rule.
 void TorchOptimizer::step() {
   at::NoGradGuard no_grad;
-  require_gradients_like_parameters();
-  if (placement_changed()) {
+  if (check_gradients_and_placement()) {
     follow_parameters(*this);  // acc_model_to after steps: the state follows (a no-op before any step)
     note_placement();
   }
@@ -208,30 +207,31 @@ void TorchOptimizer::step() {
 
 // A gradient of another dtype or device than its parameter comes from a graph recorded before the
 // parameter moved (acc_model_to between forward and backward); the rules' kernels would fail inside
-// ATen (an internal assertion), and only after some state changed.
-void TorchOptimizer::require_gradients_like_parameters() const {
+// ATen (an internal assertion), and only after some state changed. One walk over the parameters
+// checks that and whether the placement changed, as it runs at every step.
+bool TorchOptimizer::check_gradients_and_placement() const {
+  size_t i = 0;
+  bool changed = false;
   for (const auto& group : impl_->param_groups())
     for (const auto& p : group.params()) {
       const at::Tensor& grad = p.grad();
-      if (!grad.defined() || (grad.scalar_type() == p.scalar_type() && grad.device() == p.device())) continue;
-      std::string name = "?";
-      for (const auto& [n, t] : model_->named_parameters())
-        if (t.is_same(p)) name = n;
-      fail(Status::InvalidArgument, "parameter '", name, "' is ", p.scalar_type(), " on ", p.device(),
-           " but its gradient is ", grad.scalar_type(), " on ", grad.device(),
-           ": the gradient comes from a forward made before the model moved (acc_model_to); zero the gradients "
-           "(acc_optimizer_zero_grad) and compute them again");
-    }
-}
-
-bool TorchOptimizer::placement_changed() const {
-  size_t i = 0;
-  for (const auto& group : impl_->param_groups())
-    for (const auto& p : group.params()) {
-      if (i >= placement_.size() || placement_[i] != std::make_pair(p.scalar_type(), p.device())) return true;
+      if (grad.defined() && (grad.scalar_type() != p.scalar_type() || grad.device() != p.device()))
+        refuse_gradient_unlike(p);
+      changed = changed || i >= placement_.size() || placement_[i] != std::make_pair(p.scalar_type(), p.device());
       ++i;
     }
-  return i != placement_.size();
+  return changed || i != placement_.size();
+}
+
+void TorchOptimizer::refuse_gradient_unlike(const at::Tensor& p) const {
+  const at::Tensor& grad = p.grad();
+  std::string name = "?";
+  for (const auto& [n, t] : model_->named_parameters())
+    if (t.is_same(p)) name = n;
+  fail(Status::InvalidArgument, "parameter '", name, "' is ", p.scalar_type(), " on ", p.device(),
+       " but its gradient is ", grad.scalar_type(), " on ", grad.device(),
+       ": the gradient comes from a forward made before the model moved (acc_model_to); zero the gradients "
+       "(acc_optimizer_zero_grad) and compute them again");
 }
 
 void TorchOptimizer::note_placement() {

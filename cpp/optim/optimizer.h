@@ -102,10 +102,11 @@ class TorchOptimizer final : public Optimizer {
   void check_group(size_t group) const;
   // impl_'s step, with an overflowing hyper-parameter reported as the caller's mistake.
   void step_rule();
-  // Fails (InvalidArgument, naming the parameter) where a gradient's dtype or device is not its parameter's.
-  void require_gradients_like_parameters() const;
-  // Whether a parameter's dtype or device changed since note_placement (acc_model_to; new groups).
-  bool placement_changed() const;
+  // Refuses (InvalidArgument, naming the parameter) a gradient of another dtype or device than its
+  // parameter; tells whether a parameter's dtype or device changed since note_placement
+  // (acc_model_to; new groups).
+  bool check_gradients_and_placement() const;
+  [[noreturn]] void refuse_gradient_unlike(const at::Tensor& parameter) const;
   // Records the parameters' dtypes and devices and, from them, each group's largest rate.
   void note_placement();
 

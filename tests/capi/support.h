@@ -95,6 +95,16 @@ inline double item(const acc_tensor* t) {
   return v;
 }
 
+// What torch.rand(3) draws next from the global generator: where the global random stream stands.
+inline std::vector<float> next_global_draws() {
+  const int64_t three[] = {3};
+  acc_tensor* t = nullptr;
+  EXPECT_EQ(acc_tensor_rand(three, 1, &t), ACC_OK);
+  auto values = to_floats(t);
+  acc_tensor_free(t);
+  return values;
+}
+
 inline acc_model* spec_model(const std::string& spec) {
   acc_model* m = nullptr;
   EXPECT_EQ(acc_model_from_spec(spec.c_str(), &m), ACC_OK) << acc_last_error_message();

@@ -348,16 +348,6 @@ std::vector<float> python_floats(const nlohmann::json& values) {
 // The batches of one epoch, as floats.
 std::vector<std::vector<float>> float_epoch(acc_dataloader* dl) { return epoch_of<float>(dl, 0); }
 
-// What torch.rand(3) draws next from the global generator.
-std::vector<float> next_global_draws() {
-  const int64_t three[] = {3};
-  acc_tensor* after = nullptr;
-  EXPECT_EQ(acc_tensor_rand(three, 1, &after), ACC_OK);
-  auto values = acc_test::to_floats(after);
-  acc_tensor_free(after);
-  return values;
-}
-
 void expect_batches(const std::vector<std::vector<float>>& got, const nlohmann::json& want) {
   ASSERT_EQ(got.size(), want.size());
   for (size_t b = 0; b < got.size(); ++b) EXPECT_EQ(got[b], python_floats(want[b])) << "batch " << b;
@@ -388,7 +378,7 @@ void expect_generator_cases(const char* group, std::vector<std::pair<std::string
       ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
     }
     for (const auto& want_epoch : want["epochs"]) expect_batches(float_epoch(dl), want_epoch);
-    EXPECT_EQ(next_global_draws(), python_floats(want["after"])) << "the global stream";
+    EXPECT_EQ(acc_test::next_global_draws(), python_floats(want["after"])) << "the global stream";
     acc_dataloader_free(dl);
     acc_accelerator_free(acc);
   }
@@ -423,7 +413,7 @@ TEST(DataLoader, WorkersDrawAsPyTorchsWorkerProcessesWhateverTheirTiming) {
       acc_dataloader* dl =
           loader(ds, {{"batch_size", "2"}, {"num_workers", workers.c_str()}, {"prefetch_factor", "4"}});
       for (const auto& want_epoch : want["epochs"]) expect_batches(float_epoch(dl), want_epoch);
-      EXPECT_EQ(next_global_draws(), python_floats(want["after"])) << "the global stream moved";
+      EXPECT_EQ(acc_test::next_global_draws(), python_floats(want["after"])) << "the global stream moved";
       acc_dataloader_free(dl);
     }
   }
@@ -455,7 +445,7 @@ void expect_epochs_with_step_draws(acc_dataloader* dl, const nlohmann::json& wan
     expect_batches(batches, want_epoch);
   }
   EXPECT_EQ(steps, python_floats(want["steps"])) << "the training step's draws";
-  EXPECT_EQ(next_global_draws(), python_floats(want["after"])) << "the global stream";
+  EXPECT_EQ(acc_test::next_global_draws(), python_floats(want["after"])) << "the global stream";
 }
 
 // A stream of the Drawing dataset's samples (drawn as the stream is read).
