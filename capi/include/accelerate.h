@@ -409,6 +409,12 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   folder writes project_dir/checkpoints/checkpoint_<iteration>), total_limit (int: checkpoints
  *   kept by rotation), iteration (int, default 0: the next automatic checkpoint's number),
  *   save_on_each_node (bool, default false: shared files on every node's local main process).
+ *   python_state_files (bool, default false: acc_save_state also writes the files Python
+ *   Accelerate's load_state reads, optimizer.bin, scheduler.bin, scaler.pt and
+ *   random_states_<rank>.pkl in torch.save's format, so that a Python program that prepares the
+ *   same objects resumes the run; ACC_ERR_UNSUPPORTED from acc_save_state, before anything is
+ *   written, for a schedule-free or sharded optimizer and for a sequence or chain of schedules,
+ *   cosine_annealing_warm_restarts, one_cycle and cyclic).
  *   log_with (string: trackers, "tensorboard", "jsonl", "csv", "all" or a comma-separated list).
  *   GradScalerKwargs (fp16): scaler_init_scale (double, default 65536),
  *   scaler_growth_factor (double, default 2), scaler_backoff_factor (double, default 0.5),

@@ -202,6 +202,10 @@ class Accelerator {
   // (weight files for the models the hooks left), and the manifest that describes them; loading
   // checks a saved manifest against this one.
   CheckpointParts checkpoint_parts(const CheckpointModels& models) const;
+  // With python_state_files: the files Python Accelerate's load_state reads beside the library's
+  // (python_state_files.cpp); checked first, so that a save that cannot write them changes nothing.
+  void check_python_state_files() const;
+  CheckpointParts python_state_parts() const;
   nlohmann::json checkpoint_manifest() const;
   // The sharding engine of a prepared model (null when it is not sharded).
   std::shared_ptr<ShardedDataParallel> sharding_engine(const std::shared_ptr<Model>& model) const;

@@ -257,8 +257,16 @@ std::string Accelerator::save_state(const std::string& dir) {
   save.manifest = checkpoint_manifest();
   save.models = checkpoint_models();
   save.hooks = state_hooks_.of(CheckpointHooks::Kind::Save);
+  if (config_.python_state_files) check_python_state_files();
   save_accelerator_state(
-      save, [this](const CheckpointModels& models) { return checkpoint_parts(models); }, collectives_);
+      save,
+      [this](const CheckpointModels& models) {
+        CheckpointParts parts = checkpoint_parts(models);
+        if (config_.python_state_files)
+          for (auto& part : python_state_parts()) parts.push_back(std::move(part));
+        return parts;
+      },
+      collectives_);
   ++iteration_;
   return save.target;
 }

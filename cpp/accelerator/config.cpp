@@ -148,6 +148,9 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
     t.bind("total_limit", "checkpoints kept by rotation", &C::total_limit).at_least(1);
     t.bind("iteration", "the next automatic checkpoint's number", &C::iteration).at_least(0);
     t.bind("save_on_each_node", "shared files on every node's local main process", &C::save_on_each_node);
+    t.bind("python_state_files",
+           "save_state also writes optimizer.bin, scheduler.bin, scaler.pt and random_states_<rank>.pkl",
+           &C::python_state_files);
     t.bind("log_with", "trackers: tensorboard, jsonl, csv, all or a comma-separated list", &C::log_with);
     t.bind("even_batches", "the last round is completed from the epoch's start", &C::even_batches);
     t.bind("dispatch_batches", "process 0 reads and sends each process its slice", &C::dispatch_batches);

@@ -30,6 +30,7 @@ struct AcceleratorConfig {
   std::optional<int64_t> total_limit;
   int64_t iteration = 0;
   bool save_on_each_node = false;
+  bool python_state_files = false;  // save_state also writes the files Python Accelerate's load_state reads
   std::string log_with;  // tracker names, comma-separated; empty: none
   bool even_batches = true;
   std::optional<bool> dispatch_batches;  // none: Accelerate's default (dispatch iterable datasets)

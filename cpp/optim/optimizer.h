@@ -45,6 +45,8 @@ class Optimizer {
   // OneCycleLR sets it to max_lr / div_factor (`overwrite`).
   virtual std::optional<double> initial_lr(size_t group) const = 0;
   virtual void set_initial_lr(size_t group, double lr, bool overwrite) = 0;
+  // PyTorch's maximize (for the whole optimizer).
+  virtual bool maximize() const { return false; }
   virtual void step() = 0;
   virtual void zero_grad() = 0;  // set_to_none, as PyTorch's default and Accelerate's
   // A schedule-free optimizer's train() / eval() (optim/schedule_free.h): its parameters move to the
@@ -95,6 +97,7 @@ class TorchOptimizer final : public Optimizer {
   void step() override;
   void zero_grad() override;
   torch::optim::Optimizer& impl() override { return *impl_; }
+  bool maximize() const override { return maximize_; }
   std::shared_ptr<Model> model() const override { return model_; }
 
  private:

@@ -402,6 +402,65 @@ TEST(SaveState, TheFolderHasAccelerateStyleNames) {
   EXPECT_EQ(entries(fs::path(dir).parent_path().string()), std::vector<std::string>{"ckpt"});  // no staging left
 }
 
+// python_state_files: Python Accelerate's files beside the library's (tests/interop resumes them in
+// PyTorch); the library's own load reads its own files, and a later save replaces them all.
+TEST(SaveState, PythonStateFilesAreWrittenBesideTheLibrarysOwnWhenAsked) {
+  const std::string dir = fresh_dir("python_files") + "/ckpt";
+  Training t({{"python_state_files", "1"}});
+  t.train(3);
+  ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));
+  const std::vector<std::string> expected{
+      "accelerate_state.json", "custom_checkpoint_0.bin", "dataloader_state_0.json", "model.safetensors",
+      "optimizer.bin",         "optimizer.safetensors",   "random_states_0.pkl",     "random_states_0.safetensors",
+      "scheduler.bin",         "scheduler.json"};
+  EXPECT_EQ(entries(dir), expected);
+  // A zip archive, as torch.save writes.
+  std::ifstream bin(dir + "/optimizer.bin", std::ios::binary);
+  char magic[2] = {};
+  bin.read(magic, 2);
+  EXPECT_EQ(std::string(magic, 2), "PK");
+  t.train(2);
+  ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));
+  EXPECT_EQ(entries(dir), expected);
+  Training resumed({{"python_state_files", "1"}});
+  ACC_ASSERT_OK(acc_load_state(resumed.acc, dir.c_str(), nullptr));
+}
+
+// What Python's optimizer or scheduler would need more of than the library writes is refused before
+// anything is written, naming it; nothing is silently left out.
+TEST(SaveState, PythonStateFilesRefuseWhatPythonCouldNotResume) {
+  const std::string root = fresh_dir("python_files_refused");
+  {
+    acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"python_state_files", "1"}});
+    acc_model* model = acc_test::spec_model(kNet);
+    acc_optimizer* opt = nullptr;
+    ACC_ASSERT_OK(acc_optimizer_create(model, "adamw_schedule_free", nullptr, &opt));
+    ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
+    ACC_EXPECT_ERROR(acc_save_state(acc, (root + "/free").c_str(), nullptr), ACC_ERR_UNSUPPORTED,
+                     "adamw_schedule_free");
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+  {
+    acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"python_state_files", "1"}});
+    acc_model* model = acc_test::spec_model(kNet);
+    acc_optimizer* opt = nullptr;
+    ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
+    acc_scheduler* sched = nullptr;
+    ACC_ASSERT_OK(acc_scheduler_create(opt, "constant", nullptr, &sched));
+    ACC_ASSERT_OK(acc_scheduler_then(sched, 2, "constant_lr", nullptr));
+    ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, &sched));
+    ACC_EXPECT_ERROR(acc_save_state(acc, (root + "/sequence").c_str(), nullptr), ACC_ERR_UNSUPPORTED,
+                     "sequence or chain");
+    acc_scheduler_free(sched);
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+  EXPECT_EQ(entries(root), std::vector<std::string>{});
+}
+
 TEST(SaveState, NeverReplacesWhatItDidNotWrite) {
   // A save replaces its folder as a whole, so a folder with the program's own files in it, or a
   // file at that path, is refused before anything changes; an empty folder or an earlier

@@ -27,7 +27,7 @@ for n in $counts; do
       continue
     fi
     if [ "$n" = 1 ]; then
-      "$python" "$script" run accelerate "$s" "$out" &&
+      ACC_BUILD_DIR="$build" "$python" "$script" run accelerate "$s" "$out" &&
         ACC_BUILD_DIR="$build" "$python" "$script" run ours "$s" "$out"
     else
       "$python" "$here/../dist/torchrun.py" --nproc_per_node "$n" --master_port "$port" \

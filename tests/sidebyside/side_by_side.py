@@ -56,6 +56,18 @@ SCENARIOS = {
                                           resume=True, resume_at=2, uninterrupted="mlp_seedable_sampler"),
     "lm_resume_mid_epoch": dict(model="lm", optimizer="sgd", schedule="cosine", resume=True, resume_at=1,
                                 uninterrupted="lm"),
+    # Handed over: our side trains up to the save (python_state_files), Python Accelerate loads our
+    # checkpoint with its load_state and trains on; that run must be Accelerate's uninterrupted one.
+    # One process (both sides' process groups would share the rendezvous).
+    "mlp_handover": dict(model="mlp", optimizer="adamw", schedule="linear", resume=True, handover=True,
+                         uninterrupted="mlp", processes=(1,)),
+    "lm_handover_mid_epoch": dict(model="lm", optimizer="sgd", schedule="cosine", resume=True, resume_at=1,
+                                  handover=True, uninterrupted="lm", processes=(1,)),
+    "mlp_accumulate_clip_handover": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=2, clip=0.5,
+                                         resume=True, resume_at=2, handover=True,
+                                         uninterrupted="mlp_accumulate_clip", processes=(1,)),
+    "mlp_bf16_handover": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="bf16",
+                              resume=True, handover=True, uninterrupted="mlp_bf16", processes=(1,)),
     # Windows that the loader's end cuts short (sync_with_dataloader); an infinity-norm clip.
     "mlp_accumulate_3_clip_inf": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=3, clip=0.3,
                                       clip_norm_type=math.inf),
@@ -89,6 +101,9 @@ SCENARIOS = {
     "mlp_fp16": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="fp16", gpu_only=True),
     "lm_fp16_accumulate_clip": dict(model="lm", optimizer="adamw", schedule="linear", mixed_precision="fp16",
                                     accumulation=2, clip=1.0, gpu_only=True),
+    # Handed over to Accelerate with the GradScaler's state (scaler.pt) after its first overflows.
+    "mlp_fp16_handover": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="fp16",
+                              resume=True, handover=True, uninterrupted="mlp_fp16", processes=(1,), gpu_only=True),
     # DDP's options (DistributedDataParallelKwargs) on a model of 2.1 MiB, whose gradient buckets
     # decide the sums' rounding on 3 or more processes: the default (one bucket, then rebuilt in the
     # gradients' order, 1 MiB first), a bucket_cap_mb that also caps the first bucket,
@@ -501,7 +516,8 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 scale=None, gpu_only=False, eval_samples=None, skip=None, sync_with_dataloader=True,
                 group_lr=None, ops=False, second=False, eval_pad=False,
                 stream=False, eval_stream=False, stream_shuffle=None, stream_len=False, samples=None,
-                batch_sampler=None, augment=False, num_workers=0, loader_generator=None, leave_before_end=None)
+                batch_sampler=None, augment=False, num_workers=0, loader_generator=None, leave_before_end=None,
+                handover=False)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -1052,6 +1068,8 @@ class OurJob:
             accelerator_options["ddp_comm_state_option"] = json.dumps(cfg["ddp_comm_state"])
         if cfg["data_seed"] is not None and not cfg["loader_seed"]:
             accelerator_options.update(use_seedable_sampler=True, data_seed=cfg["data_seed"])
+        if cfg["handover"]:
+            accelerator_options["python_state_files"] = True
         self.acc = acc = lib.new("acc_accelerator_create", lib.options(api.ACC_OPTIONS_ACCELERATOR, accelerator_options))
         rank, size = ctypes.c_int64(), ctypes.c_int64()
         lib.acc_accelerator_process_index(acc, ctypes.byref(rank))
@@ -1443,7 +1461,8 @@ def run(side, cfg, directory):
     state is saved before the last epoch (or after `resume_at` batches of the first), every object
     made anew and the state loaded, and training goes on from there."""
     job_class = AccelerateJob if side == "accelerate" else OurJob
-    job = job_class(cfg, directory)
+    # A handover's Accelerate side: ours trains up to the save, Accelerate loads it and goes on.
+    job = (OurJob if cfg["handover"] else job_class)(cfg, directory)
     record = {"loss": [], "lr": [], "norm": []}
     if cfg["ops"]:
         record["ops"] = job.ops()
@@ -1525,6 +1544,13 @@ def compare(name, directory, processes):
         if first:
             print(f"{name} rank {rank}: first difference: {first}")
             verdict, ok = "DIFFERS (largest difference %.3g)" % worst, False
+        elif SCENARIOS[name].get("handover"):
+            handed, _ = differences(theirs, load(name, "accelerate", rank))
+            if handed:
+                print(f"{name} rank {rank}: handed over to Accelerate: first difference: {handed}")
+                verdict, ok = "DIFFERS (handed over to Accelerate)", False
+            else:
+                verdict = "bit-identical, and so is Accelerate resuming our checkpoint"
         elif reference != name and differences(load(name, "accelerate", rank), ours)[0]:
             verdict = f"bit-identical to Accelerate's uninterrupted run (its own resume differs)"
     saved = None if SCENARIOS[name].get("ops") else saved_models_differ(reference, name, directory, processes)

@@ -1,0 +1,182 @@
+"""A run saved through the C API with python_state_files, resumed by PyTorch as Python Accelerate's
+load_state resumes one (each file read by torch.load with weights_only=True, handed to
+load_state_dict, the random states set), goes on exactly as the C run itself: the same rates,
+losses and weights, bit for bit, over steps whose dropout draws from the restored generator.
+
+    resume_in_python.py BUILD_DIR WORK_DIR
+"""
+import ctypes
+import json
+import os
+import random
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sidebyside"))
+import acc_ctypes as api  # noqa: E402
+
+SAVED_AFTER, STEPS = 3, 6
+OPTIMIZERS = {  # the C API's options, then torch.optim's class and arguments
+    "adamw": ({"lr": 0.01, "weight_decay": 0.05}, torch.optim.AdamW, {"lr": 0.01, "weight_decay": 0.05}),
+    "sgd": ({"lr": 0.05, "momentum": 0.9, "nesterov": True}, torch.optim.SGD,
+            {"lr": 0.05, "momentum": 0.9, "nesterov": True}),
+}
+# Every other torch.optim algorithm, with its defaults (the C API's are PyTorch's).
+for name, optimizer_class in (("adam", torch.optim.Adam), ("rmsprop", torch.optim.RMSprop),
+                              ("adagrad", torch.optim.Adagrad), ("radam", torch.optim.RAdam),
+                              ("nadam", torch.optim.NAdam), ("adamax", torch.optim.Adamax),
+                              ("adadelta", torch.optim.Adadelta), ("rprop", torch.optim.Rprop),
+                              ("asgd", torch.optim.ASGD)):
+    OPTIMIZERS[name] = ({"lr": 0.01}, optimizer_class, {"lr": 0.01})
+SCHEDULES = {  # the C API's schedule and options, then the torch scheduler over an optimizer
+    "linear": ("linear", {"num_warmup_steps": 2, "num_training_steps": 10},
+               lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, linear_warmup(2, 10))),
+    "step": ("step", {"step_size": 2, "gamma": 0.5},
+             lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)),
+    "constant": ("constant", {}, lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)),
+}
+
+
+def linear_warmup(warmup, total):
+    """transformers' get_linear_schedule_with_warmup factor."""
+    def factor(step):
+        if step < warmup:
+            return float(step) / float(max(1, warmup))
+        return max(0.0, float(total - step) / float(max(1, total - warmup)))
+    return factor
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.25),
+                                       torch.nn.Linear(16, 3))
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def read_safetensors(path):
+    """model.safetensors' float32 tensors (the format: a length, a JSON header, the data)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    length = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + length])
+    out = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        assert entry["dtype"] == "F32", entry
+        begin, end = entry["data_offsets"]
+        raw = bytearray(data[8 + length + begin:8 + length + end])
+        out[name] = torch.frombuffer(raw, dtype=torch.float32).reshape(entry["shape"]).clone()
+    return out
+
+
+def batch(step):
+    g = torch.Generator().manual_seed(100 + step)
+    return torch.randn(4, 8, generator=g), torch.randint(0, 3, (4,), generator=g)
+
+
+def run_c(lib, model_path, checkpoint, optimizer, schedule, seed):
+    """STEPS steps through the C API, saving after SAVED_AFTER: each step's rate and loss, and the
+    weights at the end."""
+    options, _, _ = OPTIMIZERS[optimizer]
+    name, settings, _ = SCHEDULES[schedule]
+    acc = lib.new("acc_accelerator_create", lib.options(api.ACC_OPTIONS_ACCELERATOR, {"python_state_files": True}))
+    lib.acc_set_seed(ctypes.c_uint64(seed))
+    model = lib.new("acc_model_load_torchscript", model_path.encode())
+    opt = lib.new("acc_optimizer_create", model, optimizer.encode(), lib.options(api.ACC_OPTIONS_OPTIMIZER, options))
+    sched = lib.new("acc_scheduler_create", opt, name.encode(), lib.options(api.ACC_OPTIONS_SCHEDULER, settings))
+    lib.acc_prepare(acc, ctypes.byref(model), ctypes.byref(opt), None, ctypes.byref(sched))
+    record = []
+    for step in range(STEPS):
+        if step == SAVED_AFTER:
+            lib.acc_save_state(acc, checkpoint.encode(), None)
+        x, y = batch(step)
+        inputs, targets = lib.tensor(x), lib.tensor(y)
+        outputs = lib.new("acc_model_forward", model, (ctypes.c_void_p * 1)(inputs), ctypes.c_size_t(1),
+                          ctypes.c_uint32(0))
+        logits = lib.list_get(outputs, 0)
+        loss = lib.new("acc_loss_cross_entropy", logits, targets, api.REDUCTION_MEAN, ctypes.c_double(0.0))
+        lib.acc_backward(acc, loss)
+        lib.acc_optimizer_step(opt)
+        lib.acc_scheduler_step(sched)
+        lib.acc_optimizer_zero_grad(opt)
+        lr = ctypes.c_double()
+        lib.acc_scheduler_get_last_lr(sched, ctypes.c_size_t(0), ctypes.byref(lr))
+        record.append((lr.value, lib.item(loss)))
+    state = lib.new("acc_model_state_dict", model)
+    weights = {n: lib.to_torch(t) for n, t in lib.list_items(state)}
+    return record[SAVED_AFTER:], weights
+
+
+def load(path):
+    """As Accelerate's load: weights_only from torch 2.4 on (torch 1.13's weights_only refuses
+    floats, even in files Python itself saved)."""
+    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
+    if (major, minor) >= (2, 4):
+        return torch.load(path, map_location="cpu", weights_only=True)
+    return torch.load(path, map_location="cpu")
+
+
+def resume_in_python(model_path, checkpoint, optimizer, schedule, seed):
+    """What Python Accelerate's load_state does with the folder, then the remaining steps."""
+    _, optimizer_class, arguments = OPTIMIZERS[optimizer]
+    model = torch.jit.load(model_path)
+    opt = optimizer_class(model.parameters(), **arguments)
+    sched = SCHEDULES[schedule][2](opt)
+    torch.manual_seed(7)  # what the new program's own set_seed left: load_state replaces it
+    model.load_state_dict(read_safetensors(os.path.join(checkpoint, "model.safetensors")))
+    opt.load_state_dict(load(os.path.join(checkpoint, "optimizer.bin")))
+    sched.load_state_dict(load(os.path.join(checkpoint, "scheduler.bin")))
+    states = load(os.path.join(checkpoint, "random_states_0.pkl"))
+    random.setstate(states["random_state"])
+    np.random.set_state(states["numpy_random_seed"])
+    torch.set_rng_state(states["torch_manual_seed"])
+    # A C program has no Python streams: they are written as set_seed(seed) leaves them (NumPy's
+    # with the seed's low 32 bits: NumPy refuses larger ones).
+    random.seed(seed)
+    assert states["random_state"] == random.getstate(), f"random's state is not random.seed({seed})'s"
+    np.random.seed(seed & 0xFFFFFFFF)
+    assert list(states["numpy_random_seed"][1]) == list(np.random.get_state()[1]), f"NumPy's is not seed({seed})'s"
+    assert states["step"] == 0, states["step"]
+    model.train()
+    record = []
+    for step in range(SAVED_AFTER, STEPS):
+        x, y = batch(step)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+        record.append((sched.get_last_lr()[0], loss.item()))
+    return record, {n: t.detach() for n, t in model.state_dict().items()}
+
+
+def main(build, work):
+    os.makedirs(work, exist_ok=True)
+    torch.manual_seed(0)
+    model_path = os.path.join(work, "mlp.pt")
+    torch.jit.script(Mlp()).save(model_path)
+    lib = api.load(build)
+    failures = 0
+    runs = [("adamw", "linear"), ("sgd", "step")] + [(name, "constant") for name in list(OPTIMIZERS)[2:]]
+    for run, (optimizer, schedule) in enumerate(runs):
+        seed = 42 if run % 2 == 0 else 2**40 + 3 * run  # more than one 32-bit word for random.seed
+        checkpoint = os.path.join(work, f"checkpoint_{optimizer}_{schedule}")
+        ours, our_weights = run_c(lib, model_path, checkpoint, optimizer, schedule, seed)
+        theirs, their_weights = resume_in_python(model_path, checkpoint, optimizer, schedule, seed)
+        same = ours == theirs and our_weights.keys() == their_weights.keys() and all(
+            torch.equal(our_weights[n], their_weights[n]) for n in our_weights)
+        print(f"{optimizer} with {schedule}: {'bit-identical' if same else 'DIFFERS'}")
+        if not same:
+            print(f"  C API: {ours}\n  Python: {theirs}")
+            failures += 1
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
