@@ -299,6 +299,34 @@ TEST(Checkpoint, AFileOneProcessCannotReadFailsTheLoadEverywhere) {
   if (g_rank == 0) std::filesystem::remove_all(dir);
 }
 
+// python_state_files on several processes: the shared files once, each process's random states in
+// its own random_states_<rank>.pkl (as Accelerate's), and the library's own load still reads its files.
+TEST(Checkpoint, PythonStateFilesGiveEveryProcessItsRandomStates) {
+  const std::string dir = shared_dir("python_files");
+  acc_accelerator* acc = acc_test::make_accelerator({{"python_state_files", "1"}});
+  std::vector<float> saved;
+  {
+    DistRun run(acc);
+    run.train(2);
+    ACC_ASSERT_OK(acc_save_state(acc, dir.c_str(), nullptr));
+    ACC_ASSERT_OK(acc_wait_for_everyone(acc));
+    for (const char* shared : {"optimizer.bin", "scheduler.bin", "model.safetensors"})
+      EXPECT_TRUE(std::filesystem::exists(dir + "/" + shared)) << shared;
+    for (int64_t rank = 0; rank < g_world; ++rank)
+      EXPECT_TRUE(std::filesystem::exists(dir + "/random_states_" + std::to_string(rank) + ".pkl")) << rank;
+    EXPECT_FALSE(std::filesystem::exists(dir + "/random_states_" + std::to_string(g_world) + ".pkl"));
+    saved = run.weights();
+  }
+  {
+    DistRun resumed(acc);
+    ACC_ASSERT_OK(acc_load_state(acc, dir.c_str(), nullptr));
+    EXPECT_EQ(resumed.weights(), saved);
+    ACC_ASSERT_OK(acc_wait_for_everyone(acc));
+  }
+  acc_accelerator_free(acc);
+  if (g_rank == 0) std::filesystem::remove_all(dir);
+}
+
 // Processes loading different checkpoints would each restore its own: the replicas would differ
 // without an error. The saves' ids differ, and every process refuses before anything changes.
 TEST(Checkpoint, ProcessesLoadingDifferentCheckpointsAreRefused) {
