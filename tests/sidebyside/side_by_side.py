@@ -57,17 +57,34 @@ SCENARIOS = {
     "lm_resume_mid_epoch": dict(model="lm", optimizer="sgd", schedule="cosine", resume=True, resume_at=1,
                                 uninterrupted="lm"),
     # Handed over: our side trains up to the save (python_state_files), Python Accelerate loads our
-    # checkpoint with its load_state and trains on; that run must be Accelerate's uninterrupted one.
-    # One process (both sides' process groups would share the rendezvous).
+    # checkpoint with its load_state and trains on; that run must be Accelerate's uninterrupted one,
+    # or, resumed mid-epoch, Accelerate resuming its own checkpoint (`accelerate_resume`: it does not
+    # save its shuffle's generator, accelerate#3242). One process (both sides' process groups would
+    # share the rendezvous).
     "mlp_handover": dict(model="mlp", optimizer="adamw", schedule="linear", resume=True, handover=True,
                          uninterrupted="mlp", processes=(1,)),
     "lm_handover_mid_epoch": dict(model="lm", optimizer="sgd", schedule="cosine", resume=True, resume_at=1,
-                                  handover=True, uninterrupted="lm", processes=(1,)),
+                                  handover=True, uninterrupted="lm", accelerate_resume="lm_resume_mid_epoch",
+                                  processes=(1,)),
     "mlp_accumulate_clip_handover": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=2, clip=0.5,
-                                         resume=True, resume_at=2, handover=True,
-                                         uninterrupted="mlp_accumulate_clip", processes=(1,)),
+                                         resume=True, handover=True, uninterrupted="mlp_accumulate_clip",
+                                         processes=(1,)),
     "mlp_bf16_handover": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="bf16",
-                              resume=True, handover=True, uninterrupted="mlp_bf16", processes=(1,)),
+                              graph_optimization=False, accumulation=2, resume=True, resume_at=2, handover=True,
+                              uninterrupted="mlp_bf16_plain_graph", accelerate_resume="mlp_bf16_resume",
+                              processes=(1,)),
+    # Two parameter groups (no weight decay on biases) under PyTorch's StepLR and ReduceLROnPlateau
+    # (its best metric and counters); Adagrad's state from its start.
+    "mlp_group_lr_step_handover": dict(model="mlp", optimizer="sgd", schedule="step", no_decay="*.bias",
+                                       group_lr=0.01, resume=True, handover=True, uninterrupted="mlp_group_lr_step",
+                                       processes=(1,)),
+    "mlp_group_lr_plateau_handover": dict(model="mlp", optimizer="sgd", schedule="reduce_lr_on_plateau",
+                                          no_decay="*.bias", group_lr=0.2,
+                                          schedule_options={"patience": 0, "factor": 0.5, "threshold": 0.5},
+                                          resume=True, handover=True, uninterrupted="mlp_group_lr_plateau",
+                                          processes=(1,)),
+    "mlp_adagrad_step_handover": dict(model="mlp", optimizer="adagrad", schedule="step", resume=True, handover=True,
+                                      uninterrupted="mlp_adagrad_step", processes=(1,)),
     # Windows that the loader's end cuts short (sync_with_dataloader); an infinity-norm clip.
     "mlp_accumulate_3_clip_inf": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=3, clip=0.3,
                                       clip_norm_type=math.inf),
@@ -1545,12 +1562,15 @@ def compare(name, directory, processes):
             print(f"{name} rank {rank}: first difference: {first}")
             verdict, ok = "DIFFERS (largest difference %.3g)" % worst, False
         elif SCENARIOS[name].get("handover"):
-            handed, _ = differences(theirs, load(name, "accelerate", rank))
+            own_resume = SCENARIOS[name].get("accelerate_resume")
+            held_to = load(own_resume, "accelerate", rank) if own_resume else theirs
+            handed, _ = differences(held_to, load(name, "accelerate", rank))
             if handed:
                 print(f"{name} rank {rank}: handed over to Accelerate: first difference: {handed}")
                 verdict, ok = "DIFFERS (handed over to Accelerate)", False
             else:
-                verdict = "bit-identical, and so is Accelerate resuming our checkpoint"
+                verdict = ("bit-identical; Accelerate resuming our checkpoint runs as "
+                           + ("it does from its own" if own_resume else "its uninterrupted run"))
         elif reference != name and differences(load(name, "accelerate", rank), ours)[0]:
             verdict = f"bit-identical to Accelerate's uninterrupted run (its own resume differs)"
     saved = None if SCENARIOS[name].get("ops") else saved_models_differ(reference, name, directory, processes)
@@ -1590,7 +1610,7 @@ def main(argv):
         names = argv[2:] or [name for name, s in SCENARIOS.items() if on_gpu or not s.get("gpu_only")]
         ordered = []
         for name in names:
-            for needed in (SCENARIOS[name].get("uninterrupted"), name):
+            for needed in (SCENARIOS[name].get("uninterrupted"), SCENARIOS[name].get("accelerate_resume"), name):
                 if needed and needed not in ordered:
                     ordered.append(needed)
         print(" ".join(ordered))
