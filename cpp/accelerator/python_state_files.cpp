@@ -14,13 +14,8 @@
 namespace acc {
 
 void Accelerator::check_python_state_files() const {
-  for (const auto& optimizer : live_optimizers()) {
-    const auto inner = optimizer->unwrap();
-    const std::string& algorithm = inner->algorithm();
-    if (algorithm == "adamw_schedule_free" || algorithm == "sgd_schedule_free" || inner->holds_state_slices())
-      (void)python_optimizer_state_dict(*inner);  // fails, saying why
-  }
-  for (const auto& scheduler : live_schedulers()) (void)python_scheduler_state_dict(*scheduler);
+  for (const auto& optimizer : live_optimizers()) require_python_optimizer_layout(*optimizer->unwrap());
+  for (const auto& scheduler : live_schedulers()) require_python_scheduler_layout(*scheduler);
 }
 
 CheckpointParts Accelerator::python_state_parts() const {

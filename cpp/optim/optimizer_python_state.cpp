@@ -60,7 +60,7 @@ c10::IValue python_state_field(const std::string& algorithm, const std::string& 
 
 }  // namespace
 
-c10::IValue python_optimizer_state_dict(Optimizer& optimizer) {
+void require_python_optimizer_layout(const Optimizer& optimizer) {
   const std::string& algorithm = optimizer.algorithm();
   if (algorithm == "adamw_schedule_free" || algorithm == "sgd_schedule_free")
     fail(Status::Unsupported, "python_state_files: the ", algorithm,
@@ -69,6 +69,11 @@ c10::IValue python_optimizer_state_dict(Optimizer& optimizer) {
     fail(Status::Unsupported,
          "python_state_files: a sharded optimizer's state is not written in Python's layout "
          "(Accelerate's FSDP and DeepSpeed save theirs in their own formats)");
+}
+
+c10::IValue python_optimizer_state_dict(Optimizer& optimizer) {
+  require_python_optimizer_layout(optimizer);
+  const std::string& algorithm = optimizer.algorithm();
   const OptimizerSnapshot snapshot = snapshot_optimizer(optimizer);
   std::map<std::string, std::vector<std::pair<std::string, c10::IValue>>> state_of;
   for (const auto& [key, tensor] : snapshot.tensors) {

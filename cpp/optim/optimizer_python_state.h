@@ -12,6 +12,8 @@ namespace acc {
 
 // Unsupported (naming it) for an algorithm that has no such Python counterpart here (the
 // schedule-free ones) and for a sharded optimizer's slices.
+void require_python_optimizer_layout(const Optimizer& optimizer);
+// The state dict; require_python_optimizer_layout's checks first.
 c10::IValue python_optimizer_state_dict(Optimizer& optimizer);
 
 }  // namespace acc

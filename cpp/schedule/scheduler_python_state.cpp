@@ -24,16 +24,21 @@ bool lambda_scheduler(const std::string& name) {
 
 }  // namespace
 
-c10::IValue python_scheduler_state_dict(const Scheduler& scheduler) {
+void require_python_scheduler_layout(const Scheduler& scheduler) {
   const std::string& name = scheduler.name();
-  const SchedulerState state = scheduler.state();
-  if (name.find_first_of(",+") != std::string::npos || name == "cosine_annealing_warm_restarts" ||
-      name == kOneCycleSchedule || name == kCyclicSchedule)
+  const bool composite = name.find_first_of(",+") != std::string::npos;
+  if (composite || name == "cosine_annealing_warm_restarts" || name == kOneCycleSchedule || name == kCyclicSchedule)
     fail(Status::Unsupported, "python_state_files: the scheduler '", name,
          "' is not written in Python's layout (Python's keeps more of its state than a step count and rates: ",
-         name.find_first_of(",+") != std::string::npos ? "each scheduler of a sequence or chain its own"
-                                                       : "its cycle, or its rates in the optimizer's groups",
+         composite ? "each scheduler of a sequence or chain its own"
+                   : "its cycle, or its rates in the optimizer's groups",
          ")");
+}
+
+c10::IValue python_scheduler_state_dict(const Scheduler& scheduler) {
+  require_python_scheduler_layout(scheduler);
+  const std::string& name = scheduler.name();
+  const SchedulerState state = scheduler.state();
   if (state.plateau) {
     return python_dict({{"best", state.plateau->best},
                         {"num_bad_epochs", state.plateau->num_bad_epochs},

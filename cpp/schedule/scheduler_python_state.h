@@ -13,6 +13,8 @@ namespace acc {
 // Unsupported (naming the schedule) where Python's scheduler keeps more than these (a sequence or
 // chain of schedules, cosine_annealing_warm_restarts' cycle, one_cycle's and cyclic's rates in the
 // optimizer's groups).
+void require_python_scheduler_layout(const Scheduler& scheduler);
+// The state dict; require_python_scheduler_layout's checks first.
 c10::IValue python_scheduler_state_dict(const Scheduler& scheduler);
 
 }  // namespace acc
