@@ -23,7 +23,7 @@ port=${ACC_SIDE_BY_SIDE_PORT:-29611}
 for n in $counts; do
   for s in $scenarios; do
     if ! "$python" "$script" applies "$s" "$n"; then
-      echo "$s on $n process(es): not applicable (its data is uneven there: Accelerate's side would hang)"
+      echo "$s on $n process(es): not applicable (the scenario lists the process counts it runs on)"
       continue
     fi
     if [ "$n" = 1 ]; then
