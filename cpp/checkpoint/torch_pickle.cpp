@@ -3,6 +3,8 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/pickler.h>
 
+#include <ostream>
+
 #include "common/error.h"
 #include "common/files.h"
 
@@ -30,9 +32,14 @@ c10::IValue python_tuple(std::vector<c10::IValue> items) { return c10::ivalue::T
 
 namespace {
 
-// A tensor whose storage holds just its elements: the pickle writes whole storages.
+// Tensors on the CPU whose storages hold just their elements: the pickle writes whole storages (a
+// view is copied out; a tensor that is all of its storage is written as it is).
 c10::IValue compact_tensors(const c10::IValue& value) {
-  if (value.isTensor()) return value.toTensor().detach().to(at::kCPU).contiguous().clone();
+  if (value.isTensor()) {
+    const at::Tensor t = value.toTensor().detach().to(at::kCPU);
+    const bool whole = t.is_contiguous() && t.storage_offset() == 0 && t.storage().nbytes() == t.nbytes();
+    return whole ? t : t.contiguous().clone();
+  }
   if (value.isGenericDict()) {
     auto dict = value.toGenericDict();
     c10::impl::GenericDict out(dict.keyType(), dict.valueType());
@@ -62,10 +69,10 @@ void save_torch_pickle(const std::string& path, const c10::IValue& value) {
   pickler.protocol();
   pickler.pushIValue(compact);
   pickler.stop();
-  std::string archive;
-  {
+  // Streamed to the file: an optimizer's state is not held twice.
+  write_stream(path, [&](std::ostream& out) {
     caffe2::serialize::PyTorchStreamWriter writer([&](const void* bytes, size_t n) {
-      archive.append(static_cast<const char*>(bytes), n);
+      out.write(static_cast<const char*>(bytes), static_cast<std::streamsize>(n));
       return n;
     });
     writer.writeRecord("data.pkl", pickle.data(), pickle.size());
@@ -76,8 +83,7 @@ void save_torch_pickle(const std::string& path, const c10::IValue& value) {
       writer.writeRecord("data/" + std::to_string(i), data.data(), data.sizeInBytes());
     }
     writer.writeEndOfFile();
-  }
-  write_file(path, archive);
+  });
 }
 
 }  // namespace acc
