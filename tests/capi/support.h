@@ -105,6 +105,23 @@ inline std::vector<float> next_global_draws() {
   return values;
 }
 
+// Field 0 (sample ids) of every batch this process gets in one epoch of `dl`, concatenated.
+inline std::vector<int64_t> epoch_ids(acc_dataloader* dl) {
+  std::vector<int64_t> ids;
+  for (;;) {
+    acc_tensor_list* batch = nullptr;
+    EXPECT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
+    if (!batch) break;
+    acc_tensor* b = nullptr;
+    EXPECT_EQ(acc_tensor_list_get(batch, 0, &b), ACC_OK);
+    const auto v = to_longs(b);
+    ids.insert(ids.end(), v.begin(), v.end());
+    acc_tensor_free(b);
+    acc_tensor_list_free(batch);
+  }
+  return ids;
+}
+
 inline acc_model* spec_model(const std::string& spec) {
   acc_model* m = nullptr;
   EXPECT_EQ(acc_model_from_spec(spec.c_str(), &m), ACC_OK) << acc_last_error_message();

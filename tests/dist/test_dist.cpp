@@ -153,23 +153,6 @@ acc_dataloader* prepared_loader(acc_dataset* ds, int64_t batch_size, acc_acceler
   return dl;
 }
 
-// Field 0 (sample ids) of every batch this process gets in one epoch of `dl`, concatenated.
-std::vector<int64_t> epoch_ids(acc_dataloader* dl) {
-  std::vector<int64_t> ids;
-  for (;;) {
-    acc_tensor_list* batch = nullptr;
-    EXPECT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
-    if (!batch) break;
-    acc_tensor* b = nullptr;
-    EXPECT_EQ(acc_tensor_list_get(batch, 0, &b), ACC_OK);
-    const auto v = acc_test::to_longs(b);
-    ids.insert(ids.end(), v.begin(), v.end());
-    acc_tensor_free(b);
-    acc_tensor_list_free(batch);
-  }
-  return ids;
-}
-
 // One epoch of a prepared loader through gather_for_metrics, concatenated (field 0 holds sample ids).
 std::vector<int64_t> gather_epoch(acc_dataloader* dl, const char* name, acc_accelerator* acc = g_acc) {
   std::vector<int64_t> gathered;
@@ -926,7 +909,7 @@ TEST(Data, PreparedLoadersShardBatchesAcrossProcesses) {
   ACC_ASSERT_OK(acc_dataloader_total_dataset_length(dl, &total_length));
   EXPECT_EQ(total_batch, 2 * g_world);
   EXPECT_EQ(total_length, 10);
-  const std::vector<int64_t> seen = epoch_ids(dl);
+  const std::vector<int64_t> seen = acc_test::epoch_ids(dl);
   ASSERT_EQ(static_cast<int64_t>(seen.size()), 2 * length);
   EXPECT_EQ(seen[0], 2 * g_rank);
   EXPECT_EQ(seen[1], 2 * g_rank + 1);
@@ -1031,7 +1014,7 @@ TEST(Data, ADispatchedSkipLeavesItsBatchesUnreadAndPadsWithTheFirstBatchRead) {
   acc_dataloader* dl = prepared_loader(ds, 1, acc);
   ACC_ASSERT_OK(acc_dataloader_skip_first_batches(dl, 1));
   // The last global batch [2P, P, P + 1, ...]: one sample each.
-  EXPECT_EQ(epoch_ids(dl), (std::vector<int64_t>{p + g_rank, g_rank == 0 ? 2 * p : p + g_rank - 1}));
+  EXPECT_EQ(acc_test::epoch_ids(dl), (std::vector<int64_t>{p + g_rank, g_rank == 0 ? 2 * p : p + g_rank - 1}));
   acc_dataloader_free(dl);
   acc_accelerator_free(acc);
   acc_dataset_free(ds);
