@@ -1338,6 +1338,11 @@ ACC_API ACC_NODISCARD acc_status acc_save_state(acc_accelerator *acc, const char
  * scheduler and scaler states, not the per-process random states and loader positions (a warning on
  * stderr says so). Prepared loaders must be between epochs (load before iterating); each resumes
  * at the batch after the saved one, in the same order. iteration becomes the loaded one's plus one.
+ * A folder Python Accelerate's save_state wrote (no accelerate_state.json, a random_states_0.pkl)
+ * is read in its layout: model.safetensors or pytorch_model.bin, optimizer.bin, scheduler.bin,
+ * scaler.pt, and this process's random_states_<rank>.pkl (torch's generator states and the step);
+ * the objects prepared must be those it saved (same counts, algorithms and parameter groups),
+ * objects registered for checkpointing are ACC_ERR_UNSUPPORTED, and loaders stay where they are.
  * *out_dir (may be NULL) receives the folder loaded. A collective. */
 ACC_API ACC_NODISCARD acc_status acc_load_state(acc_accelerator *acc, const char *dir, char **out_dir);
 

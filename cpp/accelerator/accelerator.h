@@ -202,10 +202,19 @@ class Accelerator {
   // (weight files for the models the hooks left), and the manifest that describes them; loading
   // checks a saved manifest against this one.
   CheckpointParts checkpoint_parts(const CheckpointModels& models) const;
-  // With python_state_files: the files Python Accelerate's load_state reads beside the library's
-  // (python_state_files.cpp); checked first, so that a save that cannot write them changes nothing.
+  // The weight files of the models the hooks left (model.safetensors, model_1.safetensors ...).
+  CheckpointParts weights_parts(const CheckpointModels& models) const;
+  // Python Accelerate's files (python_state_files.cpp): with python_state_files, save_state writes
+  // them beside the library's, checked first so that a save that cannot write them changes nothing;
+  // load_state reads them from a folder Python Accelerate wrote (one without the library's manifest),
+  // after check_python_checkpoint compared the folder with the live objects.
   void check_python_state_files() const;
   CheckpointParts python_state_parts() const;
+  void check_python_checkpoint(const std::string& dir, const CheckpointModels& models_left,
+                               bool& other_process_count) const;
+  // The weight files of such a folder: model[_i].safetensors, or pytorch_model[_i].bin where Python
+  // saved without safetensors.
+  CheckpointParts python_weights_parts(const CheckpointModels& models, const std::string& dir) const;
   nlohmann::json checkpoint_manifest() const;
   // The sharding engine of a prepared model (null when it is not sharded).
   std::shared_ptr<ShardedDataParallel> sharding_engine(const std::shared_ptr<Model>& model) const;

@@ -113,7 +113,7 @@ CheckpointModels Accelerator::checkpoint_models() const {
   return CheckpointModels(std::move(entries));
 }
 
-CheckpointParts Accelerator::checkpoint_parts(const CheckpointModels& weights_of) const {
+CheckpointParts Accelerator::weights_parts(const CheckpointModels& weights_of) const {
   CheckpointParts parts;
   for (size_t file = 0; file < weights_of.size(); ++file) {
     const CheckpointModels::Entry& entry = weights_of.at(file);
@@ -123,6 +123,11 @@ CheckpointParts Accelerator::checkpoint_parts(const CheckpointModels& weights_of
     parts.push_back(engine && engine->options().stage == 3 ? sharded_weights_part(file, engine)
                                                            : weights_part(file, entry.index, model->unwrap()));
   }
+  return parts;
+}
+
+CheckpointParts Accelerator::checkpoint_parts(const CheckpointModels& weights_of) const {
+  CheckpointParts parts = weights_parts(weights_of);
   const auto optimizers = live_optimizers();
   for (size_t i = 0; i < optimizers.size(); ++i) {
     auto sharded = std::dynamic_pointer_cast<ShardedOptimizer>(optimizers[i]->unwrap());
@@ -294,6 +299,15 @@ std::string Accelerator::load_state(const std::string& dir) {
   load.hooks = state_hooks_.of(CheckpointHooks::Kind::Load);
   load.check_manifest = [this, &load](const json& manifest, const std::string& path) {
     return check_checkpoint_manifest(manifest, path, load.models, load.other_process_count);
+  };
+  // A folder Python Accelerate's save_state wrote has no manifest: its own files are read instead.
+  load.check_python_layout = [this, &load](const std::string& folder) {
+    check_python_checkpoint(folder, load.models, load.other_process_count);
+  };
+  load.python_parts_of = [this, &load](const CheckpointModels& models) {
+    CheckpointParts parts = python_weights_parts(models, load.source);
+    for (auto& part : python_state_parts()) parts.push_back(std::move(part));
+    return parts;
   };
   load_accelerator_state(
       load, [this](const CheckpointModels& models) { return checkpoint_parts(models); }, collectives_);

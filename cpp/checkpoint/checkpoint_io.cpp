@@ -279,6 +279,9 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
   }
 }
 
+// Python Accelerate's save_state always writes the first process's random states.
+constexpr const char* kPythonAccelerateRandomStates = "random_states_0.pkl";
+
 void load_accelerator_state(CheckpointLoad& load, const CheckpointPartsOf& parts_of, Collectives& collectives) {
   const std::string& source = load.source;
   // Everything is read and checked first, on every process; nothing has changed if any fails.
@@ -294,8 +297,21 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointPartsOf& parts
         if (!fs::is_directory(source))
           fail(Status::Io, "checkpoint folder '", source, "' ",
                fs::exists(source) ? "is not a folder" : "does not exist");
+        const bool python_layout = !fs::exists(manifest_path) && load.python_parts_of &&
+                                   fs::exists(join_path(source, kPythonAccelerateRandomStates));
+        if (python_layout) {
+          load.check_python_layout(source);
+          for (const auto& part : load.python_parts_of(load.models))
+            if (!load.other_process_count || !part->process_local())
+              staged.push_back(part->load(join_path(source, part->file())));
+          return;
+        }
         if (!fs::exists(manifest_path))
-          fail(Status::Io, "'", source, "' is not a complete checkpoint (", kCheckpointManifest, " is missing)");
+          fail(Status::Io, "'", source, "' is not a complete checkpoint (", kCheckpointManifest, " is missing",
+               load.python_parts_of
+                   ? concat(", and it is not one of Python Accelerate's either: no ", kPythonAccelerateRandomStates)
+                   : std::string(),
+               ")");
         const nlohmann::json manifest = read_json(manifest_path);
         if (load.check_manifest) apply_manifest = load.check_manifest(manifest, manifest_path);
         check_saved_model_weights(manifest, manifest_path, load.models.indices());

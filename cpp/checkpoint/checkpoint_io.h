@@ -51,6 +51,11 @@ struct CheckpointLoad {
   // Set by check_manifest when the checkpoint comes from another number of processes: parts that
   // are process_local() are then not read.
   bool other_process_count = false;
+  // A folder Python Accelerate's save_state wrote (no manifest, its random_states_0.pkl there):
+  // checked by check_python_layout against the live state, then read through python_parts_of. Both
+  // empty: such a folder is refused as incomplete.
+  std::function<void(const std::string& dir)> check_python_layout;
+  CheckpointPartsOf python_parts_of;
 };
 
 void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts_of, Collectives& collectives);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "checkpoint/torch_pickle.h"
+#include "common/error.h"
 #include "common/random.h"
 
 namespace acc {
@@ -75,6 +76,22 @@ c10::IValue python_random_states(int64_t step) {
       {"torch_manual_seed", global_random_state()},
       {"torch_cuda_manual_seed", python_list(std::move(cuda_states))},
   });
+}
+
+PythonRandomStates read_python_random_states(const TorchSavedFile& file) {
+  const PickleNode& root = file.root();
+  PythonRandomStates states;
+  states.step = file.integer(file.field(root, "step", "the states"), "step");
+  if (states.step < 0) fail(Status::Io, "checkpoint file '", file.path(), "': 'step' is ", states.step, ", not >= 0");
+  states.generators.emplace_back("cpu",
+                                 file.tensor(file.field(root, "torch_manual_seed", "the states"), "torch_manual_seed"));
+  if (const PickleNode* cuda = root.find("torch_cuda_manual_seed")) {
+    const auto& devices = file.sequence(*cuda, "torch_cuda_manual_seed");
+    for (size_t i = 0; i < devices.size(); ++i)
+      states.generators.emplace_back("cuda_" + std::to_string(i),
+                                     file.tensor(*devices[i], concat("torch_cuda_manual_seed[", i, "]")));
+  }
+  return states;
 }
 
 }  // namespace acc

@@ -10,6 +10,9 @@
 #include <array>
 #include <cstdint>
 
+#include "checkpoint/torch_load.h"
+#include "model/model.h"
+
 namespace acc {
 
 // CPython's random.seed(seed) for a non-negative int: its Mersenne Twister's 624 words.
@@ -19,5 +22,14 @@ std::array<uint32_t, 624> numpy_random_seeded(uint32_t seed);
 
 // The dict torch.save writes to random_states_<rank>.pkl (keys as Accelerate's).
 c10::IValue python_random_states(int64_t step);
+
+// What a random_states_<rank>.pkl of Python Accelerate's holds that this library uses: the step and
+// torch's generator states ("cpu", "cuda_<i>", as restore_generator_states takes them). Python's
+// `random` and NumPy's states have no counterpart in a C program and are passed over.
+struct PythonRandomStates {
+  int64_t step = 0;
+  NamedTensors generators;
+};
+PythonRandomStates read_python_random_states(const TorchSavedFile& file);
 
 }  // namespace acc

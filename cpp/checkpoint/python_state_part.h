@@ -1,6 +1,7 @@
-// A file of a checkpoint written only for Python Accelerate's load_state (option
-// python_state_files): optimizer.bin, scheduler.bin, scaler.pt, random_states_<rank>.pkl, in
-// torch.save's format. The library reads its own files; these it writes and never reads.
+// A file of Python Accelerate's checkpoint layout, in torch.save's format: optimizer.bin,
+// scheduler.bin, scaler.pt, random_states_<rank>.pkl. Written beside the library's own files with
+// option python_state_files (for Python Accelerate's load_state), and read when load_state is given a
+// folder Python Accelerate wrote.
 #pragma once
 
 #include <ATen/core/ivalue.h>
@@ -10,10 +11,14 @@
 #include <string>
 
 #include "checkpoint/checkpoint_part.h"
+#include "checkpoint/torch_load.h"
 
 namespace acc {
 
+// `state` makes what is written; `load` checks what was read (the file's errors name it) and returns
+// what applies it.
 std::unique_ptr<CheckpointPart> python_state_part(std::string file, bool per_process,
-                                                  std::function<c10::IValue()> state);
+                                                  std::function<c10::IValue()> state,
+                                                  std::function<StagedLoad(const TorchSavedFile&)> load);
 
 }  // namespace acc

@@ -4,6 +4,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+
+#include "model/model.h"
 
 #include "checkpoint/checkpoint_part.h"
 
@@ -11,5 +14,9 @@ namespace acc {
 
 // `step` is stored as metadata, as Accelerate stores it beside the states.
 std::unique_ptr<CheckpointPart> rng_states_part(int64_t rank, int64_t step);
+
+// Checks generator states read from `path` ("cpu", "cuda_<i>": each as get_state gives it) and
+// returns what sets them. The CPU's must be there; a GPU without a state keeps its own.
+StagedLoad restore_generator_states(const NamedTensors& saved, const std::string& path);
 
 }  // namespace acc

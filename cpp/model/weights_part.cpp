@@ -1,10 +1,22 @@
 #include "model/weights_part.h"
 
 #include "checkpoint/safetensors.h"
+#include "checkpoint/torch_load.h"
 #include "common/error.h"
 
 namespace acc {
 namespace {
+
+// Weights read from `path`, checked against the model (names, shapes, dtypes) before anything changes.
+StagedLoad staged_weights_load(const std::shared_ptr<Model>& model, size_t model_index,
+                               std::shared_ptr<const NamedTensors> tensors, const std::string& path) {
+  try {
+    model->check_state_dict(*tensors, true);
+  } catch (const Error& e) {
+    fail(Status::InvalidArgument, "checkpoint file '", path, "' does not fit model ", model_index, ": ", e.what());
+  }
+  return {[model, tensors] { model->load_state_dict(*tensors, true); }, {}, {}};
+}
 
 class WeightsPart final : public CheckpointPart {
  public:
@@ -14,13 +26,36 @@ class WeightsPart final : public CheckpointPart {
   std::string file() const override { return indexed_name("model", file_index_, ".safetensors"); }
   void save(const std::string& path) const override { save_safetensors(path, model_->state_dict()); }
   StagedLoad load(const std::string& path) const override {
-    auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));
-    try {
-      model_->check_state_dict(contents->tensors, true);
-    } catch (const Error& e) {
-      fail(Status::InvalidArgument, "checkpoint file '", path, "' does not fit model ", model_index_, ": ", e.what());
+    auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));  // its tensors map the file
+    return staged_weights_load(model_, model_index_, std::shared_ptr<const NamedTensors>(contents, &contents->tensors),
+                               path);
+  }
+
+ private:
+  size_t file_index_, model_index_;
+  std::shared_ptr<Model> model_;
+};
+
+// Python Accelerate's weights saved with safe_serialization=False: torch.save of the state dict.
+class PickledWeightsPart final : public CheckpointPart {
+ public:
+  PickledWeightsPart(size_t file_index, size_t model_index, std::shared_ptr<Model> model)
+      : file_index_(file_index), model_index_(model_index), model_(std::move(model)) {}
+
+  std::string file() const override { return indexed_name("pytorch_model", file_index_, ".bin"); }
+  void save(const std::string& path) const override {
+    fail(Status::Internal, "'", path, "' is read from Python Accelerate's checkpoints, never written");
+  }
+  StagedLoad load(const std::string& path) const override {
+    const TorchSavedFile file(path);
+    const PickleNode& root = file.root();
+    if (root.kind != PickleNode::Kind::Dict) file.refuse("the state dict", "a dict", root);
+    auto tensors = std::make_shared<NamedTensors>();
+    for (size_t i = 0; i + 1 < root.items.size(); i += 2) {
+      const std::string& name = file.text(*root.items[i], "the state dict (a key)");
+      tensors->emplace_back(name, file.tensor(*root.items[i + 1], name));
     }
-    return {[model = model_, contents] { model->load_state_dict(contents->tensors, true); }, {}, {}};
+    return staged_weights_load(model_, model_index_, tensors, path);
   }
 
  private:
@@ -32,6 +67,11 @@ class WeightsPart final : public CheckpointPart {
 
 std::unique_ptr<CheckpointPart> weights_part(size_t file_index, size_t model_index, std::shared_ptr<Model> model) {
   return std::make_unique<WeightsPart>(file_index, model_index, std::move(model));
+}
+
+std::unique_ptr<CheckpointPart> pickled_weights_part(size_t file_index, size_t model_index,
+                                                     std::shared_ptr<Model> model) {
+  return std::make_unique<PickledWeightsPart>(file_index, model_index, std::move(model));
 }
 
 }  // namespace acc

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -10,6 +11,7 @@
 
 #include "checkpoint/torch_pickle.h"
 #include "common/error.h"
+#include "optim/algorithm.h"
 #include "optim/optimizer_state.h"
 
 namespace acc {
@@ -29,16 +31,25 @@ c10::IValue json_to_python(const nlohmann::json& value) {
 }
 
 // Our hyper-parameter names are PyTorch's, but for the pairs PyTorch takes as one tuple.
-std::vector<std::pair<std::string, c10::IValue>> python_group(const std::string& algorithm,
-                                                              const nlohmann::json& options, bool maximize) {
+const std::vector<std::tuple<const char*, const char*, const char*>>& paired_options() {
   static const std::vector<std::tuple<const char*, const char*, const char*>> pairs = {
       {"betas", "beta1", "beta2"},
       {"etas", "etaminus", "etaplus"},
       {"step_sizes", "step_size_min", "step_size_max"},
       {"eps", "eps1", "eps2"}};
+  return pairs;
+}
+
+// Keys of a PyTorch group that choose how it computes, not what: set aside when read.
+bool implementation_flag(const std::string& key) {
+  return key == "foreach" || key == "fused" || key == "capturable" || key == "differentiable";
+}
+
+std::vector<std::pair<std::string, c10::IValue>> python_group(const std::string& algorithm,
+                                                              const nlohmann::json& options, bool maximize) {
   std::vector<std::pair<std::string, c10::IValue>> group;
   std::set<std::string> paired;
-  for (const auto& [tuple, first, second] : pairs)
+  for (const auto& [tuple, first, second] : paired_options())
     if (options.contains(first) && options.contains(second)) {
       group.emplace_back(tuple, python_tuple({json_to_python(options[first]), json_to_python(options[second])}));
       paired.insert({first, second});
@@ -59,21 +70,87 @@ c10::IValue python_state_field(const std::string& algorithm, const std::string& 
   return value.to(at::kFloat);
 }
 
+nlohmann::json python_to_json(const TorchSavedFile& file, const PickleNode& value, const std::string& where) {
+  switch (value.kind) {
+    case PickleNode::Kind::Bool:
+      return value.boolean;
+    case PickleNode::Kind::Int:
+      return value.integer;
+    case PickleNode::Kind::Float:
+      return value.number;
+    case PickleNode::Kind::None:
+      return nullptr;
+    default:
+      file.refuse(where, "a number, True, False or None", value);
+  }
+}
+
+// A Python group's hyper-parameters in our names, over `ours` (the optimizer's own: a key torch's
+// version did not write keeps its value, as PyTorch's own setdefault does).
+nlohmann::json options_from_python(const Optimizer& optimizer, const TorchSavedFile& file, const PickleNode& group,
+                                   nlohmann::json ours, const std::string& where) {
+  const std::string& algorithm = optimizer.algorithm();
+  for (size_t i = 0; i + 1 < group.items.size(); i += 2) {
+    const std::string& key = file.text(*group.items[i], where + " (a key)");
+    const PickleNode& value = *group.items[i + 1];
+    const std::string at = where + "." + key;
+    if (key == "params" || key == "param_names" || key == "initial_lr" || implementation_flag(key)) continue;
+    if (key == "maximize" && !ours.contains(key)) {
+      if (file.flag(value, at) != optimizer.maximize())
+        fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': '", at, "' is ",
+             value.boolean ? "True" : "False", ", but the optimizer ",
+             optimizer.maximize() ? "maximizes" : "minimizes");
+      continue;
+    }
+    if (key == "decoupled_weight_decay" && (algorithm == "adam" || algorithm == "adamw")) {
+      if (file.flag(value, at) != (algorithm == "adamw"))
+        fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': '", at, "' is the state of ",
+             value.boolean ? "AdamW" : "Adam", ", but the optimizer is ", algorithm);
+      continue;
+    }
+    bool was_pair = false;
+    for (const auto& [tuple, first, second] : paired_options())
+      if (key == tuple && ours.contains(first) && value.kind == PickleNode::Kind::Tuple) {
+        const auto& items = file.sequence(value, at);
+        if (items.size() != 2) file.refuse(at, "a pair", value);
+        ours[first] = python_to_json(file, *items[0], at + "[0]");
+        ours[second] = python_to_json(file, *items[1], at + "[1]");
+        was_pair = true;
+      }
+    if (was_pair) continue;
+    if (!ours.contains(key))
+      fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': '", at, "' is not a hyper-parameter of the ",
+           algorithm, " optimizer (saved from another algorithm?)");
+    ours[key] = python_to_json(file, value, at);
+  }
+  return ours;
+}
+
+// One field of a parameter's state: a tensor, or a number (transformers' Adafactor counts its steps
+// in a Python int). None (SGD's momentum_buffer without momentum) is no state.
+std::optional<at::Tensor> state_field_from_python(const TorchSavedFile& file, const PickleNode& value,
+                                                  const std::string& where) {
+  if (value.kind == PickleNode::Kind::None) return std::nullopt;
+  if (value.kind == PickleNode::Kind::Int) return at::scalar_tensor(value.integer, at::kLong);
+  if (value.kind == PickleNode::Kind::Float) return at::scalar_tensor(value.number, at::kDouble);
+  return file.tensor(value, where);
+}
+
 }  // namespace
 
-void require_python_optimizer_layout(const Optimizer& optimizer) {
+void require_python_optimizer_layout(const Optimizer& optimizer, const std::string& context) {
   const std::string& algorithm = optimizer.algorithm();
   if (algorithm == "adamw_schedule_free" || algorithm == "sgd_schedule_free")
-    fail(Status::Unsupported, "python_state_files: the ", algorithm,
-         " optimizer's state is not written in Python's layout (schedulefree's optimizers keep other groups)");
+    fail(Status::Unsupported, context, ": the ", algorithm,
+         " optimizer's state has no counterpart in Python's layout here (schedulefree's optimizers keep other groups)");
   if (optimizer.holds_state_slices())
-    fail(Status::Unsupported,
-         "python_state_files: a sharded optimizer's state is not written in Python's layout "
+    fail(Status::Unsupported, context,
+         ": a sharded optimizer's state has no counterpart in Python's layout here "
          "(Accelerate's FSDP and DeepSpeed save theirs in their own formats)");
 }
 
 c10::IValue python_optimizer_state_dict(Optimizer& optimizer) {
-  require_python_optimizer_layout(optimizer);
+  require_python_optimizer_layout(optimizer, "python_state_files");
   const std::string& algorithm = optimizer.algorithm();
   const OptimizerSnapshot snapshot = snapshot_optimizer(optimizer);
   std::map<std::string, std::vector<std::pair<std::string, c10::IValue>>> state_of;
@@ -99,6 +176,51 @@ c10::IValue python_optimizer_state_dict(Optimizer& optimizer) {
   }
   return python_dict(
       {{"state", python_int_dict(std::move(state))}, {"param_groups", python_list(std::move(param_groups))}});
+}
+
+OptimizerSnapshot python_optimizer_snapshot(Optimizer& optimizer, const TorchSavedFile& file) {
+  require_python_optimizer_layout(optimizer, "loading Python Accelerate's '" + file.path() + "'");
+  const nlohmann::json ours = optimizer_groups(optimizer);
+  const PickleNode& root = file.root();
+  const auto& groups = file.sequence(file.field(root, "param_groups", "the state dict"), "param_groups");
+  const PickleNode& state = file.field(root, "state", "the state dict");
+  if (state.kind != PickleNode::Kind::Dict) file.refuse("state", "a dict", state);
+  if (groups.size() != ours.size())
+    fail(Status::InvalidArgument, "checkpoint file '", file.path(), "' holds ", groups.size(),
+         " parameter groups, but the optimizer has ", ours.size());
+  OptimizerSnapshot snapshot;
+  nlohmann::json groups_out = nlohmann::json::array();
+  size_t stepped = 0;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const std::string where = concat("param_groups[", g, "]");
+    const auto& params = file.sequence(file.field(*groups[g], "params", where), where + ".params");
+    const nlohmann::json& names = ours[g]["params"];
+    if (params.size() != names.size())
+      fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': parameter group ", g, " holds ",
+           params.size(), " parameters, but the optimizer's has ", names.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      const int64_t index = file.integer(*params[i], concat(where, ".params[", i, "]"));
+      const PickleNode* fields = state.find_int(index);
+      if (!fields) continue;  // not stepped yet
+      ++stepped;
+      if (fields->kind != PickleNode::Kind::Dict) file.refuse(concat("state[", index, "]"), "a dict", *fields);
+      const std::string name = names[i].get<std::string>();
+      for (size_t f = 0; f + 1 < fields->items.size(); f += 2) {
+        const std::string& field = file.text(*fields->items[f], concat("state[", index, "] (a key)"));
+        const std::string at = concat("state[", index, "].", field, " (parameter '", name, "')");
+        if (auto value = state_field_from_python(file, *fields->items[f + 1], at))
+          snapshot.tensors.emplace_back("state." + name + "." + field, *value);
+      }
+    }
+    groups_out.push_back(
+        {{"params", names}, {"options", options_from_python(optimizer, file, *groups[g], ours[g]["options"], where)}});
+  }
+  if (stepped * 2 != state.items.size())
+    fail(Status::InvalidArgument, "checkpoint file '", file.path(),
+         "' holds state for parameters that none of its groups lists");
+  snapshot.metadata["algorithm"] = optimizer_algorithm(optimizer.algorithm()).name();
+  snapshot.metadata["param_groups"] = groups_out.dump();
+  return snapshot;
 }
 
 }  // namespace acc

@@ -6,14 +6,24 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <string>
+
+#include "checkpoint/torch_load.h"
 #include "optim/optimizer.h"
+#include "optim/optimizer_state.h"
 
 namespace acc {
 
-// Unsupported (naming it) for an algorithm that has no such Python counterpart here (the
-// schedule-free ones) and for a sharded optimizer's slices.
-void require_python_optimizer_layout(const Optimizer& optimizer);
+// Unsupported (naming it, after `context`) for an algorithm that has no such Python counterpart here
+// (the schedule-free ones) and for a sharded optimizer's slices.
+void require_python_optimizer_layout(const Optimizer& optimizer, const std::string& context);
 // The state dict; require_python_optimizer_layout's checks first.
 c10::IValue python_optimizer_state_dict(Optimizer& optimizer);
+// The reverse: Python's state dict as read from `file` (optimizer.bin), as a snapshot of this
+// optimizer for prepare_optimizer_restore. Each group's parameters are this optimizer's, in order;
+// its hyper-parameters are the file's (as PyTorch's load_state_dict takes them), PyTorch's flags
+// for how to compute (foreach, fused, capturable, differentiable) set aside, and a key this
+// algorithm has no counterpart for refused.
+OptimizerSnapshot python_optimizer_snapshot(Optimizer& optimizer, const TorchSavedFile& file);
 
 }  // namespace acc

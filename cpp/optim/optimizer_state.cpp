@@ -124,35 +124,37 @@ OptimizerSnapshot snapshot_optimizer(Optimizer& optimizer) {
   const OptimizerAlgorithm& algorithm = optimizer_algorithm(optimizer.algorithm());
   const auto names = parameter_names(optimizer);
   OptimizerSnapshot snapshot;
-  json groups = json::array();
-  for (auto& group : impl.param_groups()) {
-    json params = json::array();
+  for (auto& group : impl.param_groups())
     for (auto& p : group.params()) {
-      const std::string& name = name_of(names, p);
-      params.push_back(name);
       auto it = impl.state().find(state_key(p));
       if (it == impl.state().end()) continue;  // not stepped yet
       for (auto& field : algorithm.state_fields(*it->second))
-        snapshot.tensors.emplace_back("state." + name + "." + field.first, field.second.detach().to(at::kCPU));
+        snapshot.tensors.emplace_back("state." + name_of(names, p) + "." + field.first,
+                                      field.second.detach().to(at::kCPU));
     }
-    groups.push_back({{"params", params}, {"options", algorithm.options_to_json(group.options())}});
-  }
   snapshot.metadata["algorithm"] = algorithm.name();
-  snapshot.metadata["param_groups"] = groups.dump();
+  snapshot.metadata["param_groups"] = optimizer_groups(optimizer).dump();
   return snapshot;
 }
 
-std::string describe_optimizer(Optimizer& optimizer) {
-  auto& impl = optimizer.impl();
+json optimizer_groups(Optimizer& optimizer) {
   const OptimizerAlgorithm& algorithm = optimizer_algorithm(optimizer.algorithm());
   const auto names = parameter_names(optimizer);
-  std::string text = "algorithm " + algorithm.name() + "\n";
-  for (size_t g = 0; g < impl.param_groups().size(); ++g) {
-    const auto& group = impl.param_groups()[g];
+  json groups = json::array();
+  for (auto& group : optimizer.impl().param_groups()) {
     json params = json::array();
-    for (const auto& p : group.params()) params.push_back(name_of(names, p));
-    text += concat("group ", g, " options ", algorithm.options_to_json(group.options()).dump(), "\n");
-    text += concat("group ", g, " parameters ", params.dump(), "\n");
+    for (auto& p : group.params()) params.push_back(name_of(names, p));
+    groups.push_back({{"params", params}, {"options", algorithm.options_to_json(group.options())}});
+  }
+  return groups;
+}
+
+std::string describe_optimizer(Optimizer& optimizer) {
+  const json groups = optimizer_groups(optimizer);
+  std::string text = "algorithm " + optimizer_algorithm(optimizer.algorithm()).name() + "\n";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    text += concat("group ", g, " options ", groups[g]["options"].dump(), "\n");
+    text += concat("group ", g, " parameters ", groups[g]["params"].dump(), "\n");
   }
   return text;
 }

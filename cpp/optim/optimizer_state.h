@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "model/model.h"
@@ -19,6 +20,9 @@ struct OptimizerSnapshot {
 };
 
 OptimizerSnapshot snapshot_optimizer(Optimizer& optimizer);
+// Each group's parameter names and hyper-parameters ({"params": [...], "options": {...}}), as a
+// snapshot's "param_groups" holds them.
+nlohmann::json optimizer_groups(Optimizer& optimizer);
 // The optimizer's algorithm and each group's hyper-parameters and parameter names, one line each
 // (no state): what every process preparing "the same" optimizer must agree on.
 std::string describe_optimizer(Optimizer& optimizer);

@@ -36,12 +36,7 @@ class ScalerPart final : public CheckpointPart {
       rules = GradScaler::ScaleRules{json_field<double>(j, "growth_factor", path),
                                      json_field<double>(j, "backoff_factor", path),
                                      json_field<int64_t>(j, "growth_interval", path)};
-    checked_by_file(path, [&] { scaler_->check_state(scale, growth_tracker, hysteresis, rules); });
-    return {[scaler = scaler_, scale, growth_tracker, hysteresis, rules] {
-              scaler->load_state(scale, growth_tracker, hysteresis, rules);
-            },
-            {},
-            {}};
+    return staged_scaler_load(scaler_, scale, growth_tracker, hysteresis, rules, path);
   }
 
  private:
@@ -49,6 +44,17 @@ class ScalerPart final : public CheckpointPart {
 };
 
 }  // namespace
+
+StagedLoad staged_scaler_load(std::shared_ptr<GradScaler> scaler, double scale, int64_t growth_tracker,
+                              int64_t hysteresis, const std::optional<GradScaler::ScaleRules>& rules,
+                              const std::string& path) {
+  checked_by_file(path, [&] { scaler->check_state(scale, growth_tracker, hysteresis, rules); });
+  return {[scaler, scale, growth_tracker, hysteresis, rules] {
+            scaler->load_state(scale, growth_tracker, hysteresis, rules);
+          },
+          {},
+          {}};
+}
 
 std::unique_ptr<CheckpointPart> scaler_part(std::shared_ptr<GradScaler> scaler) {
   return std::make_unique<ScalerPart>(std::move(scaler));

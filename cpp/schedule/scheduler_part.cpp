@@ -63,9 +63,7 @@ class SchedulerPart final : public CheckpointPart {
                                    json_field_at_least<int64_t>(p, "cooldown_counter", path, 0),
                                    json_field<std::vector<double>>(p, "lrs", path)};
     }
-    scheduler_->refuse_from_callbacks("load_state");  // before anything of the checkpoint is applied
-    checked_by_file(path, [&] { scheduler_->check_state(state); });
-    return {[scheduler = scheduler_, state] { scheduler->load_state(state); }, {}, {}};
+    return staged_scheduler_load(scheduler_, state, path);
   }
 
  private:
@@ -74,6 +72,13 @@ class SchedulerPart final : public CheckpointPart {
 };
 
 }  // namespace
+
+StagedLoad staged_scheduler_load(std::shared_ptr<Scheduler> scheduler, const SchedulerState& state,
+                                 const std::string& path) {
+  scheduler->refuse_from_callbacks("load_state");  // before anything of the checkpoint is applied
+  checked_by_file(path, [&] { scheduler->check_state(state); });
+  return {[scheduler, state] { scheduler->load_state(state); }, {}, {}};
+}
 
 std::unique_ptr<CheckpointPart> scheduler_part(size_t index, std::shared_ptr<Scheduler> scheduler) {
   return std::make_unique<SchedulerPart>(index, std::move(scheduler));

@@ -80,37 +80,65 @@ def batch(step):
     return torch.randn(4, 8, generator=g), torch.randint(0, 3, (4,), generator=g)
 
 
-def run_c(lib, model_path, checkpoint, optimizer, schedule, seed):
-    """STEPS steps through the C API, saving after SAVED_AFTER: each step's rate and loss, and the
-    weights at the end."""
+def prepare_c(lib, model_path, optimizer, schedule, accelerator_options):
+    """The C API's accelerator, model, optimizer and scheduler for a run, prepared."""
     options, _, _ = OPTIMIZERS[optimizer]
     name, settings, _ = SCHEDULES[schedule]
-    acc = lib.new("acc_accelerator_create", lib.options(api.ACC_OPTIONS_ACCELERATOR, {"python_state_files": True}))
-    lib.acc_set_seed(ctypes.c_uint64(seed))
+    acc = lib.new("acc_accelerator_create", lib.options(api.ACC_OPTIONS_ACCELERATOR, accelerator_options))
     model = lib.new("acc_model_load_torchscript", model_path.encode())
     opt = lib.new("acc_optimizer_create", model, optimizer.encode(), lib.options(api.ACC_OPTIONS_OPTIMIZER, options))
     sched = lib.new("acc_scheduler_create", opt, name.encode(), lib.options(api.ACC_OPTIONS_SCHEDULER, settings))
     lib.acc_prepare(acc, ctypes.byref(model), ctypes.byref(opt), None, ctypes.byref(sched))
+    return acc, model, opt, sched
+
+
+def c_step(lib, acc, model, opt, sched, step):
+    """One training step through the C API: its rate and loss."""
+    x, y = batch(step)
+    inputs, targets = lib.tensor(x), lib.tensor(y)
+    outputs = lib.new("acc_model_forward", model, (ctypes.c_void_p * 1)(inputs), ctypes.c_size_t(1),
+                      ctypes.c_uint32(0))
+    logits = lib.list_get(outputs, 0)
+    loss = lib.new("acc_loss_cross_entropy", logits, targets, api.REDUCTION_MEAN, ctypes.c_double(0.0))
+    lib.acc_backward(acc, loss)
+    lib.acc_optimizer_step(opt)
+    lib.acc_scheduler_step(sched)
+    lib.acc_optimizer_zero_grad(opt)
+    lr = ctypes.c_double()
+    lib.acc_scheduler_get_last_lr(sched, ctypes.c_size_t(0), ctypes.byref(lr))
+    return lr.value, lib.item(loss)
+
+
+def c_weights(lib, model):
+    return {n: lib.to_torch(t) for n, t in lib.list_items(lib.new("acc_model_state_dict", model))}
+
+
+def python_step(model, opt, sched, step):
+    """The same step in PyTorch."""
+    x, y = batch(step)
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    sched.step()
+    opt.zero_grad(set_to_none=True)
+    return sched.get_last_lr()[0], loss.item()
+
+
+def python_weights(model):
+    return {n: t.detach() for n, t in model.state_dict().items()}
+
+
+def run_c(lib, model_path, checkpoint, optimizer, schedule, seed):
+    """STEPS steps through the C API, saving after SAVED_AFTER: each step's rate and loss, and the
+    weights at the end."""
+    acc, model, opt, sched = prepare_c(lib, model_path, optimizer, schedule, {"python_state_files": True})
+    lib.acc_set_seed(ctypes.c_uint64(seed))
     record = []
     for step in range(STEPS):
         if step == SAVED_AFTER:
             lib.acc_save_state(acc, checkpoint.encode(), None)
-        x, y = batch(step)
-        inputs, targets = lib.tensor(x), lib.tensor(y)
-        outputs = lib.new("acc_model_forward", model, (ctypes.c_void_p * 1)(inputs), ctypes.c_size_t(1),
-                          ctypes.c_uint32(0))
-        logits = lib.list_get(outputs, 0)
-        loss = lib.new("acc_loss_cross_entropy", logits, targets, api.REDUCTION_MEAN, ctypes.c_double(0.0))
-        lib.acc_backward(acc, loss)
-        lib.acc_optimizer_step(opt)
-        lib.acc_scheduler_step(sched)
-        lib.acc_optimizer_zero_grad(opt)
-        lr = ctypes.c_double()
-        lib.acc_scheduler_get_last_lr(sched, ctypes.c_size_t(0), ctypes.byref(lr))
-        record.append((lr.value, lib.item(loss)))
-    state = lib.new("acc_model_state_dict", model)
-    weights = {n: lib.to_torch(t) for n, t in lib.list_items(state)}
-    return record[SAVED_AFTER:], weights
+        record.append(c_step(lib, acc, model, opt, sched, step))
+    return record[SAVED_AFTER:], c_weights(lib, model)
 
 
 def load(path):
@@ -144,16 +172,8 @@ def resume_in_python(model_path, checkpoint, optimizer, schedule, seed):
     assert list(states["numpy_random_seed"][1]) == list(np.random.get_state()[1]), f"NumPy's is not seed({seed})'s"
     assert states["step"] == 0, states["step"]
     model.train()
-    record = []
-    for step in range(SAVED_AFTER, STEPS):
-        x, y = batch(step)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        record.append((sched.get_last_lr()[0], loss.item()))
-    return record, {n: t.detach() for n, t in model.state_dict().items()}
+    record = [python_step(model, opt, sched, step) for step in range(SAVED_AFTER, STEPS)]
+    return record, python_weights(model)
 
 
 def main(build, work):

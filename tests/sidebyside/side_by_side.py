@@ -85,6 +85,27 @@ SCENARIOS = {
                                           processes=(1,)),
     "mlp_adagrad_step_handover": dict(model="mlp", optimizer="adagrad", schedule="step", resume=True, handover=True,
                                       uninterrupted="mlp_adagrad_step", processes=(1,)),
+    # Taken over: Accelerate trains up to its own save_state, our side's load_state reads that folder
+    # (optimizer.bin, scheduler.bin, random_states_0.pkl ...) and trains on; held to Accelerate's
+    # uninterrupted run. One process, as a handover.
+    "mlp_takeover": dict(model="mlp", optimizer="adamw", schedule="linear", resume=True, takeover=True,
+                         uninterrupted="mlp", processes=(1,)),
+    "mlp_accumulate_clip_takeover": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=2, clip=0.5,
+                                         resume=True, takeover=True, uninterrupted="mlp_accumulate_clip",
+                                         processes=(1,)),
+    "mlp_bf16_takeover": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="bf16",
+                              graph_optimization=False, accumulation=2, resume=True, takeover=True,
+                              uninterrupted="mlp_bf16_plain_graph", processes=(1,)),
+    "mlp_group_lr_step_takeover": dict(model="mlp", optimizer="sgd", schedule="step", no_decay="*.bias",
+                                       group_lr=0.01, resume=True, takeover=True, uninterrupted="mlp_group_lr_step",
+                                       processes=(1,)),
+    "mlp_group_lr_plateau_takeover": dict(model="mlp", optimizer="sgd", schedule="reduce_lr_on_plateau",
+                                          no_decay="*.bias", group_lr=0.2,
+                                          schedule_options={"patience": 0, "factor": 0.5, "threshold": 0.5},
+                                          resume=True, takeover=True, uninterrupted="mlp_group_lr_plateau",
+                                          processes=(1,)),
+    "mlp_adagrad_step_takeover": dict(model="mlp", optimizer="adagrad", schedule="step", resume=True, takeover=True,
+                                      uninterrupted="mlp_adagrad_step", processes=(1,)),
     # Windows that the loader's end cuts short (sync_with_dataloader); an infinity-norm clip.
     "mlp_accumulate_3_clip_inf": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=3, clip=0.3,
                                       clip_norm_type=math.inf),
@@ -534,7 +555,7 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 group_lr=None, ops=False, second=False, eval_pad=False,
                 stream=False, eval_stream=False, stream_shuffle=None, stream_len=False, samples=None,
                 batch_sampler=None, augment=False, num_workers=0, loader_generator=None, leave_before_end=None,
-                handover=False)
+                handover=False, takeover=False)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -1478,8 +1499,10 @@ def run(side, cfg, directory):
     state is saved before the last epoch (or after `resume_at` batches of the first), every object
     made anew and the state loaded, and training goes on from there."""
     job_class = AccelerateJob if side == "accelerate" else OurJob
-    # A handover's Accelerate side: ours trains up to the save, Accelerate loads it and goes on.
-    job = (OurJob if cfg["handover"] else job_class)(cfg, directory)
+    # A handover's Accelerate side: ours trains up to the save, Accelerate loads it and goes on; a
+    # takeover's our side: Accelerate trains up to its save, ours loads it and goes on.
+    first_class = OurJob if cfg["handover"] else AccelerateJob if cfg["takeover"] else job_class
+    job = first_class(cfg, directory)
     record = {"loss": [], "lr": [], "norm": []}
     if cfg["ops"]:
         record["ops"] = job.ops()

@@ -1,0 +1,209 @@
+// acc_load_state on a folder Python Accelerate's save_state wrote. tests/interop resumes real
+// PyTorch runs saved that way; these check what such a folder must hold and how a damaged one is
+// refused. The folders are made here with python_state_files and the library's own files taken out:
+// what remains is Python Accelerate's layout (model.safetensors, optimizer.bin, scheduler.bin,
+// random_states_0.pkl, in torch.save's format).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support.h"
+
+namespace fs = std::filesystem;
+using namespace acc_test;
+
+namespace {
+
+const char* kNet = R"([{"type":"linear","in_features":8,"out_features":16},{"type":"relu"},
+                       {"type":"dropout","p":0.25},{"type":"linear","in_features":16,"out_features":3}])";
+
+// A run: an accelerator, a model with dropout, an optimizer and a linear schedule, prepared.
+struct Trainer {
+  acc_accelerator* acc = nullptr;
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  acc_scheduler* sched = nullptr;
+
+  explicit Trainer(const char* algorithm = "adamw", uint64_t seed = 7) {
+    acc = make_accelerator({{"cpu", "1"}, {"python_state_files", "1"}, {"seed", std::to_string(seed)}});
+    model = spec_model(kNet);
+    opt = optimizer(model, algorithm, 0.01);
+    acc_options* so = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_SCHEDULER, &so), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(so, "num_warmup_steps", 2), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(so, "num_training_steps", 20), ACC_OK);
+    EXPECT_EQ(acc_scheduler_create(opt, "linear", so, &sched), ACC_OK) << acc_last_error_message();
+    acc_options_free(so);
+    EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, &sched), ACC_OK) << acc_last_error_message();
+  }
+  ~Trainer() {
+    acc_scheduler_free(sched);
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+
+  // Steps on batches that depend on the step only; dropout draws from the global generator.
+  void train(int from, int steps) {
+    for (int s = from; s < from + steps; ++s) {
+      std::vector<float> x(4 * 8);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7 + s * 3) % 11) / 5.0f - 1.0f;
+      acc_tensor* inputs = floats(x, {4, 8});
+      acc_tensor* targets = longs({s % 3, (s + 1) % 3, 0, 2}, {4});
+      acc_tensor *out = nullptr, *loss = nullptr;
+      ASSERT_EQ(acc_model_forward1(model, inputs, 0, &out), ACC_OK) << acc_last_error_message();
+      ASSERT_EQ(acc_loss_cross_entropy(out, targets, ACC_REDUCTION_MEAN, 0.0, &loss), ACC_OK);
+      ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
+      ASSERT_EQ(acc_optimizer_step(opt), ACC_OK) << acc_last_error_message();
+      ASSERT_EQ(acc_scheduler_step(sched), ACC_OK);
+      ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+      for (acc_tensor* t : {inputs, targets, out, loss}) acc_tensor_free(t);
+    }
+  }
+
+  std::vector<float> weights() const {
+    acc_tensor_list* state = nullptr;
+    EXPECT_EQ(acc_model_state_dict(model, &state), ACC_OK);
+    size_t n = 0;
+    EXPECT_EQ(acc_tensor_list_size(state, &n), ACC_OK);
+    std::vector<float> all;
+    for (size_t i = 0; i < n; ++i) {
+      acc_tensor* t = nullptr;
+      EXPECT_EQ(acc_tensor_list_get(state, i, &t), ACC_OK);
+      const auto values = to_floats(t);
+      all.insert(all.end(), values.begin(), values.end());
+      acc_tensor_free(t);
+    }
+    acc_tensor_list_free(state);
+    return all;
+  }
+  int64_t scheduler_step() const {
+    int64_t step = -1;
+    EXPECT_EQ(acc_scheduler_get_step(sched, &step), ACC_OK);
+    return step;
+  }
+};
+
+// The run's state saved in Python Accelerate's layout only: the library's own files taken out.
+std::string python_folder(Trainer& run, const std::string& name) {
+  const std::string dir = temp_path(name);
+  EXPECT_EQ(acc_save_state(run.acc, dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
+  for (const char* ours : {"accelerate_state.json", "optimizer.safetensors", "scheduler.json",
+                           "random_states_0.safetensors", "dataloader_state_0.json"})
+    fs::remove(dir + "/" + ours);
+  return dir;
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+}  // namespace
+
+// A run resumed from Python's files goes on exactly as the run that saved them: weights, optimizer
+// moments, schedule and the generator dropout draws from.
+TEST(PythonCheckpoint, ResumesWhereTheRunStood) {
+  Trainer saved;
+  saved.train(0, 3);
+  const std::string dir = python_folder(saved, "python_layout");
+  EXPECT_EQ(entries(dir),
+            (std::vector<std::string>{"model.safetensors", "optimizer.bin", "random_states_0.pkl", "scheduler.bin"}));
+  saved.train(3, 3);
+
+  Trainer resumed("adamw", 99);
+  resumed.train(0, 1);  // a different state everywhere, which the load replaces
+  ACC_ASSERT_OK(acc_load_state(resumed.acc, dir.c_str(), nullptr));
+  EXPECT_EQ(resumed.scheduler_step(), 3);
+  resumed.train(3, 3);
+  EXPECT_EQ(resumed.weights(), saved.weights());
+  EXPECT_EQ(resumed.scheduler_step(), saved.scheduler_step());
+}
+
+// Every damaged file is refused with its name before anything changes; the intact folder then loads.
+TEST(PythonCheckpoint, RefusesDamagedFilesBeforeAnythingChanges) {
+  Trainer source;
+  source.train(0, 3);
+  const std::string intact = python_folder(source, "python_intact");
+  Trainer sgd("sgd");
+  sgd.train(0, 2);
+  const std::string other_algorithm = python_folder(sgd, "python_sgd");
+
+  Trainer target("adamw", 99);
+  target.train(0, 1);
+  const std::vector<float> before = target.weights();
+  struct Damage {
+    const char* file;
+    std::function<std::string(const std::string&)> change;  // the file's new bytes from its old
+    acc_status status;
+    const char* needle;
+  };
+  const std::vector<Damage> damages = {
+      {"optimizer.bin", [](const std::string& b) { return b.substr(0, b.size() / 2); }, ACC_ERR_IO, "optimizer.bin"},
+      {"scheduler.bin",
+       [](std::string b) {
+         b[b.size() / 3] ^= 0x10;
+         return b;
+       },
+       ACC_ERR_IO, "scheduler.bin"},
+      {"random_states_0.pkl", [&](const std::string&) { return read_file(intact + "/scheduler.bin"); }, ACC_ERR_IO,
+       "has no 'step'"},
+      {"optimizer.bin", [&](const std::string&) { return read_file(other_algorithm + "/optimizer.bin"); },
+       ACC_ERR_INVALID_ARGUMENT, "is not a hyper-parameter of the adamw optimizer"},
+      {"model.safetensors", [](const std::string& b) { return b.substr(0, 100); }, ACC_ERR_IO, "model.safetensors"},
+      {"optimizer.bin", [](const std::string&) { return std::string("not a zip"); }, ACC_ERR_IO,
+       "not in torch.save's zip format"},
+  };
+  for (const Damage& d : damages) {
+    SCOPED_TRACE(d.needle);
+    const std::string dir = temp_path("python_damaged");
+    fs::remove_all(dir);
+    fs::copy(intact, dir);
+    write_bytes(dir + "/" + d.file, d.change(read_file(dir + "/" + d.file)));
+    ACC_EXPECT_ERROR(acc_load_state(target.acc, dir.c_str(), nullptr), d.status, d.needle);
+    EXPECT_EQ(target.weights(), before);
+    EXPECT_EQ(target.scheduler_step(), 1);
+  }
+  ACC_ASSERT_OK(acc_load_state(target.acc, intact.c_str(), nullptr));
+  EXPECT_EQ(target.weights(), source.weights());
+}
+
+// The folder must hold what the accelerator prepared, as a checkpoint of the library's own must;
+// what its files cannot restore is refused, not skipped.
+TEST(PythonCheckpoint, MustHoldWhatTheAcceleratorPrepared) {
+  Trainer source;
+  source.train(0, 2);
+  const std::string dir = python_folder(source, "python_counts");
+  Trainer target("adamw", 99);
+
+  fs::rename(dir + "/scheduler.bin", dir + "/scheduler.bin.away");
+  ACC_EXPECT_ERROR(acc_load_state(target.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, "holds 0 schedulers");
+  fs::rename(dir + "/scheduler.bin.away", dir + "/scheduler.bin");
+
+  int calls = 0;
+  auto save = [](void*, acc_bytes*) -> int { return 0; };
+  auto load = [](void* user, const void*, size_t) -> int {
+    ++*static_cast<int*>(user);
+    return 0;
+  };
+  ACC_ASSERT_OK(acc_register_for_checkpointing(target.acc, save, load, &calls, nullptr));
+  ACC_EXPECT_ERROR(acc_load_state(target.acc, dir.c_str(), nullptr), ACC_ERR_UNSUPPORTED,
+                   "registered for checkpointing");
+  EXPECT_EQ(calls, 0);
+
+  // Neither the library's manifest nor Python's random states: not a checkpoint at all.
+  fs::remove(dir + "/random_states_0.pkl");
+  Trainer plain("adamw", 99);
+  ACC_EXPECT_ERROR(acc_load_state(plain.acc, dir.c_str(), nullptr), ACC_ERR_IO, "random_states_0.pkl");
+}

@@ -1,0 +1,98 @@
+"""A PyTorch run saved as Python Accelerate's save_state saves it (model.safetensors; optimizer.bin,
+scheduler.bin and random_states_0.pkl through torch.save, with Python's random and NumPy states in
+it), resumed through the C API's acc_load_state, goes on exactly as the Python run itself: the same
+rates, losses and weights, bit for bit, over steps whose dropout draws from the restored generator.
+The reverse of resume_in_python.py, over the same optimizers and schedules.
+
+    resume_from_python.py BUILD_DIR WORK_DIR
+"""
+import ctypes
+import json
+import os
+import random
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from resume_in_python import (OPTIMIZERS, SAVED_AFTER, SCHEDULES, STEPS, Mlp, api, c_step,  # noqa: E402
+                              c_weights, prepare_c, python_step, python_weights)
+
+
+def write_safetensors(path, tensors):
+    """As safetensors' save_file with Accelerate's metadata: a length, a JSON header, the data."""
+    header, offset, blobs = {"__metadata__": {"format": "pt"}}, 0, []
+    for name, tensor in tensors.items():
+        data = tensor.detach().contiguous().numpy().tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensor.shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def save_like_accelerate(folder, model, opt, sched):
+    """What Python Accelerate's save_state writes for one model, optimizer and scheduler on one
+    process (its save_accelerator_state)."""
+    os.makedirs(folder, exist_ok=True)
+    write_safetensors(os.path.join(folder, "model.safetensors"), model.state_dict())
+    torch.save(opt.state_dict(), os.path.join(folder, "optimizer.bin"))
+    torch.save(sched.state_dict(), os.path.join(folder, "scheduler.bin"))
+    states = {"step": 0, "random_state": random.getstate(), "numpy_random_seed": np.random.get_state(),
+              "torch_manual_seed": torch.get_rng_state(), "torch_cuda_manual_seed": torch.cuda.get_rng_state_all()}
+    torch.save(states, os.path.join(folder, "random_states_0.pkl"))
+
+
+def run_python(model_path, checkpoint, optimizer, schedule, seed):
+    """STEPS steps of PyTorch after Accelerate's set_seed, saving after SAVED_AFTER."""
+    _, optimizer_class, arguments = OPTIMIZERS[optimizer]
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    model = torch.jit.load(model_path)
+    model.train()
+    opt = optimizer_class(model.parameters(), **arguments)
+    sched = SCHEDULES[schedule][2](opt)
+    record = []
+    for step in range(STEPS):
+        if step == SAVED_AFTER:
+            save_like_accelerate(checkpoint, model, opt, sched)
+        record.append(python_step(model, opt, sched, step))
+    return record[SAVED_AFTER:], python_weights(model)
+
+
+def resume_in_c(lib, model_path, checkpoint, optimizer, schedule):
+    """A C program that prepares the same objects, loads the folder and trains on."""
+    acc, model, opt, sched = prepare_c(lib, model_path, optimizer, schedule, {})
+    lib.acc_set_seed(ctypes.c_uint64(7))  # what the program's own seed left: load_state replaces it
+    lib.acc_load_state(acc, checkpoint.encode(), None)
+    record = [c_step(lib, acc, model, opt, sched, step) for step in range(SAVED_AFTER, STEPS)]
+    return record, c_weights(lib, model)
+
+
+def main(build, work):
+    os.makedirs(work, exist_ok=True)
+    torch.manual_seed(0)
+    model_path = os.path.join(work, "mlp.pt")
+    torch.jit.script(Mlp()).save(model_path)
+    lib = api.load(build)
+    failures = 0
+    runs = [("adamw", "linear"), ("sgd", "step")] + [(name, "constant") for name in list(OPTIMIZERS)[2:]]
+    for optimizer, schedule in runs:
+        checkpoint = os.path.join(work, f"python_{optimizer}_{schedule}")
+        theirs, their_weights = run_python(model_path, checkpoint, optimizer, schedule, 42)
+        ours, our_weights = resume_in_c(lib, model_path, checkpoint, optimizer, schedule)
+        same = ours == theirs and our_weights.keys() == their_weights.keys() and all(
+            torch.equal(our_weights[n], their_weights[n]) for n in our_weights)
+        print(f"{optimizer} with {schedule}: {'bit-identical' if same else 'DIFFERS'}")
+        if not same:
+            print(f"  Python: {theirs}\n  C API: {ours}")
+            failures += 1
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))
