@@ -89,6 +89,22 @@ std::vector<T> to_host(const acc_tensor* t) {
 inline std::vector<float> to_floats(const acc_tensor* t) { return to_host<float>(t); }
 inline std::vector<int64_t> to_longs(const acc_tensor* t) { return to_host<int64_t>(t); }
 
+// Every float of a list's tensors, in list order, one after another; the list is freed.
+inline std::vector<float> flat_floats(acc_tensor_list* list) {
+  size_t n = 0;
+  EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
+  std::vector<float> all;
+  for (size_t i = 0; i < n; ++i) {
+    acc_tensor* t = nullptr;
+    EXPECT_EQ(acc_tensor_list_get(list, i, &t), ACC_OK);
+    const auto values = to_floats(t);
+    all.insert(all.end(), values.begin(), values.end());
+    acc_tensor_free(t);
+  }
+  acc_tensor_list_free(list);
+  return all;
+}
+
 inline double item(const acc_tensor* t) {
   double v = 0;
   EXPECT_EQ(acc_tensor_item(t, &v), ACC_OK) << acc_last_error_message();

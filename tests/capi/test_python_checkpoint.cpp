@@ -69,18 +69,7 @@ struct Trainer {
   std::vector<float> weights() const {
     acc_tensor_list* state = nullptr;
     EXPECT_EQ(acc_model_state_dict(model, &state), ACC_OK);
-    size_t n = 0;
-    EXPECT_EQ(acc_tensor_list_size(state, &n), ACC_OK);
-    std::vector<float> all;
-    for (size_t i = 0; i < n; ++i) {
-      acc_tensor* t = nullptr;
-      EXPECT_EQ(acc_tensor_list_get(state, i, &t), ACC_OK);
-      const auto values = to_floats(t);
-      all.insert(all.end(), values.begin(), values.end());
-      acc_tensor_free(t);
-    }
-    acc_tensor_list_free(state);
-    return all;
+    return flat_floats(state);
   }
   int64_t scheduler_step() const {
     int64_t step = -1;

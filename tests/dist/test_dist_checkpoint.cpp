@@ -18,6 +18,7 @@
 #include "../capi/support.h"
 #include "job.h"
 
+using acc_test::flat_floats;
 using acc_test::floats;
 using acc_test::longs;
 using acc_test::to_floats;
@@ -159,18 +160,7 @@ struct DistRun {
   std::vector<float> weights() const {
     acc_tensor_list* state = nullptr;
     EXPECT_EQ(acc_get_state_dict(acc, model, 1, &state), ACC_OK) << acc_last_error_message();
-    size_t n = 0;
-    EXPECT_EQ(acc_tensor_list_size(state, &n), ACC_OK);
-    std::vector<float> all;
-    for (size_t i = 0; i < n; ++i) {
-      acc_tensor* t = nullptr;
-      EXPECT_EQ(acc_tensor_list_get(state, i, &t), ACC_OK);
-      auto values = to_floats(t);
-      all.insert(all.end(), values.begin(), values.end());
-      acc_tensor_free(t);
-    }
-    acc_tensor_list_free(state);
-    return all;
+    return flat_floats(state);
   }
 };
 

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from resume_in_python import (OPTIMIZERS, SAVED_AFTER, SCHEDULES, STEPS, Mlp, api, c_step,  # noqa: E402
-                              c_weights, prepare_c, python_step, python_weights)
+from resume_in_python import (OPTIMIZERS, SAVED_AFTER, SCHEDULES, STEPS, c_step, c_weights,  # noqa: E402
+                              compare_runs, prepare_c, python_step, python_weights)
 
 
 def write_safetensors(path, tensors):
@@ -74,24 +74,11 @@ def resume_in_c(lib, model_path, checkpoint, optimizer, schedule):
 
 
 def main(build, work):
-    os.makedirs(work, exist_ok=True)
-    torch.manual_seed(0)
-    model_path = os.path.join(work, "mlp.pt")
-    torch.jit.script(Mlp()).save(model_path)
-    lib = api.load(build)
-    failures = 0
-    runs = [("adamw", "linear"), ("sgd", "step")] + [(name, "constant") for name in list(OPTIMIZERS)[2:]]
-    for optimizer, schedule in runs:
+    def run_pair(lib, model_path, run, optimizer, schedule):
         checkpoint = os.path.join(work, f"python_{optimizer}_{schedule}")
-        theirs, their_weights = run_python(model_path, checkpoint, optimizer, schedule, 42)
-        ours, our_weights = resume_in_c(lib, model_path, checkpoint, optimizer, schedule)
-        same = ours == theirs and our_weights.keys() == their_weights.keys() and all(
-            torch.equal(our_weights[n], their_weights[n]) for n in our_weights)
-        print(f"{optimizer} with {schedule}: {'bit-identical' if same else 'DIFFERS'}")
-        if not same:
-            print(f"  Python: {theirs}\n  C API: {ours}")
-            failures += 1
-    return 1 if failures else 0
+        theirs = run_python(model_path, checkpoint, optimizer, schedule, 42 + run)
+        return resume_in_c(lib, model_path, checkpoint, optimizer, schedule), theirs
+    return compare_runs(build, work, run_pair)
 
 
 if __name__ == "__main__":

@@ -176,19 +176,21 @@ def resume_in_python(model_path, checkpoint, optimizer, schedule, seed):
     return record, python_weights(model)
 
 
-def main(build, work):
+# Every algorithm once: AdamW and SGD with a schedule, the others with a constant rate.
+RUNS = [("adamw", "linear"), ("sgd", "step")] + [(name, "constant") for name in list(OPTIMIZERS)[2:]]
+
+
+def compare_runs(build, work, run_pair):
+    """run_pair(lib, model_path, run, optimizer, schedule) -> (C API's steps and weights, Python's),
+    for each of RUNS over a TorchScript Mlp; prints each verdict and returns the exit status."""
     os.makedirs(work, exist_ok=True)
     torch.manual_seed(0)
     model_path = os.path.join(work, "mlp.pt")
     torch.jit.script(Mlp()).save(model_path)
     lib = api.load(build)
     failures = 0
-    runs = [("adamw", "linear"), ("sgd", "step")] + [(name, "constant") for name in list(OPTIMIZERS)[2:]]
-    for run, (optimizer, schedule) in enumerate(runs):
-        seed = 42 if run % 2 == 0 else 2**40 + 3 * run  # more than one 32-bit word for random.seed
-        checkpoint = os.path.join(work, f"checkpoint_{optimizer}_{schedule}")
-        ours, our_weights = run_c(lib, model_path, checkpoint, optimizer, schedule, seed)
-        theirs, their_weights = resume_in_python(model_path, checkpoint, optimizer, schedule, seed)
+    for run, (optimizer, schedule) in enumerate(RUNS):
+        (ours, our_weights), (theirs, their_weights) = run_pair(lib, model_path, run, optimizer, schedule)
         same = ours == theirs and our_weights.keys() == their_weights.keys() and all(
             torch.equal(our_weights[n], their_weights[n]) for n in our_weights)
         print(f"{optimizer} with {schedule}: {'bit-identical' if same else 'DIFFERS'}")
@@ -196,6 +198,15 @@ def main(build, work):
             print(f"  C API: {ours}\n  Python: {theirs}")
             failures += 1
     return 1 if failures else 0
+
+
+def main(build, work):
+    def run_pair(lib, model_path, run, optimizer, schedule):
+        seed = 42 if run % 2 == 0 else 2**40 + 3 * run  # more than one 32-bit word for random.seed
+        checkpoint = os.path.join(work, f"checkpoint_{optimizer}_{schedule}")
+        ours = run_c(lib, model_path, checkpoint, optimizer, schedule, seed)
+        return ours, resume_in_python(model_path, checkpoint, optimizer, schedule, seed)
+    return compare_runs(build, work, run_pair)
 
 
 if __name__ == "__main__":
