@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <regex>
+#include <set>
 
 #include "accelerator/accelerator.h"
 #include "checkpoint/python_random_states.h"
@@ -31,6 +32,19 @@ size_t count_files(const std::string& dir, const char* pattern) {
   for (const auto& entry : std::filesystem::directory_iterator(dir))
     if (std::regex_match(entry.path().filename().string(), name)) ++count;
   return count;
+}
+
+// How many models' weights `dir` holds: indices i with model[_i].safetensors or pytorch_model[_i].bin
+// (Accelerate loads the first where a folder saved into twice holds both).
+size_t count_saved_models(const std::string& dir) {
+  const std::regex name(R"((model(_([1-9]\d*))?\.safetensors)|(pytorch_model(_([1-9]\d*))?\.bin))");
+  std::set<std::string> indices;
+  std::smatch match;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string file = entry.path().filename().string();
+    if (std::regex_match(file, match, name)) indices.insert(match[1].matched ? match[3].str() : match[6].str());
+  }
+  return indices.size();
 }
 
 StagedLoad staged_random_states_load(const TorchSavedFile& file, std::shared_ptr<GradientState> gradient_state) {
@@ -121,8 +135,8 @@ void Accelerator::check_python_checkpoint(const std::string& dir, const Checkpoi
   for (const auto& optimizer : live_optimizers()) require_python_optimizer_layout(*optimizer->unwrap(), what);
   for (const auto& scheduler : live_schedulers()) require_python_scheduler_layout(*scheduler, what);
   const std::vector<std::tuple<const char*, size_t, size_t>> counts = {
-      {"models' weights (model.safetensors or pytorch_model.bin, model_1.safetensors ...)",
-       count_files(dir, R"(model(_[1-9]\d*)?\.safetensors|pytorch_model(_[1-9]\d*)?\.bin)"), models_left.size()},
+      {"models' weights (model.safetensors or pytorch_model.bin, model_1.safetensors ...)", count_saved_models(dir),
+       models_left.size()},
       {"optimizers (optimizer.bin, optimizer_1.bin ...)", count_files(dir, R"(optimizer(_[1-9]\d*)?\.bin)"),
        live_optimizers().size()},
       {"schedulers (scheduler.bin, scheduler_1.bin ...)", count_files(dir, R"(scheduler(_[1-9]\d*)?\.bin)"),

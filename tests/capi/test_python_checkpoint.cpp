@@ -176,6 +176,12 @@ TEST(PythonCheckpoint, MustHoldWhatTheAcceleratorPrepared) {
   const std::string dir = python_folder(source, "python_counts");
   Trainer target("adamw", 99);
 
+  // A folder saved into twice, with and without safe_serialization, holds both weight files: as
+  // Accelerate, the safetensors one is read (the other here is no state dict at all).
+  fs::copy_file(dir + "/optimizer.bin", dir + "/pytorch_model.bin");
+  ACC_ASSERT_OK(acc_load_state(target.acc, dir.c_str(), nullptr));
+  EXPECT_EQ(target.weights(), source.weights());
+
   fs::rename(dir + "/scheduler.bin", dir + "/scheduler.bin.away");
   ACC_EXPECT_ERROR(acc_load_state(target.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, "holds 0 schedulers");
   fs::rename(dir + "/scheduler.bin.away", dir + "/scheduler.bin");

@@ -307,10 +307,29 @@ TEST(Checkpoint, PythonStateFilesGiveEveryProcessItsRandomStates) {
     EXPECT_FALSE(std::filesystem::exists(dir + "/random_states_" + std::to_string(g_world) + ".pkl"));
     saved = run.weights();
   }
+  const std::vector<float> draws = acc_test::next_global_draws();  // where this process's stream stood
   {
     DistRun resumed(acc);
     ACC_ASSERT_OK(acc_load_state(acc, dir.c_str(), nullptr));
     EXPECT_EQ(resumed.weights(), saved);
+    ACC_ASSERT_OK(acc_wait_for_everyone(acc));
+  }
+  // The same folder as Python Accelerate leaves it (the library's own files taken out): each process
+  // reads its own random_states_<rank>.pkl.
+  if (g_rank == 0)
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string name = entry.path().filename().string();
+      const std::string extension = entry.path().extension().string();
+      if (name != "model.safetensors" && (extension == ".safetensors" || extension == ".json"))
+        std::filesystem::remove_all(entry.path());
+    }
+  ACC_ASSERT_OK(acc_wait_for_everyone(acc));
+  {
+    DistRun resumed(acc);
+    acc_test::next_global_draws();  // the stream moved on, which the load sets back
+    ACC_ASSERT_OK(acc_load_state(acc, dir.c_str(), nullptr));
+    EXPECT_EQ(resumed.weights(), saved);
+    EXPECT_EQ(acc_test::next_global_draws(), draws);
     ACC_ASSERT_OK(acc_wait_for_everyone(acc));
   }
   acc_accelerator_free(acc);

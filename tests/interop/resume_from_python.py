@@ -1,7 +1,8 @@
-"""A PyTorch run saved as Python Accelerate's save_state saves it (model.safetensors; optimizer.bin,
-scheduler.bin and random_states_0.pkl through torch.save, with Python's random and NumPy states in
-it), resumed through the C API's acc_load_state, goes on exactly as the Python run itself: the same
-rates, losses and weights, bit for bit, over steps whose dropout draws from the restored generator.
+"""A PyTorch run saved as Python Accelerate's save_state saves it (model.safetensors, or
+pytorch_model.bin without safe_serialization; optimizer.bin, scheduler.bin and random_states_0.pkl
+through torch.save, with Python's random and NumPy states in it), resumed through the C API's
+acc_load_state, goes on exactly as the Python run itself: the same rates, losses and weights, bit
+for bit, over steps whose dropout draws from the restored generator.
 The reverse of resume_in_python.py, over the same optimizers and schedules.
 
     resume_from_python.py BUILD_DIR WORK_DIR
@@ -10,6 +11,7 @@ import ctypes
 import json
 import os
 import random
+import shutil
 import sys
 
 import numpy as np
@@ -34,11 +36,14 @@ def write_safetensors(path, tensors):
         f.write(len(text).to_bytes(8, "little") + text + b"".join(blobs))
 
 
-def save_like_accelerate(folder, model, opt, sched):
+def save_like_accelerate(folder, model, opt, sched, safe_serialization):
     """What Python Accelerate's save_state writes for one model, optimizer and scheduler on one
     process (its save_accelerator_state)."""
     os.makedirs(folder, exist_ok=True)
-    write_safetensors(os.path.join(folder, "model.safetensors"), model.state_dict())
+    if safe_serialization:
+        write_safetensors(os.path.join(folder, "model.safetensors"), model.state_dict())
+    else:
+        torch.save(model.state_dict(), os.path.join(folder, "pytorch_model.bin"))
     torch.save(opt.state_dict(), os.path.join(folder, "optimizer.bin"))
     torch.save(sched.state_dict(), os.path.join(folder, "scheduler.bin"))
     states = {"step": 0, "random_state": random.getstate(), "numpy_random_seed": np.random.get_state(),
@@ -46,7 +51,7 @@ def save_like_accelerate(folder, model, opt, sched):
     torch.save(states, os.path.join(folder, "random_states_0.pkl"))
 
 
-def run_python(model_path, checkpoint, optimizer, schedule, seed):
+def run_python(model_path, checkpoint, optimizer, schedule, seed, safe_serialization):
     """STEPS steps of PyTorch after Accelerate's set_seed, saving after SAVED_AFTER."""
     _, optimizer_class, arguments = OPTIMIZERS[optimizer]
     random.seed(seed)
@@ -59,7 +64,7 @@ def run_python(model_path, checkpoint, optimizer, schedule, seed):
     record = []
     for step in range(STEPS):
         if step == SAVED_AFTER:
-            save_like_accelerate(checkpoint, model, opt, sched)
+            save_like_accelerate(checkpoint, model, opt, sched, safe_serialization)
         record.append(python_step(model, opt, sched, step))
     return record[SAVED_AFTER:], python_weights(model)
 
@@ -76,7 +81,9 @@ def resume_in_c(lib, model_path, checkpoint, optimizer, schedule):
 def main(build, work):
     def run_pair(lib, model_path, run, optimizer, schedule):
         checkpoint = os.path.join(work, f"python_{optimizer}_{schedule}")
-        theirs = run_python(model_path, checkpoint, optimizer, schedule, 42 + run)
+        shutil.rmtree(checkpoint, ignore_errors=True)  # Accelerate's save_state keeps what a folder held
+        # Every other run's weights as save_state(safe_serialization=False) writes them.
+        theirs = run_python(model_path, checkpoint, optimizer, schedule, 42 + run, run % 2 == 0)
         return resume_in_c(lib, model_path, checkpoint, optimizer, schedule), theirs
     return compare_runs(build, work, run_pair)
 
