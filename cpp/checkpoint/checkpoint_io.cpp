@@ -279,8 +279,10 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
   }
 }
 
+namespace {
 // Python Accelerate's save_state always writes the first process's random states.
 constexpr const char* kPythonAccelerateRandomStates = "random_states_0.pkl";
+}  // namespace
 
 void load_accelerator_state(CheckpointLoad& load, const CheckpointPartsOf& parts_of, Collectives& collectives) {
   const std::string& source = load.source;
