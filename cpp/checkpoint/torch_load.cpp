@@ -25,17 +25,17 @@ std::optional<at::ScalarType> storage_dtype(const std::string& storage_class) {
 }
 
 // The arguments of torch._utils._rebuild_tensor_v2 behind `node`: the call itself, a Parameter's
-// _rebuild_parameter(tensor, ...), or a subclass's _rebuild_from_type_v2(func, type, args, state).
+// _rebuild_parameter(tensor, ...) around it, or a subclass's _rebuild_from_type_v2(func, type, args,
+// state). Unwrapped in a loop: a pickle may nest wrappers a million deep.
 const PickleNode* rebuild_arguments(const PickleNode& node) {
-  if (node.is_call_of("torch._utils._rebuild_tensor_v2")) return node.items[1];
-  if (node.is_call_of("torch._utils._rebuild_parameter") && !node.items[1]->items.empty())
-    return rebuild_arguments(*node.items[1]->items[0]);
-  if (node.is_call_of("torch._tensor._rebuild_from_type_v2") && node.items[1]->items.size() >= 3 &&
-      node.items[1]->items[0]->kind == PickleNode::Kind::Global &&
-      node.items[1]->items[0]->text == "torch._utils._rebuild_tensor_v2" &&
-      node.items[1]->items[2]->kind == PickleNode::Kind::Tuple)
-    return node.items[1]->items[2];
-  return nullptr;
+  const PickleNode* at = &node;
+  while (at->is_call_of("torch._utils._rebuild_parameter") && !at->items[1]->items.empty()) at = at->items[1]->items[0];
+  if (at->is_call_of("torch._utils._rebuild_tensor_v2")) return at->items[1];
+  if (!at->is_call_of("torch._tensor._rebuild_from_type_v2")) return nullptr;
+  const auto& args = at->items[1]->items;
+  const bool plain = args.size() >= 3 && args[0]->kind == PickleNode::Kind::Global &&
+                     args[0]->text == "torch._utils._rebuild_tensor_v2" && args[2]->kind == PickleNode::Kind::Tuple;
+  return plain ? args[2] : nullptr;
 }
 
 }  // namespace
