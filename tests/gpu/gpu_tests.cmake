@@ -25,6 +25,7 @@ if(ACC_BUILD_GPU_TESTS)
   set(ACC_GPU_CAPI_SOURCES ${ACC_GPU_DIR}/capi_precision.cpp ${ACC_GPU_DIR}/capi_memory.cpp
     ${ACC_GPU_DIR}/capi_python.cpp ${ACC_GPU_DIR}/capi_profile.cpp)
   add_executable(acc_gpu_capi_tests ${ACC_GPU_CAPI_SOURCES})
+  acc_glue_program(acc_gpu_capi_tests)
   target_link_libraries(acc_gpu_capi_tests PRIVATE accelerate GTest::gtest_main nlohmann_json::nlohmann_json)
   gtest_add_tests(TARGET acc_gpu_capi_tests SOURCES ${ACC_GPU_CAPI_SOURCES} TEST_PREFIX "gpu."
     TEST_LIST acc_gpu_capi_cases)
