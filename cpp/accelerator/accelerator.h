@@ -208,7 +208,8 @@ class Accelerator {
   // them beside the library's, checked first so that a save that cannot write them changes nothing;
   // load_state reads them from a folder Python Accelerate wrote (one without the library's manifest),
   // after check_python_checkpoint compared the folder with the live objects.
-  void check_python_state_files() const;
+  // Unsupported (naming it after `context`) where an optimizer or scheduler has no Python layout.
+  void check_python_state_files(const std::string& context) const;
   CheckpointParts python_state_parts() const;
   void check_python_checkpoint(const std::string& dir, const CheckpointModels& models_left,
                                bool& other_process_count) const;

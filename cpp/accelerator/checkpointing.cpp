@@ -262,7 +262,7 @@ std::string Accelerator::save_state(const std::string& dir) {
   save.manifest = checkpoint_manifest();
   save.models = checkpoint_models();
   save.hooks = state_hooks_.of(CheckpointHooks::Kind::Save);
-  if (config_.python_state_files) check_python_state_files();
+  if (config_.python_state_files) check_python_state_files("python_state_files");
   save_accelerator_state(
       save,
       [this](const CheckpointModels& models) {

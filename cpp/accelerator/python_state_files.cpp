@@ -61,10 +61,9 @@ StagedLoad staged_random_states_load(const TorchSavedFile& file, std::shared_ptr
 
 }  // namespace
 
-void Accelerator::check_python_state_files() const {
-  for (const auto& optimizer : live_optimizers())
-    require_python_optimizer_layout(*optimizer->unwrap(), "python_state_files");
-  for (const auto& scheduler : live_schedulers()) require_python_scheduler_layout(*scheduler, "python_state_files");
+void Accelerator::check_python_state_files(const std::string& context) const {
+  for (const auto& optimizer : live_optimizers()) require_python_optimizer_layout(*optimizer->unwrap(), context);
+  for (const auto& scheduler : live_schedulers()) require_python_scheduler_layout(*scheduler, context);
 }
 
 CheckpointParts Accelerator::python_state_parts() const {
@@ -132,8 +131,7 @@ void Accelerator::check_python_checkpoint(const std::string& dir, const Checkpoi
       fail(Status::Unsupported, what,
            ": a model prepared with sharded data parallelism is not loaded from it "
            "(Accelerate's FSDP and DeepSpeed checkpoints have layouts of their own)");
-  for (const auto& optimizer : live_optimizers()) require_python_optimizer_layout(*optimizer->unwrap(), what);
-  for (const auto& scheduler : live_schedulers()) require_python_scheduler_layout(*scheduler, what);
+  check_python_state_files(what);
   const std::vector<std::tuple<const char*, size_t, size_t>> counts = {
       {"models' weights (model.safetensors or pytorch_model.bin, model_1.safetensors ...)", count_saved_models(dir),
        models_left.size()},
