@@ -191,6 +191,7 @@ OptimizerSnapshot python_optimizer_snapshot(Optimizer& optimizer, const TorchSav
   OptimizerSnapshot snapshot;
   nlohmann::json groups_out = nlohmann::json::array();
   size_t stepped = 0;
+  std::set<int64_t> listed;  // torch's indices number the parameters of all groups once each
   for (size_t g = 0; g < groups.size(); ++g) {
     const std::string where = concat("param_groups[", g, "]");
     const auto& params = file.sequence(file.field(*groups[g], "params", where), where + ".params");
@@ -200,6 +201,9 @@ OptimizerSnapshot python_optimizer_snapshot(Optimizer& optimizer, const TorchSav
            params.size(), " parameters, but the optimizer's has ", names.size());
     for (size_t i = 0; i < params.size(); ++i) {
       const int64_t index = file.integer(*params[i], concat(where, ".params[", i, "]"));
+      if (!listed.insert(index).second)
+        fail(Status::Io, "checkpoint file '", file.path(), "': ", where, ".params lists parameter ", index,
+             " a second time");
       const PickleNode* fields = state.find_int(index);
       if (!fields) continue;  // not stepped yet
       ++stepped;
