@@ -22,9 +22,11 @@ mkdir -p "$out"
 status=0
 parts=${ACC_GPU_PARTS:-gpu bench cpu sidebyside-cuda sidebyside-cpu}
 # Scenarios that tell most on a GPU: every model, both 16-bit precisions, accumulation with clipping
-# (fp16: unscaled first), fused optimizers, a sequence of schedules, a resume, a handover to Accelerate.
+# (fp16: unscaled first), fused optimizers, a sequence of schedules, a resume, a handover to Accelerate
+# and a takeover from it (its scaler.pt read).
 sidebyside_cuda=${ACC_GPU_SIDEBYSIDE:-mlp mlp_bf16 mlp_fp16 lm_fp16_accumulate_clip lm_bf16_accumulate cnn_batchnorm
-  mlp_accumulate_clip lm_adamw_fused_accumulate_clip mlp_sgd_fused_bf16 mlp_sequential mlp_resume mlp_fp16_handover}
+  mlp_accumulate_clip lm_adamw_fused_accumulate_clip mlp_sgd_fused_bf16 mlp_sequential mlp_resume mlp_fp16_handover
+  mlp_fp16_takeover}
 
 {
   date -u

@@ -189,6 +189,8 @@ def wrong_files(folder):
     def first_state(opt):
         return opt["state"][next(iter(opt["state"]))]
 
+    # (A negative rate, or an infinite moment, is loaded as torch loads it: schedules end a
+    # few ulp below 0, and a diverged run's state is the user's to resume.)
     cases = [
         ("optimizer.bin", "a moment of another shape",
          lambda o: first_state(o).update(exp_avg=torch.zeros(3, 3))),
@@ -209,7 +211,15 @@ def wrong_files(folder):
          lambda o: first_state(o).update(step=torch.tensor([1.0, 2.0]))),
         ("optimizer.bin", "no param_groups", lambda o: o.pop("param_groups")),
         ("optimizer.bin", "a list instead of the state dict", lambda o: Replace([o])),
+        ("optimizer.bin", "a learning rate that is not a number",
+         lambda o: o["param_groups"][0].update(lr=float("nan"))),
+        ("optimizer.bin", "a beta above 1", lambda o: o["param_groups"][0].update(betas=(1.5, 0.999))),
+        ("optimizer.bin", "a negative eps", lambda o: o["param_groups"][0].update(eps=-1e-8)),
+        ("optimizer.bin", "a negative step count", lambda o: first_state(o).update(step=torch.tensor(-3.0))),
         ("scheduler.bin", "last_epoch as a string", lambda s: s.update(last_epoch="3")),
+        ("scheduler.bin", "a negative last_epoch", lambda s: s.update(last_epoch=-5)),
+        ("scheduler.bin", "a base rate that is not a number", lambda s: s.update(base_lrs=[float("nan")])),
+        ("random_states_0.pkl", "a negative step", lambda r: r.update(step=-1)),
         ("scheduler.bin", "base_lrs of two for one group", lambda s: s.update(base_lrs=[0.1, 0.2])),
         ("scheduler.bin", "a tensor instead of the state dict", lambda s: Replace(torch.zeros(2))),
         ("random_states_0.pkl", "a generator state of the wrong size",
@@ -242,6 +252,13 @@ REASONS = {
     "a step that is a tensor of two": "step' has shape [2]",
     "no param_groups": "has no 'param_groups'",
     "a list instead of the state dict": "'the state dict' must be a dict, not a list",
+    "a learning rate that is not a number": "'lr' must be a number",
+    "a beta above 1": "'beta1' is 1.5, outside [0, 1)",
+    "a negative eps": "'eps' is -1e-08, outside [0, inf]",
+    "a negative step count": "'net.0.weight.step' is -3, not a whole number >= 0",
+    "a negative last_epoch": "needs a step >= 0, got -5",
+    "a base rate that is not a number": "base learning rates must be finite, got nan",
+    "a negative step": "'step' is -1, not >= 0",
     "last_epoch as a string": "'last_epoch' must be an int, not a string",
     "base_lrs of two for one group": "has 2 parameter groups, but the optimizer has 1",
     "a tensor instead of the state dict": "'the state dict' must be a dict",

@@ -142,6 +142,9 @@ SCENARIOS = {
     # Handed over to Accelerate with the GradScaler's state (scaler.pt) after its first overflows.
     "mlp_fp16_handover": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="fp16",
                               resume=True, handover=True, uninterrupted="mlp_fp16", processes=(1,), gpu_only=True),
+    # Taken over from Accelerate the same way: our load_state reads its scaler.pt (scale, growth tracker).
+    "mlp_fp16_takeover": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="fp16",
+                              resume=True, takeover=True, uninterrupted="mlp_fp16", processes=(1,), gpu_only=True),
     # DDP's options (DistributedDataParallelKwargs) on a model of 2.1 MiB, whose gradient buckets
     # decide the sums' rounding on 3 or more processes: the default (one bucket, then rebuilt in the
     # gradients' order, 1 MiB first), a bucket_cap_mb that also caps the first bucket,
