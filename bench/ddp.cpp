@@ -10,7 +10,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
 
 #include <algorithm>
 #include <chrono>

@@ -1,7 +1,9 @@
 // The ReLU MLP of mlp_spec (bench_util.h) as a torch::nn::Sequential, for the plain-libtorch baselines.
 #pragma once
 
-#include <torch/torch.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
 
 #include <cstdio>
 #include <cstdlib>

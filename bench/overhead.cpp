@@ -5,7 +5,7 @@
 // batch's copy against index_select's unguarded copy of the same rows.
 //
 //   bench_overhead [--quick]
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
 
 #include <algorithm>
 #include <chrono>

@@ -7,7 +7,11 @@
 // both train the same model: their losses agree, which the benchmark prints as a check.
 //
 //   bench_spec_gpt [--quick]
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
 
 #include <cmath>
 #include <cstdio>

@@ -15,7 +15,7 @@
 //             [--json FILE] [--tokens-out FILE]
 #include <torch/cuda.h>
 #include <torch/script.h>
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
 #include <torch/version.h>
 
 #ifdef ACC_WITH_CUDA

@@ -1,6 +1,7 @@
 #include "cli/self_check.h"
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <unistd.h>
 

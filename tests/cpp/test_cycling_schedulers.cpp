@@ -2,7 +2,8 @@
 // the rate. The expected values are torch 2.6's for the same settings, compared to the bit.
 #include <gtest/gtest.h>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include <cstdlib>
 #include <fstream>

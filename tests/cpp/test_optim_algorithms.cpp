@@ -7,7 +7,8 @@
 #include <limits>
 #include <tuple>
 
-#include <torch/torch.h>
+#include <torch/types.h>
+#include <torch/utils.h>
 
 #include "common/error.h"
 #include "optim/optimizer.h"

@@ -1,7 +1,10 @@
 // The same fp32 training steps through the C API and through plain libtorch, with the same seed,
 // must give bit-identical weights: the C API adds no arithmetic of its own.
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/activation.h>
+#include <torch/nn/modules/container/sequential.h>
+#include <torch/nn/modules/linear.h>
 
 #include "accelerate.h"
 #include "optim/python_rules.h"
