@@ -7,10 +7,10 @@
 // numbers each step sends.
 //
 //   accelerate-launch --num_processes 2 bench_ddp [--quick]
+#include <torch/nn/functional/loss.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
-#include <torch/nn/functional/loss.h>
 
 #include <algorithm>
 #include <chrono>

@@ -14,8 +14,8 @@
 //             [--warmup 5] [--rounds 1] [--device cuda|cpu] [--batches 4] [--seed 0]
 //             [--json FILE] [--tokens-out FILE]
 #include <torch/cuda.h>
-#include <torch/script.h>
 #include <torch/nn/functional/loss.h>
+#include <torch/script.h>
 #include <torch/version.h>
 
 #ifdef ACC_WITH_CUDA
