@@ -9,7 +9,6 @@ those of a step from the state before the load. Files that say the wrong thing m
 """
 import ctypes
 import os
-import pickle
 import pickletools
 import random
 import shutil
@@ -80,16 +79,21 @@ def encode_string(text):
     return b"X" + len(raw).to_bytes(4, "little") + raw
 
 
+def flip_bytes(data, rng, most):
+    """data with 1 to `most` bytes at random places changed."""
+    out = bytearray(data)
+    for _ in range(rng.randint(1, most)):
+        out[rng.randrange(len(out))] ^= rng.randint(1, 255)
+    return bytes(out)
+
+
 def mutate_pickle(data, rng):
     ops = ops_of(data)
     kind = rng.choice(["flip", "flip", "truncate", "truncate_stop", "insert", "delete", "int", "int", "string",
                        "string", "swap", "duplicate", "drop_op"])
     at = rng.randrange(len(data))
     if kind == "flip":
-        out = bytearray(data)
-        for _ in range(rng.randint(1, 3)):
-            out[rng.randrange(len(out))] ^= rng.randint(1, 255)
-        return kind, bytes(out)
+        return kind, flip_bytes(data, rng, 3)
     if kind == "truncate":
         return kind, data[:at]
     if kind == "truncate_stop":
@@ -159,10 +163,7 @@ def mutate_bytes(data, rng):
         return kind, b""
     if kind == "file_truncate":
         return kind, data[:rng.randrange(len(data))]
-    out = bytearray(data)
-    for _ in range(rng.randint(1, 4)):
-        out[rng.randrange(len(out))] ^= rng.randint(1, 255)
-    return kind, bytes(out)
+    return kind, flip_bytes(data, rng, 4)
 
 
 # Well-formed files that say the wrong thing -------------------------------------------------------------
@@ -175,7 +176,7 @@ class Replace:
 
 
 def wrong_files(folder):
-    """(file, description, write(path)) of torch.save files every reader must refuse."""
+    """(file, description, write(path), reason) of torch.save files every reader must refuse."""
     def load(name):
         return torch.load(os.path.join(folder, name))
 
@@ -191,86 +192,103 @@ def wrong_files(folder):
 
     # (A negative rate, or an infinite moment, is loaded as torch loads it: schedules end a
     # few ulp below 0, and a diverged run's state is the user's to resume.)
-    cases = [
+    cases = [  # (file, what is wrong, the change, what the refusal must say)
         ("optimizer.bin", "a moment of another shape",
-         lambda o: first_state(o).update(exp_avg=torch.zeros(3, 3))),
-        ("optimizer.bin", "a moment that is a list", lambda o: first_state(o).update(exp_avg=[1.0, 2.0])),
+         lambda o: first_state(o).update(exp_avg=torch.zeros(3, 3)),
+         "has shape [3, 3] but [16, 8] was expected"),
+        ("optimizer.bin", "a moment that is a list",
+         lambda o: first_state(o).update(exp_avg=[1.0, 2.0]),
+         "must be a tensor, not a list"),
         ("optimizer.bin", "a group naming a parameter twice",
-         lambda o: o["param_groups"][0]["params"].__setitem__(1, o["param_groups"][0]["params"][0])),
+         lambda o: o["param_groups"][0]["params"].__setitem__(1, o["param_groups"][0]["params"][0]),
+         "params lists parameter 0 a second time"),
         ("optimizer.bin", "a group naming a parameter that is not there",
-         lambda o: o["param_groups"][0]["params"].__setitem__(0, 1000)),
-        ("optimizer.bin", "a group with one parameter less", lambda o: o["param_groups"][0]["params"].pop()),
+         lambda o: o["param_groups"][0]["params"].__setitem__(0, 1000),
+         "holds state for parameters that none of its groups lists"),
+        ("optimizer.bin", "a group with one parameter less",
+         lambda o: o["param_groups"][0]["params"].pop(),
+         "parameter group 0 holds 3 parameters, but the optimizer's has 4"),
         ("optimizer.bin", "two groups where one is prepared",
-         lambda o: o["param_groups"].append(dict(o["param_groups"][0], params=[]))),
-        ("optimizer.bin", "a learning rate that is a string", lambda o: o["param_groups"][0].update(lr="0.1")),
-        ("optimizer.bin", "betas of three", lambda o: o["param_groups"][0].update(betas=(0.9, 0.99, 0.5))),
-        ("optimizer.bin", "an unknown hyper-parameter", lambda o: o["param_groups"][0].update(momentum_decay=3.0)),
+         lambda o: o["param_groups"].append(dict(o["param_groups"][0], params=[])),
+         "holds 2 parameter groups, but the optimizer has 1"),
+        ("optimizer.bin", "a learning rate that is a string",
+         lambda o: o["param_groups"][0].update(lr="0.1"),
+         "'param_groups[0].lr' must be a number"),
+        ("optimizer.bin", "betas of three",
+         lambda o: o["param_groups"][0].update(betas=(0.9, 0.99, 0.5)),
+         "'param_groups[0].betas' must be a pair"),
+        ("optimizer.bin", "an unknown hyper-parameter",
+         lambda o: o["param_groups"][0].update(momentum_decay=3.0),
+         "'param_groups[0].momentum_decay' is not a hyper-parameter of the adam optimizer"),
         ("optimizer.bin", "state for a parameter no group lists",
-         lambda o: o["state"].__setitem__(77, dict(first_state(o)))),
+         lambda o: o["state"].__setitem__(77, dict(first_state(o))),
+         "holds state for parameters that none of its groups lists"),
         ("optimizer.bin", "a step that is a tensor of two",
-         lambda o: first_state(o).update(step=torch.tensor([1.0, 2.0]))),
-        ("optimizer.bin", "no param_groups", lambda o: o.pop("param_groups")),
-        ("optimizer.bin", "a list instead of the state dict", lambda o: Replace([o])),
+         lambda o: first_state(o).update(step=torch.tensor([1.0, 2.0])),
+         "step' has shape [2]"),
+        ("optimizer.bin", "no param_groups",
+         lambda o: o.pop("param_groups"),
+         "has no 'param_groups'"),
+        ("optimizer.bin", "a list instead of the state dict",
+         lambda o: Replace([o]),
+         "'the state dict' must be a dict, not a list"),
         ("optimizer.bin", "a learning rate that is not a number",
-         lambda o: o["param_groups"][0].update(lr=float("nan"))),
-        ("optimizer.bin", "a beta above 1", lambda o: o["param_groups"][0].update(betas=(1.5, 0.999))),
-        ("optimizer.bin", "a negative eps", lambda o: o["param_groups"][0].update(eps=-1e-8)),
-        ("optimizer.bin", "a negative step count", lambda o: first_state(o).update(step=torch.tensor(-3.0))),
-        ("scheduler.bin", "last_epoch as a string", lambda s: s.update(last_epoch="3")),
-        ("scheduler.bin", "a negative last_epoch", lambda s: s.update(last_epoch=-5)),
-        ("scheduler.bin", "a base rate that is not a number", lambda s: s.update(base_lrs=[float("nan")])),
-        ("random_states_0.pkl", "a negative step", lambda r: r.update(step=-1)),
-        ("scheduler.bin", "base_lrs of two for one group", lambda s: s.update(base_lrs=[0.1, 0.2])),
-        ("scheduler.bin", "a tensor instead of the state dict", lambda s: Replace(torch.zeros(2))),
+         lambda o: o["param_groups"][0].update(lr=float("nan")),
+         "'lr' must be a number"),
+        ("optimizer.bin", "a beta above 1",
+         lambda o: o["param_groups"][0].update(betas=(1.5, 0.999)),
+         "'beta1' is 1.5, outside [0, 1)"),
+        ("optimizer.bin", "a negative eps",
+         lambda o: o["param_groups"][0].update(eps=-1e-8),
+         "'eps' is -1e-08, outside [0, inf]"),
+        ("optimizer.bin", "a negative step count",
+         lambda o: first_state(o).update(step=torch.tensor(-3.0)),
+         "'net.0.weight.step' is -3, not a whole number >= 0"),
+        ("scheduler.bin", "last_epoch as a string",
+         lambda s: s.update(last_epoch="3"),
+         "'last_epoch' must be an int, not a string"),
+        ("scheduler.bin", "a negative last_epoch",
+         lambda s: s.update(last_epoch=-5),
+         "needs a step >= 0, got -5"),
+        ("scheduler.bin", "a base rate that is not a number",
+         lambda s: s.update(base_lrs=[float("nan")]),
+         "base learning rates must be finite, got nan"),
+        ("scheduler.bin", "base_lrs of two for one group",
+         lambda s: s.update(base_lrs=[0.1, 0.2]),
+         "has 2 parameter groups, but the optimizer has 1"),
+        ("scheduler.bin", "a tensor instead of the state dict",
+         lambda s: Replace(torch.zeros(2)),
+         "'the state dict' must be a dict"),
+        ("random_states_0.pkl", "a negative step",
+         lambda r: r.update(step=-1),
+         "'step' is -1, not >= 0"),
         ("random_states_0.pkl", "a generator state of the wrong size",
-         lambda r: r.update(torch_manual_seed=torch.zeros(16, dtype=torch.uint8))),
+         lambda r: r.update(torch_manual_seed=torch.zeros(16, dtype=torch.uint8)),
+         "the cpu generator state has the wrong size or type"),
         ("random_states_0.pkl", "a generator state in float32",
-         lambda r: r.update(torch_manual_seed=r["torch_manual_seed"].float())),
-        ("random_states_0.pkl", "a step that is a string", lambda r: r.update(step="1")),
-        ("random_states_0.pkl", "no torch state", lambda r: r.pop("torch_manual_seed")),
+         lambda r: r.update(torch_manual_seed=r["torch_manual_seed"].float()),
+         "the cpu generator state has the wrong size or type"),
+        ("random_states_0.pkl", "a step that is a string",
+         lambda r: r.update(step="1"),
+         "'step' must be an int, not a string"),
+        ("random_states_0.pkl", "no torch state",
+         lambda r: r.pop("torch_manual_seed"),
+         "has no 'torch_manual_seed'"),
         ("pytorch_model.bin", "a weight of another shape",
-         lambda m: m.__setitem__(next(iter(m)), torch.zeros(2, 2))),
-        ("pytorch_model.bin", "a weight missing", lambda m: m.pop(next(iter(m)))),
-        ("pytorch_model.bin", "a weight more", lambda m: m.__setitem__("net.9.weight", torch.zeros(2))),
-        ("pytorch_model.bin", "a weight that is a number", lambda m: m.__setitem__(next(iter(m)), 1.5)),
+         lambda m: m.__setitem__(next(iter(m)), torch.zeros(2, 2)),
+         "'net.0.weight' has shape [2, 2] but the model's has [16, 8]"),
+        ("pytorch_model.bin", "a weight missing",
+         lambda m: m.pop(next(iter(m))),
+         "missing keys: net.0.weight"),
+        ("pytorch_model.bin", "a weight more",
+         lambda m: m.__setitem__("net.9.weight", torch.zeros(2)),
+         "unexpected keys: net.9.weight"),
+        ("pytorch_model.bin", "a weight that is a number",
+         lambda m: m.__setitem__(next(iter(m)), 1.5),
+         "'net.0.weight' must be a tensor, not a float"),
     ]
-    return [(name, what, saving(name, change), REASONS[what]) for name, what, change in cases]
+    return [(name, what, saving(name, change), reason) for name, what, change, reason in cases]
 
-
-# What each refusal of a file that says the wrong thing must say.
-REASONS = {
-    "a moment of another shape": "has shape [3, 3] but [16, 8] was expected",
-    "a moment that is a list": "must be a tensor, not a list",
-    "a group naming a parameter twice": "params lists parameter 0 a second time",
-    "a group naming a parameter that is not there": "holds state for parameters that none of its groups lists",
-    "a group with one parameter less": "parameter group 0 holds 3 parameters, but the optimizer's has 4",
-    "two groups where one is prepared": "holds 2 parameter groups, but the optimizer has 1",
-    "a learning rate that is a string": "'param_groups[0].lr' must be a number",
-    "betas of three": "'param_groups[0].betas' must be a pair",
-    "an unknown hyper-parameter": "'param_groups[0].momentum_decay' is not a hyper-parameter of the adam optimizer",
-    "state for a parameter no group lists": "holds state for parameters that none of its groups lists",
-    "a step that is a tensor of two": "step' has shape [2]",
-    "no param_groups": "has no 'param_groups'",
-    "a list instead of the state dict": "'the state dict' must be a dict, not a list",
-    "a learning rate that is not a number": "'lr' must be a number",
-    "a beta above 1": "'beta1' is 1.5, outside [0, 1)",
-    "a negative eps": "'eps' is -1e-08, outside [0, inf]",
-    "a negative step count": "'net.0.weight.step' is -3, not a whole number >= 0",
-    "a negative last_epoch": "needs a step >= 0, got -5",
-    "a base rate that is not a number": "base learning rates must be finite, got nan",
-    "a negative step": "'step' is -1, not >= 0",
-    "last_epoch as a string": "'last_epoch' must be an int, not a string",
-    "base_lrs of two for one group": "has 2 parameter groups, but the optimizer has 1",
-    "a tensor instead of the state dict": "'the state dict' must be a dict",
-    "a generator state of the wrong size": "the cpu generator state has the wrong size or type",
-    "a generator state in float32": "the cpu generator state has the wrong size or type",
-    "a step that is a string": "'step' must be an int, not a string",
-    "no torch state": "has no 'torch_manual_seed'",
-    "a weight of another shape": "'net.0.weight' has shape [2, 2] but the model's has [16, 8]",
-    "a weight missing": "missing keys: net.0.weight",
-    "a weight more": "unexpected keys: net.9.weight",
-    "a weight that is a number": "'net.0.weight' must be a tensor, not a float",
-}
 
 
 # The run ------------------------------------------------------------------------------------------------
