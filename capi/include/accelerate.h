@@ -273,6 +273,11 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   relative_step (bool, default true: a step size of min(1e-2, 1/sqrt(step)) instead of lr; lr
  *   must then be unset, and relative_step false needs lr), warmup_init (bool, default false:
  *   min(1e-6 * step, 1/sqrt(step)); needs relative_step).
+ *   lomo and adalomo (lomo_optim's arguments; lr default 1e-3): clip_grad_norm (double > 0, unset:
+ *   none; needs acc_lomo_grad_norm before each backward), clip_grad_value (double > 0, unset: none),
+ *   weight_decay (double, default 0); adalomo also loss_scale (double, default 1024, 0: none; the
+ *   loss is multiplied by it and the gradients divided), eps1, eps2 (default 1e-30 and 1e-3),
+ *   clip_threshold (default 1), decay_rate (default -0.8), as adafactor's.
  *   adamw_schedule_free and sgd_schedule_free (the schedulefree package's arguments; lr default
  *   0.0025 and 1, betas 0.9, 0.999 or momentum 0.9 in (0, 1), eps 1e-8):
  *   warmup_steps (int, default 0: the rate warms up linearly over them), r (double, default 0),
@@ -796,7 +801,9 @@ ACC_API void acc_model_free(acc_model *model);
  * "adamw_schedule_free" / "sgd_schedule_free" (the schedulefree package's AdamWScheduleFree and
  * SGDScheduleFree, Defazio et al. 2024: no schedule needed; options lr, beta1/beta2 or momentum,
  * eps, weight_decay, warmup_steps, r, weight_lr_power, AdamW's inner_momentum; see
- * acc_optimizer_set_training);
+ * acc_optimizer_set_training), or "lomo" / "adalomo" (lomo_optim's Lomo and AdaLomo, Lv et al.
+ * 2023: updates inside backward, see acc_lomo_backward; one parameter group only, adding one is
+ * ACC_ERR_UNSUPPORTED; acc_optimizer_step on the handle not prepared is ACC_ERR_INVALID_ARGUMENT);
  * opts: an ACC_OPTIONS_OPTIMIZER object or NULL (defaults).
  * An option that the algorithm does not use (momentum for adam) is ACC_ERR_INVALID_ARGUMENT, as
  * is a combination that PyTorch or transformers refuse (adafactor's lr with relative_step true).
@@ -1265,6 +1272,25 @@ ACC_API ACC_NODISCARD acc_status acc_backward(acc_accelerator *acc, const acc_te
  * flag is ACC_ERR_UNSUPPORTED. */
 ACC_API ACC_NODISCARD acc_status acc_backward_ex(acc_accelerator *acc, const acc_tensor *loss, int retain_graph,
                                                  int create_graph);
+/* LOMO: the optimizers "lomo" and "adalomo" (lomo_optim's Lomo and AdaLomo) update each parameter
+ * inside backward, as soon as its gradient is complete, and drop that gradient, so that no full set
+ * of gradients ever exists (a model needs little more than its weights). Prepare the optimizer, then
+ * per step: acc_lomo_backward(acc, loss, lr) (Accelerate's lomo_backward: the update at rate lr;
+ * acc_optimizer_step and _zero_grad then do nothing, as Accelerate's) or acc_backward_lr (Accelerate's
+ * backward(loss, learning_rate=lr): the loss divided by gradient_accumulation_steps first). The
+ * group's lr is only what a scheduler moves: pass acc_scheduler_get_last_lr's rate, as with
+ * lomo_optim. With clip_grad_norm set, each backward needs acc_lomo_grad_norm(acc, loss, &norm) on the
+ * same loss first: a backward that keeps the graph and measures the gradients' total norm
+ * (*total_norm, may be NULL), whose clip coefficient the following backward passes apply. Exactly one
+ * LOMO optimizer must be prepared (else ACC_ERR_INVALID_ARGUMENT, as Accelerate's ValueError), and
+ * while one is, acc_backward and acc_backward_ex are ACC_ERR_INVALID_ARGUMENT (their gradients would
+ * never be applied). Under DDP each gradient is averaged over the processes as DDP averages it
+ * before its update (every process must produce the same parameters' gradients); sharded data
+ * parallelism, fp16 mixed precision, a DDP comm_hook and an fp16 loss for lomo are
+ * ACC_ERR_UNSUPPORTED. learning_rate: finite, >= 0. */
+ACC_API ACC_NODISCARD acc_status acc_lomo_backward(acc_accelerator *acc, const acc_tensor *loss, double learning_rate);
+ACC_API ACC_NODISCARD acc_status acc_backward_lr(acc_accelerator *acc, const acc_tensor *loss, double learning_rate);
+ACC_API ACC_NODISCARD acc_status acc_lomo_grad_norm(acc_accelerator *acc, const acc_tensor *loss, double *total_norm);
 /* Around each micro-step when accumulating gradients (Python's `with accelerator.accumulate(model)`):
  * begin decides sync_gradients; end closes the micro-step. */
 ACC_API ACC_NODISCARD acc_status acc_accumulate_begin(acc_accelerator *acc);

@@ -197,6 +197,22 @@ acc_status acc_backward_ex(acc_accelerator* a, const acc_tensor* loss, int retai
   });
 }
 
+acc_status acc_lomo_backward(acc_accelerator* a, const acc_tensor* loss, double learning_rate) {
+  return guarded([&] { accelerator_arg(a).lomo_backward(live(loss, "loss").tensor, learning_rate); });
+}
+
+acc_status acc_backward_lr(acc_accelerator* a, const acc_tensor* loss, double learning_rate) {
+  return guarded([&] { accelerator_arg(a).backward_with_learning_rate(live(loss, "loss").tensor, learning_rate); });
+}
+
+acc_status acc_lomo_grad_norm(acc_accelerator* a, const acc_tensor* loss, double* total_norm) {
+  return guarded([&] {
+    auto& x = accelerator_arg(a);
+    const double norm = x.lomo_grad_norm(live(loss, "loss").tensor);
+    if (total_norm) *total_norm = norm;
+  });
+}
+
 acc_status acc_accumulate_begin(acc_accelerator* a) {
   return guarded([&] { accelerator_arg(a).accumulate_begin(); });
 }

@@ -1,5 +1,7 @@
 #include "accelerator/accelerated_optimizer.h"
 
+#include "optim/lomo.h"
+
 namespace acc {
 
 AcceleratedOptimizer::AcceleratedOptimizer(std::shared_ptr<Optimizer> inner, std::shared_ptr<GradientState> state,
@@ -7,6 +9,11 @@ AcceleratedOptimizer::AcceleratedOptimizer(std::shared_ptr<Optimizer> inner, std
     : OptimizerWrapper(std::move(inner)), state_(std::move(state)), scaler_(std::move(scaler)) {}
 
 void AcceleratedOptimizer::step() {
+  // LOMO updated the parameters inside backward: its step does nothing, as Accelerate's.
+  if (dynamic_cast<FusedBackwardOptimizer*>(&inner_->impl())) {
+    step_was_skipped_ = false;
+    return;
+  }
   if (!state_->sync_gradients()) return;
   if (!scaler_) {
     if (clip_) clip_();

@@ -146,6 +146,9 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   }
   auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision),
                                                   std::move(parallel));
+  for (const auto& optimizer : live_optimizers())
+    if (optimizer->model() == model && dynamic_cast<FusedBackwardOptimizer*>(&optimizer->impl()))
+      prepared->leave_gradients_to_optimizer();
   models_.add(model, prepared);
   return prepared;
 }
@@ -163,6 +166,11 @@ std::shared_ptr<Optimizer> Accelerator::prepare_optimizer(const std::shared_ptr<
   if (!differences.empty())
     fail(Status::InvalidArgument, "prepare_optimizer: every process must prepare the same optimizer, and the first ",
          "setting that differs: ", differences);
+  if (dynamic_cast<FusedBackwardOptimizer*>(&optimizer->impl())) {
+    check_lomo_preparable(*optimizer);
+    if (auto model = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(optimizer->model())))
+      model->leave_gradients_to_optimizer();
+  }
   if (device_placement.value_or(config_.device_placement)) move_optimizer_state(*optimizer, device_);
   std::shared_ptr<Optimizer> inner = optimizer;
   if (auto model = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(optimizer->model())))
@@ -240,6 +248,10 @@ std::shared_ptr<Model> Accelerator::unwrap_model(const std::shared_ptr<Model>& m
 
 void Accelerator::backward(const at::Tensor& loss, bool retain_graph, bool create_graph) {
   require_backward_loss(loss);
+  if (lomo_prepared())
+    fail(Status::InvalidArgument, "a LOMO optimizer is prepared: it updates the parameters inside backward at the rate ",
+         "it is given (acc_backward_lr, or acc_lomo_backward); a plain backward would leave gradients that no step ",
+         "applies");
   if ((retain_graph || create_graph) && config_.sharding.stage > 0 && dist_)
     fail(Status::Unsupported, "backward with ", retain_graph ? "retain_graph" : "create_graph",
          " under sharded data parallelism (zero_stage ", config_.sharding.stage, "): each backward reduces the ",
@@ -248,9 +260,13 @@ void Accelerator::backward(const at::Tensor& loss, bool retain_graph, bool creat
   const int64_t steps = config_.gradient_accumulation_steps;
   at::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
   if (scaler_) scaled = scaler_->scale(scaled);
+  run_backward([&] { scaled.backward({}, retain_graph || create_graph, create_graph); }, "DDP's gradient allreduce");
+}
+
+void Accelerator::run_backward(const std::function<void()>& pass, const std::string& collectives) {
   const int64_t call = ++backward_calls_;
   try {
-    scaled.backward({}, retain_graph || create_graph, create_graph);
+    pass();
   } catch (const Error& e) {
     // Sharding's collectives in backward name themselves; the message gains which backward it was.
     const bool collective = e.status() == Status::Timeout || e.status() == Status::Aborted ||
@@ -259,7 +275,7 @@ void Accelerator::backward(const at::Tensor& loss, bool retain_graph, bool creat
     throw;
   } catch (...) {
     // DDP's gradient allreduce runs inside backward: a peer lost there is named like any collective.
-    if (dist_) rethrow_peer_failure_or_original(concat("backward #", call, " (DDP's gradient allreduce)"));
+    if (dist_) rethrow_peer_failure_or_original(concat("backward #", call, " (", collectives, ")"));
     throw;
   }
 }

@@ -23,6 +23,7 @@
 #include "checkpoint/pretrained_layout.h"
 #include "checkpoint/safetensors.h"
 #include "data/dataloader.h"
+#include "optim/lomo.h"
 #include "ops/collectives.h"
 #include "profiling/profile_config.h"
 #include "state/process_env.h"
@@ -73,6 +74,17 @@ class Accelerator {
   // create_graph=) (Accelerate's backward(loss, **kwargs)); create_graph keeps the graph too, as
   // torch's retain_graph=None does. Either is Unsupported with sharded data parallelism.
   void backward(const at::Tensor& loss, bool retain_graph = false, bool create_graph = false);
+  // ---- LOMO (lomo_backward.cpp): lomo_optim's optimizers update inside backward ----
+  // Accelerate's lomo_backward(loss, learning_rate): the fused backward of the prepared lomo or
+  // adalomo optimizer at that rate. Under DDP each gradient is averaged over the processes (as DDP
+  // averages it) before its update; the model's forwards then leave DDP's Reducer out.
+  void lomo_backward(const at::Tensor& loss, double learning_rate);
+  // Accelerate's backward(loss, learning_rate=...): loss / gradient_accumulation_steps, then
+  // lomo_backward (a LOMO optimizer must be prepared).
+  void backward_with_learning_rate(const at::Tensor& loss, double learning_rate);
+  // The prepared LOMO optimizer's grad_norm pass for its clip_grad_norm (see FusedBackwardOptimizer):
+  // returns the total norm of the gradients, averaged over the processes under DDP.
+  double lomo_grad_norm(const at::Tensor& loss);
   // Start of a micro-step in gradient accumulation (C's stand-in for `with accumulate(model)`).
   void accumulate_begin();
   // Closes the micro-step: gradients sync again outside accumulation (as the no_sync context
@@ -235,6 +247,14 @@ class Accelerator {
   std::vector<std::shared_ptr<DataLoader>> live_loaders() const { return loaders_.live(); }
   // fp16: divides a model's gradients by the loss scale, each under the optimizer that steps with it.
   void unscale_model_gradients(const std::vector<at::Tensor>& grads);
+  // Runs `pass`, a backward, naming it (and `collectives`, the ones it runs) in the errors of a lost peer.
+  void run_backward(const std::function<void()>& pass, const std::string& collectives);
+  // LOMO (lomo_backward.cpp): the prepared LOMO optimizer, InvalidArgument naming `call` unless there
+  // is exactly one; whether there is one; what LOMO asks of prepare_optimizer; how it averages.
+  std::shared_ptr<AcceleratedOptimizer> prepared_lomo(const char* call) const;
+  bool lomo_prepared() const;
+  void check_lomo_preparable(const Optimizer& optimizer) const;
+  GradientAverager lomo_gradient_averager(Optimizer& optimizer) const;
 
   AcceleratorConfig config_;
   ProcessEnv process_;

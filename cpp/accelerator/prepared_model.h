@@ -69,7 +69,10 @@ class PreparedModel final : public Model {
     require(no_sync_depth_ > 0, "no_sync_end without a no_sync_begin for this model");
     --no_sync_depth_;
   }
-  bool syncs_gradients() const { return gradient_sync_ && no_sync_depth_ == 0; }
+  bool syncs_gradients() const { return gradient_sync_ && no_sync_depth_ == 0 && !gradients_left_to_optimizer_; }
+  // A LOMO optimizer averages each gradient itself inside backward (see Accelerator::lomo_backward):
+  // DDP's Reducer stays out of every backward, as under no_sync.
+  void leave_gradients_to_optimizer() { gradients_left_to_optimizer_ = true; }
   // After a forward under no_sync: the coming backward averages gradients after all.
   void trigger_sync_in_backward() {
     if (parallel_) parallel_->sync_next_backward();
@@ -100,6 +103,7 @@ class PreparedModel final : public Model {
   std::shared_ptr<ParallelEngine> parallel_;
   bool gradient_sync_ = true;
   int64_t no_sync_depth_ = 0;
+  bool gradients_left_to_optimizer_ = false;
   std::shared_ptr<void> trainable_set_hold_;  // see Model::hold_trainable_set
 };
 

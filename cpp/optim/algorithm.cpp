@@ -27,7 +27,9 @@ const OptimizerAlgorithm& optimizer_algorithm(const std::string& name) {
                                                                        &rprop(),
                                                                        &asgd(),
                                                                        &adamw_schedule_free(),
-                                                                       &sgd_schedule_free()};
+                                                                       &sgd_schedule_free(),
+                                                                       &lomo(),
+                                                                       &adalomo()};
   std::string known;
   for (const auto* a : all) {
     if (a->name() == name) return *a;

@@ -80,7 +80,7 @@ class OptimizerAlgorithm {
 };
 
 // "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam", "adamax", "adadelta",
-// "rprop", "asgd", "adamw_schedule_free", "sgd_schedule_free"; another name is an error that lists them.
+// "rprop", "asgd", "adamw_schedule_free", "sgd_schedule_free", "lomo", "adalomo"; another name is an error that lists them.
 const OptimizerAlgorithm& optimizer_algorithm(const std::string& name);
 
 // Helpers for the descriptions.
@@ -119,6 +119,8 @@ const OptimizerAlgorithm& rprop();
 const OptimizerAlgorithm& asgd();
 const OptimizerAlgorithm& adamw_schedule_free();
 const OptimizerAlgorithm& sgd_schedule_free();
+const OptimizerAlgorithm& lomo();
+const OptimizerAlgorithm& adalomo();
 }  // namespace algorithm_detail
 
 }  // namespace acc

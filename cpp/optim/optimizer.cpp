@@ -11,6 +11,7 @@
 #include "common/compat.h"
 #include "common/error.h"
 #include "optim/algorithm.h"
+#include "optim/lomo.h"
 #include "optim/optimizer_state.h"
 #include "optim/rule_helpers.h"
 #include "optim/schedule_free.h"
@@ -99,6 +100,9 @@ size_t Optimizer::add_param_group_matching(const std::string& patterns, const Op
 }
 
 void TorchOptimizer::add_param_group(const std::vector<std::string>& names, const Options& overrides) {
+  if (dynamic_cast<const FusedBackwardOptimizer*>(impl_.get()))
+    fail(Status::Unsupported, "the ", algorithm(), " optimizer has one parameter group: lomo_optim's optimizers apply ",
+         "one rate, weight decay and clipping to every parameter");
   require(!stepped_, "parameter groups can only be added before the first step");
   require(!names.empty(), "a parameter group needs at least one parameter name");
   for (const char* key : {"fused", "maximize", "foreach"})

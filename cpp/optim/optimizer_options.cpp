@@ -18,10 +18,15 @@ const OptionSchema& optimizer_option_schema() {
     s.add("centered", T::Bool, "rmsprop");
     s.add("lr_decay", T::Double, "adagrad").at_least(0);
     s.add("initial_accumulator_value", T::Double, "adagrad").at_least(0);
-    s.add("eps1", T::Double, "adafactor: regularizes the squared gradient").at_least(0);
-    s.add("eps2", T::Double, "adafactor: floor of the parameter scale").at_least(0);
-    s.add("clip_threshold", T::Double, "adafactor: update RMS clip").at_least(0);
-    s.add("decay_rate", T::Double, "adafactor: second-moment decay exponent").at_most(0);
+    s.add("eps1", T::Double, "adafactor, adalomo: regularizes the squared gradient").at_least(0);
+    s.add("eps2", T::Double, "adafactor, adalomo: floor of the parameter scale").at_least(0);
+    s.add("clip_threshold", T::Double, "adafactor, adalomo: update RMS clip").at_least(0);
+    s.add("decay_rate", T::Double, "adafactor, adalomo: second-moment decay exponent").at_most(0);
+    s.add("clip_grad_norm", T::Double, "lomo, adalomo: clip by the gradients' total norm (measured by a grad_norm pass)")
+        .at_least(0);
+    s.add("clip_grad_value", T::Double, "lomo, adalomo: clamp each gradient element").at_least(0);
+    s.add("loss_scale", T::Double, "adalomo: the loss is multiplied by it and the gradients divided (0: none)")
+        .at_least(0);
     s.add("scale_parameter", T::Bool, "adafactor: step size scaled by the parameter's RMS");
     s.add("relative_step", T::Bool, "adafactor: time-dependent step size instead of lr");
     s.add("warmup_init", T::Bool, "adafactor: warm-up of the relative step");

@@ -143,6 +143,10 @@ void require_python_optimizer_layout(const Optimizer& optimizer, const std::stri
   if (algorithm == "adamw_schedule_free" || algorithm == "sgd_schedule_free")
     fail(Status::Unsupported, context, ": the ", algorithm,
          " optimizer's state has no counterpart in Python's layout here (schedulefree's optimizers keep other groups)");
+  if (algorithm == "lomo" || algorithm == "adalomo")
+    fail(Status::Unsupported, context, ": the ", algorithm,
+         " optimizer's state has no counterpart in Python's layout (lomo_optim keeps its moments and counts outside "
+         "state_dict, so Python Accelerate's optimizer.bin loses them)");
   if (optimizer.holds_state_slices())
     fail(Status::Unsupported, context,
          ": a sharded optimizer's state has no counterpart in Python's layout here "
