@@ -111,6 +111,19 @@
   void backwardWith(const acc_tensor *loss, bool retainGraph, bool createGraph ERR) {
     check(acc_backward_ex($self, loss, retainGraph ? 1 : 0, createGraph ? 1 : 0));
   }
+  /* LOMO (optimizers "lomo" and "adalomo"): Accelerate's lomo_backward, the update inside backward
+   * at learningRate; backwardLr is its backward(loss, learning_rate=...), the loss over the
+   * accumulation steps first; lomoGradNorm measures the gradients for clip_grad_norm first and
+   * returns their total norm. */
+  void lomoBackward(const acc_tensor *loss, double learningRate ERR) {
+    check(acc_lomo_backward($self, loss, learningRate));
+  }
+  void backwardLr(const acc_tensor *loss, double learningRate ERR) { check(acc_backward_lr($self, loss, learningRate)); }
+  double lomoGradNorm(const acc_tensor *loss ERR) {
+    double norm = 0;
+    check(acc_lomo_grad_norm($self, loss, &norm));
+    return norm;
+  }
   void accumulateBegin(ERR0) { check(acc_accumulate_begin($self)); }
   void accumulateEnd(ERR0) { check(acc_accumulate_end($self)); }
   /* Returns the total norm before clipping. */

@@ -151,6 +151,39 @@ func (a *Accelerator) BackwardWith(loss *Tensor, retainGraph, createGraph bool) 
 	return a.do(func(h capi.Accelerator, e *string) { h.BackwardWith(lh, retainGraph, createGraph, e) })
 }
 
+// LomoBackward is Accelerate's lomo_backward: the prepared LOMO optimizer ("lomo", "adalomo")
+// updates each parameter inside backward, at learningRate.
+func (a *Accelerator) LomoBackward(loss *Tensor, learningRate float64) error {
+	lh, err := loss.ref().get()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(loss)
+	return a.do(func(h capi.Accelerator, e *string) { h.LomoBackward(lh, learningRate, e) })
+}
+
+// BackwardLR is Accelerate's backward(loss, learning_rate=...): the loss over the accumulation
+// steps, then LomoBackward.
+func (a *Accelerator) BackwardLR(loss *Tensor, learningRate float64) error {
+	lh, err := loss.ref().get()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(loss)
+	return a.do(func(h capi.Accelerator, e *string) { h.BackwardLr(lh, learningRate, e) })
+}
+
+// LomoGradNorm is the LOMO optimizer's grad_norm pass for its clip_grad_norm, before LomoBackward
+// on the same loss: it returns the gradients' total norm.
+func (a *Accelerator) LomoGradNorm(loss *Tensor) (float64, error) {
+	lh, err := loss.ref().get()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(loss)
+	return with(a.ref(), func(h capi.Accelerator, e *string) float64 { return h.LomoGradNorm(lh, e) })
+}
+
 // Accumulate runs f as one micro-step of gradient accumulation (Accelerate's
 // `with accelerator.accumulate(model):`); the micro-step ends when f returns, a panic included.
 // Returns f's error, else ending's.

@@ -1111,6 +1111,15 @@ SWIGINTERN void acc_accelerator_backward(acc_accelerator *self,acc_tensor const 
 SWIGINTERN void acc_accelerator_backwardWith(acc_accelerator *self,acc_tensor const *loss,bool retainGraph,bool createGraph,std::string *swig_err){
     check(acc_backward_ex(self, loss, retainGraph ? 1 : 0, createGraph ? 1 : 0));
   }
+SWIGINTERN void acc_accelerator_lomoBackward(acc_accelerator *self,acc_tensor const *loss,double learningRate,std::string *swig_err){
+    check(acc_lomo_backward(self, loss, learningRate));
+  }
+SWIGINTERN void acc_accelerator_backwardLr(acc_accelerator *self,acc_tensor const *loss,double learningRate,std::string *swig_err){ check(acc_backward_lr(self, loss, learningRate)); }
+SWIGINTERN double acc_accelerator_lomoGradNorm(acc_accelerator *self,acc_tensor const *loss,std::string *swig_err){
+    double norm = 0;
+    check(acc_lomo_grad_norm(self, loss, &norm));
+    return norm;
+  }
 SWIGINTERN void acc_accelerator_accumulateBegin(acc_accelerator *self,std::string *swig_err){ check(acc_accumulate_begin(self)); }
 SWIGINTERN void acc_accelerator_accumulateEnd(acc_accelerator *self,std::string *swig_err){ check(acc_accumulate_end(self)); }
 SWIGINTERN double acc_accelerator_clipGradNorm(acc_accelerator *self,acc_model *model,double maxNorm,double normType,std::string *swig_err){
@@ -10968,6 +10977,112 @@ void _wrap_Accelerator_backwardWith_capi_f4638e046c163791(acc_accelerator *_swig
     if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
   }
   
+}
+
+
+void _wrap_Accelerator_lomoBackward_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  acc_tensor *arg2 = (acc_tensor *) 0 ;
+  double arg3 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  arg2 = *(acc_tensor **)&_swig_go_1; 
+  arg3 = (double)_swig_go_2; 
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_accelerator_lomoBackward(arg1,(acc_tensor const *)arg2,arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_Accelerator_backwardLr_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  acc_tensor *arg2 = (acc_tensor *) 0 ;
+  double arg3 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  arg2 = *(acc_tensor **)&_swig_go_1; 
+  arg3 = (double)_swig_go_2; 
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_accelerator_backwardLr(arg1,(acc_tensor const *)arg2,arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+double _wrap_Accelerator_lomoGradNorm_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  acc_tensor *arg2 = (acc_tensor *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  arg2 = *(acc_tensor **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (double)acc_accelerator_lomoGradNorm(arg1,(acc_tensor const *)arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
 }
 
 

@@ -580,6 +580,9 @@ extern uintptr_t _wrap_Accelerator_prepareScheduler_capi_f4638e046c163791(uintpt
 extern uintptr_t _wrap_Accelerator_unwrapModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_backward_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_backwardWith_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, _Bool arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_lomoBackward_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_backwardLr_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
+extern double _wrap_Accelerator_lomoGradNorm_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_accumulateBegin_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_accumulateEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern double _wrap_Accelerator_clipGradNorm_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
@@ -5513,6 +5516,46 @@ func (arg1 SwigcptrAccelerator) BackwardWith(arg2 Tensor, arg3 bool, arg4 bool, 
 
 }
 
+func (arg1 SwigcptrAccelerator) LomoBackward(arg2 Tensor, arg3 float64, arg4 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	C._wrap_Accelerator_lomoBackward_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+
+  if arg4 != nil && len(*arg4) > 0 {
+    *arg4 = swigCopyString(*arg4)
+  }
+
+}
+
+func (arg1 SwigcptrAccelerator) BackwardLr(arg2 Tensor, arg3 float64, arg4 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	C._wrap_Accelerator_backwardLr_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+
+  if arg4 != nil && len(*arg4) > 0 {
+    *arg4 = swigCopyString(*arg4)
+  }
+
+}
+
+func (arg1 SwigcptrAccelerator) LomoGradNorm(arg2 Tensor, arg3 *string) (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	swig_r = (float64)(C._wrap_Accelerator_lomoGradNorm_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	return swig_r
+}
+
 func (arg1 SwigcptrAccelerator) AccumulateBegin(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
@@ -6458,6 +6501,9 @@ type Accelerator interface {
 	UnwrapModel(arg2 Model, arg3 *string) (_swig_ret Model)
 	Backward(arg2 Tensor, arg3 *string)
 	BackwardWith(arg2 Tensor, arg3 bool, arg4 bool, arg5 *string)
+	LomoBackward(arg2 Tensor, arg3 float64, arg4 *string)
+	BackwardLr(arg2 Tensor, arg3 float64, arg4 *string)
+	LomoGradNorm(arg2 Tensor, arg3 *string) (_swig_ret float64)
 	AccumulateBegin(arg2 *string)
 	AccumulateEnd(arg2 *string)
 	ClipGradNorm(arg2 Model, arg3 float64, arg4 float64, arg5 *string) (_swig_ret float64)
