@@ -1346,6 +1346,30 @@ TEST(Fault, ADeadOrStalledPeerDuringABf16BackwardIsNamed) {
   expect_named_and_exit(acc_backward(g_acc, loss), "backward #3 (DDP's gradient allreduce)");
 }
 
+// LOMO averages each gradient inside backward, one allreduce per parameter: a peer gone by then is
+// named as that collective, with the parameter.
+TEST(Fault, ADeadOrStalledPeerDuringLomoBackwardIsNamed) {
+  const char* mode = std::getenv("ACC_TEST_FAULT");
+  if (!mode) GTEST_SKIP() << "set ACC_TEST_FAULT=exit or stall (the fault tests run on their own)";
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kDistNet, &model));
+  ACC_ASSERT_OK(acc_optimizer_create(model, "lomo", nullptr, &opt));
+  ACC_ASSERT_OK(acc_prepare(g_acc, &model, &opt, nullptr, nullptr));
+  auto [x, y] = job_batch(0);
+  const auto loss_of_own_rows = [&, x = x, y = y](int64_t rank) {
+    acc_tensor* xt = floats(rows_of(x, 3, rank * 8, 8), {8, 3});
+    acc_tensor* yt = floats(rows_of(y, 2, rank * 8, 8), {8, 2});
+    acc_tensor *out = nullptr, *loss = nullptr;
+    EXPECT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+    return loss;
+  };
+  ACC_ASSERT_OK(acc_lomo_backward(g_acc, loss_of_own_rows(g_rank), 0.1));
+  fail_process_1_by(mode);
+  expect_named_and_exit(acc_lomo_backward(g_acc, loss_of_own_rows(0), 0.1), "LOMO's allreduce of the gradient of '");
+}
+
 // DDP rebuilds its buckets at the forward after the first averaged backward, a broadcast from rank
 // 0: a peer gone by then is named as that collective.
 TEST(Fault, ADeadOrStalledPeerAtTheBucketRebuildIsNamed) {
