@@ -25,8 +25,8 @@ struct Loop {
   int64_t held_bytes = 0, step_bytes = 0;
   std::vector<double> times;
 
-  Loop(const char* name_, const char* algorithm, const char* lr, const std::string& spec, int64_t batch,
-       int64_t tokens, int64_t d)
+  Loop(const char* name_, const char* algorithm, const char* lr, const std::string& spec, int64_t batch, int64_t tokens,
+       int64_t d)
       : name(name_), fused(std::string(algorithm).find("lomo") != std::string::npos) {
     const int64_t before = counting()->live();
     OK(acc_accelerator_create(nullptr, &acc));
@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
   const int64_t batch = quick ? 2 : 2, tokens = quick ? 8 : 64, d = quick ? 32 : 768;
   const std::string spec = transformer_stack_spec(blocks, d, 0.0);
   Loop adamw("AdamW", "adamw", "1e-4", spec, batch, tokens, d), sgd("SGD", "sgd", "1e-4", spec, batch, tokens, d),
-      lomo("LOMO", "lomo", "1e-4", spec, batch, tokens, d), adalomo("AdaLomo", "adalomo", "1e-4", spec, batch, tokens, d);
+      lomo("LOMO", "lomo", "1e-4", spec, batch, tokens, d),
+      adalomo("AdaLomo", "adalomo", "1e-4", spec, batch, tokens, d);
   Loop* loops[] = {&adamw, &sgd, &lomo, &adalomo};
   for (int round = 0; round < (quick ? 1 : 5); ++round)
     for (Loop* loop : loops) loop->times.push_back(time_steps(*loop, quick ? 1 : 2));

@@ -249,7 +249,8 @@ std::shared_ptr<Model> Accelerator::unwrap_model(const std::shared_ptr<Model>& m
 void Accelerator::backward(const at::Tensor& loss, bool retain_graph, bool create_graph) {
   require_backward_loss(loss);
   if (lomo_prepared())
-    fail(Status::InvalidArgument, "a LOMO optimizer is prepared: it updates the parameters inside backward at the rate ",
+    fail(Status::InvalidArgument,
+         "a LOMO optimizer is prepared: it updates the parameters inside backward at the rate ",
          "it is given (acc_backward_lr, or acc_lomo_backward); a plain backward would leave gradients that no step ",
          "applies");
   if ((retain_graph || create_graph) && config_.sharding.stage > 0 && dist_)

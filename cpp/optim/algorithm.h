@@ -80,7 +80,8 @@ class OptimizerAlgorithm {
 };
 
 // "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam", "adamax", "adadelta",
-// "rprop", "asgd", "adamw_schedule_free", "sgd_schedule_free", "lomo", "adalomo"; another name is an error that lists them.
+// "rprop", "asgd", "adamw_schedule_free", "sgd_schedule_free", "lomo", "adalomo"; another name is an error that lists
+// them.
 const OptimizerAlgorithm& optimizer_algorithm(const std::string& name);
 
 // Helpers for the descriptions.

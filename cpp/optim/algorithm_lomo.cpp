@@ -79,9 +79,7 @@ class LomoAlgorithm final : public OptimizerAlgorithm {
   std::unique_ptr<torch::optim::OptimizerParamState> make_state(const StateFields&) const override {
     fail(Status::InvalidArgument, "lomo keeps no state for a parameter");
   }
-  std::map<std::string, std::vector<int64_t>> state_shapes(const json&, const at::Tensor&) const override {
-    return {};
-  }
+  std::map<std::string, std::vector<int64_t>> state_shapes(const json&, const at::Tensor&) const override { return {}; }
 };
 
 class AdaLomoAlgorithm final : public OptimizerAlgorithm {
@@ -91,9 +89,15 @@ class AdaLomoAlgorithm final : public OptimizerAlgorithm {
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const auto& k =
-        *new std::set<std::string>{"lr",         "loss_scale",     "eps1",           "eps2",        "clip_threshold",
-                                   "decay_rate", "clip_grad_norm", "clip_grad_value", "weight_decay"};
+    static const auto& k = *new std::set<std::string>{"lr",
+                                                      "loss_scale",
+                                                      "eps1",
+                                                      "eps2",
+                                                      "clip_threshold",
+                                                      "decay_rate",
+                                                      "clip_grad_norm",
+                                                      "clip_grad_value",
+                                                      "weight_decay"};
     return k;
   }
   bool elementwise() const override { return false; }
@@ -161,8 +165,9 @@ class AdaLomoAlgorithm final : public OptimizerAlgorithm {
   }
   std::unique_ptr<torch::optim::OptimizerParamState> make_state(const StateFields& f) const override {
     auto state = std::make_unique<AdaLomoParamState>();
-    state->exp_avg_sq_row(get(f, "exp_avg_sq_row")).exp_avg_sq_col(get(f, "exp_avg_sq_col")).exp_avg_sq(
-        get(f, "exp_avg_sq"));
+    state->exp_avg_sq_row(get(f, "exp_avg_sq_row"))
+        .exp_avg_sq_col(get(f, "exp_avg_sq_col"))
+        .exp_avg_sq(get(f, "exp_avg_sq"));
     return state;
   }
   std::map<std::string, std::vector<int64_t>> state_shapes(const json&, const at::Tensor& p) const override {

@@ -36,7 +36,8 @@ void FusedBackwardOptimizer::fused_backward(const at::Tensor& loss, double lr, c
 
 double FusedBackwardOptimizer::grad_norm(const at::Tensor& loss, const GradientAverager& average) {
   const auto max_norm = clip_grad_norm();
-  require(max_norm.has_value(), "grad_norm measures the gradients for clip_grad_norm, which this optimizer does not "
+  require(max_norm.has_value(),
+          "grad_norm measures the gradients for clip_grad_norm, which this optimizer does not "
           "have (set it when creating the optimizer)");
   const at::Tensor scaled = scaled_loss(loss);
   measuring_ = true;
@@ -148,9 +149,7 @@ void AdaLomo::update(at::Tensor& param, at::Tensor& grad, double lr) {
     // lomo_optim makes them zero when it is created; the first update's beta2_t is 0, so they are
     // then what that update writes.
     auto fresh = std::make_unique<AdaLomoParamState>();
-    const auto zeros = [&](std::vector<int64_t> shape) {
-      return at::zeros(shape, param.options().dtype(at::kFloat));
-    };
+    const auto zeros = [&](std::vector<int64_t> shape) { return at::zeros(shape, param.options().dtype(at::kFloat)); };
     auto sizes = param.sizes().vec();
     if (param.dim() >= 2) {
       auto row = sizes, col = sizes;

@@ -109,9 +109,9 @@ class FusedBackwardOptimizer : public torch::optim::Optimizer {
   // loss.backward() with consume_gradients hooked to each trainable parameter's gradient.
   void backward_with_hooks(const at::Tensor& loss, bool retain_graph, const GradientAverager& average);
 
-  bool measuring_ = false;           // inside grad_norm: gradients are measured, not applied
-  std::vector<at::Tensor> norms_;    // their norms, in the order backward produced them
-  at::Tensor clip_coef_;             // the last grad_norm's coefficient (undefined before one)
+  bool measuring_ = false;         // inside grad_norm: gradients are measured, not applied
+  std::vector<at::Tensor> norms_;  // their norms, in the order backward produced them
+  at::Tensor clip_coef_;           // the last grad_norm's coefficient (undefined before one)
   double lr_ = 0;
   const GradientAverager* average_ = nullptr;
 };

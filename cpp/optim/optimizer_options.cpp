@@ -22,7 +22,8 @@ const OptionSchema& optimizer_option_schema() {
     s.add("eps2", T::Double, "adafactor, adalomo: floor of the parameter scale").at_least(0);
     s.add("clip_threshold", T::Double, "adafactor, adalomo: update RMS clip").at_least(0);
     s.add("decay_rate", T::Double, "adafactor, adalomo: second-moment decay exponent").at_most(0);
-    s.add("clip_grad_norm", T::Double, "lomo, adalomo: clip by the gradients' total norm (measured by a grad_norm pass)")
+    s.add("clip_grad_norm", T::Double,
+          "lomo, adalomo: clip by the gradients' total norm (measured by a grad_norm pass)")
         .at_least(0);
     s.add("clip_grad_value", T::Double, "lomo, adalomo: clamp each gradient element").at_least(0);
     s.add("loss_scale", T::Double, "adalomo: the loss is multiplied by it and the gradients divided (0: none)")

@@ -180,7 +180,8 @@ TEST(Lomo, ClippingByNormMeasuresFirstAndRefusesWithoutIt) {
   const auto after = weights(model);
   double moved = 0;
   for (const auto& [name, values] : after)
-    for (size_t i = 0; i < values.size(); ++i) moved += (values[i] - before.at(name)[i]) * (values[i] - before.at(name)[i]);
+    for (size_t i = 0; i < values.size(); ++i)
+      moved += (values[i] - before.at(name)[i]) * (values[i] - before.at(name)[i]);
   EXPECT_NEAR(std::sqrt(moved), 0.1 * 1e-3, 1e-6) << "the update is lr times the clipped gradient";
   acc_tensor_free(loss);
   acc_optimizer_free(opt);
@@ -237,8 +238,10 @@ TEST(Lomo, MisuseIsRefusedWithAReason) {
 
   acc_accelerator* acc = accelerator({{"python_state_files", "true"}});
   loss = loss_of(model, 0);
-  ACC_EXPECT_ERROR(acc_lomo_backward(acc, loss, 0.1), ACC_ERR_INVALID_ARGUMENT, "no LOMO optimizer (lomo or adalomo) is prepared");
-  ACC_EXPECT_ERROR(acc_backward_lr(acc, loss, 0.1), ACC_ERR_INVALID_ARGUMENT, "backward with a learning rate is LOMO's");
+  ACC_EXPECT_ERROR(acc_lomo_backward(acc, loss, 0.1), ACC_ERR_INVALID_ARGUMENT,
+                   "no LOMO optimizer (lomo or adalomo) is prepared");
+  ACC_EXPECT_ERROR(acc_backward_lr(acc, loss, 0.1), ACC_ERR_INVALID_ARGUMENT,
+                   "backward with a learning rate is LOMO's");
   ACC_EXPECT_ERROR(acc_lomo_grad_norm(acc, loss, nullptr), ACC_ERR_INVALID_ARGUMENT, "no LOMO optimizer");
   acc_tensor_free(loss);
   ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));

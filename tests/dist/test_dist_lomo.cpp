@@ -97,8 +97,10 @@ TEST(DdpLomo, EveryReplicaTakesTheAveragedUpdateAsSgdUnderDdp) {
   for (size_t p = 0; p < std::size(kParams); ++p) {
     const auto got = weights(model, kParams[p]);
     for (size_t i = 0; i < got.size(); ++i) {
-      if (g_world == 2) EXPECT_EQ(got[i], sgd_weights[p][i]) << kParams[p] << "[" << i << "]";
-      else EXPECT_NEAR(got[i], sgd_weights[p][i], 1e-6) << kParams[p] << "[" << i << "]";
+      if (g_world == 2)
+        EXPECT_EQ(got[i], sgd_weights[p][i]) << kParams[p] << "[" << i << "]";
+      else
+        EXPECT_NEAR(got[i], sgd_weights[p][i], 1e-6) << kParams[p] << "[" << i << "]";
     }
   }
   acc_optimizer_free(lomo);
