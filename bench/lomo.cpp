@@ -38,11 +38,7 @@ struct Loop {
     OK(acc_optimizer_create(model, algorithm, o, &opt));
     acc_options_free(o);
     OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
-    std::vector<float> xs(static_cast<size_t>(batch * tokens * d)), ys(static_cast<size_t>(batch * tokens), 0.5f);
-    for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
-    const int64_t xdims[] = {batch, tokens, d}, ydims[] = {batch, tokens, 1};
-    OK(acc_tensor_from_host(xs.data(), xs.size() * sizeof(float), xdims, 3, ACC_DTYPE_FLOAT32, &x));
-    OK(acc_tensor_from_host(ys.data(), ys.size() * sizeof(float), ydims, 3, ACC_DTYPE_FLOAT32, &y));
+    transformer_stack_batch(batch, tokens, d, &x, &y);
     step();  // optimizer state exists from the first step on
     held_bytes = counting()->live() - before;
     step_bytes = 0;
@@ -79,7 +75,7 @@ int main(int argc, char** argv) {
   const bool quick = bench_args(argc, argv).quick;
   counting();
   const int blocks = quick ? 2 : 8;
-  const int64_t batch = quick ? 2 : 2, tokens = quick ? 8 : 64, d = quick ? 32 : 768;
+  const int64_t batch = 2, tokens = quick ? 8 : 64, d = quick ? 32 : 768;
   const std::string spec = transformer_stack_spec(blocks, d, 0.0);
   Loop adamw("AdamW", "adamw", "1e-4", spec, batch, tokens, d), sgd("SGD", "sgd", "1e-4", spec, batch, tokens, d),
       lomo("LOMO", "lomo", "1e-4", spec, batch, tokens, d),

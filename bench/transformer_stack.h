@@ -21,6 +21,15 @@ inline std::string transformer_stack_spec(int blocks, int64_t d, double dropout,
   return json + R"({"type":"linear","in_features":)" + std::to_string(d) + R"(,"out_features":1}])";
 }
 
+// The stack's input [batch, tokens, d] (a fixed pattern in [-0.5, 0.5)) and target [batch, tokens, 1].
+inline void transformer_stack_batch(int64_t batch, int64_t tokens, int64_t d, acc_tensor** x, acc_tensor** y) {
+  std::vector<float> xs(static_cast<size_t>(batch * tokens * d)), ys(static_cast<size_t>(batch * tokens), 0.5f);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+  const int64_t xdims[] = {batch, tokens, d}, ydims[] = {batch, tokens, 1};
+  OK(acc_tensor_from_host(xs.data(), xs.size() * sizeof(float), xdims, 3, ACC_DTYPE_FLOAT32, x));
+  OK(acc_tensor_from_host(ys.data(), ys.size() * sizeof(float), ydims, 3, ACC_DTYPE_FLOAT32, y));
+}
+
 struct TransformerStackLoop {
   acc_model* model = nullptr;
   acc_optimizer* opt = nullptr;
@@ -36,11 +45,7 @@ struct TransformerStackLoop {
     OK(acc_model_from_spec(json.c_str(), &model));
     if (adapt) adapt(model);
     OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
-    std::vector<float> xs(static_cast<size_t>(batch * tokens * d)), ys(static_cast<size_t>(batch * tokens), 0.5f);
-    for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
-    const int64_t xdims[] = {batch, tokens, d}, ydims[] = {batch, tokens, 1};
-    OK(acc_tensor_from_host(xs.data(), xs.size() * sizeof(float), xdims, 3, ACC_DTYPE_FLOAT32, &x));
-    OK(acc_tensor_from_host(ys.data(), ys.size() * sizeof(float), ydims, 3, ACC_DTYPE_FLOAT32, &y));
+    transformer_stack_batch(batch, tokens, d, &x, &y);
     step();  // optimizer state exists from the first step on
     held_bytes = counting()->live() - before;
     step_bytes = 0;
