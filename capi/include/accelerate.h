@@ -1285,7 +1285,10 @@ ACC_API ACC_NODISCARD acc_status acc_backward_ex(acc_accelerator *acc, const acc
  * LOMO optimizer must be prepared (else ACC_ERR_INVALID_ARGUMENT, as Accelerate's ValueError), and
  * while one is, acc_backward and acc_backward_ex are ACC_ERR_INVALID_ARGUMENT (their gradients would
  * never be applied). Under DDP each gradient is averaged over the processes as DDP averages it
- * before its update (every process must produce the same parameters' gradients); sharded data
+ * before its update (every process must produce the same parameters' gradients; inside
+ * acc_no_sync_begin/_end, and so LocalSGD, each process applies its own unless
+ * acc_trigger_sync_in_backward came first; accumulation windows still average, as each micro-step
+ * updates); join_uneven_inputs, sharded data
  * parallelism, fp16 mixed precision, a DDP comm_hook and an fp16 loss for lomo are
  * ACC_ERR_UNSUPPORTED. learning_rate: finite, >= 0. */
 ACC_API ACC_NODISCARD acc_status acc_lomo_backward(acc_accelerator *acc, const acc_tensor *loss, double learning_rate);
@@ -1523,8 +1526,8 @@ ACC_API ACC_NODISCARD acc_status acc_profile_export_chrome_trace(acc_accelerator
  * one small allreduce more, not waited for; the model's forward and backward must alternate (one
  * forward per backward), and no other collective (gather, reduce, ...) may run in between on some
  * processes only.
- * Not built for ddp_find_unused_parameters, nor for acc_trigger_sync_in_backward inside
- * (ACC_ERR_UNSUPPORTED). On one process both do nothing.
+ * Not built for ddp_find_unused_parameters, for acc_trigger_sync_in_backward inside, nor for a model
+ * trained by a LOMO optimizer (ACC_ERR_UNSUPPORTED). On one process both do nothing.
  * even_batches: -1 keeps the loaders as they were prepared; 0 or 1 sets even_batches of every prepared
  * map-style loader until end (between epochs only; streams and dispatched loaders keep theirs, as in
  * Accelerate). */

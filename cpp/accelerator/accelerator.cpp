@@ -325,6 +325,9 @@ void Accelerator::clip_grad_value(const std::shared_ptr<Model>& model, double cl
 
 void Accelerator::join_uneven_inputs_begin(const std::shared_ptr<Model>& model, std::optional<bool> even_batches) {
   auto wrapper = prepared(model);
+  if (wrapper->leaves_gradients_to_optimizer() && num_processes() > 1)
+    fail(Status::Unsupported, "join_uneven_inputs with a LOMO optimizer: its allreduces inside backward, one per ",
+         "parameter, have no join hook to stand in for a process whose data has ended");
   std::function<void()> restore;
   if (even_batches && num_processes() > 1) restore = override_even_batches(live_loaders(), *even_batches);
   try {

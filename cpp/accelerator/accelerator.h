@@ -254,7 +254,8 @@ class Accelerator {
   std::shared_ptr<AcceleratedOptimizer> prepared_lomo(const char* call) const;
   bool lomo_prepared() const;
   void check_lomo_preparable(const Optimizer& optimizer) const;
-  GradientAverager lomo_gradient_averager(Optimizer& optimizer) const;
+  // `applies`: for the backward that applies the gradients (not grad_norm's, which only measures).
+  GradientAverager lomo_gradient_averager(Optimizer& optimizer, bool applies) const;
 
   AcceleratorConfig config_;
   ProcessEnv process_;

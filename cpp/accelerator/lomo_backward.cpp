@@ -5,7 +5,8 @@
 // LOMO has applied each process's own: the replicas drift apart. Here each gradient is averaged as
 // DDP averages it (divided by the number of processes, then summed) before its update, one
 // parameter at a time inside backward, and the Reducer stays out (PreparedModel's
-// leave_gradients_to_optimizer): every replica takes the same update.
+// leave_gradients_to_optimizer): every replica takes the same update. Inside no_sync scopes (and
+// LocalSGD) each process applies its own gradients, as no_sync asks.
 #include <cmath>
 
 #include "accelerator/accelerator.h"
@@ -48,9 +49,11 @@ void Accelerator::check_lomo_preparable(const Optimizer& optimizer) const {
          ": LOMO averages each gradient itself, uncompressed");
 }
 
-GradientAverager Accelerator::lomo_gradient_averager(Optimizer& optimizer) const {
+GradientAverager Accelerator::lomo_gradient_averager(Optimizer& optimizer, bool applies) const {
   const auto model = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(optimizer.model()));
   if (!dist_ || !model || !model->data_parallel()) return {};
+  // Inside no_sync (and LocalSGD, which is built on it) each process applies its own gradients.
+  if (!model->optimizer_averages_next_backward(applies)) return {};
   // Names for the collectives' errors, in the order of the optimizer's group.
   std::vector<std::string> names;
   const NamedTensors named = optimizer.model()->named_parameters();
@@ -76,7 +79,7 @@ void Accelerator::lomo_backward(const at::Tensor& loss, double learning_rate) {
           "lomo_backward needs a learning rate, a finite number >= 0, got ", learning_rate);
   const auto optimizer = prepared_lomo("lomo_backward");
   auto& lomo = dynamic_cast<FusedBackwardOptimizer&>(optimizer->impl());
-  const GradientAverager average = lomo_gradient_averager(*optimizer);
+  const GradientAverager average = lomo_gradient_averager(*optimizer, /*applies=*/true);
   run_backward([&] { lomo.fused_backward(loss, learning_rate, average); }, "LOMO's gradient allreduces");
 }
 
@@ -92,7 +95,7 @@ double Accelerator::lomo_grad_norm(const at::Tensor& loss) {
   require_backward_loss(loss);
   const auto optimizer = prepared_lomo("lomo_grad_norm");
   auto& lomo = dynamic_cast<FusedBackwardOptimizer&>(optimizer->impl());
-  const GradientAverager average = lomo_gradient_averager(*optimizer);
+  const GradientAverager average = lomo_gradient_averager(*optimizer, /*applies=*/false);
   double norm = 0;
   run_backward([&] { norm = lomo.grad_norm(loss, average); }, "LOMO's gradient allreduces");
   return norm;

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "parallel/parallel_engine.h"
 #include "parallel/sharded_data_parallel.h"
@@ -76,7 +77,16 @@ class PreparedModel final : public Model {
   // After a forward under no_sync: the coming backward averages gradients after all.
   void trigger_sync_in_backward() {
     if (parallel_) parallel_->sync_next_backward();
+    sync_triggered_ = true;
   }
+  // For a LOMO optimizer, which averages each gradient itself: whether the coming backward averages
+  // (not inside a no_sync scope, unless trigger_sync_in_backward came before it; `consume` ends the
+  // trigger, at the backward that applies gradients, not at the pass that only measures them).
+  // Accumulation windows do not count: each LOMO micro-step updates, so each one averages.
+  bool optimizer_averages_next_backward(bool consume) {
+    return no_sync_depth_ == 0 || (consume ? std::exchange(sync_triggered_, false) : sync_triggered_);
+  }
+  bool leaves_gradients_to_optimizer() const { return gradients_left_to_optimizer_; }
   // join_uneven_inputs (see DataParallel); nothing to do on one process.
   void join_begin() {
     if (parallel_) parallel_->join_begin();
@@ -104,6 +114,7 @@ class PreparedModel final : public Model {
   bool gradient_sync_ = true;
   int64_t no_sync_depth_ = 0;
   bool gradients_left_to_optimizer_ = false;
+  bool sync_triggered_ = false;               // see optimizer_averages_next_backward
   std::shared_ptr<void> trainable_set_hold_;  // see Model::hold_trainable_set
 };
 

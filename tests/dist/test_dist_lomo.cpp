@@ -121,6 +121,50 @@ TEST(DdpLomo, EveryReplicaTakesTheAveragedUpdateAsSgdUnderDdp) {
   acc_accelerator_free(acc);
 }
 
+// Inside no_sync each process applies its own gradients (LocalSGD builds on that); a backward after
+// trigger_sync_in_backward averages again. join_uneven_inputs has nothing to stand in for LOMO's
+// per-parameter allreduces on a process whose data ended: refused.
+TEST(DdpLomo, NoSyncStepsEachReplicaOnItsOwnGradients) {
+  if (g_world < 2) GTEST_SKIP() << "needs several processes";
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  acc_model* model = nullptr;
+  acc_optimizer* lomo = nullptr;
+  prepare(acc, "lomo", &model, &lomo);
+  ACC_EXPECT_ERROR(acc_join_uneven_inputs_begin(acc, model, -1), ACC_ERR_UNSUPPORTED,
+                   "join_uneven_inputs with a LOMO optimizer");
+  ACC_ASSERT_OK(acc_no_sync_begin(acc, model));
+  acc_tensor* loss = loss_on_own_rows(model, 0);
+  ACC_ASSERT_OK(acc_lomo_backward(acc, loss, 0.3));
+  acc_tensor_free(loss);
+  acc_tensor *w = nullptr, *all = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(model, "2.bias", &w));
+  ACC_ASSERT_OK(acc_gather(acc, w, "local LOMO steps", &all));
+  const auto gathered = to_floats(all);
+  EXPECT_NE(std::vector<float>(gathered.begin(), gathered.begin() + 2),
+            std::vector<float>(gathered.begin() + 2, gathered.begin() + 4))
+      << "processes on their own rows stepped alike under no_sync";
+  acc_tensor_free(w);
+  acc_tensor_free(all);
+  // After the trigger, the update is the average again: the replicas move by the same amount.
+  const auto before = weights(model, "2.bias");
+  loss = loss_on_own_rows(model, 1);
+  ACC_ASSERT_OK(acc_trigger_sync_in_backward(acc, model));
+  ACC_ASSERT_OK(acc_lomo_backward(acc, loss, 0.3));
+  acc_tensor_free(loss);
+  const auto after = weights(model, "2.bias");
+  std::vector<float> moved = {after[0] - before[0], after[1] - before[1]};
+  acc_tensor* delta = floats(moved, {2});
+  ACC_ASSERT_OK(acc_gather(acc, delta, "averaged LOMO steps", &all));
+  const auto deltas = to_floats(all);
+  for (size_t i = 2; i < deltas.size(); ++i) EXPECT_NEAR(deltas[i], deltas[i % 2], 1e-6) << i;
+  acc_tensor_free(delta);
+  acc_tensor_free(all);
+  ACC_ASSERT_OK(acc_no_sync_end(acc, model));
+  acc_optimizer_free(lomo);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+}
+
 TEST(DdpLomo, ShardedDataParallelismIsRefused) {
   acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "2"}});
   acc_model* model = nullptr;

@@ -86,4 +86,6 @@ if(ACC_BUILD_GPU_TESTS)
   # Sharded data parallelism with CUDA tensors: every stage against DDP, accumulation, clipping,
   # bf16, CPU offload, TorchScript units, checkpoints.
   acc_gpu_dist_test(gpu.dist_sharded_2_processes_share_the_gpu_over_gloo "Sharded.*")
+  # LOMO's per-parameter averaging inside backward on the autograd engine's CUDA thread.
+  acc_gpu_dist_test(gpu.dist_lomo_2_processes_share_the_gpu_over_gloo "DdpLomo.*")
 endif()
