@@ -8,6 +8,7 @@
 // leave_gradients_to_optimizer): every replica takes the same update. Inside no_sync scopes (and
 // LocalSGD) each process applies its own gradients, as no_sync asks.
 #include <cmath>
+#include <unordered_map>
 
 #include "accelerator/accelerator.h"
 #include "common/error.h"
@@ -55,14 +56,14 @@ GradientAverager Accelerator::lomo_gradient_averager(Optimizer& optimizer, bool 
   // Inside no_sync (and LocalSGD, which is built on it) each process applies its own gradients.
   if (!model->optimizer_averages_next_backward(applies)) return {};
   // Names for the collectives' errors, in the order of the optimizer's group.
+  std::unordered_map<const c10::TensorImpl*, std::string> name_of;
+  for (const auto& [name, tensor] : optimizer.model()->named_parameters())
+    name_of.emplace(tensor.unsafeGetTensorImpl(), name);
   std::vector<std::string> names;
-  const NamedTensors named = optimizer.model()->named_parameters();
   for (auto& group : optimizer.impl().param_groups())
     for (const auto& param : group.params()) {
-      std::string name = "?";
-      for (const auto& [n, t] : named)
-        if (t.is_same(param)) name = n;
-      names.push_back(std::move(name));
+      const auto it = name_of.find(param.unsafeGetTensorImpl());
+      names.push_back(it != name_of.end() ? it->second : "?");
     }
   return [dist = dist_, names = std::move(names)](at::Tensor& grad, size_t index) {
     // DDP's arithmetic: the gradient times 1 / processes, then the sum over them.
