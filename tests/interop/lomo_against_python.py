@@ -179,7 +179,13 @@ def python_run(model_path, case):
     record = []
     for step in range(STEPS):
         x, y = batch(step)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        if case.get("bf16"):  # Accelerate's autocast, the outputs back in float32
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = model(x)
+            out = out.float()
+        else:
+            out = model(x)
+        loss = torch.nn.functional.cross_entropy(out, y)
         norm = None
         if "clip_grad_norm" in case["options"]:
             measured = opt.grad_norm(loss)  # lomo_optim's returns nothing and keeps the norms
@@ -193,8 +199,10 @@ def python_run(model_path, case):
 # ---- The C API ----------------------------------------------------------------------------------
 
 def c_accelerator(lib, model_path, case):
-    acc = lib.new("acc_accelerator_create", lib.options(
-        api.ACC_OPTIONS_ACCELERATOR, {"gradient_accumulation_steps": case.get("accumulation", 1)}))
+    settings = {"gradient_accumulation_steps": case.get("accumulation", 1)}
+    if case.get("bf16"):
+        settings["mixed_precision"] = "bf16"
+    acc = lib.new("acc_accelerator_create", lib.options(api.ACC_OPTIONS_ACCELERATOR, settings))
     model = lib.new("acc_model_load_torchscript", model_path.encode())
     opt = lib.new("acc_optimizer_create", model, case["algorithm"].encode(),
                   lib.options(api.ACC_OPTIONS_OPTIMIZER, case["options"]))
@@ -252,6 +260,8 @@ CASES = [
                                          "clip_threshold": 0.5, "decay_rate": -0.5, "loss_scale": 0.0},
      "rates": DECAYING},
     {"algorithm": "adalomo", "options": {"eps2": 0.5}, "rates": DECAYING},  # the eps2 floor as the scale
+    {"algorithm": "lomo", "options": {"clip_grad_norm": 1.0}, "rates": DECAYING, "bf16": True},
+    {"algorithm": "adalomo", "options": {"weight_decay": 0.01}, "rates": DECAYING, "bf16": True},
 ]
 
 
@@ -274,7 +284,8 @@ def main(build, work):
         for how, (ours, our_weights) in runs:
             same = ours == theirs and all(torch.equal(our_weights[n], their_weights[n]) for n in their_weights)
             moved = not all(torch.equal(our_weights[n], t) for n, t in torch.jit.load(model_path).state_dict().items())
-            print(f"{case['algorithm']} {case['options']}{how}: {'bit-identical' if same else 'DIFFERS'}")
+            label = f"{case['algorithm']} {case['options']}{' bf16' if case.get('bf16') else ''}{how}"
+            print(f"{label}: {'bit-identical' if same else 'DIFFERS'}")
             if not same or not moved:
                 print(f"  C API: {ours}\n  Python: {theirs}\n  weights moved: {moved}")
                 failures += 1
