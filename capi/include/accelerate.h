@@ -832,7 +832,7 @@ ACC_API ACC_NODISCARD acc_status acc_optimizer_add_param_group_matching(acc_opti
  * asgd's eta and mu float32 0-dim tensors on the CPU. Before the parameter's first step it has no
  * state: ACC_ERR_NOT_INITIALIZED (adagrad's exists from the start). A field the optimizer does not
  * keep is ACC_ERR_INVALID_ARGUMENT naming those it keeps; so is a parameter the model lacks or the
- * optimizer does not step. Under sharded data parallelism each process holds slices of the state:
+ * optimizer does not step, and any field of lomo, which keeps none. Under sharded data parallelism each process holds slices of the state:
  * ACC_ERR_UNSUPPORTED (acc_save_state writes it whole). */
 ACC_API ACC_NODISCARD acc_status acc_optimizer_state(const acc_optimizer *opt, const char *param, const char *field,
                                                      acc_tensor **out);

@@ -30,6 +30,8 @@ class OptimizerAlgorithm {
   virtual const std::set<std::string>& keys() const = 0;
   // See Optimizer::elementwise.
   virtual bool elementwise() const { return true; }
+  // Whether it keeps no state for any parameter (LOMO: the gradient alone makes the update).
+  virtual bool stateless() const { return false; }
 
   // torch::optim options from options whose keys are checked; values out of range are errors.
   virtual std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& options) const = 0;

@@ -47,6 +47,7 @@ class LomoAlgorithm final : public OptimizerAlgorithm {
     return k;
   }
   bool elementwise() const override { return false; }  // it updates inside backward, never a slice
+  bool stateless() const override { return true; }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
     LomoOptions options;
     options.lr(o.get_double("lr", 1e-3))

@@ -73,6 +73,9 @@ StateFields parameter_state(Optimizer& optimizer, const std::string& name) {
 
 at::Tensor parameter_state_field(Optimizer& optimizer, const std::string& name, const std::string& field) {
   const StateFields fields = parameter_state(optimizer, name);
+  if (optimizer_algorithm(optimizer.algorithm()).stateless())
+    fail(Status::InvalidArgument, "the ", optimizer.algorithm(), " optimizer keeps no state: its update is made from ",
+         "the gradient alone");
   if (fields.empty())
     fail(Status::NotInitialized, "'", name, "' has no optimizer state yet: the optimizer has not stepped it");
   auto it = fields.find(field);

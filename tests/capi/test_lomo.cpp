@@ -234,6 +234,9 @@ TEST(Lomo, MisuseIsRefusedWithAReason) {
   acc_tensor* loss = loss_of(model, 0);
   ACC_ASSERT_OK(acc_tensor_backward(loss));
   ACC_EXPECT_ERROR(acc_optimizer_step(opt), ACC_ERR_INVALID_ARGUMENT, "a LOMO optimizer has no step of its own");
+  acc_tensor* state = nullptr;
+  ACC_EXPECT_ERROR(acc_optimizer_state(opt, "0.weight", "exp_avg", &state), ACC_ERR_INVALID_ARGUMENT,
+                   "the lomo optimizer keeps no state");
   acc_tensor_free(loss);
 
   acc_accelerator* acc = accelerator({{"python_state_files", "true"}});
