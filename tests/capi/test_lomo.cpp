@@ -274,3 +274,104 @@ TEST(Lomo, MisuseIsRefusedWithAReason) {
   acc_model_free(model);
   acc_accelerator_free(acc);
 }
+
+namespace {
+
+// Linear, then a transformer encoder layer (checkpointed or not), then a linear head.
+std::string stack_spec(bool checkpoint) {
+  const std::string c = checkpoint ? R"(,"checkpoint":true)" : "";
+  return R"([{"type":"linear","in_features":3,"out_features":16)" + c + R"(},
+             {"type":"transformer_encoder_layer","d_model":16,"nhead":2,"dim_feedforward":32,"dropout":0.0,
+              "batch_first":true)" +
+         c + R"(},
+             {"type":"linear","in_features":16,"out_features":2}])";
+}
+
+std::map<std::string, std::vector<float>> all_parameters(const acc_model* model) {
+  acc_tensor_list* list = nullptr;
+  EXPECT_EQ(acc_model_state_dict(model, &list), ACC_OK);
+  size_t n = 0;
+  EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
+  std::map<std::string, std::vector<float>> out;
+  for (size_t i = 0; i < n; ++i) {
+    acc_tensor* t = nullptr;
+    const char* name = nullptr;
+    EXPECT_EQ(acc_tensor_list_get(list, i, &t), ACC_OK);
+    EXPECT_EQ(acc_tensor_list_name(list, i, &name), ACC_OK);
+    out[name] = to_floats(t);
+    acc_tensor_free(t);
+  }
+  acc_tensor_list_free(list);
+  return out;
+}
+
+// One LOMO step of `model` (prepared with a fresh accelerator) on a [2, 4, 3] batch.
+void lomo_step(acc_model** model, const char* algorithm) {
+  acc_optimizer* opt = optimizer(*model, algorithm, {});
+  acc_accelerator* acc = accelerator();
+  ASSERT_EQ(acc_prepare(acc, model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+  std::vector<float> x(24), y(16);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i * 5 % 9) - 4) / 3.0f;
+  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 3) - 1.0f;
+  acc_tensor* input = floats(x, {2, 4, 3});
+  acc_tensor* target = floats(y, {2, 4, 2});
+  acc_tensor *out = nullptr, *loss = nullptr;
+  ASSERT_EQ(acc_model_forward1(*model, input, 0, &out), ACC_OK) << acc_last_error_message();
+  ASSERT_EQ(acc_loss_mse(out, target, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+  ACC_ASSERT_OK(acc_lomo_backward(acc, loss, 0.05));
+  for (acc_tensor* t : {input, target, out, loss}) acc_tensor_free(t);
+  acc_optimizer_free(opt);
+  acc_accelerator_free(acc);
+}
+
+}  // namespace
+
+// Activation checkpointing recomputes a layer's forward inside backward, after later layers were
+// updated: the layer's own parameters are not yet, so the step is bit for bit the one without it.
+TEST(Lomo, ActivationCheckpointingGivesTheSameUpdate) {
+  for (const char* algorithm : {"lomo", "adalomo"}) {
+    SCOPED_TRACE(algorithm);
+    acc_model *plain = nullptr, *checkpointed = nullptr;
+    ASSERT_EQ(acc_set_seed(3), ACC_OK);
+    ASSERT_EQ(acc_model_from_spec(stack_spec(false).c_str(), &plain), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(acc_set_seed(3), ACC_OK);
+    ASSERT_EQ(acc_model_from_spec(stack_spec(true).c_str(), &checkpointed), ACC_OK) << acc_last_error_message();
+    const auto initial = all_parameters(plain);
+    ASSERT_EQ(all_parameters(checkpointed), initial);
+    lomo_step(&plain, algorithm);
+    lomo_step(&checkpointed, algorithm);
+    const auto updated = all_parameters(plain);
+    EXPECT_EQ(all_parameters(checkpointed), updated);
+    for (const auto& [name, values] : updated) EXPECT_NE(values, initial.at(name)) << name << " did not move";
+    acc_model_free(plain);
+    acc_model_free(checkpointed);
+  }
+}
+
+// LoRA: only the adapters train (the base is frozen), and the frozen weights never change.
+TEST(Lomo, TrainsOnlyTheAdaptersOfALoraModel) {
+  ASSERT_EQ(acc_set_seed(3), ACC_OK);
+  acc_model* model = nullptr;
+  ASSERT_EQ(acc_model_from_spec(stack_spec(false).c_str(), &model), ACC_OK);
+  acc_options* o = nullptr;
+  ASSERT_EQ(acc_options_create(ACC_OPTIONS_LORA, &o), ACC_OK);
+  ASSERT_EQ(acc_options_set(o, "r", "2"), ACC_OK);
+  ASSERT_EQ(acc_options_set(o, "init_lora_weights", "gaussian"), ACC_OK);
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_add_lora(model, "0,2", o, &count));
+  acc_options_free(o);
+  ASSERT_EQ(count, 2u);
+  const auto initial = all_parameters(model);
+  lomo_step(&model, "adalomo");
+  const auto updated = all_parameters(model);
+  size_t moved = 0;
+  for (const auto& [name, values] : updated) {
+    const bool adapter = name.find("lora_") != std::string::npos;
+    if (adapter)
+      moved += values != initial.at(name);
+    else
+      EXPECT_EQ(values, initial.at(name)) << name << ": a frozen base weight moved";
+  }
+  EXPECT_GT(moved, 0u) << "no adapter moved";
+  acc_model_free(model);
+}
