@@ -84,7 +84,8 @@ class PreparedModel final : public Model {
   // trigger, at the backward that applies gradients, not at the pass that only measures them).
   // Accumulation windows do not count: each LOMO micro-step updates, so each one averages.
   bool optimizer_averages_next_backward(bool consume) {
-    return no_sync_depth_ == 0 || (consume ? std::exchange(sync_triggered_, false) : sync_triggered_);
+    const bool triggered = consume ? std::exchange(sync_triggered_, false) : sync_triggered_;
+    return no_sync_depth_ == 0 || triggered;
   }
   bool leaves_gradients_to_optimizer() const { return gradients_left_to_optimizer_; }
   // join_uneven_inputs (see DataParallel); nothing to do on one process.
