@@ -35,7 +35,10 @@ NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& inputs) {
     outputs = inner_->forward(inputs);
   }
   if (distributed) parallel_->after_forward(outputs, syncs_gradients());
-  if (parallel_) parallel_->forward_done(grad && syncs_gradients());
+  // A LOMO optimizer averages this forward's gradients itself outside no_sync: DDP's buffers are then
+  // due at the next forward as after a Reducer's averaging.
+  const bool averaged = gradients_left_to_optimizer_ ? no_sync_depth_ == 0 : syncs_gradients();
+  if (parallel_) parallel_->forward_done(grad && averaged);
   return outputs;
 }
 

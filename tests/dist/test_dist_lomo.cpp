@@ -165,6 +165,45 @@ TEST(DdpLomo, NoSyncStepsEachReplicaOnItsOwnGradients) {
   acc_accelerator_free(acc);
 }
 
+// DDP's buffers (BatchNorm's running statistics) go from process 0 at the forward after one whose
+// gradients were averaged, LOMO's averaging included: an evaluation after training starts from
+// process 0's statistics, as after DDP's.
+TEST(DdpLomo, BuffersAreBroadcastAsAfterDdpsAveraging) {
+  if (g_world < 2) GTEST_SKIP() << "needs several processes";
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  acc_model* model = nullptr;
+  acc_optimizer* lomo = nullptr;
+  ASSERT_EQ(acc_set_seed(23), ACC_OK);
+  ASSERT_EQ(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":4},
+                                    {"type":"batchnorm1d","num_features":4},
+                                    {"type":"linear","in_features":4,"out_features":2}])",
+                                &model),
+            ACC_OK);
+  ASSERT_EQ(acc_optimizer_create(model, "lomo", nullptr, &lomo), ACC_OK);
+  ASSERT_EQ(acc_prepare(acc, &model, &lomo, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+  for (int step = 0; step < 2; ++step) {
+    acc_tensor* loss = loss_on_own_rows(model, step);
+    ACC_ASSERT_OK(acc_lomo_backward(acc, loss, 0.1));
+    acc_tensor_free(loss);
+  }
+  ACC_ASSERT_OK(acc_model_set_training(model, 0));
+  acc_tensor* x = floats({0.5f, -1.0f, 2.0f}, {1, 3});
+  acc_tensor* y = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(model, x, ACC_FORWARD_NO_GRAD, &y));
+  acc_tensor_list* state = nullptr;
+  acc_tensor *mean = nullptr, *all = nullptr;
+  ACC_ASSERT_OK(acc_model_state_dict(model, &state));
+  ACC_ASSERT_OK(acc_tensor_list_find(state, "1.running_mean", &mean));
+  ACC_ASSERT_OK(acc_gather(acc, mean, "running means", &all));
+  const auto gathered = to_floats(all);
+  for (size_t i = 4; i < gathered.size(); ++i) EXPECT_EQ(gathered[i], gathered[i % 4]) << i;
+  for (acc_tensor* t : {x, y, mean, all}) acc_tensor_free(t);
+  acc_tensor_list_free(state);
+  acc_optimizer_free(lomo);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+}
+
 TEST(DdpLomo, ShardedDataParallelismIsRefused) {
   acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "2"}});
   acc_model* model = nullptr;
