@@ -1,6 +1,7 @@
-// What bench_checkpointing and bench_lora share: a stack of transformer encoder layers over a
-// [batch, tokens, d_model] input with a linear head, trained by AdamW on an MSE loss through the C
-// API, with the bytes of live tensors measured around each step (tensor_memory.h).
+// What bench_checkpointing, bench_lora and bench_lomo share: a stack of transformer encoder layers
+// over a [batch, tokens, d_model] input with a linear head, trained on an MSE loss through the C API
+// (AdamW, or another optimizer prepared by an accelerator), with the bytes of live tensors measured
+// around each step (tensor_memory.h).
 #pragma once
 
 #include <functional>
@@ -30,21 +31,39 @@ inline void transformer_stack_batch(int64_t batch, int64_t tokens, int64_t d, ac
   OK(acc_tensor_from_host(ys.data(), ys.size() * sizeof(float), ydims, 3, ACC_DTYPE_FLOAT32, y));
 }
 
+// How a loop trains: AdamW unprepared (backward, then the step after the measured part), or
+// `algorithm` at rate `lr`, prepared by an accelerator of the loop's own, whose backward and step are
+// both measured (a LOMO optimizer's update is inside its backward: acc_backward_lr).
+struct StackTraining {
+  const char* algorithm = "adamw";
+  const char* lr = nullptr;  // null: the algorithm's default
+  bool prepared = false;
+};
+
 struct TransformerStackLoop {
+  acc_accelerator* acc = nullptr;  // only when prepared
   acc_model* model = nullptr;
   acc_optimizer* opt = nullptr;
   acc_tensor *x = nullptr, *y = nullptr;
+  bool fused = false;      // a LOMO optimizer: the update happens inside backward
   int64_t held_bytes = 0;  // live between steps: weights, optimizer state (after a first step)
-  int64_t step_bytes = 0;  // the most live during a step's forward and backward beyond the held bytes
+  int64_t step_bytes = 0;  // the most live during a step's measured part beyond the held bytes
 
   // `adapt` may change the model before its optimizer is made (freeze, add adapters).
   TransformerStackLoop(const std::string& json, int64_t batch, int64_t tokens, int64_t d,
-                       const std::function<void(acc_model*)>& adapt = {}) {
+                       const std::function<void(acc_model*)>& adapt = {}, const StackTraining& training = {})
+      : fused(std::string(training.algorithm).find("lomo") != std::string::npos) {
     const int64_t before = counting()->live();
+    if (training.prepared) OK(acc_accelerator_create(nullptr, &acc));
     OK(acc_set_seed(1));
     OK(acc_model_from_spec(json.c_str(), &model));
     if (adapt) adapt(model);
-    OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
+    acc_options* o = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o));
+    if (training.lr) OK(acc_options_set(o, "lr", training.lr));
+    OK(acc_optimizer_create(model, training.algorithm, o, &opt));
+    acc_options_free(o);
+    if (acc) OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
     transformer_stack_batch(batch, tokens, d, &x, &y);
     step();  // optimizer state exists from the first step on
     held_bytes = counting()->live() - before;
@@ -55,6 +74,7 @@ struct TransformerStackLoop {
     acc_tensor_free(y);
     acc_optimizer_free(opt);
     acc_model_free(model);
+    acc_accelerator_free(acc);
   }
   void step() {
     const int64_t before = counting()->live();
@@ -62,9 +82,19 @@ struct TransformerStackLoop {
     acc_tensor *out = nullptr, *loss = nullptr;
     OK(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &out));
     OK(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss));
-    OK(acc_tensor_backward(loss));
-    step_bytes = std::max(step_bytes, counting()->peak() - before);
-    OK(acc_optimizer_step(opt));
+    if (!acc) {
+      OK(acc_tensor_backward(loss));
+      step_bytes = std::max(step_bytes, counting()->peak() - before);
+      OK(acc_optimizer_step(opt));
+    } else {
+      if (fused) {
+        OK(acc_backward_lr(acc, loss, 1e-4));
+      } else {
+        OK(acc_backward(acc, loss));
+        OK(acc_optimizer_step(opt));
+      }
+      step_bytes = std::max(step_bytes, counting()->peak() - before);
+    }
     OK(acc_optimizer_zero_grad(opt));
     acc_tensor_free(out);
     acc_tensor_free(loss);

@@ -1,7 +1,5 @@
 #include "accelerator/accelerated_optimizer.h"
 
-#include "optim/lomo.h"
-
 namespace acc {
 
 AcceleratedOptimizer::AcceleratedOptimizer(std::shared_ptr<Optimizer> inner, std::shared_ptr<GradientState> state,
@@ -10,7 +8,7 @@ AcceleratedOptimizer::AcceleratedOptimizer(std::shared_ptr<Optimizer> inner, std
 
 void AcceleratedOptimizer::step() {
   // LOMO updated the parameters inside backward: its step does nothing, as Accelerate's.
-  if (dynamic_cast<FusedBackwardOptimizer*>(&inner_->impl())) {
+  if (inner_->fused_backward()) {
     step_was_skipped_ = false;
     return;
   }

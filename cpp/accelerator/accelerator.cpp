@@ -147,8 +147,7 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision),
                                                   std::move(parallel));
   for (const auto& optimizer : live_optimizers())
-    if (optimizer->model() == model && dynamic_cast<FusedBackwardOptimizer*>(&optimizer->impl()))
-      prepared->leave_gradients_to_optimizer();
+    if (optimizer->model() == model && optimizer->fused_backward()) prepared->leave_gradients_to_optimizer();
   models_.add(model, prepared);
   return prepared;
 }
@@ -166,7 +165,7 @@ std::shared_ptr<Optimizer> Accelerator::prepare_optimizer(const std::shared_ptr<
   if (!differences.empty())
     fail(Status::InvalidArgument, "prepare_optimizer: every process must prepare the same optimizer, and the first ",
          "setting that differs: ", differences);
-  if (dynamic_cast<FusedBackwardOptimizer*>(&optimizer->impl())) {
+  if (optimizer->fused_backward()) {
     check_lomo_preparable(*optimizer);
     if (auto model = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(optimizer->model())))
       model->leave_gradients_to_optimizer();
@@ -258,10 +257,14 @@ void Accelerator::backward(const at::Tensor& loss, bool retain_graph, bool creat
          " under sharded data parallelism (zero_stage ", config_.sharding.stage, "): each backward reduces the ",
          "gradients into their shards and releases gathered parameters, so a second pass through the graph ",
          "has neither (DeepSpeed's engine has no such argument either)");
-  const int64_t steps = config_.gradient_accumulation_steps;
-  at::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
+  at::Tensor scaled = over_accumulation_steps(loss);
   if (scaler_) scaled = scaler_->scale(scaled);
   run_backward([&] { scaled.backward({}, retain_graph || create_graph, create_graph); }, "DDP's gradient allreduce");
+}
+
+at::Tensor Accelerator::over_accumulation_steps(const at::Tensor& loss) const {
+  const int64_t steps = config_.gradient_accumulation_steps;
+  return steps > 1 ? loss / static_cast<double>(steps) : loss;
 }
 
 void Accelerator::run_backward(const std::function<void()>& pass, const std::string& collectives) {

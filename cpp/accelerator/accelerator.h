@@ -247,6 +247,8 @@ class Accelerator {
   std::vector<std::shared_ptr<DataLoader>> live_loaders() const { return loaders_.live(); }
   // fp16: divides a model's gradients by the loss scale, each under the optimizer that steps with it.
   void unscale_model_gradients(const std::vector<at::Tensor>& grads);
+  // loss / gradient_accumulation_steps, as Accelerate's backward divides it.
+  at::Tensor over_accumulation_steps(const at::Tensor& loss) const;
   // Runs `pass`, a backward, naming it (and `collectives`, the ones it runs) in the errors of a lost peer.
   void run_backward(const std::function<void()>& pass, const std::string& collectives);
   // LOMO (lomo_backward.cpp): the prepared LOMO optimizer, InvalidArgument naming `call` unless there

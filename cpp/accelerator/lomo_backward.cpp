@@ -21,7 +21,7 @@ namespace acc {
 std::shared_ptr<AcceleratedOptimizer> Accelerator::prepared_lomo(const char* call) const {
   std::shared_ptr<AcceleratedOptimizer> found;
   for (const auto& optimizer : live_optimizers()) {
-    if (!dynamic_cast<FusedBackwardOptimizer*>(&optimizer->impl())) continue;
+    if (!optimizer->fused_backward()) continue;
     require(found == nullptr, call, ": two LOMO optimizers are prepared; Accelerate's lomo_backward runs backward ",
             "through the loss once for each, and the second finds the graph freed");
     found = optimizer;
@@ -32,9 +32,10 @@ std::shared_ptr<AcceleratedOptimizer> Accelerator::prepared_lomo(const char* cal
 }
 
 bool Accelerator::lomo_prepared() const {
-  for (const auto& optimizer : live_optimizers())
-    if (dynamic_cast<FusedBackwardOptimizer*>(&optimizer->impl())) return true;
-  return false;
+  // Asked at every backward: a walk over the prepared optimizers, without collecting them.
+  bool found = false;
+  optimizers_.each([&found](AcceleratedOptimizer& optimizer) { found = found || optimizer.fused_backward(); });
+  return found;
 }
 
 void Accelerator::check_lomo_preparable(const Optimizer& optimizer) const {
@@ -79,7 +80,7 @@ void Accelerator::lomo_backward(const at::Tensor& loss, double learning_rate) {
   require(std::isfinite(learning_rate) && learning_rate >= 0,
           "lomo_backward needs a learning rate, a finite number >= 0, got ", learning_rate);
   const auto optimizer = prepared_lomo("lomo_backward");
-  auto& lomo = dynamic_cast<FusedBackwardOptimizer&>(optimizer->impl());
+  auto& lomo = *optimizer->fused_backward();
   const GradientAverager average = lomo_gradient_averager(*optimizer, /*applies=*/true);
   run_backward([&] { lomo.fused_backward(loss, learning_rate, average); }, "LOMO's gradient allreduces");
 }
@@ -88,14 +89,13 @@ void Accelerator::backward_with_learning_rate(const at::Tensor& loss, double lea
   require_backward_loss(loss);
   require(lomo_prepared(), "backward with a learning rate is LOMO's (Accelerate hands it to lomo_backward), and no ",
           "LOMO optimizer (lomo or adalomo) is prepared");
-  const int64_t steps = config_.gradient_accumulation_steps;
-  lomo_backward(steps > 1 ? loss / static_cast<double>(steps) : loss, learning_rate);
+  lomo_backward(over_accumulation_steps(loss), learning_rate);
 }
 
 double Accelerator::lomo_grad_norm(const at::Tensor& loss) {
   require_backward_loss(loss);
   const auto optimizer = prepared_lomo("lomo_grad_norm");
-  auto& lomo = dynamic_cast<FusedBackwardOptimizer&>(optimizer->impl());
+  auto& lomo = *optimizer->fused_backward();
   const GradientAverager average = lomo_gradient_averager(*optimizer, /*applies=*/false);
   double norm = 0;
   run_backward([&] { norm = lomo.grad_norm(loss, average); }, "LOMO's gradient allreduces");

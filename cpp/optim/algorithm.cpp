@@ -68,6 +68,14 @@ void check_adam_hyperparameters(const nlohmann::json& j, const std::string& wher
   check_number(j, "eps", 0, kInf, true, where);
 }
 
+nlohmann::json nullable(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+std::optional<double> optional_number(const nlohmann::json& j, const char* key) {
+  return j.at(key).is_null() ? std::nullopt : std::optional<double>(j.at(key).get<double>());
+}
+
 at::Tensor step_tensor(int64_t step) { return at::scalar_tensor(step, at::kLong); }
 
 int64_t step_value(const StateFields& fields) { return fields.at("step").item<int64_t>(); }

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -98,6 +99,9 @@ void check_learning_rate(const nlohmann::json& j, const std::string& where, bool
 // The hyper-parameters Adam and its variants share: lr (check_learning_rate), weight_decay and eps
 // >= 0, beta1 and beta2 in [0, 1), as PyTorch's ranges.
 void check_adam_hyperparameters(const nlohmann::json& j, const std::string& where);
+// An optional hyper-parameter as JSON (null when unset), and back.
+nlohmann::json nullable(const std::optional<double>& value);
+std::optional<double> optional_number(const nlohmann::json& j, const char* key);
 at::Tensor step_tensor(int64_t step);
 int64_t step_value(const StateFields& fields);
 // fields[key] where the tensor is defined.

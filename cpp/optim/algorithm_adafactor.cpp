@@ -14,12 +14,6 @@ using nlohmann::json;
 using namespace algorithm_detail;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-std::optional<double> optional_number(const json& j, const char* key) {
-  return j.at(key).is_null() ? std::nullopt : std::optional<double>(j.at(key).get<double>());
-}
-
-json nullable(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
-
 // The rules between options, for new options and saved ones alike.
 void check_combination(bool has_lr, bool relative_step, bool warmup_init, double clip_threshold,
                        const std::string& where) {

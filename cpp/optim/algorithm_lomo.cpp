@@ -19,12 +19,6 @@ std::optional<double> optional_option(const Options& o, const char* key) {
   return o.has(key) ? std::optional<double>(o.get_double(key)) : std::nullopt;
 }
 
-std::optional<double> optional_number(const json& j, const char* key) {
-  return j.at(key).is_null() ? std::nullopt : std::optional<double>(j.at(key).get<double>());
-}
-
-json nullable(const std::optional<double>& v) { return v ? json(*v) : json(nullptr); }
-
 // What both take: a rate, weight decay and the two clipping bounds (each above 0 where set:
 // lomo_optim refuses clip_grad_norm <= 0 and ignores a clip_grad_value <= 0, which is refused here).
 void check_shared(const json& j, const std::string& where) {

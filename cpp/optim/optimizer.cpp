@@ -31,6 +31,8 @@ void Optimizer::set_train_mode(bool train) {
   if (auto* modes = dynamic_cast<ScheduleFreeModes*>(&impl())) modes->set_train_mode(train);
 }
 
+FusedBackwardOptimizer* Optimizer::fused_backward() { return dynamic_cast<FusedBackwardOptimizer*>(&impl()); }
+
 std::vector<at::Tensor> Optimizer::gradients() {
   std::vector<at::Tensor> grads;
   for (auto& group : impl().param_groups())
@@ -100,7 +102,7 @@ size_t Optimizer::add_param_group_matching(const std::string& patterns, const Op
 }
 
 void TorchOptimizer::add_param_group(const std::vector<std::string>& names, const Options& overrides) {
-  if (dynamic_cast<const FusedBackwardOptimizer*>(impl_.get()))
+  if (fused_backward())
     fail(Status::Unsupported, "the ", algorithm(), " optimizer has one parameter group: lomo_optim's optimizers apply ",
          "one rate, weight decay and clipping to every parameter");
   require(!stepped_, "parameter groups can only be added before the first step");

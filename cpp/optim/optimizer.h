@@ -17,6 +17,7 @@
 namespace acc {
 
 class OptimizerAlgorithm;
+class FusedBackwardOptimizer;
 
 // What the C API and schedulers see of an optimizer; the Accelerator's wrapper is one too.
 class Optimizer {
@@ -65,6 +66,9 @@ class Optimizer {
   virtual bool on_any_process(bool found) { return found; }
   // The gradients its parameters have (aliasing them).
   std::vector<at::Tensor> gradients();
+  // The LOMO optimizer it is (optim/lomo.h), which updates the parameters inside backward; null for
+  // every other algorithm.
+  FusedBackwardOptimizer* fused_backward();
   // add_param_group for the trainable parameters whose names match `patterns` (NamePatterns);
   // returns how many moved. None trainable among the matches is an error.
   size_t add_param_group_matching(const std::string& patterns, const Options& overrides);

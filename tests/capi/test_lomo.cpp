@@ -42,14 +42,6 @@ acc_optimizer* optimizer(acc_model* model, const char* algorithm, const std::map
   return opt;
 }
 
-acc_accelerator* accelerator(const std::map<std::string, std::string>& values = {}) {
-  acc_options* o = options(ACC_OPTIONS_ACCELERATOR, values);
-  acc_accelerator* acc = nullptr;
-  EXPECT_EQ(acc_accelerator_create(o, &acc), ACC_OK) << acc_last_error_message();
-  acc_options_free(o);
-  return acc;
-}
-
 // The MSE loss of the model on batch `step` (a fresh graph each call).
 acc_tensor* loss_of(acc_model* model, int step) {
   std::vector<float> x, y;
@@ -103,7 +95,7 @@ TEST(Lomo, WithoutWeightDecayItIsSgdAppliedInsideBackward) {
   ASSERT_EQ(weights(lomo_model), weights(sgd_model));
   acc_optimizer* lomo = optimizer(lomo_model, "lomo", {});
   acc_optimizer* sgd = optimizer(sgd_model, "sgd", {{"lr", "0.2"}});
-  acc_accelerator* acc = accelerator();
+  acc_accelerator* acc = acc_test::make_accelerator({});
   ACC_ASSERT_OK(acc_prepare(acc, &lomo_model, &lomo, nullptr, nullptr));
   for (int step = 0; step < 4; ++step) {
     const double lr = 0.2;
@@ -138,8 +130,8 @@ TEST(Lomo, BackwardWithRateDividesTheLossByTheAccumulationSteps) {
   acc_model* b = seeded_model();
   acc_optimizer* opt_a = optimizer(a, "lomo", {});
   acc_optimizer* opt_b = optimizer(b, "lomo", {});
-  acc_accelerator* accumulating = accelerator({{"gradient_accumulation_steps", "2"}});
-  acc_accelerator* plain = accelerator();
+  acc_accelerator* accumulating = acc_test::make_accelerator({{"gradient_accumulation_steps", "2"}});
+  acc_accelerator* plain = acc_test::make_accelerator({});
   ACC_ASSERT_OK(acc_prepare(accumulating, &a, &opt_a, nullptr, nullptr));
   ACC_ASSERT_OK(acc_prepare(plain, &b, &opt_b, nullptr, nullptr));
   for (int step = 0; step < 3; ++step) {
@@ -164,7 +156,7 @@ TEST(Lomo, BackwardWithRateDividesTheLossByTheAccumulationSteps) {
 TEST(Lomo, ClippingByNormMeasuresFirstAndRefusesWithoutIt) {
   acc_model* model = seeded_model();
   acc_optimizer* opt = optimizer(model, "lomo", {{"clip_grad_norm", "1e-3"}});
-  acc_accelerator* acc = accelerator();
+  acc_accelerator* acc = acc_test::make_accelerator({});
   ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
   const auto before = weights(model);
   acc_tensor* loss = loss_of(model, 0);
@@ -193,7 +185,7 @@ TEST(Lomo, ClippingByNormMeasuresFirstAndRefusesWithoutIt) {
 TEST(Lomo, AdaLomoKeepsFactoredMomentsPerParameter) {
   acc_model* model = seeded_model();
   acc_optimizer* opt = optimizer(model, "adalomo", {{"weight_decay", "0.01"}});
-  acc_accelerator* acc = accelerator();
+  acc_accelerator* acc = acc_test::make_accelerator({});
   ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
   acc_tensor* state = nullptr;
   EXPECT_EQ(acc_optimizer_state(opt, "0.weight", "exp_avg_sq_row", &state), ACC_ERR_NOT_INITIALIZED);
@@ -239,7 +231,7 @@ TEST(Lomo, MisuseIsRefusedWithAReason) {
                    "the lomo optimizer keeps no state");
   acc_tensor_free(loss);
 
-  acc_accelerator* acc = accelerator({{"python_state_files", "true"}});
+  acc_accelerator* acc = acc_test::make_accelerator({{"python_state_files", "true"}});
   loss = loss_of(model, 0);
   ACC_EXPECT_ERROR(acc_lomo_backward(acc, loss, 0.1), ACC_ERR_INVALID_ARGUMENT,
                    "no LOMO optimizer (lomo or adalomo) is prepared");
@@ -308,7 +300,7 @@ std::map<std::string, std::vector<float>> all_parameters(const acc_model* model)
 // One LOMO step of `model` (prepared with a fresh accelerator) on a [2, 4, 3] batch.
 void lomo_step(acc_model** model, const char* algorithm) {
   acc_optimizer* opt = optimizer(*model, algorithm, {});
-  acc_accelerator* acc = accelerator();
+  acc_accelerator* acc = acc_test::make_accelerator({});
   ASSERT_EQ(acc_prepare(acc, model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
   std::vector<float> x(24), y(16);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i * 5 % 9) - 4) / 3.0f;

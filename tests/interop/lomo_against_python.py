@@ -20,7 +20,9 @@ import types
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sidebyside"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import acc_ctypes as api  # noqa: E402
+from resume_in_python import c_weights  # noqa: E402
 
 STEPS, SAVED_AFTER = 6, 3
 
@@ -226,10 +228,6 @@ def c_step(lib, acc, model, opt, case, step):
     lib.acc_optimizer_step(opt)  # nothing, as Accelerate's for LOMO
     lib.acc_optimizer_zero_grad(opt)
     return lib.item(loss), norm
-
-
-def c_weights(lib, model):
-    return {n: lib.to_torch(t) for n, t in lib.list_items(lib.new("acc_model_state_dict", model))}
 
 
 def c_run(lib, model_path, case, checkpoint=None):

@@ -34,8 +34,8 @@ func paramValues(t *testing.T, m *acc.Model, name string) []float32 {
 	return v
 }
 
-// trainStep takes one step on the MSE loss of a fixed batch.
-func trainStep(t *testing.T, m *acc.Model, opt *acc.Optimizer) {
+// mseOf is the MSE loss of m on a fixed batch.
+func mseOf(t *testing.T, m *acc.Model) *acc.Tensor {
 	t.Helper()
 	x, _ := acc.FromFloat32s([]float32{0.1, -0.2, 0.3, 0.4, 0.5, -0.6, 0.7, 0.8}, 2, 4)
 	defer x.Close()
@@ -50,6 +50,13 @@ func trainStep(t *testing.T, m *acc.Model, opt *acc.Optimizer) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return loss
+}
+
+// trainStep takes one step on that loss.
+func trainStep(t *testing.T, m *acc.Model, opt *acc.Optimizer) {
+	t.Helper()
+	loss := mseOf(t, m)
 	defer loss.Close()
 	if err := loss.Backward(); err != nil {
 		t.Fatal(err)

@@ -9,25 +9,6 @@ import (
 	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
-// mseOf is the MSE loss of m on trainStep's batch.
-func mseOf(t *testing.T, m *acc.Model) *acc.Tensor {
-	t.Helper()
-	x, _ := acc.FromFloat32s([]float32{0.1, -0.2, 0.3, 0.4, 0.5, -0.6, 0.7, 0.8}, 2, 4)
-	defer x.Close()
-	target, _ := acc.FromFloat32s([]float32{1, 0, 0, 1}, 2, 2)
-	defer target.Close()
-	y, err := m.Forward(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer y.Close()
-	loss, err := acc.MSELoss(y, target, acc.ReductionMean)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return loss
-}
-
 // LOMO updates inside LomoBackward: without weight decay it is SGD's step, bit for bit; with
 // clip_grad_norm, LomoGradNorm measures first and BackwardLR applies.
 func TestLomoUpdatesInsideBackward(t *testing.T) {
