@@ -32,6 +32,7 @@ class AcceleratedScheduler final : public Scheduler {
   std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
   size_t group_count() const override { return inner_->group_count(); }
   const std::string& name() const override { return inner_->name(); }
+  PythonSchedulerFields python_fields(int64_t step) const override { return inner_->python_fields(step); }
   const std::shared_ptr<Scheduler>& unwrap() const { return inner_; }
 
  private:

@@ -9,6 +9,7 @@
 #include <regex>
 #include <set>
 
+#include "accelerator/accelerated_scheduler.h"
 #include "accelerator/accelerator.h"
 #include "checkpoint/python_random_states.h"
 #include "checkpoint/python_state_part.h"
@@ -47,6 +48,13 @@ size_t count_saved_models(const std::string& dir) {
   return indices.size();
 }
 
+// The optimizer a prepared scheduler was made on, unwrapped.
+std::shared_ptr<Optimizer> scheduled_optimizer(const std::shared_ptr<Scheduler>& prepared) {
+  std::shared_ptr<Optimizer> optimizer = std::static_pointer_cast<AcceleratedScheduler>(prepared)->unwrap()->optimizer();
+  if (auto wrapper = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer)) return wrapper->unwrap();
+  return optimizer;
+}
+
 StagedLoad staged_random_states_load(const TorchSavedFile& file, std::shared_ptr<GradientState> gradient_state) {
   const PythonRandomStates states = read_python_random_states(file);
   StagedLoad generators = restore_generator_states(states.generators, file.path());
@@ -69,17 +77,23 @@ void Accelerator::check_python_state_files(const std::string& context) const {
 CheckpointParts Accelerator::python_state_parts() const {
   CheckpointParts parts;
   const auto optimizers = live_optimizers();
+  const auto schedulers = live_schedulers();
   for (size_t i = 0; i < optimizers.size(); ++i) {
     auto optimizer = optimizers[i]->unwrap();
+    std::vector<std::shared_ptr<Scheduler>> its_schedulers;  // their Python counterparts wrote into its groups
+    for (const auto& scheduler : schedulers)
+      if (scheduled_optimizer(scheduler) == optimizer) its_schedulers.push_back(scheduler);
     parts.push_back(python_state_part(
-        indexed_name("optimizer", i, ".bin"), false, [optimizer] { return python_optimizer_state_dict(*optimizer); },
+        indexed_name("optimizer", i, ".bin"), false,
+        [optimizer, its_schedulers] {
+          return python_optimizer_state_dict(*optimizer, python_scheduler_group_keys(its_schedulers));
+        },
         [optimizer](const TorchSavedFile& file) {
           const OptimizerSnapshot snapshot = python_optimizer_snapshot(*optimizer, file);
           return StagedLoad{
               prepare_optimizer_restore(*optimizer, snapshot, "checkpoint file '" + file.path() + "'"), {}, {}};
         }));
   }
-  const auto schedulers = live_schedulers();
   for (size_t i = 0; i < schedulers.size(); ++i)
     parts.push_back(python_state_part(
         indexed_name("scheduler", i, ".bin"), false,

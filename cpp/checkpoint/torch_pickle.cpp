@@ -28,6 +28,10 @@ c10::IValue python_list(std::vector<c10::IValue> items) {
   return list;
 }
 
+c10::IValue python_floats(const std::vector<double>& values) {
+  return python_list(std::vector<c10::IValue>(values.begin(), values.end()));
+}
+
 c10::IValue python_tuple(std::vector<c10::IValue> items) { return c10::ivalue::Tuple::create(std::move(items)); }
 
 namespace {

@@ -18,6 +18,7 @@ c10::IValue python_dict(std::vector<std::pair<std::string, c10::IValue>> items);
 // A Python dict with int keys (an optimizer state_dict's "state").
 c10::IValue python_int_dict(std::vector<std::pair<int64_t, c10::IValue>> items);
 c10::IValue python_list(std::vector<c10::IValue> items);
+c10::IValue python_floats(const std::vector<double>& values);  // a list of floats
 c10::IValue python_tuple(std::vector<c10::IValue> items);
 
 // Writes `value` as torch.save would (tensors copied to the CPU, each its own storage).

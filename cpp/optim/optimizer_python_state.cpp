@@ -40,6 +40,13 @@ const std::vector<std::tuple<const char*, const char*, const char*>>& paired_opt
   return pairs;
 }
 
+// Keys that PyTorch's schedulers write into a group (initial_lr; OneCycleLR's rates and momenta,
+// SWALR's swa_lr): the schedule is the program's, so they are set aside when read.
+bool scheduler_key(const std::string& key) {
+  return key == "initial_lr" || key == "max_lr" || key == "min_lr" || key == "max_momentum" ||
+         key == "base_momentum" || key == "swa_lr";
+}
+
 // Keys of a PyTorch group that choose how it computes, not what: set aside when read.
 bool implementation_flag(const std::string& key) {
   return key == "foreach" || key == "fused" || key == "capturable" || key == "differentiable";
@@ -94,7 +101,7 @@ nlohmann::json options_from_python(const Optimizer& optimizer, const TorchSavedF
     const std::string& key = file.text(*group.items[i], where + " (a key)");
     const PickleNode& value = *group.items[i + 1];
     const std::string at = where + "." + key;
-    if (key == "params" || key == "param_names" || key == "initial_lr" || implementation_flag(key)) continue;
+    if (key == "params" || key == "param_names" || scheduler_key(key) || implementation_flag(key)) continue;
     if (key == "maximize" && !ours.contains(key)) {
       if (file.flag(value, at) != optimizer.maximize())
         fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': '", at, "' is ",
@@ -153,7 +160,7 @@ void require_python_optimizer_layout(const Optimizer& optimizer, const std::stri
          "(Accelerate's FSDP and DeepSpeed save theirs in their own formats)");
 }
 
-c10::IValue python_optimizer_state_dict(Optimizer& optimizer) {
+c10::IValue python_optimizer_state_dict(Optimizer& optimizer, const SchedulerGroupKeys& scheduler_keys) {
   require_python_optimizer_layout(optimizer, "python_state_files");
   const std::string& algorithm = optimizer.algorithm();
   const OptimizerSnapshot snapshot = snapshot_optimizer(optimizer);
@@ -175,6 +182,8 @@ c10::IValue python_optimizer_state_dict(Optimizer& optimizer) {
     }
     auto group = python_group(algorithm, groups[g]["options"], optimizer.maximize());
     if (const auto initial = optimizer.initial_lr(g)) group.emplace_back("initial_lr", *initial);
+    if (g < scheduler_keys.size())
+      for (const auto& [key, value] : scheduler_keys[g]) group.emplace_back(key, value);
     group.emplace_back("params", python_list(std::move(params)));
     param_groups.push_back(python_dict(std::move(group)));
   }

@@ -17,8 +17,11 @@ namespace acc {
 // Unsupported (naming it, after `context`) for an algorithm that has no such Python counterpart here
 // (the schedule-free ones) and for a sharded optimizer's slices.
 void require_python_optimizer_layout(const Optimizer& optimizer, const std::string& context);
-// The state dict; require_python_optimizer_layout's checks first.
-c10::IValue python_optimizer_state_dict(Optimizer& optimizer);
+// Per group, the keys its schedulers' Python counterparts wrote into it (max_lr, swa_lr, ...).
+using SchedulerGroupKeys = std::vector<std::vector<std::pair<std::string, double>>>;
+// The state dict, each group with `scheduler_keys` after initial_lr; require_python_optimizer_layout's
+// checks first.
+c10::IValue python_optimizer_state_dict(Optimizer& optimizer, const SchedulerGroupKeys& scheduler_keys = {});
 // The reverse: Python's state dict as read from `file` (optimizer.bin), as a snapshot of this
 // optimizer for prepare_optimizer_restore. Each group's parameters are this optimizer's, in order;
 // its hyper-parameters are the file's (as PyTorch's load_state_dict takes them), PyTorch's flags

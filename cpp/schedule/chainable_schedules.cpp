@@ -85,18 +85,24 @@ Schedule swa_lr(double swa_lr, int64_t anneal_epochs, bool cosine) {
 
 Schedule cosine_annealing_warm_restarts(int64_t t_0, int64_t t_mult, double eta_min) {
   return closed_form([=](double base, int64_t step) {
-    // Where PyTorch's T_cur and T_i stand after `step` steps of one each: a restart whenever T_cur
-    // reaches T_i, and each period T_mult times the one before.
-    int64_t t_cur = step, t_i = t_0;
-    if (t_mult == 1) t_cur %= t_0;  // equal periods: constant time at any step
-    while (t_cur >= t_i) {          // periods that grow: a logarithmic number of them
-      t_cur -= t_i;
-      if (t_i > INT64_MAX / t_mult) break;  // a period past any step: T_cur stays in it
-      t_i *= t_mult;
-    }
-    return eta_min +
-           (base - eta_min) * (1 + std::cos(M_PI * static_cast<double>(t_cur) / static_cast<double>(t_i))) / 2;
+    const WarmRestartsPosition at = warm_restarts_position(t_0, t_mult, step);
+    return eta_min + (base - eta_min) *
+                         (1 + std::cos(M_PI * static_cast<double>(at.t_cur) / static_cast<double>(at.t_i))) / 2;
   });
+}
+
+WarmRestartsPosition warm_restarts_position(int64_t t_0, int64_t t_mult, int64_t step) {
+  WarmRestartsPosition at{step, t_0};
+  if (t_mult == 1) at.t_cur %= t_0;  // equal periods: constant time at any step
+  while (at.t_cur >= at.t_i) {       // periods that grow: a logarithmic number of them
+    at.t_cur -= at.t_i;
+    if (at.t_i > INT64_MAX / t_mult) {
+      at.overflows = true;
+      break;
+    }
+    at.t_i *= t_mult;
+  }
+  return at;
 }
 
 }  // namespace acc

@@ -28,4 +28,13 @@ Schedule polynomial_lr(int64_t total_iters, double power);
 Schedule swa_lr(double swa_lr, int64_t anneal_epochs, bool cosine);
 Schedule cosine_annealing_warm_restarts(int64_t t_0, int64_t t_mult, double eta_min);
 
+// Where PyTorch's CosineAnnealingWarmRestarts stands after `step` steps of one each: T_cur steps into
+// a period of T_i, a restart whenever T_cur reaches T_i, each period T_mult times the one before.
+// `overflows`: the next period would exceed 64 bits (no step reaches it; T_cur stays in this one).
+struct WarmRestartsPosition {
+  int64_t t_cur, t_i;
+  bool overflows = false;
+};
+WarmRestartsPosition warm_restarts_position(int64_t t_0, int64_t t_mult, int64_t step);
+
 }  // namespace acc

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "checkpoint/torch_pickle.h"
 #include "common/error.h"
 
 namespace acc {
@@ -57,6 +58,25 @@ CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const Sch
   total_size_ = up + static_cast<double>(o.step_size_down.value_or(o.step_size_up));
   step_ratio_ = up / total_size_;
   start(ends_.base_lr);  // PyTorch's constructor sets each group's rate to base_lr
+}
+
+PythonSchedulerFields CyclicScheduler::python_fields(int64_t) const {
+  const char* const modes[] = {"triangular", "triangular2", "exp_range", "triangular"};  // by Mode
+  const bool by_cycle = mode_ == Mode::UserScale ? scale_by_cycle_ : mode_ != Mode::ExpRange;
+  PythonSchedulerFields fields;
+  fields.state = {{"max_lrs", python_floats(ends_.max_lr)},
+                  {"total_size", total_size_},
+                  {"step_ratio", step_ratio_},
+                  {"mode", modes[static_cast<int>(mode_)]},
+                  {"gamma", gamma_},
+                  {"_scale_fn_custom", c10::IValue()},
+                  {"scale_mode", by_cycle ? "cycle" : "iterations"}};
+  add_python_momentum_fields(fields);
+  if (cycles_momentum()) {
+    fields.state.emplace_back("base_momentums", python_floats(ends_.low_momentum));
+    fields.state.emplace_back("max_momentums", python_floats(ends_.high_momentum));
+  }
+  return fields;
 }
 
 // PyTorch's scale_fn: of the cycle (triangular, triangular2) or of the step (exp_range).

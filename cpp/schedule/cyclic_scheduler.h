@@ -26,6 +26,9 @@ class CyclicScheduler final : public CyclingScheduler {
   // scale_fn empty: the options' mode (and gamma); else the function (mode and gamma are then refused).
   CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& options,
                   ScaleFunction scale_fn = nullptr);
+  // PyTorch's settings (max_lrs, the cycle's size and ratio, mode, gamma, scale_mode; a scale
+  // function is the program's, None here as PyTorch saves a plain function) and the momentum's fields.
+  PythonSchedulerFields python_fields(int64_t step) const override;
 
  private:
   // Each group's ends, one number for every group or one each.

@@ -30,6 +30,17 @@ void CyclingScheduler::start(const std::vector<double>& base_lrs) {
   apply_points(0, first);
 }
 
+void CyclingScheduler::add_python_momentum_fields(PythonSchedulerFields& fields) const {
+  fields.group_keys.resize(lows_.size());
+  fields.state.emplace_back("cycle_momentum", cycle_momentum_);
+  if (!cycle_momentum_) return;
+  fields.state.emplace_back("use_beta1", cycled_momentum_key(*optimizer_) == "beta1");
+  for (size_t g = 0; g < lows_.size(); ++g) {
+    fields.group_keys[g].emplace_back("max_momentum", highs_[g]);
+    fields.group_keys[g].emplace_back("base_momentum", lows_[g]);
+  }
+}
+
 void CyclingScheduler::check_step(int64_t step) const {
   require(step >= 0, "a ", name(), " schedule's step must be >= 0, got ", step);
 }

@@ -42,6 +42,10 @@ class CyclingScheduler : public IndexedScheduler {
   virtual Point made_point(size_t group) const { return at(0, group); }
   // Throws if the schedule has no `step` (OneCycleLR ends at total_steps).
   virtual void check_step(int64_t step) const;
+  // PyTorch's fields for the momentum both keep: cycle_momentum and, when it cycles, use_beta1 in
+  // `fields.state` and each group's max_momentum and base_momentum in its group keys (one list per
+  // group is made here).
+  void add_python_momentum_fields(PythonSchedulerFields& fields) const;
 
  private:
   void apply(int64_t step) override;

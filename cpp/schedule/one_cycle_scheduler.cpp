@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "checkpoint/torch_pickle.h"
 #include "common/error.h"
 #include "schedule/named_schedules.h"
 
@@ -63,6 +64,35 @@ OneCycleScheduler::OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const
   }
   overwrite_initial_lrs(std::move(initial_lrs));  // as PyTorch's constructor writes group["initial_lr"]
   start();
+}
+
+PythonSchedulerFields OneCycleScheduler::python_fields(int64_t) const {
+  // PyTorch names each phase's ends by the group keys that hold them.
+  const bool three_phase = phases_.at(0).size() == 3;
+  const char* const lr_keys[] = {"initial_lr", "max_lr", three_phase ? "initial_lr" : "min_lr", "min_lr"};
+  const char* const momentum_keys[] = {"max_momentum", "base_momentum", "max_momentum", "max_momentum"};
+  std::vector<c10::IValue> phases;
+  for (size_t i = 0; i < phases_[0].size(); ++i) {
+    const bool last = i + 1 == phases_[0].size();
+    phases.push_back(python_dict(
+        {// The last phase ends at total_steps - 1, an int; the others at a float, as PyTorch computes them.
+         {"end_step", last ? c10::IValue(total_ - 1) : c10::IValue(phases_[0][i].end_step)},
+         {"start_lr", lr_keys[i]},
+         {"end_lr", lr_keys[i + 1]},
+         {"start_momentum", momentum_keys[i]},
+         {"end_momentum", last ? "max_momentum" : momentum_keys[i + 1]}}));
+  }
+  PythonSchedulerFields fields;
+  fields.state = {{"total_steps", total_},
+                  {"_schedule_phases", python_list(std::move(phases))},
+                  {"_anneal_func_type", cosine_ ? "cos" : "linear"}};
+  add_python_momentum_fields(fields);
+  for (size_t g = 0; g < phases_.size(); ++g) {
+    // As PyTorch's constructor writes them (initial_lr is the optimizer's own).
+    auto& keys = fields.group_keys[g];
+    keys.insert(keys.begin(), {{"max_lr", phases_[g][0].end_lr}, {"min_lr", phases_[g].back().end_lr}});
+  }
+  return fields;
 }
 
 double OneCycleScheduler::anneal(double start, double end, double pct) const {

@@ -19,6 +19,9 @@ class OneCycleScheduler final : public CyclingScheduler {
   OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& options);
 
   std::optional<int64_t> total_steps() const override { return total_; }
+  // total_steps, the phases as PyTorch lists them, the annealing, the momentum's fields; each group's
+  // max_lr, min_lr and momenta as its constructor writes them into the groups.
+  PythonSchedulerFields python_fields(int64_t step) const override;
 
  private:
   // Each group's ends: max_lr and the momenta.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "schedule/chainable_schedules.h"
 #include "schedule/cyclic_scheduler.h"
 #include "schedule/named_schedules.h"
 #include "schedule/one_cycle_scheduler.h"
@@ -152,6 +153,7 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std
   }
   phases_ = {first_phase(chains_, made_lrs_)};
   apply(0);
+  settings_ = scheduler_option_table().read(options);
 }
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor,
@@ -195,6 +197,25 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFact
   if (!chains_.empty()) note_form(chains_[0][0]);
   phases_ = {first_phase(chains_, made_lrs_)};
   apply(0);
+}
+
+PythonSchedulerFields LambdaScheduler::python_fields(int64_t step) const {
+  PythonSchedulerFields fields;
+  if (!settings_ || is_sequence() || chain_length() > 1) return fields;
+  const ScheduleOptions& o = *settings_;
+  if (name_ == "cosine_annealing_warm_restarts") {
+    const int64_t t_0 = o.t_0.value_or(1);
+    const WarmRestartsPosition at = warm_restarts_position(t_0, o.t_mult, step);
+    if (at.overflows)
+      fail(Status::Unsupported, "the ", name_, " schedule's period after step ", step,
+           " exceeds 64 bits (T_0 ", t_0, ", T_mult ", o.t_mult, ")");
+    fields.state = {{"T_0", t_0}, {"T_i", at.t_i}, {"T_mult", o.t_mult}, {"eta_min", o.eta_min}, {"T_cur", at.t_cur}};
+  } else if (name_ == "swa_lr") {
+    for (const double rate : per_group(o.swa_lr, 0.0, base_lrs_.size(), "swa_lr", name_))
+      fields.group_keys.push_back({{"swa_lr", rate}});
+    fields.state = {{"anneal_epochs", o.anneal_epochs}};
+  }
+  return fields;
 }
 
 LambdaScheduler::Phase LambdaScheduler::first_phase(const std::vector<std::vector<Schedule>>& chains,

@@ -7,6 +7,8 @@
 // sequence or chain with one of the last two is scheduler_composites.h's. make_scheduler picks by name.
 #pragma once
 
+#include <ATen/core/ivalue.h>
+
 #include <functional>
 #include <memory>
 #include <optional>
@@ -17,6 +19,7 @@
 #include "common/own_callbacks.h"
 #include "optim/optimizer.h"
 #include "schedule/named_schedules.h"
+#include "schedule/schedule_options.h"
 
 namespace acc {
 
@@ -37,6 +40,15 @@ struct SchedulerState {
   // A schedule with a rule: each group's rate when saved (set by the schedule, or by hand since), and
   // the rates the schedule set last (PyTorch's _last_lr). Empty in older checkpoints: then computed.
   std::vector<double> lrs, last_lrs;
+};
+
+// What PyTorch's counterpart of a schedule keeps beyond every scheduler's step count and rates (its
+// settings, where its cycle stands), and the keys its constructor writes into each of the
+// optimizer's groups (OneCycleLR's max_lr, SWALR's swa_lr, ...): Python Accelerate's
+// scheduler.bin and optimizer.bin carry them (schedule/scheduler_python_state.h).
+struct PythonSchedulerFields {
+  std::vector<std::pair<std::string, c10::IValue>> state;
+  std::vector<std::vector<std::pair<std::string, double>>> group_keys;  // one list per group, or none
 };
 
 // What the C API sees of a scheduler; the Accelerator's wrapper is one too.
@@ -67,6 +79,9 @@ class Scheduler {
   // The schedule's name (acc_scheduler_create's), or "lambda" for a user's factor; a sequence's
   // names its schedules and milestones ("linear_lr,cosine_annealing@5").
   virtual const std::string& name() const = 0;
+  // PyTorch's extra fields for this schedule at `step` (none for a schedule whose Python
+  // counterpart keeps only the step count and rates).
+  virtual PythonSchedulerFields python_fields(int64_t /*step*/) const { return {}; }
   // PyTorch's SequentialLR: from step `milestone` on, schedule `name` takes over, counting its steps
   // from 0 there. Only before the first step; milestones grow. Only schedules with a rule take part.
   virtual void then(int64_t milestone, const std::string& name, const Options& options);
@@ -196,6 +211,8 @@ class LambdaScheduler final : public IndexedScheduler {
   void then(int64_t milestone, const std::string& name, const Options& options) override;
   void chain(const std::string& name, const Options& options) override;
   void check_state(const SchedulerState& state) const override;
+  // CosineAnnealingWarmRestarts' cycle (T_i, T_cur) and settings; SWALR's swa_lr in each group.
+  PythonSchedulerFields python_fields(int64_t step) const override;
   bool is_sequence() const { return phases_.size() > 1; }
   // A state with saved rates resumes from them (as PyTorch's optimizer state holds group["lr"]); an
   // older one has them computed at its step.
@@ -244,6 +261,8 @@ class LambdaScheduler final : public IndexedScheduler {
   // Makes a named schedule's step(0) (restarted_schedule_rule, which refuses a schedule that PyTorch
   // cannot restart); none for a user's factor, which only ever leads a sequence or chain.
   std::function<ScheduleRule()> restart_rule_;
+  // A named schedule's settings (none for a user's factor), for python_fields.
+  std::optional<ScheduleOptions> settings_;
 };
 
 }  // namespace acc

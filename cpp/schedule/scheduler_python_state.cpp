@@ -1,5 +1,6 @@
 #include "schedule/scheduler_python_state.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -10,16 +11,12 @@
 namespace acc {
 namespace {
 
-c10::IValue python_floats(const std::vector<double>& values) {
-  std::vector<c10::IValue> items(values.begin(), values.end());
-  return python_list(std::move(items));
-}
-
 // Schedules that transformers (and the C API's user factors) make as PyTorch's LambdaLR or
 // MultiplicativeLR, whose state_dict holds one entry per group for its functions (None for a plain function).
 bool lambda_scheduler(const std::string& name) {
   return name != "step" && name != "multistep" && name != "exponential" && name != "cosine_annealing" &&
-         name != "linear_lr" && name != "constant_lr" && name != "polynomial_lr" && name != "swa_lr";
+         name != "linear_lr" && name != "constant_lr" && name != "polynomial_lr" && name != "swa_lr" &&
+         name != "cosine_annealing_warm_restarts" && name != kOneCycleSchedule && name != kCyclicSchedule;
 }
 
 std::vector<double> floats_from_python(const TorchSavedFile& file, const PickleNode& list, const std::string& where) {
@@ -32,13 +29,11 @@ std::vector<double> floats_from_python(const TorchSavedFile& file, const PickleN
 
 void require_python_scheduler_layout(const Scheduler& scheduler, const std::string& context) {
   const std::string& name = scheduler.name();
-  const bool composite = name.find_first_of(",+") != std::string::npos;
-  if (composite || name == "cosine_annealing_warm_restarts" || name == kOneCycleSchedule || name == kCyclicSchedule)
+  if (name.find_first_of(",+") != std::string::npos)
     fail(Status::Unsupported, context, ": the scheduler '", name,
-         "' has no counterpart in Python's layout here (Python's keeps more of its state than a step count and rates: ",
-         composite ? "each scheduler of a sequence or chain its own"
-                   : "its cycle, or its rates in the optimizer's groups",
-         ")");
+         "' has no counterpart in Python's layout here (a sequence or chain of schedules: Python's SequentialLR "
+         "and ChainedScheduler keep each part's own state)");
+  (void)scheduler.python_fields(scheduler.step_count());  // its own refusals, before anything is written
 }
 
 c10::IValue python_scheduler_state_dict(const Scheduler& scheduler) {
@@ -52,15 +47,28 @@ c10::IValue python_scheduler_state_dict(const Scheduler& scheduler) {
                         {"last_epoch", state.step},
                         {"_last_lr", python_floats(state.plateau->lrs)}});
   }
-  std::vector<std::pair<std::string, c10::IValue>> items{{"base_lrs", python_floats(state.base_lrs)},
+  // The schedule's own attributes first, as PyTorch's constructors set them before LRScheduler's.
+  std::vector<std::pair<std::string, c10::IValue>> items = scheduler.python_fields(state.step).state;
+  items.insert(items.end(), {{"base_lrs", python_floats(state.base_lrs)},
                                                          {"last_epoch", state.step},
                                                          {"verbose", false},
                                                          {"_step_count", state.step + 1},
                                                          {"_get_lr_called_within_step", false},
-                                                         {"_last_lr", python_floats(state.last_lrs)}};
+                                                         {"_last_lr", python_floats(state.last_lrs)}});
   if (lambda_scheduler(name))
     items.emplace_back("lr_lambdas", python_list(std::vector<c10::IValue>(state.base_lrs.size())));
   return python_dict(std::move(items));
+}
+
+SchedulerGroupKeys python_scheduler_group_keys(const std::vector<std::shared_ptr<Scheduler>>& schedulers) {
+  SchedulerGroupKeys keys;
+  for (const auto& scheduler : schedulers) {
+    const auto fields = scheduler->python_fields(scheduler->step_count());
+    keys.resize(std::max(keys.size(), fields.group_keys.size()));
+    for (size_t g = 0; g < fields.group_keys.size(); ++g)
+      keys[g].insert(keys[g].end(), fields.group_keys[g].begin(), fields.group_keys[g].end());
+  }
+  return keys;
 }
 
 SchedulerState python_scheduler_state(const Scheduler& scheduler, const TorchSavedFile& file) {
@@ -71,6 +79,16 @@ SchedulerState python_scheduler_state(const Scheduler& scheduler, const TorchSav
   if (const PickleNode* base = root.find("base_lrs")) state.base_lrs = floats_from_python(file, *base, "base_lrs");
   // The rates the scheduler set last, which PyTorch's step also left in the optimizer's groups.
   const std::vector<double> last = floats_from_python(file, file.field(root, "_last_lr", "the state dict"), "_last_lr");
+  // Where a cycle stands and how long it is, as this schedule gives them at that step.
+  for (const auto& [key, value] : scheduler.python_fields(state.step).state) {
+    const PickleNode* saved = root.find(key);
+    if (!value.isInt() || !saved) continue;
+    const double in_file = file.number(*saved, key);
+    if (in_file != static_cast<double>(value.toInt()))
+      fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': its scheduler's '", key, "' is ", in_file,
+           " at step ", state.step, ", where this program's ", scheduler.name(), " schedule has ", value.toInt(),
+           " (a schedule made with other settings, or stepped with epochs of its own)");
+  }
   if (state.plateau) {
     state.plateau->best = file.number(file.field(root, "best", "the state dict"), "best");
     state.plateau->num_bad_epochs =

@@ -458,6 +458,31 @@ TEST(SaveState, PythonStateFilesRefuseWhatPythonCouldNotResume) {
     acc_model_free(model);
     acc_accelerator_free(acc);
   }
+  {
+    // PyTorch's CosineAnnealingWarmRestarts holds its next period (T_i), a Python int that can
+    // outgrow 64 bits where no step of ours reaches it.
+    acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"python_state_files", "1"}});
+    acc_model* model = acc_test::spec_model(kNet);
+    acc_optimizer* opt = nullptr;
+    ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
+    acc_options* opts = nullptr;
+    ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &opts));
+    ACC_ASSERT_OK(acc_options_set_int(opts, "T_0", 2));
+    ACC_ASSERT_OK(acc_options_set_int(opts, "T_mult", int64_t{1} << 62));
+    acc_scheduler* sched = nullptr;
+    ACC_ASSERT_OK(acc_scheduler_create(opt, "cosine_annealing_warm_restarts", opts, &sched));
+    ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, &sched));
+    ACC_ASSERT_OK(acc_save_state(acc, (root + "/before_the_restart").c_str(), nullptr));
+    for (int step = 0; step < 2; ++step) ACC_ASSERT_OK(acc_scheduler_step(sched));
+    ACC_EXPECT_ERROR(acc_save_state(acc, (root + "/restarted").c_str(), nullptr), ACC_ERR_UNSUPPORTED,
+                     "exceeds 64 bits");
+    std::filesystem::remove_all(root + "/before_the_restart");
+    acc_options_free(opts);
+    acc_scheduler_free(sched);
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
   EXPECT_EQ(entries(root), std::vector<std::string>{});
 }
 

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from resume_in_python import (OPTIMIZERS, SAVED_AFTER, SCHEDULES, STEPS, c_step, c_weights,  # noqa: E402
+from resume_in_python import (OPTIMIZERS, api, SAVED_AFTER, SCHEDULES, STEPS, c_step, c_weights,  # noqa: E402
                               compare_runs, prepare_c, python_step, python_weights)
 
 
@@ -51,6 +51,17 @@ def save_like_accelerate(folder, model, opt, sched, safe_serialization):
     torch.save(states, os.path.join(folder, "random_states_0.pkl"))
 
 
+def plain_data(value):
+    """Whether torch.load(weights_only=True), as Accelerate loads, takes `value`: no functions,
+    methods or weak references (torch 1.13's OneCycleLR keeps a bound method in its state, its
+    CyclicLR a weak reference; torch 2 keeps names of them)."""
+    if isinstance(value, dict):
+        return all(plain_data(k) and plain_data(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(plain_data(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, str, torch.Tensor))
+
+
 def run_python(model_path, checkpoint, optimizer, schedule, seed, safe_serialization):
     """STEPS steps of PyTorch after Accelerate's set_seed, saving after SAVED_AFTER."""
     _, optimizer_class, arguments = OPTIMIZERS[optimizer]
@@ -78,14 +89,39 @@ def resume_in_c(lib, model_path, checkpoint, optimizer, schedule):
     return record, c_weights(lib, model)
 
 
+def refuses_another_cycle(lib, model_path, work):
+    """A program whose CosineAnnealingWarmRestarts has another T_0 than the saved one is refused by
+    name, and the run stays where it was: 0 when so."""
+    checkpoint = os.path.join(work, "python_adamw_warm_restarts")  # T_0 2, T_mult 2; saved after 3 steps
+    SCHEDULES["warm_restarts_of_3"] = ("cosine_annealing_warm_restarts", {"T_0": 3, "T_mult": 2, "eta_min": 0.001},
+                                       None)
+    acc, model, opt, sched = prepare_c(lib, model_path, "adamw", "warm_restarts_of_3", {})
+    before = c_weights(lib, model)
+    try:
+        lib.acc_load_state(acc, checkpoint.encode(), None)
+        message = None
+    except api.Error as error:
+        message = str(error)
+    kept = all(torch.equal(before[n], t) for n, t in c_weights(lib, model).items())
+    if message and "'T_0' is 2" in message and "scheduler.bin" in message and kept:
+        print("a schedule with another T_0: refused, naming it")
+        return 0
+    print(f"a schedule with another T_0: {'not refused' if not message else message}, weights kept: {kept}")
+    return 1
+
+
 def main(build, work):
     def run_pair(lib, model_path, run, optimizer, schedule):
         checkpoint = os.path.join(work, f"python_{optimizer}_{schedule}")
         shutil.rmtree(checkpoint, ignore_errors=True)  # Accelerate's save_state keeps what a folder held
+        probe = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1, momentum=0.9)
+        if not plain_data(SCHEDULES[schedule][2](probe).state_dict()):
+            return None  # Python's own state is not a checkpoint Accelerate can load on this torch
         # Every other run's weights as save_state(safe_serialization=False) writes them.
         theirs = run_python(model_path, checkpoint, optimizer, schedule, 42 + run, run % 2 == 0)
         return resume_in_c(lib, model_path, checkpoint, optimizer, schedule), theirs
-    return compare_runs(build, work, run_pair)
+    status = compare_runs(build, work, run_pair)
+    return status | refuses_another_cycle(api.load(build), os.path.join(work, "mlp.pt"), work)
 
 
 if __name__ == "__main__":
