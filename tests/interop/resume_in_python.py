@@ -3,10 +3,13 @@ load_state resumes one (each file read by torch.load with weights_only=True, han
 load_state_dict, the random states set), goes on exactly as the C run itself: the same rates,
 losses and weights, bit for bit, over steps whose dropout draws from the restored generator.
 
+    [LION_PYTORCH_SRC=<lion-pytorch checkout>] [TRANSFORMERS_SRC=<transformers checkout>] \
     resume_in_python.py BUILD_DIR WORK_DIR
 """
+import ast
 import ctypes
 import json
+import math
 import os
 import random
 import sys
@@ -30,6 +33,47 @@ for name, optimizer_class in (("adam", torch.optim.Adam), ("rmsprop", torch.opti
                               ("adadelta", torch.optim.Adadelta), ("rprop", torch.optim.Rprop),
                               ("asgd", torch.optim.ASGD)):
     OPTIMIZERS[name] = ({"lr": 0.01}, optimizer_class, {"lr": 0.01})
+TORCH_OPTIMIZERS = list(OPTIMIZERS)
+
+
+def package_class(variable, load):
+    """A class of a package that is not in Debian, from the checkout the environment variable
+    names (load(path) -> class), or None."""
+    path = os.environ.get(variable)
+    return load(path) if path else None
+
+
+def lion_pytorch(path):
+    sys.path.insert(0, path)
+    from lion_pytorch import Lion
+    return Lion
+
+
+def transformers_adafactor(path):
+    """transformers' Adafactor class alone, from its optimization.py, without importing transformers."""
+    source_file = os.path.join(path, "src", "transformers", "optimization.py")
+    with open(source_file) as f:
+        source = f.read()
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "Adafactor")
+    namespace = {"math": math, "torch": torch, "Optimizer": torch.optim.Optimizer}
+    exec(compile(ast.Module(body=[node], type_ignores=[]), source_file, "exec"), namespace)
+    return namespace["Adafactor"]
+
+
+# Lion and Adafactor are written in lion-pytorch's and transformers' layouts: held to those
+# packages' own classes where their checkouts are given (LION_PYTORCH_SRC, TRANSFORMERS_SRC).
+PACKAGE_RUNS = []
+LION = package_class("LION_PYTORCH_SRC", lion_pytorch)
+if LION:
+    OPTIMIZERS["lion"] = ({"lr": 1e-3, "weight_decay": 0.1, "beta1": 0.95, "beta2": 0.98}, LION,
+                          {"lr": 1e-3, "weight_decay": 0.1, "betas": (0.95, 0.98)})
+    PACKAGE_RUNS += [("lion", "linear"), ("lion", "one_cycle")]  # one_cycle moves lion's beta1
+ADAFACTOR = package_class("TRANSFORMERS_SRC", transformers_adafactor)
+if ADAFACTOR:
+    settings = {"lr": 0.01, "beta1": 0.9, "weight_decay": 0.01, "relative_step": False}  # scaled by the RMS
+    OPTIMIZERS["adafactor"] = (settings, ADAFACTOR, settings)
+    PACKAGE_RUNS += [("adafactor", "linear")]
+
 SCHEDULES = {  # the C API's schedule and options, then the torch scheduler over an optimizer
     "linear": ("linear", {"num_warmup_steps": 2, "num_training_steps": 10},
                lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, linear_warmup(2, 10))),
@@ -196,9 +240,9 @@ def resume_in_python(model_path, checkpoint, optimizer, schedule, seed):
 
 # Every algorithm once: AdamW and SGD with a schedule, the others with a constant rate; then the
 # schedules with state of their own (momentum cycled in SGD's momentum and AdamW's beta1).
-RUNS = [("adamw", "linear"), ("sgd", "step")] + [(name, "constant") for name in list(OPTIMIZERS)[2:]] + [
+RUNS = [("adamw", "linear"), ("sgd", "step")] + [(name, "constant") for name in TORCH_OPTIMIZERS[2:]] + [
     ("adamw", "warm_restarts"), ("adamw", "one_cycle"), ("sgd", "one_cycle_three_phase"), ("sgd", "cyclic"),
-    ("sgd", "swa")]
+    ("sgd", "swa")] + PACKAGE_RUNS
 
 
 def compare_runs(build, work, run_pair):
