@@ -142,7 +142,9 @@ TEST(PythonCheckpoint, RefusesDamagedFilesBeforeAnythingChanges) {
       {"optimizer.bin", [](const std::string& b) { return b.substr(0, b.size() / 2); }, ACC_ERR_IO, "optimizer.bin"},
       {"scheduler.bin",
        [](std::string b) {
-         b[b.size() / 3] ^= 0x10;
+         // A bit of the pickle itself (an offset of its own could fall in the archive's alignment padding,
+         // which no reader looks at).
+         b.at(b.find("last_epoch")) ^= 0x10;
          return b;
        },
        ACC_ERR_IO, "scheduler.bin"},
