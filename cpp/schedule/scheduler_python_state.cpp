@@ -6,18 +6,11 @@
 
 #include "checkpoint/torch_pickle.h"
 #include "common/error.h"
+#include "schedule/composite_python_state.h"
 #include "schedule/named_schedules.h"
 
 namespace acc {
 namespace {
-
-// Schedules that transformers (and the C API's user factors) make as PyTorch's LambdaLR or
-// MultiplicativeLR, whose state_dict holds one entry per group for its functions (None for a plain function).
-bool lambda_scheduler(const std::string& name) {
-  return name != "step" && name != "multistep" && name != "exponential" && name != "cosine_annealing" &&
-         name != "linear_lr" && name != "constant_lr" && name != "polynomial_lr" && name != "swa_lr" &&
-         name != "cosine_annealing_warm_restarts" && name != kOneCycleSchedule && name != kCyclicSchedule;
-}
 
 std::vector<double> floats_from_python(const TorchSavedFile& file, const PickleNode& list, const std::string& where) {
   std::vector<double> out;
@@ -29,11 +22,10 @@ std::vector<double> floats_from_python(const TorchSavedFile& file, const PickleN
 
 void require_python_scheduler_layout(const Scheduler& scheduler, const std::string& context) {
   const std::string& name = scheduler.name();
-  if (name.find_first_of(",+") != std::string::npos)
-    fail(Status::Unsupported, context, ": the scheduler '", name,
-         "' has no counterpart in Python's layout here (a sequence or chain of schedules: Python's SequentialLR "
-         "and ChainedScheduler keep each part's own state)");
-  (void)scheduler.python_fields(scheduler.step_count());  // its own refusals, before anything is written
+  if (composite_schedule_name(name))
+    require_python_composition_layout(python_composition(name), name, context);
+  else
+    (void)scheduler.python_fields(scheduler.step_count());  // its own refusals, before anything is written
 }
 
 c10::IValue python_scheduler_state_dict(const Scheduler& scheduler) {
@@ -47,6 +39,8 @@ c10::IValue python_scheduler_state_dict(const Scheduler& scheduler) {
                         {"last_epoch", state.step},
                         {"_last_lr", python_floats(state.plateau->lrs)}});
   }
+  if (composite_schedule_name(name))
+    return python_composition_state_dict(python_composition(name), state.step, state.base_lrs, state.last_lrs);
   // The schedule's own attributes first, as PyTorch's constructors set them before LRScheduler's.
   std::vector<std::pair<std::string, c10::IValue>> items = scheduler.python_fields(state.step).state;
   items.insert(items.end(), {{"base_lrs", python_floats(state.base_lrs)},
@@ -55,7 +49,7 @@ c10::IValue python_scheduler_state_dict(const Scheduler& scheduler) {
                                                          {"_step_count", state.step + 1},
                                                          {"_get_lr_called_within_step", false},
                                                          {"_last_lr", python_floats(state.last_lrs)}});
-  if (lambda_scheduler(name))
+  if (python_lambda_schedule(name))
     items.emplace_back("lr_lambdas", python_list(std::vector<c10::IValue>(state.base_lrs.size())));
   return python_dict(std::move(items));
 }
@@ -75,8 +69,15 @@ SchedulerState python_scheduler_state(const Scheduler& scheduler, const TorchSav
   require_python_scheduler_layout(scheduler, "loading Python Accelerate's '" + file.path() + "'");
   const PickleNode& root = file.root();
   SchedulerState state = scheduler.state();  // the schedule's name, and what the file may not hold
-  state.step = file.integer(file.field(root, "last_epoch", "the state dict"), "last_epoch");
-  if (const PickleNode* base = root.find("base_lrs")) state.base_lrs = floats_from_python(file, *base, "base_lrs");
+  if (composite_schedule_name(scheduler.name())) {
+    const PythonCompositionPosition position =
+        python_composition_position(python_composition(scheduler.name()), scheduler.name(), file);
+    state.step = position.step;
+    if (!position.base_lrs.empty()) state.base_lrs = position.base_lrs;
+  } else {
+    state.step = file.integer(file.field(root, "last_epoch", "the state dict"), "last_epoch");
+    if (const PickleNode* base = root.find("base_lrs")) state.base_lrs = floats_from_python(file, *base, "base_lrs");
+  }
   // The rates the scheduler set last, which PyTorch's step also left in the optimizer's groups.
   const std::vector<double> last = floats_from_python(file, file.field(root, "_last_lr", "the state dict"), "_last_lr");
   // Where a cycle stands and how long it is, as this schedule gives them at that step.

@@ -1,7 +1,8 @@
 // A scheduler's state as Python's scheduler.state_dict() gives it, which Python Accelerate's
 // save_state writes to scheduler.bin and its load_state hands to load_state_dict (which updates the
 // scheduler's attributes with it): the step count, base and last rates, ReduceLROnPlateau's
-// progress, and what a schedule keeps of its own (a cycle's position, OneCycleLR's phases).
+// progress, and what a schedule keeps of its own (a cycle's position, OneCycleLR's phases; a
+// sequence's or chain's parts, composite_python_state.h).
 // Python's scheduler must be made with the same schedule and settings.
 #pragma once
 
@@ -18,8 +19,9 @@
 
 namespace acc {
 
-// Unsupported (naming the schedule, after `context`) for a sequence or chain of schedules, whose
-// Python counterpart keeps each part's own state.
+// Unsupported (naming the schedule, after `context`) where Python's layout cannot be given: a
+// cosine_annealing_warm_restarts whose next period exceeds 64 bits, a sequence or chain holding a
+// schedule whose part state PyTorch keeps beyond its step count (composite_python_state.h).
 void require_python_scheduler_layout(const Scheduler& scheduler, const std::string& context);
 // The state dict (with the schedule's own fields: Scheduler::python_fields); require_python_scheduler_layout's
 // checks first.

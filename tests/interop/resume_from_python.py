@@ -89,25 +89,34 @@ def resume_in_c(lib, model_path, checkpoint, optimizer, schedule):
     return record, c_weights(lib, model)
 
 
-def refuses_another_cycle(lib, model_path, work):
-    """A program whose CosineAnnealingWarmRestarts has another T_0 than the saved one is refused by
-    name, and the run stays where it was: 0 when so."""
-    checkpoint = os.path.join(work, "python_adamw_warm_restarts")  # T_0 2, T_mult 2; saved after 3 steps
-    SCHEDULES["warm_restarts_of_3"] = ("cosine_annealing_warm_restarts", {"T_0": 3, "T_mult": 2, "eta_min": 0.001},
-                                       None)
-    acc, model, opt, sched = prepare_c(lib, model_path, "adamw", "warm_restarts_of_3", {})
-    before = c_weights(lib, model)
-    try:
-        lib.acc_load_state(acc, checkpoint.encode(), None)
-        message = None
-    except api.Error as error:
-        message = str(error)
-    kept = all(torch.equal(before[n], t) for n, t in c_weights(lib, model).items())
-    if message and "'T_0' is 2" in message and "scheduler.bin" in message and kept:
-        print("a schedule with another T_0: refused, naming it")
-        return 0
-    print(f"a schedule with another T_0: {'not refused' if not message else message}, weights kept: {kept}")
-    return 1
+def refuses_other_schedules(lib, model_path, work):
+    """A program whose schedule stands elsewhere than the saved one (a CosineAnnealingWarmRestarts of
+    another T_0, a sequence with another milestone) is refused naming the field, and the run stays
+    where it was: 0 when so."""
+    cases = [  # the folder (saved after 3 steps), the program's schedule, what the refusal names
+        ("python_adamw_warm_restarts", ("cosine_annealing_warm_restarts", {"T_0": 3, "T_mult": 2, "eta_min": 0.001}),
+         "'T_0' is 2"),
+        ("python_adamw_warmup_then_cosine",
+         ("linear_lr", {"start_factor": 0.25, "total_iters": 2}, None,
+          [("then", 3, "cosine_annealing", {"T_max": 4, "eta_min": 0.001})]),
+         "_milestones' is [2]")]
+    failures = 0
+    for folder, schedule, needle in cases:
+        SCHEDULES["other"] = schedule if len(schedule) > 2 else schedule + (None,)
+        acc, model, opt, sched = prepare_c(lib, model_path, "adamw", "other", {})
+        before = c_weights(lib, model)
+        try:
+            lib.acc_load_state(acc, os.path.join(work, folder).encode(), None)
+            message = None
+        except api.Error as error:
+            message = str(error)
+        kept = all(torch.equal(before[n], t) for n, t in c_weights(lib, model).items())
+        if message and needle in message and "scheduler.bin" in message and kept:
+            print(f"{folder} into a schedule standing elsewhere: refused, naming it")
+            continue
+        print(f"{folder} into a schedule standing elsewhere: {message or 'not refused'}, weights kept: {kept}")
+        failures += 1
+    return 1 if failures else 0
 
 
 def main(build, work):
@@ -121,7 +130,7 @@ def main(build, work):
         theirs = run_python(model_path, checkpoint, optimizer, schedule, 42 + run, run % 2 == 0)
         return resume_in_c(lib, model_path, checkpoint, optimizer, schedule), theirs
     status = compare_runs(build, work, run_pair)
-    return status | refuses_another_cycle(api.load(build), os.path.join(work, "mlp.pt"), work)
+    return status | refuses_other_schedules(api.load(build), os.path.join(work, "mlp.pt"), work)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import sys
 
 import numpy as np
 import torch
+from torch.optim import lr_scheduler as LR
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sidebyside"))
 import acc_ctypes as api  # noqa: E402
@@ -98,7 +99,44 @@ SCHEDULES = {  # the C API's schedule and options, then the torch scheduler over
                                                              mode="triangular2")),
     "swa": ("swa_lr", {"swa_lr": 0.02, "anneal_epochs": 4},
             lambda opt: torch.optim.swa_utils.SWALR(opt, swa_lr=0.02, anneal_epochs=4)),
+    # Sequences and chains (each part's state in Python's _schedulers), the fourth item the C API's
+    # acc_scheduler_then / acc_scheduler_chain calls: saved after the milestone, and before it.
+    "warmup_then_cosine": ("linear_lr", {"start_factor": 0.25, "total_iters": 2},
+                           lambda opt: sequence(opt, [LR.LinearLR(opt, start_factor=0.25, total_iters=2),
+                                                      LR.CosineAnnealingLR(opt, T_max=4, eta_min=0.001)], [2]),
+                           [("then", 2, "cosine_annealing", {"T_max": 4, "eta_min": 0.001})]),
+    "warmup_then_linear_then_step": ("constant_lr", {"factor": 0.5, "total_iters": 5},
+                                     lambda opt: sequence(opt, [LR.ConstantLR(opt, factor=0.5, total_iters=5),
+                                                                LR.LambdaLR(opt, linear_warmup(0, 4)),
+                                                                LR.StepLR(opt, step_size=1, gamma=0.5)], [4, 5]),
+                                     [("then", 4, "linear", {"num_warmup_steps": 0, "num_training_steps": 4}),
+                                      ("then", 5, "step", {"step_size": 1, "gamma": 0.5})]),
+    "constant_chained_exponential": ("constant_lr", {"factor": 0.5, "total_iters": 4},
+                                     lambda opt: LR.ChainedScheduler([LR.ConstantLR(opt, factor=0.5, total_iters=4),
+                                                                      LR.ExponentialLR(opt, gamma=0.9)]),
+                                     [("chain", "exponential", {"gamma": 0.9})]),
+    "sequence_chained_exponential": ("linear_lr", {"start_factor": 0.5, "total_iters": 2},
+                                     lambda opt: LR.ChainedScheduler([
+                                         sequence(opt, [LR.LinearLR(opt, start_factor=0.5, total_iters=2),
+                                                        LR.StepLR(opt, step_size=2, gamma=0.5)], [2]),
+                                         LR.ExponentialLR(opt, gamma=0.9)]),
+                                     [("then", 2, "step", {"step_size": 2, "gamma": 0.5}),
+                                      ("chain", "exponential", {"gamma": 0.9})]),
 }
+
+
+def sequence(opt, schedulers, milestones):
+    return LR.SequentialLR(opt, schedulers, milestones)
+
+
+if tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 0):
+    # A chain leading a sequence: PyTorch 2's SequentialLR steps a ChainedScheduler (1.x cannot).
+    SCHEDULES["chain_then_step"] = (
+        "constant_lr", {"factor": 0.5, "total_iters": 2},
+        lambda opt: sequence(opt, [LR.ChainedScheduler([LR.ConstantLR(opt, factor=0.5, total_iters=2),
+                                                        LR.ExponentialLR(opt, gamma=0.8)]),
+                                   LR.StepLR(opt, step_size=1, gamma=0.5)], [4]),
+        [("chain", "exponential", {"gamma": 0.8}), ("then", 4, "step", {"step_size": 1, "gamma": 0.5})])
 
 
 def linear_warmup(warmup, total):
@@ -145,11 +183,19 @@ def batch(step):
 def prepare_c(lib, model_path, optimizer, schedule, accelerator_options):
     """The C API's accelerator, model, optimizer and scheduler for a run, prepared."""
     options, _, _ = OPTIMIZERS[optimizer]
-    name, settings, _ = SCHEDULES[schedule]
+    name, settings, _, *more = SCHEDULES[schedule]
     acc = lib.new("acc_accelerator_create", lib.options(api.ACC_OPTIONS_ACCELERATOR, accelerator_options))
     model = lib.new("acc_model_load_torchscript", model_path.encode())
     opt = lib.new("acc_optimizer_create", model, optimizer.encode(), lib.options(api.ACC_OPTIONS_OPTIMIZER, options))
     sched = lib.new("acc_scheduler_create", opt, name.encode(), lib.options(api.ACC_OPTIONS_SCHEDULER, settings))
+    for how, *part in (more[0] if more else []):
+        if how == "then":
+            milestone, part_name, part_settings = part
+            lib.acc_scheduler_then(sched, ctypes.c_int64(milestone), part_name.encode(),
+                                   lib.options(api.ACC_OPTIONS_SCHEDULER, part_settings))
+        else:
+            part_name, part_settings = part
+            lib.acc_scheduler_chain(sched, part_name.encode(), lib.options(api.ACC_OPTIONS_SCHEDULER, part_settings))
     lib.acc_prepare(acc, ctypes.byref(model), ctypes.byref(opt), None, ctypes.byref(sched))
     return acc, model, opt, sched
 
@@ -242,7 +288,9 @@ def resume_in_python(model_path, checkpoint, optimizer, schedule, seed):
 # schedules with state of their own (momentum cycled in SGD's momentum and AdamW's beta1).
 RUNS = [("adamw", "linear"), ("sgd", "step")] + [(name, "constant") for name in TORCH_OPTIMIZERS[2:]] + [
     ("adamw", "warm_restarts"), ("adamw", "one_cycle"), ("sgd", "one_cycle_three_phase"), ("sgd", "cyclic"),
-    ("sgd", "swa")] + PACKAGE_RUNS
+    ("sgd", "swa"), ("adamw", "warmup_then_cosine"), ("sgd", "warmup_then_linear_then_step"),
+    ("sgd", "constant_chained_exponential"), ("adamw", "sequence_chained_exponential")] + (
+    [("sgd", "chain_then_step")] if "chain_then_step" in SCHEDULES else []) + PACKAGE_RUNS
 
 
 def compare_runs(build, work, run_pair):

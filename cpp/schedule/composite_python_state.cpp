@@ -1,0 +1,176 @@
+#include "schedule/composite_python_state.h"
+
+#include <algorithm>
+
+#include "checkpoint/torch_pickle.h"
+#include "common/error.h"
+#include "schedule/named_schedules.h"
+
+namespace acc {
+namespace {
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> pieces;
+  size_t begin = 0;
+  for (size_t end; (end = text.find(separator, begin)) != std::string::npos; begin = end + 1)
+    pieces.push_back(text.substr(begin, end - begin));
+  pieces.push_back(text.substr(begin));
+  return pieces;
+}
+
+// A sequence's part `i` at the sequence's step `step`: SequentialLR made every part (each taking
+// its step 0), set them all one step back and stepped the first again; a part counts from 0 at its
+// milestone and stops one step before the next.
+int64_t part_step(const std::vector<int64_t>& milestones, size_t i, int64_t step) {
+  const int64_t start = i == 0 ? 0 : milestones[i - 1];
+  if (step < start) return -1;
+  if (i < milestones.size() && step >= milestones[i]) return milestones[i] - 1 - start;
+  return step - start;
+}
+
+std::string listed(const std::vector<int64_t>& values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + "]";
+}
+
+// Schedules whose PyTorch class keeps more than the step count and rates.
+const char* own_state(const std::string& name) {
+  if (name == "cosine_annealing_warm_restarts") return "its cycle's position";
+  if (name == kOneCycleSchedule) return "its phases, and keys in the optimizer's groups";
+  if (name == kCyclicSchedule) return "its settings";
+  if (name == "swa_lr") return "its own step count, and keys in the optimizer's groups";
+  return nullptr;
+}
+
+c10::IValue state_dict(const PythonComposition& c, int64_t step, const std::vector<double>& base_lrs) {
+  using Kind = PythonComposition::Kind;
+  if (c.kind == Kind::Schedule) {
+    std::vector<std::pair<std::string, c10::IValue>> items{{"base_lrs", python_floats(base_lrs)},
+                                                           {"last_epoch", step},
+                                                           {"verbose", false},
+                                                           {"_step_count", std::max<int64_t>(1, step + 1)},
+                                                           {"_get_lr_called_within_step", false}};
+    if (python_lambda_schedule(c.name))
+      items.emplace_back("lr_lambdas", python_list(std::vector<c10::IValue>(base_lrs.size())));
+    return python_dict(std::move(items));
+  }
+  std::vector<c10::IValue> parts;
+  for (size_t i = 0; i < c.parts.size(); ++i)
+    parts.push_back(state_dict(c.parts[i], c.kind == Kind::Sequence ? part_step(c.milestones, i, step) : step,
+                               base_lrs));
+  if (c.kind == Kind::Chain) return python_dict({{"_schedulers", python_list(std::move(parts))}});
+  return python_dict({{"_milestones", python_list(std::vector<c10::IValue>(c.milestones.begin(), c.milestones.end()))},
+                      {"last_epoch", step},
+                      {"_schedulers", python_list(std::move(parts))}});
+}
+
+// The step `node` (`c` in the file) stands at: a chain's is its first part's.
+int64_t saved_step(const PythonComposition& c, const PickleNode& node, const TorchSavedFile& file,
+                   const std::string& where) {
+  if (c.kind != PythonComposition::Kind::Chain)
+    return file.integer(file.field(node, "last_epoch", where), where + ".last_epoch");
+  const PickleNode& list = file.field(node, "_schedulers", where);
+  const auto& parts = file.sequence(list, where + "._schedulers");
+  if (parts.empty()) file.refuse(where + "._schedulers", "the chain's schedulers", list);
+  return saved_step(c.parts[0], *parts[0], file, where + "._schedulers[0]");
+}
+
+void check_saved(const PythonComposition& c, const PickleNode& node, int64_t step, const TorchSavedFile& file,
+                 const std::string& where, const std::string& name) {
+  using Kind = PythonComposition::Kind;
+  auto mismatch = [&](const std::string& field, const std::string& saved, const std::string& ours) {
+    fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': '", field, "' is ", saved,
+         ", where this program's '", name, "' schedule has ", ours, " (another sequence or chain)");
+  };
+  if (c.kind != Kind::Chain) {
+    const int64_t saved = file.integer(file.field(node, "last_epoch", where), where + ".last_epoch");
+    if (saved != step) mismatch(where + ".last_epoch", std::to_string(saved), std::to_string(step));
+  }
+  if (c.kind == Kind::Schedule) return;
+  if (c.kind == Kind::Sequence) {
+    std::vector<int64_t> milestones;
+    for (const PickleNode* m : file.sequence(file.field(node, "_milestones", where), where + "._milestones"))
+      milestones.push_back(file.integer(*m, where + "._milestones"));
+    if (milestones != c.milestones) mismatch(where + "._milestones", listed(milestones), listed(c.milestones));
+  }
+  const auto& parts = file.sequence(file.field(node, "_schedulers", where), where + "._schedulers");
+  if (parts.size() != c.parts.size())
+    mismatch(where + "._schedulers", std::to_string(parts.size()) + " schedulers", std::to_string(c.parts.size()));
+  for (size_t i = 0; i < parts.size(); ++i)
+    check_saved(c.parts[i], *parts[i], c.kind == Kind::Sequence ? part_step(c.milestones, i, step) : step, file,
+                where + "._schedulers[" + std::to_string(i) + "]", name);
+}
+
+}  // namespace
+
+bool python_lambda_schedule(const std::string& name) {
+  return name != "step" && name != "multistep" && name != "exponential" && name != "cosine_annealing" &&
+         name != "linear_lr" && name != "constant_lr" && name != "polynomial_lr" && name != "swa_lr" &&
+         name != "cosine_annealing_warm_restarts" && name != kOneCycleSchedule && name != kCyclicSchedule &&
+         name != kPlateauSchedule;
+}
+
+bool composite_schedule_name(const std::string& name) { return name.find_first_of(",+") != std::string::npos; }
+
+PythonComposition python_composition(const std::string& name) {
+  using Kind = PythonComposition::Kind;
+  const size_t comma = name.find(','), plus = name.find('+');
+  if (comma == std::string::npos && plus == std::string::npos) return {Kind::Schedule, name, {}, {}};
+  PythonComposition c;
+  if (plus != std::string::npos && (comma == std::string::npos || comma < plus)) {
+    c.kind = Kind::Chain;  // "a+b", or "a,b@5+c": a sequence leading the chain
+    for (const std::string& part : split(name, '+')) c.parts.push_back(python_composition(part));
+    return c;
+  }
+  c.kind = Kind::Sequence;  // "a,b@5", or "a+b,c@5": a chain leading the sequence
+  const std::vector<std::string> pieces = split(name, ',');
+  c.parts.push_back(python_composition(pieces[0]));
+  for (size_t i = 1; i < pieces.size(); ++i) {
+    const size_t at = pieces[i].rfind('@');
+    c.parts.push_back(python_composition(pieces[i].substr(0, at)));
+    c.milestones.push_back(std::stoll(pieces[i].substr(at + 1)));
+  }
+  return c;
+}
+
+void require_python_composition_layout(const PythonComposition& composition, const std::string& name,
+                                       const std::string& context) {
+  if (composition.kind == PythonComposition::Kind::Schedule) {
+    if (const char* what = own_state(composition.name))
+      fail(Status::Unsupported, context, ": the '", composition.name, "' schedule in '", name,
+           "' has no counterpart in Python's layout of a sequence or chain here (PyTorch's keeps ", what, ")");
+    return;
+  }
+  for (const PythonComposition& part : composition.parts) require_python_composition_layout(part, name, context);
+}
+
+c10::IValue python_composition_state_dict(const PythonComposition& composition, int64_t step,
+                                          const std::vector<double>& base_lrs, const std::vector<double>& last_lrs) {
+  c10::IValue state = state_dict(composition, step, base_lrs);
+  state.toGenericDict().insert("_last_lr", python_floats(last_lrs));
+  return state;
+}
+
+PythonCompositionPosition python_composition_position(const PythonComposition& composition, const std::string& name,
+                                                      const TorchSavedFile& file) {
+  const PickleNode& root = file.root();
+  PythonCompositionPosition position;
+  position.step = saved_step(composition, root, file, "the state dict");
+  check_saved(composition, root, position.step, file, "the state dict", name);
+  // The first schedule's base rates (every part's are the groups' initial_lr).
+  const PythonComposition* c = &composition;
+  const PickleNode* node = &root;
+  std::string where = "the state dict";
+  while (c->kind != PythonComposition::Kind::Schedule) {
+    node = file.sequence(file.field(*node, "_schedulers", where), where + "._schedulers").at(0);
+    c = &c->parts[0];
+    where += "._schedulers[0]";
+  }
+  if (const PickleNode* base = node->find("base_lrs"))
+    for (const PickleNode* item : file.sequence(*base, where + ".base_lrs"))
+      position.base_lrs.push_back(file.number(*item, where + ".base_lrs"));
+  return position;
+}
+
+}  // namespace acc

@@ -1,0 +1,58 @@
+// Sequences and chains of schedules in Python's layout: PyTorch's SequentialLR and ChainedScheduler
+// keep each part's own state dict in `_schedulers` (a chain leading a sequence is a ChainedScheduler
+// inside a SequentialLR; a sequence leading a chain the other way round), and their load_state_dict
+// hands each part its own. The parts are read from the scheduler's name, which lists them
+// ("linear_lr,cosine_annealing@5": a sequence; "constant_lr+exponential": a chain; "a+b,c@5" and
+// "a,b@5+c" the two nestings).
+#pragma once
+
+#include <ATen/core/ivalue.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "checkpoint/torch_load.h"
+
+namespace acc {
+
+struct PythonComposition {
+  enum class Kind { Schedule, Sequence, Chain };
+  Kind kind = Kind::Schedule;
+  std::string name;                     // a schedule's
+  std::vector<PythonComposition> parts;  // a sequence's or chain's
+  std::vector<int64_t> milestones;      // a sequence's: where each part after the first takes over
+};
+
+// Whether PyTorch makes schedule `name` as a LambdaLR or MultiplicativeLR, whose state dict holds one
+// entry per group for its functions (None for a plain function): transformers' schedules and a
+// user's factors.
+bool python_lambda_schedule(const std::string& name);
+
+// Whether `name` is a sequence's or chain's, and its parts.
+bool composite_schedule_name(const std::string& name);
+PythonComposition python_composition(const std::string& name);
+
+// Unsupported (after `context`) where a part's PyTorch class keeps more than its step count and rates
+// (a cycle's position, a one-cycle's phases, SWALR's own step count), naming it.
+void require_python_composition_layout(const PythonComposition& composition, const std::string& name,
+                                       const std::string& context);
+
+// The state dict of the composition at `step`: each part's step count as PyTorch's would be
+// (a sequence's later parts at -1 before their milestone, each earlier one where it stopped), its
+// base rates, and the rates the whole set last. A part's own last rates are left out: PyTorch sets
+// them anew at the part's next step, before anything reads them.
+c10::IValue python_composition_state_dict(const PythonComposition& composition, int64_t step,
+                                          const std::vector<double>& base_lrs, const std::vector<double>& last_lrs);
+
+// The reverse: the step the file's composition stands at, each part's step count checked against
+// that (and a sequence's milestones against this composition's): a mismatch is refused naming the
+// field and the program's schedule (`name`). `base_lrs` are the first schedule's (empty: not saved).
+struct PythonCompositionPosition {
+  int64_t step = 0;
+  std::vector<double> base_lrs;
+};
+PythonCompositionPosition python_composition_position(const PythonComposition& composition, const std::string& name,
+                                                      const TorchSavedFile& file);
+
+}  // namespace acc
