@@ -50,7 +50,8 @@ size_t count_saved_models(const std::string& dir) {
 
 // The optimizer a prepared scheduler was made on, unwrapped.
 std::shared_ptr<Optimizer> scheduled_optimizer(const std::shared_ptr<Scheduler>& prepared) {
-  std::shared_ptr<Optimizer> optimizer = std::static_pointer_cast<AcceleratedScheduler>(prepared)->unwrap()->optimizer();
+  std::shared_ptr<Optimizer> optimizer =
+      std::static_pointer_cast<AcceleratedScheduler>(prepared)->unwrap()->optimizer();
   if (auto wrapper = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer)) return wrapper->unwrap();
   return optimizer;
 }

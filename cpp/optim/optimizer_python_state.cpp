@@ -43,8 +43,8 @@ const std::vector<std::tuple<const char*, const char*, const char*>>& paired_opt
 // Keys that PyTorch's schedulers write into a group (initial_lr; OneCycleLR's rates and momenta,
 // SWALR's swa_lr): the schedule is the program's, so they are set aside when read.
 bool scheduler_key(const std::string& key) {
-  return key == "initial_lr" || key == "max_lr" || key == "min_lr" || key == "max_momentum" ||
-         key == "base_momentum" || key == "swa_lr";
+  return key == "initial_lr" || key == "max_lr" || key == "min_lr" || key == "max_momentum" || key == "base_momentum" ||
+         key == "swa_lr";
 }
 
 // Keys of a PyTorch group that choose how it computes, not what: set aside when read.

@@ -86,8 +86,8 @@ Schedule swa_lr(double swa_lr, int64_t anneal_epochs, bool cosine) {
 Schedule cosine_annealing_warm_restarts(int64_t t_0, int64_t t_mult, double eta_min) {
   return closed_form([=](double base, int64_t step) {
     const WarmRestartsPosition at = warm_restarts_position(t_0, t_mult, step);
-    return eta_min + (base - eta_min) *
-                         (1 + std::cos(M_PI * static_cast<double>(at.t_cur) / static_cast<double>(at.t_i))) / 2;
+    return eta_min +
+           (base - eta_min) * (1 + std::cos(M_PI * static_cast<double>(at.t_cur) / static_cast<double>(at.t_i))) / 2;
   });
 }
 

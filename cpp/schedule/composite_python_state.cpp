@@ -57,8 +57,8 @@ c10::IValue state_dict(const PythonComposition& c, int64_t step, const std::vect
   }
   std::vector<c10::IValue> parts;
   for (size_t i = 0; i < c.parts.size(); ++i)
-    parts.push_back(state_dict(c.parts[i], c.kind == Kind::Sequence ? part_step(c.milestones, i, step) : step,
-                               base_lrs));
+    parts.push_back(
+        state_dict(c.parts[i], c.kind == Kind::Sequence ? part_step(c.milestones, i, step) : step, base_lrs));
   if (c.kind == Kind::Chain) return python_dict({{"_schedulers", python_list(std::move(parts))}});
   return python_dict({{"_milestones", python_list(std::vector<c10::IValue>(c.milestones.begin(), c.milestones.end()))},
                       {"last_epoch", step},

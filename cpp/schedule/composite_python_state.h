@@ -19,9 +19,9 @@ namespace acc {
 struct PythonComposition {
   enum class Kind { Schedule, Sequence, Chain };
   Kind kind = Kind::Schedule;
-  std::string name;                     // a schedule's
+  std::string name;                      // a schedule's
   std::vector<PythonComposition> parts;  // a sequence's or chain's
-  std::vector<int64_t> milestones;      // a sequence's: where each part after the first takes over
+  std::vector<int64_t> milestones;       // a sequence's: where each part after the first takes over
 };
 
 // Whether PyTorch makes schedule `name` as a LambdaLR or MultiplicativeLR, whose state dict holds one

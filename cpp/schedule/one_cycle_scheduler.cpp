@@ -74,13 +74,13 @@ PythonSchedulerFields OneCycleScheduler::python_fields(int64_t) const {
   std::vector<c10::IValue> phases;
   for (size_t i = 0; i < phases_[0].size(); ++i) {
     const bool last = i + 1 == phases_[0].size();
-    phases.push_back(python_dict(
-        {// The last phase ends at total_steps - 1, an int; the others at a float, as PyTorch computes them.
-         {"end_step", last ? c10::IValue(total_ - 1) : c10::IValue(phases_[0][i].end_step)},
-         {"start_lr", lr_keys[i]},
-         {"end_lr", lr_keys[i + 1]},
-         {"start_momentum", momentum_keys[i]},
-         {"end_momentum", last ? "max_momentum" : momentum_keys[i + 1]}}));
+    phases.push_back(
+        python_dict({// The last phase ends at total_steps - 1, an int; the others at a float, as PyTorch computes them.
+                     {"end_step", last ? c10::IValue(total_ - 1) : c10::IValue(phases_[0][i].end_step)},
+                     {"start_lr", lr_keys[i]},
+                     {"end_lr", lr_keys[i + 1]},
+                     {"start_momentum", momentum_keys[i]},
+                     {"end_momentum", last ? "max_momentum" : momentum_keys[i + 1]}}));
   }
   PythonSchedulerFields fields;
   fields.state = {{"total_steps", total_},

@@ -207,8 +207,8 @@ PythonSchedulerFields LambdaScheduler::python_fields(int64_t step) const {
     const int64_t t_0 = o.t_0.value_or(1);
     const WarmRestartsPosition at = warm_restarts_position(t_0, o.t_mult, step);
     if (at.overflows)
-      fail(Status::Unsupported, "the ", name_, " schedule's period after step ", step,
-           " exceeds 64 bits (T_0 ", t_0, ", T_mult ", o.t_mult, ")");
+      fail(Status::Unsupported, "the ", name_, " schedule's period after step ", step, " exceeds 64 bits (T_0 ", t_0,
+           ", T_mult ", o.t_mult, ")");
     fields.state = {{"T_0", t_0}, {"T_i", at.t_i}, {"T_mult", o.t_mult}, {"eta_min", o.eta_min}, {"T_cur", at.t_cur}};
   } else if (name_ == "swa_lr") {
     for (const double rate : per_group(o.swa_lr, 0.0, base_lrs_.size(), "swa_lr", name_))

@@ -28,8 +28,7 @@ void require_python_scheduler_layout(const Scheduler& scheduler, const std::stri
 c10::IValue python_scheduler_state_dict(const Scheduler& scheduler);
 // The keys PyTorch's constructors of `schedulers` (those made on one optimizer) wrote into each of its
 // groups beyond initial_lr (OneCycleLR's max_lr, min_lr and momenta, SWALR's swa_lr), for its optimizer.bin.
-SchedulerGroupKeys python_scheduler_group_keys(
-    const std::vector<std::shared_ptr<Scheduler>>& schedulers);
+SchedulerGroupKeys python_scheduler_group_keys(const std::vector<std::shared_ptr<Scheduler>>& schedulers);
 // The reverse: the state Python's state dict in `file` (scheduler.bin) gives this scheduler, for its
 // check_state and load_state. The schedule itself is the program's (Python's LambdaLR saves no
 // function either): the step count, base rates and the rates set last come from the file; where
