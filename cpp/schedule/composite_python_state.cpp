@@ -45,16 +45,7 @@ const char* own_state(const std::string& name) {
 
 c10::IValue state_dict(const PythonComposition& c, int64_t step, const std::vector<double>& base_lrs) {
   using Kind = PythonComposition::Kind;
-  if (c.kind == Kind::Schedule) {
-    std::vector<std::pair<std::string, c10::IValue>> items{{"base_lrs", python_floats(base_lrs)},
-                                                           {"last_epoch", step},
-                                                           {"verbose", false},
-                                                           {"_step_count", std::max<int64_t>(1, step + 1)},
-                                                           {"_get_lr_called_within_step", false}};
-    if (python_lambda_schedule(c.name))
-      items.emplace_back("lr_lambdas", python_list(std::vector<c10::IValue>(base_lrs.size())));
-    return python_dict(std::move(items));
-  }
+  if (c.kind == Kind::Schedule) return python_dict(python_scheduler_items(c.name, step, base_lrs));
   std::vector<c10::IValue> parts;
   for (size_t i = 0; i < c.parts.size(); ++i)
     parts.push_back(
@@ -109,6 +100,19 @@ bool python_lambda_schedule(const std::string& name) {
          name != "linear_lr" && name != "constant_lr" && name != "polynomial_lr" && name != "swa_lr" &&
          name != "cosine_annealing_warm_restarts" && name != kOneCycleSchedule && name != kCyclicSchedule &&
          name != kPlateauSchedule;
+}
+
+std::vector<std::pair<std::string, c10::IValue>> python_scheduler_items(const std::string& name, int64_t step,
+                                                                        const std::vector<double>& base_lrs) {
+  // A sequence's part made and set back before its milestone stands at -1, its step count at 1.
+  std::vector<std::pair<std::string, c10::IValue>> items{{"base_lrs", python_floats(base_lrs)},
+                                                         {"last_epoch", step},
+                                                         {"verbose", false},
+                                                         {"_step_count", std::max<int64_t>(1, step + 1)},
+                                                         {"_get_lr_called_within_step", false}};
+  if (python_lambda_schedule(name))
+    items.emplace_back("lr_lambdas", python_list(std::vector<c10::IValue>(base_lrs.size())));
+  return items;
 }
 
 bool composite_schedule_name(const std::string& name) { return name.find_first_of(",+") != std::string::npos; }

@@ -1,15 +1,16 @@
-// Sequences and chains of schedules in Python's layout: PyTorch's SequentialLR and ChainedScheduler
-// keep each part's own state dict in `_schedulers` (a chain leading a sequence is a ChainedScheduler
-// inside a SequentialLR; a sequence leading a chain the other way round), and their load_state_dict
-// hands each part its own. The parts are read from the scheduler's name, which lists them
-// ("linear_lr,cosine_annealing@5": a sequence; "constant_lr+exponential": a chain; "a+b,c@5" and
-// "a,b@5+c" the two nestings).
+// Schedulers' states in Python's layout: what every PyTorch scheduler keeps, and sequences and chains
+// of schedules. PyTorch's SequentialLR and ChainedScheduler keep each part's own state dict in
+// `_schedulers` (a chain leading a sequence is a ChainedScheduler inside a SequentialLR; a sequence
+// leading a chain the other way round), and their load_state_dict hands each part its own. The parts
+// are read from the scheduler's name, which lists them ("linear_lr,cosine_annealing@5": a sequence;
+// "constant_lr+exponential": a chain; "a+b,c@5" and "a,b@5+c" the two nestings).
 #pragma once
 
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "checkpoint/torch_load.h"
@@ -28,6 +29,11 @@ struct PythonComposition {
 // entry per group for its functions (None for a plain function): transformers' schedules and a
 // user's factors.
 bool python_lambda_schedule(const std::string& name);
+
+// What every PyTorch scheduler of schedule `name` keeps at `step` (LRScheduler's attributes, and a
+// LambdaLR's lr_lambdas), but its last rates.
+std::vector<std::pair<std::string, c10::IValue>> python_scheduler_items(const std::string& name, int64_t step,
+                                                                        const std::vector<double>& base_lrs);
 
 // Whether `name` is a sequence's or chain's, and its parts.
 bool composite_schedule_name(const std::string& name);

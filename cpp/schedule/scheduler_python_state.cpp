@@ -43,14 +43,8 @@ c10::IValue python_scheduler_state_dict(const Scheduler& scheduler) {
     return python_composition_state_dict(python_composition(name), state.step, state.base_lrs, state.last_lrs);
   // The schedule's own attributes first, as PyTorch's constructors set them before LRScheduler's.
   std::vector<std::pair<std::string, c10::IValue>> items = scheduler.python_fields(state.step).state;
-  items.insert(items.end(), {{"base_lrs", python_floats(state.base_lrs)},
-                             {"last_epoch", state.step},
-                             {"verbose", false},
-                             {"_step_count", state.step + 1},
-                             {"_get_lr_called_within_step", false},
-                             {"_last_lr", python_floats(state.last_lrs)}});
-  if (python_lambda_schedule(name))
-    items.emplace_back("lr_lambdas", python_list(std::vector<c10::IValue>(state.base_lrs.size())));
+  for (auto& item : python_scheduler_items(name, state.step, state.base_lrs)) items.push_back(std::move(item));
+  items.emplace_back("_last_lr", python_floats(state.last_lrs));
   return python_dict(std::move(items));
 }
 

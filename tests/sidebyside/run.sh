@@ -30,7 +30,7 @@ for n in $counts; do
       ACC_BUILD_DIR="$build" "$python" "$script" run accelerate "$s" "$out" &&
         ACC_BUILD_DIR="$build" "$python" "$script" run ours "$s" "$out"
     else
-      "$python" "$here/../dist/torchrun.py" --nproc_per_node "$n" --master_port "$port" \
+      ACC_BUILD_DIR="$build" "$python" "$here/../dist/torchrun.py" --nproc_per_node "$n" --master_port "$port" \
         "$script" run accelerate "$s" "$out" &&
         ACC_BUILD_DIR="$build" "$build/accelerate-launch" --num_processes "$n" --main_process_port $((port + 1)) \
           "$python" "$script" run ours "$s" "$out"

@@ -59,53 +59,72 @@ SCENARIOS = {
     # Handed over: our side trains up to the save (python_state_files), Python Accelerate loads our
     # checkpoint with its load_state and trains on; that run must be Accelerate's uninterrupted one,
     # or, resumed mid-epoch, Accelerate resuming its own checkpoint (`accelerate_resume`: it does not
-    # save its shuffle's generator, accelerate#3242). One process (both sides' process groups would
-    # share the rendezvous).
+    # save its shuffle's generator, accelerate#3242; on several processes that is every resume).
+    # Both sides' process groups meet at torchrun's store, each under its own prefix.
     "mlp_handover": dict(model="mlp", optimizer="adamw", schedule="linear", resume=True, handover=True,
-                         uninterrupted="mlp", processes=(1,)),
+                         uninterrupted="mlp", resume_on_several="mlp_resume", processes=(1, 2)),
     "lm_handover_mid_epoch": dict(model="lm", optimizer="sgd", schedule="cosine", resume=True, resume_at=1,
                                   handover=True, uninterrupted="lm", accelerate_resume="lm_resume_mid_epoch",
-                                  processes=(1,)),
+                                  processes=(1, 2)),
     "mlp_accumulate_clip_handover": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=2, clip=0.5,
                                          resume=True, handover=True, uninterrupted="mlp_accumulate_clip",
-                                         processes=(1,)),
+                                         resume_on_several="mlp_accumulate_clip_resume", processes=(1, 2)),
     "mlp_bf16_handover": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="bf16",
                               graph_optimization=False, accumulation=2, resume=True, resume_at=2, handover=True,
                               uninterrupted="mlp_bf16_plain_graph", accelerate_resume="mlp_bf16_resume",
-                              processes=(1,)),
+                              processes=(1, 2)),
     # Two parameter groups (no weight decay on biases) under PyTorch's StepLR and ReduceLROnPlateau
     # (its best metric and counters); Adagrad's state from its start.
     "mlp_group_lr_step_handover": dict(model="mlp", optimizer="sgd", schedule="step", no_decay="*.bias",
                                        group_lr=0.01, resume=True, handover=True, uninterrupted="mlp_group_lr_step",
-                                       processes=(1,)),
+                                       resume_on_several="mlp_group_lr_step_resume", processes=(1, 2)),
     "mlp_group_lr_plateau_handover": dict(model="mlp", optimizer="sgd", schedule="reduce_lr_on_plateau",
                                           no_decay="*.bias", group_lr=0.2,
                                           schedule_options={"patience": 0, "factor": 0.5, "threshold": 0.5},
                                           resume=True, handover=True, uninterrupted="mlp_group_lr_plateau",
-                                          processes=(1,)),
+                                          resume_on_several="mlp_group_lr_plateau_resume", processes=(1, 2)),
     "mlp_adagrad_step_handover": dict(model="mlp", optimizer="adagrad", schedule="step", resume=True, handover=True,
-                                      uninterrupted="mlp_adagrad_step", processes=(1,)),
+                                      uninterrupted="mlp_adagrad_step", resume_on_several="mlp_adagrad_step_resume",
+                                      processes=(1, 2)),
     # Taken over: Accelerate trains up to its own save_state, our side's load_state reads that folder
-    # (optimizer.bin, scheduler.bin, random_states_0.pkl ...) and trains on; held to Accelerate's
-    # uninterrupted run. One process, as a handover.
+    # (optimizer.bin, scheduler.bin, random_states_<rank>.pkl ...) and trains on; held to Accelerate's
+    # uninterrupted run, and on several processes to Accelerate resuming its own checkpoint (which,
+    # as the folder, lacks the shuffle's generator: above).
     "mlp_takeover": dict(model="mlp", optimizer="adamw", schedule="linear", resume=True, takeover=True,
-                         uninterrupted="mlp", processes=(1,)),
+                         uninterrupted="mlp", resume_on_several="mlp_resume", processes=(1, 2)),
     "mlp_accumulate_clip_takeover": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=2, clip=0.5,
                                          resume=True, takeover=True, uninterrupted="mlp_accumulate_clip",
-                                         processes=(1,)),
+                                         resume_on_several="mlp_accumulate_clip_resume", processes=(1, 2)),
     "mlp_bf16_takeover": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="bf16",
                               graph_optimization=False, accumulation=2, resume=True, takeover=True,
-                              uninterrupted="mlp_bf16_plain_graph", processes=(1,)),
+                              uninterrupted="mlp_bf16_plain_graph", resume_on_several="mlp_bf16_epoch_resume",
+                              processes=(1, 2)),
     "mlp_group_lr_step_takeover": dict(model="mlp", optimizer="sgd", schedule="step", no_decay="*.bias",
                                        group_lr=0.01, resume=True, takeover=True, uninterrupted="mlp_group_lr_step",
-                                       processes=(1,)),
+                                       resume_on_several="mlp_group_lr_step_resume", processes=(1, 2)),
     "mlp_group_lr_plateau_takeover": dict(model="mlp", optimizer="sgd", schedule="reduce_lr_on_plateau",
                                           no_decay="*.bias", group_lr=0.2,
                                           schedule_options={"patience": 0, "factor": 0.5, "threshold": 0.5},
                                           resume=True, takeover=True, uninterrupted="mlp_group_lr_plateau",
-                                          processes=(1,)),
+                                          resume_on_several="mlp_group_lr_plateau_resume", processes=(1, 2)),
     "mlp_adagrad_step_takeover": dict(model="mlp", optimizer="adagrad", schedule="step", resume=True, takeover=True,
-                                      uninterrupted="mlp_adagrad_step", processes=(1,)),
+                                      uninterrupted="mlp_adagrad_step", resume_on_several="mlp_adagrad_step_resume",
+                                      processes=(1, 2)),
+    # The same runs resumed by each side from its own checkpoint before the last epoch: what the
+    # handovers and takeovers on several processes are held to on Accelerate's side.
+    "mlp_accumulate_clip_resume": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=2, clip=0.5,
+                                       resume=True, uninterrupted="mlp_accumulate_clip"),
+    "mlp_bf16_epoch_resume": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="bf16",
+                                  graph_optimization=False, accumulation=2, resume=True,
+                                  uninterrupted="mlp_bf16_plain_graph"),
+    "mlp_group_lr_step_resume": dict(model="mlp", optimizer="sgd", schedule="step", no_decay="*.bias", group_lr=0.01,
+                                     resume=True, uninterrupted="mlp_group_lr_step"),
+    "mlp_group_lr_plateau_resume": dict(model="mlp", optimizer="sgd", schedule="reduce_lr_on_plateau",
+                                        no_decay="*.bias", group_lr=0.2,
+                                        schedule_options={"patience": 0, "factor": 0.5, "threshold": 0.5},
+                                        resume=True, uninterrupted="mlp_group_lr_plateau"),
+    "mlp_adagrad_step_resume": dict(model="mlp", optimizer="adagrad", schedule="step", resume=True,
+                                    uninterrupted="mlp_adagrad_step"),
     # Windows that the loader's end cuts short (sync_with_dataloader); an infinity-norm clip.
     "mlp_accumulate_3_clip_inf": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=3, clip=0.3,
                                       clip_norm_type=math.inf),
@@ -1569,14 +1588,29 @@ def differences(a, o):
     return first, worst
 
 
+def accelerate_own_resume(name, processes):
+    """The scenario Accelerate's side of a handover (or our takeover) is held to where Accelerate's
+    own resume is not its uninterrupted run: `accelerate_resume`, or on several processes
+    `resume_on_several`; None: the uninterrupted run."""
+    scenario = SCENARIOS[name]
+    if processes > 1 and scenario.get("resume_on_several"):
+        return scenario["resume_on_several"]
+    return scenario.get("accelerate_resume")
+
+
 def compare(name, directory, processes):
     def load(scenario, side, rank):
         with open(os.path.join(directory, f"{scenario}.{side}.{processes}.{rank}.json")) as f:
             return json.load(f)
 
     # A resumed run is held to Accelerate's uninterrupted one: Accelerate's own resume on several
-    # processes draws a new shuffle (its sampler's generator is not saved, accelerate#3242).
+    # processes draws a new shuffle (its sampler's generator is not saved, accelerate#3242). A run
+    # taken over from Accelerate's checkpoint, which lacks that generator too, is held to Accelerate
+    # resuming it (`accelerate_resume`), where the scenario names that run.
     reference = SCENARIOS[name].get("uninterrupted", name)
+    own_resume = accelerate_own_resume(name, processes)
+    if SCENARIOS[name].get("takeover") and own_resume:
+        reference = own_resume
     verdict, ok = "bit-identical", True
     for rank in range(processes):
         ours, theirs = load(name, "ours", rank), load(reference, "accelerate", rank)
@@ -1588,7 +1622,6 @@ def compare(name, directory, processes):
             print(f"{name} rank {rank}: first difference: {first}")
             verdict, ok = "DIFFERS (largest difference %.3g)" % worst, False
         elif SCENARIOS[name].get("handover"):
-            own_resume = SCENARIOS[name].get("accelerate_resume")
             held_to = load(own_resume, "accelerate", rank) if own_resume else theirs
             handed, _ = differences(held_to, load(name, "accelerate", rank))
             if handed:
@@ -1636,7 +1669,9 @@ def main(argv):
         names = argv[2:] or [name for name, s in SCENARIOS.items() if on_gpu or not s.get("gpu_only")]
         ordered = []
         for name in names:
-            for needed in (SCENARIOS[name].get("uninterrupted"), SCENARIOS[name].get("accelerate_resume"), name):
+            scenario = SCENARIOS[name]
+            for needed in (scenario.get("uninterrupted"), scenario.get("accelerate_resume"),
+                           scenario.get("resume_on_several"), name):
                 if needed and needed not in ordered:
                     ordered.append(needed)
         print(" ".join(ordered))
