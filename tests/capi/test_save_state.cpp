@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -426,67 +427,74 @@ TEST(SaveState, PythonStateFilesAreWrittenBesideTheLibrarysOwnWhenAsked) {
   ACC_ASSERT_OK(acc_load_state(resumed.acc, dir.c_str(), nullptr));
 }
 
+namespace {
+
+// An accelerator with python_state_files, kNet and an optimizer of `algorithm` prepared, with the
+// scheduler `make_scheduler` makes over it, if any.
+struct PythonFilesRun {
+  PythonFilesRun(const char* algorithm, const std::function<acc_scheduler*(acc_optimizer*)>& make_scheduler) {
+    EXPECT_EQ(acc_optimizer_create(model, algorithm, nullptr, &opt), ACC_OK);
+    if (make_scheduler) sched = make_scheduler(opt);
+    EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, sched ? &sched : nullptr), ACC_OK);
+  }
+  ~PythonFilesRun() {
+    acc_scheduler_free(sched);
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"python_state_files", "1"}});
+  acc_model* model = acc_test::spec_model(kNet);
+  acc_optimizer* opt = nullptr;
+  acc_scheduler* sched = nullptr;
+};
+
+acc_options* scheduler_ints(const std::vector<std::pair<const char*, int64_t>>& values) {
+  acc_options* opts = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_SCHEDULER, &opts), ACC_OK);
+  for (const auto& [key, value] : values) EXPECT_EQ(acc_options_set_int(opts, key, value), ACC_OK);
+  return opts;
+}
+
+}  // namespace
+
 // What Python's optimizer or scheduler would need more of than the library writes is refused before
 // anything is written, naming it; nothing is silently left out.
 TEST(SaveState, PythonStateFilesRefuseWhatPythonCouldNotResume) {
   const std::string root = fresh_dir("python_files_refused");
   {
-    acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"python_state_files", "1"}});
-    acc_model* model = acc_test::spec_model(kNet);
-    acc_optimizer* opt = nullptr;
-    ACC_ASSERT_OK(acc_optimizer_create(model, "adamw_schedule_free", nullptr, &opt));
-    ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
-    ACC_EXPECT_ERROR(acc_save_state(acc, (root + "/free").c_str(), nullptr), ACC_ERR_UNSUPPORTED,
+    PythonFilesRun run("adamw_schedule_free", nullptr);
+    ACC_EXPECT_ERROR(acc_save_state(run.acc, (root + "/free").c_str(), nullptr), ACC_ERR_UNSUPPORTED,
                      "adamw_schedule_free");
-    acc_optimizer_free(opt);
-    acc_model_free(model);
-    acc_accelerator_free(acc);
   }
   {
-    acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"python_state_files", "1"}});
-    acc_model* model = acc_test::spec_model(kNet);
-    acc_optimizer* opt = nullptr;
-    ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
-    acc_scheduler* sched = nullptr;
-    ACC_ASSERT_OK(acc_scheduler_create(opt, "constant", nullptr, &sched));
-    acc_options* restarts = nullptr;
-    ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &restarts));
-    ACC_ASSERT_OK(acc_options_set_int(restarts, "T_0", 3));
     // PyTorch's part would keep its cycle's position, which a sequence's part state here does not give.
-    ACC_ASSERT_OK(acc_scheduler_then(sched, 2, "cosine_annealing_warm_restarts", restarts));
-    acc_options_free(restarts);
-    ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, &sched));
-    ACC_EXPECT_ERROR(acc_save_state(acc, (root + "/sequence").c_str(), nullptr), ACC_ERR_UNSUPPORTED,
+    PythonFilesRun run("sgd", [](acc_optimizer* opt) {
+      acc_scheduler* sched = nullptr;
+      EXPECT_EQ(acc_scheduler_create(opt, "constant", nullptr, &sched), ACC_OK);
+      acc_options* restarts = scheduler_ints({{"T_0", 3}});
+      EXPECT_EQ(acc_scheduler_then(sched, 2, "cosine_annealing_warm_restarts", restarts), ACC_OK);
+      acc_options_free(restarts);
+      return sched;
+    });
+    ACC_EXPECT_ERROR(acc_save_state(run.acc, (root + "/sequence").c_str(), nullptr), ACC_ERR_UNSUPPORTED,
                      "'cosine_annealing_warm_restarts' schedule in 'constant,cosine_annealing_warm_restarts@2'");
-    acc_scheduler_free(sched);
-    acc_optimizer_free(opt);
-    acc_model_free(model);
-    acc_accelerator_free(acc);
   }
   {
     // PyTorch's CosineAnnealingWarmRestarts holds its next period (T_i), a Python int that can
     // outgrow 64 bits where no step of ours reaches it.
-    acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"python_state_files", "1"}});
-    acc_model* model = acc_test::spec_model(kNet);
-    acc_optimizer* opt = nullptr;
-    ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
-    acc_options* opts = nullptr;
-    ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &opts));
-    ACC_ASSERT_OK(acc_options_set_int(opts, "T_0", 2));
-    ACC_ASSERT_OK(acc_options_set_int(opts, "T_mult", int64_t{1} << 62));
-    acc_scheduler* sched = nullptr;
-    ACC_ASSERT_OK(acc_scheduler_create(opt, "cosine_annealing_warm_restarts", opts, &sched));
-    ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, &sched));
-    ACC_ASSERT_OK(acc_save_state(acc, (root + "/before_the_restart").c_str(), nullptr));
-    for (int step = 0; step < 2; ++step) ACC_ASSERT_OK(acc_scheduler_step(sched));
-    ACC_EXPECT_ERROR(acc_save_state(acc, (root + "/restarted").c_str(), nullptr), ACC_ERR_UNSUPPORTED,
+    PythonFilesRun run("sgd", [](acc_optimizer* opt) {
+      acc_scheduler* sched = nullptr;
+      acc_options* opts = scheduler_ints({{"T_0", 2}, {"T_mult", int64_t{1} << 62}});
+      EXPECT_EQ(acc_scheduler_create(opt, "cosine_annealing_warm_restarts", opts, &sched), ACC_OK);
+      acc_options_free(opts);
+      return sched;
+    });
+    ACC_ASSERT_OK(acc_save_state(run.acc, (root + "/before_the_restart").c_str(), nullptr));
+    for (int step = 0; step < 2; ++step) ACC_ASSERT_OK(acc_scheduler_step(run.sched));
+    ACC_EXPECT_ERROR(acc_save_state(run.acc, (root + "/restarted").c_str(), nullptr), ACC_ERR_UNSUPPORTED,
                      "exceeds 64 bits");
     std::filesystem::remove_all(root + "/before_the_restart");
-    acc_options_free(opts);
-    acc_scheduler_free(sched);
-    acc_optimizer_free(opt);
-    acc_model_free(model);
-    acc_accelerator_free(acc);
   }
   EXPECT_EQ(entries(root), std::vector<std::string>{});
 }

@@ -566,6 +566,15 @@ SCENARIOS = {
                                               [32, 33, 34, 35, 36, 37, 38, 39]],
                                processes=(1, 2, 4)),
 }
+# Handed over and taken over under schedules whose Python state holds more than a step count and
+# rates (a one-cycle's phases and the keys it writes into the groups, a cyclic schedule's settings,
+# a warm-restart cycle's position, a sequence's and a chain's parts), with the resumes they are held
+# to on several processes.
+for _base in ("mlp_one_cycle", "mlp_cyclic_triangular2", "mlp_cosine_warm_restarts", "mlp_sequential", "mlp_chained"):
+    SCENARIOS[_base + "_resume"] = dict(SCENARIOS[_base], resume=True, uninterrupted=_base)
+    for _way in ("handover", "takeover"):
+        SCENARIOS[f"{_base}_{_way}"] = dict(SCENARIOS[_base], resume=True, uninterrupted=_base, processes=(1, 2),
+                                            resume_on_several=_base + "_resume", **{_way: True})
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
                 drop_last=False, dispatch_batches=None, no_decay=None, freeze=None, sync_each_batch=False,
