@@ -298,10 +298,10 @@ class Trial:
     """A prepared C run that can be put back into one known state (a checkpoint of ours) and asked
     whether it is still there (one step from it gives the reference step)."""
 
-    def __init__(self, lib, model_path, work):
+    def __init__(self, lib, model_path, work, optimizer, schedule):
         self.lib = lib
-        self.acc, self.model, self.opt, self.sched = prepare_c(lib, model_path, "adam", "step", {})
-        self.known = os.path.join(work, "known_state")
+        self.acc, self.model, self.opt, self.sched = prepare_c(lib, model_path, optimizer, schedule, {})
+        self.known = os.path.join(work, f"known_state_{schedule}")
         shutil.rmtree(self.known, ignore_errors=True)
         lib.acc_set_seed(ctypes.c_uint64(11))
         for step in range(2):
@@ -329,16 +329,34 @@ class Trial:
         return status, self.lib.lib.acc_last_error_message().decode() if status else ""
 
 
-def main(build, work, cases_per_file, verbose):
-    os.makedirs(work, exist_ok=True)
-    torch.manual_seed(0)
-    model_path = os.path.join(work, "mlp.pt")
-    torch.jit.script(Mlp()).save(model_path)
-    original = os.path.join(work, "python_original")
+def composite_wrong_files(folder):
+    """A sequence's or chain's scheduler.bin that says the wrong thing about its parts."""
+    def saving(change):
+        def write(path):
+            state = torch.load(os.path.join(folder, "scheduler.bin"), weights_only=False)
+            change(state)
+            torch.save(state, path)
+        return write
+
+    sequence = lambda s: s["_schedulers"][0]  # noqa: E731  (the chain's first part: a sequence)
+    cases = [
+        ("a part fewer", lambda s: s["_schedulers"].pop(), "'the state dict._schedulers' is 1 schedulers"),
+        ("a part at another step", lambda s: sequence(s)["_schedulers"][0].__setitem__("last_epoch", 0),
+         "'the state dict._schedulers[0]._schedulers[0].last_epoch' is 0"),
+        ("another milestone", lambda s: sequence(s).__setitem__("_milestones", [3]), "_milestones' is [3]"),
+        ("a part that is a number", lambda s: s["_schedulers"].__setitem__(1, 7), "_schedulers[1]"),
+        ("no parts", lambda s: s.__setitem__("_schedulers", []), "_schedulers"),
+    ]
+    return [("scheduler.bin", what, saving(change), reason) for what, change, reason in cases]
+
+
+def campaign(lib, model_path, work, optimizer, schedule, files, cases_per_file, seed, wrong, verbose):
+    """Mutations of `files` of a folder PyTorch saved after 5 steps of `optimizer` and `schedule`,
+    then the `wrong(folder)` files; the failures."""
+    original = os.path.join(work, f"python_original_{schedule}")
     shutil.rmtree(original, ignore_errors=True)
-    run_python(model_path, original, "adam", "step", 5, safe_serialization=False)
-    lib = api.load(build)
-    trial = Trial(lib, model_path, work)
+    run_python(model_path, original, optimizer, schedule, 5, safe_serialization=False)
+    trial = Trial(lib, model_path, work, optimizer, schedule)
     assert trial.load(original) == (0, ""), "the untouched folder must load"
     trial.step()
 
@@ -366,8 +384,8 @@ def main(build, work, cases_per_file, verbose):
         if not trial.unchanged():
             failures.append(f"{file_name}: {what}: refused ({message}) but the run changed")
 
-    rng = random.Random(20261202)
-    for file_name in TORCH_FILES:
+    rng = random.Random(seed)
+    for file_name in files:
         path = os.path.join(original, file_name)
         records = read_records(path)
         with open(path, "rb") as f:
@@ -392,10 +410,23 @@ def main(build, work, cases_per_file, verbose):
                         f.write(data)
                 # A flipped byte may fall in a field no reader uses (a timestamp, an extra field).
                 check(file_name, f"bytes {case} {what}", write, what != "file_flip")
-    for file_name, what, write, reason in wrong_files(original):
+    for file_name, what, write, reason in wrong(original):
         check(file_name, what, write, True, reason)
+    print(f"{schedule}: {counts['refused']} refused, {counts['loaded']} loaded (mutations that changed nothing read)")
+    return failures
 
-    print(f"{counts['refused']} refused, {counts['loaded']} loaded (mutations that changed nothing read)")
+
+def main(build, work, cases_per_file, verbose):
+    os.makedirs(work, exist_ok=True)
+    torch.manual_seed(0)
+    model_path = os.path.join(work, "mlp.pt")
+    torch.jit.script(Mlp()).save(model_path)
+    lib = api.load(build)
+    failures = campaign(lib, model_path, work, "adam", "step", TORCH_FILES, cases_per_file, 20261202, wrong_files,
+                        verbose)
+    # A sequence leading a chain: the parts' states nested in scheduler.bin.
+    failures += campaign(lib, model_path, work, "adamw", "sequence_chained_exponential", ("scheduler.bin",),
+                         cases_per_file, 20261203, composite_wrong_files, verbose)
     for failure in failures:
         print("FAILED", failure)
     return 1 if failures else 0
