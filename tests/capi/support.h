@@ -338,7 +338,8 @@ class TempRoot {
     }
     std::filesystem::create_directories(path_);
   }
-  ~TempRoot() {
+  ~TempRoot() { remove_if_owner(); }
+  void remove_if_owner() const {
     std::error_code ignored;
     if (::getpid() == owner_) std::filesystem::remove_all(path_, ignored);
   }
@@ -350,9 +351,18 @@ class TempRoot {
   std::string path_;
 };
 
-inline std::string temp_path(const std::string& name) {
+inline const TempRoot& temp_root() {
   static const TempRoot root;
-  return root.path() + "/" + name;
+  return root;
+}
+
+inline std::string temp_path(const std::string& name) { return temp_root().path() + "/" + name; }
+
+// Ends the process at once, without static teardown (a process group whose peer is gone can hang
+// in it), after removing this process's temporary folder, which that teardown would have removed.
+[[noreturn]] inline void exit_at_once(int code) {
+  temp_root().remove_if_owner();
+  ::_exit(code);
 }
 
 // The temporaries beside `path` that writes through a temporary name for it ("<name>.tmp" and 12 hex

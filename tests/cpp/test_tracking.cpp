@@ -2,6 +2,7 @@
 // framing, log_with parsing, the CSV header reader, the background file and the progress text.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -87,6 +88,7 @@ TEST(AsyncFile, WritesInOrderAndReportsErrorsOnTheCallersSide) {
     EXPECT_THROW(file.close(), acc::Error);
   }
   EXPECT_THROW(AsyncFile("/proc/no/such/dir/file", true), acc::Error);
+  std::filesystem::remove(path);
 }
 
 TEST(ProgressText, BarAndPlainLines) {

@@ -1255,7 +1255,7 @@ namespace {
 void fail_process_1_by(const std::string& mode) {
   if (g_rank != 1) return;
   if (mode != "exit") std::this_thread::sleep_for(std::chrono::seconds(8));
-  _exit(0);
+  acc_test::exit_at_once(0);
 }
 
 }  // namespace
@@ -1272,7 +1272,7 @@ TEST(Fault, ADeadOrStalledPeerIsAnErrorNotAHang) {
       << acc_last_error_message();
   EXPECT_LT(seconds, 20.0);
   std::fflush(stdout);
-  _exit(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
+  acc_test::exit_at_once(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
 }
 
 namespace {
@@ -1298,7 +1298,7 @@ void expect_named_and_exit(acc_status status, const std::string& collective) {
   EXPECT_TRUE(status == ACC_ERR_TIMEOUT || status == ACC_ERR_ABORTED) << acc_status_name(status) << ": " << message;
   EXPECT_NE(message.find(collective), std::string::npos) << message;
   std::fflush(stdout);
-  _exit(testing::Test::HasFailure() ? 1 : 0);
+  acc_test::exit_at_once(testing::Test::HasFailure() ? 1 : 0);
 }
 
 }  // namespace
@@ -1402,7 +1402,7 @@ TEST(Fault, ADeadOrStalledPeerAtProfileEndIsNamed) {
   EXPECT_TRUE(std::filesystem::exists(dir + "/profile_0.json"));
   std::filesystem::remove_all(dir);
   std::fflush(stdout);
-  _exit(testing::Test::HasFailure() ? 1 : 0);
+  acc_test::exit_at_once(testing::Test::HasFailure() ? 1 : 0);
 }
 
 namespace {
@@ -1498,7 +1498,9 @@ TEST(Fault, ADeadOrStalledPeerIsNamedInEveryCollective) {
   ASSERT_NE(place, places.end()) << "no fault place '" << at << "'";
   place->second.before();
   fail_process_1_by(mode);
-  expect_named_and_exit(place->second.call(), place->second.named);
+  const acc_status status = place->second.call();
+  std::filesystem::remove_all(dir);
+  expect_named_and_exit(status, place->second.named);
 }
 
 int main(int argc, char** argv) {

@@ -544,5 +544,5 @@ TEST(Fault, APeerGoneAfterThePublishIsToldTheNewCheckpointIsThere) {
   std::filesystem::remove_all(dir);
   std::filesystem::remove(dir + ".peer_pid");
   std::fflush(stdout);
-  _exit(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
+  acc_test::exit_at_once(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
 }

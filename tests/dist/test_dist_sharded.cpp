@@ -1613,9 +1613,9 @@ TEST(ShardedFault, ADeadOrStalledPeerIsNamed) {
   if (!mode || !at_env) GTEST_SKIP() << "set ACC_TEST_FAULT (exit, stall) and ACC_TEST_FAULT_AT (the fault tests run on their own)";
   const std::string at = at_env;
   auto fail_here = [&] {
-    if (std::string(mode) == "exit") _exit(0);  // dies without a word
+    if (std::string(mode) == "exit") acc_test::exit_at_once(0);  // dies without a word
     std::this_thread::sleep_for(std::chrono::seconds(8));  // stalls past the others' timeout
-    _exit(0);
+    acc_test::exit_at_once(0);
   };
   auto expect_named = [](acc_status status, const std::string& expected) {
     const std::string message = acc_last_error_message();
@@ -1623,7 +1623,7 @@ TEST(ShardedFault, ADeadOrStalledPeerIsNamed) {
     EXPECT_NE(message.find(expected), std::string::npos) << "expected '" << expected << "' in: " << message;
     std::printf("%s: %s\n", acc_status_name(status), message.c_str());
     std::fflush(stdout);
-    _exit(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
+    acc_test::exit_at_once(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
   };
   if (at == "prepare") {  // the models are compared first, then stage 3 broadcasts the units into the shards
     acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "3"}});
@@ -1717,5 +1717,5 @@ TEST(ShardedFault, AProcessInAnotherCallIsNamedNotACrash) {
         << message;
   std::printf("%s: %s\n", acc_status_name(status), message.c_str());
   std::fflush(stdout);
-  _exit(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
+  acc_test::exit_at_once(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
 }
