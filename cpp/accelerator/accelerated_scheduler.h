@@ -33,6 +33,9 @@ class AcceleratedScheduler final : public Scheduler {
   size_t group_count() const override { return inner_->group_count(); }
   const std::string& name() const override { return inner_->name(); }
   PythonSchedulerFields python_fields(int64_t step) const override { return inner_->python_fields(step); }
+  PythonPartState python_part(size_t index, int64_t steps_in) const override {
+    return inner_->python_part(index, steps_in);
+  }
   const std::shared_ptr<Scheduler>& unwrap() const { return inner_; }
 
  private:

@@ -72,7 +72,7 @@ StagedLoad staged_random_states_load(const TorchSavedFile& file, std::shared_ptr
 
 void Accelerator::check_python_state_files(const std::string& context) const {
   for (const auto& optimizer : live_optimizers()) require_python_optimizer_layout(*optimizer->unwrap(), context);
-  for (const auto& scheduler : live_schedulers()) require_python_scheduler_layout(*scheduler, context);
+  for (const auto& scheduler : live_schedulers()) require_python_scheduler_layout(*scheduler);
 }
 
 CheckpointParts Accelerator::python_state_parts() const {

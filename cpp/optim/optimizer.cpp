@@ -53,9 +53,8 @@ TorchOptimizer::TorchOptimizer(std::shared_ptr<Model> model, const std::string& 
           options_kind_name(options.kind()));
   auto defaults = make_options(options_);
   maximize_ = options_.get_bool("maximize", false);
-  const bool fused = options_.get_bool("fused", false);
-  const std::optional<bool> foreach =
-      options_.has("foreach") ? std::optional<bool>(options_.get_bool("foreach", false)) : std::nullopt;
+  const bool fused = this->fused();
+  const std::optional<bool> foreach = this->foreach ();
   require(!(fused && foreach.value_or(false)), "fused and foreach cannot both be true, as in PyTorch");
   require_pytorch(!fused || compat::kFusedOptimizers, "fused optimizers need PyTorch 2.4 or later");
   // PyTorch 1.13's foreach rules rounded otherwise again and are not written here.

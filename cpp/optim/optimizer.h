@@ -48,6 +48,9 @@ class Optimizer {
   virtual void set_initial_lr(size_t group, double lr, bool overwrite) = 0;
   // PyTorch's maximize (for the whole optimizer).
   virtual bool maximize() const { return false; }
+  // PyTorch's foreach (none: its default) and fused choices, for the whole optimizer.
+  virtual std::optional<bool> foreach () const { return std::nullopt; }
+  virtual bool fused() const { return false; }
   virtual void step() = 0;
   virtual void zero_grad() = 0;  // set_to_none, as PyTorch's default and Accelerate's
   // A schedule-free optimizer's train() / eval() (optim/schedule_free.h): its parameters move to the
@@ -102,6 +105,10 @@ class TorchOptimizer final : public Optimizer {
   void zero_grad() override;
   torch::optim::Optimizer& impl() override { return *impl_; }
   bool maximize() const override { return maximize_; }
+  std::optional<bool> foreach () const override {
+    return options_.has("foreach") ? std::optional<bool>(options_.get_bool("foreach", false)) : std::nullopt;
+  }
+  bool fused() const override { return options_.get_bool("fused", false); }
   std::shared_ptr<Model> model() const override { return model_; }
 
  private:

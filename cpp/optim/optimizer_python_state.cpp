@@ -52,8 +52,9 @@ bool implementation_flag(const std::string& key) {
   return key == "foreach" || key == "fused" || key == "capturable" || key == "differentiable";
 }
 
-std::vector<std::pair<std::string, c10::IValue>> python_group(const std::string& algorithm,
-                                                              const nlohmann::json& options, bool maximize) {
+std::vector<std::pair<std::string, c10::IValue>> python_group(const Optimizer& optimizer,
+                                                              const nlohmann::json& options) {
+  const std::string& algorithm = optimizer.algorithm();
   std::vector<std::pair<std::string, c10::IValue>> group;
   std::set<std::string> paired;
   for (const auto& [tuple, first, second] : paired_options())
@@ -64,9 +65,15 @@ std::vector<std::pair<std::string, c10::IValue>> python_group(const std::string&
   for (const auto& [key, value] : options.items())
     if (!paired.count(key)) group.emplace_back(key, json_to_python(value));
   if (torch_optim_algorithm(algorithm)) {
-    group.emplace_back("maximize", maximize);
+    group.emplace_back("maximize", optimizer.maximize());
     // torch >= 2.7's AdamW is Adam with this flag, which a group without it would take as false.
     if (algorithm == "adam" || algorithm == "adamw") group.emplace_back("decoupled_weight_decay", algorithm == "adamw");
+    // How the rule computes: a group without them takes PyTorch's default (None), which on the CPU
+    // is the one-tensor rule, rounding otherwise than the foreach rule the run stepped with.
+    const std::optional<bool> foreach = optimizer.foreach ();
+    group.emplace_back("foreach", foreach ? c10::IValue(*foreach) : c10::IValue());
+    if (algorithm == "sgd" || algorithm == "adam" || algorithm == "adamw" || algorithm == "adagrad")
+      group.emplace_back("fused", optimizer.fused() ? c10::IValue(true) : c10::IValue());
   }
   return group;
 }
@@ -180,7 +187,7 @@ c10::IValue python_optimizer_state_dict(Optimizer& optimizer, const SchedulerGro
       if (it != state_of.end()) state.emplace_back(index, python_dict(std::move(it->second)));
       params.emplace_back(index++);
     }
-    auto group = python_group(algorithm, groups[g]["options"], optimizer.maximize());
+    auto group = python_group(optimizer, groups[g]["options"]);
     if (const auto initial = optimizer.initial_lr(g)) group.emplace_back("initial_lr", *initial);
     if (g < scheduler_keys.size())
       for (const auto& [key, value] : scheduler_keys[g]) group.emplace_back(key, value);

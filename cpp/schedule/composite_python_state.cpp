@@ -1,6 +1,7 @@
 #include "schedule/composite_python_state.h"
 
 #include <algorithm>
+#include <sstream>
 
 #include "checkpoint/torch_pickle.h"
 #include "common/error.h"
@@ -28,28 +29,31 @@ int64_t part_step(const std::vector<int64_t>& milestones, size_t i, int64_t step
   return step - start;
 }
 
+std::string number_text(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
 std::string listed(const std::vector<int64_t>& values) {
   std::string text = "[";
   for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + std::to_string(values[i]);
   return text + "]";
 }
 
-// Schedules whose PyTorch class keeps more than the step count and rates.
-const char* own_state(const std::string& name) {
-  if (name == "cosine_annealing_warm_restarts") return "its cycle's position";
-  if (name == kOneCycleSchedule) return "its phases, and keys in the optimizer's groups";
-  if (name == kCyclicSchedule) return "its settings";
-  if (name == "swa_lr") return "its own step count, and keys in the optimizer's groups";
-  return nullptr;
-}
-
-c10::IValue state_dict(const PythonComposition& c, int64_t step, const std::vector<double>& base_lrs) {
+c10::IValue state_dict(const PythonComposition& c, int64_t step, const PythonPartOf& part_of, size_t& index) {
   using Kind = PythonComposition::Kind;
-  if (c.kind == Kind::Schedule) return python_dict(python_scheduler_items(c.name, step, base_lrs));
+  if (c.kind == Kind::Schedule) {
+    // The schedule's own attributes first, as PyTorch's constructors set them before LRScheduler's.
+    PythonPartState part = part_of(index++, step);
+    std::vector<std::pair<std::string, c10::IValue>> items = std::move(part.fields.state);
+    for (auto& item : python_scheduler_items(c.name, step, part.base_lrs)) items.push_back(std::move(item));
+    return python_dict(std::move(items));
+  }
   std::vector<c10::IValue> parts;
   for (size_t i = 0; i < c.parts.size(); ++i)
     parts.push_back(
-        state_dict(c.parts[i], c.kind == Kind::Sequence ? part_step(c.milestones, i, step) : step, base_lrs));
+        state_dict(c.parts[i], c.kind == Kind::Sequence ? part_step(c.milestones, i, step) : step, part_of, index));
   if (c.kind == Kind::Chain) return python_dict({{"_schedulers", python_list(std::move(parts))}});
   return python_dict({{"_milestones", python_list(std::vector<c10::IValue>(c.milestones.begin(), c.milestones.end()))},
                       {"last_epoch", step},
@@ -68,17 +72,28 @@ int64_t saved_step(const PythonComposition& c, const PickleNode& node, const Tor
 }
 
 void check_saved(const PythonComposition& c, const PickleNode& node, int64_t step, const TorchSavedFile& file,
-                 const std::string& where, const std::string& name) {
+                 const std::string& where, const std::string& name, const PythonPartOf& part_of, size_t& index) {
   using Kind = PythonComposition::Kind;
   auto mismatch = [&](const std::string& field, const std::string& saved, const std::string& ours) {
     fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': '", field, "' is ", saved,
-         ", where this program's '", name, "' schedule has ", ours, " (another sequence or chain)");
+         ", where this program's '", name, "' schedule has ", ours, " (another sequence or chain, or ",
+         "schedules made with other settings)");
   };
   if (c.kind != Kind::Chain) {
     const int64_t saved = file.integer(file.field(node, "last_epoch", where), where + ".last_epoch");
     if (saved != step) mismatch(where + ".last_epoch", std::to_string(saved), std::to_string(step));
   }
-  if (c.kind == Kind::Schedule) return;
+  if (c.kind == Kind::Schedule) {
+    // Where its cycle stands and how long it is, as this program's schedule gives them there.
+    for (const auto& [key, value] : part_of(index++, step).fields.state) {
+      const PickleNode* saved = node.find(key);
+      if (!value.isInt() || !saved) continue;
+      const double in_file = file.number(*saved, where + "." + key);
+      if (in_file != static_cast<double>(value.toInt()))
+        mismatch(where + "." + key, number_text(in_file), std::to_string(value.toInt()));
+    }
+    return;
+  }
   if (c.kind == Kind::Sequence) {
     std::vector<int64_t> milestones;
     for (const PickleNode* m : file.sequence(file.field(node, "_milestones", where), where + "._milestones"))
@@ -90,7 +105,7 @@ void check_saved(const PythonComposition& c, const PickleNode& node, int64_t ste
     mismatch(where + "._schedulers", std::to_string(parts.size()) + " schedulers", std::to_string(c.parts.size()));
   for (size_t i = 0; i < parts.size(); ++i)
     check_saved(c.parts[i], *parts[i], c.kind == Kind::Sequence ? part_step(c.milestones, i, step) : step, file,
-                where + "._schedulers[" + std::to_string(i) + "]", name);
+                where + "._schedulers[" + std::to_string(i) + "]", name, part_of, index);
 }
 
 }  // namespace
@@ -138,30 +153,25 @@ PythonComposition python_composition(const std::string& name) {
   return c;
 }
 
-void require_python_composition_layout(const PythonComposition& composition, const std::string& name,
-                                       const std::string& context) {
-  if (composition.kind == PythonComposition::Kind::Schedule) {
-    if (const char* what = own_state(composition.name))
-      fail(Status::Unsupported, context, ": the '", composition.name, "' schedule in '", name,
-           "' has no counterpart in Python's layout of a sequence or chain here (PyTorch's keeps ", what, ")");
-    return;
-  }
-  for (const PythonComposition& part : composition.parts) require_python_composition_layout(part, name, context);
+size_t python_schedule_count(const std::string& name) {
+  return 1 + static_cast<size_t>(std::count_if(name.begin(), name.end(), [](char c) { return c == ',' || c == '+'; }));
 }
 
 c10::IValue python_composition_state_dict(const PythonComposition& composition, int64_t step,
-                                          const std::vector<double>& base_lrs, const std::vector<double>& last_lrs) {
-  c10::IValue state = state_dict(composition, step, base_lrs);
+                                          const PythonPartOf& part_of, const std::vector<double>& last_lrs) {
+  size_t index = 0;
+  c10::IValue state = state_dict(composition, step, part_of, index);
   state.toGenericDict().insert("_last_lr", python_floats(last_lrs));
   return state;
 }
 
 PythonCompositionPosition python_composition_position(const PythonComposition& composition, const std::string& name,
-                                                      const TorchSavedFile& file) {
+                                                      const PythonPartOf& part_of, const TorchSavedFile& file) {
   const PickleNode& root = file.root();
   PythonCompositionPosition position;
   position.step = saved_step(composition, root, file, "the state dict");
-  check_saved(composition, root, position.step, file, "the state dict", name);
+  size_t index = 0;
+  check_saved(composition, root, position.step, file, "the state dict", name, part_of, index);
   // The first schedule's base rates (every part's are the groups' initial_lr).
   const PythonComposition* c = &composition;
   const PickleNode* node = &root;

@@ -9,11 +9,13 @@
 #include <ATen/core/ivalue.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "checkpoint/torch_load.h"
+#include "schedule/scheduler.h"
 
 namespace acc {
 
@@ -35,30 +37,32 @@ bool python_lambda_schedule(const std::string& name);
 std::vector<std::pair<std::string, c10::IValue>> python_scheduler_items(const std::string& name, int64_t step,
                                                                         const std::vector<double>& base_lrs);
 
-// Whether `name` is a sequence's or chain's, and its parts.
+// Whether `name` is a sequence's or chain's, and its parts; how many schedules it names.
 bool composite_schedule_name(const std::string& name);
 PythonComposition python_composition(const std::string& name);
+size_t python_schedule_count(const std::string& name);
 
-// Unsupported (after `context`) where a part's PyTorch class keeps more than its step count and rates
-// (a cycle's position, a one-cycle's phases, SWALR's own step count), naming it.
-void require_python_composition_layout(const PythonComposition& composition, const std::string& name,
-                                       const std::string& context);
+// Each schedule of a composition by its index in the name's order, `steps_in` steps into it, as
+// PyTorch keeps it (Scheduler::python_part).
+using PythonPartOf = std::function<PythonPartState(size_t index, int64_t steps_in)>;
 
 // The state dict of the composition at `step`: each part's step count as PyTorch's would be
 // (a sequence's later parts at -1 before their milestone, each earlier one where it stopped), its
-// base rates, and the rates the whole set last. A part's own last rates are left out: PyTorch sets
-// them anew at the part's next step, before anything reads them.
+// base rates and fields of its own (a cycle's position, a one-cycle's phases), and the rates the
+// whole set last. A part's own last rates are left out: PyTorch sets them anew at the part's next
+// step, before anything reads them.
 c10::IValue python_composition_state_dict(const PythonComposition& composition, int64_t step,
-                                          const std::vector<double>& base_lrs, const std::vector<double>& last_lrs);
+                                          const PythonPartOf& part_of, const std::vector<double>& last_lrs);
 
 // The reverse: the step the file's composition stands at, each part's step count checked against
-// that (and a sequence's milestones against this composition's): a mismatch is refused naming the
-// field and the program's schedule (`name`). `base_lrs` are the first schedule's (empty: not saved).
+// that (and a sequence's milestones against this composition's), and each part's integer fields
+// (T_cur, T_i, total_steps, ...) against what `part_of` gives there: a mismatch is refused naming
+// the field and the program's schedule (`name`). `base_lrs` are the first schedule's (empty: not saved).
 struct PythonCompositionPosition {
   int64_t step = 0;
   std::vector<double> base_lrs;
 };
 PythonCompositionPosition python_composition_position(const PythonComposition& composition, const std::string& name,
-                                                      const TorchSavedFile& file);
+                                                      const PythonPartOf& part_of, const TorchSavedFile& file);
 
 }  // namespace acc

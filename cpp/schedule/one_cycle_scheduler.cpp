@@ -62,8 +62,9 @@ OneCycleScheduler::OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const
     else
       phases_.push_back({{first_end, initial_lr, max_lr, top, bottom}, {last_end, max_lr, min_lr, bottom, top}});
   }
-  overwrite_initial_lrs(std::move(initial_lrs));  // as PyTorch's constructor writes group["initial_lr"]
+  overwrite_initial_lrs(initial_lrs);  // as PyTorch's constructor writes group["initial_lr"]
   start();
+  base_lrs_ = std::move(initial_lrs);  // PyTorch's base_lrs, which it reads from there (the rule uses none)
 }
 
 PythonSchedulerFields OneCycleScheduler::python_fields(int64_t) const {

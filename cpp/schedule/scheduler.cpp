@@ -40,6 +40,11 @@ void Scheduler::then(int64_t, const std::string& name, const Options&) {
        " scheduler cannot be followed by '", name, "'");
 }
 
+PythonPartState Scheduler::python_part(size_t index, int64_t steps_in) const {
+  if (index != 0) fail(Status::Internal, "the ", name(), " schedule has no part ", index);
+  return {state().base_lrs, python_fields(std::max<int64_t>(0, steps_in))};
+}
+
 void Scheduler::chain(const std::string& name, const Options&) {
   fail(Status::Unsupported, "a chain of schedules starts with a schedule that has a rule; the ", this->name(),
        " scheduler cannot be chained with '", name, "'");
@@ -153,7 +158,7 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std
   }
   phases_ = {first_phase(chains_, made_lrs_)};
   apply(0);
-  settings_ = scheduler_option_table().read(options);
+  settings_.emplace_back(name, scheduler_option_table().read(options));
 }
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor,
@@ -197,25 +202,44 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFact
   if (!chains_.empty()) note_form(chains_[0][0]);
   phases_ = {first_phase(chains_, made_lrs_)};
   apply(0);
+  settings_.emplace_back(name_, std::nullopt);
 }
 
-PythonSchedulerFields LambdaScheduler::python_fields(int64_t step) const {
+namespace {
+
+// What PyTorch's class of schedule `name` keeps of its own at `step` (none for most).
+PythonSchedulerFields python_fields_of(const std::string& name, const ScheduleOptions& o, size_t groups, int64_t step) {
   PythonSchedulerFields fields;
-  if (!settings_ || is_sequence() || chain_length() > 1) return fields;
-  const ScheduleOptions& o = *settings_;
-  if (name_ == "cosine_annealing_warm_restarts") {
+  if (name == "cosine_annealing_warm_restarts") {
     const int64_t t_0 = o.t_0.value_or(1);
     const WarmRestartsPosition at = warm_restarts_position(t_0, o.t_mult, step);
     if (at.overflows)
-      fail(Status::Unsupported, "the ", name_, " schedule's period after step ", step, " exceeds 64 bits (T_0 ", t_0,
+      fail(Status::Unsupported, "the ", name, " schedule's period after step ", step, " exceeds 64 bits (T_0 ", t_0,
            ", T_mult ", o.t_mult, ")");
     fields.state = {{"T_0", t_0}, {"T_i", at.t_i}, {"T_mult", o.t_mult}, {"eta_min", o.eta_min}, {"T_cur", at.t_cur}};
-  } else if (name_ == "swa_lr") {
-    for (const double rate : per_group(o.swa_lr, 0.0, base_lrs_.size(), "swa_lr", name_))
+  } else if (name == "swa_lr") {
+    for (const double rate : per_group(o.swa_lr, 0.0, groups, "swa_lr", name))
       fields.group_keys.push_back({{"swa_lr", rate}});
     fields.state = {{"anneal_epochs", o.anneal_epochs}};
   }
   return fields;
+}
+
+}  // namespace
+
+PythonSchedulerFields LambdaScheduler::python_fields(int64_t step) const {
+  // A sequence's or chain's are its parts' (python_part).
+  if (settings_.size() != 1 || !settings_[0].second) return {};
+  return python_fields_of(settings_[0].first, *settings_[0].second, base_lrs_.size(), step);
+}
+
+PythonPartState LambdaScheduler::python_part(size_t index, int64_t steps_in) const {
+  if (index >= settings_.size()) fail(Status::Internal, "no schedule ", index, " in '", name_, "'");
+  PythonPartState part{base_lrs_, {}};  // every part's base rates are the groups' initial_lr
+  const auto& [name, options] = settings_[index];
+  // Before its milestone a part stands where its making left it (its step 0), set one step back.
+  if (options) part.fields = python_fields_of(name, *options, base_lrs_.size(), std::max<int64_t>(0, steps_in));
+  return part;
 }
 
 LambdaScheduler::Phase LambdaScheduler::first_phase(const std::vector<std::vector<Schedule>>& chains,
@@ -323,6 +347,7 @@ void LambdaScheduler::then(int64_t milestone, const std::string& name, const Opt
        schedule.closed_form ? std::vector<Schedule::Next>{} : std::vector<Schedule::Next>(groups, schedule.next)});
   phases_[0] = std::move(first);
   name_ += "," + name + "@" + std::to_string(milestone);
+  settings_.emplace_back(name, scheduler_option_table().read(options));
   set_rates(0, std::move(lrs));
 }
 
@@ -347,6 +372,7 @@ void LambdaScheduler::chain(const std::string& name, const Options& options) {
   chains_ = std::move(chains);
   phases_[0] = std::move(phase);
   name_ += "+" + name;
+  settings_.emplace_back(name, scheduler_option_table().read(options));
   set_rates(0, std::move(lrs));
 }
 

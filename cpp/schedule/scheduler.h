@@ -51,6 +51,13 @@ struct PythonSchedulerFields {
   std::vector<std::vector<std::pair<std::string, double>>> group_keys;  // one list per group, or none
 };
 
+// One schedule of a sequence or chain as PyTorch's counterpart keeps it there (each part keeps a
+// state of its own): its base rates and its fields.
+struct PythonPartState {
+  std::vector<double> base_lrs;
+  PythonSchedulerFields fields;
+};
+
 // What the C API sees of a scheduler; the Accelerator's wrapper is one too.
 class Scheduler {
  public:
@@ -82,6 +89,10 @@ class Scheduler {
   // PyTorch's extra fields for this schedule at `step` (none for a schedule whose Python
   // counterpart keeps only the step count and rates).
   virtual PythonSchedulerFields python_fields(int64_t /*step*/) const { return {}; }
+  // The `index`-th schedule named in name() (a sequence's or chain's parts, nested ones in the name's
+  // order; a schedule alone is its own only one) as PyTorch keeps it `steps_in` steps into it (-1:
+  // before its milestone, where SequentialLR set it one step back from its making).
+  virtual PythonPartState python_part(size_t index, int64_t steps_in) const;
   // PyTorch's SequentialLR: from step `milestone` on, schedule `name` takes over, counting its steps
   // from 0 there. Only before the first step; milestones grow. Only schedules with a rule take part.
   virtual void then(int64_t milestone, const std::string& name, const Options& options);
@@ -213,6 +224,8 @@ class LambdaScheduler final : public IndexedScheduler {
   void check_state(const SchedulerState& state) const override;
   // CosineAnnealingWarmRestarts' cycle (T_i, T_cur) and settings; SWALR's swa_lr in each group.
   PythonSchedulerFields python_fields(int64_t step) const override;
+  // The same for each schedule of a sequence or chain.
+  PythonPartState python_part(size_t index, int64_t steps_in) const override;
   bool is_sequence() const { return phases_.size() > 1; }
   // A state with saved rates resumes from them (as PyTorch's optimizer state holds group["lr"]); an
   // older one has them computed at its step.
@@ -261,8 +274,8 @@ class LambdaScheduler final : public IndexedScheduler {
   // Makes a named schedule's step(0) (restarted_schedule_rule, which refuses a schedule that PyTorch
   // cannot restart); none for a user's factor, which only ever leads a sequence or chain.
   std::function<ScheduleRule()> restart_rule_;
-  // A named schedule's settings (none for a user's factor), for python_fields.
-  std::optional<ScheduleOptions> settings_;
+  // Each schedule's name and settings in the name's order (none for a user's factor), for python_part.
+  std::vector<std::pair<std::string, std::optional<ScheduleOptions>>> settings_;
 };
 
 }  // namespace acc

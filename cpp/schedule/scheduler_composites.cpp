@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "optim/group_hyperparameters.h"
+#include "schedule/composite_python_state.h"
 #include "schedule/cycling_scheduler.h"
 #include "schedule/named_schedules.h"
 #include "schedule/schedule_options.h"
@@ -172,6 +173,15 @@ void SchedulerComposite::check_state(const SchedulerState& state) const {
   // (from before they were saved) cannot be this composite's. The parts check them (part_state);
   // the base rates are each part's own.
   require(!state.lrs.empty(), "the '", name_, "' schedule resumes from saved rates, which the state lacks");
+}
+
+PythonPartState SchedulerComposite::python_part(size_t index, int64_t steps_in) const {
+  for (const auto& part : parts_) {
+    const size_t schedules = python_schedule_count(part->name());
+    if (index < schedules) return part->python_part(index, steps_in);
+    index -= schedules;
+  }
+  fail(Status::Internal, "the '", name_, "' schedule has fewer parts than asked for");
 }
 
 SchedulerState SchedulerComposite::part_state(const IndexedScheduler& part, const SchedulerState& state,

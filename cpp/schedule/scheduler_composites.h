@@ -41,6 +41,8 @@ class SchedulerComposite : public Scheduler {
   void check_state(const SchedulerState& state) const override;
   // Also from inside a part's own callbacks (a cyclic's scale function).
   void refuse_from_callbacks(const char* call) const override;
+  // The part's that holds it (each part's base rates are its own: a one_cycle rewrites initial_lr).
+  PythonPartState python_part(size_t index, int64_t steps_in) const override;
 
  protected:
   // Over `first`, made and not stepped; `separator` joins the parts' names (",": a sequence, "+": a chain).

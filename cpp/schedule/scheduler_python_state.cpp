@@ -18,18 +18,17 @@ std::vector<double> floats_from_python(const TorchSavedFile& file, const PickleN
   return out;
 }
 
+PythonPartOf python_parts_of(const Scheduler& scheduler) {
+  return [&scheduler](size_t index, int64_t steps_in) { return scheduler.python_part(index, steps_in); };
+}
+
 }  // namespace
 
-void require_python_scheduler_layout(const Scheduler& scheduler, const std::string& context) {
-  const std::string& name = scheduler.name();
-  if (composite_schedule_name(name))
-    require_python_composition_layout(python_composition(name), name, context);
-  else
-    (void)scheduler.python_fields(scheduler.step_count());  // its own refusals, before anything is written
+void require_python_scheduler_layout(const Scheduler& scheduler) {
+  (void)python_scheduler_state_dict(scheduler);  // every part's own refusals, before anything is written
 }
 
 c10::IValue python_scheduler_state_dict(const Scheduler& scheduler) {
-  require_python_scheduler_layout(scheduler, "python_state_files");
   const std::string& name = scheduler.name();
   const SchedulerState state = scheduler.state();
   if (state.plateau) {
@@ -40,7 +39,8 @@ c10::IValue python_scheduler_state_dict(const Scheduler& scheduler) {
                         {"_last_lr", python_floats(state.plateau->lrs)}});
   }
   if (composite_schedule_name(name))
-    return python_composition_state_dict(python_composition(name), state.step, state.base_lrs, state.last_lrs);
+    return python_composition_state_dict(python_composition(name), state.step, python_parts_of(scheduler),
+                                         state.last_lrs);
   // The schedule's own attributes first, as PyTorch's constructors set them before LRScheduler's.
   std::vector<std::pair<std::string, c10::IValue>> items = scheduler.python_fields(state.step).state;
   for (auto& item : python_scheduler_items(name, state.step, state.base_lrs)) items.push_back(std::move(item));
@@ -49,23 +49,32 @@ c10::IValue python_scheduler_state_dict(const Scheduler& scheduler) {
 }
 
 SchedulerGroupKeys python_scheduler_group_keys(const std::vector<std::shared_ptr<Scheduler>>& schedulers) {
+  // Each schedule's constructor writes its keys into the groups: a key written twice holds the later value.
   SchedulerGroupKeys keys;
   for (const auto& scheduler : schedulers) {
-    const auto fields = scheduler->python_fields(scheduler->step_count());
-    keys.resize(std::max(keys.size(), fields.group_keys.size()));
-    for (size_t g = 0; g < fields.group_keys.size(); ++g)
-      keys[g].insert(keys[g].end(), fields.group_keys[g].begin(), fields.group_keys[g].end());
+    for (size_t i = 0; i < python_schedule_count(scheduler->name()); ++i) {
+      const auto& group_keys = scheduler->python_part(i, 0).fields.group_keys;
+      keys.resize(std::max(keys.size(), group_keys.size()));
+      for (size_t g = 0; g < group_keys.size(); ++g)
+        for (const auto& entry : group_keys[g]) {
+          const auto same =
+              std::find_if(keys[g].begin(), keys[g].end(), [&](const auto& k) { return k.first == entry.first; });
+          if (same == keys[g].end())
+            keys[g].push_back(entry);
+          else
+            same->second = entry.second;
+        }
+    }
   }
   return keys;
 }
 
 SchedulerState python_scheduler_state(const Scheduler& scheduler, const TorchSavedFile& file) {
-  require_python_scheduler_layout(scheduler, "loading Python Accelerate's '" + file.path() + "'");
   const PickleNode& root = file.root();
   SchedulerState state = scheduler.state();  // the schedule's name, and what the file may not hold
   if (composite_schedule_name(scheduler.name())) {
-    const PythonCompositionPosition position =
-        python_composition_position(python_composition(scheduler.name()), scheduler.name(), file);
+    const PythonCompositionPosition position = python_composition_position(
+        python_composition(scheduler.name()), scheduler.name(), python_parts_of(scheduler), file);
     state.step = position.step;
     if (!position.base_lrs.empty()) state.base_lrs = position.base_lrs;
   } else {

@@ -19,12 +19,11 @@
 
 namespace acc {
 
-// Unsupported (naming the schedule, after `context`) where Python's layout cannot be given: a
-// cosine_annealing_warm_restarts whose next period exceeds 64 bits, a sequence or chain holding a
-// schedule whose part state PyTorch keeps beyond its step count (composite_python_state.h).
-void require_python_scheduler_layout(const Scheduler& scheduler, const std::string& context);
-// The state dict (with the schedule's own fields: Scheduler::python_fields); require_python_scheduler_layout's
-// checks first.
+// Unsupported (naming the schedule) where Python's layout cannot be given: a
+// cosine_annealing_warm_restarts whose next period exceeds 64 bits, alone or in a sequence or chain.
+void require_python_scheduler_layout(const Scheduler& scheduler);
+// The state dict, with what each schedule keeps of its own (Scheduler::python_fields, and each
+// part's in a sequence or chain: Scheduler::python_part); refused as require_python_scheduler_layout says.
 c10::IValue python_scheduler_state_dict(const Scheduler& scheduler);
 // The keys PyTorch's constructors of `schedulers` (those made on one optimizer) wrote into each of its
 // groups beyond initial_lr (OneCycleLR's max_lr, min_lr and momenta, SWALR's swa_lr), for its optimizer.bin.

@@ -5,7 +5,13 @@
 
 #include "checkpoint/torch_pickle.h"
 #include "common/error.h"
+#include "model/model.h"
+#include "optim/optimizer.h"
+#include "optim/optimizer_options.h"
 #include "schedule/composite_python_state.h"
+#include "schedule/schedule_options.h"
+#include "schedule/scheduler_composites.h"
+#include "schedule/scheduler_python_state.h"
 
 namespace acc {
 namespace {
@@ -39,7 +45,11 @@ TEST(CompositePythonState, TheNestingComesFromTheName) {
 TEST(CompositePythonState, EachPartCountsItsOwnSteps) {
   const PythonComposition sequence = python_composition("constant_lr,exponential@2,step@4");
   auto steps_at = [&](int64_t step) {
-    const c10::IValue state = python_composition_state_dict(sequence, step, {0.1}, {0.05});
+    const c10::IValue state = python_composition_state_dict(sequence, step,
+                                                            [](size_t, int64_t) {
+                                                              return PythonPartState{{0.1}, {}};
+                                                            },
+                                                            {0.05});
     std::vector<int64_t> steps;
     for (const c10::IValue& part : state.toGenericDict().at("_schedulers").toList())
       steps.push_back(part.toGenericDict().at("last_epoch").toInt());
@@ -50,16 +60,61 @@ TEST(CompositePythonState, EachPartCountsItsOwnSteps) {
   EXPECT_EQ(steps_at(0), (std::vector<int64_t>{0, -1, -1}));
 }
 
-TEST(CompositePythonState, PartsWithStateOfTheirOwnAreRefusedByName) {
-  try {
-    require_python_composition_layout(python_composition("linear_lr,one_cycle@3"), "linear_lr,one_cycle@3", "save");
-    FAIL() << "a one_cycle part was accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.status(), Status::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("'one_cycle' schedule in 'linear_lr,one_cycle@3'"), std::string::npos);
-  }
-  EXPECT_NO_THROW(require_python_composition_layout(python_composition("constant_lr+exponential,linear@5"),
-                                                    "constant_lr+exponential,linear@5", "save"));
+std::shared_ptr<Optimizer> sgd() {
+  Options o(optimizer_option_schema());
+  o.set_from_text("lr", "0.1");
+  o.set_from_text("momentum", "0.9");
+  return std::make_shared<TorchOptimizer>(model_from_spec(R"([{"type":"linear","in_features":3,"out_features":2}])"),
+                                          "sgd", o);
+}
+
+Options settings(std::initializer_list<std::pair<const char*, const char*>> items) {
+  Options o(scheduler_option_table());
+  for (const auto& [key, value] : items) o.set_from_text(key, value);
+  return o;
+}
+
+c10::impl::GenericDict part(const c10::IValue& state, size_t i) {
+  return state.toGenericDict().at("_schedulers").toList().get(i).toGenericDict();
+}
+
+// A part whose PyTorch class keeps a state of its own keeps it in the sequence too, at its own step:
+// a warm restart's cycle as SequentialLR leaves it (made at its step 0 and set one step back before
+// its milestone; restarted by step(0) there).
+TEST(CompositePythonState, APartKeepsItsOwnFieldsAtItsOwnStep) {
+  auto opt = sgd();
+  auto sched = make_scheduler(opt, "constant_lr", settings({{"factor", "0.5"}, {"total_iters", "2"}}));
+  sched = schedule_then(sched, 2, "cosine_annealing_warm_restarts", settings({{"T_0", "2"}, {"T_mult", "2"}}));
+  auto restarts_at = [&] {
+    const auto restarts = part(python_scheduler_state_dict(*sched), 1);
+    return std::vector<int64_t>{restarts.at("last_epoch").toInt(), restarts.at("T_cur").toInt(),
+                                restarts.at("T_i").toInt()};
+  };
+  EXPECT_EQ(restarts_at(), (std::vector<int64_t>{-1, 0, 2}));
+  for (int step = 0; step < 5; ++step) sched->step();  // 3 steps into the part: its first period of 2 is over
+  EXPECT_EQ(restarts_at(), (std::vector<int64_t>{3, 1, 4}));
+  EXPECT_FALSE(part(python_scheduler_state_dict(*sched), 0).contains("T_cur"));
+}
+
+// A one_cycle in a sequence: its phases, base rates of its own (it rewrites initial_lr: max_lr /
+// div_factor) and the keys its constructor writes into the groups.
+TEST(CompositePythonState, AOneCyclePartKeepsItsPhasesBaseRatesAndGroupKeys) {
+  auto opt = sgd();
+  auto sched = make_scheduler(opt, "linear_lr", settings({{"start_factor", "0.5"}, {"total_iters", "2"}}));
+  sched = schedule_then(sched, 2, "one_cycle", settings({{"max_lr", "1.0"}, {"total_steps", "10"}}));
+  const c10::IValue state = python_scheduler_state_dict(*sched);
+  EXPECT_EQ(part(state, 1).at("total_steps").toInt(), 10);
+  EXPECT_EQ(part(state, 1).at("base_lrs").toList().get(0).toDouble(), 1.0 / 25);
+  EXPECT_EQ(part(state, 0).at("base_lrs").toList().get(0).toDouble(), 0.1);
+  const SchedulerGroupKeys keys = python_scheduler_group_keys({sched});
+  ASSERT_EQ(keys.size(), 1u);
+  auto key = [&](const std::string& name) {
+    for (const auto& [k, v] : keys[0])
+      if (k == name) return v;
+    return -1.0;
+  };
+  EXPECT_EQ(key("max_lr"), 1.0);
+  EXPECT_EQ(key("max_momentum"), 0.95);
 }
 
 }  // namespace

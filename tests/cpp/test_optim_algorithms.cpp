@@ -10,8 +10,10 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include "common/compat.h"
 #include "common/error.h"
 #include "optim/optimizer.h"
+#include "optim/optimizer_python_state.h"
 #include "optim/optimizer_state.h"
 
 namespace {
@@ -229,4 +231,24 @@ TEST(OptimizerAlgorithms, AdafactorUpdatesBf16ParametersInFloat32) {
   }
   for (const auto& t : acc::snapshot_optimizer(low_opt).tensors)
     if (t.first.find(".step") == std::string::npos) EXPECT_EQ(t.second.scalar_type(), torch::kFloat) << t.first;
+}
+
+// Python's optimizer.bin says how each group computes, as PyTorch's own state dict does: a group
+// without `foreach` takes PyTorch's default (None), the one-tensor rule on the CPU, whose rounding
+// differs from the foreach rule the run stepped with (found by the side-by-side hunt: NAdam, RAdam
+// and ASGD handed over with foreach drifted by an ulp from the first step).
+TEST(PythonOptimizerState, GroupsSayHowTheRuleComputes) {
+  auto group_of = [](const std::string& algorithm, acc::Options o) {
+    acc::TorchOptimizer opt(acc::model_from_spec(kSpec), algorithm, o);
+    return acc::python_optimizer_state_dict(opt).toGenericDict().at("param_groups").toList().get(0).toGenericDict();
+  };
+  const auto unset = group_of("nadam", options({{"lr", "0.01"}}));
+  EXPECT_TRUE(unset.at("foreach").isNone());
+  EXPECT_FALSE(unset.contains("fused"));  // NAdam has no fused rule
+  const auto one_tensor = group_of("adam", options({{"lr", "0.01"}, {"foreach", "false"}}));
+  EXPECT_FALSE(one_tensor.at("foreach").toBool());
+  EXPECT_TRUE(one_tensor.at("fused").isNone());
+#if ACC_TORCH_VERSION >= 200
+  EXPECT_TRUE(group_of("radam", options({{"lr", "0.01"}, {"foreach", "true"}})).at("foreach").toBool());
+#endif
 }

@@ -103,7 +103,11 @@ def refuses_other_schedules(lib, model_path, work):
         ("python_adamw_warmup_then_cosine",
          ("linear_lr", {"start_factor": 0.25, "total_iters": 2}, None,
           [("then", 3, "cosine_annealing", {"T_max": 4, "eta_min": 0.001})]),
-         "_milestones' is [2]")]
+         "_milestones' is [2]"),
+        ("python_adamw_warmup_then_warm_restarts",
+         ("linear_lr", {"start_factor": 0.25, "total_iters": 2}, None,
+          [("then", 2, "cosine_annealing_warm_restarts", {"T_0": 3, "T_mult": 2, "eta_min": 0.001})]),
+         "_schedulers[1].T_0' is 2")]
     failures = 0
     for folder, schedule, needle in cases:
         SCHEDULES["other"] = schedule if len(schedule) > 2 else schedule + (None,)

@@ -35,6 +35,17 @@ for name, optimizer_class in (("adam", torch.optim.Adam), ("rmsprop", torch.opti
                               ("asgd", torch.optim.ASGD)):
     OPTIMIZERS[name] = ({"lr": 0.01}, optimizer_class, {"lr": 0.01})
 TORCH_OPTIMIZERS = list(OPTIMIZERS)
+TORCH_2 = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 0)
+# torch.optim's multi-tensor rules (keyed "<algorithm>_foreach"), whose arithmetic differs from the
+# one-tensor rules' (NAdam's step sizes from mu_product as tensors), with weight decay; the library
+# steps them where it is built against PyTorch 2.x, as the Python side here is then.
+FOREACH_RUNS = []
+if TORCH_2:
+    for name, optimizer_class, schedule in (("nadam", torch.optim.NAdam, "linear"), ("radam", torch.optim.RAdam, "step"),
+                                            ("adamax", torch.optim.Adamax, "linear"), ("asgd", torch.optim.ASGD, "step")):
+        settings = {"lr": 0.01, "weight_decay": 0.01, "foreach": True}
+        OPTIMIZERS[name + "_foreach"] = (settings, optimizer_class, settings)
+        FOREACH_RUNS.append((name + "_foreach", schedule))
 
 
 def package_class(variable, load):
@@ -122,6 +133,37 @@ SCHEDULES = {  # the C API's schedule and options, then the torch scheduler over
                                          LR.ExponentialLR(opt, gamma=0.9)]),
                                      [("then", 2, "step", {"step_size": 2, "gamma": 0.5}),
                                       ("chain", "exponential", {"gamma": 0.9})]),
+    # Parts with state of their own: a warm restart's cycle at the part's own step (restarting after
+    # the save; a later part still before its milestone), a one-cycle's phases and base rates (it
+    # rewrites initial_lr) and group keys, a cyclic schedule's settings, SWALR's group key.
+    "warmup_then_warm_restarts": ("linear_lr", {"start_factor": 0.25, "total_iters": 2},
+                                  lambda opt: sequence(opt, [LR.LinearLR(opt, start_factor=0.25, total_iters=2),
+                                                             LR.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=2,
+                                                                                            eta_min=0.001)], [2]),
+                                  [("then", 2, "cosine_annealing_warm_restarts",
+                                    {"T_0": 2, "T_mult": 2, "eta_min": 0.001})]),
+    "warm_restarts_then_step": ("cosine_annealing_warm_restarts", {"T_0": 2},
+                                lambda opt: sequence(opt, [LR.CosineAnnealingWarmRestarts(opt, T_0=2),
+                                                           LR.StepLR(opt, step_size=1, gamma=0.5)], [4]),
+                                [("then", 4, "step", {"step_size": 1, "gamma": 0.5})]),
+    "warm_restarts_chained_exponential": ("cosine_annealing_warm_restarts", {"T_0": 3, "eta_min": 0.001},
+                                          lambda opt: LR.ChainedScheduler([
+                                              LR.CosineAnnealingWarmRestarts(opt, T_0=3, eta_min=0.001),
+                                              LR.ExponentialLR(opt, gamma=0.9)]),
+                                          [("chain", "exponential", {"gamma": 0.9})]),
+    "warmup_then_one_cycle": ("linear_lr", {"start_factor": 0.5, "total_iters": 2},
+                              lambda opt: sequence(opt, [LR.LinearLR(opt, start_factor=0.5, total_iters=2),
+                                                         LR.OneCycleLR(opt, max_lr=0.05, total_steps=6)], [2]),
+                              [("then", 2, "one_cycle", {"max_lr": 0.05, "total_steps": 6})]),
+    "warmup_then_cyclic": ("linear_lr", {"start_factor": 0.5, "total_iters": 2},
+                           lambda opt: sequence(opt, [LR.LinearLR(opt, start_factor=0.5, total_iters=2),
+                                                      LR.CyclicLR(opt, base_lr=0.001, max_lr=0.01, step_size_up=2)],
+                                                [2]),
+                           [("then", 2, "cyclic", {"base_lr": 0.001, "max_lr": 0.01, "step_size_up": 2})]),
+    "swa_then_constant": ("swa_lr", {"swa_lr": 0.02, "anneal_epochs": 4},
+                          lambda opt: sequence(opt, [torch.optim.swa_utils.SWALR(opt, swa_lr=0.02, anneal_epochs=4),
+                                                     LR.ConstantLR(opt, factor=0.5, total_iters=2)], [2]),
+                          [("then", 2, "constant_lr", {"factor": 0.5, "total_iters": 2})]),
 }
 
 
@@ -129,7 +171,7 @@ def sequence(opt, schedulers, milestones):
     return LR.SequentialLR(opt, schedulers, milestones)
 
 
-if tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 0):
+if TORCH_2:
     # A chain leading a sequence: PyTorch 2's SequentialLR steps a ChainedScheduler (1.x cannot).
     SCHEDULES["chain_then_step"] = (
         "constant_lr", {"factor": 0.5, "total_iters": 2},
@@ -186,7 +228,8 @@ def prepare_c(lib, model_path, optimizer, schedule, accelerator_options):
     name, settings, _, *more = SCHEDULES[schedule]
     acc = lib.new("acc_accelerator_create", lib.options(api.ACC_OPTIONS_ACCELERATOR, accelerator_options))
     model = lib.new("acc_model_load_torchscript", model_path.encode())
-    opt = lib.new("acc_optimizer_create", model, optimizer.encode(), lib.options(api.ACC_OPTIONS_OPTIMIZER, options))
+    opt = lib.new("acc_optimizer_create", model, optimizer.replace("_foreach", "").encode(),
+                  lib.options(api.ACC_OPTIONS_OPTIMIZER, options))
     sched = lib.new("acc_scheduler_create", opt, name.encode(), lib.options(api.ACC_OPTIONS_SCHEDULER, settings))
     for how, *part in (more[0] if more else []):
         if how == "then":
@@ -286,10 +329,13 @@ def resume_in_python(model_path, checkpoint, optimizer, schedule, seed):
 
 # Every algorithm once: AdamW and SGD with a schedule, the others with a constant rate; then the
 # schedules with state of their own (momentum cycled in SGD's momentum and AdamW's beta1).
-RUNS = [("adamw", "linear"), ("sgd", "step")] + [(name, "constant") for name in TORCH_OPTIMIZERS[2:]] + [
+RUNS = [("adamw", "linear"), ("sgd", "step")] + [(name, "constant") for name in TORCH_OPTIMIZERS[2:]] + FOREACH_RUNS + [
     ("adamw", "warm_restarts"), ("adamw", "one_cycle"), ("sgd", "one_cycle_three_phase"), ("sgd", "cyclic"),
     ("sgd", "swa"), ("adamw", "warmup_then_cosine"), ("sgd", "warmup_then_linear_then_step"),
-    ("sgd", "constant_chained_exponential"), ("adamw", "sequence_chained_exponential")] + (
+    ("sgd", "constant_chained_exponential"), ("adamw", "sequence_chained_exponential"),
+    ("adamw", "warmup_then_warm_restarts"), ("sgd", "warm_restarts_then_step"),
+    ("adamw", "warm_restarts_chained_exponential"), ("sgd", "warmup_then_one_cycle"), ("sgd", "warmup_then_cyclic"),
+    ("sgd", "swa_then_constant")] + (
     [("sgd", "chain_then_step")] if "chain_then_step" in SCHEDULES else []) + PACKAGE_RUNS
 
 

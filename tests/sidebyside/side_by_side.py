@@ -1242,6 +1242,11 @@ class OurJob:
                                     lib.options(api.ACC_OPTIONS_AVERAGED_MODEL, cfg["averaged"]))
             lib.acc_register_averaged_model(acc, self.averaged)
 
+    def loader_epoch(self):
+        epoch = ctypes.c_int64()
+        self.lib.acc_dataloader_epoch(self.loader, ctypes.byref(epoch))
+        return epoch.value
+
     def loader_over(self, tensors, options):
         lib, p = self.lib, ctypes.c_void_p
         fields = [lib.tensor(t) for t in tensors]
@@ -1348,6 +1353,10 @@ class OurJob:
 
     def train_batches(self, epoch, record, skip, stop):
         lib, api, acc = self.lib, self.api, self.acc
+        if self.cfg["data_seed"] is not None and self.loader_epoch() != epoch:
+            # A run taken over from Python's folder, which holds no loader position: its loop sets the
+            # seedable sampler's epoch, as the Python code does.
+            lib.acc_dataloader_set_epoch(self.loader, ctypes.c_int64(epoch))
         if skip:
             lib.acc_dataloader_skip_first_batches(self.loader, ctypes.c_int64(skip))
         for done, batch in enumerate(self.batches(self.loader), start=skip + 1):
