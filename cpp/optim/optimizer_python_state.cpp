@@ -198,6 +198,32 @@ c10::IValue python_optimizer_state_dict(Optimizer& optimizer, const SchedulerGro
       {{"state", python_int_dict(std::move(state))}, {"param_groups", python_list(std::move(param_groups))}});
 }
 
+namespace {
+
+// The names Python's group `g` numbers, where it holds `count` parameters and ours holds fewer: a
+// Python optimizer made over model.parameters() also lists the frozen ones (PEFT's examples do), which
+// never get a state. Where every frozen parameter fits in this one group, they are merged into our
+// names in the model's order; else the group cannot be matched.
+std::vector<std::string> with_frozen_parameters(const Optimizer& optimizer, const std::vector<std::string>& names,
+                                                size_t count) {
+  const std::set<std::string> ours(names.begin(), names.end());
+  std::vector<std::string> all, frozen;
+  for (const auto& [name, tensor] : optimizer.model()->named_parameters()) {
+    if (!tensor.requires_grad()) frozen.push_back(name);
+    if (!tensor.requires_grad() || ours.count(name)) all.push_back(name);
+  }
+  if (names.size() + frozen.size() != count) return {};
+  return all;
+}
+
+size_t frozen_count(const Optimizer& optimizer) {
+  size_t frozen = 0;
+  for (const auto& named : optimizer.model()->named_parameters()) frozen += named.second.requires_grad() ? 0 : 1;
+  return frozen;
+}
+
+}  // namespace
+
 OptimizerSnapshot python_optimizer_snapshot(Optimizer& optimizer, const TorchSavedFile& file) {
   require_python_optimizer_layout(optimizer, "loading Python Accelerate's '" + file.path() + "'");
   const nlohmann::json ours = optimizer_groups(optimizer);
@@ -216,19 +242,30 @@ OptimizerSnapshot python_optimizer_snapshot(Optimizer& optimizer, const TorchSav
     const std::string where = concat("param_groups[", g, "]");
     const auto& params = file.sequence(file.field(*groups[g], "params", where), where + ".params");
     const nlohmann::json& names = ours[g]["params"];
-    if (params.size() != names.size())
+    std::vector<std::string> listed_names = names.get<std::vector<std::string>>();
+    if (params.size() > listed_names.size())
+      listed_names = with_frozen_parameters(optimizer, listed_names, params.size());
+    if (params.size() != listed_names.size())
       fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': parameter group ", g, " holds ",
-           params.size(), " parameters, but the optimizer's has ", names.size());
+           params.size(), " parameters, but the optimizer's has ", names.size(), " (and ", frozen_count(optimizer),
+           " frozen ones, which a Python optimizer over model.parameters() also lists: all in one group)");
+    const std::set<std::string> trainable(names.begin(), names.end());
     for (size_t i = 0; i < params.size(); ++i) {
       const int64_t index = file.integer(*params[i], concat(where, ".params[", i, "]"));
       if (!listed.insert(index).second)
         fail(Status::Io, "checkpoint file '", file.path(), "': ", where, ".params lists parameter ", index,
              " a second time");
       const PickleNode* fields = state.find_int(index);
+      const std::string& name = listed_names[i];
+      if (!trainable.count(name)) {  // a frozen parameter: PyTorch's optimizer never steps it
+        if (fields)
+          fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': ", where, ".params[", i,
+               "] has a state, but it stands where the optimizer's frozen parameter '", name, "' does");
+        continue;
+      }
       if (!fields) continue;  // not stepped yet
       ++stepped;
       if (fields->kind != PickleNode::Kind::Dict) file.refuse(concat("state[", index, "]"), "a dict", *fields);
-      const std::string name = names[i].get<std::string>();
       for (size_t f = 0; f + 1 < fields->items.size(); f += 2) {
         const std::string& field = file.text(*fields->items[f], concat("state[", index, "] (a key)"));
         const std::string at = concat("state[", index, "].", field, " (parameter '", name, "')");

@@ -66,14 +66,18 @@ def plain_data(value):
     return value is None or isinstance(value, (bool, int, float, str, torch.Tensor))
 
 
-def run_python(model_path, checkpoint, optimizer, schedule, seed, safe_serialization):
-    """STEPS steps of PyTorch after Accelerate's set_seed, saving after SAVED_AFTER."""
+def run_python(model_path, checkpoint, optimizer, schedule, seed, safe_serialization, frozen=None):
+    """STEPS steps of PyTorch after Accelerate's set_seed, saving after SAVED_AFTER; the parameter
+    named `frozen` frozen, and listed in the optimizer all the same (model.parameters())."""
     _, optimizer_class, arguments = OPTIMIZERS[optimizer]
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
     model = torch.jit.load(model_path)
     model.train()
+    for name, parameter in model.named_parameters():
+        if name == frozen:
+            parameter.requires_grad_(False)
     opt = optimizer_class(model.parameters(), **arguments)
     sched = SCHEDULES[schedule][2](opt)
     record = []
@@ -84,9 +88,9 @@ def run_python(model_path, checkpoint, optimizer, schedule, seed, safe_serializa
     return record[SAVED_AFTER:], python_weights(model)
 
 
-def resume_in_c(lib, model_path, checkpoint, optimizer, schedule):
+def resume_in_c(lib, model_path, checkpoint, optimizer, schedule, frozen=None):
     """A C program that prepares the same objects, loads the folder and trains on."""
-    acc, model, opt, sched = prepare_c(lib, model_path, optimizer, schedule, {})
+    acc, model, opt, sched = prepare_c(lib, model_path, optimizer, schedule, {}, frozen)
     lib.acc_set_seed(ctypes.c_uint64(7))  # what the program's own seed left: load_state replaces it
     lib.acc_load_state(acc, checkpoint.encode(), None)
     record = [c_step(lib, acc, model, opt, sched, step) for step in range(SAVED_AFTER, STEPS)]
@@ -127,6 +131,19 @@ def refuses_other_schedules(lib, model_path, work):
     return 1 if failures else 0
 
 
+def takes_over_with_a_frozen_parameter(lib, model_path, work):
+    """A Python optimizer made over model.parameters() lists a frozen parameter too (PEFT's examples
+    do so): its numbering is taken with the model's frozen parameters in their places, and the run
+    goes on bit for bit. 0 when so."""
+    frozen, checkpoint = "net.0.bias", os.path.join(work, "python_adamw_linear_frozen")
+    shutil.rmtree(checkpoint, ignore_errors=True)
+    theirs = run_python(model_path, checkpoint, "adamw", "linear", 5, True, frozen)
+    ours = resume_in_c(lib, model_path, checkpoint, "adamw", "linear", frozen)
+    same = ours[0] == theirs[0] and all(torch.equal(ours[1][n], theirs[1][n]) for n in theirs[1])
+    print(f"adamw over model.parameters() with {frozen} frozen: {'bit-identical' if same else 'DIFFERS'}")
+    return 0 if same else 1
+
+
 def main(build, work):
     def run_pair(lib, model_path, run, optimizer, schedule):
         checkpoint = os.path.join(work, f"python_{optimizer}_{schedule}")
@@ -146,7 +163,9 @@ def main(build, work):
                 raise
             return f"refused, as Accelerate's weights_only load refuses it ({error})"
     status = compare_runs(build, work, run_pair)
-    return status | refuses_other_schedules(api.load(build), os.path.join(work, "mlp.pt"), work)
+    lib, model_path = api.load(build), os.path.join(work, "mlp.pt")
+    return status | refuses_other_schedules(lib, model_path, work) | takes_over_with_a_frozen_parameter(
+        lib, model_path, work)
 
 
 if __name__ == "__main__":

@@ -222,12 +222,15 @@ def batch(step):
     return torch.randn(4, 8, generator=g), torch.randint(0, 3, (4,), generator=g)
 
 
-def prepare_c(lib, model_path, optimizer, schedule, accelerator_options):
-    """The C API's accelerator, model, optimizer and scheduler for a run, prepared."""
+def prepare_c(lib, model_path, optimizer, schedule, accelerator_options, frozen=None):
+    """The C API's accelerator, model (the parameters named `frozen` frozen), optimizer and scheduler
+    for a run, prepared."""
     options, _, _ = OPTIMIZERS[optimizer]
     name, settings, _, *more = SCHEDULES[schedule]
     acc = lib.new("acc_accelerator_create", lib.options(api.ACC_OPTIONS_ACCELERATOR, accelerator_options))
     model = lib.new("acc_model_load_torchscript", model_path.encode())
+    if frozen:
+        lib.acc_model_set_requires_grad(model, frozen.encode(), 0, None)
     opt = lib.new("acc_optimizer_create", model, optimizer.replace("_foreach", "").encode(),
                   lib.options(api.ACC_OPTIONS_OPTIMIZER, options))
     sched = lib.new("acc_scheduler_create", opt, name.encode(), lib.options(api.ACC_OPTIONS_SCHEDULER, settings))

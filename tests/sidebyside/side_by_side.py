@@ -570,8 +570,16 @@ SCENARIOS = {
 # rates (a one-cycle's phases and the keys it writes into the groups, a cyclic schedule's settings,
 # a warm-restart cycle's position, a sequence's and a chain's parts), with the resumes they are held
 # to on several processes.
-for _base in ("mlp_one_cycle", "mlp_cyclic_triangular2", "mlp_cosine_warm_restarts", "mlp_sequential", "mlp_chained"):
-    SCENARIOS[_base + "_resume"] = dict(SCENARIOS[_base], resume=True, uninterrupted=_base)
+# Also sequences and chains holding such schedules, PyTorch's foreach rules (a group must say it
+# takes them), and a seedable sampler (whose epoch the loop taking over sets).
+SCENARIOS["mlp_warmup_then_warm_restarts"] = dict(
+    model="mlp", optimizer="adamw", schedule="linear_lr", schedule_options={"start_factor": 0.25, "total_iters": 3},
+    then=[(3, "cosine_annealing_warm_restarts", {"T_0": 3, "T_mult": 2, "eta_min": 1e-3})])
+for _base in ("mlp_one_cycle", "mlp_cyclic_triangular2", "mlp_cosine_warm_restarts", "mlp_sequential", "mlp_chained",
+              "mlp_one_cycle_then_constant", "mlp_warmup_then_cyclic", "mlp_exponential_with_one_cycle",
+              "mlp_chain_then_one_cycle", "mlp_warmup_then_warm_restarts", "mlp_radam_foreach", "mlp_asgd_foreach",
+              "lm_nadam_foreach_accumulate", "mlp_seedable_sampler"):
+    SCENARIOS.setdefault(_base + "_resume", dict(SCENARIOS[_base], resume=True, uninterrupted=_base))
     for _way in ("handover", "takeover"):
         SCENARIOS[f"{_base}_{_way}"] = dict(SCENARIOS[_base], resume=True, uninterrupted=_base, processes=(1, 2),
                                             resume_on_several=_base + "_resume", **{_way: True})
@@ -903,6 +911,9 @@ class AccelerateJob:
         for name, parameter in named:
             if cfg["freeze"] and fnmatchcase(name, cfg["freeze"]):
                 parameter.requires_grad_(False)
+        # The trainable parameters, as transformers' Trainer lists them: a checkpoint of ours, whose
+        # optimizer holds only those, then loads (frozen ones would never be stepped either way).
+        named = [(n, p) for n, p in named if p.requires_grad]
         groups = [{"params": [p for n, p in named if not (cfg["no_decay"] and fnmatchcase(n, cfg["no_decay"]))]}]
         if cfg["no_decay"]:
             groups.append({"params": [p for n, p in named if fnmatchcase(n, cfg["no_decay"])], "weight_decay": 0.0,
