@@ -1364,9 +1364,11 @@ class OurJob:
 
     def train_batches(self, epoch, record, skip, stop):
         lib, api, acc = self.lib, self.api, self.acc
-        if self.cfg["data_seed"] is not None and self.loader_epoch() != epoch:
+        if self.cfg["takeover"] and self.cfg["data_seed"] is not None and self.loader_epoch() != epoch:
             # A run taken over from Python's folder, which holds no loader position: its loop sets the
-            # seedable sampler's epoch, as the Python code does.
+            # seedable sampler's epoch, as the Python code does. (A checkpoint of ours resumes the
+            # loader where it stood: after an epoch's end, at the next one, which a loop skipping the
+            # saved epoch's rest then reaches.)
             lib.acc_dataloader_set_epoch(self.loader, ctypes.c_int64(epoch))
         if skip:
             lib.acc_dataloader_skip_first_batches(self.loader, ctypes.c_int64(skip))
