@@ -200,26 +200,16 @@ c10::IValue python_optimizer_state_dict(Optimizer& optimizer, const SchedulerGro
 
 namespace {
 
-// The names Python's group `g` numbers, where it holds `count` parameters and ours holds fewer: a
-// Python optimizer made over model.parameters() also lists the frozen ones (PEFT's examples do), which
-// never get a state. Where every frozen parameter fits in this one group, they are merged into our
-// names in the model's order; else the group cannot be matched.
-std::vector<std::string> with_frozen_parameters(const Optimizer& optimizer, const std::vector<std::string>& names,
-                                                size_t count) {
+// The names a Python group numbers where it lists more parameters than ours: a Python optimizer made
+// over model.parameters() also lists the frozen ones (PEFT's examples do), which never get a state.
+// Here: our names with every frozen parameter of the model merged in, in the model's order (they
+// must all fall in this one group).
+std::vector<std::string> with_frozen_parameters(const Optimizer& optimizer, const std::vector<std::string>& names) {
   const std::set<std::string> ours(names.begin(), names.end());
-  std::vector<std::string> all, frozen;
-  for (const auto& [name, tensor] : optimizer.model()->named_parameters()) {
-    if (!tensor.requires_grad()) frozen.push_back(name);
+  std::vector<std::string> all;
+  for (const auto& [name, tensor] : optimizer.model()->named_parameters())
     if (!tensor.requires_grad() || ours.count(name)) all.push_back(name);
-  }
-  if (names.size() + frozen.size() != count) return {};
   return all;
-}
-
-size_t frozen_count(const Optimizer& optimizer) {
-  size_t frozen = 0;
-  for (const auto& named : optimizer.model()->named_parameters()) frozen += named.second.requires_grad() ? 0 : 1;
-  return frozen;
 }
 
 }  // namespace
@@ -243,12 +233,18 @@ OptimizerSnapshot python_optimizer_snapshot(Optimizer& optimizer, const TorchSav
     const auto& params = file.sequence(file.field(*groups[g], "params", where), where + ".params");
     const nlohmann::json& names = ours[g]["params"];
     std::vector<std::string> listed_names = names.get<std::vector<std::string>>();
-    if (params.size() > listed_names.size())
-      listed_names = with_frozen_parameters(optimizer, listed_names, params.size());
+    if (params.size() > listed_names.size()) {
+      std::vector<std::string> with_frozen = with_frozen_parameters(optimizer, listed_names);
+      if (params.size() != with_frozen.size())
+        fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': parameter group ", g, " holds ",
+             params.size(), " parameters, but the optimizer's has ", names.size(), " (and ",
+             with_frozen.size() - names.size(),
+             " frozen ones, which a Python optimizer over model.parameters() also lists: all in one group)");
+      listed_names = std::move(with_frozen);
+    }
     if (params.size() != listed_names.size())
       fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': parameter group ", g, " holds ",
-           params.size(), " parameters, but the optimizer's has ", names.size(), " (and ", frozen_count(optimizer),
-           " frozen ones, which a Python optimizer over model.parameters() also lists: all in one group)");
+           params.size(), " parameters, but the optimizer's has ", names.size());
     const std::set<std::string> trainable(names.begin(), names.end());
     for (size_t i = 0; i < params.size(); ++i) {
       const int64_t index = file.integer(*params[i], concat(where, ".params[", i, "]"));

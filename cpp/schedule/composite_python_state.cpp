@@ -1,7 +1,6 @@
 #include "schedule/composite_python_state.h"
 
 #include <algorithm>
-#include <sstream>
 
 #include "checkpoint/torch_pickle.h"
 #include "common/error.h"
@@ -27,12 +26,6 @@ int64_t part_step(const std::vector<int64_t>& milestones, size_t i, int64_t step
   if (step < start) return -1;
   if (i < milestones.size() && step >= milestones[i]) return milestones[i] - 1 - start;
   return step - start;
-}
-
-std::string number_text(double value) {
-  std::ostringstream text;
-  text << value;
-  return text.str();
 }
 
 std::string listed(const std::vector<int64_t>& values) {
@@ -85,13 +78,8 @@ void check_saved(const PythonComposition& c, const PickleNode& node, int64_t ste
   }
   if (c.kind == Kind::Schedule) {
     // Where its cycle stands and how long it is, as this program's schedule gives them there.
-    for (const auto& [key, value] : part_of(index++, step).fields.state) {
-      const PickleNode* saved = node.find(key);
-      if (!value.isInt() || !saved) continue;
-      const double in_file = file.number(*saved, where + "." + key);
-      if (in_file != static_cast<double>(value.toInt()))
-        mismatch(where + "." + key, number_text(in_file), std::to_string(value.toInt()));
-    }
+    if (const auto differs = python_field_mismatch(part_of(index++, step).fields, node, file, where + "."))
+      mismatch(where + "." + differs->key, concat(differs->saved), std::to_string(differs->ours));
     return;
   }
   if (c.kind == Kind::Sequence) {
@@ -151,6 +139,17 @@ PythonComposition python_composition(const std::string& name) {
     c.milestones.push_back(std::stoll(pieces[i].substr(at + 1)));
   }
   return c;
+}
+
+std::optional<PythonFieldMismatch> python_field_mismatch(const PythonSchedulerFields& fields, const PickleNode& node,
+                                                         const TorchSavedFile& file, const std::string& where) {
+  for (const auto& [key, value] : fields.state) {
+    const PickleNode* saved = node.find(key);
+    if (!value.isInt() || !saved) continue;
+    const double in_file = file.number(*saved, where + key);
+    if (in_file != static_cast<double>(value.toInt())) return PythonFieldMismatch{key, in_file, value.toInt()};
+  }
+  return std::nullopt;
 }
 
 size_t python_schedule_count(const std::string& name) {

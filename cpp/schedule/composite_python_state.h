@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,17 @@ size_t python_schedule_count(const std::string& name);
 // Each schedule of a composition by its index in the name's order, `steps_in` steps into it, as
 // PyTorch keeps it (Scheduler::python_part).
 using PythonPartOf = std::function<PythonPartState(size_t index, int64_t steps_in)>;
+
+// Where `node` (a schedule's state in `file`) holds one of the integer `fields` this program's
+// schedule gives (where its cycle stands, how long it is) with another value: the key and the file's
+// value. `where` prefixes the key in a refusal of the file's number.
+struct PythonFieldMismatch {
+  std::string key;
+  double saved;
+  int64_t ours;
+};
+std::optional<PythonFieldMismatch> python_field_mismatch(const PythonSchedulerFields& fields, const PickleNode& node,
+                                                         const TorchSavedFile& file, const std::string& where);
 
 // The state dict of the composition at `step`: each part's step count as PyTorch's would be
 // (a sequence's later parts at -1 before their milestone, each earlier one where it stopped), its

@@ -38,14 +38,9 @@ c10::IValue python_scheduler_state_dict(const Scheduler& scheduler) {
                         {"last_epoch", state.step},
                         {"_last_lr", python_floats(state.plateau->lrs)}});
   }
-  if (composite_schedule_name(name))
-    return python_composition_state_dict(python_composition(name), state.step, python_parts_of(scheduler),
-                                         state.last_lrs);
-  // The schedule's own attributes first, as PyTorch's constructors set them before LRScheduler's.
-  std::vector<std::pair<std::string, c10::IValue>> items = scheduler.python_fields(state.step).state;
-  for (auto& item : python_scheduler_items(name, state.step, state.base_lrs)) items.push_back(std::move(item));
-  items.emplace_back("_last_lr", python_floats(state.last_lrs));
-  return python_dict(std::move(items));
+  // A schedule alone is a composition of one: its fields, then LRScheduler's, then the last rates.
+  return python_composition_state_dict(python_composition(name), state.step, python_parts_of(scheduler),
+                                       state.last_lrs);
 }
 
 SchedulerGroupKeys python_scheduler_group_keys(const std::vector<std::shared_ptr<Scheduler>>& schedulers) {
@@ -84,15 +79,10 @@ SchedulerState python_scheduler_state(const Scheduler& scheduler, const TorchSav
   // The rates the scheduler set last, which PyTorch's step also left in the optimizer's groups.
   const std::vector<double> last = floats_from_python(file, file.field(root, "_last_lr", "the state dict"), "_last_lr");
   // Where a cycle stands and how long it is, as this schedule gives them at that step.
-  for (const auto& [key, value] : scheduler.python_fields(state.step).state) {
-    const PickleNode* saved = root.find(key);
-    if (!value.isInt() || !saved) continue;
-    const double in_file = file.number(*saved, key);
-    if (in_file != static_cast<double>(value.toInt()))
-      fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': its scheduler's '", key, "' is ", in_file,
-           " at step ", state.step, ", where this program's ", scheduler.name(), " schedule has ", value.toInt(),
-           " (a schedule made with other settings, or stepped with epochs of its own)");
-  }
+  if (const auto differs = python_field_mismatch(scheduler.python_fields(state.step), root, file, ""))
+    fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': its scheduler's '", differs->key, "' is ",
+         differs->saved, " at step ", state.step, ", where this program's ", scheduler.name(), " schedule has ",
+         differs->ours, " (a schedule made with other settings, or stepped with epochs of its own)");
   if (state.plateau) {
     state.plateau->best = file.number(file.field(root, "best", "the state dict"), "best");
     state.plateau->num_bad_epochs =
