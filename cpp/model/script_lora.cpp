@@ -80,7 +80,7 @@ void mark_adapted_linears(torch::jit::Graph& graph, const std::vector<std::strin
   for (const auto& [call, layer] : calls) {
     if (call->inputs().size() != 2 || call->outputs().size() != 1 ||
         call->output()->type()->kind() != c10::TypeKind::TensorType)
-      fail(Status::Unsupported, "LoRA with dropout on '", layers[static_cast<size_t>(layer)],
+      fail(Status::Unsupported, "LoRA on '", layers[static_cast<size_t>(layer)],
            "': its forward does not take and return one tensor");
     torch::jit::WithInsertPoint point(call);
     torch::jit::Value* token_value = graph.insertConstant(token);

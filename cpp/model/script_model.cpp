@@ -119,13 +119,22 @@ ScriptModel::~ScriptModel() {
 
 size_t ScriptModel::add_lora(const LoraConfig& config) {
   require_trainable_set_free(/*freezing=*/false);
-  if (config.dropout == 0 || !lora_.empty()) return Model::add_lora(config);  // (the latter refuses)
+  if (!lora_.empty()) return Model::add_lora(config);  // which refuses
   std::vector<std::string> layers;
   for (const auto& site : linear_sites())
     if (config.targets(site.module)) layers.push_back(site.module);
   if (layers.empty()) return Model::add_lora(config);  // its error names the targets
-  // The marked forward is made, and checked, before any adapter is drawn.
-  auto graph = mark_adapted_linears(module_, layers, unit_token_);
+  // The marked forward is made, and checked, before any adapter is drawn. PEFT's arithmetic (the
+  // branch added to each layer's output) wherever the forward calls every adapted layer as a module;
+  // without dropout, a layer whose weight the forward reads itself is adapted through that weight
+  // instead (W + B A * scaling: the same to rounding), and so are the others then.
+  std::shared_ptr<torch::jit::Graph> graph;
+  try {
+    graph = mark_adapted_linears(module_, layers, unit_token_);
+  } catch (const Error& e) {
+    if (config.dropout != 0 || e.status() != Status::Unsupported) throw;
+    return Model::add_lora(config);
+  }
   output_layers_ = layers;
   lora_outputs_ = std::make_shared<MarkedAdapters>(
       MarkedAdapters{std::vector<OutputAdapter>(layers.size()), [this] { return is_training(); }});

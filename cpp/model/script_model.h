@@ -31,12 +31,12 @@ class ScriptModel final : public Model {
   void set_graph_optimization(bool enabled) override { optimize_ = enabled; }
   // Stage 3's units: see model/script_units.h. LoRA adapters join their layer's unit: adapters of
   // weights have their adapted weights made unit by unit (model/unit_lora.h), adapters of outputs
-  // (lora_dropout > 0) run from markers inside their layer's unit (model/script_lora.h).
+  // run from markers inside their layer's unit (model/script_lora.h).
   std::vector<std::vector<std::string>> parameter_units() const override;
   bool set_unit_hooks(UnitHooks hooks) override;
   void set_unit_policy(const UnitPolicy& policy) override;
-  // lora_dropout > 0 adapts the layers' outputs as PEFT does (model/script_lora.h); 0 adapts their
-  // weights (model/lora.h), which also reaches weights the forward reads directly.
+  // Adapts the layers' outputs as PEFT does (model/script_lora.h); where the forward reads an
+  // adapted layer's weight itself, and lora_dropout is 0, the weights instead (model/lora.h).
   size_t add_lora(const LoraConfig& config) override;
   void merge_lora() override;
 

@@ -180,7 +180,8 @@ TEST(Lora, ReproducesPeftOnAScriptedPyTorchModel) {
   EXPECT_EQ(to_floats(draw), c["next_draw"]["values"].get<std::vector<float>>());
   acc_tensor_free(draw);
 
-  // PEFT's output base(x) + B(A(x)) * scaling, with trained-looking B.
+  // PEFT's output base(x) + B(A(x)) * scaling, with trained-looking B: the same operations, the
+  // same bits (the adapters run on the layers' outputs, model/script_lora.h).
   acc_tensor_list* b = nullptr;
   ACC_ASSERT_OK(acc_tensor_list_create(&b));
   for (const auto& item : c["chosen_b"].items()) {
@@ -194,7 +195,7 @@ TEST(Lora, ReproducesPeftOnAScriptedPyTorchModel) {
   const auto expected = c["output"]["values"].get<std::vector<float>>();
   acc_tensor* y = nullptr;
   ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y));
-  EXPECT_LT(max_difference(to_floats(y), expected), 1e-5f);
+  EXPECT_EQ(to_floats(y), expected);
   acc_tensor_free(y);
 
   // Merged: PEFT's W + (B A) * scaling, no adapters left, the same outputs.
@@ -329,6 +330,39 @@ TEST(Lora, ScriptedModelsComputeAsPeftWithDropout) {
   ACC_ASSERT_OK(acc_model_lora_count(m, &count));
   EXPECT_EQ(count, 0u) << "a refused add changes nothing";
   acc_options_free(o);
+  acc_model_free(m);
+}
+
+TEST(Lora, WithoutDropoutAWeightTheForwardReadsItselfIsAdaptedThroughIt) {
+  // No input to add PEFT's branch to: the layer computes with W + B A * scaling instead, which
+  // is the merged model's weight, so its outputs are the merged model's.
+  const std::string dir = acc_test::data_dir();
+  if (dir.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  acc_model* m = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript((dir + "/direct_weight.pt").c_str(), &m));
+  acc_options* o = lora_options(2, 4);
+  ACC_ASSERT_OK(acc_model_add_lora(m, "fc", o, nullptr));
+  acc_options_free(o);
+  acc_tensor_list* b = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&b));
+  acc_tensor* chosen = nullptr;
+  const int64_t dims[] = {4, 2};
+  ACC_ASSERT_OK(acc_tensor_rand(dims, 2, &chosen));
+  ACC_ASSERT_OK(acc_tensor_list_append(b, "fc.lora_B.weight", chosen));
+  acc_tensor_free(chosen);
+  ACC_ASSERT_OK(acc_model_load_state_dict(m, b, 0));
+  acc_tensor_list_free(b);
+  const int64_t input_dims[] = {3, 4};
+  acc_tensor *x = nullptr, *y = nullptr;
+  ACC_ASSERT_OK(acc_tensor_rand(input_dims, 2, &x));
+  ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y));
+  const std::vector<float> adapted = to_floats(y);
+  acc_tensor_free(y);
+  ACC_ASSERT_OK(acc_model_merge_lora(m));
+  ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y));
+  EXPECT_EQ(to_floats(y), adapted);
+  acc_tensor_free(y);
+  acc_tensor_free(x);
   acc_model_free(m);
 }
 

@@ -68,6 +68,16 @@ class Stacked(torch.nn.Module):
         return self.head(h)
 
 
+class DirectHead(Stacked):
+    """Stacked whose forward reads its head's weight itself (a tied or shared projection often is)."""
+
+    def forward(self, ids: torch.Tensor):
+        h = self.embed(ids) + self.pos[: ids.shape[1]]
+        for block in self.blocks:
+            h = block(h)
+        return F.linear(h, self.head.weight, self.head.bias)
+
+
 class Body(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -283,6 +293,7 @@ def main(out: Path) -> None:
     m = torch.jit.load(str(out / "dict_output.pt"))
     x = torch.arange(8, dtype=torch.float32).reshape(2, 4) / 8
     (out / "dict_output_logits.txt").write_text(" ".join(f"{v:.9g}" for v in m(x)["logits"].flatten().tolist()))
+    torch.jit.save(torch.jit.script(DirectHead()), str(out / "direct_head.pt"))  # last: the others' draws stay
 
 
 if __name__ == "__main__":

@@ -1537,14 +1537,18 @@ TEST(Sharded, FrozenParametersAreShardedAndTrainAsDdp) {
   }
 }
 
-// LoRA on a TorchScript model under stage 3: the adapters join their layers' units. Without
-// dropout the adapted weights are made unit by unit (model/unit_lora.h), freed after each unit's
-// forward and made again for its backward; training matches DDP, which adapts the whole model at the
-// start of each forward. With dropout each layer's output is adapted from a marker inside its unit
-// (model/script_lora.h), drawing the same dropout masks in the same order as under DDP.
+// LoRA on a TorchScript model under stage 3: the adapters join their layers' units. Each layer's
+// output is adapted from a marker inside its unit (model/script_lora.h), drawing the same dropout
+// masks in the same order as under DDP. Where the forward reads an adapted weight itself
+// (direct_head.pt, without dropout) the adapted weights are made unit by unit instead
+// (model/unit_lora.h), freed after each unit's forward and made again for its backward; training
+// matches DDP, which adapts the whole model at the start of each forward.
 TEST(Sharded, TorchScriptLoraTrainsUnitByUnitAsUnderDdp) {
-  for (const auto& [file, dropout] : std::vector<std::pair<const char*, double>>{
-           {"stacked.pt", 0.0}, {"wrapped.pt", 0.0}, {"stacked.pt", 0.25}, {"wrapped.pt", 0.25}}) {
+  for (const auto& [file, dropout] : std::vector<std::pair<const char*, double>>{{"stacked.pt", 0.0},
+                                                                                 {"wrapped.pt", 0.0},
+                                                                                 {"stacked.pt", 0.25},
+                                                                                 {"wrapped.pt", 0.25},
+                                                                                 {"direct_head.pt", 0.0}}) {
     SCOPED_TRACE(std::string(file) + " lora_dropout " + std::to_string(dropout));
     std::vector<float> ddp_eval, eval;
     const char* targets = "fc,head";

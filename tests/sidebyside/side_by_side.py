@@ -583,6 +583,21 @@ for _base in ("mlp_one_cycle", "mlp_cyclic_triangular2", "mlp_cosine_warm_restar
     for _way in ("handover", "takeover"):
         SCENARIOS[f"{_base}_{_way}"] = dict(SCENARIOS[_base], resume=True, uninterrupted=_base, processes=(1, 2),
                                             resume_on_several=_base + "_resume", **{_way: True})
+# LoRA fine-tuning: Accelerate trains the eager model with PEFT's layers (LoraLinear), ours adds
+# adapters to the TorchScript model (acc_model_add_lora); each saves the merged model. Without the
+# JIT's graph optimisation on ours, as eager PyTorch computes.
+_LORA = dict(targets="fc1,fc2", r=4, alpha=8)
+SCENARIOS.update({
+    "mlp_lora": dict(model="mlp", optimizer="adamw", schedule="linear", lora=_LORA, graph_optimization=False),
+    "mlp_lora_resume": dict(model="mlp", optimizer="adamw", schedule="linear", lora=_LORA, graph_optimization=False,
+                            resume=True, uninterrupted="mlp_lora"),
+    "mlp_lora_dropout": dict(model="mlp", optimizer="adamw", schedule="cosine", lora=dict(_LORA, dropout=0.1),
+                             accumulation=2, clip=0.5, graph_optimization=False),
+    "mlp_lora_bf16": dict(model="mlp", optimizer="adamw", schedule="linear", lora=dict(_LORA, dropout=0.1),
+                          mixed_precision="bf16", graph_optimization=False),
+    "cnn_lora": dict(model="cnn", data="images", optimizer="sgd", schedule="step", lora=dict(targets="fc", r=2, alpha=4),
+                     graph_optimization=False),
+})
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
                 drop_last=False, dispatch_batches=None, no_decay=None, freeze=None, sync_each_batch=False,
@@ -594,7 +609,7 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 group_lr=None, ops=False, second=False, eval_pad=False,
                 stream=False, eval_stream=False, stream_shuffle=None, stream_len=False, samples=None,
                 batch_sampler=None, augment=False, num_workers=0, loader_generator=None, leave_before_end=None,
-                handover=False, takeover=False)
+                handover=False, takeover=False, zero_stage=0, state_dict_type=None, lora=None)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -698,6 +713,69 @@ class Cnn(torch.nn.Module):
 
     def forward(self, x: torch.Tensor):
         return self.fc(torch.relu(self.norm(self.conv(x))).flatten(1))
+
+
+class LoraLinear(torch.nn.Module):
+    """PEFT's LoRA layer (peft/tuners/lora/layer.py, Linear with one adapter and bias "none"),
+    restated, since Debian packages no PEFT: the adapters made as its update_layer makes them
+    (drawing two nn.Linear initialisations, then Kaiming for A and zeros for B), and its forward
+    base(x) + lora_B(lora_A(dropout(x))) * scaling with the input cast to the adapters' dtype."""
+
+    def __init__(self, base, r, alpha, dropout):
+        super().__init__()
+        self.base_layer = base
+        self.lora_dropout = torch.nn.Dropout(dropout) if dropout > 0 else torch.nn.Identity()
+        self.lora_A = torch.nn.Linear(base.in_features, r, bias=False)
+        self.lora_B = torch.nn.Linear(r, base.out_features, bias=False)
+        torch.nn.init.kaiming_uniform_(self.lora_A.weight, a=math.sqrt(5))
+        torch.nn.init.zeros_(self.lora_B.weight)
+        self.scaling = alpha / r
+
+    def forward(self, x):
+        result = self.base_layer(x)
+        dtype = result.dtype
+        x = x.to(self.lora_A.weight.dtype)
+        return (result + self.lora_B(self.lora_A(self.lora_dropout(x))) * self.scaling).to(dtype)
+
+    def merged(self):
+        """merge_and_unload: the base layer with W + (B A) * scaling."""
+        with torch.no_grad():
+            self.base_layer.weight += self.lora_B.weight @ self.lora_A.weight * self.scaling
+        return self.base_layer
+
+
+EAGER_MODELS = {"mlp": lambda: Mlp(), "wide": lambda: Wide(), "cnn": lambda: Cnn()}
+
+
+def peft_model(scripted, name, settings):
+    """The eager `name` model holding `scripted`'s weights, with LoRA adapters on the linear layers
+    `settings["targets"]` names, as PEFT's get_peft_model adds them (in named_modules() order; every
+    other parameter frozen)."""
+    with torch.random.fork_rng():  # the eager model's own initialisation draws are not PEFT's
+        model = EAGER_MODELS[name]()
+    model.load_state_dict(scripted.state_dict())
+    model.train()
+    targets = settings["targets"].split(",")
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    for module_name, module in list(model.named_modules()):
+        if isinstance(module, torch.nn.Linear) and any(module_name == t or module_name.endswith("." + t)
+                                                       for t in targets):
+            parent, _, leaf = module_name.rpartition(".")
+            setattr(model.get_submodule(parent), leaf,
+                    LoraLinear(module, settings["r"], settings["alpha"], settings.get("dropout", 0.0)))
+    return model
+
+
+def without_adapters(model):
+    """A copy of a peft_model with its adapters merged into the base layers."""
+    import copy
+    merged = copy.deepcopy(model)
+    for module_name, module in list(merged.named_modules()):
+        if isinstance(module, LoraLinear):
+            parent, _, leaf = module_name.rpartition(".")
+            setattr(merged.get_submodule(parent), leaf, module.merged())
+    return merged
 
 
 def export(directory):
@@ -907,6 +985,8 @@ class AccelerateJob:
         set_seed(cfg["seed"])
         torch._C._set_graph_executor_optimize(cfg["graph_optimization"])
         model = torch.jit.load(os.path.join(directory, cfg["model"] + ".pt"))
+        if cfg["lora"]:
+            model = peft_model(model, cfg["model"], cfg["lora"])
         named = list(model.named_parameters())
         for name, parameter in named:
             if cfg["freeze"] and fnmatchcase(name, cfg["freeze"]):
@@ -1095,15 +1175,18 @@ class AccelerateJob:
         self.accelerator.save_state(checkpoint)
 
     def save_model(self, directory):
+        model = self.model
+        if self.cfg["lora"]:  # as PEFT's users save a whole model: merge_and_unload first
+            model = without_adapters(self.accelerator.unwrap_model(self.model))
         try:
-            self.accelerator.save_model(self.model, directory)
+            self.accelerator.save_model(model, directory)
         except ModuleNotFoundError as e:  # huggingface_hub, which Debian lacks: what save_model does for one shard
             if e.name != "huggingface_hub":
                 raise
             from safetensors.torch import save_file
             if self.accelerator.is_main_process:
                 os.makedirs(directory, exist_ok=True)
-                state = {k: v.contiguous() for k, v in self.accelerator.get_state_dict(self.model).items()}
+                state = {k: v.contiguous() for k, v in self.accelerator.get_state_dict(model).items()}
                 save_file(state, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
 
     def load(self, checkpoint):
@@ -1111,6 +1194,7 @@ class AccelerateJob:
 
     def weights(self):
         weights = dict(self.accelerator.unwrap_model(self.model).state_dict())
+        weights = {k.replace(".base_layer.", "."): v for k, v in weights.items()}  # PEFT's layer holds the base
         if self.second:
             weights.update({"second." + k: v for k, v in self.accelerator.unwrap_model(self.second[0]).state_dict().items()})
         return {name: t.float().flatten().tolist() for name, t in weights.items()}
@@ -1150,6 +1234,10 @@ class OurJob:
             accelerator_options.update(use_seedable_sampler=True, data_seed=cfg["data_seed"])
         if cfg["handover"]:
             accelerator_options["python_state_files"] = True
+        if cfg["zero_stage"]:  # ours sharded, Accelerate's DDP: the stages train as DDP does
+            accelerator_options["zero_stage"] = cfg["zero_stage"]
+        if cfg["state_dict_type"]:
+            accelerator_options["state_dict_type"] = cfg["state_dict_type"]
         self.acc = acc = lib.new("acc_accelerator_create", lib.options(api.ACC_OPTIONS_ACCELERATOR, accelerator_options))
         rank, size = ctypes.c_int64(), ctypes.c_int64()
         lib.acc_accelerator_process_index(acc, ctypes.byref(rank))
@@ -1161,6 +1249,12 @@ class OurJob:
             lib.acc_model_set_graph_optimization(model, 0)
         if cfg["freeze"]:
             lib.acc_model_set_requires_grad(model, cfg["freeze"].encode(), 0, None)
+        if cfg["lora"]:
+            settings = cfg["lora"]
+            lora = lib.options(api.ACC_OPTIONS_LORA, {"r": settings["r"], "lora_alpha": float(settings["alpha"]),
+                                                      "lora_dropout": float(settings.get("dropout", 0.0))})
+            lib.acc_model_add_lora(model, settings["targets"].encode(), lora, None)
+            lib.lib.acc_options_free(lora)
         optimizer = lib.new("acc_optimizer_create", model, cfg["optimizer"].split("_")[0].encode(),
                             lib.options(api.ACC_OPTIONS_OPTIMIZER, optimizer_settings(cfg)))
         if cfg["no_decay"]:
@@ -1505,10 +1599,11 @@ class OurJob:
         self.lib.acc_load_state(self.acc, checkpoint.encode(), None)
 
     def weights(self):
-        state = self.lib.new("acc_model_state_dict", self.model)
+        """Accelerate's get_state_dict (full weights under sharding too; every process calls it)."""
+        state = self.lib.new("acc_get_state_dict", self.acc, self.model, 1)
         out = {name: self.lib.to_torch(t).flatten().tolist() for name, t in self.lib.list_items(state)}
         if self.second:
-            state = self.lib.new("acc_model_state_dict", self.second[0])
+            state = self.lib.new("acc_get_state_dict", self.acc, self.second[0], 1)
             out.update({"second." + name: self.lib.to_torch(t).flatten().tolist() for name, t in self.lib.list_items(state)})
         return out
 
