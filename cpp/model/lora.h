@@ -2,10 +2,11 @@
 // is trained as W + (B A) * scaling with W frozen, A (r x in) and B (out x r) new parameters.
 //
 // Two ways in. A layer that takes an output adapter (a spec model's, model/adaptable_linear.h; a
-// TorchScript module's under lora_dropout > 0, model/script_lora.h) computes as PEFT's LoRA layer
-// does: its output plus B(A(dropout(x))) * scaling. Any other linear layer (a TorchScript module's
-// without dropout) gets the adapted weight W + (B A) * scaling in place of W for the duration of a
-// forward (LoraAdapters::apply): the same to rounding; dropout on the input has no weight-side form.
+// TorchScript module's that its forward calls as a module, model/script_lora.h) computes as PEFT's
+// LoRA layer does: its output plus B(A(dropout(x))) * scaling. Any other linear layer (one whose
+// weight a TorchScript forward reads itself) gets the adapted weight W + (B A) * scaling in place
+// of W for the duration of a forward (LoraAdapters::apply): the same to rounding; dropout on the
+// input has no weight-side form.
 #pragma once
 
 #include <ATen/ATen.h>

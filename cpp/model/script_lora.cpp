@@ -56,7 +56,48 @@ void collect_calls(torch::jit::Block* block, const ModulePaths& paths, const std
   }
 }
 
+// Whether `call` (a layer's forward) takes one tensor and returns one, as a marker needs.
+bool takes_and_returns_a_tensor(const torch::jit::Node* call) {
+  return call->inputs().size() == 2 && call->outputs().size() == 1 &&
+         call->output()->type()->kind() == c10::TypeKind::TensorType;
+}
+
+bool is_layer_call(torch::jit::Node* call, const std::string& path, const std::map<std::string, int64_t>& index) {
+  return index.count(path) && call->s(c10::attr::name) == "forward";
+}
+
+std::map<std::string, int64_t> index_of(const std::vector<std::string>& layers) {
+  std::map<std::string, int64_t> index;
+  for (size_t i = 0; i < layers.size(); ++i) index[layers[i]] = static_cast<int64_t>(i);
+  return index;
+}
+
 }  // namespace
+
+std::vector<std::string> layers_called_as_modules(const torch::jit::Module& module,
+                                                  const std::vector<std::string>& layers) {
+  auto method = module.find_method("forward");
+  if (!method) return {};
+  std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
+  const auto index = index_of(layers);
+  std::vector<std::pair<torch::jit::Node*, int64_t>> calls;
+  try {
+    inline_calls_except(
+        *graph, [&](torch::jit::Node* call, const std::string& path) { return is_layer_call(call, path, index); });
+    collect_calls(graph->block(), module_paths(*graph), index, calls);
+  } catch (const std::exception&) {
+    return {};  // a forward the markers cannot follow: every layer adapted through its weight
+  }
+  std::vector<int> state(layers.size(), 0);  // 0: never called, 1: every call markable, -1: not
+  for (const auto& [call, layer] : calls) {
+    int& s = state[static_cast<size_t>(layer)];
+    if (s >= 0) s = takes_and_returns_a_tensor(call) ? 1 : -1;
+  }
+  std::vector<std::string> called;
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (state[i] == 1) called.push_back(layers[i]);
+  return called;
+}
 
 std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module& module,
                                                          const std::vector<std::string>& layers, int64_t token) {
@@ -68,18 +109,15 @@ std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module
 }
 
 void mark_adapted_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token) {
-  std::map<std::string, int64_t> index;
-  for (size_t i = 0; i < layers.size(); ++i) index[layers[i]] = static_cast<int64_t>(i);
-  inline_calls_except(graph, [&](torch::jit::Node* call, const std::string& path) {
-    return index.count(path) && call->s(c10::attr::name) == "forward";
-  });
+  const auto index = index_of(layers);
+  inline_calls_except(
+      graph, [&](torch::jit::Node* call, const std::string& path) { return is_layer_call(call, path, index); });
   std::vector<std::pair<torch::jit::Node*, int64_t>> calls;
   collect_calls(graph.block(), module_paths(graph), index, calls);
   std::vector<size_t> marked(layers.size(), 0);
   register_marker();
   for (const auto& [call, layer] : calls) {
-    if (call->inputs().size() != 2 || call->outputs().size() != 1 ||
-        call->output()->type()->kind() != c10::TypeKind::TensorType)
+    if (!takes_and_returns_a_tensor(call))
       fail(Status::Unsupported, "LoRA on '", layers[static_cast<size_t>(layer)],
            "': its forward does not take and return one tensor");
     torch::jit::WithInsertPoint point(call);

@@ -24,6 +24,10 @@ namespace acc {
 // naming it: PEFT's hook would not see such a use either.
 std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module& module,
                                                          const std::vector<std::string>& layers, int64_t token);
+// Of `layers`, in their order, those the forward calls as a module, each call taking and returning
+// one tensor: the layers a marker can adapt as PEFT's layer does.
+std::vector<std::string> layers_called_as_modules(const torch::jit::Module& module,
+                                                  const std::vector<std::string>& layers);
 // The same on `graph` (a forward taking self first, such as stage 3's with its unit markers, whose
 // planning kept the layers' calls): every other call is inlined, so a marker lands after its layer's
 // call and before the end marker of the unit running it.

@@ -124,17 +124,14 @@ size_t ScriptModel::add_lora(const LoraConfig& config) {
   for (const auto& site : linear_sites())
     if (config.targets(site.module)) layers.push_back(site.module);
   if (layers.empty()) return Model::add_lora(config);  // its error names the targets
-  // The marked forward is made, and checked, before any adapter is drawn. PEFT's arithmetic (the
-  // branch added to each layer's output) wherever the forward calls every adapted layer as a module;
-  // without dropout, a layer whose weight the forward reads itself is adapted through that weight
-  // instead (W + B A * scaling: the same to rounding), and so are the others then.
-  std::shared_ptr<torch::jit::Graph> graph;
-  try {
-    graph = mark_adapted_linears(module_, layers, unit_token_);
-  } catch (const Error& e) {
-    if (config.dropout != 0 || e.status() != Status::Unsupported) throw;
-    return Model::add_lora(config);
-  }
+  // PEFT's arithmetic, its branch added to the layer's output, wherever the forward calls an adapted
+  // layer as a module. A layer whose weight the forward reads itself (nn.MultiheadAttention's
+  // out_proj) has no output to add to: without dropout it computes with the adapted weight instead
+  // (W + B A * scaling, the same to rounding); with dropout the marking refuses it, naming it.
+  if (config.dropout == 0) layers = layers_called_as_modules(module_, layers);
+  if (layers.empty()) return Model::add_lora(config);
+  // The marked forward is made, and checked, before any adapter is drawn.
+  auto graph = mark_adapted_linears(module_, layers, unit_token_);
   output_layers_ = layers;
   lora_outputs_ = std::make_shared<MarkedAdapters>(
       MarkedAdapters{std::vector<OutputAdapter>(layers.size()), [this] { return is_training(); }});
@@ -211,11 +208,20 @@ bool ScriptModel::set_unit_hooks(UnitHooks hooks) {
     return false;
   }
   std::shared_ptr<torch::jit::Graph> graph = unit_plan().graph->copy();
-  if (lora_outputs_) {
-    mark_adapted_linears(*graph, output_layers_, unit_token_);
-  } else if (adapted) {
-    unit_lora_ = std::make_unique<UnitLora>(lora_, std::move(adapted->adapters_of_unit));
-    hooks = unit_lora_->wrap(std::move(hooks));
+  if (lora_outputs_) mark_adapted_linears(*graph, output_layers_, unit_token_);
+  if (adapted) {
+    // The adapters of weights (those whose output no marker adapts) make them unit by unit.
+    bool any = false;
+    for (auto& indices : adapted->adapters_of_unit) {
+      indices.erase(std::remove_if(indices.begin(), indices.end(),
+                                   [&](size_t i) { return bool(lora_.adapters()[i].site.set_output_adapter); }),
+                    indices.end());
+      any = any || !indices.empty();
+    }
+    if (any) {
+      unit_lora_ = std::make_unique<UnitLora>(lora_, std::move(adapted->adapters_of_unit));
+      hooks = unit_lora_->wrap(std::move(hooks));
+    }
   }
   install_unit_hooks(unit_token_, unit_plan().site_units, std::move(hooks));
   units_forward_ = std::make_unique<torch::jit::GraphFunction>("acc_sharded_forward", graph, nullptr);

@@ -36,7 +36,7 @@ class ScriptModel final : public Model {
   bool set_unit_hooks(UnitHooks hooks) override;
   void set_unit_policy(const UnitPolicy& policy) override;
   // Adapts the layers' outputs as PEFT does (model/script_lora.h); where the forward reads an
-  // adapted layer's weight itself, and lora_dropout is 0, the weights instead (model/lora.h).
+  // adapted layer's weight itself, and lora_dropout is 0, that layer's weight instead (model/lora.h).
   size_t add_lora(const LoraConfig& config) override;
   void merge_lora() override;
 
@@ -63,7 +63,7 @@ class ScriptModel final : public Model {
   const ScriptUnitPlan& unit_plan() const;
   // forward with the unit markers, while hooks are installed.
   std::unique_ptr<torch::jit::GraphFunction> units_forward_;
-  // LoRA with dropout: the adapted layers (their order is the markers'), what the markers run, and
+  // LoRA on outputs: the layers adapted so (their order is the markers'), what the markers run, and
   // forward with the markers.
   std::vector<std::string> output_layers_;
   std::shared_ptr<MarkedAdapters> lora_outputs_;

@@ -333,6 +333,57 @@ TEST(Lora, ScriptedModelsComputeAsPeftWithDropout) {
   acc_model_free(m);
 }
 
+TEST(Lora, LayersTheForwardCallsKeepPeftsArithmeticBesideAWeightReadDirectly) {
+  // direct_head.pt calls its blocks' fc layers and reads its head's weight itself. Adapting both,
+  // the fc layers still add PEFT's branch to their outputs (only the head takes the adapted weight),
+  // so with the head's B still zero the model computes exactly as with the fc layers alone adapted.
+  const std::string dir = acc_test::data_dir();
+  if (dir.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  auto adapted = [&](const char* targets, double dropout, acc_status expected) {
+    acc_model* m = nullptr;
+    EXPECT_EQ(acc_model_load_torchscript((dir + "/direct_head.pt").c_str(), &m), ACC_OK);
+    EXPECT_EQ(acc_set_seed(3), ACC_OK);
+    acc_options* o = lora_options(2, 4);
+    EXPECT_EQ(acc_options_set_double(o, "lora_dropout", dropout), ACC_OK);
+    size_t count = 0;
+    EXPECT_EQ(acc_model_add_lora(m, targets, o, &count), expected) << acc_last_error_message();
+    acc_options_free(o);
+    if (expected != ACC_OK) {
+      EXPECT_NE(std::string(acc_last_error_message()).find("'head'"), std::string::npos) << acc_last_error_message();
+      acc_model_free(m);
+      return std::vector<float>{};
+    }
+    EXPECT_EQ(count, std::string(targets) == "fc" ? 3u : 4u);
+    acc_tensor_list* b = nullptr;
+    EXPECT_EQ(acc_tensor_list_create(&b), ACC_OK);
+    for (int i = 0; i < 3; ++i) {  // the fc layers' B, the same in both models (A drawn in module order)
+      std::vector<float> values(6 * 2);
+      for (size_t k = 0; k < values.size(); ++k) values[k] = std::sin(0.7f * static_cast<float>(k + 13 * i));
+      acc_tensor* t = floats(values, {6, 2});
+      const std::string name = "blocks." + std::to_string(i) + ".fc.lora_B.weight";
+      EXPECT_EQ(acc_tensor_list_append(b, name.c_str(), t), ACC_OK);
+      acc_tensor_free(t);
+    }
+    EXPECT_EQ(acc_model_load_state_dict(m, b, 0), ACC_OK) << acc_last_error_message();
+    acc_tensor_list_free(b);
+    const int64_t ids_data[] = {1, 5, 2, 7, 0, 3, 3, 6};
+    acc_tensor* ids = nullptr;
+    const int64_t dims[] = {2, 4};
+    EXPECT_EQ(acc_tensor_from_host(ids_data, sizeof ids_data, dims, 2, ACC_DTYPE_INT64, &ids), ACC_OK);
+    acc_tensor* y = nullptr;
+    EXPECT_EQ(acc_model_forward1(m, ids, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
+    auto out = y ? to_floats(y) : std::vector<float>{};
+    acc_tensor_free(y);
+    acc_tensor_free(ids);
+    acc_model_free(m);
+    return out;
+  };
+  const auto fc_alone = adapted("fc", 0, ACC_OK);
+  ASSERT_FALSE(fc_alone.empty());
+  EXPECT_EQ(adapted("fc,head", 0, ACC_OK), fc_alone);
+  adapted("fc,head", 0.1, ACC_ERR_UNSUPPORTED);  // dropout needs the head's input, which no call gives
+}
+
 TEST(Lora, WithoutDropoutAWeightTheForwardReadsItselfIsAdaptedThroughIt) {
   // No input to add PEFT's branch to: the layer computes with W + B A * scaling instead, which
   // is the merged model's weight, so its outputs are the merged model's.

@@ -598,6 +598,29 @@ SCENARIOS.update({
     "cnn_lora": dict(model="cnn", data="images", optimizer="sgd", schedule="step", lora=dict(targets="fc", r=2, alpha=4),
                      graph_optimization=False),
 })
+# Our sharded data parallelism (zero_stage) against Accelerate's DDP, which the stages equal bit for
+# bit where they reduce in DDP's order: stage 1 on any number of processes, stages 2 and 3 on 2
+# (README, "Sharded data parallelism"). Stage 3 runs a TorchScript model unit by unit: without the
+# JIT's graph optimisation, which would differentiate the whole graph otherwise.
+SCENARIOS.update({
+    "mlp_zero1": dict(model="mlp", optimizer="adamw", schedule="linear", zero_stage=1, accumulation=2, clip=0.5,
+                      processes=(2, 3)),
+    "mlp_zero2": dict(model="mlp", optimizer="adam", schedule="cosine", zero_stage=2, clip_value=0.2,
+                      processes=(2,)),
+    "mlp_zero2_resume": dict(model="mlp", optimizer="adam", schedule="cosine", zero_stage=2, clip_value=0.2,
+                             resume=True, uninterrupted="mlp_zero2", processes=(2,)),
+    "mlp_zero3": dict(model="mlp", optimizer="adamw", schedule="linear", zero_stage=3, accumulation=2,
+                      graph_optimization=False, processes=(2,)),
+    "mlp_zero3_sharded_resume": dict(model="mlp", optimizer="adamw", schedule="linear", zero_stage=3, accumulation=2,
+                                     graph_optimization=False, resume=True, uninterrupted="mlp_zero3",
+                                     state_dict_type="SHARDED_STATE_DICT", processes=(2,)),
+    "lm_zero3_bf16": dict(model="lm", optimizer="adamw", schedule="linear", zero_stage=3, mixed_precision="bf16",
+                          freeze="embed.*", graph_optimization=False, processes=(2,)),
+    "cnn_zero3": dict(model="cnn", data="images", optimizer="sgd", schedule="step", zero_stage=3,
+                      graph_optimization=False, processes=(2,)),
+    "mlp_lora_zero3": dict(model="mlp", optimizer="adamw", schedule="linear", lora=dict(_LORA, dropout=0.1),
+                           zero_stage=3, graph_optimization=False, processes=(2,)),
+})
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
                 drop_last=False, dispatch_batches=None, no_decay=None, freeze=None, sync_each_batch=False,
