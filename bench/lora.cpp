@@ -3,7 +3,9 @@
 // sequences of 128 tokens, batch 8, AdamW. Full: every parameter trains. LoRA: rank 8 adapters on
 // out_proj, linear1 and linear2, the rest frozen. Reported: the bytes of live CPU tensors held
 // between steps (weights and optimizer state; tensor_memory.h), their peak during a step,
-// and the step time.
+// and the step time. The same again with the model as TorchScript (saved and loaded back), whose
+// linear1 and linear2 add PEFT's branch to their outputs and whose out_proj, read by the attention
+// as a weight, computes with its adapted weight.
 //
 //   bench_lora [--quick]
 #include <cstdio>
@@ -20,26 +22,35 @@ int main(int argc, char** argv) {
   const int blocks = quick ? 2 : 4;
   const int64_t batch = quick ? 2 : 8, tokens = quick ? 16 : 128, d = quick ? 32 : 256;
   const std::string json = transformer_stack_spec(blocks, d, 0.0);
-  TransformerStackLoop full(json, batch, tokens, d), lora(json, batch, tokens, d, [](acc_model* model) {
+  auto add_adapters = [](acc_model* model) {
     acc_options* o = nullptr;
     OK(acc_options_create(ACC_OPTIONS_LORA, &o));
     OK(acc_options_set_int(o, "r", 8));
     OK(acc_options_set_double(o, "lora_alpha", 16));
     OK(acc_model_add_lora(model, "out_proj,linear1,linear2", o, nullptr));
     acc_options_free(o);
-  });
-  std::vector<double> a, b;
-  for (int round = 0; round < (quick ? 1 : 7); ++round) {
-    a.push_back(time_steps(full, 2));
-    b.push_back(time_steps(lora, 2));
-  }
+  };
   std::printf("%d transformer blocks (d_model %lld, 8 heads), batch %lld x %lld tokens, AdamW\n", blocks,
               static_cast<long long>(d), static_cast<long long>(batch), static_cast<long long>(tokens));
-  std::printf("full fine-tuning: held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step\n", full.held_bytes / 1048576.0,
-              (full.held_bytes + full.step_bytes) / 1048576.0, median(a) / 1000);
-  std::printf("LoRA r=8:         held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step   held %.3f, peak %.3f, time %.3f\n",
-              lora.held_bytes / 1048576.0, (lora.held_bytes + lora.step_bytes) / 1048576.0, median(b) / 1000,
-              static_cast<double>(lora.held_bytes) / full.held_bytes,
-              static_cast<double>(lora.held_bytes + lora.step_bytes) / (full.held_bytes + full.step_bytes), median(b) / median(a));
+  for (bool torchscript : {false, true}) {
+    StackTraining training;
+    training.torchscript = torchscript;
+    TransformerStackLoop full(json, batch, tokens, d, {}, training),
+        lora(json, batch, tokens, d, add_adapters, training);
+    for (int i = 0; i < 3; ++i) full.step(), lora.step();  // TorchScript profiles its first runs
+    std::vector<double> a, b;
+    for (int round = 0; round < (quick ? 1 : 7); ++round) {
+      a.push_back(time_steps(full, 2));
+      b.push_back(time_steps(lora, 2));
+    }
+    std::printf("%s\n", torchscript ? "as TorchScript:" : "layer spec:");
+    std::printf("full fine-tuning: held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step\n", full.held_bytes / 1048576.0,
+                (full.held_bytes + full.step_bytes) / 1048576.0, median(a) / 1000);
+    std::printf("LoRA r=8:         held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step   held %.3f, peak %.3f, time %.3f\n",
+                lora.held_bytes / 1048576.0, (lora.held_bytes + lora.step_bytes) / 1048576.0, median(b) / 1000,
+                static_cast<double>(lora.held_bytes) / full.held_bytes,
+                static_cast<double>(lora.held_bytes + lora.step_bytes) / (full.held_bytes + full.step_bytes),
+                median(b) / median(a));
+  }
   return 0;
 }

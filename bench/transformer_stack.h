@@ -4,6 +4,9 @@
 // around each step (tensor_memory.h).
 #pragma once
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -38,6 +41,7 @@ struct StackTraining {
   const char* algorithm = "adamw";
   const char* lr = nullptr;  // null: the algorithm's default
   bool prepared = false;
+  bool torchscript = false;  // the spec model saved as TorchScript and loaded back (script_model.h)
 };
 
 struct TransformerStackLoop {
@@ -57,6 +61,13 @@ struct TransformerStackLoop {
     if (training.prepared) OK(acc_accelerator_create(nullptr, &acc));
     OK(acc_set_seed(1));
     OK(acc_model_from_spec(json.c_str(), &model));
+    if (training.torchscript) {
+      const std::string path = "/tmp/bench_stack_" + std::to_string(getpid()) + ".pt";
+      OK(acc_model_save_torchscript(model, path.c_str()));
+      acc_model_free(model);
+      OK(acc_model_load_torchscript(path.c_str(), &model));
+      std::remove(path.c_str());
+    }
     if (adapt) adapt(model);
     acc_options* o = nullptr;
     OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o));
