@@ -5,6 +5,11 @@
 #include "common/error.h"
 
 namespace acc {
+namespace {
+
+int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+}  // namespace
 
 FlatLayout::FlatLayout(const std::vector<at::Tensor>& params, const std::vector<std::vector<size_t>>& units,
                        int64_t world, int64_t rank)
@@ -12,7 +17,7 @@ FlatLayout::FlatLayout(const std::vector<at::Tensor>& params, const std::vector<
   auto close = [&](FlatUnit& unit) {
     if (unit.params.empty()) return;
     unit.world = world;
-    unit.slice = (unit.numel + world - 1) / world;
+    unit.slice = round_up((unit.numel + world - 1) / world, kFlatAlignment);
     unit.shard_offset = shard_numel_;
     shard_numel_ += unit.slice;
     const int64_t mine_begin = rank * unit.slice, mine_end = mine_begin + unit.slice;
@@ -34,8 +39,8 @@ FlatLayout::FlatLayout(const std::vector<at::Tensor>& params, const std::vector<
       if (!unit.params.empty() && params[i].scalar_type() != unit.dtype) close(unit);
       if (unit.params.empty()) unit.dtype = params[i].scalar_type();
       unit.params.push_back(i);
-      unit.offsets.push_back(unit.numel);
-      unit.numel += params[i].numel();
+      unit.offsets.push_back(round_up(unit.numel, kFlatAlignment));
+      unit.numel = unit.offsets.back() + params[i].numel();
     }
     close(unit);
   }

@@ -2,6 +2,12 @@
 // (units) are each flattened into one vector, padded to a multiple of the number of processes, and
 // split evenly: process r owns the r-th contiguous slice of every unit. The slices a process owns,
 // unit after unit, make its shard.
+//
+// Each parameter starts, and each slice is cut, at a multiple of kFlatAlignment elements, so every
+// piece of a parameter begins at such a multiple within the parameter. PyTorch's vectorised CPU
+// kernels round a tensor's vector body and its last few elements differently (the fused optimizer
+// rules do), so an optimizer stepping the pieces gives the bits it gives the whole parameter only
+// if no element crosses from one to the other.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -11,11 +17,15 @@
 
 namespace acc {
 
+// Wider than any CPU vector of PyTorch's (64 bytes of int8) and a multiple of its parallel loops'
+// 64-byte task units.
+constexpr int64_t kFlatAlignment = 64;
+
 struct FlatUnit {
   std::vector<size_t> params;    // indices into the trainable parameters, ascending
-  std::vector<int64_t> offsets;  // where each starts in the unit's vector
-  int64_t numel = 0;             // the parameters' elements (without padding)
-  int64_t slice = 0;             // each process's share: ceil(numel / processes)
+  std::vector<int64_t> offsets;  // where each starts in the unit's vector (a multiple of kFlatAlignment)
+  int64_t numel = 0;             // where the last parameter ends (the padding between them included)
+  int64_t slice = 0;             // each process's share: ceil(numel / processes), to kFlatAlignment
   int64_t shard_offset = 0;      // where this process's slice starts in its shard
   int64_t world = 1;
   at::ScalarType dtype = at::kFloat;

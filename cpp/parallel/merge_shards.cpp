@@ -9,12 +9,13 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "checkpoint/data_checksum.h"
 #include "checkpoint/pretrained_layout.h"
 #include "checkpoint/safetensors.h"
-#include "checkpoint/data_checksum.h"
 #include "checkpoint/save_identity.h"
 #include "common/error.h"
 #include "common/json_input.h"
+#include "parallel/flat_layout.h"
 #include "parallel/sharded_checkpoint_parts.h"
 
 namespace acc {
@@ -157,18 +158,23 @@ NamedTensors merge_model_shards(const std::string& checkpoint_dir, size_t model_
       slices.push_back(it->second);
     }
     const at::Tensor full = at::cat(slices);  // a new tensor: the parameters are views of it
-    // A unit is its parameters end to end from 0, then less than one element per process of padding.
+    // A unit is its parameters one after the other from 0, each at the next multiple of
+    // kFlatAlignment, then padding to a slice per process.
     int64_t end = 0;
     for (const auto& p : params) {
       const int64_t n = elements(p.shape);
-      if (n < 0 || p.offset != end || p.offset > full.numel() - n)
-        fail(Status::Io, "'", first, "': the layout puts '", p.name, "' at ", p.offset, " in unit ", u, ", not right after ",
-             "the parameter before it (at ", end, ") and inside the unit's ", full.numel(), " elements");
+      if (n < 0 || p.offset < end || p.offset - end >= kFlatAlignment || p.offset > full.numel() - n)
+        fail(Status::Io, "'", first, "': the layout puts '", p.name, "' at ", p.offset, " in unit ", u,
+             ", not right after ", "the parameter before it (which ends at ", end, ") and inside the unit's ",
+             full.numel(), " elements");
       if (!merged.emplace(p.name, full.narrow(0, p.offset, n).view(p.shape)).second)
         fail(Status::Io, "'", first, "': the layout lists '", p.name, "' twice");
-      end += n;
+      end = p.offset + n;
     }
-    if (full.numel() - end >= processes)
+    // Each slice ceil(end / processes), rounded up to kFlatAlignment (unaligned before 2026-12-03).
+    const int64_t share = (end + processes - 1) / processes;
+    const int64_t aligned = (share + kFlatAlignment - 1) / kFlatAlignment * kFlatAlignment;
+    if (full.numel() != aligned * processes && full.numel() != share * processes)
       fail(Status::Io, "'", first, "': unit ", u, " holds ", full.numel(), " elements, its parameters only ", end);
   }
   for (const auto& entry : shards[0].tensors) {

@@ -90,7 +90,8 @@ void check_shard_metadata(const Metadata& metadata, const NamedTensors& tensors,
   if (!other_model.empty())
     fail(Status::InvalidArgument, "checkpoint file '", path, "' is a shard of another model: ", other_model);
   fail(Status::InvalidArgument, "checkpoint file '", path, "' lays the parameters out in other units than this job ",
-       "(another auto_wrap_policy, transformer_cls_to_wrap, ddp_bucket_cap_mb or set of frozen parameters?): ",
+       "(another auto_wrap_policy, transformer_cls_to_wrap, ddp_bucket_cap_mb or set of frozen parameters, or an ",
+       "earlier version of this library, which did not align the parameters?): ",
        "SHARDED_STATE_DICT loads only on the same sharding; save with FULL_STATE_DICT to change it");
 }
 

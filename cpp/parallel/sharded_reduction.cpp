@@ -71,7 +71,7 @@ void ShardedDataParallel::launch_reduction(size_t unit) {
         pending.works.push_back(shard_group_->_reduce_scatter_base(mine, bucket));  // this machine's sum
         pending.tensors.push_back(mine);
       } else {
-        std::vector<at::Tensor> list{sum};  // the unpadded sum: the same collective as DDP's bucket
+        std::vector<at::Tensor> list{sum};  // the parameters, without the slices' padding
         pending.works.push_back(dist_->group()->allreduce(list));
         pending.tensors.push_back(bucket);
       }

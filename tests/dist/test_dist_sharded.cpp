@@ -35,6 +35,11 @@ const char* const kShardNet = R"([{"type":"linear","in_features":3,"out_features
                                  {"type":"linear","in_features":5,"out_features":3},{"type":"tanh"},
                                  {"type":"linear","in_features":3,"out_features":2}])";
 
+// Weights of 135, 1305 and 58 elements: wider than a CPU vector, so slices cut them inside it.
+const char* const kWideShardNet = R"([{"type":"linear","in_features":3,"out_features":45},{"type":"tanh"},
+                                     {"type":"linear","in_features":45,"out_features":29},{"type":"tanh"},
+                                     {"type":"linear","in_features":29,"out_features":2}])";
+
 // A tiny GPT: its head reuses the embedding's weight, which stage 3 gathers again for the head.
 const char* const kTiedGpt = R"([{"type":"embedding","num_embeddings":8,"embedding_dim":8},
     {"type":"positional_embedding","num_embeddings":6,"embedding_dim":8},
@@ -95,6 +100,7 @@ struct Settings {
   bool padding = false;  // with source: padding masks of both follow (row r's last r % 3 positions)
   const char* algorithm = "adam";
   bool maximize = false;  // the optimizer's maximize
+  bool fused = false;     // the optimizer's fused
   int accumulation = 1;
   double clip = 0;        // max norm; 0: none
   double clip_value = 0;  // 0: none
@@ -182,6 +188,7 @@ struct Job {
     EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
     if (std::string(s.algorithm) == "sgd") EXPECT_EQ(acc_options_set(o, "momentum", "0.9"), ACC_OK);
     if (s.maximize) EXPECT_EQ(acc_options_set(o, "maximize", "true"), ACC_OK);
+    if (s.fused) EXPECT_EQ(acc_options_set(o, "fused", "true"), ACC_OK);
     EXPECT_EQ(acc_optimizer_create(model, s.algorithm, o, &opt), ACC_OK) << acc_last_error_message();
     acc_options_free(o);
     EXPECT_EQ(acc_optimizer_set_lr(opt, 0, 0.05), ACC_OK);
@@ -374,6 +381,24 @@ TEST(Sharded, EveryElementwiseOptimizerStepsItsSlicesAsTheWhole) {
   ascending.algorithm = "adamw";
   ascending.maximize = true;
   for (int stage : {1, 2}) expect_trains_like_ddp(stage, ascending, 3);
+}
+
+// PyTorch's fused CPU rules round a tensor's vector body and its last elements differently: each
+// parameter's pieces keep its vector alignment (flat_layout.h), so they step as the whole does. Found
+// by a side-by-side hunt: fused SGD with momentum under stage 2 was an ulp from DDP.
+TEST(Sharded, FusedRulesStepTheSlicesAsTheWhole) {
+  const nlohmann::json info = nlohmann::json::parse(acc_build_info());
+  const std::string version = info.at("libtorch").get<std::string>();
+  if (std::stoi(version) * 100 + std::stoi(version.substr(version.find('.') + 1)) < 204)
+    GTEST_SKIP() << "the fused CPU rules need PyTorch 2.4 (this build: " << version << ")";
+  for (const char* algorithm : {"sgd", "adamw", "adam", "adagrad"}) {
+    SCOPED_TRACE(algorithm);
+    Settings s;
+    s.spec = kWideShardNet;
+    s.algorithm = algorithm;
+    s.fused = true;
+    for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 6);
+  }
 }
 
 // A schedule-free optimizer's eval() and train() move each process's slices and (stages 1 and 2)
@@ -1044,7 +1069,7 @@ TEST(Sharded, ShardedCheckpointsMergeIntoWhatSaveModelWrites) {
         {[](nlohmann::json& l) { l["units"][0]["params"][1][2] = 0; }, "not right after"},
         {[](nlohmann::json& l) { l["units"][0]["params"][0][1][0] = 2.5; }, "malformed layout"},
         {[](nlohmann::json& l) { l["units"][0]["params"][0][0] = ""; }, "malformed layout"},
-        {[](nlohmann::json& l) { l["units"][0]["params"].erase(1); }, "its parameters only"}};
+        {[](nlohmann::json& l) { l["units"][0]["params"].erase(1); }, "in no shard"}};
     for (const auto& [damage, says] : damages) {
       std::vector<std::string> originals;
       for (int r = 0; r < g_world; ++r) {
@@ -1318,7 +1343,9 @@ TEST(Sharded, EachProcessHoldsOnlyItsShare) {
     int64_t mine = 0;
     for (const auto& [name, values] : file_tensors(dir + "/optimizer_shard_" + std::to_string(g_rank) + ".safetensors"))
       if (name.size() > 8 && name.compare(name.size() - 8, 8, ".exp_avg") == 0) mine += static_cast<int64_t>(values.size());
-    EXPECT_LE(mine, (46 + g_world - 1) / g_world + 2);  // a share, rounded up per layer under stage 3
+    // A share: each unit's slices are cut at multiples of 64 elements (flat_layout.h), so on this
+    // tiny model one process may hold most of it, never all.
+    EXPECT_LT(mine, 46);
     acc_tensor* count = floats({static_cast<float>(mine)}, {1});
     acc_tensor* total = nullptr;
     ACC_ASSERT_OK(acc_reduce(g_acc, count, ACC_REDUCTION_SUM, "elements", &total));
