@@ -752,10 +752,11 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * are parameters of the model, listed after its own as "<module>.lora_A.weight" and
  * "<module>.lora_B.weight", so optimizers, DDP, sharding and save_state treat them as any others.
  * A layer-spec model's linear layers compute as PEFT's LoRA layer: output + B(A(dropout(x))) *
- * scaling (the same numbers, dropout masks included). A TorchScript model's nn.Linear layers, whose
- * code is not edited, compute with the adapted weight W + (B A) * scaling when lora_dropout is 0
- * (the same to rounding); with dropout, as PEFT's layer, through a marked copy of forward (a layer
- * the forward reads the weight of instead of calling it is then ACC_ERR_UNSUPPORTED).
+ * scaling (the same numbers, dropout masks included). So do a TorchScript model's nn.Linear layers,
+ * whose code is not edited, through a marked copy of forward. A layer whose weight the forward
+ * reads itself instead of calling the layer (nn.MultiheadAttention's out_proj) computes with the
+ * adapted weight W + (B A) * scaling when lora_dropout is 0 (the same to rounding), and is
+ * ACC_ERR_UNSUPPORTED with dropout.
  *
  * acc_model_add_lora: adapts the linear layers (torch.nn.Linear in TorchScript, "linear" and the
  * linear layers inside spec layers) that `target_modules` names, and freezes every other parameter

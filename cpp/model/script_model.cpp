@@ -209,6 +209,7 @@ bool ScriptModel::set_unit_hooks(UnitHooks hooks) {
   }
   std::shared_ptr<torch::jit::Graph> graph = unit_plan().graph->copy();
   if (lora_outputs_) mark_adapted_linears(*graph, output_layers_, unit_token_);
+  unit_lora_.reset();
   if (adapted) {
     // The adapters of weights (those whose output no marker adapts) make them unit by unit.
     bool any = false;

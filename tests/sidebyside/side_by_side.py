@@ -620,6 +620,14 @@ SCENARIOS.update({
                       graph_optimization=False, processes=(2,)),
     "mlp_lora_zero3": dict(model="mlp", optimizer="adamw", schedule="linear", lora=dict(_LORA, dropout=0.1),
                            zero_stage=3, graph_optimization=False, processes=(2,)),
+    # PyTorch's fused kernels round a tensor's last elements otherwise than its vector body: the
+    # slices keep each parameter's alignment (cpp/parallel/flat_layout.h).
+    "mlp_sgd_fused_zero2": dict(model="mlp", optimizer="sgd_fused", schedule="step", data="mlp_42", epochs=3,
+                                zero_stage=2, processes=(2,)),
+    "lm_adamw_fused_zero3": dict(model="lm", optimizer="adamw_fused", schedule="linear", accumulation=2,
+                                 zero_stage=3, graph_optimization=False, processes=(2,)),
+    "mlp_adamw_fused_zero1": dict(model="mlp", optimizer="adamw_fused", schedule="cosine", zero_stage=1,
+                                  processes=(2, 3)),
 })
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
