@@ -62,14 +62,19 @@ bool takes_and_returns_a_tensor(const torch::jit::Node* call) {
          call->output()->type()->kind() == c10::TypeKind::TensorType;
 }
 
-bool is_layer_call(torch::jit::Node* call, const std::string& path, const std::map<std::string, int64_t>& index) {
-  return index.count(path) && call->s(c10::attr::name) == "forward";
-}
+using LayerCalls = std::vector<std::pair<torch::jit::Node*, int64_t>>;
 
-std::map<std::string, int64_t> index_of(const std::vector<std::string>& layers) {
+// Inlines every call in `graph` but the forwards of `layers`; returns those calls, each with its
+// layer's index.
+LayerCalls inline_all_but_layer_calls(torch::jit::Graph& graph, const std::vector<std::string>& layers) {
   std::map<std::string, int64_t> index;
   for (size_t i = 0; i < layers.size(); ++i) index[layers[i]] = static_cast<int64_t>(i);
-  return index;
+  inline_calls_except(graph, [&](torch::jit::Node* call, const std::string& path) {
+    return index.count(path) && call->s(c10::attr::name) == "forward";
+  });
+  LayerCalls calls;
+  collect_calls(graph.block(), module_paths(graph), index, calls);
+  return calls;
 }
 
 }  // namespace
@@ -79,24 +84,21 @@ std::vector<std::string> layers_called_as_modules(const torch::jit::Module& modu
   auto method = module.find_method("forward");
   if (!method) return {};
   std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
-  const auto index = index_of(layers);
-  std::vector<std::pair<torch::jit::Node*, int64_t>> calls;
+  LayerCalls calls;
   try {
-    inline_calls_except(
-        *graph, [&](torch::jit::Node* call, const std::string& path) { return is_layer_call(call, path, index); });
-    collect_calls(graph->block(), module_paths(*graph), index, calls);
+    calls = inline_all_but_layer_calls(*graph, layers);
   } catch (const std::exception&) {
     return {};  // a forward the markers cannot follow: every layer adapted through its weight
   }
-  std::vector<int> state(layers.size(), 0);  // 0: never called, 1: every call markable, -1: not
+  std::vector<bool> called(layers.size(), false), markable(layers.size(), true);
   for (const auto& [call, layer] : calls) {
-    int& s = state[static_cast<size_t>(layer)];
-    if (s >= 0) s = takes_and_returns_a_tensor(call) ? 1 : -1;
+    called[static_cast<size_t>(layer)] = true;
+    markable[static_cast<size_t>(layer)] = markable[static_cast<size_t>(layer)] && takes_and_returns_a_tensor(call);
   }
-  std::vector<std::string> called;
+  std::vector<std::string> out;
   for (size_t i = 0; i < layers.size(); ++i)
-    if (state[i] == 1) called.push_back(layers[i]);
-  return called;
+    if (called[i] && markable[i]) out.push_back(layers[i]);
+  return out;
 }
 
 std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module& module,
@@ -109,11 +111,7 @@ std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module
 }
 
 void mark_adapted_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token) {
-  const auto index = index_of(layers);
-  inline_calls_except(
-      graph, [&](torch::jit::Node* call, const std::string& path) { return is_layer_call(call, path, index); });
-  std::vector<std::pair<torch::jit::Node*, int64_t>> calls;
-  collect_calls(graph.block(), module_paths(graph), index, calls);
+  const LayerCalls calls = inline_all_but_layer_calls(graph, layers);
   std::vector<size_t> marked(layers.size(), 0);
   register_marker();
   for (const auto& [call, layer] : calls) {

@@ -11,13 +11,15 @@ int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / mult
 
 }  // namespace
 
+int64_t flat_slice(int64_t extent, int64_t world) { return round_up((extent + world - 1) / world, kFlatAlignment); }
+
 FlatLayout::FlatLayout(const std::vector<at::Tensor>& params, const std::vector<std::vector<size_t>>& units,
                        int64_t world, int64_t rank)
     : unit_of_(params.size(), SIZE_MAX), world_(world), rank_(rank) {
   auto close = [&](FlatUnit& unit) {
     if (unit.params.empty()) return;
     unit.world = world;
-    unit.slice = round_up((unit.numel + world - 1) / world, kFlatAlignment);
+    unit.slice = flat_slice(unit.numel, world);
     unit.shard_offset = shard_numel_;
     shard_numel_ += unit.slice;
     const int64_t mine_begin = rank * unit.slice, mine_end = mine_begin + unit.slice;

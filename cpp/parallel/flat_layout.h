@@ -21,6 +21,10 @@ namespace acc {
 // 64-byte task units.
 constexpr int64_t kFlatAlignment = 64;
 
+// Each process's share of a unit whose parameters end at `extent`: ceil(extent / world), rounded up
+// to kFlatAlignment.
+int64_t flat_slice(int64_t extent, int64_t world);
+
 struct FlatUnit {
   std::vector<size_t> params;    // indices into the trainable parameters, ascending
   std::vector<int64_t> offsets;  // where each starts in the unit's vector (a multiple of kFlatAlignment)

@@ -171,10 +171,9 @@ NamedTensors merge_model_shards(const std::string& checkpoint_dir, size_t model_
         fail(Status::Io, "'", first, "': the layout lists '", p.name, "' twice");
       end = p.offset + n;
     }
-    // Each slice ceil(end / processes), rounded up to kFlatAlignment (unaligned before 2026-12-03).
-    const int64_t share = (end + processes - 1) / processes;
-    const int64_t aligned = (share + kFlatAlignment - 1) / kFlatAlignment * kFlatAlignment;
-    if (full.numel() != aligned * processes && full.numel() != share * processes)
+    // Slices of flat_slice, or of ceil(end / processes) in a layout written before they were aligned.
+    if (full.numel() != flat_slice(end, processes) * processes &&
+        full.numel() != (end + processes - 1) / processes * processes)
       fail(Status::Io, "'", first, "': unit ", u, " holds ", full.numel(), " elements, its parameters only ", end);
   }
   for (const auto& entry : shards[0].tensors) {

@@ -14,6 +14,7 @@ a machine with both installed (scripts/gpu/test.sh). On the CPU unless ACC_SIDE_
                                                    the GPU's own on the CPU, and the uninterrupted
                                                    runs resumed ones are held to)
 """
+import copy
 import ctypes
 import json
 import math
@@ -775,7 +776,12 @@ class LoraLinear(torch.nn.Module):
         return self.base_layer
 
 
-EAGER_MODELS = {"mlp": lambda: Mlp(), "wide": lambda: Wide(), "cnn": lambda: Cnn()}
+EAGER_MODELS = {"mlp": Mlp, "wide": Wide, "cnn": Cnn}
+
+
+def replace_module(model, name, module):
+    parent, _, leaf = name.rpartition(".")
+    setattr(model.get_submodule(parent), leaf, module)
 
 
 def peft_model(scripted, name, settings):
@@ -792,20 +798,17 @@ def peft_model(scripted, name, settings):
     for module_name, module in list(model.named_modules()):
         if isinstance(module, torch.nn.Linear) and any(module_name == t or module_name.endswith("." + t)
                                                        for t in targets):
-            parent, _, leaf = module_name.rpartition(".")
-            setattr(model.get_submodule(parent), leaf,
-                    LoraLinear(module, settings["r"], settings["alpha"], settings.get("dropout", 0.0)))
+            replace_module(model, module_name,
+                           LoraLinear(module, settings["r"], settings["alpha"], settings.get("dropout", 0.0)))
     return model
 
 
 def without_adapters(model):
     """A copy of a peft_model with its adapters merged into the base layers."""
-    import copy
     merged = copy.deepcopy(model)
     for module_name, module in list(merged.named_modules()):
         if isinstance(module, LoraLinear):
-            parent, _, leaf = module_name.rpartition(".")
-            setattr(merged.get_submodule(parent), leaf, module.merged())
+            replace_module(merged, module_name, module.merged())
     return merged
 
 
