@@ -596,6 +596,8 @@ SCENARIOS.update({
                              accumulation=2, clip=0.5, graph_optimization=False),
     "mlp_lora_bf16": dict(model="mlp", optimizer="adamw", schedule="linear", lora=dict(_LORA, dropout=0.1),
                           mixed_precision="bf16", graph_optimization=False),
+    "lm_lora": dict(model="lm", optimizer="adamw", schedule="linear", lora=dict(targets="linear1,linear2,head", r=4,
+                    alpha=8, dropout=0.1), accumulation=2, graph_optimization=False),
     "cnn_lora": dict(model="cnn", data="images", optimizer="sgd", schedule="step", lora=dict(targets="fc", r=2, alpha=4),
                      graph_optimization=False),
 })
@@ -619,6 +621,8 @@ SCENARIOS.update({
                           freeze="embed.*", graph_optimization=False, processes=(2,)),
     "cnn_zero3": dict(model="cnn", data="images", optimizer="sgd", schedule="step", zero_stage=3,
                       graph_optimization=False, processes=(2,)),
+    "lm_lora_zero3": dict(model="lm", optimizer="adamw", schedule="linear", lora=dict(targets="linear1,linear2,head",
+                          r=4, alpha=8, dropout=0.1), zero_stage=3, graph_optimization=False, processes=(2,)),
     "mlp_lora_zero3": dict(model="mlp", optimizer="adamw", schedule="linear", lora=dict(_LORA, dropout=0.1),
                            zero_stage=3, graph_optimization=False, processes=(2,)),
     # PyTorch's fused kernels round a tensor's last elements otherwise than its vector body: the
@@ -763,6 +767,16 @@ class LoraLinear(torch.nn.Module):
         torch.nn.init.zeros_(self.lora_B.weight)
         self.scaling = alpha / r
 
+    # PEFT's BaseTunerLayer hands out the base layer's weight and bias: code that reads them itself
+    # (TransformerEncoderLayer's inference fast path) computes with the base layer alone.
+    @property
+    def weight(self):
+        return self.base_layer.weight
+
+    @property
+    def bias(self):
+        return self.base_layer.bias
+
     def forward(self, x):
         result = self.base_layer(x)
         dtype = result.dtype
@@ -776,7 +790,7 @@ class LoraLinear(torch.nn.Module):
         return self.base_layer
 
 
-EAGER_MODELS = {"mlp": Mlp, "wide": Wide, "cnn": Cnn}
+EAGER_MODELS = {"mlp": Mlp, "wide": Wide, "cnn": Cnn, "lm": Lm}
 
 
 def replace_module(model, name, module):
