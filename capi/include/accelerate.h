@@ -398,7 +398,12 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   Accelerate), transformer_cls_to_wrap (string, default "": the units are the modules of these
  *   comma-separated classes, e.g. "Block", however deep the forward calls them (FSDP's
  *   transformer_layer_cls_to_wrap; a layer-spec model's classes are its layer types, e.g.
- *   "transformer_encoder_layer"); a class the model lacks is an error),
+ *   "transformer_encoder_layer"); a class the model lacks is an error), ignored_modules (string,
+ *   default "": FSDP's ignored_modules as Accelerate's fsdp_ignored_modules gives it, a regular
+ *   expression matched against whole module names, e.g. "embed|blocks\\.[01]"; the parameters of a
+ *   matched module and its submodules are kept whole on every process, not sharded; they must be
+ *   frozen (ACC_ERR_UNSUPPORTED at prepare otherwise: FSDP leaves their gradients unreduced); a
+ *   pattern matching no module holding parameters is an error; zero_stage 1-3 only),
  *   activation_checkpointing (bool, default false: FSDP's fsdp_activation_checkpointing; the
  *   layers of a spec model that the policy above wraps, every layer under NO_WRAP, are recomputed
  *   in backward, with the same gradients; any zero_stage; a TorchScript model: ACC_ERR_UNSUPPORTED

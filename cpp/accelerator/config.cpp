@@ -7,6 +7,7 @@
 #include "common/options.h"
 #include "config/config_file.h"
 #include "config/sharding_config.h"
+#include "parallel/ignored_modules.h"
 #include "state/process_env.h"
 
 namespace acc {
@@ -80,6 +81,8 @@ std::optional<ShardingRequest> read_sharding_env(const VariableLookup& variables
   if (!o.has("state_dict_type") && request->state_dict_type) c.sharding.state_dict_type = *request->state_dict_type;
   if (!o.has("transformer_cls_to_wrap") && request->transformer_cls_to_wrap)
     c.sharding.transformer_cls_to_wrap = *request->transformer_cls_to_wrap;
+  if (!o.has("ignored_modules") && request->ignored_modules && c.sharding.stage > 0)
+    c.sharding.ignored_modules = *request->ignored_modules;
   if (!o.has("auto_wrap_policy") && request->auto_wrap_policy) c.sharding.auto_wrap_policy = request->auto_wrap_policy;
   if (!o.has("min_num_params") && request->min_num_params) c.sharding.min_num_params = *request->min_num_params;
   if (!o.has("activation_checkpointing")) c.sharding.activation_checkpointing = request->activation_checkpointing;
@@ -220,6 +223,8 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
         .at_least(0);
     t.bind("transformer_cls_to_wrap", "stage 3 units: the modules of these classes", &C::sharding,
            &ShardingOptions::transformer_cls_to_wrap);
+    t.bind("ignored_modules", "modules (a regular expression of names) kept whole, not sharded", &C::sharding,
+           &ShardingOptions::ignored_modules);
     t.bind("activation_checkpointing", "recompute the wrap policy's modules in backward", &C::sharding,
            &ShardingOptions::activation_checkpointing);
     t.bind("state_dict_type", "consolidated or per-process checkpoints", &C::sharding, &ShardingOptions::state_dict_type)
@@ -306,6 +311,9 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   // So would offloading without a sharded optimizer to offload (DeepSpeed's stage 0, FSDP's NO_SHARD).
   require(!(c.sharding.offload_optimizer || c.sharding.offload_params) || c.sharding.stage > 0,
           "offload_optimizer and offload_params offload what sharding keeps: they need zero_stage 1, 2 or 3, not 0 (DDP)");
+  require(c.sharding.ignored_modules.empty() || c.sharding.stage > 0,
+          "ignored_modules keeps modules out of sharding: it needs zero_stage 1, 2 or 3, not 0 (DDP)");
+  check_module_pattern(c.sharding.ignored_modules);
   check_comm_hook(c);
   return c;
 }

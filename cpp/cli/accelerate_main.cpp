@@ -151,10 +151,10 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
   flag(app, "--use_megatron_lm", a.use_megatron_lm, "refused: Megatron-LM is Python-only");
   // Sharded data parallelism, with Accelerate's flag names (values are checked when resolved).
   flag(app, "--use_fsdp", f.use_fsdp, "shard as FSDP does (see --fsdp_sharding_strategy)");
-  for (const char* key : {"fsdp_sharding_strategy", "fsdp_offload_params", "fsdp_state_dict_type", "fsdp_auto_wrap_policy",
-                          "fsdp_transformer_layer_cls_to_wrap", "fsdp_min_num_params", "fsdp_version",
-                          "fsdp_reshard_after_forward", "fsdp_cpu_ram_efficient_loading",
-                          "fsdp_activation_checkpointing"})
+  for (const char* key :
+       {"fsdp_sharding_strategy", "fsdp_offload_params", "fsdp_state_dict_type", "fsdp_auto_wrap_policy",
+        "fsdp_transformer_layer_cls_to_wrap", "fsdp_min_num_params", "fsdp_version", "fsdp_reshard_after_forward",
+        "fsdp_cpu_ram_efficient_loading", "fsdp_activation_checkpointing", "fsdp_ignored_modules"})
     option(app, std::string("--") + key, f.fsdp[key], "FSDP: as fsdp_config's key");
   // FSDP's tuning, which has no counterpart here: warned about, as the config keys are.
   for (const char* key : {"fsdp_backward_prefetch", "fsdp_forward_prefetch", "fsdp_use_orig_params",

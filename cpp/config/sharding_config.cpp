@@ -15,6 +15,7 @@
 #include "common/json_input.h"
 #include "common/options.h"
 #include "common/text.h"
+#include "parallel/ignored_modules.h"
 
 namespace acc {
 namespace {
@@ -228,16 +229,27 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
   if (const std::string* s = get("fsdp_cpu_ram_efficient_loading"))
     env["FSDP_CPU_RAM_EFFICIENT_LOADING"] = flag(from, "fsdp_cpu_ram_efficient_loading", *s) ? "true" : "false";
   if (const std::string* s = get("fsdp_transformer_layer_cls_to_wrap")) env["FSDP_TRANSFORMER_CLS_TO_WRAP"] = *s;
+  if (const std::string* s = get("fsdp_ignored_modules")) {
+    check_module_pattern(*s, from.prefix + "fsdp_ignored_modules");
+    env["FSDP_IGNORED_MODULES"] = *s;
+  }
   // Accelerate's launcher always passes it, 1e8 (its flag's default) unless given: what a
   // SIZE_BASED_WRAP policy then wraps (0, as its plugin takes it without a launcher, is one unit).
   const std::string* given_min = get("fsdp_min_num_params");
   env["FSDP_MIN_NUM_PARAMS"] =
       given_min ? std::to_string(min_num_params(from, "fsdp_min_num_params", *given_min)) : "100000000";
   for (const auto& [key, value] : settings) {
-    static const std::set<std::string> read = {"fsdp_version",        "fsdp_reshard_after_forward", "fsdp_sharding_strategy",
-                                               "fsdp_offload_params", "fsdp_state_dict_type",      "fsdp_auto_wrap_policy",
-                                               "fsdp_min_num_params", "fsdp_transformer_layer_cls_to_wrap",
-                                               "fsdp_cpu_ram_efficient_loading", "fsdp_activation_checkpointing"};
+    static const std::set<std::string> read = {"fsdp_version",
+                                               "fsdp_reshard_after_forward",
+                                               "fsdp_sharding_strategy",
+                                               "fsdp_offload_params",
+                                               "fsdp_state_dict_type",
+                                               "fsdp_auto_wrap_policy",
+                                               "fsdp_min_num_params",
+                                               "fsdp_transformer_layer_cls_to_wrap",
+                                               "fsdp_cpu_ram_efficient_loading",
+                                               "fsdp_activation_checkpointing",
+                                               "fsdp_ignored_modules"};
     if (read.count(key)) continue;
     if (ignored_fsdp_keys().count(key)) warnings.push_back("fsdp_config." + key + " is ignored (no counterpart here)");
     else warnings.push_back("fsdp_config." + key + " is unknown and ignored");
@@ -442,6 +454,10 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
     if (auto s = lookup("FSDP_AUTO_WRAP_POLICY")) r.auto_wrap_policy = wrap_policy(from, "FSDP_AUTO_WRAP_POLICY", *s);
     if (auto s = lookup("FSDP_MIN_NUM_PARAMS")) r.min_num_params = min_num_params(from, "FSDP_MIN_NUM_PARAMS", *s);
     if (auto s = lookup("FSDP_TRANSFORMER_CLS_TO_WRAP")) r.transformer_cls_to_wrap = *s;
+    if (auto s = lookup("FSDP_IGNORED_MODULES")) {
+      check_module_pattern(*s, "environment variable FSDP_IGNORED_MODULES");
+      r.ignored_modules = *s;
+    }
     r.main_process_loads = is_true("FSDP_CPU_RAM_EFFICIENT_LOADING");
     r.activation_checkpointing = is_true("FSDP_ACTIVATION_CHECKPOINTING");
     // Variables that tune torch's FSDP machinery (ignored_fsdp_keys: no counterpart here) are still

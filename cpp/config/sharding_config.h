@@ -36,6 +36,7 @@ struct ShardingRequest {
   std::optional<std::string> transformer_cls_to_wrap;  // FSDP_TRANSFORMER_CLS_TO_WRAP
   std::optional<std::string> auto_wrap_policy;         // FSDP_AUTO_WRAP_POLICY, upper case
   std::optional<int64_t> min_num_params;               // FSDP_MIN_NUM_PARAMS
+  std::optional<std::string> ignored_modules;          // FSDP_IGNORED_MODULES
   // FSDP_CPU_RAM_EFFICIENT_LOADING, or ACCELERATE_DEEPSPEED_ZERO3_INIT under zero stage 3: only the
   // main process builds a model's weights (Model::make_weights_pending).
   bool main_process_loads = false;

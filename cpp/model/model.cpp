@@ -40,6 +40,11 @@ void make_placeholders(const NamedTensors& tensors) {
   }
 }
 
+void fill_placeholders(const std::vector<at::Tensor>& tensors) {
+  for (at::Tensor t : tensors)
+    if (is_placeholder(t)) t.set_data(at::empty(t.sizes(), t.options()));
+}
+
 void Model::make_weights_pending() {
   make_placeholders(named_parameters());
   make_placeholders(named_buffers());

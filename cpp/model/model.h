@@ -166,6 +166,8 @@ class Model {
 
 // Makes each tensor a placeholder in place (see Model::make_weights_pending).
 void make_placeholders(const NamedTensors& tensors);
+// Gives each placeholder among `tensors` memory of its own (uninitialised), in place.
+void fill_placeholders(const std::vector<at::Tensor>& tensors);
 
 // Writes a TorchScript archive to `path` by `save(out)` into a temporary file renamed into place:
 // a save that fails or is stopped leaves the file that was there. An unwritable place or a failed

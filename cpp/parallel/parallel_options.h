@@ -44,6 +44,10 @@ struct ShardingOptions {
   int64_t min_num_params = 0;
   // Module classes (comma-separated), FSDP's transformer_layer_cls_to_wrap.
   std::string transformer_cls_to_wrap;
+  // FSDP's ignored_modules (parallel/ignored_modules.h): a regular expression of module names whose
+  // parameters every process keeps whole; frozen ones only (FSDP leaves an ignored module's
+  // gradients unreduced, for an optimizer of the program's own, which a sharded run has not).
+  std::string ignored_modules;
   // FSDP's activation_checkpointing: the modules the wrap policy names (stage 3's units) are
   // recomputed in backward instead of keeping their activations; any stage, DDP too.
   bool activation_checkpointing = false;

@@ -32,11 +32,10 @@ const char* const kShardMark = "_shard_";
 namespace {
 
 // The parameters (name and shape) of a layout (shard_layout_json's), in any unit.
-std::map<std::string, json> layout_parameters(const std::string& layout) {
+std::map<std::string, json> layout_parameters(const json& layout) {
   std::map<std::string, json> shapes;
-  const json parsed = json::parse(layout, nullptr, false);
-  if (!parsed.is_object() || !parsed.contains("units") || !parsed["units"].is_array()) return shapes;
-  for (const auto& unit : parsed["units"]) {
+  if (!layout.is_object() || !layout.contains("units") || !layout["units"].is_array()) return shapes;
+  for (const auto& unit : layout["units"]) {
     if (!unit.is_object() || !unit.contains("params") || !unit["params"].is_array()) continue;
     for (const auto& param : unit["params"])
       if (param.is_array() && param.size() == 3 && param[0].is_string()) shapes[param[0].get<std::string>()] = param[1];
@@ -44,19 +43,35 @@ std::map<std::string, json> layout_parameters(const std::string& layout) {
   return shapes;
 }
 
+// Every name of the model's state (sharded or kept whole) that a layout lists.
+std::set<std::string> layout_state_names(const json& layout) {
+  std::set<std::string> names;
+  if (!layout.is_object() || !layout.contains("order") || !layout["order"].is_array()) return names;
+  for (const auto& name : layout["order"])
+    if (name.is_string()) names.insert(name.get<std::string>());
+  return names;
+}
+
 // Where a shard's layout names other parameters than the model's, or other shapes: the first such
 // parameter ("'0.lora_A.weight' has shape [2,8] in the file, [3,8] in the model"), or "" when the
-// parameters are the same and only their units differ.
+// parameters are the same and only their units differ (a parameter sharded in one and kept whole
+// in the other, as ignored_modules keeps it, included).
 std::string parameter_difference(const std::string& saved, const std::string& live) {
-  const auto in_file = layout_parameters(saved), in_model = layout_parameters(live);
+  const json saved_layout = json::parse(saved, nullptr, false), live_layout = json::parse(live, nullptr, false);
+  const auto in_file = layout_parameters(saved_layout), in_model = layout_parameters(live_layout);
+  const auto file_state = layout_state_names(saved_layout), model_state = layout_state_names(live_layout);
   for (const auto& [name, shape] : in_model) {
     const auto it = in_file.find(name);
-    if (it == in_file.end()) return "the model's '" + name + "' is not in it";
+    if (it == in_file.end()) {
+      if (file_state.count(name)) continue;
+      return "the model's '" + name + "' is not in it";
+    }
     if (it->second != shape)
       return "'" + name + "' has shape " + it->second.dump() + " in the file, " + shape.dump() + " in the model";
   }
   for (const auto& [name, shape] : in_file)
-    if (!in_model.count(name)) return "it holds '" + name + "', which the model does not have";
+    if (!in_model.count(name) && !model_state.count(name))
+      return "it holds '" + name + "', which the model does not have";
   return "";
 }
 
@@ -90,8 +105,8 @@ void check_shard_metadata(const Metadata& metadata, const NamedTensors& tensors,
   if (!other_model.empty())
     fail(Status::InvalidArgument, "checkpoint file '", path, "' is a shard of another model: ", other_model);
   fail(Status::InvalidArgument, "checkpoint file '", path, "' lays the parameters out in other units than this job ",
-       "(another auto_wrap_policy, transformer_cls_to_wrap, ddp_bucket_cap_mb or set of frozen parameters, or an ",
-       "earlier version of this library, which did not align the parameters?): ",
+       "(another auto_wrap_policy, transformer_cls_to_wrap, ignored_modules, ddp_bucket_cap_mb or set of frozen ",
+       "parameters, or an ", "earlier version of this library, which did not align the parameters?): ",
        "SHARDED_STATE_DICT loads only on the same sharding; save with FULL_STATE_DICT to change it");
 }
 

@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <unordered_map>
 
 #include "common/error.h"
 #include "common/text.h"
 #include "optim/clip_grad.h"
 #include "parallel/broadcast.h"
+#include "parallel/ignored_modules.h"
 #include "parallel/replica_check.h"
 #include "tensor/storage.h"
 
@@ -72,12 +74,24 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   check_same_model_everywhere(*model_, dist_, "prepare_model");
   // Stage 3 shards the frozen parameters too, and broadcasts every parameter unit by unit as it
   // shards it (flatten), so that no process ever holds its whole model twice, nor (on a GPU) once.
+  // The ignored modules' (frozen) parameters stay whole, as below stage 3.
+  const NamedTensors parameters = model_->named_parameters();
+  std::vector<std::string> parameter_names;
+  for (const auto& entry : parameters) parameter_names.push_back(entry.first);
+  const std::set<std::string> ignored = ignored_parameter_names(parameter_names, options_.ignored_modules);
   std::vector<at::Tensor> replicated;
-  for (const auto& entry : model_->named_parameters()) {
-    const bool trainable = entry.second.requires_grad();
-    if (options_.stage < 3) replicated.push_back(entry.second);
-    if (trainable || options_.stage == 3) (trainable ? trainable_ : frozen_).add(entry.first, entry.second);
+  for (const auto& entry : parameters) {
+    const bool trainable = entry.second.requires_grad(), whole = options_.stage < 3 || ignored.count(entry.first);
+    if (trainable && ignored.count(entry.first))
+      fail(Status::Unsupported, "ignored_modules '", options_.ignored_modules, "': '", entry.first, "' requires grad; ",
+           "FSDP leaves an ignored module's gradients unreduced, for an optimizer of the program's own, and a sharded ",
+           "run's optimizer steps only shards: freeze it (acc_model_set_requires_grad) or leave its module out of the ",
+           "pattern");
+    if (whole) replicated.push_back(entry.second);
+    if (trainable || !whole) (trainable ? trainable_ : frozen_).add(entry.first, entry.second);
   }
+  // With weights only on the main process, the others receive the whole parameters into memory of their own.
+  if (options_.stage == 3 && model_->weights_pending()) fill_placeholders(replicated);
   std::vector<at::Tensor> buffers;
   for (const auto& entry : model_->named_buffers()) buffers.push_back(entry.second);
   replicated.insert(replicated.end(), buffers.begin(), buffers.end());

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "config/sharding_config.h"
 #include "launch/launch_flags.h"
 #include "launch/launcher.h"
+#include "parallel/ignored_modules.h"
 
 namespace {
 
@@ -43,6 +45,7 @@ const char* const kVariables[] = {"ACCELERATE_USE_FSDP",
                                   "RANK",
                                   "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL",
                                   "FSDP_ACTIVATION_CHECKPOINTING",
+                                  "FSDP_IGNORED_MODULES",
                                   "FSDP_SYNC_MODULE_STATES",
                                   "FSDP_USE_ORIG_PARAMS",
                                   "FSDP_FORWARD_PREFETCH",
@@ -711,4 +714,63 @@ TEST_F(Sharding, Zero3Save16BitModelComesFromEveryPlaceAccelerateReadsIt) {
   EXPECT_EQ(status, acc::Status::InvalidArgument);
   EXPECT_NE(message.find("stage3_gather_16bit_weights_on_model_save"), std::string::npos) << message;
   std::remove(path.c_str());
+}
+
+// fsdp_ignored_modules (Accelerate passes it to FSDP as ignored_modules, a regular expression of
+// module names) reaches the option from the config file, its variable or the program; a pattern
+// that is no regular expression, or one without sharding to keep modules out of, is refused.
+TEST_F(Sharding, IgnoredModulesComeFromTheConfigAndItsVariable) {
+  const auto fsdp = acc::parse_config_text(
+      "distributed_type: FSDP\nfsdp_config:\n  fsdp_ignored_modules: 'embed|blocks\\.0'\nnum_processes: 2\n",
+      "fsdp.yaml");
+  EXPECT_EQ(fsdp.sharding_env.at("FSDP_IGNORED_MODULES"), "embed|blocks\\.0");
+  for (const auto& w : fsdp.warnings) EXPECT_EQ(w.find("ignored_modules"), std::string::npos) << w;
+  for (const auto& [name, value] : fsdp.sharding_env) setenv(name.c_str(), value.c_str(), 1);
+  EXPECT_EQ(resolve().sharding.ignored_modules, "embed|blocks\\.0");
+  EXPECT_EQ(resolve({{"ignored_modules", "head"}}).sharding.ignored_modules, "head") << "the program wins";
+  EXPECT_EQ(resolve({{"zero_stage", "0"}}).sharding.ignored_modules, "") << "the program turned sharding off";
+
+  auto [status, message] = failure([] {
+    acc::parse_config_text("distributed_type: FSDP\nfsdp_config:\n  fsdp_ignored_modules: 'blocks.(0'\n", "bad.yaml");
+  });
+  EXPECT_EQ(status, acc::Status::InvalidArgument);
+  EXPECT_NE(message.find("bad.yaml: fsdp_config: fsdp_ignored_modules 'blocks.(0' is not a regular expression"),
+            std::string::npos)
+      << message;
+  setenv("FSDP_IGNORED_MODULES", "(", 1);
+  std::tie(status, message) = failure([] { resolve(); });
+  EXPECT_EQ(status, acc::Status::InvalidArgument);
+  EXPECT_NE(message.find("environment variable FSDP_IGNORED_MODULES"), std::string::npos) << message;
+  unsetenv("FSDP_IGNORED_MODULES");
+  unsetenv("ACCELERATE_USE_FSDP");
+  std::tie(status, message) = failure([] { resolve({{"ignored_modules", "embed"}}); });
+  EXPECT_EQ(status, acc::Status::InvalidArgument);
+  EXPECT_NE(message.find("it needs zero_stage 1, 2 or 3, not 0"), std::string::npos) << message;
+  std::tie(status, message) = failure([] { resolve({{"zero_stage", "3"}, {"ignored_modules", "[a-"}}); });
+  EXPECT_EQ(status, acc::Status::InvalidArgument) << message;
+}
+
+// Modules match by their whole names, a parameter lying in each module up its name's dots (and in
+// the root, named ""); a pattern matching none is refused rather than shard everything.
+TEST(IgnoredModules, AModulesParametersAndItsSubmodulesAreIgnored) {
+  const std::vector<std::string> names = {"embed.weight",          "blocks.0.linear1.weight",
+                                          "blocks.0.linear1.bias", "blocks.1.linear1.weight",
+                                          "blocks.10.norm.weight", "head.weight"};
+  using Set = std::set<std::string>;
+  EXPECT_EQ(acc::ignored_parameter_names(names, ""), Set{});
+  EXPECT_EQ(acc::ignored_parameter_names(names, "blocks\\.0"),
+            (Set{"blocks.0.linear1.weight", "blocks.0.linear1.bias"}));
+  EXPECT_EQ(acc::ignored_parameter_names(names, "blocks\\.1"), Set{"blocks.1.linear1.weight"}) << "whole names only";
+  EXPECT_EQ(acc::ignored_parameter_names(names, "embed|head"), (Set{"embed.weight", "head.weight"}));
+  EXPECT_EQ(acc::ignored_parameter_names(names, ".*linear1"),
+            (Set{"blocks.0.linear1.weight", "blocks.0.linear1.bias", "blocks.1.linear1.weight"}));
+  EXPECT_EQ(acc::ignored_parameter_names(names, ".*").size(), names.size()) << "the root matches";
+  try {
+    acc::ignored_parameter_names(names, "embed.weight");
+    FAIL() << "a parameter's name is no module's";
+  } catch (const acc::Error& e) {
+    EXPECT_EQ(e.status(), acc::Status::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("matches no module that holds parameters"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lies in module 'embed'"), std::string::npos) << e.what();
+  }
 }

@@ -118,6 +118,7 @@ struct Settings {
   bool activation_checkpointing = false;  // the option (FSDP's fsdp_activation_checkpointing)
   bool save_16bit_model = false;  // the option (DeepSpeed's zero3_save_16bit_model)
   bool model_zero_grad = false;   // zero with acc_model_zero_grad (torch's model.zero_grad()), not the optimizer's
+  const char* ignored_modules = nullptr;  // the option (FSDP's ignored_modules), under zero_stage 1-3
 };
 
 // Sets launcher variables for its lifetime, then restores what was there (a run under
@@ -169,6 +170,7 @@ struct Job {
         {"activation_checkpointing", s.activation_checkpointing ? "true" : "false"},
         {"zero3_save_16bit_model", s.save_16bit_model ? "true" : "false"}};
     if (s.wrap_policy) options.emplace_back("auto_wrap_policy", s.wrap_policy);
+    if (s.ignored_modules && stage > 0) options.emplace_back("ignored_modules", s.ignored_modules);
     acc = acc_test::make_accelerator(options);
     EXPECT_EQ(acc_set_seed(11), ACC_OK);
     {
@@ -1585,6 +1587,69 @@ TEST(Sharded, TorchScriptLoraTrainsUnitByUnitAsUnderDdp) {
     ASSERT_EQ(eval.size(), ddp_eval.size());
     for (size_t i = 0; i < eval.size(); ++i) EXPECT_NEAR(eval[i], ddp_eval[i], same_reduction_order(3) ? 0.0 : 1e-5);
   }
+}
+
+// FSDP's ignored_modules (Accelerate's fsdp_ignored_modules): a matched module's frozen parameters
+// are kept whole on every process, never gathered or freed, while the rest is sharded; training is
+// DDP's, and checkpoints hold them whole. A trainable one is refused (FSDP would leave its gradients
+// unreduced), as is a pattern matching no module.
+TEST(Sharded, IgnoredModulesStayWholeAndTrainAsDdp) {
+  Settings s;
+  s.freeze = "2.*";
+  s.ignored_modules = "2";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 3);
+  Settings lora_and_main_loads = s;  // weights only on the main process: the others receive the kept ones whole
+  lora_and_main_loads.freeze = "0.*,2.*";
+  lora_and_main_loads.ignored_modules = "0|2";
+  lora_and_main_loads.main_process_loads = true;
+  lora_and_main_loads.lora = "4";
+  expect_trains_like(lora_and_main_loads, 3, lora_and_main_loads, 3);
+
+  Settings sharded_files = s;
+  sharded_files.state_dict_type = "SHARDED_STATE_DICT";
+  Job job(3, sharded_files);
+  job.micro_step();
+  size_t tensors = 0;
+  int64_t elements = -1;
+  ACC_ASSERT_OK(acc_model_parameter_count(job.model, &tensors, &elements));
+  EXPECT_EQ(elements, 5 * 3 + 3) << "only the ignored layer is whole at rest";
+  const std::string dir = shared_dir("ignored_modules");
+  ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
+  const auto saved = job.weights();
+  job.micro_step();
+  ACC_ASSERT_OK(acc_load_state(job.acc, dir.c_str(), nullptr));
+  EXPECT_EQ(job.weights(), saved) << "the sharded checkpoint round trip";
+  {
+    Settings all_sharded = sharded_files;
+    all_sharded.ignored_modules = nullptr;
+    Job other(3, all_sharded);
+    ACC_EXPECT_ERROR(acc_load_state(other.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, "ignored_modules");
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
+
+  for (const auto& [pattern, expected] : std::vector<std::pair<const char*, const char*>>{
+           {"2|4", "'4.weight' requires grad"}, {"2.weight", "matches no module that holds parameters"}}) {
+    SCOPED_TRACE(pattern);
+    acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "3"}, {"ignored_modules", pattern}});
+    acc_model* model = nullptr;
+    ACC_ASSERT_OK(acc_model_from_spec(kShardNet, &model));
+    size_t count = 0;
+    ACC_ASSERT_OK(acc_model_set_requires_grad(model, "2.*", 0, &count));
+    ACC_EXPECT_ERROR(acc_prepare(acc, &model, nullptr, nullptr, nullptr),
+                     std::string(pattern) == "2|4" ? ACC_ERR_UNSUPPORTED : ACC_ERR_INVALID_ARGUMENT, expected);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+
+  // A TorchScript model with LoRA on its blocks and its frozen embedding kept whole.
+  std::vector<float> ddp_eval, eval;
+  const auto ddp = train_torchscript(0, "stacked.pt", &ddp_eval, {}, "adamw", nullptr, "fc", 0.1);
+  EXPECT_LE(max_difference(ddp, train_torchscript(3, "stacked.pt", &eval, {{"ignored_modules", "embed"}}, "adamw",
+                                                  nullptr, "fc", 0.1)),
+            same_reduction_order(3) ? 0.0 : 1e-5);
+  ASSERT_EQ(eval.size(), ddp_eval.size());
+  for (size_t i = 0; i < eval.size(); ++i) EXPECT_NEAR(eval[i], ddp_eval[i], same_reduction_order(3) ? 0.0 : 1e-5);
 }
 
 // cpu_ram_efficient_loading with a TorchScript model: the other processes drop what they read, and
