@@ -448,7 +448,11 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   base model; "gaussian": A ~ N(0, 1/r), zero B; "false": both as nn.Linear initialises them),
  *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
  *   acc_model_add_lora for TorchScript models), exclude_modules (string, default none: modules left
- *   unadapted, named as target_modules are), base_model_name_or_path, revision, task_type (strings,
+ *   unadapted, named as target_modules are), modules_to_save (string, default none: PEFT's
+ *   modules_to_save, names separated by commas, a module matching a name its own name ends with:
+ *   the module, e.g. a classifier head, trains whole beside the adapters and acc_model_save_lora
+ *   writes its parameters and buffers with them; one that matches nothing, or that holds a layer
+ *   the targets adapt, is an error), base_model_name_or_path, revision, task_type (strings,
  *   default none: written to adapter_config.json, where PEFT's AutoPeftModel reads them).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
@@ -754,8 +758,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
 
 /* LoRA adapters (beyond Python Accelerate: what PEFT's get_peft_model gives Python users). A
  * linear layer's weight W trains as W + (B A) * scaling with W frozen; A (r x in) and B (out x r)
- * are parameters of the model, listed after its own as "<module>.lora_A.weight" and
- * "<module>.lora_B.weight", so optimizers, DDP, sharding and save_state treat them as any others.
+ * are parameters of the model, "<module>.lora_A.weight" and "<module>.lora_B.weight", each pair
+ * listed right after its layer's own parameters (PEFT's order), so optimizers, DDP, sharding and
+ * save_state treat them as any others.
  * A layer-spec model's linear layers compute as PEFT's LoRA layer: output + B(A(dropout(x))) *
  * scaling (the same numbers, dropout masks included). So do a TorchScript model's nn.Linear layers,
  * whose code is not edited, through a marked copy of forward. A layer whose weight the forward

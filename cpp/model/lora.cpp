@@ -4,13 +4,13 @@
 #include <torch/nn/init.h>
 
 #include <cmath>
-#include <regex>
-#include <sstream>
 #include <memory>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "common/error.h"
+#include "common/module_regex.h"
 #include "common/text.h"
 #include "common/utf8.h"
 
@@ -51,6 +51,8 @@ const OptionTable<LoraConfig>& lora_option_table() {
     t.bind("init_lora_weights", "Kaiming A and zero B (true), N(0, 1/r) A (gaussian), or nn.Linear's", &L::init)
         .one_of({"true", "gaussian", "false"});
     t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
+    t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",
+           &L::modules_to_save_spec);
     t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
            &L::base_model_name_or_path);
     t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
@@ -71,6 +73,14 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
   if (!excluded.empty())
     read_module_names("exclude_modules", excluded, &config.exclude_names,
                       [&](const std::string& expression) { config.set_exclude_regex(expression); });
+  const std::string saved = trimmed(config.modules_to_save_spec);
+  require(is_utf8(saved), "modules_to_save '", printable_utf8(saved), "' is not valid UTF-8");
+  if (!saved.empty()) {
+    for (const auto& name : split_trimmed(saved, ',')) {
+      require(!name.empty(), "modules_to_save '", saved, "' has an empty name");
+      config.modules_to_save.push_back(name);
+    }
+  }
   const std::pair<const char*, const std::string*> texts[] = {
       {"base_model_name_or_path", &config.base_model_name_or_path},
       {"revision", &config.revision},
@@ -81,103 +91,6 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
 }
 
 namespace {
-
-// The repetition that starts at `expression[i]`, if any: none, a bounded one that repeats at most
-// once (?, {0,1}, {1}), or one that repeats more (*, +, {n,}, {n,m} with m > 1). `length` is its
-// number of characters.
-enum class Repetition { None, AtMostOnce, Many };
-Repetition repetition_at(const std::string& expression, size_t i, size_t* length) {
-  *length = 1;
-  if (i >= expression.size()) return Repetition::None;
-  const char c = expression[i];
-  if (c == '*' || c == '+') return Repetition::Many;
-  if (c == '?') return Repetition::AtMostOnce;
-  if (c != '{') return Repetition::None;
-  const size_t close = expression.find('}', i);
-  if (close == std::string::npos) return Repetition::None;  // a literal '{'
-  *length = close - i + 1;
-  const std::string bounds = expression.substr(i + 1, close - i - 1);
-  const size_t comma = bounds.find(',');
-  if (comma == std::string::npos) return bounds == "0" || bounds == "1" ? Repetition::AtMostOnce : Repetition::Many;
-  const std::string upper = bounds.substr(comma + 1);
-  return upper == "0" || upper == "1" ? Repetition::AtMostOnce : Repetition::Many;
-}
-
-// std::regex compiles and matches by recursion with backtracking: a pattern nested thousands deep
-// overflows the stack, and ambiguous patterns take exponential or high polynomial time on a name
-// they do not match: a repeated group that holds a choice or a repetition ((a|a)*, (a+)+), many
-// choices in a row ((.|.)(.|.)...), many repetitions in a row (.*.*.*...). Module names are short
-// and PEFT's patterns simple, so patterns past these bounds are refused rather than run.
-void check_regex_cost(const std::string& expression, const char* key) {
-  constexpr size_t kMaxLength = 1000, kMaxDepth = 32, kMaxRepetitions = 4, kMaxChoices = 1024;
-  const auto refuse = [&](const std::string& why) {
-    fail(Status::InvalidArgument, key, " regular expression '", expression, "' ", why,
-         ", which can take exponential or high polynomial time to match: write it more simply");
-  };
-  require(expression.size() <= kMaxLength, key, " regular expression is ", expression.size(),
-          " characters long (at most ", kMaxLength, ")");
-  struct Group {
-    size_t alternatives = 1;
-    bool holds_choice_or_repetition = false;
-  };
-  std::vector<Group> open{Group{}};  // the whole expression, then each open group
-  size_t repetitions = 0, choices = 1;
-  bool in_class = false;
-  for (size_t i = 0; i < expression.size(); ++i) {
-    const char c = expression[i];
-    if (c == '\\') {
-      ++i;
-      continue;
-    }
-    if (in_class) {
-      in_class = c != ']';
-      continue;
-    }
-    size_t length = 1;
-    if (c == '[') {
-      in_class = true;
-    } else if (c == '(') {
-      open.emplace_back();
-      if (i + 2 < expression.size() && expression[i + 1] == '?') i += 2;  // (?:  (?=  (?!
-      if (open.size() - 1 > kMaxDepth)
-        fail(Status::InvalidArgument, key, " regular expression '", expression, "' nests groups deeper than ",
-             kMaxDepth);
-    } else if (c == '|') {
-      ++open.back().alternatives;
-      open.back().holds_choice_or_repetition = true;
-    } else if (c == ')' && open.size() > 1) {
-      const Group group = open.back();
-      open.pop_back();
-      choices *= group.alternatives;
-      if (choices > kMaxChoices) refuse("chains more than " + std::to_string(kMaxChoices) + " ways through its choices");
-      const Repetition repeated = repetition_at(expression, i + 1, &length);
-      if (repeated == Repetition::Many && group.holds_choice_or_repetition)
-        refuse("repeats a group that holds a choice or a repetition (like (a|b)* or (a+)+)");
-      if (repeated == Repetition::Many) ++repetitions;
-      if (group.holds_choice_or_repetition || repeated != Repetition::None) open.back().holds_choice_or_repetition = true;
-      if (repeated != Repetition::None) i += length;
-    } else if (const Repetition r = repetition_at(expression, i, &length); r != Repetition::None) {
-      open.back().holds_choice_or_repetition = true;
-      if (r == Repetition::Many) ++repetitions;
-      i += length - 1;
-    }
-    if (repetitions > kMaxRepetitions)
-      refuse("holds more than " + std::to_string(kMaxRepetitions) + " repetitions (*, +, {n,})");
-  }
-  if (open.front().alternatives > kMaxChoices) refuse("chains more than " + std::to_string(kMaxChoices) + " choices");
-}
-
-// A whole-name matcher for `expression` (PEFT's re.fullmatch), checked for its cost first.
-std::function<bool(const std::string&)> module_regex(const std::string& expression, const char* key) {
-  check_regex_cost(expression, key);
-  std::shared_ptr<const std::regex> compiled;
-  try {
-    compiled = std::make_shared<const std::regex>(expression);
-  } catch (const std::regex_error& e) {
-    fail(Status::InvalidArgument, key, " regular expression '", expression, "' is invalid: ", e.what());
-  }
-  return [compiled](const std::string& module) { return std::regex_match(module, *compiled); };
-}
 
 bool names_match(const std::vector<std::string>& names, const std::string& module) {
   for (const auto& name : names)
@@ -205,6 +118,15 @@ bool LoraConfig::targets(const std::string& module) const {
   // As PEFT's check_target_module_exists: an excluded module first, whatever the targets say.
   if (exclude_matches ? exclude_matches(module) : names_match(exclude_names, module)) return false;
   return regex_matches ? regex_matches(module) : names_match(target_names, module);
+}
+
+bool LoraConfig::saves(const std::string& name) const {
+  for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
+    const std::string module = name.substr(0, dot);
+    for (const auto& saved : modules_to_save)
+      if (ends_with(module, saved)) return true;
+  }
+  return false;
 }
 
 std::string LoraConfig::describe_targets() const {
@@ -289,6 +211,34 @@ NamedTensors LoraAdapters::named_parameters() const {
     out.emplace_back(adapter.site.module + ".lora_A.weight", adapter.a);
     out.emplace_back(adapter.site.module + ".lora_B.weight", adapter.b);
   }
+  return out;
+}
+
+NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
+  if (adapters_.empty()) return own;
+  std::vector<std::vector<size_t>> after(own.size());  // the adapters that follow own[i]
+  std::vector<size_t> last;
+  for (size_t k = 0; k < adapters_.size(); ++k) {
+    const std::string prefix = adapters_[k].site.module + ".";
+    size_t at = own.size();
+    for (size_t i = 0; i < own.size(); ++i) {
+      const std::string& name = own[i].first;
+      if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+          name.find('.', prefix.size()) == std::string::npos)
+        at = i;  // one of the layer's own parameters (not a submodule's)
+    }
+    (at < own.size() ? after[at] : last).push_back(k);
+  }
+  NamedTensors out;
+  auto add = [&](size_t k) {
+    out.emplace_back(adapters_[k].site.module + ".lora_A.weight", adapters_[k].a);
+    out.emplace_back(adapters_[k].site.module + ".lora_B.weight", adapters_[k].b);
+  };
+  for (size_t i = 0; i < own.size(); ++i) {
+    out.push_back(std::move(own[i]));
+    for (size_t k : after[i]) add(k);
+  }
+  for (size_t k : last) add(k);
   return out;
 }
 

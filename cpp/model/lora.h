@@ -37,6 +37,10 @@ struct LoraConfig {
   std::string exclude_regex;
   std::function<bool(const std::string&)> exclude_matches;
   std::string exclude_spec;  // the option: names separated by commas, or "re:" and an expression
+  // PEFT's modules_to_save: modules trained whole beside the adapters (a classifier head) and saved
+  // with them; a module matches a name its own name ends with, as in PEFT (no dot needed).
+  std::vector<std::string> modules_to_save;
+  std::string modules_to_save_spec;  // the option: names separated by commas
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -55,6 +59,9 @@ struct LoraConfig {
   void set_exclude_regex(const std::string& expression);
   double scaling() const;
   bool targets(const std::string& module) const;
+  // Whether the parameter or buffer `name` lies in a module modules_to_save names (the module or
+  // one of its submodules), PEFT's ModulesToSaveWrapper around it.
+  bool saves(const std::string& name) const;
   std::string describe_targets() const;
 };
 
@@ -97,6 +104,11 @@ class LoraAdapters {
 
   // "<module>.lora_A.weight" and "<module>.lora_B.weight" per adapter, in order.
   NamedTensors named_parameters() const;
+  // A model's own parameters (`own`, in its order) with each adapter's two right after its layer's
+  // own parameters, where PEFT's layer lists them (base_layer's, then lora_A, lora_B): the order of
+  // PEFT's model.parameters(), which optimizers and gradient clipping's total norm follow. An
+  // adapter whose layer lists none of its own (its weight tied to an earlier module's) comes last.
+  NamedTensors placed_among(NamedTensors own) const;
 
   // While the returned guard lives, the weight-adapted layers compute with W + (B A) * scaling;
   // autograd reaches A and B through it.

@@ -61,7 +61,7 @@ json config_json(const LoraConfig& config) {
             {"use_rslora", config.use_rslora},
             {"fan_in_fan_out", false},
             {"bias", "none"},
-            {"modules_to_save", nullptr},
+            {"modules_to_save", config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save)},
             {"layers_to_transform", nullptr},
             {"layers_pattern", nullptr},
             {"rank_pattern", json::object()},
@@ -114,8 +114,16 @@ LoraConfig config_from_json(const json& j, const std::string& path) {
   if (flag("fan_in_fan_out")) refuse("fan_in_fan_out", "is true: only nn.Linear's layout is supported");
   if (j.contains("bias") && j["bias"] != "none") refuse("bias", "must be \"none\" (trained biases are not supported)");
   if (flag("lora_bias")) refuse("lora_bias", "is true: trained biases on lora_B are not supported");
-  for (const char* key : {"modules_to_save", "layers_to_transform", "layers_pattern", "layer_replication",
-                          "trainable_token_indices", "target_parameters"})
+  if (j.contains("modules_to_save") && !j["modules_to_save"].is_null()) {
+    const json& names = j["modules_to_save"];
+    if (!names.is_array()) refuse("modules_to_save", "must be a list of module names or null");
+    for (const auto& name : names) {
+      if (!name.is_string() || name.get<std::string>().empty()) refuse("modules_to_save", "must hold module names");
+      config.modules_to_save.push_back(name.get<std::string>());
+    }
+  }
+  for (const char* key :
+       {"layers_to_transform", "layers_pattern", "layer_replication", "trainable_token_indices", "target_parameters"})
     if (j.contains(key) && !j[key].is_null() && !(j[key].is_array() && j[key].empty()))
       refuse(key, "is set: it is not supported");
   for (const char* key : {"rank_pattern", "alpha_pattern"})
@@ -171,7 +179,7 @@ LoraConfig config_from_json(const json& j, const std::string& path) {
 
 }  // namespace
 
-void save_lora_files(const std::string& dir, const LoraAdapters& adapters) {
+void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const NamedTensors& saved) {
   require(!adapters.empty(), "the model has no LoRA adapters to save");
   NamedTensors tensors;
   for (const auto& adapter : adapters.adapters()) {
@@ -182,6 +190,8 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters) {
     tensors.emplace_back(kPrefix + module + kSuffixA, adapter.a.detach().to(at::kCPU).contiguous());
     tensors.emplace_back(kPrefix + module + kSuffixB, adapter.b.detach().to(at::kCPU).contiguous());
   }
+  for (const auto& [name, tensor] : saved)
+    tensors.emplace_back(kPrefix + name, tensor.detach().to(at::kCPU).contiguous());
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(Status::Io, "cannot create '", dir, "': ", ec.message());
@@ -240,7 +250,12 @@ LoraFiles read_lora_files(const std::string& dir) {
   for (auto& [name, tensor] : contents.tensors) {
     if (name.rfind(kPrefix, 0) != 0) refuse(name, std::string("is not named as PEFT names adapters (") + kPrefix + "...)");
     const bool is_a = ends_with(name, kSuffixA), is_b = ends_with(name, kSuffixB);
-    if (!is_a && !is_b) refuse(name, "is not a lora_A or lora_B weight");
+    const std::string in_model = name.substr(std::string(kPrefix).size());
+    if (!is_a && !is_b && files.config.saves(in_model)) {  // a module to save's, whole
+      files.saved[in_model] = tensor;
+      continue;
+    }
+    if (!is_a && !is_b) refuse(name, "is not a lora_A or lora_B weight, nor in a module modules_to_save names");
     // The prefix's last '.' may be the suffix's first ("base_model.model.lora_A.weight"): no module then.
     const size_t prefix = std::string(kPrefix).size(), suffix = std::string(kSuffixA).size();
     if (name.size() <= prefix + suffix) refuse(name, "names no module");

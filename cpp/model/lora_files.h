@@ -16,12 +16,17 @@ struct LoraFiles {
     at::Tensor a, b;
   };
   std::map<std::string, Pair> modules;  // by module name
+  // The modules to save's parameters and buffers, by their names in the model.
+  std::map<std::string, at::Tensor> saved;
 };
 
-void save_lora_files(const std::string& dir, const LoraAdapters& adapters);
+// `saved`: the parameters and buffers of the modules modules_to_save names (LoraConfig::saves),
+// written whole under PEFT's names ("base_model.model.<name>") beside the adapters.
+void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const NamedTensors& saved);
 
 // Reads and checks both files (configuration values PEFT allows but this library does not
-// implement are refused by name; every tensor name must be PEFT's and come in A/B pairs of rank r).
+// implement are refused by name; every tensor name must be PEFT's and come in A/B pairs of rank r,
+// or lie in a module modules_to_save names).
 LoraFiles read_lora_files(const std::string& dir);
 
 }  // namespace acc

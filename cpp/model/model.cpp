@@ -2,6 +2,8 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <iterator>
+#include <map>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -305,6 +307,25 @@ void Model::save_torchscript(const std::string& path) const {
   restore();
 }
 
+namespace {
+
+// Refuses modules_to_save that match no parameter or hold a layer the config adapts.
+void check_modules_to_save(const LoraConfig& config, const NamedTensors& parameters,
+                           const std::vector<LinearSite>& sites) {
+  if (config.modules_to_save.empty()) return;
+  std::string names;
+  for (const auto& name : config.modules_to_save) names += (names.empty() ? "" : ",") + name;
+  bool any = false;
+  for (const auto& entry : parameters) any = any || config.saves(entry.first);
+  require(any, "modules_to_save '", names, "' matches no module that holds parameters (a module matches a name its ",
+          "own name ends with)");
+  for (const auto& site : sites)
+    require(!config.targets(site.module) || !config.saves(site.module + ".weight"), "modules_to_save '", names,
+            "' holds '", site.module, "', which target_modules adapts: train a module whole or adapt it, not both");
+}
+
+}  // namespace
+
 size_t Model::add_lora(const LoraConfig& config) {
   require_trainable_set_free(/*freezing=*/false);
   std::vector<LinearSite> sites = linear_sites();
@@ -316,19 +337,28 @@ size_t Model::add_lora(const LoraConfig& config) {
     for (auto it = first; it != last && site.tied_to.empty(); ++it)
       if (it->second != site.module + ".weight") site.tied_to = it->second;
   }
+  check_modules_to_save(config, named_parameters(), sites);
   const size_t added = lora_.add(config, sites, other_module_names());
-  // PEFT trains the adapters alone: every other parameter is frozen.
+  // PEFT trains the adapters alone, and the modules to save (its ModulesToSaveWrapper trains a copy
+  // of each, which computes as the module does): every other parameter is frozen.
   std::unordered_set<const c10::TensorImpl*> adapters;
   for (const auto& entry : lora_.named_parameters()) adapters.insert(entry.second.unsafeGetTensorImpl());
   for (auto& entry : named_parameters()) {
     if (adapters.count(entry.second.unsafeGetTensorImpl())) continue;
-    entry.second.set_requires_grad(false);
-    entry.second.mutable_grad() = at::Tensor();
+    const bool saved = config.saves(entry.first);
+    entry.second.set_requires_grad(saved);
+    if (!saved) entry.second.mutable_grad() = at::Tensor();
   }
   return added;
 }
 
-void Model::save_lora(const std::string& dir) const { save_lora_files(dir, lora()); }
+void Model::save_lora(const std::string& dir) const {
+  NamedTensors saved;
+  if (!lora().config().modules_to_save.empty())
+    for (auto& entry : state_dict())
+      if (lora().config().saves(entry.first)) saved.push_back(std::move(entry));
+  save_lora_files(dir, lora(), saved);
+}
 
 void Model::load_lora(const std::string& dir) {
   LoraFiles files = read_lora_files(dir);
@@ -353,10 +383,36 @@ void Model::load_lora(const std::string& dir) {
   for (const auto& module : other_module_names())
     require(!files.config.targets(module), where, ": target_modules '", files.config.describe_targets(), "' matches '",
             module, "', which is not a linear layer; LoRA adapts linear layers only");
+  // The modules to save: every parameter and buffer of theirs in the file, with its shape, and
+  // nothing else.
+  std::map<std::string, at::Tensor> saved_here;
+  if (!files.config.modules_to_save.empty()) {
+    require_weights("load_lora (modules_to_save)");
+    for (const auto& entry : named_parameters()) saved_here.emplace(entry.first, entry.second);
+    for (const auto& entry : named_buffers()) saved_here.emplace(entry.first, entry.second);
+    for (auto it = saved_here.begin(); it != saved_here.end();)
+      it = files.config.saves(it->first) ? std::next(it) : saved_here.erase(it);
+  }
+  for (const auto& [name, tensor] : files.saved) {
+    auto it = saved_here.find(name);
+    if (it == saved_here.end())
+      fail(Status::InvalidArgument, where, " holds '", name, "', which is no parameter or buffer of this model in ",
+           "its modules_to_save");
+    require(it->second.sizes() == tensor.sizes() && it->second.is_floating_point() == tensor.is_floating_point(), where,
+            ": '", name, "' has shape ", tensor.sizes(), " there, ", it->second.sizes(), " in the model");
+  }
+  for (const auto& entry : saved_here)
+    if (!files.saved.count(entry.first))
+      fail(Status::InvalidArgument, where, " holds no '", entry.first, "', which its modules_to_save names");
   if (!lora_.empty()) {
+    // The same modules trained whole.
+    const LoraConfig& have = lora_.config();
+    for (const auto& entry : named_parameters())
+      require(have.saves(entry.first) == files.config.saves(entry.first), where, " trains '", entry.first, "' ",
+              files.config.saves(entry.first) ? "whole (modules_to_save)" : "frozen", ", the model's adapters ",
+              have.saves(entry.first) ? "whole (modules_to_save)" : "frozen");
     // The same layers adapted alike; target_modules may name them otherwise (PEFT writes a set, in
     // any order, or a regular expression).
-    const LoraConfig& have = lora_.config();
     bool same_layers = lora_.size() == targeted.size();
     for (const auto& adapter : lora_.adapters()) same_layers = same_layers && targeted.count(adapter.site.module);
     // Each side as its settings say, the scaling included (lora_alpha / r, or / sqrt(r) with use_rslora).
@@ -377,6 +433,7 @@ void Model::load_lora(const std::string& dir) {
     adapter.a.copy_(pair.a);
     adapter.b.copy_(pair.b);
   }
+  for (const auto& [name, tensor] : files.saved) saved_here.at(name).copy_(tensor);
 }
 
 size_t Model::checkpoint_activations(const UnitPolicy&) {

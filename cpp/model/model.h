@@ -129,8 +129,8 @@ class Model {
   void set_gradient_keeper(std::function<void()> zero) { zero_kept_gradients_ = std::move(zero); }
 
   // LoRA adapters (model/lora.h), PEFT's get_peft_model: adapts the linear layers the config targets
-  // and freezes every other parameter. named_parameters lists the adapters' parameters after the
-  // model's own. Returns how many layers were adapted.
+  // and freezes every other parameter. named_parameters lists each adapter's parameters right after
+  // its layer's own, in PEFT's order. Returns how many layers were adapted.
   virtual size_t add_lora(const LoraConfig& config);
   // PEFT's layout in `dir`: adapter_config.json and adapter_model.safetensors.
   void save_lora(const std::string& dir) const;

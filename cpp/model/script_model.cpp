@@ -277,15 +277,13 @@ NamedTensors ScriptModel::named_parameters() const {
   std::unordered_set<const c10::TensorImpl*> seen;
   for (const auto& p : module_.named_parameters(/*recurse=*/true))
     if (seen.insert(p.value.unsafeGetTensorImpl()).second) out.emplace_back(p.name, p.value);
-  for (auto& entry : lora_.named_parameters()) out.push_back(std::move(entry));
-  return out;
+  return lora_.placed_among(std::move(out));
 }
 
 NamedTensors ScriptModel::named_parameters_with_ties() const {
   NamedTensors out;
   for (const auto& p : module_.named_parameters(/*recurse=*/true)) out.emplace_back(p.name, p.value);
-  for (auto& entry : lora_.named_parameters()) out.push_back(std::move(entry));
-  return out;
+  return lora_.placed_among(std::move(out));
 }
 
 NamedTensors ScriptModel::named_buffers() const {

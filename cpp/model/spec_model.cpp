@@ -233,9 +233,7 @@ bool SpecModel::set_unit_hooks(UnitHooks hooks) {
 }
 
 NamedTensors SpecModel::named_parameters() const {
-  NamedTensors out = defined_only(net_->named_parameters(true));
-  for (auto& entry : lora_.named_parameters()) out.push_back(std::move(entry));
-  return out;
+  return lora_.placed_among(defined_only(net_->named_parameters(true)));
 }
 
 size_t SpecModel::tie_source(size_t i) const { return static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>()); }

@@ -10,8 +10,8 @@
 
 namespace acc {
 
-// InvalidArgument naming the pattern unless it is a regular expression (ECMAScript's syntax, which
-// Python's re shares for names: alternatives, classes, repetition, groups).
+// InvalidArgument naming the pattern unless it is a regular expression this library runs
+// (common/module_regex.h: ECMAScript's syntax, which Python's re shares for names).
 // `name` says where the pattern comes from.
 void check_module_pattern(const std::string& pattern, const std::string& name = "ignored_modules");
 

@@ -112,13 +112,17 @@ TEST(Lora, AdaptersStartAsTheBaseModelAndFreezeEverythingElse) {
   int64_t base_elements = 0;
   ACC_ASSERT_OK(acc_model_parameter_count(m, &base_tensors, &base_elements));
   EXPECT_EQ(add_lora(m), 3u);
-  // Adapter parameters come after the model's own, named after the module they adapt.
+  // Adapter parameters are named after the module they adapt and listed right after its own
+  // parameters, where PEFT's layer lists them (base_layer's, then lora_A, lora_B): the order
+  // optimizers and clipping's total norm follow.
   const auto n = acc_test::parameter_names(m);
-  const std::vector<std::string> adapters(n.end() - 6, n.end());
-  EXPECT_EQ(adapters, (std::vector<std::string>{"0.lora_A.weight", "0.lora_B.weight",
-                                                "1.self_attn.out_proj.lora_A.weight",
-                                                "1.self_attn.out_proj.lora_B.weight", "1.linear1.lora_A.weight",
-                                                "1.linear1.lora_B.weight"}));
+  for (const std::string module : {"0", "1.self_attn.out_proj", "1.linear1"}) {
+    const auto bias = std::find(n.begin(), n.end(), module + ".bias");
+    ASSERT_TRUE(bias != n.end() && bias + 2 < n.end()) << module;
+    EXPECT_EQ(*(bias + 1), module + ".lora_A.weight");
+    EXPECT_EQ(*(bias + 2), module + ".lora_B.weight");
+  }
+  EXPECT_EQ(n.back(), "2.bias") << "the last layer has no adapter";
   EXPECT_EQ(param(m, "0.lora_A.weight").size(), 2u * 6u);
   EXPECT_EQ(param(m, "1.linear1.lora_B.weight").size(), 16u * 2u);
   size_t count = 0;
@@ -648,6 +652,103 @@ TEST(Lora, PeftSettingsItHonoursAreKeptAndTheOthersNamed) {
   fs::remove_all(dir);
   fs::remove_all(again);
   acc_model_free(m);
+}
+
+// The tensor names a safetensors file holds (its header's keys but the metadata).
+std::vector<std::string> safetensors_names(const std::string& path) {
+  const std::string bytes = acc_test::read_file(path);
+  uint64_t length = 0;
+  for (int i = 0; i < 8 && bytes.size() >= 8; ++i) length |= uint64_t{static_cast<uint8_t>(bytes[i])} << (8 * i);
+  const json header = json::parse(bytes.substr(8, length));
+  std::vector<std::string> names;
+  for (const auto& entry : header.items())
+    if (entry.key() != "__metadata__") names.push_back(entry.key());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// PEFT's modules_to_save (what its task_type SEQ_CLS sets for a classifier head): the module trains
+// whole beside the adapters, as PEFT's ModulesToSaveWrapper trains its copy, and travels with them
+// in adapter_model.safetensors under PEFT's names.
+TEST(Lora, ModulesToSaveTrainWholeAndTravelWithTheAdapters) {
+  auto with_head = [](const char* modules_to_save) {
+    acc_options* o = lora_options(2, 4);
+    EXPECT_EQ(acc_options_set(o, "modules_to_save", modules_to_save), ACC_OK);
+    return o;
+  };
+  acc_model* m = net();
+  acc_options* o = with_head("norm2");
+  ACC_ASSERT_OK(acc_model_add_lora(m, kTargets, o, nullptr));
+  const auto norm = param(m, "1.norm2.weight"), frozen = param(m, "2.weight");
+  train(m, 3);
+  EXPECT_NE(param(m, "1.norm2.weight"), norm) << "the module to save trains";
+  EXPECT_EQ(param(m, "2.weight"), frozen) << "the rest stays frozen";
+  const auto trained = outputs(m);
+  const std::string dir = acc_test::temp_path("lora_modules_to_save");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+  EXPECT_EQ(json::parse(acc_test::read_file(dir + "/adapter_config.json"))["modules_to_save"], json{"norm2"});
+  const auto names = safetensors_names(dir + "/adapter_model.safetensors");
+  for (const char* name :
+       {"base_model.model.1.norm2.weight", "base_model.model.1.norm2.bias", "base_model.model.0.lora_A.weight"})
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  EXPECT_EQ(names.size(), 8u) << "three adapters and the norm's two tensors";
+
+  acc_model* fresh = net(6);  // another initialisation: everything the file holds is loaded
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(param(fresh, "1.norm2.weight"), param(m, "1.norm2.weight"));
+  EXPECT_NE(outputs(fresh), trained) << "net(6)'s frozen base differs";
+  acc_model* same_base = net();
+  ACC_ASSERT_OK(acc_model_load_lora(same_base, dir.c_str()));
+  EXPECT_EQ(outputs(same_base), trained);
+  const auto before = param(same_base, "1.norm2.weight");
+  train(same_base, 1);
+  EXPECT_NE(param(same_base, "1.norm2.weight"), before) << "a loaded module to save trains on";
+
+  // Into a model whose adapters keep the norm frozen: refused, changing nothing.
+  acc_model* plain = net();
+  add_lora(plain);
+  const auto plain_norm = param(plain, "1.norm2.weight");
+  ACC_EXPECT_ERROR(acc_model_load_lora(plain, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "trains '1.norm2.weight' whole");
+  EXPECT_EQ(param(plain, "1.norm2.weight"), plain_norm);
+  // A file without one of the module's tensors.
+  json config = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
+  config["modules_to_save"] = json{"norm2", "norm1"};  // 1.norm1's tensors are not there
+  std::ofstream(dir + "/adapter_config.json", std::ios::trunc) << config.dump();
+  acc_model* other = net();
+  const auto names_before = acc_test::parameter_names(other);
+  ACC_EXPECT_ERROR(acc_model_load_lora(other, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "holds no '1.norm1.");
+  EXPECT_EQ(acc_test::parameter_names(other), names_before);
+
+  // A module matches a name its own name ends with, as PEFT's endswith: "2" is the last layer, and
+  // 1.linear2 and 1.norm2 too.
+  acc_model* ends = net();
+  acc_options* two = with_head("2");
+  ACC_ASSERT_OK(acc_model_add_lora(ends, kTargets, two, nullptr));
+  acc_options_free(two);
+  const auto before_two = param(ends, "1.linear2.weight"), before_layer = param(ends, "2.weight");
+  train(ends, 1);
+  EXPECT_NE(param(ends, "1.linear2.weight"), before_two);
+  EXPECT_NE(param(ends, "2.weight"), before_layer);
+  acc_model_free(ends);
+
+  // What cannot be honoured, refused before anything changes.
+  for (const auto& [saved, needle] :
+       std::vector<std::pair<const char*, const char*>>{{"nothing", "matches no module that holds parameters"},
+                                                        {"0", "which target_modules adapts"},
+                                                        {"norm2,,norm1", "has an empty name"}}) {
+    acc_options* bad = with_head(saved);
+    acc_model* n = net();
+    ACC_EXPECT_ERROR(acc_model_add_lora(n, kTargets, bad, nullptr), ACC_ERR_INVALID_ARGUMENT, needle);
+    size_t adapters = 1;
+    ACC_ASSERT_OK(acc_model_lora_count(n, &adapters));
+    EXPECT_EQ(adapters, 0u) << saved;
+    acc_options_free(bad);
+    acc_model_free(n);
+  }
+  fs::remove_all(dir);
+  acc_options_free(o);
+  for (acc_model* model : {m, fresh, same_base, plain, other}) acc_model_free(model);
 }
 
 TEST(Lora, SavedModelsHoldMergedWeights) {

@@ -734,7 +734,7 @@ TEST_F(Sharding, IgnoredModulesComeFromTheConfigAndItsVariable) {
     acc::parse_config_text("distributed_type: FSDP\nfsdp_config:\n  fsdp_ignored_modules: 'blocks.(0'\n", "bad.yaml");
   });
   EXPECT_EQ(status, acc::Status::InvalidArgument);
-  EXPECT_NE(message.find("bad.yaml: fsdp_config: fsdp_ignored_modules 'blocks.(0' is not a regular expression"),
+  EXPECT_NE(message.find("bad.yaml: fsdp_config: fsdp_ignored_modules regular expression 'blocks.(0' is invalid"),
             std::string::npos)
       << message;
   setenv("FSDP_IGNORED_MODULES", "(", 1);
@@ -748,6 +748,10 @@ TEST_F(Sharding, IgnoredModulesComeFromTheConfigAndItsVariable) {
   EXPECT_NE(message.find("it needs zero_stage 1, 2 or 3, not 0"), std::string::npos) << message;
   std::tie(status, message) = failure([] { resolve({{"zero_stage", "3"}, {"ignored_modules", "[a-"}}); });
   EXPECT_EQ(status, acc::Status::InvalidArgument) << message;
+  // A pattern std::regex would match in exponential time (or overflow the stack on) is refused unrun.
+  std::tie(status, message) = failure([] { resolve({{"zero_stage", "3"}, {"ignored_modules", "(a+)+b"}}); });
+  EXPECT_EQ(status, acc::Status::InvalidArgument) << message;
+  EXPECT_NE(message.find("exponential"), std::string::npos) << message;
 }
 
 // Modules match by their whole names, a parameter lying in each module up its name's dots (and in

@@ -598,6 +598,15 @@ SCENARIOS.update({
                           mixed_precision="bf16", graph_optimization=False),
     "lm_lora": dict(model="lm", optimizer="adamw", schedule="linear", lora=dict(targets="linear1,linear2,head", r=4,
                     alpha=8, dropout=0.1), accumulation=2, graph_optimization=False),
+    "mlp_lora_head": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
+                          lora=dict(targets="fc1", r=4, alpha=8, modules_to_save="fc2")),
+    "mlp_lora_head_clip": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
+                               lora=dict(targets="fc1", r=4, alpha=8, modules_to_save="fc2")),
+    "mlp_lora_head_resume": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
+                                 lora=dict(targets="fc1", r=4, alpha=8, modules_to_save="fc2"), resume=True,
+                                 uninterrupted="mlp_lora_head_clip"),
+    "cnn_lora_norm": dict(model="cnn", data="images", optimizer="sgd", schedule="step", graph_optimization=False,
+                          lora=dict(targets="fc", r=2, alpha=4, modules_to_save="norm")),
     "cnn_lora": dict(model="cnn", data="images", optimizer="sgd", schedule="step", lora=dict(targets="fc", r=2, alpha=4),
                      graph_optimization=False),
 })
@@ -623,6 +632,9 @@ SCENARIOS.update({
                       graph_optimization=False, processes=(2,)),
     "lm_lora_zero3": dict(model="lm", optimizer="adamw", schedule="linear", lora=dict(targets="linear1,linear2,head",
                           r=4, alpha=8, dropout=0.1), zero_stage=3, graph_optimization=False, processes=(2,)),
+    "mlp_lora_head_zero3": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
+                                lora=dict(targets="fc1", r=4, alpha=8, modules_to_save="fc2"), zero_stage=3,
+                                processes=(2,)),
     "mlp_lora_zero3": dict(model="mlp", optimizer="adamw", schedule="linear", lora=dict(_LORA, dropout=0.1),
                            zero_stage=3, graph_optimization=False, processes=(2,)),
     # PyTorch's fused kernels round a tensor's last elements otherwise than its vector body: the
@@ -790,6 +802,21 @@ class LoraLinear(torch.nn.Module):
         return self.base_layer
 
 
+class ModulesToSave(torch.nn.Module):
+    """PEFT's ModulesToSaveWrapper (peft/utils/other.py), restated: the original module frozen and a
+    copy of it (copy.deepcopy, no random draws) trained and called in its place."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.original_module = module
+        self.modules_to_save = torch.nn.ModuleDict({"default": copy.deepcopy(module)})
+        self.original_module.requires_grad_(False)
+        self.modules_to_save["default"].requires_grad_(True)
+
+    def forward(self, x):
+        return self.modules_to_save["default"](x)
+
+
 EAGER_MODELS = {"mlp": Mlp, "wide": Wide, "cnn": Cnn, "lm": Lm}
 
 
@@ -814,6 +841,8 @@ def peft_model(scripted, name, settings):
                                                        for t in targets):
             replace_module(model, module_name,
                            LoraLinear(module, settings["r"], settings["alpha"], settings.get("dropout", 0.0)))
+    for module_name in filter(None, settings.get("modules_to_save", "").split(",")):
+        replace_module(model, module_name, ModulesToSave(model.get_submodule(module_name)))
     return model
 
 
@@ -823,6 +852,8 @@ def without_adapters(model):
     for module_name, module in list(merged.named_modules()):
         if isinstance(module, LoraLinear):
             replace_module(merged, module_name, module.merged())
+        elif isinstance(module, ModulesToSave):
+            replace_module(merged, module_name, module.modules_to_save["default"])
     return merged
 
 
@@ -1243,6 +1274,9 @@ class AccelerateJob:
     def weights(self):
         weights = dict(self.accelerator.unwrap_model(self.model).state_dict())
         weights = {k.replace(".base_layer.", "."): v for k, v in weights.items()}  # PEFT's layer holds the base
+        # A module to save computes with its trained copy; its original stays as it was.
+        weights = {k.replace(".modules_to_save.default.", "."): v for k, v in weights.items()
+                   if ".original_module." not in k}
         if self.second:
             weights.update({"second." + k: v for k, v in self.accelerator.unwrap_model(self.second[0]).state_dict().items()})
         return {name: t.float().flatten().tolist() for name, t in weights.items()}
@@ -1300,7 +1334,8 @@ class OurJob:
         if cfg["lora"]:
             settings = cfg["lora"]
             lora = lib.options(api.ACC_OPTIONS_LORA, {"r": settings["r"], "lora_alpha": float(settings["alpha"]),
-                                                      "lora_dropout": float(settings.get("dropout", 0.0))})
+                                                      "lora_dropout": float(settings.get("dropout", 0.0)),
+                                                      "modules_to_save": settings.get("modules_to_save", "")})
             lib.acc_model_add_lora(model, settings["targets"].encode(), lora, None)
             lib.lib.acc_options_free(lora)
         optimizer = lib.new("acc_optimizer_create", model, cfg["optimizer"].split("_")[0].encode(),
