@@ -754,6 +754,7 @@ const Call kCalls[] = {
     [] {
       acc_options* o = options(ACC_OPTIONS_LORA);
       set(o, "r", std::to_string(1 + pick(4)).c_str());
+      if (coin(0.3)) set(o, "modules_to_save", coin(0.5) ? "2" : "1");  // a trained layer beside the adapters
       CALL("model_add_lora", acc_model_add_lora(any(models), coin(0.5) ? "0" : "re:.*", o, nullptr));
       acc_options_free(o);
     },
