@@ -451,8 +451,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   unadapted, named as target_modules are), modules_to_save (string, default none: PEFT's
  *   modules_to_save, names separated by commas, a module matching a name its own name ends with:
  *   the module, e.g. a classifier head, trains whole beside the adapters and acc_model_save_lora
- *   writes its parameters and buffers with them; one that matches nothing, or that holds a layer
- *   the targets adapt, is an error), base_model_name_or_path, revision, task_type (strings,
+ *   writes its parameters and buffers with them; a target inside it stays unadapted, as in PEFT;
+ *   task_type SEQ_CLS or TOKEN_CLS adds "classifier" and "score", QUESTION_ANS "qa_outputs"; a
+ *   name given that matches nothing is an error), base_model_name_or_path, revision, task_type (strings,
  *   default none: written to adapter_config.json, where PEFT's AutoPeftModel reads them).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),

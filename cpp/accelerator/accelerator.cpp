@@ -135,7 +135,7 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
       parallel = std::make_shared<DataParallel>(model, dist_, config_.ddp);
   }
   if (weights_pending) model->weights_arrived();  // stage 3 filled its shards
-  if (place && shards_first) model->to(device_, c10::nullopt);  // frozen parameters and buffers
+  if (place && shards_first) model->to(device_, c10::nullopt);  // buffers, and ignored_modules' parameters
   // Engines take every process's weights from the main process. A model with nothing to train has
   // none: where the job asks for main-process loading, every process (the main one too, which
   // never awaits weights) joins a broadcast of them here.

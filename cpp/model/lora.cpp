@@ -80,7 +80,14 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
       require(!name.empty(), "modules_to_save '", saved, "' has an empty name");
       config.modules_to_save.push_back(name);
     }
+    config.modules_to_save_given = true;
   }
+  // PEFT's PeftModelFor{SequenceClassification,TokenClassification,QuestionAnswering} train their
+  // task's head whole (and write these names into adapter_config.json).
+  if (config.task_type == "SEQ_CLS" || config.task_type == "TOKEN_CLS")
+    config.modules_to_save.insert(config.modules_to_save.end(), {"classifier", "score"});
+  else if (config.task_type == "QUESTION_ANS")
+    config.modules_to_save.push_back("qa_outputs");
   const std::pair<const char*, const std::string*> texts[] = {
       {"base_model_name_or_path", &config.base_model_name_or_path},
       {"revision", &config.revision},
@@ -115,8 +122,12 @@ double LoraConfig::scaling() const {
 }
 
 bool LoraConfig::targets(const std::string& module) const {
-  // As PEFT's check_target_module_exists: an excluded module first, whatever the targets say.
+  // As PEFT's check_target_module_exists: an excluded module first, whatever the targets say, then
+  // one inside a module to save (a name of the list as whole components of the module's name).
   if (exclude_matches ? exclude_matches(module) : names_match(exclude_names, module)) return false;
+  const std::string dotted = "." + module + ".";
+  for (const auto& saved : modules_to_save)
+    if (dotted.find("." + saved + ".") != std::string::npos) return false;
   return regex_matches ? regex_matches(module) : names_match(target_names, module);
 }
 

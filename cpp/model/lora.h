@@ -38,9 +38,12 @@ struct LoraConfig {
   std::function<bool(const std::string&)> exclude_matches;
   std::string exclude_spec;  // the option: names separated by commas, or "re:" and an expression
   // PEFT's modules_to_save: modules trained whole beside the adapters (a classifier head) and saved
-  // with them; a module matches a name its own name ends with, as in PEFT (no dot needed).
+  // with them; a module matches a name its own name ends with, as in PEFT (no dot needed). A
+  // task_type of SEQ_CLS or TOKEN_CLS adds PEFT's "classifier" and "score", QUESTION_ANS its
+  // "qa_outputs", which may match nothing; names given that match nothing are an error.
   std::vector<std::string> modules_to_save;
   std::string modules_to_save_spec;  // the option: names separated by commas
+  bool modules_to_save_given = false;  // by the option (a file's list is checked against its tensors)
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -58,6 +61,8 @@ struct LoraConfig {
   void set_target_regex(const std::string& expression);
   void set_exclude_regex(const std::string& expression);
   double scaling() const;
+  // Whether the config adapts `module`: not excluded, not inside a module to save (PEFT leaves those
+  // whole), and named by the targets.
   bool targets(const std::string& module) const;
   // Whether the parameter or buffer `name` lies in a module modules_to_save names (the module or
   // one of its submodules), PEFT's ModulesToSaveWrapper around it.

@@ -317,8 +317,8 @@ void check_modules_to_save(const LoraConfig& config, const NamedTensors& paramet
   for (const auto& name : config.modules_to_save) names += (names.empty() ? "" : ",") + name;
   bool any = false;
   for (const auto& entry : parameters) any = any || config.saves(entry.first);
-  require(any, "modules_to_save '", names, "' matches no module that holds parameters (a module matches a name its ",
-          "own name ends with)");
+  require(any || !config.modules_to_save_given, "modules_to_save '", names,
+          "' matches no module that holds parameters (a module matches a name its ", "own name ends with)");
   for (const auto& site : sites)
     require(!config.targets(site.module) || !config.saves(site.module + ".weight"), "modules_to_save '", names,
             "' holds '", site.module, "', which target_modules adapts: train a module whole or adapt it, not both");

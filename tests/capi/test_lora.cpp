@@ -5,10 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
-#include <map>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -220,7 +220,8 @@ TEST(Lora, ReproducesPeftOnAScriptedPyTorchModel) {
 
 // The spec case's adapters (lora_cases.json): A as PEFT drew them, then its chosen B loaded; the
 // case names layers by spec index, `module` names them in the model.
-void expect_spec_case_adapters(acc_model* m, const json& c, const std::function<std::string(const std::string&)>& module) {
+void expect_spec_case_adapters(acc_model* m, const json& c,
+                               const std::function<std::string(const std::string&)>& module) {
   for (const auto& item : c["initial_a"].items())
     EXPECT_EQ(param(m, module(item.key()) + ".lora_A.weight"), item.value()["values"].get<std::vector<float>>())
         << item.key();
@@ -732,10 +733,34 @@ TEST(Lora, ModulesToSaveTrainWholeAndTravelWithTheAdapters) {
   EXPECT_NE(param(ends, "2.weight"), before_layer);
   acc_model_free(ends);
 
+  // A target inside a module to save stays whole, unadapted, as PEFT leaves it ("0" is both here).
+  acc_model* inside = net();
+  acc_options* zero = with_head("0");
+  size_t adapted = 0;
+  ACC_ASSERT_OK(acc_model_add_lora(inside, kTargets, zero, &adapted));
+  acc_options_free(zero);
+  EXPECT_EQ(adapted, 2u) << "linear1 and out_proj";
+  const auto first = param(inside, "0.weight");
+  train(inside, 1);
+  EXPECT_NE(param(inside, "0.weight"), first);
+  acc_model_free(inside);
+
+  // PEFT's sequence classification trains its head whole: task_type SEQ_CLS adds "classifier" and
+  // "score" (this model has neither: no error, as in PEFT) and writes them as PEFT does.
+  acc_model* seq_cls = net();
+  acc_options* task = lora_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set(task, "task_type", "SEQ_CLS"));
+  ACC_ASSERT_OK(acc_model_add_lora(seq_cls, kTargets, task, nullptr));
+  acc_options_free(task);
+  ACC_ASSERT_OK(acc_model_save_lora(seq_cls, dir.c_str()));
+  EXPECT_EQ(json::parse(acc_test::read_file(dir + "/adapter_config.json"))["modules_to_save"],
+            (json{"classifier", "score"}));
+  acc_model_free(seq_cls);
+
   // What cannot be honoured, refused before anything changes.
   for (const auto& [saved, needle] :
        std::vector<std::pair<const char*, const char*>>{{"nothing", "matches no module that holds parameters"},
-                                                        {"0", "which target_modules adapts"},
+                                                        {"inear1", "which target_modules adapts"},
                                                         {"norm2,,norm1", "has an empty name"}}) {
     acc_options* bad = with_head(saved);
     acc_model* n = net();
@@ -1005,18 +1030,18 @@ TEST(Lora, RegularExpressionsThatWouldNotEndAreRefused) {
   acc_model* m = net();
   const std::string deep = "re:" + std::string(50000, '(') + std::string(50000, ')');
   ACC_EXPECT_ERROR(acc_model_add_lora(m, deep.c_str(), nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "characters long");
-  ACC_EXPECT_ERROR(acc_model_add_lora(m, ("re:" + std::string(40, '(') + "0" + std::string(40, ')')).c_str(), nullptr,
-                                      nullptr),
-                   ACC_ERR_INVALID_ARGUMENT, "deeper than");
+  ACC_EXPECT_ERROR(
+      acc_model_add_lora(m, ("re:" + std::string(40, '(') + "0" + std::string(40, ')')).c_str(), nullptr, nullptr),
+      ACC_ERR_INVALID_ARGUMENT, "deeper than");
   // Also ambiguous patterns without nested repetition: a repeated choice, choices or repetitions in
   // a row (each ran for minutes on a name like "1.self_attn.out_proj"); and in a PEFT adapter folder.
   std::string choices_in_a_row = "re:", repetitions_in_a_row = "re:";
   for (int i = 0; i < 11; ++i) choices_in_a_row += "(.|.)";
   for (int i = 0; i < 20; ++i) repetitions_in_a_row += ".*";
-  for (const std::string& pattern : {std::string("re:(.*)*x"), std::string("re:(.*.*)*x"), std::string("re:(a+)+"),
-                                     std::string("re:((0)+\\.)*x"), std::string("re:(.*){2,}x"),
-                                     std::string("re:(.|.|.|.)*z"), std::string("re:(?:a|b)+z"),
-                                     choices_in_a_row + "z", repetitions_in_a_row + "z"})
+  for (const std::string& pattern :
+       {std::string("re:(.*)*x"), std::string("re:(.*.*)*x"), std::string("re:(a+)+"), std::string("re:((0)+\\.)*x"),
+        std::string("re:(.*){2,}x"), std::string("re:(.|.|.|.)*z"), std::string("re:(?:a|b)+z"), choices_in_a_row + "z",
+        repetitions_in_a_row + "z"})
     ACC_EXPECT_ERROR(acc_model_add_lora(m, pattern.c_str(), nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "exponential");
   const std::string dir = acc_test::temp_path("lora_slow_pattern");
   std::filesystem::create_directories(dir);
@@ -1031,7 +1056,8 @@ TEST(Lora, RegularExpressionsThatWouldNotEndAreRefused) {
   acc_model_free(m);
   m = net();
   // PEFT's usual shapes: a few repetitions and choices, a non-capturing group, a bounded count.
-  ACC_ASSERT_OK(acc_model_add_lora(m, "re:.*\\d{1,3}\\.(?:self_attn\\.)?(linear1|out_proj|k_proj|v_proj).*", nullptr, &count));
+  ACC_ASSERT_OK(
+      acc_model_add_lora(m, "re:.*\\d{1,3}\\.(?:self_attn\\.)?(linear1|out_proj|k_proj|v_proj).*", nullptr, &count));
   EXPECT_EQ(count, 2u);
   acc_model_free(m);
 }

@@ -19,6 +19,7 @@ import ctypes
 import json
 import math
 import os
+import re
 import sys
 
 import torch
@@ -605,6 +606,8 @@ SCENARIOS.update({
     "mlp_lora_head_resume": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
                                  lora=dict(targets="fc1", r=4, alpha=8, modules_to_save="fc2"), resume=True,
                                  uninterrupted="mlp_lora_head_clip"),
+    "lm_lora_block_saved": dict(model="lm", optimizer="adamw", schedule="linear", clip=0.5, graph_optimization=False,
+                                lora=dict(targets="linear1,head", r=4, alpha=8, modules_to_save="block")),
     "cnn_lora_norm": dict(model="cnn", data="images", optimizer="sgd", schedule="step", graph_optimization=False,
                           lora=dict(targets="fc", r=2, alpha=4, modules_to_save="norm")),
     "cnn_lora": dict(model="cnn", data="images", optimizer="sgd", schedule="step", lora=dict(targets="fc", r=2, alpha=4),
@@ -813,8 +816,8 @@ class ModulesToSave(torch.nn.Module):
         self.original_module.requires_grad_(False)
         self.modules_to_save["default"].requires_grad_(True)
 
-    def forward(self, x):
-        return self.modules_to_save["default"](x)
+    def forward(self, *args, **kwargs):
+        return self.modules_to_save["default"](*args, **kwargs)
 
 
 EAGER_MODELS = {"mlp": Mlp, "wide": Wide, "cnn": Cnn, "lm": Lm}
@@ -836,12 +839,14 @@ def peft_model(scripted, name, settings):
     targets = settings["targets"].split(",")
     for parameter in model.parameters():
         parameter.requires_grad_(False)
+    saved = list(filter(None, settings.get("modules_to_save", "").split(",")))
     for module_name, module in list(model.named_modules()):
-        if isinstance(module, torch.nn.Linear) and any(module_name == t or module_name.endswith("." + t)
-                                                       for t in targets):
+        inside_saved = any(re.match(rf"(^|.*\.){m}($|\..*)", module_name) for m in saved)  # PEFT leaves it whole
+        if isinstance(module, torch.nn.Linear) and not inside_saved and any(
+                module_name == t or module_name.endswith("." + t) for t in targets):
             replace_module(model, module_name,
                            LoraLinear(module, settings["r"], settings["alpha"], settings.get("dropout", 0.0)))
-    for module_name in filter(None, settings.get("modules_to_save", "").split(",")):
+    for module_name in saved:
         replace_module(model, module_name, ModulesToSave(model.get_submodule(module_name)))
     return model
 
