@@ -1613,8 +1613,14 @@ TEST(Sharded, IgnoredModulesStayWholeAndTrainAsDdp) {
   int64_t elements = -1;
   ACC_ASSERT_OK(acc_model_parameter_count(job.model, &tensors, &elements));
   EXPECT_EQ(elements, 5 * 3 + 3) << "only the ignored layer is whole at rest";
-  const std::string dir = shared_dir("ignored_modules");
+  const std::string dir = shared_dir("ignored_modules"), saved_model = dir + "_model", merged = dir + "_merged";
   ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
+  ACC_ASSERT_OK(acc_save_model(job.acc, job.model, saved_model.c_str(), nullptr));
+  if (g_rank == 0) {  // merge-weights takes the kept layer whole from the shards
+    ACC_ASSERT_OK(acc_merge_sharded_checkpoint(dir.c_str(), 0, merged.c_str(), nullptr));
+    EXPECT_EQ(acc_test::read_file(merged + "/model.safetensors"),
+              acc_test::read_file(saved_model + "/model.safetensors"));
+  }
   const auto saved = job.weights();
   job.micro_step();
   ACC_ASSERT_OK(acc_load_state(job.acc, dir.c_str(), nullptr));
@@ -1626,7 +1632,8 @@ TEST(Sharded, IgnoredModulesStayWholeAndTrainAsDdp) {
     ACC_EXPECT_ERROR(acc_load_state(other.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, "ignored_modules");
   }
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
-  if (g_rank == 0) std::filesystem::remove_all(dir);
+  if (g_rank == 0)
+    for (const auto& d : {dir, saved_model, merged}) std::filesystem::remove_all(d);
 
   for (const auto& [pattern, expected] : std::vector<std::pair<const char*, const char*>>{
            {"2|4", "'4.weight' requires grad"}, {"2.weight", "matches no module that holds parameters"}}) {
