@@ -846,8 +846,13 @@ def peft_model(scripted, name, settings):
                 module_name == t or module_name.endswith("." + t) for t in targets):
             replace_module(model, module_name,
                            LoraLinear(module, settings["r"], settings["alpha"], settings.get("dropout", 0.0)))
-    for module_name in saved:
-        replace_module(model, module_name, ModulesToSave(model.get_submodule(module_name)))
+    # PEFT's _set_trainable: every module whose name ends with a listed one (the outermost of nested matches).
+    wrapped = []
+    for module_name, module in list(model.named_modules()):
+        if module_name and any(module_name.endswith(m) for m in saved) and not any(
+                module_name.startswith(w + ".") for w in wrapped):
+            replace_module(model, module_name, ModulesToSave(module))
+            wrapped.append(module_name)
     return model
 
 
