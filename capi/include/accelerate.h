@@ -453,7 +453,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   the module, e.g. a classifier head, trains whole beside the adapters and acc_model_save_lora
  *   writes its parameters and buffers with them; a target inside it stays unadapted, as in PEFT;
  *   task_type SEQ_CLS or TOKEN_CLS adds "classifier" and "score", QUESTION_ANS "qa_outputs"; a
- *   name given that matches nothing is an error), base_model_name_or_path, revision, task_type (strings,
+ *   name given that matches nothing is an error), bias ("none", default; "all": every parameter
+ *   named "bias" or "*.bias" trains; "lora_only": the adapted layers' biases train; PEFT's, saved
+ *   with the adapters, an adapted layer's as "<module>.base_layer.bias"),
+ *   base_model_name_or_path, revision, task_type (strings,
  *   default none: written to adapter_config.json, where PEFT's AutoPeftModel reads them).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
@@ -782,7 +785,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * PEFT's names ("base_model.model.<module>.lora_A.weight"), read by PeftModel.from_pretrained.
  * acc_model_load_lora: reads that layout (PEFT's own files too): adds the adapters if the model has
  * none, else requires the same targets, rank and scaling; every check comes before anything changes.
- * Not implemented settings in a file (DoRA, trained biases, per-module ranks, ...) are refused by name.
+ * Not implemented settings in a file (DoRA, lora_bias, per-module ranks, ...) are refused by name.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * a model prepared under zero_stage 3 holds only slices of them: ACC_ERR_INVALID_ARGUMENT.
  * acc_save_model and acc_model_save_torchscript always write merged weights (the base model's

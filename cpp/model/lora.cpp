@@ -53,6 +53,8 @@ const OptionTable<LoraConfig>& lora_option_table() {
     t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
     t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",
            &L::modules_to_save_spec);
+    t.bind("bias", "which biases train beside the adapters: none, all, lora_only (the adapted layers')", &L::bias)
+        .one_of({"none", "all", "lora_only"});
     t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
            &L::base_model_name_or_path);
     t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
@@ -138,6 +140,12 @@ bool LoraConfig::saves(const std::string& name) const {
       if (ends_with(module, saved)) return true;
   }
   return false;
+}
+
+bool LoraConfig::trains_whole(const std::string& name, bool in_adapted_layer) const {
+  if (saves(name)) return true;
+  const bool is_bias = name == "bias" || ends_with(name, ".bias");
+  return is_bias && (bias == "all" || (bias == "lora_only" && in_adapted_layer));
 }
 
 std::string LoraConfig::describe_targets() const {

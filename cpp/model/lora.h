@@ -44,6 +44,9 @@ struct LoraConfig {
   std::vector<std::string> modules_to_save;
   std::string modules_to_save_spec;  // the option: names separated by commas
   bool modules_to_save_given = false;  // by the option (a file's list is checked against its tensors)
+  // PEFT's bias: "none", "all" (every parameter named "bias" or "*.bias" trains), "lora_only" (the
+  // adapted layers' biases train); the biases that train are saved with the adapters.
+  std::string bias = "none";
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -67,6 +70,9 @@ struct LoraConfig {
   // Whether the parameter or buffer `name` lies in a module modules_to_save names (the module or
   // one of its submodules), PEFT's ModulesToSaveWrapper around it.
   bool saves(const std::string& name) const;
+  // Whether the parameter `name` trains beside the adapters and is saved with them: in a module to
+  // save, or a bias the bias setting trains. `adapted`: whether its module is an adapted layer.
+  bool trains_whole(const std::string& name, bool in_adapted_layer) const;
   std::string describe_targets() const;
 };
 

@@ -23,6 +23,7 @@ constexpr const char* kWeightsFile = "adapter_model.safetensors";
 constexpr const char* kPrefix = "base_model.model.";
 constexpr const char* kSuffixA = ".lora_A.weight";
 constexpr const char* kSuffixB = ".lora_B.weight";
+constexpr const char* kBaseLayerBias = ".base_layer.bias";  // an adapted layer's bias, under PEFT's bias setting
 // The weights' metadata names the configuration saved with them (the CRC-32C of its bytes): a
 // save stopped between renaming the configuration and the weights leaves its weights `.new`, and
 // they are taken only beside the configuration they were saved with. (PEFT ignores the key.)
@@ -60,7 +61,7 @@ json config_json(const LoraConfig& config) {
             {"lora_dropout", config.dropout},
             {"use_rslora", config.use_rslora},
             {"fan_in_fan_out", false},
-            {"bias", "none"},
+            {"bias", config.bias},
             {"modules_to_save", config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save)},
             {"layers_to_transform", nullptr},
             {"layers_pattern", nullptr},
@@ -112,7 +113,11 @@ LoraConfig config_from_json(const json& j, const std::string& path) {
   config.use_rslora = flag("use_rslora");
   if (flag("use_dora")) refuse("use_dora", "is true: DoRA is not supported");
   if (flag("fan_in_fan_out")) refuse("fan_in_fan_out", "is true: only nn.Linear's layout is supported");
-  if (j.contains("bias") && j["bias"] != "none") refuse("bias", "must be \"none\" (trained biases are not supported)");
+  if (j.contains("bias") && !j["bias"].is_null()) {
+    if (j["bias"] != "none" && j["bias"] != "all" && j["bias"] != "lora_only")
+      refuse("bias", "must be \"none\", \"all\" or \"lora_only\"");
+    config.bias = j["bias"].get<std::string>();
+  }
   if (flag("lora_bias")) refuse("lora_bias", "is true: trained biases on lora_B are not supported");
   if (j.contains("modules_to_save") && !j["modules_to_save"].is_null()) {
     const json& names = j["modules_to_save"];
@@ -250,12 +255,16 @@ LoraFiles read_lora_files(const std::string& dir) {
   for (auto& [name, tensor] : contents.tensors) {
     if (name.rfind(kPrefix, 0) != 0) refuse(name, std::string("is not named as PEFT names adapters (") + kPrefix + "...)");
     const bool is_a = ends_with(name, kSuffixA), is_b = ends_with(name, kSuffixB);
-    const std::string in_model = name.substr(std::string(kPrefix).size());
-    if (!is_a && !is_b && files.config.saves(in_model)) {  // a module to save's, whole
+    // Trained whole: a module to save's tensor, or a bias (an adapted layer's on its base layer).
+    std::string in_model = name.substr(std::string(kPrefix).size());
+    if (ends_with(in_model, kBaseLayerBias))
+      in_model = in_model.substr(0, in_model.size() - std::string(kBaseLayerBias).size()) + ".bias";
+    const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
+    if (!is_a && !is_b && (files.config.saves(in_model) || (a_bias && files.config.bias != "none"))) {
       files.saved[in_model] = tensor;
       continue;
     }
-    if (!is_a && !is_b) refuse(name, "is not a lora_A or lora_B weight, nor in a module modules_to_save names");
+    if (!is_a && !is_b) refuse(name, "is not a lora_A or lora_B weight, nor what modules_to_save or bias trains");
     // The prefix's last '.' may be the suffix's first ("base_model.model.lora_A.weight"): no module then.
     const size_t prefix = std::string(kPrefix).size(), suffix = std::string(kSuffixA).size();
     if (name.size() <= prefix + suffix) refuse(name, "names no module");

@@ -324,6 +324,36 @@ void check_modules_to_save(const LoraConfig& config, const NamedTensors& paramet
             "' holds '", site.module, "', which target_modules adapts: train a module whole or adapt it, not both");
 }
 
+std::string module_of(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? std::string() : name.substr(0, dot);
+}
+
+std::set<std::string> adapted_modules(const LoraAdapters& adapters) {
+  std::set<std::string> out;
+  for (const auto& adapter : adapters.adapters()) out.insert(adapter.site.module);
+  return out;
+}
+
+// What a LoRA config trains whole beside its adapters and saves with them: the modules to save's
+// parameters and buffers, and the biases its bias setting trains (`adapted`: the adapted layers).
+std::map<std::string, at::Tensor> trained_whole(const LoraConfig& config, const NamedTensors& parameters,
+                                                const NamedTensors& buffers, const std::set<std::string>& adapted) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& [name, tensor] : parameters)
+    if (config.trains_whole(name, adapted.count(module_of(name)) > 0)) out.emplace(name, tensor);
+  for (const auto& [name, tensor] : buffers)
+    if (config.saves(name)) out.emplace(name, tensor);
+  return out;
+}
+
+// PEFT's name in the adapter file for a tensor trained whole: an adapted layer's bias lives on its
+// base layer; the others keep the model's name.
+std::string peft_file_name(const std::string& name, const std::set<std::string>& adapted) {
+  const std::string module = module_of(name);
+  return adapted.count(module) && ends_with(name, ".bias") ? module + ".base_layer.bias" : name;
+}
+
 }  // namespace
 
 size_t Model::add_lora(const LoraConfig& config) {
@@ -339,24 +369,30 @@ size_t Model::add_lora(const LoraConfig& config) {
   }
   check_modules_to_save(config, named_parameters(), sites);
   const size_t added = lora_.add(config, sites, other_module_names());
-  // PEFT trains the adapters alone, and the modules to save (its ModulesToSaveWrapper trains a copy
-  // of each, which computes as the module does): every other parameter is frozen.
+  // PEFT trains the adapters alone, the modules to save (its ModulesToSaveWrapper trains a copy of
+  // each, which computes as the module does) and the biases its bias setting names: every other
+  // parameter is frozen.
   std::unordered_set<const c10::TensorImpl*> adapters;
   for (const auto& entry : lora_.named_parameters()) adapters.insert(entry.second.unsafeGetTensorImpl());
+  const auto whole = trained_whole(config, named_parameters(), {}, adapted_modules(lora_));
   for (auto& entry : named_parameters()) {
     if (adapters.count(entry.second.unsafeGetTensorImpl())) continue;
-    const bool saved = config.saves(entry.first);
-    entry.second.set_requires_grad(saved);
-    if (!saved) entry.second.mutable_grad() = at::Tensor();
+    const bool trains = whole.count(entry.first) > 0;
+    entry.second.set_requires_grad(trains);
+    if (!trains) entry.second.mutable_grad() = at::Tensor();
   }
   return added;
 }
 
 void Model::save_lora(const std::string& dir) const {
+  const LoraConfig& config = lora().config();
   NamedTensors saved;
-  if (!lora().config().modules_to_save.empty())
-    for (auto& entry : state_dict())
-      if (lora().config().saves(entry.first)) saved.push_back(std::move(entry));
+  if (!config.modules_to_save.empty() || config.bias != "none") {
+    require_weights("save_lora");
+    const auto adapted = adapted_modules(lora());
+    for (const auto& [name, tensor] : trained_whole(config, named_parameters(), named_buffers(), adapted))
+      saved.emplace_back(peft_file_name(name, adapted), tensor.detach());
+  }
   save_lora_files(dir, lora(), saved);
 }
 
@@ -383,34 +419,35 @@ void Model::load_lora(const std::string& dir) {
   for (const auto& module : other_module_names())
     require(!files.config.targets(module), where, ": target_modules '", files.config.describe_targets(), "' matches '",
             module, "', which is not a linear layer; LoRA adapts linear layers only");
-  // The modules to save: every parameter and buffer of theirs in the file, with its shape, and
-  // nothing else.
+  // What the file trains whole (modules to save, biases): every such tensor of this model in the
+  // file, with its shape, and nothing else.
+  std::set<std::string> targeted_modules;
+  for (const auto& entry : targeted) targeted_modules.insert(entry.first);
   std::map<std::string, at::Tensor> saved_here;
-  if (!files.config.modules_to_save.empty()) {
-    require_weights("load_lora (modules_to_save)");
-    for (const auto& entry : named_parameters()) saved_here.emplace(entry.first, entry.second);
-    for (const auto& entry : named_buffers()) saved_here.emplace(entry.first, entry.second);
-    for (auto it = saved_here.begin(); it != saved_here.end();)
-      it = files.config.saves(it->first) ? std::next(it) : saved_here.erase(it);
+  if (!files.config.modules_to_save.empty() || files.config.bias != "none") {
+    require_weights("load_lora (modules_to_save, bias)");
+    saved_here = trained_whole(files.config, named_parameters(), named_buffers(), targeted_modules);
   }
   for (const auto& [name, tensor] : files.saved) {
     auto it = saved_here.find(name);
     if (it == saved_here.end())
-      fail(Status::InvalidArgument, where, " holds '", name, "', which is no parameter or buffer of this model in ",
-           "its modules_to_save");
+      fail(Status::InvalidArgument, where, " holds '", name, "', which is no parameter or buffer of this model that ",
+           "its modules_to_save and bias train");
     require(it->second.sizes() == tensor.sizes() && it->second.is_floating_point() == tensor.is_floating_point(), where,
             ": '", name, "' has shape ", tensor.sizes(), " there, ", it->second.sizes(), " in the model");
   }
   for (const auto& entry : saved_here)
     if (!files.saved.count(entry.first))
-      fail(Status::InvalidArgument, where, " holds no '", entry.first, "', which its modules_to_save names");
+      fail(Status::InvalidArgument, where, " holds no '", entry.first, "', which its modules_to_save or bias trains");
   if (!lora_.empty()) {
-    // The same modules trained whole.
+    // The same parameters trained whole.
+    const auto have_whole = trained_whole(lora_.config(), named_parameters(), {}, adapted_modules(lora_));
+    for (const auto& entry : named_parameters()) {
+      const bool file_trains = saved_here.count(entry.first) > 0, model_trains = have_whole.count(entry.first) > 0;
+      require(file_trains == model_trains, where, " trains '", entry.first, "' ", file_trains ? "whole" : "frozen",
+              ", the model's adapters ", model_trains ? "whole" : "frozen");
+    }
     const LoraConfig& have = lora_.config();
-    for (const auto& entry : named_parameters())
-      require(have.saves(entry.first) == files.config.saves(entry.first), where, " trains '", entry.first, "' ",
-              files.config.saves(entry.first) ? "whole (modules_to_save)" : "frozen", ", the model's adapters ",
-              have.saves(entry.first) ? "whole (modules_to_save)" : "frozen");
     // The same layers adapted alike; target_modules may name them otherwise (PEFT writes a set, in
     // any order, or a regular expression).
     bool same_layers = lora_.size() == targeted.size();

@@ -776,6 +776,50 @@ TEST(Lora, ModulesToSaveTrainWholeAndTravelWithTheAdapters) {
   for (acc_model* model : {m, fresh, same_base, plain, other}) acc_model_free(model);
 }
 
+// PEFT's bias setting: "all" trains every parameter named "*.bias", "lora_only" the adapted layers'
+// biases; they travel with the adapters, an adapted layer's under PEFT's "<module>.base_layer.bias".
+TEST(Lora, BiasSettingsTrainAndSaveTheBiasesPeftDoes) {
+  const std::string dir = acc_test::temp_path("lora_bias");
+  for (const char* bias : {"lora_only", "all"}) {
+    SCOPED_TRACE(bias);
+    acc_model* m = net();
+    acc_options* o = lora_options(2, 4);
+    ACC_ASSERT_OK(acc_options_set(o, "bias", bias));
+    ACC_ASSERT_OK(acc_model_add_lora(m, kTargets, o, nullptr));
+    acc_options_free(o);
+    const auto adapted_bias = param(m, "1.linear1.bias"), other_bias = param(m, "2.bias"),
+               weight = param(m, "1.linear1.weight");
+    train(m, 3);
+    EXPECT_NE(param(m, "1.linear1.bias"), adapted_bias) << "an adapted layer's bias trains";
+    EXPECT_EQ(param(m, "2.bias") != other_bias, std::string(bias) == "all");
+    EXPECT_EQ(param(m, "1.linear1.weight"), weight) << "weights stay frozen";
+    fs::remove_all(dir);
+    ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+    EXPECT_EQ(json::parse(acc_test::read_file(dir + "/adapter_config.json"))["bias"], bias);
+    const auto names = safetensors_names(dir + "/adapter_model.safetensors");
+    auto holds = [&](const std::string& name) { return std::find(names.begin(), names.end(), name) != names.end(); };
+    EXPECT_TRUE(holds("base_model.model.1.linear1.base_layer.bias"));
+    EXPECT_TRUE(holds("base_model.model.0.base_layer.bias"));
+    EXPECT_EQ(holds("base_model.model.2.bias"), std::string(bias) == "all");
+    EXPECT_EQ(holds("base_model.model.1.norm1.bias"), std::string(bias) == "all");
+    acc_model* same_base = net();
+    ACC_ASSERT_OK(acc_model_load_lora(same_base, dir.c_str()));
+    EXPECT_EQ(outputs(same_base), outputs(m));
+    EXPECT_EQ(param(same_base, "1.linear1.bias"), param(m, "1.linear1.bias"));
+    acc_model_free(same_base);
+    acc_model_free(m);
+  }
+  // Into a model whose adapters keep the biases frozen: refused, naming one.
+  acc_model* plain = net();
+  add_lora(plain);
+  ACC_EXPECT_ERROR(acc_model_load_lora(plain, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, ".bias' whole");
+  acc_model_free(plain);
+  acc_options* o = lora_options(2, 4);
+  EXPECT_EQ(acc_options_set(o, "bias", "some"), ACC_ERR_INVALID_ARGUMENT);
+  acc_options_free(o);
+  fs::remove_all(dir);
+}
+
 TEST(Lora, SavedModelsHoldMergedWeights) {
   acc_model* m = net();
   add_lora(m);

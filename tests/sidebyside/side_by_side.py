@@ -608,6 +608,11 @@ SCENARIOS.update({
                                  uninterrupted="mlp_lora_head_clip"),
     "lm_lora_block_saved": dict(model="lm", optimizer="adamw", schedule="linear", clip=0.5, graph_optimization=False,
                                 lora=dict(targets="linear1,head", r=4, alpha=8, modules_to_save="block")),
+    "mlp_lora_bias_all": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
+                              lora=dict(targets="fc1", r=4, alpha=8, bias="all")),
+    "lm_lora_bias_lora_only": dict(model="lm", optimizer="adamw", schedule="linear", clip=0.5, accumulation=2,
+                                   graph_optimization=False,
+                                   lora=dict(targets="linear1,linear2", r=4, alpha=8, dropout=0.1, bias="lora_only")),
     "cnn_lora_norm": dict(model="cnn", data="images", optimizer="sgd", schedule="step", graph_optimization=False,
                           lora=dict(targets="fc", r=2, alpha=4, modules_to_save="norm")),
     "cnn_lora": dict(model="cnn", data="images", optimizer="sgd", schedule="step", lora=dict(targets="fc", r=2, alpha=4),
@@ -819,6 +824,12 @@ class ModulesToSave(torch.nn.Module):
     def forward(self, *args, **kwargs):
         return self.modules_to_save["default"](*args, **kwargs)
 
+    def __getattr__(self, name):  # PEFT's wrapper hands out the trained copy's attributes (a norm's eps, weight)
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self.modules_to_save["default"], name)
+
 
 EAGER_MODELS = {"mlp": Mlp, "wide": Wide, "cnn": Cnn, "lm": Lm}
 
@@ -853,6 +864,11 @@ def peft_model(scripted, name, settings):
                 module_name.startswith(w + ".") for w in wrapped):
             replace_module(model, module_name, ModulesToSave(module))
             wrapped.append(module_name)
+    # PEFT's bias: "all" trains every parameter named *.bias, "lora_only" the adapted layers'.
+    bias = settings.get("bias", "none")
+    for name, parameter in model.named_parameters():
+        if (bias == "all" and name.endswith(".bias")) or (bias == "lora_only" and name.endswith(".base_layer.bias")):
+            parameter.requires_grad_(True)
     return model
 
 
@@ -1345,7 +1361,8 @@ class OurJob:
             settings = cfg["lora"]
             lora = lib.options(api.ACC_OPTIONS_LORA, {"r": settings["r"], "lora_alpha": float(settings["alpha"]),
                                                       "lora_dropout": float(settings.get("dropout", 0.0)),
-                                                      "modules_to_save": settings.get("modules_to_save", "")})
+                                                      "modules_to_save": settings.get("modules_to_save", ""),
+                                                      "bias": settings.get("bias", "none")})
             lib.acc_model_add_lora(model, settings["targets"].encode(), lora, None)
             lib.lib.acc_options_free(lora)
         optimizer = lib.new("acc_optimizer_create", model, cfg["optimizer"].split("_")[0].encode(),
