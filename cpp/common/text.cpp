@@ -11,6 +11,13 @@ std::string trimmed(const std::string& text) {
   return text.substr(first, text.find_last_not_of(" \t") - first + 1);
 }
 
+std::vector<std::string> enclosing_modules(const std::string& name) {
+  std::vector<std::string> out;
+  for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1))
+    out.push_back(name.substr(0, dot));
+  return out;
+}
+
 bool ends_with(const std::string& text, const std::string& tail) {
   return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }

@@ -9,6 +9,9 @@ namespace acc {
 // `text` without the spaces and tabs around it.
 std::string trimmed(const std::string& text);
 bool ends_with(const std::string& text, const std::string& tail);
+// The modules a parameter or buffer name lies in, outermost first, the root ("") left out:
+// "a.b.weight" -> {"a", "a.b"}; the last is the module that holds it.
+std::vector<std::string> enclosing_modules(const std::string& name);
 // `text` with ASCII letters in lower case (names and keywords compared without case).
 std::string lowercase(std::string text);
 std::string uppercase(std::string text);

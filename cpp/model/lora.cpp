@@ -134,11 +134,9 @@ bool LoraConfig::targets(const std::string& module) const {
 }
 
 bool LoraConfig::saves(const std::string& name) const {
-  for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1)) {
-    const std::string module = name.substr(0, dot);
+  for (const auto& module : enclosing_modules(name))
     for (const auto& saved : modules_to_save)
       if (ends_with(module, saved)) return true;
-  }
   return false;
 }
 
@@ -235,19 +233,20 @@ NamedTensors LoraAdapters::named_parameters() const {
 
 NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
   if (adapters_.empty()) return own;
+  // One pass over `own` (the model lists its parameters at every step's clipping and zeroing): the
+  // last parameter each adapted layer holds itself (not a submodule's).
+  std::unordered_map<std::string, size_t> adapter_of;
+  for (size_t k = 0; k < adapters_.size(); ++k) adapter_of.emplace(adapters_[k].site.module, k);
+  std::vector<size_t> last_own(adapters_.size(), own.size());
+  for (size_t i = 0; i < own.size(); ++i) {
+    const size_t dot = own[i].first.rfind('.');
+    if (dot == std::string::npos) continue;
+    auto it = adapter_of.find(own[i].first.substr(0, dot));
+    if (it != adapter_of.end()) last_own[it->second] = i;
+  }
   std::vector<std::vector<size_t>> after(own.size());  // the adapters that follow own[i]
   std::vector<size_t> last;
-  for (size_t k = 0; k < adapters_.size(); ++k) {
-    const std::string prefix = adapters_[k].site.module + ".";
-    size_t at = own.size();
-    for (size_t i = 0; i < own.size(); ++i) {
-      const std::string& name = own[i].first;
-      if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
-          name.find('.', prefix.size()) == std::string::npos)
-        at = i;  // one of the layer's own parameters (not a submodule's)
-    }
-    (at < own.size() ? after[at] : last).push_back(k);
-  }
+  for (size_t k = 0; k < adapters_.size(); ++k) (last_own[k] < own.size() ? after[last_own[k]] : last).push_back(k);
   NamedTensors out;
   auto add = [&](size_t k) {
     out.emplace_back(adapters_[k].site.module + ".lora_A.weight", adapters_[k].a);

@@ -16,17 +16,18 @@ struct LoraFiles {
     at::Tensor a, b;
   };
   std::map<std::string, Pair> modules;  // by module name
-  // The modules to save's parameters and buffers, by their names in the model.
+  // What trains whole beside the adapters (the modules to save's parameters and buffers, the biases
+  // the bias setting trains), by their names in the model.
   std::map<std::string, at::Tensor> saved;
 };
 
-// `saved`: the parameters and buffers of the modules modules_to_save names (LoraConfig::saves),
-// written whole under PEFT's names ("base_model.model.<name>") beside the adapters.
+// `saved`: what trains whole beside the adapters (LoraConfig::trains_whole, the modules to save's
+// buffers), by PEFT's names without "base_model.model.", written whole beside the adapters.
 void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const NamedTensors& saved);
 
 // Reads and checks both files (configuration values PEFT allows but this library does not
 // implement are refused by name; every tensor name must be PEFT's and come in A/B pairs of rank r,
-// or lie in a module modules_to_save names).
+// or be what modules_to_save and bias train).
 LoraFiles read_lora_files(const std::string& dir);
 
 }  // namespace acc

@@ -42,9 +42,9 @@ void make_placeholders(const NamedTensors& tensors) {
   }
 }
 
-void fill_placeholders(const std::vector<at::Tensor>& tensors) {
+void fill_placeholders(const std::vector<at::Tensor>& tensors, c10::optional<at::Device> device) {
   for (at::Tensor t : tensors)
-    if (is_placeholder(t)) t.set_data(at::empty(t.sizes(), t.options()));
+    if (is_placeholder(t)) t.set_data(at::empty(t.sizes(), t.options().device(device.value_or(t.device()))));
 }
 
 void Model::make_weights_pending() {
@@ -55,12 +55,13 @@ void Model::make_weights_pending() {
 
 void Model::materialize_weights(c10::optional<at::Device> device, bool parameters_too) {
   if (!weights_pending_) return;
-  auto fill = [&](at::Tensor& t) {
-    if (is_placeholder(t)) t.set_data(at::empty(t.sizes(), t.options().device(device.value_or(t.device()))));
+  auto tensors_of = [](const NamedTensors& named) {
+    std::vector<at::Tensor> out;
+    for (const auto& entry : named) out.push_back(entry.second);
+    return out;
   };
-  if (parameters_too)
-    for (auto& entry : named_parameters()) fill(entry.second);
-  for (auto& entry : named_buffers()) fill(entry.second);
+  if (parameters_too) fill_placeholders(tensors_of(named_parameters()), device);
+  fill_placeholders(tensors_of(named_buffers()), device);
   weights_pending_ = !parameters_too;
 }
 
@@ -325,8 +326,8 @@ void check_modules_to_save(const LoraConfig& config, const NamedTensors& paramet
 }
 
 std::string module_of(const std::string& name) {
-  const size_t dot = name.rfind('.');
-  return dot == std::string::npos ? std::string() : name.substr(0, dot);
+  const auto modules = enclosing_modules(name);
+  return modules.empty() ? std::string() : modules.back();
 }
 
 std::set<std::string> adapted_modules(const LoraAdapters& adapters) {

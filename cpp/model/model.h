@@ -166,8 +166,9 @@ class Model {
 
 // Makes each tensor a placeholder in place (see Model::make_weights_pending).
 void make_placeholders(const NamedTensors& tensors);
-// Gives each placeholder among `tensors` memory of its own (uninitialised), in place.
-void fill_placeholders(const std::vector<at::Tensor>& tensors);
+// Gives each placeholder among `tensors` memory of its own (uninitialised), in place, on `device`
+// (none: where it is).
+void fill_placeholders(const std::vector<at::Tensor>& tensors, c10::optional<at::Device> device = c10::nullopt);
 
 // Writes a TorchScript archive to `path` by `save(out)` into a temporary file renamed into place:
 // a save that fails or is stopped leaves the file that was there. An unwritable place or a failed

@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "common/module_regex.h"
+#include "common/text.h"
 
 namespace acc {
 
@@ -14,18 +15,16 @@ std::set<std::string> ignored_parameter_names(const std::vector<std::string>& pa
   const auto matches = module_regex(pattern, "ignored_modules");
   const bool root = matches("");
   for (const auto& name : parameter_names) {
-    // The modules holding `name`: the root, then each prefix ending before a dot.
     bool matched = root;
-    for (size_t dot = name.find('.'); !matched && dot != std::string::npos; dot = name.find('.', dot + 1))
-      matched = matches(name.substr(0, dot));
+    for (const auto& module : enclosing_modules(name)) matched = matched || matches(module);
     if (matched) ignored.insert(name);
   }
   if (ignored.empty()) {
     const std::string example = parameter_names.empty() ? "" : parameter_names.front();
-    const size_t dot = example.rfind('.');
+    const auto modules = enclosing_modules(example);
     fail(Status::InvalidArgument, "ignored_modules '", pattern, "' matches no module that holds parameters (it is ",
          "matched against whole module names: parameter '", example, "' lies in module '",
-         dot == std::string::npos ? "" : example.substr(0, dot), "')");
+         modules.empty() ? "" : modules.back(), "')");
   }
   return ignored;
 }
