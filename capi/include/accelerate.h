@@ -443,7 +443,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   accelerate-launch); a value set with acc_options_* always wins.
  * Keys of ACC_OPTIONS_LORA (PEFT's LoraConfig, see acc_model_add_lora):
  *   r (int, default 8: the adapters' rank), lora_alpha (double, default 8: the scaling is
- *   lora_alpha / r), use_rslora (bool, default false: lora_alpha / sqrt(r)),
+ *   lora_alpha / r), use_rslora (bool, default false: lora_alpha / sqrt(r)), use_dora (bool,
+ *   default false: PEFT's DoRA, each adapted layer also training a magnitude per output, saved as
+ *   "<module>.lora_magnitude_vector"),
  *   init_lora_weights ("true", default: Kaiming-uniform A and zero B, so training starts from the
  *   base model; "gaussian": A ~ N(0, 1/r), zero B; "false": both as nn.Linear initialises them),
  *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
@@ -456,6 +458,14 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   name given that matches nothing is an error), bias ("none", default; "all": every parameter
  *   named "bias" or "*.bias" trains; "lora_only": the adapted layers' biases train; PEFT's, saved
  *   with the adapters, an adapted layer's as "<module>.base_layer.bias"),
+ *   rank_pattern (string, default none: PEFT's rank_pattern as a JSON object, e.g.
+ *   {"q_proj": 16, "layers\\.0\\..*": 4}: the first key, a regular expression, that matches a
+ *   module's name or its end after a dot gives that module its own r), alpha_pattern (string,
+ *   default none: the same for lora_alpha), layers_to_transform (string, default none: layer
+ *   numbers separated by commas; with target_modules as names, a module a name ends with is adapted
+ *   only in those layers, the number after the first component that follows a dot, as
+ *   "model.layers.3.q_proj" is in layer 3), layers_pattern (string, default none: expressions
+ *   separated by commas naming the component before the number instead, e.g. "layers,h"),
  *   base_model_name_or_path, revision, task_type (strings,
  *   default none: written to adapter_config.json, where PEFT's AutoPeftModel reads them).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):

@@ -43,16 +43,25 @@ struct NestingBound : nlohmann::json::json_sax_t {
   }
 };
 
-}  // namespace
-
-nlohmann::json parse_json_input(std::string_view text, const std::string& what, Status status) {
+template <typename Json>
+Json parse_bounded(std::string_view text, const std::string& what, Status status) {
   NestingBound bound(what, status);
   nlohmann::json::sax_parse(text.begin(), text.end(), &bound);
   try {
-    return nlohmann::json::parse(text.begin(), text.end());
+    return Json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
     fail(status, what, " is not valid JSON: ", plain_message(e));
   }
+}
+
+}  // namespace
+
+nlohmann::json parse_json_input(std::string_view text, const std::string& what, Status status) {
+  return parse_bounded<nlohmann::json>(text, what, status);
+}
+
+nlohmann::ordered_json parse_ordered_json_input(std::string_view text, const std::string& what, Status status) {
+  return parse_bounded<nlohmann::ordered_json>(text, what, status);
 }
 
 }  // namespace acc

@@ -18,5 +18,9 @@ constexpr int kMaxJsonDepth = 256;
 // `status`, the message starting with `what` (e.g. "model spec", "checkpoint file 'x'").
 nlohmann::json parse_json_input(std::string_view text, const std::string& what,
                                 Status status = Status::InvalidArgument);
+// The same, with each object's keys in the document's order (where order means something: PEFT's
+// rank_pattern takes the first key that matches).
+nlohmann::ordered_json parse_ordered_json_input(std::string_view text, const std::string& what,
+                                                Status status = Status::InvalidArgument);
 
 }  // namespace acc

@@ -98,15 +98,32 @@ void check_regex_cost(const std::string& expression, const std::string& key) {
 
 }  // namespace
 
-std::function<bool(const std::string&)> module_regex(const std::string& expression, const std::string& key) {
+namespace {
+
+std::shared_ptr<const std::regex> compiled_module_regex(const std::string& expression, const std::string& key) {
   check_regex_cost(expression, key);
-  std::shared_ptr<const std::regex> compiled;
   try {
-    compiled = std::make_shared<const std::regex>(expression);
+    return std::make_shared<const std::regex>(expression);
   } catch (const std::regex_error& e) {
     fail(Status::InvalidArgument, key, " regular expression '", expression, "' is invalid: ", e.what());
   }
+}
+
+}  // namespace
+
+std::function<bool(const std::string&)> module_regex(const std::string& expression, const std::string& key) {
+  auto compiled = compiled_module_regex(expression, key);
   return [compiled](const std::string& module) { return std::regex_match(module, *compiled); };
+}
+
+std::function<std::optional<std::string>(const std::string&)> module_regex_group(const std::string& expression,
+                                                                                 const std::string& key) {
+  auto compiled = compiled_module_regex(expression, key);
+  return [compiled](const std::string& module) -> std::optional<std::string> {
+    std::smatch match;
+    if (!std::regex_match(module, match, *compiled) || match.size() < 2 || !match[1].matched) return std::nullopt;
+    return match[1].str();
+  };
 }
 
 }  // namespace acc

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace acc {
@@ -12,5 +13,9 @@ namespace acc {
 // A whole-name matcher for `expression`; InvalidArgument naming `key` (the setting it came from)
 // when the expression is invalid or past the cost bounds.
 std::function<bool(const std::string&)> module_regex(const std::string& expression, const std::string& key);
+// Where `expression` matches a whole name, the text its first group captured (Python's
+// re.fullmatch(...).group(1)); nothing where it does not match.
+std::function<std::optional<std::string>(const std::string&)> module_regex_group(const std::string& expression,
+                                                                                 const std::string& key);
 
 }  // namespace acc

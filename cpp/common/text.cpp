@@ -1,6 +1,7 @@
 #include "common/text.h"
 
 #include <cctype>
+#include <charconv>
 #include <sstream>
 
 namespace acc {
@@ -40,6 +41,14 @@ std::vector<std::string> split_trimmed(const std::string& text, char separator) 
     pieces.push_back(trimmed(text.substr(start, end - start)));
   pieces.push_back(trimmed(text.substr(start)));
   return pieces;
+}
+
+std::optional<int64_t> parse_integer(const std::string& text) {
+  int64_t value = 0;
+  const char *first = text.data(), *last = text.data() + text.size();
+  const auto [end, error] = std::from_chars(first, last, value);
+  if (text.empty() || error != std::errc() || end != last) return std::nullopt;
+  return value;
 }
 
 }  // namespace acc

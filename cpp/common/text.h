@@ -1,6 +1,8 @@
 // Small string helpers the option and name parsers share.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,5 +20,8 @@ std::string uppercase(std::string text);
 // The pieces of a `separator`-separated list, each trimmed; empty ones are kept, a leading or
 // trailing separator's included, for the caller to refuse ("" is one empty piece).
 std::vector<std::string> split_trimmed(const std::string& text, char separator);
+// `text` as a decimal integer (an optional '-', digits, nothing else); nothing where it is not one
+// or is past int64's range.
+std::optional<int64_t> parse_integer(const std::string& text);
 
 }  // namespace acc

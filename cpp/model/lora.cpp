@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "common/error.h"
+#include "common/json_input.h"
 #include "common/module_regex.h"
 #include "common/text.h"
 #include "common/utf8.h"
@@ -17,11 +18,53 @@
 namespace acc {
 namespace {
 
+constexpr const char* kMagnitudeSuffix = ".lora_magnitude_vector";  // PEFT's name in its files
+
 // nn.Linear(in, out, bias=False)'s own initialisation, which PEFT's adapters go through first.
 at::Tensor new_linear_weight(int64_t out, int64_t in) {
   at::Tensor w = at::empty({out, in}, at::kFloat);
   torch::nn::init::kaiming_uniform_(w, std::sqrt(5.0));
   return w;
+}
+
+// The weight delta (B A) * scaling, as PEFT's get_delta_weight computes it.
+at::Tensor lora_delta(const at::Tensor& a, const at::Tensor& b, double scaling) { return at::matmul(b, a) * scaling; }
+
+// DoRA's row norms ||W + scaling * lora_weight|| (PEFT's get_weight_norm), in the sum's dtype.
+at::Tensor weight_norm(const at::Tensor& w, const at::Tensor& lora_weight, double scaling) {
+  const at::Tensor sum = w + lora_weight * scaling;
+  return at::linalg_vector_norm(sum, 2, {1}, false, c10::nullopt).to(sum.scalar_type());
+}
+
+// DoRA's magnitude at the start (PEFT's DoraLinearLayer.update_layer): the adapted weight's row
+// norms, lora_weight as lora_B @ lora_A.
+at::Tensor initial_magnitude(const at::Tensor& w, const LoraAdapter& adapter) {
+  at::NoGradGuard no_grad;
+  return weight_norm(w, at::matmul(adapter.b, adapter.a), adapter.scaling);
+}
+
+// PEFT's DoraLinearVariant.forward and DoraLinearLayer.forward on the layer's output: result +
+// (m / ||W + s B A|| - 1) * base + m / ||W + s B A|| * B(A(x)) * s, the norm not differentiated;
+// base is the layer's output without its bias, or with dropout in training W applied to the
+// dropped-out input. B A is taken as PEFT takes it, lora_B(lora_A(I))^T.
+OutputAdapter dora_output_adapter(const LoraAdapter& adapter, double p) {
+  return [a = adapter.a, b = adapter.b, m = adapter.magnitude, w = adapter.site.weight, bias = adapter.site.bias,
+          scaling = adapter.scaling, p](const at::Tensor& input, const at::Tensor& output, bool training) {
+    at::Tensor x = input.to(a.scalar_type());
+    at::Tensor base;
+    if (p > 0 && training) {
+      x = at::dropout(x, p, training);
+      base = at::linear(x, w.to(x.scalar_type()));
+    } else {
+      base = bias.defined() ? output - bias : output;
+    }
+    const at::Tensor eye = at::eye(a.size(1), a.options().requires_grad(false));
+    const at::Tensor lora_weight = at::linear(at::linear(eye, a), b).t().to(x.scalar_type());
+    const at::Tensor norm = weight_norm(w.to(x.scalar_type()), lora_weight.detach(), scaling).detach();
+    const at::Tensor scale = (m / norm).view({1, -1});
+    const at::Tensor dora = (scale - 1) * base + scale * at::linear(at::linear(x, a), b) * scaling;
+    return (output + dora).to(output.scalar_type());
+  };
 }
 
 // PEFT's module list in this library's text form: names separated by commas, or "re:" followed by
@@ -36,18 +79,29 @@ void read_module_names(const char* key, const std::string& text, std::vector<std
   }
 }
 
+// A pattern option's JSON object ({"expression": value, ...}), each entry handed to `add` in the
+// text's order.
+void read_patterns(const std::string& text, const char* key,
+                   const std::function<void(const std::string&, const nlohmann::ordered_json&)>& add) {
+  if (trimmed(text).empty()) return;
+  const nlohmann::ordered_json j = parse_ordered_json_input(text, key);
+  require(j.is_object(), key, " must be a JSON object from module-name expressions to values, e.g. {\"q_proj\": 16}");
+  for (const auto& [expression, value] : j.items()) add(expression, value);
+}
+
 }  // namespace
 
 const OptionTable<LoraConfig>& lora_option_table() {
   using L = LoraConfig;
   static const OptionTable<L> table(OptionsKind::Lora, [](OptionTable<L>& t) {
-    t.bind("r", "the adapters' rank", &L::r).at_least(1).at_most(1 << 20);
+    t.bind("r", "the adapters' rank", &L::r).at_least(1).at_most(kMaxLoraRank);
     // At most float's largest: the scaling multiplies float32 outputs (an inf would make 0 * inf NaNs).
     t.bind("lora_alpha", "the scaling is lora_alpha / r", &L::alpha).at_least(0).at_most(kMaxLoraAlpha);
     t.bind("lora_dropout", "dropout on the adapted layer's input", &L::dropout)
         .at_least(0)
         .at_most(1);
     t.bind("use_rslora", "scale by lora_alpha / sqrt(r)", &L::use_rslora);
+    t.bind("use_dora", "DoRA: train a magnitude per output beside the adapters", &L::use_dora);
     t.bind("init_lora_weights", "Kaiming A and zero B (true), N(0, 1/r) A (gaussian), or nn.Linear's", &L::init)
         .one_of({"true", "gaussian", "false"});
     t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
@@ -55,6 +109,14 @@ const OptionTable<LoraConfig>& lora_option_table() {
            &L::modules_to_save_spec);
     t.bind("bias", "which biases train beside the adapters: none, all, lora_only (the adapted layers')", &L::bias)
         .one_of({"none", "all", "lora_only"});
+    t.bind("rank_pattern", "ranks of their own: a JSON object from module-name expressions to r",
+           &L::rank_pattern_spec);
+    t.bind("alpha_pattern", "lora_alphas of their own: a JSON object from module-name expressions to lora_alpha",
+           &L::alpha_pattern_spec);
+    t.bind("layers_to_transform", "the layer numbers to adapt, separated by commas (default: all)",
+           &L::layers_to_transform_spec);
+    t.bind("layers_pattern", "expressions naming the layer lists layers_to_transform numbers, separated by commas",
+           &L::layers_pattern_spec);
     t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
            &L::base_model_name_or_path);
     t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
@@ -90,6 +152,25 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
     config.modules_to_save.insert(config.modules_to_save.end(), {"classifier", "score"});
   else if (config.task_type == "QUESTION_ANS")
     config.modules_to_save.push_back("qa_outputs");
+  read_patterns(config.rank_pattern_spec, "rank_pattern", [&](const std::string& key, const nlohmann::ordered_json& v) {
+    require(v.is_number_integer(), "rank_pattern's '", key, "' must be an integer rank");
+    config.add_rank_pattern(key, v.get<int64_t>());
+  });
+  read_patterns(config.alpha_pattern_spec, "alpha_pattern",
+                [&](const std::string& key, const nlohmann::ordered_json& v) {
+                  require(v.is_number(), "alpha_pattern's '", key, "' must be a number");
+                  config.add_alpha_pattern(key, v.get<double>());
+                });
+  const std::string layers = trimmed(config.layers_to_transform_spec);
+  if (!layers.empty())
+    for (const auto& number : split_trimmed(layers, ',')) {
+      const auto layer = parse_integer(number);
+      require(layer.has_value(), "layers_to_transform '", layers, "' must be layer numbers separated by commas");
+      config.layers_to_transform.push_back(*layer);
+    }
+  const std::string layer_lists = trimmed(config.layers_pattern_spec);
+  if (!layer_lists.empty()) config.set_layers_pattern(split_trimmed(layer_lists, ','));
+  config.check_layer_settings(/*layers_to_transform_given=*/!config.layers_to_transform.empty());
   const std::pair<const char*, const std::string*> texts[] = {
       {"base_model_name_or_path", &config.base_model_name_or_path},
       {"revision", &config.revision},
@@ -119,8 +200,86 @@ void LoraConfig::set_exclude_regex(const std::string& expression) {
   exclude_regex = expression;
 }
 
-double LoraConfig::scaling() const {
-  return use_rslora ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r);
+namespace {
+
+// PEFT's get_pattern_key: `key` matches a module named it or ending in "." and it.
+std::function<bool(const std::string&)> pattern_key_matcher(const std::string& key, const char* setting) {
+  require(!key.empty(), setting, " has an empty module-name expression");
+  require(is_utf8(key), setting, " '", printable_utf8(key), "' is not valid UTF-8");
+  return module_regex("(.*\\.)?(" + key + ")", setting);
+}
+
+template <typename T>
+const T* pattern_value(const std::vector<LoraConfig::Pattern<T>>& patterns, const std::string& module) {
+  for (const auto& pattern : patterns)
+    if (pattern.matches(module)) return &pattern.value;
+  return nullptr;
+}
+
+}  // namespace
+
+void LoraConfig::add_rank_pattern(const std::string& key, int64_t rank) {
+  require(rank >= 1 && rank <= kMaxLoraRank, "rank_pattern's '", key, "' must be a rank from 1 to ", kMaxLoraRank,
+          ", got ", rank);
+  rank_pattern.push_back({key, rank, pattern_key_matcher(key, "rank_pattern")});
+}
+
+void LoraConfig::add_alpha_pattern(const std::string& key, double value) {
+  require(std::isfinite(value) && value >= 0 && value <= kMaxLoraAlpha, "alpha_pattern's '", key,
+          "' must be a lora_alpha in [0, ", kMaxLoraAlpha, "], got ", value);
+  alpha_pattern.push_back({key, value, pattern_key_matcher(key, "alpha_pattern")});
+}
+
+void LoraConfig::set_layers_pattern(std::vector<std::string> patterns) {
+  layer_index_matchers.clear();
+  for (const auto& pattern : patterns) {
+    require(!pattern.empty(), "layers_pattern has an empty expression");
+    require(is_utf8(pattern), "layers_pattern '", printable_utf8(pattern), "' is not valid UTF-8");
+    // PEFT's re.match(rf".*?\.{pattern}\.(\d+)\.", name), matched here as a whole name.
+    layer_index_matchers.push_back(module_regex_group("(?:.*?\\." + pattern + "\\.(\\d+)\\.).*", "layers_pattern"));
+  }
+  layers_pattern = std::move(patterns);
+}
+
+void LoraConfig::check_layer_settings(bool layers_to_transform_given) const {
+  // PEFT's LoraConfig refuses these alike.
+  require(target_regex.empty() || (!layers_to_transform_given && layers_pattern.empty()),
+          "layers_to_transform and layers_pattern need target_modules as names, not a regular expression (",
+          describe_targets(), ")");
+  require(layers_pattern.empty() || layers_to_transform_given,
+          "layers_pattern is set without layers_to_transform: name the layer numbers to adapt");
+}
+
+int64_t LoraConfig::rank_of(const std::string& module) const {
+  const int64_t* value = pattern_value(rank_pattern, module);
+  return value ? *value : r;
+}
+
+double LoraConfig::alpha_of(const std::string& module) const {
+  const double* value = pattern_value(alpha_pattern, module);
+  return value ? *value : alpha;
+}
+
+double LoraConfig::scaling_of(const std::string& module) const {
+  const double rank = static_cast<double>(rank_of(module)), a = alpha_of(module);
+  return use_rslora ? a / std::sqrt(rank) : a / rank;
+}
+
+std::optional<int64_t> LoraConfig::layer_index(const std::string& module) const {
+  // Without layers_pattern, PEFT's re.match(r".*?\.[^.]*\.(\d+)\.", name): the first number that
+  // follows a component after a dot and has a dot after it.
+  std::optional<std::string> digits;
+  if (layer_index_matchers.empty()) {
+    const std::vector<std::string> parts = split_trimmed(module, '.');
+    for (size_t k = 1; k + 2 < parts.size() && !digits; ++k)
+      if (!parts[k + 1].empty() && parts[k + 1].find_first_not_of("0123456789") == std::string::npos)
+        digits = parts[k + 1];
+  } else {
+    for (const auto& matcher : layer_index_matchers)
+      if ((digits = matcher(module))) break;
+  }
+  if (!digits) return std::nullopt;
+  return parse_integer(*digits);  // Python's int() has no bound; past int64's, no listed layer either
 }
 
 bool LoraConfig::targets(const std::string& module) const {
@@ -130,7 +289,15 @@ bool LoraConfig::targets(const std::string& module) const {
   const std::string dotted = "." + module + ".";
   for (const auto& saved : modules_to_save)
     if (dotted.find("." + saved + ".") != std::string::npos) return false;
-  return regex_matches ? regex_matches(module) : names_match(target_names, module);
+  if (regex_matches) return regex_matches(module);
+  // A module named exactly is adapted whatever its layer; one a name ends with, in the layers
+  // layers_to_transform lists (PEFT's order of checks).
+  if (std::find(target_names.begin(), target_names.end(), module) != target_names.end()) return true;
+  if (!names_match(target_names, module)) return false;
+  if (layers_to_transform.empty()) return true;
+  const std::optional<int64_t> layer = layer_index(module);
+  return layer &&
+         std::find(layers_to_transform.begin(), layers_to_transform.end(), *layer) != layers_to_transform.end();
 }
 
 bool LoraConfig::saves(const std::string& name) const {
@@ -181,26 +348,32 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   std::vector<LoraAdapter> made;
   at::NoGradGuard no_grad;
   for (const LinearSite* site : chosen) {
-    const int64_t out = site->weight.size(0), in = site->weight.size(1);
+    const int64_t out = site->weight.size(0), in = site->weight.size(1), r = config.rank_of(site->module);
     // PEFT makes lora_A = nn.Linear(in, r) and lora_B = nn.Linear(r, out) (each drawing its default
     // initialisation) and then re-initialises them: the same draws keep the global stream in step.
-    at::Tensor a = new_linear_weight(config.r, in);
-    at::Tensor b = new_linear_weight(out, config.r);
+    at::Tensor a = new_linear_weight(r, in);
+    at::Tensor b = new_linear_weight(out, r);
     if (config.init == "true") {
       torch::nn::init::kaiming_uniform_(a, std::sqrt(5.0));
       b.zero_();
     } else if (config.init == "gaussian") {
-      a.normal_(0.0, 1.0 / static_cast<double>(config.r));
+      a.normal_(0.0, 1.0 / static_cast<double>(r));
       b.zero_();
     } else if (config.init == "eva") {
       b.zero_();  // PEFT's placeholder until EVA's data-driven A: a loaded adapter replaces both
     }
     // "false" keeps nn.Linear's initialisation; "orthogonal" comes only with a loaded adapter, which
     // replaces it.
-    // Adapters of a half-precision layer stay float32 (PEFT's autocast_adapter_dtype).
+    // PEFT moves the adapters to the layer's device and dtype, initialises DoRA's magnitude there,
+    // and then (autocast_adapter_dtype) makes a half-precision layer's adapters float32 again: they
+    // start rounded to the layer's precision.
+    LoraAdapter adapter{*site, a.to(site->weight.options()),   b.to(site->weight.options()), {},
+                        r,     config.scaling_of(site->module)};
+    if (config.use_dora) adapter.magnitude = initial_magnitude(site->weight, adapter);
     const bool low = site->weight.scalar_type() == at::kHalf || site->weight.scalar_type() == at::kBFloat16;
-    const auto options = site->weight.options().dtype(low ? at::kFloat : site->weight.scalar_type());
-    made.push_back({*site, a.to(options).set_requires_grad(true), b.to(options).set_requires_grad(true)});
+    for (at::Tensor* t : {&adapter.a, &adapter.b, &adapter.magnitude})
+      if (t->defined()) *t = (low ? t->to(at::kFloat) : *t).set_requires_grad(true);
+    made.push_back(std::move(adapter));
   }
   config_ = config;
   adapters_ = std::move(made);
@@ -214,7 +387,8 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   // adapters' dtype and the sum back to the layer's. The tensors are captured as handles: moves
   // (Model::to) and sharding's storage swaps keep them.
   const at::Tensor a = adapter.a, b = adapter.b;
-  const double scaling = config_.scaling(), p = config_.dropout;
+  const double scaling = adapter.scaling, p = config_.dropout;
+  if (adapter.magnitude.defined()) return dora_output_adapter(adapter, p);
   return [a, b, scaling, p](const at::Tensor& input, const at::Tensor& output, bool training) {
     at::Tensor x = input.to(a.scalar_type());
     if (p > 0) x = at::dropout(x, p, training);
@@ -224,11 +398,15 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
 
 NamedTensors LoraAdapters::named_parameters() const {
   NamedTensors out;
-  for (const auto& adapter : adapters_) {
-    out.emplace_back(adapter.site.module + ".lora_A.weight", adapter.a);
-    out.emplace_back(adapter.site.module + ".lora_B.weight", adapter.b);
-  }
+  for (size_t k = 0; k < adapters_.size(); ++k) append_parameters(k, &out);
   return out;
+}
+
+void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
+  const LoraAdapter& adapter = adapters_[k];
+  out->emplace_back(adapter.site.module + ".lora_A.weight", adapter.a);
+  out->emplace_back(adapter.site.module + ".lora_B.weight", adapter.b);
+  if (adapter.magnitude.defined()) out->emplace_back(adapter.site.module + kMagnitudeSuffix, adapter.magnitude);
 }
 
 NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
@@ -248,27 +426,21 @@ NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
   std::vector<size_t> last;
   for (size_t k = 0; k < adapters_.size(); ++k) (last_own[k] < own.size() ? after[last_own[k]] : last).push_back(k);
   NamedTensors out;
-  auto add = [&](size_t k) {
-    out.emplace_back(adapters_[k].site.module + ".lora_A.weight", adapters_[k].a);
-    out.emplace_back(adapters_[k].site.module + ".lora_B.weight", adapters_[k].b);
-  };
   for (size_t i = 0; i < own.size(); ++i) {
     out.push_back(std::move(own[i]));
-    for (size_t k : after[i]) add(k);
+    for (size_t k : after[i]) append_parameters(k, &out);
   }
-  for (size_t k : last) add(k);
+  for (size_t k : last) append_parameters(k, &out);
   return out;
 }
 
-namespace {
-
-// The weight delta (B A) * scaling, as PEFT's get_delta_weight computes it.
-at::Tensor lora_delta(const at::Tensor& a, const at::Tensor& b, double scaling) { return at::matmul(b, a) * scaling; }
-
-}  // namespace
-
-at::Tensor adapted_weight(const at::Tensor& w, const at::Tensor& a, const at::Tensor& b, double scaling) {
-  return (w + lora_delta(a, b, scaling)).to(w.scalar_type());
+at::Tensor adapted_weight(const at::Tensor& w, const LoraAdapter& adapter) {
+  const at::Tensor delta = lora_delta(adapter.a, adapter.b, adapter.scaling);
+  if (!adapter.magnitude.defined()) return (w + delta).to(w.scalar_type());
+  // PEFT's DoRA merge: m / ||W + delta|| (detached) times W + delta, per output row.
+  const at::Tensor sum = w + delta;
+  const at::Tensor norm = at::linalg_vector_norm(sum, 2, {1}, false, c10::nullopt).to(sum.scalar_type()).detach();
+  return ((adapter.magnitude / norm).view({-1, 1}) * sum).to(w.scalar_type());
 }
 
 LoraAdapters::Applied LoraAdapters::apply() const {
@@ -276,7 +448,7 @@ LoraAdapters::Applied LoraAdapters::apply() const {
   for (const auto& adapter : adapters_) {
     if (adapter.site.set_output_adapter) continue;  // adapts its output itself
     const at::Tensor& w = adapter.site.weight;
-    adapter.site.use_weight(adapted_weight(w, adapter.a, adapter.b, config_.scaling()));
+    adapter.site.use_weight(adapted_weight(w, adapter));
     applied.push_back(&adapter);
   }
   return Applied(std::move(applied));
@@ -310,9 +482,12 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
     const std::string& module = adapter.site.module;
     const at::Tensor& w = entry_of(module + ".weight");
     at::NoGradGuard no_grad;
-    merged_weights[module + ".weight"] = adapted_weight(w, entry_of(module + ".lora_A.weight"),
-                                                        entry_of(module + ".lora_B.weight"), config_.scaling());
-    adapter_entries.insert({module + ".lora_A.weight", module + ".lora_B.weight"});
+    LoraAdapter stated = adapter;  // with the state's tensors
+    stated.a = entry_of(module + ".lora_A.weight");
+    stated.b = entry_of(module + ".lora_B.weight");
+    if (adapter.magnitude.defined()) stated.magnitude = entry_of(module + kMagnitudeSuffix);
+    merged_weights[module + ".weight"] = adapted_weight(w, stated);
+    adapter_entries.insert({module + ".lora_A.weight", module + ".lora_B.weight", module + kMagnitudeSuffix});
   }
   NamedTensors out;
   for (const auto& entry : state) {
@@ -326,7 +501,7 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
 void LoraAdapters::merge_into_weights() const {
   require_mergeable("merging LoRA adapters");
   at::NoGradGuard no_grad;
-  for (const auto& adapter : adapters_) adapter.site.weight.add_(lora_delta(adapter.a, adapter.b, config_.scaling()));
+  for (const auto& adapter : adapters_) adapter.site.weight.copy_(adapted_weight(adapter.site.weight, adapter));
 }
 
 void LoraAdapters::merge_and_remove() {

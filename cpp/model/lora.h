@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ namespace acc {
 
 // The largest lora_alpha: float's largest, since the scaling multiplies float32 outputs.
 constexpr double kMaxLoraAlpha = 3.4028234663852886e38;
+constexpr int64_t kMaxLoraRank = 1 << 20;
 
 // PEFT's LoraConfig. The ACC_OPTIONS_LORA keys fill the numbers and flags (lora_option_table); the
 // target modules are an argument of their own.
@@ -47,10 +49,34 @@ struct LoraConfig {
   // PEFT's bias: "none", "all" (every parameter named "bias" or "*.bias" trains), "lora_only" (the
   // adapted layers' biases train); the biases that train are saved with the adapters.
   std::string bias = "none";
+  // PEFT's layers_to_transform: with target_modules given as names, a module a name ends with (not
+  // one named exactly) is adapted only in these layers: the number after the first component that
+  // follows a dot ("model.layers.3.q_proj": 3), or after one that layers_pattern (PEFT's list of
+  // regular expressions) matches. None: every layer.
+  std::vector<int64_t> layers_to_transform;
+  std::vector<std::string> layers_pattern;
+  std::vector<std::function<std::optional<std::string>(const std::string&)>> layer_index_matchers;
+  std::string layers_to_transform_spec, layers_pattern_spec;  // the options: numbers or names, by commas
+  // PEFT's rank_pattern and alpha_pattern: regular expressions, in order, each matched against a
+  // module's name or its end after a dot (PEFT's `(.*\.)?(key)$`), the first that matches giving
+  // the module its own r or lora_alpha.
+  template <typename T>
+  struct Pattern {
+    std::string key;
+    T value;
+    std::function<bool(const std::string&)> matches;
+  };
+  std::vector<Pattern<int64_t>> rank_pattern;
+  std::vector<Pattern<double>> alpha_pattern;
+  std::string rank_pattern_spec, alpha_pattern_spec;  // the options: JSON objects, as in adapter_config.json
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
   bool use_rslora = false;   // scaling alpha / sqrt(r) instead of alpha / r
+  // PEFT's use_dora (DoRA, Liu et al. 2024): each adapted layer also trains a magnitude per output,
+  // m, and computes with m * (W + (B A) * scaling) / ||W + (B A) * scaling|| (row norms, not
+  // differentiated), as PEFT's DoraLinearLayer does.
+  bool use_dora = false;
   // PEFT's init_lora_weights: "true" (Kaiming A, zero B), "gaussian", "false"; read from files also
   // "eva" and "orthogonal" (initialisations the loaded weights replace, kept for the next save).
   std::string init = "true";
@@ -63,7 +89,19 @@ struct LoraConfig {
   // An invalid expression is an InvalidArgument error naming it.
   void set_target_regex(const std::string& expression);
   void set_exclude_regex(const std::string& expression);
-  double scaling() const;
+  // Appends to rank_pattern / alpha_pattern, checking the value and the expression (InvalidArgument).
+  void add_rank_pattern(const std::string& key, int64_t rank);
+  void add_alpha_pattern(const std::string& key, double alpha);
+  // Sets layers_pattern, compiling each expression; checks that the layer settings go together.
+  void set_layers_pattern(std::vector<std::string> patterns);
+  void check_layer_settings(bool layers_to_transform_given) const;
+  // The layer number PEFT reads from a module's name for layers_to_transform (none: no number).
+  std::optional<int64_t> layer_index(const std::string& module) const;
+  // A module's rank, lora_alpha and scaling (lora_alpha / r, or / sqrt(r) with use_rslora), its
+  // patterns applied.
+  int64_t rank_of(const std::string& module) const;
+  double alpha_of(const std::string& module) const;
+  double scaling_of(const std::string& module) const;
   // Whether the config adapts `module`: not excluded, not inside a module to save (PEFT leaves those
   // whole), and named by the targets.
   bool targets(const std::string& module) const;
@@ -89,16 +127,22 @@ struct LinearSite {
   // Where `weight` is another module's parameter too (a head tied to the embedding): the name the
   // model lists it under. Merging would change both layers, so it is refused (see require_mergeable).
   std::string tied_to;
+  at::Tensor bias;  // the layer's bias, undefined if none (DoRA's output takes the layer's without it)
 };
-
-// W + (B A) * scaling, computed in the wider of the two dtypes and rounded once to W's (PEFT's
-// merge); autograd reaches A and B through it where gradients are on.
-at::Tensor adapted_weight(const at::Tensor& w, const at::Tensor& a, const at::Tensor& b, double scaling);
 
 struct LoraAdapter {
   LinearSite site;
   at::Tensor a, b;  // lora_A.weight (r x in), lora_B.weight (out x r)
+  at::Tensor magnitude;  // DoRA's lora_magnitude_vector (out); undefined without use_dora
+  int64_t r;             // the module's rank and scaling (LoraConfig::rank_of, scaling_of)
+  double scaling;
 };
+
+// The layer's weight as adapted: W + (B A) * scaling, with DoRA m / ||W + (B A) * scaling|| times
+// that (the norm not differentiated), computed in the wider dtype and rounded once to W's (PEFT's
+// merge); autograd reaches the adapter's tensors through it where gradients are on. `w` is the
+// layer's weight (the adapter's own, or a gathered copy of it).
+at::Tensor adapted_weight(const at::Tensor& w, const LoraAdapter& adapter);
 
 class LoraAdapters {
  public:
@@ -113,10 +157,12 @@ class LoraAdapters {
   size_t add(const LoraConfig& config, const std::vector<LinearSite>& sites,
              const std::vector<std::string>& other_modules);
 
-  // "<module>.lora_A.weight" and "<module>.lora_B.weight" per adapter, in order.
+  // "<module>.lora_A.weight", "<module>.lora_B.weight" and with DoRA "<module>.lora_magnitude_vector"
+  // per adapter, in order.
   NamedTensors named_parameters() const;
   // A model's own parameters (`own`, in its order) with each adapter's two right after its layer's
-  // own parameters, where PEFT's layer lists them (base_layer's, then lora_A, lora_B): the order of
+  // own parameters, where PEFT's layer lists them (base_layer's, then lora_A, lora_B, DoRA's
+  // magnitude): the order of
   // PEFT's model.parameters(), which optimizers and gradient clipping's total norm follow. An
   // adapter whose layer lists none of its own (its weight tied to an earlier module's) comes last.
   NamedTensors placed_among(NamedTensors own) const;
@@ -151,6 +197,8 @@ class LoraAdapters {
 
  private:
   OutputAdapter output_adapter(const LoraAdapter& adapter) const;
+  // Adapter k's parameters under their names, as named_parameters lists them.
+  void append_parameters(size_t k, NamedTensors* out) const;
 
   LoraConfig config_;
   std::vector<LoraAdapter> adapters_;

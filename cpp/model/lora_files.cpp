@@ -23,6 +23,7 @@ constexpr const char* kWeightsFile = "adapter_model.safetensors";
 constexpr const char* kPrefix = "base_model.model.";
 constexpr const char* kSuffixA = ".lora_A.weight";
 constexpr const char* kSuffixB = ".lora_B.weight";
+constexpr const char* kSuffixMagnitude = ".lora_magnitude_vector";  // DoRA's
 constexpr const char* kBaseLayerBias = ".base_layer.bias";  // an adapted layer's bias, under PEFT's bias setting
 // The weights' metadata names the configuration saved with them (the CRC-32C of its bytes): a
 // save stopped between renaming the configuration and the weights leaves its weights `.new`, and
@@ -48,26 +49,33 @@ bool saved_with(const std::string& weights, const std::optional<std::string>& co
   }
 }
 
-json config_json(const LoraConfig& config) {
-  // Every field PEFT's LoraConfig reads back, with the values this library implements.
+// Every field PEFT's LoraConfig reads back, with the values this library implements. Keys in this
+// order, rank_pattern's and alpha_pattern's in the configuration's: PEFT writes its keys sorted
+// (json.dumps(sort_keys=True)), so where two keys match one module the first of its file (which
+// wins) may not be the configuration's, and a PEFT adapter can load back with other ranks.
+nlohmann::ordered_json config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
   auto text_or_null = [](const std::string& text) { return text.empty() ? json(nullptr) : json(text); };
-  json j = {{"peft_type", "LORA"},
-            {"task_type", text_or_null(config.task_type)},
-            {"base_model_name_or_path", text_or_null(config.base_model_name_or_path)},
-            {"revision", text_or_null(config.revision)},
-            {"inference_mode", true},
-            {"r", config.r},
-            {"lora_alpha", config.alpha},
-            {"lora_dropout", config.dropout},
-            {"use_rslora", config.use_rslora},
-            {"fan_in_fan_out", false},
-            {"bias", config.bias},
-            {"modules_to_save", config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save)},
-            {"layers_to_transform", nullptr},
-            {"layers_pattern", nullptr},
-            {"rank_pattern", json::object()},
-            {"alpha_pattern", json::object()},
-            {"use_dora", false}};
+  json j = {
+      {"peft_type", "LORA"},
+      {"task_type", text_or_null(config.task_type)},
+      {"base_model_name_or_path", text_or_null(config.base_model_name_or_path)},
+      {"revision", text_or_null(config.revision)},
+      {"inference_mode", true},
+      {"r", config.r},
+      {"lora_alpha", config.alpha},
+      {"lora_dropout", config.dropout},
+      {"use_rslora", config.use_rslora},
+      {"fan_in_fan_out", false},
+      {"bias", config.bias},
+      {"modules_to_save", config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save)},
+      {"layers_to_transform", config.layers_to_transform.empty() ? json(nullptr) : json(config.layers_to_transform)},
+      {"layers_pattern", config.layers_pattern.empty() ? json(nullptr) : json(config.layers_pattern)},
+      {"rank_pattern", json::object()},
+      {"alpha_pattern", json::object()},
+      {"use_dora", config.use_dora}};
+  for (const auto& pattern : config.rank_pattern) j["rank_pattern"].emplace(pattern.key, pattern.value);
+  for (const auto& pattern : config.alpha_pattern) j["alpha_pattern"].emplace(pattern.key, pattern.value);
   if (config.init == "true" || config.init == "false")
     j["init_lora_weights"] = config.init == "true";
   else
@@ -83,7 +91,8 @@ json config_json(const LoraConfig& config) {
   return j;
 }
 
-LoraConfig config_from_json(const json& j, const std::string& path) {
+// Read with each object's keys in the file's order: rank_pattern's first matching key wins.
+LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
   auto refuse = [&](const std::string& key, const std::string& why) {
     fail(Status::Io, "'", path, "': '", key, "' ", why);
   };
@@ -111,7 +120,7 @@ LoraConfig config_from_json(const json& j, const std::string& path) {
     return j[key].get<bool>();
   };
   config.use_rslora = flag("use_rslora");
-  if (flag("use_dora")) refuse("use_dora", "is true: DoRA is not supported");
+  config.use_dora = flag("use_dora");
   if (flag("fan_in_fan_out")) refuse("fan_in_fan_out", "is true: only nn.Linear's layout is supported");
   if (j.contains("bias") && !j["bias"].is_null()) {
     if (j["bias"] != "none" && j["bias"] != "all" && j["bias"] != "lora_only")
@@ -127,13 +136,58 @@ LoraConfig config_from_json(const json& j, const std::string& path) {
       config.modules_to_save.push_back(name.get<std::string>());
     }
   }
-  for (const char* key :
-       {"layers_to_transform", "layers_pattern", "layer_replication", "trainable_token_indices", "target_parameters"})
+  for (const char* key : {"layer_replication", "trainable_token_indices", "target_parameters"})
     if (j.contains(key) && !j[key].is_null() && !(j[key].is_array() && j[key].empty()))
       refuse(key, "is set: it is not supported");
-  for (const char* key : {"rank_pattern", "alpha_pattern"})
-    if (j.contains(key) && !j[key].is_null() && !(j[key].is_object() && j[key].empty()))
-      refuse(key, "is set: per-module ranks and alphas are not supported");
+  auto patterns = [&](const char* key,
+                      const std::function<void(const std::string&, const nlohmann::ordered_json&)>& add) {
+    if (!j.contains(key) || j[key].is_null()) return;
+    if (!j[key].is_object()) refuse(key, "must be an object from module-name expressions to values");
+    for (const auto& [expression, value] : j[key].items()) {
+      try {
+        add(expression, value);
+      } catch (const Error& e) {
+        fail(Status::Io, "'", path, "': ", e.what());
+      }
+    }
+  };
+  patterns("rank_pattern", [&](const std::string& key, const nlohmann::ordered_json& value) {
+    if (!value.is_number_integer()) refuse("rank_pattern", "'s '" + key + "' must be an integer rank");
+    config.add_rank_pattern(key, value.get<int64_t>());
+  });
+  patterns("alpha_pattern", [&](const std::string& key, const nlohmann::ordered_json& value) {
+    if (!value.is_number()) refuse("alpha_pattern", "'s '" + key + "' must be a number");
+    config.add_alpha_pattern(key, value.get<double>());
+  });
+  // PEFT's layers_to_transform: a layer number or a list of them (an empty list: every layer);
+  // layers_pattern: an expression or a list of them.
+  bool layers_given = false;
+  if (j.contains("layers_to_transform") && !j["layers_to_transform"].is_null()) {
+    const auto& layers = j["layers_to_transform"];
+    layers_given = true;
+    if (layers.is_number_integer()) {
+      config.layers_to_transform.push_back(layers.get<int64_t>());
+    } else {
+      if (!layers.is_array()) refuse("layers_to_transform", "must be a layer number or a list of them");
+      for (const auto& layer : layers) {
+        if (!layer.is_number_integer()) refuse("layers_to_transform", "must hold layer numbers");
+        config.layers_to_transform.push_back(layer.get<int64_t>());
+      }
+    }
+  }
+  std::vector<std::string> layer_lists;
+  if (j.contains("layers_pattern") && !j["layers_pattern"].is_null()) {
+    const auto& lists = j["layers_pattern"];
+    if (lists.is_string()) {
+      if (!lists.get<std::string>().empty()) layer_lists.push_back(lists.get<std::string>());
+    } else {
+      if (!lists.is_array()) refuse("layers_pattern", "must be an expression or a list of them");
+      for (const auto& list : lists) {
+        if (!list.is_string() || list.get<std::string>().empty()) refuse("layers_pattern", "must hold expressions");
+        layer_lists.push_back(list.get<std::string>());
+      }
+    }
+  }
   if (j.contains("init_lora_weights")) {
     const json& init = j["init_lora_weights"];
     if (init.is_boolean()) config.init = init.get<bool>() ? "true" : "false";
@@ -157,7 +211,7 @@ LoraConfig config_from_json(const json& j, const std::string& path) {
   // PEFT's module lists: names, or one regular expression (a string), which must compile here.
   auto modules = [&](const char* key, std::vector<std::string>* names,
                      void (LoraConfig::*set_regex)(const std::string&)) {
-    const json& value = j[key];
+    const auto& value = j[key];
     if (value.is_string() && !value.get<std::string>().empty()) {
       try {
         (config.*set_regex)(value.get<std::string>());
@@ -179,6 +233,12 @@ LoraConfig config_from_json(const json& j, const std::string& path) {
   if (j.contains("exclude_modules") && !j["exclude_modules"].is_null() && !j["exclude_modules"].empty() &&
       j["exclude_modules"] != "")
     modules("exclude_modules", &config.exclude_names, &LoraConfig::set_exclude_regex);
+  try {
+    config.set_layers_pattern(std::move(layer_lists));
+    config.check_layer_settings(layers_given);
+  } catch (const Error& e) {
+    fail(Status::Io, "'", path, "': ", e.what());
+  }
   return config;
 }
 
@@ -194,6 +254,8 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
             "from the unwrapped model before preparing it, or use acc_save_model / save_state");
     tensors.emplace_back(kPrefix + module + kSuffixA, adapter.a.detach().to(at::kCPU).contiguous());
     tensors.emplace_back(kPrefix + module + kSuffixB, adapter.b.detach().to(at::kCPU).contiguous());
+    if (adapter.magnitude.defined())
+      tensors.emplace_back(kPrefix + module + kSuffixMagnitude, adapter.magnitude.detach().to(at::kCPU).contiguous());
   }
   for (const auto& [name, tensor] : saved)
     tensors.emplace_back(kPrefix + name, tensor.detach().to(at::kCPU).contiguous());
@@ -246,7 +308,7 @@ LoraFiles read_lora_files(const std::string& dir) {
   std::error_code ec;
   if (fs::exists(weights_path + ".new", ec) && saved_with(weights_path + ".new", text)) weights_path += ".new";
   LoraFiles files;
-  files.config = config_from_json(parse_json_input(*text, "'" + config_path + "'", Status::Io), config_path);
+  files.config = config_from_json(parse_ordered_json_input(*text, "'" + config_path + "'", Status::Io), config_path);
 
   SafetensorsContents contents = load_safetensors(weights_path);
   auto refuse = [&](const std::string& name, const std::string& why) {
@@ -264,24 +326,39 @@ LoraFiles read_lora_files(const std::string& dir) {
       files.saved[in_model] = tensor;
       continue;
     }
-    if (!is_a && !is_b) refuse(name, "is not a lora_A or lora_B weight, nor what modules_to_save or bias trains");
+    if (ends_with(name, kSuffixMagnitude) &&
+        name.size() > std::string(kPrefix).size() + std::string(kSuffixMagnitude).size()) {
+      if (!files.config.use_dora) refuse(name, "is DoRA's magnitude, but use_dora is false");
+      if (tensor.dim() != 1 || !tensor.is_floating_point()) refuse(name, "must be a 1-D floating-point tensor");
+      files.modules[in_model.substr(0, in_model.size() - std::string(kSuffixMagnitude).size())].magnitude = tensor;
+      continue;
+    }
+    if (!is_a && !is_b)
+      refuse(name, "is not a lora_A or lora_B weight, DoRA's magnitude, nor what modules_to_save or bias trains");
     // The prefix's last '.' may be the suffix's first ("base_model.model.lora_A.weight"): no module then.
     const size_t prefix = std::string(kPrefix).size(), suffix = std::string(kSuffixA).size();
     if (name.size() <= prefix + suffix) refuse(name, "names no module");
     const std::string module = name.substr(prefix, name.size() - prefix - suffix);
     if (tensor.dim() != 2 || !tensor.is_floating_point()) refuse(name, "must be a 2-D floating-point tensor");
-    if ((is_a ? tensor.size(0) : tensor.size(1)) != files.config.r)
-      refuse(name, "has shape " + concat(tensor.sizes()) + ", but the adapter's rank r = " + concat(files.config.r) +
-                       " asks for " +
-                       (is_a ? "[r, in_features] = [" + concat(files.config.r) + ", ...]"
-                             : "[out_features, r] = [..., " + concat(files.config.r) + "]"));
+    const int64_t r = files.config.rank_of(module);  // r, or rank_pattern's for the module
+    if ((is_a ? tensor.size(0) : tensor.size(1)) != r)
+      refuse(name, "has shape " + concat(tensor.sizes()) + ", but the adapter's rank r = " + concat(r) + " asks for " +
+                       (is_a ? "[r, in_features] = [" + concat(r) + ", ...]"
+                             : "[out_features, r] = [..., " + concat(r) + "]"));
     (is_a ? files.modules[module].a : files.modules[module].b) = tensor;
   }
   if (files.modules.empty()) fail(Status::Io, "'", weights_path, "' holds no adapter");
-  for (const auto& [module, pair] : files.modules)
+  for (const auto& [module, pair] : files.modules) {
     if (!pair.a.defined() || !pair.b.defined())
       fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks its ", pair.a.defined() ? "lora_B" : "lora_A",
            " weight");
+    if (files.config.use_dora && !pair.magnitude.defined())
+      fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks DoRA's magnitude (", kPrefix, module,
+           kSuffixMagnitude, "), which use_dora asks for");
+    if (pair.magnitude.defined() && pair.magnitude.size(0) != pair.b.size(0))
+      fail(Status::Io, "'", weights_path, "': DoRA's magnitude of '", module, "' has ", pair.magnitude.size(0),
+           " values, its lora_B ", pair.b.size(0), " outputs");
+  }
   return files;
 }
 

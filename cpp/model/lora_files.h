@@ -1,6 +1,7 @@
 // LoRA adapters in PEFT's files: `adapter_config.json` (LoraConfig's fields) and
 // `adapter_model.safetensors` with PEFT's tensor names, "base_model.model.<module>.lora_A.weight"
-// and "...lora_B.weight", so that peft.PeftModel.from_pretrained reads what we write and back.
+// and "...lora_B.weight" (DoRA's "...lora_magnitude_vector"), so that peft.PeftModel.from_pretrained reads what we
+// write and back.
 #pragma once
 
 #include <map>
@@ -14,6 +15,7 @@ struct LoraFiles {
   LoraConfig config;
   struct Pair {
     at::Tensor a, b;
+    at::Tensor magnitude;  // DoRA's (use_dora)
   };
   std::map<std::string, Pair> modules;  // by module name
   // What trains whole beside the adapters (the modules to save's parameters and buffers, the biases
@@ -26,8 +28,9 @@ struct LoraFiles {
 void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const NamedTensors& saved);
 
 // Reads and checks both files (configuration values PEFT allows but this library does not
-// implement are refused by name; every tensor name must be PEFT's and come in A/B pairs of rank r,
-// or be what modules_to_save and bias train).
+// implement are refused by name; every tensor name must be PEFT's and come in A/B pairs of the
+// module's rank, with DoRA's magnitude where use_dora says so, or be what modules_to_save and bias
+// train).
 LoraFiles read_lora_files(const std::string& dir);
 
 }  // namespace acc

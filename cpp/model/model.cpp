@@ -453,14 +453,21 @@ void Model::load_lora(const std::string& dir) {
     // any order, or a regular expression).
     bool same_layers = lora_.size() == targeted.size();
     for (const auto& adapter : lora_.adapters()) same_layers = same_layers && targeted.count(adapter.site.module);
-    // Each side as its settings say, the scaling included (lora_alpha / r, or / sqrt(r) with use_rslora).
-    auto described = [](const LoraConfig& c) {
-      return c.describe_targets() + ", r " + concat(c.r) + ", lora_alpha " + concat(c.alpha) +
-             (c.use_rslora ? ", use_rslora" : "") + ": scaling " + concat(c.scaling());
-    };
-    require(have.r == files.config.r && have.scaling() == files.config.scaling() && same_layers, where,
-            " holds adapters (", described(files.config), ") unlike the model's (", described(have), ")",
-            same_layers ? "" : ", which adapt other layers");
+    require(same_layers, where, " holds adapters of other layers (", files.config.describe_targets(),
+            ") than the model's (", have.describe_targets(), ")");
+    require(have.use_dora == files.config.use_dora, where, " holds ", files.config.use_dora ? "DoRA" : "plain LoRA",
+            " adapters (use_dora ", files.config.use_dora ? "true" : "false", "), the model ",
+            have.use_dora ? "DoRA" : "plain LoRA", " adapters");
+    // Each layer's rank and scaling (lora_alpha / r, or / sqrt(r) with use_rslora), patterns applied.
+    for (const auto& adapter : lora_.adapters()) {
+      const std::string& module = adapter.site.module;
+      const LoraConfig& file = files.config;
+      require(adapter.r == file.rank_of(module) && adapter.scaling == file.scaling_of(module), where, " adapts '",
+              module, "' with r ", file.rank_of(module), ", lora_alpha ", file.alpha_of(module),
+              file.use_rslora ? ", use_rslora" : "", ": scaling ", file.scaling_of(module),
+              "; the model's adapter has r ", adapter.r, ", lora_alpha ", have.alpha_of(module),
+              have.use_rslora ? ", use_rslora" : "", ": scaling ", adapter.scaling);
+    }
   } else {
     require_trainable_set_free(/*freezing=*/false);  // before add_lora, whose refusal would not say "load"
     add_lora(files.config);
@@ -470,6 +477,7 @@ void Model::load_lora(const std::string& dir) {
     const auto& pair = files.modules.at(adapter.site.module);
     adapter.a.copy_(pair.a);
     adapter.b.copy_(pair.b);
+    if (adapter.magnitude.defined()) adapter.magnitude.copy_(pair.magnitude);
   }
   for (const auto& [name, tensor] : files.saved) saved_here.at(name).copy_(tensor);
 }

@@ -193,6 +193,7 @@ std::optional<ScriptModel::AdaptedUnits> ScriptModel::adapted_units() const {
     });
     if (unit == out.units.end()) return std::nullopt;
     unit->insert(unit->end(), {module + ".lora_A.weight", module + ".lora_B.weight"});
+    if (adapters[i].magnitude.defined()) unit->push_back(module + ".lora_magnitude_vector");
     out.adapters_of_unit[static_cast<size_t>(unit - out.units.begin())].push_back(i);
   }
   return out;
@@ -248,11 +249,13 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
   for (const auto& entry : module_.named_modules()) {
     if (entry.name.empty() || !is_linear_module(entry.value)) continue;
     torch::jit::Module layer = entry.value;  // a handle on the same object
+    const c10::IValue bias = layer.hasattr("bias") ? layer.attr("bias") : c10::IValue();
     sites.push_back({entry.name,
                      layer.attr("weight").toTensor(),
                      [layer](const at::Tensor& weight) mutable { layer.setattr("weight", weight); },
                      nullptr,
-                     {}});
+                     {},
+                     bias.isTensor() ? bias.toTensor() : at::Tensor()});
     // Under LoRA with dropout the marked forward adapts this layer's output.
     auto it = std::find(output_layers_.begin(), output_layers_.end(), entry.name);
     if (it != output_layers_.end())

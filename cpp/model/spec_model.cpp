@@ -256,7 +256,7 @@ std::vector<LinearSite> SpecModel::linear_sites() const {
   for (const auto& entry : net_->named_modules("", /*include_self=*/false)) {
     auto linear = std::dynamic_pointer_cast<AdaptableLinearImpl>(entry.value());
     if (!linear) continue;
-    LinearSite site{entry.key(), linear->weight, nullptr, nullptr, {}};
+    LinearSite site{entry.key(), linear->weight, nullptr, nullptr, {}, linear->bias};
     site.set_output_adapter = [linear](OutputAdapter adapter) { linear->set_output_adapter(std::move(adapter)); };
     sites.push_back(std::move(site));
   }

@@ -26,7 +26,7 @@ void UnitLora::adapt(size_t unit) {
   if (unit >= adapters_of_unit_.size()) return;
   for (size_t i : adapters_of_unit_[unit]) {
     const LoraAdapter& adapter = adapters_.adapters()[i];
-    in_use_[i] = adapted_weight(adapter.site.weight, adapter.a, adapter.b, adapters_.config().scaling());
+    in_use_[i] = adapted_weight(adapter.site.weight, adapter);
     adapter.site.use_weight(in_use_[i]);
   }
 }
@@ -43,10 +43,9 @@ void UnitLora::put_away(size_t unit, const at::Tensor& output) {
     free_storage(adapted);
     // Runs after the engine's gather (hooks run in the order registered): the same operations on
     // the same values give the same bits.
-    output.register_hook([adapted, w = adapter.site.weight, a = adapter.a, b = adapter.b,
-                          scaling = adapters_.config().scaling()](const at::Tensor&) {
+    output.register_hook([adapted, adapter](const at::Tensor&) {
       at::NoGradGuard no_grad;
-      take_storage(adapted, adapted_weight(w, a, b, scaling).contiguous());
+      take_storage(adapted, adapted_weight(adapter.site.weight, adapter).contiguous());
     });
   }
 }

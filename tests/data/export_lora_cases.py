@@ -7,7 +7,8 @@ default initialisation), then A is Kaiming-uniform re-initialised and B zeroed; 
 becomes base(x) + lora_B(lora_A(x)) * lora_alpha / r. Written: lora_model.pt (TorchScript) and
 lora_cases.json (the initial A matrices after manual_seed(1234), the next draw from the global
 generator, chosen B matrices, an input, PEFT's output and the merged weights) and, for the same
-network written as a layer spec, PEFT's output in training mode with lora_dropout (its "spec" case).
+network written as a layer spec, PEFT's output in training mode with lora_dropout (its "spec" case)
+and with DoRA (its "dora" case, from peft/tuners/lora/dora.py).
 
 Run with Debian's python3-torch: python3 export_lora_cases.py OUTPUT_DIR
 """
@@ -100,6 +101,61 @@ def spec_case(model, g):
             "input": tensor(x), "train_output": tensor(y)}
 
 
+def dora_case(model, g):
+    """PEFT's DoRA (peft/tuners/lora/dora.py, variants.py) on Net named as the spec model names it:
+    the magnitudes as PEFT starts them, then chosen B matrices and magnitudes; the outputs in
+    training mode with lora_dropout and in evaluation, and PEFT's merged weights."""
+    targets, r, alpha, dropout, seed = ["0", "2", "5"], 2, 6.0, 0.3, 13
+    scaling = alpha / r
+    net_targets = [n for n, s in SPEC_NAMES.items() if s in targets]
+    modules = dict(model.named_modules())
+    torch.manual_seed(seed)
+    adapters = make_adapters(model, net_targets, r)
+    initial_m = {n: torch.linalg.norm(modules[n].weight + scaling * (b @ a), dim=1) for n, (a, b) in adapters.items()}
+    chosen_b = {n: 0.3 * torch.randn(b.shape, generator=g) for n, (a, b) in adapters.items()}
+    chosen_m = {n: m * (1 + 0.2 * torch.randn(m.shape, generator=g)) for n, m in initial_m.items()}
+    x = torch.randn(4, 6, generator=g)
+
+    def hook(name, training):
+        a, b, m = adapters[name][0], chosen_b[name], chosen_m[name]
+
+        def dora(module, inputs, output):
+            h = inputs[0]
+            if dropout > 0 and training:
+                h = F.dropout(h, dropout, True)
+                base = F.linear(h, module.weight)
+            else:
+                base = output - module.bias
+            lora_weight = F.linear(F.linear(torch.eye(a.shape[1]), a), b).T
+            norm = torch.linalg.norm(module.weight + scaling * lora_weight.detach(), dim=1).detach()
+            scale = (m / norm).view(1, -1)
+            return output + ((scale - 1) * base + scale * F.linear(F.linear(h, a), b) * scaling)
+        return dora
+
+    outputs = {}
+    for training in (True, False):
+        model.train(training)
+        handles = [modules[n].register_forward_hook(hook(n, training)) for n in adapters]
+        with torch.no_grad():
+            outputs[training] = model(x)
+        for h in handles:
+            h.remove()
+    model.eval()
+    merged = {}
+    for n, (a, b) in adapters.items():
+        w = modules[n].weight.detach()
+        delta = (chosen_b[n] @ a) * scaling
+        norm = torch.linalg.norm(w + 1 * delta, dim=1)
+        merged[SPEC_NAMES[n] + ".weight"] = tensor((chosen_m[n] / norm).view(-1, 1) * (w + delta))
+    return {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "lora_dropout": dropout, "seed": seed,
+            "initial_a": {SPEC_NAMES[n]: tensor(a) for n, (a, b) in adapters.items()},
+            "initial_magnitude": {SPEC_NAMES[n]: tensor(m) for n, m in initial_m.items()},
+            "chosen_b": {SPEC_NAMES[n]: tensor(b) for n, b in chosen_b.items()},
+            "chosen_magnitude": {SPEC_NAMES[n]: tensor(m) for n, m in chosen_m.items()},
+            "input": tensor(x), "train_output": tensor(outputs[True]), "eval_output": tensor(outputs[False]),
+            "merged": merged}
+
+
 def main(out_dir):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -125,7 +181,7 @@ def main(out_dir):
             "modules": list(adapters), "initial_a": {n: tensor(a) for n, (a, b) in adapters.items()},
             "next_draw": tensor(next_draw), "chosen_b": {n: tensor(b) for n, b in chosen_b.items()},
             "input": tensor(x), "output": tensor(y), "merged": {n: tensor(w) for n, w in merged.items()},
-            "spec": spec_case(model, g)}
+            "spec": spec_case(model, g), "dora": dora_case(model, g)}
     (out / "lora_cases.json").write_text(json.dumps(case))
 
 

@@ -613,6 +613,12 @@ SCENARIOS.update({
     "lm_lora_bias_lora_only": dict(model="lm", optimizer="adamw", schedule="linear", clip=0.5, accumulation=2,
                                    graph_optimization=False,
                                    lora=dict(targets="linear1,linear2", r=4, alpha=8, dropout=0.1, bias="lora_only")),
+    "wide_lora_patterns": dict(model="wide", data="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
+                               lora=dict(targets="fc1,fc2,fc3", r=4, alpha=8, rank_pattern={"fc2": 8, "fc[13]": 2},
+                                         alpha_pattern={"fc3": 32, "fc.": 4})),
+    "lm_lora_patterns": dict(model="lm", optimizer="adamw", schedule="linear", accumulation=2, graph_optimization=False,
+                             lora=dict(targets="linear1,linear2,head", r=4, alpha=8, dropout=0.1,
+                                       rank_pattern={"block\\.linear2": 6, "head": 2}, alpha_pattern={"linear.": 3})),
     "cnn_lora_norm": dict(model="cnn", data="images", optimizer="sgd", schedule="step", graph_optimization=False,
                           lora=dict(targets="fc", r=2, alpha=4, modules_to_save="norm")),
     "cnn_lora": dict(model="cnn", data="images", optimizer="sgd", schedule="step", lora=dict(targets="fc", r=2, alpha=4),
@@ -839,6 +845,14 @@ def replace_module(model, name, module):
     setattr(model.get_submodule(parent), leaf, module)
 
 
+def pattern_value(patterns, module_name, default):
+    """PEFT's get_pattern_key and the lookup after it (peft/utils/other.py, lora/model.py)."""
+    for key in patterns:
+        if re.match(rf"(.*\.)?({key})$", module_name):
+            return patterns[key]
+    return default
+
+
 def peft_model(scripted, name, settings):
     """The eager `name` model holding `scripted`'s weights, with LoRA adapters on the linear layers
     `settings["targets"]` names, as PEFT's get_peft_model adds them (in named_modules() order; every
@@ -855,8 +869,10 @@ def peft_model(scripted, name, settings):
         inside_saved = any(re.match(rf"(^|.*\.){m}($|\..*)", module_name) for m in saved)  # PEFT leaves it whole
         if isinstance(module, torch.nn.Linear) and not inside_saved and any(
                 module_name == t or module_name.endswith("." + t) for t in targets):
-            replace_module(model, module_name,
-                           LoraLinear(module, settings["r"], settings["alpha"], settings.get("dropout", 0.0)))
+            # PEFT's rank_pattern and alpha_pattern: the first key matching the name or its end after a dot.
+            r = pattern_value(settings.get("rank_pattern", {}), module_name, settings["r"])
+            alpha = pattern_value(settings.get("alpha_pattern", {}), module_name, settings["alpha"])
+            replace_module(model, module_name, LoraLinear(module, r, alpha, settings.get("dropout", 0.0)))
     # PEFT's _set_trainable: every module whose name ends with a listed one (the outermost of nested matches).
     wrapped = []
     for module_name, module in list(model.named_modules()):
@@ -1362,7 +1378,9 @@ class OurJob:
             lora = lib.options(api.ACC_OPTIONS_LORA, {"r": settings["r"], "lora_alpha": float(settings["alpha"]),
                                                       "lora_dropout": float(settings.get("dropout", 0.0)),
                                                       "modules_to_save": settings.get("modules_to_save", ""),
-                                                      "bias": settings.get("bias", "none")})
+                                                      "bias": settings.get("bias", "none"),
+                                                      "rank_pattern": json.dumps(settings.get("rank_pattern", {})),
+                                                      "alpha_pattern": json.dumps(settings.get("alpha_pattern", {}))})
             lib.acc_model_add_lora(model, settings["targets"].encode(), lora, None)
             lib.lib.acc_options_free(lora)
         optimizer = lib.new("acc_optimizer_create", model, cfg["optimizer"].split("_")[0].encode(),

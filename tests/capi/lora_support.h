@@ -1,0 +1,89 @@
+// The small network and training loop the LoRA tests share (test_lora.cpp, test_lora_patterns.cpp).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "support.h"
+
+namespace lora_test {
+
+using acc_test::floats;
+using acc_test::lora_options;
+using acc_test::to_floats;
+
+// linear 6->8, a post-norm encoder layer (d_model 8), linear 8->3.
+inline const char* kNet = R"([{"type":"linear","in_features":6,"out_features":8},
+  {"type":"transformer_encoder_layer","d_model":8,"nhead":2,"dim_feedforward":16,"dropout":0.0,"batch_first":true},
+  {"type":"linear","in_features":8,"out_features":3}])";
+inline const char* kTargets = "0,linear1,out_proj";
+
+inline acc_model* net(uint64_t seed = 5) {
+  EXPECT_EQ(acc_set_seed(seed), ACC_OK);
+  acc_model* m = nullptr;
+  EXPECT_EQ(acc_model_from_spec(kNet, &m), ACC_OK) << acc_last_error_message();
+  return m;
+}
+
+inline size_t add_lora(acc_model* m, const char* targets = kTargets, int64_t r = 2, double alpha = 4,
+                       double dropout = 0) {
+  acc_options* o = lora_options(r, alpha);
+  EXPECT_EQ(acc_options_set_double(o, "lora_dropout", dropout), ACC_OK);
+  size_t count = 0;
+  EXPECT_EQ(acc_model_add_lora(m, targets, o, &count), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  return count;
+}
+
+inline acc_tensor* input() {
+  std::vector<float> v(2 * 4 * 6);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37f * static_cast<float>(i));
+  return floats(v, {2, 4, 6});
+}
+
+inline std::vector<float> outputs(acc_model* m) {
+  acc_tensor* x = input();
+  acc_tensor* y = nullptr;
+  EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
+  auto v = y ? to_floats(y) : std::vector<float>{};
+  acc_tensor_free(x);
+  acc_tensor_free(y);
+  return v;
+}
+
+inline std::vector<float> param(const acc_model* m, const std::string& name) {
+  acc_tensor* t = nullptr;
+  EXPECT_EQ(acc_model_parameter(m, name.c_str(), &t), ACC_OK) << acc_last_error_message();
+  auto v = t ? to_floats(t) : std::vector<float>{};
+  acc_tensor_free(t);
+  return v;
+}
+
+// AdamW steps on an MSE loss against fixed targets; returns the losses.
+inline std::vector<double> train(acc_model* m, int steps) {
+  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
+  std::vector<double> losses;
+  acc_tensor* x = input();
+  std::vector<float> target(2 * 4 * 3);
+  for (size_t i = 0; i < target.size(); ++i) target[i] = std::cos(0.5f * static_cast<float>(i));
+  acc_tensor* y = floats(target, {2, 4, 3});
+  for (int s = 0; s < steps; ++s) {
+    acc_tensor *out = nullptr, *loss = nullptr;
+    EXPECT_EQ(acc_model_forward1(m, x, 0, &out), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+    losses.push_back(acc_test::item(loss));
+    EXPECT_EQ(acc_tensor_backward(loss), ACC_OK);
+    EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
+    EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    acc_tensor_free(out);
+    acc_tensor_free(loss);
+  }
+  acc_tensor_free(x);
+  acc_tensor_free(y);
+  acc_optimizer_free(opt);
+  return losses;
+}
+
+}  // namespace lora_test
