@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -201,5 +202,82 @@ TEST(Dora, StartsAsTheBaseModelTrainsTheMagnitudesAndRoundTrips) {
   EXPECT_EQ(acc_test::parameter_names(other), before);
   acc_model_free(other);
   fs::remove_all(dir);
+  acc_model_free(m);
+}
+
+// PEFT moves new adapters to the layer's dtype (DoRA's magnitude is computed there) and then, its
+// autocast_adapter_dtype, back to float32: a bfloat16 layer's adapters start as float32 values
+// rounded to bfloat16, and its magnitude as the bfloat16 row norms.
+TEST(Dora, AHalfPrecisionLayersAdaptersStartRoundedToIt) {
+  acc_model* full = net();
+  add_lora(full);
+  acc_model* half = net();
+  ACC_ASSERT_OK(acc_model_to(half, nullptr, ACC_DTYPE_BFLOAT16));
+  acc_options* o = dora_options(2, 4, 0);
+  ACC_ASSERT_OK(acc_model_add_lora(half, kTargets, o, nullptr));
+  acc_options_free(o);
+  auto rounded = [](const std::vector<float>& values) {  // round to nearest even, as float -> bfloat16
+    std::vector<float> out;
+    for (float v : values) {
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+      std::memcpy(&v, &bits, 4);
+      out.push_back(v);
+    }
+    return out;
+  };
+  const auto a = param(full, "1.linear1.lora_A.weight");
+  EXPECT_NE(rounded(a), a) << "the draws are not all bfloat16 values";
+  EXPECT_EQ(param(half, "1.linear1.lora_A.weight"), rounded(a));
+  acc_tensor* magnitude = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(half, "1.linear1.lora_magnitude_vector", &magnitude));
+  acc_dtype dtype = ACC_DTYPE_UNDEFINED;
+  ACC_ASSERT_OK(acc_tensor_dtype(magnitude, &dtype));
+  EXPECT_EQ(dtype, ACC_DTYPE_FLOAT32);
+  const auto m = acc_test::to_floats(magnitude);
+  EXPECT_EQ(m, rounded(m)) << "bfloat16 row norms";
+  acc_tensor_free(magnitude);
+  acc_model_free(half);
+  acc_model_free(full);
+}
+
+// A layer whose weight the forward reads itself computes with DoRA's adapted weight (PEFT's merged
+// form): with B zero and m the row norms it is the base model; trained, merging gives its outputs.
+TEST(Dora, ALayerWhoseWeightTheForwardReadsTakesTheAdaptedWeight) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  acc_model* m = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/direct_head.pt").c_str(), &m));
+  auto run = [&] {
+    acc_tensor* ids = acc_test::longs({1, 4, 7, 2, 0, 3, 5, 6}, {2, 4});
+    acc_tensor* y = nullptr;
+    EXPECT_EQ(acc_model_forward1(m, ids, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
+    auto v = y ? to_floats(y) : std::vector<float>{};
+    acc_tensor_free(ids);
+    acc_tensor_free(y);
+    return v;
+  };
+  const auto base = run();
+  acc_options* o = dora_options(2, 4, 0);
+  ACC_ASSERT_OK(acc_model_add_lora(m, "head,fc", o, nullptr));
+  acc_options_free(o);
+  EXPECT_LT(max_difference(run(), base), 1e-6f);
+  acc_tensor_list* chosen = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&chosen));
+  std::vector<float> b(8 * 2), magnitude(8);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 0.1f * std::sin(static_cast<float>(i));
+  const auto norms = param(m, "head.lora_magnitude_vector");
+  for (size_t i = 0; i < magnitude.size(); ++i) magnitude[i] = norms[i] * (1.0f + 0.05f * static_cast<float>(i));
+  acc_tensor* tb = acc_test::floats(b, {8, 2});
+  acc_tensor* tm = acc_test::floats(magnitude, {8});
+  ACC_ASSERT_OK(acc_tensor_list_append(chosen, "head.lora_B.weight", tb));
+  ACC_ASSERT_OK(acc_tensor_list_append(chosen, "head.lora_magnitude_vector", tm));
+  ACC_ASSERT_OK(acc_model_load_state_dict(m, chosen, 0));
+  for (acc_tensor* t : {tb, tm}) acc_tensor_free(t);
+  acc_tensor_list_free(chosen);
+  const auto adapted = run();
+  EXPECT_GT(max_difference(adapted, base), 1e-3f);
+  ACC_ASSERT_OK(acc_model_merge_lora(m));
+  EXPECT_LT(max_difference(run(), adapted), 1e-5f);
   acc_model_free(m);
 }

@@ -619,6 +619,19 @@ SCENARIOS.update({
     "lm_lora_patterns": dict(model="lm", optimizer="adamw", schedule="linear", accumulation=2, graph_optimization=False,
                              lora=dict(targets="linear1,linear2,head", r=4, alpha=8, dropout=0.1,
                                        rank_pattern={"block\\.linear2": 6, "head": 2}, alpha_pattern={"linear.": 3})),
+    "mlp_dora": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
+                     lora=dict(_LORA, use_dora=True)),
+    "mlp_dora_resume": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
+                            lora=dict(_LORA, use_dora=True), resume=True, uninterrupted="mlp_dora"),
+    "mlp_dora_dropout": dict(model="mlp", optimizer="adamw", schedule="cosine", accumulation=2, clip=0.5,
+                             graph_optimization=False, lora=dict(_LORA, dropout=0.1, use_dora=True)),
+    "mlp_dora_bf16": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="bf16",
+                          graph_optimization=False, lora=dict(_LORA, dropout=0.1, use_dora=True)),
+    "lm_dora": dict(model="lm", optimizer="adamw", schedule="linear", accumulation=2, graph_optimization=False,
+                    lora=dict(targets="linear1,linear2,head", r=4, alpha=8, dropout=0.1, use_dora=True)),
+    "wide_dora_patterns": dict(model="wide", data="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
+                               lora=dict(targets="fc1,fc2,fc3", r=4, alpha=8, rank_pattern={"fc2": 8},
+                                         alpha_pattern={"fc3": 32}, use_dora=True)),
     "cnn_lora_norm": dict(model="cnn", data="images", optimizer="sgd", schedule="step", graph_optimization=False,
                           lora=dict(targets="fc", r=2, alpha=4, modules_to_save="norm")),
     "cnn_lora": dict(model="cnn", data="images", optimizer="sgd", schedule="step", lora=dict(targets="fc", r=2, alpha=4),
@@ -649,6 +662,11 @@ SCENARIOS.update({
     "mlp_lora_head_zero3": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
                                 lora=dict(targets="fc1", r=4, alpha=8, modules_to_save="fc2"), zero_stage=3,
                                 processes=(2,)),
+    "mlp_dora_zero3": dict(model="mlp", optimizer="adamw", schedule="linear", lora=dict(_LORA, dropout=0.1, use_dora=True),
+                           zero_stage=3, graph_optimization=False, processes=(2,)),
+    "lm_dora_zero3": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False, processes=(2,),
+                          lora=dict(targets="linear1,linear2,head", r=4, alpha=8, dropout=0.1, use_dora=True),
+                          zero_stage=3),
     "mlp_lora_zero3": dict(model="mlp", optimizer="adamw", schedule="linear", lora=dict(_LORA, dropout=0.1),
                            zero_stage=3, graph_optimization=False, processes=(2,)),
     # PyTorch's fused kernels round a tensor's last elements otherwise than its vector body: the
@@ -783,7 +801,7 @@ class LoraLinear(torch.nn.Module):
     (drawing two nn.Linear initialisations, then Kaiming for A and zeros for B), and its forward
     base(x) + lora_B(lora_A(dropout(x))) * scaling with the input cast to the adapters' dtype."""
 
-    def __init__(self, base, r, alpha, dropout):
+    def __init__(self, base, r, alpha, dropout, use_dora=False):
         super().__init__()
         self.base_layer = base
         self.lora_dropout = torch.nn.Dropout(dropout) if dropout > 0 else torch.nn.Identity()
@@ -792,6 +810,10 @@ class LoraLinear(torch.nn.Module):
         torch.nn.init.kaiming_uniform_(self.lora_A.weight, a=math.sqrt(5))
         torch.nn.init.zeros_(self.lora_B.weight)
         self.scaling = alpha / r
+        self.lora_magnitude_vector = None
+        if use_dora:  # PEFT's DoraLinearLayer.update_layer (peft/tuners/lora/dora.py): the row norms
+            w = base.weight + self.scaling * (self.lora_B.weight @ self.lora_A.weight)
+            self.lora_magnitude_vector = torch.nn.Parameter(torch.linalg.norm(w, dim=1).to(w.dtype))
 
     # PEFT's BaseTunerLayer hands out the base layer's weight and bias: code that reads them itself
     # (TransformerEncoderLayer's inference fast path) computes with the base layer alone.
@@ -807,12 +829,32 @@ class LoraLinear(torch.nn.Module):
         result = self.base_layer(x)
         dtype = result.dtype
         x = x.to(self.lora_A.weight.dtype)
-        return (result + self.lora_B(self.lora_A(self.lora_dropout(x))) * self.scaling).to(dtype)
+        if self.lora_magnitude_vector is None:
+            return (result + self.lora_B(self.lora_A(self.lora_dropout(x))) * self.scaling).to(dtype)
+        # PEFT's DoraLinearVariant.forward and DoraLinearLayer.forward.
+        if isinstance(self.lora_dropout, torch.nn.Identity) or not self.training:
+            base_result = result if self.base_layer.bias is None else result - self.base_layer.bias
+        else:
+            x = self.lora_dropout(x)
+            base_result = F.linear(x, self.base_layer.weight.to(x.dtype))
+        eye = torch.eye(self.lora_A.weight.shape[1], device=x.device, dtype=self.lora_A.weight.dtype)
+        lora_weight = self.lora_B(self.lora_A(eye)).T.to(x.dtype)
+        weight = self.base_layer.weight.to(x.dtype) + self.scaling * lora_weight.detach()
+        norm = torch.linalg.norm(weight, dim=1).to(weight.dtype).detach()
+        scale = (self.lora_magnitude_vector / norm).view(1, -1)
+        dora = (scale - 1) * base_result + scale * self.lora_B(self.lora_A(x)) * self.scaling
+        return (result + dora).to(dtype)
 
     def merged(self):
-        """merge_and_unload: the base layer with W + (B A) * scaling."""
+        """merge_and_unload: the base layer with W + (B A) * scaling (DoRA: times m / ||W + (B A) * scaling||)."""
         with torch.no_grad():
-            self.base_layer.weight += self.lora_B.weight @ self.lora_A.weight * self.scaling
+            delta = self.lora_B.weight @ self.lora_A.weight * self.scaling
+            if self.lora_magnitude_vector is None:
+                self.base_layer.weight += delta
+            else:
+                norm = torch.linalg.norm(self.base_layer.weight + 1 * delta, dim=1)
+                merged = (self.lora_magnitude_vector / norm).view(-1, 1) * (self.base_layer.weight + delta)
+                self.base_layer.weight.copy_(merged)
         return self.base_layer
 
 
@@ -872,7 +914,8 @@ def peft_model(scripted, name, settings):
             # PEFT's rank_pattern and alpha_pattern: the first key matching the name or its end after a dot.
             r = pattern_value(settings.get("rank_pattern", {}), module_name, settings["r"])
             alpha = pattern_value(settings.get("alpha_pattern", {}), module_name, settings["alpha"])
-            replace_module(model, module_name, LoraLinear(module, r, alpha, settings.get("dropout", 0.0)))
+            replace_module(model, module_name, LoraLinear(module, r, alpha, settings.get("dropout", 0.0),
+                                                          settings.get("use_dora", False)))
     # PEFT's _set_trainable: every module whose name ends with a listed one (the outermost of nested matches).
     wrapped = []
     for module_name, module in list(model.named_modules()):
@@ -1380,7 +1423,8 @@ class OurJob:
                                                       "modules_to_save": settings.get("modules_to_save", ""),
                                                       "bias": settings.get("bias", "none"),
                                                       "rank_pattern": json.dumps(settings.get("rank_pattern", {})),
-                                                      "alpha_pattern": json.dumps(settings.get("alpha_pattern", {}))})
+                                                      "alpha_pattern": json.dumps(settings.get("alpha_pattern", {})),
+                                                      "use_dora": settings.get("use_dora", False)})
             lib.acc_model_add_lora(model, settings["targets"].encode(), lora, None)
             lib.lib.acc_options_free(lora)
         optimizer = lib.new("acc_optimizer_create", model, cfg["optimizer"].split("_")[0].encode(),
