@@ -5,7 +5,7 @@
 // between steps (weights and optimizer state; tensor_memory.h), their peak during a step,
 // and the step time. The same again with the model as TorchScript (saved and loaded back), whose
 // linear1 and linear2 add PEFT's branch to their outputs and whose out_proj, read by the attention
-// as a weight, computes with its adapted weight.
+// as a weight, computes with its adapted weight. DoRA (use_dora) on the same layers, beside them.
 //
 //   bench_lora [--quick]
 #include <cstdio>
@@ -22,13 +22,16 @@ int main(int argc, char** argv) {
   const int blocks = quick ? 2 : 4;
   const int64_t batch = quick ? 2 : 8, tokens = quick ? 16 : 128, d = quick ? 32 : 256;
   const std::string json = transformer_stack_spec(blocks, d, 0.0);
-  auto add_adapters = [](acc_model* model) {
-    acc_options* o = nullptr;
-    OK(acc_options_create(ACC_OPTIONS_LORA, &o));
-    OK(acc_options_set_int(o, "r", 8));
-    OK(acc_options_set_double(o, "lora_alpha", 16));
-    OK(acc_model_add_lora(model, "out_proj,linear1,linear2", o, nullptr));
-    acc_options_free(o);
+  auto adapters = [](bool dora) {
+    return [dora](acc_model* model) {
+      acc_options* o = nullptr;
+      OK(acc_options_create(ACC_OPTIONS_LORA, &o));
+      OK(acc_options_set_int(o, "r", 8));
+      OK(acc_options_set_double(o, "lora_alpha", 16));
+      OK(acc_options_set_bool(o, "use_dora", dora));
+      OK(acc_model_add_lora(model, "out_proj,linear1,linear2", o, nullptr));
+      acc_options_free(o);
+    };
   };
   std::printf("%d transformer blocks (d_model %lld, 8 heads), batch %lld x %lld tokens, AdamW\n", blocks,
               static_cast<long long>(d), static_cast<long long>(batch), static_cast<long long>(tokens));
@@ -36,21 +39,29 @@ int main(int argc, char** argv) {
     StackTraining training;
     training.torchscript = torchscript;
     TransformerStackLoop full(json, batch, tokens, d, {}, training),
-        lora(json, batch, tokens, d, add_adapters, training);
-    for (int i = 0; i < 3; ++i) full.step(), lora.step();  // TorchScript profiles its first runs
-    std::vector<double> a, b;
+        lora(json, batch, tokens, d, adapters(false), training), dora(json, batch, tokens, d, adapters(true), training);
+    for (int i = 0; i < 3; ++i) full.step(), lora.step(), dora.step();  // TorchScript profiles its first runs
+    std::vector<double> a, b, c;
     for (int round = 0; round < (quick ? 1 : 7); ++round) {
       a.push_back(time_steps(full, 2));
       b.push_back(time_steps(lora, 2));
+      c.push_back(time_steps(dora, 2));
     }
     std::printf("%s\n", torchscript ? "as TorchScript:" : "layer spec:");
     std::printf("full fine-tuning: held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step\n", full.held_bytes / 1048576.0,
                 (full.held_bytes + full.step_bytes) / 1048576.0, median(a) / 1000);
-    std::printf("LoRA r=8:         held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step   held %.3f, peak %.3f, time %.3f\n",
-                lora.held_bytes / 1048576.0, (lora.held_bytes + lora.step_bytes) / 1048576.0, median(b) / 1000,
-                static_cast<double>(lora.held_bytes) / full.held_bytes,
-                static_cast<double>(lora.held_bytes + lora.step_bytes) / (full.held_bytes + full.step_bytes),
-                median(b) / median(a));
+    auto against_full = [&](const char* name, const TransformerStackLoop& loop, const std::vector<double>& times) {
+      std::printf("%-17s held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step   held %.3f, peak %.3f, time %.3f\n", name,
+                  loop.held_bytes / 1048576.0, (loop.held_bytes + loop.step_bytes) / 1048576.0, median(times) / 1000,
+                  static_cast<double>(loop.held_bytes) / full.held_bytes,
+                  static_cast<double>(loop.held_bytes + loop.step_bytes) / (full.held_bytes + full.step_bytes),
+                  median(times) / median(a));
+    };
+    against_full("LoRA r=8:", lora, b);
+    against_full("DoRA r=8:", dora, c);
+    std::printf("DoRA / LoRA: peak %.3f, time %.3f\n",
+                static_cast<double>(dora.held_bytes + dora.step_bytes) / (lora.held_bytes + lora.step_bytes),
+                median(c) / median(b));
   }
   return 0;
 }
