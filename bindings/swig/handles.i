@@ -322,7 +322,8 @@ struct acc_accelerator {};
   /* LoRA adapters (PEFT's get_peft_model): adapts the linear layers targetModules names (module names
    * separated by commas, each matching a module named so or ending in "." and it; or "re:" and a
    * regular expression over whole names) and freezes every other parameter. opts: LoRA options (r,
-   * lora_alpha, use_rslora, init_lora_weights) or null. Before creating the optimizer and preparing.
+   * lora_alpha, use_rslora, use_dora, rank_pattern, ...: the keys of ACC_OPTIONS_LORA) or null.
+   * Before creating the optimizer and preparing.
    * Returns how many layers were adapted. */
   size_t addLora(const char *targetModules, const acc_options *opts ERR) {
     size_t n = 0;

@@ -120,7 +120,7 @@
   public static Options optimizer() { return new Options(OptionsKind.OPTIMIZER); }
   public static Options scheduler() { return new Options(OptionsKind.SCHEDULER); }
   public static Options dataLoader() { return new Options(OptionsKind.DATALOADER); }
-  /** Options of Model.addLora (r, lora_alpha, use_rslora, init_lora_weights). */
+  /** Options of Model.addLora (r, lora_alpha, use_rslora, use_dora, rank_pattern, ...: the keys of ACC_OPTIONS_LORA). */
   public static Options lora() { return new Options(OptionsKind.LORA); }
   /** Options of Accelerator.profile (Accelerate's ProfileKwargs: activities, schedule_*, record_shapes,
    *  profile_memory, with_flops, output_trace_dir, ...). */

@@ -482,9 +482,13 @@ TEST(Lora, DamagedOrForeignAdapterFilesChangeNothing) {
   write_config(j);
   expect_refused(ACC_ERR_IO, "peft_type");
   j = json::parse(config_text);
-  j["use_dora"] = true;
+  j["use_dora"] = true;  // DoRA without its magnitudes
   write_config(j);
-  expect_refused(ACC_ERR_IO, "DoRA");
+  expect_refused(ACC_ERR_IO, "lacks DoRA's magnitude (base_model.model.0.lora_magnitude_vector)");
+  j = json::parse(config_text);
+  j["rank_pattern"] = {{"linear1", 4}};  // linear1's tensors have rank 2
+  write_config(j);
+  expect_refused(ACC_ERR_IO, "'base_model.model.1.linear1.lora_A.weight' has shape [2, 8], but the adapter's rank r = 4");
   j = json::parse(config_text);
   j["r"] = 3;  // the tensors have rank 2
   write_config(j);

@@ -6,7 +6,7 @@ public partial class Options {
   public static Options Optimizer() { return new Options(OptionsKind.OptimizerOptions); }
   public static Options Scheduler() { return new Options(OptionsKind.SchedulerOptions); }
   public static Options DataLoader() { return new Options(OptionsKind.DataLoaderOptions); }
-  /// <summary>Options of Model.AddLora (r, lora_alpha, use_rslora, init_lora_weights).</summary>
+  /// <summary>Options of Model.AddLora (r, lora_alpha, use_rslora, use_dora, rank_pattern, ...: the keys of ACC_OPTIONS_LORA).</summary>
   public static Options Lora() { return new Options(OptionsKind.LoraOptions); }
   /// <summary>Options of Accelerator.Profile (Accelerate's ProfileKwargs: activities, schedule_*,
   /// record_shapes, profile_memory, with_flops, output_trace_dir, ...).</summary>

@@ -163,7 +163,7 @@ func (m *Model) SetRequiresGrad(patterns string, on bool) (int, error) {
 // AddLora adds LoRA adapters (PEFT's get_peft_model) to the linear layers targetModules names:
 // module names separated by commas, each matching a module named so or ending in "." and it
 // ("q_proj,v_proj"), or "re:" and a regular expression over whole names. Every other parameter is
-// frozen. opts: LoraOptions (r, lora_alpha, use_rslora, init_lora_weights) or nil. Call it before
+// frozen. opts: LoraOptions (r, lora_alpha, use_rslora, use_dora, rank_pattern, ...: the keys of ACC_OPTIONS_LORA) or nil. Call it before
 // NewOptimizer and before preparing the model. It returns how many layers were adapted.
 func (m *Model) AddLora(targetModules string, opts *Options) (int, error) {
 	oh, err := opts.handleOf()
