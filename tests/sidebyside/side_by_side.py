@@ -811,9 +811,11 @@ class LoraLinear(torch.nn.Module):
         torch.nn.init.zeros_(self.lora_B.weight)
         self.scaling = alpha / r
         self.lora_magnitude_vector = None
-        if use_dora:  # PEFT's DoraLinearLayer.update_layer (peft/tuners/lora/dora.py): the row norms
+        if use_dora:  # PEFT's DoraLinearLayer.update_layer (peft/tuners/lora/dora.py): the row norms,
+            # in a submodule registered after lora_B, where PEFT's model lists it
             w = base.weight + self.scaling * (self.lora_B.weight @ self.lora_A.weight)
-            self.lora_magnitude_vector = torch.nn.Parameter(torch.linalg.norm(w, dim=1).to(w.dtype))
+            self.lora_magnitude_vector = torch.nn.Module()
+            self.lora_magnitude_vector.weight = torch.nn.Parameter(torch.linalg.norm(w, dim=1).to(w.dtype))
 
     # PEFT's BaseTunerLayer hands out the base layer's weight and bias: code that reads them itself
     # (TransformerEncoderLayer's inference fast path) computes with the base layer alone.
@@ -841,7 +843,7 @@ class LoraLinear(torch.nn.Module):
         lora_weight = self.lora_B(self.lora_A(eye)).T.to(x.dtype)
         weight = self.base_layer.weight.to(x.dtype) + self.scaling * lora_weight.detach()
         norm = torch.linalg.norm(weight, dim=1).to(weight.dtype).detach()
-        scale = (self.lora_magnitude_vector / norm).view(1, -1)
+        scale = (self.lora_magnitude_vector.weight / norm).view(1, -1)
         dora = (scale - 1) * base_result + scale * self.lora_B(self.lora_A(x)) * self.scaling
         return (result + dora).to(dtype)
 
@@ -853,7 +855,7 @@ class LoraLinear(torch.nn.Module):
                 self.base_layer.weight += delta
             else:
                 norm = torch.linalg.norm(self.base_layer.weight + 1 * delta, dim=1)
-                merged = (self.lora_magnitude_vector / norm).view(-1, 1) * (self.base_layer.weight + delta)
+                merged = (self.lora_magnitude_vector.weight / norm).view(-1, 1) * (self.base_layer.weight + delta)
                 self.base_layer.weight.copy_(merged)
         return self.base_layer
 
@@ -1359,6 +1361,9 @@ class AccelerateJob:
     def weights(self):
         weights = dict(self.accelerator.unwrap_model(self.model).state_dict())
         weights = {k.replace(".base_layer.", "."): v for k, v in weights.items()}  # PEFT's layer holds the base
+        # DoRA's magnitude under the name PEFT's files give it (without its holder's ".weight").
+        weights = {k[:-len(".weight")] if k.endswith(".lora_magnitude_vector.weight") else k: v
+                   for k, v in weights.items()}
         # A module to save computes with its trained copy; its original stays as it was.
         weights = {k.replace(".modules_to_save.default.", "."): v for k, v in weights.items()
                    if ".original_module." not in k}
