@@ -43,8 +43,8 @@ inline acc_tensor* input() {
   return floats(v, {2, 4, 6});
 }
 
-inline std::vector<float> outputs(acc_model* m) {
-  acc_tensor* x = input();
+// The model's output on `x` without gradients (`x` is freed).
+inline std::vector<float> outputs_on(acc_model* m, acc_tensor* x) {
   acc_tensor* y = nullptr;
   EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
   auto v = y ? to_floats(y) : std::vector<float>{};
@@ -52,6 +52,8 @@ inline std::vector<float> outputs(acc_model* m) {
   acc_tensor_free(y);
   return v;
 }
+
+inline std::vector<float> outputs(acc_model* m) { return outputs_on(m, input()); }
 
 inline std::vector<float> param(const acc_model* m, const std::string& name) {
   acc_tensor* t = nullptr;

@@ -41,15 +41,7 @@ acc_options* dora_options(int64_t r, double alpha, double dropout) {
   return o;
 }
 
-std::vector<float> forward_no_grad(acc_model* m, const json& input) {
-  acc_tensor* x = from_json(input);
-  acc_tensor* y = nullptr;
-  EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
-  auto v = y ? to_floats(y) : std::vector<float>{};
-  acc_tensor_free(x);
-  acc_tensor_free(y);
-  return v;
-}
+std::vector<float> forward_no_grad(acc_model* m, const json& input) { return outputs_on(m, from_json(input)); }
 
 // Adds the case's DoRA adapters to `m` (after its seed: PEFT's draws) and checks what PEFT starts
 // with, then loads the case's chosen B matrices and magnitudes. `module` names a spec layer in `m`.
@@ -79,7 +71,7 @@ void add_case_adapters(acc_model* m, const json& c, const std::string& targets,
   acc_tensor_list_free(chosen);
 }
 
-acc_model* case_spec_model(const json& c) {
+acc_model* case_spec_model() {
   std::ifstream in(acc_test::data_dir() + "/lora_cases.json");
   const json spec_case = json::parse(in)["spec"];  // the same network and weights
   acc_model* m = nullptr;
@@ -93,7 +85,6 @@ acc_model* case_spec_model(const json& c) {
   }
   EXPECT_EQ(acc_model_load_state_dict(m, state, 1), ACC_OK) << acc_last_error_message();
   acc_tensor_list_free(state);
-  (void)c;
   return m;
 }
 
@@ -113,7 +104,7 @@ TEST(Dora, SpecAndScriptedModelsComputeAsPeft) {
       module = [&](const std::string& layer) { return script_module.at(layer); };
       add_case_adapters(m, c, "fc1,block.0,head", module);
     } else {
-      m = case_spec_model(c);
+      m = case_spec_model();
       add_case_adapters(m, c, c["targets"], module);
     }
     // The same dropout masks from the same stream, PEFT's operations: the same bits.
@@ -248,15 +239,7 @@ TEST(Dora, ALayerWhoseWeightTheForwardReadsTakesTheAdaptedWeight) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   acc_model* m = nullptr;
   ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/direct_head.pt").c_str(), &m));
-  auto run = [&] {
-    acc_tensor* ids = acc_test::longs({1, 4, 7, 2, 0, 3, 5, 6}, {2, 4});
-    acc_tensor* y = nullptr;
-    EXPECT_EQ(acc_model_forward1(m, ids, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
-    auto v = y ? to_floats(y) : std::vector<float>{};
-    acc_tensor_free(ids);
-    acc_tensor_free(y);
-    return v;
-  };
+  auto run = [&] { return outputs_on(m, acc_test::longs({1, 4, 7, 2, 0, 3, 5, 6}, {2, 4})); };
   const auto base = run();
   acc_options* o = dora_options(2, 4, 0);
   ACC_ASSERT_OK(acc_model_add_lora(m, "head,fc", o, nullptr));
