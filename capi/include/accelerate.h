@@ -445,7 +445,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   r (int, default 8: the adapters' rank), lora_alpha (double, default 8: the scaling is
  *   lora_alpha / r), use_rslora (bool, default false: lora_alpha / sqrt(r)), use_dora (bool,
  *   default false: PEFT's DoRA, each adapted layer also training a magnitude per output, saved as
- *   "<module>.lora_magnitude_vector"),
+ *   "<module>.lora_magnitude_vector"), lora_bias (bool, default false: lora_B has a trained bias,
+ *   "<module>.lora_B.bias", zero at the start; not with use_dora, nor on a layer whose weight the
+ *   forward reads itself; merging adds it, scaled, to the layer's bias, which must exist),
  *   init_lora_weights ("true", default: Kaiming-uniform A and zero B, so training starts from the
  *   base model; "gaussian": A ~ N(0, 1/r), zero B; "false": both as nn.Linear initialises them),
  *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
@@ -794,8 +796,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * acc_model_save_lora: PEFT's layout in `dir`: adapter_config.json and adapter_model.safetensors with
  * PEFT's names ("base_model.model.<module>.lora_A.weight"), read by PeftModel.from_pretrained.
  * acc_model_load_lora: reads that layout (PEFT's own files too): adds the adapters if the model has
- * none, else requires the same targets, rank and scaling; every check comes before anything changes.
- * Not implemented settings in a file (DoRA, lora_bias, per-module ranks, ...) are refused by name.
+ * none, else requires the same targets, ranks, scalings, use_dora and lora_bias; every check comes
+ * before anything changes. Not implemented settings in a file (layer_replication,
+ * trainable_token_indices, initialisations that change the base weights, ...) are refused by name.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * a model prepared under zero_stage 3 holds only slices of them: ACC_ERR_INVALID_ARGUMENT.
  * acc_save_model and acc_model_save_torchscript always write merged weights (the base model's

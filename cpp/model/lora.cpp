@@ -30,6 +30,11 @@ at::Tensor new_linear_weight(int64_t out, int64_t in) {
 // The weight delta (B A) * scaling, as PEFT's get_delta_weight computes it.
 at::Tensor lora_delta(const at::Tensor& a, const at::Tensor& b, double scaling) { return at::matmul(b, a) * scaling; }
 
+// PEFT's merge of lora_bias: the layer's bias plus lora_B's times the scaling, in the bias's dtype.
+at::Tensor adapted_bias(const at::Tensor& bias, const at::Tensor& b_bias, double scaling) {
+  return (bias + b_bias * scaling).to(bias.scalar_type());
+}
+
 // DoRA's row norms ||W + scaling * lora_weight|| (PEFT's get_weight_norm), in the sum's dtype.
 at::Tensor weight_norm(const at::Tensor& w, const at::Tensor& lora_weight, double scaling) {
   const at::Tensor sum = w + lora_weight * scaling;
@@ -102,6 +107,7 @@ const OptionTable<LoraConfig>& lora_option_table() {
         .at_most(1);
     t.bind("use_rslora", "scale by lora_alpha / sqrt(r)", &L::use_rslora);
     t.bind("use_dora", "DoRA: train a magnitude per output beside the adapters", &L::use_dora);
+    t.bind("lora_bias", "lora_B has a trained bias too", &L::lora_bias);
     t.bind("init_lora_weights", "Kaiming A and zero B (true), N(0, 1/r) A (gaussian), or nn.Linear's", &L::init)
         .one_of({"true", "gaussian", "false"});
     t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
@@ -338,6 +344,15 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   for (size_t i = 0; i < sites.size() && i < 4; ++i) examples += (i ? ", " : "") + sites[i].module;
   require(!chosen.empty(), "target_modules '", config.describe_targets(), "' matches no linear layer (",
           sites.empty() ? std::string("the model has none") : "linear layers are e.g. " + examples, ")");
+  // As PEFT's LoraConfig.
+  require(!(config.lora_bias && config.use_dora), "lora_bias is not supported with use_dora (as in PEFT)");
+  // The branch's bias has no place in a weight the forward reads itself.
+  if (config.lora_bias)
+    for (const LinearSite* site : chosen)
+      if (!site->set_output_adapter)
+        fail(Status::Unsupported, "lora_bias cannot apply to '", site->module,
+             "': the forward reads its weight itself, ",
+             "so it is adapted through its weight (W + B A * scaling), which leaves no place for lora_B's bias");
   if (config.dropout != 0)
     for (const LinearSite* site : chosen)
       if (!site->set_output_adapter)
@@ -353,12 +368,19 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     // initialisation) and then re-initialises them: the same draws keep the global stream in step.
     at::Tensor a = new_linear_weight(r, in);
     at::Tensor b = new_linear_weight(out, r);
+    at::Tensor b_bias;
+    if (config.lora_bias) {  // nn.Linear's bias initialisation, after its weight's
+      const double bound = 1.0 / std::sqrt(static_cast<double>(r));
+      b_bias = at::empty({out}, at::kFloat).uniform_(-bound, bound);
+    }
     if (config.init == "true") {
       torch::nn::init::kaiming_uniform_(a, std::sqrt(5.0));
       b.zero_();
+      if (b_bias.defined()) b_bias.zero_();
     } else if (config.init == "gaussian") {
       a.normal_(0.0, 1.0 / static_cast<double>(r));
       b.zero_();
+      if (b_bias.defined()) b_bias.zero_();
     } else if (config.init == "eva") {
       b.zero_();  // PEFT's placeholder until EVA's data-driven A: a loaded adapter replaces both
     }
@@ -367,11 +389,12 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     // PEFT moves the adapters to the layer's device and dtype, initialises DoRA's magnitude there,
     // and then (autocast_adapter_dtype) makes a half-precision layer's adapters float32 again: they
     // start rounded to the layer's precision.
-    LoraAdapter adapter{*site, a.to(site->weight.options()),   b.to(site->weight.options()), {},
-                        r,     config.scaling_of(site->module)};
+    LoraAdapter adapter{*site, a.to(site->weight.options()), b.to(site->weight.options()), r,
+                        config.scaling_of(site->module)};
     if (config.use_dora) adapter.magnitude = initial_magnitude(site->weight, adapter);
+    if (b_bias.defined()) adapter.b_bias = b_bias.to(site->weight.options());
     const bool low = site->weight.scalar_type() == at::kHalf || site->weight.scalar_type() == at::kBFloat16;
-    for (at::Tensor* t : {&adapter.a, &adapter.b, &adapter.magnitude})
+    for (at::Tensor* t : {&adapter.a, &adapter.b, &adapter.magnitude, &adapter.b_bias})
       if (t->defined()) *t = (low ? t->to(at::kFloat) : *t).set_requires_grad(true);
     made.push_back(std::move(adapter));
   }
@@ -386,13 +409,13 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   // PEFT's Linear.forward: result + lora_B(lora_A(dropout(x))) * scaling, the input cast to the
   // adapters' dtype and the sum back to the layer's. The tensors are captured as handles: moves
   // (Model::to) and sharding's storage swaps keep them.
-  const at::Tensor a = adapter.a, b = adapter.b;
+  const at::Tensor a = adapter.a, b = adapter.b, b_bias = adapter.b_bias;
   const double scaling = adapter.scaling, p = config_.dropout;
   if (adapter.magnitude.defined()) return dora_output_adapter(adapter, p);
-  return [a, b, scaling, p](const at::Tensor& input, const at::Tensor& output, bool training) {
+  return [a, b, b_bias, scaling, p](const at::Tensor& input, const at::Tensor& output, bool training) {
     at::Tensor x = input.to(a.scalar_type());
     if (p > 0) x = at::dropout(x, p, training);
-    return (output + at::linear(at::linear(x, a), b) * scaling).to(output.scalar_type());
+    return (output + at::linear(at::linear(x, a), b, b_bias) * scaling).to(output.scalar_type());
   };
 }
 
@@ -406,6 +429,7 @@ void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
   const LoraAdapter& adapter = adapters_[k];
   out->emplace_back(adapter.site.module + ".lora_A.weight", adapter.a);
   out->emplace_back(adapter.site.module + ".lora_B.weight", adapter.b);
+  if (adapter.b_bias.defined()) out->emplace_back(adapter.site.module + ".lora_B.bias", adapter.b_bias);
   if (adapter.magnitude.defined()) out->emplace_back(adapter.site.module + kMagnitudeSuffix, adapter.magnitude);
 }
 
@@ -464,6 +488,10 @@ void LoraAdapters::require_mergeable(const char* action) const {
       fail(Status::Unsupported, action, ": LoRA adapts '", adapter.site.module, "', whose weight is tied to '",
            adapter.site.tied_to, "': merged weights would change both layers or untie them; save the adapters ",
            "(acc_model_save_lora) with the base weights as they are, or leave the tied layer out of target_modules");
+  for (const auto& adapter : adapters_)
+    if (adapter.b_bias.defined() && !adapter.site.bias.defined())
+      fail(Status::Unsupported, action, ": lora_bias adapts '", adapter.site.module, "', which has no bias to merge ",
+           "lora_B's into (as PEFT refuses it); save the adapters (acc_model_save_lora)");
 }
 
 NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
@@ -487,7 +515,11 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
     stated.b = entry_of(module + ".lora_B.weight");
     if (adapter.magnitude.defined()) stated.magnitude = entry_of(module + kMagnitudeSuffix);
     merged_weights[module + ".weight"] = adapted_weight(w, stated);
-    adapter_entries.insert({module + ".lora_A.weight", module + ".lora_B.weight", module + kMagnitudeSuffix});
+    if (adapter.b_bias.defined())
+      merged_weights[module + ".bias"] =
+          adapted_bias(entry_of(module + ".bias"), entry_of(module + ".lora_B.bias"), adapter.scaling);
+    adapter_entries.insert(
+        {module + ".lora_A.weight", module + ".lora_B.weight", module + ".lora_B.bias", module + kMagnitudeSuffix});
   }
   NamedTensors out;
   for (const auto& entry : state) {
@@ -501,7 +533,11 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
 void LoraAdapters::merge_into_weights() const {
   require_mergeable("merging LoRA adapters");
   at::NoGradGuard no_grad;
-  for (const auto& adapter : adapters_) adapter.site.weight.copy_(adapted_weight(adapter.site.weight, adapter));
+  for (const auto& adapter : adapters_) {
+    adapter.site.weight.copy_(adapted_weight(adapter.site.weight, adapter));
+    if (adapter.b_bias.defined())
+      adapter.site.bias.copy_(adapted_bias(adapter.site.bias, adapter.b_bias, adapter.scaling));
+  }
 }
 
 void LoraAdapters::merge_and_remove() {

@@ -77,6 +77,9 @@ struct LoraConfig {
   // m, and computes with m * (W + (B A) * scaling) / ||W + (B A) * scaling|| (row norms, not
   // differentiated), as PEFT's DoraLinearLayer does.
   bool use_dora = false;
+  // PEFT's lora_bias: lora_B has a bias too (PEFT's use: adapters extracted from a full fine-tune),
+  // added to the branch before the scaling; merging adds it, scaled, to the layer's bias.
+  bool lora_bias = false;
   // PEFT's init_lora_weights: "true" (Kaiming A, zero B), "gaussian", "false"; read from files also
   // "eva" and "orthogonal" (initialisations the loaded weights replace, kept for the next save).
   std::string init = "true";
@@ -133,9 +136,10 @@ struct LinearSite {
 struct LoraAdapter {
   LinearSite site;
   at::Tensor a, b;  // lora_A.weight (r x in), lora_B.weight (out x r)
-  at::Tensor magnitude;  // DoRA's lora_magnitude_vector (out); undefined without use_dora
-  int64_t r;             // the module's rank and scaling (LoraConfig::rank_of, scaling_of)
+  int64_t r;        // the module's rank and scaling (LoraConfig::rank_of, scaling_of)
   double scaling;
+  at::Tensor magnitude;  // DoRA's lora_magnitude_vector (out); undefined without use_dora
+  at::Tensor b_bias;     // lora_B.bias (out); undefined without lora_bias
 };
 
 // The layer's weight as adapted: W + (B A) * scaling, with DoRA m / ||W + (B A) * scaling|| times
@@ -157,8 +161,8 @@ class LoraAdapters {
   size_t add(const LoraConfig& config, const std::vector<LinearSite>& sites,
              const std::vector<std::string>& other_modules);
 
-  // "<module>.lora_A.weight", "<module>.lora_B.weight" and with DoRA "<module>.lora_magnitude_vector"
-  // per adapter, in order.
+  // "<module>.lora_A.weight", "<module>.lora_B.weight", with lora_bias "<module>.lora_B.bias" and
+  // with DoRA "<module>.lora_magnitude_vector", per adapter, in order.
   NamedTensors named_parameters() const;
   // A model's own parameters (`own`, in its order) with each adapter's two right after its layer's
   // own parameters, where PEFT's layer lists them (base_layer's, then lora_A, lora_B, DoRA's

@@ -24,6 +24,7 @@ constexpr const char* kPrefix = "base_model.model.";
 constexpr const char* kSuffixA = ".lora_A.weight";
 constexpr const char* kSuffixB = ".lora_B.weight";
 constexpr const char* kSuffixMagnitude = ".lora_magnitude_vector";  // DoRA's
+constexpr const char* kSuffixBBias = ".lora_B.bias";                // lora_bias's
 constexpr const char* kBaseLayerBias = ".base_layer.bias";  // an adapted layer's bias, under PEFT's bias setting
 // The weights' metadata names the configuration saved with them (the CRC-32C of its bytes): a
 // save stopped between renaming the configuration and the weights leaves its weights `.new`, and
@@ -73,7 +74,8 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
       {"layers_pattern", config.layers_pattern.empty() ? json(nullptr) : json(config.layers_pattern)},
       {"rank_pattern", json::object()},
       {"alpha_pattern", json::object()},
-      {"use_dora", config.use_dora}};
+      {"use_dora", config.use_dora},
+      {"lora_bias", config.lora_bias}};
   for (const auto& pattern : config.rank_pattern) j["rank_pattern"].emplace(pattern.key, pattern.value);
   for (const auto& pattern : config.alpha_pattern) j["alpha_pattern"].emplace(pattern.key, pattern.value);
   if (config.init == "true" || config.init == "false")
@@ -127,7 +129,8 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
       refuse("bias", "must be \"none\", \"all\" or \"lora_only\"");
     config.bias = j["bias"].get<std::string>();
   }
-  if (flag("lora_bias")) refuse("lora_bias", "is true: trained biases on lora_B are not supported");
+  config.lora_bias = flag("lora_bias");
+  if (config.lora_bias && config.use_dora) refuse("lora_bias", "is true with use_dora, which PEFT does not support");
   if (j.contains("modules_to_save") && !j["modules_to_save"].is_null()) {
     const json& names = j["modules_to_save"];
     if (!names.is_array()) refuse("modules_to_save", "must be a list of module names or null");
@@ -254,6 +257,8 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
             "from the unwrapped model before preparing it, or use acc_save_model / save_state");
     tensors.emplace_back(kPrefix + module + kSuffixA, adapter.a.detach().to(at::kCPU).contiguous());
     tensors.emplace_back(kPrefix + module + kSuffixB, adapter.b.detach().to(at::kCPU).contiguous());
+    if (adapter.b_bias.defined())
+      tensors.emplace_back(kPrefix + module + kSuffixBBias, adapter.b_bias.detach().to(at::kCPU).contiguous());
     if (adapter.magnitude.defined())
       tensors.emplace_back(kPrefix + module + kSuffixMagnitude, adapter.magnitude.detach().to(at::kCPU).contiguous());
   }
@@ -321,6 +326,12 @@ LoraFiles read_lora_files(const std::string& dir) {
     std::string in_model = name.substr(std::string(kPrefix).size());
     if (ends_with(in_model, kBaseLayerBias))
       in_model = in_model.substr(0, in_model.size() - std::string(kBaseLayerBias).size()) + ".bias";
+    if (ends_with(name, kSuffixBBias) && name.size() > std::string(kPrefix).size() + std::string(kSuffixBBias).size()) {
+      if (!files.config.lora_bias) refuse(name, "is lora_B's bias, but lora_bias is false");
+      if (tensor.dim() != 1 || !tensor.is_floating_point()) refuse(name, "must be a 1-D floating-point tensor");
+      files.modules[in_model.substr(0, in_model.size() - std::string(kSuffixBBias).size())].b_bias = tensor;
+      continue;
+    }
     const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
     if (!is_a && !is_b && (files.config.saves(in_model) || (a_bias && files.config.bias != "none"))) {
       files.saved[in_model] = tensor;
@@ -355,6 +366,12 @@ LoraFiles read_lora_files(const std::string& dir) {
     if (files.config.use_dora && !pair.magnitude.defined())
       fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks DoRA's magnitude (", kPrefix, module,
            kSuffixMagnitude, "), which use_dora asks for");
+    if (files.config.lora_bias && !pair.b_bias.defined())
+      fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks lora_B's bias (", kPrefix, module,
+           kSuffixBBias, "), which lora_bias asks for");
+    if (pair.b_bias.defined() && pair.b_bias.size(0) != pair.b.size(0))
+      fail(Status::Io, "'", weights_path, "': lora_B's bias of '", module, "' has ", pair.b_bias.size(0),
+           " values, its lora_B ", pair.b.size(0), " outputs");
     if (pair.magnitude.defined() && pair.magnitude.size(0) != pair.b.size(0))
       fail(Status::Io, "'", weights_path, "': DoRA's magnitude of '", module, "' has ", pair.magnitude.size(0),
            " values, its lora_B ", pair.b.size(0), " outputs");

@@ -16,6 +16,7 @@ struct LoraFiles {
   struct Pair {
     at::Tensor a, b;
     at::Tensor magnitude;  // DoRA's (use_dora)
+    at::Tensor b_bias;     // lora_B's bias (lora_bias)
   };
   std::map<std::string, Pair> modules;  // by module name
   // What trains whole beside the adapters (the modules to save's parameters and buffers, the biases

@@ -455,6 +455,9 @@ void Model::load_lora(const std::string& dir) {
     for (const auto& adapter : lora_.adapters()) same_layers = same_layers && targeted.count(adapter.site.module);
     require(same_layers, where, " holds adapters of other layers (", files.config.describe_targets(),
             ") than the model's (", have.describe_targets(), ")");
+    require(have.lora_bias == files.config.lora_bias, where, " holds adapters with lora_bias ",
+            files.config.lora_bias ? "true" : "false", ", the model's have lora_bias ",
+            have.lora_bias ? "true" : "false");
     require(have.use_dora == files.config.use_dora, where, " holds ", files.config.use_dora ? "DoRA" : "plain LoRA",
             " adapters (use_dora ", files.config.use_dora ? "true" : "false", "), the model ",
             have.use_dora ? "DoRA" : "plain LoRA", " adapters");
@@ -478,6 +481,7 @@ void Model::load_lora(const std::string& dir) {
     adapter.a.copy_(pair.a);
     adapter.b.copy_(pair.b);
     if (adapter.magnitude.defined()) adapter.magnitude.copy_(pair.magnitude);
+    if (adapter.b_bias.defined()) adapter.b_bias.copy_(pair.b_bias);
   }
   for (const auto& [name, tensor] : files.saved) saved_here.at(name).copy_(tensor);
 }

@@ -582,7 +582,7 @@ TEST(Lora, PeftSettingsItHonoursAreKeptAndTheOthersNamed) {
     acc_model_free(other);
   };
   expect_refused("init_lora_weights", "pissa", "change the base model's weights");
-  expect_refused("lora_bias", true, "lora_bias");
+  expect_refused("lora_bias", true, "lacks lora_B's bias");  // lora_bias without the biases
   expect_refused("layer_replication", json::array({json::array({0, 1})}), "layer_replication");
   expect_refused("target_parameters", json{"0.weight"}, "target_parameters");
   expect_refused("trainable_token_indices", json{1, 2}, "trainable_token_indices");

@@ -8,7 +8,8 @@ becomes base(x) + lora_B(lora_A(x)) * lora_alpha / r. Written: lora_model.pt (To
 lora_cases.json (the initial A matrices after manual_seed(1234), the next draw from the global
 generator, chosen B matrices, an input, PEFT's output and the merged weights) and, for the same
 network written as a layer spec, PEFT's output in training mode with lora_dropout (its "spec" case)
-and with DoRA (its "dora" case, from peft/tuners/lora/dora.py).
+and with DoRA (its "dora" case, from peft/tuners/lora/dora.py); and lora_bias on the TorchScript model
+(its "lora_bias" case).
 
 Run with Debian's python3-torch: python3 export_lora_cases.py OUTPUT_DIR
 """
@@ -42,18 +43,57 @@ def targeted(name, targets):
     return any(name == t or name.endswith("." + t) for t in targets)
 
 
-def make_adapters(model, targets, r):
-    """PEFT's adapters for the targeted nn.Linear layers, drawn as PEFT draws them."""
+def make_adapters(model, targets, r, lora_bias=False):
+    """PEFT's adapters for the targeted nn.Linear layers, drawn as PEFT draws them (with lora_bias,
+    lora_B's bias is drawn by nn.Linear and zeroed, and comes third)."""
     adapters = {}
     for name, module in model.named_modules():
         if not targeted(name, targets):
             continue
         lora_a = nn.Linear(module.in_features, r, bias=False)
-        lora_b = nn.Linear(r, module.out_features, bias=False)
+        lora_b = nn.Linear(r, module.out_features, bias=lora_bias)
         nn.init.kaiming_uniform_(lora_a.weight, a=math.sqrt(5))
         nn.init.zeros_(lora_b.weight)
         adapters[name] = (lora_a.weight.detach().clone(), lora_b.weight.detach().clone())
+        if lora_bias:
+            nn.init.zeros_(lora_b.bias)
+            adapters[name] += (lora_b.bias.detach().clone(),)
     return adapters
+
+
+def lora_bias_case(model, g):
+    """PEFT's lora_bias on Net: the draws (lora_B = nn.Linear(r, out, bias=True)), then chosen B
+    matrices and biases; the output, PEFT's base(x) + lora_B(lora_A(x)) * scaling with lora_B's
+    bias, and the merged weights and biases."""
+    targets, r, alpha, seed = ["fc1", "head"], 2, 4.0, 17
+    scaling = alpha / r
+    modules = dict(model.named_modules())
+    torch.manual_seed(seed)
+    adapters = make_adapters(model, targets, r, lora_bias=True)
+    next_draw = torch.rand(3)
+    chosen_b = {n: 0.3 * torch.randn(b.shape, generator=g) for n, (a, b, c) in adapters.items()}
+    chosen_bias = {n: 0.2 * torch.randn(c.shape, generator=g) for n, (a, b, c) in adapters.items()}
+    x = torch.randn(5, 6, generator=g)
+
+    def hook(name):
+        a = adapters[name][0]
+        return lambda m, inputs, output: output + F.linear(F.linear(inputs[0], a), chosen_b[name],
+                                                           chosen_bias[name]) * scaling
+
+    handles = [modules[n].register_forward_hook(hook(n)) for n in adapters]
+    with torch.no_grad():
+        y = model(x)
+    for h in handles:
+        h.remove()
+    merged = {}
+    for n, (a, b, c) in adapters.items():
+        merged[n + ".weight"] = tensor(modules[n].weight + (chosen_b[n] @ a) * scaling)
+        merged[n + ".bias"] = tensor(modules[n].bias + chosen_bias[n] * scaling)
+    return {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "seed": seed,
+            "initial_a": {n: tensor(v[0]) for n, v in adapters.items()}, "next_draw": tensor(next_draw),
+            "chosen_b": {n: tensor(b) for n, b in chosen_b.items()},
+            "chosen_bias": {n: tensor(c) for n, c in chosen_bias.items()},
+            "input": tensor(x), "output": tensor(y), "merged": merged}
 
 
 def peft_forward(model, adapters, chosen_b, scaling, dropout, x):
@@ -181,7 +221,7 @@ def main(out_dir):
             "modules": list(adapters), "initial_a": {n: tensor(a) for n, (a, b) in adapters.items()},
             "next_draw": tensor(next_draw), "chosen_b": {n: tensor(b) for n, b in chosen_b.items()},
             "input": tensor(x), "output": tensor(y), "merged": {n: tensor(w) for n, w in merged.items()},
-            "spec": spec_case(model, g), "dora": dora_case(model, g)}
+            "spec": spec_case(model, g), "dora": dora_case(model, g), "lora_bias": lora_bias_case(model, g)}
     (out / "lora_cases.json").write_text(json.dumps(case))
 
 

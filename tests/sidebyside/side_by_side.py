@@ -629,6 +629,10 @@ SCENARIOS.update({
                           graph_optimization=False, lora=dict(_LORA, dropout=0.1, use_dora=True)),
     "lm_dora": dict(model="lm", optimizer="adamw", schedule="linear", accumulation=2, graph_optimization=False,
                     lora=dict(targets="linear1,linear2,head", r=4, alpha=8, dropout=0.1, use_dora=True)),
+    "mlp_lora_bias": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
+                          lora=dict(_LORA, dropout=0.1, lora_bias=True), accumulation=2),
+    "lm_lora_bias": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False,
+                         lora=dict(targets="linear1,linear2,head", r=4, alpha=8, dropout=0.1, lora_bias=True)),
     "wide_dora_patterns": dict(model="wide", data="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
                                lora=dict(targets="fc1,fc2,fc3", r=4, alpha=8, rank_pattern={"fc2": 8},
                                          alpha_pattern={"fc3": 32}, use_dora=True)),
@@ -667,6 +671,8 @@ SCENARIOS.update({
     "lm_dora_zero3": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False, processes=(2,),
                           lora=dict(targets="linear1,linear2,head", r=4, alpha=8, dropout=0.1, use_dora=True),
                           zero_stage=3),
+    "mlp_lora_bias_zero3": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
+                                lora=dict(_LORA, dropout=0.1, lora_bias=True), zero_stage=3, processes=(2,)),
     "mlp_lora_zero3": dict(model="mlp", optimizer="adamw", schedule="linear", lora=dict(_LORA, dropout=0.1),
                            zero_stage=3, graph_optimization=False, processes=(2,)),
     # PyTorch's fused kernels round a tensor's last elements otherwise than its vector body: the
@@ -801,14 +807,16 @@ class LoraLinear(torch.nn.Module):
     (drawing two nn.Linear initialisations, then Kaiming for A and zeros for B), and its forward
     base(x) + lora_B(lora_A(dropout(x))) * scaling with the input cast to the adapters' dtype."""
 
-    def __init__(self, base, r, alpha, dropout, use_dora=False):
+    def __init__(self, base, r, alpha, dropout, use_dora=False, lora_bias=False):
         super().__init__()
         self.base_layer = base
         self.lora_dropout = torch.nn.Dropout(dropout) if dropout > 0 else torch.nn.Identity()
         self.lora_A = torch.nn.Linear(base.in_features, r, bias=False)
-        self.lora_B = torch.nn.Linear(r, base.out_features, bias=False)
+        self.lora_B = torch.nn.Linear(r, base.out_features, bias=lora_bias)
         torch.nn.init.kaiming_uniform_(self.lora_A.weight, a=math.sqrt(5))
         torch.nn.init.zeros_(self.lora_B.weight)
+        if lora_bias:
+            torch.nn.init.zeros_(self.lora_B.bias)
         self.scaling = alpha / r
         self.lora_magnitude_vector = None
         if use_dora:  # PEFT's DoraLinearLayer.update_layer (peft/tuners/lora/dora.py): the row norms,
@@ -851,6 +859,8 @@ class LoraLinear(torch.nn.Module):
         """merge_and_unload: the base layer with W + (B A) * scaling (DoRA: times m / ||W + (B A) * scaling||)."""
         with torch.no_grad():
             delta = self.lora_B.weight @ self.lora_A.weight * self.scaling
+            if self.lora_B.bias is not None:  # PEFT's merge of lora_bias
+                self.base_layer.bias += self.lora_B.bias * self.scaling
             if self.lora_magnitude_vector is None:
                 self.base_layer.weight += delta
             else:
@@ -917,7 +927,8 @@ def peft_model(scripted, name, settings):
             r = pattern_value(settings.get("rank_pattern", {}), module_name, settings["r"])
             alpha = pattern_value(settings.get("alpha_pattern", {}), module_name, settings["alpha"])
             replace_module(model, module_name, LoraLinear(module, r, alpha, settings.get("dropout", 0.0),
-                                                          settings.get("use_dora", False)))
+                                                          settings.get("use_dora", False),
+                                                          settings.get("lora_bias", False)))
     # PEFT's _set_trainable: every module whose name ends with a listed one (the outermost of nested matches).
     wrapped = []
     for module_name, module in list(model.named_modules()):
@@ -1429,7 +1440,8 @@ class OurJob:
                                                       "bias": settings.get("bias", "none"),
                                                       "rank_pattern": json.dumps(settings.get("rank_pattern", {})),
                                                       "alpha_pattern": json.dumps(settings.get("alpha_pattern", {})),
-                                                      "use_dora": settings.get("use_dora", False)})
+                                                      "use_dora": settings.get("use_dora", False),
+                                                      "lora_bias": settings.get("lora_bias", False)})
             lib.acc_model_add_lora(model, settings["targets"].encode(), lora, None)
             lib.lib.acc_options_free(lora)
         optimizer = lib.new("acc_optimizer_create", model, cfg["optimizer"].split("_")[0].encode(),
