@@ -1424,7 +1424,8 @@ namespace {
 std::map<std::string, std::vector<float>> train_torchscript(
     int stage, const std::string& file, std::vector<float>* eval = nullptr,
     std::vector<std::pair<std::string, std::string>> options = {}, const char* algorithm = "adamw",
-    const char* freeze = nullptr, const char* lora = nullptr, double lora_dropout = 0, bool use_dora = false) {
+    const char* freeze = nullptr, const char* lora = nullptr, double lora_dropout = 0,
+    const char* lora_flag = nullptr) {           // a bool key of ACC_OPTIONS_LORA set true (use_dora, lora_bias)
   const bool stacked = file != "classifier.pt";  // token ids in, logits over 8 tokens out
   // wrapped.pt's blocks sit one level down: FSDP's transformer_layer_cls_to_wrap makes them units.
   options.insert(options.end(), {{"zero_stage", std::to_string(stage)},
@@ -1442,7 +1443,7 @@ std::map<std::string, std::vector<float>> train_torchscript(
     EXPECT_EQ(acc_set_seed(5), ACC_OK);  // the adapters' initial draws
     acc_options* o = acc_test::lora_options(2, 4);
     EXPECT_EQ(acc_options_set_double(o, "lora_dropout", lora_dropout), ACC_OK);
-    EXPECT_EQ(acc_options_set_bool(o, "use_dora", use_dora), ACC_OK);
+    if (lora_flag) EXPECT_EQ(acc_options_set_bool(o, lora_flag, 1), ACC_OK);
     EXPECT_EQ(acc_model_add_lora(model, lora, o, nullptr), ACC_OK) << acc_last_error_message();
     acc_options_free(o);
   }
@@ -1573,23 +1574,31 @@ TEST(Sharded, FrozenParametersAreShardedAndTrainAsDdp) {
 // (direct_head.pt, without dropout) the adapted weights are made unit by unit instead
 // (model/unit_lora.h), freed after each unit's forward and made again for its backward; training
 // matches DDP, which adapts the whole model at the start of each forward. DoRA's magnitudes join
-// the units alike (its adapted weight, m / ||W + B A s|| times W + B A s, made the same way).
+// the units alike (its adapted weight, m / ||W + B A s|| times W + B A s, made the same way), and
+// so do lora_bias's biases.
 TEST(Sharded, TorchScriptLoraTrainsUnitByUnitAsUnderDdp) {
   struct Case {
     const char* file;
     double dropout;
-    bool dora;
+    const char* flag;
   };
-  for (const auto& [file, dropout, dora] :
-       std::vector<Case>{{"stacked.pt", 0.0, false}, {"wrapped.pt", 0.0, false}, {"stacked.pt", 0.25, false},
-                         {"wrapped.pt", 0.25, false}, {"direct_head.pt", 0.0, false}, {"wrapped.pt", 0.25, true},
-                         {"direct_head.pt", 0.0, true}}) {
-    SCOPED_TRACE(std::string(file) + " lora_dropout " + std::to_string(dropout) + (dora ? " DoRA" : ""));
+  for (const auto& [file, dropout, flag] : std::vector<Case>{{"stacked.pt", 0.0, nullptr},
+                                                             {"wrapped.pt", 0.0, nullptr},
+                                                             {"stacked.pt", 0.25, nullptr},
+                                                             {"wrapped.pt", 0.25, nullptr},
+                                                             {"direct_head.pt", 0.0, nullptr},
+                                                             {"wrapped.pt", 0.25, "use_dora"},
+                                                             {"direct_head.pt", 0.0, "use_dora"},
+                                                             {"wrapped.pt", 0.25, "lora_bias"}}) {
+    SCOPED_TRACE(std::string(file) + " lora_dropout " + std::to_string(dropout) + " " + (flag ? flag : ""));
     std::vector<float> ddp_eval, eval;
     const char* targets = "fc,head";
-    const auto ddp = train_torchscript(0, file, &ddp_eval, {}, "adamw", nullptr, targets, dropout, dora);
-    if (dora) EXPECT_TRUE(ddp.count("head.lora_magnitude_vector")) << "DoRA's magnitudes are in the weights";
-    EXPECT_LE(max_difference(ddp, train_torchscript(3, file, &eval, {}, "adamw", nullptr, targets, dropout, dora)),
+    const auto ddp = train_torchscript(0, file, &ddp_eval, {}, "adamw", nullptr, targets, dropout, flag);
+    if (flag)
+      EXPECT_TRUE(
+          ddp.count(std::string("head.") + (std::string(flag) == "use_dora" ? "lora_magnitude_vector" : "lora_B.bias")))
+          << flag << "'s parameters are in the weights";
+    EXPECT_LE(max_difference(ddp, train_torchscript(3, file, &eval, {}, "adamw", nullptr, targets, dropout, flag)),
               same_reduction_order(3) ? 0.0 : 1e-5);
     ASSERT_EQ(eval.size(), ddp_eval.size());
     for (size_t i = 0; i < eval.size(); ++i) EXPECT_NEAR(eval[i], ddp_eval[i], same_reduction_order(3) ? 0.0 : 1e-5);
