@@ -6,118 +6,20 @@
 // LoRA layer does: its output plus B(A(dropout(x))) * scaling. Any other linear layer (one whose
 // weight a TorchScript forward reads itself) gets the adapted weight W + (B A) * scaling in place
 // of W for the duration of a forward (LoraAdapters::apply): the same to rounding; dropout on the
-// input has no weight-side form.
+// input has no weight-side form. DoRA and lora_bias extend both ways as PEFT's layer does.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <functional>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "common/option_table.h"
+#include "model/lora_config.h"
 #include "model/output_adapter.h"
 #include "tensor/named_tensors.h"
 
 namespace acc {
-
-// The largest lora_alpha: float's largest, since the scaling multiplies float32 outputs.
-constexpr double kMaxLoraAlpha = 3.4028234663852886e38;
-constexpr int64_t kMaxLoraRank = 1 << 20;
-
-// PEFT's LoraConfig. The ACC_OPTIONS_LORA keys fill the numbers and flags (lora_option_table); the
-// target modules are an argument of their own.
-struct LoraConfig {
-  // PEFT's target_modules: module names (a module matches one if its name is it or ends with
-  // "." + it), or one regular expression that must match a whole name (PEFT's string form).
-  std::vector<std::string> target_names;
-  std::string target_regex;  // set with set_target_regex
-  std::function<bool(const std::string&)> regex_matches;  // target_regex, compiled once
-  // PEFT's exclude_modules, in the same two forms: a module they match gets no adapter.
-  std::vector<std::string> exclude_names;
-  std::string exclude_regex;
-  std::function<bool(const std::string&)> exclude_matches;
-  std::string exclude_spec;  // the option: names separated by commas, or "re:" and an expression
-  // PEFT's modules_to_save: modules trained whole beside the adapters (a classifier head) and saved
-  // with them; a module matches a name its own name ends with, as in PEFT (no dot needed). A
-  // task_type of SEQ_CLS or TOKEN_CLS adds PEFT's "classifier" and "score", QUESTION_ANS its
-  // "qa_outputs", which may match nothing; names given that match nothing are an error.
-  std::vector<std::string> modules_to_save;
-  std::string modules_to_save_spec;  // the option: names separated by commas
-  bool modules_to_save_given = false;  // by the option (a file's list is checked against its tensors)
-  // PEFT's bias: "none", "all" (every parameter named "bias" or "*.bias" trains), "lora_only" (the
-  // adapted layers' biases train); the biases that train are saved with the adapters.
-  std::string bias = "none";
-  // PEFT's layers_to_transform: with target_modules given as names, a module a name ends with (not
-  // one named exactly) is adapted only in these layers: the number after the first component that
-  // follows a dot ("model.layers.3.q_proj": 3), or after one that layers_pattern (PEFT's list of
-  // regular expressions) matches. None: every layer.
-  std::vector<int64_t> layers_to_transform;
-  std::vector<std::string> layers_pattern;
-  std::vector<std::function<std::optional<std::string>(const std::string&)>> layer_index_matchers;
-  std::string layers_to_transform_spec, layers_pattern_spec;  // the options: numbers or names, by commas
-  // PEFT's rank_pattern and alpha_pattern: regular expressions, in order, each matched against a
-  // module's name or its end after a dot (PEFT's `(.*\.)?(key)$`), the first that matches giving
-  // the module its own r or lora_alpha.
-  template <typename T>
-  struct Pattern {
-    std::string key;
-    T value;
-    std::function<bool(const std::string&)> matches;
-  };
-  std::vector<Pattern<int64_t>> rank_pattern;
-  std::vector<Pattern<double>> alpha_pattern;
-  std::string rank_pattern_spec, alpha_pattern_spec;  // the options: JSON objects, as in adapter_config.json
-  int64_t r = 8;
-  double alpha = 8;
-  double dropout = 0;
-  bool use_rslora = false;   // scaling alpha / sqrt(r) instead of alpha / r
-  // PEFT's use_dora (DoRA, Liu et al. 2024): each adapted layer also trains a magnitude per output,
-  // m, and computes with m * (W + (B A) * scaling) / ||W + (B A) * scaling|| (row norms, not
-  // differentiated), as PEFT's DoraLinearLayer does.
-  bool use_dora = false;
-  // PEFT's lora_bias: lora_B has a bias too (PEFT's use: adapters extracted from a full fine-tune),
-  // added to the branch before the scaling; merging adds it, scaled, to the layer's bias.
-  bool lora_bias = false;
-  // PEFT's init_lora_weights: "true" (Kaiming A, zero B), "gaussian", "false"; read from files also
-  // "eva" and "orthogonal" (initialisations the loaded weights replace, kept for the next save).
-  std::string init = "true";
-  // Kept in adapter_config.json for PEFT's AutoPeftModel (which base model, which class); "" is null.
-  std::string base_model_name_or_path, revision, task_type;
-
-  // `targets`: names separated by commas, or "re:" followed by a regular expression; `options` of
-  // kind lora.
-  static LoraConfig from(const std::string& targets, const Options& options);
-  // An invalid expression is an InvalidArgument error naming it.
-  void set_target_regex(const std::string& expression);
-  void set_exclude_regex(const std::string& expression);
-  // Appends to rank_pattern / alpha_pattern, checking the value and the expression (InvalidArgument).
-  void add_rank_pattern(const std::string& key, int64_t rank);
-  void add_alpha_pattern(const std::string& key, double alpha);
-  // Sets layers_pattern, compiling each expression; checks that the layer settings go together.
-  void set_layers_pattern(std::vector<std::string> patterns);
-  void check_layer_settings(bool layers_to_transform_given) const;
-  // The layer number PEFT reads from a module's name for layers_to_transform (none: no number).
-  std::optional<int64_t> layer_index(const std::string& module) const;
-  // A module's rank, lora_alpha and scaling (lora_alpha / r, or / sqrt(r) with use_rslora), its
-  // patterns applied.
-  int64_t rank_of(const std::string& module) const;
-  double alpha_of(const std::string& module) const;
-  double scaling_of(const std::string& module) const;
-  // Whether the config adapts `module`: not excluded, not inside a module to save (PEFT leaves those
-  // whole), and named by the targets.
-  bool targets(const std::string& module) const;
-  // Whether the parameter or buffer `name` lies in a module modules_to_save names (the module or
-  // one of its submodules), PEFT's ModulesToSaveWrapper around it.
-  bool saves(const std::string& name) const;
-  // Whether the parameter `name` trains beside the adapters and is saved with them: in a module to
-  // save, or a bias the bias setting trains. `adapted`: whether its module is an adapted layer.
-  bool trains_whole(const std::string& name, bool in_adapted_layer) const;
-  std::string describe_targets() const;
-};
-
-const OptionTable<LoraConfig>& lora_option_table();
 
 // A linear layer adapters can adapt: `weight` is the layer's own parameter; `set_output_adapter`
 // (where the layer takes one) amends its output, else `use_weight` makes it compute with another

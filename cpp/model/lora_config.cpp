@@ -1,0 +1,271 @@
+#include "model/lora_config.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "common/json_input.h"
+#include "common/module_regex.h"
+#include "common/text.h"
+#include "common/utf8.h"
+
+namespace acc {
+namespace {
+
+// PEFT's module list in this library's text form: names separated by commas, or "re:" followed by
+// a regular expression (handed to `set_regex`). It is written into adapter_config.json: UTF-8 only.
+void read_module_names(const char* key, const std::string& text, std::vector<std::string>* names,
+                       const std::function<void(const std::string&)>& set_regex) {
+  require(is_utf8(text), key, " '", printable_utf8(text), "' is not valid UTF-8");
+  if (text.rfind("re:", 0) == 0) return set_regex(text.substr(3));
+  for (const auto& name : split_trimmed(text, ',')) {
+    require(!name.empty(), key, " '", text, "' has an empty name");
+    names->push_back(name);
+  }
+}
+
+// A pattern option's JSON object ({"expression": value, ...}), each entry handed to `add` in the
+// text's order.
+void read_patterns(const std::string& text, const char* key,
+                   const std::function<void(const std::string&, const nlohmann::ordered_json&)>& add) {
+  if (trimmed(text).empty()) return;
+  const nlohmann::ordered_json j = parse_ordered_json_input(text, key);
+  require(j.is_object(), key, " must be a JSON object from module-name expressions to values, e.g. {\"q_proj\": 16}");
+  for (const auto& [expression, value] : j.items()) add(expression, value);
+}
+
+}  // namespace
+
+const OptionTable<LoraConfig>& lora_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Lora, [](OptionTable<L>& t) {
+    t.bind("r", "the adapters' rank", &L::r).at_least(1).at_most(kMaxLoraRank);
+    // At most float's largest: the scaling multiplies float32 outputs (an inf would make 0 * inf NaNs).
+    t.bind("lora_alpha", "the scaling is lora_alpha / r", &L::alpha).at_least(0).at_most(kMaxLoraAlpha);
+    t.bind("lora_dropout", "dropout on the adapted layer's input", &L::dropout).at_least(0).at_most(1);
+    t.bind("use_rslora", "scale by lora_alpha / sqrt(r)", &L::use_rslora);
+    t.bind("use_dora", "DoRA: train a magnitude per output beside the adapters", &L::use_dora);
+    t.bind("lora_bias", "lora_B has a trained bias too", &L::lora_bias);
+    t.bind("init_lora_weights", "Kaiming A and zero B (true), N(0, 1/r) A (gaussian), or nn.Linear's", &L::init)
+        .one_of({"true", "gaussian", "false"});
+    t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
+    t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",
+           &L::modules_to_save_spec);
+    t.bind("bias", "which biases train beside the adapters: none, all, lora_only (the adapted layers')", &L::bias)
+        .one_of({"none", "all", "lora_only"});
+    t.bind("rank_pattern", "ranks of their own: a JSON object from module-name expressions to r",
+           &L::rank_pattern_spec);
+    t.bind("alpha_pattern", "lora_alphas of their own: a JSON object from module-name expressions to lora_alpha",
+           &L::alpha_pattern_spec);
+    t.bind("layers_to_transform", "the layer numbers to adapt, separated by commas (default: all)",
+           &L::layers_to_transform_spec);
+    t.bind("layers_pattern", "expressions naming the layer lists layers_to_transform numbers, separated by commas",
+           &L::layers_pattern_spec);
+    t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
+           &L::base_model_name_or_path);
+    t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
+    t.bind("task_type", "PEFT's task type (e.g. CAUSAL_LM), written to adapter_config.json", &L::task_type);
+  });
+  return table;
+}
+
+LoraConfig LoraConfig::from(const std::string& targets, const Options& options) {
+  require(options.kind() == OptionsKind::Lora, "LoRA options must be of kind lora, got ",
+          options_kind_name(options.kind()));
+  LoraConfig config = lora_option_table().read(options);
+  const std::string text = trimmed(targets);
+  require(!text.empty(), "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\")");
+  read_module_names("target_modules", text, &config.target_names,
+                    [&](const std::string& expression) { config.set_target_regex(expression); });
+  const std::string excluded = trimmed(config.exclude_spec);
+  if (!excluded.empty())
+    read_module_names("exclude_modules", excluded, &config.exclude_names,
+                      [&](const std::string& expression) { config.set_exclude_regex(expression); });
+  const std::string saved = trimmed(config.modules_to_save_spec);
+  require(is_utf8(saved), "modules_to_save '", printable_utf8(saved), "' is not valid UTF-8");
+  if (!saved.empty()) {
+    for (const auto& name : split_trimmed(saved, ',')) {
+      require(!name.empty(), "modules_to_save '", saved, "' has an empty name");
+      config.modules_to_save.push_back(name);
+    }
+    config.modules_to_save_given = true;
+  }
+  // PEFT's PeftModelFor{SequenceClassification,TokenClassification,QuestionAnswering} train their
+  // task's head whole (and write these names into adapter_config.json).
+  if (config.task_type == "SEQ_CLS" || config.task_type == "TOKEN_CLS")
+    config.modules_to_save.insert(config.modules_to_save.end(), {"classifier", "score"});
+  else if (config.task_type == "QUESTION_ANS")
+    config.modules_to_save.push_back("qa_outputs");
+  read_patterns(config.rank_pattern_spec, "rank_pattern", [&](const std::string& key, const nlohmann::ordered_json& v) {
+    require(v.is_number_integer(), "rank_pattern's '", key, "' must be an integer rank");
+    config.add_rank_pattern(key, v.get<int64_t>());
+  });
+  read_patterns(config.alpha_pattern_spec, "alpha_pattern",
+                [&](const std::string& key, const nlohmann::ordered_json& v) {
+                  require(v.is_number(), "alpha_pattern's '", key, "' must be a number");
+                  config.add_alpha_pattern(key, v.get<double>());
+                });
+  const std::string layers = trimmed(config.layers_to_transform_spec);
+  if (!layers.empty())
+    for (const auto& number : split_trimmed(layers, ',')) {
+      const auto layer = parse_integer(number);
+      require(layer.has_value(), "layers_to_transform '", layers, "' must be layer numbers separated by commas");
+      config.layers_to_transform.push_back(*layer);
+    }
+  const std::string layer_lists = trimmed(config.layers_pattern_spec);
+  if (!layer_lists.empty()) config.set_layers_pattern(split_trimmed(layer_lists, ','));
+  config.check_layer_settings(/*layers_to_transform_given=*/!config.layers_to_transform.empty());
+  const std::pair<const char*, const std::string*> texts[] = {
+      {"base_model_name_or_path", &config.base_model_name_or_path},
+      {"revision", &config.revision},
+      {"task_type", &config.task_type}};
+  for (const auto& [key, value] : texts)
+    require(is_utf8(*value), key, " '", printable_utf8(*value), "' is not valid UTF-8");
+  return config;
+}
+
+namespace {
+
+bool names_match(const std::vector<std::string>& names, const std::string& module) {
+  for (const auto& name : names)
+    if (module == name || ends_with(module, "." + name)) return true;
+  return false;
+}
+
+}  // namespace
+
+void LoraConfig::set_target_regex(const std::string& expression) {
+  regex_matches = module_regex(expression, "target_modules");
+  target_regex = expression;
+}
+
+void LoraConfig::set_exclude_regex(const std::string& expression) {
+  exclude_matches = module_regex(expression, "exclude_modules");
+  exclude_regex = expression;
+}
+
+namespace {
+
+// PEFT's get_pattern_key: `key` matches a module named it or ending in "." and it.
+std::function<bool(const std::string&)> pattern_key_matcher(const std::string& key, const char* setting) {
+  require(!key.empty(), setting, " has an empty module-name expression");
+  require(is_utf8(key), setting, " '", printable_utf8(key), "' is not valid UTF-8");
+  return module_regex("(.*\\.)?(" + key + ")", setting);
+}
+
+template <typename T>
+const T* pattern_value(const std::vector<LoraConfig::Pattern<T>>& patterns, const std::string& module) {
+  for (const auto& pattern : patterns)
+    if (pattern.matches(module)) return &pattern.value;
+  return nullptr;
+}
+
+}  // namespace
+
+void LoraConfig::add_rank_pattern(const std::string& key, int64_t rank) {
+  require(rank >= 1 && rank <= kMaxLoraRank, "rank_pattern's '", key, "' must be a rank from 1 to ", kMaxLoraRank,
+          ", got ", rank);
+  rank_pattern.push_back({key, rank, pattern_key_matcher(key, "rank_pattern")});
+}
+
+void LoraConfig::add_alpha_pattern(const std::string& key, double value) {
+  require(std::isfinite(value) && value >= 0 && value <= kMaxLoraAlpha, "alpha_pattern's '", key,
+          "' must be a lora_alpha in [0, ", kMaxLoraAlpha, "], got ", value);
+  alpha_pattern.push_back({key, value, pattern_key_matcher(key, "alpha_pattern")});
+}
+
+void LoraConfig::set_layers_pattern(std::vector<std::string> patterns) {
+  layer_index_matchers.clear();
+  for (const auto& pattern : patterns) {
+    require(!pattern.empty(), "layers_pattern has an empty expression");
+    require(is_utf8(pattern), "layers_pattern '", printable_utf8(pattern), "' is not valid UTF-8");
+    // PEFT's re.match(rf".*?\.{pattern}\.(\d+)\.", name), matched here as a whole name.
+    layer_index_matchers.push_back(module_regex_group("(?:.*?\\." + pattern + "\\.(\\d+)\\.).*", "layers_pattern"));
+  }
+  layers_pattern = std::move(patterns);
+}
+
+void LoraConfig::check_layer_settings(bool layers_to_transform_given) const {
+  // PEFT's LoraConfig refuses these alike.
+  require(target_regex.empty() || (!layers_to_transform_given && layers_pattern.empty()),
+          "layers_to_transform and layers_pattern need target_modules as names, not a regular expression (",
+          describe_targets(), ")");
+  require(layers_pattern.empty() || layers_to_transform_given,
+          "layers_pattern is set without layers_to_transform: name the layer numbers to adapt");
+}
+
+int64_t LoraConfig::rank_of(const std::string& module) const {
+  const int64_t* value = pattern_value(rank_pattern, module);
+  return value ? *value : r;
+}
+
+double LoraConfig::alpha_of(const std::string& module) const {
+  const double* value = pattern_value(alpha_pattern, module);
+  return value ? *value : alpha;
+}
+
+double LoraConfig::scaling_of(const std::string& module) const {
+  const double rank = static_cast<double>(rank_of(module)), a = alpha_of(module);
+  return use_rslora ? a / std::sqrt(rank) : a / rank;
+}
+
+std::optional<int64_t> LoraConfig::layer_index(const std::string& module) const {
+  // Without layers_pattern, PEFT's re.match(r".*?\.[^.]*\.(\d+)\.", name): the first number that
+  // follows a component after a dot and has a dot after it.
+  std::optional<std::string> digits;
+  if (layer_index_matchers.empty()) {
+    const std::vector<std::string> parts = split_trimmed(module, '.');
+    for (size_t k = 1; k + 2 < parts.size() && !digits; ++k)
+      if (!parts[k + 1].empty() && parts[k + 1].find_first_not_of("0123456789") == std::string::npos)
+        digits = parts[k + 1];
+  } else {
+    for (const auto& matcher : layer_index_matchers)
+      if ((digits = matcher(module))) break;
+  }
+  if (!digits) return std::nullopt;
+  return parse_integer(*digits);  // Python's int() has no bound; past int64's, no listed layer either
+}
+
+bool LoraConfig::targets(const std::string& module) const {
+  // As PEFT's check_target_module_exists: an excluded module first, whatever the targets say, then
+  // one inside a module to save (a name of the list as whole components of the module's name).
+  if (exclude_matches ? exclude_matches(module) : names_match(exclude_names, module)) return false;
+  const std::string dotted = "." + module + ".";
+  for (const auto& saved : modules_to_save)
+    if (dotted.find("." + saved + ".") != std::string::npos) return false;
+  if (regex_matches) return regex_matches(module);
+  // A module named exactly is adapted whatever its layer; one a name ends with, in the layers
+  // layers_to_transform lists (PEFT's order of checks).
+  if (std::find(target_names.begin(), target_names.end(), module) != target_names.end()) return true;
+  if (!names_match(target_names, module)) return false;
+  if (layers_to_transform.empty()) return true;
+  const std::optional<int64_t> layer = layer_index(module);
+  return layer &&
+         std::find(layers_to_transform.begin(), layers_to_transform.end(), *layer) != layers_to_transform.end();
+}
+
+bool LoraConfig::saves(const std::string& name) const {
+  for (const auto& module : enclosing_modules(name))
+    for (const auto& saved : modules_to_save)
+      if (ends_with(module, saved)) return true;
+  return false;
+}
+
+bool LoraConfig::trains_whole(const std::string& name, bool in_adapted_layer) const {
+  if (saves(name)) return true;
+  const bool is_bias = name == "bias" || ends_with(name, ".bias");
+  return is_bias && (bias == "all" || (bias == "lora_only" && in_adapted_layer));
+}
+
+std::string LoraConfig::describe_targets() const {
+  auto describe = [](const std::string& regex, const std::vector<std::string>& names) {
+    if (!regex.empty()) return "re:" + regex;
+    std::string out;
+    for (const auto& name : names) out += (out.empty() ? "" : ",") + name;
+    return out;
+  };
+  const std::string excluded = describe(exclude_regex, exclude_names);
+  return describe(target_regex, target_names) + (excluded.empty() ? "" : " except " + excluded);
+}
+
+}  // namespace acc
