@@ -12,8 +12,6 @@
 namespace acc {
 namespace {
 
-constexpr const char* kMagnitudeSuffix = ".lora_magnitude_vector";  // PEFT's name in its files
-
 // nn.Linear(in, out, bias=False)'s own initialisation, which PEFT's adapters go through first.
 at::Tensor new_linear_weight(int64_t out, int64_t in) {
   at::Tensor w = at::empty({out, in}, at::kFloat);
@@ -29,10 +27,14 @@ at::Tensor adapted_bias(const at::Tensor& bias, const at::Tensor& b_bias, double
   return (bias + b_bias * scaling).to(bias.scalar_type());
 }
 
-// DoRA's row norms ||W + scaling * lora_weight|| (PEFT's get_weight_norm), in the sum's dtype.
+// The L2 norm of each row of an adapted weight, in its dtype (torch.linalg.norm(w, dim=1)).
+at::Tensor row_norms(const at::Tensor& weight) {
+  return at::linalg_vector_norm(weight, 2, {1}, false, c10::nullopt).to(weight.scalar_type());
+}
+
+// DoRA's row norms ||W + scaling * lora_weight|| (PEFT's get_weight_norm).
 at::Tensor weight_norm(const at::Tensor& w, const at::Tensor& lora_weight, double scaling) {
-  const at::Tensor sum = w + lora_weight * scaling;
-  return at::linalg_vector_norm(sum, 2, {1}, false, c10::nullopt).to(sum.scalar_type());
+  return row_norms(w + lora_weight * scaling);
 }
 
 // DoRA's magnitude at the start (PEFT's DoraLinearLayer.update_layer): the adapted weight's row
@@ -165,10 +167,10 @@ NamedTensors LoraAdapters::named_parameters() const {
 
 void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
   const LoraAdapter& adapter = adapters_[k];
-  out->emplace_back(adapter.site.module + ".lora_A.weight", adapter.a);
-  out->emplace_back(adapter.site.module + ".lora_B.weight", adapter.b);
-  if (adapter.b_bias.defined()) out->emplace_back(adapter.site.module + ".lora_B.bias", adapter.b_bias);
-  if (adapter.magnitude.defined()) out->emplace_back(adapter.site.module + kMagnitudeSuffix, adapter.magnitude);
+  out->emplace_back(adapter.site.module + kLoraASuffix, adapter.a);
+  out->emplace_back(adapter.site.module + kLoraBSuffix, adapter.b);
+  if (adapter.b_bias.defined()) out->emplace_back(adapter.site.module + kLoraBBiasSuffix, adapter.b_bias);
+  if (adapter.magnitude.defined()) out->emplace_back(adapter.site.module + kLoraMagnitudeSuffix, adapter.magnitude);
 }
 
 NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
@@ -201,7 +203,7 @@ at::Tensor adapted_weight(const at::Tensor& w, const LoraAdapter& adapter) {
   if (!adapter.magnitude.defined()) return (w + delta).to(w.scalar_type());
   // PEFT's DoRA merge: m / ||W + delta|| (detached) times W + delta, per output row.
   const at::Tensor sum = w + delta;
-  const at::Tensor norm = at::linalg_vector_norm(sum, 2, {1}, false, c10::nullopt).to(sum.scalar_type()).detach();
+  const at::Tensor norm = row_norms(sum).detach();
   return ((adapter.magnitude / norm).view({-1, 1}) * sum).to(w.scalar_type());
 }
 
@@ -249,15 +251,15 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
     const at::Tensor& w = entry_of(module + ".weight");
     at::NoGradGuard no_grad;
     LoraAdapter stated = adapter;  // with the state's tensors
-    stated.a = entry_of(module + ".lora_A.weight");
-    stated.b = entry_of(module + ".lora_B.weight");
-    if (adapter.magnitude.defined()) stated.magnitude = entry_of(module + kMagnitudeSuffix);
+    stated.a = entry_of(module + kLoraASuffix);
+    stated.b = entry_of(module + kLoraBSuffix);
+    if (adapter.magnitude.defined()) stated.magnitude = entry_of(module + kLoraMagnitudeSuffix);
     merged_weights[module + ".weight"] = adapted_weight(w, stated);
     if (adapter.b_bias.defined())
       merged_weights[module + ".bias"] =
-          adapted_bias(entry_of(module + ".bias"), entry_of(module + ".lora_B.bias"), adapter.scaling);
+          adapted_bias(entry_of(module + ".bias"), entry_of(module + kLoraBBiasSuffix), adapter.scaling);
     adapter_entries.insert(
-        {module + ".lora_A.weight", module + ".lora_B.weight", module + ".lora_B.bias", module + kMagnitudeSuffix});
+        {module + kLoraASuffix, module + kLoraBSuffix, module + kLoraBBiasSuffix, module + kLoraMagnitudeSuffix});
   }
   NamedTensors out;
   for (const auto& entry : state) {

@@ -21,6 +21,12 @@
 
 namespace acc {
 
+// An adapter's parameters are named its module's name and these (PEFT's, without its adapter name).
+constexpr const char* kLoraASuffix = ".lora_A.weight";
+constexpr const char* kLoraBSuffix = ".lora_B.weight";
+constexpr const char* kLoraBBiasSuffix = ".lora_B.bias";                // lora_bias
+constexpr const char* kLoraMagnitudeSuffix = ".lora_magnitude_vector";  // DoRA
+
 // A linear layer adapters can adapt: `weight` is the layer's own parameter; `set_output_adapter`
 // (where the layer takes one) amends its output, else `use_weight` makes it compute with another
 // tensor (the parameter itself restores it).
@@ -66,6 +72,8 @@ class LoraAdapters {
   // "<module>.lora_A.weight", "<module>.lora_B.weight", with lora_bias "<module>.lora_B.bias" and
   // with DoRA "<module>.lora_magnitude_vector", per adapter, in order.
   NamedTensors named_parameters() const;
+  // Adapter k's parameters under their names, as named_parameters lists them.
+  void append_parameters(size_t k, NamedTensors* out) const;
   // A model's own parameters (`own`, in its order) with each adapter's two right after its layer's
   // own parameters, where PEFT's layer lists them (base_layer's, then lora_A, lora_B, DoRA's
   // magnitude): the order of
@@ -103,8 +111,6 @@ class LoraAdapters {
 
  private:
   OutputAdapter output_adapter(const LoraAdapter& adapter) const;
-  // Adapter k's parameters under their names, as named_parameters lists them.
-  void append_parameters(size_t k, NamedTensors* out) const;
 
   LoraConfig config_;
   std::vector<LoraAdapter> adapters_;

@@ -24,16 +24,6 @@ void read_module_names(const char* key, const std::string& text, std::vector<std
   }
 }
 
-// A pattern option's JSON object ({"expression": value, ...}), each entry handed to `add` in the
-// text's order.
-void read_patterns(const std::string& text, const char* key,
-                   const std::function<void(const std::string&, const nlohmann::ordered_json&)>& add) {
-  if (trimmed(text).empty()) return;
-  const nlohmann::ordered_json j = parse_ordered_json_input(text, key);
-  require(j.is_object(), key, " must be a JSON object from module-name expressions to values, e.g. {\"q_proj\": 16}");
-  for (const auto& [expression, value] : j.items()) add(expression, value);
-}
-
 }  // namespace
 
 const OptionTable<LoraConfig>& lora_option_table() {
@@ -96,15 +86,10 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
     config.modules_to_save.insert(config.modules_to_save.end(), {"classifier", "score"});
   else if (config.task_type == "QUESTION_ANS")
     config.modules_to_save.push_back("qa_outputs");
-  read_patterns(config.rank_pattern_spec, "rank_pattern", [&](const std::string& key, const nlohmann::ordered_json& v) {
-    require(v.is_number_integer(), "rank_pattern's '", key, "' must be an integer rank");
-    config.add_rank_pattern(key, v.get<int64_t>());
-  });
-  read_patterns(config.alpha_pattern_spec, "alpha_pattern",
-                [&](const std::string& key, const nlohmann::ordered_json& v) {
-                  require(v.is_number(), "alpha_pattern's '", key, "' must be a number");
-                  config.add_alpha_pattern(key, v.get<double>());
-                });
+  for (const auto& [setting, spec] :
+       {std::pair<const char*, const std::string*>{"rank_pattern", &config.rank_pattern_spec},
+        {"alpha_pattern", &config.alpha_pattern_spec}})
+    if (!trimmed(*spec).empty()) config.add_patterns(setting, parse_ordered_json_input(*spec, setting));
   const std::string layers = trimmed(config.layers_to_transform_spec);
   if (!layers.empty())
     for (const auto& number : split_trimmed(layers, ',')) {
@@ -172,6 +157,20 @@ void LoraConfig::add_alpha_pattern(const std::string& key, double value) {
   require(std::isfinite(value) && value >= 0 && value <= kMaxLoraAlpha, "alpha_pattern's '", key,
           "' must be a lora_alpha in [0, ", kMaxLoraAlpha, "], got ", value);
   alpha_pattern.push_back({key, value, pattern_key_matcher(key, "alpha_pattern")});
+}
+
+void LoraConfig::add_patterns(const std::string& setting, const nlohmann::ordered_json& object) {
+  require(object.is_object(), setting,
+          " must be a JSON object from module-name expressions to values, e.g. {\"q_proj\": 16}");
+  for (const auto& [key, value] : object.items()) {
+    if (setting == "rank_pattern") {
+      require(value.is_number_integer(), "rank_pattern's '", key, "' must be an integer rank");
+      add_rank_pattern(key, value.get<int64_t>());
+    } else {
+      require(value.is_number(), "alpha_pattern's '", key, "' must be a number");
+      add_alpha_pattern(key, value.get<double>());
+    }
+  }
 }
 
 void LoraConfig::set_layers_pattern(std::vector<std::string> patterns) {

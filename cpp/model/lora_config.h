@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "common/option_table.h"
 
 namespace acc {
@@ -85,6 +87,8 @@ struct LoraConfig {
   // Appends to rank_pattern / alpha_pattern, checking the value and the expression (InvalidArgument).
   void add_rank_pattern(const std::string& key, int64_t rank);
   void add_alpha_pattern(const std::string& key, double alpha);
+  // PEFT's `setting` ("rank_pattern" or "alpha_pattern") from its JSON object, entries in order.
+  void add_patterns(const std::string& setting, const nlohmann::ordered_json& object);
   // Sets layers_pattern, compiling each expression; checks that the layer settings go together.
   void set_layers_pattern(std::vector<std::string> patterns);
   void check_layer_settings(bool layers_to_transform_given) const;

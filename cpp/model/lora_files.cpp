@@ -21,10 +21,6 @@ using nlohmann::json;
 constexpr const char* kConfigFile = "adapter_config.json";
 constexpr const char* kWeightsFile = "adapter_model.safetensors";
 constexpr const char* kPrefix = "base_model.model.";
-constexpr const char* kSuffixA = ".lora_A.weight";
-constexpr const char* kSuffixB = ".lora_B.weight";
-constexpr const char* kSuffixMagnitude = ".lora_magnitude_vector";  // DoRA's
-constexpr const char* kSuffixBBias = ".lora_B.bias";                // lora_bias's
 constexpr const char* kBaseLayerBias = ".base_layer.bias";  // an adapted layer's bias, under PEFT's bias setting
 // The weights' metadata names the configuration saved with them (the CRC-32C of its bytes): a
 // save stopped between renaming the configuration and the weights leaves its weights `.new`, and
@@ -142,26 +138,14 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   for (const char* key : {"layer_replication", "trainable_token_indices", "target_parameters"})
     if (j.contains(key) && !j[key].is_null() && !(j[key].is_array() && j[key].empty()))
       refuse(key, "is set: it is not supported");
-  auto patterns = [&](const char* key,
-                      const std::function<void(const std::string&, const nlohmann::ordered_json&)>& add) {
-    if (!j.contains(key) || j[key].is_null()) return;
-    if (!j[key].is_object()) refuse(key, "must be an object from module-name expressions to values");
-    for (const auto& [expression, value] : j[key].items()) {
-      try {
-        add(expression, value);
-      } catch (const Error& e) {
-        fail(Status::Io, "'", path, "': ", e.what());
-      }
+  for (const char* key : {"rank_pattern", "alpha_pattern"}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    try {
+      config.add_patterns(key, j[key]);
+    } catch (const Error& e) {
+      fail(Status::Io, "'", path, "': ", e.what());
     }
-  };
-  patterns("rank_pattern", [&](const std::string& key, const nlohmann::ordered_json& value) {
-    if (!value.is_number_integer()) refuse("rank_pattern", "'s '" + key + "' must be an integer rank");
-    config.add_rank_pattern(key, value.get<int64_t>());
-  });
-  patterns("alpha_pattern", [&](const std::string& key, const nlohmann::ordered_json& value) {
-    if (!value.is_number()) refuse("alpha_pattern", "'s '" + key + "' must be a number");
-    config.add_alpha_pattern(key, value.get<double>());
-  });
+  }
   // PEFT's layers_to_transform: a layer number or a list of them (an empty list: every layer);
   // layers_pattern: an expression or a list of them.
   bool layers_given = false;
@@ -249,21 +233,18 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
 
 void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const NamedTensors& saved) {
   require(!adapters.empty(), "the model has no LoRA adapters to save");
-  NamedTensors tensors;
-  for (const auto& adapter : adapters.adapters()) {
-    const auto& module = adapter.site.module;
-    require(adapter.a.dim() == 2 && adapter.b.dim() == 2,
-            "the adapter of '", module, "' is not whole here (sharded at rest under zero_stage 3): save the adapters "
+  NamedTensors parameters;  // the adapters' own, under their names in the model
+  for (size_t k = 0; k < adapters.size(); ++k) {
+    const LoraAdapter& adapter = adapters.adapters()[k];
+    require(adapter.a.dim() == 2 && adapter.b.dim() == 2, "the adapter of '", adapter.site.module,
+            "' is not whole here (sharded at rest under zero_stage 3): save the adapters "
             "from the unwrapped model before preparing it, or use acc_save_model / save_state");
-    tensors.emplace_back(kPrefix + module + kSuffixA, adapter.a.detach().to(at::kCPU).contiguous());
-    tensors.emplace_back(kPrefix + module + kSuffixB, adapter.b.detach().to(at::kCPU).contiguous());
-    if (adapter.b_bias.defined())
-      tensors.emplace_back(kPrefix + module + kSuffixBBias, adapter.b_bias.detach().to(at::kCPU).contiguous());
-    if (adapter.magnitude.defined())
-      tensors.emplace_back(kPrefix + module + kSuffixMagnitude, adapter.magnitude.detach().to(at::kCPU).contiguous());
+    adapters.append_parameters(k, &parameters);
   }
-  for (const auto& [name, tensor] : saved)
-    tensors.emplace_back(kPrefix + name, tensor.detach().to(at::kCPU).contiguous());
+  NamedTensors tensors;
+  for (const NamedTensors* part : std::initializer_list<const NamedTensors*>{&parameters, &saved})
+    for (const auto& [name, tensor] : *part)
+      tensors.emplace_back(kPrefix + name, tensor.detach().to(at::kCPU).contiguous());
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(Status::Io, "cannot create '", dir, "': ", ec.message());
@@ -319,35 +300,45 @@ LoraFiles read_lora_files(const std::string& dir) {
   auto refuse = [&](const std::string& name, const std::string& why) {
     fail(Status::Io, "'", weights_path, "': tensor '", name, "' ", why);
   };
+  // An adapter's vectors beside A and B, each present exactly where its setting says so.
+  struct VectorPart {
+    const char* suffix;
+    bool wanted;
+    const char* what;
+    const char* setting;
+    at::Tensor LoraFiles::Pair::*member;
+  };
+  const VectorPart vector_parts[] = {
+      {kLoraBBiasSuffix, files.config.lora_bias, "lora_B's bias", "lora_bias", &LoraFiles::Pair::b_bias},
+      {kLoraMagnitudeSuffix, files.config.use_dora, "DoRA's magnitude", "use_dora", &LoraFiles::Pair::magnitude}};
+  auto take_vector_part = [&](const std::string& name, const std::string& in_model, const at::Tensor& tensor) {
+    for (const VectorPart& part : vector_parts) {
+      const size_t suffix = std::string(part.suffix).size();
+      if (!ends_with(in_model, part.suffix) || in_model.size() <= suffix) continue;
+      if (!part.wanted) refuse(name, std::string("is ") + part.what + ", but " + part.setting + " is false");
+      if (tensor.dim() != 1 || !tensor.is_floating_point()) refuse(name, "must be a 1-D floating-point tensor");
+      files.modules[in_model.substr(0, in_model.size() - suffix)].*part.member = tensor;
+      return true;
+    }
+    return false;
+  };
   for (auto& [name, tensor] : contents.tensors) {
     if (name.rfind(kPrefix, 0) != 0) refuse(name, std::string("is not named as PEFT names adapters (") + kPrefix + "...)");
-    const bool is_a = ends_with(name, kSuffixA), is_b = ends_with(name, kSuffixB);
+    const bool is_a = ends_with(name, kLoraASuffix), is_b = ends_with(name, kLoraBSuffix);
     // Trained whole: a module to save's tensor, or a bias (an adapted layer's on its base layer).
     std::string in_model = name.substr(std::string(kPrefix).size());
     if (ends_with(in_model, kBaseLayerBias))
       in_model = in_model.substr(0, in_model.size() - std::string(kBaseLayerBias).size()) + ".bias";
-    if (ends_with(name, kSuffixBBias) && name.size() > std::string(kPrefix).size() + std::string(kSuffixBBias).size()) {
-      if (!files.config.lora_bias) refuse(name, "is lora_B's bias, but lora_bias is false");
-      if (tensor.dim() != 1 || !tensor.is_floating_point()) refuse(name, "must be a 1-D floating-point tensor");
-      files.modules[in_model.substr(0, in_model.size() - std::string(kSuffixBBias).size())].b_bias = tensor;
-      continue;
-    }
+    if (take_vector_part(name, in_model, tensor)) continue;
     const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
     if (!is_a && !is_b && (files.config.saves(in_model) || (a_bias && files.config.bias != "none"))) {
       files.saved[in_model] = tensor;
       continue;
     }
-    if (ends_with(name, kSuffixMagnitude) &&
-        name.size() > std::string(kPrefix).size() + std::string(kSuffixMagnitude).size()) {
-      if (!files.config.use_dora) refuse(name, "is DoRA's magnitude, but use_dora is false");
-      if (tensor.dim() != 1 || !tensor.is_floating_point()) refuse(name, "must be a 1-D floating-point tensor");
-      files.modules[in_model.substr(0, in_model.size() - std::string(kSuffixMagnitude).size())].magnitude = tensor;
-      continue;
-    }
     if (!is_a && !is_b)
       refuse(name, "is not a lora_A or lora_B weight, DoRA's magnitude, nor what modules_to_save or bias trains");
     // The prefix's last '.' may be the suffix's first ("base_model.model.lora_A.weight"): no module then.
-    const size_t prefix = std::string(kPrefix).size(), suffix = std::string(kSuffixA).size();
+    const size_t prefix = std::string(kPrefix).size(), suffix = std::string(kLoraASuffix).size();
     if (name.size() <= prefix + suffix) refuse(name, "names no module");
     const std::string module = name.substr(prefix, name.size() - prefix - suffix);
     if (tensor.dim() != 2 || !tensor.is_floating_point()) refuse(name, "must be a 2-D floating-point tensor");
@@ -363,18 +354,15 @@ LoraFiles read_lora_files(const std::string& dir) {
     if (!pair.a.defined() || !pair.b.defined())
       fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks its ", pair.a.defined() ? "lora_B" : "lora_A",
            " weight");
-    if (files.config.use_dora && !pair.magnitude.defined())
-      fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks DoRA's magnitude (", kPrefix, module,
-           kSuffixMagnitude, "), which use_dora asks for");
-    if (files.config.lora_bias && !pair.b_bias.defined())
-      fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks lora_B's bias (", kPrefix, module,
-           kSuffixBBias, "), which lora_bias asks for");
-    if (pair.b_bias.defined() && pair.b_bias.size(0) != pair.b.size(0))
-      fail(Status::Io, "'", weights_path, "': lora_B's bias of '", module, "' has ", pair.b_bias.size(0),
-           " values, its lora_B ", pair.b.size(0), " outputs");
-    if (pair.magnitude.defined() && pair.magnitude.size(0) != pair.b.size(0))
-      fail(Status::Io, "'", weights_path, "': DoRA's magnitude of '", module, "' has ", pair.magnitude.size(0),
-           " values, its lora_B ", pair.b.size(0), " outputs");
+    for (const VectorPart& part : vector_parts) {
+      const at::Tensor& vector = pair.*part.member;
+      if (part.wanted && !vector.defined())
+        fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks ", part.what, " (", kPrefix, module,
+             part.suffix, "), which ", part.setting, " asks for");
+      if (vector.defined() && vector.size(0) != pair.b.size(0))
+        fail(Status::Io, "'", weights_path, "': ", part.what, " of '", module, "' has ", vector.size(0),
+             " values, its lora_B ", pair.b.size(0), " outputs");
+    }
   }
   return files;
 }

@@ -192,9 +192,9 @@ std::optional<ScriptModel::AdaptedUnits> ScriptModel::adapted_units() const {
       return std::find(names.begin(), names.end(), weight) != names.end();
     });
     if (unit == out.units.end()) return std::nullopt;
-    unit->insert(unit->end(), {module + ".lora_A.weight", module + ".lora_B.weight"});
-    if (adapters[i].b_bias.defined()) unit->push_back(module + ".lora_B.bias");
-    if (adapters[i].magnitude.defined()) unit->push_back(module + ".lora_magnitude_vector");
+    NamedTensors parameters;
+    lora_.append_parameters(i, &parameters);
+    for (const auto& entry : parameters) unit->push_back(entry.first);
     out.adapters_of_unit[static_cast<size_t>(unit - out.units.begin())].push_back(i);
   }
   return out;

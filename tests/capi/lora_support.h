@@ -1,8 +1,11 @@
 // The small network and training loop the LoRA tests share (test_lora.cpp, test_lora_patterns.cpp).
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -86,6 +89,20 @@ inline std::vector<double> train(acc_model* m, int steps) {
   acc_tensor_free(y);
   acc_optimizer_free(opt);
   return losses;
+}
+
+// What export_lora_cases.py recorded of PEFT (under ACC_TEST_DATA, which the caller checked).
+inline nlohmann::json lora_cases() {
+  std::ifstream in(acc_test::data_dir() + "/lora_cases.json");
+  EXPECT_TRUE(in) << "run export_lora_cases.py first";
+  return in ? nlohmann::json::parse(in) : nlohmann::json::object();
+}
+
+// One of its cases ("spec", "dora", "lora_bias"), empty where it lacks it.
+inline nlohmann::json lora_case(const char* name) {
+  const nlohmann::json cases = lora_cases();
+  EXPECT_TRUE(cases.contains(name)) << name;
+  return cases.value(name, nlohmann::json::object());
 }
 
 }  // namespace lora_test

@@ -28,13 +28,6 @@ namespace {
 
 using namespace lora_test;
 
-// What export_lora_cases.py recorded of PEFT (under ACC_TEST_DATA, which the caller checked).
-json lora_cases() {
-  std::ifstream in(acc_test::data_dir() + "/lora_cases.json");
-  EXPECT_TRUE(in) << "run export_lora_cases.py first";
-  return in ? json::parse(in) : json::object();
-}
-
 }  // namespace
 
 TEST(Lora, AdaptersStartAsTheBaseModelAndFreezeEverythingElse) {

@@ -22,14 +22,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-json lora_bias_case() {
-  std::ifstream in(acc_test::data_dir() + "/lora_cases.json");
-  EXPECT_TRUE(in) << "run export_lora_cases.py first";
-  const json cases = in ? json::parse(in) : json::object();
-  EXPECT_TRUE(cases.contains("lora_bias"));
-  return cases.value("lora_bias", json::object());
-}
-
 acc_options* bias_options(int64_t r, double alpha) {
   acc_options* o = lora_options(r, alpha);
   EXPECT_EQ(acc_options_set_bool(o, "lora_bias", 1), ACC_OK);
@@ -40,7 +32,7 @@ acc_options* bias_options(int64_t r, double alpha) {
 
 TEST(LoraBias, ComputesMergesAndDrawsAsPeft) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
-  const json c = lora_bias_case();
+  const json c = lora_case("lora_bias");
   ASSERT_TRUE(c.contains("output"));
   acc_model* m = nullptr;
   ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/lora_model.pt").c_str(), &m));

@@ -26,14 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-json dora_case() {
-  std::ifstream in(acc_test::data_dir() + "/lora_cases.json");
-  EXPECT_TRUE(in) << "run export_lora_cases.py first";
-  const json cases = in ? json::parse(in) : json::object();
-  EXPECT_TRUE(cases.contains("dora"));
-  return cases.value("dora", json::object());
-}
-
 acc_options* dora_options(int64_t r, double alpha, double dropout) {
   acc_options* o = lora_options(r, alpha);
   EXPECT_EQ(acc_options_set_double(o, "lora_dropout", dropout), ACC_OK);
@@ -72,8 +64,7 @@ void add_case_adapters(acc_model* m, const json& c, const std::string& targets,
 }
 
 acc_model* case_spec_model() {
-  std::ifstream in(acc_test::data_dir() + "/lora_cases.json");
-  const json spec_case = json::parse(in)["spec"];  // the same network and weights
+  const json spec_case = lora_case("spec");  // the same network and weights
   acc_model* m = nullptr;
   EXPECT_EQ(acc_model_from_spec(spec_case["spec"].dump().c_str(), &m), ACC_OK) << acc_last_error_message();
   acc_tensor_list* state = nullptr;
@@ -92,7 +83,7 @@ acc_model* case_spec_model() {
 
 TEST(Dora, SpecAndScriptedModelsComputeAsPeft) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
-  const json c = dora_case();
+  const json c = lora_case("dora");
   ASSERT_TRUE(c.contains("train_output"));
   const std::map<std::string, std::string> script_module = {{"0", "fc1"}, {"2", "block.0"}, {"5", "head"}};
   for (const bool scripted : {false, true}) {
