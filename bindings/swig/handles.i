@@ -342,6 +342,15 @@ struct acc_accelerator {};
     check(acc_model_lora_count($self, &n));
     return n;
   }
+  /* PEFT's enable_adapter_layers / disable_adapter_layers: disabled, the adapted layers compute as the
+   * base model's, e.g. a reference model's outputs (see acc_model_set_lora_enabled). */
+  void setLoraEnabled(bool enabled ERR) { check(acc_model_set_lora_enabled($self, enabled ? 1 : 0)); }
+  /* Whether the model has adapters and they are enabled. */
+  bool isLoraEnabled(ERR0) {
+    int r = 0;
+    check(acc_model_lora_enabled($self, &r));
+    return r != 0;
+  }
   acc_tensor_list *stateDict(ERR0) {
     acc_tensor_list *out = nullptr;
     check(acc_model_state_dict($self, &out));

@@ -154,6 +154,16 @@
   public Tensor forward(Tensor input) { return forward1(input, FORWARD_DEFAULT); }
   /** Forward without recording autograd history (evaluation). */
   public Tensor forwardNoGrad(Tensor input) { return forward1(input, FORWARD_NO_GRAD); }
+  /**
+   * PEFT's {@code with model.disable_adapter():} for try-with-resources: the LoRA adapters stay disabled
+   * (the adapted layers compute as the base model's) until the scope closes, which enables them again
+   * unless they were disabled before.
+   */
+  public Scope disableLora() {
+    boolean wasEnabled = isLoraEnabled();
+    setLoraEnabled(false);
+    return new Scope(() -> { if (wasEnabled) setLoraEnabled(true); });
+  }
 %}
 
 %typemap(javacode) acc_optimizer %{

@@ -449,7 +449,12 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   "<module>.lora_B.bias", zero at the start; not with use_dora, nor on a layer whose weight the
  *   forward reads itself; merging adds it, scaled, to the layer's bias, which must exist),
  *   init_lora_weights ("true", default: Kaiming-uniform A and zero B, so training starts from the
- *   base model; "gaussian": A ~ N(0, 1/r), zero B; "false": both as nn.Linear initialises them),
+ *   base model; "gaussian": A ~ N(0, 1/r), zero B; "false": both as nn.Linear initialises them;
+ *   "olora", "pissa", "pissa_niter_<n>": PEFT's OLoRA and PiSSA, A and B taken from the layer's
+ *   weight (its QR decomposition; its SVD, or torch.svd_lowrank's randomised SVD with n subspace
+ *   iterations, which draws from the global generator) and the weight left as the residual
+ *   W - scaling * B A, so the model starts as before, to rounding; r at most min(out, in), float32,
+ *   float16 or bfloat16 weights, none tied to another module's),
  *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
  *   acc_model_add_lora for TorchScript models), exclude_modules (string, default none: modules left
  *   unadapted, named as target_modules are), modules_to_save (string, default none: PEFT's
@@ -797,8 +802,11 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * PEFT's names ("base_model.model.<module>.lora_A.weight"), read by PeftModel.from_pretrained.
  * acc_model_load_lora: reads that layout (PEFT's own files too): adds the adapters if the model has
  * none, else requires the same targets, ranks, scalings, use_dora and lora_bias; every check comes
- * before anything changes. Not implemented settings in a file (layer_replication,
- * trainable_token_indices, initialisations that change the base weights, ...) are refused by name.
+ * before anything changes. A file whose init_lora_weights is olora or pissa (PEFT writes it so)
+ * decomposes the model's weights first, as PeftModel.from_pretrained does: load such adapters into
+ * the model they were trained from (with pissa_niter_<n>, after the same seed). Not implemented
+ * settings in a file (layer_replication, trainable_token_indices, CorDA, LoftQ, ...) are refused
+ * by name.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * a model prepared under zero_stage 3 holds only slices of them: ACC_ERR_INVALID_ARGUMENT.
  * acc_save_model and acc_model_save_torchscript always write merged weights (the base model's
@@ -810,6 +818,19 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_lora(acc_model *model, const cha
 ACC_API ACC_NODISCARD acc_status acc_model_merge_lora(acc_model *model);
 /* The number of adapted layers (0 without adapters). */
 ACC_API ACC_NODISCARD acc_status acc_model_lora_count(const acc_model *model, size_t *out);
+/* acc_model_set_lora_enabled: PEFT's enable_adapter_layers (enabled != 0) and disable_adapter_layers
+ * (its disable_adapter scope is disable, compute, enable). Disabled, every adapted layer computes as
+ * its base layer alone, drawing no dropout mask: the base model's outputs, e.g. a reference model's
+ * for DPO or a KL penalty, without a second copy of the model. The adapters keep their values and
+ * stay parameters; saving and merging act on them as when enabled. A prepared model (DDP, every
+ * zero_stage) takes it too; run such a forward with ACC_FORWARD_NO_GRAD (a backward through it gives
+ * the adapters no gradient). With bias "all" or "lora_only" the trained biases stay in the layers
+ * (PEFT warns, and so does this, on stderr). Without adapters: ACC_ERR_INVALID_ARGUMENT; with
+ * modules_to_save (trained in place here: there is no original copy to compute with, where PEFT
+ * keeps one): ACC_ERR_UNSUPPORTED. New adapters start enabled.
+ * acc_model_lora_enabled: 1 while the model has adapters and they are enabled, else 0. */
+ACC_API ACC_NODISCARD acc_status acc_model_set_lora_enabled(acc_model *model, int enabled);
+ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, int *out);
 
 ACC_API void acc_model_free(acc_model *model);
 

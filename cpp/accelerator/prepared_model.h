@@ -56,6 +56,7 @@ class PreparedModel final : public Model {
          "merge LoRA adapters in the unwrapped model (acc_unwrap_model) once training is done; acc_save_model "
          "writes merged weights without it");
   }
+  void set_lora_enabled(bool enabled) override { inner_->set_lora_enabled(enabled); }
   size_t set_requires_grad(const std::string&, bool) override {
     fail(Status::InvalidArgument,
          "freeze or unfreeze parameters before preparing the model (and before creating its optimizer)");

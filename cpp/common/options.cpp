@@ -194,7 +194,10 @@ void Options::set(const std::string& key, OptionValue value) {
       allowed = allowed || c == std::get<std::string>(value);
       list += (list.empty() ? "" : ", ") + c;
     }
-    require(allowed, "option '", key, "' must be one of ", list, ", got '", to_text(value), "'");
+    if (!allowed && s.check)
+      s.check(std::get<std::string>(value));
+    else
+      require(allowed, "option '", key, "' must be one of ", list, ", got '", to_text(value), "'");
   }
   values_[key] = std::move(value);
 }

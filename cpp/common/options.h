@@ -31,10 +31,14 @@ struct OptionSpec {
   std::optional<double> max;
   std::vector<std::string> choices;     // allowed strings, if restricted
   std::string doc;                      // one line
+  // Where set, a string the choices do not list is given to it, which refuses it (throws) or lets it
+  // pass: a family the choices cannot list ("pissa_niter_<n>").
+  std::function<void(const std::string&)> check;
 
   OptionSpec& at_least(double bound) { return min = bound, *this; }
   OptionSpec& at_most(double bound) { return max = bound, *this; }
   OptionSpec& one_of(std::vector<std::string> allowed) { return choices = std::move(allowed), *this; }
+  OptionSpec& checked_by(std::function<void(const std::string&)> f) { return check = std::move(f), *this; }
 };
 
 // The same values as acc_options_kind.

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "common/error.h"
+#include "model/lora_init.h"
 
 namespace acc {
 namespace {
@@ -48,9 +49,10 @@ at::Tensor initial_magnitude(const at::Tensor& w, const LoraAdapter& adapter) {
 // (m / ||W + s B A|| - 1) * base + m / ||W + s B A|| * B(A(x)) * s, the norm not differentiated;
 // base is the layer's output without its bias, or with dropout in training W applied to the
 // dropped-out input. B A is taken as PEFT takes it, lora_B(lora_A(I))^T.
-OutputAdapter dora_output_adapter(const LoraAdapter& adapter, double p) {
+OutputAdapter dora_output_adapter(const LoraAdapter& adapter, double p, std::shared_ptr<const bool> enabled) {
   return [a = adapter.a, b = adapter.b, m = adapter.magnitude, w = adapter.site.weight, bias = adapter.site.bias,
-          scaling = adapter.scaling, p](const at::Tensor& input, const at::Tensor& output, bool training) {
+          scaling = adapter.scaling, p, enabled](const at::Tensor& input, const at::Tensor& output, bool training) {
+    if (!*enabled) return output;
     at::Tensor x = input.to(a.scalar_type());
     at::Tensor base;
     if (p > 0 && training) {
@@ -93,6 +95,13 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
         fail(Status::Unsupported, "lora_bias cannot apply to '", site->module,
              "': the forward reads its weight itself, ",
              "so it is adapted through its weight (W + B A * scaling), which leaves no place for lora_B's bias");
+  // PiSSA and OLoRA change the layer's weight: where another module shares it, that one would change too.
+  if (decomposes_weight(config.init))
+    for (const LinearSite* site : chosen)
+      if (!site->tied_to.empty())
+        fail(Status::Unsupported, "init_lora_weights '", config.init, "' would change the weight of '", site->module,
+             "', which is tied to '", site->tied_to, "' (the tied layer would change too); leave '", site->module,
+             "' out of target_modules or use another initialisation");
   if (config.dropout != 0)
     for (const LinearSite* site : chosen)
       if (!site->set_output_adapter)
@@ -101,8 +110,10 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
              "its input; use lora_dropout 0");
 
   std::vector<LoraAdapter> made;
+  std::vector<at::Tensor> residuals(chosen.size());  // PiSSA's and OLoRA's new layer weights, set at the end
   at::NoGradGuard no_grad;
-  for (const LinearSite* site : chosen) {
+  for (size_t k = 0; k < chosen.size(); ++k) {
+    const LinearSite* site = chosen[k];
     const int64_t out = site->weight.size(0), in = site->weight.size(1), r = config.rank_of(site->module);
     // PEFT makes lora_A = nn.Linear(in, r) and lora_B = nn.Linear(r, out) (each drawing its default
     // initialisation) and then re-initialises them: the same draws keep the global stream in step.
@@ -123,6 +134,12 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       if (b_bias.defined()) b_bias.zero_();
     } else if (config.init == "eva") {
       b.zero_();  // PEFT's placeholder until EVA's data-driven A: a loaded adapter replaces both
+    } else if (decomposes_weight(config.init)) {  // after nn.Linear's draws, as in PEFT's update_layer
+      WeightDecomposition start =
+          decompose_weight(config.init, site->module, site->weight, r, config.scaling_of(site->module));
+      a = std::move(start.a);
+      b = std::move(start.b);
+      residuals[k] = std::move(start.residual);
     }
     // "false" keeps nn.Linear's initialisation; "orthogonal" comes only with a loaded adapter, which
     // replaces it.
@@ -131,15 +148,20 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     // start rounded to the layer's precision.
     LoraAdapter adapter{*site, a.to(site->weight.options()), b.to(site->weight.options()), r,
                         config.scaling_of(site->module)};
-    if (config.use_dora) adapter.magnitude = initial_magnitude(site->weight, adapter);
+    if (config.use_dora)  // from the weight the layer will have
+      adapter.magnitude = initial_magnitude(residuals[k].defined() ? residuals[k] : site->weight, adapter);
     if (b_bias.defined()) adapter.b_bias = b_bias.to(site->weight.options());
     const bool low = site->weight.scalar_type() == at::kHalf || site->weight.scalar_type() == at::kBFloat16;
     for (at::Tensor* t : {&adapter.a, &adapter.b, &adapter.magnitude, &adapter.b_bias})
       if (t->defined()) *t = (low ? t->to(at::kFloat) : *t).set_requires_grad(true);
     made.push_back(std::move(adapter));
   }
+  // Nothing can fail from here on: the layers' weights change only now.
+  for (size_t k = 0; k < chosen.size(); ++k)
+    if (residuals[k].defined()) chosen[k]->weight.copy_(residuals[k]);
   config_ = config;
   adapters_ = std::move(made);
+  *enabled_ = true;
   for (const auto& adapter : adapters_)
     if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(output_adapter(adapter));
   return adapters_.size();
@@ -151,8 +173,11 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   // (Model::to) and sharding's storage swaps keep them.
   const at::Tensor a = adapter.a, b = adapter.b, b_bias = adapter.b_bias;
   const double scaling = adapter.scaling, p = config_.dropout;
-  if (adapter.magnitude.defined()) return dora_output_adapter(adapter, p);
-  return [a, b, b_bias, scaling, p](const at::Tensor& input, const at::Tensor& output, bool training) {
+  std::shared_ptr<const bool> enabled = enabled_;
+  if (adapter.magnitude.defined()) return dora_output_adapter(adapter, p, enabled);
+  // Disabled: PEFT's layer returns its base layer's output, before its dropout draws.
+  return [a, b, b_bias, scaling, p, enabled](const at::Tensor& input, const at::Tensor& output, bool training) {
+    if (!*enabled) return output;
     at::Tensor x = input.to(a.scalar_type());
     if (p > 0) x = at::dropout(x, p, training);
     return (output + at::linear(at::linear(x, a), b, b_bias) * scaling).to(output.scalar_type());
@@ -209,6 +234,7 @@ at::Tensor adapted_weight(const at::Tensor& w, const LoraAdapter& adapter) {
 
 LoraAdapters::Applied LoraAdapters::apply() const {
   std::vector<const LoraAdapter*> applied;
+  if (!enabled()) return Applied(std::move(applied));
   for (const auto& adapter : adapters_) {
     if (adapter.site.set_output_adapter) continue;  // adapts its output itself
     const at::Tensor& w = adapter.site.weight;
@@ -285,6 +311,7 @@ void LoraAdapters::merge_and_remove() {
   for (const auto& adapter : adapters_)
     if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(nullptr);
   adapters_.clear();
+  *enabled_ = true;
 }
 
 }  // namespace acc

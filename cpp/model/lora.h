@@ -12,6 +12,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,12 @@ class LoraAdapters {
   };
   Applied apply() const;
 
+  // PEFT's enable_adapter_layers / disable_adapter_layers (and its disable_adapter scope): while
+  // disabled every adapted layer computes as its base layer alone, drawing no dropout mask and
+  // making no adapted weight. New adapters start enabled.
+  void set_enabled(bool enabled) { *enabled_ = enabled; }
+  bool enabled() const { return *enabled_; }
+
   // Fails (Unsupported, naming `action` and both names) where an adapted weight is tied to another
   // module's: PEFT merges such a weight in place, warning that the other layer changes too.
   void require_mergeable(const char* action) const;
@@ -114,6 +121,8 @@ class LoraAdapters {
 
   LoraConfig config_;
   std::vector<LoraAdapter> adapters_;
+  // Shared with the output adapters set on the layers, which read it at every forward.
+  std::shared_ptr<bool> enabled_ = std::make_shared<bool>(true);
 };
 
 }  // namespace acc

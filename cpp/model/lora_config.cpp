@@ -8,6 +8,7 @@
 #include "common/module_regex.h"
 #include "common/text.h"
 #include "common/utf8.h"
+#include "model/lora_init.h"
 
 namespace acc {
 namespace {
@@ -36,8 +37,12 @@ const OptionTable<LoraConfig>& lora_option_table() {
     t.bind("use_rslora", "scale by lora_alpha / sqrt(r)", &L::use_rslora);
     t.bind("use_dora", "DoRA: train a magnitude per output beside the adapters", &L::use_dora);
     t.bind("lora_bias", "lora_B has a trained bias too", &L::lora_bias);
-    t.bind("init_lora_weights", "Kaiming A and zero B (true), N(0, 1/r) A (gaussian), or nn.Linear's", &L::init)
-        .one_of({"true", "gaussian", "false"});
+    t.bind("init_lora_weights",
+           "Kaiming A and zero B (true), N(0, 1/r) A (gaussian), nn.Linear's (false), or from the weight, "
+           "which keeps the residual (olora, pissa, pissa_niter_<n>)",
+           &L::init)
+        .one_of({"true", "gaussian", "false", "olora", "pissa"})
+        .checked_by(check_lora_init);  // and pissa_niter_<n>
     t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
     t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",
            &L::modules_to_save_spec);

@@ -11,6 +11,7 @@
 #include "common/files.h"
 #include "common/json_input.h"
 #include "common/text.h"
+#include "model/lora_init.h"
 
 namespace acc {
 namespace {
@@ -77,7 +78,7 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
   if (config.init == "true" || config.init == "false")
     j["init_lora_weights"] = config.init == "true";
   else
-    j["init_lora_weights"] = config.init;  // gaussian, eva, orthogonal
+    j["init_lora_weights"] = config.init;  // gaussian, eva, orthogonal, olora, pissa, pissa_niter_<n>
   if (!config.target_regex.empty()) j["target_modules"] = config.target_regex;
   else j["target_modules"] = config.target_names;
   if (!config.exclude_regex.empty())
@@ -178,14 +179,17 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("init_lora_weights")) {
     const json& init = j["init_lora_weights"];
     if (init.is_boolean()) config.init = init.get<bool>() ? "true" : "false";
-    // These initialise the adapters only (the loaded weights replace them); PiSSA, OLoRA, CorDA, LoftQ
-    // and MiCA change the base weights too, which this base model does not have.
-    else if (init == "gaussian" || init == "eva" || init == "orthogonal")
+    // "eva" and "orthogonal" initialise the adapters only (the loaded weights replace them). PiSSA and
+    // OLoRA change the base weights too: loaded into a model without adapters, they decompose its
+    // weights first, as PEFT's from_pretrained does, so the adapters' base is the residual of the
+    // model they were trained from. CorDA, LoftQ and MiCA need what is not built here.
+    else if (init == "gaussian" || init == "eva" || init == "orthogonal" ||
+             (init.is_string() && decomposes_weight(init.get<std::string>())))
       config.init = init.get<std::string>();
     else
       refuse("init_lora_weights",
-             "must be true, false, \"gaussian\", \"eva\" or \"orthogonal\" (the others "
-             "change the base model's weights)");
+             "must be true, false, \"gaussian\", \"eva\", \"orthogonal\", \"olora\", \"pissa\" or "
+             "\"pissa_niter_<n>\" (CorDA, LoftQ and MiCA are not built)");
   }
   auto text = [&](const char* key, std::string* out) {
     if (!j.contains(key) || j[key].is_null()) return;

@@ -2,6 +2,8 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <cstdio>
+
 #include <iterator>
 #include <map>
 #include <set>
@@ -13,6 +15,7 @@
 #include "common/name_patterns.h"
 #include "common/text.h"
 #include "model/lora_files.h"
+#include "model/lora_init.h"
 
 namespace acc {
 
@@ -369,6 +372,7 @@ size_t Model::add_lora(const LoraConfig& config) {
       if (it->second != site.module + ".weight") site.tied_to = it->second;
   }
   check_modules_to_save(config, named_parameters(), sites);
+  if (decomposes_weight(config.init)) require_weights("add_lora (PiSSA and OLoRA decompose the weights)");
   const size_t added = lora_.add(config, sites, other_module_names());
   // PEFT trains the adapters alone, the modules to save (its ModulesToSaveWrapper trains a copy of
   // each, which computes as the module does) and the biases its bias setting names: every other
@@ -498,6 +502,24 @@ void Model::merge_lora() {
                                     "adapters merged");
   require_weights("merge_lora");
   lora_.merge_and_remove();
+}
+
+void Model::set_lora_enabled(bool enabled) {
+  require(!lora_.empty(), "the model has no LoRA adapters to ", enabled ? "enable" : "disable");
+  const LoraConfig& config = lora_.config();
+  if (!enabled)
+    for (const auto& entry : named_parameters())
+      if (config.saves(entry.first))
+        fail(Status::Unsupported, "disabling LoRA adapters: modules_to_save trains '", entry.first,
+             "' in place, and the model keeps no original copy of it for a disabled forward to compute with (PEFT's "
+             "ModulesToSaveWrapper does); compute the base model's outputs from a model without modules_to_save");
+  // PEFT warns alike: its trained biases stay in the layers.
+  if (!enabled && lora_.enabled() && config.bias != "none")
+    std::fprintf(stderr,
+                 "accelerate: warning: LoRA adapters disabled with bias \"%s\": the biases trained stay, so the model "
+                 "does not compute as the base model did\n",
+                 config.bias.c_str());
+  lora_.set_enabled(enabled);
 }
 
 }  // namespace acc

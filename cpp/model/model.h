@@ -139,6 +139,10 @@ class Model {
   virtual void load_lora(const std::string& dir);
   // Merges the adapters into the weights and removes them (PEFT's merge_and_unload).
   virtual void merge_lora();
+  // PEFT's enable_adapter_layers / disable_adapter_layers: disabled, the adapted layers compute as
+  // the base model's (a reference model's outputs without a second model). Fails without adapters,
+  // and with modules_to_save (trained in place: no original copy to compute with).
+  virtual void set_lora_enabled(bool enabled);
   virtual const LoraAdapters& lora() const { return lora_; }
 
  protected:

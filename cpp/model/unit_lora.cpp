@@ -23,7 +23,8 @@ UnitHooks UnitLora::wrap(UnitHooks hooks) {
 }
 
 void UnitLora::adapt(size_t unit) {
-  if (unit >= adapters_of_unit_.size()) return;
+  // Disabled adapters leave the layers their own weights; put_away then has nothing to take away.
+  if (unit >= adapters_of_unit_.size() || !adapters_.enabled()) return;
   for (size_t i : adapters_of_unit_[unit]) {
     const LoraAdapter& adapter = adapters_.adapters()[i];
     in_use_[i] = adapted_weight(adapter.site.weight, adapter);

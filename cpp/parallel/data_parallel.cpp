@@ -134,9 +134,20 @@ void DataParallel::make_reducer(BucketLayout layout, std::vector<size_t> limits)
 }
 
 void DataParallel::rebuild_buckets_when_due(const char* during) {
-  if (!reducer_ || !reducer_->should_rebuild_buckets()) return;
+  if (!reducer_) return;
+  // At every forward with gradients, as PyTorch's DDP calls it: it first checks that the previous
+  // averaging backward reduced every bucket, which fails where a trainable parameter got no gradient
+  // (without it those buckets' allreduces never run, and each process steps its own gradients).
   try {
     if (!reducer_->rebuild_buckets()) return;
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    if (what.find("Expected to have finished reduction") != std::string::npos)
+      fail(Status::InvalidArgument, "data-parallel ", during, ": the previous averaging backward gave no gradient to ",
+           "some trainable parameters, so DDP could not average them: freeze what a forward does not use, or set ",
+           "ddp_find_unused_parameters (", what, ")");
+    rethrow_collective_error(std::string(during) +
+                             " (DDP's gradient buckets, rebuilt in the order of the first backward)");
   } catch (...) {
     rethrow_collective_error(std::string(during) + " (DDP's gradient buckets, rebuilt in the order of the first backward)");
   }

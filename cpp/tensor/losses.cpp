@@ -88,8 +88,10 @@ at::Tensor bce_with_logits(const at::Tensor& logits, const at::Tensor& target, R
 void require_backward_loss(const at::Tensor& loss) {
   require(loss.defined() && loss.numel() == 1, "backward needs a scalar loss, got shape ",
           loss.defined() ? loss.sizes() : c10::IntArrayRef{});
-  require(loss.requires_grad(), "the loss does not require grad: it was computed without autograd history "
-                                "(e.g. by a forward without gradients, ACC_FORWARD_NO_GRAD)");
+  require(loss.requires_grad(),
+          "the loss does not require grad: it was computed without autograd history "
+          "(e.g. by a forward without gradients, ACC_FORWARD_NO_GRAD, or from a model whose "
+          "only trainable parameters are LoRA adapters it had disabled)");
 }
 
 }  // namespace acc

@@ -527,7 +527,7 @@ TEST(Lora, DamagedOrForeignAdapterFilesChangeNothing) {
 // PEFT's exclude_modules leaves modules the targets match unadapted; the base model's name, revision
 // and task type (what PEFT's AutoPeftModel loads the base model with) travel through a load and a
 // save; init_lora_weights that only initialise the adapters ("eva", "orthogonal") load, those that
-// change the base weights and settings not implemented are refused by name.
+// need what is not built (CorDA's data) and settings not implemented are refused by name.
 TEST(Lora, PeftSettingsItHonoursAreKeptAndTheOthersNamed) {
   acc_model* m = net();
   acc_options* o = lora_options(2, 4);
@@ -574,7 +574,7 @@ TEST(Lora, PeftSettingsItHonoursAreKeptAndTheOthersNamed) {
     EXPECT_EQ(acc_test::parameter_names(other), names_before);
     acc_model_free(other);
   };
-  expect_refused("init_lora_weights", "pissa", "change the base model's weights");
+  expect_refused("init_lora_weights", "corda", "CorDA, LoftQ and MiCA are not built");
   expect_refused("lora_bias", true, "lacks lora_B's bias");  // lora_bias without the biases
   expect_refused("layer_replication", json::array({json::array({0, 1})}), "layer_replication");
   expect_refused("target_parameters", json{"0.weight"}, "target_parameters");
@@ -900,7 +900,7 @@ TEST(Lora, RefusesWhatItCannotHonour) {
   acc_options* o = nullptr;
   ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_LORA, &o));
   ACC_EXPECT_ERROR(acc_options_set_int(o, "r", 0), ACC_ERR_INVALID_ARGUMENT, "r");
-  ACC_EXPECT_ERROR(acc_options_set_string(o, "init_lora_weights", "pissa"), ACC_ERR_INVALID_ARGUMENT,
+  ACC_EXPECT_ERROR(acc_options_set_string(o, "init_lora_weights", "corda"), ACC_ERR_INVALID_ARGUMENT,
                    "init_lora_weights");
   acc_options_free(o);
   acc_options* wrong_kind = nullptr;

@@ -8,8 +8,9 @@ becomes base(x) + lora_B(lora_A(x)) * lora_alpha / r. Written: lora_model.pt (To
 lora_cases.json (the initial A matrices after manual_seed(1234), the next draw from the global
 generator, chosen B matrices, an input, PEFT's output and the merged weights) and, for the same
 network written as a layer spec, PEFT's output in training mode with lora_dropout (its "spec" case)
-and with DoRA (its "dora" case, from peft/tuners/lora/dora.py); and lora_bias on the TorchScript model
-(its "lora_bias" case).
+and with DoRA (its "dora" case, from peft/tuners/lora/dora.py); lora_bias on the TorchScript model
+(its "lora_bias" case); and the initialisations that decompose the weights, OLoRA and PiSSA (its
+"decomposing" case).
 
 Run with Debian's python3-torch: python3 export_lora_cases.py OUTPUT_DIR
 """
@@ -94,6 +95,90 @@ def lora_bias_case(model, g):
             "chosen_b": {n: tensor(b) for n, b in chosen_b.items()},
             "chosen_bias": {n: tensor(c) for n, c in chosen_bias.items()},
             "input": tensor(x), "output": tensor(y), "merged": merged}
+
+
+def svd_lowrank_2x(a, q, niter):
+    """torch.svd_lowrank as PyTorch 2.x computes it (torch/_lowrank.py; Debian's 1.13 takes another
+    path): Halko et al.'s algorithm 5.1 on A, or on A^T where A is wide."""
+    wide = a.shape[0] < a.shape[1]
+    if wide:
+        a = a.mH
+    start = torch.randn(a.shape[-1], q, dtype=a.dtype)
+    basis = torch.linalg.qr(torch.matmul(a, start)).Q
+    for _ in range(niter):
+        basis = torch.linalg.qr(torch.matmul(a.mH, basis)).Q
+        basis = torch.linalg.qr(torch.matmul(a, basis)).Q
+    u, s, vh = torch.linalg.svd(torch.matmul(basis.mH, a), full_matrices=False)
+    v = vh.mH
+    u = basis.matmul(u)
+    if wide:
+        u, v = v, u
+    return u, s, v
+
+
+def peft_decompose(weight, init, r, scaling):
+    """PEFT's olora_init and pissa_init: A, B (float32) and the residual weight (in the weight's dtype)."""
+    w = weight.detach().to(torch.float32)
+    if init == "olora":
+        q, rr = torch.linalg.qr(w)
+        b, a = q[:, :r].contiguous(), rr[:r].contiguous()
+    else:
+        if init == "pissa":
+            v, s, uh = torch.linalg.svd(w, full_matrices=False)
+            v_r, s_r, uh_r = v[:, :r], s[:r], uh[:r]
+        else:
+            v_r, s_r, u_r = svd_lowrank_2x(w, r, int(init.split("_niter_")[-1]))
+            uh_r = u_r.t()
+        s_r = s_r / scaling
+        a = torch.diag(torch.sqrt(s_r)) @ uh_r
+        b = v_r @ torch.diag(torch.sqrt(s_r))
+    return a, b, (w - scaling * b @ a).to(weight.dtype)
+
+
+def decomposing_cases(model, g):
+    """PEFT's OLoRA and PiSSA initialisations on Net (and PiSSA on Net in bfloat16): per targeted
+    layer, in module order, nn.Linear's draws for lora_A and lora_B, then the decomposition; the
+    adapters (moved to the layer's dtype, then float32 again), the residual weights, the next global
+    draw, and the adapted model's output at the start."""
+    import copy
+    targets, r, alpha, seed = ["fc1", "block.0", "head"], 2, 4.0, 23
+    scaling = alpha / r
+    x = torch.randn(5, 6, generator=g)
+    cases = {}
+    for init, dtype in [("olora", torch.float32), ("pissa", torch.float32), ("pissa_niter_2", torch.float32),
+                        ("pissa", torch.bfloat16)]:
+        net = copy.deepcopy(model).to(dtype)
+        modules = dict(net.named_modules())
+        torch.manual_seed(seed)
+        adapters = {}
+        for name, module in net.named_modules():
+            if not targeted(name, targets):
+                continue
+            nn.Linear(module.in_features, r, bias=False)
+            nn.Linear(r, module.out_features, bias=False)
+            a, b, residual = peft_decompose(module.weight, init, r, scaling)
+            with torch.no_grad():
+                module.weight.copy_(residual)
+            adapters[name] = (a.to(dtype).float(), b.to(dtype).float())
+        next_draw = torch.rand(3)
+
+        def hook(name):
+            a, b = adapters[name]
+            return lambda m, inputs, output: (output + F.linear(F.linear(inputs[0].float(), a), b) * scaling).to(
+                output.dtype)
+
+        handles = [modules[n].register_forward_hook(hook(n)) for n in adapters]
+        with torch.no_grad():
+            y = net(x.to(dtype))
+        for h in handles:
+            h.remove()
+        cases[init + ("_bf16" if dtype == torch.bfloat16 else "")] = {
+            "init": init, "initial_a": {n: tensor(a) for n, (a, b) in adapters.items()},
+            "initial_b": {n: tensor(b) for n, (a, b) in adapters.items()},
+            "residual": {n: tensor(modules[n].weight.float()) for n in adapters},
+            "next_draw": tensor(next_draw), "output": tensor(y.float())}
+    return {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "seed": seed, "input": tensor(x),
+            "cases": cases}
 
 
 def peft_forward(model, adapters, chosen_b, scaling, dropout, x):
@@ -221,7 +306,8 @@ def main(out_dir):
             "modules": list(adapters), "initial_a": {n: tensor(a) for n, (a, b) in adapters.items()},
             "next_draw": tensor(next_draw), "chosen_b": {n: tensor(b) for n, b in chosen_b.items()},
             "input": tensor(x), "output": tensor(y), "merged": {n: tensor(w) for n, w in merged.items()},
-            "spec": spec_case(model, g), "dora": dora_case(model, g), "lora_bias": lora_bias_case(model, g)}
+            "spec": spec_case(model, g), "dora": dora_case(model, g), "lora_bias": lora_bias_case(model, g),
+            "decomposing": decomposing_cases(model, g)}
     (out / "lora_cases.json").write_text(json.dumps(case))
 
 

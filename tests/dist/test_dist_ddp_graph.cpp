@@ -111,4 +111,51 @@ TEST(DdpGraph, GradientsArePyTorchsToTheBit) {
   }
 }
 
+// Without find_unused_parameters, a parameter that gets no gradient leaves its bucket's allreduce
+// unlaunched: PyTorch's DDP fails the next forward with gradients ("Expected to have finished
+// reduction in the prior iteration"), and so does this, on every process, instead of stepping each
+// process's own gradients (before 2026-12-03 the replicas drifted apart silently). The heads model's
+// spare layer gets no gradient: the second training forward is refused; the first one trains.
+TEST(DdpGraph, AParameterWithoutGradientFailsTheNextForwardAsInPyTorch) {
+  const json* doc = ddp_graph_cases();
+  if (!doc) GTEST_SKIP() << "no DDP graph cases recorded for " << g_world << " processes";
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  const std::string file = (*doc)["models"]["heads"];
+  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/" + file).c_str(), &model));
+  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
+  ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
+  const int64_t rows = (*doc)["rows"];
+  for (int step = 0; step < 2; ++step) {
+    const json& batch = (*doc)["inputs"][std::to_string(g_world)][step][g_rank];
+    acc_tensor* x = acc_test::floats(acc_test::hex_floats(batch["x"]), {rows, 6});
+    acc_tensor* y = acc_test::longs(batch["y"].get<std::vector<int64_t>>(), {rows});
+    acc_tensor_list* outputs = nullptr;
+    if (step == 1) {
+      ACC_EXPECT_ERROR(acc_model_forward(model, &x, 1, ACC_FORWARD_DEFAULT, &outputs), ACC_ERR_INVALID_ARGUMENT,
+                       "gave no gradient to some trainable parameters");
+      // Evaluation does not reduce: it runs.
+      ACC_ASSERT_OK(acc_model_forward(model, &x, 1, ACC_FORWARD_NO_GRAD, &outputs));
+      acc_tensor_list_free(outputs);
+    } else {
+      ACC_ASSERT_OK(acc_model_forward(model, &x, 1, ACC_FORWARD_DEFAULT, &outputs));
+      acc_tensor *logits = nullptr, *loss = nullptr;
+      ACC_ASSERT_OK(acc_tensor_list_get(outputs, 0, &logits));  // the aux head's output and the spare layer unused
+      ACC_ASSERT_OK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
+      ACC_ASSERT_OK(acc_backward(acc, loss));
+      ACC_ASSERT_OK(acc_optimizer_step(opt));
+      ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+      for (acc_tensor* t : {logits, loss}) acc_tensor_free(t);
+      acc_tensor_list_free(outputs);
+    }
+    acc_tensor_free(x);
+    acc_tensor_free(y);
+  }
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+}
+
 }  // namespace

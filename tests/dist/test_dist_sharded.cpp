@@ -1425,7 +1425,9 @@ std::map<std::string, std::vector<float>> train_torchscript(
     int stage, const std::string& file, std::vector<float>* eval = nullptr,
     std::vector<std::pair<std::string, std::string>> options = {}, const char* algorithm = "adamw",
     const char* freeze = nullptr, const char* lora = nullptr, double lora_dropout = 0,
-    const char* lora_flag = nullptr) {           // a bool key of ACC_OPTIONS_LORA set true (use_dora, lora_bias)
+    const char* lora_flag = nullptr,  // a bool key of ACC_OPTIONS_LORA set true (use_dora, lora_bias)
+    bool reference_forwards = false,  // before each step, a forward with the adapters disabled: the base model's
+    bool eager = false) {             // acc_model_set_graph_optimization(model, 0)
   const bool stacked = file != "classifier.pt";  // token ids in, logits over 8 tokens out
   // wrapped.pt's blocks sit one level down: FSDP's transformer_layer_cls_to_wrap makes them units.
   options.insert(options.end(), {{"zero_stage", std::to_string(stage)},
@@ -1447,6 +1449,7 @@ std::map<std::string, std::vector<float>> train_torchscript(
     EXPECT_EQ(acc_model_add_lora(model, lora, o, nullptr), ACC_OK) << acc_last_error_message();
     acc_options_free(o);
   }
+  if (eager) EXPECT_EQ(acc_model_set_graph_optimization(model, 0), ACC_OK);
   EXPECT_EQ(acc_optimizer_create(model, algorithm, nullptr, &opt), ACC_OK);
   EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
   auto batch = [&](int step) {
@@ -1467,9 +1470,28 @@ std::map<std::string, std::vector<float>> train_torchscript(
     }
     return std::vector<acc_tensor*>{floats(x, {4, 4}), acc_test::longs(labels, {4})};
   };
+  acc_model* base = nullptr;  // the file's model as loaded, unprepared, on this process
+  if (reference_forwards)
+    EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/" + file).c_str(), &base), ACC_OK);
   for (int step = 0; step < 4; ++step) {
     std::vector<acc_tensor*> in = batch(step);
     const size_t count = stacked ? 1 : 2;  // the stacked model's targets are the loss's
+    if (reference_forwards && step < 3) {  // TRL's reference outputs for DPO: the same model, adapters disabled
+      auto first_output = [&](acc_model* m) {
+        acc_tensor_list* outputs = nullptr;
+        acc_tensor* out = nullptr;
+        EXPECT_EQ(acc_model_forward(m, in.data(), count, ACC_FORWARD_NO_GRAD, &outputs), ACC_OK)
+            << acc_last_error_message();
+        EXPECT_EQ(acc_tensor_list_get(outputs, stacked ? 0 : 1, &out), ACC_OK);
+        auto values = out ? to_floats(out) : std::vector<float>{};
+        acc_tensor_free(out);
+        acc_tensor_list_free(outputs);
+        return values;
+      };
+      EXPECT_EQ(acc_model_set_lora_enabled(model, 0), ACC_OK) << acc_last_error_message();
+      EXPECT_EQ(first_output(model), first_output(base)) << "step " << step;
+      EXPECT_EQ(acc_model_set_lora_enabled(model, 1), ACC_OK) << acc_last_error_message();
+    }
     acc_tensor_list* outputs = nullptr;
     acc_tensor *out = nullptr, *loss = nullptr;
     const unsigned flags = step == 3 ? ACC_FORWARD_NO_GRAD : ACC_FORWARD_DEFAULT;
@@ -1500,6 +1522,7 @@ std::map<std::string, std::vector<float>> train_torchscript(
   auto weights = full_weights(acc, model);
   acc_optimizer_free(opt);
   acc_model_free(model);
+  acc_model_free(base);
   acc_accelerator_free(acc);
   return weights;
 }
@@ -1603,6 +1626,31 @@ TEST(Sharded, TorchScriptLoraTrainsUnitByUnitAsUnderDdp) {
     ASSERT_EQ(eval.size(), ddp_eval.size());
     for (size_t i = 0; i < eval.size(); ++i) EXPECT_NEAR(eval[i], ddp_eval[i], same_reduction_order(3) ? 0.0 : 1e-5);
   }
+}
+
+// A DPO-style loop (TRL's reference outputs from the model it trains, adapters disabled): before
+// each step a forward without gradients with the adapters disabled gives the base model's outputs
+// bit for bit, under DDP and stage 3 (its units gathered as for any forward, adapted weights not
+// made), and leaves training as it was: the same weights as without those forwards (no dropout
+// mask drawn, nothing of the units' state disturbed).
+TEST(Sharded, DisabledLoraAdaptersGiveTheBaseModelAndLeaveTrainingAlone) {
+  struct Case {
+    const char* file;
+    double dropout;
+    const char* flag;
+  };
+  for (const auto& [file, dropout, flag] : std::vector<Case>{
+           {"stacked.pt", 0.25, nullptr}, {"direct_head.pt", 0.0, nullptr}, {"wrapped.pt", 0.25, "use_dora"}})
+    for (int stage : {0, 3}) {
+      SCOPED_TRACE(std::string(file) + " " + (flag ? flag : "") + " zero_stage " + std::to_string(stage));
+      // Eagerly: the JIT's profiling executor specialises a graph after its first runs, so extra
+      // forwards would move which training step first runs the optimised graph (a few ulp).
+      const auto plain =
+          train_torchscript(stage, file, nullptr, {}, "adamw", nullptr, "fc,head", dropout, flag, false, true);
+      const auto with_references =
+          train_torchscript(stage, file, nullptr, {}, "adamw", nullptr, "fc,head", dropout, flag, true, true);
+      EXPECT_EQ(max_difference(plain, with_references), 0.0);
+    }
 }
 
 // FSDP's ignored_modules (Accelerate's fsdp_ignored_modules): a matched module's frozen parameters

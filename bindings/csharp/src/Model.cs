@@ -21,6 +21,15 @@ public partial class Model {
     using (TensorList list = TensorList.Of(inputs)) return Forward(list, flags);
   }
 
+  /// PEFT's `with model.disable_adapter():` for `using`: the LoRA adapters stay disabled (the adapted
+  /// layers compute as the base model's) until the scope is disposed, which enables them again unless
+  /// they were disabled before.
+  public Scope DisableLora() {
+    bool wasEnabled = IsLoraEnabled;
+    SetLoraEnabled(false);
+    return new Scope(() => { if (wasEnabled) SetLoraEnabled(true); });
+  }
+
   /// Loads weights from a safetensors file; non-strict loads report the names that did not match.
   public LoadResult LoadSafetensors(string path, bool strict = true) {
     using (LoadReport report = LoadSafetensorsReport(path, strict)) {

@@ -54,6 +54,8 @@ public partial class Model {
   public long ParameterElementCount { get { return GetParameterElementCount(); } }
   /// <summary>The number of layers with LoRA adapters (0 without adapters).</summary>
   public long LoraCount { get { return GetLoraCount(); } }
+  /// <summary>Whether the model has LoRA adapters and they are enabled (SetLoraEnabled, DisableLora).</summary>
+  public bool IsLoraEnabled { get { return GetIsLoraEnabled(); } }
 }
 
 public partial class Optimizer {

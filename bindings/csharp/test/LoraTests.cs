@@ -46,6 +46,32 @@ public class LoraTests {
     Directory.Delete(dir, true);
   }
 
+  // PEFT's disable_adapter(): the base model's outputs while the scope is open.
+  [Test]
+  public void DisablingTheAdaptersGivesTheBaseModel() {
+    using (Model model = NewModel())
+    using (Options o = Options.Lora().Put("r", 2L).Put("init_lora_weights", "false")) {
+      float[] baseOutput = Output(model);
+      model.AddLora("0,1", o);
+      Assert.IsTrue(model.IsLoraEnabled);
+      float[] adapted = Output(model);
+      CollectionAssert.AreNotEqual(baseOutput, adapted);
+      using (model.DisableLora()) {
+        Assert.IsFalse(model.IsLoraEnabled);
+        Assert.AreEqual(baseOutput, Output(model));
+      }
+      Assert.IsTrue(model.IsLoraEnabled);
+      Assert.AreEqual(adapted, Output(model));
+      model.SetLoraEnabled(false);
+      using (model.DisableLora()) Assert.AreEqual(baseOutput, Output(model));
+      Assert.IsFalse(model.IsLoraEnabled, "disabled before the scope, disabled after it");
+    }
+    using (Model plain = NewModel()) {
+      var e = Assert.Throws<AccelerateInvalidArgumentException>(() => plain.DisableLora());
+      StringAssert.Contains("no LoRA adapters", e.Message);
+    }
+  }
+
   [Test]
   public void TargetsThatAreNoLinearLayerAreRefused() {
     using (Model model = NewModel()) {

@@ -88,3 +88,43 @@ func TestLoraAdaptersTrainAloneAndRoundTrip(t *testing.T) {
 		t.Errorf("AddLora twice: %v", err)
 	}
 }
+
+// WithoutLora is PEFT's disable_adapter(): the base model's outputs inside, the adapters' after.
+func TestWithoutLoraComputesAsTheBaseModel(t *testing.T) {
+	m := seededTwoLinears(t)
+	defer m.Close()
+	base := outputOf(t, m)
+	o, _ := acc.NewOptions(acc.LoraOptions)
+	defer o.Close()
+	if err := o.Set("init_lora_weights", "false"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddLora("0,1", o); err != nil || !m.IsLoraEnabled() {
+		t.Fatalf("AddLora: %v, enabled %v", err, m.IsLoraEnabled())
+	}
+	adapted := outputOf(t, m)
+	if reflect.DeepEqual(base, adapted) {
+		t.Fatal("the adapters change nothing")
+	}
+	err := m.WithoutLora(func() error {
+		if m.IsLoraEnabled() || !reflect.DeepEqual(base, outputOf(t, m)) {
+			t.Error("disabled adapters: not the base model's outputs")
+		}
+		return nil
+	})
+	if err != nil || !m.IsLoraEnabled() || !reflect.DeepEqual(adapted, outputOf(t, m)) {
+		t.Fatalf("after WithoutLora: %v, enabled %v", err, m.IsLoraEnabled())
+	}
+	if err := m.SetLoraEnabled(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WithoutLora(func() error { return nil }); err != nil || m.IsLoraEnabled() {
+		t.Fatalf("disabled before WithoutLora: %v, enabled %v after it", err, m.IsLoraEnabled())
+	}
+	plain := seededTwoLinears(t)
+	defer plain.Close()
+	if err := plain.WithoutLora(func() error { return nil }); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "no LoRA adapters") {
+		t.Errorf("WithoutLora without adapters: %v", err)
+	}
+}

@@ -197,6 +197,35 @@ func (m *Model) LoraCount() int {
 	return int(n)
 }
 
+// SetLoraEnabled is PEFT's enable_adapter_layers (true) and disable_adapter_layers (false):
+// disabled, the adapted layers compute as the base model's (see acc_model_set_lora_enabled).
+func (m *Model) SetLoraEnabled(enabled bool) error {
+	return do(m.ref(), func(h capi.Model, e *string) { h.SetLoraEnabled(enabled, e) })
+}
+
+// IsLoraEnabled says whether the model has LoRA adapters and they are enabled.
+func (m *Model) IsLoraEnabled() bool {
+	return value(m.ref(), func(h capi.Model, e *string) bool { return h.IsLoraEnabled(e) })
+}
+
+// WithoutLora runs f with the model's LoRA adapters disabled (PEFT's `with model.disable_adapter():`),
+// e.g. for a reference model's outputs; they are enabled again when f returns (a panic included)
+// unless they were disabled before. Returns f's error, else enabling's.
+func (m *Model) WithoutLora(f func() error) (err error) {
+	wasEnabled := m.IsLoraEnabled()
+	if err := m.SetLoraEnabled(false); err != nil {
+		return err
+	}
+	defer func() {
+		if wasEnabled {
+			if e := m.SetLoraEnabled(true); err == nil {
+				err = e
+			}
+		}
+	}()
+	return f()
+}
+
 func (m *Model) StateDict() (*TensorList, error) {
 	return wrapTensorList(with(m.ref(), func(h capi.Model, e *string) capi.TensorList { return h.StateDict(e) }))
 }

@@ -758,6 +758,12 @@ SWIGINTERN size_t acc_model_loraCount(acc_model *self,std::string *swig_err){
     check(acc_model_lora_count(self, &n));
     return n;
   }
+SWIGINTERN void acc_model_setLoraEnabled(acc_model *self,bool enabled,std::string *swig_err){ check(acc_model_set_lora_enabled(self, enabled ? 1 : 0)); }
+SWIGINTERN bool acc_model_isLoraEnabled(acc_model *self,std::string *swig_err){
+    int r = 0;
+    check(acc_model_lora_enabled(self, &r));
+    return r != 0;
+  }
 SWIGINTERN acc_tensor_list *acc_model_stateDict(acc_model *self,std::string *swig_err){
     acc_tensor_list *out = nullptr;
     check(acc_model_state_dict(self, &out));
@@ -8047,6 +8053,73 @@ long long _wrap_Model_loraCount_capi_f4638e046c163791(acc_model *_swig_go_0, _go
     try {
       accswig::require_no_go_nul();
       result = acc_model_loraCount(arg1,arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_Model_setLoraEnabled_capi_f4638e046c163791(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  bool arg2 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  arg2 = (bool)_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_model_setLoraEnabled(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+bool _wrap_Model_isLoraEnabled_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  bool result;
+  bool _swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (bool)acc_model_isLoraEnabled(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {

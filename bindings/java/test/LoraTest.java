@@ -54,6 +54,33 @@ class LoraTest {
     }
   }
 
+  /** PEFT's disable_adapter(): the base model's outputs while the scope is open. */
+  @Test
+  void disablingTheAdaptersGivesTheBaseModel() {
+    try (Model model = model(); Options o = Options.lora().put("r", 2).put("init_lora_weights", "false")) {
+      float[] base = output(model);
+      model.addLora("0,1", o);
+      assertTrue(model.isLoraEnabled());
+      float[] adapted = output(model);
+      assertFalse(Arrays.equals(base, adapted));
+      try (Scope disabled = model.disableLora()) {
+        assertFalse(model.isLoraEnabled());
+        assertArrayEquals(base, output(model));
+      }
+      assertTrue(model.isLoraEnabled());
+      assertArrayEquals(adapted, output(model));
+      model.setLoraEnabled(false);
+      try (Scope disabled = model.disableLora()) {
+        assertArrayEquals(base, output(model));
+      }
+      assertFalse(model.isLoraEnabled(), "disabled before the scope, disabled after it");
+    }
+    try (Model plain = model()) {
+      InvalidArgumentException e = assertThrows(InvalidArgumentException.class, plain::disableLora);
+      assertTrue(e.getMessage().contains("no LoRA adapters"), e.getMessage());
+    }
+  }
+
   @Test
   void targetsThatAreNoLinearLayerAreRefused() {
     try (Model model = model()) {

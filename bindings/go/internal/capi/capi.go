@@ -497,6 +497,8 @@ extern void _wrap_Model_saveLora_capi_f4638e046c163791(uintptr_t arg1, swig_type
 extern void _wrap_Model_loadLora_capi_f4638e046c163791(uintptr_t arg1, swig_type_100 arg2, swig_voidp arg3);
 extern void _wrap_Model_mergeLora_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern swig_type_101 _wrap_Model_loraCount_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_setLoraEnabled_capi_f4638e046c163791(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern _Bool _wrap_Model_isLoraEnabled_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_stateDict_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_loadStateDict_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
 extern void _wrap_Model_saveTorchscript_capi_f4638e046c163791(uintptr_t arg1, swig_type_102 arg2, swig_voidp arg3);
@@ -4261,6 +4263,31 @@ func (arg1 SwigcptrModel) LoraCount(arg2 *string) (_swig_ret int64) {
 	return swig_r
 }
 
+func (arg1 SwigcptrModel) SetLoraEnabled(arg2 bool, arg3 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	C._wrap_Model_setLoraEnabled_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+}
+
+func (arg1 SwigcptrModel) IsLoraEnabled(arg2 *string) (_swig_ret bool) {
+	var swig_r bool
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r = (bool)(C._wrap_Model_isLoraEnabled_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+
+  if arg2 != nil && len(*arg2) > 0 {
+    *arg2 = swigCopyString(*arg2)
+  }
+
+	return swig_r
+}
+
 func (arg1 SwigcptrModel) StateDict(arg2 *string) (_swig_ret TensorList) {
 	var swig_r TensorList
 	_swig_i_0 := arg1
@@ -4341,6 +4368,8 @@ type Model interface {
 	LoadLora(arg2 string, arg3 *string)
 	MergeLora(arg2 *string)
 	LoraCount(arg2 *string) (_swig_ret int64)
+	SetLoraEnabled(arg2 bool, arg3 *string)
+	IsLoraEnabled(arg2 *string) (_swig_ret bool)
 	StateDict(arg2 *string) (_swig_ret TensorList)
 	LoadStateDict(arg2 TensorList, arg3 bool, arg4 *string)
 	SaveTorchscript(arg2 string, arg3 *string)

@@ -1,0 +1,99 @@
+#include "model/lora_init.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "common/error.h"
+#include "common/text.h"
+
+namespace acc {
+namespace {
+
+constexpr const char* kNiterPrefix = "pissa_niter_";
+constexpr int64_t kMaxNiter = 1000;  // subspace iterations; PEFT's examples use 4 to 16
+
+// The n of "pissa_niter_<n>" (-1 for anything else).
+int64_t pissa_niter(const std::string& init) {
+  const std::string prefix = kNiterPrefix;
+  if (init.compare(0, prefix.size(), prefix) != 0) return -1;
+  const auto n = parse_integer(init.substr(prefix.size()));
+  return n && *n >= 0 && *n <= kMaxNiter ? *n : -1;
+}
+
+at::Tensor transposed(const at::Tensor& t) { return t.transpose(-2, -1); }  // mH of a real matrix
+
+at::Tensor qr_q(const at::Tensor& x) { return std::get<0>(at::linalg_qr(x)); }
+
+// torch.svd_lowrank(A, q, niter) as PyTorch 2.x computes it (Halko et al.'s algorithm 5.1 on A, or
+// on A^T where A is wide, with get_approximate_basis's Gaussian start drawn from the global
+// generator): U (m x q), S (q), V (n x q). PyTorch 1.13's differs (it takes the transpose also
+// where n > q); 2.x is what users have.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> svd_lowrank(const at::Tensor& matrix, int64_t q, int64_t niter) {
+  const bool wide = matrix.size(0) < matrix.size(1);
+  const at::Tensor a = wide ? transposed(matrix) : matrix;
+  const at::Tensor start = at::randn({a.size(-1), q}, a.options());
+  at::Tensor basis = qr_q(at::matmul(a, start));
+  for (int64_t i = 0; i < niter; ++i) {
+    basis = qr_q(at::matmul(transposed(a), basis));
+    basis = qr_q(at::matmul(a, basis));
+  }
+  const at::Tensor projected = at::matmul(transposed(basis), a);
+  auto [u, s, vh] = at::linalg_svd(projected, /*full_matrices=*/false);
+  at::Tensor v = transposed(vh);
+  u = basis.matmul(u);
+  if (wide) std::swap(u, v);
+  return {u, s, v};
+}
+
+}  // namespace
+
+bool decomposes_weight(const std::string& init) { return init == "olora" || init == "pissa" || pissa_niter(init) >= 0; }
+
+void check_lora_init(const std::string& init) {
+  if (init == "true" || init == "false" || init == "gaussian" || decomposes_weight(init)) return;
+  fail(Status::InvalidArgument, "init_lora_weights '", init,
+       "' is not one of true, false, gaussian, olora, pissa and pissa_niter_<n> (n from 0 to ", kMaxNiter, ")");
+}
+
+WeightDecomposition decompose_weight(const std::string& init, const std::string& module, const at::Tensor& weight,
+                                     int64_t r, double scaling) {
+  const auto dtype = weight.scalar_type();
+  // As PEFT's olora_init and pissa_init refuse other dtypes.
+  require(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16, "init_lora_weights '", init,
+          "' decomposes '", module, "''s weight, which must be float32, float16 or bfloat16, not ", dtype);
+  require(r <= std::min(weight.size(0), weight.size(1)), "init_lora_weights '", init, "': r ", r, " of '", module,
+          "' exceeds its weight's rank bound min(", weight.size(0), ", ", weight.size(1), ")");
+  at::NoGradGuard no_grad;
+  const at::Tensor w = weight.detach().to(at::kFloat);
+  WeightDecomposition out;
+  if (init == "olora") {
+    // W = Q R: B the first r columns of Q, A the first r rows of R.
+    auto [q, rr] = at::linalg_qr(w);
+    out.b = q.slice(1, 0, r).contiguous();
+    out.a = rr.slice(0, 0, r).contiguous();
+  } else {
+    // W = V S U^T: B = V_r sqrt(S_r / scaling), A = sqrt(S_r / scaling) U_r^T.
+    at::Tensor v_r, s_r, uh_r;
+    const int64_t niter = pissa_niter(init);
+    if (niter < 0) {
+      auto [v, s, uh] = at::linalg_svd(w, /*full_matrices=*/false);
+      v_r = v.slice(1, 0, r);
+      s_r = s.slice(0, 0, r);
+      uh_r = uh.slice(0, 0, r);
+    } else {
+      auto [v, s, u] = svd_lowrank(w, r, niter);
+      v_r = v;
+      s_r = s;
+      uh_r = u.t();
+    }
+    s_r = s_r / scaling;
+    out.a = at::diag(at::sqrt(s_r)).matmul(uh_r);
+    out.b = v_r.matmul(at::diag(at::sqrt(s_r)));
+  }
+  // PEFT's W - scaling * B @ A: the scaling multiplies B first.
+  out.residual = (w - (out.b * scaling).matmul(out.a)).to(dtype);
+  return out;
+}
+
+}  // namespace acc

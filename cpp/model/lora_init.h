@@ -1,0 +1,30 @@
+// PEFT's initialisations that take a LoRA adapter's start from its layer's weight and leave the
+// residual in the weight, so that the adapted layer starts computing as before (to rounding):
+// OLoRA (the weight's QR decomposition) and PiSSA (its principal singular vectors, by an exact SVD,
+// or with "pissa_niter_<n>" by torch.svd_lowrank's randomised SVD, which draws from the global
+// generator). CorDA, LoftQ and MiCA need data, quantisation or frozen halves: not built.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+
+namespace acc {
+
+// Whether `init` (init_lora_weights) is one of them: "olora", "pissa", "pissa_niter_<n>".
+bool decomposes_weight(const std::string& init);
+// Fails (InvalidArgument, naming the value) unless `init` is an init_lora_weights value the adapters
+// can start from: "true", "false", "gaussian", and those decomposes_weight accepts.
+void check_lora_init(const std::string& init);
+
+struct WeightDecomposition {
+  at::Tensor a, b;      // lora_A (r x in) and lora_B (out x r), float32
+  at::Tensor residual;  // W - (scaling * B) @ A, in W's dtype: what the layer's weight becomes
+};
+// PEFT's olora_init / pissa_init of a layer (`module`, named in errors) with weight `weight` (out x
+// in) for rank r and the adapter's scaling, computed in float32; `weight` is left as it is.
+WeightDecomposition decompose_weight(const std::string& init, const std::string& module, const at::Tensor& weight,
+                                     int64_t r, double scaling);
+
+}  // namespace acc
