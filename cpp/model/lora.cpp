@@ -73,7 +73,7 @@ OutputAdapter dora_output_adapter(const LoraAdapter& adapter, double p, std::sha
 }  // namespace
 
 size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>& sites,
-                         const std::vector<std::string>& other_modules) {
+                         const std::vector<std::string>& other_modules, bool weights_pending) {
   require(adapters_.empty(), "the model already has LoRA adapters (", config_.describe_targets(),
           "); merge them (acc_model_merge_lora) before adding others");
   for (const auto& module : other_modules)
@@ -134,6 +134,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       if (b_bias.defined()) b_bias.zero_();
     } else if (config.init == "eva") {
       b.zero_();  // PEFT's placeholder until EVA's data-driven A: a loaded adapter replaces both
+    } else if (decomposes_weight(config.init) && weights_pending) {
+      skip_decomposition(config.init, site->module, site->weight, r);
     } else if (decomposes_weight(config.init)) {  // after nn.Linear's draws, as in PEFT's update_layer
       WeightDecomposition start =
           decompose_weight(config.init, site->module, site->weight, r, config.scaling_of(site->module));

@@ -67,8 +67,10 @@ class LoraAdapters {
   // Adds an adapter to every site the config targets, initialised as PEFT does (same draws from the
   // global generator, in the sites' order). Fails, changing nothing, if none matches, a match is
   // not a linear layer (`other_modules` lists the model's other module names), or adapters exist.
+  // `weights_pending`: the sites' weights are placeholders that the main process's values replace
+  // when the model is prepared (adapters included): PiSSA and OLoRA only take their draws there.
   size_t add(const LoraConfig& config, const std::vector<LinearSite>& sites,
-             const std::vector<std::string>& other_modules);
+             const std::vector<std::string>& other_modules, bool weights_pending = false);
 
   // "<module>.lora_A.weight", "<module>.lora_B.weight", with lora_bias "<module>.lora_B.bias" and
   // with DoRA "<module>.lora_magnitude_vector", per adapter, in order.

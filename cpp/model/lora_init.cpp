@@ -56,14 +56,29 @@ void check_lora_init(const std::string& init) {
        "' is not one of true, false, gaussian, olora, pissa and pissa_niter_<n> (n from 0 to ", kMaxNiter, ")");
 }
 
-WeightDecomposition decompose_weight(const std::string& init, const std::string& module, const at::Tensor& weight,
-                                     int64_t r, double scaling) {
+namespace {
+
+void check_decomposable(const std::string& init, const std::string& module, const at::Tensor& weight, int64_t r) {
   const auto dtype = weight.scalar_type();
   // As PEFT's olora_init and pissa_init refuse other dtypes.
   require(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16, "init_lora_weights '", init,
           "' decomposes '", module, "''s weight, which must be float32, float16 or bfloat16, not ", dtype);
   require(r <= std::min(weight.size(0), weight.size(1)), "init_lora_weights '", init, "': r ", r, " of '", module,
           "' exceeds its weight's rank bound min(", weight.size(0), ", ", weight.size(1), ")");
+}
+
+}  // namespace
+
+void skip_decomposition(const std::string& init, const std::string& module, const at::Tensor& weight, int64_t r) {
+  check_decomposable(init, module, weight, r);
+  // svd_lowrank's Gaussian start: (the shorter side) x r.
+  if (pissa_niter(init) >= 0) (void)at::randn({std::min(weight.size(0), weight.size(1)), r}, at::kFloat);
+}
+
+WeightDecomposition decompose_weight(const std::string& init, const std::string& module, const at::Tensor& weight,
+                                     int64_t r, double scaling) {
+  check_decomposable(init, module, weight, r);
+  const auto dtype = weight.scalar_type();
   at::NoGradGuard no_grad;
   const at::Tensor w = weight.detach().to(at::kFloat);
   WeightDecomposition out;

@@ -22,6 +22,12 @@ struct WeightDecomposition {
   at::Tensor a, b;      // lora_A (r x in) and lora_B (out x r), float32
   at::Tensor residual;  // W - (scaling * B) @ A, in W's dtype: what the layer's weight becomes
 };
+// On a process whose weights are placeholders (cpu_ram_efficient_loading: the main process's
+// residual weights and adapters arrive when the model is prepared): the checks and random draws
+// decompose_weight would take, so that every process refuses alike and the global stream stays in
+// step with the main process's.
+void skip_decomposition(const std::string& init, const std::string& module, const at::Tensor& weight, int64_t r);
+
 // PEFT's olora_init / pissa_init of a layer (`module`, named in errors) with weight `weight` (out x
 // in) for rank r and the adapter's scaling, computed in float32; `weight` is left as it is.
 WeightDecomposition decompose_weight(const std::string& init, const std::string& module, const at::Tensor& weight,

@@ -15,7 +15,6 @@
 #include "common/name_patterns.h"
 #include "common/text.h"
 #include "model/lora_files.h"
-#include "model/lora_init.h"
 
 namespace acc {
 
@@ -372,8 +371,7 @@ size_t Model::add_lora(const LoraConfig& config) {
       if (it->second != site.module + ".weight") site.tied_to = it->second;
   }
   check_modules_to_save(config, named_parameters(), sites);
-  if (decomposes_weight(config.init)) require_weights("add_lora (PiSSA and OLoRA decompose the weights)");
-  const size_t added = lora_.add(config, sites, other_module_names());
+  const size_t added = lora_.add(config, sites, other_module_names(), weights_pending_);
   // PEFT trains the adapters alone, the modules to save (its ModulesToSaveWrapper trains a copy of
   // each, which computes as the module does) and the biases its bias setting names: every other
   // parameter is frozen.

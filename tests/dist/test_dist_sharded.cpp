@@ -107,6 +107,7 @@ struct Settings {
   const char* precision = "no";
   const char* freeze = nullptr;  // patterns frozen before prepare
   const char* lora = nullptr;    // LoRA target modules, added before the optimizer is made
+  const char* lora_init = "true";  // their init_lora_weights
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -183,6 +184,7 @@ struct Job {
     }
     if (s.lora) {
       acc_options* o = acc_test::lora_options(2, 8);
+      EXPECT_EQ(acc_options_set(o, "init_lora_weights", s.lora_init), ACC_OK);
       EXPECT_EQ(acc_model_add_lora(model, s.lora, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
@@ -601,6 +603,13 @@ TEST(Sharded, OnlyTheMainProcessBuildsTheWeights) {
   Settings lora = s, lora_reference;
   lora.lora = lora_reference.lora = "0,2,4";
   for (int stage : {0, 3}) expect_trains_like(lora_reference, stage, lora, 3);
+  // PiSSA decomposes the weights on the main process alone; the others take its random draws only
+  // (the stream stays in step) and receive its residual weights and adapters.
+  for (const char* init : {"pissa_niter_1", "olora"}) {
+    SCOPED_TRACE(init);
+    lora.lora_init = lora_reference.lora_init = init;
+    for (int stage : {0, 3}) expect_trains_like(lora_reference, stage, lora, 3);
+  }
   Settings gpt = s, gpt_reference;
   gpt.spec = gpt_reference.spec = kTiedGpt;
   gpt.tokens = gpt_reference.tokens = true;

@@ -629,6 +629,20 @@ SCENARIOS.update({
                           graph_optimization=False, lora=dict(_LORA, dropout=0.1, use_dora=True)),
     "lm_dora": dict(model="lm", optimizer="adamw", schedule="linear", accumulation=2, graph_optimization=False,
                     lora=dict(targets="linear1,linear2,head", r=4, alpha=8, dropout=0.1, use_dora=True)),
+    # PEFT's disable_adapter() before every step (TRL's reference outputs), with dropout: the
+    # reference outputs are the base model's, and the disabled forward draws nothing.
+    "mlp_lora_reference": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
+                               lora=dict(_LORA, dropout=0.1), reference_forward=True),
+    "lm_dora_reference": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False,
+                              accumulation=2, reference_forward=True,
+                              lora=dict(targets="linear1,linear2,head", r=4, alpha=8, dropout=0.1, use_dora=True)),
+    # PEFT's OLoRA and PiSSA (with PyTorch's own torch.svd_lowrank for pissa_niter_<n>).
+    "mlp_olora": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
+                      lora=dict(targets="fc1", r=4, alpha=8, init="olora")),
+    "mlp_pissa": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
+                      lora=dict(targets="fc1", r=4, alpha=8, dropout=0.1, init="pissa")),
+    "lm_pissa_niter": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False,
+                           lora=dict(targets="linear1,linear2,head", r=4, alpha=8, init="pissa_niter_2")),
     "mlp_lora_bias": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
                           lora=dict(_LORA, dropout=0.1, lora_bias=True), accumulation=2),
     "lm_lora_bias": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False,
@@ -695,7 +709,8 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 group_lr=None, ops=False, second=False, eval_pad=False,
                 stream=False, eval_stream=False, stream_shuffle=None, stream_len=False, samples=None,
                 batch_sampler=None, augment=False, num_workers=0, loader_generator=None, leave_before_end=None,
-                handover=False, takeover=False, zero_stage=0, state_dict_type=None, lora=None)
+                handover=False, takeover=False, zero_stage=0, state_dict_type=None, lora=None,
+                reference_forward=False)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -807,23 +822,49 @@ class LoraLinear(torch.nn.Module):
     (drawing two nn.Linear initialisations, then Kaiming for A and zeros for B), and its forward
     base(x) + lora_B(lora_A(dropout(x))) * scaling with the input cast to the adapters' dtype."""
 
-    def __init__(self, base, r, alpha, dropout, use_dora=False, lora_bias=False):
+    def __init__(self, base, r, alpha, dropout, use_dora=False, lora_bias=False, init="true"):
         super().__init__()
         self.base_layer = base
+        self.disabled = False  # PEFT's disable_adapter_layers: the base layer alone
         self.lora_dropout = torch.nn.Dropout(dropout) if dropout > 0 else torch.nn.Identity()
         self.lora_A = torch.nn.Linear(base.in_features, r, bias=False)
         self.lora_B = torch.nn.Linear(r, base.out_features, bias=lora_bias)
-        torch.nn.init.kaiming_uniform_(self.lora_A.weight, a=math.sqrt(5))
-        torch.nn.init.zeros_(self.lora_B.weight)
-        if lora_bias:
-            torch.nn.init.zeros_(self.lora_B.bias)
         self.scaling = alpha / r
+        if init == "true":
+            torch.nn.init.kaiming_uniform_(self.lora_A.weight, a=math.sqrt(5))
+            torch.nn.init.zeros_(self.lora_B.weight)
+            if lora_bias:
+                torch.nn.init.zeros_(self.lora_B.bias)
+        else:
+            self.decompose(init, r)
         self.lora_magnitude_vector = None
         if use_dora:  # PEFT's DoraLinearLayer.update_layer (peft/tuners/lora/dora.py): the row norms,
             # in a submodule registered after lora_B, where PEFT's model lists it
             w = base.weight + self.scaling * (self.lora_B.weight @ self.lora_A.weight)
             self.lora_magnitude_vector = torch.nn.Module()
             self.lora_magnitude_vector.weight = torch.nn.Parameter(torch.linalg.norm(w, dim=1).to(w.dtype))
+
+    def decompose(self, init, r):
+        """PEFT's olora_init and pissa_init (peft/tuners/lora/layer.py), with PyTorch's own svd_lowrank."""
+        weight = self.base_layer.weight
+        dtype = weight.dtype
+        w = weight.data.to(torch.float32)
+        if init == "olora":
+            q, rr = torch.linalg.qr(w)
+            self.lora_A.weight.data = rr[:r].contiguous()
+            self.lora_B.weight.data = q[:, :r].contiguous()
+        else:
+            if init == "pissa":
+                v, s, uh = torch.linalg.svd(w, full_matrices=False)
+                v_r, s_r, uh_r = v[:, :r], s[:r], uh[:r]
+            else:
+                v_r, s_r, u_r = torch.svd_lowrank(w, r, niter=int(init.split("_niter_")[-1]))
+                uh_r = u_r.t()
+            s_r /= self.scaling
+            self.lora_A.weight.data = torch.diag(torch.sqrt(s_r)) @ uh_r
+            self.lora_B.weight.data = v_r @ torch.diag(torch.sqrt(s_r))
+        w = w - self.scaling * self.lora_B.weight.data @ self.lora_A.weight.data
+        self.base_layer.weight.data = w.to(dtype)
 
     # PEFT's BaseTunerLayer hands out the base layer's weight and bias: code that reads them itself
     # (TransformerEncoderLayer's inference fast path) computes with the base layer alone.
@@ -836,6 +877,8 @@ class LoraLinear(torch.nn.Module):
         return self.base_layer.bias
 
     def forward(self, x):
+        if self.disabled:
+            return self.base_layer(x)
         result = self.base_layer(x)
         dtype = result.dtype
         x = x.to(self.lora_A.weight.dtype)
@@ -928,7 +971,8 @@ def peft_model(scripted, name, settings):
             alpha = pattern_value(settings.get("alpha_pattern", {}), module_name, settings["alpha"])
             replace_module(model, module_name, LoraLinear(module, r, alpha, settings.get("dropout", 0.0),
                                                           settings.get("use_dora", False),
-                                                          settings.get("lora_bias", False)))
+                                                          settings.get("lora_bias", False),
+                                                          settings.get("init", "true")))
     # PEFT's _set_trainable: every module whose name ends with a listed one (the outermost of nested matches).
     wrapped = []
     for module_name, module in list(model.named_modules()):
@@ -1269,6 +1313,15 @@ class AccelerateJob:
         for done, (inputs, targets) in enumerate(loader, start=skip + 1):
             models = (model,) + ((self.second[0],) if self.second else ())
             with accelerator.accumulate(*models):
+                if self.cfg["reference_forward"]:  # TRL's reference outputs: PEFT's disable_adapter()
+                    layers = [m for m in accelerator.unwrap_model(model).modules() if isinstance(m, LoraLinear)]
+                    for layer in layers:
+                        layer.disabled = True
+                    with torch.no_grad():
+                        reference = model(inputs)
+                    for layer in layers:
+                        layer.disabled = False
+                    record.setdefault("reference", []).append(reference.double().sum().item())
                 logits = model(inputs)
                 loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                        label_smoothing=self.cfg["label_smoothing"])
@@ -1441,7 +1494,8 @@ class OurJob:
                                                       "rank_pattern": json.dumps(settings.get("rank_pattern", {})),
                                                       "alpha_pattern": json.dumps(settings.get("alpha_pattern", {})),
                                                       "use_dora": settings.get("use_dora", False),
-                                                      "lora_bias": settings.get("lora_bias", False)})
+                                                      "lora_bias": settings.get("lora_bias", False),
+                                                      "init_lora_weights": settings.get("init", "true")})
             lib.acc_model_add_lora(model, settings["targets"].encode(), lora, None)
             lib.lib.acc_options_free(lora)
         optimizer = lib.new("acc_optimizer_create", model, cfg["optimizer"].split("_")[0].encode(),
@@ -1658,6 +1712,12 @@ class OurJob:
         for done, batch in enumerate(self.batches(self.loader), start=skip + 1):
             lib.acc_accumulate_begin(acc)
             inputs, targets = lib.list_get(batch, 0), lib.list_get(batch, 1)
+            if self.cfg["reference_forward"]:
+                lib.acc_model_set_lora_enabled(self.model, ctypes.c_int(0))
+                reference = self.forward(inputs, flags=1)  # ACC_FORWARD_NO_GRAD
+                lib.acc_model_set_lora_enabled(self.model, ctypes.c_int(1))
+                record.setdefault("reference", []).append(lib.to_torch(reference).double().sum().item())
+                lib.lib.acc_tensor_free(reference)
             logits = self.forward(inputs)
             width = lib.to_torch(logits).shape[-1]
             flat_logits = lib.new("acc_tensor_reshape", logits, (ctypes.c_int64 * 2)(-1, width), ctypes.c_size_t(2))
