@@ -58,6 +58,18 @@ inline std::vector<float> outputs_on(acc_model* m, acc_tensor* x) {
 
 inline std::vector<float> outputs(acc_model* m) { return outputs_on(m, input()); }
 
+// The model's outputs with every parameter frozen, as adding adapters leaves the base model: what
+// an adapted model computes where its adapters add nothing. PyTorch 2.x's matmul folds a batch into
+// one product when the weight requires grad (whatever the grad mode), so the bits follow
+// requires_grad there, in Python as here.
+inline std::vector<float> frozen_outputs(acc_model* m) {
+  size_t count = 0;
+  EXPECT_EQ(acc_model_set_requires_grad(m, "*", 0, &count), ACC_OK) << acc_last_error_message();
+  auto values = outputs(m);
+  EXPECT_EQ(acc_model_set_requires_grad(m, "*", 1, &count), ACC_OK) << acc_last_error_message();
+  return values;
+}
+
 inline std::vector<float> param(const acc_model* m, const std::string& name) {
   acc_tensor* t = nullptr;
   EXPECT_EQ(acc_model_parameter(m, name.c_str(), &t), ACC_OK) << acc_last_error_message();

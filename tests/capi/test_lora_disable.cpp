@@ -1,7 +1,8 @@
 // PEFT's disable_adapter_layers / enable_adapter_layers (its `with model.disable_adapter():`, how
 // TRL computes a reference model's outputs from the model it trains): disabled, an adapted layer
 // returns its base layer's output before anything of the adapter runs, so the model computes as
-// the base model did, bit for bit, and draws no dropout mask from the global generator.
+// the base model did (frozen, as adding adapters leaves it: see frozen_outputs), bit for bit, and
+// draws no dropout mask from the global generator.
 #include <functional>
 #include <string>
 #include <utility>
@@ -35,7 +36,7 @@ TEST(LoraDisable, AdaptedLayersComputeAsTheBaseModelAndDrawNothing) {
     SCOPED_TRACE(flag);
     acc_model* m = net();
     ACC_ASSERT_OK(acc_model_set_training(m, 1));
-    const auto base = outputs(m);  // the encoder layer's own dropout is 0
+    const auto base = frozen_outputs(m);  // the encoder layer's own dropout is 0
     acc_options* o = lora_options(2, 4);
     ACC_ASSERT_OK(acc_options_set_double(o, "lora_dropout", 0.25));
     if (*flag) ACC_ASSERT_OK(acc_options_set_bool(o, flag, 1));

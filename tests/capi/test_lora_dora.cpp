@@ -119,7 +119,7 @@ TEST(Dora, SpecAndScriptedModelsComputeAsPeft) {
 
 TEST(Dora, StartsAsTheBaseModelTrainsTheMagnitudesAndRoundTrips) {
   acc_model* m = net();
-  const auto base = outputs(m);
+  const auto base = frozen_outputs(m);
   acc_options* o = dora_options(2, 4, 0);
   size_t count = 0;
   ACC_ASSERT_OK(acc_model_add_lora(m, kTargets, o, &count));

@@ -1479,9 +1479,12 @@ std::map<std::string, std::vector<float>> train_torchscript(
     }
     return std::vector<acc_tensor*>{floats(x, {4, 4}), acc_test::longs(labels, {4})};
   };
-  acc_model* base = nullptr;  // the file's model as loaded, unprepared, on this process
-  if (reference_forwards)
+  acc_model* base = nullptr;  // the file's model as loaded, unprepared, on this process, frozen as the
+  if (reference_forwards) {   // adapters leave it (PyTorch 2.x's matmul folds by the weight's requires_grad)
     EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/" + file).c_str(), &base), ACC_OK);
+    size_t frozen = 0;
+    EXPECT_EQ(acc_model_set_requires_grad(base, "*", 0, &frozen), ACC_OK);
+  }
   for (int step = 0; step < 4; ++step) {
     std::vector<acc_tensor*> in = batch(step);
     const size_t count = stacked ? 1 : 2;  // the stacked model's targets are the loss's

@@ -680,6 +680,11 @@ SCENARIOS.update({
     "mlp_lora_head_zero3": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
                                 lora=dict(targets="fc1", r=4, alpha=8, modules_to_save="fc2"), zero_stage=3,
                                 processes=(2,)),
+    "lm_lora_reference_zero3": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False,
+                                    processes=(2,), zero_stage=3, reference_forward=True,
+                                    lora=dict(targets="linear1,linear2,head", r=4, alpha=8, dropout=0.1)),
+    "mlp_pissa_zero3": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
+                            processes=(2,), zero_stage=3, lora=dict(targets="fc1", r=4, alpha=8, init="pissa")),
     "mlp_dora_zero3": dict(model="mlp", optimizer="adamw", schedule="linear", lora=dict(_LORA, dropout=0.1, use_dora=True),
                            zero_stage=3, graph_optimization=False, processes=(2,)),
     "lm_dora_zero3": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False, processes=(2,),
@@ -1939,7 +1944,7 @@ def run(side, cfg, directory):
 def differences(a, o):
     """The first difference between two runs of one process (None when bit-identical), and the largest."""
     first, worst = None, 0.0
-    for key in ("loss", "loss2", "lr", "lr1", "lr2", "norm", "norm2", "eval", "eval_averaged", "ops"):
+    for key in ("loss", "loss2", "lr", "lr1", "lr2", "norm", "norm2", "reference", "eval", "eval_averaged", "ops"):
         if key not in a and key not in o:
             continue
         if len(a.get(key, [])) != len(o.get(key, [])):
