@@ -178,10 +178,7 @@ acc_status acc_model_set_lora_enabled(acc_model* model, int enabled) {
 }
 
 acc_status acc_model_lora_enabled(const acc_model* model, int* out) {
-  return guarded([&] {
-    const acc::Model& m = model_arg(model);
-    *out_param(out, "out") = !m.lora().empty() && m.lora().enabled() ? 1 : 0;
-  });
+  return guarded([&] { *out_param(out, "out") = model_arg(model).lora().enabled() ? 1 : 0; });
 }
 
 void acc_model_free(acc_model* model) { release(model); }

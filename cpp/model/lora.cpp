@@ -313,7 +313,6 @@ void LoraAdapters::merge_and_remove() {
   for (const auto& adapter : adapters_)
     if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(nullptr);
   adapters_.clear();
-  *enabled_ = true;
 }
 
 }  // namespace acc

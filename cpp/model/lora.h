@@ -103,7 +103,8 @@ class LoraAdapters {
   // disabled every adapted layer computes as its base layer alone, drawing no dropout mask and
   // making no adapted weight. New adapters start enabled.
   void set_enabled(bool enabled) { *enabled_ = enabled; }
-  bool enabled() const { return *enabled_; }
+  // Whether there are adapters and they are enabled.
+  bool enabled() const { return !adapters_.empty() && *enabled_; }
 
   // Fails (Unsupported, naming `action` and both names) where an adapted weight is tied to another
   // module's: PEFT merges such a weight in place, warning that the other layer changes too.

@@ -138,6 +138,10 @@ void DataParallel::rebuild_buckets_when_due(const char* during) {
   // At every forward with gradients, as PyTorch's DDP calls it: it first checks that the previous
   // averaging backward reduced every bucket, which fails where a trainable parameter got no gradient
   // (without it those buckets' allreduces never run, and each process steps its own gradients).
+  auto rebuild_failed = [during] {
+    rethrow_collective_error(std::string(during) +
+                             " (DDP's gradient buckets, rebuilt in the order of the first backward)");
+  };
   try {
     if (!reducer_->rebuild_buckets()) return;
   } catch (const c10::Error& e) {
@@ -146,10 +150,9 @@ void DataParallel::rebuild_buckets_when_due(const char* during) {
       fail(Status::InvalidArgument, "data-parallel ", during, ": the previous averaging backward gave no gradient to ",
            "some trainable parameters, so DDP could not average them: freeze what a forward does not use, or set ",
            "ddp_find_unused_parameters (", what, ")");
-    rethrow_collective_error(std::string(during) +
-                             " (DDP's gradient buckets, rebuilt in the order of the first backward)");
+    rebuild_failed();
   } catch (...) {
-    rethrow_collective_error(std::string(during) + " (DDP's gradient buckets, rebuilt in the order of the first backward)");
+    rebuild_failed();
   }
   std::unordered_map<const c10::TensorImpl*, size_t> index;
   for (size_t i = 0; i < params_.size(); ++i) index.emplace(params_[i].unsafeGetTensorImpl(), i);

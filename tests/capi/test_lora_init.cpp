@@ -42,13 +42,20 @@ std::vector<float> param_floats(const acc_model* m, const std::string& name) {
   return values;
 }
 
-acc_status add_decomposing(acc_model* m, const json& c, const std::string& init, const char* targets = nullptr) {
-  acc_options* o = lora_options(c["r"], c["lora_alpha"]);
+// Adds adapters of rank r starting as `init` says (with `flag`, a bool key of ACC_OPTIONS_LORA, set).
+acc_status add_decomposing(acc_model* m, const char* targets, int64_t r, double alpha, const std::string& init,
+                           const char* flag = nullptr) {
+  acc_options* o = lora_options(r, alpha);
   EXPECT_EQ(acc_options_set(o, "init_lora_weights", init.c_str()), ACC_OK);
-  const acc_status status =
-      acc_model_add_lora(m, targets ? targets : c["targets"].get<std::string>().c_str(), o, nullptr);
+  if (flag) EXPECT_EQ(acc_options_set_bool(o, flag, 1), ACC_OK);
+  const acc_status status = acc_model_add_lora(m, targets, o, nullptr);
   acc_options_free(o);
   return status;
+}
+
+// The same with the "decomposing" case's targets, rank and alpha.
+acc_status add_decomposing(acc_model* m, const json& c, const std::string& init) {
+  return add_decomposing(m, c["targets"].get<std::string>().c_str(), c["r"], c["lora_alpha"], init);
 }
 
 std::vector<float> values(const json& t) { return t["values"].get<std::vector<float>>(); }
@@ -123,10 +130,7 @@ TEST(LoraInit, WhatCannotBeDecomposedIsRefusedBeforeAnythingChanges) {
   // r above min(out, in) (head is 3 x 8): refused, and no layer changed, the earlier targets included.
   acc_model* m = lora_model();
   const auto fc1 = param(m, "fc1.weight");
-  acc_options* o = lora_options(4, 4);
-  ACC_ASSERT_OK(acc_options_set(o, "init_lora_weights", "pissa"));
-  ACC_EXPECT_ERROR(acc_model_add_lora(m, "fc1,head", o, nullptr), ACC_ERR_INVALID_ARGUMENT, "'head'");
-  acc_options_free(o);
+  ACC_EXPECT_ERROR(add_decomposing(m, "fc1,head", 4, 4, "pissa"), ACC_ERR_INVALID_ARGUMENT, "'head'");
   EXPECT_EQ(param(m, "fc1.weight"), fc1);
   size_t count = 1;
   ACC_ASSERT_OK(acc_model_lora_count(m, &count));
@@ -139,10 +143,7 @@ TEST(LoraInit, WhatCannotBeDecomposedIsRefusedBeforeAnythingChanges) {
   acc_model* tied = nullptr;
   ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/tied.pt").c_str(), &tied));
   const auto embedding = param(tied, "embed.weight");
-  acc_options* t = lora_options(2, 4);
-  ACC_ASSERT_OK(acc_options_set(t, "init_lora_weights", "olora"));
-  ACC_EXPECT_ERROR(acc_model_add_lora(tied, "head", t, nullptr), ACC_ERR_UNSUPPORTED, "tied");
-  acc_options_free(t);
+  ACC_EXPECT_ERROR(add_decomposing(tied, "head", 2, 4, "olora"), ACC_ERR_UNSUPPORTED, "tied");
   EXPECT_EQ(param(tied, "embed.weight"), embedding);
   acc_model_free(tied);
 }
@@ -155,11 +156,7 @@ TEST(LoraInit, DoraMagnitudesStartFromTheDecomposedWeight) {
   acc_model* m = lora_model();
   const auto base = outputs_on(m, from_json(c["input"]));
   const auto w = param(m, "head.weight");  // 3 x 8
-  acc_options* o = lora_options(2, 4);
-  ACC_ASSERT_OK(acc_options_set(o, "init_lora_weights", "pissa"));
-  ACC_ASSERT_OK(acc_options_set_bool(o, "use_dora", 1));
-  ACC_ASSERT_OK(acc_model_add_lora(m, "head", o, nullptr));
-  acc_options_free(o);
+  ACC_ASSERT_OK(add_decomposing(m, "head", 2, 4, "pissa", "use_dora"));
   EXPECT_NE(param(m, "head.weight"), w) << "the residual";
   const auto magnitude = param(m, "head.lora_magnitude_vector");
   ASSERT_EQ(magnitude.size(), 3u);
