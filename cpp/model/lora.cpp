@@ -73,7 +73,8 @@ OutputAdapter dora_output_adapter(const LoraAdapter& adapter, double p, std::sha
 }  // namespace
 
 size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>& sites,
-                         const std::vector<std::string>& other_modules, bool weights_pending) {
+                         const std::vector<std::string>& other_modules, const std::vector<TokenSite>& token_sites,
+                         bool weights_pending) {
   require(adapters_.empty(), "the model already has LoRA adapters (", config_.describe_targets(),
           "); merge them (acc_model_merge_lora) before adding others");
   for (const auto& module : other_modules)
@@ -158,11 +159,18 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       if (t->defined()) *t = (low ? t->to(at::kFloat) : *t).set_requires_grad(true);
     made.push_back(std::move(adapter));
   }
+  std::vector<std::string> adapted;
+  for (const LinearSite* site : chosen) adapted.push_back(site->module);
+  std::vector<TokenAdapter> tokens = TrainableTokens::make(config.token_indices, token_sites, adapted);
+  for (const auto& adapter : tokens)  // as PEFT refuses it
+    require(!config.saves(adapter.site.module + ".weight"), "'", adapter.site.module,
+            "' is both in modules_to_save and in trainable_token_indices: train it whole or train its tokens");
   // Nothing can fail from here on: the layers' weights change only now.
   for (size_t k = 0; k < chosen.size(); ++k)
     if (residuals[k].defined()) chosen[k]->weight.copy_(residuals[k]);
   config_ = config;
   adapters_ = std::move(made);
+  tokens_.install(std::move(tokens));
   *enabled_ = true;
   for (const auto& adapter : adapters_)
     if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(output_adapter(adapter));
@@ -189,6 +197,7 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
 NamedTensors LoraAdapters::named_parameters() const {
   NamedTensors out;
   for (size_t k = 0; k < adapters_.size(); ++k) append_parameters(k, &out);
+  for (size_t k = 0; k < tokens_.adapters().size(); ++k) tokens_.append_parameters(k, &out);
   return out;
 }
 
@@ -202,26 +211,37 @@ void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
 
 NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
   if (adapters_.empty()) return own;
+  // What goes after a layer's own parameters: its LoRA adapter's, or its trainable tokens' delta.
+  struct Addition {
+    const std::string& module;
+    std::function<void(NamedTensors*)> append;
+  };
+  std::vector<Addition> additions;
+  for (size_t k = 0; k < adapters_.size(); ++k)
+    additions.push_back({adapters_[k].site.module, [this, k](NamedTensors* out) { append_parameters(k, out); }});
+  for (size_t k = 0; k < tokens_.adapters().size(); ++k)
+    additions.push_back(
+        {tokens_.adapters()[k].site.module, [this, k](NamedTensors* out) { tokens_.append_parameters(k, out); }});
   // One pass over `own` (the model lists its parameters at every step's clipping and zeroing): the
-  // last parameter each adapted layer holds itself (not a submodule's).
-  std::unordered_map<std::string, size_t> adapter_of;
-  for (size_t k = 0; k < adapters_.size(); ++k) adapter_of.emplace(adapters_[k].site.module, k);
-  std::vector<size_t> last_own(adapters_.size(), own.size());
+  // last parameter each such layer holds itself (not a submodule's).
+  std::unordered_map<std::string, size_t> addition_of;
+  for (size_t k = 0; k < additions.size(); ++k) addition_of.emplace(additions[k].module, k);
+  std::vector<size_t> last_own(additions.size(), own.size());
   for (size_t i = 0; i < own.size(); ++i) {
     const size_t dot = own[i].first.rfind('.');
     if (dot == std::string::npos) continue;
-    auto it = adapter_of.find(own[i].first.substr(0, dot));
-    if (it != adapter_of.end()) last_own[it->second] = i;
+    auto it = addition_of.find(own[i].first.substr(0, dot));
+    if (it != addition_of.end()) last_own[it->second] = i;
   }
-  std::vector<std::vector<size_t>> after(own.size());  // the adapters that follow own[i]
+  std::vector<std::vector<size_t>> after(own.size());  // the additions that follow own[i]
   std::vector<size_t> last;
-  for (size_t k = 0; k < adapters_.size(); ++k) (last_own[k] < own.size() ? after[last_own[k]] : last).push_back(k);
+  for (size_t k = 0; k < additions.size(); ++k) (last_own[k] < own.size() ? after[last_own[k]] : last).push_back(k);
   NamedTensors out;
   for (size_t i = 0; i < own.size(); ++i) {
     out.push_back(std::move(own[i]));
-    for (size_t k : after[i]) append_parameters(k, &out);
+    for (size_t k : after[i]) additions[k].append(&out);
   }
-  for (size_t k : last) append_parameters(k, &out);
+  for (size_t k : last) additions[k].append(&out);
   return out;
 }
 
@@ -236,14 +256,14 @@ at::Tensor adapted_weight(const at::Tensor& w, const LoraAdapter& adapter) {
 
 LoraAdapters::Applied LoraAdapters::apply() const {
   std::vector<const LoraAdapter*> applied;
-  if (!enabled()) return Applied(std::move(applied));
+  if (!enabled()) return Applied(std::move(applied), std::nullopt);
   for (const auto& adapter : adapters_) {
     if (adapter.site.set_output_adapter) continue;  // adapts its output itself
     const at::Tensor& w = adapter.site.weight;
     adapter.site.use_weight(adapted_weight(w, adapter));
     applied.push_back(&adapter);
   }
-  return Applied(std::move(applied));
+  return Applied(std::move(applied), tokens_.apply());
 }
 
 LoraAdapters::Applied::~Applied() {
@@ -295,7 +315,7 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
     auto it = merged_weights.find(entry.first);
     out.emplace_back(entry.first, it == merged_weights.end() ? entry.second : it->second);
   }
-  return out;
+  return tokens_.merged(out);
 }
 
 void LoraAdapters::merge_into_weights() const {
@@ -306,6 +326,7 @@ void LoraAdapters::merge_into_weights() const {
     if (adapter.b_bias.defined())
       adapter.site.bias.copy_(adapted_bias(adapter.site.bias, adapter.b_bias, adapter.scaling));
   }
+  tokens_.merge_into_weights();
 }
 
 void LoraAdapters::merge_and_remove() {
@@ -313,6 +334,7 @@ void LoraAdapters::merge_and_remove() {
   for (const auto& adapter : adapters_)
     if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(nullptr);
   adapters_.clear();
+  tokens_.clear();
 }
 
 }  // namespace acc

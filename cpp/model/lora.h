@@ -13,11 +13,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/lora_config.h"
 #include "model/output_adapter.h"
+#include "model/trainable_tokens.h"
 #include "tensor/named_tensors.h"
 
 namespace acc {
@@ -63,39 +65,49 @@ class LoraAdapters {
   size_t size() const { return adapters_.size(); }
   const LoraConfig& config() const { return config_; }
   const std::vector<LoraAdapter>& adapters() const { return adapters_; }
+  // The rows of embeddings that train beside the adapters (trainable_token_indices).
+  const TrainableTokens& tokens() const { return tokens_; }
 
   // Adds an adapter to every site the config targets, initialised as PEFT does (same draws from the
   // global generator, in the sites' order). Fails, changing nothing, if none matches, a match is
   // not a linear layer (`other_modules` lists the model's other module names), or adapters exist.
   // `weights_pending`: the sites' weights are placeholders that the main process's values replace
   // when the model is prepared (adapters included): PiSSA and OLoRA only take their draws there.
+  // The config's trainable_token_indices pick among `token_sites` (after the adapters' draws).
   size_t add(const LoraConfig& config, const std::vector<LinearSite>& sites,
-             const std::vector<std::string>& other_modules, bool weights_pending = false);
+             const std::vector<std::string>& other_modules, const std::vector<TokenSite>& token_sites,
+             bool weights_pending = false);
 
   // "<module>.lora_A.weight", "<module>.lora_B.weight", with lora_bias "<module>.lora_B.bias" and
-  // with DoRA "<module>.lora_magnitude_vector", per adapter, in order.
+  // with DoRA "<module>.lora_magnitude_vector", per adapter, in order; then the trainable tokens'
+  // "<module>.token_adapter.trainable_tokens_delta".
   NamedTensors named_parameters() const;
   // Adapter k's parameters under their names, as named_parameters lists them.
   void append_parameters(size_t k, NamedTensors* out) const;
   // A model's own parameters (`own`, in its order) with each adapter's two right after its layer's
   // own parameters, where PEFT's layer lists them (base_layer's, then lora_A, lora_B, DoRA's
-  // magnitude): the order of
+  // magnitude), and each trainable tokens' delta after its layer's weight: the order of
   // PEFT's model.parameters(), which optimizers and gradient clipping's total norm follow. An
   // adapter whose layer lists none of its own (its weight tied to an earlier module's) comes last.
   NamedTensors placed_among(NamedTensors own) const;
 
-  // While the returned guard lives, the weight-adapted layers compute with W + (B A) * scaling;
-  // autograd reaches A and B through it.
+  // While the returned guard lives, the weight-adapted layers compute with W + (B A) * scaling,
+  // and the layers with trainable tokens with their rows replaced; autograd reaches A, B and the
+  // tokens' deltas through them.
   class Applied {
    public:
-    explicit Applied(std::vector<const LoraAdapter*> applied) : applied_(std::move(applied)) {}
-    Applied(Applied&& other) noexcept : applied_(std::move(other.applied_)) { other.applied_.clear(); }
+    Applied(std::vector<const LoraAdapter*> applied, std::optional<TrainableTokens::Applied> tokens)
+        : applied_(std::move(applied)), tokens_(std::move(tokens)) {}
+    Applied(Applied&& other) noexcept : applied_(std::move(other.applied_)), tokens_(std::move(other.tokens_)) {
+      other.applied_.clear();
+    }
     Applied(const Applied&) = delete;
     Applied& operator=(const Applied&) = delete;
     ~Applied();
 
    private:
     std::vector<const LoraAdapter*> applied_;
+    std::optional<TrainableTokens::Applied> tokens_;
   };
   Applied apply() const;
 
@@ -111,12 +123,14 @@ class LoraAdapters {
   void require_mergeable(const char* action) const;
 
   // `state` (a state dict with the adapters' entries) with every adapted weight merged
-  // (W + (B A) * scaling, in W's dtype) and the adapters' entries left out: the base model's layout.
+  // (W + (B A) * scaling, in W's dtype), the trainable tokens written into their rows, and the
+  // adapters' entries left out: the base model's layout.
   NamedTensors merged(const NamedTensors& state) const;
   // Adds each adapter's (B A) * scaling into its layer's weight, in place; the adapters stay (a
   // caller that keeps them restores the weights).
   void merge_into_weights() const;
-  // Merges into the layers' weights in place and removes the adapters (PEFT's merge_and_unload).
+  // Merges into the layers' weights in place and removes the adapters and the trainable tokens
+  // (PEFT's merge_and_unload).
   void merge_and_remove();
 
  private:
@@ -124,6 +138,7 @@ class LoraAdapters {
 
   LoraConfig config_;
   std::vector<LoraAdapter> adapters_;
+  TrainableTokens tokens_;
   // Shared with the output adapters set on the layers, which read it at every forward.
   std::shared_ptr<bool> enabled_ = std::make_shared<bool>(true);
 };

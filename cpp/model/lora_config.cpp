@@ -25,6 +25,17 @@ void read_module_names(const char* key, const std::string& text, std::vector<std
   }
 }
 
+// Integers separated by commas (`what` says what they are).
+std::vector<int64_t> parse_integers(const std::string& text, const char* key, const char* what) {
+  std::vector<int64_t> out;
+  for (const auto& number : split_trimmed(text, ',')) {
+    const auto value = parse_integer(number);
+    require(value.has_value(), key, " '", text, "' must be ", what, " separated by commas");
+    out.push_back(*value);
+  }
+  return out;
+}
+
 }  // namespace
 
 const OptionTable<LoraConfig>& lora_option_table() {
@@ -56,6 +67,10 @@ const OptionTable<LoraConfig>& lora_option_table() {
            &L::layers_to_transform_spec);
     t.bind("layers_pattern", "expressions naming the layer lists layers_to_transform numbers, separated by commas",
            &L::layers_pattern_spec);
+    t.bind("trainable_token_indices",
+           "embedding rows that train beside the adapters: indices separated by commas (the input embedding's), or "
+           "a JSON object from module names to lists of indices",
+           &L::token_indices_spec);
     t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
            &L::base_model_name_or_path);
     t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
@@ -95,13 +110,14 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
        {std::pair<const char*, const std::string*>{"rank_pattern", &config.rank_pattern_spec},
         {"alpha_pattern", &config.alpha_pattern_spec}})
     if (!trimmed(*spec).empty()) config.add_patterns(setting, parse_ordered_json_input(*spec, setting));
+  const std::string tokens = trimmed(config.token_indices_spec);
+  if (!tokens.empty() && (tokens.front() == '{' || tokens.front() == '['))
+    config.set_token_indices(parse_ordered_json_input(tokens, "trainable_token_indices"));
+  else if (!tokens.empty())
+    config.set_token_indices(
+        nlohmann::ordered_json(parse_integers(tokens, "trainable_token_indices", "token indices")));
   const std::string layers = trimmed(config.layers_to_transform_spec);
-  if (!layers.empty())
-    for (const auto& number : split_trimmed(layers, ',')) {
-      const auto layer = parse_integer(number);
-      require(layer.has_value(), "layers_to_transform '", layers, "' must be layer numbers separated by commas");
-      config.layers_to_transform.push_back(*layer);
-    }
+  if (!layers.empty()) config.layers_to_transform = parse_integers(layers, "layers_to_transform", "layer numbers");
   const std::string layer_lists = trimmed(config.layers_pattern_spec);
   if (!layer_lists.empty()) config.set_layers_pattern(split_trimmed(layer_lists, ','));
   config.check_layer_settings(/*layers_to_transform_given=*/!config.layers_to_transform.empty());
@@ -176,6 +192,33 @@ void LoraConfig::add_patterns(const std::string& setting, const nlohmann::ordere
       add_alpha_pattern(key, value.get<double>());
     }
   }
+}
+
+void LoraConfig::set_token_indices(const nlohmann::ordered_json& value) {
+  auto indices_of = [](const std::string& key, const nlohmann::ordered_json& list) {
+    const std::string where = key.empty() ? std::string() : " for '" + key + "'";
+    require(list.is_array() && !list.empty(), "trainable_token_indices", where, " must be a non-empty list of token ",
+            "indices");
+    std::vector<int64_t> out;
+    for (const auto& index : list) {
+      require(index.is_number_integer(), "trainable_token_indices", where, " must hold integer token indices");
+      out.push_back(index.get<int64_t>());
+    }
+    return out;
+  };
+  TokenIndices parsed;
+  if (value.is_object()) {
+    require(!value.empty(), "trainable_token_indices is an empty object: name a module and its token indices");
+    for (const auto& [key, list] : value.items()) {
+      require(!key.empty() && is_utf8(key), "trainable_token_indices has an empty or non-UTF-8 module name");
+      parsed.emplace_back(key, indices_of(key, list));
+    }
+  } else {
+    require(value.is_array(), "trainable_token_indices must be a list of token indices or an object from module ",
+            "names to such lists");
+    parsed.emplace_back("", indices_of("", value));
+  }
+  token_indices = std::move(parsed);
 }
 
 void LoraConfig::set_layers_pattern(std::vector<std::string> patterns) {

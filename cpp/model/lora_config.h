@@ -6,6 +6,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -17,6 +18,10 @@ namespace acc {
 // The largest lora_alpha: float's largest, since the scaling multiplies float32 outputs.
 constexpr double kMaxLoraAlpha = 3.4028234663852886e38;
 constexpr int64_t kMaxLoraRank = 1 << 20;
+
+// PEFT's trainable_token_indices: the module each list is for ("" for the model's input embedding:
+// its first embedding layer) and the token indices, in their order (model/trainable_tokens.h).
+using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
 // PEFT's LoraConfig. The ACC_OPTIONS_LORA keys fill the numbers and flags (lora_option_table); the
 // target modules are an argument of their own.
@@ -61,6 +66,10 @@ struct LoraConfig {
   std::vector<Pattern<int64_t>> rank_pattern;
   std::vector<Pattern<double>> alpha_pattern;
   std::string rank_pattern_spec, alpha_pattern_spec;  // the options: JSON objects, as in adapter_config.json
+  // PEFT's trainable_token_indices: rows of embeddings that train beside the adapters, saved with
+  // them (model/trainable_tokens.h). Empty: none.
+  TokenIndices token_indices;
+  std::string token_indices_spec;  // the option: indices separated by commas, or PEFT's JSON list or object
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -89,6 +98,9 @@ struct LoraConfig {
   void add_alpha_pattern(const std::string& key, double alpha);
   // PEFT's `setting` ("rank_pattern" or "alpha_pattern") from its JSON object, entries in order.
   void add_patterns(const std::string& setting, const nlohmann::ordered_json& object);
+  // Sets token_indices from PEFT's JSON form: a list of indices (for the input embedding) or an
+  // object from module names to such lists (InvalidArgument otherwise).
+  void set_token_indices(const nlohmann::ordered_json& value);
   // Sets layers_pattern, compiling each expression; checks that the layer settings go together.
   void set_layers_pattern(std::vector<std::string> patterns);
   void check_layer_settings(bool layers_to_transform_given) const;

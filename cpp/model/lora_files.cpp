@@ -73,6 +73,14 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
       {"alpha_pattern", json::object()},
       {"use_dora", config.use_dora},
       {"lora_bias", config.lora_bias}};
+  if (config.token_indices.empty()) {
+    j["trainable_token_indices"] = nullptr;
+  } else if (config.token_indices.size() == 1 && config.token_indices.front().first.empty()) {
+    j["trainable_token_indices"] = config.token_indices.front().second;  // PEFT's list form
+  } else {
+    j["trainable_token_indices"] = json::object();
+    for (const auto& [module, indices] : config.token_indices) j["trainable_token_indices"][module] = indices;
+  }
   for (const auto& pattern : config.rank_pattern) j["rank_pattern"].emplace(pattern.key, pattern.value);
   for (const auto& pattern : config.alpha_pattern) j["alpha_pattern"].emplace(pattern.key, pattern.value);
   if (config.init == "true" || config.init == "false")
@@ -136,7 +144,16 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
       config.modules_to_save.push_back(name.get<std::string>());
     }
   }
-  for (const char* key : {"layer_replication", "trainable_token_indices", "target_parameters"})
+  const nlohmann::ordered_json token_indices =
+      j.contains("trainable_token_indices") ? j["trainable_token_indices"] : nlohmann::ordered_json();
+  if (!token_indices.is_null() && !(token_indices.is_array() && token_indices.empty())) {
+    try {
+      config.set_token_indices(token_indices);
+    } catch (const Error& e) {
+      fail(Status::Io, "'", path, "': ", e.what());
+    }
+  }
+  for (const char* key : {"layer_replication", "target_parameters"})
     if (j.contains(key) && !j[key].is_null() && !(j[key].is_array() && j[key].empty()))
       refuse(key, "is set: it is not supported");
   for (const char* key : {"rank_pattern", "alpha_pattern"}) {
@@ -245,6 +262,7 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
             "from the unwrapped model before preparing it, or use acc_save_model / save_state");
     adapters.append_parameters(k, &parameters);
   }
+  for (size_t k = 0; k < adapters.tokens().adapters().size(); ++k) adapters.tokens().append_parameters(k, &parameters);
   NamedTensors tensors;
   for (const NamedTensors* part : std::initializer_list<const NamedTensors*>{&parameters, &saved})
     for (const auto& [name, tensor] : *part)
@@ -334,6 +352,13 @@ LoraFiles read_lora_files(const std::string& dir) {
     if (ends_with(in_model, kBaseLayerBias))
       in_model = in_model.substr(0, in_model.size() - std::string(kBaseLayerBias).size()) + ".bias";
     if (take_vector_part(name, in_model, tensor)) continue;
+    if (ends_with(in_model, kTokenDeltaSuffix) && in_model.size() > std::string(kTokenDeltaSuffix).size()) {
+      if (files.config.token_indices.empty())
+        refuse(name, "is a trainable tokens' delta, but trainable_token_indices is not set");
+      if (tensor.dim() != 2 || !tensor.is_floating_point()) refuse(name, "must be a 2-D floating-point tensor");
+      files.tokens[in_model.substr(0, in_model.size() - std::string(kTokenDeltaSuffix).size())] = tensor;
+      continue;
+    }
     const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
     if (!is_a && !is_b && (files.config.saves(in_model) || (a_bias && files.config.bias != "none"))) {
       files.saved[in_model] = tensor;

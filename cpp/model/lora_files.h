@@ -22,6 +22,8 @@ struct LoraFiles {
   // What trains whole beside the adapters (the modules to save's parameters and buffers, the biases
   // the bias setting trains), by their names in the model.
   std::map<std::string, at::Tensor> saved;
+  // trainable_token_indices' rows, by module name ("<module>.token_adapter.trainable_tokens_delta").
+  std::map<std::string, at::Tensor> tokens;
 };
 
 // `saved`: what trains whole beside the adapters (LoraConfig::trains_whole, the modules to save's
@@ -30,8 +32,8 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
 
 // Reads and checks both files (configuration values PEFT allows but this library does not
 // implement are refused by name; every tensor name must be PEFT's and come in A/B pairs of the
-// module's rank, with DoRA's magnitude where use_dora says so, or be what modules_to_save and bias
-// train).
+// module's rank, with DoRA's magnitude where use_dora says so, a trainable tokens' delta where
+// trainable_token_indices is set, or be what modules_to_save and bias train).
 LoraFiles read_lora_files(const std::string& dir);
 
 }  // namespace acc

@@ -2,6 +2,7 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include <iterator>
@@ -295,10 +296,12 @@ void Model::save_torchscript(const std::string& path) const {
   // The file is the deployable model: merged weights, written from a merged copy put in place for
   // the write and taken out after (the adapters here stay as they were).
   at::NoGradGuard no_grad;
-  std::vector<at::Tensor> kept;
-  for (const auto& adapter : adapters.adapters()) kept.push_back(adapter.site.weight.clone());
+  std::vector<std::pair<at::Tensor, at::Tensor>> kept;  // each weight merging changes, and a copy
+  for (const auto& adapter : adapters.adapters()) kept.emplace_back(adapter.site.weight, adapter.site.weight.clone());
+  for (const auto& tokens : adapters.tokens().adapters())
+    kept.emplace_back(tokens.site.weight, tokens.site.weight.clone());
   auto restore = [&] {
-    for (size_t i = 0; i < kept.size(); ++i) adapters.adapters()[i].site.weight.copy_(kept[i]);
+    for (auto& [weight, copy] : kept) weight.copy_(copy);
   };
   adapters.merge_into_weights();
   try {
@@ -371,7 +374,7 @@ size_t Model::add_lora(const LoraConfig& config) {
       if (it->second != site.module + ".weight") site.tied_to = it->second;
   }
   check_modules_to_save(config, named_parameters(), sites);
-  const size_t added = lora_.add(config, sites, other_module_names(), weights_pending_);
+  const size_t added = lora_.add(config, sites, other_module_names(), token_sites(), weights_pending_);
   // PEFT trains the adapters alone, the modules to save (its ModulesToSaveWrapper trains a copy of
   // each, which computes as the module does) and the biases its bias setting names: every other
   // parameter is frozen.
@@ -442,6 +445,28 @@ void Model::load_lora(const std::string& dir) {
   for (const auto& entry : saved_here)
     if (!files.saved.count(entry.first))
       fail(Status::InvalidArgument, where, " holds no '", entry.first, "', which its modules_to_save or bias trains");
+  // The rows trainable_token_indices names: each layer's delta in the file, of its shape, and nothing else.
+  std::vector<TokenAdapter> file_tokens;
+  try {
+    file_tokens = TrainableTokens::make(files.config.token_indices, token_sites(),
+                                        std::vector<std::string>(targeted_modules.begin(), targeted_modules.end()));
+  } catch (const Error& e) {
+    fail(e.status(), where, ": ", e.what());
+  }
+  for (const auto& tokens : file_tokens) {
+    const std::string& module = tokens.site.module;
+    auto it = files.tokens.find(module);
+    if (it == files.tokens.end())
+      fail(Status::InvalidArgument, where, " holds no '", module, kTokenDeltaSuffix, "', which its ",
+           "trainable_token_indices trains");
+    require(it->second.sizes() == tokens.delta.sizes(), where, ": '", module, kTokenDeltaSuffix, "' has shape ",
+            it->second.sizes(), " there; its ", tokens.indices.size(), " tokens of '", module, "' take ",
+            tokens.delta.sizes());
+  }
+  for (const auto& entry : files.tokens)
+    require(std::any_of(file_tokens.begin(), file_tokens.end(),
+                        [&](const TokenAdapter& tokens) { return tokens.site.module == entry.first; }),
+            where, " holds '", entry.first, kTokenDeltaSuffix, "', a layer its trainable_token_indices does not name");
   if (!lora_.empty()) {
     // The same parameters trained whole.
     const auto have_whole = trained_whole(lora_.config(), named_parameters(), {}, adapted_modules(lora_));
@@ -460,6 +485,14 @@ void Model::load_lora(const std::string& dir) {
     require(have.lora_bias == files.config.lora_bias, where, " holds adapters with lora_bias ",
             files.config.lora_bias ? "true" : "false", ", the model's have lora_bias ",
             have.lora_bias ? "true" : "false");
+    // The same rows of the same layers.
+    auto rows_of = [](const std::vector<TokenAdapter>& tokens) {
+      std::map<std::string, std::vector<int64_t>> out;
+      for (const auto& adapter : tokens) out[adapter.site.module] = adapter.indices;
+      return out;
+    };
+    require(rows_of(lora_.tokens().adapters()) == rows_of(file_tokens), where,
+            " trains other tokens (trainable_token_indices) than the model's adapters");
     require(have.use_dora == files.config.use_dora, where, " holds ", files.config.use_dora ? "DoRA" : "plain LoRA",
             " adapters (use_dora ", files.config.use_dora ? "true" : "false", "), the model ",
             have.use_dora ? "DoRA" : "plain LoRA", " adapters");
@@ -486,6 +519,7 @@ void Model::load_lora(const std::string& dir) {
     if (adapter.b_bias.defined()) adapter.b_bias.copy_(pair.b_bias);
   }
   for (const auto& [name, tensor] : files.saved) saved_here.at(name).copy_(tensor);
+  for (const auto& tokens : lora_.tokens().adapters()) tokens.delta.copy_(files.tokens.at(tokens.site.module));
 }
 
 size_t Model::checkpoint_activations(const UnitPolicy&) {

@@ -152,6 +152,8 @@ class Model {
   // that are not linear layers), in the model's module order.
   virtual std::vector<LinearSite> linear_sites() const { return {}; }
   virtual std::vector<std::string> other_module_names() const { return {}; }
+  // The embeddings and linear layers whose rows trainable_token_indices may train.
+  virtual std::vector<TokenSite> token_sites() const { return {}; }
 
   LoraAdapters lora_;
   // Fails with a live hold's reason when the trainable set may not change (see hold_trainable_set).

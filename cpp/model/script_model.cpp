@@ -176,6 +176,10 @@ void ScriptModel::set_unit_policy(const UnitPolicy& policy) {
 }
 
 std::vector<std::vector<std::string>> ScriptModel::parameter_units() const {
+  if (!lora_.tokens().empty())
+    fail(Status::Unsupported, "trainable_token_indices on a TorchScript model under zero_stage 3: the replaced rows ",
+         "would have to be made as each unit is gathered, which is built for layer-spec models only; use ",
+         "zero_stage 1 or 2, or DDP");
   if (lora_.empty()) return unit_plan().units;
   if (auto adapted = adapted_units()) return adapted->units;
   return Model::parameter_units();
@@ -263,6 +267,31 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
       sites.back().set_output_adapter = [outputs = lora_outputs_, i = it - output_layers_.begin()](OutputAdapter a) {
         outputs->adapters[static_cast<size_t>(i)] = std::move(a);
       };
+  }
+  return sites;
+}
+
+namespace {
+
+bool is_embedding_module(const torch::jit::Module& module) {
+  const auto type = module.type()->name();
+  if (!type || type->name() != "Embedding" || !module.hasattr("weight")) return false;
+  const c10::IValue weight = module.attr("weight");
+  return weight.isTensor() && weight.toTensor().dim() == 2 && weight.toTensor().is_floating_point();
+}
+
+}  // namespace
+
+std::vector<TokenSite> ScriptModel::token_sites() const {
+  std::vector<TokenSite> sites;
+  for (const auto& entry : module_.named_modules()) {
+    const bool embedding = is_embedding_module(entry.value);
+    if (entry.name.empty() || (!embedding && !is_linear_module(entry.value))) continue;
+    torch::jit::Module layer = entry.value;  // a handle on the same object
+    const bool has_bias = !embedding && layer.hasattr("bias") && layer.attr("bias").isTensor();
+    sites.push_back({entry.name, layer.attr("weight").toTensor(),
+                     [layer](const at::Tensor& weight) mutable { layer.setattr("weight", weight); }, embedding,
+                     has_bias});
   }
   return sites;
 }

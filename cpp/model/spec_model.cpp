@@ -1,5 +1,6 @@
 #include "model/spec_model.h"
 
+#include <c10/util/ScopeExit.h>
 #include <torch/script.h>
 
 #include <algorithm>
@@ -69,7 +70,27 @@ SpecModel::SpecModel(std::vector<LayerSpec> layers, bool weights_pending)
   if (weights_pending) make_weights_pending();
 }
 
+std::vector<const TokenAdapter*> SpecModel::token_adapters_of_layer(size_t i) const {
+  std::vector<const TokenAdapter*> out;
+  if (lora_.tokens().empty() || !lora_.enabled()) return out;
+  const std::string own = std::to_string(i);
+  const std::string source = layers_[i].type == kTiedLinear ? std::to_string(tie_source(i)) : std::string();
+  for (const auto& adapter : lora_.tokens().adapters()) {
+    const std::string& module = adapter.site.module;
+    if (module == own || module.rfind(own + ".", 0) == 0 || module == source) out.push_back(&adapter);
+  }
+  return out;
+}
+
 at::Tensor SpecModel::run_layer(size_t i, const std::vector<at::Tensor>& inputs) {
+  // Trainable tokens: the layer computes with the rows replaced, made at each call (a checkpointed
+  // layer's recomputation, stage 3's gathered weight); a tied head reads its embedding's.
+  const std::vector<const TokenAdapter*> tokens = token_adapters_of_layer(i);
+  for (const TokenAdapter* adapter : tokens)
+    adapter->site.use_weight(TrainableTokens::replaced(adapter->site.weight, *adapter, adapter->delta));
+  const auto restore = c10::make_scope_exit([&] {
+    for (const TokenAdapter* adapter : tokens) adapter->site.use_weight(adapter->site.weight);
+  });
   auto& layer = *(net_->begin() + static_cast<std::ptrdiff_t>(i));
   std::vector<at::Tensor> in(layers_[i].slots.back() + 1);  // undefined where the spec names no tensor
   for (size_t k = 0; k < inputs.size(); ++k) in[layers_[i].slots[k]] = inputs[k];
@@ -122,7 +143,11 @@ std::vector<at::Tensor> SpecModel::layer_tensors(size_t i) const {
   const std::string prefix = std::to_string(i) + ".";
   for (const auto& entry : lora_.named_parameters())
     if (entry.first.rfind(prefix, 0) == 0) out.push_back(entry.second);
-  if (layers_[i].type == kTiedLinear) out.push_back(tied_weight(i));
+  if (layers_[i].type != kTiedLinear) return out;
+  out.push_back(tied_weight(i));
+  // With trainable tokens the head computes with its embedding's rows too.
+  for (const TokenAdapter* adapter : token_adapters_of_layer(i))
+    if (adapter->site.module == std::to_string(tie_source(i))) out.push_back(adapter->delta);
   return out;
 }
 
@@ -259,6 +284,20 @@ std::vector<LinearSite> SpecModel::linear_sites() const {
     LinearSite site{entry.key(), linear->weight, nullptr, nullptr, {}, linear->bias};
     site.set_output_adapter = [linear](OutputAdapter adapter) { linear->set_output_adapter(std::move(adapter)); };
     sites.push_back(std::move(site));
+  }
+  return sites;
+}
+
+std::vector<TokenSite> SpecModel::token_sites() const {
+  std::vector<TokenSite> sites;
+  for (const auto& entry : net_->named_modules("", /*include_self=*/false)) {
+    if (auto embedding = std::dynamic_pointer_cast<torch::nn::EmbeddingImpl>(entry.value())) {
+      sites.push_back({entry.key(), embedding->weight,
+                       [embedding](const at::Tensor& weight) { embedding->weight = weight; }, true, false});
+    } else if (auto linear = std::dynamic_pointer_cast<AdaptableLinearImpl>(entry.value())) {
+      sites.push_back({entry.key(), linear->weight, [linear](const at::Tensor& weight) { linear->weight = weight; },
+                       false, linear->bias.defined()});
+    }
   }
   return sites;
 }

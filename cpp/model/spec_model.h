@@ -44,12 +44,16 @@ class SpecModel final : public Model {
   // torch::nn::Linear modules anywhere in the layers (a tied output layer is not one).
   std::vector<LinearSite> linear_sites() const override;
   std::vector<std::string> other_module_names() const override;
+  std::vector<TokenSite> token_sites() const override;
 
  private:
   // The embedding layer a tied_linear layer `i` takes its weight from (its tie_to).
   size_t tie_source(size_t i) const;
   const at::Tensor& tied_weight(size_t i) const;
   at::Tensor run_layer(size_t i, const std::vector<at::Tensor>& inputs);
+  // The trainable tokens layer i computes with (its own layers', or a tied head's embedding's),
+  // none while the adapters are disabled.
+  std::vector<const TokenAdapter*> token_adapters_of_layer(size_t i) const;
   // The parameters layer i computes with: its own, its LoRA adapters', a tied layer's embedding weight.
   std::vector<at::Tensor> layer_tensors(size_t i) const;
 

@@ -578,7 +578,7 @@ TEST(Lora, PeftSettingsItHonoursAreKeptAndTheOthersNamed) {
   expect_refused("lora_bias", true, "lacks lora_B's bias");  // lora_bias without the biases
   expect_refused("layer_replication", json::array({json::array({0, 1})}), "layer_replication");
   expect_refused("target_parameters", json{"0.weight"}, "target_parameters");
-  expect_refused("trainable_token_indices", json{1, 2}, "trainable_token_indices");
+  expect_refused("trainable_token_indices", "1,2", "trainable_token_indices must be a list of token indices");
   expect_refused("exclude_modules", 3, "exclude_modules");
   expect_refused("task_type", 7, "task_type");
   fs::remove_all(dir);

@@ -281,6 +281,74 @@ def dora_case(model, g):
             "merged": merged}
 
 
+class TokNet(nn.Module):
+    """An embedding, a linear layer and a head tied to the embedding (GPT-2's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 6)
+        self.fc = nn.Linear(6, 6)
+        self.head = nn.Linear(6, 10, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.fc(self.embed(ids))))
+
+
+def token_batch(step):
+    ids = torch.tensor([(7 * i + 3 * step) % 10 for i in range(12)]).reshape(3, 4)
+    return ids, (ids * 3 + 1) % 10
+
+
+def tokens_case(out):
+    """LoRA on fc with trainable_token_indices [7, 2, 9] (the list form: the input embedding), as PEFT
+    computes it: every wrapped layer (the embedding, and the head through its tied adapter) computes
+    with W.index_copy(0, indices, delta); delta starts as W's rows. Three AdamW steps of next-token
+    loss, then PEFT's merged embedding weight."""
+    torch.manual_seed(21)
+    model = TokNet()
+    torch.jit.script(model).save(str(out / "tokens_model.pt"))
+    indices, r, alpha, seed, lr = [7, 2, 9], 2, 4.0, 31, 0.05
+    scaling = alpha / r
+    torch.manual_seed(seed)
+    (a, b), = make_adapters(model, ["fc"], r).values()
+    a, b = a.requires_grad_(), b.requires_grad_()
+    w = model.embed.weight.detach()
+    index = torch.tensor(indices)
+    delta = w[indices].clone().requires_grad_()
+    initial_delta = delta.detach().clone()
+
+    def peft_forward(ids, adapters=True):
+        weight = w.index_copy(0, index, delta) if adapters else w
+        x = F.embedding(ids, weight)
+        h = F.linear(x, model.fc.weight.detach(), model.fc.bias.detach())
+        if adapters:
+            h = h + F.linear(F.linear(x, a), b) * scaling
+        head_weight = w.index_copy(0, index, delta) if adapters else w  # the tied adapter's own
+        return F.linear(torch.tanh(h), head_weight)
+
+    ids0, _ = token_batch(0)
+    with torch.no_grad():
+        base_output = peft_forward(ids0, adapters=False)
+    opt = torch.optim.AdamW([delta, a, b], lr=lr)
+    losses = []
+    for step in range(3):
+        ids, targets = token_batch(step)
+        loss = F.cross_entropy(peft_forward(ids).reshape(-1, 10), targets.reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    with torch.no_grad():
+        output = peft_forward(ids0)
+    merged = w.index_copy(0, index, delta.detach())
+    return {"indices": indices, "targets": "fc", "r": r, "lora_alpha": alpha, "seed": seed, "lr": lr,
+            "batches": [[t.flatten().tolist() for t in token_batch(step)] for step in range(3)],
+            "initial_delta": tensor(initial_delta), "base_output": tensor(base_output), "losses": losses,
+            "delta": tensor(delta), "lora_A": tensor(a), "lora_B": tensor(b), "output": tensor(output),
+            "merged_embed": tensor(merged)}
+
+
 def main(out_dir):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -307,7 +375,7 @@ def main(out_dir):
             "next_draw": tensor(next_draw), "chosen_b": {n: tensor(b) for n, b in chosen_b.items()},
             "input": tensor(x), "output": tensor(y), "merged": {n: tensor(w) for n, w in merged.items()},
             "spec": spec_case(model, g), "dora": dora_case(model, g), "lora_bias": lora_bias_case(model, g),
-            "decomposing": decomposing_cases(model, g)}
+            "decomposing": decomposing_cases(model, g), "tokens": tokens_case(out)}
     (out / "lora_cases.json").write_text(json.dumps(case))
 
 

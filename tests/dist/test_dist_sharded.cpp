@@ -108,6 +108,7 @@ struct Settings {
   const char* freeze = nullptr;  // patterns frozen before prepare
   const char* lora = nullptr;    // LoRA target modules, added before the optimizer is made
   const char* lora_init = "true";  // their init_lora_weights
+  const char* lora_tokens = nullptr;  // their trainable_token_indices
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -185,6 +186,7 @@ struct Job {
     if (s.lora) {
       acc_options* o = acc_test::lora_options(2, 8);
       EXPECT_EQ(acc_options_set(o, "init_lora_weights", s.lora_init), ACC_OK);
+      if (s.lora_tokens) EXPECT_EQ(acc_options_set(o, "trainable_token_indices", s.lora_tokens), ACC_OK);
       EXPECT_EQ(acc_model_add_lora(model, s.lora, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
@@ -544,6 +546,51 @@ TEST(Sharded, LoraAdaptersTrainUnderEveryStageAsUnderDdp) {
   const auto after = job.weights();
   EXPECT_EQ(before.at("2.weight"), after.at("2.weight")) << "a base weight changed";
   EXPECT_NE(before.at("2.lora_B.weight"), after.at("2.lora_B.weight")) << "an adapter did not train";
+}
+
+// PEFT's trainable_token_indices on a GPT whose head is tied to its embedding: the rows' delta is a
+// parameter as any other (reduced, sharded, gathered with the embedding's unit under stage 3), and
+// the embedding's own weight stays as it was.
+TEST(Sharded, TrainableTokensTrainUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.spec = kTiedGpt;
+  s.tokens = true;
+  s.algorithm = "sgd";  // as TiedTransformerTrainsToDdpWeights
+  s.lora = "linear1,linear2";
+  s.lora_tokens = "1,6,3";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+  Job job(0, s);
+  const auto before = job.weights();
+  for (int i = 0; i < 3; ++i) job.micro_step();
+  const auto after = job.weights();
+  const char* delta = "0.token_adapter.trainable_tokens_delta";
+  EXPECT_EQ(before.at("0.weight"), after.at("0.weight")) << "the embedding's own weight changed";
+  EXPECT_NE(before.at(delta), after.at(delta)) << "the rows did not train";
+  EXPECT_EQ(after.at(delta).size(), 3u * 8u);
+}
+
+// A TorchScript model's units cannot make the replaced rows as they are gathered: stage 3 refuses
+// it at prepare on every process (no one left waiting), the model as it was; stage 2 takes it.
+TEST(Sharded, TrainableTokensOfATorchScriptModelAreRefusedUnderStage3) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  acc_model* m = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/tokens_model.pt").c_str(), &m));
+  acc_options* o = acc_test::lora_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set(o, "trainable_token_indices", "7,2"));
+  ACC_ASSERT_OK(acc_model_add_lora(m, "fc", o, nullptr));
+  acc_options_free(o);
+  const auto names = acc_test::parameter_names(m);
+  acc_accelerator* stage3 = acc_test::make_accelerator({{"zero_stage", "3"}});
+  acc_model* prepared = nullptr;
+  ACC_EXPECT_ERROR(acc_prepare_model(stage3, m, ACC_PLACEMENT_DEFAULT, &prepared), ACC_ERR_UNSUPPORTED,
+                   "trainable_token_indices on a TorchScript model under zero_stage 3");
+  acc_accelerator_free(stage3);
+  acc_accelerator* stage2 = acc_test::make_accelerator({{"zero_stage", "2"}});
+  ACC_ASSERT_OK(acc_prepare_model(stage2, m, ACC_PLACEMENT_DEFAULT, &prepared));
+  EXPECT_EQ(acc_test::parameter_names(prepared), names);
+  acc_model_free(prepared);
+  acc_accelerator_free(stage2);
+  acc_model_free(m);
 }
 
 // FSDP's cpu_ram_efficient_loading (DeepSpeed's zero3_init_flag): only the main process builds the

@@ -1,0 +1,88 @@
+// PEFT's trainable_token_indices (its TrainableTokensLayer, what LoRA fine-tuning uses for new special
+// tokens): chosen rows of an embedding's weight train, the rest of it stays frozen, and only those
+// rows are saved. Each targeted layer gets a parameter `delta` (n x dim) that starts as a copy of the
+// rows; every forward computes with W.index_copy(0, indices, delta) in place of W — PEFT's own
+// arithmetic, so the gradient reaches delta through index_copy. A layer sharing the weight (an LM
+// head tied to the embedding) computes with the same replaced weight, as PEFT's tied adapter does.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/lora_config.h"
+#include "tensor/named_tensors.h"
+
+namespace acc {
+
+// An adapter's parameter is named its module's name and this (PEFT's, without its adapter name).
+constexpr const char* kTokenDeltaSuffix = ".token_adapter.trainable_tokens_delta";
+
+// A layer whose weight's rows are tokens: an embedding, or a linear layer without bias reading a
+// vocabulary (an LM head). `use_weight` makes it compute with another tensor (the parameter itself
+// restores it); a layer that reads another's weight through it (a spec model's tied head) has no
+// site of its own.
+struct TokenSite {
+  std::string module;
+  at::Tensor weight;  // tokens x dim
+  std::function<void(const at::Tensor&)> use_weight;
+  bool is_embedding = true;
+  bool has_bias = false;  // a linear layer's
+};
+
+struct TokenAdapter {
+  TokenSite site;
+  std::vector<TokenSite> tied;  // the other layers holding the same weight
+  std::vector<int64_t> indices;
+  at::Tensor index;  // the indices as an int64 tensor on the weight's device
+  at::Tensor delta;  // the parameter: the rows' values (n x dim, the weight's dtype)
+};
+
+class TrainableTokens {
+ public:
+  bool empty() const { return adapters_.empty(); }
+  const std::vector<TokenAdapter>& adapters() const { return adapters_; }
+
+  // The adapters `indices` asks for, each layer matched as PEFT matches it (a module whose name ends
+  // with the key), delta copied from the rows. Checks everything (the modules exist and are such
+  // layers, indices in range and distinct, one list per weight, none of them `lora_modules`) before
+  // returning; the model changes only when the caller installs the result.
+  static std::vector<TokenAdapter> make(const TokenIndices& indices, const std::vector<TokenSite>& sites,
+                                        const std::vector<std::string>& lora_modules);
+  void install(std::vector<TokenAdapter> adapters) { adapters_ = std::move(adapters); }
+  void clear() { adapters_.clear(); }
+
+  // Adapter k's parameter under its name ("<module>.token_adapter.trainable_tokens_delta").
+  void append_parameters(size_t k, NamedTensors* out) const;
+
+  // `weight` with the adapter's rows replaced by `delta` (PEFT's get_merged_weights).
+  static at::Tensor replaced(const at::Tensor& weight, const TokenAdapter& adapter, const at::Tensor& delta);
+
+  // While the returned guard lives, each adapter's layers compute with the replaced weight.
+  class Applied {
+   public:
+    explicit Applied(std::vector<const TokenAdapter*> applied) : applied_(std::move(applied)) {}
+    Applied(Applied&& other) noexcept : applied_(std::move(other.applied_)) { other.applied_.clear(); }
+    Applied(const Applied&) = delete;
+    Applied& operator=(const Applied&) = delete;
+    ~Applied();
+
+   private:
+    std::vector<const TokenAdapter*> applied_;
+  };
+  Applied apply() const;
+
+  // `state` with each adapter's rows written into its weight's entry and the delta's entry left out.
+  NamedTensors merged(const NamedTensors& state) const;
+  // Writes the rows into the weights in place (PEFT's merge; a tied layer sees them, as in PEFT).
+  void merge_into_weights() const;
+
+ private:
+  std::vector<TokenAdapter> adapters_;
+};
+
+}  // namespace acc
