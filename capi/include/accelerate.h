@@ -465,6 +465,17 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   name given that matches nothing is an error), bias ("none", default; "all": every parameter
  *   named "bias" or "*.bias" trains; "lora_only": the adapted layers' biases train; PEFT's, saved
  *   with the adapters, an adapted layer's as "<module>.base_layer.bias"),
+ *   trainable_token_indices (string, default none: PEFT's, for new special tokens: token indices
+ *   separated by commas, or its JSON list, for the model's input embedding (its first embedding
+ *   layer), or a JSON object from module names (matched as modules_to_save) to lists, e.g.
+ *   {"embed_tokens": [32000, 32001]}: those rows of the embedding train as a parameter of their
+ *   own, "<module>.token_adapter.trainable_tokens_delta" (n x dim, starting as the rows), the rest
+ *   of the weight stays frozen; every forward computes with W.index_copy(0, indices, delta), as
+ *   PEFT's TrainableTokensLayer, and a layer tied to the embedding (an LM head) with the same rows;
+ *   acc_model_save_lora writes the delta alone, merging writes the rows into the weight. Indices
+ *   in range and distinct, one list per weight, not a layer LoRA adapts nor one in
+ *   modules_to_save, a linear layer named only without a bias (PEFT would drop it:
+ *   ACC_ERR_UNSUPPORTED); a TorchScript model with them is ACC_ERR_UNSUPPORTED under zero_stage 3),
  *   rank_pattern (string, default none: PEFT's rank_pattern as a JSON object, e.g.
  *   {"q_proj": 16, "layers\\.0\\..*": 4}: the first key, a regular expression, that matches a
  *   module's name or its end after a dot gives that module its own r), alpha_pattern (string,
@@ -805,8 +816,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * before anything changes. A file whose init_lora_weights is olora or pissa (PEFT writes it so)
  * decomposes the model's weights first, as PeftModel.from_pretrained does: load such adapters into
  * the model they were trained from (with pissa_niter_<n>, after the same seed). Not implemented
- * settings in a file (layer_replication, trainable_token_indices, CorDA, LoftQ, ...) are refused
- * by name.
+ * settings in a file (layer_replication, target_parameters, CorDA, LoftQ, ...) are refused by name;
+ * trainable_token_indices is read, its rows taken from the file.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * a model prepared under zero_stage 3 holds only slices of them: ACC_ERR_INVALID_ARGUMENT.
  * acc_save_model and acc_model_save_torchscript always write merged weights (the base model's
