@@ -201,6 +201,27 @@ inline std::vector<std::string> strings(const acc_string_list* list) {
   return out;
 }
 
+// Rewrites the safetensors file at `path` with its tensor `name` replaced by `replacement` (kept by
+// the caller), the others as they were, in their order.
+inline void replace_saved_tensor(const std::string& path, const std::string& name, const acc_tensor* replacement) {
+  acc_tensor_list *list = nullptr, *changed = nullptr;
+  ASSERT_EQ(acc_tensor_list_load_safetensors(path.c_str(), &list), ACC_OK) << acc_last_error_message();
+  ASSERT_EQ(acc_tensor_list_create(&changed), ACC_OK);
+  size_t n = 0;
+  ASSERT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
+  for (size_t i = 0; i < n; ++i) {
+    const char* key = nullptr;
+    acc_tensor* t = nullptr;
+    ASSERT_EQ(acc_tensor_list_name(list, i, &key), ACC_OK);
+    ASSERT_EQ(acc_tensor_list_get(list, i, &t), ACC_OK);
+    ASSERT_EQ(acc_tensor_list_append(changed, key, name == key ? replacement : t), ACC_OK);
+    acc_tensor_free(t);
+  }
+  acc_tensor_list_free(list);
+  ASSERT_EQ(acc_tensor_list_save_safetensors(changed, path.c_str()), ACC_OK) << acc_last_error_message();
+  acc_tensor_list_free(changed);
+}
+
 inline std::vector<std::string> parameter_names(const acc_model* m) {
   acc_string_list* list = nullptr;
   EXPECT_EQ(acc_model_parameter_names(m, &list), ACC_OK) << acc_last_error_message();
