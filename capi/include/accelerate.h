@@ -475,7 +475,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   acc_model_save_lora writes the delta alone, merging writes the rows into the weight. Indices
  *   in range and distinct, one list per weight, not a layer LoRA adapts nor one in
  *   modules_to_save, a linear layer named only without a bias (PEFT would drop it:
- *   ACC_ERR_UNSUPPORTED); a TorchScript model with them is ACC_ERR_UNSUPPORTED under zero_stage 3),
+ *   ACC_ERR_UNSUPPORTED); under zero_stage 3 the replaced weight is made as the embedding's unit
+ *   is gathered),
  *   rank_pattern (string, default none: PEFT's rank_pattern as a JSON object, e.g.
  *   {"q_proj": 16, "layers\\.0\\..*": 4}: the first key, a regular expression, that matches a
  *   module's name or its end after a dot gives that module its own r), alpha_pattern (string,

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <fstream>
 #include <new>
+#include <optional>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "common/compat.h"
@@ -176,10 +178,6 @@ void ScriptModel::set_unit_policy(const UnitPolicy& policy) {
 }
 
 std::vector<std::vector<std::string>> ScriptModel::parameter_units() const {
-  if (!lora_.tokens().empty())
-    fail(Status::Unsupported, "trainable_token_indices on a TorchScript model under zero_stage 3: the replaced rows ",
-         "would have to be made as each unit is gathered, which is built for layer-spec models only; use ",
-         "zero_stage 1 or 2, or DDP");
   if (lora_.empty()) return unit_plan().units;
   if (auto adapted = adapted_units()) return adapted->units;
   return Model::parameter_units();
@@ -187,19 +185,33 @@ std::vector<std::vector<std::string>> ScriptModel::parameter_units() const {
 
 std::optional<ScriptModel::AdaptedUnits> ScriptModel::adapted_units() const {
   if (!unit_plan().graph) return std::nullopt;
-  AdaptedUnits out{unit_plan().units, std::vector<std::vector<size_t>>(unit_plan().units.size())};
-  const auto& adapters = lora_.adapters();
-  for (size_t i = 0; i < adapters.size(); ++i) {
-    const std::string& module = adapters[i].site.module;
-    const std::string weight = module + ".weight";
-    auto unit = std::find_if(out.units.begin(), out.units.end(), [&](const std::vector<std::string>& names) {
-      return std::find(names.begin(), names.end(), weight) != names.end();
-    });
-    if (unit == out.units.end()) return std::nullopt;
+  const size_t count = unit_plan().units.size();
+  AdaptedUnits out{unit_plan().units, std::vector<std::vector<size_t>>(count), std::vector<std::vector<size_t>>(count)};
+  // The unit holding a weight (under the name the model lists it by: a tied weight under its first).
+  std::unordered_map<const c10::TensorImpl*, std::string> names;
+  for (const auto& entry : named_parameters()) names.emplace(entry.second.unsafeGetTensorImpl(), entry.first);
+  auto unit_of = [&](const at::Tensor& weight) -> std::optional<size_t> {
+    auto name = names.find(weight.unsafeGetTensorImpl());
+    if (name == names.end()) return std::nullopt;
+    for (size_t u = 0; u < out.units.size(); ++u)
+      if (std::find(out.units[u].begin(), out.units[u].end(), name->second) != out.units[u].end()) return u;
+    return std::nullopt;
+  };
+  for (size_t i = 0; i < lora_.adapters().size(); ++i) {
+    const auto unit = unit_of(lora_.adapters()[i].site.weight);
+    if (!unit) return std::nullopt;
     NamedTensors parameters;
     lora_.append_parameters(i, &parameters);
-    for (const auto& entry : parameters) unit->push_back(entry.first);
-    out.adapters_of_unit[static_cast<size_t>(unit - out.units.begin())].push_back(i);
+    for (const auto& entry : parameters) out.units[*unit].push_back(entry.first);
+    out.adapters_of_unit[*unit].push_back(i);
+  }
+  for (size_t k = 0; k < lora_.tokens().adapters().size(); ++k) {
+    const auto unit = unit_of(lora_.tokens().adapters()[k].site.weight);
+    if (!unit) return std::nullopt;
+    NamedTensors parameters;
+    lora_.tokens().append_parameters(k, &parameters);
+    out.units[*unit].push_back(parameters.front().first);
+    out.tokens_of_unit[*unit].push_back(k);
   }
   return out;
 }
@@ -217,8 +229,9 @@ bool ScriptModel::set_unit_hooks(UnitHooks hooks) {
   if (lora_outputs_) mark_adapted_linears(*graph, output_layers_, unit_token_);
   unit_lora_.reset();
   if (adapted) {
-    // The adapters of weights (those whose output no marker adapts) make them unit by unit.
-    bool any = false;
+    // The adapters of weights (those whose output no marker adapts) and the trainable tokens make
+    // their weights unit by unit.
+    bool any = !lora_.tokens().empty();
     for (auto& indices : adapted->adapters_of_unit) {
       indices.erase(std::remove_if(indices.begin(), indices.end(),
                                    [&](size_t i) { return bool(lora_.adapters()[i].site.set_output_adapter); }),
@@ -226,7 +239,8 @@ bool ScriptModel::set_unit_hooks(UnitHooks hooks) {
       any = any || !indices.empty();
     }
     if (any) {
-      unit_lora_ = std::make_unique<UnitLora>(lora_, std::move(adapted->adapters_of_unit));
+      unit_lora_ =
+          std::make_unique<UnitLora>(lora_, std::move(adapted->adapters_of_unit), std::move(adapted->tokens_of_unit));
       hooks = unit_lora_->wrap(std::move(hooks));
     }
   }

@@ -76,9 +76,10 @@ class ScriptModel final : public Model {
   struct AdaptedUnits {
     std::vector<std::vector<std::string>> units;
     std::vector<std::vector<size_t>> adapters_of_unit;
+    std::vector<std::vector<size_t>> tokens_of_unit;  // trainable tokens, by the unit of their weight
   };
   std::optional<AdaptedUnits> adapted_units() const;
-  // While stage 3's hooks run a model with LoRA adapters of weights.
+  // While stage 3's hooks run a model with LoRA adapters of weights or trainable tokens.
   std::unique_ptr<UnitLora> unit_lora_;
 };
 

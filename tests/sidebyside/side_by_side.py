@@ -637,6 +637,19 @@ SCENARIOS.update({
                               accumulation=2, reference_forward=True,
                               lora=dict(targets="linear1,linear2,head", r=4, alpha=8, dropout=0.1, use_dora=True)),
     # PEFT's OLoRA and PiSSA (with PyTorch's own torch.svd_lowrank for pissa_niter_<n>).
+    # PEFT's trainable_token_indices beside LoRA: the embedding's rows 1, 3 and 5 train, through the
+    # block's dropout; with reference outputs (the rows left out), and under our ZeRO-2.
+    "lm_lora_tokens": dict(model="lm", optimizer="adamw", schedule="linear", clip=0.5, graph_optimization=False,
+                           lora=dict(targets="linear1,linear2", r=4, alpha=8, dropout=0.1,
+                                     trainable_token_indices=[1, 3, 5])),
+    "lm_lora_tokens_reference": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False,
+                                     reference_forward=True, accumulation=2,
+                                     lora=dict(targets="linear1,head", r=4, alpha=8, dropout=0.1,
+                                               trainable_token_indices={"embed": [5, 2]})),
+    "lm_lora_tokens_zero2": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False,
+                                 zero_stage=2, processes=(2,),
+                                 lora=dict(targets="linear1,linear2", r=4, alpha=8, dropout=0.1,
+                                           trainable_token_indices=[1, 3, 5])),
     "mlp_olora": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
                       lora=dict(targets="fc1", r=4, alpha=8, init="olora")),
     "mlp_pissa": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
@@ -939,6 +952,43 @@ class ModulesToSave(torch.nn.Module):
             return getattr(self.modules_to_save["default"], name)
 
 
+class TrainableTokensLayer(torch.nn.Module):
+    """PEFT's TrainableTokensLayer (peft/tuners/trainable_tokens/layer.py) for an embedding, restated:
+    the delta starts as the weight's rows (no random draw), and the layer computes with
+    W.index_copy(0, indices, delta)."""
+
+    def __init__(self, base, indices):
+        super().__init__()
+        self.base_layer = base
+        self.disabled = False  # PEFT's disable_adapter_layers: the base layer alone
+        self.token_indices = indices
+        self.trainable_tokens_delta = torch.nn.ParameterDict(
+            {"default": torch.nn.Parameter(base.weight[indices].clone(), requires_grad=True)})
+
+    def merged_weight(self):
+        index = torch.tensor(self.token_indices).to(self.base_layer.weight.device)
+        delta = self.trainable_tokens_delta["default"].to(self.base_layer.weight)
+        return self.base_layer.weight.index_copy(dim=0, index=index, source=delta)
+
+    def forward(self, x):
+        if self.disabled:
+            return self.base_layer(x)
+        b = self.base_layer
+        return F.embedding(x, self.merged_weight(), padding_idx=b.padding_idx, max_norm=b.max_norm,
+                           norm_type=b.norm_type, scale_grad_by_freq=b.scale_grad_by_freq, sparse=b.sparse)
+
+
+class TrainableTokensWrapper(torch.nn.Module):
+    """PEFT's TrainableTokensWrapper (peft/utils/other.py): the layer under token_adapter."""
+
+    def __init__(self, module, indices):
+        super().__init__()
+        self.token_adapter = TrainableTokensLayer(module, indices)
+
+    def forward(self, x):
+        return self.token_adapter(x)
+
+
 EAGER_MODELS = {"mlp": Mlp, "wide": Wide, "cnn": Cnn, "lm": Lm}
 
 
@@ -985,6 +1035,14 @@ def peft_model(scripted, name, settings):
                 module_name.startswith(w + ".") for w in wrapped):
             replace_module(model, module_name, ModulesToSave(module))
             wrapped.append(module_name)
+    # PEFT's trainable_token_indices: a list for the input embedding, or module names (matched by their end).
+    tokens = settings.get("trainable_token_indices")
+    if tokens is not None:
+        if isinstance(tokens, list):
+            tokens = {next(n for n, m in model.named_modules() if isinstance(m, torch.nn.Embedding)): tokens}
+        for key, indices in tokens.items():
+            module_name = next(n for n, _ in model.named_modules() if n.endswith(key))
+            replace_module(model, module_name, TrainableTokensWrapper(model.get_submodule(module_name), indices))
     # PEFT's bias: "all" trains every parameter named *.bias, "lora_only" the adapted layers'.
     bias = settings.get("bias", "none")
     for name, parameter in model.named_parameters():
@@ -1001,6 +1059,11 @@ def without_adapters(model):
             replace_module(merged, module_name, module.merged())
         elif isinstance(module, ModulesToSave):
             replace_module(merged, module_name, module.modules_to_save["default"])
+        elif isinstance(module, TrainableTokensWrapper):  # PEFT's merge: the rows written into the weight
+            layer = module.token_adapter
+            with torch.no_grad():
+                layer.base_layer.weight.data = layer.merged_weight()
+            replace_module(merged, module_name, layer.base_layer)
     return merged
 
 
@@ -1319,7 +1382,8 @@ class AccelerateJob:
             models = (model,) + ((self.second[0],) if self.second else ())
             with accelerator.accumulate(*models):
                 if self.cfg["reference_forward"]:  # TRL's reference outputs: PEFT's disable_adapter()
-                    layers = [m for m in accelerator.unwrap_model(model).modules() if isinstance(m, LoraLinear)]
+                    layers = [m for m in accelerator.unwrap_model(model).modules()
+                              if isinstance(m, (LoraLinear, TrainableTokensLayer))]
                     for layer in layers:
                         layer.disabled = True
                     with torch.no_grad():
@@ -1429,6 +1493,10 @@ class AccelerateJob:
 
     def weights(self):
         weights = dict(self.accelerator.unwrap_model(self.model).state_dict())
+        # Trainable tokens: the embedding's weight and its delta under the names ours gives them.
+        weights = {k.replace(".token_adapter.base_layer.", ".").replace(".trainable_tokens_delta.default",
+                                                                       ".trainable_tokens_delta"): v
+                   for k, v in weights.items()}
         weights = {k.replace(".base_layer.", "."): v for k, v in weights.items()}  # PEFT's layer holds the base
         # DoRA's magnitude under the name PEFT's files give it (without its holder's ".weight").
         weights = {k[:-len(".weight")] if k.endswith(".lora_magnitude_vector.weight") else k: v
@@ -1500,7 +1568,10 @@ class OurJob:
                                                       "alpha_pattern": json.dumps(settings.get("alpha_pattern", {})),
                                                       "use_dora": settings.get("use_dora", False),
                                                       "lora_bias": settings.get("lora_bias", False),
-                                                      "init_lora_weights": settings.get("init", "true")})
+                                                      "init_lora_weights": settings.get("init", "true"),
+                                                      "trainable_token_indices":
+                                                          json.dumps(settings["trainable_token_indices"])
+                                                          if "trainable_token_indices" in settings else ""})
             lib.acc_model_add_lora(model, settings["targets"].encode(), lora, None)
             lib.lib.acc_options_free(lora)
         optimizer = lib.new("acc_optimizer_create", model, cfg["optimizer"].split("_")[0].encode(),
