@@ -83,7 +83,8 @@ void TrainableTokens::append_parameters(size_t k, NamedTensors* out) const {
 }
 
 at::Tensor TrainableTokens::replaced(const at::Tensor& weight, const TokenAdapter& adapter, const at::Tensor& delta) {
-  return weight.index_copy(0, adapter.index, delta.to(weight.scalar_type()));
+  // The model may have moved since the indices were made (acc_model_to): they follow the weight.
+  return weight.index_copy(0, adapter.index.to(weight.device()), delta.to(weight.scalar_type()));
 }
 
 TrainableTokens::Applied TrainableTokens::apply() const {
@@ -136,7 +137,8 @@ NamedTensors TrainableTokens::merged(const NamedTensors& state) const {
 void TrainableTokens::merge_into_weights() const {
   at::NoGradGuard no_grad;
   for (const auto& adapter : adapters_)
-    adapter.site.weight.index_copy_(0, adapter.index, adapter.delta.to(adapter.site.weight.scalar_type()));
+    adapter.site.weight.index_copy_(0, adapter.index.to(adapter.site.weight.device()),
+                                    adapter.delta.to(adapter.site.weight.scalar_type()));
 }
 
 }  // namespace acc

@@ -38,7 +38,7 @@ struct TokenAdapter {
   TokenSite site;
   std::vector<TokenSite> tied;  // the other layers holding the same weight
   std::vector<int64_t> indices;
-  at::Tensor index;  // the indices as an int64 tensor on the weight's device
+  at::Tensor index;  // the indices as an int64 tensor (moved to the weight's device where used)
   at::Tensor delta;  // the parameter: the rows' values (n x dim, the weight's dtype)
 };
 

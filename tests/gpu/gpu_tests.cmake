@@ -23,7 +23,7 @@ if(ACC_BUILD_GPU_TESTS)
   # GoogleTest cases through the C API only, and cases of the C++ core; one CTest entry per case
   # (gpu.<Suite>.<Name>), found in the sources by gtest_add_tests.
   set(ACC_GPU_CAPI_SOURCES ${ACC_GPU_DIR}/capi_precision.cpp ${ACC_GPU_DIR}/capi_memory.cpp
-    ${ACC_GPU_DIR}/capi_python.cpp ${ACC_GPU_DIR}/capi_profile.cpp)
+    ${ACC_GPU_DIR}/capi_python.cpp ${ACC_GPU_DIR}/capi_profile.cpp ${ACC_GPU_DIR}/capi_lora.cpp)
   add_executable(acc_gpu_capi_tests ${ACC_GPU_CAPI_SOURCES})
   acc_glue_program(acc_gpu_capi_tests)
   target_link_libraries(acc_gpu_capi_tests PRIVATE accelerate GTest::gtest_main nlohmann_json::nlohmann_json)
