@@ -638,7 +638,8 @@ SCENARIOS.update({
                               lora=dict(targets="linear1,linear2,head", r=4, alpha=8, dropout=0.1, use_dora=True)),
     # PEFT's OLoRA and PiSSA (with PyTorch's own torch.svd_lowrank for pissa_niter_<n>).
     # PEFT's trainable_token_indices beside LoRA: the embedding's rows 1, 3 and 5 train, through the
-    # block's dropout; with reference outputs (the rows left out), and under our ZeRO-2.
+    # block's dropout; with reference outputs (the rows left out), and under our ZeRO-2 and ZeRO-3 (the
+    # replaced weight made as the embedding's unit is gathered).
     "lm_lora_tokens": dict(model="lm", optimizer="adamw", schedule="linear", clip=0.5, graph_optimization=False,
                            lora=dict(targets="linear1,linear2", r=4, alpha=8, dropout=0.1,
                                      trainable_token_indices=[1, 3, 5])),
@@ -646,6 +647,10 @@ SCENARIOS.update({
                                      reference_forward=True, accumulation=2,
                                      lora=dict(targets="linear1,head", r=4, alpha=8, dropout=0.1,
                                                trainable_token_indices={"embed": [5, 2]})),
+    "lm_lora_tokens_zero3": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False,
+                                 zero_stage=3, processes=(2,), reference_forward=True,
+                                 lora=dict(targets="linear1,linear2", r=4, alpha=8,
+                                           trainable_token_indices=[1, 3, 5])),
     "lm_lora_tokens_zero2": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False,
                                  zero_stage=2, processes=(2,),
                                  lora=dict(targets="linear1,linear2", r=4, alpha=8, dropout=0.1,
