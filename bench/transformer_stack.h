@@ -1,7 +1,8 @@
 // What bench_checkpointing, bench_lora and bench_lomo share: a stack of transformer encoder layers
 // over a [batch, tokens, d_model] input with a linear head, trained on an MSE loss through the C API
 // (AdamW, or another optimizer prepared by an accelerator), with the bytes of live tensors measured
-// around each step (tensor_memory.h).
+// around each step (tensor_memory.h); or the same stack as a language model (an embedding and a
+// head tied to it) trained on the next token.
 #pragma once
 
 #include <unistd.h>
@@ -25,6 +26,28 @@ inline std::string transformer_stack_spec(int blocks, int64_t d, double dropout,
   return json + R"({"type":"linear","in_features":)" + std::to_string(d) + R"(,"out_features":1}])";
 }
 
+// The stack as a language model over `vocab` tokens: layer 0 the embedding, a final norm, the head
+// tied to the embedding (GPT-2's).
+inline std::string transformer_lm_spec(int blocks, int64_t d, int64_t vocab) {
+  std::string stack = transformer_stack_spec(blocks, d, 0.0);
+  stack = stack.substr(0, stack.rfind(R"({"type":"linear")"));  // the blocks, without the head
+  return R"([{"type":"embedding","num_embeddings":)" + std::to_string(vocab) + R"(,"embedding_dim":)" +
+         std::to_string(d) + "}," + stack.substr(1) + R"({"type":"layernorm","normalized_shape":)" + std::to_string(d) +
+         R"(},{"type":"tied_linear","tie_to":0}])";
+}
+
+// Token ids [batch, tokens] below `vocab` (a fixed pattern) and their next tokens [batch * tokens].
+inline void transformer_lm_batch(int64_t batch, int64_t tokens, int64_t vocab, acc_tensor** x, acc_tensor** y) {
+  std::vector<int64_t> ids(static_cast<size_t>(batch * tokens)), next(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<int64_t>((i * 7919) % static_cast<size_t>(vocab));
+    next[i] = static_cast<int64_t>((i * 7919 + 13) % static_cast<size_t>(vocab));
+  }
+  const int64_t xdims[] = {batch, tokens}, ydims[] = {batch * tokens};
+  OK(acc_tensor_from_host(ids.data(), ids.size() * sizeof(int64_t), xdims, 2, ACC_DTYPE_INT64, x));
+  OK(acc_tensor_from_host(next.data(), next.size() * sizeof(int64_t), ydims, 1, ACC_DTYPE_INT64, y));
+}
+
 // The stack's input [batch, tokens, d] (a fixed pattern in [-0.5, 0.5)) and target [batch, tokens, 1].
 inline void transformer_stack_batch(int64_t batch, int64_t tokens, int64_t d, acc_tensor** x, acc_tensor** y) {
   std::vector<float> xs(static_cast<size_t>(batch * tokens * d)), ys(static_cast<size_t>(batch * tokens), 0.5f);
@@ -42,6 +65,7 @@ struct StackTraining {
   const char* lr = nullptr;  // null: the algorithm's default
   bool prepared = false;
   bool torchscript = false;  // the spec model saved as TorchScript and loaded back (script_model.h)
+  int64_t vocab = 0;         // > 0: the model is transformer_lm_spec's over this many tokens, trained on the next one
 };
 
 struct TransformerStackLoop {
@@ -50,6 +74,7 @@ struct TransformerStackLoop {
   acc_optimizer* opt = nullptr;
   acc_tensor *x = nullptr, *y = nullptr;
   bool fused = false;      // a LOMO optimizer: the update happens inside backward
+  int64_t vocab = 0;       // a language model's: cross-entropy on the next token
   int64_t held_bytes = 0;  // live between steps: weights, optimizer state (after a first step)
   int64_t step_bytes = 0;  // the most live during a step's measured part beyond the held bytes
 
@@ -75,7 +100,11 @@ struct TransformerStackLoop {
     OK(acc_optimizer_create(model, training.algorithm, o, &opt));
     acc_options_free(o);
     if (acc) OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
-    transformer_stack_batch(batch, tokens, d, &x, &y);
+    if (training.vocab > 0)
+      transformer_lm_batch(batch, tokens, training.vocab, &x, &y);
+    else
+      transformer_stack_batch(batch, tokens, d, &x, &y);
+    vocab = training.vocab;
     step();  // optimizer state exists from the first step on
     held_bytes = counting()->live() - before;
     step_bytes = 0;
@@ -92,7 +121,15 @@ struct TransformerStackLoop {
     counting()->reset_peak();
     acc_tensor *out = nullptr, *loss = nullptr;
     OK(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &out));
-    OK(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss));
+    if (vocab > 0) {
+      acc_tensor* logits = nullptr;
+      const int64_t dims[] = {-1, vocab};
+      OK(acc_tensor_reshape(out, dims, 2, &logits));
+      OK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
+      acc_tensor_free(logits);
+    } else {
+      OK(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss));
+    }
     if (!acc) {
       OK(acc_tensor_backward(loss));
       step_bytes = std::max(step_bytes, counting()->peak() - before);
