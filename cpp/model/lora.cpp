@@ -74,7 +74,7 @@ OutputAdapter dora_output_adapter(const LoraAdapter& adapter, double p, std::sha
 
 size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>& sites,
                          const std::vector<std::string>& other_modules, const std::vector<TokenSite>& token_sites,
-                         bool weights_pending) {
+                         const NamedTensors& saved_modules, bool weights_pending) {
   require(adapters_.empty(), "the model already has LoRA adapters (", config_.describe_targets(),
           "); merge them (acc_model_merge_lora) before adding others");
   for (const auto& module : other_modules)
@@ -168,9 +168,15 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   // Nothing can fail from here on: the layers' weights change only now.
   for (size_t k = 0; k < chosen.size(); ++k)
     if (residuals[k].defined()) chosen[k]->weight.copy_(residuals[k]);
+  std::vector<Original> originals;
+  for (const auto& entry : saved_modules)  // placeholders' values are taken again when they arrive
+    originals.push_back({entry.second, weights_pending ? at::empty(entry.second.sizes(), entry.second.options())
+                                                       : entry.second.detach().clone()});
   config_ = config;
   adapters_ = std::move(made);
   tokens_.install(std::move(tokens));
+  originals_ = std::move(originals);
+  originals_dropped_ = false;
   *enabled_ = true;
   for (const auto& adapter : adapters_)
     if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(output_adapter(adapter));
@@ -335,6 +341,46 @@ void LoraAdapters::merge_and_remove() {
     if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(nullptr);
   adapters_.clear();
   tokens_.clear();
+  originals_.clear();  // PEFT's merge_and_unload keeps the trained copies
+  originals_dropped_ = false;
+}
+
+LoraAdapters::OriginalsInUse LoraAdapters::originals_in_use() const {
+  std::vector<OriginalsInUse::Swapped> swapped;
+  if (enabled()) return OriginalsInUse(std::move(swapped));
+  if (originals_dropped_)
+    fail(Status::Unsupported, "a forward with LoRA adapters disabled beside modules_to_save under zero_stage 3: ",
+         "no process keeps the modules to save as they were (stage 3 holds slices of them)");
+  if (originals_.empty()) return OriginalsInUse(std::move(swapped));
+  if (at::GradMode::is_enabled())
+    fail(Status::Unsupported, "a forward with LoRA adapters disabled beside modules_to_save needs no gradients (",
+         "ACC_FORWARD_NO_GRAD): the modules to save train in place here, and their original values are put in ",
+         "for the forward only");
+  for (const auto& original : originals_) {
+    swapped.push_back({original.live, original.live.detach(), original.live.requires_grad()});
+    original.live.set_data(original.kept);
+    if (original.live.is_leaf()) original.live.set_requires_grad(false);
+  }
+  return OriginalsInUse(std::move(swapped));
+}
+
+LoraAdapters::OriginalsInUse::~OriginalsInUse() {
+  for (auto& swapped : swapped_) {
+    swapped.live.set_data(swapped.own);
+    if (swapped.live.is_leaf()) swapped.live.set_requires_grad(swapped.requires_grad);
+  }
+}
+
+void LoraAdapters::move_originals(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype) {
+  for (auto& original : originals_) {
+    const at::ScalarType target = dtype && original.kept.is_floating_point() ? *dtype : original.kept.scalar_type();
+    original.kept = original.kept.to(device.value_or(original.kept.device()), target);
+  }
+}
+
+void LoraAdapters::keep_originals_again() {
+  at::NoGradGuard no_grad;
+  for (auto& original : originals_) original.kept.copy_(original.live);
 }
 
 }  // namespace acc

@@ -74,9 +74,11 @@ class LoraAdapters {
   // `weights_pending`: the sites' weights are placeholders that the main process's values replace
   // when the model is prepared (adapters included): PiSSA and OLoRA only take their draws there.
   // The config's trainable_token_indices pick among `token_sites` (after the adapters' draws).
+  // `saved_modules`: the parameters and buffers of the modules to save, whose values now are kept
+  // for a disabled forward (PEFT's ModulesToSaveWrapper keeps the original module).
   size_t add(const LoraConfig& config, const std::vector<LinearSite>& sites,
              const std::vector<std::string>& other_modules, const std::vector<TokenSite>& token_sites,
-             bool weights_pending = false);
+             const NamedTensors& saved_modules = {}, bool weights_pending = false);
 
   // "<module>.lora_A.weight", "<module>.lora_B.weight", with lora_bias "<module>.lora_B.bias" and
   // with DoRA "<module>.lora_magnitude_vector", per adapter, in order; then the trainable tokens'
@@ -118,6 +120,39 @@ class LoraAdapters {
   // Whether there are adapters and they are enabled.
   bool enabled() const { return !adapters_.empty() && *enabled_; }
 
+  // The modules to save as they were when the adapters were added (PEFT's original_module), which a
+  // disabled forward computes with: while the returned guard lives (only while disabled) their
+  // tensors hold the kept values, written back to nowhere but the kept copies (a BatchNorm's
+  // statistics), and are frozen as PEFT's original module is (libtorch 2.x's matmul folds by
+  // requires_grad). Such a forward must run without gradients (Unsupported otherwise: the modules
+  // train in place here, so a backward would reach the trained tensors).
+  class OriginalsInUse {
+   public:
+    struct Swapped {
+      at::Tensor live, own;  // the model's tensor, a handle on its trained data
+      bool requires_grad;
+    };
+    explicit OriginalsInUse(std::vector<Swapped> swapped) : swapped_(std::move(swapped)) {}
+    OriginalsInUse(OriginalsInUse&& other) noexcept : swapped_(std::move(other.swapped_)) { other.swapped_.clear(); }
+    OriginalsInUse(const OriginalsInUse&) = delete;
+    OriginalsInUse& operator=(const OriginalsInUse&) = delete;
+    ~OriginalsInUse();
+
+   private:
+    std::vector<Swapped> swapped_;
+  };
+  OriginalsInUse originals_in_use() const;
+  bool keeps_originals() const { return !originals_.empty() && !originals_dropped_; }
+  // The kept values follow the model (Model::to), and are taken again from it where they were
+  // placeholders (weights that arrived from the main process, cpu_ram_efficient_loading).
+  void move_originals(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype);
+  void keep_originals_again();
+  // Stage 3 holds slices of the modules: the kept copies go (a disabled forward is then refused).
+  void drop_originals() {
+    originals_dropped_ = !originals_.empty();
+    originals_.clear();
+  }
+
   // Fails (Unsupported, naming `action` and both names) where an adapted weight is tied to another
   // module's: PEFT merges such a weight in place, warning that the other layer changes too.
   void require_mergeable(const char* action) const;
@@ -139,6 +174,12 @@ class LoraAdapters {
   LoraConfig config_;
   std::vector<LoraAdapter> adapters_;
   TrainableTokens tokens_;
+  struct Original {
+    at::Tensor live;  // the model's parameter or buffer
+    at::Tensor kept;  // its value when the adapters were added
+  };
+  std::vector<Original> originals_;
+  bool originals_dropped_ = false;  // by stage 3: a disabled forward is refused
   // Shared with the output adapters set on the layers, which read it at every forward.
   std::shared_ptr<bool> enabled_ = std::make_shared<bool>(true);
 };

@@ -105,6 +105,17 @@ void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> d
   };
   for (auto& entry : named_parameters()) move(entry.second);
   for (auto& entry : named_buffers()) move(entry.second);
+  lora_.move_originals(device, dtype);
+}
+
+void Model::weights_arrived() {
+  weights_pending_ = false;
+  lora_.keep_originals_again();  // the modules to save as the main process sent them
+}
+
+void Model::set_sharded_at_rest(std::string reason) {
+  if (!reason.empty()) lora_.drop_originals();
+  sharded_at_rest_ = std::move(reason);
 }
 
 NamedTensors Model::state_dict() const {
@@ -374,7 +385,12 @@ size_t Model::add_lora(const LoraConfig& config) {
       if (it->second != site.module + ".weight") site.tied_to = it->second;
   }
   check_modules_to_save(config, named_parameters(), sites);
-  const size_t added = lora_.add(config, sites, other_module_names(), token_sites(), weights_pending_);
+  // PEFT's ModulesToSaveWrapper keeps each module to save as it was, for a disabled forward.
+  NamedTensors saved_modules;
+  for (const NamedTensors& tensors : {named_parameters(), named_buffers()})
+    for (const auto& entry : tensors)
+      if (config.saves(entry.first)) saved_modules.push_back(entry);
+  const size_t added = lora_.add(config, sites, other_module_names(), token_sites(), saved_modules, weights_pending_);
   // PEFT trains the adapters alone, the modules to save (its ModulesToSaveWrapper trains a copy of
   // each, which computes as the module does) and the biases its bias setting names: every other
   // parameter is frozen.
@@ -539,12 +555,12 @@ void Model::merge_lora() {
 void Model::set_lora_enabled(bool enabled) {
   require(!lora_.empty(), "the model has no LoRA adapters to ", enabled ? "enable" : "disable");
   const LoraConfig& config = lora_.config();
-  if (!enabled)
+  if (!enabled && !lora_.keeps_originals())
     for (const auto& entry : named_parameters())
       if (config.saves(entry.first))
         fail(Status::Unsupported, "disabling LoRA adapters: modules_to_save trains '", entry.first,
-             "' in place, and the model keeps no original copy of it for a disabled forward to compute with (PEFT's "
-             "ModulesToSaveWrapper does); compute the base model's outputs from a model without modules_to_save");
+             "', and under zero_stage 3 no process keeps the whole original for a disabled forward to compute with; ",
+             "compute the base model's outputs from a model without modules_to_save, or under zero_stage 1, 2 or DDP");
   // PEFT warns alike: its trained biases stay in the layers.
   if (!enabled && lora_.enabled() && config.bias != "none")
     std::fprintf(stderr,

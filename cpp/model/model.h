@@ -97,7 +97,7 @@ class Model {
   // While sharded data parallelism (stage 3) holds only slices of the parameters, a TorchScript
   // file of the model would hold empty tensors: save_torchscript is refused with `reason`, and
   // merge_lora too (empty: allowed again).
-  void set_sharded_at_rest(std::string reason) { sharded_at_rest_ = std::move(reason); }
+  void set_sharded_at_rest(std::string reason);
   virtual bool sharded_at_rest() const { return !sharded_at_rest_.empty(); }
   // FSDP's cpu_ram_efficient_loading (DeepSpeed's zero3_init_flag): on every process but the main
   // one a model is built with placeholder weights (each parameter and buffer one zero, expanded to
@@ -111,7 +111,7 @@ class Model {
   // it and the model stays pending (stage 3 fills its shards straight from the main process, then
   // calls weights_arrived).
   void materialize_weights(c10::optional<at::Device> device, bool parameters_too);
-  void weights_arrived() { weights_pending_ = false; }
+  void weights_arrived();
   // Fails (NotInitialized) while the weights are pending: `action` would read them.
   void require_weights(const char* action) const;
   // Fails (InvalidArgument) while sharded at rest: `action` would read or write the model's own
@@ -140,8 +140,9 @@ class Model {
   // Merges the adapters into the weights and removes them (PEFT's merge_and_unload).
   virtual void merge_lora();
   // PEFT's enable_adapter_layers / disable_adapter_layers: disabled, the adapted layers compute as
-  // the base model's (a reference model's outputs without a second model). Fails without adapters,
-  // and with modules_to_save (trained in place: no original copy to compute with).
+  // the base model's (a reference model's outputs without a second model), and the modules to save
+  // as they were when the adapters were added (a forward without gradients only). Fails without
+  // adapters, and beside modules_to_save under stage 3 (which keeps no whole original).
   virtual void set_lora_enabled(bool enabled);
   virtual const LoraAdapters& lora() const { return lora_; }
 

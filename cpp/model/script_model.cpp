@@ -73,6 +73,7 @@ ScriptModel::ScriptModel(torch::jit::Module module) : module_(std::move(module))
 
 NamedTensors ScriptModel::forward(const std::vector<at::Tensor>& inputs) {
   require_weights("forward");
+  const auto originals = lora_.originals_in_use();  // adapters disabled: the modules to save as they were
   try {
     return run_forward(inputs);
   } catch (const Error&) {

@@ -113,6 +113,7 @@ NamedTensors SpecModel::forward(const std::vector<at::Tensor>& inputs) {
   require(inputs.size() == input_count_, "this layer-spec model takes ", input_count_, " input(s), got ",
           inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) require(inputs[k].defined(), "input ", k, " is an undefined tensor");
+  const auto originals = lora_.originals_in_use();  // adapters disabled: the modules to save as they were
   std::vector<at::Tensor> outputs(layers_.size());  // each layer's, until its last reader has run
   const bool whole_unit = hooks_.before && leftover_unit_;
   if (whole_unit) hooks_.before(0);

@@ -113,16 +113,67 @@ TEST(LoraDisable, RefusedWhereItCannotBeHonoured) {
   ACC_EXPECT_ERROR(acc_model_set_lora_enabled(m, 0), ACC_ERR_INVALID_ARGUMENT, "no LoRA adapters to disable");
   ACC_EXPECT_ERROR(acc_model_set_lora_enabled(nullptr, 0), ACC_ERR_INVALID_HANDLE, "model");
   ACC_EXPECT_ERROR(acc_model_lora_enabled(m, nullptr), ACC_ERR_INVALID_ARGUMENT, "out");
-  // A module to save trains in place: PEFT's disabled model computes its original copy, kept
-  // nowhere here. Refused, and the adapters stay enabled.
   acc_options* o = lora_options(2, 4);
-  ACC_ASSERT_OK(acc_options_set(o, "modules_to_save", "norm2"));
   ACC_ASSERT_OK(acc_model_add_lora(m, kTargets, o, nullptr));
   acc_options_free(o);
-  const auto before = outputs(m);
-  ACC_EXPECT_ERROR(acc_model_set_lora_enabled(m, 0), ACC_ERR_UNSUPPORTED, "1.norm2.weight");
-  EXPECT_EQ(lora_enabled(m), 1);
-  EXPECT_EQ(outputs(m), before);
   ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 1));  // enabling what is enabled is allowed
+  acc_model_free(m);
+}
+
+// A module to save trains in place here; PEFT's ModulesToSaveWrapper trains a copy and keeps the
+// original, which its disabled model computes with. The model keeps the originals too: disabled,
+// it computes with them, as the base model did, bit for bit; enabled again, as trained.
+TEST(LoraDisable, ModulesToSaveComputeAsTheyWereWhileDisabled) {
+  acc_model* m = net();
+  const auto base = frozen_outputs(m);
+  acc_options* o = lora_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set(o, "modules_to_save", "norm2"));
+  ACC_ASSERT_OK(acc_options_set(o, "init_lora_weights", "false"));  // B random: the adapters change the output
+  ACC_ASSERT_OK(acc_model_add_lora(m, kTargets, o, nullptr));
+  acc_options_free(o);
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(m, "adamw", nullptr, &opt));
+  acc_tensor* x = input();
+  std::vector<float> target(2 * 4 * 3, 0.25f);
+  acc_tensor* y = floats(target, {2, 4, 3});
+  for (int step = 0; step < 3; ++step) {
+    acc_tensor *out = nullptr, *loss = nullptr;
+    ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &out));
+    ACC_ASSERT_OK(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss));
+    ACC_ASSERT_OK(acc_tensor_backward(loss));
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+    acc_tensor_free(out);
+    acc_tensor_free(loss);
+  }
+  const auto trained = outputs(m);
+  const auto trained_norm = param(m, "1.norm2.weight");
+  ASSERT_NE(trained_norm, std::vector<float>(8, 1.0f)) << "the module to save trained";
+
+  ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
+  EXPECT_EQ(outputs(m), base);
+  // With gradients it would reach the trained tensors: refused, nothing changed.
+  acc_tensor* out = nullptr;
+  ACC_EXPECT_ERROR(acc_model_forward1(m, x, 0, &out), ACC_ERR_UNSUPPORTED, "needs no gradients (ACC_FORWARD_NO_GRAD)");
+  EXPECT_EQ(param(m, "1.norm2.weight"), trained_norm);
+  int requires_grad = 0;
+  acc_tensor* norm = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(m, "1.norm2.weight", &norm));
+  ACC_ASSERT_OK(acc_tensor_requires_grad(norm, &requires_grad));
+  EXPECT_EQ(requires_grad, 1) << "it trains again after the disabled forward";
+  acc_tensor_free(norm);
+  ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 1));
+  EXPECT_EQ(outputs(m), trained);
+  // Moved to another dtype, the originals follow.
+  ACC_ASSERT_OK(acc_model_to(m, nullptr, ACC_DTYPE_FLOAT64));
+  ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
+  acc_tensor* x64 = nullptr;
+  ACC_ASSERT_OK(acc_tensor_to(x, nullptr, ACC_DTYPE_FLOAT64, &x64));
+  ACC_ASSERT_OK(acc_model_forward1(m, x64, ACC_FORWARD_NO_GRAD, &out));
+  acc_tensor* out32 = nullptr;
+  ACC_ASSERT_OK(acc_tensor_to(out, nullptr, ACC_DTYPE_FLOAT32, &out32));
+  EXPECT_LT(max_difference(to_floats(out32), base), 1e-5);
+  for (acc_tensor* t : {x, x64, y, out, out32}) acc_tensor_free(t);
+  acc_optimizer_free(opt);
   acc_model_free(m);
 }

@@ -111,6 +111,7 @@ struct Settings {
   const char* lora = nullptr;    // LoRA target modules, added before the optimizer is made
   const char* lora_init = "true";  // their init_lora_weights
   const char* lora_tokens = nullptr;  // their trainable_token_indices
+  const char* lora_saved = nullptr;   // their modules_to_save
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -194,6 +195,7 @@ struct Job {
       acc_options* o = acc_test::lora_options(2, 8);
       EXPECT_EQ(acc_options_set(o, "init_lora_weights", s.lora_init), ACC_OK);
       if (s.lora_tokens) EXPECT_EQ(acc_options_set(o, "trainable_token_indices", s.lora_tokens), ACC_OK);
+      if (s.lora_saved) EXPECT_EQ(acc_options_set(o, "modules_to_save", s.lora_saved), ACC_OK);
       EXPECT_EQ(acc_model_add_lora(model, s.lora, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
@@ -1711,6 +1713,46 @@ TEST(Sharded, DisabledLoraAdaptersGiveTheBaseModelAndLeaveTrainingAlone) {
           train_torchscript(stage, file, nullptr, {}, "adamw", nullptr, "fc,head", dropout, flag, true, true);
       EXPECT_EQ(max_difference(plain, with_references), 0.0);
     }
+}
+
+// PEFT's disabled model computes its modules to save as they were (ModulesToSaveWrapper's original
+// module): so does a prepared model under DDP and stages 1 and 2, whose modules to save trained in
+// place; stage 3 holds slices of them and keeps no original, so it refuses on every process.
+TEST(Sharded, DisabledAdaptersComputeWithTheModulesToSaveAsTheyWere) {
+  Settings s;
+  s.lora = "0";
+  s.lora_saved = "4";         // the head trains whole
+  acc_model* base = nullptr;  // the job's model as built, frozen as adding adapters leaves it
+  ASSERT_EQ(acc_set_seed(11), ACC_OK);
+  ASSERT_EQ(acc_model_from_spec(kShardNet, &base), ACC_OK);
+  size_t count = 0;
+  ASSERT_EQ(acc_model_set_requires_grad(base, "*", 0, &count), ACC_OK);
+  acc_tensor* x = floats({0.1f, -0.4f, 0.7f, 0.3f, 0.2f, -0.9f}, {2, 3});
+  auto output = [&](acc_model* m) {
+    acc_tensor* out = nullptr;
+    EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &out), ACC_OK) << acc_last_error_message();
+    auto values = out ? to_floats(out) : std::vector<float>{};
+    acc_tensor_free(out);
+    return values;
+  };
+  const auto base_output = output(base);
+  for (int stage : {0, 1, 2}) {
+    SCOPED_TRACE("zero_stage " + std::to_string(stage));
+    Job job(stage, s);
+    for (int i = 0; i < 2; ++i) job.micro_step();
+    const auto trained = job.weights();
+    const auto trained_output = output(job.model);
+    ASSERT_EQ(acc_model_set_lora_enabled(job.model, 0), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(output(job.model), base_output);
+    ASSERT_EQ(acc_model_set_lora_enabled(job.model, 1), ACC_OK);
+    EXPECT_EQ(output(job.model), trained_output);
+    job.micro_step();  // training goes on
+    EXPECT_NE(job.weights().at("4.weight"), trained.at("4.weight"));
+  }
+  Job sharded(3, s);
+  ACC_EXPECT_ERROR(acc_model_set_lora_enabled(sharded.model, 0), ACC_ERR_UNSUPPORTED, "under zero_stage 3");
+  acc_tensor_free(x);
+  acc_model_free(base);
 }
 
 // FSDP's ignored_modules (Accelerate's fsdp_ignored_modules): a matched module's frozen parameters

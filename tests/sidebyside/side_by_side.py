@@ -655,6 +655,13 @@ SCENARIOS.update({
                                  zero_stage=2, processes=(2,),
                                  lora=dict(targets="linear1,linear2", r=4, alpha=8, dropout=0.1,
                                            trainable_token_indices=[1, 3, 5])),
+    # The disabled model computes the module to save as it was (PEFT's original_module).
+    "mlp_lora_head_reference": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
+                                    reference_forward=True, clip=0.05,
+                                    lora=dict(targets="fc1", r=4, alpha=8, dropout=0.1, modules_to_save="fc2")),
+    "cnn_lora_norm_reference": dict(model="cnn", data="images", optimizer="sgd", schedule="step",
+                                    graph_optimization=False, reference_forward=True,
+                                    lora=dict(targets="fc", r=2, alpha=4, modules_to_save="norm")),
     "mlp_olora": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
                       lora=dict(targets="fc1", r=4, alpha=8, init="olora")),
     "mlp_pissa": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
@@ -946,8 +953,11 @@ class ModulesToSave(torch.nn.Module):
         self.modules_to_save = torch.nn.ModuleDict({"default": copy.deepcopy(module)})
         self.original_module.requires_grad_(False)
         self.modules_to_save["default"].requires_grad_(True)
+        self.disabled = False  # PEFT's disable_adapter_layers: the original module computes
 
     def forward(self, *args, **kwargs):
+        if self.disabled:
+            return self.original_module(*args, **kwargs)
         return self.modules_to_save["default"](*args, **kwargs)
 
     def __getattr__(self, name):  # PEFT's wrapper hands out the trained copy's attributes (a norm's eps, weight)
@@ -1388,7 +1398,7 @@ class AccelerateJob:
             with accelerator.accumulate(*models):
                 if self.cfg["reference_forward"]:  # TRL's reference outputs: PEFT's disable_adapter()
                     layers = [m for m in accelerator.unwrap_model(model).modules()
-                              if isinstance(m, (LoraLinear, TrainableTokensLayer))]
+                              if isinstance(m, (LoraLinear, TrainableTokensLayer, ModulesToSave))]
                     for layer in layers:
                         layer.disabled = True
                     with torch.no_grad():
