@@ -837,9 +837,13 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_count(const acc_model *model, si
  * stay parameters; saving and merging act on them as when enabled. A prepared model (DDP, every
  * zero_stage) takes it too; run such a forward with ACC_FORWARD_NO_GRAD (a backward through it gives
  * the adapters no gradient). With bias "all" or "lora_only" the trained biases stay in the layers
- * (PEFT warns, and so does this, on stderr). Without adapters: ACC_ERR_INVALID_ARGUMENT; with
- * modules_to_save (trained in place here: there is no original copy to compute with, where PEFT
- * keeps one): ACC_ERR_UNSUPPORTED. New adapters start enabled.
+ * (PEFT warns, and so does this, on stderr). Trainable token rows are left out as the adapters
+ * are. The modules to save (trained in place here) compute as they were when the adapters were
+ * added, as PEFT's original module does: the model keeps those values (PEFT keeps the module) and
+ * puts them in for a forward without gradients; a forward with gradients while disabled beside
+ * modules_to_save is ACC_ERR_UNSUPPORTED, and so is disabling them on a model prepared under
+ * zero_stage 3 (no process keeps a whole original). Without adapters: ACC_ERR_INVALID_ARGUMENT.
+ * New adapters start enabled.
  * acc_model_lora_enabled: 1 while the model has adapters and they are enabled, else 0. */
 ACC_API ACC_NODISCARD acc_status acc_model_set_lora_enabled(acc_model *model, int enabled);
 ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, int *out);
