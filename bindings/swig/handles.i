@@ -330,6 +330,16 @@ struct acc_accelerator {};
     check(acc_model_add_lora($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's TrainableTokensConfig: chosen rows of embeddings train alone (new tokens without LoRA),
+   * every other parameter frozen. targetModules: named as for addLora, or null/"" for the model's
+   * input embedding (a head tied to it computes with the same rows). opts: trainable-tokens options
+   * (token_indices, init_weights, ...: the keys of ACC_OPTIONS_TRAINABLE_TOKENS). saveLora, loadLora,
+   * mergeLora and setLoraEnabled act on them. Returns how many layers have trainable rows. */
+  size_t addTrainableTokens(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_trainable_tokens($self, targetModules, opts, &n));
+    return n;
+  }
   /* Writes PEFT's adapter_config.json and adapter_model.safetensors into dir. */
   void saveLora(const char *dir ERR) { check(acc_model_save_lora($self, dir)); }
   /* Reads PEFT's adapter files (adds the adapters if the model has none); checks before changing. */

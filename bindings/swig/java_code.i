@@ -128,6 +128,8 @@
   /** Options of new AveragedModel (PyTorch's AveragedModel: strategy "swa" or "ema", decay,
    *  use_buffers, device). */
   public static Options averagedModel() { return new Options(OptionsKind.AVERAGED_MODEL); }
+  /** Options of Model.addTrainableTokens (PEFT's TrainableTokensConfig: token_indices, init_weights, ...). */
+  public static Options trainableTokens() { return new Options(OptionsKind.TRAINABLE_TOKENS); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

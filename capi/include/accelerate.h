@@ -487,6 +487,13 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   separated by commas naming the component before the number instead, e.g. "layers,h"),
  *   base_model_name_or_path, revision, task_type (strings,
  *   default none: written to adapter_config.json, where PEFT's AutoPeftModel reads them).
+ * Keys of ACC_OPTIONS_TRAINABLE_TOKENS (PEFT's TrainableTokensConfig, see
+ *   acc_model_add_trainable_tokens): token_indices (string, required: the rows that train in every
+ *   target, indices separated by commas or PEFT's JSON list, e.g. "32000,32001"), init_weights
+ *   (bool, default true: the rows start as the layer's, so the model starts unchanged; false: as
+ *   torch.randn draws from the global generator, in the weight's dtype, as PEFT's),
+ *   base_model_name_or_path, revision, task_type (strings, default none: written to
+ *   adapter_config.json).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
  *   schedule_wait, schedule_warmup, schedule_active, schedule_repeat, schedule_skip_first (int,
@@ -518,6 +525,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_LORA = 5,
   ACC_OPTIONS_PROFILE = 6,
   ACC_OPTIONS_AVERAGED_MODEL = 7,
+  ACC_OPTIONS_TRAINABLE_TOKENS = 8,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -818,7 +826,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * decomposes the model's weights first, as PeftModel.from_pretrained does: load such adapters into
  * the model they were trained from (with pissa_niter_<n>, after the same seed). Not implemented
  * settings in a file (layer_replication, target_parameters, CorDA, LoftQ, ...) are refused by name;
- * trainable_token_indices is read, its rows taken from the file.
+ * trainable_token_indices is read, its rows taken from the file. A file of peft_type
+ * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; other PEFT
+ * methods are refused.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * a model prepared under zero_stage 3 holds only slices of them: ACC_ERR_INVALID_ARGUMENT.
  * acc_save_model and acc_model_save_torchscript always write merged weights (the base model's
@@ -830,6 +840,22 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_lora(acc_model *model, const cha
 ACC_API ACC_NODISCARD acc_status acc_model_merge_lora(acc_model *model);
 /* The number of adapted layers (0 without adapters). */
 ACC_API ACC_NODISCARD acc_status acc_model_lora_count(const acc_model *model, size_t *out);
+/* acc_model_add_trainable_tokens: PEFT's TrainableTokensConfig (get_peft_model with peft_type
+ * TRAINABLE_TOKENS): chosen rows of embeddings train alone, without LoRA (new tokens of a
+ * vocabulary), every other parameter frozen. `target_modules`: named as for acc_model_add_lora
+ * (embeddings, or linear layers without a bias reading a vocabulary), or NULL or "" for the model's
+ * input embedding (its first embedding layer); a layer tied to a target embedding (an LM head)
+ * computes with the same rows, as PEFT's tied adapter; a target whose weight is tied to an
+ * embedding not targeted is ACC_ERR_UNSUPPORTED. `opts`: ACC_OPTIONS_TRAINABLE_TOKENS, whose
+ * token_indices is required. The rows train as "<module>.trainable_tokens_delta" (n x dim, listed
+ * after the layer's weight), every forward computing with W.index_copy(0, indices, delta).
+ * acc_model_save_lora writes PEFT's files for them (peft_type TRAINABLE_TOKENS), acc_model_load_lora
+ * reads them (PEFT's own too), acc_model_merge_lora writes the rows into the weights,
+ * acc_model_set_lora_enabled disables them, acc_save_model writes merged weights; acc_model_lora_count
+ * counts LoRA adapters only (0 here). `count` (optional): the layers whose rows train (a tied head
+ * not counted). Before creating the optimizer and before acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_trainable_tokens(acc_model *model, const char *target_modules,
+                                                               const acc_options *opts, size_t *count);
 /* acc_model_set_lora_enabled: PEFT's enable_adapter_layers (enabled != 0) and disable_adapter_layers
  * (its disable_adapter scope is disable, compute, enable). Disabled, every adapted layer computes as
  * its base layer alone, drawing no dropout mask: the base model's outputs, e.g. a reference model's

@@ -157,6 +157,20 @@ acc_status acc_model_add_lora(acc_model* model, const char* target_modules, cons
   });
 }
 
+acc_status acc_model_add_trainable_tokens(acc_model* model, const char* target_modules, const acc_options* opts,
+                                          size_t* count) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    acc::require(opts != nullptr,
+                 "opts is NULL: ACC_OPTIONS_TRAINABLE_TOKENS with token_indices names the rows to train");
+    const auto config =
+        acc::LoraConfig::trainable_tokens(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
+                                          options_arg(opts, acc::OptionsKind::TrainableTokens));
+    const size_t added = m.add_lora(config);
+    if (count) *count = added;
+  });
+}
+
 acc_status acc_model_save_lora(const acc_model* model, const char* dir) {
   return guarded([&] { model_arg(model).save_lora(path_arg(dir, "dir")); });
 }

@@ -20,6 +20,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
     case OptionsKind::Lora: return lora_option_table();
     case OptionsKind::Profile: return profile_option_table();
     case OptionsKind::AveragedModel: return averaging_option_table();
+    case OptionsKind::TrainableTokens:
+      return trainable_tokens_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -129,6 +129,8 @@ const char* options_kind_name(OptionsKind kind) {
     case OptionsKind::Lora: return "lora";
     case OptionsKind::Profile: return "profile";
     case OptionsKind::AveragedModel: return "averaged_model";
+    case OptionsKind::TrainableTokens:
+      return "trainable_tokens";
   }
   return "?";
 }

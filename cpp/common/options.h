@@ -42,8 +42,16 @@ struct OptionSpec {
 };
 
 // The same values as acc_options_kind.
-enum class OptionsKind : int { Optimizer = 1, Scheduler = 2, DataLoader = 3, Accelerator = 4, Lora = 5, Profile = 6,
-                              AveragedModel = 7 };
+enum class OptionsKind : int {
+  Optimizer = 1,
+  Scheduler = 2,
+  DataLoader = 3,
+  Accelerator = 4,
+  Lora = 5,
+  Profile = 6,
+  AveragedModel = 7,
+  TrainableTokens = 8
+};
 
 const char* options_kind_name(OptionsKind kind);
 

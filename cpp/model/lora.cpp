@@ -75,8 +75,7 @@ OutputAdapter dora_output_adapter(const LoraAdapter& adapter, double p, std::sha
 size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>& sites,
                          const std::vector<std::string>& other_modules, const std::vector<TokenSite>& token_sites,
                          const NamedTensors& saved_modules, bool weights_pending) {
-  require(adapters_.empty(), "the model already has LoRA adapters (", config_.describe_targets(),
-          "); merge them (acc_model_merge_lora) before adding others");
+  require_none_yet();
   for (const auto& module : other_modules)
     require(!config.targets(module), "target_modules '", config.describe_targets(), "' matches '", module,
             "', which is not a linear layer; LoRA adapts linear layers only");
@@ -174,13 +173,44 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
                                                        : entry.second.detach().clone()});
   config_ = config;
   adapters_ = std::move(made);
-  tokens_.install(std::move(tokens));
+  tokens_.install(std::move(tokens), /*standalone=*/false);
   originals_ = std::move(originals);
   originals_dropped_ = false;
   *enabled_ = true;
   for (const auto& adapter : adapters_)
     if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(output_adapter(adapter));
   return adapters_.size();
+}
+
+void LoraAdapters::require_none_yet() const {
+  if (empty()) return;
+  if (config_.peft_type == PeftType::TrainableTokens)
+    fail(Status::InvalidArgument, "the model already has trainable tokens (PEFT's TRAINABLE_TOKENS, on '",
+         tokens_.adapters().front().site.module, "'); merge them (acc_model_merge_lora) before adding adapters");
+  fail(Status::InvalidArgument, "the model already has LoRA adapters (", config_.describe_targets(),
+       "); merge them (acc_model_merge_lora) before adding others");
+}
+
+size_t LoraAdapters::add_tokens(const LoraConfig& config, const std::vector<TokenSite>& token_sites,
+                                const std::vector<std::string>& other_modules) {
+  require_none_yet();
+  std::vector<TokenAdapter> tokens = TrainableTokens::make_standalone(config, token_sites, other_modules);
+  LoraConfig kept = config;
+  // PEFT writes the input embedding it chose as target_modules, a name (read back as an expression).
+  if (kept.target_names.empty() && kept.target_regex.empty()) kept.set_target_regex(tokens.front().site.module);
+  // Nothing can fail from here on.
+  if (!config.tokens_from_weights) {  // PEFT's update_layer: torch.randn in the weight's dtype and place
+    at::NoGradGuard no_grad;
+    for (auto& adapter : tokens)
+      adapter.delta = at::randn(adapter.delta.sizes(), adapter.delta.options()).set_requires_grad(true);
+  }
+  config_ = std::move(kept);
+  adapters_.clear();
+  tokens_.install(std::move(tokens), /*standalone=*/true);
+  originals_.clear();
+  originals_dropped_ = false;
+  *enabled_ = true;
+  return tokens_.adapters().size();
 }
 
 OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
@@ -216,7 +246,7 @@ void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
 }
 
 NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
-  if (adapters_.empty()) return own;
+  if (empty()) return own;
   // What goes after a layer's own parameters: its LoRA adapter's, or its trainable tokens' delta.
   struct Addition {
     const std::string& module;
@@ -289,7 +319,7 @@ void LoraAdapters::require_mergeable(const char* action) const {
 }
 
 NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
-  if (adapters_.empty()) return state;
+  if (empty()) return state;
   require_mergeable("save_model");
   std::unordered_map<std::string, const at::Tensor*> by_name;
   for (const auto& entry : state) by_name.emplace(entry.first, &entry.second);

@@ -61,11 +61,14 @@ at::Tensor adapted_weight(const at::Tensor& w, const LoraAdapter& adapter);
 
 class LoraAdapters {
  public:
-  bool empty() const { return adapters_.empty(); }
+  // Whether the model has no PEFT adapter at all: no LoRA adapter, no trainable tokens.
+  bool empty() const { return adapters_.empty() && tokens_.empty(); }
+  // The number of LoRA adapters (adapted linear layers).
   size_t size() const { return adapters_.size(); }
   const LoraConfig& config() const { return config_; }
   const std::vector<LoraAdapter>& adapters() const { return adapters_; }
-  // The rows of embeddings that train beside the adapters (trainable_token_indices).
+  // The rows of embeddings that train beside the adapters (trainable_token_indices), or alone
+  // (PEFT's TRAINABLE_TOKENS method, add_tokens).
   const TrainableTokens& tokens() const { return tokens_; }
 
   // Adds an adapter to every site the config targets, initialised as PEFT does (same draws from the
@@ -79,6 +82,14 @@ class LoraAdapters {
   size_t add(const LoraConfig& config, const std::vector<LinearSite>& sites,
              const std::vector<std::string>& other_modules, const std::vector<TokenSite>& token_sites,
              const NamedTensors& saved_modules = {}, bool weights_pending = false);
+
+  // PEFT's TrainableTokensConfig (`config.peft_type` TrainableTokens): rows of the layers its targets
+  // match train alone (TrainableTokens::make_standalone), starting as the rows or, without
+  // init_weights, as torch.randn draws in the layers' order (PEFT's). The config keeps the layer a
+  // default target resolved to, as PEFT writes it. Fails, changing nothing, as add does. Returns how
+  // many layers have rows.
+  size_t add_tokens(const LoraConfig& config, const std::vector<TokenSite>& token_sites,
+                    const std::vector<std::string>& other_modules);
 
   // "<module>.lora_A.weight", "<module>.lora_B.weight", with lora_bias "<module>.lora_B.bias" and
   // with DoRA "<module>.lora_magnitude_vector", per adapter, in order; then the trainable tokens'
@@ -117,8 +128,8 @@ class LoraAdapters {
   // disabled every adapted layer computes as its base layer alone, drawing no dropout mask and
   // making no adapted weight. New adapters start enabled.
   void set_enabled(bool enabled) { *enabled_ = enabled; }
-  // Whether there are adapters and they are enabled.
-  bool enabled() const { return !adapters_.empty() && *enabled_; }
+  // Whether there are adapters (or trainable tokens) and they are enabled.
+  bool enabled() const { return !empty() && *enabled_; }
 
   // The modules to save as they were when the adapters were added (PEFT's original_module), which a
   // disabled forward computes with: while the returned guard lives (only while disabled) their
@@ -170,6 +181,8 @@ class LoraAdapters {
 
  private:
   OutputAdapter output_adapter(const LoraAdapter& adapter) const;
+  // Fails while the model has adapters or trainable tokens, naming them.
+  void require_none_yet() const;
 
   LoraConfig config_;
   std::vector<LoraAdapter> adapters_;

@@ -79,6 +79,44 @@ const OptionTable<LoraConfig>& lora_option_table() {
   return table;
 }
 
+const OptionTable<LoraConfig>& trainable_tokens_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::TrainableTokens, [](OptionTable<L>& t) {
+    t.bind("token_indices",
+           "the rows that train, in every target: indices separated by commas, or PEFT's JSON list (required)",
+           &L::standalone_indices_spec);
+    t.bind("init_weights", "the rows start as the layer's (true) or as torch.randn draws (false)",
+           &L::tokens_from_weights);
+    t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
+           &L::base_model_name_or_path);
+    t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
+    t.bind("task_type", "PEFT's task type (e.g. CAUSAL_LM), written to adapter_config.json", &L::task_type);
+  });
+  return table;
+}
+
+LoraConfig LoraConfig::trainable_tokens(const std::string& targets, const Options& options) {
+  require(options.kind() == OptionsKind::TrainableTokens, "trainable tokens' options must be of kind ",
+          "trainable_tokens, got ", options_kind_name(options.kind()));
+  LoraConfig config = trainable_tokens_option_table().read(options);
+  config.peft_type = PeftType::TrainableTokens;
+  const std::string text = trimmed(targets);
+  if (!text.empty())
+    read_module_names("target_modules", text, &config.target_names,
+                      [&](const std::string& expression) { config.set_target_regex(expression); });
+  const std::string indices = trimmed(config.standalone_indices_spec);
+  require(!indices.empty(), "token_indices is not set: name the rows to train (e.g. \"32000,32001\")");
+  config.set_token_indices(indices.front() == '['
+                               ? parse_ordered_json_input(indices, "token_indices")
+                               : nlohmann::ordered_json(parse_integers(indices, "token_indices", "token indices")),
+                           "token_indices");
+  config.standalone_indices = std::move(config.token_indices.front().second);
+  config.token_indices.clear();
+  for (const std::string* value : {&config.base_model_name_or_path, &config.revision, &config.task_type})
+    require(is_utf8(*value), "'", printable_utf8(*value), "' is not valid UTF-8");
+  return config;
+}
+
 LoraConfig LoraConfig::from(const std::string& targets, const Options& options) {
   require(options.kind() == OptionsKind::Lora, "LoRA options must be of kind lora, got ",
           options_kind_name(options.kind()));
@@ -194,27 +232,26 @@ void LoraConfig::add_patterns(const std::string& setting, const nlohmann::ordere
   }
 }
 
-void LoraConfig::set_token_indices(const nlohmann::ordered_json& value) {
-  auto indices_of = [](const std::string& key, const nlohmann::ordered_json& list) {
+void LoraConfig::set_token_indices(const nlohmann::ordered_json& value, const char* setting) {
+  auto indices_of = [setting](const std::string& key, const nlohmann::ordered_json& list) {
     const std::string where = key.empty() ? std::string() : " for '" + key + "'";
-    require(list.is_array() && !list.empty(), "trainable_token_indices", where, " must be a non-empty list of token ",
-            "indices");
+    require(list.is_array() && !list.empty(), setting, where, " must be a non-empty list of token ", "indices");
     std::vector<int64_t> out;
     for (const auto& index : list) {
-      require(index.is_number_integer(), "trainable_token_indices", where, " must hold integer token indices");
+      require(index.is_number_integer(), setting, where, " must hold integer token indices");
       out.push_back(index.get<int64_t>());
     }
     return out;
   };
   TokenIndices parsed;
   if (value.is_object()) {
-    require(!value.empty(), "trainable_token_indices is an empty object: name a module and its token indices");
+    require(!value.empty(), setting, " is an empty object: name a module and its token indices");
     for (const auto& [key, list] : value.items()) {
-      require(!key.empty() && is_utf8(key), "trainable_token_indices has an empty or non-UTF-8 module name");
+      require(!key.empty() && is_utf8(key), setting, " has an empty or non-UTF-8 module name");
       parsed.emplace_back(key, indices_of(key, list));
     }
   } else {
-    require(value.is_array(), "trainable_token_indices must be a list of token indices or an object from module ",
+    require(value.is_array(), setting, " must be a list of token indices or an object from module ",
             "names to such lists");
     parsed.emplace_back("", indices_of("", value));
   }

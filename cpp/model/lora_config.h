@@ -23,6 +23,10 @@ constexpr int64_t kMaxLoraRank = 1 << 20;
 // its first embedding layer) and the token indices, in their order (model/trainable_tokens.h).
 using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
+// An adapter configuration's PEFT method (its peft_type): LoRA (with trainable token rows beside it
+// or not), or PEFT's TrainableTokensConfig, rows of embeddings trained alone.
+enum class PeftType { Lora, TrainableTokens };
+
 // PEFT's LoraConfig. The ACC_OPTIONS_LORA keys fill the numbers and flags (lora_option_table); the
 // target modules are an argument of their own.
 struct LoraConfig {
@@ -70,6 +74,14 @@ struct LoraConfig {
   // them (model/trainable_tokens.h). Empty: none.
   TokenIndices token_indices;
   std::string token_indices_spec;  // the option: indices separated by commas, or PEFT's JSON list or object
+  // PEFT's peft_type. For TrainableTokens (PEFT's TrainableTokensConfig) the target modules are
+  // target_names / target_regex (none given: the model's input embedding, whose name is written as
+  // PEFT writes it), every target trains the rows `standalone_indices`, which start as the rows
+  // (PEFT's init_weights, `tokens_from_weights`) or as torch.randn draws; the LoRA fields are unused.
+  PeftType peft_type = PeftType::Lora;
+  std::vector<int64_t> standalone_indices;
+  std::string standalone_indices_spec;  // the option token_indices: indices by commas, or a JSON list
+  bool tokens_from_weights = true;
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -90,6 +102,9 @@ struct LoraConfig {
   // `targets`: names separated by commas, or "re:" followed by a regular expression; `options` of
   // kind lora.
   static LoraConfig from(const std::string& targets, const Options& options);
+  // PEFT's TrainableTokensConfig: `targets` as above, or empty for the model's input embedding;
+  // `options` of kind trainable_tokens.
+  static LoraConfig trainable_tokens(const std::string& targets, const Options& options);
   // An invalid expression is an InvalidArgument error naming it.
   void set_target_regex(const std::string& expression);
   void set_exclude_regex(const std::string& expression);
@@ -99,8 +114,8 @@ struct LoraConfig {
   // PEFT's `setting` ("rank_pattern" or "alpha_pattern") from its JSON object, entries in order.
   void add_patterns(const std::string& setting, const nlohmann::ordered_json& object);
   // Sets token_indices from PEFT's JSON form: a list of indices (for the input embedding) or an
-  // object from module names to such lists (InvalidArgument otherwise).
-  void set_token_indices(const nlohmann::ordered_json& value);
+  // object from module names to such lists (InvalidArgument otherwise, naming `setting`).
+  void set_token_indices(const nlohmann::ordered_json& value, const char* setting = "trainable_token_indices");
   // Sets layers_pattern, compiling each expression; checks that the layer settings go together.
   void set_layers_pattern(std::vector<std::string> patterns);
   void check_layer_settings(bool layers_to_transform_given) const;
@@ -124,5 +139,6 @@ struct LoraConfig {
 };
 
 const OptionTable<LoraConfig>& lora_option_table();
+const OptionTable<LoraConfig>& trainable_tokens_option_table();
 
 }  // namespace acc

@@ -47,6 +47,21 @@ bool saved_with(const std::string& weights, const std::optional<std::string>& co
   }
 }
 
+// PEFT's TrainableTokensConfig: its fields, target_modules a name list or PEFT's string (an
+// expression; the input embedding's name where none was given).
+nlohmann::ordered_json tokens_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  auto text_or_null = [](const std::string& text) { return text.empty() ? json(nullptr) : json(text); };
+  return {{"peft_type", "TRAINABLE_TOKENS"},
+          {"task_type", text_or_null(config.task_type)},
+          {"base_model_name_or_path", text_or_null(config.base_model_name_or_path)},
+          {"revision", text_or_null(config.revision)},
+          {"inference_mode", true},
+          {"token_indices", config.standalone_indices},
+          {"target_modules", config.target_regex.empty() ? json(config.target_names) : json(config.target_regex)},
+          {"init_weights", config.tokens_from_weights}};
+}
+
 // Every field PEFT's LoraConfig reads back, with the values this library implements. Keys in this
 // order, rank_pattern's and alpha_pattern's in the configuration's: PEFT writes its keys sorted
 // (json.dumps(sort_keys=True)), so where two keys match one module the first of its file (which
@@ -98,14 +113,72 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
   return j;
 }
 
+// The base model's name and revision and the task type, kept for the next save.
+void read_texts(const nlohmann::ordered_json& j, const std::string& path, LoraConfig* config) {
+  auto text = [&](const char* key, std::string* out) {
+    if (!j.contains(key) || j[key].is_null()) return;
+    if (!j[key].is_string()) fail(Status::Io, "'", path, "': '", key, "' must be a string or null");
+    *out = j[key].get<std::string>();
+  };
+  text("base_model_name_or_path", &config->base_model_name_or_path);
+  text("revision", &config->revision);
+  text("task_type", &config->task_type);
+}
+
+// PEFT's module lists: names, or one regular expression (a string), which must compile here.
+void read_modules(const nlohmann::ordered_json& j, const std::string& path, const char* key,
+                  std::vector<std::string>* names, LoraConfig* config,
+                  void (LoraConfig::*set_regex)(const std::string&)) {
+  const auto& value = j[key];
+  if (value.is_string() && !value.get<std::string>().empty()) {
+    try {
+      (config->*set_regex)(value.get<std::string>());
+    } catch (const Error& e) {
+      fail(Status::Io, "'", path, "': ", e.what());
+    }
+  } else if (value.is_array() && !value.empty()) {
+    for (const auto& name : value) {
+      if (!name.is_string() || name.get<std::string>().empty())
+        fail(Status::Io, "'", path, "': '", key, "' must hold module names");
+      names->push_back(name.get<std::string>());
+    }
+  } else {
+    fail(Status::Io, "'", path, "': '", key, "' must be a regular expression or a list of module names");
+  }
+}
+
+// PEFT's TrainableTokensConfig (peft_type TRAINABLE_TOKENS).
+LoraConfig tokens_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  LoraConfig config;
+  config.peft_type = PeftType::TrainableTokens;
+  try {
+    if (!j.contains("token_indices")) fail(Status::InvalidArgument, "'token_indices' is missing");
+    config.set_token_indices(j["token_indices"], "token_indices");
+  } catch (const Error& e) {
+    fail(Status::Io, "'", path, "': ", e.what());
+  }
+  config.standalone_indices = std::move(config.token_indices.front().second);
+  config.token_indices.clear();
+  // PEFT's default (null): the input embedding.
+  if (j.contains("target_modules") && !j["target_modules"].is_null())
+    read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
+  if (j.contains("init_weights") && !j["init_weights"].is_null()) {
+    if (!j["init_weights"].is_boolean()) fail(Status::Io, "'", path, "': 'init_weights' must be true or false");
+    config.tokens_from_weights = j["init_weights"].get<bool>();
+  }
+  read_texts(j, path, &config);
+  return config;
+}
+
 // Read with each object's keys in the file's order: rank_pattern's first matching key wins.
 LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
   auto refuse = [&](const std::string& key, const std::string& why) {
     fail(Status::Io, "'", path, "': '", key, "' ", why);
   };
   if (!j.is_object()) fail(Status::Io, "'", path, "' is not a JSON object");
+  if (j.contains("peft_type") && j["peft_type"] == "TRAINABLE_TOKENS") return tokens_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
-    refuse("peft_type", "must be \"LORA\" (other PEFT methods are not supported)");
+    refuse("peft_type", "must be \"LORA\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not supported)");
   LoraConfig config;
   if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > (1 << 20))
     refuse("r", "must be an integer from 1 to 2^20");
@@ -208,39 +281,13 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
              "must be true, false, \"gaussian\", \"eva\", \"orthogonal\", \"olora\", \"pissa\" or "
              "\"pissa_niter_<n>\" (CorDA, LoftQ and MiCA are not built)");
   }
-  auto text = [&](const char* key, std::string* out) {
-    if (!j.contains(key) || j[key].is_null()) return;
-    if (!j[key].is_string()) refuse(key, "must be a string or null");
-    *out = j[key].get<std::string>();
-  };
-  text("base_model_name_or_path", &config.base_model_name_or_path);
-  text("revision", &config.revision);
-  text("task_type", &config.task_type);
-  // PEFT's module lists: names, or one regular expression (a string), which must compile here.
-  auto modules = [&](const char* key, std::vector<std::string>* names,
-                     void (LoraConfig::*set_regex)(const std::string&)) {
-    const auto& value = j[key];
-    if (value.is_string() && !value.get<std::string>().empty()) {
-      try {
-        (config.*set_regex)(value.get<std::string>());
-      } catch (const Error& e) {
-        fail(Status::Io, "'", path, "': ", e.what());
-      }
-    } else if (value.is_array() && !value.empty()) {
-      for (const auto& name : value) {
-        if (!name.is_string() || name.get<std::string>().empty()) refuse(key, "must hold module names");
-        names->push_back(name.get<std::string>());
-      }
-    } else {
-      refuse(key, "must be a regular expression or a list of module names");
-    }
-  };
+  read_texts(j, path, &config);
   if (!j.contains("target_modules")) refuse("target_modules", "is missing");
-  modules("target_modules", &config.target_names, &LoraConfig::set_target_regex);
+  read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
   // A module exclude_modules matches gets no adapter (PEFT 0.14 and later; null or absent: none).
   if (j.contains("exclude_modules") && !j["exclude_modules"].is_null() && !j["exclude_modules"].empty() &&
       j["exclude_modules"] != "")
-    modules("exclude_modules", &config.exclude_names, &LoraConfig::set_exclude_regex);
+    read_modules(j, path, "exclude_modules", &config.exclude_names, &config, &LoraConfig::set_exclude_regex);
   try {
     config.set_layers_pattern(std::move(layer_lists));
     config.check_layer_settings(layers_given);
@@ -253,7 +300,7 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
 }  // namespace
 
 void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const NamedTensors& saved) {
-  require(!adapters.empty(), "the model has no LoRA adapters to save");
+  require(!adapters.empty(), "the model has no LoRA adapters or trainable tokens to save");
   NamedTensors parameters;  // the adapters' own, under their names in the model
   for (size_t k = 0; k < adapters.size(); ++k) {
     const LoraAdapter& adapter = adapters.adapters()[k];
@@ -262,7 +309,15 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
             "from the unwrapped model before preparing it, or use acc_save_model / save_state");
     adapters.append_parameters(k, &parameters);
   }
-  for (size_t k = 0; k < adapters.tokens().adapters().size(); ++k) adapters.tokens().append_parameters(k, &parameters);
+  const TrainableTokens& tokens = adapters.tokens();
+  for (size_t k = 0; k < tokens.adapters().size(); ++k) {
+    tokens.append_parameters(k, &parameters);
+    // PEFT's standalone tied layer holds its embedding's ParameterDict as its own, and its file has it
+    // under both names (a clone of the one tensor).
+    if (tokens.standalone())
+      for (const auto& tied : tokens.adapters()[k].tied)
+        parameters.emplace_back(tied.module + tokens.suffix(), tokens.adapters()[k].delta);
+  }
   NamedTensors tensors;
   for (const NamedTensors* part : std::initializer_list<const NamedTensors*>{&parameters, &saved})
     for (const auto& [name, tensor] : *part)
@@ -287,7 +342,11 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   const std::string new_weights_name = fs::path(new_weights).filename().string();
   for (const auto& entry : fs::directory_iterator(dir, ec))
     if (is_temporary_of(entry.path().filename().string(), new_weights_name)) fs::remove(entry.path(), ec);
-  const std::string config_text = config_json(adapters.config()).dump(2) + "\n";
+  const LoraConfig& config_of = adapters.config();
+  const std::string config_text =
+      (config_of.peft_type == PeftType::TrainableTokens ? tokens_config_json(config_of) : config_json(config_of))
+          .dump(2) +
+      "\n";
   try {
     write_file(new_config, config_text);
     save_safetensors(new_weights, tensors, {{"format", "pt"}, {kConfigChecksumKey, config_checksum(config_text)}});
@@ -351,14 +410,17 @@ LoraFiles read_lora_files(const std::string& dir) {
     std::string in_model = name.substr(std::string(kPrefix).size());
     if (ends_with(in_model, kBaseLayerBias))
       in_model = in_model.substr(0, in_model.size() - std::string(kBaseLayerBias).size()) + ".bias";
-    if (take_vector_part(name, in_model, tensor)) continue;
-    if (ends_with(in_model, kTokenDeltaSuffix) && in_model.size() > std::string(kTokenDeltaSuffix).size()) {
-      if (files.config.token_indices.empty())
+    const bool standalone = files.config.peft_type == PeftType::TrainableTokens;
+    const std::string delta_suffix = standalone ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix;
+    if (ends_with(in_model, delta_suffix) && in_model.size() > delta_suffix.size()) {
+      if (!standalone && files.config.token_indices.empty())
         refuse(name, "is a trainable tokens' delta, but trainable_token_indices is not set");
       if (tensor.dim() != 2 || !tensor.is_floating_point()) refuse(name, "must be a 2-D floating-point tensor");
-      files.tokens[in_model.substr(0, in_model.size() - std::string(kTokenDeltaSuffix).size())] = tensor;
+      files.tokens[in_model.substr(0, in_model.size() - delta_suffix.size())] = tensor;
       continue;
     }
+    if (standalone) refuse(name, std::string("is not a trainable tokens' delta (<module>") + delta_suffix + ")");
+    if (take_vector_part(name, in_model, tensor)) continue;
     const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
     if (!is_a && !is_b && (files.config.saves(in_model) || (a_bias && files.config.bias != "none"))) {
       files.saved[in_model] = tensor;
@@ -377,6 +439,10 @@ LoraFiles read_lora_files(const std::string& dir) {
                        (is_a ? "[r, in_features] = [" + concat(r) + ", ...]"
                              : "[out_features, r] = [..., " + concat(r) + "]"));
     (is_a ? files.modules[module].a : files.modules[module].b) = tensor;
+  }
+  if (files.config.peft_type == PeftType::TrainableTokens) {
+    if (files.tokens.empty()) fail(Status::Io, "'", weights_path, "' holds no trainable tokens");
+    return files;
   }
   if (files.modules.empty()) fail(Status::Io, "'", weights_path, "' holds no adapter");
   for (const auto& [module, pair] : files.modules) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include <iterator>
 #include <map>
@@ -375,6 +376,11 @@ std::string peft_file_name(const std::string& name, const std::set<std::string>&
 
 size_t Model::add_lora(const LoraConfig& config) {
   require_trainable_set_free(/*freezing=*/false);
+  if (config.peft_type == PeftType::TrainableTokens) {
+    const size_t added = lora_.add_tokens(config, token_sites(), other_module_names());
+    freeze_all_but_adapters({});  // PEFT's _mark_only_adapters_as_trainable
+    return added;
+  }
   std::vector<LinearSite> sites = linear_sites();
   // A layer whose weight the model also holds under another name shares it with that module (tied).
   std::unordered_multimap<const c10::TensorImpl*, std::string> names;
@@ -392,18 +398,23 @@ size_t Model::add_lora(const LoraConfig& config) {
       if (config.saves(entry.first)) saved_modules.push_back(entry);
   const size_t added = lora_.add(config, sites, other_module_names(), token_sites(), saved_modules, weights_pending_);
   // PEFT trains the adapters alone, the modules to save (its ModulesToSaveWrapper trains a copy of
-  // each, which computes as the module does) and the biases its bias setting names: every other
-  // parameter is frozen.
+  // each, which computes as the module does) and the biases its bias setting names.
+  const auto whole = trained_whole(config, named_parameters(), {}, adapted_modules(lora_));
+  std::set<std::string> whole_names;
+  for (const auto& entry : whole) whole_names.insert(entry.first);
+  freeze_all_but_adapters(whole_names);
+  return added;
+}
+
+void Model::freeze_all_but_adapters(const std::set<std::string>& trained_whole) {
   std::unordered_set<const c10::TensorImpl*> adapters;
   for (const auto& entry : lora_.named_parameters()) adapters.insert(entry.second.unsafeGetTensorImpl());
-  const auto whole = trained_whole(config, named_parameters(), {}, adapted_modules(lora_));
   for (auto& entry : named_parameters()) {
     if (adapters.count(entry.second.unsafeGetTensorImpl())) continue;
-    const bool trains = whole.count(entry.first) > 0;
+    const bool trains = trained_whole.count(entry.first) > 0;
     entry.second.set_requires_grad(trains);
     if (!trains) entry.second.mutable_grad() = at::Tensor();
   }
-  return added;
 }
 
 void Model::save_lora(const std::string& dir) const {
@@ -418,9 +429,74 @@ void Model::save_lora(const std::string& dir) const {
   save_lora_files(dir, lora(), saved);
 }
 
+namespace {
+
+// The rows each layer trains.
+std::map<std::string, std::vector<int64_t>> rows_of(const std::vector<TokenAdapter>& tokens) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const auto& adapter : tokens) out[adapter.site.module] = adapter.indices;
+  return out;
+}
+
+// Checks that `files` (found in `where`) holds a delta of each of `adapters`' shape, under its
+// layer's name, and no other (a standalone adapter's tied layers may have one too, as PEFT writes
+// them: equal to their embedding's).
+void check_token_tensors(const std::vector<TokenAdapter>& adapters, const std::map<std::string, at::Tensor>& files,
+                         const std::string& where, const char* suffix, const char* setting) {
+  std::map<std::string, const TokenAdapter*> expected, tied;
+  for (const auto& adapter : adapters) {
+    expected[adapter.site.module] = &adapter;
+    for (const auto& layer : adapter.tied) tied[layer.module] = &adapter;
+  }
+  for (const auto& [module, adapter] : expected) {
+    auto it = files.find(module);
+    if (it == files.end())
+      fail(Status::InvalidArgument, where, " holds no '", module, suffix, "', which its ", setting, " trains");
+    require(it->second.sizes() == adapter->delta.sizes(), where, ": '", module, suffix, "' has shape ",
+            it->second.sizes(), " there; its ", adapter->indices.size(), " tokens of '", module, "' take ",
+            adapter->delta.sizes());
+  }
+  for (const auto& [module, tensor] : files) {
+    if (expected.count(module)) continue;
+    auto it = tied.find(module);
+    require(std::strcmp(suffix, kStandaloneTokenDeltaSuffix) == 0 && it != tied.end(), where, " holds '", module,
+            suffix, "', a layer its ", setting, " does not name");
+    const at::Tensor& own = files.at(it->second->site.module);
+    require(tensor.sizes() == own.sizes() && tensor.scalar_type() == own.scalar_type() && at::equal(tensor, own), where,
+            ": '", module, suffix, "' (tied to '", it->second->site.module, "') differs from '",
+            it->second->site.module, suffix, "'");
+  }
+}
+
+}  // namespace
+
+void Model::load_trainable_tokens(const LoraFiles& files, const std::string& where) {
+  std::vector<TokenAdapter> file_tokens;
+  try {
+    file_tokens = TrainableTokens::make_standalone(files.config, token_sites(), other_module_names());
+  } catch (const Error& e) {
+    fail(e.status(), where, ": ", e.what());
+  }
+  check_token_tensors(file_tokens, files.tokens, where, kStandaloneTokenDeltaSuffix, "token_indices");
+  if (!lora_.empty()) {
+    require(lora_.tokens().standalone(), where, " holds trainable tokens alone (PEFT's TRAINABLE_TOKENS); the ",
+            "model has LoRA adapters");
+    require(rows_of(lora_.tokens().adapters()) == rows_of(file_tokens), where,
+            " trains other tokens (token_indices, target_modules) than the model's");
+  } else {
+    require_trainable_set_free(/*freezing=*/false);  // before add_lora, whose refusal would not say "load"
+    add_lora(files.config);                          // draws as PEFT's from_pretrained does where init_weights is false
+  }
+  at::NoGradGuard no_grad;
+  for (const auto& tokens : lora_.tokens().adapters()) tokens.delta.copy_(files.tokens.at(tokens.site.module));
+}
+
 void Model::load_lora(const std::string& dir) {
   LoraFiles files = read_lora_files(dir);
   const std::string where = "'" + dir + "'";
+  if (files.config.peft_type == PeftType::TrainableTokens) return load_trainable_tokens(files, where);
+  require(lora_.empty() || !lora_.tokens().standalone(), where, " holds LoRA adapters; the model has trainable ",
+          "tokens alone (PEFT's TRAINABLE_TOKENS)");
   // The layers the file's configuration targets must be those its tensors adapt, with their shapes.
   std::map<std::string, const LinearSite*> targeted;
   const auto sites = linear_sites();
@@ -469,20 +545,7 @@ void Model::load_lora(const std::string& dir) {
   } catch (const Error& e) {
     fail(e.status(), where, ": ", e.what());
   }
-  for (const auto& tokens : file_tokens) {
-    const std::string& module = tokens.site.module;
-    auto it = files.tokens.find(module);
-    if (it == files.tokens.end())
-      fail(Status::InvalidArgument, where, " holds no '", module, kTokenDeltaSuffix, "', which its ",
-           "trainable_token_indices trains");
-    require(it->second.sizes() == tokens.delta.sizes(), where, ": '", module, kTokenDeltaSuffix, "' has shape ",
-            it->second.sizes(), " there; its ", tokens.indices.size(), " tokens of '", module, "' take ",
-            tokens.delta.sizes());
-  }
-  for (const auto& entry : files.tokens)
-    require(std::any_of(file_tokens.begin(), file_tokens.end(),
-                        [&](const TokenAdapter& tokens) { return tokens.site.module == entry.first; }),
-            where, " holds '", entry.first, kTokenDeltaSuffix, "', a layer its trainable_token_indices does not name");
+  check_token_tensors(file_tokens, files.tokens, where, kTokenDeltaSuffix, "trainable_token_indices");
   if (!lora_.empty()) {
     // The same parameters trained whole.
     const auto have_whole = trained_whole(lora_.config(), named_parameters(), {}, adapted_modules(lora_));
@@ -502,11 +565,6 @@ void Model::load_lora(const std::string& dir) {
             files.config.lora_bias ? "true" : "false", ", the model's have lora_bias ",
             have.lora_bias ? "true" : "false");
     // The same rows of the same layers.
-    auto rows_of = [](const std::vector<TokenAdapter>& tokens) {
-      std::map<std::string, std::vector<int64_t>> out;
-      for (const auto& adapter : tokens) out[adapter.site.module] = adapter.indices;
-      return out;
-    };
     require(rows_of(lora_.tokens().adapters()) == rows_of(file_tokens), where,
             " trains other tokens (trainable_token_indices) than the model's adapters");
     require(have.use_dora == files.config.use_dora, where, " holds ", files.config.use_dora ? "DoRA" : "plain LoRA",
@@ -544,7 +602,7 @@ size_t Model::checkpoint_activations(const UnitPolicy&) {
 }
 
 void Model::merge_lora() {
-  require(!lora_.empty(), "the model has no LoRA adapters to merge");
+  require(!lora_.empty(), "the model has no LoRA adapters or trainable tokens to merge");
   require(sharded_at_rest_.empty(), "merge_lora: the model is prepared under zero_stage 3, which holds only slices of "
                                     "its weights and adapters; acc_save_model writes the full weights with the "
                                     "adapters merged");
@@ -553,7 +611,7 @@ void Model::merge_lora() {
 }
 
 void Model::set_lora_enabled(bool enabled) {
-  require(!lora_.empty(), "the model has no LoRA adapters to ", enabled ? "enable" : "disable");
+  require(!lora_.empty(), "the model has no LoRA adapters or trainable tokens to ", enabled ? "enable" : "disable");
   const LoraConfig& config = lora_.config();
   if (!enabled && !lora_.keeps_originals())
     for (const auto& entry : named_parameters())

@@ -8,6 +8,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,8 @@
 #include "tensor/named_tensors.h"
 
 namespace acc {
+
+struct LoraFiles;  // model/lora_files.h
 
 // Called around each unit's forward (see Model::set_unit_hooks): sharded data parallelism's stage 3
 // gathers a unit's parameters just before it runs and frees them after; `after` may return the
@@ -157,6 +160,10 @@ class Model {
   virtual std::vector<TokenSite> token_sites() const { return {}; }
 
   LoraAdapters lora_;
+  // load_lora of PEFT's TRAINABLE_TOKENS files (`where`: the folder, quoted, for messages).
+  void load_trainable_tokens(const LoraFiles& files, const std::string& where);
+  // Freezes every parameter but the adapters' (LoRA's, the trainable tokens') and `trained_whole`.
+  void freeze_all_but_adapters(const std::set<std::string>& trained_whole);
   // Fails with a live hold's reason when the trainable set may not change (see hold_trainable_set).
   void require_trainable_set_free(bool freezing) const;
 

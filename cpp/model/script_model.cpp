@@ -122,7 +122,8 @@ ScriptModel::~ScriptModel() {
 
 size_t ScriptModel::add_lora(const LoraConfig& config) {
   require_trainable_set_free(/*freezing=*/false);
-  if (!lora_.empty()) return Model::add_lora(config);  // which refuses
+  // Trainable tokens alone use no marker: their layers compute with a replaced weight.
+  if (!lora_.empty() || config.peft_type != PeftType::Lora) return Model::add_lora(config);  // refuses the first
   std::vector<std::string> layers;
   for (const auto& site : linear_sites())
     if (config.targets(site.module)) layers.push_back(site.module);

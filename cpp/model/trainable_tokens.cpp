@@ -32,54 +32,102 @@ const TokenSite& site_named(const std::string& key, const std::vector<TokenSite>
   return *found.front();
 }
 
+// The adapter of `site`'s rows `list` (`setting` names the option in messages), delta copied from
+// the rows, the other sites holding its weight tied to it; checks the layer and the indices.
+TokenAdapter make_adapter(const TokenSite& site, const std::vector<int64_t>& list, const std::vector<TokenSite>& sites,
+                          const char* setting) {
+  const std::string& module = site.module;
+  // PEFT computes such a layer as F.linear(x, W): without its bias.
+  if (site.has_bias)
+    fail(Status::Unsupported, setting, " names '", module,
+         "', a linear layer with a bias: PEFT computes it without its bias; name its embedding instead");
+  require(!list.empty(), setting, " for '", module, "' is an empty list");
+  const int64_t rows = site.weight.size(0);
+  std::set<int64_t> seen;
+  for (int64_t index : list) {
+    require(index >= 0 && index < rows, setting, " for '", module, "' holds ", index, ", outside the layer's ", rows,
+            " tokens");
+    require(seen.insert(index).second, setting, " for '", module, "' holds ", index,
+            " twice (the rows would be written in no defined order)");
+  }
+  TokenAdapter adapter;
+  adapter.site = site;
+  for (const auto& other : sites)
+    if (other.module != module && other.weight.unsafeGetTensorImpl() == site.weight.unsafeGetTensorImpl())
+      adapter.tied.push_back(other);
+  adapter.indices = list;
+  at::NoGradGuard no_grad;
+  adapter.index = at::tensor(list, at::TensorOptions().dtype(at::kLong)).to(site.weight.device());
+  // PEFT's update_layer: the rows' values, in the weight's dtype and on its device.
+  adapter.delta = site.weight.index_select(0, adapter.index).detach().clone().set_requires_grad(true);
+  return adapter;
+}
+
 }  // namespace
 
 std::vector<TokenAdapter> TrainableTokens::make(const TokenIndices& indices, const std::vector<TokenSite>& sites,
                                                 const std::vector<std::string>& lora_modules) {
   std::vector<TokenAdapter> made;
   std::unordered_set<const c10::TensorImpl*> weights_taken;
-  at::NoGradGuard no_grad;
   for (const auto& [key, list] : indices) {
     const TokenSite& site = site_named(key, sites);
-    const std::string& module = site.module;
     // PEFT's tied adapter is the same weight computed with the same rows: one list per weight.
-    require(weights_taken.insert(site.weight.unsafeGetTensorImpl()).second, "trainable_token_indices names '", module,
-            "', whose weight another of its entries already trains (tied layers share one list)");
-    // PEFT computes such a layer as F.linear(x, W): without its bias.
-    if (site.has_bias)
-      fail(Status::Unsupported, "trainable_token_indices names '", module,
-           "', a linear layer with a bias: PEFT computes it without its bias; name its embedding instead");
-    require(!list.empty(), "trainable_token_indices for '", module, "' is an empty list");
-    const int64_t rows = site.weight.size(0);
-    std::set<int64_t> seen;
-    for (int64_t index : list) {
-      require(index >= 0 && index < rows, "trainable_token_indices for '", module, "' holds ", index,
-              ", outside the layer's ", rows, " tokens");
-      require(seen.insert(index).second, "trainable_token_indices for '", module, "' holds ", index,
-              " twice (the rows would be written in no defined order)");
-    }
-    TokenAdapter adapter;
-    adapter.site = site;
-    for (const auto& other : sites)
-      if (other.module != module && other.weight.unsafeGetTensorImpl() == site.weight.unsafeGetTensorImpl())
-        adapter.tied.push_back(other);
+    require(weights_taken.insert(site.weight.unsafeGetTensorImpl()).second, "trainable_token_indices names '",
+            site.module, "', whose weight another of its entries already trains (tied layers share one list)");
+    TokenAdapter adapter = make_adapter(site, list, sites, "trainable_token_indices");
     auto require_not_adapted = [&](const TokenSite& layer) {
       require(std::find(lora_modules.begin(), lora_modules.end(), layer.module) == lora_modules.end(), "'",
               layer.module, "' is both adapted by LoRA and trained by trainable_token_indices: do one or the other");
     };
     require_not_adapted(adapter.site);
     for (const auto& tied : adapter.tied) require_not_adapted(tied);
-    adapter.indices = list;
-    adapter.index = at::tensor(list, at::TensorOptions().dtype(at::kLong)).to(site.weight.device());
-    // PEFT's update_layer: the rows' values, in the weight's dtype and on its device.
-    adapter.delta = site.weight.index_select(0, adapter.index).detach().clone().set_requires_grad(true);
     made.push_back(std::move(adapter));
   }
   return made;
 }
 
+std::vector<TokenAdapter> TrainableTokens::make_standalone(const LoraConfig& config,
+                                                           const std::vector<TokenSite>& sites,
+                                                           const std::vector<std::string>& other_modules) {
+  std::vector<const TokenSite*> chosen;
+  if (config.target_names.empty() && config.target_regex.empty()) {
+    chosen.push_back(&site_named("", sites));  // PEFT's default: the model's input embedding
+  } else {
+    auto is_site = [&](const std::string& module) {
+      return std::any_of(sites.begin(), sites.end(), [&](const TokenSite& site) { return site.module == module; });
+    };
+    for (const auto& module : other_modules)
+      require(is_site(module) || !config.targets(module), "target_modules '", config.describe_targets(), "' matches '",
+              module, "', which is neither an embedding nor a linear layer");
+    for (const auto& site : sites)
+      if (config.targets(site.module)) chosen.push_back(&site);
+    require(!chosen.empty(), "target_modules '", config.describe_targets(),
+            "' matches no embedding or linear layer of the model");
+  }
+  auto is_chosen = [&](const TokenSite& site) {
+    return std::any_of(chosen.begin(), chosen.end(), [&](const TokenSite* c) { return c->module == site.module; });
+  };
+  std::vector<TokenAdapter> made;
+  for (const TokenSite* site : chosen) {
+    const c10::TensorImpl* weight = site->weight.unsafeGetTensorImpl();
+    // A head tied to a chosen embedding is that embedding's tied adapter (PEFT ties it so).
+    if (std::any_of(made.begin(), made.end(),
+                    [&](const TokenAdapter& a) { return a.site.weight.unsafeGetTensorImpl() == weight; }))
+      continue;
+    // PEFT's layer on a head alone would leave the embedding sharing its weight computing with the
+    // old rows; here a weight's rows are the same wherever it is used.
+    for (const auto& other : sites)
+      if (other.is_embedding && other.weight.unsafeGetTensorImpl() == weight && !is_chosen(other))
+        fail(Status::Unsupported, "target_modules '", config.describe_targets(), "' matches '", site->module,
+             "', whose weight is tied to the embedding '", other.module, "': target '", other.module,
+             "' (its tied layers compute with the same rows)");
+    made.push_back(make_adapter(*site, config.standalone_indices, sites, "token_indices"));
+  }
+  return made;
+}
+
 void TrainableTokens::append_parameters(size_t k, NamedTensors* out) const {
-  out->emplace_back(adapters_[k].site.module + kTokenDeltaSuffix, adapters_[k].delta);
+  out->emplace_back(adapters_[k].site.module + suffix(), adapters_[k].delta);
 }
 
 at::Tensor TrainableTokens::replaced(const at::Tensor& weight, const TokenAdapter& adapter, const at::Tensor& delta) {
@@ -118,7 +166,7 @@ NamedTensors TrainableTokens::merged(const NamedTensors& state) const {
   std::unordered_set<std::string> deltas;
   at::NoGradGuard no_grad;
   for (const auto& adapter : adapters_) {
-    const std::string weight = adapter.site.module + ".weight", delta = adapter.site.module + kTokenDeltaSuffix;
+    const std::string weight = adapter.site.module + ".weight", delta = adapter.site.module + suffix();
     merged_weights[weight] = replaced(entry_of(weight), adapter, entry_of(delta));
     // A tied layer listed under its own name too (named_parameters_with_ties) holds the same weight.
     for (const auto& tied : adapter.tied)

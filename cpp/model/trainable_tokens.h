@@ -19,8 +19,11 @@
 
 namespace acc {
 
-// An adapter's parameter is named its module's name and this (PEFT's, without its adapter name).
+// An adapter's parameter is named its module's name and this (PEFT's, without its adapter name):
+// beside LoRA (PEFT's TrainableTokensWrapper holds the layer as its token_adapter), or alone (PEFT's
+// TRAINABLE_TOKENS method, whose layer replaces the module).
 constexpr const char* kTokenDeltaSuffix = ".token_adapter.trainable_tokens_delta";
+constexpr const char* kStandaloneTokenDeltaSuffix = ".trainable_tokens_delta";
 
 // A layer whose weight's rows are tokens: an embedding, or a linear layer without bias reading a
 // vocabulary (an LM head). `use_weight` makes it compute with another tensor (the parameter itself
@@ -53,10 +56,25 @@ class TrainableTokens {
   // returning; the model changes only when the caller installs the result.
   static std::vector<TokenAdapter> make(const TokenIndices& indices, const std::vector<TokenSite>& sites,
                                         const std::vector<std::string>& lora_modules);
-  void install(std::vector<TokenAdapter> adapters) { adapters_ = std::move(adapters); }
+  // PEFT's TrainableTokensConfig (`config.peft_type` TrainableTokens): the rows standalone_indices
+  // of every layer the targets match (exact names, or a name's end after a dot, or the regular
+  // expression; none: the input embedding), in module order; a matched layer whose weight an earlier
+  // one's adapter holds (a tied head) computes with that adapter's rows. `other_modules`: the
+  // model's modules that are neither, which the targets must not match. Each delta starts as the
+  // rows (the caller draws PEFT's init_weights false values). Checks as `make`, changing nothing.
+  static std::vector<TokenAdapter> make_standalone(const LoraConfig& config, const std::vector<TokenSite>& sites,
+                                                   const std::vector<std::string>& other_modules);
+  // `standalone`: made by make_standalone, whose parameters PEFT names otherwise.
+  void install(std::vector<TokenAdapter> adapters, bool standalone = false) {
+    adapters_ = std::move(adapters);
+    standalone_ = standalone;
+  }
   void clear() { adapters_.clear(); }
+  bool standalone() const { return standalone_; }
+  // What follows a module's name in its delta's name (kTokenDeltaSuffix or kStandaloneTokenDeltaSuffix).
+  const char* suffix() const { return standalone_ ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix; }
 
-  // Adapter k's parameter under its name ("<module>.token_adapter.trainable_tokens_delta").
+  // Adapter k's parameter under its name ("<module>" and suffix()).
   void append_parameters(size_t k, NamedTensors* out) const;
 
   // `weight` with the adapter's rows replaced by `delta` (PEFT's get_merged_weights).
@@ -83,6 +101,7 @@ class TrainableTokens {
 
  private:
   std::vector<TokenAdapter> adapters_;
+  bool standalone_ = false;
 };
 
 }  // namespace acc

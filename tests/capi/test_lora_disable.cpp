@@ -110,7 +110,8 @@ TEST(LoraDisable, TorchScriptLayersOfAPreparedModelComputeAsTheBaseModel) {
 TEST(LoraDisable, RefusedWhereItCannotBeHonoured) {
   acc_model* m = net();
   EXPECT_EQ(lora_enabled(m), 0) << "no adapters";
-  ACC_EXPECT_ERROR(acc_model_set_lora_enabled(m, 0), ACC_ERR_INVALID_ARGUMENT, "no LoRA adapters to disable");
+  ACC_EXPECT_ERROR(acc_model_set_lora_enabled(m, 0), ACC_ERR_INVALID_ARGUMENT,
+                   "no LoRA adapters or trainable tokens to disable");
   ACC_EXPECT_ERROR(acc_model_set_lora_enabled(nullptr, 0), ACC_ERR_INVALID_HANDLE, "model");
   ACC_EXPECT_ERROR(acc_model_lora_enabled(m, nullptr), ACC_ERR_INVALID_ARGUMENT, "out");
   acc_options* o = lora_options(2, 4);

@@ -10,7 +10,8 @@ generator, chosen B matrices, an input, PEFT's output and the merged weights) an
 network written as a layer spec, PEFT's output in training mode with lora_dropout (its "spec" case)
 and with DoRA (its "dora" case, from peft/tuners/lora/dora.py); lora_bias on the TorchScript model
 (its "lora_bias" case); and the initialisations that decompose the weights, OLoRA and PiSSA (its
-"decomposing" case).
+"decomposing" case); trainable token rows beside LoRA ("tokens") and alone, PEFT's
+TrainableTokensConfig ("standalone_tokens").
 
 Run with Debian's python3-torch: python3 export_lora_cases.py OUTPUT_DIR
 """
@@ -349,6 +350,44 @@ def tokens_case(out):
             "merged_embed": tensor(merged)}
 
 
+def standalone_tokens_case():
+    """PEFT's TrainableTokensConfig(token_indices=[7, 2, 9], init_weights=False) on TokNet: no
+    target_modules, so the input embedding ("embed"), and the head tied to it through PEFT's tied
+    adapter; the delta starts as torch.randn((3, 6)) after manual_seed(seed), then the next draws;
+    every other parameter frozen. Three AdamW steps of next-token loss, the outputs, the merged
+    embedding."""
+    torch.manual_seed(21)
+    model = TokNet()  # the weights tokens_case saved
+    indices, seed, lr = [7, 2, 9], 41, 0.05
+    torch.manual_seed(seed)
+    w = model.embed.weight.detach()
+    delta = torch.randn((len(indices), w.shape[1]), dtype=w.dtype, device=w.device).clone().requires_grad_()
+    next_draw = torch.rand(3)
+    initial_delta = delta.detach().clone()
+    index = torch.tensor(indices)
+
+    def peft_forward(ids):
+        weight = w.index_copy(0, index, delta)
+        h = F.linear(F.embedding(ids, weight), model.fc.weight.detach(), model.fc.bias.detach())
+        return F.linear(torch.tanh(h), w.index_copy(0, index, delta))
+
+    opt = torch.optim.AdamW([delta], lr=lr)
+    losses = []
+    for step in range(3):
+        ids, targets = token_batch(step)
+        loss = F.cross_entropy(peft_forward(ids).reshape(-1, 10), targets.reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    with torch.no_grad():
+        output = peft_forward(token_batch(0)[0])
+    return {"indices": indices, "seed": seed, "lr": lr, "initial_delta": tensor(initial_delta),
+            "batches": [[t.flatten().tolist() for t in token_batch(step)] for step in range(3)],
+            "next_draw": tensor(next_draw), "losses": losses, "delta": tensor(delta), "output": tensor(output),
+            "merged_embed": tensor(w.index_copy(0, index, delta.detach()))}
+
+
 def main(out_dir):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -375,7 +414,8 @@ def main(out_dir):
             "next_draw": tensor(next_draw), "chosen_b": {n: tensor(b) for n, b in chosen_b.items()},
             "input": tensor(x), "output": tensor(y), "merged": {n: tensor(w) for n, w in merged.items()},
             "spec": spec_case(model, g), "dora": dora_case(model, g), "lora_bias": lora_bias_case(model, g),
-            "decomposing": decomposing_cases(model, g), "tokens": tokens_case(out)}
+            "decomposing": decomposing_cases(model, g), "tokens": tokens_case(out),
+            "standalone_tokens": standalone_tokens_case()}
     (out / "lora_cases.json").write_text(json.dumps(case))
 
 

@@ -112,6 +112,7 @@ struct Settings {
   const char* lora_init = "true";  // their init_lora_weights
   const char* lora_tokens = nullptr;  // their trainable_token_indices
   const char* lora_saved = nullptr;   // their modules_to_save
+  const char* tokens_alone = nullptr;  // token_indices of PEFT's TrainableTokensConfig (no LoRA)
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -197,6 +198,13 @@ struct Job {
       if (s.lora_tokens) EXPECT_EQ(acc_options_set(o, "trainable_token_indices", s.lora_tokens), ACC_OK);
       if (s.lora_saved) EXPECT_EQ(acc_options_set(o, "modules_to_save", s.lora_saved), ACC_OK);
       EXPECT_EQ(acc_model_add_lora(model, s.lora, o, nullptr), ACC_OK) << acc_last_error_message();
+      acc_options_free(o);
+    }
+    if (s.tokens_alone) {
+      acc_options* o = nullptr;
+      EXPECT_EQ(acc_options_create(ACC_OPTIONS_TRAINABLE_TOKENS, &o), ACC_OK);
+      EXPECT_EQ(acc_options_set(o, "token_indices", s.tokens_alone), ACC_OK);
+      EXPECT_EQ(acc_model_add_trainable_tokens(model, nullptr, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
     acc_options* o = nullptr;
@@ -594,6 +602,37 @@ TEST(Sharded, TrainableTokensOfATorchScriptModelTrainUnderEveryStageAsUnderDdp) 
   expect_trains_like_ddp(3, s, 4);
   s.lora_tokens = "7,2,5";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// PEFT's TrainableTokensConfig: the rows alone train (every other parameter frozen), of a layer-spec
+// GPT and of a TorchScript model, both with a head tied to the embedding; under stage 3 with the
+// weights built by the main process alone too (the rows arrive with the weights).
+TEST(Sharded, TrainableTokensAloneTrainUnderEveryStageAsUnderDdp) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  Settings s;
+  s.spec = kTiedGpt;
+  s.tokens = true;
+  s.algorithm = "sgd";
+  s.tokens_alone = "1,6,3";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+  {
+    Job job(0, s);
+    const auto before = job.weights();
+    for (int i = 0; i < 3; ++i) job.micro_step();
+    const auto after = job.weights();
+    for (const auto& [name, values] : before)
+      if (name != "0.trainable_tokens_delta") EXPECT_EQ(values, after.at(name)) << name << " changed";
+    EXPECT_NE(before.at("0.trainable_tokens_delta"), after.at("0.trainable_tokens_delta")) << "the rows did not train";
+  }
+  s.main_process_loads = true;
+  expect_trains_like_ddp(3, s, 4);
+  Settings script;
+  script.script = "tokens_model.pt";
+  script.tokens = true;
+  script.vocab = 10;
+  script.algorithm = "sgd";
+  script.tokens_alone = "7,2,5";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, script, 4);
 }
 
 // FSDP's cpu_ram_efficient_loading (DeepSpeed's zero3_init_flag): only the main process builds the

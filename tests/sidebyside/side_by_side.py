@@ -655,6 +655,11 @@ SCENARIOS.update({
                                  zero_stage=2, processes=(2,),
                                  lora=dict(targets="linear1,linear2", r=4, alpha=8, dropout=0.1,
                                            trainable_token_indices=[1, 3, 5])),
+    # PEFT's TrainableTokensConfig (trainable tokens alone, no LoRA) on the input embedding, its rows
+    # starting as torch.randn draws (init_weights false), with reference outputs (the rows left out).
+    "lm_tokens_alone": dict(model="lm", optimizer="adamw", schedule="linear", clip=0.5, graph_optimization=False,
+                            reference_forward=True, accumulation=2,
+                            lora=dict(method="TRAINABLE_TOKENS", token_indices=[1, 3, 5], init_weights=False)),
     # The disabled model computes the module to save as it was (PEFT's original_module).
     "mlp_lora_head_reference": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
                                     reference_forward=True, clip=0.05,
@@ -969,16 +974,19 @@ class ModulesToSave(torch.nn.Module):
 
 class TrainableTokensLayer(torch.nn.Module):
     """PEFT's TrainableTokensLayer (peft/tuners/trainable_tokens/layer.py) for an embedding, restated:
-    the delta starts as the weight's rows (no random draw), and the layer computes with
-    W.index_copy(0, indices, delta)."""
+    the delta starts as the weight's rows, or with init_weights false as torch.randn draws in the
+    weight's dtype, and the layer computes with W.index_copy(0, indices, delta)."""
 
-    def __init__(self, base, indices):
+    def __init__(self, base, indices, init_weights=True):
         super().__init__()
         self.base_layer = base
         self.disabled = False  # PEFT's disable_adapter_layers: the base layer alone
         self.token_indices = indices
+        w = base.weight
+        values = w[indices] if init_weights else torch.randn((len(indices), w.shape[1]), dtype=w.dtype,
+                                                              device=w.device)
         self.trainable_tokens_delta = torch.nn.ParameterDict(
-            {"default": torch.nn.Parameter(base.weight[indices].clone(), requires_grad=True)})
+            {"default": torch.nn.Parameter(values.clone(), requires_grad=True)})
 
     def merged_weight(self):
         index = torch.tensor(self.token_indices).to(self.base_layer.weight.device)
@@ -1028,6 +1036,13 @@ def peft_model(scripted, name, settings):
         model = EAGER_MODELS[name]()
     model.load_state_dict(scripted.state_dict())
     model.train()
+    if settings.get("method") == "TRAINABLE_TOKENS":  # PEFT's TrainableTokensModel: the input embedding's layer
+        for parameter in model.parameters():
+            parameter.requires_grad_(False)
+        embed = next(n for n, m in model.named_modules() if isinstance(m, torch.nn.Embedding))
+        replace_module(model, embed, TrainableTokensLayer(model.get_submodule(embed), settings["token_indices"],
+                                                          settings.get("init_weights", True)))
+        return model
     targets = settings["targets"].split(",")
     for parameter in model.parameters():
         parameter.requires_grad_(False)
@@ -1074,8 +1089,8 @@ def without_adapters(model):
             replace_module(merged, module_name, module.merged())
         elif isinstance(module, ModulesToSave):
             replace_module(merged, module_name, module.modules_to_save["default"])
-        elif isinstance(module, TrainableTokensWrapper):  # PEFT's merge: the rows written into the weight
-            layer = module.token_adapter
+        elif isinstance(module, (TrainableTokensWrapper, TrainableTokensLayer)):  # PEFT's merge: rows into the weight
+            layer = module.token_adapter if isinstance(module, TrainableTokensWrapper) else module
             with torch.no_grad():
                 layer.base_layer.weight.data = layer.merged_weight()
             replace_module(merged, module_name, layer.base_layer)
@@ -1573,7 +1588,14 @@ class OurJob:
             lib.acc_model_set_graph_optimization(model, 0)
         if cfg["freeze"]:
             lib.acc_model_set_requires_grad(model, cfg["freeze"].encode(), 0, None)
-        if cfg["lora"]:
+        if cfg["lora"] and cfg["lora"].get("method") == "TRAINABLE_TOKENS":
+            settings = cfg["lora"]
+            tokens = lib.options(api.ACC_OPTIONS_TRAINABLE_TOKENS,
+                                 {"token_indices": json.dumps(settings["token_indices"]),
+                                  "init_weights": settings.get("init_weights", True)})
+            lib.acc_model_add_trainable_tokens(model, None, tokens, None)
+            lib.lib.acc_options_free(tokens)
+        elif cfg["lora"]:
             settings = cfg["lora"]
             lora = lib.options(api.ACC_OPTIONS_LORA, {"r": settings["r"], "lora_alpha": float(settings["alpha"]),
                                                       "lora_dropout": float(settings.get("dropout", 0.0)),

@@ -14,6 +14,9 @@ public partial class Options {
   /// <summary>Options of new AveragedModel (PyTorch's AveragedModel: strategy "swa" or "ema", decay,
   /// use_buffers, device).</summary>
   public static Options AveragedModel() { return new Options(OptionsKind.AveragedModelOptions); }
+  /// <summary>Options of Model.AddTrainableTokens (PEFT's TrainableTokensConfig: token_indices,
+  /// init_weights, ...).</summary>
+  public static Options TrainableTokens() { return new Options(OptionsKind.TrainableTokensOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

@@ -80,6 +80,40 @@ public class LoraTests {
       Assert.AreEqual(0, model.LoraCount);
     }
   }
+
+  const string TokenSpec = "[{\"type\":\"embedding\",\"num_embeddings\":6,\"embedding_dim\":4}," +
+                           "{\"type\":\"linear\",\"in_features\":4,\"out_features\":6}]";
+
+  static float[] TokenOutput(Model model) {
+    using (Tensor ids = Tensor.Of(new long[] {1, 4, 2, 0}, 2, 2))
+    using (Tensor y = model.Forward(ids)) return y.ToFloatArray();
+  }
+
+  // PEFT's TrainableTokensConfig: rows of the input embedding train alone, PEFT's files round-trip.
+  [Test]
+  public void TrainableTokensTrainAloneAndRoundTrip() {
+    string dir = Path.Combine(Path.GetTempPath(), "acc-cs-tokens-" + System.Guid.NewGuid().ToString("N"));
+    Library.SetSeed(5);
+    using (Model model = Model.FromSpec(TokenSpec))
+    using (Options o = Options.TrainableTokens().Put("token_indices", "1,4").Put("init_weights", false)) {
+      float[] baseOutput = TokenOutput(model);
+      Assert.AreEqual(1, model.AddTrainableTokens(null, o));
+      Assert.AreEqual(0, model.LoraCount);
+      using (StringList names = model.ParameterNames())
+        Assert.AreEqual(new[] {"0.weight", "0.trainable_tokens_delta", "1.weight", "1.bias"}, names.ToList());
+      float[] changed = TokenOutput(model);
+      CollectionAssert.AreNotEqual(baseOutput, changed);
+      model.SaveLora(dir);
+      Library.SetSeed(5);
+      using (Model fresh = Model.FromSpec(TokenSpec)) {
+        fresh.LoadLora(dir);
+        Assert.AreEqual(changed, TokenOutput(fresh));
+        using (fresh.DisableLora()) Assert.AreEqual(baseOutput, TokenOutput(fresh));
+      }
+      Assert.Throws<AccelerateInvalidArgumentException>(() => model.AddLora("1", null));
+    }
+    Directory.Delete(dir, true);
+  }
 }
 
 }

@@ -128,3 +128,74 @@ func TestWithoutLoraComputesAsTheBaseModel(t *testing.T) {
 		t.Errorf("WithoutLora without adapters: %v", err)
 	}
 }
+
+const tokenSpec = `[{"type":"embedding","num_embeddings":6,"embedding_dim":4},
+  {"type":"linear","in_features":4,"out_features":6}]`
+
+func tokenOutput(t *testing.T, m *acc.Model) []float32 {
+	t.Helper()
+	ids, _ := acc.FromInt64s([]int64{1, 4, 2, 0}, 2, 2)
+	defer ids.Close()
+	return forwardNoGrad(t, m, ids)
+}
+
+func seededTokenModel(t *testing.T) *acc.Model {
+	t.Helper()
+	if err := acc.SetSeed(5); err != nil {
+		t.Fatal(err)
+	}
+	m, err := acc.ModelFromSpec(tokenSpec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// PEFT's TrainableTokensConfig: rows of the input embedding train alone, PEFT's files round-trip.
+func TestTrainableTokensTrainAloneAndRoundTrip(t *testing.T) {
+	m := seededTokenModel(t)
+	defer m.Close()
+	base := tokenOutput(t, m)
+	o, _ := acc.NewOptions(acc.TrainableTokensOptions)
+	defer o.Close()
+	if err := o.Set("token_indices", "1,4"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SetBool("init_weights", false); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m.AddTrainableTokens("", o); n != 1 || err != nil {
+		t.Fatalf("AddTrainableTokens = %d, %v", n, err)
+	}
+	names, _ := m.ParameterNames()
+	if want := []string{"0.weight", "0.trainable_tokens_delta", "1.weight", "1.bias"}; !reflect.DeepEqual(names, want) {
+		t.Fatalf("parameters %v, want %v", names, want)
+	}
+	changed := tokenOutput(t, m)
+	if reflect.DeepEqual(base, changed) {
+		t.Fatal("random rows left the outputs as they were")
+	}
+	dir := filepath.Join(t.TempDir(), "tokens")
+	if err := m.SaveLora(dir); err != nil {
+		t.Fatal(err)
+	}
+	fresh := seededTokenModel(t)
+	defer fresh.Close()
+	if err := fresh.LoadLora(dir); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(changed, tokenOutput(t, fresh)) {
+		t.Error("loaded rows compute otherwise")
+	}
+	if err := fresh.WithoutLora(func() error {
+		if !reflect.DeepEqual(base, tokenOutput(t, fresh)) {
+			t.Error("disabled rows do not give the base model")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddLora("1", nil); !errors.Is(err, acc.ErrInvalidArgument) {
+		t.Errorf("LoRA over trainable tokens: %v", err)
+	}
+}

@@ -17,6 +17,8 @@ const (
 	LoraOptions          OptionsKind = capi.OptionsLora
 	ProfileOptions       OptionsKind = capi.OptionsProfile       // Accelerate's ProfileKwargs (Accelerator.Profile)
 	AveragedModelOptions OptionsKind = capi.OptionsAveragedModel // PyTorch's AveragedModel (NewAveragedModel)
+	// PEFT's TrainableTokensConfig (Model.AddTrainableTokens: token_indices, init_weights, ...)
+	TrainableTokensOptions OptionsKind = capi.OptionsTrainableTokens
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -172,6 +174,21 @@ func (m *Model) AddLora(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddLora(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddTrainableTokens trains chosen rows of embeddings alone (PEFT's TrainableTokensConfig, new
+// tokens without LoRA) and freezes every other parameter. targetModules: named as for AddLora, or ""
+// for the model's input embedding; a head tied to it computes with the same rows. opts:
+// TrainableTokensOptions with token_indices ("32000,32001"). SaveLora, LoadLora, MergeLora and
+// WithoutLora act on them. It returns how many layers have trainable rows.
+func (m *Model) AddTrainableTokens(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddTrainableTokens(targetModules, oh, e) })
 	return int(n), err
 }
 

@@ -89,4 +89,40 @@ class LoraTest {
       assertEquals(0, model.loraCount());
     }
   }
+
+  static final String TOKEN_SPEC =
+      "[{\"type\":\"embedding\",\"num_embeddings\":6,\"embedding_dim\":4},"
+      + "{\"type\":\"linear\",\"in_features\":4,\"out_features\":6}]";
+
+  static float[] tokenOutput(Model model) {
+    try (Tensor ids = Tensor.of(new long[] {1, 4, 2, 0}, 2, 2); Tensor y = model.forward(ids)) {
+      return y.toFloatArray();
+    }
+  }
+
+  /** PEFT's TrainableTokensConfig: rows of the input embedding train alone, PEFT's files round-trip. */
+  @Test
+  void trainableTokensTrainAloneAndRoundTrip() {
+    Accelerate.setSeed(5);
+    try (Model model = Model.fromSpec(TOKEN_SPEC);
+         Options o = Options.trainableTokens().put("token_indices", "1,4").put("init_weights", false)) {
+      float[] base = tokenOutput(model);
+      assertEquals(1, model.addTrainableTokens(null, o));
+      assertEquals(0, model.loraCount());
+      try (StringList names = model.parameterNames()) {
+        assertEquals(Arrays.asList("0.weight", "0.trainable_tokens_delta", "1.weight", "1.bias"), names.toList());
+      }
+      float[] changed = tokenOutput(model);
+      assertFalse(Arrays.equals(base, changed), "random rows change the outputs");
+      model.saveLora(dir.toString());
+      Accelerate.setSeed(5);
+      try (Model fresh = Model.fromSpec(TOKEN_SPEC)) {
+        fresh.loadLora(dir.toString());
+        assertArrayEquals(changed, tokenOutput(fresh));
+        fresh.setLoraEnabled(false);
+        assertArrayEquals(base, tokenOutput(fresh));
+      }
+      assertThrows(InvalidArgumentException.class, () -> model.addLora("1", null));
+    }
+  }
 }

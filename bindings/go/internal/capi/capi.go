@@ -125,144 +125,146 @@ typedef long long swig_type_95;
 typedef _gostring_ swig_type_96;
 typedef long long swig_type_97;
 typedef _gostring_ swig_type_98;
-typedef _gostring_ swig_type_99;
+typedef long long swig_type_99;
 typedef _gostring_ swig_type_100;
-typedef long long swig_type_101;
+typedef _gostring_ swig_type_101;
 typedef _gostring_ swig_type_102;
-typedef _gostring_ swig_type_103;
+typedef long long swig_type_103;
 typedef _gostring_ swig_type_104;
-typedef _goslice_ swig_type_105;
-typedef long long swig_type_106;
-typedef _gostring_ swig_type_107;
+typedef _gostring_ swig_type_105;
+typedef _gostring_ swig_type_106;
+typedef _goslice_ swig_type_107;
 typedef long long swig_type_108;
-typedef long long swig_type_109;
+typedef _gostring_ swig_type_109;
 typedef long long swig_type_110;
 typedef long long swig_type_111;
-typedef _gostring_ swig_type_112;
-typedef _gostring_ swig_type_113;
+typedef long long swig_type_112;
+typedef long long swig_type_113;
 typedef _gostring_ swig_type_114;
 typedef _gostring_ swig_type_115;
 typedef _gostring_ swig_type_116;
-typedef long long swig_type_117;
+typedef _gostring_ swig_type_117;
 typedef _gostring_ swig_type_118;
-typedef _gostring_ swig_type_119;
-typedef long long swig_type_120;
-typedef long long swig_type_121;
+typedef long long swig_type_119;
+typedef _gostring_ swig_type_120;
+typedef _gostring_ swig_type_121;
 typedef long long swig_type_122;
 typedef long long swig_type_123;
 typedef long long swig_type_124;
-typedef _gostring_ swig_type_125;
-typedef _gostring_ swig_type_126;
-typedef long long swig_type_127;
-typedef long long swig_type_128;
+typedef long long swig_type_125;
+typedef long long swig_type_126;
+typedef _gostring_ swig_type_127;
+typedef _gostring_ swig_type_128;
 typedef long long swig_type_129;
 typedef long long swig_type_130;
 typedef long long swig_type_131;
 typedef long long swig_type_132;
-typedef _goslice_ swig_type_133;
-typedef _goslice_ swig_type_134;
-typedef long long swig_type_135;
-typedef long long swig_type_136;
+typedef long long swig_type_133;
+typedef long long swig_type_134;
+typedef _goslice_ swig_type_135;
+typedef _goslice_ swig_type_136;
 typedef long long swig_type_137;
 typedef long long swig_type_138;
 typedef long long swig_type_139;
 typedef long long swig_type_140;
-typedef _gostring_ swig_type_141;
-typedef _gostring_ swig_type_142;
+typedef long long swig_type_141;
+typedef long long swig_type_142;
 typedef _gostring_ swig_type_143;
-typedef long long swig_type_144;
-typedef long long swig_type_145;
+typedef _gostring_ swig_type_144;
+typedef _gostring_ swig_type_145;
 typedef long long swig_type_146;
 typedef long long swig_type_147;
 typedef long long swig_type_148;
-typedef _gostring_ swig_type_149;
-typedef _gostring_ swig_type_150;
+typedef long long swig_type_149;
+typedef long long swig_type_150;
 typedef _gostring_ swig_type_151;
-typedef long long swig_type_152;
+typedef _gostring_ swig_type_152;
 typedef _gostring_ swig_type_153;
-typedef _gostring_ swig_type_154;
+typedef long long swig_type_154;
 typedef _gostring_ swig_type_155;
 typedef _gostring_ swig_type_156;
 typedef _gostring_ swig_type_157;
 typedef _gostring_ swig_type_158;
 typedef _gostring_ swig_type_159;
-typedef long long swig_type_160;
+typedef _gostring_ swig_type_160;
 typedef _gostring_ swig_type_161;
-typedef _gostring_ swig_type_162;
+typedef long long swig_type_162;
 typedef _gostring_ swig_type_163;
 typedef _gostring_ swig_type_164;
-typedef _goslice_ swig_type_165;
+typedef _gostring_ swig_type_165;
 typedef _gostring_ swig_type_166;
 typedef _goslice_ swig_type_167;
-typedef long long swig_type_168;
-typedef _gostring_ swig_type_169;
-typedef _gostring_ swig_type_170;
-typedef long long swig_type_171;
+typedef _gostring_ swig_type_168;
+typedef _goslice_ swig_type_169;
+typedef long long swig_type_170;
+typedef _gostring_ swig_type_171;
 typedef _gostring_ swig_type_172;
 typedef long long swig_type_173;
 typedef _gostring_ swig_type_174;
 typedef long long swig_type_175;
-typedef _goslice_ swig_type_176;
-typedef _gostring_ swig_type_177;
-typedef long long swig_type_178;
-typedef long long swig_type_179;
+typedef _gostring_ swig_type_176;
+typedef long long swig_type_177;
+typedef _goslice_ swig_type_178;
+typedef _gostring_ swig_type_179;
 typedef long long swig_type_180;
 typedef long long swig_type_181;
 typedef long long swig_type_182;
 typedef long long swig_type_183;
-typedef _gostring_ swig_type_184;
-typedef _gostring_ swig_type_185;
+typedef long long swig_type_184;
+typedef long long swig_type_185;
 typedef _gostring_ swig_type_186;
-typedef _goslice_ swig_type_187;
-typedef _goslice_ swig_type_188;
-typedef long long swig_type_189;
-typedef _gostring_ swig_type_190;
+typedef _gostring_ swig_type_187;
+typedef _gostring_ swig_type_188;
+typedef _goslice_ swig_type_189;
+typedef _goslice_ swig_type_190;
 typedef long long swig_type_191;
 typedef _gostring_ swig_type_192;
-typedef _goslice_ swig_type_193;
-typedef _goslice_ swig_type_194;
-typedef long long swig_type_195;
+typedef long long swig_type_193;
+typedef _gostring_ swig_type_194;
+typedef _goslice_ swig_type_195;
 typedef _goslice_ swig_type_196;
-typedef _goslice_ swig_type_197;
-typedef long long swig_type_198;
+typedef long long swig_type_197;
+typedef _goslice_ swig_type_198;
 typedef _goslice_ swig_type_199;
 typedef long long swig_type_200;
-typedef _gostring_ swig_type_201;
-typedef _gostring_ swig_type_202;
+typedef _goslice_ swig_type_201;
+typedef long long swig_type_202;
 typedef _gostring_ swig_type_203;
-typedef long long swig_type_204;
-typedef long long swig_type_205;
+typedef _gostring_ swig_type_204;
+typedef _gostring_ swig_type_205;
 typedef long long swig_type_206;
 typedef long long swig_type_207;
 typedef long long swig_type_208;
-typedef _goslice_ swig_type_209;
+typedef long long swig_type_209;
 typedef long long swig_type_210;
 typedef _goslice_ swig_type_211;
 typedef long long swig_type_212;
-typedef _gostring_ swig_type_213;
+typedef _goslice_ swig_type_213;
 typedef long long swig_type_214;
-typedef long long swig_type_215;
+typedef _gostring_ swig_type_215;
 typedef long long swig_type_216;
-typedef _gostring_ swig_type_217;
+typedef long long swig_type_217;
 typedef long long swig_type_218;
 typedef _gostring_ swig_type_219;
 typedef long long swig_type_220;
-typedef long long swig_type_221;
-typedef _gostring_ swig_type_222;
+typedef _gostring_ swig_type_221;
+typedef long long swig_type_222;
 typedef long long swig_type_223;
-typedef long long swig_type_224;
+typedef _gostring_ swig_type_224;
 typedef long long swig_type_225;
 typedef long long swig_type_226;
-typedef _goslice_ swig_type_227;
+typedef long long swig_type_227;
 typedef long long swig_type_228;
-typedef long long swig_type_229;
+typedef _goslice_ swig_type_229;
 typedef long long swig_type_230;
 typedef long long swig_type_231;
 typedef long long swig_type_232;
 typedef long long swig_type_233;
-typedef _gostring_ swig_type_234;
+typedef long long swig_type_234;
 typedef long long swig_type_235;
 typedef _gostring_ swig_type_236;
+typedef long long swig_type_237;
+typedef _gostring_ swig_type_238;
 extern void _wrap_Swig_free_capi_f4638e046c163791(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_f4638e046c163791(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_f4638e046c163791(void);
@@ -313,6 +315,7 @@ extern swig_intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_f4638e046c163791(void);
 extern swig_intgo _wrap_ACC_OPTIONS_LORA_capi_f4638e046c163791(void);
 extern swig_intgo _wrap_ACC_OPTIONS_PROFILE_capi_f4638e046c163791(void);
 extern swig_intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_f4638e046c163791(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_f4638e046c163791(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_NO_capi_f4638e046c163791(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_YES_capi_f4638e046c163791(void);
@@ -493,88 +496,89 @@ extern uintptr_t _wrap_Model_parameter_capi_f4638e046c163791(uintptr_t arg1, swi
 extern void _wrap_Model_zeroGrad_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern swig_type_95 _wrap_Model_setRequiresGrad_capi_f4638e046c163791(uintptr_t arg1, swig_type_96 arg2, _Bool arg3, swig_voidp arg4);
 extern swig_type_97 _wrap_Model_addLora_capi_f4638e046c163791(uintptr_t arg1, swig_type_98 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Model_saveLora_capi_f4638e046c163791(uintptr_t arg1, swig_type_99 arg2, swig_voidp arg3);
-extern void _wrap_Model_loadLora_capi_f4638e046c163791(uintptr_t arg1, swig_type_100 arg2, swig_voidp arg3);
+extern swig_type_99 _wrap_Model_addTrainableTokens_capi_f4638e046c163791(uintptr_t arg1, swig_type_100 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveLora_capi_f4638e046c163791(uintptr_t arg1, swig_type_101 arg2, swig_voidp arg3);
+extern void _wrap_Model_loadLora_capi_f4638e046c163791(uintptr_t arg1, swig_type_102 arg2, swig_voidp arg3);
 extern void _wrap_Model_mergeLora_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_101 _wrap_Model_loraCount_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_103 _wrap_Model_loraCount_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_setLoraEnabled_capi_f4638e046c163791(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern _Bool _wrap_Model_isLoraEnabled_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_stateDict_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_loadStateDict_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Model_saveTorchscript_capi_f4638e046c163791(uintptr_t arg1, swig_type_102 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Model_loadSafetensors_capi_f4638e046c163791(uintptr_t arg1, swig_type_103 arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Optimizer_capi_f4638e046c163791(uintptr_t arg1, swig_type_104 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveTorchscript_capi_f4638e046c163791(uintptr_t arg1, swig_type_104 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_loadSafetensors_capi_f4638e046c163791(uintptr_t arg1, swig_type_105 arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Optimizer_capi_f4638e046c163791(uintptr_t arg1, swig_type_106 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Optimizer_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_Optimizer_addParamGroup_capi_f4638e046c163791(uintptr_t arg1, swig_type_105 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_106 _wrap_Optimizer_addParamGroupMatching_capi_f4638e046c163791(uintptr_t arg1, swig_type_107 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_108 _wrap_Optimizer_numParamGroups_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Optimizer_getLr_capi_f4638e046c163791(uintptr_t arg1, swig_type_109 arg2, swig_voidp arg3);
-extern void _wrap_Optimizer_setLr_capi_f4638e046c163791(uintptr_t arg1, swig_type_110 arg2, double arg3, swig_voidp arg4);
-extern double _wrap_Optimizer_getHyperparameter_capi_f4638e046c163791(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3, swig_voidp arg4);
+extern void _wrap_Optimizer_addParamGroup_capi_f4638e046c163791(uintptr_t arg1, swig_type_107 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_108 _wrap_Optimizer_addParamGroupMatching_capi_f4638e046c163791(uintptr_t arg1, swig_type_109 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_110 _wrap_Optimizer_numParamGroups_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Optimizer_getLr_capi_f4638e046c163791(uintptr_t arg1, swig_type_111 arg2, swig_voidp arg3);
+extern void _wrap_Optimizer_setLr_capi_f4638e046c163791(uintptr_t arg1, swig_type_112 arg2, double arg3, swig_voidp arg4);
+extern double _wrap_Optimizer_getHyperparameter_capi_f4638e046c163791(uintptr_t arg1, swig_type_113 arg2, swig_type_114 arg3, swig_voidp arg4);
 extern void _wrap_Optimizer_step_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Optimizer_zeroGrad_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Optimizer_setTraining_capi_f4638e046c163791(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Optimizer_stateOf_capi_f4638e046c163791(uintptr_t arg1, swig_type_113 arg2, swig_type_114 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Optimizer_stateFields_capi_f4638e046c163791(uintptr_t arg1, swig_type_115 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_new_Scheduler_capi_f4638e046c163791(uintptr_t arg1, swig_type_116 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateOf_capi_f4638e046c163791(uintptr_t arg1, swig_type_115 arg2, swig_type_116 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateFields_capi_f4638e046c163791(uintptr_t arg1, swig_type_117 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_new_Scheduler_capi_f4638e046c163791(uintptr_t arg1, swig_type_118 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Scheduler_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_Scheduler_then_capi_f4638e046c163791(uintptr_t arg1, swig_type_117 arg2, swig_type_118 arg3, uintptr_t arg4, swig_voidp arg5);
-extern void _wrap_Scheduler_chain_capi_f4638e046c163791(uintptr_t arg1, swig_type_119 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Scheduler_then_capi_f4638e046c163791(uintptr_t arg1, swig_type_119 arg2, swig_type_120 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Scheduler_chain_capi_f4638e046c163791(uintptr_t arg1, swig_type_121 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_Scheduler_step_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Scheduler_stepMetric_capi_f4638e046c163791(uintptr_t arg1, double arg2, swig_voidp arg3);
-extern double _wrap_Scheduler_getLastLr_capi_f4638e046c163791(uintptr_t arg1, swig_type_120 arg2, swig_voidp arg3);
-extern swig_type_121 _wrap_Scheduler_getStep_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Scheduler_getLastLr_capi_f4638e046c163791(uintptr_t arg1, swig_type_122 arg2, swig_voidp arg3);
+extern swig_type_123 _wrap_Scheduler_getStep_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern uintptr_t _wrap_Scheduler_fromLrMultiplicative_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_f4638e046c163791(uintptr_t arg1, swig_type_122 arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_f4638e046c163791(uintptr_t arg1, swig_type_123 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_f4638e046c163791(uintptr_t arg1, swig_type_124 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_f4638e046c163791(uintptr_t arg1, swig_type_125 arg2, uintptr_t arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Scheduler_fromCyclicScale_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
 extern uintptr_t _wrap_new_AveragedModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_AveragedModel_capi_f4638e046c163791(uintptr_t arg1);
 extern void _wrap_AveragedModel_update_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_124 _wrap_AveragedModel_count_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_126 _wrap_AveragedModel_count_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_AveragedModel_copyTo_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_AveragedModel_swap_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern uintptr_t _wrap_AveragedModel_stateDict_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_AveragedModel_loadStateDict_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_Dataset_capi_f4638e046c163791(uintptr_t arg1);
 extern uintptr_t _wrap_Dataset_fromTensors_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_fromIdx_capi_f4638e046c163791(swig_type_125 arg1, swig_type_126 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromSampleSource_capi_f4638e046c163791(swig_type_127 arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromStreamSource_capi_f4638e046c163791(uintptr_t arg1, swig_type_128 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_subset_capi_f4638e046c163791(uintptr_t arg1, swig_type_129 arg2, swig_type_130 arg3, swig_voidp arg4);
-extern swig_type_131 _wrap_Dataset_size_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_get_capi_f4638e046c163791(uintptr_t arg1, swig_type_132 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromIdx_capi_f4638e046c163791(swig_type_127 arg1, swig_type_128 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromSampleSource_capi_f4638e046c163791(swig_type_129 arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromStreamSource_capi_f4638e046c163791(uintptr_t arg1, swig_type_130 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_subset_capi_f4638e046c163791(uintptr_t arg1, swig_type_131 arg2, swig_type_132 arg3, swig_voidp arg4);
+extern swig_type_133 _wrap_Dataset_size_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_get_capi_f4638e046c163791(uintptr_t arg1, swig_type_134 arg2, swig_voidp arg3);
 extern uintptr_t _wrap_new_DataLoader_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_DataLoader_capi_f4638e046c163791(uintptr_t arg1);
-extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_f4638e046c163791(uintptr_t arg1, swig_type_133 arg2, swig_type_134 arg3, uintptr_t arg4, swig_voidp arg5);
+extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_f4638e046c163791(uintptr_t arg1, swig_type_135 arg2, swig_type_136 arg3, uintptr_t arg4, swig_voidp arg5);
 extern uintptr_t _wrap_DataLoader_next_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_135 _wrap_DataLoader_length_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_136 _wrap_DataLoader_epoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_setEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3);
+extern swig_type_137 _wrap_DataLoader_length_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_138 _wrap_DataLoader_epoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_setEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_type_139 arg2, swig_voidp arg3);
 extern void _wrap_DataLoader_setCollator_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_skipFirstBatches_capi_f4638e046c163791(uintptr_t arg1, swig_type_138 arg2, swig_voidp arg3);
-extern swig_type_139 _wrap_DataLoader_totalBatchSize_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_140 _wrap_DataLoader_totalDatasetLength_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_skipFirstBatches_capi_f4638e046c163791(uintptr_t arg1, swig_type_140 arg2, swig_voidp arg3);
+extern swig_type_141 _wrap_DataLoader_totalBatchSize_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_142 _wrap_DataLoader_totalDatasetLength_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_endOfEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_endEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_Iter_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_inEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_Accelerator_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_delete_Accelerator_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_141 _wrap_Accelerator_device_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_142 _wrap_Accelerator_distributedType_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_143 _wrap_Accelerator_mixedPrecision_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_144 _wrap_Accelerator_processIndex_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_145 _wrap_Accelerator_numProcesses_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_146 _wrap_Accelerator_localProcessIndex_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_143 _wrap_Accelerator_device_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_144 _wrap_Accelerator_distributedType_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_145 _wrap_Accelerator_mixedPrecision_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_146 _wrap_Accelerator_processIndex_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_147 _wrap_Accelerator_numProcesses_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_148 _wrap_Accelerator_localProcessIndex_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isMainProcess_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLastProcess_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_147 _wrap_Accelerator_gradientAccumulationSteps_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_149 _wrap_Accelerator_gradientAccumulationSteps_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_syncGradients_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_148 _wrap_Accelerator_step_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_150 _wrap_Accelerator_step_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_prepareModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
@@ -589,96 +593,96 @@ extern void _wrap_Accelerator_accumulateBegin_capi_f4638e046c163791(uintptr_t ar
 extern void _wrap_Accelerator_accumulateEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern double _wrap_Accelerator_clipGradNorm_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_clipGradValue_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_saveModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_149 arg3, swig_type_150 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_f4638e046c163791(swig_type_151 arg1, swig_type_152 arg2, swig_type_153 arg3, swig_type_154 arg4, swig_voidp arg5);
-extern swig_type_155 _wrap_Accelerator_saveState_capi_f4638e046c163791(uintptr_t arg1, swig_type_156 arg2, swig_voidp arg3);
-extern swig_type_157 _wrap_Accelerator_loadState_capi_f4638e046c163791(uintptr_t arg1, swig_type_158 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_saveModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_151 arg3, swig_type_152 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_f4638e046c163791(swig_type_153 arg1, swig_type_154 arg2, swig_type_155 arg3, swig_type_156 arg4, swig_voidp arg5);
+extern swig_type_157 _wrap_Accelerator_saveState_capi_f4638e046c163791(uintptr_t arg1, swig_type_158 arg2, swig_voidp arg3);
+extern swig_type_159 _wrap_Accelerator_loadState_capi_f4638e046c163791(uintptr_t arg1, swig_type_160 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerAveragedModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_print_capi_f4638e046c163791(uintptr_t arg1, swig_type_159 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_print_capi_f4638e046c163791(uintptr_t arg1, swig_type_161 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_waitForEveryone_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_freeMemory_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_noSyncBegin_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_noSyncEnd_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_triggerSyncInBackward_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdBegin_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_160 arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_localSgdBegin_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_162 arg3, _Bool arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_localSgdStep_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_localSgdEnd_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileBegin_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileStep_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_profileEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_161 _wrap_Accelerator_profileSummary_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_exportChromeTrace_capi_f4638e046c163791(uintptr_t arg1, swig_type_162 arg2, swig_voidp arg3);
+extern swig_type_163 _wrap_Accelerator_profileSummary_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_exportChromeTrace_capi_f4638e046c163791(uintptr_t arg1, swig_type_164 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_mainProcessFirstBegin_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_mainProcessFirstEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_163 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_164 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_f4638e046c163791(uintptr_t arg1, swig_type_165 arg2, swig_type_166 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_broadcastObject_capi_f4638e046c163791(uintptr_t arg1, swig_type_167 arg2, swig_type_168 arg3, swig_type_169 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_reduce_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_170 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_171 arg3, swig_type_172 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_173 arg3, double arg4, _Bool arg5, swig_type_174 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_f4638e046c163791(uintptr_t arg1, swig_type_175 arg2, _Bool arg3, swig_type_176 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_gather_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_165 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_166 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_f4638e046c163791(uintptr_t arg1, swig_type_167 arg2, swig_type_168 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_broadcastObject_capi_f4638e046c163791(uintptr_t arg1, swig_type_169 arg2, swig_type_170 arg3, swig_type_171 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_reduce_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_172 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_173 arg3, swig_type_174 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_175 arg3, double arg4, _Bool arg5, swig_type_176 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_f4638e046c163791(uintptr_t arg1, swig_type_177 arg2, _Bool arg3, swig_type_178 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_setTrigger_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_checkTrigger_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_177 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_save_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_179 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_getStateDict_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_178 _wrap_Accelerator_iteration_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_180 _wrap_Accelerator_iteration_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_unscaleGradients_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastBegin_capi_f4638e046c163791(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_registerForCheckpointing_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_179 _wrap_Accelerator_registerSaveStatePreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_181 _wrap_Accelerator_registerSaveStatePreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_onTraceReady_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_180 _wrap_Accelerator_registerLoadStatePreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_181 _wrap_Accelerator_registerSaveStateModelsPreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_182 _wrap_Accelerator_registerLoadStateModelsPreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_removeStatePreHook_capi_f4638e046c163791(uintptr_t arg1, swig_type_183 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_f4638e046c163791(uintptr_t arg1, swig_type_184 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_f4638e046c163791(uintptr_t arg1, swig_type_185 arg2, swig_type_186 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_f4638e046c163791(uintptr_t arg1, swig_type_187 arg2, swig_type_188 arg3, swig_type_189 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_f4638e046c163791(uintptr_t arg1, swig_type_190 arg2, double arg3, swig_type_191 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logGroup_capi_f4638e046c163791(uintptr_t arg1, swig_type_192 arg2, swig_type_193 arg3, swig_type_194 arg4, swig_type_195 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logTexts_capi_f4638e046c163791(uintptr_t arg1, swig_type_196 arg2, swig_type_197 arg3, swig_type_198 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logImages_capi_f4638e046c163791(uintptr_t arg1, swig_type_199 arg2, uintptr_t arg3, swig_type_200 arg4, swig_type_201 arg5, swig_voidp arg6);
+extern swig_type_182 _wrap_Accelerator_registerLoadStatePreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_183 _wrap_Accelerator_registerSaveStateModelsPreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_184 _wrap_Accelerator_registerLoadStateModelsPreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_removeStatePreHook_capi_f4638e046c163791(uintptr_t arg1, swig_type_185 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_addTracker_capi_f4638e046c163791(uintptr_t arg1, swig_type_186 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_f4638e046c163791(uintptr_t arg1, swig_type_187 arg2, swig_type_188 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_logValues_capi_f4638e046c163791(uintptr_t arg1, swig_type_189 arg2, swig_type_190 arg3, swig_type_191 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_f4638e046c163791(uintptr_t arg1, swig_type_192 arg2, double arg3, swig_type_193 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logGroup_capi_f4638e046c163791(uintptr_t arg1, swig_type_194 arg2, swig_type_195 arg3, swig_type_196 arg4, swig_type_197 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logTexts_capi_f4638e046c163791(uintptr_t arg1, swig_type_198 arg2, swig_type_199 arg3, swig_type_200 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logImages_capi_f4638e046c163791(uintptr_t arg1, swig_type_201 arg2, uintptr_t arg3, swig_type_202 arg4, swig_type_203 arg5, swig_voidp arg6);
 extern void _wrap_Accelerator_endTraining_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_202 _wrap_Accelerator_trackerPath_capi_f4638e046c163791(uintptr_t arg1, swig_type_203 arg2, swig_voidp arg3);
-extern swig_type_204 _wrap_Samples_size_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_205 _wrap_Samples_fields_capi_f4638e046c163791(uintptr_t arg1, swig_type_206 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_f4638e046c163791(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3, swig_voidp arg4);
+extern swig_type_204 _wrap_Accelerator_trackerPath_capi_f4638e046c163791(uintptr_t arg1, swig_type_205 arg2, swig_voidp arg3);
+extern swig_type_206 _wrap_Samples_size_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_207 _wrap_Samples_fields_capi_f4638e046c163791(uintptr_t arg1, swig_type_208 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_f4638e046c163791(uintptr_t arg1, swig_type_209 arg2, swig_type_210 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_f4638e046c163791(uintptr_t arg1, swig_type_209 arg2, swig_voidp arg3);
-extern swig_type_210 _wrap_Bytes_size_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_f4638e046c163791(uintptr_t arg1, swig_type_211 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_f4638e046c163791(uintptr_t arg1, swig_type_211 arg2, swig_voidp arg3);
+extern swig_type_212 _wrap_Bytes_size_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_f4638e046c163791(uintptr_t arg1, swig_type_213 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_212 _wrap_Metrics_size_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_213 _wrap_Metrics_name_capi_f4638e046c163791(uintptr_t arg1, swig_type_214 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_f4638e046c163791(uintptr_t arg1, swig_type_215 arg2, swig_voidp arg3);
+extern swig_type_214 _wrap_Metrics_size_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_215 _wrap_Metrics_name_capi_f4638e046c163791(uintptr_t arg1, swig_type_216 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_f4638e046c163791(uintptr_t arg1, swig_type_217 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_216 _wrap_Texts_size_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_217 _wrap_Texts_name_capi_f4638e046c163791(uintptr_t arg1, swig_type_218 arg2, swig_voidp arg3);
-extern swig_type_219 _wrap_Texts_text_capi_f4638e046c163791(uintptr_t arg1, swig_type_220 arg2, swig_voidp arg3);
+extern swig_type_218 _wrap_Texts_size_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_219 _wrap_Texts_name_capi_f4638e046c163791(uintptr_t arg1, swig_type_220 arg2, swig_voidp arg3);
+extern swig_type_221 _wrap_Texts_text_capi_f4638e046c163791(uintptr_t arg1, swig_type_222 arg2, swig_voidp arg3);
 extern void _wrap_delete_Texts_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_221 _wrap_Images_size_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_222 _wrap_Images_name_capi_f4638e046c163791(uintptr_t arg1, swig_type_223 arg2, swig_voidp arg3);
-extern swig_type_224 _wrap_Images_pngSize_capi_f4638e046c163791(uintptr_t arg1, swig_type_225 arg2, swig_voidp arg3);
-extern void _wrap_Images_copyPng_capi_f4638e046c163791(uintptr_t arg1, swig_type_226 arg2, swig_type_227 arg3, swig_voidp arg4);
+extern swig_type_223 _wrap_Images_size_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_224 _wrap_Images_name_capi_f4638e046c163791(uintptr_t arg1, swig_type_225 arg2, swig_voidp arg3);
+extern swig_type_226 _wrap_Images_pngSize_capi_f4638e046c163791(uintptr_t arg1, swig_type_227 arg2, swig_voidp arg3);
+extern void _wrap_Images_copyPng_capi_f4638e046c163791(uintptr_t arg1, swig_type_228 arg2, swig_type_229 arg3, swig_voidp arg4);
 extern void _wrap_delete_Images_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_228 _wrap_CheckpointModelsView_size_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_CheckpointModelsView_model_capi_f4638e046c163791(uintptr_t arg1, swig_type_229 arg2, swig_voidp arg3);
-extern swig_type_230 _wrap_CheckpointModelsView_index_capi_f4638e046c163791(uintptr_t arg1, swig_type_231 arg2, swig_voidp arg3);
-extern void _wrap_CheckpointModelsView_remove_capi_f4638e046c163791(uintptr_t arg1, swig_type_232 arg2, swig_voidp arg3);
+extern swig_type_230 _wrap_CheckpointModelsView_size_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_CheckpointModelsView_model_capi_f4638e046c163791(uintptr_t arg1, swig_type_231 arg2, swig_voidp arg3);
+extern swig_type_232 _wrap_CheckpointModelsView_index_capi_f4638e046c163791(uintptr_t arg1, swig_type_233 arg2, swig_voidp arg3);
+extern void _wrap_CheckpointModelsView_remove_capi_f4638e046c163791(uintptr_t arg1, swig_type_234 arg2, swig_voidp arg3);
 extern void _wrap_delete_CheckpointModelsView_capi_f4638e046c163791(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_f4638e046c163791(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_f4638e046c163791(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_f4638e046c163791(uintptr_t arg1, swig_type_233 arg2, swig_type_234 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_f4638e046c163791(uintptr_t arg1, swig_type_235 arg2, swig_type_236 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_f4638e046c163791(uintptr_t arg1, swig_type_235 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_f4638e046c163791(uintptr_t arg1, swig_type_236 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_f4638e046c163791(uintptr_t arg1, swig_type_237 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_f4638e046c163791(uintptr_t arg1, swig_type_238 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -1079,6 +1083,13 @@ func _swig_getACC_OPTIONS_AVERAGED_MODEL() (_swig_ret Acc_options_kind) {
 }
 
 var ACC_OPTIONS_AVERAGED_MODEL Acc_options_kind = _swig_getACC_OPTIONS_AVERAGED_MODEL()
+func _swig_getACC_OPTIONS_TRAINABLE_TOKENS() (_swig_ret Acc_options_kind) {
+	var swig_r Acc_options_kind
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_f4638e046c163791())
+	return swig_r
+}
+
+var ACC_OPTIONS_TRAINABLE_TOKENS Acc_options_kind = _swig_getACC_OPTIONS_TRAINABLE_TOKENS()
 type Acc_placement int
 func _swig_getACC_PLACEMENT_DEFAULT() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement
@@ -4209,11 +4220,29 @@ func (arg1 SwigcptrModel) AddLora(arg2 string, arg3 Options, arg4 *string) (_swi
 	return swig_r
 }
 
+func (arg1 SwigcptrModel) AddTrainableTokens(arg2 string, arg3 Options, arg4 *string) (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	swig_r = (int64)(C._wrap_Model_addTrainableTokens_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+
+  if arg4 != nil && len(*arg4) > 0 {
+    *arg4 = swigCopyString(*arg4)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	return swig_r
+}
+
 func (arg1 SwigcptrModel) SaveLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveLora_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveLora_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4228,7 +4257,7 @@ func (arg1 SwigcptrModel) LoadLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_loadLora_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_loadLora_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4318,7 +4347,7 @@ func (arg1 SwigcptrModel) SaveTorchscript(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveTorchscript_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveTorchscript_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4335,7 +4364,7 @@ func (arg1 SwigcptrModel) LoadSafetensors(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4364,6 +4393,7 @@ type Model interface {
 	ZeroGrad(arg2 *string)
 	SetRequiresGrad(arg2 string, arg3 bool, arg4 *string) (_swig_ret int64)
 	AddLora(arg2 string, arg3 Options, arg4 *string) (_swig_ret int64)
+	AddTrainableTokens(arg2 string, arg3 Options, arg4 *string) (_swig_ret int64)
 	SaveLora(arg2 string, arg3 *string)
 	LoadLora(arg2 string, arg3 *string)
 	MergeLora(arg2 *string)
@@ -4391,7 +4421,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4413,7 +4443,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 []byte, arg3 Options, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_addParamGroup_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_addParamGroup_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4430,7 +4460,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroupMatching(arg2 string, arg3 Options, a
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4460,7 +4490,7 @@ func (arg1 SwigcptrOptimizer) GetLr(arg2 int64, arg3 *string) (_swig_ret float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4474,7 +4504,7 @@ func (arg1 SwigcptrOptimizer) SetLr(arg2 int64, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_setLr_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_setLr_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_112(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4488,7 +4518,7 @@ func (arg1 SwigcptrOptimizer) GetHyperparameter(arg2 int64, arg3 string, arg4 *s
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
+	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_113(_swig_i_1), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4540,7 +4570,7 @@ func (arg1 SwigcptrOptimizer) StateOf(arg2 string, arg3 string, arg4 *string) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4560,7 +4590,7 @@ func (arg1 SwigcptrOptimizer) StateFields(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4603,7 +4633,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4626,7 +4656,7 @@ func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	C._wrap_Scheduler_then_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_117(_swig_i_1), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Scheduler_then_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4642,7 +4672,7 @@ func (arg1 SwigcptrScheduler) Chain(arg2 string, arg3 Options, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Scheduler_chain_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Scheduler_chain_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4681,7 +4711,7 @@ func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret flo
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_122(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4737,7 +4767,7 @@ func SchedulerFromGroupLrLambda(arg1 Optimizer, arg2 int64, arg3 GroupLrLambda, 
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_122(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_124(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4752,7 +4782,7 @@ func SchedulerFromGroupLrMultiplicative(arg1 Optimizer, arg2 int64, arg3 GroupLr
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_123(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_125(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4932,7 +4962,7 @@ func DatasetFromIdx(arg1 string, arg2 string, arg3 *string) (_swig_ret Dataset) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_f4638e046c163791(*(*C.swig_type_125)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_f4638e046c163791(*(*C.swig_type_127)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4952,7 +4982,7 @@ func DatasetFromSampleSource(arg1 int64, arg2 SampleSource, arg3 *string) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_f4638e046c163791(C.swig_type_127(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_f4638e046c163791(C.swig_type_129(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4966,7 +4996,7 @@ func DatasetFromStreamSource(arg1 StreamSource, arg2 int64, arg3 *string) (_swig
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4981,7 +5011,7 @@ func (arg1 SwigcptrDataset) Subset(arg2 int64, arg3 int64, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1), C.swig_type_130(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1), C.swig_type_132(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5008,7 +5038,7 @@ func (arg1 SwigcptrDataset) Get(arg2 int64, arg3 *string) (_swig_ret TensorList)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5060,7 +5090,7 @@ func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Op
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5118,7 +5148,7 @@ func (arg1 SwigcptrDataLoader) SetEpoch(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setEpoch_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setEpoch_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5142,7 +5172,7 @@ func (arg1 SwigcptrDataLoader) SkipFirstBatches(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_skipFirstBatches_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_138(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_skipFirstBatches_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5642,7 +5672,7 @@ func (arg1 SwigcptrAccelerator) SaveModel(arg2 Model, arg3 string, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_saveModel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_saveModel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5662,7 +5692,7 @@ func AcceleratorMergeShardedCheckpoint(arg1 string, arg2 int64, arg3 string, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_mergeShardedCheckpoint_capi_f4638e046c163791(*(*C.swig_type_151)(unsafe.Pointer(&_swig_i_0)), C.swig_type_152(_swig_i_1), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_mergeShardedCheckpoint_capi_f4638e046c163791(*(*C.swig_type_153)(unsafe.Pointer(&_swig_i_0)), C.swig_type_154(_swig_i_1), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5684,7 +5714,7 @@ func (arg1 SwigcptrAccelerator) SaveState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_saveState_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_saveState_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5704,7 +5734,7 @@ func (arg1 SwigcptrAccelerator) LoadState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_loadState_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_loadState_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5735,7 +5765,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_print_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_print_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5810,7 +5840,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdBegin(arg2 Model, arg3 int64, arg4 bool,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_localSgdBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_160(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_localSgdBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_162(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5896,7 +5926,7 @@ func (arg1 SwigcptrAccelerator) ExportChromeTrace(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_exportChromeTrace_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_exportChromeTrace_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5982,7 +6012,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6000,7 +6030,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6018,7 +6048,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6040,7 +6070,7 @@ func (arg1 SwigcptrAccelerator) BroadcastObject(arg2 []byte, arg3 int64, arg4 st
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_1)), C.swig_type_168(_swig_i_2), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), C.swig_type_170(_swig_i_2), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6062,7 +6092,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6081,7 +6111,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_171(_swig_i_2), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_173(_swig_i_2), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6102,7 +6132,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_173(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_175(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -6120,7 +6150,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6160,7 +6190,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6318,7 +6348,7 @@ func (arg1 SwigcptrAccelerator) RemoveStatePreHook(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_removeStatePreHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_removeStatePreHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6331,7 +6361,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6347,7 +6377,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6367,7 +6397,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_2)), C.swig_type_189(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_2)), C.swig_type_191(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6387,7 +6417,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_191(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_193(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6405,7 +6435,7 @@ func (arg1 SwigcptrAccelerator) LogGroup(arg2 string, arg3 []byte, arg4 []float6
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logGroup_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_3)), C.swig_type_195(_swig_i_4), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logGroup_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_3)), C.swig_type_197(_swig_i_4), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6428,7 +6458,7 @@ func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logTexts_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_2)), C.swig_type_198(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logTexts_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_2)), C.swig_type_200(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6449,7 +6479,7 @@ func (arg1 SwigcptrAccelerator) LogImages(arg2 []byte, arg3 TensorList, arg4 int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logImages_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_200(_swig_i_3), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logImages_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_202(_swig_i_3), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6492,7 +6522,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6617,7 +6647,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_206(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6632,7 +6662,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1), C.swig_type_208(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1), C.swig_type_210(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6667,7 +6697,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6689,7 +6719,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6734,7 +6764,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_214(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_216(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6751,7 +6781,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6794,7 +6824,7 @@ func (arg1 SwigcptrTexts) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_name_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_218(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_name_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_220(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6811,7 +6841,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_text_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_220(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_text_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_222(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6857,7 +6887,7 @@ func (arg1 SwigcptrImages) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Images_name_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Images_name_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_225(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6874,7 +6904,7 @@ func (arg1 SwigcptrImages) PngSize(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Images_pngSize_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_225(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Images_pngSize_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6888,7 +6918,7 @@ func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Images_copyPng_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_226(_swig_i_1), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Images_copyPng_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_228(_swig_i_1), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6940,7 +6970,7 @@ func (arg1 SwigcptrCheckpointModelsView) Model(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6954,7 +6984,7 @@ func (arg1 SwigcptrCheckpointModelsView) Index(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6967,7 +6997,7 @@ func (arg1 SwigcptrCheckpointModelsView) Remove(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_CheckpointModelsView_remove_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_232(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_CheckpointModelsView_remove_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_234(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7030,7 +7060,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7051,7 +7081,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_237(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7063,7 +7093,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)

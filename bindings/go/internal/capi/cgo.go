@@ -49,13 +49,14 @@ const (
 	ReductionMean = C.ACC_REDUCTION_MEAN
 	ReductionSum  = C.ACC_REDUCTION_SUM
 
-	OptionsOptimizer     = C.ACC_OPTIONS_OPTIMIZER
-	OptionsScheduler     = C.ACC_OPTIONS_SCHEDULER
-	OptionsDataLoader    = C.ACC_OPTIONS_DATALOADER
-	OptionsAccelerator   = C.ACC_OPTIONS_ACCELERATOR
-	OptionsLora          = C.ACC_OPTIONS_LORA
-	OptionsProfile       = C.ACC_OPTIONS_PROFILE
-	OptionsAveragedModel = C.ACC_OPTIONS_AVERAGED_MODEL
+	OptionsOptimizer       = C.ACC_OPTIONS_OPTIMIZER
+	OptionsScheduler       = C.ACC_OPTIONS_SCHEDULER
+	OptionsDataLoader      = C.ACC_OPTIONS_DATALOADER
+	OptionsAccelerator     = C.ACC_OPTIONS_ACCELERATOR
+	OptionsLora            = C.ACC_OPTIONS_LORA
+	OptionsProfile         = C.ACC_OPTIONS_PROFILE
+	OptionsAveragedModel   = C.ACC_OPTIONS_AVERAGED_MODEL
+	OptionsTrainableTokens = C.ACC_OPTIONS_TRAINABLE_TOKENS
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
