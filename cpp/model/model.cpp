@@ -359,7 +359,9 @@ std::map<std::string, at::Tensor> trained_whole(const LoraConfig& config, const 
                                                 const NamedTensors& buffers, const std::set<std::string>& adapted) {
   std::map<std::string, at::Tensor> out;
   for (const auto& [name, tensor] : parameters)
-    if (config.trains_whole(name, adapted.count(module_of(name)) > 0)) out.emplace(name, tensor);
+    // lora_B's own bias (lora_bias) is the adapter's, whatever bias "all" says of names ending in ".bias".
+    if (!ends_with(name, kLoraBBiasSuffix) && config.trains_whole(name, adapted.count(module_of(name)) > 0))
+      out.emplace(name, tensor);
   for (const auto& [name, tensor] : buffers)
     if (config.saves(name)) out.emplace(name, tensor);
   return out;

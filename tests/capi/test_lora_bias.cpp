@@ -139,3 +139,45 @@ TEST(LoraBias, WhatItCannotHonourIsRefused) {
   ACC_EXPECT_ERROR(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED, "lora_bias adapts '0', which has no bias");
   acc_model_free(m);
 }
+
+// Found by mutating adapter files: with bias "all" beside lora_bias, lora_B's own bias (a name ending
+// in ".bias") was also taken as a bias trained whole, so save_lora wrote it twice and failed, and a
+// load into a model with adapters asked for it among the biases. It is the adapter's: written once.
+TEST(LoraBias, BesideBiasAllSavesAndLoadsTheAdapterBiasOnce) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  auto load = [] {
+    acc_model* m = nullptr;
+    EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/lora_model.pt").c_str(), &m), ACC_OK);
+    return m;
+  };
+  acc_model* m = load();
+  acc_options* o = bias_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set(o, "bias", "all"));
+  ACC_ASSERT_OK(acc_model_add_lora(m, "fc1,0", o, nullptr));
+  acc_options_free(o);
+  acc_tensor* b = floats(std::vector<float>(8, 0.25f), {8});  // trained-looking: not zero
+  acc_tensor_list* chosen = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&chosen));
+  ACC_ASSERT_OK(acc_tensor_list_append(chosen, "fc1.lora_B.bias", b));
+  ACC_ASSERT_OK(acc_model_load_state_dict(m, chosen, 0));
+  acc_tensor_list_free(chosen);
+  acc_tensor_free(b);
+  const std::string dir = acc_test::temp_path("lora_bias_all");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+  acc_tensor_list* saved = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/adapter_model.safetensors").c_str(), &saved));
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_tensor_list_size(saved, &count));
+  // Two adapters (A, B, B's bias), and the biases "all" trains: fc1's, block.0's, norm's, head's.
+  EXPECT_EQ(count, 2u * 3u + 4u);
+  acc_tensor_list_free(saved);
+  ACC_ASSERT_OK(acc_model_load_lora(m, dir.c_str()));  // into the model that has them
+  acc_model* fresh = load();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(param(fresh, "fc1.lora_B.bias"), std::vector<float>(8, 0.25f));
+  EXPECT_EQ(outputs(fresh), outputs(m));
+  fs::remove_all(dir);
+  acc_model_free(fresh);
+  acc_model_free(m);
+}
