@@ -656,10 +656,14 @@ SCENARIOS.update({
                                  lora=dict(targets="linear1,linear2", r=4, alpha=8, dropout=0.1,
                                            trainable_token_indices=[1, 3, 5])),
     # PEFT's TrainableTokensConfig (trainable tokens alone, no LoRA) on the input embedding, its rows
-    # starting as torch.randn draws (init_weights false), with reference outputs (the rows left out).
+    # starting as torch.randn draws (init_weights false), with reference outputs (the rows left out);
+    # and under our ZeRO-3 (the replaced weight made as the embedding's unit is gathered).
     "lm_tokens_alone": dict(model="lm", optimizer="adamw", schedule="linear", clip=0.5, graph_optimization=False,
                             reference_forward=True, accumulation=2,
                             lora=dict(method="TRAINABLE_TOKENS", token_indices=[1, 3, 5], init_weights=False)),
+    "lm_tokens_alone_zero3": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False,
+                                  zero_stage=3, processes=(2,), reference_forward=True,
+                                  lora=dict(method="TRAINABLE_TOKENS", token_indices=[4, 1], init_weights=False)),
     # The disabled model computes the module to save as it was (PEFT's original_module).
     "mlp_lora_head_reference": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
                                     reference_forward=True, clip=0.05,
@@ -1089,7 +1093,9 @@ def without_adapters(model):
             replace_module(merged, module_name, module.merged())
         elif isinstance(module, ModulesToSave):
             replace_module(merged, module_name, module.modules_to_save["default"])
-        elif isinstance(module, (TrainableTokensWrapper, TrainableTokensLayer)):  # PEFT's merge: rows into the weight
+        elif isinstance(module, TrainableTokensWrapper) or (
+                isinstance(module, TrainableTokensLayer) and not module_name.endswith(".token_adapter")):
+            # PEFT's merge: the rows written into the weight (a wrapper's layer goes with its wrapper)
             layer = module.token_adapter if isinstance(module, TrainableTokensWrapper) else module
             with torch.no_grad():
                 layer.base_layer.weight.data = layer.merged_weight()
