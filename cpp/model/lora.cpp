@@ -23,6 +23,27 @@ at::Tensor new_linear_weight(int64_t out, int64_t in) {
 // The weight delta (B A) * scaling, as PEFT's get_delta_weight computes it.
 at::Tensor lora_delta(const at::Tensor& a, const at::Tensor& b, double scaling) { return at::matmul(b, a) * scaling; }
 
+// nn.Conv{1,2,3}d(in, out, kernel, bias=False)'s own initialisation (Kaiming over in x kernel).
+at::Tensor new_conv_weight(int64_t out, int64_t in, c10::IntArrayRef kernel) {
+  std::vector<int64_t> sizes = {out, in};
+  sizes.insert(sizes.end(), kernel.begin(), kernel.end());
+  at::Tensor w = at::empty(sizes, at::kFloat);
+  torch::nn::init::kaiming_uniform_(w, std::sqrt(5.0));
+  return w;
+}
+
+std::vector<int64_t> repeated(int64_t value, size_t n) { return std::vector<int64_t>(n, value); }
+
+// PEFT's convolution branch: lora_B(lora_A(x)), A with the layer's kernel, stride and padding, B 1 x 1
+// with its groups (F.conv{1,2,3}d's own arithmetic).
+at::Tensor conv_branch(const at::Tensor& x, const at::Tensor& a, const at::Tensor& b, const ConvGeometry& geometry) {
+  const size_t dims = static_cast<size_t>(a.dim()) - 2;
+  const at::Tensor h =
+      at::convolution(x, a, {}, geometry.stride, geometry.padding, repeated(1, dims), false, repeated(0, dims), 1);
+  return at::convolution(h, b, {}, repeated(1, dims), repeated(0, dims), repeated(1, dims), false, repeated(0, dims),
+                         geometry.groups);
+}
+
 // PEFT's merge of lora_bias: the layer's bias plus lora_B's times the scaling, in the bias's dtype.
 at::Tensor adapted_bias(const at::Tensor& bias, const at::Tensor& b_bias, double scaling) {
   return (bias + b_bias * scaling).to(bias.scalar_type());
@@ -78,16 +99,29 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   require_none_yet();
   for (const auto& module : other_modules)
     require(!config.targets(module), "target_modules '", config.describe_targets(), "' matches '", module,
-            "', which is not a linear layer; LoRA adapts linear layers only");
+            "', which is not a linear layer; LoRA adapts linear layers only (and a TorchScript model's convolutions)");
   std::vector<const LinearSite*> chosen;
   for (const auto& site : sites)
     if (config.targets(site.module)) chosen.push_back(&site);
   std::string examples;
   for (size_t i = 0; i < sites.size() && i < 4; ++i) examples += (i ? ", " : "") + sites[i].module;
-  require(!chosen.empty(), "target_modules '", config.describe_targets(), "' matches no linear layer (",
+  require(!chosen.empty(), "target_modules '", config.describe_targets(), "' matches no linear layer or convolution (",
           sites.empty() ? std::string("the model has none") : "linear layers are e.g. " + examples, ")");
   // As PEFT's LoraConfig.
   require(!(config.lora_bias && config.use_dora), "lora_bias is not supported with use_dora (as in PEFT)");
+  // A convolution takes PEFT's plain LoRA, where its adapter computes as the layer does.
+  for (const LinearSite* site : chosen) {
+    if (!site->conv) continue;
+    if (!site->conv->refusal.empty())
+      fail(Status::Unsupported, "LoRA on the convolution '", site->module, "': ", site->conv->refusal);
+    const char* setting = config.use_dora                  ? "use_dora"
+                          : config.lora_bias               ? "lora_bias"
+                          : decomposes_weight(config.init) ? "init_lora_weights "
+                                                           : nullptr;
+    if (setting)
+      fail(Status::Unsupported, setting, decomposes_weight(config.init) ? config.init : "", " on the convolution '",
+           site->module, "' is not built (plain LoRA is)");
+  }
   // The branch's bias has no place in a weight the forward reads itself.
   if (config.lora_bias)
     for (const LinearSite* site : chosen)
@@ -117,8 +151,11 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     const int64_t out = site->weight.size(0), in = site->weight.size(1), r = config.rank_of(site->module);
     // PEFT makes lora_A = nn.Linear(in, r) and lora_B = nn.Linear(r, out) (each drawing its default
     // initialisation) and then re-initialises them: the same draws keep the global stream in step.
-    at::Tensor a = new_linear_weight(r, in);
-    at::Tensor b = new_linear_weight(out, r);
+    // A convolution's adapters are convolutions (PEFT's conv_layer(in, r, kernel, ...) and
+    // conv_layer(r, out, 1 x ... x 1)), drawn as nn.Conv{1,2,3}d draws them.
+    const auto kernel = site->weight.sizes().slice(2);
+    at::Tensor a = site->conv ? new_conv_weight(r, in, kernel) : new_linear_weight(r, in);
+    at::Tensor b = site->conv ? new_conv_weight(out, r, repeated(1, kernel.size())) : new_linear_weight(out, r);
     at::Tensor b_bias;
     if (config.lora_bias) {  // nn.Linear's bias initialisation, after its weight's
       const double bound = 1.0 / std::sqrt(static_cast<double>(r));
@@ -221,6 +258,14 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   const double scaling = adapter.scaling, p = config_.dropout;
   std::shared_ptr<const bool> enabled = enabled_;
   if (adapter.magnitude.defined()) return dora_output_adapter(adapter, p, enabled);
+  if (adapter.site.conv)
+    return [a, b, scaling, p, enabled, geometry = *adapter.site.conv](const at::Tensor& input, const at::Tensor& output,
+                                                                      bool training) {
+      if (!*enabled) return output;
+      at::Tensor x = input.to(a.scalar_type());
+      if (p > 0) x = at::dropout(x, p, training);
+      return (output + conv_branch(x, a, b, geometry) * scaling).to(output.scalar_type());
+    };
   // Disabled: PEFT's layer returns its base layer's output, before its dropout draws.
   return [a, b, b_bias, scaling, p, enabled](const at::Tensor& input, const at::Tensor& output, bool training) {
     if (!*enabled) return output;
@@ -281,8 +326,22 @@ NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
   return out;
 }
 
+at::Tensor weight_delta(const LoraAdapter& adapter) {
+  const at::Tensor &a = adapter.a, &b = adapter.b;
+  if (!adapter.site.conv) return lora_delta(a, b, adapter.scaling);
+  // PEFT's _ConvNd.get_delta_weight: a 2-D 1 x 1 kernel as a product, any other by convolving A's
+  // transpose with B.
+  if (a.dim() == 4 && a.size(2) == 1 && a.size(3) == 1)
+    return at::matmul(b.squeeze(3).squeeze(2), a.squeeze(3).squeeze(2)).unsqueeze(2).unsqueeze(3) * adapter.scaling;
+  const size_t dims = static_cast<size_t>(a.dim()) - 2;
+  return at::convolution(a.transpose(0, 1), b, {}, repeated(1, dims), repeated(0, dims), repeated(1, dims), false,
+                         repeated(0, dims), 1)
+             .transpose(0, 1) *
+         adapter.scaling;
+}
+
 at::Tensor adapted_weight(const at::Tensor& w, const LoraAdapter& adapter) {
-  const at::Tensor delta = lora_delta(adapter.a, adapter.b, adapter.scaling);
+  const at::Tensor delta = weight_delta(adapter);
   if (!adapter.magnitude.defined()) return (w + delta).to(w.scalar_type());
   // PEFT's DoRA merge: m / ||W + delta|| (detached) times W + delta, per output row.
   const at::Tensor sum = w + delta;

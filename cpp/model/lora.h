@@ -30,9 +30,20 @@ constexpr const char* kLoraBSuffix = ".lora_B.weight";
 constexpr const char* kLoraBBiasSuffix = ".lora_B.bias";                // lora_bias
 constexpr const char* kLoraMagnitudeSuffix = ".lora_magnitude_vector";  // DoRA
 
-// A linear layer adapters can adapt: `weight` is the layer's own parameter; `set_output_adapter`
-// (where the layer takes one) amends its output, else `use_weight` makes it compute with another
-// tensor (the parameter itself restores it).
+// Where a convolution (PyTorch's nn.Conv1d/2d/3d) takes its input: PEFT's lora_A is a convolution
+// of the layer's kernel size, stride and padding (dilation 1, one group), lora_B a 1 x ... x 1
+// convolution with the layer's groups.
+struct ConvGeometry {
+  std::vector<int64_t> stride, padding;
+  int64_t groups = 1;
+  // Why PEFT's adapter would not compute as its layer does here (dilation, padding_mode, groups, a
+  // padding given as a string): LoRA on this layer is Unsupported with it. Empty: adaptable.
+  std::string refusal;
+};
+
+// A linear layer (or a TorchScript model's convolution) adapters can adapt: `weight` is the layer's
+// own parameter; `set_output_adapter` (where the layer takes one) amends its output, else
+// `use_weight` makes it compute with another tensor (the parameter itself restores it).
 struct LinearSite {
   std::string module;
   at::Tensor weight;
@@ -42,16 +53,21 @@ struct LinearSite {
   // model lists it under. Merging would change both layers, so it is refused (see require_mergeable).
   std::string tied_to;
   at::Tensor bias;  // the layer's bias, undefined if none (DoRA's output takes the layer's without it)
+  std::optional<ConvGeometry> conv;  // set for a convolution: A (r x in x kernel), B (out x r x 1...)
 };
 
 struct LoraAdapter {
   LinearSite site;
-  at::Tensor a, b;  // lora_A.weight (r x in), lora_B.weight (out x r)
+  at::Tensor a, b;  // lora_A.weight (r x in), lora_B.weight (out x r); a convolution's with its kernel dims
   int64_t r;        // the module's rank and scaling (LoraConfig::rank_of, scaling_of)
   double scaling;
   at::Tensor magnitude;  // DoRA's lora_magnitude_vector (out); undefined without use_dora
   at::Tensor b_bias;     // lora_B.bias (out); undefined without lora_bias
 };
+
+// (B A) * scaling as PEFT's get_delta_weight computes it, in the weight's layout (a convolution's
+// through the product of its 1 x 1 kernels, or A convolved with B).
+at::Tensor weight_delta(const LoraAdapter& adapter);
 
 // The layer's weight as adapted: W + (B A) * scaling, with DoRA m / ||W + (B A) * scaling|| times
 // that (the norm not differentiated), computed in the wider dtype and rounded once to W's (PEFT's

@@ -304,7 +304,7 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   NamedTensors parameters;  // the adapters' own, under their names in the model
   for (size_t k = 0; k < adapters.size(); ++k) {
     const LoraAdapter& adapter = adapters.adapters()[k];
-    require(adapter.a.dim() == 2 && adapter.b.dim() == 2, "the adapter of '", adapter.site.module,
+    require(adapter.a.dim() >= 2 && adapter.b.dim() >= 2, "the adapter of '", adapter.site.module,
             "' is not whole here (sharded at rest under zero_stage 3): save the adapters "
             "from the unwrapped model before preparing it, or use acc_save_model / save_state");
     adapters.append_parameters(k, &parameters);
@@ -432,7 +432,14 @@ LoraFiles read_lora_files(const std::string& dir) {
     const size_t prefix = std::string(kPrefix).size(), suffix = std::string(kLoraASuffix).size();
     if (name.size() <= prefix + suffix) refuse(name, "names no module");
     const std::string module = name.substr(prefix, name.size() - prefix - suffix);
-    if (tensor.dim() != 2 || !tensor.is_floating_point()) refuse(name, "must be a 2-D floating-point tensor");
+    // A linear layer's adapters are matrices; a convolution's have its kernel's dimensions too (1 x ...
+    // x 1 for lora_B).
+    if (tensor.dim() < 2 || tensor.dim() > 5 || !tensor.is_floating_point())
+      refuse(name, "must be a floating-point tensor of 2 dimensions (a linear layer's) to 5 (a convolution's)");
+    if (is_b)
+      for (int64_t d = 2; d < tensor.dim(); ++d)
+        if (tensor.size(d) != 1)
+          refuse(name, "has shape " + concat(tensor.sizes()) + ": a convolution's lora_B is 1 x 1");
     const int64_t r = files.config.rank_of(module);  // r, or rank_pattern's for the module
     if ((is_a ? tensor.size(0) : tensor.size(1)) != r)
       refuse(name, "has shape " + concat(tensor.sizes()) + ", but the adapter's rank r = " + concat(r) + " asks for " +
@@ -449,6 +456,9 @@ LoraFiles read_lora_files(const std::string& dir) {
     if (!pair.a.defined() || !pair.b.defined())
       fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks its ", pair.a.defined() ? "lora_B" : "lora_A",
            " weight");
+    if (pair.a.dim() != pair.b.dim())
+      fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' has a lora_A of ", pair.a.dim(),
+           " dimensions and a lora_B of ", pair.b.dim());
     for (const VectorPart& part : vector_parts) {
       const at::Tensor& vector = pair.*part.member;
       if (part.wanted && !vector.defined())

@@ -510,8 +510,11 @@ void Model::load_lora(const std::string& dir) {
       fail(Status::InvalidArgument, where, " holds an adapter for '", module,
            "', which is not a linear layer of this model that its target_modules selects");
     const at::Tensor& w = it->second->weight;
-    require(pair.a.size(1) == w.size(1) && pair.b.size(0) == w.size(0), where, ": the adapter of '", module,
-            "' (", pair.b.size(0), " x ", pair.a.size(1), ") does not fit the layer's weight ", w.sizes());
+    // A convolution's A has its kernel (r x in x kernel).
+    require(pair.a.dim() == w.dim() && pair.a.size(1) == w.size(1) && pair.b.size(0) == w.size(0) &&
+                pair.a.sizes().slice(2) == w.sizes().slice(2),
+            where, ": the adapter of '", module, "' (lora_A ", pair.a.sizes(), ", lora_B ", pair.b.sizes(),
+            ") does not fit the layer's weight ", w.sizes());
   }
   for (const auto& [module, site] : targeted)
     if (!files.modules.count(module)) fail(Status::InvalidArgument, where, " holds no adapter for '", module, "'");

@@ -263,12 +263,52 @@ bool is_linear_module(const torch::jit::Module& module) {
   return weight.isTensor() && weight.toTensor().dim() == 2 && weight.toTensor().is_floating_point();
 }
 
+// An nn.Conv1d/2d/3d's geometry, from its TorchScript constants (none: not such a layer).
+std::optional<ConvGeometry> conv_geometry(const torch::jit::Module& module) {
+  const auto type = module.type()->name();
+  if (!type || !module.hasattr("weight")) return std::nullopt;
+  const std::string& name = type->name();
+  const int64_t dims = name == "Conv1d" ? 1 : name == "Conv2d" ? 2 : name == "Conv3d" ? 3 : 0;
+  const c10::IValue weight = module.attr("weight");
+  if (dims == 0 || !weight.isTensor() || weight.toTensor().dim() != dims + 2 || !weight.toTensor().is_floating_point())
+    return std::nullopt;
+  const c10::ClassTypePtr& cls = module.type();
+  auto ints = [&](const char* key) -> std::optional<std::vector<int64_t>> {
+    const auto value = cls->findConstant(key);
+    if (!value || !value->isTuple()) return std::nullopt;
+    std::vector<int64_t> out;
+    for (const auto& element : value->toTupleRef().elements()) {
+      if (!element.isInt()) return std::nullopt;
+      out.push_back(element.toInt());
+    }
+    return out;
+  };
+  ConvGeometry geometry;
+  const auto stride = ints("stride"), padding = ints("padding"), dilation = ints("dilation");
+  const auto groups = cls->findConstant("groups"), mode = cls->findConstant("padding_mode");
+  if (stride) geometry.stride = *stride;
+  if (padding) geometry.padding = *padding;
+  if (groups && groups->isInt()) geometry.groups = groups->toInt();
+  if (!stride || !padding || !dilation || !groups || !groups->isInt())
+    geometry.refusal =
+        "its stride, padding, dilation or groups are not numbers the module holds (a padding given "
+        "as a string)";
+  else if (std::any_of(dilation->begin(), dilation->end(), [](int64_t d) { return d != 1; }))
+    geometry.refusal = "it has a dilation, which PEFT's lora_A does not take";
+  else if (!mode || !mode->isString() || mode->toStringRef() != "zeros")
+    geometry.refusal = "its padding_mode is not \"zeros\", which PEFT's lora_A pads with";
+  else if (geometry.groups != 1)
+    geometry.refusal = "it has groups, whose adapters PEFT cannot merge";
+  return geometry;
+}
+
 }  // namespace
 
 std::vector<LinearSite> ScriptModel::linear_sites() const {
   std::vector<LinearSite> sites;
   for (const auto& entry : module_.named_modules()) {
-    if (entry.name.empty() || !is_linear_module(entry.value)) continue;
+    const std::optional<ConvGeometry> conv = entry.name.empty() ? std::nullopt : conv_geometry(entry.value);
+    if (entry.name.empty() || (!is_linear_module(entry.value) && !conv)) continue;
     torch::jit::Module layer = entry.value;  // a handle on the same object
     const c10::IValue bias = layer.hasattr("bias") ? layer.attr("bias") : c10::IValue();
     sites.push_back({entry.name,
@@ -276,7 +316,8 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
                      [layer](const at::Tensor& weight) mutable { layer.setattr("weight", weight); },
                      nullptr,
                      {},
-                     bias.isTensor() ? bias.toTensor() : at::Tensor()});
+                     bias.isTensor() ? bias.toTensor() : at::Tensor(),
+                     conv});
     // Under LoRA with dropout the marked forward adapts this layer's output.
     auto it = std::find(output_layers_.begin(), output_layers_.end(), entry.name);
     if (it != output_layers_.end())
@@ -315,7 +356,8 @@ std::vector<TokenSite> ScriptModel::token_sites() const {
 std::vector<std::string> ScriptModel::other_module_names() const {
   std::vector<std::string> names;
   for (const auto& entry : module_.named_modules())
-    if (!entry.name.empty() && !is_linear_module(entry.value)) names.push_back(entry.name);
+    if (!entry.name.empty() && !is_linear_module(entry.value) && !conv_geometry(entry.value))
+      names.push_back(entry.name);
   return names;
 }
 

@@ -232,6 +232,15 @@ inline std::vector<std::string> parameter_names(const acc_model* m) {
 
 // The largest elementwise difference of two equally long vectors; NaN matches only NaN (infinity
 // otherwise: std::max would skip it).
+// The tensor's dimensions.
+inline std::vector<int64_t> shape(const acc_tensor* t) {
+  std::vector<int64_t> dims(8);
+  size_t ndim = 0;
+  EXPECT_EQ(acc_tensor_shape(t, dims.data(), dims.size(), &ndim), ACC_OK);
+  dims.resize(ndim);
+  return dims;
+}
+
 inline float max_difference(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
   float worst = 0;

@@ -11,7 +11,7 @@ network written as a layer spec, PEFT's output in training mode with lora_dropou
 and with DoRA (its "dora" case, from peft/tuners/lora/dora.py); lora_bias on the TorchScript model
 (its "lora_bias" case); and the initialisations that decompose the weights, OLoRA and PiSSA (its
 "decomposing" case); trainable token rows beside LoRA ("tokens") and alone, PEFT's
-TrainableTokensConfig ("standalone_tokens").
+TrainableTokensConfig ("standalone_tokens"); LoRA on convolutions ("conv").
 
 Run with Debian's python3-torch: python3 export_lora_cases.py OUTPUT_DIR
 """
@@ -388,6 +388,117 @@ def standalone_tokens_case():
             "merged_embed": tensor(w.index_copy(0, index, delta.detach()))}
 
 
+class ConvNet(nn.Module):
+    """Convolutions of 2 and 1 dimensions (3 x 3 padded, 1 x 1, 3 x 3 with a stride, a Conv1d) and a
+    linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(2, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 4, 1)
+        self.conv3 = nn.Conv2d(4, 3, 3, stride=2)
+        self.seq = nn.Conv1d(3, 3, 2)
+        self.head = nn.Linear(9, 3)
+
+    def forward(self, x):
+        h = self.conv3(torch.tanh(self.conv2(torch.relu(self.conv1(x)))))
+        return self.head(self.seq(h.flatten(2)).flatten(1))
+
+
+class OddConvs(nn.Module):
+    """Convolutions PEFT's lora_A would not follow: dilated, grouped, reflect-padded, 'same'-padded."""
+
+    def __init__(self):
+        super().__init__()
+        self.dilated = nn.Conv2d(2, 2, 3, dilation=2, padding=2)
+        self.grouped = nn.Conv2d(2, 2, 1, groups=2)
+        self.reflect = nn.Conv2d(2, 2, 3, padding=1, padding_mode="reflect")
+        self.same = nn.Conv2d(2, 2, 3, padding="same")
+
+    def forward(self, x):
+        return self.same(self.reflect(self.grouped(self.dilated(x))))
+
+
+def conv_case(out):
+    """PEFT's LoRA on convolutions (peft/tuners/lora/layer.py _ConvNd, restated): lora_A =
+    type(base)(in, r, kernel, stride, padding, bias=False), lora_B = type(base)(r, out, 1...,
+    groups=base.groups, bias=False), drawn and re-initialised as the linear layers' are; the branch
+    lora_B(lora_A(dropout(x))) * scaling; merged with get_delta_weight. Written: conv_model.pt,
+    odd_convs_model.pt; the initial adapters after manual_seed(seed) and the next draws, chosen B
+    weights, the outputs in evaluation and, after manual_seed(train_seed), in training mode with
+    dropout, the gradients of a sum of the training output, and the merged weights."""
+    torch.manual_seed(5)
+    model = ConvNet()
+    torch.jit.script(model).save(str(out / "conv_model.pt"))
+    torch.jit.script(OddConvs()).save(str(out / "odd_convs_model.pt"))
+    targets, r, alpha, dropout, seed, train_seed = ["conv1", "conv2", "conv3", "seq", "head"], 2, 4.0, 0.25, 8, 9
+    scaling = alpha / r
+    for p in model.parameters():
+        p.requires_grad_(False)  # PEFT freezes the base model
+    torch.manual_seed(seed)
+    adapters = {}
+    for name, module in model.named_modules():
+        if name not in targets:
+            continue
+        if isinstance(module, nn.Linear):
+            a, b = nn.Linear(module.in_features, r, bias=False), nn.Linear(r, module.out_features, bias=False)
+        else:
+            conv, ones = type(module), (1,) * (module.weight.dim() - 2)
+            a = conv(module.in_channels, r, module.kernel_size, module.stride, module.padding, bias=False)
+            b = conv(r, module.out_channels, ones, ones, groups=module.groups, bias=False)
+        nn.init.kaiming_uniform_(a.weight, a=math.sqrt(5))
+        nn.init.zeros_(b.weight)
+        adapters[name] = (a, b)
+    initial_a = {n: tensor(a.weight) for n, (a, b) in adapters.items()}
+    next_draw = torch.rand(3)
+    g = torch.Generator().manual_seed(17)
+    with torch.no_grad():
+        for a, b in adapters.values():
+            b.weight.copy_(0.3 * torch.randn(b.weight.shape, generator=g))
+    x = torch.randn(2, 2, 6, 6, generator=g)
+    modules = dict(model.named_modules())
+
+    def hook(name, training):
+        a, b = adapters[name]
+
+        def add(module, inputs, output):
+            return output + b(a(F.dropout(inputs[0], dropout, training))) * scaling
+        return add
+
+    def forward(training):
+        model.train(training)
+        handles = [modules[n].register_forward_hook(hook(n, training)) for n in adapters]
+        y = model(x)
+        for h in handles:
+            h.remove()
+        return y
+
+    with torch.no_grad():
+        eval_output = forward(False)
+    torch.manual_seed(train_seed)
+    train_output = forward(True)
+    train_output.sum().backward()
+    grads = {n + suffix: tensor(layer.weight.grad) for n, (a, b) in adapters.items()
+             for suffix, layer in ((".lora_A.weight", a), (".lora_B.weight", b))}
+
+    def delta(name):
+        a, b = adapters[name][0].weight.detach(), adapters[name][1].weight.detach()
+        base = modules[name]
+        if isinstance(base, nn.Linear):
+            return (b @ a) * scaling
+        if base.weight.size()[2:4] == (1, 1):
+            return (b.squeeze(3).squeeze(2) @ a.squeeze(3).squeeze(2)).unsqueeze(2).unsqueeze(3) * scaling
+        conv_fn = F.conv2d if base.weight.dim() == 4 else F.conv1d
+        return conv_fn(a.transpose(0, 1), b).transpose(0, 1) * scaling
+
+    merged = {n + ".weight": tensor(modules[n].weight + delta(n)) for n in adapters}
+    return {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "lora_dropout": dropout, "seed": seed,
+            "train_seed": train_seed, "initial_a": initial_a, "next_draw": tensor(next_draw),
+            "chosen_b": {n: tensor(b.weight) for n, (a, b) in adapters.items()}, "input": tensor(x),
+            "eval_output": tensor(eval_output), "train_output": tensor(train_output), "grads": grads,
+            "merged": merged}
+
+
 def main(out_dir):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -415,7 +526,7 @@ def main(out_dir):
             "input": tensor(x), "output": tensor(y), "merged": {n: tensor(w) for n, w in merged.items()},
             "spec": spec_case(model, g), "dora": dora_case(model, g), "lora_bias": lora_bias_case(model, g),
             "decomposing": decomposing_cases(model, g), "tokens": tokens_case(out),
-            "standalone_tokens": standalone_tokens_case()}
+            "standalone_tokens": standalone_tokens_case(), "conv": conv_case(out)}
     (out / "lora_cases.json").write_text(json.dumps(case))
 
 

@@ -97,6 +97,7 @@ struct Settings {
   const char* spec = kShardNet;
   const char* script = nullptr;  // a TorchScript fixture (under ACC_TEST_DATA) instead of `spec`
   bool tokens = false;  // the model takes token ids [4, 6] and is trained on the next token
+  bool images = false;  // the model takes [4, 2, 6, 6] (conv_model.pt) and gives [4, 3]
   int64_t vocab = 8;    // with tokens: the logits' width (the ids stay below 8)
   bool source = false;  // with tokens: a first input, the same ids reversed, precedes them
   bool padding = false;  // with source: padding masks of both follow (row r's last r % 3 positions)
@@ -228,15 +229,16 @@ struct Job {
   void micro_step() {
     if (settings.tokens) return token_step();
     const int64_t rows = 4;
+    const int features = settings.images ? 2 * 6 * 6 : 3, outputs = settings.images ? 3 : 2;
     std::vector<float> x, y;
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t row = (step_index * g_world + g_rank) * rows + i;
-      for (int f = 0; f < 3; ++f) x.push_back(std::sin(0.37f * static_cast<float>(row * 3 + f)));
-      for (int f = 0; f < 2; ++f) y.push_back(std::cos(0.23f * static_cast<float>(row + 7 * f)));
+      for (int f = 0; f < features; ++f) x.push_back(std::sin(0.37f * static_cast<float>(row * features + f)));
+      for (int f = 0; f < outputs; ++f) y.push_back(std::cos(0.23f * static_cast<float>(row + 7 * f)));
     }
     ++step_index;
-    acc_tensor* xt = floats(x, {rows, 3});
-    acc_tensor* yt = floats(y, {rows, 2});
+    acc_tensor* xt = settings.images ? floats(x, {rows, 2, 6, 6}) : floats(x, {rows, static_cast<int64_t>(features)});
+    acc_tensor* yt = floats(y, {rows, static_cast<int64_t>(outputs)});
     acc_tensor *out = nullptr, *loss = nullptr;
     ASSERT_EQ(acc_accumulate_begin(acc), ACC_OK);
     ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
@@ -601,6 +603,17 @@ TEST(Sharded, TrainableTokensOfATorchScriptModelTrainUnderEveryStageAsUnderDdp) 
   s.lora_tokens = R"({"head": [7, 2, 5]})";  // the tied head named: the same weight, the same rows
   expect_trains_like_ddp(3, s, 4);
   s.lora_tokens = "7,2,5";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// LoRA on a TorchScript model's convolutions (and its linear head): the adapters' 4-D and 3-D
+// weights are parameters as any other, reduced, sharded and gathered unit by unit, with dropout.
+TEST(Sharded, ConvolutionLoraTrainsUnderEveryStageAsUnderDdp) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  Settings s;
+  s.script = "conv_model.pt";
+  s.images = true;
+  s.lora = "conv1,conv2,conv3,seq,head";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 

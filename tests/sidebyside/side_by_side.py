@@ -671,6 +671,13 @@ SCENARIOS.update({
     "cnn_lora_norm_reference": dict(model="cnn", data="images", optimizer="sgd", schedule="step",
                                     graph_optimization=False, reference_forward=True,
                                     lora=dict(targets="fc", r=2, alpha=4, modules_to_save="norm")),
+    # PEFT's LoRA on a convolution beside its linear head, dropout, reference outputs; and under ZeRO-3.
+    "cnn_lora_conv": dict(model="cnn", data="images", optimizer="adamw", schedule="linear", clip=0.5,
+                          graph_optimization=False, reference_forward=True, accumulation=2,
+                          lora=dict(targets="conv,fc", r=2, alpha=4, dropout=0.1)),
+    "cnn_lora_conv_zero3": dict(model="cnn", data="images", optimizer="adamw", schedule="linear",
+                                graph_optimization=False, zero_stage=3, processes=(2,),
+                                lora=dict(targets="conv,fc", r=2, alpha=4, modules_to_save="norm")),
     "mlp_olora": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
                       lora=dict(targets="fc1", r=4, alpha=8, init="olora")),
     "mlp_pissa": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
@@ -952,6 +959,43 @@ class LoraLinear(torch.nn.Module):
         return self.base_layer
 
 
+class LoraConv(torch.nn.Module):
+    """PEFT's LoRA layer for convolutions (peft/tuners/lora/layer.py _ConvNd, plain LoRA), restated:
+    lora_A = type(base)(in, r, kernel, stride, padding, bias=False), lora_B = type(base)(r, out, 1...,
+    groups=base.groups, bias=False), drawn and re-initialised as the linear layer's; merged with its
+    get_delta_weight."""
+
+    def __init__(self, base, r, alpha, dropout):
+        super().__init__()
+        self.base_layer = base
+        self.disabled = False
+        self.lora_dropout = torch.nn.Dropout(dropout) if dropout > 0 else torch.nn.Identity()
+        conv, ones = type(base), (1,) * (base.weight.dim() - 2)
+        self.lora_A = conv(base.in_channels, r, base.kernel_size, base.stride, base.padding, bias=False)
+        self.lora_B = conv(r, base.out_channels, ones, ones, groups=base.groups, bias=False)
+        self.scaling = alpha / r
+        torch.nn.init.kaiming_uniform_(self.lora_A.weight, a=math.sqrt(5))
+        torch.nn.init.zeros_(self.lora_B.weight)
+
+    def forward(self, x):
+        if self.disabled:
+            return self.base_layer(x)
+        result = self.base_layer(x)
+        x = x.to(self.lora_A.weight.dtype)
+        return (result + self.lora_B(self.lora_A(self.lora_dropout(x))) * self.scaling).to(result.dtype)
+
+    def merged(self):
+        with torch.no_grad():
+            a, b = self.lora_A.weight, self.lora_B.weight
+            if self.base_layer.weight.size()[2:4] == (1, 1):
+                delta = (b.squeeze(3).squeeze(2) @ a.squeeze(3).squeeze(2)).unsqueeze(2).unsqueeze(3) * self.scaling
+            else:
+                conv_fn = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[a.dim()]
+                delta = conv_fn(a.transpose(0, 1), b).transpose(0, 1) * self.scaling
+            self.base_layer.weight += delta
+        return self.base_layer
+
+
 class ModulesToSave(torch.nn.Module):
     """PEFT's ModulesToSaveWrapper (peft/utils/other.py), restated: the original module frozen and a
     copy of it (copy.deepcopy, no random draws) trained and called in its place."""
@@ -1062,6 +1106,11 @@ def peft_model(scripted, name, settings):
                                                           settings.get("use_dora", False),
                                                           settings.get("lora_bias", False),
                                                           settings.get("init", "true")))
+        elif isinstance(module, torch.nn.modules.conv._ConvNd) and not inside_saved and any(
+                module_name == t or module_name.endswith("." + t) for t in targets):
+            r = pattern_value(settings.get("rank_pattern", {}), module_name, settings["r"])
+            alpha = pattern_value(settings.get("alpha_pattern", {}), module_name, settings["alpha"])
+            replace_module(model, module_name, LoraConv(module, r, alpha, settings.get("dropout", 0.0)))
     # PEFT's _set_trainable: every module whose name ends with a listed one (the outermost of nested matches).
     wrapped = []
     for module_name, module in list(model.named_modules()):
@@ -1089,7 +1138,7 @@ def without_adapters(model):
     """A copy of a peft_model with its adapters merged into the base layers."""
     merged = copy.deepcopy(model)
     for module_name, module in list(merged.named_modules()):
-        if isinstance(module, LoraLinear):
+        if isinstance(module, (LoraLinear, LoraConv)):
             replace_module(merged, module_name, module.merged())
         elif isinstance(module, ModulesToSave):
             replace_module(merged, module_name, module.modules_to_save["default"])
@@ -1419,7 +1468,7 @@ class AccelerateJob:
             with accelerator.accumulate(*models):
                 if self.cfg["reference_forward"]:  # TRL's reference outputs: PEFT's disable_adapter()
                     layers = [m for m in accelerator.unwrap_model(model).modules()
-                              if isinstance(m, (LoraLinear, TrainableTokensLayer, ModulesToSave))]
+                              if isinstance(m, (LoraLinear, LoraConv, TrainableTokensLayer, ModulesToSave))]
                     for layer in layers:
                         layer.disabled = True
                     with torch.no_grad():
