@@ -196,3 +196,25 @@ TEST(LoraConv, RefusesWhatPeftsAdapterWouldNotComputeAsItsLayer) {
     acc_model_free(m);
   }
 }
+
+// A forward that reads the convolution's weight itself (F.conv2d(x, self.conv.weight, ...)): no call
+// to add a branch to, so without dropout the layer computes with the adapted weight, PEFT's merged
+// weight (the same outputs to rounding); with dropout it is refused.
+TEST(LoraConv, AWeightTheForwardReadsComputesAsTheMergedModel) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("conv");
+  acc_model* m = conv_model("conv_weight_read_model.pt");
+  ACC_EXPECT_ERROR(add(m, c, "conv"), ACC_ERR_UNSUPPORTED, "lora_dropout");
+  acc_options* o = lora_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set(o, "init_lora_weights", "false"));  // B not zero: the adapter changes the output
+  ACC_ASSERT_OK(acc_model_add_lora(m, "conv", o, nullptr));
+  acc_options_free(o);
+  const json x = c["input"];
+  const std::vector<float> adapted = outputs_on(m, from_json(x));
+  acc_model* plain = conv_model("conv_weight_read_model.pt");
+  EXPECT_GT(acc_test::max_difference(adapted, outputs_on(plain, from_json(x))), 1e-3f) << "the adapter counts";
+  ACC_ASSERT_OK(acc_model_merge_lora(m));
+  EXPECT_LT(acc_test::max_difference(outputs_on(m, from_json(x)), adapted), 1e-5f);
+  acc_model_free(plain);
+  acc_model_free(m);
+}

@@ -419,6 +419,17 @@ class OddConvs(nn.Module):
         return self.same(self.reflect(self.grouped(self.dilated(x))))
 
 
+class ReadsConvWeight(nn.Module):
+    """A forward that reads its convolution's weight itself instead of calling the layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3, padding=1)
+
+    def forward(self, x):
+        return F.conv2d(x, self.conv.weight, self.conv.bias, padding=1).flatten(1)
+
+
 def conv_case(out):
     """PEFT's LoRA on convolutions (peft/tuners/lora/layer.py _ConvNd, restated): lora_A =
     type(base)(in, r, kernel, stride, padding, bias=False), lora_B = type(base)(r, out, 1...,
@@ -426,11 +437,13 @@ def conv_case(out):
     lora_B(lora_A(dropout(x))) * scaling; merged with get_delta_weight. Written: conv_model.pt,
     odd_convs_model.pt; the initial adapters after manual_seed(seed) and the next draws, chosen B
     weights, the outputs in evaluation and, after manual_seed(train_seed), in training mode with
-    dropout, the gradients of a sum of the training output, and the merged weights."""
+    dropout, the gradients of a sum of the training output, and the merged weights; and
+    conv_weight_read_model.pt, whose forward reads its convolution's weight itself."""
     torch.manual_seed(5)
     model = ConvNet()
     torch.jit.script(model).save(str(out / "conv_model.pt"))
     torch.jit.script(OddConvs()).save(str(out / "odd_convs_model.pt"))
+    torch.jit.script(ReadsConvWeight()).save(str(out / "conv_weight_read_model.pt"))
     targets, r, alpha, dropout, seed, train_seed = ["conv1", "conv2", "conv3", "seq", "head"], 2, 4.0, 0.25, 8, 9
     scaling = alpha / r
     for p in model.parameters():
