@@ -34,14 +34,27 @@ at::Tensor new_conv_weight(int64_t out, int64_t in, c10::IntArrayRef kernel) {
 
 std::vector<int64_t> repeated(int64_t value, size_t n) { return std::vector<int64_t>(n, value); }
 
+// F.conv{1,2,3}d(x, w, stride=..., padding=..., groups=...), by the weight's dimensions: the ops PEFT's
+// layers call, which autocast knows by name.
+at::Tensor conv_nd(const at::Tensor& x, const at::Tensor& w, c10::IntArrayRef stride, c10::IntArrayRef padding,
+                   int64_t groups) {
+  const std::vector<int64_t> dilation = repeated(1, stride.size());
+  switch (w.dim()) {
+    case 3:
+      return at::conv1d(x, w, {}, stride, padding, dilation, groups);
+    case 4:
+      return at::conv2d(x, w, {}, stride, padding, dilation, groups);
+    default:
+      return at::conv3d(x, w, {}, stride, padding, dilation, groups);
+  }
+}
+
 // PEFT's convolution branch: lora_B(lora_A(x)), A with the layer's kernel, stride and padding, B 1 x 1
-// with its groups (F.conv{1,2,3}d's own arithmetic).
+// with its groups.
 at::Tensor conv_branch(const at::Tensor& x, const at::Tensor& a, const at::Tensor& b, const ConvGeometry& geometry) {
   const size_t dims = static_cast<size_t>(a.dim()) - 2;
-  const at::Tensor h =
-      at::convolution(x, a, {}, geometry.stride, geometry.padding, repeated(1, dims), false, repeated(0, dims), 1);
-  return at::convolution(h, b, {}, repeated(1, dims), repeated(0, dims), repeated(1, dims), false, repeated(0, dims),
-                         geometry.groups);
+  const at::Tensor h = conv_nd(x, a, geometry.stride, geometry.padding, 1);
+  return conv_nd(h, b, repeated(1, dims), repeated(0, dims), geometry.groups);
 }
 
 // PEFT's merge of lora_bias: the layer's bias plus lora_B's times the scaling, in the bias's dtype.
@@ -334,10 +347,7 @@ at::Tensor weight_delta(const LoraAdapter& adapter) {
   if (a.dim() == 4 && a.size(2) == 1 && a.size(3) == 1)
     return at::matmul(b.squeeze(3).squeeze(2), a.squeeze(3).squeeze(2)).unsqueeze(2).unsqueeze(3) * adapter.scaling;
   const size_t dims = static_cast<size_t>(a.dim()) - 2;
-  return at::convolution(a.transpose(0, 1), b, {}, repeated(1, dims), repeated(0, dims), repeated(1, dims), false,
-                         repeated(0, dims), 1)
-             .transpose(0, 1) *
-         adapter.scaling;
+  return conv_nd(a.transpose(0, 1), b, repeated(1, dims), repeated(0, dims), 1).transpose(0, 1) * adapter.scaling;
 }
 
 at::Tensor adapted_weight(const at::Tensor& w, const LoraAdapter& adapter) {
