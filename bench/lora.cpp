@@ -8,7 +8,8 @@
 // as a weight, computes with its adapted weight. DoRA (use_dora) on the same layers, beside them.
 // Then new tokens on a language model of the same stack (vocabulary 32000, head tied to the
 // embedding): LoRA beside the whole embedding trained (modules_to_save, what PEFT users did before
-// trainable_token_indices) against LoRA beside 16 of its rows (trainable_token_indices).
+// trainable_token_indices) against LoRA beside 16 of its rows (trainable_token_indices); and
+// without LoRA, the embedding trained alone against 16 rows alone (PEFT's TrainableTokensConfig).
 //
 //   bench_lora [--quick]
 #include <cstdio>
@@ -102,5 +103,37 @@ int main(int argc, char** argv) {
       static_cast<double>(rows16.held_bytes) / whole.held_bytes,
       static_cast<double>(rows16.held_bytes + rows16.step_bytes) / (whole.held_bytes + whole.step_bytes),
       median(t) / median(w));
+  // New tokens without LoRA: the embedding trained whole, alone, against 16 of its rows alone (PEFT's
+  // TrainableTokensConfig).
+  auto embedding_alone = [](acc_model* model) {
+    size_t count = 0;
+    OK(acc_model_set_requires_grad(model, "*", 0, &count));
+    OK(acc_model_set_requires_grad(model, "0.weight", 1, &count));
+  };
+  auto rows_alone = [&rows](acc_model* model) {
+    acc_options* o = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_TRAINABLE_TOKENS, &o));
+    OK(acc_options_set(o, "token_indices", rows.c_str()));
+    OK(acc_model_add_trainable_tokens(model, nullptr, o, nullptr));
+    acc_options_free(o);
+  };
+  TransformerStackLoop embedding(lm, batch, tokens, d, embedding_alone, lm_training),
+      alone(lm, batch, tokens, d, rows_alone, lm_training);
+  std::vector<double> e, r;
+  for (int round = 0; round < (quick ? 1 : 7); ++round) {
+    e.push_back(time_steps(embedding, 2));
+    r.push_back(time_steps(alone, 2));
+  }
+  std::printf("the same language model without LoRA:\n");
+  std::printf("the embedding alone, whole:        held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step\n",
+              embedding.held_bytes / 1048576.0, (embedding.held_bytes + embedding.step_bytes) / 1048576.0,
+              median(e) / 1000);
+  std::printf(
+      "16 rows alone (TrainableTokens):   held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step   held %.3f, "
+      "peak %.3f, time %.3f\n",
+      alone.held_bytes / 1048576.0, (alone.held_bytes + alone.step_bytes) / 1048576.0, median(r) / 1000,
+      static_cast<double>(alone.held_bytes) / embedding.held_bytes,
+      static_cast<double>(alone.held_bytes + alone.step_bytes) / (embedding.held_bytes + embedding.step_bytes),
+      median(r) / median(e));
   return 0;
 }
