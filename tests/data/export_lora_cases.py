@@ -301,6 +301,20 @@ def token_batch(step):
     return ids, (ids * 3 + 1) % 10
 
 
+def train_on_token_batches(forward, parameters, lr):
+    """Three AdamW steps of next-token loss over token_batch(0..2); the losses."""
+    opt = torch.optim.AdamW(parameters, lr=lr)
+    losses = []
+    for step in range(3):
+        ids, targets = token_batch(step)
+        loss = F.cross_entropy(forward(ids).reshape(-1, 10), targets.reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
 def tokens_case(out):
     """LoRA on fc with trainable_token_indices [7, 2, 9] (the list form: the input embedding), as PEFT
     computes it: every wrapped layer (the embedding, and the head through its tied adapter) computes
@@ -331,15 +345,7 @@ def tokens_case(out):
     ids0, _ = token_batch(0)
     with torch.no_grad():
         base_output = peft_forward(ids0, adapters=False)
-    opt = torch.optim.AdamW([delta, a, b], lr=lr)
-    losses = []
-    for step in range(3):
-        ids, targets = token_batch(step)
-        loss = F.cross_entropy(peft_forward(ids).reshape(-1, 10), targets.reshape(-1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        losses.append(loss.item())
+    losses = train_on_token_batches(peft_forward, [delta, a, b], lr)
     with torch.no_grad():
         output = peft_forward(ids0)
     merged = w.index_copy(0, index, delta.detach())
@@ -371,15 +377,7 @@ def standalone_tokens_case():
         h = F.linear(F.embedding(ids, weight), model.fc.weight.detach(), model.fc.bias.detach())
         return F.linear(torch.tanh(h), w.index_copy(0, index, delta))
 
-    opt = torch.optim.AdamW([delta], lr=lr)
-    losses = []
-    for step in range(3):
-        ids, targets = token_batch(step)
-        loss = F.cross_entropy(peft_forward(ids).reshape(-1, 10), targets.reshape(-1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        losses.append(loss.item())
+    losses = train_on_token_batches(peft_forward, [delta], lr)
     with torch.no_grad():
         output = peft_forward(token_batch(0)[0])
     return {"indices": indices, "seed": seed, "lr": lr, "initial_delta": tensor(initial_delta),
