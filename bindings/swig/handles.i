@@ -319,7 +319,8 @@ struct acc_accelerator {};
     check(acc_model_set_requires_grad($self, patterns, requiresGrad ? 1 : 0, &n));
     return n;
   }
-  /* LoRA adapters (PEFT's get_peft_model): adapts the linear layers targetModules names (module names
+  /* LoRA adapters (PEFT's get_peft_model): adapts the linear layers (and a TorchScript model's
+   * convolutions) targetModules names (module names
    * separated by commas, each matching a module named so or ending in "." and it; or "re:" and a
    * regular expression over whole names) and freezes every other parameter. opts: LoRA options (r,
    * lora_alpha, use_rslora, use_dora, rank_pattern, ...: the keys of ACC_OPTIONS_LORA) or null.

@@ -162,7 +162,8 @@ func (m *Model) SetRequiresGrad(patterns string, on bool) (int, error) {
 	return int(n), err
 }
 
-// AddLora adds LoRA adapters (PEFT's get_peft_model) to the linear layers targetModules names:
+// AddLora adds LoRA adapters (PEFT's get_peft_model) to the linear layers (and a TorchScript
+// model's convolutions) targetModules names:
 // module names separated by commas, each matching a module named so or ending in "." and it
 // ("q_proj,v_proj"), or "re:" and a regular expression over whole names. Every other parameter is
 // frozen. opts: LoraOptions (r, lora_alpha, use_rslora, use_dora, rank_pattern, ...: the keys of ACC_OPTIONS_LORA) or nil. Call it before
