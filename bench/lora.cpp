@@ -14,6 +14,7 @@
 //   bench_lora [--quick]
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -85,24 +86,29 @@ int main(int argc, char** argv) {
   for (int64_t i = 0; i < 16; ++i) rows += (i ? "," : "") + std::to_string(vocab - 16 + i);
   StackTraining lm_training;
   lm_training.vocab = vocab;
-  TransformerStackLoop whole(lm, batch, tokens, d, with_embedding("modules_to_save", "0"), lm_training),
-      rows16(lm, batch, tokens, d, with_embedding("trainable_token_indices", rows.c_str()), lm_training);
-  std::vector<double> w, t;
-  for (int round = 0; round < (quick ? 1 : 7); ++round) {
-    w.push_back(time_steps(whole, 2));
-    t.push_back(time_steps(rows16, 2));
-  }
+  // A baseline and a variant of the language model, timed round by round in turn; prints both and
+  // the variant's ratios to the baseline.
+  auto compare = [&](const char* base_name, const std::function<void(acc_model*)>& base_setup, const char* name,
+                     const std::function<void(acc_model*)>& setup) {
+    TransformerStackLoop base(lm, batch, tokens, d, base_setup, lm_training),
+        other(lm, batch, tokens, d, setup, lm_training);
+    std::vector<double> b, o;
+    for (int round = 0; round < (quick ? 1 : 7); ++round) {
+      b.push_back(time_steps(base, 2));
+      o.push_back(time_steps(other, 2));
+    }
+    std::printf("%-38s held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step\n", base_name, base.held_bytes / 1048576.0,
+                (base.held_bytes + base.step_bytes) / 1048576.0, median(b) / 1000);
+    std::printf("%-38s held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step   held %.3f, peak %.3f, time %.3f\n", name,
+                other.held_bytes / 1048576.0, (other.held_bytes + other.step_bytes) / 1048576.0, median(o) / 1000,
+                static_cast<double>(other.held_bytes) / base.held_bytes,
+                static_cast<double>(other.held_bytes + other.step_bytes) / (base.held_bytes + base.step_bytes),
+                median(o) / median(b));
+  };
   std::printf("language model, vocabulary %lld, head tied; LoRA r=8 on linear1, linear2 and:\n",
               static_cast<long long>(vocab));
-  std::printf("the embedding whole (modules_to_save): held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step\n",
-              whole.held_bytes / 1048576.0, (whole.held_bytes + whole.step_bytes) / 1048576.0, median(w) / 1000);
-  std::printf(
-      "16 rows (trainable_token_indices):   held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step   held %.3f, "
-      "peak %.3f, time %.3f\n",
-      rows16.held_bytes / 1048576.0, (rows16.held_bytes + rows16.step_bytes) / 1048576.0, median(t) / 1000,
-      static_cast<double>(rows16.held_bytes) / whole.held_bytes,
-      static_cast<double>(rows16.held_bytes + rows16.step_bytes) / (whole.held_bytes + whole.step_bytes),
-      median(t) / median(w));
+  compare("the embedding whole (modules_to_save):", with_embedding("modules_to_save", "0"),
+          "16 rows (trainable_token_indices):", with_embedding("trainable_token_indices", rows.c_str()));
   // New tokens without LoRA: the embedding trained whole, alone, against 16 of its rows alone (PEFT's
   // TrainableTokensConfig).
   auto embedding_alone = [](acc_model* model) {
@@ -117,23 +123,7 @@ int main(int argc, char** argv) {
     OK(acc_model_add_trainable_tokens(model, nullptr, o, nullptr));
     acc_options_free(o);
   };
-  TransformerStackLoop embedding(lm, batch, tokens, d, embedding_alone, lm_training),
-      alone(lm, batch, tokens, d, rows_alone, lm_training);
-  std::vector<double> e, r;
-  for (int round = 0; round < (quick ? 1 : 7); ++round) {
-    e.push_back(time_steps(embedding, 2));
-    r.push_back(time_steps(alone, 2));
-  }
   std::printf("the same language model without LoRA:\n");
-  std::printf("the embedding alone, whole:        held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step\n",
-              embedding.held_bytes / 1048576.0, (embedding.held_bytes + embedding.step_bytes) / 1048576.0,
-              median(e) / 1000);
-  std::printf(
-      "16 rows alone (TrainableTokens):   held %7.1f MiB, peak %7.1f MiB, %8.1f ms/step   held %.3f, "
-      "peak %.3f, time %.3f\n",
-      alone.held_bytes / 1048576.0, (alone.held_bytes + alone.step_bytes) / 1048576.0, median(r) / 1000,
-      static_cast<double>(alone.held_bytes) / embedding.held_bytes,
-      static_cast<double>(alone.held_bytes + alone.step_bytes) / (embedding.held_bytes + embedding.step_bytes),
-      median(r) / median(e));
+  compare("the embedding alone, whole:", embedding_alone, "16 rows alone (TrainableTokens):", rows_alone);
   return 0;
 }

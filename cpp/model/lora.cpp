@@ -271,20 +271,15 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   const double scaling = adapter.scaling, p = config_.dropout;
   std::shared_ptr<const bool> enabled = enabled_;
   if (adapter.magnitude.defined()) return dora_output_adapter(adapter, p, enabled);
-  if (adapter.site.conv)
-    return [a, b, scaling, p, enabled, geometry = *adapter.site.conv](const at::Tensor& input, const at::Tensor& output,
-                                                                      bool training) {
-      if (!*enabled) return output;
-      at::Tensor x = input.to(a.scalar_type());
-      if (p > 0) x = at::dropout(x, p, training);
-      return (output + conv_branch(x, a, b, geometry) * scaling).to(output.scalar_type());
-    };
-  // Disabled: PEFT's layer returns its base layer's output, before its dropout draws.
-  return [a, b, b_bias, scaling, p, enabled](const at::Tensor& input, const at::Tensor& output, bool training) {
+  // Disabled: PEFT's layer returns its base layer's output, before its dropout draws. A convolution's
+  // branch is PEFT's conv_layer pair (conv_branch).
+  return [a, b, b_bias, scaling, p, enabled, conv = adapter.site.conv](const at::Tensor& input,
+                                                                       const at::Tensor& output, bool training) {
     if (!*enabled) return output;
     at::Tensor x = input.to(a.scalar_type());
     if (p > 0) x = at::dropout(x, p, training);
-    return (output + at::linear(at::linear(x, a), b, b_bias) * scaling).to(output.scalar_type());
+    const at::Tensor branch = conv ? conv_branch(x, a, b, *conv) : at::linear(at::linear(x, a), b, b_bias);
+    return (output + branch * scaling).to(output.scalar_type());
   };
 }
 

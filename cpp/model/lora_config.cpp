@@ -106,12 +106,9 @@ LoraConfig LoraConfig::trainable_tokens(const std::string& targets, const Option
                       [&](const std::string& expression) { config.set_target_regex(expression); });
   const std::string indices = trimmed(config.standalone_indices_spec);
   require(!indices.empty(), "token_indices is not set: name the rows to train (e.g. \"32000,32001\")");
-  config.set_token_indices(indices.front() == '['
-                               ? parse_ordered_json_input(indices, "token_indices")
-                               : nlohmann::ordered_json(parse_integers(indices, "token_indices", "token indices")),
-                           "token_indices");
-  config.standalone_indices = std::move(config.token_indices.front().second);
-  config.token_indices.clear();
+  config.set_standalone_indices(
+      indices.front() == '[' ? parse_ordered_json_input(indices, "token_indices")
+                             : nlohmann::ordered_json(parse_integers(indices, "token_indices", "token indices")));
   for (const std::string* value : {&config.base_model_name_or_path, &config.revision, &config.task_type})
     require(is_utf8(*value), "'", printable_utf8(*value), "' is not valid UTF-8");
   return config;
@@ -256,6 +253,13 @@ void LoraConfig::set_token_indices(const nlohmann::ordered_json& value, const ch
     parsed.emplace_back("", indices_of("", value));
   }
   token_indices = std::move(parsed);
+}
+
+void LoraConfig::set_standalone_indices(const nlohmann::ordered_json& value) {
+  require(!value.is_object(), "token_indices must be a list of token indices");
+  set_token_indices(value, "token_indices");
+  standalone_indices = std::move(token_indices.front().second);
+  token_indices.clear();
 }
 
 void LoraConfig::set_layers_pattern(std::vector<std::string> patterns) {

@@ -116,6 +116,8 @@ struct LoraConfig {
   // Sets token_indices from PEFT's JSON form: a list of indices (for the input embedding) or an
   // object from module names to such lists (InvalidArgument otherwise, naming `setting`).
   void set_token_indices(const nlohmann::ordered_json& value, const char* setting = "trainable_token_indices");
+  // Sets standalone_indices (TrainableTokensConfig's token_indices) from PEFT's JSON list.
+  void set_standalone_indices(const nlohmann::ordered_json& value);
   // Sets layers_pattern, compiling each expression; checks that the layer settings go together.
   void set_layers_pattern(std::vector<std::string> patterns);
   void check_layer_settings(bool layers_to_transform_given) const;

@@ -47,19 +47,33 @@ bool saved_with(const std::string& weights, const std::optional<std::string>& co
   }
 }
 
-// PEFT's TrainableTokensConfig: its fields, target_modules a name list or PEFT's string (an
-// expression; the input embedding's name where none was given).
-nlohmann::ordered_json tokens_config_json(const LoraConfig& config) {
-  using json = nlohmann::ordered_json;
-  auto text_or_null = [](const std::string& text) { return text.empty() ? json(nullptr) : json(text); };
-  return {{"peft_type", "TRAINABLE_TOKENS"},
+nlohmann::ordered_json text_or_null(const std::string& text) {
+  return text.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(text);
+}
+
+// The fields every PEFT configuration starts with.
+nlohmann::ordered_json peft_config_json(const char* peft_type, const LoraConfig& config) {
+  return {{"peft_type", peft_type},
           {"task_type", text_or_null(config.task_type)},
           {"base_model_name_or_path", text_or_null(config.base_model_name_or_path)},
           {"revision", text_or_null(config.revision)},
-          {"inference_mode", true},
-          {"token_indices", config.standalone_indices},
-          {"target_modules", config.target_regex.empty() ? json(config.target_names) : json(config.target_regex)},
-          {"init_weights", config.tokens_from_weights}};
+          {"inference_mode", true}};
+}
+
+// PEFT's target_modules: one expression (a string), or the names.
+nlohmann::ordered_json targets_json(const LoraConfig& config) {
+  return config.target_regex.empty() ? nlohmann::ordered_json(config.target_names)
+                                     : nlohmann::ordered_json(config.target_regex);
+}
+
+// PEFT's TrainableTokensConfig: its fields, target_modules PEFT's string (an expression) holding the
+// input embedding's name where none was given.
+nlohmann::ordered_json tokens_config_json(const LoraConfig& config) {
+  nlohmann::ordered_json j = peft_config_json("TRAINABLE_TOKENS", config);
+  j["token_indices"] = config.standalone_indices;
+  j["target_modules"] = targets_json(config);
+  j["init_weights"] = config.tokens_from_weights;
+  return j;
 }
 
 // Every field PEFT's LoraConfig reads back, with the values this library implements. Keys in this
@@ -68,13 +82,8 @@ nlohmann::ordered_json tokens_config_json(const LoraConfig& config) {
 // wins) may not be the configuration's, and a PEFT adapter can load back with other ranks.
 nlohmann::ordered_json config_json(const LoraConfig& config) {
   using json = nlohmann::ordered_json;
-  auto text_or_null = [](const std::string& text) { return text.empty() ? json(nullptr) : json(text); };
-  json j = {
-      {"peft_type", "LORA"},
-      {"task_type", text_or_null(config.task_type)},
-      {"base_model_name_or_path", text_or_null(config.base_model_name_or_path)},
-      {"revision", text_or_null(config.revision)},
-      {"inference_mode", true},
+  json j = peft_config_json("LORA", config);
+  j.update(json{
       {"r", config.r},
       {"lora_alpha", config.alpha},
       {"lora_dropout", config.dropout},
@@ -87,7 +96,7 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
       {"rank_pattern", json::object()},
       {"alpha_pattern", json::object()},
       {"use_dora", config.use_dora},
-      {"lora_bias", config.lora_bias}};
+      {"lora_bias", config.lora_bias}});
   if (config.token_indices.empty()) {
     j["trainable_token_indices"] = nullptr;
   } else if (config.token_indices.size() == 1 && config.token_indices.front().first.empty()) {
@@ -102,8 +111,7 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
     j["init_lora_weights"] = config.init == "true";
   else
     j["init_lora_weights"] = config.init;  // gaussian, eva, orthogonal, olora, pissa, pissa_niter_<n>
-  if (!config.target_regex.empty()) j["target_modules"] = config.target_regex;
-  else j["target_modules"] = config.target_names;
+  j["target_modules"] = targets_json(config);
   if (!config.exclude_regex.empty())
     j["exclude_modules"] = config.exclude_regex;
   else if (!config.exclude_names.empty())
@@ -153,12 +161,10 @@ LoraConfig tokens_config_from_json(const nlohmann::ordered_json& j, const std::s
   config.peft_type = PeftType::TrainableTokens;
   try {
     if (!j.contains("token_indices")) fail(Status::InvalidArgument, "'token_indices' is missing");
-    config.set_token_indices(j["token_indices"], "token_indices");
+    config.set_standalone_indices(j["token_indices"]);
   } catch (const Error& e) {
     fail(Status::Io, "'", path, "': ", e.what());
   }
-  config.standalone_indices = std::move(config.token_indices.front().second);
-  config.token_indices.clear();
   // PEFT's default (null): the input embedding.
   if (j.contains("target_modules") && !j["target_modules"].is_null())
     read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
@@ -403,6 +409,8 @@ LoraFiles read_lora_files(const std::string& dir) {
     }
     return false;
   };
+  const bool standalone = files.config.peft_type == PeftType::TrainableTokens;
+  const std::string delta_suffix = standalone ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix;
   for (auto& [name, tensor] : contents.tensors) {
     if (name.rfind(kPrefix, 0) != 0) refuse(name, std::string("is not named as PEFT names adapters (") + kPrefix + "...)");
     const bool is_a = ends_with(name, kLoraASuffix), is_b = ends_with(name, kLoraBSuffix);
@@ -410,8 +418,6 @@ LoraFiles read_lora_files(const std::string& dir) {
     std::string in_model = name.substr(std::string(kPrefix).size());
     if (ends_with(in_model, kBaseLayerBias))
       in_model = in_model.substr(0, in_model.size() - std::string(kBaseLayerBias).size()) + ".bias";
-    const bool standalone = files.config.peft_type == PeftType::TrainableTokens;
-    const std::string delta_suffix = standalone ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix;
     if (ends_with(in_model, delta_suffix) && in_model.size() > delta_suffix.size()) {
       if (!standalone && files.config.token_indices.empty())
         refuse(name, "is a trainable tokens' delta, but trainable_token_indices is not set");
@@ -447,7 +453,7 @@ LoraFiles read_lora_files(const std::string& dir) {
                              : "[out_features, r] = [..., " + concat(r) + "]"));
     (is_a ? files.modules[module].a : files.modules[module].b) = tensor;
   }
-  if (files.config.peft_type == PeftType::TrainableTokens) {
+  if (standalone) {
     if (files.tokens.empty()) fail(Status::Io, "'", weights_path, "' holds no trainable tokens");
     return files;
   }

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 
 #include <iterator>
 #include <map>
@@ -401,14 +400,11 @@ size_t Model::add_lora(const LoraConfig& config) {
   const size_t added = lora_.add(config, sites, other_module_names(), token_sites(), saved_modules, weights_pending_);
   // PEFT trains the adapters alone, the modules to save (its ModulesToSaveWrapper trains a copy of
   // each, which computes as the module does) and the biases its bias setting names.
-  const auto whole = trained_whole(config, named_parameters(), {}, adapted_modules(lora_));
-  std::set<std::string> whole_names;
-  for (const auto& entry : whole) whole_names.insert(entry.first);
-  freeze_all_but_adapters(whole_names);
+  freeze_all_but_adapters(trained_whole(config, named_parameters(), {}, adapted_modules(lora_)));
   return added;
 }
 
-void Model::freeze_all_but_adapters(const std::set<std::string>& trained_whole) {
+void Model::freeze_all_but_adapters(const std::map<std::string, at::Tensor>& trained_whole) {
   std::unordered_set<const c10::TensorImpl*> adapters;
   for (const auto& entry : lora_.named_parameters()) adapters.insert(entry.second.unsafeGetTensorImpl());
   for (auto& entry : named_parameters()) {
@@ -441,10 +437,12 @@ std::map<std::string, std::vector<int64_t>> rows_of(const std::vector<TokenAdapt
 }
 
 // Checks that `files` (found in `where`) holds a delta of each of `adapters`' shape, under its
-// layer's name, and no other (a standalone adapter's tied layers may have one too, as PEFT writes
-// them: equal to their embedding's).
+// layer's name, and no other; `standalone` (PEFT's TRAINABLE_TOKENS, whose file has the tied
+// layers' too): a tied layer's equal to its embedding's.
 void check_token_tensors(const std::vector<TokenAdapter>& adapters, const std::map<std::string, at::Tensor>& files,
-                         const std::string& where, const char* suffix, const char* setting) {
+                         const std::string& where, bool standalone) {
+  const char* suffix = standalone ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix;
+  const char* setting = standalone ? "token_indices" : "trainable_token_indices";
   std::map<std::string, const TokenAdapter*> expected, tied;
   for (const auto& adapter : adapters) {
     expected[adapter.site.module] = &adapter;
@@ -461,8 +459,8 @@ void check_token_tensors(const std::vector<TokenAdapter>& adapters, const std::m
   for (const auto& [module, tensor] : files) {
     if (expected.count(module)) continue;
     auto it = tied.find(module);
-    require(std::strcmp(suffix, kStandaloneTokenDeltaSuffix) == 0 && it != tied.end(), where, " holds '", module,
-            suffix, "', a layer its ", setting, " does not name");
+    require(standalone && it != tied.end(), where, " holds '", module, suffix, "', a layer its ", setting,
+            " does not name");
     const at::Tensor& own = files.at(it->second->site.module);
     require(tensor.sizes() == own.sizes() && tensor.scalar_type() == own.scalar_type() && at::equal(tensor, own), where,
             ": '", module, suffix, "' (tied to '", it->second->site.module, "') differs from '",
@@ -479,7 +477,7 @@ void Model::load_trainable_tokens(const LoraFiles& files, const std::string& whe
   } catch (const Error& e) {
     fail(e.status(), where, ": ", e.what());
   }
-  check_token_tensors(file_tokens, files.tokens, where, kStandaloneTokenDeltaSuffix, "token_indices");
+  check_token_tensors(file_tokens, files.tokens, where, /*standalone=*/true);
   if (!lora_.empty()) {
     require(lora_.tokens().standalone(), where, " holds trainable tokens alone (PEFT's TRAINABLE_TOKENS); the ",
             "model has LoRA adapters");
@@ -550,7 +548,7 @@ void Model::load_lora(const std::string& dir) {
   } catch (const Error& e) {
     fail(e.status(), where, ": ", e.what());
   }
-  check_token_tensors(file_tokens, files.tokens, where, kTokenDeltaSuffix, "trainable_token_indices");
+  check_token_tensors(file_tokens, files.tokens, where, /*standalone=*/false);
   if (!lora_.empty()) {
     // The same parameters trained whole.
     const auto have_whole = trained_whole(lora_.config(), named_parameters(), {}, adapted_modules(lora_));

@@ -6,9 +6,9 @@
 
 #include <functional>
 #include <iosfwd>
+#include <map>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -163,7 +163,7 @@ class Model {
   // load_lora of PEFT's TRAINABLE_TOKENS files (`where`: the folder, quoted, for messages).
   void load_trainable_tokens(const LoraFiles& files, const std::string& where);
   // Freezes every parameter but the adapters' (LoRA's, the trainable tokens') and `trained_whole`.
-  void freeze_all_but_adapters(const std::set<std::string>& trained_whole);
+  void freeze_all_but_adapters(const std::map<std::string, at::Tensor>& trained_whole);
   // Fails with a live hold's reason when the trainable set may not change (see hold_trainable_set).
   void require_trainable_set_free(bool freezing) const;
 
