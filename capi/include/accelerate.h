@@ -810,10 +810,15 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * ACC_ERR_UNSUPPORTED with dropout.
  *
  * acc_model_add_lora: adapts the linear layers (torch.nn.Linear in TorchScript, "linear" and the
- * linear layers inside spec layers) that `target_modules` names, and a TorchScript model's
- * convolutions (torch.nn.Conv1d/2d/3d: PEFT's LoRA for convolutions, A of the layer's kernel, stride
- * and padding, B 1 x 1; a dilation, groups, a padding_mode other than zeros or a string padding, and
- * use_dora, lora_bias, OLoRA or PiSSA on a convolution are ACC_ERR_UNSUPPORTED), and freezes every other parameter
+ * linear layers inside spec layers) that `target_modules` names, and convolutions (a TorchScript
+ * model's torch.nn.Conv1d/2d/3d, a spec model's "conv2d": PEFT's LoRA for convolutions, A of the
+ * layer's kernel, stride and padding from all its input channels, B 1 x 1 with the layer's groups,
+ * so r must be divisible by them (ACC_ERR_INVALID_ARGUMENT); DoRA's magnitude 1 x out x 1 ..., as
+ * PEFT shapes it; a dilation, a padding_mode other than zeros or a string padding, OLoRA or PiSSA on
+ * a convolution, and DoRA on one with groups are ACC_ERR_UNSUPPORTED; an adapter of a convolution
+ * with groups has no weight of the layer's shape, so merging it, acc_save_model and
+ * acc_model_save_torchscript are ACC_ERR_UNSUPPORTED, as PEFT refuses to merge it: save it with
+ * acc_model_save_lora), and freezes every other parameter
  * (unfreeze some with acc_model_set_requires_grad afterwards). `target_modules` is PEFT's: module
  * names separated by commas (a module matches a name if its own name is it or ends with "." and it:
  * "q_proj,v_proj", "linear1"), or "re:" and a regular expression that must match the whole module

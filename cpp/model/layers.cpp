@@ -16,6 +16,7 @@
 
 #include "common/error.h"
 #include "common/json_input.h"
+#include "model/adaptable_conv2d.h"
 #include "model/adaptable_linear.h"
 #include "model/attention.h"
 #include "model/layer_kind.h"
@@ -94,13 +95,14 @@ const std::map<std::string, LayerKind>& layer_kinds() {
          {"groups", Arg::Int, 1},
          {"bias", Arg::Bool, true}},
         [](const json& a) {
-          return torch::nn::AnyModule(torch::nn::Conv2d(
-              torch::nn::Conv2dOptions(a["in_channels"], a["out_channels"], ea2(a["kernel_size"]))
-                  .stride(ea2(a["stride"]))
-                  .padding(ea2(a["padding"]))
-                  .dilation(ea2(a["dilation"]))
-                  .groups(a["groups"])
-                  .bias(a["bias"].get<bool>())));
+          return torch::nn::AnyModule(
+              AdaptableConv2d(torch::nn::Conv2dOptions(a["in_channels"], a["out_channels"], ea2(a["kernel_size"]))
+                                  .stride(ea2(a["stride"]))
+                                  .padding(ea2(a["padding"]))
+                                  .dilation(ea2(a["dilation"]))
+                                  .groups(a["groups"])
+                                  .bias(a["bias"].get<bool>()),
+                              a["padding"].get<std::vector<int64_t>>()));
         },
         [](const json& a) {
           return "return torch.conv2d(x, self.weight, " + std::string(a["bias"].get<bool>() ? "self.bias" : "None") +
@@ -153,7 +155,8 @@ const std::map<std::string, LayerKind>& layer_kinds() {
                  std::to_string(a["end_dim"].get<int64_t>()) + ")";
         }}},
       {"relu",
-       {{}, [](const json&) { return torch::nn::AnyModule(torch::nn::ReLU()); },
+       {{},
+        [](const json&) { return torch::nn::AnyModule(torch::nn::ReLU()); },
         [](const json&) { return std::string("return torch.relu(x)"); }}},
       {"gelu",
        {{{"approximate", Arg::String, "none"}},
@@ -165,10 +168,12 @@ const std::map<std::string, LayerKind>& layer_kinds() {
           return "return torch.gelu(x, approximate=\"" + a["approximate"].get<std::string>() + "\")";
         }}},
       {"tanh",
-       {{}, [](const json&) { return torch::nn::AnyModule(torch::nn::Tanh()); },
+       {{},
+        [](const json&) { return torch::nn::AnyModule(torch::nn::Tanh()); },
         [](const json&) { return std::string("return torch.tanh(x)"); }}},
       {"sigmoid",
-       {{}, [](const json&) { return torch::nn::AnyModule(torch::nn::Sigmoid()); },
+       {{},
+        [](const json&) { return torch::nn::AnyModule(torch::nn::Sigmoid()); },
         [](const json&) { return std::string("return torch.sigmoid(x)"); }}},
       {"softmax",
        {{{"dim", Arg::Int, nullptr}},
@@ -177,15 +182,15 @@ const std::map<std::string, LayerKind>& layer_kinds() {
       {"logsoftmax",
        {{{"dim", Arg::Int, nullptr}},
         [](const json& a) { return torch::nn::AnyModule(torch::nn::LogSoftmax(a["dim"].get<int64_t>())); },
-        [](const json& a) {
-          return "return torch.log_softmax(x, " + std::to_string(a["dim"].get<int64_t>()) + ")";
-        }}},
+        [](const json& a) { return "return torch.log_softmax(x, " + std::to_string(a["dim"].get<int64_t>()) + ")"; }}},
       {"dropout",
        {{{"p", Arg::Float, 0.5}},
         [](const json& a) { return torch::nn::AnyModule(torch::nn::Dropout(a["p"].get<double>())); },
         [](const json& a) { return "return torch.dropout(x, " + f(a["p"]) + ", self.training)"; }}},
       {"layernorm",
-       {{{"normalized_shape", Arg::IntList, nullptr}, {"eps", Arg::Float, 1e-5}, {"elementwise_affine", Arg::Bool, true}},
+       {{{"normalized_shape", Arg::IntList, nullptr},
+         {"eps", Arg::Float, 1e-5},
+         {"elementwise_affine", Arg::Bool, true}},
         [](const json& a) {
           return torch::nn::AnyModule(
               torch::nn::LayerNorm(torch::nn::LayerNormOptions(a["normalized_shape"].get<std::vector<int64_t>>())
@@ -207,7 +212,9 @@ const std::map<std::string, LayerKind>& layer_kinds() {
       {kTiedLinear, tied_linear_kind()},
       {"batchnorm2d", batchnorm_kind(true)},
       {"embedding",
-       {{{"num_embeddings", Arg::Int, nullptr}, {"embedding_dim", Arg::Int, nullptr}, {"padding_idx", Arg::OptionalInt, nullptr}},
+       {{{"num_embeddings", Arg::Int, nullptr},
+         {"embedding_dim", Arg::Int, nullptr},
+         {"padding_idx", Arg::OptionalInt, nullptr}},
         [](const json& a) {
           torch::nn::EmbeddingOptions options(a["num_embeddings"], a["embedding_dim"]);
           if (!a["padding_idx"].is_null()) options.padding_idx(a["padding_idx"].get<int64_t>());

@@ -34,27 +34,44 @@ at::Tensor new_conv_weight(int64_t out, int64_t in, c10::IntArrayRef kernel) {
 
 std::vector<int64_t> repeated(int64_t value, size_t n) { return std::vector<int64_t>(n, value); }
 
-// F.conv{1,2,3}d(x, w, stride=..., padding=..., groups=...), by the weight's dimensions: the ops PEFT's
-// layers call, which autocast knows by name.
+// F.conv{1,2,3}d(x, w, bias, stride=..., padding=..., groups=...), by the weight's dimensions: the
+// ops PEFT's layers call, which autocast knows by name.
 at::Tensor conv_nd(const at::Tensor& x, const at::Tensor& w, c10::IntArrayRef stride, c10::IntArrayRef padding,
-                   int64_t groups) {
+                   int64_t groups, const at::Tensor& bias = {}) {
   const std::vector<int64_t> dilation = repeated(1, stride.size());
   switch (w.dim()) {
     case 3:
-      return at::conv1d(x, w, {}, stride, padding, dilation, groups);
+      return at::conv1d(x, w, bias, stride, padding, dilation, groups);
     case 4:
-      return at::conv2d(x, w, {}, stride, padding, dilation, groups);
+      return at::conv2d(x, w, bias, stride, padding, dilation, groups);
     default:
-      return at::conv3d(x, w, {}, stride, padding, dilation, groups);
+      return at::conv3d(x, w, bias, stride, padding, dilation, groups);
   }
 }
 
 // PEFT's convolution branch: lora_B(lora_A(x)), A with the layer's kernel, stride and padding, B 1 x 1
-// with its groups.
-at::Tensor conv_branch(const at::Tensor& x, const at::Tensor& a, const at::Tensor& b, const ConvGeometry& geometry) {
+// with its groups (and lora_bias's bias).
+at::Tensor conv_branch(const at::Tensor& x, const at::Tensor& a, const at::Tensor& b, const at::Tensor& b_bias,
+                       const ConvGeometry& geometry) {
   const size_t dims = static_cast<size_t>(a.dim()) - 2;
   const at::Tensor h = conv_nd(x, a, geometry.stride, geometry.padding, 1);
-  return conv_nd(h, b, repeated(1, dims), repeated(0, dims), geometry.groups);
+  return conv_nd(h, b, repeated(1, dims), repeated(0, dims), geometry.groups, b_bias);
+}
+
+// A convolution's B A as PEFT's DoRA takes it (its get_lora_weight: a product of the flattened
+// kernels, in the layer weight's shape).
+at::Tensor conv_lora_weight(const at::Tensor& a, const at::Tensor& b, c10::IntArrayRef weight_shape) {
+  const int64_t r = a.size(0);
+  return at::mm(b.view({-1, r}), a.view({r, -1})).reshape(weight_shape);
+}
+
+// DoRA's norms of a convolution's adapted weight, one per output channel (PEFT's _DoraConvNdLayer
+// get_weight_norm): over all other dimensions, shaped 1 x out x 1 ..., the magnitude's shape.
+at::Tensor conv_weight_norm(const at::Tensor& w, const at::Tensor& lora_weight, double scaling) {
+  const at::Tensor sum = w + lora_weight * scaling;
+  std::vector<int64_t> dims;
+  for (int64_t d = 1; d < sum.dim(); ++d) dims.push_back(d);
+  return at::linalg_vector_norm(sum, 2, dims, /*keepdim=*/true, c10::nullopt).transpose(1, 0);
 }
 
 // PEFT's merge of lora_bias: the layer's bias plus lora_B's times the scaling, in the bias's dtype.
@@ -73,9 +90,14 @@ at::Tensor weight_norm(const at::Tensor& w, const at::Tensor& lora_weight, doubl
 }
 
 // DoRA's magnitude at the start (PEFT's DoraLinearLayer.update_layer): the adapted weight's row
-// norms, lora_weight as lora_B @ lora_A.
+// norms, lora_weight as lora_B @ lora_A (a convolution's: its output channels' norms).
 at::Tensor initial_magnitude(const at::Tensor& w, const LoraAdapter& adapter) {
   at::NoGradGuard no_grad;
+  // In a tensor of its own with the usual strides (the norms' are the transpose's, which DDP's
+  // Reducer would lay out otherwise than the gradients).
+  if (adapter.site.conv)
+    return conv_weight_norm(w, conv_lora_weight(adapter.a, adapter.b, w.sizes()), adapter.scaling)
+        .clone(at::MemoryFormat::Contiguous);
   return weight_norm(w, at::matmul(adapter.b, adapter.a), adapter.scaling);
 }
 
@@ -104,6 +126,34 @@ OutputAdapter dora_output_adapter(const LoraAdapter& adapter, double p, std::sha
   };
 }
 
+// The same for a convolution (PEFT's _DoraConvNdVariant and _DoraConvNdLayer.forward): the norms per
+// output channel, the layer's bias taken off along the channel dimension, base with dropout the
+// layer's convolution (no bias) of the dropped-out input.
+OutputAdapter dora_conv_output_adapter(const LoraAdapter& adapter, double p, std::shared_ptr<const bool> enabled) {
+  return [a = adapter.a, b = adapter.b, m = adapter.magnitude, w = adapter.site.weight, bias = adapter.site.bias,
+          scaling = adapter.scaling, geometry = *adapter.site.conv, p,
+          enabled](const at::Tensor& input, const at::Tensor& output, bool training) {
+    if (!*enabled) return output;
+    at::Tensor x = input.to(a.scalar_type());
+    at::Tensor base;
+    if (p > 0 && training) {
+      x = at::dropout(x, p, training);
+      base = conv_nd(x, w.to(x.scalar_type()), geometry.stride, geometry.padding, geometry.groups);
+    } else if (bias.defined()) {
+      std::vector<int64_t> shape(static_cast<size_t>(output.dim()), 1);
+      shape[1] = -1;
+      base = output - bias.view(shape);
+    } else {
+      base = output;
+    }
+    const at::Tensor lora_weight = conv_lora_weight(a, b, w.sizes()).to(x.scalar_type());
+    const at::Tensor norm = conv_weight_norm(w.to(x.scalar_type()), lora_weight.detach(), scaling).detach();
+    const at::Tensor scale = m / norm;
+    const at::Tensor dora = (scale - 1) * base + scale * conv_branch(x, a, b, {}, geometry) * scaling;
+    return (output + dora).to(output.scalar_type());
+  };
+}
+
 }  // namespace
 
 size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>& sites,
@@ -122,18 +172,28 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
           sites.empty() ? std::string("the model has none") : "linear layers are e.g. " + examples, ")");
   // As PEFT's LoraConfig.
   require(!(config.lora_bias && config.use_dora), "lora_bias is not supported with use_dora (as in PEFT)");
-  // A convolution takes PEFT's plain LoRA, where its adapter computes as the layer does.
+  // A convolution takes LoRA where PEFT's adapter computes as the layer does.
   for (const LinearSite* site : chosen) {
     if (!site->conv) continue;
+    const std::string& module = site->module;
     if (!site->conv->refusal.empty())
-      fail(Status::Unsupported, "LoRA on the convolution '", site->module, "': ", site->conv->refusal);
-    const char* setting = config.use_dora                  ? "use_dora"
-                          : config.lora_bias               ? "lora_bias"
-                          : decomposes_weight(config.init) ? "init_lora_weights "
-                                                           : nullptr;
-    if (setting)
-      fail(Status::Unsupported, setting, decomposes_weight(config.init) ? config.init : "", " on the convolution '",
-           site->module, "' is not built (plain LoRA is)");
+      fail(Status::Unsupported, "LoRA on the convolution '", module, "': ", site->conv->refusal);
+    if (decomposes_weight(config.init))
+      fail(Status::Unsupported, "init_lora_weights ", config.init, " on the convolution '", module,
+           "' is not built (PEFT's decomposes matrices)");
+    const int64_t groups = site->conv->groups, r = config.rank_of(module);
+    if (groups == 1) continue;
+    // As PEFT's _ConvNd: lora_B takes the layer's groups, so r must divide among them.
+    require(r % groups == 0, "LoRA on the convolution '", module, "' with groups ", groups, ": r ", r,
+            " is not divisible by its groups (as PEFT requires); choose another rank (rank_pattern) or leave the ",
+            "layer out");
+    if (config.use_dora)
+      fail(Status::Unsupported, "use_dora on the convolution '", module, "' with groups ", groups,
+           ": DoRA's norms need the adapter as a weight of the layer's shape, which a grouped convolution's is not");
+    if (!site->set_output_adapter)
+      fail(Status::Unsupported, "LoRA on the convolution '", module, "' with groups ", groups,
+           ": the forward reads its weight itself, and a grouped convolution's adapter has no weight of the ",
+           "layer's shape to put there (PEFT cannot merge it either); call the layer as a module");
   }
   // The branch's bias has no place in a weight the forward reads itself.
   if (config.lora_bias)
@@ -166,12 +226,15 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     // initialisation) and then re-initialises them: the same draws keep the global stream in step.
     // A convolution's adapters are convolutions (PEFT's conv_layer(in, r, kernel, ...) and
     // conv_layer(r, out, 1 x ... x 1)), drawn as nn.Conv{1,2,3}d draws them.
+    // A grouped convolution's lora_A takes all its input channels, its lora_B r / groups per output.
     const auto kernel = site->weight.sizes().slice(2);
-    at::Tensor a = site->conv ? new_conv_weight(r, in, kernel) : new_linear_weight(r, in);
-    at::Tensor b = site->conv ? new_conv_weight(out, r, repeated(1, kernel.size())) : new_linear_weight(out, r);
+    const int64_t groups = site->conv ? site->conv->groups : 1;
+    at::Tensor a = site->conv ? new_conv_weight(r, in * groups, kernel) : new_linear_weight(r, in);
+    at::Tensor b =
+        site->conv ? new_conv_weight(out, r / groups, repeated(1, kernel.size())) : new_linear_weight(out, r);
     at::Tensor b_bias;
-    if (config.lora_bias) {  // nn.Linear's bias initialisation, after its weight's
-      const double bound = 1.0 / std::sqrt(static_cast<double>(r));
+    if (config.lora_bias) {  // nn.Linear's (nn.Conv's) bias initialisation, after its weight's
+      const double bound = 1.0 / std::sqrt(static_cast<double>(r / groups));
       b_bias = at::empty({out}, at::kFloat).uniform_(-bound, bound);
     }
     if (config.init == "true") {
@@ -270,7 +333,8 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   const at::Tensor a = adapter.a, b = adapter.b, b_bias = adapter.b_bias;
   const double scaling = adapter.scaling, p = config_.dropout;
   std::shared_ptr<const bool> enabled = enabled_;
-  if (adapter.magnitude.defined()) return dora_output_adapter(adapter, p, enabled);
+  if (adapter.magnitude.defined())
+    return adapter.site.conv ? dora_conv_output_adapter(adapter, p, enabled) : dora_output_adapter(adapter, p, enabled);
   // Disabled: PEFT's layer returns its base layer's output, before its dropout draws. A convolution's
   // branch is PEFT's conv_layer pair (conv_branch).
   return [a, b, b_bias, scaling, p, enabled, conv = adapter.site.conv](const at::Tensor& input,
@@ -278,7 +342,7 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
     if (!*enabled) return output;
     at::Tensor x = input.to(a.scalar_type());
     if (p > 0) x = at::dropout(x, p, training);
-    const at::Tensor branch = conv ? conv_branch(x, a, b, *conv) : at::linear(at::linear(x, a), b, b_bias);
+    const at::Tensor branch = conv ? conv_branch(x, a, b, b_bias, *conv) : at::linear(at::linear(x, a), b, b_bias);
     return (output + branch * scaling).to(output.scalar_type());
   };
 }
@@ -337,6 +401,9 @@ NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
 at::Tensor weight_delta(const LoraAdapter& adapter) {
   const at::Tensor &a = adapter.a, &b = adapter.b;
   if (!adapter.site.conv) return lora_delta(a, b, adapter.scaling);
+  if (adapter.site.conv->groups != 1)
+    fail(Status::Unsupported, "the LoRA adapter of the convolution '", adapter.site.module, "' with groups ",
+         adapter.site.conv->groups, " has no weight of the layer's shape (PEFT cannot merge it either)");
   // PEFT's _ConvNd.get_delta_weight: a 2-D 1 x 1 kernel as a product, any other by convolving A's
   // transpose with B.
   if (a.dim() == 4 && a.size(2) == 1 && a.size(3) == 1)
@@ -348,10 +415,13 @@ at::Tensor weight_delta(const LoraAdapter& adapter) {
 at::Tensor adapted_weight(const at::Tensor& w, const LoraAdapter& adapter) {
   const at::Tensor delta = weight_delta(adapter);
   if (!adapter.magnitude.defined()) return (w + delta).to(w.scalar_type());
-  // PEFT's DoRA merge: m / ||W + delta|| (detached) times W + delta, per output row.
+  // PEFT's DoRA merge: m / ||W + delta|| (detached) times W + delta, per output row (a convolution's
+  // per output channel).
   const at::Tensor sum = w + delta;
-  const at::Tensor norm = row_norms(sum).detach();
-  return ((adapter.magnitude / norm).view({-1, 1}) * sum).to(w.scalar_type());
+  std::vector<int64_t> factor_shape(static_cast<size_t>(w.dim()), 1);
+  factor_shape[0] = -1;
+  const at::Tensor norm = (adapter.site.conv ? conv_weight_norm(w, delta, 1.0) : row_norms(sum)).detach();
+  return ((adapter.magnitude / norm).view(factor_shape) * sum).to(w.scalar_type());
 }
 
 LoraAdapters::Applied LoraAdapters::apply() const {
@@ -380,6 +450,12 @@ void LoraAdapters::require_mergeable(const char* action) const {
     if (adapter.b_bias.defined() && !adapter.site.bias.defined())
       fail(Status::Unsupported, action, ": lora_bias adapts '", adapter.site.module, "', which has no bias to merge ",
            "lora_B's into (as PEFT refuses it); save the adapters (acc_model_save_lora)");
+  for (const auto& adapter : adapters_)
+    if (adapter.site.conv && adapter.site.conv->groups != 1)
+      fail(Status::Unsupported, action, ": LoRA adapts the convolution '", adapter.site.module, "' with groups ",
+           adapter.site.conv->groups,
+           ", whose adapter has no weight of the layer's shape to merge (PEFT's "
+           "NotImplementedError); save the adapters (acc_model_save_lora)");
 }
 
 NamedTensors LoraAdapters::merged(const NamedTensors& state) const {

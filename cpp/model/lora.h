@@ -31,15 +31,17 @@ constexpr const char* kLoraBBiasSuffix = ".lora_B.bias";                // lora_
 constexpr const char* kLoraMagnitudeSuffix = ".lora_magnitude_vector";  // DoRA
 
 // Where a convolution (PyTorch's nn.Conv1d/2d/3d) takes its input: PEFT's lora_A is a convolution
-// of the layer's kernel size, stride and padding (dilation 1, one group), lora_B a 1 x ... x 1
-// convolution with the layer's groups.
+// of the layer's kernel size, stride and padding (dilation 1, one group) from all its input
+// channels, lora_B a 1 x ... x 1 convolution with the layer's groups. With groups the adapter's
+// branch has no weight of the layer's shape: it cannot be merged (PEFT's NotImplementedError).
 struct ConvGeometry {
   std::vector<int64_t> stride, padding;
   int64_t groups = 1;
-  // Why PEFT's adapter would not compute as its layer does here (dilation, padding_mode, groups, a
-  // padding given as a string): LoRA on this layer is Unsupported with it. Empty: adaptable.
+  // Why PEFT's adapter would not compute as its layer does here (dilation, padding_mode, a padding
+  // given as a string): LoRA on this layer is Unsupported with it. Empty: adaptable.
   std::string refusal;
 };
+constexpr const char* kDilationRefusal = "it has a dilation, which PEFT's lora_A does not take";
 
 // A linear layer (or a TorchScript model's convolution) adapters can adapt: `weight` is the layer's
 // own parameter; `set_output_adapter` (where the layer takes one) amends its output, else
@@ -58,15 +60,20 @@ struct LinearSite {
 
 struct LoraAdapter {
   LinearSite site;
-  at::Tensor a, b;  // lora_A.weight (r x in), lora_B.weight (out x r); a convolution's with its kernel dims
+  // lora_A.weight (r x in), lora_B.weight (out x r); a convolution's with its kernel's dimensions
+  // (lora_B's 1 x ... x 1, out x r / groups)
+  at::Tensor a, b;
   int64_t r;        // the module's rank and scaling (LoraConfig::rank_of, scaling_of)
   double scaling;
-  at::Tensor magnitude;  // DoRA's lora_magnitude_vector (out); undefined without use_dora
+  // DoRA's lora_magnitude_vector (out; a convolution's 1 x out x 1 ..., PEFT's shape); undefined
+  // without use_dora
+  at::Tensor magnitude;
   at::Tensor b_bias;     // lora_B.bias (out); undefined without lora_bias
 };
 
 // (B A) * scaling as PEFT's get_delta_weight computes it, in the weight's layout (a convolution's
-// through the product of its 1 x 1 kernels, or A convolved with B).
+// through the product of its 1 x 1 kernels, or A convolved with B). Unsupported for a convolution
+// with groups (no such weight exists).
 at::Tensor weight_delta(const LoraAdapter& adapter);
 
 // The layer's weight as adapted: W + (B A) * scaling, with DoRA m / ||W + (B A) * scaling|| times
@@ -181,7 +188,8 @@ class LoraAdapters {
   }
 
   // Fails (Unsupported, naming `action` and both names) where an adapted weight is tied to another
-  // module's: PEFT merges such a weight in place, warning that the other layer changes too.
+  // module's: PEFT merges such a weight in place, warning that the other layer changes too. Also
+  // where lora_bias adapts a layer without a bias, or LoRA a convolution with groups.
   void require_mergeable(const char* action) const;
 
   // `state` (a state dict with the adapters' entries) with every adapted weight merged

@@ -403,7 +403,13 @@ LoraFiles read_lora_files(const std::string& dir) {
       const size_t suffix = std::string(part.suffix).size();
       if (!ends_with(in_model, part.suffix) || in_model.size() <= suffix) continue;
       if (!part.wanted) refuse(name, std::string("is ") + part.what + ", but " + part.setting + " is false");
-      if (tensor.dim() != 1 || !tensor.is_floating_point()) refuse(name, "must be a 1-D floating-point tensor");
+      // DoRA's magnitude of a convolution has PEFT's shape 1 x out x 1 ... (checked against lora_A below).
+      const bool conv_magnitude = part.member == &LoraFiles::Pair::magnitude && tensor.dim() >= 3 &&
+                                  tensor.dim() <= 5 && tensor.size(0) == 1 && tensor.numel() == tensor.size(1);
+      if ((tensor.dim() != 1 && !conv_magnitude) || !tensor.is_floating_point())
+        refuse(name, part.member == &LoraFiles::Pair::magnitude
+                         ? "must be a 1-D floating-point tensor (a convolution's: 1 x out x 1 ...)"
+                         : "must be a 1-D floating-point tensor");
       files.modules[in_model.substr(0, in_model.size() - suffix)].*part.member = tensor;
       return true;
     }
@@ -447,7 +453,9 @@ LoraFiles read_lora_files(const std::string& dir) {
         if (tensor.size(d) != 1)
           refuse(name, "has shape " + concat(tensor.sizes()) + ": a convolution's lora_B is 1 x 1");
     const int64_t r = files.config.rank_of(module);  // r, or rank_pattern's for the module
-    if ((is_a ? tensor.size(0) : tensor.size(1)) != r)
+    // A grouped convolution's lora_B takes r / groups (checked against the layer when loading).
+    const bool grouped_b = is_b && tensor.dim() > 2 && tensor.size(1) > 0 && r % tensor.size(1) == 0;
+    if ((is_a ? tensor.size(0) : tensor.size(1)) != r && !grouped_b)
       refuse(name, "has shape " + concat(tensor.sizes()) + ", but the adapter's rank r = " + concat(r) + " asks for " +
                        (is_a ? "[r, in_features] = [" + concat(r) + ", ...]"
                              : "[out_features, r] = [..., " + concat(r) + "]"));
@@ -470,9 +478,17 @@ LoraFiles read_lora_files(const std::string& dir) {
       if (part.wanted && !vector.defined())
         fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks ", part.what, " (", kPrefix, module,
              part.suffix, "), which ", part.setting, " asks for");
-      if (vector.defined() && vector.size(0) != pair.b.size(0))
-        fail(Status::Io, "'", weights_path, "': ", part.what, " of '", module, "' has ", vector.size(0),
+      if (!vector.defined()) continue;
+      if (vector.numel() != pair.b.size(0))
+        fail(Status::Io, "'", weights_path, "': ", part.what, " of '", module, "' has ", vector.numel(),
              " values, its lora_B ", pair.b.size(0), " outputs");
+      // PEFT's shapes: a linear layer's magnitude a vector, a convolution's 1 x out x 1 ... like its weight.
+      if (vector.dim() != 1 && vector.dim() != pair.a.dim())
+        fail(Status::Io, "'", weights_path, "': ", part.what, " of '", module, "' has shape ", concat(vector.sizes()),
+             ", its adapter lora_A ", concat(pair.a.sizes()));
+      if (&(pair.*part.member) == &pair.magnitude && pair.a.dim() > 2 && vector.dim() == 1)
+        fail(Status::Io, "'", weights_path, "': ", part.what, " of '", module, "' has shape ", concat(vector.sizes()),
+             ": a convolution's is 1 x out x 1 ... (PEFT's shape)");
     }
   }
   return files;

@@ -508,9 +508,11 @@ void Model::load_lora(const std::string& dir) {
       fail(Status::InvalidArgument, where, " holds an adapter for '", module,
            "', which is not a linear layer of this model that its target_modules selects");
     const at::Tensor& w = it->second->weight;
-    // A convolution's A has its kernel (r x in x kernel).
-    require(pair.a.dim() == w.dim() && pair.a.size(1) == w.size(1) && pair.b.size(0) == w.size(0) &&
-                pair.a.sizes().slice(2) == w.sizes().slice(2),
+    // A convolution's A has its kernel (r x in x kernel), its B r / groups inputs (A takes all the
+    // layer's input channels).
+    const int64_t groups = it->second->conv ? it->second->conv->groups : 1;
+    require(pair.a.dim() == w.dim() && pair.a.size(1) == w.size(1) * groups && pair.b.size(0) == w.size(0) &&
+                pair.b.size(1) * groups == pair.a.size(0) && pair.a.sizes().slice(2) == w.sizes().slice(2),
             where, ": the adapter of '", module, "' (lora_A ", pair.a.sizes(), ", lora_B ", pair.b.sizes(),
             ") does not fit the layer's weight ", w.sizes());
   }

@@ -294,11 +294,9 @@ std::optional<ConvGeometry> conv_geometry(const torch::jit::Module& module) {
         "its stride, padding, dilation or groups are not numbers the module holds (a padding given "
         "as a string)";
   else if (std::any_of(dilation->begin(), dilation->end(), [](int64_t d) { return d != 1; }))
-    geometry.refusal = "it has a dilation, which PEFT's lora_A does not take";
+    geometry.refusal = kDilationRefusal;
   else if (!mode || !mode->isString() || mode->toStringRef() != "zeros")
     geometry.refusal = "its padding_mode is not \"zeros\", which PEFT's lora_A pads with";
-  else if (geometry.groups != 1)
-    geometry.refusal = "it has groups, whose adapters PEFT cannot merge";
   return geometry;
 }
 

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/exception_status.h"
 #include "model/activation_checkpoint.h"
+#include "model/adaptable_conv2d.h"
 #include "model/adaptable_linear.h"
 #include "model/cumulative_batch_norm.h"
 #include "model/tied_linear.h"
@@ -280,11 +281,19 @@ NamedTensors SpecModel::named_parameters_with_ties() const {
 std::vector<LinearSite> SpecModel::linear_sites() const {
   std::vector<LinearSite> sites;
   for (const auto& entry : net_->named_modules("", /*include_self=*/false)) {
-    auto linear = std::dynamic_pointer_cast<AdaptableLinearImpl>(entry.value());
-    if (!linear) continue;
-    LinearSite site{entry.key(), linear->weight, nullptr, nullptr, {}, linear->bias};
-    site.set_output_adapter = [linear](OutputAdapter adapter) { linear->set_output_adapter(std::move(adapter)); };
-    sites.push_back(std::move(site));
+    if (auto linear = std::dynamic_pointer_cast<AdaptableLinearImpl>(entry.value())) {
+      LinearSite site{entry.key(), linear->weight, nullptr, nullptr, {}, linear->bias};
+      site.set_output_adapter = [linear](OutputAdapter adapter) { linear->set_output_adapter(std::move(adapter)); };
+      sites.push_back(std::move(site));
+    } else if (auto conv = std::dynamic_pointer_cast<AdaptableConv2dImpl>(entry.value())) {
+      ConvGeometry geometry{conv->stride(), conv->padding(), conv->groups(), ""};
+      const auto dilation = conv->dilation();
+      if (std::any_of(dilation.begin(), dilation.end(), [](int64_t d) { return d != 1; }))
+        geometry.refusal = kDilationRefusal;
+      LinearSite site{entry.key(), conv->weight, nullptr, nullptr, {}, conv->bias, std::move(geometry)};
+      site.set_output_adapter = [conv](OutputAdapter adapter) { conv->set_output_adapter(std::move(adapter)); };
+      sites.push_back(std::move(site));
+    }
   }
   return sites;
 }
@@ -306,7 +315,9 @@ std::vector<TokenSite> SpecModel::token_sites() const {
 std::vector<std::string> SpecModel::other_module_names() const {
   std::vector<std::string> names;
   for (const auto& entry : net_->named_modules("", /*include_self=*/false))
-    if (!std::dynamic_pointer_cast<AdaptableLinearImpl>(entry.value())) names.push_back(entry.key());
+    if (!std::dynamic_pointer_cast<AdaptableLinearImpl>(entry.value()) &&
+        !std::dynamic_pointer_cast<AdaptableConv2dImpl>(entry.value()))
+      names.push_back(entry.key());
   return names;
 }
 

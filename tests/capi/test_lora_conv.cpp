@@ -171,7 +171,6 @@ TEST(LoraConv, RefusesWhatPeftsAdapterWouldNotComputeAsItsLayer) {
   };
   const Case cases[] = {
       {"dilated", nullptr, nullptr, "'dilated': it has a dilation"},
-      {"grouped", nullptr, nullptr, "'grouped': it has groups"},
       {"reflect", nullptr, nullptr, "'reflect': its padding_mode is not \"zeros\""},
       {"same", nullptr, nullptr, "'same': its stride, padding, dilation or groups"},
   };
@@ -185,8 +184,7 @@ TEST(LoraConv, RefusesWhatPeftsAdapterWouldNotComputeAsItsLayer) {
     acc_model_free(m);
   }
   const Case settings[] = {
-      {"conv1", "use_dora", "true", "use_dora on the convolution 'conv1' is not built"},
-      {"conv1", "lora_bias", "true", "lora_bias on the convolution 'conv1' is not built"},
+      {"conv1", "init_lora_weights", "olora", "init_lora_weights olora on the convolution 'conv1' is not built"},
       {"conv2", "init_lora_weights", "pissa", "init_lora_weights pissa on the convolution 'conv2' is not built"},
   };
   for (const Case& k : settings) {

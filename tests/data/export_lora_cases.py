@@ -11,7 +11,8 @@ network written as a layer spec, PEFT's output in training mode with lora_dropou
 and with DoRA (its "dora" case, from peft/tuners/lora/dora.py); lora_bias on the TorchScript model
 (its "lora_bias" case); and the initialisations that decompose the weights, OLoRA and PiSSA (its
 "decomposing" case); trainable token rows beside LoRA ("tokens") and alone, PEFT's
-TrainableTokensConfig ("standalone_tokens"); LoRA on convolutions ("conv").
+TrainableTokensConfig ("standalone_tokens"); LoRA on convolutions ("conv"); on grouped
+convolutions with lora_bias, and DoRA on convolutions ("conv_variants").
 
 Run with Debian's python3-torch: python3 export_lora_cases.py OUTPUT_DIR
 """
@@ -404,7 +405,8 @@ class ConvNet(nn.Module):
 
 
 class OddConvs(nn.Module):
-    """Convolutions PEFT's lora_A would not follow: dilated, grouped, reflect-padded, 'same'-padded."""
+    """Convolutions PEFT's lora_A would not follow (dilated, reflect-padded, 'same'-padded) and a
+    grouped one."""
 
     def __init__(self):
         super().__init__()
@@ -510,6 +512,189 @@ def conv_case(out):
             "merged": merged}
 
 
+class VariantConvNet(nn.Module):
+    """A 3 x 3 convolution with a stride, a grouped one, a depthwise one, a 1 x 1 one and a linear
+    head; the tests build its twin as a layer spec, whose layers are named by position
+    (VARIANT_SPEC_NAMES)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv0 = nn.Conv2d(2, 4, 3, stride=2, padding=1)
+        self.grouped = nn.Conv2d(4, 6, 3, padding=1, groups=2)
+        self.depthwise = nn.Conv2d(6, 6, 3, padding=1, groups=6)
+        self.point = nn.Conv2d(6, 3, 1)
+        self.head = nn.Linear(27, 2)
+
+    def forward(self, x):
+        h = torch.relu(self.grouped(torch.relu(self.conv0(x))))
+        return self.head(self.point(torch.tanh(self.depthwise(h))).flatten(1))
+
+
+VARIANT_SPEC_NAMES = {"conv0": "0", "grouped": "2", "depthwise": "4", "point": "6", "head": "8"}
+
+
+def conv_variants_case(out):
+    """PEFT's LoRA on grouped convolutions with lora_bias (lora_B takes the layer's groups and a bias:
+    r divisible by them, PEFT's _ConvNd) and DoRA on convolutions (peft/tuners/lora/dora.py
+    _DoraConvNdLayer, variants.py _DoraConvNdVariant, restated) beside DoRA on a linear layer, on
+    VariantConvNet (conv_variants_model.pt). Each: the draws after manual_seed(seed) and the next
+    ones, chosen B (biases, magnitudes), the outputs in evaluation and, after manual_seed(train_seed),
+    in training mode with dropout, the gradients of their sum; DoRA's merged weights (PEFT's
+    merge)."""
+    torch.manual_seed(6)
+    model = VariantConvNet()
+    torch.jit.script(model).save(str(out / "conv_variants_model.pt"))
+    for p in model.parameters():
+        p.requires_grad_(False)
+    modules = dict(model.named_modules())
+    g = torch.Generator().manual_seed(31)
+    x = torch.randn(2, 2, 6, 6, generator=g)
+
+    def make(targets, r, lora_bias):
+        adapters = {}
+        for name in targets:
+            module = modules[name]
+            if isinstance(module, nn.Linear):
+                a = nn.Linear(module.in_features, r, bias=False)
+                b = nn.Linear(r, module.out_features, bias=lora_bias)
+            else:
+                ones = (1,) * (module.weight.dim() - 2)
+                a = nn.Conv2d(module.in_channels, r, module.kernel_size, module.stride, module.padding, bias=False)
+                b = nn.Conv2d(r, module.out_channels, ones, ones, groups=module.groups, bias=lora_bias)
+            nn.init.kaiming_uniform_(a.weight, a=math.sqrt(5))
+            nn.init.zeros_(b.weight)
+            if lora_bias:
+                nn.init.zeros_(b.bias)
+            adapters[name] = (a, b)
+        return adapters
+
+    def run(hook, adapters, train_seed):
+        outputs = {}
+        for training in (False, True):
+            model.train(training)
+            handles = [modules[n].register_forward_hook(hook(n, training)) for n in adapters]
+            if training:
+                torch.manual_seed(train_seed)
+                outputs[training] = model(x)
+                outputs[training].sum().backward()
+            else:
+                with torch.no_grad():
+                    outputs[training] = model(x)
+            for h in handles:
+                h.remove()
+        model.eval()
+        return outputs
+
+    # Plain LoRA with lora_bias on every layer, the grouped and depthwise convolutions included.
+    grouped = {"targets": list(VARIANT_SPEC_NAMES), "r": 6, "lora_alpha": 3.0, "lora_dropout": 0.25, "seed": 21,
+               "train_seed": 22}
+    scaling = grouped["lora_alpha"] / grouped["r"]
+    torch.manual_seed(grouped["seed"])
+    adapters = make(grouped["targets"], grouped["r"], True)
+    grouped["initial_a"] = {n: tensor(a.weight) for n, (a, b) in adapters.items()}
+    grouped["initial_b_shape"] = {n: list(b.weight.shape) for n, (a, b) in adapters.items()}
+    grouped["next_draw"] = tensor(torch.rand(3))
+    with torch.no_grad():
+        for a, b in adapters.values():
+            b.weight.copy_(0.3 * torch.randn(b.weight.shape, generator=g))
+            b.bias.copy_(0.3 * torch.randn(b.bias.shape, generator=g))
+    grouped["chosen"] = {n + suffix: tensor(t) for n, (a, b) in adapters.items()
+                         for suffix, t in ((".lora_B.weight", b.weight), (".lora_B.bias", b.bias))}
+
+    def plain_hook(name, training):
+        a, b = adapters[name]
+        p = grouped["lora_dropout"]
+        return lambda module, inputs, output: output + b(a(F.dropout(inputs[0], p, training))) * scaling
+
+    outputs = run(plain_hook, adapters, grouped["train_seed"])
+    grouped["eval_output"], grouped["train_output"] = tensor(outputs[False]), tensor(outputs[True])
+    grouped["grads"] = {n + suffix: tensor(t.grad) for n, (a, b) in adapters.items()
+                        for suffix, t in ((".lora_A.weight", a.weight), (".lora_B.weight", b.weight),
+                                          (".lora_B.bias", b.bias))}
+
+    # DoRA on the ungrouped convolutions and the head.
+    dora = {"targets": ["conv0", "point", "head"], "r": 2, "lora_alpha": 4.0, "lora_dropout": 0.25, "seed": 23,
+            "train_seed": 24}
+    r, dropout = dora["r"], dora["lora_dropout"]
+    scaling = dora["lora_alpha"] / r
+    torch.manual_seed(dora["seed"])
+    adapters = make(dora["targets"], r, False)
+
+    def lora_weight(name, a, b):
+        w = modules[name].weight
+        if w.dim() == 2:  # DoraLinearLayer.get_lora_weight
+            return b(a(torch.eye(a.weight.shape[1]))).T
+        return torch.mm(b.weight.view([-1, r]), a.weight.view([r, -1])).reshape(w.shape)
+
+    def weight_norm(w, lora_weight, scaling):
+        if w.dim() == 2:
+            return torch.linalg.norm(w + scaling * lora_weight, dim=1).to(w.dtype)
+        return (w + scaling * lora_weight).norm(p=2, dim=tuple(range(1, w.dim())), keepdim=True).transpose(1, 0)
+
+    with torch.no_grad():  # DoraLinearLayer.update_layer: lora_B @ lora_A, or the kernels' product
+        magnitudes = {}
+        for n, (a, b) in adapters.items():
+            lw = b.weight @ a.weight if a.weight.dim() == 2 else lora_weight(n, a, b)
+            magnitudes[n] = weight_norm(modules[n].weight, lw, scaling)
+    dora["initial_a"] = {n: tensor(a.weight) for n, (a, b) in adapters.items()}
+    dora["initial_magnitude"] = {n: tensor(m) for n, m in magnitudes.items()}
+    dora["next_draw"] = tensor(torch.rand(3))
+    with torch.no_grad():
+        for n, (a, b) in adapters.items():
+            b.weight.copy_(0.3 * torch.randn(b.weight.shape, generator=g))
+            magnitudes[n] = magnitudes[n] * (1 + 0.2 * torch.randn(magnitudes[n].shape, generator=g))
+    for m in magnitudes.values():
+        m.requires_grad_(True)
+    dora["chosen"] = {}
+    for n, (a, b) in adapters.items():
+        dora["chosen"][n + ".lora_B.weight"] = tensor(b.weight)
+        dora["chosen"][n + ".lora_magnitude_vector"] = tensor(magnitudes[n])
+
+    def dora_hook(name, training):
+        a, b = adapters[name]
+        m = magnitudes[name]
+
+        def forward(module, inputs, output):
+            h = inputs[0]
+            w = module.weight
+            conv = w.dim() > 2
+            if dropout > 0 and training:
+                h = F.dropout(h, dropout, True)
+                base = (F.conv2d(h, w, None, module.stride, module.padding, module.dilation, module.groups) if conv
+                        else F.linear(h, w))
+            else:
+                base = output - (module.bias.view(1, -1, 1, 1) if conv else module.bias)
+            norm = weight_norm(w, lora_weight(name, a, b).detach(), scaling).detach()
+            scale = m / norm if conv else (m / norm).view(1, -1)
+            return output + ((scale - 1) * base + scale * b(a(h)) * scaling)
+        return forward
+
+    outputs = run(dora_hook, adapters, dora["train_seed"])
+    dora["eval_output"], dora["train_output"] = tensor(outputs[False]), tensor(outputs[True])
+    dora["grads"] = {}
+    for n, (a, b) in adapters.items():
+        for suffix, t in ((".lora_A.weight", a.weight), (".lora_B.weight", b.weight),
+                          (".lora_magnitude_vector", magnitudes[n])):
+            dora["grads"][n + suffix] = tensor(t.grad)
+
+    def delta(name, a, b):  # LoRA's get_delta_weight, _ConvNd's
+        w = modules[name].weight
+        if w.dim() == 2:
+            return (b @ a) * scaling
+        if w.size()[2:4] == (1, 1):
+            return (b.squeeze(3).squeeze(2) @ a.squeeze(3).squeeze(2)).unsqueeze(2).unsqueeze(3) * scaling
+        return F.conv2d(a.transpose(0, 1), b).transpose(0, 1) * scaling
+
+    dora["merged"] = {}
+    with torch.no_grad():  # DoRA's merge: the norm of W + delta with scaling 1
+        for n, (a, b) in adapters.items():
+            w = modules[n].weight
+            d = delta(n, a.weight, b.weight)
+            factor = (magnitudes[n] / weight_norm(w, d, 1)).view((-1,) + (1,) * (w.dim() - 1))
+            dora["merged"][n + ".weight"] = tensor(factor * (w + d))
+    return {"spec_names": VARIANT_SPEC_NAMES, "input": tensor(x), "grouped": grouped, "dora": dora}
+
+
 def main(out_dir):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -537,7 +722,8 @@ def main(out_dir):
             "input": tensor(x), "output": tensor(y), "merged": {n: tensor(w) for n, w in merged.items()},
             "spec": spec_case(model, g), "dora": dora_case(model, g), "lora_bias": lora_bias_case(model, g),
             "decomposing": decomposing_cases(model, g), "tokens": tokens_case(out),
-            "standalone_tokens": standalone_tokens_case(), "conv": conv_case(out)}
+            "standalone_tokens": standalone_tokens_case(), "conv": conv_case(out),
+            "conv_variants": conv_variants_case(out)}
     (out / "lora_cases.json").write_text(json.dumps(case))
 
 

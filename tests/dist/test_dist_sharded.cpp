@@ -97,7 +97,8 @@ struct Settings {
   const char* spec = kShardNet;
   const char* script = nullptr;  // a TorchScript fixture (under ACC_TEST_DATA) instead of `spec`
   bool tokens = false;  // the model takes token ids [4, 6] and is trained on the next token
-  bool images = false;  // the model takes [4, 2, 6, 6] (conv_model.pt) and gives [4, 3]
+  bool images = false;  // the model takes [4, 2, 6, 6] (conv_model.pt) and gives [4, image_outputs]
+  int image_outputs = 3;
   int64_t vocab = 8;    // with tokens: the logits' width (the ids stay below 8)
   bool source = false;  // with tokens: a first input, the same ids reversed, precedes them
   bool padding = false;  // with source: padding masks of both follow (row r's last r % 3 positions)
@@ -111,6 +112,8 @@ struct Settings {
   const char* freeze = nullptr;  // patterns frozen before prepare
   const char* lora = nullptr;    // LoRA target modules, added before the optimizer is made
   const char* lora_init = "true";  // their init_lora_weights
+  int64_t lora_rank = 2;
+  const char* lora_flag = nullptr;    // a bool key of ACC_OPTIONS_LORA set true (use_dora, lora_bias)
   const char* lora_tokens = nullptr;  // their trainable_token_indices
   const char* lora_saved = nullptr;   // their modules_to_save
   const char* tokens_alone = nullptr;  // token_indices of PEFT's TrainableTokensConfig (no LoRA)
@@ -194,8 +197,9 @@ struct Job {
       EXPECT_EQ(acc_model_set_requires_grad(model, s.freeze, 0, &count), ACC_OK) << acc_last_error_message();
     }
     if (s.lora) {
-      acc_options* o = acc_test::lora_options(2, 8);
+      acc_options* o = acc_test::lora_options(s.lora_rank, 8);
       EXPECT_EQ(acc_options_set(o, "init_lora_weights", s.lora_init), ACC_OK);
+      if (s.lora_flag) EXPECT_EQ(acc_options_set(o, s.lora_flag, "true"), ACC_OK);
       if (s.lora_tokens) EXPECT_EQ(acc_options_set(o, "trainable_token_indices", s.lora_tokens), ACC_OK);
       if (s.lora_saved) EXPECT_EQ(acc_options_set(o, "modules_to_save", s.lora_saved), ACC_OK);
       EXPECT_EQ(acc_model_add_lora(model, s.lora, o, nullptr), ACC_OK) << acc_last_error_message();
@@ -229,7 +233,7 @@ struct Job {
   void micro_step() {
     if (settings.tokens) return token_step();
     const int64_t rows = 4;
-    const int features = settings.images ? 2 * 6 * 6 : 3, outputs = settings.images ? 3 : 2;
+    const int features = settings.images ? 2 * 6 * 6 : 3, outputs = settings.images ? settings.image_outputs : 2;
     std::vector<float> x, y;
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t row = (step_index * g_world + g_rank) * rows + i;
@@ -615,6 +619,37 @@ TEST(Sharded, ConvolutionLoraTrainsUnderEveryStageAsUnderDdp) {
   s.images = true;
   s.lora = "conv1,conv2,conv3,seq,head";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// LoRA with lora_bias on grouped and depthwise convolutions, and DoRA on convolutions (magnitudes of
+// 1 x out x 1 x 1), of a TorchScript model and of its layer-spec twin: sharded and gathered unit by
+// unit as any other parameters.
+TEST(Sharded, GroupedAndDoraConvolutionLoraTrainUnderEveryStageAsUnderDdp) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  Settings script;
+  script.script = "conv_variants_model.pt";
+  script.images = true;
+  script.image_outputs = 2;
+  Settings spec = script;
+  spec.script = nullptr;
+  spec.spec = R"([
+    {"type":"conv2d","in_channels":2,"out_channels":4,"kernel_size":3,"stride":2,"padding":1},{"type":"relu"},
+    {"type":"conv2d","in_channels":4,"out_channels":6,"kernel_size":3,"padding":1,"groups":2},{"type":"relu"},
+    {"type":"conv2d","in_channels":6,"out_channels":6,"kernel_size":3,"padding":1,"groups":6},{"type":"tanh"},
+    {"type":"conv2d","in_channels":6,"out_channels":3,"kernel_size":1},{"type":"flatten"},
+    {"type":"linear","in_features":27,"out_features":2}])";
+  for (Settings* s : {&script, &spec}) {
+    SCOPED_TRACE(s->script ? "TorchScript" : "layer spec");
+    s->lora_init = "false";  // B not zero: every adapter acts from the first step
+    s->lora = s->script ? "conv0,grouped,depthwise,point,head" : "0,2,4,6,8";
+    s->lora_rank = 6;  // divisible by the depthwise layer's 6 groups
+    s->lora_flag = "lora_bias";
+    for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, *s, 4);
+    s->lora = s->script ? "conv0,point,head" : "0,6,8";
+    s->lora_rank = 2;
+    s->lora_flag = "use_dora";
+    for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, *s, 4);
+  }
 }
 
 // PEFT's TrainableTokensConfig: the rows alone train (every other parameter frozen), of a layer-spec

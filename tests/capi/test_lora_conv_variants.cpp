@@ -1,0 +1,289 @@
+// LoRA on grouped and depthwise convolutions with lora_bias, and DoRA on convolutions, as PEFT computes
+// them (export_lora_cases.py's "conv_variants" case, PEFT's _ConvNd and _DoraConvNdLayer restated),
+// bit for bit, on a TorchScript model and on its twin written as a layer spec (whose "conv2d" layers
+// take adapters too): the draws and the rest of the global stream, outputs in evaluation and in
+// training with dropout, gradients, PEFT's files and DoRA's merged weights; merging a grouped
+// convolution's adapter is refused as PEFT refuses it.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "json_tensors.h"
+#include "lora_support.h"
+#include "support.h"
+
+using acc_test::from_json;
+using json = nlohmann::json;
+using namespace lora_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<float> values(const json& t) { return t["values"].get<std::vector<float>>(); }
+
+acc_model* script_model() {
+  acc_model* m = nullptr;
+  EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/conv_variants_model.pt").c_str(), &m), ACC_OK)
+      << acc_last_error_message();
+  if (m) EXPECT_EQ(acc_model_set_graph_optimization(m, 0), ACC_OK);  // PyTorch's eager arithmetic
+  return m;
+}
+
+// VariantConvNet as a layer spec: its layers named by position (the case's spec_names).
+constexpr const char* kSpec = R"([
+  {"type":"conv2d","in_channels":2,"out_channels":4,"kernel_size":3,"stride":2,"padding":1},{"type":"relu"},
+  {"type":"conv2d","in_channels":4,"out_channels":6,"kernel_size":3,"padding":1,"groups":2},{"type":"relu"},
+  {"type":"conv2d","in_channels":6,"out_channels":6,"kernel_size":3,"padding":1,"groups":6},{"type":"tanh"},
+  {"type":"conv2d","in_channels":6,"out_channels":3,"kernel_size":1},{"type":"flatten"},
+  {"type":"linear","in_features":27,"out_features":2}])";
+
+// A model of one form with the TorchScript model's weights; `name` gives its name of a layer.
+struct Twin {
+  const char* form;
+  std::function<acc_model*()> make;
+  std::function<std::string(const std::string&)> name;
+};
+
+std::vector<Twin> twins(const json& c) {
+  const json names = c["spec_names"];
+  auto spec = [] {
+    acc_model* m = nullptr;
+    EXPECT_EQ(acc_model_from_spec(kSpec, &m), ACC_OK) << acc_last_error_message();
+    acc_model* script = script_model();
+    acc_tensor_list *state = nullptr, *renamed = nullptr;
+    EXPECT_EQ(acc_model_state_dict(script, &state), ACC_OK);
+    EXPECT_EQ(acc_tensor_list_create(&renamed), ACC_OK);
+    const json spec_names = lora_case("conv_variants")["spec_names"];
+    for (const auto& item : spec_names.items())
+      for (const char* part : {".weight", ".bias"}) {
+        acc_tensor* t = nullptr;
+        EXPECT_EQ(acc_tensor_list_find(state, (item.key() + part).c_str(), &t), ACC_OK);
+        EXPECT_EQ(acc_tensor_list_append(renamed, (item.value().get<std::string>() + part).c_str(), t), ACC_OK);
+        acc_tensor_free(t);
+      }
+    EXPECT_EQ(acc_model_load_state_dict(m, renamed, 1), ACC_OK) << acc_last_error_message();
+    acc_tensor_list_free(state);
+    acc_tensor_list_free(renamed);
+    acc_model_free(script);
+    return m;
+  };
+  return {{"TorchScript", script_model, [](const std::string& n) { return n; }},
+          {"layer spec", spec, [names](const std::string& n) {
+             const size_t dot = n.find('.');
+             const std::string module = n.substr(0, dot);
+             return names.at(module).get<std::string>() + (dot == std::string::npos ? "" : n.substr(dot));
+           }}};
+}
+
+std::string targets(const json& k, const Twin& twin) {
+  std::string out;
+  for (const auto& t : k["targets"]) out += (out.empty() ? "" : ",") + twin.name(t.get<std::string>());
+  return out;
+}
+
+acc_status add(acc_model* m, const json& k, const std::string& targets, const char* key) {
+  acc_options* o = lora_options(k["r"], k["lora_alpha"]);
+  EXPECT_EQ(acc_options_set_double(o, "lora_dropout", k["lora_dropout"]), ACC_OK);
+  EXPECT_EQ(acc_options_set(o, key, "true"), ACC_OK);
+  const acc_status status = acc_model_add_lora(m, targets.c_str(), o, nullptr);
+  acc_options_free(o);
+  return status;
+}
+
+// The case's chosen tensors (B weights, biases, magnitudes) in place of the initial ones.
+void choose(acc_model* m, const json& chosen, const Twin& twin) {
+  acc_tensor_list* list = nullptr;
+  ASSERT_EQ(acc_tensor_list_create(&list), ACC_OK);
+  for (const auto& item : chosen.items()) {
+    acc_tensor* t = from_json(item.value());
+    ASSERT_EQ(acc_tensor_list_append(list, twin.name(item.key()).c_str(), t), ACC_OK);
+    acc_tensor_free(t);
+  }
+  ASSERT_EQ(acc_model_load_state_dict(m, list, 0), ACC_OK) << acc_last_error_message();
+  acc_tensor_list_free(list);
+}
+
+std::vector<float> eval_output(acc_model* m, const json& c) {
+  EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
+  return outputs_on(m, from_json(c["input"]));
+}
+
+// The training-mode output (dropout drawn after the case's seed) and the gradients of its sum.
+void check_training(acc_model* m, const json& c, const json& k, const Twin& twin) {
+  ACC_ASSERT_OK(acc_model_set_training(m, 1));
+  ACC_ASSERT_OK(acc_set_seed(k["train_seed"].get<uint64_t>()));
+  acc_tensor *x = from_json(c["input"]), *y = nullptr, *sum = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
+  EXPECT_EQ(to_floats(y), values(k["train_output"]));
+  ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
+  ACC_ASSERT_OK(acc_tensor_backward(sum));
+  for (const auto& item : k["grads"].items()) {
+    acc_tensor *p = nullptr, *g = nullptr;
+    ACC_ASSERT_OK(acc_model_parameter(m, twin.name(item.key()).c_str(), &p));
+    ACC_ASSERT_OK(acc_tensor_grad(p, &g));
+    EXPECT_EQ(to_floats(g), values(item.value())) << item.key();
+    acc_tensor_free(p);
+    acc_tensor_free(g);
+  }
+  for (acc_tensor* t : {x, y, sum}) acc_tensor_free(t);
+  ACC_ASSERT_OK(acc_model_zero_grad(m));
+}
+
+std::vector<int64_t> saved_shape(const std::string& dir, const std::string& name) {
+  acc_tensor_list* saved = nullptr;
+  EXPECT_EQ(acc_tensor_list_load_safetensors((dir + "/adapter_model.safetensors").c_str(), &saved), ACC_OK);
+  acc_tensor* t = nullptr;
+  EXPECT_EQ(acc_tensor_list_find(saved, ("base_model.model." + name).c_str(), &t), ACC_OK) << name;
+  std::vector<int64_t> shape = t ? acc_test::shape(t) : std::vector<int64_t>{};
+  acc_tensor_free(t);
+  acc_tensor_list_free(saved);
+  return shape;
+}
+
+}  // namespace
+
+TEST(LoraConvVariants, GroupedConvolutionsWithLoraBiasComputeAsPeft) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("conv_variants"), k = c["grouped"];
+  for (const Twin& twin : twins(c)) {
+    SCOPED_TRACE(twin.form);
+    acc_model* m = twin.make();
+    ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
+    ACC_ASSERT_OK(add(m, k, targets(k, twin), "lora_bias"));
+    // lora_A takes all input channels, lora_B r / groups per output, drawn as nn.Conv2d draws them.
+    for (const auto& item : k["initial_a"].items()) {
+      const std::string module = twin.name(item.key());
+      EXPECT_EQ(param(m, module + ".lora_A.weight"), values(item.value())) << module;
+      acc_tensor* b = nullptr;
+      ACC_ASSERT_OK(acc_model_parameter(m, (module + ".lora_B.weight").c_str(), &b));
+      EXPECT_EQ(acc_test::shape(b), k["initial_b_shape"][item.key()].get<std::vector<int64_t>>()) << module;
+      acc_tensor_free(b);
+    }
+    EXPECT_EQ(acc_test::next_global_draws(), values(k["next_draw"]));
+    choose(m, k["chosen"], twin);
+    EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
+    check_training(m, c, k, twin);
+
+    // PEFT's files: a grouped lora_B keeps r / groups inputs; read back, the model computes alike.
+    const std::string dir = acc_test::temp_path("lora_conv_groups");
+    fs::remove_all(dir);
+    ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+    EXPECT_EQ(saved_shape(dir, twin.name("depthwise.lora_B.weight")), (std::vector<int64_t>{6, 1, 1, 1}));
+    acc_model* loaded = twin.make();
+    ACC_ASSERT_OK(acc_model_load_lora(loaded, dir.c_str()));
+    EXPECT_EQ(eval_output(loaded, c), values(k["eval_output"]));
+    acc_model_free(loaded);
+    {  // a lora_B of r inputs on a layer of 2 groups does not fit it
+      acc_tensor* wrong = floats(std::vector<float>(6 * 6), {6, 6, 1, 1});
+      acc_test::replace_saved_tensor(dir + "/adapter_model.safetensors",
+                                     "base_model.model." + twin.name("grouped.lora_B.weight"), wrong);
+      acc_tensor_free(wrong);
+      acc_model* fresh = twin.make();
+      const auto names = acc_test::parameter_names(fresh);
+      ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "does not fit");
+      EXPECT_EQ(acc_test::parameter_names(fresh), names) << "nothing added";
+      acc_model_free(fresh);
+    }
+    fs::remove_all(dir);
+
+    // A grouped convolution's adapter is no weight of the layer's shape: merging is refused as PEFT
+    // refuses it, and nothing changes.
+    const std::vector<float> weight = param(m, twin.name("grouped.weight"));
+    ACC_EXPECT_ERROR(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED, "with groups 2");
+    ACC_EXPECT_ERROR(acc_model_save_torchscript(m, acc_test::temp_path("grouped.pt").c_str()), ACC_ERR_UNSUPPORTED,
+                     "with groups");
+    EXPECT_EQ(param(m, twin.name("grouped.weight")), weight);
+    EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
+    acc_model_free(m);
+  }
+}
+
+TEST(LoraConvVariants, GroupedConvolutionsRefuseWhatPeftRefuses) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("conv_variants");
+  for (const Twin& twin : twins(c)) {
+    SCOPED_TRACE(twin.form);
+    acc_model* m = twin.make();
+    const auto names = acc_test::parameter_names(m);
+    // r must divide among the groups (PEFT's ValueError): r 4 on the depthwise layer's 6.
+    acc_options* o = lora_options(4, 4);
+    ACC_EXPECT_ERROR(acc_model_add_lora(m, twin.name("depthwise").c_str(), o, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                     "r 4 is not divisible by its groups");
+    // rank_pattern gives it a rank that does.
+    ACC_ASSERT_OK(acc_options_set(o, "rank_pattern", R"({"depthwise": 6, "4": 6})"));
+    EXPECT_EQ(acc_model_add_lora(m, (twin.name("depthwise") + "," + twin.name("grouped")).c_str(), o, nullptr), ACC_OK)
+        << acc_last_error_message();
+    acc_options_free(o);
+    acc_model_free(m);
+    m = twin.make();
+    o = lora_options(6, 4);
+    ACC_ASSERT_OK(acc_options_set(o, "use_dora", "true"));
+    ACC_EXPECT_ERROR(acc_model_add_lora(m, twin.name("grouped").c_str(), o, nullptr), ACC_ERR_UNSUPPORTED,
+                     "use_dora on the convolution");
+    acc_options_free(o);
+    EXPECT_EQ(acc_test::parameter_names(m), names) << "nothing added";
+    acc_model_free(m);
+  }
+  // A spec convolution with a dilation: PEFT's lora_A would not follow it.
+  acc_model* dilated = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(
+      R"([{"type":"conv2d","in_channels":2,"out_channels":2,"kernel_size":3,"dilation":2,"padding":2}])", &dilated));
+  acc_options* o = lora_options(2, 4);
+  ACC_EXPECT_ERROR(acc_model_add_lora(dilated, "0", o, nullptr), ACC_ERR_UNSUPPORTED, "'0': it has a dilation");
+  acc_options_free(o);
+  acc_model_free(dilated);
+}
+
+TEST(LoraConvVariants, DoraOnConvolutionsComputesAndMergesAsPeft) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("conv_variants"), k = c["dora"];
+  for (const Twin& twin : twins(c)) {
+    SCOPED_TRACE(twin.form);
+    acc_model* m = twin.make();
+    ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
+    ACC_ASSERT_OK(add(m, k, targets(k, twin), "use_dora"));
+    for (const auto& item : k["initial_a"].items())
+      EXPECT_EQ(param(m, twin.name(item.key()) + ".lora_A.weight"), values(item.value())) << item.key();
+    // A convolution's magnitude has PEFT's shape, 1 x out x 1 x 1: its output channels' norms.
+    for (const auto& item : k["initial_magnitude"].items()) {
+      const std::string name = twin.name(item.key()) + ".lora_magnitude_vector";
+      EXPECT_EQ(param(m, name), values(item.value())) << name;
+      acc_tensor* t = nullptr;
+      ACC_ASSERT_OK(acc_model_parameter(m, name.c_str(), &t));
+      EXPECT_EQ(acc_test::shape(t), item.value()["shape"].get<std::vector<int64_t>>()) << name;
+      acc_tensor_free(t);
+    }
+    EXPECT_EQ(acc_test::next_global_draws(), values(k["next_draw"]));
+    choose(m, k["chosen"], twin);
+    EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
+    check_training(m, c, k, twin);
+
+    // PEFT's files hold the magnitude in its shape; a vector for a convolution is refused.
+    const std::string dir = acc_test::temp_path("lora_conv_dora");
+    fs::remove_all(dir);
+    ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+    EXPECT_EQ(saved_shape(dir, twin.name("conv0.lora_magnitude_vector")), (std::vector<int64_t>{1, 4, 1, 1}));
+    acc_model* loaded = twin.make();
+    ACC_ASSERT_OK(acc_model_load_lora(loaded, dir.c_str()));
+    EXPECT_EQ(eval_output(loaded, c), values(k["eval_output"]));
+    acc_model_free(loaded);
+    acc_tensor* vector = floats(std::vector<float>(4, 1.0f), {4});
+    acc_test::replace_saved_tensor(dir + "/adapter_model.safetensors",
+                                   "base_model.model." + twin.name("conv0.lora_magnitude_vector"), vector);
+    acc_tensor_free(vector);
+    acc_model* fresh = twin.make();
+    ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "a convolution's is 1 x out x 1");
+    acc_model_free(fresh);
+    fs::remove_all(dir);
+
+    // PEFT's DoRA merge: m / ||W + delta|| per output channel times W + delta.
+    ACC_ASSERT_OK(acc_model_merge_lora(m));
+    for (const auto& item : k["merged"].items())
+      EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
+    EXPECT_LT(acc_test::max_difference(eval_output(m, c), values(k["eval_output"])), 1e-5f);
+    acc_model_free(m);
+  }
+}
