@@ -2,7 +2,7 @@
 // over a [batch, tokens, d_model] input with a linear head, trained on an MSE loss through the C API
 // (AdamW, or another optimizer prepared by an accelerator), with the bytes of live tensors measured
 // around each step (tensor_memory.h); or the same stack as a language model (an embedding and a
-// head tied to it) trained on the next token.
+// head tied to it) trained on the next token; or a stack of convolutions on images.
 #pragma once
 
 #include <unistd.h>
@@ -57,6 +57,19 @@ inline void transformer_stack_batch(int64_t batch, int64_t tokens, int64_t d, ac
   OK(acc_tensor_from_host(ys.data(), ys.size() * sizeof(float), ydims, 3, ACC_DTYPE_FLOAT32, y));
 }
 
+// Images [batch, sizes...] (a fixed pattern in [-0.5, 0.5)) and targets [batch, 1].
+inline void image_batch(int64_t batch, const std::vector<int64_t>& sizes, acc_tensor** x, acc_tensor** y) {
+  std::vector<int64_t> xdims = {batch};
+  xdims.insert(xdims.end(), sizes.begin(), sizes.end());
+  int64_t n = 1;
+  for (int64_t v : xdims) n *= v;
+  std::vector<float> xs(static_cast<size_t>(n)), ys(static_cast<size_t>(batch), 0.5f);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+  const int64_t ydims[] = {batch, 1};
+  OK(acc_tensor_from_host(xs.data(), xs.size() * sizeof(float), xdims.data(), xdims.size(), ACC_DTYPE_FLOAT32, x));
+  OK(acc_tensor_from_host(ys.data(), ys.size() * sizeof(float), ydims, 2, ACC_DTYPE_FLOAT32, y));
+}
+
 // How a loop trains: AdamW unprepared (backward, then the step after the measured part), or
 // `algorithm` at rate `lr`, prepared by an accelerator of the loop's own, whose backward and step are
 // both measured (a LOMO optimizer's update is inside its backward: acc_backward_lr).
@@ -66,7 +79,30 @@ struct StackTraining {
   bool prepared = false;
   bool torchscript = false;  // the spec model saved as TorchScript and loaded back (script_model.h)
   int64_t vocab = 0;         // > 0: the model is transformer_lm_spec's over this many tokens, trained on the next one
+  // Non-empty: the model takes images [batch, channels, height, width] of these sizes (conv_stack_spec's)
+  // and gives [batch, 1], trained on an MSE loss.
+  std::vector<int64_t> image;
 };
+
+// `blocks` convolution blocks of `channels` channels (a 3 x 3 convolution, a 1 x 1 one to 2 x the
+// channels and one back, ReLUs) after a 3 x 3 stem from 3 channels, averaged over `size` x `size`
+// pixels into a linear head to 1; also the names of its convolutions.
+inline std::string conv_stack_spec(int blocks, int64_t channels, int64_t size, std::string* convolutions) {
+  const std::string c = std::to_string(channels), c2 = std::to_string(2 * channels);
+  std::string json = R"([{"type":"conv2d","in_channels":3,"out_channels":)" + c + R"(,"kernel_size":3,"padding":1},)";
+  *convolutions = "0";
+  int layer = 1;
+  for (int i = 0; i < blocks; ++i) {
+    json += R"({"type":"relu"},{"type":"conv2d","in_channels":)" + c + R"(,"out_channels":)" + c +
+            R"(,"kernel_size":3,"padding":1},{"type":"relu"},{"type":"conv2d","in_channels":)" + c +
+            R"(,"out_channels":)" + c2 + R"(,"kernel_size":1},{"type":"relu"},{"type":"conv2d","in_channels":)" + c2 +
+            R"(,"out_channels":)" + c + R"(,"kernel_size":1},)";
+    for (int k : {1, 3, 5}) *convolutions += "," + std::to_string(layer + k);
+    layer += 6;
+  }
+  return json + R"({"type":"avgpool2d","kernel_size":)" + std::to_string(size) +
+         R"(},{"type":"flatten"},{"type":"linear","in_features":)" + c + R"(,"out_features":1}])";
+}
 
 struct TransformerStackLoop {
   acc_accelerator* acc = nullptr;  // only when prepared
@@ -100,7 +136,9 @@ struct TransformerStackLoop {
     OK(acc_optimizer_create(model, training.algorithm, o, &opt));
     acc_options_free(o);
     if (acc) OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
-    if (training.vocab > 0)
+    if (!training.image.empty())
+      image_batch(batch, training.image, &x, &y);
+    else if (training.vocab > 0)
       transformer_lm_batch(batch, tokens, training.vocab, &x, &y);
     else
       transformer_stack_batch(batch, tokens, d, &x, &y);

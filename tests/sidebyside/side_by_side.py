@@ -675,6 +675,16 @@ SCENARIOS.update({
     "cnn_lora_conv": dict(model="cnn", data="images", optimizer="adamw", schedule="linear", clip=0.5,
                           graph_optimization=False, reference_forward=True, accumulation=2,
                           lora=dict(targets="conv,fc", r=2, alpha=4, dropout=0.1)),
+    # DoRA on the convolution and the head (1 x out x 1 x 1 magnitudes), and lora_bias on both.
+    "cnn_lora_conv_dora": dict(model="cnn", data="images", optimizer="adamw", schedule="linear", clip=0.5,
+                               graph_optimization=False, reference_forward=True, accumulation=2,
+                               lora=dict(targets="conv,fc", r=2, alpha=4, dropout=0.1, use_dora=True)),
+    "cnn_lora_conv_bias": dict(model="cnn", data="images", optimizer="adamw", schedule="cosine",
+                               graph_optimization=False, lora=dict(targets="conv,fc", r=2, alpha=4, dropout=0.1,
+                                                                   lora_bias=True)),
+    "cnn_lora_conv_dora_zero3": dict(model="cnn", data="images", optimizer="adamw", schedule="linear",
+                                     graph_optimization=False, zero_stage=3, processes=(2,),
+                                     lora=dict(targets="conv,fc", r=2, alpha=4, dropout=0.1, use_dora=True)),
     "cnn_lora_conv_zero3": dict(model="cnn", data="images", optimizer="adamw", schedule="linear",
                                 graph_optimization=False, zero_stage=3, processes=(2,),
                                 lora=dict(targets="conv,fc", r=2, alpha=4, modules_to_save="norm")),
@@ -960,29 +970,71 @@ class LoraLinear(torch.nn.Module):
 
 
 class LoraConv(torch.nn.Module):
-    """PEFT's LoRA layer for convolutions (peft/tuners/lora/layer.py _ConvNd, plain LoRA), restated:
-    lora_A = type(base)(in, r, kernel, stride, padding, bias=False), lora_B = type(base)(r, out, 1...,
-    groups=base.groups, bias=False), drawn and re-initialised as the linear layer's; merged with its
-    get_delta_weight."""
+    """PEFT's LoRA layer for convolutions (peft/tuners/lora/layer.py _ConvNd), restated: lora_A =
+    type(base)(in, r, kernel, stride, padding, bias=False), lora_B = type(base)(r, out, 1...,
+    groups=base.groups, bias=lora_bias), drawn and re-initialised as the linear layer's; DoRA as its
+    _DoraConvNdLayer (peft/tuners/lora/dora.py) and _DoraConvNdVariant (variants.py); merged with its
+    get_delta_weight (and DoRA's merge)."""
 
-    def __init__(self, base, r, alpha, dropout):
+    def __init__(self, base, r, alpha, dropout, use_dora=False, lora_bias=False):
         super().__init__()
         self.base_layer = base
         self.disabled = False
         self.lora_dropout = torch.nn.Dropout(dropout) if dropout > 0 else torch.nn.Identity()
         conv, ones = type(base), (1,) * (base.weight.dim() - 2)
+        self.conv_fn = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[base.weight.dim()]
         self.lora_A = conv(base.in_channels, r, base.kernel_size, base.stride, base.padding, bias=False)
-        self.lora_B = conv(r, base.out_channels, ones, ones, groups=base.groups, bias=False)
+        self.lora_B = conv(r, base.out_channels, ones, ones, groups=base.groups, bias=lora_bias)
         self.scaling = alpha / r
         torch.nn.init.kaiming_uniform_(self.lora_A.weight, a=math.sqrt(5))
         torch.nn.init.zeros_(self.lora_B.weight)
+        if lora_bias:
+            torch.nn.init.zeros_(self.lora_B.bias)
+        self.lora_magnitude_vector = None
+        if use_dora:  # _DoraConvNdLayer.update_layer: the output channels' norms, 1 x out x 1 ...
+            with torch.no_grad():
+                norm = self.weight_norm(base.weight, self.lora_weight(), self.scaling)
+            self.lora_magnitude_vector = torch.nn.Module()
+            self.lora_magnitude_vector.weight = torch.nn.Parameter(norm)
+
+    def lora_weight(self):  # _DoraConvNdLayer.get_lora_weight: the flattened kernels' product
+        r = self.lora_A.weight.shape[0]
+        product = torch.mm(self.lora_B.weight.view([-1, r]), self.lora_A.weight.view([r, -1]))
+        return product.reshape(self.base_layer.weight.shape)
+
+    @staticmethod
+    def weight_norm(weight, lora_weight, scaling):  # _DoraConvNdLayer.get_weight_norm
+        weight = weight + scaling * lora_weight
+        return weight.norm(p=2, dim=tuple(range(1, weight.dim())), keepdim=True).transpose(1, 0)
+
+    @property
+    def weight(self):
+        return self.base_layer.weight
+
+    @property
+    def bias(self):
+        return self.base_layer.bias
 
     def forward(self, x):
         if self.disabled:
             return self.base_layer(x)
         result = self.base_layer(x)
+        dtype = result.dtype
         x = x.to(self.lora_A.weight.dtype)
-        return (result + self.lora_B(self.lora_A(self.lora_dropout(x))) * self.scaling).to(result.dtype)
+        if self.lora_magnitude_vector is None:
+            return (result + self.lora_B(self.lora_A(self.lora_dropout(x))) * self.scaling).to(dtype)
+        base = self.base_layer
+        if isinstance(self.lora_dropout, torch.nn.Identity) or not self.training:
+            base_result = result
+            if base.bias is not None:
+                base_result = base_result - base.bias.view((1, -1) + (1,) * (base_result.dim() - 2))
+        else:
+            x = self.lora_dropout(x)
+            base_result = self.conv_fn(x, base.weight, None, base.stride, base.padding, base.dilation, base.groups)
+        norm = self.weight_norm(base.weight, self.lora_weight().detach(), self.scaling).detach()
+        scale = self.lora_magnitude_vector.weight / norm
+        dora = (scale - 1) * base_result + scale * self.lora_B(self.lora_A(x)) * self.scaling
+        return (result + dora).to(dtype)
 
     def merged(self):
         with torch.no_grad():
@@ -990,9 +1042,15 @@ class LoraConv(torch.nn.Module):
             if self.base_layer.weight.size()[2:4] == (1, 1):
                 delta = (b.squeeze(3).squeeze(2) @ a.squeeze(3).squeeze(2)).unsqueeze(2).unsqueeze(3) * self.scaling
             else:
-                conv_fn = {3: F.conv1d, 4: F.conv2d, 5: F.conv3d}[a.dim()]
-                delta = conv_fn(a.transpose(0, 1), b).transpose(0, 1) * self.scaling
-            self.base_layer.weight += delta
+                delta = self.conv_fn(a.transpose(0, 1), b).transpose(0, 1) * self.scaling
+            if self.lora_B.bias is not None:
+                self.base_layer.bias += self.lora_B.bias * self.scaling
+            w = self.base_layer.weight
+            if self.lora_magnitude_vector is None:
+                w += delta
+            else:
+                factor = self.lora_magnitude_vector.weight / self.weight_norm(w, delta, 1)
+                w.copy_(factor.view((-1,) + (1,) * (w.dim() - 1)) * (w + delta))
         return self.base_layer
 
 
@@ -1110,7 +1168,9 @@ def peft_model(scripted, name, settings):
                 module_name == t or module_name.endswith("." + t) for t in targets):
             r = pattern_value(settings.get("rank_pattern", {}), module_name, settings["r"])
             alpha = pattern_value(settings.get("alpha_pattern", {}), module_name, settings["alpha"])
-            replace_module(model, module_name, LoraConv(module, r, alpha, settings.get("dropout", 0.0)))
+            replace_module(model, module_name, LoraConv(module, r, alpha, settings.get("dropout", 0.0),
+                                                        settings.get("use_dora", False),
+                                                        settings.get("lora_bias", False)))
     # PEFT's _set_trainable: every module whose name ends with a listed one (the outermost of nested matches).
     wrapped = []
     for module_name, module in list(model.named_modules()):
