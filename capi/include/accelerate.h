@@ -818,7 +818,13 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * a convolution, and DoRA on one with groups are ACC_ERR_UNSUPPORTED; an adapter of a convolution
  * with groups has no weight of the layer's shape, so merging it, acc_save_model and
  * acc_model_save_torchscript are ACC_ERR_UNSUPPORTED, as PEFT refuses to merge it: save it with
- * acc_model_save_lora), and freezes every other parameter
+ * acc_model_save_lora), and embeddings (torch.nn.Embedding in TorchScript, a spec model's
+ * "embedding": PEFT's lora_embedding_A (r x num_embeddings, zero at the start) looked up as the
+ * layer looks up its rows, times lora_embedding_B (dim x r, N(0, 1)), parameters
+ * "<module>.lora_embedding_A" and "<module>.lora_embedding_B"; no dropout, as in PEFT; lora_bias is
+ * ACC_ERR_INVALID_ARGUMENT, as PEFT refuses it; use_dora, OLoRA/PiSSA, a max_norm, sparse gradients,
+ * or an embedding the forward does not call as a module are ACC_ERR_UNSUPPORTED), and freezes every
+ * other parameter
  * (unfreeze some with acc_model_set_requires_grad afterwards). `target_modules` is PEFT's: module
  * names separated by commas (a module matches a name if its own name is it or ends with "." and it:
  * "q_proj,v_proj", "linear1"), or "re:" and a regular expression that must match the whole module

@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "common/json_input.h"
 #include "model/adaptable_conv2d.h"
+#include "model/adaptable_embedding.h"
 #include "model/adaptable_linear.h"
 #include "model/attention.h"
 #include "model/layer_kind.h"
@@ -218,7 +219,7 @@ const std::map<std::string, LayerKind>& layer_kinds() {
         [](const json& a) {
           torch::nn::EmbeddingOptions options(a["num_embeddings"], a["embedding_dim"]);
           if (!a["padding_idx"].is_null()) options.padding_idx(a["padding_idx"].get<int64_t>());
-          return torch::nn::AnyModule(torch::nn::Embedding(options));
+          return torch::nn::AnyModule(AdaptableEmbedding(options));
         },
         [](const json& a) {
           int64_t padding = -1;

@@ -154,7 +154,37 @@ OutputAdapter dora_conv_output_adapter(const LoraAdapter& adapter, double p, std
   };
 }
 
+// PEFT's Embedding.forward: result + (embedding(x, A^T) @ B^T) * scaling, A looked up as the layer
+// looks up its rows; no dropout (PEFT's embedding layer does not apply its lora_dropout).
+OutputAdapter embedding_output_adapter(const LoraAdapter& adapter, std::shared_ptr<const bool> enabled) {
+  return [a = adapter.a, b = adapter.b, scaling = adapter.scaling, lookup = *adapter.site.embedding, enabled](
+             const at::Tensor& input, const at::Tensor& output, bool) {
+    if (!*enabled) return output;
+    const at::Tensor after_a = at::embedding(a.t(), input, lookup.padding_idx, lookup.scale_grad_by_freq, false);
+    return (output + at::matmul(after_a, b.t()) * scaling).to(output.scalar_type());
+  };
+}
+
+// Checks an embedding target against what PEFT's Embedding layer takes.
+void check_embedding_site(const LinearSite& site, const LoraConfig& config) {
+  const std::string& module = site.module;
+  if (!site.embedding->refusal.empty())
+    fail(Status::Unsupported, "LoRA on the embedding '", module, "': ", site.embedding->refusal);
+  require(!config.lora_bias, "lora_bias is not supported on the embedding '", module, "' (as in PEFT)");
+  if (config.use_dora) fail(Status::Unsupported, "use_dora on the embedding '", module, "' is not built");
+  if (config.init != "true" && config.init != "gaussian" && config.init != "false")
+    fail(Status::Unsupported, "init_lora_weights ", config.init, " on the embedding '", module,
+         "' is not built (PEFT's embedding layer takes true, gaussian or false)");
+  if (!site.set_output_adapter)
+    fail(Status::Unsupported, "LoRA on the embedding '", module, "': the forward reads its weight itself instead of ",
+         "calling the layer, and PEFT's embedding adapter adds to the layer's output (an adapted weight would reach ",
+         "every other reader of it, such as a tied head); call the layer as a module");
+}
+
 }  // namespace
+
+const char* lora_a_suffix(const LinearSite& site) { return site.embedding ? kLoraEmbeddingASuffix : kLoraASuffix; }
+const char* lora_b_suffix(const LinearSite& site) { return site.embedding ? kLoraEmbeddingBSuffix : kLoraBSuffix; }
 
 size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>& sites,
                          const std::vector<std::string>& other_modules, const std::vector<TokenSite>& token_sites,
@@ -162,16 +192,19 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   require_none_yet();
   for (const auto& module : other_modules)
     require(!config.targets(module), "target_modules '", config.describe_targets(), "' matches '", module,
-            "', which is not a linear layer; LoRA adapts linear layers only (and a TorchScript model's convolutions)");
+            "', which is not a linear layer; LoRA adapts linear layers, convolutions and embeddings");
   std::vector<const LinearSite*> chosen;
   for (const auto& site : sites)
     if (config.targets(site.module)) chosen.push_back(&site);
   std::string examples;
   for (size_t i = 0; i < sites.size() && i < 4; ++i) examples += (i ? ", " : "") + sites[i].module;
-  require(!chosen.empty(), "target_modules '", config.describe_targets(), "' matches no linear layer or convolution (",
+  require(!chosen.empty(), "target_modules '", config.describe_targets(),
+          "' matches no linear layer, convolution or embedding (",
           sites.empty() ? std::string("the model has none") : "linear layers are e.g. " + examples, ")");
   // As PEFT's LoraConfig.
   require(!(config.lora_bias && config.use_dora), "lora_bias is not supported with use_dora (as in PEFT)");
+  for (const LinearSite* site : chosen)
+    if (site->embedding) check_embedding_site(*site, config);
   // A convolution takes LoRA where PEFT's adapter computes as the layer does.
   for (const LinearSite* site : chosen) {
     if (!site->conv) continue;
@@ -229,15 +262,22 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     // A grouped convolution's lora_A takes all its input channels, its lora_B r / groups per output.
     const auto kernel = site->weight.sizes().slice(2);
     const int64_t groups = site->conv ? site->conv->groups : 1;
-    at::Tensor a = site->conv ? new_conv_weight(r, in * groups, kernel) : new_linear_weight(r, in);
-    at::Tensor b =
-        site->conv ? new_conv_weight(out, r / groups, repeated(1, kernel.size())) : new_linear_weight(out, r);
+    // An embedding's are PEFT's torch.randn((r, num_embeddings)) and torch.randn((dim, r)).
+    at::Tensor a = site->embedding ? at::randn({r, out}, at::kFloat)
+                   : site->conv    ? new_conv_weight(r, in * groups, kernel)
+                                   : new_linear_weight(r, in);
+    at::Tensor b = site->embedding ? at::randn({in, r}, at::kFloat)
+                   : site->conv    ? new_conv_weight(out, r / groups, repeated(1, kernel.size()))
+                                   : new_linear_weight(out, r);
     at::Tensor b_bias;
     if (config.lora_bias) {  // nn.Linear's (nn.Conv's) bias initialisation, after its weight's
       const double bound = 1.0 / std::sqrt(static_cast<double>(r / groups));
       b_bias = at::empty({out}, at::kFloat).uniform_(-bound, bound);
     }
-    if (config.init == "true") {
+    if (site->embedding && config.init != "false") {  // PEFT's reset_lora_parameters: zero A, normal B
+      a.zero_();
+      b.normal_();
+    } else if (config.init == "true") {
       torch::nn::init::kaiming_uniform_(a, std::sqrt(5.0));
       b.zero_();
       if (b_bias.defined()) b_bias.zero_();
@@ -335,6 +375,7 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   std::shared_ptr<const bool> enabled = enabled_;
   if (adapter.magnitude.defined())
     return adapter.site.conv ? dora_conv_output_adapter(adapter, p, enabled) : dora_output_adapter(adapter, p, enabled);
+  if (adapter.site.embedding) return embedding_output_adapter(adapter, enabled);
   // Disabled: PEFT's layer returns its base layer's output, before its dropout draws. A convolution's
   // branch is PEFT's conv_layer pair (conv_branch).
   return [a, b, b_bias, scaling, p, enabled, conv = adapter.site.conv](const at::Tensor& input,
@@ -356,8 +397,8 @@ NamedTensors LoraAdapters::named_parameters() const {
 
 void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
   const LoraAdapter& adapter = adapters_[k];
-  out->emplace_back(adapter.site.module + kLoraASuffix, adapter.a);
-  out->emplace_back(adapter.site.module + kLoraBSuffix, adapter.b);
+  out->emplace_back(adapter.site.module + lora_a_suffix(adapter.site), adapter.a);
+  out->emplace_back(adapter.site.module + lora_b_suffix(adapter.site), adapter.b);
   if (adapter.b_bias.defined()) out->emplace_back(adapter.site.module + kLoraBBiasSuffix, adapter.b_bias);
   if (adapter.magnitude.defined()) out->emplace_back(adapter.site.module + kLoraMagnitudeSuffix, adapter.magnitude);
 }
@@ -400,6 +441,7 @@ NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
 
 at::Tensor weight_delta(const LoraAdapter& adapter) {
   const at::Tensor &a = adapter.a, &b = adapter.b;
+  if (adapter.site.embedding) return lora_delta(a, b, adapter.scaling).t();  // PEFT's transpose(B @ A) * scaling
   if (!adapter.site.conv) return lora_delta(a, b, adapter.scaling);
   if (adapter.site.conv->groups != 1)
     fail(Status::Unsupported, "the LoRA adapter of the convolution '", adapter.site.module, "' with groups ",
@@ -475,15 +517,15 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
     const at::Tensor& w = entry_of(module + ".weight");
     at::NoGradGuard no_grad;
     LoraAdapter stated = adapter;  // with the state's tensors
-    stated.a = entry_of(module + kLoraASuffix);
-    stated.b = entry_of(module + kLoraBSuffix);
+    stated.a = entry_of(module + lora_a_suffix(adapter.site));
+    stated.b = entry_of(module + lora_b_suffix(adapter.site));
     if (adapter.magnitude.defined()) stated.magnitude = entry_of(module + kLoraMagnitudeSuffix);
     merged_weights[module + ".weight"] = adapted_weight(w, stated);
     if (adapter.b_bias.defined())
       merged_weights[module + ".bias"] =
           adapted_bias(entry_of(module + ".bias"), entry_of(module + kLoraBBiasSuffix), adapter.scaling);
-    adapter_entries.insert(
-        {module + kLoraASuffix, module + kLoraBSuffix, module + kLoraBBiasSuffix, module + kLoraMagnitudeSuffix});
+    adapter_entries.insert({module + lora_a_suffix(adapter.site), module + lora_b_suffix(adapter.site),
+                            module + kLoraBBiasSuffix, module + kLoraMagnitudeSuffix});
   }
   NamedTensors out;
   for (const auto& entry : state) {

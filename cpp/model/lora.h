@@ -29,6 +29,9 @@ constexpr const char* kLoraASuffix = ".lora_A.weight";
 constexpr const char* kLoraBSuffix = ".lora_B.weight";
 constexpr const char* kLoraBBiasSuffix = ".lora_B.bias";                // lora_bias
 constexpr const char* kLoraMagnitudeSuffix = ".lora_magnitude_vector";  // DoRA
+// An embedding's (PEFT's ParameterDict entries, no ".weight").
+constexpr const char* kLoraEmbeddingASuffix = ".lora_embedding_A";
+constexpr const char* kLoraEmbeddingBSuffix = ".lora_embedding_B";
 
 // Where a convolution (PyTorch's nn.Conv1d/2d/3d) takes its input: PEFT's lora_A is a convolution
 // of the layer's kernel size, stride and padding (dilation 1, one group) from all its input
@@ -43,6 +46,16 @@ struct ConvGeometry {
 };
 constexpr const char* kDilationRefusal = "it has a dilation, which PEFT's lora_A does not take";
 
+// How an embedding (PyTorch's nn.Embedding) looks its rows up, which PEFT's lora_embedding_A lookup
+// repeats: A (r x num_embeddings) is looked up as the layer is, B (embedding_dim x r) multiplies.
+struct EmbeddingLookup {
+  int64_t padding_idx = -1;  // none
+  bool scale_grad_by_freq = false;
+  // Why PEFT's lookup would not compute as its layer does here (max_norm renormalises A in place,
+  // sparse gradients): LoRA on this layer is Unsupported with it. Empty: adaptable.
+  std::string refusal;
+};
+
 // A linear layer (or a TorchScript model's convolution) adapters can adapt: `weight` is the layer's
 // own parameter; `set_output_adapter` (where the layer takes one) amends its output, else
 // `use_weight` makes it compute with another tensor (the parameter itself restores it).
@@ -56,12 +69,19 @@ struct LinearSite {
   std::string tied_to;
   at::Tensor bias;  // the layer's bias, undefined if none (DoRA's output takes the layer's without it)
   std::optional<ConvGeometry> conv;  // set for a convolution: A (r x in x kernel), B (out x r x 1...)
+  std::optional<EmbeddingLookup> embedding;  // set for an embedding: weight num_embeddings x dim
 };
+
+// The names of an adapter's A and B after its module's ("<module>.lora_A.weight", an embedding's
+// "<module>.lora_embedding_A").
+const char* lora_a_suffix(const LinearSite& site);
+const char* lora_b_suffix(const LinearSite& site);
 
 struct LoraAdapter {
   LinearSite site;
   // lora_A.weight (r x in), lora_B.weight (out x r); a convolution's with its kernel's dimensions
-  // (lora_B's 1 x ... x 1, out x r / groups)
+  // (lora_B's 1 x ... x 1, out x r / groups); an embedding's lora_embedding_A (r x num_embeddings)
+  // and lora_embedding_B (dim x r)
   at::Tensor a, b;
   int64_t r;        // the module's rank and scaling (LoraConfig::rank_of, scaling_of)
   double scaling;

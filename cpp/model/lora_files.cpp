@@ -419,7 +419,11 @@ LoraFiles read_lora_files(const std::string& dir) {
   const std::string delta_suffix = standalone ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix;
   for (auto& [name, tensor] : contents.tensors) {
     if (name.rfind(kPrefix, 0) != 0) refuse(name, std::string("is not named as PEFT names adapters (") + kPrefix + "...)");
-    const bool is_a = ends_with(name, kLoraASuffix), is_b = ends_with(name, kLoraBSuffix);
+    // An embedding's adapter is PEFT's lora_embedding_A and lora_embedding_B.
+    const bool embedding_a = ends_with(name, kLoraEmbeddingASuffix),
+               embedding_b = ends_with(name, kLoraEmbeddingBSuffix);
+    const bool is_a = ends_with(name, kLoraASuffix) || embedding_a, is_b = ends_with(name, kLoraBSuffix) || embedding_b;
+    const bool embedding = embedding_a || embedding_b;
     // Trained whole: a module to save's tensor, or a bias (an adapted layer's on its base layer).
     std::string in_model = name.substr(std::string(kPrefix).size());
     if (ends_with(in_model, kBaseLayerBias))
@@ -441,13 +445,15 @@ LoraFiles read_lora_files(const std::string& dir) {
     if (!is_a && !is_b)
       refuse(name, "is not a lora_A or lora_B weight, DoRA's magnitude, nor what modules_to_save or bias trains");
     // The prefix's last '.' may be the suffix's first ("base_model.model.lora_A.weight"): no module then.
-    const size_t prefix = std::string(kPrefix).size(), suffix = std::string(kLoraASuffix).size();
+    const size_t prefix = std::string(kPrefix).size(),
+                 suffix = std::string(embedding ? kLoraEmbeddingASuffix : kLoraASuffix).size();
     if (name.size() <= prefix + suffix) refuse(name, "names no module");
     const std::string module = name.substr(prefix, name.size() - prefix - suffix);
     // A linear layer's adapters are matrices; a convolution's have its kernel's dimensions too (1 x ...
     // x 1 for lora_B).
     if (tensor.dim() < 2 || tensor.dim() > 5 || !tensor.is_floating_point())
       refuse(name, "must be a floating-point tensor of 2 dimensions (a linear layer's) to 5 (a convolution's)");
+    if (embedding && tensor.dim() != 2) refuse(name, "must be a 2-D floating-point tensor (an embedding's adapter)");
     if (is_b)
       for (int64_t d = 2; d < tensor.dim(); ++d)
         if (tensor.size(d) != 1)
@@ -459,7 +465,11 @@ LoraFiles read_lora_files(const std::string& dir) {
       refuse(name, "has shape " + concat(tensor.sizes()) + ", but the adapter's rank r = " + concat(r) + " asks for " +
                        (is_a ? "[r, in_features] = [" + concat(r) + ", ...]"
                              : "[out_features, r] = [..., " + concat(r) + "]"));
-    (is_a ? files.modules[module].a : files.modules[module].b) = tensor;
+    LoraFiles::Pair& pair = files.modules[module];
+    if ((pair.a.defined() || pair.b.defined()) && pair.embedding != embedding)
+      refuse(name, "mixes an embedding's adapter (lora_embedding_A/B) with a linear layer's (lora_A/B) for one module");
+    pair.embedding = embedding;
+    (is_a ? pair.a : pair.b) = tensor;
   }
   if (standalone) {
     if (files.tokens.empty()) fail(Status::Io, "'", weights_path, "' holds no trainable tokens");

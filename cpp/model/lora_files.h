@@ -1,6 +1,7 @@
 // LoRA adapters in PEFT's files: `adapter_config.json` (LoraConfig's fields) and
 // `adapter_model.safetensors` with PEFT's tensor names, "base_model.model.<module>.lora_A.weight"
-// and "...lora_B.weight" (DoRA's "...lora_magnitude_vector"), so that peft.PeftModel.from_pretrained reads what we
+// and "...lora_B.weight" (an embedding's "...lora_embedding_A" and "...lora_embedding_B", DoRA's
+// "...lora_magnitude_vector"), so that peft.PeftModel.from_pretrained reads what we
 // write and back.
 #pragma once
 
@@ -17,6 +18,7 @@ struct LoraFiles {
     at::Tensor a, b;
     at::Tensor magnitude;  // DoRA's (use_dora)
     at::Tensor b_bias;     // lora_B's bias (lora_bias)
+    bool embedding = false;  // PEFT's lora_embedding_A and lora_embedding_B (an embedding's)
   };
   std::map<std::string, Pair> modules;  // by module name
   // What trains whole beside the adapters (the modules to save's parameters and buffers, the biases

@@ -508,12 +508,18 @@ void Model::load_lora(const std::string& dir) {
       fail(Status::InvalidArgument, where, " holds an adapter for '", module,
            "', which is not a linear layer of this model that its target_modules selects");
     const at::Tensor& w = it->second->weight;
+    const bool embedding = it->second->embedding.has_value();
+    require(pair.embedding == embedding, where, ": the adapter of '", module, "' is ",
+            pair.embedding ? "an embedding's (lora_embedding_A/B)" : "a linear layer's (lora_A/B)", ", but '", module,
+            "' is ", embedding ? "an embedding" : "not an embedding");
     // A convolution's A has its kernel (r x in x kernel), its B r / groups inputs (A takes all the
-    // layer's input channels).
+    // layer's input channels); an embedding's A is r x num_embeddings, its B dim x r.
     const int64_t groups = it->second->conv ? it->second->conv->groups : 1;
-    require(pair.a.dim() == w.dim() && pair.a.size(1) == w.size(1) * groups && pair.b.size(0) == w.size(0) &&
-                pair.b.size(1) * groups == pair.a.size(0) && pair.a.sizes().slice(2) == w.sizes().slice(2),
-            where, ": the adapter of '", module, "' (lora_A ", pair.a.sizes(), ", lora_B ", pair.b.sizes(),
+    const bool fits =
+        embedding ? pair.a.size(1) == w.size(0) && pair.b.size(0) == w.size(1) && pair.b.size(1) == pair.a.size(0)
+                  : pair.a.dim() == w.dim() && pair.a.size(1) == w.size(1) * groups && pair.b.size(0) == w.size(0) &&
+                        pair.b.size(1) * groups == pair.a.size(0) && pair.a.sizes().slice(2) == w.sizes().slice(2);
+    require(fits, where, ": the adapter of '", module, "' (lora_A ", pair.a.sizes(), ", lora_B ", pair.b.sizes(),
             ") does not fit the layer's weight ", w.sizes());
   }
   for (const auto& [module, site] : targeted)
@@ -521,7 +527,7 @@ void Model::load_lora(const std::string& dir) {
   // As adding them would refuse it, also where the model has its adapters already.
   for (const auto& module : other_module_names())
     require(!files.config.targets(module), where, ": target_modules '", files.config.describe_targets(), "' matches '",
-            module, "', which is not a linear layer; LoRA adapts linear layers only");
+            module, "', which is not a linear layer; LoRA adapts linear layers, convolutions and embeddings");
   // What the file trains whole (modules to save, biases): every such tensor of this model in the
   // file, with its shape, and nothing else.
   std::set<std::string> targeted_modules;

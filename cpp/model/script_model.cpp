@@ -263,6 +263,31 @@ bool is_linear_module(const torch::jit::Module& module) {
   return weight.isTensor() && weight.toTensor().dim() == 2 && weight.toTensor().is_floating_point();
 }
 
+bool is_embedding_module(const torch::jit::Module& module) {
+  const auto type = module.type()->name();
+  if (!type || type->name() != "Embedding" || !module.hasattr("weight")) return false;
+  const c10::IValue weight = module.attr("weight");
+  return weight.isTensor() && weight.toTensor().dim() == 2 && weight.toTensor().is_floating_point();
+}
+
+// An nn.Embedding's lookup, from its TorchScript constants (none: not an embedding).
+std::optional<EmbeddingLookup> embedding_lookup(const torch::jit::Module& module) {
+  if (!is_embedding_module(module)) return std::nullopt;
+  const c10::ClassTypePtr& cls = module.type();
+  EmbeddingLookup lookup;
+  const auto padding = cls->findConstant("padding_idx"), max_norm = cls->findConstant("max_norm"),
+             by_freq = cls->findConstant("scale_grad_by_freq"), sparse = cls->findConstant("sparse");
+  if (padding && padding->isInt()) lookup.padding_idx = padding->toInt();
+  if (by_freq && by_freq->isBool()) lookup.scale_grad_by_freq = by_freq->toBool();
+  if (!padding || !(padding->isInt() || padding->isNone()) || !by_freq || !by_freq->isBool())
+    lookup.refusal = "its padding_idx or scale_grad_by_freq are not values the module holds";
+  else if (!max_norm || !max_norm->isNone())
+    lookup.refusal = "it has a max_norm, which would renormalise PEFT's lora_embedding_A in place";
+  else if (!sparse || !sparse->isBool() || sparse->toBool())
+    lookup.refusal = "it has sparse gradients";
+  return lookup;
+}
+
 // An nn.Conv1d/2d/3d's geometry, from its TorchScript constants (none: not such a layer).
 std::optional<ConvGeometry> conv_geometry(const torch::jit::Module& module) {
   const auto type = module.type()->name();
@@ -306,7 +331,8 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
   std::vector<LinearSite> sites;
   for (const auto& entry : module_.named_modules()) {
     const std::optional<ConvGeometry> conv = entry.name.empty() ? std::nullopt : conv_geometry(entry.value);
-    if (entry.name.empty() || (!is_linear_module(entry.value) && !conv)) continue;
+    const std::optional<EmbeddingLookup> lookup = entry.name.empty() ? std::nullopt : embedding_lookup(entry.value);
+    if (entry.name.empty() || (!is_linear_module(entry.value) && !conv && !lookup)) continue;
     torch::jit::Module layer = entry.value;  // a handle on the same object
     const c10::IValue bias = layer.hasattr("bias") ? layer.attr("bias") : c10::IValue();
     sites.push_back({entry.name,
@@ -314,8 +340,9 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
                      [layer](const at::Tensor& weight) mutable { layer.setattr("weight", weight); },
                      nullptr,
                      {},
-                     bias.isTensor() ? bias.toTensor() : at::Tensor(),
-                     conv});
+                     bias.isTensor() && !lookup ? bias.toTensor() : at::Tensor(),
+                     conv,
+                     lookup});
     // Under LoRA with dropout the marked forward adapts this layer's output.
     auto it = std::find(output_layers_.begin(), output_layers_.end(), entry.name);
     if (it != output_layers_.end())
@@ -325,17 +352,6 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
   }
   return sites;
 }
-
-namespace {
-
-bool is_embedding_module(const torch::jit::Module& module) {
-  const auto type = module.type()->name();
-  if (!type || type->name() != "Embedding" || !module.hasattr("weight")) return false;
-  const c10::IValue weight = module.attr("weight");
-  return weight.isTensor() && weight.toTensor().dim() == 2 && weight.toTensor().is_floating_point();
-}
-
-}  // namespace
 
 std::vector<TokenSite> ScriptModel::token_sites() const {
   std::vector<TokenSite> sites;
@@ -354,7 +370,8 @@ std::vector<TokenSite> ScriptModel::token_sites() const {
 std::vector<std::string> ScriptModel::other_module_names() const {
   std::vector<std::string> names;
   for (const auto& entry : module_.named_modules())
-    if (!entry.name.empty() && !is_linear_module(entry.value) && !conv_geometry(entry.value))
+    if (!entry.name.empty() && !is_linear_module(entry.value) && !conv_geometry(entry.value) &&
+        !is_embedding_module(entry.value))
       names.push_back(entry.name);
   return names;
 }

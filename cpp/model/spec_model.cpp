@@ -11,6 +11,7 @@
 #include "common/exception_status.h"
 #include "model/activation_checkpoint.h"
 #include "model/adaptable_conv2d.h"
+#include "model/adaptable_embedding.h"
 #include "model/adaptable_linear.h"
 #include "model/cumulative_batch_norm.h"
 #include "model/tied_linear.h"
@@ -67,7 +68,8 @@ SpecModel::SpecModel(std::vector<LayerSpec> layers, bool weights_pending)
   // Tied layers reuse an earlier embedding's weight (parse_layer_specs checked the index).
   for (size_t i = 0; i < layers_.size(); ++i)
     if (layers_[i].type == kTiedLinear)
-      net_->ptr<TiedLinearImpl>(i)->tie(torch::nn::Embedding(net_->ptr<torch::nn::EmbeddingImpl>(tie_source(i))));
+      net_->ptr<TiedLinearImpl>(i)->tie(torch::nn::Embedding(
+          std::shared_ptr<torch::nn::EmbeddingImpl>(net_->ptr<AdaptableEmbeddingImpl>(tie_source(i)))));
   if (weights_pending) make_weights_pending();
 }
 
@@ -266,7 +268,7 @@ NamedTensors SpecModel::named_parameters() const {
 size_t SpecModel::tie_source(size_t i) const { return static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>()); }
 
 const at::Tensor& SpecModel::tied_weight(size_t i) const {
-  return net_->ptr<torch::nn::EmbeddingImpl>(tie_source(i))->weight;
+  return net_->ptr<AdaptableEmbeddingImpl>(tie_source(i))->weight;
 }
 
 NamedTensors SpecModel::named_parameters_with_ties() const {
@@ -282,7 +284,7 @@ std::vector<LinearSite> SpecModel::linear_sites() const {
   std::vector<LinearSite> sites;
   for (const auto& entry : net_->named_modules("", /*include_self=*/false)) {
     if (auto linear = std::dynamic_pointer_cast<AdaptableLinearImpl>(entry.value())) {
-      LinearSite site{entry.key(), linear->weight, nullptr, nullptr, {}, linear->bias};
+      LinearSite site{entry.key(), linear->weight, nullptr, nullptr, {}, linear->bias, std::nullopt, std::nullopt};
       site.set_output_adapter = [linear](OutputAdapter adapter) { linear->set_output_adapter(std::move(adapter)); };
       sites.push_back(std::move(site));
     } else if (auto conv = std::dynamic_pointer_cast<AdaptableConv2dImpl>(entry.value())) {
@@ -290,8 +292,16 @@ std::vector<LinearSite> SpecModel::linear_sites() const {
       const auto dilation = conv->dilation();
       if (std::any_of(dilation.begin(), dilation.end(), [](int64_t d) { return d != 1; }))
         geometry.refusal = kDilationRefusal;
-      LinearSite site{entry.key(), conv->weight, nullptr, nullptr, {}, conv->bias, std::move(geometry)};
+      LinearSite site{entry.key(), conv->weight, nullptr, nullptr, {}, conv->bias, std::move(geometry), std::nullopt};
       site.set_output_adapter = [conv](OutputAdapter adapter) { conv->set_output_adapter(std::move(adapter)); };
+      sites.push_back(std::move(site));
+    } else if (auto embedding = std::dynamic_pointer_cast<AdaptableEmbeddingImpl>(entry.value())) {
+      EmbeddingLookup lookup;
+      if (const auto& padding = embedding->options.padding_idx()) lookup.padding_idx = *padding;
+      LinearSite site{entry.key(), embedding->weight, nullptr, nullptr, {}, at::Tensor(), std::nullopt, lookup};
+      site.set_output_adapter = [embedding](OutputAdapter adapter) {
+        embedding->set_output_adapter(std::move(adapter));
+      };
       sites.push_back(std::move(site));
     }
   }
@@ -316,7 +326,8 @@ std::vector<std::string> SpecModel::other_module_names() const {
   std::vector<std::string> names;
   for (const auto& entry : net_->named_modules("", /*include_self=*/false))
     if (!std::dynamic_pointer_cast<AdaptableLinearImpl>(entry.value()) &&
-        !std::dynamic_pointer_cast<AdaptableConv2dImpl>(entry.value()))
+        !std::dynamic_pointer_cast<AdaptableConv2dImpl>(entry.value()) &&
+        !std::dynamic_pointer_cast<AdaptableEmbeddingImpl>(entry.value()))
       names.push_back(entry.key());
   return names;
 }

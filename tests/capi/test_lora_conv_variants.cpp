@@ -7,30 +7,23 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "json_tensors.h"
 #include "lora_support.h"
 #include "support.h"
+#include "twin_support.h"
 
 using acc_test::from_json;
 using json = nlohmann::json;
 using namespace lora_test;
+using namespace twin_test;
 namespace fs = std::filesystem;
 
 namespace {
 
 std::vector<float> values(const json& t) { return t["values"].get<std::vector<float>>(); }
-
-acc_model* script_model() {
-  acc_model* m = nullptr;
-  EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/conv_variants_model.pt").c_str(), &m), ACC_OK)
-      << acc_last_error_message();
-  if (m) EXPECT_EQ(acc_model_set_graph_optimization(m, 0), ACC_OK);  // PyTorch's eager arithmetic
-  return m;
-}
 
 // VariantConvNet as a layer spec: its layers named by position (the case's spec_names).
 constexpr const char* kSpec = R"([
@@ -40,49 +33,7 @@ constexpr const char* kSpec = R"([
   {"type":"conv2d","in_channels":6,"out_channels":3,"kernel_size":1},{"type":"flatten"},
   {"type":"linear","in_features":27,"out_features":2}])";
 
-// A model of one form with the TorchScript model's weights; `name` gives its name of a layer.
-struct Twin {
-  const char* form;
-  std::function<acc_model*()> make;
-  std::function<std::string(const std::string&)> name;
-};
-
-std::vector<Twin> twins(const json& c) {
-  const json names = c["spec_names"];
-  auto spec = [] {
-    acc_model* m = nullptr;
-    EXPECT_EQ(acc_model_from_spec(kSpec, &m), ACC_OK) << acc_last_error_message();
-    acc_model* script = script_model();
-    acc_tensor_list *state = nullptr, *renamed = nullptr;
-    EXPECT_EQ(acc_model_state_dict(script, &state), ACC_OK);
-    EXPECT_EQ(acc_tensor_list_create(&renamed), ACC_OK);
-    const json spec_names = lora_case("conv_variants")["spec_names"];
-    for (const auto& item : spec_names.items())
-      for (const char* part : {".weight", ".bias"}) {
-        acc_tensor* t = nullptr;
-        EXPECT_EQ(acc_tensor_list_find(state, (item.key() + part).c_str(), &t), ACC_OK);
-        EXPECT_EQ(acc_tensor_list_append(renamed, (item.value().get<std::string>() + part).c_str(), t), ACC_OK);
-        acc_tensor_free(t);
-      }
-    EXPECT_EQ(acc_model_load_state_dict(m, renamed, 1), ACC_OK) << acc_last_error_message();
-    acc_tensor_list_free(state);
-    acc_tensor_list_free(renamed);
-    acc_model_free(script);
-    return m;
-  };
-  return {{"TorchScript", script_model, [](const std::string& n) { return n; }},
-          {"layer spec", spec, [names](const std::string& n) {
-             const size_t dot = n.find('.');
-             const std::string module = n.substr(0, dot);
-             return names.at(module).get<std::string>() + (dot == std::string::npos ? "" : n.substr(dot));
-           }}};
-}
-
-std::string targets(const json& k, const Twin& twin) {
-  std::string out;
-  for (const auto& t : k["targets"]) out += (out.empty() ? "" : ",") + twin.name(t.get<std::string>());
-  return out;
-}
+std::vector<Twin> conv_twins(const json& c) { return twins("conv_variants_model.pt", kSpec, c["spec_names"]); }
 
 acc_status add(acc_model* m, const json& k, const std::string& targets, const char* key) {
   acc_options* o = lora_options(k["r"], k["lora_alpha"]);
@@ -91,19 +42,6 @@ acc_status add(acc_model* m, const json& k, const std::string& targets, const ch
   const acc_status status = acc_model_add_lora(m, targets.c_str(), o, nullptr);
   acc_options_free(o);
   return status;
-}
-
-// The case's chosen tensors (B weights, biases, magnitudes) in place of the initial ones.
-void choose(acc_model* m, const json& chosen, const Twin& twin) {
-  acc_tensor_list* list = nullptr;
-  ASSERT_EQ(acc_tensor_list_create(&list), ACC_OK);
-  for (const auto& item : chosen.items()) {
-    acc_tensor* t = from_json(item.value());
-    ASSERT_EQ(acc_tensor_list_append(list, twin.name(item.key()).c_str(), t), ACC_OK);
-    acc_tensor_free(t);
-  }
-  ASSERT_EQ(acc_model_load_state_dict(m, list, 0), ACC_OK) << acc_last_error_message();
-  acc_tensor_list_free(list);
 }
 
 std::vector<float> eval_output(acc_model* m, const json& c) {
@@ -120,27 +58,9 @@ void check_training(acc_model* m, const json& c, const json& k, const Twin& twin
   EXPECT_EQ(to_floats(y), values(k["train_output"]));
   ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
   ACC_ASSERT_OK(acc_tensor_backward(sum));
-  for (const auto& item : k["grads"].items()) {
-    acc_tensor *p = nullptr, *g = nullptr;
-    ACC_ASSERT_OK(acc_model_parameter(m, twin.name(item.key()).c_str(), &p));
-    ACC_ASSERT_OK(acc_tensor_grad(p, &g));
-    EXPECT_EQ(to_floats(g), values(item.value())) << item.key();
-    acc_tensor_free(p);
-    acc_tensor_free(g);
-  }
+  expect_grads(m, k["grads"], twin);
   for (acc_tensor* t : {x, y, sum}) acc_tensor_free(t);
   ACC_ASSERT_OK(acc_model_zero_grad(m));
-}
-
-std::vector<int64_t> saved_shape(const std::string& dir, const std::string& name) {
-  acc_tensor_list* saved = nullptr;
-  EXPECT_EQ(acc_tensor_list_load_safetensors((dir + "/adapter_model.safetensors").c_str(), &saved), ACC_OK);
-  acc_tensor* t = nullptr;
-  EXPECT_EQ(acc_tensor_list_find(saved, ("base_model.model." + name).c_str(), &t), ACC_OK) << name;
-  std::vector<int64_t> shape = t ? acc_test::shape(t) : std::vector<int64_t>{};
-  acc_tensor_free(t);
-  acc_tensor_list_free(saved);
-  return shape;
 }
 
 }  // namespace
@@ -148,11 +68,11 @@ std::vector<int64_t> saved_shape(const std::string& dir, const std::string& name
 TEST(LoraConvVariants, GroupedConvolutionsWithLoraBiasComputeAsPeft) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("conv_variants"), k = c["grouped"];
-  for (const Twin& twin : twins(c)) {
+  for (const Twin& twin : conv_twins(c)) {
     SCOPED_TRACE(twin.form);
     acc_model* m = twin.make();
     ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
-    ACC_ASSERT_OK(add(m, k, targets(k, twin), "lora_bias"));
+    ACC_ASSERT_OK(add(m, k, targets(k["targets"], twin), "lora_bias"));
     // lora_A takes all input channels, lora_B r / groups per output, drawn as nn.Conv2d draws them.
     for (const auto& item : k["initial_a"].items()) {
       const std::string module = twin.name(item.key());
@@ -204,7 +124,7 @@ TEST(LoraConvVariants, GroupedConvolutionsWithLoraBiasComputeAsPeft) {
 TEST(LoraConvVariants, GroupedConvolutionsRefuseWhatPeftRefuses) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("conv_variants");
-  for (const Twin& twin : twins(c)) {
+  for (const Twin& twin : conv_twins(c)) {
     SCOPED_TRACE(twin.form);
     acc_model* m = twin.make();
     const auto names = acc_test::parameter_names(m);
@@ -240,11 +160,11 @@ TEST(LoraConvVariants, GroupedConvolutionsRefuseWhatPeftRefuses) {
 TEST(LoraConvVariants, DoraOnConvolutionsComputesAndMergesAsPeft) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("conv_variants"), k = c["dora"];
-  for (const Twin& twin : twins(c)) {
+  for (const Twin& twin : conv_twins(c)) {
     SCOPED_TRACE(twin.form);
     acc_model* m = twin.make();
     ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
-    ACC_ASSERT_OK(add(m, k, targets(k, twin), "use_dora"));
+    ACC_ASSERT_OK(add(m, k, targets(k["targets"], twin), "use_dora"));
     for (const auto& item : k["initial_a"].items())
       EXPECT_EQ(param(m, twin.name(item.key()) + ".lora_A.weight"), values(item.value())) << item.key();
     // A convolution's magnitude has PEFT's shape, 1 x out x 1 x 1: its output channels' norms.

@@ -12,6 +12,7 @@
 
 #include "lora_support.h"
 #include "support.h"
+#include "twin_support.h"
 
 namespace tokens_test {
 
@@ -43,20 +44,7 @@ inline acc_model* spec_twin(bool checkpoint) {
   acc_model* m = nullptr;
   EXPECT_EQ(acc_model_from_spec(spec, &m), ACC_OK) << acc_last_error_message();
   acc_model* script = tokens_model();
-  acc_tensor_list* state = nullptr;
-  EXPECT_EQ(acc_model_state_dict(script, &state), ACC_OK);
-  acc_tensor_list* renamed = nullptr;
-  EXPECT_EQ(acc_tensor_list_create(&renamed), ACC_OK);
-  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {"embed.weight", "0.weight"}, {"fc.weight", "1.weight"}, {"fc.bias", "1.bias"}}) {
-    acc_tensor* t = nullptr;
-    EXPECT_EQ(acc_tensor_list_find(state, from.c_str(), &t), ACC_OK);
-    EXPECT_EQ(acc_tensor_list_append(renamed, to.c_str(), t), ACC_OK);
-    acc_tensor_free(t);
-  }
-  EXPECT_EQ(acc_model_load_state_dict(m, renamed, 1), ACC_OK) << acc_last_error_message();
-  acc_tensor_list_free(state);
-  acc_tensor_list_free(renamed);
+  twin_test::copy_renamed(script, m, {{"embed.weight", "0.weight"}, {"fc.weight", "1.weight"}, {"fc.bias", "1.bias"}});
   acc_model_free(script);
   return m;
 }

@@ -12,7 +12,8 @@ and with DoRA (its "dora" case, from peft/tuners/lora/dora.py); lora_bias on the
 (its "lora_bias" case); and the initialisations that decompose the weights, OLoRA and PiSSA (its
 "decomposing" case); trainable token rows beside LoRA ("tokens") and alone, PEFT's
 TrainableTokensConfig ("standalone_tokens"); LoRA on convolutions ("conv"); on grouped
-convolutions with lora_bias, and DoRA on convolutions ("conv_variants").
+convolutions with lora_bias, and DoRA on convolutions ("conv_variants"); LoRA on an embedding
+("embedding").
 
 Run with Debian's python3-torch: python3 export_lora_cases.py OUTPUT_DIR
 """
@@ -512,6 +513,28 @@ def conv_case(out):
             "merged": merged}
 
 
+def outputs_with_hooks(model, hook, layers, x, train_seed):
+    """The model's outputs on x with hook(name, training) on each of `layers` (PEFT's adapters added to
+    their outputs): in evaluation without gradients, then, after manual_seed(train_seed), in training
+    mode, the sum of the output backpropagated. By training (False, True)."""
+    modules = dict(model.named_modules())
+    outputs = {}
+    for training in (False, True):
+        model.train(training)
+        handles = [modules[n].register_forward_hook(hook(n, training)) for n in layers]
+        if training:
+            torch.manual_seed(train_seed)
+            outputs[training] = model(x)
+            outputs[training].sum().backward()
+        else:
+            with torch.no_grad():
+                outputs[training] = model(x)
+        for h in handles:
+            h.remove()
+    model.eval()
+    return outputs
+
+
 class VariantConvNet(nn.Module):
     """A 3 x 3 convolution with a stride, a grouped one, a depthwise one, a 1 x 1 one and a linear
     head; the tests build its twin as a layer spec, whose layers are named by position
@@ -569,21 +592,7 @@ def conv_variants_case(out):
         return adapters
 
     def run(hook, adapters, train_seed):
-        outputs = {}
-        for training in (False, True):
-            model.train(training)
-            handles = [modules[n].register_forward_hook(hook(n, training)) for n in adapters]
-            if training:
-                torch.manual_seed(train_seed)
-                outputs[training] = model(x)
-                outputs[training].sum().backward()
-            else:
-                with torch.no_grad():
-                    outputs[training] = model(x)
-            for h in handles:
-                h.remove()
-        model.eval()
-        return outputs
+        return outputs_with_hooks(model, hook, adapters, x, train_seed)
 
     # Plain LoRA with lora_bias on every layer, the grouped and depthwise convolutions included.
     grouped = {"targets": list(VARIANT_SPEC_NAMES), "r": 6, "lora_alpha": 3.0, "lora_dropout": 0.25, "seed": 21,
@@ -695,6 +704,89 @@ def conv_variants_case(out):
     return {"spec_names": VARIANT_SPEC_NAMES, "input": tensor(x), "grouped": grouped, "dora": dora}
 
 
+class EmbedNet(nn.Module):
+    """An embedding with a padding row, a linear layer and an untied head; the tests build its twin
+    as a layer spec ("0" the embedding, "1" fc, "3" head)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 6, padding_idx=0)
+        self.fc = nn.Linear(6, 6)
+        self.head = nn.Linear(6, 4)
+
+    def forward(self, ids):
+        return self.head(torch.tanh(self.fc(self.embed(ids))))
+
+
+def embedding_case(out):
+    """PEFT's LoRA on an embedding (peft/tuners/lora/layer.py Embedding, restated): lora_embedding_A =
+    torch.randn(r, num_embeddings), lora_embedding_B = torch.randn(dim, r), then A zeroed and B
+    drawn again from N(0, 1); the layer's output plus embedding(ids, A^T) @ B^T * scaling, A looked up
+    with the layer's padding_idx, no dropout; merged as W + (B @ A)^T * scaling. Beside LoRA on the
+    linear layers (with dropout), on EmbedNet (embedding_model.pt): the draws after manual_seed(seed)
+    and the next ones, chosen A and B, the outputs in evaluation and, after manual_seed(train_seed),
+    in training mode, the gradients of their sum, and the merged weights."""
+    torch.manual_seed(12)
+    model = EmbedNet()
+    torch.jit.script(model).save(str(out / "embedding_model.pt"))
+    for p in model.parameters():
+        p.requires_grad_(False)
+    modules = dict(model.named_modules())
+    targets, r, alpha, dropout, seed, train_seed = ["embed", "fc", "head"], 2, 4.0, 0.25, 14, 15
+    scaling = alpha / r
+    torch.manual_seed(seed)
+    adapters = {}
+    for name in targets:
+        module = modules[name]
+        if isinstance(module, nn.Embedding):
+            a = nn.Parameter(torch.randn((r, module.num_embeddings)))
+            b = nn.Parameter(torch.randn((module.embedding_dim, r)))
+            nn.init.zeros_(a)
+            nn.init.normal_(b)
+        else:
+            a = nn.Linear(module.in_features, r, bias=False).weight
+            b = nn.Linear(r, module.out_features, bias=False).weight
+            nn.init.kaiming_uniform_(a, a=math.sqrt(5))
+            nn.init.zeros_(b)
+        adapters[name] = (a, b)
+    initial = {n + suffix: tensor(t) for n, (a, b) in adapters.items()
+               for suffix, t in (((".lora_embedding_A", a), (".lora_embedding_B", b)) if n == "embed"
+                                 else ((".lora_A.weight", a), (".lora_B.weight", b)))}
+    next_draw = torch.rand(3)
+    g = torch.Generator().manual_seed(41)
+    with torch.no_grad():
+        adapters["embed"][0].copy_(0.5 * torch.randn(adapters["embed"][0].shape, generator=g))
+        for n in ("fc", "head"):
+            adapters[n][1].copy_(0.3 * torch.randn(adapters[n][1].shape, generator=g))
+    chosen = {"embed.lora_embedding_A": tensor(adapters["embed"][0]),
+              "fc.lora_B.weight": tensor(adapters["fc"][1]), "head.lora_B.weight": tensor(adapters["head"][1])}
+    ids = torch.tensor([[1, 0, 3, 9], [4, 4, 0, 7], [2, 8, 5, 6]])
+
+    def hook(name, training):
+        a, b = adapters[name]
+        if name == "embed":
+            padding = modules[name].padding_idx
+            return lambda module, inputs, output: output + (F.embedding(inputs[0], a.T, padding) @ b.T) * scaling
+        return lambda module, inputs, output: output + F.linear(F.linear(F.dropout(inputs[0], dropout, training),
+                                                                         a), b) * scaling
+
+    outputs = outputs_with_hooks(model, hook, adapters, ids, train_seed)
+    grads = {}
+    for n, (a, b) in adapters.items():
+        names = (".lora_embedding_A", ".lora_embedding_B") if n == "embed" else (".lora_A.weight", ".lora_B.weight")
+        grads[n + names[0]], grads[n + names[1]] = tensor(a.grad), tensor(b.grad)
+    with torch.no_grad():
+        merged = {"embed.weight": tensor(modules["embed"].weight + (adapters["embed"][1] @ adapters["embed"][0]).T
+                                         * scaling)}
+        for n in ("fc", "head"):
+            merged[n + ".weight"] = tensor(modules[n].weight + (adapters[n][1] @ adapters[n][0]) * scaling)
+    return {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "lora_dropout": dropout, "seed": seed,
+            "train_seed": train_seed, "spec_names": {"embed": "0", "fc": "1", "head": "3"}, "initial": initial,
+            "next_draw": tensor(next_draw), "chosen": chosen, "ids": ids.flatten().tolist(),
+            "ids_shape": list(ids.shape), "eval_output": tensor(outputs[False]),
+            "train_output": tensor(outputs[True]), "grads": grads, "merged": merged}
+
+
 def main(out_dir):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -723,7 +815,7 @@ def main(out_dir):
             "spec": spec_case(model, g), "dora": dora_case(model, g), "lora_bias": lora_bias_case(model, g),
             "decomposing": decomposing_cases(model, g), "tokens": tokens_case(out),
             "standalone_tokens": standalone_tokens_case(), "conv": conv_case(out),
-            "conv_variants": conv_variants_case(out)}
+            "conv_variants": conv_variants_case(out), "embedding": embedding_case(out)}
     (out / "lora_cases.json").write_text(json.dumps(case))
 
 

@@ -592,6 +592,28 @@ TEST(Sharded, TrainableTokensTrainUnderEveryStageAsUnderDdp) {
   EXPECT_EQ(after.at(delta).size(), 3u * 8u);
 }
 
+// LoRA on the embedding (PEFT's lora_embedding_A and lora_embedding_B, beside the head tied to it)
+// and on linear layers, of a layer-spec GPT and of a TorchScript model: reduced, sharded and gathered
+// with the embedding's unit as any other parameters.
+TEST(Sharded, EmbeddingLoraTrainsUnderEveryStageAsUnderDdp) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  Settings spec;
+  spec.spec = kTiedGpt;
+  spec.tokens = true;
+  spec.algorithm = "sgd";  // as TiedTransformerTrainsToDdpWeights
+  spec.lora = "0,linear1,linear2";
+  spec.lora_init = "false";  // A not zero: both of the embedding's adapters train from the first step
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, spec, 4);
+  Settings script;
+  script.script = "tokens_model.pt";
+  script.tokens = true;
+  script.vocab = 10;
+  script.algorithm = "sgd";
+  script.lora = "embed,fc";
+  script.lora_init = "false";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, script, 4);
+}
+
 // A TorchScript model with a head tied to its embedding: under stage 3 the rows' weight is made
 // unit by unit as the embedding's unit is gathered, for the embedding's call and again for the
 // head's (model/unit_lora.h). (Without graph optimisation: the JIT optimises stage 3's marked graph

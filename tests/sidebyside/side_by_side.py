@@ -606,6 +606,17 @@ SCENARIOS.update({
     "mlp_lora_head_resume": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
                                  lora=dict(targets="fc1", r=4, alpha=8, modules_to_save="fc2"), resume=True,
                                  uninterrupted="mlp_lora_head_clip"),
+    # PEFT's LoRA on the embedding beside the linear layers; with its adapters drawn whole (init
+    # false), reference outputs, and under ZeRO-3.
+    "lm_lora_embedding": dict(model="lm", optimizer="adamw", schedule="linear", accumulation=2, clip=0.5,
+                              graph_optimization=False, lora=dict(targets="embed,linear1,linear2,head", r=4, alpha=8,
+                                                                  dropout=0.1)),
+    "lm_lora_embedding_drawn": dict(model="lm", optimizer="adamw", schedule="cosine", graph_optimization=False,
+                                    reference_forward=True,
+                                    lora=dict(targets="embed", r=4, alpha=8, init="false")),
+    "lm_lora_embedding_zero3": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False,
+                                    zero_stage=3, processes=(2,),
+                                    lora=dict(targets="embed,linear1,linear2,head", r=4, alpha=8, dropout=0.1)),
     "lm_lora_block_saved": dict(model="lm", optimizer="adamw", schedule="linear", clip=0.5, graph_optimization=False,
                                 lora=dict(targets="linear1,head", r=4, alpha=8, modules_to_save="block")),
     "mlp_lora_bias_all": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
@@ -1054,6 +1065,42 @@ class LoraConv(torch.nn.Module):
         return self.base_layer
 
 
+class LoraEmbedding(torch.nn.Module):
+    """PEFT's LoRA layer for embeddings (peft/tuners/lora/layer.py Embedding), restated:
+    lora_embedding_A = torch.randn(r, num_embeddings) and lora_embedding_B = torch.randn(dim, r), then A
+    zeroed and B drawn from N(0, 1) again (unless init is false); the output plus embedding(ids, A^T)
+    @ B^T * scaling, A looked up as the layer is, no dropout; merged as W + (B @ A)^T * scaling."""
+
+    def __init__(self, base, r, alpha, init="true"):
+        super().__init__()
+        self.base_layer = base
+        self.disabled = False
+        self.lora_embedding_A = torch.nn.Parameter(torch.randn((r, base.num_embeddings)))
+        self.lora_embedding_B = torch.nn.Parameter(torch.randn((base.embedding_dim, r)))
+        self.scaling = alpha / r
+        if init != "false":
+            torch.nn.init.zeros_(self.lora_embedding_A)
+            torch.nn.init.normal_(self.lora_embedding_B)
+
+    @property
+    def weight(self):
+        return self.base_layer.weight
+
+    def forward(self, ids):
+        result = self.base_layer(ids)
+        if self.disabled:
+            return result
+        base = self.base_layer
+        after_a = F.embedding(ids, self.lora_embedding_A.T, base.padding_idx, base.max_norm, base.norm_type,
+                              base.scale_grad_by_freq, base.sparse)
+        return (result + (after_a @ self.lora_embedding_B.T) * self.scaling).to(result.dtype)
+
+    def merged(self):
+        with torch.no_grad():
+            self.base_layer.weight += (self.lora_embedding_B @ self.lora_embedding_A).T * self.scaling
+        return self.base_layer
+
+
 class ModulesToSave(torch.nn.Module):
     """PEFT's ModulesToSaveWrapper (peft/utils/other.py), restated: the original module frozen and a
     copy of it (copy.deepcopy, no random draws) trained and called in its place."""
@@ -1164,6 +1211,11 @@ def peft_model(scripted, name, settings):
                                                           settings.get("use_dora", False),
                                                           settings.get("lora_bias", False),
                                                           settings.get("init", "true")))
+        elif isinstance(module, torch.nn.Embedding) and not inside_saved and any(
+                module_name == t or module_name.endswith("." + t) for t in targets):
+            r = pattern_value(settings.get("rank_pattern", {}), module_name, settings["r"])
+            alpha = pattern_value(settings.get("alpha_pattern", {}), module_name, settings["alpha"])
+            replace_module(model, module_name, LoraEmbedding(module, r, alpha, settings.get("init", "true")))
         elif isinstance(module, torch.nn.modules.conv._ConvNd) and not inside_saved and any(
                 module_name == t or module_name.endswith("." + t) for t in targets):
             r = pattern_value(settings.get("rank_pattern", {}), module_name, settings["r"])
@@ -1198,7 +1250,7 @@ def without_adapters(model):
     """A copy of a peft_model with its adapters merged into the base layers."""
     merged = copy.deepcopy(model)
     for module_name, module in list(merged.named_modules()):
-        if isinstance(module, (LoraLinear, LoraConv)):
+        if isinstance(module, (LoraLinear, LoraConv, LoraEmbedding)):
             replace_module(merged, module_name, module.merged())
         elif isinstance(module, ModulesToSave):
             replace_module(merged, module_name, module.modules_to_save["default"])
@@ -1528,7 +1580,8 @@ class AccelerateJob:
             with accelerator.accumulate(*models):
                 if self.cfg["reference_forward"]:  # TRL's reference outputs: PEFT's disable_adapter()
                     layers = [m for m in accelerator.unwrap_model(model).modules()
-                              if isinstance(m, (LoraLinear, LoraConv, TrainableTokensLayer, ModulesToSave))]
+                              if isinstance(m, (LoraLinear, LoraConv, LoraEmbedding, TrainableTokensLayer,
+                                                ModulesToSave))]
                     for layer in layers:
                         layer.disabled = True
                     with torch.no_grad():

@@ -1,0 +1,205 @@
+// LoRA on embeddings (PEFT's lora.Embedding: lora_embedding_A looked up as the layer looks up its rows,
+// times lora_embedding_B), checked bit for bit against PEFT's layer restated in export_lora_cases.py
+// (its "embedding" case), on a TorchScript model and on its layer-spec twin: the draws and the rest of
+// the global stream, outputs in evaluation and in training (dropout on the linear layers only, as
+// PEFT's embedding layer applies none), gradients, PEFT's files, merged weights; what PEFT refuses, or
+// what would not compute as PEFT's layer does, is refused.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "json_tensors.h"
+#include "lora_support.h"
+#include "support.h"
+#include "tokens_support.h"
+#include "twin_support.h"
+
+using json = nlohmann::json;
+using namespace twin_test;
+using lora_test::lora_case;
+using lora_test::lora_options;
+using lora_test::outputs_on;
+using lora_test::param;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<float> values(const json& t) { return t["values"].get<std::vector<float>>(); }
+
+// EmbedNet as a layer spec: "0" the embedding (padding row 0), "1" fc, "3" head.
+constexpr const char* kSpec = R"([{"type":"embedding","num_embeddings":10,"embedding_dim":6,"padding_idx":0},
+  {"type":"linear","in_features":6,"out_features":6},{"type":"tanh"},{"type":"linear","in_features":6,"out_features":4}])";
+
+std::vector<Twin> embedding_twins(const json& c) { return twins("embedding_model.pt", kSpec, c["spec_names"]); }
+
+acc_tensor* ids(const json& c) {
+  return acc_test::longs(c["ids"].get<std::vector<int64_t>>(), c["ids_shape"].get<std::vector<int64_t>>());
+}
+
+acc_status add(acc_model* m, const json& c, const std::string& targets, const char* key = nullptr,
+               const char* value = nullptr) {
+  acc_options* o = lora_options(c["r"], c["lora_alpha"]);
+  EXPECT_EQ(acc_options_set_double(o, "lora_dropout", c["lora_dropout"]), ACC_OK);
+  if (key) EXPECT_EQ(acc_options_set(o, key, value), ACC_OK);
+  const acc_status status = acc_model_add_lora(m, targets.c_str(), o, nullptr);
+  acc_options_free(o);
+  return status;
+}
+
+std::vector<float> eval_output(acc_model* m, const json& c) {
+  EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
+  return outputs_on(m, ids(c));
+}
+
+}  // namespace
+
+TEST(LoraEmbedding, DrawsComputesAndMergesAsPeft) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("embedding");
+  for (const Twin& twin : embedding_twins(c)) {
+    SCOPED_TRACE(twin.form);
+    acc_model* m = twin.make();
+    ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));
+    size_t count = 0;
+    acc_options* o = lora_options(c["r"], c["lora_alpha"]);
+    ACC_ASSERT_OK(acc_options_set_double(o, "lora_dropout", c["lora_dropout"]));
+    ACC_ASSERT_OK(acc_model_add_lora(m, targets(json{"embed", "fc", "head"}, twin).c_str(), o, &count));
+    acc_options_free(o);
+    EXPECT_EQ(count, 3u);
+    // PEFT's draws: A and B from torch.randn, then A zero and B from N(0, 1) again.
+    for (const auto& item : c["initial"].items()) {
+      EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
+      acc_tensor* t = nullptr;
+      ACC_ASSERT_OK(acc_model_parameter(m, twin.name(item.key()).c_str(), &t));
+      EXPECT_EQ(acc_test::shape(t), item.value()["shape"].get<std::vector<int64_t>>()) << item.key();
+      acc_tensor_free(t);
+    }
+    EXPECT_EQ(acc_test::next_global_draws(), values(c["next_draw"]));
+    // Listed after the embedding's weight, as PEFT's layer lists them.
+    const auto names = acc_test::parameter_names(m);
+    ASSERT_GE(names.size(), 3u);
+    EXPECT_EQ(names[0], twin.name("embed.weight"));
+    EXPECT_EQ(names[1], twin.name("embed.lora_embedding_A"));
+    EXPECT_EQ(names[2], twin.name("embed.lora_embedding_B"));
+    choose(m, c["chosen"], twin);
+    EXPECT_EQ(eval_output(m, c), values(c["eval_output"]));
+
+    // Training mode: dropout on the linear layers' inputs, none on the embedding's branch.
+    ACC_ASSERT_OK(acc_model_set_training(m, 1));
+    ACC_ASSERT_OK(acc_set_seed(c["train_seed"].get<uint64_t>()));
+    acc_tensor *x = ids(c), *y = nullptr, *sum = nullptr;
+    ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
+    EXPECT_EQ(acc_test::to_floats(y), values(c["train_output"]));
+    ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
+    ACC_ASSERT_OK(acc_tensor_backward(sum));
+    expect_grads(m, c["grads"], twin);
+    for (acc_tensor* t : {x, y, sum}) acc_tensor_free(t);
+    ACC_ASSERT_OK(acc_model_zero_grad(m));
+
+    // PEFT's files: lora_embedding_A and lora_embedding_B under the module's name.
+    const std::string dir = acc_test::temp_path("lora_embedding");
+    fs::remove_all(dir);
+    ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+    EXPECT_EQ(saved_shape(dir, twin.name("embed.lora_embedding_A")), (std::vector<int64_t>{2, 10}));
+    EXPECT_EQ(saved_shape(dir, twin.name("embed.lora_embedding_B")), (std::vector<int64_t>{6, 2}));
+    acc_model* loaded = twin.make();
+    ACC_ASSERT_OK(acc_model_load_lora(loaded, dir.c_str()));
+    EXPECT_EQ(eval_output(loaded, c), values(c["eval_output"]));
+    acc_model_free(loaded);
+    {  // an embedding's adapter of another vocabulary does not fit, and nothing is added
+      acc_tensor* wrong = acc_test::floats(std::vector<float>(2 * 12), {2, 12});
+      acc_test::replace_saved_tensor(dir + "/adapter_model.safetensors",
+                                     "base_model.model." + twin.name("embed.lora_embedding_A"), wrong);
+      acc_tensor_free(wrong);
+      acc_model* fresh = twin.make();
+      const auto before = acc_test::parameter_names(fresh);
+      ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "does not fit");
+      EXPECT_EQ(acc_test::parameter_names(fresh), before);
+      acc_model_free(fresh);
+    }
+    fs::remove_all(dir);
+
+    // Merged as PEFT merges: W + (B @ A)^T * scaling.
+    ACC_ASSERT_OK(acc_model_merge_lora(m));
+    for (const auto& item : c["merged"].items())
+      EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
+    EXPECT_LT(acc_test::max_difference(eval_output(m, c), values(c["eval_output"])), 1e-5f);
+    acc_model_free(m);
+  }
+}
+
+TEST(LoraEmbedding, RefusesWhatPeftsEmbeddingLayerDoesNotTake) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("embedding");
+  struct Case {
+    const char* key;
+    const char* value;
+    acc_status status;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"lora_bias", "true", ACC_ERR_INVALID_ARGUMENT, "lora_bias is not supported on the embedding"},
+      {"use_dora", "true", ACC_ERR_UNSUPPORTED, "use_dora on the embedding"},
+      {"init_lora_weights", "olora", ACC_ERR_UNSUPPORTED, "init_lora_weights olora on the embedding"},
+      {"trainable_token_indices", "1,2", ACC_ERR_INVALID_ARGUMENT, "both adapted by LoRA and trained"},
+  };
+  for (const Twin& twin : embedding_twins(c))
+    for (const Case& k : cases) {
+      SCOPED_TRACE(std::string(twin.form) + " " + k.key);
+      acc_model* m = twin.make();
+      const auto names = acc_test::parameter_names(m);
+      ACC_EXPECT_ERROR(add(m, c, twin.name("embed"), k.key, k.value), k.status, k.message);
+      EXPECT_EQ(acc_test::parameter_names(m), names) << "nothing added";
+      acc_model_free(m);
+    }
+  // A file holding a linear layer's adapter names for the embedding is refused, naming both kinds.
+  for (const Twin& twin : embedding_twins(c)) {
+    SCOPED_TRACE(twin.form);
+    acc_model* m = twin.make();
+    ACC_ASSERT_OK(add(m, c, twin.name("embed")));
+    const std::string dir = acc_test::temp_path("lora_embedding_kinds");
+    fs::remove_all(dir);
+    ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+    acc_tensor_list* saved = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/adapter_model.safetensors").c_str(), &saved));
+    acc_tensor_list* renamed = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_create(&renamed));
+    const std::string prefix = "base_model.model." + twin.name("embed");
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{".lora_embedding_A", ".lora_A.weight"},
+                                   {".lora_embedding_B", ".lora_B.weight"}}) {
+      acc_tensor* t = nullptr;
+      ACC_ASSERT_OK(acc_tensor_list_find(saved, (prefix + from).c_str(), &t));
+      ACC_ASSERT_OK(acc_tensor_list_append(renamed, (prefix + to).c_str(), t));
+      acc_tensor_free(t);
+    }
+    ACC_ASSERT_OK(acc_tensor_list_save_safetensors(renamed, (dir + "/adapter_model.safetensors").c_str()));
+    acc_tensor_list_free(saved);
+    acc_tensor_list_free(renamed);
+    acc_model* fresh = twin.make();
+    ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_INVALID_ARGUMENT,
+                     "is a linear layer's (lora_A/B), but");
+    acc_model_free(fresh);
+    fs::remove_all(dir);
+    acc_model_free(m);
+  }
+}
+
+// An embedding whose weight a head shares (GPT-2's tied head): the adapter acts through the
+// embedding's output (PEFT's), merging would change both layers and is refused, and disabled the
+// model computes as before.
+TEST(LoraEmbedding, BesideATiedHeadActsButDoesNotMerge) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  tokens_test::for_each_twin([](acc_model* m, const tokens_test::Names& names) {
+    const std::vector<float> before = outputs_on(m, acc_test::longs({1, 2, 3, 4}, {1, 4}));
+    acc_options* o = lora_options(2, 4);
+    ACC_ASSERT_OK(acc_options_set(o, "init_lora_weights", "false"));  // A not zero: the adapter acts
+    ACC_ASSERT_OK(acc_model_add_lora(m, names.embed.c_str(), o, nullptr));
+    acc_options_free(o);
+    EXPECT_GT(acc_test::max_difference(outputs_on(m, acc_test::longs({1, 2, 3, 4}, {1, 4})), before), 1e-4f);
+    ACC_EXPECT_ERROR(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED, "tied");
+    ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
+    EXPECT_EQ(outputs_on(m, acc_test::longs({1, 2, 3, 4}, {1, 4})), before);
+  });
+}

@@ -1,0 +1,122 @@
+// A TorchScript fixture and its twin written as a layer spec, for tests that check both against the
+// same recorded numbers: the spec model takes the TorchScript model's weights, and each twin names
+// the fixture's modules its own way ("embed.lora_embedding_A" is "0.lora_embedding_A" in a spec).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "json_tensors.h"
+#include "support.h"
+
+namespace twin_test {
+
+using json = nlohmann::json;
+
+struct Twin {
+  const char* form;
+  std::function<acc_model*()> make;
+  std::function<std::string(const std::string&)> name;  // the fixture's name of a module or tensor, here
+};
+
+// The TorchScript fixture `file` (under ACC_TEST_DATA), computing with PyTorch's eager arithmetic.
+inline acc_model* script_model(const std::string& file) {
+  acc_model* m = nullptr;
+  EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/" + file).c_str(), &m), ACC_OK)
+      << acc_last_error_message();
+  if (m) EXPECT_EQ(acc_model_set_graph_optimization(m, 0), ACC_OK);
+  return m;
+}
+
+// Loads `from`'s tensors into `to` under other names (pairs of from's name and to's), strictly.
+inline void copy_renamed(acc_model* from, acc_model* to,
+                         const std::vector<std::pair<std::string, std::string>>& names) {
+  acc_tensor_list *state = nullptr, *renamed = nullptr;
+  ASSERT_EQ(acc_model_state_dict(from, &state), ACC_OK);
+  ASSERT_EQ(acc_tensor_list_create(&renamed), ACC_OK);
+  for (const auto& [name, new_name] : names) {
+    acc_tensor* t = nullptr;
+    EXPECT_EQ(acc_tensor_list_find(state, name.c_str(), &t), ACC_OK) << name;
+    EXPECT_EQ(acc_tensor_list_append(renamed, new_name.c_str(), t), ACC_OK);
+    acc_tensor_free(t);
+  }
+  EXPECT_EQ(acc_model_load_state_dict(to, renamed, 1), ACC_OK) << acc_last_error_message();
+  acc_tensor_list_free(state);
+  acc_tensor_list_free(renamed);
+}
+
+// Both forms of `file`: as loaded, and `spec` with its weights, whose layers `spec_names` maps the
+// fixture's modules to (each module's weight and bias).
+inline std::vector<Twin> twins(const std::string& file, const std::string& spec, const json& spec_names) {
+  auto spec_model = [file, spec, spec_names] {
+    acc_model* m = nullptr;
+    EXPECT_EQ(acc_model_from_spec(spec.c_str(), &m), ACC_OK) << acc_last_error_message();
+    acc_model* script = script_model(file);
+    const auto own = acc_test::parameter_names(script);
+    std::vector<std::pair<std::string, std::string>> names;
+    for (const auto& item : spec_names.items())
+      for (const char* part : {".weight", ".bias"})
+        if (std::find(own.begin(), own.end(), item.key() + part) != own.end())
+          names.emplace_back(item.key() + part, item.value().get<std::string>() + part);
+    copy_renamed(script, m, names);
+    acc_model_free(script);
+    return m;
+  };
+  return {{"TorchScript", [file] { return script_model(file); }, [](const std::string& n) { return n; }},
+          {"layer spec", spec_model, [spec_names](const std::string& n) {
+             const size_t dot = n.find('.');
+             return spec_names.at(n.substr(0, dot)).get<std::string>() +
+                    (dot == std::string::npos ? "" : n.substr(dot));
+           }}};
+}
+
+// The fixture's module names (a JSON list) as `twin` names them, separated by commas.
+inline std::string targets(const json& names, const Twin& twin) {
+  std::string out;
+  for (const auto& t : names) out += (out.empty() ? "" : ",") + twin.name(t.get<std::string>());
+  return out;
+}
+
+// `chosen` (tensors by the fixture's names) put in place of the model's.
+inline void choose(acc_model* m, const json& chosen, const Twin& twin) {
+  acc_tensor_list* list = nullptr;
+  ASSERT_EQ(acc_tensor_list_create(&list), ACC_OK);
+  for (const auto& item : chosen.items()) {
+    acc_tensor* t = acc_test::from_json(item.value());
+    ASSERT_EQ(acc_tensor_list_append(list, twin.name(item.key()).c_str(), t), ACC_OK);
+    acc_tensor_free(t);
+  }
+  ASSERT_EQ(acc_model_load_state_dict(m, list, 0), ACC_OK) << acc_last_error_message();
+  acc_tensor_list_free(list);
+}
+
+// Each parameter's gradient equals `grads` (by the fixture's names).
+inline void expect_grads(acc_model* m, const json& grads, const Twin& twin) {
+  for (const auto& item : grads.items()) {
+    acc_tensor *p = nullptr, *g = nullptr;
+    ASSERT_EQ(acc_model_parameter(m, twin.name(item.key()).c_str(), &p), ACC_OK) << item.key();
+    ASSERT_EQ(acc_tensor_grad(p, &g), ACC_OK) << item.key();
+    EXPECT_EQ(acc_test::to_floats(g), item.value()["values"].get<std::vector<float>>()) << item.key();
+    acc_tensor_free(p);
+    acc_tensor_free(g);
+  }
+}
+
+// The shape of `name` (PEFT's name without "base_model.model.") in `dir`'s adapter_model.safetensors.
+inline std::vector<int64_t> saved_shape(const std::string& dir, const std::string& name) {
+  acc_tensor_list* saved = nullptr;
+  EXPECT_EQ(acc_tensor_list_load_safetensors((dir + "/adapter_model.safetensors").c_str(), &saved), ACC_OK);
+  acc_tensor* t = nullptr;
+  EXPECT_EQ(acc_tensor_list_find(saved, ("base_model.model." + name).c_str(), &t), ACC_OK) << name;
+  std::vector<int64_t> shape = t ? acc_test::shape(t) : std::vector<int64_t>{};
+  acc_tensor_free(t);
+  acc_tensor_list_free(saved);
+  return shape;
+}
+
+}  // namespace twin_test
