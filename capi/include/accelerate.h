@@ -822,9 +822,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * "embedding": PEFT's lora_embedding_A (r x num_embeddings, zero at the start) looked up as the
  * layer looks up its rows, times lora_embedding_B (dim x r, N(0, 1)), parameters
  * "<module>.lora_embedding_A" and "<module>.lora_embedding_B"; no dropout, as in PEFT; lora_bias is
- * ACC_ERR_INVALID_ARGUMENT, as PEFT refuses it; use_dora, OLoRA/PiSSA, a max_norm, sparse gradients,
- * or an embedding the forward does not call as a module are ACC_ERR_UNSUPPORTED), and freezes every
- * other parameter
+ * ACC_ERR_INVALID_ARGUMENT, as PEFT refuses it; use_dora trains a magnitude per embedding dimension,
+ * as PEFT's; OLoRA/PiSSA, a max_norm, sparse gradients, or an embedding the forward does not call as
+ * a module are ACC_ERR_UNSUPPORTED), and freezes every other parameter
  * (unfreeze some with acc_model_set_requires_grad afterwards). `target_modules` is PEFT's: module
  * names separated by commas (a module matches a name if its own name is it or ends with "." and it:
  * "q_proj,v_proj", "linear1"), or "re:" and a regular expression that must match the whole module

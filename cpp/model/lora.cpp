@@ -98,6 +98,8 @@ at::Tensor initial_magnitude(const at::Tensor& w, const LoraAdapter& adapter) {
   if (adapter.site.conv)
     return conv_weight_norm(w, conv_lora_weight(adapter.a, adapter.b, w.sizes()), adapter.scaling)
         .clone(at::MemoryFormat::Contiguous);
+  // An embedding's: a norm per embedding dimension, of the weight's transpose (PEFT's fan_in_fan_out).
+  if (adapter.site.embedding) return weight_norm(w.t(), at::matmul(adapter.b, adapter.a), adapter.scaling);
   return weight_norm(w, at::matmul(adapter.b, adapter.a), adapter.scaling);
 }
 
@@ -165,13 +167,27 @@ OutputAdapter embedding_output_adapter(const LoraAdapter& adapter, std::shared_p
   };
 }
 
+// PEFT's DoraEmbeddingVariant.forward and DoraEmbeddingLayer.forward: m / ||W^T + s (A^T B^T)^T|| (one
+// norm per embedding dimension, not differentiated) times the output and the branch.
+OutputAdapter dora_embedding_output_adapter(const LoraAdapter& adapter, std::shared_ptr<const bool> enabled) {
+  return [a = adapter.a, b = adapter.b, m = adapter.magnitude, w = adapter.site.weight, scaling = adapter.scaling,
+          lookup = *adapter.site.embedding, enabled](const at::Tensor& input, const at::Tensor& output, bool) {
+    if (!*enabled) return output;
+    const at::Tensor lora_weight = at::matmul(a.t(), b.t()).t();
+    const at::Tensor norm = weight_norm(w.t(), lora_weight.detach(), scaling).detach();
+    const at::Tensor scale = m / norm;
+    const at::Tensor after_a = at::embedding(a.t(), input, lookup.padding_idx, lookup.scale_grad_by_freq, false);
+    const at::Tensor dora = scale * at::matmul(after_a, b.t()) * scaling;
+    return (scale * output + dora).to(output.scalar_type());
+  };
+}
+
 // Checks an embedding target against what PEFT's Embedding layer takes.
 void check_embedding_site(const LinearSite& site, const LoraConfig& config) {
   const std::string& module = site.module;
   if (!site.embedding->refusal.empty())
     fail(Status::Unsupported, "LoRA on the embedding '", module, "': ", site.embedding->refusal);
   require(!config.lora_bias, "lora_bias is not supported on the embedding '", module, "' (as in PEFT)");
-  if (config.use_dora) fail(Status::Unsupported, "use_dora on the embedding '", module, "' is not built");
   if (config.init != "true" && config.init != "gaussian" && config.init != "false")
     fail(Status::Unsupported, "init_lora_weights ", config.init, " on the embedding '", module,
          "' is not built (PEFT's embedding layer takes true, gaussian or false)");
@@ -374,7 +390,9 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   const double scaling = adapter.scaling, p = config_.dropout;
   std::shared_ptr<const bool> enabled = enabled_;
   if (adapter.magnitude.defined())
-    return adapter.site.conv ? dora_conv_output_adapter(adapter, p, enabled) : dora_output_adapter(adapter, p, enabled);
+    return adapter.site.conv        ? dora_conv_output_adapter(adapter, p, enabled)
+           : adapter.site.embedding ? dora_embedding_output_adapter(adapter, enabled)
+                                    : dora_output_adapter(adapter, p, enabled);
   if (adapter.site.embedding) return embedding_output_adapter(adapter, enabled);
   // Disabled: PEFT's layer returns its base layer's output, before its dropout draws. A convolution's
   // branch is PEFT's conv_layer pair (conv_branch).
@@ -458,8 +476,10 @@ at::Tensor adapted_weight(const at::Tensor& w, const LoraAdapter& adapter) {
   const at::Tensor delta = weight_delta(adapter);
   if (!adapter.magnitude.defined()) return (w + delta).to(w.scalar_type());
   // PEFT's DoRA merge: m / ||W + delta|| (detached) times W + delta, per output row (a convolution's
-  // per output channel).
+  // per output channel, an embedding's per dimension: its columns).
   const at::Tensor sum = w + delta;
+  if (adapter.site.embedding)
+    return ((adapter.magnitude / row_norms(w.t() + delta.t() * 1.0).detach()).view({1, -1}) * sum).to(w.scalar_type());
   std::vector<int64_t> factor_shape(static_cast<size_t>(w.dim()), 1);
   factor_shape[0] = -1;
   const at::Tensor norm = (adapter.site.conv ? conv_weight_norm(w, delta, 1.0) : row_norms(sum)).detach();

@@ -130,6 +130,48 @@ TEST(LoraEmbedding, DrawsComputesAndMergesAsPeft) {
   }
 }
 
+// DoRA on the embedding (a magnitude per embedding dimension) beside DoRA on the head.
+TEST(LoraEmbedding, DoraComputesAndMergesAsPeft) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("embedding"), k = c["dora"];
+  for (const Twin& twin : embedding_twins(c)) {
+    SCOPED_TRACE(twin.form);
+    acc_model* m = twin.make();
+    ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
+    ACC_ASSERT_OK(add(m, k, targets(json{"embed", "head"}, twin), "use_dora", "true"));
+    for (const auto& item : k["initial"].items())
+      EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
+    EXPECT_EQ(acc_test::next_global_draws(), values(k["next_draw"]));
+    choose(m, k["chosen"], twin);
+    EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
+    ACC_ASSERT_OK(acc_model_set_training(m, 1));
+    ACC_ASSERT_OK(acc_set_seed(k["train_seed"].get<uint64_t>()));
+    acc_tensor *x = ids(c), *y = nullptr, *sum = nullptr;
+    ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
+    EXPECT_EQ(acc_test::to_floats(y), values(k["train_output"]));
+    ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
+    ACC_ASSERT_OK(acc_tensor_backward(sum));
+    expect_grads(m, k["grads"], twin);
+    for (acc_tensor* t : {x, y, sum}) acc_tensor_free(t);
+    ACC_ASSERT_OK(acc_model_zero_grad(m));
+    // PEFT's files, read back.
+    const std::string dir = acc_test::temp_path("lora_embedding_dora");
+    fs::remove_all(dir);
+    ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+    EXPECT_EQ(saved_shape(dir, twin.name("embed.lora_magnitude_vector")), (std::vector<int64_t>{6}));
+    acc_model* loaded = twin.make();
+    ACC_ASSERT_OK(acc_model_load_lora(loaded, dir.c_str()));
+    EXPECT_EQ(eval_output(loaded, c), values(k["eval_output"]));
+    acc_model_free(loaded);
+    fs::remove_all(dir);
+    ACC_ASSERT_OK(acc_model_merge_lora(m));
+    for (const auto& item : k["merged"].items())
+      EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
+    EXPECT_LT(acc_test::max_difference(eval_output(m, c), values(k["eval_output"])), 1e-5f);
+    acc_model_free(m);
+  }
+}
+
 TEST(LoraEmbedding, RefusesWhatPeftsEmbeddingLayerDoesNotTake) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("embedding");
@@ -141,7 +183,6 @@ TEST(LoraEmbedding, RefusesWhatPeftsEmbeddingLayerDoesNotTake) {
   };
   const Case cases[] = {
       {"lora_bias", "true", ACC_ERR_INVALID_ARGUMENT, "lora_bias is not supported on the embedding"},
-      {"use_dora", "true", ACC_ERR_UNSUPPORTED, "use_dora on the embedding"},
       {"init_lora_weights", "olora", ACC_ERR_UNSUPPORTED, "init_lora_weights olora on the embedding"},
       {"trainable_token_indices", "1,2", ACC_ERR_INVALID_ARGUMENT, "both adapted by LoRA and trained"},
   };

@@ -535,6 +535,89 @@ def outputs_with_hooks(model, hook, layers, x, train_seed):
     return outputs
 
 
+def embedding_dora_case(model, ids):
+    """DoRA on EmbedNet's embedding (PEFT's DoraEmbeddingLayer and DoraEmbeddingVariant, restated: a
+    magnitude per embedding dimension, the norms of W^T + s (B A); the output and the branch both
+    scaled by m / norm) beside DoRA on its head: as embedding_case records plain LoRA."""
+    modules = dict(model.named_modules())
+    targets, r, alpha, dropout, seed, train_seed = ["embed", "head"], 2, 4.0, 0.25, 16, 17
+    scaling = alpha / r
+    torch.manual_seed(seed)
+    adapters = {}
+    for name in targets:
+        module = modules[name]
+        if isinstance(module, nn.Embedding):
+            a = nn.Parameter(torch.randn((r, module.num_embeddings)))
+            b = nn.Parameter(torch.randn((module.embedding_dim, r)))
+            nn.init.zeros_(a)
+            nn.init.normal_(b)
+        else:
+            a = nn.Linear(module.in_features, r, bias=False).weight
+            b = nn.Linear(r, module.out_features, bias=False).weight
+            nn.init.kaiming_uniform_(a, a=math.sqrt(5))
+            nn.init.zeros_(b)
+        adapters[name] = (a, b)
+
+    def norm(w, lora_weight, scaling):  # DoraLinearLayer.get_weight_norm, the embedding's transposed
+        return torch.linalg.norm(w + scaling * lora_weight, dim=1).to(w.dtype)
+
+    with torch.no_grad():  # update_layer: lora_B @ lora_A
+        magnitudes = {"embed": norm(modules["embed"].weight.T, adapters["embed"][1] @ adapters["embed"][0], scaling),
+                      "head": norm(modules["head"].weight, adapters["head"][1] @ adapters["head"][0], scaling)}
+    initial = {n + ".lora_magnitude_vector": tensor(m) for n, m in magnitudes.items()}
+    initial["embed.lora_embedding_B"] = tensor(adapters["embed"][1])
+    next_draw = torch.rand(3)
+    g = torch.Generator().manual_seed(43)
+    with torch.no_grad():
+        adapters["embed"][0].copy_(0.5 * torch.randn(adapters["embed"][0].shape, generator=g))
+        adapters["head"][1].copy_(0.3 * torch.randn(adapters["head"][1].shape, generator=g))
+        for n in magnitudes:
+            magnitudes[n] = magnitudes[n] * (1 + 0.2 * torch.randn(magnitudes[n].shape, generator=g))
+    for m in magnitudes.values():
+        m.requires_grad_(True)
+    chosen = {"embed.lora_embedding_A": tensor(adapters["embed"][0]), "head.lora_B.weight": tensor(adapters["head"][1])}
+    chosen.update({n + ".lora_magnitude_vector": tensor(m) for n, m in magnitudes.items()})
+
+    def hook(name, training):
+        a, b = adapters[name]
+        m = magnitudes[name]
+        if name == "embed":
+            def embed(module, inputs, output):
+                lora_weight = (a.T @ b.T).T
+                scale = m / norm(module.weight.T, lora_weight.detach(), scaling).detach()
+                return scale * output + scale * (F.embedding(inputs[0], a.T, module.padding_idx) @ b.T) * scaling
+            return embed
+
+        def linear(module, inputs, output):
+            h = inputs[0]
+            if training:
+                h = F.dropout(h, dropout, True)
+                base = F.linear(h, module.weight)
+            else:
+                base = output - module.bias
+            lora_weight = F.linear(F.linear(torch.eye(a.shape[1]), a), b).T
+            scale = (m / norm(module.weight, lora_weight.detach(), scaling).detach()).view(1, -1)
+            return output + ((scale - 1) * base + scale * F.linear(F.linear(h, a), b) * scaling)
+        return linear
+
+    outputs = outputs_with_hooks(model, hook, adapters, ids, train_seed)
+    grads = {"embed.lora_embedding_A": tensor(adapters["embed"][0].grad),
+             "embed.lora_embedding_B": tensor(adapters["embed"][1].grad),
+             "head.lora_A.weight": tensor(adapters["head"][0].grad), "head.lora_B.weight": tensor(adapters["head"][1].grad)}
+    grads.update({n + ".lora_magnitude_vector": tensor(m.grad) for n, m in magnitudes.items()})
+    with torch.no_grad():  # DoRA's merge: the norms of W + delta with scaling 1
+        w, (a, b) = modules["embed"].weight, adapters["embed"]
+        delta = (b @ a).T * scaling
+        merged = {"embed.weight": tensor((magnitudes["embed"] / norm(w.T, delta.T, 1)).view(1, -1) * (w + delta))}
+        w, (a, b) = modules["head"].weight, adapters["head"]
+        delta = (b @ a) * scaling
+        merged["head.weight"] = tensor((magnitudes["head"] / norm(w, delta, 1)).view(-1, 1) * (w + delta))
+    return {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "lora_dropout": dropout, "seed": seed,
+            "train_seed": train_seed, "initial": initial, "next_draw": tensor(next_draw), "chosen": chosen,
+            "eval_output": tensor(outputs[False]), "train_output": tensor(outputs[True]), "grads": grads,
+            "merged": merged}
+
+
 class VariantConvNet(nn.Module):
     """A 3 x 3 convolution with a stride, a grouped one, a depthwise one, a 1 x 1 one and a linear
     head; the tests build its twin as a layer spec, whose layers are named by position
@@ -782,6 +865,7 @@ def embedding_case(out):
             merged[n + ".weight"] = tensor(modules[n].weight + (adapters[n][1] @ adapters[n][0]) * scaling)
     return {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "lora_dropout": dropout, "seed": seed,
             "train_seed": train_seed, "spec_names": {"embed": "0", "fc": "1", "head": "3"}, "initial": initial,
+            "dora": embedding_dora_case(model, ids),
             "next_draw": tensor(next_draw), "chosen": chosen, "ids": ids.flatten().tolist(),
             "ids_shape": list(ids.shape), "eval_output": tensor(outputs[False]),
             "train_output": tensor(outputs[True]), "grads": grads, "merged": merged}

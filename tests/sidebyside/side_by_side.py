@@ -614,6 +614,9 @@ SCENARIOS.update({
     "lm_lora_embedding_drawn": dict(model="lm", optimizer="adamw", schedule="cosine", graph_optimization=False,
                                     reference_forward=True,
                                     lora=dict(targets="embed", r=4, alpha=8, init="false")),
+    "lm_lora_embedding_dora": dict(model="lm", optimizer="adamw", schedule="linear", accumulation=2,
+                                   graph_optimization=False, reference_forward=True,
+                                   lora=dict(targets="embed,linear2", r=4, alpha=8, dropout=0.1, use_dora=True)),
     "lm_lora_embedding_zero3": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False,
                                     zero_stage=3, processes=(2,),
                                     lora=dict(targets="embed,linear1,linear2,head", r=4, alpha=8, dropout=0.1)),
@@ -1071,7 +1074,7 @@ class LoraEmbedding(torch.nn.Module):
     zeroed and B drawn from N(0, 1) again (unless init is false); the output plus embedding(ids, A^T)
     @ B^T * scaling, A looked up as the layer is, no dropout; merged as W + (B @ A)^T * scaling."""
 
-    def __init__(self, base, r, alpha, init="true"):
+    def __init__(self, base, r, alpha, init="true", use_dora=False):
         super().__init__()
         self.base_layer = base
         self.disabled = False
@@ -1081,6 +1084,18 @@ class LoraEmbedding(torch.nn.Module):
         if init != "false":
             torch.nn.init.zeros_(self.lora_embedding_A)
             torch.nn.init.normal_(self.lora_embedding_B)
+        self.lora_magnitude_vector = None
+        if use_dora:  # DoraEmbeddingLayer.update_layer: the norms of W^T + s (B A), one per dimension
+            with torch.no_grad():
+                lora_weight = self.lora_embedding_B @ self.lora_embedding_A
+                norm = self.weight_norm(base.weight, lora_weight, self.scaling)
+            self.lora_magnitude_vector = torch.nn.Module()
+            self.lora_magnitude_vector.weight = torch.nn.Parameter(norm)
+
+    @staticmethod
+    def weight_norm(weight, lora_weight, scaling):  # DoraLinearLayer.get_weight_norm with fan_in_fan_out
+        weight = weight.T + scaling * lora_weight
+        return torch.linalg.norm(weight, dim=1).to(weight.dtype)
 
     @property
     def weight(self):
@@ -1093,11 +1108,24 @@ class LoraEmbedding(torch.nn.Module):
         base = self.base_layer
         after_a = F.embedding(ids, self.lora_embedding_A.T, base.padding_idx, base.max_norm, base.norm_type,
                               base.scale_grad_by_freq, base.sparse)
-        return (result + (after_a @ self.lora_embedding_B.T) * self.scaling).to(result.dtype)
+        if self.lora_magnitude_vector is None:
+            return (result + (after_a @ self.lora_embedding_B.T) * self.scaling).to(result.dtype)
+        # DoraEmbeddingVariant.forward and DoraEmbeddingLayer.forward
+        lora_weight = (self.lora_embedding_A.T @ self.lora_embedding_B.T).T
+        norm = self.weight_norm(base.weight, lora_weight.detach(), self.scaling).detach()
+        scale = self.lora_magnitude_vector.weight / norm
+        dora = scale * (after_a @ self.lora_embedding_B.T) * self.scaling
+        return (scale * result + dora).to(result.dtype)
 
     def merged(self):
         with torch.no_grad():
-            self.base_layer.weight += (self.lora_embedding_B @ self.lora_embedding_A).T * self.scaling
+            w = self.base_layer.weight
+            delta = (self.lora_embedding_B @ self.lora_embedding_A).T * self.scaling
+            if self.lora_magnitude_vector is None:
+                w += delta
+            else:
+                factor = (self.lora_magnitude_vector.weight / self.weight_norm(w, delta.T, 1)).view(1, -1)
+                w.copy_(factor * (w + delta))
         return self.base_layer
 
 
@@ -1215,7 +1243,8 @@ def peft_model(scripted, name, settings):
                 module_name == t or module_name.endswith("." + t) for t in targets):
             r = pattern_value(settings.get("rank_pattern", {}), module_name, settings["r"])
             alpha = pattern_value(settings.get("alpha_pattern", {}), module_name, settings["alpha"])
-            replace_module(model, module_name, LoraEmbedding(module, r, alpha, settings.get("init", "true")))
+            replace_module(model, module_name, LoraEmbedding(module, r, alpha, settings.get("init", "true"),
+                                                             settings.get("use_dora", False)))
         elif isinstance(module, torch.nn.modules.conv._ConvNd) and not inside_saved and any(
                 module_name == t or module_name.endswith("." + t) for t in targets):
             r = pattern_value(settings.get("rank_pattern", {}), module_name, settings["r"])
