@@ -593,8 +593,8 @@ TEST(Sharded, TrainableTokensTrainUnderEveryStageAsUnderDdp) {
 }
 
 // LoRA on the embedding (PEFT's lora_embedding_A and lora_embedding_B, beside the head tied to it)
-// and on linear layers, of a layer-spec GPT and of a TorchScript model: reduced, sharded and gathered
-// with the embedding's unit as any other parameters.
+// and on linear layers, of a layer-spec GPT (also with DoRA) and of a TorchScript model: reduced,
+// sharded and gathered with the embedding's unit as any other parameters.
 TEST(Sharded, EmbeddingLoraTrainsUnderEveryStageAsUnderDdp) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   Settings spec;
@@ -603,6 +603,8 @@ TEST(Sharded, EmbeddingLoraTrainsUnderEveryStageAsUnderDdp) {
   spec.algorithm = "sgd";  // as TiedTransformerTrainsToDdpWeights
   spec.lora = "0,linear1,linear2";
   spec.lora_init = "false";  // A not zero: both of the embedding's adapters train from the first step
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, spec, 4);
+  spec.lora_flag = "use_dora";  // and the embedding's magnitude per dimension
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, spec, 4);
   Settings script;
   script.script = "tokens_model.pt";
