@@ -182,6 +182,29 @@ OutputAdapter dora_embedding_output_adapter(const LoraAdapter& adapter, std::sha
   };
 }
 
+// Checks a convolution target: LoRA where PEFT's adapter computes as the layer does.
+void check_conv_site(const LinearSite& site, const LoraConfig& config) {
+  const std::string& module = site.module;
+  if (!site.conv->refusal.empty())
+    fail(Status::Unsupported, "LoRA on the convolution '", module, "': ", site.conv->refusal);
+  if (decomposes_weight(config.init))
+    fail(Status::Unsupported, "init_lora_weights ", config.init, " on the convolution '", module,
+         "' is not built (PEFT's decomposes matrices)");
+  const int64_t groups = site.conv->groups, r = config.rank_of(module);
+  if (groups == 1) return;
+  // As PEFT's _ConvNd: lora_B takes the layer's groups, so r must divide among them.
+  require(r % groups == 0, "LoRA on the convolution '", module, "' with groups ", groups, ": r ", r,
+          " is not divisible by its groups (as PEFT requires); choose another rank (rank_pattern) or leave the ",
+          "layer out");
+  if (config.use_dora)
+    fail(Status::Unsupported, "use_dora on the convolution '", module, "' with groups ", groups,
+         ": DoRA's norms need the adapter as a weight of the layer's shape, which a grouped convolution's is not");
+  if (!site.set_output_adapter)
+    fail(Status::Unsupported, "LoRA on the convolution '", module, "' with groups ", groups,
+         ": the forward reads its weight itself, and a grouped convolution's adapter has no weight of the ",
+         "layer's shape to put there (PEFT cannot merge it either); call the layer as a module");
+}
+
 // Checks an embedding target against what PEFT's Embedding layer takes.
 void check_embedding_site(const LinearSite& site, const LoraConfig& config) {
   const std::string& module = site.module;
@@ -219,30 +242,9 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
           sites.empty() ? std::string("the model has none") : "linear layers are e.g. " + examples, ")");
   // As PEFT's LoraConfig.
   require(!(config.lora_bias && config.use_dora), "lora_bias is not supported with use_dora (as in PEFT)");
-  for (const LinearSite* site : chosen)
-    if (site->embedding) check_embedding_site(*site, config);
-  // A convolution takes LoRA where PEFT's adapter computes as the layer does.
   for (const LinearSite* site : chosen) {
-    if (!site->conv) continue;
-    const std::string& module = site->module;
-    if (!site->conv->refusal.empty())
-      fail(Status::Unsupported, "LoRA on the convolution '", module, "': ", site->conv->refusal);
-    if (decomposes_weight(config.init))
-      fail(Status::Unsupported, "init_lora_weights ", config.init, " on the convolution '", module,
-           "' is not built (PEFT's decomposes matrices)");
-    const int64_t groups = site->conv->groups, r = config.rank_of(module);
-    if (groups == 1) continue;
-    // As PEFT's _ConvNd: lora_B takes the layer's groups, so r must divide among them.
-    require(r % groups == 0, "LoRA on the convolution '", module, "' with groups ", groups, ": r ", r,
-            " is not divisible by its groups (as PEFT requires); choose another rank (rank_pattern) or leave the ",
-            "layer out");
-    if (config.use_dora)
-      fail(Status::Unsupported, "use_dora on the convolution '", module, "' with groups ", groups,
-           ": DoRA's norms need the adapter as a weight of the layer's shape, which a grouped convolution's is not");
-    if (!site->set_output_adapter)
-      fail(Status::Unsupported, "LoRA on the convolution '", module, "' with groups ", groups,
-           ": the forward reads its weight itself, and a grouped convolution's adapter has no weight of the ",
-           "layer's shape to put there (PEFT cannot merge it either); call the layer as a module");
+    if (site->embedding) check_embedding_site(*site, config);
+    if (site->conv) check_conv_site(*site, config);
   }
   // The branch's bias has no place in a weight the forward reads itself.
   if (config.lora_bias)
