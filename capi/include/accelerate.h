@@ -454,7 +454,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   weight (its QR decomposition; its SVD, or torch.svd_lowrank's randomised SVD with n subspace
  *   iterations, which draws from the global generator) and the weight left as the residual
  *   W - scaling * B A, so the model starts as before, to rounding; r at most min(out, in), float32,
- *   float16 or bfloat16 weights, none tied to another module's),
+ *   float16 or bfloat16 weights, none tied to another module's; "mica": PEFT's MiCA, B the layer
+ *   weight's r left singular vectors of the smallest singular values (an embedding's weight
+ *   transposed), frozen, and A zero, the weight unchanged; not on convolutions, nor with use_dora
+ *   (ACC_ERR_INVALID_ARGUMENT, as PEFT) or lora_bias),
  *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
  *   acc_model_add_lora for TorchScript models), exclude_modules (string, default none: modules left
  *   unadapted, named as target_modules are), modules_to_save (string, default none: PEFT's

@@ -190,6 +190,8 @@ void check_conv_site(const LinearSite& site, const LoraConfig& config) {
   if (decomposes_weight(config.init))
     fail(Status::Unsupported, "init_lora_weights ", config.init, " on the convolution '", module,
          "' is not built (PEFT's decomposes matrices)");
+  require(config.init != "mica", "init_lora_weights mica on the convolution '", module,
+          "': PEFT's convolution layers do not take MiCA");
   const int64_t groups = site.conv->groups, r = config.rank_of(module);
   if (groups == 1) return;
   // As PEFT's _ConvNd: lora_B takes the layer's groups, so r must divide among them.
@@ -211,9 +213,9 @@ void check_embedding_site(const LinearSite& site, const LoraConfig& config) {
   if (!site.embedding->refusal.empty())
     fail(Status::Unsupported, "LoRA on the embedding '", module, "': ", site.embedding->refusal);
   require(!config.lora_bias, "lora_bias is not supported on the embedding '", module, "' (as in PEFT)");
-  if (config.init != "true" && config.init != "gaussian" && config.init != "false")
+  if (config.init != "true" && config.init != "gaussian" && config.init != "false" && config.init != "mica")
     fail(Status::Unsupported, "init_lora_weights ", config.init, " on the embedding '", module,
-         "' is not built (PEFT's embedding layer takes true, gaussian or false)");
+         "' is not built (PEFT's embedding layer takes true, gaussian, false or mica)");
   if (!site.set_output_adapter)
     fail(Status::Unsupported, "LoRA on the embedding '", module, "': the forward reads its weight itself instead of ",
          "calling the layer, and PEFT's embedding adapter adds to the layer's output (an adapted weight would reach ",
@@ -242,6 +244,11 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
           sites.empty() ? std::string("the model has none") : "linear layers are e.g. " + examples, ")");
   // As PEFT's LoraConfig.
   require(!(config.lora_bias && config.use_dora), "lora_bias is not supported with use_dora (as in PEFT)");
+  // PEFT's variants do not combine (its "Invalid or unsupported variant combination").
+  require(!(config.init == "mica" && config.use_dora), "init_lora_weights mica does not combine with use_dora (as in ",
+          "PEFT)");
+  if (config.init == "mica" && config.lora_bias)
+    fail(Status::Unsupported, "init_lora_weights mica with lora_bias is not built");
   for (const LinearSite* site : chosen) {
     if (site->embedding) check_embedding_site(*site, config);
     if (site->conv) check_conv_site(*site, config);
@@ -292,7 +299,14 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       const double bound = 1.0 / std::sqrt(static_cast<double>(r / groups));
       b_bias = at::empty({out}, at::kFloat).uniform_(-bound, bound);
     }
-    if (site->embedding && config.init != "false") {  // PEFT's reset_lora_parameters: zero A, normal B
+    if (config.init == "mica") {  // PEFT's mica_init: B the minor singular vectors (frozen), A zero
+      const at::Tensor minor =
+          minor_components(site->module, site->embedding ? site->weight.t() : site->weight, r, weights_pending);
+      if (minor.defined()) {
+        a.zero_();
+        b = minor;
+      }
+    } else if (site->embedding && config.init != "false") {  // PEFT's reset_lora_parameters: zero A, normal B
       a.zero_();
       b.normal_();
     } else if (config.init == "true") {
@@ -327,6 +341,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     const bool low = site->weight.scalar_type() == at::kHalf || site->weight.scalar_type() == at::kBFloat16;
     for (at::Tensor* t : {&adapter.a, &adapter.b, &adapter.magnitude, &adapter.b_bias})
       if (t->defined()) *t = (low ? t->to(at::kFloat) : *t).set_requires_grad(true);
+    if (config.init == "mica") adapter.b.set_requires_grad(false);  // MiCA trains A alone
     made.push_back(std::move(adapter));
   }
   std::vector<std::string> adapted;

@@ -49,10 +49,11 @@ const OptionTable<LoraConfig>& lora_option_table() {
     t.bind("use_dora", "DoRA: train a magnitude per output beside the adapters", &L::use_dora);
     t.bind("lora_bias", "lora_B has a trained bias too", &L::lora_bias);
     t.bind("init_lora_weights",
-           "Kaiming A and zero B (true), N(0, 1/r) A (gaussian), nn.Linear's (false), or from the weight, "
-           "which keeps the residual (olora, pissa, pissa_niter_<n>)",
+           "Kaiming A and zero B (true), N(0, 1/r) A (gaussian), nn.Linear's (false), from the weight, which "
+           "keeps the residual (olora, pissa, pissa_niter_<n>), or B the weight's minor singular vectors, frozen, "
+           "and A zero (mica)",
            &L::init)
-        .one_of({"true", "gaussian", "false", "olora", "pissa"})
+        .one_of({"true", "gaussian", "false", "olora", "pissa", "mica"})
         .checked_by(check_lora_init);  // and pissa_niter_<n>
     t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
     t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",

@@ -110,7 +110,7 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
   if (config.init == "true" || config.init == "false")
     j["init_lora_weights"] = config.init == "true";
   else
-    j["init_lora_weights"] = config.init;  // gaussian, eva, orthogonal, olora, pissa, pissa_niter_<n>
+    j["init_lora_weights"] = config.init;  // gaussian, eva, orthogonal, mica, olora, pissa, pissa_niter_<n>
   j["target_modules"] = targets_json(config);
   if (!config.exclude_regex.empty())
     j["exclude_modules"] = config.exclude_regex;
@@ -278,14 +278,15 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
     // "eva" and "orthogonal" initialise the adapters only (the loaded weights replace them). PiSSA and
     // OLoRA change the base weights too: loaded into a model without adapters, they decompose its
     // weights first, as PEFT's from_pretrained does, so the adapters' base is the residual of the
-    // model they were trained from. CorDA, LoftQ and MiCA need what is not built here.
-    else if (init == "gaussian" || init == "eva" || init == "orthogonal" ||
+    // model they were trained from. MiCA's B comes from the weight and is read back as it was
+    // saved. CorDA and LoftQ need what is not built here.
+    else if (init == "gaussian" || init == "eva" || init == "orthogonal" || init == "mica" ||
              (init.is_string() && decomposes_weight(init.get<std::string>())))
       config.init = init.get<std::string>();
     else
       refuse("init_lora_weights",
-             "must be true, false, \"gaussian\", \"eva\", \"orthogonal\", \"olora\", \"pissa\" or "
-             "\"pissa_niter_<n>\" (CorDA, LoftQ and MiCA are not built)");
+             "must be true, false, \"gaussian\", \"eva\", \"orthogonal\", \"mica\", \"olora\", \"pissa\" or "
+             "\"pissa_niter_<n>\" (CorDA and LoftQ are not built)");
   }
   read_texts(j, path, &config);
   if (!j.contains("target_modules")) refuse("target_modules", "is missing");

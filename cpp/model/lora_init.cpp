@@ -51,9 +51,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> svd_lowrank(const at::Tensor& mat
 bool decomposes_weight(const std::string& init) { return init == "olora" || init == "pissa" || pissa_niter(init) >= 0; }
 
 void check_lora_init(const std::string& init) {
-  if (init == "true" || init == "false" || init == "gaussian" || decomposes_weight(init)) return;
+  if (init == "true" || init == "false" || init == "gaussian" || init == "mica" || decomposes_weight(init)) return;
   fail(Status::InvalidArgument, "init_lora_weights '", init,
-       "' is not one of true, false, gaussian, olora, pissa and pissa_niter_<n> (n from 0 to ", kMaxNiter, ")");
+       "' is not one of true, false, gaussian, mica, olora, pissa and pissa_niter_<n> (n from 0 to ", kMaxNiter, ")");
 }
 
 namespace {
@@ -68,6 +68,14 @@ void check_decomposable(const std::string& init, const std::string& module, cons
 }
 
 }  // namespace
+
+at::Tensor minor_components(const std::string& module, const at::Tensor& matrix, int64_t r, bool check_only) {
+  check_decomposable("mica", module, matrix, r);
+  if (check_only) return at::Tensor();
+  at::NoGradGuard no_grad;
+  const at::Tensor u = std::get<0>(at::linalg_svd(matrix.detach().to(at::kFloat), /*full_matrices=*/false));
+  return u.slice(1, u.size(1) - r).contiguous();
+}
 
 void skip_decomposition(const std::string& init, const std::string& module, const at::Tensor& weight, int64_t r) {
   check_decomposable(init, module, weight, r);

@@ -2,7 +2,8 @@
 // residual in the weight, so that the adapted layer starts computing as before (to rounding):
 // OLoRA (the weight's QR decomposition) and PiSSA (its principal singular vectors, by an exact SVD,
 // or with "pissa_niter_<n>" by torch.svd_lowrank's randomised SVD, which draws from the global
-// generator). CorDA, LoftQ and MiCA need data, quantisation or frozen halves: not built.
+// generator). And MiCA, which starts B from the weight's minor singular vectors (frozen), A at zero,
+// leaving the weight as it is. CorDA and LoftQ need data or quantisation: not built.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -15,8 +16,15 @@ namespace acc {
 // Whether `init` (init_lora_weights) is one of them: "olora", "pissa", "pissa_niter_<n>".
 bool decomposes_weight(const std::string& init);
 // Fails (InvalidArgument, naming the value) unless `init` is an init_lora_weights value the adapters
-// can start from: "true", "false", "gaussian", and those decomposes_weight accepts.
+// can start from: "true", "false", "gaussian", "mica", and those decomposes_weight accepts.
 void check_lora_init(const std::string& init);
+
+// PEFT's mica_init: the r left singular vectors of `matrix` (out x in: a linear layer's weight, an
+// embedding's transposed) with the smallest singular values, as lora_B (out x r, float32), by an
+// exact SVD in float32. Checks the weight's dtype and r as PEFT does (InvalidArgument, naming
+// `module`). With `check_only` (placeholder weights, which the main process's values replace) it
+// checks and returns an undefined tensor.
+at::Tensor minor_components(const std::string& module, const at::Tensor& matrix, int64_t r, bool check_only);
 
 struct WeightDecomposition {
   at::Tensor a, b;      // lora_A (r x in) and lora_B (out x r), float32

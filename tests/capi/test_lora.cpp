@@ -574,7 +574,7 @@ TEST(Lora, PeftSettingsItHonoursAreKeptAndTheOthersNamed) {
     EXPECT_EQ(acc_test::parameter_names(other), names_before);
     acc_model_free(other);
   };
-  expect_refused("init_lora_weights", "corda", "CorDA, LoftQ and MiCA are not built");
+  expect_refused("init_lora_weights", "corda", "CorDA and LoftQ are not built");
   expect_refused("lora_bias", true, "lacks lora_B's bias");  // lora_bias without the biases
   expect_refused("layer_replication", json::array({json::array({0, 1})}), "layer_replication");
   expect_refused("target_parameters", json{"0.weight"}, "target_parameters");

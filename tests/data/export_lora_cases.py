@@ -618,6 +618,65 @@ def embedding_dora_case(model, ids):
             "merged": merged}
 
 
+def mica_case(model, ids):
+    """PEFT's MiCA (init_lora_weights "mica", peft/tuners/lora/layer.py mica_init, restated) on EmbedNet's
+    embedding and linear layers: after the layers' usual draws, B the r left singular vectors of the
+    smallest singular values (of the embedding's weight transposed), frozen, and A zero. Recorded:
+    the initial B, the next draws, chosen A, the outputs in evaluation and training, A's gradients,
+    the merged weights."""
+    modules = dict(model.named_modules())
+    targets, r, alpha, dropout, seed, train_seed = ["embed", "fc", "head"], 2, 4.0, 0.25, 18, 19
+    scaling = alpha / r
+    torch.manual_seed(seed)
+    adapters = {}
+    for name in targets:
+        module = modules[name]
+        if isinstance(module, nn.Embedding):
+            a = nn.Parameter(torch.randn((r, module.num_embeddings)))
+            b = nn.Parameter(torch.randn((module.embedding_dim, r)))
+            weight = module.weight.T
+        else:
+            a = nn.Linear(module.in_features, r, bias=False).weight
+            b = nn.Linear(r, module.out_features, bias=False).weight
+            weight = module.weight
+        u = torch.linalg.svd(weight.detach().float(), full_matrices=False)[0]
+        with torch.no_grad():
+            b.data = u[:, -r:].contiguous()
+            a.data = torch.zeros(r, weight.shape[1])
+        b.requires_grad_(False)
+        adapters[name] = (a, b)
+    initial = {n + (".lora_embedding_B" if n == "embed" else ".lora_B.weight"): tensor(b)
+               for n, (a, b) in adapters.items()}
+    next_draw = torch.rand(3)
+    g = torch.Generator().manual_seed(47)
+    with torch.no_grad():
+        for a, b in adapters.values():
+            a.copy_(0.5 * torch.randn(a.shape, generator=g))
+    chosen = {n + (".lora_embedding_A" if n == "embed" else ".lora_A.weight"): tensor(a)
+              for n, (a, b) in adapters.items()}
+
+    def hook(name, training):
+        a, b = adapters[name]
+        if name == "embed":
+            padding = modules[name].padding_idx
+            return lambda module, inputs, output: output + (F.embedding(inputs[0], a.T, padding) @ b.T) * scaling
+        return lambda module, inputs, output: output + F.linear(F.linear(F.dropout(inputs[0], dropout, training),
+                                                                         a), b) * scaling
+
+    outputs = outputs_with_hooks(model, hook, adapters, ids, train_seed)
+    grads = {n + (".lora_embedding_A" if n == "embed" else ".lora_A.weight"): tensor(a.grad)
+             for n, (a, b) in adapters.items()}
+    with torch.no_grad():
+        merged = {"embed.weight": tensor(modules["embed"].weight + (adapters["embed"][1] @ adapters["embed"][0]).T
+                                         * scaling)}
+        for n in ("fc", "head"):
+            merged[n + ".weight"] = tensor(modules[n].weight + (adapters[n][1] @ adapters[n][0]) * scaling)
+    return {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "lora_dropout": dropout, "seed": seed,
+            "train_seed": train_seed, "initial": initial, "next_draw": tensor(next_draw), "chosen": chosen,
+            "eval_output": tensor(outputs[False]), "train_output": tensor(outputs[True]), "grads": grads,
+            "frozen": list(initial), "merged": merged}
+
+
 class VariantConvNet(nn.Module):
     """A 3 x 3 convolution with a stride, a grouped one, a depthwise one, a 1 x 1 one and a linear
     head; the tests build its twin as a layer spec, whose layers are named by position
@@ -865,7 +924,7 @@ def embedding_case(out):
             merged[n + ".weight"] = tensor(modules[n].weight + (adapters[n][1] @ adapters[n][0]) * scaling)
     return {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "lora_dropout": dropout, "seed": seed,
             "train_seed": train_seed, "spec_names": {"embed": "0", "fc": "1", "head": "3"}, "initial": initial,
-            "dora": embedding_dora_case(model, ids),
+            "dora": embedding_dora_case(model, ids), "mica": mica_case(model, ids),
             "next_draw": tensor(next_draw), "chosen": chosen, "ids": ids.flatten().tolist(),
             "ids_shape": list(ids.shape), "eval_output": tensor(outputs[False]),
             "train_output": tensor(outputs[True]), "grads": grads, "merged": merged}

@@ -617,6 +617,12 @@ SCENARIOS.update({
     "lm_lora_embedding_dora": dict(model="lm", optimizer="adamw", schedule="linear", accumulation=2,
                                    graph_optimization=False, reference_forward=True,
                                    lora=dict(targets="embed,linear2", r=4, alpha=8, dropout=0.1, use_dora=True)),
+    # PEFT's MiCA: B from the minor singular vectors and frozen, A alone trains (with weight decay).
+    "mlp_mica": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
+                     lora=dict(targets="fc1,fc2", r=4, alpha=8, dropout=0.1, init="mica")),
+    "lm_lora_embedding_mica": dict(model="lm", optimizer="adamw", schedule="linear", accumulation=2,
+                                   graph_optimization=False,
+                                   lora=dict(targets="embed,linear1,head", r=4, alpha=8, init="mica")),
     "lm_lora_embedding_zero3": dict(model="lm", optimizer="adamw", schedule="linear", graph_optimization=False,
                                     zero_stage=3, processes=(2,),
                                     lora=dict(targets="embed,linear1,linear2,head", r=4, alpha=8, dropout=0.1)),
@@ -905,6 +911,11 @@ class LoraLinear(torch.nn.Module):
             torch.nn.init.zeros_(self.lora_B.weight)
             if lora_bias:
                 torch.nn.init.zeros_(self.lora_B.bias)
+        elif init == "mica":  # PEFT's mica_init: B the minor left singular vectors, frozen; A zero
+            u = torch.linalg.svd(base.weight.detach().to(torch.float32), full_matrices=False)[0]
+            self.lora_B.weight.data = u[:, -r:].contiguous().to(base.weight.dtype)
+            self.lora_A.weight.data = torch.zeros(r, base.in_features).to(base.weight.dtype)
+            self.lora_B.weight.requires_grad_(False)
         else:
             self.decompose(init, r)
         self.lora_magnitude_vector = None
@@ -1081,7 +1092,12 @@ class LoraEmbedding(torch.nn.Module):
         self.lora_embedding_A = torch.nn.Parameter(torch.randn((r, base.num_embeddings)))
         self.lora_embedding_B = torch.nn.Parameter(torch.randn((base.embedding_dim, r)))
         self.scaling = alpha / r
-        if init != "false":
+        if init == "mica":  # PEFT's Embedding.mica_init, on the weight's transpose; B frozen
+            u = torch.linalg.svd(base.weight.detach().to(torch.float32).T, full_matrices=False)[0]
+            self.lora_embedding_B.data = u[:, -r:].contiguous().to(base.weight.dtype)
+            self.lora_embedding_A.data = torch.zeros(r, base.num_embeddings).to(base.weight.dtype)
+            self.lora_embedding_B.requires_grad_(False)
+        elif init != "false":
             torch.nn.init.zeros_(self.lora_embedding_A)
             torch.nn.init.normal_(self.lora_embedding_B)
         self.lora_magnitude_vector = None
