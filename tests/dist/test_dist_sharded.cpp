@@ -593,8 +593,9 @@ TEST(Sharded, TrainableTokensTrainUnderEveryStageAsUnderDdp) {
 }
 
 // LoRA on the embedding (PEFT's lora_embedding_A and lora_embedding_B, beside the head tied to it)
-// and on linear layers, of a layer-spec GPT (also with DoRA) and of a TorchScript model: reduced,
-// sharded and gathered with the embedding's unit as any other parameters.
+// and on linear layers, of a layer-spec GPT (also with DoRA, and with MiCA's frozen B, built by the
+// main process alone too) and of a TorchScript model: reduced, sharded and gathered with the
+// embedding's unit as any other parameters.
 TEST(Sharded, EmbeddingLoraTrainsUnderEveryStageAsUnderDdp) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   Settings spec;
@@ -606,6 +607,11 @@ TEST(Sharded, EmbeddingLoraTrainsUnderEveryStageAsUnderDdp) {
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, spec, 4);
   spec.lora_flag = "use_dora";  // and the embedding's magnitude per dimension
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, spec, 4);
+  spec.lora_flag = nullptr;
+  spec.lora_init = "mica";  // B from the weights and frozen, A alone trains
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, spec, 4);
+  spec.main_process_loads = true;  // B arrives with the main process's weights
+  expect_trains_like_ddp(3, spec, 4);
   Settings script;
   script.script = "tokens_model.pt";
   script.tokens = true;
