@@ -619,7 +619,7 @@ SCENARIOS.update({
                                    lora=dict(targets="embed,linear2", r=4, alpha=8, dropout=0.1, use_dora=True)),
     # PEFT's MiCA: B from the minor singular vectors and frozen, A alone trains (with weight decay).
     "mlp_mica": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
-                     lora=dict(targets="fc1,fc2", r=4, alpha=8, dropout=0.1, init="mica")),
+                     lora=dict(targets="fc1,fc2", r=2, alpha=4, dropout=0.1, init="mica")),
     "lm_lora_embedding_mica": dict(model="lm", optimizer="adamw", schedule="linear", accumulation=2,
                                    graph_optimization=False,
                                    lora=dict(targets="embed,linear1,head", r=4, alpha=8, init="mica")),
