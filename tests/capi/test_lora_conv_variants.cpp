@@ -49,20 +49,6 @@ std::vector<float> eval_output(acc_model* m, const json& c) {
   return outputs_on(m, from_json(c["input"]));
 }
 
-// The training-mode output (dropout drawn after the case's seed) and the gradients of its sum.
-void check_training(acc_model* m, const json& c, const json& k, const Twin& twin) {
-  ACC_ASSERT_OK(acc_model_set_training(m, 1));
-  ACC_ASSERT_OK(acc_set_seed(k["train_seed"].get<uint64_t>()));
-  acc_tensor *x = from_json(c["input"]), *y = nullptr, *sum = nullptr;
-  ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
-  EXPECT_EQ(to_floats(y), values(k["train_output"]));
-  ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
-  ACC_ASSERT_OK(acc_tensor_backward(sum));
-  expect_grads(m, k["grads"], twin);
-  for (acc_tensor* t : {x, y, sum}) acc_tensor_free(t);
-  ACC_ASSERT_OK(acc_model_zero_grad(m));
-}
-
 }  // namespace
 
 TEST(LoraConvVariants, GroupedConvolutionsWithLoraBiasComputeAsPeft) {
@@ -85,7 +71,7 @@ TEST(LoraConvVariants, GroupedConvolutionsWithLoraBiasComputeAsPeft) {
     EXPECT_EQ(acc_test::next_global_draws(), values(k["next_draw"]));
     choose(m, k["chosen"], twin);
     EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
-    check_training(m, c, k, twin);
+    expect_training(m, from_json(c["input"]), k, twin);
 
     // PEFT's files: a grouped lora_B keeps r / groups inputs; read back, the model computes alike.
     const std::string dir = acc_test::temp_path("lora_conv_groups");
@@ -179,7 +165,7 @@ TEST(LoraConvVariants, DoraOnConvolutionsComputesAndMergesAsPeft) {
     EXPECT_EQ(acc_test::next_global_draws(), values(k["next_draw"]));
     choose(m, k["chosen"], twin);
     EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
-    check_training(m, c, k, twin);
+    expect_training(m, from_json(c["input"]), k, twin);
 
     // PEFT's files hold the magnitude in its shape; a vector for a convolution is refused.
     const std::string dir = acc_test::temp_path("lora_conv_dora");

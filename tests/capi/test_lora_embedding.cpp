@@ -3,11 +3,13 @@
 // (its "embedding" case), on a TorchScript model and on its layer-spec twin: the draws and the rest of
 // the global stream, outputs in evaluation and in training (dropout on the linear layers only, as
 // PEFT's embedding layer applies none), gradients, PEFT's files, merged weights; what PEFT refuses, or
-// what would not compute as PEFT's layer does, is refused.
+// what would not compute as PEFT's layer does, is refused. DoRA and MiCA on the same model.
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "json_tensors.h"
@@ -38,11 +40,12 @@ acc_tensor* ids(const json& c) {
   return acc_test::longs(c["ids"].get<std::vector<int64_t>>(), c["ids_shape"].get<std::vector<int64_t>>());
 }
 
-acc_status add(acc_model* m, const json& c, const std::string& targets, const char* key = nullptr,
-               const char* value = nullptr) {
+// Adds the case's LoRA (r, lora_alpha, lora_dropout) with `settings` (ACC_OPTIONS_LORA keys and values).
+acc_status add(acc_model* m, const json& c, const std::string& targets,
+               const std::vector<std::pair<const char*, const char*>>& settings = {}) {
   acc_options* o = lora_options(c["r"], c["lora_alpha"]);
   EXPECT_EQ(acc_options_set_double(o, "lora_dropout", c["lora_dropout"]), ACC_OK);
-  if (key) EXPECT_EQ(acc_options_set(o, key, value), ACC_OK);
+  for (const auto& [key, value] : settings) EXPECT_EQ(acc_options_set(o, key, value), ACC_OK);
   const acc_status status = acc_model_add_lora(m, targets.c_str(), o, nullptr);
   acc_options_free(o);
   return status;
@@ -87,16 +90,7 @@ TEST(LoraEmbedding, DrawsComputesAndMergesAsPeft) {
     EXPECT_EQ(eval_output(m, c), values(c["eval_output"]));
 
     // Training mode: dropout on the linear layers' inputs, none on the embedding's branch.
-    ACC_ASSERT_OK(acc_model_set_training(m, 1));
-    ACC_ASSERT_OK(acc_set_seed(c["train_seed"].get<uint64_t>()));
-    acc_tensor *x = ids(c), *y = nullptr, *sum = nullptr;
-    ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
-    EXPECT_EQ(acc_test::to_floats(y), values(c["train_output"]));
-    ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
-    ACC_ASSERT_OK(acc_tensor_backward(sum));
-    expect_grads(m, c["grads"], twin);
-    for (acc_tensor* t : {x, y, sum}) acc_tensor_free(t);
-    ACC_ASSERT_OK(acc_model_zero_grad(m));
+    expect_training(m, ids(c), c, twin);
 
     // PEFT's files: lora_embedding_A and lora_embedding_B under the module's name.
     const std::string dir = acc_test::temp_path("lora_embedding");
@@ -138,22 +132,13 @@ TEST(LoraEmbedding, DoraComputesAndMergesAsPeft) {
     SCOPED_TRACE(twin.form);
     acc_model* m = twin.make();
     ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
-    ACC_ASSERT_OK(add(m, k, targets(json{"embed", "head"}, twin), "use_dora", "true"));
+    ACC_ASSERT_OK(add(m, k, targets(json{"embed", "head"}, twin), {{"use_dora", "true"}}));
     for (const auto& item : k["initial"].items())
       EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
     EXPECT_EQ(acc_test::next_global_draws(), values(k["next_draw"]));
     choose(m, k["chosen"], twin);
     EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
-    ACC_ASSERT_OK(acc_model_set_training(m, 1));
-    ACC_ASSERT_OK(acc_set_seed(k["train_seed"].get<uint64_t>()));
-    acc_tensor *x = ids(c), *y = nullptr, *sum = nullptr;
-    ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
-    EXPECT_EQ(acc_test::to_floats(y), values(k["train_output"]));
-    ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
-    ACC_ASSERT_OK(acc_tensor_backward(sum));
-    expect_grads(m, k["grads"], twin);
-    for (acc_tensor* t : {x, y, sum}) acc_tensor_free(t);
-    ACC_ASSERT_OK(acc_model_zero_grad(m));
+    expect_training(m, ids(c), k, twin);
     // PEFT's files, read back.
     const std::string dir = acc_test::temp_path("lora_embedding_dora");
     fs::remove_all(dir);
@@ -191,7 +176,7 @@ TEST(LoraEmbedding, RefusesWhatPeftsEmbeddingLayerDoesNotTake) {
       SCOPED_TRACE(std::string(twin.form) + " " + k.key);
       acc_model* m = twin.make();
       const auto names = acc_test::parameter_names(m);
-      ACC_EXPECT_ERROR(add(m, c, twin.name("embed"), k.key, k.value), k.status, k.message);
+      ACC_EXPECT_ERROR(add(m, c, twin.name("embed"), {{k.key, k.value}}), k.status, k.message);
       EXPECT_EQ(acc_test::parameter_names(m), names) << "nothing added";
       acc_model_free(m);
     }
@@ -243,4 +228,96 @@ TEST(LoraEmbedding, BesideATiedHeadActsButDoesNotMerge) {
     ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
     EXPECT_EQ(outputs_on(m, acc_test::longs({1, 2, 3, 4}, {1, 4})), before);
   });
+}
+
+// PEFT's MiCA (init_lora_weights "mica"): B starts as the layer weight's minor singular vectors and
+// stays frozen, A starts at zero and trains (the case's "mica": PEFT's mica_init restated).
+TEST(LoraMica, StartsFromTheMinorComponentsAndTrainsAAlone) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("embedding"), k = c["mica"];
+  for (const Twin& twin : embedding_twins(c)) {
+    SCOPED_TRACE(twin.form);
+    acc_model* m = twin.make();
+    const std::vector<float> base = eval_output(m, c);
+    ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
+    ACC_ASSERT_OK(add(m, k, targets(json{"embed", "fc", "head"}, twin), {{"init_lora_weights", "mica"}}));
+    for (const auto& item : k["initial"].items())
+      EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
+    EXPECT_EQ(acc_test::next_global_draws(), values(k["next_draw"]));
+    EXPECT_EQ(eval_output(m, c), base) << "A starts at zero: the model computes as before";
+    // B is frozen: no gradient reaches it, and the optimizer leaves it.
+    for (const auto& name : k["frozen"]) {
+      acc_tensor* b = nullptr;
+      ACC_ASSERT_OK(acc_model_parameter(m, twin.name(name.get<std::string>()).c_str(), &b));
+      int requires = -1;
+      ACC_ASSERT_OK(acc_tensor_requires_grad(b, &requires));
+      EXPECT_EQ(requires, 0) << name;
+      acc_tensor_free(b);
+    }
+    choose(m, k["chosen"], twin);
+    EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
+    expect_training(m, ids(c), k, twin);
+    // A step with fresh gradients: A moves, B stays.
+    acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
+    acc_tensor* sum = nullptr;
+    {
+      acc_tensor* y = nullptr;
+      ACC_ASSERT_OK(acc_model_forward1(m, ids(c), 0, &y));
+      ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
+      acc_tensor_free(y);
+    }
+    ACC_ASSERT_OK(acc_tensor_backward(sum));
+    acc_tensor_free(sum);
+    const std::vector<float> a = param(m, twin.name("fc.lora_A.weight")), b = param(m, twin.name("fc.lora_B.weight"));
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+    EXPECT_NE(param(m, twin.name("fc.lora_A.weight")), a) << "A trains";
+    EXPECT_EQ(param(m, twin.name("fc.lora_B.weight")), b) << "B stays as it was";
+    acc_optimizer_free(opt);
+    ACC_ASSERT_OK(acc_model_zero_grad(m));
+    choose(m, k["chosen"], twin);
+
+    // PEFT's files (init_lora_weights "mica", B included), read back into the base model.
+    const std::string dir = acc_test::temp_path("lora_mica");
+    fs::remove_all(dir);
+    ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+    std::ifstream config_file(dir + "/adapter_config.json");
+    EXPECT_EQ(json::parse(config_file)["init_lora_weights"], "mica");
+    acc_model* loaded = twin.make();
+    ACC_ASSERT_OK(acc_model_load_lora(loaded, dir.c_str()));
+    EXPECT_EQ(eval_output(loaded, c), values(k["eval_output"]));
+    acc_model_free(loaded);
+    fs::remove_all(dir);
+    ACC_ASSERT_OK(acc_model_merge_lora(m));
+    for (const auto& item : k["merged"].items())
+      EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
+    acc_model_free(m);
+  }
+}
+
+TEST(LoraMica, RefusesWhatPeftRefuses) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("embedding"), k = c["mica"];
+  for (const Twin& twin : embedding_twins(c)) {
+    SCOPED_TRACE(twin.form);
+    acc_model* m = twin.make();
+    const auto names = acc_test::parameter_names(m);
+    ACC_EXPECT_ERROR(add(m, k, twin.name("fc"), {{"init_lora_weights", "mica"}, {"use_dora", "true"}}),
+                     ACC_ERR_INVALID_ARGUMENT, "mica does not combine with use_dora");
+    ACC_EXPECT_ERROR(add(m, k, twin.name("fc"), {{"init_lora_weights", "mica"}, {"lora_bias", "true"}}),
+                     ACC_ERR_UNSUPPORTED, "mica with lora_bias");
+    acc_options* o = lora_options(7, 8);  // more than the head's 4 outputs
+    ACC_ASSERT_OK(acc_options_set(o, "init_lora_weights", "mica"));
+    ACC_EXPECT_ERROR(acc_model_add_lora(m, twin.name("head").c_str(), o, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                     "exceeds its weight's rank bound");
+    acc_options_free(o);
+    EXPECT_EQ(acc_test::parameter_names(m), names) << "nothing added";
+    acc_model_free(m);
+  }
+  acc_model* conv = script_model("conv_model.pt");
+  acc_options* o = lora_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set(o, "init_lora_weights", "mica"));
+  ACC_EXPECT_ERROR(acc_model_add_lora(conv, "conv1", o, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "PEFT's convolution layers do not take MiCA");
+  acc_options_free(o);
+  acc_model_free(conv);
 }

@@ -107,6 +107,21 @@ inline void expect_grads(acc_model* m, const json& grads, const Twin& twin) {
   }
 }
 
+// In training mode after acc_set_seed(k["train_seed"]), the output on `x` (freed) equals
+// k["train_output"] and the gradients of its sum k["grads"]; the gradients are zeroed after.
+inline void expect_training(acc_model* m, acc_tensor* x, const json& k, const Twin& twin) {
+  ASSERT_EQ(acc_model_set_training(m, 1), ACC_OK);
+  ASSERT_EQ(acc_set_seed(k["train_seed"].get<uint64_t>()), ACC_OK);
+  acc_tensor *y = nullptr, *sum = nullptr;
+  ASSERT_EQ(acc_model_forward1(m, x, 0, &y), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(acc_test::to_floats(y), k["train_output"]["values"].get<std::vector<float>>());
+  ASSERT_EQ(acc_tensor_sum(y, &sum), ACC_OK);
+  ASSERT_EQ(acc_tensor_backward(sum), ACC_OK);
+  expect_grads(m, k["grads"], twin);
+  for (acc_tensor* t : {x, y, sum}) acc_tensor_free(t);
+  ASSERT_EQ(acc_model_zero_grad(m), ACC_OK);
+}
+
 // The shape of `name` (PEFT's name without "base_model.model.") in `dir`'s adapter_model.safetensors.
 inline std::vector<int64_t> saved_shape(const std::string& dir, const std::string& name) {
   acc_tensor_list* saved = nullptr;

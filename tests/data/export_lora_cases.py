@@ -535,6 +535,52 @@ def outputs_with_hooks(model, hook, layers, x, train_seed):
     return outputs
 
 
+def embed_net_adapters(modules, targets, r, init):
+    """PEFT's adapters of EmbedNet's `targets`, made in their order as PEFT's update_layer makes them:
+    an embedding's torch.randn((r, num_embeddings)) and torch.randn((dim, r)), then A zero and B from
+    N(0, 1) again; a linear layer's two nn.Linear draws, then Kaiming A and zero B. With init "mica",
+    after the same first draws, PEFT's mica_init: B the r left singular vectors of the smallest
+    singular values (of the embedding's weight transposed), frozen, A zero. By name: (A, B)."""
+    adapters = {}
+    for name in targets:
+        module = modules[name]
+        embedding = isinstance(module, nn.Embedding)
+        if embedding:
+            a = nn.Parameter(torch.randn((r, module.num_embeddings)))
+            b = nn.Parameter(torch.randn((module.embedding_dim, r)))
+        else:
+            a = nn.Linear(module.in_features, r, bias=False).weight
+            b = nn.Linear(r, module.out_features, bias=False).weight
+        if init == "mica":
+            weight = module.weight.T if embedding else module.weight
+            u = torch.linalg.svd(weight.detach().float(), full_matrices=False)[0]
+            with torch.no_grad():
+                b.data = u[:, -r:].contiguous()
+                a.data = torch.zeros(r, weight.shape[1])
+            b.requires_grad_(False)
+        elif embedding:
+            nn.init.zeros_(a)
+            nn.init.normal_(b)
+        else:
+            nn.init.kaiming_uniform_(a, a=math.sqrt(5))
+            nn.init.zeros_(b)
+        adapters[name] = (a, b)
+    return adapters
+
+
+def plain_lora_hook(modules, adapters, scaling, dropout):
+    """hook(name, training) for outputs_with_hooks: PEFT's plain LoRA branch added to the layer's output,
+    an embedding's lookup of A^T (no dropout) or a linear layer's B(A(dropout(x)))."""
+    def hook(name, training):
+        a, b = adapters[name]
+        if isinstance(modules[name], nn.Embedding):
+            padding = modules[name].padding_idx
+            return lambda module, inputs, output: output + (F.embedding(inputs[0], a.T, padding) @ b.T) * scaling
+        return lambda module, inputs, output: output + F.linear(F.linear(F.dropout(inputs[0], dropout, training),
+                                                                         a), b) * scaling
+    return hook
+
+
 def embedding_dora_case(model, ids):
     """DoRA on EmbedNet's embedding (PEFT's DoraEmbeddingLayer and DoraEmbeddingVariant, restated: a
     magnitude per embedding dimension, the norms of W^T + s (B A); the output and the branch both
@@ -543,20 +589,7 @@ def embedding_dora_case(model, ids):
     targets, r, alpha, dropout, seed, train_seed = ["embed", "head"], 2, 4.0, 0.25, 16, 17
     scaling = alpha / r
     torch.manual_seed(seed)
-    adapters = {}
-    for name in targets:
-        module = modules[name]
-        if isinstance(module, nn.Embedding):
-            a = nn.Parameter(torch.randn((r, module.num_embeddings)))
-            b = nn.Parameter(torch.randn((module.embedding_dim, r)))
-            nn.init.zeros_(a)
-            nn.init.normal_(b)
-        else:
-            a = nn.Linear(module.in_features, r, bias=False).weight
-            b = nn.Linear(r, module.out_features, bias=False).weight
-            nn.init.kaiming_uniform_(a, a=math.sqrt(5))
-            nn.init.zeros_(b)
-        adapters[name] = (a, b)
+    adapters = embed_net_adapters(modules, targets, r, "true")
 
     def norm(w, lora_weight, scaling):  # DoraLinearLayer.get_weight_norm, the embedding's transposed
         return torch.linalg.norm(w + scaling * lora_weight, dim=1).to(w.dtype)
@@ -628,23 +661,7 @@ def mica_case(model, ids):
     targets, r, alpha, dropout, seed, train_seed = ["embed", "fc", "head"], 2, 4.0, 0.25, 18, 19
     scaling = alpha / r
     torch.manual_seed(seed)
-    adapters = {}
-    for name in targets:
-        module = modules[name]
-        if isinstance(module, nn.Embedding):
-            a = nn.Parameter(torch.randn((r, module.num_embeddings)))
-            b = nn.Parameter(torch.randn((module.embedding_dim, r)))
-            weight = module.weight.T
-        else:
-            a = nn.Linear(module.in_features, r, bias=False).weight
-            b = nn.Linear(r, module.out_features, bias=False).weight
-            weight = module.weight
-        u = torch.linalg.svd(weight.detach().float(), full_matrices=False)[0]
-        with torch.no_grad():
-            b.data = u[:, -r:].contiguous()
-            a.data = torch.zeros(r, weight.shape[1])
-        b.requires_grad_(False)
-        adapters[name] = (a, b)
+    adapters = embed_net_adapters(modules, targets, r, "mica")
     initial = {n + (".lora_embedding_B" if n == "embed" else ".lora_B.weight"): tensor(b)
                for n, (a, b) in adapters.items()}
     next_draw = torch.rand(3)
@@ -655,14 +672,7 @@ def mica_case(model, ids):
     chosen = {n + (".lora_embedding_A" if n == "embed" else ".lora_A.weight"): tensor(a)
               for n, (a, b) in adapters.items()}
 
-    def hook(name, training):
-        a, b = adapters[name]
-        if name == "embed":
-            padding = modules[name].padding_idx
-            return lambda module, inputs, output: output + (F.embedding(inputs[0], a.T, padding) @ b.T) * scaling
-        return lambda module, inputs, output: output + F.linear(F.linear(F.dropout(inputs[0], dropout, training),
-                                                                         a), b) * scaling
-
+    hook = plain_lora_hook(modules, adapters, scaling, dropout)
     outputs = outputs_with_hooks(model, hook, adapters, ids, train_seed)
     grads = {n + (".lora_embedding_A" if n == "embed" else ".lora_A.weight"): tensor(a.grad)
              for n, (a, b) in adapters.items()}
@@ -877,20 +887,7 @@ def embedding_case(out):
     targets, r, alpha, dropout, seed, train_seed = ["embed", "fc", "head"], 2, 4.0, 0.25, 14, 15
     scaling = alpha / r
     torch.manual_seed(seed)
-    adapters = {}
-    for name in targets:
-        module = modules[name]
-        if isinstance(module, nn.Embedding):
-            a = nn.Parameter(torch.randn((r, module.num_embeddings)))
-            b = nn.Parameter(torch.randn((module.embedding_dim, r)))
-            nn.init.zeros_(a)
-            nn.init.normal_(b)
-        else:
-            a = nn.Linear(module.in_features, r, bias=False).weight
-            b = nn.Linear(r, module.out_features, bias=False).weight
-            nn.init.kaiming_uniform_(a, a=math.sqrt(5))
-            nn.init.zeros_(b)
-        adapters[name] = (a, b)
+    adapters = embed_net_adapters(modules, targets, r, "true")
     initial = {n + suffix: tensor(t) for n, (a, b) in adapters.items()
                for suffix, t in (((".lora_embedding_A", a), (".lora_embedding_B", b)) if n == "embed"
                                  else ((".lora_A.weight", a), (".lora_B.weight", b)))}
@@ -904,14 +901,7 @@ def embedding_case(out):
               "fc.lora_B.weight": tensor(adapters["fc"][1]), "head.lora_B.weight": tensor(adapters["head"][1])}
     ids = torch.tensor([[1, 0, 3, 9], [4, 4, 0, 7], [2, 8, 5, 6]])
 
-    def hook(name, training):
-        a, b = adapters[name]
-        if name == "embed":
-            padding = modules[name].padding_idx
-            return lambda module, inputs, output: output + (F.embedding(inputs[0], a.T, padding) @ b.T) * scaling
-        return lambda module, inputs, output: output + F.linear(F.linear(F.dropout(inputs[0], dropout, training),
-                                                                         a), b) * scaling
-
+    hook = plain_lora_hook(modules, adapters, scaling, dropout)
     outputs = outputs_with_hooks(model, hook, adapters, ids, train_seed)
     grads = {}
     for n, (a, b) in adapters.items():
