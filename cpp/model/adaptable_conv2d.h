@@ -15,7 +15,7 @@
 
 namespace acc {
 
-class AdaptableConv2dImpl : public torch::nn::Conv2dImpl {
+class AdaptableConv2dImpl : public torch::nn::Conv2dImpl, public OutputAdaptable {
  public:
   // `padding`: the options' padding as numbers (the options hold it as a variant with "same"/"valid").
   AdaptableConv2dImpl(torch::nn::Conv2dOptions options, std::vector<int64_t> padding)
@@ -23,10 +23,8 @@ class AdaptableConv2dImpl : public torch::nn::Conv2dImpl {
 
   at::Tensor forward(const at::Tensor& input) {
     at::Tensor output = torch::nn::Conv2dImpl::forward(input);
-    return adapter_ ? adapter_(input, output, is_training()) : output;
+    return adapted(input, output, is_training());
   }
-  // An empty adapter removes it.
-  void set_output_adapter(OutputAdapter adapter) { adapter_ = std::move(adapter); }
 
   std::vector<int64_t> stride() const { return c10::IntArrayRef(options.stride()).vec(); }
   const std::vector<int64_t>& padding() const { return padding_; }
@@ -35,7 +33,6 @@ class AdaptableConv2dImpl : public torch::nn::Conv2dImpl {
 
  private:
   std::vector<int64_t> padding_;
-  OutputAdapter adapter_;
 };
 TORCH_MODULE(AdaptableConv2d);
 

@@ -13,19 +13,14 @@
 
 namespace acc {
 
-class AdaptableEmbeddingImpl : public torch::nn::EmbeddingImpl {
+class AdaptableEmbeddingImpl : public torch::nn::EmbeddingImpl, public OutputAdaptable {
  public:
   using torch::nn::EmbeddingImpl::EmbeddingImpl;
 
   at::Tensor forward(const at::Tensor& input) {
     at::Tensor output = torch::nn::EmbeddingImpl::forward(input);
-    return adapter_ ? adapter_(input, output, is_training()) : output;
+    return adapted(input, output, is_training());
   }
-  // An empty adapter removes it.
-  void set_output_adapter(OutputAdapter adapter) { adapter_ = std::move(adapter); }
-
- private:
-  OutputAdapter adapter_;
 };
 TORCH_MODULE(AdaptableEmbedding);
 

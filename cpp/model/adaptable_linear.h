@@ -13,7 +13,7 @@
 
 namespace acc {
 
-class AdaptableLinearImpl : public torch::nn::LinearImpl {
+class AdaptableLinearImpl : public torch::nn::LinearImpl, public OutputAdaptable {
  public:
   using torch::nn::LinearImpl::LinearImpl;
 
@@ -21,13 +21,8 @@ class AdaptableLinearImpl : public torch::nn::LinearImpl {
     // at::linear, as Python's F.linear: libtorch's C++ Linear multiplies then adds the bias for
     // inputs of 3+ dimensions, where at::linear fuses them (one rounding in bf16, another order).
     at::Tensor output = at::linear(input, weight, bias);
-    return adapter_ ? adapter_(input, output, is_training()) : output;
+    return adapted(input, output, is_training());
   }
-  // An empty adapter removes it.
-  void set_output_adapter(OutputAdapter adapter) { adapter_ = std::move(adapter); }
-
- private:
-  OutputAdapter adapter_;
 };
 TORCH_MODULE(AdaptableLinear);
 

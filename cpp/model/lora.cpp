@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/nn/init.h>
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_map>
 #include <unordered_set>
@@ -223,6 +224,11 @@ void check_embedding_site(const LinearSite& site, const LoraConfig& config) {
 }
 
 }  // namespace
+
+std::string dilation_refusal(c10::IntArrayRef dilation) {
+  const bool dilated = std::any_of(dilation.begin(), dilation.end(), [](int64_t d) { return d != 1; });
+  return dilated ? "it has a dilation, which PEFT's lora_A does not take" : "";
+}
 
 const char* lora_a_suffix(const LinearSite& site) { return site.embedding ? kLoraEmbeddingASuffix : kLoraASuffix; }
 const char* lora_b_suffix(const LinearSite& site) { return site.embedding ? kLoraEmbeddingBSuffix : kLoraBSuffix; }

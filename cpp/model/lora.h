@@ -44,7 +44,8 @@ struct ConvGeometry {
   // given as a string): LoRA on this layer is Unsupported with it. Empty: adaptable.
   std::string refusal;
 };
-constexpr const char* kDilationRefusal = "it has a dilation, which PEFT's lora_A does not take";
+// ConvGeometry::refusal for a layer of this dilation: empty where every entry is 1.
+std::string dilation_refusal(c10::IntArrayRef dilation);
 
 // How an embedding (PyTorch's nn.Embedding) looks its rows up, which PEFT's lora_embedding_A lookup
 // repeats: A (r x num_embeddings) is looked up as the layer is, B (embedding_dim x r) multiplies.

@@ -497,7 +497,7 @@ LoraFiles read_lora_files(const std::string& dir) {
       if (vector.dim() != 1 && vector.dim() != pair.a.dim())
         fail(Status::Io, "'", weights_path, "': ", part.what, " of '", module, "' has shape ", concat(vector.sizes()),
              ", its adapter lora_A ", concat(pair.a.sizes()));
-      if (&(pair.*part.member) == &pair.magnitude && pair.a.dim() > 2 && vector.dim() == 1)
+      if (part.member == &LoraFiles::Pair::magnitude && pair.a.dim() > 2 && vector.dim() == 1)
         fail(Status::Io, "'", weights_path, "': ", part.what, " of '", module, "' has shape ", concat(vector.sizes()),
              ": a convolution's is 1 x out x 1 ... (PEFT's shape)");
     }

@@ -318,8 +318,8 @@ std::optional<ConvGeometry> conv_geometry(const torch::jit::Module& module) {
     geometry.refusal =
         "its stride, padding, dilation or groups are not numbers the module holds (a padding given "
         "as a string)";
-  else if (std::any_of(dilation->begin(), dilation->end(), [](int64_t d) { return d != 1; }))
-    geometry.refusal = kDilationRefusal;
+  else if (std::string dilated = dilation_refusal(*dilation); !dilated.empty())
+    geometry.refusal = std::move(dilated);
   else if (!mode || !mode->isString() || mode->toStringRef() != "zeros")
     geometry.refusal = "its padding_mode is not \"zeros\", which PEFT's lora_A pads with";
   return geometry;

@@ -283,27 +283,23 @@ NamedTensors SpecModel::named_parameters_with_ties() const {
 std::vector<LinearSite> SpecModel::linear_sites() const {
   std::vector<LinearSite> sites;
   for (const auto& entry : net_->named_modules("", /*include_self=*/false)) {
+    auto adaptable = std::dynamic_pointer_cast<OutputAdaptable>(entry.value());
+    if (!adaptable) continue;
+    LinearSite site{entry.key(), {}, nullptr, nullptr, {}, {}, std::nullopt, std::nullopt};
+    site.set_output_adapter = [adaptable](OutputAdapter adapter) { adaptable->set_output_adapter(std::move(adapter)); };
     if (auto linear = std::dynamic_pointer_cast<AdaptableLinearImpl>(entry.value())) {
-      LinearSite site{entry.key(), linear->weight, nullptr, nullptr, {}, linear->bias, std::nullopt, std::nullopt};
-      site.set_output_adapter = [linear](OutputAdapter adapter) { linear->set_output_adapter(std::move(adapter)); };
-      sites.push_back(std::move(site));
+      site.weight = linear->weight;
+      site.bias = linear->bias;
     } else if (auto conv = std::dynamic_pointer_cast<AdaptableConv2dImpl>(entry.value())) {
-      ConvGeometry geometry{conv->stride(), conv->padding(), conv->groups(), ""};
-      const auto dilation = conv->dilation();
-      if (std::any_of(dilation.begin(), dilation.end(), [](int64_t d) { return d != 1; }))
-        geometry.refusal = kDilationRefusal;
-      LinearSite site{entry.key(), conv->weight, nullptr, nullptr, {}, conv->bias, std::move(geometry), std::nullopt};
-      site.set_output_adapter = [conv](OutputAdapter adapter) { conv->set_output_adapter(std::move(adapter)); };
-      sites.push_back(std::move(site));
+      site.weight = conv->weight;
+      site.bias = conv->bias;
+      site.conv = ConvGeometry{conv->stride(), conv->padding(), conv->groups(), dilation_refusal(conv->dilation())};
     } else if (auto embedding = std::dynamic_pointer_cast<AdaptableEmbeddingImpl>(entry.value())) {
-      EmbeddingLookup lookup;
-      if (const auto& padding = embedding->options.padding_idx()) lookup.padding_idx = *padding;
-      LinearSite site{entry.key(), embedding->weight, nullptr, nullptr, {}, at::Tensor(), std::nullopt, lookup};
-      site.set_output_adapter = [embedding](OutputAdapter adapter) {
-        embedding->set_output_adapter(std::move(adapter));
-      };
-      sites.push_back(std::move(site));
+      site.weight = embedding->weight;
+      site.embedding = EmbeddingLookup{};
+      if (const auto& padding = embedding->options.padding_idx()) site.embedding->padding_idx = *padding;
     }
+    sites.push_back(std::move(site));
   }
   return sites;
 }
@@ -325,10 +321,7 @@ std::vector<TokenSite> SpecModel::token_sites() const {
 std::vector<std::string> SpecModel::other_module_names() const {
   std::vector<std::string> names;
   for (const auto& entry : net_->named_modules("", /*include_self=*/false))
-    if (!std::dynamic_pointer_cast<AdaptableLinearImpl>(entry.value()) &&
-        !std::dynamic_pointer_cast<AdaptableConv2dImpl>(entry.value()) &&
-        !std::dynamic_pointer_cast<AdaptableEmbeddingImpl>(entry.value()))
-      names.push_back(entry.key());
+    if (!std::dynamic_pointer_cast<OutputAdaptable>(entry.value())) names.push_back(entry.key());
   return names;
 }
 

@@ -75,11 +75,8 @@ TEST(LoraConvVariants, GroupedConvolutionsWithLoraBiasComputeAsPeft) {
 
     // PEFT's files: a grouped lora_B keeps r / groups inputs; read back, the model computes alike.
     const std::string dir = acc_test::temp_path("lora_conv_groups");
-    fs::remove_all(dir);
-    ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+    acc_model* loaded = reloaded(m, dir, twin);
     EXPECT_EQ(saved_shape(dir, twin.name("depthwise.lora_B.weight")), (std::vector<int64_t>{6, 1, 1, 1}));
-    acc_model* loaded = twin.make();
-    ACC_ASSERT_OK(acc_model_load_lora(loaded, dir.c_str()));
     EXPECT_EQ(eval_output(loaded, c), values(k["eval_output"]));
     acc_model_free(loaded);
     {  // a lora_B of r inputs on a layer of 2 groups does not fit it
@@ -169,11 +166,8 @@ TEST(LoraConvVariants, DoraOnConvolutionsComputesAndMergesAsPeft) {
 
     // PEFT's files hold the magnitude in its shape; a vector for a convolution is refused.
     const std::string dir = acc_test::temp_path("lora_conv_dora");
-    fs::remove_all(dir);
-    ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+    acc_model* loaded = reloaded(m, dir, twin);
     EXPECT_EQ(saved_shape(dir, twin.name("conv0.lora_magnitude_vector")), (std::vector<int64_t>{1, 4, 1, 1}));
-    acc_model* loaded = twin.make();
-    ACC_ASSERT_OK(acc_model_load_lora(loaded, dir.c_str()));
     EXPECT_EQ(eval_output(loaded, c), values(k["eval_output"]));
     acc_model_free(loaded);
     acc_tensor* vector = floats(std::vector<float>(4, 1.0f), {4});
@@ -187,8 +181,7 @@ TEST(LoraConvVariants, DoraOnConvolutionsComputesAndMergesAsPeft) {
 
     // PEFT's DoRA merge: m / ||W + delta|| per output channel times W + delta.
     ACC_ASSERT_OK(acc_model_merge_lora(m));
-    for (const auto& item : k["merged"].items())
-      EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
+    expect_params(m, k["merged"], twin);
     EXPECT_LT(acc_test::max_difference(eval_output(m, c), values(k["eval_output"])), 1e-5f);
     acc_model_free(m);
   }

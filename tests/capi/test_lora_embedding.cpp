@@ -94,12 +94,9 @@ TEST(LoraEmbedding, DrawsComputesAndMergesAsPeft) {
 
     // PEFT's files: lora_embedding_A and lora_embedding_B under the module's name.
     const std::string dir = acc_test::temp_path("lora_embedding");
-    fs::remove_all(dir);
-    ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+    acc_model* loaded = reloaded(m, dir, twin);
     EXPECT_EQ(saved_shape(dir, twin.name("embed.lora_embedding_A")), (std::vector<int64_t>{2, 10}));
     EXPECT_EQ(saved_shape(dir, twin.name("embed.lora_embedding_B")), (std::vector<int64_t>{6, 2}));
-    acc_model* loaded = twin.make();
-    ACC_ASSERT_OK(acc_model_load_lora(loaded, dir.c_str()));
     EXPECT_EQ(eval_output(loaded, c), values(c["eval_output"]));
     acc_model_free(loaded);
     {  // an embedding's adapter of another vocabulary does not fit, and nothing is added
@@ -117,8 +114,7 @@ TEST(LoraEmbedding, DrawsComputesAndMergesAsPeft) {
 
     // Merged as PEFT merges: W + (B @ A)^T * scaling.
     ACC_ASSERT_OK(acc_model_merge_lora(m));
-    for (const auto& item : c["merged"].items())
-      EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
+    expect_params(m, c["merged"], twin);
     EXPECT_LT(acc_test::max_difference(eval_output(m, c), values(c["eval_output"])), 1e-5f);
     acc_model_free(m);
   }
@@ -133,25 +129,20 @@ TEST(LoraEmbedding, DoraComputesAndMergesAsPeft) {
     acc_model* m = twin.make();
     ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
     ACC_ASSERT_OK(add(m, k, targets(json{"embed", "head"}, twin), {{"use_dora", "true"}}));
-    for (const auto& item : k["initial"].items())
-      EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
+    expect_params(m, k["initial"], twin);
     EXPECT_EQ(acc_test::next_global_draws(), values(k["next_draw"]));
     choose(m, k["chosen"], twin);
     EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
     expect_training(m, ids(c), k, twin);
     // PEFT's files, read back.
     const std::string dir = acc_test::temp_path("lora_embedding_dora");
-    fs::remove_all(dir);
-    ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+    acc_model* loaded = reloaded(m, dir, twin);
     EXPECT_EQ(saved_shape(dir, twin.name("embed.lora_magnitude_vector")), (std::vector<int64_t>{6}));
-    acc_model* loaded = twin.make();
-    ACC_ASSERT_OK(acc_model_load_lora(loaded, dir.c_str()));
     EXPECT_EQ(eval_output(loaded, c), values(k["eval_output"]));
     acc_model_free(loaded);
     fs::remove_all(dir);
     ACC_ASSERT_OK(acc_model_merge_lora(m));
-    for (const auto& item : k["merged"].items())
-      EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
+    expect_params(m, k["merged"], twin);
     EXPECT_LT(acc_test::max_difference(eval_output(m, c), values(k["eval_output"])), 1e-5f);
     acc_model_free(m);
   }
@@ -241,8 +232,7 @@ TEST(LoraMica, StartsFromTheMinorComponentsAndTrainsAAlone) {
     const std::vector<float> base = eval_output(m, c);
     ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
     ACC_ASSERT_OK(add(m, k, targets(json{"embed", "fc", "head"}, twin), {{"init_lora_weights", "mica"}}));
-    for (const auto& item : k["initial"].items())
-      EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
+    expect_params(m, k["initial"], twin);
     EXPECT_EQ(acc_test::next_global_draws(), values(k["next_draw"]));
     EXPECT_EQ(eval_output(m, c), base) << "A starts at zero: the model computes as before";
     // B is frozen: no gradient reaches it, and the optimizer leaves it.
@@ -288,8 +278,7 @@ TEST(LoraMica, StartsFromTheMinorComponentsAndTrainsAAlone) {
     acc_model_free(loaded);
     fs::remove_all(dir);
     ACC_ASSERT_OK(acc_model_merge_lora(m));
-    for (const auto& item : k["merged"].items())
-      EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
+    expect_params(m, k["merged"], twin);
     acc_model_free(m);
   }
 }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <utility>
@@ -105,6 +106,26 @@ inline void expect_grads(acc_model* m, const json& grads, const Twin& twin) {
     acc_tensor_free(p);
     acc_tensor_free(g);
   }
+}
+
+// Each of the model's parameters `expected` names (the fixture's names) holds its values.
+inline void expect_params(const acc_model* m, const json& expected, const Twin& twin) {
+  for (const auto& item : expected.items()) {
+    acc_tensor* t = nullptr;
+    ASSERT_EQ(acc_model_parameter(m, twin.name(item.key()).c_str(), &t), ACC_OK) << item.key();
+    EXPECT_EQ(acc_test::to_floats(t), item.value()["values"].get<std::vector<float>>()) << item.key();
+    acc_tensor_free(t);
+  }
+}
+
+// `m`'s adapters saved into `dir` (emptied first; left for the caller to look at) and loaded into a
+// fresh model of `twin`'s form, which the caller frees.
+inline acc_model* reloaded(const acc_model* m, const std::string& dir, const Twin& twin) {
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(acc_model_save_lora(m, dir.c_str()), ACC_OK) << acc_last_error_message();
+  acc_model* fresh = twin.make();
+  EXPECT_EQ(acc_model_load_lora(fresh, dir.c_str()), ACC_OK) << acc_last_error_message();
+  return fresh;
 }
 
 // In training mode after acc_set_seed(k["train_seed"]), the output on `x` (freed) equals
