@@ -448,6 +448,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   "<module>.lora_magnitude_vector"), lora_bias (bool, default false: lora_B has a trained bias,
  *   "<module>.lora_B.bias", zero at the start; not with use_dora, nor on a layer whose weight the
  *   forward reads itself; merging adds it, scaled, to the layer's bias, which must exist),
+ *   fan_in_fan_out (bool, default false: PEFT's flag for weights stored in x out; as in PEFT each
+ *   layer's kind decides, transformers' Conv1D true and nn.Linear false, and adapter_config.json
+ *   gets the last adapted linear layer's),
  *   init_lora_weights ("true", default: Kaiming-uniform A and zero B, so training starts from the
  *   base model; "gaussian": A ~ N(0, 1/r), zero B; "false": both as nn.Linear initialises them;
  *   "olora", "pissa", "pissa_niter_<n>": PEFT's OLoRA and PiSSA, A and B taken from the layer's
@@ -455,9 +458,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   iterations, which draws from the global generator) and the weight left as the residual
  *   W - scaling * B A, so the model starts as before, to rounding; r at most min(out, in), float32,
  *   float16 or bfloat16 weights, none tied to another module's; "mica": PEFT's MiCA, B the layer
- *   weight's r left singular vectors of the smallest singular values (an embedding's weight
- *   transposed), frozen, and A zero, the weight unchanged; not on convolutions, nor with use_dora
- *   (ACC_ERR_INVALID_ARGUMENT, as PEFT) or lora_bias),
+ *   weight's r left singular vectors of the smallest singular values (an embedding's or a Conv1D's
+ *   weight transposed), frozen, and A zero, the weight unchanged; not on convolutions, nor with
+ *   use_dora (ACC_ERR_INVALID_ARGUMENT, as PEFT) or lora_bias),
  *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
  *   acc_model_add_lora for TorchScript models), exclude_modules (string, default none: modules left
  *   unadapted, named as target_modules are), modules_to_save (string, default none: PEFT's
@@ -813,8 +816,12 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * ACC_ERR_UNSUPPORTED with dropout.
  *
  * acc_model_add_lora: adapts the linear layers (torch.nn.Linear in TorchScript, "linear" and the
- * linear layers inside spec layers) that `target_modules` names, and convolutions (a TorchScript
- * model's torch.nn.Conv1d/2d/3d, a spec model's "conv2d": PEFT's LoRA for convolutions, A of the
+ * linear layers inside spec layers) that `target_modules` names, transformers' Conv1D in TorchScript
+ * (GPT-2's c_attn, c_proj, c_fc: a class "Conv1D" from the transformers package with its weight in
+ * x out and a bias; PEFT's LoRA with fan_in_fan_out: A r x in and B out x r as for nn.Linear, the
+ * delta (B A)^T merged into the weight; PiSSA and MiCA decompose the weight transposed, as PEFT's;
+ * OLoRA is ACC_ERR_UNSUPPORTED there, since PEFT's factors the weight as stored), and convolutions
+ * (a TorchScript model's torch.nn.Conv1d/2d/3d, a spec model's "conv2d": PEFT's LoRA for convolutions, A of the
  * layer's kernel, stride and padding from all its input channels, B 1 x 1 with the layer's groups,
  * so r must be divisible by them (ACC_ERR_INVALID_ARGUMENT); DoRA's magnitude 1 x out x 1 ..., as
  * PEFT shapes it; a dilation, a padding_mode other than zeros or a string padding, OLoRA or PiSSA on

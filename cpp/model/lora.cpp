@@ -80,6 +80,10 @@ at::Tensor adapted_bias(const at::Tensor& bias, const at::Tensor& b_bias, double
   return (bias + b_bias * scaling).to(bias.scalar_type());
 }
 
+// Whether the layer's weight holds the adapter's delta transposed (PEFT's fan_in_fan_out): an
+// embedding's (num_embeddings x dim) and transformers' Conv1D's (in x out).
+bool transposed_layout(const LinearSite& site) { return site.embedding || site.fan_in_fan_out; }
+
 // The L2 norm of each row of an adapted weight, in its dtype (torch.linalg.norm(w, dim=1)).
 at::Tensor row_norms(const at::Tensor& weight) {
   return at::linalg_vector_norm(weight, 2, {1}, false, c10::nullopt).to(weight.scalar_type());
@@ -99,30 +103,34 @@ at::Tensor initial_magnitude(const at::Tensor& w, const LoraAdapter& adapter) {
   if (adapter.site.conv)
     return conv_weight_norm(w, conv_lora_weight(adapter.a, adapter.b, w.sizes()), adapter.scaling)
         .clone(at::MemoryFormat::Contiguous);
-  // An embedding's: a norm per embedding dimension, of the weight's transpose (PEFT's fan_in_fan_out).
-  if (adapter.site.embedding) return weight_norm(w.t(), at::matmul(adapter.b, adapter.a), adapter.scaling);
+  // An embedding's: a norm per embedding dimension, of the weight's transpose (PEFT's fan_in_fan_out);
+  // a Conv1D's a norm per output, of its transpose too.
+  if (transposed_layout(adapter.site)) return weight_norm(w.t(), at::matmul(adapter.b, adapter.a), adapter.scaling);
   return weight_norm(w, at::matmul(adapter.b, adapter.a), adapter.scaling);
 }
 
 // PEFT's DoraLinearVariant.forward and DoraLinearLayer.forward on the layer's output: result +
 // (m / ||W + s B A|| - 1) * base + m / ||W + s B A|| * B(A(x)) * s, the norm not differentiated;
 // base is the layer's output without its bias, or with dropout in training W applied to the
-// dropped-out input. B A is taken as PEFT takes it, lora_B(lora_A(I))^T.
+// dropped-out input. B A is taken as PEFT takes it, lora_B(lora_A(I))^T. A Conv1D's weight (in x out)
+// is transposed for the norms and that product, as PEFT's DoraLinearLayer transposes it.
 OutputAdapter dora_output_adapter(const LoraAdapter& adapter, double p, std::shared_ptr<const bool> enabled) {
   return [a = adapter.a, b = adapter.b, m = adapter.magnitude, w = adapter.site.weight, bias = adapter.site.bias,
-          scaling = adapter.scaling, p, enabled](const at::Tensor& input, const at::Tensor& output, bool training) {
+          scaling = adapter.scaling, p, fan_in_fan_out = adapter.site.fan_in_fan_out,
+          enabled](const at::Tensor& input, const at::Tensor& output, bool training) {
     if (!*enabled) return output;
     at::Tensor x = input.to(a.scalar_type());
+    const at::Tensor weight = fan_in_fan_out ? w.t() : w;  // out x in
     at::Tensor base;
     if (p > 0 && training) {
       x = at::dropout(x, p, training);
-      base = at::linear(x, w.to(x.scalar_type()));
+      base = at::linear(x, weight.to(x.scalar_type()));
     } else {
       base = bias.defined() ? output - bias : output;
     }
     const at::Tensor eye = at::eye(a.size(1), a.options().requires_grad(false));
     const at::Tensor lora_weight = at::linear(at::linear(eye, a), b).t().to(x.scalar_type());
-    const at::Tensor norm = weight_norm(w.to(x.scalar_type()), lora_weight.detach(), scaling).detach();
+    const at::Tensor norm = weight_norm(weight.to(x.scalar_type()), lora_weight.detach(), scaling).detach();
     const at::Tensor scale = (m / norm).view({1, -1});
     const at::Tensor dora = (scale - 1) * base + scale * at::linear(at::linear(x, a), b) * scaling;
     return (output + dora).to(output.scalar_type());
@@ -230,6 +238,9 @@ std::string dilation_refusal(c10::IntArrayRef dilation) {
   return dilated ? "it has a dilation, which PEFT's lora_A does not take" : "";
 }
 
+int64_t in_features(const LinearSite& site) { return site.weight.size(site.fan_in_fan_out ? 0 : 1); }
+int64_t out_features(const LinearSite& site) { return site.weight.size(site.fan_in_fan_out ? 1 : 0); }
+
 const char* lora_a_suffix(const LinearSite& site) { return site.embedding ? kLoraEmbeddingASuffix : kLoraASuffix; }
 const char* lora_b_suffix(const LinearSite& site) { return site.embedding ? kLoraEmbeddingBSuffix : kLoraBSuffix; }
 
@@ -258,6 +269,12 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   for (const LinearSite* site : chosen) {
     if (site->embedding) check_embedding_site(*site, config);
     if (site->conv) check_conv_site(*site, config);
+    // PEFT's olora_init factors the weight as it is stored, which for a Conv1D (in x out) gives
+    // adapters of the wrong shape (or, square, ones that change the layer's output).
+    if (site->fan_in_fan_out && config.init == "olora")
+      fail(Status::Unsupported, "init_lora_weights olora on '", site->module,
+           "' (transformers' Conv1D, whose weight is in x out): PEFT's OLoRA takes nn.Linear's layout and would not ",
+           "start from the layer's output here; use pissa or another initialisation");
   }
   // The branch's bias has no place in a weight the forward reads itself.
   if (config.lora_bias)
@@ -285,7 +302,9 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   at::NoGradGuard no_grad;
   for (size_t k = 0; k < chosen.size(); ++k) {
     const LinearSite* site = chosen[k];
-    const int64_t out = site->weight.size(0), in = site->weight.size(1), r = config.rank_of(site->module);
+    // An embedding's "out" is num_embeddings, its "in" the embedding dimension (PEFT's names).
+    const int64_t out = site->embedding ? site->weight.size(0) : out_features(*site),
+                  in = site->embedding ? site->weight.size(1) : in_features(*site), r = config.rank_of(site->module);
     // PEFT makes lora_A = nn.Linear(in, r) and lora_B = nn.Linear(r, out) (each drawing its default
     // initialisation) and then re-initialises them: the same draws keep the global stream in step.
     // A convolution's adapters are convolutions (PEFT's conv_layer(in, r, kernel, ...) and
@@ -306,8 +325,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       b_bias = at::empty({out}, at::kFloat).uniform_(-bound, bound);
     }
     if (config.init == "mica") {  // PEFT's mica_init: B the minor singular vectors (frozen), A zero
-      const at::Tensor minor =
-          minor_components(site->module, site->embedding ? site->weight.t() : site->weight, r, weights_pending);
+      const at::Tensor minor = minor_components(
+          site->module, transposed_layout(*site) ? site->weight.t() : site->weight, r, weights_pending);
       if (minor.defined()) {
         a.zero_();
         b = minor;
@@ -328,11 +347,13 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     } else if (decomposes_weight(config.init) && weights_pending) {
       skip_decomposition(config.init, site->module, site->weight, r);
     } else if (decomposes_weight(config.init)) {  // after nn.Linear's draws, as in PEFT's update_layer
+      // PiSSA decomposes a Conv1D's weight transposed (out x in) and transposes the residual back.
       WeightDecomposition start =
-          decompose_weight(config.init, site->module, site->weight, r, config.scaling_of(site->module));
+          decompose_weight(config.init, site->module, site->fan_in_fan_out ? site->weight.t() : site->weight, r,
+                           config.scaling_of(site->module));
       a = std::move(start.a);
       b = std::move(start.b);
-      residuals[k] = std::move(start.residual);
+      residuals[k] = site->fan_in_fan_out ? start.residual.t() : std::move(start.residual);
     }
     // "false" keeps nn.Linear's initialisation; "orthogonal" comes only with a loaded adapter, which
     // replaces it.
@@ -364,6 +385,10 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     originals.push_back({entry.second, weights_pending ? at::empty(entry.second.sizes(), entry.second.options())
                                                        : entry.second.detach().clone()});
   config_ = config;
+  // PEFT sets its config's fan_in_fan_out to each linear layer's kind as it adapts it (with a
+  // warning), so its file says the last one's.
+  for (const LinearSite* site : chosen)
+    if (!site->conv && !site->embedding) config_.fan_in_fan_out = site->fan_in_fan_out;
   adapters_ = std::move(made);
   tokens_.install(std::move(tokens), /*standalone=*/false);
   originals_ = std::move(originals);
@@ -482,7 +507,8 @@ NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
 
 at::Tensor weight_delta(const LoraAdapter& adapter) {
   const at::Tensor &a = adapter.a, &b = adapter.b;
-  if (adapter.site.embedding) return lora_delta(a, b, adapter.scaling).t();  // PEFT's transpose(B @ A) * scaling
+  // An embedding's and a Conv1D's: PEFT's transpose(B @ A, fan_in_fan_out) * scaling.
+  if (transposed_layout(adapter.site)) return lora_delta(a, b, adapter.scaling).t();
   if (!adapter.site.conv) return lora_delta(a, b, adapter.scaling);
   if (adapter.site.conv->groups != 1)
     fail(Status::Unsupported, "the LoRA adapter of the convolution '", adapter.site.module, "' with groups ",
@@ -499,9 +525,9 @@ at::Tensor adapted_weight(const at::Tensor& w, const LoraAdapter& adapter) {
   const at::Tensor delta = weight_delta(adapter);
   if (!adapter.magnitude.defined()) return (w + delta).to(w.scalar_type());
   // PEFT's DoRA merge: m / ||W + delta|| (detached) times W + delta, per output row (a convolution's
-  // per output channel, an embedding's per dimension: its columns).
+  // per output channel, an embedding's per dimension and a Conv1D's per output: their columns).
   const at::Tensor sum = w + delta;
-  if (adapter.site.embedding)
+  if (transposed_layout(adapter.site))
     return ((adapter.magnitude / row_norms(w.t() + delta.t() * 1.0).detach()).view({1, -1}) * sum).to(w.scalar_type());
   std::vector<int64_t> factor_shape(static_cast<size_t>(w.dim()), 1);
   factor_shape[0] = -1;

@@ -71,7 +71,14 @@ struct LinearSite {
   at::Tensor bias;  // the layer's bias, undefined if none (DoRA's output takes the layer's without it)
   std::optional<ConvGeometry> conv;  // set for a convolution: A (r x in x kernel), B (out x r x 1...)
   std::optional<EmbeddingLookup> embedding;  // set for an embedding: weight num_embeddings x dim
+  // transformers' Conv1D (GPT-2's attention and MLP layers): a linear layer whose weight is in x out,
+  // computing x W + b; PEFT adapts it as a linear layer with fan_in_fan_out (its delta transposed).
+  bool fan_in_fan_out = false;
 };
+
+// A linear layer's (or Conv1D's) input and output sizes, whichever way its weight is laid out.
+int64_t in_features(const LinearSite& site);
+int64_t out_features(const LinearSite& site);
 
 // The names of an adapter's A and B after its module's ("<module>.lora_A.weight", an embedding's
 // "<module>.lora_embedding_A").

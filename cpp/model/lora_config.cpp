@@ -48,6 +48,9 @@ const OptionTable<LoraConfig>& lora_option_table() {
     t.bind("use_rslora", "scale by lora_alpha / sqrt(r)", &L::use_rslora);
     t.bind("use_dora", "DoRA: train a magnitude per output beside the adapters", &L::use_dora);
     t.bind("lora_bias", "lora_B has a trained bias too", &L::lora_bias);
+    t.bind("fan_in_fan_out",
+           "PEFT's flag for weights stored in x out (transformers' Conv1D); each layer's kind decides, as in PEFT",
+           &L::fan_in_fan_out);
     t.bind("init_lora_weights",
            "Kaiming A and zero B (true), N(0, 1/r) A (gaussian), nn.Linear's (false), from the weight, which "
            "keeps the residual (olora, pissa, pissa_niter_<n>), or B the weight's minor singular vectors, frozen, "

@@ -86,6 +86,9 @@ struct LoraConfig {
   double alpha = 8;
   double dropout = 0;
   bool use_rslora = false;  // scaling alpha / sqrt(r) instead of alpha / r
+  // PEFT's: the targets' weights are in x out (transformers' Conv1D). Each layer's kind decides, as
+  // in PEFT, which sets this to the last adapted linear layer's kind (written so to adapter_config.json).
+  bool fan_in_fan_out = false;
   // PEFT's use_dora (DoRA, Liu et al. 2024): each adapted layer also trains a magnitude per output,
   // m, and computes with m * (W + (B A) * scaling) / ||W + (B A) * scaling|| (row norms, not
   // differentiated), as PEFT's DoraLinearLayer does.

@@ -88,7 +88,7 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
       {"lora_alpha", config.alpha},
       {"lora_dropout", config.dropout},
       {"use_rslora", config.use_rslora},
-      {"fan_in_fan_out", false},
+      {"fan_in_fan_out", config.fan_in_fan_out},
       {"bias", config.bias},
       {"modules_to_save", config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save)},
       {"layers_to_transform", config.layers_to_transform.empty() ? json(nullptr) : json(config.layers_to_transform)},
@@ -207,7 +207,7 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   };
   config.use_rslora = flag("use_rslora");
   config.use_dora = flag("use_dora");
-  if (flag("fan_in_fan_out")) refuse("fan_in_fan_out", "is true: only nn.Linear's layout is supported");
+  config.fan_in_fan_out = flag("fan_in_fan_out");  // each layer's kind decides, as in PEFT
   if (j.contains("bias") && !j["bias"].is_null()) {
     if (j["bias"] != "none" && j["bias"] != "all" && j["bias"] != "lora_only")
       refuse("bias", "must be \"none\", \"all\" or \"lora_only\"");

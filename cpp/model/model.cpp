@@ -517,8 +517,9 @@ void Model::load_lora(const std::string& dir) {
     const int64_t groups = it->second->conv ? it->second->conv->groups : 1;
     const bool fits =
         embedding ? pair.a.size(1) == w.size(0) && pair.b.size(0) == w.size(1) && pair.b.size(1) == pair.a.size(0)
-                  : pair.a.dim() == w.dim() && pair.a.size(1) == w.size(1) * groups && pair.b.size(0) == w.size(0) &&
-                        pair.b.size(1) * groups == pair.a.size(0) && pair.a.sizes().slice(2) == w.sizes().slice(2);
+                  : pair.a.dim() == w.dim() && pair.a.size(1) == in_features(*it->second) * groups &&
+                        pair.b.size(0) == out_features(*it->second) && pair.b.size(1) * groups == pair.a.size(0) &&
+                        pair.a.sizes().slice(2) == w.sizes().slice(2);
     require(fits, where, ": the adapter of '", module, "' (lora_A ", pair.a.sizes(), ", lora_B ", pair.b.sizes(),
             ") does not fit the layer's weight ", w.sizes());
   }

@@ -263,6 +263,21 @@ bool is_linear_module(const torch::jit::Module& module) {
   return weight.isTensor() && weight.toTensor().dim() == 2 && weight.toTensor().is_floating_point();
 }
 
+// transformers' Conv1D (GPT-2's c_attn, c_proj, c_fc), which PEFT adapts as a linear layer with
+// fan_in_fan_out: a class of that name from the transformers package, with a floating-point weight
+// (in x out) and a bias of its outputs.
+bool is_transformers_conv1d(const torch::jit::Module& module) {
+  const auto type = module.type()->name();
+  if (!type || type->name() != "Conv1D" || !module.hasattr("weight") || !module.hasattr("bias")) return false;
+  // "__torch__.transformers.pytorch_utils.Conv1D" (older releases: transformers.modeling_utils).
+  const std::string qualified = type->qualifiedName();
+  if (qualified.rfind("__torch__.transformers.", 0) != 0) return false;
+  const c10::IValue weight = module.attr("weight"), bias = module.attr("bias");
+  if (!weight.isTensor() || !bias.isTensor()) return false;
+  const at::Tensor &w = weight.toTensor(), &b = bias.toTensor();
+  return w.dim() == 2 && w.is_floating_point() && b.dim() == 1 && b.size(0) == w.size(1);
+}
+
 bool is_embedding_module(const torch::jit::Module& module) {
   const auto type = module.type()->name();
   if (!type || type->name() != "Embedding" || !module.hasattr("weight")) return false;
@@ -332,7 +347,8 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
   for (const auto& entry : module_.named_modules()) {
     const std::optional<ConvGeometry> conv = entry.name.empty() ? std::nullopt : conv_geometry(entry.value);
     const std::optional<EmbeddingLookup> lookup = entry.name.empty() ? std::nullopt : embedding_lookup(entry.value);
-    if (entry.name.empty() || (!is_linear_module(entry.value) && !conv && !lookup)) continue;
+    const bool conv1d = !entry.name.empty() && is_transformers_conv1d(entry.value);
+    if (entry.name.empty() || (!is_linear_module(entry.value) && !conv && !lookup && !conv1d)) continue;
     torch::jit::Module layer = entry.value;  // a handle on the same object
     const c10::IValue bias = layer.hasattr("bias") ? layer.attr("bias") : c10::IValue();
     sites.push_back({entry.name,
@@ -342,7 +358,8 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
                      {},
                      bias.isTensor() && !lookup ? bias.toTensor() : at::Tensor(),
                      conv,
-                     lookup});
+                     lookup,
+                     conv1d});
     // Under LoRA with dropout the marked forward adapts this layer's output.
     auto it = std::find(output_layers_.begin(), output_layers_.end(), entry.name);
     if (it != output_layers_.end())
@@ -371,7 +388,7 @@ std::vector<std::string> ScriptModel::other_module_names() const {
   std::vector<std::string> names;
   for (const auto& entry : module_.named_modules())
     if (!entry.name.empty() && !is_linear_module(entry.value) && !conv_geometry(entry.value) &&
-        !is_embedding_module(entry.value))
+        !is_embedding_module(entry.value) && !is_transformers_conv1d(entry.value))
       names.push_back(entry.name);
   return names;
 }

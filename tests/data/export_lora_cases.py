@@ -13,13 +13,14 @@ and with DoRA (its "dora" case, from peft/tuners/lora/dora.py); lora_bias on the
 "decomposing" case); trainable token rows beside LoRA ("tokens") and alone, PEFT's
 TrainableTokensConfig ("standalone_tokens"); LoRA on convolutions ("conv"); on grouped
 convolutions with lora_bias, and DoRA on convolutions ("conv_variants"); LoRA on an embedding
-("embedding").
+("embedding"); LoRA on transformers' Conv1D, GPT-2's layers ("conv1d").
 
 Run with Debian's python3-torch: python3 export_lora_cases.py OUTPUT_DIR
 """
 import json
 import math
 import sys
+import types
 from pathlib import Path
 
 import torch
@@ -920,6 +921,208 @@ def embedding_case(out):
             "train_output": tensor(outputs[True]), "grads": grads, "merged": merged}
 
 
+class Conv1D(nn.Module):
+    """transformers' Conv1D (transformers/pytorch_utils.py, restated; transformers is not packaged for
+    Debian): GPT-2's linear layer, its weight in x out, computing x W + b. Its module path is
+    transformers', which TorchScript keeps in the type's name, and which PEFT (isinstance) and the
+    library recognise it by."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.nx = nx
+        self.weight = nn.Parameter(torch.empty(nx, nf))
+        self.bias = nn.Parameter(torch.zeros(nf))
+        nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, x):
+        size_out = list(x.size()[:-1])  # transformers': x.size()[:-1] + (self.nf,), a tuple TorchScript lacks
+        size_out.append(self.nf)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return x.view(size_out)
+
+
+def _in_transformers_module(cls):
+    """Puts `cls` in a module named transformers.pytorch_utils (this file's source, so that
+    TorchScript still finds it)."""
+    module = types.ModuleType("transformers.pytorch_utils")
+    module.__file__ = __file__
+    setattr(module, cls.__name__, cls)
+    sys.modules.setdefault("transformers.pytorch_utils", module)
+    cls.__module__ = module.__name__
+
+
+_in_transformers_module(Conv1D)
+
+
+class Gpt2Mlp(nn.Module):
+    """GPT-2's MLP (Conv1D c_fc, gelu, Conv1D c_proj) before an nn.Linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.c_fc = Conv1D(12, 6)
+        self.c_proj = Conv1D(6, 12)
+        self.head = nn.Linear(6, 4)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.c_proj(F.gelu(self.c_fc(x)))))
+
+
+def conv1d_adapters(modules, targets, r):
+    """PEFT's adapters of `targets`, drawn in their order: a Conv1D is adapted as a linear layer with
+    fan_in_fan_out (in_features, out_features = its weight's shape), lora_A = nn.Linear(in, r),
+    lora_B = nn.Linear(r, out), then Kaiming A and zero B. By name: (A, B)."""
+    adapters = {}
+    for name in targets:
+        module = modules[name]
+        in_features, out_features = (module.weight.shape if isinstance(module, Conv1D)
+                                     else (module.in_features, module.out_features))
+        a = nn.Linear(in_features, r, bias=False).weight
+        b = nn.Linear(r, out_features, bias=False).weight
+        nn.init.kaiming_uniform_(a, a=math.sqrt(5))
+        nn.init.zeros_(b)
+        adapters[name] = (a, b)
+    return adapters
+
+
+def fan_in_fan_out(modules, name, w):
+    """PEFT's transpose(w, fan_in_fan_out): a Conv1D's weight (in x out) taken as nn.Linear's."""
+    return w.T if isinstance(modules[name], Conv1D) else w
+
+
+def conv1d_dora_case(model, x):
+    """DoRA on Gpt2Mlp's Conv1D layers (PEFT's DoraLinearLayer with fan_in_fan_out: the norms of
+    W^T + s (B A), one per output; with dropout in training, base = F.linear(x, W^T)), as
+    conv1d_case records plain LoRA; PEFT writes fan_in_fan_out true (its last adapted layer is a
+    Conv1D)."""
+    modules = dict(model.named_modules())
+    targets, r, alpha, dropout, seed, train_seed = ["c_fc", "c_proj"], 2, 4.0, 0.25, 62, 63
+    scaling = alpha / r
+    torch.manual_seed(seed)
+    adapters = conv1d_adapters(modules, targets, r)
+
+    def norm(w, lora_weight, scaling):  # DoraLinearLayer.get_weight_norm, after its transpose
+        return torch.linalg.norm(w + scaling * lora_weight, dim=1).to(w.dtype)
+
+    with torch.no_grad():
+        magnitudes = {n: norm(modules[n].weight.T, b @ a, scaling) for n, (a, b) in adapters.items()}
+    initial = {n + ".lora_magnitude_vector": tensor(m) for n, m in magnitudes.items()}
+    next_draw = torch.rand(3)
+    g = torch.Generator().manual_seed(64)
+    with torch.no_grad():
+        for n, (a, b) in adapters.items():
+            b.copy_(0.3 * torch.randn(b.shape, generator=g))
+            magnitudes[n] = magnitudes[n] * (1 + 0.2 * torch.randn(magnitudes[n].shape, generator=g))
+    for m in magnitudes.values():
+        m.requires_grad_(True)
+    chosen = {n + ".lora_B.weight": tensor(b) for n, (a, b) in adapters.items()}
+    chosen.update({n + ".lora_magnitude_vector": tensor(m) for n, m in magnitudes.items()})
+
+    def hook(name, training):
+        a, b = adapters[name]
+        m = magnitudes[name]
+
+        def dora(module, inputs, output):
+            h = inputs[0]
+            weight = module.weight.T
+            if training:
+                h = F.dropout(h, dropout, True)
+                base = F.linear(h, weight)
+            else:
+                base = output - module.bias
+            lora_weight = F.linear(F.linear(torch.eye(a.shape[1]), a), b).T
+            scale = (m / norm(weight, lora_weight.detach(), scaling).detach()).view(1, -1)
+            return output + ((scale - 1) * base + scale * F.linear(F.linear(h, a), b) * scaling)
+        return dora
+
+    outputs = outputs_with_hooks(model, hook, adapters, x, train_seed)
+    grads = {}
+    for n, (a, b) in adapters.items():
+        grads[n + ".lora_A.weight"], grads[n + ".lora_B.weight"] = tensor(a.grad), tensor(b.grad)
+        grads[n + ".lora_magnitude_vector"] = tensor(magnitudes[n].grad)
+    merged = {}
+    with torch.no_grad():  # DoraLinearVariant.merge_safe: transpose(dora_factor.view(-1, 1), fan_in_fan_out)
+        for n, (a, b) in adapters.items():
+            w = modules[n].weight
+            delta = (b @ a).T * scaling
+            merged[n + ".weight"] = tensor((magnitudes[n] / norm(w.T, delta.T, 1)).view(1, -1) * (w + delta))
+    return {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "lora_dropout": dropout, "seed": seed,
+            "train_seed": train_seed, "initial": initial, "next_draw": tensor(next_draw), "chosen": chosen,
+            "eval_output": tensor(outputs[False]), "train_output": tensor(outputs[True]), "grads": grads,
+            "merged": merged}
+
+
+def conv1d_init_cases(model):
+    """PiSSA and MiCA on Gpt2Mlp's Conv1D layers (PEFT's pissa_init and mica_init take
+    transpose(W, fan_in_fan_out), and PiSSA transposes the residual back): after each layer's
+    nn.Linear draws, the adapters and the layers' weights at the start, and the next draw."""
+    import copy
+    targets, r, alpha, seed = ["c_fc", "c_proj"], 2, 4.0, 65
+    scaling = alpha / r
+    cases = {}
+    for init in ("pissa", "mica"):
+        net = copy.deepcopy(model)
+        modules = dict(net.named_modules())
+        torch.manual_seed(seed)
+        initial, weights = {}, {}
+        for name in targets:
+            module = modules[name]
+            nn.Linear(module.weight.shape[0], r, bias=False)
+            nn.Linear(r, module.weight.shape[1], bias=False)
+            w = module.weight.detach().T
+            if init == "pissa":
+                a, b, residual = peft_decompose(w, init, r, scaling)
+                with torch.no_grad():
+                    module.weight.copy_(residual.T)
+            else:
+                b = torch.linalg.svd(w.float(), full_matrices=False)[0][:, -r:].contiguous()
+                a = torch.zeros(r, w.shape[1])
+            initial[name + ".lora_A.weight"], initial[name + ".lora_B.weight"] = tensor(a), tensor(b)
+            weights[name + ".weight"] = tensor(module.weight)
+        cases[init] = {"initial": initial, "weights": weights, "next_draw": tensor(torch.rand(3))}
+    return {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "seed": seed, "cases": cases}
+
+
+def conv1d_case(out):
+    """PEFT's LoRA on transformers' Conv1D (GPT-2's layers; peft/tuners/lora/model.py dispatch_default
+    makes a lora.Linear with fan_in_fan_out): lora_A (r x in) and lora_B (out x r) as on a linear
+    layer, the branch B(A(dropout(x))) * scaling added to the output, merged as W + (B @ A)^T * scaling.
+    Beside LoRA on an nn.Linear head, on Gpt2Mlp (conv1d_model.pt): the draws after manual_seed(seed),
+    the next ones, chosen B, the outputs in evaluation and in training, the gradients of their sum,
+    the merged weights; PEFT writes fan_in_fan_out false (its last adapted layer is the head)."""
+    torch.manual_seed(60)
+    model = Gpt2Mlp()
+    torch.jit.script(model).save(str(out / "conv1d_model.pt"))
+    for p in model.parameters():
+        p.requires_grad_(False)
+    modules = dict(model.named_modules())
+    targets, r, alpha, dropout, seed, train_seed = ["c_fc", "c_proj", "head"], 2, 4.0, 0.25, 66, 67
+    scaling = alpha / r
+    torch.manual_seed(seed)
+    adapters = conv1d_adapters(modules, targets, r)
+    initial = {}
+    for n, (a, b) in adapters.items():
+        initial[n + ".lora_A.weight"], initial[n + ".lora_B.weight"] = tensor(a), tensor(b)
+    next_draw = torch.rand(3)
+    g = torch.Generator().manual_seed(68)
+    with torch.no_grad():
+        for a, b in adapters.values():
+            b.copy_(0.3 * torch.randn(b.shape, generator=g))
+    chosen = {n + ".lora_B.weight": tensor(b) for n, (a, b) in adapters.items()}
+    x = torch.randn(3, 2, 6, generator=g)
+    outputs = outputs_with_hooks(model, plain_lora_hook(modules, adapters, scaling, dropout), adapters, x, train_seed)
+    grads = {}
+    for n, (a, b) in adapters.items():
+        grads[n + ".lora_A.weight"], grads[n + ".lora_B.weight"] = tensor(a.grad), tensor(b.grad)
+    with torch.no_grad():
+        merged = {n + ".weight": tensor(modules[n].weight + fan_in_fan_out(modules, n, b @ a) * scaling)
+                  for n, (a, b) in adapters.items()}
+    return {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "lora_dropout": dropout, "seed": seed,
+            "train_seed": train_seed, "initial": initial, "next_draw": tensor(next_draw), "chosen": chosen,
+            "input": tensor(x), "eval_output": tensor(outputs[False]), "train_output": tensor(outputs[True]),
+            "grads": grads, "merged": merged, "dora": conv1d_dora_case(model, x), "init": conv1d_init_cases(model)}
+
+
 def main(out_dir):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -948,7 +1151,7 @@ def main(out_dir):
             "spec": spec_case(model, g), "dora": dora_case(model, g), "lora_bias": lora_bias_case(model, g),
             "decomposing": decomposing_cases(model, g), "tokens": tokens_case(out),
             "standalone_tokens": standalone_tokens_case(), "conv": conv_case(out),
-            "conv_variants": conv_variants_case(out), "embedding": embedding_case(out)}
+            "conv_variants": conv_variants_case(out), "embedding": embedding_case(out), "conv1d": conv1d_case(out)}
     (out / "lora_cases.json").write_text(json.dumps(case))
 
 
