@@ -99,6 +99,7 @@ struct Settings {
   bool tokens = false;  // the model takes token ids [4, 6] and is trained on the next token
   bool images = false;  // the model takes [4, 2, 6, 6] (conv_model.pt) and gives [4, image_outputs]
   int image_outputs = 3;
+  int features = 3, outputs = 2;  // without tokens or images: the input's and the output's widths
   int64_t vocab = 8;    // with tokens: the logits' width (the ids stay below 8)
   bool source = false;  // with tokens: a first input, the same ids reversed, precedes them
   bool padding = false;  // with source: padding masks of both follow (row r's last r % 3 positions)
@@ -233,7 +234,8 @@ struct Job {
   void micro_step() {
     if (settings.tokens) return token_step();
     const int64_t rows = 4;
-    const int features = settings.images ? 2 * 6 * 6 : 3, outputs = settings.images ? settings.image_outputs : 2;
+    const int features = settings.images ? 2 * 6 * 6 : settings.features,
+              outputs = settings.images ? settings.image_outputs : settings.outputs;
     std::vector<float> x, y;
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t row = (step_index * g_world + g_rank) * rows + i;
@@ -679,6 +681,23 @@ TEST(Sharded, GroupedAndDoraConvolutionLoraTrainUnderEveryStageAsUnderDdp) {
     s->lora_rank = 2;
     s->lora_flag = "use_dora";
     for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, *s, 4);
+  }
+}
+
+// LoRA on transformers' Conv1D (GPT-2's layers, weights in x out) beside an nn.Linear head: plain
+// LoRA, DoRA (a magnitude per output) and lora_bias, sharded and gathered as any other parameters.
+TEST(Sharded, Conv1dLoraTrainsUnderEveryStageAsUnderDdp) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  Settings s;
+  s.script = "conv1d_model.pt";
+  s.features = 6;
+  s.outputs = 4;
+  s.lora = "c_fc,c_proj,head";
+  s.lora_init = "false";  // B not zero: every adapter acts from the first step
+  for (const char* flag : {static_cast<const char*>(nullptr), "use_dora", "lora_bias"}) {
+    SCOPED_TRACE(flag ? flag : "plain");
+    s.lora_flag = flag;
+    for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
   }
 }
 
