@@ -231,7 +231,53 @@ void check_embedding_site(const LinearSite& site, const LoraConfig& config) {
          "every other reader of it, such as a tied head); call the layer as a module");
 }
 
+// Checks an attention target against what PEFT's lora.MultiheadAttention takes (also for its out_proj,
+// adapted with it): plain LoRA through the weights, which its forward merges before it runs.
+void check_attention_site(const LinearSite& site, const LoraConfig& config) {
+  const std::string& attention = site.owner.empty() ? site.module : site.owner;
+  require(!config.use_dora, "use_dora on the attention '", attention,
+          "': PEFT's lora.MultiheadAttention does not take DoRA (its ValueError)");
+  if (config.init != "true" && config.init != "gaussian" && config.init != "false")
+    fail(Status::Unsupported, "init_lora_weights ", config.init, " on the attention '", attention,
+         "' is not built (PEFT's lora.MultiheadAttention has no weight of its own to decompose)");
+  if (config.lora_bias)
+    fail(Status::Unsupported, "lora_bias on the attention '", attention,
+         "': its forward reads its weights itself, which leaves no place for lora_B's bias (PEFT's merge before "
+         "each forward leaves the in_proj's out)");
+}
+
+// The draws of an adapter PEFT makes and then replaces: lora.MultiheadAttention gives its out_proj
+// adapters first, then its in_proj's, then gives the out_proj new ones (its update_layer updates
+// both). The global stream moves as PEFT's does.
+void discarded_linear_draws(int64_t in, int64_t out, int64_t r, const std::string& init) {
+  at::Tensor a = new_linear_weight(r, in);
+  (void)new_linear_weight(out, r);
+  if (init == "true") torch::nn::init::kaiming_uniform_(a, std::sqrt(5.0));
+  if (init == "gaussian") a.normal_(0.0, 1.0 / static_cast<double>(r));
+}
+
 }  // namespace
+
+std::string weight_name(const LinearSite& site) {
+  return site.module + (site.attention ? ".in_proj_weight" : ".weight");
+}
+
+const std::string& pattern_name(const LinearSite& site) { return site.owner.empty() ? site.module : site.owner; }
+
+std::vector<LinearSite> targeted_sites(const LoraConfig& config, const std::vector<LinearSite>& sites) {
+  std::vector<LinearSite> chosen;
+  for (const auto& site : sites) {
+    const bool with_attention = !site.owner.empty() && config.targets(site.owner);
+    require(!with_attention || !config.targets(site.module), "target_modules '", config.describe_targets(),
+            "' matches both the attention '", site.owner, "' and its out_proj '", site.module,
+            "': targeting the attention adapts its out_proj with it (PEFT's lora.MultiheadAttention); name one of "
+            "them");
+    if (!with_attention && !config.targets(site.module)) continue;
+    chosen.push_back(site);
+    if (!with_attention) chosen.back().owner.clear();  // an out_proj targeted by its own name
+  }
+  return chosen;
+}
 
 std::string dilation_refusal(c10::IntArrayRef dilation) {
   const bool dilated = std::any_of(dilation.begin(), dilation.end(), [](int64_t d) { return d != 1; });
@@ -251,9 +297,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   for (const auto& module : other_modules)
     require(!config.targets(module), "target_modules '", config.describe_targets(), "' matches '", module,
             "', which is not a linear layer; LoRA adapts linear layers, convolutions and embeddings");
-  std::vector<const LinearSite*> chosen;
-  for (const auto& site : sites)
-    if (config.targets(site.module)) chosen.push_back(&site);
+  const std::vector<LinearSite> chosen = targeted_sites(config, sites);
   std::string examples;
   for (size_t i = 0; i < sites.size() && i < 4; ++i) examples += (i ? ", " : "") + sites[i].module;
   require(!chosen.empty(), "target_modules '", config.describe_targets(),
@@ -266,9 +310,11 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
           "PEFT)");
   if (config.init == "mica" && config.lora_bias)
     fail(Status::Unsupported, "init_lora_weights mica with lora_bias is not built");
-  for (const LinearSite* site : chosen) {
+  for (const LinearSite& chosen_site : chosen) {
+    const LinearSite* site = &chosen_site;
     if (site->embedding) check_embedding_site(*site, config);
     if (site->conv) check_conv_site(*site, config);
+    if (site->attention || !site->owner.empty()) check_attention_site(*site, config);
     // PEFT's olora_init factors the weight as it is stored, which for a Conv1D (in x out) gives
     // adapters of the wrong shape (or, square, ones that change the layer's output).
     if (site->fan_in_fan_out && config.init == "olora")
@@ -278,22 +324,24 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   }
   // The branch's bias has no place in a weight the forward reads itself.
   if (config.lora_bias)
-    for (const LinearSite* site : chosen)
-      if (!site->set_output_adapter)
-        fail(Status::Unsupported, "lora_bias cannot apply to '", site->module,
+    for (const LinearSite& site : chosen)
+      if (!site.set_output_adapter)
+        fail(Status::Unsupported, "lora_bias cannot apply to '", site.module,
              "': the forward reads its weight itself, ",
              "so it is adapted through its weight (W + B A * scaling), which leaves no place for lora_B's bias");
   // PiSSA and OLoRA change the layer's weight: where another module shares it, that one would change too.
   if (decomposes_weight(config.init))
-    for (const LinearSite* site : chosen)
-      if (!site->tied_to.empty())
-        fail(Status::Unsupported, "init_lora_weights '", config.init, "' would change the weight of '", site->module,
-             "', which is tied to '", site->tied_to, "' (the tied layer would change too); leave '", site->module,
+    for (const LinearSite& site : chosen)
+      if (!site.tied_to.empty())
+        fail(Status::Unsupported, "init_lora_weights '", config.init, "' would change the weight of '", site.module,
+             "', which is tied to '", site.tied_to, "' (the tied layer would change too); leave '", site.module,
              "' out of target_modules or use another initialisation");
+  // An attention's adapters take no dropout (PEFT's lora.MultiheadAttention merges them into the
+  // weights its forward reads, where its lora_dropout has no input to act on).
   if (config.dropout != 0)
-    for (const LinearSite* site : chosen)
-      if (!site->set_output_adapter)
-        fail(Status::Unsupported, "lora_dropout ", config.dropout, " cannot apply to '", site->module,
+    for (const LinearSite& site : chosen)
+      if (!site.set_output_adapter && !site.attention && site.owner.empty())
+        fail(Status::Unsupported, "lora_dropout ", config.dropout, " cannot apply to '", site.module,
              "': the layer is adapted through its weight (W + B A * scaling), which leaves no place for dropout on "
              "its input; use lora_dropout 0");
 
@@ -301,10 +349,12 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   std::vector<at::Tensor> residuals(chosen.size());  // PiSSA's and OLoRA's new layer weights, set at the end
   at::NoGradGuard no_grad;
   for (size_t k = 0; k < chosen.size(); ++k) {
-    const LinearSite* site = chosen[k];
+    const LinearSite* site = &chosen[k];
     // An embedding's "out" is num_embeddings, its "in" the embedding dimension (PEFT's names).
     const int64_t out = site->embedding ? site->weight.size(0) : out_features(*site),
-                  in = site->embedding ? site->weight.size(1) : in_features(*site), r = config.rank_of(site->module);
+                  in = site->embedding ? site->weight.size(1) : in_features(*site),
+                  r = config.rank_of(pattern_name(*site));
+    if (site->attention) discarded_linear_draws(in, in, r, config.init);  // its out_proj's first adapters
     // PEFT makes lora_A = nn.Linear(in, r) and lora_B = nn.Linear(r, out) (each drawing its default
     // initialisation) and then re-initialises them: the same draws keep the global stream in step.
     // A convolution's adapters are convolutions (PEFT's conv_layer(in, r, kernel, ...) and
@@ -350,7 +400,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       // PiSSA decomposes a Conv1D's weight transposed (out x in) and transposes the residual back.
       WeightDecomposition start =
           decompose_weight(config.init, site->module, site->fan_in_fan_out ? site->weight.t() : site->weight, r,
-                           config.scaling_of(site->module));
+                           config.scaling_of(pattern_name(*site)));
       a = std::move(start.a);
       b = std::move(start.b);
       residuals[k] = site->fan_in_fan_out ? start.residual.t() : std::move(start.residual);
@@ -361,7 +411,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     // and then (autocast_adapter_dtype) makes a half-precision layer's adapters float32 again: they
     // start rounded to the layer's precision.
     LoraAdapter adapter{*site, a.to(site->weight.options()), b.to(site->weight.options()), r,
-                        config.scaling_of(site->module)};
+                        config.scaling_of(pattern_name(*site))};
     if (config.use_dora)  // from the weight the layer will have
       adapter.magnitude = initial_magnitude(residuals[k].defined() ? residuals[k] : site->weight, adapter);
     if (b_bias.defined()) adapter.b_bias = b_bias.to(site->weight.options());
@@ -372,14 +422,14 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     made.push_back(std::move(adapter));
   }
   std::vector<std::string> adapted;
-  for (const LinearSite* site : chosen) adapted.push_back(site->module);
+  for (const LinearSite& site : chosen) adapted.push_back(site.module);
   std::vector<TokenAdapter> tokens = TrainableTokens::make(config.token_indices, token_sites, adapted);
   for (const auto& adapter : tokens)  // as PEFT refuses it
     require(!config.saves(adapter.site.module + ".weight"), "'", adapter.site.module,
             "' is both in modules_to_save and in trainable_token_indices: train it whole or train its tokens");
   // Nothing can fail from here on: the layers' weights change only now.
   for (size_t k = 0; k < chosen.size(); ++k)
-    if (residuals[k].defined()) chosen[k]->weight.copy_(residuals[k]);
+    if (residuals[k].defined()) chosen[k].weight.copy_(residuals[k]);
   std::vector<Original> originals;
   for (const auto& entry : saved_modules)  // placeholders' values are taken again when they arrive
     originals.push_back({entry.second, weights_pending ? at::empty(entry.second.sizes(), entry.second.options())
@@ -387,8 +437,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   config_ = config;
   // PEFT sets its config's fan_in_fan_out to each linear layer's kind as it adapts it (with a
   // warning), so its file says the last one's.
-  for (const LinearSite* site : chosen)
-    if (!site->conv && !site->embedding) config_.fan_in_fan_out = site->fan_in_fan_out;
+  for (const LinearSite& site : chosen)
+    if (!site.conv && !site.embedding && !site.attention) config_.fan_in_fan_out = site.fan_in_fan_out;
   adapters_ = std::move(made);
   tokens_.install(std::move(tokens), /*standalone=*/false);
   originals_ = std::move(originals);
@@ -475,27 +525,39 @@ NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
   struct Addition {
     const std::string& module;
     std::function<void(NamedTensors*)> append;
+    // An attention's: PEFT's lora.MultiheadAttention lists its adapters after everything its base
+    // layer holds, its out_proj's adapters included.
+    bool after_subtree = false;
   };
   std::vector<Addition> additions;
   for (size_t k = 0; k < adapters_.size(); ++k)
-    additions.push_back({adapters_[k].site.module, [this, k](NamedTensors* out) { append_parameters(k, out); }});
+    additions.push_back({adapters_[k].site.module, [this, k](NamedTensors* out) { append_parameters(k, out); },
+                         adapters_[k].site.attention});
   for (size_t k = 0; k < tokens_.adapters().size(); ++k)
     additions.push_back(
         {tokens_.adapters()[k].site.module, [this, k](NamedTensors* out) { tokens_.append_parameters(k, out); }});
   // One pass over `own` (the model lists its parameters at every step's clipping and zeroing): the
-  // last parameter each such layer holds itself (not a submodule's).
-  std::unordered_map<std::string, size_t> addition_of;
-  for (size_t k = 0; k < additions.size(); ++k) addition_of.emplace(additions[k].module, k);
+  // last parameter each such layer holds itself (not a submodule's; an attention's: in its subtree).
+  std::unordered_map<std::string, size_t> addition_of, subtree_addition_of;
+  for (size_t k = 0; k < additions.size(); ++k)
+    (additions[k].after_subtree ? subtree_addition_of : addition_of).emplace(additions[k].module, k);
   std::vector<size_t> last_own(additions.size(), own.size());
   for (size_t i = 0; i < own.size(); ++i) {
-    const size_t dot = own[i].first.rfind('.');
+    size_t dot = own[i].first.rfind('.');
     if (dot == std::string::npos) continue;
     auto it = addition_of.find(own[i].first.substr(0, dot));
     if (it != addition_of.end()) last_own[it->second] = i;
+    for (; dot != std::string::npos && dot > 0 && !subtree_addition_of.empty();
+         dot = own[i].first.rfind('.', dot - 1)) {
+      auto in_subtree = subtree_addition_of.find(own[i].first.substr(0, dot));
+      if (in_subtree != subtree_addition_of.end()) last_own[in_subtree->second] = i;
+    }
   }
   std::vector<std::vector<size_t>> after(own.size());  // the additions that follow own[i]
   std::vector<size_t> last;
   for (size_t k = 0; k < additions.size(); ++k) (last_own[k] < own.size() ? after[last_own[k]] : last).push_back(k);
+  for (auto& following : after)
+    std::stable_partition(following.begin(), following.end(), [&](size_t k) { return !additions[k].after_subtree; });
   NamedTensors out;
   for (size_t i = 0; i < own.size(); ++i) {
     out.push_back(std::move(own[i]));
@@ -583,13 +645,13 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
   std::unordered_set<std::string> adapter_entries;
   for (const auto& adapter : adapters_) {
     const std::string& module = adapter.site.module;
-    const at::Tensor& w = entry_of(module + ".weight");
+    const at::Tensor& w = entry_of(weight_name(adapter.site));
     at::NoGradGuard no_grad;
     LoraAdapter stated = adapter;  // with the state's tensors
     stated.a = entry_of(module + lora_a_suffix(adapter.site));
     stated.b = entry_of(module + lora_b_suffix(adapter.site));
     if (adapter.magnitude.defined()) stated.magnitude = entry_of(module + kLoraMagnitudeSuffix);
-    merged_weights[module + ".weight"] = adapted_weight(w, stated);
+    merged_weights[weight_name(adapter.site)] = adapted_weight(w, stated);
     if (adapter.b_bias.defined())
       merged_weights[module + ".bias"] =
           adapted_bias(entry_of(module + ".bias"), entry_of(module + kLoraBBiasSuffix), adapter.scaling);

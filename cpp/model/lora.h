@@ -74,7 +74,27 @@ struct LinearSite {
   // transformers' Conv1D (GPT-2's attention and MLP layers): a linear layer whose weight is in x out,
   // computing x W + b; PEFT adapts it as a linear layer with fan_in_fan_out (its delta transposed).
   bool fan_in_fan_out = false;
+  // nn.MultiheadAttention, as PEFT's lora.MultiheadAttention adapts it (q, k and v of one size): the
+  // site's weight is its in_proj_weight (3 E x E), which its forward reads itself, and targeting it
+  // adapts its out_proj too.
+  bool attention = false;
+  // The attention whose out_proj this linear layer is. Adapted as part of it (the attention
+  // targeted), the adapter takes the attention's rank and alpha, and PEFT's files name it
+  // "<attention>.base_layer.out_proj.lora_A.weight".
+  std::string owner;
 };
+
+// The name of the site's weight in the model ("<module>.weight", an attention's
+// "<module>.in_proj_weight").
+std::string weight_name(const LinearSite& site);
+// The name rank_pattern and alpha_pattern match for the site: its module's, or the attention's whose
+// out_proj came with it.
+const std::string& pattern_name(const LinearSite& site);
+
+// The sites `config` targets, in the model's order (copies): an attention's out_proj joins its
+// targeted attention (`owner` kept), an out_proj targeted by its own name is a linear layer as any
+// other (`owner` cleared). Both named is InvalidArgument (PEFT would adapt it twice).
+std::vector<LinearSite> targeted_sites(const LoraConfig& config, const std::vector<LinearSite>& sites);
 
 // A linear layer's (or Conv1D's) input and output sizes, whichever way its weight is laid out.
 int64_t in_features(const LinearSite& site);
@@ -86,7 +106,7 @@ const char* lora_a_suffix(const LinearSite& site);
 const char* lora_b_suffix(const LinearSite& site);
 
 struct LoraAdapter {
-  LinearSite site;
+  LinearSite site;  // `owner` set only where the adapter came with its attention's
   // lora_A.weight (r x in), lora_B.weight (out x r); a convolution's with its kernel's dimensions
   // (lora_B's 1 x ... x 1, out x r / groups); an embedding's lora_embedding_A (r x num_embeddings)
   // and lora_embedding_B (dim x r)

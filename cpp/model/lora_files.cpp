@@ -23,6 +23,8 @@ constexpr const char* kConfigFile = "adapter_config.json";
 constexpr const char* kWeightsFile = "adapter_model.safetensors";
 constexpr const char* kPrefix = "base_model.model.";
 constexpr const char* kBaseLayerBias = ".base_layer.bias";  // an adapted layer's bias, under PEFT's bias setting
+// What PEFT's lora.MultiheadAttention names its out_proj (adapted with it) in its files.
+constexpr const char* kAttentionOutProj = ".base_layer.out_proj";
 // The weights' metadata names the configuration saved with them (the CRC-32C of its bytes): a
 // save stopped between renaming the configuration and the weights leaves its weights `.new`, and
 // they are taken only beside the configuration they were saved with. (PEFT ignores the key.)
@@ -314,7 +316,14 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
     require(adapter.a.dim() >= 2 && adapter.b.dim() >= 2, "the adapter of '", adapter.site.module,
             "' is not whole here (sharded at rest under zero_stage 3): save the adapters "
             "from the unwrapped model before preparing it, or use acc_save_model / save_state");
+    const size_t first = parameters.size();
     adapters.append_parameters(k, &parameters);
+    // An attention's out_proj adapted with it: "<attention>.out_proj.lora_A.weight" is PEFT's
+    // "<attention>.base_layer.out_proj.lora_A.weight".
+    const std::string& owner = adapter.site.owner;
+    if (!owner.empty())
+      for (size_t i = first; i < parameters.size(); ++i)
+        parameters[i].first = owner + kAttentionOutProj + parameters[i].first.substr(adapter.site.module.size());
   }
   const TrainableTokens& tokens = adapters.tokens();
   for (size_t k = 0; k < tokens.adapters().size(); ++k) {
@@ -449,7 +458,13 @@ LoraFiles read_lora_files(const std::string& dir) {
     const size_t prefix = std::string(kPrefix).size(),
                  suffix = std::string(embedding ? kLoraEmbeddingASuffix : kLoraASuffix).size();
     if (name.size() <= prefix + suffix) refuse(name, "names no module");
-    const std::string module = name.substr(prefix, name.size() - prefix - suffix);
+    std::string module = name.substr(prefix, name.size() - prefix - suffix), owner;
+    // "<attention>.base_layer.out_proj": the attention's out_proj, adapted with it (its rank).
+    const std::string out_proj = kAttentionOutProj;
+    if (ends_with(module, out_proj) && module.size() > out_proj.size()) {
+      owner = module.substr(0, module.size() - out_proj.size());
+      module = owner + ".out_proj";
+    }
     // A linear layer's adapters are matrices; a convolution's have its kernel's dimensions too (1 x ...
     // x 1 for lora_B).
     if (tensor.dim() < 2 || tensor.dim() > 5 || !tensor.is_floating_point())
@@ -459,7 +474,7 @@ LoraFiles read_lora_files(const std::string& dir) {
       for (int64_t d = 2; d < tensor.dim(); ++d)
         if (tensor.size(d) != 1)
           refuse(name, "has shape " + concat(tensor.sizes()) + ": a convolution's lora_B is 1 x 1");
-    const int64_t r = files.config.rank_of(module);  // r, or rank_pattern's for the module
+    const int64_t r = files.config.rank_of(owner.empty() ? module : owner);  // r, or rank_pattern's for the module
     // A grouped convolution's lora_B takes r / groups (checked against the layer when loading).
     const bool grouped_b = is_b && tensor.dim() > 2 && tensor.size(1) > 0 && r % tensor.size(1) == 0;
     if ((is_a ? tensor.size(0) : tensor.size(1)) != r && !grouped_b)
@@ -469,7 +484,11 @@ LoraFiles read_lora_files(const std::string& dir) {
     LoraFiles::Pair& pair = files.modules[module];
     if ((pair.a.defined() || pair.b.defined()) && pair.embedding != embedding)
       refuse(name, "mixes an embedding's adapter (lora_embedding_A/B) with a linear layer's (lora_A/B) for one module");
+    if ((pair.a.defined() || pair.b.defined()) && pair.owner != owner)
+      refuse(name, "names the out_proj '" + module + "' both as a layer of its own and as its attention's (" +
+                       module.substr(0, module.size() - 9) + kAttentionOutProj + ")");
     pair.embedding = embedding;
+    pair.owner = owner;
     (is_a ? pair.a : pair.b) = tensor;
   }
   if (standalone) {

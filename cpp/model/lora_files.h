@@ -19,6 +19,9 @@ struct LoraFiles {
     at::Tensor magnitude;  // DoRA's (use_dora)
     at::Tensor b_bias;     // lora_B's bias (lora_bias)
     bool embedding = false;  // PEFT's lora_embedding_A and lora_embedding_B (an embedding's)
+    // Named "<attention>.base_layer.out_proj...": the out_proj adapter of that attention (PEFT's
+    // lora.MultiheadAttention), its rank the attention's.
+    std::string owner;
   };
   std::map<std::string, Pair> modules;  // by module name
   // What trains whole beside the adapters (the modules to save's parameters and buffers, the biases

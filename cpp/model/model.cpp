@@ -389,7 +389,7 @@ size_t Model::add_lora(const LoraConfig& config) {
   for (auto& site : sites) {
     const auto [first, last] = names.equal_range(site.weight.unsafeGetTensorImpl());
     for (auto it = first; it != last && site.tied_to.empty(); ++it)
-      if (it->second != site.module + ".weight") site.tied_to = it->second;
+      if (it->second != weight_name(site)) site.tied_to = it->second;
   }
   check_modules_to_save(config, named_parameters(), sites);
   // PEFT's ModulesToSaveWrapper keeps each module to save as it was, for a disabled forward.
@@ -498,30 +498,38 @@ void Model::load_lora(const std::string& dir) {
   require(lora_.empty() || !lora_.tokens().standalone(), where, " holds LoRA adapters; the model has trainable ",
           "tokens alone (PEFT's TRAINABLE_TOKENS)");
   // The layers the file's configuration targets must be those its tensors adapt, with their shapes.
-  std::map<std::string, const LinearSite*> targeted;
-  const auto sites = linear_sites();
-  for (const auto& site : sites)
-    if (files.config.targets(site.module)) targeted[site.module] = &site;
+  std::map<std::string, LinearSite> targeted;
+  try {
+    for (auto& site : targeted_sites(files.config, linear_sites())) targeted.emplace(site.module, std::move(site));
+  } catch (const Error& e) {
+    fail(e.status(), where, ": ", e.what());
+  }
   for (const auto& [module, pair] : files.modules) {
     auto it = targeted.find(module);
     if (it == targeted.end())
       fail(Status::InvalidArgument, where, " holds an adapter for '", module,
            "', which is not a linear layer of this model that its target_modules selects");
-    const at::Tensor& w = it->second->weight;
-    const bool embedding = it->second->embedding.has_value();
+    const LinearSite& site = it->second;
+    const at::Tensor& w = site.weight;
+    const bool embedding = site.embedding.has_value();
     require(pair.embedding == embedding, where, ": the adapter of '", module, "' is ",
             pair.embedding ? "an embedding's (lora_embedding_A/B)" : "a linear layer's (lora_A/B)", ", but '", module,
             "' is ", embedding ? "an embedding" : "not an embedding");
     // A convolution's A has its kernel (r x in x kernel), its B r / groups inputs (A takes all the
     // layer's input channels); an embedding's A is r x num_embeddings, its B dim x r.
-    const int64_t groups = it->second->conv ? it->second->conv->groups : 1;
+    const int64_t groups = site.conv ? site.conv->groups : 1;
     const bool fits =
         embedding ? pair.a.size(1) == w.size(0) && pair.b.size(0) == w.size(1) && pair.b.size(1) == pair.a.size(0)
-                  : pair.a.dim() == w.dim() && pair.a.size(1) == in_features(*it->second) * groups &&
-                        pair.b.size(0) == out_features(*it->second) && pair.b.size(1) * groups == pair.a.size(0) &&
+                  : pair.a.dim() == w.dim() && pair.a.size(1) == in_features(site) * groups &&
+                        pair.b.size(0) == out_features(site) && pair.b.size(1) * groups == pair.a.size(0) &&
                         pair.a.sizes().slice(2) == w.sizes().slice(2);
     require(fits, where, ": the adapter of '", module, "' (lora_A ", pair.a.sizes(), ", lora_B ", pair.b.sizes(),
             ") does not fit the layer's weight ", w.sizes());
+    // An attention's out_proj comes with it under PEFT's name "<attention>.base_layer.out_proj".
+    require(pair.owner == site.owner, where, ": the adapter of '", module, "' is ",
+            pair.owner.empty() ? "the layer's own" : "that of the attention '" + pair.owner + "'", ", but ",
+            site.owner.empty() ? "its configuration adapts the layer itself"
+                               : "its configuration adapts it with the attention '" + site.owner + "'");
   }
   for (const auto& [module, site] : targeted)
     if (!files.modules.count(module)) fail(Status::InvalidArgument, where, " holds no adapter for '", module, "'");
@@ -584,7 +592,7 @@ void Model::load_lora(const std::string& dir) {
             have.use_dora ? "DoRA" : "plain LoRA", " adapters");
     // Each layer's rank and scaling (lora_alpha / r, or / sqrt(r) with use_rslora), patterns applied.
     for (const auto& adapter : lora_.adapters()) {
-      const std::string& module = adapter.site.module;
+      const std::string& module = pattern_name(adapter.site);
       const LoraConfig& file = files.config;
       require(adapter.r == file.rank_of(module) && adapter.scaling == file.scaling_of(module), where, " adapts '",
               module, "' with r ", file.rank_of(module), ", lora_alpha ", file.alpha_of(module),

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <new>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -125,8 +126,9 @@ size_t ScriptModel::add_lora(const LoraConfig& config) {
   // Trainable tokens alone use no marker: their layers compute with a replaced weight.
   if (!lora_.empty() || config.peft_type != PeftType::Lora) return Model::add_lora(config);  // refuses the first
   std::vector<std::string> layers;
-  for (const auto& site : linear_sites())
-    if (config.targets(site.module)) layers.push_back(site.module);
+  // An attention and the out_proj adapted with it compute with adapted weights (its forward reads them).
+  for (const auto& site : targeted_sites(config, linear_sites()))
+    if (!site.attention && site.owner.empty()) layers.push_back(site.module);
   if (layers.empty()) return Model::add_lora(config);  // its error names the targets
   // PEFT's arithmetic, its branch added to the layer's output, wherever the forward calls an adapted
   // layer as a module. A layer whose weight the forward reads itself (nn.MultiheadAttention's
@@ -278,6 +280,22 @@ bool is_transformers_conv1d(const torch::jit::Module& module) {
   return w.dim() == 2 && w.is_floating_point() && b.dim() == 1 && b.size(0) == w.size(1);
 }
 
+// nn.MultiheadAttention with q, k and v of one size (its in_proj_weight 3 E x E), the only kind PEFT's
+// lora.MultiheadAttention takes, with a linear out_proj.
+bool is_attention_module(const torch::jit::Module& module) {
+  const auto type = module.type()->name();
+  if (!type || type->name() != "MultiheadAttention" || !module.hasattr("in_proj_weight") ||
+      !module.hasattr("_qkv_same_embed_dim") || !module.hasattr("out_proj"))
+    return false;
+  const c10::IValue weight = module.attr("in_proj_weight"), same = module.attr("_qkv_same_embed_dim"),
+                    out_proj = module.attr("out_proj");
+  if (!weight.isTensor() || !same.isBool() || !same.toBool() || !out_proj.isModule() ||
+      !is_linear_module(torch::jit::Module(out_proj.toObject())))
+    return false;
+  const at::Tensor& w = weight.toTensor();
+  return w.dim() == 2 && w.is_floating_point() && w.size(0) == 3 * w.size(1);
+}
+
 bool is_embedding_module(const torch::jit::Module& module) {
   const auto type = module.type()->name();
   if (!type || type->name() != "Embedding" || !module.hasattr("weight")) return false;
@@ -344,7 +362,19 @@ std::optional<ConvGeometry> conv_geometry(const torch::jit::Module& module) {
 
 std::vector<LinearSite> ScriptModel::linear_sites() const {
   std::vector<LinearSite> sites;
+  std::set<std::string> attentions;
   for (const auto& entry : module_.named_modules()) {
+    if (!entry.name.empty() && is_attention_module(entry.value)) {
+      torch::jit::Module attention = entry.value;  // a handle on the same object
+      const c10::IValue bias = attention.attr("in_proj_bias");
+      LinearSite site{entry.name, attention.attr("in_proj_weight").toTensor(),
+                      [attention](const at::Tensor& weight) mutable { attention.setattr("in_proj_weight", weight); }};
+      site.bias = bias.isTensor() ? bias.toTensor() : at::Tensor();
+      site.attention = true;
+      sites.push_back(std::move(site));
+      attentions.insert(entry.name);
+      continue;
+    }
     const std::optional<ConvGeometry> conv = entry.name.empty() ? std::nullopt : conv_geometry(entry.value);
     const std::optional<EmbeddingLookup> lookup = entry.name.empty() ? std::nullopt : embedding_lookup(entry.value);
     const bool conv1d = !entry.name.empty() && is_transformers_conv1d(entry.value);
@@ -360,6 +390,11 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
                      conv,
                      lookup,
                      conv1d});
+    // An attention's out_proj (its forward reads the weight): adapted with it where it is targeted.
+    const size_t dot = entry.name.rfind('.');
+    if (dot != std::string::npos && entry.name.compare(dot, std::string::npos, ".out_proj") == 0 &&
+        attentions.count(entry.name.substr(0, dot)))
+      sites.back().owner = entry.name.substr(0, dot);
     // Under LoRA with dropout the marked forward adapts this layer's output.
     auto it = std::find(output_layers_.begin(), output_layers_.end(), entry.name);
     if (it != output_layers_.end())
@@ -388,7 +423,7 @@ std::vector<std::string> ScriptModel::other_module_names() const {
   std::vector<std::string> names;
   for (const auto& entry : module_.named_modules())
     if (!entry.name.empty() && !is_linear_module(entry.value) && !conv_geometry(entry.value) &&
-        !is_embedding_module(entry.value) && !is_transformers_conv1d(entry.value))
+        !is_embedding_module(entry.value) && !is_transformers_conv1d(entry.value) && !is_attention_module(entry.value))
       names.push_back(entry.name);
   return names;
 }

@@ -13,7 +13,8 @@ and with DoRA (its "dora" case, from peft/tuners/lora/dora.py); lora_bias on the
 "decomposing" case); trainable token rows beside LoRA ("tokens") and alone, PEFT's
 TrainableTokensConfig ("standalone_tokens"); LoRA on convolutions ("conv"); on grouped
 convolutions with lora_bias, and DoRA on convolutions ("conv_variants"); LoRA on an embedding
-("embedding"); LoRA on transformers' Conv1D, GPT-2's layers ("conv1d").
+("embedding"); LoRA on transformers' Conv1D, GPT-2's layers ("conv1d"); LoRA on
+nn.MultiheadAttention ("attention").
 
 Run with Debian's python3-torch: python3 export_lora_cases.py OUTPUT_DIR
 """
@@ -1123,6 +1124,102 @@ def conv1d_case(out):
             "grads": grads, "merged": merged, "dora": conv1d_dora_case(model, x), "init": conv1d_init_cases(model)}
 
 
+class AttnNet(nn.Module):
+    """An nn.MultiheadAttention (batch first, with dropout) between an input projection and a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 8)
+        self.attn = nn.MultiheadAttention(8, 2, dropout=0.1, batch_first=True)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.proj(x))
+        a, _ = self.attn(h, h, h, need_weights=False)
+        return self.head(a + h)
+
+
+def linear_pair(in_features, out_features, r):
+    """PEFT's update_layer for a linear adapter: nn.Linear(in, r) and nn.Linear(r, out) drawn, then
+    Kaiming A and zero B."""
+    a = nn.Linear(in_features, r, bias=False).weight
+    b = nn.Linear(r, out_features, bias=False).weight
+    nn.init.kaiming_uniform_(a, a=math.sqrt(5))
+    nn.init.zeros_(b)
+    return a, b
+
+
+def attention_case(out):
+    """PEFT's LoRA on nn.MultiheadAttention (peft/tuners/lora/layer.py MultiheadAttention, restated):
+    targeting the attention adapts its in_proj (lora_A r x E, lora_B 3E x r) and its out_proj, both
+    with the attention's rank; the draws are PEFT's (its out_proj's adapters, then the in_proj's, then
+    the out_proj's again: its update_layer updates both); the attention computes with the weights
+    W + (B A) * scaling, which its forward reads, and no lora_dropout (PEFT merges the adapters before
+    the forward). PEFT's forward adds the out_proj's delta twice (its merge writes W + dW, then calls
+    the out_proj's own merge: huggingface/peft#3774); recorded here is W + dW. On AttnNet
+    (attention_model.pt): the draws after manual_seed(seed), the next ones, chosen B, the outputs in
+    evaluation (the scripted model with the merged weights, as the library runs it) and in training
+    (with the head's LoRA and its dropout beside), the gradients, the merged weights."""
+    torch.manual_seed(70)
+    model = AttnNet()
+    torch.jit.script(model).save(str(out / "attention_model.pt"))
+    scripted = torch.jit.load(str(out / "attention_model.pt"))  # its own tensors (a scripted module shares them)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    r, alpha, dropout, seed, train_seed = 2, 4.0, 0.25, 71, 72
+    scaling = alpha / r
+    e = model.attn.embed_dim
+    torch.manual_seed(seed)
+    linear_pair(e, e, r)  # the out_proj's first adapters, replaced
+    adapters = {"attn": linear_pair(e, 3 * e, r), "attn.out_proj": linear_pair(e, e, r),
+                "head": linear_pair(8, 3, r)}
+    initial = {n + s: tensor(t) for n, (a, b) in adapters.items() for s, t in ((".lora_A.weight", a),
+                                                                            (".lora_B.weight", b))}
+    next_draw = torch.rand(3)
+    g = torch.Generator().manual_seed(73)
+    with torch.no_grad():
+        for a, b in adapters.values():
+            b.copy_(0.3 * torch.randn(b.shape, generator=g))
+    chosen = {n + ".lora_B.weight": tensor(b) for n, (a, b) in adapters.items()}
+    x = torch.randn(3, 4, 6, generator=g)
+
+    def merged(name, w):
+        a, b = adapters[name]
+        return w + (b @ a) * scaling
+
+    # Evaluation, the attention alone adapted: the scripted model with its weights merged.
+    with torch.no_grad():
+        scripted.attn.in_proj_weight.copy_(merged("attn", model.attn.in_proj_weight))
+        scripted.attn.out_proj.weight.copy_(merged("attn.out_proj", model.attn.out_proj.weight))
+        scripted.eval()
+        eval_output = scripted(x)
+    # Training, with the head's LoRA and its dropout: the eager model computing with the merged
+    # weights (functional_call), the head's branch added to its output.
+    model.train()
+    head_a, head_b = adapters["head"]
+    handle = model.head.register_forward_hook(
+        lambda module, inputs, output: output + F.linear(F.linear(F.dropout(inputs[0], dropout, True), head_a),
+                                                         head_b) * scaling)
+    weights = {"attn.in_proj_weight": merged("attn", model.attn.in_proj_weight),
+               "attn.out_proj.weight": merged("attn.out_proj", model.attn.out_proj.weight)}
+    torch.manual_seed(train_seed)
+    train_output = torch.nn.utils.stateless.functional_call(model, weights, (x,))
+    train_output.sum().backward()
+    handle.remove()
+    model.eval()
+    grads = {}
+    for n, (a, b) in adapters.items():
+        grads[n + ".lora_A.weight"], grads[n + ".lora_B.weight"] = tensor(a.grad), tensor(b.grad)
+    with torch.no_grad():
+        merged_weights = {"attn.in_proj_weight": tensor(merged("attn", model.attn.in_proj_weight)),
+                          "attn.out_proj.weight": tensor(merged("attn.out_proj", model.attn.out_proj.weight)),
+                          "head.weight": tensor(merged("head", model.head.weight))}
+    return {"r": r, "lora_alpha": alpha, "lora_dropout": dropout, "seed": seed, "train_seed": train_seed,
+            "initial": initial, "next_draw": tensor(next_draw), "chosen": chosen, "input": tensor(x),
+            "eval_output": tensor(eval_output), "train_output": tensor(train_output), "grads": grads,
+            "merged": merged_weights}
+
+
 def main(out_dir):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -1151,7 +1248,8 @@ def main(out_dir):
             "spec": spec_case(model, g), "dora": dora_case(model, g), "lora_bias": lora_bias_case(model, g),
             "decomposing": decomposing_cases(model, g), "tokens": tokens_case(out),
             "standalone_tokens": standalone_tokens_case(), "conv": conv_case(out),
-            "conv_variants": conv_variants_case(out), "embedding": embedding_case(out), "conv1d": conv1d_case(out)}
+            "conv_variants": conv_variants_case(out), "embedding": embedding_case(out), "conv1d": conv1d_case(out),
+            "attention": attention_case(out)}
     (out / "lora_cases.json").write_text(json.dumps(case))
 
 

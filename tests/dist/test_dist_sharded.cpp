@@ -100,6 +100,7 @@ struct Settings {
   bool images = false;  // the model takes [4, 2, 6, 6] (conv_model.pt) and gives [4, image_outputs]
   int image_outputs = 3;
   int features = 3, outputs = 2;  // without tokens or images: the input's and the output's widths
+  bool seeded_steps = false;      // each micro-step starts at acc_set_seed(its index): a model's dropout draws alike
   int64_t vocab = 8;    // with tokens: the logits' width (the ids stay below 8)
   bool source = false;  // with tokens: a first input, the same ids reversed, precedes them
   bool padding = false;  // with source: padding masks of both follow (row r's last r % 3 positions)
@@ -233,6 +234,7 @@ struct Job {
   // One micro-step on this process's 4 rows of the job's batch for step_index.
   void micro_step() {
     if (settings.tokens) return token_step();
+    if (settings.seeded_steps) ASSERT_EQ(acc_set_seed(static_cast<uint64_t>(1000 + step_index)), ACC_OK);
     const int64_t rows = 4;
     const int features = settings.images ? 2 * 6 * 6 : settings.features,
               outputs = settings.images ? settings.image_outputs : settings.outputs;
@@ -699,6 +701,20 @@ TEST(Sharded, Conv1dLoraTrainsUnderEveryStageAsUnderDdp) {
     s.lora_flag = flag;
     for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
   }
+}
+
+// LoRA on an nn.MultiheadAttention (its in_proj and out_proj, computing with the adapted weights its
+// forward reads, made unit by unit under stage 3) beside a head's LoRA.
+TEST(Sharded, AttentionLoraTrainsUnderEveryStageAsUnderDdp) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  Settings s;
+  s.script = "attention_model.pt";
+  s.features = 6;
+  s.outputs = 3;
+  s.lora = "attn,head";
+  s.lora_init = "false";  // B not zero: every adapter acts from the first step
+  s.seeded_steps = true;  // the attention's own dropout
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 
 // PEFT's TrainableTokensConfig: the rows alone train (every other parameter frozen), of a layer-spec

@@ -21,6 +21,7 @@ import math
 import os
 import re
 import sys
+import types
 
 import torch
 import torch.nn.functional as F
@@ -708,6 +709,18 @@ SCENARIOS.update({
     "cnn_lora_conv_zero3": dict(model="cnn", data="images", optimizer="adamw", schedule="linear",
                                 graph_optimization=False, zero_stage=3, processes=(2,),
                                 lora=dict(targets="conv,fc", r=2, alpha=4, modules_to_save="norm")),
+    # GPT-2's layers (transformers' Conv1D, weights in x out), which PEFT adapts with fan_in_fan_out:
+    # LoRA on the attention's c_attn and both c_proj, DoRA, PiSSA (the weight decomposed transposed),
+    # and under stage 3.
+    "gpt2_lora": dict(model="gpt2", data="lm", optimizer="adamw", schedule="linear", accumulation=2, clip=0.5,
+                      graph_optimization=False, lora=dict(targets="c_attn,c_proj", r=4, alpha=8, dropout=0.1)),
+    "gpt2_dora": dict(model="gpt2", data="lm", optimizer="adamw", schedule="cosine", graph_optimization=False,
+                      lora=dict(targets="c_attn,c_fc,head", r=4, alpha=8, dropout=0.1, use_dora=True)),
+    "gpt2_pissa": dict(model="gpt2", data="lm", optimizer="adamw", schedule="linear", clip=0.5,
+                       graph_optimization=False, lora=dict(targets="c_attn,c_fc", r=4, alpha=8, init="pissa")),
+    "gpt2_lora_zero3": dict(model="gpt2", data="lm", optimizer="adamw", schedule="linear", graph_optimization=False,
+                            processes=(2,), zero_stage=3,
+                            lora=dict(targets="c_attn,c_proj", r=4, alpha=8, dropout=0.1, lora_bias=True)),
     "mlp_olora": dict(model="mlp", optimizer="adamw", schedule="linear", clip=0.05, graph_optimization=False,
                       lora=dict(targets="fc1", r=4, alpha=8, init="olora")),
     "mlp_pissa": dict(model="mlp", optimizer="adamw", schedule="linear", graph_optimization=False,
@@ -892,19 +905,114 @@ class Cnn(torch.nn.Module):
         return self.fc(torch.relu(self.norm(self.conv(x))).flatten(1))
 
 
+class Conv1D(torch.nn.Module):
+    """transformers' Conv1D (transformers/pytorch_utils.py), restated (transformers is not packaged for
+    Debian): GPT-2's linear layer, its weight in x out, computing x W + b. In transformers' module
+    path while scripted (scripted_in_transformers), which TorchScript keeps in the type's name and the
+    library recognises it by, as PEFT recognises transformers' class."""
+
+    def __init__(self, nf, nx):
+        super().__init__()
+        self.nf = nf
+        self.nx = nx
+        self.weight = torch.nn.Parameter(torch.empty(nx, nf))
+        self.bias = torch.nn.Parameter(torch.zeros(nf))
+        torch.nn.init.normal_(self.weight, std=0.02)
+
+    def forward(self, x):
+        size_out = list(x.size()[:-1])  # transformers': x.size()[:-1] + (self.nf,), a tuple TorchScript lacks
+        size_out.append(self.nf)
+        x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+        return x.view(size_out)
+
+
+def scripted_in_transformers(model):
+    """torch.jit.script(model) with Conv1D in a module named transformers.pytorch_utils for the while
+    (this file's source, which TorchScript reads), and no such module left behind."""
+    name = "transformers.pytorch_utils"
+    if name in sys.modules:
+        raise RuntimeError(name + " is imported already: Conv1D's restatement would not be found there")
+    module = types.ModuleType(name)
+    module.__file__ = __file__
+    module.Conv1D = Conv1D
+    sys.modules[name] = module
+    own = Conv1D.__module__
+    Conv1D.__module__ = name
+    try:
+        return torch.jit.script(model)
+    finally:
+        Conv1D.__module__ = own
+        del sys.modules[name]
+
+
+class Gpt2Attention(torch.nn.Module):
+    """GPT-2's attention as transformers names its layers (one head): c_attn gives q, k and v, c_proj
+    projects the causal attention's output."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.d = d
+        self.c_attn = Conv1D(3 * d, d)
+        self.c_proj = Conv1D(d, d)
+
+    def forward(self, h):
+        qkv = self.c_attn(h)
+        q, k, v = qkv[:, :, :self.d], qkv[:, :, self.d:2 * self.d], qkv[:, :, 2 * self.d:]
+        t = h.shape[1]
+        mask = torch.triu(torch.full((t, t), float("-inf"), device=h.device), diagonal=1)
+        att = torch.softmax(q @ k.transpose(1, 2) / math.sqrt(self.d) + mask, dim=-1)
+        return self.c_proj(att @ v)
+
+
+class Gpt2Mlp(torch.nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.c_fc = Conv1D(4 * d, d)
+        self.c_proj = Conv1D(d, 4 * d)
+
+    def forward(self, h):
+        return self.c_proj(F.gelu(self.c_fc(h)))
+
+
+class Gpt2(torch.nn.Module):
+    """A one-block GPT-2 (pre-norm, learned positions) with transformers' module names, and a head."""
+
+    def __init__(self):
+        super().__init__()
+        self.wte = torch.nn.Embedding(VOCAB, 32)
+        self.wpe = torch.nn.Embedding(8, 32)
+        self.ln_1 = torch.nn.LayerNorm(32)
+        self.attn = Gpt2Attention(32)
+        self.ln_2 = torch.nn.LayerNorm(32)
+        self.mlp = Gpt2Mlp(32)
+        self.ln_f = torch.nn.LayerNorm(32)
+        self.head = torch.nn.Linear(32, VOCAB)
+
+    def forward(self, ids: torch.Tensor):
+        h = self.wte(ids) + self.wpe(torch.arange(ids.shape[1], device=ids.device))
+        h = h + self.attn(self.ln_1(h))
+        h = h + self.mlp(self.ln_2(h))
+        return self.head(self.ln_f(h))
+
+
 class LoraLinear(torch.nn.Module):
     """PEFT's LoRA layer (peft/tuners/lora/layer.py, Linear with one adapter and bias "none"),
     restated, since Debian packages no PEFT: the adapters made as its update_layer makes them
     (drawing two nn.Linear initialisations, then Kaiming for A and zeros for B), and its forward
-    base(x) + lora_B(lora_A(dropout(x))) * scaling with the input cast to the adapters' dtype."""
+    base(x) + lora_B(lora_A(dropout(x))) * scaling with the input cast to the adapters' dtype. On
+    transformers' Conv1D with fan_in_fan_out (PEFT's dispatch_default): in and out features from its
+    weight (in x out), which PiSSA, MiCA, DoRA and the merge take transposed."""
 
     def __init__(self, base, r, alpha, dropout, use_dora=False, lora_bias=False, init="true"):
         super().__init__()
         self.base_layer = base
+        self.fan_in_fan_out = isinstance(base, Conv1D)
         self.disabled = False  # PEFT's disable_adapter_layers: the base layer alone
         self.lora_dropout = torch.nn.Dropout(dropout) if dropout > 0 else torch.nn.Identity()
-        self.lora_A = torch.nn.Linear(base.in_features, r, bias=False)
-        self.lora_B = torch.nn.Linear(r, base.out_features, bias=lora_bias)
+        in_features, out_features = (base.weight.shape if self.fan_in_fan_out
+                                     else (base.in_features, base.out_features))
+        self.lora_A = torch.nn.Linear(in_features, r, bias=False)
+        self.lora_B = torch.nn.Linear(r, out_features, bias=lora_bias)
         self.scaling = alpha / r
         if init == "true":
             torch.nn.init.kaiming_uniform_(self.lora_A.weight, a=math.sqrt(5))
@@ -912,16 +1020,16 @@ class LoraLinear(torch.nn.Module):
             if lora_bias:
                 torch.nn.init.zeros_(self.lora_B.bias)
         elif init == "mica":  # PEFT's mica_init: B the minor left singular vectors, frozen; A zero
-            u = torch.linalg.svd(base.weight.detach().to(torch.float32), full_matrices=False)[0]
+            u = torch.linalg.svd(self.transpose(base.weight.detach().to(torch.float32)), full_matrices=False)[0]
             self.lora_B.weight.data = u[:, -r:].contiguous().to(base.weight.dtype)
-            self.lora_A.weight.data = torch.zeros(r, base.in_features).to(base.weight.dtype)
+            self.lora_A.weight.data = torch.zeros(r, in_features).to(base.weight.dtype)
             self.lora_B.weight.requires_grad_(False)
         else:
             self.decompose(init, r)
         self.lora_magnitude_vector = None
         if use_dora:  # PEFT's DoraLinearLayer.update_layer (peft/tuners/lora/dora.py): the row norms,
             # in a submodule registered after lora_B, where PEFT's model lists it
-            w = base.weight + self.scaling * (self.lora_B.weight @ self.lora_A.weight)
+            w = self.transpose(base.weight) + self.scaling * (self.lora_B.weight @ self.lora_A.weight)
             self.lora_magnitude_vector = torch.nn.Module()
             self.lora_magnitude_vector.weight = torch.nn.Parameter(torch.linalg.norm(w, dim=1).to(w.dtype))
 
@@ -929,7 +1037,7 @@ class LoraLinear(torch.nn.Module):
         """PEFT's olora_init and pissa_init (peft/tuners/lora/layer.py), with PyTorch's own svd_lowrank."""
         weight = self.base_layer.weight
         dtype = weight.dtype
-        w = weight.data.to(torch.float32)
+        w = self.transpose(weight.data.to(torch.float32))  # olora_init does not transpose (refused on Conv1D)
         if init == "olora":
             q, rr = torch.linalg.qr(w)
             self.lora_A.weight.data = rr[:r].contiguous()
@@ -945,7 +1053,11 @@ class LoraLinear(torch.nn.Module):
             self.lora_A.weight.data = torch.diag(torch.sqrt(s_r)) @ uh_r
             self.lora_B.weight.data = v_r @ torch.diag(torch.sqrt(s_r))
         w = w - self.scaling * self.lora_B.weight.data @ self.lora_A.weight.data
-        self.base_layer.weight.data = w.to(dtype)
+        self.base_layer.weight.data = self.transpose(w.to(dtype))
+
+    def transpose(self, w):
+        """PEFT's transpose(w, fan_in_fan_out)."""
+        return w.T if self.fan_in_fan_out else w
 
     # PEFT's BaseTunerLayer hands out the base layer's weight and bias: code that reads them itself
     # (TransformerEncoderLayer's inference fast path) computes with the base layer alone.
@@ -970,10 +1082,10 @@ class LoraLinear(torch.nn.Module):
             base_result = result if self.base_layer.bias is None else result - self.base_layer.bias
         else:
             x = self.lora_dropout(x)
-            base_result = F.linear(x, self.base_layer.weight.to(x.dtype))
+            base_result = F.linear(x, self.transpose(self.base_layer.weight.to(x.dtype)))
         eye = torch.eye(self.lora_A.weight.shape[1], device=x.device, dtype=self.lora_A.weight.dtype)
         lora_weight = self.lora_B(self.lora_A(eye)).T.to(x.dtype)
-        weight = self.base_layer.weight.to(x.dtype) + self.scaling * lora_weight.detach()
+        weight = self.transpose(self.base_layer.weight.to(x.dtype)) + self.scaling * lora_weight.detach()
         norm = torch.linalg.norm(weight, dim=1).to(weight.dtype).detach()
         scale = (self.lora_magnitude_vector.weight / norm).view(1, -1)
         dora = (scale - 1) * base_result + scale * self.lora_B(self.lora_A(x)) * self.scaling
@@ -982,15 +1094,16 @@ class LoraLinear(torch.nn.Module):
     def merged(self):
         """merge_and_unload: the base layer with W + (B A) * scaling (DoRA: times m / ||W + (B A) * scaling||)."""
         with torch.no_grad():
-            delta = self.lora_B.weight @ self.lora_A.weight * self.scaling
+            delta = self.transpose(self.lora_B.weight @ self.lora_A.weight) * self.scaling  # get_delta_weight
             if self.lora_B.bias is not None:  # PEFT's merge of lora_bias
                 self.base_layer.bias += self.lora_B.bias * self.scaling
             if self.lora_magnitude_vector is None:
                 self.base_layer.weight += delta
-            else:
-                norm = torch.linalg.norm(self.base_layer.weight + 1 * delta, dim=1)
-                merged = (self.lora_magnitude_vector.weight / norm).view(-1, 1) * (self.base_layer.weight + delta)
-                self.base_layer.weight.copy_(merged)
+            else:  # DoraLinearVariant.merge_safe
+                w = self.base_layer.weight
+                norm = torch.linalg.norm(self.transpose(w) + 1 * self.transpose(delta), dim=1)
+                factor = self.transpose((self.lora_magnitude_vector.weight / norm).view(-1, 1))
+                self.base_layer.weight.copy_(factor * (w + delta))
         return self.base_layer
 
 
@@ -1209,7 +1322,7 @@ class TrainableTokensWrapper(torch.nn.Module):
         return self.token_adapter(x)
 
 
-EAGER_MODELS = {"mlp": Mlp, "wide": Wide, "cnn": Cnn, "lm": Lm}
+EAGER_MODELS = {"mlp": Mlp, "wide": Wide, "cnn": Cnn, "lm": Lm, "gpt2": Gpt2}
 
 
 def replace_module(model, name, module):
@@ -1246,7 +1359,7 @@ def peft_model(scripted, name, settings):
     saved = list(filter(None, settings.get("modules_to_save", "").split(",")))
     for module_name, module in list(model.named_modules()):
         inside_saved = any(re.match(rf"(^|.*\.){m}($|\..*)", module_name) for m in saved)  # PEFT leaves it whole
-        if isinstance(module, torch.nn.Linear) and not inside_saved and any(
+        if isinstance(module, (torch.nn.Linear, Conv1D)) and not inside_saved and any(
                 module_name == t or module_name.endswith("." + t) for t in targets):
             # PEFT's rank_pattern and alpha_pattern: the first key matching the name or its end after a dot.
             r = pattern_value(settings.get("rank_pattern", {}), module_name, settings["r"])
@@ -1316,6 +1429,7 @@ def export(directory):
     torch.jit.script(Lm()).save(os.path.join(directory, "lm.pt"))
     torch.jit.script(Cnn()).save(os.path.join(directory, "cnn.pt"))
     torch.jit.script(Wide()).save(os.path.join(directory, "wide.pt"))
+    scripted_in_transformers(Gpt2()).save(os.path.join(directory, "gpt2.pt"))
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(40, 8, generator=g), torch.randint(0, CLASSES, (40,), generator=g)
     ids = torch.randint(0, VOCAB, (24, 9), generator=g)

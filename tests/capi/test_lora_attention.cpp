@@ -1,0 +1,232 @@
+// LoRA on nn.MultiheadAttention as PEFT's lora.MultiheadAttention adapts it: targeting the attention
+// adapts its in_proj (one adapter for q, k and v: lora_A r x E, lora_B 3E x r) and its out_proj, both
+// with the attention's rank, and the attention computes with the adapted weights its forward reads.
+// Checked against PEFT's layer restated in export_lora_cases.py (its "attention" case, on a
+// TorchScript model): PEFT's draws (its out_proj's adapters drawn twice), outputs in evaluation and in
+// training (no dropout on the attention's adapters, as PEFT; the head's LoRA beside keeps its own),
+// gradients, PEFT's files and names, merged weights; what PEFT's layer does not take is refused.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "json_tensors.h"
+#include "lora_support.h"
+#include "support.h"
+#include "twin_support.h"
+
+using json = nlohmann::json;
+using namespace twin_test;
+using lora_test::lora_case;
+using lora_test::lora_options;
+using lora_test::outputs_on;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<float> values(const json& t) { return t["values"].get<std::vector<float>>(); }
+
+const Twin kScript{"TorchScript", [] { return script_model("attention_model.pt"); },
+                   [](const std::string& n) { return n; }};
+
+acc_tensor* input(const json& c) { return acc_test::from_json(c["input"]); }
+
+std::vector<float> eval_output(acc_model* m, const json& c) {
+  EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
+  return outputs_on(m, input(c));
+}
+
+// The case's LoRA (r, lora_alpha, lora_dropout) on `targets`, with `settings`.
+acc_status add(acc_model* m, const json& c, const char* targets,
+               const std::vector<std::pair<const char*, const char*>>& settings = {}) {
+  acc_options* o = lora_options(c["r"], c["lora_alpha"]);
+  EXPECT_EQ(acc_options_set_double(o, "lora_dropout", c["lora_dropout"]), ACC_OK);
+  for (const auto& [key, value] : settings) EXPECT_EQ(acc_options_set(o, key, value), ACC_OK);
+  const acc_status status = acc_model_add_lora(m, targets, o, nullptr);
+  acc_options_free(o);
+  return status;
+}
+
+// `chosen` without the entries of modules `but` names.
+json without(const json& chosen, const std::string& but) {
+  json out = json::object();
+  for (const auto& item : chosen.items())
+    if (item.key().rfind(but + ".", 0) != 0) out[item.key()] = item.value();
+  return out;
+}
+
+std::vector<std::string> saved_names(const std::string& dir) {
+  acc_tensor_list* saved = nullptr;
+  EXPECT_EQ(acc_tensor_list_load_safetensors((dir + "/adapter_model.safetensors").c_str(), &saved), ACC_OK);
+  std::vector<std::string> names;
+  size_t n = 0;
+  EXPECT_EQ(acc_tensor_list_size(saved, &n), ACC_OK);
+  for (size_t i = 0; i < n; ++i) {
+    const char* name = nullptr;
+    EXPECT_EQ(acc_tensor_list_name(saved, i, &name), ACC_OK);
+    names.emplace_back(name);
+  }
+  acc_tensor_list_free(saved);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+TEST(LoraAttention, AdaptsInProjAndOutProjAsPeft) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("attention");
+  acc_model* m = kScript.make();
+  ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));
+  size_t count = 0;
+  acc_options* o = lora_options(c["r"], c["lora_alpha"]);
+  ACC_ASSERT_OK(acc_options_set_double(o, "lora_dropout", c["lora_dropout"]));
+  ACC_ASSERT_OK(acc_model_add_lora(m, "attn,head", o, &count));
+  acc_options_free(o);
+  EXPECT_EQ(count, 3u) << "the in_proj, the out_proj and the head";
+  // PEFT's draws: the out_proj's adapters, the in_proj's, the out_proj's again, the head's.
+  expect_params(m, c["initial"], kScript);
+  EXPECT_EQ(acc_test::next_global_draws(), values(c["next_draw"]));
+  // PEFT's order: the attention's adapters after all its base layer holds, the out_proj's among them.
+  const auto names = acc_test::parameter_names(m);
+  const std::vector<std::string> attention(names.begin() + 2, names.begin() + 10);
+  EXPECT_EQ(attention,
+            (std::vector<std::string>{"attn.in_proj_weight", "attn.in_proj_bias", "attn.out_proj.weight",
+                                      "attn.out_proj.bias", "attn.out_proj.lora_A.weight",
+                                      "attn.out_proj.lora_B.weight", "attn.lora_A.weight", "attn.lora_B.weight"}));
+  choose(m, c["chosen"], kScript);
+  expect_training(m, input(c), c, kScript);  // the head's dropout draws, none for the attention
+
+  // PEFT's files: the out_proj's adapter under "attn.base_layer.out_proj", read back.
+  const std::string dir = acc_test::temp_path("lora_attention");
+  acc_model* loaded = reloaded(m, dir, kScript);
+  EXPECT_EQ(saved_names(dir),
+            (std::vector<std::string>{"base_model.model.attn.base_layer.out_proj.lora_A.weight",
+                                      "base_model.model.attn.base_layer.out_proj.lora_B.weight",
+                                      "base_model.model.attn.lora_A.weight", "base_model.model.attn.lora_B.weight",
+                                      "base_model.model.head.lora_A.weight", "base_model.model.head.lora_B.weight"}));
+  EXPECT_EQ(saved_shape(dir, "attn.lora_B.weight"), (std::vector<int64_t>{24, 2}));
+  for (const auto& name : acc_test::parameter_names(m)) {
+    acc_tensor *a = nullptr, *b = nullptr;
+    ACC_ASSERT_OK(acc_model_parameter(m, name.c_str(), &a));
+    ACC_ASSERT_OK(acc_model_parameter(loaded, name.c_str(), &b));
+    EXPECT_EQ(acc_test::to_floats(a), acc_test::to_floats(b)) << name;
+    acc_tensor_free(a);
+    acc_tensor_free(b);
+  }
+  acc_model_free(loaded);
+  {  // the out_proj's adapter named as a layer of its own: refused, nothing added
+    acc_tensor_list* saved = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/adapter_model.safetensors").c_str(), &saved));
+    acc_tensor_list* renamed = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_create(&renamed));
+    size_t n = 0;
+    ACC_ASSERT_OK(acc_tensor_list_size(saved, &n));
+    for (size_t i = 0; i < n; ++i) {
+      const char* name = nullptr;
+      acc_tensor* t = nullptr;
+      ACC_ASSERT_OK(acc_tensor_list_name(saved, i, &name));
+      ACC_ASSERT_OK(acc_tensor_list_get(saved, i, &t));
+      std::string new_name = name;
+      const std::string from = "attn.base_layer.out_proj";
+      if (const size_t at = new_name.find(from); at != std::string::npos)
+        new_name.replace(at, from.size(), "attn.out_proj");
+      ACC_ASSERT_OK(acc_tensor_list_append(renamed, new_name.c_str(), t));
+      acc_tensor_free(t);
+    }
+    ACC_ASSERT_OK(acc_tensor_list_save_safetensors(renamed, (dir + "/adapter_model.safetensors").c_str()));
+    acc_tensor_list_free(saved);
+    acc_tensor_list_free(renamed);
+    acc_model* fresh = kScript.make();
+    const auto before = acc_test::parameter_names(fresh);
+    ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "with the attention 'attn'");
+    EXPECT_EQ(acc_test::parameter_names(fresh), before);
+    acc_model_free(fresh);
+  }
+  fs::remove_all(dir);
+
+  // Merged: W + (B A) * scaling into in_proj_weight, the out_proj's and the head's weights; the
+  // TorchScript file written computes as the adapted model.
+  const std::vector<float> adapted = eval_output(m, c);
+  const std::string file = acc_test::temp_path("lora_attention_merged.pt");
+  ACC_ASSERT_OK(acc_model_save_torchscript(m, file.c_str()));
+  ACC_ASSERT_OK(acc_model_merge_lora(m));
+  expect_params(m, c["merged"], kScript);
+  EXPECT_LT(acc_test::max_difference(eval_output(m, c), adapted), 1e-5f);
+  acc_model* written = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript(file.c_str(), &written));
+  EXPECT_LT(acc_test::max_difference(eval_output(written, c), adapted), 1e-5f);
+  acc_model_free(written);
+  fs::remove(file);
+  acc_model_free(m);
+}
+
+// The attention alone: its output in evaluation is the scripted model's with the adapted weights.
+TEST(LoraAttention, ComputesWithTheAdaptedWeights) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("attention");
+  acc_model* m = kScript.make();
+  ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));  // the attention's draws come first
+  ACC_ASSERT_OK(add(m, c, "attn"));
+  choose(m, without(c["chosen"], "head"), kScript);
+  EXPECT_EQ(eval_output(m, c), values(c["eval_output"]));
+  ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
+  acc_model* base = kScript.make();
+  EXPECT_EQ(eval_output(m, c), eval_output(base, c)) << "disabled: the base model";
+  acc_model_free(base);
+  acc_model_free(m);
+}
+
+TEST(LoraAttention, TakesTheAttentionsRankAndRefusesWhatPeftsLayerDoesNot) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("attention");
+  {  // rank_pattern for the attention gives its out_proj that rank too (PEFT passes it on)
+    acc_model* m = kScript.make();
+    ACC_ASSERT_OK(add(m, c, "attn", {{"rank_pattern", R"({"attn": 3})"}}));
+    for (const char* name : {"attn.lora_A.weight", "attn.out_proj.lora_A.weight"}) {
+      acc_tensor* t = nullptr;
+      ACC_ASSERT_OK(acc_model_parameter(m, name, &t));
+      EXPECT_EQ(acc_test::shape(t), (std::vector<int64_t>{3, 8})) << name;
+      acc_tensor_free(t);
+    }
+    acc_model_free(m);
+  }
+  {  // the out_proj targeted by its own name is a layer of its own (PEFT's file names it so)
+    acc_model* m = kScript.make();
+    acc_options* o = lora_options(2, 4);
+    ACC_ASSERT_OK(acc_model_add_lora(m, "out_proj", o, nullptr));
+    acc_options_free(o);
+    const std::string dir = acc_test::temp_path("lora_attention_out_proj");
+    acc_model* loaded = reloaded(m, dir, kScript);
+    EXPECT_EQ(saved_names(dir), (std::vector<std::string>{"base_model.model.attn.out_proj.lora_A.weight",
+                                                          "base_model.model.attn.out_proj.lora_B.weight"}));
+    acc_model_free(loaded);
+    fs::remove_all(dir);
+    acc_model_free(m);
+  }
+  struct Case {
+    const char* targets;
+    std::pair<const char*, const char*> setting;
+    acc_status status;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"attn,out_proj", {"r", "2"}, ACC_ERR_INVALID_ARGUMENT, "matches both the attention 'attn' and its out_proj"},
+      {"attn", {"use_dora", "true"}, ACC_ERR_INVALID_ARGUMENT, "does not take DoRA"},
+      {"attn", {"init_lora_weights", "pissa"}, ACC_ERR_UNSUPPORTED, "init_lora_weights pissa on the attention"},
+      {"attn", {"init_lora_weights", "mica"}, ACC_ERR_UNSUPPORTED, "init_lora_weights mica on the attention"},
+      {"attn", {"lora_bias", "true"}, ACC_ERR_UNSUPPORTED, "lora_bias on the attention"},
+  };
+  for (const Case& k : cases) {
+    SCOPED_TRACE(std::string(k.targets) + " " + k.setting.first);
+    acc_model* m = kScript.make();
+    const auto names = acc_test::parameter_names(m);
+    ACC_EXPECT_ERROR(add(m, c, k.targets, {k.setting}), k.status, k.message);
+    EXPECT_EQ(acc_test::parameter_names(m), names) << "nothing added";
+    acc_model_free(m);
+  }
+}
