@@ -295,8 +295,10 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
                          const NamedTensors& saved_modules, bool weights_pending) {
   require_none_yet();
   for (const auto& module : other_modules)
-    require(!config.targets(module), "target_modules '", config.describe_targets(), "' matches '", module,
-            "', which is not a linear layer; LoRA adapts linear layers, convolutions and embeddings");
+    require(
+        !config.targets(module), "target_modules '", config.describe_targets(), "' matches '", module,
+        "', which is not a linear layer; LoRA adapts linear layers (transformers' Conv1D too), a TorchScript model's "
+        "nn.MultiheadAttention, convolutions and embeddings");
   const std::vector<LinearSite> chosen = targeted_sites(config, sites);
   std::string examples;
   for (size_t i = 0; i < sites.size() && i < 4; ++i) examples += (i ? ", " : "") + sites[i].module;
