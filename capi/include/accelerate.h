@@ -820,13 +820,15 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * (GPT-2's c_attn, c_proj, c_fc: a class "Conv1D" from the transformers package with its weight in
  * x out and a bias; PEFT's LoRA with fan_in_fan_out: A r x in and B out x r as for nn.Linear, the
  * delta (B A)^T merged into the weight; PiSSA and MiCA decompose the weight transposed, as PEFT's;
- * OLoRA is ACC_ERR_UNSUPPORTED there, since PEFT's factors the weight as stored), torch.nn.MultiheadAttention
- * in TorchScript (PEFT's lora.MultiheadAttention: targeting the attention, e.g. "self_attn", adapts its
+ * OLoRA is ACC_ERR_UNSUPPORTED there, since PEFT's factors the weight as stored), attention
+ * (torch.nn.MultiheadAttention in TorchScript, a spec's "multihead_attention" layers and transformer
+ * layers' self_attn and multihead_attn; PEFT's lora.MultiheadAttention: targeting the attention adapts its
  * in_proj, one adapter "<attention>.lora_A.weight" (r x E) and "<attention>.lora_B.weight" (3E x r)
  * for q, k and v, and its out_proj, "<attention>.out_proj.lora_A.weight", both with the attention's
  * rank and alpha; PEFT's draws, its files ("<attention>.base_layer.out_proj..." for the out_proj);
- * the attention computes with the adapted weights its forward reads, W + (B A) * scaling, so its
- * adapters take no lora_dropout, as in PEFT; q, k and v of one size only, as PEFT; use_dora is
+ * a TorchScript attention computes with the adapted weights its forward reads, W + (B A) * scaling
+ * (a spec's adds the adapters' branches to its projections: the same to rounding), so its adapters
+ * take no lora_dropout, as in PEFT; q, k and v of one size only, as PEFT; use_dora is
  * ACC_ERR_INVALID_ARGUMENT as PEFT's ValueError, lora_bias and initialisations other than true,
  * gaussian and false ACC_ERR_UNSUPPORTED; targeting both the attention and its out_proj is
  * ACC_ERR_INVALID_ARGUMENT; an out_proj targeted alone is a linear layer of its own), and convolutions

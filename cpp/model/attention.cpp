@@ -48,14 +48,21 @@ at::Tensor MultiheadAttentionImpl::attend(const at::Tensor& query, const at::Ten
           cross ? key_value.sizes() : query.sizes());
   const int64_t t = x.size(0), b = x.size(1), s = cross ? memory.size(0) : t;
   std::vector<at::Tensor> q_kv;  // the packed projection: one product over itself, or q and k|v apart
-  if (cross) {
+  if (cross && has_output_adapter()) {
+    // An adapter amends all 3 E rows of a projection: the query's, and the keys' and values'.
+    const at::Tensor q = adapted(x, at::linear(x, in_proj_weight, in_proj_bias), is_training()).narrow(-1, 0, e);
+    q_kv = adapted(memory, at::linear(memory, in_proj_weight, in_proj_bias), is_training())
+               .narrow(-1, e, 2 * e)
+               .chunk(2, -1);
+    q_kv.insert(q_kv.begin(), q);
+  } else if (cross) {
     // PyTorch's split for encoder-decoder attention: the query's rows, then keys' and values'.
     auto w = in_proj_weight.split_with_sizes({e, 2 * e});
     auto bias = in_proj_bias.defined() ? in_proj_bias.split_with_sizes({e, 2 * e}) : std::vector<at::Tensor>(2);
     q_kv = at::linear(memory, w[1], bias[1]).chunk(2, -1);
     q_kv.insert(q_kv.begin(), at::linear(x, w[0], bias[0]));
   } else {
-    q_kv = at::linear(x, in_proj_weight, in_proj_bias).chunk(3, -1);
+    q_kv = adapted(x, at::linear(x, in_proj_weight, in_proj_bias), is_training()).chunk(3, -1);
   }
   // Heads as [B * H, n, d] views of [n, B * H, d], as PyTorch lays them out for bmm.
   auto split = [&](const at::Tensor& p, int64_t n) { return p.contiguous().view({n, b * heads, d}).transpose(0, 1); };

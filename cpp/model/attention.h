@@ -14,6 +14,7 @@
 
 #include "model/adaptable_linear.h"
 #include "model/layer_kind.h"
+#include "model/output_adapter.h"
 
 namespace acc {
 
@@ -26,7 +27,9 @@ struct AttentionOptions {
   bool causal = false;       // position t attends to positions <= t only
 };
 
-class MultiheadAttentionImpl : public torch::nn::Module {
+// An output adapter set on it (LoRA on the attention, PEFT's lora.MultiheadAttention) amends the packed
+// q, k, v projection: its input and the projection's output (3 E wide).
+class MultiheadAttentionImpl : public torch::nn::Module, public OutputAdaptable {
  public:
   explicit MultiheadAttentionImpl(const AttentionOptions& options);
   // query [T, B, E] ([B, T, E] when batch_first) or unbatched [T, E]; key_value [S, B, E] in the

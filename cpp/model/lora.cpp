@@ -487,7 +487,9 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   // adapters' dtype and the sum back to the layer's. The tensors are captured as handles: moves
   // (Model::to) and sharding's storage swaps keep them.
   const at::Tensor a = adapter.a, b = adapter.b, b_bias = adapter.b_bias;
-  const double scaling = adapter.scaling, p = config_.dropout;
+  // An attention's adapters take no dropout (PEFT's lora.MultiheadAttention merges them into its weights).
+  const bool attention = adapter.site.attention || !adapter.site.owner.empty();
+  const double scaling = adapter.scaling, p = attention ? 0.0 : config_.dropout;
   std::shared_ptr<const bool> enabled = enabled_;
   if (adapter.magnitude.defined())
     return adapter.site.conv        ? dora_conv_output_adapter(adapter, p, enabled)

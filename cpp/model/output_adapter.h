@@ -19,6 +19,7 @@ class OutputAdaptable {
   virtual ~OutputAdaptable() = default;
   // An empty adapter removes it.
   void set_output_adapter(OutputAdapter adapter) { adapter_ = std::move(adapter); }
+  bool has_output_adapter() const { return static_cast<bool>(adapter_); }
 
  protected:
   at::Tensor adapted(const at::Tensor& input, const at::Tensor& output, bool training) const {

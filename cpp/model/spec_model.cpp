@@ -13,6 +13,7 @@
 #include "model/adaptable_conv2d.h"
 #include "model/adaptable_embedding.h"
 #include "model/adaptable_linear.h"
+#include "model/attention.h"
 #include "model/cumulative_batch_norm.h"
 #include "model/tied_linear.h"
 
@@ -282,6 +283,7 @@ NamedTensors SpecModel::named_parameters_with_ties() const {
 
 std::vector<LinearSite> SpecModel::linear_sites() const {
   std::vector<LinearSite> sites;
+  std::set<std::string> attentions;
   for (const auto& entry : net_->named_modules("", /*include_self=*/false)) {
     auto adaptable = std::dynamic_pointer_cast<OutputAdaptable>(entry.value());
     if (!adaptable) continue;
@@ -294,11 +296,21 @@ std::vector<LinearSite> SpecModel::linear_sites() const {
       site.weight = conv->weight;
       site.bias = conv->bias;
       site.conv = ConvGeometry{conv->stride(), conv->padding(), conv->groups(), dilation_refusal(conv->dilation())};
+    } else if (auto attention = std::dynamic_pointer_cast<MultiheadAttentionImpl>(entry.value())) {
+      // Its packed q, k, v projection, amended as a linear layer's output; its out_proj comes with it.
+      site.weight = attention->in_proj_weight;
+      site.bias = attention->in_proj_bias;
+      site.attention = true;
+      attentions.insert(entry.key());
     } else if (auto embedding = std::dynamic_pointer_cast<AdaptableEmbeddingImpl>(entry.value())) {
       site.weight = embedding->weight;
       site.embedding = EmbeddingLookup{};
       if (const auto& padding = embedding->options.padding_idx()) site.embedding->padding_idx = *padding;
     }
+    const size_t dot = entry.key().rfind('.');
+    if (dot != std::string::npos && entry.key().compare(dot, std::string::npos, ".out_proj") == 0 &&
+        attentions.count(entry.key().substr(0, dot)))
+      site.owner = entry.key().substr(0, dot);
     sites.push_back(std::move(site));
   }
   return sites;

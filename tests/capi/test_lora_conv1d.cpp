@@ -28,9 +28,7 @@ namespace {
 
 std::vector<float> values(const json& t) { return t["values"].get<std::vector<float>>(); }
 
-// The fixture as loaded (no layer spec has a Conv1D), for twin_support's helpers.
-const Twin kScript{"TorchScript", [] { return script_model("conv1d_model.pt"); },
-                   [](const std::string& n) { return n; }};
+const Twin kScript = script_only("conv1d_model.pt");  // no layer spec has its layers
 
 acc_tensor* input(const json& c) { return acc_test::from_json(c["input"]); }
 

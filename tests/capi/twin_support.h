@@ -34,6 +34,11 @@ inline acc_model* script_model(const std::string& file) {
   return m;
 }
 
+// `file` alone, for a fixture no layer spec can restate (a layer kind specs lack), named as it is.
+inline Twin script_only(const std::string& file) {
+  return {"TorchScript", [file] { return script_model(file); }, [](const std::string& n) { return n; }};
+}
+
 // Loads `from`'s tensors into `to` under other names (pairs of from's name and to's), strictly.
 inline void copy_renamed(acc_model* from, acc_model* to,
                          const std::vector<std::pair<std::string, std::string>>& names) {
@@ -52,7 +57,7 @@ inline void copy_renamed(acc_model* from, acc_model* to,
 }
 
 // Both forms of `file`: as loaded, and `spec` with its weights, whose layers `spec_names` maps the
-// fixture's modules to (each module's weight and bias).
+// fixture's modules to (each module's parameters, its submodules' too).
 inline std::vector<Twin> twins(const std::string& file, const std::string& spec, const json& spec_names) {
   auto spec_model = [file, spec, spec_names] {
     acc_model* m = nullptr;
@@ -61,9 +66,9 @@ inline std::vector<Twin> twins(const std::string& file, const std::string& spec,
     const auto own = acc_test::parameter_names(script);
     std::vector<std::pair<std::string, std::string>> names;
     for (const auto& item : spec_names.items())
-      for (const char* part : {".weight", ".bias"})
-        if (std::find(own.begin(), own.end(), item.key() + part) != own.end())
-          names.emplace_back(item.key() + part, item.value().get<std::string>() + part);
+      for (const auto& name : own)
+        if (name.rfind(item.key() + ".", 0) == 0)
+          names.emplace_back(name, item.value().get<std::string>() + name.substr(item.key().size()));
     copy_renamed(script, m, names);
     acc_model_free(script);
     return m;

@@ -1125,7 +1125,8 @@ def conv1d_case(out):
 
 
 class AttnNet(nn.Module):
-    """An nn.MultiheadAttention (batch first, with dropout) between an input projection and a head."""
+    """An nn.MultiheadAttention (batch first, with dropout) between an input projection and a head; the
+    tests build its twin as a layer spec ("0" proj, "2" attn, "3" head)."""
 
     def __init__(self):
         super().__init__()
@@ -1136,7 +1137,7 @@ class AttnNet(nn.Module):
     def forward(self, x):
         h = torch.tanh(self.proj(x))
         a, _ = self.attn(h, h, h, need_weights=False)
-        return self.head(a + h)
+        return self.head(a)
 
 
 def linear_pair(in_features, out_features, r):
@@ -1217,7 +1218,7 @@ def attention_case(out):
     return {"r": r, "lora_alpha": alpha, "lora_dropout": dropout, "seed": seed, "train_seed": train_seed,
             "initial": initial, "next_draw": tensor(next_draw), "chosen": chosen, "input": tensor(x),
             "eval_output": tensor(eval_output), "train_output": tensor(train_output), "grads": grads,
-            "merged": merged_weights}
+            "merged": merged_weights, "spec_names": {"proj": "0", "attn": "2", "head": "3"}}
 
 
 def main(out_dir):

@@ -703,18 +703,28 @@ TEST(Sharded, Conv1dLoraTrainsUnderEveryStageAsUnderDdp) {
   }
 }
 
-// LoRA on an nn.MultiheadAttention (its in_proj and out_proj, computing with the adapted weights its
-// forward reads, made unit by unit under stage 3) beside a head's LoRA.
+// LoRA on an nn.MultiheadAttention (its in_proj and out_proj) beside a head's LoRA: a TorchScript
+// model's attention computes with the adapted weights its forward reads, made unit by unit under
+// stage 3; its layer-spec twin's adds the branches to its projections.
 TEST(Sharded, AttentionLoraTrainsUnderEveryStageAsUnderDdp) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
-  Settings s;
-  s.script = "attention_model.pt";
-  s.features = 6;
-  s.outputs = 3;
-  s.lora = "attn,head";
-  s.lora_init = "false";  // B not zero: every adapter acts from the first step
-  s.seeded_steps = true;  // the attention's own dropout
-  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+  Settings script;
+  script.script = "attention_model.pt";
+  script.features = 6;
+  script.outputs = 3;
+  script.lora_init = "false";  // B not zero: every adapter acts from the first step
+  script.seeded_steps = true;  // the attention's own dropout
+  Settings spec = script;
+  spec.script = nullptr;
+  spec.spec = R"([{"type":"linear","in_features":6,"out_features":8},{"type":"tanh"},
+    {"type":"multihead_attention","embed_dim":8,"num_heads":2,"dropout":0.1,"batch_first":true},
+    {"type":"linear","in_features":8,"out_features":3}])";
+  script.lora = "attn,head";
+  spec.lora = "2,3";
+  for (const Settings* s : {&script, &spec}) {
+    SCOPED_TRACE(s->script ? "TorchScript" : "layer spec");
+    for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, *s, 4);
+  }
 }
 
 // PEFT's TrainableTokensConfig: the rows alone train (every other parameter frozen), of a layer-spec
