@@ -498,13 +498,13 @@ TEST(Lora, DamagedOrForeignAdapterFilesChangeNothing) {
   expect_refused(ACC_ERR_IO, "adapter_config.json");
   // A target that is not a linear layer, refused naming the folder, also where the model has adapters.
   j = json::parse(config_text);
-  j["target_modules"] = json{"0", "linear1", "out_proj", "self_attn"};
+  j["target_modules"] = json{"0", "linear1", "out_proj", "norm1"};
   write_config(j);
   expect_refused(ACC_ERR_INVALID_ARGUMENT, "lora_damaged': target_modules");
   acc_model* adapted = net();
   add_lora(adapted);
   ACC_EXPECT_ERROR(acc_model_load_lora(adapted, dir.c_str()), ACC_ERR_INVALID_ARGUMENT,
-                   "matches '1.self_attn', which is not a linear layer");
+                   "matches '1.norm1', which is not a linear layer");
   acc_model_free(adapted);
   write_config(json::parse(config_text));
   // A tensor whose name holds no module between PEFT's prefix and the suffix.
@@ -889,8 +889,11 @@ TEST(Lora, RefusesWhatItCannotHonour) {
   ACC_EXPECT_ERROR(acc_model_add_lora(m, " ", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "target_modules");
   ACC_EXPECT_ERROR(acc_model_add_lora(m, "q_proj", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "matches no linear layer");
-  ACC_EXPECT_ERROR(acc_model_add_lora(m, "self_attn", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "norm1", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "not a linear layer");
+  // The attention and its out_proj named both: the attention adapts its out_proj with it.
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "self_attn,out_proj", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "matches both the attention '1.self_attn' and its out_proj");
   ACC_EXPECT_ERROR(acc_model_add_lora(m, "re:(", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "regular expression");
   // adapter_config.json holds UTF-8 only: refused here, not when the adapters are saved.
   ACC_EXPECT_ERROR(acc_model_add_lora(m, "linear1,x\xff", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
