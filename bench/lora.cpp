@@ -5,7 +5,9 @@
 // between steps (weights and optimizer state; tensor_memory.h), their peak during a step,
 // and the step time. The same again with the model as TorchScript (saved and loaded back), whose
 // linear1 and linear2 add PEFT's branch to their outputs and whose out_proj, read by the attention
-// as a weight, computes with its adapted weight. DoRA (use_dora) on the same layers, beside them.
+// as a weight, computes with its adapted weight. DoRA (use_dora) on the same layers, beside them; and,
+// on the layer spec, LoRA on the attention as PEFT's lora.MultiheadAttention adapts it (self_attn: q,
+// k, v through the packed in_proj, and out_proj) with linear1 and linear2.
 // Then new tokens on a language model of the same stack (vocabulary 32000, head tied to the
 // embedding): LoRA beside the whole embedding trained (modules_to_save, what PEFT users did before
 // trainable_token_indices) against LoRA beside 16 of its rows (trainable_token_indices); and
@@ -46,14 +48,14 @@ int main(int argc, char** argv) {
   const int blocks = quick ? 2 : 4;
   const int64_t batch = quick ? 2 : 8, tokens = quick ? 16 : 128, d = quick ? 32 : 256;
   const std::string json = transformer_stack_spec(blocks, d, 0.0);
-  auto adapters = [](bool dora) {
-    return [dora](acc_model* model) {
+  auto adapters = [](bool dora, const char* targets = "out_proj,linear1,linear2") {
+    return [dora, targets](acc_model* model) {
       acc_options* o = nullptr;
       OK(acc_options_create(ACC_OPTIONS_LORA, &o));
       OK(acc_options_set_int(o, "r", 8));
       OK(acc_options_set_double(o, "lora_alpha", 16));
       OK(acc_options_set_bool(o, "use_dora", dora));
-      OK(acc_model_add_lora(model, "out_proj,linear1,linear2", o, nullptr));
+      OK(acc_model_add_lora(model, targets, o, nullptr));
       acc_options_free(o);
     };
   };
@@ -78,6 +80,21 @@ int main(int argc, char** argv) {
     std::printf("DoRA / LoRA: peak %.3f, time %.3f\n",
                 static_cast<double>(dora.held_bytes + dora.step_bytes) / (lora.held_bytes + lora.step_bytes),
                 median(c) / median(b));
+    if (torchscript) continue;
+    // The attention adapted too: q, k and v through in_proj, as PEFT's lora.MultiheadAttention.
+    TransformerStackLoop attention(json, batch, tokens, d, adapters(false, "self_attn,linear1,linear2"), training);
+    for (int i = 0; i < 3; ++i) lora.step(), attention.step();
+    std::vector<double> l, t;
+    for (int round = 0; round < (quick ? 1 : 7); ++round) {
+      l.push_back(time_steps(lora, 2));
+      t.push_back(time_steps(attention, 2));
+    }
+    report("LoRA r=8:", lora, l, nullptr, nullptr, 26);
+    report("LoRA r=8 + attention:", attention, t, nullptr, nullptr, 26);
+    std::printf("with the attention / without: held %.3f, peak %.3f, time %.3f\n",
+                static_cast<double>(attention.held_bytes) / lora.held_bytes,
+                static_cast<double>(attention.held_bytes + attention.step_bytes) / (lora.held_bytes + lora.step_bytes),
+                median(t) / median(l));
   }
   // New tokens: the embedding trained whole against 16 of its rows.
   const int64_t vocab = quick ? 512 : 32000;
