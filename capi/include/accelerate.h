@@ -822,18 +822,20 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * delta (B A)^T merged into the weight; PiSSA and MiCA decompose the weight transposed, as PEFT's;
  * OLoRA is ACC_ERR_UNSUPPORTED there, since PEFT's factors the weight as stored), attention
  * (torch.nn.MultiheadAttention in TorchScript, a spec's "multihead_attention" layers and transformer
- * layers' self_attn and multihead_attn; PEFT's lora.MultiheadAttention: targeting the attention adapts its
- * in_proj, one adapter "<attention>.lora_A.weight" (r x E) and "<attention>.lora_B.weight" (3E x r)
- * for q, k and v, and its out_proj, "<attention>.out_proj.lora_A.weight", both with the attention's
+ * layers' self_attn and multihead_attn; PEFT's lora.MultiheadAttention: targeting the attention
+ * adapts its in_proj, one adapter "<attention>.lora_A.weight" (r x E) and
+ * "<attention>.lora_B.weight" (3E x r) for q, k and v, and its out_proj,
+ * "<attention>.out_proj.lora_A.weight", both with the attention's
  * rank and alpha; PEFT's draws, its files ("<attention>.base_layer.out_proj..." for the out_proj);
  * a TorchScript attention computes with the adapted weights its forward reads, W + (B A) * scaling
  * (a spec's adds the adapters' branches to its projections: the same to rounding), so its adapters
  * take no lora_dropout, as in PEFT; q, k and v of one size only, as PEFT; use_dora is
  * ACC_ERR_INVALID_ARGUMENT as PEFT's ValueError, lora_bias and initialisations other than true,
  * gaussian and false ACC_ERR_UNSUPPORTED; targeting both the attention and its out_proj is
- * ACC_ERR_INVALID_ARGUMENT; an out_proj targeted alone is a linear layer of its own), and convolutions
- * (a TorchScript model's torch.nn.Conv1d/2d/3d, a spec model's "conv2d": PEFT's LoRA for convolutions, A of the
- * layer's kernel, stride and padding from all its input channels, B 1 x 1 with the layer's groups,
+ * ACC_ERR_INVALID_ARGUMENT; an out_proj targeted alone is a linear layer of its own), and
+ * convolutions (a TorchScript model's torch.nn.Conv1d/2d/3d, a spec model's "conv2d": PEFT's LoRA for
+ * convolutions, A of the layer's kernel, stride and padding from all its input channels, B 1 x 1
+ * with the layer's groups,
  * so r must be divisible by them (ACC_ERR_INVALID_ARGUMENT); DoRA's magnitude 1 x out x 1 ..., as
  * PEFT shapes it; a dilation, a padding_mode other than zeros or a string padding, OLoRA or PiSSA on
  * a convolution, and DoRA on one with groups are ACC_ERR_UNSUPPORTED; an adapter of a convolution
