@@ -84,6 +84,10 @@ at::Tensor adapted_bias(const at::Tensor& bias, const at::Tensor& b_bias, double
 // embedding's (num_embeddings x dim) and transformers' Conv1D's (in x out).
 bool transposed_layout(const LinearSite& site) { return site.embedding || site.fan_in_fan_out; }
 
+// `w`, a weight as `site` stores it, in nn.Linear's layout (out x in: PEFT's transpose(w,
+// fan_in_fan_out)); and such a matrix back in the stored layout.
+at::Tensor as_linear_layout(const LinearSite& site, const at::Tensor& w) { return transposed_layout(site) ? w.t() : w; }
+
 // The L2 norm of each row of an adapted weight, in its dtype (torch.linalg.norm(w, dim=1)).
 at::Tensor row_norms(const at::Tensor& weight) {
   return at::linalg_vector_norm(weight, 2, {1}, false, c10::nullopt).to(weight.scalar_type());
@@ -105,8 +109,7 @@ at::Tensor initial_magnitude(const at::Tensor& w, const LoraAdapter& adapter) {
         .clone(at::MemoryFormat::Contiguous);
   // An embedding's: a norm per embedding dimension, of the weight's transpose (PEFT's fan_in_fan_out);
   // a Conv1D's a norm per output, of its transpose too.
-  if (transposed_layout(adapter.site)) return weight_norm(w.t(), at::matmul(adapter.b, adapter.a), adapter.scaling);
-  return weight_norm(w, at::matmul(adapter.b, adapter.a), adapter.scaling);
+  return weight_norm(as_linear_layout(adapter.site, w), at::matmul(adapter.b, adapter.a), adapter.scaling);
 }
 
 // PEFT's DoraLinearVariant.forward and DoraLinearLayer.forward on the layer's output: result +
@@ -234,7 +237,7 @@ void check_embedding_site(const LinearSite& site, const LoraConfig& config) {
 // Checks an attention target against what PEFT's lora.MultiheadAttention takes (also for its out_proj,
 // adapted with it): plain LoRA through the weights, which its forward merges before it runs.
 void check_attention_site(const LinearSite& site, const LoraConfig& config) {
-  const std::string& attention = site.owner.empty() ? site.module : site.owner;
+  const std::string& attention = pattern_name(site);
   require(!config.use_dora, "use_dora on the attention '", attention,
           "': PEFT's lora.MultiheadAttention does not take DoRA (its ValueError)");
   if (config.init != "true" && config.init != "gaussian" && config.init != "false")
@@ -263,6 +266,24 @@ std::string weight_name(const LinearSite& site) {
 }
 
 const std::string& pattern_name(const LinearSite& site) { return site.owner.empty() ? site.module : site.owner; }
+
+bool adapted_with_attention(const LinearSite& site) { return site.attention || !site.owner.empty(); }
+
+void mark_attention_out_projs(std::vector<LinearSite>& sites) {
+  const std::string suffix = ".out_proj";
+  std::unordered_set<std::string> attentions;
+  for (auto& site : sites) {
+    if (site.attention) attentions.insert(site.module);
+    const std::string& name = site.module;
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+        attentions.count(name.substr(0, name.size() - suffix.size())))
+      site.owner = name.substr(0, name.size() - suffix.size());
+  }
+}
+
+const char* const kAdaptableLayers =
+    "LoRA adapts linear layers (transformers' Conv1D too), attention (nn.MultiheadAttention, a spec's "
+    "multihead_attention), convolutions and embeddings";
 
 std::vector<LinearSite> targeted_sites(const LoraConfig& config, const std::vector<LinearSite>& sites) {
   std::vector<LinearSite> chosen;
@@ -295,10 +316,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
                          const NamedTensors& saved_modules, bool weights_pending) {
   require_none_yet();
   for (const auto& module : other_modules)
-    require(
-        !config.targets(module), "target_modules '", config.describe_targets(), "' matches '", module,
-        "', which is not a linear layer; LoRA adapts linear layers (transformers' Conv1D too), a TorchScript model's "
-        "nn.MultiheadAttention, convolutions and embeddings");
+    require(!config.targets(module), "target_modules '", config.describe_targets(), "' matches '", module,
+            "', which is not a linear layer; ", kAdaptableLayers);
   const std::vector<LinearSite> chosen = targeted_sites(config, sites);
   std::string examples;
   for (size_t i = 0; i < sites.size() && i < 4; ++i) examples += (i ? ", " : "") + sites[i].module;
@@ -312,15 +331,14 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
           "PEFT)");
   if (config.init == "mica" && config.lora_bias)
     fail(Status::Unsupported, "init_lora_weights mica with lora_bias is not built");
-  for (const LinearSite& chosen_site : chosen) {
-    const LinearSite* site = &chosen_site;
-    if (site->embedding) check_embedding_site(*site, config);
-    if (site->conv) check_conv_site(*site, config);
-    if (site->attention || !site->owner.empty()) check_attention_site(*site, config);
+  for (const LinearSite& site : chosen) {
+    if (site.embedding) check_embedding_site(site, config);
+    if (site.conv) check_conv_site(site, config);
+    if (adapted_with_attention(site)) check_attention_site(site, config);
     // PEFT's olora_init factors the weight as it is stored, which for a Conv1D (in x out) gives
     // adapters of the wrong shape (or, square, ones that change the layer's output).
-    if (site->fan_in_fan_out && config.init == "olora")
-      fail(Status::Unsupported, "init_lora_weights olora on '", site->module,
+    if (site.fan_in_fan_out && config.init == "olora")
+      fail(Status::Unsupported, "init_lora_weights olora on '", site.module,
            "' (transformers' Conv1D, whose weight is in x out): PEFT's OLoRA takes nn.Linear's layout and would not ",
            "start from the layer's output here; use pissa or another initialisation");
   }
@@ -342,7 +360,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   // weights its forward reads, where its lora_dropout has no input to act on).
   if (config.dropout != 0)
     for (const LinearSite& site : chosen)
-      if (!site.set_output_adapter && !site.attention && site.owner.empty())
+      if (!site.set_output_adapter && !adapted_with_attention(site))
         fail(Status::Unsupported, "lora_dropout ", config.dropout, " cannot apply to '", site.module,
              "': the layer is adapted through its weight (W + B A * scaling), which leaves no place for dropout on "
              "its input; use lora_dropout 0");
@@ -377,8 +395,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       b_bias = at::empty({out}, at::kFloat).uniform_(-bound, bound);
     }
     if (config.init == "mica") {  // PEFT's mica_init: B the minor singular vectors (frozen), A zero
-      const at::Tensor minor = minor_components(
-          site->module, transposed_layout(*site) ? site->weight.t() : site->weight, r, weights_pending);
+      const at::Tensor minor =
+          minor_components(site->module, as_linear_layout(*site, site->weight), r, weights_pending);
       if (minor.defined()) {
         a.zero_();
         b = minor;
@@ -400,12 +418,11 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       skip_decomposition(config.init, site->module, site->weight, r);
     } else if (decomposes_weight(config.init)) {  // after nn.Linear's draws, as in PEFT's update_layer
       // PiSSA decomposes a Conv1D's weight transposed (out x in) and transposes the residual back.
-      WeightDecomposition start =
-          decompose_weight(config.init, site->module, site->fan_in_fan_out ? site->weight.t() : site->weight, r,
-                           config.scaling_of(pattern_name(*site)));
+      WeightDecomposition start = decompose_weight(config.init, site->module, as_linear_layout(*site, site->weight), r,
+                                                   config.scaling_of(pattern_name(*site)));
       a = std::move(start.a);
       b = std::move(start.b);
-      residuals[k] = site->fan_in_fan_out ? start.residual.t() : std::move(start.residual);
+      residuals[k] = as_linear_layout(*site, start.residual);
     }
     // "false" keeps nn.Linear's initialisation; "orthogonal" comes only with a loaded adapter, which
     // replaces it.
@@ -488,8 +505,7 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   // (Model::to) and sharding's storage swaps keep them.
   const at::Tensor a = adapter.a, b = adapter.b, b_bias = adapter.b_bias;
   // An attention's adapters take no dropout (PEFT's lora.MultiheadAttention merges them into its weights).
-  const bool attention = adapter.site.attention || !adapter.site.owner.empty();
-  const double scaling = adapter.scaling, p = attention ? 0.0 : config_.dropout;
+  const double scaling = adapter.scaling, p = adapted_with_attention(adapter.site) ? 0.0 : config_.dropout;
   std::shared_ptr<const bool> enabled = enabled_;
   if (adapter.magnitude.defined())
     return adapter.site.conv        ? dora_conv_output_adapter(adapter, p, enabled)

@@ -87,6 +87,14 @@ struct LinearSite {
 // The name of the site's weight in the model ("<module>.weight", an attention's
 // "<module>.in_proj_weight").
 std::string weight_name(const LinearSite& site);
+// Whether the site is an attention's in_proj or the out_proj adapted with it (a site from
+// targeted_sites): PEFT's lora.MultiheadAttention, which merges its adapters before each forward.
+bool adapted_with_attention(const LinearSite& site);
+// Sets `owner` on each "<attention>.out_proj" among `sites` whose attention is among them, for a
+// model's linear_sites (an attention listed before its out_proj, as named_modules lists them).
+void mark_attention_out_projs(std::vector<LinearSite>& sites);
+// What LoRA adapts, for errors naming a target that is none of these.
+extern const char* const kAdaptableLayers;
 // The name rank_pattern and alpha_pattern match for the site: its module's, or the attention's whose
 // out_proj came with it.
 const std::string& pattern_name(const LinearSite& site);

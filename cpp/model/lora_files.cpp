@@ -486,7 +486,7 @@ LoraFiles read_lora_files(const std::string& dir) {
       refuse(name, "mixes an embedding's adapter (lora_embedding_A/B) with a linear layer's (lora_A/B) for one module");
     if ((pair.a.defined() || pair.b.defined()) && pair.owner != owner)
       refuse(name, "names the out_proj '" + module + "' both as a layer of its own and as its attention's (" +
-                       module.substr(0, module.size() - 9) + kAttentionOutProj + ")");
+                       (owner.empty() ? pair.owner : owner) + kAttentionOutProj + ")");
     pair.embedding = embedding;
     pair.owner = owner;
     (is_a ? pair.a : pair.b) = tensor;

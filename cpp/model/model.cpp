@@ -535,11 +535,8 @@ void Model::load_lora(const std::string& dir) {
     if (!files.modules.count(module)) fail(Status::InvalidArgument, where, " holds no adapter for '", module, "'");
   // As adding them would refuse it, also where the model has its adapters already.
   for (const auto& module : other_module_names())
-    require(
-        !files.config.targets(module), where, ": target_modules '", files.config.describe_targets(), "' matches '",
-        module,
-        "', which is not a linear layer; LoRA adapts linear layers (transformers' Conv1D too), a TorchScript model's "
-        "nn.MultiheadAttention, convolutions and embeddings");
+    require(!files.config.targets(module), where, ": target_modules '", files.config.describe_targets(), "' matches '",
+            module, "', which is not a linear layer; ", kAdaptableLayers);
   // What the file trains whole (modules to save, biases): every such tensor of this model in the
   // file, with its shape, and nothing else.
   std::set<std::string> targeted_modules;

@@ -10,7 +10,6 @@
 #include <fstream>
 #include <new>
 #include <optional>
-#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -128,7 +127,7 @@ size_t ScriptModel::add_lora(const LoraConfig& config) {
   std::vector<std::string> layers;
   // An attention and the out_proj adapted with it compute with adapted weights (its forward reads them).
   for (const auto& site : targeted_sites(config, linear_sites()))
-    if (!site.attention && site.owner.empty()) layers.push_back(site.module);
+    if (!adapted_with_attention(site)) layers.push_back(site.module);
   if (layers.empty()) return Model::add_lora(config);  // its error names the targets
   // PEFT's arithmetic, its branch added to the layer's output, wherever the forward calls an adapted
   // layer as a module. A layer whose weight the forward reads itself (nn.MultiheadAttention's
@@ -362,7 +361,6 @@ std::optional<ConvGeometry> conv_geometry(const torch::jit::Module& module) {
 
 std::vector<LinearSite> ScriptModel::linear_sites() const {
   std::vector<LinearSite> sites;
-  std::set<std::string> attentions;
   for (const auto& entry : module_.named_modules()) {
     if (!entry.name.empty() && is_attention_module(entry.value)) {
       torch::jit::Module attention = entry.value;  // a handle on the same object
@@ -372,7 +370,6 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
       site.bias = bias.isTensor() ? bias.toTensor() : at::Tensor();
       site.attention = true;
       sites.push_back(std::move(site));
-      attentions.insert(entry.name);
       continue;
     }
     const std::optional<ConvGeometry> conv = entry.name.empty() ? std::nullopt : conv_geometry(entry.value);
@@ -390,11 +387,6 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
                      conv,
                      lookup,
                      conv1d});
-    // An attention's out_proj (its forward reads the weight): adapted with it where it is targeted.
-    const size_t dot = entry.name.rfind('.');
-    if (dot != std::string::npos && entry.name.compare(dot, std::string::npos, ".out_proj") == 0 &&
-        attentions.count(entry.name.substr(0, dot)))
-      sites.back().owner = entry.name.substr(0, dot);
     // Under LoRA with dropout the marked forward adapts this layer's output.
     auto it = std::find(output_layers_.begin(), output_layers_.end(), entry.name);
     if (it != output_layers_.end())
@@ -402,6 +394,7 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
         outputs->adapters[static_cast<size_t>(i)] = std::move(a);
       };
   }
+  mark_attention_out_projs(sites);  // an attention's out_proj: adapted with it where it is targeted
   return sites;
 }
 
@@ -420,11 +413,12 @@ std::vector<TokenSite> ScriptModel::token_sites() const {
 }
 
 std::vector<std::string> ScriptModel::other_module_names() const {
+  // Every submodule but the layers LoRA can adapt (linear_sites decides which those are).
+  std::unordered_set<std::string> sites;
+  for (const auto& site : linear_sites()) sites.insert(site.module);
   std::vector<std::string> names;
   for (const auto& entry : module_.named_modules())
-    if (!entry.name.empty() && !is_linear_module(entry.value) && !conv_geometry(entry.value) &&
-        !is_embedding_module(entry.value) && !is_transformers_conv1d(entry.value) && !is_attention_module(entry.value))
-      names.push_back(entry.name);
+    if (!entry.name.empty() && !sites.count(entry.name)) names.push_back(entry.name);
   return names;
 }
 

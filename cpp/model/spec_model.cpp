@@ -283,7 +283,6 @@ NamedTensors SpecModel::named_parameters_with_ties() const {
 
 std::vector<LinearSite> SpecModel::linear_sites() const {
   std::vector<LinearSite> sites;
-  std::set<std::string> attentions;
   for (const auto& entry : net_->named_modules("", /*include_self=*/false)) {
     auto adaptable = std::dynamic_pointer_cast<OutputAdaptable>(entry.value());
     if (!adaptable) continue;
@@ -301,18 +300,14 @@ std::vector<LinearSite> SpecModel::linear_sites() const {
       site.weight = attention->in_proj_weight;
       site.bias = attention->in_proj_bias;
       site.attention = true;
-      attentions.insert(entry.key());
     } else if (auto embedding = std::dynamic_pointer_cast<AdaptableEmbeddingImpl>(entry.value())) {
       site.weight = embedding->weight;
       site.embedding = EmbeddingLookup{};
       if (const auto& padding = embedding->options.padding_idx()) site.embedding->padding_idx = *padding;
     }
-    const size_t dot = entry.key().rfind('.');
-    if (dot != std::string::npos && entry.key().compare(dot, std::string::npos, ".out_proj") == 0 &&
-        attentions.count(entry.key().substr(0, dot)))
-      site.owner = entry.key().substr(0, dot);
     sites.push_back(std::move(site));
   }
+  mark_attention_out_projs(sites);  // an attention's out_proj: adapted with it where it is targeted
   return sites;
 }
 

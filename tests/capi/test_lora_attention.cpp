@@ -22,14 +22,13 @@
 
 using json = nlohmann::json;
 using namespace twin_test;
+using acc_test::float_values;
 using lora_test::lora_case;
 using lora_test::lora_options;
 using lora_test::outputs_on;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<float> values(const json& t) { return t["values"].get<std::vector<float>>(); }
 
 const Twin kScript = script_only("attention_model.pt");
 
@@ -43,7 +42,7 @@ std::vector<Twin> attention_twins(const json& c) { return twins("attention_model
 // Exactly on the TorchScript model, which computes with the adapted weights as PEFT's layer does; to
 // rounding on the layer spec, whose attention adds the adapters' branch to its projections instead.
 void expect_values(const std::vector<float>& got, const json& expected, const Twin& twin, const std::string& what) {
-  const std::vector<float> want = values(expected);
+  const std::vector<float> want = float_values(expected);
   if (std::string(twin.form) == "TorchScript") {
     EXPECT_EQ(got, want) << what;
     return;
@@ -69,17 +68,6 @@ acc_tensor* input(const json& c) { return acc_test::from_json(c["input"]); }
 std::vector<float> eval_output(acc_model* m, const json& c) {
   EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
   return outputs_on(m, input(c));
-}
-
-// The case's LoRA (r, lora_alpha, lora_dropout) on `targets`, with `settings`.
-acc_status add(acc_model* m, const json& c, const char* targets,
-               const std::vector<std::pair<const char*, const char*>>& settings = {}) {
-  acc_options* o = lora_options(c["r"], c["lora_alpha"]);
-  EXPECT_EQ(acc_options_set_double(o, "lora_dropout", c["lora_dropout"]), ACC_OK);
-  for (const auto& [key, value] : settings) EXPECT_EQ(acc_options_set(o, key, value), ACC_OK);
-  const acc_status status = acc_model_add_lora(m, targets, o, nullptr);
-  acc_options_free(o);
-  return status;
 }
 
 // `chosen` without the entries of modules `but` names.
@@ -123,7 +111,7 @@ TEST(LoraAttention, AdaptsInProjAndOutProjAsPeft) {
     EXPECT_EQ(count, 3u) << "the in_proj, the out_proj and the head";
     // PEFT's draws: the out_proj's adapters, the in_proj's, the out_proj's again, the head's.
     expect_params(m, c["initial"], twin);
-    EXPECT_EQ(acc_test::next_global_draws(), values(c["next_draw"]));
+    EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw"]));
     // PEFT's order: the attention's adapters after all its base layer holds, the out_proj's among them.
     const auto names = acc_test::parameter_names(m);
     ASSERT_GE(names.size(), 10u);
@@ -221,7 +209,7 @@ TEST(LoraAttention, ComputesWithTheAdaptedWeights) {
     SCOPED_TRACE(twin.form);
     acc_model* m = twin.make();
     ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));  // the attention's draws come first
-    ACC_ASSERT_OK(add(m, c, twin.name("attn").c_str()));
+    ACC_ASSERT_OK(add_case_lora(m, c, twin.name("attn").c_str()));
     choose(m, without(c["chosen"], "head"), twin);
     expect_values(eval_output(m, c), c["eval_output"], twin, "the output in evaluation");
     ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
@@ -239,7 +227,7 @@ TEST(LoraAttention, TakesTheAttentionsRankAndRefusesWhatPeftsLayerDoesNot) {
   const json c = lora_case("attention");
   {  // rank_pattern for the attention gives its out_proj that rank too (PEFT passes it on)
     acc_model* m = kScript.make();
-    ACC_ASSERT_OK(add(m, c, "attn", {{"rank_pattern", R"({"attn": 3})"}}));
+    ACC_ASSERT_OK(add_case_lora(m, c, "attn", {{"rank_pattern", R"({"attn": 3})"}}));
     for (const char* name : {"attn.lora_A.weight", "attn.out_proj.lora_A.weight"}) {
       acc_tensor* t = nullptr;
       ACC_ASSERT_OK(acc_model_parameter(m, name, &t));
@@ -278,7 +266,7 @@ TEST(LoraAttention, TakesTheAttentionsRankAndRefusesWhatPeftsLayerDoesNot) {
     SCOPED_TRACE(std::string(k.targets) + " " + k.setting.first);
     acc_model* m = kScript.make();
     const auto names = acc_test::parameter_names(m);
-    ACC_EXPECT_ERROR(add(m, c, k.targets, {k.setting}), k.status, k.message);
+    ACC_EXPECT_ERROR(add_case_lora(m, c, k.targets, {k.setting}), k.status, k.message);
     EXPECT_EQ(acc_test::parameter_names(m), names) << "nothing added";
     acc_model_free(m);
   }

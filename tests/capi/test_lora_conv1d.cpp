@@ -19,14 +19,13 @@
 
 using json = nlohmann::json;
 using namespace twin_test;
+using acc_test::float_values;
 using lora_test::lora_case;
 using lora_test::lora_options;
 using lora_test::outputs_on;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<float> values(const json& t) { return t["values"].get<std::vector<float>>(); }
 
 const Twin kScript = script_only("conv1d_model.pt");  // no layer spec has its layers
 
@@ -35,16 +34,6 @@ acc_tensor* input(const json& c) { return acc_test::from_json(c["input"]); }
 std::vector<float> eval_output(acc_model* m, const json& c) {
   EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
   return outputs_on(m, input(c));
-}
-
-// Adds the case `k`'s LoRA (r, lora_alpha, lora_dropout if it has one) on its targets, with `settings`.
-acc_status add(acc_model* m, const json& k, const std::vector<std::pair<const char*, const char*>>& settings = {}) {
-  acc_options* o = lora_options(k["r"], k["lora_alpha"]);
-  if (k.contains("lora_dropout")) EXPECT_EQ(acc_options_set_double(o, "lora_dropout", k["lora_dropout"]), ACC_OK);
-  for (const auto& [key, value] : settings) EXPECT_EQ(acc_options_set(o, key, value), ACC_OK);
-  const acc_status status = acc_model_add_lora(m, k["targets"].get<std::string>().c_str(), o, nullptr);
-  acc_options_free(o);
-  return status;
 }
 
 json adapter_config(const std::string& dir) {
@@ -59,10 +48,10 @@ TEST(LoraConv1d, DrawsComputesAndMergesAsPeft) {
   const json c = lora_case("conv1d");
   acc_model* m = kScript.make();
   ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));
-  ACC_ASSERT_OK(add(m, c));
+  ACC_ASSERT_OK(add_case_lora(m, c, c["targets"]));
   // lora_A r x in and lora_B out x r, whichever way the layer stores its weight; PEFT's draws.
   expect_params(m, c["initial"], kScript);
-  EXPECT_EQ(acc_test::next_global_draws(), values(c["next_draw"]));
+  EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw"]));
   const auto names = acc_test::parameter_names(m);
   ASSERT_GE(names.size(), 4u);
   EXPECT_EQ(names[0], "c_fc.weight");
@@ -70,7 +59,7 @@ TEST(LoraConv1d, DrawsComputesAndMergesAsPeft) {
   EXPECT_EQ(names[2], "c_fc.lora_A.weight");
   EXPECT_EQ(names[3], "c_fc.lora_B.weight");
   choose(m, c["chosen"], kScript);
-  EXPECT_EQ(eval_output(m, c), values(c["eval_output"]));
+  EXPECT_EQ(eval_output(m, c), float_values(c["eval_output"]));
   expect_training(m, input(c), c, kScript);
 
   // PEFT's files: its config says fan_in_fan_out false (the last adapted layer, the head, is an
@@ -80,7 +69,7 @@ TEST(LoraConv1d, DrawsComputesAndMergesAsPeft) {
   EXPECT_EQ(adapter_config(dir)["fan_in_fan_out"], false);
   EXPECT_EQ(saved_shape(dir, "c_fc.lora_A.weight"), (std::vector<int64_t>{2, 6}));
   EXPECT_EQ(saved_shape(dir, "c_fc.lora_B.weight"), (std::vector<int64_t>{12, 2}));
-  EXPECT_EQ(eval_output(loaded, c), values(c["eval_output"]));
+  EXPECT_EQ(eval_output(loaded, c), float_values(c["eval_output"]));
   acc_model_free(loaded);
   {  // an adapter laid out as the weight is (in x out) does not fit, and nothing is added
     acc_tensor* wrong = acc_test::floats(std::vector<float>(2 * 12), {2, 12});
@@ -100,11 +89,11 @@ TEST(LoraConv1d, DrawsComputesAndMergesAsPeft) {
   ACC_ASSERT_OK(acc_model_save_torchscript(m, file.c_str()));
   ACC_ASSERT_OK(acc_model_merge_lora(m));
   expect_params(m, c["merged"], kScript);
-  EXPECT_LT(acc_test::max_difference(eval_output(m, c), values(c["eval_output"])), 1e-5f);
+  EXPECT_LT(acc_test::max_difference(eval_output(m, c), float_values(c["eval_output"])), 1e-5f);
   acc_model* written = nullptr;
   ACC_ASSERT_OK(acc_model_load_torchscript(file.c_str(), &written));
   EXPECT_EQ(acc_test::parameter_names(written), acc_test::parameter_names(m));
-  EXPECT_LT(acc_test::max_difference(eval_output(written, c), values(c["eval_output"])), 1e-5f);
+  EXPECT_LT(acc_test::max_difference(eval_output(written, c), float_values(c["eval_output"])), 1e-5f);
   acc_model_free(written);
   fs::remove(file);
   acc_model_free(m);
@@ -116,22 +105,22 @@ TEST(LoraConv1d, DoraComputesAndMergesAsPeft) {
   const json c = lora_case("conv1d"), k = c["dora"];
   acc_model* m = kScript.make();
   ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
-  ACC_ASSERT_OK(add(m, k, {{"use_dora", "true"}}));
+  ACC_ASSERT_OK(add_case_lora(m, k, k["targets"], {{"use_dora", "true"}}));
   expect_params(m, k["initial"], kScript);
-  EXPECT_EQ(acc_test::next_global_draws(), values(k["next_draw"]));
+  EXPECT_EQ(acc_test::next_global_draws(), float_values(k["next_draw"]));
   choose(m, k["chosen"], kScript);
-  EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
+  EXPECT_EQ(eval_output(m, c), float_values(k["eval_output"]));
   expect_training(m, input(c), k, kScript);
   const std::string dir = acc_test::temp_path("lora_conv1d_dora");
   acc_model* loaded = reloaded(m, dir, kScript);
   EXPECT_EQ(adapter_config(dir)["fan_in_fan_out"], true) << "the last adapted layer is a Conv1D";
   EXPECT_EQ(saved_shape(dir, "c_fc.lora_magnitude_vector"), (std::vector<int64_t>{12}));
-  EXPECT_EQ(eval_output(loaded, c), values(k["eval_output"]));
+  EXPECT_EQ(eval_output(loaded, c), float_values(k["eval_output"]));
   acc_model_free(loaded);
   fs::remove_all(dir);
   ACC_ASSERT_OK(acc_model_merge_lora(m));
   expect_params(m, k["merged"], kScript);
-  EXPECT_LT(acc_test::max_difference(eval_output(m, c), values(k["eval_output"])), 1e-5f);
+  EXPECT_LT(acc_test::max_difference(eval_output(m, c), float_values(k["eval_output"])), 1e-5f);
   acc_model_free(m);
 }
 
@@ -146,19 +135,20 @@ TEST(LoraConv1d, InitialisationsTakeTheWeightAsNnLinearHoldsIt) {
     acc_model* m = kScript.make();
     const std::vector<float> base = eval_output(m, c);
     ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
-    ACC_ASSERT_OK(add(m, k, {{"init_lora_weights", init.c_str()}}));
+    ACC_ASSERT_OK(add_case_lora(m, k, k["targets"], {{"init_lora_weights", init.c_str()}}));
     expect_params(m, expected["initial"], kScript);
     expect_params(m, expected["weights"], kScript);
-    EXPECT_EQ(acc_test::next_global_draws(), values(expected["next_draw"]));
+    EXPECT_EQ(acc_test::next_global_draws(), float_values(expected["next_draw"]));
     EXPECT_LT(acc_test::max_difference(eval_output(m, c), base), 1e-5f) << "the adapted model starts as the base";
     acc_model_free(m);
   }
   acc_model* m = kScript.make();
   const auto names = acc_test::parameter_names(m);
-  ACC_EXPECT_ERROR(add(m, k, {{"init_lora_weights", "olora"}}), ACC_ERR_UNSUPPORTED, "init_lora_weights olora on");
+  ACC_EXPECT_ERROR(add_case_lora(m, k, k["targets"], {{"init_lora_weights", "olora"}}), ACC_ERR_UNSUPPORTED,
+                   "init_lora_weights olora on");
   EXPECT_EQ(acc_test::parameter_names(m), names) << "nothing added";
   // lora_bias: lora_B's bias merges into the layer's (Conv1D's bias is its outputs').
-  ACC_ASSERT_OK(add(m, k, {{"lora_bias", "true"}, {"init_lora_weights", "false"}}));
+  ACC_ASSERT_OK(add_case_lora(m, k, k["targets"], {{"lora_bias", "true"}, {"init_lora_weights", "false"}}));
   choose(m, json{{"c_fc.lora_B.bias", json{{"shape", {12}}, {"values", std::vector<float>(12, 0.25f)}}}}, kScript);
   const std::vector<float> adapted = eval_output(m, c);
   ACC_ASSERT_OK(acc_model_merge_lora(m));

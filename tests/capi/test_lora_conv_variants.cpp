@@ -15,6 +15,7 @@
 #include "support.h"
 #include "twin_support.h"
 
+using acc_test::float_values;
 using acc_test::from_json;
 using json = nlohmann::json;
 using namespace lora_test;
@@ -22,8 +23,6 @@ using namespace twin_test;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<float> values(const json& t) { return t["values"].get<std::vector<float>>(); }
 
 // VariantConvNet as a layer spec: its layers named by position (the case's spec_names).
 constexpr const char* kSpec = R"([
@@ -34,15 +33,6 @@ constexpr const char* kSpec = R"([
   {"type":"linear","in_features":27,"out_features":2}])";
 
 std::vector<Twin> conv_twins(const json& c) { return twins("conv_variants_model.pt", kSpec, c["spec_names"]); }
-
-acc_status add(acc_model* m, const json& k, const std::string& targets, const char* key) {
-  acc_options* o = lora_options(k["r"], k["lora_alpha"]);
-  EXPECT_EQ(acc_options_set_double(o, "lora_dropout", k["lora_dropout"]), ACC_OK);
-  EXPECT_EQ(acc_options_set(o, key, "true"), ACC_OK);
-  const acc_status status = acc_model_add_lora(m, targets.c_str(), o, nullptr);
-  acc_options_free(o);
-  return status;
-}
 
 std::vector<float> eval_output(acc_model* m, const json& c) {
   EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
@@ -58,26 +48,26 @@ TEST(LoraConvVariants, GroupedConvolutionsWithLoraBiasComputeAsPeft) {
     SCOPED_TRACE(twin.form);
     acc_model* m = twin.make();
     ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
-    ACC_ASSERT_OK(add(m, k, targets(k["targets"], twin), "lora_bias"));
+    ACC_ASSERT_OK(add_case_lora(m, k, targets(k["targets"], twin), {{"lora_bias", "true"}}));
     // lora_A takes all input channels, lora_B r / groups per output, drawn as nn.Conv2d draws them.
     for (const auto& item : k["initial_a"].items()) {
       const std::string module = twin.name(item.key());
-      EXPECT_EQ(param(m, module + ".lora_A.weight"), values(item.value())) << module;
+      EXPECT_EQ(param(m, module + ".lora_A.weight"), float_values(item.value())) << module;
       acc_tensor* b = nullptr;
       ACC_ASSERT_OK(acc_model_parameter(m, (module + ".lora_B.weight").c_str(), &b));
       EXPECT_EQ(acc_test::shape(b), k["initial_b_shape"][item.key()].get<std::vector<int64_t>>()) << module;
       acc_tensor_free(b);
     }
-    EXPECT_EQ(acc_test::next_global_draws(), values(k["next_draw"]));
+    EXPECT_EQ(acc_test::next_global_draws(), float_values(k["next_draw"]));
     choose(m, k["chosen"], twin);
-    EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
+    EXPECT_EQ(eval_output(m, c), float_values(k["eval_output"]));
     expect_training(m, from_json(c["input"]), k, twin);
 
     // PEFT's files: a grouped lora_B keeps r / groups inputs; read back, the model computes alike.
     const std::string dir = acc_test::temp_path("lora_conv_groups");
     acc_model* loaded = reloaded(m, dir, twin);
     EXPECT_EQ(saved_shape(dir, twin.name("depthwise.lora_B.weight")), (std::vector<int64_t>{6, 1, 1, 1}));
-    EXPECT_EQ(eval_output(loaded, c), values(k["eval_output"]));
+    EXPECT_EQ(eval_output(loaded, c), float_values(k["eval_output"]));
     acc_model_free(loaded);
     {  // a lora_B of r inputs on a layer of 2 groups does not fit it
       acc_tensor* wrong = floats(std::vector<float>(6 * 6), {6, 6, 1, 1});
@@ -99,7 +89,7 @@ TEST(LoraConvVariants, GroupedConvolutionsWithLoraBiasComputeAsPeft) {
     ACC_EXPECT_ERROR(acc_model_save_torchscript(m, acc_test::temp_path("grouped.pt").c_str()), ACC_ERR_UNSUPPORTED,
                      "with groups");
     EXPECT_EQ(param(m, twin.name("grouped.weight")), weight);
-    EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
+    EXPECT_EQ(eval_output(m, c), float_values(k["eval_output"]));
     acc_model_free(m);
   }
 }
@@ -147,28 +137,28 @@ TEST(LoraConvVariants, DoraOnConvolutionsComputesAndMergesAsPeft) {
     SCOPED_TRACE(twin.form);
     acc_model* m = twin.make();
     ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
-    ACC_ASSERT_OK(add(m, k, targets(k["targets"], twin), "use_dora"));
+    ACC_ASSERT_OK(add_case_lora(m, k, targets(k["targets"], twin), {{"use_dora", "true"}}));
     for (const auto& item : k["initial_a"].items())
-      EXPECT_EQ(param(m, twin.name(item.key()) + ".lora_A.weight"), values(item.value())) << item.key();
+      EXPECT_EQ(param(m, twin.name(item.key()) + ".lora_A.weight"), float_values(item.value())) << item.key();
     // A convolution's magnitude has PEFT's shape, 1 x out x 1 x 1: its output channels' norms.
     for (const auto& item : k["initial_magnitude"].items()) {
       const std::string name = twin.name(item.key()) + ".lora_magnitude_vector";
-      EXPECT_EQ(param(m, name), values(item.value())) << name;
+      EXPECT_EQ(param(m, name), float_values(item.value())) << name;
       acc_tensor* t = nullptr;
       ACC_ASSERT_OK(acc_model_parameter(m, name.c_str(), &t));
       EXPECT_EQ(acc_test::shape(t), item.value()["shape"].get<std::vector<int64_t>>()) << name;
       acc_tensor_free(t);
     }
-    EXPECT_EQ(acc_test::next_global_draws(), values(k["next_draw"]));
+    EXPECT_EQ(acc_test::next_global_draws(), float_values(k["next_draw"]));
     choose(m, k["chosen"], twin);
-    EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
+    EXPECT_EQ(eval_output(m, c), float_values(k["eval_output"]));
     expect_training(m, from_json(c["input"]), k, twin);
 
     // PEFT's files hold the magnitude in its shape; a vector for a convolution is refused.
     const std::string dir = acc_test::temp_path("lora_conv_dora");
     acc_model* loaded = reloaded(m, dir, twin);
     EXPECT_EQ(saved_shape(dir, twin.name("conv0.lora_magnitude_vector")), (std::vector<int64_t>{1, 4, 1, 1}));
-    EXPECT_EQ(eval_output(loaded, c), values(k["eval_output"]));
+    EXPECT_EQ(eval_output(loaded, c), float_values(k["eval_output"]));
     acc_model_free(loaded);
     acc_tensor* vector = floats(std::vector<float>(4, 1.0f), {4});
     acc_test::replace_saved_tensor(dir + "/adapter_model.safetensors",
@@ -182,7 +172,7 @@ TEST(LoraConvVariants, DoraOnConvolutionsComputesAndMergesAsPeft) {
     // PEFT's DoRA merge: m / ||W + delta|| per output channel times W + delta.
     ACC_ASSERT_OK(acc_model_merge_lora(m));
     expect_params(m, k["merged"], twin);
-    EXPECT_LT(acc_test::max_difference(eval_output(m, c), values(k["eval_output"])), 1e-5f);
+    EXPECT_LT(acc_test::max_difference(eval_output(m, c), float_values(k["eval_output"])), 1e-5f);
     acc_model_free(m);
   }
 }

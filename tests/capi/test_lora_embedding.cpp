@@ -20,6 +20,7 @@
 
 using json = nlohmann::json;
 using namespace twin_test;
+using acc_test::float_values;
 using lora_test::lora_case;
 using lora_test::lora_options;
 using lora_test::outputs_on;
@@ -27,8 +28,6 @@ using lora_test::param;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<float> values(const json& t) { return t["values"].get<std::vector<float>>(); }
 
 // EmbedNet as a layer spec: "0" the embedding (padding row 0), "1" fc, "3" head.
 constexpr const char* kSpec = R"([{"type":"embedding","num_embeddings":10,"embedding_dim":6,"padding_idx":0},
@@ -38,17 +37,6 @@ std::vector<Twin> embedding_twins(const json& c) { return twins("embedding_model
 
 acc_tensor* ids(const json& c) {
   return acc_test::longs(c["ids"].get<std::vector<int64_t>>(), c["ids_shape"].get<std::vector<int64_t>>());
-}
-
-// Adds the case's LoRA (r, lora_alpha, lora_dropout) with `settings` (ACC_OPTIONS_LORA keys and values).
-acc_status add(acc_model* m, const json& c, const std::string& targets,
-               const std::vector<std::pair<const char*, const char*>>& settings = {}) {
-  acc_options* o = lora_options(c["r"], c["lora_alpha"]);
-  EXPECT_EQ(acc_options_set_double(o, "lora_dropout", c["lora_dropout"]), ACC_OK);
-  for (const auto& [key, value] : settings) EXPECT_EQ(acc_options_set(o, key, value), ACC_OK);
-  const acc_status status = acc_model_add_lora(m, targets.c_str(), o, nullptr);
-  acc_options_free(o);
-  return status;
 }
 
 std::vector<float> eval_output(acc_model* m, const json& c) {
@@ -73,13 +61,13 @@ TEST(LoraEmbedding, DrawsComputesAndMergesAsPeft) {
     EXPECT_EQ(count, 3u);
     // PEFT's draws: A and B from torch.randn, then A zero and B from N(0, 1) again.
     for (const auto& item : c["initial"].items()) {
-      EXPECT_EQ(param(m, twin.name(item.key())), values(item.value())) << item.key();
+      EXPECT_EQ(param(m, twin.name(item.key())), float_values(item.value())) << item.key();
       acc_tensor* t = nullptr;
       ACC_ASSERT_OK(acc_model_parameter(m, twin.name(item.key()).c_str(), &t));
       EXPECT_EQ(acc_test::shape(t), item.value()["shape"].get<std::vector<int64_t>>()) << item.key();
       acc_tensor_free(t);
     }
-    EXPECT_EQ(acc_test::next_global_draws(), values(c["next_draw"]));
+    EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw"]));
     // Listed after the embedding's weight, as PEFT's layer lists them.
     const auto names = acc_test::parameter_names(m);
     ASSERT_GE(names.size(), 3u);
@@ -87,7 +75,7 @@ TEST(LoraEmbedding, DrawsComputesAndMergesAsPeft) {
     EXPECT_EQ(names[1], twin.name("embed.lora_embedding_A"));
     EXPECT_EQ(names[2], twin.name("embed.lora_embedding_B"));
     choose(m, c["chosen"], twin);
-    EXPECT_EQ(eval_output(m, c), values(c["eval_output"]));
+    EXPECT_EQ(eval_output(m, c), float_values(c["eval_output"]));
 
     // Training mode: dropout on the linear layers' inputs, none on the embedding's branch.
     expect_training(m, ids(c), c, twin);
@@ -97,7 +85,7 @@ TEST(LoraEmbedding, DrawsComputesAndMergesAsPeft) {
     acc_model* loaded = reloaded(m, dir, twin);
     EXPECT_EQ(saved_shape(dir, twin.name("embed.lora_embedding_A")), (std::vector<int64_t>{2, 10}));
     EXPECT_EQ(saved_shape(dir, twin.name("embed.lora_embedding_B")), (std::vector<int64_t>{6, 2}));
-    EXPECT_EQ(eval_output(loaded, c), values(c["eval_output"]));
+    EXPECT_EQ(eval_output(loaded, c), float_values(c["eval_output"]));
     acc_model_free(loaded);
     {  // an embedding's adapter of another vocabulary does not fit, and nothing is added
       acc_tensor* wrong = acc_test::floats(std::vector<float>(2 * 12), {2, 12});
@@ -115,7 +103,7 @@ TEST(LoraEmbedding, DrawsComputesAndMergesAsPeft) {
     // Merged as PEFT merges: W + (B @ A)^T * scaling.
     ACC_ASSERT_OK(acc_model_merge_lora(m));
     expect_params(m, c["merged"], twin);
-    EXPECT_LT(acc_test::max_difference(eval_output(m, c), values(c["eval_output"])), 1e-5f);
+    EXPECT_LT(acc_test::max_difference(eval_output(m, c), float_values(c["eval_output"])), 1e-5f);
     acc_model_free(m);
   }
 }
@@ -128,22 +116,22 @@ TEST(LoraEmbedding, DoraComputesAndMergesAsPeft) {
     SCOPED_TRACE(twin.form);
     acc_model* m = twin.make();
     ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
-    ACC_ASSERT_OK(add(m, k, targets(json{"embed", "head"}, twin), {{"use_dora", "true"}}));
+    ACC_ASSERT_OK(add_case_lora(m, k, targets(json{"embed", "head"}, twin), {{"use_dora", "true"}}));
     expect_params(m, k["initial"], twin);
-    EXPECT_EQ(acc_test::next_global_draws(), values(k["next_draw"]));
+    EXPECT_EQ(acc_test::next_global_draws(), float_values(k["next_draw"]));
     choose(m, k["chosen"], twin);
-    EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
+    EXPECT_EQ(eval_output(m, c), float_values(k["eval_output"]));
     expect_training(m, ids(c), k, twin);
     // PEFT's files, read back.
     const std::string dir = acc_test::temp_path("lora_embedding_dora");
     acc_model* loaded = reloaded(m, dir, twin);
     EXPECT_EQ(saved_shape(dir, twin.name("embed.lora_magnitude_vector")), (std::vector<int64_t>{6}));
-    EXPECT_EQ(eval_output(loaded, c), values(k["eval_output"]));
+    EXPECT_EQ(eval_output(loaded, c), float_values(k["eval_output"]));
     acc_model_free(loaded);
     fs::remove_all(dir);
     ACC_ASSERT_OK(acc_model_merge_lora(m));
     expect_params(m, k["merged"], twin);
-    EXPECT_LT(acc_test::max_difference(eval_output(m, c), values(k["eval_output"])), 1e-5f);
+    EXPECT_LT(acc_test::max_difference(eval_output(m, c), float_values(k["eval_output"])), 1e-5f);
     acc_model_free(m);
   }
 }
@@ -167,7 +155,7 @@ TEST(LoraEmbedding, RefusesWhatPeftsEmbeddingLayerDoesNotTake) {
       SCOPED_TRACE(std::string(twin.form) + " " + k.key);
       acc_model* m = twin.make();
       const auto names = acc_test::parameter_names(m);
-      ACC_EXPECT_ERROR(add(m, c, twin.name("embed"), {{k.key, k.value}}), k.status, k.message);
+      ACC_EXPECT_ERROR(add_case_lora(m, c, twin.name("embed"), {{k.key, k.value}}), k.status, k.message);
       EXPECT_EQ(acc_test::parameter_names(m), names) << "nothing added";
       acc_model_free(m);
     }
@@ -175,7 +163,7 @@ TEST(LoraEmbedding, RefusesWhatPeftsEmbeddingLayerDoesNotTake) {
   for (const Twin& twin : embedding_twins(c)) {
     SCOPED_TRACE(twin.form);
     acc_model* m = twin.make();
-    ACC_ASSERT_OK(add(m, c, twin.name("embed")));
+    ACC_ASSERT_OK(add_case_lora(m, c, twin.name("embed")));
     const std::string dir = acc_test::temp_path("lora_embedding_kinds");
     fs::remove_all(dir);
     ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
@@ -231,9 +219,9 @@ TEST(LoraMica, StartsFromTheMinorComponentsAndTrainsAAlone) {
     acc_model* m = twin.make();
     const std::vector<float> base = eval_output(m, c);
     ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
-    ACC_ASSERT_OK(add(m, k, targets(json{"embed", "fc", "head"}, twin), {{"init_lora_weights", "mica"}}));
+    ACC_ASSERT_OK(add_case_lora(m, k, targets(json{"embed", "fc", "head"}, twin), {{"init_lora_weights", "mica"}}));
     expect_params(m, k["initial"], twin);
-    EXPECT_EQ(acc_test::next_global_draws(), values(k["next_draw"]));
+    EXPECT_EQ(acc_test::next_global_draws(), float_values(k["next_draw"]));
     EXPECT_EQ(eval_output(m, c), base) << "A starts at zero: the model computes as before";
     // B is frozen: no gradient reaches it, and the optimizer leaves it.
     for (const auto& name : k["frozen"]) {
@@ -245,7 +233,7 @@ TEST(LoraMica, StartsFromTheMinorComponentsAndTrainsAAlone) {
       acc_tensor_free(b);
     }
     choose(m, k["chosen"], twin);
-    EXPECT_EQ(eval_output(m, c), values(k["eval_output"]));
+    EXPECT_EQ(eval_output(m, c), float_values(k["eval_output"]));
     expect_training(m, ids(c), k, twin);
     // A step with fresh gradients: A moves, B stays.
     acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
@@ -274,7 +262,7 @@ TEST(LoraMica, StartsFromTheMinorComponentsAndTrainsAAlone) {
     EXPECT_EQ(json::parse(config_file)["init_lora_weights"], "mica");
     acc_model* loaded = twin.make();
     ACC_ASSERT_OK(acc_model_load_lora(loaded, dir.c_str()));
-    EXPECT_EQ(eval_output(loaded, c), values(k["eval_output"]));
+    EXPECT_EQ(eval_output(loaded, c), float_values(k["eval_output"]));
     acc_model_free(loaded);
     fs::remove_all(dir);
     ACC_ASSERT_OK(acc_model_merge_lora(m));
@@ -290,9 +278,9 @@ TEST(LoraMica, RefusesWhatPeftRefuses) {
     SCOPED_TRACE(twin.form);
     acc_model* m = twin.make();
     const auto names = acc_test::parameter_names(m);
-    ACC_EXPECT_ERROR(add(m, k, twin.name("fc"), {{"init_lora_weights", "mica"}, {"use_dora", "true"}}),
+    ACC_EXPECT_ERROR(add_case_lora(m, k, twin.name("fc"), {{"init_lora_weights", "mica"}, {"use_dora", "true"}}),
                      ACC_ERR_INVALID_ARGUMENT, "mica does not combine with use_dora");
-    ACC_EXPECT_ERROR(add(m, k, twin.name("fc"), {{"init_lora_weights", "mica"}, {"lora_bias", "true"}}),
+    ACC_EXPECT_ERROR(add_case_lora(m, k, twin.name("fc"), {{"init_lora_weights", "mica"}, {"lora_bias", "true"}}),
                      ACC_ERR_UNSUPPORTED, "mica with lora_bias");
     acc_options* o = lora_options(7, 8);  // more than the head's 4 outputs
     ACC_ASSERT_OK(acc_options_set(o, "init_lora_weights", "mica"));

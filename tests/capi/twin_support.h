@@ -81,6 +81,21 @@ inline std::vector<Twin> twins(const std::string& file, const std::string& spec,
            }}};
 }
 
+// ACC_OPTIONS_LORA keys and values.
+using LoraSettings = std::vector<std::pair<const char*, const char*>>;
+
+// Adds a case's LoRA (its r and lora_alpha, and its lora_dropout where it has one) on `targets`,
+// with `settings`.
+inline acc_status add_case_lora(acc_model* m, const json& k, const std::string& targets,
+                                const LoraSettings& settings = {}) {
+  acc_options* o = acc_test::lora_options(k["r"], k["lora_alpha"]);
+  if (k.contains("lora_dropout")) EXPECT_EQ(acc_options_set_double(o, "lora_dropout", k["lora_dropout"]), ACC_OK);
+  for (const auto& [key, value] : settings) EXPECT_EQ(acc_options_set(o, key, value), ACC_OK);
+  const acc_status status = acc_model_add_lora(m, targets.c_str(), o, nullptr);
+  acc_options_free(o);
+  return status;
+}
+
 // The fixture's module names (a JSON list) as `twin` names them, separated by commas.
 inline std::string targets(const json& names, const Twin& twin) {
   std::string out;

@@ -978,11 +978,7 @@ def conv1d_adapters(modules, targets, r):
         module = modules[name]
         in_features, out_features = (module.weight.shape if isinstance(module, Conv1D)
                                      else (module.in_features, module.out_features))
-        a = nn.Linear(in_features, r, bias=False).weight
-        b = nn.Linear(r, out_features, bias=False).weight
-        nn.init.kaiming_uniform_(a, a=math.sqrt(5))
-        nn.init.zeros_(b)
-        adapters[name] = (a, b)
+        adapters[name] = linear_pair(in_features, out_features, r)
     return adapters
 
 
