@@ -56,4 +56,5 @@ cmake -S . -B "$build" -G Ninja "${compilers[@]}" \
   -DACC_FASHION_MNIST_DIR="$prefix/usr/share/datasets/fashion-mnist" \
   -DACC_BUILD_BINDINGS=OFF \
   ${nccl_root:+-DACC_NCCL_ROOT="$nccl_root"} "$@"
-cmake --build "$build" -j "$(nproc)"
+# -k 0: every file that compiles is built, and every error is in the log at once (a GPU visit is short).
+cmake --build "$build" -j "$(nproc)" -- -k 0

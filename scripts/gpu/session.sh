@@ -26,9 +26,16 @@ timeout --kill-after=10 "$build_limit" bash scripts/gpu/build.sh > "$work/build.
 build_s=$((SECONDS - start))
 echo "session: build exit $build_rc after $build_s s"
 
+# A build with errors still runs the GPU tests that were built (the rest is Not Run), for at most 180 s:
+# the device time left is then for a second visit with the errors fixed.
 test_rc=1
-if [ "$build_rc" -eq 0 ]; then
-  ACC_GPU_DEADLINE=$deadline ACC_GPU_PARTS=${ACC_GPU_PARTS:-gpu bench cpu sidebyside-cuda} \
+parts=${ACC_GPU_PARTS:-gpu bench cpu sidebyside-cuda}
+if [ "$build_rc" -ne 0 ]; then
+  parts=gpu
+  [ "$deadline" -gt $(($(date +%s) + 180)) ] && deadline=$(($(date +%s) + 180))
+fi
+if [ -f "${ACC_BUILD_DIR:-build-gpu}/build.ninja" ]; then
+  ACC_GPU_DEADLINE=$deadline ACC_GPU_PARTS=$parts \
     bash scripts/gpu/test.sh "$work/results" > "$work/test.log" 2>&1
   test_rc=$?
 fi
@@ -36,7 +43,8 @@ fi
 {
   echo "session: $(date -u '+%F %T UTC'), build exit $build_rc in $build_s s, tests exit $test_rc, $((SECONDS - start)) s in all"
   cat "$work/results/machine.txt" 2>/dev/null
-  [ "$build_rc" -eq 0 ] || { echo "--- the build's last lines"; tail -n 60 "$work/build.log"; }
+  [ "$build_rc" -eq 0 ] || { echo "--- the build's errors"; grep -E 'error:|FAILED:' "$work/build.log" | head -n 80
+    echo "--- the build's last lines"; tail -n 30 "$work/build.log"; }
   echo "--- parts"
   cat "$work/results/parts.tsv" 2>/dev/null
   for log in ctest-gpu ctest-cpu; do
@@ -50,6 +58,7 @@ fi
   [ -f "$work/results/bench/bench-gpu.md" ] && { echo "--- bench/gpu"; cat "$work/results/bench/bench-gpu.md"; }
 } > "$out/summary.txt" 2>&1
 cp "$work/results/parts.tsv" "$out/" 2>/dev/null
+[ "$build_rc" -eq 0 ] || cp "$work/build.log" "$out/"
 cp "$work/results/ctest-gpu.log" "$out/" 2>/dev/null
 cp "$work/results/bench/bench-gpu.md" "$work/results/bench/bench-gpu.json" "$out/" 2>/dev/null
 cp "$work/build.log" "$work/test.log" "$work/results/" 2>/dev/null || cp "$work/build.log" "$out/"
