@@ -52,9 +52,16 @@ cmake -S . -B "$build" -G Ninja "${compilers[@]}" \
   -DCMAKE_PREFIX_PATH="$prefix/usr;$torch_cmake" \
   -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
   -DProtobuf_PROTOC_EXECUTABLE="$prefix/usr/bin/protoc" \
+  -DProtobuf_INCLUDE_DIR="$prefix/usr/include" -DProtobuf_LIBRARY="$libdir/libprotobuf.so" \
   -DACC_PYTHON_TORCH="$python" \
   -DACC_FASHION_MNIST_DIR="$prefix/usr/share/datasets/fashion-mnist" \
   -DACC_BUILD_BINDINGS=OFF \
   ${nccl_root:+-DACC_NCCL_ROOT="$nccl_root"} "$@"
+# A machine's own protobuf headers (another version than the library linked) must not be the ones
+# compiled against: say which were chosen, and how the generated code is compiled.
+grep -E '^(Protobuf_INCLUDE_DIR|Protobuf_LIBRARY|ACC_NCCL_INCLUDE_DIR|ACC_GLOO_INCLUDE_DIR):' "$build/CMakeCache.txt" || true
+ninja -C "$build" -t commands 2>/dev/null | grep -m1 'hparams.pb.cc' || true
+grep -hm1 'define GOOGLE_PROTOBUF_VERSION\|define PROTOBUF_VERSION ' /usr/include/google/protobuf/*.h \
+  /usr/include/google/protobuf/*.inc 2>/dev/null | sed 's|^|this machine has protobuf headers in /usr/include: |' || true
 # -k 0: every file that compiles is built, and every error is in the log at once (a GPU visit is short).
 cmake --build "$build" -j "$(nproc)" -- -k 0
