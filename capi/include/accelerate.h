@@ -1319,7 +1319,9 @@ ACC_API void acc_dataloader_free(acc_dataloader *dl);
  *   ... acc_backward(acc, loss) instead of acc_tensor_backward(loss) ...
  *
  * Prepared objects behave as Accelerate's wrappers: the model is on the accelerator's device and
- * runs under autocast for mixed precision with fp32 outputs; the optimizer and scheduler only step
+ * runs under autocast for mixed precision with fp32 outputs (on a GPU under DDP or sharded data
+ * parallelism its forward moves the inputs to that GPU, as PyTorch's DDP and FSDP do; targets and
+ * anything else stay where the caller put them); the optimizer and scheduler only step
  * at the end of a gradient-accumulation window (the scheduler only when the optimizer really
  * stepped); the loader puts batches on the device and tells the accelerator where its epoch ends.
  * ---------------------------------------------------------------------------------------------- */

@@ -144,8 +144,10 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
     for (const auto& entry : model->state_dict()) state.push_back(entry.second);
     broadcast_in_place(*dist_, state, "prepare_model (the main process's weights)");
   }
+  // PyTorch's DDP (Accelerate gives it device_ids on a GPU) and FSDP move a forward's inputs to the GPU.
+  const auto inputs_to = parallel && device_.is_cuda() ? std::optional<at::Device>(device_) : std::nullopt;
   auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision),
-                                                  std::move(parallel));
+                                                  std::move(parallel), inputs_to);
   for (const auto& optimizer : live_optimizers())
     if (optimizer->model() == model && optimizer->fused_backward()) prepared->leave_gradients_to_optimizer();
   models_.add(model, prepared);

@@ -5,17 +5,26 @@
 namespace acc {
 
 PreparedModel::PreparedModel(std::shared_ptr<Model> inner, c10::DeviceType device,
-                             std::optional<c10::ScalarType> autocast_dtype, std::shared_ptr<ParallelEngine> parallel)
+                             std::optional<c10::ScalarType> autocast_dtype, std::shared_ptr<ParallelEngine> parallel,
+                             std::optional<at::Device> inputs_to)
     : inner_(std::move(inner)),
       device_(device),
       autocast_dtype_(autocast_dtype),
       parallel_(std::move(parallel)),
+      inputs_to_(inputs_to),
       trainable_set_hold_(inner_->hold_trainable_set(
           "the model is prepared (its handle from before acc_prepare included): add LoRA adapters and freeze or "
           "unfreeze parameters before preparing it",
           /*freezing_too=*/true)) {}
 
-NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& inputs) {
+NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& given) {
+  std::vector<at::Tensor> moved;
+  if (inputs_to_) {
+    moved.reserve(given.size());
+    for (const auto& t : given)
+      moved.push_back(t.defined() && t.device() != *inputs_to_ ? t.to(*inputs_to_, /*non_blocking=*/true) : t);
+  }
+  const std::vector<at::Tensor>& inputs = inputs_to_ ? moved : given;
   // A forward that a backward can follow involves the other processes; another one only where
   // PyTorch's DDP broadcasts buffers at it (ParallelEngine::before_local_forward).
   const bool grad = at::GradMode::is_enabled();

@@ -18,9 +18,10 @@ namespace acc {
 
 class PreparedModel final : public Model {
  public:
-  // parallel: DDP or sharded data parallelism; null on one process.
+  // parallel: DDP or sharded data parallelism; null on one process. inputs_to: where forward moves its
+  // inputs first (PyTorch's DDP with device_ids and FSDP move them to the model's GPU); none: as given.
   PreparedModel(std::shared_ptr<Model> inner, c10::DeviceType device, std::optional<c10::ScalarType> autocast_dtype,
-                std::shared_ptr<ParallelEngine> parallel = nullptr);
+                std::shared_ptr<ParallelEngine> parallel = nullptr, std::optional<at::Device> inputs_to = std::nullopt);
 
   NamedTensors forward(const std::vector<at::Tensor>& inputs) override;
   NamedTensors named_parameters() const override { return inner_->named_parameters(); }
@@ -113,6 +114,7 @@ class PreparedModel final : public Model {
   c10::DeviceType device_;
   std::optional<c10::ScalarType> autocast_dtype_;
   std::shared_ptr<ParallelEngine> parallel_;
+  std::optional<at::Device> inputs_to_;
   bool gradient_sync_ = true;
   int64_t no_sync_depth_ = 0;
   bool gradients_left_to_optimizer_ = false;

@@ -1,5 +1,6 @@
 #include "common/device.h"
 
+#include <ATen/Functions.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
 #ifdef ACC_WITH_CUDA
@@ -22,6 +23,10 @@ void set_current_device(const c10::Device& device) {
 #else
   (void)device;
 #endif
+}
+
+void initialize_cuda() {
+  if (cuda_available()) (void)at::empty({0}, at::TensorOptions().device(at::kCUDA));
 }
 
 void release_device_cache() {

@@ -61,6 +61,25 @@ inline acc_tensor* floats(const std::vector<float>& values, const std::vector<in
   return t;
 }
 
+// `t` moved to the device of `like` (freed when moved): targets for a model's outputs, as a user's
+// `y.to(accelerator.device)` (the GPU suite runs the distributed tests on CUDA).
+inline acc_tensor* on_device_of(const acc_tensor* like, acc_tensor* t) {
+  char *want = nullptr, *have = nullptr;
+  acc_tensor* moved = t;
+  if (acc_tensor_device(like, &want) == ACC_OK && acc_tensor_device(t, &have) == ACC_OK &&
+      std::string(want) != have) {
+    if (acc_tensor_to(t, want, ACC_DTYPE_UNDEFINED, &moved) == ACC_OK) {
+      acc_tensor_free(t);
+    } else {
+      ADD_FAILURE() << acc_last_error_message();
+      moved = t;
+    }
+  }
+  acc_string_free(want);
+  acc_string_free(have);
+  return moved;
+}
+
 inline acc_tensor* longs(const std::vector<int64_t>& values, const std::vector<int64_t>& dims) {
   acc_tensor* t = nullptr;
   if (acc_tensor_from_host(values.data(), values.size() * sizeof(int64_t), dims.data(), dims.size(),

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -156,6 +157,11 @@ TEST(AveragedModels, AverageAsPyTorchsAveragedModelBitForBit) {
   ASSERT_EQ(data["cases"].size(), 6u);
   for (const auto& c : data["cases"]) {
     SCOPED_TRACE(c["options"].dump());
+    if (c.contains("pytorch_refused")) {  // nothing to compare with (the exporter says where PyTorch refuses)
+      std::printf("PyTorch on %s refused %s: %s\n", device.c_str(), c["options"].dump().c_str(),
+                  c["pytorch_refused"].get<std::string>().c_str());
+      continue;
+    }
     acc_model* model = nullptr;
     ASSERT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/averaging_model.pt").c_str(), &model), ACC_OK)
         << acc_last_error_message();

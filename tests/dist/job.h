@@ -83,6 +83,7 @@ inline void train_step(acc_model* model, acc_optimizer* opt, const std::vector<f
   acc_tensor* yt = acc_test::floats(y, {rows, 2});
   acc_tensor *out = nullptr, *loss = nullptr;
   ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
+  yt = acc_test::on_device_of(out, yt);
   ASSERT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
   ASSERT_EQ(acc ? acc_backward(acc, loss) : acc_tensor_backward(loss), ACC_OK) << acc_last_error_message();
   if (opt) ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);

@@ -473,6 +473,7 @@ void bf16_backward(acc_model* model, acc_accelerator* acc, const std::vector<flo
   acc_tensor *out = nullptr, *wide = nullptr, *loss = nullptr;
   EXPECT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
   EXPECT_EQ(acc_tensor_to(out, nullptr, ACC_DTYPE_FLOAT32, &wide), ACC_OK);
+  yt = acc_test::on_device_of(out, yt);
   EXPECT_EQ(acc_loss_mse(wide, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK) << acc_last_error_message();
   EXPECT_EQ(acc ? acc_backward(acc, loss) : acc_tensor_backward(loss), ACC_OK) << acc_last_error_message();
   for (acc_tensor* t : {xt, yt, out, wide, loss}) acc_tensor_free(t);
@@ -706,6 +707,7 @@ TEST(Ddp, TriggerSyncInBackwardSyncsInsideNoSync) {
   acc_tensor *out = nullptr, *loss = nullptr, *w = nullptr, *grad = nullptr, *all = nullptr;
   ACC_ASSERT_OK(acc_no_sync_begin(g_acc, model));
   ACC_ASSERT_OK(acc_model_forward1(model, xt, 0, &out));
+  yt = acc_test::on_device_of(out, yt);
   ACC_ASSERT_OK(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss));
   ACC_ASSERT_OK(acc_trigger_sync_in_backward(g_acc, model));
   ACC_ASSERT_OK(acc_backward(g_acc, loss));
@@ -1315,6 +1317,7 @@ TEST(Fault, ADeadOrStalledPeerDuringBackwardIsNamed) {
   acc_tensor* yt = floats(rows_of(y, 2, 0, 8), {8, 2});
   acc_tensor *out = nullptr, *loss = nullptr;
   ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
+  yt = acc_test::on_device_of(out, yt);
   ASSERT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
   // PowerSGD's compressed reductions (from its iteration 2 under ACC_TEST_COMM_STATE) are its own
   // collectives, each named.
@@ -1342,6 +1345,7 @@ TEST(Fault, ADeadOrStalledPeerDuringABf16BackwardIsNamed) {
   acc_tensor *out = nullptr, *wide = nullptr, *loss = nullptr;
   ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
   ASSERT_EQ(acc_tensor_to(out, nullptr, ACC_DTYPE_FLOAT32, &wide), ACC_OK);
+  yt = acc_test::on_device_of(out, yt);
   ASSERT_EQ(acc_loss_mse(wide, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
   expect_named_and_exit(acc_backward(g_acc, loss), "backward #3 (DDP's gradient allreduce)");
 }
@@ -1362,6 +1366,7 @@ TEST(Fault, ADeadOrStalledPeerDuringLomoBackwardIsNamed) {
     acc_tensor* yt = floats(rows_of(y, 2, rank * 8, 8), {8, 2});
     acc_tensor *out = nullptr, *loss = nullptr;
     EXPECT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
+    yt = acc_test::on_device_of(out, yt);
     EXPECT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
     return loss;
   };

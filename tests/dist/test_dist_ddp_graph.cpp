@@ -71,6 +71,7 @@ void train_as_recorded(const json& doc, const json& c) {
     ACC_ASSERT_OK(acc_model_forward(model, &x, 1, ACC_FORWARD_DEFAULT, &outputs));
     acc_tensor *logits = nullptr, *loss = nullptr;
     ACC_ASSERT_OK(acc_tensor_list_get(outputs, 0, &logits));  // the first output only
+    y = acc_test::on_device_of(logits, y);
     ACC_ASSERT_OK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
     ACC_ASSERT_OK(acc_backward(acc, loss));
     for (const auto& [parameter, values] : steps[step].items()) {
@@ -142,6 +143,7 @@ TEST(DdpGraph, AParameterWithoutGradientFailsTheNextForwardAsInPyTorch) {
       ACC_ASSERT_OK(acc_model_forward(model, &x, 1, ACC_FORWARD_DEFAULT, &outputs));
       acc_tensor *logits = nullptr, *loss = nullptr;
       ACC_ASSERT_OK(acc_tensor_list_get(outputs, 0, &logits));  // the aux head's output and the spare layer unused
+      y = acc_test::on_device_of(logits, y);
       ACC_ASSERT_OK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
       ACC_ASSERT_OK(acc_backward(acc, loss));
       ACC_ASSERT_OK(acc_optimizer_step(opt));

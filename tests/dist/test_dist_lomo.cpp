@@ -33,6 +33,7 @@ acc_tensor* loss_on_own_rows(acc_model* model, int step) {
   acc_tensor* yt = floats(y, {8, 2});
   acc_tensor *out = nullptr, *loss = nullptr;
   EXPECT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
+  yt = acc_test::on_device_of(out, yt);
   EXPECT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
   for (acc_tensor* t : {xt, yt, out}) acc_tensor_free(t);
   return loss;

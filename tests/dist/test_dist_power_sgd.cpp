@@ -69,6 +69,7 @@ struct Job {
     acc_tensor* y = acc_test::longs(batch["y"].get<std::vector<int64_t>>(), {4});
     acc_tensor *logits = nullptr, *loss = nullptr;
     EXPECT_EQ(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &logits), ACC_OK) << acc_last_error_message();
+    y = acc_test::on_device_of(logits, y);
     EXPECT_EQ(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss), ACC_OK);
     const acc_status status = loss ? acc_backward(acc, loss) : ACC_ERR_INVALID_ARGUMENT;
     for (acc_tensor* t : {x, y, logits, loss}) acc_tensor_free(t);

@@ -250,6 +250,7 @@ struct Job {
     acc_tensor *out = nullptr, *loss = nullptr;
     ASSERT_EQ(acc_accumulate_begin(acc), ACC_OK);
     ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
+    yt = acc_test::on_device_of(out, yt);
     ASSERT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
     if (settings.eval_between) {  // e.g. a metric on the same batch before the backward
       acc_tensor* seen = nullptr;
@@ -302,6 +303,7 @@ struct Job {
     ASSERT_EQ(acc_tensor_list_get(outputs, 0, &out), ACC_OK);
     acc_tensor_list_free(outputs);
     ASSERT_EQ(acc_tensor_reshape(out, flat, 2, &logits), ACC_OK);
+    yt = acc_test::on_device_of(logits, yt);
     ASSERT_EQ(acc_loss_cross_entropy(logits, yt, ACC_REDUCTION_MEAN, 0.0, &loss), ACC_OK) << acc_last_error_message();
     ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
     ASSERT_EQ(acc_optimizer_step(opt), ACC_OK) << acc_last_error_message();

@@ -62,6 +62,7 @@ struct Net {
     acc_tensor *out = nullptr, *loss = nullptr;
     if (acc) ASSERT_EQ(acc_accumulate_begin(acc), ACC_OK);
     ASSERT_EQ(acc_model_forward1(model, xt, 0, &out), ACC_OK) << acc_last_error_message();
+    yt = acc_test::on_device_of(out, yt);
     ASSERT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
     if (acc)
       ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();

@@ -57,8 +57,17 @@ std::shared_ptr<acc::Distributed> nccl_group_of_one() {
 }
 
 // The caching allocator's figures for GPU 0 (index 0 of each StatArray: all pools together).
-int64_t reserved_bytes() { return c10::cuda::CUDACachingAllocator::getDeviceStats(0).reserved_bytes[0].current; }
-int64_t allocated_bytes() { return c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].current; }
+// (libtorch 2.x refuses them before CUDA started: acc::initialize_cuda.)
+auto gpu0_stats() {
+  acc::initialize_cuda();
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(0);
+}
+void reset_gpu0_peaks() {
+  acc::initialize_cuda();
+  c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+}
+int64_t reserved_bytes() { return gpu0_stats().reserved_bytes[0].current; }
+int64_t allocated_bytes() { return gpu0_stats().allocated_bytes[0].current; }
 #endif
 
 constexpr int64_t kGiB = int64_t{1} << 30;
@@ -286,7 +295,7 @@ TEST(GpuSharding, Stage3PreparesAModelTheGpuHoldsOneUnitOfAtATime) {
     auto model = acc::model_from_spec(spec);
     if (built_on_gpu) model->to(kGpu, c10::nullopt);
     c10::cuda::device_synchronize();
-    c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+    reset_gpu0_peaks();
     const int64_t before = allocated_bytes();
     acc::ShardingOptions options;
     options.stage = 3;
@@ -294,7 +303,7 @@ TEST(GpuSharding, Stage3PreparesAModelTheGpuHoldsOneUnitOfAtATime) {
     auto engine = std::make_shared<acc::ShardedDataParallel>(model, dist, options, acc::DataParallelOptions{}, kGpu);
     model->to(kGpu, c10::nullopt);  // what prepare does after: buffers and frozen parameters
     c10::cuda::device_synchronize();
-    *prepare_peak = c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].peak - before;
+    *prepare_peak = gpu0_stats().allocated_bytes[0].peak - before;
     acc::Options adamw(acc::optimizer_option_schema());
     adamw.set("lr", 0.01);
     acc::ShardedOptimizer optimizer(std::make_shared<acc::TorchOptimizer>(model, "adamw", adamw), engine);
@@ -358,13 +367,13 @@ TEST(GpuSharding, Stage3KeepsAFrozenBaseOffTheGpuButForAFewUnits) {
     const at::Tensor x = at::randn({8, 1024}).to(kGpu);
     for (int step = 0; step < 2; ++step) {
       c10::cuda::device_synchronize();
-      c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+      reset_gpu0_peaks();
       const int64_t before = allocated_bytes();
       prepared.forward({x}).at(0).second.pow(2).mean().backward();
       optimizer->step();
       optimizer->zero_grad();
       c10::cuda::device_synchronize();
-      *step_peak = c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].peak - before;
+      *step_peak = gpu0_stats().allocated_bytes[0].peak - before;
     }
     std::vector<at::Tensor> weights;
     for (const auto& entry : engine ? engine->full_state_dict("the test") : model->state_dict())
