@@ -66,8 +66,7 @@ inline acc_tensor* floats(const std::vector<float>& values, const std::vector<in
 inline acc_tensor* on_device_of(const acc_tensor* like, acc_tensor* t) {
   char *want = nullptr, *have = nullptr;
   acc_tensor* moved = t;
-  if (acc_tensor_device(like, &want) == ACC_OK && acc_tensor_device(t, &have) == ACC_OK &&
-      std::string(want) != have) {
+  if (acc_tensor_device(like, &want) == ACC_OK && acc_tensor_device(t, &have) == ACC_OK && std::string(want) != have) {
     if (acc_tensor_to(t, want, ACC_DTYPE_UNDEFINED, &moved) == ACC_OK) {
       acc_tensor_free(t);
     } else {

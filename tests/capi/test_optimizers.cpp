@@ -350,6 +350,13 @@ TEST(Optimizers, BuiltInRulesEqualPyTorchsBitForBit) {
       ++step;
       ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
       net.backward();
+      // The gradients first: a difference in the weights is then the rule's, not the backward's.
+      for (const auto& name : kNames) {
+        const std::vector<float> want = from_hex(expected["grads"][name]), got = net.parameter(name, true);
+        ASSERT_EQ(got.size(), want.size());
+        EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+            << which << ", step " << step << ", " << name << "'s gradient: " << got[0] << " vs PyTorch's " << want[0];
+      }
       ASSERT_EQ(acc_optimizer_step(opt), ACC_OK) << acc_last_error_message();
       for (const auto& name : kNames) {
         const std::vector<float> want = from_hex(expected[name]), got = net.parameter(name);

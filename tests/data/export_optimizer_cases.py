@@ -168,8 +168,9 @@ def main(out_dir, device):
         for _ in range(STEPS):
             opt.zero_grad(set_to_none=True)
             torch.nn.functional.mse_loss(net(x), y).backward()
+            grads = {n: hexes(params[n].grad) for n in NAMES}
             opt.step()
-            steps.append({n: hexes(params[n]) for n in NAMES})
+            steps.append({**{n: hexes(params[n]) for n in NAMES}, "grads": grads})
         cases.append({"algorithm": algorithm, "options": options, "group": group, "steps": steps})
     data = {
         "torch": torch.__version__,
