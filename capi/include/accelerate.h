@@ -838,7 +838,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * with the layer's groups,
  * so r must be divisible by them (ACC_ERR_INVALID_ARGUMENT); DoRA's magnitude 1 x out x 1 ..., as
  * PEFT shapes it; a dilation, a padding_mode other than zeros or a string padding, OLoRA or PiSSA on
- * a convolution, and DoRA on one with groups are ACC_ERR_UNSUPPORTED; an adapter of a convolution
+ * a convolution are ACC_ERR_UNSUPPORTED (DoRA on one with groups takes PEFT's norms of its
+ * flattened kernels' product in the weight's shape); an adapter of a convolution
  * with groups has no weight of the layer's shape, so merging it, acc_save_model and
  * acc_model_save_torchscript are ACC_ERR_UNSUPPORTED, as PEFT refuses to merge it: save it with
  * acc_model_save_lora), and embeddings (torch.nn.Embedding in TorchScript, a spec model's

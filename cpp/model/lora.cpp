@@ -210,9 +210,6 @@ void check_conv_site(const LinearSite& site, const LoraConfig& config) {
   require(r % groups == 0, "LoRA on the convolution '", module, "' with groups ", groups, ": r ", r,
           " is not divisible by its groups (as PEFT requires); choose another rank (rank_pattern) or leave the ",
           "layer out");
-  if (config.use_dora)
-    fail(Status::Unsupported, "use_dora on the convolution '", module, "' with groups ", groups,
-         ": DoRA's norms need the adapter as a weight of the layer's shape, which a grouped convolution's is not");
   if (!site.set_output_adapter)
     fail(Status::Unsupported, "LoRA on the convolution '", module, "' with groups ", groups,
          ": the forward reads its weight itself, and a grouped convolution's adapter has no weight of the ",

@@ -1,9 +1,8 @@
-// LoRA on grouped and depthwise convolutions with lora_bias, and DoRA on convolutions, as PEFT computes
-// them (export_lora_cases.py's "conv_variants" case, PEFT's _ConvNd and _DoraConvNdLayer restated),
-// bit for bit, on a TorchScript model and on its twin written as a layer spec (whose "conv2d" layers
-// take adapters too): the draws and the rest of the global stream, outputs in evaluation and in
-// training with dropout, gradients, PEFT's files and DoRA's merged weights; merging a grouped
-// convolution's adapter is refused as PEFT refuses it.
+// LoRA on grouped and depthwise convolutions with lora_bias, and DoRA on convolutions (grouped ones too), as PEFT
+// computes them (export_lora_cases.py's "conv_variants" case, PEFT's _ConvNd and _DoraConvNdLayer restated), bit for
+// bit, on a TorchScript model and on its twin written as a layer spec (whose "conv2d" layers take adapters too): the
+// draws and the rest of the global stream, outputs in evaluation and in training with dropout, gradients, PEFT's files
+// and DoRA's merged weights; merging a grouped convolution's adapter is refused as PEFT refuses it.
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -105,19 +104,12 @@ TEST(LoraConvVariants, GroupedConvolutionsRefuseWhatPeftRefuses) {
     acc_options* o = lora_options(4, 4);
     ACC_EXPECT_ERROR(acc_model_add_lora(m, twin.name("depthwise").c_str(), o, nullptr), ACC_ERR_INVALID_ARGUMENT,
                      "r 4 is not divisible by its groups");
+    EXPECT_EQ(acc_test::parameter_names(m), names) << "nothing added";
     // rank_pattern gives it a rank that does.
     ACC_ASSERT_OK(acc_options_set(o, "rank_pattern", R"({"depthwise": 6, "4": 6})"));
     EXPECT_EQ(acc_model_add_lora(m, (twin.name("depthwise") + "," + twin.name("grouped")).c_str(), o, nullptr), ACC_OK)
         << acc_last_error_message();
     acc_options_free(o);
-    acc_model_free(m);
-    m = twin.make();
-    o = lora_options(6, 4);
-    ACC_ASSERT_OK(acc_options_set(o, "use_dora", "true"));
-    ACC_EXPECT_ERROR(acc_model_add_lora(m, twin.name("grouped").c_str(), o, nullptr), ACC_ERR_UNSUPPORTED,
-                     "use_dora on the convolution");
-    acc_options_free(o);
-    EXPECT_EQ(acc_test::parameter_names(m), names) << "nothing added";
     acc_model_free(m);
   }
   // A spec convolution with a dilation: PEFT's lora_A would not follow it.
@@ -173,6 +165,41 @@ TEST(LoraConvVariants, DoraOnConvolutionsComputesAndMergesAsPeft) {
     ACC_ASSERT_OK(acc_model_merge_lora(m));
     expect_params(m, k["merged"], twin);
     EXPECT_LT(acc_test::max_difference(eval_output(m, c), float_values(k["eval_output"])), 1e-5f);
+    acc_model_free(m);
+  }
+}
+
+// DoRA on the grouped and depthwise convolutions, as PEFT's _DoraConvNdLayer computes it there: the norms
+// of W + scaling * (B A), B A the product of the flattened kernels (B viewed as out/groups x r) laid
+// into the weight's shape. Merging stays refused, as PEFT refuses it for any convolution with groups.
+TEST(LoraConvVariants, DoraOnGroupedConvolutionsComputesAsPeft) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("conv_variants"), k = c["dora_grouped"];
+  for (const Twin& twin : conv_twins(c)) {
+    SCOPED_TRACE(twin.form);
+    acc_model* m = twin.make();
+    ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
+    ACC_ASSERT_OK(add_case_lora(m, k, targets(k["targets"], twin), {{"use_dora", "true"}}));
+    for (const auto& item : k["initial_a"].items())
+      EXPECT_EQ(param(m, twin.name(item.key()) + ".lora_A.weight"), float_values(item.value())) << item.key();
+    for (const auto& item : k["initial_magnitude"].items()) {
+      const std::string name = twin.name(item.key()) + ".lora_magnitude_vector";
+      EXPECT_EQ(param(m, name), float_values(item.value())) << name;
+    }
+    EXPECT_EQ(acc_test::next_global_draws(), float_values(k["next_draw"]));
+    choose(m, k["chosen"], twin);
+    EXPECT_EQ(eval_output(m, c), float_values(k["eval_output"]));
+    expect_training(m, from_json(c["input"]), k, twin);
+
+    const std::string dir = acc_test::temp_path("lora_conv_dora_grouped");
+    acc_model* loaded = reloaded(m, dir, twin);
+    EXPECT_EQ(saved_shape(dir, twin.name("depthwise.lora_magnitude_vector")), (std::vector<int64_t>{1, 6, 1, 1}));
+    EXPECT_EQ(eval_output(loaded, c), float_values(k["eval_output"]));
+    acc_model_free(loaded);
+    fs::remove_all(dir);
+
+    ACC_EXPECT_ERROR(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED, "with groups 2");
+    EXPECT_EQ(eval_output(m, c), float_values(k["eval_output"])) << "a refused merge changes nothing";
     acc_model_free(m);
   }
 }

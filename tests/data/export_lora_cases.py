@@ -775,87 +775,99 @@ def conv_variants_case(out):
                         for suffix, t in ((".lora_A.weight", a.weight), (".lora_B.weight", b.weight),
                                           (".lora_B.bias", b.bias))}
 
-    # DoRA on the ungrouped convolutions and the head.
-    dora = {"targets": ["conv0", "point", "head"], "r": 2, "lora_alpha": 4.0, "lora_dropout": 0.25, "seed": 23,
-            "train_seed": 24}
-    r, dropout = dora["r"], dora["lora_dropout"]
-    scaling = dora["lora_alpha"] / r
-    torch.manual_seed(dora["seed"])
-    adapters = make(dora["targets"], r, False)
+    def dora_case(targets, r, lora_alpha, seed, train_seed, mergeable=True):
+        """DoRA on `targets`: PEFT's magnitudes and norms (a grouped convolution's of its kernels' product
+        viewed as PEFT views it), outputs, gradients and, where PEFT merges, the merged weights."""
+        dora = {"targets": targets, "r": r, "lora_alpha": lora_alpha, "lora_dropout": 0.25, "seed": seed,
+                "train_seed": train_seed}
+        dropout = dora["lora_dropout"]
+        scaling = dora["lora_alpha"] / r
+        torch.manual_seed(dora["seed"])
+        adapters = make(dora["targets"], r, False)
 
-    def lora_weight(name, a, b):
-        w = modules[name].weight
-        if w.dim() == 2:  # DoraLinearLayer.get_lora_weight
-            return b(a(torch.eye(a.weight.shape[1]))).T
-        return torch.mm(b.weight.view([-1, r]), a.weight.view([r, -1])).reshape(w.shape)
+        def lora_weight(name, a, b):
+            w = modules[name].weight
+            if w.dim() == 2:  # DoraLinearLayer.get_lora_weight
+                return b(a(torch.eye(a.weight.shape[1]))).T
+            return torch.mm(b.weight.view([-1, r]), a.weight.view([r, -1])).reshape(w.shape)
 
-    def weight_norm(w, lora_weight, scaling):
-        if w.dim() == 2:
-            return torch.linalg.norm(w + scaling * lora_weight, dim=1).to(w.dtype)
-        return (w + scaling * lora_weight).norm(p=2, dim=tuple(range(1, w.dim())), keepdim=True).transpose(1, 0)
+        def weight_norm(w, lora_weight, scaling):
+            if w.dim() == 2:
+                return torch.linalg.norm(w + scaling * lora_weight, dim=1).to(w.dtype)
+            return (w + scaling * lora_weight).norm(p=2, dim=tuple(range(1, w.dim())), keepdim=True).transpose(1, 0)
 
-    with torch.no_grad():  # DoraLinearLayer.update_layer: lora_B @ lora_A, or the kernels' product
-        magnitudes = {}
+        with torch.no_grad():  # DoraLinearLayer.update_layer: lora_B @ lora_A, or the kernels' product
+            magnitudes = {}
+            for n, (a, b) in adapters.items():
+                lw = b.weight @ a.weight if a.weight.dim() == 2 else lora_weight(n, a, b)
+                magnitudes[n] = weight_norm(modules[n].weight, lw, scaling)
+        dora["initial_a"] = {n: tensor(a.weight) for n, (a, b) in adapters.items()}
+        dora["initial_magnitude"] = {n: tensor(m) for n, m in magnitudes.items()}
+        dora["next_draw"] = tensor(torch.rand(3))
+        with torch.no_grad():
+            for n, (a, b) in adapters.items():
+                b.weight.copy_(0.3 * torch.randn(b.weight.shape, generator=g))
+                magnitudes[n] = magnitudes[n] * (1 + 0.2 * torch.randn(magnitudes[n].shape, generator=g))
+        for m in magnitudes.values():
+            m.requires_grad_(True)
+        dora["chosen"] = {}
         for n, (a, b) in adapters.items():
-            lw = b.weight @ a.weight if a.weight.dim() == 2 else lora_weight(n, a, b)
-            magnitudes[n] = weight_norm(modules[n].weight, lw, scaling)
-    dora["initial_a"] = {n: tensor(a.weight) for n, (a, b) in adapters.items()}
-    dora["initial_magnitude"] = {n: tensor(m) for n, m in magnitudes.items()}
-    dora["next_draw"] = tensor(torch.rand(3))
-    with torch.no_grad():
+            dora["chosen"][n + ".lora_B.weight"] = tensor(b.weight)
+            dora["chosen"][n + ".lora_magnitude_vector"] = tensor(magnitudes[n])
+
+        def dora_hook(name, training):
+            a, b = adapters[name]
+            m = magnitudes[name]
+
+            def forward(module, inputs, output):
+                h = inputs[0]
+                w = module.weight
+                conv = w.dim() > 2
+                if dropout > 0 and training:
+                    h = F.dropout(h, dropout, True)
+                    base = (F.conv2d(h, w, None, module.stride, module.padding, module.dilation, module.groups) if conv
+                            else F.linear(h, w))
+                else:
+                    base = output - (module.bias.view(1, -1, 1, 1) if conv else module.bias)
+                norm = weight_norm(w, lora_weight(name, a, b).detach(), scaling).detach()
+                scale = m / norm if conv else (m / norm).view(1, -1)
+                return output + ((scale - 1) * base + scale * b(a(h)) * scaling)
+            return forward
+
+        outputs = run(dora_hook, adapters, dora["train_seed"])
+        dora["eval_output"], dora["train_output"] = tensor(outputs[False]), tensor(outputs[True])
+        dora["grads"] = {}
         for n, (a, b) in adapters.items():
-            b.weight.copy_(0.3 * torch.randn(b.weight.shape, generator=g))
-            magnitudes[n] = magnitudes[n] * (1 + 0.2 * torch.randn(magnitudes[n].shape, generator=g))
-    for m in magnitudes.values():
-        m.requires_grad_(True)
-    dora["chosen"] = {}
-    for n, (a, b) in adapters.items():
-        dora["chosen"][n + ".lora_B.weight"] = tensor(b.weight)
-        dora["chosen"][n + ".lora_magnitude_vector"] = tensor(magnitudes[n])
+            for suffix, t in ((".lora_A.weight", a.weight), (".lora_B.weight", b.weight),
+                              (".lora_magnitude_vector", magnitudes[n])):
+                dora["grads"][n + suffix] = tensor(t.grad)
 
-    def dora_hook(name, training):
-        a, b = adapters[name]
-        m = magnitudes[name]
+        if not mergeable:  # PEFT's NotImplementedError for a convolution with groups
+            return dora
 
-        def forward(module, inputs, output):
-            h = inputs[0]
-            w = module.weight
-            conv = w.dim() > 2
-            if dropout > 0 and training:
-                h = F.dropout(h, dropout, True)
-                base = (F.conv2d(h, w, None, module.stride, module.padding, module.dilation, module.groups) if conv
-                        else F.linear(h, w))
-            else:
-                base = output - (module.bias.view(1, -1, 1, 1) if conv else module.bias)
-            norm = weight_norm(w, lora_weight(name, a, b).detach(), scaling).detach()
-            scale = m / norm if conv else (m / norm).view(1, -1)
-            return output + ((scale - 1) * base + scale * b(a(h)) * scaling)
-        return forward
+        def delta(name, a, b):  # LoRA's get_delta_weight, _ConvNd's
+            w = modules[name].weight
+            if w.dim() == 2:
+                return (b @ a) * scaling
+            if w.size()[2:4] == (1, 1):
+                return (b.squeeze(3).squeeze(2) @ a.squeeze(3).squeeze(2)).unsqueeze(2).unsqueeze(3) * scaling
+            return F.conv2d(a.transpose(0, 1), b).transpose(0, 1) * scaling
 
-    outputs = run(dora_hook, adapters, dora["train_seed"])
-    dora["eval_output"], dora["train_output"] = tensor(outputs[False]), tensor(outputs[True])
-    dora["grads"] = {}
-    for n, (a, b) in adapters.items():
-        for suffix, t in ((".lora_A.weight", a.weight), (".lora_B.weight", b.weight),
-                          (".lora_magnitude_vector", magnitudes[n])):
-            dora["grads"][n + suffix] = tensor(t.grad)
+        dora["merged"] = {}
+        with torch.no_grad():  # DoRA's merge: the norm of W + delta with scaling 1
+            for n, (a, b) in adapters.items():
+                w = modules[n].weight
+                d = delta(n, a.weight, b.weight)
+                factor = (magnitudes[n] / weight_norm(w, d, 1)).view((-1,) + (1,) * (w.dim() - 1))
+                dora["merged"][n + ".weight"] = tensor(factor * (w + d))
+        return dora
 
-    def delta(name, a, b):  # LoRA's get_delta_weight, _ConvNd's
-        w = modules[name].weight
-        if w.dim() == 2:
-            return (b @ a) * scaling
-        if w.size()[2:4] == (1, 1):
-            return (b.squeeze(3).squeeze(2) @ a.squeeze(3).squeeze(2)).unsqueeze(2).unsqueeze(3) * scaling
-        return F.conv2d(a.transpose(0, 1), b).transpose(0, 1) * scaling
-
-    dora["merged"] = {}
-    with torch.no_grad():  # DoRA's merge: the norm of W + delta with scaling 1
-        for n, (a, b) in adapters.items():
-            w = modules[n].weight
-            d = delta(n, a.weight, b.weight)
-            factor = (magnitudes[n] / weight_norm(w, d, 1)).view((-1,) + (1,) * (w.dim() - 1))
-            dora["merged"][n + ".weight"] = tensor(factor * (w + d))
-    return {"spec_names": VARIANT_SPEC_NAMES, "input": tensor(x), "grouped": grouped, "dora": dora}
+    # DoRA on the ungrouped convolutions and the head, then on the grouped and depthwise ones (r 6:
+    # divisible by their groups, 2 and 6).
+    dora = dora_case(["conv0", "point", "head"], 2, 4.0, 23, 24)
+    dora_grouped = dora_case(["grouped", "depthwise"], 6, 3.0, 25, 26, mergeable=False)
+    return {"spec_names": VARIANT_SPEC_NAMES, "input": tensor(x), "grouped": grouped, "dora": dora,
+            "dora_grouped": dora_grouped}
 
 
 class EmbedNet(nn.Module):

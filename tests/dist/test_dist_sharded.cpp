@@ -657,7 +657,7 @@ TEST(Sharded, ConvolutionLoraTrainsUnderEveryStageAsUnderDdp) {
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 
-// LoRA with lora_bias on grouped and depthwise convolutions, and DoRA on convolutions (magnitudes of
+// LoRA with lora_bias on grouped and depthwise convolutions, and DoRA on convolutions, grouped ones too (magnitudes of
 // 1 x out x 1 x 1), of a TorchScript model and of its layer-spec twin: sharded and gathered unit by
 // unit as any other parameters.
 TEST(Sharded, GroupedAndDoraConvolutionLoraTrainUnderEveryStageAsUnderDdp) {
@@ -684,6 +684,9 @@ TEST(Sharded, GroupedAndDoraConvolutionLoraTrainUnderEveryStageAsUnderDdp) {
     s->lora = s->script ? "conv0,point,head" : "0,6,8";
     s->lora_rank = 2;
     s->lora_flag = "use_dora";
+    for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, *s, 4);
+    s->lora = s->script ? "grouped,depthwise" : "2,4";  // DoRA's norms of the grouped kernels' product
+    s->lora_rank = 6;
     for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, *s, 4);
   }
 }
