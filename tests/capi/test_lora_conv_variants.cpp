@@ -38,6 +38,28 @@ std::vector<float> eval_output(acc_model* m, const json& c) {
   return outputs_on(m, from_json(c["input"]));
 }
 
+// DoRA added as case `k` says on `m`: PEFT's draws and the stream after them, its magnitudes (a
+// convolution's in PEFT's shape, 1 x out x 1 x 1: its output channels' norms), and with the case's
+// chosen B and magnitudes its outputs in evaluation and in training, and its gradients.
+void expect_dora_as_peft(acc_model* m, const json& c, const json& k, const Twin& twin) {
+  ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
+  ACC_ASSERT_OK(add_case_lora(m, k, targets(k["targets"], twin), {{"use_dora", "true"}}));
+  for (const auto& item : k["initial_a"].items())
+    EXPECT_EQ(param(m, twin.name(item.key()) + ".lora_A.weight"), float_values(item.value())) << item.key();
+  for (const auto& item : k["initial_magnitude"].items()) {
+    const std::string name = twin.name(item.key()) + ".lora_magnitude_vector";
+    EXPECT_EQ(param(m, name), float_values(item.value())) << name;
+    acc_tensor* t = nullptr;
+    ACC_ASSERT_OK(acc_model_parameter(m, name.c_str(), &t));
+    EXPECT_EQ(acc_test::shape(t), item.value()["shape"].get<std::vector<int64_t>>()) << name;
+    acc_tensor_free(t);
+  }
+  EXPECT_EQ(acc_test::next_global_draws(), float_values(k["next_draw"]));
+  choose(m, k["chosen"], twin);
+  EXPECT_EQ(eval_output(m, c), float_values(k["eval_output"]));
+  expect_training(m, from_json(c["input"]), k, twin);
+}
+
 }  // namespace
 
 TEST(LoraConvVariants, GroupedConvolutionsWithLoraBiasComputeAsPeft) {
@@ -128,23 +150,7 @@ TEST(LoraConvVariants, DoraOnConvolutionsComputesAndMergesAsPeft) {
   for (const Twin& twin : conv_twins(c)) {
     SCOPED_TRACE(twin.form);
     acc_model* m = twin.make();
-    ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
-    ACC_ASSERT_OK(add_case_lora(m, k, targets(k["targets"], twin), {{"use_dora", "true"}}));
-    for (const auto& item : k["initial_a"].items())
-      EXPECT_EQ(param(m, twin.name(item.key()) + ".lora_A.weight"), float_values(item.value())) << item.key();
-    // A convolution's magnitude has PEFT's shape, 1 x out x 1 x 1: its output channels' norms.
-    for (const auto& item : k["initial_magnitude"].items()) {
-      const std::string name = twin.name(item.key()) + ".lora_magnitude_vector";
-      EXPECT_EQ(param(m, name), float_values(item.value())) << name;
-      acc_tensor* t = nullptr;
-      ACC_ASSERT_OK(acc_model_parameter(m, name.c_str(), &t));
-      EXPECT_EQ(acc_test::shape(t), item.value()["shape"].get<std::vector<int64_t>>()) << name;
-      acc_tensor_free(t);
-    }
-    EXPECT_EQ(acc_test::next_global_draws(), float_values(k["next_draw"]));
-    choose(m, k["chosen"], twin);
-    EXPECT_EQ(eval_output(m, c), float_values(k["eval_output"]));
-    expect_training(m, from_json(c["input"]), k, twin);
+    ASSERT_NO_FATAL_FAILURE(expect_dora_as_peft(m, c, k, twin));
 
     // PEFT's files hold the magnitude in its shape; a vector for a convolution is refused.
     const std::string dir = acc_test::temp_path("lora_conv_dora");
@@ -178,18 +184,7 @@ TEST(LoraConvVariants, DoraOnGroupedConvolutionsComputesAsPeft) {
   for (const Twin& twin : conv_twins(c)) {
     SCOPED_TRACE(twin.form);
     acc_model* m = twin.make();
-    ACC_ASSERT_OK(acc_set_seed(k["seed"].get<uint64_t>()));
-    ACC_ASSERT_OK(add_case_lora(m, k, targets(k["targets"], twin), {{"use_dora", "true"}}));
-    for (const auto& item : k["initial_a"].items())
-      EXPECT_EQ(param(m, twin.name(item.key()) + ".lora_A.weight"), float_values(item.value())) << item.key();
-    for (const auto& item : k["initial_magnitude"].items()) {
-      const std::string name = twin.name(item.key()) + ".lora_magnitude_vector";
-      EXPECT_EQ(param(m, name), float_values(item.value())) << name;
-    }
-    EXPECT_EQ(acc_test::next_global_draws(), float_values(k["next_draw"]));
-    choose(m, k["chosen"], twin);
-    EXPECT_EQ(eval_output(m, c), float_values(k["eval_output"]));
-    expect_training(m, from_json(c["input"]), k, twin);
+    ASSERT_NO_FATAL_FAILURE(expect_dora_as_peft(m, c, k, twin));
 
     const std::string dir = acc_test::temp_path("lora_conv_dora_grouped");
     acc_model* loaded = reloaded(m, dir, twin);
