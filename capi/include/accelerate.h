@@ -457,7 +457,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   weight (its QR decomposition; its SVD, or torch.svd_lowrank's randomised SVD with n subspace
  *   iterations, which draws from the global generator) and the weight left as the residual
  *   W - scaling * B A, so the model starts as before, to rounding; r at most min(out, in), float32,
- *   float16 or bfloat16 weights, none tied to another module's; "mica": PEFT's MiCA, B the layer
+ *   float16 or bfloat16 weights, none tied to another module's (an embedding's adapters start
+ *   as with "true" and its weight stays, as PEFT's Embedding has neither; a convolution's are
+ *   ACC_ERR_INVALID_ARGUMENT, as PEFT's ValueError); "mica": PEFT's MiCA, B the layer
  *   weight's r left singular vectors of the smallest singular values (an embedding's or a Conv1D's
  *   weight transposed), frozen, and A zero, the weight unchanged; not on convolutions, nor with
  *   use_dora (ACC_ERR_INVALID_ARGUMENT, as PEFT) or lora_bias),
@@ -837,8 +839,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * convolutions, A of the layer's kernel, stride and padding from all its input channels, B 1 x 1
  * with the layer's groups,
  * so r must be divisible by them (ACC_ERR_INVALID_ARGUMENT); DoRA's magnitude 1 x out x 1 ..., as
- * PEFT shapes it; a dilation, a padding_mode other than zeros or a string padding, OLoRA or PiSSA on
- * a convolution are ACC_ERR_UNSUPPORTED (DoRA on one with groups takes PEFT's norms of its
+ * PEFT shapes it; a dilation, a padding_mode other than zeros or a string padding are
+ * ACC_ERR_UNSUPPORTED, OLoRA or PiSSA on a convolution ACC_ERR_INVALID_ARGUMENT as PEFT's
+ * ValueError (DoRA on one with groups takes PEFT's norms of its
  * flattened kernels' product in the weight's shape); an adapter of a convolution
  * with groups has no weight of the layer's shape, so merging it, acc_save_model and
  * acc_model_save_torchscript are ACC_ERR_UNSUPPORTED, as PEFT refuses to merge it: save it with
@@ -847,8 +850,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * layer looks up its rows, times lora_embedding_B (dim x r, N(0, 1)), parameters
  * "<module>.lora_embedding_A" and "<module>.lora_embedding_B"; no dropout, as in PEFT; lora_bias is
  * ACC_ERR_INVALID_ARGUMENT, as PEFT refuses it; use_dora trains a magnitude per embedding dimension,
- * as PEFT's; OLoRA/PiSSA, a max_norm, sparse gradients, or an embedding the forward does not call as
- * a module are ACC_ERR_UNSUPPORTED), and freezes every other parameter
+ * as PEFT's; OLoRA/PiSSA start it as "true" does, as PEFT's; a max_norm, sparse gradients, or an
+ * embedding the forward does not call as a module are ACC_ERR_UNSUPPORTED), and freezes every other parameter
  * (unfreeze some with acc_model_set_requires_grad afterwards). `target_modules` is PEFT's: module
  * names separated by commas (a module matches a name if its own name is it or ends with "." and it:
  * "q_proj,v_proj", "linear1"), or "re:" and a regular expression that must match the whole module

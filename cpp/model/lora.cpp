@@ -199,9 +199,10 @@ void check_conv_site(const LinearSite& site, const LoraConfig& config) {
   const std::string& module = site.module;
   if (!site.conv->refusal.empty())
     fail(Status::Unsupported, "LoRA on the convolution '", module, "': ", site.conv->refusal);
-  if (decomposes_weight(config.init))
-    fail(Status::Unsupported, "init_lora_weights ", config.init, " on the convolution '", module,
-         "' is not built (PEFT's decomposes matrices)");
+  // PEFT's _ConvNd re-initialises its adapters by name and knows no decomposition (its "Unknown
+  // initialization" ValueError).
+  require(!decomposes_weight(config.init), "init_lora_weights ", config.init, " on the convolution '", module,
+          "': PEFT's convolution layers take no decomposition (its ValueError); use true, gaussian or false");
   require(config.init != "mica", "init_lora_weights mica on the convolution '", module,
           "': PEFT's convolution layers do not take MiCA");
   const int64_t groups = site.conv->groups, r = config.rank_of(module);
@@ -222,9 +223,12 @@ void check_embedding_site(const LinearSite& site, const LoraConfig& config) {
   if (!site.embedding->refusal.empty())
     fail(Status::Unsupported, "LoRA on the embedding '", module, "': ", site.embedding->refusal);
   require(!config.lora_bias, "lora_bias is not supported on the embedding '", module, "' (as in PEFT)");
-  if (config.init != "true" && config.init != "gaussian" && config.init != "false" && config.init != "mica")
+  // PEFT's Embedding has no PiSSA or OLoRA: it re-initialises its adapters as for `true` (zero A,
+  // normal B) whatever else is named, and leaves the layer's weight as it is.
+  if (config.init != "true" && config.init != "gaussian" && config.init != "false" && config.init != "mica" &&
+      !decomposes_weight(config.init))
     fail(Status::Unsupported, "init_lora_weights ", config.init, " on the embedding '", module,
-         "' is not built (PEFT's embedding layer takes true, gaussian, false or mica)");
+         "' is not built (PEFT's embedding layer takes true, gaussian, false, mica, and olora and pissa as true)");
   if (!site.set_output_adapter)
     fail(Status::Unsupported, "LoRA on the embedding '", module, "': the forward reads its weight itself instead of ",
          "calling the layer, and PEFT's embedding adapter adds to the layer's output (an adapted weight would reach ",
@@ -349,7 +353,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   // PiSSA and OLoRA change the layer's weight: where another module shares it, that one would change too.
   if (decomposes_weight(config.init))
     for (const LinearSite& site : chosen)
-      if (!site.tied_to.empty())
+      if (!site.tied_to.empty() && !site.embedding)  // an embedding's weight stays (check_embedding_site)
         fail(Status::Unsupported, "init_lora_weights '", config.init, "' would change the weight of '", site.module,
              "', which is tied to '", site.tied_to, "' (the tied layer would change too); leave '", site.module,
              "' out of target_modules or use another initialisation");

@@ -3,7 +3,8 @@
 // (its "embedding" case), on a TorchScript model and on its layer-spec twin: the draws and the rest of
 // the global stream, outputs in evaluation and in training (dropout on the linear layers only, as
 // PEFT's embedding layer applies none), gradients, PEFT's files, merged weights; what PEFT refuses, or
-// what would not compute as PEFT's layer does, is refused. DoRA and MiCA on the same model.
+// what would not compute as PEFT's layer does, is refused; OLoRA and PiSSA start it as PEFT's default.
+// DoRA and MiCA on the same model.
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -147,7 +148,6 @@ TEST(LoraEmbedding, RefusesWhatPeftsEmbeddingLayerDoesNotTake) {
   };
   const Case cases[] = {
       {"lora_bias", "true", ACC_ERR_INVALID_ARGUMENT, "lora_bias is not supported on the embedding"},
-      {"init_lora_weights", "olora", ACC_ERR_UNSUPPORTED, "init_lora_weights olora on the embedding"},
       {"trainable_token_indices", "1,2", ACC_ERR_INVALID_ARGUMENT, "both adapted by LoRA and trained"},
   };
   for (const Twin& twin : embedding_twins(c))
@@ -206,6 +206,15 @@ TEST(LoraEmbedding, BesideATiedHeadActsButDoesNotMerge) {
     ACC_EXPECT_ERROR(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED, "tied");
     ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
     EXPECT_EQ(outputs_on(m, acc_test::longs({1, 2, 3, 4}, {1, 4})), before);
+  });
+  // PiSSA leaves an embedding's weight as it is (PEFT's default start): a tied one may take it.
+  tokens_test::for_each_twin([](acc_model* m, const tokens_test::Names& names) {
+    const std::vector<float> before = outputs_on(m, acc_test::longs({1, 2, 3, 4}, {1, 4}));
+    acc_options* o = lora_options(2, 4);
+    ACC_ASSERT_OK(acc_options_set(o, "init_lora_weights", "pissa"));
+    ACC_ASSERT_OK(acc_model_add_lora(m, names.embed.c_str(), o, nullptr));
+    acc_options_free(o);
+    EXPECT_EQ(outputs_on(m, acc_test::longs({1, 2, 3, 4}, {1, 4})), before) << "A starts at zero";
   });
 }
 
@@ -297,4 +306,44 @@ TEST(LoraMica, RefusesWhatPeftRefuses) {
                    "PEFT's convolution layers do not take MiCA");
   acc_options_free(o);
   acc_model_free(conv);
+}
+
+// PEFT's Embedding has no OLoRA or PiSSA: named in the config, its adapters start as with `true` (zero
+// A, normal B, the draws of DrawsComputesAndMergesAsPeft) and its weight stays, while a linear layer of
+// the same config gets its decomposition (its weight becomes the residual).
+TEST(LoraEmbedding, DecompositionsStartTheEmbeddingAsPeftsDefault) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("embedding");
+  for (const Twin& twin : embedding_twins(c))
+    for (const char* init : {"olora", "pissa", "pissa_niter_2"}) {
+      SCOPED_TRACE(std::string(twin.form) + " " + init);
+      auto adapted = [&](const char* how, const std::string& targets, std::vector<float>* next_draws) {
+        acc_model* m = twin.make();
+        EXPECT_EQ(acc_set_seed(c["seed"].get<uint64_t>()), ACC_OK);
+        acc_options* o = lora_options(c["r"], c["lora_alpha"]);
+        EXPECT_EQ(acc_options_set(o, "init_lora_weights", how), ACC_OK);
+        EXPECT_EQ(acc_model_add_lora(m, targets.c_str(), o, nullptr), ACC_OK) << acc_last_error_message();
+        acc_options_free(o);
+        *next_draws = acc_test::next_global_draws();
+        return m;
+      };
+      const std::string embed = twin.name("embed");
+      std::vector<float> draws_default, draws;
+      acc_model* by_default = adapted("true", embed, &draws_default);
+      acc_model* m = adapted(init, embed, &draws);
+      for (const char* suffix : {".lora_embedding_A", ".lora_embedding_B", ".weight"})
+        EXPECT_EQ(param(m, embed + suffix), param(by_default, embed + suffix)) << suffix;
+      EXPECT_EQ(draws, draws_default);
+      acc_model_free(m);
+      acc_model_free(by_default);
+
+      // With the linear layer fc: fc's weight is PiSSA's or OLoRA's residual, the embedding's as it was.
+      acc_model* base = twin.make();
+      m = adapted(init, embed + "," + twin.name("fc"), &draws);
+      EXPECT_EQ(param(m, embed + ".weight"), param(base, embed + ".weight"));
+      EXPECT_NE(param(m, twin.name("fc") + ".weight"), param(base, twin.name("fc") + ".weight"));
+      EXPECT_LT(acc_test::max_difference(eval_output(m, c), eval_output(base, c)), 1e-5f);
+      acc_model_free(base);
+      acc_model_free(m);
+    }
 }
