@@ -462,7 +462,11 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ACC_ERR_INVALID_ARGUMENT, as PEFT's ValueError); "mica": PEFT's MiCA, B the layer
  *   weight's r left singular vectors of the smallest singular values (an embedding's or a Conv1D's
  *   weight transposed), frozen, and A zero, the weight unchanged; not on convolutions, nor with
- *   use_dora (ACC_ERR_INVALID_ARGUMENT, as PEFT) or lora_bias),
+ *   use_dora (ACC_ERR_INVALID_ARGUMENT, as PEFT) or lora_bias; "orthogonal": PEFT's orthogonal start,
+ *   A and B Gaussian draws projected on the odd and even rows of a random orthogonal r x r matrix,
+ *   divided by 10, so B A is zero to rounding while neither is; r even (ACC_ERR_INVALID_ARGUMENT),
+ *   the weight unchanged, lora_bias's bias left as nn.Linear draws it, as PEFT; an embedding's start
+ *   as with "true", a convolution's ACC_ERR_INVALID_ARGUMENT, as PEFT),
  *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
  *   acc_model_add_lora for TorchScript models), exclude_modules (string, default none: modules left
  *   unadapted, named as target_modules are), modules_to_save (string, default none: PEFT's

@@ -199,10 +199,11 @@ void check_conv_site(const LinearSite& site, const LoraConfig& config) {
   const std::string& module = site.module;
   if (!site.conv->refusal.empty())
     fail(Status::Unsupported, "LoRA on the convolution '", module, "': ", site.conv->refusal);
-  // PEFT's _ConvNd re-initialises its adapters by name and knows no decomposition (its "Unknown
-  // initialization" ValueError).
-  require(!decomposes_weight(config.init), "init_lora_weights ", config.init, " on the convolution '", module,
-          "': PEFT's convolution layers take no decomposition (its ValueError); use true, gaussian or false");
+  // PEFT's _ConvNd re-initialises its adapters by name and knows neither decompositions nor the
+  // orthogonal start (its "Unknown initialization" ValueError).
+  require(!decomposes_weight(config.init) && config.init != "orthogonal", "init_lora_weights ", config.init,
+          " on the convolution '", module, "': PEFT's convolution layers take only true, gaussian and false (its ",
+          "ValueError)");
   require(config.init != "mica", "init_lora_weights mica on the convolution '", module,
           "': PEFT's convolution layers do not take MiCA");
   const int64_t groups = site.conv->groups, r = config.rank_of(module);
@@ -223,12 +224,13 @@ void check_embedding_site(const LinearSite& site, const LoraConfig& config) {
   if (!site.embedding->refusal.empty())
     fail(Status::Unsupported, "LoRA on the embedding '", module, "': ", site.embedding->refusal);
   require(!config.lora_bias, "lora_bias is not supported on the embedding '", module, "' (as in PEFT)");
-  // PEFT's Embedding has no PiSSA or OLoRA: it re-initialises its adapters as for `true` (zero A,
-  // normal B) whatever else is named, and leaves the layer's weight as it is.
+  // PEFT's Embedding has no PiSSA, OLoRA or orthogonal start: it re-initialises its adapters as for
+  // `true` (zero A, normal B) whatever else is named, and leaves the layer's weight as it is.
   if (config.init != "true" && config.init != "gaussian" && config.init != "false" && config.init != "mica" &&
-      !decomposes_weight(config.init))
+      config.init != "orthogonal" && !decomposes_weight(config.init))
     fail(Status::Unsupported, "init_lora_weights ", config.init, " on the embedding '", module,
-         "' is not built (PEFT's embedding layer takes true, gaussian, false, mica, and olora and pissa as true)");
+         "' is not built (PEFT's embedding layer takes true, gaussian, false, mica, and olora, pissa and orthogonal ",
+         "as true)");
   if (!site.set_output_adapter)
     fail(Status::Unsupported, "LoRA on the embedding '", module, "': the forward reads its weight itself instead of ",
          "calling the layer, and PEFT's embedding adapter adds to the layer's output (an adapted weight would reach ",
@@ -338,6 +340,10 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     if (adapted_with_attention(site)) check_attention_site(site, config);
     // PEFT's olora_init factors the weight as it is stored, which for a Conv1D (in x out) gives
     // adapters of the wrong shape (or, square, ones that change the layer's output).
+    // PEFT's orthogonal_init raises for an odd rank (after drawing nn.Linear's adapters): refused first.
+    if (config.init == "orthogonal" && !site.embedding && !site.conv)
+      require(config.rank_of(pattern_name(site)) % 2 == 0, "init_lora_weights 'orthogonal' needs an even rank (as ",
+              "PEFT's); '", site.module, "' has r ", config.rank_of(pattern_name(site)));
     if (site.fan_in_fan_out && config.init == "olora")
       fail(Status::Unsupported, "init_lora_weights olora on '", site.module,
            "' (transformers' Conv1D, whose weight is in x out): PEFT's OLoRA takes nn.Linear's layout and would not ",
@@ -405,6 +411,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     } else if (site->embedding && config.init != "false") {  // PEFT's reset_lora_parameters: zero A, normal B
       a.zero_();
       b.normal_();
+    } else if (config.init == "orthogonal") {  // lora_bias keeps nn.Linear's bias, as PEFT leaves it
+      std::tie(a, b) = orthogonal_start(site->module, in, out, r);
     } else if (config.init == "true") {
       torch::nn::init::kaiming_uniform_(a, std::sqrt(5.0));
       b.zero_();
@@ -425,8 +433,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       b = std::move(start.b);
       residuals[k] = as_linear_layout(*site, start.residual);
     }
-    // "false" keeps nn.Linear's initialisation; "orthogonal" comes only with a loaded adapter, which
-    // replaces it.
+    // "false" keeps nn.Linear's initialisation.
     // PEFT moves the adapters to the layer's device and dtype, initialises DoRA's magnitude there,
     // and then (autocast_adapter_dtype) makes a half-precision layer's adapters float32 again: they
     // start rounded to the layer's precision.

@@ -54,9 +54,9 @@ const OptionTable<LoraConfig>& lora_option_table() {
     t.bind("init_lora_weights",
            "Kaiming A and zero B (true), N(0, 1/r) A (gaussian), nn.Linear's (false), from the weight, which "
            "keeps the residual (olora, pissa, pissa_niter_<n>), or B the weight's minor singular vectors, frozen, "
-           "and A zero (mica)",
+           "and A zero (mica), or both from a random orthogonal matrix, B A zero (orthogonal)",
            &L::init)
-        .one_of({"true", "gaussian", "false", "olora", "pissa", "mica"})
+        .one_of({"true", "gaussian", "false", "olora", "pissa", "mica", "orthogonal"})
         .checked_by(check_lora_init);  // and pissa_niter_<n>
     t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
     t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",

@@ -51,9 +51,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> svd_lowrank(const at::Tensor& mat
 bool decomposes_weight(const std::string& init) { return init == "olora" || init == "pissa" || pissa_niter(init) >= 0; }
 
 void check_lora_init(const std::string& init) {
-  if (init == "true" || init == "false" || init == "gaussian" || init == "mica" || decomposes_weight(init)) return;
+  if (init == "true" || init == "false" || init == "gaussian" || init == "mica" || init == "orthogonal" ||
+      decomposes_weight(init))
+    return;
   fail(Status::InvalidArgument, "init_lora_weights '", init,
-       "' is not one of true, false, gaussian, mica, olora, pissa and pissa_niter_<n> (n from 0 to ", kMaxNiter, ")");
+       "' is not one of true, false, gaussian, mica, orthogonal, olora, pissa and pissa_niter_<n> (n from 0 to ",
+       kMaxNiter, ")");
 }
 
 namespace {
@@ -75,6 +78,16 @@ at::Tensor minor_components(const std::string& module, const at::Tensor& matrix,
   at::NoGradGuard no_grad;
   const at::Tensor u = std::get<0>(at::linalg_svd(matrix.detach().to(at::kFloat), /*full_matrices=*/false));
   return u.slice(1, u.size(1) - r).contiguous();
+}
+
+std::pair<at::Tensor, at::Tensor> orthogonal_start(const std::string& module, int64_t in, int64_t out, int64_t r) {
+  require(r % 2 == 0, "init_lora_weights 'orthogonal' needs an even rank (as PEFT's); '", module, "' has r ", r);
+  at::NoGradGuard no_grad;
+  const at::Tensor q = std::get<0>(at::linalg_qr(at::randn({r, r}, at::kFloat)));
+  const at::Tensor odd = q.slice(0, 0, r, 2), even = q.slice(0, 1, r, 2);
+  const at::Tensor a = at::randn({in, r / 2}, at::kFloat).mm(odd).t() / 10.0;
+  const at::Tensor b = at::randn({r / 2, out}, at::kFloat).t().mm(even) / 10.0;
+  return {a.contiguous(), b.contiguous()};
 }
 
 void skip_decomposition(const std::string& init, const std::string& module, const at::Tensor& weight, int64_t r) {

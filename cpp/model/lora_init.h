@@ -3,20 +3,22 @@
 // OLoRA (the weight's QR decomposition) and PiSSA (its principal singular vectors, by an exact SVD,
 // or with "pissa_niter_<n>" by torch.svd_lowrank's randomised SVD, which draws from the global
 // generator). And MiCA, which starts B from the weight's minor singular vectors (frozen), A at zero,
-// leaving the weight as it is. CorDA and LoftQ need data or quantisation: not built.
+// leaving the weight as it is. And PEFT's orthogonal start, which takes nothing from the weight. CorDA
+// and LoftQ need data or quantisation: not built.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace acc {
 
 // Whether `init` (init_lora_weights) is one of them: "olora", "pissa", "pissa_niter_<n>".
 bool decomposes_weight(const std::string& init);
 // Fails (InvalidArgument, naming the value) unless `init` is an init_lora_weights value the adapters
-// can start from: "true", "false", "gaussian", "mica", and those decomposes_weight accepts.
+// can start from: "true", "false", "gaussian", "mica", "orthogonal", and those decomposes_weight accepts.
 void check_lora_init(const std::string& init);
 
 // PEFT's mica_init: the r left singular vectors of `matrix` (out x in: a linear layer's weight, an
@@ -35,6 +37,13 @@ struct WeightDecomposition {
 // decompose_weight would take, so that every process refuses alike and the global stream stays in
 // step with the main process's.
 void skip_decomposition(const std::string& init, const std::string& module, const at::Tensor& weight, int64_t r);
+
+// PEFT's orthogonal_init: the rows of a random r x r orthogonal matrix Q (the QR of a Gaussian draw)
+// split into odd and even ones, lora_A = (randn(in, r/2) Q[0::2])^T / 10 and lora_B = randn(r/2, out)^T
+// Q[1::2] / 10 (float32): neither is zero while B A is, to rounding, so the layer starts as before. r
+// must be even (InvalidArgument naming `module`, as PEFT's ValueError). Draws as PEFT, after the
+// adapters' nn.Linear draws.
+std::pair<at::Tensor, at::Tensor> orthogonal_start(const std::string& module, int64_t in, int64_t out, int64_t r);
 
 // PEFT's olora_init / pissa_init of a layer (`module`, named in errors) with weight `weight` (out x
 // in) for rank r and the adapter's scaling, computed in float32; `weight` is left as it is.

@@ -186,6 +186,7 @@ TEST(LoraConv, RefusesWhatPeftsAdapterWouldNotComputeAsItsLayer) {
   const Case settings[] = {
       {"conv1", "init_lora_weights", "olora", "init_lora_weights olora on the convolution 'conv1': PEFT's"},
       {"conv2", "init_lora_weights", "pissa", "init_lora_weights pissa on the convolution 'conv2': PEFT's"},
+      {"conv2", "init_lora_weights", "orthogonal", "init_lora_weights orthogonal on the convolution 'conv2'"},
   };
   for (const Case& k : settings) {  // PEFT's _ConvNd: "Unknown initialization" (ValueError)
     SCOPED_TRACE(k.key);

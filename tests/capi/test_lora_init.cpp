@@ -1,10 +1,10 @@
 // PEFT's initialisations that decompose the layer's weight, OLoRA (QR) and PiSSA (SVD, or
 // torch.svd_lowrank's randomised SVD with pissa_niter_<n>): the adapters start from the weight, and
-// the weight keeps the residual W - scaling * B A. Checked against PEFT's olora_init and pissa_init
-// restated in export_lora_cases.py on PyTorch (its "decomposing" case): the draws, the adapters, the
-// residual weights and the output at the start, bit for bit, also for a bfloat16 model. Saved, they
-// reload into the model they were trained from, as PEFT's from_pretrained reloads them: the
-// decomposition runs again there, and the loaded adapters replace its start.
+// the weight keeps the residual W - scaling * B A; and its orthogonal start (B A zero, the weight kept). Checked
+// against PEFT's olora_init and pissa_init restated in export_lora_cases.py on PyTorch (its "decomposing" case): the
+// draws, the adapters, the residual weights and the output at the start, bit for bit, also for a bfloat16 model. Saved,
+// they reload into the model they were trained from, as PEFT's from_pretrained reloads them: the decomposition runs
+// again there, and the loaded adapters replace its start.
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -92,7 +92,7 @@ TEST(LoraInit, OloraAndPissaStartAsPeftsAndKeepTheResidual) {
 TEST(LoraInit, AdaptersReloadIntoTheModelTheyWereDecomposedFrom) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("decomposing");
-  for (const char* init : {"olora", "pissa", "pissa_niter_2"}) {
+  for (const char* init : {"olora", "pissa", "pissa_niter_2", "orthogonal"}) {
     SCOPED_TRACE(init);
     acc_model* m = lora_model();
     const auto base = outputs_on(m, from_json(c["input"]));
@@ -135,6 +135,12 @@ TEST(LoraInit, WhatCannotBeDecomposedIsRefusedBeforeAnythingChanges) {
   size_t count = 1;
   ACC_ASSERT_OK(acc_model_lora_count(m, &count));
   EXPECT_EQ(count, 0u);
+  // The orthogonal start splits r in two (PEFT's ValueError for an odd one): refused before any draw.
+  ACC_ASSERT_OK(acc_set_seed(7));
+  const auto seeded = acc_test::next_global_draws();
+  ACC_ASSERT_OK(acc_set_seed(7));
+  ACC_EXPECT_ERROR(add_decomposing(m, "fc1", 3, 4, "orthogonal"), ACC_ERR_INVALID_ARGUMENT, "even rank");
+  EXPECT_EQ(acc_test::next_global_draws(), seeded) << "nothing drawn";
   // A float64 layer, as PEFT refuses it.
   ACC_ASSERT_OK(acc_model_to(m, nullptr, ACC_DTYPE_FLOAT64));
   ACC_EXPECT_ERROR(add_decomposing(m, c, "olora"), ACC_ERR_INVALID_ARGUMENT, "float32, float16 or bfloat16");

@@ -140,18 +140,28 @@ def peft_decompose(weight, init, r, scaling):
     return a, b, (w - scaling * b @ a).to(weight.dtype)
 
 
+def peft_orthogonal(in_features, out_features, r):
+    """PEFT's orthogonal_init: a random orthogonal r x r matrix's odd and even rows project Gaussian
+    draws, so that B A is zero (to rounding) while neither is."""
+    q, _ = torch.linalg.qr(torch.randn(r, r))
+    a = torch.randn(in_features, r // 2).mm(q[0::2, :]).T / 10.0
+    b = torch.randn(r // 2, out_features).T.mm(q[1::2, :]) / 10.0
+    return a.contiguous(), b.contiguous()
+
+
 def decomposing_cases(model, g):
-    """PEFT's OLoRA and PiSSA initialisations on Net (and PiSSA on Net in bfloat16): per targeted
-    layer, in module order, nn.Linear's draws for lora_A and lora_B, then the decomposition; the
-    adapters (moved to the layer's dtype, then float32 again), the residual weights, the next global
-    draw, and the adapted model's output at the start."""
+    """PEFT's OLoRA, PiSSA and orthogonal initialisations on Net (and PiSSA on Net in bfloat16): per
+    targeted layer, in module order, nn.Linear's draws for lora_A and lora_B, then the decomposition
+    (or the orthogonal start, which leaves the weight); the adapters (moved to the layer's dtype, then
+    float32 again), the residual weights, the next global draw, and the adapted model's output at the
+    start."""
     import copy
     targets, r, alpha, seed = ["fc1", "block.0", "head"], 2, 4.0, 23
     scaling = alpha / r
     x = torch.randn(5, 6, generator=g)
     cases = {}
     for init, dtype in [("olora", torch.float32), ("pissa", torch.float32), ("pissa_niter_2", torch.float32),
-                        ("pissa", torch.bfloat16)]:
+                        ("pissa", torch.bfloat16), ("orthogonal", torch.float32)]:
         net = copy.deepcopy(model).to(dtype)
         modules = dict(net.named_modules())
         torch.manual_seed(seed)
@@ -161,9 +171,12 @@ def decomposing_cases(model, g):
                 continue
             nn.Linear(module.in_features, r, bias=False)
             nn.Linear(r, module.out_features, bias=False)
-            a, b, residual = peft_decompose(module.weight, init, r, scaling)
-            with torch.no_grad():
-                module.weight.copy_(residual)
+            if init == "orthogonal":  # the weight stays
+                a, b = peft_orthogonal(module.in_features, module.out_features, r)
+            else:
+                a, b, residual = peft_decompose(module.weight, init, r, scaling)
+                with torch.no_grad():
+                    module.weight.copy_(residual)
             adapters[name] = (a.to(dtype).float(), b.to(dtype).float())
         next_draw = torch.rand(3)
 
