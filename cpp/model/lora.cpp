@@ -338,12 +338,12 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     if (site.embedding) check_embedding_site(site, config);
     if (site.conv) check_conv_site(site, config);
     if (adapted_with_attention(site)) check_attention_site(site, config);
-    // PEFT's olora_init factors the weight as it is stored, which for a Conv1D (in x out) gives
-    // adapters of the wrong shape (or, square, ones that change the layer's output).
     // PEFT's orthogonal_init raises for an odd rank (after drawing nn.Linear's adapters): refused first.
     if (config.init == "orthogonal" && !site.embedding && !site.conv)
       require(config.rank_of(pattern_name(site)) % 2 == 0, "init_lora_weights 'orthogonal' needs an even rank (as ",
               "PEFT's); '", site.module, "' has r ", config.rank_of(pattern_name(site)));
+    // PEFT's olora_init factors the weight as it is stored, which for a Conv1D (in x out) gives
+    // adapters of the wrong shape (or, square, ones that change the layer's output).
     if (site.fan_in_fan_out && config.init == "olora")
       fail(Status::Unsupported, "init_lora_weights olora on '", site.module,
            "' (transformers' Conv1D, whose weight is in x out): PEFT's OLoRA takes nn.Linear's layout and would not ",
