@@ -52,6 +52,8 @@ fi
     echo "--- $log: failures and totals"
     grep -E '\*\*\*Failed|\(Failed\)|\(Timeout\)|\(Skipped\)|Not Run|tests passed|Total Test time' "$work/results/$log.log" | tail -n 40
   done
+  [ -f "$work/results/ctest-gpu.log" ] && { echo "--- figures the GPU tests printed";
+    grep -E 'GiB|MiB|samples/s|accuracy' "$work/results/ctest-gpu.log" | grep -v 'Test #' | head -n 40; }
   for log in sidebyside-cuda sidebyside-cpu; do
     [ -f "$work/results/$log.log" ] && { echo "--- $log"; grep -E 'process\(es\)|first difference|failed to run' "$work/results/$log.log"; }
   done

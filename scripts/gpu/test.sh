@@ -70,7 +70,8 @@ part() {
 
 for p in $parts; do
   case $p in
-    gpu) part gpu 60 ctest-gpu.log ctest --test-dir "$build" -L gpu --output-on-failure ;;
+    # --verbose: a passing test's figures (memory given back, peak GPU memory per stage) are in its output.
+    gpu) part gpu 60 ctest-gpu.log ctest --test-dir "$build" -L gpu --verbose ;;
     bench)
       [ -x "$build/bench/bench_gpu" ] || { printf 'bench\tfailed\t0\tno bench_gpu\n' >> "$out/parts.tsv"; status=1; continue; }
       # The benchmark keeps to its own budget: what is left before the deadline, less a margin.
