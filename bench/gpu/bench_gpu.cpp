@@ -40,6 +40,7 @@
 
 #include "accelerate.h"
 #include "common/compat.h"
+#include "common/device.h"
 
 namespace {
 
@@ -127,9 +128,7 @@ void synchronize(const c10::Device& device) {
 void reset_memory_stats(const c10::Device& device) {
 #ifdef ACC_WITH_CUDA
   if (device.is_cuda()) {
-    // libtorch 2.x sets its caching allocator up at the first CUDA tensor and refuses its
-    // statistics before: an empty tensor starts it.
-    (void)at::empty({0}, at::TensorOptions().device(device));
+    acc::initialize_cuda();  // libtorch 2.x refuses the allocator's statistics before CUDA started
     torch::cuda::synchronize(device.index());
     c10::cuda::CUDACachingAllocator::emptyCache();
     c10::cuda::CUDACachingAllocator::resetPeakStats(device.index());

@@ -225,9 +225,9 @@ void check_embedding_site(const LinearSite& site, const LoraConfig& config) {
     fail(Status::Unsupported, "LoRA on the embedding '", module, "': ", site.embedding->refusal);
   require(!config.lora_bias, "lora_bias is not supported on the embedding '", module, "' (as in PEFT)");
   // PEFT's Embedding has no PiSSA, OLoRA or orthogonal start: it re-initialises its adapters as for
-  // `true` (zero A, normal B) whatever else is named, and leaves the layer's weight as it is.
-  if (config.init != "true" && config.init != "gaussian" && config.init != "false" && config.init != "mica" &&
-      config.init != "orthogonal" && !decomposes_weight(config.init))
+  // `true` (zero A, normal B) whatever else is named, and leaves the layer's weight as it is. Of the
+  // starts a config can name, only EVA's (from files) is not taken here.
+  if (config.init == "eva")
     fail(Status::Unsupported, "init_lora_weights ", config.init, " on the embedding '", module,
          "' is not built (PEFT's embedding layer takes true, gaussian, false, mica, and olora, pissa and orthogonal ",
          "as true)");
@@ -412,7 +412,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       a.zero_();
       b.normal_();
     } else if (config.init == "orthogonal") {  // lora_bias keeps nn.Linear's bias, as PEFT leaves it
-      std::tie(a, b) = orthogonal_start(site->module, in, out, r);
+      std::tie(a, b) = orthogonal_start(in, out, r);
     } else if (config.init == "true") {
       torch::nn::init::kaiming_uniform_(a, std::sqrt(5.0));
       b.zero_();

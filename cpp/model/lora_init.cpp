@@ -80,8 +80,7 @@ at::Tensor minor_components(const std::string& module, const at::Tensor& matrix,
   return u.slice(1, u.size(1) - r).contiguous();
 }
 
-std::pair<at::Tensor, at::Tensor> orthogonal_start(const std::string& module, int64_t in, int64_t out, int64_t r) {
-  require(r % 2 == 0, "init_lora_weights 'orthogonal' needs an even rank (as PEFT's); '", module, "' has r ", r);
+std::pair<at::Tensor, at::Tensor> orthogonal_start(int64_t in, int64_t out, int64_t r) {
   at::NoGradGuard no_grad;
   const at::Tensor q = std::get<0>(at::linalg_qr(at::randn({r, r}, at::kFloat)));
   const at::Tensor odd = q.slice(0, 0, r, 2), even = q.slice(0, 1, r, 2);

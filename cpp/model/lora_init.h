@@ -41,9 +41,9 @@ void skip_decomposition(const std::string& init, const std::string& module, cons
 // PEFT's orthogonal_init: the rows of a random r x r orthogonal matrix Q (the QR of a Gaussian draw)
 // split into odd and even ones, lora_A = (randn(in, r/2) Q[0::2])^T / 10 and lora_B = randn(r/2, out)^T
 // Q[1::2] / 10 (float32): neither is zero while B A is, to rounding, so the layer starts as before. r
-// must be even (InvalidArgument naming `module`, as PEFT's ValueError). Draws as PEFT, after the
-// adapters' nn.Linear draws.
-std::pair<at::Tensor, at::Tensor> orthogonal_start(const std::string& module, int64_t in, int64_t out, int64_t r);
+// must be even (LoraAdapters::add refuses an odd one before any draw, as PEFT's ValueError). Draws
+// as PEFT, after the adapters' nn.Linear draws.
+std::pair<at::Tensor, at::Tensor> orthogonal_start(int64_t in, int64_t out, int64_t r);
 
 // PEFT's olora_init / pissa_init of a layer (`module`, named in errors) with weight `weight` (out x
 // in) for rank r and the adapter's scaling, computed in float32; `weight` is left as it is.

@@ -60,6 +60,16 @@ void expect_dora_as_peft(acc_model* m, const json& c, const json& k, const Twin&
   expect_training(m, from_json(c["input"]), k, twin);
 }
 
+// `m`'s adapters saved into `dir` (left there) and loaded into a fresh twin: the DoRA magnitude of
+// `module` saved in PEFT's `shape`, the loaded model computing the case's evaluation output.
+void expect_reloads(acc_model* m, const json& c, const json& k, const Twin& twin, const std::string& dir,
+                    const std::string& module, const std::vector<int64_t>& shape) {
+  acc_model* loaded = reloaded(m, dir, twin);
+  EXPECT_EQ(saved_shape(dir, twin.name(module + ".lora_magnitude_vector")), shape);
+  EXPECT_EQ(eval_output(loaded, c), float_values(k["eval_output"]));
+  acc_model_free(loaded);
+}
+
 }  // namespace
 
 TEST(LoraConvVariants, GroupedConvolutionsWithLoraBiasComputeAsPeft) {
@@ -154,10 +164,7 @@ TEST(LoraConvVariants, DoraOnConvolutionsComputesAndMergesAsPeft) {
 
     // PEFT's files hold the magnitude in its shape; a vector for a convolution is refused.
     const std::string dir = acc_test::temp_path("lora_conv_dora");
-    acc_model* loaded = reloaded(m, dir, twin);
-    EXPECT_EQ(saved_shape(dir, twin.name("conv0.lora_magnitude_vector")), (std::vector<int64_t>{1, 4, 1, 1}));
-    EXPECT_EQ(eval_output(loaded, c), float_values(k["eval_output"]));
-    acc_model_free(loaded);
+    expect_reloads(m, c, k, twin, dir, "conv0", {1, 4, 1, 1});
     acc_tensor* vector = floats(std::vector<float>(4, 1.0f), {4});
     acc_test::replace_saved_tensor(dir + "/adapter_model.safetensors",
                                    "base_model.model." + twin.name("conv0.lora_magnitude_vector"), vector);
@@ -187,10 +194,7 @@ TEST(LoraConvVariants, DoraOnGroupedConvolutionsComputesAsPeft) {
     ASSERT_NO_FATAL_FAILURE(expect_dora_as_peft(m, c, k, twin));
 
     const std::string dir = acc_test::temp_path("lora_conv_dora_grouped");
-    acc_model* loaded = reloaded(m, dir, twin);
-    EXPECT_EQ(saved_shape(dir, twin.name("depthwise.lora_magnitude_vector")), (std::vector<int64_t>{1, 6, 1, 1}));
-    EXPECT_EQ(eval_output(loaded, c), float_values(k["eval_output"]));
-    acc_model_free(loaded);
+    expect_reloads(m, c, k, twin, dir, "depthwise", {1, 6, 1, 1});
     fs::remove_all(dir);
 
     ACC_EXPECT_ERROR(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED, "with groups 2");

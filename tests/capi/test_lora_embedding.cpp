@@ -320,10 +320,7 @@ TEST(LoraEmbedding, DecompositionsStartTheEmbeddingAsPeftsDefault) {
       auto adapted = [&](const char* how, const std::string& targets, std::vector<float>* next_draws) {
         acc_model* m = twin.make();
         EXPECT_EQ(acc_set_seed(c["seed"].get<uint64_t>()), ACC_OK);
-        acc_options* o = lora_options(c["r"], c["lora_alpha"]);
-        EXPECT_EQ(acc_options_set(o, "init_lora_weights", how), ACC_OK);
-        EXPECT_EQ(acc_model_add_lora(m, targets.c_str(), o, nullptr), ACC_OK) << acc_last_error_message();
-        acc_options_free(o);
+        EXPECT_EQ(add_case_lora(m, c, targets, {{"init_lora_weights", how}}), ACC_OK) << acc_last_error_message();
         *next_draws = acc_test::next_global_draws();
         return m;
       };
