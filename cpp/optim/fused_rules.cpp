@@ -19,7 +19,7 @@ struct Batch {
 using Batches = DeviceDtypeGroups<Batch>;
 
 template <class Options, class State, bool kDecoupled>
-void fused_adam(torch::optim::Optimizer& optimizer, const char* rule) {
+void fused_adam(torch::optim::Optimizer& optimizer, bool maximize, const char* rule) {
 #if ACC_FUSED_OPTIMIZERS
   for (auto& group : optimizer.param_groups()) {
     const auto& o = static_cast<const Options&>(group.options());
@@ -42,14 +42,15 @@ void fused_adam(torch::optim::Optimizer& optimizer, const char* rule) {
     batches.for_each([&](const Batch& b) {
       if constexpr (kDecoupled)
         at::_fused_adamw_(b.params, b.grads, b.first, b.second, b.third, b.steps, o.lr(), beta1, beta2,
-                          o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false);
+                          o.weight_decay(), o.eps(), o.amsgrad(), maximize);
       else
-        at::_fused_adam_(b.params, b.grads, b.first, b.second, b.third, b.steps, o.lr(), beta1, beta2,
-                         o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false);
+        at::_fused_adam_(b.params, b.grads, b.first, b.second, b.third, b.steps, o.lr(), beta1, beta2, o.weight_decay(),
+                         o.eps(), o.amsgrad(), maximize);
     });
   }
 #else
   (void)optimizer;
+  (void)maximize;
   fail(Status::Unsupported, rule, " with fused=true needs PyTorch 2.4 or later");
 #endif
 }
@@ -91,7 +92,7 @@ at::Tensor FusedSgd::step(torch::optim::Optimizer::LossClosure closure) {
       for (const Batches* batches : {&later, &first})
         batches->for_each([&](const Batch& b) {
           at::_fused_sgd_(b.params, b.grads, b.first, o.weight_decay(), o.momentum(), o.lr(), o.dampening(),
-                          o.nesterov(), /*maximize=*/false, /*is_first_step=*/batches == &first);
+                          o.nesterov(), maximize_, /*is_first_step=*/batches == &first);
         });
     }
 #else
@@ -103,14 +104,14 @@ at::Tensor FusedSgd::step(torch::optim::Optimizer::LossClosure closure) {
 template <>
 at::Tensor FusedAdam::step(torch::optim::Optimizer::LossClosure closure) {
   return with_closure(closure, [&] {
-    fused_adam<torch::optim::AdamOptions, torch::optim::AdamParamState, false>(*this, "Adam");
+    fused_adam<torch::optim::AdamOptions, torch::optim::AdamParamState, false>(*this, maximize_, "Adam");
   });
 }
 
 template <>
 at::Tensor FusedAdamW::step(torch::optim::Optimizer::LossClosure closure) {
   return with_closure(closure, [&] {
-    fused_adam<torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>(*this, "AdamW");
+    fused_adam<torch::optim::AdamWOptions, torch::optim::AdamWParamState, true>(*this, maximize_, "AdamW");
   });
 }
 
@@ -138,7 +139,7 @@ at::Tensor FusedAdagrad::step(torch::optim::Optimizer::LossClosure closure) {
       }
       batches.for_each([&](const Batch& b) {
         at::_fused_adagrad_(b.params, b.grads, b.first, b.steps, o.lr(), o.lr_decay(), o.weight_decay(), o.eps(),
-                            /*maximize=*/false);
+                            maximize_);
       });
     }
 #else

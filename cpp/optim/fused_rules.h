@@ -14,9 +14,23 @@
 
 namespace acc {
 
-// torch::optim's optimizer `Base` stepped by PyTorch's fused kernel (fused_rules.cpp).
+// A rule that applies PyTorch's maximize itself, where its kernel does: the CUDA SGD kernel adds the
+// step at the end instead of negating the gradient first, so with weight decay its maximize is not
+// the negated gradient's minimisation (the decay's sign differs). TorchOptimizer then leaves the
+// gradients as they are.
+class MaximizeInRule {
+ public:
+  virtual ~MaximizeInRule() = default;
+  void set_maximize(bool maximize) { maximize_ = maximize; }
+
+ protected:
+  bool maximize_ = false;
+};
+
+// torch::optim's optimizer `Base` stepped by PyTorch's fused kernel (fused_rules.cpp), which is handed
+// maximize as torch.optim hands it.
 template <class Base>
-class FusedRule final : public Base {
+class FusedRule final : public Base, public MaximizeInRule {
  public:
   using Base::Base;
   at::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override;

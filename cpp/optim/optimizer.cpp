@@ -11,6 +11,7 @@
 #include "common/compat.h"
 #include "common/error.h"
 #include "optim/algorithm.h"
+#include "optim/fused_rules.h"
 #include "optim/lomo.h"
 #include "optim/optimizer_state.h"
 #include "optim/rule_helpers.h"
@@ -72,6 +73,10 @@ TorchOptimizer::TorchOptimizer(std::shared_ptr<Model> model, const std::string& 
   // Rules whose foreach form rounds as their one-tensor form (SGD, RMSprop, Adamax, Adadelta, Rprop)
   // have no choice to make.
   if (auto* choice = dynamic_cast<ForeachChoice*>(impl_.get())) choice->set_foreach(foreach);
+  if (auto* rule = dynamic_cast<MaximizeInRule*>(impl_.get())) {
+    rule->set_maximize(maximize_);
+    maximize_in_rule_ = true;
+  }
 }
 
 const std::string& TorchOptimizer::algorithm() const { return algorithm_->name(); }
@@ -178,9 +183,9 @@ void TorchOptimizer::set_lr(size_t group, double lr) {
   impl_->param_groups()[group].options().set_lr(lr);
 }
 
-// Every one of PyTorch's rules with maximize starts by negating the gradient (its fused kernels as
-// they read it), and negation is exact: so the gradients are negated in place for the step and
-// given back as they were, whatever the rule.
+// PyTorch's one-tensor and foreach rules with maximize start by negating the gradient, and negation
+// is exact: so for them the gradients are negated in place for the step and given back as they
+// were. The fused kernels are handed maximize as PyTorch hands it (MaximizeInRule).
 void TorchOptimizer::step() {
   at::NoGradGuard no_grad;
   if (check_gradients_and_placement()) {
@@ -194,7 +199,7 @@ void TorchOptimizer::step() {
     require(!(std::abs(rate) > rate_limits_[g]->first), "parameter group ", g, "'s learning rate ", rate,
             " does not fit the parameters' dtype ", rate_limits_[g]->second);
   }
-  if (!maximize_) {
+  if (!maximize_ || maximize_in_rule_) {
     step_rule();
   } else {
     const std::vector<at::Tensor> grads = gradients();

@@ -130,6 +130,7 @@ class TorchOptimizer final : public Optimizer {
   std::shared_ptr<void> trainable_set_hold_;  // see Model::hold_trainable_set
   std::unique_ptr<torch::optim::Optimizer> impl_;
   bool maximize_ = false;  // PyTorch's maximize, for the whole optimizer (see step())
+  bool maximize_in_rule_ = false;  // impl_ applies maximize itself (a fused kernel)
   bool stepped_ = false;
   // The parameters' dtypes and devices at the last step: the state follows them when they change.
   std::vector<std::pair<at::ScalarType, at::Device>> placement_;

@@ -81,6 +81,10 @@ if TORCH_VERSION >= (2, 4):
                      "fused": True}, {"lr": 0.02, "lr_decay": 0.01}),
         ("adamw", {"lr": 0.01, "amsgrad": True, "fused": True, "maximize": True}, None),
         ("sgd", {"lr": 0.05, "momentum": 0.9, "nesterov": True, "fused": True, "maximize": True}, None),
+        # The CUDA SGD kernel applies maximize at the update, after the decay (its sign then differs
+        # from the unfused rule's); the CPU kernel negates the gradient first.
+        ("sgd", {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.1, "fused": True, "maximize": True}, None),
+        ("adam", {"lr": 0.01, "weight_decay": 0.1, "fused": True, "maximize": True}, None),
     ]
 # PyTorch 2.x's AdamW-style decay for RAdam and NAdam (1.x has no such option).
 if "decoupled_weight_decay" in inspect.signature(torch.optim.RAdam).parameters:
