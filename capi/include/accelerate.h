@@ -469,7 +469,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   as with "true", a convolution's ACC_ERR_INVALID_ARGUMENT, as PEFT),
  *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
  *   acc_model_add_lora for TorchScript models), exclude_modules (string, default none: modules left
- *   unadapted, named as target_modules are), modules_to_save (string, default none: PEFT's
+ *   unadapted, named as target_modules are), target_parameters (string, default none: PEFT's, for
+ *   a mixture of experts' expert weights: parameter names "<module>.<parameter>" (or the end of one
+ *   after a dot) separated by commas, or its JSON list; see acc_model_add_lora), modules_to_save (string, default none: PEFT's
  *   modules_to_save, names separated by commas, a module matching a name its own name ends with:
  *   the module, e.g. a classifier head, trains whole beside the adapters and acc_model_save_lora
  *   writes its parameters and buffers with them; a target inside it stays unadapted, as in PEFT;
@@ -860,7 +862,21 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * names separated by commas (a module matches a name if its own name is it or ends with "." and it:
  * "q_proj,v_proj", "linear1"), or "re:" and a regular expression that must match the whole module
  * name ("re:.*\.(linear1|linear2)"). Targets that match no linear layer, or match a module that is
- * not one, are ACC_ERR_INVALID_ARGUMENT. `opts`: ACC_OPTIONS_LORA or NULL for the defaults.
+ * not one, are ACC_ERR_INVALID_ARGUMENT. With the option target_parameters (PEFT's lora.ParamWrapper,
+ * on a TorchScript model), each named parameter of a submodule is adapted itself, after the layers
+ * (`target_modules` "" or NULL, PEFT's None: the parameters alone): a 2-D one as a linear layer's weight, a
+ * 3-D one (experts x d1 x d2, as transformers keeps expert weights) with r rows per expert,
+ * "<module>.lora_A.weight" (r experts x d2) and "<module>.lora_B.weight" (d1 x r experts), or d1
+ * and d2 the other way round where the module has is_transposed true; the module computes with W +
+ * delta, the delta PEFT's einsum of the experts' products (in W's dtype). A module with several
+ * targeted parameters nests one wrapper in the next, as PEFT: the first one's adapters are
+ * "<module>.base_layer.lora_A.weight". rank_pattern and alpha_pattern match the parameter's name.
+ * As PEFT's ValueError, lora_dropout, use_dora, lora_bias and a parameter that is not a 2-D or
+ * 3-D floating-point tensor are ACC_ERR_INVALID_ARGUMENT; init_lora_weights other than true,
+ * false, gaussian and eva, a parameter of a layer target_modules adapts, and modules_to_save or
+ * bias training a tensor of a wrapped module are ACC_ERR_UNSUPPORTED; target_parameters that
+ * match nothing are ACC_ERR_INVALID_ARGUMENT (PEFT warns). `opts`: ACC_OPTIONS_LORA or NULL for
+ * the defaults.
  * Initialisation draws from torch's global generator as PEFT does. Add adapters before creating the
  * optimizer and before acc_prepare (a prepared model refuses). `count` (optional): layers adapted.
  * acc_model_save_lora: PEFT's layout in `dir`: adapter_config.json and adapter_model.safetensors with
@@ -870,7 +886,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * before anything changes. A file whose init_lora_weights is olora or pissa (PEFT writes it so)
  * decomposes the model's weights first, as PeftModel.from_pretrained does: load such adapters into
  * the model they were trained from (with pissa_niter_<n>, after the same seed). Not implemented
- * settings in a file (layer_replication, target_parameters, CorDA, LoftQ, ...) are refused by name;
+ * settings in a file (layer_replication, CorDA, LoftQ, ...) are refused by name;
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
  * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; other PEFT
  * methods are refused.

@@ -150,8 +150,10 @@ acc_status acc_model_save_torchscript(const acc_model* model, const char* path) 
 acc_status acc_model_add_lora(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
   return guarded([&] {
     acc::Model& m = model_arg(model);
-    const auto config = acc::LoraConfig::from(text_arg(target_modules, "target_modules"),
-                                              options_arg(opts, acc::OptionsKind::Lora));
+    // NULL as "" (PEFT's None): target_parameters alone, else refused as empty.
+    const auto config =
+        acc::LoraConfig::from(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
+                              options_arg(opts, acc::OptionsKind::Lora));
     const size_t added = m.add_lora(config);
     if (count) *count = added;
   });

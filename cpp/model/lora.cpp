@@ -265,10 +265,15 @@ void discarded_linear_draws(int64_t in, int64_t out, int64_t r, const std::strin
 }  // namespace
 
 std::string weight_name(const LinearSite& site) {
+  if (adapts_parameter(site)) return site.parameter;
   return site.module + (site.attention ? ".in_proj_weight" : ".weight");
 }
 
-const std::string& pattern_name(const LinearSite& site) { return site.owner.empty() ? site.module : site.owner; }
+// PEFT matches rank_pattern and alpha_pattern against a targeted parameter's name.
+const std::string& pattern_name(const LinearSite& site) {
+  if (adapts_parameter(site)) return site.parameter;
+  return site.owner.empty() ? site.module : site.owner;
+}
 
 bool adapted_with_attention(const LinearSite& site) { return site.attention || !site.owner.empty(); }
 
@@ -288,9 +293,53 @@ const char* const kAdaptableLayers =
     "LoRA adapts linear layers (transformers' Conv1D too), attention (nn.MultiheadAttention, a spec's "
     "multihead_attention), convolutions and embeddings";
 
+namespace {
+
+// The module holding a parameter: its name up to the last dot ("" for the model's own).
+std::string module_holding(const std::string& parameter) {
+  const size_t dot = parameter.rfind('.');
+  return dot == std::string::npos ? std::string() : parameter.substr(0, dot);
+}
+
+// The parameter sites target_parameters names, after the layers `chosen` (see targeted_sites).
+std::vector<LinearSite> targeted_parameters(const LoraConfig& config, const std::vector<LinearSite>& sites,
+                                            const std::vector<LinearSite>& chosen) {
+  std::vector<LinearSite> out;
+  if (config.target_parameters.empty()) return out;
+  for (const auto& site : sites) {
+    if (!adapts_parameter(site) || !config.targets_parameter(site.parameter)) continue;
+    const std::string owner = module_holding(site.parameter);
+    const at::Tensor& w = site.weight;
+    require((w.dim() == 2 || w.dim() == 3) && w.is_floating_point(), "target_parameters '",
+            config.describe_target_parameters(), "' matches '", site.parameter, "', a ",
+            w.is_floating_point() ? "" : "non-floating-point ", w.dim(), "-D tensor: LoRA adapts 2-D and 3-D ",
+            "floating-point parameters (as PEFT's lora.ParamWrapper)");
+    if (owner.empty())
+      fail(Status::Unsupported, "target_parameters '", config.describe_target_parameters(), "' matches '",
+           site.parameter, "', a parameter of the model itself: PEFT adapts a parameter by wrapping the module ",
+           "that holds it, and the model's own module has none around it");
+    // PEFT wraps the module, which would put its adapted layers' adapters under other names.
+    for (const auto& layer : chosen)
+      if (layer.module == owner || layer.module.rfind(owner + ".", 0) == 0)
+        fail(Status::Unsupported, "target_parameters adapts '", site.parameter, "' and target_modules the layer '",
+             layer.module, "' in the same module '", owner, "': not built; adapt that module's parameters or its ",
+             "layers");
+    out.push_back(site);
+  }
+  // PEFT wraps a module once for each of its targeted parameters, in the order it lists them, each
+  // wrapper around the last: the first parameter's adapter sits deepest.
+  for (size_t i = 0; i < out.size(); ++i)
+    for (size_t j = i + 1; j < out.size(); ++j)
+      if (module_holding(out[i].parameter) == module_holding(out[j].parameter)) out[i].module += ".base_layer";
+  return out;
+}
+
+}  // namespace
+
 std::vector<LinearSite> targeted_sites(const LoraConfig& config, const std::vector<LinearSite>& sites) {
   std::vector<LinearSite> chosen;
   for (const auto& site : sites) {
+    if (adapts_parameter(site)) continue;
     const bool with_attention = !site.owner.empty() && config.targets(site.owner);
     require(!with_attention || !config.targets(site.module), "target_modules '", config.describe_targets(),
             "' matches both the attention '", site.owner, "' and its out_proj '", site.module,
@@ -300,6 +349,7 @@ std::vector<LinearSite> targeted_sites(const LoraConfig& config, const std::vect
     chosen.push_back(site);
     if (!with_attention) chosen.back().owner.clear();  // an out_proj targeted by its own name
   }
+  for (auto& site : targeted_parameters(config, sites, chosen)) chosen.push_back(std::move(site));
   return chosen;
 }
 
@@ -308,8 +358,16 @@ std::string dilation_refusal(c10::IntArrayRef dilation) {
   return dilated ? "it has a dilation, which PEFT's lora_A does not take" : "";
 }
 
-int64_t in_features(const LinearSite& site) { return site.weight.size(site.fan_in_fan_out ? 0 : 1); }
-int64_t out_features(const LinearSite& site) { return site.weight.size(site.fan_in_fan_out ? 1 : 0); }
+// A 3-D parameter's (experts x d1 x d2): PEFT's lora_A takes d2 as the input and lora_B gives d1,
+// or the other way round where the module says is_transposed.
+int64_t in_features(const LinearSite& site) {
+  if (site.experts > 0) return site.weight.size(site.experts_transposed ? 1 : 2);
+  return site.weight.size(site.fan_in_fan_out ? 0 : 1);
+}
+int64_t out_features(const LinearSite& site) {
+  if (site.experts > 0) return site.weight.size(site.experts_transposed ? 2 : 1);
+  return site.weight.size(site.fan_in_fan_out ? 1 : 0);
+}
 
 const char* lora_a_suffix(const LinearSite& site) { return site.embedding ? kLoraEmbeddingASuffix : kLoraASuffix; }
 const char* lora_b_suffix(const LinearSite& site) { return site.embedding ? kLoraEmbeddingBSuffix : kLoraBSuffix; }
@@ -322,11 +380,40 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     require(!config.targets(module), "target_modules '", config.describe_targets(), "' matches '", module,
             "', which is not a linear layer; ", kAdaptableLayers);
   const std::vector<LinearSite> chosen = targeted_sites(config, sites);
-  std::string examples;
-  for (size_t i = 0; i < sites.size() && i < 4; ++i) examples += (i ? ", " : "") + sites[i].module;
-  require(!chosen.empty(), "target_modules '", config.describe_targets(),
-          "' matches no linear layer, convolution or embedding (",
-          sites.empty() ? std::string("the model has none") : "linear layers are e.g. " + examples, ")");
+  std::string examples, parameter_examples;
+  size_t layers = 0, parameters = 0;
+  for (const auto& site : sites) {
+    std::string& list = adapts_parameter(site) ? parameter_examples : examples;
+    size_t& count = adapts_parameter(site) ? parameters : layers;
+    if (count++ < 4) list += (list.empty() ? "" : ", ") + (adapts_parameter(site) ? site.parameter : site.module);
+  }
+  const bool any_layer =
+      std::any_of(chosen.begin(), chosen.end(), [](const LinearSite& s) { return !adapts_parameter(s); });
+  const bool any_parameter = chosen.size() > 0 && adapts_parameter(chosen.back());
+  if (!config.target_names.empty() || !config.target_regex.empty())
+    require(any_layer, "target_modules '", config.describe_targets(), "' matches no linear layer, convolution or ",
+            "embedding (", layers == 0 ? std::string("the model has none") : "linear layers are e.g. " + examples, ")");
+  // PEFT warns where one of the two matches nothing and goes on: here it is refused, as target_modules.
+  if (!config.target_parameters.empty())
+    require(any_parameter, "target_parameters '", config.describe_target_parameters(), "' matches no parameter (",
+            parameters == 0 ? std::string("this model's forward takes no replaced parameter: target_parameters "
+                                          "needs a TorchScript model")
+                            : "parameters are named e.g. " + parameter_examples,
+            ")");
+  // PEFT's lora.ParamWrapper refuses these (ValueError).
+  if (any_parameter) {
+    auto refuse = [&](bool set, const char* what) {
+      require(!set, "target_parameters: ", what,
+              " does not apply to a parameter adapted itself (as PEFT's "
+              "lora.ParamWrapper refuses it)");
+    };
+    refuse(config.dropout != 0, "lora_dropout");
+    refuse(config.use_dora, "use_dora");
+    refuse(config.lora_bias, "lora_bias");
+    if (config.init != "true" && config.init != "false" && config.init != "gaussian" && config.init != "eva")
+      fail(Status::Unsupported, "target_parameters with init_lora_weights '", config.init,
+           "' is not built (true, false, gaussian and eva are)");
+  }
   // As PEFT's LoraConfig.
   require(!(config.lora_bias && config.use_dora), "lora_bias is not supported with use_dora (as in PEFT)");
   // PEFT's variants do not combine (its "Invalid or unsupported variant combination").
@@ -381,6 +468,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     const int64_t out = site->embedding ? site->weight.size(0) : out_features(*site),
                   in = site->embedding ? site->weight.size(1) : in_features(*site),
                   r = config.rank_of(pattern_name(*site));
+    // PEFT's ParamWrapper gives each expert its own r rows of A and columns of B.
+    const int64_t rows = r * std::max<int64_t>(site->experts, 1);
     if (site->attention) discarded_linear_draws(in, in, r, config.init);  // its out_proj's first adapters
     // PEFT makes lora_A = nn.Linear(in, r) and lora_B = nn.Linear(r, out) (each drawing its default
     // initialisation) and then re-initialises them: the same draws keep the global stream in step.
@@ -392,10 +481,10 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     // An embedding's are PEFT's torch.randn((r, num_embeddings)) and torch.randn((dim, r)).
     at::Tensor a = site->embedding ? at::randn({r, out}, at::kFloat)
                    : site->conv    ? new_conv_weight(r, in * groups, kernel)
-                                   : new_linear_weight(r, in);
+                                   : new_linear_weight(rows, in);
     at::Tensor b = site->embedding ? at::randn({in, r}, at::kFloat)
                    : site->conv    ? new_conv_weight(out, r / groups, repeated(1, kernel.size()))
-                                   : new_linear_weight(out, r);
+                                   : new_linear_weight(out, rows);
     at::Tensor b_bias;
     if (config.lora_bias) {  // nn.Linear's (nn.Conv's) bias initialisation, after its weight's
       const double bound = 1.0 / std::sqrt(static_cast<double>(r / groups));
@@ -551,7 +640,7 @@ NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
   if (empty()) return own;
   // What goes after a layer's own parameters: its LoRA adapter's, or its trainable tokens' delta.
   struct Addition {
-    const std::string& module;
+    std::string module;  // the layer (a targeted parameter's module: PEFT's wrapper lists it first)
     std::function<void(NamedTensors*)> append;
     // An attention's: PEFT's lora.MultiheadAttention lists its adapters after everything its base
     // layer holds, its out_proj's adapters included.
@@ -559,26 +648,30 @@ NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
   };
   std::vector<Addition> additions;
   for (size_t k = 0; k < adapters_.size(); ++k)
-    additions.push_back({adapters_[k].site.module, [this, k](NamedTensors* out) { append_parameters(k, out); },
-                         adapters_[k].site.attention});
+    additions.push_back(
+        {adapts_parameter(adapters_[k].site) ? module_holding(adapters_[k].site.parameter) : adapters_[k].site.module,
+         [this, k](NamedTensors* out) { append_parameters(k, out); }, adapters_[k].site.attention});
   for (size_t k = 0; k < tokens_.adapters().size(); ++k)
     additions.push_back(
         {tokens_.adapters()[k].site.module, [this, k](NamedTensors* out) { tokens_.append_parameters(k, out); }});
   // One pass over `own` (the model lists its parameters at every step's clipping and zeroing): the
   // last parameter each such layer holds itself (not a submodule's; an attention's: in its subtree).
-  std::unordered_map<std::string, size_t> addition_of, subtree_addition_of;
+  // (A module with several targeted parameters has an addition for each, in their order.)
+  std::unordered_map<std::string, std::vector<size_t>> addition_of, subtree_addition_of;
   for (size_t k = 0; k < additions.size(); ++k)
-    (additions[k].after_subtree ? subtree_addition_of : addition_of).emplace(additions[k].module, k);
+    (additions[k].after_subtree ? subtree_addition_of : addition_of)[additions[k].module].push_back(k);
   std::vector<size_t> last_own(additions.size(), own.size());
   for (size_t i = 0; i < own.size(); ++i) {
     size_t dot = own[i].first.rfind('.');
     if (dot == std::string::npos) continue;
     auto it = addition_of.find(own[i].first.substr(0, dot));
-    if (it != addition_of.end()) last_own[it->second] = i;
+    if (it != addition_of.end())
+      for (size_t k : it->second) last_own[k] = i;
     for (; dot != std::string::npos && dot > 0 && !subtree_addition_of.empty();
          dot = own[i].first.rfind('.', dot - 1)) {
       auto in_subtree = subtree_addition_of.find(own[i].first.substr(0, dot));
-      if (in_subtree != subtree_addition_of.end()) last_own[in_subtree->second] = i;
+      if (in_subtree != subtree_addition_of.end())
+        for (size_t k : in_subtree->second) last_own[k] = i;
     }
   }
   std::vector<std::vector<size_t>> after(own.size());  // the additions that follow own[i]
@@ -597,6 +690,15 @@ NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
 
 at::Tensor weight_delta(const LoraAdapter& adapter) {
   const at::Tensor &a = adapter.a, &b = adapter.b;
+  // PEFT's ParamWrapper.get_delta_weight over experts: A (r E x in) as experts x r x in, B (out x
+  // r E) as out x r x experts, multiplied expert by expert into the parameter's layout.
+  if (adapter.site.experts > 0) {
+    const int64_t experts = adapter.site.experts;
+    const at::Tensor a3 = a.reshape({experts, -1, a.size(-1)}), b3 = b.reshape({b.size(0), -1, experts});
+    // PEFT's equations, letters and all (einsum plans its contraction by its labels).
+    return at::einsum(adapter.site.experts_transposed ? "o r e, e r i -> e i o" : "o r e, e r i -> e o i", {b3, a3}) *
+           adapter.scaling;
+  }
   // An embedding's and a Conv1D's: PEFT's transpose(B @ A, fan_in_fan_out) * scaling.
   if (transposed_layout(adapter.site)) return lora_delta(a, b, adapter.scaling).t();
   if (!adapter.site.conv) return lora_delta(a, b, adapter.scaling);
@@ -613,6 +715,8 @@ at::Tensor weight_delta(const LoraAdapter& adapter) {
 
 at::Tensor adapted_weight(const at::Tensor& w, const LoraAdapter& adapter) {
   const at::Tensor delta = weight_delta(adapter);
+  // PEFT's ParamWrapper adds the delta in the parameter's dtype (its _LoraParameterProxy).
+  if (adapts_parameter(adapter.site)) return w + delta.to(w.scalar_type());
   if (!adapter.magnitude.defined()) return (w + delta).to(w.scalar_type());
   // PEFT's DoRA merge: m / ||W + delta|| (detached) times W + delta, per output row (a convolution's
   // per output channel, an embedding's per dimension and a Conv1D's per output: their columns).

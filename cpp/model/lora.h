@@ -82,7 +82,20 @@ struct LinearSite {
   // targeted), the adapter takes the attention's rank and alpha, and PEFT's files name it
   // "<attention>.base_layer.out_proj.lora_A.weight".
   std::string owner;
+  // PEFT's lora.ParamWrapper (target_parameters): one parameter adapted itself, `parameter` its name
+  // in the model ("<module of the parameter>.<its name>"). `module` is then PEFT's name for the
+  // wrapper: the parameter's module, with ".base_layer" once for each parameter of that module
+  // targeted after it (PEFT nests one wrapper in the next). Empty for a layer.
+  std::string parameter;
+  // A 3-D parameter's number of experts (its first dimension; 0 for a 2-D parameter), and whether
+  // its module says `is_transposed` (transformers' MoE experts): PEFT's lora_A then takes the
+  // second dimension as the input, else the third.
+  int64_t experts = 0;
+  bool experts_transposed = false;
 };
+
+// Whether the site is a parameter adapted itself (target_parameters), not a layer.
+inline bool adapts_parameter(const LinearSite& site) { return !site.parameter.empty(); }
 
 // The name of the site's weight in the model ("<module>.weight", an attention's
 // "<module>.in_proj_weight").
@@ -101,7 +114,11 @@ const std::string& pattern_name(const LinearSite& site);
 
 // The sites `config` targets, in the model's order (copies): an attention's out_proj joins its
 // targeted attention (`owner` kept), an out_proj targeted by its own name is a linear layer as any
-// other (`owner` cleared). Both named is InvalidArgument (PEFT would adapt it twice).
+// other (`owner` cleared). Both named is InvalidArgument (PEFT would adapt it twice). Then the
+// parameter sites among `sites` that target_parameters names, in the model's order, each `module`
+// named as PEFT nests its wrappers; a parameter of a layer target_modules adapts, or of no module
+// (the model's own), is Unsupported, one that is not a 2-D or 3-D floating-point tensor
+// InvalidArgument (PEFT's ValueError).
 std::vector<LinearSite> targeted_sites(const LoraConfig& config, const std::vector<LinearSite>& sites);
 
 // A linear layer's (or Conv1D's) input and output sizes, whichever way its weight is laid out.

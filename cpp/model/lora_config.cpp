@@ -59,6 +59,10 @@ const OptionTable<LoraConfig>& lora_option_table() {
         .one_of({"true", "gaussian", "false", "olora", "pissa", "mica", "orthogonal"})
         .checked_by(check_lora_init);  // and pissa_niter_<n>
     t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
+    t.bind("target_parameters",
+           "parameters adapted themselves (a mixture of experts' expert weights): \"<module>.<parameter>\" names, "
+           "separated by commas, or PEFT's JSON list",
+           &L::target_parameters_spec);
     t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",
            &L::modules_to_save_spec);
     t.bind("bias", "which biases train beside the adapters: none, all, lora_only (the adapted layers')", &L::bias)
@@ -122,10 +126,21 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
   require(options.kind() == OptionsKind::Lora, "LoRA options must be of kind lora, got ",
           options_kind_name(options.kind()));
   LoraConfig config = lora_option_table().read(options);
+  const std::string parameters = trimmed(config.target_parameters_spec);
+  if (!parameters.empty() && parameters.front() == '[') {
+    config.set_target_parameters(parse_ordered_json_input(parameters, "target_parameters"));
+  } else if (!parameters.empty()) {
+    require(is_utf8(parameters), "target_parameters '", printable_utf8(parameters), "' is not valid UTF-8");
+    config.set_target_parameters(nlohmann::ordered_json(split_trimmed(parameters, ',')));
+  }
   const std::string text = trimmed(targets);
-  require(!text.empty(), "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\")");
-  read_module_names("target_modules", text, &config.target_names,
-                    [&](const std::string& expression) { config.set_target_regex(expression); });
+  // PEFT's target_modules None: the parameters alone.
+  require(!text.empty() || !config.target_parameters.empty(),
+          "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\"), or the parameters "
+          "(option target_parameters)");
+  if (!text.empty())
+    read_module_names("target_modules", text, &config.target_names,
+                      [&](const std::string& expression) { config.set_target_regex(expression); });
   const std::string excluded = trimmed(config.exclude_spec);
   if (!excluded.empty())
     read_module_names("exclude_modules", excluded, &config.exclude_names,
@@ -336,6 +351,22 @@ bool LoraConfig::targets(const std::string& module) const {
          std::find(layers_to_transform.begin(), layers_to_transform.end(), *layer) != layers_to_transform.end();
 }
 
+bool LoraConfig::targets_parameter(const std::string& name) const { return names_match(target_parameters, name); }
+
+void LoraConfig::set_target_parameters(const nlohmann::ordered_json& value) {
+  // PEFT takes a list (a string is its TypeError); its names need a module and a parameter.
+  require(value.is_array(), "target_parameters must be a list of parameter names");
+  std::vector<std::string> names;
+  for (const auto& entry : value) {
+    require(entry.is_string(), "target_parameters must hold parameter names");
+    const std::string name = entry.get<std::string>();
+    require(!name.empty(), "target_parameters has an empty name");
+    require(is_utf8(name), "target_parameters '", printable_utf8(name), "' is not valid UTF-8");
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  target_parameters = std::move(names);
+}
+
 bool LoraConfig::saves(const std::string& name) const {
   for (const auto& module : enclosing_modules(name))
     for (const auto& saved : modules_to_save)
@@ -358,6 +389,12 @@ std::string LoraConfig::describe_targets() const {
   };
   const std::string excluded = describe(exclude_regex, exclude_names);
   return describe(target_regex, target_names) + (excluded.empty() ? "" : " except " + excluded);
+}
+
+std::string LoraConfig::describe_target_parameters() const {
+  std::string out;
+  for (const auto& name : target_parameters) out += (out.empty() ? "" : ",") + name;
+  return out;
 }
 
 }  // namespace acc

@@ -40,6 +40,11 @@ struct LoraConfig {
   std::string exclude_regex;
   std::function<bool(const std::string&)> exclude_matches;
   std::string exclude_spec;  // the option: names separated by commas, or "re:" and an expression
+  // PEFT's target_parameters: parameters adapted themselves (its lora.ParamWrapper; a mixture of
+  // experts' 3-D expert weights), each matching "<module>.<parameter>" or the end of that after a
+  // dot. Adapted after target_modules' layers, in the model's order.
+  std::vector<std::string> target_parameters;
+  std::string target_parameters_spec;  // the option: names separated by commas, or PEFT's JSON list
   // PEFT's modules_to_save: modules trained whole beside the adapters (a classifier head) and saved
   // with them; a module matches a name its own name ends with, as in PEFT (no dot needed). A
   // task_type of SEQ_CLS or TOKEN_CLS adds PEFT's "classifier" and "score", QUESTION_ANS its
@@ -134,6 +139,10 @@ struct LoraConfig {
   // Whether the config adapts `module`: not excluded, not inside a module to save (PEFT leaves those
   // whole), and named by the targets.
   bool targets(const std::string& module) const;
+  // Whether target_parameters names the parameter `name` ("<module>.<parameter>").
+  bool targets_parameter(const std::string& name) const;
+  // Sets target_parameters from PEFT's JSON list (InvalidArgument otherwise, naming `setting`).
+  void set_target_parameters(const nlohmann::ordered_json& value);
   // Whether the parameter or buffer `name` lies in a module modules_to_save names (the module or
   // one of its submodules), PEFT's ModulesToSaveWrapper around it.
   bool saves(const std::string& name) const;
@@ -141,6 +150,7 @@ struct LoraConfig {
   // save, or a bias the bias setting trains. `adapted`: whether its module is an adapted layer.
   bool trains_whole(const std::string& name, bool in_adapted_layer) const;
   std::string describe_targets() const;
+  std::string describe_target_parameters() const;
 };
 
 const OptionTable<LoraConfig>& lora_option_table();

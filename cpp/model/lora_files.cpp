@@ -64,6 +64,7 @@ nlohmann::ordered_json peft_config_json(const char* peft_type, const LoraConfig&
 
 // PEFT's target_modules: one expression (a string), or the names.
 nlohmann::ordered_json targets_json(const LoraConfig& config) {
+  if (config.target_regex.empty() && config.target_names.empty()) return nullptr;  // target_parameters alone
   return config.target_regex.empty() ? nlohmann::ordered_json(config.target_names)
                                      : nlohmann::ordered_json(config.target_regex);
 }
@@ -114,6 +115,7 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
   else
     j["init_lora_weights"] = config.init;  // gaussian, eva, orthogonal, mica, olora, pissa, pissa_niter_<n>
   j["target_modules"] = targets_json(config);
+  j["target_parameters"] = config.target_parameters.empty() ? json(nullptr) : json(config.target_parameters);
   if (!config.exclude_regex.empty())
     j["exclude_modules"] = config.exclude_regex;
   else if (!config.exclude_names.empty())
@@ -234,9 +236,16 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
       fail(Status::Io, "'", path, "': ", e.what());
     }
   }
-  for (const char* key : {"layer_replication", "target_parameters"})
-    if (j.contains(key) && !j[key].is_null() && !(j[key].is_array() && j[key].empty()))
-      refuse(key, "is set: it is not supported");
+  if (j.contains("layer_replication") && !j["layer_replication"].is_null() &&
+      !(j["layer_replication"].is_array() && j["layer_replication"].empty()))
+    refuse("layer_replication", "is set: it is not supported");
+  if (j.contains("target_parameters") && !j["target_parameters"].is_null()) {
+    try {
+      config.set_target_parameters(j["target_parameters"]);
+    } catch (const Error& e) {
+      fail(Status::Io, "'", path, "': ", e.what());
+    }
+  }
   for (const char* key : {"rank_pattern", "alpha_pattern"}) {
     if (!j.contains(key) || j[key].is_null()) continue;
     try {
@@ -292,7 +301,11 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   }
   read_texts(j, path, &config);
   if (!j.contains("target_modules")) refuse("target_modules", "is missing");
-  read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
+  // Null (or empty) with target_parameters: the parameters alone, as PEFT allows.
+  const bool no_modules =
+      j["target_modules"].is_null() || (j["target_modules"].is_array() && j["target_modules"].empty());
+  if (!no_modules || config.target_parameters.empty())
+    read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
   // A module exclude_modules matches gets no adapter (PEFT 0.14 and later; null or absent: none).
   if (j.contains("exclude_modules") && !j["exclude_modules"].is_null() && !j["exclude_modules"].empty() &&
       j["exclude_modules"] != "")
@@ -477,7 +490,11 @@ LoraFiles read_lora_files(const std::string& dir) {
     const int64_t r = files.config.rank_of(owner.empty() ? module : owner);  // r, or rank_pattern's for the module
     // A grouped convolution's lora_B takes r / groups (checked against the layer when loading).
     const bool grouped_b = is_b && tensor.dim() > 2 && tensor.size(1) > 0 && r % tensor.size(1) == 0;
-    if ((is_a ? tensor.size(0) : tensor.size(1)) != r && !grouped_b)
+    // A targeted parameter's adapter takes r per expert, and its rank comes from the parameter's name:
+    // checked against the model when loading (a module target_modules does not name is one).
+    const bool parameter_adapter =
+        !files.config.target_parameters.empty() && tensor.dim() == 2 && !embedding && !files.config.targets(module);
+    if ((is_a ? tensor.size(0) : tensor.size(1)) != r && !grouped_b && !parameter_adapter)
       refuse(name, "has shape " + concat(tensor.sizes()) + ", but the adapter's rank r = " + concat(r) + " asks for " +
                        (is_a ? "[r, in_features] = [" + concat(r) + ", ...]"
                              : "[out_features, r] = [..., " + concat(r) + "]"));

@@ -337,8 +337,9 @@ void check_modules_to_save(const LoraConfig& config, const NamedTensors& paramet
   require(any || !config.modules_to_save_given, "modules_to_save '", names,
           "' matches no module that holds parameters (a module matches a name its ", "own name ends with)");
   for (const auto& site : sites)
-    require(!config.targets(site.module) || !config.saves(site.module + ".weight"), "modules_to_save '", names,
-            "' holds '", site.module, "', which target_modules adapts: train a module whole or adapt it, not both");
+    require(adapts_parameter(site) || !config.targets(site.module) || !config.saves(site.module + ".weight"),
+            "modules_to_save '", names, "' holds '", site.module,
+            "', which target_modules adapts: train a module whole or adapt it, not both");
 }
 
 std::string module_of(const std::string& name) {
@@ -346,10 +347,28 @@ std::string module_of(const std::string& name) {
   return modules.empty() ? std::string() : modules.back();
 }
 
+// The adapted layers (PEFT's LoRA layers, whose bias lora_only trains; not the modules whose
+// parameters are adapted themselves, which PEFT's ParamWrapper leaves as they are).
 std::set<std::string> adapted_modules(const LoraAdapters& adapters) {
   std::set<std::string> out;
-  for (const auto& adapter : adapters.adapters()) out.insert(adapter.site.module);
+  for (const auto& adapter : adapters.adapters())
+    if (!adapts_parameter(adapter.site)) out.insert(adapter.site.module);
   return out;
+}
+
+// PEFT wraps the module of a targeted parameter, so the names its files give that module's other
+// tensors differ from the model's ("<module>.base_layer.<name>"): training them whole beside such
+// adapters (modules_to_save, bias) is not built.
+void refuse_trained_whole_in_wrapped_modules(const std::map<std::string, at::Tensor>& trained,
+                                             const std::vector<LinearSite>& chosen) {
+  for (const auto& site : chosen) {
+    if (!adapts_parameter(site)) continue;
+    const std::string module = site.parameter.substr(0, site.parameter.rfind('.')) + ".";
+    for (const auto& entry : trained)
+      if (entry.first.rfind(module, 0) == 0)
+        fail(Status::Unsupported, "'", entry.first, "' would train whole (modules_to_save, bias) in the module whose ",
+             "parameter '", site.parameter, "' target_parameters adapts: not built");
+  }
 }
 
 // What a LoRA config trains whole beside its adapters and saves with them: the modules to save's
@@ -375,6 +394,12 @@ std::string peft_file_name(const std::string& name, const std::set<std::string>&
 
 }  // namespace
 
+std::vector<LinearSite> Model::adaptable_sites() const {
+  std::vector<LinearSite> sites = linear_sites();
+  for (auto& site : parameter_sites()) sites.push_back(std::move(site));
+  return sites;
+}
+
 size_t Model::add_lora(const LoraConfig& config) {
   require_trainable_set_free(/*freezing=*/false);
   if (config.peft_type == PeftType::TrainableTokens) {
@@ -382,7 +407,7 @@ size_t Model::add_lora(const LoraConfig& config) {
     freeze_all_but_adapters({});  // PEFT's _mark_only_adapters_as_trainable
     return added;
   }
-  std::vector<LinearSite> sites = linear_sites();
+  std::vector<LinearSite> sites = adaptable_sites();
   // A layer whose weight the model also holds under another name shares it with that module (tied).
   std::unordered_multimap<const c10::TensorImpl*, std::string> names;
   for (const auto& entry : named_parameters_with_ties()) names.emplace(entry.second.unsafeGetTensorImpl(), entry.first);
@@ -392,6 +417,9 @@ size_t Model::add_lora(const LoraConfig& config) {
       if (it->second != weight_name(site)) site.tied_to = it->second;
   }
   check_modules_to_save(config, named_parameters(), sites);
+  if (!config.target_parameters.empty())
+    refuse_trained_whole_in_wrapped_modules(trained_whole(config, named_parameters(), named_buffers(), {}),
+                                            targeted_sites(config, sites));
   // PEFT's ModulesToSaveWrapper keeps each module to save as it was, for a disabled forward.
   NamedTensors saved_modules;
   for (const NamedTensors& tensors : {named_parameters(), named_buffers()})
@@ -500,7 +528,7 @@ void Model::load_lora(const std::string& dir) {
   // The layers the file's configuration targets must be those its tensors adapt, with their shapes.
   std::map<std::string, LinearSite> targeted;
   try {
-    for (auto& site : targeted_sites(files.config, linear_sites())) targeted.emplace(site.module, std::move(site));
+    for (auto& site : targeted_sites(files.config, adaptable_sites())) targeted.emplace(site.module, std::move(site));
   } catch (const Error& e) {
     fail(e.status(), where, ": ", e.what());
   }
@@ -508,7 +536,8 @@ void Model::load_lora(const std::string& dir) {
     auto it = targeted.find(module);
     if (it == targeted.end())
       fail(Status::InvalidArgument, where, " holds an adapter for '", module,
-           "', which is not a linear layer of this model that its target_modules selects");
+           "', which is not a linear layer of this model that its target_modules selects (nor a parameter its "
+           "target_parameters selects)");
     const LinearSite& site = it->second;
     const at::Tensor& w = site.weight;
     const bool embedding = site.embedding.has_value();
@@ -518,13 +547,21 @@ void Model::load_lora(const std::string& dir) {
     // A convolution's A has its kernel (r x in x kernel), its B r / groups inputs (A takes all the
     // layer's input channels); an embedding's A is r x num_embeddings, its B dim x r.
     const int64_t groups = site.conv ? site.conv->groups : 1;
+    // A targeted parameter's: A (r experts x in), B (out x r experts), its rank read from the
+    // parameter's name (rank_pattern; the file's reader could not tell its experts).
+    const int64_t rows = files.config.rank_of(pattern_name(site)) * std::max<int64_t>(site.experts, 1);
     const bool fits =
-        embedding ? pair.a.size(1) == w.size(0) && pair.b.size(0) == w.size(1) && pair.b.size(1) == pair.a.size(0)
-                  : pair.a.dim() == w.dim() && pair.a.size(1) == in_features(site) * groups &&
-                        pair.b.size(0) == out_features(site) && pair.b.size(1) * groups == pair.a.size(0) &&
-                        pair.a.sizes().slice(2) == w.sizes().slice(2);
+        adapts_parameter(site) ? pair.a.dim() == 2 && pair.a.size(0) == rows && pair.a.size(1) == in_features(site) &&
+                                     pair.b.size(0) == out_features(site) && pair.b.size(1) == rows
+        : embedding ? pair.a.size(1) == w.size(0) && pair.b.size(0) == w.size(1) && pair.b.size(1) == pair.a.size(0)
+                    : pair.a.dim() == w.dim() && pair.a.size(1) == in_features(site) * groups &&
+                          pair.b.size(0) == out_features(site) && pair.b.size(1) * groups == pair.a.size(0) &&
+                          pair.a.sizes().slice(2) == w.sizes().slice(2);
     require(fits, where, ": the adapter of '", module, "' (lora_A ", pair.a.sizes(), ", lora_B ", pair.b.sizes(),
-            ") does not fit the layer's weight ", w.sizes());
+            ") does not fit ",
+            adapts_parameter(site) ? "the parameter '" + site.parameter + "' " + concat(w.sizes()) + " with r " +
+                                         concat(files.config.rank_of(pattern_name(site)))
+                                   : "the layer's weight " + concat(w.sizes()));
     // An attention's out_proj comes with it under PEFT's name "<attention>.base_layer.out_proj".
     require(pair.owner == site.owner, where, ": the adapter of '", module, "' is ",
             pair.owner.empty() ? "the layer's own" : "that of the attention '" + pair.owner + "'", ", but ",

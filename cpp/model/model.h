@@ -156,6 +156,12 @@ class Model {
   // that are not linear layers), in the model's module order.
   virtual std::vector<LinearSite> linear_sites() const { return {}; }
   virtual std::vector<std::string> other_module_names() const { return {}; }
+  // Every parameter of a submodule as a site target_parameters may adapt (`parameter` its name,
+  // `module` its module's), in the model's order: the models whose forward can compute with another
+  // tensor in its place (TorchScript); none for the others.
+  virtual std::vector<LinearSite> parameter_sites() const { return {}; }
+  // linear_sites, then parameter_sites.
+  std::vector<LinearSite> adaptable_sites() const;
   // The embeddings and linear layers whose rows trainable_token_indices may train.
   virtual std::vector<TokenSite> token_sites() const { return {}; }
 

@@ -398,6 +398,30 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
   return sites;
 }
 
+std::vector<LinearSite> ScriptModel::parameter_sites() const {
+  std::vector<LinearSite> sites;
+  for (const auto& entry : module_.named_modules()) {
+    if (entry.name.empty()) continue;         // the model's own parameters: no module to wrap (targeted_sites)
+    torch::jit::Module module = entry.value;  // a handle on the same object
+    const bool transposed = module.hasattr("is_transposed") && module.attr("is_transposed").isBool() &&
+                            module.attr("is_transposed").toBool();
+    for (const auto& p : module.named_parameters(/*recurse=*/false)) {
+      LinearSite site{entry.name, p.value,
+                      [module, name = p.name](const at::Tensor& weight) mutable { module.setattr(name, weight); }};
+      site.parameter = entry.name + "." + p.name;
+      site.experts = p.value.dim() == 3 ? p.value.size(0) : 0;
+      site.experts_transposed = transposed;
+      sites.push_back(std::move(site));
+    }
+  }
+  for (const auto& p : module_.named_parameters(/*recurse=*/false)) {
+    LinearSite site{"", p.value, nullptr};
+    site.parameter = p.name;
+    sites.push_back(std::move(site));
+  }
+  return sites;
+}
+
 std::vector<TokenSite> ScriptModel::token_sites() const {
   std::vector<TokenSite> sites;
   for (const auto& entry : module_.named_modules()) {

@@ -577,7 +577,7 @@ TEST(Lora, PeftSettingsItHonoursAreKeptAndTheOthersNamed) {
   expect_refused("init_lora_weights", "corda", "CorDA and LoftQ are not built");
   expect_refused("lora_bias", true, "lacks lora_B's bias");  // lora_bias without the biases
   expect_refused("layer_replication", json::array({json::array({0, 1})}), "layer_replication");
-  expect_refused("target_parameters", json{"0.weight"}, "target_parameters");
+  expect_refused("target_parameters", "0.weight", "target_parameters must be a list");  // PEFT's TypeError
   expect_refused("trainable_token_indices", "1,2", "trainable_token_indices must be a list of token indices");
   expect_refused("exclude_modules", 3, "exclude_modules");
   expect_refused("task_type", 7, "task_type");

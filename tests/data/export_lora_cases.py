@@ -14,7 +14,8 @@ and with DoRA (its "dora" case, from peft/tuners/lora/dora.py); lora_bias on the
 TrainableTokensConfig ("standalone_tokens"); LoRA on convolutions ("conv"); on grouped
 convolutions with lora_bias, and DoRA on convolutions ("conv_variants"); LoRA on an embedding
 ("embedding"); LoRA on transformers' Conv1D, GPT-2's layers ("conv1d"); LoRA on
-nn.MultiheadAttention ("attention").
+nn.MultiheadAttention ("attention"); LoRA on parameters, a mixture of experts' 3-D weights
+(target_parameters: "parameters", lora_parameters_case.py).
 
 Run with Debian's python3-torch: python3 export_lora_cases.py OUTPUT_DIR
 """
@@ -27,6 +28,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from lora_parameters_case import parameters_case
 
 
 def tensor(t):
@@ -1271,7 +1274,7 @@ def main(out_dir):
             "decomposing": decomposing_cases(model, g), "tokens": tokens_case(out),
             "standalone_tokens": standalone_tokens_case(), "conv": conv_case(out),
             "conv_variants": conv_variants_case(out), "embedding": embedding_case(out), "conv1d": conv1d_case(out),
-            "attention": attention_case(out)}
+            "attention": attention_case(out), "parameters": parameters_case(out)}
     (out / "lora_cases.json").write_text(json.dumps(case))
 
 

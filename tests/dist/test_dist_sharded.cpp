@@ -118,6 +118,7 @@ struct Settings {
   const char* lora_flag = nullptr;    // a bool key of ACC_OPTIONS_LORA set true (use_dora, lora_bias)
   const char* lora_tokens = nullptr;  // their trainable_token_indices
   const char* lora_saved = nullptr;   // their modules_to_save
+  const char* lora_parameters = nullptr;  // their target_parameters
   const char* tokens_alone = nullptr;  // token_indices of PEFT's TrainableTokensConfig (no LoRA)
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
@@ -204,6 +205,7 @@ struct Job {
       if (s.lora_flag) EXPECT_EQ(acc_options_set(o, s.lora_flag, "true"), ACC_OK);
       if (s.lora_tokens) EXPECT_EQ(acc_options_set(o, "trainable_token_indices", s.lora_tokens), ACC_OK);
       if (s.lora_saved) EXPECT_EQ(acc_options_set(o, "modules_to_save", s.lora_saved), ACC_OK);
+      if (s.lora_parameters) EXPECT_EQ(acc_options_set(o, "target_parameters", s.lora_parameters), ACC_OK);
       EXPECT_EQ(acc_model_add_lora(model, s.lora, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
@@ -654,6 +656,22 @@ TEST(Sharded, ConvolutionLoraTrainsUnderEveryStageAsUnderDdp) {
   s.script = "conv_model.pt";
   s.images = true;
   s.lora = "conv1,conv2,conv3,seq,head";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// LoRA on parameters (target_parameters, PEFT's ParamWrapper): a mixture of experts' 3-D expert
+// weights (is_transposed ones too) and a linear layer's weight, beside LoRA on the head. Their
+// adapted weights are made for the whole forward under DDP and stages 1-2, and unit by unit as
+// stage 3 gathers each expert module (model/unit_lora.h).
+TEST(Sharded, ParameterLoraTrainsUnderEveryStageAsUnderDdp) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  Settings s;
+  s.script = "moe_model.pt";
+  s.features = 6;
+  s.outputs = 3;
+  s.lora = "head";
+  s.lora_parameters = "router.weight,experts.gate_up_proj,experts.down_proj,shared.gate_up_proj,shared.down_proj";
+  s.lora_init = "false";  // B not zero: every adapter acts from the first step
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 
