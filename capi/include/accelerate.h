@@ -462,7 +462,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ACC_ERR_INVALID_ARGUMENT, as PEFT's ValueError); "mica": PEFT's MiCA, B the layer
  *   weight's r left singular vectors of the smallest singular values (an embedding's or a Conv1D's
  *   weight transposed), frozen, and A zero, the weight unchanged; not on convolutions, nor with
- *   use_dora (ACC_ERR_INVALID_ARGUMENT, as PEFT) or lora_bias; "orthogonal": PEFT's orthogonal start,
+ *   use_dora (ACC_ERR_INVALID_ARGUMENT, as PEFT); with lora_bias, lora_B's bias keeps nn.Linear's
+ *   draw and is frozen with B, as PEFT's; "orthogonal": PEFT's orthogonal start,
  *   A and B Gaussian draws projected on the odd and even rows of a random orthogonal r x r matrix,
  *   divided by 10, so B A is zero to rounding while neither is; r even (ACC_ERR_INVALID_ARGUMENT),
  *   the weight unchanged, lora_bias's bias left as nn.Linear draws it, as PEFT; an embedding's start

@@ -419,8 +419,6 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   // PEFT's variants do not combine (its "Invalid or unsupported variant combination").
   require(!(config.init == "mica" && config.use_dora), "init_lora_weights mica does not combine with use_dora (as in ",
           "PEFT)");
-  if (config.init == "mica" && config.lora_bias)
-    fail(Status::Unsupported, "init_lora_weights mica with lora_bias is not built");
   for (const LinearSite& site : chosen) {
     if (site.embedding) check_embedding_site(site, config);
     if (site.conv) check_conv_site(site, config);
@@ -534,7 +532,12 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     const bool low = site->weight.scalar_type() == at::kHalf || site->weight.scalar_type() == at::kBFloat16;
     for (at::Tensor* t : {&adapter.a, &adapter.b, &adapter.magnitude, &adapter.b_bias})
       if (t->defined()) *t = (low ? t->to(at::kFloat) : *t).set_requires_grad(true);
-    if (config.init == "mica") adapter.b.set_requires_grad(false);  // MiCA trains A alone
+    // MiCA trains A alone: PEFT freezes lora_B whole, its bias too (which mica_init leaves as
+    // nn.Linear drew it, so the branch adds bias * scaling from the start, as in PEFT).
+    if (config.init == "mica") {
+      adapter.b.set_requires_grad(false);
+      if (adapter.b_bias.defined()) adapter.b_bias.set_requires_grad(false);
+    }
     made.push_back(std::move(adapter));
   }
   std::vector<std::string> adapted;

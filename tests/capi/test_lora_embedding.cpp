@@ -289,8 +289,6 @@ TEST(LoraMica, RefusesWhatPeftRefuses) {
     const auto names = acc_test::parameter_names(m);
     ACC_EXPECT_ERROR(add_case_lora(m, k, twin.name("fc"), {{"init_lora_weights", "mica"}, {"use_dora", "true"}}),
                      ACC_ERR_INVALID_ARGUMENT, "mica does not combine with use_dora");
-    ACC_EXPECT_ERROR(add_case_lora(m, k, twin.name("fc"), {{"init_lora_weights", "mica"}, {"lora_bias", "true"}}),
-                     ACC_ERR_UNSUPPORTED, "mica with lora_bias");
     acc_options* o = lora_options(7, 8);  // more than the head's 4 outputs
     ACC_ASSERT_OK(acc_options_set(o, "init_lora_weights", "mica"));
     ACC_EXPECT_ERROR(acc_model_add_lora(m, twin.name("head").c_str(), o, nullptr), ACC_ERR_INVALID_ARGUMENT,
