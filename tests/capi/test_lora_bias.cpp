@@ -13,6 +13,7 @@
 #include "json_tensors.h"
 #include "lora_support.h"
 #include "support.h"
+#include "twin_support.h"
 
 using acc_test::from_json;
 using acc_test::max_difference;
@@ -188,16 +189,11 @@ TEST(LoraBias, BesideBiasAllSavesAndLoadsTheAdapterBiasOnce) {
 TEST(LoraBias, MicaKeepsTheDrawnBiasFrozenAsPeft) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("mica_bias");
-  acc_model* m = nullptr;
-  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/lora_model.pt").c_str(), &m));
-  ACC_ASSERT_OK(acc_model_set_graph_optimization(m, 0));
+  const twin_test::Twin script = twin_test::script_only("lora_model.pt");
+  acc_model* m = script.make();
   ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));
-  acc_options* o = bias_options(c["r"], c["lora_alpha"]);
-  ACC_ASSERT_OK(acc_options_set(o, "init_lora_weights", "mica"));
-  ACC_ASSERT_OK(acc_model_add_lora(m, c["targets"].get<std::string>().c_str(), o, nullptr));
-  acc_options_free(o);
-  for (const auto& item : c["initial"].items())
-    EXPECT_EQ(param(m, item.key()), item.value()["values"].get<std::vector<float>>()) << item.key();
+  ACC_ASSERT_OK(twin_test::add_case_lora(m, c, c["targets"], {{"lora_bias", "true"}, {"init_lora_weights", "mica"}}));
+  twin_test::expect_params(m, c["initial"], script);
   EXPECT_EQ(acc_test::next_global_draws(), c["next_draw"]["values"].get<std::vector<float>>());
   EXPECT_EQ(outputs_on(m, from_json(c["input"])), c["start_output"]["values"].get<std::vector<float>>());
   for (const auto& name : c["frozen"]) {
@@ -208,32 +204,15 @@ TEST(LoraBias, MicaKeepsTheDrawnBiasFrozenAsPeft) {
     EXPECT_EQ(requires, 0) << name;
     acc_tensor_free(t);
   }
-  acc_tensor_list* chosen = nullptr;
-  ACC_ASSERT_OK(acc_tensor_list_create(&chosen));
-  for (const auto& item : c["chosen"].items()) {
-    acc_tensor* t = from_json(item.value());
-    ACC_ASSERT_OK(acc_tensor_list_append(chosen, item.key().c_str(), t));
-    acc_tensor_free(t);
-  }
-  ACC_ASSERT_OK(acc_model_load_state_dict(m, chosen, 0));
-  acc_tensor_list_free(chosen);
-  acc_tensor *y = nullptr, *sum = nullptr;
-  acc_tensor* x = from_json(c["input"]);
+  twin_test::choose(m, c["chosen"], script);
+  acc_tensor *x = from_json(c["input"]), *y = nullptr, *sum = nullptr;
   ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
   EXPECT_EQ(acc_test::to_floats(y), c["output"]["values"].get<std::vector<float>>());
   ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
   ACC_ASSERT_OK(acc_tensor_backward(sum));
-  for (const auto& item : c["grads"].items()) {
-    acc_tensor *p = nullptr, *g = nullptr;
-    ACC_ASSERT_OK(acc_model_parameter(m, item.key().c_str(), &p));
-    ACC_ASSERT_OK(acc_tensor_grad(p, &g));
-    EXPECT_EQ(acc_test::to_floats(g), item.value()["values"].get<std::vector<float>>()) << item.key();
-    acc_tensor_free(p);
-    acc_tensor_free(g);
-  }
+  twin_test::expect_grads(m, c["grads"], script);
   for (acc_tensor* t : {x, y, sum}) acc_tensor_free(t);
   ACC_ASSERT_OK(acc_model_merge_lora(m));
-  for (const auto& item : c["merged"].items())
-    EXPECT_EQ(param(m, item.key()), item.value()["values"].get<std::vector<float>>()) << item.key();
+  twin_test::expect_params(m, c["merged"], script);
   acc_model_free(m);
 }

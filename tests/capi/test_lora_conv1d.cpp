@@ -85,17 +85,8 @@ TEST(LoraConv1d, DrawsComputesAndMergesAsPeft) {
 
   // Merged as PEFT merges: W + (B @ A)^T * scaling into the Conv1D, W + (B @ A) * scaling into the head;
   // the TorchScript file written then computes as the adapted model.
-  const std::string file = acc_test::temp_path("lora_conv1d_merged.pt");
-  ACC_ASSERT_OK(acc_model_save_torchscript(m, file.c_str()));
-  ACC_ASSERT_OK(acc_model_merge_lora(m));
-  expect_params(m, c["merged"], kScript);
-  EXPECT_LT(acc_test::max_difference(eval_output(m, c), float_values(c["eval_output"])), 1e-5f);
-  acc_model* written = nullptr;
-  ACC_ASSERT_OK(acc_model_load_torchscript(file.c_str(), &written));
-  EXPECT_EQ(acc_test::parameter_names(written), acc_test::parameter_names(m));
-  EXPECT_LT(acc_test::max_difference(eval_output(written, c), float_values(c["eval_output"])), 1e-5f);
-  acc_model_free(written);
-  fs::remove(file);
+  expect_merges(m, c, kScript, acc_test::temp_path("lora_conv1d_merged.pt"),
+                [&](acc_model* model) { return eval_output(model, c); });
   acc_model_free(m);
 }
 

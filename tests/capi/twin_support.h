@@ -163,6 +163,24 @@ inline void expect_training(acc_model* m, acc_tensor* x, const json& k, const Tw
   ASSERT_EQ(acc_model_zero_grad(m), ACC_OK);
 }
 
+// `m` written as TorchScript (the merged weights) and merged as PEFT's merge_and_unload: its weights
+// equal k["merged"], and it and the file written both give k["eval_output"] to rounding (`output`:
+// a model's evaluation output). The file goes, `m` stays.
+inline void expect_merges(acc_model* m, const json& k, const Twin& twin, const std::string& file,
+                          const std::function<std::vector<float>(acc_model*)>& output) {
+  const std::vector<float> expected = k["eval_output"]["values"].get<std::vector<float>>();
+  ASSERT_EQ(acc_model_save_torchscript(m, file.c_str()), ACC_OK) << acc_last_error_message();
+  ASSERT_EQ(acc_model_merge_lora(m), ACC_OK) << acc_last_error_message();
+  expect_params(m, k["merged"], twin);
+  EXPECT_LT(acc_test::max_difference(output(m), expected), 1e-5f);
+  acc_model* written = nullptr;
+  ASSERT_EQ(acc_model_load_torchscript(file.c_str(), &written), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(acc_test::parameter_names(written), acc_test::parameter_names(m));
+  EXPECT_LT(acc_test::max_difference(output(written), expected), 1e-5f);
+  acc_model_free(written);
+  std::filesystem::remove(file);
+}
+
 // The shape of `name` (PEFT's name without "base_model.model.") in `dir`'s adapter_model.safetensors.
 inline std::vector<int64_t> saved_shape(const std::string& dir, const std::string& name) {
   acc_tensor_list* saved = nullptr;

@@ -30,10 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from lora_parameters_case import parameters_case
-
-
-def tensor(t):
-    return {"shape": list(t.shape), "values": t.detach().flatten().tolist()}
+from peft_restated import linear_pair, tensor
 
 
 class Net(nn.Module):
@@ -1220,16 +1217,6 @@ class AttnNet(nn.Module):
         h = torch.tanh(self.proj(x))
         a, _ = self.attn(h, h, h, need_weights=False)
         return self.head(a)
-
-
-def linear_pair(in_features, out_features, r):
-    """PEFT's update_layer for a linear adapter: nn.Linear(in, r) and nn.Linear(r, out) drawn, then
-    Kaiming A and zero B."""
-    a = nn.Linear(in_features, r, bias=False).weight
-    b = nn.Linear(r, out_features, bias=False).weight
-    nn.init.kaiming_uniform_(a, a=math.sqrt(5))
-    nn.init.zeros_(b)
-    return a, b
 
 
 def attention_case(out):

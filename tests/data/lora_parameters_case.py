@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from peft_restated import linear_pair, tensor
+
 
 class Experts(nn.Module):
     """A mixture of experts' weights: gate_up_proj and down_proj, experts first, each expert's matrix
@@ -64,18 +66,6 @@ TARGET_PARAMETERS = ["router.weight", "experts.gate_up_proj", "experts.down_proj
 # PEFT's names for the wrappers (a module's first targeted parameter sits one wrapper deeper).
 WRAPPERS = {"router.weight": "router", "experts.gate_up_proj": "experts.base_layer",
             "experts.down_proj": "experts", "shared.gate_up_proj": "shared.base_layer", "shared.down_proj": "shared"}
-
-
-def tensor(t):
-    return {"shape": list(t.shape), "values": t.detach().flatten().tolist()}
-
-
-def linear_pair(in_features, out_features, rows):
-    a = nn.Linear(in_features, rows, bias=False).weight
-    b = nn.Linear(rows, out_features, bias=False).weight
-    nn.init.kaiming_uniform_(a, a=5 ** 0.5)
-    nn.init.zeros_(b)
-    return a, b
 
 
 def in_out(w, transposed):
