@@ -12,10 +12,13 @@
 // embedding): LoRA beside the whole embedding trained (modules_to_save, what PEFT users did before
 // trainable_token_indices) against LoRA beside 16 of its rows (trainable_token_indices); and
 // without LoRA, the embedding trained alone against 16 rows alone (PEFT's TrainableTokensConfig).
-// Last, a CNN (a stem and blocks of a 3 x 3 and two 1 x 1 convolutions, 128 channels, 32 x 32
+// Then a CNN (a stem and blocks of a 3 x 3 and two 1 x 1 convolutions, 128 channels, 32 x 32
 // images, batch 16): full fine-tuning against LoRA and DoRA r=8 on every convolution.
+// Last, given a mixture of experts written by export_moe.py (TorchScript, expert weights as 3-D
+// parameters): full fine-tuning against LoRA r=8 on the expert weights (target_parameters, PEFT's
+// ParamWrapper), the rest frozen.
 //
-//   bench_lora [--quick]
+//   bench_lora [--quick] [MOE.pt]
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -43,7 +46,8 @@ void report(const char* name, const TransformerStackLoop& loop, const std::vecto
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = bench_args(argc, argv).quick;
+  const BenchArgs args = bench_args(argc, argv, "MOE.pt");
+  const bool quick = args.quick;
   counting();
   const int blocks = quick ? 2 : 4;
   const int64_t batch = quick ? 2 : 8, tokens = quick ? 16 : 128, d = quick ? 32 : 256;
@@ -183,5 +187,32 @@ int main(int argc, char** argv) {
     report("LoRA r=8:", lora, b, &full, &a);
     report("DoRA r=8:", dora, c, &full, &a);
   }
+
+  // A mixture of experts: its expert weights adapted themselves (target_parameters).
+  if (!args.operand) return 0;
+  StackTraining moe_training;
+  moe_training.script = args.operand;
+  auto expert_adapters = [](acc_model* model) {
+    acc_options* o = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_LORA, &o));
+    OK(acc_options_set_int(o, "r", 8));
+    OK(acc_options_set_double(o, "lora_alpha", 16));
+    OK(acc_options_set(o, "target_parameters", "gate_up_proj,down_proj"));
+    OK(acc_model_add_lora(model, "", o, nullptr));
+    acc_options_free(o);
+  };
+  const int64_t moe_d = quick ? 32 : 256;
+  TransformerStackLoop full(json, batch, tokens, moe_d, {}, moe_training),
+      lora(json, batch, tokens, moe_d, expert_adapters, moe_training);
+  for (int i = 0; i < 2; ++i) full.step(), lora.step();  // TorchScript profiles its first runs
+  std::vector<double> a, b;
+  for (int round = 0; round < (quick ? 1 : 7); ++round) {
+    a.push_back(time_steps(full, 2));
+    b.push_back(time_steps(lora, 2));
+  }
+  std::printf("mixture of experts (%s, d %lld), batch %lld x %lld tokens:\n", args.operand,
+              static_cast<long long>(moe_d), static_cast<long long>(batch), static_cast<long long>(tokens));
+  report("full fine-tuning:", full, a, nullptr, nullptr, 29);
+  report("LoRA r=8 on the experts:", lora, b, &full, &a, 29);
   return 0;
 }

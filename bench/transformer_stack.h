@@ -78,6 +78,7 @@ struct StackTraining {
   const char* lr = nullptr;  // null: the algorithm's default
   bool prepared = false;
   bool torchscript = false;  // the spec model saved as TorchScript and loaded back (script_model.h)
+  const char* script = nullptr;  // set: this TorchScript file is the model (the spec is not used)
   int64_t vocab = 0;         // > 0: the model is transformer_lm_spec's over this many tokens, trained on the next one
   // Non-empty: the model takes images [batch, channels, height, width] of these sizes (conv_stack_spec's)
   // and gives [batch, 1], trained on an MSE loss.
@@ -121,8 +122,11 @@ struct TransformerStackLoop {
     const int64_t before = counting()->live();
     if (training.prepared) OK(acc_accelerator_create(nullptr, &acc));
     OK(acc_set_seed(1));
-    OK(acc_model_from_spec(json.c_str(), &model));
-    if (training.torchscript) {
+    if (training.script)
+      OK(acc_model_load_torchscript(training.script, &model));
+    else
+      OK(acc_model_from_spec(json.c_str(), &model));
+    if (training.torchscript && !training.script) {
       const std::string path = "/tmp/bench_stack_" + std::to_string(getpid()) + ".pt";
       OK(acc_model_save_torchscript(model, path.c_str()));
       acc_model_free(model);

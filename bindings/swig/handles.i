@@ -323,9 +323,10 @@ struct acc_accelerator {};
    * convolutions) targetModules names (module names
    * separated by commas, each matching a module named so or ending in "." and it; or "re:" and a
    * regular expression over whole names) and freezes every other parameter. opts: LoRA options (r,
-   * lora_alpha, use_rslora, use_dora, rank_pattern, ...: the keys of ACC_OPTIONS_LORA) or null.
-   * Before creating the optimizer and preparing.
-   * Returns how many layers were adapted. */
+   * lora_alpha, use_rslora, use_dora, rank_pattern, target_parameters, ...: the keys of
+   * ACC_OPTIONS_LORA) or null; with target_parameters (a mixture of experts' expert weights),
+   * targetModules may be null or "". Before creating the optimizer and preparing.
+   * Returns how many layers and parameters were adapted. */
   size_t addLora(const char *targetModules, const acc_options *opts ERR) {
     size_t n = 0;
     check(acc_model_add_lora($self, targetModules, opts, &n));

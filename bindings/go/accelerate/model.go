@@ -166,8 +166,10 @@ func (m *Model) SetRequiresGrad(patterns string, on bool) (int, error) {
 // model's convolutions) targetModules names:
 // module names separated by commas, each matching a module named so or ending in "." and it
 // ("q_proj,v_proj"), or "re:" and a regular expression over whole names. Every other parameter is
-// frozen. opts: LoraOptions (r, lora_alpha, use_rslora, use_dora, rank_pattern, ...: the keys of ACC_OPTIONS_LORA) or nil. Call it before
-// NewOptimizer and before preparing the model. It returns how many layers were adapted.
+// frozen. opts: LoraOptions (r, lora_alpha, use_rslora, use_dora, rank_pattern, target_parameters, ...:
+// the keys of ACC_OPTIONS_LORA) or nil; with target_parameters (a mixture of experts' expert weights)
+// targetModules may be "". Call it before NewOptimizer and before preparing the model. It returns how
+// many layers and parameters were adapted.
 func (m *Model) AddLora(targetModules string, opts *Options) (int, error) {
 	oh, err := opts.handleOf()
 	if err != nil {
