@@ -372,6 +372,53 @@ int64_t out_features(const LinearSite& site) {
 const char* lora_a_suffix(const LinearSite& site) { return site.embedding ? kLoraEmbeddingASuffix : kLoraASuffix; }
 const char* lora_b_suffix(const LinearSite& site) { return site.embedding ? kLoraEmbeddingBSuffix : kLoraBSuffix; }
 
+namespace {
+
+// Refuses (InvalidArgument) target_modules that match no layer and target_parameters that match no
+// parameter among `sites`, naming examples of what there is.
+void require_targets_matched(const LoraConfig& config, const std::vector<LinearSite>& sites,
+                             const std::vector<LinearSite>& chosen) {
+  std::string layer_examples, parameter_examples;
+  size_t layers = 0, parameters = 0;
+  for (const auto& site : sites) {
+    const bool parameter = adapts_parameter(site);
+    std::string& list = parameter ? parameter_examples : layer_examples;
+    if ((parameter ? parameters : layers)++ < 4)
+      list += (list.empty() ? "" : ", ") + (parameter ? site.parameter : site.module);
+  }
+  const bool any_layer =
+      std::any_of(chosen.begin(), chosen.end(), [](const LinearSite& s) { return !adapts_parameter(s); });
+  const bool any_parameter = !chosen.empty() && adapts_parameter(chosen.back());  // parameters come last
+  if (!config.target_names.empty() || !config.target_regex.empty())
+    require(any_layer, "target_modules '", config.describe_targets(), "' matches no linear layer, convolution or ",
+            "embedding (", layers == 0 ? std::string("the model has none") : "linear layers are e.g. " + layer_examples,
+            ")");
+  // PEFT warns where one of the two matches nothing and goes on: here it is refused, as target_modules.
+  if (!config.target_parameters.empty())
+    require(any_parameter, "target_parameters '", config.describe_target_parameters(), "' matches no parameter (",
+            parameters == 0 ? std::string("this model's forward takes no replaced parameter: target_parameters "
+                                          "needs a TorchScript model")
+                            : "parameters are named e.g. " + parameter_examples,
+            ")");
+}
+
+// What PEFT's lora.ParamWrapper refuses (ValueError: InvalidArgument), and the initialisations not
+// built for it (Unsupported).
+void check_parameter_settings(const LoraConfig& config) {
+  auto refuse = [&](bool set, const char* what) {
+    require(!set, "target_parameters: ", what,
+            " does not apply to a parameter adapted itself (as PEFT's lora.ParamWrapper refuses it)");
+  };
+  refuse(config.dropout != 0, "lora_dropout");
+  refuse(config.use_dora, "use_dora");
+  refuse(config.lora_bias, "lora_bias");
+  if (config.init != "true" && config.init != "false" && config.init != "gaussian" && config.init != "eva")
+    fail(Status::Unsupported, "target_parameters with init_lora_weights '", config.init,
+         "' is not built (true, false, gaussian and eva are)");
+}
+
+}  // namespace
+
 size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>& sites,
                          const std::vector<std::string>& other_modules, const std::vector<TokenSite>& token_sites,
                          const NamedTensors& saved_modules, bool weights_pending) {
@@ -380,40 +427,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     require(!config.targets(module), "target_modules '", config.describe_targets(), "' matches '", module,
             "', which is not a linear layer; ", kAdaptableLayers);
   const std::vector<LinearSite> chosen = targeted_sites(config, sites);
-  std::string examples, parameter_examples;
-  size_t layers = 0, parameters = 0;
-  for (const auto& site : sites) {
-    std::string& list = adapts_parameter(site) ? parameter_examples : examples;
-    size_t& count = adapts_parameter(site) ? parameters : layers;
-    if (count++ < 4) list += (list.empty() ? "" : ", ") + (adapts_parameter(site) ? site.parameter : site.module);
-  }
-  const bool any_layer =
-      std::any_of(chosen.begin(), chosen.end(), [](const LinearSite& s) { return !adapts_parameter(s); });
-  const bool any_parameter = chosen.size() > 0 && adapts_parameter(chosen.back());
-  if (!config.target_names.empty() || !config.target_regex.empty())
-    require(any_layer, "target_modules '", config.describe_targets(), "' matches no linear layer, convolution or ",
-            "embedding (", layers == 0 ? std::string("the model has none") : "linear layers are e.g. " + examples, ")");
-  // PEFT warns where one of the two matches nothing and goes on: here it is refused, as target_modules.
-  if (!config.target_parameters.empty())
-    require(any_parameter, "target_parameters '", config.describe_target_parameters(), "' matches no parameter (",
-            parameters == 0 ? std::string("this model's forward takes no replaced parameter: target_parameters "
-                                          "needs a TorchScript model")
-                            : "parameters are named e.g. " + parameter_examples,
-            ")");
-  // PEFT's lora.ParamWrapper refuses these (ValueError).
-  if (any_parameter) {
-    auto refuse = [&](bool set, const char* what) {
-      require(!set, "target_parameters: ", what,
-              " does not apply to a parameter adapted itself (as PEFT's "
-              "lora.ParamWrapper refuses it)");
-    };
-    refuse(config.dropout != 0, "lora_dropout");
-    refuse(config.use_dora, "use_dora");
-    refuse(config.lora_bias, "lora_bias");
-    if (config.init != "true" && config.init != "false" && config.init != "gaussian" && config.init != "eva")
-      fail(Status::Unsupported, "target_parameters with init_lora_weights '", config.init,
-           "' is not built (true, false, gaussian and eva are)");
-  }
+  require_targets_matched(config, sites, chosen);
+  if (!chosen.empty() && adapts_parameter(chosen.back())) check_parameter_settings(config);
   // As PEFT's LoraConfig.
   require(!(config.lora_bias && config.use_dora), "lora_bias is not supported with use_dora (as in PEFT)");
   // PEFT's variants do not combine (its "Invalid or unsupported variant combination").
