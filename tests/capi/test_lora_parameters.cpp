@@ -99,6 +99,20 @@ TEST(LoraParameters, DrawsComputesSavesAndMergesAsPeft) {
   }
   fs::remove_all(dir);
 
+  // acc_save_model writes the base model's layout with the deltas merged (the state dict's path),
+  // which loads strictly into the model without adapters and gives PEFT's merged weights.
+  {
+    acc_accelerator* acc = acc_test::make_accelerator({});
+    const std::string saved = acc_test::temp_path("lora_parameters_model");
+    fs::remove_all(saved);
+    ACC_ASSERT_OK(acc_save_model(acc, m, saved.c_str(), nullptr));
+    acc_model* base = kScript.make();
+    ACC_ASSERT_OK(acc_model_load_safetensors(base, saved.c_str(), 1, nullptr, nullptr));
+    expect_params(base, c["merged"], kScript);
+    acc_model_free(base);
+    acc_accelerator_free(acc);
+    fs::remove_all(saved);
+  }
   // Merged as PEFT merges (W + delta in W's dtype); the TorchScript file written computes alike.
   expect_merges(m, c, kScript, acc_test::temp_path("lora_parameters_merged.pt"),
                 [&](acc_model* model) { return eval_output(model, c); });
