@@ -243,7 +243,9 @@ void check_attention_site(const LinearSite& site, const LoraConfig& config) {
   const std::string& attention = pattern_name(site);
   require(!config.use_dora, "use_dora on the attention '", attention,
           "': PEFT's lora.MultiheadAttention does not take DoRA (its ValueError)");
-  if (config.init != "true" && config.init != "gaussian" && config.init != "false")
+  // PEFT's other initialisations read the layer's `weight`, which nn.MultiheadAttention lacks (its
+  // AttributeError); "eva" only zeroes B (a file's adapters then replace both).
+  if (config.init != "true" && config.init != "gaussian" && config.init != "false" && config.init != "eva")
     fail(Status::Unsupported, "init_lora_weights ", config.init, " on the attention '", attention,
          "' is not built (PEFT's lora.MultiheadAttention has no weight of its own to decompose)");
   if (config.lora_bias)

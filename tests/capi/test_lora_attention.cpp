@@ -154,6 +154,18 @@ TEST(LoraAttention, AdaptsInProjAndOutProjAsPeft) {
       acc_tensor_free(b);
     }
     acc_model_free(loaded);
+    {  // PEFT's files of an EVA start (the adapters only zero B first): the attention takes them too
+      const std::string config_path = dir + "/adapter_config.json";
+      json config = json::parse(acc_test::read_file(config_path));
+      const json saved_config = config;
+      config["init_lora_weights"] = "eva";
+      std::ofstream(config_path, std::ios::trunc) << config.dump();
+      acc_model* eva = twin.make();
+      ACC_ASSERT_OK(acc_model_load_lora(eva, dir.c_str()));
+      EXPECT_EQ(eval_output(eva, c), eval_output(m, c));
+      acc_model_free(eva);
+      std::ofstream(config_path, std::ios::trunc) << saved_config.dump();
+    }
     {  // the out_proj's adapter named as a layer of its own: refused, nothing added
       acc_tensor_list* saved = nullptr;
       ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/adapter_model.safetensors").c_str(), &saved));
