@@ -862,7 +862,11 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * (unfreeze some with acc_model_set_requires_grad afterwards). `target_modules` is PEFT's: module
  * names separated by commas (a module matches a name if its own name is it or ends with "." and it:
  * "q_proj,v_proj", "linear1"), or "re:" and a regular expression that must match the whole module
- * name ("re:.*\.(linear1|linear2)"). Targets that match no linear layer, or match a module that is
+ * name ("re:.*\.(linear1|linear2)"), or PEFT's "all-linear" (any case): every linear layer
+ * (nn.Linear, an attention's out_proj included, and transformers' Conv1D) but a transformers
+ * model's output layer (lm_head, embed_out, proj_out or cls.predictions.decoder, by convention,
+ * where the TorchScript class is a transformers one), which acc_model_save_lora writes as the
+ * names it stood for, as PEFT does. Targets that match no linear layer, or match a module that is
  * not one, are ACC_ERR_INVALID_ARGUMENT. With the option target_parameters (PEFT's lora.ParamWrapper,
  * on a TorchScript model), each named parameter of a submodule is adapted itself, after the layers
  * (`target_modules` "" or NULL, PEFT's None: the parameters alone): a 2-D one as a linear layer's weight, a

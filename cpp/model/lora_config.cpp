@@ -138,7 +138,9 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
   require(!text.empty() || !config.target_parameters.empty(),
           "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\"), or the parameters "
           "(option target_parameters)");
-  if (!text.empty())
+  if (is_all_linear(text))
+    config.all_linear = true;
+  else if (!text.empty())
     read_module_names("target_modules", text, &config.target_names,
                       [&](const std::string& expression) { config.set_target_regex(expression); });
   const std::string excluded = trimmed(config.exclude_spec);
@@ -351,6 +353,8 @@ bool LoraConfig::targets(const std::string& module) const {
          std::find(layers_to_transform.begin(), layers_to_transform.end(), *layer) != layers_to_transform.end();
 }
 
+bool LoraConfig::is_all_linear(const std::string& text) { return lowercase(text) == "all-linear"; }
+
 bool LoraConfig::targets_parameter(const std::string& name) const { return names_match(target_parameters, name); }
 
 void LoraConfig::set_target_parameters(const nlohmann::ordered_json& value) {
@@ -388,7 +392,8 @@ std::string LoraConfig::describe_targets() const {
     return out;
   };
   const std::string excluded = describe(exclude_regex, exclude_names);
-  return describe(target_regex, target_names) + (excluded.empty() ? "" : " except " + excluded);
+  return (all_linear ? std::string("all-linear") : describe(target_regex, target_names)) +
+         (excluded.empty() ? "" : " except " + excluded);
 }
 
 std::string LoraConfig::describe_target_parameters() const {

@@ -34,6 +34,10 @@ struct LoraConfig {
   // "." + it), or one regular expression that must match a whole name (PEFT's string form).
   std::vector<std::string> target_names;
   std::string target_regex;                               // set with set_target_regex
+  // PEFT's "all-linear" (any case): every linear layer (nn.Linear, transformers' Conv1D) but a
+  // transformers model's output layer, which the model turns into target_names when adapters are
+  // added (Model::with_all_linear), as PEFT writes them.
+  bool all_linear = false;
   std::function<bool(const std::string&)> regex_matches;  // target_regex, compiled once
   // PEFT's exclude_modules, in the same two forms: a module they match gets no adapter.
   std::vector<std::string> exclude_names;
@@ -139,6 +143,8 @@ struct LoraConfig {
   // Whether the config adapts `module`: not excluded, not inside a module to save (PEFT leaves those
   // whole), and named by the targets.
   bool targets(const std::string& module) const;
+  // Whether `text` (target_modules) is PEFT's "all-linear" shorthand.
+  static bool is_all_linear(const std::string& text);
   // Whether target_parameters names the parameter `name` ("<module>.<parameter>").
   bool targets_parameter(const std::string& name) const;
   // Sets target_parameters from PEFT's JSON list (InvalidArgument otherwise, naming `setting`).

@@ -142,7 +142,9 @@ void read_modules(const nlohmann::ordered_json& j, const std::string& path, cons
                   std::vector<std::string>* names, LoraConfig* config,
                   void (LoraConfig::*set_regex)(const std::string&)) {
   const auto& value = j[key];
-  if (value.is_string() && !value.get<std::string>().empty()) {
+  if (value.is_string() && LoraConfig::is_all_linear(value.get<std::string>()) && names == &config->target_names) {
+    config->all_linear = true;  // PEFT expands it as it adds the adapters (a file it wrote lists them)
+  } else if (value.is_string() && !value.get<std::string>().empty()) {
     try {
       (config->*set_regex)(value.get<std::string>());
     } catch (const Error& e) {

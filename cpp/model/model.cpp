@@ -400,7 +400,21 @@ std::vector<LinearSite> Model::adaptable_sites() const {
   return sites;
 }
 
+LoraConfig Model::with_all_linear(const LoraConfig& config) const {
+  LoraConfig out = config;
+  out.all_linear = false;
+  const std::string output = output_layer();
+  for (const auto& site : linear_sites())
+    if (!site.conv && !site.embedding && !site.attention && site.module != output)
+      out.target_names.push_back(site.module);
+  require(!out.target_names.empty(), "target_modules 'all-linear' matches no linear layer (nn.Linear, transformers' ",
+          "Conv1D) of this model",
+          output.empty() ? "" : " but its output layer '" + output + "', which PEFT leaves out");
+  return out;
+}
+
 size_t Model::add_lora(const LoraConfig& config) {
+  if (config.all_linear) return add_lora(with_all_linear(config));
   require_trainable_set_free(/*freezing=*/false);
   if (config.peft_type == PeftType::TrainableTokens) {
     const size_t added = lora_.add_tokens(config, token_sites(), other_module_names());
@@ -521,6 +535,7 @@ void Model::load_trainable_tokens(const LoraFiles& files, const std::string& whe
 
 void Model::load_lora(const std::string& dir) {
   LoraFiles files = read_lora_files(dir);
+  if (files.config.all_linear) files.config = with_all_linear(files.config);
   const std::string where = "'" + dir + "'";
   if (files.config.peft_type == PeftType::TrainableTokens) return load_trainable_tokens(files, where);
   require(lora_.empty() || !lora_.tokens().standalone(), where, " holds LoRA adapters; the model has trainable ",

@@ -135,6 +135,9 @@ class Model {
   // and freezes every other parameter. named_parameters lists each adapter's parameters right after
   // its layer's own, in PEFT's order. Returns how many layers were adapted.
   virtual size_t add_lora(const LoraConfig& config);
+  // `config` with PEFT's all-linear turned into the names of the model's linear layers (nn.Linear,
+  // transformers' Conv1D) but its output layer, in the model's order; InvalidArgument where none is left.
+  LoraConfig with_all_linear(const LoraConfig& config) const;
   // PEFT's layout in `dir`: adapter_config.json and adapter_model.safetensors.
   void save_lora(const std::string& dir) const;
   // Reads what save_lora (or PEFT's save_pretrained) wrote: adds the adapters if the model has none,
@@ -160,6 +163,9 @@ class Model {
   // `module` its module's), in the model's order: the models whose forward can compute with another
   // tensor in its place (TorchScript); none for the others.
   virtual std::vector<LinearSite> parameter_sites() const { return {}; }
+  // A transformers model's output layer (its get_output_embeddings, e.g. "lm_head"), which PEFT's
+  // all-linear leaves out; "" for other models, whose layers it takes all.
+  virtual std::string output_layer() const { return ""; }
   // linear_sites, then parameter_sites.
   std::vector<LinearSite> adaptable_sites() const;
   // The embeddings and linear layers whose rows trainable_token_indices may train.

@@ -121,6 +121,7 @@ ScriptModel::~ScriptModel() {
 }
 
 size_t ScriptModel::add_lora(const LoraConfig& config) {
+  if (config.all_linear) return add_lora(with_all_linear(config));
   require_trainable_set_free(/*freezing=*/false);
   // Trainable tokens alone use no marker: their layers compute with a replaced weight.
   if (!lora_.empty() || config.peft_type != PeftType::Lora) return Model::add_lora(config);  // refuses the first
@@ -420,6 +421,19 @@ std::vector<LinearSite> ScriptModel::parameter_sites() const {
     sites.push_back(std::move(site));
   }
   return sites;
+}
+
+// transformers' get_output_embeddings, by convention (no Python to ask): for a model of a
+// transformers class (its module path kept in the TorchScript type's name), the first of the names
+// its causal and masked language models give their output layer that is a linear layer of the model.
+std::string ScriptModel::output_layer() const {
+  const auto type = module_.type()->name();
+  if (!type || type->qualifiedName().rfind("__torch__.transformers.", 0) != 0) return "";
+  const std::vector<LinearSite> sites = linear_sites();
+  for (const char* name : {"lm_head", "embed_out", "proj_out", "cls.predictions.decoder"})
+    for (const auto& site : sites)
+      if (site.module == name) return name;
+  return "";
 }
 
 std::vector<TokenSite> ScriptModel::token_sites() const {

@@ -1026,17 +1026,34 @@ class Conv1D(nn.Module):
         return x.view(size_out)
 
 
-def _in_transformers_module(cls):
-    """Puts `cls` in a module named transformers.pytorch_utils (this file's source, so that
-    TorchScript still finds it)."""
-    module = types.ModuleType("transformers.pytorch_utils")
+def _in_transformers_module(cls, name="transformers.pytorch_utils"):
+    """Puts `cls` in a module named `name` (this file's source, so that TorchScript still finds it)."""
+    module = sys.modules.setdefault(name, types.ModuleType(name))
     module.__file__ = __file__
     setattr(module, cls.__name__, cls)
-    sys.modules.setdefault("transformers.pytorch_utils", module)
     cls.__module__ = module.__name__
 
 
 _in_transformers_module(Conv1D)
+
+
+class TinyForCausalLM(nn.Module):
+    """A transformers-like causal language model (its class in a transformers module path, which
+    TorchScript keeps): an embedding, a Conv1D, a linear layer and the output layer lm_head, which
+    PEFT's all-linear leaves out (get_output_embeddings). Written as transformers_lm.pt."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(10, 6)
+        self.c_fc = Conv1D(8, 6)
+        self.fc = nn.Linear(8, 6)
+        self.lm_head = nn.Linear(6, 10, bias=False)
+
+    def forward(self, ids):
+        return self.lm_head(self.fc(torch.tanh(self.c_fc(self.embed(ids)))))
+
+
+_in_transformers_module(TinyForCausalLM, "transformers.models.tiny.modeling_tiny")
 
 
 class Gpt2Mlp(nn.Module):
@@ -1322,6 +1339,7 @@ def main(out_dir):
             "attention": attention_case(out), "parameters": parameters_case(out),
             "mica_bias": mica_bias_case(model, g)}
     (out / "lora_cases.json").write_text(json.dumps(case))
+    torch.jit.script(TinyForCausalLM()).save(str(out / "transformers_lm.pt"))
 
 
 if __name__ == "__main__":
