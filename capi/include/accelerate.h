@@ -883,7 +883,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * match nothing are ACC_ERR_INVALID_ARGUMENT (PEFT warns). `opts`: ACC_OPTIONS_LORA or NULL for
  * the defaults.
  * Initialisation draws from torch's global generator as PEFT does. Add adapters before creating the
- * optimizer and before acc_prepare (a prepared model refuses). `count` (optional): layers adapted.
+ * optimizer and before acc_prepare (a prepared model refuses). `count` (optional): layers and parameters adapted.
  * acc_model_save_lora: PEFT's layout in `dir`: adapter_config.json and adapter_model.safetensors with
  * PEFT's names ("base_model.model.<module>.lora_A.weight"), read by PeftModel.from_pretrained.
  * acc_model_load_lora: reads that layout (PEFT's own files too): adds the adapters if the model has
