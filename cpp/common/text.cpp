@@ -19,6 +19,11 @@ std::vector<std::string> enclosing_modules(const std::string& name) {
   return out;
 }
 
+std::string enclosing_module(const std::string& name) {
+  const size_t dot = name.rfind('.');
+  return dot == std::string::npos ? std::string() : name.substr(0, dot);
+}
+
 bool ends_with(const std::string& text, const std::string& tail) {
   return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
 }

@@ -14,6 +14,8 @@ bool ends_with(const std::string& text, const std::string& tail);
 // The modules a parameter or buffer name lies in, outermost first, the root ("") left out:
 // "a.b.weight" -> {"a", "a.b"}; the last is the module that holds it.
 std::vector<std::string> enclosing_modules(const std::string& name);
+// The innermost of them: `name` up to its last dot ("" for a name without one).
+std::string enclosing_module(const std::string& name);
 // `text` with ASCII letters in lower case (names and keywords compared without case).
 std::string lowercase(std::string text);
 std::string uppercase(std::string text);

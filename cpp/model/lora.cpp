@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "model/lora_init.h"
 
 namespace acc {
@@ -297,12 +298,6 @@ const char* const kAdaptableLayers =
 
 namespace {
 
-// The module holding a parameter: its name up to the last dot ("" for the model's own).
-std::string module_holding(const std::string& parameter) {
-  const size_t dot = parameter.rfind('.');
-  return dot == std::string::npos ? std::string() : parameter.substr(0, dot);
-}
-
 // The parameter sites target_parameters names, after the layers `chosen` (see targeted_sites).
 std::vector<LinearSite> targeted_parameters(const LoraConfig& config, const std::vector<LinearSite>& sites,
                                             const std::vector<LinearSite>& chosen) {
@@ -310,7 +305,7 @@ std::vector<LinearSite> targeted_parameters(const LoraConfig& config, const std:
   if (config.target_parameters.empty()) return out;
   for (const auto& site : sites) {
     if (!adapts_parameter(site) || !config.targets_parameter(site.parameter)) continue;
-    const std::string owner = module_holding(site.parameter);
+    const std::string owner = enclosing_module(site.parameter);
     const at::Tensor& w = site.weight;
     require((w.dim() == 2 || w.dim() == 3) && w.is_floating_point(), "target_parameters '",
             config.describe_target_parameters(), "' matches '", site.parameter, "', a ",
@@ -332,7 +327,7 @@ std::vector<LinearSite> targeted_parameters(const LoraConfig& config, const std:
   // wrapper around the last: the first parameter's adapter sits deepest.
   for (size_t i = 0; i < out.size(); ++i)
     for (size_t j = i + 1; j < out.size(); ++j)
-      if (module_holding(out[i].parameter) == module_holding(out[j].parameter)) out[i].module += ".base_layer";
+      if (enclosing_module(out[i].parameter) == enclosing_module(out[j].parameter)) out[i].module += ".base_layer";
   return out;
 }
 
@@ -669,7 +664,7 @@ NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
   std::vector<Addition> additions;
   for (size_t k = 0; k < adapters_.size(); ++k)
     additions.push_back(
-        {adapts_parameter(adapters_[k].site) ? module_holding(adapters_[k].site.parameter) : adapters_[k].site.module,
+        {adapts_parameter(adapters_[k].site) ? enclosing_module(adapters_[k].site.parameter) : adapters_[k].site.module,
          [this, k](NamedTensors* out) { append_parameters(k, out); }, adapters_[k].site.attention});
   for (size_t k = 0; k < tokens_.adapters().size(); ++k)
     additions.push_back(

@@ -342,11 +342,6 @@ void check_modules_to_save(const LoraConfig& config, const NamedTensors& paramet
             "', which target_modules adapts: train a module whole or adapt it, not both");
 }
 
-std::string module_of(const std::string& name) {
-  const auto modules = enclosing_modules(name);
-  return modules.empty() ? std::string() : modules.back();
-}
-
 // The adapted layers (PEFT's LoRA layers, whose bias lora_only trains; not the modules whose
 // parameters are adapted themselves, which PEFT's ParamWrapper leaves as they are).
 std::set<std::string> adapted_modules(const LoraAdapters& adapters) {
@@ -363,7 +358,7 @@ void refuse_trained_whole_in_wrapped_modules(const std::map<std::string, at::Ten
                                              const std::vector<LinearSite>& chosen) {
   for (const auto& site : chosen) {
     if (!adapts_parameter(site)) continue;
-    const std::string module = site.parameter.substr(0, site.parameter.rfind('.')) + ".";
+    const std::string module = enclosing_module(site.parameter) + ".";
     for (const auto& entry : trained)
       if (entry.first.rfind(module, 0) == 0)
         fail(Status::Unsupported, "'", entry.first, "' would train whole (modules_to_save, bias) in the module whose ",
@@ -378,7 +373,7 @@ std::map<std::string, at::Tensor> trained_whole(const LoraConfig& config, const 
   std::map<std::string, at::Tensor> out;
   for (const auto& [name, tensor] : parameters)
     // lora_B's own bias (lora_bias) is the adapter's, whatever bias "all" says of names ending in ".bias".
-    if (!ends_with(name, kLoraBBiasSuffix) && config.trains_whole(name, adapted.count(module_of(name)) > 0))
+    if (!ends_with(name, kLoraBBiasSuffix) && config.trains_whole(name, adapted.count(enclosing_module(name)) > 0))
       out.emplace(name, tensor);
   for (const auto& [name, tensor] : buffers)
     if (config.saves(name)) out.emplace(name, tensor);
@@ -388,7 +383,7 @@ std::map<std::string, at::Tensor> trained_whole(const LoraConfig& config, const 
 // PEFT's name in the adapter file for a tensor trained whole: an adapted layer's bias lives on its
 // base layer; the others keep the model's name.
 std::string peft_file_name(const std::string& name, const std::set<std::string>& adapted) {
-  const std::string module = module_of(name);
+  const std::string module = enclosing_module(name);
   return adapted.count(module) && ends_with(name, ".bias") ? module + ".base_layer.bias" : name;
 }
 
@@ -403,10 +398,17 @@ std::vector<LinearSite> Model::adaptable_sites() const {
 LoraConfig Model::with_all_linear(const LoraConfig& config) const {
   LoraConfig out = config;
   out.all_linear = false;
-  const std::string output = output_layer();
+  std::vector<std::string> linear;
   for (const auto& site : linear_sites())
-    if (!site.conv && !site.embedding && !site.attention && site.module != output)
-      out.target_names.push_back(site.module);
+    if (!site.conv && !site.embedding && !site.attention) linear.push_back(site.module);
+  // transformers' get_output_embeddings, by convention (no Python to ask): the first of the names
+  // its causal and masked language models give their output layer that is a linear layer here.
+  std::string output;
+  if (is_transformers_model())
+    for (const char* name : {"lm_head", "embed_out", "proj_out", "cls.predictions.decoder"})
+      if (output.empty() && std::find(linear.begin(), linear.end(), name) != linear.end()) output = name;
+  for (auto& module : linear)
+    if (module != output) out.target_names.push_back(std::move(module));
   require(!out.target_names.empty(), "target_modules 'all-linear' matches no linear layer (nn.Linear, transformers' ",
           "Conv1D) of this model",
           output.empty() ? "" : " but its output layer '" + output + "', which PEFT leaves out");

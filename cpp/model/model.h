@@ -163,9 +163,9 @@ class Model {
   // `module` its module's), in the model's order: the models whose forward can compute with another
   // tensor in its place (TorchScript); none for the others.
   virtual std::vector<LinearSite> parameter_sites() const { return {}; }
-  // A transformers model's output layer (its get_output_embeddings, e.g. "lm_head"), which PEFT's
-  // all-linear leaves out; "" for other models, whose layers it takes all.
-  virtual std::string output_layer() const { return ""; }
+  // Whether the model is of a transformers class (a PreTrainedModel), whose output layer PEFT's
+  // all-linear leaves out.
+  virtual bool is_transformers_model() const { return false; }
   // linear_sites, then parameter_sites.
   std::vector<LinearSite> adaptable_sites() const;
   // The embeddings and linear layers whose rows trainable_token_indices may train.

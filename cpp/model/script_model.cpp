@@ -423,17 +423,10 @@ std::vector<LinearSite> ScriptModel::parameter_sites() const {
   return sites;
 }
 
-// transformers' get_output_embeddings, by convention (no Python to ask): for a model of a
-// transformers class (its module path kept in the TorchScript type's name), the first of the names
-// its causal and masked language models give their output layer that is a linear layer of the model.
-std::string ScriptModel::output_layer() const {
+// A transformers class keeps its module path in the TorchScript type's name.
+bool ScriptModel::is_transformers_model() const {
   const auto type = module_.type()->name();
-  if (!type || type->qualifiedName().rfind("__torch__.transformers.", 0) != 0) return "";
-  const std::vector<LinearSite> sites = linear_sites();
-  for (const char* name : {"lm_head", "embed_out", "proj_out", "cls.predictions.decoder"})
-    for (const auto& site : sites)
-      if (site.module == name) return name;
-  return "";
+  return type && type->qualifiedName().rfind("__torch__.transformers.", 0) == 0;
 }
 
 std::vector<TokenSite> ScriptModel::token_sites() const {

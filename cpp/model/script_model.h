@@ -45,7 +45,7 @@ class ScriptModel final : public Model {
   // Submodules whose class is a Linear (nn.Linear, NonDynamicallyQuantizableLinear) with a 2-D weight.
   std::vector<LinearSite> linear_sites() const override;
   std::vector<LinearSite> parameter_sites() const override;
-  std::string output_layer() const override;
+  bool is_transformers_model() const override;
   std::vector<std::string> other_module_names() const override;
   std::vector<TokenSite> token_sites() const override;
 

@@ -11,6 +11,7 @@
 
 #include "lora_support.h"
 #include "support.h"
+#include "twin_support.h"
 
 using json = nlohmann::ordered_json;
 using namespace lora_test;
@@ -254,27 +255,6 @@ TEST(LoraPatterns, LayersToTransformAdaptOnlyTheLayersListed) {
   acc_model_free(m);
 }
 
-namespace {
-
-// The modules a model's LoRA adapters adapt, in its parameters' order.
-std::vector<std::string> adapted_modules(const acc_model* m) {
-  std::vector<std::string> out;
-  const std::string suffix = ".lora_A.weight";
-  for (const auto& name : acc_test::parameter_names(m))
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      out.push_back(name.substr(0, name.size() - suffix.size()));
-  return out;
-}
-
-acc_model* script_fixture(const char* file) {
-  acc_model* m = nullptr;
-  EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/" + file).c_str(), &m), ACC_OK)
-      << acc_last_error_message();
-  return m;
-}
-
-}  // namespace
-
 // PEFT's target_modules "all-linear" (any case): every nn.Linear (an attention's out_proj too, an
 // NonDynamicallyQuantizableLinear) and transformers' Conv1D, but a transformers model's output layer
 // (its get_output_embeddings); written to adapter_config.json as the names it stood for, as PEFT
@@ -282,8 +262,7 @@ acc_model* script_fixture(const char* file) {
 TEST(LoraPatterns, AllLinearAdaptsEveryLinearLayerButTheOutputLayerAsPeft) {
   acc_model* spec = lora_test::net();
   EXPECT_EQ(add_lora(spec, "ALL-linear"), 5u);
-  EXPECT_EQ(adapted_modules(spec),
-            (std::vector<std::string>{"0", "1.self_attn.out_proj", "1.linear1", "1.linear2", "2"}));
+  EXPECT_EQ(adapted(spec), (std::vector<std::string>{"0", "1.self_attn.out_proj", "1.linear1", "1.linear2", "2"}));
   const std::string dir = acc_test::temp_path("lora_all_linear");
   fs::remove_all(dir);
   ACC_ASSERT_OK(acc_model_save_lora(spec, dir.c_str()));
@@ -303,17 +282,17 @@ TEST(LoraPatterns, AllLinearAdaptsEveryLinearLayerButTheOutputLayerAsPeft) {
     ACC_ASSERT_OK(acc_options_set(o, "exclude_modules", "linear1,linear2"));
     ACC_ASSERT_OK(acc_model_add_lora(m, "all-linear", o, nullptr));
     acc_options_free(o);
-    EXPECT_EQ(adapted_modules(m), (std::vector<std::string>{"0", "1.self_attn.out_proj", "2"}));
+    EXPECT_EQ(adapted(m), (std::vector<std::string>{"0", "1.self_attn.out_proj", "2"}));
     acc_model_free(m);
   }
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
-  acc_model* plain = script_fixture("lora_model.pt");  // not a transformers model: its head too
+  acc_model* plain = twin_test::script_model("lora_model.pt");  // not a transformers model: its head too
   EXPECT_EQ(add_lora(plain, "all-linear"), 3u);
-  EXPECT_EQ(adapted_modules(plain), (std::vector<std::string>{"fc1", "block.0", "head"}));
+  EXPECT_EQ(adapted(plain), (std::vector<std::string>{"fc1", "block.0", "head"}));
   acc_model_free(plain);
-  acc_model* lm = script_fixture("transformers_lm.pt");  // a transformers causal LM: lm_head left out
+  acc_model* lm = twin_test::script_model("transformers_lm.pt");  // a transformers causal LM: lm_head left out
   EXPECT_EQ(add_lora(lm, "all-linear"), 2u);
-  EXPECT_EQ(adapted_modules(lm), (std::vector<std::string>{"c_fc", "fc"}));
+  EXPECT_EQ(adapted(lm), (std::vector<std::string>{"c_fc", "fc"}));
   acc_model_free(lm);
 }
 
@@ -322,6 +301,6 @@ TEST(LoraPatterns, AllLinearOnAModelWithoutLinearLayersIsRefused) {
   ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"conv2d","in_channels":1,"out_channels":2,"kernel_size":3}])", &convs));
   ACC_EXPECT_ERROR(acc_model_add_lora(convs, "all-linear", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "'all-linear' matches no linear layer");
-  EXPECT_EQ(adapted_modules(convs), std::vector<std::string>{});
+  EXPECT_EQ(adapted(convs), std::vector<std::string>{});
   acc_model_free(convs);
 }

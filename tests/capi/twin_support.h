@@ -163,6 +163,17 @@ inline void expect_training(acc_model* m, acc_tensor* x, const json& k, const Tw
   ASSERT_EQ(acc_model_zero_grad(m), ACC_OK);
 }
 
+// Loading the adapters in `dir` into a fresh model of `twin`'s form is refused with `status` and a
+// message holding `needle`, and adds nothing.
+inline void expect_load_refused(const Twin& twin, const std::string& dir, acc_status status,
+                                const std::string& needle) {
+  acc_model* fresh = twin.make();
+  const auto before = acc_test::parameter_names(fresh);
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), status, needle);
+  EXPECT_EQ(acc_test::parameter_names(fresh), before) << "nothing added";
+  acc_model_free(fresh);
+}
+
 // `m` written as TorchScript (the merged weights) and merged as PEFT's merge_and_unload: its weights
 // equal k["merged"], and it and the file written both give k["eval_output"] to rounding (`output`:
 // a model's evaluation output). The file goes, `m` stays.
