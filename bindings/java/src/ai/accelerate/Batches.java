@@ -47,17 +47,18 @@ public final class Batches implements Iterator<TensorList>, Iterable<TensorList>
       } else if (loader.epoch() != epoch || !loader.inEpoch()) {
         throw endedElsewhere();
       }
-      pending = loader.next();
-      if (pending == null) {
+      // Fetched into a local: close() on another thread clears `pending` at any moment.
+      TensorList batch = loader.next();
+      if (batch == null) {
         done = true;
       } else {
-        pending.ownEntries();
-        pending.swigMoveTo(current);
+        batch.ownEntries();
+        batch.swigMoveTo(current);
         if (closed) {  // closed on another thread while next ran: the batch goes with the pass
           current.closeAll();
-          pending = null;
           return closedUnderTheLoop();
         }
+        pending = batch;
       }
     }
     return pending != null;
