@@ -939,6 +939,49 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_trainable_tokens(acc_model *model
  * acc_model_lora_enabled: 1 while the model has adapters and they are enabled, else 0. */
 ACC_API ACC_NODISCARD acc_status acc_model_set_lora_enabled(acc_model *model, int enabled);
 ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, int *out);
+/* Several named adapters on one model (PEFT's add_adapter, load_adapter, set_adapter,
+ * delete_adapter, unload), e.g. one base model serving several fine-tunes. One adapter is active: it
+ * computes and trains, and is the model's adapters in every other function (parameters, state
+ * dict, acc_model_lora_count, merging, checkpoints). The others are kept aside, frozen, compute
+ * nothing and are not among the model's parameters (PEFT lists them, frozen, with their names in
+ * the parameters' names: here the active adapter's parameters keep their usual names). Adapters
+ * made by acc_model_add_lora or acc_model_load_lora are named "default", PEFT's name.
+ * acc_model_add_lora_named: PEFT's add_adapter(adapter_name, config): draws the new adapter as
+ * acc_model_add_lora would (the same draws from torch's global generator), and keeps it aside (on a
+ * model without adapters it is the active one, as get_peft_model(..., adapter_name)).
+ * acc_model_load_lora_named: PEFT's load_adapter(dir, adapter_name): as acc_model_load_lora into a
+ * model without adapters (the same checks and draws), kept aside; the model's training mode stays
+ * (PEFT's load_adapter puts the model in evaluation mode).
+ * acc_model_set_adapter: PEFT's set_adapter: `adapter_name` computes and trains from the next
+ * forward, with the tensors it had (switching away and back keeps the same parameters); the adapter
+ * it replaces is kept aside, frozen. Draws nothing; disabled adapters (acc_model_set_lora_enabled)
+ * stay disabled.
+ * acc_model_delete_adapter: PEFT's delete_adapter: deleting the active adapter makes the first of the
+ * others by name active, as PEFT; deleting the last removes the adapters as acc_model_unload_lora.
+ * acc_model_unload_lora: PEFT's unload: removes every adapter without merging them; the model
+ * computes as its base model, its parameters stay frozen as they were.
+ * acc_model_save_lora writes every adapter as PEFT's save_pretrained: "default" in `dir`, each other
+ * in `dir/<adapter_name>`. acc_model_merge_lora merges the active adapter and removes the others
+ * (merge_and_unload). Names are those a folder can have (no '/', '\\', "." or ".."), unique:
+ * ACC_ERR_INVALID_ARGUMENT otherwise, or for a name the model does not have. Not built
+ * (ACC_ERR_UNSUPPORTED): a second adapter beside one that trains the model's own tensors
+ * (modules_to_save, bias "all"/"lora_only"), trainable tokens, or a weight-rewriting initialisation
+ * (olora, pissa). All of these before acc_prepare and while no optimizer holds the model's
+ * parameters (ACC_ERR_INVALID_ARGUMENT otherwise); a refusal changes nothing, the global generator
+ * included.
+ * acc_model_active_adapter: the active adapter's name (free it with acc_string_free);
+ * ACC_ERR_INVALID_ARGUMENT without adapters. acc_model_adapter_names: every adapter's name, in the
+ * order they came (empty without adapters). */
+ACC_API ACC_NODISCARD acc_status acc_model_add_lora_named(acc_model *model, const char *adapter_name,
+                                                         const char *target_modules, const acc_options *opts,
+                                                         size_t *count);
+ACC_API ACC_NODISCARD acc_status acc_model_load_lora_named(acc_model *model, const char *dir,
+                                                          const char *adapter_name);
+ACC_API ACC_NODISCARD acc_status acc_model_set_adapter(acc_model *model, const char *adapter_name);
+ACC_API ACC_NODISCARD acc_status acc_model_delete_adapter(acc_model *model, const char *adapter_name);
+ACC_API ACC_NODISCARD acc_status acc_model_unload_lora(acc_model *model);
+ACC_API ACC_NODISCARD acc_status acc_model_active_adapter(const acc_model *model, char **out);
+ACC_API ACC_NODISCARD acc_status acc_model_adapter_names(const acc_model *model, acc_string_list **out);
 
 ACC_API void acc_model_free(acc_model *model);
 

@@ -197,6 +197,51 @@ acc_status acc_model_lora_enabled(const acc_model* model, int* out) {
   return guarded([&] { *out_param(out, "out") = model_arg(model).lora().enabled() ? 1 : 0; });
 }
 
+acc_status acc_model_add_lora_named(acc_model* model, const char* adapter_name, const char* target_modules,
+                                    const acc_options* opts, size_t* count) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    const std::string name = text_arg(adapter_name, "adapter_name");
+    const auto config =
+        acc::LoraConfig::from(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
+                              options_arg(opts, acc::OptionsKind::Lora));
+    const size_t added = m.add_named_lora(name, config);
+    if (count) *count = added;
+  });
+}
+
+acc_status acc_model_load_lora_named(acc_model* model, const char* dir, const char* adapter_name) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    m.load_named_lora(path_arg(dir, "dir"), text_arg(adapter_name, "adapter_name"));
+  });
+}
+
+acc_status acc_model_set_adapter(acc_model* model, const char* adapter_name) {
+  return guarded([&] { model_arg(model).set_adapter(text_arg(adapter_name, "adapter_name")); });
+}
+
+acc_status acc_model_delete_adapter(acc_model* model, const char* adapter_name) {
+  return guarded([&] { model_arg(model).delete_adapter(text_arg(adapter_name, "adapter_name")); });
+}
+
+acc_status acc_model_unload_lora(acc_model* model) {
+  return guarded([&] { model_arg(model).unload_lora(); });
+}
+
+acc_status acc_model_active_adapter(const acc_model* model, char** out) {
+  return guarded([&] {
+    const acc::Model& m = model_arg(model);
+    char** result = out_param(out, "out");
+    acc::require(!m.lora().empty(), "the model has no adapters");
+    *result = owned_string(m.active_adapter());
+  });
+}
+
+acc_status acc_model_adapter_names(const acc_model* model, acc_string_list** out) {
+  return guarded([&] { emit(out_param(out, "out"), model_arg(model).adapter_names()); });
+}
+
 void acc_model_free(acc_model* model) { release(model); }
 
 }  // extern "C"

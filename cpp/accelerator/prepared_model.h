@@ -58,9 +58,23 @@ class PreparedModel final : public Model {
          "writes merged weights without it");
   }
   void set_lora_enabled(bool enabled) override { inner_->set_lora_enabled(enabled); }
+  // Switching adapters changes the tensors DDP, the sharding engine and the optimizers were built over.
+  size_t add_named_lora(const std::string&, const LoraConfig&) override { refuse_adapter_change(); }
+  void load_named_lora(const std::string&, const std::string&) override { refuse_adapter_change(); }
+  void set_adapter(const std::string&) override { refuse_adapter_change(); }
+  void delete_adapter(const std::string&) override { refuse_adapter_change(); }
+  void unload_lora() override { refuse_adapter_change(); }
+  std::vector<std::string> adapter_names() const override { return inner_->adapter_names(); }
+  const std::string& active_adapter() const override { return inner_->active_adapter(); }
+  const std::map<std::string, LoraAdapters>& inactive_adapters() const override { return inner_->inactive_adapters(); }
   size_t set_requires_grad(const std::string&, bool) override {
     fail(Status::InvalidArgument,
          "freeze or unfreeze parameters before preparing the model (and before creating its optimizer)");
+  }
+
+  [[noreturn]] static void refuse_adapter_change() {
+    fail(Status::InvalidArgument, "add, load, switch, delete or unload named adapters before preparing the model ",
+         "(and before creating its optimizer), or in the unwrapped model (acc_unwrap_model) once training is done");
   }
 
   const std::shared_ptr<Model>& unwrap() const { return inner_; }

@@ -575,8 +575,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   originals_ = std::move(originals);
   originals_dropped_ = false;
   *enabled_ = true;
-  for (const auto& adapter : adapters_)
-    if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(output_adapter(adapter));
+  install();
   return adapters_.size();
 }
 
@@ -827,12 +826,59 @@ void LoraAdapters::merge_into_weights() const {
 
 void LoraAdapters::merge_and_remove() {
   merge_into_weights();
-  for (const auto& adapter : adapters_)
-    if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(nullptr);
+  uninstall();
   adapters_.clear();
   tokens_.clear();
   originals_.clear();  // PEFT's merge_and_unload keeps the trained copies
   originals_dropped_ = false;
+}
+
+void LoraAdapters::install() const {
+  for (const auto& adapter : adapters_)
+    if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(output_adapter(adapter));
+}
+
+void LoraAdapters::uninstall() const {
+  for (const auto& adapter : adapters_)
+    if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(nullptr);
+}
+
+void LoraAdapters::adopt(LoraAdapters&& kept, bool enabled) {
+  require(kept.adapters_.size() == adapters_.size() && kept.tokens_.empty() && tokens_.empty(),
+          "the adapters kept do not fit the model's layers");
+  for (size_t k = 0; k < adapters_.size(); ++k) {
+    const LoraAdapter &to = adapters_[k], &from = kept.adapters_[k];
+    require(to.site.module == from.site.module && to.a.sizes() == from.a.sizes() && to.b.sizes() == from.b.sizes() &&
+                to.magnitude.defined() == from.magnitude.defined() && to.b_bias.defined() == from.b_bias.defined(),
+            "the adapter kept for '", from.site.module, "' does not fit the layer '", to.site.module, "'");
+  }
+  for (size_t k = 0; k < adapters_.size(); ++k) {
+    LoraAdapter& to = adapters_[k];
+    LoraAdapter& from = kept.adapters_[k];
+    to.a = std::move(from.a);
+    to.b = std::move(from.b);
+    to.magnitude = std::move(from.magnitude);
+    to.b_bias = std::move(from.b_bias);
+    to.r = from.r;
+    to.scaling = from.scaling;
+  }
+  config_ = std::move(kept.config_);
+  kept.adapters_.clear();
+  *enabled_ = enabled;
+  install();
+}
+
+void LoraAdapters::set_trainable(bool trainable) const {
+  const bool mica = config_.init == "mica";  // trains A alone
+  for (const auto& adapter : adapters_) {
+    for (const at::Tensor* t : {&adapter.a, &adapter.b, &adapter.magnitude, &adapter.b_bias}) {
+      if (!t->defined()) continue;
+      const bool trains = trainable && !(mica && (t == &adapter.b || t == &adapter.b_bias));
+      at::Tensor handle = *t;
+      handle.set_requires_grad(trains);
+      if (!trains) handle.mutable_grad() = at::Tensor();
+    }
+  }
 }
 
 LoraAdapters::OriginalsInUse LoraAdapters::originals_in_use() const {

@@ -276,6 +276,18 @@ class LoraAdapters {
   // (PEFT's merge_and_unload).
   void merge_and_remove();
 
+  // PEFT's several named adapters (model/named_adapters.cpp) keep all but the active one aside:
+  // uninstall takes this one's branches off its layers (its tensors stay), install puts them back.
+  void install() const;
+  void uninstall() const;
+  // Takes `kept`'s tensors and configuration in place of this one's, made afresh from kept's
+  // configuration to wire the model's layers up (the same sites, in the same order: checked before
+  // anything changes), installs them and sets them enabled or not.
+  void adopt(LoraAdapters&& kept, bool enabled);
+  // requires_grad on each adapter tensor that trains (MiCA's lora_B stays frozen), or on none;
+  // frozen ones keep no gradient.
+  void set_trainable(bool trainable) const;
+
  private:
   OutputAdapter output_adapter(const LoraAdapter& adapter) const;
   // Fails while the model has adapters or trainable tokens, naming them.

@@ -105,6 +105,8 @@ void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> d
   };
   for (auto& entry : named_parameters()) move(entry.second);
   for (auto& entry : named_buffers()) move(entry.second);
+  for (auto& kept : inactive_)
+    for (auto& entry : kept.second.named_parameters()) move(entry.second);
   lora_.move_originals(device, dtype);
 }
 
@@ -468,7 +470,10 @@ void Model::save_lora(const std::string& dir) const {
     for (const auto& [name, tensor] : trained_whole(config, named_parameters(), named_buffers(), adapted))
       saved.emplace_back(peft_file_name(name, adapted), tensor.detach());
   }
-  save_lora_files(dir, lora(), saved);
+  // PEFT's save_pretrained: "default" in `dir`, each other adapter in a folder of its name there.
+  const auto place = [&](const std::string& name) { return name == "default" ? dir : dir + "/" + name; };
+  save_lora_files(place(active_adapter()), lora(), saved);
+  for (const auto& [name, kept] : inactive_adapters()) save_lora_files(place(name), kept, {});
 }
 
 namespace {
@@ -682,6 +687,7 @@ void Model::merge_lora() {
                                     "adapters merged");
   require_weights("merge_lora");
   lora_.merge_and_remove();
+  forget_named_adapters();  // PEFT's merge_and_unload merges the active adapter and drops the others
 }
 
 void Model::set_lora_enabled(bool enabled) {

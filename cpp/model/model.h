@@ -152,6 +152,27 @@ class Model {
   virtual void set_lora_enabled(bool enabled);
   virtual const LoraAdapters& lora() const { return lora_; }
 
+  // PEFT's several named adapters (model/named_adapters.cpp): one is active, lora(), the model's
+  // adapters in every other respect; the others are kept aside, frozen, outside named_parameters,
+  // computing nothing. Adapters made by add_lora or load_lora are "default" (PEFT's name).
+  // add_named_lora and load_named_lora are PEFT's add_adapter and load_adapter: the new adapter is
+  // drawn (and loaded) as add_lora (load_lora) would, then kept aside; on a model without adapters
+  // it becomes the active one. Refused (Unsupported) where any of them trains whole tensors of the
+  // model (modules_to_save, bias), trainable tokens, or a weight-decomposing initialisation.
+  virtual size_t add_named_lora(const std::string& name, const LoraConfig& config);
+  virtual void load_named_lora(const std::string& dir, const std::string& name);
+  // PEFT's set_adapter: `name` computes and trains from now on, the active one is kept aside, frozen.
+  virtual void set_adapter(const std::string& name);
+  // PEFT's delete_adapter: the active one's place goes to the first of the others by name, as PEFT's.
+  virtual void delete_adapter(const std::string& name);
+  // PEFT's unload: every adapter removed, nothing merged; the model computes as its base does.
+  virtual void unload_lora();
+  // The adapters' names in the order they came, and the active one's.
+  virtual std::vector<std::string> adapter_names() const;
+  virtual const std::string& active_adapter() const { return active_adapter_; }
+  // The adapters kept aside, by name.
+  virtual const std::map<std::string, LoraAdapters>& inactive_adapters() const { return inactive_; }
+
  protected:
   // The TorchScript archive of the model as it is (save_torchscript merges adapters around it).
   virtual void write_torchscript(const std::string& path) const = 0;
@@ -172,6 +193,8 @@ class Model {
   virtual std::vector<TokenSite> token_sites() const { return {}; }
 
   LoraAdapters lora_;
+  // Takes the layers' wiring for the active adapters down (a TorchScript model's marked forward).
+  virtual void forget_adapted_layers() {}
   // load_lora of PEFT's TRAINABLE_TOKENS files (`where`: the folder, quoted, for messages).
   void load_trainable_tokens(const LoraFiles& files, const std::string& where);
   // Freezes every parameter but the adapters' (LoRA's, the trainable tokens') and `trained_whole`.
@@ -180,6 +203,19 @@ class Model {
   void require_trainable_set_free(bool freezing) const;
 
  private:
+  // Named adapters: see add_named_lora.
+  std::string active_adapter_ = "default";
+  std::map<std::string, LoraAdapters> inactive_;
+  std::vector<std::string> adapter_order_;  // the names given, in the order the adapters came
+  // The active adapters taken off the model, whole, and the model left without any.
+  LoraAdapters take_active_adapters();
+  // `kept` made the active adapters again (enabled or not): the layers wired by add_lora of its
+  // configuration, drawing nothing from the global generator; `kept` is left as it was on failure.
+  void reinstate(LoraAdapters& kept, bool enabled);
+  // Runs `make` (which gives the model adapters of its own) with the active ones set aside, and
+  // keeps what it made aside as `name`; on failure the model is as it was, the global stream too.
+  size_t make_named(const std::string& name, const std::function<size_t()>& make);
+  void forget_named_adapters();
   std::string sharded_at_rest_;
   std::function<void()> zero_kept_gradients_;
   bool weights_pending_ = false;

@@ -41,6 +41,7 @@ class ScriptModel final : public Model {
   void merge_lora() override;
 
  protected:
+  void forget_adapted_layers() override { drop_lora_outputs(); }
   void write_torchscript(const std::string& path) const override;
   // Submodules whose class is a Linear (nn.Linear, NonDynamicallyQuantizableLinear) with a 2-D weight.
   std::vector<LinearSite> linear_sites() const override;

@@ -1,0 +1,187 @@
+// PEFT's several named adapters on one model (add_adapter, load_adapter, set_adapter,
+// delete_adapter, unload). The active adapters are the model's lora_, as a model with one adapter
+// has them; the others are LoraAdapters kept whole but uninstalled. Switching takes the active ones
+// off their layers and wires the model up again for the incoming ones by add_lora of their
+// configuration (a TorchScript model's marked forward depends on the layers adapted), with the
+// global random stream restored afterwards, then hands them their own tensors (LoraAdapters::adopt):
+// the tensors keep their identity, so an adapter switched away and back is the same parameters.
+#include <algorithm>
+
+#include "common/error.h"
+#include "common/random.h"
+#include "model/lora_init.h"
+#include "model/model.h"
+
+namespace acc {
+
+namespace {
+
+// What the adapters kept aside cannot share: a tensor of the model trained in place (PEFT keeps a
+// copy per adapter, and trains base biases for one adapter only), trainable tokens (rows written
+// into the embedding's forward), and an initialisation that rewrites the base weights the others
+// adapt.
+void require_keepable_aside(const LoraConfig& config, const std::string& name) {
+  const char* what = config.peft_type == PeftType::TrainableTokens ? "trainable tokens (PEFT's TRAINABLE_TOKENS)"
+                     : !config.modules_to_save.empty()             ? "modules_to_save"
+                     : config.bias != "none"                       ? "bias training the model's biases"
+                     : !config.token_indices.empty()               ? "trainable_token_indices"
+                     : decomposes_weight(config.init)              ? "an initialisation that rewrites the weights"
+                                                                   : nullptr;
+  if (what)
+    fail(Status::Unsupported, "several named adapters on one model: the adapter '", name, "' has ", what,
+         ", which the adapters cannot share; not built (one such adapter per model: merge or unload the others)");
+}
+
+void require_adapter_name(const std::string& name) {
+  require(!name.empty() && name != "." && name != ".." && name.find_first_of("/\\") == std::string::npos,
+          "adapter name '", name, "' is not a name a folder can have (acc_model_save_lora writes each adapter but ",
+          "\"default\" into a folder of its name)");
+}
+
+// The global CPU generator's state, put back when the scope ends unless kept.
+class RandomStreamRestorer {
+ public:
+  RandomStreamRestorer() : state_(global_random_state()) {}
+  ~RandomStreamRestorer() {
+    if (!keep_) set_global_random_state(state_);
+  }
+  RandomStreamRestorer(const RandomStreamRestorer&) = delete;
+  RandomStreamRestorer& operator=(const RandomStreamRestorer&) = delete;
+  void keep() { keep_ = true; }
+
+ private:
+  at::Tensor state_;
+  bool keep_ = false;
+};
+
+}  // namespace
+
+std::vector<std::string> Model::adapter_names() const {
+  std::vector<std::string> names = adapter_order_;
+  if (!lora_.empty() && std::find(names.begin(), names.end(), active_adapter_) == names.end())
+    names.insert(names.begin(), active_adapter_);  // made by add_lora or load_lora
+  return names;
+}
+
+LoraAdapters Model::take_active_adapters() {
+  LoraAdapters taken = std::move(lora_);
+  lora_ = LoraAdapters();
+  taken.uninstall();
+  forget_adapted_layers();
+  return taken;
+}
+
+void Model::reinstate(LoraAdapters& kept, bool enabled) {
+  LoraConfig wiring = kept.config();
+  wiring.init = "false";  // nn.Linear's draws alone: nothing computed from the weights
+  {
+    RandomStreamRestorer restore;
+    add_lora(wiring);
+  }
+  try {
+    lora_.adopt(std::move(kept), enabled);
+  } catch (...) {
+    take_active_adapters();
+    throw;
+  }
+}
+
+size_t Model::make_named(const std::string& name, const std::function<size_t()>& make) {
+  require_adapter_name(name);
+  for (const auto& existing : adapter_names())
+    require(existing != name, "the model already has an adapter named '", name, "'");
+  if (lora_.empty()) {  // PEFT's get_peft_model(model, config, adapter_name): the first is active
+    const size_t made = make();
+    active_adapter_ = name;
+    adapter_order_ = {name};
+    return made;
+  }
+  require_keepable_aside(lora_.config(), active_adapter_);
+  require_trainable_set_free(/*freezing=*/false);
+  const bool enabled = lora_.enabled();
+  RandomStreamRestorer restore_on_failure;
+  LoraAdapters active = take_active_adapters();
+  size_t made_count = 0;
+  LoraAdapters made;
+  try {
+    made_count = make();
+    require_keepable_aside(lora_.config(), name);
+    made = take_active_adapters();
+  } catch (...) {
+    take_active_adapters();
+    reinstate(active, enabled);
+    throw;
+  }
+  reinstate(active, enabled);  // draws nothing: the new adapter's draws stay taken, as PEFT's
+  restore_on_failure.keep();
+  made.set_trainable(false);  // PEFT's new adapters are inactive, frozen
+  adapter_order_ = adapter_names();
+  adapter_order_.push_back(name);
+  inactive_.emplace(name, std::move(made));
+  return made_count;
+}
+
+size_t Model::add_named_lora(const std::string& name, const LoraConfig& config) {
+  return make_named(name, [&] { return add_lora(config); });
+}
+
+void Model::load_named_lora(const std::string& dir, const std::string& name) {
+  make_named(name, [&] {
+    load_lora(dir);
+    return lora_.size();
+  });
+}
+
+void Model::set_adapter(const std::string& name) {
+  require(!lora_.empty(), "set_adapter: the model has no adapters");
+  if (name == active_adapter_) return lora_.set_trainable(true);  // PEFT marks it trainable again
+  const auto it = inactive_.find(name);
+  if (it == inactive_.end()) {
+    std::string have;
+    for (const auto& n : adapter_names()) have += (have.empty() ? "'" : ", '") + n + "'";
+    fail(Status::InvalidArgument, "set_adapter: the model has no adapter named '", name, "' (it has ", have, ")");
+  }
+  require_trainable_set_free(/*freezing=*/false);
+  const bool enabled = lora_.enabled();
+  LoraAdapters outgoing = take_active_adapters();
+  try {
+    reinstate(it->second, enabled);
+  } catch (...) {
+    reinstate(outgoing, enabled);
+    throw;
+  }
+  inactive_.erase(it);
+  outgoing.set_trainable(false);
+  lora_.set_trainable(true);
+  inactive_.emplace(active_adapter_, std::move(outgoing));
+  active_adapter_ = name;
+}
+
+void Model::delete_adapter(const std::string& name) {
+  const auto names = adapter_names();
+  require(std::find(names.begin(), names.end(), name) != names.end(),
+          "delete_adapter: the model has no adapter named '", name, "'");
+  require_trainable_set_free(/*freezing=*/false);
+  if (name == active_adapter_) {
+    if (inactive_.empty()) return unload_lora();
+    const std::string next = inactive_.begin()->first;  // PEFT's choice: the first of the others by name
+    set_adapter(next);
+  }
+  inactive_.erase(name);
+  adapter_order_.erase(std::remove(adapter_order_.begin(), adapter_order_.end(), name), adapter_order_.end());
+}
+
+void Model::unload_lora() {
+  require(!lora_.empty(), "unload: the model has no LoRA adapters or trainable tokens");
+  require_trainable_set_free(/*freezing=*/false);
+  take_active_adapters();
+  forget_named_adapters();
+}
+
+void Model::forget_named_adapters() {
+  inactive_.clear();
+  adapter_order_.clear();
+  active_adapter_ = "default";
+}
+
+}  // namespace acc

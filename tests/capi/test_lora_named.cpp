@@ -1,0 +1,332 @@
+// Several named adapters on one model, as PEFT's add_adapter, load_adapter, set_adapter,
+// delete_adapter and unload: each checked against models that hold one of the adapters alone (what
+// PEFT computes with that adapter active), on a layer spec and on a TorchScript model, whose
+// adapted layers' forward is rewritten per adapter (the adapters here adapt different layers).
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "lora_support.h"
+#include "support.h"
+#include "twin_support.h"
+
+using namespace lora_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Form {
+  const char* name;
+  acc_model* (*make)();
+  const char *first_targets, *second_targets;  // different layers
+};
+
+// Seeded first: every model of one form starts from the same weights.
+acc_model* spec_net() {
+  EXPECT_EQ(acc_set_seed(5), ACC_OK);
+  acc_model* m = nullptr;
+  EXPECT_EQ(acc_model_from_spec(kNet, &m), ACC_OK) << acc_last_error_message();
+  return m;
+}
+
+acc_model* script_net() { return twin_test::script_model("lora_model.pt"); }
+
+std::vector<Form> forms() {
+  std::vector<Form> out = {{"layer spec", spec_net, kTargets, "linear2,2"}};
+  if (!acc_test::data_dir().empty()) out.push_back({"TorchScript", script_net, "fc1", "block.0,head"});
+  return out;
+}
+
+// nn.Linear's initialisation for both A and B (init_lora_weights false): every adapter changes the
+// outputs from the start, each its own way.
+acc_status add(acc_model* m, const char* name, const char* targets, int64_t r, double dropout = 0) {
+  acc_options* o = acc_test::lora_options(r, 2.0 * static_cast<double>(r));
+  EXPECT_EQ(acc_options_set(o, "init_lora_weights", "false"), ACC_OK);
+  EXPECT_EQ(acc_options_set_double(o, "lora_dropout", dropout), ACC_OK);
+  const acc_status status =
+      name ? acc_model_add_lora_named(m, name, targets, o, nullptr) : acc_model_add_lora(m, targets, o, nullptr);
+  acc_options_free(o);
+  return status;
+}
+
+std::vector<std::string> names(const acc_model* m) {
+  acc_string_list* list = nullptr;
+  EXPECT_EQ(acc_model_adapter_names(m, &list), ACC_OK) << acc_last_error_message();
+  auto out = acc_test::strings(list);
+  acc_string_list_free(list);
+  return out;
+}
+
+std::string active(const acc_model* m) {
+  char* name = nullptr;
+  EXPECT_EQ(acc_model_active_adapter(m, &name), ACC_OK) << acc_last_error_message();
+  std::string out = name ? name : "";
+  acc_string_free(name);
+  return out;
+}
+
+std::vector<float> eval_outputs(acc_model* m) {
+  EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
+  auto out = outputs(m);
+  EXPECT_EQ(acc_model_set_training(m, 1), ACC_OK);
+  return out;
+}
+
+// The global generator's next draws after seeding with 99 and running `action`: equal to
+// next_after_seed() where the action draws nothing.
+template <typename F>
+std::vector<float> draws_after(F action) {
+  EXPECT_EQ(acc_set_seed(99), ACC_OK);
+  action();
+  return acc_test::next_global_draws();
+}
+std::vector<float> next_after_seed() {
+  return draws_after([] {});
+}
+
+// A model holding "default" (first targets, r 2) and "second" (second targets, r 3, lora_dropout
+// `dropout`) drawn after seed 11, and the two models that hold one of them alone, drawn alike.
+struct Trio {
+  acc_model *both, *first, *second;
+  ~Trio() {
+    acc_model_free(both);
+    acc_model_free(first);
+    acc_model_free(second);
+  }
+};
+
+void make_trio(const Form& f, Trio* t, double dropout = 0) {
+  t->both = f.make();
+  t->first = f.make();
+  t->second = f.make();
+  ASSERT_EQ(acc_set_seed(11), ACC_OK);
+  ASSERT_EQ(add(t->both, nullptr, f.first_targets, 2), ACC_OK) << acc_last_error_message();
+  ASSERT_EQ(add(t->both, "second", f.second_targets, 3, dropout), ACC_OK) << acc_last_error_message();
+  const auto after_both = acc_test::next_global_draws();
+  ASSERT_EQ(acc_set_seed(11), ACC_OK);
+  ASSERT_EQ(add(t->first, nullptr, f.first_targets, 2), ACC_OK);
+  ASSERT_EQ(add(t->second, nullptr, f.second_targets, 3, dropout), ACC_OK);
+  // PEFT's add_adapter draws as get_peft_model does, after the adapters the model has.
+  EXPECT_EQ(after_both, acc_test::next_global_draws()) << "the global stream after both adapters";
+}
+
+}  // namespace
+
+TEST(NamedAdapters, AddDrawsAsPeftAndSetAdapterSwitchesWithoutDrawing) {
+  for (const Form& f : forms()) {
+    SCOPED_TRACE(f.name);
+    Trio t;
+    make_trio(f, &t);
+    EXPECT_EQ(names(t.both), (std::vector<std::string>{"default", "second"}));
+    EXPECT_EQ(active(t.both), "default");
+    // The new adapter is kept aside: the model computes and lists the active one's alone.
+    EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.first));
+    EXPECT_EQ(acc_test::parameter_names(t.both), acc_test::parameter_names(t.first));
+    size_t count = 0, alone = 0;
+    ASSERT_EQ(acc_model_lora_count(t.both, &count), ACC_OK);
+    ASSERT_EQ(acc_model_lora_count(t.first, &alone), ACC_OK);
+    EXPECT_EQ(count, alone);
+
+    EXPECT_EQ(
+        draws_after([&] { EXPECT_EQ(acc_model_set_adapter(t.both, "second"), ACC_OK) << acc_last_error_message(); }),
+        next_after_seed());
+    EXPECT_EQ(active(t.both), "second");
+    EXPECT_EQ(names(t.both), (std::vector<std::string>{"default", "second"}));
+    EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.second));
+    EXPECT_EQ(acc_test::parameter_names(t.both), acc_test::parameter_names(t.second));
+    for (const auto& name : acc_test::parameter_names(t.second))
+      if (name.find("lora_") != std::string::npos) EXPECT_EQ(param(t.both, name), param(t.second, name)) << name;
+
+    ASSERT_EQ(acc_model_set_adapter(t.both, "default"), ACC_OK);
+    EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.first));
+    ASSERT_EQ(acc_model_set_adapter(t.both, "default"), ACC_OK) << "the active one again: nothing changes";
+    EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.first));
+  }
+}
+
+TEST(NamedAdapters, TheActiveOneTrainsAndEachKeepsItsOwnValues) {
+  for (const Form& f : forms()) {
+    SCOPED_TRACE(f.name);
+    Trio t;
+    make_trio(f, &t, /*dropout=*/0.25);
+    ASSERT_EQ(acc_model_set_adapter(t.both, "second"), ACC_OK);
+    // With its dropout drawn as the lone adapter's (the same stream), it trains alike.
+    ASSERT_EQ(acc_set_seed(5), ACC_OK);
+    const auto losses = train(t.both, 3);
+    ASSERT_EQ(acc_set_seed(5), ACC_OK);
+    EXPECT_EQ(losses, train(t.second, 3));
+    EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.second));
+    // The first adapter was frozen aside: back, it computes as before any training.
+    ASSERT_EQ(acc_model_set_adapter(t.both, "default"), ACC_OK);
+    EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.first));
+    ASSERT_EQ(acc_model_set_adapter(t.both, "second"), ACC_OK);
+    EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.second)) << "the trained values kept aside";
+
+    // An optimizer holds the active adapter's tensors: switching while it lives is refused.
+    acc_optimizer* opt = acc_test::optimizer(t.both, "adamw", 1e-2);
+    ACC_EXPECT_ERROR(acc_model_set_adapter(t.both, "default"), ACC_ERR_INVALID_ARGUMENT, "optimizer");
+    acc_optimizer_free(opt);
+    EXPECT_EQ(acc_model_set_adapter(t.both, "default"), ACC_OK) << acc_last_error_message();
+  }
+}
+
+TEST(NamedAdapters, SaveWritesEachWherePeftDoesAndLoadAdapterReadsIt) {
+  for (const Form& f : forms()) {
+    SCOPED_TRACE(f.name);
+    Trio t;
+    make_trio(f, &t);
+    const std::string dir = acc_test::temp_path("named_adapters");
+    fs::remove_all(dir);
+    ASSERT_EQ(acc_model_save_lora(t.both, dir.c_str()), ACC_OK) << acc_last_error_message();
+    EXPECT_TRUE(fs::exists(dir + "/adapter_config.json"));
+    EXPECT_TRUE(fs::exists(dir + "/second/adapter_model.safetensors"));
+    // Each folder is one adapter's, read by acc_model_load_lora (PeftModel.from_pretrained).
+    acc_model* first = f.make();
+    ASSERT_EQ(acc_model_load_lora(first, dir.c_str()), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(eval_outputs(first), eval_outputs(t.first));
+    acc_model* second = f.make();
+    ASSERT_EQ(acc_model_load_lora(second, (dir + "/second").c_str()), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(eval_outputs(second), eval_outputs(t.second));
+    // load_adapter: kept aside until set active.
+    ASSERT_EQ(acc_model_load_lora_named(first, (dir + "/second").c_str(), "other"), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(names(first), (std::vector<std::string>{"default", "other"}));
+    EXPECT_EQ(eval_outputs(first), eval_outputs(t.first));
+    ASSERT_EQ(acc_model_set_adapter(first, "other"), ACC_OK);
+    EXPECT_EQ(eval_outputs(first), eval_outputs(t.second));
+    // Without a "default" adapter nothing goes into the folder itself.
+    acc_model* named_only = f.make();
+    ASSERT_EQ(acc_model_load_lora_named(named_only, (dir + "/second").c_str(), "solo"), ACC_OK);
+    EXPECT_EQ(active(named_only), "solo") << "the first adapter is the active one";
+    EXPECT_EQ(eval_outputs(named_only), eval_outputs(t.second));
+    const std::string solo_dir = acc_test::temp_path("named_solo");
+    fs::remove_all(solo_dir);
+    ASSERT_EQ(acc_model_save_lora(named_only, solo_dir.c_str()), ACC_OK);
+    EXPECT_FALSE(fs::exists(solo_dir + "/adapter_config.json"));
+    EXPECT_TRUE(fs::exists(solo_dir + "/solo/adapter_config.json"));
+    for (acc_model* m : {first, second, named_only}) acc_model_free(m);
+    fs::remove_all(dir);
+    fs::remove_all(solo_dir);
+  }
+}
+
+TEST(NamedAdapters, DeleteAndUnloadAsPeft) {
+  for (const Form& f : forms()) {
+    SCOPED_TRACE(f.name);
+    Trio t;
+    make_trio(f, &t);
+    acc_model* base = f.make();
+    const auto base_outputs = [&] {
+      size_t n = 0;
+      EXPECT_EQ(acc_model_set_requires_grad(base, "*", 0, &n), ACC_OK);  // frozen, as the adapted models' base
+      return eval_outputs(base);
+    }();
+    ASSERT_EQ(add(t.both, "a_third", f.first_targets, 2), ACC_OK);
+    // The active one deleted: the first of the others by name takes its place (PEFT's sorted choice).
+    ASSERT_EQ(acc_model_delete_adapter(t.both, "default"), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(active(t.both), "a_third");
+    EXPECT_EQ(names(t.both), (std::vector<std::string>{"second", "a_third"}));
+    ASSERT_EQ(acc_model_delete_adapter(t.both, "a_third"), ACC_OK);
+    EXPECT_EQ(active(t.both), "second");
+    EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.second));
+    ASSERT_EQ(acc_model_delete_adapter(t.both, "second"), ACC_OK);
+    EXPECT_EQ(names(t.both), std::vector<std::string>{});
+    ACC_EXPECT_ERROR(acc_model_active_adapter(t.both, nullptr), ACC_ERR_INVALID_ARGUMENT, "out");
+    char* none = nullptr;
+    ACC_EXPECT_ERROR(acc_model_active_adapter(t.both, &none), ACC_ERR_INVALID_ARGUMENT, "no adapters");
+    EXPECT_EQ(eval_outputs(t.both), base_outputs) << "the base model's outputs";
+
+    // unload: every adapter goes, nothing merged; new adapters can come after.
+    ASSERT_EQ(add(t.first, "other", f.second_targets, 3), ACC_OK);
+    ASSERT_EQ(acc_model_unload_lora(t.first), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(names(t.first), std::vector<std::string>{});
+    size_t count = 1;
+    ASSERT_EQ(acc_model_lora_count(t.first, &count), ACC_OK);
+    EXPECT_EQ(count, 0u);
+    EXPECT_EQ(eval_outputs(t.first), base_outputs);
+    EXPECT_EQ(add(t.first, nullptr, f.second_targets, 3), ACC_OK) << acc_last_error_message();
+    ACC_EXPECT_ERROR(acc_model_unload_lora(base), ACC_ERR_INVALID_ARGUMENT, "no LoRA adapters");
+    acc_model_free(base);
+  }
+}
+
+TEST(NamedAdapters, MergeMergesTheActiveOneAndDropsTheOthers) {
+  for (const Form& f : forms()) {
+    SCOPED_TRACE(f.name);
+    Trio t;
+    make_trio(f, &t);
+    ASSERT_EQ(acc_model_set_adapter(t.both, "second"), ACC_OK);
+    ASSERT_EQ(acc_model_merge_lora(t.both), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(acc_model_merge_lora(t.second), ACC_OK);
+    EXPECT_EQ(names(t.both), std::vector<std::string>{});
+    EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.second));
+  }
+}
+
+TEST(NamedAdapters, RefusalsChangeNothing) {
+  for (const Form& f : forms()) {
+    SCOPED_TRACE(f.name);
+    Trio t;
+    make_trio(f, &t);
+    const auto before = eval_outputs(t.both);
+    const auto expect_unchanged = [&] {
+      EXPECT_EQ(names(t.both), (std::vector<std::string>{"default", "second"}));
+      EXPECT_EQ(active(t.both), "default");
+      EXPECT_EQ(eval_outputs(t.both), before);
+    };
+    for (const char* bad : {"", "a/b", "..", "."})
+      ACC_EXPECT_ERROR(add(t.both, bad, f.second_targets, 2), ACC_ERR_INVALID_ARGUMENT, "name");
+    EXPECT_EQ(draws_after([&] {
+                ACC_EXPECT_ERROR(add(t.both, "second", f.second_targets, 2), ACC_ERR_INVALID_ARGUMENT,
+                                 "already has an adapter named 'second'");
+                ACC_EXPECT_ERROR(add(t.both, "third", "no_such_layer", 2), ACC_ERR_INVALID_ARGUMENT, "no_such_layer");
+              }),
+              next_after_seed())
+        << "a refused adapter leaves the global stream as it was";
+    ACC_EXPECT_ERROR(acc_model_set_adapter(t.both, "third"), ACC_ERR_INVALID_ARGUMENT, "no adapter named 'third'");
+    ACC_EXPECT_ERROR(acc_model_delete_adapter(t.both, "third"), ACC_ERR_INVALID_ARGUMENT, "no adapter named 'third'");
+    ACC_EXPECT_ERROR(acc_model_set_adapter(t.both, nullptr), ACC_ERR_INVALID_ARGUMENT, "adapter_name");
+    ACC_EXPECT_ERROR(acc_model_load_lora_named(t.both, acc_test::temp_path("none_here").c_str(), "third"), ACC_ERR_IO,
+                     "none_here");
+    {  // modules_to_save trains a tensor of the model in place: one such adapter per model
+      acc_options* o = acc_test::lora_options(2, 4);
+      ASSERT_EQ(acc_options_set(o, "modules_to_save", f.second_targets), ACC_OK);
+      EXPECT_EQ(draws_after([&] {
+                  ACC_EXPECT_ERROR(acc_model_add_lora_named(t.both, "third", f.first_targets, o, nullptr),
+                                   ACC_ERR_UNSUPPORTED, "modules_to_save");
+                }),
+                next_after_seed());
+      acc_options_free(o);
+    }
+    expect_unchanged();
+    // A prepared model's tensors are registered for its training.
+    acc_accelerator* acc = nullptr;
+    ASSERT_EQ(acc_accelerator_create(nullptr, &acc), ACC_OK) << acc_last_error_message();
+    acc_model* prepared = nullptr;
+    ASSERT_EQ(acc_prepare_model(acc, t.both, ACC_PLACEMENT_DEFAULT, &prepared), ACC_OK) << acc_last_error_message();
+    ACC_EXPECT_ERROR(acc_model_set_adapter(prepared, "second"), ACC_ERR_INVALID_ARGUMENT, "before preparing");
+    ACC_EXPECT_ERROR(add(prepared, "third", f.second_targets, 2), ACC_ERR_INVALID_ARGUMENT, "before preparing");
+    EXPECT_EQ(names(prepared), (std::vector<std::string>{"default", "second"}));
+    acc_model_free(prepared);
+    acc_accelerator_free(acc);
+  }
+}
+
+TEST(NamedAdapters, AdaptersKeptAsideMoveWithTheModel) {
+  for (const Form& f : forms()) {
+    SCOPED_TRACE(f.name);
+    Trio t;
+    make_trio(f, &t);
+    ASSERT_EQ(acc_model_to(t.both, nullptr, ACC_DTYPE_FLOAT64), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(acc_model_set_adapter(t.both, "second"), ACC_OK) << acc_last_error_message();
+    for (const auto& name : acc_test::parameter_names(t.both)) {
+      acc_tensor* p = nullptr;
+      ASSERT_EQ(acc_model_parameter(t.both, name.c_str(), &p), ACC_OK);
+      acc_dtype dtype = ACC_DTYPE_UNDEFINED;
+      ASSERT_EQ(acc_tensor_dtype(p, &dtype), ACC_OK);
+      EXPECT_EQ(dtype, ACC_DTYPE_FLOAT64) << name;
+      acc_tensor_free(p);
+    }
+    ASSERT_EQ(acc_model_to(t.both, nullptr, ACC_DTYPE_FLOAT32), ACC_OK);
+    EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.second));
+  }
+}
