@@ -213,6 +213,8 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_model::loraCount "internal";
 %rename(GetIsLoraEnabled) acc_model::isLoraEnabled;
 %csmethodmodifiers acc_model::isLoraEnabled "internal";
+%rename(GetActiveAdapter) acc_model::activeAdapter;
+%csmethodmodifiers acc_model::activeAdapter "internal";
 %rename(GetNumParamGroups) acc_optimizer::numParamGroups;
 %csmethodmodifiers acc_optimizer::numParamGroups "internal";
 %rename(GetCount) acc_averaged_model::count_;

@@ -363,6 +363,39 @@ struct acc_accelerator {};
     check(acc_model_lora_enabled($self, &r));
     return r != 0;
   }
+  /* Several named adapters (PEFT's add_adapter, load_adapter, set_adapter, delete_adapter, unload;
+   * see acc_model_add_lora_named): one is active and is the model's adapters, the others are kept
+   * aside, frozen. addLoraNamed draws the new adapter as addLora would and keeps it aside (the first
+   * adapter of a model is the active one); loadLoraNamed reads PEFT's files as loadLora into a model
+   * without adapters would; setAdapter makes one active (drawing nothing); deleteAdapter removes
+   * one (the first of the others by name takes the active one's place); unloadLora removes them all
+   * without merging. Adapters made by addLora or loadLora are "default"; saveLora writes each other
+   * adapter into dir/<name>. Before creating the optimizer and preparing. */
+  size_t addLoraNamed(const char *adapterName, const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_lora_named($self, adapterName, targetModules, opts, &n));
+    return n;
+  }
+  void loadLoraNamed(const char *dir, const char *adapterName ERR) {
+    check(acc_model_load_lora_named($self, dir, adapterName));
+  }
+  void setAdapter(const char *adapterName ERR) { check(acc_model_set_adapter($self, adapterName)); }
+  void deleteAdapter(const char *adapterName ERR) { check(acc_model_delete_adapter($self, adapterName)); }
+  void unloadLora(ERR0) { check(acc_model_unload_lora($self)); }
+  /* The active adapter's name (an error without adapters). */
+  std::string activeAdapter(ERR0) {
+    char *s = nullptr;
+    check(acc_model_active_adapter($self, &s));
+    std::string r(s ? s : "");
+    acc_string_free(s);
+    return r;
+  }
+  /* Every adapter's name, in the order they came. */
+  acc_string_list *adapterNames(ERR0) {
+    acc_string_list *out = nullptr;
+    check(acc_model_adapter_names($self, &out));
+    return out;
+  }
   acc_tensor_list *stateDict(ERR0) {
     acc_tensor_list *out = nullptr;
     check(acc_model_state_dict($self, &out));

@@ -56,6 +56,8 @@ public partial class Model {
   public long LoraCount { get { return GetLoraCount(); } }
   /// <summary>Whether the model has LoRA adapters and they are enabled (SetLoraEnabled, DisableLora).</summary>
   public bool IsLoraEnabled { get { return GetIsLoraEnabled(); } }
+  /// <summary>The active adapter's name (SetAdapter changes it; an error without adapters).</summary>
+  public string ActiveAdapter { get { return GetActiveAdapter(); } }
 }
 
 public partial class Optimizer {

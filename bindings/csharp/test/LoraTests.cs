@@ -46,6 +46,45 @@ public class LoraTests {
     Directory.Delete(dir, true);
   }
 
+  // PEFT's several named adapters: one active, the others kept aside; switching draws nothing.
+  [Test]
+  public void NamedAdaptersSwitchKeepTheirValuesAndSaveWherePeftDoes() {
+    string dir = Path.Combine(Path.GetTempPath(), "acc-cs-named-" + System.Guid.NewGuid().ToString("N"));
+    using (Model model = NewModel())
+    using (Options o = Options.Lora().Put("r", 2L).Put("init_lora_weights", "false")) {
+      float[] baseOutput = Output(model);
+      model.AddLora("0,1", o);
+      float[] first = Output(model);
+      Assert.AreEqual(1, model.AddLoraNamed("second", "1", o));
+      Assert.AreEqual("default", model.ActiveAdapter);
+      Assert.AreEqual(first, Output(model), "the new adapter is kept aside");
+      model.SetAdapter("second");
+      Assert.AreEqual("second", model.ActiveAdapter);
+      float[] second = Output(model);
+      CollectionAssert.AreNotEqual(first, second);
+      using (StringList names = model.AdapterNames())
+        CollectionAssert.AreEqual(new[] {"default", "second"}, names.ToList());
+      model.SaveLora(dir);
+      Assert.IsTrue(File.Exists(Path.Combine(dir, "second", "adapter_config.json")));
+      model.SetAdapter("default");
+      Assert.AreEqual(first, Output(model));
+      var e = Assert.Throws<AccelerateInvalidArgumentException>(() => model.SetAdapter("third"));
+      StringAssert.Contains("no adapter named 'third'", e.Message);
+      model.DeleteAdapter("default");
+      Assert.AreEqual("second", model.ActiveAdapter);
+      Assert.AreEqual(second, Output(model));
+      using (Model fresh = NewModel()) {
+        fresh.LoadLoraNamed(Path.Combine(dir, "second"), "loaded");
+        Assert.AreEqual("loaded", fresh.ActiveAdapter);
+        Assert.AreEqual(second, Output(fresh));
+      }
+      model.UnloadLora();
+      Assert.AreEqual(0, model.LoraCount);
+      Assert.AreEqual(baseOutput, Output(model));
+    }
+    Directory.Delete(dir, true);
+  }
+
   // PEFT's disable_adapter(): the base model's outputs while the scope is open.
   [Test]
   public void DisablingTheAdaptersGivesTheBaseModel() {

@@ -199,3 +199,72 @@ func TestTrainableTokensTrainAloneAndRoundTrip(t *testing.T) {
 		t.Errorf("LoRA over trainable tokens: %v", err)
 	}
 }
+
+// PEFT's several named adapters: one active, the others kept aside; switching draws nothing.
+func TestNamedAdaptersSwitchAndSaveWherePeftDoes(t *testing.T) {
+	m := seededTwoLinears(t)
+	defer m.Close()
+	o, _ := acc.NewOptions(acc.LoraOptions)
+	defer o.Close()
+	if err := o.SetInt("r", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Set("init_lora_weights", "false"); err != nil {
+		t.Fatal(err)
+	}
+	base := outputOf(t, m)
+	if _, err := m.AddLora("0,1", o); err != nil {
+		t.Fatal(err)
+	}
+	first := outputOf(t, m)
+	if n, err := m.AddLoraNamed("second", "1", o); n != 1 || err != nil {
+		t.Fatalf("AddLoraNamed = %d, %v", n, err)
+	}
+	if !reflect.DeepEqual(first, outputOf(t, m)) {
+		t.Error("the new adapter is not kept aside")
+	}
+	if err := m.SetAdapter("second"); err != nil {
+		t.Fatal(err)
+	}
+	if name, err := m.ActiveAdapter(); name != "second" || err != nil {
+		t.Fatalf("ActiveAdapter = %q, %v", name, err)
+	}
+	second := outputOf(t, m)
+	if reflect.DeepEqual(first, second) {
+		t.Error("both adapters compute alike")
+	}
+	if names, err := m.AdapterNames(); err != nil || !reflect.DeepEqual(names, []string{"default", "second"}) {
+		t.Fatalf("AdapterNames = %v, %v", names, err)
+	}
+	dir := filepath.Join(t.TempDir(), "adapters")
+	if err := m.SaveLora(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "second", "adapter_config.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetAdapter("third"); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "no adapter named 'third'") {
+		t.Fatalf("SetAdapter(third) = %v", err)
+	}
+	if err := m.DeleteAdapter("second"); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(first, outputOf(t, m)) {
+		t.Error("deleting the adapter kept aside changed the active one")
+	}
+	fresh := seededTwoLinears(t)
+	defer fresh.Close()
+	if err := fresh.LoadLoraNamed(filepath.Join(dir, "second"), "loaded"); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(second, outputOf(t, fresh)) {
+		t.Error("the loaded adapter computes otherwise")
+	}
+	if err := m.UnloadLora(); err != nil || m.LoraCount() != 0 {
+		t.Fatalf("UnloadLora: %v, %d left", err, m.LoraCount())
+	}
+	if !reflect.DeepEqual(base, outputOf(t, m)) {
+		t.Error("the unloaded model does not compute as its base")
+	}
+}

@@ -223,6 +223,55 @@ func (m *Model) SetLoraEnabled(enabled bool) error {
 	return do(m.ref(), func(h capi.Model, e *string) { h.SetLoraEnabled(enabled, e) })
 }
 
+// AddLoraNamed is PEFT's add_adapter: a new adapter named adapterName, drawn as AddLora would draw
+// it, kept aside (frozen, computing nothing) until SetAdapter makes it the active one; on a model
+// without adapters it is the active one. Adapters made by AddLora and LoadLora are "default", and
+// SaveLora writes each other adapter into dir/<name> (PEFT's save_pretrained). One adapter is
+// active: the model's parameters, LoraCount, merging and checkpoints are its. Before NewOptimizer
+// and preparing, as the other named-adapter calls (see acc_model_add_lora_named).
+func (m *Model) AddLoraNamed(adapterName, targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddLoraNamed(adapterName, targetModules, oh, e) })
+	return int(n), err
+}
+
+// LoadLoraNamed is PEFT's load_adapter: PEFT's files in dir, read as LoadLora into a model without
+// adapters would, kept aside as adapterName.
+func (m *Model) LoadLoraNamed(dir, adapterName string) error {
+	return do(m.ref(), func(h capi.Model, e *string) { h.LoadLoraNamed(dir, adapterName, e) })
+}
+
+// SetAdapter is PEFT's set_adapter: adapterName computes and trains from the next forward, with the
+// values it had; the adapter it replaces is kept aside, frozen. It draws nothing.
+func (m *Model) SetAdapter(adapterName string) error {
+	return do(m.ref(), func(h capi.Model, e *string) { h.SetAdapter(adapterName, e) })
+}
+
+// DeleteAdapter is PEFT's delete_adapter: the active one's place goes to the first of the others by
+// name; deleting the last removes the adapters as UnloadLora.
+func (m *Model) DeleteAdapter(adapterName string) error {
+	return do(m.ref(), func(h capi.Model, e *string) { h.DeleteAdapter(adapterName, e) })
+}
+
+// UnloadLora is PEFT's unload: every adapter removed without merging; the model computes as its base.
+func (m *Model) UnloadLora() error {
+	return do(m.ref(), func(h capi.Model, e *string) { h.UnloadLora(e) })
+}
+
+// ActiveAdapter is the active adapter's name (an error without adapters).
+func (m *Model) ActiveAdapter() (string, error) {
+	return with(m.ref(), func(h capi.Model, e *string) string { return h.ActiveAdapter(e) })
+}
+
+// AdapterNames lists every adapter's name, in the order they came.
+func (m *Model) AdapterNames() ([]string, error) {
+	return stringList(with(m.ref(), func(h capi.Model, e *string) capi.StringList { return h.AdapterNames(e) }))
+}
+
 // IsLoraEnabled says whether the model has LoRA adapters and they are enabled.
 func (m *Model) IsLoraEnabled() bool {
 	return value(m.ref(), func(h capi.Model, e *string) bool { return h.IsLoraEnabled(e) })

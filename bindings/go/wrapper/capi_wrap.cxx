@@ -769,6 +769,29 @@ SWIGINTERN bool acc_model_isLoraEnabled(acc_model *self,std::string *swig_err){
     check(acc_model_lora_enabled(self, &r));
     return r != 0;
   }
+SWIGINTERN size_t acc_model_addLoraNamed(acc_model *self,char const *adapterName,char const *targetModules,acc_options const *opts,std::string *swig_err){
+    size_t n = 0;
+    check(acc_model_add_lora_named(self, adapterName, targetModules, opts, &n));
+    return n;
+  }
+SWIGINTERN void acc_model_loadLoraNamed(acc_model *self,char const *dir,char const *adapterName,std::string *swig_err){
+    check(acc_model_load_lora_named(self, dir, adapterName));
+  }
+SWIGINTERN void acc_model_setAdapter(acc_model *self,char const *adapterName,std::string *swig_err){ check(acc_model_set_adapter(self, adapterName)); }
+SWIGINTERN void acc_model_deleteAdapter(acc_model *self,char const *adapterName,std::string *swig_err){ check(acc_model_delete_adapter(self, adapterName)); }
+SWIGINTERN void acc_model_unloadLora(acc_model *self,std::string *swig_err){ check(acc_model_unload_lora(self)); }
+SWIGINTERN std::string acc_model_activeAdapter(acc_model *self,std::string *swig_err){
+    char *s = nullptr;
+    check(acc_model_active_adapter(self, &s));
+    std::string r(s ? s : "");
+    acc_string_free(s);
+    return r;
+  }
+SWIGINTERN acc_string_list *acc_model_adapterNames(acc_model *self,std::string *swig_err){
+    acc_string_list *out = nullptr;
+    check(acc_model_adapter_names(self, &out));
+    return out;
+  }
 SWIGINTERN acc_tensor_list *acc_model_stateDict(acc_model *self,std::string *swig_err){
     acc_tensor_list *out = nullptr;
     check(acc_model_state_dict(self, &out));
@@ -8199,6 +8222,294 @@ bool _wrap_Model_isLoraEnabled_capi_f4638e046c163791(acc_model *_swig_go_0, _gos
     }
   }
   _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+long long _wrap_Model_addLoraNamed_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  char *arg2 = (char *) 0 ;
+  char *arg3 = (char *) 0 ;
+  acc_options *arg4 = (acc_options *) 0 ;
+  std::string *arg5 = (std::string *) 0 ;
+  char *copy2 ;
+  char *copy3 ;
+  std::string temp5 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
+  
+  
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
+  
+  arg4 = *(acc_options **)&_swig_go_3; 
+  
+  accswig::take_go_error();
+  arg5 = &temp5;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = acc_model_addLoraNamed(arg1,(char const *)arg2,(char const *)arg3,(acc_options const *)arg4,arg5);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy2); 
+  free(copy3); 
+  return _swig_go_result;
+}
+
+
+void _wrap_Model_loadLoraNamed_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  char *arg2 = (char *) 0 ;
+  char *arg3 = (char *) 0 ;
+  std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
+  char *copy3 ;
+  std::string temp4 ;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
+  
+  
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
+  
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_model_loadLoraNamed(arg1,(char const *)arg2,(char const *)arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy2); 
+  free(copy3); 
+}
+
+
+void _wrap_Model_setAdapter_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  char *arg2 = (char *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
+  
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_model_setAdapter(arg1,(char const *)arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy2); 
+}
+
+
+void _wrap_Model_deleteAdapter_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  char *arg2 = (char *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
+  
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_model_deleteAdapter(arg1,(char const *)arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy2); 
+}
+
+
+void _wrap_Model_unloadLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_model_unloadLora(arg1,arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+_gostring_ _wrap_Model_activeAdapter_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  std::string result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = acc_model_activeAdapter(arg1,arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = Swig_AllocateString((&result)->data(), (&result)->length()); 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+acc_string_list *_wrap_Model_adapterNames_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  acc_string_list *result = 0 ;
+  acc_string_list *_swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (acc_string_list *)acc_model_adapterNames(arg1,arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_string_list **)&_swig_go_result = (acc_string_list *)result; 
   
   {
     std::string e = accswig::take_go_error();

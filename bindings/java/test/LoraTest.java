@@ -81,6 +81,46 @@ class LoraTest {
     }
   }
 
+  /** PEFT's several named adapters: one active, the others kept aside; switching draws nothing. */
+  @Test
+  void namedAdaptersSwitchKeepTheirValuesAndSaveWherePeftDoes() throws Exception {
+    try (Model model = model(); Options o = Options.lora().put("r", 2).put("init_lora_weights", "false")) {
+      float[] base = output(model);
+      model.addLora("0,1", o);
+      float[] first = output(model);
+      assertEquals(1, model.addLoraNamed("second", "1", o));
+      assertEquals("default", model.activeAdapter());
+      assertArrayEquals(first, output(model), "the new adapter is kept aside");
+      model.setAdapter("second");
+      assertEquals("second", model.activeAdapter());
+      assertEquals(1, model.loraCount());
+      float[] second = output(model);
+      assertFalse(Arrays.equals(first, second));
+      try (StringList names = model.adapterNames()) {
+        assertEquals(Arrays.asList("default", "second"), names.toList());
+      }
+      model.saveLora(dir.toString());
+      assertTrue(Files.exists(dir.resolve("adapter_config.json")));
+      assertTrue(Files.exists(dir.resolve("second").resolve("adapter_config.json")));
+      model.setAdapter("default");
+      assertArrayEquals(first, output(model));
+      InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> model.setAdapter("third"));
+      assertTrue(e.getMessage().contains("no adapter named 'third'"), e.getMessage());
+      model.deleteAdapter("default");
+      assertEquals("second", model.activeAdapter());
+      assertArrayEquals(second, output(model));
+      try (Model fresh = model()) {
+        fresh.loadLoraNamed(dir.resolve("second").toString(), "loaded");
+        assertEquals("loaded", fresh.activeAdapter());
+        assertArrayEquals(second, output(fresh));
+      }
+      model.unloadLora();
+      assertEquals(0, model.loraCount());
+      assertArrayEquals(base, output(model));
+      assertThrows(InvalidArgumentException.class, model::activeAdapter);
+    }
+  }
+
   @Test
   void targetsThatAreNoLinearLayerAreRefused() {
     try (Model model = model()) {
