@@ -39,10 +39,12 @@ std::vector<Form> forms() {
 
 // nn.Linear's initialisation for both A and B (init_lora_weights false): every adapter changes the
 // outputs from the start, each its own way.
-acc_status add(acc_model* m, const char* name, const char* targets, int64_t r, double dropout = 0) {
+acc_status add(acc_model* m, const char* name, const char* targets, int64_t r, double dropout = 0,
+               bool dora = false) {
   acc_options* o = acc_test::lora_options(r, 2.0 * static_cast<double>(r));
   EXPECT_EQ(acc_options_set(o, "init_lora_weights", "false"), ACC_OK);
   EXPECT_EQ(acc_options_set_double(o, "lora_dropout", dropout), ACC_OK);
+  EXPECT_EQ(acc_options_set(o, "use_dora", dora ? "true" : "false"), ACC_OK);
   const acc_status status =
       name ? acc_model_add_lora_named(m, name, targets, o, nullptr) : acc_model_add_lora(m, targets, o, nullptr);
   acc_options_free(o);
@@ -95,17 +97,17 @@ struct Trio {
   }
 };
 
-void make_trio(const Form& f, Trio* t, double dropout = 0) {
+void make_trio(const Form& f, Trio* t, double dropout = 0, bool dora = false) {
   t->both = f.make();
   t->first = f.make();
   t->second = f.make();
   ASSERT_EQ(acc_set_seed(11), ACC_OK);
   ASSERT_EQ(add(t->both, nullptr, f.first_targets, 2), ACC_OK) << acc_last_error_message();
-  ASSERT_EQ(add(t->both, "second", f.second_targets, 3, dropout), ACC_OK) << acc_last_error_message();
+  ASSERT_EQ(add(t->both, "second", f.second_targets, 3, dropout, dora), ACC_OK) << acc_last_error_message();
   const auto after_both = acc_test::next_global_draws();
   ASSERT_EQ(acc_set_seed(11), ACC_OK);
   ASSERT_EQ(add(t->first, nullptr, f.first_targets, 2), ACC_OK);
-  ASSERT_EQ(add(t->second, nullptr, f.second_targets, 3, dropout), ACC_OK);
+  ASSERT_EQ(add(t->second, nullptr, f.second_targets, 3, dropout, dora), ACC_OK);
   // PEFT's add_adapter draws as get_peft_model does, after the adapters the model has.
   EXPECT_EQ(after_both, acc_test::next_global_draws()) << "the global stream after both adapters";
 }
@@ -328,5 +330,26 @@ TEST(NamedAdapters, AdaptersKeptAsideMoveWithTheModel) {
     }
     ASSERT_EQ(acc_model_to(t.both, nullptr, ACC_DTYPE_FLOAT32), ACC_OK);
     EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.second));
+  }
+}
+
+TEST(NamedAdapters, DoraAdaptersSwitchAndDisablingCarriesOver) {
+  for (const Form& f : forms()) {
+    SCOPED_TRACE(f.name);
+    Trio t;
+    make_trio(f, &t, /*dropout=*/0.1, /*dora=*/true);
+    const auto first = eval_outputs(t.both);
+    ASSERT_EQ(acc_model_set_adapter(t.both, "second"), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.second));
+    // PEFT's disable_adapter_layers is the layers': the adapter switched in stays disabled.
+    ASSERT_EQ(acc_model_set_lora_enabled(t.both, 0), ACC_OK);
+    ASSERT_EQ(acc_model_set_adapter(t.both, "default"), ACC_OK);
+    int enabled = 1;
+    ASSERT_EQ(acc_model_lora_enabled(t.both, &enabled), ACC_OK);
+    EXPECT_EQ(enabled, 0);
+    ASSERT_EQ(acc_model_set_lora_enabled(t.second, 0), ACC_OK);
+    EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.second)) << "both the base model's outputs";
+    ASSERT_EQ(acc_model_set_lora_enabled(t.both, 1), ACC_OK);
+    EXPECT_EQ(eval_outputs(t.both), first);
   }
 }
