@@ -17,8 +17,12 @@
 // Last, given a mixture of experts written by export_moe.py (TorchScript, expert weights as 3-D
 // parameters): full fine-tuning against LoRA r=8 on the expert weights (target_parameters, PEFT's
 // ParamWrapper), the rest frozen.
+// Between them, one model serving several fine-tunes: three named adapters, set_adapter's time
+// between two of the same layers (their tensors exchanged in place) and to one of other layers
+// (the layers wired again) against a forward in evaluation.
 //
 //   bench_lora [--quick] [MOE.pt]
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -41,6 +45,70 @@ void report(const char* name, const TransformerStackLoop& loop, const std::vecto
                 static_cast<double>(loop.held_bytes + loop.step_bytes) / (base->held_bytes + base->step_bytes),
                 median(times) / median(*base_times));
   std::printf("\n");
+}
+
+// Adds r=8 adapters named `name` (null: acc_model_add_lora's "default") on `targets`.
+void add_adapter(acc_model* model, const char* name, const char* targets) {
+  acc_options* o = nullptr;
+  OK(acc_options_create(ACC_OPTIONS_LORA, &o));
+  OK(acc_options_set_int(o, "r", 8));
+  OK(acc_options_set(o, "init_lora_weights", "false"));
+  OK(name ? acc_model_add_lora_named(model, name, targets, o, nullptr)
+          : acc_model_add_lora(model, targets, o, nullptr));
+  acc_options_free(o);
+}
+
+// Microseconds per call of `f`, the median of rounds of `calls` calls.
+double per_call(int rounds, int calls, const std::function<void()>& f) {
+  std::vector<double> times;
+  for (int r = 0; r < rounds; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) f();
+    times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
+                    calls);
+  }
+  return median(times);
+}
+
+// The stack in evaluation with three named adapters: "default" and "second" on out_proj, linear1
+// and linear2 (switched in place), "other" on linear1 alone (switched by wiring the layers again).
+// Microseconds per forward without gradients, and per switch of each kind, interleaved by round.
+void bench_switching(const std::string& json, int64_t batch, int64_t tokens, int64_t d, bool torchscript, bool quick) {
+  acc_model* model = nullptr;
+  OK(acc_set_seed(1));
+  OK(acc_model_from_spec(json.c_str(), &model));
+  if (torchscript) model = as_torchscript(model);
+  add_adapter(model, nullptr, "out_proj,linear1,linear2");
+  add_adapter(model, "second", "out_proj,linear1,linear2");
+  add_adapter(model, "other", "linear1");
+  OK(acc_model_set_training(model, 0));
+  acc_tensor *x = nullptr, *y = nullptr;
+  transformer_stack_batch(batch, tokens, d, &x, &y);
+  auto forward = [&] {
+    acc_tensor* out = nullptr;
+    OK(acc_model_forward1(model, x, ACC_FORWARD_NO_GRAD, &out));
+    acc_tensor_free(out);
+  };
+  bool second = false;
+  auto same_layers = [&] { OK(acc_model_set_adapter(model, (second = !second) ? "second" : "default")); };
+  bool other = false;
+  auto rewired = [&] { OK(acc_model_set_adapter(model, (other = !other) ? "other" : "default")); };
+  for (int i = 0; i < 3; ++i) forward(), same_layers(), same_layers(), rewired(), rewired();  // warm up
+  const int rounds = quick ? 1 : 7;
+  std::vector<double> f, s, w;
+  for (int r = 0; r < rounds; ++r) {
+    f.push_back(per_call(1, 4, forward));
+    s.push_back(per_call(1, 20, same_layers));
+    w.push_back(per_call(1, 4, rewired));
+  }
+  std::printf(
+      "%s, 3 adapters r=8, evaluation: forward %.1f us; set_adapter between adapters of the same layers "
+      "%.1f us (%.4f of a forward), of other layers %.1f us (%.4f)\n",
+      torchscript ? "as TorchScript" : "layer spec", median(f), median(s), median(s) / median(f), median(w),
+      median(w) / median(f));
+  acc_tensor_free(x);
+  acc_tensor_free(y);
+  acc_model_free(model);
 }
 
 }  // namespace
@@ -187,6 +255,9 @@ int main(int argc, char** argv) {
     report("LoRA r=8:", lora, b, &full, &a);
     report("DoRA r=8:", dora, c, &full, &a);
   }
+
+  // One model serving several fine-tunes: switching the active adapter against a forward.
+  for (bool torchscript : {false, true}) bench_switching(json, batch, tokens, d, torchscript, quick);
 
   // A mixture of experts: its expert weights adapted themselves (target_parameters).
   if (!args.operand) return 0;

@@ -105,6 +105,17 @@ inline std::string conv_stack_spec(int blocks, int64_t channels, int64_t size, s
          R"(},{"type":"flatten"},{"type":"linear","in_features":)" + c + R"(,"out_features":1}])";
 }
 
+// `model` saved as TorchScript and loaded back (script_model.h computes it); frees `model`.
+inline acc_model* as_torchscript(acc_model* model) {
+  const std::string path = "/tmp/bench_stack_" + std::to_string(getpid()) + ".pt";
+  OK(acc_model_save_torchscript(model, path.c_str()));
+  acc_model_free(model);
+  acc_model* loaded = nullptr;
+  OK(acc_model_load_torchscript(path.c_str(), &loaded));
+  std::remove(path.c_str());
+  return loaded;
+}
+
 struct TransformerStackLoop {
   acc_accelerator* acc = nullptr;  // only when prepared
   acc_model* model = nullptr;
@@ -126,13 +137,7 @@ struct TransformerStackLoop {
       OK(acc_model_load_torchscript(training.script, &model));
     else
       OK(acc_model_from_spec(json.c_str(), &model));
-    if (training.torchscript && !training.script) {
-      const std::string path = "/tmp/bench_stack_" + std::to_string(getpid()) + ".pt";
-      OK(acc_model_save_torchscript(model, path.c_str()));
-      acc_model_free(model);
-      OK(acc_model_load_torchscript(path.c_str(), &model));
-      std::remove(path.c_str());
-    }
+    if (training.torchscript && !training.script) model = as_torchscript(model);
     if (adapt) adapt(model);
     acc_options* o = nullptr;
     OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o));

@@ -868,6 +868,35 @@ void LoraAdapters::adopt(LoraAdapters&& kept, bool enabled) {
   install();
 }
 
+bool LoraAdapters::wired_like(const LoraAdapters& other) const {
+  if (other.adapters_.size() != adapters_.size() || !tokens_.empty() || !other.tokens_.empty() || !originals_.empty() ||
+      !other.originals_.empty())
+    return false;
+  for (size_t k = 0; k < adapters_.size(); ++k) {
+    const LinearSite &mine = adapters_[k].site, &theirs = other.adapters_[k].site;
+    if (mine.module != theirs.module || mine.parameter != theirs.parameter || mine.owner != theirs.owner ||
+        bool(mine.set_output_adapter) != bool(theirs.set_output_adapter))
+      return false;
+  }
+  return true;
+}
+
+void LoraAdapters::exchange(LoraAdapters& other, bool enabled) {
+  require(wired_like(other), "the adapters to exchange sit on other layers");
+  for (size_t k = 0; k < adapters_.size(); ++k) {
+    LoraAdapter &mine = adapters_[k], &theirs = other.adapters_[k];
+    std::swap(mine.a, theirs.a);
+    std::swap(mine.b, theirs.b);
+    std::swap(mine.magnitude, theirs.magnitude);
+    std::swap(mine.b_bias, theirs.b_bias);
+    std::swap(mine.r, theirs.r);
+    std::swap(mine.scaling, theirs.scaling);
+  }
+  std::swap(config_, other.config_);
+  *enabled_ = enabled;
+  install();
+}
+
 void LoraAdapters::set_trainable(bool trainable) const {
   const bool mica = config_.init == "mica";  // trains A alone
   for (const auto& adapter : adapters_) {

@@ -284,6 +284,12 @@ class LoraAdapters {
   // configuration to wire the model's layers up (the same sites, in the same order: checked before
   // anything changes), installs them and sets them enabled or not.
   void adopt(LoraAdapters&& kept, bool enabled);
+  // Whether `other`'s adapters sit on this one's layers wired alike (each layer's output or weight
+  // adapted as here; ranks and settings may differ), so that exchange can switch them in place.
+  bool wired_like(const LoraAdapters& other) const;
+  // Exchanges tensors and configurations with `other` (wired_like), keeping this one's wiring, and
+  // installs them, enabled or not.
+  void exchange(LoraAdapters& other, bool enabled);
   // requires_grad on each adapter tensor that trains (MiCA's lora_B stays frozen), or on none;
   // frozen ones keep no gradient.
   void set_trainable(bool trainable) const;

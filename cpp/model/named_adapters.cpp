@@ -1,10 +1,12 @@
 // PEFT's several named adapters on one model (add_adapter, load_adapter, set_adapter,
 // delete_adapter, unload). The active adapters are the model's lora_, as a model with one adapter
-// has them; the others are LoraAdapters kept whole but uninstalled. Switching takes the active ones
-// off their layers and wires the model up again for the incoming ones by add_lora of their
-// configuration (a TorchScript model's marked forward depends on the layers adapted), with the
-// global random stream restored afterwards, then hands them their own tensors (LoraAdapters::adopt):
-// the tensors keep their identity, so an adapter switched away and back is the same parameters.
+// has them; the others are LoraAdapters kept whole but uninstalled. Switching between adapters of
+// the same layers exchanges their tensors in place (LoraAdapters::exchange); otherwise it takes the
+// active ones off their layers and wires the model up again for the incoming ones by add_lora of
+// their configuration (a TorchScript model's marked forward depends on the layers adapted), with the
+// global random stream restored afterwards, then hands them their own tensors (LoraAdapters::adopt).
+// Either way the tensors keep their identity: an adapter switched away and back is the same
+// parameters.
 #include <algorithm>
 
 #include "common/error.h"
@@ -143,6 +145,16 @@ void Model::set_adapter(const std::string& name) {
   }
   require_trainable_set_free(/*freezing=*/false);
   const bool enabled = lora_.enabled();
+  if (lora_.wired_like(it->second)) {  // the same layers wired alike: the tensors change places alone
+    auto kept = inactive_.extract(it);
+    lora_.exchange(kept.mapped(), enabled);
+    kept.mapped().set_trainable(false);
+    lora_.set_trainable(true);
+    kept.key() = active_adapter_;
+    inactive_.insert(std::move(kept));
+    active_adapter_ = name;
+    return;
+  }
   LoraAdapters outgoing = take_active_adapters();
   try {
     reinstate(it->second, enabled);

@@ -353,3 +353,26 @@ TEST(NamedAdapters, DoraAdaptersSwitchAndDisablingCarriesOver) {
     EXPECT_EQ(eval_outputs(t.both), first);
   }
 }
+
+// Adapters of the same layers change places without the layers being wired again: alike.
+TEST(NamedAdapters, AdaptersOfTheSameLayersSwitchAlike) {
+  for (Form f : forms()) {
+    SCOPED_TRACE(f.name);
+    f.second_targets = f.first_targets;
+    for (bool dora : {false, true}) {
+      Trio t;
+      make_trio(f, &t, /*dropout=*/0.25, dora);
+      ASSERT_EQ(acc_model_set_adapter(t.both, "second"), ACC_OK) << acc_last_error_message();
+      EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.second));
+      ASSERT_EQ(acc_set_seed(5), ACC_OK);
+      const auto losses = train(t.both, 2);
+      ASSERT_EQ(acc_set_seed(5), ACC_OK);
+      EXPECT_EQ(losses, train(t.second, 2));
+      ASSERT_EQ(acc_model_set_adapter(t.both, "default"), ACC_OK);
+      EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.first));
+      EXPECT_EQ(acc_test::parameter_names(t.both), acc_test::parameter_names(t.first));
+      ASSERT_EQ(acc_model_set_adapter(t.both, "second"), ACC_OK);
+      EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.second));
+    }
+  }
+}
