@@ -166,6 +166,13 @@
     setLoraEnabled(false);
     return new Scope(() -> { if (wasEnabled) setLoraEnabled(true); });
   }
+  /** PEFT's add_weighted_adapter: a new adapter, kept aside, combining `adapters` with one weight
+   * each ("linear", "cat" or "svd"; svdRank 0: the largest rank). Returns how many layers it adapts. */
+  public long addWeightedAdapter(java.util.List<String> adapters, double[] weights, String adapterName,
+                                 String combinationType, long svdRank) {
+    return addWeightedAdapter(Args.nulJoined("addWeightedAdapter: the adapter name", adapters), weights, adapterName,
+                              combinationType, svdRank);
+  }
 %}
 
 %typemap(javacode) acc_optimizer %{

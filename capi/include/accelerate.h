@@ -980,6 +980,23 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_lora_named(acc_model *model, con
 ACC_API ACC_NODISCARD acc_status acc_model_set_adapter(acc_model *model, const char *adapter_name);
 ACC_API ACC_NODISCARD acc_status acc_model_delete_adapter(acc_model *model, const char *adapter_name);
 ACC_API ACC_NODISCARD acc_status acc_model_unload_lora(acc_model *model);
+/* acc_model_add_weighted_adapter: PEFT's add_weighted_adapter(adapters, weights, adapter_name,
+ * combination_type, svd_rank): a new adapter, kept aside, combining `count` named adapters (the
+ * active one among them or not) with `weights` (negative ones subtract), layer by layer:
+ * "linear" (the As and the Bs summed, each weighted by sqrt(|weight x scaling|), the sign on A; one
+ * rank), "cat" (stacked, As times weight times scaling: the ranks add up) or "svd" (the weighted sum
+ * of the layers' deltas factored by torch.linalg.svd to `svd_rank`, 0 for the largest rank). A
+ * single adapter is combined "linear", as PEFT. Its configuration is the first adapter's with the
+ * targets of all (names joined, or expressions joined "(a)|(b)") and r = lora_alpha = the combined
+ * rank; it is drawn as PEFT draws it (the global generator) before its values are written. PEFT's
+ * other combination types (ties, dare_*, magnitude_prune*) and svd's clamp and driver are not built
+ * (ACC_ERR_UNSUPPORTED); adapters of parameters (target_parameters) are ACC_ERR_INVALID_ARGUMENT as
+ * in PEFT, and so is an existing `adapter_name` (PEFT returns without a word). `count` (optional):
+ * the layers it adapts. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_weighted_adapter(acc_model *model, const char *const *adapter_names,
+                                                               const double *weights, size_t n,
+                                                               const char *adapter_name, const char *combination_type,
+                                                               int64_t svd_rank, size_t *count);
 ACC_API ACC_NODISCARD acc_status acc_model_active_adapter(const acc_model *model, char **out);
 ACC_API ACC_NODISCARD acc_status acc_model_adapter_names(const acc_model *model, acc_string_list **out);
 

@@ -229,6 +229,25 @@ acc_status acc_model_unload_lora(acc_model* model) {
   return guarded([&] { model_arg(model).unload_lora(); });
 }
 
+acc_status acc_model_add_weighted_adapter(acc_model* model, const char* const* adapter_names, const double* weights,
+                                          size_t n, const char* adapter_name, const char* combination_type,
+                                          int64_t svd_rank, size_t* count) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    acc::require(n > 0, "n is 0: add_weighted_adapter combines at least one adapter");
+    acc::require(adapter_names != nullptr && weights != nullptr, adapter_names ? "weights" : "adapter_names",
+                 " is NULL");
+    std::vector<std::string> names;
+    for (size_t i = 0; i < n; ++i)
+      names.push_back(text_arg(adapter_names[i], ("adapter_names[" + std::to_string(i) + "]").c_str()));
+    acc::require(svd_rank >= 0, "svd_rank ", svd_rank, " is negative (0: the largest rank)");
+    const size_t added =
+        m.add_weighted_adapter(names, std::vector<double>(weights, weights + n), text_arg(adapter_name, "adapter_name"),
+                               text_arg(combination_type, "combination_type"), svd_rank);
+    if (count) *count = added;
+  });
+}
+
 acc_status acc_model_active_adapter(const acc_model* model, char** out) {
   return guarded([&] {
     const acc::Model& m = model_arg(model);

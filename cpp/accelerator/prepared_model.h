@@ -64,6 +64,10 @@ class PreparedModel final : public Model {
   void set_adapter(const std::string&) override { refuse_adapter_change(); }
   void delete_adapter(const std::string&) override { refuse_adapter_change(); }
   void unload_lora() override { refuse_adapter_change(); }
+  size_t add_weighted_adapter(const std::vector<std::string>&, const std::vector<double>&, const std::string&,
+                              const std::string&, int64_t) override {
+    refuse_adapter_change();
+  }
   std::vector<std::string> adapter_names() const override { return inner_->adapter_names(); }
   const std::string& active_adapter() const override { return inner_->active_adapter(); }
   const std::map<std::string, LoraAdapters>& inactive_adapters() const override { return inner_->inactive_adapters(); }

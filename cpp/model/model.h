@@ -167,6 +167,12 @@ class Model {
   virtual void delete_adapter(const std::string& name);
   // PEFT's unload: every adapter removed, nothing merged; the model computes as its base does.
   virtual void unload_lora();
+  // PEFT's add_weighted_adapter: a new adapter `name`, kept aside, whose layers combine the named
+  // adapters' with `weights` (model/weighted_adapter.h): PEFT's configuration (the first adapter's,
+  // with the targets of all and r = lora_alpha = the combined rank), drawn as PEFT draws it, then
+  // written. `svd_rank` 0: the largest rank. Returns how many layers it adapts.
+  virtual size_t add_weighted_adapter(const std::vector<std::string>& adapters, const std::vector<double>& weights,
+                                      const std::string& name, const std::string& combination, int64_t svd_rank);
   // The adapters' names in the order they came, and the active one's.
   virtual std::vector<std::string> adapter_names() const;
   virtual const std::string& active_adapter() const { return active_adapter_; }

@@ -8,11 +8,13 @@
 // Either way the tensors keep their identity: an adapter switched away and back is the same
 // parameters.
 #include <algorithm>
+#include <cmath>
 
 #include "common/error.h"
 #include "common/random.h"
 #include "model/lora_init.h"
 #include "model/model.h"
+#include "model/weighted_adapter.h"
 
 namespace acc {
 
@@ -188,6 +190,91 @@ void Model::unload_lora() {
   require_trainable_set_free(/*freezing=*/false);
   take_active_adapters();
   forget_named_adapters();
+}
+
+namespace {
+
+// PEFT's target_modules of a combination: the names of all (a union, in the order they come), or
+// their expressions joined ("(a)|(b)"); a mix of the two forms is refused, as PEFT refuses it.
+void combine_targets(const std::vector<const LoraAdapters*>& sources, LoraConfig* combined) {
+  const bool expressions = !sources.front()->config().target_regex.empty();
+  std::vector<std::string> names;
+  std::string regex;
+  for (const LoraAdapters* source : sources) {
+    const LoraConfig& config = source->config();
+    require(!config.target_regex.empty() == expressions, "add_weighted_adapter: the adapters' target_modules are ",
+            "names in some and a regular expression in others (PEFT refuses the mix too)");
+    for (const auto& name : config.target_names)
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    regex += (regex.empty() ? "(" : "|(") + config.target_regex + ")";
+  }
+  if (expressions) {
+    combined->target_names.clear();
+    combined->set_target_regex(regex);
+  } else {
+    combined->target_names = names;
+  }
+}
+
+// The largest rank an adapter's configuration gives (PEFT's max(r, *rank_pattern.values())).
+int64_t largest_rank(const LoraConfig& config) {
+  int64_t r = config.r;
+  for (const auto& pattern : config.rank_pattern) r = std::max(r, pattern.value);
+  return r;
+}
+
+}  // namespace
+
+size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, const std::vector<double>& weights,
+                                   const std::string& name, const std::string& combination, int64_t svd_rank) {
+  require(!adapters.empty(), "add_weighted_adapter needs at least one adapter to combine");
+  require(adapters.size() == weights.size(), "add_weighted_adapter: ", adapters.size(), " adapters and ",
+          weights.size(), " weights");
+  std::vector<const LoraAdapters*> sources;
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    const std::string& adapter = adapters[i];
+    require(std::isfinite(weights[i]), "add_weighted_adapter: the weight of '", adapter, "' is ", weights[i]);
+    if (!lora_.empty() && adapter == active_adapter_) {
+      sources.push_back(&lora_);
+    } else {
+      const auto it = inactive_.find(adapter);
+      require(it != inactive_.end(), "add_weighted_adapter: the model has no adapter named '", adapter, "'");
+      sources.push_back(&it->second);
+    }
+    require(sources.back()->config().target_parameters.empty(), "add_weighted_adapter does not combine adapters ",
+            "of parameters (target_parameters, in '", adapter, "'), as PEFT's");
+  }
+  const std::string how = adapters.size() == 1 ? "linear" : combination;  // PEFT's, for a single adapter
+  std::vector<int64_t> ranks;
+  for (const LoraAdapters* source : sources) ranks.push_back(largest_rank(source->config()));
+  const int64_t rank = combined_rank(how, ranks, svd_rank);
+  for (const LoraAdapters* source : sources)
+    for (const auto& adapter : source->adapters()) check_combinable(adapter, how);
+  LoraConfig combined = sources.front()->config();
+  combine_targets(sources, &combined);
+  combined.r = rank;
+  combined.alpha = static_cast<double>(rank);
+  combined.rank_pattern.clear();
+  combined.alpha_pattern.clear();
+  combined.rank_pattern_spec.clear();
+  combined.alpha_pattern_spec.clear();
+  RandomStreamRestorer restore_on_failure;
+  const size_t added = add_named_lora(name, combined);  // PEFT's inject_adapter: drawn, then frozen aside
+  try {
+    for (const auto& target : inactive_.at(name).adapters()) {
+      std::vector<WeightedSource> layer;
+      for (size_t i = 0; i < sources.size(); ++i)
+        for (const auto& adapter : sources[i]->adapters())
+          if (adapter.site.module == target.site.module) layer.push_back({&adapter, weights[i]});
+      combine_into(target, layer, how);
+    }
+  } catch (...) {
+    inactive_.erase(name);
+    adapter_order_.erase(std::remove(adapter_order_.begin(), adapter_order_.end(), name), adapter_order_.end());
+    throw;
+  }
+  restore_on_failure.keep();
+  return added;
 }
 
 void Model::forget_named_adapters() {

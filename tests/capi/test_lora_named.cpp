@@ -376,3 +376,97 @@ TEST(NamedAdapters, AdaptersOfTheSameLayersSwitchAlike) {
     }
   }
 }
+
+namespace {
+
+// The "weighted" case's TorchScript model with its three adapters ("default" active) at their chosen values.
+acc_model* weighted_sources(const nlohmann::json& w) {
+  acc_model* m = script_net();
+  for (const char* name : {"default", "b", "c"}) {
+    const auto& spec = w["specs"][name];
+    acc_options* o = acc_test::lora_options(spec["r"], spec["lora_alpha"]);
+    const std::string targets = spec["targets"][0].get<std::string>() + "," + spec["targets"][1].get<std::string>();
+    EXPECT_EQ(std::string(name) == "default" ? acc_model_add_lora(m, targets.c_str(), o, nullptr)
+                                             : acc_model_add_lora_named(m, name, targets.c_str(), o, nullptr),
+              ACC_OK)
+        << acc_last_error_message();
+    acc_options_free(o);
+    EXPECT_EQ(acc_model_set_adapter(m, name), ACC_OK) << acc_last_error_message();
+    twin_test::choose(m, w["values"][name], twin_test::script_only("lora_model.pt"));
+  }
+  EXPECT_EQ(acc_model_set_adapter(m, "default"), ACC_OK);
+  return m;
+}
+
+acc_status add_weighted(acc_model* m, const std::vector<std::string>& names, const std::vector<double>& weights,
+                        const char* name, const char* how, int64_t svd_rank = 0) {
+  std::vector<const char*> pointers;
+  for (const auto& n : names) pointers.push_back(n.c_str());
+  return acc_model_add_weighted_adapter(m, pointers.data(), weights.data(), names.size(), name, how, svd_rank, nullptr);
+}
+
+}  // namespace
+
+// PEFT's add_weighted_adapter, restated in export_lora_cases.py: the new adapter's draws and the
+// combined A and B of each layer, for cat, svd (to the largest rank and to a chosen one), linear
+// and a single adapter, bit for bit.
+TEST(NamedAdapters, WeightedAdaptersCombineAsPeft) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const nlohmann::json w = lora_case("weighted");
+  for (const auto& c : w["combinations"]) {
+    SCOPED_TRACE(c["combination"].get<std::string>() + " of " + c["adapters"].dump());
+    acc_model* m = weighted_sources(w);
+    const auto before = eval_outputs(m);
+    ASSERT_EQ(acc_set_seed(c["seed"].get<uint64_t>()), ACC_OK);
+    ASSERT_EQ(add_weighted(m, c["adapters"], c["weights"], "mixed", c["combination"].get<std::string>().c_str(),
+                           c["svd_rank"]),
+              ACC_OK)
+        << acc_last_error_message();
+    EXPECT_EQ(acc_test::next_global_draws(), acc_test::float_values(c["next_draw"]));
+    EXPECT_EQ(names(m), (std::vector<std::string>{"default", "b", "c", "mixed"}));
+    EXPECT_EQ(eval_outputs(m), before) << "kept aside";
+    ASSERT_EQ(acc_model_set_adapter(m, "mixed"), ACC_OK);
+    std::vector<std::string> lora_names;
+    for (const auto& layer : c["layers"].items()) {
+      EXPECT_EQ(param(m, layer.key() + ".lora_A.weight"), acc_test::float_values(layer.value()["a"])) << layer.key();
+      EXPECT_EQ(param(m, layer.key() + ".lora_B.weight"), acc_test::float_values(layer.value()["b"])) << layer.key();
+      lora_names.push_back(layer.key());
+    }
+    size_t count = 0;
+    ASSERT_EQ(acc_model_lora_count(m, &count), ACC_OK);
+    EXPECT_EQ(count, lora_names.size());
+    acc_model_free(m);
+  }
+}
+
+TEST(NamedAdapters, WeightedAdapterRefusalsChangeNothing) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const nlohmann::json w = lora_case("weighted");
+  acc_model* m = weighted_sources(w);
+  EXPECT_EQ(
+      draws_after([&] {
+        ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, 1}, "x", "linear"), ACC_ERR_INVALID_ARGUMENT,
+                         "one rank");
+        ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, 1}, "x", "ties"), ACC_ERR_UNSUPPORTED, "ties");
+        ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, 1}, "x", "average"), ACC_ERR_INVALID_ARGUMENT,
+                         "average");
+        ACC_EXPECT_ERROR(add_weighted(m, {"default", "d"}, {1, 1}, "x", "cat"), ACC_ERR_INVALID_ARGUMENT,
+                         "no adapter named 'd'");
+        ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, 1}, "c", "cat"), ACC_ERR_INVALID_ARGUMENT,
+                         "already has an adapter named 'c'");
+        ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, NAN}, "x", "cat"), ACC_ERR_INVALID_ARGUMENT, "weight");
+        // svd to a rank above what a layer's delta has (head: 3 x 8): drawn, then taken back.
+        ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, 1}, "x", "svd", 7), ACC_ERR_INVALID_ARGUMENT, "svd");
+      }),
+      next_after_seed());
+  const char* one[] = {"default"};
+  const double weight[] = {1.0};
+  ACC_EXPECT_ERROR(acc_model_add_weighted_adapter(m, one, weight, 0, "x", "cat", 0, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "n is 0");
+  ACC_EXPECT_ERROR(acc_model_add_weighted_adapter(m, one, nullptr, 1, "x", "cat", 0, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "weights");
+  ACC_EXPECT_ERROR(acc_model_add_weighted_adapter(m, one, weight, 1, "x", "cat", -1, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "svd_rank");
+  EXPECT_EQ(names(m), (std::vector<std::string>{"default", "b", "c"}));
+  acc_model_free(m);
+}

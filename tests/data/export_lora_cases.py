@@ -1307,6 +1307,79 @@ def attention_case(out):
             "merged": merged_weights, "spec_names": {"proj": "0", "attn": "2", "head": "3"}}
 
 
+def weighted_case(model):
+    """PEFT's add_weighted_adapter (peft/tuners/lora/model.py, utils/merge_utils.py, restated) on Net:
+    three adapters with chosen values ("default" r 2 on fc1 and head, "b" r 3 on fc1 and block.0, "c"
+    r 2 on fc1 and head), and for each combination the draws after manual_seed(seed) (PEFT's
+    inject_adapter: the first adapter's initialisation on the targets of all, at the combined rank),
+    the next ones, and the combined A and B of each layer."""
+    g = torch.Generator().manual_seed(77)
+    modules = dict(model.named_modules())
+    specs = {"default": (["fc1", "head"], 2, 4.0), "b": (["fc1", "block.0"], 3, 3.0), "c": (["fc1", "head"], 2, 8.0)}
+    adapters = {name: {m: (0.3 * torch.randn(r, modules[m].in_features, generator=g),
+                           0.3 * torch.randn(modules[m].out_features, r, generator=g)) for m in targets}
+                for name, (targets, r, alpha) in specs.items()}
+
+    def scaling(name):
+        return specs[name][2] / specs[name][1]
+
+    def task_arithmetic(tensors, weights):  # merge_utils.task_arithmetic
+        stacked = torch.stack(tensors, dim=0)
+        w = torch.tensor(weights)
+        w = w.view(w.shape + (1,) * (stacked.dim() - w.dim()))
+        return (stacked * w).sum(dim=0)
+
+    combinations = []
+
+    def combine(names, weights, how, svd_rank=None):
+        ranks = [specs[n][1] for n in names]
+        kind = "linear" if len(names) == 1 else how
+        rank = ranks[0] if kind == "linear" else sum(ranks) if kind == "cat" else (svd_rank or max(ranks))
+        targets = []
+        for n in names:
+            targets += [t for t in specs[n][0] if t not in targets]
+        seed = 900 + len(combinations)
+        torch.manual_seed(seed)
+        drawn = make_adapters(model, targets, rank)
+        next_draw = torch.rand(3)
+        layers = {}
+        for m, (a0, b0) in drawn.items():
+            present = [(n, w) for n, w in zip(names, weights) if m in adapters[n]]
+            if kind == "cat":
+                a, b = a0 * 0.0, b0 * 0.0
+                cat_a = torch.cat([adapters[n][m][0] * w * scaling(n) for n, w in present], 0)
+                cat_b = torch.cat([adapters[n][m][1] for n, w in present], 1)
+                a[: cat_a.shape[0], :] = cat_a
+                b[:, : cat_b.shape[1]] = cat_b
+            elif kind == "linear":
+                wa, wb = [], []
+                for n, w in present:
+                    scaled = w * scaling(n)
+                    wa.append(math.sqrt(abs(scaled)) * (1 if scaled >= 0 else -1))
+                    wb.append(math.sqrt(abs(scaled)))
+                a = task_arithmetic([adapters[n][m][0] for n, w in present], wa)
+                b = task_arithmetic([adapters[n][m][1] for n, w in present], wb)
+            else:  # each delta is scaled, and weighted by weight x scaling again, as PEFT's
+                deltas = [(adapters[n][m][1] @ adapters[n][m][0]) * scaling(n) for n, w in present]
+                delta = task_arithmetic(deltas, [w * scaling(n) for n, w in present])
+                u, s, vh = torch.linalg.svd(delta, full_matrices=True)
+                b, a = u[:, :rank] @ torch.diag(s[:rank]), vh[:rank, :]
+            layers[m] = {"a": tensor(a), "b": tensor(b)}
+        combinations.append({"adapters": names, "weights": weights, "combination": how, "svd_rank": svd_rank or 0,
+                             "seed": seed, "rank": rank, "next_draw": tensor(next_draw), "layers": layers})
+
+    combine(["default", "b"], [0.7, -0.4], "cat")
+    combine(["default", "b"], [1.0, 0.5], "svd")
+    combine(["b", "c"], [0.5, 2.0], "svd", svd_rank=1)
+    combine(["default", "c"], [0.6, -0.3], "linear")
+    combine(["b"], [2.0], "svd")  # a single adapter: PEFT combines it linearly
+    return {"specs": {n: {"targets": t, "r": r, "lora_alpha": alpha} for n, (t, r, alpha) in specs.items()},
+            "values": {n: {m + suffix: tensor(t) for m, (a, b) in layers.items()
+                           for suffix, t in ((".lora_A.weight", a), (".lora_B.weight", b))}
+                       for n, layers in adapters.items()},
+            "combinations": combinations}
+
+
 def main(out_dir):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -1337,7 +1410,7 @@ def main(out_dir):
             "standalone_tokens": standalone_tokens_case(), "conv": conv_case(out),
             "conv_variants": conv_variants_case(out), "embedding": embedding_case(out), "conv1d": conv1d_case(out),
             "attention": attention_case(out), "parameters": parameters_case(out),
-            "mica_bias": mica_bias_case(model, g)}
+            "mica_bias": mica_bias_case(model, g), "weighted": weighted_case(model)}
     (out / "lora_cases.json").write_text(json.dumps(case))
     torch.jit.script(TinyForCausalLM()).save(str(out / "transformers_lm.pt"))
 

@@ -9,6 +9,15 @@ public sealed class LoadResult {
 }
 
 public partial class Model {
+  /// PEFT's add_weighted_adapter: a new adapter, kept aside, combining the named adapters with one
+  /// weight each ("linear", "cat" or "svd"; svdRank 0: the largest rank). Returns how many layers it adapts.
+  public long AddWeightedAdapter(IEnumerable<string> adapters, double[] weights, string adapterName,
+                                 string combinationType, long svdRank = 0) {
+    byte[] encoded = Arg.NulJoined("AddWeightedAdapter: the adapter name", adapters);
+    return AddWeightedAdapter(encoded, encoded.LongLength, weights, weights.LongLength, adapterName, combinationType,
+                              svdRank);
+  }
+
   public static readonly uint FlagDefault = Native.ACC_FORWARD_DEFAULT;
   public static readonly uint FlagNoGrad = Native.ACC_FORWARD_NO_GRAD;
 

@@ -78,6 +78,11 @@ public class LoraTests {
         Assert.AreEqual("loaded", fresh.ActiveAdapter);
         Assert.AreEqual(second, Output(fresh));
       }
+      // PEFT's add_weighted_adapter: "cat" of an adapter with itself, weights 1 and -1, adds nothing.
+      Assert.AreEqual(1, model.AddWeightedAdapter(new[] {"second", "second"}, new[] {1.0, -1.0}, "none", "cat"));
+      model.SetAdapter("none");
+      float[] none = Output(model);
+      for (int i = 0; i < none.Length; ++i) Assert.AreEqual(baseOutput[i], none[i], 1e-6);
       model.UnloadLora();
       Assert.AreEqual(0, model.LoraCount);
       Assert.AreEqual(baseOutput, Output(model));

@@ -261,6 +261,18 @@ func TestNamedAdaptersSwitchAndSaveWherePeftDoes(t *testing.T) {
 	if !reflect.DeepEqual(second, outputOf(t, fresh)) {
 		t.Error("the loaded adapter computes otherwise")
 	}
+	// PEFT's add_weighted_adapter: "cat" of an adapter with itself, weights 1 and -1, adds nothing.
+	if n, err := m.AddWeightedAdapter([]string{"default", "default"}, []float64{1, -1}, "none", "cat", 0); n != 2 || err != nil {
+		t.Fatalf("AddWeightedAdapter = %d, %v", n, err)
+	}
+	if err := m.SetAdapter("none"); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range outputOf(t, m) {
+		if d := v - base[i]; d > 1e-6 || d < -1e-6 {
+			t.Fatalf("output %d: %v, the base model's %v", i, v, base[i])
+		}
+	}
 	if err := m.UnloadLora(); err != nil || m.LoraCount() != 0 {
 		t.Fatalf("UnloadLora: %v, %d left", err, m.LoraCount())
 	}

@@ -262,6 +262,24 @@ func (m *Model) UnloadLora() error {
 	return do(m.ref(), func(h capi.Model, e *string) { h.UnloadLora(e) })
 }
 
+// AddWeightedAdapter is PEFT's add_weighted_adapter: a new adapter, kept aside, combining the named
+// adapters with one weight each, combinationType "linear", "cat" or "svd" (svdRank 0: the largest
+// rank); see acc_model_add_weighted_adapter. It returns how many layers the new adapter adapts.
+func (m *Model) AddWeightedAdapter(adapters []string, weights []float64, adapterName, combinationType string,
+	svdRank int64) (int, error) {
+	var encoded []byte
+	var err error
+	for _, name := range adapters {
+		if encoded, err = appendNulTerminated(encoded, "AddWeightedAdapter: the adapter name", name); err != nil {
+			return 0, err
+		}
+	}
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 {
+		return h.AddWeightedAdapter(encoded, weights, adapterName, combinationType, svdRank, e)
+	})
+	return int(n), err
+}
+
 // ActiveAdapter is the active adapter's name (an error without adapters).
 func (m *Model) ActiveAdapter() (string, error) {
 	return with(m.ref(), func(h capi.Model, e *string) string { return h.ActiveAdapter(e) })

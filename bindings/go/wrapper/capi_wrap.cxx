@@ -780,6 +780,17 @@ SWIGINTERN void acc_model_loadLoraNamed(acc_model *self,char const *dir,char con
 SWIGINTERN void acc_model_setAdapter(acc_model *self,char const *adapterName,std::string *swig_err){ check(acc_model_set_adapter(self, adapterName)); }
 SWIGINTERN void acc_model_deleteAdapter(acc_model *self,char const *adapterName,std::string *swig_err){ check(acc_model_delete_adapter(self, adapterName)); }
 SWIGINTERN void acc_model_unloadLora(acc_model *self,std::string *swig_err){ check(acc_model_unload_lora(self)); }
+SWIGINTERN size_t acc_model_addWeightedAdapter(acc_model *self,uint8_t const *names,size_t namesSize,double const *data,size_t n,char const *adapterName,char const *combinationType,int64_t svdRank,std::string *swig_err){
+    std::vector<std::string> list = split_nul_terminated(names, namesSize);
+    if (list.size() != n)
+      fail(ACC_ERR_INVALID_ARGUMENT, "addWeightedAdapter: " + std::to_string(list.size()) + " adapters for " +
+                                         std::to_string(n) + " weights");
+    std::vector<const char *> ptrs;
+    for (const auto &s : list) ptrs.push_back(s.c_str());
+    size_t count = 0;
+    check(acc_model_add_weighted_adapter(self, ptrs.data(), data, n, adapterName, combinationType, svdRank, &count));
+    return count;
+  }
 SWIGINTERN std::string acc_model_activeAdapter(acc_model *self,std::string *swig_err){
     char *s = nullptr;
     check(acc_model_active_adapter(self, &s));
@@ -8449,6 +8460,74 @@ void _wrap_Model_unloadLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostri
     if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
   }
   
+}
+
+
+long long _wrap_Model_addWeightedAdapter_capi_f4638e046c163791(acc_model *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _gostring_ _swig_go_3, _gostring_ _swig_go_4, long long _swig_go_5, _gostring_* _swig_go_6) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  uint8_t *arg2 = (uint8_t *) 0 ;
+  size_t arg3 ;
+  double *arg4 = (double *) 0 ;
+  size_t arg5 ;
+  char *arg6 = (char *) 0 ;
+  char *arg7 = (char *) 0 ;
+  int64_t arg8 ;
+  std::string *arg9 = (std::string *) 0 ;
+  char *copy6 ;
+  char *copy7 ;
+  std::string temp9 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  arg2 = (uint8_t *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  
+  arg4 = (double *)_swig_go_2.array;
+  arg5 = (size_t)_swig_go_2.len;
+  
+  
+  copy6 = (char *)malloc(_swig_go_3.n + 1);
+  memcpy(copy6, _swig_go_3.p, _swig_go_3.n);
+  copy6[_swig_go_3.n] = '\0';
+  if (memchr(copy6, 0, _swig_go_3.n)) accswig::go_string_held_nul() = true;
+  arg6 = copy6;
+  
+  
+  copy7 = (char *)malloc(_swig_go_4.n + 1);
+  memcpy(copy7, _swig_go_4.p, _swig_go_4.n);
+  copy7[_swig_go_4.n] = '\0';
+  if (memchr(copy7, 0, _swig_go_4.n)) accswig::go_string_held_nul() = true;
+  arg7 = copy7;
+  
+  arg8 = (int64_t)_swig_go_5; 
+  
+  accswig::take_go_error();
+  arg9 = &temp9;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = acc_model_addWeightedAdapter(arg1,(unsigned char const *)arg2,SWIG_STD_MOVE(arg3),(double const *)arg4,SWIG_STD_MOVE(arg5),(char const *)arg6,(char const *)arg7,arg8,arg9);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_6 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy6); 
+  free(copy7); 
+  return _swig_go_result;
 }
 
 

@@ -114,6 +114,14 @@ class LoraTest {
         assertEquals("loaded", fresh.activeAdapter());
         assertArrayEquals(second, output(fresh));
       }
+      // PEFT's add_weighted_adapter: "cat" of an adapter with itself, weights 1 and -1, adds nothing.
+      assertEquals(1, model.addWeightedAdapter(Arrays.asList("second", "second"), new double[] {1.0, -1.0}, "none",
+                                               "cat", 0));
+      model.setAdapter("none");
+      assertArrayEquals(base, output(model), 1e-6f);
+      e = assertThrows(InvalidArgumentException.class,
+                       () -> model.addWeightedAdapter(Arrays.asList("second"), new double[] {1.0, 2.0}, "x", "cat", 0));
+      assertTrue(e.getMessage().contains("1 adapters for 2 weights"), e.getMessage());
       model.unloadLora();
       assertEquals(0, model.loraCount());
       assertArrayEquals(base, output(model));
