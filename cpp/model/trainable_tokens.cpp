@@ -27,8 +27,10 @@ const TokenSite& site_named(const std::string& key, const std::vector<TokenSite>
     if (ends_with(site.module, key)) found.push_back(&site);
   require(!found.empty(), "trainable_token_indices names '", key,
           "', which matches no embedding or linear layer of the model");
-  require(found.size() == 1, "trainable_token_indices names '", key, "', which matches both '", found[0]->module,
-          "' and '", found[1]->module, "': give a longer name");
+  // (not require: its message would read found[1] whether or not there is one)
+  if (found.size() > 1)
+    fail(Status::InvalidArgument, "trainable_token_indices names '", key, "', which matches both '", found[0]->module,
+         "' and '", found[1]->module, "': give a longer name");
   return *found.front();
 }
 
