@@ -103,7 +103,7 @@ void bench_switching(const std::string& json, int64_t batch, int64_t tokens, int
   }
   std::printf(
       "%s, 3 adapters r=8, evaluation: forward %.1f us; set_adapter between adapters of the same layers "
-      "%.1f us (%.4f of a forward), of other layers %.1f us (%.4f)\n",
+      "%.1f us (%.1e of a forward), of other layers %.1f us (%.1e)\n",
       torchscript ? "as TorchScript" : "layer spec", median(f), median(s), median(s) / median(f), median(w),
       median(w) / median(f));
   acc_tensor_free(x);
