@@ -59,12 +59,18 @@ inline double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Microseconds per call of `f`, over `calls` calls.
+template <typename F>
+double time_calls(F&& f, int calls) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < calls; ++i) f();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / calls;
+}
+
 // Microseconds per call of loop.step(), over `steps` calls.
 template <typename Loop>
 double time_steps(Loop& loop, int steps) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) loop.step();
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / steps;
+  return time_calls([&] { loop.step(); }, steps);
 }
 
 // Median microseconds per step of a and b, measured in alternating rounds after `warm_up` steps of

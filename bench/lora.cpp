@@ -22,7 +22,6 @@
 // (the layers wired again) against a forward in evaluation.
 //
 //   bench_lora [--quick] [MOE.pt]
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -58,18 +57,6 @@ void add_adapter(acc_model* model, const char* name, const char* targets) {
   acc_options_free(o);
 }
 
-// Microseconds per call of `f`, the median of rounds of `calls` calls.
-double per_call(int rounds, int calls, const std::function<void()>& f) {
-  std::vector<double> times;
-  for (int r = 0; r < rounds; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < calls; ++i) f();
-    times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() /
-                    calls);
-  }
-  return median(times);
-}
-
 // The stack in evaluation with three named adapters: "default" and "second" on out_proj, linear1
 // and linear2 (switched in place), "other" on linear1 alone (switched by wiring the layers again).
 // Microseconds per forward without gradients, and per switch of each kind, interleaved by round.
@@ -97,9 +84,9 @@ void bench_switching(const std::string& json, int64_t batch, int64_t tokens, int
   const int rounds = quick ? 1 : 7;
   std::vector<double> f, s, w;
   for (int r = 0; r < rounds; ++r) {
-    f.push_back(per_call(1, 4, forward));
-    s.push_back(per_call(1, 20, same_layers));
-    w.push_back(per_call(1, 4, rewired));
+    f.push_back(time_calls(forward, 4));
+    s.push_back(time_calls(same_layers, 20));
+    w.push_back(time_calls(rewired, 4));
   }
   std::printf(
       "%s, 3 adapters r=8, evaluation: forward %.1f us; set_adapter between adapters of the same layers "

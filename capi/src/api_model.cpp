@@ -10,6 +10,13 @@ namespace {
 
 acc::Model& model_arg(const acc_model* m) { return *live(m, "model").model; }
 
+// A LoRA configuration from target_modules (NULL as "", PEFT's None: target_parameters alone, else
+// refused as empty) and ACC_OPTIONS_LORA options (NULL: the defaults).
+acc::LoraConfig lora_config_arg(const char* target_modules, const acc_options* opts) {
+  return acc::LoraConfig::from(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
+                               options_arg(opts, acc::OptionsKind::Lora));
+}
+
 acc::NamedTensors run_forward(acc::Model& model, const acc_tensor* const* inputs, size_t n, uint32_t flags) {
   auto args = tensors_arg(inputs, n, "inputs");
   acc::require((flags & ~ACC_FORWARD_NO_GRAD) == 0, "unknown forward flags ", flags);
@@ -150,11 +157,7 @@ acc_status acc_model_save_torchscript(const acc_model* model, const char* path) 
 acc_status acc_model_add_lora(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
   return guarded([&] {
     acc::Model& m = model_arg(model);
-    // NULL as "" (PEFT's None): target_parameters alone, else refused as empty.
-    const auto config =
-        acc::LoraConfig::from(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
-                              options_arg(opts, acc::OptionsKind::Lora));
-    const size_t added = m.add_lora(config);
+    const size_t added = m.add_lora(lora_config_arg(target_modules, opts));
     if (count) *count = added;
   });
 }
@@ -202,10 +205,7 @@ acc_status acc_model_add_lora_named(acc_model* model, const char* adapter_name, 
   return guarded([&] {
     acc::Model& m = model_arg(model);
     const std::string name = text_arg(adapter_name, "adapter_name");
-    const auto config =
-        acc::LoraConfig::from(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
-                              options_arg(opts, acc::OptionsKind::Lora));
-    const size_t added = m.add_named_lora(name, config);
+    const size_t added = m.add_named_lora(name, lora_config_arg(target_modules, opts));
     if (count) *count = added;
   });
 }
@@ -240,7 +240,6 @@ acc_status acc_model_add_weighted_adapter(acc_model* model, const char* const* a
     std::vector<std::string> names;
     for (size_t i = 0; i < n; ++i)
       names.push_back(text_arg(adapter_names[i], ("adapter_names[" + std::to_string(i) + "]").c_str()));
-    acc::require(svd_rank >= 0, "svd_rank ", svd_rank, " is negative (0: the largest rank)");
     const size_t added =
         m.add_weighted_adapter(names, std::vector<double>(weights, weights + n), text_arg(adapter_name, "adapter_name"),
                                text_arg(combination_type, "combination_type"), svd_rank);

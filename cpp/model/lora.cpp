@@ -852,20 +852,7 @@ void LoraAdapters::adopt(LoraAdapters&& kept, bool enabled) {
                 to.magnitude.defined() == from.magnitude.defined() && to.b_bias.defined() == from.b_bias.defined(),
             "the adapter kept for '", from.site.module, "' does not fit the layer '", to.site.module, "'");
   }
-  for (size_t k = 0; k < adapters_.size(); ++k) {
-    LoraAdapter& to = adapters_[k];
-    LoraAdapter& from = kept.adapters_[k];
-    to.a = std::move(from.a);
-    to.b = std::move(from.b);
-    to.magnitude = std::move(from.magnitude);
-    to.b_bias = std::move(from.b_bias);
-    to.r = from.r;
-    to.scaling = from.scaling;
-  }
-  config_ = std::move(kept.config_);
-  kept.adapters_.clear();
-  *enabled_ = enabled;
-  install();
+  swap_in(kept, enabled);  // `kept` is left the draws that wired the layers, for the caller to drop
 }
 
 bool LoraAdapters::wired_like(const LoraAdapters& other) const {
@@ -881,8 +868,13 @@ bool LoraAdapters::wired_like(const LoraAdapters& other) const {
   return true;
 }
 
-void LoraAdapters::exchange(LoraAdapters& other, bool enabled) {
-  require(wired_like(other), "the adapters to exchange sit on other layers");
+bool LoraAdapters::exchange(LoraAdapters& other, bool enabled) {
+  if (!wired_like(other)) return false;
+  swap_in(other, enabled);
+  return true;
+}
+
+void LoraAdapters::swap_in(LoraAdapters& other, bool enabled) {
   for (size_t k = 0; k < adapters_.size(); ++k) {
     LoraAdapter &mine = adapters_[k], &theirs = other.adapters_[k];
     std::swap(mine.a, theirs.a);

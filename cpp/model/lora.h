@@ -284,18 +284,22 @@ class LoraAdapters {
   // configuration to wire the model's layers up (the same sites, in the same order: checked before
   // anything changes), installs them and sets them enabled or not.
   void adopt(LoraAdapters&& kept, bool enabled);
-  // Whether `other`'s adapters sit on this one's layers wired alike (each layer's output or weight
-  // adapted as here; ranks and settings may differ), so that exchange can switch them in place.
-  bool wired_like(const LoraAdapters& other) const;
-  // Exchanges tensors and configurations with `other` (wired_like), keeping this one's wiring, and
-  // installs them, enabled or not.
-  void exchange(LoraAdapters& other, bool enabled);
+  // Where `other`'s adapters sit on this one's layers wired alike (each layer's output or weight
+  // adapted as here; ranks and settings may differ): exchanges tensors and configurations with it,
+  // keeping this one's wiring, installs them, enabled or not, and returns true. Otherwise changes
+  // nothing and returns false.
+  bool exchange(LoraAdapters& other, bool enabled);
   // requires_grad on each adapter tensor that trains (MiCA's lora_B stays frozen), or on none;
   // frozen ones keep no gradient.
   void set_trainable(bool trainable) const;
 
  private:
   OutputAdapter output_adapter(const LoraAdapter& adapter) const;
+  // Whether exchange can switch `other` in: see exchange.
+  bool wired_like(const LoraAdapters& other) const;
+  // Swaps the adapters' tensors, ranks and scalings and the configuration with `other`'s (adapters
+  // of the same layers, in the same order), each keeping its own sites; then installs this one's.
+  void swap_in(LoraAdapters& other, bool enabled);
   // Fails while the model has adapters or trainable tokens, naming them.
   void require_none_yet() const;
 

@@ -222,6 +222,8 @@ class Model {
   // keeps what it made aside as `name`; on failure the model is as it was, the global stream too.
   size_t make_named(const std::string& name, const std::function<size_t()>& make);
   void forget_named_adapters();
+  // Forgets the adapter kept aside as `name`.
+  void drop_kept_aside(const std::string& name);
   std::string sharded_at_rest_;
   std::function<void()> zero_kept_gradients_;
   bool weights_pending_ = false;

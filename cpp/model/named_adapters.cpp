@@ -147,22 +147,17 @@ void Model::set_adapter(const std::string& name) {
   }
   require_trainable_set_free(/*freezing=*/false);
   const bool enabled = lora_.enabled();
-  if (lora_.wired_like(it->second)) {  // the same layers wired alike: the tensors change places alone
-    auto kept = inactive_.extract(it);
-    lora_.exchange(kept.mapped(), enabled);
-    kept.mapped().set_trainable(false);
-    lora_.set_trainable(true);
-    kept.key() = active_adapter_;
-    inactive_.insert(std::move(kept));
-    active_adapter_ = name;
-    return;
-  }
-  LoraAdapters outgoing = take_active_adapters();
-  try {
-    reinstate(it->second, enabled);
-  } catch (...) {
-    reinstate(outgoing, enabled);
-    throw;
+  LoraAdapters outgoing;
+  if (lora_.exchange(it->second, enabled)) {  // the same layers wired alike: the tensors change places alone
+    outgoing = std::move(it->second);
+  } else {
+    outgoing = take_active_adapters();
+    try {
+      reinstate(it->second, enabled);
+    } catch (...) {
+      reinstate(outgoing, enabled);
+      throw;
+    }
   }
   inactive_.erase(it);
   outgoing.set_trainable(false);
@@ -181,6 +176,10 @@ void Model::delete_adapter(const std::string& name) {
     const std::string next = inactive_.begin()->first;  // PEFT's choice: the first of the others by name
     set_adapter(next);
   }
+  drop_kept_aside(name);
+}
+
+void Model::drop_kept_aside(const std::string& name) {
   inactive_.erase(name);
   adapter_order_.erase(std::remove(adapter_order_.begin(), adapter_order_.end(), name), adapter_order_.end());
 }
@@ -230,6 +229,7 @@ size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, con
   require(!adapters.empty(), "add_weighted_adapter needs at least one adapter to combine");
   require(adapters.size() == weights.size(), "add_weighted_adapter: ", adapters.size(), " adapters and ",
           weights.size(), " weights");
+  require(svd_rank >= 0, "svd_rank ", svd_rank, " is negative (0: the largest rank)");
   std::vector<const LoraAdapters*> sources;
   for (size_t i = 0; i < adapters.size(); ++i) {
     const std::string& adapter = adapters[i];
@@ -241,8 +241,6 @@ size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, con
       require(it != inactive_.end(), "add_weighted_adapter: the model has no adapter named '", adapter, "'");
       sources.push_back(&it->second);
     }
-    require(sources.back()->config().target_parameters.empty(), "add_weighted_adapter does not combine adapters ",
-            "of parameters (target_parameters, in '", adapter, "'), as PEFT's");
   }
   const std::string how = adapters.size() == 1 ? "linear" : combination;  // PEFT's, for a single adapter
   std::vector<int64_t> ranks;
@@ -269,8 +267,7 @@ size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, con
       combine_into(target, layer, how);
     }
   } catch (...) {
-    inactive_.erase(name);
-    adapter_order_.erase(std::remove(adapter_order_.begin(), adapter_order_.end(), name), adapter_order_.end());
+    drop_kept_aside(name);
     throw;
   }
   restore_on_failure.keep();

@@ -56,7 +56,6 @@ void combine_into(const LoraAdapter& target, const std::vector<WeightedSource>& 
                   const std::string& combination) {
   require(!sources.empty(), "add_weighted_adapter: no adapter among those combined adapts '", target.site.module, "'");
   for (const auto& source : sources) {
-    check_combinable(*source.adapter, combination);
     // PEFT stacks the layers' As and Bs: linear needs each of the combined rank (a rank_pattern can
     // give one layer another).
     require(combination != "linear" || source.adapter->a.size(0) == target.a.size(0), "add_weighted_adapter ",

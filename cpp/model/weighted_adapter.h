@@ -31,7 +31,8 @@ int64_t combined_rank(const std::string& combination, const std::vector<int64_t>
 void check_combinable(const LoraAdapter& adapter, const std::string& combination);
 
 // Writes the combined A and B of `target` (an adapter drawn for the layer with the combined rank)
-// from `sources` (the layer's adapters among those combined, in the order given), as PEFT does.
+// from `sources` (the layer's adapters among those combined, in the order given, each passed by
+// check_combinable), as PEFT does.
 void combine_into(const LoraAdapter& target, const std::vector<WeightedSource>& sources,
                   const std::string& combination);
 

@@ -267,12 +267,9 @@ func (m *Model) UnloadLora() error {
 // rank); see acc_model_add_weighted_adapter. It returns how many layers the new adapter adapts.
 func (m *Model) AddWeightedAdapter(adapters []string, weights []float64, adapterName, combinationType string,
 	svdRank int64) (int, error) {
-	var encoded []byte
-	var err error
-	for _, name := range adapters {
-		if encoded, err = appendNulTerminated(encoded, "AddWeightedAdapter: the adapter name", name); err != nil {
-			return 0, err
-		}
+	encoded, err := nulJoined("AddWeightedAdapter: the adapter name", adapters)
+	if err != nil {
+		return 0, err
 	}
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 {
 		return h.AddWeightedAdapter(encoded, weights, adapterName, combinationType, svdRank, e)
@@ -419,11 +416,9 @@ func (o *Optimizer) AddParamGroup(names []string, overrides *Options) error {
 	if err != nil {
 		return err
 	}
-	var encoded []byte
-	for _, name := range names {
-		if encoded, err = appendNulTerminated(encoded, "AddParamGroup: the parameter name", name); err != nil {
-			return err
-		}
+	encoded, err := nulJoined("AddParamGroup: the parameter name", names)
+	if err != nil {
+		return err
 	}
 	defer runtime.KeepAlive(overrides)
 	return do(o.ref(), func(h capi.Optimizer, e *string) { h.AddParamGroup(encoded, oh, e) })

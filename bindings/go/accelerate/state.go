@@ -285,6 +285,16 @@ func (a *Accelerator) LogImages(images map[string]*Tensor, step int64, dataforma
 	return a.do(func(h capi.Accelerator, e *string) { h.LogImages(names, list.r.h, step, dataformats, e) })
 }
 
+// nulJoined is each of names' bytes and a NUL, the form the library's name lists take.
+func nulJoined(what string, names []string) (encoded []byte, err error) {
+	for _, name := range names {
+		if encoded, err = appendNulTerminated(encoded, what, name); err != nil {
+			return nil, err
+		}
+	}
+	return encoded, nil
+}
+
 // appendNulTerminated appends s's bytes and a NUL: s may hold any other character.
 func appendNulTerminated(out []byte, what, s string) ([]byte, error) {
 	if strings.IndexByte(s, 0) >= 0 {
