@@ -101,6 +101,8 @@ using namespace accswig;
  *  - acc_register_save_state_pre_hook: its _removable form does the same and gives the id each
  *    binding's RemovableHandle holds
  *  - acc_register_load_state_pre_hook: likewise
+ *  - acc_model_add_weighted_adapter: each binding's addWeightedAdapter takes svdRank as its
+ *    _with form's option (svd_rank) and calls that
  */
 /* The whitelist: the header's functions are reached only through the classes below; its enums and
  * version macros are wrapped as they are, less the never-valid sentinels. */

@@ -383,11 +383,12 @@ struct acc_accelerator {};
   void deleteAdapter(const char *adapterName ERR) { check(acc_model_delete_adapter($self, adapterName)); }
   void unloadLora(ERR0) { check(acc_model_unload_lora($self)); }
   /* PEFT's add_weighted_adapter: a new adapter, kept aside, combining the named adapters (names:
-   * each name's UTF-8 bytes and a NUL) with one weight each, combinationType "linear", "cat" or
-   * "svd" (svdRank 0: the largest rank); see acc_model_add_weighted_adapter. Returns how many
-   * layers it adapts. */
+   * each name's UTF-8 bytes and a NUL) with one weight each, combinationType "svd", "linear", "cat",
+   * "ties", "dare_linear", "dare_ties", "magnitude_prune" or a pruning one with "_svd"; opts (may be
+   * null): the keys of ACC_OPTIONS_WEIGHTED_ADAPTER (density, majority_sign_method, svd_rank, ...);
+   * see acc_model_add_weighted_adapter_with. Returns how many layers it adapts. */
   size_t addWeightedAdapter(const uint8_t *names, size_t namesSize, const double *data, size_t n,
-                            const char *adapterName, const char *combinationType, int64_t svdRank ERR) {
+                            const char *adapterName, const char *combinationType, const acc_options *opts ERR) {
     std::vector<std::string> list = split_nul_terminated(names, namesSize);
     if (list.size() != n)
       fail(ACC_ERR_INVALID_ARGUMENT, "addWeightedAdapter: " + std::to_string(list.size()) + " adapters for " +
@@ -395,7 +396,8 @@ struct acc_accelerator {};
     std::vector<const char *> ptrs;
     for (const auto &s : list) ptrs.push_back(s.c_str());
     size_t count = 0;
-    check(acc_model_add_weighted_adapter($self, ptrs.data(), data, n, adapterName, combinationType, svdRank, &count));
+    check(acc_model_add_weighted_adapter_with($self, ptrs.data(), data, n, adapterName, combinationType, opts,
+                                              &count));
     return count;
   }
   /* The active adapter's name (an error without adapters). */

@@ -130,6 +130,9 @@
   public static Options averagedModel() { return new Options(OptionsKind.AVERAGED_MODEL); }
   /** Options of Model.addTrainableTokens (PEFT's TrainableTokensConfig: token_indices, init_weights, ...). */
   public static Options trainableTokens() { return new Options(OptionsKind.TRAINABLE_TOKENS); }
+  /** Options of Model.addWeightedAdapter (PEFT's add_weighted_adapter keywords: density,
+   *  majority_sign_method, svd_rank, svd_clamp, svd_full_matrices, svd_driver). */
+  public static Options weightedAdapter() { return new Options(OptionsKind.WEIGHTED_ADAPTER); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {
@@ -167,11 +170,21 @@
     return new Scope(() -> { if (wasEnabled) setLoraEnabled(true); });
   }
   /** PEFT's add_weighted_adapter: a new adapter, kept aside, combining `adapters` with one weight
-   * each ("linear", "cat" or "svd"; svdRank 0: the largest rank). Returns how many layers it adapts. */
+   * each, combinationType "svd", "linear", "cat", "ties", "dare_linear", "dare_ties", "magnitude_prune"
+   * or a pruning one with "_svd"; options (Options.weightedAdapter(), may be null): density,
+   * majority_sign_method, svd_rank, svd_clamp, ... Returns how many layers it adapts. */
+  public long addWeightedAdapter(java.util.List<String> adapters, double[] weights, String adapterName,
+                                 String combinationType, Options options) {
+    return addWeightedAdapter(Args.nulJoined("addWeightedAdapter: the adapter name", adapters), weights, adapterName,
+                              combinationType, options);
+  }
+  /** addWeightedAdapter with svd_rank alone (0: the largest of the adapters' ranks). */
   public long addWeightedAdapter(java.util.List<String> adapters, double[] weights, String adapterName,
                                  String combinationType, long svdRank) {
-    return addWeightedAdapter(Args.nulJoined("addWeightedAdapter: the adapter name", adapters), weights, adapterName,
-                              combinationType, svdRank);
+    try (Options options = Options.weightedAdapter()) {
+      options.setInt("svd_rank", svdRank);
+      return addWeightedAdapter(adapters, weights, adapterName, combinationType, options);
+    }
   }
 %}
 

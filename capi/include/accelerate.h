@@ -504,9 +504,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   default none: written to adapter_config.json, where PEFT's AutoPeftModel reads them).
  * Keys of ACC_OPTIONS_TRAINABLE_TOKENS (PEFT's TrainableTokensConfig, see
  *   acc_model_add_trainable_tokens): token_indices (string, required: the rows that train in every
- *   target, indices separated by commas or PEFT's JSON list, e.g. "32000,32001"), init_weights
- *   (bool, default true: the rows start as the layer's, so the model starts unchanged; false: as
- *   torch.randn draws from the global generator, in the weight's dtype, as PEFT's),
+ *   target, indices separated by commas or PEFT's JSON list, e.g. "32000,32001"),
+ *   init_weights (bool, default true: the rows start as the layer's, so the model starts unchanged;
+ *   false: as torch.randn draws from the global generator, in the weight's dtype, as PEFT's),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
  *   adapter_config.json).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
@@ -530,6 +530,16 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   update_after_step (int, default 0: updates before averaging starts copy the weights),
  *   use_ema_warmup (bool, default false: the decay is 1 - (1 + step / inv_gamma) ** -power instead
  *   of (1 + step) / (10 + step)), inv_gamma (double, default 1), power (double, default 2/3).
+ * Keys of ACC_OPTIONS_WEIGHTED_ADAPTER (PEFT's add_weighted_adapter keywords, see
+ *   acc_model_add_weighted_adapter_with): density (double, at least 0, required by ties, dare_linear,
+ *   dare_ties, magnitude_prune and their _svd forms: the fraction of each tensor's values kept; >= 1
+ *   keeps all), majority_sign_method ("total", default, or "frequency": ties and dare_ties elect
+ *   each value's sign by the adapters' sum or by the count of signs),
+ *   svd_rank (int, default 0: the largest of the adapters' ranks), svd_clamp (double, in [0, 1],
+ *   unset by default; set: U and Vh clamped to +- this quantile of their values), svd_full_matrices (bool,
+ *   default true: torch.linalg.svd's), svd_driver ("gesvd", "gesvdj" or "gesvda"; default none:
+ *   cuSOLVER's driver, CUDA only as in torch). The svd keys matter to svd combinations only, density
+ *   and majority_sign_method to the pruning ones; elsewhere they are ignored, as in PEFT.
  * ---------------------------------------------------------------------------------------------- */
 
 typedef enum acc_options_kind {
@@ -541,6 +551,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_PROFILE = 6,
   ACC_OPTIONS_AVERAGED_MODEL = 7,
   ACC_OPTIONS_TRAINABLE_TOKENS = 8,
+  ACC_OPTIONS_WEIGHTED_ADAPTER = 9,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -980,19 +991,34 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_lora_named(acc_model *model, con
 ACC_API ACC_NODISCARD acc_status acc_model_set_adapter(acc_model *model, const char *adapter_name);
 ACC_API ACC_NODISCARD acc_status acc_model_delete_adapter(acc_model *model, const char *adapter_name);
 ACC_API ACC_NODISCARD acc_status acc_model_unload_lora(acc_model *model);
-/* acc_model_add_weighted_adapter: PEFT's add_weighted_adapter(adapters, weights, adapter_name,
- * combination_type, svd_rank): a new adapter, kept aside, combining `count` named adapters (the
- * active one among them or not) with `weights` (negative ones subtract), layer by layer:
- * "linear" (the As and the Bs summed, each weighted by sqrt(|weight x scaling|), the sign on A; one
- * rank), "cat" (stacked, As times weight times scaling: the ranks add up) or "svd" (the weighted sum
- * of the layers' deltas factored by torch.linalg.svd to `svd_rank`, 0 for the largest rank). A
- * single adapter is combined "linear", as PEFT. Its configuration is the first adapter's with the
- * targets of all (names joined, or expressions joined "(a)|(b)") and r = lora_alpha = the combined
- * rank; it is drawn as PEFT draws it (the global generator) before its values are written. PEFT's
- * other combination types (ties, dare_*, magnitude_prune*) and svd's clamp and driver are not built
- * (ACC_ERR_UNSUPPORTED); adapters of parameters (target_parameters) are ACC_ERR_INVALID_ARGUMENT as
- * in PEFT, and so is an existing `adapter_name` (PEFT returns without a word). `count` (optional):
- * the layers it adapts. */
+/* acc_model_add_weighted_adapter_with: PEFT's add_weighted_adapter(adapters, weights, adapter_name,
+ * combination_type, **keywords): a new adapter, kept aside, combining `n` named adapters (the
+ * active one among them or not) with `weights` (negative ones subtract), layer by layer, as
+ * `combination_type` says:
+ *   "cat": the As times weight times scaling stacked, the Bs beside each other (the ranks add up);
+ *   "linear", "ties", "dare_linear", "dare_ties", "magnitude_prune": the As merged, then the Bs
+ *     (one rank for all), each weighted by sqrt(|weight x scaling|), the sign on A: linear sums,
+ *     magnitude_prune keeps each tensor's largest `density` fraction first, dare_* keep each value
+ *     with probability density (torch.bernoulli from the global generator, A's masks before B's,
+ *     layer by layer) and divide by it, ties and dare_ties average only the values whose sign is the
+ *     majority's;
+ *   "svd", "ties_svd", "dare_linear_svd", "dare_ties_svd", "magnitude_prune_svd": the layers' deltas
+ *     merged so (svd: summed) with weight x scaling, then factored by torch.linalg.svd to svd_rank.
+ * A single adapter is combined "linear", as PEFT. `opts` (optional, ACC_OPTIONS_WEIGHTED_ADAPTER):
+ * density, majority_sign_method, svd_rank, svd_clamp, svd_full_matrices, svd_driver. The new
+ * adapter's configuration is the first adapter's with the targets of all (names joined, or
+ * expressions joined "(a)|(b)") and r = lora_alpha = the combined rank; it is drawn as PEFT draws it
+ * (the global generator) before its values are written. Adapters of parameters (target_parameters)
+ * are ACC_ERR_INVALID_ARGUMENT as in PEFT, and so is an existing `adapter_name` (PEFT returns
+ * without a word), a pruning combination without a density (PEFT fails on None) and svd_driver on
+ * CPU tensors (torch refuses it). `count` (optional): the layers it adapts.
+ * acc_model_add_weighted_adapter: the same with svd_rank alone as keyword. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_weighted_adapter_with(acc_model *model,
+                                                                    const char *const *adapter_names,
+                                                                    const double *weights, size_t n,
+                                                                    const char *adapter_name,
+                                                                    const char *combination_type,
+                                                                    const acc_options *opts, size_t *count);
 ACC_API ACC_NODISCARD acc_status acc_model_add_weighted_adapter(acc_model *model, const char *const *adapter_names,
                                                                const double *weights, size_t n,
                                                                const char *adapter_name, const char *combination_type,

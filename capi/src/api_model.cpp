@@ -3,6 +3,9 @@
 #include "common/device.h"
 #include "guard.h"
 #include "handles.h"
+#include "model/weighted_adapter.h"
+
+#include <functional>
 
 using namespace acc::capi;
 
@@ -229,9 +232,12 @@ acc_status acc_model_unload_lora(acc_model* model) {
   return guarded([&] { model_arg(model).unload_lora(); });
 }
 
-acc_status acc_model_add_weighted_adapter(acc_model* model, const char* const* adapter_names, const double* weights,
-                                          size_t n, const char* adapter_name, const char* combination_type,
-                                          int64_t svd_rank, size_t* count) {
+namespace {
+
+// add_weighted_adapter from the C arguments, with its keywords in `options`.
+acc_status add_weighted_adapter(acc_model* model, const char* const* adapter_names, const double* weights, size_t n,
+                                const char* adapter_name, const char* combination_type,
+                                const std::function<acc::Options()>& options, size_t* count) {
   return guarded([&] {
     acc::Model& m = model_arg(model);
     acc::require(n > 0, "n is 0: add_weighted_adapter combines at least one adapter");
@@ -240,11 +246,34 @@ acc_status acc_model_add_weighted_adapter(acc_model* model, const char* const* a
     std::vector<std::string> names;
     for (size_t i = 0; i < n; ++i)
       names.push_back(text_arg(adapter_names[i], ("adapter_names[" + std::to_string(i) + "]").c_str()));
-    const size_t added =
-        m.add_weighted_adapter(names, std::vector<double>(weights, weights + n), text_arg(adapter_name, "adapter_name"),
-                               text_arg(combination_type, "combination_type"), svd_rank);
+    const auto how = acc::WeightedCombination::from(text_arg(combination_type, "combination_type"), options(), n);
+    const size_t added = m.add_weighted_adapter(names, std::vector<double>(weights, weights + n),
+                                                text_arg(adapter_name, "adapter_name"), how);
     if (count) *count = added;
   });
+}
+
+}  // namespace
+
+acc_status acc_model_add_weighted_adapter_with(acc_model* model, const char* const* adapter_names,
+                                               const double* weights, size_t n, const char* adapter_name,
+                                               const char* combination_type, const acc_options* opts, size_t* count) {
+  return add_weighted_adapter(
+      model, adapter_names, weights, n, adapter_name, combination_type,
+      [&] { return options_arg(opts, acc::OptionsKind::WeightedAdapter); }, count);
+}
+
+acc_status acc_model_add_weighted_adapter(acc_model* model, const char* const* adapter_names, const double* weights,
+                                          size_t n, const char* adapter_name, const char* combination_type,
+                                          int64_t svd_rank, size_t* count) {
+  return add_weighted_adapter(
+      model, adapter_names, weights, n, adapter_name, combination_type,
+      [&] {
+        acc::Options options = options_arg(nullptr, acc::OptionsKind::WeightedAdapter);
+        options.set("svd_rank", svd_rank);
+        return options;
+      },
+      count);
 }
 
 acc_status acc_model_active_adapter(const acc_model* model, char** out) {

@@ -4,10 +4,11 @@
 #include "common/error.h"
 #include "data/dataloader_options.h"
 #include "model/lora.h"
+#include "model/weighted_adapter.h"
 #include "optim/averaged_model.h"
 #include "optim/optimizer_options.h"
-#include "schedule/schedule_options.h"
 #include "profiling/profile_config.h"
+#include "schedule/schedule_options.h"
 
 namespace acc {
 
@@ -22,6 +23,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
     case OptionsKind::AveragedModel: return averaging_option_table();
     case OptionsKind::TrainableTokens:
       return trainable_tokens_option_table();
+    case OptionsKind::WeightedAdapter:
+      return weighted_adapter_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -65,7 +65,7 @@ class PreparedModel final : public Model {
   void delete_adapter(const std::string&) override { refuse_adapter_change(); }
   void unload_lora() override { refuse_adapter_change(); }
   size_t add_weighted_adapter(const std::vector<std::string>&, const std::vector<double>&, const std::string&,
-                              const std::string&, int64_t) override {
+                              const WeightedCombination&) override {
     refuse_adapter_change();
   }
   std::vector<std::string> adapter_names() const override { return inner_->adapter_names(); }

@@ -131,6 +131,8 @@ const char* options_kind_name(OptionsKind kind) {
     case OptionsKind::AveragedModel: return "averaged_model";
     case OptionsKind::TrainableTokens:
       return "trainable_tokens";
+    case OptionsKind::WeightedAdapter:
+      return "weighted_adapter";
   }
   return "?";
 }

@@ -50,7 +50,8 @@ enum class OptionsKind : int {
   Lora = 5,
   Profile = 6,
   AveragedModel = 7,
-  TrainableTokens = 8
+  TrainableTokens = 8,
+  WeightedAdapter = 9
 };
 
 const char* options_kind_name(OptionsKind kind);

@@ -19,7 +19,8 @@
 
 namespace acc {
 
-struct LoraFiles;  // model/lora_files.h
+struct LoraFiles;            // model/lora_files.h
+struct WeightedCombination;  // model/weighted_adapter.h
 
 // Called around each unit's forward (see Model::set_unit_hooks): sharded data parallelism's stage 3
 // gathers a unit's parameters just before it runs and frees them after; `after` may return the
@@ -170,9 +171,9 @@ class Model {
   // PEFT's add_weighted_adapter: a new adapter `name`, kept aside, whose layers combine the named
   // adapters' with `weights` (model/weighted_adapter.h): PEFT's configuration (the first adapter's,
   // with the targets of all and r = lora_alpha = the combined rank), drawn as PEFT draws it, then
-  // written. `svd_rank` 0: the largest rank. Returns how many layers it adapts.
+  // written (DARE's masks drawn after). Returns how many layers it adapts.
   virtual size_t add_weighted_adapter(const std::vector<std::string>& adapters, const std::vector<double>& weights,
-                                      const std::string& name, const std::string& combination, int64_t svd_rank);
+                                      const std::string& name, const WeightedCombination& how);
   // The adapters' names in the order they came, and the active one's.
   virtual std::vector<std::string> adapter_names() const;
   virtual const std::string& active_adapter() const { return active_adapter_; }

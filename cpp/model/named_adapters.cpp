@@ -225,11 +225,10 @@ int64_t largest_rank(const LoraConfig& config) {
 }  // namespace
 
 size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, const std::vector<double>& weights,
-                                   const std::string& name, const std::string& combination, int64_t svd_rank) {
+                                   const std::string& name, const WeightedCombination& how) {
   require(!adapters.empty(), "add_weighted_adapter needs at least one adapter to combine");
   require(adapters.size() == weights.size(), "add_weighted_adapter: ", adapters.size(), " adapters and ",
           weights.size(), " weights");
-  require(svd_rank >= 0, "svd_rank ", svd_rank, " is negative (0: the largest rank)");
   std::vector<const LoraAdapters*> sources;
   for (size_t i = 0; i < adapters.size(); ++i) {
     const std::string& adapter = adapters[i];
@@ -242,10 +241,9 @@ size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, con
       sources.push_back(&it->second);
     }
   }
-  const std::string how = adapters.size() == 1 ? "linear" : combination;  // PEFT's, for a single adapter
   std::vector<int64_t> ranks;
   for (const LoraAdapters* source : sources) ranks.push_back(largest_rank(source->config()));
-  const int64_t rank = combined_rank(how, ranks, svd_rank);
+  const int64_t rank = combined_rank(how, ranks);
   for (const LoraAdapters* source : sources)
     for (const auto& adapter : source->adapters()) check_combinable(adapter, how);
   LoraConfig combined = sources.front()->config();

@@ -398,18 +398,40 @@ acc_model* weighted_sources(const nlohmann::json& w) {
   return m;
 }
 
-acc_status add_weighted(acc_model* m, const std::vector<std::string>& names, const std::vector<double>& weights,
-                        const char* name, const char* how, int64_t svd_rank = 0) {
+std::vector<const char*> c_strings(const std::vector<std::string>& names) {
   std::vector<const char*> pointers;
   for (const auto& n : names) pointers.push_back(n.c_str());
-  return acc_model_add_weighted_adapter(m, pointers.data(), weights.data(), names.size(), name, how, svd_rank, nullptr);
+  return pointers;
+}
+
+acc_status add_weighted(acc_model* m, const std::vector<std::string>& names, const std::vector<double>& weights,
+                        const char* name, const char* how, int64_t svd_rank = 0) {
+  return acc_model_add_weighted_adapter(m, c_strings(names).data(), weights.data(), names.size(), name, how, svd_rank,
+                                        nullptr);
+}
+
+// add_weighted_adapter with its keywords, set from a JSON object of them as acc_options_set reads text.
+acc_status add_weighted_with(acc_model* m, const std::vector<std::string>& names, const std::vector<double>& weights,
+                             const char* name, const char* how, const nlohmann::json& keywords) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_WEIGHTED_ADAPTER, &o), ACC_OK);
+  for (const auto& [key, value] : keywords.items()) {
+    const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+    EXPECT_EQ(acc_options_set(o, key.c_str(), text.c_str()), ACC_OK) << acc_last_error_message();
+  }
+  const acc_status status = acc_model_add_weighted_adapter_with(m, c_strings(names).data(), weights.data(),
+                                                                names.size(), name, how, o, nullptr);
+  acc_options_free(o);
+  return status;
 }
 
 }  // namespace
 
-// PEFT's add_weighted_adapter, restated in export_lora_cases.py: the new adapter's draws and the
-// combined A and B of each layer, for cat, svd (to the largest rank and to a chosen one), linear
-// and a single adapter, bit for bit.
+// PEFT's add_weighted_adapter, restated in export_lora_cases.py: the new adapter's draws, the
+// combined A and B of each layer and the global generator after (DARE's masks), bit for bit, for
+// cat, svd (to the largest rank, to a chosen one, clamped), linear, a single adapter, ties (both sign
+// elections), dare_linear, dare_ties, magnitude_prune (and a density above 1) and the _svd forms
+// (reduced matrices too).
 TEST(NamedAdapters, WeightedAdaptersCombineAsPeft) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const nlohmann::json w = lora_case("weighted");
@@ -418,8 +440,11 @@ TEST(NamedAdapters, WeightedAdaptersCombineAsPeft) {
     acc_model* m = weighted_sources(w);
     const auto before = eval_outputs(m);
     ASSERT_EQ(acc_set_seed(c["seed"].get<uint64_t>()), ACC_OK);
-    ASSERT_EQ(add_weighted(m, c["adapters"], c["weights"], "mixed", c["combination"].get<std::string>().c_str(),
-                           c["svd_rank"]),
+    const std::string how = c["combination"];
+    // acc_model_add_weighted_adapter where svd_rank is the only keyword, else the options form.
+    const bool rank_only = c["options"].empty() || (c["options"].size() == 1 && c["options"].contains("svd_rank"));
+    ASSERT_EQ(rank_only ? add_weighted(m, c["adapters"], c["weights"], "mixed", how.c_str(), c["svd_rank"])
+                        : add_weighted_with(m, c["adapters"], c["weights"], "mixed", how.c_str(), c["options"]),
               ACC_OK)
         << acc_last_error_message();
     EXPECT_EQ(acc_test::next_global_draws(), acc_test::float_values(c["next_draw"]));
@@ -447,7 +472,14 @@ TEST(NamedAdapters, WeightedAdapterRefusalsChangeNothing) {
       draws_after([&] {
         ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, 1}, "x", "linear"), ACC_ERR_INVALID_ARGUMENT,
                          "one rank");
-        ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, 1}, "x", "ties"), ACC_ERR_UNSUPPORTED, "ties");
+        ACC_EXPECT_ERROR(add_weighted(m, {"default", "c"}, {1, 1}, "x", "ties"), ACC_ERR_INVALID_ARGUMENT,
+                         "needs a density");
+        ACC_EXPECT_ERROR(add_weighted_with(m, {"default", "b"}, {1, 1}, "x", "dare_ties", {{"density", 0.5}}),
+                         ACC_ERR_INVALID_ARGUMENT, "one rank");
+        ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, 1}, "x", "linear_svd"), ACC_ERR_INVALID_ARGUMENT,
+                         "none of PEFT's");
+        ACC_EXPECT_ERROR(add_weighted_with(m, {"default", "b"}, {1, 1}, "x", "svd", {{"svd_driver", "gesvdj"}}),
+                         ACC_ERR_INVALID_ARGUMENT, "CUDA tensors only");
         ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, 1}, "x", "average"), ACC_ERR_INVALID_ARGUMENT,
                          "average");
         ACC_EXPECT_ERROR(add_weighted(m, {"default", "d"}, {1, 1}, "x", "cat"), ACC_ERR_INVALID_ARGUMENT,
@@ -467,6 +499,16 @@ TEST(NamedAdapters, WeightedAdapterRefusalsChangeNothing) {
                    "weights");
   ACC_EXPECT_ERROR(acc_model_add_weighted_adapter(m, one, weight, 1, "x", "cat", -1, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "svd_rank");
+  acc_options* o = nullptr;
+  ASSERT_EQ(acc_options_create(ACC_OPTIONS_WEIGHTED_ADAPTER, &o), ACC_OK);
+  ACC_EXPECT_ERROR(acc_options_set_double(o, "density", -0.5), ACC_ERR_INVALID_ARGUMENT, "density");
+  ACC_EXPECT_ERROR(acc_options_set(o, "majority_sign_method", "mean"), ACC_ERR_INVALID_ARGUMENT, "frequency");
+  ACC_EXPECT_ERROR(acc_options_set_double(o, "svd_clamp", 1.5), ACC_ERR_INVALID_ARGUMENT, "svd_clamp");
+  acc_options_free(o);
+  ASSERT_EQ(acc_options_create(ACC_OPTIONS_LORA, &o), ACC_OK);
+  ACC_EXPECT_ERROR(acc_model_add_weighted_adapter_with(m, one, weight, 1, "x", "cat", o, nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "weighted_adapter options are needed");
+  acc_options_free(o);
   EXPECT_EQ(names(m), (std::vector<std::string>{"default", "b", "c"}));
   acc_model_free(m);
 }

@@ -70,11 +70,13 @@ double documented_number(const std::string& text) {
 TEST(OptionsDoc, TheHeaderStatesTheTablesDefaults) {
   const std::string header = header_text();
   const std::pair<const char*, acc::OptionsKind> kinds[] = {{"SCHEDULER", acc::OptionsKind::Scheduler},
-                                                             {"DATALOADER", acc::OptionsKind::DataLoader},
-                                                             {"ACCELERATOR", acc::OptionsKind::Accelerator},
-                                                             {"LORA", acc::OptionsKind::Lora},
-                                                             {"PROFILE", acc::OptionsKind::Profile},
-                                                             {"AVERAGED_MODEL", acc::OptionsKind::AveragedModel}};
+                                                            {"DATALOADER", acc::OptionsKind::DataLoader},
+                                                            {"ACCELERATOR", acc::OptionsKind::Accelerator},
+                                                            {"LORA", acc::OptionsKind::Lora},
+                                                            {"PROFILE", acc::OptionsKind::Profile},
+                                                            {"AVERAGED_MODEL", acc::OptionsKind::AveragedModel},
+                                                            {"TRAINABLE_TOKENS", acc::OptionsKind::TrainableTokens},
+                                                            {"WEIGHTED_ADAPTER", acc::OptionsKind::WeightedAdapter}};
   size_t checked = 0;
   for (const auto& [name, kind] : kinds) {
     for (const auto& [key, text] : documented_defaults(keys_block(header, name))) {
@@ -97,11 +99,13 @@ TEST(OptionsDoc, TheHeaderDocumentsExactlyTheKeysEachKindAccepts) {
   const std::string header = header_text();
   ASSERT_FALSE(header.empty());
   const std::pair<const char*, acc::OptionsKind> kinds[] = {{"OPTIMIZER", acc::OptionsKind::Optimizer},
-                                                             {"SCHEDULER", acc::OptionsKind::Scheduler},
-                                                             {"DATALOADER", acc::OptionsKind::DataLoader},
-                                                             {"ACCELERATOR", acc::OptionsKind::Accelerator},
-                                                             {"LORA", acc::OptionsKind::Lora},
-                                                             {"PROFILE", acc::OptionsKind::Profile},
-                                                             {"AVERAGED_MODEL", acc::OptionsKind::AveragedModel}};
+                                                            {"SCHEDULER", acc::OptionsKind::Scheduler},
+                                                            {"DATALOADER", acc::OptionsKind::DataLoader},
+                                                            {"ACCELERATOR", acc::OptionsKind::Accelerator},
+                                                            {"LORA", acc::OptionsKind::Lora},
+                                                            {"PROFILE", acc::OptionsKind::Profile},
+                                                            {"AVERAGED_MODEL", acc::OptionsKind::AveragedModel},
+                                                            {"TRAINABLE_TOKENS", acc::OptionsKind::TrainableTokens},
+                                                            {"WEIGHTED_ADAPTER", acc::OptionsKind::WeightedAdapter}};
   for (const auto& [name, kind] : kinds) EXPECT_EQ(documented_keys(keys_block(header, name)), schema_keys(kind)) << name;
 }

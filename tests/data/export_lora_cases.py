@@ -1329,19 +1329,41 @@ def weighted_case(model):
         w = w.view(w.shape + (1,) * (stacked.dim() - w.dim()))
         return (stacked * w).sum(dim=0)
 
+    def pruned(t, density, at_random):  # merge_utils.prune: magnitude (topk) or DARE (bernoulli, rescaled)
+        if density >= 1:
+            return t
+        if at_random:
+            return t * torch.bernoulli(torch.full_like(t, density)) / density
+        keep = torch.zeros_like(t).reshape(-1)
+        keep[torch.topk(t.abs().reshape(-1), k=int(density * t.numel()), largest=True)[1]] = 1
+        return t * keep.reshape(t.shape)
+
+    def merged(method, tensors, weights, density, sign_method):  # merge_utils' five merges
+        if method == "linear":
+            return task_arithmetic(tensors, weights)
+        stacked = torch.stack([pruned(t, density, method.startswith("dare")) for t in tensors], dim=0)
+        w = torch.tensor(weights)
+        weighted = stacked * w.view(w.shape + (1,) * (stacked.dim() - w.dim()))
+        if method not in ("ties", "dare_ties"):
+            return weighted.sum(dim=0)
+        votes = stacked.sum(dim=0) if sign_method == "total" else stacked.sign().sum(dim=0)
+        agree = stacked.sign() == torch.where(votes >= 0, 1, -1)
+        return (weighted * agree).sum(dim=0) / torch.clamp(agree.sum(dim=0), min=1.0)
+
     combinations = []
 
-    def combine(names, weights, how, svd_rank=None):
+    def combine(names, weights, how, svd_rank=None, density=None, sign_method="total", clamp=None, full=True):
         ranks = [specs[n][1] for n in names]
         kind = "linear" if len(names) == 1 else how
-        rank = ranks[0] if kind == "linear" else sum(ranks) if kind == "cat" else (svd_rank or max(ranks))
+        svd = kind.endswith("svd")
+        method = "linear" if kind == "svd" else kind[:-4] if svd else kind
+        rank = sum(ranks) if kind == "cat" else (svd_rank or max(ranks)) if svd else ranks[0]
         targets = []
         for n in names:
             targets += [t for t in specs[n][0] if t not in targets]
         seed = 900 + len(combinations)
         torch.manual_seed(seed)
         drawn = make_adapters(model, targets, rank)
-        next_draw = torch.rand(3)
         layers = {}
         for m, (a0, b0) in drawn.items():
             present = [(n, w) for n, w in zip(names, weights) if m in adapters[n]]
@@ -1351,21 +1373,29 @@ def weighted_case(model):
                 cat_b = torch.cat([adapters[n][m][1] for n, w in present], 1)
                 a[: cat_a.shape[0], :] = cat_a
                 b[:, : cat_b.shape[1]] = cat_b
-            elif kind == "linear":
+            elif not svd:  # the As merged first (their masks drawn first), then the Bs
                 wa, wb = [], []
                 for n, w in present:
                     scaled = w * scaling(n)
                     wa.append(math.sqrt(abs(scaled)) * (1 if scaled >= 0 else -1))
                     wb.append(math.sqrt(abs(scaled)))
-                a = task_arithmetic([adapters[n][m][0] for n, w in present], wa)
-                b = task_arithmetic([adapters[n][m][1] for n, w in present], wb)
+                a = merged(method, [adapters[n][m][0] for n, w in present], wa, density, sign_method)
+                b = merged(method, [adapters[n][m][1] for n, w in present], wb, density, sign_method)
             else:  # each delta is scaled, and weighted by weight x scaling again, as PEFT's
                 deltas = [(adapters[n][m][1] @ adapters[n][m][0]) * scaling(n) for n, w in present]
-                delta = task_arithmetic(deltas, [w * scaling(n) for n, w in present])
-                u, s, vh = torch.linalg.svd(delta, full_matrices=True)
+                delta = merged(method, deltas, [w * scaling(n) for n, w in present], density, sign_method)
+                u, s, vh = torch.linalg.svd(delta, full_matrices=full)
                 b, a = u[:, :rank] @ torch.diag(s[:rank]), vh[:rank, :]
+                if clamp is not None:
+                    high = torch.quantile(torch.cat([b.flatten(), a.flatten()]), clamp)
+                    b, a = b.clamp(-high, high), a.clamp(-high, high)
             layers[m] = {"a": tensor(a), "b": tensor(b)}
+        next_draw = torch.rand(3)  # after DARE's masks
+        options = {"svd_rank": svd_rank, "density": density, "svd_clamp": clamp,
+                   "majority_sign_method": None if sign_method == "total" else sign_method,
+                   "svd_full_matrices": None if full else False}
         combinations.append({"adapters": names, "weights": weights, "combination": how, "svd_rank": svd_rank or 0,
+                             "options": {k: v for k, v in options.items() if v is not None},
                              "seed": seed, "rank": rank, "next_draw": tensor(next_draw), "layers": layers})
 
     combine(["default", "b"], [0.7, -0.4], "cat")
@@ -1373,6 +1403,17 @@ def weighted_case(model):
     combine(["b", "c"], [0.5, 2.0], "svd", svd_rank=1)
     combine(["default", "c"], [0.6, -0.3], "linear")
     combine(["b"], [2.0], "svd")  # a single adapter: PEFT combines it linearly
+    combine(["default", "c"], [0.8, 0.5], "ties", density=0.5)
+    combine(["default", "c", "default"], [0.8, -0.5, 0.3], "ties", density=0.7, sign_method="frequency")
+    combine(["default", "c"], [0.8, 0.5], "dare_linear", density=0.6)
+    combine(["default", "c"], [1.2, -0.5], "dare_ties", density=0.4, sign_method="frequency")
+    combine(["default", "c"], [0.8, 0.5], "magnitude_prune", density=0.3)
+    combine(["default", "c"], [0.8, 0.5], "magnitude_prune", density=1.5)  # >= 1: nothing pruned
+    combine(["default", "b"], [1.0, 0.5], "ties_svd", density=0.5)
+    combine(["b", "c"], [0.5, 2.0], "dare_linear_svd", svd_rank=2, density=0.6)
+    combine(["default", "b", "c"], [0.4, 0.5, -0.6], "dare_ties_svd", density=0.5, clamp=0.9)
+    combine(["default", "b"], [1.0, 0.5], "magnitude_prune_svd", density=0.4, full=False)
+    combine(["default", "b"], [1.0, 0.5], "svd", clamp=0.75)
     return {"specs": {n: {"targets": t, "r": r, "lora_alpha": alpha} for n, (t, r, alpha) in specs.items()},
             "values": {n: {m + suffix: tensor(t) for m, (a, b) in layers.items()
                            for suffix, t in ((".lora_A.weight", a), (".lora_B.weight", b))}

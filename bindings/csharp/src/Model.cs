@@ -10,12 +10,20 @@ public sealed class LoadResult {
 
 public partial class Model {
   /// PEFT's add_weighted_adapter: a new adapter, kept aside, combining the named adapters with one
-  /// weight each ("linear", "cat" or "svd"; svdRank 0: the largest rank). Returns how many layers it adapts.
+  /// weight each, combinationType "svd", "linear", "cat", "ties", "dare_linear", "dare_ties",
+  /// "magnitude_prune" or a pruning one with "_svd"; options (Options.WeightedAdapter(), may be null):
+  /// density, majority_sign_method, svd_rank, svd_clamp, ... Returns how many layers it adapts.
   public long AddWeightedAdapter(IEnumerable<string> adapters, double[] weights, string adapterName,
-                                 string combinationType, long svdRank = 0) {
+                                 string combinationType, Options options) {
     byte[] encoded = Arg.NulJoined("AddWeightedAdapter: the adapter name", adapters);
     return AddWeightedAdapter(encoded, encoded.LongLength, weights, weights.LongLength, adapterName, combinationType,
-                              svdRank);
+                              options);
+  }
+  /// AddWeightedAdapter with svd_rank alone (0: the largest of the adapters' ranks).
+  public long AddWeightedAdapter(IEnumerable<string> adapters, double[] weights, string adapterName,
+                                 string combinationType, long svdRank = 0) {
+    using (Options options = Options.WeightedAdapter().Put("svd_rank", svdRank))
+      return AddWeightedAdapter(adapters, weights, adapterName, combinationType, options);
   }
 
   public static readonly uint FlagDefault = Native.ACC_FORWARD_DEFAULT;

@@ -17,6 +17,9 @@ public partial class Options {
   /// <summary>Options of Model.AddTrainableTokens (PEFT's TrainableTokensConfig: token_indices,
   /// init_weights, ...).</summary>
   public static Options TrainableTokens() { return new Options(OptionsKind.TrainableTokensOptions); }
+  /// <summary>Options of Model.AddWeightedAdapter (PEFT's add_weighted_adapter keywords: density,
+  /// majority_sign_method, svd_rank, svd_clamp, svd_full_matrices, svd_driver).</summary>
+  public static Options WeightedAdapter() { return new Options(OptionsKind.WeightedAdapterOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

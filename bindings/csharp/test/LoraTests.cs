@@ -83,6 +83,16 @@ public class LoraTests {
       model.SetAdapter("none");
       float[] none = Output(model);
       for (int i = 0; i < none.Length; ++i) Assert.AreEqual(baseOutput[i], none[i], 1e-6);
+      // "ties" of an adapter with itself, weights 1 and 1, nothing pruned: the adapter again.
+      using (Options keywords = Options.WeightedAdapter().Put("density", 1.0))
+        Assert.AreEqual(1, model.AddWeightedAdapter(new[] {"second", "second"}, new[] {1.0, 1.0}, "tied", "ties",
+                                                    keywords));
+      model.SetAdapter("tied");
+      float[] tied = Output(model);
+      for (int i = 0; i < tied.Length; ++i) Assert.AreEqual(second[i], tied[i], 1e-5);
+      e = Assert.Throws<AccelerateInvalidArgumentException>(
+          () => model.AddWeightedAdapter(new[] {"second", "second"}, new[] {1.0, 1.0}, "x", "ties", (Options)null));
+      StringAssert.Contains("needs a density", e.Message);
       model.UnloadLora();
       Assert.AreEqual(0, model.LoraCount);
       Assert.AreEqual(baseOutput, Output(model));

@@ -273,6 +273,30 @@ func TestNamedAdaptersSwitchAndSaveWherePeftDoes(t *testing.T) {
 			t.Fatalf("output %d: %v, the base model's %v", i, v, base[i])
 		}
 	}
+	// "ties" of an adapter with itself, weights 1 and 1, nothing pruned: the adapter again.
+	wo, err := acc.NewOptions(acc.WeightedAdapterOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wo.Close()
+	if err := wo.SetFloat("density", 1); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m.AddWeightedAdapterWith([]string{"default", "default"}, []float64{1, 1}, "tied", "ties", wo); n != 2 || err != nil {
+		t.Fatalf("AddWeightedAdapterWith = %d, %v", n, err)
+	}
+	if err := m.SetAdapter("tied"); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range outputOf(t, m) {
+		if d := v - first[i]; d > 1e-5 || d < -1e-5 {
+			t.Fatalf("output %d: %v, the adapter's own %v", i, v, first[i])
+		}
+	}
+	if _, err := m.AddWeightedAdapterWith([]string{"default", "default"}, []float64{1, 1}, "x", "ties", nil); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "needs a density") {
+		t.Fatalf("ties without a density = %v", err)
+	}
 	if err := m.UnloadLora(); err != nil || m.LoraCount() != 0 {
 		t.Fatalf("UnloadLora: %v, %d left", err, m.LoraCount())
 	}

@@ -19,6 +19,8 @@ const (
 	AveragedModelOptions OptionsKind = capi.OptionsAveragedModel // PyTorch's AveragedModel (NewAveragedModel)
 	// PEFT's TrainableTokensConfig (Model.AddTrainableTokens: token_indices, init_weights, ...)
 	TrainableTokensOptions OptionsKind = capi.OptionsTrainableTokens
+	// PEFT's add_weighted_adapter keywords (Model.AddWeightedAdapterWith: density, svd_rank, ...)
+	WeightedAdapterOptions OptionsKind = capi.OptionsWeightedAdapter
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -262,17 +264,39 @@ func (m *Model) UnloadLora() error {
 	return do(m.ref(), func(h capi.Model, e *string) { h.UnloadLora(e) })
 }
 
-// AddWeightedAdapter is PEFT's add_weighted_adapter: a new adapter, kept aside, combining the named
-// adapters with one weight each, combinationType "linear", "cat" or "svd" (svdRank 0: the largest
-// rank); see acc_model_add_weighted_adapter. It returns how many layers the new adapter adapts.
+// AddWeightedAdapter is PEFT's add_weighted_adapter with svd_rank alone as keyword (0: the largest
+// of the adapters' ranks); see AddWeightedAdapterWith.
 func (m *Model) AddWeightedAdapter(adapters []string, weights []float64, adapterName, combinationType string,
 	svdRank int64) (int, error) {
+	opts, err := NewOptions(WeightedAdapterOptions)
+	if err != nil {
+		return 0, err
+	}
+	defer opts.Close()
+	if err := opts.SetInt("svd_rank", svdRank); err != nil {
+		return 0, err
+	}
+	return m.AddWeightedAdapterWith(adapters, weights, adapterName, combinationType, opts)
+}
+
+// AddWeightedAdapterWith is PEFT's add_weighted_adapter: a new adapter, kept aside, combining the
+// named adapters with one weight each, combinationType "svd", "linear", "cat", "ties", "dare_linear",
+// "dare_ties", "magnitude_prune" or a pruning one with "_svd"; opts (WeightedAdapterOptions, may be
+// nil): density, majority_sign_method, svd_rank, svd_clamp, ...; see
+// acc_model_add_weighted_adapter_with. It returns how many layers the new adapter adapts.
+func (m *Model) AddWeightedAdapterWith(adapters []string, weights []float64, adapterName, combinationType string,
+	opts *Options) (int, error) {
 	encoded, err := nulJoined("AddWeightedAdapter: the adapter name", adapters)
 	if err != nil {
 		return 0, err
 	}
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 {
-		return h.AddWeightedAdapter(encoded, weights, adapterName, combinationType, svdRank, e)
+		return h.AddWeightedAdapter(encoded, weights, adapterName, combinationType, oh, e)
 	})
 	return int(n), err
 }

@@ -780,7 +780,7 @@ SWIGINTERN void acc_model_loadLoraNamed(acc_model *self,char const *dir,char con
 SWIGINTERN void acc_model_setAdapter(acc_model *self,char const *adapterName,std::string *swig_err){ check(acc_model_set_adapter(self, adapterName)); }
 SWIGINTERN void acc_model_deleteAdapter(acc_model *self,char const *adapterName,std::string *swig_err){ check(acc_model_delete_adapter(self, adapterName)); }
 SWIGINTERN void acc_model_unloadLora(acc_model *self,std::string *swig_err){ check(acc_model_unload_lora(self)); }
-SWIGINTERN size_t acc_model_addWeightedAdapter(acc_model *self,uint8_t const *names,size_t namesSize,double const *data,size_t n,char const *adapterName,char const *combinationType,int64_t svdRank,std::string *swig_err){
+SWIGINTERN size_t acc_model_addWeightedAdapter(acc_model *self,uint8_t const *names,size_t namesSize,double const *data,size_t n,char const *adapterName,char const *combinationType,acc_options const *opts,std::string *swig_err){
     std::vector<std::string> list = split_nul_terminated(names, namesSize);
     if (list.size() != n)
       fail(ACC_ERR_INVALID_ARGUMENT, "addWeightedAdapter: " + std::to_string(list.size()) + " adapters for " +
@@ -788,7 +788,8 @@ SWIGINTERN size_t acc_model_addWeightedAdapter(acc_model *self,uint8_t const *na
     std::vector<const char *> ptrs;
     for (const auto &s : list) ptrs.push_back(s.c_str());
     size_t count = 0;
-    check(acc_model_add_weighted_adapter(self, ptrs.data(), data, n, adapterName, combinationType, svdRank, &count));
+    check(acc_model_add_weighted_adapter_with(self, ptrs.data(), data, n, adapterName, combinationType, opts,
+                                              &count));
     return count;
   }
 SWIGINTERN std::string acc_model_activeAdapter(acc_model *self,std::string *swig_err){
@@ -1408,19 +1409,19 @@ SwigDirector_SampleSource::SwigDirector_SampleSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_SampleSource_capi_f4638e046c163791(intgo);
+extern "C" void Swiggo_DeleteDirector_SampleSource_capi_dda8cd76654b7f17(intgo);
 SwigDirector_SampleSource::~SwigDirector_SampleSource()
 {
-  Swiggo_DeleteDirector_SampleSource_capi_f4638e046c163791(go_val);
+  Swiggo_DeleteDirector_SampleSource_capi_dda8cd76654b7f17(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorSampleSource_callback_released_capi_f4638e046c163791(int);
+extern "C" void Swig_DirectorSampleSource_callback_released_capi_dda8cd76654b7f17(int);
 void SwigDirector_SampleSource::released() {
-  Swig_DirectorSampleSource_callback_released_capi_f4638e046c163791(go_val);
+  Swig_DirectorSampleSource_callback_released_capi_dda8cd76654b7f17(go_val);
 }
 
-extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_f4638e046c163791(int, long long index, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_dda8cd76654b7f17(int, long long index, acc_tensor_list *out);
 int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1429,7 +1430,7 @@ int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   
   swig_index = (int64_t)index; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorSampleSource_callback_sample_capi_f4638e046c163791(go_val, swig_index, swig_out);
+  result = Swig_DirectorSampleSource_callback_sample_capi_dda8cd76654b7f17(go_val, swig_index, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1439,38 +1440,38 @@ SwigDirector_StreamSource::SwigDirector_StreamSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StreamSource_capi_f4638e046c163791(intgo);
+extern "C" void Swiggo_DeleteDirector_StreamSource_capi_dda8cd76654b7f17(intgo);
 SwigDirector_StreamSource::~SwigDirector_StreamSource()
 {
-  Swiggo_DeleteDirector_StreamSource_capi_f4638e046c163791(go_val);
+  Swiggo_DeleteDirector_StreamSource_capi_dda8cd76654b7f17(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStreamSource_callback_released_capi_f4638e046c163791(int);
+extern "C" void Swig_DirectorStreamSource_callback_released_capi_dda8cd76654b7f17(int);
 void SwigDirector_StreamSource::released() {
-  Swig_DirectorStreamSource_callback_released_capi_f4638e046c163791(go_val);
+  Swig_DirectorStreamSource_callback_released_capi_dda8cd76654b7f17(go_val);
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_f4638e046c163791(int, long long epoch);
+extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_dda8cd76654b7f17(int, long long epoch);
 int SwigDirector_StreamSource::start(int64_t epoch) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_epoch;
   
   swig_epoch = (int64_t)epoch; 
-  result = Swig_DirectorStreamSource_callback_start_capi_f4638e046c163791(go_val, swig_epoch);
+  result = Swig_DirectorStreamSource_callback_start_capi_dda8cd76654b7f17(go_val, swig_epoch);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_f4638e046c163791(int, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_dda8cd76654b7f17(int, acc_tensor_list *out);
 int SwigDirector_StreamSource::next(acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   acc_tensor_list *swig_out;
   
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorStreamSource_callback_next_capi_f4638e046c163791(go_val, swig_out);
+  result = Swig_DirectorStreamSource_callback_next_capi_dda8cd76654b7f17(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1480,19 +1481,19 @@ SwigDirector_Collator::SwigDirector_Collator(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Collator_capi_f4638e046c163791(intgo);
+extern "C" void Swiggo_DeleteDirector_Collator_capi_dda8cd76654b7f17(intgo);
 SwigDirector_Collator::~SwigDirector_Collator()
 {
-  Swiggo_DeleteDirector_Collator_capi_f4638e046c163791(go_val);
+  Swiggo_DeleteDirector_Collator_capi_dda8cd76654b7f17(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCollator_callback_released_capi_f4638e046c163791(int);
+extern "C" void Swig_DirectorCollator_callback_released_capi_dda8cd76654b7f17(int);
 void SwigDirector_Collator::released() {
-  Swig_DirectorCollator_callback_released_capi_f4638e046c163791(go_val);
+  Swig_DirectorCollator_callback_released_capi_dda8cd76654b7f17(go_val);
 }
 
-extern "C" intgo Swig_DirectorCollator_callback_collate_capi_f4638e046c163791(int, accswig::Samples *samples, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorCollator_callback_collate_capi_dda8cd76654b7f17(int, accswig::Samples *samples, acc_tensor_list *out);
 int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1501,7 +1502,7 @@ int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *ou
   
   *(accswig::Samples **)&swig_samples = (accswig::Samples *)samples; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorCollator_callback_collate_capi_f4638e046c163791(go_val, swig_samples, swig_out);
+  result = Swig_DirectorCollator_callback_collate_capi_dda8cd76654b7f17(go_val, swig_samples, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1511,38 +1512,38 @@ SwigDirector_StateHandler::SwigDirector_StateHandler(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StateHandler_capi_f4638e046c163791(intgo);
+extern "C" void Swiggo_DeleteDirector_StateHandler_capi_dda8cd76654b7f17(intgo);
 SwigDirector_StateHandler::~SwigDirector_StateHandler()
 {
-  Swiggo_DeleteDirector_StateHandler_capi_f4638e046c163791(go_val);
+  Swiggo_DeleteDirector_StateHandler_capi_dda8cd76654b7f17(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStateHandler_callback_released_capi_f4638e046c163791(int);
+extern "C" void Swig_DirectorStateHandler_callback_released_capi_dda8cd76654b7f17(int);
 void SwigDirector_StateHandler::released() {
-  Swig_DirectorStateHandler_callback_released_capi_f4638e046c163791(go_val);
+  Swig_DirectorStateHandler_callback_released_capi_dda8cd76654b7f17(go_val);
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_f4638e046c163791(int, accswig::Bytes *out);
+extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_dda8cd76654b7f17(int, accswig::Bytes *out);
 int SwigDirector_StateHandler::save(accswig::Bytes *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_out;
   
   *(accswig::Bytes **)&swig_out = (accswig::Bytes *)out; 
-  result = Swig_DirectorStateHandler_callback_save_capi_f4638e046c163791(go_val, swig_out);
+  result = Swig_DirectorStateHandler_callback_save_capi_dda8cd76654b7f17(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_f4638e046c163791(int, accswig::Bytes *in);
+extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_dda8cd76654b7f17(int, accswig::Bytes *in);
 int SwigDirector_StateHandler::load(accswig::Bytes *in) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_in;
   
   *(accswig::Bytes **)&swig_in = (accswig::Bytes *)in; 
-  result = Swig_DirectorStateHandler_callback_load_capi_f4638e046c163791(go_val, swig_in);
+  result = Swig_DirectorStateHandler_callback_load_capi_dda8cd76654b7f17(go_val, swig_in);
   c_result = (int)result; 
   return c_result;
 }
@@ -1552,19 +1553,19 @@ SwigDirector_CheckpointHook::SwigDirector_CheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_f4638e046c163791(intgo);
+extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_dda8cd76654b7f17(intgo);
 SwigDirector_CheckpointHook::~SwigDirector_CheckpointHook()
 {
-  Swiggo_DeleteDirector_CheckpointHook_capi_f4638e046c163791(go_val);
+  Swiggo_DeleteDirector_CheckpointHook_capi_dda8cd76654b7f17(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_f4638e046c163791(int);
+extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_dda8cd76654b7f17(int);
 void SwigDirector_CheckpointHook::released() {
-  Swig_DirectorCheckpointHook_callback_released_capi_f4638e046c163791(go_val);
+  Swig_DirectorCheckpointHook_callback_released_capi_dda8cd76654b7f17(go_val);
 }
 
-extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_f4638e046c163791(int, _gostring_ dir);
+extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_dda8cd76654b7f17(int, _gostring_ dir);
 int SwigDirector_CheckpointHook::run(char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1573,7 +1574,7 @@ int SwigDirector_CheckpointHook::run(char const *dir) {
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorCheckpointHook_callback_run_capi_f4638e046c163791(go_val, swig_dir);
+  result = Swig_DirectorCheckpointHook_callback_run_capi_dda8cd76654b7f17(go_val, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1583,19 +1584,19 @@ SwigDirector_ModelsCheckpointHook::SwigDirector_ModelsCheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_ModelsCheckpointHook_capi_f4638e046c163791(intgo);
+extern "C" void Swiggo_DeleteDirector_ModelsCheckpointHook_capi_dda8cd76654b7f17(intgo);
 SwigDirector_ModelsCheckpointHook::~SwigDirector_ModelsCheckpointHook()
 {
-  Swiggo_DeleteDirector_ModelsCheckpointHook_capi_f4638e046c163791(go_val);
+  Swiggo_DeleteDirector_ModelsCheckpointHook_capi_dda8cd76654b7f17(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorModelsCheckpointHook_callback_released_capi_f4638e046c163791(int);
+extern "C" void Swig_DirectorModelsCheckpointHook_callback_released_capi_dda8cd76654b7f17(int);
 void SwigDirector_ModelsCheckpointHook::released() {
-  Swig_DirectorModelsCheckpointHook_callback_released_capi_f4638e046c163791(go_val);
+  Swig_DirectorModelsCheckpointHook_callback_released_capi_dda8cd76654b7f17(go_val);
 }
 
-extern "C" intgo Swig_DirectorModelsCheckpointHook_callback_run_capi_f4638e046c163791(int, accswig::CheckpointModels *models, _gostring_ dir);
+extern "C" intgo Swig_DirectorModelsCheckpointHook_callback_run_capi_dda8cd76654b7f17(int, accswig::CheckpointModels *models, _gostring_ dir);
 int SwigDirector_ModelsCheckpointHook::run(accswig::CheckpointModels *models,char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1606,7 +1607,7 @@ int SwigDirector_ModelsCheckpointHook::run(accswig::CheckpointModels *models,cha
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorModelsCheckpointHook_callback_run_capi_f4638e046c163791(go_val, swig_models, swig_dir);
+  result = Swig_DirectorModelsCheckpointHook_callback_run_capi_dda8cd76654b7f17(go_val, swig_models, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1616,19 +1617,19 @@ SwigDirector_Tracker::SwigDirector_Tracker(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Tracker_capi_f4638e046c163791(intgo);
+extern "C" void Swiggo_DeleteDirector_Tracker_capi_dda8cd76654b7f17(intgo);
 SwigDirector_Tracker::~SwigDirector_Tracker()
 {
-  Swiggo_DeleteDirector_Tracker_capi_f4638e046c163791(go_val);
+  Swiggo_DeleteDirector_Tracker_capi_dda8cd76654b7f17(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTracker_callback_released_capi_f4638e046c163791(int);
+extern "C" void Swig_DirectorTracker_callback_released_capi_dda8cd76654b7f17(int);
 void SwigDirector_Tracker::released() {
-  Swig_DirectorTracker_callback_released_capi_f4638e046c163791(go_val);
+  Swig_DirectorTracker_callback_released_capi_dda8cd76654b7f17(go_val);
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_init_capi_f4638e046c163791(int, _gostring_ project, _gostring_ configJson);
+extern "C" intgo Swig_DirectorTracker_callback_init_capi_dda8cd76654b7f17(int, _gostring_ project, _gostring_ configJson);
 int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1641,12 +1642,12 @@ int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   
   swig_configJson = Swig_AllocateString((char*)configJson, configJson ? strlen((char*)configJson) : 0);
   
-  result = Swig_DirectorTracker_callback_init_capi_f4638e046c163791(go_val, swig_project, swig_configJson);
+  result = Swig_DirectorTracker_callback_init_capi_dda8cd76654b7f17(go_val, swig_project, swig_configJson);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_log_capi_f4638e046c163791(int, accswig::Metrics *metrics, long long step);
+extern "C" intgo Swig_DirectorTracker_callback_log_capi_dda8cd76654b7f17(int, accswig::Metrics *metrics, long long step);
 int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1655,22 +1656,22 @@ int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   
   *(accswig::Metrics **)&swig_metrics = (accswig::Metrics *)metrics; 
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_log_capi_f4638e046c163791(go_val, swig_metrics, swig_step);
+  result = Swig_DirectorTracker_callback_log_capi_dda8cd76654b7f17(go_val, swig_metrics, swig_step);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_finish_capi_f4638e046c163791(int);
+extern "C" intgo Swig_DirectorTracker_callback_finish_capi_dda8cd76654b7f17(int);
 int SwigDirector_Tracker::finish() {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   
-  result = Swig_DirectorTracker_callback_finish_capi_f4638e046c163791(go_val);
+  result = Swig_DirectorTracker_callback_finish_capi_dda8cd76654b7f17(go_val);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_logText_capi_f4638e046c163791(int, accswig::Texts *arg2, long long arg3);
+extern "C" intgo Swig_DirectorTracker_callback_logText_capi_dda8cd76654b7f17(int, accswig::Texts *arg2, long long arg3);
 int SwigDirector_Tracker::logText(accswig::Texts *texts,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1679,22 +1680,22 @@ int SwigDirector_Tracker::logText(accswig::Texts *texts,int64_t step) {
   
   *(accswig::Texts **)&swig_arg2 = (accswig::Texts *)texts; 
   swig_arg3 = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_logText_capi_f4638e046c163791(go_val, swig_arg2, swig_arg3);
+  result = Swig_DirectorTracker_callback_logText_capi_dda8cd76654b7f17(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" bool Swig_DirectorTracker_callback_takesImages_capi_f4638e046c163791(int);
+extern "C" bool Swig_DirectorTracker_callback_takesImages_capi_dda8cd76654b7f17(int);
 bool SwigDirector_Tracker::takesImages() {
   bool c_result = SwigValueInit< bool >() ;
   bool result;
   
-  result = Swig_DirectorTracker_callback_takesImages_capi_f4638e046c163791(go_val);
+  result = Swig_DirectorTracker_callback_takesImages_capi_dda8cd76654b7f17(go_val);
   c_result = (bool)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_logImages_capi_f4638e046c163791(int, accswig::Images *arg2, long long arg3);
+extern "C" intgo Swig_DirectorTracker_callback_logImages_capi_dda8cd76654b7f17(int, accswig::Images *arg2, long long arg3);
 int SwigDirector_Tracker::logImages(accswig::Images *images,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1703,7 +1704,7 @@ int SwigDirector_Tracker::logImages(accswig::Images *images,int64_t step) {
   
   *(accswig::Images **)&swig_arg2 = (accswig::Images *)images; 
   swig_arg3 = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_logImages_capi_f4638e046c163791(go_val, swig_arg2, swig_arg3);
+  result = Swig_DirectorTracker_callback_logImages_capi_dda8cd76654b7f17(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
@@ -1713,19 +1714,19 @@ SwigDirector_LrLambda::SwigDirector_LrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_LrLambda_capi_f4638e046c163791(intgo);
+extern "C" void Swiggo_DeleteDirector_LrLambda_capi_dda8cd76654b7f17(intgo);
 SwigDirector_LrLambda::~SwigDirector_LrLambda()
 {
-  Swiggo_DeleteDirector_LrLambda_capi_f4638e046c163791(go_val);
+  Swiggo_DeleteDirector_LrLambda_capi_dda8cd76654b7f17(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorLrLambda_callback_released_capi_f4638e046c163791(int);
+extern "C" void Swig_DirectorLrLambda_callback_released_capi_dda8cd76654b7f17(int);
 void SwigDirector_LrLambda::released() {
-  Swig_DirectorLrLambda_callback_released_capi_f4638e046c163791(go_val);
+  Swig_DirectorLrLambda_callback_released_capi_dda8cd76654b7f17(go_val);
 }
 
-extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_f4638e046c163791(int, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_dda8cd76654b7f17(int, long long step, accswig::Factor *out);
 int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1734,7 +1735,7 @@ int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorLrLambda_callback_factor_capi_f4638e046c163791(go_val, swig_step, swig_out);
+  result = Swig_DirectorLrLambda_callback_factor_capi_dda8cd76654b7f17(go_val, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1744,19 +1745,19 @@ SwigDirector_GroupLrLambda::SwigDirector_GroupLrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_f4638e046c163791(intgo);
+extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_dda8cd76654b7f17(intgo);
 SwigDirector_GroupLrLambda::~SwigDirector_GroupLrLambda()
 {
-  Swiggo_DeleteDirector_GroupLrLambda_capi_f4638e046c163791(go_val);
+  Swiggo_DeleteDirector_GroupLrLambda_capi_dda8cd76654b7f17(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_f4638e046c163791(int);
+extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_dda8cd76654b7f17(int);
 void SwigDirector_GroupLrLambda::released() {
-  Swig_DirectorGroupLrLambda_callback_released_capi_f4638e046c163791(go_val);
+  Swig_DirectorGroupLrLambda_callback_released_capi_dda8cd76654b7f17(go_val);
 }
 
-extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_f4638e046c163791(int, long long group, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_dda8cd76654b7f17(int, long long group, long long step, accswig::Factor *out);
 int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1767,7 +1768,7 @@ int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor
   swig_group = (size_t)group; 
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorGroupLrLambda_callback_factor_capi_f4638e046c163791(go_val, swig_group, swig_step, swig_out);
+  result = Swig_DirectorGroupLrLambda_callback_factor_capi_dda8cd76654b7f17(go_val, swig_group, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1777,26 +1778,26 @@ SwigDirector_TraceReady::SwigDirector_TraceReady(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_TraceReady_capi_f4638e046c163791(intgo);
+extern "C" void Swiggo_DeleteDirector_TraceReady_capi_dda8cd76654b7f17(intgo);
 SwigDirector_TraceReady::~SwigDirector_TraceReady()
 {
-  Swiggo_DeleteDirector_TraceReady_capi_f4638e046c163791(go_val);
+  Swiggo_DeleteDirector_TraceReady_capi_dda8cd76654b7f17(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTraceReady_callback_released_capi_f4638e046c163791(int);
+extern "C" void Swig_DirectorTraceReady_callback_released_capi_dda8cd76654b7f17(int);
 void SwigDirector_TraceReady::released() {
-  Swig_DirectorTraceReady_callback_released_capi_f4638e046c163791(go_val);
+  Swig_DirectorTraceReady_callback_released_capi_dda8cd76654b7f17(go_val);
 }
 
-extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_f4638e046c163791(int, long long step);
+extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_dda8cd76654b7f17(int, long long step);
 int SwigDirector_TraceReady::ready(int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_step;
   
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTraceReady_callback_ready_capi_f4638e046c163791(go_val, swig_step);
+  result = Swig_DirectorTraceReady_callback_ready_capi_dda8cd76654b7f17(go_val, swig_step);
   c_result = (int)result; 
   return c_result;
 }
@@ -1806,26 +1807,26 @@ SwigDirector_BatchSizeRun::SwigDirector_BatchSizeRun(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_f4638e046c163791(intgo);
+extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_dda8cd76654b7f17(intgo);
 SwigDirector_BatchSizeRun::~SwigDirector_BatchSizeRun()
 {
-  Swiggo_DeleteDirector_BatchSizeRun_capi_f4638e046c163791(go_val);
+  Swiggo_DeleteDirector_BatchSizeRun_capi_dda8cd76654b7f17(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_f4638e046c163791(int);
+extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_dda8cd76654b7f17(int);
 void SwigDirector_BatchSizeRun::released() {
-  Swig_DirectorBatchSizeRun_callback_released_capi_f4638e046c163791(go_val);
+  Swig_DirectorBatchSizeRun_callback_released_capi_dda8cd76654b7f17(go_val);
 }
 
-extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_f4638e046c163791(int, long long batch_size);
+extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_dda8cd76654b7f17(int, long long batch_size);
 int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_batch_size;
   
   swig_batch_size = (int64_t)batch_size; 
-  result = Swig_DirectorBatchSizeRun_callback_run_capi_f4638e046c163791(go_val, swig_batch_size);
+  result = Swig_DirectorBatchSizeRun_callback_run_capi_dda8cd76654b7f17(go_val, swig_batch_size);
   c_result = (int)result; 
   return c_result;
 }
@@ -1834,7 +1835,7 @@ int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_f4638e046c163791(void *_swig_go_0) {
+void _wrap_Swig_free_capi_dda8cd76654b7f17(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1844,7 +1845,7 @@ void _wrap_Swig_free_capi_f4638e046c163791(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_f4638e046c163791(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1857,7 +1858,7 @@ void *_wrap_Swig_malloc_capi_f4638e046c163791(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_ACC_OK_capi_f4638e046c163791() {
+intgo _wrap_ACC_OK_capi_dda8cd76654b7f17() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1878,7 +1879,7 @@ intgo _wrap_ACC_OK_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_f4638e046c163791() {
+intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_dda8cd76654b7f17() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1899,7 +1900,7 @@ intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_f4638e046c163791() {
+intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_dda8cd76654b7f17() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1920,7 +1921,7 @@ intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_f4638e046c163791() {
+intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_dda8cd76654b7f17() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1941,7 +1942,7 @@ intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_ERR_UNSUPPORTED_capi_f4638e046c163791() {
+intgo _wrap_ACC_ERR_UNSUPPORTED_capi_dda8cd76654b7f17() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1962,7 +1963,7 @@ intgo _wrap_ACC_ERR_UNSUPPORTED_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_f4638e046c163791() {
+intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_dda8cd76654b7f17() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1983,7 +1984,7 @@ intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_ERR_TIMEOUT_capi_f4638e046c163791() {
+intgo _wrap_ACC_ERR_TIMEOUT_capi_dda8cd76654b7f17() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2004,7 +2005,7 @@ intgo _wrap_ACC_ERR_TIMEOUT_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_ERR_ABORTED_capi_f4638e046c163791() {
+intgo _wrap_ACC_ERR_ABORTED_capi_dda8cd76654b7f17() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2025,7 +2026,7 @@ intgo _wrap_ACC_ERR_ABORTED_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_ERR_DISTRIBUTED_capi_f4638e046c163791() {
+intgo _wrap_ACC_ERR_DISTRIBUTED_capi_dda8cd76654b7f17() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2046,7 +2047,7 @@ intgo _wrap_ACC_ERR_DISTRIBUTED_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_ERR_IO_capi_f4638e046c163791() {
+intgo _wrap_ACC_ERR_IO_capi_dda8cd76654b7f17() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2067,7 +2068,7 @@ intgo _wrap_ACC_ERR_IO_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_f4638e046c163791() {
+intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_dda8cd76654b7f17() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2088,7 +2089,7 @@ intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_ERR_INTERNAL_capi_f4638e046c163791() {
+intgo _wrap_ACC_ERR_INTERNAL_capi_dda8cd76654b7f17() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2109,7 +2110,7 @@ intgo _wrap_ACC_ERR_INTERNAL_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UNDEFINED_capi_f4638e046c163791() {
+intgo _wrap_ACC_DTYPE_UNDEFINED_capi_dda8cd76654b7f17() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2130,7 +2131,7 @@ intgo _wrap_ACC_DTYPE_UNDEFINED_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT32_capi_f4638e046c163791() {
+intgo _wrap_ACC_DTYPE_FLOAT32_capi_dda8cd76654b7f17() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2151,7 +2152,7 @@ intgo _wrap_ACC_DTYPE_FLOAT32_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT64_capi_f4638e046c163791() {
+intgo _wrap_ACC_DTYPE_FLOAT64_capi_dda8cd76654b7f17() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2172,7 +2173,7 @@ intgo _wrap_ACC_DTYPE_FLOAT64_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BFLOAT16_capi_f4638e046c163791() {
+intgo _wrap_ACC_DTYPE_BFLOAT16_capi_dda8cd76654b7f17() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2193,7 +2194,7 @@ intgo _wrap_ACC_DTYPE_BFLOAT16_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT16_capi_f4638e046c163791() {
+intgo _wrap_ACC_DTYPE_FLOAT16_capi_dda8cd76654b7f17() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2214,7 +2215,7 @@ intgo _wrap_ACC_DTYPE_FLOAT16_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT64_capi_f4638e046c163791() {
+intgo _wrap_ACC_DTYPE_INT64_capi_dda8cd76654b7f17() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2235,7 +2236,7 @@ intgo _wrap_ACC_DTYPE_INT64_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT32_capi_f4638e046c163791() {
+intgo _wrap_ACC_DTYPE_INT32_capi_dda8cd76654b7f17() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2256,7 +2257,7 @@ intgo _wrap_ACC_DTYPE_INT32_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UINT8_capi_f4638e046c163791() {
+intgo _wrap_ACC_DTYPE_UINT8_capi_dda8cd76654b7f17() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2277,7 +2278,7 @@ intgo _wrap_ACC_DTYPE_UINT8_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BOOL_capi_f4638e046c163791() {
+intgo _wrap_ACC_DTYPE_BOOL_capi_dda8cd76654b7f17() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2298,7 +2299,7 @@ intgo _wrap_ACC_DTYPE_BOOL_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT8_capi_f4638e046c163791() {
+intgo _wrap_ACC_DTYPE_INT8_capi_dda8cd76654b7f17() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2319,7 +2320,7 @@ intgo _wrap_ACC_DTYPE_INT8_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT16_capi_f4638e046c163791() {
+intgo _wrap_ACC_DTYPE_INT16_capi_dda8cd76654b7f17() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2340,7 +2341,7 @@ intgo _wrap_ACC_DTYPE_INT16_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_NONE_capi_f4638e046c163791() {
+intgo _wrap_ACC_REDUCTION_NONE_capi_dda8cd76654b7f17() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2361,7 +2362,7 @@ intgo _wrap_ACC_REDUCTION_NONE_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_MEAN_capi_f4638e046c163791() {
+intgo _wrap_ACC_REDUCTION_MEAN_capi_dda8cd76654b7f17() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2382,7 +2383,7 @@ intgo _wrap_ACC_REDUCTION_MEAN_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_SUM_capi_f4638e046c163791() {
+intgo _wrap_ACC_REDUCTION_SUM_capi_dda8cd76654b7f17() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2403,7 +2404,7 @@ intgo _wrap_ACC_REDUCTION_SUM_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ANY_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_ANY_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2424,7 +2425,7 @@ intgo _wrap_ACC_HANDLE_ANY_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_TENSOR_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2445,7 +2446,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2466,7 +2467,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_STRING_LIST_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_STRING_LIST_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2487,7 +2488,7 @@ intgo _wrap_ACC_HANDLE_STRING_LIST_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIONS_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_OPTIONS_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2508,7 +2509,7 @@ intgo _wrap_ACC_HANDLE_OPTIONS_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_MODEL_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_MODEL_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2529,7 +2530,7 @@ intgo _wrap_ACC_HANDLE_MODEL_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2550,7 +2551,7 @@ intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_SCHEDULER_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_SCHEDULER_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2571,7 +2572,7 @@ intgo _wrap_ACC_HANDLE_SCHEDULER_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATASET_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_DATASET_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2592,7 +2593,7 @@ intgo _wrap_ACC_HANDLE_DATASET_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATALOADER_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_DATALOADER_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2613,7 +2614,7 @@ intgo _wrap_ACC_HANDLE_DATALOADER_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2634,7 +2635,7 @@ intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_PROGRESS_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_PROGRESS_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2655,7 +2656,7 @@ intgo _wrap_ACC_HANDLE_PROGRESS_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_BYTES_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_BYTES_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2676,7 +2677,7 @@ intgo _wrap_ACC_HANDLE_BYTES_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2697,7 +2698,7 @@ intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_f4638e046c163791() {
+intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_dda8cd76654b7f17() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2718,7 +2719,7 @@ intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_f4638e046c163791() {
+intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_dda8cd76654b7f17() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2739,7 +2740,7 @@ intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_f4638e046c163791() {
+intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_dda8cd76654b7f17() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2760,7 +2761,7 @@ intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_DATALOADER_capi_f4638e046c163791() {
+intgo _wrap_ACC_OPTIONS_DATALOADER_capi_dda8cd76654b7f17() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2781,7 +2782,7 @@ intgo _wrap_ACC_OPTIONS_DATALOADER_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_f4638e046c163791() {
+intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_dda8cd76654b7f17() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2802,7 +2803,7 @@ intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_LORA_capi_f4638e046c163791() {
+intgo _wrap_ACC_OPTIONS_LORA_capi_dda8cd76654b7f17() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2823,7 +2824,7 @@ intgo _wrap_ACC_OPTIONS_LORA_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_PROFILE_capi_f4638e046c163791() {
+intgo _wrap_ACC_OPTIONS_PROFILE_capi_dda8cd76654b7f17() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2844,7 +2845,7 @@ intgo _wrap_ACC_OPTIONS_PROFILE_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_f4638e046c163791() {
+intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_dda8cd76654b7f17() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2865,7 +2866,7 @@ intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_f4638e046c163791() {
+intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_dda8cd76654b7f17() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2886,7 +2887,28 @@ intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_f4638e046c163791() {
+intgo _wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_dda8cd76654b7f17() {
+  acc_options_kind result;
+  intgo _swig_go_result;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = ACC_OPTIONS_WEIGHTED_ADAPTER;
+      
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_dda8cd76654b7f17() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2907,7 +2929,7 @@ intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_NO_capi_f4638e046c163791() {
+intgo _wrap_ACC_PLACEMENT_NO_capi_dda8cd76654b7f17() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2928,7 +2950,7 @@ intgo _wrap_ACC_PLACEMENT_NO_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_YES_capi_f4638e046c163791() {
+intgo _wrap_ACC_PLACEMENT_YES_capi_dda8cd76654b7f17() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2949,7 +2971,7 @@ intgo _wrap_ACC_PLACEMENT_YES_capi_f4638e046c163791() {
 }
 
 
-void _wrap_delete_Callback_capi_f4638e046c163791(accswig::Callback *_swig_go_0) {
+void _wrap_delete_Callback_capi_dda8cd76654b7f17(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2968,7 +2990,7 @@ void _wrap_delete_Callback_capi_f4638e046c163791(accswig::Callback *_swig_go_0) 
 }
 
 
-void _wrap_Callback_released_capi_f4638e046c163791(accswig::Callback *_swig_go_0) {
+void _wrap_Callback_released_capi_dda8cd76654b7f17(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2987,7 +3009,7 @@ void _wrap_Callback_released_capi_f4638e046c163791(accswig::Callback *_swig_go_0
 }
 
 
-accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_f4638e046c163791(intgo _swig_go_0) {
+accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   int arg1 ;
   accswig::SampleSource *result = 0 ;
   accswig::SampleSource *_swig_go_result;
@@ -3009,7 +3031,7 @@ accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_f463
 }
 
 
-void _wrap_DeleteDirectorSampleSource_capi_f4638e046c163791(accswig::SampleSource *_swig_go_0) {
+void _wrap_DeleteDirectorSampleSource_capi_dda8cd76654b7f17(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -3028,7 +3050,7 @@ void _wrap_DeleteDirectorSampleSource_capi_f4638e046c163791(accswig::SampleSourc
 }
 
 
-void _wrap__swig_DirectorSampleSource_upcall_Released_capi_f4638e046c163791(SwigDirector_SampleSource *_swig_go_0) {
+void _wrap__swig_DirectorSampleSource_upcall_Released_capi_dda8cd76654b7f17(SwigDirector_SampleSource *_swig_go_0) {
   SwigDirector_SampleSource *arg1 = (SwigDirector_SampleSource *) 0 ;
   
   arg1 = *(SwigDirector_SampleSource **)&_swig_go_0; 
@@ -3047,7 +3069,7 @@ void _wrap__swig_DirectorSampleSource_upcall_Released_capi_f4638e046c163791(Swig
 }
 
 
-intgo _wrap_SampleSource_sample_capi_f4638e046c163791(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_SampleSource_sample_capi_dda8cd76654b7f17(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   int64_t arg2 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -3073,7 +3095,7 @@ intgo _wrap_SampleSource_sample_capi_f4638e046c163791(accswig::SampleSource *_sw
 }
 
 
-void _wrap_delete_SampleSource_capi_f4638e046c163791(accswig::SampleSource *_swig_go_0) {
+void _wrap_delete_SampleSource_capi_dda8cd76654b7f17(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -3092,7 +3114,7 @@ void _wrap_delete_SampleSource_capi_f4638e046c163791(accswig::SampleSource *_swi
 }
 
 
-void _wrap_SampleSource_released_capi_f4638e046c163791(accswig::SampleSource *_swig_go_0) {
+void _wrap_SampleSource_released_capi_dda8cd76654b7f17(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -3103,7 +3125,7 @@ void _wrap_SampleSource_released_capi_f4638e046c163791(accswig::SampleSource *_s
 }
 
 
-accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_f4638e046c163791(intgo _swig_go_0) {
+accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   int arg1 ;
   accswig::StreamSource *result = 0 ;
   accswig::StreamSource *_swig_go_result;
@@ -3125,7 +3147,7 @@ accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_f463
 }
 
 
-void _wrap_DeleteDirectorStreamSource_capi_f4638e046c163791(accswig::StreamSource *_swig_go_0) {
+void _wrap_DeleteDirectorStreamSource_capi_dda8cd76654b7f17(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3144,7 +3166,7 @@ void _wrap_DeleteDirectorStreamSource_capi_f4638e046c163791(accswig::StreamSourc
 }
 
 
-void _wrap__swig_DirectorStreamSource_upcall_Released_capi_f4638e046c163791(SwigDirector_StreamSource *_swig_go_0) {
+void _wrap__swig_DirectorStreamSource_upcall_Released_capi_dda8cd76654b7f17(SwigDirector_StreamSource *_swig_go_0) {
   SwigDirector_StreamSource *arg1 = (SwigDirector_StreamSource *) 0 ;
   
   arg1 = *(SwigDirector_StreamSource **)&_swig_go_0; 
@@ -3163,7 +3185,7 @@ void _wrap__swig_DirectorStreamSource_upcall_Released_capi_f4638e046c163791(Swig
 }
 
 
-intgo _wrap_StreamSource_start_capi_f4638e046c163791(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_StreamSource_start_capi_dda8cd76654b7f17(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3187,7 +3209,7 @@ intgo _wrap_StreamSource_start_capi_f4638e046c163791(accswig::StreamSource *_swi
 }
 
 
-intgo _wrap_StreamSource_next_capi_f4638e046c163791(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
+intgo _wrap_StreamSource_next_capi_dda8cd76654b7f17(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   int result;
@@ -3211,7 +3233,7 @@ intgo _wrap_StreamSource_next_capi_f4638e046c163791(accswig::StreamSource *_swig
 }
 
 
-void _wrap_delete_StreamSource_capi_f4638e046c163791(accswig::StreamSource *_swig_go_0) {
+void _wrap_delete_StreamSource_capi_dda8cd76654b7f17(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3230,7 +3252,7 @@ void _wrap_delete_StreamSource_capi_f4638e046c163791(accswig::StreamSource *_swi
 }
 
 
-void _wrap_StreamSource_released_capi_f4638e046c163791(accswig::StreamSource *_swig_go_0) {
+void _wrap_StreamSource_released_capi_dda8cd76654b7f17(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3241,7 +3263,7 @@ void _wrap_StreamSource_released_capi_f4638e046c163791(accswig::StreamSource *_s
 }
 
 
-accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_f4638e046c163791(intgo _swig_go_0) {
+accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   int arg1 ;
   accswig::Collator *result = 0 ;
   accswig::Collator *_swig_go_result;
@@ -3263,7 +3285,7 @@ accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_f4638e046c163791
 }
 
 
-void _wrap_DeleteDirectorCollator_capi_f4638e046c163791(accswig::Collator *_swig_go_0) {
+void _wrap_DeleteDirectorCollator_capi_dda8cd76654b7f17(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3282,7 +3304,7 @@ void _wrap_DeleteDirectorCollator_capi_f4638e046c163791(accswig::Collator *_swig
 }
 
 
-void _wrap__swig_DirectorCollator_upcall_Released_capi_f4638e046c163791(SwigDirector_Collator *_swig_go_0) {
+void _wrap__swig_DirectorCollator_upcall_Released_capi_dda8cd76654b7f17(SwigDirector_Collator *_swig_go_0) {
   SwigDirector_Collator *arg1 = (SwigDirector_Collator *) 0 ;
   
   arg1 = *(SwigDirector_Collator **)&_swig_go_0; 
@@ -3301,7 +3323,7 @@ void _wrap__swig_DirectorCollator_upcall_Released_capi_f4638e046c163791(SwigDire
 }
 
 
-intgo _wrap_Collator_collate_capi_f4638e046c163791(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_Collator_collate_capi_dda8cd76654b7f17(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   accswig::Samples *arg2 = (accswig::Samples *) 0 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -3327,7 +3349,7 @@ intgo _wrap_Collator_collate_capi_f4638e046c163791(accswig::Collator *_swig_go_0
 }
 
 
-void _wrap_delete_Collator_capi_f4638e046c163791(accswig::Collator *_swig_go_0) {
+void _wrap_delete_Collator_capi_dda8cd76654b7f17(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3346,7 +3368,7 @@ void _wrap_delete_Collator_capi_f4638e046c163791(accswig::Collator *_swig_go_0) 
 }
 
 
-void _wrap_Collator_released_capi_f4638e046c163791(accswig::Collator *_swig_go_0) {
+void _wrap_Collator_released_capi_dda8cd76654b7f17(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3357,7 +3379,7 @@ void _wrap_Collator_released_capi_f4638e046c163791(accswig::Collator *_swig_go_0
 }
 
 
-accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_f4638e046c163791(intgo _swig_go_0) {
+accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   int arg1 ;
   accswig::StateHandler *result = 0 ;
   accswig::StateHandler *_swig_go_result;
@@ -3379,7 +3401,7 @@ accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_f463
 }
 
 
-void _wrap_DeleteDirectorStateHandler_capi_f4638e046c163791(accswig::StateHandler *_swig_go_0) {
+void _wrap_DeleteDirectorStateHandler_capi_dda8cd76654b7f17(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3398,7 +3420,7 @@ void _wrap_DeleteDirectorStateHandler_capi_f4638e046c163791(accswig::StateHandle
 }
 
 
-void _wrap__swig_DirectorStateHandler_upcall_Released_capi_f4638e046c163791(SwigDirector_StateHandler *_swig_go_0) {
+void _wrap__swig_DirectorStateHandler_upcall_Released_capi_dda8cd76654b7f17(SwigDirector_StateHandler *_swig_go_0) {
   SwigDirector_StateHandler *arg1 = (SwigDirector_StateHandler *) 0 ;
   
   arg1 = *(SwigDirector_StateHandler **)&_swig_go_0; 
@@ -3417,7 +3439,7 @@ void _wrap__swig_DirectorStateHandler_upcall_Released_capi_f4638e046c163791(Swig
 }
 
 
-intgo _wrap_StateHandler_save_capi_f4638e046c163791(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_save_capi_dda8cd76654b7f17(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3441,7 +3463,7 @@ intgo _wrap_StateHandler_save_capi_f4638e046c163791(accswig::StateHandler *_swig
 }
 
 
-intgo _wrap_StateHandler_load_capi_f4638e046c163791(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_load_capi_dda8cd76654b7f17(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3465,7 +3487,7 @@ intgo _wrap_StateHandler_load_capi_f4638e046c163791(accswig::StateHandler *_swig
 }
 
 
-void _wrap_delete_StateHandler_capi_f4638e046c163791(accswig::StateHandler *_swig_go_0) {
+void _wrap_delete_StateHandler_capi_dda8cd76654b7f17(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3484,7 +3506,7 @@ void _wrap_delete_StateHandler_capi_f4638e046c163791(accswig::StateHandler *_swi
 }
 
 
-void _wrap_StateHandler_released_capi_f4638e046c163791(accswig::StateHandler *_swig_go_0) {
+void _wrap_StateHandler_released_capi_dda8cd76654b7f17(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3495,7 +3517,7 @@ void _wrap_StateHandler_released_capi_f4638e046c163791(accswig::StateHandler *_s
 }
 
 
-accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_f4638e046c163791(intgo _swig_go_0) {
+accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   int arg1 ;
   accswig::CheckpointHook *result = 0 ;
   accswig::CheckpointHook *_swig_go_result;
@@ -3517,7 +3539,7 @@ accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_cap
 }
 
 
-void _wrap_DeleteDirectorCheckpointHook_capi_f4638e046c163791(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorCheckpointHook_capi_dda8cd76654b7f17(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3536,7 +3558,7 @@ void _wrap_DeleteDirectorCheckpointHook_capi_f4638e046c163791(accswig::Checkpoin
 }
 
 
-void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_f4638e046c163791(SwigDirector_CheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_dda8cd76654b7f17(SwigDirector_CheckpointHook *_swig_go_0) {
   SwigDirector_CheckpointHook *arg1 = (SwigDirector_CheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_CheckpointHook **)&_swig_go_0; 
@@ -3555,7 +3577,7 @@ void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_f4638e046c163791(Sw
 }
 
 
-intgo _wrap_CheckpointHook_run_capi_f4638e046c163791(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_CheckpointHook_run_capi_dda8cd76654b7f17(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   char *arg2 = (char *) 0 ;
   char *copy2 ;
@@ -3587,7 +3609,7 @@ intgo _wrap_CheckpointHook_run_capi_f4638e046c163791(accswig::CheckpointHook *_s
 }
 
 
-void _wrap_delete_CheckpointHook_capi_f4638e046c163791(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_delete_CheckpointHook_capi_dda8cd76654b7f17(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3606,7 +3628,7 @@ void _wrap_delete_CheckpointHook_capi_f4638e046c163791(accswig::CheckpointHook *
 }
 
 
-void _wrap_CheckpointHook_released_capi_f4638e046c163791(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_CheckpointHook_released_capi_dda8cd76654b7f17(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3617,7 +3639,7 @@ void _wrap_CheckpointHook_released_capi_f4638e046c163791(accswig::CheckpointHook
 }
 
 
-accswig::ModelsCheckpointHook *_wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_f4638e046c163791(intgo _swig_go_0) {
+accswig::ModelsCheckpointHook *_wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   int arg1 ;
   accswig::ModelsCheckpointHook *result = 0 ;
   accswig::ModelsCheckpointHook *_swig_go_result;
@@ -3639,7 +3661,7 @@ accswig::ModelsCheckpointHook *_wrap__swig_NewDirectorModelsCheckpointHookModels
 }
 
 
-void _wrap_DeleteDirectorModelsCheckpointHook_capi_f4638e046c163791(accswig::ModelsCheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorModelsCheckpointHook_capi_dda8cd76654b7f17(accswig::ModelsCheckpointHook *_swig_go_0) {
   accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
   
   arg1 = *(accswig::ModelsCheckpointHook **)&_swig_go_0; 
@@ -3658,7 +3680,7 @@ void _wrap_DeleteDirectorModelsCheckpointHook_capi_f4638e046c163791(accswig::Mod
 }
 
 
-void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_f4638e046c163791(SwigDirector_ModelsCheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_dda8cd76654b7f17(SwigDirector_ModelsCheckpointHook *_swig_go_0) {
   SwigDirector_ModelsCheckpointHook *arg1 = (SwigDirector_ModelsCheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_ModelsCheckpointHook **)&_swig_go_0; 
@@ -3677,7 +3699,7 @@ void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_f4638e046c163
 }
 
 
-intgo _wrap_ModelsCheckpointHook_run_capi_f4638e046c163791(accswig::ModelsCheckpointHook *_swig_go_0, accswig::CheckpointModels *_swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_ModelsCheckpointHook_run_capi_dda8cd76654b7f17(accswig::ModelsCheckpointHook *_swig_go_0, accswig::CheckpointModels *_swig_go_1, _gostring_ _swig_go_2) {
   accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
   accswig::CheckpointModels *arg2 = (accswig::CheckpointModels *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3711,7 +3733,7 @@ intgo _wrap_ModelsCheckpointHook_run_capi_f4638e046c163791(accswig::ModelsCheckp
 }
 
 
-void _wrap_delete_ModelsCheckpointHook_capi_f4638e046c163791(accswig::ModelsCheckpointHook *_swig_go_0) {
+void _wrap_delete_ModelsCheckpointHook_capi_dda8cd76654b7f17(accswig::ModelsCheckpointHook *_swig_go_0) {
   accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
   
   arg1 = *(accswig::ModelsCheckpointHook **)&_swig_go_0; 
@@ -3730,7 +3752,7 @@ void _wrap_delete_ModelsCheckpointHook_capi_f4638e046c163791(accswig::ModelsChec
 }
 
 
-void _wrap_ModelsCheckpointHook_released_capi_f4638e046c163791(accswig::ModelsCheckpointHook *_swig_go_0) {
+void _wrap_ModelsCheckpointHook_released_capi_dda8cd76654b7f17(accswig::ModelsCheckpointHook *_swig_go_0) {
   accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
   
   arg1 = *(accswig::ModelsCheckpointHook **)&_swig_go_0; 
@@ -3741,7 +3763,7 @@ void _wrap_ModelsCheckpointHook_released_capi_f4638e046c163791(accswig::ModelsCh
 }
 
 
-accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_f4638e046c163791(intgo _swig_go_0) {
+accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   int arg1 ;
   accswig::Tracker *result = 0 ;
   accswig::Tracker *_swig_go_result;
@@ -3763,7 +3785,7 @@ accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_f4638e046c163791(in
 }
 
 
-void _wrap_DeleteDirectorTracker_capi_f4638e046c163791(accswig::Tracker *_swig_go_0) {
+void _wrap_DeleteDirectorTracker_capi_dda8cd76654b7f17(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3782,7 +3804,7 @@ void _wrap_DeleteDirectorTracker_capi_f4638e046c163791(accswig::Tracker *_swig_g
 }
 
 
-void _wrap__swig_DirectorTracker_upcall_Released_capi_f4638e046c163791(SwigDirector_Tracker *_swig_go_0) {
+void _wrap__swig_DirectorTracker_upcall_Released_capi_dda8cd76654b7f17(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   
   arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
@@ -3801,7 +3823,7 @@ void _wrap__swig_DirectorTracker_upcall_Released_capi_f4638e046c163791(SwigDirec
 }
 
 
-intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_f4638e046c163791(SwigDirector_Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
+intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_dda8cd76654b7f17(SwigDirector_Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   accswig::Texts *arg2 = (accswig::Texts *) 0 ;
   int64_t arg3 ;
@@ -3827,7 +3849,7 @@ intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_f4638e046c163791(SwigDirec
 }
 
 
-bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_f4638e046c163791(SwigDirector_Tracker *_swig_go_0) {
+bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_dda8cd76654b7f17(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -3849,7 +3871,7 @@ bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_f4638e046c163791(SwigDi
 }
 
 
-intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_f4638e046c163791(SwigDirector_Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
+intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_dda8cd76654b7f17(SwigDirector_Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   accswig::Images *arg2 = (accswig::Images *) 0 ;
   int64_t arg3 ;
@@ -3875,7 +3897,7 @@ intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_f4638e046c163791(SwigDir
 }
 
 
-intgo _wrap_Tracker_init_capi_f4638e046c163791(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_Tracker_init_capi_dda8cd76654b7f17(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3917,7 +3939,7 @@ intgo _wrap_Tracker_init_capi_f4638e046c163791(accswig::Tracker *_swig_go_0, _go
 }
 
 
-intgo _wrap_Tracker_log_capi_f4638e046c163791(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_log_capi_dda8cd76654b7f17(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Metrics *arg2 = (accswig::Metrics *) 0 ;
   int64_t arg3 ;
@@ -3943,7 +3965,7 @@ intgo _wrap_Tracker_log_capi_f4638e046c163791(accswig::Tracker *_swig_go_0, accs
 }
 
 
-intgo _wrap_Tracker_finish_capi_f4638e046c163791(accswig::Tracker *_swig_go_0) {
+intgo _wrap_Tracker_finish_capi_dda8cd76654b7f17(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   int result;
   intgo _swig_go_result;
@@ -3965,7 +3987,7 @@ intgo _wrap_Tracker_finish_capi_f4638e046c163791(accswig::Tracker *_swig_go_0) {
 }
 
 
-intgo _wrap_Tracker_logText_capi_f4638e046c163791(accswig::Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_logText_capi_dda8cd76654b7f17(accswig::Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Texts *arg2 = (accswig::Texts *) 0 ;
   int64_t arg3 ;
@@ -3991,7 +4013,7 @@ intgo _wrap_Tracker_logText_capi_f4638e046c163791(accswig::Tracker *_swig_go_0, 
 }
 
 
-bool _wrap_Tracker_takesImages_capi_f4638e046c163791(accswig::Tracker *_swig_go_0) {
+bool _wrap_Tracker_takesImages_capi_dda8cd76654b7f17(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -4013,7 +4035,7 @@ bool _wrap_Tracker_takesImages_capi_f4638e046c163791(accswig::Tracker *_swig_go_
 }
 
 
-intgo _wrap_Tracker_logImages_capi_f4638e046c163791(accswig::Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_logImages_capi_dda8cd76654b7f17(accswig::Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Images *arg2 = (accswig::Images *) 0 ;
   int64_t arg3 ;
@@ -4039,7 +4061,7 @@ intgo _wrap_Tracker_logImages_capi_f4638e046c163791(accswig::Tracker *_swig_go_0
 }
 
 
-void _wrap_delete_Tracker_capi_f4638e046c163791(accswig::Tracker *_swig_go_0) {
+void _wrap_delete_Tracker_capi_dda8cd76654b7f17(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -4058,7 +4080,7 @@ void _wrap_delete_Tracker_capi_f4638e046c163791(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_Tracker_released_capi_f4638e046c163791(accswig::Tracker *_swig_go_0) {
+void _wrap_Tracker_released_capi_dda8cd76654b7f17(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -4069,7 +4091,7 @@ void _wrap_Tracker_released_capi_f4638e046c163791(accswig::Tracker *_swig_go_0) 
 }
 
 
-accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_f4638e046c163791(intgo _swig_go_0) {
+accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   int arg1 ;
   accswig::LrLambda *result = 0 ;
   accswig::LrLambda *_swig_go_result;
@@ -4091,7 +4113,7 @@ accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_f4638e046c163791
 }
 
 
-void _wrap_DeleteDirectorLrLambda_capi_f4638e046c163791(accswig::LrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorLrLambda_capi_dda8cd76654b7f17(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -4110,7 +4132,7 @@ void _wrap_DeleteDirectorLrLambda_capi_f4638e046c163791(accswig::LrLambda *_swig
 }
 
 
-void _wrap__swig_DirectorLrLambda_upcall_Released_capi_f4638e046c163791(SwigDirector_LrLambda *_swig_go_0) {
+void _wrap__swig_DirectorLrLambda_upcall_Released_capi_dda8cd76654b7f17(SwigDirector_LrLambda *_swig_go_0) {
   SwigDirector_LrLambda *arg1 = (SwigDirector_LrLambda *) 0 ;
   
   arg1 = *(SwigDirector_LrLambda **)&_swig_go_0; 
@@ -4129,7 +4151,7 @@ void _wrap__swig_DirectorLrLambda_upcall_Released_capi_f4638e046c163791(SwigDire
 }
 
 
-intgo _wrap_LrLambda_factor_capi_f4638e046c163791(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
+intgo _wrap_LrLambda_factor_capi_dda8cd76654b7f17(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   int64_t arg2 ;
   accswig::Factor *arg3 = (accswig::Factor *) 0 ;
@@ -4155,7 +4177,7 @@ intgo _wrap_LrLambda_factor_capi_f4638e046c163791(accswig::LrLambda *_swig_go_0,
 }
 
 
-void _wrap_delete_LrLambda_capi_f4638e046c163791(accswig::LrLambda *_swig_go_0) {
+void _wrap_delete_LrLambda_capi_dda8cd76654b7f17(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -4174,7 +4196,7 @@ void _wrap_delete_LrLambda_capi_f4638e046c163791(accswig::LrLambda *_swig_go_0) 
 }
 
 
-void _wrap_LrLambda_released_capi_f4638e046c163791(accswig::LrLambda *_swig_go_0) {
+void _wrap_LrLambda_released_capi_dda8cd76654b7f17(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -4185,7 +4207,7 @@ void _wrap_LrLambda_released_capi_f4638e046c163791(accswig::LrLambda *_swig_go_0
 }
 
 
-accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_f4638e046c163791(intgo _swig_go_0) {
+accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   int arg1 ;
   accswig::GroupLrLambda *result = 0 ;
   accswig::GroupLrLambda *_swig_go_result;
@@ -4207,7 +4229,7 @@ accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_f
 }
 
 
-void _wrap_DeleteDirectorGroupLrLambda_capi_f4638e046c163791(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorGroupLrLambda_capi_dda8cd76654b7f17(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -4226,7 +4248,7 @@ void _wrap_DeleteDirectorGroupLrLambda_capi_f4638e046c163791(accswig::GroupLrLam
 }
 
 
-void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_f4638e046c163791(SwigDirector_GroupLrLambda *_swig_go_0) {
+void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_dda8cd76654b7f17(SwigDirector_GroupLrLambda *_swig_go_0) {
   SwigDirector_GroupLrLambda *arg1 = (SwigDirector_GroupLrLambda *) 0 ;
   
   arg1 = *(SwigDirector_GroupLrLambda **)&_swig_go_0; 
@@ -4245,7 +4267,7 @@ void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_f4638e046c163791(Swi
 }
 
 
-intgo _wrap_GroupLrLambda_factor_capi_f4638e046c163791(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
+intgo _wrap_GroupLrLambda_factor_capi_dda8cd76654b7f17(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -4273,7 +4295,7 @@ intgo _wrap_GroupLrLambda_factor_capi_f4638e046c163791(accswig::GroupLrLambda *_
 }
 
 
-void _wrap_delete_GroupLrLambda_capi_f4638e046c163791(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_delete_GroupLrLambda_capi_dda8cd76654b7f17(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -4292,7 +4314,7 @@ void _wrap_delete_GroupLrLambda_capi_f4638e046c163791(accswig::GroupLrLambda *_s
 }
 
 
-void _wrap_GroupLrLambda_released_capi_f4638e046c163791(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_GroupLrLambda_released_capi_dda8cd76654b7f17(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -4303,7 +4325,7 @@ void _wrap_GroupLrLambda_released_capi_f4638e046c163791(accswig::GroupLrLambda *
 }
 
 
-accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_f4638e046c163791(intgo _swig_go_0) {
+accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   int arg1 ;
   accswig::TraceReady *result = 0 ;
   accswig::TraceReady *_swig_go_result;
@@ -4325,7 +4347,7 @@ accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_f4638e046c
 }
 
 
-void _wrap_DeleteDirectorTraceReady_capi_f4638e046c163791(accswig::TraceReady *_swig_go_0) {
+void _wrap_DeleteDirectorTraceReady_capi_dda8cd76654b7f17(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -4344,7 +4366,7 @@ void _wrap_DeleteDirectorTraceReady_capi_f4638e046c163791(accswig::TraceReady *_
 }
 
 
-void _wrap__swig_DirectorTraceReady_upcall_Released_capi_f4638e046c163791(SwigDirector_TraceReady *_swig_go_0) {
+void _wrap__swig_DirectorTraceReady_upcall_Released_capi_dda8cd76654b7f17(SwigDirector_TraceReady *_swig_go_0) {
   SwigDirector_TraceReady *arg1 = (SwigDirector_TraceReady *) 0 ;
   
   arg1 = *(SwigDirector_TraceReady **)&_swig_go_0; 
@@ -4363,7 +4385,7 @@ void _wrap__swig_DirectorTraceReady_upcall_Released_capi_f4638e046c163791(SwigDi
 }
 
 
-intgo _wrap_TraceReady_ready_capi_f4638e046c163791(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_TraceReady_ready_capi_dda8cd76654b7f17(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   int64_t arg2 ;
   int result;
@@ -4387,7 +4409,7 @@ intgo _wrap_TraceReady_ready_capi_f4638e046c163791(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_delete_TraceReady_capi_f4638e046c163791(accswig::TraceReady *_swig_go_0) {
+void _wrap_delete_TraceReady_capi_dda8cd76654b7f17(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -4406,7 +4428,7 @@ void _wrap_delete_TraceReady_capi_f4638e046c163791(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_TraceReady_released_capi_f4638e046c163791(accswig::TraceReady *_swig_go_0) {
+void _wrap_TraceReady_released_capi_dda8cd76654b7f17(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -4417,7 +4439,7 @@ void _wrap_TraceReady_released_capi_f4638e046c163791(accswig::TraceReady *_swig_
 }
 
 
-accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_f4638e046c163791(intgo _swig_go_0) {
+accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   int arg1 ;
   accswig::BatchSizeRun *result = 0 ;
   accswig::BatchSizeRun *_swig_go_result;
@@ -4439,7 +4461,7 @@ accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_f463
 }
 
 
-void _wrap_DeleteDirectorBatchSizeRun_capi_f4638e046c163791(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_DeleteDirectorBatchSizeRun_capi_dda8cd76654b7f17(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4458,7 +4480,7 @@ void _wrap_DeleteDirectorBatchSizeRun_capi_f4638e046c163791(accswig::BatchSizeRu
 }
 
 
-void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_f4638e046c163791(SwigDirector_BatchSizeRun *_swig_go_0) {
+void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_dda8cd76654b7f17(SwigDirector_BatchSizeRun *_swig_go_0) {
   SwigDirector_BatchSizeRun *arg1 = (SwigDirector_BatchSizeRun *) 0 ;
   
   arg1 = *(SwigDirector_BatchSizeRun **)&_swig_go_0; 
@@ -4477,7 +4499,7 @@ void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_f4638e046c163791(Swig
 }
 
 
-intgo _wrap_BatchSizeRun_run_capi_f4638e046c163791(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_BatchSizeRun_run_capi_dda8cd76654b7f17(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   int64_t arg2 ;
   int result;
@@ -4501,7 +4523,7 @@ intgo _wrap_BatchSizeRun_run_capi_f4638e046c163791(accswig::BatchSizeRun *_swig_
 }
 
 
-void _wrap_delete_BatchSizeRun_capi_f4638e046c163791(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_delete_BatchSizeRun_capi_dda8cd76654b7f17(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4520,7 +4542,7 @@ void _wrap_delete_BatchSizeRun_capi_f4638e046c163791(accswig::BatchSizeRun *_swi
 }
 
 
-void _wrap_BatchSizeRun_released_capi_f4638e046c163791(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_BatchSizeRun_released_capi_dda8cd76654b7f17(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4531,7 +4553,7 @@ void _wrap_BatchSizeRun_released_capi_f4638e046c163791(accswig::BatchSizeRun *_s
 }
 
 
-_gostring_ _wrap_Accelerate_version_capi_f4638e046c163791() {
+_gostring_ _wrap_Accelerate_version_capi_dda8cd76654b7f17() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4551,7 +4573,7 @@ _gostring_ _wrap_Accelerate_version_capi_f4638e046c163791() {
 }
 
 
-intgo _wrap_Accelerate_abiVersion_capi_f4638e046c163791() {
+intgo _wrap_Accelerate_abiVersion_capi_dda8cd76654b7f17() {
   int result;
   intgo _swig_go_result;
   
@@ -4571,7 +4593,7 @@ intgo _wrap_Accelerate_abiVersion_capi_f4638e046c163791() {
 }
 
 
-void _wrap_Accelerate_checkAbi_capi_f4638e046c163791(intgo _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_checkAbi_capi_dda8cd76654b7f17(intgo _swig_go_0, _gostring_* _swig_go_1) {
   int arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4602,7 +4624,7 @@ void _wrap_Accelerate_checkAbi_capi_f4638e046c163791(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_Accelerate_checkBinding_capi_f4638e046c163791(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerate_checkBinding_capi_dda8cd76654b7f17(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4643,7 +4665,7 @@ void _wrap_Accelerate_checkBinding_capi_f4638e046c163791(_gostring_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_Accelerate_buildInfo_capi_f4638e046c163791() {
+_gostring_ _wrap_Accelerate_buildInfo_capi_dda8cd76654b7f17() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4663,7 +4685,7 @@ _gostring_ _wrap_Accelerate_buildInfo_capi_f4638e046c163791() {
 }
 
 
-_gostring_ _wrap_Accelerate_statusName_capi_f4638e046c163791(intgo _swig_go_0) {
+_gostring_ _wrap_Accelerate_statusName_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   acc_status arg1 ;
   std::string result;
   _gostring_ _swig_go_result;
@@ -4685,7 +4707,7 @@ _gostring_ _wrap_Accelerate_statusName_capi_f4638e046c163791(intgo _swig_go_0) {
 }
 
 
-long long _wrap_Accelerate_liveHandles_capi_f4638e046c163791(intgo _swig_go_0) {
+long long _wrap_Accelerate_liveHandles_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   acc_handle_kind arg1 ;
   int64_t result;
   long long _swig_go_result;
@@ -4707,7 +4729,7 @@ long long _wrap_Accelerate_liveHandles_capi_f4638e046c163791(intgo _swig_go_0) {
 }
 
 
-void _wrap_Accelerate_setSeed_capi_f4638e046c163791(long long _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setSeed_capi_dda8cd76654b7f17(long long _swig_go_0, _gostring_* _swig_go_1) {
   int64_t arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4738,7 +4760,7 @@ void _wrap_Accelerate_setSeed_capi_f4638e046c163791(long long _swig_go_0, _gostr
 }
 
 
-void _wrap_Accelerate_setSeedWith_capi_f4638e046c163791(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerate_setSeedWith_capi_dda8cd76654b7f17(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   int64_t arg1 ;
   bool arg2 ;
   bool arg3 ;
@@ -4773,7 +4795,7 @@ void _wrap_Accelerate_setSeedWith_capi_f4638e046c163791(long long _swig_go_0, bo
 }
 
 
-acc_tensor *_wrap_Accelerate_getRandomState_capi_f4638e046c163791(_gostring_* _swig_go_0) {
+acc_tensor *_wrap_Accelerate_getRandomState_capi_dda8cd76654b7f17(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor *result = 0 ;
@@ -4805,7 +4827,7 @@ acc_tensor *_wrap_Accelerate_getRandomState_capi_f4638e046c163791(_gostring_* _s
 }
 
 
-void _wrap_Accelerate_setRandomState_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setRandomState_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4836,7 +4858,7 @@ void _wrap_Accelerate_setRandomState_capi_f4638e046c163791(acc_tensor *_swig_go_
 }
 
 
-long long _wrap_Accelerate_dtypeSize_capi_f4638e046c163791(intgo _swig_go_0) {
+long long _wrap_Accelerate_dtypeSize_capi_dda8cd76654b7f17(intgo _swig_go_0) {
   acc_dtype arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -4858,7 +4880,7 @@ long long _wrap_Accelerate_dtypeSize_capi_f4638e046c163791(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_f4638e046c163791() {
+_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_dda8cd76654b7f17() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4878,7 +4900,7 @@ _gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_f4638e046c163791() {
 }
 
 
-void _wrap_Accelerate_callbackSetError_capi_f4638e046c163791(_gostring_ _swig_go_0) {
+void _wrap_Accelerate_callbackSetError_capi_dda8cd76654b7f17(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   char *copy1 ;
   
@@ -4905,7 +4927,7 @@ void _wrap_Accelerate_callbackSetError_capi_f4638e046c163791(_gostring_ _swig_go
 }
 
 
-long long _wrap_Accelerate_findBatchSizeWith_capi_f4638e046c163791(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerate_findBatchSizeWith_capi_dda8cd76654b7f17(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::BatchSizeRun *arg2 = (accswig::BatchSizeRun *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4941,7 +4963,7 @@ long long _wrap_Accelerate_findBatchSizeWith_capi_f4638e046c163791(long long _sw
 }
 
 
-void _wrap_delete_Accelerate_capi_f4638e046c163791(accswig::Library *_swig_go_0) {
+void _wrap_delete_Accelerate_capi_dda8cd76654b7f17(accswig::Library *_swig_go_0) {
   accswig::Library *arg1 = (accswig::Library *) 0 ;
   
   arg1 = *(accswig::Library **)&_swig_go_0; 
@@ -4960,7 +4982,7 @@ void _wrap_delete_Accelerate_capi_f4638e046c163791(accswig::Library *_swig_go_0)
 }
 
 
-long long _wrap_LoadReport_missingCount_capi_f4638e046c163791(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_missingCount_capi_dda8cd76654b7f17(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4982,7 +5004,7 @@ long long _wrap_LoadReport_missingCount_capi_f4638e046c163791(accswig::LoadRepor
 }
 
 
-_gostring_ _wrap_LoadReport_missing_capi_f4638e046c163791(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_missing_capi_dda8cd76654b7f17(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -5006,7 +5028,7 @@ _gostring_ _wrap_LoadReport_missing_capi_f4638e046c163791(accswig::LoadReport *_
 }
 
 
-long long _wrap_LoadReport_unexpectedCount_capi_f4638e046c163791(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_unexpectedCount_capi_dda8cd76654b7f17(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -5028,7 +5050,7 @@ long long _wrap_LoadReport_unexpectedCount_capi_f4638e046c163791(accswig::LoadRe
 }
 
 
-_gostring_ _wrap_LoadReport_unexpected_capi_f4638e046c163791(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_unexpected_capi_dda8cd76654b7f17(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -5052,7 +5074,7 @@ _gostring_ _wrap_LoadReport_unexpected_capi_f4638e046c163791(accswig::LoadReport
 }
 
 
-void _wrap_delete_LoadReport_capi_f4638e046c163791(accswig::LoadReport *_swig_go_0) {
+void _wrap_delete_LoadReport_capi_dda8cd76654b7f17(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   
   arg1 = *(accswig::LoadReport **)&_swig_go_0; 
@@ -5071,7 +5093,7 @@ void _wrap_delete_LoadReport_capi_f4638e046c163791(accswig::LoadReport *_swig_go
 }
 
 
-acc_tensor *_wrap_Loss_crossEntropy_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_crossEntropy_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5111,7 +5133,7 @@ acc_tensor *_wrap_Loss_crossEntropy_capi_f4638e046c163791(acc_tensor *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Loss_nll_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_nll_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5149,7 +5171,7 @@ acc_tensor *_wrap_Loss_nll_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_mse_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_mse_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5187,7 +5209,7 @@ acc_tensor *_wrap_Loss_mse_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_l1_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_l1_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5225,7 +5247,7 @@ acc_tensor *_wrap_Loss_l1_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tens
 }
 
 
-acc_tensor *_wrap_Loss_smoothL1_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_smoothL1_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5265,7 +5287,7 @@ acc_tensor *_wrap_Loss_smoothL1_capi_f4638e046c163791(acc_tensor *_swig_go_0, ac
 }
 
 
-acc_tensor *_wrap_Loss_huber_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_huber_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5305,7 +5327,7 @@ acc_tensor *_wrap_Loss_huber_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_t
 }
 
 
-acc_tensor *_wrap_Loss_bceWithLogits_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_bceWithLogits_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5343,7 +5365,7 @@ acc_tensor *_wrap_Loss_bceWithLogits_capi_f4638e046c163791(acc_tensor *_swig_go_
 }
 
 
-void _wrap_delete_Loss_capi_f4638e046c163791(accswig::Loss *_swig_go_0) {
+void _wrap_delete_Loss_capi_dda8cd76654b7f17(accswig::Loss *_swig_go_0) {
   accswig::Loss *arg1 = (accswig::Loss *) 0 ;
   
   arg1 = *(accswig::Loss **)&_swig_go_0; 
@@ -5362,7 +5384,7 @@ void _wrap_delete_Loss_capi_f4638e046c163791(accswig::Loss *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tensor_capi_f4638e046c163791(acc_tensor *_swig_go_0) {
+void _wrap_delete_Tensor_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   
   arg1 = *(acc_tensor **)&_swig_go_0; 
@@ -5381,7 +5403,7 @@ void _wrap_delete_Tensor_capi_f4638e046c163791(acc_tensor *_swig_go_0) {
 }
 
 
-acc_tensor *_wrap_Tensor_fromFloats_capi_f4638e046c163791(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromFloats_capi_dda8cd76654b7f17(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5425,7 +5447,7 @@ acc_tensor *_wrap_Tensor_fromFloats_capi_f4638e046c163791(_goslice_ _swig_go_0, 
 }
 
 
-void _wrap_Tensor_copyToFloats_capi_f4638e046c163791(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToFloats_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5462,7 +5484,7 @@ void _wrap_Tensor_copyToFloats_capi_f4638e046c163791(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_fromDoubles_capi_f4638e046c163791(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromDoubles_capi_dda8cd76654b7f17(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   double *arg1 = (double *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5506,7 +5528,7 @@ acc_tensor *_wrap_Tensor_fromDoubles_capi_f4638e046c163791(_goslice_ _swig_go_0,
 }
 
 
-void _wrap_Tensor_copyToDoubles_capi_f4638e046c163791(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToDoubles_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -5543,7 +5565,7 @@ void _wrap_Tensor_copyToDoubles_capi_f4638e046c163791(acc_tensor *_swig_go_0, _g
 }
 
 
-acc_tensor *_wrap_Tensor_fromLongs_capi_f4638e046c163791(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromLongs_capi_dda8cd76654b7f17(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5587,7 +5609,7 @@ acc_tensor *_wrap_Tensor_fromLongs_capi_f4638e046c163791(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToLongs_capi_f4638e046c163791(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToLongs_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5624,7 +5646,7 @@ void _wrap_Tensor_copyToLongs_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_fromInts_capi_f4638e046c163791(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromInts_capi_dda8cd76654b7f17(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int32_t *arg1 = (int32_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5668,7 +5690,7 @@ acc_tensor *_wrap_Tensor_fromInts_capi_f4638e046c163791(_goslice_ _swig_go_0, _g
 }
 
 
-void _wrap_Tensor_copyToInts_capi_f4638e046c163791(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToInts_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -5705,7 +5727,7 @@ void _wrap_Tensor_copyToInts_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gosl
 }
 
 
-acc_tensor *_wrap_Tensor_fromBytes_capi_f4638e046c163791(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromBytes_capi_dda8cd76654b7f17(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5749,7 +5771,7 @@ acc_tensor *_wrap_Tensor_fromBytes_capi_f4638e046c163791(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToBytes_capi_f4638e046c163791(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToBytes_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -5786,7 +5808,7 @@ void _wrap_Tensor_copyToBytes_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_zeros_capi_f4638e046c163791(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_zeros_capi_dda8cd76654b7f17(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   acc_dtype arg3 ;
@@ -5836,7 +5858,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_f4638e046c163791(_goslice_ _swig_go_0, intgo
 }
 
 
-acc_tensor *_wrap_Tensor_rand_capi_f4638e046c163791(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_rand_capi_dda8cd76654b7f17(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5874,7 +5896,7 @@ acc_tensor *_wrap_Tensor_rand_capi_f4638e046c163791(_goslice_ _swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_randn_capi_f4638e046c163791(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_randn_capi_dda8cd76654b7f17(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5912,7 +5934,7 @@ acc_tensor *_wrap_Tensor_randn_capi_f4638e046c163791(_goslice_ _swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_fromIdxFile_capi_f4638e046c163791(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_fromIdxFile_capi_dda8cd76654b7f17(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -5954,7 +5976,7 @@ acc_tensor *_wrap_Tensor_fromIdxFile_capi_f4638e046c163791(_gostring_ _swig_go_0
 }
 
 
-acc_tensor *_wrap_Tensor_fromFileMmap_capi_f4638e046c163791(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Tensor_fromFileMmap_capi_dda8cd76654b7f17(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   acc_dtype arg3 ;
@@ -6006,7 +6028,7 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_f4638e046c163791(_gostring_ _swig_go_
 }
 
 
-long long _wrap_Tensor_ndim_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_ndim_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6040,7 +6062,7 @@ long long _wrap_Tensor_ndim_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostr
 }
 
 
-void _wrap_Tensor_copyShape_capi_f4638e046c163791(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyShape_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -6077,7 +6099,7 @@ void _wrap_Tensor_copyShape_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Tensor_numel_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_numel_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6111,7 +6133,7 @@ long long _wrap_Tensor_numel_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gost
 }
 
 
-intgo _wrap_Tensor_dtype_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+intgo _wrap_Tensor_dtype_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6145,7 +6167,7 @@ intgo _wrap_Tensor_dtype_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring
 }
 
 
-_gostring_ _wrap_Tensor_device_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Tensor_device_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6179,7 +6201,7 @@ _gostring_ _wrap_Tensor_device_capi_f4638e046c163791(acc_tensor *_swig_go_0, _go
 }
 
 
-bool _wrap_Tensor_requiresGrad_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Tensor_requiresGrad_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6213,7 +6235,7 @@ bool _wrap_Tensor_requiresGrad_capi_f4638e046c163791(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_to_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_to_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -6259,7 +6281,7 @@ acc_tensor *_wrap_Tensor_to_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_grad_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_grad_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6293,7 +6315,7 @@ acc_tensor *_wrap_Tensor_grad_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gos
 }
 
 
-void _wrap_Tensor_backward_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Tensor_backward_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6324,7 +6346,7 @@ void _wrap_Tensor_backward_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostri
 }
 
 
-acc_tensor *_wrap_Tensor_sum_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_sum_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6358,7 +6380,7 @@ acc_tensor *_wrap_Tensor_sum_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_mean_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_mean_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6392,7 +6414,7 @@ acc_tensor *_wrap_Tensor_mean_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_reshape_capi_f4638e046c163791(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_reshape_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -6432,7 +6454,7 @@ acc_tensor *_wrap_Tensor_reshape_capi_f4638e046c163791(acc_tensor *_swig_go_0, _
 }
 
 
-acc_tensor *_wrap_Tensor_argmax_capi_f4638e046c163791(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_argmax_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -6470,7 +6492,7 @@ acc_tensor *_wrap_Tensor_argmax_capi_f4638e046c163791(acc_tensor *_swig_go_0, lo
 }
 
 
-long long _wrap_Tensor_countEqual_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Tensor_countEqual_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6506,7 +6528,7 @@ long long _wrap_Tensor_countEqual_capi_f4638e046c163791(acc_tensor *_swig_go_0, 
 }
 
 
-double _wrap_Tensor_item_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+double _wrap_Tensor_item_capi_dda8cd76654b7f17(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6540,7 +6562,7 @@ double _wrap_Tensor_item_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring
 }
 
 
-acc_tensor_list *_wrap_new_TensorList_capi_f4638e046c163791(_gostring_* _swig_go_0) {
+acc_tensor_list *_wrap_new_TensorList_capi_dda8cd76654b7f17(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor_list *result = 0 ;
@@ -6572,7 +6594,7 @@ acc_tensor_list *_wrap_new_TensorList_capi_f4638e046c163791(_gostring_* _swig_go
 }
 
 
-void _wrap_delete_TensorList_capi_f4638e046c163791(acc_tensor_list *_swig_go_0) {
+void _wrap_delete_TensorList_capi_dda8cd76654b7f17(acc_tensor_list *_swig_go_0) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
@@ -6591,7 +6613,7 @@ void _wrap_delete_TensorList_capi_f4638e046c163791(acc_tensor_list *_swig_go_0) 
 }
 
 
-void _wrap_TensorList_append_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_TensorList_append_capi_dda8cd76654b7f17(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
@@ -6634,7 +6656,7 @@ void _wrap_TensorList_append_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, 
 }
 
 
-long long _wrap_TensorList_size_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_TensorList_size_capi_dda8cd76654b7f17(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6668,7 +6690,7 @@ long long _wrap_TensorList_size_capi_f4638e046c163791(acc_tensor_list *_swig_go_
 }
 
 
-acc_tensor *_wrap_TensorList_get_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_get_capi_dda8cd76654b7f17(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6704,7 +6726,7 @@ acc_tensor *_wrap_TensorList_get_capi_f4638e046c163791(acc_tensor_list *_swig_go
 }
 
 
-_gostring_ _wrap_TensorList_name_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_TensorList_name_capi_dda8cd76654b7f17(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6740,7 +6762,7 @@ _gostring_ _wrap_TensorList_name_capi_f4638e046c163791(acc_tensor_list *_swig_go
 }
 
 
-acc_tensor *_wrap_TensorList_find_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_find_capi_dda8cd76654b7f17(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6784,7 +6806,7 @@ acc_tensor *_wrap_TensorList_find_capi_f4638e046c163791(acc_tensor_list *_swig_g
 }
 
 
-void _wrap_TensorList_saveSafetensors_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_TensorList_saveSafetensors_capi_dda8cd76654b7f17(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6825,7 +6847,7 @@ void _wrap_TensorList_saveSafetensors_capi_f4638e046c163791(acc_tensor_list *_sw
 }
 
 
-acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_f4638e046c163791(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_dda8cd76654b7f17(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -6867,7 +6889,7 @@ acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_f4638e046c163791(_gostrin
 }
 
 
-void _wrap_delete_StringList_capi_f4638e046c163791(acc_string_list *_swig_go_0) {
+void _wrap_delete_StringList_capi_dda8cd76654b7f17(acc_string_list *_swig_go_0) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   
   arg1 = *(acc_string_list **)&_swig_go_0; 
@@ -6886,7 +6908,7 @@ void _wrap_delete_StringList_capi_f4638e046c163791(acc_string_list *_swig_go_0) 
 }
 
 
-long long _wrap_StringList_size_capi_f4638e046c163791(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_StringList_size_capi_dda8cd76654b7f17(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6920,7 +6942,7 @@ long long _wrap_StringList_size_capi_f4638e046c163791(acc_string_list *_swig_go_
 }
 
 
-_gostring_ _wrap_StringList_get_capi_f4638e046c163791(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_StringList_get_capi_dda8cd76654b7f17(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6956,7 +6978,7 @@ _gostring_ _wrap_StringList_get_capi_f4638e046c163791(acc_string_list *_swig_go_
 }
 
 
-long long _wrap_StringList_byteSize_capi_f4638e046c163791(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_StringList_byteSize_capi_dda8cd76654b7f17(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6992,7 +7014,7 @@ long long _wrap_StringList_byteSize_capi_f4638e046c163791(acc_string_list *_swig
 }
 
 
-void _wrap_StringList_copyBytes_capi_f4638e046c163791(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_StringList_copyBytes_capi_dda8cd76654b7f17(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -7031,7 +7053,7 @@ void _wrap_StringList_copyBytes_capi_f4638e046c163791(acc_string_list *_swig_go_
 }
 
 
-acc_options *_wrap_new_Options_capi_f4638e046c163791(intgo _swig_go_0, _gostring_* _swig_go_1) {
+acc_options *_wrap_new_Options_capi_dda8cd76654b7f17(intgo _swig_go_0, _gostring_* _swig_go_1) {
   acc_options_kind arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7065,7 +7087,7 @@ acc_options *_wrap_new_Options_capi_f4638e046c163791(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_delete_Options_capi_f4638e046c163791(acc_options *_swig_go_0) {
+void _wrap_delete_Options_capi_dda8cd76654b7f17(acc_options *_swig_go_0) {
   acc_options *arg1 = (acc_options *) 0 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
@@ -7084,7 +7106,7 @@ void _wrap_delete_Options_capi_f4638e046c163791(acc_options *_swig_go_0) {
 }
 
 
-void _wrap_Options_setInt_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setInt_capi_dda8cd76654b7f17(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -7127,7 +7149,7 @@ void _wrap_Options_setInt_capi_f4638e046c163791(acc_options *_swig_go_0, _gostri
 }
 
 
-void _wrap_Options_setDouble_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setDouble_capi_dda8cd76654b7f17(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -7170,7 +7192,7 @@ void _wrap_Options_setDouble_capi_f4638e046c163791(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_setBool_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setBool_capi_dda8cd76654b7f17(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -7213,7 +7235,7 @@ void _wrap_Options_setBool_capi_f4638e046c163791(acc_options *_swig_go_0, _gostr
 }
 
 
-void _wrap_Options_setString_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setString_capi_dda8cd76654b7f17(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7264,7 +7286,7 @@ void _wrap_Options_setString_capi_f4638e046c163791(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_set_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_set_capi_dda8cd76654b7f17(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7315,7 +7337,7 @@ void _wrap_Options_set_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_
 }
 
 
-_gostring_ _wrap_Options_get_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Options_get_capi_dda8cd76654b7f17(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7359,7 +7381,7 @@ _gostring_ _wrap_Options_get_capi_f4638e046c163791(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_delete_Model_capi_f4638e046c163791(acc_model *_swig_go_0) {
+void _wrap_delete_Model_capi_dda8cd76654b7f17(acc_model *_swig_go_0) {
   acc_model *arg1 = (acc_model *) 0 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
@@ -7378,7 +7400,7 @@ void _wrap_delete_Model_capi_f4638e046c163791(acc_model *_swig_go_0) {
 }
 
 
-acc_model *_wrap_Model_loadTorchscript_capi_f4638e046c163791(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_loadTorchscript_capi_dda8cd76654b7f17(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -7420,7 +7442,7 @@ acc_model *_wrap_Model_loadTorchscript_capi_f4638e046c163791(_gostring_ _swig_go
 }
 
 
-acc_model *_wrap_Model_fromSpec_capi_f4638e046c163791(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_fromSpec_capi_dda8cd76654b7f17(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -7462,7 +7484,7 @@ acc_model *_wrap_Model_fromSpec_capi_f4638e046c163791(_gostring_ _swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_forward_capi_f4638e046c163791(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Model_forward_capi_dda8cd76654b7f17(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   unsigned int arg3 ;
@@ -7500,7 +7522,7 @@ acc_tensor_list *_wrap_Model_forward_capi_f4638e046c163791(acc_model *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Model_forward1_capi_f4638e046c163791(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Model_forward1_capi_dda8cd76654b7f17(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   unsigned int arg3 ;
@@ -7538,7 +7560,7 @@ acc_tensor *_wrap_Model_forward1_capi_f4638e046c163791(acc_model *_swig_go_0, ac
 }
 
 
-void _wrap_Model_setTraining_capi_f4638e046c163791(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setTraining_capi_dda8cd76654b7f17(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7571,7 +7593,7 @@ void _wrap_Model_setTraining_capi_f4638e046c163791(acc_model *_swig_go_0, bool _
 }
 
 
-bool _wrap_Model_isTraining_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isTraining_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7605,7 +7627,7 @@ bool _wrap_Model_isTraining_capi_f4638e046c163791(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_setGraphOptimization_capi_f4638e046c163791(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setGraphOptimization_capi_dda8cd76654b7f17(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7638,7 +7660,7 @@ void _wrap_Model_setGraphOptimization_capi_f4638e046c163791(acc_model *_swig_go_
 }
 
 
-void _wrap_Model_updateBn_capi_f4638e046c163791(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_updateBn_capi_dda8cd76654b7f17(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7671,7 +7693,7 @@ void _wrap_Model_updateBn_capi_f4638e046c163791(acc_model *_swig_go_0, acc_datal
 }
 
 
-void _wrap_Model_to_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_to_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -7714,7 +7736,7 @@ void _wrap_Model_to_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swi
 }
 
 
-long long _wrap_Model_parameterTensorCount_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterTensorCount_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7748,7 +7770,7 @@ long long _wrap_Model_parameterTensorCount_capi_f4638e046c163791(acc_model *_swi
 }
 
 
-long long _wrap_Model_parameterElementCount_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterElementCount_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7782,7 +7804,7 @@ long long _wrap_Model_parameterElementCount_capi_f4638e046c163791(acc_model *_sw
 }
 
 
-acc_string_list *_wrap_Model_parameterNames_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_parameterNames_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7816,7 +7838,7 @@ acc_string_list *_wrap_Model_parameterNames_capi_f4638e046c163791(acc_model *_sw
 }
 
 
-acc_tensor *_wrap_Model_parameter_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Model_parameter_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7860,7 +7882,7 @@ acc_tensor *_wrap_Model_parameter_capi_f4638e046c163791(acc_model *_swig_go_0, _
 }
 
 
-void _wrap_Model_zeroGrad_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_zeroGrad_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7891,7 +7913,7 @@ void _wrap_Model_zeroGrad_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring
 }
 
 
-long long _wrap_Model_setRequiresGrad_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_setRequiresGrad_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -7937,7 +7959,7 @@ long long _wrap_Model_setRequiresGrad_capi_f4638e046c163791(acc_model *_swig_go_
 }
 
 
-long long _wrap_Model_addLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addLora_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7983,7 +8005,7 @@ long long _wrap_Model_addLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gost
 }
 
 
-long long _wrap_Model_addTrainableTokens_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addTrainableTokens_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8029,7 +8051,7 @@ long long _wrap_Model_addTrainableTokens_capi_f4638e046c163791(acc_model *_swig_
 }
 
 
-void _wrap_Model_saveLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveLora_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8070,7 +8092,7 @@ void _wrap_Model_saveLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_loadLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_loadLora_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8111,7 +8133,7 @@ void _wrap_Model_loadLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_mergeLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_mergeLora_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8142,7 +8164,7 @@ void _wrap_Model_mergeLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostrin
 }
 
 
-long long _wrap_Model_loraCount_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_loraCount_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8176,7 +8198,7 @@ long long _wrap_Model_loraCount_capi_f4638e046c163791(acc_model *_swig_go_0, _go
 }
 
 
-void _wrap_Model_setLoraEnabled_capi_f4638e046c163791(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setLoraEnabled_capi_dda8cd76654b7f17(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8209,7 +8231,7 @@ void _wrap_Model_setLoraEnabled_capi_f4638e046c163791(acc_model *_swig_go_0, boo
 }
 
 
-bool _wrap_Model_isLoraEnabled_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isLoraEnabled_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8243,7 +8265,7 @@ bool _wrap_Model_isLoraEnabled_capi_f4638e046c163791(acc_model *_swig_go_0, _gos
 }
 
 
-long long _wrap_Model_addLoraNamed_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+long long _wrap_Model_addLoraNamed_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8299,7 +8321,7 @@ long long _wrap_Model_addLoraNamed_capi_f4638e046c163791(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_Model_loadLoraNamed_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadLoraNamed_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8350,7 +8372,7 @@ void _wrap_Model_loadLoraNamed_capi_f4638e046c163791(acc_model *_swig_go_0, _gos
 }
 
 
-void _wrap_Model_setAdapter_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setAdapter_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8391,7 +8413,7 @@ void _wrap_Model_setAdapter_capi_f4638e046c163791(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_deleteAdapter_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_deleteAdapter_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8432,7 +8454,7 @@ void _wrap_Model_deleteAdapter_capi_f4638e046c163791(acc_model *_swig_go_0, _gos
 }
 
 
-void _wrap_Model_unloadLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_unloadLora_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8463,7 +8485,7 @@ void _wrap_Model_unloadLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostri
 }
 
 
-long long _wrap_Model_addWeightedAdapter_capi_f4638e046c163791(acc_model *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _gostring_ _swig_go_3, _gostring_ _swig_go_4, long long _swig_go_5, _gostring_* _swig_go_6) {
+long long _wrap_Model_addWeightedAdapter_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _gostring_ _swig_go_3, _gostring_ _swig_go_4, acc_options *_swig_go_5, _gostring_* _swig_go_6) {
   acc_model *arg1 = (acc_model *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -8471,7 +8493,7 @@ long long _wrap_Model_addWeightedAdapter_capi_f4638e046c163791(acc_model *_swig_
   size_t arg5 ;
   char *arg6 = (char *) 0 ;
   char *arg7 = (char *) 0 ;
-  int64_t arg8 ;
+  acc_options *arg8 = (acc_options *) 0 ;
   std::string *arg9 = (std::string *) 0 ;
   char *copy6 ;
   char *copy7 ;
@@ -8502,7 +8524,7 @@ long long _wrap_Model_addWeightedAdapter_capi_f4638e046c163791(acc_model *_swig_
   if (memchr(copy7, 0, _swig_go_4.n)) accswig::go_string_held_nul() = true;
   arg7 = copy7;
   
-  arg8 = (int64_t)_swig_go_5; 
+  arg8 = *(acc_options **)&_swig_go_5; 
   
   accswig::take_go_error();
   arg9 = &temp9;
@@ -8511,7 +8533,7 @@ long long _wrap_Model_addWeightedAdapter_capi_f4638e046c163791(acc_model *_swig_
   {
     try {
       accswig::require_no_go_nul();
-      result = acc_model_addWeightedAdapter(arg1,(unsigned char const *)arg2,SWIG_STD_MOVE(arg3),(double const *)arg4,SWIG_STD_MOVE(arg5),(char const *)arg6,(char const *)arg7,arg8,arg9);
+      result = acc_model_addWeightedAdapter(arg1,(unsigned char const *)arg2,SWIG_STD_MOVE(arg3),(double const *)arg4,SWIG_STD_MOVE(arg5),(char const *)arg6,(char const *)arg7,(acc_options const *)arg8,arg9);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {
@@ -8531,7 +8553,7 @@ long long _wrap_Model_addWeightedAdapter_capi_f4638e046c163791(acc_model *_swig_
 }
 
 
-_gostring_ _wrap_Model_activeAdapter_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Model_activeAdapter_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8565,7 +8587,7 @@ _gostring_ _wrap_Model_activeAdapter_capi_f4638e046c163791(acc_model *_swig_go_0
 }
 
 
-acc_string_list *_wrap_Model_adapterNames_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_adapterNames_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8599,7 +8621,7 @@ acc_string_list *_wrap_Model_adapterNames_capi_f4638e046c163791(acc_model *_swig
 }
 
 
-acc_tensor_list *_wrap_Model_stateDict_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_Model_stateDict_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8633,7 +8655,7 @@ acc_tensor_list *_wrap_Model_stateDict_capi_f4638e046c163791(acc_model *_swig_go
 }
 
 
-void _wrap_Model_loadStateDict_capi_f4638e046c163791(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadStateDict_capi_dda8cd76654b7f17(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   bool arg3 ;
@@ -8668,7 +8690,7 @@ void _wrap_Model_loadStateDict_capi_f4638e046c163791(acc_model *_swig_go_0, acc_
 }
 
 
-void _wrap_Model_saveTorchscript_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveTorchscript_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8709,7 +8731,7 @@ void _wrap_Model_saveTorchscript_capi_f4638e046c163791(acc_model *_swig_go_0, _g
 }
 
 
-accswig::LoadReport *_wrap_Model_loadSafetensors_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+accswig::LoadReport *_wrap_Model_loadSafetensors_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -8755,7 +8777,7 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_f4638e046c163791(acc_model
 }
 
 
-acc_optimizer *_wrap_new_Optimizer_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_new_Optimizer_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8801,7 +8823,7 @@ acc_optimizer *_wrap_new_Optimizer_capi_f4638e046c163791(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_delete_Optimizer_capi_f4638e046c163791(acc_optimizer *_swig_go_0) {
+void _wrap_delete_Optimizer_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
@@ -8820,7 +8842,7 @@ void _wrap_delete_Optimizer_capi_f4638e046c163791(acc_optimizer *_swig_go_0) {
 }
 
 
-void _wrap_Optimizer_addParamGroup_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _goslice_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_addParamGroup_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, _goslice_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -8859,7 +8881,7 @@ void _wrap_Optimizer_addParamGroup_capi_f4638e046c163791(acc_optimizer *_swig_go
 }
 
 
-long long _wrap_Optimizer_addParamGroupMatching_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Optimizer_addParamGroupMatching_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8905,7 +8927,7 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_f4638e046c163791(acc_optimi
 }
 
 
-long long _wrap_Optimizer_numParamGroups_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Optimizer_numParamGroups_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8939,7 +8961,7 @@ long long _wrap_Optimizer_numParamGroups_capi_f4638e046c163791(acc_optimizer *_s
 }
 
 
-double _wrap_Optimizer_getLr_capi_f4638e046c163791(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Optimizer_getLr_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8975,7 +8997,7 @@ double _wrap_Optimizer_getLr_capi_f4638e046c163791(acc_optimizer *_swig_go_0, lo
 }
 
 
-void _wrap_Optimizer_setLr_capi_f4638e046c163791(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_setLr_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   double arg3 ;
@@ -9010,7 +9032,7 @@ void _wrap_Optimizer_setLr_capi_f4638e046c163791(acc_optimizer *_swig_go_0, long
 }
 
 
-double _wrap_Optimizer_getHyperparameter_capi_f4638e046c163791(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+double _wrap_Optimizer_getHyperparameter_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -9056,7 +9078,7 @@ double _wrap_Optimizer_getHyperparameter_capi_f4638e046c163791(acc_optimizer *_s
 }
 
 
-void _wrap_Optimizer_step_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_step_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9087,7 +9109,7 @@ void _wrap_Optimizer_step_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gost
 }
 
 
-void _wrap_Optimizer_zeroGrad_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_zeroGrad_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9118,7 +9140,7 @@ void _wrap_Optimizer_zeroGrad_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _
 }
 
 
-void _wrap_Optimizer_setTraining_capi_f4638e046c163791(acc_optimizer *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Optimizer_setTraining_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9151,7 +9173,7 @@ void _wrap_Optimizer_setTraining_capi_f4638e046c163791(acc_optimizer *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Optimizer_stateOf_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Optimizer_stateOf_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9205,7 +9227,7 @@ acc_tensor *_wrap_Optimizer_stateOf_capi_f4638e046c163791(acc_optimizer *_swig_g
 }
 
 
-acc_string_list *_wrap_Optimizer_stateFields_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_string_list *_wrap_Optimizer_stateFields_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9249,7 +9271,7 @@ acc_string_list *_wrap_Optimizer_stateFields_capi_f4638e046c163791(acc_optimizer
 }
 
 
-acc_scheduler *_wrap_new_Scheduler_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_new_Scheduler_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9295,7 +9317,7 @@ acc_scheduler *_wrap_new_Scheduler_capi_f4638e046c163791(acc_optimizer *_swig_go
 }
 
 
-void _wrap_delete_Scheduler_capi_f4638e046c163791(acc_scheduler *_swig_go_0) {
+void _wrap_delete_Scheduler_capi_dda8cd76654b7f17(acc_scheduler *_swig_go_0) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   
   arg1 = *(acc_scheduler **)&_swig_go_0; 
@@ -9314,7 +9336,7 @@ void _wrap_delete_Scheduler_capi_f4638e046c163791(acc_scheduler *_swig_go_0) {
 }
 
 
-void _wrap_Scheduler_then_capi_f4638e046c163791(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Scheduler_then_capi_dda8cd76654b7f17(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -9359,7 +9381,7 @@ void _wrap_Scheduler_then_capi_f4638e046c163791(acc_scheduler *_swig_go_0, long 
 }
 
 
-void _wrap_Scheduler_chain_capi_f4638e046c163791(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Scheduler_chain_capi_dda8cd76654b7f17(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9402,7 +9424,7 @@ void _wrap_Scheduler_chain_capi_f4638e046c163791(acc_scheduler *_swig_go_0, _gos
 }
 
 
-void _wrap_Scheduler_step_capi_f4638e046c163791(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Scheduler_step_capi_dda8cd76654b7f17(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9433,7 +9455,7 @@ void _wrap_Scheduler_step_capi_f4638e046c163791(acc_scheduler *_swig_go_0, _gost
 }
 
 
-void _wrap_Scheduler_stepMetric_capi_f4638e046c163791(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Scheduler_stepMetric_capi_dda8cd76654b7f17(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   double arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9466,7 +9488,7 @@ void _wrap_Scheduler_stepMetric_capi_f4638e046c163791(acc_scheduler *_swig_go_0,
 }
 
 
-double _wrap_Scheduler_getLastLr_capi_f4638e046c163791(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Scheduler_getLastLr_capi_dda8cd76654b7f17(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9502,7 +9524,7 @@ double _wrap_Scheduler_getLastLr_capi_f4638e046c163791(acc_scheduler *_swig_go_0
 }
 
 
-long long _wrap_Scheduler_getStep_capi_f4638e046c163791(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Scheduler_getStep_capi_dda8cd76654b7f17(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9536,7 +9558,7 @@ long long _wrap_Scheduler_getStep_capi_f4638e046c163791(acc_scheduler *_swig_go_
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_f4638e046c163791(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9572,7 +9594,7 @@ acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_f4638e046c163791(acc_optimizer 
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_f4638e046c163791(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9608,7 +9630,7 @@ acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_f4638e046c163791(acc_op
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_f4638e046c163791(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
@@ -9646,7 +9668,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_f4638e046c163791(acc_optim
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_f4638e046c163791(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
@@ -9684,7 +9706,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_f4638e046c163791(a
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_f4638e046c163791(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_dda8cd76654b7f17(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   accswig::LrLambda *arg3 = (accswig::LrLambda *) 0 ;
@@ -9722,7 +9744,7 @@ acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_f4638e046c163791(acc_optimiz
 }
 
 
-acc_averaged_model *_wrap_new_AveragedModel_capi_f4638e046c163791(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_averaged_model *_wrap_new_AveragedModel_capi_dda8cd76654b7f17(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9758,7 +9780,7 @@ acc_averaged_model *_wrap_new_AveragedModel_capi_f4638e046c163791(acc_model *_sw
 }
 
 
-void _wrap_delete_AveragedModel_capi_f4638e046c163791(acc_averaged_model *_swig_go_0) {
+void _wrap_delete_AveragedModel_capi_dda8cd76654b7f17(acc_averaged_model *_swig_go_0) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   
   arg1 = *(acc_averaged_model **)&_swig_go_0; 
@@ -9777,7 +9799,7 @@ void _wrap_delete_AveragedModel_capi_f4638e046c163791(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_update_capi_f4638e046c163791(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_update_capi_dda8cd76654b7f17(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9810,7 +9832,7 @@ void _wrap_AveragedModel_update_capi_f4638e046c163791(acc_averaged_model *_swig_
 }
 
 
-long long _wrap_AveragedModel_count_capi_f4638e046c163791(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_AveragedModel_count_capi_dda8cd76654b7f17(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9844,7 +9866,7 @@ long long _wrap_AveragedModel_count_capi_f4638e046c163791(acc_averaged_model *_s
 }
 
 
-void _wrap_AveragedModel_copyTo_capi_f4638e046c163791(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_copyTo_capi_dda8cd76654b7f17(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9877,7 +9899,7 @@ void _wrap_AveragedModel_copyTo_capi_f4638e046c163791(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_swap_capi_f4638e046c163791(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_swap_capi_dda8cd76654b7f17(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9910,7 +9932,7 @@ void _wrap_AveragedModel_swap_capi_f4638e046c163791(acc_averaged_model *_swig_go
 }
 
 
-acc_tensor_list *_wrap_AveragedModel_stateDict_capi_f4638e046c163791(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_AveragedModel_stateDict_capi_dda8cd76654b7f17(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9944,7 +9966,7 @@ acc_tensor_list *_wrap_AveragedModel_stateDict_capi_f4638e046c163791(acc_average
 }
 
 
-void _wrap_AveragedModel_loadStateDict_capi_f4638e046c163791(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_loadStateDict_capi_dda8cd76654b7f17(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9977,7 +9999,7 @@ void _wrap_AveragedModel_loadStateDict_capi_f4638e046c163791(acc_averaged_model 
 }
 
 
-void _wrap_delete_Dataset_capi_f4638e046c163791(acc_dataset *_swig_go_0) {
+void _wrap_delete_Dataset_capi_dda8cd76654b7f17(acc_dataset *_swig_go_0) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   
   arg1 = *(acc_dataset **)&_swig_go_0; 
@@ -9996,7 +10018,7 @@ void _wrap_delete_Dataset_capi_f4638e046c163791(acc_dataset *_swig_go_0) {
 }
 
 
-acc_dataset *_wrap_Dataset_fromTensors_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+acc_dataset *_wrap_Dataset_fromTensors_capi_dda8cd76654b7f17(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10030,7 +10052,7 @@ acc_dataset *_wrap_Dataset_fromTensors_capi_f4638e046c163791(acc_tensor_list *_s
 }
 
 
-acc_dataset *_wrap_Dataset_fromIdx_capi_f4638e046c163791(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromIdx_capi_dda8cd76654b7f17(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10082,7 +10104,7 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_f4638e046c163791(_gostring_ _swig_go_0, 
 }
 
 
-acc_dataset *_wrap_Dataset_fromSampleSource_capi_f4638e046c163791(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromSampleSource_capi_dda8cd76654b7f17(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::SampleSource *arg2 = (accswig::SampleSource *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10118,7 +10140,7 @@ acc_dataset *_wrap_Dataset_fromSampleSource_capi_f4638e046c163791(long long _swi
 }
 
 
-acc_dataset *_wrap_Dataset_fromStreamSource_capi_f4638e046c163791(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromStreamSource_capi_dda8cd76654b7f17(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10154,7 +10176,7 @@ acc_dataset *_wrap_Dataset_fromStreamSource_capi_f4638e046c163791(accswig::Strea
 }
 
 
-acc_dataset *_wrap_Dataset_subset_capi_f4638e046c163791(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataset *_wrap_Dataset_subset_capi_dda8cd76654b7f17(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -10192,7 +10214,7 @@ acc_dataset *_wrap_Dataset_subset_capi_f4638e046c163791(acc_dataset *_swig_go_0,
 }
 
 
-long long _wrap_Dataset_size_capi_f4638e046c163791(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Dataset_size_capi_dda8cd76654b7f17(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10226,7 +10248,7 @@ long long _wrap_Dataset_size_capi_f4638e046c163791(acc_dataset *_swig_go_0, _gos
 }
 
 
-acc_tensor_list *_wrap_Dataset_get_capi_f4638e046c163791(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor_list *_wrap_Dataset_get_capi_dda8cd76654b7f17(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10262,7 +10284,7 @@ acc_tensor_list *_wrap_Dataset_get_capi_f4638e046c163791(acc_dataset *_swig_go_0
 }
 
 
-acc_dataloader *_wrap_new_DataLoader_capi_f4638e046c163791(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataloader *_wrap_new_DataLoader_capi_dda8cd76654b7f17(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10298,7 +10320,7 @@ acc_dataloader *_wrap_new_DataLoader_capi_f4638e046c163791(acc_dataset *_swig_go
 }
 
 
-void _wrap_delete_DataLoader_capi_f4638e046c163791(acc_dataloader *_swig_go_0) {
+void _wrap_delete_DataLoader_capi_dda8cd76654b7f17(acc_dataloader *_swig_go_0) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   
   arg1 = *(acc_dataloader **)&_swig_go_0; 
@@ -10317,7 +10339,7 @@ void _wrap_delete_DataLoader_capi_f4638e046c163791(acc_dataloader *_swig_go_0) {
 }
 
 
-acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_f4638e046c163791(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_dda8cd76654b7f17(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -10365,7 +10387,7 @@ acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_f4638e046c163791(acc_datas
 }
 
 
-acc_tensor_list *_wrap_DataLoader_next_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_DataLoader_next_capi_dda8cd76654b7f17(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10399,7 +10421,7 @@ acc_tensor_list *_wrap_DataLoader_next_capi_f4638e046c163791(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_length_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_length_capi_dda8cd76654b7f17(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10433,7 +10455,7 @@ long long _wrap_DataLoader_length_capi_f4638e046c163791(acc_dataloader *_swig_go
 }
 
 
-long long _wrap_DataLoader_epoch_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_epoch_capi_dda8cd76654b7f17(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10467,7 +10489,7 @@ long long _wrap_DataLoader_epoch_capi_f4638e046c163791(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_setEpoch_capi_f4638e046c163791(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setEpoch_capi_dda8cd76654b7f17(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10500,7 +10522,7 @@ void _wrap_DataLoader_setEpoch_capi_f4638e046c163791(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_setCollator_capi_f4638e046c163791(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setCollator_capi_dda8cd76654b7f17(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   accswig::Collator *arg2 = (accswig::Collator *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10533,7 +10555,7 @@ void _wrap_DataLoader_setCollator_capi_f4638e046c163791(acc_dataloader *_swig_go
 }
 
 
-void _wrap_DataLoader_skipFirstBatches_capi_f4638e046c163791(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_skipFirstBatches_capi_dda8cd76654b7f17(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10566,7 +10588,7 @@ void _wrap_DataLoader_skipFirstBatches_capi_f4638e046c163791(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_totalBatchSize_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalBatchSize_capi_dda8cd76654b7f17(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10600,7 +10622,7 @@ long long _wrap_DataLoader_totalBatchSize_capi_f4638e046c163791(acc_dataloader *
 }
 
 
-long long _wrap_DataLoader_totalDatasetLength_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalDatasetLength_capi_dda8cd76654b7f17(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10634,7 +10656,7 @@ long long _wrap_DataLoader_totalDatasetLength_capi_f4638e046c163791(acc_dataload
 }
 
 
-bool _wrap_DataLoader_endOfEpoch_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_endOfEpoch_capi_dda8cd76654b7f17(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10668,7 +10690,7 @@ bool _wrap_DataLoader_endOfEpoch_capi_f4638e046c163791(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_endEpoch_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_endEpoch_capi_dda8cd76654b7f17(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10699,7 +10721,7 @@ void _wrap_DataLoader_endEpoch_capi_f4638e046c163791(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_Iter_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_Iter_capi_dda8cd76654b7f17(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10730,7 +10752,7 @@ void _wrap_DataLoader_Iter_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _go
 }
 
 
-bool _wrap_DataLoader_inEpoch_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_inEpoch_capi_dda8cd76654b7f17(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10764,7 +10786,7 @@ bool _wrap_DataLoader_inEpoch_capi_f4638e046c163791(acc_dataloader *_swig_go_0, 
 }
 
 
-acc_accelerator *_wrap_new_Accelerator_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
+acc_accelerator *_wrap_new_Accelerator_capi_dda8cd76654b7f17(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
   acc_options *arg1 = (acc_options *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10798,7 +10820,7 @@ acc_accelerator *_wrap_new_Accelerator_capi_f4638e046c163791(acc_options *_swig_
 }
 
 
-void _wrap_delete_Accelerator_capi_f4638e046c163791(acc_accelerator *_swig_go_0) {
+void _wrap_delete_Accelerator_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
@@ -10817,7 +10839,7 @@ void _wrap_delete_Accelerator_capi_f4638e046c163791(acc_accelerator *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Accelerator_device_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_device_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10851,7 +10873,7 @@ _gostring_ _wrap_Accelerator_device_capi_f4638e046c163791(acc_accelerator *_swig
 }
 
 
-_gostring_ _wrap_Accelerator_distributedType_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_distributedType_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10885,7 +10907,7 @@ _gostring_ _wrap_Accelerator_distributedType_capi_f4638e046c163791(acc_accelerat
 }
 
 
-_gostring_ _wrap_Accelerator_mixedPrecision_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_mixedPrecision_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10919,7 +10941,7 @@ _gostring_ _wrap_Accelerator_mixedPrecision_capi_f4638e046c163791(acc_accelerato
 }
 
 
-long long _wrap_Accelerator_processIndex_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_processIndex_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10953,7 +10975,7 @@ long long _wrap_Accelerator_processIndex_capi_f4638e046c163791(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_numProcesses_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_numProcesses_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10987,7 +11009,7 @@ long long _wrap_Accelerator_numProcesses_capi_f4638e046c163791(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_localProcessIndex_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_localProcessIndex_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11021,7 +11043,7 @@ long long _wrap_Accelerator_localProcessIndex_capi_f4638e046c163791(acc_accelera
 }
 
 
-bool _wrap_Accelerator_isMainProcess_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isMainProcess_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11055,7 +11077,7 @@ bool _wrap_Accelerator_isMainProcess_capi_f4638e046c163791(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_isLocalMainProcess_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLocalMainProcess_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11089,7 +11111,7 @@ bool _wrap_Accelerator_isLocalMainProcess_capi_f4638e046c163791(acc_accelerator 
 }
 
 
-bool _wrap_Accelerator_isLastProcess_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLastProcess_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11123,7 +11145,7 @@ bool _wrap_Accelerator_isLastProcess_capi_f4638e046c163791(acc_accelerator *_swi
 }
 
 
-long long _wrap_Accelerator_gradientAccumulationSteps_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_gradientAccumulationSteps_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11157,7 +11179,7 @@ long long _wrap_Accelerator_gradientAccumulationSteps_capi_f4638e046c163791(acc_
 }
 
 
-bool _wrap_Accelerator_syncGradients_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_syncGradients_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11191,7 +11213,7 @@ bool _wrap_Accelerator_syncGradients_capi_f4638e046c163791(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_optimizerStepWasSkipped_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_optimizerStepWasSkipped_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11225,7 +11247,7 @@ bool _wrap_Accelerator_optimizerStepWasSkipped_capi_f4638e046c163791(acc_acceler
 }
 
 
-long long _wrap_Accelerator_step_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_step_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11259,7 +11281,7 @@ long long _wrap_Accelerator_step_capi_f4638e046c163791(acc_accelerator *_swig_go
 }
 
 
-acc_model *_wrap_Accelerator_prepareModel_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_model *_wrap_Accelerator_prepareModel_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   acc_placement arg3 ;
@@ -11297,7 +11319,7 @@ acc_model *_wrap_Accelerator_prepareModel_capi_f4638e046c163791(acc_accelerator 
 }
 
 
-acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   acc_placement arg3 ;
@@ -11335,7 +11357,7 @@ acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_f4638e046c163791(acc_acce
 }
 
 
-acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   acc_placement arg3 ;
@@ -11373,7 +11395,7 @@ acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_f4638e046c163791(acc_ac
 }
 
 
-acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_scheduler *arg2 = (acc_scheduler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11409,7 +11431,7 @@ acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_f4638e046c163791(acc_acce
 }
 
 
-acc_model *_wrap_Accelerator_unwrapModel_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_Accelerator_unwrapModel_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11445,7 +11467,7 @@ acc_model *_wrap_Accelerator_unwrapModel_capi_f4638e046c163791(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_backward_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_backward_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11478,7 +11500,7 @@ void _wrap_Accelerator_backward_capi_f4638e046c163791(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_backwardWith_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, bool _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_backwardWith_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, bool _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   bool arg3 ;
@@ -11515,7 +11537,7 @@ void _wrap_Accelerator_backwardWith_capi_f4638e046c163791(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_lomoBackward_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_lomoBackward_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   double arg3 ;
@@ -11550,7 +11572,7 @@ void _wrap_Accelerator_lomoBackward_capi_f4638e046c163791(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_backwardLr_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_backwardLr_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   double arg3 ;
@@ -11585,7 +11607,7 @@ void _wrap_Accelerator_backwardLr_capi_f4638e046c163791(acc_accelerator *_swig_g
 }
 
 
-double _wrap_Accelerator_lomoGradNorm_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Accelerator_lomoGradNorm_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11621,7 +11643,7 @@ double _wrap_Accelerator_lomoGradNorm_capi_f4638e046c163791(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_accumulateBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateBegin_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11652,7 +11674,7 @@ void _wrap_Accelerator_accumulateBegin_capi_f4638e046c163791(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_accumulateEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateEnd_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11683,7 +11705,7 @@ void _wrap_Accelerator_accumulateEnd_capi_f4638e046c163791(acc_accelerator *_swi
 }
 
 
-double _wrap_Accelerator_clipGradNorm_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+double _wrap_Accelerator_clipGradNorm_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -11723,7 +11745,7 @@ double _wrap_Accelerator_clipGradNorm_capi_f4638e046c163791(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_clipGradValue_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_clipGradValue_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -11758,7 +11780,7 @@ void _wrap_Accelerator_clipGradValue_capi_f4638e046c163791(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_saveModel_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_saveModel_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -11811,7 +11833,7 @@ void _wrap_Accelerator_saveModel_capi_f4638e046c163791(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_mergeShardedCheckpoint_capi_f4638e046c163791(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_mergeShardedCheckpoint_capi_dda8cd76654b7f17(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -11872,7 +11894,7 @@ void _wrap_Accelerator_mergeShardedCheckpoint_capi_f4638e046c163791(_gostring_ _
 }
 
 
-_gostring_ _wrap_Accelerator_saveState_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_saveState_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11916,7 +11938,7 @@ _gostring_ _wrap_Accelerator_saveState_capi_f4638e046c163791(acc_accelerator *_s
 }
 
 
-_gostring_ _wrap_Accelerator_loadState_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_loadState_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11960,7 +11982,7 @@ _gostring_ _wrap_Accelerator_loadState_capi_f4638e046c163791(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_registerAveragedModel_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerAveragedModel_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_averaged_model *arg2 = (acc_averaged_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11993,7 +12015,7 @@ void _wrap_Accelerator_registerAveragedModel_capi_f4638e046c163791(acc_accelerat
 }
 
 
-void _wrap_Accelerator_print_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_print_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12034,7 +12056,7 @@ void _wrap_Accelerator_print_capi_f4638e046c163791(acc_accelerator *_swig_go_0, 
 }
 
 
-void _wrap_Accelerator_waitForEveryone_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_waitForEveryone_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12065,7 +12087,7 @@ void _wrap_Accelerator_waitForEveryone_capi_f4638e046c163791(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_freeMemory_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_freeMemory_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12096,7 +12118,7 @@ void _wrap_Accelerator_freeMemory_capi_f4638e046c163791(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_noSyncBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncBegin_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12129,7 +12151,7 @@ void _wrap_Accelerator_noSyncBegin_capi_f4638e046c163791(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_noSyncEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncEnd_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12162,7 +12184,7 @@ void _wrap_Accelerator_noSyncEnd_capi_f4638e046c163791(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_triggerSyncInBackward_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_triggerSyncInBackward_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12195,7 +12217,7 @@ void _wrap_Accelerator_triggerSyncInBackward_capi_f4638e046c163791(acc_accelerat
 }
 
 
-void _wrap_Accelerator_localSgdBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_localSgdBegin_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int64_t arg3 ;
@@ -12232,7 +12254,7 @@ void _wrap_Accelerator_localSgdBegin_capi_f4638e046c163791(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_localSgdStep_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdStep_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12265,7 +12287,7 @@ void _wrap_Accelerator_localSgdStep_capi_f4638e046c163791(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_localSgdEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdEnd_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12298,7 +12320,7 @@ void _wrap_Accelerator_localSgdEnd_capi_f4638e046c163791(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_profileBegin_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12331,7 +12353,7 @@ void _wrap_Accelerator_profileBegin_capi_f4638e046c163791(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_profileStep_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileStep_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12362,7 +12384,7 @@ void _wrap_Accelerator_profileStep_capi_f4638e046c163791(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileEnd_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12393,7 +12415,7 @@ void _wrap_Accelerator_profileEnd_capi_f4638e046c163791(acc_accelerator *_swig_g
 }
 
 
-_gostring_ _wrap_Accelerator_profileSummary_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_profileSummary_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12427,7 +12449,7 @@ _gostring_ _wrap_Accelerator_profileSummary_capi_f4638e046c163791(acc_accelerato
 }
 
 
-void _wrap_Accelerator_exportChromeTrace_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_exportChromeTrace_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12468,7 +12490,7 @@ void _wrap_Accelerator_exportChromeTrace_capi_f4638e046c163791(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_joinUnevenInputsBegin_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int arg3 ;
@@ -12503,7 +12525,7 @@ void _wrap_Accelerator_joinUnevenInputsBegin_capi_f4638e046c163791(acc_accelerat
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_joinUnevenInputsEnd_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12536,7 +12558,7 @@ void _wrap_Accelerator_joinUnevenInputsEnd_capi_f4638e046c163791(acc_accelerator
 }
 
 
-void _wrap_Accelerator_mainProcessFirstBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstBegin_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12567,7 +12589,7 @@ void _wrap_Accelerator_mainProcessFirstBegin_capi_f4638e046c163791(acc_accelerat
 }
 
 
-void _wrap_Accelerator_mainProcessFirstEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstEnd_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12598,7 +12620,7 @@ void _wrap_Accelerator_mainProcessFirstEnd_capi_f4638e046c163791(acc_accelerator
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstBegin_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12629,7 +12651,7 @@ void _wrap_Accelerator_localMainProcessFirstBegin_capi_f4638e046c163791(acc_acce
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstEnd_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12660,7 +12682,7 @@ void _wrap_Accelerator_localMainProcessFirstEnd_capi_f4638e046c163791(acc_accele
 }
 
 
-acc_tensor *_wrap_Accelerator_gather_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gather_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -12706,7 +12728,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_f4638e046c163791(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -12752,7 +12774,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_f4638e046c163791(acc_acceler
 }
 
 
-acc_string_list *_wrap_Accelerator_gatherObject_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_string_list *_wrap_Accelerator_gatherObject_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12802,7 +12824,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_f4638e046c163791(acc_accele
 }
 
 
-acc_string_list *_wrap_Accelerator_broadcastObject_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_string_list *_wrap_Accelerator_broadcastObject_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12854,7 +12876,7 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_f4638e046c163791(acc_acc
 }
 
 
-acc_tensor *_wrap_Accelerator_reduce_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_reduce_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -12902,7 +12924,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_f4638e046c163791(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_broadcast_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_broadcast_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -12950,7 +12972,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_f4638e046c163791(acc_accelerator *_
 }
 
 
-acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
+acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -13002,7 +13024,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_f4638e046c163791(acc_accel
 }
 
 
-void _wrap_Accelerator_splitBetweenProcesses_capi_f4638e046c163791(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_splitBetweenProcesses_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -13043,7 +13065,7 @@ void _wrap_Accelerator_splitBetweenProcesses_capi_f4638e046c163791(acc_accelerat
 }
 
 
-void _wrap_Accelerator_setTrigger_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_setTrigger_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13074,7 +13096,7 @@ void _wrap_Accelerator_setTrigger_capi_f4638e046c163791(acc_accelerator *_swig_g
 }
 
 
-bool _wrap_Accelerator_checkTrigger_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_checkTrigger_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13108,7 +13130,7 @@ bool _wrap_Accelerator_checkTrigger_capi_f4638e046c163791(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_save_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_save_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -13151,7 +13173,7 @@ void _wrap_Accelerator_save_capi_f4638e046c163791(acc_accelerator *_swig_go_0, a
 }
 
 
-acc_tensor_list *_wrap_Accelerator_getStateDict_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Accelerator_getStateDict_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   bool arg3 ;
@@ -13189,7 +13211,7 @@ acc_tensor_list *_wrap_Accelerator_getStateDict_capi_f4638e046c163791(acc_accele
 }
 
 
-long long _wrap_Accelerator_iteration_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_iteration_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13223,7 +13245,7 @@ long long _wrap_Accelerator_iteration_capi_f4638e046c163791(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_unscaleGradients_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_unscaleGradients_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13256,7 +13278,7 @@ void _wrap_Accelerator_unscaleGradients_capi_f4638e046c163791(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_autocastBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_autocastBegin_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13289,7 +13311,7 @@ void _wrap_Accelerator_autocastBegin_capi_f4638e046c163791(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_autocastEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_autocastEnd_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13320,7 +13342,7 @@ void _wrap_Accelerator_autocastEnd_capi_f4638e046c163791(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_registerForCheckpointing_capi_f4638e046c163791(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerForCheckpointing_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::StateHandler *arg2 = (accswig::StateHandler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13353,7 +13375,7 @@ void _wrap_Accelerator_registerForCheckpointing_capi_f4638e046c163791(acc_accele
 }
 
 
-long long _wrap_Accelerator_registerSaveStatePreHook_capi_f4638e046c163791(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerSaveStatePreHook_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13389,7 +13411,7 @@ long long _wrap_Accelerator_registerSaveStatePreHook_capi_f4638e046c163791(acc_a
 }
 
 
-void _wrap_Accelerator_onTraceReady_capi_f4638e046c163791(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_onTraceReady_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::TraceReady *arg2 = (accswig::TraceReady *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13422,7 +13444,7 @@ void _wrap_Accelerator_onTraceReady_capi_f4638e046c163791(acc_accelerator *_swig
 }
 
 
-long long _wrap_Accelerator_registerLoadStatePreHook_capi_f4638e046c163791(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerLoadStatePreHook_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13458,7 +13480,7 @@ long long _wrap_Accelerator_registerLoadStatePreHook_capi_f4638e046c163791(acc_a
 }
 
 
-long long _wrap_Accelerator_registerSaveStateModelsPreHook_capi_f4638e046c163791(acc_accelerator *_swig_go_0, accswig::ModelsCheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerSaveStateModelsPreHook_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, accswig::ModelsCheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::ModelsCheckpointHook *arg2 = (accswig::ModelsCheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13494,7 +13516,7 @@ long long _wrap_Accelerator_registerSaveStateModelsPreHook_capi_f4638e046c163791
 }
 
 
-long long _wrap_Accelerator_registerLoadStateModelsPreHook_capi_f4638e046c163791(acc_accelerator *_swig_go_0, accswig::ModelsCheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerLoadStateModelsPreHook_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, accswig::ModelsCheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::ModelsCheckpointHook *arg2 = (accswig::ModelsCheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13530,7 +13552,7 @@ long long _wrap_Accelerator_registerLoadStateModelsPreHook_capi_f4638e046c163791
 }
 
 
-void _wrap_Accelerator_removeStatePreHook_capi_f4638e046c163791(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_removeStatePreHook_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13563,7 +13585,7 @@ void _wrap_Accelerator_removeStatePreHook_capi_f4638e046c163791(acc_accelerator 
 }
 
 
-void _wrap_Accelerator_addTracker_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_addTracker_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   accswig::Tracker *arg3 = (accswig::Tracker *) 0 ;
@@ -13606,7 +13628,7 @@ void _wrap_Accelerator_addTracker_capi_f4638e046c163791(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_initTrackers_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_initTrackers_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -13657,7 +13679,7 @@ void _wrap_Accelerator_initTrackers_capi_f4638e046c163791(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_logValues_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logValues_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -13702,7 +13724,7 @@ void _wrap_Accelerator_logValues_capi_f4638e046c163791(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logScalar_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -13747,7 +13769,7 @@ void _wrap_Accelerator_logScalar_capi_f4638e046c163791(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logGroup_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_* _swig_go_5) {
+void _wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_* _swig_go_5) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -13802,7 +13824,7 @@ void _wrap_Accelerator_logGroup_capi_f4638e046c163791(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_logTexts_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -13847,7 +13869,7 @@ void _wrap_Accelerator_logTexts_capi_f4638e046c163791(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_logImages_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, acc_tensor_list *_swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
+void _wrap_Accelerator_logImages_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, acc_tensor_list *_swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -13898,7 +13920,7 @@ void _wrap_Accelerator_logImages_capi_f4638e046c163791(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_endTraining_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_endTraining_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13929,7 +13951,7 @@ void _wrap_Accelerator_endTraining_capi_f4638e046c163791(acc_accelerator *_swig_
 }
 
 
-acc_string_list *_wrap_Accelerator_trackerNames_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Accelerator_trackerNames_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13963,7 +13985,7 @@ acc_string_list *_wrap_Accelerator_trackerNames_capi_f4638e046c163791(acc_accele
 }
 
 
-_gostring_ _wrap_Accelerator_trackerPath_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14007,7 +14029,7 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_f4638e046c163791(acc_accelerator *
 }
 
 
-long long _wrap_Samples_size_capi_f4638e046c163791(accswig::Samples *_swig_go_0) {
+long long _wrap_Samples_size_capi_dda8cd76654b7f17(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -14029,7 +14051,7 @@ long long _wrap_Samples_size_capi_f4638e046c163791(accswig::Samples *_swig_go_0)
 }
 
 
-long long _wrap_Samples_fields_capi_f4638e046c163791(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Samples_fields_capi_dda8cd76654b7f17(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14065,7 +14087,7 @@ long long _wrap_Samples_fields_capi_f4638e046c163791(accswig::Samples *_swig_go_
 }
 
 
-acc_tensor *_wrap_Samples_get_capi_f4638e046c163791(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Samples_get_capi_dda8cd76654b7f17(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -14103,7 +14125,7 @@ acc_tensor *_wrap_Samples_get_capi_f4638e046c163791(accswig::Samples *_swig_go_0
 }
 
 
-void _wrap_delete_Samples_capi_f4638e046c163791(accswig::Samples *_swig_go_0) {
+void _wrap_delete_Samples_capi_dda8cd76654b7f17(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   
   arg1 = *(accswig::Samples **)&_swig_go_0; 
@@ -14122,7 +14144,7 @@ void _wrap_delete_Samples_capi_f4638e046c163791(accswig::Samples *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_append_capi_f4638e046c163791(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_append_capi_dda8cd76654b7f17(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -14159,7 +14181,7 @@ void _wrap_Bytes_append_capi_f4638e046c163791(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Bytes_size_capi_f4638e046c163791(accswig::Bytes *_swig_go_0) {
+long long _wrap_Bytes_size_capi_dda8cd76654b7f17(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -14181,7 +14203,7 @@ long long _wrap_Bytes_size_capi_f4638e046c163791(accswig::Bytes *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_copyTo_capi_f4638e046c163791(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_copyTo_capi_dda8cd76654b7f17(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -14218,7 +14240,7 @@ void _wrap_Bytes_copyTo_capi_f4638e046c163791(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-void _wrap_delete_Bytes_capi_f4638e046c163791(accswig::Bytes *_swig_go_0) {
+void _wrap_delete_Bytes_capi_dda8cd76654b7f17(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   
   arg1 = *(accswig::Bytes **)&_swig_go_0; 
@@ -14237,7 +14259,7 @@ void _wrap_delete_Bytes_capi_f4638e046c163791(accswig::Bytes *_swig_go_0) {
 }
 
 
-long long _wrap_Metrics_size_capi_f4638e046c163791(accswig::Metrics *_swig_go_0) {
+long long _wrap_Metrics_size_capi_dda8cd76654b7f17(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -14259,7 +14281,7 @@ long long _wrap_Metrics_size_capi_f4638e046c163791(accswig::Metrics *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Metrics_name_capi_f4638e046c163791(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Metrics_name_capi_dda8cd76654b7f17(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14295,7 +14317,7 @@ _gostring_ _wrap_Metrics_name_capi_f4638e046c163791(accswig::Metrics *_swig_go_0
 }
 
 
-double _wrap_Metrics_value_capi_f4638e046c163791(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Metrics_value_capi_dda8cd76654b7f17(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14331,7 +14353,7 @@ double _wrap_Metrics_value_capi_f4638e046c163791(accswig::Metrics *_swig_go_0, l
 }
 
 
-void _wrap_delete_Metrics_capi_f4638e046c163791(accswig::Metrics *_swig_go_0) {
+void _wrap_delete_Metrics_capi_dda8cd76654b7f17(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   
   arg1 = *(accswig::Metrics **)&_swig_go_0; 
@@ -14350,7 +14372,7 @@ void _wrap_delete_Metrics_capi_f4638e046c163791(accswig::Metrics *_swig_go_0) {
 }
 
 
-long long _wrap_Texts_size_capi_f4638e046c163791(accswig::Texts *_swig_go_0) {
+long long _wrap_Texts_size_capi_dda8cd76654b7f17(accswig::Texts *_swig_go_0) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -14372,7 +14394,7 @@ long long _wrap_Texts_size_capi_f4638e046c163791(accswig::Texts *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_Texts_name_capi_f4638e046c163791(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Texts_name_capi_dda8cd76654b7f17(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14408,7 +14430,7 @@ _gostring_ _wrap_Texts_name_capi_f4638e046c163791(accswig::Texts *_swig_go_0, lo
 }
 
 
-_gostring_ _wrap_Texts_text_capi_f4638e046c163791(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Texts_text_capi_dda8cd76654b7f17(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14444,7 +14466,7 @@ _gostring_ _wrap_Texts_text_capi_f4638e046c163791(accswig::Texts *_swig_go_0, lo
 }
 
 
-void _wrap_delete_Texts_capi_f4638e046c163791(accswig::Texts *_swig_go_0) {
+void _wrap_delete_Texts_capi_dda8cd76654b7f17(accswig::Texts *_swig_go_0) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   
   arg1 = *(accswig::Texts **)&_swig_go_0; 
@@ -14463,7 +14485,7 @@ void _wrap_delete_Texts_capi_f4638e046c163791(accswig::Texts *_swig_go_0) {
 }
 
 
-long long _wrap_Images_size_capi_f4638e046c163791(accswig::Images *_swig_go_0) {
+long long _wrap_Images_size_capi_dda8cd76654b7f17(accswig::Images *_swig_go_0) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -14485,7 +14507,7 @@ long long _wrap_Images_size_capi_f4638e046c163791(accswig::Images *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_Images_name_capi_f4638e046c163791(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Images_name_capi_dda8cd76654b7f17(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14521,7 +14543,7 @@ _gostring_ _wrap_Images_name_capi_f4638e046c163791(accswig::Images *_swig_go_0, 
 }
 
 
-long long _wrap_Images_pngSize_capi_f4638e046c163791(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Images_pngSize_capi_dda8cd76654b7f17(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14557,7 +14579,7 @@ long long _wrap_Images_pngSize_capi_f4638e046c163791(accswig::Images *_swig_go_0
 }
 
 
-void _wrap_Images_copyPng_capi_f4638e046c163791(accswig::Images *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Images_copyPng_capi_dda8cd76654b7f17(accswig::Images *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -14596,7 +14618,7 @@ void _wrap_Images_copyPng_capi_f4638e046c163791(accswig::Images *_swig_go_0, lon
 }
 
 
-void _wrap_delete_Images_capi_f4638e046c163791(accswig::Images *_swig_go_0) {
+void _wrap_delete_Images_capi_dda8cd76654b7f17(accswig::Images *_swig_go_0) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   
   arg1 = *(accswig::Images **)&_swig_go_0; 
@@ -14615,7 +14637,7 @@ void _wrap_delete_Images_capi_f4638e046c163791(accswig::Images *_swig_go_0) {
 }
 
 
-long long _wrap_CheckpointModelsView_size_capi_f4638e046c163791(accswig::CheckpointModels *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_CheckpointModelsView_size_capi_dda8cd76654b7f17(accswig::CheckpointModels *_swig_go_0, _gostring_* _swig_go_1) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -14649,7 +14671,7 @@ long long _wrap_CheckpointModelsView_size_capi_f4638e046c163791(accswig::Checkpo
 }
 
 
-acc_model *_wrap_CheckpointModelsView_model_capi_f4638e046c163791(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14685,7 +14707,7 @@ acc_model *_wrap_CheckpointModelsView_model_capi_f4638e046c163791(accswig::Check
 }
 
 
-long long _wrap_CheckpointModelsView_index_capi_f4638e046c163791(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14721,7 +14743,7 @@ long long _wrap_CheckpointModelsView_index_capi_f4638e046c163791(accswig::Checkp
 }
 
 
-void _wrap_CheckpointModelsView_remove_capi_f4638e046c163791(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14754,7 +14776,7 @@ void _wrap_CheckpointModelsView_remove_capi_f4638e046c163791(accswig::Checkpoint
 }
 
 
-void _wrap_delete_CheckpointModelsView_capi_f4638e046c163791(accswig::CheckpointModels *_swig_go_0) {
+void _wrap_delete_CheckpointModelsView_capi_dda8cd76654b7f17(accswig::CheckpointModels *_swig_go_0) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   
   arg1 = *(accswig::CheckpointModels **)&_swig_go_0; 
@@ -14773,7 +14795,7 @@ void _wrap_delete_CheckpointModelsView_capi_f4638e046c163791(accswig::Checkpoint
 }
 
 
-void _wrap_LrFactor_set_capi_f4638e046c163791(accswig::Factor *_swig_go_0, double _swig_go_1) {
+void _wrap_LrFactor_set_capi_dda8cd76654b7f17(accswig::Factor *_swig_go_0, double _swig_go_1) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   double arg2 ;
   
@@ -14794,7 +14816,7 @@ void _wrap_LrFactor_set_capi_f4638e046c163791(accswig::Factor *_swig_go_0, doubl
 }
 
 
-void _wrap_delete_LrFactor_capi_f4638e046c163791(accswig::Factor *_swig_go_0) {
+void _wrap_delete_LrFactor_capi_dda8cd76654b7f17(accswig::Factor *_swig_go_0) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   
   arg1 = *(accswig::Factor **)&_swig_go_0; 
@@ -14813,7 +14835,7 @@ void _wrap_delete_LrFactor_capi_f4638e046c163791(accswig::Factor *_swig_go_0) {
 }
 
 
-acc_progress *_wrap_new_Progress_capi_f4638e046c163791(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_progress *_wrap_new_Progress_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -14859,7 +14881,7 @@ acc_progress *_wrap_new_Progress_capi_f4638e046c163791(acc_accelerator *_swig_go
 }
 
 
-void _wrap_delete_Progress_capi_f4638e046c163791(acc_progress *_swig_go_0) {
+void _wrap_delete_Progress_capi_dda8cd76654b7f17(acc_progress *_swig_go_0) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   
   arg1 = *(acc_progress **)&_swig_go_0; 
@@ -14878,7 +14900,7 @@ void _wrap_delete_Progress_capi_f4638e046c163791(acc_progress *_swig_go_0) {
 }
 
 
-void _wrap_Progress_update_capi_f4638e046c163791(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_update_capi_dda8cd76654b7f17(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14911,7 +14933,7 @@ void _wrap_Progress_update_capi_f4638e046c163791(acc_progress *_swig_go_0, long 
 }
 
 
-void _wrap_Progress_setPostfix_capi_f4638e046c163791(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_setPostfix_capi_dda8cd76654b7f17(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14952,7 +14974,7 @@ void _wrap_Progress_setPostfix_capi_f4638e046c163791(acc_progress *_swig_go_0, _
 }
 
 
-void _wrap_Progress_finish_capi_f4638e046c163791(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Progress_finish_capi_dda8cd76654b7f17(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;

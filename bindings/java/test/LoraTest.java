@@ -122,6 +122,17 @@ class LoraTest {
       e = assertThrows(InvalidArgumentException.class,
                        () -> model.addWeightedAdapter(Arrays.asList("second"), new double[] {1.0, 2.0}, "x", "cat", 0));
       assertTrue(e.getMessage().contains("1 adapters for 2 weights"), e.getMessage());
+      // "ties" of an adapter with itself, weights 1 and 1, nothing pruned: the adapter again.
+      try (Options keywords = Options.weightedAdapter().put("density", 1.0)) {
+        assertEquals(1, model.addWeightedAdapter(Arrays.asList("second", "second"), new double[] {1.0, 1.0}, "tied",
+                                                 "ties", keywords));
+      }
+      model.setAdapter("tied");
+      assertArrayEquals(second, output(model), 1e-5f);
+      e = assertThrows(InvalidArgumentException.class,
+                       () -> model.addWeightedAdapter(Arrays.asList("second", "second"), new double[] {1.0, 1.0}, "x",
+                                                      "ties", (Options) null));
+      assertTrue(e.getMessage().contains("needs a density"), e.getMessage());
       model.unloadLora();
       assertEquals(0, model.loraCount());
       assertArrayEquals(base, output(model));

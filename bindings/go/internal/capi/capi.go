@@ -142,570 +142,570 @@ typedef _goslice_ swig_type_112;
 typedef _goslice_ swig_type_113;
 typedef _gostring_ swig_type_114;
 typedef _gostring_ swig_type_115;
-typedef long long swig_type_116;
+typedef _gostring_ swig_type_116;
 typedef _gostring_ swig_type_117;
 typedef _gostring_ swig_type_118;
 typedef _gostring_ swig_type_119;
-typedef _gostring_ swig_type_120;
-typedef _goslice_ swig_type_121;
-typedef long long swig_type_122;
-typedef _gostring_ swig_type_123;
+typedef _goslice_ swig_type_120;
+typedef long long swig_type_121;
+typedef _gostring_ swig_type_122;
+typedef long long swig_type_123;
 typedef long long swig_type_124;
 typedef long long swig_type_125;
 typedef long long swig_type_126;
-typedef long long swig_type_127;
+typedef _gostring_ swig_type_127;
 typedef _gostring_ swig_type_128;
 typedef _gostring_ swig_type_129;
 typedef _gostring_ swig_type_130;
 typedef _gostring_ swig_type_131;
-typedef _gostring_ swig_type_132;
-typedef long long swig_type_133;
+typedef long long swig_type_132;
+typedef _gostring_ swig_type_133;
 typedef _gostring_ swig_type_134;
-typedef _gostring_ swig_type_135;
+typedef long long swig_type_135;
 typedef long long swig_type_136;
 typedef long long swig_type_137;
 typedef long long swig_type_138;
 typedef long long swig_type_139;
-typedef long long swig_type_140;
+typedef _gostring_ swig_type_140;
 typedef _gostring_ swig_type_141;
-typedef _gostring_ swig_type_142;
+typedef long long swig_type_142;
 typedef long long swig_type_143;
 typedef long long swig_type_144;
 typedef long long swig_type_145;
 typedef long long swig_type_146;
 typedef long long swig_type_147;
-typedef long long swig_type_148;
+typedef _goslice_ swig_type_148;
 typedef _goslice_ swig_type_149;
-typedef _goslice_ swig_type_150;
+typedef long long swig_type_150;
 typedef long long swig_type_151;
 typedef long long swig_type_152;
 typedef long long swig_type_153;
 typedef long long swig_type_154;
 typedef long long swig_type_155;
-typedef long long swig_type_156;
+typedef _gostring_ swig_type_156;
 typedef _gostring_ swig_type_157;
 typedef _gostring_ swig_type_158;
-typedef _gostring_ swig_type_159;
+typedef long long swig_type_159;
 typedef long long swig_type_160;
 typedef long long swig_type_161;
 typedef long long swig_type_162;
 typedef long long swig_type_163;
-typedef long long swig_type_164;
+typedef _gostring_ swig_type_164;
 typedef _gostring_ swig_type_165;
 typedef _gostring_ swig_type_166;
-typedef _gostring_ swig_type_167;
-typedef long long swig_type_168;
+typedef long long swig_type_167;
+typedef _gostring_ swig_type_168;
 typedef _gostring_ swig_type_169;
 typedef _gostring_ swig_type_170;
 typedef _gostring_ swig_type_171;
 typedef _gostring_ swig_type_172;
 typedef _gostring_ swig_type_173;
 typedef _gostring_ swig_type_174;
-typedef _gostring_ swig_type_175;
-typedef long long swig_type_176;
+typedef long long swig_type_175;
+typedef _gostring_ swig_type_176;
 typedef _gostring_ swig_type_177;
 typedef _gostring_ swig_type_178;
 typedef _gostring_ swig_type_179;
-typedef _gostring_ swig_type_180;
-typedef _goslice_ swig_type_181;
-typedef _gostring_ swig_type_182;
-typedef _goslice_ swig_type_183;
-typedef long long swig_type_184;
+typedef _goslice_ swig_type_180;
+typedef _gostring_ swig_type_181;
+typedef _goslice_ swig_type_182;
+typedef long long swig_type_183;
+typedef _gostring_ swig_type_184;
 typedef _gostring_ swig_type_185;
-typedef _gostring_ swig_type_186;
-typedef long long swig_type_187;
-typedef _gostring_ swig_type_188;
-typedef long long swig_type_189;
-typedef _gostring_ swig_type_190;
-typedef long long swig_type_191;
-typedef _goslice_ swig_type_192;
-typedef _gostring_ swig_type_193;
+typedef long long swig_type_186;
+typedef _gostring_ swig_type_187;
+typedef long long swig_type_188;
+typedef _gostring_ swig_type_189;
+typedef long long swig_type_190;
+typedef _goslice_ swig_type_191;
+typedef _gostring_ swig_type_192;
+typedef long long swig_type_193;
 typedef long long swig_type_194;
 typedef long long swig_type_195;
 typedef long long swig_type_196;
 typedef long long swig_type_197;
 typedef long long swig_type_198;
-typedef long long swig_type_199;
+typedef _gostring_ swig_type_199;
 typedef _gostring_ swig_type_200;
 typedef _gostring_ swig_type_201;
-typedef _gostring_ swig_type_202;
+typedef _goslice_ swig_type_202;
 typedef _goslice_ swig_type_203;
-typedef _goslice_ swig_type_204;
-typedef long long swig_type_205;
-typedef _gostring_ swig_type_206;
-typedef long long swig_type_207;
-typedef _gostring_ swig_type_208;
+typedef long long swig_type_204;
+typedef _gostring_ swig_type_205;
+typedef long long swig_type_206;
+typedef _gostring_ swig_type_207;
+typedef _goslice_ swig_type_208;
 typedef _goslice_ swig_type_209;
-typedef _goslice_ swig_type_210;
-typedef long long swig_type_211;
+typedef long long swig_type_210;
+typedef _goslice_ swig_type_211;
 typedef _goslice_ swig_type_212;
-typedef _goslice_ swig_type_213;
-typedef long long swig_type_214;
-typedef _goslice_ swig_type_215;
-typedef long long swig_type_216;
+typedef long long swig_type_213;
+typedef _goslice_ swig_type_214;
+typedef long long swig_type_215;
+typedef _gostring_ swig_type_216;
 typedef _gostring_ swig_type_217;
 typedef _gostring_ swig_type_218;
-typedef _gostring_ swig_type_219;
+typedef long long swig_type_219;
 typedef long long swig_type_220;
 typedef long long swig_type_221;
 typedef long long swig_type_222;
 typedef long long swig_type_223;
-typedef long long swig_type_224;
-typedef _goslice_ swig_type_225;
-typedef long long swig_type_226;
-typedef _goslice_ swig_type_227;
-typedef long long swig_type_228;
-typedef _gostring_ swig_type_229;
+typedef _goslice_ swig_type_224;
+typedef long long swig_type_225;
+typedef _goslice_ swig_type_226;
+typedef long long swig_type_227;
+typedef _gostring_ swig_type_228;
+typedef long long swig_type_229;
 typedef long long swig_type_230;
 typedef long long swig_type_231;
-typedef long long swig_type_232;
-typedef _gostring_ swig_type_233;
-typedef long long swig_type_234;
-typedef _gostring_ swig_type_235;
+typedef _gostring_ swig_type_232;
+typedef long long swig_type_233;
+typedef _gostring_ swig_type_234;
+typedef long long swig_type_235;
 typedef long long swig_type_236;
-typedef long long swig_type_237;
-typedef _gostring_ swig_type_238;
+typedef _gostring_ swig_type_237;
+typedef long long swig_type_238;
 typedef long long swig_type_239;
 typedef long long swig_type_240;
 typedef long long swig_type_241;
-typedef long long swig_type_242;
-typedef _goslice_ swig_type_243;
+typedef _goslice_ swig_type_242;
+typedef long long swig_type_243;
 typedef long long swig_type_244;
 typedef long long swig_type_245;
 typedef long long swig_type_246;
 typedef long long swig_type_247;
 typedef long long swig_type_248;
-typedef long long swig_type_249;
-typedef _gostring_ swig_type_250;
-typedef long long swig_type_251;
-typedef _gostring_ swig_type_252;
-extern void _wrap_Swig_free_capi_f4638e046c163791(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_capi_f4638e046c163791(swig_intgo arg1);
-extern swig_intgo _wrap_ACC_OK_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_ERR_UNSUPPORTED_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_ERR_TIMEOUT_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_ERR_ABORTED_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_ERR_DISTRIBUTED_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_ERR_IO_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_ERR_INTERNAL_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_DTYPE_UNDEFINED_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_DTYPE_FLOAT32_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_DTYPE_FLOAT64_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_DTYPE_BFLOAT16_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_DTYPE_FLOAT16_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT64_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT32_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_DTYPE_UINT8_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_DTYPE_BOOL_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT8_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT16_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_REDUCTION_NONE_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_REDUCTION_MEAN_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_REDUCTION_SUM_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_ANY_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_TENSOR_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_STRING_LIST_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_OPTIONS_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_MODEL_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_SCHEDULER_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_DATASET_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_DATALOADER_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_PROGRESS_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_BYTES_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_OPTIONS_DATALOADER_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_OPTIONS_LORA_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_OPTIONS_PROFILE_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_PLACEMENT_NO_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_ACC_PLACEMENT_YES_capi_f4638e046c163791(void);
-extern void _wrap_delete_Callback_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_Callback_released_capi_f4638e046c163791(uintptr_t arg1);
-extern uintptr_t _wrap__swig_NewDirectorSampleSourceSampleSource_capi_f4638e046c163791(int);
-extern void _wrap_DeleteDirectorSampleSource_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap__swig_DirectorSampleSource_upcall_Released_capi_f4638e046c163791(uintptr_t);
-extern swig_intgo _wrap_SampleSource_sample_capi_f4638e046c163791(uintptr_t arg1, swig_type_1 arg2, uintptr_t arg3);
-extern void _wrap_delete_SampleSource_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_SampleSource_released_capi_f4638e046c163791(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorStreamSourceStreamSource_capi_f4638e046c163791(int);
-extern void _wrap_DeleteDirectorStreamSource_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap__swig_DirectorStreamSource_upcall_Released_capi_f4638e046c163791(uintptr_t);
-extern swig_intgo _wrap_StreamSource_start_capi_f4638e046c163791(uintptr_t arg1, swig_type_2 arg2);
-extern swig_intgo _wrap_StreamSource_next_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_delete_StreamSource_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_StreamSource_released_capi_f4638e046c163791(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorCollatorCollator_capi_f4638e046c163791(int);
-extern void _wrap_DeleteDirectorCollator_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap__swig_DirectorCollator_upcall_Released_capi_f4638e046c163791(uintptr_t);
-extern swig_intgo _wrap_Collator_collate_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern void _wrap_delete_Collator_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_Collator_released_capi_f4638e046c163791(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorStateHandlerStateHandler_capi_f4638e046c163791(int);
-extern void _wrap_DeleteDirectorStateHandler_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap__swig_DirectorStateHandler_upcall_Released_capi_f4638e046c163791(uintptr_t);
-extern swig_intgo _wrap_StateHandler_save_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_StateHandler_load_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_delete_StateHandler_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_StateHandler_released_capi_f4638e046c163791(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_f4638e046c163791(int);
-extern void _wrap_DeleteDirectorCheckpointHook_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_f4638e046c163791(uintptr_t);
-extern swig_intgo _wrap_CheckpointHook_run_capi_f4638e046c163791(uintptr_t arg1, swig_type_3 arg2);
-extern void _wrap_delete_CheckpointHook_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_CheckpointHook_released_capi_f4638e046c163791(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_f4638e046c163791(int);
-extern void _wrap_DeleteDirectorModelsCheckpointHook_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_f4638e046c163791(uintptr_t);
-extern swig_intgo _wrap_ModelsCheckpointHook_run_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_4 arg3);
-extern void _wrap_delete_ModelsCheckpointHook_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_ModelsCheckpointHook_released_capi_f4638e046c163791(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorTrackerTracker_capi_f4638e046c163791(int);
-extern void _wrap_DeleteDirectorTracker_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap__swig_DirectorTracker_upcall_Released_capi_f4638e046c163791(uintptr_t);
-extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_f4638e046c163791(uintptr_t, uintptr_t texts, swig_type_5 step);
-extern _Bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_f4638e046c163791(uintptr_t);
-extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_f4638e046c163791(uintptr_t, uintptr_t images, swig_type_6 step);
-extern swig_intgo _wrap_Tracker_init_capi_f4638e046c163791(uintptr_t arg1, swig_type_7 arg2, swig_type_8 arg3);
-extern swig_intgo _wrap_Tracker_log_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_9 arg3);
-extern swig_intgo _wrap_Tracker_finish_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_intgo _wrap_Tracker_logText_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_5 arg3);
-extern _Bool _wrap_Tracker_takesImages_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_intgo _wrap_Tracker_logImages_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_6 arg3);
-extern void _wrap_delete_Tracker_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_Tracker_released_capi_f4638e046c163791(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorLrLambdaLrLambda_capi_f4638e046c163791(int);
-extern void _wrap_DeleteDirectorLrLambda_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap__swig_DirectorLrLambda_upcall_Released_capi_f4638e046c163791(uintptr_t);
-extern swig_intgo _wrap_LrLambda_factor_capi_f4638e046c163791(uintptr_t arg1, swig_type_10 arg2, uintptr_t arg3);
-extern void _wrap_delete_LrLambda_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_LrLambda_released_capi_f4638e046c163791(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_f4638e046c163791(int);
-extern void _wrap_DeleteDirectorGroupLrLambda_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_f4638e046c163791(uintptr_t);
-extern swig_intgo _wrap_GroupLrLambda_factor_capi_f4638e046c163791(uintptr_t arg1, swig_type_11 arg2, swig_type_12 arg3, uintptr_t arg4);
-extern void _wrap_delete_GroupLrLambda_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_GroupLrLambda_released_capi_f4638e046c163791(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorTraceReadyTraceReady_capi_f4638e046c163791(int);
-extern void _wrap_DeleteDirectorTraceReady_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap__swig_DirectorTraceReady_upcall_Released_capi_f4638e046c163791(uintptr_t);
-extern swig_intgo _wrap_TraceReady_ready_capi_f4638e046c163791(uintptr_t arg1, swig_type_13 arg2);
-extern void _wrap_delete_TraceReady_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_TraceReady_released_capi_f4638e046c163791(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_f4638e046c163791(int);
-extern void _wrap_DeleteDirectorBatchSizeRun_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_f4638e046c163791(uintptr_t);
-extern swig_intgo _wrap_BatchSizeRun_run_capi_f4638e046c163791(uintptr_t arg1, swig_type_14 arg2);
-extern void _wrap_delete_BatchSizeRun_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_BatchSizeRun_released_capi_f4638e046c163791(uintptr_t _swig_base);
-extern swig_type_15 _wrap_Accelerate_version_capi_f4638e046c163791(void);
-extern swig_intgo _wrap_Accelerate_abiVersion_capi_f4638e046c163791(void);
-extern void _wrap_Accelerate_checkAbi_capi_f4638e046c163791(swig_intgo arg1, swig_voidp arg2);
-extern void _wrap_Accelerate_checkBinding_capi_f4638e046c163791(swig_type_16 arg1, swig_intgo arg2, swig_voidp arg3);
-extern swig_type_17 _wrap_Accelerate_buildInfo_capi_f4638e046c163791(void);
-extern swig_type_18 _wrap_Accelerate_statusName_capi_f4638e046c163791(swig_intgo arg1);
-extern swig_type_19 _wrap_Accelerate_liveHandles_capi_f4638e046c163791(swig_intgo arg1);
-extern void _wrap_Accelerate_setSeed_capi_f4638e046c163791(swig_type_20 arg1, swig_voidp arg2);
-extern void _wrap_Accelerate_setSeedWith_capi_f4638e046c163791(swig_type_21 arg1, _Bool arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerate_getRandomState_capi_f4638e046c163791(swig_voidp arg1);
-extern void _wrap_Accelerate_setRandomState_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_22 _wrap_Accelerate_dtypeSize_capi_f4638e046c163791(swig_intgo arg1);
-extern swig_type_23 _wrap_Accelerate_lastErrorBacktrace_capi_f4638e046c163791(void);
-extern void _wrap_Accelerate_callbackSetError_capi_f4638e046c163791(swig_type_24 arg1);
-extern swig_type_25 _wrap_Accelerate_findBatchSizeWith_capi_f4638e046c163791(swig_type_26 arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_Accelerate_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_27 _wrap_LoadReport_missingCount_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_28 _wrap_LoadReport_missing_capi_f4638e046c163791(uintptr_t arg1, swig_type_29 arg2);
-extern swig_type_30 _wrap_LoadReport_unexpectedCount_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_31 _wrap_LoadReport_unexpected_capi_f4638e046c163791(uintptr_t arg1, swig_type_32 arg2);
-extern void _wrap_delete_LoadReport_capi_f4638e046c163791(uintptr_t arg1);
-extern uintptr_t _wrap_Loss_crossEntropy_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Loss_nll_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Loss_mse_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Loss_l1_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Loss_smoothL1_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Loss_huber_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Loss_bceWithLogits_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern void _wrap_delete_Loss_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_delete_Tensor_capi_f4638e046c163791(uintptr_t arg1);
-extern uintptr_t _wrap_Tensor_fromFloats_capi_f4638e046c163791(swig_type_33 arg1, swig_type_34 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToFloats_capi_f4638e046c163791(uintptr_t arg1, swig_type_35 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromDoubles_capi_f4638e046c163791(swig_type_36 arg1, swig_type_37 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToDoubles_capi_f4638e046c163791(uintptr_t arg1, swig_type_38 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromLongs_capi_f4638e046c163791(swig_type_39 arg1, swig_type_40 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToLongs_capi_f4638e046c163791(uintptr_t arg1, swig_type_41 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromInts_capi_f4638e046c163791(swig_type_42 arg1, swig_type_43 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToInts_capi_f4638e046c163791(uintptr_t arg1, swig_type_44 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromBytes_capi_f4638e046c163791(swig_type_45 arg1, swig_type_46 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToBytes_capi_f4638e046c163791(uintptr_t arg1, swig_type_47 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_zeros_capi_f4638e046c163791(swig_type_48 arg1, swig_intgo arg2, swig_type_49 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Tensor_rand_capi_f4638e046c163791(swig_type_50 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_randn_capi_f4638e046c163791(swig_type_51 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_fromIdxFile_capi_f4638e046c163791(swig_type_52 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_fromFileMmap_capi_f4638e046c163791(swig_type_53 arg1, swig_type_54 arg2, swig_intgo arg3, swig_type_55 arg4, swig_voidp arg5);
-extern swig_type_56 _wrap_Tensor_ndim_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Tensor_copyShape_capi_f4638e046c163791(uintptr_t arg1, swig_type_57 arg2, swig_voidp arg3);
-extern swig_type_58 _wrap_Tensor_numel_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_intgo _wrap_Tensor_dtype_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_59 _wrap_Tensor_device_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Tensor_requiresGrad_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_to_capi_f4638e046c163791(uintptr_t arg1, swig_type_60 arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Tensor_grad_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Tensor_backward_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_sum_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_mean_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_reshape_capi_f4638e046c163791(uintptr_t arg1, swig_type_61 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_argmax_capi_f4638e046c163791(uintptr_t arg1, swig_type_62 arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_63 _wrap_Tensor_countEqual_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern double _wrap_Tensor_item_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_new_TensorList_capi_f4638e046c163791(swig_voidp arg1);
-extern void _wrap_delete_TensorList_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_TensorList_append_capi_f4638e046c163791(uintptr_t arg1, swig_type_64 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_65 _wrap_TensorList_size_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_TensorList_get_capi_f4638e046c163791(uintptr_t arg1, swig_type_66 arg2, swig_voidp arg3);
-extern swig_type_67 _wrap_TensorList_name_capi_f4638e046c163791(uintptr_t arg1, swig_type_68 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_TensorList_find_capi_f4638e046c163791(uintptr_t arg1, swig_type_69 arg2, swig_voidp arg3);
-extern void _wrap_TensorList_saveSafetensors_capi_f4638e046c163791(uintptr_t arg1, swig_type_70 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_TensorList_loadSafetensors_capi_f4638e046c163791(swig_type_71 arg1, swig_voidp arg2);
-extern void _wrap_delete_StringList_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_72 _wrap_StringList_size_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_73 _wrap_StringList_get_capi_f4638e046c163791(uintptr_t arg1, swig_type_74 arg2, swig_voidp arg3);
-extern swig_type_75 _wrap_StringList_byteSize_capi_f4638e046c163791(uintptr_t arg1, swig_type_76 arg2, swig_voidp arg3);
-extern void _wrap_StringList_copyBytes_capi_f4638e046c163791(uintptr_t arg1, swig_type_77 arg2, swig_type_78 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Options_capi_f4638e046c163791(swig_intgo arg1, swig_voidp arg2);
-extern void _wrap_delete_Options_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_Options_setInt_capi_f4638e046c163791(uintptr_t arg1, swig_type_79 arg2, swig_type_80 arg3, swig_voidp arg4);
-extern void _wrap_Options_setDouble_capi_f4638e046c163791(uintptr_t arg1, swig_type_81 arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Options_setBool_capi_f4638e046c163791(uintptr_t arg1, swig_type_82 arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Options_setString_capi_f4638e046c163791(uintptr_t arg1, swig_type_83 arg2, swig_type_84 arg3, swig_voidp arg4);
-extern void _wrap_Options_set_capi_f4638e046c163791(uintptr_t arg1, swig_type_85 arg2, swig_type_86 arg3, swig_voidp arg4);
-extern swig_type_87 _wrap_Options_get_capi_f4638e046c163791(uintptr_t arg1, swig_type_88 arg2, swig_voidp arg3);
-extern void _wrap_delete_Model_capi_f4638e046c163791(uintptr_t arg1);
-extern uintptr_t _wrap_Model_loadTorchscript_capi_f4638e046c163791(swig_type_89 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_fromSpec_capi_f4638e046c163791(swig_type_90 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_forward_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Model_forward1_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern void _wrap_Model_setTraining_capi_f4638e046c163791(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern _Bool _wrap_Model_isTraining_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_setGraphOptimization_capi_f4638e046c163791(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern void _wrap_Model_updateBn_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Model_to_capi_f4638e046c163791(uintptr_t arg1, swig_type_91 arg2, swig_intgo arg3, swig_voidp arg4);
-extern swig_type_92 _wrap_Model_parameterTensorCount_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_93 _wrap_Model_parameterElementCount_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_parameterNames_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_parameter_capi_f4638e046c163791(uintptr_t arg1, swig_type_94 arg2, swig_voidp arg3);
-extern void _wrap_Model_zeroGrad_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_95 _wrap_Model_setRequiresGrad_capi_f4638e046c163791(uintptr_t arg1, swig_type_96 arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_97 _wrap_Model_addLora_capi_f4638e046c163791(uintptr_t arg1, swig_type_98 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_99 _wrap_Model_addTrainableTokens_capi_f4638e046c163791(uintptr_t arg1, swig_type_100 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Model_saveLora_capi_f4638e046c163791(uintptr_t arg1, swig_type_101 arg2, swig_voidp arg3);
-extern void _wrap_Model_loadLora_capi_f4638e046c163791(uintptr_t arg1, swig_type_102 arg2, swig_voidp arg3);
-extern void _wrap_Model_mergeLora_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_103 _wrap_Model_loraCount_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_setLoraEnabled_capi_f4638e046c163791(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern _Bool _wrap_Model_isLoraEnabled_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_104 _wrap_Model_addLoraNamed_capi_f4638e046c163791(uintptr_t arg1, swig_type_105 arg2, swig_type_106 arg3, uintptr_t arg4, swig_voidp arg5);
-extern void _wrap_Model_loadLoraNamed_capi_f4638e046c163791(uintptr_t arg1, swig_type_107 arg2, swig_type_108 arg3, swig_voidp arg4);
-extern void _wrap_Model_setAdapter_capi_f4638e046c163791(uintptr_t arg1, swig_type_109 arg2, swig_voidp arg3);
-extern void _wrap_Model_deleteAdapter_capi_f4638e046c163791(uintptr_t arg1, swig_type_110 arg2, swig_voidp arg3);
-extern void _wrap_Model_unloadLora_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_111 _wrap_Model_addWeightedAdapter_capi_f4638e046c163791(uintptr_t arg1, swig_type_112 arg2, swig_type_113 arg3, swig_type_114 arg4, swig_type_115 arg5, swig_type_116 arg6, swig_voidp arg7);
-extern swig_type_117 _wrap_Model_activeAdapter_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_adapterNames_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_stateDict_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_loadStateDict_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Model_saveTorchscript_capi_f4638e046c163791(uintptr_t arg1, swig_type_118 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Model_loadSafetensors_capi_f4638e046c163791(uintptr_t arg1, swig_type_119 arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Optimizer_capi_f4638e046c163791(uintptr_t arg1, swig_type_120 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_delete_Optimizer_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_Optimizer_addParamGroup_capi_f4638e046c163791(uintptr_t arg1, swig_type_121 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_122 _wrap_Optimizer_addParamGroupMatching_capi_f4638e046c163791(uintptr_t arg1, swig_type_123 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_124 _wrap_Optimizer_numParamGroups_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Optimizer_getLr_capi_f4638e046c163791(uintptr_t arg1, swig_type_125 arg2, swig_voidp arg3);
-extern void _wrap_Optimizer_setLr_capi_f4638e046c163791(uintptr_t arg1, swig_type_126 arg2, double arg3, swig_voidp arg4);
-extern double _wrap_Optimizer_getHyperparameter_capi_f4638e046c163791(uintptr_t arg1, swig_type_127 arg2, swig_type_128 arg3, swig_voidp arg4);
-extern void _wrap_Optimizer_step_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Optimizer_zeroGrad_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Optimizer_setTraining_capi_f4638e046c163791(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Optimizer_stateOf_capi_f4638e046c163791(uintptr_t arg1, swig_type_129 arg2, swig_type_130 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Optimizer_stateFields_capi_f4638e046c163791(uintptr_t arg1, swig_type_131 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_new_Scheduler_capi_f4638e046c163791(uintptr_t arg1, swig_type_132 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_delete_Scheduler_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_Scheduler_then_capi_f4638e046c163791(uintptr_t arg1, swig_type_133 arg2, swig_type_134 arg3, uintptr_t arg4, swig_voidp arg5);
-extern void _wrap_Scheduler_chain_capi_f4638e046c163791(uintptr_t arg1, swig_type_135 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Scheduler_step_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Scheduler_stepMetric_capi_f4638e046c163791(uintptr_t arg1, double arg2, swig_voidp arg3);
-extern double _wrap_Scheduler_getLastLr_capi_f4638e046c163791(uintptr_t arg1, swig_type_136 arg2, swig_voidp arg3);
-extern swig_type_137 _wrap_Scheduler_getStep_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Scheduler_fromLrMultiplicative_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_f4638e046c163791(uintptr_t arg1, swig_type_138 arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_f4638e046c163791(uintptr_t arg1, swig_type_139 arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Scheduler_fromCyclicScale_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_AveragedModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_AveragedModel_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_AveragedModel_update_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_140 _wrap_AveragedModel_count_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_AveragedModel_copyTo_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_AveragedModel_swap_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_AveragedModel_stateDict_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_AveragedModel_loadStateDict_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_Dataset_capi_f4638e046c163791(uintptr_t arg1);
-extern uintptr_t _wrap_Dataset_fromTensors_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_fromIdx_capi_f4638e046c163791(swig_type_141 arg1, swig_type_142 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromSampleSource_capi_f4638e046c163791(swig_type_143 arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromStreamSource_capi_f4638e046c163791(uintptr_t arg1, swig_type_144 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_subset_capi_f4638e046c163791(uintptr_t arg1, swig_type_145 arg2, swig_type_146 arg3, swig_voidp arg4);
-extern swig_type_147 _wrap_Dataset_size_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_get_capi_f4638e046c163791(uintptr_t arg1, swig_type_148 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_new_DataLoader_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_DataLoader_capi_f4638e046c163791(uintptr_t arg1);
-extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_f4638e046c163791(uintptr_t arg1, swig_type_149 arg2, swig_type_150 arg3, uintptr_t arg4, swig_voidp arg5);
-extern uintptr_t _wrap_DataLoader_next_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_151 _wrap_DataLoader_length_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_152 _wrap_DataLoader_epoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_setEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_type_153 arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_setCollator_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_skipFirstBatches_capi_f4638e046c163791(uintptr_t arg1, swig_type_154 arg2, swig_voidp arg3);
-extern swig_type_155 _wrap_DataLoader_totalBatchSize_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_156 _wrap_DataLoader_totalDatasetLength_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_DataLoader_endOfEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_endEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_Iter_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_DataLoader_inEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_new_Accelerator_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_delete_Accelerator_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_157 _wrap_Accelerator_device_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_158 _wrap_Accelerator_distributedType_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_159 _wrap_Accelerator_mixedPrecision_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_160 _wrap_Accelerator_processIndex_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_161 _wrap_Accelerator_numProcesses_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_162 _wrap_Accelerator_localProcessIndex_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_isMainProcess_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_isLastProcess_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_163 _wrap_Accelerator_gradientAccumulationSteps_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_syncGradients_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_164 _wrap_Accelerator_step_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_prepareModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_prepareScheduler_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Accelerator_unwrapModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_backward_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_backwardWith_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, _Bool arg3, _Bool arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_lomoBackward_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_backwardLr_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern double _wrap_Accelerator_lomoGradNorm_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_accumulateBegin_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_accumulateEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Accelerator_clipGradNorm_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_clipGradValue_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_saveModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_165 arg3, swig_type_166 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_f4638e046c163791(swig_type_167 arg1, swig_type_168 arg2, swig_type_169 arg3, swig_type_170 arg4, swig_voidp arg5);
-extern swig_type_171 _wrap_Accelerator_saveState_capi_f4638e046c163791(uintptr_t arg1, swig_type_172 arg2, swig_voidp arg3);
-extern swig_type_173 _wrap_Accelerator_loadState_capi_f4638e046c163791(uintptr_t arg1, swig_type_174 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_registerAveragedModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_print_capi_f4638e046c163791(uintptr_t arg1, swig_type_175 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_waitForEveryone_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_freeMemory_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_noSyncBegin_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_noSyncEnd_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_triggerSyncInBackward_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdBegin_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_176 arg3, _Bool arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_localSgdStep_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdEnd_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_profileBegin_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_profileStep_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_profileEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_177 _wrap_Accelerator_profileSummary_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_exportChromeTrace_capi_f4638e046c163791(uintptr_t arg1, swig_type_178 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_mainProcessFirstBegin_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_mainProcessFirstEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_179 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_180 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_f4638e046c163791(uintptr_t arg1, swig_type_181 arg2, swig_type_182 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_broadcastObject_capi_f4638e046c163791(uintptr_t arg1, swig_type_183 arg2, swig_type_184 arg3, swig_type_185 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_reduce_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_186 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_187 arg3, swig_type_188 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_189 arg3, double arg4, _Bool arg5, swig_type_190 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_f4638e046c163791(uintptr_t arg1, swig_type_191 arg2, _Bool arg3, swig_type_192 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_setTrigger_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_checkTrigger_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_193 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_getStateDict_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_194 _wrap_Accelerator_iteration_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_unscaleGradients_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_autocastBegin_capi_f4638e046c163791(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_autocastEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_registerForCheckpointing_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_195 _wrap_Accelerator_registerSaveStatePreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_onTraceReady_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_196 _wrap_Accelerator_registerLoadStatePreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_197 _wrap_Accelerator_registerSaveStateModelsPreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_198 _wrap_Accelerator_registerLoadStateModelsPreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_removeStatePreHook_capi_f4638e046c163791(uintptr_t arg1, swig_type_199 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_f4638e046c163791(uintptr_t arg1, swig_type_200 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_f4638e046c163791(uintptr_t arg1, swig_type_201 arg2, swig_type_202 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_f4638e046c163791(uintptr_t arg1, swig_type_203 arg2, swig_type_204 arg3, swig_type_205 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_f4638e046c163791(uintptr_t arg1, swig_type_206 arg2, double arg3, swig_type_207 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logGroup_capi_f4638e046c163791(uintptr_t arg1, swig_type_208 arg2, swig_type_209 arg3, swig_type_210 arg4, swig_type_211 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logTexts_capi_f4638e046c163791(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3, swig_type_214 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logImages_capi_f4638e046c163791(uintptr_t arg1, swig_type_215 arg2, uintptr_t arg3, swig_type_216 arg4, swig_type_217 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_endTraining_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_trackerNames_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_218 _wrap_Accelerator_trackerPath_capi_f4638e046c163791(uintptr_t arg1, swig_type_219 arg2, swig_voidp arg3);
-extern swig_type_220 _wrap_Samples_size_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_221 _wrap_Samples_fields_capi_f4638e046c163791(uintptr_t arg1, swig_type_222 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_f4638e046c163791(uintptr_t arg1, swig_type_223 arg2, swig_type_224 arg3, swig_voidp arg4);
-extern void _wrap_delete_Samples_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_f4638e046c163791(uintptr_t arg1, swig_type_225 arg2, swig_voidp arg3);
-extern swig_type_226 _wrap_Bytes_size_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_f4638e046c163791(uintptr_t arg1, swig_type_227 arg2, swig_voidp arg3);
-extern void _wrap_delete_Bytes_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_228 _wrap_Metrics_size_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_229 _wrap_Metrics_name_capi_f4638e046c163791(uintptr_t arg1, swig_type_230 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_f4638e046c163791(uintptr_t arg1, swig_type_231 arg2, swig_voidp arg3);
-extern void _wrap_delete_Metrics_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_232 _wrap_Texts_size_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_233 _wrap_Texts_name_capi_f4638e046c163791(uintptr_t arg1, swig_type_234 arg2, swig_voidp arg3);
-extern swig_type_235 _wrap_Texts_text_capi_f4638e046c163791(uintptr_t arg1, swig_type_236 arg2, swig_voidp arg3);
-extern void _wrap_delete_Texts_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_237 _wrap_Images_size_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_238 _wrap_Images_name_capi_f4638e046c163791(uintptr_t arg1, swig_type_239 arg2, swig_voidp arg3);
-extern swig_type_240 _wrap_Images_pngSize_capi_f4638e046c163791(uintptr_t arg1, swig_type_241 arg2, swig_voidp arg3);
-extern void _wrap_Images_copyPng_capi_f4638e046c163791(uintptr_t arg1, swig_type_242 arg2, swig_type_243 arg3, swig_voidp arg4);
-extern void _wrap_delete_Images_capi_f4638e046c163791(uintptr_t arg1);
-extern swig_type_244 _wrap_CheckpointModelsView_size_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_CheckpointModelsView_model_capi_f4638e046c163791(uintptr_t arg1, swig_type_245 arg2, swig_voidp arg3);
-extern swig_type_246 _wrap_CheckpointModelsView_index_capi_f4638e046c163791(uintptr_t arg1, swig_type_247 arg2, swig_voidp arg3);
-extern void _wrap_CheckpointModelsView_remove_capi_f4638e046c163791(uintptr_t arg1, swig_type_248 arg2, swig_voidp arg3);
-extern void _wrap_delete_CheckpointModelsView_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_LrFactor_set_capi_f4638e046c163791(uintptr_t arg1, double arg2);
-extern void _wrap_delete_LrFactor_capi_f4638e046c163791(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_f4638e046c163791(uintptr_t arg1, swig_type_249 arg2, swig_type_250 arg3, swig_voidp arg4);
-extern void _wrap_delete_Progress_capi_f4638e046c163791(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_f4638e046c163791(uintptr_t arg1, swig_type_251 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_f4638e046c163791(uintptr_t arg1, swig_type_252 arg2, swig_voidp arg3);
-extern void _wrap_Progress_finish_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+typedef _gostring_ swig_type_249;
+typedef long long swig_type_250;
+typedef _gostring_ swig_type_251;
+extern void _wrap_Swig_free_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_capi_dda8cd76654b7f17(swig_intgo arg1);
+extern swig_intgo _wrap_ACC_OK_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_ERR_UNSUPPORTED_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_ERR_TIMEOUT_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_ERR_ABORTED_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_ERR_DISTRIBUTED_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_ERR_IO_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_ERR_INTERNAL_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_DTYPE_UNDEFINED_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_DTYPE_FLOAT32_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_DTYPE_FLOAT64_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_DTYPE_BFLOAT16_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_DTYPE_FLOAT16_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT64_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT32_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_DTYPE_UINT8_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_DTYPE_BOOL_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT8_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT16_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_REDUCTION_NONE_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_REDUCTION_MEAN_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_REDUCTION_SUM_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_ANY_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_TENSOR_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_STRING_LIST_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_OPTIONS_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_MODEL_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_SCHEDULER_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_DATASET_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_DATALOADER_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_PROGRESS_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_BYTES_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_OPTIONS_DATALOADER_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_OPTIONS_LORA_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_OPTIONS_PROFILE_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_PLACEMENT_NO_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_PLACEMENT_YES_capi_dda8cd76654b7f17(void);
+extern void _wrap_delete_Callback_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_Callback_released_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern uintptr_t _wrap__swig_NewDirectorSampleSourceSampleSource_capi_dda8cd76654b7f17(int);
+extern void _wrap_DeleteDirectorSampleSource_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap__swig_DirectorSampleSource_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
+extern swig_intgo _wrap_SampleSource_sample_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_1 arg2, uintptr_t arg3);
+extern void _wrap_delete_SampleSource_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_SampleSource_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorStreamSourceStreamSource_capi_dda8cd76654b7f17(int);
+extern void _wrap_DeleteDirectorStreamSource_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap__swig_DirectorStreamSource_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
+extern swig_intgo _wrap_StreamSource_start_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_2 arg2);
+extern swig_intgo _wrap_StreamSource_next_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_delete_StreamSource_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_StreamSource_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorCollatorCollator_capi_dda8cd76654b7f17(int);
+extern void _wrap_DeleteDirectorCollator_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap__swig_DirectorCollator_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
+extern swig_intgo _wrap_Collator_collate_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_delete_Collator_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_Collator_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorStateHandlerStateHandler_capi_dda8cd76654b7f17(int);
+extern void _wrap_DeleteDirectorStateHandler_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap__swig_DirectorStateHandler_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
+extern swig_intgo _wrap_StateHandler_save_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_StateHandler_load_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_delete_StateHandler_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_StateHandler_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_dda8cd76654b7f17(int);
+extern void _wrap_DeleteDirectorCheckpointHook_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
+extern swig_intgo _wrap_CheckpointHook_run_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_3 arg2);
+extern void _wrap_delete_CheckpointHook_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_CheckpointHook_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_dda8cd76654b7f17(int);
+extern void _wrap_DeleteDirectorModelsCheckpointHook_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
+extern swig_intgo _wrap_ModelsCheckpointHook_run_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_4 arg3);
+extern void _wrap_delete_ModelsCheckpointHook_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_ModelsCheckpointHook_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorTrackerTracker_capi_dda8cd76654b7f17(int);
+extern void _wrap_DeleteDirectorTracker_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap__swig_DirectorTracker_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
+extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_dda8cd76654b7f17(uintptr_t, uintptr_t texts, swig_type_5 step);
+extern _Bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_dda8cd76654b7f17(uintptr_t);
+extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_dda8cd76654b7f17(uintptr_t, uintptr_t images, swig_type_6 step);
+extern swig_intgo _wrap_Tracker_init_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_7 arg2, swig_type_8 arg3);
+extern swig_intgo _wrap_Tracker_log_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_9 arg3);
+extern swig_intgo _wrap_Tracker_finish_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_intgo _wrap_Tracker_logText_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_5 arg3);
+extern _Bool _wrap_Tracker_takesImages_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_intgo _wrap_Tracker_logImages_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_6 arg3);
+extern void _wrap_delete_Tracker_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_Tracker_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorLrLambdaLrLambda_capi_dda8cd76654b7f17(int);
+extern void _wrap_DeleteDirectorLrLambda_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap__swig_DirectorLrLambda_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
+extern swig_intgo _wrap_LrLambda_factor_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_10 arg2, uintptr_t arg3);
+extern void _wrap_delete_LrLambda_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_LrLambda_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_dda8cd76654b7f17(int);
+extern void _wrap_DeleteDirectorGroupLrLambda_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
+extern swig_intgo _wrap_GroupLrLambda_factor_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_11 arg2, swig_type_12 arg3, uintptr_t arg4);
+extern void _wrap_delete_GroupLrLambda_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_GroupLrLambda_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorTraceReadyTraceReady_capi_dda8cd76654b7f17(int);
+extern void _wrap_DeleteDirectorTraceReady_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap__swig_DirectorTraceReady_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
+extern swig_intgo _wrap_TraceReady_ready_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_13 arg2);
+extern void _wrap_delete_TraceReady_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_TraceReady_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_dda8cd76654b7f17(int);
+extern void _wrap_DeleteDirectorBatchSizeRun_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
+extern swig_intgo _wrap_BatchSizeRun_run_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_14 arg2);
+extern void _wrap_delete_BatchSizeRun_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_BatchSizeRun_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
+extern swig_type_15 _wrap_Accelerate_version_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_Accelerate_abiVersion_capi_dda8cd76654b7f17(void);
+extern void _wrap_Accelerate_checkAbi_capi_dda8cd76654b7f17(swig_intgo arg1, swig_voidp arg2);
+extern void _wrap_Accelerate_checkBinding_capi_dda8cd76654b7f17(swig_type_16 arg1, swig_intgo arg2, swig_voidp arg3);
+extern swig_type_17 _wrap_Accelerate_buildInfo_capi_dda8cd76654b7f17(void);
+extern swig_type_18 _wrap_Accelerate_statusName_capi_dda8cd76654b7f17(swig_intgo arg1);
+extern swig_type_19 _wrap_Accelerate_liveHandles_capi_dda8cd76654b7f17(swig_intgo arg1);
+extern void _wrap_Accelerate_setSeed_capi_dda8cd76654b7f17(swig_type_20 arg1, swig_voidp arg2);
+extern void _wrap_Accelerate_setSeedWith_capi_dda8cd76654b7f17(swig_type_21 arg1, _Bool arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerate_getRandomState_capi_dda8cd76654b7f17(swig_voidp arg1);
+extern void _wrap_Accelerate_setRandomState_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_22 _wrap_Accelerate_dtypeSize_capi_dda8cd76654b7f17(swig_intgo arg1);
+extern swig_type_23 _wrap_Accelerate_lastErrorBacktrace_capi_dda8cd76654b7f17(void);
+extern void _wrap_Accelerate_callbackSetError_capi_dda8cd76654b7f17(swig_type_24 arg1);
+extern swig_type_25 _wrap_Accelerate_findBatchSizeWith_capi_dda8cd76654b7f17(swig_type_26 arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_Accelerate_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_27 _wrap_LoadReport_missingCount_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_28 _wrap_LoadReport_missing_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_29 arg2);
+extern swig_type_30 _wrap_LoadReport_unexpectedCount_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_31 _wrap_LoadReport_unexpected_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_32 arg2);
+extern void _wrap_delete_LoadReport_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern uintptr_t _wrap_Loss_crossEntropy_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Loss_nll_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Loss_mse_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Loss_l1_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Loss_smoothL1_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Loss_huber_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Loss_bceWithLogits_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern void _wrap_delete_Loss_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_delete_Tensor_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern uintptr_t _wrap_Tensor_fromFloats_capi_dda8cd76654b7f17(swig_type_33 arg1, swig_type_34 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToFloats_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_35 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromDoubles_capi_dda8cd76654b7f17(swig_type_36 arg1, swig_type_37 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToDoubles_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_38 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromLongs_capi_dda8cd76654b7f17(swig_type_39 arg1, swig_type_40 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToLongs_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_41 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromInts_capi_dda8cd76654b7f17(swig_type_42 arg1, swig_type_43 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToInts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_44 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromBytes_capi_dda8cd76654b7f17(swig_type_45 arg1, swig_type_46 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToBytes_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_47 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_zeros_capi_dda8cd76654b7f17(swig_type_48 arg1, swig_intgo arg2, swig_type_49 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Tensor_rand_capi_dda8cd76654b7f17(swig_type_50 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_randn_capi_dda8cd76654b7f17(swig_type_51 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_fromIdxFile_capi_dda8cd76654b7f17(swig_type_52 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_fromFileMmap_capi_dda8cd76654b7f17(swig_type_53 arg1, swig_type_54 arg2, swig_intgo arg3, swig_type_55 arg4, swig_voidp arg5);
+extern swig_type_56 _wrap_Tensor_ndim_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Tensor_copyShape_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_57 arg2, swig_voidp arg3);
+extern swig_type_58 _wrap_Tensor_numel_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_intgo _wrap_Tensor_dtype_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_59 _wrap_Tensor_device_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Tensor_requiresGrad_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_to_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_60 arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Tensor_grad_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Tensor_backward_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_sum_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_mean_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_reshape_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_61 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_argmax_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_62 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_63 _wrap_Tensor_countEqual_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern double _wrap_Tensor_item_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_new_TensorList_capi_dda8cd76654b7f17(swig_voidp arg1);
+extern void _wrap_delete_TensorList_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_TensorList_append_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_64 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_65 _wrap_TensorList_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_TensorList_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_66 arg2, swig_voidp arg3);
+extern swig_type_67 _wrap_TensorList_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_68 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_TensorList_find_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_69 arg2, swig_voidp arg3);
+extern void _wrap_TensorList_saveSafetensors_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_70 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_TensorList_loadSafetensors_capi_dda8cd76654b7f17(swig_type_71 arg1, swig_voidp arg2);
+extern void _wrap_delete_StringList_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_72 _wrap_StringList_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_73 _wrap_StringList_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_74 arg2, swig_voidp arg3);
+extern swig_type_75 _wrap_StringList_byteSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_76 arg2, swig_voidp arg3);
+extern void _wrap_StringList_copyBytes_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_77 arg2, swig_type_78 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Options_capi_dda8cd76654b7f17(swig_intgo arg1, swig_voidp arg2);
+extern void _wrap_delete_Options_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_Options_setInt_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_79 arg2, swig_type_80 arg3, swig_voidp arg4);
+extern void _wrap_Options_setDouble_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_81 arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Options_setBool_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_82 arg2, _Bool arg3, swig_voidp arg4);
+extern void _wrap_Options_setString_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_83 arg2, swig_type_84 arg3, swig_voidp arg4);
+extern void _wrap_Options_set_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_85 arg2, swig_type_86 arg3, swig_voidp arg4);
+extern swig_type_87 _wrap_Options_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_88 arg2, swig_voidp arg3);
+extern void _wrap_delete_Model_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern uintptr_t _wrap_Model_loadTorchscript_capi_dda8cd76654b7f17(swig_type_89 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_fromSpec_capi_dda8cd76654b7f17(swig_type_90 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_forward_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Model_forward1_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern void _wrap_Model_setTraining_capi_dda8cd76654b7f17(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern _Bool _wrap_Model_isTraining_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_setGraphOptimization_capi_dda8cd76654b7f17(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern void _wrap_Model_updateBn_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Model_to_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_91 arg2, swig_intgo arg3, swig_voidp arg4);
+extern swig_type_92 _wrap_Model_parameterTensorCount_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_93 _wrap_Model_parameterElementCount_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_parameterNames_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_parameter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_94 arg2, swig_voidp arg3);
+extern void _wrap_Model_zeroGrad_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_95 _wrap_Model_setRequiresGrad_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_96 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_97 _wrap_Model_addLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_98 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_99 _wrap_Model_addTrainableTokens_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_100 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_101 arg2, swig_voidp arg3);
+extern void _wrap_Model_loadLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_102 arg2, swig_voidp arg3);
+extern void _wrap_Model_mergeLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_103 _wrap_Model_loraCount_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_setLoraEnabled_capi_dda8cd76654b7f17(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern _Bool _wrap_Model_isLoraEnabled_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_104 _wrap_Model_addLoraNamed_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_105 arg2, swig_type_106 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Model_loadLoraNamed_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_107 arg2, swig_type_108 arg3, swig_voidp arg4);
+extern void _wrap_Model_setAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_109 arg2, swig_voidp arg3);
+extern void _wrap_Model_deleteAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_110 arg2, swig_voidp arg3);
+extern void _wrap_Model_unloadLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_111 _wrap_Model_addWeightedAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_112 arg2, swig_type_113 arg3, swig_type_114 arg4, swig_type_115 arg5, uintptr_t arg6, swig_voidp arg7);
+extern swig_type_116 _wrap_Model_activeAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_adapterNames_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_stateDict_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_loadStateDict_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
+extern void _wrap_Model_saveTorchscript_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_117 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_loadSafetensors_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_118 arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Optimizer_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_119 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_delete_Optimizer_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_Optimizer_addParamGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_120 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_121 _wrap_Optimizer_addParamGroupMatching_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_122 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_123 _wrap_Optimizer_numParamGroups_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Optimizer_getLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_124 arg2, swig_voidp arg3);
+extern void _wrap_Optimizer_setLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_125 arg2, double arg3, swig_voidp arg4);
+extern double _wrap_Optimizer_getHyperparameter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_126 arg2, swig_type_127 arg3, swig_voidp arg4);
+extern void _wrap_Optimizer_step_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Optimizer_zeroGrad_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Optimizer_setTraining_capi_dda8cd76654b7f17(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Optimizer_stateOf_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_128 arg2, swig_type_129 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateFields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_130 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_new_Scheduler_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_131 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_delete_Scheduler_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_Scheduler_then_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_132 arg2, swig_type_133 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Scheduler_chain_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_134 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Scheduler_step_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Scheduler_stepMetric_capi_dda8cd76654b7f17(uintptr_t arg1, double arg2, swig_voidp arg3);
+extern double _wrap_Scheduler_getLastLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_135 arg2, swig_voidp arg3);
+extern swig_type_136 _wrap_Scheduler_getStep_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Scheduler_fromLrMultiplicative_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_137 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_138 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromCyclicScale_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_AveragedModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_AveragedModel_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_AveragedModel_update_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_139 _wrap_AveragedModel_count_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_AveragedModel_copyTo_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_AveragedModel_swap_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_AveragedModel_stateDict_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_AveragedModel_loadStateDict_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_Dataset_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern uintptr_t _wrap_Dataset_fromTensors_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_fromIdx_capi_dda8cd76654b7f17(swig_type_140 arg1, swig_type_141 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromSampleSource_capi_dda8cd76654b7f17(swig_type_142 arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromStreamSource_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_143 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_subset_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_144 arg2, swig_type_145 arg3, swig_voidp arg4);
+extern swig_type_146 _wrap_Dataset_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_147 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_new_DataLoader_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_DataLoader_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_148 arg2, swig_type_149 arg3, uintptr_t arg4, swig_voidp arg5);
+extern uintptr_t _wrap_DataLoader_next_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_150 _wrap_DataLoader_length_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_151 _wrap_DataLoader_epoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_setEpoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_152 arg2, swig_voidp arg3);
+extern void _wrap_DataLoader_setCollator_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_DataLoader_skipFirstBatches_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_153 arg2, swig_voidp arg3);
+extern swig_type_154 _wrap_DataLoader_totalBatchSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_155 _wrap_DataLoader_totalDatasetLength_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_DataLoader_endOfEpoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_endEpoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_Iter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_DataLoader_inEpoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_new_Accelerator_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_delete_Accelerator_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_156 _wrap_Accelerator_device_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_157 _wrap_Accelerator_distributedType_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_158 _wrap_Accelerator_mixedPrecision_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_159 _wrap_Accelerator_processIndex_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_160 _wrap_Accelerator_numProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_161 _wrap_Accelerator_localProcessIndex_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_isMainProcess_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_isLastProcess_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_162 _wrap_Accelerator_gradientAccumulationSteps_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_syncGradients_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_163 _wrap_Accelerator_step_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Accelerator_prepareModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_prepareScheduler_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Accelerator_unwrapModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_backward_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_backwardWith_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, _Bool arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_lomoBackward_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_backwardLr_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
+extern double _wrap_Accelerator_lomoGradNorm_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_accumulateBegin_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_accumulateEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Accelerator_clipGradNorm_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_clipGradValue_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_saveModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_164 arg3, swig_type_165 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_dda8cd76654b7f17(swig_type_166 arg1, swig_type_167 arg2, swig_type_168 arg3, swig_type_169 arg4, swig_voidp arg5);
+extern swig_type_170 _wrap_Accelerator_saveState_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_171 arg2, swig_voidp arg3);
+extern swig_type_172 _wrap_Accelerator_loadState_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_173 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_registerAveragedModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_print_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_174 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_waitForEveryone_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_freeMemory_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_noSyncBegin_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_noSyncEnd_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_triggerSyncInBackward_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_localSgdBegin_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_175 arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_localSgdStep_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_localSgdEnd_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_profileBegin_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_profileStep_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_profileEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_176 _wrap_Accelerator_profileSummary_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_exportChromeTrace_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_177 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_mainProcessFirstBegin_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_mainProcessFirstEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Accelerator_gather_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_178 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_179 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_180 arg2, swig_type_181 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_broadcastObject_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_182 arg2, swig_type_183 arg3, swig_type_184 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_reduce_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_185 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_186 arg3, swig_type_187 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_188 arg3, double arg4, _Bool arg5, swig_type_189 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_190 arg2, _Bool arg3, swig_type_191 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_setTrigger_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_checkTrigger_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_save_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_192 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_getStateDict_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_193 _wrap_Accelerator_iteration_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_unscaleGradients_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_autocastBegin_capi_dda8cd76654b7f17(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_autocastEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_registerForCheckpointing_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_194 _wrap_Accelerator_registerSaveStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_onTraceReady_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_195 _wrap_Accelerator_registerLoadStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_196 _wrap_Accelerator_registerSaveStateModelsPreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_197 _wrap_Accelerator_registerLoadStateModelsPreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_removeStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_198 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_addTracker_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_199 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_200 arg2, swig_type_201 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_logValues_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_202 arg2, swig_type_203 arg3, swig_type_204 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_205 arg2, double arg3, swig_type_206 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3, swig_type_209 arg4, swig_type_210 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_211 arg2, swig_type_212 arg3, swig_type_213 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logImages_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_214 arg2, uintptr_t arg3, swig_type_215 arg4, swig_type_216 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_endTraining_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Accelerator_trackerNames_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_217 _wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_218 arg2, swig_voidp arg3);
+extern swig_type_219 _wrap_Samples_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_220 _wrap_Samples_fields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_221 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_222 arg2, swig_type_223 arg3, swig_voidp arg4);
+extern void _wrap_delete_Samples_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_Bytes_append_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_224 arg2, swig_voidp arg3);
+extern swig_type_225 _wrap_Bytes_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_226 arg2, swig_voidp arg3);
+extern void _wrap_delete_Bytes_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_227 _wrap_Metrics_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_228 _wrap_Metrics_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_229 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_230 arg2, swig_voidp arg3);
+extern void _wrap_delete_Metrics_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_231 _wrap_Texts_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_232 _wrap_Texts_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_233 arg2, swig_voidp arg3);
+extern swig_type_234 _wrap_Texts_text_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_235 arg2, swig_voidp arg3);
+extern void _wrap_delete_Texts_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_236 _wrap_Images_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_237 _wrap_Images_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_238 arg2, swig_voidp arg3);
+extern swig_type_239 _wrap_Images_pngSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_240 arg2, swig_voidp arg3);
+extern void _wrap_Images_copyPng_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_241 arg2, swig_type_242 arg3, swig_voidp arg4);
+extern void _wrap_delete_Images_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_243 _wrap_CheckpointModelsView_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_244 arg2, swig_voidp arg3);
+extern swig_type_245 _wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_246 arg2, swig_voidp arg3);
+extern void _wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_247 arg2, swig_voidp arg3);
+extern void _wrap_delete_CheckpointModelsView_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_LrFactor_set_capi_dda8cd76654b7f17(uintptr_t arg1, double arg2);
+extern void _wrap_delete_LrFactor_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern uintptr_t _wrap_new_Progress_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_248 arg2, swig_type_249 arg3, swig_voidp arg4);
+extern void _wrap_delete_Progress_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_Progress_update_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_250 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_251 arg2, swig_voidp arg3);
+extern void _wrap_Progress_finish_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
 import "C"
@@ -748,13 +748,13 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_capi_f4638e046c163791(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_capi_dda8cd76654b7f17(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -765,84 +765,84 @@ const ACC_ABI_VERSION int = 1
 type Acc_status int
 func _swig_getACC_OK() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_OK_capi_f4638e046c163791())
+	swig_r = (Acc_status)(C._wrap_ACC_OK_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_OK Acc_status = _swig_getACC_OK()
 func _swig_getACC_ERR_INVALID_ARGUMENT() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_ARGUMENT_capi_f4638e046c163791())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_ARGUMENT_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_ERR_INVALID_ARGUMENT Acc_status = _swig_getACC_ERR_INVALID_ARGUMENT()
 func _swig_getACC_ERR_INVALID_HANDLE() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_HANDLE_capi_f4638e046c163791())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_HANDLE_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_ERR_INVALID_HANDLE Acc_status = _swig_getACC_ERR_INVALID_HANDLE()
 func _swig_getACC_ERR_NOT_INITIALIZED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_NOT_INITIALIZED_capi_f4638e046c163791())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_NOT_INITIALIZED_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_ERR_NOT_INITIALIZED Acc_status = _swig_getACC_ERR_NOT_INITIALIZED()
 func _swig_getACC_ERR_UNSUPPORTED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_UNSUPPORTED_capi_f4638e046c163791())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_UNSUPPORTED_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_ERR_UNSUPPORTED Acc_status = _swig_getACC_ERR_UNSUPPORTED()
 func _swig_getACC_ERR_OUT_OF_MEMORY() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_OUT_OF_MEMORY_capi_f4638e046c163791())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_OUT_OF_MEMORY_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_ERR_OUT_OF_MEMORY Acc_status = _swig_getACC_ERR_OUT_OF_MEMORY()
 func _swig_getACC_ERR_TIMEOUT() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_TIMEOUT_capi_f4638e046c163791())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_TIMEOUT_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_ERR_TIMEOUT Acc_status = _swig_getACC_ERR_TIMEOUT()
 func _swig_getACC_ERR_ABORTED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_ABORTED_capi_f4638e046c163791())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_ABORTED_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_ERR_ABORTED Acc_status = _swig_getACC_ERR_ABORTED()
 func _swig_getACC_ERR_DISTRIBUTED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_DISTRIBUTED_capi_f4638e046c163791())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_DISTRIBUTED_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_ERR_DISTRIBUTED Acc_status = _swig_getACC_ERR_DISTRIBUTED()
 func _swig_getACC_ERR_IO() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_IO_capi_f4638e046c163791())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_IO_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_ERR_IO Acc_status = _swig_getACC_ERR_IO()
 func _swig_getACC_ERR_VERSION_MISMATCH() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_VERSION_MISMATCH_capi_f4638e046c163791())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_VERSION_MISMATCH_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_ERR_VERSION_MISMATCH Acc_status = _swig_getACC_ERR_VERSION_MISMATCH()
 func _swig_getACC_ERR_INTERNAL() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_INTERNAL_capi_f4638e046c163791())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_INTERNAL_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
@@ -850,77 +850,77 @@ var ACC_ERR_INTERNAL Acc_status = _swig_getACC_ERR_INTERNAL()
 type Acc_dtype int
 func _swig_getACC_DTYPE_UNDEFINED() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UNDEFINED_capi_f4638e046c163791())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UNDEFINED_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_DTYPE_UNDEFINED Acc_dtype = _swig_getACC_DTYPE_UNDEFINED()
 func _swig_getACC_DTYPE_FLOAT32() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT32_capi_f4638e046c163791())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT32_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_DTYPE_FLOAT32 Acc_dtype = _swig_getACC_DTYPE_FLOAT32()
 func _swig_getACC_DTYPE_FLOAT64() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT64_capi_f4638e046c163791())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT64_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_DTYPE_FLOAT64 Acc_dtype = _swig_getACC_DTYPE_FLOAT64()
 func _swig_getACC_DTYPE_BFLOAT16() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BFLOAT16_capi_f4638e046c163791())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BFLOAT16_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_DTYPE_BFLOAT16 Acc_dtype = _swig_getACC_DTYPE_BFLOAT16()
 func _swig_getACC_DTYPE_FLOAT16() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT16_capi_f4638e046c163791())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT16_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_DTYPE_FLOAT16 Acc_dtype = _swig_getACC_DTYPE_FLOAT16()
 func _swig_getACC_DTYPE_INT64() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT64_capi_f4638e046c163791())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT64_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_DTYPE_INT64 Acc_dtype = _swig_getACC_DTYPE_INT64()
 func _swig_getACC_DTYPE_INT32() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT32_capi_f4638e046c163791())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT32_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_DTYPE_INT32 Acc_dtype = _swig_getACC_DTYPE_INT32()
 func _swig_getACC_DTYPE_UINT8() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UINT8_capi_f4638e046c163791())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UINT8_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_DTYPE_UINT8 Acc_dtype = _swig_getACC_DTYPE_UINT8()
 func _swig_getACC_DTYPE_BOOL() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BOOL_capi_f4638e046c163791())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BOOL_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_DTYPE_BOOL Acc_dtype = _swig_getACC_DTYPE_BOOL()
 func _swig_getACC_DTYPE_INT8() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT8_capi_f4638e046c163791())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT8_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_DTYPE_INT8 Acc_dtype = _swig_getACC_DTYPE_INT8()
 func _swig_getACC_DTYPE_INT16() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT16_capi_f4638e046c163791())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT16_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
@@ -928,21 +928,21 @@ var ACC_DTYPE_INT16 Acc_dtype = _swig_getACC_DTYPE_INT16()
 type Acc_reduction int
 func _swig_getACC_REDUCTION_NONE() (_swig_ret Acc_reduction) {
 	var swig_r Acc_reduction
-	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_NONE_capi_f4638e046c163791())
+	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_NONE_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_REDUCTION_NONE Acc_reduction = _swig_getACC_REDUCTION_NONE()
 func _swig_getACC_REDUCTION_MEAN() (_swig_ret Acc_reduction) {
 	var swig_r Acc_reduction
-	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_MEAN_capi_f4638e046c163791())
+	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_MEAN_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_REDUCTION_MEAN Acc_reduction = _swig_getACC_REDUCTION_MEAN()
 func _swig_getACC_REDUCTION_SUM() (_swig_ret Acc_reduction) {
 	var swig_r Acc_reduction
-	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_SUM_capi_f4638e046c163791())
+	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_SUM_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
@@ -952,105 +952,105 @@ const ACC_FORWARD_NO_GRAD uint = 1
 type Acc_handle_kind int
 func _swig_getACC_HANDLE_ANY() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ANY_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ANY_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_HANDLE_ANY Acc_handle_kind = _swig_getACC_HANDLE_ANY()
 func _swig_getACC_HANDLE_TENSOR() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_HANDLE_TENSOR Acc_handle_kind = _swig_getACC_HANDLE_TENSOR()
 func _swig_getACC_HANDLE_TENSOR_LIST() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_LIST_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_LIST_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_HANDLE_TENSOR_LIST Acc_handle_kind = _swig_getACC_HANDLE_TENSOR_LIST()
 func _swig_getACC_HANDLE_STRING_LIST() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_STRING_LIST_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_STRING_LIST_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_HANDLE_STRING_LIST Acc_handle_kind = _swig_getACC_HANDLE_STRING_LIST()
 func _swig_getACC_HANDLE_OPTIONS() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIONS_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIONS_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_HANDLE_OPTIONS Acc_handle_kind = _swig_getACC_HANDLE_OPTIONS()
 func _swig_getACC_HANDLE_MODEL() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_MODEL_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_MODEL_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_HANDLE_MODEL Acc_handle_kind = _swig_getACC_HANDLE_MODEL()
 func _swig_getACC_HANDLE_OPTIMIZER() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIMIZER_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIMIZER_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_HANDLE_OPTIMIZER Acc_handle_kind = _swig_getACC_HANDLE_OPTIMIZER()
 func _swig_getACC_HANDLE_SCHEDULER() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_SCHEDULER_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_SCHEDULER_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_HANDLE_SCHEDULER Acc_handle_kind = _swig_getACC_HANDLE_SCHEDULER()
 func _swig_getACC_HANDLE_DATASET() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATASET_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATASET_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_HANDLE_DATASET Acc_handle_kind = _swig_getACC_HANDLE_DATASET()
 func _swig_getACC_HANDLE_DATALOADER() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATALOADER_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATALOADER_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_HANDLE_DATALOADER Acc_handle_kind = _swig_getACC_HANDLE_DATALOADER()
 func _swig_getACC_HANDLE_ACCELERATOR() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ACCELERATOR_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ACCELERATOR_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_HANDLE_ACCELERATOR Acc_handle_kind = _swig_getACC_HANDLE_ACCELERATOR()
 func _swig_getACC_HANDLE_PROGRESS() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_PROGRESS_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_PROGRESS_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_HANDLE_PROGRESS Acc_handle_kind = _swig_getACC_HANDLE_PROGRESS()
 func _swig_getACC_HANDLE_BYTES() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_BYTES_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_BYTES_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_HANDLE_BYTES Acc_handle_kind = _swig_getACC_HANDLE_BYTES()
 func _swig_getACC_HANDLE_AVERAGED_MODEL() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_AVERAGED_MODEL_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_AVERAGED_MODEL_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_HANDLE_AVERAGED_MODEL Acc_handle_kind = _swig_getACC_HANDLE_AVERAGED_MODEL()
 func _swig_getACC_HANDLE_CHECKPOINT_MODELS() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_f4638e046c163791())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
@@ -1058,78 +1058,85 @@ var ACC_HANDLE_CHECKPOINT_MODELS Acc_handle_kind = _swig_getACC_HANDLE_CHECKPOIN
 type Acc_options_kind int
 func _swig_getACC_OPTIONS_OPTIMIZER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_OPTIMIZER_capi_f4638e046c163791())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_OPTIMIZER_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_OPTIONS_OPTIMIZER Acc_options_kind = _swig_getACC_OPTIONS_OPTIMIZER()
 func _swig_getACC_OPTIONS_SCHEDULER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_SCHEDULER_capi_f4638e046c163791())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_SCHEDULER_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_OPTIONS_SCHEDULER Acc_options_kind = _swig_getACC_OPTIONS_SCHEDULER()
 func _swig_getACC_OPTIONS_DATALOADER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_DATALOADER_capi_f4638e046c163791())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_DATALOADER_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_OPTIONS_DATALOADER Acc_options_kind = _swig_getACC_OPTIONS_DATALOADER()
 func _swig_getACC_OPTIONS_ACCELERATOR() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_ACCELERATOR_capi_f4638e046c163791())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_ACCELERATOR_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_OPTIONS_ACCELERATOR Acc_options_kind = _swig_getACC_OPTIONS_ACCELERATOR()
 func _swig_getACC_OPTIONS_LORA() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LORA_capi_f4638e046c163791())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LORA_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_OPTIONS_LORA Acc_options_kind = _swig_getACC_OPTIONS_LORA()
 func _swig_getACC_OPTIONS_PROFILE() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_PROFILE_capi_f4638e046c163791())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_PROFILE_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_OPTIONS_PROFILE Acc_options_kind = _swig_getACC_OPTIONS_PROFILE()
 func _swig_getACC_OPTIONS_AVERAGED_MODEL() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_f4638e046c163791())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_OPTIONS_AVERAGED_MODEL Acc_options_kind = _swig_getACC_OPTIONS_AVERAGED_MODEL()
 func _swig_getACC_OPTIONS_TRAINABLE_TOKENS() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_f4638e046c163791())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_OPTIONS_TRAINABLE_TOKENS Acc_options_kind = _swig_getACC_OPTIONS_TRAINABLE_TOKENS()
+func _swig_getACC_OPTIONS_WEIGHTED_ADAPTER() (_swig_ret Acc_options_kind) {
+	var swig_r Acc_options_kind
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_dda8cd76654b7f17())
+	return swig_r
+}
+
+var ACC_OPTIONS_WEIGHTED_ADAPTER Acc_options_kind = _swig_getACC_OPTIONS_WEIGHTED_ADAPTER()
 type Acc_placement int
 func _swig_getACC_PLACEMENT_DEFAULT() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement
-	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_DEFAULT_capi_f4638e046c163791())
+	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_DEFAULT_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_PLACEMENT_DEFAULT Acc_placement = _swig_getACC_PLACEMENT_DEFAULT()
 func _swig_getACC_PLACEMENT_NO() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement
-	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_NO_capi_f4638e046c163791())
+	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_NO_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 var ACC_PLACEMENT_NO Acc_placement = _swig_getACC_PLACEMENT_NO()
 func _swig_getACC_PLACEMENT_YES() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement
-	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_YES_capi_f4638e046c163791())
+	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_YES_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
@@ -1145,12 +1152,12 @@ func (p SwigcptrCallback) SwigIsCallback() {
 
 func DeleteCallback(arg1 Callback) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Callback_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Callback_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrCallback) Released() {
 	_swig_i_0 := arg1
-	C._wrap_Callback_released_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_Callback_released_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 type Callback interface {
@@ -1177,17 +1184,17 @@ func (p *_swig_DirectorSampleSource) DirectorInterface() interface{} {
 
 func NewDirectorSampleSource(v interface{}) SampleSource {
 	p := &_swig_DirectorSampleSource{0, v}
-	p.SwigcptrSampleSource = SwigcptrSampleSource(C._wrap__swig_NewDirectorSampleSourceSampleSource_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
+	p.SwigcptrSampleSource = SwigcptrSampleSource(C._wrap__swig_NewDirectorSampleSourceSampleSource_capi_dda8cd76654b7f17(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorSampleSource(arg1 SampleSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorSampleSource_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorSampleSource_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_SampleSource_capi_f4638e046c163791
-func Swiggo_DeleteDirector_SampleSource_capi_f4638e046c163791(c int) {
+//export Swiggo_DeleteDirector_SampleSource_capi_dda8cd76654b7f17
+func Swiggo_DeleteDirector_SampleSource_capi_dda8cd76654b7f17(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorSampleSource).SwigcptrSampleSource = 0
 	swigDirectorDelete(c)
 }
@@ -1201,15 +1208,15 @@ func (swig_p *_swig_DirectorSampleSource) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrSampleSource))
+	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrSampleSource))
 }
 
 func DirectorSampleSourceReleased(swig_p SampleSource) {
-	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorSampleSource).SwigcptrSampleSource))
+	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorSampleSource).SwigcptrSampleSource))
 }
 
-//export Swig_DirectorSampleSource_callback_released_capi_f4638e046c163791
-func Swig_DirectorSampleSource_callback_released_capi_f4638e046c163791(swig_c int) {
+//export Swig_DirectorSampleSource_callback_released_capi_dda8cd76654b7f17
+func Swig_DirectorSampleSource_callback_released_capi_dda8cd76654b7f17(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorSampleSource)
 	swig_p.Released()
 }
@@ -1225,8 +1232,8 @@ func (swig_p *_swig_DirectorSampleSource) Sample(index int64, out TensorList) in
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorSampleSource_callback_sample_capi_f4638e046c163791
-func Swig_DirectorSampleSource_callback_sample_capi_f4638e046c163791(swig_c int, index int64, out uintptr) (swig_result int) {
+//export Swig_DirectorSampleSource_callback_sample_capi_dda8cd76654b7f17
+func Swig_DirectorSampleSource_callback_sample_capi_dda8cd76654b7f17(swig_c int, index int64, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorSampleSource)
 	swig_r = swig_p.Sample(index, SwigcptrTensorList(out))
@@ -1251,17 +1258,17 @@ func (arg1 SwigcptrSampleSource) Sample(arg2 int64, arg3 TensorList) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (int)(C._wrap_SampleSource_sample_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_1(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (int)(C._wrap_SampleSource_sample_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_1(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteSampleSource(arg1 SampleSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_SampleSource_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_SampleSource_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrSampleSource) Released() {
-	C._wrap_SampleSource_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
+	C._wrap_SampleSource_released_capi_dda8cd76654b7f17(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrSampleSource) SwigIsCallback() {
@@ -1299,17 +1306,17 @@ func (p *_swig_DirectorStreamSource) DirectorInterface() interface{} {
 
 func NewDirectorStreamSource(v interface{}) StreamSource {
 	p := &_swig_DirectorStreamSource{0, v}
-	p.SwigcptrStreamSource = SwigcptrStreamSource(C._wrap__swig_NewDirectorStreamSourceStreamSource_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
+	p.SwigcptrStreamSource = SwigcptrStreamSource(C._wrap__swig_NewDirectorStreamSourceStreamSource_capi_dda8cd76654b7f17(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorStreamSource(arg1 StreamSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorStreamSource_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorStreamSource_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_StreamSource_capi_f4638e046c163791
-func Swiggo_DeleteDirector_StreamSource_capi_f4638e046c163791(c int) {
+//export Swiggo_DeleteDirector_StreamSource_capi_dda8cd76654b7f17
+func Swiggo_DeleteDirector_StreamSource_capi_dda8cd76654b7f17(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorStreamSource).SwigcptrStreamSource = 0
 	swigDirectorDelete(c)
 }
@@ -1323,15 +1330,15 @@ func (swig_p *_swig_DirectorStreamSource) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrStreamSource))
+	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrStreamSource))
 }
 
 func DirectorStreamSourceReleased(swig_p StreamSource) {
-	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorStreamSource).SwigcptrStreamSource))
+	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorStreamSource).SwigcptrStreamSource))
 }
 
-//export Swig_DirectorStreamSource_callback_released_capi_f4638e046c163791
-func Swig_DirectorStreamSource_callback_released_capi_f4638e046c163791(swig_c int) {
+//export Swig_DirectorStreamSource_callback_released_capi_dda8cd76654b7f17
+func Swig_DirectorStreamSource_callback_released_capi_dda8cd76654b7f17(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStreamSource)
 	swig_p.Released()
 }
@@ -1347,8 +1354,8 @@ func (swig_p *_swig_DirectorStreamSource) Start(epoch int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStreamSource_callback_start_capi_f4638e046c163791
-func Swig_DirectorStreamSource_callback_start_capi_f4638e046c163791(swig_c int, epoch int64) (swig_result int) {
+//export Swig_DirectorStreamSource_callback_start_capi_dda8cd76654b7f17
+func Swig_DirectorStreamSource_callback_start_capi_dda8cd76654b7f17(swig_c int, epoch int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStreamSource)
 	swig_r = swig_p.Start(epoch)
@@ -1366,8 +1373,8 @@ func (swig_p *_swig_DirectorStreamSource) Next(out TensorList) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStreamSource_callback_next_capi_f4638e046c163791
-func Swig_DirectorStreamSource_callback_next_capi_f4638e046c163791(swig_c int, out uintptr) (swig_result int) {
+//export Swig_DirectorStreamSource_callback_next_capi_dda8cd76654b7f17
+func Swig_DirectorStreamSource_callback_next_capi_dda8cd76654b7f17(swig_c int, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStreamSource)
 	swig_r = swig_p.Next(SwigcptrTensorList(out))
@@ -1391,7 +1398,7 @@ func (arg1 SwigcptrStreamSource) Start(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_StreamSource_start_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_2(_swig_i_1)))
+	swig_r = (int)(C._wrap_StreamSource_start_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_2(_swig_i_1)))
 	return swig_r
 }
 
@@ -1399,17 +1406,17 @@ func (arg1 SwigcptrStreamSource) Next(arg2 TensorList) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (int)(C._wrap_StreamSource_next_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (int)(C._wrap_StreamSource_next_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteStreamSource(arg1 StreamSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_StreamSource_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_StreamSource_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrStreamSource) Released() {
-	C._wrap_StreamSource_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
+	C._wrap_StreamSource_released_capi_dda8cd76654b7f17(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrStreamSource) SwigIsCallback() {
@@ -1448,17 +1455,17 @@ func (p *_swig_DirectorCollator) DirectorInterface() interface{} {
 
 func NewDirectorCollator(v interface{}) Collator {
 	p := &_swig_DirectorCollator{0, v}
-	p.SwigcptrCollator = SwigcptrCollator(C._wrap__swig_NewDirectorCollatorCollator_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
+	p.SwigcptrCollator = SwigcptrCollator(C._wrap__swig_NewDirectorCollatorCollator_capi_dda8cd76654b7f17(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorCollator(arg1 Collator) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorCollator_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorCollator_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_Collator_capi_f4638e046c163791
-func Swiggo_DeleteDirector_Collator_capi_f4638e046c163791(c int) {
+//export Swiggo_DeleteDirector_Collator_capi_dda8cd76654b7f17
+func Swiggo_DeleteDirector_Collator_capi_dda8cd76654b7f17(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorCollator).SwigcptrCollator = 0
 	swigDirectorDelete(c)
 }
@@ -1472,15 +1479,15 @@ func (swig_p *_swig_DirectorCollator) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorCollator_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrCollator))
+	C._wrap__swig_DirectorCollator_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrCollator))
 }
 
 func DirectorCollatorReleased(swig_p Collator) {
-	C._wrap__swig_DirectorCollator_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorCollator).SwigcptrCollator))
+	C._wrap__swig_DirectorCollator_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorCollator).SwigcptrCollator))
 }
 
-//export Swig_DirectorCollator_callback_released_capi_f4638e046c163791
-func Swig_DirectorCollator_callback_released_capi_f4638e046c163791(swig_c int) {
+//export Swig_DirectorCollator_callback_released_capi_dda8cd76654b7f17
+func Swig_DirectorCollator_callback_released_capi_dda8cd76654b7f17(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCollator)
 	swig_p.Released()
 }
@@ -1496,8 +1503,8 @@ func (swig_p *_swig_DirectorCollator) Collate(samples Samples, out TensorList) i
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorCollator_callback_collate_capi_f4638e046c163791
-func Swig_DirectorCollator_callback_collate_capi_f4638e046c163791(swig_c int, samples uintptr, out uintptr) (swig_result int) {
+//export Swig_DirectorCollator_callback_collate_capi_dda8cd76654b7f17
+func Swig_DirectorCollator_callback_collate_capi_dda8cd76654b7f17(swig_c int, samples uintptr, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCollator)
 	swig_r = swig_p.Collate(SwigcptrSamples(samples), SwigcptrTensorList(out))
@@ -1522,17 +1529,17 @@ func (arg1 SwigcptrCollator) Collate(arg2 Samples, arg3 TensorList) (_swig_ret i
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (int)(C._wrap_Collator_collate_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (int)(C._wrap_Collator_collate_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteCollator(arg1 Collator) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Collator_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Collator_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrCollator) Released() {
-	C._wrap_Collator_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
+	C._wrap_Collator_released_capi_dda8cd76654b7f17(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrCollator) SwigIsCallback() {
@@ -1570,17 +1577,17 @@ func (p *_swig_DirectorStateHandler) DirectorInterface() interface{} {
 
 func NewDirectorStateHandler(v interface{}) StateHandler {
 	p := &_swig_DirectorStateHandler{0, v}
-	p.SwigcptrStateHandler = SwigcptrStateHandler(C._wrap__swig_NewDirectorStateHandlerStateHandler_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
+	p.SwigcptrStateHandler = SwigcptrStateHandler(C._wrap__swig_NewDirectorStateHandlerStateHandler_capi_dda8cd76654b7f17(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorStateHandler(arg1 StateHandler) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorStateHandler_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorStateHandler_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_StateHandler_capi_f4638e046c163791
-func Swiggo_DeleteDirector_StateHandler_capi_f4638e046c163791(c int) {
+//export Swiggo_DeleteDirector_StateHandler_capi_dda8cd76654b7f17
+func Swiggo_DeleteDirector_StateHandler_capi_dda8cd76654b7f17(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorStateHandler).SwigcptrStateHandler = 0
 	swigDirectorDelete(c)
 }
@@ -1594,15 +1601,15 @@ func (swig_p *_swig_DirectorStateHandler) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrStateHandler))
+	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrStateHandler))
 }
 
 func DirectorStateHandlerReleased(swig_p StateHandler) {
-	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorStateHandler).SwigcptrStateHandler))
+	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorStateHandler).SwigcptrStateHandler))
 }
 
-//export Swig_DirectorStateHandler_callback_released_capi_f4638e046c163791
-func Swig_DirectorStateHandler_callback_released_capi_f4638e046c163791(swig_c int) {
+//export Swig_DirectorStateHandler_callback_released_capi_dda8cd76654b7f17
+func Swig_DirectorStateHandler_callback_released_capi_dda8cd76654b7f17(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStateHandler)
 	swig_p.Released()
 }
@@ -1618,8 +1625,8 @@ func (swig_p *_swig_DirectorStateHandler) Save(out Bytes) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStateHandler_callback_save_capi_f4638e046c163791
-func Swig_DirectorStateHandler_callback_save_capi_f4638e046c163791(swig_c int, out uintptr) (swig_result int) {
+//export Swig_DirectorStateHandler_callback_save_capi_dda8cd76654b7f17
+func Swig_DirectorStateHandler_callback_save_capi_dda8cd76654b7f17(swig_c int, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStateHandler)
 	swig_r = swig_p.Save(SwigcptrBytes(out))
@@ -1637,8 +1644,8 @@ func (swig_p *_swig_DirectorStateHandler) Load(in Bytes) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStateHandler_callback_load_capi_f4638e046c163791
-func Swig_DirectorStateHandler_callback_load_capi_f4638e046c163791(swig_c int, in uintptr) (swig_result int) {
+//export Swig_DirectorStateHandler_callback_load_capi_dda8cd76654b7f17
+func Swig_DirectorStateHandler_callback_load_capi_dda8cd76654b7f17(swig_c int, in uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStateHandler)
 	swig_r = swig_p.Load(SwigcptrBytes(in))
@@ -1662,7 +1669,7 @@ func (arg1 SwigcptrStateHandler) Save(arg2 Bytes) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (int)(C._wrap_StateHandler_save_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (int)(C._wrap_StateHandler_save_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -1670,17 +1677,17 @@ func (arg1 SwigcptrStateHandler) Load(arg2 Bytes) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (int)(C._wrap_StateHandler_load_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (int)(C._wrap_StateHandler_load_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteStateHandler(arg1 StateHandler) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_StateHandler_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_StateHandler_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrStateHandler) Released() {
-	C._wrap_StateHandler_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
+	C._wrap_StateHandler_released_capi_dda8cd76654b7f17(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrStateHandler) SwigIsCallback() {
@@ -1719,17 +1726,17 @@ func (p *_swig_DirectorCheckpointHook) DirectorInterface() interface{} {
 
 func NewDirectorCheckpointHook(v interface{}) CheckpointHook {
 	p := &_swig_DirectorCheckpointHook{0, v}
-	p.SwigcptrCheckpointHook = SwigcptrCheckpointHook(C._wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
+	p.SwigcptrCheckpointHook = SwigcptrCheckpointHook(C._wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_dda8cd76654b7f17(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorCheckpointHook(arg1 CheckpointHook) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorCheckpointHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorCheckpointHook_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_CheckpointHook_capi_f4638e046c163791
-func Swiggo_DeleteDirector_CheckpointHook_capi_f4638e046c163791(c int) {
+//export Swiggo_DeleteDirector_CheckpointHook_capi_dda8cd76654b7f17
+func Swiggo_DeleteDirector_CheckpointHook_capi_dda8cd76654b7f17(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorCheckpointHook).SwigcptrCheckpointHook = 0
 	swigDirectorDelete(c)
 }
@@ -1743,15 +1750,15 @@ func (swig_p *_swig_DirectorCheckpointHook) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrCheckpointHook))
+	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrCheckpointHook))
 }
 
 func DirectorCheckpointHookReleased(swig_p CheckpointHook) {
-	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorCheckpointHook).SwigcptrCheckpointHook))
+	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorCheckpointHook).SwigcptrCheckpointHook))
 }
 
-//export Swig_DirectorCheckpointHook_callback_released_capi_f4638e046c163791
-func Swig_DirectorCheckpointHook_callback_released_capi_f4638e046c163791(swig_c int) {
+//export Swig_DirectorCheckpointHook_callback_released_capi_dda8cd76654b7f17
+func Swig_DirectorCheckpointHook_callback_released_capi_dda8cd76654b7f17(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCheckpointHook)
 	swig_p.Released()
 }
@@ -1767,8 +1774,8 @@ func (swig_p *_swig_DirectorCheckpointHook) Run(dir string) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorCheckpointHook_callback_run_capi_f4638e046c163791
-func Swig_DirectorCheckpointHook_callback_run_capi_f4638e046c163791(swig_c int, dir string) (swig_result int) {
+//export Swig_DirectorCheckpointHook_callback_run_capi_dda8cd76654b7f17
+func Swig_DirectorCheckpointHook_callback_run_capi_dda8cd76654b7f17(swig_c int, dir string) (swig_result int) {
 	var swig_r int
 	var _swig_i_0 string
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCheckpointHook)
@@ -1796,7 +1803,7 @@ func (arg1 SwigcptrCheckpointHook) Run(arg2 string) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_CheckpointHook_run_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_3)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (int)(C._wrap_CheckpointHook_run_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_3)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1805,11 +1812,11 @@ func (arg1 SwigcptrCheckpointHook) Run(arg2 string) (_swig_ret int) {
 
 func DeleteCheckpointHook(arg1 CheckpointHook) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_CheckpointHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_CheckpointHook_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrCheckpointHook) Released() {
-	C._wrap_CheckpointHook_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
+	C._wrap_CheckpointHook_released_capi_dda8cd76654b7f17(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrCheckpointHook) SwigIsCallback() {
@@ -1847,17 +1854,17 @@ func (p *_swig_DirectorModelsCheckpointHook) DirectorInterface() interface{} {
 
 func NewDirectorModelsCheckpointHook(v interface{}) ModelsCheckpointHook {
 	p := &_swig_DirectorModelsCheckpointHook{0, v}
-	p.SwigcptrModelsCheckpointHook = SwigcptrModelsCheckpointHook(C._wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
+	p.SwigcptrModelsCheckpointHook = SwigcptrModelsCheckpointHook(C._wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_dda8cd76654b7f17(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorModelsCheckpointHook(arg1 ModelsCheckpointHook) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorModelsCheckpointHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorModelsCheckpointHook_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_ModelsCheckpointHook_capi_f4638e046c163791
-func Swiggo_DeleteDirector_ModelsCheckpointHook_capi_f4638e046c163791(c int) {
+//export Swiggo_DeleteDirector_ModelsCheckpointHook_capi_dda8cd76654b7f17
+func Swiggo_DeleteDirector_ModelsCheckpointHook_capi_dda8cd76654b7f17(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorModelsCheckpointHook).SwigcptrModelsCheckpointHook = 0
 	swigDirectorDelete(c)
 }
@@ -1871,15 +1878,15 @@ func (swig_p *_swig_DirectorModelsCheckpointHook) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrModelsCheckpointHook))
+	C._wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrModelsCheckpointHook))
 }
 
 func DirectorModelsCheckpointHookReleased(swig_p ModelsCheckpointHook) {
-	C._wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorModelsCheckpointHook).SwigcptrModelsCheckpointHook))
+	C._wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorModelsCheckpointHook).SwigcptrModelsCheckpointHook))
 }
 
-//export Swig_DirectorModelsCheckpointHook_callback_released_capi_f4638e046c163791
-func Swig_DirectorModelsCheckpointHook_callback_released_capi_f4638e046c163791(swig_c int) {
+//export Swig_DirectorModelsCheckpointHook_callback_released_capi_dda8cd76654b7f17
+func Swig_DirectorModelsCheckpointHook_callback_released_capi_dda8cd76654b7f17(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorModelsCheckpointHook)
 	swig_p.Released()
 }
@@ -1895,8 +1902,8 @@ func (swig_p *_swig_DirectorModelsCheckpointHook) Run(models CheckpointModelsVie
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorModelsCheckpointHook_callback_run_capi_f4638e046c163791
-func Swig_DirectorModelsCheckpointHook_callback_run_capi_f4638e046c163791(swig_c int, models uintptr, dir string) (swig_result int) {
+//export Swig_DirectorModelsCheckpointHook_callback_run_capi_dda8cd76654b7f17
+func Swig_DirectorModelsCheckpointHook_callback_run_capi_dda8cd76654b7f17(swig_c int, models uintptr, dir string) (swig_result int) {
 	var swig_r int
 	var _swig_i_1 string
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorModelsCheckpointHook)
@@ -1925,7 +1932,7 @@ func (arg1 SwigcptrModelsCheckpointHook) Run(arg2 CheckpointModelsView, arg3 str
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_ModelsCheckpointHook_run_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_4)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (int)(C._wrap_ModelsCheckpointHook_run_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_4)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -1934,11 +1941,11 @@ func (arg1 SwigcptrModelsCheckpointHook) Run(arg2 CheckpointModelsView, arg3 str
 
 func DeleteModelsCheckpointHook(arg1 ModelsCheckpointHook) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_ModelsCheckpointHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_ModelsCheckpointHook_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrModelsCheckpointHook) Released() {
-	C._wrap_ModelsCheckpointHook_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
+	C._wrap_ModelsCheckpointHook_released_capi_dda8cd76654b7f17(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrModelsCheckpointHook) SwigIsCallback() {
@@ -1976,17 +1983,17 @@ func (p *_swig_DirectorTracker) DirectorInterface() interface{} {
 
 func NewDirectorTracker(v interface{}) Tracker {
 	p := &_swig_DirectorTracker{0, v}
-	p.SwigcptrTracker = SwigcptrTracker(C._wrap__swig_NewDirectorTrackerTracker_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
+	p.SwigcptrTracker = SwigcptrTracker(C._wrap__swig_NewDirectorTrackerTracker_capi_dda8cd76654b7f17(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorTracker(arg1 Tracker) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorTracker_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorTracker_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_Tracker_capi_f4638e046c163791
-func Swiggo_DeleteDirector_Tracker_capi_f4638e046c163791(c int) {
+//export Swiggo_DeleteDirector_Tracker_capi_dda8cd76654b7f17
+func Swiggo_DeleteDirector_Tracker_capi_dda8cd76654b7f17(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorTracker).SwigcptrTracker = 0
 	swigDirectorDelete(c)
 }
@@ -2000,15 +2007,15 @@ func (swig_p *_swig_DirectorTracker) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorTracker_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrTracker))
+	C._wrap__swig_DirectorTracker_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrTracker))
 }
 
 func DirectorTrackerReleased(swig_p Tracker) {
-	C._wrap__swig_DirectorTracker_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker))
+	C._wrap__swig_DirectorTracker_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker))
 }
 
-//export Swig_DirectorTracker_callback_released_capi_f4638e046c163791
-func Swig_DirectorTracker_callback_released_capi_f4638e046c163791(swig_c int) {
+//export Swig_DirectorTracker_callback_released_capi_dda8cd76654b7f17
+func Swig_DirectorTracker_callback_released_capi_dda8cd76654b7f17(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_p.Released()
 }
@@ -2024,8 +2031,8 @@ func (swig_p *_swig_DirectorTracker) Init(project string, configJson string) int
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTracker_callback_init_capi_f4638e046c163791
-func Swig_DirectorTracker_callback_init_capi_f4638e046c163791(swig_c int, project string, configJson string) (swig_result int) {
+//export Swig_DirectorTracker_callback_init_capi_dda8cd76654b7f17
+func Swig_DirectorTracker_callback_init_capi_dda8cd76654b7f17(swig_c int, project string, configJson string) (swig_result int) {
 	var swig_r int
 	var _swig_i_0 string
 	var _swig_i_1 string
@@ -2051,8 +2058,8 @@ func (swig_p *_swig_DirectorTracker) Log(metrics Metrics, step int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTracker_callback_log_capi_f4638e046c163791
-func Swig_DirectorTracker_callback_log_capi_f4638e046c163791(swig_c int, metrics uintptr, step int64) (swig_result int) {
+//export Swig_DirectorTracker_callback_log_capi_dda8cd76654b7f17
+func Swig_DirectorTracker_callback_log_capi_dda8cd76654b7f17(swig_c int, metrics uintptr, step int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.Log(SwigcptrMetrics(metrics), step)
@@ -2070,8 +2077,8 @@ func (swig_p *_swig_DirectorTracker) Finish() int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTracker_callback_finish_capi_f4638e046c163791
-func Swig_DirectorTracker_callback_finish_capi_f4638e046c163791(swig_c int) (swig_result int) {
+//export Swig_DirectorTracker_callback_finish_capi_dda8cd76654b7f17
+func Swig_DirectorTracker_callback_finish_capi_dda8cd76654b7f17(swig_c int) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.Finish()
@@ -2089,7 +2096,7 @@ func (swig_p *_swig_DirectorTracker) LogText(texts Texts, step int64) int {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(texts)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1)))
 	return swig_r
 }
 
@@ -2097,12 +2104,12 @@ func DirectorTrackerLogText(swig_p Tracker, texts Texts, step int64) int {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(texts)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1)))
 	return swig_r
 }
 
-//export Swig_DirectorTracker_callback_logText_capi_f4638e046c163791
-func Swig_DirectorTracker_callback_logText_capi_f4638e046c163791(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
+//export Swig_DirectorTracker_callback_logText_capi_dda8cd76654b7f17
+func Swig_DirectorTracker_callback_logText_capi_dda8cd76654b7f17(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.LogText(SwigcptrTexts(arg2), arg3)
@@ -2118,18 +2125,18 @@ func (swig_p *_swig_DirectorTracker) TakesImages() bool {
 		return swig_g.TakesImages()
 	}
 	var swig_r bool
-	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesImages_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrTracker)))
+	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesImages_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrTracker)))
 	return swig_r
 }
 
 func DirectorTrackerTakesImages(swig_p Tracker) bool {
 	var swig_r bool
-	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesImages_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker)))
+	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesImages_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker)))
 	return swig_r
 }
 
-//export Swig_DirectorTracker_callback_takesImages_capi_f4638e046c163791
-func Swig_DirectorTracker_callback_takesImages_capi_f4638e046c163791(swig_c int) (swig_result bool) {
+//export Swig_DirectorTracker_callback_takesImages_capi_dda8cd76654b7f17
+func Swig_DirectorTracker_callback_takesImages_capi_dda8cd76654b7f17(swig_c int) (swig_result bool) {
 	var swig_r bool
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.TakesImages()
@@ -2147,7 +2154,7 @@ func (swig_p *_swig_DirectorTracker) LogImages(images Images, step int64) int {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(images)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogImages_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_6(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogImages_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_6(_swig_i_1)))
 	return swig_r
 }
 
@@ -2155,12 +2162,12 @@ func DirectorTrackerLogImages(swig_p Tracker, images Images, step int64) int {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(images)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogImages_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_6(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogImages_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_6(_swig_i_1)))
 	return swig_r
 }
 
-//export Swig_DirectorTracker_callback_logImages_capi_f4638e046c163791
-func Swig_DirectorTracker_callback_logImages_capi_f4638e046c163791(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
+//export Swig_DirectorTracker_callback_logImages_capi_dda8cd76654b7f17
+func Swig_DirectorTracker_callback_logImages_capi_dda8cd76654b7f17(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.LogImages(SwigcptrImages(arg2), arg3)
@@ -2185,7 +2192,7 @@ func (arg1 SwigcptrTracker) Init(arg2 string, arg3 string) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_init_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_7)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_8)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (int)(C._wrap_Tracker_init_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_7)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_8)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2200,14 +2207,14 @@ func (arg1 SwigcptrTracker) Log(arg2 Metrics, arg3 int64) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_log_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_9(_swig_i_2)))
+	swig_r = (int)(C._wrap_Tracker_log_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_9(_swig_i_2)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTracker) Finish() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Tracker_finish_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Tracker_finish_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2216,14 +2223,14 @@ func (arg1 SwigcptrTracker) LogText(arg2 Texts, arg3 int64) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_logText_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_5(_swig_i_2)))
+	swig_r = (int)(C._wrap_Tracker_logText_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_5(_swig_i_2)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTracker) TakesImages() (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
-	swig_r = (bool)(C._wrap_Tracker_takesImages_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
+	swig_r = (bool)(C._wrap_Tracker_takesImages_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2232,17 +2239,17 @@ func (arg1 SwigcptrTracker) LogImages(arg2 Images, arg3 int64) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_logImages_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_6(_swig_i_2)))
+	swig_r = (int)(C._wrap_Tracker_logImages_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_6(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteTracker(arg1 Tracker) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Tracker_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Tracker_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrTracker) Released() {
-	C._wrap_Tracker_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
+	C._wrap_Tracker_released_capi_dda8cd76654b7f17(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrTracker) SwigIsCallback() {
@@ -2285,17 +2292,17 @@ func (p *_swig_DirectorLrLambda) DirectorInterface() interface{} {
 
 func NewDirectorLrLambda(v interface{}) LrLambda {
 	p := &_swig_DirectorLrLambda{0, v}
-	p.SwigcptrLrLambda = SwigcptrLrLambda(C._wrap__swig_NewDirectorLrLambdaLrLambda_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
+	p.SwigcptrLrLambda = SwigcptrLrLambda(C._wrap__swig_NewDirectorLrLambdaLrLambda_capi_dda8cd76654b7f17(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorLrLambda(arg1 LrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorLrLambda_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorLrLambda_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_LrLambda_capi_f4638e046c163791
-func Swiggo_DeleteDirector_LrLambda_capi_f4638e046c163791(c int) {
+//export Swiggo_DeleteDirector_LrLambda_capi_dda8cd76654b7f17
+func Swiggo_DeleteDirector_LrLambda_capi_dda8cd76654b7f17(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorLrLambda).SwigcptrLrLambda = 0
 	swigDirectorDelete(c)
 }
@@ -2309,15 +2316,15 @@ func (swig_p *_swig_DirectorLrLambda) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrLrLambda))
+	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrLrLambda))
 }
 
 func DirectorLrLambdaReleased(swig_p LrLambda) {
-	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorLrLambda).SwigcptrLrLambda))
+	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorLrLambda).SwigcptrLrLambda))
 }
 
-//export Swig_DirectorLrLambda_callback_released_capi_f4638e046c163791
-func Swig_DirectorLrLambda_callback_released_capi_f4638e046c163791(swig_c int) {
+//export Swig_DirectorLrLambda_callback_released_capi_dda8cd76654b7f17
+func Swig_DirectorLrLambda_callback_released_capi_dda8cd76654b7f17(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorLrLambda)
 	swig_p.Released()
 }
@@ -2333,8 +2340,8 @@ func (swig_p *_swig_DirectorLrLambda) Factor(step int64, out LrFactor) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorLrLambda_callback_factor_capi_f4638e046c163791
-func Swig_DirectorLrLambda_callback_factor_capi_f4638e046c163791(swig_c int, step int64, out uintptr) (swig_result int) {
+//export Swig_DirectorLrLambda_callback_factor_capi_dda8cd76654b7f17
+func Swig_DirectorLrLambda_callback_factor_capi_dda8cd76654b7f17(swig_c int, step int64, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorLrLambda)
 	swig_r = swig_p.Factor(step, SwigcptrLrFactor(out))
@@ -2359,17 +2366,17 @@ func (arg1 SwigcptrLrLambda) Factor(arg2 int64, arg3 LrFactor) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (int)(C._wrap_LrLambda_factor_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_10(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (int)(C._wrap_LrLambda_factor_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_10(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteLrLambda(arg1 LrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_LrLambda_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_LrLambda_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrLrLambda) Released() {
-	C._wrap_LrLambda_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
+	C._wrap_LrLambda_released_capi_dda8cd76654b7f17(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrLrLambda) SwigIsCallback() {
@@ -2407,17 +2414,17 @@ func (p *_swig_DirectorGroupLrLambda) DirectorInterface() interface{} {
 
 func NewDirectorGroupLrLambda(v interface{}) GroupLrLambda {
 	p := &_swig_DirectorGroupLrLambda{0, v}
-	p.SwigcptrGroupLrLambda = SwigcptrGroupLrLambda(C._wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
+	p.SwigcptrGroupLrLambda = SwigcptrGroupLrLambda(C._wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_dda8cd76654b7f17(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorGroupLrLambda(arg1 GroupLrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorGroupLrLambda_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorGroupLrLambda_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_GroupLrLambda_capi_f4638e046c163791
-func Swiggo_DeleteDirector_GroupLrLambda_capi_f4638e046c163791(c int) {
+//export Swiggo_DeleteDirector_GroupLrLambda_capi_dda8cd76654b7f17
+func Swiggo_DeleteDirector_GroupLrLambda_capi_dda8cd76654b7f17(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorGroupLrLambda).SwigcptrGroupLrLambda = 0
 	swigDirectorDelete(c)
 }
@@ -2431,15 +2438,15 @@ func (swig_p *_swig_DirectorGroupLrLambda) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrGroupLrLambda))
+	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrGroupLrLambda))
 }
 
 func DirectorGroupLrLambdaReleased(swig_p GroupLrLambda) {
-	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorGroupLrLambda).SwigcptrGroupLrLambda))
+	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorGroupLrLambda).SwigcptrGroupLrLambda))
 }
 
-//export Swig_DirectorGroupLrLambda_callback_released_capi_f4638e046c163791
-func Swig_DirectorGroupLrLambda_callback_released_capi_f4638e046c163791(swig_c int) {
+//export Swig_DirectorGroupLrLambda_callback_released_capi_dda8cd76654b7f17
+func Swig_DirectorGroupLrLambda_callback_released_capi_dda8cd76654b7f17(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorGroupLrLambda)
 	swig_p.Released()
 }
@@ -2455,8 +2462,8 @@ func (swig_p *_swig_DirectorGroupLrLambda) Factor(group int64, step int64, out L
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorGroupLrLambda_callback_factor_capi_f4638e046c163791
-func Swig_DirectorGroupLrLambda_callback_factor_capi_f4638e046c163791(swig_c int, group int64, step int64, out uintptr) (swig_result int) {
+//export Swig_DirectorGroupLrLambda_callback_factor_capi_dda8cd76654b7f17
+func Swig_DirectorGroupLrLambda_callback_factor_capi_dda8cd76654b7f17(swig_c int, group int64, step int64, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorGroupLrLambda)
 	swig_r = swig_p.Factor(group, step, SwigcptrLrFactor(out))
@@ -2482,17 +2489,17 @@ func (arg1 SwigcptrGroupLrLambda) Factor(arg2 int64, arg3 int64, arg4 LrFactor) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r = (int)(C._wrap_GroupLrLambda_factor_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1), C.swig_type_12(_swig_i_2), C.uintptr_t(_swig_i_3)))
+	swig_r = (int)(C._wrap_GroupLrLambda_factor_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1), C.swig_type_12(_swig_i_2), C.uintptr_t(_swig_i_3)))
 	return swig_r
 }
 
 func DeleteGroupLrLambda(arg1 GroupLrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_GroupLrLambda_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_GroupLrLambda_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrGroupLrLambda) Released() {
-	C._wrap_GroupLrLambda_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
+	C._wrap_GroupLrLambda_released_capi_dda8cd76654b7f17(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrGroupLrLambda) SwigIsCallback() {
@@ -2530,17 +2537,17 @@ func (p *_swig_DirectorTraceReady) DirectorInterface() interface{} {
 
 func NewDirectorTraceReady(v interface{}) TraceReady {
 	p := &_swig_DirectorTraceReady{0, v}
-	p.SwigcptrTraceReady = SwigcptrTraceReady(C._wrap__swig_NewDirectorTraceReadyTraceReady_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
+	p.SwigcptrTraceReady = SwigcptrTraceReady(C._wrap__swig_NewDirectorTraceReadyTraceReady_capi_dda8cd76654b7f17(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorTraceReady(arg1 TraceReady) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorTraceReady_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorTraceReady_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_TraceReady_capi_f4638e046c163791
-func Swiggo_DeleteDirector_TraceReady_capi_f4638e046c163791(c int) {
+//export Swiggo_DeleteDirector_TraceReady_capi_dda8cd76654b7f17
+func Swiggo_DeleteDirector_TraceReady_capi_dda8cd76654b7f17(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorTraceReady).SwigcptrTraceReady = 0
 	swigDirectorDelete(c)
 }
@@ -2554,15 +2561,15 @@ func (swig_p *_swig_DirectorTraceReady) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrTraceReady))
+	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrTraceReady))
 }
 
 func DirectorTraceReadyReleased(swig_p TraceReady) {
-	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorTraceReady).SwigcptrTraceReady))
+	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorTraceReady).SwigcptrTraceReady))
 }
 
-//export Swig_DirectorTraceReady_callback_released_capi_f4638e046c163791
-func Swig_DirectorTraceReady_callback_released_capi_f4638e046c163791(swig_c int) {
+//export Swig_DirectorTraceReady_callback_released_capi_dda8cd76654b7f17
+func Swig_DirectorTraceReady_callback_released_capi_dda8cd76654b7f17(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTraceReady)
 	swig_p.Released()
 }
@@ -2578,8 +2585,8 @@ func (swig_p *_swig_DirectorTraceReady) Ready(step int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTraceReady_callback_ready_capi_f4638e046c163791
-func Swig_DirectorTraceReady_callback_ready_capi_f4638e046c163791(swig_c int, step int64) (swig_result int) {
+//export Swig_DirectorTraceReady_callback_ready_capi_dda8cd76654b7f17
+func Swig_DirectorTraceReady_callback_ready_capi_dda8cd76654b7f17(swig_c int, step int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTraceReady)
 	swig_r = swig_p.Ready(step)
@@ -2603,17 +2610,17 @@ func (arg1 SwigcptrTraceReady) Ready(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_TraceReady_ready_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_13(_swig_i_1)))
+	swig_r = (int)(C._wrap_TraceReady_ready_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_13(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteTraceReady(arg1 TraceReady) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_TraceReady_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_TraceReady_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrTraceReady) Released() {
-	C._wrap_TraceReady_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
+	C._wrap_TraceReady_released_capi_dda8cd76654b7f17(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrTraceReady) SwigIsCallback() {
@@ -2651,17 +2658,17 @@ func (p *_swig_DirectorBatchSizeRun) DirectorInterface() interface{} {
 
 func NewDirectorBatchSizeRun(v interface{}) BatchSizeRun {
 	p := &_swig_DirectorBatchSizeRun{0, v}
-	p.SwigcptrBatchSizeRun = SwigcptrBatchSizeRun(C._wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
+	p.SwigcptrBatchSizeRun = SwigcptrBatchSizeRun(C._wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_dda8cd76654b7f17(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorBatchSizeRun(arg1 BatchSizeRun) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorBatchSizeRun_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorBatchSizeRun_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_BatchSizeRun_capi_f4638e046c163791
-func Swiggo_DeleteDirector_BatchSizeRun_capi_f4638e046c163791(c int) {
+//export Swiggo_DeleteDirector_BatchSizeRun_capi_dda8cd76654b7f17
+func Swiggo_DeleteDirector_BatchSizeRun_capi_dda8cd76654b7f17(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorBatchSizeRun).SwigcptrBatchSizeRun = 0
 	swigDirectorDelete(c)
 }
@@ -2675,15 +2682,15 @@ func (swig_p *_swig_DirectorBatchSizeRun) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrBatchSizeRun))
+	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrBatchSizeRun))
 }
 
 func DirectorBatchSizeRunReleased(swig_p BatchSizeRun) {
-	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorBatchSizeRun).SwigcptrBatchSizeRun))
+	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorBatchSizeRun).SwigcptrBatchSizeRun))
 }
 
-//export Swig_DirectorBatchSizeRun_callback_released_capi_f4638e046c163791
-func Swig_DirectorBatchSizeRun_callback_released_capi_f4638e046c163791(swig_c int) {
+//export Swig_DirectorBatchSizeRun_callback_released_capi_dda8cd76654b7f17
+func Swig_DirectorBatchSizeRun_callback_released_capi_dda8cd76654b7f17(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorBatchSizeRun)
 	swig_p.Released()
 }
@@ -2699,8 +2706,8 @@ func (swig_p *_swig_DirectorBatchSizeRun) Run(batch_size int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorBatchSizeRun_callback_run_capi_f4638e046c163791
-func Swig_DirectorBatchSizeRun_callback_run_capi_f4638e046c163791(swig_c int, batch_size int64) (swig_result int) {
+//export Swig_DirectorBatchSizeRun_callback_run_capi_dda8cd76654b7f17
+func Swig_DirectorBatchSizeRun_callback_run_capi_dda8cd76654b7f17(swig_c int, batch_size int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorBatchSizeRun)
 	swig_r = swig_p.Run(batch_size)
@@ -2724,17 +2731,17 @@ func (arg1 SwigcptrBatchSizeRun) Run(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_BatchSizeRun_run_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_14(_swig_i_1)))
+	swig_r = (int)(C._wrap_BatchSizeRun_run_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_14(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteBatchSizeRun(arg1 BatchSizeRun) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_BatchSizeRun_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_BatchSizeRun_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrBatchSizeRun) Released() {
-	C._wrap_BatchSizeRun_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
+	C._wrap_BatchSizeRun_released_capi_dda8cd76654b7f17(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrBatchSizeRun) SwigIsCallback() {
@@ -2765,7 +2772,7 @@ func (p SwigcptrAccelerate) SwigIsAccelerate() {
 
 func AccelerateVersion() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_Accelerate_version_capi_f4638e046c163791()
+	swig_r_p := C._wrap_Accelerate_version_capi_dda8cd76654b7f17()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2774,14 +2781,14 @@ func AccelerateVersion() (_swig_ret string) {
 
 func AccelerateAbiVersion() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_Accelerate_abiVersion_capi_f4638e046c163791())
+	swig_r = (int)(C._wrap_Accelerate_abiVersion_capi_dda8cd76654b7f17())
 	return swig_r
 }
 
 func AccelerateCheckAbi(arg1 int, arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerate_checkAbi_capi_f4638e046c163791(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerate_checkAbi_capi_dda8cd76654b7f17(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -2793,7 +2800,7 @@ func AccelerateCheckBinding(arg1 string, arg2 int, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerate_checkBinding_capi_f4638e046c163791(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerate_checkBinding_capi_dda8cd76654b7f17(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2806,7 +2813,7 @@ func AccelerateCheckBinding(arg1 string, arg2 int, arg3 *string) {
 
 func AccelerateBuildInfo() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_Accelerate_buildInfo_capi_f4638e046c163791()
+	swig_r_p := C._wrap_Accelerate_buildInfo_capi_dda8cd76654b7f17()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2816,7 +2823,7 @@ func AccelerateBuildInfo() (_swig_ret string) {
 func AccelerateStatusName(arg1 Acc_status) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_Accelerate_statusName_capi_f4638e046c163791(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_Accelerate_statusName_capi_dda8cd76654b7f17(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2826,14 +2833,14 @@ func AccelerateStatusName(arg1 Acc_status) (_swig_ret string) {
 func AccelerateLiveHandles(arg1 Acc_handle_kind) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Accelerate_liveHandles_capi_f4638e046c163791(C.swig_intgo(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Accelerate_liveHandles_capi_dda8cd76654b7f17(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 func AccelerateSetSeed(arg1 int64, arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerate_setSeed_capi_f4638e046c163791(C.swig_type_20(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerate_setSeed_capi_dda8cd76654b7f17(C.swig_type_20(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -2846,7 +2853,7 @@ func AccelerateSetSeedWith(arg1 int64, arg2 bool, arg3 bool, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerate_setSeedWith_capi_f4638e046c163791(C.swig_type_21(_swig_i_0), C._Bool(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerate_setSeedWith_capi_dda8cd76654b7f17(C.swig_type_21(_swig_i_0), C._Bool(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2857,7 +2864,7 @@ func AccelerateSetSeedWith(arg1 int64, arg2 bool, arg3 bool, arg4 *string) {
 func AccelerateGetRandomState(arg1 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerate_getRandomState_capi_f4638e046c163791(C.swig_voidp(_swig_i_0))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerate_getRandomState_capi_dda8cd76654b7f17(C.swig_voidp(_swig_i_0))))
 
   if arg1 != nil && len(*arg1) > 0 {
     *arg1 = swigCopyString(*arg1)
@@ -2869,7 +2876,7 @@ func AccelerateGetRandomState(arg1 *string) (_swig_ret Tensor) {
 func AccelerateSetRandomState(arg1 Tensor, arg2 *string) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	C._wrap_Accelerate_setRandomState_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerate_setRandomState_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -2880,13 +2887,13 @@ func AccelerateSetRandomState(arg1 Tensor, arg2 *string) {
 func AccelerateDtypeSize(arg1 Acc_dtype) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Accelerate_dtypeSize_capi_f4638e046c163791(C.swig_intgo(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Accelerate_dtypeSize_capi_dda8cd76654b7f17(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 func AccelerateLastErrorBacktrace() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_Accelerate_lastErrorBacktrace_capi_f4638e046c163791()
+	swig_r_p := C._wrap_Accelerate_lastErrorBacktrace_capi_dda8cd76654b7f17()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2895,7 +2902,7 @@ func AccelerateLastErrorBacktrace() (_swig_ret string) {
 
 func AccelerateCallbackSetError(arg1 string) {
 	_swig_i_0 := arg1
-	C._wrap_Accelerate_callbackSetError_capi_f4638e046c163791(*(*C.swig_type_24)(unsafe.Pointer(&_swig_i_0)))
+	C._wrap_Accelerate_callbackSetError_capi_dda8cd76654b7f17(*(*C.swig_type_24)(unsafe.Pointer(&_swig_i_0)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -2906,7 +2913,7 @@ func AccelerateFindBatchSizeWith(arg1 int64, arg2 BatchSizeRun, arg3 *string) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerate_findBatchSizeWith_capi_f4638e046c163791(C.swig_type_26(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerate_findBatchSizeWith_capi_dda8cd76654b7f17(C.swig_type_26(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2917,7 +2924,7 @@ func AccelerateFindBatchSizeWith(arg1 int64, arg2 BatchSizeRun, arg3 *string) (_
 
 func DeleteAccelerate(arg1 Accelerate) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Accelerate_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Accelerate_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 type Accelerate interface {
@@ -2937,7 +2944,7 @@ func (p SwigcptrLoadReport) SwigIsLoadReport() {
 func (arg1 SwigcptrLoadReport) MissingCount() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_LoadReport_missingCount_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_LoadReport_missingCount_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2945,7 +2952,7 @@ func (arg1 SwigcptrLoadReport) Missing(arg2 int64) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_LoadReport_missing_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
+	swig_r_p := C._wrap_LoadReport_missing_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2955,7 +2962,7 @@ func (arg1 SwigcptrLoadReport) Missing(arg2 int64) (_swig_ret string) {
 func (arg1 SwigcptrLoadReport) UnexpectedCount() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_LoadReport_unexpectedCount_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_LoadReport_unexpectedCount_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2963,7 +2970,7 @@ func (arg1 SwigcptrLoadReport) Unexpected(arg2 int64) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_LoadReport_unexpected_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
+	swig_r_p := C._wrap_LoadReport_unexpected_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2972,7 +2979,7 @@ func (arg1 SwigcptrLoadReport) Unexpected(arg2 int64) (_swig_ret string) {
 
 func DeleteLoadReport(arg1 LoadReport) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_LoadReport_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_LoadReport_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 type LoadReport interface {
@@ -3000,7 +3007,7 @@ func LossCrossEntropy(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 float64
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_crossEntropy_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_crossEntropy_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -3015,7 +3022,7 @@ func LossNll(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *string) (_swig_
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_nll_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_nll_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3030,7 +3037,7 @@ func LossMse(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *string) (_swig_
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_mse_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_mse_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3045,7 +3052,7 @@ func LossL1(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *string) (_swig_r
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_l1_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_l1_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3061,7 +3068,7 @@ func LossSmoothL1(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 float64, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_smoothL1_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_smoothL1_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -3077,7 +3084,7 @@ func LossHuber(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 float64, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_huber_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_huber_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -3092,7 +3099,7 @@ func LossBceWithLogits(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *strin
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_bceWithLogits_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_bceWithLogits_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3103,7 +3110,7 @@ func LossBceWithLogits(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *strin
 
 func DeleteLoss(arg1 Loss) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Loss_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Loss_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 type Loss interface {
@@ -3122,7 +3129,7 @@ func (p SwigcptrTensor) SwigIsTensor() {
 
 func DeleteTensor(arg1 Tensor) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Tensor_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Tensor_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func TensorFromFloats(arg1 []float32, arg2 []int64, arg3 *string) (_swig_ret Tensor) {
@@ -3130,7 +3137,7 @@ func TensorFromFloats(arg1 []float32, arg2 []int64, arg3 *string) (_swig_ret Ten
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFloats_capi_f4638e046c163791(*(*C.swig_type_33)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_34)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFloats_capi_dda8cd76654b7f17(*(*C.swig_type_33)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_34)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3149,7 +3156,7 @@ func (arg1 SwigcptrTensor) CopyToFloats(arg2 []float32, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToFloats_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToFloats_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3165,7 +3172,7 @@ func TensorFromDoubles(arg1 []float64, arg2 []int64, arg3 *string) (_swig_ret Te
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromDoubles_capi_f4638e046c163791(*(*C.swig_type_36)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromDoubles_capi_dda8cd76654b7f17(*(*C.swig_type_36)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3184,7 +3191,7 @@ func (arg1 SwigcptrTensor) CopyToDoubles(arg2 []float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToDoubles_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToDoubles_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3200,7 +3207,7 @@ func TensorFromLongs(arg1 []int64, arg2 []int64, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromLongs_capi_f4638e046c163791(*(*C.swig_type_39)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromLongs_capi_dda8cd76654b7f17(*(*C.swig_type_39)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3219,7 +3226,7 @@ func (arg1 SwigcptrTensor) CopyToLongs(arg2 []int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToLongs_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToLongs_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3235,7 +3242,7 @@ func TensorFromInts(arg1 []int32, arg2 []int64, arg3 *string) (_swig_ret Tensor)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromInts_capi_f4638e046c163791(*(*C.swig_type_42)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromInts_capi_dda8cd76654b7f17(*(*C.swig_type_42)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3254,7 +3261,7 @@ func (arg1 SwigcptrTensor) CopyToInts(arg2 []int32, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToInts_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToInts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3270,7 +3277,7 @@ func TensorFromBytes(arg1 []byte, arg2 []int64, arg3 *string) (_swig_ret Tensor)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromBytes_capi_f4638e046c163791(*(*C.swig_type_45)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromBytes_capi_dda8cd76654b7f17(*(*C.swig_type_45)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3289,7 +3296,7 @@ func (arg1 SwigcptrTensor) CopyToBytes(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToBytes_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToBytes_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3306,7 +3313,7 @@ func TensorZeros(arg1 []int64, arg2 Acc_dtype, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_zeros_capi_f4638e046c163791(*(*C.swig_type_48)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_zeros_capi_dda8cd76654b7f17(*(*C.swig_type_48)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3325,7 +3332,7 @@ func TensorRand(arg1 []int64, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_rand_capi_f4638e046c163791(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_rand_capi_dda8cd76654b7f17(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3341,7 +3348,7 @@ func TensorRandn(arg1 []int64, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_randn_capi_f4638e046c163791(*(*C.swig_type_51)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_randn_capi_dda8cd76654b7f17(*(*C.swig_type_51)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3357,7 +3364,7 @@ func TensorFromIdxFile(arg1 string, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromIdxFile_capi_f4638e046c163791(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromIdxFile_capi_dda8cd76654b7f17(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3376,7 +3383,7 @@ func TensorFromFileMmap(arg1 string, arg2 int64, arg3 Acc_dtype, arg4 []int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFileMmap_capi_f4638e046c163791(*(*C.swig_type_53)(unsafe.Pointer(&_swig_i_0)), C.swig_type_54(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFileMmap_capi_dda8cd76654b7f17(*(*C.swig_type_53)(unsafe.Pointer(&_swig_i_0)), C.swig_type_54(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -3395,7 +3402,7 @@ func (arg1 SwigcptrTensor) Ndim(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Tensor_ndim_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Tensor_ndim_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3408,7 +3415,7 @@ func (arg1 SwigcptrTensor) CopyShape(arg2 []int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyShape_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyShape_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3423,7 +3430,7 @@ func (arg1 SwigcptrTensor) Numel(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Tensor_numel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Tensor_numel_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3436,7 +3443,7 @@ func (arg1 SwigcptrTensor) Dtype(arg2 *string) (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Acc_dtype)(C._wrap_Tensor_dtype_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (Acc_dtype)(C._wrap_Tensor_dtype_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3449,7 +3456,7 @@ func (arg1 SwigcptrTensor) Device(arg2 *string) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Tensor_device_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Tensor_device_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -3465,7 +3472,7 @@ func (arg1 SwigcptrTensor) RequiresGrad(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Tensor_requiresGrad_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Tensor_requiresGrad_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3480,7 +3487,7 @@ func (arg1 SwigcptrTensor) To(arg2 string, arg3 Acc_dtype, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_to_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_to_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3496,7 +3503,7 @@ func (arg1 SwigcptrTensor) Grad(arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_grad_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_grad_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3508,7 +3515,7 @@ func (arg1 SwigcptrTensor) Grad(arg2 *string) (_swig_ret Tensor) {
 func (arg1 SwigcptrTensor) Backward(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Tensor_backward_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Tensor_backward_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3520,7 +3527,7 @@ func (arg1 SwigcptrTensor) Sum(arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_sum_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_sum_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3533,7 +3540,7 @@ func (arg1 SwigcptrTensor) Mean(arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_mean_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_mean_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3547,7 +3554,7 @@ func (arg1 SwigcptrTensor) Reshape(arg2 []int64, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_reshape_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_reshape_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3565,7 +3572,7 @@ func (arg1 SwigcptrTensor) Argmax(arg2 int64, arg3 bool, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_argmax_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_argmax_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3579,7 +3586,7 @@ func (arg1 SwigcptrTensor) CountEqual(arg2 Tensor, arg3 *string) (_swig_ret int6
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Tensor_countEqual_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Tensor_countEqual_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3592,7 +3599,7 @@ func (arg1 SwigcptrTensor) Item(arg2 *string) (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (float64)(C._wrap_Tensor_item_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (float64)(C._wrap_Tensor_item_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3638,7 +3645,7 @@ func (p SwigcptrTensorList) SwigIsTensorList() {
 func NewTensorList(arg1 *string) (_swig_ret TensorList) {
 	var swig_r TensorList
 	_swig_i_0 := arg1
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_new_TensorList_capi_f4638e046c163791(C.swig_voidp(_swig_i_0))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_new_TensorList_capi_dda8cd76654b7f17(C.swig_voidp(_swig_i_0))))
 
   if arg1 != nil && len(*arg1) > 0 {
     *arg1 = swigCopyString(*arg1)
@@ -3649,7 +3656,7 @@ func NewTensorList(arg1 *string) (_swig_ret TensorList) {
 
 func DeleteTensorList(arg1 TensorList) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_TensorList_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_TensorList_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrTensorList) Append(arg2 string, arg3 Tensor, arg4 *string) {
@@ -3657,7 +3664,7 @@ func (arg1 SwigcptrTensorList) Append(arg2 string, arg3 Tensor, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_TensorList_append_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_TensorList_append_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3672,7 +3679,7 @@ func (arg1 SwigcptrTensorList) Size(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_TensorList_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_TensorList_size_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3686,7 +3693,7 @@ func (arg1 SwigcptrTensorList) Get(arg2 int64, arg3 *string) (_swig_ret Tensor) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_get_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3700,7 +3707,7 @@ func (arg1 SwigcptrTensorList) Name(arg2 int64, arg3 *string) (_swig_ret string)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_TensorList_name_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_68(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_TensorList_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_68(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3717,7 +3724,7 @@ func (arg1 SwigcptrTensorList) Find(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_find_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_find_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3733,7 +3740,7 @@ func (arg1 SwigcptrTensorList) SaveSafetensors(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_TensorList_saveSafetensors_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_TensorList_saveSafetensors_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3748,7 +3755,7 @@ func TensorListLoadSafetensors(arg1 string, arg2 *string) (_swig_ret TensorList)
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_TensorList_loadSafetensors_capi_f4638e046c163791(*(*C.swig_type_71)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_TensorList_loadSafetensors_capi_dda8cd76654b7f17(*(*C.swig_type_71)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3782,14 +3789,14 @@ func (p SwigcptrStringList) SwigIsStringList() {
 
 func DeleteStringList(arg1 StringList) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_StringList_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_StringList_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrStringList) Size(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_StringList_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_StringList_size_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3803,7 +3810,7 @@ func (arg1 SwigcptrStringList) Get(arg2 int64, arg3 *string) (_swig_ret string) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_StringList_get_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_StringList_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3820,7 +3827,7 @@ func (arg1 SwigcptrStringList) ByteSize(arg2 int64, arg3 *string) (_swig_ret int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_StringList_byteSize_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_76(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_StringList_byteSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_76(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3834,7 +3841,7 @@ func (arg1 SwigcptrStringList) CopyBytes(arg2 int64, arg3 []byte, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_StringList_copyBytes_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_StringList_copyBytes_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3867,7 +3874,7 @@ func NewOptions(arg1 Acc_options_kind, arg2 *string) (_swig_ret Options) {
 	var swig_r Options
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Options)(SwigcptrOptions(C._wrap_new_Options_capi_f4638e046c163791(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Options)(SwigcptrOptions(C._wrap_new_Options_capi_dda8cd76654b7f17(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3878,7 +3885,7 @@ func NewOptions(arg1 Acc_options_kind, arg2 *string) (_swig_ret Options) {
 
 func DeleteOptions(arg1 Options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Options_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Options_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrOptions) SetInt(arg2 string, arg3 int64, arg4 *string) {
@@ -3886,7 +3893,7 @@ func (arg1 SwigcptrOptions) SetInt(arg2 string, arg3 int64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setInt_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), C.swig_type_80(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setInt_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), C.swig_type_80(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3902,7 +3909,7 @@ func (arg1 SwigcptrOptions) SetDouble(arg2 string, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setDouble_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setDouble_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3918,7 +3925,7 @@ func (arg1 SwigcptrOptions) SetBool(arg2 string, arg3 bool, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setBool_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setBool_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3934,7 +3941,7 @@ func (arg1 SwigcptrOptions) SetString(arg2 string, arg3 string, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setString_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setString_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3953,7 +3960,7 @@ func (arg1 SwigcptrOptions) Set(arg2 string, arg3 string, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_set_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_set_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3972,7 +3979,7 @@ func (arg1 SwigcptrOptions) Get(arg2 string, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Options_get_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Options_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4009,14 +4016,14 @@ func (p SwigcptrModel) SwigIsModel() {
 
 func DeleteModel(arg1 Model) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Model_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Model_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func ModelLoadTorchscript(arg1 string, arg2 *string) (_swig_ret Model) {
 	var swig_r Model
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Model)(SwigcptrModel(C._wrap_Model_loadTorchscript_capi_f4638e046c163791(*(*C.swig_type_89)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Model_loadTorchscript_capi_dda8cd76654b7f17(*(*C.swig_type_89)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4032,7 +4039,7 @@ func ModelFromSpec(arg1 string, arg2 *string) (_swig_ret Model) {
 	var swig_r Model
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Model)(SwigcptrModel(C._wrap_Model_fromSpec_capi_f4638e046c163791(*(*C.swig_type_90)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Model_fromSpec_capi_dda8cd76654b7f17(*(*C.swig_type_90)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4050,7 +4057,7 @@ func (arg1 SwigcptrModel) Forward(arg2 TensorList, arg3 uint, arg4 *string) (_sw
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_forward_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_forward_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4065,7 +4072,7 @@ func (arg1 SwigcptrModel) Forward1(arg2 Tensor, arg3 uint, arg4 *string) (_swig_
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_forward1_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_forward1_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4078,7 +4085,7 @@ func (arg1 SwigcptrModel) SetTraining(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setTraining_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setTraining_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4090,7 +4097,7 @@ func (arg1 SwigcptrModel) IsTraining(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Model_isTraining_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Model_isTraining_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4103,7 +4110,7 @@ func (arg1 SwigcptrModel) SetGraphOptimization(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setGraphOptimization_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setGraphOptimization_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4115,7 +4122,7 @@ func (arg1 SwigcptrModel) UpdateBn(arg2 DataLoader, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Model_updateBn_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_updateBn_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4128,7 +4135,7 @@ func (arg1 SwigcptrModel) To(arg2 string, arg3 Acc_dtype, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_to_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_to_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4143,7 +4150,7 @@ func (arg1 SwigcptrModel) ParameterTensorCount(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Model_parameterTensorCount_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Model_parameterTensorCount_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4156,7 +4163,7 @@ func (arg1 SwigcptrModel) ParameterElementCount(arg2 *string) (_swig_ret int64) 
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Model_parameterElementCount_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Model_parameterElementCount_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4169,7 +4176,7 @@ func (arg1 SwigcptrModel) ParameterNames(arg2 *string) (_swig_ret StringList) {
 	var swig_r StringList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Model_parameterNames_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Model_parameterNames_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4183,7 +4190,7 @@ func (arg1 SwigcptrModel) Parameter(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4198,7 +4205,7 @@ func (arg1 SwigcptrModel) Parameter(arg2 string, arg3 *string) (_swig_ret Tensor
 func (arg1 SwigcptrModel) ZeroGrad(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Model_zeroGrad_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Model_zeroGrad_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4212,7 +4219,7 @@ func (arg1 SwigcptrModel) SetRequiresGrad(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4230,7 +4237,7 @@ func (arg1 SwigcptrModel) AddLora(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addLora_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4248,7 +4255,7 @@ func (arg1 SwigcptrModel) AddTrainableTokens(arg2 string, arg3 Options, arg4 *st
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addTrainableTokens_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addTrainableTokens_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4264,7 +4271,7 @@ func (arg1 SwigcptrModel) SaveLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveLora_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4279,7 +4286,7 @@ func (arg1 SwigcptrModel) LoadLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_loadLora_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_loadLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4293,7 +4300,7 @@ func (arg1 SwigcptrModel) LoadLora(arg2 string, arg3 *string) {
 func (arg1 SwigcptrModel) MergeLora(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Model_mergeLora_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Model_mergeLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4305,7 +4312,7 @@ func (arg1 SwigcptrModel) LoraCount(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Model_loraCount_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Model_loraCount_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4318,7 +4325,7 @@ func (arg1 SwigcptrModel) SetLoraEnabled(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setLoraEnabled_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setLoraEnabled_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4330,7 +4337,7 @@ func (arg1 SwigcptrModel) IsLoraEnabled(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Model_isLoraEnabled_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Model_isLoraEnabled_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4346,7 +4353,7 @@ func (arg1 SwigcptrModel) AddLoraNamed(arg2 string, arg3 string, arg4 Options, a
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (int64)(C._wrap_Model_addLoraNamed_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4)))
+	swig_r = (int64)(C._wrap_Model_addLoraNamed_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4)))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4366,7 +4373,7 @@ func (arg1 SwigcptrModel) LoadLoraNamed(arg2 string, arg3 string, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_loadLoraNamed_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_loadLoraNamed_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4384,7 +4391,7 @@ func (arg1 SwigcptrModel) SetAdapter(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setAdapter_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4399,7 +4406,7 @@ func (arg1 SwigcptrModel) DeleteAdapter(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_deleteAdapter_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_deleteAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4413,7 +4420,7 @@ func (arg1 SwigcptrModel) DeleteAdapter(arg2 string, arg3 *string) {
 func (arg1 SwigcptrModel) UnloadLora(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Model_unloadLora_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Model_unloadLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4421,16 +4428,16 @@ func (arg1 SwigcptrModel) UnloadLora(arg2 *string) {
 
 }
 
-func (arg1 SwigcptrModel) AddWeightedAdapter(arg2 []byte, arg3 []float64, arg4 string, arg5 string, arg6 int64, arg7 *string) (_swig_ret int64) {
+func (arg1 SwigcptrModel) AddWeightedAdapter(arg2 []byte, arg3 []float64, arg4 string, arg5 string, arg6 Options, arg7 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	_swig_i_5 := arg6
+	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
-	swig_r = (int64)(C._wrap_Model_addWeightedAdapter_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_4)), C.swig_type_116(_swig_i_5), C.swig_voidp(_swig_i_6)))
+	swig_r = (int64)(C._wrap_Model_addWeightedAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6)))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -4455,7 +4462,7 @@ func (arg1 SwigcptrModel) ActiveAdapter(arg2 *string) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Model_activeAdapter_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Model_activeAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -4471,7 +4478,7 @@ func (arg1 SwigcptrModel) AdapterNames(arg2 *string) (_swig_ret StringList) {
 	var swig_r StringList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Model_adapterNames_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Model_adapterNames_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4484,7 +4491,7 @@ func (arg1 SwigcptrModel) StateDict(arg2 *string) (_swig_ret TensorList) {
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_stateDict_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_stateDict_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4498,7 +4505,7 @@ func (arg1 SwigcptrModel) LoadStateDict(arg2 TensorList, arg3 bool, arg4 *string
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_loadStateDict_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_loadStateDict_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4510,7 +4517,7 @@ func (arg1 SwigcptrModel) SaveTorchscript(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveTorchscript_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveTorchscript_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4527,7 +4534,7 @@ func (arg1 SwigcptrModel) LoadSafetensors(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4568,7 +4575,7 @@ type Model interface {
 	SetAdapter(arg2 string, arg3 *string)
 	DeleteAdapter(arg2 string, arg3 *string)
 	UnloadLora(arg2 *string)
-	AddWeightedAdapter(arg2 []byte, arg3 []float64, arg4 string, arg5 string, arg6 int64, arg7 *string) (_swig_ret int64)
+	AddWeightedAdapter(arg2 []byte, arg3 []float64, arg4 string, arg5 string, arg6 Options, arg7 *string) (_swig_ret int64)
 	ActiveAdapter(arg2 *string) (_swig_ret string)
 	AdapterNames(arg2 *string) (_swig_ret StringList)
 	StateDict(arg2 *string) (_swig_ret TensorList)
@@ -4592,7 +4599,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4606,7 +4613,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 
 func DeleteOptimizer(arg1 Optimizer) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Optimizer_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Optimizer_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 []byte, arg3 Options, arg4 *string) {
@@ -4614,7 +4621,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 []byte, arg3 Options, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_addParamGroup_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_addParamGroup_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4631,7 +4638,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroupMatching(arg2 string, arg3 Options, a
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4647,7 +4654,7 @@ func (arg1 SwigcptrOptimizer) NumParamGroups(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Optimizer_numParamGroups_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Optimizer_numParamGroups_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4661,7 +4668,7 @@ func (arg1 SwigcptrOptimizer) GetLr(arg2 int64, arg3 *string) (_swig_ret float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_125(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_124(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4675,7 +4682,7 @@ func (arg1 SwigcptrOptimizer) SetLr(arg2 int64, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_setLr_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_setLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_125(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4689,7 +4696,7 @@ func (arg1 SwigcptrOptimizer) GetHyperparameter(arg2 int64, arg3 string, arg4 *s
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_127(_swig_i_1), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
+	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4704,7 +4711,7 @@ func (arg1 SwigcptrOptimizer) GetHyperparameter(arg2 int64, arg3 string, arg4 *s
 func (arg1 SwigcptrOptimizer) Step(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Optimizer_step_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Optimizer_step_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4715,7 +4722,7 @@ func (arg1 SwigcptrOptimizer) Step(arg2 *string) {
 func (arg1 SwigcptrOptimizer) ZeroGrad(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Optimizer_zeroGrad_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Optimizer_zeroGrad_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4727,7 +4734,7 @@ func (arg1 SwigcptrOptimizer) SetTraining(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Optimizer_setTraining_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Optimizer_setTraining_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4741,7 +4748,7 @@ func (arg1 SwigcptrOptimizer) StateOf(arg2 string, arg3 string, arg4 *string) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4761,7 +4768,7 @@ func (arg1 SwigcptrOptimizer) StateFields(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4804,7 +4811,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4818,7 +4825,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 
 func DeleteScheduler(arg1 Scheduler) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Scheduler_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Scheduler_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *string) {
@@ -4827,7 +4834,7 @@ func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	C._wrap_Scheduler_then_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Scheduler_then_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4843,7 +4850,7 @@ func (arg1 SwigcptrScheduler) Chain(arg2 string, arg3 Options, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Scheduler_chain_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Scheduler_chain_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4857,7 +4864,7 @@ func (arg1 SwigcptrScheduler) Chain(arg2 string, arg3 Options, arg4 *string) {
 func (arg1 SwigcptrScheduler) Step(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Scheduler_step_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Scheduler_step_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4869,7 +4876,7 @@ func (arg1 SwigcptrScheduler) StepMetric(arg2 float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Scheduler_stepMetric_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.double(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Scheduler_stepMetric_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.double(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4882,7 +4889,7 @@ func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret flo
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4895,7 +4902,7 @@ func (arg1 SwigcptrScheduler) GetStep(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Scheduler_getStep_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Scheduler_getStep_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4909,7 +4916,7 @@ func SchedulerFromLrLambda(arg1 Optimizer, arg2 LrLambda, arg3 *string) (_swig_r
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrLambda_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrLambda_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4923,7 +4930,7 @@ func SchedulerFromLrMultiplicative(arg1 Optimizer, arg2 LrLambda, arg3 *string) 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrMultiplicative_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrMultiplicative_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4938,7 +4945,7 @@ func SchedulerFromGroupLrLambda(arg1 Optimizer, arg2 int64, arg3 GroupLrLambda, 
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_138(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4953,7 +4960,7 @@ func SchedulerFromGroupLrMultiplicative(arg1 Optimizer, arg2 int64, arg3 GroupLr
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_138(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4968,7 +4975,7 @@ func SchedulerFromCyclicScale(arg1 Optimizer, arg2 Options, arg3 LrLambda, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromCyclicScale_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromCyclicScale_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5002,7 +5009,7 @@ func NewAveragedModel(arg1 Model, arg2 Options, arg3 *string) (_swig_ret Average
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (AveragedModel)(SwigcptrAveragedModel(C._wrap_new_AveragedModel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (AveragedModel)(SwigcptrAveragedModel(C._wrap_new_AveragedModel_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5013,14 +5020,14 @@ func NewAveragedModel(arg1 Model, arg2 Options, arg3 *string) (_swig_ret Average
 
 func DeleteAveragedModel(arg1 AveragedModel) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_AveragedModel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_AveragedModel_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrAveragedModel) Update(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_update_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_update_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5032,7 +5039,7 @@ func (arg1 SwigcptrAveragedModel) Count(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_AveragedModel_count_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_AveragedModel_count_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5045,7 +5052,7 @@ func (arg1 SwigcptrAveragedModel) CopyTo(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_copyTo_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_copyTo_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5057,7 +5064,7 @@ func (arg1 SwigcptrAveragedModel) Swap(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_swap_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_swap_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5069,7 +5076,7 @@ func (arg1 SwigcptrAveragedModel) StateDict(arg2 *string) (_swig_ret TensorList)
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_AveragedModel_stateDict_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_AveragedModel_stateDict_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5082,7 +5089,7 @@ func (arg1 SwigcptrAveragedModel) LoadStateDict(arg2 TensorList, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_loadStateDict_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_loadStateDict_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5112,14 +5119,14 @@ func (p SwigcptrDataset) SwigIsDataset() {
 
 func DeleteDataset(arg1 Dataset) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Dataset_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Dataset_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func DatasetFromTensors(arg1 TensorList, arg2 *string) (_swig_ret Dataset) {
 	var swig_r Dataset
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromTensors_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromTensors_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5133,7 +5140,7 @@ func DatasetFromIdx(arg1 string, arg2 string, arg3 *string) (_swig_ret Dataset) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_f4638e046c163791(*(*C.swig_type_141)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_dda8cd76654b7f17(*(*C.swig_type_140)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5153,7 +5160,7 @@ func DatasetFromSampleSource(arg1 int64, arg2 SampleSource, arg3 *string) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_f4638e046c163791(C.swig_type_143(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_dda8cd76654b7f17(C.swig_type_142(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5167,7 +5174,7 @@ func DatasetFromStreamSource(arg1 StreamSource, arg2 int64, arg3 *string) (_swig
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_144(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_143(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5182,7 +5189,7 @@ func (arg1 SwigcptrDataset) Subset(arg2 int64, arg3 int64, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1), C.swig_type_146(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_144(_swig_i_1), C.swig_type_145(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5195,7 +5202,7 @@ func (arg1 SwigcptrDataset) Size(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Dataset_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Dataset_size_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5209,7 +5216,7 @@ func (arg1 SwigcptrDataset) Get(arg2 int64, arg3 *string) (_swig_ret TensorList)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_148(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5240,7 +5247,7 @@ func NewDataLoader(arg1 Dataset, arg2 Options, arg3 *string) (_swig_ret DataLoad
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_new_DataLoader_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_new_DataLoader_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5251,7 +5258,7 @@ func NewDataLoader(arg1 Dataset, arg2 Options, arg3 *string) (_swig_ret DataLoad
 
 func DeleteDataLoader(arg1 DataLoader) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_DataLoader_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_DataLoader_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Options, arg5 *string) (_swig_ret DataLoader) {
@@ -5261,7 +5268,7 @@ func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Op
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5280,7 +5287,7 @@ func (arg1 SwigcptrDataLoader) Next(arg2 *string) (_swig_ret TensorList) {
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_DataLoader_next_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_DataLoader_next_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5293,7 +5300,7 @@ func (arg1 SwigcptrDataLoader) Length(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_length_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_length_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5306,7 +5313,7 @@ func (arg1 SwigcptrDataLoader) Epoch(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_epoch_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_epoch_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5319,7 +5326,7 @@ func (arg1 SwigcptrDataLoader) SetEpoch(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setEpoch_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_153(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setEpoch_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_152(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5331,7 +5338,7 @@ func (arg1 SwigcptrDataLoader) SetCollator(arg2 Collator, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setCollator_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setCollator_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5343,7 +5350,7 @@ func (arg1 SwigcptrDataLoader) SkipFirstBatches(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_skipFirstBatches_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_154(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_skipFirstBatches_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_153(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5355,7 +5362,7 @@ func (arg1 SwigcptrDataLoader) TotalBatchSize(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_totalBatchSize_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_totalBatchSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5368,7 +5375,7 @@ func (arg1 SwigcptrDataLoader) TotalDatasetLength(arg2 *string) (_swig_ret int64
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_totalDatasetLength_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_totalDatasetLength_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5381,7 +5388,7 @@ func (arg1 SwigcptrDataLoader) EndOfEpoch(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_DataLoader_endOfEpoch_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_DataLoader_endOfEpoch_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5393,7 +5400,7 @@ func (arg1 SwigcptrDataLoader) EndOfEpoch(arg2 *string) (_swig_ret bool) {
 func (arg1 SwigcptrDataLoader) EndEpoch(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_DataLoader_endEpoch_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_DataLoader_endEpoch_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5404,7 +5411,7 @@ func (arg1 SwigcptrDataLoader) EndEpoch(arg2 *string) {
 func (arg1 SwigcptrDataLoader) Iter(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_DataLoader_Iter_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_DataLoader_Iter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5416,7 +5423,7 @@ func (arg1 SwigcptrDataLoader) InEpoch(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_DataLoader_inEpoch_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_DataLoader_inEpoch_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5455,7 +5462,7 @@ func NewAccelerator(arg1 Options, arg2 *string) (_swig_ret Accelerator) {
 	var swig_r Accelerator
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Accelerator)(SwigcptrAccelerator(C._wrap_new_Accelerator_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Accelerator)(SwigcptrAccelerator(C._wrap_new_Accelerator_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5466,14 +5473,14 @@ func NewAccelerator(arg1 Options, arg2 *string) (_swig_ret Accelerator) {
 
 func DeleteAccelerator(arg1 Accelerator) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Accelerator_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Accelerator_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrAccelerator) Device(arg2 *string) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_device_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_device_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -5489,7 +5496,7 @@ func (arg1 SwigcptrAccelerator) DistributedType(arg2 *string) (_swig_ret string)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_distributedType_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_distributedType_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -5505,7 +5512,7 @@ func (arg1 SwigcptrAccelerator) MixedPrecision(arg2 *string) (_swig_ret string) 
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_mixedPrecision_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_mixedPrecision_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -5521,7 +5528,7 @@ func (arg1 SwigcptrAccelerator) ProcessIndex(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_processIndex_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_processIndex_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5534,7 +5541,7 @@ func (arg1 SwigcptrAccelerator) NumProcesses(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_numProcesses_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_numProcesses_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5547,7 +5554,7 @@ func (arg1 SwigcptrAccelerator) LocalProcessIndex(arg2 *string) (_swig_ret int64
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_localProcessIndex_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_localProcessIndex_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5560,7 +5567,7 @@ func (arg1 SwigcptrAccelerator) IsMainProcess(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_isMainProcess_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_isMainProcess_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5573,7 +5580,7 @@ func (arg1 SwigcptrAccelerator) IsLocalMainProcess(arg2 *string) (_swig_ret bool
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_isLocalMainProcess_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_isLocalMainProcess_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5586,7 +5593,7 @@ func (arg1 SwigcptrAccelerator) IsLastProcess(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_isLastProcess_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_isLastProcess_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5599,7 +5606,7 @@ func (arg1 SwigcptrAccelerator) GradientAccumulationSteps(arg2 *string) (_swig_r
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_gradientAccumulationSteps_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_gradientAccumulationSteps_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5612,7 +5619,7 @@ func (arg1 SwigcptrAccelerator) SyncGradients(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_syncGradients_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_syncGradients_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5625,7 +5632,7 @@ func (arg1 SwigcptrAccelerator) OptimizerStepWasSkipped(arg2 *string) (_swig_ret
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_optimizerStepWasSkipped_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_optimizerStepWasSkipped_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5638,7 +5645,7 @@ func (arg1 SwigcptrAccelerator) Step(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_step_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_step_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5653,7 +5660,7 @@ func (arg1 SwigcptrAccelerator) PrepareModel(arg2 Model, arg3 Acc_placement, arg
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_prepareModel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_prepareModel_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5668,7 +5675,7 @@ func (arg1 SwigcptrAccelerator) PrepareOptimizer(arg2 Optimizer, arg3 Acc_placem
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_Accelerator_prepareOptimizer_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_Accelerator_prepareOptimizer_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5683,7 +5690,7 @@ func (arg1 SwigcptrAccelerator) PrepareDataLoader(arg2 DataLoader, arg3 Acc_plac
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_Accelerator_prepareDataLoader_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_Accelerator_prepareDataLoader_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5697,7 +5704,7 @@ func (arg1 SwigcptrAccelerator) PrepareScheduler(arg2 Scheduler, arg3 *string) (
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Accelerator_prepareScheduler_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Accelerator_prepareScheduler_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5711,7 +5718,7 @@ func (arg1 SwigcptrAccelerator) UnwrapModel(arg2 Model, arg3 *string) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_unwrapModel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_unwrapModel_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5724,7 +5731,7 @@ func (arg1 SwigcptrAccelerator) Backward(arg2 Tensor, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_backward_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_backward_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5738,7 +5745,7 @@ func (arg1 SwigcptrAccelerator) BackwardWith(arg2 Tensor, arg3 bool, arg4 bool, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_backwardWith_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_backwardWith_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5751,7 +5758,7 @@ func (arg1 SwigcptrAccelerator) LomoBackward(arg2 Tensor, arg3 float64, arg4 *st
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_lomoBackward_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_lomoBackward_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5764,7 +5771,7 @@ func (arg1 SwigcptrAccelerator) BackwardLr(arg2 Tensor, arg3 float64, arg4 *stri
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_backwardLr_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_backwardLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5777,7 +5784,7 @@ func (arg1 SwigcptrAccelerator) LomoGradNorm(arg2 Tensor, arg3 *string) (_swig_r
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Accelerator_lomoGradNorm_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Accelerator_lomoGradNorm_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5789,7 +5796,7 @@ func (arg1 SwigcptrAccelerator) LomoGradNorm(arg2 Tensor, arg3 *string) (_swig_r
 func (arg1 SwigcptrAccelerator) AccumulateBegin(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_accumulateBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_accumulateBegin_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5800,7 +5807,7 @@ func (arg1 SwigcptrAccelerator) AccumulateBegin(arg2 *string) {
 func (arg1 SwigcptrAccelerator) AccumulateEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_accumulateEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_accumulateEnd_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5815,7 +5822,7 @@ func (arg1 SwigcptrAccelerator) ClipGradNorm(arg2 Model, arg3 float64, arg4 floa
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (float64)(C._wrap_Accelerator_clipGradNorm_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4)))
+	swig_r = (float64)(C._wrap_Accelerator_clipGradNorm_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4)))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5829,7 +5836,7 @@ func (arg1 SwigcptrAccelerator) ClipGradValue(arg2 Model, arg3 float64, arg4 *st
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_clipGradValue_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_clipGradValue_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5843,7 +5850,7 @@ func (arg1 SwigcptrAccelerator) SaveModel(arg2 Model, arg3 string, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_saveModel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_saveModel_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5863,7 +5870,7 @@ func AcceleratorMergeShardedCheckpoint(arg1 string, arg2 int64, arg3 string, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_mergeShardedCheckpoint_capi_f4638e046c163791(*(*C.swig_type_167)(unsafe.Pointer(&_swig_i_0)), C.swig_type_168(_swig_i_1), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_mergeShardedCheckpoint_capi_dda8cd76654b7f17(*(*C.swig_type_166)(unsafe.Pointer(&_swig_i_0)), C.swig_type_167(_swig_i_1), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5885,7 +5892,7 @@ func (arg1 SwigcptrAccelerator) SaveState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_saveState_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_saveState_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5905,7 +5912,7 @@ func (arg1 SwigcptrAccelerator) LoadState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_loadState_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_loadState_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5924,7 +5931,7 @@ func (arg1 SwigcptrAccelerator) RegisterAveragedModel(arg2 AveragedModel, arg3 *
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_registerAveragedModel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_registerAveragedModel_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5936,7 +5943,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_print_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_print_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5950,7 +5957,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 func (arg1 SwigcptrAccelerator) WaitForEveryone(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_waitForEveryone_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_waitForEveryone_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5961,7 +5968,7 @@ func (arg1 SwigcptrAccelerator) WaitForEveryone(arg2 *string) {
 func (arg1 SwigcptrAccelerator) FreeMemory(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_freeMemory_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_freeMemory_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5973,7 +5980,7 @@ func (arg1 SwigcptrAccelerator) NoSyncBegin(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_noSyncBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_noSyncBegin_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5985,7 +5992,7 @@ func (arg1 SwigcptrAccelerator) NoSyncEnd(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_noSyncEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_noSyncEnd_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5997,7 +6004,7 @@ func (arg1 SwigcptrAccelerator) TriggerSyncInBackward(arg2 Model, arg3 *string) 
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_triggerSyncInBackward_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_triggerSyncInBackward_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6011,7 +6018,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdBegin(arg2 Model, arg3 int64, arg4 bool,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_localSgdBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_176(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_localSgdBegin_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_175(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6023,7 +6030,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdStep(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_localSgdStep_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_localSgdStep_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6035,7 +6042,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdEnd(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_localSgdEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_localSgdEnd_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6047,7 +6054,7 @@ func (arg1 SwigcptrAccelerator) ProfileBegin(arg2 Options, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_profileBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_profileBegin_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6058,7 +6065,7 @@ func (arg1 SwigcptrAccelerator) ProfileBegin(arg2 Options, arg3 *string) {
 func (arg1 SwigcptrAccelerator) ProfileStep(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_profileStep_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_profileStep_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6069,7 +6076,7 @@ func (arg1 SwigcptrAccelerator) ProfileStep(arg2 *string) {
 func (arg1 SwigcptrAccelerator) ProfileEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_profileEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_profileEnd_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6081,7 +6088,7 @@ func (arg1 SwigcptrAccelerator) ProfileSummary(arg2 *string) (_swig_ret string) 
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_profileSummary_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_profileSummary_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -6097,7 +6104,7 @@ func (arg1 SwigcptrAccelerator) ExportChromeTrace(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_exportChromeTrace_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_exportChromeTrace_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6113,7 +6120,7 @@ func (arg1 SwigcptrAccelerator) JoinUnevenInputsBegin(arg2 Model, arg3 int, arg4
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_joinUnevenInputsBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_joinUnevenInputsBegin_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6125,7 +6132,7 @@ func (arg1 SwigcptrAccelerator) JoinUnevenInputsEnd(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_joinUnevenInputsEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_joinUnevenInputsEnd_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6136,7 +6143,7 @@ func (arg1 SwigcptrAccelerator) JoinUnevenInputsEnd(arg2 Model, arg3 *string) {
 func (arg1 SwigcptrAccelerator) MainProcessFirstBegin(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_mainProcessFirstBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_mainProcessFirstBegin_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6147,7 +6154,7 @@ func (arg1 SwigcptrAccelerator) MainProcessFirstBegin(arg2 *string) {
 func (arg1 SwigcptrAccelerator) MainProcessFirstEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_mainProcessFirstEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_mainProcessFirstEnd_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6158,7 +6165,7 @@ func (arg1 SwigcptrAccelerator) MainProcessFirstEnd(arg2 *string) {
 func (arg1 SwigcptrAccelerator) LocalMainProcessFirstBegin(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_localMainProcessFirstBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_localMainProcessFirstBegin_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6169,7 +6176,7 @@ func (arg1 SwigcptrAccelerator) LocalMainProcessFirstBegin(arg2 *string) {
 func (arg1 SwigcptrAccelerator) LocalMainProcessFirstEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_localMainProcessFirstEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_localMainProcessFirstEnd_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6183,7 +6190,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6201,7 +6208,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6219,7 +6226,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6241,7 +6248,7 @@ func (arg1 SwigcptrAccelerator) BroadcastObject(arg2 []byte, arg3 int64, arg4 st
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_1)), C.swig_type_184(_swig_i_2), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_1)), C.swig_type_183(_swig_i_2), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6263,7 +6270,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6282,7 +6289,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_187(_swig_i_2), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_186(_swig_i_2), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6303,7 +6310,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_189(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_188(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -6321,7 +6328,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_190(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6335,7 +6342,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 func (arg1 SwigcptrAccelerator) SetTrigger(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_setTrigger_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_setTrigger_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6347,7 +6354,7 @@ func (arg1 SwigcptrAccelerator) CheckTrigger(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_checkTrigger_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_checkTrigger_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6361,7 +6368,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6378,7 +6385,7 @@ func (arg1 SwigcptrAccelerator) GetStateDict(arg2 Model, arg3 bool, arg4 *string
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Accelerator_getStateDict_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Accelerator_getStateDict_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6391,7 +6398,7 @@ func (arg1 SwigcptrAccelerator) Iteration(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_iteration_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_iteration_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6404,7 +6411,7 @@ func (arg1 SwigcptrAccelerator) UnscaleGradients(arg2 Optimizer, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_unscaleGradients_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_unscaleGradients_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6416,7 +6423,7 @@ func (arg1 SwigcptrAccelerator) AutocastBegin(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_autocastBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_autocastBegin_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6427,7 +6434,7 @@ func (arg1 SwigcptrAccelerator) AutocastBegin(arg2 bool, arg3 *string) {
 func (arg1 SwigcptrAccelerator) AutocastEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_autocastEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_autocastEnd_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6439,7 +6446,7 @@ func (arg1 SwigcptrAccelerator) RegisterForCheckpointing(arg2 StateHandler, arg3
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_registerForCheckpointing_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_registerForCheckpointing_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6452,7 +6459,7 @@ func (arg1 SwigcptrAccelerator) RegisterSaveStatePreHook(arg2 CheckpointHook, ar
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerator_registerSaveStatePreHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerator_registerSaveStatePreHook_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6465,7 +6472,7 @@ func (arg1 SwigcptrAccelerator) OnTraceReady(arg2 TraceReady, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_onTraceReady_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_onTraceReady_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6478,7 +6485,7 @@ func (arg1 SwigcptrAccelerator) RegisterLoadStatePreHook(arg2 CheckpointHook, ar
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerator_registerLoadStatePreHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerator_registerLoadStatePreHook_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6492,7 +6499,7 @@ func (arg1 SwigcptrAccelerator) RegisterSaveStateModelsPreHook(arg2 ModelsCheckp
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerator_registerSaveStateModelsPreHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerator_registerSaveStateModelsPreHook_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6506,7 +6513,7 @@ func (arg1 SwigcptrAccelerator) RegisterLoadStateModelsPreHook(arg2 ModelsCheckp
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerator_registerLoadStateModelsPreHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerator_registerLoadStateModelsPreHook_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6519,7 +6526,7 @@ func (arg1 SwigcptrAccelerator) RemoveStatePreHook(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_removeStatePreHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_removeStatePreHook_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_198(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6532,7 +6539,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6548,7 +6555,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6568,7 +6575,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_2)), C.swig_type_205(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_2)), C.swig_type_204(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6588,7 +6595,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_207(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_206(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6606,7 +6613,7 @@ func (arg1 SwigcptrAccelerator) LogGroup(arg2 string, arg3 []byte, arg4 []float6
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logGroup_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_3)), C.swig_type_211(_swig_i_4), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_3)), C.swig_type_210(_swig_i_4), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6629,7 +6636,7 @@ func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logTexts_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_2)), C.swig_type_214(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_2)), C.swig_type_213(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6650,7 +6657,7 @@ func (arg1 SwigcptrAccelerator) LogImages(arg2 []byte, arg3 TensorList, arg4 int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logImages_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_216(_swig_i_3), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logImages_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_215(_swig_i_3), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6667,7 +6674,7 @@ func (arg1 SwigcptrAccelerator) LogImages(arg2 []byte, arg3 TensorList, arg4 int
 func (arg1 SwigcptrAccelerator) EndTraining(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_endTraining_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_endTraining_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6679,7 +6686,7 @@ func (arg1 SwigcptrAccelerator) TrackerNames(arg2 *string) (_swig_ret StringList
 	var swig_r StringList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_trackerNames_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_trackerNames_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6693,7 +6700,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6809,7 +6816,7 @@ func (p SwigcptrSamples) SwigIsSamples() {
 func (arg1 SwigcptrSamples) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Samples_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Samples_size_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -6818,7 +6825,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_222(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6833,7 +6840,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1), C.swig_type_224(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_222(_swig_i_1), C.swig_type_223(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6844,7 +6851,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 
 func DeleteSamples(arg1 Samples) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Samples_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Samples_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 type Samples interface {
@@ -6868,7 +6875,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6882,7 +6889,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 func (arg1 SwigcptrBytes) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Bytes_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Bytes_size_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -6890,7 +6897,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6903,7 +6910,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 
 func DeleteBytes(arg1 Bytes) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Bytes_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Bytes_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 type Bytes interface {
@@ -6926,7 +6933,7 @@ func (p SwigcptrMetrics) SwigIsMetrics() {
 func (arg1 SwigcptrMetrics) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Metrics_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Metrics_size_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -6935,7 +6942,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_230(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6952,7 +6959,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_230(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6963,7 +6970,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 
 func DeleteMetrics(arg1 Metrics) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Metrics_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Metrics_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 type Metrics interface {
@@ -6986,7 +6993,7 @@ func (p SwigcptrTexts) SwigIsTexts() {
 func (arg1 SwigcptrTexts) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Texts_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Texts_size_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -6995,7 +7002,7 @@ func (arg1 SwigcptrTexts) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_name_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_234(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7012,7 +7019,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_text_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_236(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_text_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7026,7 +7033,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 
 func DeleteTexts(arg1 Texts) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Texts_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Texts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 type Texts interface {
@@ -7049,7 +7056,7 @@ func (p SwigcptrImages) SwigIsImages() {
 func (arg1 SwigcptrImages) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Images_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Images_size_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -7058,7 +7065,7 @@ func (arg1 SwigcptrImages) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Images_name_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Images_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_238(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7075,7 +7082,7 @@ func (arg1 SwigcptrImages) PngSize(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Images_pngSize_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_241(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Images_pngSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7089,7 +7096,7 @@ func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Images_copyPng_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_242(_swig_i_1), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Images_copyPng_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_241(_swig_i_1), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7102,7 +7109,7 @@ func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
 
 func DeleteImages(arg1 Images) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Images_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Images_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 type Images interface {
@@ -7127,7 +7134,7 @@ func (arg1 SwigcptrCheckpointModelsView) Size(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_CheckpointModelsView_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_CheckpointModelsView_size_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -7141,7 +7148,7 @@ func (arg1 SwigcptrCheckpointModelsView) Model(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_244(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7155,7 +7162,7 @@ func (arg1 SwigcptrCheckpointModelsView) Index(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7168,7 +7175,7 @@ func (arg1 SwigcptrCheckpointModelsView) Remove(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_CheckpointModelsView_remove_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7178,7 +7185,7 @@ func (arg1 SwigcptrCheckpointModelsView) Remove(arg2 int64, arg3 *string) {
 
 func DeleteCheckpointModelsView(arg1 CheckpointModelsView) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_CheckpointModelsView_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_CheckpointModelsView_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 type CheckpointModelsView interface {
@@ -7202,12 +7209,12 @@ func (p SwigcptrLrFactor) SwigIsLrFactor() {
 func (arg1 SwigcptrLrFactor) Set(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_LrFactor_set_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_LrFactor_set_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func DeleteLrFactor(arg1 LrFactor) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_LrFactor_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_LrFactor_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 type LrFactor interface {
@@ -7231,7 +7238,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_249(_swig_i_1), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7245,14 +7252,14 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 
 func DeleteProgress(arg1 Progress) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Progress_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Progress_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_250(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7264,7 +7271,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_251)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7278,7 +7285,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 func (arg1 SwigcptrProgress) Finish(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Progress_finish_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Progress_finish_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)

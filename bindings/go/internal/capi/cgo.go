@@ -57,6 +57,7 @@ const (
 	OptionsProfile         = C.ACC_OPTIONS_PROFILE
 	OptionsAveragedModel   = C.ACC_OPTIONS_AVERAGED_MODEL
 	OptionsTrainableTokens = C.ACC_OPTIONS_TRAINABLE_TOKENS
+	OptionsWeightedAdapter = C.ACC_OPTIONS_WEIGHTED_ADAPTER
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
