@@ -974,10 +974,13 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * acc_model_save_lora writes every adapter as PEFT's save_pretrained: "default" in `dir`, each other
  * in `dir/<adapter_name>`. acc_model_merge_lora merges the active adapter and removes the others
  * (merge_and_unload). Names are those a folder can have (no '/', '\\', "." or ".."), unique:
- * ACC_ERR_INVALID_ARGUMENT otherwise, or for a name the model does not have. Not built
- * (ACC_ERR_UNSUPPORTED): a second adapter beside one that trains the model's own tensors
- * (modules_to_save, bias "all"/"lora_only"), trainable tokens, or a weight-rewriting initialisation
- * (olora, pissa). All of these before acc_prepare and while no optimizer holds the model's
+ * ACC_ERR_INVALID_ARGUMENT otherwise, or for a name the model does not have. modules_to_save as
+ * PEFT's ModulesToSaveWrapper: each adapter saving a module trains its own copy, made from the
+ * original when it is added, and writes it in its folder; while an adapter that does not save the
+ * module is active, the module is the original, frozen; unload leaves the active adapter's copy.
+ * Not built (ACC_ERR_UNSUPPORTED): a second adapter beside one that trains the model's own biases
+ * (bias "all"/"lora_only": PEFT refuses it too), trainable tokens, or a weight-rewriting
+ * initialisation (olora, pissa). All of these before acc_prepare and while no optimizer holds the model's
  * parameters (ACC_ERR_INVALID_ARGUMENT otherwise); a refusal changes nothing, the global generator
  * included.
  * acc_model_active_adapter: the active adapter's name (free it with acc_string_free);

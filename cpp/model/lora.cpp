@@ -563,8 +563,10 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     if (residuals[k].defined()) chosen[k].weight.copy_(residuals[k]);
   std::vector<Original> originals;
   for (const auto& entry : saved_modules)  // placeholders' values are taken again when they arrive
-    originals.push_back({entry.second, weights_pending ? at::empty(entry.second.sizes(), entry.second.options())
-                                                       : entry.second.detach().clone()});
+    originals.push_back(
+        {entry.first, entry.second,
+         weights_pending ? at::empty(entry.second.sizes(), entry.second.options()) : entry.second.detach().clone(),
+         at::Tensor()});
   config_ = config;
   // PEFT sets its config's fan_in_fan_out to each linear layer's kind as it adapts it (with a
   // warning), so its file says the last one's.
@@ -853,6 +855,9 @@ void LoraAdapters::adopt(LoraAdapters&& kept, bool enabled) {
             "the adapter kept for '", from.site.module, "' does not fit the layer '", to.site.module, "'");
   }
   swap_in(kept, enabled);  // `kept` is left the draws that wired the layers, for the caller to drop
+  std::swap(originals_, kept.originals_);
+  std::swap(originals_dropped_, kept.originals_dropped_);
+  bring_saved_modules_back();
 }
 
 bool LoraAdapters::wired_like(const LoraAdapters& other) const {
@@ -930,9 +935,43 @@ LoraAdapters::OriginalsInUse::~OriginalsInUse() {
 
 void LoraAdapters::move_originals(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype) {
   for (auto& original : originals_) {
-    const at::ScalarType target = dtype && original.kept.is_floating_point() ? *dtype : original.kept.scalar_type();
-    original.kept = original.kept.to(device.value_or(original.kept.device()), target);
+    for (at::Tensor* t : {&original.kept, &original.aside}) {
+      if (!t->defined()) continue;
+      const at::ScalarType target = dtype && t->is_floating_point() ? *dtype : t->scalar_type();
+      *t = t->to(device.value_or(t->device()), target);
+    }
   }
+}
+
+void LoraAdapters::put_saved_modules_aside() {
+  at::NoGradGuard no_grad;
+  for (auto& original : originals_) {
+    original.aside = original.live.detach().clone();
+    original.live.copy_(original.kept);
+    original.live.mutable_grad() = at::Tensor();  // the gradient was the copy's
+  }
+}
+
+void LoraAdapters::bring_saved_modules_back() {
+  at::NoGradGuard no_grad;
+  for (auto& original : originals_) {
+    if (!original.aside.defined()) continue;
+    original.live.copy_(original.aside);
+    original.aside = at::Tensor();
+  }
+}
+
+NamedTensors LoraAdapters::saved_modules_aside() const {
+  NamedTensors out;
+  for (const auto& original : originals_)
+    if (original.aside.defined()) out.emplace_back(original.name, original.aside);
+  return out;
+}
+
+std::vector<std::string> LoraAdapters::saved_module_names() const {
+  std::vector<std::string> out;
+  for (const auto& original : originals_) out.push_back(original.name);
+  return out;
 }
 
 void LoraAdapters::keep_originals_again() {

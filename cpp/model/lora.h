@@ -254,6 +254,15 @@ class LoraAdapters {
   // placeholders (weights that arrived from the main process, cpu_ram_efficient_loading).
   void move_originals(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype);
   void keep_originals_again();
+  // Several named adapters each train their own copy of the modules they save (PEFT's
+  // ModulesToSaveWrapper per adapter): kept aside, an adapter holds its copies' values and the
+  // model's tensors are the originals again; brought back, its values are written into them.
+  void put_saved_modules_aside();
+  void bring_saved_modules_back();
+  // The values of the modules it saves that an adapter kept aside holds, under the model's names.
+  NamedTensors saved_modules_aside() const;
+  // The names of the parameters and buffers of the modules it saves.
+  std::vector<std::string> saved_module_names() const;
   // Stage 3 holds slices of the modules: the kept copies go (a disabled forward is then refused).
   void drop_originals() {
     originals_dropped_ = !originals_.empty();
@@ -307,8 +316,10 @@ class LoraAdapters {
   std::vector<LoraAdapter> adapters_;
   TrainableTokens tokens_;
   struct Original {
-    at::Tensor live;  // the model's parameter or buffer
-    at::Tensor kept;  // its value when the adapters were added
+    std::string name;  // the model's name of it
+    at::Tensor live;   // the model's parameter or buffer
+    at::Tensor kept;   // its value when the adapters were added
+    at::Tensor aside;  // the adapter's value of it while the adapter is kept aside
   };
   std::vector<Original> originals_;
   bool originals_dropped_ = false;  // by stage 3: a disabled forward is refused

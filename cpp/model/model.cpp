@@ -105,8 +105,10 @@ void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> d
   };
   for (auto& entry : named_parameters()) move(entry.second);
   for (auto& entry : named_buffers()) move(entry.second);
-  for (auto& kept : inactive_)
+  for (auto& kept : inactive_) {
     for (auto& entry : kept.second.named_parameters()) move(entry.second);
+    kept.second.move_originals(device, dtype);
+  }
   lora_.move_originals(device, dtype);
 }
 
@@ -473,7 +475,13 @@ void Model::save_lora(const std::string& dir) const {
   // PEFT's save_pretrained: "default" in `dir`, each other adapter in a folder of its name there.
   const auto place = [&](const std::string& name) { return name == "default" ? dir : dir + "/" + name; };
   save_lora_files(place(active_adapter()), lora(), saved);
-  for (const auto& [name, kept] : inactive_adapters()) save_lora_files(place(name), kept, {});
+  for (const auto& [name, kept] : inactive_adapters()) {
+    NamedTensors kept_saved;  // its own copies of the modules it saves
+    const auto adapted = adapted_modules(kept);
+    for (const auto& [tensor_name, value] : kept.saved_modules_aside())
+      kept_saved.emplace_back(peft_file_name(tensor_name, adapted), value);
+    save_lora_files(place(name), kept, kept_saved);
+  }
 }
 
 namespace {

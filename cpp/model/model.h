@@ -158,8 +158,10 @@ class Model {
   // computing nothing. Adapters made by add_lora or load_lora are "default" (PEFT's name).
   // add_named_lora and load_named_lora are PEFT's add_adapter and load_adapter: the new adapter is
   // drawn (and loaded) as add_lora (load_lora) would, then kept aside; on a model without adapters
-  // it becomes the active one. Refused (Unsupported) where any of them trains whole tensors of the
-  // model (modules_to_save, bias), trainable tokens, or a weight-decomposing initialisation.
+  // it becomes the active one. Each adapter with modules_to_save trains its own copy of them, made
+  // from the originals (PEFT's ModulesToSaveWrapper); while another is active, those modules are
+  // the originals, frozen. Refused (Unsupported) where any of them trains the model's biases (bias),
+  // trainable tokens, or a weight-decomposing initialisation.
   virtual size_t add_named_lora(const std::string& name, const LoraConfig& config);
   virtual void load_named_lora(const std::string& dir, const std::string& name);
   // PEFT's set_adapter: `name` computes and trains from now on, the active one is kept aside, frozen.
@@ -216,6 +218,9 @@ class Model {
   std::vector<std::string> adapter_order_;  // the names given, in the order the adapters came
   // The active adapters taken off the model, whole, and the model left without any.
   LoraAdapters take_active_adapters();
+  // The same, to be kept aside: the modules they save hold their original values again, and the
+  // adapters their own values of them (reinstate brings those back).
+  LoraAdapters set_active_aside();
   // `kept` made the active adapters again (enabled or not): the layers wired by add_lora of its
   // configuration, drawing nothing from the global generator; `kept` is left as it was on failure.
   void reinstate(LoraAdapters& kept, bool enabled);

@@ -9,6 +9,7 @@
 // parameters.
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "common/error.h"
 #include "common/random.h"
@@ -20,13 +21,12 @@ namespace acc {
 
 namespace {
 
-// What the adapters kept aside cannot share: a tensor of the model trained in place (PEFT keeps a
-// copy per adapter, and trains base biases for one adapter only), trainable tokens (rows written
-// into the embedding's forward), and an initialisation that rewrites the base weights the others
-// adapt.
+// What the adapters kept aside cannot share: the model's biases trained in place (PEFT trains
+// them for one adapter only), trainable tokens (rows written into the embedding's forward), and an
+// initialisation that rewrites the base weights the others adapt. (Modules to save are copied per
+// adapter: put_saved_modules_aside.)
 void require_keepable_aside(const LoraConfig& config, const std::string& name) {
   const char* what = config.peft_type == PeftType::TrainableTokens ? "trainable tokens (PEFT's TRAINABLE_TOKENS)"
-                     : !config.modules_to_save.empty()             ? "modules_to_save"
                      : config.bias != "none"                       ? "bias training the model's biases"
                      : !config.token_indices.empty()               ? "trainable_token_indices"
                      : decomposes_weight(config.init)              ? "an initialisation that rewrites the weights"
@@ -75,6 +75,12 @@ LoraAdapters Model::take_active_adapters() {
   return taken;
 }
 
+LoraAdapters Model::set_active_aside() {
+  LoraAdapters taken = take_active_adapters();
+  taken.put_saved_modules_aside();
+  return taken;
+}
+
 void Model::reinstate(LoraAdapters& kept, bool enabled) {
   LoraConfig wiring = kept.config();
   wiring.init = "false";  // nn.Linear's draws alone: nothing computed from the weights
@@ -102,17 +108,19 @@ size_t Model::make_named(const std::string& name, const std::function<size_t()>&
   }
   require_keepable_aside(lora_.config(), active_adapter_);
   require_trainable_set_free(/*freezing=*/false);
+  // The originals kept for the modules to save would be placeholders.
+  if (!lora_.saved_module_names().empty()) require_weights("several named adapters beside modules_to_save");
   const bool enabled = lora_.enabled();
   RandomStreamRestorer restore_on_failure;
-  LoraAdapters active = take_active_adapters();
+  LoraAdapters active = set_active_aside();
   size_t made_count = 0;
   LoraAdapters made;
   try {
     made_count = make();
     require_keepable_aside(lora_.config(), name);
-    made = take_active_adapters();
+    made = set_active_aside();
   } catch (...) {
-    take_active_adapters();
+    set_active_aside();  // the modules a load wrote into are the originals again
     reinstate(active, enabled);
     throw;
   }
@@ -151,7 +159,7 @@ void Model::set_adapter(const std::string& name) {
   if (lora_.exchange(it->second, enabled)) {  // the same layers wired alike: the tensors change places alone
     outgoing = std::move(it->second);
   } else {
-    outgoing = take_active_adapters();
+    outgoing = set_active_aside();
     try {
       reinstate(it->second, enabled);
     } catch (...) {
@@ -241,6 +249,12 @@ size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, con
       sources.push_back(&it->second);
     }
   }
+  // PEFT's refusal: a module two of them save has no one copy to combine.
+  std::set<std::string> saved;
+  for (const LoraAdapters* source : sources)
+    for (const auto& tensor : source->saved_module_names())
+      require(saved.insert(tensor).second, "add_weighted_adapter: more than one of the adapters saves '", tensor,
+              "' (modules_to_save), whose copies cannot be combined (PEFT refuses it too)");
   std::vector<int64_t> ranks;
   for (const LoraAdapters* source : sources) ranks.push_back(largest_rank(source->config()));
   const int64_t rank = combined_rank(how, ranks);

@@ -289,12 +289,12 @@ TEST(NamedAdapters, RefusalsChangeNothing) {
     ACC_EXPECT_ERROR(acc_model_set_adapter(t.both, nullptr), ACC_ERR_INVALID_ARGUMENT, "adapter_name");
     ACC_EXPECT_ERROR(acc_model_load_lora_named(t.both, acc_test::temp_path("none_here").c_str(), "third"), ACC_ERR_IO,
                      "none_here");
-    {  // modules_to_save trains a tensor of the model in place: one such adapter per model
+    {  // bias trains the model's own biases in place: one such adapter per model (PEFT's rule too)
       acc_options* o = acc_test::lora_options(2, 4);
-      ASSERT_EQ(acc_options_set(o, "modules_to_save", f.second_targets), ACC_OK);
+      ASSERT_EQ(acc_options_set(o, "bias", "all"), ACC_OK);
       EXPECT_EQ(draws_after([&] {
                   ACC_EXPECT_ERROR(acc_model_add_lora_named(t.both, "third", f.first_targets, o, nullptr),
-                                   ACC_ERR_UNSUPPORTED, "modules_to_save");
+                                   ACC_ERR_UNSUPPORTED, "bias");
                 }),
                 next_after_seed());
       acc_options_free(o);
@@ -310,6 +310,131 @@ TEST(NamedAdapters, RefusalsChangeNothing) {
     EXPECT_EQ(names(prepared), (std::vector<std::string>{"default", "second"}));
     acc_model_free(prepared);
     acc_accelerator_free(acc);
+  }
+}
+
+namespace {
+
+// The module each form's adapters may save (modules_to_save), adapted by neither: a LayerNorm.
+const char* saved_module(const Form& f) { return std::string(f.name) == "TorchScript" ? "norm" : "norm1"; }
+
+// Adds an adapter (nn.Linear's draws for A and B) that saves `saved` (none where null).
+acc_status add_saving(acc_model* m, const char* name, const char* targets, int64_t r, const char* saved) {
+  acc_options* o = acc_test::lora_options(r, 2.0 * static_cast<double>(r));
+  EXPECT_EQ(acc_options_set(o, "init_lora_weights", "false"), ACC_OK);
+  if (saved) EXPECT_EQ(acc_options_set(o, "modules_to_save", saved), ACC_OK);
+  const acc_status status =
+      name ? acc_model_add_lora_named(m, name, targets, o, nullptr) : acc_model_add_lora(m, targets, o, nullptr);
+  acc_options_free(o);
+  return status;
+}
+
+// The values of the saved module's parameters, in name order, and whether they train.
+std::vector<float> saved_values(const acc_model* m, const char* module) {
+  std::vector<float> out;
+  for (const auto& name : acc_test::parameter_names(m)) {
+    if (name.find(std::string(module) + ".") == std::string::npos) continue;
+    const auto values = param(m, name);
+    out.insert(out.end(), values.begin(), values.end());
+  }
+  return out;
+}
+bool saved_trains(const acc_model* m, const char* module) {
+  bool trains = false;
+  for (const auto& name : acc_test::parameter_names(m)) {
+    if (name.find(std::string(module) + ".") == std::string::npos) continue;
+    acc_tensor* t = nullptr;
+    int requires_grad = 0;
+    EXPECT_EQ(acc_model_parameter(m, name.c_str(), &t), ACC_OK);
+    EXPECT_EQ(acc_tensor_requires_grad(t, &requires_grad), ACC_OK);
+    acc_tensor_free(t);
+    trains = trains || requires_grad;
+  }
+  return trains;
+}
+
+}  // namespace
+
+// PEFT's ModulesToSaveWrapper per adapter: each adapter saving a module trains its own copy, made
+// from the original when the adapter is added; while an adapter that does not save it is active,
+// the module is the original, frozen. Checked against models holding one adapter alone, trained
+// alike, through switching, saving and loading, combining and unloading.
+TEST(NamedAdapters, EachAdapterTrainsItsOwnCopyOfTheModulesToSave) {
+  for (const Form& f : forms()) {
+    SCOPED_TRACE(f.name);
+    const char* saved = saved_module(f);
+    acc_model *both = f.make(), *first = f.make(), *second = f.make();
+    const auto original = saved_values(both, saved);
+    ASSERT_EQ(acc_set_seed(11), ACC_OK);
+    ASSERT_EQ(add_saving(both, nullptr, f.first_targets, 2, saved), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(add_saving(both, "second", f.second_targets, 3, saved), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(acc_set_seed(11), ACC_OK);
+    ASSERT_EQ(add_saving(first, nullptr, f.first_targets, 2, saved), ACC_OK);
+    ASSERT_EQ(add_saving(second, nullptr, f.second_targets, 3, saved), ACC_OK);
+
+    EXPECT_EQ(train(both, 2), train(first, 2));
+    EXPECT_NE(saved_values(both, saved), original) << "the module trains with the active adapter";
+    EXPECT_EQ(saved_values(both, saved), saved_values(first, saved));
+    ASSERT_EQ(acc_model_set_adapter(both, "second"), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(saved_values(both, saved), original) << "the second adapter's copy starts as the original";
+    EXPECT_TRUE(saved_trains(both, saved));
+    EXPECT_EQ(train(both, 2), train(second, 2));
+    EXPECT_EQ(eval_outputs(both), eval_outputs(second));
+    ASSERT_EQ(acc_model_set_adapter(both, "default"), ACC_OK);
+    EXPECT_EQ(saved_values(both, saved), saved_values(first, saved)) << "the first adapter's copy came back";
+    EXPECT_EQ(eval_outputs(both), eval_outputs(first));
+
+    // An adapter saving nothing computes with the original module, frozen.
+    ASSERT_EQ(add_saving(both, "plain", f.first_targets, 2, nullptr), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(acc_model_set_adapter(both, "plain"), ACC_OK);
+    EXPECT_EQ(saved_values(both, saved), original);
+    EXPECT_FALSE(saved_trains(both, saved));
+
+    // Each adapter's folder holds its own copy; loaded alone, it computes as it did.
+    const std::string dir = acc_test::temp_path("named_saved_modules_" + std::string(saved));
+    ASSERT_EQ(acc_model_save_lora(both, dir.c_str()), ACC_OK) << acc_last_error_message();
+    for (const auto& [folder, solo] : {std::pair<std::string, acc_model*>{dir, first}, {dir + "/second", second}}) {
+      acc_model* loaded = f.make();
+      ASSERT_EQ(acc_model_load_lora(loaded, folder.c_str()), ACC_OK) << acc_last_error_message();
+      EXPECT_EQ(eval_outputs(loaded), eval_outputs(solo)) << folder;
+      acc_model_free(loaded);
+    }
+    {  // and loaded as a named adapter beside others, it brings its copy in
+      acc_model* loaded = f.make();
+      ASSERT_EQ(add_saving(loaded, nullptr, f.first_targets, 2, nullptr), ACC_OK);
+      ASSERT_EQ(acc_model_load_lora_named(loaded, (dir + "/second").c_str(), "second"), ACC_OK)
+          << acc_last_error_message();
+      EXPECT_EQ(saved_values(loaded, saved), original) << "kept aside";
+      ASSERT_EQ(acc_model_set_adapter(loaded, "second"), ACC_OK);
+      EXPECT_EQ(eval_outputs(loaded), eval_outputs(second));
+      acc_model_free(loaded);
+    }
+
+    // PEFT refuses to combine two copies of one module; one copy among the adapters is fine.
+    const char* pair[] = {"default", "second"};
+    const double weights[] = {1.0, 1.0};
+    ACC_EXPECT_ERROR(acc_model_add_weighted_adapter(both, pair, weights, 2, "mix", "cat", 0, nullptr),
+                     ACC_ERR_INVALID_ARGUMENT, "more than one of the adapters saves");
+    const char* one_saving[] = {"default", "plain"};
+    ASSERT_EQ(acc_model_add_weighted_adapter(both, one_saving, weights, 2, "mix", "cat", 0, nullptr), ACC_OK)
+        << acc_last_error_message();
+    ASSERT_EQ(acc_model_set_adapter(both, "mix"), ACC_OK);
+    EXPECT_EQ(saved_values(both, saved), original) << "PEFT copies the original for the combined adapter";
+    EXPECT_TRUE(saved_trains(both, saved));
+
+    // Deleting the active adapter hands its place on with the next one's copy; unload keeps the
+    // active adapter's copy (PEFT's unload returns it in place of the wrapper).
+    ASSERT_EQ(acc_model_set_adapter(both, "second"), ACC_OK);
+    const auto second_copy = saved_values(both, saved);
+    ASSERT_EQ(acc_model_delete_adapter(both, "second"), ACC_OK);
+    EXPECT_EQ(active(both), "default");
+    EXPECT_EQ(saved_values(both, saved), saved_values(first, saved));
+    ASSERT_EQ(acc_model_unload_lora(both), ACC_OK);
+    EXPECT_EQ(saved_values(both, saved), saved_values(first, saved));
+    EXPECT_NE(saved_values(both, saved), second_copy);
+    acc_model_free(both);
+    acc_model_free(first);
+    acc_model_free(second);
   }
 }
 
