@@ -846,8 +846,15 @@ void LoraAdapters::uninstall() const {
 }
 
 void LoraAdapters::adopt(LoraAdapters&& kept, bool enabled) {
-  require(kept.adapters_.size() == adapters_.size() && kept.tokens_.empty() && tokens_.empty(),
+  const auto& my_tokens = tokens_.adapters();
+  const auto& kept_tokens = kept.tokens_.adapters();
+  require(kept.adapters_.size() == adapters_.size() && kept_tokens.size() == my_tokens.size() &&
+              kept.tokens_.standalone() == tokens_.standalone(),
           "the adapters kept do not fit the model's layers");
+  for (size_t k = 0; k < my_tokens.size(); ++k)
+    require(my_tokens[k].site.module == kept_tokens[k].site.module && my_tokens[k].indices == kept_tokens[k].indices,
+            "the trainable tokens kept for '", kept_tokens[k].site.module, "' do not fit the layer '",
+            my_tokens[k].site.module, "'");
   for (size_t k = 0; k < adapters_.size(); ++k) {
     const LoraAdapter &to = adapters_[k], &from = kept.adapters_[k];
     require(to.site.module == from.site.module && to.a.sizes() == from.a.sizes() && to.b.sizes() == from.b.sizes() &&
@@ -855,6 +862,7 @@ void LoraAdapters::adopt(LoraAdapters&& kept, bool enabled) {
             "the adapter kept for '", from.site.module, "' does not fit the layer '", to.site.module, "'");
   }
   swap_in(kept, enabled);  // `kept` is left the draws that wired the layers, for the caller to drop
+  tokens_.swap_deltas(kept.tokens_);
   std::swap(originals_, kept.originals_);
   std::swap(originals_dropped_, kept.originals_dropped_);
   bring_saved_modules_back();
@@ -904,6 +912,11 @@ void LoraAdapters::set_trainable(bool trainable) const {
       handle.set_requires_grad(trains);
       if (!trains) handle.mutable_grad() = at::Tensor();
     }
+  }
+  for (const auto& tokens : tokens_.adapters()) {
+    at::Tensor handle = tokens.delta;
+    handle.set_requires_grad(trainable);
+    if (!trainable) handle.mutable_grad() = at::Tensor();
   }
 }
 

@@ -26,6 +26,8 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // An adapter configuration's PEFT method (its peft_type): LoRA (with trainable token rows beside it
 // or not), or PEFT's TrainableTokensConfig, rows of embeddings trained alone.
 enum class PeftType { Lora, TrainableTokens };
+// PEFT's peft_type as adapter_config.json writes it.
+inline const char* peft_type_name(PeftType type) { return type == PeftType::Lora ? "LORA" : "TRAINABLE_TOKENS"; }
 
 // PEFT's LoraConfig. The ACC_OPTIONS_LORA keys fill the numbers and flags (lora_option_table); the
 // target modules are an argument of their own.

@@ -72,7 +72,7 @@ nlohmann::ordered_json targets_json(const LoraConfig& config) {
 // PEFT's TrainableTokensConfig: its fields, target_modules PEFT's string (an expression) holding the
 // input embedding's name where none was given.
 nlohmann::ordered_json tokens_config_json(const LoraConfig& config) {
-  nlohmann::ordered_json j = peft_config_json("TRAINABLE_TOKENS", config);
+  nlohmann::ordered_json j = peft_config_json(peft_type_name(PeftType::TrainableTokens), config);
   j["token_indices"] = config.standalone_indices;
   j["target_modules"] = targets_json(config);
   j["init_weights"] = config.tokens_from_weights;
@@ -85,7 +85,7 @@ nlohmann::ordered_json tokens_config_json(const LoraConfig& config) {
 // wins) may not be the configuration's, and a PEFT adapter can load back with other ranks.
 nlohmann::ordered_json config_json(const LoraConfig& config) {
   using json = nlohmann::ordered_json;
-  json j = peft_config_json("LORA", config);
+  json j = peft_config_json(peft_type_name(PeftType::Lora), config);
   j.update(json{
       {"r", config.r},
       {"lora_alpha", config.alpha},

@@ -22,15 +22,13 @@ namespace acc {
 namespace {
 
 // What the adapters kept aside cannot share: the model's biases trained in place (PEFT trains
-// them for one adapter only), trainable tokens (rows written into the embedding's forward), and an
-// initialisation that rewrites the base weights the others adapt. (Modules to save are copied per
-// adapter: put_saved_modules_aside.)
+// them for one adapter only) and an initialisation that rewrites the base weights the others adapt.
+// (Modules to save are copied per adapter, put_saved_modules_aside; trainable tokens are deltas of
+// each adapter's own.)
 void require_keepable_aside(const LoraConfig& config, const std::string& name) {
-  const char* what = config.peft_type == PeftType::TrainableTokens ? "trainable tokens (PEFT's TRAINABLE_TOKENS)"
-                     : config.bias != "none"                       ? "bias training the model's biases"
-                     : !config.token_indices.empty()               ? "trainable_token_indices"
-                     : decomposes_weight(config.init)              ? "an initialisation that rewrites the weights"
-                                                                   : nullptr;
+  const char* what = config.bias != "none"            ? "bias training the model's biases"
+                     : decomposes_weight(config.init) ? "an initialisation that rewrites the weights"
+                                                      : nullptr;
   if (what)
     fail(Status::Unsupported, "several named adapters on one model: the adapter '", name, "' has ", what,
          ", which the adapters cannot share; not built (one such adapter per model: merge or unload the others)");
@@ -118,6 +116,9 @@ size_t Model::make_named(const std::string& name, const std::function<size_t()>&
   try {
     made_count = make();
     require_keepable_aside(lora_.config(), name);
+    require(lora_.config().peft_type == active.config().peft_type, "adapter '", name, "' is ",
+            peft_type_name(lora_.config().peft_type), " beside ", peft_type_name(active.config().peft_type),
+            " adapters: PEFT holds adapters of one method per model");
     made = set_active_aside();
   } catch (...) {
     set_active_aside();  // the modules a load wrote into are the originals again

@@ -70,6 +70,12 @@ class TrainableTokens {
     standalone_ = standalone;
   }
   void clear() { adapters_.clear(); }
+  // Exchanges the deltas with `other`'s, adapter by adapter (the same layers and rows: the caller
+  // checked), each keeping its own layers.
+  void swap_deltas(TrainableTokens& other) {
+    for (size_t k = 0; k < adapters_.size() && k < other.adapters_.size(); ++k)
+      std::swap(adapters_[k].delta, other.adapters_[k].delta);
+  }
   bool standalone() const { return standalone_; }
   // What follows a module's name in its delta's name (kTokenDeltaSuffix or kStandaloneTokenDeltaSuffix).
   const char* suffix() const { return standalone_ ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix; }

@@ -170,6 +170,52 @@ TEST(TrainableTokens, SavedInPeftsLayoutAndLoadedBack) {
   for (acc_model* x : {m, loaded, other, by_name}) acc_model_free(x);
 }
 
+// PEFT's TrainableTokensWrapper holds rows per adapter: each named adapter trains its own rows,
+// starting as the embedding's, and switching brings each one's back; checked against models
+// holding one adapter alone, trained alike, and through saving and loading.
+TEST(TrainableTokens, NamedAdaptersEachTrainTheirOwnRows) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("tokens");
+  for_each_twin([&](acc_model* m, const Names& n) {
+    const auto twin = [&] { return n.embed == "embed" ? tokens_model() : spec_twin(false); };
+    acc_model *first = twin(), *second = twin();
+    const auto add = [&](acc_model* to, const char* name, const char* indices) {
+      acc_options* o = lora_options(c["r"], c["lora_alpha"]);
+      EXPECT_EQ(acc_options_set(o, "trainable_token_indices", indices), ACC_OK);
+      EXPECT_EQ(name ? acc_model_add_lora_named(to, name, n.fc.c_str(), o, nullptr)
+                     : acc_model_add_lora(to, n.fc.c_str(), o, nullptr),
+                ACC_OK)
+          << acc_last_error_message();
+      acc_options_free(o);
+    };
+    ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));
+    add(m, nullptr, "7,2,9");
+    add(m, "second", "3,7");
+    ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));
+    add(first, nullptr, "7,2,9");
+    add(second, nullptr, "3,7");
+
+    EXPECT_EQ(train(m, c), train(first, c));
+    EXPECT_EQ(logits(m, c), logits(first, c));
+    ACC_ASSERT_OK(acc_model_set_adapter(m, "second"));
+    EXPECT_EQ(param(m, n.embed + kDelta), param(second, n.embed + kDelta)) << "its rows start as the embedding's";
+    EXPECT_EQ(train(m, c), train(second, c));
+    EXPECT_EQ(logits(m, c), logits(second, c));
+    ACC_ASSERT_OK(acc_model_set_adapter(m, "default"));
+    EXPECT_EQ(logits(m, c), logits(first, c));
+    EXPECT_EQ(param(m, n.embed + kDelta), param(first, n.embed + kDelta));
+
+    const std::string dir = acc_test::temp_path("named_tokens_" + n.embed);
+    ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+    acc_model* loaded = twin();
+    ACC_ASSERT_OK(acc_model_load_lora(loaded, (dir + "/second").c_str()));
+    EXPECT_EQ(logits(loaded, c), logits(second, c));
+    acc_model_free(loaded);
+    fs::remove_all(dir);
+    for (acc_model* x : {first, second}) acc_model_free(x);
+  });
+}
+
 TEST(TrainableTokens, RefusesWhatPeftRefusesAndWhatHasNoMeaning) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("tokens");

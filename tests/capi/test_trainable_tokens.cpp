@@ -264,3 +264,34 @@ TEST(StandaloneTokens, RefusesWhatHasNoMeaning) {
   acc_optimizer_free(opt);
   for (acc_model* x : {m, adapted, plain, held}) acc_model_free(x);
 }
+
+// Standalone trainable tokens as named adapters (PEFT's TrainableTokensModel.add_adapter and
+// load_adapter): each adapter's rows its own; a LoRA adapter beside them is refused, as PEFT holds
+// adapters of one method per model.
+TEST(TrainableTokens, StandaloneTokensAsNamedAdapters) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  acc_model *m = tokens_model(), *alone = tokens_model();
+  ACC_ASSERT_OK(add_tokens(m, nullptr, "4,5"));
+  ACC_ASSERT_OK(acc_set_seed(3));
+  ACC_ASSERT_OK(add_tokens(alone, nullptr, "1,8", /*from_weights=*/false));
+  const std::string dir = acc_test::temp_path("standalone_tokens_named");
+  ACC_ASSERT_OK(acc_model_save_lora(alone, dir.c_str()));
+  const auto ids = [] { return acc_test::longs({1, 4, 8, 5}, {1, 4}); };
+  const auto with_tokens = lora_test::outputs_on(m, ids());
+  ACC_ASSERT_OK(acc_model_load_lora_named(m, dir.c_str(), "drawn"));
+  EXPECT_EQ(lora_test::outputs_on(m, ids()), with_tokens) << "kept aside";
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "drawn"));
+  EXPECT_EQ(lora_test::outputs_on(m, ids()), lora_test::outputs_on(alone, ids()));
+  EXPECT_EQ(requires_grad(m, std::string("embed") + kStandaloneDelta), 1);
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "default"));
+  EXPECT_EQ(lora_test::outputs_on(m, ids()), with_tokens);
+
+  acc_options* o = lora_test::lora_options(2, 4);
+  ACC_EXPECT_ERROR(acc_model_add_lora_named(m, "lora", "fc", o, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "one method per model");
+  acc_options_free(o);
+  EXPECT_EQ(lora_test::outputs_on(m, ids()), with_tokens);
+  fs::remove_all(dir);
+  acc_model_free(m);
+  acc_model_free(alone);
+}
