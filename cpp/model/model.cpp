@@ -548,10 +548,10 @@ void Model::load_trainable_tokens(const LoraFiles& files, const std::string& whe
   for (const auto& tokens : lora_.tokens().adapters()) tokens.delta.copy_(files.tokens.at(tokens.site.module));
 }
 
-void Model::load_lora(const std::string& dir) {
-  LoraFiles files = read_lora_files(dir);
+void Model::load_lora(const std::string& dir) { load_lora_files(read_lora_files(dir), "'" + dir + "'"); }
+
+void Model::load_lora_files(LoraFiles files, const std::string& where) {
   if (files.config.all_linear) files.config = with_all_linear(files.config);
-  const std::string where = "'" + dir + "'";
   if (files.config.peft_type == PeftType::TrainableTokens) return load_trainable_tokens(files, where);
   require(lora_.empty() || !lora_.tokens().standalone(), where, " holds LoRA adapters; the model has trainable ",
           "tokens alone (PEFT's TRAINABLE_TOKENS)");

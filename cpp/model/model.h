@@ -206,6 +206,8 @@ class Model {
   virtual void forget_adapted_layers() {}
   // load_lora of PEFT's TRAINABLE_TOKENS files (`where`: the folder, quoted, for messages).
   void load_trainable_tokens(const LoraFiles& files, const std::string& where);
+  // load_lora's work on what read_lora_files read from `where`.
+  void load_lora_files(LoraFiles files, const std::string& where);
   // Freezes every parameter but the adapters' (LoRA's, the trainable tokens') and `trained_whole`.
   void freeze_all_but_adapters(const std::map<std::string, at::Tensor>& trained_whole);
   // Fails with a live hold's reason when the trainable set may not change (see hold_trainable_set).
@@ -224,9 +226,10 @@ class Model {
   // `kept` made the active adapters again (enabled or not): the layers wired by add_lora of its
   // configuration, drawing nothing from the global generator; `kept` is left as it was on failure.
   void reinstate(LoraAdapters& kept, bool enabled);
-  // Runs `make` (which gives the model adapters of its own) with the active ones set aside, and
-  // keeps what it made aside as `name`; on failure the model is as it was, the global stream too.
-  size_t make_named(const std::string& name, const std::function<size_t()>& make);
+  // Runs `make` (which gives the model adapters of `config` of its own) with the active ones set
+  // aside, and keeps what it made aside as `name`; on failure the model is as it was, the global
+  // stream too.
+  size_t make_named(const std::string& name, const LoraConfig& config, const std::function<size_t()>& make);
   void forget_named_adapters();
   // Forgets the adapter kept aside as `name`.
   void drop_kept_aside(const std::string& name);

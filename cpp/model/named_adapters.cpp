@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/random.h"
+#include "model/lora_files.h"
 #include "model/lora_init.h"
 #include "model/model.h"
 #include "model/weighted_adapter.h"
@@ -26,12 +27,13 @@ namespace {
 // (Modules to save are copied per adapter, put_saved_modules_aside; trainable tokens are deltas of
 // each adapter's own.)
 void require_keepable_aside(const LoraConfig& config, const std::string& name) {
-  const char* what = config.bias != "none"            ? "bias training the model's biases"
-                     : decomposes_weight(config.init) ? "an initialisation that rewrites the weights"
-                                                      : nullptr;
-  if (what)
-    fail(Status::Unsupported, "several named adapters on one model: the adapter '", name, "' has ", what,
-         ", which the adapters cannot share; not built (one such adapter per model: merge or unload the others)");
+  require(config.bias == "none", "several named adapters on one model: the adapter '", name, "' has bias \"",
+          config.bias, "\", training the model's own biases; PEFT allows that to one adapter per model alone (set ",
+          "bias \"none\" for all, or merge or unload the others)");
+  if (decomposes_weight(config.init))
+    fail(Status::Unsupported, "several named adapters on one model: the adapter '", name, "' has the initialisation ",
+         config.init, ", which rewrites the base weights the other adapters adapt; not built (one such adapter per ",
+         "model: merge or unload the others)");
 }
 
 void require_adapter_name(const std::string& name) {
@@ -94,7 +96,7 @@ void Model::reinstate(LoraAdapters& kept, bool enabled) {
   }
 }
 
-size_t Model::make_named(const std::string& name, const std::function<size_t()>& make) {
+size_t Model::make_named(const std::string& name, const LoraConfig& config, const std::function<size_t()>& make) {
   require_adapter_name(name);
   for (const auto& existing : adapter_names())
     require(existing != name, "the model already has an adapter named '", name, "'");
@@ -105,6 +107,11 @@ size_t Model::make_named(const std::string& name, const std::function<size_t()>&
     return made;
   }
   require_keepable_aside(lora_.config(), active_adapter_);
+  // Before `make`: an initialisation that rewrites the base weights would have rewritten them.
+  require_keepable_aside(config, name);
+  require(config.peft_type == lora_.config().peft_type, "adapter '", name, "' is ", peft_type_name(config.peft_type),
+          " beside ", peft_type_name(lora_.config().peft_type),
+          " adapters: PEFT holds adapters of one method per model");
   require_trainable_set_free(/*freezing=*/false);
   // The originals kept for the modules to save would be placeholders.
   if (!lora_.saved_module_names().empty()) require_weights("several named adapters beside modules_to_save");
@@ -115,10 +122,6 @@ size_t Model::make_named(const std::string& name, const std::function<size_t()>&
   LoraAdapters made;
   try {
     made_count = make();
-    require_keepable_aside(lora_.config(), name);
-    require(lora_.config().peft_type == active.config().peft_type, "adapter '", name, "' is ",
-            peft_type_name(lora_.config().peft_type), " beside ", peft_type_name(active.config().peft_type),
-            " adapters: PEFT holds adapters of one method per model");
     made = set_active_aside();
   } catch (...) {
     set_active_aside();  // the modules a load wrote into are the originals again
@@ -135,12 +138,14 @@ size_t Model::make_named(const std::string& name, const std::function<size_t()>&
 }
 
 size_t Model::add_named_lora(const std::string& name, const LoraConfig& config) {
-  return make_named(name, [&] { return add_lora(config); });
+  return make_named(name, config, [&] { return add_lora(config); });
 }
 
 void Model::load_named_lora(const std::string& dir, const std::string& name) {
-  make_named(name, [&] {
-    load_lora(dir);
+  LoraFiles files = read_lora_files(dir);
+  const LoraConfig config = files.config;
+  make_named(name, config, [&] {
+    load_lora_files(std::move(files), "'" + dir + "'");
     return lora_.size();
   });
 }

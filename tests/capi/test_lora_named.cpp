@@ -289,15 +289,21 @@ TEST(NamedAdapters, RefusalsChangeNothing) {
     ACC_EXPECT_ERROR(acc_model_set_adapter(t.both, nullptr), ACC_ERR_INVALID_ARGUMENT, "adapter_name");
     ACC_EXPECT_ERROR(acc_model_load_lora_named(t.both, acc_test::temp_path("none_here").c_str(), "third"), ACC_ERR_IO,
                      "none_here");
-    {  // bias trains the model's own biases in place: one such adapter per model (PEFT's rule too)
+    {  // bias trains the model's own biases in place: one such adapter per model (PEFT's rule);
+       // PiSSA rewrites the base weights the others adapt (not built)
       acc_options* o = acc_test::lora_options(2, 4);
       ASSERT_EQ(acc_options_set(o, "bias", "all"), ACC_OK);
+      acc_options* pissa = acc_test::lora_options(2, 4);
+      ASSERT_EQ(acc_options_set(pissa, "init_lora_weights", "pissa"), ACC_OK);
       EXPECT_EQ(draws_after([&] {
                   ACC_EXPECT_ERROR(acc_model_add_lora_named(t.both, "third", f.first_targets, o, nullptr),
-                                   ACC_ERR_UNSUPPORTED, "bias");
+                                   ACC_ERR_INVALID_ARGUMENT, "one adapter per model");
+                  ACC_EXPECT_ERROR(acc_model_add_lora_named(t.both, "third", f.first_targets, pissa, nullptr),
+                                   ACC_ERR_UNSUPPORTED, "rewrites the base weights");
                 }),
                 next_after_seed());
       acc_options_free(o);
+      acc_options_free(pissa);
     }
     expect_unchanged();
     // A prepared model's tensors are registered for its training.
