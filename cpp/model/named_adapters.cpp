@@ -265,7 +265,7 @@ size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, con
   for (const LoraAdapters* source : sources) ranks.push_back(largest_rank(source->config()));
   const int64_t rank = combined_rank(how, ranks);
   for (const LoraAdapters* source : sources)
-    for (const auto& adapter : source->adapters()) check_combinable(adapter, how);
+    for (const auto& adapter : source->adapters()) check_combinable(adapter, how, rank);
   LoraConfig combined = sources.front()->config();
   combine_targets(sources, &combined);
   combined.r = rank;

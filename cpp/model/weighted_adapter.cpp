@@ -73,7 +73,7 @@ TaskMerge WeightedCombination::task_merge() const {
   return merge;
 }
 
-void check_combinable(const LoraAdapter& adapter, const WeightedCombination& how) {
+void check_combinable(const LoraAdapter& adapter, const WeightedCombination& how, int64_t rank) {
   const LinearSite& site = adapter.site;
   if (adapts_parameter(site))
     fail(Status::InvalidArgument, "add_weighted_adapter does not combine adapters of parameters (target_parameters, ",
@@ -84,6 +84,12 @@ void check_combinable(const LoraAdapter& adapter, const WeightedCombination& how
   if (how.factors() && site.conv && adapter.a.dim() != 4)
     fail(Status::Unsupported, "add_weighted_adapter '", how.combination_type, "' on the ", adapter.a.dim() - 2,
          "-D convolution '", site.module, "': PEFT factors 2-D convolutions' deltas only");
+  if (how.factors()) {  // the delta as a matrix: out x in (a convolution's flattened, an embedding's transposed)
+    const at::Tensor& w = site.weight;
+    const int64_t rows = w.size(0), columns = w.numel() / std::max<int64_t>(rows, 1);
+    require(rank <= std::min(rows, columns), "add_weighted_adapter '", how.combination_type, "' to rank ", rank,
+            " on '", site.module, "', whose delta is ", rows, " x ", columns);
+  }
   require(!how.factors() || how.svd_driver.empty() || adapter.a.is_cuda(), "svd_driver '", how.svd_driver,
           "' is cuSOLVER's: torch.linalg.svd takes a driver for CUDA tensors only, and '", site.module,
           "''s adapter is on ", adapter.a.device().str());
@@ -148,9 +154,7 @@ std::pair<at::Tensor, at::Tensor> factored(const LoraAdapter& target, const std:
   const LinearSite& site = target.site;
   if (site.conv) delta = target.a.size(2) == 1 && target.a.size(3) == 1 ? delta.squeeze() : delta.flatten(1);
   if (site.fan_in_fan_out || site.embedding) delta = delta.t();
-  const int64_t rank = target.a.size(0);
-  require(rank <= std::min(delta.size(0), delta.size(1)), "add_weighted_adapter '", how.combination_type, "' to rank ",
-          rank, " on '", site.module, "', whose delta is ", delta.size(0), " x ", delta.size(1));
+  const int64_t rank = target.a.size(0);   // at most the delta's (check_combinable)
   c10::optional<c10::string_view> driver;  // c10::optional is std::optional from libtorch 2.x on
   if (!how.svd_driver.empty()) driver = how.svd_driver;
   const auto [u, s, vh] = at::linalg_svd(delta, how.svd_full_matrices, driver);

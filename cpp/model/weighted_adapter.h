@@ -49,10 +49,11 @@ struct WeightedSource {
 // them, svd combinations take svd_rank or else the largest, the others need them equal.
 int64_t combined_rank(const WeightedCombination& how, const std::vector<int64_t>& ranks);
 
-// Fails where `adapter` cannot be combined `how`'s way (before anything is drawn): an adapter of a
-// parameter (InvalidArgument, as PEFT), of a convolution with groups, or an svd of a convolution
-// that is not 2-D (Unsupported).
-void check_combinable(const LoraAdapter& adapter, const WeightedCombination& how);
+// Fails where `adapter` cannot be combined `how`'s way into an adapter of rank `rank` (before
+// anything is drawn): an adapter of a parameter (InvalidArgument, as PEFT), an svd to a rank above
+// the layer's delta's (InvalidArgument: PEFT fails in its matmul), of a convolution with groups, or
+// an svd of a convolution that is not 2-D (Unsupported).
+void check_combinable(const LoraAdapter& adapter, const WeightedCombination& how, int64_t rank);
 
 // Writes the combined A and B of `target` (an adapter drawn for the layer with the combined rank)
 // from `sources` (the layer's adapters among those combined, in the order given, each passed by

@@ -618,8 +618,12 @@ TEST(NamedAdapters, WeightedAdapterRefusalsChangeNothing) {
         ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, 1}, "c", "cat"), ACC_ERR_INVALID_ARGUMENT,
                          "already has an adapter named 'c'");
         ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, NAN}, "x", "cat"), ACC_ERR_INVALID_ARGUMENT, "weight");
-        // svd to a rank above what a layer's delta has (head: 3 x 8): drawn, then taken back.
-        ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, 1}, "x", "svd", 7), ACC_ERR_INVALID_ARGUMENT, "svd");
+        // svd to a rank above what a layer's delta has (fc1: 8 x 6), and far beyond any layer's:
+        // refused before anything is drawn.
+        ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, 1}, "x", "svd", 7), ACC_ERR_INVALID_ARGUMENT,
+                         "whose delta is 8 x 6");
+        ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, 1}, "x", "svd", int64_t{1} << 40),
+                         ACC_ERR_INVALID_ARGUMENT, "to rank 1099511627776");
       }),
       next_after_seed());
   const char* one[] = {"default"};
