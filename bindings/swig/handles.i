@@ -348,6 +348,14 @@ struct acc_accelerator {};
   void loadLora(const char *dir ERR) { check(acc_model_load_lora($self, dir)); }
   /* Merges the adapters into the weights and removes them (PEFT's merge_and_unload). */
   void mergeLora(ERR0) { check(acc_model_merge_lora($self)); }
+  /* PEFT's merge_and_unload(adapter_names=...) (names: each name's UTF-8 bytes and a NUL): the named
+   * adapters merged in order, then every adapter removed; see acc_model_merge_lora_adapters. */
+  void mergeLoraAdapters(const uint8_t *names, size_t namesSize ERR) {
+    std::vector<std::string> list = split_nul_terminated(names, namesSize);
+    std::vector<const char *> ptrs;
+    for (const auto &s : list) ptrs.push_back(s.c_str());
+    check(acc_model_merge_lora_adapters($self, ptrs.data(), ptrs.size()));
+  }
   /* The number of adapted layers (0 without adapters). */
   size_t loraCount(ERR0) {
     size_t n = 0;

@@ -178,6 +178,11 @@
     return addWeightedAdapter(Args.nulJoined("addWeightedAdapter: the adapter name", adapters), weights, adapterName,
                               combinationType, options);
   }
+  /** PEFT's merge_and_unload(adapter_names=...): the named adapters merged into the weights in this
+   *  order, then every adapter removed. */
+  public void mergeLoraAdapters(java.util.List<String> adapters) {
+    mergeLoraAdapters(Args.nulJoined("mergeLoraAdapters: the adapter name", adapters));
+  }
   /** addWeightedAdapter with svd_rank alone (0: the largest of the adapters' ranks). */
   public long addWeightedAdapter(java.util.List<String> adapters, double[] weights, String adapterName,
                                  String combinationType, long svdRank) {

@@ -908,6 +908,11 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * methods are refused.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * a model prepared under zero_stage 3 holds only slices of them: ACC_ERR_INVALID_ARGUMENT.
+ * acc_model_merge_lora_adapters: PEFT's merge_and_unload(adapter_names=...): the `n` named adapters
+ * (see acc_model_add_lora_named; active or kept aside) merged into the weights one after the other,
+ * in the order given, then every adapter removed (the modules to save keep the active adapter's
+ * copies, as PEFT's unload). Every check (names, adapters that cannot merge) before any weight
+ * changes. A prepared model refuses, as for acc_model_merge_lora.
  * acc_save_model and acc_model_save_torchscript always write merged weights (the base model's
  * layout), leaving the adapters in place. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_lora(acc_model *model, const char *target_modules,
@@ -915,6 +920,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_lora(acc_model *model, const char
 ACC_API ACC_NODISCARD acc_status acc_model_save_lora(const acc_model *model, const char *dir);
 ACC_API ACC_NODISCARD acc_status acc_model_load_lora(acc_model *model, const char *dir);
 ACC_API ACC_NODISCARD acc_status acc_model_merge_lora(acc_model *model);
+ACC_API ACC_NODISCARD acc_status acc_model_merge_lora_adapters(acc_model *model, const char *const *adapter_names,
+                                                              size_t n);
 /* The number of adapted layers (0 without adapters). */
 ACC_API ACC_NODISCARD acc_status acc_model_lora_count(const acc_model *model, size_t *out);
 /* acc_model_add_trainable_tokens: PEFT's TrainableTokensConfig (get_peft_model with peft_type

@@ -191,6 +191,14 @@ acc_status acc_model_merge_lora(acc_model* model) {
   return guarded([&] { model_arg(model).merge_lora(); });
 }
 
+acc_status acc_model_merge_lora_adapters(acc_model* model, const char* const* adapter_names, size_t n) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    acc::require(n > 0, "n is 0: name at least one adapter to merge");
+    m.merge_lora_adapters(names_arg(adapter_names, n, "adapter_names"));
+  });
+}
+
 acc_status acc_model_lora_count(const acc_model* model, size_t* out) {
   return guarded([&] { *out_param(out, "out") = model_arg(model).lora().size(); });
 }
@@ -241,11 +249,8 @@ acc_status add_weighted_adapter(acc_model* model, const char* const* adapter_nam
   return guarded([&] {
     acc::Model& m = model_arg(model);
     acc::require(n > 0, "n is 0: add_weighted_adapter combines at least one adapter");
-    acc::require(adapter_names != nullptr && weights != nullptr, adapter_names ? "weights" : "adapter_names",
-                 " is NULL");
-    std::vector<std::string> names;
-    for (size_t i = 0; i < n; ++i)
-      names.push_back(text_arg(adapter_names[i], ("adapter_names[" + std::to_string(i) + "]").c_str()));
+    const std::vector<std::string> names = names_arg(adapter_names, n, "adapter_names");
+    acc::require(weights != nullptr, "weights is NULL");
     const auto how = acc::WeightedCombination::from(text_arg(combination_type, "combination_type"), options(), n);
     const size_t added = m.add_weighted_adapter(names, std::vector<double>(weights, weights + n),
                                                 text_arg(adapter_name, "adapter_name"), how);

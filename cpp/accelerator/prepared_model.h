@@ -57,6 +57,7 @@ class PreparedModel final : public Model {
          "merge LoRA adapters in the unwrapped model (acc_unwrap_model) once training is done; acc_save_model "
          "writes merged weights without it");
   }
+  void merge_lora_adapters(const std::vector<std::string>&) override { merge_lora(); }
   void set_lora_enabled(bool enabled) override { inner_->set_lora_enabled(enabled); }
   // Switching adapters changes the tensors DDP, the sharding engine and the optimizers were built over.
   size_t add_named_lora(const std::string&, const LoraConfig&) override { refuse_adapter_change(); }

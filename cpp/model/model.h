@@ -146,6 +146,9 @@ class Model {
   virtual void load_lora(const std::string& dir);
   // Merges the adapters into the weights and removes them (PEFT's merge_and_unload).
   virtual void merge_lora();
+  // PEFT's merge_and_unload(adapter_names=...): the named adapters (active or kept aside) merged
+  // into the weights in the order given, then every adapter removed; nothing changes on a refusal.
+  virtual void merge_lora_adapters(const std::vector<std::string>& names);
   // PEFT's enable_adapter_layers / disable_adapter_layers: disabled, the adapted layers compute as
   // the base model's (a reference model's outputs without a second model), and the modules to save
   // as they were when the adapters were added (a forward without gradients only). Fails without

@@ -292,6 +292,27 @@ size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, con
   return added;
 }
 
+void Model::merge_lora_adapters(const std::vector<std::string>& names) {
+  require(!names.empty(), "merge: no adapter named to merge");
+  require(sharded_at_rest_.empty(), "merge: the model is prepared under zero_stage 3, which holds only slices of its ",
+          "weights and adapters");
+  require_weights("merge_lora");
+  std::vector<const LoraAdapters*> merged;
+  for (const auto& name : names) {
+    const LoraAdapters* adapters = nullptr;
+    if (!lora_.empty() && name == active_adapter_)
+      adapters = &lora_;
+    else if (const auto it = inactive_.find(name); it != inactive_.end())
+      adapters = &it->second;
+    require(adapters != nullptr, "merge: the model has no adapter named '", name, "'");
+    adapters->require_mergeable("merging LoRA adapters");  // every one before any weight changes
+    merged.push_back(adapters);
+  }
+  for (const LoraAdapters* adapters : merged) adapters->merge_into_weights();
+  take_active_adapters();  // PEFT's unload: the active adapter's copies of the modules it saves stay
+  forget_named_adapters();
+}
+
 void Model::forget_named_adapters() {
   inactive_.clear();
   adapter_order_.clear();

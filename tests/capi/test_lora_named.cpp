@@ -3,6 +3,7 @@
 // PEFT computes with that adapter active), on a layer spec and on a TorchScript model, whose
 // adapted layers' forward is rewritten per adapter (the adapters here adapt different layers).
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -261,6 +262,48 @@ TEST(NamedAdapters, MergeMergesTheActiveOneAndDropsTheOthers) {
     ASSERT_EQ(acc_model_merge_lora(t.second), ACC_OK);
     EXPECT_EQ(names(t.both), std::vector<std::string>{});
     EXPECT_EQ(eval_outputs(t.both), eval_outputs(t.second));
+  }
+}
+
+// PEFT's merge_and_unload(adapter_names=...): the named adapters, kept aside or active, merged in
+// the order given, then all removed. The two adapters adapt different layers, so each layer holds
+// what merging its adapter alone gives; refusals (an unknown name) change nothing.
+TEST(NamedAdapters, MergeByNameMergesTheNamedOnesInOrder) {
+  for (const Form& f : forms()) {
+    SCOPED_TRACE(f.name);
+    Trio t;
+    make_trio(f, &t);
+    const auto base = [&] {
+      acc_model* plain = f.make();
+      std::map<std::string, std::vector<float>> out;
+      for (const auto& name : acc_test::parameter_names(plain)) out[name] = param(plain, name);
+      acc_model_free(plain);
+      return out;
+    }();
+    const char* unknown[] = {"second", "third"};
+    ACC_EXPECT_ERROR(acc_model_merge_lora_adapters(t.both, unknown, 2), ACC_ERR_INVALID_ARGUMENT,
+                     "no adapter named 'third'");
+    EXPECT_EQ(names(t.both), (std::vector<std::string>{"default", "second"}));
+    const char* both[] = {"second", "default"};
+    ASSERT_EQ(acc_model_merge_lora_adapters(t.both, both, 2), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(names(t.both), std::vector<std::string>{});
+    ASSERT_EQ(acc_model_merge_lora(t.first), ACC_OK);
+    ASSERT_EQ(acc_model_merge_lora(t.second), ACC_OK);
+    size_t changed = 0;
+    for (const auto& [name, original] : base) {
+      const auto first = param(t.first, name), second = param(t.second, name);
+      const auto& expected = first != original ? first : second;
+      changed += expected != original;
+      EXPECT_EQ(param(t.both, name), expected) << name;
+    }
+    EXPECT_GE(changed, 2u) << "both adapters' layers merged";
+    // Merging a kept-aside adapter alone: the model computes as with it active.
+    Trio u;
+    make_trio(f, &u);
+    const char* kept[] = {"second"};
+    ASSERT_EQ(acc_model_merge_lora_adapters(u.both, kept, 1), ACC_OK);
+    ASSERT_EQ(acc_model_merge_lora(u.second), ACC_OK);
+    EXPECT_EQ(eval_outputs(u.both), eval_outputs(u.second));
   }
 }
 

@@ -19,6 +19,12 @@ public partial class Model {
     return AddWeightedAdapter(encoded, encoded.LongLength, weights, weights.LongLength, adapterName, combinationType,
                               options);
   }
+  /// PEFT's merge_and_unload(adapter_names=...): the named adapters merged into the weights in this
+  /// order, then every adapter removed.
+  public void MergeLoraAdapters(IEnumerable<string> adapters) {
+    byte[] encoded = Arg.NulJoined("MergeLoraAdapters: the adapter name", adapters);
+    MergeLoraAdapters(encoded, encoded.LongLength);
+  }
   /// AddWeightedAdapter with svd_rank alone (0: the largest of the adapters' ranks).
   public long AddWeightedAdapter(IEnumerable<string> adapters, double[] weights, string adapterName,
                                  string combinationType, long svdRank = 0) {

@@ -46,6 +46,25 @@ public class LoraTests {
     Directory.Delete(dir, true);
   }
 
+  // PEFT's merge_and_unload(adapter_names=...): an adapter kept aside, merged by name, computes as it did.
+  [Test]
+  public void NamedAdaptersMergeByName() {
+    using (Model model = NewModel())
+    using (Options o = Options.Lora().Put("r", 2L).Put("init_lora_weights", "false")) {
+      model.AddLora("0,1", o);
+      model.AddLoraNamed("second", "1", o);
+      model.SetAdapter("second");
+      float[] second = Output(model);
+      model.SetAdapter("default");
+      model.MergeLoraAdapters(new[] {"second"});
+      Assert.AreEqual(0, model.LoraCount);
+      float[] merged = Output(model);
+      for (int i = 0; i < merged.Length; ++i) Assert.AreEqual(second[i], merged[i], 1e-5);
+      var e = Assert.Throws<AccelerateInvalidArgumentException>(() => model.MergeLoraAdapters(new[] {"third"}));
+      StringAssert.Contains("no adapter named 'third'", e.Message);
+    }
+  }
+
   // PEFT's several named adapters: one active, the others kept aside; switching draws nothing.
   [Test]
   public void NamedAdaptersSwitchKeepTheirValuesAndSaveWherePeftDoes() {

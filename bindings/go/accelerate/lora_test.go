@@ -201,6 +201,45 @@ func TestTrainableTokensTrainAloneAndRoundTrip(t *testing.T) {
 }
 
 // PEFT's several named adapters: one active, the others kept aside; switching draws nothing.
+// PEFT's merge_and_unload(adapter_names=...): an adapter kept aside, merged by name, computes as it did.
+func TestNamedAdaptersMergeByName(t *testing.T) {
+	m := seededTwoLinears(t)
+	defer m.Close()
+	o, _ := acc.NewOptions(acc.LoraOptions)
+	defer o.Close()
+	if err := o.SetInt("r", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Set("init_lora_weights", "false"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddLora("0,1", o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddLoraNamed("second", "1", o); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetAdapter("second"); err != nil {
+		t.Fatal(err)
+	}
+	second := outputOf(t, m)
+	if err := m.SetAdapter("default"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.MergeLoraAdapters([]string{"second"}); err != nil || m.LoraCount() != 0 {
+		t.Fatalf("MergeLoraAdapters: %v, %d left", err, m.LoraCount())
+	}
+	for i, v := range outputOf(t, m) {
+		if d := v - second[i]; d > 1e-5 || d < -1e-5 {
+			t.Fatalf("output %d: %v, the adapter's own %v", i, v, second[i])
+		}
+	}
+	if err := m.MergeLoraAdapters([]string{"third"}); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "no adapter named 'third'") {
+		t.Fatalf("MergeLoraAdapters(third) = %v", err)
+	}
+}
+
 func TestNamedAdaptersSwitchAndSaveWherePeftDoes(t *testing.T) {
 	m := seededTwoLinears(t)
 	defer m.Close()

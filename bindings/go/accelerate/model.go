@@ -301,6 +301,16 @@ func (m *Model) AddWeightedAdapterWith(adapters []string, weights []float64, ada
 	return int(n), err
 }
 
+// MergeLoraAdapters is PEFT's merge_and_unload(adapter_names=...): the named adapters merged into
+// the weights in this order, then every adapter removed; see acc_model_merge_lora_adapters.
+func (m *Model) MergeLoraAdapters(adapters []string) error {
+	encoded, err := nulJoined("MergeLoraAdapters: the adapter name", adapters)
+	if err != nil {
+		return err
+	}
+	return do(m.ref(), func(h capi.Model, e *string) { h.MergeLoraAdapters(encoded, e) })
+}
+
 // ActiveAdapter is the active adapter's name (an error without adapters).
 func (m *Model) ActiveAdapter() (string, error) {
 	return with(m.ref(), func(h capi.Model, e *string) string { return h.ActiveAdapter(e) })

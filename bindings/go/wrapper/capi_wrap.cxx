@@ -758,6 +758,12 @@ SWIGINTERN size_t acc_model_addTrainableTokens(acc_model *self,char const *targe
 SWIGINTERN void acc_model_saveLora(acc_model *self,char const *dir,std::string *swig_err){ check(acc_model_save_lora(self, dir)); }
 SWIGINTERN void acc_model_loadLora(acc_model *self,char const *dir,std::string *swig_err){ check(acc_model_load_lora(self, dir)); }
 SWIGINTERN void acc_model_mergeLora(acc_model *self,std::string *swig_err){ check(acc_model_merge_lora(self)); }
+SWIGINTERN void acc_model_mergeLoraAdapters(acc_model *self,uint8_t const *names,size_t namesSize,std::string *swig_err){
+    std::vector<std::string> list = split_nul_terminated(names, namesSize);
+    std::vector<const char *> ptrs;
+    for (const auto &s : list) ptrs.push_back(s.c_str());
+    check(acc_model_merge_lora_adapters(self, ptrs.data(), ptrs.size()));
+  }
 SWIGINTERN size_t acc_model_loraCount(acc_model *self,std::string *swig_err){
     size_t n = 0;
     check(acc_model_lora_count(self, &n));
@@ -8159,6 +8165,43 @@ void _wrap_Model_mergeLora_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostrin
   {
     std::string e = accswig::take_go_error();
     if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_Model_mergeLoraAdapters_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  uint8_t *arg2 = (uint8_t *) 0 ;
+  size_t arg3 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  arg2 = (uint8_t *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_model_mergeLoraAdapters(arg1,(unsigned char const *)arg2,SWIG_STD_MOVE(arg3),arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
 }

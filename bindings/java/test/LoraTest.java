@@ -81,6 +81,24 @@ class LoraTest {
     }
   }
 
+  /** PEFT's merge_and_unload(adapter_names=...): an adapter kept aside, merged by name, computes as it did. */
+  @Test
+  void namedAdaptersMergeByName() {
+    try (Model model = model(); Options o = Options.lora().put("r", 2).put("init_lora_weights", "false")) {
+      model.addLora("0,1", o);
+      model.addLoraNamed("second", "1", o);
+      model.setAdapter("second");
+      float[] second = output(model);
+      model.setAdapter("default");
+      model.mergeLoraAdapters(Arrays.asList("second"));
+      assertEquals(0, model.loraCount());
+      assertArrayEquals(second, output(model), 1e-5f);
+      InvalidArgumentException e =
+          assertThrows(InvalidArgumentException.class, () -> model.mergeLoraAdapters(Arrays.asList("third")));
+      assertTrue(e.getMessage().contains("no adapter named 'third'"), e.getMessage());
+    }
+  }
+
   /** PEFT's several named adapters: one active, the others kept aside; switching draws nothing. */
   @Test
   void namedAdaptersSwitchKeepTheirValuesAndSaveWherePeftDoes() throws Exception {
