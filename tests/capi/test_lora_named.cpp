@@ -2,7 +2,9 @@
 // delete_adapter and unload: each checked against models that hold one of the adapters alone (what
 // PEFT computes with that adapter active), on a layer spec and on a TorchScript model, whose
 // adapted layers' forward is rewritten per adapter (the adapters here adapt different layers).
+#include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -635,6 +637,62 @@ TEST(NamedAdapters, WeightedAdaptersCombineAsPeft) {
     ASSERT_EQ(acc_model_lora_count(m, &count), ACC_OK);
     EXPECT_EQ(count, lora_names.size());
     acc_model_free(m);
+  }
+}
+
+// add_weighted_adapter lays a convolution's delta out as PEFT does (a 3 x 3 kernel's flattened, a
+// 1 x 1's squeezed, reshaped back into A and B) and an embedding's transposed: with scaling 1, "cat"
+// of two adapters computes as both merged (acc_model_merge_lora_adapters), and "svd" of an adapter
+// with itself, halves, to its own rank as that adapter.
+TEST(NamedAdapters, WeightedAdaptersOfConvolutionsAndEmbeddingsFitTheirLayers) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  struct Case {
+    const char *file, *targets;
+    std::function<acc_tensor*()> input;
+  };
+  const Case cases[] = {{"conv_model.pt", "conv1,conv2,conv3",
+                         [] {
+                           std::vector<float> x(2 * 2 * 6 * 6);
+                           for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i));
+                           return acc_test::floats(x, {2, 2, 6, 6});
+                         }},
+                        {"embedding_model.pt", "embed,fc", [] {
+                           return acc_test::longs({1, 4, 9, 0, 3, 7}, {2, 3});
+                         }}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    const auto adapted = [&] {
+      acc_model* m = twin_test::script_model(c.file);
+      EXPECT_EQ(acc_set_seed(21), ACC_OK);
+      for (const char* name : {"default", "b"}) {
+        acc_options* o = acc_test::lora_options(2, 2.0);  // scaling 1
+        EXPECT_EQ(acc_options_set(o, "init_lora_weights", "false"), ACC_OK);
+        EXPECT_EQ(std::string(name) == "default" ? acc_model_add_lora(m, c.targets, o, nullptr)
+                                                 : acc_model_add_lora_named(m, name, c.targets, o, nullptr),
+                  ACC_OK)
+            << acc_last_error_message();
+        acc_options_free(o);
+      }
+      return m;
+    };
+    acc_model *m = adapted(), *merged = adapted();
+    const auto own = outputs_on(m, c.input());
+    const char* pair[] = {"default", "b"};
+    const char* twice[] = {"default", "default"};
+    const double ones[] = {1.0, 1.0}, halves[] = {0.5, 0.5};
+    ASSERT_EQ(acc_model_add_weighted_adapter(m, pair, ones, 2, "sum", "cat", 0, nullptr), ACC_OK)
+        << acc_last_error_message();
+    ASSERT_EQ(acc_model_add_weighted_adapter(m, twice, halves, 2, "same", "svd", 2, nullptr), ACC_OK)
+        << acc_last_error_message();
+    ASSERT_EQ(acc_model_merge_lora_adapters(merged, pair, 2), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(acc_model_set_adapter(m, "sum"), ACC_OK);
+    const auto sum = outputs_on(m, c.input()), both_merged = outputs_on(merged, c.input());
+    EXPECT_NE(sum, own);
+    EXPECT_LT(acc_test::max_difference(sum, both_merged), 1e-5f);
+    ASSERT_EQ(acc_model_set_adapter(m, "same"), ACC_OK);
+    EXPECT_LT(acc_test::max_difference(outputs_on(m, c.input()), own), 1e-5f);
+    acc_model_free(m);
+    acc_model_free(merged);
   }
 }
 
