@@ -988,9 +988,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * Trainable tokens (trainable_token_indices, or standalone ones) are each adapter's own rows,
  * starting as the embedding's. Adapters are of one method (LoRA, or standalone trainable tokens),
  * as PEFT's (ACC_ERR_INVALID_ARGUMENT otherwise), and so is a second adapter beside one that trains
- * the model's own biases (bias "all"/"lora_only"), which PEFT refuses too. Not built
- * (ACC_ERR_UNSUPPORTED): a second adapter beside a weight-rewriting initialisation (olora, pissa).
- * All of these before acc_prepare and while no optimizer holds the model's parameters
+ * the model's own biases (bias "all"/"lora_only"), which PEFT refuses too. An adapter initialised
+ * olora or pissa rewrites the base weights every adapter shares, as PEFT's: the others then adapt
+ * the residual. All of these before acc_prepare and while no optimizer holds the model's parameters
  * (ACC_ERR_INVALID_ARGUMENT otherwise); a refusal changes nothing, the global generator included.
  * acc_model_active_adapter: the active adapter's name (free it with acc_string_free);
  * ACC_ERR_INVALID_ARGUMENT without adapters. acc_model_adapter_names: every adapter's name, in the

@@ -23,17 +23,13 @@ namespace acc {
 namespace {
 
 // What the adapters kept aside cannot share: the model's biases trained in place (PEFT trains
-// them for one adapter only) and an initialisation that rewrites the base weights the others adapt.
-// (Modules to save are copied per adapter, put_saved_modules_aside; trainable tokens are deltas of
-// each adapter's own.)
+// them for one adapter only). (Modules to save are copied per adapter, put_saved_modules_aside;
+// trainable tokens are deltas of each adapter's own; an initialisation that rewrites the base
+// weights, OLoRA or PiSSA, rewrites them under every adapter, as in PEFT.)
 void require_keepable_aside(const LoraConfig& config, const std::string& name) {
   require(config.bias == "none", "several named adapters on one model: the adapter '", name, "' has bias \"",
           config.bias, "\", training the model's own biases; PEFT allows that to one adapter per model alone (set ",
           "bias \"none\" for all, or merge or unload the others)");
-  if (decomposes_weight(config.init))
-    fail(Status::Unsupported, "several named adapters on one model: the adapter '", name, "' has the initialisation ",
-         config.init, ", which rewrites the base weights the other adapters adapt; not built (one such adapter per ",
-         "model: merge or unload the others)");
 }
 
 void require_adapter_name(const std::string& name) {
@@ -107,8 +103,10 @@ size_t Model::make_named(const std::string& name, const LoraConfig& config, cons
     return made;
   }
   require_keepable_aside(lora_.config(), active_adapter_);
-  // Before `make`: an initialisation that rewrites the base weights would have rewritten them.
   require_keepable_aside(config, name);
+  // Placeholder weights cannot be decomposed beside adapters that are there already.
+  if (decomposes_weight(config.init))
+    require_weights(("a named adapter with init_lora_weights " + config.init).c_str());
   require(config.peft_type == lora_.config().peft_type, "adapter '", name, "' is ", peft_type_name(config.peft_type),
           " beside ", peft_type_name(lora_.config().peft_type),
           " adapters: PEFT holds adapters of one method per model");

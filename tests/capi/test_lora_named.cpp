@@ -334,21 +334,15 @@ TEST(NamedAdapters, RefusalsChangeNothing) {
     ACC_EXPECT_ERROR(acc_model_set_adapter(t.both, nullptr), ACC_ERR_INVALID_ARGUMENT, "adapter_name");
     ACC_EXPECT_ERROR(acc_model_load_lora_named(t.both, acc_test::temp_path("none_here").c_str(), "third"), ACC_ERR_IO,
                      "none_here");
-    {  // bias trains the model's own biases in place: one such adapter per model (PEFT's rule);
-       // PiSSA rewrites the base weights the others adapt (not built)
+    {  // bias trains the model's own biases in place: one such adapter per model (PEFT's rule)
       acc_options* o = acc_test::lora_options(2, 4);
       ASSERT_EQ(acc_options_set(o, "bias", "all"), ACC_OK);
-      acc_options* pissa = acc_test::lora_options(2, 4);
-      ASSERT_EQ(acc_options_set(pissa, "init_lora_weights", "pissa"), ACC_OK);
       EXPECT_EQ(draws_after([&] {
                   ACC_EXPECT_ERROR(acc_model_add_lora_named(t.both, "third", f.first_targets, o, nullptr),
                                    ACC_ERR_INVALID_ARGUMENT, "one adapter per model");
-                  ACC_EXPECT_ERROR(acc_model_add_lora_named(t.both, "third", f.first_targets, pissa, nullptr),
-                                   ACC_ERR_UNSUPPORTED, "rewrites the base weights");
                 }),
                 next_after_seed());
       acc_options_free(o);
-      acc_options_free(pissa);
     }
     expect_unchanged();
     // A prepared model's tensors are registered for its training.
@@ -486,6 +480,44 @@ TEST(NamedAdapters, EachAdapterTrainsItsOwnCopyOfTheModulesToSave) {
     acc_model_free(both);
     acc_model_free(first);
     acc_model_free(second);
+  }
+}
+
+// PEFT's add_adapter with PiSSA beside another adapter: pissa_init writes the base layer's weight,
+// which every adapter shares, so the other adapters sit on the residual from then on. Checked
+// against a model holding the PiSSA adapter alone (drawn after the same stream) and one holding the
+// first adapter on that residual.
+TEST(NamedAdapters, PissaBesideAnotherRewritesTheSharedBase) {
+  for (const Form& f : forms()) {
+    SCOPED_TRACE(f.name);
+    acc_model *both = f.make(), *first = f.make(), *solo = f.make();
+    acc_options* pissa = acc_test::lora_options(2, 4);
+    ASSERT_EQ(acc_options_set(pissa, "init_lora_weights", "pissa"), ACC_OK);
+    ASSERT_EQ(acc_set_seed(11), ACC_OK);
+    ASSERT_EQ(add(both, nullptr, f.first_targets, 2), ACC_OK);
+    ASSERT_EQ(acc_model_add_lora_named(both, "pissa", f.second_targets, pissa, nullptr), ACC_OK)
+        << acc_last_error_message();
+    ASSERT_EQ(acc_set_seed(11), ACC_OK);
+    ASSERT_EQ(add(first, nullptr, f.first_targets, 2), ACC_OK);
+    ASSERT_EQ(acc_model_add_lora(solo, f.second_targets, pissa, nullptr), ACC_OK);
+    acc_options_free(pissa);
+    // The base weights: the residual the PiSSA adapter left, under either adapter.
+    acc_tensor_list* residual = nullptr;
+    ASSERT_EQ(acc_tensor_list_create(&residual), ACC_OK);
+    for (const auto& name : acc_test::parameter_names(solo)) {
+      if (name.find("lora_") != std::string::npos) continue;
+      EXPECT_EQ(param(both, name), param(solo, name)) << name;
+      acc_tensor* t = nullptr;
+      ASSERT_EQ(acc_model_parameter(solo, name.c_str(), &t), ACC_OK);
+      ASSERT_EQ(acc_tensor_list_append(residual, name.c_str(), t), ACC_OK);
+      acc_tensor_free(t);
+    }
+    ASSERT_EQ(acc_model_load_state_dict(first, residual, 0), ACC_OK) << acc_last_error_message();
+    acc_tensor_list_free(residual);
+    EXPECT_EQ(eval_outputs(both), eval_outputs(first)) << "the first adapter on the residual";
+    ASSERT_EQ(acc_model_set_adapter(both, "pissa"), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(eval_outputs(both), eval_outputs(solo));
+    for (acc_model* m : {both, first, solo}) acc_model_free(m);
   }
 }
 
