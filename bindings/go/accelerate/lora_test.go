@@ -200,19 +200,28 @@ func TestTrainableTokensTrainAloneAndRoundTrip(t *testing.T) {
 	}
 }
 
-// PEFT's several named adapters: one active, the others kept aside; switching draws nothing.
-// PEFT's merge_and_unload(adapter_names=...): an adapter kept aside, merged by name, computes as it did.
-func TestNamedAdaptersMergeByName(t *testing.T) {
-	m := seededTwoLinears(t)
-	defer m.Close()
-	o, _ := acc.NewOptions(acc.LoraOptions)
-	defer o.Close()
+// loraR2 is LoraOptions with r 2 and nn.Linear's draws for A and B (init_lora_weights false), so
+// that every adapter changes the outputs from the start.
+func loraR2(t *testing.T) *acc.Options {
+	o, err := acc.NewOptions(acc.LoraOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := o.SetInt("r", 2); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Set("init_lora_weights", "false"); err != nil {
 		t.Fatal(err)
 	}
+	return o
+}
+
+// PEFT's merge_and_unload(adapter_names=...): an adapter kept aside, merged by name, computes as it did.
+func TestNamedAdaptersMergeByName(t *testing.T) {
+	m := seededTwoLinears(t)
+	defer m.Close()
+	o := loraR2(t)
+	defer o.Close()
 	if _, err := m.AddLora("0,1", o); err != nil {
 		t.Fatal(err)
 	}
@@ -240,17 +249,12 @@ func TestNamedAdaptersMergeByName(t *testing.T) {
 	}
 }
 
+// PEFT's several named adapters: one active, the others kept aside; switching draws nothing.
 func TestNamedAdaptersSwitchAndSaveWherePeftDoes(t *testing.T) {
 	m := seededTwoLinears(t)
 	defer m.Close()
-	o, _ := acc.NewOptions(acc.LoraOptions)
+	o := loraR2(t)
 	defer o.Close()
-	if err := o.SetInt("r", 2); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Set("init_lora_weights", "false"); err != nil {
-		t.Fatal(err)
-	}
 	base := outputOf(t, m)
 	if _, err := m.AddLora("0,1", o); err != nil {
 		t.Fatal(err)
