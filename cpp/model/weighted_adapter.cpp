@@ -5,19 +5,22 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "common/text.h"
 
 namespace acc {
 
 namespace {
 
-const char* const kSvd = "_svd";
+const std::string kSvd = "_svd";
 
-bool ends_with_svd(const std::string& type) { return type.size() > 4 && type.compare(type.size() - 4, 4, kSvd) == 0; }
+bool ends_with_svd(const std::string& type) { return type.size() > kSvd.size() && ends_with(type, kSvd); }
+// "ties_svd" -> "ties": the task merge an svd combination applies before factoring.
+std::string without_svd(const std::string& type) { return type.substr(0, type.size() - kSvd.size()); }
 
 // PEFT's combination types: cat, svd, the task merges, and each pruning one with "_svd".
 bool is_combination_type(const std::string& type) {
   if (type == "cat" || type == "svd") return true;
-  if (ends_with_svd(type)) return task_merge_prunes(type.substr(0, type.size() - 4));
+  if (ends_with_svd(type)) return task_merge_prunes(without_svd(type));
   return is_task_merge_method(type);
 }
 
@@ -67,7 +70,7 @@ bool WeightedCombination::factors() const { return combination_type == "svd" || 
 TaskMerge WeightedCombination::task_merge() const {
   TaskMerge merge;
   if (combination_type == "cat" || combination_type == "svd") return merge;
-  merge.method = factors() ? combination_type.substr(0, combination_type.size() - 4) : combination_type;
+  merge.method = factors() ? without_svd(combination_type) : combination_type;
   merge.density = density.value_or(1.0);
   merge.majority_sign_method = majority_sign_method;
   return merge;
