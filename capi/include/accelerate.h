@@ -467,7 +467,16 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   A and B Gaussian draws projected on the odd and even rows of a random orthogonal r x r matrix,
  *   divided by 10, so B A is zero to rounding while neither is; r even (ACC_ERR_INVALID_ARGUMENT),
  *   the weight unchanged, lora_bias's bias left as nn.Linear draws it, as PEFT; an embedding's start
- *   as with "true", a convolution's ACC_ERR_INVALID_ARGUMENT, as PEFT),
+ *   as with "true", a convolution's ACC_ERR_INVALID_ARGUMENT, as PEFT; "eva": PEFT's EVA, B zero
+ *   and A computed from data by acc_model_initialize_lora_eva, which may change each layer's rank),
+ *   eva_rho (double, default 2, at least 1: EVA gives a layer at most round(r * eva_rho)
+ *   components), eva_tau (double, default 0.99, in [0, 1]: the cosine similarity between
+ *   consecutive batches' components at which a layer counts as converged), eva_use_label_mask
+ *   (bool, default true: positions whose label is eva_label_mask_value are left out),
+ *   eva_label_mask_value (int, default -100), eva_whiten (bool, default false: the components
+ *   divided by the square roots of their singular values), eva_adjust_scaling_factors (bool,
+ *   default true: a layer whose rank changes gets lora_alpha times new rank / r, keeping its
+ *   scaling) (PEFT's EvaConfig, written to adapter_config.json as eva_config with init "eva"),
  *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
  *   acc_model_add_lora for TorchScript models), exclude_modules (string, default none: modules left
  *   unadapted, named as target_modules are), target_parameters (string, default none: PEFT's, for
@@ -540,6 +549,18 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   default true: torch.linalg.svd's), svd_driver ("gesvd", "gesvdj" or "gesvda"; default none:
  *   cuSOLVER's driver, CUDA only as in torch). The svd keys matter to svd combinations only, density
  *   and majority_sign_method to the pruning ones; elsewhere they are ignored, as in PEFT.
+ * Keys of ACC_OPTIONS_EVA (how acc_model_initialize_lora_eva reads the loader's batches):
+ *   inputs (int, default 1: the model's forward takes the batch's first `inputs` fields), labels
+ *   (int, default -1: none; the batch's field of labels: with the adapters' eva_use_label_mask,
+ *   positions whose label is eva_label_mask_value are left out), attention_mask (int, default -1:
+ *   none; the batch's field of the attention mask: only its non-zero positions count); with
+ *   labels or attention_mask the positions are the leading dimensions of every adapted layer's
+ *   input (batch x sequence, as PEFT's language-modelling defaults), with neither every row of
+ *   a layer's input counts (its leading dimensions flattened, as PEFT's
+ *   prepare_layer_inputs_fn=None), gather_distributed_inputs (bool, default true: with an
+ *   accelerator of several processes, each layer's inputs are gathered from all of them, as
+ *   PEFT's), max_batches (int, default 10000: forward passes before layers that have not
+ *   converged are an error; PEFT goes on without end).
  * ---------------------------------------------------------------------------------------------- */
 
 typedef enum acc_options_kind {
@@ -552,6 +573,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_AVERAGED_MODEL = 7,
   ACC_OPTIONS_TRAINABLE_TOKENS = 8,
   ACC_OPTIONS_WEIGHTED_ADAPTER = 9,
+  ACC_OPTIONS_EVA = 10,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1035,6 +1057,39 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_weighted_adapter(acc_model *model
                                                                const double *weights, size_t n,
                                                                const char *adapter_name, const char *combination_type,
                                                                int64_t svd_rank, size_t *count);
+/* PEFT's initialize_lora_eva_weights(model, dataloader): EVA's data-driven start for adapters
+ * made with init_lora_weights "eva" (acc_model_add_lora; PEFT's ValueError, here
+ * ACC_ERR_INVALID_ARGUMENT, for another start). In evaluation mode, without gradients and with the
+ * adapters disabled, the model runs on `dl`'s batches (its first batch, then an epoch that is
+ * cycled through again if needed, as PEFT's itertools.cycle; the loader draws from torch's global
+ * generator as a Python iterator would, and is left between epochs); each adapted layer's inputs
+ * (the positions ACC_OPTIONS_EVA `opts` picks) update an incremental PCA (PEFT's IncrementalPCA:
+ * torch.svd_lowrank seeded 42 in a forked generator, so the global stream is not moved by it)
+ * until its components' cosine similarity between batches reaches eva_tau. The layers' ranks
+ * (their r, rank_pattern applied) are then redistributed: their sum goes to the components that
+ * explain the largest shares of their layer's input variance, a layer getting at most round(r *
+ * eva_rho); layers whose inputs are equal (q, k and v of one input) share one computation. Each
+ * layer's lora_A becomes its first components (whitened with eva_whiten), B stays zero; a layer
+ * whose rank changed gets new adapters drawn as PEFT's update_layer draws them (A's and B's
+ * nn.Linear initialisations, from the global generator, in the layers' order), with lora_alpha
+ * scaled by the new rank / r (eva_adjust_scaling_factors); a layer given rank 0 loses its
+ * adapter. The configuration then holds what PEFT's does: target_modules the layers kept (listed;
+ * PEFT condenses 20 or more to suffixes), rank_pattern and alpha_pattern their new ranks and
+ * alphas by name; acc_model_save_lora writes it with eva_config. Only nn.Linear and transformers'
+ * Conv1D layers that the forward calls as modules (PEFT skips convolutions, embeddings and
+ * attention, re-initialising them: here ACC_ERR_UNSUPPORTED), with one active adapter, before
+ * acc_prepare and before an optimizer holds the model's parameters (ACC_ERR_INVALID_ARGUMENT).
+ * `acc` (optional): with several processes and gather_distributed_inputs, every layer's inputs
+ * are gathered from all processes (each process reads its own part of the data), so every
+ * process computes the same adapters; every process must call this. `count` (optional): the layers
+ * adapted afterwards. Errors (ACC_ERR_INVALID_ARGUMENT): `dl` in an epoch, empty, a batch with
+ * fewer fields than `opts` names, a layer's round(r * eva_rho) above its input features, labels or
+ * an attention mask that are not a layer input's leading dimensions, layers that have not
+ * converged after max_batches forward passes; each changes no adapter (the loader's draws and
+ * epochs stay taken). */
+ACC_API ACC_NODISCARD acc_status acc_model_initialize_lora_eva(acc_model *model, acc_dataloader *dl,
+                                                               const acc_options *opts, acc_accelerator *acc,
+                                                               size_t *count);
 ACC_API ACC_NODISCARD acc_status acc_model_active_adapter(const acc_model *model, char **out);
 ACC_API ACC_NODISCARD acc_status acc_model_adapter_names(const acc_model *model, acc_string_list **out);
 

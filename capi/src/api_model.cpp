@@ -3,6 +3,8 @@
 #include "common/device.h"
 #include "guard.h"
 #include "handles.h"
+#include "data/dataloader.h"
+#include "model/eva.h"
 #include "model/weighted_adapter.h"
 
 #include <functional>
@@ -279,6 +281,25 @@ acc_status acc_model_add_weighted_adapter(acc_model* model, const char* const* a
         return options;
       },
       count);
+}
+
+acc_status acc_model_initialize_lora_eva(acc_model* model, acc_dataloader* dl, const acc_options* opts,
+                                         acc_accelerator* acc, size_t* count) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    acc::DataLoader& loader = *live(dl, "dl").loader;
+    const acc::EvaReading reading = acc::eva_option_table().read(options_arg(opts, acc::OptionsKind::Eva));
+    acc::Accelerator* accelerator = acc ? &accelerator_arg(acc) : nullptr;
+    acc::require(!loader.in_epoch(), "EVA: the data loader is in an epoch; end it first (acc_dataloader_end_epoch)");
+    const acc::EvaSource source{[&] { return loader.next(); }, [&] { loader.end_epoch(); }, loader.length()};
+    std::function<at::Tensor(const at::Tensor&)> gather_rows = [](const at::Tensor& rows) { return rows; };
+    if (accelerator && reading.gather_distributed_inputs && accelerator->collectives().world_size() > 1)
+      gather_rows = [accelerator](const at::Tensor& rows) {
+        return accelerator->collectives().gather_rows(rows, "EVA's layer inputs");
+      };
+    const size_t adapted = m.initialize_lora_eva(source, reading, gather_rows);
+    if (count) *count = adapted;
+  });
 }
 
 acc_status acc_model_active_adapter(const acc_model* model, char** out) {

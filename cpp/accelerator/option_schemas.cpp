@@ -3,6 +3,7 @@
 #include "accelerator/config.h"
 #include "common/error.h"
 #include "data/dataloader_options.h"
+#include "model/eva.h"
 #include "model/lora.h"
 #include "model/weighted_adapter.h"
 #include "optim/averaged_model.h"
@@ -25,6 +26,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return trainable_tokens_option_table();
     case OptionsKind::WeightedAdapter:
       return weighted_adapter_option_table();
+    case OptionsKind::Eva:
+      return eva_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

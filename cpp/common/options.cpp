@@ -133,6 +133,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "trainable_tokens";
     case OptionsKind::WeightedAdapter:
       return "weighted_adapter";
+    case OptionsKind::Eva:
+      return "eva";
   }
   return "?";
 }

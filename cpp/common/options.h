@@ -51,7 +51,8 @@ enum class OptionsKind : int {
   Profile = 6,
   AveragedModel = 7,
   TrainableTokens = 8,
-  WeightedAdapter = 9
+  WeightedAdapter = 9,
+  Eva = 10
 };
 
 const char* options_kind_name(OptionsKind kind);

@@ -10,10 +10,10 @@
 
 #include "common/error.h"
 #include "common/text.h"
+#include "model/lora_draws.h"
 #include "model/lora_init.h"
 
 namespace acc {
-namespace {
 
 // nn.Linear(in, out, bias=False)'s own initialisation, which PEFT's adapters go through first.
 at::Tensor new_linear_weight(int64_t out, int64_t in) {
@@ -21,6 +21,8 @@ at::Tensor new_linear_weight(int64_t out, int64_t in) {
   torch::nn::init::kaiming_uniform_(w, std::sqrt(5.0));
   return w;
 }
+
+namespace {
 
 // The weight delta (B A) * scaling, as PEFT's get_delta_weight computes it.
 at::Tensor lora_delta(const at::Tensor& a, const at::Tensor& b, double scaling) { return at::matmul(b, a) * scaling; }
@@ -99,6 +101,8 @@ at::Tensor weight_norm(const at::Tensor& w, const at::Tensor& lora_weight, doubl
   return row_norms(w + lora_weight * scaling);
 }
 
+}  // namespace
+
 // DoRA's magnitude at the start (PEFT's DoraLinearLayer.update_layer): the adapted weight's row
 // norms, lora_weight as lora_B @ lora_A (a convolution's: its output channels' norms).
 at::Tensor initial_magnitude(const at::Tensor& w, const LoraAdapter& adapter) {
@@ -112,6 +116,8 @@ at::Tensor initial_magnitude(const at::Tensor& w, const LoraAdapter& adapter) {
   // a Conv1D's a norm per output, of its transpose too.
   return weight_norm(as_linear_layout(adapter.site, w), at::matmul(adapter.b, adapter.a), adapter.scaling);
 }
+
+namespace {
 
 // PEFT's DoraLinearVariant.forward and DoraLinearLayer.forward on the layer's output: result +
 // (m / ||W + s B A|| - 1) * base + m / ||W + s B A|| * B(A(x)) * s, the norm not differentiated;

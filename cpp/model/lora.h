@@ -298,6 +298,12 @@ class LoraAdapters {
   // keeping this one's wiring, installs them, enabled or not, and returns true. Otherwise changes
   // nothing and returns false.
   bool exchange(LoraAdapters& other, bool enabled);
+  // EVA's data-driven start (model/eva.h; PEFT's _load_eva_state_dict): each adapter's lora_A
+  // becomes its layer's components (rank x in, by module name, every adapter's given); an adapter
+  // whose rank changes is drawn anew as PEFT's update_layer draws it (B zero, lora_alpha times new
+  // rank / r with eva_adjust_scaling_factors), one given rank 0 is removed. The configuration then
+  // lists the layers kept as target_modules and their ranks and alphas by name (PEFT's).
+  void take_eva_components(const std::vector<std::pair<std::string, at::Tensor>>& components);
   // requires_grad on each adapter tensor that trains (MiCA's lora_B stays frozen), or on none;
   // frozen ones keep no gradient.
   void set_trainable(bool trainable) const;

@@ -54,10 +54,26 @@ const OptionTable<LoraConfig>& lora_option_table() {
     t.bind("init_lora_weights",
            "Kaiming A and zero B (true), N(0, 1/r) A (gaussian), nn.Linear's (false), from the weight, which "
            "keeps the residual (olora, pissa, pissa_niter_<n>), or B the weight's minor singular vectors, frozen, "
-           "and A zero (mica), or both from a random orthogonal matrix, B A zero (orthogonal)",
+           "and A zero (mica), or both from a random orthogonal matrix, B A zero (orthogonal), or A from the "
+           "layers' inputs, B zero (eva: acc_model_initialize_lora_eva computes it)",
            &L::init)
-        .one_of({"true", "gaussian", "false", "olora", "pissa", "mica", "orthogonal"})
+        .one_of({"true", "gaussian", "false", "olora", "pissa", "mica", "orthogonal", "eva"})
         .checked_by(check_lora_init);  // and pissa_niter_<n>
+    t.bind("eva_rho", "eva: a layer's rank is at most round(r * eva_rho) (PEFT's EvaConfig.rho)", &L::eva,
+           &EvaConfig::rho)
+        .at_least(1)
+        .at_most(1e9);
+    t.bind("eva_tau", "eva: the cosine similarity at which a layer's components count as converged", &L::eva,
+           &EvaConfig::tau)
+        .at_least(0)
+        .at_most(1);
+    t.bind("eva_use_label_mask", "eva: positions whose label is eva_label_mask_value are left out", &L::eva,
+           &EvaConfig::use_label_mask);
+    t.bind("eva_label_mask_value", "eva: the label of the positions left out", &L::eva, &EvaConfig::label_mask_value);
+    t.bind("eva_whiten", "eva: the components divided by the square roots of their singular values", &L::eva,
+           &EvaConfig::whiten);
+    t.bind("eva_adjust_scaling_factors", "eva: lora_alpha scaled with a layer's new rank (its scaling kept)",
+           &L::eva, &EvaConfig::adjust_scaling_factors);
     t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
     t.bind("target_parameters",
            "parameters adapted themselves (a mixture of experts' expert weights): \"<module>.<parameter>\" names, "

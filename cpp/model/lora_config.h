@@ -29,6 +29,20 @@ enum class PeftType { Lora, TrainableTokens };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) { return type == PeftType::Lora ? "LORA" : "TRAINABLE_TOKENS"; }
 
+// PEFT's EvaConfig (init_lora_weights "eva": Explained Variance Adaptation, model/eva.h): rho bounds
+// a layer's rank at r * rho, tau is the cosine similarity at which a layer's components count as
+// converged, positions whose label is label_mask_value are left out (use_label_mask), whiten divides
+// the components by the square roots of their singular values, adjust_scaling_factors keeps each
+// layer's scaling when its rank changes (lora_alpha scaled with it).
+struct EvaConfig {
+  double rho = 2.0;
+  double tau = 0.99;
+  bool use_label_mask = true;
+  int64_t label_mask_value = -100;
+  bool whiten = false;
+  bool adjust_scaling_factors = true;
+};
+
 // PEFT's LoraConfig. The ACC_OPTIONS_LORA keys fill the numbers and flags (lora_option_table); the
 // target modules are an argument of their own.
 struct LoraConfig {
@@ -110,6 +124,7 @@ struct LoraConfig {
   // PEFT's init_lora_weights: "true" (Kaiming A, zero B), "gaussian", "false"; read from files also
   // "eva" and "orthogonal" (initialisations the loaded weights replace, kept for the next save).
   std::string init = "true";
+  EvaConfig eva;  // PEFT's eva_config, used (and written to adapter_config.json) with init "eva"
   // Kept in adapter_config.json for PEFT's AutoPeftModel (which base model, which class); "" is null.
   std::string base_model_name_or_path, revision, task_type;
 

@@ -114,6 +114,15 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
     j["init_lora_weights"] = config.init == "true";
   else
     j["init_lora_weights"] = config.init;  // gaussian, eva, orthogonal, mica, olora, pissa, pissa_niter_<n>
+  if (config.init == "eva")  // PEFT's LoraConfig sets the default EvaConfig for "eva"
+    j["eva_config"] = json{{"rho", config.eva.rho},
+                           {"tau", config.eva.tau},
+                           {"use_label_mask", config.eva.use_label_mask},
+                           {"label_mask_value", config.eva.label_mask_value},
+                           {"whiten", config.eva.whiten},
+                           {"adjust_scaling_factors", config.eva.adjust_scaling_factors}};
+  else
+    j["eva_config"] = nullptr;
   j["target_modules"] = targets_json(config);
   j["target_parameters"] = config.target_parameters.empty() ? json(nullptr) : json(config.target_parameters);
   if (!config.exclude_regex.empty())
@@ -300,6 +309,25 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
       refuse("init_lora_weights",
              "must be true, false, \"gaussian\", \"eva\", \"orthogonal\", \"mica\", \"olora\", \"pissa\" or "
              "\"pissa_niter_<n>\" (CorDA and LoftQ are not built)");
+  }
+  if (j.contains("eva_config") && !j["eva_config"].is_null()) {
+    const auto& eva = j["eva_config"];
+    if (!eva.is_object()) refuse("eva_config", "must be an object (PEFT's EvaConfig) or null");
+    auto field = [&](const char* key, auto check, auto* out) {
+      if (!eva.contains(key)) return;
+      if (!check(eva[key])) refuse("eva_config", std::string("has an invalid '") + key + "'");
+      *out = eva[key].template get<std::decay_t<decltype(*out)>>();
+    };
+    auto is_number = [](const json& v) { return v.is_number(); };
+    auto is_bool = [](const json& v) { return v.is_boolean(); };
+    field("rho", is_number, &config.eva.rho);
+    field("tau", is_number, &config.eva.tau);
+    field("use_label_mask", is_bool, &config.eva.use_label_mask);
+    field("label_mask_value", [](const json& v) { return v.is_number_integer(); }, &config.eva.label_mask_value);
+    field("whiten", is_bool, &config.eva.whiten);
+    field("adjust_scaling_factors", is_bool, &config.eva.adjust_scaling_factors);
+    if (!(config.eva.rho >= 1 && config.eva.rho <= 1e9)) refuse("eva_config", "has a rho below 1 (PEFT's ValueError)");
+    if (!(config.eva.tau >= 0 && config.eva.tau <= 1)) refuse("eva_config", "has a tau outside [0, 1]");
   }
   read_texts(j, path, &config);
   if (!j.contains("target_modules")) refuse("target_modules", "is missing");

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/text.h"
+#include "model/svd_lowrank.h"
 
 namespace acc {
 namespace {
@@ -21,41 +22,16 @@ int64_t pissa_niter(const std::string& init) {
   return n && *n >= 0 && *n <= kMaxNiter ? *n : -1;
 }
 
-at::Tensor transposed(const at::Tensor& t) { return t.transpose(-2, -1); }  // mH of a real matrix
-
-at::Tensor qr_q(const at::Tensor& x) { return std::get<0>(at::linalg_qr(x)); }
-
-// torch.svd_lowrank(A, q, niter) as PyTorch 2.x computes it (Halko et al.'s algorithm 5.1 on A, or
-// on A^T where A is wide, with get_approximate_basis's Gaussian start drawn from the global
-// generator): U (m x q), S (q), V (n x q). PyTorch 1.13's differs (it takes the transpose also
-// where n > q); 2.x is what users have.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> svd_lowrank(const at::Tensor& matrix, int64_t q, int64_t niter) {
-  const bool wide = matrix.size(0) < matrix.size(1);
-  const at::Tensor a = wide ? transposed(matrix) : matrix;
-  const at::Tensor start = at::randn({a.size(-1), q}, a.options());
-  at::Tensor basis = qr_q(at::matmul(a, start));
-  for (int64_t i = 0; i < niter; ++i) {
-    basis = qr_q(at::matmul(transposed(a), basis));
-    basis = qr_q(at::matmul(a, basis));
-  }
-  const at::Tensor projected = at::matmul(transposed(basis), a);
-  auto [u, s, vh] = at::linalg_svd(projected, /*full_matrices=*/false);
-  at::Tensor v = transposed(vh);
-  u = basis.matmul(u);
-  if (wide) std::swap(u, v);
-  return {u, s, v};
-}
-
 }  // namespace
 
 bool decomposes_weight(const std::string& init) { return init == "olora" || init == "pissa" || pissa_niter(init) >= 0; }
 
 void check_lora_init(const std::string& init) {
   if (init == "true" || init == "false" || init == "gaussian" || init == "mica" || init == "orthogonal" ||
-      decomposes_weight(init))
+      init == "eva" || decomposes_weight(init))
     return;
   fail(Status::InvalidArgument, "init_lora_weights '", init,
-       "' is not one of true, false, gaussian, mica, orthogonal, olora, pissa and pissa_niter_<n> (n from 0 to ",
+       "' is not one of true, false, gaussian, mica, orthogonal, eva, olora, pissa and pissa_niter_<n> (n from 0 to ",
        kMaxNiter, ")");
 }
 

@@ -18,7 +18,7 @@ namespace acc {
 // Whether `init` (init_lora_weights) is one of them: "olora", "pissa", "pissa_niter_<n>".
 bool decomposes_weight(const std::string& init);
 // Fails (InvalidArgument, naming the value) unless `init` is an init_lora_weights value the adapters
-// can start from: "true", "false", "gaussian", "mica", "orthogonal", and those decomposes_weight accepts.
+// can start from: "true", "false", "gaussian", "mica", "orthogonal", "eva", and those decomposes_weight accepts.
 void check_lora_init(const std::string& init);
 
 // PEFT's mica_init: the r left singular vectors of `matrix` (out x in: a linear layer's weight, an

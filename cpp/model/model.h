@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/eva.h"
 #include "model/lora.h"
 #include "model/unit_policy.h"
 #include "tensor/named_tensors.h"
@@ -179,6 +180,13 @@ class Model {
   // written (DARE's masks drawn after). Returns how many layers it adapts.
   virtual size_t add_weighted_adapter(const std::vector<std::string>& adapters, const std::vector<double>& weights,
                                       const std::string& name, const WeightedCombination& how);
+  // PEFT's initialize_lora_eva_weights (model/eva.h): the active adapters, made with init "eva",
+  // take the components of their layers' inputs on `source`'s batches (read as `reading` says; a
+  // layer's rows joined from every process by `gather_rows`, the rows themselves on one), the
+  // model run in evaluation mode without gradients, adapters disabled. Ranks are redistributed as
+  // PEFT's; returns how many layers keep adapters. Linear layers called as modules only.
+  virtual size_t initialize_lora_eva(const EvaSource& source, const EvaReading& reading,
+                                     const std::function<at::Tensor(const at::Tensor&)>& gather_rows);
   // The adapters' names in the order they came, and the active one's.
   virtual std::vector<std::string> adapter_names() const;
   virtual const std::string& active_adapter() const { return active_adapter_; }

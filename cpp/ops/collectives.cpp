@@ -330,6 +330,19 @@ at::Tensor Collectives::broadcast(const at::Tensor& tensor, int64_t src, const s
   return off_the_wire(buffer, tensor.scalar_type()).to(tensor.device());
 }
 
+at::Tensor Collectives::gather_rows(const at::Tensor& rows, const std::string& name) {
+  if (world_size() == 1) return rows;
+  const at::Tensor counts =
+      gather(at::full({1}, rows.size(0), rows.options().dtype(at::kLong)), name + " (row counts)").to(at::kCPU);
+  const at::Tensor padded = pad_across_processes(rows, 0, 0.0, false, name);
+  const at::Tensor all = gather(padded, name);
+  const int64_t longest = padded.size(0);
+  std::vector<at::Tensor> parts;
+  for (int64_t rank = 0; rank < world_size(); ++rank)
+    parts.push_back(all.slice(0, rank * longest, rank * longest + counts[rank].item<int64_t>()));
+  return at::cat(parts);
+}
+
 at::Tensor Collectives::pad_across_processes(const at::Tensor& tensor, int64_t dim, double value, bool pad_first,
                                              const std::string& name) {
   const bool valid = tensor.dim() > 0 && dim < tensor.dim() && dim >= -tensor.dim();

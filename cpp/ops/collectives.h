@@ -59,6 +59,9 @@ class Collectives {
   // Pads `dim` to the largest size across processes with `value`, at the end or (pad_first) the start.
   at::Tensor pad_across_processes(const at::Tensor& tensor, int64_t dim, double value, bool pad_first,
                                   const std::string& name);
+  // Every process's rows (dim 0, whose counts may differ), concatenated in rank order: padded to
+  // the longest, gathered, the padding cut off (PEFT's gather_layer_inputs).
+  at::Tensor gather_rows(const at::Tensor& rows, const std::string& name);
   // This process's share of n items (Accelerate's split_between_processes).
   ProcessSplit split_between_processes(int64_t n, bool apply_padding) const;
 

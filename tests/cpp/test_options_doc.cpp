@@ -74,7 +74,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"PROFILE", acc::OptionsKind::Profile},
                                                            {"AVERAGED_MODEL", acc::OptionsKind::AveragedModel},
                                                            {"TRAINABLE_TOKENS", acc::OptionsKind::TrainableTokens},
-                                                           {"WEIGHTED_ADAPTER", acc::OptionsKind::WeightedAdapter}};
+                                                           {"WEIGHTED_ADAPTER", acc::OptionsKind::WeightedAdapter},
+                                                           {"EVA", acc::OptionsKind::Eva}};
 
 }  // namespace
 

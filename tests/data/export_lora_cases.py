@@ -15,7 +15,8 @@ TrainableTokensConfig ("standalone_tokens"); LoRA on convolutions ("conv"); on g
 convolutions with lora_bias, and DoRA on convolutions ("conv_variants"); LoRA on an embedding
 ("embedding"); LoRA on transformers' Conv1D, GPT-2's layers ("conv1d"); LoRA on
 nn.MultiheadAttention ("attention"); LoRA on parameters, a mixture of experts' 3-D weights
-(target_parameters: "parameters", lora_parameters_case.py).
+(target_parameters: "parameters", lora_parameters_case.py); EVA's data-driven start ("eva",
+lora_eva_case.py).
 
 Run with Debian's python3-torch: python3 export_lora_cases.py OUTPUT_DIR
 """
@@ -29,8 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from lora_eva_case import eva_case
 from lora_parameters_case import parameters_case
-from peft_restated import linear_pair, tensor
+from peft_restated import linear_pair, svd_lowrank_2x, tensor
 
 
 class Net(nn.Module):
@@ -158,25 +160,6 @@ def mica_bias_case(model, g):
     return {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "seed": seed, "initial": initial,
             "next_draw": tensor(next_draw), "input": tensor(x), "start_output": tensor(start), "chosen": chosen,
             "output": tensor(y), "grads": grads, "frozen": list(initial), "merged": merged}
-
-
-def svd_lowrank_2x(a, q, niter):
-    """torch.svd_lowrank as PyTorch 2.x computes it (torch/_lowrank.py; Debian's 1.13 takes another
-    path): Halko et al.'s algorithm 5.1 on A, or on A^T where A is wide."""
-    wide = a.shape[0] < a.shape[1]
-    if wide:
-        a = a.mH
-    start = torch.randn(a.shape[-1], q, dtype=a.dtype)
-    basis = torch.linalg.qr(torch.matmul(a, start)).Q
-    for _ in range(niter):
-        basis = torch.linalg.qr(torch.matmul(a.mH, basis)).Q
-        basis = torch.linalg.qr(torch.matmul(a, basis)).Q
-    u, s, vh = torch.linalg.svd(torch.matmul(basis.mH, a), full_matrices=False)
-    v = vh.mH
-    u = basis.matmul(u)
-    if wide:
-        u, v = v, u
-    return u, s, v
 
 
 def peft_decompose(weight, init, r, scaling):
@@ -1451,7 +1434,8 @@ def main(out_dir):
             "standalone_tokens": standalone_tokens_case(), "conv": conv_case(out),
             "conv_variants": conv_variants_case(out), "embedding": embedding_case(out), "conv1d": conv1d_case(out),
             "attention": attention_case(out), "parameters": parameters_case(out),
-            "mica_bias": mica_bias_case(model, g), "weighted": weighted_case(model)}
+            "mica_bias": mica_bias_case(model, g), "weighted": weighted_case(model),
+            "eva": eva_case(out)}
     (out / "lora_cases.json").write_text(json.dumps(case))
     torch.jit.script(TinyForCausalLM()).save(str(out / "transformers_lm.pt"))
 

@@ -1,6 +1,7 @@
 """What the restatements of PEFT's layers share (export_lora_cases.py and the cases it imports)."""
 import math
 
+import torch
 from torch import nn
 
 
@@ -17,3 +18,22 @@ def linear_pair(in_features, out_features, r):
     nn.init.kaiming_uniform_(a, a=math.sqrt(5))
     nn.init.zeros_(b)
     return a, b
+
+
+def svd_lowrank_2x(a, q, niter):
+    """torch.svd_lowrank as PyTorch 2.x computes it (torch/_lowrank.py; Debian's 1.13 takes another
+    path): Halko et al.'s algorithm 5.1 on A, or on A^T where A is wide."""
+    wide = a.shape[0] < a.shape[1]
+    if wide:
+        a = a.mH
+    start = torch.randn(a.shape[-1], q, dtype=a.dtype)
+    basis = torch.linalg.qr(torch.matmul(a, start)).Q
+    for _ in range(niter):
+        basis = torch.linalg.qr(torch.matmul(a.mH, basis)).Q
+        basis = torch.linalg.qr(torch.matmul(a, basis)).Q
+    u, s, vh = torch.linalg.svd(torch.matmul(basis.mH, a), full_matrices=False)
+    v = vh.mH
+    u = basis.matmul(u)
+    if wide:
+        u, v = v, u
+    return u, s, v

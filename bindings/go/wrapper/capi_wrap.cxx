@@ -2914,6 +2914,27 @@ intgo _wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_dda8cd76654b7f17() {
 }
 
 
+intgo _wrap_ACC_OPTIONS_EVA_capi_dda8cd76654b7f17() {
+  acc_options_kind result;
+  intgo _swig_go_result;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = ACC_OPTIONS_EVA;
+      
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_dda8cd76654b7f17() {
   acc_placement result;
   intgo _swig_go_result;

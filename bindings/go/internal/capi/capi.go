@@ -331,6 +331,7 @@ extern swig_intgo _wrap_ACC_OPTIONS_PROFILE_capi_dda8cd76654b7f17(void);
 extern swig_intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_dda8cd76654b7f17(void);
 extern swig_intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_dda8cd76654b7f17(void);
 extern swig_intgo _wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_dda8cd76654b7f17(void);
+extern swig_intgo _wrap_ACC_OPTIONS_EVA_capi_dda8cd76654b7f17(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_dda8cd76654b7f17(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_NO_capi_dda8cd76654b7f17(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_YES_capi_dda8cd76654b7f17(void);
@@ -1121,6 +1122,13 @@ func _swig_getACC_OPTIONS_WEIGHTED_ADAPTER() (_swig_ret Acc_options_kind) {
 }
 
 var ACC_OPTIONS_WEIGHTED_ADAPTER Acc_options_kind = _swig_getACC_OPTIONS_WEIGHTED_ADAPTER()
+func _swig_getACC_OPTIONS_EVA() (_swig_ret Acc_options_kind) {
+	var swig_r Acc_options_kind
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_EVA_capi_dda8cd76654b7f17())
+	return swig_r
+}
+
+var ACC_OPTIONS_EVA Acc_options_kind = _swig_getACC_OPTIONS_EVA()
 type Acc_placement int
 func _swig_getACC_PLACEMENT_DEFAULT() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement
