@@ -309,6 +309,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %rename(AveragedModelOptions) ACC_OPTIONS_AVERAGED_MODEL;
 %rename(TrainableTokensOptions) ACC_OPTIONS_TRAINABLE_TOKENS;
 %rename(WeightedAdapterOptions) ACC_OPTIONS_WEIGHTED_ADAPTER;
+%rename(EvaOptions) ACC_OPTIONS_EVA;
 %rename(Default) ACC_PLACEMENT_DEFAULT;
 %rename(No) ACC_PLACEMENT_NO;
 %rename(Yes) ACC_PLACEMENT_YES;

@@ -408,6 +408,16 @@ struct acc_accelerator {};
                                               &count));
     return count;
   }
+  /* PEFT's initialize_lora_eva_weights: adapters made with init_lora_weights "eva" take the principal
+   * components of their layers' inputs on the loader's batches, their ranks redistributed; opts
+   * (may be null): the keys of ACC_OPTIONS_EVA (inputs, labels, attention_mask, ...); acc (may be
+   * null): on several processes every layer's inputs are gathered from all. See
+   * acc_model_initialize_lora_eva. Returns how many layers keep adapters. */
+  size_t initializeLoraEva(acc_dataloader *loader, const acc_options *opts, acc_accelerator *acc ERR) {
+    size_t count = 0;
+    check(acc_model_initialize_lora_eva($self, loader, opts, acc, &count));
+    return count;
+  }
   /* The active adapter's name (an error without adapters). */
   std::string activeAdapter(ERR0) {
     char *s = nullptr;

@@ -133,6 +133,9 @@
   /** Options of Model.addWeightedAdapter (PEFT's add_weighted_adapter keywords: density,
    *  majority_sign_method, svd_rank, svd_clamp, svd_full_matrices, svd_driver). */
   public static Options weightedAdapter() { return new Options(OptionsKind.WEIGHTED_ADAPTER); }
+  /** Options of Model.initializeLoraEva (how EVA reads the batches: inputs, labels, attention_mask,
+   *  gather_distributed_inputs, max_batches). */
+  public static Options eva() { return new Options(OptionsKind.EVA); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

@@ -471,8 +471,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   and A computed from data by acc_model_initialize_lora_eva, which may change each layer's rank),
  *   eva_rho (double, default 2, at least 1: EVA gives a layer at most round(r * eva_rho)
  *   components), eva_tau (double, default 0.99, in [0, 1]: the cosine similarity between
- *   consecutive batches' components at which a layer counts as converged), eva_use_label_mask
- *   (bool, default true: positions whose label is eva_label_mask_value are left out),
+ *   consecutive batches' components at which a layer counts as converged),
+ *   eva_use_label_mask (bool, default true: positions whose label is eva_label_mask_value are left out),
  *   eva_label_mask_value (int, default -100), eva_whiten (bool, default false: the components
  *   divided by the square roots of their singular values), eva_adjust_scaling_factors (bool,
  *   default true: a layer whose rank changes gets lora_alpha times new rank / r, keeping its
@@ -550,8 +550,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   cuSOLVER's driver, CUDA only as in torch). The svd keys matter to svd combinations only, density
  *   and majority_sign_method to the pruning ones; elsewhere they are ignored, as in PEFT.
  * Keys of ACC_OPTIONS_EVA (how acc_model_initialize_lora_eva reads the loader's batches):
- *   inputs (int, default 1: the model's forward takes the batch's first `inputs` fields), labels
- *   (int, default -1: none; the batch's field of labels: with the adapters' eva_use_label_mask,
+ *   inputs (int, default 1: the model's forward takes the batch's first `inputs` fields),
+ *   labels (int, default -1: none; the batch's field of labels: with the adapters' eva_use_label_mask,
  *   positions whose label is eva_label_mask_value are left out), attention_mask (int, default -1:
  *   none; the batch's field of the attention mask: only its non-zero positions count); with
  *   labels or attention_mask the positions are the leading dimensions of every adapted layer's

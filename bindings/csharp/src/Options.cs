@@ -20,6 +20,9 @@ public partial class Options {
   /// <summary>Options of Model.AddWeightedAdapter (PEFT's add_weighted_adapter keywords: density,
   /// majority_sign_method, svd_rank, svd_clamp, svd_full_matrices, svd_driver).</summary>
   public static Options WeightedAdapter() { return new Options(OptionsKind.WeightedAdapterOptions); }
+  /// <summary>Options of Model.InitializeLoraEva (how EVA reads the batches: inputs, labels,
+  /// attention_mask, gather_distributed_inputs, max_batches).</summary>
+  public static Options Eva() { return new Options(OptionsKind.EvaOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

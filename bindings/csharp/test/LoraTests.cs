@@ -16,6 +16,41 @@ public class LoraTests {
     using (Tensor y = model.Forward(x)) return y.ToFloatArray();
   }
 
+  // Every lora_A's values, in the model's order (EVA may take a layer's adapter away).
+  static float[] LoraA(Model model) {
+    var all = new System.Collections.Generic.List<float>();
+    using (StringList names = model.ParameterNames())
+      foreach (string name in names.ToList())
+        if (name.EndsWith(".lora_A.weight")) all.AddRange(FreezeTests.Param(model, name));
+    return all.ToArray();
+  }
+
+  // EVA: adapters made with init_lora_weights "eva" take their layers' input components from a
+  // loader; adapters of another start are refused.
+  [Test]
+  public void EvaStartsTheAdaptersFromTheData() {
+    var x = new float[24 * 4];
+    for (int i = 0; i < x.Length; ++i) x[i] = ((i * 7) % 11) - 5 + (i % 4) * 0.25f;
+    using (Model model = NewModel())
+    using (Options o = Options.Lora().Put("r", 1).Put("init_lora_weights", "eva"))
+    using (Tensor t = Tensor.Of(x, 24, 4))
+    using (TensorList fields = TensorList.Of(t))
+    using (Dataset ds = Dataset.FromTensors(fields))
+    using (Options lo = Options.DataLoader().Put("batch_size", 6))
+    using (DataLoader dl = new DataLoader(ds, lo))
+    using (Options eva = Options.Eva().Put("max_batches", 500)) {
+      model.AddLora("0,1", o);
+      float[] before = LoraA(model);
+      Assert.That(model.InitializeLoraEva(dl, eva, null), Is.GreaterThanOrEqualTo(1));
+      Assert.That(LoraA(model), Is.Not.EqualTo(before));
+      using (Model plain = NewModel()) {
+        plain.AddLora("0", null);
+        var e = Assert.Throws<AccelerateInvalidArgumentException>(() => plain.InitializeLoraEva(dl, null, null));
+        StringAssert.Contains("eva", e.Message);
+      }
+    }
+  }
+
   [Test]
   public void AdaptersTrainAloneAndRoundTripThroughPeftFiles() {
     string dir = Path.Combine(Path.GetTempPath(), "acc-cs-lora-" + System.Guid.NewGuid().ToString("N"));

@@ -347,3 +347,68 @@ func TestNamedAdaptersSwitchAndSaveWherePeftDoes(t *testing.T) {
 		t.Error("the unloaded model does not compute as its base")
 	}
 }
+
+// EVA: adapters made with init_lora_weights "eva" take their layers' input components from a
+// loader; adapters of another start are refused.
+func TestInitializeLoraEvaStartsAFromTheData(t *testing.T) {
+	m := seededTwoLinears(t)
+	defer m.Close()
+	o, _ := acc.NewOptions(acc.LoraOptions)
+	defer o.Close()
+	_ = o.SetInt("r", 1)
+	if err := o.Set("init_lora_weights", "eva"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddLora("0,1", o); err != nil {
+		t.Fatal(err)
+	}
+	values := make([]float32, 24*4)
+	for i := range values {
+		values[i] = float32((i*7)%11) - 5 + float32(i%4)*0.25
+	}
+	x, _ := acc.FromFloat32s(values, 24, 4)
+	defer x.Close()
+	ds, err := acc.DatasetFromTensors(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	lo, _ := acc.NewOptions(acc.DataLoaderOptions)
+	defer lo.Close()
+	_ = lo.SetInt("batch_size", 6)
+	dl, err := acc.NewDataLoader(ds, lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	loraA := func() (all []float32) { // every lora_A's values (EVA may take a layer's adapter away)
+		names, _ := m.ParameterNames()
+		for _, name := range names {
+			if strings.HasSuffix(name, ".lora_A.weight") {
+				all = append(all, paramValues(t, m, name)...)
+			}
+		}
+		return all
+	}
+	before := loraA()
+	eva, _ := acc.NewOptions(acc.EvaOptions)
+	defer eva.Close()
+	if err := eva.SetInt("max_batches", 500); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m.InitializeLoraEva(dl, eva, nil); n < 1 || err != nil {
+		t.Fatalf("InitializeLoraEva = %d, %v", n, err)
+	}
+	if reflect.DeepEqual(before, loraA()) {
+		t.Error("lora_A did not take the components")
+	}
+	plain := seededTwoLinears(t)
+	defer plain.Close()
+	if _, err := plain.AddLora("0", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.InitializeLoraEva(dl, nil, nil); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "eva") {
+		t.Fatalf("InitializeLoraEva on init true = %v", err)
+	}
+}

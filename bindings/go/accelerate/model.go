@@ -21,6 +21,8 @@ const (
 	TrainableTokensOptions OptionsKind = capi.OptionsTrainableTokens
 	// PEFT's add_weighted_adapter keywords (Model.AddWeightedAdapterWith: density, svd_rank, ...)
 	WeightedAdapterOptions OptionsKind = capi.OptionsWeightedAdapter
+	// How Model.InitializeLoraEva reads the batches (inputs, labels, attention_mask, ...)
+	EvaOptions OptionsKind = capi.OptionsEva
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -298,6 +300,33 @@ func (m *Model) AddWeightedAdapterWith(adapters []string, weights []float64, ada
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 {
 		return h.AddWeightedAdapter(encoded, weights, adapterName, combinationType, oh, e)
 	})
+	return int(n), err
+}
+
+// InitializeLoraEva is PEFT's initialize_lora_eva_weights: adapters made with init_lora_weights
+// "eva" take the principal components of their layers' inputs on the loader's batches, their ranks
+// redistributed (see acc_model_initialize_lora_eva). opts (EvaOptions, may be nil) says how batches
+// are read; acc (may be nil) gathers every process's inputs on several processes. Returns how many
+// layers keep adapters.
+func (m *Model) InitializeLoraEva(loader *DataLoader, opts *Options, acc *Accelerator) (int, error) {
+	lh, err := loader.ref().get()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(loader)
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	ah := capi.Accelerator(capi.SwigcptrAccelerator(0))
+	if acc != nil {
+		if ah, err = acc.ref().get(); err != nil {
+			return 0, err
+		}
+	}
+	defer runtime.KeepAlive(acc)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.InitializeLoraEva(lh, oh, ah, e) })
 	return int(n), err
 }
 

@@ -798,6 +798,11 @@ SWIGINTERN size_t acc_model_addWeightedAdapter(acc_model *self,uint8_t const *na
                                               &count));
     return count;
   }
+SWIGINTERN size_t acc_model_initializeLoraEva(acc_model *self,acc_dataloader *loader,acc_options const *opts,acc_accelerator *acc,std::string *swig_err){
+    size_t count = 0;
+    check(acc_model_initialize_lora_eva(self, loader, opts, acc, &count));
+    return count;
+  }
 SWIGINTERN std::string acc_model_activeAdapter(acc_model *self,std::string *swig_err){
     char *s = nullptr;
     check(acc_model_active_adapter(self, &s));
@@ -8613,6 +8618,46 @@ long long _wrap_Model_addWeightedAdapter_capi_dda8cd76654b7f17(acc_model *_swig_
   
   free(copy6); 
   free(copy7); 
+  return _swig_go_result;
+}
+
+
+long long _wrap_Model_initializeLoraEva_capi_dda8cd76654b7f17(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, acc_options *_swig_go_2, acc_accelerator *_swig_go_3, _gostring_* _swig_go_4) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  acc_dataloader *arg2 = (acc_dataloader *) 0 ;
+  acc_options *arg3 = (acc_options *) 0 ;
+  acc_accelerator *arg4 = (acc_accelerator *) 0 ;
+  std::string *arg5 = (std::string *) 0 ;
+  std::string temp5 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  arg2 = *(acc_dataloader **)&_swig_go_1; 
+  arg3 = *(acc_options **)&_swig_go_2; 
+  arg4 = *(acc_accelerator **)&_swig_go_3; 
+  
+  accswig::take_go_error();
+  arg5 = &temp5;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = acc_model_initializeLoraEva(arg1,arg2,(acc_options const *)arg3,arg4,arg5);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
+  }
+  
   return _swig_go_result;
 }
 

@@ -202,4 +202,40 @@ class LoraTest {
       assertThrows(InvalidArgumentException.class, () -> model.addLora("1", null));
     }
   }
+
+  /** Every lora_A's values, in the model's order (EVA may take a layer's adapter away). */
+  static float[] loraA(Model model) {
+    java.util.List<Float> all = new java.util.ArrayList<>();
+    try (StringList names = model.parameterNames()) {
+      for (String name : names.toList())
+        if (name.endsWith(".lora_A.weight"))
+          for (float v : FreezeTest.param(model, name)) all.add(v);
+    }
+    float[] out = new float[all.size()];
+    for (int i = 0; i < out.length; ++i) out[i] = all.get(i);
+    return out;
+  }
+
+  /** EVA: adapters made with init_lora_weights "eva" take their layers' input components from a
+   *  loader; adapters of another start are refused. */
+  @Test
+  void evaStartsTheAdaptersFromTheData() {
+    float[] x = new float[24 * 4];
+    for (int i = 0; i < x.length; ++i) x[i] = ((i * 7) % 11) - 5 + (i % 4) * 0.25f;
+    try (Model model = model(); Options o = Options.lora().put("r", 1).put("init_lora_weights", "eva");
+         Tensor t = Tensor.of(x, 24, 4); TensorList fields = TensorList.of(t);
+         Dataset ds = Dataset.fromTensors(fields); Options lo = Options.dataLoader().put("batch_size", 6);
+         DataLoader dl = new DataLoader(ds, lo); Options eva = Options.eva().put("max_batches", 500)) {
+      model.addLora("0,1", o);
+      float[] before = loraA(model);
+      assertTrue(model.initializeLoraEva(dl, eva, null) >= 1);
+      assertFalse(Arrays.equals(before, loraA(model)));
+      try (Model plain = model()) {
+        plain.addLora("0", null);
+        InvalidArgumentException e =
+            assertThrows(InvalidArgumentException.class, () -> plain.initializeLoraEva(dl, null, null));
+        assertTrue(e.getMessage().contains("eva"), e.getMessage());
+      }
+    }
+  }
 }

@@ -58,6 +58,7 @@ const (
 	OptionsAveragedModel   = C.ACC_OPTIONS_AVERAGED_MODEL
 	OptionsTrainableTokens = C.ACC_OPTIONS_TRAINABLE_TOKENS
 	OptionsWeightedAdapter = C.ACC_OPTIONS_WEIGHTED_ADAPTER
+	OptionsEva             = C.ACC_OPTIONS_EVA
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
