@@ -650,3 +650,61 @@ TEST(Dist, ProcessesWithOtherSettingsOrModelsAreRefusedOnEveryProcess) {
 }
 
 }  // namespace
+
+namespace {
+
+// A model of two linear layers (4 -> 6 -> 3) with EVA's adapters drawn (r 2, the same seed on
+// every process), its lora_A values after EVA on `rows` (samples x 4, batches of `batch` in order)
+// with `acc` (null: this process alone).
+std::vector<float> eva_lora_a(const std::vector<float>& rows, int64_t batch, acc_accelerator* acc) {
+  EXPECT_EQ(acc_set_seed(17), ACC_OK);
+  acc_model* m = acc_test::spec_model(R"([{"type":"linear","in_features":4,"out_features":6},{"type":"tanh"},
+                                         {"type":"linear","in_features":6,"out_features":3}])");
+  acc_options* o = acc_test::lora_options(2, 4);
+  EXPECT_EQ(acc_options_set(o, "init_lora_weights", "eva"), ACC_OK);
+  EXPECT_EQ(acc_model_add_lora(m, "0,2", o, nullptr), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  acc_tensor* x = acc_test::floats(rows, {static_cast<int64_t>(rows.size() / 4), 4});
+  acc_dataset* ds = nullptr;
+  EXPECT_EQ(acc_dataset_from_tensors(&x, 1, &ds), ACC_OK);
+  acc_tensor_free(x);
+  acc_options* lo = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &lo), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(lo, "batch_size", batch), ACC_OK);
+  acc_dataloader* dl = nullptr;
+  EXPECT_EQ(acc_dataloader_create(ds, lo, &dl), ACC_OK);
+  EXPECT_EQ(acc_model_initialize_lora_eva(m, dl, nullptr, acc, nullptr), ACC_OK) << acc_last_error_message();
+  std::vector<float> out;
+  for (const std::string& name : acc_test::parameter_names(m))
+    if (name.size() > 14 && name.compare(name.size() - 14, 14, ".lora_A.weight") == 0) {
+      const auto values = weights(m, name.c_str());
+      out.insert(out.end(), values.begin(), values.end());
+    }
+  acc_options_free(lo);
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+  acc_model_free(m);
+  return out;
+}
+
+}  // namespace
+
+// PEFT's gather_distributed_inputs: each process reads its part of every batch, and EVA's
+// components are those of one process reading the whole batches (the rows in rank order).
+TEST(Training, EvaGathersEveryProcesssLayerInputs) {
+  const int64_t batch = 3, steps = 4, world = g_world;
+  std::vector<float> all, mine;
+  for (int64_t step = 0; step < steps; ++step)
+    for (int64_t rank = 0; rank < world; ++rank)
+      for (int64_t row = 0; row < batch; ++row)
+        for (int64_t f = 0; f < 4; ++f) {
+          const int64_t i = ((step * world + rank) * batch + row) * 4 + f;
+          const float v = std::sin(0.7f * static_cast<float>(i)) + 0.1f * static_cast<float>(f * (i % 5));
+          all.push_back(v);
+          if (rank == g_rank) mine.push_back(v);
+        }
+  const std::vector<float> alone = eva_lora_a(all, batch * world, nullptr);
+  const std::vector<float> gathered = eva_lora_a(mine, batch, g_acc);
+  ASSERT_FALSE(alone.empty());
+  EXPECT_EQ(gathered, alone);
+}
