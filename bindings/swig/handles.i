@@ -332,6 +332,17 @@ struct acc_accelerator {};
     check(acc_model_add_lora($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's preprocess_corda and get_peft_model with init_lora_weights "corda": the model runs on one
+   * epoch of the loader (the forward taking each batch's first `inputs` fields), and the targeted
+   * linear layers' adapters start from their weights' components along the inputs' covariance, the
+   * weights keeping the residual; opts: the keys of ACC_OPTIONS_LORA (corda_method ipm or kpm, ...).
+   * See acc_model_add_lora_corda. Returns how many layers were adapted. */
+  size_t addLoraCorda(const char *targetModules, const acc_options *opts, acc_dataloader *loader,
+                      int64_t inputs ERR) {
+    size_t n = 0;
+    check(acc_model_add_lora_corda($self, targetModules, opts, loader, inputs, &n));
+    return n;
+  }
   /* PEFT's TrainableTokensConfig: chosen rows of embeddings train alone (new tokens without LoRA),
    * every other parameter frozen. targetModules: named as for addLora, or null/"" for the model's
    * input embedding (a head tied to it computes with the same rows). opts: trainable-tokens options

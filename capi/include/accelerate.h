@@ -476,7 +476,13 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   eva_label_mask_value (int, default -100), eva_whiten (bool, default false: the components
  *   divided by the square roots of their singular values), eva_adjust_scaling_factors (bool,
  *   default true: a layer whose rank changes gets lora_alpha times new rank / r, keeping its
- *   scaling) (PEFT's EvaConfig, written to adapter_config.json as eva_config with init "eva"),
+ *   scaling) (PEFT's EvaConfig, written to adapter_config.json as eva_config with init "eva");
+ *   "corda": PEFT's CorDA, set by acc_model_add_lora_corda (acc_model_add_lora refuses it: its start
+ *   comes from data),
+ *   corda_method ("ipm", default: the adapters start from the weight's largest components along the
+ *   inputs' covariance; "kpm": from the smallest, keeping the knowledge the largest carry),
+ *   corda_use_float16_for_covariance (bool, default false: the covariance summed in the inputs' own
+ *   dtype instead of float32),
  *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
  *   acc_model_add_lora for TorchScript models), exclude_modules (string, default none: modules left
  *   unadapted, named as target_modules are), target_parameters (string, default none: PEFT's, for
@@ -1090,6 +1096,31 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_weighted_adapter(acc_model *model
 ACC_API ACC_NODISCARD acc_status acc_model_initialize_lora_eva(acc_model *model, acc_dataloader *dl,
                                                                const acc_options *opts, acc_accelerator *acc,
                                                                size_t *count);
+/* PEFT's preprocess_corda(model, config, run_model) and get_peft_model with init_lora_weights
+ * "corda" (CorDA, Context-oriented Decomposition Adaptation), in one call: the model runs in
+ * evaluation mode, without gradients, on one epoch of `dl` (the forward taking each batch's first
+ * `inputs` fields; the loader draws from torch's global generator as a Python loop over it would,
+ * and is left between epochs); each targeted linear layer's input at each call (its rows, divided by
+ * the absolute value of its largest entry) adds x^T x to a covariance C, averaged over the calls.
+ * Then, as PEFT's collect_eigens: C is damped (its mean diagonal times 0.01 added, doubled until
+ * its inverse is within 0.05 of one), W C = U S Vh, V = (Vh C^-1)^T, and the adapters start from r
+ * components (corda_method "ipm": the largest, "kpm": the smallest): A = sqrt(S / scaling) V^T, B =
+ * U sqrt(S / scaling), drawn first as PEFT's update_layer draws (two nn.Linear initialisations,
+ * from the global generator), and the layer's weight becomes W - scaling B A, so the model starts
+ * computing as before, to rounding. `target_modules` and `opts` (ACC_OPTIONS_LORA; init_lora_weights
+ * is "corda" whatever it says) as acc_model_add_lora's: nn.Linear and transformers' Conv1D layers
+ * that the forward calls as modules (others are ACC_ERR_UNSUPPORTED), float32, float16 or bfloat16
+ * weights, r at most min(out, in). PEFT hooks one sequence per call (input[0].squeeze(0)): a batch of
+ * sequences here counts as one call over all its rows, so feed batches of one sequence for PEFT's
+ * numbers. acc_model_save_lora writes init_lora_weights "corda" and corda_config, as PEFT; such files
+ * are refused by acc_model_load_lora (the residual weights cannot be rebuilt from them). Before
+ * acc_prepare, on a model without adapters. `count` (optional): the layers adapted. Errors:
+ * ACC_ERR_INVALID_ARGUMENT for `dl` in an epoch or giving no batch, a batch with fewer than
+ * `inputs` fields, inputs holding a NaN or an infinity; a failure adds no adapter and changes no
+ * weight (the loader's draws and epoch stay taken). */
+ACC_API ACC_NODISCARD acc_status acc_model_add_lora_corda(acc_model *model, const char *target_modules,
+                                                          const acc_options *opts, acc_dataloader *dl, int64_t inputs,
+                                                          size_t *count);
 ACC_API ACC_NODISCARD acc_status acc_model_active_adapter(const acc_model *model, char **out);
 ACC_API ACC_NODISCARD acc_status acc_model_adapter_names(const acc_model *model, acc_string_list **out);
 

@@ -7,6 +7,8 @@
 #include "model/eva.h"
 #include "model/weighted_adapter.h"
 
+#include <c10/util/ScopeExit.h>
+
 #include <functional>
 
 using namespace acc::capi;
@@ -298,6 +300,20 @@ acc_status acc_model_initialize_lora_eva(acc_model* model, acc_dataloader* dl, c
         return accelerator->collectives().gather_rows(rows, "EVA's layer inputs");
       };
     const size_t adapted = m.initialize_lora_eva(source, reading, gather_rows);
+    if (count) *count = adapted;
+  });
+}
+
+acc_status acc_model_add_lora_corda(acc_model* model, const char* target_modules, const acc_options* opts,
+                                    acc_dataloader* dl, int64_t inputs, size_t* count) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    acc::LoraConfig config = lora_config_arg(target_modules, opts);
+    acc::DataLoader& loader = *live(dl, "dl").loader;
+    acc::require(!loader.in_epoch(), "CorDA: the data loader is in an epoch; end it first (acc_dataloader_end_epoch)");
+    const auto end_epoch = c10::make_scope_exit([&] { loader.end_epoch(); });  // a failure leaves it between epochs
+    const size_t adapted = m.add_lora_corda(
+        std::move(config), [&] { return loader.next(); }, inputs);
     if (count) *count = adapted;
   });
 }

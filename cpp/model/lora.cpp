@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/text.h"
+#include "model/corda.h"
 #include "model/lora_draws.h"
 #include "model/lora_init.h"
 
@@ -87,9 +88,11 @@ at::Tensor adapted_bias(const at::Tensor& bias, const at::Tensor& b_bias, double
 // embedding's (num_embeddings x dim) and transformers' Conv1D's (in x out).
 bool transposed_layout(const LinearSite& site) { return site.embedding || site.fan_in_fan_out; }
 
-// `w`, a weight as `site` stores it, in nn.Linear's layout (out x in: PEFT's transpose(w,
-// fan_in_fan_out)); and such a matrix back in the stored layout.
+}  // namespace
+
 at::Tensor as_linear_layout(const LinearSite& site, const at::Tensor& w) { return transposed_layout(site) ? w.t() : w; }
+
+namespace {
 
 // The L2 norm of each row of an adapted weight, in its dtype (torch.linalg.norm(w, dim=1)).
 at::Tensor row_norms(const at::Tensor& weight) {
@@ -475,6 +478,16 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
              "': the layer is adapted through its weight (W + B A * scaling), which leaves no place for dropout on "
              "its input; use lora_dropout 0");
 
+  if (config.init == "corda") {  // its start comes from data (Model::add_lora_corda)
+    require(config.corda != nullptr,
+            "init_lora_weights corda starts from the layers' inputs on data: add the adapters ",
+            "with acc_model_add_lora_corda");
+    for (const LinearSite& site : chosen) {
+      const auto found = config.corda->find(site.module);
+      require(found != config.corda->end() && found->second.s.size(0) == config.rank_of(pattern_name(site)),
+              "CorDA computed no components of rank ", config.rank_of(pattern_name(site)), " for '", site.module, "'");
+    }
+  }
   std::vector<LoraAdapter> made;
   std::vector<at::Tensor> residuals(chosen.size());  // PiSSA's and OLoRA's new layer weights, set at the end
   at::NoGradGuard no_grad;
@@ -532,8 +545,11 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       skip_decomposition(config.init, site->module, site->weight, r);
     } else if (decomposes_weight(config.init)) {  // after nn.Linear's draws, as in PEFT's update_layer
       // PiSSA decomposes a Conv1D's weight transposed (out x in) and transposes the residual back.
-      WeightDecomposition start = decompose_weight(config.init, site->module, as_linear_layout(*site, site->weight), r,
-                                                   config.scaling_of(pattern_name(*site)));
+      const at::Tensor weight = as_linear_layout(*site, site->weight);
+      const double scaling = config.scaling_of(pattern_name(*site));
+      WeightDecomposition start = config.init == "corda"
+                                      ? corda_start(site->module, weight, config.corda->at(site->module), scaling)
+                                      : decompose_weight(config.init, site->module, weight, r, scaling);
       a = std::move(start.a);
       b = std::move(start.b);
       residuals[k] = as_linear_layout(*site, start.residual);
@@ -574,6 +590,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
          weights_pending ? at::empty(entry.second.sizes(), entry.second.options()) : entry.second.detach().clone(),
          at::Tensor()});
   config_ = config;
+  config_.corda.reset();  // CorDA's components served their start
   // PEFT sets its config's fan_in_fan_out to each linear layer's kind as it adapts it (with a
   // warning), so its file says the last one's.
   for (const LinearSite& site : chosen)

@@ -125,6 +125,10 @@ std::vector<LinearSite> targeted_sites(const LoraConfig& config, const std::vect
 int64_t in_features(const LinearSite& site);
 int64_t out_features(const LinearSite& site);
 
+// `w`, a weight as `site` stores it, in nn.Linear's layout (out x in: PEFT's transpose(w,
+// fan_in_fan_out): a Conv1D's or an embedding's transposed); and such a matrix back in the stored layout.
+at::Tensor as_linear_layout(const LinearSite& site, const at::Tensor& w);
+
 // The names of an adapter's A and B after its module's ("<module>.lora_A.weight", an embedding's
 // "<module>.lora_embedding_A").
 const char* lora_a_suffix(const LinearSite& site);

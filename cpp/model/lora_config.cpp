@@ -55,9 +55,10 @@ const OptionTable<LoraConfig>& lora_option_table() {
            "Kaiming A and zero B (true), N(0, 1/r) A (gaussian), nn.Linear's (false), from the weight, which "
            "keeps the residual (olora, pissa, pissa_niter_<n>), or B the weight's minor singular vectors, frozen, "
            "and A zero (mica), or both from a random orthogonal matrix, B A zero (orthogonal), or A from the "
-           "layers' inputs, B zero (eva: acc_model_initialize_lora_eva computes it)",
+           "layers' inputs, B zero (eva: acc_model_initialize_lora_eva computes it), or both from the weight "
+           "decomposed along the inputs' covariance, which keeps the residual (corda: acc_model_add_lora_corda)",
            &L::init)
-        .one_of({"true", "gaussian", "false", "olora", "pissa", "mica", "orthogonal", "eva"})
+        .one_of({"true", "gaussian", "false", "olora", "pissa", "mica", "orthogonal", "eva", "corda"})
         .checked_by(check_lora_init);  // and pissa_niter_<n>
     t.bind("eva_rho", "eva: a layer's rank is at most round(r * eva_rho) (PEFT's EvaConfig.rho)", &L::eva,
            &EvaConfig::rho)
@@ -74,6 +75,12 @@ const OptionTable<LoraConfig>& lora_option_table() {
            &EvaConfig::whiten);
     t.bind("eva_adjust_scaling_factors", "eva: lora_alpha scaled with a layer's new rank (its scaling kept)",
            &L::eva, &EvaConfig::adjust_scaling_factors);
+    t.bind("corda_method", "corda: the adapters start from the largest components (ipm) or the smallest (kpm)",
+           &L::corda_method)
+        .one_of({"ipm", "kpm"});
+    t.bind("corda_use_float16_for_covariance",
+           "corda: the inputs' covariance summed in their own dtype (half precision) instead of float32",
+           &L::corda_use_float16_for_covariance);
     t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
     t.bind("target_parameters",
            "parameters adapted themselves (a mixture of experts' expert weights): \"<module>.<parameter>\" names, "

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -28,6 +30,9 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 enum class PeftType { Lora, TrainableTokens };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) { return type == PeftType::Lora ? "LORA" : "TRAINABLE_TOKENS"; }
+
+struct CordaComponents;  // model/corda.h
+using CordaStarts = std::map<std::string, CordaComponents>;
 
 // PEFT's EvaConfig (init_lora_weights "eva": Explained Variance Adaptation, model/eva.h): rho bounds
 // a layer's rank at r * rho, tau is the cosine similarity at which a layer's components count as
@@ -125,6 +130,13 @@ struct LoraConfig {
   // "eva" and "orthogonal" (initialisations the loaded weights replace, kept for the next save).
   std::string init = "true";
   EvaConfig eva;  // PEFT's eva_config, used (and written to adapter_config.json) with init "eva"
+  // PEFT's corda_config (init "corda", Model::add_lora_corda): "ipm" or "kpm", and whether the
+  // inputs' covariance is summed in their own dtype instead of float32.
+  std::string corda_method = "ipm";
+  bool corda_use_float16_for_covariance = false;
+  // The components CorDA computed for each targeted layer (model/corda.h), which add() starts the
+  // adapters from; only while they are added (the adapters' configuration drops them).
+  std::shared_ptr<const CordaStarts> corda;
   // Kept in adapter_config.json for PEFT's AutoPeftModel (which base model, which class); "" is null.
   std::string base_model_name_or_path, revision, task_type;
 

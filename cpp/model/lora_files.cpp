@@ -123,6 +123,15 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
                            {"adjust_scaling_factors", config.eva.adjust_scaling_factors}};
   else
     j["eva_config"] = nullptr;
+  if (config.init == "corda")  // PEFT's CordaConfig with the settings this library takes
+    j["corda_config"] = json{{"cache_file", nullptr},
+                             {"covariance_file", nullptr},
+                             {"corda_method", config.corda_method},
+                             {"verbose", false},
+                             {"use_float16_for_covariance", config.corda_use_float16_for_covariance},
+                             {"prune_temporary_fields", true}};
+  else
+    j["corda_config"] = nullptr;
   j["target_modules"] = targets_json(config);
   j["target_parameters"] = config.target_parameters.empty() ? json(nullptr) : json(config.target_parameters);
   if (!config.exclude_regex.empty())
@@ -302,6 +311,11 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
     // weights first, as PEFT's from_pretrained does, so the adapters' base is the residual of the
     // model they were trained from. MiCA's B comes from the weight and is read back as it was
     // saved. CorDA and LoftQ need what is not built here.
+    else if (init == "corda")
+      refuse("init_lora_weights",
+             "is \"corda\": CorDA's adapters sit on the residual of the weights their start took from data, which "
+             "a file cannot rebuild (PEFT's from_pretrained cannot either); convert them to a start of true "
+             "(PEFT's path_initial_model_for_weight_conversion) or load them with the model they were trained in");
     else if (init == "gaussian" || init == "eva" || init == "orthogonal" || init == "mica" ||
              (init.is_string() && decomposes_weight(init.get<std::string>())))
       config.init = init.get<std::string>();

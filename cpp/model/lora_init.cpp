@@ -24,15 +24,17 @@ int64_t pissa_niter(const std::string& init) {
 
 }  // namespace
 
-bool decomposes_weight(const std::string& init) { return init == "olora" || init == "pissa" || pissa_niter(init) >= 0; }
+bool decomposes_weight(const std::string& init) {
+  return init == "olora" || init == "pissa" || init == "corda" || pissa_niter(init) >= 0;
+}
 
 void check_lora_init(const std::string& init) {
   if (init == "true" || init == "false" || init == "gaussian" || init == "mica" || init == "orthogonal" ||
       init == "eva" || decomposes_weight(init))
     return;
   fail(Status::InvalidArgument, "init_lora_weights '", init,
-       "' is not one of true, false, gaussian, mica, orthogonal, eva, olora, pissa and pissa_niter_<n> (n from 0 to ",
-       kMaxNiter, ")");
+       "' is not one of true, false, gaussian, mica, orthogonal, eva, olora, pissa, pissa_niter_<n> (n from 0 to ",
+       kMaxNiter, ") and corda");
 }
 
 namespace {

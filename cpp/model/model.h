@@ -187,6 +187,19 @@ class Model {
   // PEFT's; returns how many layers keep adapters. Linear layers called as modules only.
   virtual size_t initialize_lora_eva(const EvaSource& source, const EvaReading& reading,
                                      const std::function<at::Tensor(const at::Tensor&)>& gather_rows);
+  // PEFT's preprocess_corda and get_peft_model with init_lora_weights "corda" (model/corda.h): the
+  // model runs on the batches `next` gives until it gives none (evaluation mode, no gradients; the
+  // forward taking each batch's first `inputs` fields), the targeted linear layers' inputs summed
+  // into covariances, and the adapters start from the weights' components along them, the weights
+  // keeping the residual. Returns how many layers were adapted.
+  virtual size_t add_lora_corda(LoraConfig config, const std::function<std::optional<std::vector<at::Tensor>>()>& next,
+                                int64_t inputs);
+  // Runs `run` while every call of layers[k] (linear layers the forward calls as modules, of a model
+  // without adapters) hands its input to seen(k, input); Unsupported, naming it, for a layer whose
+  // input cannot be seen.
+  using LayerInputSeen = std::function<void(size_t layer, const at::Tensor& input)>;
+  virtual void watch_layer_inputs(const std::vector<std::string>& layers, const LayerInputSeen& seen,
+                                  const std::function<void()>& run);
   // The adapters' names in the order they came, and the active one's.
   virtual std::vector<std::string> adapter_names() const;
   virtual const std::string& active_adapter() const { return active_adapter_; }

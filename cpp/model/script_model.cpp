@@ -154,6 +154,31 @@ size_t ScriptModel::add_lora(const LoraConfig& config) {
   return added;
 }
 
+void ScriptModel::watch_layer_inputs(const std::vector<std::string>& layers, const LayerInputSeen& seen,
+                                     const std::function<void()>& run) {
+  require(lora_.empty() && !lora_outputs_, "the layers' inputs are watched on a model without adapters");
+  const std::vector<std::string> called = layers_called_as_modules(module_, layers);
+  for (const auto& layer : layers)
+    if (std::find(called.begin(), called.end(), layer) == called.end())
+      fail(Status::Unsupported, "the forward does not call '", layer,
+           "' as a module (it reads the layer's weight itself, or calls it with other arguments), so its inputs ",
+           "cannot be seen; call the layer as a module");
+  auto graph = mark_adapted_linears(module_, layers, unit_token_);
+  std::vector<OutputAdapter> watchers;
+  for (size_t k = 0; k < layers.size(); ++k)
+    watchers.push_back([&seen, k](const at::Tensor& input, const at::Tensor& output, bool) {
+      seen(k, input);
+      return output;
+    });
+  output_layers_ = layers;
+  lora_outputs_ =
+      std::make_shared<MarkedAdapters>(MarkedAdapters{std::move(watchers), [this] { return is_training(); }});
+  const auto unwatch = c10::make_scope_exit([this] { drop_lora_outputs(); });
+  install_output_adapters(unit_token_, lora_outputs_);
+  lora_forward_ = std::make_unique<torch::jit::GraphFunction>("acc_watched_forward", graph, nullptr);
+  run();
+}
+
 void ScriptModel::merge_lora() {
   Model::merge_lora();
   drop_lora_outputs();

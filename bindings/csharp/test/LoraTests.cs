@@ -51,6 +51,26 @@ public class LoraTests {
     }
   }
 
+  // CorDA: the adapters start from the weights' components along the inputs' covariance, the
+  // weights keeping the residual, so the model computes as before (to rounding).
+  [Test]
+  public void CordaStartKeepsTheOutputs() {
+    var x = new float[24 * 4];
+    for (int i = 0; i < x.Length; ++i) x[i] = ((i * 7) % 11) - 5 + (i % 4) * 0.25f;
+    using (Model model = NewModel())
+    using (Options o = Options.Lora().Put("r", 2).Put("corda_method", "kpm"))
+    using (Tensor t = Tensor.Of(x, 24, 4))
+    using (TensorList fields = TensorList.Of(t))
+    using (Dataset ds = Dataset.FromTensors(fields))
+    using (Options lo = Options.DataLoader().Put("batch_size", 6))
+    using (DataLoader dl = new DataLoader(ds, lo)) {
+      float[] before = Output(model);
+      Assert.That(model.AddLoraCorda("0,1", o, dl, 1), Is.EqualTo(2));
+      Assert.That(Output(model), Is.EqualTo(before).Within(1e-4f));
+      Assert.Throws<AccelerateInvalidArgumentException>(() => model.AddLoraCorda("0", o, dl, 1));
+    }
+  }
+
   [Test]
   public void AdaptersTrainAloneAndRoundTripThroughPeftFiles() {
     string dir = Path.Combine(Path.GetTempPath(), "acc-cs-lora-" + System.Guid.NewGuid().ToString("N"));

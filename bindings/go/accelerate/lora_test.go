@@ -2,6 +2,7 @@ package accelerate_test
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -410,5 +411,49 @@ func TestInitializeLoraEvaStartsAFromTheData(t *testing.T) {
 	if _, err := plain.InitializeLoraEva(dl, nil, nil); !errors.Is(err, acc.ErrInvalidArgument) ||
 		!strings.Contains(err.Error(), "eva") {
 		t.Fatalf("InitializeLoraEva on init true = %v", err)
+	}
+}
+
+// CorDA: the adapters start from the weights' components along the inputs' covariance, the weights
+// keeping the residual, so the model computes as before (to rounding).
+func TestAddLoraCordaKeepsTheOutputs(t *testing.T) {
+	m := seededTwoLinears(t)
+	defer m.Close()
+	before := outputOf(t, m)
+	values := make([]float32, 24*4)
+	for i := range values {
+		values[i] = float32((i*7)%11) - 5 + float32(i%4)*0.25
+	}
+	x, _ := acc.FromFloat32s(values, 24, 4)
+	defer x.Close()
+	ds, err := acc.DatasetFromTensors(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	lo, _ := acc.NewOptions(acc.DataLoaderOptions)
+	defer lo.Close()
+	_ = lo.SetInt("batch_size", 6)
+	dl, err := acc.NewDataLoader(ds, lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	o, _ := acc.NewOptions(acc.LoraOptions)
+	defer o.Close()
+	_ = o.SetInt("r", 2)
+	if err := o.Set("corda_method", "kpm"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m.AddLoraCorda("0,1", o, dl, 1); n != 2 || err != nil {
+		t.Fatalf("AddLoraCorda = %d, %v", n, err)
+	}
+	for i, v := range outputOf(t, m) {
+		if math.Abs(float64(v-before[i])) > 1e-4 {
+			t.Fatalf("output %d moved from %v to %v", i, before[i], v)
+		}
+	}
+	if _, err := m.AddLoraCorda("0", o, dl, 1); !errors.Is(err, acc.ErrInvalidArgument) {
+		t.Fatalf("AddLoraCorda on an adapted model = %v", err)
 	}
 }

@@ -184,6 +184,28 @@ func (m *Model) AddLora(targetModules string, opts *Options) (int, error) {
 	return int(n), err
 }
 
+// AddLoraCorda is PEFT's preprocess_corda and get_peft_model with init_lora_weights "corda": the
+// model runs on one epoch of loader (the forward taking each batch's first inputs fields), and the
+// targeted linear layers' adapters start from their weights' components along the inputs'
+// covariance (corda_method "ipm": the largest, "kpm": the smallest), the weights keeping the
+// residual (see acc_model_add_lora_corda). It returns how many layers were adapted.
+func (m *Model) AddLoraCorda(targetModules string, opts *Options, loader *DataLoader, inputs int) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	lh, err := loader.ref().get()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(loader)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 {
+		return h.AddLoraCorda(targetModules, oh, lh, int64(inputs), e)
+	})
+	return int(n), err
+}
+
 // AddTrainableTokens trains chosen rows of embeddings alone (PEFT's TrainableTokensConfig, new
 // tokens without LoRA) and freezes every other parameter. targetModules: named as for AddLora, or ""
 // for the model's input embedding; a head tied to it computes with the same rows. opts:

@@ -750,6 +750,11 @@ SWIGINTERN size_t acc_model_addLora(acc_model *self,char const *targetModules,ac
     check(acc_model_add_lora(self, targetModules, opts, &n));
     return n;
   }
+SWIGINTERN size_t acc_model_addLoraCorda(acc_model *self,char const *targetModules,acc_options const *opts,acc_dataloader *loader,int64_t inputs,std::string *swig_err){
+    size_t n = 0;
+    check(acc_model_add_lora_corda(self, targetModules, opts, loader, inputs, &n));
+    return n;
+  }
 SWIGINTERN size_t acc_model_addTrainableTokens(acc_model *self,char const *targetModules,acc_options const *opts,std::string *swig_err){
     size_t n = 0;
     check(acc_model_add_trainable_tokens(self, targetModules, opts, &n));
@@ -8030,6 +8035,56 @@ long long _wrap_Model_addLora_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gost
   {
     std::string e = accswig::take_go_error();
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy2); 
+  return _swig_go_result;
+}
+
+
+long long _wrap_Model_addLoraCorda_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, acc_dataloader *_swig_go_3, long long _swig_go_4, _gostring_* _swig_go_5) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  char *arg2 = (char *) 0 ;
+  acc_options *arg3 = (acc_options *) 0 ;
+  acc_dataloader *arg4 = (acc_dataloader *) 0 ;
+  int64_t arg5 ;
+  std::string *arg6 = (std::string *) 0 ;
+  char *copy2 ;
+  std::string temp6 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
+  
+  arg3 = *(acc_options **)&_swig_go_2; 
+  arg4 = *(acc_dataloader **)&_swig_go_3; 
+  arg5 = (int64_t)_swig_go_4; 
+  
+  accswig::take_go_error();
+  arg6 = &temp6;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = acc_model_addLoraCorda(arg1,(char const *)arg2,(acc_options const *)arg3,arg4,arg5,arg6);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_5 = Swig_AllocateString(e.data(), e.size());
   }
   
   free(copy2); 

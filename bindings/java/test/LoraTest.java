@@ -238,4 +238,21 @@ class LoraTest {
       }
     }
   }
+
+  /** CorDA: the adapters start from the weights' components along the inputs' covariance, the
+   *  weights keeping the residual, so the model computes as before (to rounding). */
+  @Test
+  void cordaStartKeepsTheOutputs() {
+    float[] x = new float[24 * 4];
+    for (int i = 0; i < x.length; ++i) x[i] = ((i * 7) % 11) - 5 + (i % 4) * 0.25f;
+    try (Model model = model(); Options o = Options.lora().put("r", 2).put("corda_method", "kpm");
+         Tensor t = Tensor.of(x, 24, 4); TensorList fields = TensorList.of(t);
+         Dataset ds = Dataset.fromTensors(fields); Options lo = Options.dataLoader().put("batch_size", 6);
+         DataLoader dl = new DataLoader(ds, lo)) {
+      float[] before = output(model);
+      assertEquals(2, model.addLoraCorda("0,1", o, dl, 1));
+      assertArrayEquals(before, output(model), 1e-4f);
+      assertThrows(InvalidArgumentException.class, () -> model.addLoraCorda("0", o, dl, 1));
+    }
+  }
 }
