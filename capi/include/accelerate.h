@@ -482,7 +482,14 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   corda_method ("ipm", default: the adapters start from the weight's largest components along the
  *   inputs' covariance; "kpm": from the smallest, keeping the knowledge the largest carry),
  *   corda_use_float16_for_covariance (bool, default false: the covariance summed in the inputs' own
- *   dtype instead of float32),
+ *   dtype instead of float32); "lora_ga": PEFT's LoRA-GA, set by acc_model_begin_lora_ga (acc_model_add_lora
+ *   and files start such adapters as with "true", as PEFT without gradients),
+ *   lora_ga_direction ("ArB2r", default: A the gradient's first r right singular vectors, B the
+ *   next r left ones times their singular values; "A2rBr": the other way round; "ArBr": alternating;
+ *   "random": r of the 2 r, by torch.randperm), lora_ga_scale ("stable", default: B times
+ *   out^(1/4) / sqrt(lora_ga_stable_gamma); "weight_svd": times the weight's largest singular value
+ *   over B's first (torch.svd_lowrank); "gd_scale": A and B divided by the scaling; "unit"),
+ *   lora_ga_stable_gamma (int, default 16),
  *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
  *   acc_model_add_lora for TorchScript models), exclude_modules (string, default none: modules left
  *   unadapted, named as target_modules are), target_parameters (string, default none: PEFT's, for
@@ -1121,6 +1128,32 @@ ACC_API ACC_NODISCARD acc_status acc_model_initialize_lora_eva(acc_model *model,
 ACC_API ACC_NODISCARD acc_status acc_model_add_lora_corda(acc_model *model, const char *target_modules,
                                                           const acc_options *opts, acc_dataloader *dl, int64_t inputs,
                                                           size_t *count);
+/* PEFT's preprocess_loraga(model, config, train_step) and get_peft_model with init_lora_weights
+ * "lora_ga" (LoRA-GA, Low-Rank Adaptation with Gradient Approximation), in two calls around the
+ * caller's own training steps (PEFT's train_step):
+ * acc_model_begin_lora_ga: the model goes into training mode with every parameter frozen but the
+ * targeted linear layers' weights (their gradients cleared), whose backward passes are counted.
+ * The caller then runs forward, a loss and acc_tensor_backward on a few batches, without an
+ * optimizer step or clearing gradients (they accumulate, as in PEFT).
+ * acc_model_add_lora_ga: each weight's gradient averaged over its backward passes, the parameters'
+ * requires_grad and the model's mode restored, and the adapters added: drawn as PEFT's update_layer
+ * draws them, then, per layer, the gradient G (nn.Linear's layout) factored by torch.svd_lowrank(G,
+ * q = min(4 r, min dims), niter = 4), drawing from the global generator, and A and B taken from its
+ * first 2 r singular vectors as lora_ga_direction says, B scaled as lora_ga_scale says; the weight
+ * becomes W - scaling (B A), so the model starts computing as before, to rounding. A layer no
+ * backward reached starts as with "true" (PEFT's fallback). `target_modules` and `opts`
+ * (ACC_OPTIONS_LORA; init_lora_weights is "lora_ga" whatever it says) as acc_model_add_lora's:
+ * nn.Linear and transformers' Conv1D layers (others ACC_ERR_UNSUPPORTED), r at most half the
+ * weight's smaller size (ACC_ERR_INVALID_ARGUMENT, at acc_model_begin_lora_ga). On a model without
+ * adapters, before acc_prepare and any optimizer. acc_model_add_lora_ga without a begin, or a second
+ * begin, is ACC_ERR_INVALID_ARGUMENT; the estimate is consumed by acc_model_add_lora_ga even where
+ * adding fails. acc_model_save_lora writes init_lora_weights "lora_ga" and lora_ga_config, as PEFT;
+ * acc_model_load_lora reads them back as PEFT does (the adapters start as with "true", then take
+ * the file's values; the weights are taken as they are: load into the residual model).
+ * `count` (optional): the layers adapted. */
+ACC_API ACC_NODISCARD acc_status acc_model_begin_lora_ga(acc_model *model, const char *target_modules,
+                                                         const acc_options *opts);
+ACC_API ACC_NODISCARD acc_status acc_model_add_lora_ga(acc_model *model, size_t *count);
 ACC_API ACC_NODISCARD acc_status acc_model_active_adapter(const acc_model *model, char **out);
 ACC_API ACC_NODISCARD acc_status acc_model_adapter_names(const acc_model *model, acc_string_list **out);
 

@@ -318,6 +318,17 @@ acc_status acc_model_add_lora_corda(acc_model* model, const char* target_modules
   });
 }
 
+acc_status acc_model_begin_lora_ga(acc_model* model, const char* target_modules, const acc_options* opts) {
+  return guarded([&] { model_arg(model).begin_lora_ga(lora_config_arg(target_modules, opts)); });
+}
+
+acc_status acc_model_add_lora_ga(acc_model* model, size_t* count) {
+  return guarded([&] {
+    const size_t adapted = model_arg(model).add_lora_ga();
+    if (count) *count = adapted;
+  });
+}
+
 acc_status acc_model_active_adapter(const acc_model* model, char** out) {
   return guarded([&] {
     const acc::Model& m = model_arg(model);

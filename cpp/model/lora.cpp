@@ -12,6 +12,7 @@
 #include "common/text.h"
 #include "model/corda.h"
 #include "model/lora_draws.h"
+#include "model/lora_ga.h"
 #include "model/lora_init.h"
 
 namespace acc {
@@ -408,6 +409,13 @@ void require_targets_matched(const LoraConfig& config, const std::vector<LinearS
             ")");
 }
 
+// LoRA-GA's averaged gradient of `module`'s weight, or null where there is none.
+const at::Tensor* lora_ga_gradient(const LoraConfig& config, const std::string& module) {
+  if (!config.lora_ga_gradients) return nullptr;
+  const auto found = config.lora_ga_gradients->find(module);
+  return found == config.lora_ga_gradients->end() ? nullptr : &found->second;
+}
+
 // What PEFT's lora.ParamWrapper refuses (ValueError: InvalidArgument), and the initialisations not
 // built for it (Unsupported).
 void check_parameter_settings(const LoraConfig& config) {
@@ -488,6 +496,14 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
               "CorDA computed no components of rank ", config.rank_of(pattern_name(site)), " for '", site.module, "'");
     }
   }
+  if (config.init == "lora_ga")  // refused before any draw, as PEFT's lora_ga_init would fail after them
+    for (const LinearSite& site : chosen) {
+      const int64_t r = config.rank_of(pattern_name(site));
+      if (lora_ga_gradient(config, site.module))
+        require(2 * r <= std::min(out_features(site), in_features(site)), "init_lora_weights lora_ga takes 2 r ",
+                "singular vectors of the gradient: r ", r, " of '", site.module, "' exceeds half its weight's smaller ",
+                "size (", out_features(site), " x ", in_features(site), ")");
+    }
   std::vector<LoraAdapter> made;
   std::vector<at::Tensor> residuals(chosen.size());  // PiSSA's and OLoRA's new layer weights, set at the end
   at::NoGradGuard no_grad;
@@ -531,7 +547,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       b.normal_();
     } else if (config.init == "orthogonal") {  // lora_bias keeps nn.Linear's bias, as PEFT leaves it
       std::tie(a, b) = orthogonal_start(in, out, r);
-    } else if (config.init == "true") {
+    } else if (config.init == "true" || (config.init == "lora_ga" && !lora_ga_gradient(config, site->module))) {
+      // (PEFT's lora_ga_init falls back to true without a gradient: adapters read from a file.)
       torch::nn::init::kaiming_uniform_(a, std::sqrt(5.0));
       b.zero_();
       if (b_bias.defined()) b_bias.zero_();
@@ -547,9 +564,12 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       // PiSSA decomposes a Conv1D's weight transposed (out x in) and transposes the residual back.
       const at::Tensor weight = as_linear_layout(*site, site->weight);
       const double scaling = config.scaling_of(pattern_name(*site));
-      WeightDecomposition start = config.init == "corda"
-                                      ? corda_start(site->module, weight, config.corda->at(site->module), scaling)
-                                      : decompose_weight(config.init, site->module, weight, r, scaling);
+      WeightDecomposition start =
+          config.init == "corda" ? corda_start(site->module, weight, config.corda->at(site->module), scaling)
+          : config.init == "lora_ga"
+              ? lora_ga_start(site->module, weight, as_linear_layout(*site, *lora_ga_gradient(config, site->module)),
+                              site->weight.size(0), r, scaling, config.lora_ga)
+              : decompose_weight(config.init, site->module, weight, r, scaling);
       a = std::move(start.a);
       b = std::move(start.b);
       residuals[k] = as_linear_layout(*site, start.residual);
@@ -590,7 +610,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
          weights_pending ? at::empty(entry.second.sizes(), entry.second.options()) : entry.second.detach().clone(),
          at::Tensor()});
   config_ = config;
-  config_.corda.reset();  // CorDA's components served their start
+  config_.corda.reset();  // CorDA's components and LoRA-GA's gradients served their start
+  config_.lora_ga_gradients.reset();
   // PEFT sets its config's fan_in_fan_out to each linear layer's kind as it adapts it (with a
   // warning), so its file says the last one's.
   for (const LinearSite& site : chosen)

@@ -56,9 +56,10 @@ const OptionTable<LoraConfig>& lora_option_table() {
            "keeps the residual (olora, pissa, pissa_niter_<n>), or B the weight's minor singular vectors, frozen, "
            "and A zero (mica), or both from a random orthogonal matrix, B A zero (orthogonal), or A from the "
            "layers' inputs, B zero (eva: acc_model_initialize_lora_eva computes it), or both from the weight "
-           "decomposed along the inputs' covariance, which keeps the residual (corda: acc_model_add_lora_corda)",
+           "decomposed along the inputs' covariance, which keeps the residual (corda: acc_model_add_lora_corda), or "
+           "from the gradient's singular vectors, the weight keeping the residual (lora_ga: acc_model_add_lora_ga)",
            &L::init)
-        .one_of({"true", "gaussian", "false", "olora", "pissa", "mica", "orthogonal", "eva", "corda"})
+        .one_of({"true", "gaussian", "false", "olora", "pissa", "mica", "orthogonal", "eva", "corda", "lora_ga"})
         .checked_by(check_lora_init);  // and pissa_niter_<n>
     t.bind("eva_rho", "eva: a layer's rank is at most round(r * eva_rho) (PEFT's EvaConfig.rho)", &L::eva,
            &EvaConfig::rho)
@@ -81,6 +82,14 @@ const OptionTable<LoraConfig>& lora_option_table() {
     t.bind("corda_use_float16_for_covariance",
            "corda: the inputs' covariance summed in their own dtype (half precision) instead of float32",
            &L::corda_use_float16_for_covariance);
+    t.bind("lora_ga_direction", "lora_ga: which of the gradient's 2 r singular vectors A and B take", &L::lora_ga,
+           &LoraGaConfig::direction)
+        .one_of({"ArB2r", "A2rBr", "ArBr", "random"});
+    t.bind("lora_ga_scale", "lora_ga: how B is scaled", &L::lora_ga, &LoraGaConfig::scale)
+        .one_of({"stable", "weight_svd", "gd_scale", "unit"});
+    t.bind("lora_ga_stable_gamma", "lora_ga: the gamma of the stable scale", &L::lora_ga, &LoraGaConfig::stable_gamma)
+        .at_least(1)
+        .at_most(1 << 30);
     t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
     t.bind("target_parameters",
            "parameters adapted themselves (a mixture of experts' expert weights): \"<module>.<parameter>\" names, "

@@ -15,6 +15,10 @@
 
 #include "common/option_table.h"
 
+namespace at {
+class Tensor;
+}
+
 namespace acc {
 
 // The largest lora_alpha: float's largest, since the scaling multiplies float32 outputs.
@@ -33,6 +37,18 @@ inline const char* peft_type_name(PeftType type) { return type == PeftType::Lora
 
 struct CordaComponents;  // model/corda.h
 using CordaStarts = std::map<std::string, CordaComponents>;
+// Each targeted layer's averaged weight gradient, as its weight is stored (model/lora_ga.h).
+using LoraGaGradients = std::map<std::string, at::Tensor>;
+
+// PEFT's LoraGAConfig (init_lora_weights "lora_ga", model/lora_ga.h): which of the gradient's 2 r
+// singular vectors A and B take ("ArB2r": A the first r, B the next r; "A2rBr"; "ArBr": alternating;
+// "random"), and how B is scaled ("stable": out^(1/4) / sqrt(stable_gamma); "weight_svd": the
+// weight's largest singular value over B's first; "gd_scale": both divided by the scaling; "unit").
+struct LoraGaConfig {
+  std::string direction = "ArB2r";
+  std::string scale = "stable";
+  int64_t stable_gamma = 16;
+};
 
 // PEFT's EvaConfig (init_lora_weights "eva": Explained Variance Adaptation, model/eva.h): rho bounds
 // a layer's rank at r * rho, tau is the cosine similarity at which a layer's components count as
@@ -137,6 +153,11 @@ struct LoraConfig {
   // The components CorDA computed for each targeted layer (model/corda.h), which add() starts the
   // adapters from; only while they are added (the adapters' configuration drops them).
   std::shared_ptr<const CordaStarts> corda;
+  // PEFT's lora_ga_config (init "lora_ga", Model::begin_lora_ga / add_lora_ga), and the gradients
+  // add() starts the adapters from, only while they are added; a layer without one (adapters read
+  // from a file) starts as with "true", as PEFT's lora_ga_init falls back.
+  LoraGaConfig lora_ga;
+  std::shared_ptr<const LoraGaGradients> lora_ga_gradients;
   // Kept in adapter_config.json for PEFT's AutoPeftModel (which base model, which class); "" is null.
   std::string base_model_name_or_path, revision, task_type;
 

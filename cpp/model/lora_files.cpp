@@ -132,6 +132,12 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
                              {"prune_temporary_fields", true}};
   else
     j["corda_config"] = nullptr;
+  if (config.init == "lora_ga")
+    j["lora_ga_config"] = json{{"direction", config.lora_ga.direction},
+                               {"scale", config.lora_ga.scale},
+                               {"stable_gamma", config.lora_ga.stable_gamma}};
+  else
+    j["lora_ga_config"] = nullptr;
   j["target_modules"] = targets_json(config);
   j["target_parameters"] = config.target_parameters.empty() ? json(nullptr) : json(config.target_parameters);
   if (!config.exclude_regex.empty())
@@ -321,8 +327,8 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
       config.init = init.get<std::string>();
     else
       refuse("init_lora_weights",
-             "must be true, false, \"gaussian\", \"eva\", \"orthogonal\", \"mica\", \"olora\", \"pissa\" or "
-             "\"pissa_niter_<n>\" (CorDA and LoftQ are not built)");
+             "must be true, false, \"gaussian\", \"eva\", \"orthogonal\", \"mica\", \"olora\", \"pissa\", "
+             "\"pissa_niter_<n>\" or \"lora_ga\" (LoftQ is not built)");
   }
   if (j.contains("eva_config") && !j["eva_config"].is_null()) {
     const auto& eva = j["eva_config"];
@@ -342,6 +348,26 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
     field("adjust_scaling_factors", is_bool, &config.eva.adjust_scaling_factors);
     if (!(config.eva.rho >= 1 && config.eva.rho <= 1e9)) refuse("eva_config", "has a rho below 1 (PEFT's ValueError)");
     if (!(config.eva.tau >= 0 && config.eva.tau <= 1)) refuse("eva_config", "has a tau outside [0, 1]");
+  }
+  if (j.contains("lora_ga_config") && !j["lora_ga_config"].is_null()) {
+    const auto& ga = j["lora_ga_config"];
+    auto one_of = [&](const char* key, std::initializer_list<const char*> values, std::string* out) {
+      if (!ga.contains(key)) return;
+      for (const char* v : values)
+        if (ga[key] == v) {
+          *out = v;
+          return;
+        }
+      refuse("lora_ga_config", std::string("has an invalid '") + key + "'");
+    };
+    if (!ga.is_object()) refuse("lora_ga_config", "must be an object (PEFT's LoraGAConfig) or null");
+    one_of("direction", {"ArB2r", "A2rBr", "ArBr", "random"}, &config.lora_ga.direction);
+    one_of("scale", {"stable", "weight_svd", "gd_scale", "unit"}, &config.lora_ga.scale);
+    if (ga.contains("stable_gamma")) {
+      if (!ga["stable_gamma"].is_number_integer() || ga["stable_gamma"].get<int64_t>() < 1)
+        refuse("lora_ga_config", "has an invalid 'stable_gamma'");
+      config.lora_ga.stable_gamma = ga["stable_gamma"].get<int64_t>();
+    }
   }
   read_texts(j, path, &config);
   if (!j.contains("target_modules")) refuse("target_modules", "is missing");

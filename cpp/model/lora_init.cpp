@@ -25,7 +25,7 @@ int64_t pissa_niter(const std::string& init) {
 }  // namespace
 
 bool decomposes_weight(const std::string& init) {
-  return init == "olora" || init == "pissa" || init == "corda" || pissa_niter(init) >= 0;
+  return init == "olora" || init == "pissa" || init == "corda" || init == "lora_ga" || pissa_niter(init) >= 0;
 }
 
 void check_lora_init(const std::string& init) {
@@ -34,7 +34,7 @@ void check_lora_init(const std::string& init) {
     return;
   fail(Status::InvalidArgument, "init_lora_weights '", init,
        "' is not one of true, false, gaussian, mica, orthogonal, eva, olora, pissa, pissa_niter_<n> (n from 0 to ",
-       kMaxNiter, ") and corda");
+       kMaxNiter, "), corda and lora_ga");
 }
 
 namespace {

@@ -16,7 +16,7 @@
 namespace acc {
 
 // Whether `init` (init_lora_weights) is one of them: "olora", "pissa", "pissa_niter_<n>", or CorDA's
-// "corda" (model/corda.h: its start comes from data, not from the weight alone).
+// "corda" (model/corda.h) and LoRA-GA's "lora_ga" (model/lora_ga.h), whose starts come from data.
 bool decomposes_weight(const std::string& init);
 // Fails (InvalidArgument, naming the value) unless `init` is an init_lora_weights value the adapters
 // can start from: "true", "false", "gaussian", "mica", "orthogonal", "eva", and those decomposes_weight accepts.

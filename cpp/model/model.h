@@ -194,6 +194,17 @@ class Model {
   // keeping the residual. Returns how many layers were adapted.
   virtual size_t add_lora_corda(LoraConfig config, const std::function<std::optional<std::vector<at::Tensor>>()>& next,
                                 int64_t inputs);
+  // PEFT's preprocess_loraga and get_peft_model with init_lora_weights "lora_ga" (model/lora_ga.h), in
+  // two steps around the caller's own training steps (PEFT's train_step): begin_lora_ga puts the
+  // model in training mode with every parameter frozen but the targeted linear layers' weights
+  // (their gradients cleared), whose backward passes are counted; the caller runs forward, loss and
+  // backward on its batches, without an optimizer step; add_lora_ga averages each weight's
+  // gradient over its backward passes, gives the parameters their requires_grad and the model its
+  // mode back, and adds the adapters from the gradients (the state is consumed even where adding
+  // fails). Returns how many layers were adapted.
+  virtual void begin_lora_ga(LoraConfig config);
+  virtual size_t add_lora_ga();
+  bool estimating_lora_ga() const { return lora_ga_estimate_ != nullptr; }
   // Runs `run` while every call of layers[k] (linear layers the forward calls as modules, of a model
   // without adapters) hands its input to seen(k, input); Unsupported, naming it, for a layer whose
   // input cannot be seen.
@@ -258,6 +269,8 @@ class Model {
   // Forgets the adapter kept aside as `name`.
   void drop_kept_aside(const std::string& name);
   std::string sharded_at_rest_;
+  struct LoraGaEstimate;  // model/model_lora_ga.cpp
+  std::shared_ptr<LoraGaEstimate> lora_ga_estimate_;
   std::function<void()> zero_kept_gradients_;
   bool weights_pending_ = false;
   struct TrainableSetHold {
