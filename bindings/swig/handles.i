@@ -343,6 +343,19 @@ struct acc_accelerator {};
     check(acc_model_add_lora_corda($self, targetModules, opts, loader, inputs, &n));
     return n;
   }
+  /* PEFT's preprocess_loraga, first half: the model trains with every parameter frozen but the
+   * targeted linear layers' weights, whose gradients the caller's own forward, loss and backward
+   * passes then accumulate; addLoraGa adds the adapters from them. See acc_model_begin_lora_ga. */
+  void beginLoraGa(const char *targetModules, const acc_options *opts ERR) {
+    check(acc_model_begin_lora_ga($self, targetModules, opts));
+  }
+  /* PEFT's get_peft_model with init_lora_weights "lora_ga": the adapters start from the averaged
+   * gradients' singular vectors, the weights keeping the residual. Returns how many layers were adapted. */
+  size_t addLoraGa(ERR0) {
+    size_t n = 0;
+    check(acc_model_add_lora_ga($self, &n));
+    return n;
+  }
   /* PEFT's TrainableTokensConfig: chosen rows of embeddings train alone (new tokens without LoRA),
    * every other parameter frozen. targetModules: named as for addLora, or null/"" for the model's
    * input embedding (a head tied to it computes with the same rows). opts: trainable-tokens options

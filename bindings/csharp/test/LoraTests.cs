@@ -71,6 +71,25 @@ public class LoraTests {
     }
   }
 
+  // LoRA-GA: gradients accumulated over the caller's own backward passes start the adapters, the
+  // weights keeping the residual, so the model computes as before (to rounding).
+  [Test]
+  public void LoraGaStartsFromTheGradients() {
+    using (Model model = NewModel())
+    using (Options o = Options.Lora().Put("r", 1)) {
+      float[] before = Output(model);
+      model.BeginLoraGa("0,1", o);
+      for (int i = 0; i < 2; ++i)
+        using (Tensor x = Tensor.Of(new float[] {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f}, 2, 4))
+        using (Tensor target = Tensor.Of(new float[] {1, 0, 0, 1}, 2, 2))
+        using (Tensor y = model.Forward(x))
+        using (Tensor loss = Loss.Mse(y, target, Reduction.Mean)) loss.Backward();
+      Assert.That(model.AddLoraGa(), Is.EqualTo(2));
+      Assert.That(Output(model), Is.EqualTo(before).Within(1e-4f));
+      Assert.Throws<AccelerateInvalidArgumentException>(() => model.AddLoraGa());
+    }
+  }
+
   [Test]
   public void AdaptersTrainAloneAndRoundTripThroughPeftFiles() {
     string dir = Path.Combine(Path.GetTempPath(), "acc-cs-lora-" + System.Guid.NewGuid().ToString("N"));

@@ -457,3 +457,35 @@ func TestAddLoraCordaKeepsTheOutputs(t *testing.T) {
 		t.Fatalf("AddLoraCorda on an adapted model = %v", err)
 	}
 }
+
+// LoRA-GA: gradients accumulated over the caller's own backward passes start the adapters, the
+// weights keeping the residual, so the model computes as before (to rounding).
+func TestLoraGaStartsFromTheGradients(t *testing.T) {
+	m := seededTwoLinears(t)
+	defer m.Close()
+	before := outputOf(t, m)
+	o, _ := acc.NewOptions(acc.LoraOptions)
+	defer o.Close()
+	_ = o.SetInt("r", 1)
+	if err := m.BeginLoraGa("0,1", o); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		loss := mseOf(t, m)
+		if err := loss.Backward(); err != nil {
+			t.Fatal(err)
+		}
+		loss.Close()
+	}
+	if n, err := m.AddLoraGa(); n != 2 || err != nil {
+		t.Fatalf("AddLoraGa = %d, %v", n, err)
+	}
+	for i, v := range outputOf(t, m) {
+		if math.Abs(float64(v-before[i])) > 1e-4 {
+			t.Fatalf("output %d moved from %v to %v", i, before[i], v)
+		}
+	}
+	if _, err := m.AddLoraGa(); !errors.Is(err, acc.ErrInvalidArgument) {
+		t.Fatalf("AddLoraGa without BeginLoraGa = %v", err)
+	}
+}

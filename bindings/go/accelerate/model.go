@@ -206,6 +206,27 @@ func (m *Model) AddLoraCorda(targetModules string, opts *Options, loader *DataLo
 	return int(n), err
 }
 
+// BeginLoraGa is PEFT's preprocess_loraga, first half: the model trains with every parameter frozen
+// but the targeted linear layers' weights, whose gradients the caller's own forward, loss and
+// Backward calls then accumulate (no optimizer step); AddLoraGa adds the adapters from them (see
+// acc_model_begin_lora_ga).
+func (m *Model) BeginLoraGa(targetModules string, opts *Options) error {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(opts)
+	return do(m.ref(), func(h capi.Model, e *string) { h.BeginLoraGa(targetModules, oh, e) })
+}
+
+// AddLoraGa is PEFT's get_peft_model with init_lora_weights "lora_ga": the adapters start from the
+// averaged gradients' singular vectors (lora_ga_direction, lora_ga_scale), the weights keeping the
+// residual. It returns how many layers were adapted.
+func (m *Model) AddLoraGa() (int, error) {
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddLoraGa(e) })
+	return int(n), err
+}
+
 // AddTrainableTokens trains chosen rows of embeddings alone (PEFT's TrainableTokensConfig, new
 // tokens without LoRA) and freezes every other parameter. targetModules: named as for AddLora, or ""
 // for the model's input embedding; a head tied to it computes with the same rows. opts:

@@ -755,6 +755,14 @@ SWIGINTERN size_t acc_model_addLoraCorda(acc_model *self,char const *targetModul
     check(acc_model_add_lora_corda(self, targetModules, opts, loader, inputs, &n));
     return n;
   }
+SWIGINTERN void acc_model_beginLoraGa(acc_model *self,char const *targetModules,acc_options const *opts,std::string *swig_err){
+    check(acc_model_begin_lora_ga(self, targetModules, opts));
+  }
+SWIGINTERN size_t acc_model_addLoraGa(acc_model *self,std::string *swig_err){
+    size_t n = 0;
+    check(acc_model_add_lora_ga(self, &n));
+    return n;
+  }
 SWIGINTERN size_t acc_model_addTrainableTokens(acc_model *self,char const *targetModules,acc_options const *opts,std::string *swig_err){
     size_t n = 0;
     check(acc_model_add_trainable_tokens(self, targetModules, opts, &n));
@@ -8088,6 +8096,83 @@ long long _wrap_Model_addLoraCorda_capi_dda8cd76654b7f17(acc_model *_swig_go_0, 
   }
   
   free(copy2); 
+  return _swig_go_result;
+}
+
+
+void _wrap_Model_beginLoraGa_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  char *arg2 = (char *) 0 ;
+  acc_options *arg3 = (acc_options *) 0 ;
+  std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
+  std::string temp4 ;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
+  
+  arg3 = *(acc_options **)&_swig_go_2; 
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_model_beginLoraGa(arg1,(char const *)arg2,(acc_options const *)arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy2); 
+}
+
+
+long long _wrap_Model_addLoraGa_capi_dda8cd76654b7f17(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = acc_model_addLoraGa(arg1,arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
   return _swig_go_result;
 }
 

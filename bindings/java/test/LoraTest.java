@@ -255,4 +255,23 @@ class LoraTest {
       assertThrows(InvalidArgumentException.class, () -> model.addLoraCorda("0", o, dl, 1));
     }
   }
+
+  /** LoRA-GA: gradients accumulated over the caller's own backward passes start the adapters, the
+   *  weights keeping the residual, so the model computes as before (to rounding). */
+  @Test
+  void loraGaStartsFromTheGradients() {
+    try (Model model = model(); Options o = Options.lora().put("r", 1)) {
+      float[] before = output(model);
+      model.beginLoraGa("0,1", o);
+      for (int i = 0; i < 2; ++i)
+        try (Tensor x = Tensor.of(new float[] {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f}, 2, 4);
+             Tensor target = Tensor.of(new float[] {1, 0, 0, 1}, 2, 2); Tensor y = model.forward(x);
+             Tensor loss = Loss.mse(y, target, Reduction.MEAN)) {
+          loss.backward();
+        }
+      assertEquals(2, model.addLoraGa());
+      assertArrayEquals(before, output(model), 1e-4f);
+      assertThrows(InvalidArgumentException.class, model::addLoraGa);
+    }
+  }
 }

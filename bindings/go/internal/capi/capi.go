@@ -128,161 +128,163 @@ typedef _gostring_ swig_type_98;
 typedef long long swig_type_99;
 typedef _gostring_ swig_type_100;
 typedef long long swig_type_101;
-typedef long long swig_type_102;
-typedef _gostring_ swig_type_103;
-typedef _gostring_ swig_type_104;
+typedef _gostring_ swig_type_102;
+typedef long long swig_type_103;
+typedef long long swig_type_104;
 typedef _gostring_ swig_type_105;
-typedef _goslice_ swig_type_106;
-typedef long long swig_type_107;
-typedef long long swig_type_108;
-typedef _gostring_ swig_type_109;
-typedef _gostring_ swig_type_110;
+typedef _gostring_ swig_type_106;
+typedef _gostring_ swig_type_107;
+typedef _goslice_ swig_type_108;
+typedef long long swig_type_109;
+typedef long long swig_type_110;
 typedef _gostring_ swig_type_111;
 typedef _gostring_ swig_type_112;
 typedef _gostring_ swig_type_113;
 typedef _gostring_ swig_type_114;
-typedef long long swig_type_115;
-typedef _goslice_ swig_type_116;
-typedef _goslice_ swig_type_117;
-typedef _gostring_ swig_type_118;
-typedef _gostring_ swig_type_119;
-typedef long long swig_type_120;
+typedef _gostring_ swig_type_115;
+typedef _gostring_ swig_type_116;
+typedef long long swig_type_117;
+typedef _goslice_ swig_type_118;
+typedef _goslice_ swig_type_119;
+typedef _gostring_ swig_type_120;
 typedef _gostring_ swig_type_121;
-typedef _gostring_ swig_type_122;
+typedef long long swig_type_122;
 typedef _gostring_ swig_type_123;
 typedef _gostring_ swig_type_124;
-typedef _goslice_ swig_type_125;
-typedef long long swig_type_126;
-typedef _gostring_ swig_type_127;
+typedef _gostring_ swig_type_125;
+typedef _gostring_ swig_type_126;
+typedef _goslice_ swig_type_127;
 typedef long long swig_type_128;
-typedef long long swig_type_129;
+typedef _gostring_ swig_type_129;
 typedef long long swig_type_130;
 typedef long long swig_type_131;
-typedef _gostring_ swig_type_132;
-typedef _gostring_ swig_type_133;
+typedef long long swig_type_132;
+typedef long long swig_type_133;
 typedef _gostring_ swig_type_134;
 typedef _gostring_ swig_type_135;
 typedef _gostring_ swig_type_136;
-typedef long long swig_type_137;
+typedef _gostring_ swig_type_137;
 typedef _gostring_ swig_type_138;
-typedef _gostring_ swig_type_139;
-typedef long long swig_type_140;
-typedef long long swig_type_141;
+typedef long long swig_type_139;
+typedef _gostring_ swig_type_140;
+typedef _gostring_ swig_type_141;
 typedef long long swig_type_142;
 typedef long long swig_type_143;
 typedef long long swig_type_144;
-typedef _gostring_ swig_type_145;
-typedef _gostring_ swig_type_146;
-typedef long long swig_type_147;
-typedef long long swig_type_148;
+typedef long long swig_type_145;
+typedef long long swig_type_146;
+typedef _gostring_ swig_type_147;
+typedef _gostring_ swig_type_148;
 typedef long long swig_type_149;
 typedef long long swig_type_150;
 typedef long long swig_type_151;
 typedef long long swig_type_152;
-typedef _goslice_ swig_type_153;
-typedef _goslice_ swig_type_154;
-typedef long long swig_type_155;
-typedef long long swig_type_156;
+typedef long long swig_type_153;
+typedef long long swig_type_154;
+typedef _goslice_ swig_type_155;
+typedef _goslice_ swig_type_156;
 typedef long long swig_type_157;
 typedef long long swig_type_158;
 typedef long long swig_type_159;
 typedef long long swig_type_160;
-typedef _gostring_ swig_type_161;
-typedef _gostring_ swig_type_162;
+typedef long long swig_type_161;
+typedef long long swig_type_162;
 typedef _gostring_ swig_type_163;
-typedef long long swig_type_164;
-typedef long long swig_type_165;
+typedef _gostring_ swig_type_164;
+typedef _gostring_ swig_type_165;
 typedef long long swig_type_166;
 typedef long long swig_type_167;
 typedef long long swig_type_168;
-typedef _gostring_ swig_type_169;
-typedef _gostring_ swig_type_170;
+typedef long long swig_type_169;
+typedef long long swig_type_170;
 typedef _gostring_ swig_type_171;
-typedef long long swig_type_172;
+typedef _gostring_ swig_type_172;
 typedef _gostring_ swig_type_173;
-typedef _gostring_ swig_type_174;
+typedef long long swig_type_174;
 typedef _gostring_ swig_type_175;
 typedef _gostring_ swig_type_176;
 typedef _gostring_ swig_type_177;
 typedef _gostring_ swig_type_178;
 typedef _gostring_ swig_type_179;
-typedef long long swig_type_180;
+typedef _gostring_ swig_type_180;
 typedef _gostring_ swig_type_181;
-typedef _gostring_ swig_type_182;
+typedef long long swig_type_182;
 typedef _gostring_ swig_type_183;
 typedef _gostring_ swig_type_184;
-typedef _goslice_ swig_type_185;
+typedef _gostring_ swig_type_185;
 typedef _gostring_ swig_type_186;
 typedef _goslice_ swig_type_187;
-typedef long long swig_type_188;
-typedef _gostring_ swig_type_189;
-typedef _gostring_ swig_type_190;
-typedef long long swig_type_191;
+typedef _gostring_ swig_type_188;
+typedef _goslice_ swig_type_189;
+typedef long long swig_type_190;
+typedef _gostring_ swig_type_191;
 typedef _gostring_ swig_type_192;
 typedef long long swig_type_193;
 typedef _gostring_ swig_type_194;
 typedef long long swig_type_195;
-typedef _goslice_ swig_type_196;
-typedef _gostring_ swig_type_197;
-typedef long long swig_type_198;
-typedef long long swig_type_199;
+typedef _gostring_ swig_type_196;
+typedef long long swig_type_197;
+typedef _goslice_ swig_type_198;
+typedef _gostring_ swig_type_199;
 typedef long long swig_type_200;
 typedef long long swig_type_201;
 typedef long long swig_type_202;
 typedef long long swig_type_203;
-typedef _gostring_ swig_type_204;
-typedef _gostring_ swig_type_205;
+typedef long long swig_type_204;
+typedef long long swig_type_205;
 typedef _gostring_ swig_type_206;
-typedef _goslice_ swig_type_207;
-typedef _goslice_ swig_type_208;
-typedef long long swig_type_209;
-typedef _gostring_ swig_type_210;
+typedef _gostring_ swig_type_207;
+typedef _gostring_ swig_type_208;
+typedef _goslice_ swig_type_209;
+typedef _goslice_ swig_type_210;
 typedef long long swig_type_211;
 typedef _gostring_ swig_type_212;
-typedef _goslice_ swig_type_213;
-typedef _goslice_ swig_type_214;
-typedef long long swig_type_215;
+typedef long long swig_type_213;
+typedef _gostring_ swig_type_214;
+typedef _goslice_ swig_type_215;
 typedef _goslice_ swig_type_216;
-typedef _goslice_ swig_type_217;
-typedef long long swig_type_218;
+typedef long long swig_type_217;
+typedef _goslice_ swig_type_218;
 typedef _goslice_ swig_type_219;
 typedef long long swig_type_220;
-typedef _gostring_ swig_type_221;
-typedef _gostring_ swig_type_222;
+typedef _goslice_ swig_type_221;
+typedef long long swig_type_222;
 typedef _gostring_ swig_type_223;
-typedef long long swig_type_224;
-typedef long long swig_type_225;
+typedef _gostring_ swig_type_224;
+typedef _gostring_ swig_type_225;
 typedef long long swig_type_226;
 typedef long long swig_type_227;
 typedef long long swig_type_228;
-typedef _goslice_ swig_type_229;
+typedef long long swig_type_229;
 typedef long long swig_type_230;
 typedef _goslice_ swig_type_231;
 typedef long long swig_type_232;
-typedef _gostring_ swig_type_233;
+typedef _goslice_ swig_type_233;
 typedef long long swig_type_234;
-typedef long long swig_type_235;
+typedef _gostring_ swig_type_235;
 typedef long long swig_type_236;
-typedef _gostring_ swig_type_237;
+typedef long long swig_type_237;
 typedef long long swig_type_238;
 typedef _gostring_ swig_type_239;
 typedef long long swig_type_240;
-typedef long long swig_type_241;
-typedef _gostring_ swig_type_242;
+typedef _gostring_ swig_type_241;
+typedef long long swig_type_242;
 typedef long long swig_type_243;
-typedef long long swig_type_244;
+typedef _gostring_ swig_type_244;
 typedef long long swig_type_245;
 typedef long long swig_type_246;
-typedef _goslice_ swig_type_247;
+typedef long long swig_type_247;
 typedef long long swig_type_248;
-typedef long long swig_type_249;
+typedef _goslice_ swig_type_249;
 typedef long long swig_type_250;
 typedef long long swig_type_251;
 typedef long long swig_type_252;
 typedef long long swig_type_253;
-typedef _gostring_ swig_type_254;
+typedef long long swig_type_254;
 typedef long long swig_type_255;
 typedef _gostring_ swig_type_256;
+typedef long long swig_type_257;
+typedef _gostring_ swig_type_258;
 extern void _wrap_Swig_free_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_dda8cd76654b7f17(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_dda8cd76654b7f17(void);
@@ -517,99 +519,101 @@ extern void _wrap_Model_zeroGrad_capi_dda8cd76654b7f17(uintptr_t arg1, swig_void
 extern swig_type_95 _wrap_Model_setRequiresGrad_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_96 arg2, _Bool arg3, swig_voidp arg4);
 extern swig_type_97 _wrap_Model_addLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_98 arg2, uintptr_t arg3, swig_voidp arg4);
 extern swig_type_99 _wrap_Model_addLoraCorda_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_100 arg2, uintptr_t arg3, uintptr_t arg4, swig_type_101 arg5, swig_voidp arg6);
-extern swig_type_102 _wrap_Model_addTrainableTokens_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_103 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Model_saveLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_104 arg2, swig_voidp arg3);
-extern void _wrap_Model_loadLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_105 arg2, swig_voidp arg3);
+extern void _wrap_Model_beginLoraGa_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_102 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_103 _wrap_Model_addLoraGa_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_104 _wrap_Model_addTrainableTokens_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_105 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_106 arg2, swig_voidp arg3);
+extern void _wrap_Model_loadLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_107 arg2, swig_voidp arg3);
 extern void _wrap_Model_mergeLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_mergeLoraAdapters_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_106 arg2, swig_voidp arg3);
-extern swig_type_107 _wrap_Model_loraCount_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_mergeLoraAdapters_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_108 arg2, swig_voidp arg3);
+extern swig_type_109 _wrap_Model_loraCount_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_setLoraEnabled_capi_dda8cd76654b7f17(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern _Bool _wrap_Model_isLoraEnabled_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_108 _wrap_Model_addLoraNamed_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_109 arg2, swig_type_110 arg3, uintptr_t arg4, swig_voidp arg5);
-extern void _wrap_Model_loadLoraNamed_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3, swig_voidp arg4);
-extern void _wrap_Model_setAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_113 arg2, swig_voidp arg3);
-extern void _wrap_Model_deleteAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3);
+extern swig_type_110 _wrap_Model_addLoraNamed_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Model_loadLoraNamed_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_113 arg2, swig_type_114 arg3, swig_voidp arg4);
+extern void _wrap_Model_setAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_115 arg2, swig_voidp arg3);
+extern void _wrap_Model_deleteAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_116 arg2, swig_voidp arg3);
 extern void _wrap_Model_unloadLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_115 _wrap_Model_addWeightedAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_116 arg2, swig_type_117 arg3, swig_type_118 arg4, swig_type_119 arg5, uintptr_t arg6, swig_voidp arg7);
-extern swig_type_120 _wrap_Model_initializeLoraEva_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
-extern swig_type_121 _wrap_Model_activeAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_117 _wrap_Model_addWeightedAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_118 arg2, swig_type_119 arg3, swig_type_120 arg4, swig_type_121 arg5, uintptr_t arg6, swig_voidp arg7);
+extern swig_type_122 _wrap_Model_initializeLoraEva_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_123 _wrap_Model_activeAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_adapterNames_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_stateDict_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_loadStateDict_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Model_saveTorchscript_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_122 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Model_loadSafetensors_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_123 arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Optimizer_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_124 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveTorchscript_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_124 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_loadSafetensors_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_125 arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Optimizer_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_126 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Optimizer_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Optimizer_addParamGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_125 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_126 _wrap_Optimizer_addParamGroupMatching_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_127 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_128 _wrap_Optimizer_numParamGroups_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Optimizer_getLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_129 arg2, swig_voidp arg3);
-extern void _wrap_Optimizer_setLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_130 arg2, double arg3, swig_voidp arg4);
-extern double _wrap_Optimizer_getHyperparameter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_131 arg2, swig_type_132 arg3, swig_voidp arg4);
+extern void _wrap_Optimizer_addParamGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_127 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_128 _wrap_Optimizer_addParamGroupMatching_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_129 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_130 _wrap_Optimizer_numParamGroups_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Optimizer_getLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_131 arg2, swig_voidp arg3);
+extern void _wrap_Optimizer_setLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_132 arg2, double arg3, swig_voidp arg4);
+extern double _wrap_Optimizer_getHyperparameter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_133 arg2, swig_type_134 arg3, swig_voidp arg4);
 extern void _wrap_Optimizer_step_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Optimizer_zeroGrad_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Optimizer_setTraining_capi_dda8cd76654b7f17(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Optimizer_stateOf_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_133 arg2, swig_type_134 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Optimizer_stateFields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_135 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_new_Scheduler_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_136 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateOf_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_135 arg2, swig_type_136 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateFields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_new_Scheduler_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_138 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Scheduler_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Scheduler_then_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_137 arg2, swig_type_138 arg3, uintptr_t arg4, swig_voidp arg5);
-extern void _wrap_Scheduler_chain_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_139 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Scheduler_then_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_139 arg2, swig_type_140 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Scheduler_chain_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_141 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_Scheduler_step_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Scheduler_stepMetric_capi_dda8cd76654b7f17(uintptr_t arg1, double arg2, swig_voidp arg3);
-extern double _wrap_Scheduler_getLastLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_140 arg2, swig_voidp arg3);
-extern swig_type_141 _wrap_Scheduler_getStep_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Scheduler_getLastLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_142 arg2, swig_voidp arg3);
+extern swig_type_143 _wrap_Scheduler_getStep_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern uintptr_t _wrap_Scheduler_fromLrMultiplicative_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_142 arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_143 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_144 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_145 arg2, uintptr_t arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Scheduler_fromCyclicScale_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
 extern uintptr_t _wrap_new_AveragedModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_AveragedModel_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap_AveragedModel_update_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_144 _wrap_AveragedModel_count_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_146 _wrap_AveragedModel_count_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_AveragedModel_copyTo_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_AveragedModel_swap_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern uintptr_t _wrap_AveragedModel_stateDict_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_AveragedModel_loadStateDict_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_Dataset_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern uintptr_t _wrap_Dataset_fromTensors_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_fromIdx_capi_dda8cd76654b7f17(swig_type_145 arg1, swig_type_146 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromSampleSource_capi_dda8cd76654b7f17(swig_type_147 arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromStreamSource_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_148 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_subset_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_149 arg2, swig_type_150 arg3, swig_voidp arg4);
-extern swig_type_151 _wrap_Dataset_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_152 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromIdx_capi_dda8cd76654b7f17(swig_type_147 arg1, swig_type_148 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromSampleSource_capi_dda8cd76654b7f17(swig_type_149 arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromStreamSource_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_150 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_subset_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_151 arg2, swig_type_152 arg3, swig_voidp arg4);
+extern swig_type_153 _wrap_Dataset_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_154 arg2, swig_voidp arg3);
 extern uintptr_t _wrap_new_DataLoader_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_DataLoader_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_153 arg2, swig_type_154 arg3, uintptr_t arg4, swig_voidp arg5);
+extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_155 arg2, swig_type_156 arg3, uintptr_t arg4, swig_voidp arg5);
 extern uintptr_t _wrap_DataLoader_next_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_155 _wrap_DataLoader_length_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_156 _wrap_DataLoader_epoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_setEpoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_157 arg2, swig_voidp arg3);
+extern swig_type_157 _wrap_DataLoader_length_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_158 _wrap_DataLoader_epoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_setEpoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_159 arg2, swig_voidp arg3);
 extern void _wrap_DataLoader_setCollator_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_skipFirstBatches_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_158 arg2, swig_voidp arg3);
-extern swig_type_159 _wrap_DataLoader_totalBatchSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_160 _wrap_DataLoader_totalDatasetLength_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_skipFirstBatches_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_160 arg2, swig_voidp arg3);
+extern swig_type_161 _wrap_DataLoader_totalBatchSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_162 _wrap_DataLoader_totalDatasetLength_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_endOfEpoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_endEpoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_Iter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_inEpoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_Accelerator_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_delete_Accelerator_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_161 _wrap_Accelerator_device_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_162 _wrap_Accelerator_distributedType_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_163 _wrap_Accelerator_mixedPrecision_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_164 _wrap_Accelerator_processIndex_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_165 _wrap_Accelerator_numProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_166 _wrap_Accelerator_localProcessIndex_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_163 _wrap_Accelerator_device_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_164 _wrap_Accelerator_distributedType_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_165 _wrap_Accelerator_mixedPrecision_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_166 _wrap_Accelerator_processIndex_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_167 _wrap_Accelerator_numProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_168 _wrap_Accelerator_localProcessIndex_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isMainProcess_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLastProcess_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_167 _wrap_Accelerator_gradientAccumulationSteps_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_169 _wrap_Accelerator_gradientAccumulationSteps_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_syncGradients_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_168 _wrap_Accelerator_step_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_170 _wrap_Accelerator_step_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_prepareModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
@@ -624,96 +628,96 @@ extern void _wrap_Accelerator_accumulateBegin_capi_dda8cd76654b7f17(uintptr_t ar
 extern void _wrap_Accelerator_accumulateEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern double _wrap_Accelerator_clipGradNorm_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_clipGradValue_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_saveModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_169 arg3, swig_type_170 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_dda8cd76654b7f17(swig_type_171 arg1, swig_type_172 arg2, swig_type_173 arg3, swig_type_174 arg4, swig_voidp arg5);
-extern swig_type_175 _wrap_Accelerator_saveState_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_176 arg2, swig_voidp arg3);
-extern swig_type_177 _wrap_Accelerator_loadState_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_178 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_saveModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_171 arg3, swig_type_172 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_dda8cd76654b7f17(swig_type_173 arg1, swig_type_174 arg2, swig_type_175 arg3, swig_type_176 arg4, swig_voidp arg5);
+extern swig_type_177 _wrap_Accelerator_saveState_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_178 arg2, swig_voidp arg3);
+extern swig_type_179 _wrap_Accelerator_loadState_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_180 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerAveragedModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_print_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_179 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_print_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_181 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_waitForEveryone_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_freeMemory_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_noSyncBegin_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_noSyncEnd_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_triggerSyncInBackward_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdBegin_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_180 arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_localSgdBegin_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_182 arg3, _Bool arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_localSgdStep_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_localSgdEnd_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileBegin_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileStep_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_profileEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_181 _wrap_Accelerator_profileSummary_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_exportChromeTrace_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_182 arg2, swig_voidp arg3);
+extern swig_type_183 _wrap_Accelerator_profileSummary_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_exportChromeTrace_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_184 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_mainProcessFirstBegin_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_mainProcessFirstEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_183 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_184 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_185 arg2, swig_type_186 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_broadcastObject_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_187 arg2, swig_type_188 arg3, swig_type_189 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_reduce_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_190 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_191 arg3, swig_type_192 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_193 arg3, double arg4, _Bool arg5, swig_type_194 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_195 arg2, _Bool arg3, swig_type_196 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_gather_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_185 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_186 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_187 arg2, swig_type_188 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_broadcastObject_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_189 arg2, swig_type_190 arg3, swig_type_191 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_reduce_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_192 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_193 arg3, swig_type_194 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_195 arg3, double arg4, _Bool arg5, swig_type_196 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_197 arg2, _Bool arg3, swig_type_198 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_setTrigger_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_checkTrigger_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_197 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_save_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_199 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_getStateDict_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_198 _wrap_Accelerator_iteration_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_200 _wrap_Accelerator_iteration_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_unscaleGradients_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastBegin_capi_dda8cd76654b7f17(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_registerForCheckpointing_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_199 _wrap_Accelerator_registerSaveStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_201 _wrap_Accelerator_registerSaveStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_onTraceReady_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_200 _wrap_Accelerator_registerLoadStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_201 _wrap_Accelerator_registerSaveStateModelsPreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_202 _wrap_Accelerator_registerLoadStateModelsPreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_removeStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_203 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_204 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_205 arg2, swig_type_206 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3, swig_type_209 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_210 arg2, double arg3, swig_type_211 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3, swig_type_214 arg4, swig_type_215 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_216 arg2, swig_type_217 arg3, swig_type_218 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logImages_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_219 arg2, uintptr_t arg3, swig_type_220 arg4, swig_type_221 arg5, swig_voidp arg6);
+extern swig_type_202 _wrap_Accelerator_registerLoadStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_203 _wrap_Accelerator_registerSaveStateModelsPreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_204 _wrap_Accelerator_registerLoadStateModelsPreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_removeStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_205 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_addTracker_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_206 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_logValues_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_209 arg2, swig_type_210 arg3, swig_type_211 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_212 arg2, double arg3, swig_type_213 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_214 arg2, swig_type_215 arg3, swig_type_216 arg4, swig_type_217 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_218 arg2, swig_type_219 arg3, swig_type_220 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logImages_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_221 arg2, uintptr_t arg3, swig_type_222 arg4, swig_type_223 arg5, swig_voidp arg6);
 extern void _wrap_Accelerator_endTraining_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_222 _wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_223 arg2, swig_voidp arg3);
-extern swig_type_224 _wrap_Samples_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_225 _wrap_Samples_fields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_226 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_227 arg2, swig_type_228 arg3, swig_voidp arg4);
+extern swig_type_224 _wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_225 arg2, swig_voidp arg3);
+extern swig_type_226 _wrap_Samples_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_227 _wrap_Samples_fields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_228 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_229 arg2, swig_type_230 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_229 arg2, swig_voidp arg3);
-extern swig_type_230 _wrap_Bytes_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_231 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_231 arg2, swig_voidp arg3);
+extern swig_type_232 _wrap_Bytes_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_233 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_232 _wrap_Metrics_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_233 _wrap_Metrics_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_234 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_235 arg2, swig_voidp arg3);
+extern swig_type_234 _wrap_Metrics_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_235 _wrap_Metrics_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_236 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_237 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_236 _wrap_Texts_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_237 _wrap_Texts_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_238 arg2, swig_voidp arg3);
-extern swig_type_239 _wrap_Texts_text_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_240 arg2, swig_voidp arg3);
+extern swig_type_238 _wrap_Texts_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_239 _wrap_Texts_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_240 arg2, swig_voidp arg3);
+extern swig_type_241 _wrap_Texts_text_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_242 arg2, swig_voidp arg3);
 extern void _wrap_delete_Texts_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_241 _wrap_Images_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_242 _wrap_Images_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_243 arg2, swig_voidp arg3);
-extern swig_type_244 _wrap_Images_pngSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_245 arg2, swig_voidp arg3);
-extern void _wrap_Images_copyPng_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_246 arg2, swig_type_247 arg3, swig_voidp arg4);
+extern swig_type_243 _wrap_Images_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_244 _wrap_Images_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_245 arg2, swig_voidp arg3);
+extern swig_type_246 _wrap_Images_pngSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_247 arg2, swig_voidp arg3);
+extern void _wrap_Images_copyPng_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_248 arg2, swig_type_249 arg3, swig_voidp arg4);
 extern void _wrap_delete_Images_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_248 _wrap_CheckpointModelsView_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_249 arg2, swig_voidp arg3);
-extern swig_type_250 _wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_251 arg2, swig_voidp arg3);
-extern void _wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_252 arg2, swig_voidp arg3);
+extern swig_type_250 _wrap_CheckpointModelsView_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_251 arg2, swig_voidp arg3);
+extern swig_type_252 _wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_253 arg2, swig_voidp arg3);
+extern void _wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_254 arg2, swig_voidp arg3);
 extern void _wrap_delete_CheckpointModelsView_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_dda8cd76654b7f17(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_253 arg2, swig_type_254 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_255 arg2, swig_type_256 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_255 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_256 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_257 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_258 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -4285,13 +4289,42 @@ func (arg1 SwigcptrModel) AddLoraCorda(arg2 string, arg3 Options, arg4 DataLoade
 	return swig_r
 }
 
+func (arg1 SwigcptrModel) BeginLoraGa(arg2 string, arg3 Options, arg4 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	C._wrap_Model_beginLoraGa_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+
+  if arg4 != nil && len(*arg4) > 0 {
+    *arg4 = swigCopyString(*arg4)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+}
+
+func (arg1 SwigcptrModel) AddLoraGa(arg2 *string) (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r = (int64)(C._wrap_Model_addLoraGa_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+
+  if arg2 != nil && len(*arg2) > 0 {
+    *arg2 = swigCopyString(*arg2)
+  }
+
+	return swig_r
+}
+
 func (arg1 SwigcptrModel) AddTrainableTokens(arg2 string, arg3 Options, arg4 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addTrainableTokens_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addTrainableTokens_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4307,7 +4340,7 @@ func (arg1 SwigcptrModel) SaveLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4322,7 +4355,7 @@ func (arg1 SwigcptrModel) LoadLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_loadLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_loadLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4348,7 +4381,7 @@ func (arg1 SwigcptrModel) MergeLoraAdapters(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_mergeLoraAdapters_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_mergeLoraAdapters_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4404,7 +4437,7 @@ func (arg1 SwigcptrModel) AddLoraNamed(arg2 string, arg3 string, arg4 Options, a
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (int64)(C._wrap_Model_addLoraNamed_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4)))
+	swig_r = (int64)(C._wrap_Model_addLoraNamed_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4)))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4424,7 +4457,7 @@ func (arg1 SwigcptrModel) LoadLoraNamed(arg2 string, arg3 string, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_loadLoraNamed_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_loadLoraNamed_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4442,7 +4475,7 @@ func (arg1 SwigcptrModel) SetAdapter(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4457,7 +4490,7 @@ func (arg1 SwigcptrModel) DeleteAdapter(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_deleteAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_deleteAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4488,7 +4521,7 @@ func (arg1 SwigcptrModel) AddWeightedAdapter(arg2 []byte, arg3 []float64, arg4 s
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
-	swig_r = (int64)(C._wrap_Model_addWeightedAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6)))
+	swig_r = (int64)(C._wrap_Model_addWeightedAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6)))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -4584,7 +4617,7 @@ func (arg1 SwigcptrModel) SaveTorchscript(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveTorchscript_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveTorchscript_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4601,7 +4634,7 @@ func (arg1 SwigcptrModel) LoadSafetensors(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4631,6 +4664,8 @@ type Model interface {
 	SetRequiresGrad(arg2 string, arg3 bool, arg4 *string) (_swig_ret int64)
 	AddLora(arg2 string, arg3 Options, arg4 *string) (_swig_ret int64)
 	AddLoraCorda(arg2 string, arg3 Options, arg4 DataLoader, arg5 int64, arg6 *string) (_swig_ret int64)
+	BeginLoraGa(arg2 string, arg3 Options, arg4 *string)
+	AddLoraGa(arg2 *string) (_swig_ret int64)
 	AddTrainableTokens(arg2 string, arg3 Options, arg4 *string) (_swig_ret int64)
 	SaveLora(arg2 string, arg3 *string)
 	LoadLora(arg2 string, arg3 *string)
@@ -4669,7 +4704,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4691,7 +4726,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 []byte, arg3 Options, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_addParamGroup_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_addParamGroup_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4708,7 +4743,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroupMatching(arg2 string, arg3 Options, a
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4738,7 +4773,7 @@ func (arg1 SwigcptrOptimizer) GetLr(arg2 int64, arg3 *string) (_swig_ret float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4752,7 +4787,7 @@ func (arg1 SwigcptrOptimizer) SetLr(arg2 int64, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_setLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_setLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4766,7 +4801,7 @@ func (arg1 SwigcptrOptimizer) GetHyperparameter(arg2 int64, arg3 string, arg4 *s
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
+	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4818,7 +4853,7 @@ func (arg1 SwigcptrOptimizer) StateOf(arg2 string, arg3 string, arg4 *string) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4838,7 +4873,7 @@ func (arg1 SwigcptrOptimizer) StateFields(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4881,7 +4916,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4904,7 +4939,7 @@ func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	C._wrap_Scheduler_then_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Scheduler_then_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4920,7 +4955,7 @@ func (arg1 SwigcptrScheduler) Chain(arg2 string, arg3 Options, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Scheduler_chain_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Scheduler_chain_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4959,7 +4994,7 @@ func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret flo
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5015,7 +5050,7 @@ func SchedulerFromGroupLrLambda(arg1 Optimizer, arg2 int64, arg3 GroupLrLambda, 
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_144(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5030,7 +5065,7 @@ func SchedulerFromGroupLrMultiplicative(arg1 Optimizer, arg2 int64, arg3 GroupLr
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_143(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5210,7 +5245,7 @@ func DatasetFromIdx(arg1 string, arg2 string, arg3 *string) (_swig_ret Dataset) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_dda8cd76654b7f17(*(*C.swig_type_145)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_dda8cd76654b7f17(*(*C.swig_type_147)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5230,7 +5265,7 @@ func DatasetFromSampleSource(arg1 int64, arg2 SampleSource, arg3 *string) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_dda8cd76654b7f17(C.swig_type_147(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_dda8cd76654b7f17(C.swig_type_149(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5244,7 +5279,7 @@ func DatasetFromStreamSource(arg1 StreamSource, arg2 int64, arg3 *string) (_swig
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_148(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_150(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5259,7 +5294,7 @@ func (arg1 SwigcptrDataset) Subset(arg2 int64, arg3 int64, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_149(_swig_i_1), C.swig_type_150(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1), C.swig_type_152(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5286,7 +5321,7 @@ func (arg1 SwigcptrDataset) Get(arg2 int64, arg3 *string) (_swig_ret TensorList)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_152(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_154(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5338,7 +5373,7 @@ func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Op
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5396,7 +5431,7 @@ func (arg1 SwigcptrDataLoader) SetEpoch(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setEpoch_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setEpoch_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_159(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5420,7 +5455,7 @@ func (arg1 SwigcptrDataLoader) SkipFirstBatches(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_skipFirstBatches_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_158(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_skipFirstBatches_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_160(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5920,7 +5955,7 @@ func (arg1 SwigcptrAccelerator) SaveModel(arg2 Model, arg3 string, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_saveModel_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_saveModel_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5940,7 +5975,7 @@ func AcceleratorMergeShardedCheckpoint(arg1 string, arg2 int64, arg3 string, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_mergeShardedCheckpoint_capi_dda8cd76654b7f17(*(*C.swig_type_171)(unsafe.Pointer(&_swig_i_0)), C.swig_type_172(_swig_i_1), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_mergeShardedCheckpoint_capi_dda8cd76654b7f17(*(*C.swig_type_173)(unsafe.Pointer(&_swig_i_0)), C.swig_type_174(_swig_i_1), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5962,7 +5997,7 @@ func (arg1 SwigcptrAccelerator) SaveState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_saveState_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_saveState_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5982,7 +6017,7 @@ func (arg1 SwigcptrAccelerator) LoadState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_loadState_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_loadState_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6013,7 +6048,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_print_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_print_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6088,7 +6123,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdBegin(arg2 Model, arg3 int64, arg4 bool,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_localSgdBegin_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_180(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_localSgdBegin_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_182(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6174,7 +6209,7 @@ func (arg1 SwigcptrAccelerator) ExportChromeTrace(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_exportChromeTrace_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_exportChromeTrace_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6260,7 +6295,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6278,7 +6313,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6296,7 +6331,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6318,7 +6353,7 @@ func (arg1 SwigcptrAccelerator) BroadcastObject(arg2 []byte, arg3 int64, arg4 st
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_1)), C.swig_type_188(_swig_i_2), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), C.swig_type_190(_swig_i_2), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6340,7 +6375,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6359,7 +6394,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_191(_swig_i_2), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_193(_swig_i_2), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6380,7 +6415,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_193(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_195(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -6398,7 +6433,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6438,7 +6473,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6596,7 +6631,7 @@ func (arg1 SwigcptrAccelerator) RemoveStatePreHook(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_removeStatePreHook_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_removeStatePreHook_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6609,7 +6644,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6625,7 +6660,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6645,7 +6680,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_2)), C.swig_type_209(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_2)), C.swig_type_211(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6665,7 +6700,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_211(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_213(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6683,7 +6718,7 @@ func (arg1 SwigcptrAccelerator) LogGroup(arg2 string, arg3 []byte, arg4 []float6
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_3)), C.swig_type_215(_swig_i_4), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_3)), C.swig_type_217(_swig_i_4), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6706,7 +6741,7 @@ func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_2)), C.swig_type_218(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_2)), C.swig_type_220(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6727,7 +6762,7 @@ func (arg1 SwigcptrAccelerator) LogImages(arg2 []byte, arg3 TensorList, arg4 int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logImages_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_220(_swig_i_3), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logImages_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_222(_swig_i_3), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6770,7 +6805,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6895,7 +6930,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_226(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_228(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6910,7 +6945,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1), C.swig_type_228(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1), C.swig_type_230(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6945,7 +6980,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6967,7 +7002,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7012,7 +7047,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_234(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_236(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7029,7 +7064,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_237(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7072,7 +7107,7 @@ func (arg1 SwigcptrTexts) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_238(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7089,7 +7124,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_text_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_text_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_242(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7135,7 +7170,7 @@ func (arg1 SwigcptrImages) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Images_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_243(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Images_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7152,7 +7187,7 @@ func (arg1 SwigcptrImages) PngSize(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Images_pngSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Images_pngSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7166,7 +7201,7 @@ func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Images_copyPng_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1), *(*C.swig_type_247)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Images_copyPng_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7218,7 +7253,7 @@ func (arg1 SwigcptrCheckpointModelsView) Model(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_249(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7232,7 +7267,7 @@ func (arg1 SwigcptrCheckpointModelsView) Index(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7245,7 +7280,7 @@ func (arg1 SwigcptrCheckpointModelsView) Remove(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_252(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_254(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7308,7 +7343,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7329,7 +7364,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7341,7 +7376,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
