@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "json_tensors.h"
 #include "support.h"
 
 namespace lora_test {
@@ -101,6 +102,48 @@ inline std::vector<double> train(acc_model* m, int steps) {
   acc_tensor_free(y);
   acc_optimizer_free(opt);
   return losses;
+}
+
+// A TorchScript model the exporters wrote under ACC_TEST_DATA.
+inline acc_model* data_model(const std::string& file) {
+  acc_model* m = nullptr;
+  EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/" + file).c_str(), &m), ACC_OK)
+      << acc_last_error_message();
+  return m;
+}
+
+// A case's module names as target_modules ("a,b").
+inline std::string joined(const nlohmann::json& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n.template get<std::string>();
+  return out;
+}
+
+// ACC_OPTIONS_LORA of a case's configuration: r, lora_alpha, and rank_pattern and use_dora where given.
+inline acc_options* case_lora_options(const nlohmann::json& config) {
+  acc_options* o = lora_options(config["r"].template get<int64_t>(), config["lora_alpha"].template get<double>());
+  if (config.contains("use_dora")) EXPECT_EQ(acc_options_set_bool(o, "use_dora", 1), ACC_OK);
+  if (config.contains("rank_pattern"))
+    EXPECT_EQ(acc_options_set(o, "rank_pattern", config["rank_pattern"].dump().c_str()), ACC_OK);
+  return o;
+}
+
+// A data loader over fixture tensors (fields of one dataset), in batches, shuffled or not.
+inline acc_dataloader* loader_over(const std::vector<nlohmann::json>& fields, int64_t batch_size, bool shuffle) {
+  std::vector<acc_tensor*> tensors;
+  for (const auto& f : fields) tensors.push_back(acc_test::from_json(f));
+  acc_dataset* ds = nullptr;
+  EXPECT_EQ(acc_dataset_from_tensors(tensors.data(), tensors.size(), &ds), ACC_OK) << acc_last_error_message();
+  for (acc_tensor* t : tensors) acc_tensor_free(t);
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &o), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(o, "batch_size", batch_size), ACC_OK);
+  EXPECT_EQ(acc_options_set_bool(o, "shuffle", shuffle ? 1 : 0), ACC_OK);
+  acc_dataloader* dl = nullptr;
+  EXPECT_EQ(acc_dataloader_create(ds, o, &dl), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  acc_dataset_free(ds);
+  return dl;
 }
 
 // What export_lora_cases.py recorded of PEFT (under ACC_TEST_DATA, which the caller checked).

@@ -16,47 +16,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-acc_model* load_model(const std::string& file) {
-  acc_model* m = nullptr;
-  EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/" + file).c_str(), &m), ACC_OK)
-      << acc_last_error_message();
-  return m;
-}
-
-acc_dataloader* loader_over(const json& field, int64_t batch_size, bool shuffle) {
-  acc_tensor* t = acc_test::from_json(field);
-  acc_dataset* ds = nullptr;
-  EXPECT_EQ(acc_dataset_from_tensors(&t, 1, &ds), ACC_OK) << acc_last_error_message();
-  acc_tensor_free(t);
-  acc_options* o = nullptr;
-  EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &o), ACC_OK);
-  EXPECT_EQ(acc_options_set_int(o, "batch_size", batch_size), ACC_OK);
-  EXPECT_EQ(acc_options_set_bool(o, "shuffle", shuffle ? 1 : 0), ACC_OK);
-  acc_dataloader* dl = nullptr;
-  EXPECT_EQ(acc_dataloader_create(ds, o, &dl), ACC_OK) << acc_last_error_message();
-  acc_options_free(o);
-  acc_dataset_free(ds);
-  return dl;
-}
-
 acc_options* corda_options(const json& config) {
-  acc_options* o = lora_options(config["r"].get<int64_t>(), config["lora_alpha"].get<double>());
+  acc_options* o = case_lora_options(config);
   EXPECT_EQ(acc_options_set(o, "corda_method", config["corda_method"].get<std::string>().c_str()), ACC_OK);
-  if (config.contains("use_dora")) EXPECT_EQ(acc_options_set_bool(o, "use_dora", 1), ACC_OK);
-  if (config.contains("rank_pattern"))
-    EXPECT_EQ(acc_options_set(o, "rank_pattern", config["rank_pattern"].dump().c_str()), ACC_OK);
   return o;
-}
-
-std::string joined(const json& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ",") + n.get<std::string>();
-  return out;
 }
 
 // The case's model after acc_model_add_lora_corda over its loader (seeded first, as PEFT's run).
 acc_model* corda_model(const json& c, const char* file, acc_dataloader* dl) {
-  acc_model* m = load_model(file);
+  acc_model* m = data_model(file);
   EXPECT_EQ(acc_set_seed(c["seed"].get<uint64_t>()), ACC_OK);
   acc_options* o = corda_options(c["config"]);
   size_t count = 0;
@@ -82,7 +50,7 @@ void expect_peft(acc_model* m, const json& c) {
 
 TEST(LoraCorda, InstructionPreviewedStartIsPeftsOnSequences) {
   const json c = lora_case("corda")["lm"];
-  acc_dataloader* dl = loader_over(c["ids"], 1, true);
+  acc_dataloader* dl = loader_over({c["ids"]}, 1, true);
   acc_model* m = corda_model(c, "corda_lm_model.pt", dl);
   expect_peft(m, c);
   int in_epoch = 1;
@@ -96,7 +64,7 @@ TEST(LoraCorda, InstructionPreviewedStartIsPeftsOnSequences) {
   const json written = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
   EXPECT_EQ(written["init_lora_weights"], "corda");
   EXPECT_EQ(written["corda_config"]["corda_method"], "ipm");
-  acc_model* fresh = load_model("corda_lm_model.pt");
+  acc_model* fresh = data_model("corda_lm_model.pt");
   ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "corda");
   acc_model_free(fresh);
   acc_model_free(m);
@@ -106,11 +74,11 @@ TEST(LoraCorda, InstructionPreviewedStartIsPeftsOnSequences) {
 // The model starts computing as before: the residual plus scaling B A is the weight, to rounding.
 TEST(LoraCorda, KnowledgePreservedStartWithDoraKeepsTheOutputs) {
   const json c = lora_case("corda")["mlp"];
-  acc_model* base = load_model("corda_mlp_model.pt");
+  acc_model* base = data_model("corda_mlp_model.pt");
   acc_tensor* x = acc_test::from_json(c["x"]);
   acc_tensor* y0 = nullptr;
   ASSERT_EQ(acc_model_forward1(base, x, ACC_FORWARD_NO_GRAD, &y0), ACC_OK);
-  acc_dataloader* dl = loader_over(c["x"], 6, false);
+  acc_dataloader* dl = loader_over({c["x"]}, 6, false);
   acc_model* m = corda_model(c, "corda_mlp_model.pt", dl);
   expect_peft(m, c);
   acc_tensor* y1 = nullptr;
@@ -123,8 +91,8 @@ TEST(LoraCorda, KnowledgePreservedStartWithDoraKeepsTheOutputs) {
 
 TEST(LoraCorda, RefusesWhatItCannotStartFrom) {
   const json c = lora_case("corda")["mlp"];
-  acc_dataloader* dl = loader_over(c["x"], 6, false);
-  acc_model* m = load_model("corda_mlp_model.pt");
+  acc_dataloader* dl = loader_over({c["x"]}, 6, false);
+  acc_model* m = data_model("corda_mlp_model.pt");
   acc_options* o = lora_options(2, 4);
   ASSERT_EQ(acc_options_set(o, "init_lora_weights", "corda"), ACC_OK);
   ACC_EXPECT_ERROR(acc_model_add_lora(m, "fc1", o, nullptr), ACC_ERR_INVALID_ARGUMENT, "acc_model_add_lora_corda");

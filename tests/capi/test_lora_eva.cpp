@@ -16,50 +16,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-acc_model* load_model(const std::string& file) {
-  acc_model* m = nullptr;
-  EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/" + file).c_str(), &m), ACC_OK)
-      << acc_last_error_message();
-  return m;
-}
-
 // ACC_OPTIONS_LORA of a case's configuration, init_lora_weights "eva".
 acc_options* eva_lora_options(const json& config) {
-  acc_options* o = lora_options(config["r"].get<int64_t>(), config["lora_alpha"].get<double>());
+  acc_options* o = case_lora_options(config);
   const json& eva = config["eva"];
   EXPECT_EQ(acc_options_set(o, "init_lora_weights", "eva"), ACC_OK);
   EXPECT_EQ(acc_options_set_double(o, "eva_rho", eva["rho"].get<double>()), ACC_OK);
   EXPECT_EQ(acc_options_set_double(o, "eva_tau", eva["tau"].get<double>()), ACC_OK);
   EXPECT_EQ(acc_options_set_bool(o, "eva_whiten", eva["whiten"].get<bool>()), ACC_OK);
   EXPECT_EQ(acc_options_set_bool(o, "eva_adjust_scaling_factors", eva["adjust_scaling_factors"].get<bool>()), ACC_OK);
-  if (config.contains("use_dora")) EXPECT_EQ(acc_options_set_bool(o, "use_dora", 1), ACC_OK);
-  if (config.contains("rank_pattern"))
-    EXPECT_EQ(acc_options_set(o, "rank_pattern", config["rank_pattern"].dump().c_str()), ACC_OK);
   return o;
-}
-
-std::string joined(const json& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ",") + n.get<std::string>();
-  return out;
-}
-
-// A loader over the case's fields (freed with it).
-acc_dataloader* case_loader(const std::vector<json>& fields, int64_t batch_size, bool shuffle) {
-  std::vector<acc_tensor*> tensors;
-  for (const json& f : fields) tensors.push_back(acc_test::from_json(f));
-  acc_dataset* ds = nullptr;
-  EXPECT_EQ(acc_dataset_from_tensors(tensors.data(), tensors.size(), &ds), ACC_OK) << acc_last_error_message();
-  for (acc_tensor* t : tensors) acc_tensor_free(t);
-  acc_options* o = nullptr;
-  EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &o), ACC_OK);
-  EXPECT_EQ(acc_options_set_int(o, "batch_size", batch_size), ACC_OK);
-  EXPECT_EQ(acc_options_set_bool(o, "shuffle", shuffle ? 1 : 0), ACC_OK);
-  acc_dataloader* dl = nullptr;
-  EXPECT_EQ(acc_dataloader_create(ds, o, &dl), ACC_OK) << acc_last_error_message();
-  acc_options_free(o);
-  acc_dataset_free(ds);
-  return dl;
 }
 
 acc_options* reading(int64_t labels, int64_t attention_mask) {
@@ -92,13 +58,13 @@ struct EvaSetup {
 // The case's model with its adapters drawn as get_peft_model draws them (init "eva"), its loader
 // and how EVA reads it.
 EvaSetup case_setup(const json& c, bool lm) {
-  EvaSetup s{load_model(lm ? "eva_lm_model.pt" : "eva_mlp_model.pt"), nullptr, nullptr};
+  EvaSetup s{data_model(lm ? "eva_lm_model.pt" : "eva_mlp_model.pt"), nullptr, nullptr};
   EXPECT_EQ(acc_set_seed(c["seed"].get<uint64_t>()), ACC_OK);
   acc_options* o = eva_lora_options(c["config"]);
   EXPECT_EQ(acc_model_add_lora(s.model, joined(c["config"]["targets"]).c_str(), o, nullptr), ACC_OK)
       << acc_last_error_message();
   acc_options_free(o);
-  s.loader = lm ? case_loader({c["ids"], c["labels"], c["mask"]}, 4, true) : case_loader({c["x"], c["y"]}, 6, false);
+  s.loader = lm ? loader_over({c["ids"], c["labels"], c["mask"]}, 4, true) : loader_over({c["x"], c["y"]}, 6, false);
   s.reading = lm ? reading(1, 2) : reading(-1, -1);
   return s;
 }
@@ -168,7 +134,7 @@ TEST(LoraEva, SavedAdaptersLoadBackWithTheirNewRanks) {
   const std::string dir = acc_test::temp_path("eva_reload");
   fs::remove_all(dir);
   ASSERT_EQ(acc_model_save_lora(s.model, dir.c_str()), ACC_OK) << acc_last_error_message();
-  acc_model* fresh = load_model("eva_lm_model.pt");
+  acc_model* fresh = data_model("eva_lm_model.pt");
   ASSERT_EQ(acc_model_load_lora(fresh, dir.c_str()), ACC_OK) << acc_last_error_message();
   for (const auto& [name, layer] : c["layers"].items())
     EXPECT_EQ(param(fresh, name + ".lora_A.weight"), acc_test::float_values(layer["lora_A"])) << name;
@@ -178,7 +144,7 @@ TEST(LoraEva, SavedAdaptersLoadBackWithTheirNewRanks) {
 TEST(LoraEva, RefusesWhatItCannotCompute) {
   const json c = lora_case("eva")["mlp"];
   {  // adapters of another start (PEFT's ValueError)
-    EvaSetup s{load_model("eva_mlp_model.pt"), case_loader({c["x"], c["y"]}, 6, false), reading(-1, -1)};
+    EvaSetup s{data_model("eva_mlp_model.pt"), loader_over({c["x"], c["y"]}, 6, false), reading(-1, -1)};
     ACC_EXPECT_ERROR(acc_model_initialize_lora_eva(s.model, s.loader, s.reading, nullptr, nullptr),
                      ACC_ERR_INVALID_ARGUMENT, "no LoRA adapters");
     add_lora(s.model, "fc1", 2, 4);
@@ -221,7 +187,7 @@ TEST(LoraEva, RefusesWhatItCannotCompute) {
                      ACC_ERR_INVALID_HANDLE, "model");
   }
   {  // round(r * rho) components of fc3's 12 input features: r 7, rho 2
-    EvaSetup s{load_model("eva_mlp_model.pt"), case_loader({c["x"], c["y"]}, 6, false), reading(-1, -1)};
+    EvaSetup s{data_model("eva_mlp_model.pt"), loader_over({c["x"], c["y"]}, 6, false), reading(-1, -1)};
     acc_options* o = lora_options(7, 7);
     ASSERT_EQ(acc_options_set(o, "init_lora_weights", "eva"), ACC_OK);
     ASSERT_EQ(acc_model_add_lora(s.model, "fc3", o, nullptr), ACC_OK) << acc_last_error_message();

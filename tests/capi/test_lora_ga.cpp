@@ -16,27 +16,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-acc_model* ga_model() {
-  acc_model* m = nullptr;
-  EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/lora_ga_model.pt").c_str(), &m), ACC_OK)
-      << acc_last_error_message();
-  return m;
-}
+acc_model* ga_model() { return data_model("lora_ga_model.pt"); }
 
 acc_options* ga_options(const json& config) {
-  acc_options* o = lora_options(config["r"].get<int64_t>(), config["lora_alpha"].get<double>());
+  acc_options* o = case_lora_options(config);
   EXPECT_EQ(acc_options_set(o, "lora_ga_direction", config["direction"].get<std::string>().c_str()), ACC_OK);
   EXPECT_EQ(acc_options_set(o, "lora_ga_scale", config["scale"].get<std::string>().c_str()), ACC_OK);
   EXPECT_EQ(acc_options_set_int(o, "lora_ga_stable_gamma", config["stable_gamma"].get<int64_t>()), ACC_OK);
-  if (config.contains("rank_pattern"))
-    EXPECT_EQ(acc_options_set(o, "rank_pattern", config["rank_pattern"].dump().c_str()), ACC_OK);
   return o;
-}
-
-std::string joined(const json& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ",") + n.get<std::string>();
-  return out;
 }
 
 // PEFT's train_step: MSE on batches of 6 rows, a backward each, gradients accumulating.

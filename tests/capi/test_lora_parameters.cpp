@@ -21,6 +21,7 @@
 using json = nlohmann::json;
 using namespace twin_test;
 using acc_test::float_values;
+using lora_test::joined;
 using lora_test::lora_case;
 using lora_test::outputs_on;
 namespace fs = std::filesystem;
@@ -28,12 +29,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const Twin kScript = script_only("moe_model.pt");  // no layer spec has 3-D parameters
-
-std::string joined(const json& names) {
-  std::string out;
-  for (const auto& name : names) out += (out.empty() ? "" : ",") + name.get<std::string>();
-  return out;
-}
 
 // The case's settings: its target_parameters and rank_pattern.
 LoraSettings settings_of(const json& c, std::string* parameters, std::string* ranks) {

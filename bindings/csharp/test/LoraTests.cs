@@ -16,6 +16,16 @@ public class LoraTests {
     using (Tensor y = model.Forward(x)) return y.ToFloatArray();
   }
 
+  // A loader over 24 rows of 4 features (varied enough for a covariance of full rank), batches of 6.
+  static DataLoader RowsLoader() {
+    var x = new float[24 * 4];
+    for (int i = 0; i < x.Length; ++i) x[i] = ((i * 7) % 11) - 5 + (i % 4) * 0.25f;
+    using (Tensor t = Tensor.Of(x, 24, 4))
+    using (TensorList fields = TensorList.Of(t))
+    using (Dataset ds = Dataset.FromTensors(fields))
+    using (Options lo = Options.DataLoader().Put("batch_size", 6)) return new DataLoader(ds, lo);
+  }
+
   // Every lora_A's values, in the model's order (EVA may take a layer's adapter away).
   static float[] LoraA(Model model) {
     var all = new System.Collections.Generic.List<float>();
@@ -29,15 +39,9 @@ public class LoraTests {
   // loader; adapters of another start are refused.
   [Test]
   public void EvaStartsTheAdaptersFromTheData() {
-    var x = new float[24 * 4];
-    for (int i = 0; i < x.Length; ++i) x[i] = ((i * 7) % 11) - 5 + (i % 4) * 0.25f;
     using (Model model = NewModel())
     using (Options o = Options.Lora().Put("r", 1).Put("init_lora_weights", "eva"))
-    using (Tensor t = Tensor.Of(x, 24, 4))
-    using (TensorList fields = TensorList.Of(t))
-    using (Dataset ds = Dataset.FromTensors(fields))
-    using (Options lo = Options.DataLoader().Put("batch_size", 6))
-    using (DataLoader dl = new DataLoader(ds, lo))
+    using (DataLoader dl = RowsLoader())
     using (Options eva = Options.Eva().Put("max_batches", 500)) {
       model.AddLora("0,1", o);
       float[] before = LoraA(model);
@@ -55,15 +59,9 @@ public class LoraTests {
   // weights keeping the residual, so the model computes as before (to rounding).
   [Test]
   public void CordaStartKeepsTheOutputs() {
-    var x = new float[24 * 4];
-    for (int i = 0; i < x.Length; ++i) x[i] = ((i * 7) % 11) - 5 + (i % 4) * 0.25f;
     using (Model model = NewModel())
     using (Options o = Options.Lora().Put("r", 2).Put("corda_method", "kpm"))
-    using (Tensor t = Tensor.Of(x, 24, 4))
-    using (TensorList fields = TensorList.Of(t))
-    using (Dataset ds = Dataset.FromTensors(fields))
-    using (Options lo = Options.DataLoader().Put("batch_size", 6))
-    using (DataLoader dl = new DataLoader(ds, lo)) {
+    using (DataLoader dl = RowsLoader()) {
       float[] before = Output(model);
       Assert.That(model.AddLoraCorda("0,1", o, dl, 1), Is.EqualTo(2));
       Assert.That(Output(model), Is.EqualTo(before).Within(1e-4f));

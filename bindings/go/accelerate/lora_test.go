@@ -349,6 +349,30 @@ func TestNamedAdaptersSwitchAndSaveWherePeftDoes(t *testing.T) {
 	}
 }
 
+// A loader over 24 rows of 4 features (varied enough for a covariance of full rank), in batches of 6.
+func rowsLoader(t *testing.T) *acc.DataLoader {
+	t.Helper()
+	values := make([]float32, 24*4)
+	for i := range values {
+		values[i] = float32((i*7)%11) - 5 + float32(i%4)*0.25
+	}
+	x, _ := acc.FromFloat32s(values, 24, 4)
+	defer x.Close()
+	ds, err := acc.DatasetFromTensors(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close() // the loader keeps the dataset alive
+	lo, _ := acc.NewOptions(acc.DataLoaderOptions)
+	defer lo.Close()
+	_ = lo.SetInt("batch_size", 6)
+	dl, err := acc.NewDataLoader(ds, lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dl
+}
+
 // EVA: adapters made with init_lora_weights "eva" take their layers' input components from a
 // loader; adapters of another start are refused.
 func TestInitializeLoraEvaStartsAFromTheData(t *testing.T) {
@@ -363,24 +387,7 @@ func TestInitializeLoraEvaStartsAFromTheData(t *testing.T) {
 	if _, err := m.AddLora("0,1", o); err != nil {
 		t.Fatal(err)
 	}
-	values := make([]float32, 24*4)
-	for i := range values {
-		values[i] = float32((i*7)%11) - 5 + float32(i%4)*0.25
-	}
-	x, _ := acc.FromFloat32s(values, 24, 4)
-	defer x.Close()
-	ds, err := acc.DatasetFromTensors(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ds.Close()
-	lo, _ := acc.NewOptions(acc.DataLoaderOptions)
-	defer lo.Close()
-	_ = lo.SetInt("batch_size", 6)
-	dl, err := acc.NewDataLoader(ds, lo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dl := rowsLoader(t)
 	defer dl.Close()
 	loraA := func() (all []float32) { // every lora_A's values (EVA may take a layer's adapter away)
 		names, _ := m.ParameterNames()
@@ -420,24 +427,7 @@ func TestAddLoraCordaKeepsTheOutputs(t *testing.T) {
 	m := seededTwoLinears(t)
 	defer m.Close()
 	before := outputOf(t, m)
-	values := make([]float32, 24*4)
-	for i := range values {
-		values[i] = float32((i*7)%11) - 5 + float32(i%4)*0.25
-	}
-	x, _ := acc.FromFloat32s(values, 24, 4)
-	defer x.Close()
-	ds, err := acc.DatasetFromTensors(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ds.Close()
-	lo, _ := acc.NewOptions(acc.DataLoaderOptions)
-	defer lo.Close()
-	_ = lo.SetInt("batch_size", 6)
-	dl, err := acc.NewDataLoader(ds, lo)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dl := rowsLoader(t)
 	defer dl.Close()
 	o, _ := acc.NewOptions(acc.LoraOptions)
 	defer o.Close()

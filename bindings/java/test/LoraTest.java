@@ -203,6 +203,16 @@ class LoraTest {
     }
   }
 
+  /** A loader over 24 rows of 4 features (varied enough for a covariance of full rank), batches of 6. */
+  static DataLoader rowsLoader() {
+    float[] x = new float[24 * 4];
+    for (int i = 0; i < x.length; ++i) x[i] = ((i * 7) % 11) - 5 + (i % 4) * 0.25f;
+    try (Tensor t = Tensor.of(x, 24, 4); TensorList fields = TensorList.of(t);
+         Dataset ds = Dataset.fromTensors(fields); Options lo = Options.dataLoader().put("batch_size", 6)) {
+      return new DataLoader(ds, lo);  // it keeps the dataset alive
+    }
+  }
+
   /** Every lora_A's values, in the model's order (EVA may take a layer's adapter away). */
   static float[] loraA(Model model) {
     java.util.List<Float> all = new java.util.ArrayList<>();
@@ -220,12 +230,8 @@ class LoraTest {
    *  loader; adapters of another start are refused. */
   @Test
   void evaStartsTheAdaptersFromTheData() {
-    float[] x = new float[24 * 4];
-    for (int i = 0; i < x.length; ++i) x[i] = ((i * 7) % 11) - 5 + (i % 4) * 0.25f;
     try (Model model = model(); Options o = Options.lora().put("r", 1).put("init_lora_weights", "eva");
-         Tensor t = Tensor.of(x, 24, 4); TensorList fields = TensorList.of(t);
-         Dataset ds = Dataset.fromTensors(fields); Options lo = Options.dataLoader().put("batch_size", 6);
-         DataLoader dl = new DataLoader(ds, lo); Options eva = Options.eva().put("max_batches", 500)) {
+         DataLoader dl = rowsLoader(); Options eva = Options.eva().put("max_batches", 500)) {
       model.addLora("0,1", o);
       float[] before = loraA(model);
       assertTrue(model.initializeLoraEva(dl, eva, null) >= 1);
@@ -243,12 +249,8 @@ class LoraTest {
    *  weights keeping the residual, so the model computes as before (to rounding). */
   @Test
   void cordaStartKeepsTheOutputs() {
-    float[] x = new float[24 * 4];
-    for (int i = 0; i < x.length; ++i) x[i] = ((i * 7) % 11) - 5 + (i % 4) * 0.25f;
     try (Model model = model(); Options o = Options.lora().put("r", 2).put("corda_method", "kpm");
-         Tensor t = Tensor.of(x, 24, 4); TensorList fields = TensorList.of(t);
-         Dataset ds = Dataset.fromTensors(fields); Options lo = Options.dataLoader().put("batch_size", 6);
-         DataLoader dl = new DataLoader(ds, lo)) {
+         DataLoader dl = rowsLoader()) {
       float[] before = output(model);
       assertEquals(2, model.addLoraCorda("0,1", o, dl, 1));
       assertArrayEquals(before, output(model), 1e-4f);
