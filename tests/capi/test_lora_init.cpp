@@ -121,7 +121,7 @@ TEST(LoraInit, AdaptersReloadIntoTheModelTheyWereDecomposedFrom) {
 TEST(LoraInit, WhatCannotBeDecomposedIsRefusedBeforeAnythingChanges) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("decomposing");
-  for (const char* bad : {"pissa_niter_", "pissa_niter_-1", "pissa_niter_x", "corda", "loftq", "PISSA"}) {
+  for (const char* bad : {"pissa_niter_", "pissa_niter_-1", "pissa_niter_x", "loftq", "PISSA", "CORDA"}) {
     acc_options* o = nullptr;
     ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_LORA, &o));
     ACC_EXPECT_ERROR(acc_options_set(o, "init_lora_weights", bad), ACC_ERR_INVALID_ARGUMENT, "init_lora_weights");
