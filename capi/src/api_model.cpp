@@ -1,13 +1,10 @@
 // Models: loading, building, forward, modes, parameters, state dicts, saving.
 #include "accelerator/config.h"
+#include "accelerator/lora_data_starts.h"
 #include "common/device.h"
 #include "guard.h"
 #include "handles.h"
-#include "data/dataloader.h"
-#include "model/eva.h"
 #include "model/weighted_adapter.h"
-
-#include <c10/util/ScopeExit.h>
 
 #include <functional>
 
@@ -291,15 +288,7 @@ acc_status acc_model_initialize_lora_eva(acc_model* model, acc_dataloader* dl, c
     acc::Model& m = model_arg(model);
     acc::DataLoader& loader = *live(dl, "dl").loader;
     const acc::EvaReading reading = acc::eva_option_table().read(options_arg(opts, acc::OptionsKind::Eva));
-    acc::Accelerator* accelerator = acc ? &accelerator_arg(acc) : nullptr;
-    acc::require(!loader.in_epoch(), "EVA: the data loader is in an epoch; end it first (acc_dataloader_end_epoch)");
-    const acc::EvaSource source{[&] { return loader.next(); }, [&] { loader.end_epoch(); }, loader.length()};
-    std::function<at::Tensor(const at::Tensor&)> gather_rows = [](const at::Tensor& rows) { return rows; };
-    if (accelerator && reading.gather_distributed_inputs && accelerator->collectives().world_size() > 1)
-      gather_rows = [accelerator](const at::Tensor& rows) {
-        return accelerator->collectives().gather_rows(rows, "EVA's layer inputs");
-      };
-    const size_t adapted = m.initialize_lora_eva(source, reading, gather_rows);
+    const size_t adapted = acc::initialize_lora_eva(m, loader, reading, acc ? &accelerator_arg(acc) : nullptr);
     if (count) *count = adapted;
   });
 }
@@ -309,11 +298,7 @@ acc_status acc_model_add_lora_corda(acc_model* model, const char* target_modules
   return guarded([&] {
     acc::Model& m = model_arg(model);
     acc::LoraConfig config = lora_config_arg(target_modules, opts);
-    acc::DataLoader& loader = *live(dl, "dl").loader;
-    acc::require(!loader.in_epoch(), "CorDA: the data loader is in an epoch; end it first (acc_dataloader_end_epoch)");
-    const auto end_epoch = c10::make_scope_exit([&] { loader.end_epoch(); });  // a failure leaves it between epochs
-    const size_t adapted = m.add_lora_corda(
-        std::move(config), [&] { return loader.next(); }, inputs);
+    const size_t adapted = acc::add_lora_corda(m, std::move(config), *live(dl, "dl").loader, inputs);
     if (count) *count = adapted;
   });
 }

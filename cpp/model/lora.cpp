@@ -91,6 +91,15 @@ bool transposed_layout(const LinearSite& site) { return site.embedding || site.f
 
 }  // namespace
 
+void require_linear_layer(const LinearSite& site, const char* method) {
+  const char* kind = site.conv ? "a convolution" : site.embedding ? "an embedding" : nullptr;
+  if (site.attention || !site.owner.empty()) kind = "an attention's projection";
+  if (adapts_parameter(site)) kind = "a parameter adapted itself (target_parameters)";
+  if (kind)
+    fail(Status::Unsupported, method, ": '", site.module, "' is ", kind, "; ", method,
+         " starts linear layers (nn.Linear, transformers' Conv1D) only, as PEFT's: leave it out of target_modules");
+}
+
 at::Tensor as_linear_layout(const LinearSite& site, const at::Tensor& w) { return transposed_layout(site) ? w.t() : w; }
 
 namespace {
@@ -496,14 +505,6 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
               "CorDA computed no components of rank ", config.rank_of(pattern_name(site)), " for '", site.module, "'");
     }
   }
-  if (config.init == "lora_ga")  // refused before any draw, as PEFT's lora_ga_init would fail after them
-    for (const LinearSite& site : chosen) {
-      const int64_t r = config.rank_of(pattern_name(site));
-      if (lora_ga_gradient(config, site.module))
-        require(2 * r <= std::min(out_features(site), in_features(site)), "init_lora_weights lora_ga takes 2 r ",
-                "singular vectors of the gradient: r ", r, " of '", site.module, "' exceeds half its weight's smaller ",
-                "size (", out_features(site), " x ", in_features(site), ")");
-    }
   std::vector<LoraAdapter> made;
   std::vector<at::Tensor> residuals(chosen.size());  // PiSSA's and OLoRA's new layer weights, set at the end
   at::NoGradGuard no_grad;

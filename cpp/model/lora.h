@@ -96,6 +96,10 @@ struct LinearSite {
 
 // Whether the site is a parameter adapted itself (target_parameters), not a layer.
 inline bool adapts_parameter(const LinearSite& site) { return !site.parameter.empty(); }
+// Fails (Unsupported, naming `method` and the module) unless the site is a linear layer (nn.Linear,
+// transformers' Conv1D): no convolution, embedding, attention projection or parameter adapted
+// itself. The data-driven starts (EVA, CorDA, LoRA-GA) compute linear layers only, as PEFT's.
+void require_linear_layer(const LinearSite& site, const char* method);
 
 // The name of the site's weight in the model ("<module>.weight", an attention's
 // "<module>.in_proj_weight").

@@ -10,15 +10,18 @@
 
 namespace acc {
 
+void require_lora_ga_rank(const std::string& module, int64_t out, int64_t in, int64_t r) {
+  require(2 * r <= std::min(out, in), "init_lora_weights lora_ga takes 2 r singular vectors of the gradient: r ", r,
+          " of '", module, "' exceeds half its weight's smaller size (", out, " x ", in, ")");
+}
+
 WeightDecomposition lora_ga_start(const std::string& module, const at::Tensor& weight, const at::Tensor& gradient,
                                   int64_t stored_rows, int64_t r, double scaling, const LoraGaConfig& config) {
   at::NoGradGuard no_grad;
   const auto dtype = weight.scalar_type();
   require(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16, "init_lora_weights lora_ga on '", module,
           "': the weight must be float32, float16 or bfloat16, not ", dtype);
-  require(2 * r <= std::min(weight.size(0), weight.size(1)), "init_lora_weights lora_ga takes 2 r singular vectors of ",
-          "the gradient: r ", r, " of '", module, "' exceeds half its weight's smaller size (", weight.size(0), " x ",
-          weight.size(1), ")");
+  require_lora_ga_rank(module, weight.size(0), weight.size(1), r);
   const at::Tensor grad = gradient.to(at::kFloat);
   auto [u, s, v] = svd_lowrank(grad, std::min<int64_t>(4 * r, std::min(grad.size(0), grad.size(1))), 4);
   const at::Tensor vh = v.t().slice(0, 0, 2 * r);

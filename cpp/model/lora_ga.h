@@ -17,6 +17,9 @@
 
 namespace acc {
 
+// Fails (InvalidArgument, naming `module`) unless 2 r singular vectors fit an out x in weight.
+void require_lora_ga_rank(const std::string& module, int64_t out, int64_t in, int64_t r);
+
 // PEFT's lora_ga_init: `weight` in nn.Linear's layout (out x in), `gradient` its averaged gradient in
 // the same layout, `stored_rows` the stored weight's first size (PEFT's out_features, which is the
 // input size of a Conv1D, whose weight is stored in x out). A, B and the residual weight in the

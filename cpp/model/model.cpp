@@ -698,6 +698,19 @@ void Model::merge_lora() {
   forget_named_adapters();  // PEFT's merge_and_unload merges the active adapter and drops the others
 }
 
+c10::Device Model::device() const {
+  const NamedTensors parameters = named_parameters();
+  return parameters.empty() ? c10::Device(c10::kCPU) : parameters.front().second.device();
+}
+
+void Model::forward_without_grad(const std::vector<at::Tensor>& inputs) {
+  at::NoGradGuard no_grad;
+  const c10::Device where = device();
+  std::vector<at::Tensor> placed;
+  for (const at::Tensor& input : inputs) placed.push_back(input.to(where));
+  (void)forward(placed);
+}
+
 void Model::set_lora_enabled(bool enabled) {
   require(!lora_.empty(), "the model has no LoRA adapters or trainable tokens to ", enabled ? "enable" : "disable");
   const LoraConfig& config = lora_.config();

@@ -119,6 +119,11 @@ class Model {
   void weights_arrived();
   // Fails (NotInitialized) while the weights are pending: `action` would read them.
   void require_weights(const char* action) const;
+  // Where the model computes: its first parameter's device (the CPU without parameters).
+  c10::Device device() const;
+  // Runs forward on `inputs` moved to device(), without recording autograd history (a pass over
+  // data that only reads the layers' inputs: EVA, CorDA).
+  void forward_without_grad(const std::vector<at::Tensor>& inputs);
   // Fails (InvalidArgument) while sharded at rest: `action` would read or write the model's own
   // (empty) parameter tensors.
   void require_whole_parameters(const char* action) const;

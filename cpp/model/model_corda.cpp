@@ -1,6 +1,5 @@
 // Model's side of CorDA (model/corda.h): the targeted layers' inputs watched while the model runs
 // on data, as PEFT's preprocess_corda hooks them, then the adapters added from the components.
-#include <ATen/core/grad_mode.h>
 #include <c10/util/ScopeExit.h>
 
 #include <algorithm>
@@ -49,15 +48,9 @@ size_t Model::add_lora_corda(LoraConfig config, const std::function<std::optiona
   require(!chosen.empty(), "target_modules '", config.describe_targets(), "' matches no linear layer");
   std::vector<std::string> layers;
   for (const LinearSite& site : chosen) {
-    if (site.conv || site.embedding || adapted_with_attention(site) || adapts_parameter(site))
-      fail(Status::Unsupported, "CorDA on '", site.module,
-           "': it decomposes linear layers (nn.Linear, transformers' Conv1D), as PEFT's preprocess_corda; leave it "
-           "out of target_modules");
+    require_linear_layer(site, "CorDA");
     layers.push_back(site.module);
   }
-  c10::optional<at::Device> device;
-  for (const auto& entry : named_parameters())
-    if (!device) device = entry.second.device();
 
   std::vector<CovarianceSum> sums(layers.size());
   const bool training = is_training();
@@ -65,15 +58,14 @@ size_t Model::add_lora_corda(LoraConfig config, const std::function<std::optiona
   set_training(false);  // PEFT's hooked_model.eval()
   watch_layer_inputs(
       layers,
-      [&](size_t k, const at::Tensor& input) { sums[k].add(input, config.corda_use_float16_for_covariance, layers[k]); },
+      [&](size_t k, const at::Tensor& input) {
+        sums[k].add(input, config.corda_use_float16_for_covariance, layers[k]);
+      },
       [&] {
-        at::NoGradGuard no_grad;
         while (std::optional<std::vector<at::Tensor>> batch = next()) {
           require(static_cast<int64_t>(batch->size()) >= inputs, "CorDA: the forward takes the batch's first ",
                   inputs, " field(s), but a batch has ", batch->size());
-          std::vector<at::Tensor> args;
-          for (int64_t i = 0; i < inputs; ++i) args.push_back(device ? (*batch)[i].to(*device) : (*batch)[i]);
-          (void)forward(args);
+          forward_without_grad({batch->begin(), batch->begin() + inputs});
         }
       });
   auto starts = std::make_shared<CordaStarts>();

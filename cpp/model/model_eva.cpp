@@ -1,8 +1,6 @@
 // Model's side of EVA (model/eva.h): which adapters it can compute, and the model run as PEFT's
 // get_eva_state_dict runs it (evaluation mode, no gradients, adapters disabled, inputs on the
 // model's device).
-#include <ATen/core/grad_mode.h>
-
 #include <algorithm>
 
 #include "common/error.h"
@@ -11,16 +9,10 @@
 namespace acc {
 namespace {
 
-// Fails (Unsupported) for an adapter EVA does not compute here: PEFT skips convolutions,
-// embeddings and attention (re-initialising their adapters as init_lora_weights=True).
+// Fails (Unsupported) for an adapter EVA does not compute here (PEFT re-initialises convolutions',
+// embeddings' and attention's as init_lora_weights true), or whose layer's input cannot be seen.
 void require_eva_layer(const LinearSite& site) {
-  const char* kind = site.conv ? "a convolution" : site.embedding ? "an embedding" : nullptr;
-  if (site.attention || !site.owner.empty()) kind = "an attention's projection";
-  if (adapts_parameter(site)) kind = "a parameter adapted itself (target_parameters)";
-  if (kind)
-    fail(Status::Unsupported, "EVA: '", site.module, "' is ", kind,
-         "; EVA computes linear layers' adapters (PEFT re-initialises such an adapter as init_lora_weights true, "
-         "which is not built here): leave it out of target_modules");
+  require_linear_layer(site, "EVA");
   if (!site.set_output_adapter)
     fail(Status::Unsupported, "EVA: the forward reads the weight of '", site.module,
          "' itself instead of calling the layer, so the layer's inputs cannot be seen (PEFT's hook would not see "
@@ -48,17 +40,9 @@ size_t Model::initialize_lora_eva(const EvaSource& source, const EvaReading& rea
     job.layers.push_back(
         {adapter.site.module, adapter.r, in_features(adapter.site), adapter.site.set_output_adapter});
   }
-  c10::optional<at::Device> device;
-  for (const auto& [name, tensor] : named_parameters()) {
-    if (!device) device = tensor.device();
-    for (int64_t size : tensor.sizes()) job.largest_parameter_size = std::max(job.largest_parameter_size, size);
-  }
-  job.forward = [&](const std::vector<at::Tensor>& inputs) {
-    at::NoGradGuard no_grad;
-    std::vector<at::Tensor> placed;
-    for (const at::Tensor& input : inputs) placed.push_back(device ? input.to(*device) : input);
-    (void)forward(placed);
-  };
+  for (const auto& entry : named_parameters())
+    for (int64_t size : entry.second.sizes()) job.largest_parameter_size = std::max(job.largest_parameter_size, size);
+  job.forward = [this](const std::vector<at::Tensor>& inputs) { forward_without_grad(inputs); };
   job.gather_rows = gather_rows;
 
   const bool training = is_training(), enabled = lora_.enabled();

@@ -1,11 +1,10 @@
 // Model's side of LoRA-GA (model/lora_ga.h): the targeted layers' weight gradients estimated over
 // the caller's training steps, as PEFT's estimate_gradients does, then the adapters added from them.
-#include <ATen/core/grad_mode.h>
-
 #include <memory>
 #include <utility>
 
 #include "common/error.h"
+#include "model/lora_ga.h"
 #include "model/model.h"
 
 namespace acc {
@@ -31,14 +30,8 @@ void Model::begin_lora_ga(LoraConfig config) {
   std::vector<LinearSite> chosen = targeted_sites(config, adaptable_sites());
   require(!chosen.empty(), "target_modules '", config.describe_targets(), "' matches no linear layer");
   for (const LinearSite& site : chosen) {
-    if (site.conv || site.embedding || adapted_with_attention(site) || adapts_parameter(site))
-      fail(Status::Unsupported, "LoRA-GA on '", site.module,
-           "': it starts linear layers (nn.Linear, transformers' Conv1D) only, as PEFT's preprocess_loraga; leave it "
-           "out of target_modules");
-    const int64_t r = config.rank_of(pattern_name(site));
-    require(2 * r <= std::min(out_features(site), in_features(site)), "init_lora_weights lora_ga takes 2 r singular ",
-            "vectors of the gradient: r ", r, " of '", site.module, "' exceeds half its weight's smaller size (",
-            out_features(site), " x ", in_features(site), ")");
+    require_linear_layer(site, "LoRA-GA");
+    require_lora_ga_rank(site.module, out_features(site), in_features(site), config.rank_of(pattern_name(site)));
   }
   auto estimate = std::make_shared<LoraGaEstimate>();
   estimate->config = std::move(config);

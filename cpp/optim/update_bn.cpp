@@ -15,8 +15,7 @@ void update_bn(Model& model, DataLoader& loader) {
     fail(Status::Unsupported, "update_bn: the model's parameters are sharded at rest (zero_stage 3); copy the ",
          "averaged weights into a model that is not (acc_averaged_model_copy_to) and update that one");
   model.require_weights("update_bn");
-  const NamedTensors parameters = model.named_parameters();
-  const c10::Device device = parameters.empty() ? c10::Device(c10::kCPU) : parameters.front().second.device();
+  const c10::Device device = model.device();
   at::NoGradGuard no_grad;  // the statistics are the same with autograd on (as PyTorch runs it)
   model.recompute_batch_norm([&]() -> std::optional<at::Tensor> {
     auto batch = loader.next();
