@@ -489,7 +489,17 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   "random": r of the 2 r, by torch.randperm), lora_ga_scale ("stable", default: B times
  *   out^(1/4) / sqrt(lora_ga_stable_gamma); "weight_svd": times the weight's largest singular value
  *   over B's first (torch.svd_lowrank); "gd_scale": A and B divided by the scaling; "unit"),
- *   lora_ga_stable_gamma (int, default 16),
+ *   lora_ga_stable_gamma (int, default 16); "loftq": PEFT's LoftQ, each layer's weight replaced by
+ *   its quantised approximation Q (kept dequantised, in the weight's dtype) and A, B the r largest
+ *   singular vectors of the error, B A ~ W - Q (B = U sqrt(S), A = sqrt(S) Vh, as PEFT's
+ *   loftq_init computes them in float32); nn.Linear layers only (an embedding, a Conv1D and an
+ *   attention ACC_ERR_UNSUPPORTED, a convolution ACC_ERR_INVALID_ARGUMENT, where PEFT fails), r at
+ *   most min(out, in), weights without inf or NaN (ACC_ERR_INVALID_ARGUMENT); computed on the
+ *   weight's device, as bitsandbytes' PyTorch implementation computes it (PEFT runs it on CUDA only),
+ *   loftq_bits (int, default 4: bitsandbytes' NF4 in blocks of 64, each scaled by its absolute
+ *   maximum; 8: its row-wise int8, which goes through float16, so a weight beyond float16's range
+ *   is ACC_ERR_INVALID_ARGUMENT), loftq_iter (int, default 1, at most 10000: rounds, each
+ *   quantising W - B A of the round before) (written to adapter_config.json as loftq_config),
  *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
  *   acc_model_add_lora for TorchScript models), exclude_modules (string, default none: modules left
  *   unadapted, named as target_modules are), target_parameters (string, default none: PEFT's, for
@@ -937,7 +947,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * before anything changes. A file whose init_lora_weights is olora or pissa (PEFT writes it so)
  * decomposes the model's weights first, as PeftModel.from_pretrained does: load such adapters into
  * the model they were trained from (with pissa_niter_<n>, after the same seed). Not implemented
- * settings in a file (layer_replication, CorDA, LoftQ, ...) are refused by name;
+ * settings in a file (layer_replication, CorDA's residual, ...) are refused by name; init_lora_weights
+ * "loftq" quantises the model's weights first, as PEFT's from_pretrained does (quantising weights that
+ * are quantised already leaves them as they are), and needs the file's loftq_config;
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
  * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; other PEFT
  * methods are refused.

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/text.h"
 #include "model/corda.h"
+#include "model/loftq.h"
 #include "model/lora_draws.h"
 #include "model/lora_ga.h"
 #include "model/lora_init.h"
@@ -247,6 +248,9 @@ void check_embedding_site(const LinearSite& site, const LoraConfig& config) {
   // PEFT's Embedding has no PiSSA, OLoRA or orthogonal start: it re-initialises its adapters as for
   // `true` (zero A, normal B) whatever else is named, and leaves the layer's weight as it is. Of the
   // starts a config can name, only EVA's (from files) is not taken here.
+  if (config.init == "loftq")
+    fail(Status::Unsupported, "init_lora_weights loftq on the embedding '", module,
+         "' is not built (PEFT's Embedding fails on it: its loftq_init is called without the configuration)");
   if (config.init == "eva")
     fail(Status::Unsupported, "init_lora_weights ", config.init, " on the embedding '", module,
          "' is not built (PEFT's embedding layer takes true, gaussian, false, mica, and olora, pissa and orthogonal ",
@@ -471,6 +475,11 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       fail(Status::Unsupported, "init_lora_weights olora on '", site.module,
            "' (transformers' Conv1D, whose weight is in x out): PEFT's OLoRA takes nn.Linear's layout and would not ",
            "start from the layer's output here; use pissa or another initialisation");
+    // PEFT's loftq_init too (its A and B then have each other's widths).
+    if (site.fan_in_fan_out && config.init == "loftq")
+      fail(Status::Unsupported, "init_lora_weights loftq on '", site.module,
+           "' (transformers' Conv1D, whose weight is in x out): PEFT's LoftQ takes nn.Linear's layout and makes ",
+           "adapters of the wrong shapes here; leave it out of target_modules");
   }
   // The branch's bias has no place in a weight the forward reads itself.
   if (config.lora_bias)
@@ -570,7 +579,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
           : config.init == "lora_ga"
               ? lora_ga_start(site->module, weight, as_linear_layout(*site, *lora_ga_gradient(config, site->module)),
                               site->weight.size(0), r, scaling, config.lora_ga)
-              : decompose_weight(config.init, site->module, weight, r, scaling);
+          : config.init == "loftq" ? loftq_start(site->module, weight, r, config.loftq)
+                                   : decompose_weight(config.init, site->module, weight, r, scaling);
       a = std::move(start.a);
       b = std::move(start.b);
       residuals[k] = as_linear_layout(*site, start.residual);

@@ -57,9 +57,11 @@ const OptionTable<LoraConfig>& lora_option_table() {
            "and A zero (mica), or both from a random orthogonal matrix, B A zero (orthogonal), or A from the "
            "layers' inputs, B zero (eva: acc_model_initialize_lora_eva computes it), or both from the weight "
            "decomposed along the inputs' covariance, which keeps the residual (corda: acc_model_add_lora_corda), or "
-           "from the gradient's singular vectors, the weight keeping the residual (lora_ga: acc_model_add_lora_ga)",
+           "from the gradient's singular vectors, the weight keeping the residual (lora_ga: acc_model_add_lora_ga), or "
+           "the weight quantised and both from the quantisation error's singular vectors (loftq)",
            &L::init)
-        .one_of({"true", "gaussian", "false", "olora", "pissa", "mica", "orthogonal", "eva", "corda", "lora_ga"})
+        .one_of(
+            {"true", "gaussian", "false", "olora", "pissa", "mica", "orthogonal", "eva", "corda", "lora_ga", "loftq"})
         .checked_by(check_lora_init);  // and pissa_niter_<n>
     t.bind("eva_rho", "eva: a layer's rank is at most round(r * eva_rho) (PEFT's EvaConfig.rho)", &L::eva,
            &EvaConfig::rho)
@@ -90,6 +92,12 @@ const OptionTable<LoraConfig>& lora_option_table() {
     t.bind("lora_ga_stable_gamma", "lora_ga: the gamma of the stable scale", &L::lora_ga, &LoraGaConfig::stable_gamma)
         .at_least(1)
         .at_most(1 << 30);
+    t.bind("loftq_bits", "loftq: 4 (bitsandbytes' NF4) or 8 (its row-wise int8)", &L::loftq, &LoftqConfig::bits)
+        .at_least(4)
+        .at_most(8);  // and not 5 to 7 (LoraConfig::from)
+    t.bind("loftq_iter", "loftq: the alternating rounds of quantising and decomposing", &L::loftq, &LoftqConfig::iter)
+        .at_least(1)
+        .at_most(kMaxLoftqIter);
     t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
     t.bind("target_parameters",
            "parameters adapted themselves (a mixture of experts' expert weights): \"<module>.<parameter>\" names, "
@@ -158,6 +166,8 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
   require(options.kind() == OptionsKind::Lora, "LoRA options must be of kind lora, got ",
           options_kind_name(options.kind()));
   LoraConfig config = lora_option_table().read(options);
+  require(config.loftq.bits == 4 || config.loftq.bits == 8, "loftq_bits ", config.loftq.bits,
+          " is neither 4 nor 8 (PEFT's LoftQ quantises to nf4 or int8)");
   const std::string parameters = trimmed(config.target_parameters_spec);
   if (!parameters.empty() && parameters.front() == '[') {
     config.set_target_parameters(parse_ordered_json_input(parameters, "target_parameters"));

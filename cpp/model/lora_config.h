@@ -24,6 +24,7 @@ namespace acc {
 // The largest lora_alpha: float's largest, since the scaling multiplies float32 outputs.
 constexpr double kMaxLoraAlpha = 3.4028234663852886e38;
 constexpr int64_t kMaxLoraRank = 1 << 20;
+constexpr int64_t kMaxLoftqIter = 10000;  // LoftQ's rounds, each an SVD (its paper takes 1 to 5)
 
 // PEFT's trainable_token_indices: the module each list is for ("" for the model's input embedding:
 // its first embedding layer) and the token indices, in their order (model/trainable_tokens.h).
@@ -48,6 +49,13 @@ struct LoraGaConfig {
   std::string direction = "ArB2r";
   std::string scale = "stable";
   int64_t stable_gamma = 16;
+};
+
+// PEFT's LoftQConfig (init_lora_weights "loftq", model/loftq.h): the bits of the quantisation (4:
+// bitsandbytes' NF4, 8: its row-wise int8) and the alternating quantise-and-decompose rounds.
+struct LoftqConfig {
+  int64_t bits = 4;
+  int64_t iter = 1;
 };
 
 // PEFT's EvaConfig (init_lora_weights "eva": Explained Variance Adaptation, model/eva.h): rho bounds
@@ -157,6 +165,7 @@ struct LoraConfig {
   // add() starts the adapters from, only while they are added; a layer without one (adapters read
   // from a file) starts as with "true", as PEFT's lora_ga_init falls back.
   LoraGaConfig lora_ga;
+  LoftqConfig loftq;  // PEFT's loftq_config, used (and written) with init "loftq"
   std::shared_ptr<const LoraGaGradients> lora_ga_gradients;
   // Kept in adapter_config.json for PEFT's AutoPeftModel (which base model, which class); "" is null.
   std::string base_model_name_or_path, revision, task_type;

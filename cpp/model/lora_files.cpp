@@ -132,6 +132,10 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
                              {"prune_temporary_fields", true}};
   else
     j["corda_config"] = nullptr;
+  // PEFT's default loftq_config is an empty dict.
+  j["loftq_config"] = config.init == "loftq"
+                          ? json{{"loftq_bits", config.loftq.bits}, {"loftq_iter", config.loftq.iter}}
+                          : json::object();
   if (config.init == "lora_ga")
     j["lora_ga_config"] = json{{"direction", config.lora_ga.direction},
                                {"scale", config.lora_ga.scale},
@@ -159,6 +163,25 @@ void read_texts(const nlohmann::ordered_json& j, const std::string& path, LoraCo
   text("base_model_name_or_path", &config->base_model_name_or_path);
   text("revision", &config->revision);
   text("task_type", &config->task_type);
+}
+
+// PEFT's loftq_config, which init_lora_weights "loftq" needs (its ValueError where it is empty).
+LoftqConfig read_loftq_config(const nlohmann::ordered_json& j, const std::string& path) {
+  auto refuse = [&](const std::string& why) { fail(Status::Io, "'", path, "': 'loftq_config' ", why); };
+  if (!j.contains("loftq_config") || !j["loftq_config"].is_object() || j["loftq_config"].empty())
+    refuse("must hold loftq_bits and loftq_iter where init_lora_weights is \"loftq\" (PEFT's LoftQConfig)");
+  const auto& given = j["loftq_config"];
+  auto integer = [&](const char* key, int64_t low, int64_t high) {
+    if (!given.contains(key) || !given[key].is_number_integer() || given[key].get<int64_t>() < low ||
+        given[key].get<int64_t>() > high)
+      refuse(std::string("needs an integer '") + key + "' from " + std::to_string(low) + " to " + std::to_string(high));
+    return given[key].get<int64_t>();
+  };
+  LoftqConfig config;
+  config.bits = integer("loftq_bits", 4, 8);
+  if (config.bits != 4 && config.bits != 8) refuse("has loftq_bits neither 4 nor 8 (PEFT's nf4 and int8)");
+  config.iter = integer("loftq_iter", 1, kMaxLoftqIter);
+  return config;
 }
 
 // PEFT's module lists: names, or one regular expression (a string), which must compile here.
@@ -316,7 +339,8 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
     // OLoRA change the base weights too: loaded into a model without adapters, they decompose its
     // weights first, as PEFT's from_pretrained does, so the adapters' base is the residual of the
     // model they were trained from. MiCA's B comes from the weight and is read back as it was
-    // saved. CorDA and LoftQ need what is not built here.
+    // saved. LoftQ quantises the weights as PEFT's from_pretrained does (quantising what is quantised
+    // already changes nothing). CorDA's residual cannot be rebuilt.
     else if (init == "corda")
       refuse("init_lora_weights",
              "is \"corda\": CorDA's adapters sit on the residual of the weights their start took from data, which "
@@ -328,8 +352,9 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
     else
       refuse("init_lora_weights",
              "must be true, false, \"gaussian\", \"eva\", \"orthogonal\", \"mica\", \"olora\", \"pissa\", "
-             "\"pissa_niter_<n>\" or \"lora_ga\" (LoftQ is not built)");
+             "\"pissa_niter_<n>\", \"lora_ga\" or \"loftq\"");
   }
+  if (config.init == "loftq") config.loftq = read_loftq_config(j, path);
   if (j.contains("eva_config") && !j["eva_config"].is_null()) {
     const auto& eva = j["eva_config"];
     if (!eva.is_object()) refuse("eva_config", "must be an object (PEFT's EvaConfig) or null");

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/text.h"
+#include "model/loftq.h"
 #include "model/svd_lowrank.h"
 
 namespace acc {
@@ -25,7 +26,8 @@ int64_t pissa_niter(const std::string& init) {
 }  // namespace
 
 bool decomposes_weight(const std::string& init) {
-  return init == "olora" || init == "pissa" || init == "corda" || init == "lora_ga" || pissa_niter(init) >= 0;
+  return init == "olora" || init == "pissa" || init == "corda" || init == "lora_ga" || init == "loftq" ||
+         pissa_niter(init) >= 0;
 }
 
 void check_lora_init(const std::string& init) {
@@ -34,7 +36,7 @@ void check_lora_init(const std::string& init) {
     return;
   fail(Status::InvalidArgument, "init_lora_weights '", init,
        "' is not one of true, false, gaussian, mica, orthogonal, eva, olora, pissa, pissa_niter_<n> (n from 0 to ",
-       kMaxNiter, "), corda and lora_ga");
+       kMaxNiter, "), corda, lora_ga and loftq");
 }
 
 namespace {
@@ -68,6 +70,7 @@ std::pair<at::Tensor, at::Tensor> orthogonal_start(int64_t in, int64_t out, int6
 }
 
 void skip_decomposition(const std::string& init, const std::string& module, const at::Tensor& weight, int64_t r) {
+  if (init == "loftq") return check_loftq(module, weight, r);
   check_decomposable(init, module, weight, r);
   // svd_lowrank's Gaussian start: (the shorter side) x r.
   if (pissa_niter(init) >= 0) (void)at::randn({std::min(weight.size(0), weight.size(1)), r}, at::kFloat);

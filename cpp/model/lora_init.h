@@ -3,8 +3,8 @@
 // OLoRA (the weight's QR decomposition) and PiSSA (its principal singular vectors, by an exact SVD,
 // or with "pissa_niter_<n>" by torch.svd_lowrank's randomised SVD, which draws from the global
 // generator). And MiCA, which starts B from the weight's minor singular vectors (frozen), A at zero,
-// leaving the weight as it is. And PEFT's orthogonal start, which takes nothing from the weight. CorDA
-// and LoftQ need data or quantisation: not built.
+// leaving the weight as it is. And PEFT's orthogonal start, which takes nothing from the weight. CorDA,
+// LoRA-GA and LoftQ have files of their own (model/corda.h, lora_ga.h, loftq.h).
 #pragma once
 
 #include <ATen/ATen.h>
@@ -16,7 +16,8 @@
 namespace acc {
 
 // Whether `init` (init_lora_weights) is one of them: "olora", "pissa", "pissa_niter_<n>", or CorDA's
-// "corda" (model/corda.h) and LoRA-GA's "lora_ga" (model/lora_ga.h), whose starts come from data.
+// "corda" (model/corda.h) and LoRA-GA's "lora_ga" (model/lora_ga.h), whose starts come from data,
+// or LoftQ's "loftq" (model/loftq.h), which replaces the weight by its quantised approximation.
 bool decomposes_weight(const std::string& init);
 // Fails (InvalidArgument, naming the value) unless `init` is an init_lora_weights value the adapters
 // can start from: "true", "false", "gaussian", "mica", "orthogonal", "eva", and those decomposes_weight accepts.
@@ -31,7 +32,7 @@ at::Tensor minor_components(const std::string& module, const at::Tensor& matrix,
 
 struct WeightDecomposition {
   at::Tensor a, b;      // lora_A (r x in) and lora_B (out x r), float32
-  at::Tensor residual;  // W - (scaling * B) @ A, in W's dtype: what the layer's weight becomes
+  at::Tensor residual;  // what the layer's weight becomes, in W's dtype: W - (scaling * B) @ A (LoftQ's: quantised W)
 };
 // On a process whose weights are placeholders (cpu_ram_efficient_loading: the main process's
 // residual weights and adapters arrive when the model is prepared): the checks and random draws

@@ -79,6 +79,17 @@ inline std::vector<float> param(const acc_model* m, const std::string& name) {
   return v;
 }
 
+// A parameter's values as float32, whatever its dtype.
+inline std::vector<float> param_floats(const acc_model* m, const std::string& name) {
+  acc_tensor *t = nullptr, *f = nullptr;
+  EXPECT_EQ(acc_model_parameter(m, name.c_str(), &t), ACC_OK) << name << ": " << acc_last_error_message();
+  EXPECT_EQ(acc_tensor_to(t, nullptr, ACC_DTYPE_FLOAT32, &f), ACC_OK);
+  auto values = f ? acc_test::to_floats(f) : std::vector<float>{};
+  acc_tensor_free(t);
+  acc_tensor_free(f);
+  return values;
+}
+
 // AdamW steps on an MSE loss against fixed targets; returns the losses.
 inline std::vector<double> train(acc_model* m, int steps) {
   acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);

@@ -527,8 +527,8 @@ TEST(Lora, DamagedOrForeignAdapterFilesChangeNothing) {
 // PEFT's exclude_modules leaves modules the targets match unadapted; the base model's name, revision
 // and task type (what PEFT's AutoPeftModel loads the base model with) travel through a load and a
 // save; init_lora_weights that only initialise the adapters ("eva", "orthogonal") load, those that
-// need what a file cannot give (CorDA's residual) or is not built (LoftQ's quantisation) and settings
-// not implemented are refused by name.
+// need what a file cannot give (CorDA's residual) or lack their settings (LoftQ's loftq_config) and
+// settings not implemented are refused by name.
 TEST(Lora, PeftSettingsItHonoursAreKeptAndTheOthersNamed) {
   acc_model* m = net();
   acc_options* o = lora_options(2, 4);
@@ -575,7 +575,7 @@ TEST(Lora, PeftSettingsItHonoursAreKeptAndTheOthersNamed) {
     EXPECT_EQ(acc_test::parameter_names(other), names_before);
     acc_model_free(other);
   };
-  expect_refused("init_lora_weights", "loftq", "LoftQ is not built");
+  expect_refused("init_lora_weights", "loftq", "'loftq_config' must hold");  // without PEFT's LoftQConfig
   expect_refused("init_lora_weights", "corda", "cannot rebuild");  // its residual weights (PEFT cannot either)
   expect_refused("lora_bias", true, "lacks lora_B's bias");  // lora_bias without the biases
   expect_refused("layer_replication", json::array({json::array({0, 1})}), "layer_replication");
@@ -905,7 +905,7 @@ TEST(Lora, RefusesWhatItCannotHonour) {
   acc_options* o = nullptr;
   ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_LORA, &o));
   ACC_EXPECT_ERROR(acc_options_set_int(o, "r", 0), ACC_ERR_INVALID_ARGUMENT, "r");
-  ACC_EXPECT_ERROR(acc_options_set_string(o, "init_lora_weights", "loftq"), ACC_ERR_INVALID_ARGUMENT,
+  ACC_EXPECT_ERROR(acc_options_set_string(o, "init_lora_weights", "loftq_nf4"), ACC_ERR_INVALID_ARGUMENT,
                    "init_lora_weights");
   acc_options_free(o);
   acc_options* wrong_kind = nullptr;

@@ -1,0 +1,145 @@
+"""PEFT's LoftQ (get_peft_model with init_lora_weights "loftq" and a LoftQConfig) restated for
+tests/capi/test_lora_loftq.cpp and tests/cpp/test_loftq.cpp: the "loftq" entry of lora_cases.json,
+the model lora_loftq_model.pt (the bfloat16 cases take it in bfloat16, model.to(torch.bfloat16)) and
+lora_loftq_model_extreme.pt, whose fc2 exceeds float16's range and whose fc3 holds a NaN.
+
+Neither PEFT nor bitsandbytes is packaged for Debian, so PEFT's loftq_init and
+_low_rank_decomposition (peft/utils/loftq_utils.py) are restated here from their definitions, with
+bitsandbytes' quantisation as its PyTorch implementation computes it (bitsandbytes/backends/default:
+quantize_4bit and dequantize_4bit for NF4 with Params4bit's blocks of 64; Int8Params, which quantises
+a float16 copy, int8_vectorwise_quant and int8_vectorwise_dequant).
+"""
+import torch
+from torch import nn
+
+from peft_restated import tensor
+
+NF4 = torch.tensor([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
+                    -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
+                    0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
+                    0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0], dtype=torch.float32)
+BLOCK = 64
+
+CASES = [
+    {"targets": ["fc1", "fc2", "fc3"], "r": 2, "lora_alpha": 4.0, "bits": 4, "iter": 1, "model": "float32"},
+    {"targets": ["fc1", "fc3"], "r": 3, "lora_alpha": 3.0, "bits": 4, "iter": 3, "model": "float32",
+     "rank_pattern": {"fc3": 1}},
+    {"targets": ["fc1", "fc2"], "r": 2, "lora_alpha": 2.0, "bits": 8, "iter": 1, "model": "float32"},
+    {"targets": ["fc2", "fc3"], "r": 4, "lora_alpha": 8.0, "bits": 8, "iter": 2, "model": "float32"},
+    {"targets": ["fc1", "fc2"], "r": 2, "lora_alpha": 4.0, "bits": 4, "iter": 2, "model": "bfloat16"},
+]
+
+
+class LoftqMlp(nn.Module):
+    """fc1's weight is 40 blocks of 64, fc2's 24, fc3's one and a shorter one (120 values)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(40, 64)
+        self.fc2 = nn.Linear(64, 24)
+        self.fc3 = nn.Linear(24, 5)
+        with torch.no_grad():
+            self.fc1.weight.view(-1)[64:128].zero_()  # a block of zeros (its absmax clamped)
+            self.fc2.weight[3] *= 40.0  # a row far larger than the others
+
+    def forward(self, x):
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+def nf4_round_trip(a):
+    """quantize_4bit then dequantize_4bit (nf4, blocksize 64), default backend."""
+    flat = a.reshape(-1).float()
+    n = flat.numel()
+    rem = n % BLOCK
+    full = n - rem
+    blocks = full // BLOCK
+    whole = flat[:full].reshape(blocks, BLOCK)
+    absmax = whole.abs().max(dim=-1)[0]
+    scaled = torch.clamp(whole * (1.0 / absmax.clamp(min=1e-38).view(-1, 1)), -1, 1).reshape(-1)
+    if rem:
+        am = flat[full:].abs().max().clamp(min=1e-38)
+        absmax = torch.cat([absmax, am.unsqueeze(0)])
+        scaled = torch.cat([scaled, torch.clamp(flat[full:] / am, -1, 1)])
+    bounds = (NF4[:-1] + NF4[1:]) / 2
+    q = torch.bucketize(scaled, bounds, out_int32=True)
+    values = NF4[q.long()]
+    out = torch.empty(n, dtype=torch.float32)
+    out[:full] = (values[:full].view(-1, BLOCK) * absmax[:blocks].view(-1, 1)).reshape(full)
+    if rem:
+        out[full:] = values[full:] * absmax[blocks]
+    return out.reshape(a.shape)
+
+
+def int8_round_trip(a):
+    """Int8Params' quantisation (a float16 copy, int8_vectorwise_quant) and int8_vectorwise_dequant."""
+    half = a.contiguous().to(torch.float16)
+    row_stats = torch.max(half.abs(), dim=1).values.float()
+    q = torch.round(half * (127.0 / row_stats.unsqueeze(-1))).to(torch.int8)
+    return q * row_stats.view(-1, 1) * 7.874015718698502e-3
+
+
+def low_rank_decomposition(weight, reduced_rank):
+    u, s, vh = torch.linalg.svd(weight, full_matrices=False)
+    left = u @ (torch.sqrt(torch.diag(s)[:, 0:reduced_rank]))
+    right = torch.sqrt(torch.diag(s)[0:reduced_rank, :]) @ vh
+    return left, right
+
+
+def loftq_init(weight, num_bits, reduced_rank, num_iter):
+    dtype = weight.dtype
+    weight = weight.to(dtype=torch.float32)
+    res = weight.clone()
+    for i in range(num_iter):
+        dequantized = nf4_round_trip(res) if num_bits == 4 else int8_round_trip(res)
+        res = weight - dequantized
+        left, right = low_rank_decomposition(res, reduced_rank)
+        if i + 1 == num_iter:
+            break
+        res = weight - torch.mm(left, right)
+    return dequantized.to(dtype), right, left
+
+
+def make_model(dtype):
+    torch.manual_seed(201)
+    model = LoftqMlp()
+    return model.to(torch.bfloat16) if dtype == "bfloat16" else model
+
+
+def run_case(config, seed):
+    model = make_model(config["model"])
+    modules = dict(model.named_modules())
+    torch.manual_seed(seed)
+    result = {}
+    with torch.no_grad():
+        for n in config["targets"]:
+            layer = modules[n]
+            r = config.get("rank_pattern", {}).get(n, config["r"])
+            # update_layer: nn.Linear's adapters drawn, then loftq_init replaces them and the weight.
+            nn.Linear(layer.in_features, r, bias=False)
+            nn.Linear(r, layer.out_features, bias=False)
+            qweight, a, b = loftq_init(layer.weight, config["bits"], r, config["iter"])
+            # The adapters moved to the layer's dtype, then made float32 again (autocast_adapter_dtype).
+            a, b = a.to(layer.weight.dtype).float(), b.to(layer.weight.dtype).float()
+            layer.weight.copy_(qweight)
+            result[n] = {"lora_A": tensor(a), "lora_B": tensor(b), "weight": tensor(qweight.float())}
+    return {"config": config, "seed": seed, "layers": result, "next_draw": tensor(torch.rand(3))}
+
+
+def loftq_case(out):
+    torch.jit.script(make_model("float32")).save(str(out / "lora_loftq_model.pt"))
+    extreme = make_model("float32")
+    with torch.no_grad():
+        extreme.fc2.weight[0] = 1e5
+        extreme.fc3.weight[0, 0] = float("nan")
+    torch.jit.script(extreme).save(str(out / "lora_loftq_model_extreme.pt"))
+    # The bitsandbytes round trips on their own: 63 blocks of 64 and a shorter one, magnitudes from
+    # 1e-3 to 1e2, a block of zeros, and a first block of 1 and the NF4 buckets' edges themselves.
+    g = torch.Generator().manual_seed(202)
+    probe = torch.randn(63, 65, generator=g) * torch.logspace(-3, 2, 65)
+    edges = (NF4[:-1] + NF4[1:]) / 2
+    probe[0] = 0.0
+    probe[0, :31] = torch.cat([torch.ones(1), edges, -edges])
+    probe[5] = 0.0
+    return {"cases": [run_case(config, 203 + i) for i, config in enumerate(CASES)],
+            "probe": tensor(probe), "probe_nf4": tensor(nf4_round_trip(probe)),
+            "probe_int8": tensor(int8_round_trip(probe))}
