@@ -1,7 +1,7 @@
 // LoftQ, PEFT's quantisation-aware start (init_lora_weights "loftq" with loftq_bits and loftq_iter),
 // against PEFT's loftq_init and bitsandbytes' NF4 and int8 round trips restated (lora_cases.json
 // "loftq", tests/data/lora_loftq_case.py): 4 and 8 bits, one and several rounds, a rank_pattern, a
-// bfloat16 model; each layer's A, B and quantised weight, the global generator after; the files
+// bfloat16 model, DoRA; each layer's A, B, quantised weight and magnitude, the global generator after; the files
 // PEFT writes, read back into the unquantised model as PEFT's from_pretrained reads them; and what
 // it refuses, before anything changes.
 #include <cmath>
@@ -62,6 +62,8 @@ TEST(LoraLoftq, EveryBitsAndRoundsStartAsPefts) {
       EXPECT_EQ(param(m, name + ".lora_A.weight"), acc_test::float_values(layer["lora_A"])) << name;
       EXPECT_EQ(param(m, name + ".lora_B.weight"), acc_test::float_values(layer["lora_B"])) << name;
       EXPECT_EQ(param_floats(m, name + ".weight"), acc_test::float_values(layer["weight"])) << name << " quantised";
+      if (layer.contains("magnitude"))
+        EXPECT_EQ(param(m, name + ".lora_magnitude_vector"), acc_test::float_values(layer["magnitude"])) << name;
     }
     // LoftQ draws nothing beyond the adapters' nn.Linear draws.
     EXPECT_EQ(acc_test::next_global_draws(), acc_test::float_values(c["next_draw"]));

@@ -27,6 +27,8 @@ CASES = [
     {"targets": ["fc1", "fc2"], "r": 2, "lora_alpha": 2.0, "bits": 8, "iter": 1, "model": "float32"},
     {"targets": ["fc2", "fc3"], "r": 4, "lora_alpha": 8.0, "bits": 8, "iter": 2, "model": "float32"},
     {"targets": ["fc1", "fc2"], "r": 2, "lora_alpha": 4.0, "bits": 4, "iter": 2, "model": "bfloat16"},
+    {"targets": ["fc1", "fc2", "fc3"], "r": 2, "lora_alpha": 6.0, "bits": 4, "iter": 1, "model": "float32",
+     "use_dora": True},
 ]
 
 
@@ -122,6 +124,9 @@ def run_case(config, seed):
             a, b = a.to(layer.weight.dtype).float(), b.to(layer.weight.dtype).float()
             layer.weight.copy_(qweight)
             result[n] = {"lora_A": tensor(a), "lora_B": tensor(b), "weight": tensor(qweight.float())}
+            if config.get("use_dora"):  # DoRA's magnitude from the quantised weight
+                scaling = config["lora_alpha"] / r
+                result[n]["magnitude"] = tensor(torch.linalg.norm(qweight + scaling * (b @ a), dim=1))
     return {"config": config, "seed": seed, "layers": result, "next_draw": tensor(torch.rand(3))}
 
 
