@@ -74,7 +74,8 @@ TEST(LoraLoftq, EveryBitsAndRoundsStartAsPefts) {
 // The adapters approximate the quantisation error: the quantised model with them computes closer to
 // the original than the quantised model alone. Saved, they carry PEFT's loftq_config; read into the
 // original, unquantised model, its weights are quantised again (as PEFT's from_pretrained does) and
-// the file's adapters replace the start, so it computes as the model that was saved.
+// the file's adapters replace the start, so it computes as the model that was saved; read into the
+// quantised model, quantising again leaves its weights as they are.
 TEST(LoraLoftq, SavedAdaptersReloadIntoTheUnquantisedModel) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json all = lora_case("loftq");
@@ -104,6 +105,16 @@ TEST(LoraLoftq, SavedAdaptersReloadIntoTheUnquantisedModel) {
       EXPECT_EQ(param(fresh, name), param(m, name)) << name;
     EXPECT_EQ(outputs_on(fresh, probe_input()), adapted);
     acc_model_free(fresh);
+    // Read into the quantised model (its weights saved beside the adapters), they stay as they are.
+    acc_model* quantised_model = loftq_model();
+    acc_tensor_list* state = nullptr;
+    ACC_ASSERT_OK(acc_model_state_dict(m, &state));
+    ACC_ASSERT_OK(acc_model_load_state_dict(quantised_model, state, 0));
+    acc_tensor_list_free(state);
+    ACC_ASSERT_OK(acc_model_load_lora(quantised_model, dir.c_str()));
+    for (const char* name : {"fc1.weight", "fc2.weight"}) EXPECT_EQ(param(quantised_model, name), param(m, name)) << name;
+    EXPECT_EQ(outputs_on(quantised_model, probe_input()), adapted);
+    acc_model_free(quantised_model);
 
     // A file without its loftq_config is refused by name, before anything changes (PEFT's ValueError).
     for (const json& bad : {json::object(), json{{"loftq_bits", 5}, {"loftq_iter", 1}},
