@@ -1,6 +1,6 @@
 // GPU tests of the C++ core (linked through acc_use_core) and of what only C++ can measure: the
-// fp16 GradScaler's fused CUDA kernels, an NCCL process group running every collective, and the
-// caching allocator's reserved memory around acc_free_memory.
+// fp16 GradScaler's fused CUDA kernels, an NCCL process group running every collective, the
+// caching allocator's reserved memory around acc_free_memory, and LoftQ's round trips on CUDA.
 #include <sched.h>
 #include <unistd.h>
 
@@ -22,6 +22,7 @@
 #include "accelerator/prepared_model.h"
 #include "common/device.h"
 #include "common/options.h"
+#include "model/loftq.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
 #include "parallel/sharded_optimizer.h"
@@ -448,4 +449,29 @@ TEST(GpuSharding, CpuOffloadKeepsOptimizerStateAndShardsOffTheGpu) {
     if (stage == 3) EXPECT_LT(offloaded.at_rest, param_bytes / 8) << "stage 3's shard stayed on the GPU";
   }
 #endif
+}
+
+// LoftQ's quantisation (model/loftq.h) is element-wise arithmetic, block maxima and bucketing: on
+// CUDA it gives the CPU's values bit for bit (NF4 over 64-value blocks with a shorter last one, a
+// block of zeros; row-wise int8 through float16).
+TEST(GpuLoftq, RoundTripsOnCudaEqualTheCpus) {
+  ACC_REQUIRE_CUDA();
+  auto generator = at::make_generator<at::CPUGeneratorImpl>(11);
+  at::Tensor weight = at::randn({96, 70}, generator, at::kFloat) * at::logspace(-3, 2, 70);
+  weight.view(-1).slice(0, 128, 192).zero_();
+  const at::Tensor on_gpu_weight = weight.to(kGpu);
+  for (const bool nf4 : {true, false}) {
+    const at::Tensor cpu = nf4 ? acc::nf4_round_trip(weight) : acc::int8_round_trip(weight);
+    const at::Tensor cuda = nf4 ? acc::nf4_round_trip(on_gpu_weight) : acc::int8_round_trip(on_gpu_weight);
+    EXPECT_EQ(cuda.device(), kGpu);
+    EXPECT_TRUE(at::equal(cuda.cpu(), cpu)) << (nf4 ? "nf4" : "int8") << ": largest difference "
+                                            << (cuda.cpu() - cpu).abs().max().item<double>();
+  }
+  // A layer's start: the quantised weight as on the CPU, B A (which SVD's signs leave alone) close.
+  acc::LoftqConfig config;
+  config.iter = 1;
+  const auto cpu = acc::loftq_start("fc", weight, 4, config);
+  const auto cuda = acc::loftq_start("fc", on_gpu_weight, 4, config);
+  EXPECT_TRUE(at::equal(cuda.residual.cpu(), cpu.residual));
+  EXPECT_TRUE(at::allclose(cuda.b.matmul(cuda.a).cpu(), cpu.b.matmul(cpu.a), 1e-4, 1e-5));
 }
