@@ -947,7 +947,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * before anything changes. A file whose init_lora_weights is olora or pissa (PEFT writes it so)
  * decomposes the model's weights first, as PeftModel.from_pretrained does: load such adapters into
  * the model they were trained from (with pissa_niter_<n>, after the same seed). Not implemented
- * settings in a file (layer_replication, CorDA's residual, ...) are refused by name; init_lora_weights
+ * settings in a file (layer_replication, CorDA's residual, PEFT's LoRA variants aLoRA, VeLoRA,
+ * MonteCLoRA, BD-LoRA, Arrow, KaSA, QALoRA and Megatron's layers, and ensure_weight_tying where it
+ * would tie layers that share a weight (ACC_ERR_UNSUPPORTED)) are refused by name; init_lora_weights
  * "loftq" quantises the model's weights first, as PEFT's from_pretrained does (quantising weights that
  * are quantised already leaves them as they are), and needs the file's loftq_config;
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type

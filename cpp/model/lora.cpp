@@ -429,6 +429,25 @@ const at::Tensor* lora_ga_gradient(const LoraConfig& config, const std::string& 
   return found == config.lora_ga_gradients->end() ? nullptr : &found->second;
 }
 
+// PEFT's ensure_weight_tying, where it would tie adapters, modules to save or token rows of tied
+// layers (it adapts a targeted layer's tied partners too): not built (Unsupported). Elsewhere PEFT
+// only warns, and neither does anything here.
+void require_no_tying(const LoraConfig& config, const std::vector<LinearSite>& sites,
+                      const std::vector<LinearSite>& chosen) {
+  const bool shares = !config.modules_to_save.empty() || !config.token_indices.empty();
+  for (const LinearSite& site : sites)
+    for (const LinearSite& other : sites) {
+      if (&site == &other || site.weight.data_ptr() != other.weight.data_ptr()) continue;
+      const bool adapted = std::any_of(chosen.begin(), chosen.end(), [&](const LinearSite& c) {
+        return c.module == site.module || c.module == other.module;
+      });
+      if (adapted || shares)
+        fail(Status::Unsupported, "ensure_weight_tying on a model whose '", site.module, "' and '", other.module,
+             "' share their weight: tying their adapters", shares ? ", modules to save or token rows" : "",
+             " is not built; set it to false to adapt them apart");
+    }
+}
+
 // What PEFT's lora.ParamWrapper refuses (ValueError: InvalidArgument), and the initialisations not
 // built for it (Unsupported).
 void check_parameter_settings(const LoraConfig& config) {
@@ -455,6 +474,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
             "', which is not a linear layer; ", kAdaptableLayers);
   const std::vector<LinearSite> chosen = targeted_sites(config, sites);
   require_targets_matched(config, sites, chosen);
+  if (config.ensure_weight_tying) require_no_tying(config, sites, chosen);
   if (!chosen.empty() && adapts_parameter(chosen.back())) check_parameter_settings(config);
   // As PEFT's LoraConfig.
   require(!(config.lora_bias && config.use_dora), "lora_bias is not supported with use_dora (as in PEFT)");

@@ -99,7 +99,8 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
       {"rank_pattern", json::object()},
       {"alpha_pattern", json::object()},
       {"use_dora", config.use_dora},
-      {"lora_bias", config.lora_bias}});
+      {"lora_bias", config.lora_bias},
+      {"ensure_weight_tying", config.ensure_weight_tying}});
   if (config.token_indices.empty()) {
     j["trainable_token_indices"] = nullptr;
   } else if (config.token_indices.size() == 1 && config.token_indices.front().first.empty()) {
@@ -288,6 +289,14 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("layer_replication") && !j["layer_replication"].is_null() &&
       !(j["layer_replication"].is_array() && j["layer_replication"].empty()))
     refuse("layer_replication", "is set: it is not supported");
+  // PEFT's LoRA variants and settings that change what the adapters compute: not built, so a file
+  // that sets them is refused rather than read as plain LoRA.
+  for (const char* variant : {"alora_invocation_tokens", "velora_config", "monteclora_config", "use_bdlora",
+                              "arrow_config", "kasa_config", "megatron_config"})
+    if (j.contains(variant) && !j[variant].is_null())
+      refuse(variant, "is set: PEFT's LoRA variant is not supported (its adapters would compute otherwise here)");
+  if (flag("use_qalora")) refuse("use_qalora", "is true: QALoRA (for GPTQ-quantised layers) is not supported");
+  config.ensure_weight_tying = flag("ensure_weight_tying");
   if (j.contains("target_parameters") && !j["target_parameters"].is_null()) {
     try {
       config.set_target_parameters(j["target_parameters"]);

@@ -579,6 +579,13 @@ TEST(Lora, PeftSettingsItHonoursAreKeptAndTheOthersNamed) {
   expect_refused("init_lora_weights", "corda", "cannot rebuild");  // its residual weights (PEFT cannot either)
   expect_refused("lora_bias", true, "lacks lora_B's bias");  // lora_bias without the biases
   expect_refused("layer_replication", json::array({json::array({0, 1})}), "layer_replication");
+  // PEFT's variants, which would compute otherwise than plain LoRA: refused by name.
+  expect_refused("alora_invocation_tokens", json::array({5, 6}), "alora_invocation_tokens' is set");
+  for (const char* variant :
+       {"velora_config", "monteclora_config", "use_bdlora", "arrow_config", "kasa_config", "megatron_config"})
+    expect_refused(variant, json::object(), variant);
+  expect_refused("use_qalora", true, "QALoRA");
+  expect_refused("ensure_weight_tying", "yes", "ensure_weight_tying");
   expect_refused("target_parameters", "0.weight", "target_parameters must be a list");  // PEFT's TypeError
   expect_refused("trainable_token_indices", "1,2", "trainable_token_indices must be a list of token indices");
   expect_refused("exclude_modules", 3, "exclude_modules");
@@ -1062,4 +1069,49 @@ TEST(Lora, AlphaMustKeepTheScalingFinite) {
   }
   acc_model_free(m);
   std::system(("rm -rf " + dir).c_str());
+}
+
+// PEFT's ensure_weight_tying: read and written back; where it would tie the adapters of layers that
+// share their weight (not built: a tied head, or the embedding whose weight it holds) the file is
+// refused before anything changes, elsewhere it changes nothing (PEFT warns).
+TEST(Lora, EnsureWeightTyingIsKeptAndRefusedWhereItWouldTie) {
+  auto save_with_tying = [](acc_model* m, const char* targets, const std::string& dir) {
+    acc_options* o = lora_options(2, 4);
+    ACC_ASSERT_OK(acc_model_add_lora(m, targets, o, nullptr));
+    acc_options_free(o);
+    fs::remove_all(dir);
+    ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+    json config = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
+    EXPECT_EQ(config["ensure_weight_tying"], false);
+    config["ensure_weight_tying"] = true;
+    std::ofstream(dir + "/adapter_config.json", std::ios::trunc) << config.dump();
+  };
+  const std::string dir = acc_test::temp_path("lora_weight_tying"), again = dir + "_again";
+  acc_model* m = net();
+  save_with_tying(m, kTargets, dir);
+  acc_model* fresh = net();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  fs::remove_all(again);
+  ACC_ASSERT_OK(acc_model_save_lora(fresh, again.c_str()));
+  EXPECT_EQ(json::parse(acc_test::read_file(again + "/adapter_config.json"))["ensure_weight_tying"], true);
+  acc_model_free(fresh);
+  acc_model_free(m);
+
+  const std::string tied = acc_test::data_dir() + "/tied.pt";
+  for (const char* targets : {"head", "embed"}) {
+    SCOPED_TRACE(targets);
+    acc_model* model = nullptr;
+    ACC_ASSERT_OK(acc_model_load_torchscript(tied.c_str(), &model));
+    save_with_tying(model, targets, dir);
+    acc_model* other = nullptr;
+    ACC_ASSERT_OK(acc_model_load_torchscript(tied.c_str(), &other));
+    const auto names = acc_test::parameter_names(other);
+    ACC_EXPECT_ERROR(acc_model_load_lora(other, dir.c_str()), ACC_ERR_UNSUPPORTED,
+                     "ensure_weight_tying on a model whose '");
+    EXPECT_EQ(acc_test::parameter_names(other), names);
+    acc_model_free(other);
+    acc_model_free(model);
+  }
+  fs::remove_all(dir);
+  fs::remove_all(again);
 }
