@@ -429,22 +429,23 @@ const at::Tensor* lora_ga_gradient(const LoraConfig& config, const std::string& 
   return found == config.lora_ga_gradients->end() ? nullptr : &found->second;
 }
 
-// PEFT's ensure_weight_tying, where it would tie adapters, modules to save or token rows of tied
-// layers (it adapts a targeted layer's tied partners too): not built (Unsupported). Elsewhere PEFT
-// only warns, and neither does anything here.
+// PEFT's ensure_weight_tying, where it would tie the adapters or modules to save of layers sharing
+// a weight (it adapts a targeted layer's tied partners too): not built (Unsupported). Token rows of
+// tied layers are tied with or without it, as PEFT ties them (model/trainable_tokens.h). Elsewhere
+// PEFT only warns, and neither does anything here.
 void require_no_tying(const LoraConfig& config, const std::vector<LinearSite>& sites,
                       const std::vector<LinearSite>& chosen) {
-  const bool shares = !config.modules_to_save.empty() || !config.token_indices.empty();
+  const bool saves = !config.modules_to_save.empty();
   for (const LinearSite& site : sites)
     for (const LinearSite& other : sites) {
       if (&site == &other || site.weight.data_ptr() != other.weight.data_ptr()) continue;
       const bool adapted = std::any_of(chosen.begin(), chosen.end(), [&](const LinearSite& c) {
         return c.module == site.module || c.module == other.module;
       });
-      if (adapted || shares)
+      if (adapted || saves)
         fail(Status::Unsupported, "ensure_weight_tying on a model whose '", site.module, "' and '", other.module,
-             "' share their weight: tying their adapters", shares ? ", modules to save or token rows" : "",
-             " is not built; set it to false to adapt them apart");
+             "' share their weight: tying their ", adapted ? "adapters" : "modules to save",
+             " is not built; set it to false to keep them apart");
     }
 }
 

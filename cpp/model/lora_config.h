@@ -166,10 +166,9 @@ struct LoraConfig {
   // from a file) starts as with "true", as PEFT's lora_ga_init falls back.
   LoraGaConfig lora_ga;
   LoftqConfig loftq;  // PEFT's loftq_config, used (and written) with init "loftq"
-  // PEFT's ensure_weight_tying: the adapters (or modules to save, or token rows) of layers whose
-  // weights are tied share one set. Read from files and written back; where it would tie something
-  // (a tied layer adapted, or modules to save or token rows on a model with tied layers),
-  // LoraAdapters::add refuses it (not built).
+  // PEFT's ensure_weight_tying: the adapters (or modules to save) of layers whose weights are tied
+  // share one set. Read from files and written back; where it would tie something (a tied layer
+  // adapted, or modules to save on a model with tied layers), LoraAdapters::add refuses it (not built).
   bool ensure_weight_tying = false;
   std::shared_ptr<const LoraGaGradients> lora_ga_gradients;
   // Kept in adapter_config.json for PEFT's AutoPeftModel (which base model, which class); "" is null.
