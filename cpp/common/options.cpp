@@ -193,6 +193,12 @@ void Options::set(const std::string& key, OptionValue value) {
     }
     if (numbers) value = numbers_value(checked);  // blanks gone, every digit exact
   }
+  if (!s.int_choices.empty() && s.type == OptionType::Int &&
+      std::find(s.int_choices.begin(), s.int_choices.end(), std::get<int64_t>(value)) == s.int_choices.end()) {
+    std::string list;
+    for (const int64_t c : s.int_choices) list += (list.empty() ? "" : ", ") + std::to_string(c);
+    fail(Status::InvalidArgument, "option '", key, "' must be one of ", list, ", got ", to_text(value));
+  }
   if (!s.choices.empty()) {
     bool allowed = false;
     std::string list;

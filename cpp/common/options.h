@@ -34,10 +34,12 @@ struct OptionSpec {
   // Where set, a string the choices do not list is given to it, which refuses it (throws) or lets it
   // pass: a family the choices cannot list ("pissa_niter_<n>").
   std::function<void(const std::string&)> check;
+  std::vector<int64_t> int_choices;  // allowed integers, if restricted beyond the bounds
 
   OptionSpec& at_least(double bound) { return min = bound, *this; }
   OptionSpec& at_most(double bound) { return max = bound, *this; }
   OptionSpec& one_of(std::vector<std::string> allowed) { return choices = std::move(allowed), *this; }
+  OptionSpec& one_of_ints(std::vector<int64_t> allowed) { return int_choices = std::move(allowed), *this; }
   OptionSpec& checked_by(std::function<void(const std::string&)> f) { return check = std::move(f), *this; }
 };
 

@@ -93,8 +93,7 @@ const OptionTable<LoraConfig>& lora_option_table() {
         .at_least(1)
         .at_most(1 << 30);
     t.bind("loftq_bits", "loftq: 4 (bitsandbytes' NF4) or 8 (its row-wise int8)", &L::loftq, &LoftqConfig::bits)
-        .at_least(4)
-        .at_most(8);  // and not 5 to 7 (LoraConfig::from)
+        .one_of_ints({4, 8});
     t.bind("loftq_iter", "loftq: the alternating rounds of quantising and decomposing", &L::loftq, &LoftqConfig::iter)
         .at_least(1)
         .at_most(kMaxLoftqIter);
@@ -166,8 +165,6 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
   require(options.kind() == OptionsKind::Lora, "LoRA options must be of kind lora, got ",
           options_kind_name(options.kind()));
   LoraConfig config = lora_option_table().read(options);
-  require(config.loftq.bits == 4 || config.loftq.bits == 8, "loftq_bits ", config.loftq.bits,
-          " is neither 4 nor 8 (PEFT's LoftQ quantises to nf4 or int8)");
   const std::string parameters = trimmed(config.target_parameters_spec);
   if (!parameters.empty() && parameters.front() == '[') {
     config.set_target_parameters(parse_ordered_json_input(parameters, "target_parameters"));

@@ -20,6 +20,8 @@ acc::OptionValue other_value(const acc::OptionSpec& spec) {
   switch (spec.type) {
     case acc::OptionType::Bool: return !(spec.fallback && std::get<bool>(*spec.fallback));
     case acc::OptionType::Int: {
+      for (const int64_t choice : spec.int_choices)
+        if (!spec.fallback || choice != std::get<int64_t>(*spec.fallback)) return choice;
       const int64_t base = spec.fallback ? std::get<int64_t>(*spec.fallback) : static_cast<int64_t>(spec.min.value_or(0));
       return spec.max && base + 1 > *spec.max ? base - 1 : base + 1;
     }
