@@ -838,9 +838,9 @@ TEST(Sharded, OnlyTheMainProcessBuildsTheWeights) {
   Settings lora = s, lora_reference;
   lora.lora = lora_reference.lora = "0,2,4";
   for (int stage : {0, 3}) expect_trains_like(lora_reference, stage, lora, 3);
-  // PiSSA decomposes the weights on the main process alone; the others take its random draws only
-  // (the stream stays in step) and receive its residual weights and adapters.
-  for (const char* init : {"pissa_niter_1", "olora"}) {
+  // PiSSA (and OLoRA, LoftQ) decompose the weights on the main process alone; the others take its
+  // random draws only (the stream stays in step) and receive its residual weights and adapters.
+  for (const char* init : {"pissa_niter_1", "olora", "loftq"}) {
     SCOPED_TRACE(init);
     lora.lora_init = lora_reference.lora_init = init;
     for (int stage : {0, 3}) expect_trains_like(lora_reference, stage, lora, 3);
