@@ -276,4 +276,22 @@ class LoraTest {
       assertThrows(InvalidArgumentException.class, model::addLoraGa);
     }
   }
+
+  /** LoftQ: the weights become their NF4 approximation, the adapters start from the error; the
+   *  quantisation takes 4 or 8 bits only. */
+  @Test
+  void loftqQuantisesTheWeightsAndStartsFromTheError() {
+    try (Model model = model();
+         Options o = Options.lora().put("r", 1).put("init_lora_weights", "loftq").put("loftq_iter", 2)) {
+      float[] weight = FreezeTest.param(model, "0.weight");
+      assertEquals(2, model.addLora("0,1", o));
+      float[] quantised = FreezeTest.param(model, "0.weight");
+      assertFalse(Arrays.equals(weight, quantised));
+      for (int i = 0; i < weight.length; ++i) assertEquals(weight[i], quantised[i], 0.2f);
+      try (Options bad = Options.lora()) {
+        InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> bad.put("loftq_bits", 5));
+        assertTrue(e.getMessage().contains("must be one of 4, 8"), e.getMessage());
+      }
+    }
+  }
 }
