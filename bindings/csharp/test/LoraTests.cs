@@ -88,6 +88,23 @@ public class LoraTests {
     }
   }
 
+  // LoftQ: the weights become their NF4 approximation, the adapters start from the error; the
+  // quantisation takes 4 or 8 bits only.
+  [Test]
+  public void LoftqQuantisesTheWeightsAndStartsFromTheError() {
+    using (Model model = NewModel())
+    using (Options o = Options.Lora().Put("r", 1).Put("init_lora_weights", "loftq").Put("loftq_iter", 2))
+    using (Options bad = Options.Lora()) {
+      float[] weight = FreezeTests.Param(model, "0.weight");
+      Assert.That(model.AddLora("0,1", o), Is.EqualTo(2));
+      float[] quantised = FreezeTests.Param(model, "0.weight");
+      Assert.That(quantised, Is.Not.EqualTo(weight));
+      Assert.That(quantised, Is.EqualTo(weight).Within(0.2f));
+      var e = Assert.Throws<AccelerateInvalidArgumentException>(() => bad.Put("loftq_bits", 5));
+      StringAssert.Contains("must be one of 4, 8", e.Message);
+    }
+  }
+
   [Test]
   public void AdaptersTrainAloneAndRoundTripThroughPeftFiles() {
     string dir = Path.Combine(Path.GetTempPath(), "acc-cs-lora-" + System.Guid.NewGuid().ToString("N"));

@@ -479,3 +479,34 @@ func TestLoraGaStartsFromTheGradients(t *testing.T) {
 		t.Fatalf("AddLoraGa without BeginLoraGa = %v", err)
 	}
 }
+
+// LoftQ: the weights become their NF4 approximation, the adapters start from the error; the
+// quantisation takes 4 or 8 bits only.
+func TestLoftqQuantisesTheWeightsAndStartsFromTheError(t *testing.T) {
+	m := seededTwoLinears(t)
+	defer m.Close()
+	weight := paramValues(t, m, "0.weight")
+	o, _ := acc.NewOptions(acc.LoraOptions)
+	defer o.Close()
+	_ = o.SetInt("r", 1)
+	_ = o.SetString("init_lora_weights", "loftq")
+	_ = o.SetInt("loftq_iter", 2)
+	if n, err := m.AddLora("0,1", o); n != 2 || err != nil {
+		t.Fatalf("AddLora = %d, %v", n, err)
+	}
+	quantised := paramValues(t, m, "0.weight")
+	changed := false
+	for i, v := range quantised {
+		changed = changed || v != weight[i]
+		if math.Abs(float64(v-weight[i])) > 0.2 {
+			t.Fatalf("weight %d moved from %v to %v", i, weight[i], v)
+		}
+	}
+	if !changed {
+		t.Fatal("the weights were not quantised")
+	}
+	if err := o.SetInt("loftq_bits", 5); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "must be one of 4, 8") {
+		t.Fatalf("loftq_bits 5 = %v", err)
+	}
+}
