@@ -86,8 +86,6 @@ void check_loftq(const std::string& module, const at::Tensor& weight, int64_t r)
   const auto dtype = weight.scalar_type();
   require(dtype == at::kFloat || dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kDouble,
           "init_lora_weights 'loftq' quantises '", module, "''s weight, which must be floating-point, not ", dtype);
-  require(weight.dim() == 2, "init_lora_weights 'loftq' quantises 2-D weights only; '", module, "''s has ",
-          weight.dim(), " dimensions");
   require(r <= std::min(weight.size(0), weight.size(1)), "init_lora_weights 'loftq': r ", r, " of '", module,
           "' exceeds its weight's rank bound min(", weight.size(0), ", ", weight.size(1), ")");
 }
@@ -95,8 +93,6 @@ void check_loftq(const std::string& module, const at::Tensor& weight, int64_t r)
 WeightDecomposition loftq_start(const std::string& module, const at::Tensor& weight, int64_t r,
                                 const LoftqConfig& config) {
   check_loftq(module, weight, r);
-  require(config.bits == 4 || config.bits == 8, "loftq_bits must be 4 or 8 (PEFT's nf4 and int8), not ", config.bits);
-  require(config.iter >= 1, "loftq_iter must be at least 1, not ", config.iter);
   at::NoGradGuard no_grad;
   const at::Tensor w = weight.detach().to(at::kFloat);
   require(w.isfinite().all().item<bool>(), "init_lora_weights 'loftq' cannot quantise '", module,

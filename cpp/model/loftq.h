@@ -24,12 +24,13 @@ at::Tensor nf4_round_trip(const at::Tensor& weight);
 // scaled by 127 over its absolute maximum and rounded to int8, and back, in float32.
 at::Tensor int8_round_trip(const at::Tensor& weight);
 
-// Fails (InvalidArgument, naming `module`) unless LoftQ can start an adapter of rank r on `weight`
-// (out x in): a floating-point weight and r at most min(out, in). Reads no values (placeholder
-// weights pass).
+// Fails (InvalidArgument, naming `module`) unless LoftQ can start an adapter of rank r on a linear
+// layer's `weight` (out x in): a floating-point weight and r at most min(out, in). Reads no values
+// (placeholder weights pass).
 void check_loftq(const std::string& module, const at::Tensor& weight, int64_t r);
 
-// PEFT's loftq_init of `weight` (out x in), computed in float32 on the weight's device: A = R (r x
+// PEFT's loftq_init of `weight` (out x in), computed in float32 on the weight's device, with
+// `config` as the options and files check it (bits 4 or 8, at least one round): A = R (r x
 // in) and B = L (out x r) of the last round's error W - Q = L R (torch.linalg.svd, L = U sqrt(S),
 // R = sqrt(S) Vh, truncated to r), and Q in the weight's dtype as `residual`. Weights holding inf or
 // NaN, or beyond float16's range for 8 bits, are InvalidArgument.

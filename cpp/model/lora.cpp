@@ -438,7 +438,7 @@ void require_no_tying(const LoraConfig& config, const std::vector<LinearSite>& s
   const bool saves = !config.modules_to_save.empty();
   for (const LinearSite& site : sites)
     for (const LinearSite& other : sites) {
-      if (&site == &other || site.weight.data_ptr() != other.weight.data_ptr()) continue;
+      if (&site == &other || !site.weight.is_same(other.weight)) continue;
       const bool adapted = std::any_of(chosen.begin(), chosen.end(), [&](const LinearSite& c) {
         return c.module == site.module || c.module == other.module;
       });
@@ -492,15 +492,12 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
               "PEFT's); '", site.module, "' has r ", config.rank_of(pattern_name(site)));
     // PEFT's olora_init factors the weight as it is stored, which for a Conv1D (in x out) gives
     // adapters of the wrong shape (or, square, ones that change the layer's output).
-    if (site.fan_in_fan_out && config.init == "olora")
-      fail(Status::Unsupported, "init_lora_weights olora on '", site.module,
-           "' (transformers' Conv1D, whose weight is in x out): PEFT's OLoRA takes nn.Linear's layout and would not ",
-           "start from the layer's output here; use pissa or another initialisation");
-    // PEFT's loftq_init too (its A and B then have each other's widths).
-    if (site.fan_in_fan_out && config.init == "loftq")
-      fail(Status::Unsupported, "init_lora_weights loftq on '", site.module,
-           "' (transformers' Conv1D, whose weight is in x out): PEFT's LoftQ takes nn.Linear's layout and makes ",
-           "adapters of the wrong shapes here; leave it out of target_modules");
+    // So does its loftq_init (its A and B then have each other's widths).
+    if (site.fan_in_fan_out && (config.init == "olora" || config.init == "loftq"))
+      fail(Status::Unsupported, "init_lora_weights ", config.init, " on '", site.module,
+           "' (transformers' Conv1D, whose weight is in x out): PEFT's ", config.init,
+           " takes nn.Linear's layout and would not start from the layer's output here; use pissa or another ",
+           "initialisation");
   }
   // The branch's bias has no place in a weight the forward reads itself.
   if (config.lora_bias)

@@ -172,16 +172,17 @@ LoftqConfig read_loftq_config(const nlohmann::ordered_json& j, const std::string
   if (!j.contains("loftq_config") || !j["loftq_config"].is_object() || j["loftq_config"].empty())
     refuse("must hold loftq_bits and loftq_iter where init_lora_weights is \"loftq\" (PEFT's LoftQConfig)");
   const auto& given = j["loftq_config"];
-  auto integer = [&](const char* key, int64_t low, int64_t high) {
-    if (!given.contains(key) || !given[key].is_number_integer() || given[key].get<int64_t>() < low ||
-        given[key].get<int64_t>() > high)
-      refuse(std::string("needs an integer '") + key + "' from " + std::to_string(low) + " to " + std::to_string(high));
+  auto integer = [&](const char* key, bool (*valid)(int64_t), const std::string& what) {
+    if (!given.contains(key) || !given[key].is_number_integer() || !valid(given[key].get<int64_t>()))
+      refuse(std::string("needs '") + key + "' " + what);
     return given[key].get<int64_t>();
   };
   LoftqConfig config;
-  config.bits = integer("loftq_bits", 4, 8);
-  if (config.bits != 4 && config.bits != 8) refuse("has loftq_bits neither 4 nor 8 (PEFT's nf4 and int8)");
-  config.iter = integer("loftq_iter", 1, kMaxLoftqIter);
+  config.bits = integer(
+      "loftq_bits", [](int64_t v) { return v == 4 || v == 8; }, "4 or 8 (PEFT's nf4 and int8)");
+  config.iter = integer(
+      "loftq_iter", [](int64_t v) { return v >= 1 && v <= kMaxLoftqIter; },
+      "from 1 to " + std::to_string(kMaxLoftqIter));
   return config;
 }
 
