@@ -1984,9 +1984,15 @@ ACC_API ACC_NODISCARD acc_status acc_check_trigger(acc_accelerator *acc, int *ou
  * Experiment tracking: Accelerate's log_with / init_trackers / log / end_training.
  *
  * The accelerator option log_with names the built-in trackers: "tensorboard" (event files that
- * TensorBoard reads), "jsonl" (metrics.jsonl), "csv" (metrics.csv), "all", or a comma-separated
- * list; an unknown name makes acc_accelerator_create fail with ACC_ERR_INVALID_ARGUMENT. They write
- * into <logging_dir>/<project_name>/ (logging_dir defaults to project_dir; one of them must be set).
+ * TensorBoard reads), "jsonl" (metrics.jsonl), "csv" (metrics.csv), "mlflow" (MLflow's file store,
+ * which `mlflow ui` and MlflowClient read), "all", or a comma-separated list; an unknown name makes
+ * acc_accelerator_create fail with ACC_ERR_INVALID_ARGUMENT. They write into
+ * <logging_dir>/<project_name>/ (logging_dir defaults to project_dir; one of them must be set), and
+ * mlflow into the folder MLFLOW_TRACKING_URI names (a path or a file: URI; another scheme is
+ * ACC_ERR_UNSUPPORTED), else <logging_dir>/mlruns: the experiment MLFLOW_EXPERIMENT_NAME or the
+ * project name, a new run (or MLFLOW_RUN_ID's) tagged with MLFLOW_TAGS (a JSON object), the
+ * configuration's top-level keys as parameters, numbers as metrics (texts and images are skipped);
+ * a metric or parameter name MLflow refuses is ACC_ERR_INVALID_ARGUMENT.
  * The program adds its own trackers with acc_add_tracker. Only the main process writes or calls
  * tracker callbacks; the other processes check the same arguments and write nothing, so calls made
  * on every process or on the main process alone both work.
@@ -2083,7 +2089,7 @@ ACC_API ACC_NODISCARD acc_status acc_end_training(acc_accelerator *acc);
 /* The names of the trackers: log_with's, then those added, in order. */
 ACC_API ACC_NODISCARD acc_status acc_tracker_names(const acc_accelerator *acc, acc_string_list **out);
 /* Where tracker `name` writes in the current or last run: the event file (tensorboard), metrics.jsonl
- * or metrics.csv; "" for a tracker of the program, before the first run and on other processes than
+ * or metrics.csv, the run's folder in MLflow's store (mlflow); "" for a tracker of the program, before the first run and on other processes than
  * the main one. Free *out with acc_string_free. An unknown name is ACC_ERR_INVALID_ARGUMENT. */
 ACC_API ACC_NODISCARD acc_status acc_tracker_path(const acc_accelerator *acc, const char *name, char **out);
 

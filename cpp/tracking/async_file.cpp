@@ -95,6 +95,14 @@ AsyncFile::AsyncFile(std::string path, bool truncate, std::chrono::milliseconds 
   });
 }
 
+AsyncFile::AsyncFile(TasksOwnFiles, std::string label)
+    : path_(std::move(label)), flush_interval_(std::chrono::seconds(1)) {
+  thread_ = std::thread([this] {
+    name_this_thread("acc-tracker");
+    run();
+  });
+}
+
 AsyncFile::~AsyncFile() {
   try {
     close();
@@ -181,8 +189,10 @@ void AsyncFile::run() {
     }
     const auto now = std::chrono::steady_clock::now();
     bool flushed = false;
-    if (error.empty() && !failed && file_ && (must_flush || now - last_flush >= flush_interval_)) {
-      if (std::fflush(file_) != 0) error = "cannot write " + path_ + ": " + std::strerror(errno);
+    if (error.empty() && !failed && (must_flush || now - last_flush >= flush_interval_)) {
+      // (Without a file of its own, the tasks' files are written when a task returns.)
+      if (file_ && std::fflush(file_) != 0)
+        error = "cannot write " + path_ + ": " + std::strerror(errno);
       else
         ends.flushed(file_);
       last_flush = now;

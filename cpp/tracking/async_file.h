@@ -27,6 +27,10 @@ class AsyncFile {
 
   // Opens `path` for appending (creating it), or truncated when `truncate`. Throws Io on failure.
   AsyncFile(std::string path, bool truncate, std::chrono::milliseconds flush_interval = std::chrono::seconds(1));
+  // A writer without a file of its own: its tasks (given a null file) write the files they name, and
+  // `label` (e.g. a folder) names it in errors. flush() and close() wait for the tasks queued.
+  struct TasksOwnFiles {};
+  AsyncFile(TasksOwnFiles, std::string label);
   ~AsyncFile();  // close(), errors ignored
   AsyncFile(const AsyncFile&) = delete;
   AsyncFile& operator=(const AsyncFile&) = delete;

@@ -40,6 +40,8 @@ class Tracker {
   virtual void log(const std::shared_ptr<const Record>& record) = 0;
   // Whether the tracker gets the records of acc_log_images (the others never see them).
   virtual bool takes_images() const { return false; }
+  // Whether the tracker writes the texts of acc_log_text (the others skip them, and their names).
+  virtual bool takes_texts() const { return true; }
   // Refuses, on the calling thread and before any tracker logs, a value name this tracker cannot
   // write (log itself runs on a writer thread).
   virtual void check_name(const std::string&) const {}

@@ -15,16 +15,19 @@
 #include "tracking/csv_tracker.h"
 #include "tracking/hparams.h"
 #include "tracking/jsonl_tracker.h"
+#include "tracking/mlflow_store.h"
+#include "tracking/mlflow_tracker.h"
 #include "tracking/tensorboard_tracker.h"
 
 namespace acc::tracking {
 namespace {
 
-const std::vector<std::string> kBuiltIn = {"tensorboard", "jsonl", "csv"};
+const std::vector<std::string> kBuiltIn = {"tensorboard", "jsonl", "csv", "mlflow"};
 
 std::shared_ptr<Tracker> make_builtin(const std::string& name, const std::string& dir) {
   if (name == "tensorboard") return std::make_shared<TensorBoardTracker>(dir);
   if (name == "jsonl") return std::make_shared<JsonlTracker>(dir);
+  if (name == "mlflow") return std::make_shared<MlflowTracker>(dir);
   return std::make_shared<CsvTracker>(dir);
 }
 
@@ -48,7 +51,7 @@ std::vector<std::string> parse_log_with(const std::string& log_with) {
       continue;
     }
     require(std::find(kBuiltIn.begin(), kBuiltIn.end(), name) != kBuiltIn.end(), "log_with: unknown tracker \"", name,
-            "\" (known: tensorboard, jsonl, csv, all; other trackers are added by the program)");
+            "\" (known: tensorboard, jsonl, csv, mlflow, all; other trackers are added by the program)");
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   }
   return names;
@@ -57,9 +60,13 @@ std::vector<std::string> parse_log_with(const std::string& log_with) {
 TrackerSet::TrackerSet(const std::string& log_with, std::string logging_dir, bool main_process)
     : logging_dir_(std::move(logging_dir)), main_(main_process) {
   for (const auto& name : parse_log_with(log_with)) {
-    require(!logging_dir_.empty(), "log_with \"", name, "\" writes files and needs project_dir or logging_dir");
+    // MLflow's store may be elsewhere (MLFLOW_TRACKING_URI): its tracker says where it can write.
+    if (name == "mlflow")
+      static_cast<void>(mlflow::store_root(logging_dir_));
+    else
+      require(!logging_dir_.empty(), "log_with \"", name, "\" writes files and needs project_dir or logging_dir");
     trackers_.push_back(make_builtin(name, logging_dir_));
-    if (name != "tensorboard") hparams_file_ = true;  // csv and jsonl runs keep their config beside them
+    if (name == "csv" || name == "jsonl") hparams_file_ = true;  // their runs keep the config beside them
   }
 }
 
@@ -127,7 +134,10 @@ void TrackerSet::init(const std::string& project_name, const std::string& config
 }
 
 int64_t TrackerSet::check_call(const char* call, const std::vector<std::string>& names, std::optional<int64_t> step,
-                               bool of_images) const {
+                               Logged what) const {
+  auto takes = [what](const Tracker& t) {
+    return what == Logged::Images ? t.takes_images() : what == Logged::Texts ? t.takes_texts() : true;
+  };
   if (!running_) fail(Status::NotInitialized, call, " needs init_trackers first (or after end_training)");
   // A few names per call: compared pairwise, with no allocation on the training thread.
   for (size_t i = 0; i < names.size(); ++i) {
@@ -136,7 +146,7 @@ int64_t TrackerSet::check_call(const char* call, const std::vector<std::string>&
     for (size_t j = 0; j < i; ++j)
       require(names[j] != names[i], call, ": the name \"", names[i], "\" appears twice in one call");
     for (const auto& tracker : trackers_)  // on every process alike
-      if (!of_images || tracker->takes_images()) tracker->check_name(names[i]);
+      if (takes(*tracker)) tracker->check_name(names[i]);
   }
   const int64_t at = step.value_or(next_step_);
   require(at < std::numeric_limits<int64_t>::max(), call, ": step ", at, " leaves no step after it (the next call ",
@@ -195,7 +205,7 @@ void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::strin
   require(names.size() == texts.size(), "log_text: ", names.size(), " names but ", texts.size(), " texts");
   for (size_t i = 0; i < texts.size(); ++i)
     require(is_utf8(texts[i]), "log_text: the text of \"", names[i], "\" is not valid UTF-8");
-  auto record = take_step(check_call("log_text", names, step), /*of_images=*/false);
+  auto record = take_step(check_call("log_text", names, step, Logged::Texts), /*of_images=*/false);
   if (!record) return;
   record->text_names = std::move(names);
   record->texts = std::move(texts);
@@ -209,7 +219,7 @@ void TrackerSet::log_images(std::vector<std::string> names, const std::vector<at
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(names.size() == images.size(), "log_images: ", names.size(), " names but ", images.size(), " images");
   for (size_t i = 0; i < images.size(); ++i) check_image(images[i], dataformats, names[i]);
-  const int64_t at = check_call("log_images", names, step, /*of_images=*/true);
+  const int64_t at = check_call("log_images", names, step, Logged::Images);
   // Encoded before the step is taken: an image that cannot be (out of memory) leaves the step as it was.
   std::vector<EncodedImage> encoded;
   const bool wanted = std::any_of(trackers_.begin(), trackers_.end(), [](const auto& t) { return t->takes_images(); });

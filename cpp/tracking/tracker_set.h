@@ -63,10 +63,11 @@ class TrackerSet {
   const Tracker& find(const std::string& name) const;
   template <typename Call>
   void each(Call call);
-  // Checks a call's names (against the trackers that take images, for images) and step: the step
-  // it logs at. `call` names it in errors.
+  // Checks a call's names (against the trackers that take what it logs) and step: the step it
+  // logs at. `call` names it in errors.
+  enum class Logged { Numbers, Texts, Images };
   int64_t check_call(const char* call, const std::vector<std::string>& names, std::optional<int64_t> step,
-                     bool of_images = false) const;
+                     Logged what = Logged::Numbers) const;
   // Advances the step past `at`; the record to hand out (null off the main process).
   std::shared_ptr<Record> take_step(int64_t at, bool of_images);
 

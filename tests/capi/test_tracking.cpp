@@ -377,7 +377,7 @@ TEST(Tracking, AllWritesEveryBuiltInTrackerAndProgramTrackersGetEveryCall) {
     got.push_back(n);
   }
   acc_string_list_free(names);
-  EXPECT_EQ(got, (std::vector<std::string>{"tensorboard", "jsonl", "csv", "mine"}));
+  EXPECT_EQ(got, (std::vector<std::string>{"tensorboard", "jsonl", "csv", "mlflow", "mine"}));
   EXPECT_EQ(tracker_path(a, "mine"), "");
   EXPECT_EQ(tracker_path(a, "jsonl"), "");  // before the first run
 

@@ -2,9 +2,10 @@
 // same calls, only the main one writes files or calls the program's trackers.
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -77,6 +78,12 @@ TEST(DistTracking, OnlyTheMainProcessWrites) {
   ASSERT_EQ(events.size(), 1u) << "one event file, by the main process";
   EXPECT_EQ(line_count(run + "/metrics.jsonl"), 5u);
   EXPECT_EQ(line_count(run + "/metrics.csv"), 6u);
+  // MLflow's store: one run's file for "loss" (not one per process), the main process's 5 lines.
+  std::vector<std::string> loss_files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir + "/mlruns"))
+    if (entry.path().filename() == "loss") loss_files.push_back(entry.path().string());
+  ASSERT_EQ(loss_files.size(), 1u);
+  EXPECT_EQ(line_count(loss_files[0]), 5u);
   float first_loss = -1;
   for (const auto& e : acc_test::read_event_file(run + "/" + events[0]))
     for (const auto& v : e.values)

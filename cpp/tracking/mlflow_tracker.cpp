@@ -1,0 +1,138 @@
+#include "tracking/mlflow_tracker.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "common/error.h"
+#include "common/json_input.h"
+#include "tracking/python_text.h"
+
+namespace acc::tracking {
+namespace {
+
+const char* env(const char* name) {
+  const char* value = std::getenv(name);
+  return value && *value ? value : nullptr;
+}
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// MLFLOW_TAGS, a JSON object (Accelerate json.loads it); each value as str() prints it.
+mlflow::Pairs tags_from_environment() {
+  mlflow::Pairs tags;
+  const char* text = env("MLFLOW_TAGS");
+  if (!text) return tags;
+  const nlohmann::json parsed = parse_json_input(text, "MLFLOW_TAGS");
+  require(parsed.is_object(), "MLFLOW_TAGS is a JSON object of tag names to values, not ", parsed.type_name());
+  for (const auto& [key, value] : parsed.items()) tags.emplace_back(key, python_str(value));
+  return tags;
+}
+
+// The program, as MLflow's context names the script that runs: mlflow.source.name.
+std::string program_path() {
+  std::error_code ec;
+  const auto path = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : path.string();
+}
+
+}  // namespace
+
+MlflowTracker::~MlflowTracker() {
+  try {
+    finish();
+  } catch (...) {
+  }
+}
+
+void MlflowTracker::start(const std::string& project_name, const nlohmann::json& config) {
+  finish();
+  // Everything that can be refused is, before the store changes.
+  const std::string root = mlflow::store_root(logging_dir_);
+  const char* experiment_name = env("MLFLOW_EXPERIMENT_NAME");
+  const mlflow::Pairs env_tags = tags_from_environment();
+  mlflow::Pairs params;
+  for (const auto& [key, value] : config.items()) {
+    std::string text = python_str(value);
+    if (text.size() > mlflow::kMaxParamValueLength) {
+      std::fprintf(stderr,
+                   "accelerate: mlflow: the configuration's \"%s\" is left out of the run's parameters: MLflow takes "
+                   "values of at most %zu characters (as Accelerate's tracker drops it)\n",
+                   key.c_str(), mlflow::kMaxParamValueLength);
+      continue;
+    }
+    params.emplace_back(key, std::move(text));
+  }
+  for (const auto& param : params) mlflow::check_name("parameter", param.first);
+  for (const auto& tag : env_tags) mlflow::check_name("tag", tag.first);
+
+  auto store = std::make_unique<mlflow::Store>(root);
+  mlflow::RunInfo run;
+  if (const char* run_id = env("MLFLOW_RUN_ID")) {
+    run = store->find_run(run_id);
+    store->check_params_and_tags(run, params, env_tags);
+    run.status = 1;  // RUNNING again, as MLflow's start_run(run_id) sets it
+    run.end_time.reset();
+    store->write_run_info(run);
+    store->write_tags(run, env_tags);
+  } else {
+    const std::string experiment =
+        store->experiment(experiment_name ? experiment_name : project_name, logging_dir_, env_tags);
+    mlflow::Pairs tags = env_tags;
+    std::string run_name = project_name;
+    for (auto& c : run_name)
+      if (c == '/') c = '-';
+    const std::string program = program_path();
+    tags.emplace_back("mlflow.source.type", "LOCAL");
+    if (!program.empty()) tags.emplace_back("mlflow.source.name", program);
+    tags.emplace_back("mlflow.user", mlflow::user_name());
+    const int64_t started = now_ms();
+    run_name += "-" + std::to_string(started);
+    tags.emplace_back("mlflow.runName", run_name);
+    run = store->create_run(experiment, run_name, tags, started);
+  }
+  store->write_params(run, params);
+  run_dir_ = store->run_dir(run);
+  writer_ = std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, run_dir_);
+  store_ = std::move(store);
+  run_ = std::move(run);
+}
+
+void MlflowTracker::check_name(const std::string& name) const { mlflow::check_name("metric", name); }
+
+void MlflowTracker::log(const std::shared_ptr<const Record>& record) {
+  if (!writer_) fail(Status::NotInitialized, "the mlflow tracker has not started");
+  if (record->names.empty()) return;  // texts only: MLflow's metrics are numbers
+  writer_->post([record, dir = run_dir_](std::FILE*&, const std::string&) {
+    const auto timestamp = static_cast<int64_t>(record->wall_time * 1000);  // int(time.time() * 1000)
+    for (size_t i = 0; i < record->names.size(); ++i)
+      mlflow::append_metric(dir, record->names[i], mlflow::metric_line(timestamp, record->values[i], record->step));
+  });
+}
+
+void MlflowTracker::finish() {
+  if (!writer_) return;
+  std::unique_ptr<AsyncFile> writer = std::move(writer_);
+  try {
+    writer->close();
+  } catch (...) {
+    run_.status = 4;  // FAILED: a metric could not be written
+    run_.end_time = now_ms();
+    try {
+      store_->write_run_info(run_);
+    } catch (...) {
+    }
+    throw;
+  }
+  run_.status = 3;  // FINISHED
+  run_.end_time = now_ms();
+  store_->write_run_info(run_);
+}
+
+}  // namespace acc::tracking

@@ -1,0 +1,42 @@
+// log_with "mlflow": Accelerate's MLflowTracker, writing MLflow's file store itself (no MLflow, no
+// Python; tracking/mlflow_store.h). init_trackers opens the experiment named MLFLOW_EXPERIMENT_NAME
+// or the project name (made if absent, its artifact location the logging folder, as Accelerate's),
+// starts a run (or resumes MLFLOW_RUN_ID) with the tags of MLFLOW_TAGS, and logs the configuration's
+// top-level keys as parameters, each value as Python's str() prints it (values longer than MLflow's
+// limit are left out with a warning, as Accelerate leaves them); every logged number becomes a metric
+// line at its step; end_training marks the run FINISHED. Texts and images are not metrics: skipped,
+// as Accelerate's tracker skips them.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tracking/async_file.h"
+#include "tracking/mlflow_store.h"
+#include "tracking/tracker.h"
+
+namespace acc::tracking {
+
+class MlflowTracker : public Tracker {
+ public:
+  explicit MlflowTracker(std::string logging_dir) : logging_dir_(std::move(logging_dir)) {}
+  ~MlflowTracker() override;
+  const std::string& name() const override { return name_; }
+  void start(const std::string& project_name, const nlohmann::json& config) override;
+  void log(const std::shared_ptr<const Record>& record) override;
+  bool takes_texts() const override { return false; }
+  void check_name(const std::string& name) const override;
+  void finish() override;
+  // The run's folder in the store.
+  std::string path() const override { return run_dir_; }
+
+ private:
+  const std::string name_ = "mlflow";
+  const std::string logging_dir_;
+  std::unique_ptr<mlflow::Store> store_;
+  mlflow::RunInfo run_;
+  std::string run_dir_;
+  std::unique_ptr<AsyncFile> writer_;  // appends the metric lines
+};
+
+}  // namespace acc::tracking
