@@ -1,7 +1,12 @@
 // Pieces of cpp/tracking checked on their own: CRC-32C (common/) against published check values, TFRecord
-// framing, log_with parsing, the CSV header reader, the background file and the progress text.
+// framing, log_with parsing, the CSV header reader, the background file, the progress text, and
+// values printed as Python prints them (MLflow's parameters and metric lines) against python3 itself.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -12,7 +17,9 @@
 #include "tracking/async_file.h"
 #include "tracking/crc32c.h"
 #include "tracking/csv_tracker.h"
+#include "tracking/mlflow_store.h"
 #include "tracking/progress.h"
+#include "tracking/python_text.h"
 #include "tracking/tfrecord.h"
 #include "tracking/tracker_set.h"
 
@@ -55,12 +62,12 @@ TEST(TfRecord, FramesLengthDataAndMaskedCrcs) {
 
 TEST(LogWith, NamesAllAndLists) {
   EXPECT_EQ(parse_log_with(""), std::vector<std::string>{});
-  EXPECT_EQ(parse_log_with("all"), (std::vector<std::string>{"tensorboard", "jsonl", "csv"}));
+  EXPECT_EQ(parse_log_with("all"), (std::vector<std::string>{"tensorboard", "jsonl", "csv", "mlflow"}));
   EXPECT_EQ(parse_log_with(" CSV , tensorboard,csv"), (std::vector<std::string>{"csv", "tensorboard"}));
   EXPECT_EQ(parse_log_with("  "), std::vector<std::string>{});
   for (const char* lost : {",", " , ", "csv,", "csv,,jsonl", ",csv"})  // a name lost, not no tracker
     EXPECT_THROW(parse_log_with(lost), acc::Error) << lost;
-  EXPECT_EQ(parse_log_with("jsonl,all"), (std::vector<std::string>{"jsonl", "tensorboard", "csv"}));
+  EXPECT_EQ(parse_log_with("jsonl,all"), (std::vector<std::string>{"jsonl", "tensorboard", "csv", "mlflow"}));
   EXPECT_THROW(parse_log_with("tensorboard,comet_ml"), acc::Error);
 }
 
@@ -123,4 +130,94 @@ TEST(ProgressText, TerminalRedrawsInPlace) {
   }
   std::fclose(out);
   EXPECT_STREQ(silent, "");
+}
+
+// python_float_repr against repr() of python3 itself, on the values a run logs (rates, losses,
+// counts, the ends of the ranges) and on 4,000 doubles of random bits; python_str against str() of
+// what json.loads makes of the same JSON.
+TEST(PythonText, FloatsAndValuesPrintAsPythonPrintsThem) {
+  std::vector<double> values = {0.0,
+                                -0.0,
+                                1.0,
+                                -1.0,
+                                0.1,
+                                0.001,
+                                1e-4,
+                                1e-5,
+                                1.5e-5,
+                                123456789.0,
+                                1e15,
+                                1e16,
+                                9999999999999998.0,
+                                1.2345678901234567e17,
+                                3e-310,
+                                5e-324,
+                                1.7976931348623157e308,
+                                2.5,
+                                100.0,
+                                0.3333333333333333,
+                                6.02214076e23,
+                                -7.25e-9};
+  uint64_t state = 0x9E3779B97F4A7C15ull;  // xorshift: the same doubles every run
+  while (values.size() < 4000) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    double value;
+    std::memcpy(&value, &state, sizeof value);
+    if (std::isfinite(value)) values.push_back(value);
+  }
+  const std::string dir = std::filesystem::temp_directory_path() / ("acc_python_text_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream hex(dir + "/values.txt");
+    char text[64];
+    for (const double v : values) {
+      std::snprintf(text, sizeof text, "%a\n", v);
+      hex << text;
+    }
+  }
+  const std::string command =
+      "python3 -c 'import sys\nfor line in open(sys.argv[1]): print(repr(float.fromhex(line)))' '" + dir +
+      "/values.txt' > '" + dir + "/repr.txt'";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  std::ifstream theirs(dir + "/repr.txt");
+  size_t compared = 0;
+  for (const double v : values) {
+    std::string line;
+    ASSERT_TRUE(std::getline(theirs, line));
+    EXPECT_EQ(python_float_repr(v), line) << "%a of the value: " << v;
+    ++compared;
+  }
+  EXPECT_EQ(compared, values.size());
+  EXPECT_EQ(python_float_repr(std::nan("")), "nan");
+  EXPECT_EQ(python_float_repr(-HUGE_VAL), "-inf");
+
+  const std::string json =
+      R"({"s": "plain", "q": "it's", "both": "it's \"x\"", "ctl": "a\tb\nc\u0001\u007f\u0085\u00e9",
+    "t": true, "n": null, "i": -12, "f": 2.0, "list": [1, "a'b", [], {}, null, 1e-7],
+    "obj": {"a": {"k": "v"}, "z": 1}})";
+  const auto parsed = nlohmann::json::parse(json);
+  { std::ofstream(dir + "/value.json") << json; }
+  const std::string str_command =
+      "python3 -c 'import json, sys\nfor k, v in sorted(json.load(open(sys.argv[1])).items()): print(k, str(v))' '" +
+      dir + "/value.json' > '" + dir + "/str.txt'";
+  ASSERT_EQ(std::system(str_command.c_str()), 0) << str_command;
+  std::ifstream printed(dir + "/str.txt");
+  std::string ours;
+  for (const auto& [key, value] : parsed.items()) ours += key + " " + python_str(value) + "\n";
+  std::stringstream all;
+  all << printed.rdbuf();
+  // (Objects print their keys sorted, Python's dicts in the document's order: "obj" lists them
+  // sorted, where both agree; the README says so.)
+  EXPECT_EQ(ours, all.str());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(MlflowNames, AsMlflowValidatesThem) {
+  for (const std::string& good :
+       std::vector<std::string>{"loss", "train/loss", "a.b-c_d e", "x/y/z", std::string(250, 'a')})
+    EXPECT_NO_THROW(mlflow::check_name("metric", good)) << good;
+  for (const std::string& bad : std::vector<std::string>{"", "/a", "a/", "a//b", "./a", "a/./b", "a/..", "..", ".",
+                                                         "a:b", "caf\u00e9", std::string(251, 'a')})
+    EXPECT_THROW(mlflow::check_name("metric", bad), acc::Error) << bad;
+  EXPECT_EQ(mlflow::metric_line(1700000000123, 0.1, 7), "1700000000123 0.1 7\n");
 }
