@@ -1,6 +1,6 @@
 // Cost of experiment tracking: acc_log of 4 scalars to every built-in tracker (TensorBoard, JSONL,
-// CSV) compared with a small training step, and the step time with and without logging every step
-// (rounds interleaved, medians), and acc_log_images of a batch of 64 Fashion-MNIST-sized images (a
+// CSV, MLflow's file store), and to each alone, compared with a small training step, and the step time with and without
+// logging every step (rounds interleaved, medians), and acc_log_images of a batch of 64 Fashion-MNIST-sized images (a
 // grid, PNG-encoded on the calling thread) against that step. Files go to a temporary project folder.
 //
 //   bench_tracking [--quick]
@@ -151,7 +151,33 @@ int main(int argc, char** argv) {
   acc_tensor_free(images);
   OK(acc_end_training(acc));
 
-  std::printf("acc_log, 4 scalars to tensorboard+jsonl+csv: %.2f us per call (median of %d rounds, %d calls)\n",
+  // 4. Each built-in tracker alone, rounds interleaved: the process's CPU per acc_log call of 4
+  // scalars, from the call until the tracker has written it out (end_training drains it).
+  const std::vector<std::string> kinds = {"tensorboard", "jsonl", "csv", "mlflow"};
+  std::vector<std::vector<double>> alone(kinds.size());
+  const int alone_calls = calls / rounds;
+  for (int r = 0; r < rounds; ++r)
+    for (size_t k = 0; k < kinds.size(); ++k) {
+      acc_options* ko = nullptr;
+      OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &ko));
+      OK(acc_options_set(ko, "cpu", "true"));
+      OK(acc_options_set(ko, "log_with", kinds[k].c_str()));
+      OK(acc_options_set(ko, "project_dir", (dir + "/alone").c_str()));
+      acc_accelerator* ka = nullptr;
+      OK(acc_accelerator_create(ko, &ka));
+      acc_options_free(ko);
+      OK(acc_init_trackers(ka, "alone", nullptr));
+      const double before = cpu_micros(CLOCK_PROCESS_CPUTIME_ID);
+      for (int i = 0; i < alone_calls; ++i) {
+        values[0] = 1.0 / (i + 1);
+        OK(acc_log(ka, names, values, 4, -1));
+      }
+      OK(acc_end_training(ka));
+      alone[k].push_back((cpu_micros(CLOCK_PROCESS_CPUTIME_ID) - before) / alone_calls);
+      acc_accelerator_free(ka);
+    }
+
+  std::printf("acc_log, 4 scalars to tensorboard+jsonl+csv+mlflow: %.2f us per call (median of %d rounds, %d calls)\n",
               median(per_call), rounds, calls);
   std::printf("CPU time per call: %.2f us on the calling thread, %.2f us in all (the writer threads included)\n",
               caller_cpu / calls, all_cpu / calls);
@@ -163,6 +189,11 @@ int main(int argc, char** argv) {
       "acc_log_images, 64 gray 28x28 images (one 224x224 grid PNG): %.1f us per call against a %.1f us "
       "training step (%.2fx)\n",
       median(imaged), median(stepped), median(imaged) / median(stepped));
+  std::printf("each tracker alone, CPU per acc_log call of 4 scalars until written (median of %d rounds of %d):",
+              rounds, alone_calls);
+  for (size_t k = 0; k < kinds.size(); ++k)
+    std::printf(" %s %.2f us (%.2fx jsonl's)%s", kinds[k].c_str(), median(alone[k]),
+                median(alone[k]) / median(alone[1]), k + 1 < kinds.size() ? "," : "\n");
   acc_accelerator_free(acc);
   return std::system(("rm -rf '" + dir + "'").c_str()) == 0 ? 0 : 1;
 }

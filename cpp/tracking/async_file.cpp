@@ -95,8 +95,8 @@ AsyncFile::AsyncFile(std::string path, bool truncate, std::chrono::milliseconds 
   });
 }
 
-AsyncFile::AsyncFile(TasksOwnFiles, std::string label)
-    : path_(std::move(label)), flush_interval_(std::chrono::seconds(1)) {
+AsyncFile::AsyncFile(TasksOwnFiles, std::string label, std::function<void()> flush_files)
+    : path_(std::move(label)), flush_interval_(std::chrono::seconds(1)), flush_files_(std::move(flush_files)) {
   thread_ = std::thread([this] {
     name_this_thread("acc-tracker");
     run();
@@ -190,11 +190,18 @@ void AsyncFile::run() {
     const auto now = std::chrono::steady_clock::now();
     bool flushed = false;
     if (error.empty() && !failed && (must_flush || now - last_flush >= flush_interval_)) {
-      // (Without a file of its own, the tasks' files are written when a task returns.)
-      if (file_ && std::fflush(file_) != 0)
-        error = "cannot write " + path_ + ": " + std::strerror(errno);
-      else
-        ends.flushed(file_);
+      if (file_) {
+        if (std::fflush(file_) != 0)
+          error = "cannot write " + path_ + ": " + std::strerror(errno);
+        else
+          ends.flushed(file_);
+      } else if (flush_files_) {
+        try {
+          flush_files_();
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
+      }
       last_flush = now;
       flushed = true;
     }

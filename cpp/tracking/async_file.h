@@ -28,9 +28,11 @@ class AsyncFile {
   // Opens `path` for appending (creating it), or truncated when `truncate`. Throws Io on failure.
   AsyncFile(std::string path, bool truncate, std::chrono::milliseconds flush_interval = std::chrono::seconds(1));
   // A writer without a file of its own: its tasks (given a null file) write the files they name, and
-  // `label` (e.g. a folder) names it in errors. flush() and close() wait for the tasks queued.
+  // `label` (e.g. a folder) names it in errors. `flush_files` runs on the writer thread where a file
+  // would be flushed (every flush interval, on flush() and on close()); its exceptions become the
+  // writer's error.
   struct TasksOwnFiles {};
-  AsyncFile(TasksOwnFiles, std::string label);
+  AsyncFile(TasksOwnFiles, std::string label, std::function<void()> flush_files);
   ~AsyncFile();  // close(), errors ignored
   AsyncFile(const AsyncFile&) = delete;
   AsyncFile& operator=(const AsyncFile&) = delete;
@@ -50,6 +52,7 @@ class AsyncFile {
   const std::string path_;
   const std::chrono::milliseconds flush_interval_;
   std::FILE* file_ = nullptr;
+  std::function<void()> flush_files_;  // without a file of its own
   std::mutex mutex_;
   std::condition_variable wake_, progress_;
   std::deque<Task> queue_;

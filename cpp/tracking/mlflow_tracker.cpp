@@ -99,7 +99,9 @@ void MlflowTracker::start(const std::string& project_name, const nlohmann::json&
   }
   store->write_params(run, params);
   run_dir_ = store->run_dir(run);
-  writer_ = std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, run_dir_);
+  metric_files_ = std::make_shared<mlflow::MetricFiles>(run_dir_);
+  writer_ =
+      std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, run_dir_, [files = metric_files_] { files->flush(); });
   store_ = std::move(store);
   run_ = std::move(run);
 }
@@ -109,10 +111,10 @@ void MlflowTracker::check_name(const std::string& name) const { mlflow::check_na
 void MlflowTracker::log(const std::shared_ptr<const Record>& record) {
   if (!writer_) fail(Status::NotInitialized, "the mlflow tracker has not started");
   if (record->names.empty()) return;  // texts only: MLflow's metrics are numbers
-  writer_->post([record, dir = run_dir_](std::FILE*&, const std::string&) {
+  writer_->post([record, files = metric_files_](std::FILE*&, const std::string&) {
     const auto timestamp = static_cast<int64_t>(record->wall_time * 1000);  // int(time.time() * 1000)
     for (size_t i = 0; i < record->names.size(); ++i)
-      mlflow::append_metric(dir, record->names[i], mlflow::metric_line(timestamp, record->values[i], record->step));
+      files->append(record->names[i], mlflow::metric_line(timestamp, record->values[i], record->step));
   });
 }
 
@@ -121,6 +123,7 @@ void MlflowTracker::finish() {
   std::unique_ptr<AsyncFile> writer = std::move(writer_);
   try {
     writer->close();
+    metric_files_.reset();  // the writer's tasks are done with it: its files close
   } catch (...) {
     run_.status = 4;  // FAILED: a metric could not be written
     run_.end_time = now_ms();

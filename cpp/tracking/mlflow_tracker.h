@@ -36,7 +36,8 @@ class MlflowTracker : public Tracker {
   std::unique_ptr<mlflow::Store> store_;
   mlflow::RunInfo run_;
   std::string run_dir_;
-  std::unique_ptr<AsyncFile> writer_;  // appends the metric lines
+  std::shared_ptr<mlflow::MetricFiles> metric_files_;  // used by the writer's tasks only
+  std::unique_ptr<AsyncFile> writer_;                  // appends the metric lines
 };
 
 }  // namespace acc::tracking
