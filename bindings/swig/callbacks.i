@@ -138,6 +138,11 @@
   void initTrackers(const char *project, const char *configJson ERR) {
     check(acc_init_trackers($self, project, opt_str(configJson)));
   }
+  /* initKwargsJson: Accelerate's init_kwargs, {"mlflow": {"run_name": ...}, ...} (null or "" for none);
+   * the layers name it as their language does. */
+  void initTrackersWith(const char *project, const char *configJson, const char *initKwargsJson ERR) {
+    check(acc_init_trackers_ex($self, project, opt_str(configJson), opt_str(initKwargsJson)));
+  }
   /* names: each name's UTF-8 bytes and a NUL, one per value (split_nul_terminated). */
   void logValues(const uint8_t *names, size_t namesSize, const double *data, size_t n, int64_t step ERR) {
     std::vector<std::string> list = split_nul_terminated(names, namesSize);

@@ -385,6 +385,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_accelerator::logGroup "internal";
 %csmethodmodifiers acc_accelerator::logImages "internal";
 %csmethodmodifiers acc_accelerator::backwardWith "internal";
+%csmethodmodifiers acc_accelerator::initTrackersWith "internal";
 %csmethodmodifiers acc_scheduler::fromLrLambda "internal";
 %csmethodmodifiers acc_scheduler::fromLrMultiplicative "internal";
 %csmethodmodifiers acc_scheduler::fromGroupLrLambda "internal";

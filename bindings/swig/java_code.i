@@ -429,6 +429,11 @@
   public void backward(Tensor loss, boolean retainGraph, boolean createGraph) {
     backwardWith(loss, retainGraph, createGraph);
   }
+  /** Accelerate's init_trackers(project_name, config, init_kwargs): initKwargsJson is a JSON object
+   *  from tracker names to their keyword arguments, e.g. {"mlflow": {"run_name": "baseline"}}. */
+  public void initTrackers(String project, String configJson, String initKwargsJson) {
+    initTrackersWith(project, configJson, initKwargsJson);
+  }
   /** Accelerate's log: values by name at step, or at the step after the last one when step is negative. */
   public void log(java.util.Map<String, Double> values, long step) {
     String[] names = values.keySet().toArray(new String[0]);

@@ -2036,6 +2036,17 @@ ACC_API ACC_NODISCARD acc_status acc_add_tracker(acc_accelerator *acc, const cha
  * the run does not start (the trackers that did are finished). */
 ACC_API ACC_NODISCARD acc_status acc_init_trackers(acc_accelerator *acc, const char *project_name,
                                                    const char *config_json);
+/* acc_init_trackers with Accelerate's init_kwargs: init_kwargs_json (NULL or "" for none) is a JSON
+ * object from tracker names to objects of the keyword arguments their classes take, e.g.
+ * {"mlflow": {"run_name": "baseline", "tags": {"team": "vision"}}, "tensorboard": {"flush_secs": 30}}.
+ * mlflow takes run_name, run_id (a run to resume), tags, description, logging_dir (a new
+ * experiment's artifact location) and nested_run; tensorboard takes SummaryWriter's flush_secs and
+ * filename_suffix (and max_queue and comment, which change nothing here; purge_step is
+ * ACC_ERR_UNSUPPORTED); jsonl, csv and the program's trackers take none. A tracker name not in use,
+ * a key a tracker does not take, or a value of the wrong type is ACC_ERR_INVALID_ARGUMENT, checked on
+ * every process before any tracker starts (and before a run already open ends). */
+ACC_API ACC_NODISCARD acc_status acc_init_trackers_ex(acc_accelerator *acc, const char *project_name,
+                                                      const char *config_json, const char *init_kwargs_json);
 /* Accelerate's log: n values by name (non-empty, distinct names; arrays borrowed) at `step`, or at
  * the step after the last one logged when step < 0 (0 for the first call of a run). n may be 0 (the
  * step still advances). Before acc_init_trackers or after acc_end_training: ACC_ERR_NOT_INITIALIZED.

@@ -94,6 +94,15 @@ acc_status acc_init_trackers(acc_accelerator* acc, const char* project_name, con
   });
 }
 
+acc_status acc_init_trackers_ex(acc_accelerator* acc, const char* project_name, const char* config_json,
+                                const char* init_kwargs_json) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    a.init_trackers(text_arg(project_name, "project_name"), config_json ? config_json : "",
+                    init_kwargs_json ? init_kwargs_json : "");
+  });
+}
+
 acc_status acc_log(acc_accelerator* acc, const char* const* names, const double* values, size_t n, int64_t step) {
   return guarded([&] {
     auto& a = accelerator_arg(acc);

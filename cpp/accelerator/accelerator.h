@@ -189,8 +189,9 @@ class Accelerator {
   void free_memory();
   // Experiment tracking (Accelerate's init_trackers / log / end_training): log_with's trackers and
   // those added to trackers(); only the main process writes.
-  void init_trackers(const std::string& project_name, const std::string& config_json) {
-    trackers_.init(project_name, config_json);
+  void init_trackers(const std::string& project_name, const std::string& config_json,
+                     const std::string& init_kwargs_json = "") {
+    trackers_.init(project_name, config_json, init_kwargs_json);
   }
   void log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step) {
     trackers_.log(std::move(names), std::move(values), step);

@@ -25,13 +25,14 @@ class FileTracker : public Tracker {
   }
 
  protected:
-  // Starts the run's file, logging_dir/project_name/file_name (after closing the last run's);
-  // returns the run's folder.
-  std::string open_run(const std::string& project_name, const std::string& file_name, bool truncate) {
+  // Starts the run's file, logging_dir/project_name/file_name (after closing the last run's), flushed
+  // every `flush_interval`; returns the run's folder.
+  std::string open_run(const std::string& project_name, const std::string& file_name, bool truncate,
+                       std::chrono::milliseconds flush_interval = std::chrono::seconds(1)) {
     if (file_) finish();
     const std::string dir = make_run_dir(logging_dir_, project_name);
     path_ = dir + "/" + file_name;
-    file_ = std::make_unique<AsyncFile>(path_, truncate);
+    file_ = std::make_unique<AsyncFile>(path_, truncate, flush_interval);
     return dir;
   }
   // The file of the current run; fails if no run has started. (A failed writer is reported by the

@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/text.h"
+#include "common/utf8.h"
 #include "tracking/python_text.h"
 
 namespace acc::tracking::mlflow {
@@ -88,6 +89,19 @@ void make_dirs(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(Status::Io, "mlflow: cannot create ", dir.string(), ": ", ec.message());
+}
+
+// The folders in `dir` (none where it is absent); Io where it cannot be listed.
+std::vector<fs::path> subfolders(const fs::path& dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return out;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code kind;
+    if (it->is_directory(kind)) out.push_back(it->path());
+  }
+  if (ec) fail(Status::Io, "mlflow: cannot list ", dir.string(), ": ", ec.message());
+  return out;
 }
 
 // A meta.yaml's mapping; nullopt where it is missing or not one (MLflow skips such folders).
@@ -162,8 +176,9 @@ void check_name(const std::string& what, const std::string& name) {
 // getpass.getuser(): LOGNAME, USER, LNAME, USERNAME, then the password database.
 std::string user_name() {
   for (const char* variable : {"LOGNAME", "USER", "LNAME", "USERNAME"})
-    if (const char* value = std::getenv(variable); value && *value) return value;
-  if (const passwd* entry = ::getpwuid(::getuid()); entry && entry->pw_name) return entry->pw_name;
+    if (const char* value = std::getenv(variable); value && *value && is_utf8(value)) return value;
+  if (const passwd* entry = ::getpwuid(::getuid()); entry && entry->pw_name && is_utf8(entry->pw_name))
+    return entry->pw_name;
   return "unknown";
 }
 
@@ -212,33 +227,36 @@ Store::Store(std::string root) : root_(std::move(root)) {
 }
 
 std::string Store::experiment(const std::string& name, const std::string& artifact_location, const Pairs& tags) {
-  require(!name.empty() && name.size() <= kMaxExperimentNameLength, "mlflow: an experiment name has 1 to ",
-          kMaxExperimentNameLength, " characters; \"", name, "\" has ", name.size());
+  check_experiment_name(name);
   for (const auto& tag : tags) check_name("experiment tag", tag.first);
   std::string found;
   int64_t newest = 0;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(root_, ec)) {
-    if (!entry.is_directory(ec) || entry.path().filename() == ".trash" || entry.path().filename() == "models") continue;
-    const auto meta = read_meta(entry.path());
+  for (const fs::path& dir : subfolders(root_)) {
+    if (dir.filename() == ".trash" || dir.filename() == "models") continue;
+    const auto meta = read_meta(dir);
     if (!meta || scalar(*meta, "name") != name || scalar(*meta, "lifecycle_stage") != "active") continue;
     const int64_t created = integer(*meta, "creation_time").value_or(0);
-    if (found.empty() || created > newest) found = entry.path().filename().string(), newest = created;
+    if (found.empty() || created > newest) found = dir.filename().string(), newest = created;
   }
-  if (ec) fail(Status::Io, "mlflow: cannot list the store ", root_, ": ", ec.message());
   if (!found.empty()) return found;
-  for (const auto& entry : fs::directory_iterator(fs::path(root_) / ".trash", ec)) {
-    const auto meta = read_meta(entry.path());
+  for (const fs::path& dir : subfolders(fs::path(root_) / ".trash")) {
+    const auto meta = read_meta(dir);
     if (meta && scalar(*meta, "name") == name)
       fail(Status::InvalidArgument, "mlflow: the experiment '", name, "' exists in deleted state in ", root_,
            " (restore it, or remove it from the store's .trash folder, to log to that name again)");
   }
+  std::error_code ec;
   std::string id;
   do id = random_experiment_id();
   while (fs::exists(fs::path(root_) / id, ec));
   const fs::path dir = fs::path(root_) / id;
   make_dirs(dir);
-  write_experiment_meta(dir, id, name, artifact_location.empty() ? file_uri(dir.string()) : file_uri(artifact_location),
+  // A path becomes its file: URI (MLflow's resolve_uri_if_local); a URI (s3://...) stays as given.
+  const bool is_uri = artifact_location.find("://") != std::string::npos || artifact_location.rfind("file:", 0) == 0;
+  write_experiment_meta(dir, id, name,
+                        artifact_location.empty() ? file_uri(dir.string())
+                        : is_uri                  ? artifact_location
+                                                  : file_uri(artifact_location),
                         now_ms());
   for (const auto& [key, value] : tags) write_value(dir / "tags", key, value);
   return id;
@@ -302,10 +320,9 @@ RunInfo Store::find_run(const std::string& run_id) const {
   for (const char c : run_id)
     require(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-', "MLFLOW_RUN_ID: '", run_id,
             "' is not an MLflow run id");
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(root_, ec)) {
-    if (!entry.is_directory(ec) || entry.path().filename() == ".trash") continue;
-    const fs::path dir = entry.path() / run_id;
+  for (const fs::path& experiment : subfolders(root_)) {
+    if (experiment.filename() == ".trash") continue;
+    const fs::path dir = experiment / run_id;
     const auto meta = read_meta(dir);
     if (!meta) continue;
     RunInfo run;
@@ -316,7 +333,7 @@ RunInfo Store::find_run(const std::string& run_id) const {
     run.artifact_uri = scalar(*meta, "artifact_uri");
     run.lifecycle_stage = scalar(*meta, "lifecycle_stage");
     run.start_time = integer(*meta, "start_time").value_or(now_ms());
-    require(run.experiment_id == entry.path().filename().string(), "mlflow: the run ", run_id, " in ", dir.string(),
+    require(run.experiment_id == experiment.filename().string(), "mlflow: the run ", run_id, " in ", dir.string(),
             " names experiment '", run.experiment_id, "' in its meta.yaml");
     require(run.lifecycle_stage == "active", "mlflow: the run ", run_id, " is deleted (restore it to log to it)");
     run.status = static_cast<int>(integer(*meta, "status").value_or(1));
@@ -326,24 +343,34 @@ RunInfo Store::find_run(const std::string& run_id) const {
   fail(Status::InvalidArgument, "MLFLOW_RUN_ID: no run ", run_id, " in the store ", root_);
 }
 
-void Store::check_params_and_tags(const RunInfo& run, const Pairs& params, const Pairs& tags) const {
-  const fs::path dir = run_dir(run);
+void check_experiment_name(const std::string& name) {
+  require(!name.empty() && name.size() <= kMaxExperimentNameLength && is_utf8(name),
+          "mlflow: an experiment name is UTF-8 of 1 to ", kMaxExperimentNameLength, " characters; \"",
+          printable_utf8(name), "\" is not");
+}
+
+void check_params_and_tags(const Pairs& params, const Pairs& tags) {
   for (const auto& [key, value] : params) {
     check_name("parameter", key);
     require(value.size() <= kMaxParamValueLength, "mlflow: the parameter '", key, "' is longer than ",
             kMaxParamValueLength, " characters");
-    const fs::path path = dir / "params" / key;
+  }
+  for (const auto& [key, value] : tags) {
+    check_name("tag", key);
+    require(value.size() <= kMaxTagValueLength && is_utf8(value), "mlflow: the tag '", key,
+            "' is not UTF-8 of at most ", kMaxTagValueLength, " characters");
+  }
+}
+
+void Store::check_params_unchanged(const RunInfo& run, const Pairs& params) const {
+  for (const auto& [key, value] : params) {
+    const fs::path path = fs::path(run_dir(run)) / "params" / key;
     std::error_code ec;
     if (!fs::exists(path, ec)) continue;
     const auto logged = read_whole_file(path.string());
     require(logged && *logged == value, "mlflow: the run ", run.run_id, " has the parameter '", key,
             "' logged with the value '", logged.value_or("?"), "'; MLflow's parameters never change, and this ",
             "run's configuration gives '", value, "'");
-  }
-  for (const auto& [key, value] : tags) {
-    check_name("tag", key);
-    require(value.size() <= kMaxTagValueLength, "mlflow: the tag '", key, "' is longer than ", kMaxTagValueLength,
-            " characters");
   }
 }
 

@@ -27,6 +27,12 @@ using Pairs = std::vector<std::pair<std::string, std::string>>;
 // the same after path normalisation (no leading '/', no empty, '.' or '..' parts, no trailing '/').
 void check_name(const std::string& what, const std::string& name);
 
+// InvalidArgument unless MLflow takes the parameters and tags: valid names (check_name), values no
+// longer than its limits.
+void check_params_and_tags(const Pairs& params, const Pairs& tags);
+// InvalidArgument unless `name` is UTF-8 of 1 to kMaxExperimentNameLength characters.
+void check_experiment_name(const std::string& name);
+
 // The store's folder: MLFLOW_TRACKING_URI when set (a path, or a file: URI), else
 // <logging_dir>/mlruns. Another scheme (a tracking server, a database) is Unsupported; neither set is
 // InvalidArgument.
@@ -51,7 +57,8 @@ class Store {
   const std::string& root() const { return root_; }
 
   // The id of the active experiment named `name` (the newest, where several are), or of a new one
-  // with `artifact_location` ("" for MLflow's default, the experiment's folder) and `tags`. A
+  // with `artifact_location` (a path or a URI; "" for MLflow's default, the experiment's folder) and
+  // `tags`. A
   // deleted experiment of that name is an error, as MLflow's.
   std::string experiment(const std::string& name, const std::string& artifact_location, const Pairs& tags);
   // A new run in the experiment, started at `start_ms`: its meta.yaml and folders, and `tags`
@@ -61,10 +68,9 @@ class Store {
   // An existing run of any experiment (MLFLOW_RUN_ID), as its meta.yaml says; InvalidArgument where
   // the store has none of that id, or it is deleted.
   RunInfo find_run(const std::string& run_id) const;
-  // Checks, writing nothing, that the run can take the parameters and tags: valid names, values no
-  // longer than MLflow allows, and no parameter already logged with another value (MLflow's
+  // InvalidArgument where the run has one of the parameters logged with another value (MLflow's
   // parameters never change).
-  void check_params_and_tags(const RunInfo& run, const Pairs& params, const Pairs& tags) const;
+  void check_params_unchanged(const RunInfo& run, const Pairs& params) const;
   void write_params(const RunInfo& run, const Pairs& params);
   void write_tags(const RunInfo& run, const Pairs& tags);
   // Rewrites the run's meta.yaml (its status and end time).

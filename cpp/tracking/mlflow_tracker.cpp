@@ -9,6 +9,8 @@
 
 #include "common/error.h"
 #include "common/json_input.h"
+#include "common/utf8.h"
+#include "tracking/init_kwargs.h"
 #include "tracking/python_text.h"
 
 namespace acc::tracking {
@@ -24,13 +26,11 @@ int64_t now_ms() {
       .count();
 }
 
-// MLFLOW_TAGS, a JSON object (Accelerate json.loads it); each value as str() prints it.
-mlflow::Pairs tags_from_environment() {
+// Tags given as a JSON object (or its text, which Accelerate json.loads), each value as str() prints it.
+mlflow::Pairs tags_of(const nlohmann::json& given, const char* what) {
+  const nlohmann::json parsed = given.is_string() ? parse_json_input(given.get<std::string>(), what) : given;
+  require(parsed.is_object(), what, " is a JSON object of tag names to values, not ", parsed.type_name());
   mlflow::Pairs tags;
-  const char* text = env("MLFLOW_TAGS");
-  if (!text) return tags;
-  const nlohmann::json parsed = parse_json_input(text, "MLFLOW_TAGS");
-  require(parsed.is_object(), "MLFLOW_TAGS is a JSON object of tag names to values, not ", parsed.type_name());
   for (const auto& [key, value] : parsed.items()) tags.emplace_back(key, python_str(value));
   return tags;
 }
@@ -51,12 +51,37 @@ MlflowTracker::~MlflowTracker() {
   }
 }
 
+void MlflowTracker::set_init_kwargs(const nlohmann::json& kwargs) {
+  InitKwargs k("mlflow", kwargs);
+  std::string run_name = k.text("run_name").value_or("");
+  std::string run_id = k.text("run_id").value_or("");
+  const auto tags = k.value("tags");
+  mlflow::Pairs parsed = tags ? tags_of(*tags, "init_kwargs[\"mlflow\"][\"tags\"]") : mlflow::Pairs{};
+  std::string description = k.text("description").value_or("");
+  std::string artifact_location = k.text("logging_dir").value_or("");
+  k.boolean("nested_run");
+  k.refuse_the_rest();
+  require(is_utf8(run_name) && run_name.size() <= mlflow::kMaxTagValueLength, "init_kwargs[\"mlflow\"][\"run_name\"] ",
+          "is UTF-8 of at most ", mlflow::kMaxTagValueLength, " bytes");
+  require(is_utf8(description) && description.size() <= mlflow::kMaxTagValueLength,
+          "init_kwargs[\"mlflow\"][\"description\"] is UTF-8 of at most ", mlflow::kMaxTagValueLength, " bytes");
+  run_name_ = std::move(run_name);
+  run_id_ = std::move(run_id);
+  tags_ = std::move(parsed);
+  description_ = std::move(description);
+  artifact_location_ = std::move(artifact_location);
+}
+
 void MlflowTracker::start(const std::string& project_name, const nlohmann::json& config) {
   finish();
   // Everything that can be refused is, before the store changes.
   const std::string root = mlflow::store_root(logging_dir_);
   const char* experiment_name = env("MLFLOW_EXPERIMENT_NAME");
-  const mlflow::Pairs env_tags = tags_from_environment();
+  const char* tags_text = env("MLFLOW_TAGS");
+  const mlflow::Pairs given_tags = tags_text ? tags_of(nlohmann::json(tags_text), "MLFLOW_TAGS") : tags_;
+  // The run's: those given, and the description as MLflow's start_run keeps it.
+  mlflow::Pairs run_tags = given_tags;
+  if (!description_.empty()) run_tags.emplace_back("mlflow.note.content", description_);
   mlflow::Pairs params;
   for (const auto& [key, value] : config.items()) {
     std::string text = python_str(value);
@@ -69,31 +94,31 @@ void MlflowTracker::start(const std::string& project_name, const nlohmann::json&
     }
     params.emplace_back(key, std::move(text));
   }
-  for (const auto& param : params) mlflow::check_name("parameter", param.first);
-  for (const auto& tag : env_tags) mlflow::check_name("tag", tag.first);
+  mlflow::check_params_and_tags(params, run_tags);
+  const std::string experiment_or_project = experiment_name ? experiment_name : project_name;
+  mlflow::check_experiment_name(experiment_or_project);
 
   auto store = std::make_unique<mlflow::Store>(root);
   mlflow::RunInfo run;
-  if (const char* run_id = env("MLFLOW_RUN_ID")) {
+  const char* env_run_id = env("MLFLOW_RUN_ID");
+  if (const std::string run_id = env_run_id ? env_run_id : run_id_; !run_id.empty()) {
     run = store->find_run(run_id);
-    store->check_params_and_tags(run, params, env_tags);
+    store->check_params_unchanged(run, params);
     run.status = 1;  // RUNNING again, as MLflow's start_run(run_id) sets it
     run.end_time.reset();
     store->write_run_info(run);
-    store->write_tags(run, env_tags);
+    store->write_tags(run, run_tags);
   } else {
-    const std::string experiment =
-        store->experiment(experiment_name ? experiment_name : project_name, logging_dir_, env_tags);
-    mlflow::Pairs tags = env_tags;
-    std::string run_name = project_name;
-    for (auto& c : run_name)
-      if (c == '/') c = '-';
+    const std::string experiment = store->experiment(experiment_or_project, artifact_location_, given_tags);
+    mlflow::Pairs tags = run_tags;
+    std::string run_name = run_name_.empty() ? project_name : run_name_;
     const std::string program = program_path();
     tags.emplace_back("mlflow.source.type", "LOCAL");
-    if (!program.empty()) tags.emplace_back("mlflow.source.name", program);
+    if (!program.empty() && is_utf8(program) && program.size() <= mlflow::kMaxTagValueLength)
+      tags.emplace_back("mlflow.source.name", program);
     tags.emplace_back("mlflow.user", mlflow::user_name());
     const int64_t started = now_ms();
-    run_name += "-" + std::to_string(started);
+    if (run_name_.empty()) run_name += "-" + std::to_string(started);
     tags.emplace_back("mlflow.runName", run_name);
     run = store->create_run(experiment, run_name, tags, started);
   }

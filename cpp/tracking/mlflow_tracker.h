@@ -25,6 +25,12 @@ class MlflowTracker : public Tracker {
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
   bool takes_texts() const override { return false; }
+  // MLflowTracker's keyword arguments: run_name (a new run's), run_id (a run to resume), tags (an
+  // object, or its JSON text), description (the run's note, tag mlflow.note.content), logging_dir (a
+  // new experiment's artifact location) and nested_run (taken: a process of this library has no
+  // parent run, so MLflow's start_run makes a top-level one). MLFLOW_RUN_ID and MLFLOW_TAGS win over
+  // run_id and tags, as in Accelerate.
+  void set_init_kwargs(const nlohmann::json& kwargs) override;
   void check_name(const std::string& name) const override;
   void finish() override;
   // The run's folder in the store.
@@ -33,6 +39,9 @@ class MlflowTracker : public Tracker {
  private:
   const std::string name_ = "mlflow";
   const std::string logging_dir_;
+  // From init_kwargs (empty: not given).
+  std::string run_name_, run_id_, description_, artifact_location_;
+  mlflow::Pairs tags_;
   std::unique_ptr<mlflow::Store> store_;
   mlflow::RunInfo run_;
   std::string run_dir_;

@@ -10,7 +10,9 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/utf8.h"
 #include "tracking/hparams.h"
+#include "tracking/init_kwargs.h"
 #include "tracking/proto/event.pb.h"
 #include "tracking/proto/hparams.pb.h"
 #include "tracking/tfrecord.h"
@@ -153,8 +155,24 @@ std::string end_record(double wall_time) {
 
 }  // namespace
 
+void TensorBoardTracker::set_init_kwargs(const nlohmann::json& kwargs) {
+  InitKwargs k("tensorboard", kwargs);
+  const auto seconds = k.integer("flush_secs", 1, 86400);
+  std::string suffix = k.text("filename_suffix").value_or("");
+  require(suffix.size() <= 128 && suffix.find('/') == std::string::npos && suffix.find('\0') == std::string::npos &&
+              is_utf8(suffix),
+          "init_kwargs[\"tensorboard\"][\"filename_suffix\"] goes after the event file's name: UTF-8 of at most 128 ",
+          "bytes without '/'");
+  k.integer("max_queue", 1, int64_t{1} << 31);
+  k.text("comment");
+  k.refuse("purge_step", "the event files here are new for each run, so there is nothing of an earlier run to purge");
+  k.refuse_the_rest();
+  filename_suffix_ = std::move(suffix);
+  flush_interval_ = std::chrono::seconds(seconds.value_or(1));
+}
+
 void TensorBoardTracker::start(const std::string& project_name, const nlohmann::json& config) {
-  run_dir_ = open_run(project_name, event_file_name(), /*truncate=*/true);
+  run_dir_ = open_run(project_name, event_file_name() + filename_suffix_, /*truncate=*/true, flush_interval_);
   has_hparams_ = !config.empty();
   file_->append(start_records(config, now_seconds()));
 }
@@ -191,7 +209,8 @@ void TensorBoardTracker::log_group(const std::shared_ptr<const Record>& record) 
       std::error_code ec;
       std::filesystem::create_directories(folder, ec);
       if (ec) fail(Status::Io, "cannot create the TensorBoard folder ", folder, ": ", ec.message());
-      auto opened = std::make_unique<AsyncFile>(folder + "/" + event_file_name(), /*truncate=*/true);
+      auto opened = std::make_unique<AsyncFile>(folder + "/" + event_file_name() + filename_suffix_, /*truncate=*/true,
+                                                flush_interval_);
       opened->append(start_records(nlohmann::json::object(), record->wall_time));
       found = group_files_.emplace(folder, std::move(opened)).first;
     }

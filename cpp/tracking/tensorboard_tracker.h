@@ -6,6 +6,7 @@
 // Protos are built, serialized and framed on the file's background thread.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,12 +21,19 @@ class TensorBoardTracker : public FileTracker {
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
   bool takes_images() const override { return true; }
+  // SummaryWriter's keyword arguments, as Accelerate passes them: flush_secs (the files' flush
+  // interval) and filename_suffix (after each event file's name) are honoured; max_queue (how many
+  // events SummaryWriter buffers) and comment (which SummaryWriter ignores beside a log_dir, and
+  // Accelerate always gives one) are taken and change nothing here; purge_step is Unsupported.
+  void set_init_kwargs(const nlohmann::json& kwargs) override;
   void finish() override;
 
  private:
   void log_group(const std::shared_ptr<const Record>& record);
   void log_images(const std::shared_ptr<const Record>& record);
   bool has_hparams_ = false;  // a session was started: end it in finish()
+  std::string filename_suffix_;
+  std::chrono::milliseconds flush_interval_ = std::chrono::seconds(1);
   std::string run_dir_;
   // acc_log_scalars' event files, one per folder "<group>_<name>" of the run (add_scalars' writers).
   std::map<std::string, std::unique_ptr<AsyncFile>> group_files_;

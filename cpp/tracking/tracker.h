@@ -35,6 +35,11 @@ class Tracker {
  public:
   virtual ~Tracker() = default;
   virtual const std::string& name() const = 0;
+  // Accelerate's init_kwargs for this tracker (its class's keyword arguments beyond the project
+  // name: tracking/init_kwargs.h), given on every process before a run starts ({} when none, which
+  // resets them). InvalidArgument for a key the tracker does not take, Unsupported for one it knows
+  // but does not build. By default a tracker takes none.
+  virtual void set_init_kwargs(const nlohmann::json& kwargs);
   // A run begins: the project name and its hyper-parameters (a JSON object).
   virtual void start(const std::string& project_name, const nlohmann::json& config) = 0;
   virtual void log(const std::shared_ptr<const Record>& record) = 0;

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/json_input.h"
 #include "common/own_callbacks.h"
 #include "common/text.h"
 #include "common/utf8.h"
@@ -108,13 +109,33 @@ void TrackerSet::add(std::shared_ptr<Tracker> tracker) {
   if (running_ && main_) tracker->start(project_name_, config_);
 }
 
-void TrackerSet::init(const std::string& project_name, const std::string& config_json) {
+void TrackerSet::init(const std::string& project_name, const std::string& config_json,
+                      const std::string& init_kwargs_json) {
   refuse_from_callbacks("init_trackers");
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(!project_name.empty(), "init_trackers needs a project name");
   require(project_name.find("..") == std::string::npos && project_name.front() != '/',
           "the project name \"", project_name, "\" must stay inside the logging folder");
   const nlohmann::json config = parse_config(config_json);
+  const nlohmann::json init_kwargs =
+      trimmed(init_kwargs_json).empty() ? nlohmann::json::object() : parse_json_input(init_kwargs_json, "init_kwargs");
+  require(init_kwargs.is_object(), "init_kwargs is a JSON object from tracker names to their keyword arguments, not ",
+          init_kwargs.type_name());
+  for (const auto& item : init_kwargs.items()) {
+    const bool in_use =
+        std::any_of(trackers_.begin(), trackers_.end(), [&](const auto& t) { return t->name() == item.key(); });
+    if (!in_use) {
+      std::string known;
+      for (const auto& t : trackers_) known += (known.empty() ? "" : ", ") + t->name();
+      fail(Status::InvalidArgument, "init_kwargs names \"", printable_utf8(item.key()),
+           "\", which is no tracker of this accelerator (", known.empty() ? "it has none" : "its trackers: " + known,
+           ")");
+    }
+  }
+  for (auto& tracker : trackers_) {
+    const auto given = init_kwargs.find(tracker->name());
+    tracker->set_init_kwargs(given == init_kwargs.end() ? nlohmann::json::object() : *given);
+  }
   if (running_) end();
   project_name_ = project_name;
   config_ = config;

@@ -28,8 +28,10 @@ class TrackerSet {
 
   // A tracker of the program (its name must be new). Added during a run, it starts at once.
   void add(std::shared_ptr<Tracker> tracker);
-  // Starts a run: config_json is a JSON object of hyper-parameters ("" for none).
-  void init(const std::string& project_name, const std::string& config_json);
+  // Starts a run: config_json is a JSON object of hyper-parameters ("" for none); init_kwargs_json
+  // ("" for none) Accelerate's init_kwargs, a JSON object from tracker names (of trackers in use)
+  // to the keyword arguments each takes (Tracker::set_init_kwargs), checked on every process.
+  void init(const std::string& project_name, const std::string& config_json, const std::string& init_kwargs_json = "");
   // Logs values by name at `step` (none: one past the last step logged, 0 at first). Names must be
   // non-empty and distinct. Every tracker receives the call even if one fails; the first failure
   // is rethrown.

@@ -132,7 +132,9 @@ TEST(MlflowTracking, WritesTheFileStoreAsMlflowReadsIt) {
   EXPECT_EQ(store["experiments"]["0"]["name"], "Default");
   const nlohmann::json experiment = experiment_named(store, "proj");
   EXPECT_EQ(experiment["lifecycle_stage"], "active");
-  EXPECT_EQ(experiment["artifact_location"], "file://" + fs::absolute(dir).lexically_normal().string());
+  // MLflow's default (Accelerate passes no logging_dir to MLflowTracker): the experiment's folder.
+  EXPECT_EQ(experiment["artifact_location"],
+            "file://" + fs::absolute(fs::path(run_dir).parent_path()).lexically_normal().string());
   ASSERT_EQ(experiment["runs"].size(), 1u);
   const auto& [run_id, run] = *experiment["runs"].items().begin();
   EXPECT_EQ(run_dir, dir + "/mlruns/" + fs::path(run_dir).parent_path().filename().string() + "/" + run_id);
@@ -251,6 +253,21 @@ TEST(MlflowTracking, TrackingUriAndNamesMlflowRefuses) {
     const ScopedEnv tags("MLFLOW_TAGS", "[1, 2]");
     ACC_EXPECT_ERROR(acc_init_trackers(a, "proj", nullptr), ACC_ERR_INVALID_ARGUMENT, "MLFLOW_TAGS is a JSON object");
   }
+  {
+    const ScopedEnv tags("MLFLOW_TAGS", ("{\"note\": \"" + std::string(5001, 'n') + "\"}").c_str());
+    ACC_EXPECT_ERROR(acc_init_trackers(a, "proj", nullptr), ACC_ERR_INVALID_ARGUMENT,
+                     "the tag 'note' is not UTF-8 of at most 5000 characters");
+  }
+  {
+    const ScopedEnv tags("MLFLOW_TAGS", "{\"a tag?\": 1}");
+    ACC_EXPECT_ERROR(acc_init_trackers(a, "proj", nullptr), ACC_ERR_INVALID_ARGUMENT,
+                     "the tag 'a tag?' has a character MLflow refuses");
+  }
+  for (const std::string& name : {std::string(501, 'e'), std::string("caf\xe9")}) {
+    const ScopedEnv experiment("MLFLOW_EXPERIMENT_NAME", name.c_str());
+    ACC_EXPECT_ERROR(acc_init_trackers(a, "proj", nullptr), ACC_ERR_INVALID_ARGUMENT,
+                     "an experiment name is UTF-8 of 1 to 500 characters");
+  }
   EXPECT_FALSE(fs::exists(store));
   ACC_ASSERT_OK(acc_init_trackers(a, "proj", "{\"ok key/with.parts-1 2\": 1}"));
   for (const std::string& name : std::vector<std::string>{"a//b", "/a", "a/", "a/../b", "./a", "..", "caf\u00e9",
@@ -281,4 +298,70 @@ TEST(MlflowTracking, AWriteThatFailsMarksTheRunFailed) {
   const nlohmann::json read = read_store(dir + "/mlruns");
   EXPECT_EQ(experiment_named(read, "proj")["runs"].begin().value()["status"], "FAILED");
   acc_accelerator_free(a);
+}
+
+// Accelerate's init_kwargs["mlflow"]: the run's name, tags (an object, or its JSON text; on a new
+// experiment too), description (mlflow.note.content), the artifact location of a new experiment
+// (logging_dir), nested_run taken; MLFLOW_TAGS wins over tags, as in Accelerate; run_id resumes. A
+// misspelt or mistyped argument, or a tracker not in use, is refused before anything changes, and the
+// run already open goes on.
+TEST(MlflowTracking, InitKwargsNameTagAndDescribeTheRun) {
+  const CleanMlflowEnv clean;
+  const std::string dir = fresh_dir("mlflow_kwargs");
+  acc_accelerator* a = make("mlflow", dir);
+  const std::string kwargs = nlohmann::json{{"mlflow",
+                                             {{"run_name", "baseline run"},
+                                              {"tags", {{"team", "vision"}, {"round", 2}}},
+                                              {"description", "first try"},
+                                              {"nested_run", true},
+                                              {"logging_dir", dir + "/artifacts"}}}}
+                                 .dump();
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "proj", "{\"lr\": 0.1}", kwargs.c_str()));
+  const std::string first = fs::path(tracker_path(a)).filename();
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0, 0));
+
+  for (const auto& [bad, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"mlfow": {}})",
+            "init_kwargs names \"mlfow\", which is no tracker of this accelerator (its trackers: mlflow)"},
+           {R"({"mlflow": {"run_nme": "x"}})", "the mlflow tracker takes no keyword argument \"run_nme\""},
+           {R"({"mlflow": {"experiment_name": "x"}})", "takes no keyword argument \"experiment_name\""},
+           {R"({"mlflow": {"run_name": 3}})", "init_kwargs[\"mlflow\"][\"run_name\"] is a string"},
+           {R"({"mlflow": {"tags": "[1]"}})", "init_kwargs[\"mlflow\"][\"tags\"] is a JSON object"},
+           {R"({"mlflow": {"nested_run": "yes"}})", "is true or false"},
+           {R"({"mlflow": []})", "init_kwargs[\"mlflow\"] is a JSON object"},
+           {R"([1])", "init_kwargs is a JSON object"},
+           {R"({"mlflow": )", "init_kwargs"}}) {
+    ACC_EXPECT_ERROR(acc_init_trackers_ex(a, "proj", nullptr, bad.c_str()), ACC_ERR_INVALID_ARGUMENT, message);
+  }
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, 1));  // the first run goes on
+  EXPECT_EQ(fs::path(tracker_path(a)).filename(), first);
+  {
+    const ScopedEnv tags("MLFLOW_TAGS", "{\"team\": \"audio\"}");  // wins over init_kwargs' tags
+    ACC_ASSERT_OK(acc_init_trackers_ex(a, "proj", nullptr, R"({"mlflow": {"tags": "{\"team\": \"text\"}"}})"));
+  }
+  const std::string second = fs::path(tracker_path(a)).filename();
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "proj", nullptr, ("{\"mlflow\": {\"run_id\": \"" + first + "\"}}").c_str()));
+  EXPECT_EQ(fs::path(tracker_path(a)).filename(), first);
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.25, 2));
+  ACC_ASSERT_OK(acc_end_training(a));
+  acc_accelerator_free(a);
+
+  const nlohmann::json store = read_store(dir + "/mlruns");
+  const nlohmann::json experiment = experiment_named(store, "proj");
+  EXPECT_EQ(experiment["artifact_location"], "file://" + fs::absolute(dir).lexically_normal().string() + "/artifacts");
+  EXPECT_EQ(experiment["tags"], (nlohmann::json{{"team", "vision"}, {"round", "2"}}));
+  ASSERT_EQ(experiment["runs"].size(), 2u);
+  const auto run = experiment["runs"][first];
+  EXPECT_EQ(run["run_name"], "baseline run");
+  EXPECT_EQ(run["tags"]["mlflow.runName"], "baseline run");
+  EXPECT_EQ(run["tags"]["team"], "vision");
+  EXPECT_EQ(run["tags"]["round"], "2");
+  EXPECT_EQ(run["tags"]["mlflow.note.content"], "first try");
+  EXPECT_EQ(run["status"], "FINISHED");
+  EXPECT_EQ(values_and_steps(run["metrics"]["loss"]),
+            (std::vector<std::pair<std::string, int64_t>>{{"1.0", 0}, {"0.5", 1}, {"0.25", 2}}));
+  const auto other = experiment["runs"][second];
+  EXPECT_EQ(other["tags"]["team"], "audio");
+  EXPECT_FALSE(other["tags"].contains("mlflow.note.content"));
+  EXPECT_EQ(other["run_name"].get<std::string>().rfind("proj-", 0), 0u);
 }

@@ -13,6 +13,11 @@ public partial class Accelerator {
   public void Backward(Tensor loss, bool retainGraph, bool createGraph = false) {
     BackwardWith(loss, retainGraph, createGraph);
   }
+  /// Accelerate's init_trackers(project_name, config, init_kwargs): initKwargsJson is a JSON object
+  /// from tracker names to their keyword arguments, e.g. {"mlflow": {"run_name": "baseline"}}.
+  public void InitTrackers(string project, string configJson, string initKwargsJson) {
+    InitTrackersWith(project, configJson, initKwargsJson);
+  }
 
   /// `using (acc.Accumulate()) { ... }`: one micro-step of gradient accumulation.
   public Scope Accumulate() {

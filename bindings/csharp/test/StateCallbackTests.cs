@@ -220,6 +220,27 @@ public class StateCallbackTests {
     Assert.IsTrue(Directory.Exists(Path.Combine(dir, "run", "loss_train")));
   }
 
+  // log_with "mlflow" with init_kwargs: the run's name and parameters in MLflow's file store, a
+  // number as a metric line at its step; a keyword the tracker does not take is refused.
+  [Test]
+  public void MlflowRunsTakeInitKwargs() {
+    string dir = TestDirs.Temp();
+    string runDir;
+    using (Options o = Options.Accelerator().Put("cpu", true).Put("project_dir", dir).Put("log_with", "mlflow"))
+    using (Accelerator acc = new Accelerator(o)) {
+      var e = Assert.Throws<AccelerateInvalidArgumentException>(
+          () => acc.InitTrackers("run", null, "{\"mlflow\": {\"run_nme\": \"x\"}}"));
+      StringAssert.Contains("run_nme", e.Message);
+      acc.InitTrackers("run", "{\"lr\": 0.5}", "{\"mlflow\": {\"run_name\": \"baseline\"}}");
+      acc.LogScalar("loss", 1.25, 3);
+      acc.EndTraining();
+      runDir = acc.TrackerPath("mlflow");
+    }
+    Assert.AreEqual("baseline", File.ReadAllText(Path.Combine(runDir, "tags", "mlflow.runName")));
+    Assert.AreEqual("0.5", File.ReadAllText(Path.Combine(runDir, "params", "lr")));
+    StringAssert.IsMatch(@"^\d+ 1\.25 3\n$", File.ReadAllText(Path.Combine(runDir, "metrics", "loss")));
+  }
+
   // Texts reach an ITextTracker's LogText as given; its Log sees numbers only, and an ITracker alone
   // leaves texts.
   [Test]

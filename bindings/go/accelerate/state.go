@@ -214,6 +214,13 @@ func (a *Accelerator) InitTrackers(project, configJSON string) error {
 	return a.do(func(h capi.Accelerator, e *string) { h.InitTrackers(project, configJSON, e) })
 }
 
+// InitTrackersWith is Accelerate's init_trackers(project_name, config, init_kwargs): initKwargsJSON is
+// a JSON object from tracker names to their keyword arguments, e.g. {"mlflow": {"run_name": "baseline"}}
+// ("" for none).
+func (a *Accelerator) InitTrackersWith(project, configJSON, initKwargsJSON string) error {
+	return a.do(func(h capi.Accelerator, e *string) { h.InitTrackersWith(project, configJSON, initKwargsJSON, e) })
+}
+
 // Log logs values at step, or at the step after the last one when step < 0.
 func (a *Accelerator) Log(values map[string]float64, step int64) error {
 	names, data, err := namedValues("log: the metric name", values)

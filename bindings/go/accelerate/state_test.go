@@ -475,6 +475,47 @@ func TestAGroupOfScalarsIsLoggedUnderItsMainTag(t *testing.T) {
 	}
 }
 
+// log_with "mlflow" with init_kwargs: the run's name and parameters in MLflow's file store, a number
+// as a metric line at its step; a keyword the tracker does not take is refused.
+func TestMlflowRunsTakeInitKwargs(t *testing.T) {
+	dir := t.TempDir()
+	a := newCPUAcceleratorWith(t, map[string]string{"project_dir": dir, "log_with": "mlflow"})
+	defer a.Close()
+	if err := a.InitTrackersWith("run", "", `{"mlflow": {"run_nme": "x"}}`); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "run_nme") {
+		t.Fatalf("a misspelt keyword: %v", err)
+	}
+	if err := a.InitTrackersWith("run", `{"lr": 0.5}`, `{"mlflow": {"run_name": "baseline"}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogScalar("loss", 1.25, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.EndTraining(); err != nil {
+		t.Fatal(err)
+	}
+	runDir, err := a.TrackerPath("mlflow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(parts ...string) string {
+		b, err := os.ReadFile(filepath.Join(append([]string{runDir}, parts...)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if got := read("tags", "mlflow.runName"); got != "baseline" {
+		t.Fatalf("run name %q", got)
+	}
+	if got := read("params", "lr"); got != "0.5" {
+		t.Fatalf("parameter lr %q", got)
+	}
+	if got := read("metrics", "loss"); !strings.HasSuffix(got, " 1.25 3\n") || strings.Count(got, "\n") != 1 {
+		t.Fatalf("metric lines %q", got)
+	}
+}
+
 // sgdOverALinearLayer is an SGD over a 2-to-1 linear layer, both closed when the test ends.
 func sgdOverALinearLayer(t *testing.T) *acc.Optimizer {
 	t.Helper()

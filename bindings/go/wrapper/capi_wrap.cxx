@@ -1361,6 +1361,9 @@ SWIGINTERN void acc_accelerator_addTracker(acc_accelerator *self,char const *nam
 SWIGINTERN void acc_accelerator_initTrackers(acc_accelerator *self,char const *project,char const *configJson,std::string *swig_err){
     check(acc_init_trackers(self, project, opt_str(configJson)));
   }
+SWIGINTERN void acc_accelerator_initTrackersWith(acc_accelerator *self,char const *project,char const *configJson,char const *initKwargsJson,std::string *swig_err){
+    check(acc_init_trackers_ex(self, project, opt_str(configJson), opt_str(initKwargsJson)));
+  }
 SWIGINTERN void acc_accelerator_logValues(acc_accelerator *self,uint8_t const *names,size_t namesSize,double const *data,size_t n,int64_t step,std::string *swig_err){
     std::vector<std::string> list = split_nul_terminated(names, namesSize);
     if (list.size() != n)
@@ -13925,6 +13928,67 @@ void _wrap_Accelerator_initTrackers_capi_dda8cd76654b7f17(acc_accelerator *_swig
   
   free(copy2); 
   free(copy3); 
+}
+
+
+void _wrap_Accelerator_initTrackersWith_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  char *arg2 = (char *) 0 ;
+  char *arg3 = (char *) 0 ;
+  char *arg4 = (char *) 0 ;
+  std::string *arg5 = (std::string *) 0 ;
+  char *copy2 ;
+  char *copy3 ;
+  char *copy4 ;
+  std::string temp5 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
+  
+  
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
+  
+  
+  copy4 = (char *)malloc(_swig_go_3.n + 1);
+  memcpy(copy4, _swig_go_3.p, _swig_go_3.n);
+  copy4[_swig_go_3.n] = '\0';
+  if (memchr(copy4, 0, _swig_go_3.n)) accswig::go_string_held_nul() = true;
+  arg4 = copy4;
+  
+  
+  accswig::take_go_error();
+  arg5 = &temp5;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_accelerator_initTrackersWith(arg1,(char const *)arg2,(char const *)arg3,(char const *)arg4,arg5);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy2); 
+  free(copy3); 
+  free(copy4); 
 }
 
 

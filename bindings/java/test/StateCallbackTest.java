@@ -217,6 +217,28 @@ class StateCallbackTest {
     assertTrue(events.contains("samples") && events.contains("gray") && events.contains("\u0089PNG"));
   }
 
+  // log_with "mlflow" with init_kwargs: the run's name and parameters in MLflow's file store, a
+  // number as a metric line at its step; a keyword the tracker does not take is refused.
+  @Test
+  void mlflowRunsTakeInitKwargs() throws Exception {
+    String runDir;
+    try (Options o = Options.accelerator().put("cpu", true).put("project_dir", dir.toString())
+                         .put("log_with", "mlflow");
+         Accelerator acc = new Accelerator(o)) {
+      InvalidArgumentException e = assertThrows(InvalidArgumentException.class,
+          () -> acc.initTrackers("run", null, "{\"mlflow\": {\"run_nme\": \"x\"}}"));
+      assertTrue(e.getMessage().contains("run_nme"), e.getMessage());
+      acc.initTrackers("run", "{\"lr\": 0.5}", "{\"mlflow\": {\"run_name\": \"baseline\"}}");
+      acc.logScalar("loss", 1.25, 3);
+      acc.endTraining();
+      runDir = acc.trackerPath("mlflow");
+    }
+    assertEquals("baseline", Files.readString(Path.of(runDir, "tags", "mlflow.runName")));
+    assertEquals("0.5", Files.readString(Path.of(runDir, "params", "lr")));
+    assertTrue(Files.readString(Path.of(runDir, "metrics", "loss")).matches("\\d+ 1\\.25 3\\n"));
+    assertTrue(Files.readString(Path.of(runDir, "meta.yaml")).contains("status: 3"));
+  }
+
   // A dict value (logScalars) reaches a tracker as "main/name" values, and TensorBoard as add_scalars'
   // folder per name.
   @Test

@@ -235,56 +235,59 @@ typedef long long swig_type_205;
 typedef _gostring_ swig_type_206;
 typedef _gostring_ swig_type_207;
 typedef _gostring_ swig_type_208;
-typedef _goslice_ swig_type_209;
-typedef _goslice_ swig_type_210;
-typedef long long swig_type_211;
-typedef _gostring_ swig_type_212;
-typedef long long swig_type_213;
-typedef _gostring_ swig_type_214;
-typedef _goslice_ swig_type_215;
-typedef _goslice_ swig_type_216;
-typedef long long swig_type_217;
+typedef _gostring_ swig_type_209;
+typedef _gostring_ swig_type_210;
+typedef _gostring_ swig_type_211;
+typedef _goslice_ swig_type_212;
+typedef _goslice_ swig_type_213;
+typedef long long swig_type_214;
+typedef _gostring_ swig_type_215;
+typedef long long swig_type_216;
+typedef _gostring_ swig_type_217;
 typedef _goslice_ swig_type_218;
 typedef _goslice_ swig_type_219;
 typedef long long swig_type_220;
 typedef _goslice_ swig_type_221;
-typedef long long swig_type_222;
-typedef _gostring_ swig_type_223;
-typedef _gostring_ swig_type_224;
-typedef _gostring_ swig_type_225;
-typedef long long swig_type_226;
-typedef long long swig_type_227;
-typedef long long swig_type_228;
+typedef _goslice_ swig_type_222;
+typedef long long swig_type_223;
+typedef _goslice_ swig_type_224;
+typedef long long swig_type_225;
+typedef _gostring_ swig_type_226;
+typedef _gostring_ swig_type_227;
+typedef _gostring_ swig_type_228;
 typedef long long swig_type_229;
 typedef long long swig_type_230;
-typedef _goslice_ swig_type_231;
+typedef long long swig_type_231;
 typedef long long swig_type_232;
-typedef _goslice_ swig_type_233;
-typedef long long swig_type_234;
-typedef _gostring_ swig_type_235;
-typedef long long swig_type_236;
+typedef long long swig_type_233;
+typedef _goslice_ swig_type_234;
+typedef long long swig_type_235;
+typedef _goslice_ swig_type_236;
 typedef long long swig_type_237;
-typedef long long swig_type_238;
-typedef _gostring_ swig_type_239;
+typedef _gostring_ swig_type_238;
+typedef long long swig_type_239;
 typedef long long swig_type_240;
-typedef _gostring_ swig_type_241;
-typedef long long swig_type_242;
+typedef long long swig_type_241;
+typedef _gostring_ swig_type_242;
 typedef long long swig_type_243;
 typedef _gostring_ swig_type_244;
 typedef long long swig_type_245;
 typedef long long swig_type_246;
-typedef long long swig_type_247;
+typedef _gostring_ swig_type_247;
 typedef long long swig_type_248;
-typedef _goslice_ swig_type_249;
+typedef long long swig_type_249;
 typedef long long swig_type_250;
 typedef long long swig_type_251;
-typedef long long swig_type_252;
+typedef _goslice_ swig_type_252;
 typedef long long swig_type_253;
 typedef long long swig_type_254;
 typedef long long swig_type_255;
-typedef _gostring_ swig_type_256;
+typedef long long swig_type_256;
 typedef long long swig_type_257;
-typedef _gostring_ swig_type_258;
+typedef long long swig_type_258;
+typedef _gostring_ swig_type_259;
+typedef long long swig_type_260;
+typedef _gostring_ swig_type_261;
 extern void _wrap_Swig_free_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_dda8cd76654b7f17(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_dda8cd76654b7f17(void);
@@ -678,46 +681,47 @@ extern swig_type_204 _wrap_Accelerator_registerLoadStateModelsPreHook_capi_dda8c
 extern void _wrap_Accelerator_removeStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_205 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_addTracker_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_206 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_Accelerator_initTrackers_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_209 arg2, swig_type_210 arg3, swig_type_211 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_212 arg2, double arg3, swig_type_213 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_214 arg2, swig_type_215 arg3, swig_type_216 arg4, swig_type_217 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_218 arg2, swig_type_219 arg3, swig_type_220 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logImages_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_221 arg2, uintptr_t arg3, swig_type_222 arg4, swig_type_223 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_initTrackersWith_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_209 arg2, swig_type_210 arg3, swig_type_211 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logValues_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3, swig_type_214 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_215 arg2, double arg3, swig_type_216 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_217 arg2, swig_type_218 arg3, swig_type_219 arg4, swig_type_220 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_221 arg2, swig_type_222 arg3, swig_type_223 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logImages_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_224 arg2, uintptr_t arg3, swig_type_225 arg4, swig_type_226 arg5, swig_voidp arg6);
 extern void _wrap_Accelerator_endTraining_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_224 _wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_225 arg2, swig_voidp arg3);
-extern swig_type_226 _wrap_Samples_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_227 _wrap_Samples_fields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_228 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_229 arg2, swig_type_230 arg3, swig_voidp arg4);
+extern swig_type_227 _wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_228 arg2, swig_voidp arg3);
+extern swig_type_229 _wrap_Samples_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_230 _wrap_Samples_fields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_231 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_232 arg2, swig_type_233 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_231 arg2, swig_voidp arg3);
-extern swig_type_232 _wrap_Bytes_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_233 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_234 arg2, swig_voidp arg3);
+extern swig_type_235 _wrap_Bytes_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_236 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_234 _wrap_Metrics_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_235 _wrap_Metrics_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_236 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_237 arg2, swig_voidp arg3);
+extern swig_type_237 _wrap_Metrics_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_238 _wrap_Metrics_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_239 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_240 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_238 _wrap_Texts_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_239 _wrap_Texts_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_240 arg2, swig_voidp arg3);
-extern swig_type_241 _wrap_Texts_text_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_242 arg2, swig_voidp arg3);
+extern swig_type_241 _wrap_Texts_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_242 _wrap_Texts_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_243 arg2, swig_voidp arg3);
+extern swig_type_244 _wrap_Texts_text_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_245 arg2, swig_voidp arg3);
 extern void _wrap_delete_Texts_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_243 _wrap_Images_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_244 _wrap_Images_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_245 arg2, swig_voidp arg3);
-extern swig_type_246 _wrap_Images_pngSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_247 arg2, swig_voidp arg3);
-extern void _wrap_Images_copyPng_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_248 arg2, swig_type_249 arg3, swig_voidp arg4);
+extern swig_type_246 _wrap_Images_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_247 _wrap_Images_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_248 arg2, swig_voidp arg3);
+extern swig_type_249 _wrap_Images_pngSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_250 arg2, swig_voidp arg3);
+extern void _wrap_Images_copyPng_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_251 arg2, swig_type_252 arg3, swig_voidp arg4);
 extern void _wrap_delete_Images_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_250 _wrap_CheckpointModelsView_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_251 arg2, swig_voidp arg3);
-extern swig_type_252 _wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_253 arg2, swig_voidp arg3);
-extern void _wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_254 arg2, swig_voidp arg3);
+extern swig_type_253 _wrap_CheckpointModelsView_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_254 arg2, swig_voidp arg3);
+extern swig_type_255 _wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_256 arg2, swig_voidp arg3);
+extern void _wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_257 arg2, swig_voidp arg3);
 extern void _wrap_delete_CheckpointModelsView_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_dda8cd76654b7f17(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_255 arg2, swig_type_256 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_258 arg2, swig_type_259 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_257 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_258 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_260 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_261 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -6674,13 +6678,36 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	}
 }
 
+func (arg1 SwigcptrAccelerator) InitTrackersWith(arg2 string, arg3 string, arg4 string, arg5 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	C._wrap_Accelerator_initTrackersWith_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+
+  if arg5 != nil && len(*arg5) > 0 {
+    *arg5 = swigCopyString(*arg5)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+}
+
 func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int64, arg5 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_2)), C.swig_type_211(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_2)), C.swig_type_214(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6700,7 +6727,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_213(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_216(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6718,7 +6745,7 @@ func (arg1 SwigcptrAccelerator) LogGroup(arg2 string, arg3 []byte, arg4 []float6
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_3)), C.swig_type_217(_swig_i_4), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_3)), C.swig_type_220(_swig_i_4), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6741,7 +6768,7 @@ func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_2)), C.swig_type_220(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_2)), C.swig_type_223(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6762,7 +6789,7 @@ func (arg1 SwigcptrAccelerator) LogImages(arg2 []byte, arg3 TensorList, arg4 int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logImages_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_222(_swig_i_3), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logImages_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_225(_swig_i_3), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6805,7 +6832,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6899,6 +6926,7 @@ type Accelerator interface {
 	RemoveStatePreHook(arg2 int64, arg3 *string)
 	AddTracker(arg2 string, arg3 Tracker, arg4 *string)
 	InitTrackers(arg2 string, arg3 string, arg4 *string)
+	InitTrackersWith(arg2 string, arg3 string, arg4 string, arg5 *string)
 	LogValues(arg2 []byte, arg3 []float64, arg4 int64, arg5 *string)
 	LogScalar(arg2 string, arg3 float64, arg4 int64, arg5 *string)
 	LogGroup(arg2 string, arg3 []byte, arg4 []float64, arg5 int64, arg6 *string)
@@ -6930,7 +6958,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_228(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6945,7 +6973,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1), C.swig_type_230(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_232(_swig_i_1), C.swig_type_233(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6980,7 +7008,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7002,7 +7030,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7047,7 +7075,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_236(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7064,7 +7092,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_237(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7107,7 +7135,7 @@ func (arg1 SwigcptrTexts) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_243(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7124,7 +7152,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_text_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_242(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_text_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7170,7 +7198,7 @@ func (arg1 SwigcptrImages) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Images_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Images_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7187,7 +7215,7 @@ func (arg1 SwigcptrImages) PngSize(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Images_pngSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Images_pngSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_250(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7201,7 +7229,7 @@ func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Images_copyPng_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Images_copyPng_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7253,7 +7281,7 @@ func (arg1 SwigcptrCheckpointModelsView) Model(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_254(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7267,7 +7295,7 @@ func (arg1 SwigcptrCheckpointModelsView) Index(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_256(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7280,7 +7308,7 @@ func (arg1 SwigcptrCheckpointModelsView) Remove(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_254(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7343,7 +7371,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_258(_swig_i_1), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7364,7 +7392,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_260(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7376,7 +7404,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)

@@ -1,0 +1,65 @@
+#include "tracking/init_kwargs.h"
+
+#include "common/error.h"
+#include "common/utf8.h"
+#include "tracking/tracker.h"
+
+namespace acc::tracking {
+
+InitKwargs::InitKwargs(std::string tracker, const nlohmann::json& kwargs)
+    : tracker_(std::move(tracker)), kwargs_(kwargs.is_null() ? nlohmann::json::object() : kwargs) {
+  require(kwargs_.is_object(), "init_kwargs[\"", tracker_, "\"] is a JSON object of keyword arguments, not ",
+          kwargs_.type_name());
+}
+
+const nlohmann::json* InitKwargs::find(const char* key) {
+  taken_.insert(key);
+  const auto found = kwargs_.find(key);
+  return found == kwargs_.end() || found->is_null() ? nullptr : &*found;
+}
+
+std::optional<std::string> InitKwargs::text(const char* key) {
+  const nlohmann::json* v = find(key);
+  if (!v) return std::nullopt;
+  require(v->is_string(), "init_kwargs[\"", tracker_, "\"][\"", key, "\"] is a string, not ", v->type_name());
+  return v->get<std::string>();
+}
+
+std::optional<int64_t> InitKwargs::integer(const char* key, int64_t min, int64_t max) {
+  const nlohmann::json* v = find(key);
+  if (!v) return std::nullopt;
+  require(v->is_number_integer(), "init_kwargs[\"", tracker_, "\"][\"", key, "\"] is an integer, not ", v->type_name());
+  const auto n = v->get<int64_t>();
+  require(n >= min && n <= max && !(v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)),
+          "init_kwargs[\"", tracker_, "\"][\"", key, "\"] is ", v->dump(), "; it must be from ", min, " to ", max);
+  return n;
+}
+
+std::optional<bool> InitKwargs::boolean(const char* key) {
+  const nlohmann::json* v = find(key);
+  if (!v) return std::nullopt;
+  require(v->is_boolean(), "init_kwargs[\"", tracker_, "\"][\"", key, "\"] is true or false, not ", v->type_name());
+  return v->get<bool>();
+}
+
+std::optional<nlohmann::json> InitKwargs::value(const char* key) {
+  const nlohmann::json* v = find(key);
+  if (!v) return std::nullopt;
+  return *v;
+}
+
+void InitKwargs::refuse(const char* key, const char* why) {
+  if (find(key)) fail(Status::Unsupported, "init_kwargs[\"", tracker_, "\"][\"", key, "\"] is not supported: ", why);
+}
+
+void InitKwargs::refuse_the_rest() const {
+  for (const auto& item : kwargs_.items())
+    if (!taken_.count(item.key()))
+      fail(Status::InvalidArgument, "init_kwargs[\"", tracker_, "\"]: the ", tracker_,
+           " tracker takes no keyword argument \"", printable_utf8(item.key()), "\"",
+           taken_.empty() ? std::string(" (it takes none)") : "");
+}
+
+void Tracker::set_init_kwargs(const nlohmann::json& kwargs) { InitKwargs(name(), kwargs).refuse_the_rest(); }
+
+}  // namespace acc::tracking
