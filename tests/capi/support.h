@@ -293,6 +293,15 @@ inline acc_status create_accelerator(const std::vector<std::pair<std::string, st
   return status;
 }
 
+// Where the tracker `name` writes (acc_tracker_path), "" where it says so.
+inline std::string tracker_path(acc_accelerator* a, const char* name) {
+  char* path = nullptr;
+  EXPECT_EQ(acc_tracker_path(a, name, &path), ACC_OK) << acc_last_error_message();
+  std::string out = path ? path : "";
+  acc_string_free(path);
+  return out;
+}
+
 inline acc_accelerator* make_accelerator(const std::vector<std::pair<std::string, std::string>>& items) {
   acc_accelerator* a = nullptr;
   EXPECT_EQ(create_accelerator(items, &a), ACC_OK) << acc_last_error_message();

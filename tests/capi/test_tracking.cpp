@@ -26,14 +26,6 @@ acc_accelerator* make(const std::string& log_with, const std::string& project_di
   return acc_test::make_accelerator(options);
 }
 
-std::string tracker_path(acc_accelerator* a, const char* name) {
-  char* path = nullptr;
-  EXPECT_EQ(acc_tracker_path(a, name, &path), ACC_OK) << acc_last_error_message();
-  std::string out = path ? path : "";
-  acc_string_free(path);
-  return out;
-}
-
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;
   std::istringstream in(text);
@@ -117,7 +109,7 @@ TEST(Tracking, TensorBoardEventFileReadsBackFromTheSpecification) {
   ACC_ASSERT_OK(acc_log_scalar(a, "train/loss", 0.125, -1));  // step 11
   ACC_ASSERT_OK(acc_end_training(a));
 
-  const std::string path = tracker_path(a, "tensorboard");
+  const std::string path = acc_test::tracker_path(a, "tensorboard");
   EXPECT_EQ(path.rfind(dir + "/run1/events.out.tfevents.", 0), 0u) << path;
   const auto events = acc_test::read_event_file(path);
   ASSERT_GE(events.size(), 9u);
@@ -182,7 +174,7 @@ TEST(Tracking, TensorBoardItselfReadsTheEventFile) {
       "from tensorboard.backend.event_processing.event_accumulator import EventAccumulator\n"
       "from tensorboard.util import tensor_util\n"
       "ea = EventAccumulator('" +
-      tracker_path(a, "tensorboard") +
+      acc_test::tracker_path(a, "tensorboard") +
       "')\n"
       "ea.Reload()\n"
       "print(' '.join('%d:%g' % (s.step, s.value) for s in ea.Scalars('loss')))\n"
@@ -218,7 +210,7 @@ TEST(Tracking, JsonlHasOneRecordPerLogCall) {
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", NAN, -1));
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", -INFINITY, -1));
   ACC_ASSERT_OK(acc_end_training(a));
-  const std::string path = tracker_path(a, "jsonl");
+  const std::string path = acc_test::tracker_path(a, "jsonl");
   EXPECT_EQ(path, dir + "/run/metrics.jsonl");
   const auto lines = lines_of(acc_test::read_file(path));
   ASSERT_EQ(lines.size(), 3u);
@@ -275,7 +267,7 @@ TEST(Tracking, TheTextTableEscapesPipesAndLineBreaks) {
   ACC_ASSERT_OK(acc_init_trackers(a, "run", R"({"cmd": "a | b", "note": "line1\nline2", "path\\x": 1})"));
   ACC_ASSERT_OK(acc_end_training(a));
   std::string text;
-  for (const auto& e : acc_test::read_event_file(tracker_path(a, "tensorboard")))
+  for (const auto& e : acc_test::read_event_file(acc_test::tracker_path(a, "tensorboard")))
     for (const auto& v : e.values)
       if (v.plugin_name == "text" && !v.tensor_strings.empty()) text = v.tensor_strings[0];
   const auto rows = lines_of(text);
@@ -302,11 +294,11 @@ TEST(Tracking, ALogCallWithoutValuesIsStillALine) {
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, 3));
   ACC_ASSERT_OK(acc_log(a, nullptr, nullptr, 0, -1));
   ACC_ASSERT_OK(acc_end_training(a));
-  const auto jsonl = lines_of(acc_test::read_file(tracker_path(a, "jsonl")));
+  const auto jsonl = lines_of(acc_test::read_file(acc_test::tracker_path(a, "jsonl")));
   ASSERT_EQ(jsonl.size(), 2u);
   EXPECT_EQ(nlohmann::json::parse(jsonl[1])["step"], 4);
   EXPECT_EQ(nlohmann::json::parse(jsonl[1])["values"], nlohmann::json::object());
-  const auto csv = lines_of(acc_test::read_file(tracker_path(a, "csv")));
+  const auto csv = lines_of(acc_test::read_file(acc_test::tracker_path(a, "csv")));
   ASSERT_EQ(csv.size(), 3u);  // header and two rows
   EXPECT_EQ(csv[2].rfind("4,", 0), 0u) << csv[2];
   EXPECT_EQ(csv[2].back(), ',') << "an empty loss cell: " << csv[2];
@@ -327,7 +319,7 @@ TEST(Tracking, CsvHeaderIsTheUnionOfNamesInOrderOfAppearance) {
   ACC_ASSERT_OK(acc_log(a, names, values, 2, 1));
   ACC_ASSERT_OK(acc_log_scalar(a, "acc, top-1", 1.0, 2));
   ACC_ASSERT_OK(acc_end_training(a));
-  const std::string path = tracker_path(a, "csv");
+  const std::string path = acc_test::tracker_path(a, "csv");
   auto rows = lines_of(acc_test::read_file(path));
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[0], "step,wall_time,loss,\"acc, top-1\"");
@@ -378,8 +370,8 @@ TEST(Tracking, AllWritesEveryBuiltInTrackerAndProgramTrackersGetEveryCall) {
   }
   acc_string_list_free(names);
   EXPECT_EQ(got, (std::vector<std::string>{"tensorboard", "jsonl", "csv", "mlflow", "mine"}));
-  EXPECT_EQ(tracker_path(a, "mine"), "");
-  EXPECT_EQ(tracker_path(a, "jsonl"), "");  // before the first run
+  EXPECT_EQ(acc_test::tracker_path(a, "mine"), "");
+  EXPECT_EQ(acc_test::tracker_path(a, "jsonl"), "");  // before the first run
 
   ACC_ASSERT_OK(acc_init_trackers(a, "run", R"({"batch_size": 64})"));
   const char* keys[] = {"loss", "lr"};
@@ -397,9 +389,10 @@ TEST(Tracking, AllWritesEveryBuiltInTrackerAndProgramTrackersGetEveryCall) {
   ASSERT_EQ(r.logs.size(), 3u);
   EXPECT_EQ(r.logs[0], (std::map<std::string, double>{{"loss", 0.5}, {"lr", 0.1}}));
   EXPECT_EQ(r.logs[2], (std::map<std::string, double>{{"loss", 0.125}}));
-  EXPECT_EQ(lines_of(acc_test::read_file(tracker_path(a, "jsonl"))).size(), 3u);
-  EXPECT_EQ(lines_of(acc_test::read_file(tracker_path(a, "csv"))).size(), 4u);
-  EXPECT_EQ(acc_test::read_event_file(tracker_path(a, "tensorboard")).size(), 6u);  // version, hparams, 3 logs, end
+  EXPECT_EQ(lines_of(acc_test::read_file(acc_test::tracker_path(a, "jsonl"))).size(), 3u);
+  EXPECT_EQ(lines_of(acc_test::read_file(acc_test::tracker_path(a, "csv"))).size(), 4u);
+  EXPECT_EQ(acc_test::read_event_file(acc_test::tracker_path(a, "tensorboard")).size(),
+            6u);  // version, hparams, 3 logs, end
   EXPECT_FALSE(freed);
   acc_accelerator_free(a);
   EXPECT_TRUE(freed);
@@ -461,7 +454,7 @@ TEST(Tracking, ErrorsAreReported) {
   // A call without values reaches every tracker too (the failing one fails again).
   ACC_EXPECT_ERROR(acc_log(a, nullptr, nullptr, 0, -1), ACC_ERR_IO, "the metrics service is down");
   ACC_ASSERT_OK(acc_end_training(a));
-  EXPECT_EQ(lines_of(acc_test::read_file(tracker_path(a, "jsonl"))).size(), 2u);
+  EXPECT_EQ(lines_of(acc_test::read_file(acc_test::tracker_path(a, "jsonl"))).size(), 2u);
   ACC_EXPECT_ERROR(acc_log_scalar(a, "loss", 1.0, -1), ACC_ERR_NOT_INITIALIZED, "init_trackers");
   char* path = nullptr;
   ACC_EXPECT_ERROR(acc_tracker_path(a, "wandb", &path), ACC_ERR_INVALID_ARGUMENT, "no tracker named \"wandb\"");
@@ -532,7 +525,7 @@ TEST(Tracking, AWideCsvTableIsContinuedByTheNextRun) {
   ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
   ACC_ASSERT_OK(acc_log_scalar(a, long_name.c_str(), 2.0, 1));
   ACC_ASSERT_OK(acc_end_training(a));
-  const auto rows = lines_of(acc_test::read_file(tracker_path(a, "csv")));
+  const auto rows = lines_of(acc_test::read_file(acc_test::tracker_path(a, "csv")));
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0], "step,wall_time," + long_name);
   acc_accelerator_free(a);
@@ -582,7 +575,7 @@ TEST(Tracking, TextsReachEveryTracker) {
   EXPECT_EQ(t.texts[0], (std::map<std::string, std::string>{{"sample", sample}, {"empty", ""}}));
 
   std::map<std::string, acc_test::TbValue> text_values;
-  for (const auto& e : acc_test::read_event_file(tracker_path(a, "tensorboard")))
+  for (const auto& e : acc_test::read_event_file(acc_test::tracker_path(a, "tensorboard")))
     for (const auto& v : e.values)
       if (v.plugin_name == "text" && v.tag != "hparams/text_summary") {
         EXPECT_EQ(e.step, 1) << v.tag;
@@ -595,7 +588,7 @@ TEST(Tracking, TextsReachEveryTracker) {
   EXPECT_EQ(tb.tensor_strings, (std::vector<std::string>{sample}));
   EXPECT_EQ(text_values["empty/text_summary"].tensor_strings, (std::vector<std::string>{""}));
 
-  const auto lines = lines_of(acc_test::read_file(tracker_path(a, "jsonl")));
+  const auto lines = lines_of(acc_test::read_file(acc_test::tracker_path(a, "jsonl")));
   ASSERT_EQ(lines.size(), 3u);
   const auto line = nlohmann::json::parse(lines[1]);
   EXPECT_EQ(line["step"], 1);
@@ -603,7 +596,7 @@ TEST(Tracking, TextsReachEveryTracker) {
   EXPECT_EQ(line["texts"], (nlohmann::json{{"sample", sample}, {"empty", ""}}));
   EXPECT_FALSE(nlohmann::json::parse(lines[0]).contains("texts"));
 
-  const auto rows = python_csv_rows(tracker_path(a, "csv"), dir);
+  const auto rows = python_csv_rows(acc_test::tracker_path(a, "csv"), dir);
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[0], (std::vector<std::string>{"step", "wall_time", "loss", "sample", "empty", "accuracy"}));
   for (const auto& row : rows) EXPECT_EQ(row.size(), 6u);
@@ -849,7 +842,7 @@ TEST(Tracking, ImagesAreWrittenAsTorchsAddImagesWritesThem) {
 
   std::map<std::string, acc_test::TbValue> images;
   std::map<std::string, int64_t> steps;
-  for (const auto& e : acc_test::read_event_file(tracker_path(a, "tensorboard")))
+  for (const auto& e : acc_test::read_event_file(acc_test::tracker_path(a, "tensorboard")))
     for (const auto& v : e.values)
       if (v.has_image) {
         EXPECT_EQ(e.values.size(), 1u) << "an event per image, as add_images writes: " << v.tag;
@@ -920,10 +913,10 @@ TEST(Tracking, ImagesAreWrittenAsTorchsAddImagesWritesThem) {
   EXPECT_EQ(numbers.steps, (std::vector<int64_t>{7}));
 
   // JSONL and CSV show no images: one line, the loss, at the step after the images'.
-  const auto lines = lines_of(acc_test::read_file(tracker_path(a, "jsonl")));
+  const auto lines = lines_of(acc_test::read_file(acc_test::tracker_path(a, "jsonl")));
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(nlohmann::json::parse(lines[0])["step"], 7);
-  EXPECT_EQ(lines_of(acc_test::read_file(tracker_path(a, "csv"))).size(), 2u);
+  EXPECT_EQ(lines_of(acc_test::read_file(acc_test::tracker_path(a, "csv"))).size(), 2u);
   for (acc_tensor* t : {batch, picture, nhwc, counts, four, empty}) acc_tensor_free(t);
   acc_accelerator_free(a);
 }
@@ -951,7 +944,7 @@ TEST(Tracking, LargerImagesDecodeToTorchsPixels) {
   ACC_ASSERT_OK(acc_log_images(a, &names[1], &images[1], 1, 1, nullptr));
   ACC_ASSERT_OK(acc_end_training(a));
   std::map<std::string, std::string> pngs;
-  for (const auto& e : acc_test::read_event_file(tracker_path(a, "tensorboard")))
+  for (const auto& e : acc_test::read_event_file(acc_test::tracker_path(a, "tensorboard")))
     for (const auto& v : e.values)
       if (v.has_image) pngs[v.tag] = v.image_encoded;
   ASSERT_EQ(pngs.size(), 2u);
@@ -993,7 +986,7 @@ TEST(Tracking, AGroupFolderThatCannotBeMadeFailsOnlyItsCall) {
   ACC_EXPECT_ERROR(acc_log_scalars(a, "loss", names, one, 1, 1), ACC_ERR_IO, "cannot create the TensorBoard folder");
   ACC_ASSERT_OK(acc_log_scalar(a, "lr", 0.5, 2));
   ACC_ASSERT_OK(acc_end_training(a));
-  const auto lines = lines_of(acc_test::read_file(tracker_path(a, "jsonl")));
+  const auto lines = lines_of(acc_test::read_file(acc_test::tracker_path(a, "jsonl")));
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(nlohmann::json::parse(lines.back())["values"], (nlohmann::json{{"lr", 0.5}}));
   acc_accelerator_free(a);
@@ -1040,10 +1033,10 @@ TEST(Tracking, AGroupOfScalarsIsWrittenAsAddScalars) {
                 static_cast<float>((std::string(name) == "train" ? 1.0 : 2.0) / (step + 1)));
     }
   }
-  for (const auto& e : acc_test::read_event_file(tracker_path(a, "tensorboard")))
+  for (const auto& e : acc_test::read_event_file(acc_test::tracker_path(a, "tensorboard")))
     for (const auto& v : e.values) EXPECT_NE(v.tag, "loss/total") << "the run's own file holds no group value";
 
-  const auto lines = lines_of(acc_test::read_file(tracker_path(a, "jsonl")));
+  const auto lines = lines_of(acc_test::read_file(acc_test::tracker_path(a, "jsonl")));
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(nlohmann::json::parse(lines[2])["values"],
             (nlohmann::json{{"loss/total/train", 1.0 / 3}, {"loss/total/eval", 2.0 / 3}}));

@@ -17,14 +17,6 @@ std::string fresh_dir(const std::string& name) {
   return dir;
 }
 
-std::string tracker_path(acc_accelerator* a, const char* name) {
-  char* path = nullptr;
-  EXPECT_EQ(acc_tracker_path(a, name, &path), ACC_OK) << acc_last_error_message();
-  std::string out = path ? path : "";
-  acc_string_free(path);
-  return out;
-}
-
 }  // namespace
 
 // filename_suffix ends each event file's name (the run's and acc_log_scalars' own, as SummaryWriter's
@@ -35,7 +27,7 @@ TEST(TrackerKwargs, TensorBoardTakesSummaryWritersArguments) {
   ACC_ASSERT_OK(acc_init_trackers_ex(
       a, "run", nullptr,
       R"({"tensorboard": {"filename_suffix": ".v2", "flush_secs": 30, "max_queue": 5, "comment": "ignored"}})"));
-  const std::string path = tracker_path(a, "tensorboard");
+  const std::string path = acc_test::tracker_path(a, "tensorboard");
   EXPECT_EQ(path.substr(path.size() - 3), ".v2") << path;
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, 0));
   const char* names[] = {"train"};
@@ -57,7 +49,7 @@ TEST(TrackerKwargs, TensorBoardTakesSummaryWritersArguments) {
 
   // A later run without init_kwargs is back to the defaults.
   ACC_ASSERT_OK(acc_init_trackers(a, "plain", nullptr));
-  const std::string plain = tracker_path(a, "tensorboard");
+  const std::string plain = acc_test::tracker_path(a, "tensorboard");
   EXPECT_NE(plain.substr(plain.size() - 3), ".v2") << plain;
   ACC_ASSERT_OK(acc_end_training(a));
 

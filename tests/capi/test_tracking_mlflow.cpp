@@ -67,14 +67,6 @@ nlohmann::json read_store(const std::string& root) {
   return nlohmann::json::parse(acc_test::read_file(out));
 }
 
-std::string tracker_path(acc_accelerator* a) {
-  char* path = nullptr;
-  EXPECT_EQ(acc_tracker_path(a, "mlflow", &path), ACC_OK) << acc_last_error_message();
-  std::string out = path ? path : "";
-  acc_string_free(path);
-  return out;
-}
-
 // The one experiment of `store` named `name`.
 nlohmann::json experiment_named(const nlohmann::json& store, const std::string& name) {
   for (const auto& [id, experiment] : store["experiments"].items())
@@ -112,7 +104,7 @@ TEST(MlflowTracking, WritesTheFileStoreAsMlflowReadsIt) {
       {"long",
        std::string(6001, 'x')}}.dump();
   ACC_ASSERT_OK(acc_init_trackers(a, "proj", config.c_str()));
-  const std::string run_dir = tracker_path(a);
+  const std::string run_dir = acc_test::tracker_path(a, "mlflow");
   ACC_ASSERT_OK(acc_log_scalar(a, "train/loss", 0.5, 0));
   const char* names[] = {"loss", "acc"};
   const double values[] = {0.25, std::nan("")};
@@ -177,10 +169,10 @@ TEST(MlflowTracking, RunsShareTheirExperimentAndOneResumes) {
   const std::string root = dir + "/mlruns";
   acc_accelerator* a = make("mlflow", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "proj", "{\"lr\": 0.1}"));
-  const std::string first = fs::path(tracker_path(a)).filename();
+  const std::string first = fs::path(acc_test::tracker_path(a, "mlflow")).filename();
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0, 0));
   ACC_ASSERT_OK(acc_init_trackers(a, "proj", "{\"lr\": 0.2}"));  // ends the first run, starts another
-  const std::string second = fs::path(tracker_path(a)).filename();
+  const std::string second = fs::path(acc_test::tracker_path(a, "mlflow")).filename();
   EXPECT_NE(first, second);
   {
     const ScopedEnv named("MLFLOW_EXPERIMENT_NAME", "other experiment");
@@ -198,7 +190,7 @@ TEST(MlflowTracking, RunsShareTheirExperimentAndOneResumes) {
     ACC_EXPECT_ERROR(acc_init_trackers(a, "proj", "{\"lr\": 0.3}"), ACC_ERR_INVALID_ARGUMENT,
                      "has the parameter 'lr' logged with the value '0.1'");
     ACC_ASSERT_OK(acc_init_trackers(a, "proj", "{\"lr\": 0.1, \"epochs\": 3}"));
-    EXPECT_EQ(fs::path(tracker_path(a)).filename(), first);
+    EXPECT_EQ(fs::path(acc_test::tracker_path(a, "mlflow")).filename(), first);
     store = read_store(root);
     EXPECT_EQ(experiment_named(store, "proj")["runs"][first]["status"], "RUNNING");
     ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, 1));
@@ -290,7 +282,7 @@ TEST(MlflowTracking, AWriteThatFailsMarksTheRunFailed) {
   const std::string dir = fresh_dir("mlflow_fail");
   acc_accelerator* a = make("mlflow", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "proj", nullptr));
-  const std::string run_dir = tracker_path(a);
+  const std::string run_dir = acc_test::tracker_path(a, "mlflow");
   ASSERT_EQ(::mkfifo((run_dir + "/metrics/loss").c_str(), 0600), 0);
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0, 0));
   ACC_EXPECT_ERROR(acc_end_training(a), ACC_ERR_IO, "is not a regular file");
@@ -317,7 +309,7 @@ TEST(MlflowTracking, InitKwargsNameTagAndDescribeTheRun) {
                                               {"logging_dir", dir + "/artifacts"}}}}
                                  .dump();
   ACC_ASSERT_OK(acc_init_trackers_ex(a, "proj", "{\"lr\": 0.1}", kwargs.c_str()));
-  const std::string first = fs::path(tracker_path(a)).filename();
+  const std::string first = fs::path(acc_test::tracker_path(a, "mlflow")).filename();
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0, 0));
 
   for (const auto& [bad, message] : std::vector<std::pair<std::string, std::string>>{
@@ -334,14 +326,14 @@ TEST(MlflowTracking, InitKwargsNameTagAndDescribeTheRun) {
     ACC_EXPECT_ERROR(acc_init_trackers_ex(a, "proj", nullptr, bad.c_str()), ACC_ERR_INVALID_ARGUMENT, message);
   }
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, 1));  // the first run goes on
-  EXPECT_EQ(fs::path(tracker_path(a)).filename(), first);
+  EXPECT_EQ(fs::path(acc_test::tracker_path(a, "mlflow")).filename(), first);
   {
     const ScopedEnv tags("MLFLOW_TAGS", "{\"team\": \"audio\"}");  // wins over init_kwargs' tags
     ACC_ASSERT_OK(acc_init_trackers_ex(a, "proj", nullptr, R"({"mlflow": {"tags": "{\"team\": \"text\"}"}})"));
   }
-  const std::string second = fs::path(tracker_path(a)).filename();
+  const std::string second = fs::path(acc_test::tracker_path(a, "mlflow")).filename();
   ACC_ASSERT_OK(acc_init_trackers_ex(a, "proj", nullptr, ("{\"mlflow\": {\"run_id\": \"" + first + "\"}}").c_str()));
-  EXPECT_EQ(fs::path(tracker_path(a)).filename(), first);
+  EXPECT_EQ(fs::path(acc_test::tracker_path(a, "mlflow")).filename(), first);
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.25, 2));
   ACC_ASSERT_OK(acc_end_training(a));
   acc_accelerator_free(a);
