@@ -12,6 +12,7 @@
 #include <string>
 
 #include "tracking/async_file.h"
+#include "tracking/mlflow_metrics.h"
 #include "tracking/mlflow_store.h"
 #include "tracking/tracker.h"
 

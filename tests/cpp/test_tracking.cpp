@@ -17,6 +17,7 @@
 #include "tracking/async_file.h"
 #include "tracking/crc32c.h"
 #include "tracking/csv_tracker.h"
+#include "tracking/mlflow_metrics.h"
 #include "tracking/mlflow_store.h"
 #include "tracking/progress.h"
 #include "tracking/python_text.h"
