@@ -2086,6 +2086,19 @@ ACC_API ACC_NODISCARD acc_status acc_log_text(acc_accelerator *acc, const char *
 ACC_API ACC_NODISCARD acc_status acc_log_images(acc_accelerator *acc, const char *const *names,
                                                 const acc_tensor *const *images, size_t n, int64_t step,
                                                 const char *dataformats);
+/* torch's SummaryWriter.add_histogram(name, values, step, bins, max_bins), with acc_log's rules for
+ * names and steps: tensorboard writes the histogram of the tensor's values (any shape, real dtype, any
+ * device; read as float64) as an event TensorBoard's HISTOGRAMS and DISTRIBUTIONS dashboards show,
+ * computed as torch computes it. bins: NULL or "tensorflow" for SummaryWriter's default bins (0 and
+ * +-1e-12 * 1.1^k up to 1e20), or a number of equal-width bins over [min, max] in decimal ("64"); numpy's
+ * named strategies ("auto", "fd", ...) are ACC_ERR_UNSUPPORTED. max_bins: 0 for no limit, else bins are
+ * merged in groups until at most about that many remain (torch's max_bins). An empty, complex or
+ * non-numeric tensor is ACC_ERR_INVALID_ARGUMENT on every process; on the main process, so are values
+ * of which none falls in a bin (all NaN, or beyond +-1e20) and, with equal-width bins, a non-finite
+ * minimum or maximum (np.histogram's range). Only tensorboard takes histograms (jsonl, csv, mlflow and
+ * the program's trackers do not; the step advances all the same). */
+ACC_API ACC_NODISCARD acc_status acc_log_histogram(acc_accelerator *acc, const char *name, const acc_tensor *values,
+                                                   int64_t step, const char *bins, int64_t max_bins);
 /* Gives the tracker `name` (one added with acc_add_tracker; a built-in one is ACC_ERR_INVALID_ARGUMENT)
  * a callback for acc_log_text's texts, called with its user_data; NULL removes it. */
 ACC_API ACC_NODISCARD acc_status acc_tracker_set_log_text(acc_accelerator *acc, const char *name,

@@ -3,6 +3,7 @@
 #include "handles.h"
 #include "host_callbacks.h"
 #include "tracking/callback_tracker.h"
+#include "tracking/histogram.h"
 
 using namespace acc::capi;
 
@@ -141,6 +142,17 @@ acc_status acc_log_images(acc_accelerator* acc, const char* const* names, const 
     const auto tensors = tensors_arg(images, n, "images");
     a.trackers().log_images(std::move(keys), tensors, dataformats ? text_arg(dataformats, "dataformats") : "NCHW",
                             step_arg(step));
+  });
+}
+
+acc_status acc_log_histogram(acc_accelerator* acc, const char* name, const acc_tensor* values, int64_t step,
+                             const char* bins, int64_t max_bins) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    const std::string key = text_arg(name, "name");
+    const at::Tensor& tensor = live(values, "values").tensor;
+    const auto how = acc::tracking::parse_histogram_bins(bins ? text_arg(bins, "bins") : "", max_bins);
+    a.trackers().log_histogram(key, tensor, how, step_arg(step));
   });
 }
 

@@ -179,6 +179,7 @@ void TensorBoardTracker::start(const std::string& project_name, const nlohmann::
 
 void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
   if (record->of_images) return log_images(record);
+  if (record->of_histogram) return log_histogram(record);
   if (!record->group.empty()) return log_group(record);
   if (record->names.empty() && record->text_names.empty()) return;  // an event without values shows nothing
   running_file().post([record](std::FILE*& file, const std::string& path) {
@@ -240,6 +241,27 @@ void TensorBoardTracker::log_images(const std::shared_ptr<const Record>& record)
       add_image(*event.mutable_summary(), record->image_names[i], record->images[i]);
       write_all(file, path, framed(event));
     }
+  });
+}
+
+// As torch's add_histogram: one event, its summary value tagged with the name, holding the histogram.
+void TensorBoardTracker::log_histogram(const std::shared_ptr<const Record>& record) {
+  running_file().post([record](std::FILE*& file, const std::string& path) {
+    tb::Event event;
+    event.set_wall_time(record->wall_time);
+    event.set_step(record->step);
+    auto* value = event.mutable_summary()->add_value();
+    value->set_tag(record->histogram_name);
+    const Histogram& h = record->histogram;
+    auto* histo = value->mutable_histo();
+    histo->set_min(h.min);
+    histo->set_max(h.max);
+    histo->set_num(h.num);
+    histo->set_sum(h.sum);
+    histo->set_sum_squares(h.sum_squares);
+    for (const double limit : h.bucket_limit) histo->add_bucket_limit(limit);
+    for (const double count : h.bucket) histo->add_bucket(count);
+    write_all(file, path, framed(event));
   });
 }
 

@@ -1,8 +1,8 @@
 // TensorBoard: an event file per run, <logging_dir>/<project_name>/events.out.tfevents.<time>.<host>.<pid>.<n>,
 // that TensorBoard reads as it is. Scalars are Summary simple_values; the hyper-parameters are the
 // HParams plugin's session start/end summaries (the HPARAMS dashboard) and a markdown table (TEXT);
-// texts, images and groups of scalars are written as torch's SummaryWriter.add_text, add_images and
-// add_scalars write them.
+// texts, images, histograms and groups of scalars are written as torch's SummaryWriter.add_text,
+// add_images, add_histogram and add_scalars write them.
 // Protos are built, serialized and framed on the file's background thread.
 #pragma once
 
@@ -21,6 +21,7 @@ class TensorBoardTracker : public FileTracker {
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
   bool takes_images() const override { return true; }
+  bool takes_histograms() const override { return true; }
   // SummaryWriter's keyword arguments, as Accelerate passes them: flush_secs (the files' flush
   // interval) and filename_suffix (after each event file's name) are honoured; max_queue (how many
   // events SummaryWriter buffers) and comment (which SummaryWriter ignores beside a log_dir, and
@@ -31,6 +32,7 @@ class TensorBoardTracker : public FileTracker {
  private:
   void log_group(const std::shared_ptr<const Record>& record);
   void log_images(const std::shared_ptr<const Record>& record);
+  void log_histogram(const std::shared_ptr<const Record>& record);
   bool has_hparams_ = false;  // a session was started: end it in finish()
   std::string filename_suffix_;
   std::chrono::milliseconds flush_interval_ = std::chrono::seconds(1);

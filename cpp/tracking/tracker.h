@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tracking/histogram.h"
 #include "tracking/image_summary.h"
 
 namespace acc::tracking {
@@ -29,6 +30,9 @@ struct Record {
   bool of_images = false;          // an acc_log_images call: TensorBoard's alone (numbers and texts are empty)
   std::vector<std::string> image_names;
   std::vector<EncodedImage> images;
+  bool of_histogram = false;  // an acc_log_histogram call: TensorBoard's alone
+  std::string histogram_name;
+  Histogram histogram;
 };
 
 class Tracker {
@@ -45,6 +49,8 @@ class Tracker {
   virtual void log(const std::shared_ptr<const Record>& record) = 0;
   // Whether the tracker gets the records of acc_log_images (the others never see them).
   virtual bool takes_images() const { return false; }
+  // Whether the tracker gets the records of acc_log_histogram (the others never see them).
+  virtual bool takes_histograms() const { return false; }
   // Whether the tracker writes the texts of acc_log_text (the others skip them, and their names).
   virtual bool takes_texts() const { return true; }
   // Refuses, on the calling thread and before any tracker logs, a value name this tracker cannot

@@ -157,7 +157,16 @@ void TrackerSet::init(const std::string& project_name, const std::string& config
 int64_t TrackerSet::check_call(const char* call, const std::vector<std::string>& names, std::optional<int64_t> step,
                                Logged what) const {
   auto takes = [what](const Tracker& t) {
-    return what == Logged::Images ? t.takes_images() : what == Logged::Texts ? t.takes_texts() : true;
+    switch (what) {
+      case Logged::Images:
+        return t.takes_images();
+      case Logged::Texts:
+        return t.takes_texts();
+      case Logged::Histograms:
+        return t.takes_histograms();
+      default:
+        return true;
+    }
   };
   if (!running_) fail(Status::NotInitialized, call, " needs init_trackers first (or after end_training)");
   // A few names per call: compared pairwise, with no allocation on the training thread.
@@ -175,13 +184,14 @@ int64_t TrackerSet::check_call(const char* call, const std::vector<std::string>&
   return at;
 }
 
-std::shared_ptr<Record> TrackerSet::take_step(int64_t at, bool of_images) {
+std::shared_ptr<Record> TrackerSet::take_step(int64_t at, Logged what) {
   next_step_ = at + 1;
   if (!main_) return nullptr;
   auto record = std::make_shared<Record>();
   record->step = at;
   record->wall_time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  record->of_images = of_images;
+  record->of_images = what == Logged::Images;
+  record->of_histogram = what == Logged::Histograms;
   return record;
 }
 
@@ -189,7 +199,7 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
   refuse_from_callbacks("log");
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
-  auto record = take_step(check_call("log", names, step), /*of_images=*/false);
+  auto record = take_step(check_call("log", names, step), Logged::Numbers);
   if (!record) return;  // a call without values is still a line in JSONL and CSV
   record->names = std::move(names);
   record->values = std::move(values);
@@ -210,7 +220,7 @@ void TrackerSet::log_scalars(const std::string& group, std::vector<std::string> 
       require(part != "..", "log_scalars: the name \"", name, "\" would lead out of the run's folder");
     flat.push_back(group + "/" + name);
   }
-  auto record = take_step(check_call("log_scalars", flat, step), /*of_images=*/false);
+  auto record = take_step(check_call("log_scalars", flat, step), Logged::Numbers);
   if (!record) return;
   record->names = std::move(flat);
   record->values = std::move(values);
@@ -226,7 +236,7 @@ void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::strin
   require(names.size() == texts.size(), "log_text: ", names.size(), " names but ", texts.size(), " texts");
   for (size_t i = 0; i < texts.size(); ++i)
     require(is_utf8(texts[i]), "log_text: the text of \"", names[i], "\" is not valid UTF-8");
-  auto record = take_step(check_call("log_text", names, step, Logged::Texts), /*of_images=*/false);
+  auto record = take_step(check_call("log_text", names, step, Logged::Texts), Logged::Texts);
   if (!record) return;
   record->text_names = std::move(names);
   record->texts = std::move(texts);
@@ -246,13 +256,34 @@ void TrackerSet::log_images(std::vector<std::string> names, const std::vector<at
   const bool wanted = std::any_of(trackers_.begin(), trackers_.end(), [](const auto& t) { return t->takes_images(); });
   if (main_ && wanted)
     for (size_t i = 0; i < images.size(); ++i) encoded.push_back(encode_image(images[i], dataformats, names[i]));
-  auto record = take_step(at, /*of_images=*/true);
+  auto record = take_step(at, Logged::Images);
   if (!record || !wanted) return;  // no tracker shows images: nothing to hand out
   record->images = std::move(encoded);
   record->image_names = std::move(names);
   std::shared_ptr<const Record> shared = std::move(record);
   each([&](Tracker& t) {
     if (t.takes_images()) t.log(shared);
+  });
+}
+
+void TrackerSet::log_histogram(const std::string& name, const at::Tensor& values, const HistogramBins& bins,
+                               std::optional<int64_t> step) {
+  refuse_from_callbacks("log_histogram");
+  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  check_histogram_values(values, name);
+  const int64_t at = check_call("log_histogram", {name}, step, Logged::Histograms);
+  const bool wanted =
+      std::any_of(trackers_.begin(), trackers_.end(), [](const auto& t) { return t->takes_histograms(); });
+  // Made before the step is taken: values it refuses leave the step as it was.
+  Histogram histogram;
+  if (main_ && wanted) histogram = make_histogram(values, bins);
+  auto record = take_step(at, Logged::Histograms);
+  if (!record || !wanted) return;
+  record->histogram_name = name;
+  record->histogram = std::move(histogram);
+  std::shared_ptr<const Record> shared = std::move(record);
+  each([&](Tracker& t) {
+    if (t.takes_histograms()) t.log(shared);
   });
 }
 

@@ -48,6 +48,11 @@ class TrackerSet {
   // main one (image_summary.h).
   void log_images(std::vector<std::string> names, const std::vector<at::Tensor>& images, const std::string& dataformats,
                   std::optional<int64_t> step);
+  // Logs the histogram of `values` by name, as log does numbers, to the trackers that take histograms
+  // (TensorBoard's): torch's SummaryWriter.add_histogram (tracking/histogram.h). The tensor is checked
+  // on every process, the histogram made on the main one (where its values may still be refused).
+  void log_histogram(const std::string& name, const at::Tensor& values, const HistogramBins& bins,
+                     std::optional<int64_t> step);
   // Ends the run: trackers finish and their files are complete on disk.
   void end();
 
@@ -67,11 +72,11 @@ class TrackerSet {
   void each(Call call);
   // Checks a call's names (against the trackers that take what it logs) and step: the step it
   // logs at. `call` names it in errors.
-  enum class Logged { Numbers, Texts, Images };
+  enum class Logged { Numbers, Texts, Images, Histograms };
   int64_t check_call(const char* call, const std::vector<std::string>& names, std::optional<int64_t> step,
                      Logged what = Logged::Numbers) const;
   // Advances the step past `at`; the record to hand out (null off the main process).
-  std::shared_ptr<Record> take_step(int64_t at, bool of_images);
+  std::shared_ptr<Record> take_step(int64_t at, Logged what);
 
   // Threads of one accelerator log, start and end runs at once: each call holds the set (recursive:
   // init ends the run before it, a name lookup lists the names).

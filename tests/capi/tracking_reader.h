@@ -91,6 +91,11 @@ struct TbValue {
   std::vector<std::string> tensor_strings;
   int64_t tensor_dtype = 0;
   std::vector<int64_t> tensor_dims;
+  // Summary.Value.histo = 5, a HistogramProto: min = 1, max = 2, num = 3, sum = 4, sum_squares = 5
+  // (doubles), bucket_limit = 6 and bucket = 7 (packed doubles).
+  bool has_histo = false;
+  double histo_min = 0, histo_max = 0, histo_num = 0, histo_sum = 0, histo_sum_squares = 0;
+  std::vector<double> histo_limits, histo_counts;
   bool has_image = false;  // Summary.Image: height = 1, width = 2, colorspace = 3, encoded_image_string = 4
   int64_t image_height = 0, image_width = 0, image_colorspace = 0;
   std::string image_encoded;
@@ -126,6 +131,25 @@ inline TbValue decode_value(const std::string& bytes) {
                 if (s.number == 1 && s.type == 0) v.tensor_dims.push_back(static_cast<int64_t>(s.integer));
         if (t.number == 8 && t.type == 2) v.tensor_strings.push_back(t.bytes);
       }
+    if (f.number == 5 && f.type == 2) {
+      v.has_histo = true;
+      auto packed = [](const std::string& bytes) {
+        EXPECT_EQ(bytes.size() % 8, 0u) << "packed doubles";
+        std::vector<double> out(bytes.size() / 8);
+        std::memcpy(out.data(), bytes.data(), out.size() * 8);  // little-endian, as the wire format
+        return out;
+      };
+      for (const auto& h : decode_message(f.bytes)) {
+        if (h.type == 1 && h.number >= 1 && h.number <= 5)
+          (h.number == 1   ? v.histo_min
+           : h.number == 2 ? v.histo_max
+           : h.number == 3 ? v.histo_num
+           : h.number == 4 ? v.histo_sum
+                           : v.histo_sum_squares) = h.as_double();
+        if (h.number == 6 && h.type == 2) v.histo_limits = packed(h.bytes);
+        if (h.number == 7 && h.type == 2) v.histo_counts = packed(h.bytes);
+      }
+    }
     if (f.number == 4 && f.type == 2) {
       v.has_image = true;
       for (const auto& i : decode_message(f.bytes)) {

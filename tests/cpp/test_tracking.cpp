@@ -3,6 +3,9 @@
 // values printed as Python prints them (MLflow's parameters and metric lines) against python3 itself.
 #include <gtest/gtest.h>
 
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
 #include <unistd.h>
 
 #include <cmath>
@@ -17,6 +20,7 @@
 #include "tracking/async_file.h"
 #include "tracking/crc32c.h"
 #include "tracking/csv_tracker.h"
+#include "tracking/histogram.h"
 #include "tracking/mlflow_metrics.h"
 #include "tracking/mlflow_store.h"
 #include "tracking/progress.h"
@@ -221,4 +225,117 @@ TEST(MlflowNames, AsMlflowValidatesThem) {
                                                          "a:b", "caf\u00e9", std::string(251, 'a')})
     EXPECT_THROW(mlflow::check_name("metric", bad), acc::Error) << bad;
   EXPECT_EQ(mlflow::metric_line(1700000000123, 0.1, 7), "1700000000123 0.1 7\n");
+}
+
+// make_histogram against torch's own make_histogram (tests/interop/torch_histogram.py runs it with
+// numpy) on the bins add_histogram gives it: every bucket limit and count, min, max, num and sum to
+// the bit; sum_squares (numpy's BLAS dot, whose order is BLAS's) to 1e-12. Cases: the tensorflow bins
+// and equal-width ones, max_bins, one repeated value, integers, bool, bf16, NaN, values beyond the
+// tensorflow bins, and what both refuse.
+TEST(Histogram, AsTorchMakesIt) {
+  at::manual_seed(3);
+  const at::Tensor normal = at::randn({1000}, at::kDouble) * 3;
+  const at::Tensor spread = at::randn({5000}, at::kDouble) * at::pow(10.0, at::rand({5000}, at::kDouble) * 30 - 15);
+  at::Tensor with_nan = at::randn({50}, at::kDouble);
+  with_nan[7] = std::nan("");
+  const at::Tensor beyond = at::tensor({1e25, 1.0, -3.0, -1e21}, at::kDouble);
+  struct Case {
+    at::Tensor values;
+    int64_t equal_bins, max_bins;
+  };
+  const std::vector<Case> cases = {
+      {normal, 0, 0},
+      {normal, 30, 0},
+      {normal, 0, 10},
+      {normal, 7, 3},
+      {at::full({5}, 2.5, at::kDouble), 10, 0},
+      {at::arange(100, at::kLong), 0, 0},
+      {at::arange(100, at::kLong), 9, 0},
+      {at::tensor({1, 0, 1}, at::kInt).to(at::kBool), 0, 0},
+      {(at::randn({300}) * 100).to(at::kBFloat16), 0, 0},
+      {(at::randn({300}) * 100).to(at::kBFloat16), 16, 0},
+      {with_nan, 0, 0},
+      {with_nan, 5, 0},
+      {beyond, 0, 0},
+      {at::full({3}, 1e25, at::kDouble), 0, 0},
+      {at::zeros({1}, at::kDouble), 0, 0},
+      {spread, 0, 64},
+      {spread, 1000, 0},
+  };
+  const std::string dir = std::filesystem::temp_directory_path() / ("acc_histogram_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  nlohmann::json requests = nlohmann::json::array();
+  for (const auto& c : cases) {
+    nlohmann::json hex = nlohmann::json::array();
+    const at::Tensor as_double = c.values.to(at::kDouble).contiguous();
+    char text[64];
+    for (int64_t i = 0; i < as_double.numel(); ++i) {
+      const double v = as_double.data_ptr<double>()[i];
+      if (std::isnan(v))
+        hex.push_back("nan");
+      else {
+        std::snprintf(text, sizeof text, "%a", v);
+        hex.push_back(text);
+      }
+    }
+    requests.push_back({{"values", hex},
+                        {"bins", c.equal_bins == 0 ? nlohmann::json("tensorflow") : nlohmann::json(c.equal_bins)},
+                        {"max_bins", c.max_bins == 0 ? nlohmann::json(nullptr) : nlohmann::json(c.max_bins)}});
+  }
+  std::ofstream(dir + "/cases.json") << requests.dump();
+  const std::string command = std::string("python3 '") + ACC_SOURCE_DIR + "/tests/interop/torch_histogram.py' '" + dir +
+                              "/cases.json' > '" + dir + "/torch.json'";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  std::ifstream in(dir + "/torch.json");
+  const nlohmann::json theirs = nlohmann::json::parse(in);
+  ASSERT_EQ(theirs.size(), cases.size());
+  auto texts = [](const std::vector<double>& values) {
+    std::vector<std::string> out;
+    for (const double v : values) out.push_back(python_float_repr(v));
+    return out;
+  };
+  for (size_t k = 0; k < cases.size(); ++k) {
+    SCOPED_TRACE("case " + std::to_string(k));
+    const HistogramBins bins{cases[k].equal_bins, cases[k].max_bins};
+    if (theirs[k].contains("error")) {
+      EXPECT_THROW(make_histogram(cases[k].values, bins), acc::Error) << theirs[k]["error"];
+      continue;
+    }
+    const Histogram ours = make_histogram(cases[k].values, bins);
+    EXPECT_EQ(texts(ours.bucket_limit), theirs[k]["bucket_limit"].get<std::vector<std::string>>());
+    EXPECT_EQ(texts(ours.bucket), theirs[k]["bucket"].get<std::vector<std::string>>());
+    EXPECT_EQ(python_float_repr(ours.min), theirs[k]["min"]);
+    EXPECT_EQ(python_float_repr(ours.max), theirs[k]["max"]);
+    EXPECT_EQ(python_float_repr(ours.num), theirs[k]["num"]);
+    EXPECT_EQ(python_float_repr(ours.sum), theirs[k]["sum"]);
+    const double squares = std::stod(theirs[k]["sum_squares"].get<std::string>());
+    if (std::isnan(squares))
+      EXPECT_TRUE(std::isnan(ours.sum_squares));
+    else
+      EXPECT_NEAR(ours.sum_squares, squares, 1e-12 * std::abs(squares));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Histogram, BinsAsAddHistogramTakesThem) {
+  EXPECT_EQ(parse_histogram_bins("", 0).equal_bins, 0);
+  EXPECT_EQ(parse_histogram_bins("tensorflow", 5).max_bins, 5);
+  EXPECT_EQ(parse_histogram_bins("64", 0).equal_bins, 64);
+  for (const char* bad : {"0", "-3", "1.5", "tf", "16777217"})
+    EXPECT_THROW(parse_histogram_bins(bad, 0), acc::Error) << bad;
+  EXPECT_THROW(parse_histogram_bins("tensorflow", -1), acc::Error);
+  try {
+    parse_histogram_bins("auto", 0);
+    ADD_FAILURE() << "numpy's strategies are not built";
+  } catch (const acc::Error& e) {
+    EXPECT_EQ(e.status(), acc::Status::Unsupported);
+  }
+  // SummaryWriter's default_bins: symmetric around 0, from 1e-12 up by factors of 1.1 below 1e20.
+  const auto& bins = tensorflow_bins();
+  ASSERT_EQ(bins.size() % 2, 1u);
+  EXPECT_EQ(bins[bins.size() / 2], 0.0);
+  EXPECT_EQ(bins[bins.size() / 2 + 1], 1e-12);
+  EXPECT_EQ(bins.front(), -bins.back());
+  EXPECT_LT(bins.back(), 1e20);
+  EXPECT_GE(bins.back() * 1.1, 1e20);
 }
