@@ -190,6 +190,11 @@
     for (const auto &k : keys) key_ptrs.push_back(k.c_str());
     check(acc_log_images($self, key_ptrs.data(), tensors.data(), keys.size(), step, opt_str(dataformats)));
   }
+  /* torch's add_histogram; bins null or "" is "tensorflow", maxBins 0 no limit; the layers name it as
+   * their language does. */
+  void logHistogramWith(const char *name, const acc_tensor *values, int64_t step, const char *bins, int64_t maxBins ERR) {
+    check(acc_log_histogram($self, name, values, step, opt_str(bins), maxBins));
+  }
   void endTraining(ERR0) { check(acc_end_training($self)); }
   acc_string_list *trackerNames(ERR0) {
     acc_string_list *out = nullptr;

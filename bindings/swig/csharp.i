@@ -386,6 +386,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_accelerator::logImages "internal";
 %csmethodmodifiers acc_accelerator::backwardWith "internal";
 %csmethodmodifiers acc_accelerator::initTrackersWith "internal";
+%csmethodmodifiers acc_accelerator::logHistogramWith "internal";
 %csmethodmodifiers acc_scheduler::fromLrLambda "internal";
 %csmethodmodifiers acc_scheduler::fromLrMultiplicative "internal";
 %csmethodmodifiers acc_scheduler::fromGroupLrLambda "internal";

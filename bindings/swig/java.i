@@ -338,6 +338,7 @@ ACC_JAVA_HANDLE(accswig::LoadReport, false)
 %javamethodmodifiers acc_accelerator::logImages "protected";
 %javamethodmodifiers acc_accelerator::backwardWith "protected";
 %javamethodmodifiers acc_accelerator::initTrackersWith "protected";
+%javamethodmodifiers acc_accelerator::logHistogramWith "protected";
 %javamethodmodifiers acc_scheduler::fromLrLambda "protected";
 %javamethodmodifiers acc_scheduler::fromLrMultiplicative "protected";
 %javamethodmodifiers acc_scheduler::fromGroupLrLambda "protected";

@@ -434,6 +434,13 @@
   public void initTrackers(String project, String configJson, String initKwargsJson) {
     initTrackersWith(project, configJson, initKwargsJson);
   }
+  /** torch's SummaryWriter.add_histogram: the histogram of values' numbers at step (negative: the
+   *  step after the last one), in TensorBoard's HISTOGRAMS dashboard. bins null is "tensorflow"
+   *  (SummaryWriter's default bins), else a number of equal-width bins ("64"); maxBins 0 for no limit. */
+  public void logHistogram(String name, Tensor values, long step, String bins, long maxBins) {
+    logHistogramWith(Args.noNul("logHistogram: the name", name), values, step, bins, maxBins);
+  }
+  public void logHistogram(String name, Tensor values, long step) { logHistogram(name, values, step, null, 0); }
   /** Accelerate's log: values by name at step, or at the step after the last one when step is negative. */
   public void log(java.util.Map<String, Double> values, long step) {
     String[] names = values.keySet().toArray(new String[0]);

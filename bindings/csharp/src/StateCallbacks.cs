@@ -389,6 +389,12 @@ public partial class Accelerator {
   public void LogImages(string name, Tensor images, long step = -1, string dataformats = null) {
     LogImages(new Dictionary<string, Tensor> {{Arg.NotNull(name, "name"), images}}, step, dataformats);
   }
+  /// torch's SummaryWriter.add_histogram: the histogram of values' numbers at `step` (negative: the
+  /// step after the last one), in TensorBoard's HISTOGRAMS dashboard. bins null is "tensorflow"
+  /// (SummaryWriter's default bins), else a number of equal-width bins ("64"); maxBins 0 for no limit.
+  public void LogHistogram(string name, Tensor values, long step = -1, string bins = null, long maxBins = 0) {
+    LogHistogramWith(AccelerateException.NoNul(Arg.NotNull(name, "name")), values, step, bins, maxBins);
+  }
   /// `using (acc.Autocast()) { ... }`: the accelerator's mixed precision for code that is not a
   /// prepared model (enabled false: autocast off). It ends on the thread it began on.
   public Scope Autocast(bool enabled = true) {

@@ -220,6 +220,26 @@ public class StateCallbackTests {
     Assert.IsTrue(Directory.Exists(Path.Combine(dir, "run", "loss_train")));
   }
 
+  // LogHistogram: an event of TensorBoard's with the histogram; numpy's strategies are not built.
+  [Test]
+  public void HistogramsReachTensorBoard() {
+    string dir = TestDirs.Temp();
+    string events;
+    using (Options o = Options.Accelerator().Put("cpu", true).Put("project_dir", dir).Put("log_with", "tensorboard"))
+    using (Accelerator acc = new Accelerator(o))
+    using (Tensor w = Tensor.Of(new float[] {0.5f, -1f, 2f, 2f}, 2, 2)) {
+      acc.InitTrackers("run", null);
+      acc.LogHistogram("layer/weights", w, 3);
+      acc.LogHistogram("coarse", w, bins: "4");
+      var e = Assert.Throws<AccelerateUnsupportedException>(() => acc.LogHistogram("w", w, bins: "auto"));
+      StringAssert.Contains("bin-width strategies", e.Message);
+      acc.EndTraining();
+      events = System.Text.Encoding.GetEncoding("ISO-8859-1").GetString(File.ReadAllBytes(acc.TrackerPath("tensorboard")));
+    }
+    StringAssert.Contains("layer/weights", events);
+    StringAssert.Contains("coarse", events);
+  }
+
   // log_with "mlflow" with init_kwargs: the run's name and parameters in MLflow's file store, a
   // number as a metric line at its step; a keyword the tracker does not take is refused.
   [Test]

@@ -292,6 +292,18 @@ func (a *Accelerator) LogImages(images map[string]*Tensor, step int64, dataforma
 	return a.do(func(h capi.Accelerator, e *string) { h.LogImages(names, list.r.h, step, dataformats, e) })
 }
 
+// LogHistogram is torch's SummaryWriter.add_histogram: the histogram of values' numbers at step (< 0:
+// the step after the last one), in TensorBoard's HISTOGRAMS dashboard. bins "" is "tensorflow"
+// (SummaryWriter's default bins), else a number of equal-width bins ("64"); maxBins 0 for no limit.
+func (a *Accelerator) LogHistogram(name string, values *Tensor, step int64, bins string, maxBins int64) error {
+	vh, err := values.ref().get()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(values)
+	return a.do(func(h capi.Accelerator, e *string) { h.LogHistogramWith(name, vh, step, bins, maxBins, e) })
+}
+
 // nulJoined is each of names' bytes and a NUL, the form the library's name lists take.
 func nulJoined(what string, names []string) (encoded []byte, err error) {
 	for _, name := range names {

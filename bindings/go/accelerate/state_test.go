@@ -475,6 +475,46 @@ func TestAGroupOfScalarsIsLoggedUnderItsMainTag(t *testing.T) {
 	}
 }
 
+// LogHistogram: an event of TensorBoard's with the histogram; numpy's strategies are not built.
+func TestHistogramsReachTensorBoard(t *testing.T) {
+	dir := t.TempDir()
+	a := newCPUAcceleratorWith(t, map[string]string{"project_dir": dir, "log_with": "tensorboard"})
+	defer a.Close()
+	w, err := acc.FromFloat32s([]float32{0.5, -1, 2, 2}, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := a.InitTrackers("run", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogHistogram("layer/weights", w, 3, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogHistogram("coarse", w, -1, "4", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogHistogram("w", w, -1, "auto", 0); !errors.Is(err, acc.ErrUnsupported) {
+		t.Fatalf("numpy's strategies: %v", err)
+	}
+	if err := a.EndTraining(); err != nil {
+		t.Fatal(err)
+	}
+	path, err := a.TrackerPath("tensorboard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"layer/weights", "coarse"} {
+		if !strings.Contains(string(events), want) {
+			t.Fatalf("the event file lacks %q", want)
+		}
+	}
+}
+
 // log_with "mlflow" with init_kwargs: the run's name and parameters in MLflow's file store, a number
 // as a metric line at its step; a keyword the tracker does not take is refused.
 func TestMlflowRunsTakeInitKwargs(t *testing.T) {

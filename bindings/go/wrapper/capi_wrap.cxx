@@ -1405,6 +1405,9 @@ SWIGINTERN void acc_accelerator_logImages(acc_accelerator *self,uint8_t const *n
     for (const auto &k : keys) key_ptrs.push_back(k.c_str());
     check(acc_log_images(self, key_ptrs.data(), tensors.data(), keys.size(), step, opt_str(dataformats)));
   }
+SWIGINTERN void acc_accelerator_logHistogramWith(acc_accelerator *self,char const *name,acc_tensor const *values,int64_t step,char const *bins,int64_t maxBins,std::string *swig_err){
+    check(acc_log_histogram(self, name, values, step, opt_str(bins), maxBins));
+  }
 SWIGINTERN void acc_accelerator_endTraining(acc_accelerator *self,std::string *swig_err){ check(acc_end_training(self)); }
 SWIGINTERN acc_string_list *acc_accelerator_trackerNames(acc_accelerator *self,std::string *swig_err){
     acc_string_list *out = nullptr;
@@ -14230,6 +14233,63 @@ void _wrap_Accelerator_logImages_capi_dda8cd76654b7f17(acc_accelerator *_swig_go
   }
   
   free(copy6); 
+}
+
+
+void _wrap_Accelerator_logHistogramWith_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, long long _swig_go_5, _gostring_* _swig_go_6) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  char *arg2 = (char *) 0 ;
+  acc_tensor *arg3 = (acc_tensor *) 0 ;
+  int64_t arg4 ;
+  char *arg5 = (char *) 0 ;
+  int64_t arg6 ;
+  std::string *arg7 = (std::string *) 0 ;
+  char *copy2 ;
+  char *copy5 ;
+  std::string temp7 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
+  
+  arg3 = *(acc_tensor **)&_swig_go_2; 
+  arg4 = (int64_t)_swig_go_3; 
+  
+  copy5 = (char *)malloc(_swig_go_4.n + 1);
+  memcpy(copy5, _swig_go_4.p, _swig_go_4.n);
+  copy5[_swig_go_4.n] = '\0';
+  if (memchr(copy5, 0, _swig_go_4.n)) accswig::go_string_held_nul() = true;
+  arg5 = copy5;
+  
+  arg6 = (int64_t)_swig_go_5; 
+  
+  accswig::take_go_error();
+  arg7 = &temp7;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_accelerator_logHistogramWith(arg1,(char const *)arg2,(acc_tensor const *)arg3,arg4,(char const *)arg5,arg6,arg7);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_6 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy2); 
+  free(copy5); 
 }
 
 

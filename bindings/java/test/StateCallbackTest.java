@@ -217,6 +217,27 @@ class StateCallbackTest {
     assertTrue(events.contains("samples") && events.contains("gray") && events.contains("\u0089PNG"));
   }
 
+  // logHistogram: an event of TensorBoard's with the histogram, at its step; bins of numpy's
+  // strategies are refused as not built.
+  @Test
+  void histogramsReachTensorBoard() throws Exception {
+    String events;
+    try (Options o = Options.accelerator().put("cpu", true).put("project_dir", dir.toString())
+                         .put("log_with", "tensorboard");
+         Accelerator acc = new Accelerator(o);
+         Tensor w = Tensor.of(new float[] {0.5f, -1f, 2f, 2f}, 2, 2)) {
+      acc.initTrackers("run", null);
+      acc.logHistogram("layer/weights", w, 3);
+      acc.logHistogram("coarse", w, -1, "4", 0);
+      UnsupportedException e = assertThrows(UnsupportedException.class, () -> acc.logHistogram("w", w, -1, "auto", 0));
+      assertTrue(e.getMessage().contains("bin-width strategies"), e.getMessage());
+      acc.endTraining();
+      events = new String(Files.readAllBytes(Path.of(acc.trackerPath("tensorboard"))),
+                          java.nio.charset.StandardCharsets.ISO_8859_1);
+    }
+    assertTrue(events.contains("layer/weights") && events.contains("coarse"), "both histograms are in the events");
+  }
+
   // log_with "mlflow" with init_kwargs: the run's name and parameters in MLflow's file store, a
   // number as a metric line at its step; a keyword the tracker does not take is refused.
   @Test
