@@ -128,7 +128,8 @@ TEST(MlflowTracking, WritesTheFileStoreAsMlflowReadsIt) {
   EXPECT_EQ(experiment["artifact_location"],
             "file://" + fs::absolute(fs::path(run_dir).parent_path()).lexically_normal().string());
   ASSERT_EQ(experiment["runs"].size(), 1u);
-  const auto& [run_id, run] = *experiment["runs"].items().begin();
+  const std::string run_id = experiment["runs"].begin().key();
+  const nlohmann::json run = experiment["runs"].begin().value();
   EXPECT_EQ(run_dir, dir + "/mlruns/" + fs::path(run_dir).parent_path().filename().string() + "/" + run_id);
   EXPECT_EQ(run_id.size(), 32u);
   EXPECT_EQ(run["status"], "FINISHED");
