@@ -361,6 +361,15 @@ int main(int argc, char **argv) {
       CHECK(acc_print(acc, line));
       CHECK(acc_log(acc, names, values, 2, global_step));
     }
+    { /* the first convolution's weights, as TensorBoard's HISTOGRAMS tab shows them epoch by epoch */
+      acc_tensor *weight = NULL;
+      int64_t count = 0;
+      CHECK(acc_model_parameter(model, "0.weight", &weight));
+      CHECK(acc_tensor_numel(weight, &count));
+      if (count > 0) /* (sharded at rest under ZeRO-3, a process holds none of it between steps) */
+        CHECK(acc_log_histogram(acc, "conv1/weight", weight, global_step, NULL, 0));
+      acc_tensor_free(weight);
+    }
   }
 
   accuracy = evaluate(acc, model, test_loader);
