@@ -1,7 +1,8 @@
 // Cost of experiment tracking: acc_log of 4 scalars to every built-in tracker (TensorBoard, JSONL,
-// CSV, MLflow's file store), and to each alone, compared with a small training step, and the step time with and without
-// logging every step (rounds interleaved, medians), and acc_log_images of a batch of 64 Fashion-MNIST-sized images (a
-// grid, PNG-encoded on the calling thread) against that step. Files go to a temporary project folder.
+// CSV, MLflow's file store), and to each alone, compared with a small training step; the step time
+// with and without logging every step (rounds interleaved, medians); acc_log_images of a batch of 64
+// Fashion-MNIST-sized images (a grid, PNG-encoded on the calling thread) and acc_log_histogram of a
+// million values against that step. Files go to a temporary project folder.
 //
 //   bench_tracking [--quick]
 #include <algorithm>
@@ -149,6 +150,24 @@ int main(int argc, char** argv) {
     stepped.push_back(micros_since(start) / image_calls);
   }
   acc_tensor_free(images);
+  // 3b. acc_log_histogram of a million values (the tensorflow bins), interleaved with the plain step.
+  std::vector<float> weights(1000000);
+  std::normal_distribution<float> spread(0.f, 0.05f);
+  for (auto& w : weights) w = spread(rng);
+  const int64_t wdims[] = {1000, 1000};
+  acc_tensor* weight = nullptr;
+  OK(acc_tensor_from_host(weights.data(), weights.size() * sizeof(float), wdims, 2, ACC_DTYPE_FLOAT32, &weight));
+  const int histogram_calls = quick ? 3 : 20;
+  std::vector<double> histogrammed, stepped_too;
+  for (int r = 0; r < rounds; ++r) {
+    auto start = Clock::now();
+    for (int i = 0; i < histogram_calls; ++i) OK(acc_log_histogram(acc, "weights", weight, -1, nullptr, 0));
+    histogrammed.push_back(micros_since(start) / histogram_calls);
+    start = Clock::now();
+    for (int i = 0; i < histogram_calls; ++i) step.run();
+    stepped_too.push_back(micros_since(start) / histogram_calls);
+  }
+  acc_tensor_free(weight);
   OK(acc_end_training(acc));
 
   // 4. Each built-in tracker alone, rounds interleaved: the process's CPU per acc_log call of 4
@@ -189,6 +208,10 @@ int main(int argc, char** argv) {
       "acc_log_images, 64 gray 28x28 images (one 224x224 grid PNG): %.1f us per call against a %.1f us "
       "training step (%.2fx)\n",
       median(imaged), median(stepped), median(imaged) / median(stepped));
+  std::printf(
+      "acc_log_histogram, 1,000,000 values (tensorflow bins): %.1f us per call against a %.1f us training step "
+      "(%.2fx)\n",
+      median(histogrammed), median(stepped_too), median(histogrammed) / median(stepped_too));
   std::printf("each tracker alone, CPU per acc_log call of 4 scalars until written (median of %d rounds of %d):",
               rounds, alone_calls);
   for (size_t k = 0; k < kinds.size(); ++k)

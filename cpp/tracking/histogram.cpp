@@ -51,9 +51,10 @@ std::vector<double> equal_width_edges(double first, double last, int64_t n) {
 
 // np.histogram's counts: bin i holds edges[i] <= x < edges[i + 1], the last one its right edge too;
 // values outside the edges and NaN are in none.
-std::vector<double> counts_in(const std::vector<double>& values, const std::vector<double>& edges) {
+std::vector<double> counts_in(const double* values, int64_t n, const std::vector<double>& edges) {
   std::vector<double> counts(edges.size() - 1, 0.);
-  for (const double x : values) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = values[i];
     if (!(x >= edges.front() && x <= edges.back())) continue;
     size_t bin = static_cast<size_t>(std::upper_bound(edges.begin(), edges.end(), x) - edges.begin());
     bin = std::min(bin, counts.size()) - 1;
@@ -104,7 +105,6 @@ Histogram make_histogram(const at::Tensor& tensor, const HistogramBins& bins) {
   const at::Tensor flat = tensor.detach().reshape({-1}).to(at::kCPU).to(at::kDouble).contiguous();
   const double* data = flat.data_ptr<double>();
   const int64_t n = flat.numel();
-  const std::vector<double> values(data, data + n);
 
   Histogram h;
   h.num = static_cast<double>(n);
@@ -112,7 +112,8 @@ Histogram make_histogram(const at::Tensor& tensor, const HistogramBins& bins) {
   h.min = std::numeric_limits<double>::infinity();
   h.max = -std::numeric_limits<double>::infinity();
   bool nan = false;
-  for (const double x : values) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double x = data[i];
     if (std::isnan(x))
       nan = true;
     else
@@ -121,7 +122,7 @@ Histogram make_histogram(const at::Tensor& tensor, const HistogramBins& bins) {
   if (nan) h.min = h.max = std::numeric_limits<double>::quiet_NaN();
   h.sum = pairwise_sum(data, n);
   double squares = 0;  // values.dot(values): BLAS's order, to rounding
-  for (const double x : values) squares += x * x;
+  for (int64_t i = 0; i < n; ++i) squares += data[i] * data[i];
   h.sum_squares = squares;
 
   std::vector<double> edges;
@@ -135,7 +136,7 @@ Histogram make_histogram(const at::Tensor& tensor, const HistogramBins& bins) {
     if (first == last) first -= 0.5, last += 0.5;
     edges = equal_width_edges(first, last, bins.equal_bins);
   }
-  std::vector<double> counts = counts_in(values, edges);
+  std::vector<double> counts = counts_in(data, n, edges);
   // max_bins: every `subsampling` bins merged, the last group padded with empty ones.
   if (bins.max_bins > 0 && static_cast<int64_t>(counts.size()) > bins.max_bins) {
     const size_t subsampling = counts.size() / static_cast<size_t>(bins.max_bins);
