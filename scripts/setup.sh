@@ -14,8 +14,9 @@ packages=(
   # TensorBoard event files: protobuf messages compiled by protoc
   protobuf-compiler libprotobuf-dev
   # tests: GoogleTest; PyTorch itself, to export TorchScript models the tests load; Pillow, to read
-  # the PNG images of TensorBoard's event files
-  libgtest-dev python3-torch python3-pil
+  # the PNG images of TensorBoard's event files; numpy, to run torch's own histogram code; PyYAML, to
+  # read MLflow's store as MLflow does
+  libgtest-dev python3-torch python3-pil python3-numpy python3-yaml
   # the main job's data set (Fashion-MNIST IDX files in /usr/share/datasets/fashion-mnist)
   dataset-fashion-mnist
   # bindings: SWIG; Java (JDK via default-jdk-headless, JUnit 5); C# on Mono (mcs, NUnit); Go
