@@ -46,11 +46,6 @@ std::string random_experiment_id() {
   return std::to_string(id == 0 ? 1 : id);
 }
 
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // file:///a%20b -> /a b (a path as it is).
 std::string percent_decoded(const std::string& text) {
   std::string out;
@@ -177,6 +172,11 @@ std::string user_name() {
   if (const passwd* entry = ::getpwuid(::getuid()); entry && entry->pw_name && is_utf8(entry->pw_name))
     return entry->pw_name;
   return "unknown";
+}
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 std::string store_root(const std::string& logging_dir) {

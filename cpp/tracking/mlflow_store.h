@@ -37,6 +37,9 @@ void check_experiment_name(const std::string& name);
 // InvalidArgument.
 std::string store_root(const std::string& logging_dir);
 
+// Milliseconds since the Unix epoch: MLflow's timestamps (get_current_time_millis).
+int64_t now_ms();
+
 // Who runs the program, as Python's getpass.getuser() finds it (a run's user_id).
 std::string user_name();
 

@@ -1,7 +1,5 @@
 #include "tracking/mlflow_tracker.h"
 
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,11 +17,6 @@ namespace {
 const char* env(const char* name) {
   const char* value = std::getenv(name);
   return value && *value ? value : nullptr;
-}
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // Tags given as a JSON object (or its text, which Accelerate json.loads), each value as str() prints it.
@@ -117,7 +110,7 @@ void MlflowTracker::start(const std::string& project_name, const nlohmann::json&
     if (!program.empty() && is_utf8(program) && program.size() <= mlflow::kMaxTagValueLength)
       tags.emplace_back("mlflow.source.name", program);
     tags.emplace_back("mlflow.user", mlflow::user_name());
-    const int64_t started = now_ms();
+    const int64_t started = mlflow::now_ms();
     if (run_name_.empty()) run_name += "-" + std::to_string(started);
     tags.emplace_back("mlflow.runName", run_name);
     run = store->create_run(experiment, run_name, tags, started);
@@ -151,7 +144,7 @@ void MlflowTracker::finish() {
     metric_files_.reset();  // the writer's tasks are done with it: its files close
   } catch (...) {
     run_.status = 4;  // FAILED: a metric could not be written
-    run_.end_time = now_ms();
+    run_.end_time = mlflow::now_ms();
     try {
       store_->write_run_info(run_);
     } catch (...) {
@@ -159,7 +152,7 @@ void MlflowTracker::finish() {
     throw;
   }
   run_.status = 3;  // FINISHED
-  run_.end_time = now_ms();
+  run_.end_time = mlflow::now_ms();
   store_->write_run_info(run_);
 }
 

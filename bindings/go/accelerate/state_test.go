@@ -425,6 +425,15 @@ func TestImagesReachTensorBoardAndImageTrackers(t *testing.T) {
 	if err := a.EndTraining(); err != nil {
 		t.Fatal(err)
 	}
+	if !reflect.DeepEqual(calls, []string{"image 3 samples \x89PNG", "image 4 gray \x89PNG", "numbers 5"}) {
+		t.Fatalf("calls %q", calls)
+	}
+	requireEventsHold(t, a, "samples", "gray", "\x89PNG")
+}
+
+// requireEventsHold fails t unless the tensorboard tracker's event file holds each of wants.
+func requireEventsHold(t *testing.T, a *acc.Accelerator, wants ...string) {
+	t.Helper()
 	path, err := a.TrackerPath("tensorboard")
 	if err != nil {
 		t.Fatal(err)
@@ -433,10 +442,7 @@ func TestImagesReachTensorBoardAndImageTrackers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(calls, []string{"image 3 samples \x89PNG", "image 4 gray \x89PNG", "numbers 5"}) {
-		t.Fatalf("calls %q", calls)
-	}
-	for _, want := range []string{"samples", "gray", "\x89PNG"} {
+	for _, want := range wants {
 		if !strings.Contains(string(events), want) {
 			t.Fatalf("the event file lacks %q", want)
 		}
@@ -500,19 +506,7 @@ func TestHistogramsReachTensorBoard(t *testing.T) {
 	if err := a.EndTraining(); err != nil {
 		t.Fatal(err)
 	}
-	path, err := a.TrackerPath("tensorboard")
-	if err != nil {
-		t.Fatal(err)
-	}
-	events, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"layer/weights", "coarse"} {
-		if !strings.Contains(string(events), want) {
-			t.Fatalf("the event file lacks %q", want)
-		}
-	}
+	requireEventsHold(t, a, "layer/weights", "coarse")
 }
 
 // log_with "mlflow" with init_kwargs: the run's name and parameters in MLflow's file store, a number
