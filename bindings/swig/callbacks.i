@@ -195,6 +195,11 @@
   void logHistogramWith(const char *name, const acc_tensor *values, int64_t step, const char *bins, int64_t maxBins ERR) {
     check(acc_log_histogram($self, name, values, step, opt_str(bins), maxBins));
   }
+  /* MLflow's log_artifact(s): a file or a folder's files kept with the tracker's run; artifactPath
+   * null or "" for the run's artifact root. */
+  void logArtifact(const char *tracker, const char *localPath, const char *artifactPath ERR) {
+    check(acc_tracker_log_artifact($self, tracker, localPath, opt_str(artifactPath)));
+  }
   void endTraining(ERR0) { check(acc_end_training($self)); }
   acc_string_list *trackerNames(ERR0) {
     acc_string_list *out = nullptr;

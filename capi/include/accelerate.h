@@ -2107,6 +2107,18 @@ ACC_API ACC_NODISCARD acc_status acc_tracker_set_log_text(acc_accelerator *acc, 
  * PNGs, called with its user_data; NULL removes it (the tracker then gets no images). */
 ACC_API ACC_NODISCARD acc_status acc_tracker_set_log_images(acc_accelerator *acc, const char *name,
                                                             acc_tracker_log_images_fn log_images);
+/* MLflow's log_artifact / log_artifacts (Accelerate's get_tracker("mlflow").log_artifact(s)): the
+ * file or folder at local_path kept with tracker `tracker`'s current run under artifact_path (NULL or
+ * "" for the run's artifact root; relative, without ".."). A file is copied as
+ * <artifact_path>/<its name>, a folder's files at their paths inside it (merged with what is there),
+ * each through a temporary renamed into place. Only mlflow keeps artifacts (the others:
+ * ACC_ERR_UNSUPPORTED), into a run whose artifact location is a local folder (a file: URI; another,
+ * such as s3://, is ACC_ERR_UNSUPPORTED). Outside a run: ACC_ERR_NOT_INITIALIZED. The main process
+ * copies (local_path is read there); the others check the arguments alone. A path that is neither a
+ * file nor a folder, or a folder holding a FIFO or a device, is ACC_ERR_INVALID_ARGUMENT before
+ * anything is copied; a copy that fails is ACC_ERR_IO naming the file. */
+ACC_API ACC_NODISCARD acc_status acc_tracker_log_artifact(acc_accelerator *acc, const char *tracker,
+                                                          const char *local_path, const char *artifact_path);
 /* Accelerate's end_training: every tracker finishes; the files are complete on disk when it returns.
  * Without a run open it does nothing. Freeing the accelerator ends an open run too (errors lost). */
 ACC_API ACC_NODISCARD acc_status acc_end_training(acc_accelerator *acc);

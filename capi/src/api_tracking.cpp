@@ -175,6 +175,15 @@ acc_status acc_tracker_names(const acc_accelerator* acc, acc_string_list** out) 
   });
 }
 
+acc_status acc_tracker_log_artifact(acc_accelerator* acc, const char* tracker, const char* local_path,
+                                    const char* artifact_path) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    a.trackers().log_artifact(text_arg(tracker, "tracker"), path_arg(local_path, "local_path"),
+                              artifact_path ? artifact_path : "");
+  });
+}
+
 acc_status acc_tracker_path(const acc_accelerator* acc, const char* name, char** out) {
   return guarded([&] {
     auto& a = accelerator_arg(acc);

@@ -62,4 +62,8 @@ void InitKwargs::refuse_the_rest() const {
 
 void Tracker::set_init_kwargs(const nlohmann::json& kwargs) { InitKwargs(name(), kwargs).refuse_the_rest(); }
 
+void Tracker::log_artifact(const std::string&, const std::string&) {
+  fail(Status::Unsupported, "the ", name(), " tracker keeps no artifacts (mlflow's does)");
+}
+
 }  // namespace acc::tracking

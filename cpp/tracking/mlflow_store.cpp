@@ -179,23 +179,29 @@ int64_t now_ms() {
       .count();
 }
 
+std::optional<std::string> local_path_of(const std::string& uri) {
+  if (uri.rfind("file:", 0) != 0) return std::nullopt;
+  std::string rest = uri.substr(5);
+  if (rest.rfind("//", 0) == 0) {
+    rest = rest.substr(2);
+    const size_t slash = rest.find('/');
+    const std::string host = rest.substr(0, slash);
+    if (!host.empty() && host != "localhost") return std::nullopt;
+    rest = slash == std::string::npos ? "/" : rest.substr(slash);
+  }
+  return percent_decoded(rest);
+}
+
 std::string store_root(const std::string& logging_dir) {
   const char* uri = std::getenv("MLFLOW_TRACKING_URI");
   if (uri && *uri) {
     const std::string text = uri;
     if (text.rfind("file:", 0) == 0) {
-      std::string rest = text.substr(5);
-      if (rest.rfind("//", 0) == 0) {
-        rest = rest.substr(2);
-        const size_t slash = rest.find('/');
-        const std::string host = rest.substr(0, slash);
-        if (!host.empty() && host != "localhost")
-          fail(Status::Unsupported, "MLFLOW_TRACKING_URI=", text, ": a file: URI on another host (", host,
-               ") is not a local folder");
-        rest = slash == std::string::npos ? "/" : rest.substr(slash);
-      }
-      require(!rest.empty(), "MLFLOW_TRACKING_URI=", text, " names no folder");
-      return percent_decoded(rest);
+      const auto path = local_path_of(text);
+      if (!path)
+        fail(Status::Unsupported, "MLFLOW_TRACKING_URI=", text, ": a file: URI on another host is not a local folder");
+      require(!path->empty(), "MLFLOW_TRACKING_URI=", text, " names no folder");
+      return *path;
     }
     const size_t colon = text.find(':');
     const size_t slash = text.find('/');

@@ -32,6 +32,10 @@ void check_params_and_tags(const Pairs& params, const Pairs& tags);
 // InvalidArgument unless `name` is UTF-8 of 1 to kMaxExperimentNameLength characters.
 void check_experiment_name(const std::string& name);
 
+// The local path a file: URI names (file:///a%20b, file:/a, file://localhost/a); nullopt for another
+// scheme or host.
+std::optional<std::string> local_path_of(const std::string& uri);
+
 // The store's folder: MLFLOW_TRACKING_URI when set (a path, or a file: URI), else
 // <logging_dir>/mlruns. Another scheme (a tracking server, a database) is Unsupported; neither set is
 // InvalidArgument.

@@ -9,6 +9,7 @@
 #include "common/json_input.h"
 #include "common/utf8.h"
 #include "tracking/init_kwargs.h"
+#include "tracking/mlflow_artifacts.h"
 #include "tracking/python_text.h"
 
 namespace acc::tracking {
@@ -125,6 +126,15 @@ void MlflowTracker::start(const std::string& project_name, const nlohmann::json&
 }
 
 void MlflowTracker::check_name(const std::string& name) const { mlflow::check_name("metric", name); }
+
+void MlflowTracker::log_artifact(const std::string& local_path, const std::string& artifact_path) {
+  if (!writer_) fail(Status::NotInitialized, "the mlflow tracker has not started");
+  const auto root = mlflow::local_path_of(run_.artifact_uri);
+  if (!root)
+    fail(Status::Unsupported, "log_artifact: the run's artifact location ", run_.artifact_uri,
+         " is not a local folder; artifacts are copied into file: locations only");
+  mlflow::copy_artifact(local_path, artifact_path.empty() ? *root : *root + "/" + artifact_path);
+}
 
 void MlflowTracker::log(const std::shared_ptr<const Record>& record) {
   if (!writer_) fail(Status::NotInitialized, "the mlflow tracker has not started");

@@ -33,6 +33,9 @@ class MlflowTracker : public Tracker {
   // run_id and tags, as in Accelerate.
   void set_init_kwargs(const nlohmann::json& kwargs) override;
   void check_name(const std::string& name) const override;
+  // MLflow's log_artifact / log_artifacts: into the run's artifact location, where it is a local
+  // folder (a file: URI); another (s3://...) is Unsupported.
+  void log_artifact(const std::string& local_path, const std::string& artifact_path) override;
   void finish() override;
   // The run's folder in the store.
   std::string path() const override { return run_dir_; }

@@ -56,6 +56,10 @@ class Tracker {
   // Refuses, on the calling thread and before any tracker logs, a value name this tracker cannot
   // write (log itself runs on a writer thread).
   virtual void check_name(const std::string&) const {}
+  // Keeps a file or a folder's files with the current run, under `artifact_path` (relative, checked
+  // by the caller; "" for the run's artifact root): MLflow's log_artifact / log_artifacts. By
+  // default a tracker keeps none (Unsupported).
+  virtual void log_artifact(const std::string& local_path, const std::string& artifact_path);
   // The run ends: everything is written out. start() may begin another run afterwards.
   virtual void finish() = 0;
   // The file the tracker writes in the current (or last) run; "" when it writes no file.

@@ -124,13 +124,9 @@ void TrackerSet::init(const std::string& project_name, const std::string& config
   for (const auto& item : init_kwargs.items()) {
     const bool in_use =
         std::any_of(trackers_.begin(), trackers_.end(), [&](const auto& t) { return t->name() == item.key(); });
-    if (!in_use) {
-      std::string known;
-      for (const auto& t : trackers_) known += (known.empty() ? "" : ", ") + t->name();
+    if (!in_use)
       fail(Status::InvalidArgument, "init_kwargs names \"", printable_utf8(item.key()),
-           "\", which is no tracker of this accelerator (", known.empty() ? "it has none" : "its trackers: " + known,
-           ")");
-    }
+           "\", which is no tracker of this accelerator (its trackers: ", listed_names(), ")");
   }
   for (auto& tracker : trackers_) {
     const auto given = init_kwargs.find(tracker->name());
@@ -302,12 +298,36 @@ std::vector<std::string> TrackerSet::names() const {
   return out;
 }
 
+std::string TrackerSet::listed_names() const {
+  std::string known;
+  for (const auto& t : trackers_) known += (known.empty() ? "" : ", ") + t->name();
+  return known.empty() ? "none" : known;
+}
+
 const Tracker& TrackerSet::find(const std::string& name) const {
   for (const auto& t : trackers_)
     if (t->name() == name) return *t;
-  std::string known;
-  for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
-  fail(Status::InvalidArgument, "no tracker named \"", name, "\" (trackers: ", known.empty() ? "none" : known, ")");
+  fail(Status::InvalidArgument, "no tracker named \"", name, "\" (trackers: ", listed_names(), ")");
+}
+
+Tracker& TrackerSet::find(const std::string& name) {
+  return const_cast<Tracker&>(static_cast<const TrackerSet&>(*this).find(name));
+}
+
+void TrackerSet::log_artifact(const std::string& tracker, const std::string& local_path,
+                              const std::string& artifact_path) {
+  refuse_from_callbacks("log_artifact");
+  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  Tracker& t = find(tracker);
+  if (!running_) fail(Status::NotInitialized, "log_artifact needs init_trackers first (or after end_training)");
+  require(!local_path.empty(), "log_artifact: local_path is empty");
+  // MLflow's verify_artifact_path: relative, and not leading out of the run's artifacts.
+  if (!artifact_path.empty()) {
+    require(artifact_path.front() != '/', "log_artifact: the artifact path \"", artifact_path, "\" is absolute");
+    for (const auto& part : split_trimmed(artifact_path, '/'))
+      require(part != "..", "log_artifact: the artifact path \"", artifact_path, "\" leads out of the run's artifacts");
+  }
+  if (main_) t.log_artifact(local_path, artifact_path);
 }
 
 void TrackerSet::change_program_tracker(const std::string& name,

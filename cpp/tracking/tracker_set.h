@@ -53,6 +53,11 @@ class TrackerSet {
   // on every process, the histogram made on the main one (where its values may still be refused).
   void log_histogram(const std::string& name, const at::Tensor& values, const HistogramBins& bins,
                      std::optional<int64_t> step);
+  // MLflow's log_artifact(s) on the tracker `tracker`: the file or folder at `local_path` kept with
+  // the current run under `artifact_path` ("" for its root; relative, without '..': checked on
+  // every process). NotInitialized outside a run; the copy is made on the main process, where
+  // `local_path` is read.
+  void log_artifact(const std::string& tracker, const std::string& local_path, const std::string& artifact_path);
   // Ends the run: trackers finish and their files are complete on disk.
   void end();
 
@@ -68,6 +73,9 @@ class TrackerSet {
   // the list of trackers or the run being walked (see own_callbacks.h).
   void refuse_from_callbacks(const char* call) const;
   const Tracker& find(const std::string& name) const;
+  Tracker& find(const std::string& name);
+  // The trackers' names, "a, b", or "none".
+  std::string listed_names() const;
   template <typename Call>
   void each(Call call);
   // Checks a call's names (against the trackers that take what it logs) and step: the step it

@@ -358,3 +358,56 @@ TEST(MlflowTracking, InitKwargsNameTagAndDescribeTheRun) {
   EXPECT_FALSE(other["tags"].contains("mlflow.note.content"));
   EXPECT_EQ(other["run_name"].get<std::string>().rfind("proj-", 0), 0u);
 }
+
+// acc_tracker_log_artifact: MLflow's log_artifact (a file, as <path>/<its name>) and log_artifacts (a
+// folder's tree, merged with what is there) into the run's artifact folder; mistakes refused before
+// anything is copied; only mlflow keeps artifacts, and only in a local artifact location.
+TEST(MlflowTracking, ArtifactsAreCopiedIntoTheRun) {
+  const CleanMlflowEnv clean;
+  const std::string dir = fresh_dir("mlflow_artifacts");
+  fs::create_directories(dir + "/in/model/sub");
+  std::ofstream(dir + "/in/config.yaml") << "lr: 0.1\n";
+  std::ofstream(dir + "/in/model/weights.bin", std::ios::binary) << std::string("\x00\x01\x02\xff", 4);
+  std::ofstream(dir + "/in/model/sub/notes.txt") << "first";
+  acc_accelerator* a = make("mlflow,jsonl", dir);
+  ACC_EXPECT_ERROR(acc_tracker_log_artifact(a, "mlflow", (dir + "/in/config.yaml").c_str(), nullptr),
+                   ACC_ERR_NOT_INITIALIZED, "init_trackers first");
+  ACC_ASSERT_OK(acc_init_trackers(a, "proj", nullptr));
+  const std::string artifacts = acc_test::tracker_path(a, "mlflow") + "/artifacts";
+  ACC_ASSERT_OK(acc_tracker_log_artifact(a, "mlflow", (dir + "/in/config.yaml").c_str(), nullptr));
+  ACC_ASSERT_OK(acc_tracker_log_artifact(a, "mlflow", (dir + "/in/model").c_str(), "checkpoints/final"));
+  std::ofstream(dir + "/in/model/sub/notes.txt") << "second";
+  std::ofstream(dir + "/in/model/more.txt") << "more";
+  ACC_ASSERT_OK(acc_tracker_log_artifact(a, "mlflow", (dir + "/in/model").c_str(), "checkpoints/final"));
+  EXPECT_EQ(acc_test::read_file(artifacts + "/config.yaml"), "lr: 0.1\n");
+  EXPECT_EQ(acc_test::read_file(artifacts + "/checkpoints/final/weights.bin"), std::string("\x00\x01\x02\xff", 4));
+  EXPECT_EQ(acc_test::read_file(artifacts + "/checkpoints/final/sub/notes.txt"), "second");
+  EXPECT_EQ(acc_test::read_file(artifacts + "/checkpoints/final/more.txt"), "more");
+
+  ACC_EXPECT_ERROR(acc_tracker_log_artifact(a, "jsonl", (dir + "/in/config.yaml").c_str(), nullptr),
+                   ACC_ERR_UNSUPPORTED, "the jsonl tracker keeps no artifacts");
+  ACC_EXPECT_ERROR(acc_tracker_log_artifact(a, "nobody", (dir + "/in/config.yaml").c_str(), nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "no tracker named \"nobody\"");
+  for (const char* outside : {"../x", "a/../../x", "/abs"})
+    ACC_EXPECT_ERROR(acc_tracker_log_artifact(a, "mlflow", (dir + "/in/config.yaml").c_str(), outside),
+                     ACC_ERR_INVALID_ARGUMENT, "log_artifact: the artifact path");
+  ACC_EXPECT_ERROR(acc_tracker_log_artifact(a, "mlflow", (dir + "/in/absent").c_str(), nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "is neither a file nor a folder");
+  ACC_EXPECT_ERROR(acc_tracker_log_artifact(a, "mlflow", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "local_path");
+  ACC_EXPECT_ERROR(acc_tracker_log_artifact(a, "mlflow", "", nullptr), ACC_ERR_INVALID_ARGUMENT, "local_path");
+  ASSERT_EQ(::mkfifo((dir + "/in/model/sub/pipe").c_str(), 0600), 0);
+  ACC_EXPECT_ERROR(acc_tracker_log_artifact(a, "mlflow", (dir + "/in/model").c_str(), "refused"),
+                   ACC_ERR_INVALID_ARGUMENT, "a FIFO or a device is no artifact");
+  EXPECT_FALSE(fs::exists(artifacts + "/refused")) << "nothing copied";
+  ACC_ASSERT_OK(acc_end_training(a));
+  ACC_EXPECT_ERROR(acc_tracker_log_artifact(a, "mlflow", (dir + "/in/config.yaml").c_str(), nullptr),
+                   ACC_ERR_NOT_INITIALIZED, "init_trackers first");
+  // An experiment whose artifacts live elsewhere (s3://): not copied from here.
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "remote", nullptr, R"({"mlflow": {"logging_dir": "s3://bucket/runs"}})"));
+  ACC_EXPECT_ERROR(acc_tracker_log_artifact(a, "mlflow", (dir + "/in/config.yaml").c_str(), nullptr),
+                   ACC_ERR_UNSUPPORTED, "is not a local folder");
+  ACC_ASSERT_OK(acc_end_training(a));
+  acc_accelerator_free(a);
+  const nlohmann::json store = read_store(dir + "/mlruns");  // the artifacts change nothing MLflow reads
+  EXPECT_EQ(experiment_named(store, "remote")["artifact_location"], "s3://bucket/runs");
+}

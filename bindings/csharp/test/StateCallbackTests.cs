@@ -253,9 +253,13 @@ public class StateCallbackTests {
       StringAssert.Contains("run_nme", e.Message);
       acc.InitTrackers("run", "{\"lr\": 0.5}", "{\"mlflow\": {\"run_name\": \"baseline\"}}");
       acc.LogScalar("loss", 1.25, 3);
+      string config = Path.Combine(dir, "config.yaml");
+      File.WriteAllText(config, "lr: 0.5\n");
+      acc.LogArtifact("mlflow", config, "configs");
       acc.EndTraining();
       runDir = acc.TrackerPath("mlflow");
     }
+    Assert.AreEqual("lr: 0.5\n", File.ReadAllText(Path.Combine(runDir, "artifacts", "configs", "config.yaml")));
     Assert.AreEqual("baseline", File.ReadAllText(Path.Combine(runDir, "tags", "mlflow.runName")));
     Assert.AreEqual("0.5", File.ReadAllText(Path.Combine(runDir, "params", "lr")));
     StringAssert.IsMatch(@"^\d+ 1\.25 3\n$", File.ReadAllText(Path.Combine(runDir, "metrics", "loss")));

@@ -304,6 +304,13 @@ func (a *Accelerator) LogHistogram(name string, values *Tensor, step int64, bins
 	return a.do(func(h capi.Accelerator, e *string) { h.LogHistogramWith(name, vh, step, bins, maxBins, e) })
 }
 
+// LogArtifact is MLflow's log_artifact / log_artifacts: the file or folder at localPath kept with the
+// tracker's current run under artifactPath ("" for the run's artifact root). Only mlflow keeps
+// artifacts (ErrUnsupported for the others).
+func (a *Accelerator) LogArtifact(tracker, localPath, artifactPath string) error {
+	return a.do(func(h capi.Accelerator, e *string) { h.LogArtifact(tracker, localPath, artifactPath, e) })
+}
+
 // nulJoined is each of names' bytes and a NUL, the form the library's name lists take.
 func nulJoined(what string, names []string) (encoded []byte, err error) {
 	for _, name := range names {

@@ -525,6 +525,13 @@ func TestMlflowRunsTakeInitKwargs(t *testing.T) {
 	if err := a.LogScalar("loss", 1.25, 3); err != nil {
 		t.Fatal(err)
 	}
+	config := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(config, []byte("lr: 0.5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogArtifact("mlflow", config, "configs"); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.EndTraining(); err != nil {
 		t.Fatal(err)
 	}
@@ -541,6 +548,9 @@ func TestMlflowRunsTakeInitKwargs(t *testing.T) {
 	}
 	if got := read("tags", "mlflow.runName"); got != "baseline" {
 		t.Fatalf("run name %q", got)
+	}
+	if got := read("artifacts", "configs", "config.yaml"); got != "lr: 0.5\n" {
+		t.Fatalf("artifact %q", got)
 	}
 	if got := read("params", "lr"); got != "0.5" {
 		t.Fatalf("parameter lr %q", got)

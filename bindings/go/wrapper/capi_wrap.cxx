@@ -1408,6 +1408,9 @@ SWIGINTERN void acc_accelerator_logImages(acc_accelerator *self,uint8_t const *n
 SWIGINTERN void acc_accelerator_logHistogramWith(acc_accelerator *self,char const *name,acc_tensor const *values,int64_t step,char const *bins,int64_t maxBins,std::string *swig_err){
     check(acc_log_histogram(self, name, values, step, opt_str(bins), maxBins));
   }
+SWIGINTERN void acc_accelerator_logArtifact(acc_accelerator *self,char const *tracker,char const *localPath,char const *artifactPath,std::string *swig_err){
+    check(acc_tracker_log_artifact(self, tracker, localPath, opt_str(artifactPath)));
+  }
 SWIGINTERN void acc_accelerator_endTraining(acc_accelerator *self,std::string *swig_err){ check(acc_end_training(self)); }
 SWIGINTERN acc_string_list *acc_accelerator_trackerNames(acc_accelerator *self,std::string *swig_err){
     acc_string_list *out = nullptr;
@@ -14290,6 +14293,67 @@ void _wrap_Accelerator_logHistogramWith_capi_dda8cd76654b7f17(acc_accelerator *_
   
   free(copy2); 
   free(copy5); 
+}
+
+
+void _wrap_Accelerator_logArtifact_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  char *arg2 = (char *) 0 ;
+  char *arg3 = (char *) 0 ;
+  char *arg4 = (char *) 0 ;
+  std::string *arg5 = (std::string *) 0 ;
+  char *copy2 ;
+  char *copy3 ;
+  char *copy4 ;
+  std::string temp5 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
+  
+  
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
+  
+  
+  copy4 = (char *)malloc(_swig_go_3.n + 1);
+  memcpy(copy4, _swig_go_3.p, _swig_go_3.n);
+  copy4[_swig_go_3.n] = '\0';
+  if (memchr(copy4, 0, _swig_go_3.n)) accswig::go_string_held_nul() = true;
+  arg4 = copy4;
+  
+  
+  accswig::take_go_error();
+  arg5 = &temp5;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_accelerator_logArtifact(arg1,(char const *)arg2,(char const *)arg3,(char const *)arg4,arg5);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy2); 
+  free(copy3); 
+  free(copy4); 
 }
 
 

@@ -244,16 +244,22 @@ class StateCallbackTest {
   void mlflowRunsTakeInitKwargs() throws Exception {
     String runDir;
     try (Options o = Options.accelerator().put("cpu", true).put("project_dir", dir.toString())
-                         .put("log_with", "mlflow");
+                         .put("log_with", "mlflow,tensorboard");
          Accelerator acc = new Accelerator(o)) {
       InvalidArgumentException e = assertThrows(InvalidArgumentException.class,
           () -> acc.initTrackers("run", null, "{\"mlflow\": {\"run_nme\": \"x\"}}"));
       assertTrue(e.getMessage().contains("run_nme"), e.getMessage());
       acc.initTrackers("run", "{\"lr\": 0.5}", "{\"mlflow\": {\"run_name\": \"baseline\"}}");
       acc.logScalar("loss", 1.25, 3);
+      Path config = Files.writeString(dir.resolve("config.yaml"), "lr: 0.5\n");
+      acc.logArtifact("mlflow", config.toString(), "configs");
+      UnsupportedException u = assertThrows(UnsupportedException.class,
+          () -> acc.logArtifact("tensorboard", config.toString(), null));
+      assertTrue(u.getMessage().contains("keeps no artifacts"), u.getMessage());
       acc.endTraining();
       runDir = acc.trackerPath("mlflow");
     }
+    assertEquals("lr: 0.5\n", Files.readString(Path.of(runDir, "artifacts", "configs", "config.yaml")));
     assertEquals("baseline", Files.readString(Path.of(runDir, "tags", "mlflow.runName")));
     assertEquals("0.5", Files.readString(Path.of(runDir, "params", "lr")));
     assertTrue(Files.readString(Path.of(runDir, "metrics", "loss")).matches("\\d+ 1\\.25 3\\n"));

@@ -259,39 +259,42 @@ typedef _gostring_ swig_type_229;
 typedef long long swig_type_230;
 typedef _gostring_ swig_type_231;
 typedef _gostring_ swig_type_232;
-typedef long long swig_type_233;
-typedef long long swig_type_234;
-typedef long long swig_type_235;
+typedef _gostring_ swig_type_233;
+typedef _gostring_ swig_type_234;
+typedef _gostring_ swig_type_235;
 typedef long long swig_type_236;
 typedef long long swig_type_237;
-typedef _goslice_ swig_type_238;
+typedef long long swig_type_238;
 typedef long long swig_type_239;
-typedef _goslice_ swig_type_240;
-typedef long long swig_type_241;
-typedef _gostring_ swig_type_242;
-typedef long long swig_type_243;
+typedef long long swig_type_240;
+typedef _goslice_ swig_type_241;
+typedef long long swig_type_242;
+typedef _goslice_ swig_type_243;
 typedef long long swig_type_244;
-typedef long long swig_type_245;
-typedef _gostring_ swig_type_246;
+typedef _gostring_ swig_type_245;
+typedef long long swig_type_246;
 typedef long long swig_type_247;
-typedef _gostring_ swig_type_248;
-typedef long long swig_type_249;
+typedef long long swig_type_248;
+typedef _gostring_ swig_type_249;
 typedef long long swig_type_250;
 typedef _gostring_ swig_type_251;
 typedef long long swig_type_252;
 typedef long long swig_type_253;
-typedef long long swig_type_254;
+typedef _gostring_ swig_type_254;
 typedef long long swig_type_255;
-typedef _goslice_ swig_type_256;
+typedef long long swig_type_256;
 typedef long long swig_type_257;
 typedef long long swig_type_258;
-typedef long long swig_type_259;
+typedef _goslice_ swig_type_259;
 typedef long long swig_type_260;
 typedef long long swig_type_261;
 typedef long long swig_type_262;
-typedef _gostring_ swig_type_263;
+typedef long long swig_type_263;
 typedef long long swig_type_264;
-typedef _gostring_ swig_type_265;
+typedef long long swig_type_265;
+typedef _gostring_ swig_type_266;
+typedef long long swig_type_267;
+typedef _gostring_ swig_type_268;
 extern void _wrap_Swig_free_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_dda8cd76654b7f17(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_dda8cd76654b7f17(void);
@@ -692,41 +695,42 @@ extern void _wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swi
 extern void _wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_221 arg2, swig_type_222 arg3, swig_type_223 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_logImages_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_224 arg2, uintptr_t arg3, swig_type_225 arg4, swig_type_226 arg5, swig_voidp arg6);
 extern void _wrap_Accelerator_logHistogramWith_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_227 arg2, uintptr_t arg3, swig_type_228 arg4, swig_type_229 arg5, swig_type_230 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_logArtifact_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_231 arg2, swig_type_232 arg3, swig_type_233 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_endTraining_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_231 _wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_232 arg2, swig_voidp arg3);
-extern swig_type_233 _wrap_Samples_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_234 _wrap_Samples_fields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_235 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_236 arg2, swig_type_237 arg3, swig_voidp arg4);
+extern swig_type_234 _wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_235 arg2, swig_voidp arg3);
+extern swig_type_236 _wrap_Samples_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_237 _wrap_Samples_fields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_238 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_239 arg2, swig_type_240 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_238 arg2, swig_voidp arg3);
-extern swig_type_239 _wrap_Bytes_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_240 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_241 arg2, swig_voidp arg3);
+extern swig_type_242 _wrap_Bytes_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_243 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_241 _wrap_Metrics_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_242 _wrap_Metrics_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_243 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_244 arg2, swig_voidp arg3);
+extern swig_type_244 _wrap_Metrics_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_245 _wrap_Metrics_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_246 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_247 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_245 _wrap_Texts_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_246 _wrap_Texts_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_247 arg2, swig_voidp arg3);
-extern swig_type_248 _wrap_Texts_text_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_249 arg2, swig_voidp arg3);
+extern swig_type_248 _wrap_Texts_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_249 _wrap_Texts_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_250 arg2, swig_voidp arg3);
+extern swig_type_251 _wrap_Texts_text_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_252 arg2, swig_voidp arg3);
 extern void _wrap_delete_Texts_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_250 _wrap_Images_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_251 _wrap_Images_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_252 arg2, swig_voidp arg3);
-extern swig_type_253 _wrap_Images_pngSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_254 arg2, swig_voidp arg3);
-extern void _wrap_Images_copyPng_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_255 arg2, swig_type_256 arg3, swig_voidp arg4);
+extern swig_type_253 _wrap_Images_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_254 _wrap_Images_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_255 arg2, swig_voidp arg3);
+extern swig_type_256 _wrap_Images_pngSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_257 arg2, swig_voidp arg3);
+extern void _wrap_Images_copyPng_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_258 arg2, swig_type_259 arg3, swig_voidp arg4);
 extern void _wrap_delete_Images_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_257 _wrap_CheckpointModelsView_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_258 arg2, swig_voidp arg3);
-extern swig_type_259 _wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_260 arg2, swig_voidp arg3);
-extern void _wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_261 arg2, swig_voidp arg3);
+extern swig_type_260 _wrap_CheckpointModelsView_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_261 arg2, swig_voidp arg3);
+extern swig_type_262 _wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_263 arg2, swig_voidp arg3);
+extern void _wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_264 arg2, swig_voidp arg3);
 extern void _wrap_delete_CheckpointModelsView_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_dda8cd76654b7f17(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_262 arg2, swig_type_263 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_265 arg2, swig_type_266 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_264 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_265 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_267 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_268 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -6830,6 +6834,29 @@ func (arg1 SwigcptrAccelerator) LogHistogramWith(arg2 string, arg3 Tensor, arg4 
 	}
 }
 
+func (arg1 SwigcptrAccelerator) LogArtifact(arg2 string, arg3 string, arg4 string, arg5 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	C._wrap_Accelerator_logArtifact_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+
+  if arg5 != nil && len(*arg5) > 0 {
+    *arg5 = swigCopyString(*arg5)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+}
+
 func (arg1 SwigcptrAccelerator) EndTraining(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
@@ -6859,7 +6886,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6960,6 +6987,7 @@ type Accelerator interface {
 	LogTexts(arg2 []byte, arg3 []byte, arg4 int64, arg5 *string)
 	LogImages(arg2 []byte, arg3 TensorList, arg4 int64, arg5 string, arg6 *string)
 	LogHistogramWith(arg2 string, arg3 Tensor, arg4 int64, arg5 string, arg6 int64, arg7 *string)
+	LogArtifact(arg2 string, arg3 string, arg4 string, arg5 *string)
 	EndTraining(arg2 *string)
 	TrackerNames(arg2 *string) (_swig_ret StringList)
 	TrackerPath(arg2 string, arg3 *string) (_swig_ret string)
@@ -6986,7 +7014,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_238(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7001,7 +7029,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_236(_swig_i_1), C.swig_type_237(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1), C.swig_type_240(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7036,7 +7064,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7058,7 +7086,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_240)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7103,7 +7131,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_243(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7120,7 +7148,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_244(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7163,7 +7191,7 @@ func (arg1 SwigcptrTexts) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_250(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7180,7 +7208,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_text_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_249(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_text_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_252(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7226,7 +7254,7 @@ func (arg1 SwigcptrImages) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Images_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_252(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Images_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7243,7 +7271,7 @@ func (arg1 SwigcptrImages) PngSize(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Images_pngSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_254(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Images_pngSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7257,7 +7285,7 @@ func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Images_copyPng_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Images_copyPng_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_258(_swig_i_1), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7309,7 +7337,7 @@ func (arg1 SwigcptrCheckpointModelsView) Model(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_258(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_261(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7323,7 +7351,7 @@ func (arg1 SwigcptrCheckpointModelsView) Index(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_260(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7336,7 +7364,7 @@ func (arg1 SwigcptrCheckpointModelsView) Remove(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_261(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_264(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7399,7 +7427,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_262(_swig_i_1), *(*C.swig_type_263)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_265(_swig_i_1), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7420,7 +7448,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_264(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_267(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7432,7 +7460,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_265)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_268)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
