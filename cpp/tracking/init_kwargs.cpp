@@ -2,7 +2,6 @@
 
 #include "common/error.h"
 #include "common/utf8.h"
-#include "tracking/tracker.h"
 
 namespace acc::tracking {
 
@@ -58,12 +57,6 @@ void InitKwargs::refuse_the_rest() const {
       fail(Status::InvalidArgument, "init_kwargs[\"", tracker_, "\"]: the ", tracker_,
            " tracker takes no keyword argument \"", printable_utf8(item.key()), "\"",
            taken_.empty() ? std::string(" (it takes none)") : "");
-}
-
-void Tracker::set_init_kwargs(const nlohmann::json& kwargs) { InitKwargs(name(), kwargs).refuse_the_rest(); }
-
-void Tracker::log_artifact(const std::string&, const std::string&) {
-  fail(Status::Unsupported, "the ", name(), " tracker keeps no artifacts (mlflow's does)");
 }
 
 }  // namespace acc::tracking
