@@ -46,7 +46,9 @@ void copy_artifact(const std::string& local_path, const std::string& destination
     if (fs::is_directory(entry)) continue;
     require(fs::is_regular_file(entry), "log_artifact: ", it->path().string(),
             " is neither a file nor a folder (a FIFO or a device is no artifact)");
-    files.emplace_back(it->path(), fs::path(destination) / fs::relative(it->path(), local_path));
+    // Lexically (the iterator's path is the folder's and the entries' names): a symbolic link keeps its
+    // place in the tree, wherever it points.
+    files.emplace_back(it->path(), fs::path(destination) / it->path().lexically_relative(local_path));
   }
   if (ec) fail(Status::Io, "log_artifact: cannot read the folder ", local_path, ": ", ec.message());
   make_dirs(destination);

@@ -377,12 +377,18 @@ TEST(MlflowTracking, ArtifactsAreCopiedIntoTheRun) {
   ACC_ASSERT_OK(acc_tracker_log_artifact(a, "mlflow", (dir + "/in/config.yaml").c_str(), nullptr));
   ACC_ASSERT_OK(acc_tracker_log_artifact(a, "mlflow", (dir + "/in/model").c_str(), "checkpoints/final"));
   std::ofstream(dir + "/in/model/sub/notes.txt") << "second";
+  // A link to a folder elsewhere is copied as what it points at, in its place in the tree (as
+  // shutil.copytree copies), never out of the artifacts.
+  fs::create_directories(dir + "/elsewhere");
+  std::ofstream(dir + "/elsewhere/linked.txt") << "linked";
+  fs::create_directory_symlink(dir + "/elsewhere", dir + "/in/model/link");
   std::ofstream(dir + "/in/model/more.txt") << "more";
   ACC_ASSERT_OK(acc_tracker_log_artifact(a, "mlflow", (dir + "/in/model").c_str(), "checkpoints/final"));
   EXPECT_EQ(acc_test::read_file(artifacts + "/config.yaml"), "lr: 0.1\n");
   EXPECT_EQ(acc_test::read_file(artifacts + "/checkpoints/final/weights.bin"), std::string("\x00\x01\x02\xff", 4));
   EXPECT_EQ(acc_test::read_file(artifacts + "/checkpoints/final/sub/notes.txt"), "second");
   EXPECT_EQ(acc_test::read_file(artifacts + "/checkpoints/final/more.txt"), "more");
+  EXPECT_EQ(acc_test::read_file(artifacts + "/checkpoints/final/link/linked.txt"), "linked");
 
   ACC_EXPECT_ERROR(acc_tracker_log_artifact(a, "jsonl", (dir + "/in/config.yaml").c_str(), nullptr),
                    ACC_ERR_UNSUPPORTED, "the jsonl tracker keeps no artifacts");
