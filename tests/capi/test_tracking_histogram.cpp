@@ -92,8 +92,8 @@ TEST(HistogramTracking, TensorBoardGetsTorchsHistogram) {
   cases.push_back({{"values", hex_of(counts_in)}, {"bins", 4}, {"max_bins", nullptr}});
   cases.push_back({{"values", hex_of(weights)}, {"bins", "tensorflow"}, {"max_bins", 20}});
   std::ofstream(dir + "/cases.json") << cases.dump();
-  const std::string command =
-      std::string("python3 '") + ACC_TORCH_HISTOGRAM + "' '" + dir + "/cases.json' > '" + dir + "/torch.json'";
+  const std::string command = std::string("'") + ACC_TEST_PYTHON + "' '" + ACC_TORCH_HISTOGRAM + "' '" + dir +
+                              "/cases.json' > '" + dir + "/torch.json'";
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   std::ifstream in(dir + "/torch.json");
   const nlohmann::json theirs = nlohmann::json::parse(in);

@@ -62,7 +62,8 @@ acc_accelerator* make(const std::string& log_with, const std::string& project_di
 // The store as MLflow reads it (the reader fails on anything MLflow would refuse to read).
 nlohmann::json read_store(const std::string& root) {
   const std::string out = root + ".read.json";
-  const std::string command = std::string("python3 '") + ACC_MLFLOW_READER + "' '" + root + "' > '" + out + "'";
+  const std::string command =
+      std::string("'") + ACC_TEST_PYTHON + "' '" + ACC_MLFLOW_READER + "' '" + root + "' > '" + out + "'";
   EXPECT_EQ(std::system(command.c_str()), 0) << command;
   return nlohmann::json::parse(acc_test::read_file(out));
 }

@@ -180,9 +180,9 @@ TEST(PythonText, FloatsAndValuesPrintAsPythonPrintsThem) {
       hex << text;
     }
   }
-  const std::string command =
-      "python3 -c 'import sys\nfor line in open(sys.argv[1]): print(repr(float.fromhex(line)))' '" + dir +
-      "/values.txt' > '" + dir + "/repr.txt'";
+  const std::string command = std::string("'") + ACC_TEST_PYTHON +
+                              "' -c 'import sys\nfor line in open(sys.argv[1]): print(repr(float.fromhex(line)))' '" +
+                              dir + "/values.txt' > '" + dir + "/repr.txt'";
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   std::ifstream theirs(dir + "/repr.txt");
   size_t compared = 0;
@@ -203,8 +203,9 @@ TEST(PythonText, FloatsAndValuesPrintAsPythonPrintsThem) {
   const auto parsed = nlohmann::json::parse(json);
   { std::ofstream(dir + "/value.json") << json; }
   const std::string str_command =
-      "python3 -c 'import json, sys\nfor k, v in sorted(json.load(open(sys.argv[1])).items()): print(k, str(v))' '" +
-      dir + "/value.json' > '" + dir + "/str.txt'";
+      std::string("'") + ACC_TEST_PYTHON +
+      "' -c 'import json, sys\nfor k, v in sorted(json.load(open(sys.argv[1])).items()): print(k, str(v))' '" + dir +
+      "/value.json' > '" + dir + "/str.txt'";
   ASSERT_EQ(std::system(str_command.c_str()), 0) << str_command;
   std::ifstream printed(dir + "/str.txt");
   std::string ours;
@@ -283,8 +284,8 @@ TEST(Histogram, AsTorchMakesIt) {
                         {"max_bins", c.max_bins == 0 ? nlohmann::json(nullptr) : nlohmann::json(c.max_bins)}});
   }
   std::ofstream(dir + "/cases.json") << requests.dump();
-  const std::string command = std::string("python3 '") + ACC_SOURCE_DIR + "/tests/interop/torch_histogram.py' '" + dir +
-                              "/cases.json' > '" + dir + "/torch.json'";
+  const std::string command = std::string("'") + ACC_TEST_PYTHON + "' '" + ACC_SOURCE_DIR +
+                              "/tests/interop/torch_histogram.py' '" + dir + "/cases.json' > '" + dir + "/torch.json'";
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   std::ifstream in(dir + "/torch.json");
   const nlohmann::json theirs = nlohmann::json::parse(in);
