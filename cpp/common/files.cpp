@@ -28,6 +28,12 @@ void refuse_unless_regular(const std::string& path) {
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) fail(Status::Io, "'", path, "' is not a regular file");
 }
 
+void make_folders(const std::string& dir, const std::string& what) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail(Status::Io, "cannot create ", what, " ", dir, ": ", ec.message());
+}
+
 std::optional<std::string> read_whole_file(const std::string& path) {
   refuse_unless_regular(path);
   std::ifstream in(path, std::ios::binary);

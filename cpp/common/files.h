@@ -14,6 +14,9 @@ namespace acc {
 std::optional<std::string> read_whole_file(const std::string& path);
 // Fails with an Io error when `path` exists and is not a regular file (a FIFO, a device, a folder).
 void refuse_unless_regular(const std::string& path);
+// Creates `dir` and the folders above it that are missing; an Io error naming it as `what` ("the run
+// folder") otherwise.
+void make_folders(const std::string& dir, const std::string& what);
 // Writes `bytes` to `path`; an Io error naming the file when that fails (a full disk included).
 void write_file(const std::string& path, const std::string& bytes);
 // The longest file name (one path component) Linux's file systems take, in bytes.

@@ -89,6 +89,10 @@ std::FILE* open_regular_file(const std::string& path, bool truncate) {
 AsyncFile::AsyncFile(std::string path, bool truncate, std::chrono::milliseconds flush_interval)
     : path_(std::move(path)), flush_interval_(flush_interval) {
   file_ = open_regular_file(path_, truncate);
+  start_writer();
+}
+
+void AsyncFile::start_writer() {
   thread_ = std::thread([this] {
     name_this_thread("acc-tracker");
     run();
@@ -97,10 +101,7 @@ AsyncFile::AsyncFile(std::string path, bool truncate, std::chrono::milliseconds 
 
 AsyncFile::AsyncFile(TasksOwnFiles, std::string label, std::function<void()> flush_files)
     : path_(std::move(label)), flush_interval_(std::chrono::seconds(1)), flush_files_(std::move(flush_files)) {
-  thread_ = std::thread([this] {
-    name_this_thread("acc-tracker");
-    run();
-  });
+  start_writer();
 }
 
 AsyncFile::~AsyncFile() {

@@ -46,6 +46,7 @@ class AsyncFile {
   const std::string& path() const { return path_; }
 
  private:
+  void start_writer();
   void run();
   void enqueue(Task task);
 

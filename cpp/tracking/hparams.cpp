@@ -47,11 +47,9 @@ void write_config_file(const std::string& dir, const nlohmann::json& config) {
 }
 
 std::string make_run_dir(const std::string& logging_dir, const std::string& project_name) {
-  const std::filesystem::path dir = std::filesystem::path(logging_dir) / project_name;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) fail(Status::Io, "cannot create the run folder ", dir.string(), ": ", ec.message());
-  return dir.string();
+  const std::string dir = (std::filesystem::path(logging_dir) / project_name).string();
+  make_folders(dir, "the run folder");
+  return dir;
 }
 
 }  // namespace acc::tracking

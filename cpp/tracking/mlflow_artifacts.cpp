@@ -11,14 +11,8 @@ namespace acc::tracking::mlflow {
 namespace fs = std::filesystem;
 namespace {
 
-void make_dirs(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail(Status::Io, "mlflow: cannot create the artifact folder ", dir.string(), ": ", ec.message());
-}
-
 void copy_into_place(const fs::path& from, const fs::path& to) {
-  make_dirs(to.parent_path());
+  make_folders(to.parent_path().string(), "the artifact folder");
   write_through_temporary(to.string(), [&](const std::string& temporary) {
     std::error_code ec;
     fs::copy_file(from, temporary, fs::copy_options::overwrite_existing, ec);
@@ -51,7 +45,7 @@ void copy_artifact(const std::string& local_path, const std::string& destination
     files.emplace_back(it->path(), fs::path(destination) / it->path().lexically_relative(local_path));
   }
   if (ec) fail(Status::Io, "log_artifact: cannot read the folder ", local_path, ": ", ec.message());
-  make_dirs(destination);
+  make_folders(destination, "the artifact folder");
   for (const auto& [from, to] : files) copy_into_place(from, to);
 }
 

@@ -31,9 +31,7 @@ MetricFiles::File& MetricFiles::file_of(const std::string& name) {
     files_.clear();
   }
   const fs::path path = fs::path(run_dir_) / "metrics" / name;
-  std::error_code ec;
-  fs::create_directories(path.parent_path(), ec);
-  if (ec) fail(Status::Io, "mlflow: cannot create ", path.parent_path().string(), ": ", ec.message());
+  make_folders(path.parent_path().string(), "the metric folder");
   // Non-blocking: a FIFO without a reader fails to open instead of waiting for one.
   const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
   if (fd < 0) {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <string_view>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -29,20 +30,23 @@ bool is_name_char(char c) {
          c == '.' || c == ' ' || c == '/';
 }
 
-std::string random_hex(size_t digits) {
-  static thread_local std::mt19937_64 bits{
-      std::random_device{}() ^ static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (size_t i = 0; i < digits; ++i) out += hex[bits() & 15];
-  return out;
+// 64 bits from the system's random source (not torch's generators, whose streams training follows).
+uint64_t random_bits() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
+
+// uuid4().hex's form: 32 hex digits.
+std::string random_hex32() {
+  char digits[33];
+  std::snprintf(digits, sizeof digits, "%016llx%016llx", static_cast<unsigned long long>(random_bits()),
+                static_cast<unsigned long long>(random_bits()));
+  return digits;
 }
 
 // MLflow's experiment ids: a positive integer below 2^63 (its _generate_unique_integer_id).
 std::string random_experiment_id() {
-  std::random_device device;
-  const uint64_t high = device(), low = device();
-  const uint64_t id = ((high << 32) | low) & ((uint64_t{1} << 63) - 1);
+  const uint64_t id = random_bits() & ((uint64_t{1} << 63) - 1);
   return std::to_string(id == 0 ? 1 : id);
 }
 
@@ -75,12 +79,6 @@ std::string file_uri(const std::string& path) {
     }
   }
   return out;
-}
-
-void make_dirs(const fs::path& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail(Status::Io, "mlflow: cannot create ", dir.string(), ": ", ec.message());
 }
 
 // The folders in `dir` (none where it is absent); Io where it cannot be listed.
@@ -139,7 +137,7 @@ void write_experiment_meta(const fs::path& dir, const std::string& id, const std
 // A tag or parameter's file: the value alone, no line end (MLflow reads the file whole).
 void write_value(const fs::path& folder, const std::string& name, const std::string& value) {
   const fs::path path = folder / name;
-  make_dirs(path.parent_path());
+  make_folders(path.parent_path().string(), "the mlflow folder");
   write_file_atomically(path.string(), value);
 }
 
@@ -156,7 +154,9 @@ void check_name(const std::string& what, const std::string& name) {
   bool same = name.front() != '/' && name.back() != '/';
   for (size_t start = 0; same;) {
     const size_t end = name.find('/', start);
-    const std::string part = name.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    // A view: this runs on the training thread for every name logged.
+    const std::string_view part =
+        std::string_view(name).substr(start, end == std::string::npos ? std::string::npos : end - start);
     same = !part.empty() && part != "." && part != "..";
     if (end == std::string::npos) break;
     start = end + 1;
@@ -222,16 +222,14 @@ Store::Store(std::string root) : root_(std::move(root)) {
     if (!fs::is_directory(root_, ec)) fail(Status::Io, "mlflow: the store ", root_, " is not a folder");
   } else {
     const fs::path default_experiment = fs::path(root_) / kDefaultExperimentId;
-    make_dirs(default_experiment);
+    make_folders(default_experiment.string(), "the mlflow folder");
     write_experiment_meta(default_experiment, kDefaultExperimentId, "Default",
                           file_uri((fs::path(root_) / kDefaultExperimentId).string()), now_ms());
   }
-  make_dirs(fs::path(root_) / ".trash");
+  make_folders((fs::path(root_) / ".trash").string(), "the mlflow folder");
 }
 
 std::string Store::experiment(const std::string& name, const std::string& artifact_location, const Pairs& tags) {
-  check_experiment_name(name);
-  for (const auto& tag : tags) check_name("experiment tag", tag.first);
   std::string found;
   int64_t newest = 0;
   for (const fs::path& dir : subfolders(root_)) {
@@ -253,7 +251,7 @@ std::string Store::experiment(const std::string& name, const std::string& artifa
   do id = random_experiment_id();
   while (fs::exists(fs::path(root_) / id, ec));
   const fs::path dir = fs::path(root_) / id;
-  make_dirs(dir);
+  make_folders(dir.string(), "the mlflow folder");
   // A path becomes its file: URI (MLflow's resolve_uri_if_local); a URI (s3://...) stays as given.
   const bool is_uri = artifact_location.find("://") != std::string::npos || artifact_location.rfind("file:", 0) == 0;
   write_experiment_meta(dir, id, name,
@@ -301,7 +299,7 @@ RunInfo Store::create_run(const std::string& experiment_id, const std::string& r
   const auto meta = read_meta(fs::path(root_) / experiment_id);
   require(meta.has_value(), "mlflow: no experiment ", experiment_id, " in ", root_);
   RunInfo run;
-  run.run_id = random_hex(32);  // uuid4().hex's form
+  run.run_id = random_hex32();
   run.run_name = run_name;
   run.experiment_id = experiment_id;
   run.user_id = user_name();
@@ -311,7 +309,8 @@ RunInfo Store::create_run(const std::string& experiment_id, const std::string& r
   while (!location.empty() && location.back() == '/') location.pop_back();
   run.artifact_uri = location + "/" + run.run_id + "/artifacts";
   const fs::path dir = run_dir(run);
-  for (const char* folder : {"metrics", "params", "artifacts", "tags"}) make_dirs(dir / folder);
+  for (const char* folder : {"metrics", "params", "artifacts", "tags"})
+    make_folders((dir / folder).string(), "the mlflow folder");
   write_run_info(run);
   write_tags(run, tags);
   return run;

@@ -64,7 +64,7 @@ class Store {
 
   // The id of the active experiment named `name` (the newest, where several are), or of a new one
   // with `artifact_location` (a path or a URI; "" for MLflow's default, the experiment's folder) and
-  // `tags`. A
+  // `tags`. The caller has checked the name (check_experiment_name) and tags (check_params_and_tags). A
   // deleted experiment of that name is an error, as MLflow's.
   std::string experiment(const std::string& name, const std::string& artifact_location, const Pairs& tags);
   // A new run in the experiment, started at `start_ms`: its meta.yaml and folders, and `tags`

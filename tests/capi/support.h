@@ -415,6 +415,14 @@ inline const TempRoot& temp_root() {
 
 inline std::string temp_path(const std::string& name) { return temp_root().path() + "/" + name; }
 
+// temp_path(name), emptied: nothing of an earlier run of the test is left there.
+inline std::string fresh_dir(const std::string& name) {
+  const std::string dir = temp_path(name);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  return dir;
+}
+
 // Ends the process at once, without static teardown (a process group whose peer is gone can hang
 // in it), after removing this process's temporary folder, which that teardown would have removed.
 [[noreturn]] inline void exit_at_once(int code) {

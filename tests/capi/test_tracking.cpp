@@ -33,12 +33,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-std::string fresh_dir(const std::string& name) {
-  const std::string dir = acc_test::temp_path(name);
-  EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
-  return dir;
-}
-
 // A tracker of the program that remembers every call.
 struct Recorder {
   std::vector<std::string> calls;
@@ -99,7 +93,7 @@ const char* kConfig = R"({"lr": 0.001, "optimizer": {"name": "adamw", "betas": [
 }  // namespace
 
 TEST(Tracking, TensorBoardEventFileReadsBackFromTheSpecification) {
-  const std::string dir = fresh_dir("tb");
+  const std::string dir = acc_test::fresh_dir("tb");
   acc_accelerator* a = make("tensorboard", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "run1", kConfig));
   for (int i = 0; i < 5; ++i) ACC_ASSERT_OK(acc_log_scalar(a, "train/loss", 1.0 / (i + 1), -1));  // steps 0..4
@@ -155,7 +149,7 @@ TEST(Tracking, TensorBoardEventFileReadsBackFromTheSpecification) {
 TEST(Tracking, TensorBoardItselfReadsTheEventFile) {
   if (std::system("python3 -c 'import tensorboard' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "Python's tensorboard package is not installed: TensorBoard's EventAccumulator check skipped";
-  const std::string dir = fresh_dir("tb_accumulator");
+  const std::string dir = acc_test::fresh_dir("tb_accumulator");
   acc_accelerator* a = make("tensorboard", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "run", R"({"lr": 0.5})"));
   for (int i = 0; i < 3; ++i) ACC_ASSERT_OK(acc_log_scalar(a, "loss", 2.0 * i, 5 * i));
@@ -201,7 +195,7 @@ TEST(Tracking, TensorBoardItselfReadsTheEventFile) {
 }
 
 TEST(Tracking, JsonlHasOneRecordPerLogCall) {
-  const std::string dir = fresh_dir("jsonl");
+  const std::string dir = acc_test::fresh_dir("jsonl");
   acc_accelerator* a = make("jsonl", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "run", kConfig));
   const char* names[] = {"loss", "lr"};
@@ -228,7 +222,7 @@ TEST(Tracking, JsonlHasOneRecordPerLogCall) {
 // A write that fails part way (a full disk; here a file-size limit, EFBIG) leaves whole records
 // only: the file is cut back to its last complete line, so that json.loads and csv readers take it.
 TEST(Tracking, AFailedWriteLeavesNoHalfRecord) {
-  const std::string dir = fresh_dir("torn");
+  const std::string dir = acc_test::fresh_dir("torn");
   acc_accelerator* a = make("jsonl,csv", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
   const auto previous_handler = std::signal(SIGXFSZ, SIG_IGN);  // the write fails instead of the process
@@ -262,7 +256,7 @@ TEST(Tracking, AFailedWriteLeavesNoHalfRecord) {
 }
 
 TEST(Tracking, TheTextTableEscapesPipesAndLineBreaks) {
-  const std::string dir = fresh_dir("tb_text");
+  const std::string dir = acc_test::fresh_dir("tb_text");
   acc_accelerator* a = make("tensorboard", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "run", R"({"cmd": "a | b", "note": "line1\nline2", "path\\x": 1})"));
   ACC_ASSERT_OK(acc_end_training(a));
@@ -279,7 +273,7 @@ TEST(Tracking, TheTextTableEscapesPipesAndLineBreaks) {
 }
 
 TEST(Tracking, AConfigKeyThatFlattensOntoANestedOneIsRefused) {
-  const std::string dir = fresh_dir("tb_collision");
+  const std::string dir = acc_test::fresh_dir("tb_collision");
   acc_accelerator* a = make("tensorboard,jsonl", dir);
   ACC_EXPECT_ERROR(acc_init_trackers(a, "run", R"({"a/b": 1, "a": {"b": 2}})"), ACC_ERR_INVALID_ARGUMENT, "\"a/b\"");
   ACC_ASSERT_OK(acc_init_trackers(a, "run", R"({"a/c": 1, "a": {"b": 2}})"));
@@ -288,7 +282,7 @@ TEST(Tracking, AConfigKeyThatFlattensOntoANestedOneIsRefused) {
 }
 
 TEST(Tracking, ALogCallWithoutValuesIsStillALine) {
-  const std::string dir = fresh_dir("empty_log");
+  const std::string dir = acc_test::fresh_dir("empty_log");
   acc_accelerator* a = make("jsonl,csv", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "run", ""));
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, 3));
@@ -306,7 +300,7 @@ TEST(Tracking, ALogCallWithoutValuesIsStillALine) {
 }
 
 TEST(Tracking, CsvHeaderIsTheUnionOfNamesInOrderOfAppearance) {
-  const std::string dir = fresh_dir("csv");
+  const std::string dir = acc_test::fresh_dir("csv");
   acc_accelerator* a = make("csv", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
   // The file's own columns cannot be a value's: a second "step" column would hide the step from
@@ -352,7 +346,7 @@ TEST(Tracking, CsvHeaderIsTheUnionOfNamesInOrderOfAppearance) {
 }
 
 TEST(Tracking, AllWritesEveryBuiltInTrackerAndProgramTrackersGetEveryCall) {
-  const std::string dir = fresh_dir("all");
+  const std::string dir = acc_test::fresh_dir("all");
   acc_accelerator* a = make("all", dir);
   Recorder r;
   bool freed = false;
@@ -417,7 +411,7 @@ TEST(Tracking, ErrorsAreReported) {
   ACC_EXPECT_ERROR(acc_test::create_accelerator({{"log_with", "jsonl"}}, &bad), ACC_ERR_INVALID_ARGUMENT,
                    "needs project_dir or logging_dir");
 
-  const std::string dir = fresh_dir("errors");
+  const std::string dir = acc_test::fresh_dir("errors");
   acc_accelerator* a = make("jsonl", dir);
   ACC_EXPECT_ERROR(acc_log_scalar(a, "loss", 1.0, -1), ACC_ERR_NOT_INITIALIZED, "init_trackers");
   ACC_EXPECT_ERROR(acc_init_trackers(a, "run", "{\"lr\": "), ACC_ERR_INVALID_ARGUMENT, "not valid JSON");
@@ -516,7 +510,7 @@ TEST(Progress, PlainLinesWhenStdoutIsNotATerminal) {
 
 // A table of thousands of columns (a header past any fixed read) is continued by the next run.
 TEST(Tracking, AWideCsvTableIsContinuedByTheNextRun) {
-  const std::string dir = fresh_dir("wide_csv");
+  const std::string dir = acc_test::fresh_dir("wide_csv");
   acc_accelerator* a = make("csv", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
   const std::string long_name(70000, 'm');
@@ -546,7 +540,7 @@ std::vector<std::vector<std::string>> python_csv_rows(const std::string& path, c
 // tracker calls for a str value), a "texts" object in JSONL, RFC 4180 cells in CSV (read back by
 // Python's csv module, also after a later column widens the table), and the program's text callback.
 TEST(Tracking, TextsReachEveryTracker) {
-  const std::string dir = fresh_dir("texts");
+  const std::string dir = acc_test::fresh_dir("texts");
   acc_accelerator* a = make("all", dir);
   Recorder r;
   TextRecorder t;
@@ -611,7 +605,7 @@ TEST(Tracking, TextsReachEveryTracker) {
 // waiting for a reader; a device is no log), naming it; the run does not start.
 TEST(Tracking, ARunFileThatIsNotARegularFileIsRefused) {
   for (const char* tracker : {"jsonl", "csv"}) {
-    const std::string dir = fresh_dir(std::string("special_") + tracker);
+    const std::string dir = acc_test::fresh_dir(std::string("special_") + tracker);
     const std::string file = dir + "/run/" + (std::string(tracker) == "csv" ? "metrics.csv" : "metrics.jsonl");
     ASSERT_EQ(std::system(("mkdir -p '" + dir + "/run' && mkfifo '" + file + "'").c_str()), 0);
     acc_accelerator* a = make(tracker, dir);
@@ -632,7 +626,7 @@ TEST(Tracking, ARunFileThatIsNotARegularFileIsRefused) {
 // the next run on the project drops that torn record and appends after the last whole one, so the
 // files stay readable as a whole; a file whose tail is no record of the tracker is refused, unchanged.
 TEST(Tracking, ARunAfterAKillDropsTheTornRecord) {
-  const std::string dir = fresh_dir("torn_tail");
+  const std::string dir = acc_test::fresh_dir("torn_tail");
   ASSERT_EQ(std::system(("mkdir -p '" + dir + "/run'").c_str()), 0);
   const std::string jsonl = dir + "/run/metrics.jsonl", csv = dir + "/run/metrics.csv";
   std::ofstream(jsonl) << "{\"step\":0,\"wall_time\":1.5,\"values\":{\"loss\":0.5}}\n{\"step\":1,\"wall_ti";
@@ -770,7 +764,7 @@ acc_tensor* uint8s(const std::vector<uint8_t>& values, const std::vector<int64_t
 TEST(Tracking, ImagesAreWrittenAsTorchsAddImagesWritesThem) {
   if (std::system("python3 -c 'import PIL' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "Python's Pillow is not installed (python3-pil): the PNG check is skipped";
-  const std::string dir = fresh_dir("images");
+  const std::string dir = acc_test::fresh_dir("images");
   acc_accelerator* a = make("all", dir);
   ImageRecorder pictures;  // a program's tracker with an image callback gets the same PNGs
   Recorder numbers;        // one without gets none
@@ -926,7 +920,7 @@ TEST(Tracking, ImagesAreWrittenAsTorchsAddImagesWritesThem) {
 TEST(Tracking, LargerImagesDecodeToTorchsPixels) {
   if (std::system("python3 -c 'import PIL' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "Python's Pillow is not installed (python3-pil): the PNG check is skipped";
-  const std::string dir = fresh_dir("larger_images");
+  const std::string dir = acc_test::fresh_dir("larger_images");
   acc_accelerator* a = make("tensorboard", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
   std::vector<float> gradient(3 * 40 * 56);
@@ -976,7 +970,7 @@ TEST(Tracking, LargerImagesDecodeToTorchsPixels) {
 // and ends with every file complete (the failed folder was left as an empty entry that end_training
 // then closed: a crash, and the JSONL never flushed).
 TEST(Tracking, AGroupFolderThatCannotBeMadeFailsOnlyItsCall) {
-  const std::string dir = fresh_dir("scalars_blocked");
+  const std::string dir = acc_test::fresh_dir("scalars_blocked");
   acc_accelerator* a = make("tensorboard,jsonl", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
   std::ofstream(dir + "/run/loss_blocked") << "in the way";
@@ -996,7 +990,7 @@ TEST(Tracking, AGroupFolderThatCannotBeMadeFailsOnlyItsCall) {
 // run folder "<main>_<name>" per value, its own event file, tagged with the main tag); JSONL and the
 // program's trackers get "<main>/<name>"; a name leading out of the run's folder is refused.
 TEST(Tracking, AGroupOfScalarsIsWrittenAsAddScalars) {
-  const std::string dir = fresh_dir("scalars_group");
+  const std::string dir = acc_test::fresh_dir("scalars_group");
   acc_accelerator* a = make("tensorboard,jsonl", dir);
   Recorder r;
   ACC_ASSERT_OK(acc_add_tracker(a, "mine", nullptr, recorder_log, nullptr, &r, nullptr));

@@ -17,14 +17,6 @@
 
 namespace {
 
-std::string fresh_dir(const std::string& name) {
-  const std::string dir = acc_test::temp_path(name);
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  std::filesystem::create_directories(dir);
-  return dir;
-}
-
 std::vector<double> numbers(const nlohmann::json& texts) {
   std::vector<double> out;
   for (const auto& t : texts) out.push_back(std::stod(t.get<std::string>()));
@@ -34,7 +26,8 @@ std::vector<double> numbers(const nlohmann::json& texts) {
 }  // namespace
 
 TEST(HistogramTracking, TensorBoardGetsTorchsHistogram) {
-  const std::string dir = fresh_dir("histograms");
+  const std::string dir = acc_test::fresh_dir("histograms");
+  std::filesystem::create_directories(dir);
   acc_accelerator* a =
       acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "tensorboard,jsonl"}, {"project_dir", dir}});
   ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));

@@ -8,21 +8,10 @@
 #include "support.h"
 #include "tracking_reader.h"
 
-namespace {
-
-std::string fresh_dir(const std::string& name) {
-  const std::string dir = acc_test::temp_path(name);
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  return dir;
-}
-
-}  // namespace
-
 // filename_suffix ends each event file's name (the run's and acc_log_scalars' own, as SummaryWriter's
 // add_scalars writers take it); flush_secs, max_queue and comment are taken; the events are TensorBoard's.
 TEST(TrackerKwargs, TensorBoardTakesSummaryWritersArguments) {
-  const std::string dir = fresh_dir("kwargs_tensorboard");
+  const std::string dir = acc_test::fresh_dir("kwargs_tensorboard");
   acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "tensorboard"}, {"project_dir", dir}});
   ACC_ASSERT_OK(acc_init_trackers_ex(
       a, "run", nullptr,
@@ -69,7 +58,7 @@ TEST(TrackerKwargs, TensorBoardTakesSummaryWritersArguments) {
 // jsonl, csv and a program's tracker take no keyword arguments: any is refused, naming it, on the
 // arguments (nothing starts); init_kwargs of null, {} or "" is none.
 TEST(TrackerKwargs, TrackersWithoutArgumentsRefuseAny) {
-  const std::string dir = fresh_dir("kwargs_none");
+  const std::string dir = acc_test::fresh_dir("kwargs_none");
   acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "jsonl,csv"}, {"project_dir", dir}});
   ACC_ASSERT_OK(acc_add_tracker(a, "mine", nullptr, nullptr, nullptr, nullptr, nullptr));
   for (const char* kwargs :

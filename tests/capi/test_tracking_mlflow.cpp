@@ -46,13 +46,6 @@ struct CleanMlflowEnv {
       run{"MLFLOW_RUN_ID", nullptr}, tags{"MLFLOW_TAGS", nullptr};
 };
 
-std::string fresh_dir(const std::string& name) {
-  const std::string dir = acc_test::temp_path(name);
-  std::error_code ec;
-  fs::remove_all(dir, ec);
-  return dir;
-}
-
 acc_accelerator* make(const std::string& log_with, const std::string& project_dir) {
   std::vector<std::pair<std::string, std::string>> options = {{"cpu", "true"}, {"log_with", log_with}};
   if (!project_dir.empty()) options.emplace_back("project_dir", project_dir);
@@ -91,7 +84,7 @@ std::vector<std::pair<std::string, int64_t>> values_and_steps(const nlohmann::js
 // step (NaN too; groups of acc_log_scalars as "<tag>/<name>"), texts skipped, and the run FINISHED.
 TEST(MlflowTracking, WritesTheFileStoreAsMlflowReadsIt) {
   const CleanMlflowEnv clean;
-  const std::string dir = fresh_dir("mlflow_run");
+  const std::string dir = acc_test::fresh_dir("mlflow_run");
   acc_accelerator* a = make("mlflow", dir);
   const std::string config = nlohmann::json{
       {"lr", 0.001},
@@ -167,7 +160,7 @@ TEST(MlflowTracking, WritesTheFileStoreAsMlflowReadsIt) {
 // and refuses a configuration that would change a parameter the run has, before anything changes.
 TEST(MlflowTracking, RunsShareTheirExperimentAndOneResumes) {
   const CleanMlflowEnv clean;
-  const std::string dir = fresh_dir("mlflow_resume");
+  const std::string dir = acc_test::fresh_dir("mlflow_resume");
   const std::string root = dir + "/mlruns";
   acc_accelerator* a = make("mlflow", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "proj", "{\"lr\": 0.1}"));
@@ -219,7 +212,7 @@ TEST(MlflowTracking, RunsShareTheirExperimentAndOneResumes) {
 // are refused before anything is written; a configuration key among them too.
 TEST(MlflowTracking, TrackingUriAndNamesMlflowRefuses) {
   const CleanMlflowEnv clean;
-  const std::string dir = fresh_dir("mlflow_uri");
+  const std::string dir = acc_test::fresh_dir("mlflow_uri");
   acc_accelerator* refused = nullptr;
   ACC_EXPECT_ERROR(acc_test::create_accelerator({{"cpu", "true"}, {"log_with", "mlflow"}}, &refused),
                    ACC_ERR_INVALID_ARGUMENT, "set project_dir or logging_dir, or MLFLOW_TRACKING_URI");
@@ -281,7 +274,7 @@ TEST(MlflowTracking, TrackingUriAndNamesMlflowRefuses) {
 // from acc_end_training naming the file, and the run is marked FAILED; nothing blocks.
 TEST(MlflowTracking, AWriteThatFailsMarksTheRunFailed) {
   const CleanMlflowEnv clean;
-  const std::string dir = fresh_dir("mlflow_fail");
+  const std::string dir = acc_test::fresh_dir("mlflow_fail");
   acc_accelerator* a = make("mlflow", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "proj", nullptr));
   const std::string run_dir = acc_test::tracker_path(a, "mlflow");
@@ -301,7 +294,7 @@ TEST(MlflowTracking, AWriteThatFailsMarksTheRunFailed) {
 // run already open goes on.
 TEST(MlflowTracking, InitKwargsNameTagAndDescribeTheRun) {
   const CleanMlflowEnv clean;
-  const std::string dir = fresh_dir("mlflow_kwargs");
+  const std::string dir = acc_test::fresh_dir("mlflow_kwargs");
   acc_accelerator* a = make("mlflow", dir);
   const std::string kwargs = nlohmann::json{{"mlflow",
                                              {{"run_name", "baseline run"},
@@ -365,7 +358,7 @@ TEST(MlflowTracking, InitKwargsNameTagAndDescribeTheRun) {
 // anything is copied; only mlflow keeps artifacts, and only in a local artifact location.
 TEST(MlflowTracking, ArtifactsAreCopiedIntoTheRun) {
   const CleanMlflowEnv clean;
-  const std::string dir = fresh_dir("mlflow_artifacts");
+  const std::string dir = acc_test::fresh_dir("mlflow_artifacts");
   fs::create_directories(dir + "/in/model/sub");
   std::ofstream(dir + "/in/config.yaml") << "lr: 0.1\n";
   std::ofstream(dir + "/in/model/weights.bin", std::ios::binary) << std::string("\x00\x01\x02\xff", 4);
