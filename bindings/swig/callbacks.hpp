@@ -105,6 +105,33 @@ class Images {
 #endif
 };
 
+/* A histogram a tracker logs (acc_log_histogram): its name, TensorBoard's summary numbers, and
+ * size() buckets, each a right edge (copyLimits) and a count (copyCounts). */
+class HistogramView {
+ public:
+  std::string name_() const { return name_text_; }
+  double min() const { return min_; }
+  double max() const { return max_; }
+  double num() const { return num_; }
+  double sum() const { return sum_; }
+  double sumSquares() const { return sum_squares_; }
+  int64_t size_() const { return (int64_t)n_; }
+  /* Copies the buckets' right edges (or counts) into dst, whose length must be size. */
+  void copyLimits(double *dst, size_t n ERR) const { copy(limits_, dst, n); }
+  void copyCounts(double *dst, size_t n ERR) const { copy(counts_, dst, n); }
+#ifndef SWIG
+  const char *name_text_ = "";
+  double min_ = 0, max_ = 0, num_ = 0, sum_ = 0, sum_squares_ = 0;
+  const double *limits_ = nullptr;
+  const double *counts_ = nullptr;
+  size_t n_ = 0;
+  void copy(const double *from, double *dst, size_t n) const {
+    if (n != n_) fail(ACC_ERR_INVALID_ARGUMENT, "the array's length is not the number of buckets");
+    if (n) memcpy(dst, from, n * sizeof(double));
+  }
+#endif
+};
+
 /* The models a checkpoint pre-hook is handed (acc_checkpoint_models): model(i) is a new handle the
  * caller closes, index(i) its place in prepare order; remove(i) takes it out (the hook saves or loads
  * its weights itself). Valid during the hook only: the host layer's wrapper refuses later calls. */
@@ -225,6 +252,21 @@ inline int tracker_log_images_trampoline(void* ud, const char* const* names, con
   images.sizes_ = sizes;
   images.n_ = n;
   return guarded([&] { return static_cast<Tracker*>(ud)->logImages(&images, step); });
+}
+inline int tracker_log_histogram_trampoline(void *ud, const char *name, double min, double max, double num,
+                                            double sum, double sum_squares, const double *limits,
+                                            const double *counts, size_t n, int64_t step) {
+  HistogramView h;
+  h.name_text_ = name;
+  h.min_ = min;
+  h.max_ = max;
+  h.num_ = num;
+  h.sum_ = sum;
+  h.sum_squares_ = sum_squares;
+  h.limits_ = limits;
+  h.counts_ = counts;
+  h.n_ = n;
+  return guarded([&] { return static_cast<Tracker *>(ud)->logHistogram(&h, step); });
 }
 inline int tracker_finish_trampoline(void *ud) {
   return guarded([&] { return static_cast<Tracker *>(ud)->finish(); });

@@ -9,6 +9,7 @@
 %nodefaultctor accswig::Metrics;
 %nodefaultctor accswig::Texts;
 %nodefaultctor accswig::Images;
+%nodefaultctor accswig::HistogramView;
 %nodefaultctor accswig::CheckpointModels;
 %rename(CheckpointModelsView) accswig::CheckpointModels;
 %rename(LrFactor) accswig::Factor;
@@ -134,6 +135,8 @@
     });
     check(acc_tracker_set_log_text($self, name, &tracker_log_text_trampoline));
     if (tracker->takesImages()) check(acc_tracker_set_log_images($self, name, &tracker_log_images_trampoline));
+    if (tracker->takesHistograms())
+      check(acc_tracker_set_log_histogram($self, name, &tracker_log_histogram_trampoline));
   }
   void initTrackers(const char *project, const char *configJson ERR) {
     check(acc_init_trackers($self, project, opt_str(configJson)));

@@ -40,6 +40,7 @@ class Bytes;
 class Metrics;
 class Texts;
 class Images;
+class HistogramView;
 class CheckpointModels;
 class Factor;
 
@@ -80,6 +81,10 @@ class Tracker : public Callback {
   // when it is added: only then are images encoded for it).
   virtual bool takesImages() { return false; }
   virtual int logImages(Images* images, int64_t step) { return 0; }
+  // The histograms of acc_log_histogram, for a tracker whose takesHistograms() is true (asked once,
+  // when it is added: only then are histograms computed for it).
+  virtual bool takesHistograms() { return false; }
+  virtual int logHistogram(HistogramView* histogram, int64_t step) { return 0; }
 };
 
 class LrLambda : public Callback {

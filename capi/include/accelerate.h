@@ -1985,14 +1985,21 @@ ACC_API ACC_NODISCARD acc_status acc_check_trigger(acc_accelerator *acc, int *ou
  *
  * The accelerator option log_with names the built-in trackers: "tensorboard" (event files that
  * TensorBoard reads), "jsonl" (metrics.jsonl), "csv" (metrics.csv), "mlflow" (MLflow's file store,
- * which `mlflow ui` and MlflowClient read), "all", or a comma-separated list; an unknown name makes
+ * which `mlflow ui` and MlflowClient read), "dvclive" (DVCLive's folder and dvc.yaml, which `dvc
+ * metrics show` and `dvc plots show` read), "all" (all but dvclive), or a comma-separated list; an
+ * unknown name makes
  * acc_accelerator_create fail with ACC_ERR_INVALID_ARGUMENT. They write into
  * <logging_dir>/<project_name>/ (logging_dir defaults to project_dir; one of them must be set), and
  * mlflow into the folder MLFLOW_TRACKING_URI names (a path or a file: URI; another scheme is
  * ACC_ERR_UNSUPPORTED), else <logging_dir>/mlruns: the experiment MLFLOW_EXPERIMENT_NAME or the
  * project name, a new run (or MLFLOW_RUN_ID's) tagged with MLFLOW_TAGS (a JSON object), the
  * configuration's top-level keys as parameters, numbers as metrics (texts and images are skipped);
- * a metric or parameter name MLflow refuses is ACC_ERR_INVALID_ARGUMENT.
+ * a metric or parameter name MLflow refuses is ACC_ERR_INVALID_ARGUMENT. dvclive writes where
+ * dvclive.Live() writes, relative to the working folder: ./dvclive (init_kwargs' "dir") with
+ * plots/metrics/<name>.tsv per name, metrics.json and params.yaml, and ./dvc.yaml ("dvcyaml"; false
+ * for none; one holding entries of the user's is ACC_ERR_UNSUPPORTED); a run empties the folder of
+ * the last one unless it resumes ("resume" or DVCLIVE_RESUME); saving a DVC experiment is not built:
+ * from inside a Git or DVC repository, give "save_dvc_exp": false (else ACC_ERR_UNSUPPORTED).
  * The program adds its own trackers with acc_add_tracker. Only the main process writes or calls
  * tracker callbacks; the other processes check the same arguments and write nothing, so calls made
  * on every process or on the main process alone both work.
@@ -2021,6 +2028,15 @@ typedef int (*acc_tracker_log_images_fn)(void *user_data, const char *const *nam
                                          const unsigned char *const *pngs, const size_t *png_sizes, size_t n,
                                          int64_t step);
 
+/* One histogram of acc_log_histogram, named `name`, at `step`, as tensorboard writes it (TensorBoard's
+ * HistogramProto): the values' minimum, maximum, count, sum and sum of squares, and n_buckets buckets,
+ * bucket i holding the bucket_counts[i] values above bucket_limits[i - 1] up to its right edge
+ * bucket_limits[i] (ascending; the first bucket, empty, ends where the values begin). The arrays are
+ * valid during the call only. */
+typedef int (*acc_tracker_log_histogram_fn)(void *user_data, const char *name, double min, double max, double num,
+                                            double sum, double sum_squares, const double *bucket_limits,
+                                            const double *bucket_counts, size_t n_buckets, int64_t step);
+
 /* Adds a tracker of the program under `name` (not one of the built-in names in use, not already
  * added). Any callback may be NULL. Added during a run, its init callback runs at once. The
  * accelerator owns user_data from here on: free_user_data (may be NULL) runs when the accelerator is
@@ -2042,6 +2058,8 @@ ACC_API ACC_NODISCARD acc_status acc_init_trackers(acc_accelerator *acc, const c
  * mlflow takes run_name, run_id (a run to resume), tags, description, logging_dir (a new
  * experiment's artifact location) and nested_run; tensorboard takes SummaryWriter's flush_secs and
  * filename_suffix (and max_queue and comment, which change nothing here; purge_step is
+ * ACC_ERR_UNSUPPORTED); dvclive takes dvclive.Live's dir, resume, dvcyaml, save_dvc_exp, exp_name,
+ * exp_message and cache_images (report and monitor_system other than null and false are
  * ACC_ERR_UNSUPPORTED); jsonl, csv and the program's trackers take none. A tracker name not in use,
  * a key a tracker does not take, or a value of the wrong type is ACC_ERR_INVALID_ARGUMENT, checked on
  * every process before any tracker starts (and before a run already open ends). */
@@ -2095,8 +2113,9 @@ ACC_API ACC_NODISCARD acc_status acc_log_images(acc_accelerator *acc, const char
  * merged in groups until at most about that many remain (torch's max_bins). An empty, complex or
  * non-numeric tensor is ACC_ERR_INVALID_ARGUMENT on every process; on the main process, so are values
  * of which none falls in a bin (all NaN, or beyond +-1e20) and, with equal-width bins, a non-finite
- * minimum or maximum (np.histogram's range). Only tensorboard takes histograms (jsonl, csv, mlflow and
- * the program's trackers do not; the step advances all the same). */
+ * minimum or maximum (np.histogram's range). Only tensorboard and the program's trackers given a
+ * histogram callback (acc_tracker_set_log_histogram) take histograms (jsonl, csv and mlflow do not; the
+ * step advances all the same). */
 ACC_API ACC_NODISCARD acc_status acc_log_histogram(acc_accelerator *acc, const char *name, const acc_tensor *values,
                                                    int64_t step, const char *bins, int64_t max_bins);
 /* Gives the tracker `name` (one added with acc_add_tracker; a built-in one is ACC_ERR_INVALID_ARGUMENT)
@@ -2107,6 +2126,11 @@ ACC_API ACC_NODISCARD acc_status acc_tracker_set_log_text(acc_accelerator *acc, 
  * PNGs, called with its user_data; NULL removes it (the tracker then gets no images). */
 ACC_API ACC_NODISCARD acc_status acc_tracker_set_log_images(acc_accelerator *acc, const char *name,
                                                             acc_tracker_log_images_fn log_images);
+/* Gives the tracker `name` (one added with acc_add_tracker) a callback for acc_log_histogram's
+ * histograms, called with its user_data; NULL removes it (the tracker then gets no histograms, and
+ * none is computed for it). */
+ACC_API ACC_NODISCARD acc_status acc_tracker_set_log_histogram(acc_accelerator *acc, const char *name,
+                                                               acc_tracker_log_histogram_fn log_histogram);
 /* MLflow's log_artifact / log_artifacts (Accelerate's get_tracker("mlflow").log_artifact(s)): the
  * file or folder at local_path kept with tracker `tracker`'s current run under artifact_path (NULL or
  * "" for the run's artifact root; relative, without ".."). A file is copied as
@@ -2125,7 +2149,7 @@ ACC_API ACC_NODISCARD acc_status acc_end_training(acc_accelerator *acc);
 /* The names of the trackers: log_with's, then those added, in order. */
 ACC_API ACC_NODISCARD acc_status acc_tracker_names(const acc_accelerator *acc, acc_string_list **out);
 /* Where tracker `name` writes in the current or last run: the event file (tensorboard), metrics.jsonl
- * or metrics.csv, the run's folder in MLflow's store (mlflow); "" for a tracker of the program, before the first run and on other processes than
+ * or metrics.csv, the run's folder in MLflow's store (mlflow), DVCLive's folder (dvclive); "" for a tracker of the program, before the first run and on other processes than
  * the main one. Free *out with acc_string_free. An unknown name is ACC_ERR_INVALID_ARGUMENT. */
 ACC_API ACC_NODISCARD acc_status acc_tracker_path(const acc_accelerator *acc, const char *name, char **out);
 

@@ -88,6 +88,24 @@ acc_status acc_tracker_set_log_images(acc_accelerator* acc, const char* name, ac
   });
 }
 
+acc_status acc_tracker_set_log_histogram(acc_accelerator* acc, const char* name,
+                                         acc_tracker_log_histogram_fn log_histogram) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    const std::string tracker = text_arg(name, "name");
+    a.trackers().change_program_tracker(tracker, [&](acc::tracking::CallbackTracker& added) {
+      if (!log_histogram) return added.set_log_histogram(nullptr);
+      added.set_log_histogram([log_histogram, data = added.user_data(), tracker](const acc::tracking::Record& r) {
+        const acc::tracking::Histogram& h = r.histogram;
+        invoke_host("the log_histogram callback of tracker \"" + tracker + "\"", [&] {
+          return log_histogram(data.get(), r.histogram_name.c_str(), h.min, h.max, h.num, h.sum, h.sum_squares,
+                               h.bucket_limit.data(), h.bucket.data(), h.bucket.size(), r.step);
+        });
+      });
+    });
+  });
+}
+
 acc_status acc_init_trackers(acc_accelerator* acc, const char* project_name, const char* config_json) {
   return guarded([&] {
     auto& a = accelerator_arg(acc);

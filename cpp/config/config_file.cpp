@@ -24,6 +24,7 @@
 #include "common/options.h"
 #include "common/text.h"
 #include "common/utf8.h"
+#include "common/yaml_json.h"
 #include "config/sharding_config.h"
 #include "state/process_env.h"
 
@@ -181,35 +182,6 @@ void count_nodes(const YAML::Node& n, int depth, int64_t& seen, const std::strin
       count_nodes(kv.first, depth + 1, seen, origin);
       count_nodes(kv.second, depth + 1, seen, origin);
     }
-}
-
-nlohmann::json node_to_json(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Null:
-    case YAML::NodeType::Undefined: return nullptr;
-    case YAML::NodeType::Scalar: {
-      const std::string& s = n.Scalar();
-      if (n.Tag() == "!") return s;
-      if (s == "true" || s == "false") return s == "true";
-      char* end = nullptr;
-      const long long i = std::strtoll(s.c_str(), &end, 10);
-      if (!s.empty() && *end == '\0') return i;
-      const double d = std::strtod(s.c_str(), &end);
-      if (!s.empty() && *end == '\0') return d;
-      return s;
-    }
-    case YAML::NodeType::Sequence: {
-      auto a = nlohmann::json::array();
-      for (const auto& item : n) a.push_back(node_to_json(item));
-      return a;
-    }
-    case YAML::NodeType::Map: {
-      auto o = nlohmann::json::object();
-      for (const auto& kv : n) o[kv.first.as<std::string>()] = node_to_json(kv.second);
-      return o;
-    }
-  }
-  return nullptr;
 }
 
 std::string node_text(const YAML::Node& n) {
@@ -527,7 +499,7 @@ std::string config_to_yaml(const ClusterConfig& c) {
 void save_config_file(const ClusterConfig& c, const std::string& path) {
   std::string text = config_to_yaml(c);
   if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0)
-    text = node_to_json(YAML::Load(text)).dump(2) + "\n";
+    text = yaml_to_json(YAML::Load(text), path).dump(2) + "\n";
   const auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);

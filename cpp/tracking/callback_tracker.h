@@ -18,6 +18,7 @@ class CallbackTracker : public Tracker {
     std::function<void()> finish;                                                             // may be empty
     std::function<void(const Record& record)> log_text;  // may be empty: texts are then not passed on
     std::function<void(const Record& record)> log_images;  // may be empty: the tracker then takes no images
+    std::function<void(const Record& record)> log_histogram;  // may be empty: the tracker takes no histograms
   };
   // user_data: what the callbacks share (the C API's), kept for a callback given later.
   CallbackTracker(std::string name, Callbacks callbacks, std::shared_ptr<void> user_data = nullptr)
@@ -29,6 +30,8 @@ class CallbackTracker : public Tracker {
   void log(const std::shared_ptr<const Record>& record) override {
     if (record->of_images) {
       if (callbacks_.log_images) callbacks_.log_images(*record);
+    } else if (record->of_histogram) {
+      if (callbacks_.log_histogram) callbacks_.log_histogram(*record);
     } else if (!record->text_names.empty()) {
       if (callbacks_.log_text) callbacks_.log_text(*record);
     } else if (callbacks_.log) {
@@ -42,6 +45,11 @@ class CallbackTracker : public Tracker {
     callbacks_.log_images = std::move(log_images);
   }
   bool takes_images() const override { return static_cast<bool>(callbacks_.log_images); }
+  // The program's histogram callback (acc_tracker_set_log_histogram).
+  void set_log_histogram(std::function<void(const Record& record)> log_histogram) {
+    callbacks_.log_histogram = std::move(log_histogram);
+  }
+  bool takes_histograms() const override { return static_cast<bool>(callbacks_.log_histogram); }
   const std::shared_ptr<void>& user_data() const { return user_data_; }
   void finish() override {
     if (callbacks_.finish) callbacks_.finish();

@@ -47,6 +47,11 @@ std::optional<nlohmann::json> InitKwargs::value(const char* key) {
   return *v;
 }
 
+bool InitKwargs::given(const char* key) {
+  taken_.insert(key);
+  return kwargs_.contains(key);
+}
+
 void InitKwargs::refuse(const char* key, const char* why) {
   if (find(key)) fail(Status::Unsupported, "init_kwargs[\"", tracker_, "\"][\"", key, "\"] is not supported: ", why);
 }

@@ -22,6 +22,8 @@ class InitKwargs {
   std::optional<int64_t> integer(const char* key, int64_t min, int64_t max);
   std::optional<bool> boolean(const char* key);
   std::optional<nlohmann::json> value(const char* key);
+  // Whether the key is there, null included (where null means something else than leaving it out).
+  bool given(const char* key);
   // Unsupported, naming the key and `why`, when it was given.
   void refuse(const char* key, const char* why);
   // InvalidArgument naming the first key no call above took.

@@ -1,75 +1,12 @@
 #include "tracking/mlflow_metrics.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-#include <filesystem>
-
 #include "common/error.h"
-#include "common/files.h"
 #include "tracking/python_text.h"
 
 namespace acc::tracking::mlflow {
-namespace fs = std::filesystem;
 
 std::string metric_line(int64_t timestamp_ms, double value, int64_t step) {
   return concat(timestamp_ms, " ", python_float_repr(value), " ", step, "\n");
-}
-
-MetricFiles::~MetricFiles() {
-  for (const auto& entry : files_) ::close(entry.second.fd);
-}
-
-MetricFiles::File& MetricFiles::file_of(const std::string& name) {
-  if (auto found = files_.find(name); found != files_.end()) return found->second;
-  if (files_.size() >= kMaxOpen) {  // thousands of names: reopened as they come
-    flush();
-    for (const auto& entry : files_) ::close(entry.second.fd);
-    files_.clear();
-  }
-  const fs::path path = fs::path(run_dir_) / "metrics" / name;
-  make_folders(path.parent_path().string(), "the metric folder");
-  // Non-blocking: a FIFO without a reader fails to open instead of waiting for one.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
-  if (fd < 0) {
-    const int error = errno;
-    refuse_unless_regular(path.string());
-    fail(Status::Io, "mlflow: cannot open ", path.string(), ": ", std::strerror(error));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(Status::Io, "mlflow: '", path.string(), "' is not a regular file");
-  }
-  return files_[name] = File{fd, {}};
-}
-
-void MetricFiles::append(const std::string& name, const std::string& line) {
-  File& file = file_of(name);
-  file.waiting += line;
-  if (file.waiting.size() >= kWriteAt) write_out(name, file);
-}
-
-void MetricFiles::flush() {
-  for (auto& [name, file] : files_) write_out(name, file);
-}
-
-void MetricFiles::write_out(const std::string& name, File& file) {
-  if (file.waiting.empty()) return;
-  const ssize_t written = ::write(file.fd, file.waiting.data(), file.waiting.size());
-  if (written == static_cast<ssize_t>(file.waiting.size())) {
-    file.waiting.clear();
-    return;
-  }
-  const int error = errno;
-  struct stat after {};
-  if (written > 0 && ::fstat(file.fd, &after) == 0) static_cast<void>(::ftruncate(file.fd, after.st_size - written));
-  file.waiting.clear();
-  fail(Status::Io, "mlflow: cannot write ", (fs::path(run_dir_) / "metrics" / name).string(), ": ",
-       written < 0 ? std::strerror(error) : "the disk took part of the lines");
 }
 
 }  // namespace acc::tracking::mlflow

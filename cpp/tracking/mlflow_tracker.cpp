@@ -10,6 +10,7 @@
 #include "common/utf8.h"
 #include "tracking/init_kwargs.h"
 #include "tracking/mlflow_artifacts.h"
+#include "tracking/mlflow_metrics.h"
 #include "tracking/python_text.h"
 
 namespace acc::tracking {
@@ -118,7 +119,7 @@ void MlflowTracker::start(const std::string& project_name, const nlohmann::json&
   }
   store->write_params(run, params);
   run_dir_ = store->run_dir(run);
-  metric_files_ = std::make_shared<mlflow::MetricFiles>(run_dir_);
+  metric_files_ = std::make_shared<AppendedFiles>(run_dir_ + "/metrics", "", "mlflow");
   writer_ =
       std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, run_dir_, [files = metric_files_] { files->flush(); });
   store_ = std::move(store);

@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
+#include "tracking/appended_files.h"
 #include "tracking/async_file.h"
-#include "tracking/mlflow_metrics.h"
 #include "tracking/mlflow_store.h"
 #include "tracking/tracker.h"
 
@@ -49,7 +49,7 @@ class MlflowTracker : public Tracker {
   std::unique_ptr<mlflow::Store> store_;
   mlflow::RunInfo run_;
   std::string run_dir_;
-  std::shared_ptr<mlflow::MetricFiles> metric_files_;  // used by the writer's tasks only
+  std::shared_ptr<AppendedFiles> metric_files_;        // used by the writer's tasks only
   std::unique_ptr<AsyncFile> writer_;                  // appends the metric lines
 };
 

@@ -14,6 +14,7 @@
 #include "common/utf8.h"
 #include "tracking/callback_tracker.h"
 #include "tracking/csv_tracker.h"
+#include "tracking/dvclive_tracker.h"
 #include "tracking/hparams.h"
 #include "tracking/jsonl_tracker.h"
 #include "tracking/mlflow_store.h"
@@ -23,12 +24,16 @@
 namespace acc::tracking {
 namespace {
 
-const std::vector<std::string> kBuiltIn = {"tensorboard", "jsonl", "csv", "mlflow"};
+const std::vector<std::string> kBuiltIn = {"tensorboard", "jsonl", "csv", "mlflow", "dvclive"};
+// What "all" stands for: dvclive writes into the working folder (./dvclive, ./dvc.yaml), not the
+// logging folder, so it is named on its own.
+const std::vector<std::string> kAll = {"tensorboard", "jsonl", "csv", "mlflow"};
 
 std::shared_ptr<Tracker> make_builtin(const std::string& name, const std::string& dir) {
   if (name == "tensorboard") return std::make_shared<TensorBoardTracker>(dir);
   if (name == "jsonl") return std::make_shared<JsonlTracker>(dir);
   if (name == "mlflow") return std::make_shared<MlflowTracker>(dir);
+  if (name == "dvclive") return std::make_shared<DvcliveTracker>();
   return std::make_shared<CsvTracker>(dir);
 }
 
@@ -47,12 +52,12 @@ std::vector<std::string> parse_log_with(const std::string& log_with) {
     require(!name.empty(), "log_with: an empty tracker name in \"", log_with,
             "\" (names are separated by single commas)");
     if (name == "all") {
-      for (const auto& b : kBuiltIn)
+      for (const auto& b : kAll)
         if (std::find(names.begin(), names.end(), b) == names.end()) names.push_back(b);
       continue;
     }
     require(std::find(kBuiltIn.begin(), kBuiltIn.end(), name) != kBuiltIn.end(), "log_with: unknown tracker \"", name,
-            "\" (known: tensorboard, jsonl, csv, mlflow, all; other trackers are added by the program)");
+            "\" (known: tensorboard, jsonl, csv, mlflow, dvclive, all; other trackers are added by the program)");
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   }
   return names;
@@ -64,7 +69,7 @@ TrackerSet::TrackerSet(const std::string& log_with, std::string logging_dir, boo
     // MLflow's store may be elsewhere (MLFLOW_TRACKING_URI): its tracker says where it can write.
     if (name == "mlflow")
       static_cast<void>(mlflow::store_root(logging_dir_));
-    else
+    else if (name != "dvclive")  // Live's folder is the working folder's "dvclive" (init_kwargs' dir)
       require(!logging_dir_.empty(), "log_with \"", name, "\" writes files and needs project_dir or logging_dir");
     trackers_.push_back(make_builtin(name, logging_dir_));
     if (name == "csv" || name == "jsonl") hparams_file_ = true;  // their runs keep the config beside them

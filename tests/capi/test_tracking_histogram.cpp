@@ -23,6 +23,26 @@ std::vector<double> numbers(const nlohmann::json& texts) {
   return out;
 }
 
+// What a program's tracker was given by its histogram callback.
+struct ReceivedHistogram {
+  std::string name;
+  int64_t step = 0;
+  double min = 0, max = 0, num = 0, sum = 0, sum_squares = 0;
+  std::vector<double> limits, counts;
+};
+int record_histogram(void* user_data, const char* name, double min, double max, double num, double sum,
+                     double sum_squares, const double* bucket_limits, const double* bucket_counts, size_t n_buckets,
+                     int64_t step) {
+  static_cast<std::vector<ReceivedHistogram>*>(user_data)->push_back(
+      {name, step, min, max, num, sum, sum_squares, std::vector<double>(bucket_limits, bucket_limits + n_buckets),
+       std::vector<double>(bucket_counts, bucket_counts + n_buckets)});
+  return 0;
+}
+int count_log_calls(void* user_data, const char* const*, const double*, size_t, int64_t) {
+  ++*static_cast<int*>(user_data);
+  return 0;
+}
+
 }  // namespace
 
 TEST(HistogramTracking, TensorBoardGetsTorchsHistogram) {
@@ -30,6 +50,15 @@ TEST(HistogramTracking, TensorBoardGetsTorchsHistogram) {
   std::filesystem::create_directories(dir);
   acc_accelerator* a =
       acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "tensorboard,jsonl"}, {"project_dir", dir}});
+  // A program's tracker with a histogram callback gets what TensorBoard writes; one without gets none.
+  std::vector<ReceivedHistogram> received;
+  int numbers_logged = 0;
+  ACC_ASSERT_OK(acc_add_tracker(a, "histograms", nullptr, nullptr, nullptr, &received, nullptr));
+  ACC_ASSERT_OK(acc_tracker_set_log_histogram(a, "histograms", record_histogram));
+  ACC_ASSERT_OK(acc_add_tracker(a, "numbers", nullptr, count_log_calls, nullptr, &numbers_logged, nullptr));
+  ACC_EXPECT_ERROR(acc_tracker_set_log_histogram(a, "tensorboard", record_histogram), ACC_ERR_INVALID_ARGUMENT,
+                   "only a tracker added with acc_add_tracker");
+  ACC_EXPECT_ERROR(acc_tracker_set_log_histogram(a, "absent", record_histogram), ACC_ERR_INVALID_ARGUMENT, "absent");
   ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0, -1));  // step 0
 
@@ -113,5 +142,22 @@ TEST(HistogramTracking, TensorBoardGetsTorchsHistogram) {
       ++found;
     }
   EXPECT_EQ(found, expected.size());
+
+  // The program's tracker got the same histograms, exactly, and the other one only the two losses.
+  EXPECT_EQ(numbers_logged, 2);
+  ASSERT_EQ(received.size(), expected.size());
+  size_t i = 0;
+  for (const auto& e : acc_test::read_event_file(events))
+    for (const auto& v : e.values) {
+      if (!v.has_histo) continue;
+      const ReceivedHistogram& r = received[i++];
+      SCOPED_TRACE(r.name);
+      EXPECT_EQ(r.name, v.tag);
+      EXPECT_EQ(r.step, e.step);
+      EXPECT_EQ(r.limits, v.histo_limits);
+      EXPECT_EQ(r.counts, v.histo_counts);
+      EXPECT_EQ(std::vector<double>({r.min, r.max, r.num, r.sum, r.sum_squares}),
+                std::vector<double>({v.histo_min, v.histo_max, v.histo_num, v.histo_sum, v.histo_sum_squares}));
+    }
   for (acc_tensor* t : {w, ints, empty, nans}) acc_tensor_free(t);
 }

@@ -13,6 +13,7 @@
 #include "cli/estimate_memory.h"
 #include "cli/questionnaire.h"
 #include "common/error.h"
+#include "common/yaml_json.h"
 #include "config/config_file.h"
 #include "launch/launch_flags.h"
 
@@ -525,4 +526,29 @@ TEST(EstimateMemory, CountsWeightsGradientsAndAdamStates) {
   EXPECT_NE(table.find("335 parameters (335 trainable)"), std::string::npos) << table;
   EXPECT_NE(table.find("5.28 KiB"), std::string::npos) << table;  // float32 training: 5404 bytes
   EXPECT_NE(error_of([&] { acc::memory_rows(s, {"float8"}); }).find("unknown dtype 'float8'"), std::string::npos);
+}
+
+// JSON written as YAML reads back the same (texts that look like numbers or booleans stay texts, a
+// float with an exponent stays a float for YAML 1.1 readers); aliases that expand past the bound are
+// refused, naming the file.
+TEST(YamlJson, RoundTripsAndBoundsAliases) {
+  const nlohmann::json value = nlohmann::json::parse(
+      R"({"lr": 1e-05, "name": "true", "n": "12", "layers": [64, 32], "nested": {"a": 1, "b": null, "c": false},
+          "empty": {}, "none": [], "half": 0.5})");
+  YAML::Emitter out;
+  acc::emit_json_as_yaml(out, value);
+  const std::string text = out.c_str();
+  EXPECT_NE(text.find("lr: 1.0e-05"), std::string::npos) << text;
+  EXPECT_EQ(acc::yaml_to_json(YAML::Load(text), "params.yaml"), value) << text;
+  std::string laughs = "a: &a [x, x, x, x, x, x, x, x]\n";
+  for (char c = 'b'; c <= 'j'; ++c)
+    laughs += std::string(1, c) + ": &" + c + " [*" + char(c - 1) + ", *" + char(c - 1) + ", *" + char(c - 1) + ", *" +
+              char(c - 1) + ", *" + char(c - 1) + ", *" + char(c - 1) + "]\n";
+  try {
+    acc::yaml_to_json(YAML::Load(laughs), "laughs.yaml");
+    FAIL() << "the aliases expanded";
+  } catch (const acc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("laughs.yaml: the YAML expands to too many values"), std::string::npos)
+        << e.what();
+  }
 }

@@ -26,6 +26,40 @@ public interface IImageTracker : ITracker {
   void LogImages(IDictionary<string, byte[]> images, long step);
 }
 
+/// A tracker that also takes the histograms of Accelerator.LogHistogram (an ITracker alone leaves
+/// them, and none is computed for it).
+public interface IHistogramTracker : ITracker {
+  void LogHistogram(string name, Histogram histogram, long step);
+}
+
+/// A histogram of Accelerator.LogHistogram as a tracker receives it (TensorBoard's HistogramProto,
+/// computed as torch's add_histogram computes it): the values' minimum, maximum, count, sum and sum of
+/// squares, and its buckets, bucket i holding BucketCounts[i] values above BucketLimits[i - 1] up to
+/// BucketLimits[i] (the first bucket, empty, ends where the values begin).
+public sealed class Histogram {
+  public double Min { get; }
+  public double Max { get; }
+  public double Num { get; }
+  public double Sum { get; }
+  public double SumSquares { get; }
+  public IReadOnlyList<double> BucketLimits { get; }
+  public IReadOnlyList<double> BucketCounts { get; }
+
+  internal Histogram(HistogramView view) {
+    Min = view.Min();
+    Max = view.Max();
+    Num = view.Num();
+    Sum = view.Sum();
+    SumSquares = view.SumSquares();
+    var limits = new double[view.Size()];
+    var counts = new double[limits.LongLength];
+    view.CopyLimits(limits, limits.LongLength);
+    view.CopyCounts(counts, counts.LongLength);
+    BucketLimits = Array.AsReadOnly(limits);
+    BucketCounts = Array.AsReadOnly(counts);
+  }
+}
+
 public partial class Images {
   internal IDictionary<string, byte[]> ToDictionary() {
     var pngs = new Dictionary<string, byte[]>();
@@ -192,6 +226,14 @@ internal sealed class TrackerAdapter : Tracker {
     var imageTracker = tracker as IImageTracker;
     if (imageTracker == null) return 0;
     return CallbackErrors.Run(() => imageTracker.LogImages(images.ToDictionary(), step));
+  }
+
+  public override bool TakesHistograms() { return tracker is IHistogramTracker; }
+
+  public override int LogHistogram(HistogramView histogram, long step) {
+    var histogramTracker = tracker as IHistogramTracker;
+    if (histogramTracker == null) return 0;
+    return CallbackErrors.Run(() => histogramTracker.LogHistogram(histogram.Name(), new Histogram(histogram), step));
   }
 
   public override int Finish() {

@@ -220,14 +220,31 @@ public class StateCallbackTests {
     Assert.IsTrue(Directory.Exists(Path.Combine(dir, "run", "loss_train")));
   }
 
-  // LogHistogram: an event of TensorBoard's with the histogram; numpy's strategies are not built.
+  sealed class HistogramRecorder : IHistogramTracker {
+    public readonly List<string> Calls = new List<string>();
+    public readonly List<Histogram> Received = new List<Histogram>();
+    public void Init(string project, string configJson) {}
+    public void Log(IDictionary<string, double> values, long step) {}
+    public void LogHistogram(string name, Histogram histogram, long step) {
+      Calls.Add(step + " " + name);
+      Received.Add(histogram);
+    }
+    public void Finish() {}
+  }
+
+  // LogHistogram: an event of TensorBoard's with the histogram, and the same histogram to an
+  // IHistogramTracker (an ITracker alone sees none); numpy's strategies are not built.
   [Test]
-  public void HistogramsReachTensorBoard() {
+  public void HistogramsReachTensorBoardAndHistogramTrackers() {
     string dir = TestDirs.Temp();
     string events;
+    var numbers = new Recorder();
+    var histograms = new HistogramRecorder();
     using (Options o = Options.Accelerator().Put("cpu", true).Put("project_dir", dir).Put("log_with", "tensorboard"))
     using (Accelerator acc = new Accelerator(o))
     using (Tensor w = Tensor.Of(new float[] {0.5f, -1f, 2f, 2f}, 2, 2)) {
+      acc.AddTracker("numbers", numbers);
+      acc.AddTracker("histograms", histograms);
       acc.InitTrackers("run", null);
       acc.LogHistogram("layer/weights", w, 3);
       acc.LogHistogram("coarse", w, bins: "4");
@@ -238,6 +255,14 @@ public class StateCallbackTests {
     }
     StringAssert.Contains("layer/weights", events);
     StringAssert.Contains("coarse", events);
+    Assert.AreEqual(new[] {"init run {}", "finish"}, numbers.Calls.ToArray());
+    Assert.AreEqual(new[] {"3 layer/weights", "4 coarse"}, histograms.Calls.ToArray());
+    // 4 equal-width bins over [-1, 2]: -1 | (none) | 0.5 | 2, 2; an empty bin leads, as in torch.
+    Histogram coarse = histograms.Received[1];
+    Assert.AreEqual(new double[] {-1, -0.25, 0.5, 1.25, 2}, coarse.BucketLimits);
+    Assert.AreEqual(new double[] {0, 1, 0, 1, 2}, coarse.BucketCounts);
+    Assert.AreEqual(new double[] {-1, 2, 4, 3.5, 9.25},
+                    new[] {coarse.Min, coarse.Max, coarse.Num, coarse.Sum, coarse.SumSquares});
   }
 
   // log_with "mlflow" with init_kwargs: the run's name and parameters in MLflow's file store, a

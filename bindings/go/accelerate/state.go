@@ -27,6 +27,18 @@ type TrackerFuncs struct {
 	// LogImages takes the images of Accelerator.LogImages, each a PNG file's bytes (nil: the tracker
 	// leaves them, and none are encoded for it).
 	LogImages func(images map[string][]byte, step int64) error
+	// LogHistogram takes the histograms of Accelerator.LogHistogram (nil: the tracker leaves them,
+	// and none is computed for it).
+	LogHistogram func(name string, histogram Histogram, step int64) error
+}
+
+// Histogram is a histogram of Accelerator.LogHistogram as a tracker receives it (TensorBoard's
+// HistogramProto, computed as torch's add_histogram computes it): the values' minimum, maximum,
+// count, sum and sum of squares, and its buckets, bucket i holding BucketCounts[i] values above
+// BucketLimits[i-1] up to BucketLimits[i] (the first bucket, empty, ends where the values begin).
+type Histogram struct {
+	Min, Max, Num, Sum, SumSquares float64
+	BucketLimits, BucketCounts     []float64
 }
 
 func (a *Accelerator) RegisterForCheckpointing(s CheckpointState) error {
@@ -652,6 +664,28 @@ func (a *trackerAdapter) LogImages(images capi.Images, step int64) int {
 			pngs[name] = png
 		}
 		if err := a.t.LogImages(pngs, step); err != nil {
+			return fail(err)
+		}
+		return 0
+	})
+}
+
+func (a *trackerAdapter) TakesHistograms() bool { return a.t.LogHistogram != nil }
+
+func (a *trackerAdapter) LogHistogram(view capi.HistogramView, step int64) int {
+	return protect(1, func() int {
+		if a.t.LogHistogram == nil {
+			return 0
+		}
+		h := Histogram{Min: view.Min(), Max: view.Max(), Num: view.Num(), Sum: view.Sum(), SumSquares: view.SumSquares(),
+			BucketLimits: make([]float64, view.Size()), BucketCounts: make([]float64, view.Size())}
+		if err := call0(func(e *string) { view.CopyLimits(h.BucketLimits, e) }); err != nil {
+			return fail(err)
+		}
+		if err := call0(func(e *string) { view.CopyCounts(h.BucketCounts, e) }); err != nil {
+			return fail(err)
+		}
+		if err := a.t.LogHistogram(view.Name(), h, step); err != nil {
 			return fail(err)
 		}
 		return 0

@@ -481,8 +481,9 @@ func TestAGroupOfScalarsIsLoggedUnderItsMainTag(t *testing.T) {
 	}
 }
 
-// LogHistogram: an event of TensorBoard's with the histogram; numpy's strategies are not built.
-func TestHistogramsReachTensorBoard(t *testing.T) {
+// LogHistogram: an event of TensorBoard's with the histogram, and the same histogram to a tracker's
+// LogHistogram (a tracker without one sees none); numpy's strategies are not built.
+func TestHistogramsReachTensorBoardAndHistogramTrackers(t *testing.T) {
 	dir := t.TempDir()
 	a := newCPUAcceleratorWith(t, map[string]string{"project_dir": dir, "log_with": "tensorboard"})
 	defer a.Close()
@@ -491,6 +492,21 @@ func TestHistogramsReachTensorBoard(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
+	var calls []string
+	var received []acc.Histogram
+	if err := a.AddTracker("numbers", acc.TrackerFuncs{Log: func(values map[string]float64, step int64) error {
+		calls = append(calls, fmt.Sprint("numbers ", step))
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AddTracker("histograms", acc.TrackerFuncs{LogHistogram: func(name string, h acc.Histogram, step int64) error {
+		calls = append(calls, fmt.Sprint("histogram ", step, " ", name))
+		received = append(received, h)
+		return nil
+	}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.InitTrackers("run", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -507,6 +523,15 @@ func TestHistogramsReachTensorBoard(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireEventsHold(t, a, "layer/weights", "coarse")
+	if want := []string{"histogram 3 layer/weights", "histogram 4 coarse"}; !reflect.DeepEqual(calls, want) {
+		t.Fatalf("calls %v, want %v", calls, want)
+	}
+	// 4 equal-width bins over [-1, 2]: -1 | (none) | 0.5 | 2, 2; an empty bin leads, as in torch.
+	want := acc.Histogram{Min: -1, Max: 2, Num: 4, Sum: 3.5, SumSquares: 9.25,
+		BucketLimits: []float64{-1, -0.25, 0.5, 1.25, 2}, BucketCounts: []float64{0, 1, 0, 1, 2}}
+	if !reflect.DeepEqual(received[1], want) {
+		t.Fatalf("coarse: %+v, want %+v", received[1], want)
+	}
 }
 
 // log_with "mlflow" with init_kwargs: the run's name and parameters in MLflow's file store, a number

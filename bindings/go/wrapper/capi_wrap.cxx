@@ -1357,6 +1357,8 @@ SWIGINTERN void acc_accelerator_addTracker(acc_accelerator *self,char const *nam
     });
     check(acc_tracker_set_log_text(self, name, &tracker_log_text_trampoline));
     if (tracker->takesImages()) check(acc_tracker_set_log_images(self, name, &tracker_log_images_trampoline));
+    if (tracker->takesHistograms())
+      check(acc_tracker_set_log_histogram(self, name, &tracker_log_histogram_trampoline));
   }
 SWIGINTERN void acc_accelerator_initTrackers(acc_accelerator *self,char const *project,char const *configJson,std::string *swig_err){
     check(acc_init_trackers(self, project, opt_str(configJson)));
@@ -1738,6 +1740,30 @@ int SwigDirector_Tracker::logImages(accswig::Images *images,int64_t step) {
   *(accswig::Images **)&swig_arg2 = (accswig::Images *)images; 
   swig_arg3 = (int64_t)step; 
   result = Swig_DirectorTracker_callback_logImages_capi_dda8cd76654b7f17(go_val, swig_arg2, swig_arg3);
+  c_result = (int)result; 
+  return c_result;
+}
+
+extern "C" bool Swig_DirectorTracker_callback_takesHistograms_capi_dda8cd76654b7f17(int);
+bool SwigDirector_Tracker::takesHistograms() {
+  bool c_result = SwigValueInit< bool >() ;
+  bool result;
+  
+  result = Swig_DirectorTracker_callback_takesHistograms_capi_dda8cd76654b7f17(go_val);
+  c_result = (bool)result; 
+  return c_result;
+}
+
+extern "C" intgo Swig_DirectorTracker_callback_logHistogram_capi_dda8cd76654b7f17(int, accswig::HistogramView *arg2, long long arg3);
+int SwigDirector_Tracker::logHistogram(accswig::HistogramView *histogram,int64_t step) {
+  int c_result = SwigValueInit< int >() ;
+  intgo result;
+  accswig::HistogramView *swig_arg2;
+  long long swig_arg3;
+  
+  *(accswig::HistogramView **)&swig_arg2 = (accswig::HistogramView *)histogram; 
+  swig_arg3 = (int64_t)step; 
+  result = Swig_DirectorTracker_callback_logHistogram_capi_dda8cd76654b7f17(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
@@ -3951,6 +3977,54 @@ intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_dda8cd76654b7f17(SwigDir
 }
 
 
+bool _wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_dda8cd76654b7f17(SwigDirector_Tracker *_swig_go_0) {
+  SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
+  bool result;
+  bool _swig_go_result;
+  
+  arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (bool)arg1->_swig_upcall_takesHistograms();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap__swig_DirectorTracker_upcall_LogHistogram_capi_dda8cd76654b7f17(SwigDirector_Tracker *_swig_go_0, accswig::HistogramView *_swig_go_1, long long _swig_go_2) {
+  SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
+  accswig::HistogramView *arg2 = (accswig::HistogramView *) 0 ;
+  int64_t arg3 ;
+  int result;
+  intgo _swig_go_result;
+  
+  arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
+  arg2 = *(accswig::HistogramView **)&_swig_go_1; 
+  arg3 = (int64_t)_swig_go_2; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int)arg1->_swig_upcall_logHistogram(arg2, arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_Tracker_init_capi_dda8cd76654b7f17(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
@@ -4104,6 +4178,54 @@ intgo _wrap_Tracker_logImages_capi_dda8cd76654b7f17(accswig::Tracker *_swig_go_0
     try {
       accswig::require_no_go_nul();
       result = (int)(arg1)->logImages(arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+bool _wrap_Tracker_takesHistograms_capi_dda8cd76654b7f17(accswig::Tracker *_swig_go_0) {
+  accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
+  bool result;
+  bool _swig_go_result;
+  
+  arg1 = *(accswig::Tracker **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (bool)(arg1)->takesHistograms();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_Tracker_logHistogram_capi_dda8cd76654b7f17(accswig::Tracker *_swig_go_0, accswig::HistogramView *_swig_go_1, long long _swig_go_2) {
+  accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
+  accswig::HistogramView *arg2 = (accswig::HistogramView *) 0 ;
+  int64_t arg3 ;
+  int result;
+  intgo _swig_go_result;
+  
+  arg1 = *(accswig::Tracker **)&_swig_go_0; 
+  arg2 = *(accswig::HistogramView **)&_swig_go_1; 
+  arg3 = (int64_t)_swig_go_2; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int)(arg1)->logHistogram(arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {
@@ -15059,6 +15181,253 @@ void _wrap_delete_Images_capi_dda8cd76654b7f17(accswig::Images *_swig_go_0) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   
   arg1 = *(accswig::Images **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      delete arg1;
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+}
+
+
+_gostring_ _wrap_HistogramView_name_capi_dda8cd76654b7f17(accswig::HistogramView *_swig_go_0) {
+  accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
+  std::string result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(accswig::HistogramView **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = ((accswig::HistogramView const *)arg1)->name_();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = Swig_AllocateString((&result)->data(), (&result)->length()); 
+  return _swig_go_result;
+}
+
+
+double _wrap_HistogramView_min_capi_dda8cd76654b7f17(accswig::HistogramView *_swig_go_0) {
+  accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(accswig::HistogramView **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (double)((accswig::HistogramView const *)arg1)->min();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+double _wrap_HistogramView_max_capi_dda8cd76654b7f17(accswig::HistogramView *_swig_go_0) {
+  accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(accswig::HistogramView **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (double)((accswig::HistogramView const *)arg1)->max();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+double _wrap_HistogramView_num_capi_dda8cd76654b7f17(accswig::HistogramView *_swig_go_0) {
+  accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(accswig::HistogramView **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (double)((accswig::HistogramView const *)arg1)->num();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+double _wrap_HistogramView_sum_capi_dda8cd76654b7f17(accswig::HistogramView *_swig_go_0) {
+  accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(accswig::HistogramView **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (double)((accswig::HistogramView const *)arg1)->sum();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+double _wrap_HistogramView_sumSquares_capi_dda8cd76654b7f17(accswig::HistogramView *_swig_go_0) {
+  accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(accswig::HistogramView **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (double)((accswig::HistogramView const *)arg1)->sumSquares();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+long long _wrap_HistogramView_size_capi_dda8cd76654b7f17(accswig::HistogramView *_swig_go_0) {
+  accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(accswig::HistogramView **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int64_t)((accswig::HistogramView const *)arg1)->size_();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_HistogramView_copyLimits_capi_dda8cd76654b7f17(accswig::HistogramView *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+  accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
+  double *arg2 = (double *) 0 ;
+  size_t arg3 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  
+  arg1 = *(accswig::HistogramView **)&_swig_go_0; 
+  
+  arg2 = (double *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      ((accswig::HistogramView const *)arg1)->copyLimits(arg2,arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_HistogramView_copyCounts_capi_dda8cd76654b7f17(accswig::HistogramView *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+  accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
+  double *arg2 = (double *) 0 ;
+  size_t arg3 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  
+  arg1 = *(accswig::HistogramView **)&_swig_go_0; 
+  
+  arg2 = (double *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      ((accswig::HistogramView const *)arg1)->copyCounts(arg2,arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_delete_HistogramView_capi_dda8cd76654b7f17(accswig::HistogramView *_swig_go_0) {
+  accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
+  
+  arg1 = *(accswig::HistogramView **)&_swig_go_0; 
   
   {
     try {

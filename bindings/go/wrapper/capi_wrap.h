@@ -129,6 +129,14 @@ class SwigDirector_Tracker : public accswig::Tracker
     return accswig::Tracker::logImages(images,step);
   }
   virtual int logImages(accswig::Images *images,int64_t step);
+  bool _swig_upcall_takesHistograms() {
+    return accswig::Tracker::takesHistograms();
+  }
+  virtual bool takesHistograms();
+  int _swig_upcall_logHistogram(accswig::HistogramView *histogram,int64_t step) {
+    return accswig::Tracker::logHistogram(histogram,step);
+  }
+  virtual int logHistogram(accswig::HistogramView *histogram,int64_t step);
  private:
   intgo go_val;
   Swig_memory *swig_mem;

@@ -217,15 +217,26 @@ class StateCallbackTest {
     assertTrue(events.contains("samples") && events.contains("gray") && events.contains("\u0089PNG"));
   }
 
-  // logHistogram: an event of TensorBoard's with the histogram, at its step; bins of numpy's
-  // strategies are refused as not built.
+  // logHistogram: an event of TensorBoard's with the histogram, at its step, and the same histogram
+  // to a tracker's logHistogram (a tracker without one sees none); bins of numpy's strategies are
+  // refused as not built.
   @Test
-  void histogramsReachTensorBoard() throws Exception {
+  void histogramsReachTensorBoardAndHistogramTrackers() throws Exception {
     String events;
+    List<String> calls = new ArrayList<>();
+    List<Histogram> received = new ArrayList<>();
     try (Options o = Options.accelerator().put("cpu", true).put("project_dir", dir.toString())
                          .put("log_with", "tensorboard");
          Accelerator acc = new Accelerator(o);
          Tensor w = Tensor.of(new float[] {0.5f, -1f, 2f, 2f}, 2, 2)) {
+      acc.addTracker("numbers", (values, step) -> calls.add("numbers " + step));
+      acc.addTracker("histograms", new TrackerCallbacks() {
+        public void log(Map<String, Double> values, long step) {}
+        public void logHistogram(String name, Histogram histogram, long step) {
+          calls.add("histogram " + step + " " + name);
+          received.add(histogram);
+        }
+      });
       acc.initTrackers("run", null);
       acc.logHistogram("layer/weights", w, 3);
       acc.logHistogram("coarse", w, -1, "4", 0);
@@ -236,6 +247,16 @@ class StateCallbackTest {
                           java.nio.charset.StandardCharsets.ISO_8859_1);
     }
     assertTrue(events.contains("layer/weights") && events.contains("coarse"), "both histograms are in the events");
+    assertEquals(List.of("histogram 3 layer/weights", "histogram 4 coarse"), calls);
+    // 4 equal-width bins over [-1, 2]: -1 | (none) | 0.5 | 2, 2; an empty bin leads, as in torch.
+    Histogram coarse = received.get(1);
+    assertArrayEquals(new double[] {-1, -0.25, 0.5, 1.25, 2}, coarse.bucketLimits());
+    assertArrayEquals(new double[] {0, 1, 0, 1, 2}, coarse.bucketCounts());
+    assertEquals(-1, coarse.min);
+    assertEquals(2, coarse.max);
+    assertEquals(4, coarse.num);
+    assertEquals(3.5, coarse.sum);
+    assertEquals(9.25, coarse.sumSquares);
   }
 
   // log_with "mlflow" with init_kwargs: the run's name and parameters in MLflow's file store, a

@@ -33,33 +33,33 @@ typedef _gostring_ swig_type_3;
 typedef _gostring_ swig_type_4;
 typedef long long swig_type_5;
 typedef long long swig_type_6;
-typedef _gostring_ swig_type_7;
+typedef long long swig_type_7;
 typedef _gostring_ swig_type_8;
-typedef long long swig_type_9;
+typedef _gostring_ swig_type_9;
 typedef long long swig_type_10;
 typedef long long swig_type_11;
 typedef long long swig_type_12;
 typedef long long swig_type_13;
 typedef long long swig_type_14;
-typedef _gostring_ swig_type_15;
+typedef long long swig_type_15;
 typedef _gostring_ swig_type_16;
 typedef _gostring_ swig_type_17;
 typedef _gostring_ swig_type_18;
-typedef long long swig_type_19;
+typedef _gostring_ swig_type_19;
 typedef long long swig_type_20;
 typedef long long swig_type_21;
 typedef long long swig_type_22;
-typedef _gostring_ swig_type_23;
+typedef long long swig_type_23;
 typedef _gostring_ swig_type_24;
-typedef long long swig_type_25;
+typedef _gostring_ swig_type_25;
 typedef long long swig_type_26;
 typedef long long swig_type_27;
-typedef _gostring_ swig_type_28;
-typedef long long swig_type_29;
+typedef long long swig_type_28;
+typedef _gostring_ swig_type_29;
 typedef long long swig_type_30;
-typedef _gostring_ swig_type_31;
-typedef long long swig_type_32;
-typedef _goslice_ swig_type_33;
+typedef long long swig_type_31;
+typedef _gostring_ swig_type_32;
+typedef long long swig_type_33;
 typedef _goslice_ swig_type_34;
 typedef _goslice_ swig_type_35;
 typedef _goslice_ swig_type_36;
@@ -75,39 +75,39 @@ typedef _goslice_ swig_type_45;
 typedef _goslice_ swig_type_46;
 typedef _goslice_ swig_type_47;
 typedef _goslice_ swig_type_48;
-typedef _gostring_ swig_type_49;
-typedef _goslice_ swig_type_50;
+typedef _goslice_ swig_type_49;
+typedef _gostring_ swig_type_50;
 typedef _goslice_ swig_type_51;
-typedef _gostring_ swig_type_52;
+typedef _goslice_ swig_type_52;
 typedef _gostring_ swig_type_53;
-typedef long long swig_type_54;
-typedef _goslice_ swig_type_55;
-typedef long long swig_type_56;
-typedef _goslice_ swig_type_57;
-typedef long long swig_type_58;
-typedef _gostring_ swig_type_59;
+typedef _gostring_ swig_type_54;
+typedef long long swig_type_55;
+typedef _goslice_ swig_type_56;
+typedef long long swig_type_57;
+typedef _goslice_ swig_type_58;
+typedef long long swig_type_59;
 typedef _gostring_ swig_type_60;
-typedef _goslice_ swig_type_61;
-typedef long long swig_type_62;
+typedef _gostring_ swig_type_61;
+typedef _goslice_ swig_type_62;
 typedef long long swig_type_63;
-typedef _gostring_ swig_type_64;
-typedef long long swig_type_65;
+typedef long long swig_type_64;
+typedef _gostring_ swig_type_65;
 typedef long long swig_type_66;
-typedef _gostring_ swig_type_67;
-typedef long long swig_type_68;
-typedef _gostring_ swig_type_69;
+typedef long long swig_type_67;
+typedef _gostring_ swig_type_68;
+typedef long long swig_type_69;
 typedef _gostring_ swig_type_70;
 typedef _gostring_ swig_type_71;
-typedef long long swig_type_72;
-typedef _gostring_ swig_type_73;
-typedef long long swig_type_74;
+typedef _gostring_ swig_type_72;
+typedef long long swig_type_73;
+typedef _gostring_ swig_type_74;
 typedef long long swig_type_75;
 typedef long long swig_type_76;
 typedef long long swig_type_77;
-typedef _goslice_ swig_type_78;
-typedef _gostring_ swig_type_79;
-typedef long long swig_type_80;
-typedef _gostring_ swig_type_81;
+typedef long long swig_type_78;
+typedef _goslice_ swig_type_79;
+typedef _gostring_ swig_type_80;
+typedef long long swig_type_81;
 typedef _gostring_ swig_type_82;
 typedef _gostring_ swig_type_83;
 typedef _gostring_ swig_type_84;
@@ -118,183 +118,188 @@ typedef _gostring_ swig_type_88;
 typedef _gostring_ swig_type_89;
 typedef _gostring_ swig_type_90;
 typedef _gostring_ swig_type_91;
-typedef long long swig_type_92;
+typedef _gostring_ swig_type_92;
 typedef long long swig_type_93;
-typedef _gostring_ swig_type_94;
-typedef long long swig_type_95;
-typedef _gostring_ swig_type_96;
-typedef long long swig_type_97;
-typedef _gostring_ swig_type_98;
-typedef long long swig_type_99;
-typedef _gostring_ swig_type_100;
-typedef long long swig_type_101;
-typedef _gostring_ swig_type_102;
-typedef long long swig_type_103;
+typedef long long swig_type_94;
+typedef _gostring_ swig_type_95;
+typedef long long swig_type_96;
+typedef _gostring_ swig_type_97;
+typedef long long swig_type_98;
+typedef _gostring_ swig_type_99;
+typedef long long swig_type_100;
+typedef _gostring_ swig_type_101;
+typedef long long swig_type_102;
+typedef _gostring_ swig_type_103;
 typedef long long swig_type_104;
-typedef _gostring_ swig_type_105;
+typedef long long swig_type_105;
 typedef _gostring_ swig_type_106;
 typedef _gostring_ swig_type_107;
-typedef _goslice_ swig_type_108;
-typedef long long swig_type_109;
+typedef _gostring_ swig_type_108;
+typedef _goslice_ swig_type_109;
 typedef long long swig_type_110;
-typedef _gostring_ swig_type_111;
+typedef long long swig_type_111;
 typedef _gostring_ swig_type_112;
 typedef _gostring_ swig_type_113;
 typedef _gostring_ swig_type_114;
 typedef _gostring_ swig_type_115;
 typedef _gostring_ swig_type_116;
-typedef long long swig_type_117;
-typedef _goslice_ swig_type_118;
+typedef _gostring_ swig_type_117;
+typedef long long swig_type_118;
 typedef _goslice_ swig_type_119;
-typedef _gostring_ swig_type_120;
+typedef _goslice_ swig_type_120;
 typedef _gostring_ swig_type_121;
-typedef long long swig_type_122;
-typedef _gostring_ swig_type_123;
+typedef _gostring_ swig_type_122;
+typedef long long swig_type_123;
 typedef _gostring_ swig_type_124;
 typedef _gostring_ swig_type_125;
 typedef _gostring_ swig_type_126;
-typedef _goslice_ swig_type_127;
-typedef long long swig_type_128;
-typedef _gostring_ swig_type_129;
-typedef long long swig_type_130;
+typedef _gostring_ swig_type_127;
+typedef _goslice_ swig_type_128;
+typedef long long swig_type_129;
+typedef _gostring_ swig_type_130;
 typedef long long swig_type_131;
 typedef long long swig_type_132;
 typedef long long swig_type_133;
-typedef _gostring_ swig_type_134;
+typedef long long swig_type_134;
 typedef _gostring_ swig_type_135;
 typedef _gostring_ swig_type_136;
 typedef _gostring_ swig_type_137;
 typedef _gostring_ swig_type_138;
-typedef long long swig_type_139;
-typedef _gostring_ swig_type_140;
+typedef _gostring_ swig_type_139;
+typedef long long swig_type_140;
 typedef _gostring_ swig_type_141;
-typedef long long swig_type_142;
+typedef _gostring_ swig_type_142;
 typedef long long swig_type_143;
 typedef long long swig_type_144;
 typedef long long swig_type_145;
 typedef long long swig_type_146;
-typedef _gostring_ swig_type_147;
+typedef long long swig_type_147;
 typedef _gostring_ swig_type_148;
-typedef long long swig_type_149;
+typedef _gostring_ swig_type_149;
 typedef long long swig_type_150;
 typedef long long swig_type_151;
 typedef long long swig_type_152;
 typedef long long swig_type_153;
 typedef long long swig_type_154;
-typedef _goslice_ swig_type_155;
+typedef long long swig_type_155;
 typedef _goslice_ swig_type_156;
-typedef long long swig_type_157;
+typedef _goslice_ swig_type_157;
 typedef long long swig_type_158;
 typedef long long swig_type_159;
 typedef long long swig_type_160;
 typedef long long swig_type_161;
 typedef long long swig_type_162;
-typedef _gostring_ swig_type_163;
+typedef long long swig_type_163;
 typedef _gostring_ swig_type_164;
 typedef _gostring_ swig_type_165;
-typedef long long swig_type_166;
+typedef _gostring_ swig_type_166;
 typedef long long swig_type_167;
 typedef long long swig_type_168;
 typedef long long swig_type_169;
 typedef long long swig_type_170;
-typedef _gostring_ swig_type_171;
+typedef long long swig_type_171;
 typedef _gostring_ swig_type_172;
 typedef _gostring_ swig_type_173;
-typedef long long swig_type_174;
-typedef _gostring_ swig_type_175;
+typedef _gostring_ swig_type_174;
+typedef long long swig_type_175;
 typedef _gostring_ swig_type_176;
 typedef _gostring_ swig_type_177;
 typedef _gostring_ swig_type_178;
 typedef _gostring_ swig_type_179;
 typedef _gostring_ swig_type_180;
 typedef _gostring_ swig_type_181;
-typedef long long swig_type_182;
-typedef _gostring_ swig_type_183;
+typedef _gostring_ swig_type_182;
+typedef long long swig_type_183;
 typedef _gostring_ swig_type_184;
 typedef _gostring_ swig_type_185;
 typedef _gostring_ swig_type_186;
-typedef _goslice_ swig_type_187;
-typedef _gostring_ swig_type_188;
-typedef _goslice_ swig_type_189;
-typedef long long swig_type_190;
-typedef _gostring_ swig_type_191;
+typedef _gostring_ swig_type_187;
+typedef _goslice_ swig_type_188;
+typedef _gostring_ swig_type_189;
+typedef _goslice_ swig_type_190;
+typedef long long swig_type_191;
 typedef _gostring_ swig_type_192;
-typedef long long swig_type_193;
-typedef _gostring_ swig_type_194;
-typedef long long swig_type_195;
-typedef _gostring_ swig_type_196;
-typedef long long swig_type_197;
-typedef _goslice_ swig_type_198;
-typedef _gostring_ swig_type_199;
-typedef long long swig_type_200;
+typedef _gostring_ swig_type_193;
+typedef long long swig_type_194;
+typedef _gostring_ swig_type_195;
+typedef long long swig_type_196;
+typedef _gostring_ swig_type_197;
+typedef long long swig_type_198;
+typedef _goslice_ swig_type_199;
+typedef _gostring_ swig_type_200;
 typedef long long swig_type_201;
 typedef long long swig_type_202;
 typedef long long swig_type_203;
 typedef long long swig_type_204;
 typedef long long swig_type_205;
-typedef _gostring_ swig_type_206;
+typedef long long swig_type_206;
 typedef _gostring_ swig_type_207;
 typedef _gostring_ swig_type_208;
 typedef _gostring_ swig_type_209;
 typedef _gostring_ swig_type_210;
 typedef _gostring_ swig_type_211;
-typedef _goslice_ swig_type_212;
+typedef _gostring_ swig_type_212;
 typedef _goslice_ swig_type_213;
-typedef long long swig_type_214;
-typedef _gostring_ swig_type_215;
-typedef long long swig_type_216;
-typedef _gostring_ swig_type_217;
-typedef _goslice_ swig_type_218;
+typedef _goslice_ swig_type_214;
+typedef long long swig_type_215;
+typedef _gostring_ swig_type_216;
+typedef long long swig_type_217;
+typedef _gostring_ swig_type_218;
 typedef _goslice_ swig_type_219;
-typedef long long swig_type_220;
-typedef _goslice_ swig_type_221;
+typedef _goslice_ swig_type_220;
+typedef long long swig_type_221;
 typedef _goslice_ swig_type_222;
-typedef long long swig_type_223;
-typedef _goslice_ swig_type_224;
-typedef long long swig_type_225;
-typedef _gostring_ swig_type_226;
+typedef _goslice_ swig_type_223;
+typedef long long swig_type_224;
+typedef _goslice_ swig_type_225;
+typedef long long swig_type_226;
 typedef _gostring_ swig_type_227;
-typedef long long swig_type_228;
-typedef _gostring_ swig_type_229;
-typedef long long swig_type_230;
-typedef _gostring_ swig_type_231;
+typedef _gostring_ swig_type_228;
+typedef long long swig_type_229;
+typedef _gostring_ swig_type_230;
+typedef long long swig_type_231;
 typedef _gostring_ swig_type_232;
 typedef _gostring_ swig_type_233;
 typedef _gostring_ swig_type_234;
 typedef _gostring_ swig_type_235;
-typedef long long swig_type_236;
+typedef _gostring_ swig_type_236;
 typedef long long swig_type_237;
 typedef long long swig_type_238;
 typedef long long swig_type_239;
 typedef long long swig_type_240;
-typedef _goslice_ swig_type_241;
-typedef long long swig_type_242;
-typedef _goslice_ swig_type_243;
-typedef long long swig_type_244;
-typedef _gostring_ swig_type_245;
-typedef long long swig_type_246;
+typedef long long swig_type_241;
+typedef _goslice_ swig_type_242;
+typedef long long swig_type_243;
+typedef _goslice_ swig_type_244;
+typedef long long swig_type_245;
+typedef _gostring_ swig_type_246;
 typedef long long swig_type_247;
 typedef long long swig_type_248;
-typedef _gostring_ swig_type_249;
-typedef long long swig_type_250;
-typedef _gostring_ swig_type_251;
-typedef long long swig_type_252;
+typedef long long swig_type_249;
+typedef _gostring_ swig_type_250;
+typedef long long swig_type_251;
+typedef _gostring_ swig_type_252;
 typedef long long swig_type_253;
-typedef _gostring_ swig_type_254;
-typedef long long swig_type_255;
+typedef long long swig_type_254;
+typedef _gostring_ swig_type_255;
 typedef long long swig_type_256;
 typedef long long swig_type_257;
 typedef long long swig_type_258;
-typedef _goslice_ swig_type_259;
-typedef long long swig_type_260;
-typedef long long swig_type_261;
+typedef long long swig_type_259;
+typedef _goslice_ swig_type_260;
+typedef _gostring_ swig_type_261;
 typedef long long swig_type_262;
-typedef long long swig_type_263;
-typedef long long swig_type_264;
+typedef _goslice_ swig_type_263;
+typedef _goslice_ swig_type_264;
 typedef long long swig_type_265;
-typedef _gostring_ swig_type_266;
+typedef long long swig_type_266;
 typedef long long swig_type_267;
-typedef _gostring_ swig_type_268;
+typedef long long swig_type_268;
+typedef long long swig_type_269;
+typedef long long swig_type_270;
+typedef _gostring_ swig_type_271;
+typedef long long swig_type_272;
+typedef _gostring_ swig_type_273;
 extern void _wrap_Swig_free_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_dda8cd76654b7f17(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_dda8cd76654b7f17(void);
@@ -397,58 +402,62 @@ extern void _wrap__swig_DirectorTracker_upcall_Released_capi_dda8cd76654b7f17(ui
 extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_dda8cd76654b7f17(uintptr_t, uintptr_t texts, swig_type_5 step);
 extern _Bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_dda8cd76654b7f17(uintptr_t);
 extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_dda8cd76654b7f17(uintptr_t, uintptr_t images, swig_type_6 step);
-extern swig_intgo _wrap_Tracker_init_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_7 arg2, swig_type_8 arg3);
-extern swig_intgo _wrap_Tracker_log_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_9 arg3);
+extern _Bool _wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_dda8cd76654b7f17(uintptr_t);
+extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogHistogram_capi_dda8cd76654b7f17(uintptr_t, uintptr_t histogram, swig_type_7 step);
+extern swig_intgo _wrap_Tracker_init_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_8 arg2, swig_type_9 arg3);
+extern swig_intgo _wrap_Tracker_log_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_10 arg3);
 extern swig_intgo _wrap_Tracker_finish_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern swig_intgo _wrap_Tracker_logText_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_5 arg3);
 extern _Bool _wrap_Tracker_takesImages_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern swig_intgo _wrap_Tracker_logImages_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_6 arg3);
+extern _Bool _wrap_Tracker_takesHistograms_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_intgo _wrap_Tracker_logHistogram_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_7 arg3);
 extern void _wrap_delete_Tracker_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap_Tracker_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
 extern uintptr_t _wrap__swig_NewDirectorLrLambdaLrLambda_capi_dda8cd76654b7f17(int);
 extern void _wrap_DeleteDirectorLrLambda_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap__swig_DirectorLrLambda_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
-extern swig_intgo _wrap_LrLambda_factor_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_10 arg2, uintptr_t arg3);
+extern swig_intgo _wrap_LrLambda_factor_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_11 arg2, uintptr_t arg3);
 extern void _wrap_delete_LrLambda_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap_LrLambda_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
 extern uintptr_t _wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_dda8cd76654b7f17(int);
 extern void _wrap_DeleteDirectorGroupLrLambda_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
-extern swig_intgo _wrap_GroupLrLambda_factor_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_11 arg2, swig_type_12 arg3, uintptr_t arg4);
+extern swig_intgo _wrap_GroupLrLambda_factor_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_12 arg2, swig_type_13 arg3, uintptr_t arg4);
 extern void _wrap_delete_GroupLrLambda_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap_GroupLrLambda_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
 extern uintptr_t _wrap__swig_NewDirectorTraceReadyTraceReady_capi_dda8cd76654b7f17(int);
 extern void _wrap_DeleteDirectorTraceReady_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap__swig_DirectorTraceReady_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
-extern swig_intgo _wrap_TraceReady_ready_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_13 arg2);
+extern swig_intgo _wrap_TraceReady_ready_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_14 arg2);
 extern void _wrap_delete_TraceReady_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap_TraceReady_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
 extern uintptr_t _wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_dda8cd76654b7f17(int);
 extern void _wrap_DeleteDirectorBatchSizeRun_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_dda8cd76654b7f17(uintptr_t);
-extern swig_intgo _wrap_BatchSizeRun_run_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_14 arg2);
+extern swig_intgo _wrap_BatchSizeRun_run_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_15 arg2);
 extern void _wrap_delete_BatchSizeRun_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap_BatchSizeRun_released_capi_dda8cd76654b7f17(uintptr_t _swig_base);
-extern swig_type_15 _wrap_Accelerate_version_capi_dda8cd76654b7f17(void);
+extern swig_type_16 _wrap_Accelerate_version_capi_dda8cd76654b7f17(void);
 extern swig_intgo _wrap_Accelerate_abiVersion_capi_dda8cd76654b7f17(void);
 extern void _wrap_Accelerate_checkAbi_capi_dda8cd76654b7f17(swig_intgo arg1, swig_voidp arg2);
-extern void _wrap_Accelerate_checkBinding_capi_dda8cd76654b7f17(swig_type_16 arg1, swig_intgo arg2, swig_voidp arg3);
-extern swig_type_17 _wrap_Accelerate_buildInfo_capi_dda8cd76654b7f17(void);
-extern swig_type_18 _wrap_Accelerate_statusName_capi_dda8cd76654b7f17(swig_intgo arg1);
-extern swig_type_19 _wrap_Accelerate_liveHandles_capi_dda8cd76654b7f17(swig_intgo arg1);
-extern void _wrap_Accelerate_setSeed_capi_dda8cd76654b7f17(swig_type_20 arg1, swig_voidp arg2);
-extern void _wrap_Accelerate_setSeedWith_capi_dda8cd76654b7f17(swig_type_21 arg1, _Bool arg2, _Bool arg3, swig_voidp arg4);
+extern void _wrap_Accelerate_checkBinding_capi_dda8cd76654b7f17(swig_type_17 arg1, swig_intgo arg2, swig_voidp arg3);
+extern swig_type_18 _wrap_Accelerate_buildInfo_capi_dda8cd76654b7f17(void);
+extern swig_type_19 _wrap_Accelerate_statusName_capi_dda8cd76654b7f17(swig_intgo arg1);
+extern swig_type_20 _wrap_Accelerate_liveHandles_capi_dda8cd76654b7f17(swig_intgo arg1);
+extern void _wrap_Accelerate_setSeed_capi_dda8cd76654b7f17(swig_type_21 arg1, swig_voidp arg2);
+extern void _wrap_Accelerate_setSeedWith_capi_dda8cd76654b7f17(swig_type_22 arg1, _Bool arg2, _Bool arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerate_getRandomState_capi_dda8cd76654b7f17(swig_voidp arg1);
 extern void _wrap_Accelerate_setRandomState_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_22 _wrap_Accelerate_dtypeSize_capi_dda8cd76654b7f17(swig_intgo arg1);
-extern swig_type_23 _wrap_Accelerate_lastErrorBacktrace_capi_dda8cd76654b7f17(void);
-extern void _wrap_Accelerate_callbackSetError_capi_dda8cd76654b7f17(swig_type_24 arg1);
-extern swig_type_25 _wrap_Accelerate_findBatchSizeWith_capi_dda8cd76654b7f17(swig_type_26 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_23 _wrap_Accelerate_dtypeSize_capi_dda8cd76654b7f17(swig_intgo arg1);
+extern swig_type_24 _wrap_Accelerate_lastErrorBacktrace_capi_dda8cd76654b7f17(void);
+extern void _wrap_Accelerate_callbackSetError_capi_dda8cd76654b7f17(swig_type_25 arg1);
+extern swig_type_26 _wrap_Accelerate_findBatchSizeWith_capi_dda8cd76654b7f17(swig_type_27 arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_Accelerate_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_27 _wrap_LoadReport_missingCount_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_28 _wrap_LoadReport_missing_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_29 arg2);
-extern swig_type_30 _wrap_LoadReport_unexpectedCount_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_31 _wrap_LoadReport_unexpected_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_32 arg2);
+extern swig_type_28 _wrap_LoadReport_missingCount_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_29 _wrap_LoadReport_missing_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_30 arg2);
+extern swig_type_31 _wrap_LoadReport_unexpectedCount_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_32 _wrap_LoadReport_unexpected_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_33 arg2);
 extern void _wrap_delete_LoadReport_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern uintptr_t _wrap_Loss_crossEntropy_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
 extern uintptr_t _wrap_Loss_nll_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
@@ -459,171 +468,171 @@ extern uintptr_t _wrap_Loss_huber_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_
 extern uintptr_t _wrap_Loss_bceWithLogits_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_delete_Loss_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap_delete_Tensor_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern uintptr_t _wrap_Tensor_fromFloats_capi_dda8cd76654b7f17(swig_type_33 arg1, swig_type_34 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToFloats_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_35 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromDoubles_capi_dda8cd76654b7f17(swig_type_36 arg1, swig_type_37 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToDoubles_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_38 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromLongs_capi_dda8cd76654b7f17(swig_type_39 arg1, swig_type_40 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToLongs_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_41 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromInts_capi_dda8cd76654b7f17(swig_type_42 arg1, swig_type_43 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToInts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_44 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromBytes_capi_dda8cd76654b7f17(swig_type_45 arg1, swig_type_46 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToBytes_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_47 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_zeros_capi_dda8cd76654b7f17(swig_type_48 arg1, swig_intgo arg2, swig_type_49 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Tensor_rand_capi_dda8cd76654b7f17(swig_type_50 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_randn_capi_dda8cd76654b7f17(swig_type_51 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_fromIdxFile_capi_dda8cd76654b7f17(swig_type_52 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_fromFileMmap_capi_dda8cd76654b7f17(swig_type_53 arg1, swig_type_54 arg2, swig_intgo arg3, swig_type_55 arg4, swig_voidp arg5);
-extern swig_type_56 _wrap_Tensor_ndim_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Tensor_copyShape_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_57 arg2, swig_voidp arg3);
-extern swig_type_58 _wrap_Tensor_numel_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_fromFloats_capi_dda8cd76654b7f17(swig_type_34 arg1, swig_type_35 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToFloats_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_36 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromDoubles_capi_dda8cd76654b7f17(swig_type_37 arg1, swig_type_38 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToDoubles_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_39 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromLongs_capi_dda8cd76654b7f17(swig_type_40 arg1, swig_type_41 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToLongs_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_42 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromInts_capi_dda8cd76654b7f17(swig_type_43 arg1, swig_type_44 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToInts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_45 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromBytes_capi_dda8cd76654b7f17(swig_type_46 arg1, swig_type_47 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToBytes_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_48 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_zeros_capi_dda8cd76654b7f17(swig_type_49 arg1, swig_intgo arg2, swig_type_50 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Tensor_rand_capi_dda8cd76654b7f17(swig_type_51 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_randn_capi_dda8cd76654b7f17(swig_type_52 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_fromIdxFile_capi_dda8cd76654b7f17(swig_type_53 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_fromFileMmap_capi_dda8cd76654b7f17(swig_type_54 arg1, swig_type_55 arg2, swig_intgo arg3, swig_type_56 arg4, swig_voidp arg5);
+extern swig_type_57 _wrap_Tensor_ndim_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Tensor_copyShape_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_58 arg2, swig_voidp arg3);
+extern swig_type_59 _wrap_Tensor_numel_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern swig_intgo _wrap_Tensor_dtype_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_59 _wrap_Tensor_device_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_60 _wrap_Tensor_device_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Tensor_requiresGrad_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_to_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_60 arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Tensor_to_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_61 arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Tensor_grad_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Tensor_backward_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Tensor_sum_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Tensor_mean_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_reshape_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_61 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_argmax_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_62 arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_63 _wrap_Tensor_countEqual_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_reshape_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_62 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_argmax_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_63 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_64 _wrap_Tensor_countEqual_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern double _wrap_Tensor_item_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_TensorList_capi_dda8cd76654b7f17(swig_voidp arg1);
 extern void _wrap_delete_TensorList_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_TensorList_append_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_64 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_65 _wrap_TensorList_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_TensorList_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_66 arg2, swig_voidp arg3);
-extern swig_type_67 _wrap_TensorList_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_68 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_TensorList_find_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_69 arg2, swig_voidp arg3);
-extern void _wrap_TensorList_saveSafetensors_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_70 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_TensorList_loadSafetensors_capi_dda8cd76654b7f17(swig_type_71 arg1, swig_voidp arg2);
+extern void _wrap_TensorList_append_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_65 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_66 _wrap_TensorList_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_TensorList_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_67 arg2, swig_voidp arg3);
+extern swig_type_68 _wrap_TensorList_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_69 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_TensorList_find_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_70 arg2, swig_voidp arg3);
+extern void _wrap_TensorList_saveSafetensors_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_71 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_TensorList_loadSafetensors_capi_dda8cd76654b7f17(swig_type_72 arg1, swig_voidp arg2);
 extern void _wrap_delete_StringList_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_72 _wrap_StringList_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_73 _wrap_StringList_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_74 arg2, swig_voidp arg3);
-extern swig_type_75 _wrap_StringList_byteSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_76 arg2, swig_voidp arg3);
-extern void _wrap_StringList_copyBytes_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_77 arg2, swig_type_78 arg3, swig_voidp arg4);
+extern swig_type_73 _wrap_StringList_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_74 _wrap_StringList_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_75 arg2, swig_voidp arg3);
+extern swig_type_76 _wrap_StringList_byteSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_77 arg2, swig_voidp arg3);
+extern void _wrap_StringList_copyBytes_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_78 arg2, swig_type_79 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_new_Options_capi_dda8cd76654b7f17(swig_intgo arg1, swig_voidp arg2);
 extern void _wrap_delete_Options_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Options_setInt_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_79 arg2, swig_type_80 arg3, swig_voidp arg4);
-extern void _wrap_Options_setDouble_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_81 arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Options_setBool_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_82 arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Options_setString_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_83 arg2, swig_type_84 arg3, swig_voidp arg4);
-extern void _wrap_Options_set_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_85 arg2, swig_type_86 arg3, swig_voidp arg4);
-extern swig_type_87 _wrap_Options_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_88 arg2, swig_voidp arg3);
+extern void _wrap_Options_setInt_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_80 arg2, swig_type_81 arg3, swig_voidp arg4);
+extern void _wrap_Options_setDouble_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_82 arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Options_setBool_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_83 arg2, _Bool arg3, swig_voidp arg4);
+extern void _wrap_Options_setString_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_84 arg2, swig_type_85 arg3, swig_voidp arg4);
+extern void _wrap_Options_set_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_86 arg2, swig_type_87 arg3, swig_voidp arg4);
+extern swig_type_88 _wrap_Options_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_89 arg2, swig_voidp arg3);
 extern void _wrap_delete_Model_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern uintptr_t _wrap_Model_loadTorchscript_capi_dda8cd76654b7f17(swig_type_89 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_fromSpec_capi_dda8cd76654b7f17(swig_type_90 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_loadTorchscript_capi_dda8cd76654b7f17(swig_type_90 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_fromSpec_capi_dda8cd76654b7f17(swig_type_91 arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_forward_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Model_forward1_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_Model_setTraining_capi_dda8cd76654b7f17(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern _Bool _wrap_Model_isTraining_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_setGraphOptimization_capi_dda8cd76654b7f17(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Model_updateBn_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Model_to_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_91 arg2, swig_intgo arg3, swig_voidp arg4);
-extern swig_type_92 _wrap_Model_parameterTensorCount_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_93 _wrap_Model_parameterElementCount_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_to_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_92 arg2, swig_intgo arg3, swig_voidp arg4);
+extern swig_type_93 _wrap_Model_parameterTensorCount_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_94 _wrap_Model_parameterElementCount_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_parameterNames_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_parameter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_94 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_parameter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_95 arg2, swig_voidp arg3);
 extern void _wrap_Model_zeroGrad_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_95 _wrap_Model_setRequiresGrad_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_96 arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_97 _wrap_Model_addLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_98 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_99 _wrap_Model_addLoraCorda_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_100 arg2, uintptr_t arg3, uintptr_t arg4, swig_type_101 arg5, swig_voidp arg6);
-extern void _wrap_Model_beginLoraGa_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_102 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_103 _wrap_Model_addLoraGa_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_104 _wrap_Model_addTrainableTokens_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_105 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Model_saveLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_106 arg2, swig_voidp arg3);
-extern void _wrap_Model_loadLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_107 arg2, swig_voidp arg3);
+extern swig_type_96 _wrap_Model_setRequiresGrad_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_97 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_98 _wrap_Model_addLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_99 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_100 _wrap_Model_addLoraCorda_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_101 arg2, uintptr_t arg3, uintptr_t arg4, swig_type_102 arg5, swig_voidp arg6);
+extern void _wrap_Model_beginLoraGa_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_103 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_104 _wrap_Model_addLoraGa_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_105 _wrap_Model_addTrainableTokens_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_106 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_107 arg2, swig_voidp arg3);
+extern void _wrap_Model_loadLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_108 arg2, swig_voidp arg3);
 extern void _wrap_Model_mergeLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_mergeLoraAdapters_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_108 arg2, swig_voidp arg3);
-extern swig_type_109 _wrap_Model_loraCount_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_mergeLoraAdapters_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_109 arg2, swig_voidp arg3);
+extern swig_type_110 _wrap_Model_loraCount_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_setLoraEnabled_capi_dda8cd76654b7f17(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern _Bool _wrap_Model_isLoraEnabled_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_110 _wrap_Model_addLoraNamed_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3, uintptr_t arg4, swig_voidp arg5);
-extern void _wrap_Model_loadLoraNamed_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_113 arg2, swig_type_114 arg3, swig_voidp arg4);
-extern void _wrap_Model_setAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_115 arg2, swig_voidp arg3);
-extern void _wrap_Model_deleteAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_116 arg2, swig_voidp arg3);
+extern swig_type_111 _wrap_Model_addLoraNamed_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_112 arg2, swig_type_113 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Model_loadLoraNamed_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_114 arg2, swig_type_115 arg3, swig_voidp arg4);
+extern void _wrap_Model_setAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_116 arg2, swig_voidp arg3);
+extern void _wrap_Model_deleteAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_117 arg2, swig_voidp arg3);
 extern void _wrap_Model_unloadLora_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_117 _wrap_Model_addWeightedAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_118 arg2, swig_type_119 arg3, swig_type_120 arg4, swig_type_121 arg5, uintptr_t arg6, swig_voidp arg7);
-extern swig_type_122 _wrap_Model_initializeLoraEva_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
-extern swig_type_123 _wrap_Model_activeAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_118 _wrap_Model_addWeightedAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_119 arg2, swig_type_120 arg3, swig_type_121 arg4, swig_type_122 arg5, uintptr_t arg6, swig_voidp arg7);
+extern swig_type_123 _wrap_Model_initializeLoraEva_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_124 _wrap_Model_activeAdapter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_adapterNames_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_stateDict_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_loadStateDict_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Model_saveTorchscript_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_124 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Model_loadSafetensors_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_125 arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Optimizer_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_126 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveTorchscript_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_125 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_loadSafetensors_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_126 arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Optimizer_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_127 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Optimizer_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Optimizer_addParamGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_127 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_128 _wrap_Optimizer_addParamGroupMatching_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_129 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_130 _wrap_Optimizer_numParamGroups_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Optimizer_getLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_131 arg2, swig_voidp arg3);
-extern void _wrap_Optimizer_setLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_132 arg2, double arg3, swig_voidp arg4);
-extern double _wrap_Optimizer_getHyperparameter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_133 arg2, swig_type_134 arg3, swig_voidp arg4);
+extern void _wrap_Optimizer_addParamGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_128 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_129 _wrap_Optimizer_addParamGroupMatching_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_130 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_131 _wrap_Optimizer_numParamGroups_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Optimizer_getLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_132 arg2, swig_voidp arg3);
+extern void _wrap_Optimizer_setLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_133 arg2, double arg3, swig_voidp arg4);
+extern double _wrap_Optimizer_getHyperparameter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_134 arg2, swig_type_135 arg3, swig_voidp arg4);
 extern void _wrap_Optimizer_step_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Optimizer_zeroGrad_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Optimizer_setTraining_capi_dda8cd76654b7f17(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Optimizer_stateOf_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_135 arg2, swig_type_136 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Optimizer_stateFields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_new_Scheduler_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_138 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateOf_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_136 arg2, swig_type_137 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateFields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_138 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_new_Scheduler_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_139 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Scheduler_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Scheduler_then_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_139 arg2, swig_type_140 arg3, uintptr_t arg4, swig_voidp arg5);
-extern void _wrap_Scheduler_chain_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_141 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Scheduler_then_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_140 arg2, swig_type_141 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Scheduler_chain_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_142 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_Scheduler_step_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Scheduler_stepMetric_capi_dda8cd76654b7f17(uintptr_t arg1, double arg2, swig_voidp arg3);
-extern double _wrap_Scheduler_getLastLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_142 arg2, swig_voidp arg3);
-extern swig_type_143 _wrap_Scheduler_getStep_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Scheduler_getLastLr_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_143 arg2, swig_voidp arg3);
+extern swig_type_144 _wrap_Scheduler_getStep_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern uintptr_t _wrap_Scheduler_fromLrMultiplicative_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_144 arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_145 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_145 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_146 arg2, uintptr_t arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Scheduler_fromCyclicScale_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
 extern uintptr_t _wrap_new_AveragedModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_AveragedModel_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap_AveragedModel_update_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_146 _wrap_AveragedModel_count_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_147 _wrap_AveragedModel_count_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_AveragedModel_copyTo_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_AveragedModel_swap_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern uintptr_t _wrap_AveragedModel_stateDict_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_AveragedModel_loadStateDict_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_Dataset_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern uintptr_t _wrap_Dataset_fromTensors_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_fromIdx_capi_dda8cd76654b7f17(swig_type_147 arg1, swig_type_148 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromSampleSource_capi_dda8cd76654b7f17(swig_type_149 arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromStreamSource_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_150 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_subset_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_151 arg2, swig_type_152 arg3, swig_voidp arg4);
-extern swig_type_153 _wrap_Dataset_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_154 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromIdx_capi_dda8cd76654b7f17(swig_type_148 arg1, swig_type_149 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromSampleSource_capi_dda8cd76654b7f17(swig_type_150 arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromStreamSource_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_151 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_subset_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_152 arg2, swig_type_153 arg3, swig_voidp arg4);
+extern swig_type_154 _wrap_Dataset_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_155 arg2, swig_voidp arg3);
 extern uintptr_t _wrap_new_DataLoader_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_DataLoader_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_155 arg2, swig_type_156 arg3, uintptr_t arg4, swig_voidp arg5);
+extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_156 arg2, swig_type_157 arg3, uintptr_t arg4, swig_voidp arg5);
 extern uintptr_t _wrap_DataLoader_next_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_157 _wrap_DataLoader_length_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_158 _wrap_DataLoader_epoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_setEpoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_159 arg2, swig_voidp arg3);
+extern swig_type_158 _wrap_DataLoader_length_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_159 _wrap_DataLoader_epoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_setEpoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_160 arg2, swig_voidp arg3);
 extern void _wrap_DataLoader_setCollator_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_skipFirstBatches_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_160 arg2, swig_voidp arg3);
-extern swig_type_161 _wrap_DataLoader_totalBatchSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_162 _wrap_DataLoader_totalDatasetLength_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_skipFirstBatches_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_161 arg2, swig_voidp arg3);
+extern swig_type_162 _wrap_DataLoader_totalBatchSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_163 _wrap_DataLoader_totalDatasetLength_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_endOfEpoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_endEpoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_Iter_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_inEpoch_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_Accelerator_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_delete_Accelerator_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_163 _wrap_Accelerator_device_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_164 _wrap_Accelerator_distributedType_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_165 _wrap_Accelerator_mixedPrecision_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_166 _wrap_Accelerator_processIndex_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_167 _wrap_Accelerator_numProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_168 _wrap_Accelerator_localProcessIndex_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_164 _wrap_Accelerator_device_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_165 _wrap_Accelerator_distributedType_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_166 _wrap_Accelerator_mixedPrecision_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_167 _wrap_Accelerator_processIndex_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_168 _wrap_Accelerator_numProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_169 _wrap_Accelerator_localProcessIndex_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isMainProcess_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLastProcess_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_169 _wrap_Accelerator_gradientAccumulationSteps_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_170 _wrap_Accelerator_gradientAccumulationSteps_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_syncGradients_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_170 _wrap_Accelerator_step_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_171 _wrap_Accelerator_step_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_prepareModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
@@ -638,99 +647,109 @@ extern void _wrap_Accelerator_accumulateBegin_capi_dda8cd76654b7f17(uintptr_t ar
 extern void _wrap_Accelerator_accumulateEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern double _wrap_Accelerator_clipGradNorm_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_clipGradValue_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_saveModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_171 arg3, swig_type_172 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_dda8cd76654b7f17(swig_type_173 arg1, swig_type_174 arg2, swig_type_175 arg3, swig_type_176 arg4, swig_voidp arg5);
-extern swig_type_177 _wrap_Accelerator_saveState_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_178 arg2, swig_voidp arg3);
-extern swig_type_179 _wrap_Accelerator_loadState_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_180 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_saveModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_172 arg3, swig_type_173 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_dda8cd76654b7f17(swig_type_174 arg1, swig_type_175 arg2, swig_type_176 arg3, swig_type_177 arg4, swig_voidp arg5);
+extern swig_type_178 _wrap_Accelerator_saveState_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_179 arg2, swig_voidp arg3);
+extern swig_type_180 _wrap_Accelerator_loadState_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_181 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerAveragedModel_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_print_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_181 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_print_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_182 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_waitForEveryone_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_freeMemory_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_noSyncBegin_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_noSyncEnd_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_triggerSyncInBackward_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdBegin_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_182 arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_localSgdBegin_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_183 arg3, _Bool arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_localSgdStep_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_localSgdEnd_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileBegin_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileStep_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_profileEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_183 _wrap_Accelerator_profileSummary_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_exportChromeTrace_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_184 arg2, swig_voidp arg3);
+extern swig_type_184 _wrap_Accelerator_profileSummary_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_exportChromeTrace_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_185 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_mainProcessFirstBegin_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_mainProcessFirstEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_185 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_186 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_187 arg2, swig_type_188 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_broadcastObject_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_189 arg2, swig_type_190 arg3, swig_type_191 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_reduce_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_192 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_193 arg3, swig_type_194 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_195 arg3, double arg4, _Bool arg5, swig_type_196 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_197 arg2, _Bool arg3, swig_type_198 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_gather_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_186 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_187 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_188 arg2, swig_type_189 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_broadcastObject_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_190 arg2, swig_type_191 arg3, swig_type_192 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_reduce_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_193 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_194 arg3, swig_type_195 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_196 arg3, double arg4, _Bool arg5, swig_type_197 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_198 arg2, _Bool arg3, swig_type_199 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_setTrigger_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_checkTrigger_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_199 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_save_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_type_200 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_getStateDict_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_200 _wrap_Accelerator_iteration_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_201 _wrap_Accelerator_iteration_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_unscaleGradients_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastBegin_capi_dda8cd76654b7f17(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastEnd_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_registerForCheckpointing_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_201 _wrap_Accelerator_registerSaveStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_202 _wrap_Accelerator_registerSaveStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_onTraceReady_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_202 _wrap_Accelerator_registerLoadStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_203 _wrap_Accelerator_registerSaveStateModelsPreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_204 _wrap_Accelerator_registerLoadStateModelsPreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_removeStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_205 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_206 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackersWith_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_209 arg2, swig_type_210 arg3, swig_type_211 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logValues_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_212 arg2, swig_type_213 arg3, swig_type_214 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_215 arg2, double arg3, swig_type_216 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_217 arg2, swig_type_218 arg3, swig_type_219 arg4, swig_type_220 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_221 arg2, swig_type_222 arg3, swig_type_223 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logImages_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_224 arg2, uintptr_t arg3, swig_type_225 arg4, swig_type_226 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logHistogramWith_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_227 arg2, uintptr_t arg3, swig_type_228 arg4, swig_type_229 arg5, swig_type_230 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_logArtifact_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_231 arg2, swig_type_232 arg3, swig_type_233 arg4, swig_voidp arg5);
+extern swig_type_203 _wrap_Accelerator_registerLoadStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_204 _wrap_Accelerator_registerSaveStateModelsPreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_205 _wrap_Accelerator_registerLoadStateModelsPreHook_capi_dda8cd76654b7f17(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_removeStatePreHook_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_206 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_addTracker_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_207 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_208 arg2, swig_type_209 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackersWith_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_210 arg2, swig_type_211 arg3, swig_type_212 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logValues_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_213 arg2, swig_type_214 arg3, swig_type_215 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_216 arg2, double arg3, swig_type_217 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_218 arg2, swig_type_219 arg3, swig_type_220 arg4, swig_type_221 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_222 arg2, swig_type_223 arg3, swig_type_224 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logImages_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_225 arg2, uintptr_t arg3, swig_type_226 arg4, swig_type_227 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logHistogramWith_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_228 arg2, uintptr_t arg3, swig_type_229 arg4, swig_type_230 arg5, swig_type_231 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_logArtifact_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_232 arg2, swig_type_233 arg3, swig_type_234 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_endTraining_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_234 _wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_235 arg2, swig_voidp arg3);
-extern swig_type_236 _wrap_Samples_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_237 _wrap_Samples_fields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_238 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_239 arg2, swig_type_240 arg3, swig_voidp arg4);
+extern swig_type_235 _wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_236 arg2, swig_voidp arg3);
+extern swig_type_237 _wrap_Samples_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_238 _wrap_Samples_fields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_239 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_240 arg2, swig_type_241 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_241 arg2, swig_voidp arg3);
-extern swig_type_242 _wrap_Bytes_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_243 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_242 arg2, swig_voidp arg3);
+extern swig_type_243 _wrap_Bytes_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_244 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_244 _wrap_Metrics_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_245 _wrap_Metrics_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_246 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_247 arg2, swig_voidp arg3);
+extern swig_type_245 _wrap_Metrics_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_246 _wrap_Metrics_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_247 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_248 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_248 _wrap_Texts_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_249 _wrap_Texts_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_250 arg2, swig_voidp arg3);
-extern swig_type_251 _wrap_Texts_text_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_252 arg2, swig_voidp arg3);
+extern swig_type_249 _wrap_Texts_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_250 _wrap_Texts_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_251 arg2, swig_voidp arg3);
+extern swig_type_252 _wrap_Texts_text_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_253 arg2, swig_voidp arg3);
 extern void _wrap_delete_Texts_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_253 _wrap_Images_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_254 _wrap_Images_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_255 arg2, swig_voidp arg3);
-extern swig_type_256 _wrap_Images_pngSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_257 arg2, swig_voidp arg3);
-extern void _wrap_Images_copyPng_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_258 arg2, swig_type_259 arg3, swig_voidp arg4);
+extern swig_type_254 _wrap_Images_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_255 _wrap_Images_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_256 arg2, swig_voidp arg3);
+extern swig_type_257 _wrap_Images_pngSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_258 arg2, swig_voidp arg3);
+extern void _wrap_Images_copyPng_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_259 arg2, swig_type_260 arg3, swig_voidp arg4);
 extern void _wrap_delete_Images_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_260 _wrap_CheckpointModelsView_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_261 arg2, swig_voidp arg3);
-extern swig_type_262 _wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_263 arg2, swig_voidp arg3);
-extern void _wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_264 arg2, swig_voidp arg3);
+extern swig_type_261 _wrap_HistogramView_name_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern double _wrap_HistogramView_min_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern double _wrap_HistogramView_max_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern double _wrap_HistogramView_num_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern double _wrap_HistogramView_sum_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern double _wrap_HistogramView_sumSquares_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_262 _wrap_HistogramView_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_HistogramView_copyLimits_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_263 arg2, swig_voidp arg3);
+extern void _wrap_HistogramView_copyCounts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_264 arg2, swig_voidp arg3);
+extern void _wrap_delete_HistogramView_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_265 _wrap_CheckpointModelsView_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_266 arg2, swig_voidp arg3);
+extern swig_type_267 _wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_268 arg2, swig_voidp arg3);
+extern void _wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_269 arg2, swig_voidp arg3);
 extern void _wrap_delete_CheckpointModelsView_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_dda8cd76654b7f17(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_265 arg2, swig_type_266 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_270 arg2, swig_type_271 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_267 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_268 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_272 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_273 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -2207,6 +2226,64 @@ func Swig_DirectorTracker_callback_logImages_capi_dda8cd76654b7f17(swig_c int, a
 	return swig_r
 }
 
+type _swig_DirectorInterfaceTrackerTakesHistograms interface {
+	TakesHistograms() bool
+}
+
+func (swig_p *_swig_DirectorTracker) TakesHistograms() bool {
+	if swig_g, swig_ok := swig_p.v.(_swig_DirectorInterfaceTrackerTakesHistograms); swig_ok {
+		return swig_g.TakesHistograms()
+	}
+	var swig_r bool
+	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrTracker)))
+	return swig_r
+}
+
+func DirectorTrackerTakesHistograms(swig_p Tracker) bool {
+	var swig_r bool
+	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker)))
+	return swig_r
+}
+
+//export Swig_DirectorTracker_callback_takesHistograms_capi_dda8cd76654b7f17
+func Swig_DirectorTracker_callback_takesHistograms_capi_dda8cd76654b7f17(swig_c int) (swig_result bool) {
+	var swig_r bool
+	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
+	swig_r = swig_p.TakesHistograms()
+	return swig_r
+}
+
+type _swig_DirectorInterfaceTrackerLogHistogram interface {
+	LogHistogram(HistogramView, int64) int
+}
+
+func (swig_p *_swig_DirectorTracker) LogHistogram(histogram HistogramView, step int64) int {
+	if swig_g, swig_ok := swig_p.v.(_swig_DirectorInterfaceTrackerLogHistogram); swig_ok {
+		return swig_g.LogHistogram(histogram, step)
+	}
+	var swig_r int
+	_swig_i_0 := getSwigcptr(histogram)
+	_swig_i_1 := step
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogHistogram_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1)))
+	return swig_r
+}
+
+func DirectorTrackerLogHistogram(swig_p Tracker, histogram HistogramView, step int64) int {
+	var swig_r int
+	_swig_i_0 := getSwigcptr(histogram)
+	_swig_i_1 := step
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogHistogram_capi_dda8cd76654b7f17(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1)))
+	return swig_r
+}
+
+//export Swig_DirectorTracker_callback_logHistogram_capi_dda8cd76654b7f17
+func Swig_DirectorTracker_callback_logHistogram_capi_dda8cd76654b7f17(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
+	var swig_r int
+	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
+	swig_r = swig_p.LogHistogram(SwigcptrHistogramView(arg2), arg3)
+	return swig_r
+}
+
 type SwigcptrTracker uintptr
 
 func (p SwigcptrTracker) Swigcptr() uintptr {
@@ -2225,7 +2302,7 @@ func (arg1 SwigcptrTracker) Init(arg2 string, arg3 string) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_init_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_7)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_8)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (int)(C._wrap_Tracker_init_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_8)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_9)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2240,7 +2317,7 @@ func (arg1 SwigcptrTracker) Log(arg2 Metrics, arg3 int64) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_log_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_9(_swig_i_2)))
+	swig_r = (int)(C._wrap_Tracker_log_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_10(_swig_i_2)))
 	return swig_r
 }
 
@@ -2276,6 +2353,22 @@ func (arg1 SwigcptrTracker) LogImages(arg2 Images, arg3 int64) (_swig_ret int) {
 	return swig_r
 }
 
+func (arg1 SwigcptrTracker) TakesHistograms() (_swig_ret bool) {
+	var swig_r bool
+	_swig_i_0 := arg1
+	swig_r = (bool)(C._wrap_Tracker_takesHistograms_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTracker) LogHistogram(arg2 HistogramView, arg3 int64) (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	swig_r = (int)(C._wrap_Tracker_logHistogram_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_7(_swig_i_2)))
+	return swig_r
+}
+
 func DeleteTracker(arg1 Tracker) {
 	_swig_i_0 := getSwigcptr(arg1)
 	C._wrap_delete_Tracker_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
@@ -2302,6 +2395,8 @@ type Tracker interface {
 	LogText(arg2 Texts, arg3 int64) (_swig_ret int)
 	TakesImages() (_swig_ret bool)
 	LogImages(arg2 Images, arg3 int64) (_swig_ret int)
+	TakesHistograms() (_swig_ret bool)
+	LogHistogram(arg2 HistogramView, arg3 int64) (_swig_ret int)
 	Released()
 	SwigIsCallback()
 	SwigGetCallback() Callback
@@ -2399,7 +2494,7 @@ func (arg1 SwigcptrLrLambda) Factor(arg2 int64, arg3 LrFactor) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (int)(C._wrap_LrLambda_factor_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_10(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (int)(C._wrap_LrLambda_factor_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
@@ -2522,7 +2617,7 @@ func (arg1 SwigcptrGroupLrLambda) Factor(arg2 int64, arg3 int64, arg4 LrFactor) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r = (int)(C._wrap_GroupLrLambda_factor_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1), C.swig_type_12(_swig_i_2), C.uintptr_t(_swig_i_3)))
+	swig_r = (int)(C._wrap_GroupLrLambda_factor_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1), C.swig_type_13(_swig_i_2), C.uintptr_t(_swig_i_3)))
 	return swig_r
 }
 
@@ -2643,7 +2738,7 @@ func (arg1 SwigcptrTraceReady) Ready(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_TraceReady_ready_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_13(_swig_i_1)))
+	swig_r = (int)(C._wrap_TraceReady_ready_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_14(_swig_i_1)))
 	return swig_r
 }
 
@@ -2764,7 +2859,7 @@ func (arg1 SwigcptrBatchSizeRun) Run(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_BatchSizeRun_run_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_14(_swig_i_1)))
+	swig_r = (int)(C._wrap_BatchSizeRun_run_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_15(_swig_i_1)))
 	return swig_r
 }
 
@@ -2833,7 +2928,7 @@ func AccelerateCheckBinding(arg1 string, arg2 int, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerate_checkBinding_capi_dda8cd76654b7f17(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerate_checkBinding_capi_dda8cd76654b7f17(*(*C.swig_type_17)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2873,7 +2968,7 @@ func AccelerateLiveHandles(arg1 Acc_handle_kind) (_swig_ret int64) {
 func AccelerateSetSeed(arg1 int64, arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerate_setSeed_capi_dda8cd76654b7f17(C.swig_type_20(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerate_setSeed_capi_dda8cd76654b7f17(C.swig_type_21(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -2886,7 +2981,7 @@ func AccelerateSetSeedWith(arg1 int64, arg2 bool, arg3 bool, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerate_setSeedWith_capi_dda8cd76654b7f17(C.swig_type_21(_swig_i_0), C._Bool(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerate_setSeedWith_capi_dda8cd76654b7f17(C.swig_type_22(_swig_i_0), C._Bool(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2935,7 +3030,7 @@ func AccelerateLastErrorBacktrace() (_swig_ret string) {
 
 func AccelerateCallbackSetError(arg1 string) {
 	_swig_i_0 := arg1
-	C._wrap_Accelerate_callbackSetError_capi_dda8cd76654b7f17(*(*C.swig_type_24)(unsafe.Pointer(&_swig_i_0)))
+	C._wrap_Accelerate_callbackSetError_capi_dda8cd76654b7f17(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -2946,7 +3041,7 @@ func AccelerateFindBatchSizeWith(arg1 int64, arg2 BatchSizeRun, arg3 *string) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerate_findBatchSizeWith_capi_dda8cd76654b7f17(C.swig_type_26(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerate_findBatchSizeWith_capi_dda8cd76654b7f17(C.swig_type_27(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2985,7 +3080,7 @@ func (arg1 SwigcptrLoadReport) Missing(arg2 int64) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_LoadReport_missing_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
+	swig_r_p := C._wrap_LoadReport_missing_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_30(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -3003,7 +3098,7 @@ func (arg1 SwigcptrLoadReport) Unexpected(arg2 int64) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_LoadReport_unexpected_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
+	swig_r_p := C._wrap_LoadReport_unexpected_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_33(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -3170,7 +3265,7 @@ func TensorFromFloats(arg1 []float32, arg2 []int64, arg3 *string) (_swig_ret Ten
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFloats_capi_dda8cd76654b7f17(*(*C.swig_type_33)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_34)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFloats_capi_dda8cd76654b7f17(*(*C.swig_type_34)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3189,7 +3284,7 @@ func (arg1 SwigcptrTensor) CopyToFloats(arg2 []float32, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToFloats_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToFloats_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_36)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3205,7 +3300,7 @@ func TensorFromDoubles(arg1 []float64, arg2 []int64, arg3 *string) (_swig_ret Te
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromDoubles_capi_dda8cd76654b7f17(*(*C.swig_type_36)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromDoubles_capi_dda8cd76654b7f17(*(*C.swig_type_37)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3224,7 +3319,7 @@ func (arg1 SwigcptrTensor) CopyToDoubles(arg2 []float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToDoubles_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToDoubles_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_39)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3240,7 +3335,7 @@ func TensorFromLongs(arg1 []int64, arg2 []int64, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromLongs_capi_dda8cd76654b7f17(*(*C.swig_type_39)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromLongs_capi_dda8cd76654b7f17(*(*C.swig_type_40)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3259,7 +3354,7 @@ func (arg1 SwigcptrTensor) CopyToLongs(arg2 []int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToLongs_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToLongs_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3275,7 +3370,7 @@ func TensorFromInts(arg1 []int32, arg2 []int64, arg3 *string) (_swig_ret Tensor)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromInts_capi_dda8cd76654b7f17(*(*C.swig_type_42)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromInts_capi_dda8cd76654b7f17(*(*C.swig_type_43)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3294,7 +3389,7 @@ func (arg1 SwigcptrTensor) CopyToInts(arg2 []int32, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToInts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToInts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3310,7 +3405,7 @@ func TensorFromBytes(arg1 []byte, arg2 []int64, arg3 *string) (_swig_ret Tensor)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromBytes_capi_dda8cd76654b7f17(*(*C.swig_type_45)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromBytes_capi_dda8cd76654b7f17(*(*C.swig_type_46)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3329,7 +3424,7 @@ func (arg1 SwigcptrTensor) CopyToBytes(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToBytes_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToBytes_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3346,7 +3441,7 @@ func TensorZeros(arg1 []int64, arg2 Acc_dtype, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_zeros_capi_dda8cd76654b7f17(*(*C.swig_type_48)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_zeros_capi_dda8cd76654b7f17(*(*C.swig_type_49)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3365,7 +3460,7 @@ func TensorRand(arg1 []int64, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_rand_capi_dda8cd76654b7f17(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_rand_capi_dda8cd76654b7f17(*(*C.swig_type_51)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3381,7 +3476,7 @@ func TensorRandn(arg1 []int64, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_randn_capi_dda8cd76654b7f17(*(*C.swig_type_51)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_randn_capi_dda8cd76654b7f17(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3397,7 +3492,7 @@ func TensorFromIdxFile(arg1 string, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromIdxFile_capi_dda8cd76654b7f17(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromIdxFile_capi_dda8cd76654b7f17(*(*C.swig_type_53)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3416,7 +3511,7 @@ func TensorFromFileMmap(arg1 string, arg2 int64, arg3 Acc_dtype, arg4 []int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFileMmap_capi_dda8cd76654b7f17(*(*C.swig_type_53)(unsafe.Pointer(&_swig_i_0)), C.swig_type_54(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFileMmap_capi_dda8cd76654b7f17(*(*C.swig_type_54)(unsafe.Pointer(&_swig_i_0)), C.swig_type_55(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -3448,7 +3543,7 @@ func (arg1 SwigcptrTensor) CopyShape(arg2 []int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyShape_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyShape_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3520,7 +3615,7 @@ func (arg1 SwigcptrTensor) To(arg2 string, arg3 Acc_dtype, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_to_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_to_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3587,7 +3682,7 @@ func (arg1 SwigcptrTensor) Reshape(arg2 []int64, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_reshape_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_reshape_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3605,7 +3700,7 @@ func (arg1 SwigcptrTensor) Argmax(arg2 int64, arg3 bool, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_argmax_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_argmax_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3697,7 +3792,7 @@ func (arg1 SwigcptrTensorList) Append(arg2 string, arg3 Tensor, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_TensorList_append_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_TensorList_append_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3726,7 +3821,7 @@ func (arg1 SwigcptrTensorList) Get(arg2 int64, arg3 *string) (_swig_ret Tensor) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3740,7 +3835,7 @@ func (arg1 SwigcptrTensorList) Name(arg2 int64, arg3 *string) (_swig_ret string)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_TensorList_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_68(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_TensorList_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_69(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3757,7 +3852,7 @@ func (arg1 SwigcptrTensorList) Find(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_find_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_find_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3773,7 +3868,7 @@ func (arg1 SwigcptrTensorList) SaveSafetensors(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_TensorList_saveSafetensors_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_TensorList_saveSafetensors_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3788,7 +3883,7 @@ func TensorListLoadSafetensors(arg1 string, arg2 *string) (_swig_ret TensorList)
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_TensorList_loadSafetensors_capi_dda8cd76654b7f17(*(*C.swig_type_71)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_TensorList_loadSafetensors_capi_dda8cd76654b7f17(*(*C.swig_type_72)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3843,7 +3938,7 @@ func (arg1 SwigcptrStringList) Get(arg2 int64, arg3 *string) (_swig_ret string) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_StringList_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_StringList_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3860,7 +3955,7 @@ func (arg1 SwigcptrStringList) ByteSize(arg2 int64, arg3 *string) (_swig_ret int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_StringList_byteSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_76(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_StringList_byteSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3874,7 +3969,7 @@ func (arg1 SwigcptrStringList) CopyBytes(arg2 int64, arg3 []byte, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_StringList_copyBytes_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_StringList_copyBytes_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_78(_swig_i_1), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3926,7 +4021,7 @@ func (arg1 SwigcptrOptions) SetInt(arg2 string, arg3 int64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setInt_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), C.swig_type_80(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setInt_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_1)), C.swig_type_81(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3942,7 +4037,7 @@ func (arg1 SwigcptrOptions) SetDouble(arg2 string, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setDouble_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setDouble_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3958,7 +4053,7 @@ func (arg1 SwigcptrOptions) SetBool(arg2 string, arg3 bool, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setBool_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setBool_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3974,7 +4069,7 @@ func (arg1 SwigcptrOptions) SetString(arg2 string, arg3 string, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setString_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setString_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3993,7 +4088,7 @@ func (arg1 SwigcptrOptions) Set(arg2 string, arg3 string, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_set_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_set_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4012,7 +4107,7 @@ func (arg1 SwigcptrOptions) Get(arg2 string, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Options_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Options_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4056,7 +4151,7 @@ func ModelLoadTorchscript(arg1 string, arg2 *string) (_swig_ret Model) {
 	var swig_r Model
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Model)(SwigcptrModel(C._wrap_Model_loadTorchscript_capi_dda8cd76654b7f17(*(*C.swig_type_89)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Model_loadTorchscript_capi_dda8cd76654b7f17(*(*C.swig_type_90)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4072,7 +4167,7 @@ func ModelFromSpec(arg1 string, arg2 *string) (_swig_ret Model) {
 	var swig_r Model
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Model)(SwigcptrModel(C._wrap_Model_fromSpec_capi_dda8cd76654b7f17(*(*C.swig_type_90)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Model_fromSpec_capi_dda8cd76654b7f17(*(*C.swig_type_91)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4168,7 +4263,7 @@ func (arg1 SwigcptrModel) To(arg2 string, arg3 Acc_dtype, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_to_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_to_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4223,7 +4318,7 @@ func (arg1 SwigcptrModel) Parameter(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4252,7 +4347,7 @@ func (arg1 SwigcptrModel) SetRequiresGrad(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4270,7 +4365,7 @@ func (arg1 SwigcptrModel) AddLora(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4290,7 +4385,7 @@ func (arg1 SwigcptrModel) AddLoraCorda(arg2 string, arg3 Options, arg4 DataLoade
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (int64)(C._wrap_Model_addLoraCorda_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_101(_swig_i_4), C.swig_voidp(_swig_i_5)))
+	swig_r = (int64)(C._wrap_Model_addLoraCorda_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_102(_swig_i_4), C.swig_voidp(_swig_i_5)))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -4307,7 +4402,7 @@ func (arg1 SwigcptrModel) BeginLoraGa(arg2 string, arg3 Options, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Model_beginLoraGa_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_beginLoraGa_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4337,7 +4432,7 @@ func (arg1 SwigcptrModel) AddTrainableTokens(arg2 string, arg3 Options, arg4 *st
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addTrainableTokens_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addTrainableTokens_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4353,7 +4448,7 @@ func (arg1 SwigcptrModel) SaveLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4368,7 +4463,7 @@ func (arg1 SwigcptrModel) LoadLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_loadLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_loadLora_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4394,7 +4489,7 @@ func (arg1 SwigcptrModel) MergeLoraAdapters(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_mergeLoraAdapters_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_mergeLoraAdapters_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4450,7 +4545,7 @@ func (arg1 SwigcptrModel) AddLoraNamed(arg2 string, arg3 string, arg4 Options, a
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (int64)(C._wrap_Model_addLoraNamed_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4)))
+	swig_r = (int64)(C._wrap_Model_addLoraNamed_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4)))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4470,7 +4565,7 @@ func (arg1 SwigcptrModel) LoadLoraNamed(arg2 string, arg3 string, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_loadLoraNamed_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_loadLoraNamed_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4488,7 +4583,7 @@ func (arg1 SwigcptrModel) SetAdapter(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4503,7 +4598,7 @@ func (arg1 SwigcptrModel) DeleteAdapter(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_deleteAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_deleteAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4534,7 +4629,7 @@ func (arg1 SwigcptrModel) AddWeightedAdapter(arg2 []byte, arg3 []float64, arg4 s
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
-	swig_r = (int64)(C._wrap_Model_addWeightedAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6)))
+	swig_r = (int64)(C._wrap_Model_addWeightedAdapter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6)))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -4630,7 +4725,7 @@ func (arg1 SwigcptrModel) SaveTorchscript(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveTorchscript_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveTorchscript_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4647,7 +4742,7 @@ func (arg1 SwigcptrModel) LoadSafetensors(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4717,7 +4812,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4739,7 +4834,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 []byte, arg3 Options, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_addParamGroup_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_addParamGroup_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4756,7 +4851,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroupMatching(arg2 string, arg3 Options, a
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4786,7 +4881,7 @@ func (arg1 SwigcptrOptimizer) GetLr(arg2 int64, arg3 *string) (_swig_ret float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4800,7 +4895,7 @@ func (arg1 SwigcptrOptimizer) SetLr(arg2 int64, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_setLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_setLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4814,7 +4909,7 @@ func (arg1 SwigcptrOptimizer) GetHyperparameter(arg2 int64, arg3 string, arg4 *s
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_133(_swig_i_1), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
+	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_134(_swig_i_1), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4866,7 +4961,7 @@ func (arg1 SwigcptrOptimizer) StateOf(arg2 string, arg3 string, arg4 *string) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4886,7 +4981,7 @@ func (arg1 SwigcptrOptimizer) StateFields(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4929,7 +5024,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4952,7 +5047,7 @@ func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	C._wrap_Scheduler_then_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Scheduler_then_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_140(_swig_i_1), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4968,7 +5063,7 @@ func (arg1 SwigcptrScheduler) Chain(arg2 string, arg3 Options, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Scheduler_chain_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Scheduler_chain_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5007,7 +5102,7 @@ func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret flo
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_143(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5063,7 +5158,7 @@ func SchedulerFromGroupLrLambda(arg1 Optimizer, arg2 int64, arg3 GroupLrLambda, 
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_144(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5078,7 +5173,7 @@ func SchedulerFromGroupLrMultiplicative(arg1 Optimizer, arg2 int64, arg3 GroupLr
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_146(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5258,7 +5353,7 @@ func DatasetFromIdx(arg1 string, arg2 string, arg3 *string) (_swig_ret Dataset) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_dda8cd76654b7f17(*(*C.swig_type_147)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_dda8cd76654b7f17(*(*C.swig_type_148)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5278,7 +5373,7 @@ func DatasetFromSampleSource(arg1 int64, arg2 SampleSource, arg3 *string) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_dda8cd76654b7f17(C.swig_type_149(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_dda8cd76654b7f17(C.swig_type_150(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5292,7 +5387,7 @@ func DatasetFromStreamSource(arg1 StreamSource, arg2 int64, arg3 *string) (_swig
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_150(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5307,7 +5402,7 @@ func (arg1 SwigcptrDataset) Subset(arg2 int64, arg3 int64, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_151(_swig_i_1), C.swig_type_152(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_152(_swig_i_1), C.swig_type_153(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5334,7 +5429,7 @@ func (arg1 SwigcptrDataset) Get(arg2 int64, arg3 *string) (_swig_ret TensorList)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_154(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5386,7 +5481,7 @@ func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Op
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5444,7 +5539,7 @@ func (arg1 SwigcptrDataLoader) SetEpoch(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setEpoch_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_159(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setEpoch_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_160(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5468,7 +5563,7 @@ func (arg1 SwigcptrDataLoader) SkipFirstBatches(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_skipFirstBatches_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_160(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_skipFirstBatches_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_161(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5968,7 +6063,7 @@ func (arg1 SwigcptrAccelerator) SaveModel(arg2 Model, arg3 string, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_saveModel_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_saveModel_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5988,7 +6083,7 @@ func AcceleratorMergeShardedCheckpoint(arg1 string, arg2 int64, arg3 string, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_mergeShardedCheckpoint_capi_dda8cd76654b7f17(*(*C.swig_type_173)(unsafe.Pointer(&_swig_i_0)), C.swig_type_174(_swig_i_1), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_mergeShardedCheckpoint_capi_dda8cd76654b7f17(*(*C.swig_type_174)(unsafe.Pointer(&_swig_i_0)), C.swig_type_175(_swig_i_1), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6010,7 +6105,7 @@ func (arg1 SwigcptrAccelerator) SaveState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_saveState_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_saveState_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6030,7 +6125,7 @@ func (arg1 SwigcptrAccelerator) LoadState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_loadState_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_loadState_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6061,7 +6156,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_print_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_print_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6136,7 +6231,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdBegin(arg2 Model, arg3 int64, arg4 bool,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_localSgdBegin_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_182(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_localSgdBegin_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_183(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6222,7 +6317,7 @@ func (arg1 SwigcptrAccelerator) ExportChromeTrace(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_exportChromeTrace_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_exportChromeTrace_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6308,7 +6403,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6326,7 +6421,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6344,7 +6439,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6366,7 +6461,7 @@ func (arg1 SwigcptrAccelerator) BroadcastObject(arg2 []byte, arg3 int64, arg4 st
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), C.swig_type_190(_swig_i_2), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_1)), C.swig_type_191(_swig_i_2), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6388,7 +6483,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6407,7 +6502,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_193(_swig_i_2), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_194(_swig_i_2), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6428,7 +6523,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_195(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_196(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -6446,7 +6541,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_197(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_198(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6486,7 +6581,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6644,7 +6739,7 @@ func (arg1 SwigcptrAccelerator) RemoveStatePreHook(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_removeStatePreHook_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_205(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_removeStatePreHook_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_206(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6657,7 +6752,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6673,7 +6768,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_207)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6693,7 +6788,7 @@ func (arg1 SwigcptrAccelerator) InitTrackersWith(arg2 string, arg3 string, arg4 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_initTrackersWith_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_initTrackersWith_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6716,7 +6811,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_2)), C.swig_type_214(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_2)), C.swig_type_215(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6736,7 +6831,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_216(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_217(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6754,7 +6849,7 @@ func (arg1 SwigcptrAccelerator) LogGroup(arg2 string, arg3 []byte, arg4 []float6
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_3)), C.swig_type_220(_swig_i_4), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_3)), C.swig_type_221(_swig_i_4), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6777,7 +6872,7 @@ func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_2)), C.swig_type_223(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_2)), C.swig_type_224(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6798,7 +6893,7 @@ func (arg1 SwigcptrAccelerator) LogImages(arg2 []byte, arg3 TensorList, arg4 int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logImages_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_225(_swig_i_3), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logImages_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_226(_swig_i_3), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6820,7 +6915,7 @@ func (arg1 SwigcptrAccelerator) LogHistogramWith(arg2 string, arg3 Tensor, arg4 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	C._wrap_Accelerator_logHistogramWith_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_228(_swig_i_3), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_4)), C.swig_type_230(_swig_i_5), C.swig_voidp(_swig_i_6))
+	C._wrap_Accelerator_logHistogramWith_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_229(_swig_i_3), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_4)), C.swig_type_231(_swig_i_5), C.swig_voidp(_swig_i_6))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -6840,7 +6935,7 @@ func (arg1 SwigcptrAccelerator) LogArtifact(arg2 string, arg3 string, arg4 strin
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logArtifact_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logArtifact_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6886,7 +6981,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7014,7 +7109,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_238(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7029,7 +7124,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1), C.swig_type_240(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1), C.swig_type_241(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7064,7 +7159,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7086,7 +7181,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7131,7 +7226,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7148,7 +7243,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7191,7 +7286,7 @@ func (arg1 SwigcptrTexts) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_250(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7208,7 +7303,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_text_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_252(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_text_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7254,7 +7349,7 @@ func (arg1 SwigcptrImages) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Images_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_255(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Images_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_256(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7271,7 +7366,7 @@ func (arg1 SwigcptrImages) PngSize(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Images_pngSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Images_pngSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_258(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7285,7 +7380,7 @@ func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Images_copyPng_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_258(_swig_i_1), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Images_copyPng_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_259(_swig_i_1), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7308,6 +7403,116 @@ type Images interface {
 	Name(arg2 int64, arg3 *string) (_swig_ret string)
 	PngSize(arg2 int64, arg3 *string) (_swig_ret int64)
 	CopyPng(arg2 int64, arg3 []byte, arg4 *string)
+}
+
+type SwigcptrHistogramView uintptr
+
+func (p SwigcptrHistogramView) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrHistogramView) SwigIsHistogramView() {
+}
+
+func (arg1 SwigcptrHistogramView) Name() (_swig_ret string) {
+	var swig_r string
+	_swig_i_0 := arg1
+	swig_r_p := C._wrap_HistogramView_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+	var swig_r_1 string
+ swig_r_1 = swigCopyString(swig_r) 
+	return swig_r_1
+}
+
+func (arg1 SwigcptrHistogramView) Min() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_HistogramView_min_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrHistogramView) Max() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_HistogramView_max_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrHistogramView) Num() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_HistogramView_num_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrHistogramView) Sum() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_HistogramView_sum_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrHistogramView) SumSquares() (_swig_ret float64) {
+	var swig_r float64
+	_swig_i_0 := arg1
+	swig_r = (float64)(C._wrap_HistogramView_sumSquares_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrHistogramView) Size() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_HistogramView_size_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrHistogramView) CopyLimits(arg2 []float64, arg3 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	C._wrap_HistogramView_copyLimits_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_263)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+}
+
+func (arg1 SwigcptrHistogramView) CopyCounts(arg2 []float64, arg3 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	C._wrap_HistogramView_copyCounts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_264)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+}
+
+func DeleteHistogramView(arg1 HistogramView) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_HistogramView_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0))
+}
+
+type HistogramView interface {
+	Swigcptr() uintptr
+	SwigIsHistogramView()
+	Name() (_swig_ret string)
+	Min() (_swig_ret float64)
+	Max() (_swig_ret float64)
+	Num() (_swig_ret float64)
+	Sum() (_swig_ret float64)
+	SumSquares() (_swig_ret float64)
+	Size() (_swig_ret int64)
+	CopyLimits(arg2 []float64, arg3 *string)
+	CopyCounts(arg2 []float64, arg3 *string)
 }
 
 type SwigcptrCheckpointModelsView uintptr
@@ -7337,7 +7542,7 @@ func (arg1 SwigcptrCheckpointModelsView) Model(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_261(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_266(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7351,7 +7556,7 @@ func (arg1 SwigcptrCheckpointModelsView) Index(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_263(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_268(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7364,7 +7569,7 @@ func (arg1 SwigcptrCheckpointModelsView) Remove(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_264(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_269(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7427,7 +7632,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_265(_swig_i_1), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_270(_swig_i_1), *(*C.swig_type_271)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7448,7 +7653,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_267(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_272(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7460,7 +7665,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_268)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)

@@ -151,7 +151,7 @@ final class CallbackAdapters {
 
       @Override
       public boolean takesImages() {
-        return overridesLogImages(cb);
+        return overrides(cb, "logImages", java.util.Map.class, long.class);
       }
 
       @Override
@@ -168,6 +168,16 @@ final class CallbackAdapters {
       }
 
       @Override
+      public boolean takesHistograms() {
+        return overrides(cb, "logHistogram", String.class, Histogram.class, long.class);
+      }
+
+      @Override
+      public int logHistogram(HistogramView histogram, long step) {
+        return guarded(() -> cb.logHistogram(histogram.name(), new Histogram(histogram), step));
+      }
+
+      @Override
       public int finish() {
         return guarded(() -> cb.finish());
       }
@@ -176,11 +186,11 @@ final class CallbackAdapters {
     return tr;
   }
 
-  // Whether the tracker's class has a logImages of its own (the interface's default leaves images).
-  static boolean overridesLogImages(TrackerCallbacks cb) {
+  // Whether the tracker's class has its own `method` (the interface's defaults leave images and
+  // histograms, which are then not made for it).
+  static boolean overrides(TrackerCallbacks cb, String method, Class<?>... parameters) {
     try {
-      return cb.getClass().getMethod("logImages", java.util.Map.class, long.class).getDeclaringClass()
-          != TrackerCallbacks.class;
+      return cb.getClass().getMethod(method, parameters).getDeclaringClass() != TrackerCallbacks.class;
     } catch (NoSuchMethodException e) {
       return false;
     }

@@ -17,6 +17,10 @@ public interface TrackerCallbacks {
    *  this method leaves them (and none are encoded for it). */
   default void logImages(Map<String, byte[]> images, long step) throws Exception {}
 
+  /** A histogram of Accelerator.logHistogram, by name at step; a tracker without this method leaves
+   *  them (and none is computed for it). */
+  default void logHistogram(String name, Histogram histogram, long step) throws Exception {}
+
   /** The run ends. */
   default void finish() throws Exception {}
 }

@@ -1,0 +1,45 @@
+// Files that grow a line at a time, one per name under a folder (a '/' in a name makes folders):
+// MLflow's metric files, DVCLive's metric tables. For one thread (a tracker's writer). Lines are
+// kept per file until flush() (the writer calls it every second and at the run's end) or until
+// 64 KiB wait, then written with one write each (O_APPEND); each file is opened once, with the
+// folders its name makes, and kept open (up to kMaxOpen at a time).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <unordered_map>
+
+namespace acc::tracking {
+
+class AppendedFiles {
+ public:
+  // The file of `name` is <folder>/<name><suffix>; `header`, if given, makes the first line of a
+  // file that is empty when it is opened. `label` (the tracker) starts the errors.
+  AppendedFiles(std::string folder, std::string suffix, std::string label,
+                std::function<std::string(const std::string& name)> header = nullptr)
+      : folder_(std::move(folder)), suffix_(std::move(suffix)), label_(std::move(label)), header_(std::move(header)) {}
+  ~AppendedFiles();  // closes the files; what flush() did not write is dropped
+  AppendedFiles(const AppendedFiles&) = delete;
+  AppendedFiles& operator=(const AppendedFiles&) = delete;
+  // Io naming the file where it cannot be opened (or is not a regular file: a FIFO would block for
+  // ever) or written; lines cut short by a full disk are taken back first (readers such as MLflow
+  // refuse a file with a torn line).
+  void append(const std::string& name, const std::string& line);
+  void flush();
+  std::string path_of(const std::string& name) const { return folder_ + "/" + name + suffix_; }
+
+ private:
+  static constexpr size_t kMaxOpen = 256;
+  static constexpr size_t kWriteAt = size_t{64} << 10;
+  struct File {
+    int fd = -1;
+    std::string waiting;
+  };
+  File& file_of(const std::string& name);
+  void write_out(const std::string& name, File& file);
+  std::string folder_, suffix_, label_;
+  std::function<std::string(const std::string& name)> header_;
+  std::unordered_map<std::string, File> files_;
+};
+
+}  // namespace acc::tracking
