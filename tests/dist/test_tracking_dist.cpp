@@ -46,7 +46,7 @@ TEST(DistTracking, OnlyTheMainProcessWrites) {
   const char* base = std::getenv("ACC_TEST_TRACK_DIR");
   ASSERT_NE(base, nullptr) << "ACC_TEST_TRACK_DIR is not set";
   const std::string dir = base;
-  acc_accelerator* a = acc_test::make_accelerator({{"log_with", "all"}, {"project_dir", dir}});
+  acc_accelerator* a = acc_test::make_accelerator({{"log_with", "all,dvclive"}, {"project_dir", dir}});
   ASSERT_NE(a, nullptr);
   int64_t rank = -1, world = 0;
   ACC_ASSERT_OK(acc_accelerator_process_index(a, &rank));
@@ -59,13 +59,19 @@ TEST(DistTracking, OnlyTheMainProcessWrites) {
   ACC_ASSERT_OK(acc_add_tracker(a, "counter", count_init, count_log, count_finish, &counter, nullptr));
   // Mistakes are reported on every process, not only where the files are.
   EXPECT_EQ(acc_log_scalar(a, "loss", 1.0, -1), ACC_ERR_NOT_INITIALIZED);
-  ACC_ASSERT_OK(acc_init_trackers(a, "run", R"({"world_size": 2})"));
+  // DVCLive's folder is the working folder's unless init_kwargs say where.
+  const std::string dvclive = R"({"dvclive": {"dir": ")" + dir + R"(/dvclive", "dvcyaml": ")" + dir +
+                              R"(/dvc.yaml", "save_dvc_exp": false}})";
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "run", R"({"world_size": 2})", dvclive.c_str()));
   for (int step = 0; step < 5; ++step) ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0 + step + rank * 100, -1));
   ACC_ASSERT_OK(acc_end_training(a));
 
   char* path = nullptr;
   ACC_ASSERT_OK(acc_tracker_path(a, "jsonl", &path));
   EXPECT_EQ(std::string(path).empty(), rank != 0) << path;
+  acc_string_free(path);
+  ACC_ASSERT_OK(acc_tracker_path(a, "dvclive", &path));
+  EXPECT_EQ(std::string(path), rank == 0 ? dir + "/dvclive" : "");
   acc_string_free(path);
   EXPECT_EQ(counter.calls, rank == 0 ? 7 : 0);  // init, 5 logs, finish
 
@@ -84,6 +90,9 @@ TEST(DistTracking, OnlyTheMainProcessWrites) {
     if (entry.path().filename() == "loss") loss_files.push_back(entry.path().string());
   ASSERT_EQ(loss_files.size(), 1u);
   EXPECT_EQ(line_count(loss_files[0]), 5u);
+  // DVCLive's table: the header and the main process's 5 rows.
+  EXPECT_EQ(line_count(dir + "/dvclive/plots/metrics/loss.tsv"), 6u);
+  EXPECT_TRUE(std::filesystem::exists(dir + "/dvc.yaml"));
   float first_loss = -1;
   for (const auto& e : acc_test::read_event_file(run + "/" + events[0]))
     for (const auto& v : e.values)
