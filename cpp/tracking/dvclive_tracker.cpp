@@ -259,6 +259,14 @@ void DvcliveTracker::set_init_kwargs(const nlohmann::json& kwargs) {
   if (k.boolean("monitor_system").value_or(false))
     fail(Status::Unsupported, "init_kwargs[\"dvclive\"][\"monitor_system\"]: DVCLive's system metrics are not built");
   k.refuse_the_rest();
+  // Checked here, on every process alike, rather than where the main process starts the run.
+  if (env_set("DVC_ROOT") && env_set("DVC_EXP_BASELINE_REV"))
+    fail(Status::Unsupported, "dvclive: running inside `dvc exp run` (DVC_EXP_BASELINE_REV is set) is not built: ",
+         "DVCLive adds its files to the experiment's Git commit there");
+  if (save_dvc_exp && !env_set("DVC_ROOT") && inside_repository(fs::current_path()))
+    fail(Status::Unsupported, "dvclive: saving a DVC experiment (Live's save_dvc_exp, on by default) is not built, ",
+         "and ", fs::current_path().string(), " is inside a Git or DVC repository, where DVCLive would save one: give ",
+         "init_kwargs {\"dvclive\": {\"save_dvc_exp\": false}} and run `dvc exp save` after training if you want it");
   dir_setting_ = std::move(dir);
   resume_ = resume;
   save_dvc_exp_ = save_dvc_exp;
@@ -285,18 +293,10 @@ void DvcliveTracker::start(const std::string&, const nlohmann::json& config) {
   const fs::path cwd = fs::current_path();
   const fs::path dir = (cwd / dir_setting_).lexically_normal();
   const bool resume = resume_ || env_true("DVCLIVE_RESUME");
-  if (env_set("DVC_ROOT") && env_set("DVC_EXP_BASELINE_REV"))
-    fail(Status::Unsupported, "dvclive: running inside `dvc exp run` (DVC_EXP_BASELINE_REV is set) is not built: ",
-         "DVCLive adds its files to the experiment's Git commit there");
-  if (save_dvc_exp_ && !env_set("DVC_ROOT")) {
-    if (inside_repository(cwd))
-      fail(Status::Unsupported, "dvclive: saving a DVC experiment (Live's save_dvc_exp, on by default) is not built, ",
-           "and ", cwd.string(), " is inside a Git or DVC repository, where DVCLive would save one: give init_kwargs ",
-           "{\"dvclive\": {\"save_dvc_exp\": false}} and run `dvc exp save` after training if you want it");
+  if (save_dvc_exp_ && !env_set("DVC_ROOT"))  // outside a repository (set_init_kwargs refused one), as Live says
     std::fprintf(stderr,
                  "accelerate: dvclive: Can't save experiment without a Git Repo.\n"
                  "Create a Git repo (`git init`) and commit (`git commit`).\n");
-  }
   const fs::path dvc_file = dvcyaml_ ? (cwd / *dvcyaml_).lexically_normal() : fs::path();
   // The run's start removes <dir>/*dvc.yaml, so such a dvc.yaml is not checked unless the run resumes.
   const bool removed_at_start = !resume && dvc_file.parent_path() == dir;
