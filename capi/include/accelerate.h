@@ -2057,8 +2057,8 @@ ACC_API ACC_NODISCARD acc_status acc_init_trackers(acc_accelerator *acc, const c
  * {"mlflow": {"run_name": "baseline", "tags": {"team": "vision"}}, "tensorboard": {"flush_secs": 30}}.
  * mlflow takes run_name, run_id (a run to resume), tags, description, logging_dir (a new
  * experiment's artifact location) and nested_run; tensorboard takes SummaryWriter's flush_secs and
- * filename_suffix (and max_queue and comment, which change nothing here; purge_step is
- * ACC_ERR_UNSUPPORTED); dvclive takes dvclive.Live's dir, resume, dvcyaml, save_dvc_exp, exp_name,
+ * filename_suffix (and max_queue and comment, which change nothing here) and purge_step (a
+ * SessionLog START at that step, from which TensorBoard drops the earlier files' values); dvclive takes dvclive.Live's dir, resume, dvcyaml, save_dvc_exp, exp_name,
  * exp_message and cache_images (report and monitor_system other than null and false are
  * ACC_ERR_UNSUPPORTED); jsonl, csv and the program's trackers take none. A tracker name not in use,
  * a key a tracker does not take, or a value of the wrong type is ACC_ERR_INVALID_ARGUMENT, checked on

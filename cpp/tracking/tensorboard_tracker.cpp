@@ -8,6 +8,8 @@
 #include <ctime>
 #include <exception>
 #include <filesystem>
+#include <limits>
+#include <optional>
 
 #include "common/error.h"
 #include "common/utf8.h"
@@ -115,11 +117,20 @@ void add_image(tb::Summary& summary, const std::string& name, const EncodedImage
   out->set_encoded_image_string(image.png);
 }
 
-std::string start_records(const nlohmann::json& config, double wall_time) {
+std::string start_records(const nlohmann::json& config, double wall_time, std::optional<int64_t> purge_step) {
   tb::Event version;
   version.set_wall_time(wall_time);
   version.set_file_version("brain.Event:2");
   std::string out = framed(version);
+  if (purge_step) {  // SummaryWriter's two events: the version again at that step, and a session start
+    version.set_step(*purge_step);
+    out += framed(version);
+    tb::Event start;
+    start.set_wall_time(wall_time);
+    start.set_step(*purge_step);
+    start.mutable_session_log()->set_status(tb::SessionLog::START);
+    out += framed(start);
+  }
 
   const nlohmann::json flat = flatten_config(config);
   if (flat.empty()) return out;
@@ -165,8 +176,9 @@ void TensorBoardTracker::set_init_kwargs(const nlohmann::json& kwargs) {
           "bytes without '/'");
   k.integer("max_queue", 1, int64_t{1} << 31);
   k.text("comment");
-  k.refuse("purge_step", "the event files here are new for each run, so there is nothing of an earlier run to purge");
+  const auto purge_step = k.integer("purge_step", 0, std::numeric_limits<int64_t>::max());
   k.refuse_the_rest();
+  purge_step_ = purge_step;
   filename_suffix_ = std::move(suffix);
   flush_interval_ = std::chrono::seconds(seconds.value_or(1));
 }
@@ -174,7 +186,7 @@ void TensorBoardTracker::set_init_kwargs(const nlohmann::json& kwargs) {
 void TensorBoardTracker::start(const std::string& project_name, const nlohmann::json& config) {
   run_dir_ = open_run(project_name, event_file_name() + filename_suffix_, /*truncate=*/true, flush_interval_);
   has_hparams_ = !config.empty();
-  file_->append(start_records(config, now_seconds()));
+  file_->append(start_records(config, now_seconds(), purge_step_));
 }
 
 void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
@@ -212,7 +224,8 @@ void TensorBoardTracker::log_group(const std::shared_ptr<const Record>& record) 
       if (ec) fail(Status::Io, "cannot create the TensorBoard folder ", folder, ": ", ec.message());
       auto opened = std::make_unique<AsyncFile>(folder + "/" + event_file_name() + filename_suffix_, /*truncate=*/true,
                                                 flush_interval_);
-      opened->append(start_records(nlohmann::json::object(), record->wall_time));
+      opened->append(
+          start_records(nlohmann::json::object(), record->wall_time, std::nullopt));  // add_scalars: no purge
       found = group_files_.emplace(folder, std::move(opened)).first;
     }
     found->second->post([record, i](std::FILE*& f, const std::string& path) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "tracking/file_tracker.h"
@@ -25,7 +26,9 @@ class TensorBoardTracker : public FileTracker {
   // SummaryWriter's keyword arguments, as Accelerate passes them: flush_secs (the files' flush
   // interval) and filename_suffix (after each event file's name) are honoured; max_queue (how many
   // events SummaryWriter buffers) and comment (which SummaryWriter ignores beside a log_dir, and
-  // Accelerate always gives one) are taken and change nothing here; purge_step is Unsupported.
+  // Accelerate always gives one) are taken and change nothing here; purge_step starts the run's file
+  // with SummaryWriter's session start at that step, from which TensorBoard drops the events of the
+  // folder's earlier files (a run resumed after a crash, in the same folder).
   void set_init_kwargs(const nlohmann::json& kwargs) override;
   void finish() override;
 
@@ -36,6 +39,7 @@ class TensorBoardTracker : public FileTracker {
   bool has_hparams_ = false;  // a session was started: end it in finish()
   std::string filename_suffix_;
   std::chrono::milliseconds flush_interval_ = std::chrono::seconds(1);
+  std::optional<int64_t> purge_step_;
   std::string run_dir_;
   // acc_log_scalars' event files, one per folder "<group>_<name>" of the run (add_scalars' writers).
   std::map<std::string, std::unique_ptr<AsyncFile>> group_files_;
