@@ -172,7 +172,10 @@ int main(int argc, char** argv) {
 
   // 4. Each built-in tracker alone, rounds interleaved: the process's CPU per acc_log call of 4
   // scalars, from the call until the tracker has written it out (end_training drains it).
-  const std::vector<std::string> kinds = {"tensorboard", "jsonl", "csv", "mlflow"};
+  const std::vector<std::string> kinds = {"tensorboard", "jsonl", "csv", "mlflow", "dvclive"};
+  // DVCLive's files go where init_kwargs say (its default is the working folder).
+  const std::string dvclive_kwargs = "{\"dvclive\": {\"dir\": \"" + dir + "/alone/dvclive\", \"dvcyaml\": \"" + dir +
+                                     "/alone/dvc.yaml\", \"save_dvc_exp\": false}}";
   std::vector<std::vector<double>> alone(kinds.size());
   const int alone_calls = calls / rounds;
   for (int r = 0; r < rounds; ++r)
@@ -185,7 +188,7 @@ int main(int argc, char** argv) {
       acc_accelerator* ka = nullptr;
       OK(acc_accelerator_create(ko, &ka));
       acc_options_free(ko);
-      OK(acc_init_trackers(ka, "alone", nullptr));
+      OK(acc_init_trackers_ex(ka, "alone", nullptr, kinds[k] == "dvclive" ? dvclive_kwargs.c_str() : nullptr));
       const double before = cpu_micros(CLOCK_PROCESS_CPUTIME_ID);
       for (int i = 0; i < alone_calls; ++i) {
         values[0] = 1.0 / (i + 1);

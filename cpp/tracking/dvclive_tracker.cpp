@@ -104,11 +104,17 @@ void check_dvc_file(const fs::path& dvc_file, const fs::path& dir) {
   const YAML::Node root = read_yaml(dvc_file, *text);
   if (root.IsNull()) return;
   const std::string ours = relative_to(dir, dvc_file.parent_path()) + "/";
+  // A path DVCLive wrote for `dir` (DVCLive's own test: the folder's relative path in it; for a
+  // dvc.yaml inside the folder itself, its files' paths).
+  auto names_ours = [&](const std::string& path) {
+    if (ours != "./") return path.find(ours) != std::string::npos;
+    return path == "params.yaml" || path == "metrics.json" || path.rfind("plots/", 0) == 0;
+  };
   auto is_ours = [&](const YAML::Node& entry) {
-    if (entry.IsScalar()) return entry.Scalar().find(ours) != std::string::npos;
+    if (entry.IsScalar()) return names_ours(entry.Scalar());
     if (entry.IsMap() && entry.size() == 1) {
       const YAML::Node key = entry.begin()->first;
-      return key.IsScalar() && key.Scalar().find(ours) != std::string::npos;
+      return key.IsScalar() && names_ours(key.Scalar());
     }
     return false;
   };
@@ -122,7 +128,7 @@ void check_dvc_file(const fs::path& dvc_file, const fs::path& dir) {
       } else if (key == "artifacts" && kv.second.IsMap()) {
         for (const auto& artifact : kv.second) {
           const YAML::Node path = artifact.second["path"];
-          only_ours = only_ours && path && path.IsScalar() && path.Scalar().find(ours) != std::string::npos;
+          only_ours = only_ours && path && path.IsScalar() && names_ours(path.Scalar());
         }
       } else {
         only_ours = false;

@@ -99,6 +99,18 @@ TEST(DvcliveTracking, WritesWhatDvcReads) {
   EXPECT_EQ(resumed["tables"], nlohmann::json::parse(R"({"other": [[0, "2.0"], [1, "3.0"]]})"));
   EXPECT_EQ(resumed["params"], nlohmann::json::parse(R"({"lr": 0.1, "epochs": 3})"));
   EXPECT_EQ(resumed["metrics"], nlohmann::json::parse(R"({"other": 3.0, "step": 1})"));
+
+  // A dvc.yaml inside DVCLive's folder names the folder's files by their own paths; a run that
+  // resumes takes it back as DVCLive's.
+  const std::string inner = dir + "/dvc.yaml";
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "run", R"({"lr": 0.1})", kwargs(dir, inner).c_str()));
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0, 0));
+  ACC_ASSERT_OK(acc_end_training(a));
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "run", nullptr, kwargs(dir, inner, R"(, "resume": true)").c_str()));
+  ACC_ASSERT_OK(acc_end_training(a));
+  EXPECT_EQ(read_back(dir, inner)["dvc.yaml"],
+            nlohmann::json::parse(R"({"params": ["params.yaml"], "metrics": ["metrics.json"],
+                                      "plots": [{"plots/metrics": {"x": "step"}}]})"));
   acc_accelerator_free(a);
 }
 
