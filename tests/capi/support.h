@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -414,6 +415,30 @@ inline const TempRoot& temp_root() {
 }
 
 inline std::string temp_path(const std::string& name) { return temp_root().path() + "/" + name; }
+
+// Sets (or, with nullptr, clears) an environment variable for one test, and puts it back after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 // temp_path(name), emptied: nothing of an earlier run of the test is left there.
 inline std::string fresh_dir(const std::string& name) {

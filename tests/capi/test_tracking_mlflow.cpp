@@ -18,30 +18,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Sets (or, with nullptr, clears) an environment variable for one test, and puts it back after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      ::setenv(name, value, 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      ::unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
-
 // No MLFLOW_* of the machine running the tests reaches them.
 struct CleanMlflowEnv {
+  using ScopedEnv = acc_test::ScopedEnv;
   ScopedEnv uri{"MLFLOW_TRACKING_URI", nullptr}, experiment{"MLFLOW_EXPERIMENT_NAME", nullptr},
       run{"MLFLOW_RUN_ID", nullptr}, tags{"MLFLOW_TAGS", nullptr};
 };
@@ -170,7 +149,7 @@ TEST(MlflowTracking, RunsShareTheirExperimentAndOneResumes) {
   const std::string second = fs::path(acc_test::tracker_path(a, "mlflow")).filename();
   EXPECT_NE(first, second);
   {
-    const ScopedEnv named("MLFLOW_EXPERIMENT_NAME", "other experiment");
+    const acc_test::ScopedEnv named("MLFLOW_EXPERIMENT_NAME", "other experiment");
     ACC_ASSERT_OK(acc_init_trackers(a, "proj", nullptr));
   }
   ACC_ASSERT_OK(acc_end_training(a));
@@ -180,8 +159,8 @@ TEST(MlflowTracking, RunsShareTheirExperimentAndOneResumes) {
   EXPECT_EQ(experiment_named(store, "other experiment")["runs"].size(), 1u);
 
   {
-    const ScopedEnv resume("MLFLOW_RUN_ID", first.c_str());
-    const ScopedEnv tags("MLFLOW_TAGS", "{\"team\": \"vision\", \"attempt\": 2}");
+    const acc_test::ScopedEnv resume("MLFLOW_RUN_ID", first.c_str());
+    const acc_test::ScopedEnv tags("MLFLOW_TAGS", "{\"team\": \"vision\", \"attempt\": 2}");
     ACC_EXPECT_ERROR(acc_init_trackers(a, "proj", "{\"lr\": 0.3}"), ACC_ERR_INVALID_ARGUMENT,
                      "has the parameter 'lr' logged with the value '0.1'");
     ACC_ASSERT_OK(acc_init_trackers(a, "proj", "{\"lr\": 0.1, \"epochs\": 3}"));
@@ -201,7 +180,7 @@ TEST(MlflowTracking, RunsShareTheirExperimentAndOneResumes) {
   EXPECT_EQ(run["tags"]["attempt"], "2");
 
   {
-    const ScopedEnv resume("MLFLOW_RUN_ID", "0123456789abcdef0123456789abcdef");
+    const acc_test::ScopedEnv resume("MLFLOW_RUN_ID", "0123456789abcdef0123456789abcdef");
     ACC_EXPECT_ERROR(acc_init_trackers(a, "proj", nullptr), ACC_ERR_INVALID_ARGUMENT, "MLFLOW_RUN_ID: no run");
   }
   acc_accelerator_free(a);
@@ -217,7 +196,7 @@ TEST(MlflowTracking, TrackingUriAndNamesMlflowRefuses) {
   ACC_EXPECT_ERROR(acc_test::create_accelerator({{"cpu", "true"}, {"log_with", "mlflow"}}, &refused),
                    ACC_ERR_INVALID_ARGUMENT, "set project_dir or logging_dir, or MLFLOW_TRACKING_URI");
   for (const char* uri : {"http://localhost:5000", "sqlite:///mlflow.db", "databricks"}) {
-    const ScopedEnv server("MLFLOW_TRACKING_URI", uri);
+    const acc_test::ScopedEnv server("MLFLOW_TRACKING_URI", uri);
     const acc_status status = acc_test::create_accelerator({{"cpu", "true"}, {"log_with", "mlflow"}}, &refused);
     if (std::string(uri) == "databricks") {  // no scheme: a folder named so
       ASSERT_EQ(status, ACC_OK) << acc_last_error_message();
@@ -231,27 +210,28 @@ TEST(MlflowTracking, TrackingUriAndNamesMlflowRefuses) {
         << acc_last_error_message();
   }
   const std::string store = dir + "/my store";
-  const ScopedEnv file_uri("MLFLOW_TRACKING_URI", ("file://" + fs::absolute(dir).string() + "/my%20store").c_str());
+  const acc_test::ScopedEnv file_uri("MLFLOW_TRACKING_URI",
+                                     ("file://" + fs::absolute(dir).string() + "/my%20store").c_str());
   acc_accelerator* a = make("mlflow", "");
   ACC_EXPECT_ERROR(acc_init_trackers(a, "proj", "{\"bad key!\": 1}"), ACC_ERR_INVALID_ARGUMENT,
                    "the parameter 'bad key!' has a character MLflow refuses");
   EXPECT_FALSE(fs::exists(store)) << "a refused start changed nothing";
   {
-    const ScopedEnv tags("MLFLOW_TAGS", "[1, 2]");
+    const acc_test::ScopedEnv tags("MLFLOW_TAGS", "[1, 2]");
     ACC_EXPECT_ERROR(acc_init_trackers(a, "proj", nullptr), ACC_ERR_INVALID_ARGUMENT, "MLFLOW_TAGS is a JSON object");
   }
   {
-    const ScopedEnv tags("MLFLOW_TAGS", ("{\"note\": \"" + std::string(5001, 'n') + "\"}").c_str());
+    const acc_test::ScopedEnv tags("MLFLOW_TAGS", ("{\"note\": \"" + std::string(5001, 'n') + "\"}").c_str());
     ACC_EXPECT_ERROR(acc_init_trackers(a, "proj", nullptr), ACC_ERR_INVALID_ARGUMENT,
                      "the tag 'note' is not UTF-8 of at most 5000 characters");
   }
   {
-    const ScopedEnv tags("MLFLOW_TAGS", "{\"a tag?\": 1}");
+    const acc_test::ScopedEnv tags("MLFLOW_TAGS", "{\"a tag?\": 1}");
     ACC_EXPECT_ERROR(acc_init_trackers(a, "proj", nullptr), ACC_ERR_INVALID_ARGUMENT,
                      "the tag 'a tag?' has a character MLflow refuses");
   }
   for (const std::string& name : {std::string(501, 'e'), std::string("caf\xe9")}) {
-    const ScopedEnv experiment("MLFLOW_EXPERIMENT_NAME", name.c_str());
+    const acc_test::ScopedEnv experiment("MLFLOW_EXPERIMENT_NAME", name.c_str());
     ACC_EXPECT_ERROR(acc_init_trackers(a, "proj", nullptr), ACC_ERR_INVALID_ARGUMENT,
                      "an experiment name is UTF-8 of 1 to 500 characters");
   }
@@ -323,7 +303,7 @@ TEST(MlflowTracking, InitKwargsNameTagAndDescribeTheRun) {
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, 1));  // the first run goes on
   EXPECT_EQ(fs::path(acc_test::tracker_path(a, "mlflow")).filename(), first);
   {
-    const ScopedEnv tags("MLFLOW_TAGS", "{\"team\": \"audio\"}");  // wins over init_kwargs' tags
+    const acc_test::ScopedEnv tags("MLFLOW_TAGS", "{\"team\": \"audio\"}");  // wins over init_kwargs' tags
     ACC_ASSERT_OK(acc_init_trackers_ex(a, "proj", nullptr, R"({"mlflow": {"tags": "{\"team\": \"text\"}"}})"));
   }
   const std::string second = fs::path(acc_test::tracker_path(a, "mlflow")).filename();
