@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "common/error.h"
-#include "tracking/python_text.h"
+#include "common/python_text.h"
 
 namespace acc {
 namespace {
@@ -82,7 +82,7 @@ void emit_json_as_yaml(YAML::Emitter& out, const nlohmann::json& value) {
     case nlohmann::json::value_t::number_float: {
       // As PyYAML writes a float: its repr, with ".0" where an exponent has no point ("1.0e-05"), which
       // YAML 1.1 readers would otherwise take for text.
-      std::string text = tracking::python_float_repr(value.get<double>());
+      std::string text = python_float_repr(value.get<double>());
       if (text.find('.') == std::string::npos && text.find('e') != std::string::npos) text.insert(text.find('e'), ".0");
       out << text;
       return;

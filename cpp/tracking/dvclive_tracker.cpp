@@ -15,7 +15,7 @@
 #include "common/text.h"
 #include "common/yaml_json.h"
 #include "tracking/init_kwargs.h"
-#include "tracking/python_text.h"
+#include "common/python_text.h"
 
 namespace acc::tracking {
 namespace fs = std::filesystem;

@@ -1,7 +1,7 @@
 #include "tracking/mlflow_metrics.h"
 
 #include "common/error.h"
-#include "tracking/python_text.h"
+#include "common/python_text.h"
 
 namespace acc::tracking::mlflow {
 

@@ -11,7 +11,7 @@
 #include "tracking/init_kwargs.h"
 #include "tracking/mlflow_artifacts.h"
 #include "tracking/mlflow_metrics.h"
-#include "tracking/python_text.h"
+#include "common/python_text.h"
 
 namespace acc::tracking {
 namespace {

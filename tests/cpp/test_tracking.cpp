@@ -24,11 +24,13 @@
 #include "tracking/mlflow_metrics.h"
 #include "tracking/mlflow_store.h"
 #include "tracking/progress.h"
-#include "tracking/python_text.h"
+#include "common/python_text.h"
 #include "tracking/tfrecord.h"
 #include "tracking/tracker_set.h"
 
 using namespace acc::tracking;
+using acc::python_float_repr;
+using acc::python_str;
 
 TEST(Crc32c, MatchesTheCheckValuesOfRfc3720) {
   EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);

@@ -1,11 +1,11 @@
-#include "tracking/python_text.h"
+#include "common/python_text.h"
 
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-namespace acc::tracking {
+namespace acc {
 namespace {
 
 // repr(str): single quotes unless the text holds one and no double quote; backslashes, the quote,
@@ -117,4 +117,4 @@ std::string python_str(const nlohmann::json& value) {
   }
 }
 
-}  // namespace acc::tracking
+}  // namespace acc

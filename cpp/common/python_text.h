@@ -1,12 +1,13 @@
-// Values as Python prints them: trackers whose files Python programs wrote (MLflow's file store)
-// hold `str(value)` of what Accelerate handed them, and readers compare those texts.
+// Values as Python prints them: the files Python's trackers write (MLflow's file store, DVCLive's
+// tables, PyYAML's floats) hold `repr` or `str()` of what Accelerate handed them, and readers compare
+// those texts.
 #pragma once
 
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-namespace acc::tracking {
+namespace acc {
 
 // repr(float): the shortest text that reads back as the same double, in fixed notation for
 // exponents from -5 to 15 ("0.0001", "1e-05", "100.0", "1e+16"), and "nan", "inf", "-inf".
@@ -17,4 +18,4 @@ std::string python_float_repr(double value);
 // as repr quotes them).
 std::string python_str(const nlohmann::json& value);
 
-}  // namespace acc::tracking
+}  // namespace acc
