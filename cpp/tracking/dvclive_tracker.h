@@ -18,6 +18,7 @@
 
 #include "tracking/appended_files.h"
 #include "tracking/async_file.h"
+#include "tracking/dvclive_files.h"
 #include "tracking/tracker.h"
 
 namespace acc::tracking {
@@ -40,8 +41,6 @@ class DvcliveTracker : public Tracker {
   // The run's DVCLive folder.
   std::string path() const override { return dir_; }
 
-  struct Run;  // what the writer thread keeps: the summary, the files to rewrite
-
  private:
   // Refuses a record whose names would need a value where metrics.json holds a group, or the other
   // way round within the record; then remembers its names.
@@ -56,7 +55,7 @@ class DvcliveTracker : public Tracker {
   std::string dir_, dvc_file_;
   // The names logged as values, and the groups above them, as metrics.json nests them (caller's side).
   std::unordered_set<std::string> values_, groups_;
-  std::shared_ptr<Run> run_;               // the writer's
+  std::shared_ptr<dvclive::RunFiles> run_;  // the writer's
   std::shared_ptr<AppendedFiles> tables_;  // the writer's
   std::unique_ptr<AsyncFile> writer_;
 };
