@@ -129,6 +129,9 @@ void DvcliveTracker::start(const std::string&, const nlohmann::json& config) {
     std::fprintf(stderr,
                  "accelerate: dvclive: Can't save experiment without a Git Repo.\n"
                  "Create a Git repo (`git init`) and commit (`git commit`).\n");
+  if (env_set("DVC_STUDIO_TOKEN"))  // Live posts each step to DVC Studio where a repository has a Studio token
+    std::fprintf(stderr, "accelerate: dvclive: DVC_STUDIO_TOKEN is set, but DVC Studio's live updates are not built: "
+                         "this run's files are written, nothing is sent to Studio\n");
   const fs::path dvc_file = dvcyaml_ ? (cwd / *dvcyaml_).lexically_normal() : fs::path();
   // The run's start removes <dir>/*dvc.yaml, so such a dvc.yaml is not checked unless the run resumes.
   const bool removed_at_start = !resume && dvc_file.parent_path() == dir;
