@@ -12,11 +12,7 @@ using acc_test::to_floats;
 
 namespace {
 
-struct EnvVar {
-  std::string name;
-  EnvVar(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~EnvVar() { unsetenv(name.c_str()); }
-};
+using EnvVar = acc_test::ScopedEnv;
 
 acc_accelerator* make(std::initializer_list<std::pair<const char*, const char*>> items) {
   std::vector<std::pair<std::string, std::string>> pairs;

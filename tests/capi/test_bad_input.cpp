@@ -322,11 +322,12 @@ TEST(BadInput, AConfigFileOfNestedAliasesIsRefusedAtOnce) {
     std::fputs(text.c_str(), f);
     std::fclose(f);
   }
-  setenv("ACCELERATE_CONFIG_FILE", path.c_str(), 1);
-  acc_accelerator* a = nullptr;
-  ACC_EXPECT_ERROR(acc_accelerator_create(nullptr, &a), ACC_ERR_INVALID_ARGUMENT, "expands to more than");
-  EXPECT_EQ(a, nullptr);
-  unsetenv("ACCELERATE_CONFIG_FILE");
+  {
+    const acc_test::ScopedEnv config("ACCELERATE_CONFIG_FILE", path.c_str());
+    acc_accelerator* a = nullptr;
+    ACC_EXPECT_ERROR(acc_accelerator_create(nullptr, &a), ACC_ERR_INVALID_ARGUMENT, "expands to more than");
+    EXPECT_EQ(a, nullptr);
+  }
   std::remove(path.c_str());
 }
 
