@@ -146,14 +146,19 @@
   void initTrackersWith(const char *project, const char *configJson, const char *initKwargsJson ERR) {
     check(acc_init_trackers_ex($self, project, opt_str(configJson), opt_str(initKwargsJson)));
   }
-  /* names: each name's UTF-8 bytes and a NUL, one per value (split_nul_terminated). */
-  void logValues(const uint8_t *names, size_t namesSize, const double *data, size_t n, int64_t step ERR) {
+  /* names: each name's UTF-8 bytes and a NUL, one per value (split_nul_terminated). logKwargsJson:
+   * Accelerate's log_kwargs, {"tensorboard": {"walltime": ...}, ...} (null or "" for none). */
+  void logValues(const uint8_t *names, size_t namesSize, const double *data, size_t n, int64_t step,
+                 const char *logKwargsJson ERR) {
     std::vector<std::string> list = split_nul_terminated(names, namesSize);
     if (list.size() != n)
       fail(ACC_ERR_INVALID_ARGUMENT, "log: " + std::to_string(list.size()) + " names for " + std::to_string(n) + " values");
     std::vector<const char *> ptrs;
     for (const auto &s : list) ptrs.push_back(s.c_str());
-    check(acc_log($self, ptrs.data(), data, n, step));
+    if (opt_str(logKwargsJson))
+      check(acc_log_ex($self, ptrs.data(), data, n, step, logKwargsJson));
+    else
+      check(acc_log($self, ptrs.data(), data, n, step));
   }
   void logScalar(const char *name, double value, int64_t step ERR) { check(acc_log_scalar($self, name, value, step)); }
   /* names: as logValues'; the values of one main tag (Accelerate's log of a dict value). */

@@ -443,8 +443,13 @@
   public void logHistogram(String name, Tensor values, long step) { logHistogram(name, values, step, null, 0); }
   /** Accelerate's log: values by name at step, or at the step after the last one when step is negative. */
   public void log(java.util.Map<String, Double> values, long step) {
+    log(values, step, null);
+  }
+  /** log with Accelerate's log_kwargs: a JSON object from tracker names to the keyword arguments of
+   *  their log, e.g. {"tensorboard": {"walltime": 1700000000.5}} (null for none). */
+  public void log(java.util.Map<String, Double> values, long step, String logKwargsJson) {
     String[] names = values.keySet().toArray(new String[0]);
-    logValues(Args.nulJoined("log: the metric name", names), valuesOf(values, names), step);
+    logValues(Args.nulJoined("log: the metric name", names), valuesOf(values, names), step, logKwargsJson);
   }
   private static double[] valuesOf(java.util.Map<String, Double> values, String[] names) {
     double[] data = new double[names.length];

@@ -2071,6 +2071,18 @@ ACC_API ACC_NODISCARD acc_status acc_init_trackers_ex(acc_accelerator *acc, cons
  * If a tracker fails, the others still receive the values, and the first failure is returned. */
 ACC_API ACC_NODISCARD acc_status acc_log(acc_accelerator *acc, const char *const *names, const double *values,
                                          size_t n, int64_t step);
+/* acc_log with Accelerate's log_kwargs: log_kwargs_json (NULL or "" for none) is a JSON object from
+ * tracker names to the keyword arguments of their log, e.g. {"tensorboard": {"walltime": 1700000000.5},
+ * "mlflow": {"timestamp": 1700000000500}}. tensorboard takes add_scalar's walltime (the events'
+ * time, seconds), new_style (a tensor summary of the scalars plugin) and double_precision (with
+ * new_style, the value as a double); mlflow takes log_metrics' timestamp (milliseconds) and
+ * synchronous (the lines are written by the tracker's thread either way; run_id, model_id and
+ * dataset are ACC_ERR_UNSUPPORTED); dvclive takes log_metric's plot (false: metrics.json only, no
+ * table row) and timestamp (true is ACC_ERR_UNSUPPORTED); jsonl, csv and the program's trackers take
+ * none. A tracker not in use, a key it does not take or a value of the wrong type is
+ * ACC_ERR_INVALID_ARGUMENT, on every process, and the call takes no step. */
+ACC_API ACC_NODISCARD acc_status acc_log_ex(acc_accelerator *acc, const char *const *names, const double *values,
+                                            size_t n, int64_t step, const char *log_kwargs_json);
 /* Accelerate's log of a dict value ({main_tag: {name: value, ...}}; TensorBoard's add_scalars): n
  * values by name under one main tag, with acc_log's rules for names and steps. tensorboard writes
  * each as add_scalars does, into an event file of its own run folder, "<main_tag>_<name>" inside the

@@ -131,6 +131,17 @@ acc_status acc_log(acc_accelerator* acc, const char* const* names, const double*
   });
 }
 
+acc_status acc_log_ex(acc_accelerator* acc, const char* const* names, const double* values, size_t n, int64_t step,
+                      const char* log_kwargs_json) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    auto keys = names_arg(names, n, "names");
+    acc::require(n == 0 || values != nullptr, "values is NULL");
+    a.log(std::move(keys), std::vector<double>(values, values + n), step_arg(step),
+          log_kwargs_json ? log_kwargs_json : "");
+  });
+}
+
 acc_status acc_log_scalars(acc_accelerator* acc, const char* main_tag, const char* const* names, const double* values,
                            size_t n, int64_t step) {
   return guarded([&] {

@@ -193,8 +193,9 @@ class Accelerator {
                      const std::string& init_kwargs_json = "") {
     trackers_.init(project_name, config_json, init_kwargs_json);
   }
-  void log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step) {
-    trackers_.log(std::move(names), std::move(values), step);
+  void log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step,
+           const std::string& log_kwargs_json = "") {
+    trackers_.log(std::move(names), std::move(values), step, log_kwargs_json);
   }
   void log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step) {
     trackers_.log_text(std::move(names), std::move(texts), step);

@@ -105,6 +105,14 @@ void DvcliveTracker::set_init_kwargs(const nlohmann::json& kwargs) {
   dvcyaml_ = std::move(dvcyaml);
 }
 
+void DvcliveTracker::check_log_kwargs(const nlohmann::json& kwargs) const {
+  InitKwargs k("dvclive", kwargs, "log_kwargs");
+  k.boolean("plot");
+  if (k.boolean("timestamp").value_or(false))
+    fail(Status::Unsupported, "log_kwargs[\"dvclive\"][\"timestamp\"]: a time column in DVCLive's tables is not built");
+  k.refuse_the_rest();
+}
+
 void DvcliveTracker::check_name(const std::string& name) const {
   const std::vector<std::string> parts = parts_of(name);
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -227,13 +235,15 @@ void DvcliveTracker::log(const std::shared_ptr<const Record>& record) {
   if (!writer_) fail(Status::NotInitialized, "the dvclive tracker has not started");
   if (record->of_images || record->of_histogram) return;
   take_names(*record);
-  writer_->post([record, run = run_, tables = tables_](std::FILE*&, const std::string&) {
+  const bool plot = log_kwargs_of(*record, name_).value("plot", true);
+  writer_->post([record, run = run_, tables = tables_, plot](std::FILE*&, const std::string&) {
+    run->apply(*record);
+    if (!plot) return;  // Live.log_metric(plot=False): the summary alone
     const std::string step = std::to_string(record->step) + "\t";
     for (size_t i = 0; i < record->names.size(); ++i)
       tables->append(record->names[i], step + python_float_repr(record->values[i]) + "\n");
     for (size_t i = 0; i < record->text_names.size(); ++i)
       tables->append(record->text_names[i], step + tsv_field(record->texts[i]) + "\n");
-    run->apply(*record);
   });
 }
 

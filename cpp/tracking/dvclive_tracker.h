@@ -32,6 +32,10 @@ class DvcliveTracker : public Tracker {
   // "dvc.yaml", or false/null for none), save_dvc_exp, exp_name, exp_message, cache_images (no images
   // here), report (null only: reports are not built) and monitor_system (false only).
   void set_init_kwargs(const nlohmann::json& kwargs) override;
+  // Live.log_metric's keyword arguments, as Accelerate's log passes them: plot (false: the latest
+  // values in metrics.json only, no table row) and timestamp (false only: a table's time column is not
+  // built).
+  void check_log_kwargs(const nlohmann::json& kwargs) const override;
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
   // Names DVCLive would file outside its folder or mix up (empty, "." or ".." parts, a leading or

@@ -15,12 +15,14 @@ namespace acc::tracking {
 
 class InitKwargs {
  public:
-  // InvalidArgument unless `kwargs` is an object (null stands for none).
-  InitKwargs(std::string tracker, const nlohmann::json& kwargs);
+  // InvalidArgument unless `kwargs` is an object (null stands for none). `what` names them in errors:
+  // Accelerate's init_kwargs, or log_kwargs (the keyword arguments of one log call).
+  InitKwargs(std::string tracker, const nlohmann::json& kwargs, std::string what = "init_kwargs");
   // The key's value, if given, of its type (InvalidArgument otherwise; null counts as not given).
   std::optional<std::string> text(const char* key);
   std::optional<int64_t> integer(const char* key, int64_t min, int64_t max);
   std::optional<bool> boolean(const char* key);
+  std::optional<double> number(const char* key, double min, double max);
   std::optional<nlohmann::json> value(const char* key);
   // Whether the key is there, null included (where null means something else than leaving it out).
   bool given(const char* key);
@@ -33,6 +35,7 @@ class InitKwargs {
   const nlohmann::json* find(const char* key);
   std::string tracker_;
   nlohmann::json kwargs_;
+  std::string what_;
   std::set<std::string> taken_;
 };
 

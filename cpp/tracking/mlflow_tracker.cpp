@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 
 #include "common/error.h"
 #include "common/json_input.h"
@@ -65,6 +66,16 @@ void MlflowTracker::set_init_kwargs(const nlohmann::json& kwargs) {
   tags_ = std::move(parsed);
   description_ = std::move(description);
   artifact_location_ = std::move(artifact_location);
+}
+
+void MlflowTracker::check_log_kwargs(const nlohmann::json& kwargs) const {
+  InitKwargs k("mlflow", kwargs, "log_kwargs");
+  k.integer("timestamp", 0, std::numeric_limits<int64_t>::max());
+  k.boolean("synchronous");
+  k.refuse("run_id", "the values go to the run that init_trackers started");
+  k.refuse("model_id", "MLflow's logged models are not built");
+  k.refuse("dataset", "MLflow's datasets are not built");
+  k.refuse_the_rest();
 }
 
 void MlflowTracker::start(const std::string& project_name, const nlohmann::json& config) {
@@ -140,8 +151,11 @@ void MlflowTracker::log_artifact(const std::string& local_path, const std::strin
 void MlflowTracker::log(const std::shared_ptr<const Record>& record) {
   if (!writer_) fail(Status::NotInitialized, "the mlflow tracker has not started");
   if (record->names.empty()) return;  // texts only: MLflow's metrics are numbers
-  writer_->post([record, files = metric_files_](std::FILE*&, const std::string&) {
-    const auto timestamp = static_cast<int64_t>(record->wall_time * 1000);  // int(time.time() * 1000)
+  writer_->post([record, files = metric_files_, name = name_](std::FILE*&, const std::string&) {
+    const nlohmann::json& kwargs = log_kwargs_of(*record, name);
+    const auto timestamp = kwargs.contains("timestamp") && kwargs["timestamp"].is_number_integer()
+                               ? kwargs["timestamp"].get<int64_t>()
+                               : static_cast<int64_t>(record->wall_time * 1000);  // int(time.time() * 1000)
     for (size_t i = 0; i < record->names.size(); ++i)
       files->append(record->names[i], mlflow::metric_line(timestamp, record->values[i], record->step));
   });

@@ -23,6 +23,8 @@ namespace acc::tracking {
 namespace {
 
 constexpr int kDtString = 7;       // TensorFlow's DT_STRING
+constexpr int kDtypeFloat = 1;     // DT_FLOAT
+constexpr int kDtypeDouble = 2;    // DT_DOUBLE
 constexpr int kDataClassTensor = 2;
 constexpr int kStatusSuccess = 1;  // HParams' Status.STATUS_SUCCESS
 
@@ -183,6 +185,14 @@ void TensorBoardTracker::set_init_kwargs(const nlohmann::json& kwargs) {
   flush_interval_ = std::chrono::seconds(seconds.value_or(1));
 }
 
+void TensorBoardTracker::check_log_kwargs(const nlohmann::json& kwargs) const {
+  InitKwargs k("tensorboard", kwargs, "log_kwargs");
+  k.number("walltime", 0, 1e12);
+  k.boolean("new_style");
+  k.boolean("double_precision");
+  k.refuse_the_rest();
+}
+
 void TensorBoardTracker::start(const std::string& project_name, const nlohmann::json& config) {
   run_dir_ = open_run(project_name, event_file_name() + filename_suffix_, /*truncate=*/true, flush_interval_);
   has_hparams_ = !config.empty();
@@ -194,15 +204,31 @@ void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
   if (record->of_histogram) return log_histogram(record);
   if (!record->group.empty()) return log_group(record);
   if (record->names.empty() && record->text_names.empty()) return;  // an event without values shows nothing
-  running_file().post([record](std::FILE*& file, const std::string& path) {
+  running_file().post([record, name = name()](std::FILE*& file, const std::string& path) {
+    const nlohmann::json& kwargs = log_kwargs_of(*record, name);
+    const bool new_style = kwargs.value("new_style", false), in_double = kwargs.value("double_precision", false);
     tb::Event event;
-    event.set_wall_time(record->wall_time);
+    event.set_wall_time(kwargs.contains("walltime") && kwargs["walltime"].is_number() ? kwargs["walltime"].get<double>()
+                                                                                      : record->wall_time);
     event.set_step(record->step);
     auto* summary = event.mutable_summary();
     for (size_t i = 0; i < record->names.size(); ++i) {
       auto* value = summary->add_value();
       value->set_tag(record->names[i]);
-      value->set_simple_value(static_cast<float>(record->values[i]));
+      if (!new_style) {
+        value->set_simple_value(static_cast<float>(record->values[i]));
+        continue;
+      }
+      // torch's scalar(new_style=True): a 0-d tensor, float or double, owned by the scalars plugin.
+      auto* tensor = value->mutable_tensor();
+      if (in_double) {
+        tensor->set_dtype(kDtypeDouble);
+        tensor->add_double_val(record->values[i]);
+      } else {
+        tensor->set_dtype(kDtypeFloat);
+        tensor->add_float_val(static_cast<float>(record->values[i]));
+      }
+      value->mutable_metadata()->mutable_plugin_data()->set_plugin_name("scalars");
     }
     for (size_t i = 0; i < record->text_names.size(); ++i) add_text(*summary, record->text_names[i], record->texts[i]);
     write_all(file, path, framed(event));

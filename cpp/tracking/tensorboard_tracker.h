@@ -30,6 +30,10 @@ class TensorBoardTracker : public FileTracker {
   // with SummaryWriter's session start at that step, from which TensorBoard drops the events of the
   // folder's earlier files (a run resumed after a crash, in the same folder).
   void set_init_kwargs(const nlohmann::json& kwargs) override;
+  // add_scalar's keyword arguments, as Accelerate's log passes them: walltime (the events' time, in
+  // seconds), new_style (a tensor summary of the scalars plugin instead of a simple value) and
+  // double_precision (with new_style: the value as a double).
+  void check_log_kwargs(const nlohmann::json& kwargs) const override;
   void finish() override;
 
  private:

@@ -33,7 +33,13 @@ struct Record {
   bool of_histogram = false;  // an acc_log_histogram call: TensorBoard's alone
   std::string histogram_name;
   Histogram histogram;
+  // Accelerate's log_kwargs (acc_log_ex): an object from tracker names to the keyword arguments of
+  // their log (each checked by its tracker's check_log_kwargs); null for none.
+  nlohmann::json log_kwargs;
 };
+
+// The keyword arguments `record` gives the tracker `tracker` (an empty object for none).
+const nlohmann::json& log_kwargs_of(const Record& record, const std::string& tracker);
 
 class Tracker {
  public:
@@ -44,6 +50,10 @@ class Tracker {
   // resets them). InvalidArgument for a key the tracker does not take, Unsupported for one it knows
   // but does not build. By default a tracker takes none.
   virtual void set_init_kwargs(const nlohmann::json& kwargs);
+  // Accelerate's log_kwargs for this tracker: the keyword arguments of one log call of numbers,
+  // checked on every process before the call takes its step (log reads them from the record). By
+  // default a tracker takes none (InvalidArgument for any).
+  virtual void check_log_kwargs(const nlohmann::json& kwargs) const;
   // A run begins: the project name and its hyper-parameters (a JSON object).
   virtual void start(const std::string& project_name, const nlohmann::json& config) = 0;
   virtual void log(const std::shared_ptr<const Record>& record) = 0;

@@ -122,17 +122,7 @@ void TrackerSet::init(const std::string& project_name, const std::string& config
   require(project_name.find("..") == std::string::npos && project_name.front() != '/',
           "the project name \"", project_name, "\" must stay inside the logging folder");
   const nlohmann::json config = parse_config(config_json);
-  const nlohmann::json init_kwargs =
-      trimmed(init_kwargs_json).empty() ? nlohmann::json::object() : parse_json_input(init_kwargs_json, "init_kwargs");
-  require(init_kwargs.is_object(), "init_kwargs is a JSON object from tracker names to their keyword arguments, not ",
-          init_kwargs.type_name());
-  for (const auto& item : init_kwargs.items()) {
-    const bool in_use =
-        std::any_of(trackers_.begin(), trackers_.end(), [&](const auto& t) { return t->name() == item.key(); });
-    if (!in_use)
-      fail(Status::InvalidArgument, "init_kwargs names \"", printable_utf8(item.key()),
-           "\", which is no tracker of this accelerator (its trackers: ", listed_names(), ")");
-  }
+  const nlohmann::json init_kwargs = per_tracker_kwargs(init_kwargs_json, "init_kwargs");
   for (auto& tracker : trackers_) {
     const auto given = init_kwargs.find(tracker->name());
     tracker->set_init_kwargs(given == init_kwargs.end() ? nlohmann::json::object() : *given);
@@ -196,12 +186,34 @@ std::shared_ptr<Record> TrackerSet::take_step(int64_t at, Logged what) {
   return record;
 }
 
-void TrackerSet::log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step) {
+nlohmann::json TrackerSet::per_tracker_kwargs(const std::string& json_text, const char* what) const {
+  const nlohmann::json kwargs =
+      trimmed(json_text).empty() ? nlohmann::json::object() : parse_json_input(json_text, what);
+  require(kwargs.is_object(), what, " is a JSON object from tracker names to their keyword arguments, not ",
+          kwargs.type_name());
+  for (const auto& item : kwargs.items()) {
+    const bool in_use =
+        std::any_of(trackers_.begin(), trackers_.end(), [&](const auto& t) { return t->name() == item.key(); });
+    if (!in_use)
+      fail(Status::InvalidArgument, what, " names \"", printable_utf8(item.key()),
+           "\", which is no tracker of this accelerator (its trackers: ", listed_names(), ")");
+  }
+  return kwargs;
+}
+
+void TrackerSet::log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step,
+                     const std::string& log_kwargs_json) {
   refuse_from_callbacks("log");
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
-  auto record = take_step(check_call("log", names, step), Logged::Numbers);
+  const int64_t at = check_call("log", names, step);
+  nlohmann::json log_kwargs = per_tracker_kwargs(log_kwargs_json, "log_kwargs");
+  for (const auto& tracker : trackers_)
+    if (const auto given = log_kwargs.find(tracker->name()); given != log_kwargs.end())
+      tracker->check_log_kwargs(*given);
+  auto record = take_step(at, Logged::Numbers);
   if (!record) return;  // a call without values is still a line in JSONL and CSV
+  if (!log_kwargs.empty()) record->log_kwargs = std::move(log_kwargs);
   record->names = std::move(names);
   record->values = std::move(values);
   std::shared_ptr<const Record> shared = std::move(record);

@@ -33,9 +33,12 @@ class TrackerSet {
   // to the keyword arguments each takes (Tracker::set_init_kwargs), checked on every process.
   void init(const std::string& project_name, const std::string& config_json, const std::string& init_kwargs_json = "");
   // Logs values by name at `step` (none: one past the last step logged, 0 at first). Names must be
-  // non-empty and distinct. Every tracker receives the call even if one fails; the first failure
-  // is rethrown.
-  void log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step);
+  // non-empty and distinct. log_kwargs_json ("" for none): Accelerate's log_kwargs, a JSON object
+  // from tracker names (of trackers in use) to the keyword arguments of their log
+  // (Tracker::check_log_kwargs), checked on every process before the step is taken. Every tracker
+  // receives the call even if one fails; the first failure is rethrown.
+  void log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step,
+           const std::string& log_kwargs_json = "");
   // Logs texts by name (valid UTF-8), as log does numbers: Accelerate's log of str values.
   void log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step);
   // Logs numbers under one main tag, as log does (Accelerate's log of a dict value: TensorBoard's
@@ -81,6 +84,9 @@ class TrackerSet {
   // Checks a call's names (against the trackers that take what it logs) and step: the step it
   // logs at. `call` names it in errors.
   enum class Logged { Numbers, Texts, Images, Histograms };
+  // init_kwargs or log_kwargs (`what`): `json_text` ("" for none) parsed, an object whose keys are
+  // the names of trackers in use.
+  nlohmann::json per_tracker_kwargs(const std::string& json_text, const char* what) const;
   int64_t check_call(const char* call, const std::vector<std::string>& names, std::optional<int64_t> step,
                      Logged what = Logged::Numbers) const;
   // Advances the step past `at`; the record to hand out (null off the main process).

@@ -5,7 +5,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "support.h"
 #include "tracking_reader.h"
@@ -111,4 +114,68 @@ TEST(TrackerKwargs, TrackersWithoutArgumentsRefuseAny) {
   ACC_EXPECT_ERROR(acc_init_trackers_ex(a, nullptr, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "project_name");
   ACC_ASSERT_OK(acc_end_training(a));
   acc_accelerator_free(a);
+}
+
+// Accelerate's log_kwargs (acc_log_ex): each tracker's log takes its own. TensorBoard's walltime sets
+// the event's time and new_style writes the value as the scalars plugin's tensor (double with
+// double_precision); MLflow's timestamp is the line's; DVCLive's plot false keeps the value out of
+// the tables (metrics.json has it). Mistakes are refused on the arguments, and the call takes no step.
+TEST(TrackerKwargs, LogKwargsReachEachTracker) {
+  const std::string dir = acc_test::fresh_dir("log_kwargs");
+  const acc_test::ScopedEnv uri("MLFLOW_TRACKING_URI", (dir + "/mlruns").c_str()),
+      experiment("MLFLOW_EXPERIMENT_NAME", nullptr), run_id("MLFLOW_RUN_ID", nullptr), tags("MLFLOW_TAGS", nullptr);
+  acc_accelerator* a = acc_test::make_accelerator(
+      {{"cpu", "true"}, {"log_with", "tensorboard,mlflow,dvclive,jsonl"}, {"project_dir", dir}});
+  const std::string live = dir + "/live";
+  ACC_ASSERT_OK(acc_init_trackers_ex(
+      a, "run", nullptr,
+      (R"({"dvclive": {"dir": ")" + live + R"(", "dvcyaml": false, "save_dvc_exp": false}})").c_str()));
+  const char* loss[] = {"loss"};
+  const char* acc_name[] = {"acc"};
+  const double half[] = {0.5}, quarter[] = {0.25};
+  ACC_ASSERT_OK(acc_log_ex(a, loss, half, 1, 3,
+                           R"({"tensorboard": {"walltime": 1234.5, "new_style": true, "double_precision": true},
+                               "mlflow": {"timestamp": 42, "synchronous": true}, "dvclive": {"plot": false}})"));
+  ACC_ASSERT_OK(acc_log_ex(a, acc_name, quarter, 1, 4, R"({"tensorboard": {"new_style": true}})"));
+  ACC_ASSERT_OK(acc_log_ex(a, acc_name, quarter, 1, -1, nullptr));  // step 5, as acc_log
+  const std::vector<std::pair<std::string, std::pair<acc_status, const char*>>> mistakes = {
+      {R"({"jsonl": {"x": 1}})", {ACC_ERR_INVALID_ARGUMENT, "the jsonl tracker takes no keyword argument \"x\""}},
+      {R"({"wandb": {}})", {ACC_ERR_INVALID_ARGUMENT, "log_kwargs names \"wandb\", which is no tracker"}},
+      {R"({"tensorboard": {"walltime": "now"}})", {ACC_ERR_INVALID_ARGUMENT, "is a number"}},
+      {R"({"tensorboard": {"walltime": -1}})", {ACC_ERR_INVALID_ARGUMENT, "it must be from 0"}},
+      {R"({"mlflow": {"run_id": "abc"}})", {ACC_ERR_UNSUPPORTED, "log_kwargs[\"mlflow\"][\"run_id\"]"}},
+      {R"({"dvclive": {"timestamp": true}})", {ACC_ERR_UNSUPPORTED, "time column"}},
+      {R"([1])", {ACC_ERR_INVALID_ARGUMENT, "log_kwargs is a JSON object"}},
+      {R"({)", {ACC_ERR_INVALID_ARGUMENT, "log_kwargs"}}};
+  for (const auto& [kwargs, expected] : mistakes)
+    ACC_EXPECT_ERROR(acc_log_ex(a, loss, half, 1, -1, kwargs.c_str()), expected.first, expected.second);
+  ACC_ASSERT_OK(acc_log_ex(a, loss, quarter, 1, -1, ""));  // step 6: the refused calls took none
+  const std::string events = acc_test::tracker_path(a, "tensorboard");
+  const std::string mlflow_run = acc_test::tracker_path(a, "mlflow");
+  const std::string jsonl = acc_test::tracker_path(a, "jsonl");
+  ACC_ASSERT_OK(acc_end_training(a));
+  acc_accelerator_free(a);
+
+  std::map<int64_t, acc_test::TbEvent> by_step;
+  for (const auto& e : acc_test::read_event_file(events))
+    if (e.has_summary && !e.values.empty() && e.values[0].tag != "_hparams_/session_start_info") by_step[e.step] = e;
+  ASSERT_TRUE(by_step.count(3) && by_step.count(4) && by_step.count(5) && by_step.count(6));
+  EXPECT_EQ(by_step[3].wall_time, 1234.5);
+  const auto& in_double = by_step[3].values[0];
+  EXPECT_EQ(in_double.tag, "loss");
+  EXPECT_FALSE(in_double.has_simple_value);
+  EXPECT_EQ(in_double.tensor_dtype, 2);  // DT_DOUBLE
+  EXPECT_EQ(in_double.tensor_numbers, std::vector<double>{0.5});
+  EXPECT_EQ(in_double.plugin_name, "scalars");
+  EXPECT_EQ(by_step[4].values[0].tensor_dtype, 1);  // DT_FLOAT
+  EXPECT_EQ(by_step[4].values[0].tensor_numbers, std::vector<double>{0.25});
+  EXPECT_GT(by_step[4].wall_time, 1e9);
+  EXPECT_TRUE(by_step[5].values[0].has_simple_value);
+  EXPECT_EQ(acc_test::read_file(mlflow_run + "/metrics/loss").substr(0, 9), "42 0.5 3\n");
+  EXPECT_EQ(acc_test::read_file(live + "/plots/metrics/loss.tsv"), "step\tloss\n6\t0.25\n") << "plot false: no row";
+  const auto summary = acc_test::read_file(live + "/metrics.json");
+  EXPECT_NE(summary.find("\"loss\": 0.25"), std::string::npos) << summary;
+  size_t lines = 0;
+  for (char c : acc_test::read_file(jsonl)) lines += c == '\n';
+  EXPECT_EQ(lines, 4u) << "steps 3, 4, 5 and 6";
 }

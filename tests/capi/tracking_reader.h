@@ -89,6 +89,7 @@ struct TbValue {
   float simple_value = 0;
   std::string plugin_name, plugin_content;
   std::vector<std::string> tensor_strings;
+  std::vector<double> tensor_numbers;  // float_val or double_val
   int64_t tensor_dtype = 0;
   std::vector<int64_t> tensor_dims;
   // Summary.Value.histo = 5, a HistogramProto: min = 1, max = 2, num = 3, sum = 4, sum_squares = 5
@@ -131,6 +132,21 @@ inline TbValue decode_value(const std::string& bytes) {
               for (const auto& s : decode_message(d.bytes))
                 if (s.number == 1 && s.type == 0) v.tensor_dims.push_back(static_cast<int64_t>(s.integer));
         if (t.number == 8 && t.type == 2) v.tensor_strings.push_back(t.bytes);
+        if ((t.number == 5 || t.number == 6) && t.type == 2) {  // packed float_val / double_val
+          const size_t width = t.number == 5 ? 4 : 8;
+          EXPECT_EQ(t.bytes.size() % width, 0u) << "packed numbers";
+          for (size_t k = 0; k + width <= t.bytes.size(); k += width) {
+            if (width == 4) {
+              float f;
+              std::memcpy(&f, t.bytes.data() + k, 4);
+              v.tensor_numbers.push_back(f);
+            } else {
+              double d;
+              std::memcpy(&d, t.bytes.data() + k, 8);
+              v.tensor_numbers.push_back(d);
+            }
+          }
+        }
       }
     if (f.number == 5 && f.type == 2) {
       v.has_histo = true;

@@ -392,11 +392,13 @@ public partial class Accelerator {
     AddTracker(name, new TrackerAdapter(tracker));
   }
   /// Accelerate's log: values by name at `step`, or at the step after the last one when step is negative.
-  public void Log(IDictionary<string, double> values, long step = -1) {
+  /// logKwargs: Accelerate's log_kwargs, a JSON object from tracker names to the keyword arguments of
+  /// their log, e.g. {"tensorboard": {"walltime": 1700000000.5}} (null for none).
+  public void Log(IDictionary<string, double> values, long step = -1, string logKwargs = null) {
     var names = new List<string>(Arg.NotNull(values, "values").Keys);
     var data = names.Select(n => values[n]).ToArray();
     var encoded = Arg.NulJoined("log: the metric name", names);
-    LogValues(encoded, encoded.LongLength, data, data.LongLength, step);
+    LogValues(encoded, encoded.LongLength, data, data.LongLength, step, logKwargs);
   }
   /// Accelerate's log of a dict value (TensorBoard's add_scalars): values by name under mainTag, at
   /// `step` or at the step after the last one when step is negative. TensorBoard draws them in one

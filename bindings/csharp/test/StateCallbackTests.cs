@@ -248,6 +248,11 @@ public class StateCallbackTests {
       acc.InitTrackers("run", null);
       acc.LogHistogram("layer/weights", w, 3);
       acc.LogHistogram("coarse", w, bins: "4");
+      // Accelerate's log_kwargs: SummaryWriter's walltime is taken; a keyword its log lacks, refused.
+      acc.Log(new Dictionary<string, double> {{"loss", 0.5}}, 5, "{\"tensorboard\": {\"walltime\": 1234.5}}");
+      var k = Assert.Throws<AccelerateInvalidArgumentException>(
+          () => acc.Log(new Dictionary<string, double> {{"loss", 0.5}}, 6, "{\"tensorboard\": {\"when\": 1}}"));
+      StringAssert.Contains("takes no keyword argument \"when\"", k.Message);
       var e = Assert.Throws<AccelerateUnsupportedException>(() => acc.LogHistogram("w", w, bins: "auto"));
       StringAssert.Contains("bin-width strategies", e.Message);
       acc.EndTraining();
@@ -255,7 +260,7 @@ public class StateCallbackTests {
     }
     StringAssert.Contains("layer/weights", events);
     StringAssert.Contains("coarse", events);
-    Assert.AreEqual(new[] {"init run {}", "finish"}, numbers.Calls.ToArray());
+    Assert.AreEqual(new[] {"init run {}", "log 5 loss=0.5", "finish"}, numbers.Calls.ToArray());
     Assert.AreEqual(new[] {"3 layer/weights", "4 coarse"}, histograms.Calls.ToArray());
     // 4 equal-width bins over [-1, 2]: -1 | (none) | 0.5 | 2, 2; an empty bin leads, as in torch.
     Histogram coarse = histograms.Received[1];

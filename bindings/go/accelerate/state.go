@@ -235,11 +235,17 @@ func (a *Accelerator) InitTrackersWith(project, configJSON, initKwargsJSON strin
 
 // Log logs values at step, or at the step after the last one when step < 0.
 func (a *Accelerator) Log(values map[string]float64, step int64) error {
+	return a.LogWith(values, step, "")
+}
+
+// LogWith is Log with Accelerate's log_kwargs: logKwargsJSON is a JSON object from tracker names to
+// the keyword arguments of their log, e.g. {"tensorboard": {"walltime": 1700000000.5}} ("" for none).
+func (a *Accelerator) LogWith(values map[string]float64, step int64, logKwargsJSON string) error {
 	names, data, err := namedValues("log: the metric name", values)
 	if err != nil {
 		return err
 	}
-	return a.do(func(h capi.Accelerator, e *string) { h.LogValues(names, data, step, e) })
+	return a.do(func(h capi.Accelerator, e *string) { h.LogValues(names, data, step, logKwargsJSON, e) })
 }
 
 // namedValues is values' names, each NUL-terminated, and its values in the same order.

@@ -516,6 +516,14 @@ func TestHistogramsReachTensorBoardAndHistogramTrackers(t *testing.T) {
 	if err := a.LogHistogram("coarse", w, -1, "4", 0); err != nil {
 		t.Fatal(err)
 	}
+	// Accelerate's log_kwargs: SummaryWriter's walltime is taken; a keyword its log lacks, refused.
+	if err := a.LogWith(map[string]float64{"loss": 0.5}, 5, `{"tensorboard": {"walltime": 1234.5}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogWith(map[string]float64{"loss": 0.5}, 6, `{"tensorboard": {"when": 1}}`); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), `takes no keyword argument "when"`) {
+		t.Fatalf("a keyword SummaryWriter's log lacks: %v", err)
+	}
 	if err := a.LogHistogram("w", w, -1, "auto", 0); !errors.Is(err, acc.ErrUnsupported) {
 		t.Fatalf("numpy's strategies: %v", err)
 	}
@@ -523,7 +531,7 @@ func TestHistogramsReachTensorBoardAndHistogramTrackers(t *testing.T) {
 		t.Fatal(err)
 	}
 	requireEventsHold(t, a, "layer/weights", "coarse")
-	if want := []string{"histogram 3 layer/weights", "histogram 4 coarse"}; !reflect.DeepEqual(calls, want) {
+	if want := []string{"histogram 3 layer/weights", "histogram 4 coarse", "numbers 5"}; !reflect.DeepEqual(calls, want) {
 		t.Fatalf("calls %v, want %v", calls, want)
 	}
 	// 4 equal-width bins over [-1, 2]: -1 | (none) | 0.5 | 2, 2; an empty bin leads, as in torch.

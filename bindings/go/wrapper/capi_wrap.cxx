@@ -1366,13 +1366,16 @@ SWIGINTERN void acc_accelerator_initTrackers(acc_accelerator *self,char const *p
 SWIGINTERN void acc_accelerator_initTrackersWith(acc_accelerator *self,char const *project,char const *configJson,char const *initKwargsJson,std::string *swig_err){
     check(acc_init_trackers_ex(self, project, opt_str(configJson), opt_str(initKwargsJson)));
   }
-SWIGINTERN void acc_accelerator_logValues(acc_accelerator *self,uint8_t const *names,size_t namesSize,double const *data,size_t n,int64_t step,std::string *swig_err){
+SWIGINTERN void acc_accelerator_logValues(acc_accelerator *self,uint8_t const *names,size_t namesSize,double const *data,size_t n,int64_t step,char const *logKwargsJson,std::string *swig_err){
     std::vector<std::string> list = split_nul_terminated(names, namesSize);
     if (list.size() != n)
       fail(ACC_ERR_INVALID_ARGUMENT, "log: " + std::to_string(list.size()) + " names for " + std::to_string(n) + " values");
     std::vector<const char *> ptrs;
     for (const auto &s : list) ptrs.push_back(s.c_str());
-    check(acc_log(self, ptrs.data(), data, n, step));
+    if (opt_str(logKwargsJson))
+      check(acc_log_ex(self, ptrs.data(), data, n, step, logKwargsJson));
+    else
+      check(acc_log(self, ptrs.data(), data, n, step));
   }
 SWIGINTERN void acc_accelerator_logScalar(acc_accelerator *self,char const *name,double value,int64_t step,std::string *swig_err){ check(acc_log_scalar(self, name, value, step)); }
 SWIGINTERN void acc_accelerator_logGroup(acc_accelerator *self,char const *mainTag,uint8_t const *names,size_t namesSize,double const *data,size_t n,int64_t step,std::string *swig_err){
@@ -14120,15 +14123,17 @@ void _wrap_Accelerator_initTrackersWith_capi_dda8cd76654b7f17(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_logValues_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logValues_capi_dda8cd76654b7f17(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
   double *arg4 = (double *) 0 ;
   size_t arg5 ;
   int64_t arg6 ;
-  std::string *arg7 = (std::string *) 0 ;
-  std::string temp7 ;
+  char *arg7 = (char *) 0 ;
+  std::string *arg8 = (std::string *) 0 ;
+  char *copy7 ;
+  std::string temp8 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   
@@ -14141,14 +14146,21 @@ void _wrap_Accelerator_logValues_capi_dda8cd76654b7f17(acc_accelerator *_swig_go
   
   arg6 = (int64_t)_swig_go_3; 
   
+  copy7 = (char *)malloc(_swig_go_4.n + 1);
+  memcpy(copy7, _swig_go_4.p, _swig_go_4.n);
+  copy7[_swig_go_4.n] = '\0';
+  if (memchr(copy7, 0, _swig_go_4.n)) accswig::go_string_held_nul() = true;
+  arg7 = copy7;
+  
+  
   accswig::take_go_error();
-  arg7 = &temp7;
+  arg8 = &temp8;
   
   
   {
     try {
       accswig::require_no_go_nul();
-      acc_accelerator_logValues(arg1,(unsigned char const *)arg2,SWIG_STD_MOVE(arg3),(double const *)arg4,SWIG_STD_MOVE(arg5),arg6,arg7);
+      acc_accelerator_logValues(arg1,(unsigned char const *)arg2,SWIG_STD_MOVE(arg3),(double const *)arg4,SWIG_STD_MOVE(arg5),arg6,(char const *)arg7,arg8);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {
@@ -14159,9 +14171,10 @@ void _wrap_Accelerator_logValues_capi_dda8cd76654b7f17(acc_accelerator *_swig_go
   
   {
     std::string e = accswig::take_go_error();
-    if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
+    if (!e.empty()) *_swig_go_5 = Swig_AllocateString(e.data(), e.size());
   }
   
+  free(copy7); 
 }
 
 

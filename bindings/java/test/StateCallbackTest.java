@@ -240,6 +240,11 @@ class StateCallbackTest {
       acc.initTrackers("run", null);
       acc.logHistogram("layer/weights", w, 3);
       acc.logHistogram("coarse", w, -1, "4", 0);
+      // Accelerate's log_kwargs: SummaryWriter's walltime is taken; a keyword jsonl's log lacks, refused.
+      acc.log(Map.of("loss", 0.5), 5, "{\"tensorboard\": {\"walltime\": 1234.5}}");
+      InvalidArgumentException k = assertThrows(InvalidArgumentException.class,
+          () -> acc.log(Map.of("loss", 0.5), 6, "{\"tensorboard\": {\"when\": 1}}"));
+      assertTrue(k.getMessage().contains("takes no keyword argument \"when\""), k.getMessage());
       UnsupportedException e = assertThrows(UnsupportedException.class, () -> acc.logHistogram("w", w, -1, "auto", 0));
       assertTrue(e.getMessage().contains("bin-width strategies"), e.getMessage());
       acc.endTraining();
@@ -247,7 +252,7 @@ class StateCallbackTest {
                           java.nio.charset.StandardCharsets.ISO_8859_1);
     }
     assertTrue(events.contains("layer/weights") && events.contains("coarse"), "both histograms are in the events");
-    assertEquals(List.of("histogram 3 layer/weights", "histogram 4 coarse"), calls);
+    assertEquals(List.of("histogram 3 layer/weights", "histogram 4 coarse", "numbers 5"), calls);
     // 4 equal-width bins over [-1, 2]: -1 | (none) | 0.5 | 2, 2; an empty bin leads, as in torch.
     Histogram coarse = received.get(1);
     assertArrayEquals(new double[] {-1, -0.25, 0.5, 1.25, 2}, coarse.bucketLimits());

@@ -243,63 +243,64 @@ typedef _goslice_ swig_type_213;
 typedef _goslice_ swig_type_214;
 typedef long long swig_type_215;
 typedef _gostring_ swig_type_216;
-typedef long long swig_type_217;
-typedef _gostring_ swig_type_218;
-typedef _goslice_ swig_type_219;
+typedef _gostring_ swig_type_217;
+typedef long long swig_type_218;
+typedef _gostring_ swig_type_219;
 typedef _goslice_ swig_type_220;
-typedef long long swig_type_221;
-typedef _goslice_ swig_type_222;
+typedef _goslice_ swig_type_221;
+typedef long long swig_type_222;
 typedef _goslice_ swig_type_223;
-typedef long long swig_type_224;
-typedef _goslice_ swig_type_225;
-typedef long long swig_type_226;
-typedef _gostring_ swig_type_227;
+typedef _goslice_ swig_type_224;
+typedef long long swig_type_225;
+typedef _goslice_ swig_type_226;
+typedef long long swig_type_227;
 typedef _gostring_ swig_type_228;
-typedef long long swig_type_229;
-typedef _gostring_ swig_type_230;
-typedef long long swig_type_231;
-typedef _gostring_ swig_type_232;
+typedef _gostring_ swig_type_229;
+typedef long long swig_type_230;
+typedef _gostring_ swig_type_231;
+typedef long long swig_type_232;
 typedef _gostring_ swig_type_233;
 typedef _gostring_ swig_type_234;
 typedef _gostring_ swig_type_235;
 typedef _gostring_ swig_type_236;
-typedef long long swig_type_237;
+typedef _gostring_ swig_type_237;
 typedef long long swig_type_238;
 typedef long long swig_type_239;
 typedef long long swig_type_240;
 typedef long long swig_type_241;
-typedef _goslice_ swig_type_242;
-typedef long long swig_type_243;
-typedef _goslice_ swig_type_244;
-typedef long long swig_type_245;
-typedef _gostring_ swig_type_246;
-typedef long long swig_type_247;
+typedef long long swig_type_242;
+typedef _goslice_ swig_type_243;
+typedef long long swig_type_244;
+typedef _goslice_ swig_type_245;
+typedef long long swig_type_246;
+typedef _gostring_ swig_type_247;
 typedef long long swig_type_248;
 typedef long long swig_type_249;
-typedef _gostring_ swig_type_250;
-typedef long long swig_type_251;
-typedef _gostring_ swig_type_252;
-typedef long long swig_type_253;
+typedef long long swig_type_250;
+typedef _gostring_ swig_type_251;
+typedef long long swig_type_252;
+typedef _gostring_ swig_type_253;
 typedef long long swig_type_254;
-typedef _gostring_ swig_type_255;
-typedef long long swig_type_256;
+typedef long long swig_type_255;
+typedef _gostring_ swig_type_256;
 typedef long long swig_type_257;
 typedef long long swig_type_258;
 typedef long long swig_type_259;
-typedef _goslice_ swig_type_260;
-typedef _gostring_ swig_type_261;
-typedef long long swig_type_262;
-typedef _goslice_ swig_type_263;
+typedef long long swig_type_260;
+typedef _goslice_ swig_type_261;
+typedef _gostring_ swig_type_262;
+typedef long long swig_type_263;
 typedef _goslice_ swig_type_264;
-typedef long long swig_type_265;
+typedef _goslice_ swig_type_265;
 typedef long long swig_type_266;
 typedef long long swig_type_267;
 typedef long long swig_type_268;
 typedef long long swig_type_269;
 typedef long long swig_type_270;
-typedef _gostring_ swig_type_271;
-typedef long long swig_type_272;
-typedef _gostring_ swig_type_273;
+typedef long long swig_type_271;
+typedef _gostring_ swig_type_272;
+typedef long long swig_type_273;
+typedef _gostring_ swig_type_274;
 extern void _wrap_Swig_free_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_dda8cd76654b7f17(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_dda8cd76654b7f17(void);
@@ -698,58 +699,58 @@ extern void _wrap_Accelerator_removeStatePreHook_capi_dda8cd76654b7f17(uintptr_t
 extern void _wrap_Accelerator_addTracker_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_207 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_Accelerator_initTrackers_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_208 arg2, swig_type_209 arg3, swig_voidp arg4);
 extern void _wrap_Accelerator_initTrackersWith_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_210 arg2, swig_type_211 arg3, swig_type_212 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logValues_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_213 arg2, swig_type_214 arg3, swig_type_215 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_216 arg2, double arg3, swig_type_217 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_218 arg2, swig_type_219 arg3, swig_type_220 arg4, swig_type_221 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_222 arg2, swig_type_223 arg3, swig_type_224 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logImages_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_225 arg2, uintptr_t arg3, swig_type_226 arg4, swig_type_227 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logHistogramWith_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_228 arg2, uintptr_t arg3, swig_type_229 arg4, swig_type_230 arg5, swig_type_231 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_logArtifact_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_232 arg2, swig_type_233 arg3, swig_type_234 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logValues_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_213 arg2, swig_type_214 arg3, swig_type_215 arg4, swig_type_216 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_217 arg2, double arg3, swig_type_218 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_219 arg2, swig_type_220 arg3, swig_type_221 arg4, swig_type_222 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_223 arg2, swig_type_224 arg3, swig_type_225 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logImages_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_226 arg2, uintptr_t arg3, swig_type_227 arg4, swig_type_228 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logHistogramWith_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_229 arg2, uintptr_t arg3, swig_type_230 arg4, swig_type_231 arg5, swig_type_232 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_logArtifact_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_233 arg2, swig_type_234 arg3, swig_type_235 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_endTraining_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_235 _wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_236 arg2, swig_voidp arg3);
-extern swig_type_237 _wrap_Samples_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_238 _wrap_Samples_fields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_239 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_240 arg2, swig_type_241 arg3, swig_voidp arg4);
+extern swig_type_236 _wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_237 arg2, swig_voidp arg3);
+extern swig_type_238 _wrap_Samples_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_239 _wrap_Samples_fields_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_240 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_241 arg2, swig_type_242 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_242 arg2, swig_voidp arg3);
-extern swig_type_243 _wrap_Bytes_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_244 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_243 arg2, swig_voidp arg3);
+extern swig_type_244 _wrap_Bytes_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_245 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_245 _wrap_Metrics_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_246 _wrap_Metrics_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_247 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_248 arg2, swig_voidp arg3);
+extern swig_type_246 _wrap_Metrics_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_247 _wrap_Metrics_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_248 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_249 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_249 _wrap_Texts_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_250 _wrap_Texts_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_251 arg2, swig_voidp arg3);
-extern swig_type_252 _wrap_Texts_text_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_253 arg2, swig_voidp arg3);
+extern swig_type_250 _wrap_Texts_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_251 _wrap_Texts_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_252 arg2, swig_voidp arg3);
+extern swig_type_253 _wrap_Texts_text_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_254 arg2, swig_voidp arg3);
 extern void _wrap_delete_Texts_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_254 _wrap_Images_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_255 _wrap_Images_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_256 arg2, swig_voidp arg3);
-extern swig_type_257 _wrap_Images_pngSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_258 arg2, swig_voidp arg3);
-extern void _wrap_Images_copyPng_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_259 arg2, swig_type_260 arg3, swig_voidp arg4);
+extern swig_type_255 _wrap_Images_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_256 _wrap_Images_name_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_257 arg2, swig_voidp arg3);
+extern swig_type_258 _wrap_Images_pngSize_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_259 arg2, swig_voidp arg3);
+extern void _wrap_Images_copyPng_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_260 arg2, swig_type_261 arg3, swig_voidp arg4);
 extern void _wrap_delete_Images_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_261 _wrap_HistogramView_name_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern swig_type_262 _wrap_HistogramView_name_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern double _wrap_HistogramView_min_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern double _wrap_HistogramView_max_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern double _wrap_HistogramView_num_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern double _wrap_HistogramView_sum_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern double _wrap_HistogramView_sumSquares_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_262 _wrap_HistogramView_size_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_HistogramView_copyLimits_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_263 arg2, swig_voidp arg3);
-extern void _wrap_HistogramView_copyCounts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_264 arg2, swig_voidp arg3);
+extern swig_type_263 _wrap_HistogramView_size_capi_dda8cd76654b7f17(uintptr_t arg1);
+extern void _wrap_HistogramView_copyLimits_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_264 arg2, swig_voidp arg3);
+extern void _wrap_HistogramView_copyCounts_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_265 arg2, swig_voidp arg3);
 extern void _wrap_delete_HistogramView_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern swig_type_265 _wrap_CheckpointModelsView_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_266 arg2, swig_voidp arg3);
-extern swig_type_267 _wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_268 arg2, swig_voidp arg3);
-extern void _wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_269 arg2, swig_voidp arg3);
+extern swig_type_266 _wrap_CheckpointModelsView_size_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_267 arg2, swig_voidp arg3);
+extern swig_type_268 _wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_269 arg2, swig_voidp arg3);
+extern void _wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_270 arg2, swig_voidp arg3);
 extern void _wrap_delete_CheckpointModelsView_capi_dda8cd76654b7f17(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_dda8cd76654b7f17(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_270 arg2, swig_type_271 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_271 arg2, swig_type_272 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_dda8cd76654b7f17(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_272 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_273 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_273 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_dda8cd76654b7f17(uintptr_t arg1, swig_type_274 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_dda8cd76654b7f17(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -6805,16 +6806,17 @@ func (arg1 SwigcptrAccelerator) InitTrackersWith(arg2 string, arg3 string, arg4 
 	}
 }
 
-func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int64, arg5 *string) {
+func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int64, arg5 string, arg6 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_2)), C.swig_type_215(_swig_i_3), C.swig_voidp(_swig_i_4))
+	_swig_i_5 := arg6
+	C._wrap_Accelerator_logValues_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_2)), C.swig_type_215(_swig_i_3), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
-  if arg5 != nil && len(*arg5) > 0 {
-    *arg5 = swigCopyString(*arg5)
+  if arg6 != nil && len(*arg6) > 0 {
+    *arg6 = swigCopyString(*arg6)
   }
 
 	if Swig_escape_always_false {
@@ -6822,6 +6824,9 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int6
 	}
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
 	}
 }
 
@@ -6831,7 +6836,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_217(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_218(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6849,7 +6854,7 @@ func (arg1 SwigcptrAccelerator) LogGroup(arg2 string, arg3 []byte, arg4 []float6
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_3)), C.swig_type_221(_swig_i_4), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logGroup_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_3)), C.swig_type_222(_swig_i_4), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6872,7 +6877,7 @@ func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_2)), C.swig_type_224(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logTexts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_2)), C.swig_type_225(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6893,7 +6898,7 @@ func (arg1 SwigcptrAccelerator) LogImages(arg2 []byte, arg3 TensorList, arg4 int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logImages_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_226(_swig_i_3), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logImages_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_227(_swig_i_3), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6915,7 +6920,7 @@ func (arg1 SwigcptrAccelerator) LogHistogramWith(arg2 string, arg3 Tensor, arg4 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	C._wrap_Accelerator_logHistogramWith_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_229(_swig_i_3), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_4)), C.swig_type_231(_swig_i_5), C.swig_voidp(_swig_i_6))
+	C._wrap_Accelerator_logHistogramWith_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_230(_swig_i_3), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_4)), C.swig_type_232(_swig_i_5), C.swig_voidp(_swig_i_6))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -6935,7 +6940,7 @@ func (arg1 SwigcptrAccelerator) LogArtifact(arg2 string, arg3 string, arg4 strin
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logArtifact_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logArtifact_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6981,7 +6986,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7076,7 +7081,7 @@ type Accelerator interface {
 	AddTracker(arg2 string, arg3 Tracker, arg4 *string)
 	InitTrackers(arg2 string, arg3 string, arg4 *string)
 	InitTrackersWith(arg2 string, arg3 string, arg4 string, arg5 *string)
-	LogValues(arg2 []byte, arg3 []float64, arg4 int64, arg5 *string)
+	LogValues(arg2 []byte, arg3 []float64, arg4 int64, arg5 string, arg6 *string)
 	LogScalar(arg2 string, arg3 float64, arg4 int64, arg5 *string)
 	LogGroup(arg2 string, arg3 []byte, arg4 []float64, arg5 int64, arg6 *string)
 	LogTexts(arg2 []byte, arg3 []byte, arg4 int64, arg5 *string)
@@ -7109,7 +7114,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7124,7 +7129,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_240(_swig_i_1), C.swig_type_241(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_241(_swig_i_1), C.swig_type_242(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7159,7 +7164,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7181,7 +7186,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_245)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7226,7 +7231,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7243,7 +7248,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_248(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_249(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7286,7 +7291,7 @@ func (arg1 SwigcptrTexts) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_251(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_252(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7303,7 +7308,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_text_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_text_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_254(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7349,7 +7354,7 @@ func (arg1 SwigcptrImages) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Images_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_256(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Images_name_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_257(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7366,7 +7371,7 @@ func (arg1 SwigcptrImages) PngSize(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Images_pngSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_258(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Images_pngSize_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_259(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7380,7 +7385,7 @@ func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Images_copyPng_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_259(_swig_i_1), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Images_copyPng_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_260(_swig_i_1), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7470,7 +7475,7 @@ func (arg1 SwigcptrHistogramView) CopyLimits(arg2 []float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_HistogramView_copyLimits_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_263)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_HistogramView_copyLimits_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_264)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7485,7 +7490,7 @@ func (arg1 SwigcptrHistogramView) CopyCounts(arg2 []float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_HistogramView_copyCounts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_264)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_HistogramView_copyCounts_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_265)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7542,7 +7547,7 @@ func (arg1 SwigcptrCheckpointModelsView) Model(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_266(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_267(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7556,7 +7561,7 @@ func (arg1 SwigcptrCheckpointModelsView) Index(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_268(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_269(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7569,7 +7574,7 @@ func (arg1 SwigcptrCheckpointModelsView) Remove(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_269(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_CheckpointModelsView_remove_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_270(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7632,7 +7637,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_270(_swig_i_1), *(*C.swig_type_271)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_271(_swig_i_1), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7653,7 +7658,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_272(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), C.swig_type_273(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7665,7 +7670,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_dda8cd76654b7f17(C.uintptr_t(_swig_i_0), *(*C.swig_type_274)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
