@@ -155,10 +155,7 @@
       fail(ACC_ERR_INVALID_ARGUMENT, "log: " + std::to_string(list.size()) + " names for " + std::to_string(n) + " values");
     std::vector<const char *> ptrs;
     for (const auto &s : list) ptrs.push_back(s.c_str());
-    if (opt_str(logKwargsJson))
-      check(acc_log_ex($self, ptrs.data(), data, n, step, logKwargsJson));
-    else
-      check(acc_log($self, ptrs.data(), data, n, step));
+    check(acc_log_ex($self, ptrs.data(), data, n, step, opt_str(logKwargsJson)));
   }
   void logScalar(const char *name, double value, int64_t step ERR) { check(acc_log_scalar($self, name, value, step)); }
   /* names: as logValues'; the values of one main tag (Accelerate's log of a dict value). */

@@ -123,12 +123,7 @@ acc_status acc_init_trackers_ex(acc_accelerator* acc, const char* project_name, 
 }
 
 acc_status acc_log(acc_accelerator* acc, const char* const* names, const double* values, size_t n, int64_t step) {
-  return guarded([&] {
-    auto& a = accelerator_arg(acc);
-    auto keys = names_arg(names, n, "names");
-    acc::require(n == 0 || values != nullptr, "values is NULL");
-    a.log(std::move(keys), std::vector<double>(values, values + n), step_arg(step));
-  });
+  return acc_log_ex(acc, names, values, n, step, nullptr);
 }
 
 acc_status acc_log_ex(acc_accelerator* acc, const char* const* names, const double* values, size_t n, int64_t step,

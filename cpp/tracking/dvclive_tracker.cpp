@@ -1,12 +1,12 @@
 #include "tracking/dvclive_tracker.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
 
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/json_input.h"
@@ -28,16 +28,11 @@ const char* const kRunFiles[] = {"metrics.json", "params.yaml", "report.html", "
 
 // dvclive's env2bool: the variable holds "1", "y", "yes" or "true" somewhere, in any case.
 bool env_true(const char* name) {
-  const char* value = std::getenv(name);
+  const char* value = nonempty_env(name);
   if (!value) return false;
   const std::string text = lowercase(value);
   return text.find('1') != std::string::npos || text.find('y') != std::string::npos ||
          text.find("true") != std::string::npos;
-}
-
-bool env_set(const char* name) {
-  const char* value = std::getenv(name);
-  return value && *value;
 }
 
 // Whether `dir` or a folder above it is a Git or DVC repository, where Live saves experiments.
@@ -92,10 +87,10 @@ void DvcliveTracker::set_init_kwargs(const nlohmann::json& kwargs) {
     fail(Status::Unsupported, "init_kwargs[\"dvclive\"][\"monitor_system\"]: DVCLive's system metrics are not built");
   k.refuse_the_rest();
   // Checked here, on every process alike, rather than where the main process starts the run.
-  if (env_set("DVC_ROOT") && env_set("DVC_EXP_BASELINE_REV"))
+  if (nonempty_env("DVC_ROOT") && nonempty_env("DVC_EXP_BASELINE_REV"))
     fail(Status::Unsupported, "dvclive: running inside `dvc exp run` (DVC_EXP_BASELINE_REV is set) is not built: ",
          "DVCLive adds its files to the experiment's Git commit there");
-  if (save_dvc_exp && !env_set("DVC_ROOT") && inside_repository(fs::current_path()))
+  if (save_dvc_exp && !nonempty_env("DVC_ROOT") && inside_repository(fs::current_path()))
     fail(Status::Unsupported, "dvclive: saving a DVC experiment (Live's save_dvc_exp, on by default) is not built, ",
          "and ", fs::current_path().string(), " is inside a Git or DVC repository, where DVCLive would save one: give ",
          "init_kwargs {\"dvclive\": {\"save_dvc_exp\": false}} and run `dvc exp save` after training if you want it");
@@ -133,11 +128,11 @@ void DvcliveTracker::start(const std::string&, const nlohmann::json& config) {
   const fs::path cwd = fs::current_path();
   const fs::path dir = (cwd / dir_setting_).lexically_normal();
   const bool resume = resume_ || env_true("DVCLIVE_RESUME");
-  if (save_dvc_exp_ && !env_set("DVC_ROOT"))  // outside a repository (set_init_kwargs refused one), as Live says
+  if (save_dvc_exp_ && !nonempty_env("DVC_ROOT"))  // outside a repository (set_init_kwargs refused one), as Live says
     std::fprintf(stderr,
                  "accelerate: dvclive: Can't save experiment without a Git Repo.\n"
                  "Create a Git repo (`git init`) and commit (`git commit`).\n");
-  if (env_set("DVC_STUDIO_TOKEN"))  // Live posts each step to DVC Studio where a repository has a Studio token
+  if (nonempty_env("DVC_STUDIO_TOKEN"))  // Live posts each step to DVC Studio where a repository has a Studio token
     std::fprintf(stderr, "accelerate: dvclive: DVC_STUDIO_TOKEN is set, but DVC Studio's live updates are not built: "
                          "this run's files are written, nothing is sent to Studio\n");
   const fs::path dvc_file = dvcyaml_ ? (cwd / *dvcyaml_).lexically_normal() : fs::path();
@@ -195,7 +190,6 @@ void DvcliveTracker::start(const std::string&, const nlohmann::json& config) {
     run->write_out();
   });
   dir_ = dir.string();
-  dvc_file_ = dvc_file.string();
   values_ = std::move(values);
   groups_ = std::move(groups);
   run_ = std::move(run);

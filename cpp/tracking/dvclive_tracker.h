@@ -55,8 +55,8 @@ class DvcliveTracker : public Tracker {
   std::string dir_setting_ = "dvclive";
   std::optional<std::string> dvcyaml_ = "dvc.yaml";
   bool resume_ = false, save_dvc_exp_ = true;
-  // The run's folder and dvc.yaml (absolute; dvc_file_ empty for none).
-  std::string dir_, dvc_file_;
+  // The run's folder (absolute).
+  std::string dir_;
   // The names logged as values, and the groups above them, as metrics.json nests them (caller's side).
   std::unordered_set<std::string> values_, groups_;
   std::shared_ptr<dvclive::RunFiles> run_;  // the writer's

@@ -6,21 +6,17 @@
 #include <filesystem>
 #include <limits>
 
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/json_input.h"
+#include "common/python_text.h"
 #include "common/utf8.h"
 #include "tracking/init_kwargs.h"
 #include "tracking/mlflow_artifacts.h"
 #include "tracking/mlflow_metrics.h"
-#include "common/python_text.h"
 
 namespace acc::tracking {
 namespace {
-
-const char* env(const char* name) {
-  const char* value = std::getenv(name);
-  return value && *value ? value : nullptr;
-}
 
 // Tags given as a JSON object (or its text, which Accelerate json.loads), each value as str() prints it.
 mlflow::Pairs tags_of(const nlohmann::json& given, const char* what) {
@@ -82,8 +78,8 @@ void MlflowTracker::start(const std::string& project_name, const nlohmann::json&
   finish();
   // Everything that can be refused is, before the store changes.
   const std::string root = mlflow::store_root(logging_dir_);
-  const char* experiment_name = env("MLFLOW_EXPERIMENT_NAME");
-  const char* tags_text = env("MLFLOW_TAGS");
+  const char* experiment_name = nonempty_env("MLFLOW_EXPERIMENT_NAME");
+  const char* tags_text = nonempty_env("MLFLOW_TAGS");
   const mlflow::Pairs given_tags = tags_text ? tags_of(nlohmann::json(tags_text), "MLFLOW_TAGS") : tags_;
   // The run's: those given, and the description as MLflow's start_run keeps it.
   mlflow::Pairs run_tags = given_tags;
@@ -106,7 +102,7 @@ void MlflowTracker::start(const std::string& project_name, const nlohmann::json&
 
   auto store = std::make_unique<mlflow::Store>(root);
   mlflow::RunInfo run;
-  const char* env_run_id = env("MLFLOW_RUN_ID");
+  const char* env_run_id = nonempty_env("MLFLOW_RUN_ID");
   if (const std::string run_id = env_run_id ? env_run_id : run_id_; !run_id.empty()) {
     run = store->find_run(run_id);
     store->check_params_unchanged(run, params);
@@ -153,9 +149,8 @@ void MlflowTracker::log(const std::shared_ptr<const Record>& record) {
   if (record->names.empty()) return;  // texts only: MLflow's metrics are numbers
   writer_->post([record, files = metric_files_, name = name_](std::FILE*&, const std::string&) {
     const nlohmann::json& kwargs = log_kwargs_of(*record, name);
-    const auto timestamp = kwargs.contains("timestamp") && kwargs["timestamp"].is_number_integer()
-                               ? kwargs["timestamp"].get<int64_t>()
-                               : static_cast<int64_t>(record->wall_time * 1000);  // int(time.time() * 1000)
+    const int64_t timestamp =
+        kwargs.value("timestamp", static_cast<int64_t>(record->wall_time * 1000));  // int(time.time() * 1000)
     for (size_t i = 0; i < record->names.size(); ++i)
       files->append(record->names[i], mlflow::metric_line(timestamp, record->values[i], record->step));
   });

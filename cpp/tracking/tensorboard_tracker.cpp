@@ -208,8 +208,7 @@ void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
     const nlohmann::json& kwargs = log_kwargs_of(*record, name);
     const bool new_style = kwargs.value("new_style", false), in_double = kwargs.value("double_precision", false);
     tb::Event event;
-    event.set_wall_time(kwargs.contains("walltime") && kwargs["walltime"].is_number() ? kwargs["walltime"].get<double>()
-                                                                                      : record->wall_time);
+    event.set_wall_time(kwargs.value("walltime", record->wall_time));
     event.set_step(record->step);
     auto* summary = event.mutable_summary();
     for (size_t i = 0; i < record->names.size(); ++i) {

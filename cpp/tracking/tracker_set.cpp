@@ -207,13 +207,16 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
   const int64_t at = check_call("log", names, step);
-  nlohmann::json log_kwargs = per_tracker_kwargs(log_kwargs_json, "log_kwargs");
-  for (const auto& tracker : trackers_)
-    if (const auto given = log_kwargs.find(tracker->name()); given != log_kwargs.end())
-      tracker->check_log_kwargs(*given);
+  nlohmann::json log_kwargs;  // null: none, and nothing parsed on the training thread for a plain log
+  if (!log_kwargs_json.empty()) {
+    log_kwargs = per_tracker_kwargs(log_kwargs_json, "log_kwargs");
+    for (const auto& tracker : trackers_)
+      if (const auto given = log_kwargs.find(tracker->name()); given != log_kwargs.end())
+        tracker->check_log_kwargs(*given);
+  }
   auto record = take_step(at, Logged::Numbers);
   if (!record) return;  // a call without values is still a line in JSONL and CSV
-  if (!log_kwargs.empty()) record->log_kwargs = std::move(log_kwargs);
+  record->log_kwargs = std::move(log_kwargs);
   record->names = std::move(names);
   record->values = std::move(values);
   std::shared_ptr<const Record> shared = std::move(record);
