@@ -11,6 +11,8 @@ packages=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   # libraries the implementation uses
   nlohmann-json3-dev zlib1g-dev libcli11-dev libyaml-cpp-dev
+  # trackio's project databases
+  libsqlite3-dev
   # TensorBoard event files: protobuf messages compiled by protoc
   protobuf-compiler libprotobuf-dev
   # tests: GoogleTest; PyTorch itself, to export TorchScript models the tests load; Pillow, to read

@@ -5,17 +5,15 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <random>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "common/error.h"
+#include "common/system_random.h"
 
 namespace acc {
 
 std::string new_save_id(Collectives& collectives) {
-  std::random_device device;
-  auto draw = [&] { return (static_cast<uint64_t>(device()) << 32) | device(); };
-  const uint64_t mine[2] = {draw(), draw()};
+  const uint64_t mine[2] = {system_random_bits(), system_random_bits()};
   at::Tensor id = at::empty({2}, at::kLong);
   std::memcpy(id.data_ptr<int64_t>(), mine, sizeof(mine));
   id = collectives.broadcast(id, 0, "save_state (sharing the save's id)", Collectives::Layouts::AgreedByCaller);

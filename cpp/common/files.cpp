@@ -11,15 +11,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <ostream>
-#include <random>
 #include <sstream>
 #include <streambuf>
 #include <vector>
 
 #include "common/crc32c.h"
 #include "common/error.h"
+#include "common/system_random.h"
 
 namespace acc {
 
@@ -165,13 +164,7 @@ constexpr size_t kTemporaryDigits = 12;
 // the training follows): no other write's temporary has them, on this machine or another sharing
 // the folder.
 std::string unique_temporary_suffix() {
-  static std::mutex mutex;
-  static std::random_device source;
-  uint64_t bits = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    bits = (static_cast<uint64_t>(source()) << 32) ^ source();
-  }
+  const uint64_t bits = system_random_bits();
   char digits[kTemporaryDigits + 1];
   std::snprintf(digits, sizeof digits, "%012llx", static_cast<unsigned long long>(bits & 0xffffffffffffULL));
   return kTemporaryMark + std::string(digits);

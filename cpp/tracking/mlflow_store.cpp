@@ -7,14 +7,15 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <string_view>
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/system_random.h"
 #include "common/text.h"
 #include "common/utf8.h"
 
@@ -30,23 +31,9 @@ bool is_name_char(char c) {
          c == '.' || c == ' ' || c == '/';
 }
 
-// 64 bits from the system's random source (not torch's generators, whose streams training follows).
-uint64_t random_bits() {
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
-}
-
-// uuid4().hex's form: 32 hex digits.
-std::string random_hex32() {
-  char digits[33];
-  std::snprintf(digits, sizeof digits, "%016llx%016llx", static_cast<unsigned long long>(random_bits()),
-                static_cast<unsigned long long>(random_bits()));
-  return digits;
-}
-
 // MLflow's experiment ids: a positive integer below 2^63 (its _generate_unique_integer_id).
 std::string random_experiment_id() {
-  const uint64_t id = random_bits() & ((uint64_t{1} << 63) - 1);
+  const uint64_t id = system_random_bits() & ((uint64_t{1} << 63) - 1);
   return std::to_string(id == 0 ? 1 : id);
 }
 
@@ -299,7 +286,7 @@ RunInfo Store::create_run(const std::string& experiment_id, const std::string& r
   const auto meta = read_meta(fs::path(root_) / experiment_id);
   require(meta.has_value(), "mlflow: no experiment ", experiment_id, " in ", root_);
   RunInfo run;
-  run.run_id = random_hex32();
+  run.run_id = uuid4_hex();
   run.run_name = run_name;
   run.experiment_id = experiment_id;
   run.user_id = user_name();

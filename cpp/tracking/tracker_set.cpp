@@ -20,13 +20,15 @@
 #include "tracking/mlflow_store.h"
 #include "tracking/mlflow_tracker.h"
 #include "tracking/tensorboard_tracker.h"
+#include "tracking/trackio_tracker.h"
 
 namespace acc::tracking {
 namespace {
 
-const std::vector<std::string> kBuiltIn = {"tensorboard", "jsonl", "csv", "mlflow", "dvclive"};
-// What "all" stands for: dvclive writes into the working folder (./dvclive, ./dvc.yaml), not the
-// logging folder, so it is named on its own.
+const std::vector<std::string> kBuiltIn = {"tensorboard", "jsonl", "csv", "mlflow", "dvclive", "trackio"};
+// What "all" stands for: dvclive writes into the working folder (./dvclive, ./dvc.yaml) and trackio
+// into its projects' folder (~/.cache/huggingface/trackio), not the logging folder, so each is named
+// on its own.
 const std::vector<std::string> kAll = {"tensorboard", "jsonl", "csv", "mlflow"};
 
 std::shared_ptr<Tracker> make_builtin(const std::string& name, const std::string& dir) {
@@ -34,6 +36,7 @@ std::shared_ptr<Tracker> make_builtin(const std::string& name, const std::string
   if (name == "jsonl") return std::make_shared<JsonlTracker>(dir);
   if (name == "mlflow") return std::make_shared<MlflowTracker>(dir);
   if (name == "dvclive") return std::make_shared<DvcliveTracker>();
+  if (name == "trackio") return std::make_shared<TrackioTracker>();
   return std::make_shared<CsvTracker>(dir);
 }
 
@@ -56,8 +59,9 @@ std::vector<std::string> parse_log_with(const std::string& log_with) {
         if (std::find(names.begin(), names.end(), b) == names.end()) names.push_back(b);
       continue;
     }
-    require(std::find(kBuiltIn.begin(), kBuiltIn.end(), name) != kBuiltIn.end(), "log_with: unknown tracker \"", name,
-            "\" (known: tensorboard, jsonl, csv, mlflow, dvclive, all; other trackers are added by the program)");
+    require(
+        std::find(kBuiltIn.begin(), kBuiltIn.end(), name) != kBuiltIn.end(), "log_with: unknown tracker \"", name,
+        "\" (known: tensorboard, jsonl, csv, mlflow, dvclive, trackio, all; other trackers are added by the program)");
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   }
   return names;
@@ -69,7 +73,7 @@ TrackerSet::TrackerSet(const std::string& log_with, std::string logging_dir, boo
     // MLflow's store may be elsewhere (MLFLOW_TRACKING_URI): its tracker says where it can write.
     if (name == "mlflow")
       static_cast<void>(mlflow::store_root(logging_dir_));
-    else if (name != "dvclive")  // Live's folder is the working folder's "dvclive" (init_kwargs' dir)
+    else if (name != "dvclive" && name != "trackio")  // they write where DVCLive and trackio write
       require(!logging_dir_.empty(), "log_with \"", name, "\" writes files and needs project_dir or logging_dir");
     trackers_.push_back(make_builtin(name, logging_dir_));
     if (name == "csv" || name == "jsonl") hparams_file_ = true;  // their runs keep the config beside them

@@ -11,6 +11,7 @@ packages=(
   protobuf-compiler libprotoc32 libprotobuf32 libprotobuf-lite32 libprotobuf-dev  # TensorBoard events
   libgtest-dev libgmock-dev                             # GoogleTest (its CMake package names gmock too)
   libgloo-dev                                           # headers that c10d's ProcessGroupGloo.hpp includes
+  libsqlite3-dev libsqlite3-0                           # trackio's project databases
   dataset-fashion-mnist                                 # the main job's data
 )
 mkdir -p "$dest"

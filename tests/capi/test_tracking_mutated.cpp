@@ -1,6 +1,7 @@
 // The files trackers read back, damaged: MLflow's store (every meta.yaml, tag and parameter file,
-// read when a run starts in it or resumes) and DVCLive's folder (metrics.json, params.yaml and
-// dvc.yaml, read when a run resumes). Each file is mutated many ways (bytes changed, cut, inserted,
+// read when a run starts in it or resumes), DVCLive's folder (metrics.json, params.yaml and
+// dvc.yaml, read when a run resumes) and trackio's project database (an SQLite file, read when a run
+// starts, written as it logs). Each file is mutated many ways (bytes changed, cut, inserted,
 // repeated; nesting a parser would recurse into, aliases that expand, NUL bytes, numbers out of
 // range); every run started on them either works or is refused with a status and a message, never
 // a crash or ACC_ERR_INTERNAL, and the next run on the repaired files works.
@@ -181,6 +182,28 @@ TEST(MutatedTrackerFiles, DvcliveResumeNeverCrashes) {
     acc_status status = acc_init_trackers_ex(a, "run", R"({"lr": 0.1})", kwargs.c_str());
     if (status != ACC_OK) return status;
     status = acc_log_scalar(a, "train/loss", 0.25, 1);
+    const acc_status ended = acc_end_training(a);
+    return status != ACC_OK ? status : ended;
+  });
+  acc_accelerator_free(a);
+}
+
+TEST(MutatedTrackerFiles, TrackioDatabaseNeverCrashes) {
+  const std::string dir = acc_test::fresh_dir("mutated_trackio");
+  const acc_test::ScopedEnv trackio_dir("TRACKIO_DIR", dir.c_str());
+  const std::string kwargs = R"({"trackio": {"name": "r", "resume": "allow"}})";
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "trackio"}});
+  for (int step = 0; step < 20; ++step) {  // a few pages of rows, in two runs
+    ACC_ASSERT_OK(acc_init_trackers_ex(a, "project", R"({"lr": 0.1})", step % 2 ? kwargs.c_str() : nullptr));
+    ACC_ASSERT_OK(acc_log_scalar(a, "train/loss", 0.5 / (step + 1), step));
+    ACC_ASSERT_OK(acc_end_training(a));
+  }
+  const std::string db = dir + "/project.db";
+  const std::map<std::string, std::string> files = {{db, acc_test::read_file(db)}};
+  on_damaged_files(dir, files, 300, [&] {
+    acc_status status = acc_init_trackers_ex(a, "project", R"({"lr": 0.1})", kwargs.c_str());
+    if (status != ACC_OK) return status;
+    status = acc_log_scalar(a, "train/loss", 0.25, 100);
     const acc_status ended = acc_end_training(a);
     return status != ACC_OK ? status : ended;
   });

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <sqlite3.h>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "accelerate.h"
@@ -33,6 +35,22 @@ std::vector<std::string> files_in(const std::string& dir) {
   return names;
 }
 
+// The rows of trackio's metrics table in the database at `path`, and their runs.
+std::pair<int64_t, int64_t> trackio_rows_and_runs(const std::string& path) {
+  sqlite3* db = nullptr;
+  std::pair<int64_t, int64_t> counts{-1, -1};
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* query = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT COUNT(*), COUNT(DISTINCT run_id) FROM metrics", -1, &query, nullptr) ==
+            SQLITE_OK &&
+        sqlite3_step(query) == SQLITE_ROW)
+      counts = {sqlite3_column_int64(query, 0), sqlite3_column_int64(query, 1)};
+    sqlite3_finalize(query);
+  }
+  sqlite3_close(db);
+  return counts;
+}
+
 size_t line_count(const std::string& path) {
   std::ifstream in(path);
   size_t n = 0;
@@ -46,7 +64,9 @@ TEST(DistTracking, OnlyTheMainProcessWrites) {
   const char* base = std::getenv("ACC_TEST_TRACK_DIR");
   ASSERT_NE(base, nullptr) << "ACC_TEST_TRACK_DIR is not set";
   const std::string dir = base;
-  acc_accelerator* a = acc_test::make_accelerator({{"log_with", "all,dvclive"}, {"project_dir", dir}});
+  // trackio's projects' folder: set alike on every process, as a launcher's environment would be.
+  acc_test::ScopedEnv trackio_dir("TRACKIO_DIR", (dir + "/trackio").c_str());
+  acc_accelerator* a = acc_test::make_accelerator({{"log_with", "all,dvclive,trackio"}, {"project_dir", dir}});
   ASSERT_NE(a, nullptr);
   int64_t rank = -1, world = 0;
   ACC_ASSERT_OK(acc_accelerator_process_index(a, &rank));
@@ -73,6 +93,9 @@ TEST(DistTracking, OnlyTheMainProcessWrites) {
   ACC_ASSERT_OK(acc_tracker_path(a, "dvclive", &path));
   EXPECT_EQ(std::string(path), rank == 0 ? dir + "/dvclive" : "");
   acc_string_free(path);
+  ACC_ASSERT_OK(acc_tracker_path(a, "trackio", &path));
+  EXPECT_EQ(std::string(path), rank == 0 ? dir + "/trackio/run.db" : "");
+  acc_string_free(path);
   EXPECT_EQ(counter.calls, rank == 0 ? 7 : 0);  // init, 5 logs, finish
 
   // Every process looks at the files once all are done.
@@ -93,6 +116,8 @@ TEST(DistTracking, OnlyTheMainProcessWrites) {
   // DVCLive's table: the header and the main process's 5 rows.
   EXPECT_EQ(line_count(dir + "/dvclive/plots/metrics/loss.tsv"), 6u);
   EXPECT_TRUE(std::filesystem::exists(dir + "/dvc.yaml"));
+  // trackio's database: one run, the main process's 5 rows.
+  EXPECT_EQ(trackio_rows_and_runs(dir + "/trackio/run.db"), std::make_pair(int64_t{5}, int64_t{1}));
   float first_loss = -1;
   for (const auto& e : acc_test::read_event_file(run + "/" + events[0]))
     for (const auto& v : e.values)
