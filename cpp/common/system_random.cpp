@@ -17,7 +17,7 @@ uint64_t system_random_bits() {
 std::string uuid4_hex() {
   uint64_t high = system_random_bits(), low = system_random_bits();
   high = (high & ~(uint64_t{0xf} << 12)) | (uint64_t{4} << 12);  // the version nibble: 4
-  low = (low & ~(uint64_t{0x3} << 62)) | (uint64_t{0x2} << 62);   // the variant: 10xx
+  low = (low & ~(uint64_t{0x3} << 62)) | (uint64_t{0x2} << 62);  // the variant: 10xx
   char digits[33];
   std::snprintf(digits, sizeof digits, "%016" PRIx64 "%016" PRIx64, high, low);
   return digits;

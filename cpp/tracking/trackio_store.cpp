@@ -29,8 +29,8 @@ namespace {
 
 // Suffixes of the parquet files trackio exports a project's other tables to: a project whose name
 // ends in one would share those files with the project named by the rest.
-const char* const kReservedSuffixes[] = {"_system",    "_configs",          "_traces",           "_artifacts",
-                                         "_artifact_versions", "_artifact_aliases", "_run_artifact_links"};
+const char* const kReservedSuffixes[] = {
+    "_system", "_configs", "_traces", "_artifacts", "_artifact_versions", "_artifact_aliases", "_run_artifact_links"};
 constexpr const char* kRegistryPrefix = "registry-";  // trackio's registries of artifacts
 
 std::string home_dir() {
@@ -86,8 +86,8 @@ void check_project_name(const std::string& project) {
   require(canonical.rfind(kRegistryPrefix, 0) != 0, "trackio: the project name \"", project,
           "\" is not allowed: names beginning with \"", kRegistryPrefix, "\" are trackio's registries");
   for (const std::string suffix : kReservedSuffixes)
-    require(canonical.size() <= suffix.size() || canonical.compare(canonical.size() - suffix.size(), suffix.size(),
-                                                                   suffix) != 0,
+    require(canonical.size() <= suffix.size() ||
+                canonical.compare(canonical.size() - suffix.size(), suffix.size(), suffix) != 0,
             "trackio: the project name \"", project, "\" is not allowed: its file name \"", canonical,
             "\" ends with \"", suffix, "\", which trackio's exports of the project \"",
             canonical.substr(0, canonical.size() - suffix.size()), "\" use");
@@ -253,8 +253,8 @@ void ProjectDatabase::check_tables() {
                              std::initializer_list<const char*> needed) {
     for (const char* column : needed)
       if (!columns.count(column))
-        fail(Status::Io, "trackio: ", path_, " is not a trackio database: its table \"", table,
-             "\" has no column \"", column, "\"");
+        fail(Status::Io, "trackio: ", path_, " is not a trackio database: its table \"", table, "\" has no column \"",
+             column, "\"");
   };
   const auto metrics = columns_of("metrics"), configs = columns_of("configs");
   if (!metrics.empty()) {

@@ -49,12 +49,12 @@ double seconds_now() {
 // Readable names for runs without one: "<adjective>-<noun>-<n>", n the first number no run of the
 // project has taken (trackio draws its own words the same way).
 std::string readable_run_name(const std::vector<std::string>& taken) {
-  static const char* const adjectives[] = {"amber", "bold",  "brisk", "calm",  "clear", "deft",  "eager", "fair",
-                                           "fleet", "fresh", "glad",  "keen",  "lucid", "merry", "neat",  "quiet",
+  static const char* const adjectives[] = {"amber", "bold",   "brisk", "calm",  "clear", "deft",  "eager", "fair",
+                                           "fleet", "fresh",  "glad",  "keen",  "lucid", "merry", "neat",  "quiet",
                                            "sharp", "steady", "sunny", "swift", "tidy",  "vivid", "warm",  "wise"};
-  static const char* const nouns[] = {"anchor", "beacon", "brook", "canyon", "cedar",  "comet",  "delta",
-                                      "ember",  "fjord",  "grove", "harbor", "island", "lantern", "meadow",
-                                      "nebula", "orchid", "pebble", "quartz", "ridge",  "summit", "tide",
+  static const char* const nouns[] = {"anchor", "beacon", "brook",  "canyon", "cedar",  "comet",   "delta",
+                                      "ember",  "fjord",  "grove",  "harbor", "island", "lantern", "meadow",
+                                      "nebula", "orchid", "pebble", "quartz", "ridge",  "summit",  "tide",
                                       "valley", "willow", "zephyr", "meteor"};
   const std::set<std::string> used(taken.begin(), taken.end());
   for (size_t n = 0;; ++n) {
@@ -81,7 +81,7 @@ bool on_network_filesystem(const std::string& dir) {
     }
   }
   if (best_type.rfind("fuse.", 0) == 0) best_type = best_type.substr(5);
-  static const std::set<std::string> network = {"nfs",    "nfs4",    "lustre", "gpfs",  "cephfs", "beegfs", "fhgfs",
+  static const std::set<std::string> network = {"nfs",       "nfs4",  "lustre", "gpfs", "cephfs", "beegfs", "fhgfs",
                                                 "glusterfs", "ocfs2", "panfs",  "cifs", "smbfs",  "wekafs"};
   if (network.count(best_type)) return true;
   for (const char* part : {"nfs", "lustre", "weka", "gpfs", "beegfs", "ceph"})
@@ -95,8 +95,9 @@ void check_storage_mode(const std::string& dir) {
   if (const char* value = nonempty_env("TRACKIO_STORAGE_MODE")) mode = lowercase(trimmed(value));
   if (mode == "sqlite") return;
   if (mode == "jsonl")
-    fail(Status::Unsupported, "trackio: TRACKIO_STORAGE_MODE=jsonl (trackio's files of JSON lines for network file "
-                              "systems) is not built; unset it to write the project's SQLite database");
+    fail(Status::Unsupported,
+         "trackio: TRACKIO_STORAGE_MODE=jsonl (trackio's files of JSON lines for network file "
+         "systems) is not built; unset it to write the project's SQLite database");
   if (mode != "auto")
     std::fprintf(stderr, "accelerate: trackio: TRACKIO_STORAGE_MODE=%s is not auto, sqlite or jsonl: taken as auto\n",
                  mode.c_str());
@@ -121,9 +122,11 @@ struct TrackioTracker::RunState {
     if (!record.group.empty()) {
       nlohmann::ordered_json& group = values[stored_name(record.group)];
       group = nlohmann::ordered_json::object();
-      for (size_t i = 0; i < record.group_names.size(); ++i) group[record.group_names[i]] = json_number(record.values[i]);
+      for (size_t i = 0; i < record.group_names.size(); ++i)
+        group[record.group_names[i]] = json_number(record.values[i]);
     } else {
-      for (size_t i = 0; i < record.names.size(); ++i) values[stored_name(record.names[i])] = json_number(record.values[i]);
+      for (size_t i = 0; i < record.names.size(); ++i)
+        values[stored_name(record.names[i])] = json_number(record.values[i]);
     }
     for (size_t i = 0; i < record.text_names.size(); ++i) values[stored_name(record.text_names[i])] = record.texts[i];
     waiting.push_back(MetricRow{trackio::iso_timestamp(record.wall_time), record.step, values.dump(), uuid4_hex()});
@@ -155,25 +158,29 @@ void TrackioTracker::set_init_kwargs(const nlohmann::json& kwargs) {
             printable_utf8(item.key()), "\" is reserved (trackio keeps keys starting with '_' for itself)");
   const std::string resume = k.text("resume").value_or("never");
   require(resume == "never" || resume == "allow" || resume == "must",
-          "init_kwargs[\"trackio\"][\"resume\"] is \"never\", \"allow\" or \"must\", not \"", printable_utf8(resume), "\"");
+          "init_kwargs[\"trackio\"][\"resume\"] is \"never\", \"allow\" or \"must\", not \"", printable_utf8(resume),
+          "\"");
   require(resume != "must" || name, "init_kwargs[\"trackio\"]: resume \"must\" needs the run's \"name\"");
   for (const char* key : {"space_id", "server_url", "dataset_id", "bucket_id", "space_storage"})
-    k.refuse(key, "logging to a Hugging Face Space or a trackio server is not built (the run is written to the "
-                  "local project database, which `trackio sync` can upload)");
+    k.refuse(key,
+             "logging to a Hugging Face Space or a trackio server is not built (the run is written to the "
+             "local project database, which `trackio sync` can upload)");
   for (const char* variable : {"TRACKIO_SPACE_ID", "TRACKIO_SERVER_URL"})
     if (nonempty_env(variable))
       fail(Status::Unsupported, "trackio: ", variable, " is set, but logging to a Hugging Face Space or a trackio ",
            "server is not built: unset it to log to the local project database");
   for (const char* key : {"auto_log_gpu", "auto_log_cpu"})
     if (k.boolean(key).value_or(false))
-      fail(Status::Unsupported, "init_kwargs[\"trackio\"][\"", key, "\"]: trackio's automatic system metrics are not built");
+      fail(Status::Unsupported, "init_kwargs[\"trackio\"][\"", key,
+           "\"]: trackio's automatic system metrics are not built");
   k.number("gpu_log_interval", 1e-9, 1e300);
   k.number("cpu_log_interval", 1e-9, 1e300);
-  k.boolean("private");  // a new Space's visibility
-  k.boolean("embed");    // a notebook's embedded dashboard
+  k.boolean("private");     // a new Space's visibility
+  k.boolean("embed");       // a notebook's embedded dashboard
   if (k.value("settings"))  // as trackio: accepted for wandb's sake, unused
-    std::fprintf(stderr, "accelerate: trackio: init_kwargs \"settings\" is not used (trackio takes it for "
-                         "compatibility with wandb.init() and ignores it)\n");
+    std::fprintf(stderr,
+                 "accelerate: trackio: init_kwargs \"settings\" is not used (trackio takes it for "
+                 "compatibility with wandb.init() and ignores it)\n");
   k.text("webhook_url");  // where trackio.alert posts: no alerts are sent here
   if (const auto level = k.text("webhook_min_level"))
     require(*level == "info" || *level == "warn" || *level == "error",

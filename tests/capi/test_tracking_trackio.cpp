@@ -46,8 +46,9 @@ TEST(TrackioTracking, WritesWhatTrackioReads) {
   const std::string dir = acc_test::fresh_dir("trackio");
   acc_test::ScopedEnv env("TRACKIO_DIR", dir.c_str());
   acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "trackio"}});
-  ACC_ASSERT_OK(acc_init_trackers_ex(a, "my.project", R"({"lr": 0.001, "layers": [64, 32]})",
-                                     kwargs({{"name", "first"}, {"group", "sweep"}, {"config", {{"seed", 1}}}}).c_str()));
+  ACC_ASSERT_OK(
+      acc_init_trackers_ex(a, "my.project", R"({"lr": 0.001, "layers": [64, 32]})",
+                           kwargs({{"name", "first"}, {"group", "sweep"}, {"config", {{"seed", 1}}}}).c_str()));
   const std::string db = dir + "/myproject.db";
   EXPECT_EQ(acc_test::tracker_path(a, "trackio"), db);
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, 0));
