@@ -5,6 +5,7 @@
 // million values against that step. Files go to a temporary project folder.
 //
 //   bench_tracking [--quick]
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,7 +14,6 @@
 #include <ctime>
 #include <random>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "accelerate.h"
@@ -172,8 +172,10 @@ int main(int argc, char** argv) {
 
   // 4. Each built-in tracker alone, rounds interleaved: the process's CPU per acc_log call of 4
   // scalars, from the call until the tracker has written it out (end_training drains it).
-  const std::vector<std::string> kinds = {"tensorboard", "jsonl", "csv", "mlflow", "dvclive"};
-  // DVCLive's files go where init_kwargs say (its default is the working folder).
+  const std::vector<std::string> kinds = {"tensorboard", "jsonl", "csv", "mlflow", "dvclive", "trackio"};
+  // DVCLive's files go where init_kwargs say (its default is the working folder), trackio's database
+  // where TRACKIO_DIR says (its default is in the home folder's cache).
+  ::setenv("TRACKIO_DIR", (dir + "/alone/trackio").c_str(), 1);
   const std::string dvclive_kwargs = "{\"dvclive\": {\"dir\": \"" + dir + "/alone/dvclive\", \"dvcyaml\": \"" + dir +
                                      "/alone/dvc.yaml\", \"save_dvc_exp\": false}}";
   std::vector<std::vector<double>> alone(kinds.size());
@@ -204,9 +206,10 @@ int main(int argc, char** argv) {
   std::printf("CPU time per call: %.2f us on the calling thread, %.2f us in all (the writer threads included)\n",
               caller_cpu / calls, all_cpu / calls);
   std::printf("end_training after %d calls (drains the writer threads): %.1f ms\n", calls, drain_ms);
-  std::printf("training step (256-256-10 MLP, batch 64, AdamW): %.1f us without logging, %.1f us with acc_log "
-              "each step (%+.1f%%)\n",
-              median(plain), median(logged), 100.0 * (median(logged) / median(plain) - 1.0));
+  std::printf(
+      "training step (256-256-10 MLP, batch 64, AdamW): %.1f us without logging, %.1f us with acc_log "
+      "each step (%+.1f%%)\n",
+      median(plain), median(logged), 100.0 * (median(logged) / median(plain) - 1.0));
   std::printf(
       "acc_log_images, 64 gray 28x28 images (one 224x224 grid PNG): %.1f us per call against a %.1f us "
       "training step (%.2fx)\n",

@@ -1,5 +1,7 @@
 #include "common/system_random.h"
 
+#include <unistd.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <mutex>
@@ -15,7 +17,16 @@ uint64_t system_random_bits() {
 }
 
 std::string uuid4_hex() {
-  uint64_t high = system_random_bits(), low = system_random_bits();
+  // A generator per thread, seeded from the system's source (whose every draw is a system call) and
+  // seeded again in a child process after fork(), which would otherwise repeat the parent's ids.
+  thread_local std::mt19937_64 engine;
+  thread_local pid_t seeded_in = 0;
+  if (seeded_in != ::getpid()) {
+    std::seed_seq seed{system_random_bits(), system_random_bits()};
+    engine.seed(seed);
+    seeded_in = ::getpid();
+  }
+  uint64_t high = engine(), low = engine();
   high = (high & ~(uint64_t{0xf} << 12)) | (uint64_t{4} << 12);  // the version nibble: 4
   low = (low & ~(uint64_t{0x3} << 62)) | (uint64_t{0x2} << 62);  // the variant: 10xx
   char digits[33];

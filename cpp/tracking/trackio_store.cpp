@@ -215,6 +215,9 @@ ProjectDatabase::ProjectDatabase(const std::string& dir, const std::string& proj
     static const std::set<std::string> synchronous = {"off", "normal", "full", "extra"};
     execute(("PRAGMA journal_mode = " + pragma_setting("TRACKIO_SQLITE_JOURNAL_MODE", journal_modes, "wal")).c_str());
     execute(("PRAGMA synchronous = " + pragma_setting("TRACKIO_SQLITE_SYNCHRONOUS", synchronous, "normal")).c_str());
+    // trackio's: 20 MB of page cache (the default 2 MB rereads the indexes' pages at every batch).
+    execute("PRAGMA cache_size = -20000");
+    execute("PRAGMA temp_store = MEMORY");
     create_tables();
   } catch (...) {
     sqlite3_close(db_);
