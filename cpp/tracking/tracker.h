@@ -54,6 +54,9 @@ class Tracker {
   // checked on every process before the call takes its step (log reads them from the record). By
   // default a tracker takes none (InvalidArgument for any).
   virtual void check_log_kwargs(const nlohmann::json& kwargs) const;
+  // Refuses, on every process before the main one starts the run, a project name this tracker
+  // cannot take.
+  virtual void check_project_name(const std::string&) const {}
   // A run begins: the project name and its hyper-parameters (a JSON object).
   virtual void start(const std::string& project_name, const nlohmann::json& config) = 0;
   virtual void log(const std::shared_ptr<const Record>& record) = 0;

@@ -130,6 +130,7 @@ void TrackerSet::init(const std::string& project_name, const std::string& config
   for (auto& tracker : trackers_) {
     const auto given = init_kwargs.find(tracker->name());
     tracker->set_init_kwargs(given == init_kwargs.end() ? nlohmann::json::object() : *given);
+    tracker->check_project_name(project_name);
   }
   if (running_) end();
   project_name_ = project_name;

@@ -187,6 +187,7 @@ void TrackioTracker::set_init_kwargs(const nlohmann::json& kwargs) {
             "init_kwargs[\"trackio\"][\"webhook_min_level\"] is \"info\", \"warn\" or \"error\", not \"",
             printable_utf8(*level), "\"");
   k.refuse_the_rest();
+  check_storage_mode(trackio::storage_dir());  // here, on every process alike
   named_ = name.has_value();
   run_name_setting_ = name.value_or("");
   grouped_ = group.has_value();
@@ -195,11 +196,13 @@ void TrackioTracker::set_init_kwargs(const nlohmann::json& kwargs) {
   init_config_ = std::move(config);
 }
 
+void TrackioTracker::check_project_name(const std::string& project_name) const {
+  trackio::check_project_name(project_name);
+}
+
 void TrackioTracker::start(const std::string& project_name, const nlohmann::json& config) {
   finish();
   const std::string dir = trackio::storage_dir();
-  trackio::check_project_name(project_name);
-  check_storage_mode(dir);
   auto run = std::make_shared<RunState>();
   run->db = std::make_unique<ProjectDatabase>(dir, project_name);
   std::optional<std::string> existing;

@@ -28,6 +28,8 @@ class TrackioTracker : public Tracker {
   // space_id, server_url, dataset_id, bucket_id and space_storage (also TRACKIO_SPACE_ID and
   // TRACKIO_SERVER_URL), and auto_log_gpu / auto_log_cpu true, are Unsupported.
   void set_init_kwargs(const nlohmann::json& kwargs) override;
+  // Project names trackio refuses (trackio_store.h).
+  void check_project_name(const std::string& project_name) const override;
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
   void finish() override;

@@ -39,7 +39,7 @@ std::vector<std::string> files_in(const std::string& dir) {
 std::pair<int64_t, int64_t> trackio_rows_and_runs(const std::string& path) {
   sqlite3* db = nullptr;
   std::pair<int64_t, int64_t> counts{-1, -1};
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK) {
     sqlite3_stmt* query = nullptr;
     if (sqlite3_prepare_v2(db, "SELECT COUNT(*), COUNT(DISTINCT run_id) FROM metrics", -1, &query, nullptr) ==
             SQLITE_OK &&
@@ -82,6 +82,8 @@ TEST(DistTracking, OnlyTheMainProcessWrites) {
   // DVCLive's folder is the working folder's unless init_kwargs say where.
   const std::string dvclive = R"({"dvclive": {"dir": ")" + dir + R"(/dvclive", "dvcyaml": ")" + dir +
                               R"(/dvc.yaml", "save_dvc_exp": false}})";
+  // trackio's registries' names, refused on every process.
+  EXPECT_EQ(acc_init_trackers_ex(a, "registry-models", nullptr, dvclive.c_str()), ACC_ERR_INVALID_ARGUMENT);
   ACC_ASSERT_OK(acc_init_trackers_ex(a, "run", R"({"world_size": 2})", dvclive.c_str()));
   for (int step = 0; step < 5; ++step) ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0 + step + rank * 100, -1));
   ACC_ASSERT_OK(acc_end_training(a));
