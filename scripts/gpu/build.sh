@@ -53,6 +53,7 @@ cmake -S . -B "$build" -G Ninja "${compilers[@]}" \
   -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
   -DProtobuf_PROTOC_EXECUTABLE="$prefix/usr/bin/protoc" \
   -DProtobuf_INCLUDE_DIR="$prefix/usr/include" -DProtobuf_LIBRARY="$libdir/libprotobuf.so" \
+  -DSQLite3_INCLUDE_DIR="$prefix/usr/include" -DSQLite3_LIBRARY="$libdir/libsqlite3.so" \
   -DACC_PYTHON_TORCH="$python" \
   -DACC_FASHION_MNIST_DIR="$prefix/usr/share/datasets/fashion-mnist" \
   -DACC_BUILD_BINDINGS=OFF \
