@@ -2,14 +2,23 @@
 // Python's sqlite3 with trackio's queries, and trackio's own SQLiteStorage where it is installed); runs
 // named and generated, resumed and not; databases of older trackio; mistakes refused before anything
 // is written. TRACKIO_DIR points every test at a folder of its own.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <regex>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "support.h"
 
@@ -223,4 +232,60 @@ TEST(TrackioTracking, RefusesWhatItDoesNotBuild) {
   EXPECT_EQ(n, 4u);
   acc_string_list_free(trackers);
   acc_accelerator_free(all);
+}
+
+namespace {
+constexpr const char* kLoopDirVariable = "ACC_TEST_TRACKIO_LOOP_DIR";
+}  // namespace
+
+// Not a test by itself: the child process of the next test, logging a step a millisecond into the
+// same run until it is killed.
+TEST(TrackioChild, LogsUntilKilled) {
+  const char* dir = std::getenv(kLoopDirVariable);
+  if (!dir) GTEST_SKIP() << "runs as the child of KilledRunLeavesTheDatabaseReadable";
+  acc_test::ScopedEnv env("TRACKIO_DIR", dir);
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "trackio"}});
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "killed", nullptr, kwargs({{"name", "r"}, {"resume", "allow"}}).c_str()));
+  for (int64_t step = 0;; ++step) {
+    ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0 / static_cast<double>(step + 1), -1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// A run killed (SIGKILL) at any moment of its writes leaves a database that trackio reads, with every
+// row whole, and that the next run goes on in.
+TEST(TrackioTracking, KilledRunLeavesTheDatabaseReadable) {
+  const std::string dir = acc_test::fresh_dir("trackio_killed");
+  const std::string variable = std::string(kLoopDirVariable) + "=" + dir;
+  std::vector<char*> env;
+  for (char** e = environ; *e; ++e) env.push_back(*e);
+  env.push_back(const_cast<char*>(variable.c_str()));
+  env.push_back(nullptr);
+  std::string self = fs::read_symlink("/proc/self/exe").string();
+  std::string filter = "--gtest_filter=TrackioChild.LogsUntilKilled";
+  char* argv[] = {self.data(), filter.data(), nullptr};
+  size_t rows_before = 0;
+  std::mt19937 random(20261205);
+  for (int round = 0; round < 4; ++round) {
+    pid_t child = 0;
+    ASSERT_EQ(posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, env.data()), 0);
+    // Killed once it has written rows (its write-ahead log has grown), at a moment that varies by round.
+    const std::string wal = dir + "/killed.db-wal";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (std::error_code ec; !(fs::exists(wal, ec) && fs::file_size(wal, ec) > 0);) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the child wrote no row";
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 1500)(random)));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the child stopped by itself (status " << status << ")";
+    const nlohmann::json runs = read_back(dir + "/killed.db")["runs"];
+    ASSERT_EQ(runs.size(), 1u) << runs.dump();
+    const size_t rows = runs[0]["logs"].size();
+    EXPECT_GE(rows, rows_before) << "round " << round << " lost rows";
+    for (const auto& log : runs[0]["logs"]) ASSERT_TRUE(log["metrics"]["loss"].is_number()) << log.dump();
+    rows_before = rows;
+  }
 }
