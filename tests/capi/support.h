@@ -353,10 +353,10 @@ inline std::set<float> parameter_values(acc_model* model, const char* only = nul
   return values;
 }
 
-// This test binary run again with only `filter`'s tests and `settings` ("NAME=value") added to its
+// This test binary started again with only `filter`'s tests and `settings` ("NAME=value") added to its
 // environment (gtest's own settings left out, so that a sharded run leaves the child its test, and
-// LD_PRELOAD, which settings may give); the wait status, or -1 when it could not start.
-inline int run_self(const std::string& filter, std::vector<std::string> settings) {
+// LD_PRELOAD, which settings may give); the child's pid, or -1 when it could not start.
+inline pid_t spawn_self(const std::string& filter, std::vector<std::string> settings) {
   std::vector<char*> env;
   for (char** e = ::environ; *e; ++e)
     if (std::strncmp(*e, "GTEST_", 6) != 0 && std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env.push_back(*e);
@@ -365,10 +365,25 @@ inline int run_self(const std::string& filter, std::vector<std::string> settings
   std::string self = std::filesystem::read_symlink("/proc/self/exe").string(), option = "--gtest_filter=" + filter;
   char* argv[] = {self.data(), option.data(), nullptr};
   pid_t child = 0;
-  if (::posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, env.data()) != 0) return -1;
+  return ::posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, env.data()) == 0 ? child : -1;
+}
+
+// spawn_self, waited for: the wait status, or -1 when it could not start.
+inline int run_self(const std::string& filter, std::vector<std::string> settings) {
+  const pid_t child = spawn_self(filter, std::move(settings));
+  if (child < 0) return -1;
   int status = 0;
   ::waitpid(child, &status, 0);
   return status;
+}
+
+// The names of the accelerator's trackers (acc_tracker_names).
+inline std::vector<std::string> tracker_names(acc_accelerator* a) {
+  acc_string_list* list = nullptr;
+  EXPECT_EQ(acc_tracker_names(a, &list), ACC_OK) << acc_last_error_message();
+  std::vector<std::string> names = list ? strings(list) : std::vector<std::string>{};
+  acc_string_list_free(list);
+  return names;
 }
 
 // Where the test fixtures (TorchScript files exported by PyTorch) are.

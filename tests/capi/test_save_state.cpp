@@ -1,7 +1,6 @@
 // save_state / load_state on one process: exact resume, automatic naming and rotation, custom state
 // and hooks, and checkpoints that are refused (missing, corrupt, mismatched) without touching the model.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,8 +21,6 @@ namespace fs = std::filesystem;
 using acc_test::floats;
 using acc_test::longs;
 using acc_test::to_floats;
-
-extern char** environ;
 
 namespace {
 
@@ -1739,18 +1736,11 @@ TEST(SaveStateChild, SavesUntilKilled) {
 
 TEST(SaveState, KillDuringSaveLeavesEarlierCheckpointsLoadable) {
   const std::string project = fresh_dir("kill");
-  const std::string variable = std::string(kLoopDirVariable) + "=" + project;
-  std::vector<char*> env;
-  for (char** e = environ; *e; ++e) env.push_back(*e);
-  env.push_back(const_cast<char*>(variable.c_str()));
-  env.push_back(nullptr);
-  std::string self = fs::read_symlink("/proc/self/exe").string();
-  std::string filter = "--gtest_filter=SaveStateChild.SavesUntilKilled";
-  char* argv[] = {self.data(), filter.data(), nullptr};
   std::mt19937 random(12345);
   for (int round = 0; round < 6; ++round) {
-    pid_t child = 0;
-    ASSERT_EQ(posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, env.data()), 0);
+    const pid_t child =
+        acc_test::spawn_self("SaveStateChild.SavesUntilKilled", {std::string(kLoopDirVariable) + "=" + project});
+    ASSERT_GT(child, 0);
     // Let it complete at least one checkpoint, then kill it at a random moment of a later save.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     for (;;) {

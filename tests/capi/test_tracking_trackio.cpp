@@ -3,7 +3,6 @@
 // named and generated, resumed and not; databases of older trackio; mistakes refused before anything
 // is written. TRACKIO_DIR points every test at a folder of its own.
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -225,12 +224,7 @@ TEST(TrackioTracking, RefusesWhatItDoesNotBuild) {
   acc_accelerator_free(a);
   // "all" leaves trackio out: it writes outside the logging folder.
   acc_accelerator* all = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "all"}, {"project_dir", dir}});
-  acc_string_list* trackers = nullptr;
-  ACC_ASSERT_OK(acc_tracker_names(all, &trackers));
-  size_t n = 0;
-  ACC_ASSERT_OK(acc_string_list_size(trackers, &n));
-  EXPECT_EQ(n, 4u);
-  acc_string_list_free(trackers);
+  EXPECT_EQ(acc_test::tracker_names(all), (std::vector<std::string>{"tensorboard", "jsonl", "csv", "mlflow"}));
   acc_accelerator_free(all);
 }
 
@@ -256,19 +250,12 @@ TEST(TrackioChild, LogsUntilKilled) {
 // row whole, and that the next run goes on in.
 TEST(TrackioTracking, KilledRunLeavesTheDatabaseReadable) {
   const std::string dir = acc_test::fresh_dir("trackio_killed");
-  const std::string variable = std::string(kLoopDirVariable) + "=" + dir;
-  std::vector<char*> env;
-  for (char** e = environ; *e; ++e) env.push_back(*e);
-  env.push_back(const_cast<char*>(variable.c_str()));
-  env.push_back(nullptr);
-  std::string self = fs::read_symlink("/proc/self/exe").string();
-  std::string filter = "--gtest_filter=TrackioChild.LogsUntilKilled";
-  char* argv[] = {self.data(), filter.data(), nullptr};
   size_t rows_before = 0;
   std::mt19937 random(20261205);
   for (int round = 0; round < 4; ++round) {
-    pid_t child = 0;
-    ASSERT_EQ(posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, env.data()), 0);
+    const pid_t child =
+        acc_test::spawn_self("TrackioChild.LogsUntilKilled", {std::string(kLoopDirVariable) + "=" + dir});
+    ASSERT_GT(child, 0);
     // Killed once it has written rows (its write-ahead log has grown), at a moment that varies by round.
     const std::string wal = dir + "/killed.db-wal";
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
