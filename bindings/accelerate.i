@@ -104,6 +104,8 @@ using namespace accswig;
  *  - acc_model_add_weighted_adapter: each binding's addWeightedAdapter takes svdRank as its
  *    _with form's option (svd_rank) and calls that
  *  - acc_log: acc_log_ex without log_kwargs, which each binding's log calls
+ *  - acc_log_scalars: acc_log_scalars_ex without log_kwargs, which each binding's logScalars calls
+ *  - acc_log_text: acc_log_text_ex without log_kwargs, which each binding's logText calls
  */
 /* The whitelist: the header's functions are reached only through the classes below; its enums and
  * version macros are wrapped as they are, less the never-valid sentinels. */

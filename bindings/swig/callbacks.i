@@ -158,19 +158,22 @@
     check(acc_log_ex($self, ptrs.data(), data, n, step, opt_str(logKwargsJson)));
   }
   void logScalar(const char *name, double value, int64_t step ERR) { check(acc_log_scalar($self, name, value, step)); }
-  /* names: as logValues'; the values of one main tag (Accelerate's log of a dict value). */
+  /* names: as logValues'; the values of one main tag (Accelerate's log of a dict value). logKwargsJson:
+   * as logValues'. */
   void logGroup(const char *mainTag, const uint8_t *names, size_t namesSize, const double *data, size_t n,
-                int64_t step ERR) {
+                int64_t step, const char *logKwargsJson ERR) {
     std::vector<std::string> list = split_nul_terminated(names, namesSize);
     if (list.size() != n)
       fail(ACC_ERR_INVALID_ARGUMENT, "log_scalars: " + std::to_string(list.size()) + " names for " + std::to_string(n) +
                                          " values");
     std::vector<const char *> ptrs;
     for (const auto &s : list) ptrs.push_back(s.c_str());
-    check(acc_log_scalars($self, mainTag, ptrs.data(), data, n, step));
+    check(acc_log_scalars_ex($self, mainTag, ptrs.data(), data, n, step, opt_str(logKwargsJson)));
   }
-  /* names and texts: each one's UTF-8 bytes and a NUL (split_nul_terminated), in the same order. */
-  void logTexts(const uint8_t *names, size_t namesSize, const uint8_t *texts, size_t textsSize, int64_t step ERR) {
+  /* names and texts: each one's UTF-8 bytes and a NUL (split_nul_terminated), in the same order.
+   * logKwargsJson: as logValues'. */
+  void logTexts(const uint8_t *names, size_t namesSize, const uint8_t *texts, size_t textsSize, int64_t step,
+                const char *logKwargsJson ERR) {
     std::vector<std::string> keys = split_nul_terminated(names, namesSize);
     std::vector<std::string> values = split_nul_terminated(texts, textsSize);
     if (keys.size() != values.size())
@@ -181,7 +184,7 @@
       key_ptrs.push_back(keys[i].c_str());
       value_ptrs.push_back(values[i].c_str());
     }
-    check(acc_log_text($self, key_ptrs.data(), value_ptrs.data(), keys.size(), step));
+    check(acc_log_text_ex($self, key_ptrs.data(), value_ptrs.data(), keys.size(), step, opt_str(logKwargsJson)));
   }
   /* names: each name's UTF-8 bytes and a NUL, one per image of the list; dataformats "" is NCHW. */
   void logImages(const uint8_t *names, size_t namesSize, const acc_tensor_list *images, int64_t step,

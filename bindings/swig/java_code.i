@@ -460,16 +460,25 @@
    *  step or at the step after the last one when step is negative. TensorBoard draws them in one
    *  chart; the other trackers get "mainTag/name". */
   public void logScalars(String mainTag, java.util.Map<String, Double> values, long step) {
+    logScalars(mainTag, values, step, null);
+  }
+  /** logScalars with Accelerate's log_kwargs (as log's; TensorBoard's add_scalars takes walltime alone). */
+  public void logScalars(String mainTag, java.util.Map<String, Double> values, long step, String logKwargsJson) {
     String[] names = values.keySet().toArray(new String[0]);
-    logGroup(mainTag, Args.nulJoined("logScalars: the name", names), valuesOf(values, names), step);
+    logGroup(mainTag, Args.nulJoined("logScalars: the name", names), valuesOf(values, names), step, logKwargsJson);
   }
   /** Accelerate's log of str values (TensorBoard's add_text): texts by name at step, or at the step
    *  after the last one when step is negative. Program trackers get them through their logText. */
   public void logText(java.util.Map<String, String> texts, long step) {
+    logText(texts, step, null);
+  }
+  /** logText with Accelerate's log_kwargs (as log's; TensorBoard's add_text takes walltime alone). */
+  public void logText(java.util.Map<String, String> texts, long step, String logKwargsJson) {
     String[] names = texts.keySet().toArray(new String[0]);
     String[] values = new String[names.length];
     for (int i = 0; i < names.length; ++i) values[i] = texts.get(names[i]);
-    logTexts(Args.nulJoined("logText: the name", names), Args.nulJoined("logText: the text", values), step);
+    logTexts(Args.nulJoined("logText: the name", names), Args.nulJoined("logText: the text", values), step,
+             logKwargsJson);
   }
   public void logText(String name, String text, long step) {
     logText(java.util.Collections.singletonMap(name, text), step);

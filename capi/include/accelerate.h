@@ -2091,6 +2091,11 @@ ACC_API ACC_NODISCARD acc_status acc_log_ex(acc_accelerator *acc, const char *co
  * ".." part (which would lead out of the run's folder) is ACC_ERR_INVALID_ARGUMENT. */
 ACC_API ACC_NODISCARD acc_status acc_log_scalars(acc_accelerator *acc, const char *main_tag, const char *const *names,
                                                  const double *values, size_t n, int64_t step);
+/* acc_log_scalars with Accelerate's log_kwargs (acc_log_ex's rules): tensorboard takes add_scalars'
+ * walltime alone; mlflow and dvclive what they take with acc_log_ex. */
+ACC_API ACC_NODISCARD acc_status acc_log_scalars_ex(acc_accelerator *acc, const char *main_tag,
+                                                    const char *const *names, const double *values, size_t n,
+                                                    int64_t step, const char *log_kwargs_json);
 /* acc_log of a single value. */
 ACC_API ACC_NODISCARD acc_status acc_log_scalar(acc_accelerator *acc, const char *name, double value, int64_t step);
 /* Accelerate's log of str values: n texts (valid UTF-8, else ACC_ERR_INVALID_ARGUMENT) by name, with
@@ -2101,6 +2106,11 @@ ACC_API ACC_NODISCARD acc_status acc_log_scalar(acc_accelerator *acc, const char
  * (acc_tracker_set_log_text): its log callback sees numbers alone. */
 ACC_API ACC_NODISCARD acc_status acc_log_text(acc_accelerator *acc, const char *const *names, const char *const *texts,
                                               size_t n, int64_t step);
+/* acc_log_text with Accelerate's log_kwargs (acc_log_ex's rules): tensorboard takes add_text's
+ * walltime alone; mlflow (which skips texts) and dvclive what they take with acc_log_ex. */
+ACC_API ACC_NODISCARD acc_status acc_log_text_ex(acc_accelerator *acc, const char *const *names,
+                                                 const char *const *texts, size_t n, int64_t step,
+                                                 const char *log_kwargs_json);
 /* Accelerate's TensorBoardTracker.log_images: n images (tensors, borrowed) by name, with acc_log's
  * rules for names and steps. tensorboard writes each as torch's SummaryWriter.add_images does: an
  * event per image, tagged with its name, holding a PNG (the IMAGES dashboard). `dataformats` (NULL:

@@ -139,22 +139,33 @@ acc_status acc_log_ex(acc_accelerator* acc, const char* const* names, const doub
 
 acc_status acc_log_scalars(acc_accelerator* acc, const char* main_tag, const char* const* names, const double* values,
                            size_t n, int64_t step) {
+  return acc_log_scalars_ex(acc, main_tag, names, values, n, step, nullptr);
+}
+
+acc_status acc_log_scalars_ex(acc_accelerator* acc, const char* main_tag, const char* const* names,
+                              const double* values, size_t n, int64_t step, const char* log_kwargs_json) {
   return guarded([&] {
     auto& a = accelerator_arg(acc);
     const std::string group = text_arg(main_tag, "main_tag");
     auto keys = names_arg(names, n, "names");
     acc::require(n == 0 || values != nullptr, "values is NULL");
-    a.trackers().log_scalars(group, std::move(keys), std::vector<double>(values, values + n), step_arg(step));
+    a.trackers().log_scalars(group, std::move(keys), std::vector<double>(values, values + n), step_arg(step),
+                             log_kwargs_json ? log_kwargs_json : "");
   });
 }
 
 acc_status acc_log_text(acc_accelerator* acc, const char* const* names, const char* const* texts, size_t n,
                         int64_t step) {
+  return acc_log_text_ex(acc, names, texts, n, step, nullptr);
+}
+
+acc_status acc_log_text_ex(acc_accelerator* acc, const char* const* names, const char* const* texts, size_t n,
+                           int64_t step, const char* log_kwargs_json) {
   return guarded([&] {
     auto& a = accelerator_arg(acc);
     auto keys = names_arg(names, n, "names");
     auto values = names_arg(texts, n, "texts");
-    a.log_text(std::move(keys), std::move(values), step_arg(step));
+    a.trackers().log_text(std::move(keys), std::move(values), step_arg(step), log_kwargs_json ? log_kwargs_json : "");
   });
 }
 

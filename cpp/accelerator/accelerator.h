@@ -197,9 +197,6 @@ class Accelerator {
            const std::string& log_kwargs_json = "") {
     trackers_.log(std::move(names), std::move(values), step, log_kwargs_json);
   }
-  void log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step) {
-    trackers_.log_text(std::move(names), std::move(texts), step);
-  }
   void end_training() { trackers_.end(); }
   tracking::TrackerSet& trackers() { return trackers_; }
   const tracking::TrackerSet& trackers() const { return trackers_; }

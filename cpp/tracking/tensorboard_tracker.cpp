@@ -185,11 +185,13 @@ void TensorBoardTracker::set_init_kwargs(const nlohmann::json& kwargs) {
   flush_interval_ = std::chrono::seconds(seconds.value_or(1));
 }
 
-void TensorBoardTracker::check_log_kwargs(const nlohmann::json& kwargs) const {
+void TensorBoardTracker::check_log_kwargs(const nlohmann::json& kwargs, LoggedValues values) const {
   InitKwargs k("tensorboard", kwargs, "log_kwargs");
   k.number("walltime", 0, 1e12);
-  k.boolean("new_style");
-  k.boolean("double_precision");
+  if (values == LoggedValues::Numbers) {  // add_scalar's own; add_scalars and add_text take walltime alone
+    k.boolean("new_style");
+    k.boolean("double_precision");
+  }
   k.refuse_the_rest();
 }
 
@@ -253,9 +255,9 @@ void TensorBoardTracker::log_group(const std::shared_ptr<const Record>& record) 
           start_records(nlohmann::json::object(), record->wall_time, std::nullopt));  // add_scalars: no purge
       found = group_files_.emplace(folder, std::move(opened)).first;
     }
-    found->second->post([record, i](std::FILE*& f, const std::string& path) {
+    found->second->post([record, i, name = name()](std::FILE*& f, const std::string& path) {
       tb::Event event;
-      event.set_wall_time(record->wall_time);
+      event.set_wall_time(log_kwargs_of(*record, name).value("walltime", record->wall_time));
       event.set_step(record->step);
       auto* value = event.mutable_summary()->add_value();
       value->set_tag(record->group);

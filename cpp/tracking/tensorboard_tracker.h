@@ -32,8 +32,9 @@ class TensorBoardTracker : public FileTracker {
   void set_init_kwargs(const nlohmann::json& kwargs) override;
   // add_scalar's keyword arguments, as Accelerate's log passes them: walltime (the events' time, in
   // seconds), new_style (a tensor summary of the scalars plugin instead of a simple value) and
-  // double_precision (with new_style: the value as a double).
-  void check_log_kwargs(const nlohmann::json& kwargs) const override;
+  // double_precision (with new_style: the value as a double); for a group (add_scalars) or texts
+  // (add_text), walltime alone.
+  void check_log_kwargs(const nlohmann::json& kwargs, LoggedValues values) const override;
   void finish() override;
 
  private:

@@ -33,10 +33,15 @@ struct Record {
   bool of_histogram = false;  // an acc_log_histogram call: TensorBoard's alone
   std::string histogram_name;
   Histogram histogram;
-  // Accelerate's log_kwargs (acc_log_ex): an object from tracker names to the keyword arguments of
-  // their log (each checked by its tracker's check_log_kwargs); null for none.
+  // Accelerate's log_kwargs (acc_log_ex, acc_log_scalars_ex, acc_log_text_ex): an object from tracker
+  // names to the keyword arguments of their log (each checked by its tracker's check_log_kwargs);
+  // null for none.
   nlohmann::json log_kwargs;
 };
+
+// What Accelerate's log hands a tracker's log_kwargs with, which decides the keyword arguments it
+// takes (TensorBoard's add_scalar, add_scalars and add_text take different ones).
+enum class LoggedValues { Numbers, Group, Texts };
 
 // The keyword arguments `record` gives the tracker `tracker` (an empty object for none).
 const nlohmann::json& log_kwargs_of(const Record& record, const std::string& tracker);
@@ -50,10 +55,10 @@ class Tracker {
   // resets them). InvalidArgument for a key the tracker does not take, Unsupported for one it knows
   // but does not build. By default a tracker takes none.
   virtual void set_init_kwargs(const nlohmann::json& kwargs);
-  // Accelerate's log_kwargs for this tracker: the keyword arguments of one log call of numbers,
+  // Accelerate's log_kwargs for this tracker: the keyword arguments of one log call of `values`,
   // checked on every process before the call takes its step (log reads them from the record). By
   // default a tracker takes none (InvalidArgument for any).
-  virtual void check_log_kwargs(const nlohmann::json& kwargs) const;
+  virtual void check_log_kwargs(const nlohmann::json& kwargs, LoggedValues values) const;
   // Refuses, on every process before the main one starts the run, a project name this tracker
   // cannot take.
   virtual void check_project_name(const std::string&) const {}

@@ -212,13 +212,7 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
   const int64_t at = check_call("log", names, step);
-  nlohmann::json log_kwargs;  // null: none, and nothing parsed on the training thread for a plain log
-  if (!log_kwargs_json.empty()) {
-    log_kwargs = per_tracker_kwargs(log_kwargs_json, "log_kwargs");
-    for (const auto& tracker : trackers_)
-      if (const auto given = log_kwargs.find(tracker->name()); given != log_kwargs.end())
-        tracker->check_log_kwargs(*given);
-  }
+  nlohmann::json log_kwargs = checked_log_kwargs(log_kwargs_json, LoggedValues::Numbers);
   auto record = take_step(at, Logged::Numbers);
   if (!record) return;  // a call without values is still a line in JSONL and CSV
   record->log_kwargs = std::move(log_kwargs);
@@ -228,8 +222,17 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
   each([&](Tracker& t) { t.log(shared); });
 }
 
+nlohmann::json TrackerSet::checked_log_kwargs(const std::string& log_kwargs_json, LoggedValues values) const {
+  if (log_kwargs_json.empty()) return nullptr;
+  nlohmann::json log_kwargs = per_tracker_kwargs(log_kwargs_json, "log_kwargs");
+  for (const auto& tracker : trackers_)
+    if (const auto given = log_kwargs.find(tracker->name()); given != log_kwargs.end())
+      tracker->check_log_kwargs(*given, values);
+  return log_kwargs;
+}
+
 void TrackerSet::log_scalars(const std::string& group, std::vector<std::string> names, std::vector<double> values,
-                             std::optional<int64_t> step) {
+                             std::optional<int64_t> step, const std::string& log_kwargs_json) {
   refuse_from_callbacks("log_scalars");
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(!group.empty() && is_utf8(group), "log_scalars: the main tag must be non-empty UTF-8");
@@ -241,8 +244,11 @@ void TrackerSet::log_scalars(const std::string& group, std::vector<std::string> 
       require(part != "..", "log_scalars: the name \"", name, "\" would lead out of the run's folder");
     flat.push_back(group + "/" + name);
   }
-  auto record = take_step(check_call("log_scalars", flat, step), Logged::Numbers);
+  const int64_t at = check_call("log_scalars", flat, step);
+  nlohmann::json log_kwargs = checked_log_kwargs(log_kwargs_json, LoggedValues::Group);
+  auto record = take_step(at, Logged::Numbers);
   if (!record) return;
+  record->log_kwargs = std::move(log_kwargs);
   record->names = std::move(flat);
   record->values = std::move(values);
   record->group = group;
@@ -251,14 +257,18 @@ void TrackerSet::log_scalars(const std::string& group, std::vector<std::string> 
   each([&](Tracker& t) { t.log(shared); });
 }
 
-void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step) {
+void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step,
+                          const std::string& log_kwargs_json) {
   refuse_from_callbacks("log_text");
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(names.size() == texts.size(), "log_text: ", names.size(), " names but ", texts.size(), " texts");
   for (size_t i = 0; i < texts.size(); ++i)
     require(is_utf8(texts[i]), "log_text: the text of \"", names[i], "\" is not valid UTF-8");
-  auto record = take_step(check_call("log_text", names, step, Logged::Texts), Logged::Texts);
+  const int64_t at = check_call("log_text", names, step, Logged::Texts);
+  nlohmann::json log_kwargs = checked_log_kwargs(log_kwargs_json, LoggedValues::Texts);
+  auto record = take_step(at, Logged::Texts);
   if (!record) return;
+  record->log_kwargs = std::move(log_kwargs);
   record->text_names = std::move(names);
   record->texts = std::move(texts);
   std::shared_ptr<const Record> shared = std::move(record);

@@ -40,12 +40,13 @@ class TrackerSet {
   void log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step,
            const std::string& log_kwargs_json = "");
   // Logs texts by name (valid UTF-8), as log does numbers: Accelerate's log of str values.
-  void log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step);
+  void log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step,
+                const std::string& log_kwargs_json = "");
   // Logs numbers under one main tag, as log does (Accelerate's log of a dict value: TensorBoard's
   // add_scalars). TensorBoard writes each into its own run folder, "<group>_<name>" (a '/' in the group
   // becomes '_'), tagged with the group; the other trackers get them as "<group>/<name>".
   void log_scalars(const std::string& group, std::vector<std::string> names, std::vector<double> values,
-                   std::optional<int64_t> step);
+                   std::optional<int64_t> step, const std::string& log_kwargs_json = "");
   // Logs images by name, as log does numbers, to the trackers that take images (TensorBoard's):
   // Accelerate's TensorBoardTracker.log_images. Each is checked on every process and encoded on the
   // main one (image_summary.h).
@@ -87,6 +88,9 @@ class TrackerSet {
   // init_kwargs or log_kwargs (`what`): `json_text` ("" for none) parsed, an object whose keys are
   // the names of trackers in use.
   nlohmann::json per_tracker_kwargs(const std::string& json_text, const char* what) const;
+  // log_kwargs_json ("" for none) parsed and checked by each tracker it names, for a call of `values`;
+  // null for none (nothing is parsed on the training thread for a plain log).
+  nlohmann::json checked_log_kwargs(const std::string& log_kwargs_json, LoggedValues values) const;
   int64_t check_call(const char* call, const std::vector<std::string>& names, std::optional<int64_t> step,
                      Logged what = Logged::Numbers) const;
   // Advances the step past `at`; the record to hand out (null off the main process).

@@ -179,3 +179,51 @@ TEST(TrackerKwargs, LogKwargsReachEachTracker) {
   for (char c : acc_test::read_file(jsonl)) lines += c == '\n';
   EXPECT_EQ(lines, 4u) << "steps 3, 4, 5 and 6";
 }
+
+// log_kwargs with texts (acc_log_text_ex, TensorBoard's add_text) and a group (acc_log_scalars_ex,
+// add_scalars): both take walltime alone, so add_scalar's new_style is refused for them; DVCLive's plot
+// false keeps a text out of its table.
+TEST(TrackerKwargs, LogKwargsWithTextsAndGroups) {
+  const std::string dir = acc_test::fresh_dir("log_kwargs_texts");
+  acc_accelerator* a =
+      acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "tensorboard,dvclive"}, {"project_dir", dir}});
+  const std::string live = dir + "/live";
+  ACC_ASSERT_OK(acc_init_trackers_ex(
+      a, "run", nullptr,
+      (R"({"dvclive": {"dir": ")" + live + R"(", "dvcyaml": false, "save_dvc_exp": false}})").c_str()));
+  const char* note[] = {"note"};
+  const char* text[] = {"hello"};
+  const char* splits[] = {"train", "eval"};
+  const double losses[] = {0.5, 0.75};
+  ACC_ASSERT_OK(
+      acc_log_text_ex(a, note, text, 1, 1, R"({"tensorboard": {"walltime": 111.5}, "dvclive": {"plot": false}})"));
+  ACC_ASSERT_OK(acc_log_scalars_ex(a, "loss", splits, losses, 2, 2, R"({"tensorboard": {"walltime": 222.25}})"));
+  for (const char* kwargs :
+       {R"({"tensorboard": {"new_style": true}})", R"({"tensorboard": {"double_precision": false}})"}) {
+    ACC_EXPECT_ERROR(acc_log_text_ex(a, note, text, 1, 3, kwargs), ACC_ERR_INVALID_ARGUMENT,
+                     "takes no keyword argument");
+    ACC_EXPECT_ERROR(acc_log_scalars_ex(a, "loss", splits, losses, 2, 3, kwargs), ACC_ERR_INVALID_ARGUMENT,
+                     "takes no keyword argument");
+  }
+  ACC_ASSERT_OK(acc_log_text_ex(a, note, text, 1, -1, nullptr));  // step 3: the refused calls took none
+  const std::string run = acc_test::tracker_path(a, "tensorboard");
+  ACC_ASSERT_OK(acc_end_training(a));
+  acc_accelerator_free(a);
+
+  std::map<int64_t, double> text_times;
+  for (const auto& e : acc_test::read_event_file(run))
+    if (e.has_summary && !e.values.empty() && e.values[0].tag == "note/text_summary") text_times[e.step] = e.wall_time;
+  EXPECT_EQ(text_times.at(1), 111.5);
+  EXPECT_GT(text_times.at(3), 1e9);
+  const std::string run_dir = std::filesystem::path(run).parent_path().string();
+  for (const char* split : {"loss_train", "loss_eval"}) {
+    std::vector<std::string> files;
+    for (const auto& entry : std::filesystem::directory_iterator(run_dir + "/" + split)) files.push_back(entry.path());
+    ASSERT_EQ(files.size(), 1u) << split;
+    double time = 0;
+    for (const auto& e : acc_test::read_event_file(files[0]))
+      if (e.has_summary && !e.values.empty() && e.step == 2) time = e.wall_time;
+    EXPECT_EQ(time, 222.25) << split;
+  }
+  EXPECT_EQ(acc_test::read_file(live + "/plots/metrics/note.tsv"), "step\tnote\n3\thello\n") << "plot false: no row";
+}

@@ -403,23 +403,25 @@ public partial class Accelerator {
   /// Accelerate's log of a dict value (TensorBoard's add_scalars): values by name under mainTag, at
   /// `step` or at the step after the last one when step is negative. TensorBoard draws them in one
   /// chart; the other trackers get "mainTag/name".
-  public void LogScalars(string mainTag, IDictionary<string, double> values, long step = -1) {
+  /// logKwargs: as Log's (TensorBoard's add_scalars takes walltime alone).
+  public void LogScalars(string mainTag, IDictionary<string, double> values, long step = -1, string logKwargs = null) {
     var names = new List<string>(Arg.NotNull(values, "values").Keys);
     var data = names.Select(n => values[n]).ToArray();
     var encoded = Arg.NulJoined("LogScalars: the name", names);
-    LogGroup(Arg.NotNull(mainTag, "mainTag"), encoded, encoded.LongLength, data, data.LongLength, step);
+    LogGroup(Arg.NotNull(mainTag, "mainTag"), encoded, encoded.LongLength, data, data.LongLength, step, logKwargs);
   }
   /// Accelerate's log of str values (TensorBoard's add_text): texts by name at `step`, or at the step
   /// after the last one when step is negative. Program trackers get them as ITextTracker.
-  public void LogText(IDictionary<string, string> texts, long step = -1) {
+  /// logKwargs: as Log's (TensorBoard's add_text takes walltime alone).
+  public void LogText(IDictionary<string, string> texts, long step = -1, string logKwargs = null) {
     var names = new List<string>(Arg.NotNull(texts, "texts").Keys);
     var values = names.Select(n => texts[n]).ToList();
     var encodedNames = Arg.NulJoined("LogText: the name", names);
     var encodedTexts = Arg.NulJoined("LogText: the text", values);
-    LogTexts(encodedNames, encodedNames.LongLength, encodedTexts, encodedTexts.LongLength, step);
+    LogTexts(encodedNames, encodedNames.LongLength, encodedTexts, encodedTexts.LongLength, step, logKwargs);
   }
-  public void LogText(string name, string text, long step = -1) {
-    LogText(new Dictionary<string, string> {{Arg.NotNull(name, "name"), text}}, step);
+  public void LogText(string name, string text, long step = -1, string logKwargs = null) {
+    LogText(new Dictionary<string, string> {{Arg.NotNull(name, "name"), text}}, step, logKwargs);
   }
   /// Accelerate's TensorBoardTracker.log_images (torch's add_images): images by name at `step`, or at
   /// the step after the last one when step is negative; dataformats null is "NCHW" (a batch shown as

@@ -253,6 +253,11 @@ public class StateCallbackTests {
       var k = Assert.Throws<AccelerateInvalidArgumentException>(
           () => acc.Log(new Dictionary<string, double> {{"loss", 0.5}}, 6, "{\"tensorboard\": {\"when\": 1}}"));
       StringAssert.Contains("takes no keyword argument \"when\"", k.Message);
+      // Texts and groups take log_kwargs too: add_text's walltime; add_scalars refuses add_scalar's new_style.
+      acc.LogText("note", "hi", 6, "{\"tensorboard\": {\"walltime\": 1.5}}");
+      var g = Assert.Throws<AccelerateInvalidArgumentException>(() => acc.LogScalars(
+          "loss", new Dictionary<string, double> {{"train", 0.5}}, 7, "{\"tensorboard\": {\"new_style\": true}}"));
+      StringAssert.Contains("takes no keyword argument \"new_style\"", g.Message);
       var e = Assert.Throws<AccelerateUnsupportedException>(() => acc.LogHistogram("w", w, bins: "auto"));
       StringAssert.Contains("bin-width strategies", e.Message);
       acc.EndTraining();

@@ -266,16 +266,28 @@ func namedValues(what string, values map[string]float64) ([]byte, []float64, err
 // mainTag, at step or at the step after the last one when step < 0. TensorBoard draws them in one
 // chart; the other trackers get "mainTag/name".
 func (a *Accelerator) LogScalars(mainTag string, values map[string]float64, step int64) error {
+	return a.LogScalarsWith(mainTag, values, step, "")
+}
+
+// LogScalarsWith is LogScalars with Accelerate's log_kwargs, as LogWith's (TensorBoard's add_scalars
+// takes walltime alone).
+func (a *Accelerator) LogScalarsWith(mainTag string, values map[string]float64, step int64, logKwargsJSON string) error {
 	names, data, err := namedValues("LogScalars: the name", values)
 	if err != nil {
 		return err
 	}
-	return a.do(func(h capi.Accelerator, e *string) { h.LogGroup(mainTag, names, data, step, e) })
+	return a.do(func(h capi.Accelerator, e *string) { h.LogGroup(mainTag, names, data, step, logKwargsJSON, e) })
 }
 
 // LogText is Accelerate's log of str values (TensorBoard's add_text): texts by name at step, or at
 // the step after the last one when step < 0. Program trackers get them through TrackerFuncs.LogText.
 func (a *Accelerator) LogText(texts map[string]string, step int64) error {
+	return a.LogTextWith(texts, step, "")
+}
+
+// LogTextWith is LogText with Accelerate's log_kwargs, as LogWith's (TensorBoard's add_text takes
+// walltime alone).
+func (a *Accelerator) LogTextWith(texts map[string]string, step int64, logKwargsJSON string) error {
 	var names, values []byte
 	for k, v := range texts {
 		var err error
@@ -286,7 +298,7 @@ func (a *Accelerator) LogText(texts map[string]string, step int64) error {
 			return err
 		}
 	}
-	return a.do(func(h capi.Accelerator, e *string) { h.LogTexts(names, values, step, e) })
+	return a.do(func(h capi.Accelerator, e *string) { h.LogTexts(names, values, step, logKwargsJSON, e) })
 }
 
 // LogImages is Accelerate's TensorBoardTracker.log_images (torch's add_images): images by name at

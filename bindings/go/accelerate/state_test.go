@@ -524,6 +524,14 @@ func TestHistogramsReachTensorBoardAndHistogramTrackers(t *testing.T) {
 		!strings.Contains(err.Error(), `takes no keyword argument "when"`) {
 		t.Fatalf("a keyword SummaryWriter's log lacks: %v", err)
 	}
+	// Texts and groups take log_kwargs too: add_text's walltime; add_scalars refuses add_scalar's new_style.
+	if err := a.LogTextWith(map[string]string{"note": "hi"}, 6, `{"tensorboard": {"walltime": 1.5}}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogScalarsWith("loss", map[string]float64{"train": 0.5}, 7, `{"tensorboard": {"new_style": true}}`); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), `takes no keyword argument "new_style"`) {
+		t.Fatalf("add_scalar's new_style with a group: %v", err)
+	}
 	if err := a.LogHistogram("w", w, -1, "auto", 0); !errors.Is(err, acc.ErrUnsupported) {
 		t.Fatalf("numpy's strategies: %v", err)
 	}

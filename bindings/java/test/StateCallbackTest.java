@@ -245,6 +245,11 @@ class StateCallbackTest {
       InvalidArgumentException k = assertThrows(InvalidArgumentException.class,
           () -> acc.log(Map.of("loss", 0.5), 6, "{\"tensorboard\": {\"when\": 1}}"));
       assertTrue(k.getMessage().contains("takes no keyword argument \"when\""), k.getMessage());
+      // Texts and groups take log_kwargs too: add_text's walltime; add_scalars refuses add_scalar's new_style.
+      acc.logText(Map.of("note", "hi"), 6, "{\"tensorboard\": {\"walltime\": 1.5}}");
+      InvalidArgumentException g = assertThrows(InvalidArgumentException.class,
+          () -> acc.logScalars("loss", Map.of("train", 0.5), 7, "{\"tensorboard\": {\"new_style\": true}}"));
+      assertTrue(g.getMessage().contains("takes no keyword argument \"new_style\""), g.getMessage());
       UnsupportedException e = assertThrows(UnsupportedException.class, () -> acc.logHistogram("w", w, -1, "auto", 0));
       assertTrue(e.getMessage().contains("bin-width strategies"), e.getMessage());
       acc.endTraining();
