@@ -33,8 +33,8 @@ struct OptionSpec {
   std::string doc;                      // one line
   // Where set, a string the choices do not list is given to it, which refuses it (throws) or lets it
   // pass: a family the choices cannot list ("pissa_niter_<n>").
-  std::function<void(const std::string&)> check;
-  std::vector<int64_t> int_choices;  // allowed integers, if restricted beyond the bounds
+  std::function<void(const std::string&)> check{};
+  std::vector<int64_t> int_choices{};  // allowed integers, if restricted beyond the bounds
 
   OptionSpec& at_least(double bound) { return min = bound, *this; }
   OptionSpec& at_most(double bound) { return max = bound, *this; }

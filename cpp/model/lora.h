@@ -60,17 +60,19 @@ struct EmbeddingLookup {
 // A linear layer (or a TorchScript model's convolution) adapters can adapt: `weight` is the layer's
 // own parameter; `set_output_adapter` (where the layer takes one) amends its output, else
 // `use_weight` makes it compute with another tensor (the parameter itself restores it).
+// Members have initializers so that a site listed with its first fields alone takes the defaults of
+// the rest (clang's -Wmissing-field-initializers warns only of members without one).
 struct LinearSite {
   std::string module;
-  at::Tensor weight;
-  std::function<void(const at::Tensor&)> use_weight;
-  std::function<void(OutputAdapter)> set_output_adapter;
+  at::Tensor weight{};
+  std::function<void(const at::Tensor&)> use_weight{};
+  std::function<void(OutputAdapter)> set_output_adapter{};
   // Where `weight` is another module's parameter too (a head tied to the embedding): the name the
   // model lists it under. Merging would change both layers, so it is refused (see require_mergeable).
-  std::string tied_to;
-  at::Tensor bias;  // the layer's bias, undefined if none (DoRA's output takes the layer's without it)
-  std::optional<ConvGeometry> conv;  // set for a convolution: A (r x in x kernel), B (out x r x 1...)
-  std::optional<EmbeddingLookup> embedding;  // set for an embedding: weight num_embeddings x dim
+  std::string tied_to{};
+  at::Tensor bias{};  // the layer's bias, undefined if none (DoRA's output takes the layer's without it)
+  std::optional<ConvGeometry> conv{};  // set for a convolution: A (r x in x kernel), B (out x r x 1...)
+  std::optional<EmbeddingLookup> embedding{};  // set for an embedding: weight num_embeddings x dim
   // transformers' Conv1D (GPT-2's attention and MLP layers): a linear layer whose weight is in x out,
   // computing x W + b; PEFT adapts it as a linear layer with fan_in_fan_out (its delta transposed).
   bool fan_in_fan_out = false;
@@ -81,12 +83,12 @@ struct LinearSite {
   // The attention whose out_proj this linear layer is. Adapted as part of it (the attention
   // targeted), the adapter takes the attention's rank and alpha, and PEFT's files name it
   // "<attention>.base_layer.out_proj.lora_A.weight".
-  std::string owner;
+  std::string owner{};
   // PEFT's lora.ParamWrapper (target_parameters): one parameter adapted itself, `parameter` its name
   // in the model ("<module of the parameter>.<its name>"). `module` is then PEFT's name for the
   // wrapper: the parameter's module, with ".base_layer" once for each parameter of that module
   // targeted after it (PEFT nests one wrapper in the next). Empty for a layer.
-  std::string parameter;
+  std::string parameter{};
   // A 3-D parameter's number of experts (its first dimension; 0 for a 2-D parameter), and whether
   // its module says `is_transposed` (transformers' MoE experts): PEFT's lora_A then takes the
   // second dimension as the input, else the third.
@@ -148,8 +150,8 @@ struct LoraAdapter {
   double scaling;
   // DoRA's lora_magnitude_vector (out; a convolution's 1 x out x 1 ..., PEFT's shape); undefined
   // without use_dora
-  at::Tensor magnitude;
-  at::Tensor b_bias;     // lora_B.bias (out); undefined without lora_bias
+  at::Tensor magnitude{};
+  at::Tensor b_bias{};     // lora_B.bias (out); undefined without lora_bias
 };
 
 // (B A) * scaling as PEFT's get_delta_weight computes it, in the weight's layout (a convolution's

@@ -1444,19 +1444,19 @@ SwigDirector_SampleSource::SwigDirector_SampleSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_SampleSource_capi_b36db41f88888893(intgo);
+extern "C" void Swiggo_DeleteDirector_SampleSource_capi_4d1c7eae2a7e2a0f(intgo);
 SwigDirector_SampleSource::~SwigDirector_SampleSource()
 {
-  Swiggo_DeleteDirector_SampleSource_capi_b36db41f88888893(go_val);
+  Swiggo_DeleteDirector_SampleSource_capi_4d1c7eae2a7e2a0f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorSampleSource_callback_released_capi_b36db41f88888893(int);
+extern "C" void Swig_DirectorSampleSource_callback_released_capi_4d1c7eae2a7e2a0f(int);
 void SwigDirector_SampleSource::released() {
-  Swig_DirectorSampleSource_callback_released_capi_b36db41f88888893(go_val);
+  Swig_DirectorSampleSource_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
 }
 
-extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_b36db41f88888893(int, long long index, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_4d1c7eae2a7e2a0f(int, long long index, acc_tensor_list *out);
 int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1465,7 +1465,7 @@ int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   
   swig_index = (int64_t)index; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorSampleSource_callback_sample_capi_b36db41f88888893(go_val, swig_index, swig_out);
+  result = Swig_DirectorSampleSource_callback_sample_capi_4d1c7eae2a7e2a0f(go_val, swig_index, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1475,38 +1475,38 @@ SwigDirector_StreamSource::SwigDirector_StreamSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StreamSource_capi_b36db41f88888893(intgo);
+extern "C" void Swiggo_DeleteDirector_StreamSource_capi_4d1c7eae2a7e2a0f(intgo);
 SwigDirector_StreamSource::~SwigDirector_StreamSource()
 {
-  Swiggo_DeleteDirector_StreamSource_capi_b36db41f88888893(go_val);
+  Swiggo_DeleteDirector_StreamSource_capi_4d1c7eae2a7e2a0f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStreamSource_callback_released_capi_b36db41f88888893(int);
+extern "C" void Swig_DirectorStreamSource_callback_released_capi_4d1c7eae2a7e2a0f(int);
 void SwigDirector_StreamSource::released() {
-  Swig_DirectorStreamSource_callback_released_capi_b36db41f88888893(go_val);
+  Swig_DirectorStreamSource_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_b36db41f88888893(int, long long epoch);
+extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_4d1c7eae2a7e2a0f(int, long long epoch);
 int SwigDirector_StreamSource::start(int64_t epoch) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_epoch;
   
   swig_epoch = (int64_t)epoch; 
-  result = Swig_DirectorStreamSource_callback_start_capi_b36db41f88888893(go_val, swig_epoch);
+  result = Swig_DirectorStreamSource_callback_start_capi_4d1c7eae2a7e2a0f(go_val, swig_epoch);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_b36db41f88888893(int, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_4d1c7eae2a7e2a0f(int, acc_tensor_list *out);
 int SwigDirector_StreamSource::next(acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   acc_tensor_list *swig_out;
   
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorStreamSource_callback_next_capi_b36db41f88888893(go_val, swig_out);
+  result = Swig_DirectorStreamSource_callback_next_capi_4d1c7eae2a7e2a0f(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1516,19 +1516,19 @@ SwigDirector_Collator::SwigDirector_Collator(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Collator_capi_b36db41f88888893(intgo);
+extern "C" void Swiggo_DeleteDirector_Collator_capi_4d1c7eae2a7e2a0f(intgo);
 SwigDirector_Collator::~SwigDirector_Collator()
 {
-  Swiggo_DeleteDirector_Collator_capi_b36db41f88888893(go_val);
+  Swiggo_DeleteDirector_Collator_capi_4d1c7eae2a7e2a0f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCollator_callback_released_capi_b36db41f88888893(int);
+extern "C" void Swig_DirectorCollator_callback_released_capi_4d1c7eae2a7e2a0f(int);
 void SwigDirector_Collator::released() {
-  Swig_DirectorCollator_callback_released_capi_b36db41f88888893(go_val);
+  Swig_DirectorCollator_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
 }
 
-extern "C" intgo Swig_DirectorCollator_callback_collate_capi_b36db41f88888893(int, accswig::Samples *samples, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorCollator_callback_collate_capi_4d1c7eae2a7e2a0f(int, accswig::Samples *samples, acc_tensor_list *out);
 int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1537,7 +1537,7 @@ int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *ou
   
   *(accswig::Samples **)&swig_samples = (accswig::Samples *)samples; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorCollator_callback_collate_capi_b36db41f88888893(go_val, swig_samples, swig_out);
+  result = Swig_DirectorCollator_callback_collate_capi_4d1c7eae2a7e2a0f(go_val, swig_samples, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1547,38 +1547,38 @@ SwigDirector_StateHandler::SwigDirector_StateHandler(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StateHandler_capi_b36db41f88888893(intgo);
+extern "C" void Swiggo_DeleteDirector_StateHandler_capi_4d1c7eae2a7e2a0f(intgo);
 SwigDirector_StateHandler::~SwigDirector_StateHandler()
 {
-  Swiggo_DeleteDirector_StateHandler_capi_b36db41f88888893(go_val);
+  Swiggo_DeleteDirector_StateHandler_capi_4d1c7eae2a7e2a0f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStateHandler_callback_released_capi_b36db41f88888893(int);
+extern "C" void Swig_DirectorStateHandler_callback_released_capi_4d1c7eae2a7e2a0f(int);
 void SwigDirector_StateHandler::released() {
-  Swig_DirectorStateHandler_callback_released_capi_b36db41f88888893(go_val);
+  Swig_DirectorStateHandler_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_b36db41f88888893(int, accswig::Bytes *out);
+extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_4d1c7eae2a7e2a0f(int, accswig::Bytes *out);
 int SwigDirector_StateHandler::save(accswig::Bytes *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_out;
   
   *(accswig::Bytes **)&swig_out = (accswig::Bytes *)out; 
-  result = Swig_DirectorStateHandler_callback_save_capi_b36db41f88888893(go_val, swig_out);
+  result = Swig_DirectorStateHandler_callback_save_capi_4d1c7eae2a7e2a0f(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_b36db41f88888893(int, accswig::Bytes *in);
+extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_4d1c7eae2a7e2a0f(int, accswig::Bytes *in);
 int SwigDirector_StateHandler::load(accswig::Bytes *in) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_in;
   
   *(accswig::Bytes **)&swig_in = (accswig::Bytes *)in; 
-  result = Swig_DirectorStateHandler_callback_load_capi_b36db41f88888893(go_val, swig_in);
+  result = Swig_DirectorStateHandler_callback_load_capi_4d1c7eae2a7e2a0f(go_val, swig_in);
   c_result = (int)result; 
   return c_result;
 }
@@ -1588,19 +1588,19 @@ SwigDirector_CheckpointHook::SwigDirector_CheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_b36db41f88888893(intgo);
+extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_4d1c7eae2a7e2a0f(intgo);
 SwigDirector_CheckpointHook::~SwigDirector_CheckpointHook()
 {
-  Swiggo_DeleteDirector_CheckpointHook_capi_b36db41f88888893(go_val);
+  Swiggo_DeleteDirector_CheckpointHook_capi_4d1c7eae2a7e2a0f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_b36db41f88888893(int);
+extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_4d1c7eae2a7e2a0f(int);
 void SwigDirector_CheckpointHook::released() {
-  Swig_DirectorCheckpointHook_callback_released_capi_b36db41f88888893(go_val);
+  Swig_DirectorCheckpointHook_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
 }
 
-extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_b36db41f88888893(int, _gostring_ dir);
+extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_4d1c7eae2a7e2a0f(int, _gostring_ dir);
 int SwigDirector_CheckpointHook::run(char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1609,7 +1609,7 @@ int SwigDirector_CheckpointHook::run(char const *dir) {
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorCheckpointHook_callback_run_capi_b36db41f88888893(go_val, swig_dir);
+  result = Swig_DirectorCheckpointHook_callback_run_capi_4d1c7eae2a7e2a0f(go_val, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1619,19 +1619,19 @@ SwigDirector_ModelsCheckpointHook::SwigDirector_ModelsCheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_ModelsCheckpointHook_capi_b36db41f88888893(intgo);
+extern "C" void Swiggo_DeleteDirector_ModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(intgo);
 SwigDirector_ModelsCheckpointHook::~SwigDirector_ModelsCheckpointHook()
 {
-  Swiggo_DeleteDirector_ModelsCheckpointHook_capi_b36db41f88888893(go_val);
+  Swiggo_DeleteDirector_ModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorModelsCheckpointHook_callback_released_capi_b36db41f88888893(int);
+extern "C" void Swig_DirectorModelsCheckpointHook_callback_released_capi_4d1c7eae2a7e2a0f(int);
 void SwigDirector_ModelsCheckpointHook::released() {
-  Swig_DirectorModelsCheckpointHook_callback_released_capi_b36db41f88888893(go_val);
+  Swig_DirectorModelsCheckpointHook_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
 }
 
-extern "C" intgo Swig_DirectorModelsCheckpointHook_callback_run_capi_b36db41f88888893(int, accswig::CheckpointModels *models, _gostring_ dir);
+extern "C" intgo Swig_DirectorModelsCheckpointHook_callback_run_capi_4d1c7eae2a7e2a0f(int, accswig::CheckpointModels *models, _gostring_ dir);
 int SwigDirector_ModelsCheckpointHook::run(accswig::CheckpointModels *models,char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1642,7 +1642,7 @@ int SwigDirector_ModelsCheckpointHook::run(accswig::CheckpointModels *models,cha
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorModelsCheckpointHook_callback_run_capi_b36db41f88888893(go_val, swig_models, swig_dir);
+  result = Swig_DirectorModelsCheckpointHook_callback_run_capi_4d1c7eae2a7e2a0f(go_val, swig_models, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1652,19 +1652,19 @@ SwigDirector_Tracker::SwigDirector_Tracker(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Tracker_capi_b36db41f88888893(intgo);
+extern "C" void Swiggo_DeleteDirector_Tracker_capi_4d1c7eae2a7e2a0f(intgo);
 SwigDirector_Tracker::~SwigDirector_Tracker()
 {
-  Swiggo_DeleteDirector_Tracker_capi_b36db41f88888893(go_val);
+  Swiggo_DeleteDirector_Tracker_capi_4d1c7eae2a7e2a0f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTracker_callback_released_capi_b36db41f88888893(int);
+extern "C" void Swig_DirectorTracker_callback_released_capi_4d1c7eae2a7e2a0f(int);
 void SwigDirector_Tracker::released() {
-  Swig_DirectorTracker_callback_released_capi_b36db41f88888893(go_val);
+  Swig_DirectorTracker_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_init_capi_b36db41f88888893(int, _gostring_ project, _gostring_ configJson);
+extern "C" intgo Swig_DirectorTracker_callback_init_capi_4d1c7eae2a7e2a0f(int, _gostring_ project, _gostring_ configJson);
 int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1677,12 +1677,12 @@ int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   
   swig_configJson = Swig_AllocateString((char*)configJson, configJson ? strlen((char*)configJson) : 0);
   
-  result = Swig_DirectorTracker_callback_init_capi_b36db41f88888893(go_val, swig_project, swig_configJson);
+  result = Swig_DirectorTracker_callback_init_capi_4d1c7eae2a7e2a0f(go_val, swig_project, swig_configJson);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_log_capi_b36db41f88888893(int, accswig::Metrics *metrics, long long step);
+extern "C" intgo Swig_DirectorTracker_callback_log_capi_4d1c7eae2a7e2a0f(int, accswig::Metrics *metrics, long long step);
 int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1691,22 +1691,22 @@ int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   
   *(accswig::Metrics **)&swig_metrics = (accswig::Metrics *)metrics; 
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_log_capi_b36db41f88888893(go_val, swig_metrics, swig_step);
+  result = Swig_DirectorTracker_callback_log_capi_4d1c7eae2a7e2a0f(go_val, swig_metrics, swig_step);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_finish_capi_b36db41f88888893(int);
+extern "C" intgo Swig_DirectorTracker_callback_finish_capi_4d1c7eae2a7e2a0f(int);
 int SwigDirector_Tracker::finish() {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   
-  result = Swig_DirectorTracker_callback_finish_capi_b36db41f88888893(go_val);
+  result = Swig_DirectorTracker_callback_finish_capi_4d1c7eae2a7e2a0f(go_val);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_logText_capi_b36db41f88888893(int, accswig::Texts *arg2, long long arg3);
+extern "C" intgo Swig_DirectorTracker_callback_logText_capi_4d1c7eae2a7e2a0f(int, accswig::Texts *arg2, long long arg3);
 int SwigDirector_Tracker::logText(accswig::Texts *texts,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1715,22 +1715,22 @@ int SwigDirector_Tracker::logText(accswig::Texts *texts,int64_t step) {
   
   *(accswig::Texts **)&swig_arg2 = (accswig::Texts *)texts; 
   swig_arg3 = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_logText_capi_b36db41f88888893(go_val, swig_arg2, swig_arg3);
+  result = Swig_DirectorTracker_callback_logText_capi_4d1c7eae2a7e2a0f(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" bool Swig_DirectorTracker_callback_takesImages_capi_b36db41f88888893(int);
+extern "C" bool Swig_DirectorTracker_callback_takesImages_capi_4d1c7eae2a7e2a0f(int);
 bool SwigDirector_Tracker::takesImages() {
   bool c_result = SwigValueInit< bool >() ;
   bool result;
   
-  result = Swig_DirectorTracker_callback_takesImages_capi_b36db41f88888893(go_val);
+  result = Swig_DirectorTracker_callback_takesImages_capi_4d1c7eae2a7e2a0f(go_val);
   c_result = (bool)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_logImages_capi_b36db41f88888893(int, accswig::Images *arg2, long long arg3);
+extern "C" intgo Swig_DirectorTracker_callback_logImages_capi_4d1c7eae2a7e2a0f(int, accswig::Images *arg2, long long arg3);
 int SwigDirector_Tracker::logImages(accswig::Images *images,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1739,22 +1739,22 @@ int SwigDirector_Tracker::logImages(accswig::Images *images,int64_t step) {
   
   *(accswig::Images **)&swig_arg2 = (accswig::Images *)images; 
   swig_arg3 = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_logImages_capi_b36db41f88888893(go_val, swig_arg2, swig_arg3);
+  result = Swig_DirectorTracker_callback_logImages_capi_4d1c7eae2a7e2a0f(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" bool Swig_DirectorTracker_callback_takesHistograms_capi_b36db41f88888893(int);
+extern "C" bool Swig_DirectorTracker_callback_takesHistograms_capi_4d1c7eae2a7e2a0f(int);
 bool SwigDirector_Tracker::takesHistograms() {
   bool c_result = SwigValueInit< bool >() ;
   bool result;
   
-  result = Swig_DirectorTracker_callback_takesHistograms_capi_b36db41f88888893(go_val);
+  result = Swig_DirectorTracker_callback_takesHistograms_capi_4d1c7eae2a7e2a0f(go_val);
   c_result = (bool)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_logHistogram_capi_b36db41f88888893(int, accswig::HistogramView *arg2, long long arg3);
+extern "C" intgo Swig_DirectorTracker_callback_logHistogram_capi_4d1c7eae2a7e2a0f(int, accswig::HistogramView *arg2, long long arg3);
 int SwigDirector_Tracker::logHistogram(accswig::HistogramView *histogram,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1763,7 +1763,7 @@ int SwigDirector_Tracker::logHistogram(accswig::HistogramView *histogram,int64_t
   
   *(accswig::HistogramView **)&swig_arg2 = (accswig::HistogramView *)histogram; 
   swig_arg3 = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_logHistogram_capi_b36db41f88888893(go_val, swig_arg2, swig_arg3);
+  result = Swig_DirectorTracker_callback_logHistogram_capi_4d1c7eae2a7e2a0f(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
@@ -1773,19 +1773,19 @@ SwigDirector_LrLambda::SwigDirector_LrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_LrLambda_capi_b36db41f88888893(intgo);
+extern "C" void Swiggo_DeleteDirector_LrLambda_capi_4d1c7eae2a7e2a0f(intgo);
 SwigDirector_LrLambda::~SwigDirector_LrLambda()
 {
-  Swiggo_DeleteDirector_LrLambda_capi_b36db41f88888893(go_val);
+  Swiggo_DeleteDirector_LrLambda_capi_4d1c7eae2a7e2a0f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorLrLambda_callback_released_capi_b36db41f88888893(int);
+extern "C" void Swig_DirectorLrLambda_callback_released_capi_4d1c7eae2a7e2a0f(int);
 void SwigDirector_LrLambda::released() {
-  Swig_DirectorLrLambda_callback_released_capi_b36db41f88888893(go_val);
+  Swig_DirectorLrLambda_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
 }
 
-extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_b36db41f88888893(int, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_4d1c7eae2a7e2a0f(int, long long step, accswig::Factor *out);
 int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1794,7 +1794,7 @@ int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorLrLambda_callback_factor_capi_b36db41f88888893(go_val, swig_step, swig_out);
+  result = Swig_DirectorLrLambda_callback_factor_capi_4d1c7eae2a7e2a0f(go_val, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1804,19 +1804,19 @@ SwigDirector_GroupLrLambda::SwigDirector_GroupLrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_b36db41f88888893(intgo);
+extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_4d1c7eae2a7e2a0f(intgo);
 SwigDirector_GroupLrLambda::~SwigDirector_GroupLrLambda()
 {
-  Swiggo_DeleteDirector_GroupLrLambda_capi_b36db41f88888893(go_val);
+  Swiggo_DeleteDirector_GroupLrLambda_capi_4d1c7eae2a7e2a0f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_b36db41f88888893(int);
+extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_4d1c7eae2a7e2a0f(int);
 void SwigDirector_GroupLrLambda::released() {
-  Swig_DirectorGroupLrLambda_callback_released_capi_b36db41f88888893(go_val);
+  Swig_DirectorGroupLrLambda_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
 }
 
-extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_b36db41f88888893(int, long long group, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_4d1c7eae2a7e2a0f(int, long long group, long long step, accswig::Factor *out);
 int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1827,7 +1827,7 @@ int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor
   swig_group = (size_t)group; 
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorGroupLrLambda_callback_factor_capi_b36db41f88888893(go_val, swig_group, swig_step, swig_out);
+  result = Swig_DirectorGroupLrLambda_callback_factor_capi_4d1c7eae2a7e2a0f(go_val, swig_group, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1837,26 +1837,26 @@ SwigDirector_TraceReady::SwigDirector_TraceReady(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_TraceReady_capi_b36db41f88888893(intgo);
+extern "C" void Swiggo_DeleteDirector_TraceReady_capi_4d1c7eae2a7e2a0f(intgo);
 SwigDirector_TraceReady::~SwigDirector_TraceReady()
 {
-  Swiggo_DeleteDirector_TraceReady_capi_b36db41f88888893(go_val);
+  Swiggo_DeleteDirector_TraceReady_capi_4d1c7eae2a7e2a0f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTraceReady_callback_released_capi_b36db41f88888893(int);
+extern "C" void Swig_DirectorTraceReady_callback_released_capi_4d1c7eae2a7e2a0f(int);
 void SwigDirector_TraceReady::released() {
-  Swig_DirectorTraceReady_callback_released_capi_b36db41f88888893(go_val);
+  Swig_DirectorTraceReady_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
 }
 
-extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_b36db41f88888893(int, long long step);
+extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_4d1c7eae2a7e2a0f(int, long long step);
 int SwigDirector_TraceReady::ready(int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_step;
   
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTraceReady_callback_ready_capi_b36db41f88888893(go_val, swig_step);
+  result = Swig_DirectorTraceReady_callback_ready_capi_4d1c7eae2a7e2a0f(go_val, swig_step);
   c_result = (int)result; 
   return c_result;
 }
@@ -1866,26 +1866,26 @@ SwigDirector_BatchSizeRun::SwigDirector_BatchSizeRun(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_b36db41f88888893(intgo);
+extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_4d1c7eae2a7e2a0f(intgo);
 SwigDirector_BatchSizeRun::~SwigDirector_BatchSizeRun()
 {
-  Swiggo_DeleteDirector_BatchSizeRun_capi_b36db41f88888893(go_val);
+  Swiggo_DeleteDirector_BatchSizeRun_capi_4d1c7eae2a7e2a0f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_b36db41f88888893(int);
+extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_4d1c7eae2a7e2a0f(int);
 void SwigDirector_BatchSizeRun::released() {
-  Swig_DirectorBatchSizeRun_callback_released_capi_b36db41f88888893(go_val);
+  Swig_DirectorBatchSizeRun_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
 }
 
-extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_b36db41f88888893(int, long long batch_size);
+extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_4d1c7eae2a7e2a0f(int, long long batch_size);
 int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_batch_size;
   
   swig_batch_size = (int64_t)batch_size; 
-  result = Swig_DirectorBatchSizeRun_callback_run_capi_b36db41f88888893(go_val, swig_batch_size);
+  result = Swig_DirectorBatchSizeRun_callback_run_capi_4d1c7eae2a7e2a0f(go_val, swig_batch_size);
   c_result = (int)result; 
   return c_result;
 }
@@ -1894,7 +1894,7 @@ int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_b36db41f88888893(void *_swig_go_0) {
+void _wrap_Swig_free_capi_4d1c7eae2a7e2a0f(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1904,7 +1904,7 @@ void _wrap_Swig_free_capi_b36db41f88888893(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_b36db41f88888893(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1917,7 +1917,7 @@ void *_wrap_Swig_malloc_capi_b36db41f88888893(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_ACC_OK_capi_b36db41f88888893() {
+intgo _wrap_ACC_OK_capi_4d1c7eae2a7e2a0f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1938,7 +1938,7 @@ intgo _wrap_ACC_OK_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_b36db41f88888893() {
+intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_4d1c7eae2a7e2a0f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1959,7 +1959,7 @@ intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_b36db41f88888893() {
+intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_4d1c7eae2a7e2a0f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1980,7 +1980,7 @@ intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_b36db41f88888893() {
+intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_4d1c7eae2a7e2a0f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2001,7 +2001,7 @@ intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_ERR_UNSUPPORTED_capi_b36db41f88888893() {
+intgo _wrap_ACC_ERR_UNSUPPORTED_capi_4d1c7eae2a7e2a0f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2022,7 +2022,7 @@ intgo _wrap_ACC_ERR_UNSUPPORTED_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_b36db41f88888893() {
+intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_4d1c7eae2a7e2a0f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2043,7 +2043,7 @@ intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_ERR_TIMEOUT_capi_b36db41f88888893() {
+intgo _wrap_ACC_ERR_TIMEOUT_capi_4d1c7eae2a7e2a0f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2064,7 +2064,7 @@ intgo _wrap_ACC_ERR_TIMEOUT_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_ERR_ABORTED_capi_b36db41f88888893() {
+intgo _wrap_ACC_ERR_ABORTED_capi_4d1c7eae2a7e2a0f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2085,7 +2085,7 @@ intgo _wrap_ACC_ERR_ABORTED_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_ERR_DISTRIBUTED_capi_b36db41f88888893() {
+intgo _wrap_ACC_ERR_DISTRIBUTED_capi_4d1c7eae2a7e2a0f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2106,7 +2106,7 @@ intgo _wrap_ACC_ERR_DISTRIBUTED_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_ERR_IO_capi_b36db41f88888893() {
+intgo _wrap_ACC_ERR_IO_capi_4d1c7eae2a7e2a0f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2127,7 +2127,7 @@ intgo _wrap_ACC_ERR_IO_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_b36db41f88888893() {
+intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_4d1c7eae2a7e2a0f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2148,7 +2148,7 @@ intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_ERR_INTERNAL_capi_b36db41f88888893() {
+intgo _wrap_ACC_ERR_INTERNAL_capi_4d1c7eae2a7e2a0f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2169,7 +2169,7 @@ intgo _wrap_ACC_ERR_INTERNAL_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UNDEFINED_capi_b36db41f88888893() {
+intgo _wrap_ACC_DTYPE_UNDEFINED_capi_4d1c7eae2a7e2a0f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2190,7 +2190,7 @@ intgo _wrap_ACC_DTYPE_UNDEFINED_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT32_capi_b36db41f88888893() {
+intgo _wrap_ACC_DTYPE_FLOAT32_capi_4d1c7eae2a7e2a0f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2211,7 +2211,7 @@ intgo _wrap_ACC_DTYPE_FLOAT32_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT64_capi_b36db41f88888893() {
+intgo _wrap_ACC_DTYPE_FLOAT64_capi_4d1c7eae2a7e2a0f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2232,7 +2232,7 @@ intgo _wrap_ACC_DTYPE_FLOAT64_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BFLOAT16_capi_b36db41f88888893() {
+intgo _wrap_ACC_DTYPE_BFLOAT16_capi_4d1c7eae2a7e2a0f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2253,7 +2253,7 @@ intgo _wrap_ACC_DTYPE_BFLOAT16_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT16_capi_b36db41f88888893() {
+intgo _wrap_ACC_DTYPE_FLOAT16_capi_4d1c7eae2a7e2a0f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2274,7 +2274,7 @@ intgo _wrap_ACC_DTYPE_FLOAT16_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT64_capi_b36db41f88888893() {
+intgo _wrap_ACC_DTYPE_INT64_capi_4d1c7eae2a7e2a0f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2295,7 +2295,7 @@ intgo _wrap_ACC_DTYPE_INT64_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT32_capi_b36db41f88888893() {
+intgo _wrap_ACC_DTYPE_INT32_capi_4d1c7eae2a7e2a0f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2316,7 +2316,7 @@ intgo _wrap_ACC_DTYPE_INT32_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UINT8_capi_b36db41f88888893() {
+intgo _wrap_ACC_DTYPE_UINT8_capi_4d1c7eae2a7e2a0f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2337,7 +2337,7 @@ intgo _wrap_ACC_DTYPE_UINT8_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BOOL_capi_b36db41f88888893() {
+intgo _wrap_ACC_DTYPE_BOOL_capi_4d1c7eae2a7e2a0f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2358,7 +2358,7 @@ intgo _wrap_ACC_DTYPE_BOOL_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT8_capi_b36db41f88888893() {
+intgo _wrap_ACC_DTYPE_INT8_capi_4d1c7eae2a7e2a0f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2379,7 +2379,7 @@ intgo _wrap_ACC_DTYPE_INT8_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT16_capi_b36db41f88888893() {
+intgo _wrap_ACC_DTYPE_INT16_capi_4d1c7eae2a7e2a0f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2400,7 +2400,7 @@ intgo _wrap_ACC_DTYPE_INT16_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_NONE_capi_b36db41f88888893() {
+intgo _wrap_ACC_REDUCTION_NONE_capi_4d1c7eae2a7e2a0f() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2421,7 +2421,7 @@ intgo _wrap_ACC_REDUCTION_NONE_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_MEAN_capi_b36db41f88888893() {
+intgo _wrap_ACC_REDUCTION_MEAN_capi_4d1c7eae2a7e2a0f() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2442,7 +2442,7 @@ intgo _wrap_ACC_REDUCTION_MEAN_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_SUM_capi_b36db41f88888893() {
+intgo _wrap_ACC_REDUCTION_SUM_capi_4d1c7eae2a7e2a0f() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2463,7 +2463,7 @@ intgo _wrap_ACC_REDUCTION_SUM_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ANY_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_ANY_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2484,7 +2484,7 @@ intgo _wrap_ACC_HANDLE_ANY_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_TENSOR_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2505,7 +2505,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2526,7 +2526,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_STRING_LIST_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_STRING_LIST_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2547,7 +2547,7 @@ intgo _wrap_ACC_HANDLE_STRING_LIST_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIONS_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_OPTIONS_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2568,7 +2568,7 @@ intgo _wrap_ACC_HANDLE_OPTIONS_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_MODEL_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_MODEL_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2589,7 +2589,7 @@ intgo _wrap_ACC_HANDLE_MODEL_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2610,7 +2610,7 @@ intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_SCHEDULER_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_SCHEDULER_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2631,7 +2631,7 @@ intgo _wrap_ACC_HANDLE_SCHEDULER_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATASET_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_DATASET_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2652,7 +2652,7 @@ intgo _wrap_ACC_HANDLE_DATASET_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATALOADER_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_DATALOADER_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2673,7 +2673,7 @@ intgo _wrap_ACC_HANDLE_DATALOADER_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2694,7 +2694,7 @@ intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_PROGRESS_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_PROGRESS_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2715,7 +2715,7 @@ intgo _wrap_ACC_HANDLE_PROGRESS_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_BYTES_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_BYTES_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2736,7 +2736,7 @@ intgo _wrap_ACC_HANDLE_BYTES_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2757,7 +2757,7 @@ intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_b36db41f88888893() {
+intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_4d1c7eae2a7e2a0f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2778,7 +2778,7 @@ intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_b36db41f88888893() {
+intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_4d1c7eae2a7e2a0f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2799,7 +2799,7 @@ intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_b36db41f88888893() {
+intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_4d1c7eae2a7e2a0f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2820,7 +2820,7 @@ intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_DATALOADER_capi_b36db41f88888893() {
+intgo _wrap_ACC_OPTIONS_DATALOADER_capi_4d1c7eae2a7e2a0f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2841,7 +2841,7 @@ intgo _wrap_ACC_OPTIONS_DATALOADER_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_b36db41f88888893() {
+intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_4d1c7eae2a7e2a0f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2862,7 +2862,7 @@ intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_LORA_capi_b36db41f88888893() {
+intgo _wrap_ACC_OPTIONS_LORA_capi_4d1c7eae2a7e2a0f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2883,7 +2883,7 @@ intgo _wrap_ACC_OPTIONS_LORA_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_PROFILE_capi_b36db41f88888893() {
+intgo _wrap_ACC_OPTIONS_PROFILE_capi_4d1c7eae2a7e2a0f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2904,7 +2904,7 @@ intgo _wrap_ACC_OPTIONS_PROFILE_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_b36db41f88888893() {
+intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_4d1c7eae2a7e2a0f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2925,7 +2925,7 @@ intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_b36db41f88888893() {
+intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_4d1c7eae2a7e2a0f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2946,7 +2946,7 @@ intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_b36db41f88888893() {
+intgo _wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_4d1c7eae2a7e2a0f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2967,7 +2967,7 @@ intgo _wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_EVA_capi_b36db41f88888893() {
+intgo _wrap_ACC_OPTIONS_EVA_capi_4d1c7eae2a7e2a0f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2988,7 +2988,7 @@ intgo _wrap_ACC_OPTIONS_EVA_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_b36db41f88888893() {
+intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_4d1c7eae2a7e2a0f() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -3009,7 +3009,7 @@ intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_NO_capi_b36db41f88888893() {
+intgo _wrap_ACC_PLACEMENT_NO_capi_4d1c7eae2a7e2a0f() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -3030,7 +3030,7 @@ intgo _wrap_ACC_PLACEMENT_NO_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_YES_capi_b36db41f88888893() {
+intgo _wrap_ACC_PLACEMENT_YES_capi_4d1c7eae2a7e2a0f() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -3051,7 +3051,7 @@ intgo _wrap_ACC_PLACEMENT_YES_capi_b36db41f88888893() {
 }
 
 
-void _wrap_delete_Callback_capi_b36db41f88888893(accswig::Callback *_swig_go_0) {
+void _wrap_delete_Callback_capi_4d1c7eae2a7e2a0f(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -3070,7 +3070,7 @@ void _wrap_delete_Callback_capi_b36db41f88888893(accswig::Callback *_swig_go_0) 
 }
 
 
-void _wrap_Callback_released_capi_b36db41f88888893(accswig::Callback *_swig_go_0) {
+void _wrap_Callback_released_capi_4d1c7eae2a7e2a0f(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -3089,7 +3089,7 @@ void _wrap_Callback_released_capi_b36db41f88888893(accswig::Callback *_swig_go_0
 }
 
 
-accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_b36db41f88888893(intgo _swig_go_0) {
+accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   int arg1 ;
   accswig::SampleSource *result = 0 ;
   accswig::SampleSource *_swig_go_result;
@@ -3111,7 +3111,7 @@ accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_b36d
 }
 
 
-void _wrap_DeleteDirectorSampleSource_capi_b36db41f88888893(accswig::SampleSource *_swig_go_0) {
+void _wrap_DeleteDirectorSampleSource_capi_4d1c7eae2a7e2a0f(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -3130,7 +3130,7 @@ void _wrap_DeleteDirectorSampleSource_capi_b36db41f88888893(accswig::SampleSourc
 }
 
 
-void _wrap__swig_DirectorSampleSource_upcall_Released_capi_b36db41f88888893(SwigDirector_SampleSource *_swig_go_0) {
+void _wrap__swig_DirectorSampleSource_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_SampleSource *_swig_go_0) {
   SwigDirector_SampleSource *arg1 = (SwigDirector_SampleSource *) 0 ;
   
   arg1 = *(SwigDirector_SampleSource **)&_swig_go_0; 
@@ -3149,7 +3149,7 @@ void _wrap__swig_DirectorSampleSource_upcall_Released_capi_b36db41f88888893(Swig
 }
 
 
-intgo _wrap_SampleSource_sample_capi_b36db41f88888893(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_SampleSource_sample_capi_4d1c7eae2a7e2a0f(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   int64_t arg2 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -3175,7 +3175,7 @@ intgo _wrap_SampleSource_sample_capi_b36db41f88888893(accswig::SampleSource *_sw
 }
 
 
-void _wrap_delete_SampleSource_capi_b36db41f88888893(accswig::SampleSource *_swig_go_0) {
+void _wrap_delete_SampleSource_capi_4d1c7eae2a7e2a0f(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -3194,7 +3194,7 @@ void _wrap_delete_SampleSource_capi_b36db41f88888893(accswig::SampleSource *_swi
 }
 
 
-void _wrap_SampleSource_released_capi_b36db41f88888893(accswig::SampleSource *_swig_go_0) {
+void _wrap_SampleSource_released_capi_4d1c7eae2a7e2a0f(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -3205,7 +3205,7 @@ void _wrap_SampleSource_released_capi_b36db41f88888893(accswig::SampleSource *_s
 }
 
 
-accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_b36db41f88888893(intgo _swig_go_0) {
+accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   int arg1 ;
   accswig::StreamSource *result = 0 ;
   accswig::StreamSource *_swig_go_result;
@@ -3227,7 +3227,7 @@ accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_b36d
 }
 
 
-void _wrap_DeleteDirectorStreamSource_capi_b36db41f88888893(accswig::StreamSource *_swig_go_0) {
+void _wrap_DeleteDirectorStreamSource_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3246,7 +3246,7 @@ void _wrap_DeleteDirectorStreamSource_capi_b36db41f88888893(accswig::StreamSourc
 }
 
 
-void _wrap__swig_DirectorStreamSource_upcall_Released_capi_b36db41f88888893(SwigDirector_StreamSource *_swig_go_0) {
+void _wrap__swig_DirectorStreamSource_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_StreamSource *_swig_go_0) {
   SwigDirector_StreamSource *arg1 = (SwigDirector_StreamSource *) 0 ;
   
   arg1 = *(SwigDirector_StreamSource **)&_swig_go_0; 
@@ -3265,7 +3265,7 @@ void _wrap__swig_DirectorStreamSource_upcall_Released_capi_b36db41f88888893(Swig
 }
 
 
-intgo _wrap_StreamSource_start_capi_b36db41f88888893(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_StreamSource_start_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3289,7 +3289,7 @@ intgo _wrap_StreamSource_start_capi_b36db41f88888893(accswig::StreamSource *_swi
 }
 
 
-intgo _wrap_StreamSource_next_capi_b36db41f88888893(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
+intgo _wrap_StreamSource_next_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   int result;
@@ -3313,7 +3313,7 @@ intgo _wrap_StreamSource_next_capi_b36db41f88888893(accswig::StreamSource *_swig
 }
 
 
-void _wrap_delete_StreamSource_capi_b36db41f88888893(accswig::StreamSource *_swig_go_0) {
+void _wrap_delete_StreamSource_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3332,7 +3332,7 @@ void _wrap_delete_StreamSource_capi_b36db41f88888893(accswig::StreamSource *_swi
 }
 
 
-void _wrap_StreamSource_released_capi_b36db41f88888893(accswig::StreamSource *_swig_go_0) {
+void _wrap_StreamSource_released_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3343,7 +3343,7 @@ void _wrap_StreamSource_released_capi_b36db41f88888893(accswig::StreamSource *_s
 }
 
 
-accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_b36db41f88888893(intgo _swig_go_0) {
+accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   int arg1 ;
   accswig::Collator *result = 0 ;
   accswig::Collator *_swig_go_result;
@@ -3365,7 +3365,7 @@ accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_b36db41f88888893
 }
 
 
-void _wrap_DeleteDirectorCollator_capi_b36db41f88888893(accswig::Collator *_swig_go_0) {
+void _wrap_DeleteDirectorCollator_capi_4d1c7eae2a7e2a0f(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3384,7 +3384,7 @@ void _wrap_DeleteDirectorCollator_capi_b36db41f88888893(accswig::Collator *_swig
 }
 
 
-void _wrap__swig_DirectorCollator_upcall_Released_capi_b36db41f88888893(SwigDirector_Collator *_swig_go_0) {
+void _wrap__swig_DirectorCollator_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_Collator *_swig_go_0) {
   SwigDirector_Collator *arg1 = (SwigDirector_Collator *) 0 ;
   
   arg1 = *(SwigDirector_Collator **)&_swig_go_0; 
@@ -3403,7 +3403,7 @@ void _wrap__swig_DirectorCollator_upcall_Released_capi_b36db41f88888893(SwigDire
 }
 
 
-intgo _wrap_Collator_collate_capi_b36db41f88888893(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_Collator_collate_capi_4d1c7eae2a7e2a0f(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   accswig::Samples *arg2 = (accswig::Samples *) 0 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -3429,7 +3429,7 @@ intgo _wrap_Collator_collate_capi_b36db41f88888893(accswig::Collator *_swig_go_0
 }
 
 
-void _wrap_delete_Collator_capi_b36db41f88888893(accswig::Collator *_swig_go_0) {
+void _wrap_delete_Collator_capi_4d1c7eae2a7e2a0f(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3448,7 +3448,7 @@ void _wrap_delete_Collator_capi_b36db41f88888893(accswig::Collator *_swig_go_0) 
 }
 
 
-void _wrap_Collator_released_capi_b36db41f88888893(accswig::Collator *_swig_go_0) {
+void _wrap_Collator_released_capi_4d1c7eae2a7e2a0f(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3459,7 +3459,7 @@ void _wrap_Collator_released_capi_b36db41f88888893(accswig::Collator *_swig_go_0
 }
 
 
-accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_b36db41f88888893(intgo _swig_go_0) {
+accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   int arg1 ;
   accswig::StateHandler *result = 0 ;
   accswig::StateHandler *_swig_go_result;
@@ -3481,7 +3481,7 @@ accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_b36d
 }
 
 
-void _wrap_DeleteDirectorStateHandler_capi_b36db41f88888893(accswig::StateHandler *_swig_go_0) {
+void _wrap_DeleteDirectorStateHandler_capi_4d1c7eae2a7e2a0f(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3500,7 +3500,7 @@ void _wrap_DeleteDirectorStateHandler_capi_b36db41f88888893(accswig::StateHandle
 }
 
 
-void _wrap__swig_DirectorStateHandler_upcall_Released_capi_b36db41f88888893(SwigDirector_StateHandler *_swig_go_0) {
+void _wrap__swig_DirectorStateHandler_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_StateHandler *_swig_go_0) {
   SwigDirector_StateHandler *arg1 = (SwigDirector_StateHandler *) 0 ;
   
   arg1 = *(SwigDirector_StateHandler **)&_swig_go_0; 
@@ -3519,7 +3519,7 @@ void _wrap__swig_DirectorStateHandler_upcall_Released_capi_b36db41f88888893(Swig
 }
 
 
-intgo _wrap_StateHandler_save_capi_b36db41f88888893(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_save_capi_4d1c7eae2a7e2a0f(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3543,7 +3543,7 @@ intgo _wrap_StateHandler_save_capi_b36db41f88888893(accswig::StateHandler *_swig
 }
 
 
-intgo _wrap_StateHandler_load_capi_b36db41f88888893(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_load_capi_4d1c7eae2a7e2a0f(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3567,7 +3567,7 @@ intgo _wrap_StateHandler_load_capi_b36db41f88888893(accswig::StateHandler *_swig
 }
 
 
-void _wrap_delete_StateHandler_capi_b36db41f88888893(accswig::StateHandler *_swig_go_0) {
+void _wrap_delete_StateHandler_capi_4d1c7eae2a7e2a0f(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3586,7 +3586,7 @@ void _wrap_delete_StateHandler_capi_b36db41f88888893(accswig::StateHandler *_swi
 }
 
 
-void _wrap_StateHandler_released_capi_b36db41f88888893(accswig::StateHandler *_swig_go_0) {
+void _wrap_StateHandler_released_capi_4d1c7eae2a7e2a0f(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3597,7 +3597,7 @@ void _wrap_StateHandler_released_capi_b36db41f88888893(accswig::StateHandler *_s
 }
 
 
-accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_b36db41f88888893(intgo _swig_go_0) {
+accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   int arg1 ;
   accswig::CheckpointHook *result = 0 ;
   accswig::CheckpointHook *_swig_go_result;
@@ -3619,7 +3619,7 @@ accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_cap
 }
 
 
-void _wrap_DeleteDirectorCheckpointHook_capi_b36db41f88888893(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorCheckpointHook_capi_4d1c7eae2a7e2a0f(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3638,7 +3638,7 @@ void _wrap_DeleteDirectorCheckpointHook_capi_b36db41f88888893(accswig::Checkpoin
 }
 
 
-void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_b36db41f88888893(SwigDirector_CheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_CheckpointHook *_swig_go_0) {
   SwigDirector_CheckpointHook *arg1 = (SwigDirector_CheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_CheckpointHook **)&_swig_go_0; 
@@ -3657,7 +3657,7 @@ void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_b36db41f88888893(Sw
 }
 
 
-intgo _wrap_CheckpointHook_run_capi_b36db41f88888893(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_CheckpointHook_run_capi_4d1c7eae2a7e2a0f(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   char *arg2 = (char *) 0 ;
   char *copy2 ;
@@ -3689,7 +3689,7 @@ intgo _wrap_CheckpointHook_run_capi_b36db41f88888893(accswig::CheckpointHook *_s
 }
 
 
-void _wrap_delete_CheckpointHook_capi_b36db41f88888893(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_delete_CheckpointHook_capi_4d1c7eae2a7e2a0f(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3708,7 +3708,7 @@ void _wrap_delete_CheckpointHook_capi_b36db41f88888893(accswig::CheckpointHook *
 }
 
 
-void _wrap_CheckpointHook_released_capi_b36db41f88888893(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_CheckpointHook_released_capi_4d1c7eae2a7e2a0f(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3719,7 +3719,7 @@ void _wrap_CheckpointHook_released_capi_b36db41f88888893(accswig::CheckpointHook
 }
 
 
-accswig::ModelsCheckpointHook *_wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_b36db41f88888893(intgo _swig_go_0) {
+accswig::ModelsCheckpointHook *_wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   int arg1 ;
   accswig::ModelsCheckpointHook *result = 0 ;
   accswig::ModelsCheckpointHook *_swig_go_result;
@@ -3741,7 +3741,7 @@ accswig::ModelsCheckpointHook *_wrap__swig_NewDirectorModelsCheckpointHookModels
 }
 
 
-void _wrap_DeleteDirectorModelsCheckpointHook_capi_b36db41f88888893(accswig::ModelsCheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(accswig::ModelsCheckpointHook *_swig_go_0) {
   accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
   
   arg1 = *(accswig::ModelsCheckpointHook **)&_swig_go_0; 
@@ -3760,7 +3760,7 @@ void _wrap_DeleteDirectorModelsCheckpointHook_capi_b36db41f88888893(accswig::Mod
 }
 
 
-void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_b36db41f88888893(SwigDirector_ModelsCheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_ModelsCheckpointHook *_swig_go_0) {
   SwigDirector_ModelsCheckpointHook *arg1 = (SwigDirector_ModelsCheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_ModelsCheckpointHook **)&_swig_go_0; 
@@ -3779,7 +3779,7 @@ void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_b36db41f88888
 }
 
 
-intgo _wrap_ModelsCheckpointHook_run_capi_b36db41f88888893(accswig::ModelsCheckpointHook *_swig_go_0, accswig::CheckpointModels *_swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_ModelsCheckpointHook_run_capi_4d1c7eae2a7e2a0f(accswig::ModelsCheckpointHook *_swig_go_0, accswig::CheckpointModels *_swig_go_1, _gostring_ _swig_go_2) {
   accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
   accswig::CheckpointModels *arg2 = (accswig::CheckpointModels *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3813,7 +3813,7 @@ intgo _wrap_ModelsCheckpointHook_run_capi_b36db41f88888893(accswig::ModelsCheckp
 }
 
 
-void _wrap_delete_ModelsCheckpointHook_capi_b36db41f88888893(accswig::ModelsCheckpointHook *_swig_go_0) {
+void _wrap_delete_ModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(accswig::ModelsCheckpointHook *_swig_go_0) {
   accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
   
   arg1 = *(accswig::ModelsCheckpointHook **)&_swig_go_0; 
@@ -3832,7 +3832,7 @@ void _wrap_delete_ModelsCheckpointHook_capi_b36db41f88888893(accswig::ModelsChec
 }
 
 
-void _wrap_ModelsCheckpointHook_released_capi_b36db41f88888893(accswig::ModelsCheckpointHook *_swig_go_0) {
+void _wrap_ModelsCheckpointHook_released_capi_4d1c7eae2a7e2a0f(accswig::ModelsCheckpointHook *_swig_go_0) {
   accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
   
   arg1 = *(accswig::ModelsCheckpointHook **)&_swig_go_0; 
@@ -3843,7 +3843,7 @@ void _wrap_ModelsCheckpointHook_released_capi_b36db41f88888893(accswig::ModelsCh
 }
 
 
-accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_b36db41f88888893(intgo _swig_go_0) {
+accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   int arg1 ;
   accswig::Tracker *result = 0 ;
   accswig::Tracker *_swig_go_result;
@@ -3865,7 +3865,7 @@ accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_b36db41f88888893(in
 }
 
 
-void _wrap_DeleteDirectorTracker_capi_b36db41f88888893(accswig::Tracker *_swig_go_0) {
+void _wrap_DeleteDirectorTracker_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3884,7 +3884,7 @@ void _wrap_DeleteDirectorTracker_capi_b36db41f88888893(accswig::Tracker *_swig_g
 }
 
 
-void _wrap__swig_DirectorTracker_upcall_Released_capi_b36db41f88888893(SwigDirector_Tracker *_swig_go_0) {
+void _wrap__swig_DirectorTracker_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   
   arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
@@ -3903,7 +3903,7 @@ void _wrap__swig_DirectorTracker_upcall_Released_capi_b36db41f88888893(SwigDirec
 }
 
 
-intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_b36db41f88888893(SwigDirector_Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
+intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_4d1c7eae2a7e2a0f(SwigDirector_Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   accswig::Texts *arg2 = (accswig::Texts *) 0 ;
   int64_t arg3 ;
@@ -3929,7 +3929,7 @@ intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_b36db41f88888893(SwigDirec
 }
 
 
-bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_b36db41f88888893(SwigDirector_Tracker *_swig_go_0) {
+bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_4d1c7eae2a7e2a0f(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -3951,7 +3951,7 @@ bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_b36db41f88888893(SwigDi
 }
 
 
-intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_b36db41f88888893(SwigDirector_Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
+intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_4d1c7eae2a7e2a0f(SwigDirector_Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   accswig::Images *arg2 = (accswig::Images *) 0 ;
   int64_t arg3 ;
@@ -3977,7 +3977,7 @@ intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_b36db41f88888893(SwigDir
 }
 
 
-bool _wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_b36db41f88888893(SwigDirector_Tracker *_swig_go_0) {
+bool _wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_4d1c7eae2a7e2a0f(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -3999,7 +3999,7 @@ bool _wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_b36db41f88888893(Sw
 }
 
 
-intgo _wrap__swig_DirectorTracker_upcall_LogHistogram_capi_b36db41f88888893(SwigDirector_Tracker *_swig_go_0, accswig::HistogramView *_swig_go_1, long long _swig_go_2) {
+intgo _wrap__swig_DirectorTracker_upcall_LogHistogram_capi_4d1c7eae2a7e2a0f(SwigDirector_Tracker *_swig_go_0, accswig::HistogramView *_swig_go_1, long long _swig_go_2) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   accswig::HistogramView *arg2 = (accswig::HistogramView *) 0 ;
   int64_t arg3 ;
@@ -4025,7 +4025,7 @@ intgo _wrap__swig_DirectorTracker_upcall_LogHistogram_capi_b36db41f88888893(Swig
 }
 
 
-intgo _wrap_Tracker_init_capi_b36db41f88888893(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_Tracker_init_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -4067,7 +4067,7 @@ intgo _wrap_Tracker_init_capi_b36db41f88888893(accswig::Tracker *_swig_go_0, _go
 }
 
 
-intgo _wrap_Tracker_log_capi_b36db41f88888893(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_log_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Metrics *arg2 = (accswig::Metrics *) 0 ;
   int64_t arg3 ;
@@ -4093,7 +4093,7 @@ intgo _wrap_Tracker_log_capi_b36db41f88888893(accswig::Tracker *_swig_go_0, accs
 }
 
 
-intgo _wrap_Tracker_finish_capi_b36db41f88888893(accswig::Tracker *_swig_go_0) {
+intgo _wrap_Tracker_finish_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   int result;
   intgo _swig_go_result;
@@ -4115,7 +4115,7 @@ intgo _wrap_Tracker_finish_capi_b36db41f88888893(accswig::Tracker *_swig_go_0) {
 }
 
 
-intgo _wrap_Tracker_logText_capi_b36db41f88888893(accswig::Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_logText_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Texts *arg2 = (accswig::Texts *) 0 ;
   int64_t arg3 ;
@@ -4141,7 +4141,7 @@ intgo _wrap_Tracker_logText_capi_b36db41f88888893(accswig::Tracker *_swig_go_0, 
 }
 
 
-bool _wrap_Tracker_takesImages_capi_b36db41f88888893(accswig::Tracker *_swig_go_0) {
+bool _wrap_Tracker_takesImages_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -4163,7 +4163,7 @@ bool _wrap_Tracker_takesImages_capi_b36db41f88888893(accswig::Tracker *_swig_go_
 }
 
 
-intgo _wrap_Tracker_logImages_capi_b36db41f88888893(accswig::Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_logImages_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Images *arg2 = (accswig::Images *) 0 ;
   int64_t arg3 ;
@@ -4189,7 +4189,7 @@ intgo _wrap_Tracker_logImages_capi_b36db41f88888893(accswig::Tracker *_swig_go_0
 }
 
 
-bool _wrap_Tracker_takesHistograms_capi_b36db41f88888893(accswig::Tracker *_swig_go_0) {
+bool _wrap_Tracker_takesHistograms_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -4211,7 +4211,7 @@ bool _wrap_Tracker_takesHistograms_capi_b36db41f88888893(accswig::Tracker *_swig
 }
 
 
-intgo _wrap_Tracker_logHistogram_capi_b36db41f88888893(accswig::Tracker *_swig_go_0, accswig::HistogramView *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_logHistogram_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0, accswig::HistogramView *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::HistogramView *arg2 = (accswig::HistogramView *) 0 ;
   int64_t arg3 ;
@@ -4237,7 +4237,7 @@ intgo _wrap_Tracker_logHistogram_capi_b36db41f88888893(accswig::Tracker *_swig_g
 }
 
 
-void _wrap_delete_Tracker_capi_b36db41f88888893(accswig::Tracker *_swig_go_0) {
+void _wrap_delete_Tracker_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -4256,7 +4256,7 @@ void _wrap_delete_Tracker_capi_b36db41f88888893(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_Tracker_released_capi_b36db41f88888893(accswig::Tracker *_swig_go_0) {
+void _wrap_Tracker_released_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -4267,7 +4267,7 @@ void _wrap_Tracker_released_capi_b36db41f88888893(accswig::Tracker *_swig_go_0) 
 }
 
 
-accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_b36db41f88888893(intgo _swig_go_0) {
+accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   int arg1 ;
   accswig::LrLambda *result = 0 ;
   accswig::LrLambda *_swig_go_result;
@@ -4289,7 +4289,7 @@ accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_b36db41f88888893
 }
 
 
-void _wrap_DeleteDirectorLrLambda_capi_b36db41f88888893(accswig::LrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorLrLambda_capi_4d1c7eae2a7e2a0f(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -4308,7 +4308,7 @@ void _wrap_DeleteDirectorLrLambda_capi_b36db41f88888893(accswig::LrLambda *_swig
 }
 
 
-void _wrap__swig_DirectorLrLambda_upcall_Released_capi_b36db41f88888893(SwigDirector_LrLambda *_swig_go_0) {
+void _wrap__swig_DirectorLrLambda_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_LrLambda *_swig_go_0) {
   SwigDirector_LrLambda *arg1 = (SwigDirector_LrLambda *) 0 ;
   
   arg1 = *(SwigDirector_LrLambda **)&_swig_go_0; 
@@ -4327,7 +4327,7 @@ void _wrap__swig_DirectorLrLambda_upcall_Released_capi_b36db41f88888893(SwigDire
 }
 
 
-intgo _wrap_LrLambda_factor_capi_b36db41f88888893(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
+intgo _wrap_LrLambda_factor_capi_4d1c7eae2a7e2a0f(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   int64_t arg2 ;
   accswig::Factor *arg3 = (accswig::Factor *) 0 ;
@@ -4353,7 +4353,7 @@ intgo _wrap_LrLambda_factor_capi_b36db41f88888893(accswig::LrLambda *_swig_go_0,
 }
 
 
-void _wrap_delete_LrLambda_capi_b36db41f88888893(accswig::LrLambda *_swig_go_0) {
+void _wrap_delete_LrLambda_capi_4d1c7eae2a7e2a0f(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -4372,7 +4372,7 @@ void _wrap_delete_LrLambda_capi_b36db41f88888893(accswig::LrLambda *_swig_go_0) 
 }
 
 
-void _wrap_LrLambda_released_capi_b36db41f88888893(accswig::LrLambda *_swig_go_0) {
+void _wrap_LrLambda_released_capi_4d1c7eae2a7e2a0f(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -4383,7 +4383,7 @@ void _wrap_LrLambda_released_capi_b36db41f88888893(accswig::LrLambda *_swig_go_0
 }
 
 
-accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_b36db41f88888893(intgo _swig_go_0) {
+accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   int arg1 ;
   accswig::GroupLrLambda *result = 0 ;
   accswig::GroupLrLambda *_swig_go_result;
@@ -4405,7 +4405,7 @@ accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_b
 }
 
 
-void _wrap_DeleteDirectorGroupLrLambda_capi_b36db41f88888893(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorGroupLrLambda_capi_4d1c7eae2a7e2a0f(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -4424,7 +4424,7 @@ void _wrap_DeleteDirectorGroupLrLambda_capi_b36db41f88888893(accswig::GroupLrLam
 }
 
 
-void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_b36db41f88888893(SwigDirector_GroupLrLambda *_swig_go_0) {
+void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_GroupLrLambda *_swig_go_0) {
   SwigDirector_GroupLrLambda *arg1 = (SwigDirector_GroupLrLambda *) 0 ;
   
   arg1 = *(SwigDirector_GroupLrLambda **)&_swig_go_0; 
@@ -4443,7 +4443,7 @@ void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_b36db41f88888893(Swi
 }
 
 
-intgo _wrap_GroupLrLambda_factor_capi_b36db41f88888893(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
+intgo _wrap_GroupLrLambda_factor_capi_4d1c7eae2a7e2a0f(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -4471,7 +4471,7 @@ intgo _wrap_GroupLrLambda_factor_capi_b36db41f88888893(accswig::GroupLrLambda *_
 }
 
 
-void _wrap_delete_GroupLrLambda_capi_b36db41f88888893(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_delete_GroupLrLambda_capi_4d1c7eae2a7e2a0f(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -4490,7 +4490,7 @@ void _wrap_delete_GroupLrLambda_capi_b36db41f88888893(accswig::GroupLrLambda *_s
 }
 
 
-void _wrap_GroupLrLambda_released_capi_b36db41f88888893(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_GroupLrLambda_released_capi_4d1c7eae2a7e2a0f(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -4501,7 +4501,7 @@ void _wrap_GroupLrLambda_released_capi_b36db41f88888893(accswig::GroupLrLambda *
 }
 
 
-accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_b36db41f88888893(intgo _swig_go_0) {
+accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   int arg1 ;
   accswig::TraceReady *result = 0 ;
   accswig::TraceReady *_swig_go_result;
@@ -4523,7 +4523,7 @@ accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_b36db41f88
 }
 
 
-void _wrap_DeleteDirectorTraceReady_capi_b36db41f88888893(accswig::TraceReady *_swig_go_0) {
+void _wrap_DeleteDirectorTraceReady_capi_4d1c7eae2a7e2a0f(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -4542,7 +4542,7 @@ void _wrap_DeleteDirectorTraceReady_capi_b36db41f88888893(accswig::TraceReady *_
 }
 
 
-void _wrap__swig_DirectorTraceReady_upcall_Released_capi_b36db41f88888893(SwigDirector_TraceReady *_swig_go_0) {
+void _wrap__swig_DirectorTraceReady_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_TraceReady *_swig_go_0) {
   SwigDirector_TraceReady *arg1 = (SwigDirector_TraceReady *) 0 ;
   
   arg1 = *(SwigDirector_TraceReady **)&_swig_go_0; 
@@ -4561,7 +4561,7 @@ void _wrap__swig_DirectorTraceReady_upcall_Released_capi_b36db41f88888893(SwigDi
 }
 
 
-intgo _wrap_TraceReady_ready_capi_b36db41f88888893(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_TraceReady_ready_capi_4d1c7eae2a7e2a0f(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   int64_t arg2 ;
   int result;
@@ -4585,7 +4585,7 @@ intgo _wrap_TraceReady_ready_capi_b36db41f88888893(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_delete_TraceReady_capi_b36db41f88888893(accswig::TraceReady *_swig_go_0) {
+void _wrap_delete_TraceReady_capi_4d1c7eae2a7e2a0f(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -4604,7 +4604,7 @@ void _wrap_delete_TraceReady_capi_b36db41f88888893(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_TraceReady_released_capi_b36db41f88888893(accswig::TraceReady *_swig_go_0) {
+void _wrap_TraceReady_released_capi_4d1c7eae2a7e2a0f(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -4615,7 +4615,7 @@ void _wrap_TraceReady_released_capi_b36db41f88888893(accswig::TraceReady *_swig_
 }
 
 
-accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_b36db41f88888893(intgo _swig_go_0) {
+accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   int arg1 ;
   accswig::BatchSizeRun *result = 0 ;
   accswig::BatchSizeRun *_swig_go_result;
@@ -4637,7 +4637,7 @@ accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_b36d
 }
 
 
-void _wrap_DeleteDirectorBatchSizeRun_capi_b36db41f88888893(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_DeleteDirectorBatchSizeRun_capi_4d1c7eae2a7e2a0f(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4656,7 +4656,7 @@ void _wrap_DeleteDirectorBatchSizeRun_capi_b36db41f88888893(accswig::BatchSizeRu
 }
 
 
-void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_b36db41f88888893(SwigDirector_BatchSizeRun *_swig_go_0) {
+void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_BatchSizeRun *_swig_go_0) {
   SwigDirector_BatchSizeRun *arg1 = (SwigDirector_BatchSizeRun *) 0 ;
   
   arg1 = *(SwigDirector_BatchSizeRun **)&_swig_go_0; 
@@ -4675,7 +4675,7 @@ void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_b36db41f88888893(Swig
 }
 
 
-intgo _wrap_BatchSizeRun_run_capi_b36db41f88888893(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_BatchSizeRun_run_capi_4d1c7eae2a7e2a0f(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   int64_t arg2 ;
   int result;
@@ -4699,7 +4699,7 @@ intgo _wrap_BatchSizeRun_run_capi_b36db41f88888893(accswig::BatchSizeRun *_swig_
 }
 
 
-void _wrap_delete_BatchSizeRun_capi_b36db41f88888893(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_delete_BatchSizeRun_capi_4d1c7eae2a7e2a0f(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4718,7 +4718,7 @@ void _wrap_delete_BatchSizeRun_capi_b36db41f88888893(accswig::BatchSizeRun *_swi
 }
 
 
-void _wrap_BatchSizeRun_released_capi_b36db41f88888893(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_BatchSizeRun_released_capi_4d1c7eae2a7e2a0f(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4729,7 +4729,7 @@ void _wrap_BatchSizeRun_released_capi_b36db41f88888893(accswig::BatchSizeRun *_s
 }
 
 
-_gostring_ _wrap_Accelerate_version_capi_b36db41f88888893() {
+_gostring_ _wrap_Accelerate_version_capi_4d1c7eae2a7e2a0f() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4749,7 +4749,7 @@ _gostring_ _wrap_Accelerate_version_capi_b36db41f88888893() {
 }
 
 
-intgo _wrap_Accelerate_abiVersion_capi_b36db41f88888893() {
+intgo _wrap_Accelerate_abiVersion_capi_4d1c7eae2a7e2a0f() {
   int result;
   intgo _swig_go_result;
   
@@ -4769,7 +4769,7 @@ intgo _wrap_Accelerate_abiVersion_capi_b36db41f88888893() {
 }
 
 
-void _wrap_Accelerate_checkAbi_capi_b36db41f88888893(intgo _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_checkAbi_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0, _gostring_* _swig_go_1) {
   int arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4800,7 +4800,7 @@ void _wrap_Accelerate_checkAbi_capi_b36db41f88888893(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_Accelerate_checkBinding_capi_b36db41f88888893(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerate_checkBinding_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4841,7 +4841,7 @@ void _wrap_Accelerate_checkBinding_capi_b36db41f88888893(_gostring_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_Accelerate_buildInfo_capi_b36db41f88888893() {
+_gostring_ _wrap_Accelerate_buildInfo_capi_4d1c7eae2a7e2a0f() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4861,7 +4861,7 @@ _gostring_ _wrap_Accelerate_buildInfo_capi_b36db41f88888893() {
 }
 
 
-_gostring_ _wrap_Accelerate_statusName_capi_b36db41f88888893(intgo _swig_go_0) {
+_gostring_ _wrap_Accelerate_statusName_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   acc_status arg1 ;
   std::string result;
   _gostring_ _swig_go_result;
@@ -4883,7 +4883,7 @@ _gostring_ _wrap_Accelerate_statusName_capi_b36db41f88888893(intgo _swig_go_0) {
 }
 
 
-long long _wrap_Accelerate_liveHandles_capi_b36db41f88888893(intgo _swig_go_0) {
+long long _wrap_Accelerate_liveHandles_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   acc_handle_kind arg1 ;
   int64_t result;
   long long _swig_go_result;
@@ -4905,7 +4905,7 @@ long long _wrap_Accelerate_liveHandles_capi_b36db41f88888893(intgo _swig_go_0) {
 }
 
 
-void _wrap_Accelerate_setSeed_capi_b36db41f88888893(long long _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setSeed_capi_4d1c7eae2a7e2a0f(long long _swig_go_0, _gostring_* _swig_go_1) {
   int64_t arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4936,7 +4936,7 @@ void _wrap_Accelerate_setSeed_capi_b36db41f88888893(long long _swig_go_0, _gostr
 }
 
 
-void _wrap_Accelerate_setSeedWith_capi_b36db41f88888893(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerate_setSeedWith_capi_4d1c7eae2a7e2a0f(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   int64_t arg1 ;
   bool arg2 ;
   bool arg3 ;
@@ -4971,7 +4971,7 @@ void _wrap_Accelerate_setSeedWith_capi_b36db41f88888893(long long _swig_go_0, bo
 }
 
 
-acc_tensor *_wrap_Accelerate_getRandomState_capi_b36db41f88888893(_gostring_* _swig_go_0) {
+acc_tensor *_wrap_Accelerate_getRandomState_capi_4d1c7eae2a7e2a0f(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor *result = 0 ;
@@ -5003,7 +5003,7 @@ acc_tensor *_wrap_Accelerate_getRandomState_capi_b36db41f88888893(_gostring_* _s
 }
 
 
-void _wrap_Accelerate_setRandomState_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setRandomState_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5034,7 +5034,7 @@ void _wrap_Accelerate_setRandomState_capi_b36db41f88888893(acc_tensor *_swig_go_
 }
 
 
-long long _wrap_Accelerate_dtypeSize_capi_b36db41f88888893(intgo _swig_go_0) {
+long long _wrap_Accelerate_dtypeSize_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
   acc_dtype arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -5056,7 +5056,7 @@ long long _wrap_Accelerate_dtypeSize_capi_b36db41f88888893(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_b36db41f88888893() {
+_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_4d1c7eae2a7e2a0f() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -5076,7 +5076,7 @@ _gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_b36db41f88888893() {
 }
 
 
-void _wrap_Accelerate_callbackSetError_capi_b36db41f88888893(_gostring_ _swig_go_0) {
+void _wrap_Accelerate_callbackSetError_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   char *copy1 ;
   
@@ -5103,7 +5103,7 @@ void _wrap_Accelerate_callbackSetError_capi_b36db41f88888893(_gostring_ _swig_go
 }
 
 
-long long _wrap_Accelerate_findBatchSizeWith_capi_b36db41f88888893(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerate_findBatchSizeWith_capi_4d1c7eae2a7e2a0f(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::BatchSizeRun *arg2 = (accswig::BatchSizeRun *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5139,7 +5139,7 @@ long long _wrap_Accelerate_findBatchSizeWith_capi_b36db41f88888893(long long _sw
 }
 
 
-void _wrap_delete_Accelerate_capi_b36db41f88888893(accswig::Library *_swig_go_0) {
+void _wrap_delete_Accelerate_capi_4d1c7eae2a7e2a0f(accswig::Library *_swig_go_0) {
   accswig::Library *arg1 = (accswig::Library *) 0 ;
   
   arg1 = *(accswig::Library **)&_swig_go_0; 
@@ -5158,7 +5158,7 @@ void _wrap_delete_Accelerate_capi_b36db41f88888893(accswig::Library *_swig_go_0)
 }
 
 
-long long _wrap_LoadReport_missingCount_capi_b36db41f88888893(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_missingCount_capi_4d1c7eae2a7e2a0f(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -5180,7 +5180,7 @@ long long _wrap_LoadReport_missingCount_capi_b36db41f88888893(accswig::LoadRepor
 }
 
 
-_gostring_ _wrap_LoadReport_missing_capi_b36db41f88888893(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_missing_capi_4d1c7eae2a7e2a0f(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -5204,7 +5204,7 @@ _gostring_ _wrap_LoadReport_missing_capi_b36db41f88888893(accswig::LoadReport *_
 }
 
 
-long long _wrap_LoadReport_unexpectedCount_capi_b36db41f88888893(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_unexpectedCount_capi_4d1c7eae2a7e2a0f(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -5226,7 +5226,7 @@ long long _wrap_LoadReport_unexpectedCount_capi_b36db41f88888893(accswig::LoadRe
 }
 
 
-_gostring_ _wrap_LoadReport_unexpected_capi_b36db41f88888893(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_unexpected_capi_4d1c7eae2a7e2a0f(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -5250,7 +5250,7 @@ _gostring_ _wrap_LoadReport_unexpected_capi_b36db41f88888893(accswig::LoadReport
 }
 
 
-void _wrap_delete_LoadReport_capi_b36db41f88888893(accswig::LoadReport *_swig_go_0) {
+void _wrap_delete_LoadReport_capi_4d1c7eae2a7e2a0f(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   
   arg1 = *(accswig::LoadReport **)&_swig_go_0; 
@@ -5269,7 +5269,7 @@ void _wrap_delete_LoadReport_capi_b36db41f88888893(accswig::LoadReport *_swig_go
 }
 
 
-acc_tensor *_wrap_Loss_crossEntropy_capi_b36db41f88888893(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_crossEntropy_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5309,7 +5309,7 @@ acc_tensor *_wrap_Loss_crossEntropy_capi_b36db41f88888893(acc_tensor *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Loss_nll_capi_b36db41f88888893(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_nll_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5347,7 +5347,7 @@ acc_tensor *_wrap_Loss_nll_capi_b36db41f88888893(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_mse_capi_b36db41f88888893(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_mse_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5385,7 +5385,7 @@ acc_tensor *_wrap_Loss_mse_capi_b36db41f88888893(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_l1_capi_b36db41f88888893(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_l1_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5423,7 +5423,7 @@ acc_tensor *_wrap_Loss_l1_capi_b36db41f88888893(acc_tensor *_swig_go_0, acc_tens
 }
 
 
-acc_tensor *_wrap_Loss_smoothL1_capi_b36db41f88888893(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_smoothL1_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5463,7 +5463,7 @@ acc_tensor *_wrap_Loss_smoothL1_capi_b36db41f88888893(acc_tensor *_swig_go_0, ac
 }
 
 
-acc_tensor *_wrap_Loss_huber_capi_b36db41f88888893(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_huber_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5503,7 +5503,7 @@ acc_tensor *_wrap_Loss_huber_capi_b36db41f88888893(acc_tensor *_swig_go_0, acc_t
 }
 
 
-acc_tensor *_wrap_Loss_bceWithLogits_capi_b36db41f88888893(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_bceWithLogits_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5541,7 +5541,7 @@ acc_tensor *_wrap_Loss_bceWithLogits_capi_b36db41f88888893(acc_tensor *_swig_go_
 }
 
 
-void _wrap_delete_Loss_capi_b36db41f88888893(accswig::Loss *_swig_go_0) {
+void _wrap_delete_Loss_capi_4d1c7eae2a7e2a0f(accswig::Loss *_swig_go_0) {
   accswig::Loss *arg1 = (accswig::Loss *) 0 ;
   
   arg1 = *(accswig::Loss **)&_swig_go_0; 
@@ -5560,7 +5560,7 @@ void _wrap_delete_Loss_capi_b36db41f88888893(accswig::Loss *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tensor_capi_b36db41f88888893(acc_tensor *_swig_go_0) {
+void _wrap_delete_Tensor_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   
   arg1 = *(acc_tensor **)&_swig_go_0; 
@@ -5579,7 +5579,7 @@ void _wrap_delete_Tensor_capi_b36db41f88888893(acc_tensor *_swig_go_0) {
 }
 
 
-acc_tensor *_wrap_Tensor_fromFloats_capi_b36db41f88888893(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromFloats_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5623,7 +5623,7 @@ acc_tensor *_wrap_Tensor_fromFloats_capi_b36db41f88888893(_goslice_ _swig_go_0, 
 }
 
 
-void _wrap_Tensor_copyToFloats_capi_b36db41f88888893(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToFloats_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5660,7 +5660,7 @@ void _wrap_Tensor_copyToFloats_capi_b36db41f88888893(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_fromDoubles_capi_b36db41f88888893(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromDoubles_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   double *arg1 = (double *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5704,7 +5704,7 @@ acc_tensor *_wrap_Tensor_fromDoubles_capi_b36db41f88888893(_goslice_ _swig_go_0,
 }
 
 
-void _wrap_Tensor_copyToDoubles_capi_b36db41f88888893(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToDoubles_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -5741,7 +5741,7 @@ void _wrap_Tensor_copyToDoubles_capi_b36db41f88888893(acc_tensor *_swig_go_0, _g
 }
 
 
-acc_tensor *_wrap_Tensor_fromLongs_capi_b36db41f88888893(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromLongs_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5785,7 +5785,7 @@ acc_tensor *_wrap_Tensor_fromLongs_capi_b36db41f88888893(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToLongs_capi_b36db41f88888893(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToLongs_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5822,7 +5822,7 @@ void _wrap_Tensor_copyToLongs_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_fromInts_capi_b36db41f88888893(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromInts_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int32_t *arg1 = (int32_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5866,7 +5866,7 @@ acc_tensor *_wrap_Tensor_fromInts_capi_b36db41f88888893(_goslice_ _swig_go_0, _g
 }
 
 
-void _wrap_Tensor_copyToInts_capi_b36db41f88888893(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToInts_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -5903,7 +5903,7 @@ void _wrap_Tensor_copyToInts_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gosl
 }
 
 
-acc_tensor *_wrap_Tensor_fromBytes_capi_b36db41f88888893(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromBytes_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5947,7 +5947,7 @@ acc_tensor *_wrap_Tensor_fromBytes_capi_b36db41f88888893(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToBytes_capi_b36db41f88888893(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToBytes_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -5984,7 +5984,7 @@ void _wrap_Tensor_copyToBytes_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_zeros_capi_b36db41f88888893(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_zeros_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   acc_dtype arg3 ;
@@ -6034,7 +6034,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_b36db41f88888893(_goslice_ _swig_go_0, intgo
 }
 
 
-acc_tensor *_wrap_Tensor_rand_capi_b36db41f88888893(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_rand_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6072,7 +6072,7 @@ acc_tensor *_wrap_Tensor_rand_capi_b36db41f88888893(_goslice_ _swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_randn_capi_b36db41f88888893(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_randn_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6110,7 +6110,7 @@ acc_tensor *_wrap_Tensor_randn_capi_b36db41f88888893(_goslice_ _swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_fromIdxFile_capi_b36db41f88888893(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_fromIdxFile_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -6152,7 +6152,7 @@ acc_tensor *_wrap_Tensor_fromIdxFile_capi_b36db41f88888893(_gostring_ _swig_go_0
 }
 
 
-acc_tensor *_wrap_Tensor_fromFileMmap_capi_b36db41f88888893(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Tensor_fromFileMmap_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   acc_dtype arg3 ;
@@ -6204,7 +6204,7 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_b36db41f88888893(_gostring_ _swig_go_
 }
 
 
-long long _wrap_Tensor_ndim_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_ndim_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6238,7 +6238,7 @@ long long _wrap_Tensor_ndim_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostr
 }
 
 
-void _wrap_Tensor_copyShape_capi_b36db41f88888893(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyShape_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -6275,7 +6275,7 @@ void _wrap_Tensor_copyShape_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Tensor_numel_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_numel_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6309,7 +6309,7 @@ long long _wrap_Tensor_numel_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gost
 }
 
 
-intgo _wrap_Tensor_dtype_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+intgo _wrap_Tensor_dtype_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6343,7 +6343,7 @@ intgo _wrap_Tensor_dtype_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostring
 }
 
 
-_gostring_ _wrap_Tensor_device_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Tensor_device_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6377,7 +6377,7 @@ _gostring_ _wrap_Tensor_device_capi_b36db41f88888893(acc_tensor *_swig_go_0, _go
 }
 
 
-bool _wrap_Tensor_requiresGrad_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Tensor_requiresGrad_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6411,7 +6411,7 @@ bool _wrap_Tensor_requiresGrad_capi_b36db41f88888893(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_to_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_to_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -6457,7 +6457,7 @@ acc_tensor *_wrap_Tensor_to_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_grad_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_grad_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6491,7 +6491,7 @@ acc_tensor *_wrap_Tensor_grad_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gos
 }
 
 
-void _wrap_Tensor_backward_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Tensor_backward_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6522,7 +6522,7 @@ void _wrap_Tensor_backward_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostri
 }
 
 
-acc_tensor *_wrap_Tensor_sum_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_sum_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6556,7 +6556,7 @@ acc_tensor *_wrap_Tensor_sum_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_mean_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_mean_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6590,7 +6590,7 @@ acc_tensor *_wrap_Tensor_mean_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_reshape_capi_b36db41f88888893(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_reshape_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -6630,7 +6630,7 @@ acc_tensor *_wrap_Tensor_reshape_capi_b36db41f88888893(acc_tensor *_swig_go_0, _
 }
 
 
-acc_tensor *_wrap_Tensor_argmax_capi_b36db41f88888893(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_argmax_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -6668,7 +6668,7 @@ acc_tensor *_wrap_Tensor_argmax_capi_b36db41f88888893(acc_tensor *_swig_go_0, lo
 }
 
 
-long long _wrap_Tensor_countEqual_capi_b36db41f88888893(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Tensor_countEqual_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6704,7 +6704,7 @@ long long _wrap_Tensor_countEqual_capi_b36db41f88888893(acc_tensor *_swig_go_0, 
 }
 
 
-double _wrap_Tensor_item_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+double _wrap_Tensor_item_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6738,7 +6738,7 @@ double _wrap_Tensor_item_capi_b36db41f88888893(acc_tensor *_swig_go_0, _gostring
 }
 
 
-acc_tensor_list *_wrap_new_TensorList_capi_b36db41f88888893(_gostring_* _swig_go_0) {
+acc_tensor_list *_wrap_new_TensorList_capi_4d1c7eae2a7e2a0f(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor_list *result = 0 ;
@@ -6770,7 +6770,7 @@ acc_tensor_list *_wrap_new_TensorList_capi_b36db41f88888893(_gostring_* _swig_go
 }
 
 
-void _wrap_delete_TensorList_capi_b36db41f88888893(acc_tensor_list *_swig_go_0) {
+void _wrap_delete_TensorList_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
@@ -6789,7 +6789,7 @@ void _wrap_delete_TensorList_capi_b36db41f88888893(acc_tensor_list *_swig_go_0) 
 }
 
 
-void _wrap_TensorList_append_capi_b36db41f88888893(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_TensorList_append_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
@@ -6832,7 +6832,7 @@ void _wrap_TensorList_append_capi_b36db41f88888893(acc_tensor_list *_swig_go_0, 
 }
 
 
-long long _wrap_TensorList_size_capi_b36db41f88888893(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_TensorList_size_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6866,7 +6866,7 @@ long long _wrap_TensorList_size_capi_b36db41f88888893(acc_tensor_list *_swig_go_
 }
 
 
-acc_tensor *_wrap_TensorList_get_capi_b36db41f88888893(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_get_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6902,7 +6902,7 @@ acc_tensor *_wrap_TensorList_get_capi_b36db41f88888893(acc_tensor_list *_swig_go
 }
 
 
-_gostring_ _wrap_TensorList_name_capi_b36db41f88888893(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_TensorList_name_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6938,7 +6938,7 @@ _gostring_ _wrap_TensorList_name_capi_b36db41f88888893(acc_tensor_list *_swig_go
 }
 
 
-acc_tensor *_wrap_TensorList_find_capi_b36db41f88888893(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_find_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6982,7 +6982,7 @@ acc_tensor *_wrap_TensorList_find_capi_b36db41f88888893(acc_tensor_list *_swig_g
 }
 
 
-void _wrap_TensorList_saveSafetensors_capi_b36db41f88888893(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_TensorList_saveSafetensors_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7023,7 +7023,7 @@ void _wrap_TensorList_saveSafetensors_capi_b36db41f88888893(acc_tensor_list *_sw
 }
 
 
-acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_b36db41f88888893(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -7065,7 +7065,7 @@ acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_b36db41f88888893(_gostrin
 }
 
 
-void _wrap_delete_StringList_capi_b36db41f88888893(acc_string_list *_swig_go_0) {
+void _wrap_delete_StringList_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig_go_0) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   
   arg1 = *(acc_string_list **)&_swig_go_0; 
@@ -7084,7 +7084,7 @@ void _wrap_delete_StringList_capi_b36db41f88888893(acc_string_list *_swig_go_0) 
 }
 
 
-long long _wrap_StringList_size_capi_b36db41f88888893(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_StringList_size_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7118,7 +7118,7 @@ long long _wrap_StringList_size_capi_b36db41f88888893(acc_string_list *_swig_go_
 }
 
 
-_gostring_ _wrap_StringList_get_capi_b36db41f88888893(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_StringList_get_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7154,7 +7154,7 @@ _gostring_ _wrap_StringList_get_capi_b36db41f88888893(acc_string_list *_swig_go_
 }
 
 
-long long _wrap_StringList_byteSize_capi_b36db41f88888893(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_StringList_byteSize_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7190,7 +7190,7 @@ long long _wrap_StringList_byteSize_capi_b36db41f88888893(acc_string_list *_swig
 }
 
 
-void _wrap_StringList_copyBytes_capi_b36db41f88888893(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_StringList_copyBytes_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -7229,7 +7229,7 @@ void _wrap_StringList_copyBytes_capi_b36db41f88888893(acc_string_list *_swig_go_
 }
 
 
-acc_options *_wrap_new_Options_capi_b36db41f88888893(intgo _swig_go_0, _gostring_* _swig_go_1) {
+acc_options *_wrap_new_Options_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0, _gostring_* _swig_go_1) {
   acc_options_kind arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7263,7 +7263,7 @@ acc_options *_wrap_new_Options_capi_b36db41f88888893(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_delete_Options_capi_b36db41f88888893(acc_options *_swig_go_0) {
+void _wrap_delete_Options_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0) {
   acc_options *arg1 = (acc_options *) 0 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
@@ -7282,7 +7282,7 @@ void _wrap_delete_Options_capi_b36db41f88888893(acc_options *_swig_go_0) {
 }
 
 
-void _wrap_Options_setInt_capi_b36db41f88888893(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setInt_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -7325,7 +7325,7 @@ void _wrap_Options_setInt_capi_b36db41f88888893(acc_options *_swig_go_0, _gostri
 }
 
 
-void _wrap_Options_setDouble_capi_b36db41f88888893(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setDouble_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -7368,7 +7368,7 @@ void _wrap_Options_setDouble_capi_b36db41f88888893(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_setBool_capi_b36db41f88888893(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setBool_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -7411,7 +7411,7 @@ void _wrap_Options_setBool_capi_b36db41f88888893(acc_options *_swig_go_0, _gostr
 }
 
 
-void _wrap_Options_setString_capi_b36db41f88888893(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setString_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7462,7 +7462,7 @@ void _wrap_Options_setString_capi_b36db41f88888893(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_set_capi_b36db41f88888893(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_set_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7513,7 +7513,7 @@ void _wrap_Options_set_capi_b36db41f88888893(acc_options *_swig_go_0, _gostring_
 }
 
 
-_gostring_ _wrap_Options_get_capi_b36db41f88888893(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Options_get_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7557,7 +7557,7 @@ _gostring_ _wrap_Options_get_capi_b36db41f88888893(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_delete_Model_capi_b36db41f88888893(acc_model *_swig_go_0) {
+void _wrap_delete_Model_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0) {
   acc_model *arg1 = (acc_model *) 0 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
@@ -7576,7 +7576,7 @@ void _wrap_delete_Model_capi_b36db41f88888893(acc_model *_swig_go_0) {
 }
 
 
-acc_model *_wrap_Model_loadTorchscript_capi_b36db41f88888893(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_loadTorchscript_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -7618,7 +7618,7 @@ acc_model *_wrap_Model_loadTorchscript_capi_b36db41f88888893(_gostring_ _swig_go
 }
 
 
-acc_model *_wrap_Model_fromSpec_capi_b36db41f88888893(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_fromSpec_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -7660,7 +7660,7 @@ acc_model *_wrap_Model_fromSpec_capi_b36db41f88888893(_gostring_ _swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_forward_capi_b36db41f88888893(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Model_forward_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   unsigned int arg3 ;
@@ -7698,7 +7698,7 @@ acc_tensor_list *_wrap_Model_forward_capi_b36db41f88888893(acc_model *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Model_forward1_capi_b36db41f88888893(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Model_forward1_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   unsigned int arg3 ;
@@ -7736,7 +7736,7 @@ acc_tensor *_wrap_Model_forward1_capi_b36db41f88888893(acc_model *_swig_go_0, ac
 }
 
 
-void _wrap_Model_setTraining_capi_b36db41f88888893(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setTraining_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7769,7 +7769,7 @@ void _wrap_Model_setTraining_capi_b36db41f88888893(acc_model *_swig_go_0, bool _
 }
 
 
-bool _wrap_Model_isTraining_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isTraining_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7803,7 +7803,7 @@ bool _wrap_Model_isTraining_capi_b36db41f88888893(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_setGraphOptimization_capi_b36db41f88888893(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setGraphOptimization_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7836,7 +7836,7 @@ void _wrap_Model_setGraphOptimization_capi_b36db41f88888893(acc_model *_swig_go_
 }
 
 
-void _wrap_Model_updateBn_capi_b36db41f88888893(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_updateBn_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7869,7 +7869,7 @@ void _wrap_Model_updateBn_capi_b36db41f88888893(acc_model *_swig_go_0, acc_datal
 }
 
 
-void _wrap_Model_to_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_to_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -7912,7 +7912,7 @@ void _wrap_Model_to_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swi
 }
 
 
-long long _wrap_Model_parameterTensorCount_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterTensorCount_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7946,7 +7946,7 @@ long long _wrap_Model_parameterTensorCount_capi_b36db41f88888893(acc_model *_swi
 }
 
 
-long long _wrap_Model_parameterElementCount_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterElementCount_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7980,7 +7980,7 @@ long long _wrap_Model_parameterElementCount_capi_b36db41f88888893(acc_model *_sw
 }
 
 
-acc_string_list *_wrap_Model_parameterNames_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_parameterNames_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8014,7 +8014,7 @@ acc_string_list *_wrap_Model_parameterNames_capi_b36db41f88888893(acc_model *_sw
 }
 
 
-acc_tensor *_wrap_Model_parameter_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Model_parameter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8058,7 +8058,7 @@ acc_tensor *_wrap_Model_parameter_capi_b36db41f88888893(acc_model *_swig_go_0, _
 }
 
 
-void _wrap_Model_zeroGrad_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_zeroGrad_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8089,7 +8089,7 @@ void _wrap_Model_zeroGrad_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring
 }
 
 
-long long _wrap_Model_setRequiresGrad_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_setRequiresGrad_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -8135,7 +8135,7 @@ long long _wrap_Model_setRequiresGrad_capi_b36db41f88888893(acc_model *_swig_go_
 }
 
 
-long long _wrap_Model_addLora_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8181,7 +8181,7 @@ long long _wrap_Model_addLora_capi_b36db41f88888893(acc_model *_swig_go_0, _gost
 }
 
 
-long long _wrap_Model_addLoraCorda_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, acc_dataloader *_swig_go_3, long long _swig_go_4, _gostring_* _swig_go_5) {
+long long _wrap_Model_addLoraCorda_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, acc_dataloader *_swig_go_3, long long _swig_go_4, _gostring_* _swig_go_5) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8231,7 +8231,7 @@ long long _wrap_Model_addLoraCorda_capi_b36db41f88888893(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_Model_beginLoraGa_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_beginLoraGa_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8274,7 +8274,7 @@ void _wrap_Model_beginLoraGa_capi_b36db41f88888893(acc_model *_swig_go_0, _gostr
 }
 
 
-long long _wrap_Model_addLoraGa_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_addLoraGa_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8308,7 +8308,7 @@ long long _wrap_Model_addLoraGa_capi_b36db41f88888893(acc_model *_swig_go_0, _go
 }
 
 
-long long _wrap_Model_addTrainableTokens_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addTrainableTokens_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8354,7 +8354,7 @@ long long _wrap_Model_addTrainableTokens_capi_b36db41f88888893(acc_model *_swig_
 }
 
 
-void _wrap_Model_saveLora_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8395,7 +8395,7 @@ void _wrap_Model_saveLora_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_loadLora_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_loadLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8436,7 +8436,7 @@ void _wrap_Model_loadLora_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_mergeLora_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_mergeLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8467,7 +8467,7 @@ void _wrap_Model_mergeLora_capi_b36db41f88888893(acc_model *_swig_go_0, _gostrin
 }
 
 
-void _wrap_Model_mergeLoraAdapters_capi_b36db41f88888893(acc_model *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_mergeLoraAdapters_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -8504,7 +8504,7 @@ void _wrap_Model_mergeLoraAdapters_capi_b36db41f88888893(acc_model *_swig_go_0, 
 }
 
 
-long long _wrap_Model_loraCount_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_loraCount_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8538,7 +8538,7 @@ long long _wrap_Model_loraCount_capi_b36db41f88888893(acc_model *_swig_go_0, _go
 }
 
 
-void _wrap_Model_setLoraEnabled_capi_b36db41f88888893(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setLoraEnabled_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8571,7 +8571,7 @@ void _wrap_Model_setLoraEnabled_capi_b36db41f88888893(acc_model *_swig_go_0, boo
 }
 
 
-bool _wrap_Model_isLoraEnabled_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isLoraEnabled_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8605,7 +8605,7 @@ bool _wrap_Model_isLoraEnabled_capi_b36db41f88888893(acc_model *_swig_go_0, _gos
 }
 
 
-long long _wrap_Model_addLoraNamed_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+long long _wrap_Model_addLoraNamed_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8661,7 +8661,7 @@ long long _wrap_Model_addLoraNamed_capi_b36db41f88888893(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_Model_loadLoraNamed_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadLoraNamed_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8712,7 +8712,7 @@ void _wrap_Model_loadLoraNamed_capi_b36db41f88888893(acc_model *_swig_go_0, _gos
 }
 
 
-void _wrap_Model_setAdapter_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setAdapter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8753,7 +8753,7 @@ void _wrap_Model_setAdapter_capi_b36db41f88888893(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_deleteAdapter_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_deleteAdapter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8794,7 +8794,7 @@ void _wrap_Model_deleteAdapter_capi_b36db41f88888893(acc_model *_swig_go_0, _gos
 }
 
 
-void _wrap_Model_unloadLora_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_unloadLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8825,7 +8825,7 @@ void _wrap_Model_unloadLora_capi_b36db41f88888893(acc_model *_swig_go_0, _gostri
 }
 
 
-long long _wrap_Model_addWeightedAdapter_capi_b36db41f88888893(acc_model *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _gostring_ _swig_go_3, _gostring_ _swig_go_4, acc_options *_swig_go_5, _gostring_* _swig_go_6) {
+long long _wrap_Model_addWeightedAdapter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _gostring_ _swig_go_3, _gostring_ _swig_go_4, acc_options *_swig_go_5, _gostring_* _swig_go_6) {
   acc_model *arg1 = (acc_model *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -8893,7 +8893,7 @@ long long _wrap_Model_addWeightedAdapter_capi_b36db41f88888893(acc_model *_swig_
 }
 
 
-long long _wrap_Model_initializeLoraEva_capi_b36db41f88888893(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, acc_options *_swig_go_2, acc_accelerator *_swig_go_3, _gostring_* _swig_go_4) {
+long long _wrap_Model_initializeLoraEva_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, acc_options *_swig_go_2, acc_accelerator *_swig_go_3, _gostring_* _swig_go_4) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8933,7 +8933,7 @@ long long _wrap_Model_initializeLoraEva_capi_b36db41f88888893(acc_model *_swig_g
 }
 
 
-_gostring_ _wrap_Model_activeAdapter_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Model_activeAdapter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8967,7 +8967,7 @@ _gostring_ _wrap_Model_activeAdapter_capi_b36db41f88888893(acc_model *_swig_go_0
 }
 
 
-acc_string_list *_wrap_Model_adapterNames_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_adapterNames_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9001,7 +9001,7 @@ acc_string_list *_wrap_Model_adapterNames_capi_b36db41f88888893(acc_model *_swig
 }
 
 
-acc_tensor_list *_wrap_Model_stateDict_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_Model_stateDict_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9035,7 +9035,7 @@ acc_tensor_list *_wrap_Model_stateDict_capi_b36db41f88888893(acc_model *_swig_go
 }
 
 
-void _wrap_Model_loadStateDict_capi_b36db41f88888893(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadStateDict_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   bool arg3 ;
@@ -9070,7 +9070,7 @@ void _wrap_Model_loadStateDict_capi_b36db41f88888893(acc_model *_swig_go_0, acc_
 }
 
 
-void _wrap_Model_saveTorchscript_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveTorchscript_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9111,7 +9111,7 @@ void _wrap_Model_saveTorchscript_capi_b36db41f88888893(acc_model *_swig_go_0, _g
 }
 
 
-accswig::LoadReport *_wrap_Model_loadSafetensors_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+accswig::LoadReport *_wrap_Model_loadSafetensors_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -9157,7 +9157,7 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_b36db41f88888893(acc_model
 }
 
 
-acc_optimizer *_wrap_new_Optimizer_capi_b36db41f88888893(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_new_Optimizer_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9203,7 +9203,7 @@ acc_optimizer *_wrap_new_Optimizer_capi_b36db41f88888893(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_delete_Optimizer_capi_b36db41f88888893(acc_optimizer *_swig_go_0) {
+void _wrap_delete_Optimizer_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
@@ -9222,7 +9222,7 @@ void _wrap_delete_Optimizer_capi_b36db41f88888893(acc_optimizer *_swig_go_0) {
 }
 
 
-void _wrap_Optimizer_addParamGroup_capi_b36db41f88888893(acc_optimizer *_swig_go_0, _goslice_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_addParamGroup_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _goslice_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -9261,7 +9261,7 @@ void _wrap_Optimizer_addParamGroup_capi_b36db41f88888893(acc_optimizer *_swig_go
 }
 
 
-long long _wrap_Optimizer_addParamGroupMatching_capi_b36db41f88888893(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Optimizer_addParamGroupMatching_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9307,7 +9307,7 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_b36db41f88888893(acc_optimi
 }
 
 
-long long _wrap_Optimizer_numParamGroups_capi_b36db41f88888893(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Optimizer_numParamGroups_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9341,7 +9341,7 @@ long long _wrap_Optimizer_numParamGroups_capi_b36db41f88888893(acc_optimizer *_s
 }
 
 
-double _wrap_Optimizer_getLr_capi_b36db41f88888893(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Optimizer_getLr_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9377,7 +9377,7 @@ double _wrap_Optimizer_getLr_capi_b36db41f88888893(acc_optimizer *_swig_go_0, lo
 }
 
 
-void _wrap_Optimizer_setLr_capi_b36db41f88888893(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_setLr_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   double arg3 ;
@@ -9412,7 +9412,7 @@ void _wrap_Optimizer_setLr_capi_b36db41f88888893(acc_optimizer *_swig_go_0, long
 }
 
 
-double _wrap_Optimizer_getHyperparameter_capi_b36db41f88888893(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+double _wrap_Optimizer_getHyperparameter_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -9458,7 +9458,7 @@ double _wrap_Optimizer_getHyperparameter_capi_b36db41f88888893(acc_optimizer *_s
 }
 
 
-void _wrap_Optimizer_step_capi_b36db41f88888893(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_step_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9489,7 +9489,7 @@ void _wrap_Optimizer_step_capi_b36db41f88888893(acc_optimizer *_swig_go_0, _gost
 }
 
 
-void _wrap_Optimizer_zeroGrad_capi_b36db41f88888893(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_zeroGrad_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9520,7 +9520,7 @@ void _wrap_Optimizer_zeroGrad_capi_b36db41f88888893(acc_optimizer *_swig_go_0, _
 }
 
 
-void _wrap_Optimizer_setTraining_capi_b36db41f88888893(acc_optimizer *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Optimizer_setTraining_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9553,7 +9553,7 @@ void _wrap_Optimizer_setTraining_capi_b36db41f88888893(acc_optimizer *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Optimizer_stateOf_capi_b36db41f88888893(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Optimizer_stateOf_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9607,7 +9607,7 @@ acc_tensor *_wrap_Optimizer_stateOf_capi_b36db41f88888893(acc_optimizer *_swig_g
 }
 
 
-acc_string_list *_wrap_Optimizer_stateFields_capi_b36db41f88888893(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_string_list *_wrap_Optimizer_stateFields_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9651,7 +9651,7 @@ acc_string_list *_wrap_Optimizer_stateFields_capi_b36db41f88888893(acc_optimizer
 }
 
 
-acc_scheduler *_wrap_new_Scheduler_capi_b36db41f88888893(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_new_Scheduler_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9697,7 +9697,7 @@ acc_scheduler *_wrap_new_Scheduler_capi_b36db41f88888893(acc_optimizer *_swig_go
 }
 
 
-void _wrap_delete_Scheduler_capi_b36db41f88888893(acc_scheduler *_swig_go_0) {
+void _wrap_delete_Scheduler_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   
   arg1 = *(acc_scheduler **)&_swig_go_0; 
@@ -9716,7 +9716,7 @@ void _wrap_delete_Scheduler_capi_b36db41f88888893(acc_scheduler *_swig_go_0) {
 }
 
 
-void _wrap_Scheduler_then_capi_b36db41f88888893(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Scheduler_then_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -9761,7 +9761,7 @@ void _wrap_Scheduler_then_capi_b36db41f88888893(acc_scheduler *_swig_go_0, long 
 }
 
 
-void _wrap_Scheduler_chain_capi_b36db41f88888893(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Scheduler_chain_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9804,7 +9804,7 @@ void _wrap_Scheduler_chain_capi_b36db41f88888893(acc_scheduler *_swig_go_0, _gos
 }
 
 
-void _wrap_Scheduler_step_capi_b36db41f88888893(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Scheduler_step_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9835,7 +9835,7 @@ void _wrap_Scheduler_step_capi_b36db41f88888893(acc_scheduler *_swig_go_0, _gost
 }
 
 
-void _wrap_Scheduler_stepMetric_capi_b36db41f88888893(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Scheduler_stepMetric_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   double arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9868,7 +9868,7 @@ void _wrap_Scheduler_stepMetric_capi_b36db41f88888893(acc_scheduler *_swig_go_0,
 }
 
 
-double _wrap_Scheduler_getLastLr_capi_b36db41f88888893(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Scheduler_getLastLr_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9904,7 +9904,7 @@ double _wrap_Scheduler_getLastLr_capi_b36db41f88888893(acc_scheduler *_swig_go_0
 }
 
 
-long long _wrap_Scheduler_getStep_capi_b36db41f88888893(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Scheduler_getStep_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9938,7 +9938,7 @@ long long _wrap_Scheduler_getStep_capi_b36db41f88888893(acc_scheduler *_swig_go_
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_b36db41f88888893(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9974,7 +9974,7 @@ acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_b36db41f88888893(acc_optimizer 
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_b36db41f88888893(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10010,7 +10010,7 @@ acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_b36db41f88888893(acc_op
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_b36db41f88888893(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
@@ -10048,7 +10048,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_b36db41f88888893(acc_optim
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_b36db41f88888893(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
@@ -10086,7 +10086,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_b36db41f88888893(a
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_b36db41f88888893(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   accswig::LrLambda *arg3 = (accswig::LrLambda *) 0 ;
@@ -10124,7 +10124,7 @@ acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_b36db41f88888893(acc_optimiz
 }
 
 
-acc_averaged_model *_wrap_new_AveragedModel_capi_b36db41f88888893(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_averaged_model *_wrap_new_AveragedModel_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10160,7 +10160,7 @@ acc_averaged_model *_wrap_new_AveragedModel_capi_b36db41f88888893(acc_model *_sw
 }
 
 
-void _wrap_delete_AveragedModel_capi_b36db41f88888893(acc_averaged_model *_swig_go_0) {
+void _wrap_delete_AveragedModel_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go_0) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   
   arg1 = *(acc_averaged_model **)&_swig_go_0; 
@@ -10179,7 +10179,7 @@ void _wrap_delete_AveragedModel_capi_b36db41f88888893(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_update_capi_b36db41f88888893(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_update_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10212,7 +10212,7 @@ void _wrap_AveragedModel_update_capi_b36db41f88888893(acc_averaged_model *_swig_
 }
 
 
-long long _wrap_AveragedModel_count_capi_b36db41f88888893(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_AveragedModel_count_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10246,7 +10246,7 @@ long long _wrap_AveragedModel_count_capi_b36db41f88888893(acc_averaged_model *_s
 }
 
 
-void _wrap_AveragedModel_copyTo_capi_b36db41f88888893(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_copyTo_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10279,7 +10279,7 @@ void _wrap_AveragedModel_copyTo_capi_b36db41f88888893(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_swap_capi_b36db41f88888893(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_swap_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10312,7 +10312,7 @@ void _wrap_AveragedModel_swap_capi_b36db41f88888893(acc_averaged_model *_swig_go
 }
 
 
-acc_tensor_list *_wrap_AveragedModel_stateDict_capi_b36db41f88888893(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_AveragedModel_stateDict_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10346,7 +10346,7 @@ acc_tensor_list *_wrap_AveragedModel_stateDict_capi_b36db41f88888893(acc_average
 }
 
 
-void _wrap_AveragedModel_loadStateDict_capi_b36db41f88888893(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_loadStateDict_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10379,7 +10379,7 @@ void _wrap_AveragedModel_loadStateDict_capi_b36db41f88888893(acc_averaged_model 
 }
 
 
-void _wrap_delete_Dataset_capi_b36db41f88888893(acc_dataset *_swig_go_0) {
+void _wrap_delete_Dataset_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   
   arg1 = *(acc_dataset **)&_swig_go_0; 
@@ -10398,7 +10398,7 @@ void _wrap_delete_Dataset_capi_b36db41f88888893(acc_dataset *_swig_go_0) {
 }
 
 
-acc_dataset *_wrap_Dataset_fromTensors_capi_b36db41f88888893(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+acc_dataset *_wrap_Dataset_fromTensors_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10432,7 +10432,7 @@ acc_dataset *_wrap_Dataset_fromTensors_capi_b36db41f88888893(acc_tensor_list *_s
 }
 
 
-acc_dataset *_wrap_Dataset_fromIdx_capi_b36db41f88888893(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromIdx_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10484,7 +10484,7 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_b36db41f88888893(_gostring_ _swig_go_0, 
 }
 
 
-acc_dataset *_wrap_Dataset_fromSampleSource_capi_b36db41f88888893(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromSampleSource_capi_4d1c7eae2a7e2a0f(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::SampleSource *arg2 = (accswig::SampleSource *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10520,7 +10520,7 @@ acc_dataset *_wrap_Dataset_fromSampleSource_capi_b36db41f88888893(long long _swi
 }
 
 
-acc_dataset *_wrap_Dataset_fromStreamSource_capi_b36db41f88888893(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromStreamSource_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10556,7 +10556,7 @@ acc_dataset *_wrap_Dataset_fromStreamSource_capi_b36db41f88888893(accswig::Strea
 }
 
 
-acc_dataset *_wrap_Dataset_subset_capi_b36db41f88888893(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataset *_wrap_Dataset_subset_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -10594,7 +10594,7 @@ acc_dataset *_wrap_Dataset_subset_capi_b36db41f88888893(acc_dataset *_swig_go_0,
 }
 
 
-long long _wrap_Dataset_size_capi_b36db41f88888893(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Dataset_size_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10628,7 +10628,7 @@ long long _wrap_Dataset_size_capi_b36db41f88888893(acc_dataset *_swig_go_0, _gos
 }
 
 
-acc_tensor_list *_wrap_Dataset_get_capi_b36db41f88888893(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor_list *_wrap_Dataset_get_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10664,7 +10664,7 @@ acc_tensor_list *_wrap_Dataset_get_capi_b36db41f88888893(acc_dataset *_swig_go_0
 }
 
 
-acc_dataloader *_wrap_new_DataLoader_capi_b36db41f88888893(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataloader *_wrap_new_DataLoader_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10700,7 +10700,7 @@ acc_dataloader *_wrap_new_DataLoader_capi_b36db41f88888893(acc_dataset *_swig_go
 }
 
 
-void _wrap_delete_DataLoader_capi_b36db41f88888893(acc_dataloader *_swig_go_0) {
+void _wrap_delete_DataLoader_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   
   arg1 = *(acc_dataloader **)&_swig_go_0; 
@@ -10719,7 +10719,7 @@ void _wrap_delete_DataLoader_capi_b36db41f88888893(acc_dataloader *_swig_go_0) {
 }
 
 
-acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_b36db41f88888893(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -10767,7 +10767,7 @@ acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_b36db41f88888893(acc_datas
 }
 
 
-acc_tensor_list *_wrap_DataLoader_next_capi_b36db41f88888893(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_DataLoader_next_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10801,7 +10801,7 @@ acc_tensor_list *_wrap_DataLoader_next_capi_b36db41f88888893(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_length_capi_b36db41f88888893(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_length_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10835,7 +10835,7 @@ long long _wrap_DataLoader_length_capi_b36db41f88888893(acc_dataloader *_swig_go
 }
 
 
-long long _wrap_DataLoader_epoch_capi_b36db41f88888893(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_epoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10869,7 +10869,7 @@ long long _wrap_DataLoader_epoch_capi_b36db41f88888893(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_setEpoch_capi_b36db41f88888893(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setEpoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10902,7 +10902,7 @@ void _wrap_DataLoader_setEpoch_capi_b36db41f88888893(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_setCollator_capi_b36db41f88888893(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setCollator_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   accswig::Collator *arg2 = (accswig::Collator *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10935,7 +10935,7 @@ void _wrap_DataLoader_setCollator_capi_b36db41f88888893(acc_dataloader *_swig_go
 }
 
 
-void _wrap_DataLoader_skipFirstBatches_capi_b36db41f88888893(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_skipFirstBatches_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10968,7 +10968,7 @@ void _wrap_DataLoader_skipFirstBatches_capi_b36db41f88888893(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_totalBatchSize_capi_b36db41f88888893(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalBatchSize_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11002,7 +11002,7 @@ long long _wrap_DataLoader_totalBatchSize_capi_b36db41f88888893(acc_dataloader *
 }
 
 
-long long _wrap_DataLoader_totalDatasetLength_capi_b36db41f88888893(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalDatasetLength_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11036,7 +11036,7 @@ long long _wrap_DataLoader_totalDatasetLength_capi_b36db41f88888893(acc_dataload
 }
 
 
-bool _wrap_DataLoader_endOfEpoch_capi_b36db41f88888893(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_endOfEpoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11070,7 +11070,7 @@ bool _wrap_DataLoader_endOfEpoch_capi_b36db41f88888893(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_endEpoch_capi_b36db41f88888893(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_endEpoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11101,7 +11101,7 @@ void _wrap_DataLoader_endEpoch_capi_b36db41f88888893(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_Iter_capi_b36db41f88888893(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_Iter_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11132,7 +11132,7 @@ void _wrap_DataLoader_Iter_capi_b36db41f88888893(acc_dataloader *_swig_go_0, _go
 }
 
 
-bool _wrap_DataLoader_inEpoch_capi_b36db41f88888893(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_inEpoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11166,7 +11166,7 @@ bool _wrap_DataLoader_inEpoch_capi_b36db41f88888893(acc_dataloader *_swig_go_0, 
 }
 
 
-acc_accelerator *_wrap_new_Accelerator_capi_b36db41f88888893(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
+acc_accelerator *_wrap_new_Accelerator_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
   acc_options *arg1 = (acc_options *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11200,7 +11200,7 @@ acc_accelerator *_wrap_new_Accelerator_capi_b36db41f88888893(acc_options *_swig_
 }
 
 
-void _wrap_delete_Accelerator_capi_b36db41f88888893(acc_accelerator *_swig_go_0) {
+void _wrap_delete_Accelerator_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
@@ -11219,7 +11219,7 @@ void _wrap_delete_Accelerator_capi_b36db41f88888893(acc_accelerator *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Accelerator_device_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_device_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11253,7 +11253,7 @@ _gostring_ _wrap_Accelerator_device_capi_b36db41f88888893(acc_accelerator *_swig
 }
 
 
-_gostring_ _wrap_Accelerator_distributedType_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_distributedType_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11287,7 +11287,7 @@ _gostring_ _wrap_Accelerator_distributedType_capi_b36db41f88888893(acc_accelerat
 }
 
 
-_gostring_ _wrap_Accelerator_mixedPrecision_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_mixedPrecision_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11321,7 +11321,7 @@ _gostring_ _wrap_Accelerator_mixedPrecision_capi_b36db41f88888893(acc_accelerato
 }
 
 
-long long _wrap_Accelerator_processIndex_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_processIndex_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11355,7 +11355,7 @@ long long _wrap_Accelerator_processIndex_capi_b36db41f88888893(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_numProcesses_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_numProcesses_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11389,7 +11389,7 @@ long long _wrap_Accelerator_numProcesses_capi_b36db41f88888893(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_localProcessIndex_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_localProcessIndex_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11423,7 +11423,7 @@ long long _wrap_Accelerator_localProcessIndex_capi_b36db41f88888893(acc_accelera
 }
 
 
-bool _wrap_Accelerator_isMainProcess_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isMainProcess_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11457,7 +11457,7 @@ bool _wrap_Accelerator_isMainProcess_capi_b36db41f88888893(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_isLocalMainProcess_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLocalMainProcess_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11491,7 +11491,7 @@ bool _wrap_Accelerator_isLocalMainProcess_capi_b36db41f88888893(acc_accelerator 
 }
 
 
-bool _wrap_Accelerator_isLastProcess_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLastProcess_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11525,7 +11525,7 @@ bool _wrap_Accelerator_isLastProcess_capi_b36db41f88888893(acc_accelerator *_swi
 }
 
 
-long long _wrap_Accelerator_gradientAccumulationSteps_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_gradientAccumulationSteps_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11559,7 +11559,7 @@ long long _wrap_Accelerator_gradientAccumulationSteps_capi_b36db41f88888893(acc_
 }
 
 
-bool _wrap_Accelerator_syncGradients_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_syncGradients_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11593,7 +11593,7 @@ bool _wrap_Accelerator_syncGradients_capi_b36db41f88888893(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_optimizerStepWasSkipped_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_optimizerStepWasSkipped_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11627,7 +11627,7 @@ bool _wrap_Accelerator_optimizerStepWasSkipped_capi_b36db41f88888893(acc_acceler
 }
 
 
-long long _wrap_Accelerator_step_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_step_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11661,7 +11661,7 @@ long long _wrap_Accelerator_step_capi_b36db41f88888893(acc_accelerator *_swig_go
 }
 
 
-acc_model *_wrap_Accelerator_prepareModel_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_model *_wrap_Accelerator_prepareModel_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   acc_placement arg3 ;
@@ -11699,7 +11699,7 @@ acc_model *_wrap_Accelerator_prepareModel_capi_b36db41f88888893(acc_accelerator 
 }
 
 
-acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   acc_placement arg3 ;
@@ -11737,7 +11737,7 @@ acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_b36db41f88888893(acc_acce
 }
 
 
-acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   acc_placement arg3 ;
@@ -11775,7 +11775,7 @@ acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_b36db41f88888893(acc_ac
 }
 
 
-acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_scheduler *arg2 = (acc_scheduler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11811,7 +11811,7 @@ acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_b36db41f88888893(acc_acce
 }
 
 
-acc_model *_wrap_Accelerator_unwrapModel_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_Accelerator_unwrapModel_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11847,7 +11847,7 @@ acc_model *_wrap_Accelerator_unwrapModel_capi_b36db41f88888893(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_backward_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_backward_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11880,7 +11880,7 @@ void _wrap_Accelerator_backward_capi_b36db41f88888893(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_backwardWith_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, bool _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_backwardWith_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, bool _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   bool arg3 ;
@@ -11917,7 +11917,7 @@ void _wrap_Accelerator_backwardWith_capi_b36db41f88888893(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_lomoBackward_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_lomoBackward_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   double arg3 ;
@@ -11952,7 +11952,7 @@ void _wrap_Accelerator_lomoBackward_capi_b36db41f88888893(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_backwardLr_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_backwardLr_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   double arg3 ;
@@ -11987,7 +11987,7 @@ void _wrap_Accelerator_backwardLr_capi_b36db41f88888893(acc_accelerator *_swig_g
 }
 
 
-double _wrap_Accelerator_lomoGradNorm_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Accelerator_lomoGradNorm_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12023,7 +12023,7 @@ double _wrap_Accelerator_lomoGradNorm_capi_b36db41f88888893(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_accumulateBegin_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12054,7 +12054,7 @@ void _wrap_Accelerator_accumulateBegin_capi_b36db41f88888893(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_accumulateEnd_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12085,7 +12085,7 @@ void _wrap_Accelerator_accumulateEnd_capi_b36db41f88888893(acc_accelerator *_swi
 }
 
 
-double _wrap_Accelerator_clipGradNorm_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+double _wrap_Accelerator_clipGradNorm_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -12125,7 +12125,7 @@ double _wrap_Accelerator_clipGradNorm_capi_b36db41f88888893(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_clipGradValue_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_clipGradValue_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -12160,7 +12160,7 @@ void _wrap_Accelerator_clipGradValue_capi_b36db41f88888893(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_saveModel_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_saveModel_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -12213,7 +12213,7 @@ void _wrap_Accelerator_saveModel_capi_b36db41f88888893(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_mergeShardedCheckpoint_capi_b36db41f88888893(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_mergeShardedCheckpoint_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -12274,7 +12274,7 @@ void _wrap_Accelerator_mergeShardedCheckpoint_capi_b36db41f88888893(_gostring_ _
 }
 
 
-_gostring_ _wrap_Accelerator_saveState_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_saveState_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12318,7 +12318,7 @@ _gostring_ _wrap_Accelerator_saveState_capi_b36db41f88888893(acc_accelerator *_s
 }
 
 
-_gostring_ _wrap_Accelerator_loadState_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_loadState_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12362,7 +12362,7 @@ _gostring_ _wrap_Accelerator_loadState_capi_b36db41f88888893(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_registerAveragedModel_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerAveragedModel_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_averaged_model *arg2 = (acc_averaged_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12395,7 +12395,7 @@ void _wrap_Accelerator_registerAveragedModel_capi_b36db41f88888893(acc_accelerat
 }
 
 
-void _wrap_Accelerator_print_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_print_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12436,7 +12436,7 @@ void _wrap_Accelerator_print_capi_b36db41f88888893(acc_accelerator *_swig_go_0, 
 }
 
 
-void _wrap_Accelerator_waitForEveryone_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_waitForEveryone_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12467,7 +12467,7 @@ void _wrap_Accelerator_waitForEveryone_capi_b36db41f88888893(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_freeMemory_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_freeMemory_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12498,7 +12498,7 @@ void _wrap_Accelerator_freeMemory_capi_b36db41f88888893(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_noSyncBegin_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12531,7 +12531,7 @@ void _wrap_Accelerator_noSyncBegin_capi_b36db41f88888893(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_noSyncEnd_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12564,7 +12564,7 @@ void _wrap_Accelerator_noSyncEnd_capi_b36db41f88888893(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_triggerSyncInBackward_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_triggerSyncInBackward_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12597,7 +12597,7 @@ void _wrap_Accelerator_triggerSyncInBackward_capi_b36db41f88888893(acc_accelerat
 }
 
 
-void _wrap_Accelerator_localSgdBegin_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_localSgdBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int64_t arg3 ;
@@ -12634,7 +12634,7 @@ void _wrap_Accelerator_localSgdBegin_capi_b36db41f88888893(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_localSgdStep_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdStep_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12667,7 +12667,7 @@ void _wrap_Accelerator_localSgdStep_capi_b36db41f88888893(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_localSgdEnd_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12700,7 +12700,7 @@ void _wrap_Accelerator_localSgdEnd_capi_b36db41f88888893(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileBegin_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_profileBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12733,7 +12733,7 @@ void _wrap_Accelerator_profileBegin_capi_b36db41f88888893(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_profileStep_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileStep_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12764,7 +12764,7 @@ void _wrap_Accelerator_profileStep_capi_b36db41f88888893(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileEnd_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12795,7 +12795,7 @@ void _wrap_Accelerator_profileEnd_capi_b36db41f88888893(acc_accelerator *_swig_g
 }
 
 
-_gostring_ _wrap_Accelerator_profileSummary_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_profileSummary_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12829,7 +12829,7 @@ _gostring_ _wrap_Accelerator_profileSummary_capi_b36db41f88888893(acc_accelerato
 }
 
 
-void _wrap_Accelerator_exportChromeTrace_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_exportChromeTrace_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12870,7 +12870,7 @@ void _wrap_Accelerator_exportChromeTrace_capi_b36db41f88888893(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsBegin_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_joinUnevenInputsBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int arg3 ;
@@ -12905,7 +12905,7 @@ void _wrap_Accelerator_joinUnevenInputsBegin_capi_b36db41f88888893(acc_accelerat
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsEnd_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_joinUnevenInputsEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12938,7 +12938,7 @@ void _wrap_Accelerator_joinUnevenInputsEnd_capi_b36db41f88888893(acc_accelerator
 }
 
 
-void _wrap_Accelerator_mainProcessFirstBegin_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12969,7 +12969,7 @@ void _wrap_Accelerator_mainProcessFirstBegin_capi_b36db41f88888893(acc_accelerat
 }
 
 
-void _wrap_Accelerator_mainProcessFirstEnd_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13000,7 +13000,7 @@ void _wrap_Accelerator_mainProcessFirstEnd_capi_b36db41f88888893(acc_accelerator
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstBegin_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13031,7 +13031,7 @@ void _wrap_Accelerator_localMainProcessFirstBegin_capi_b36db41f88888893(acc_acce
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstEnd_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13062,7 +13062,7 @@ void _wrap_Accelerator_localMainProcessFirstEnd_capi_b36db41f88888893(acc_accele
 }
 
 
-acc_tensor *_wrap_Accelerator_gather_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gather_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -13108,7 +13108,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_b36db41f88888893(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -13154,7 +13154,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_b36db41f88888893(acc_acceler
 }
 
 
-acc_string_list *_wrap_Accelerator_gatherObject_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_string_list *_wrap_Accelerator_gatherObject_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -13204,7 +13204,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_b36db41f88888893(acc_accele
 }
 
 
-acc_string_list *_wrap_Accelerator_broadcastObject_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_string_list *_wrap_Accelerator_broadcastObject_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -13256,7 +13256,7 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_b36db41f88888893(acc_acc
 }
 
 
-acc_tensor *_wrap_Accelerator_reduce_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_reduce_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -13304,7 +13304,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_b36db41f88888893(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_broadcast_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_broadcast_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -13352,7 +13352,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_b36db41f88888893(acc_accelerator *_
 }
 
 
-acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
+acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -13404,7 +13404,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_b36db41f88888893(acc_accel
 }
 
 
-void _wrap_Accelerator_splitBetweenProcesses_capi_b36db41f88888893(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_splitBetweenProcesses_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -13445,7 +13445,7 @@ void _wrap_Accelerator_splitBetweenProcesses_capi_b36db41f88888893(acc_accelerat
 }
 
 
-void _wrap_Accelerator_setTrigger_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_setTrigger_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13476,7 +13476,7 @@ void _wrap_Accelerator_setTrigger_capi_b36db41f88888893(acc_accelerator *_swig_g
 }
 
 
-bool _wrap_Accelerator_checkTrigger_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_checkTrigger_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13510,7 +13510,7 @@ bool _wrap_Accelerator_checkTrigger_capi_b36db41f88888893(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_save_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_save_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -13553,7 +13553,7 @@ void _wrap_Accelerator_save_capi_b36db41f88888893(acc_accelerator *_swig_go_0, a
 }
 
 
-acc_tensor_list *_wrap_Accelerator_getStateDict_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Accelerator_getStateDict_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   bool arg3 ;
@@ -13591,7 +13591,7 @@ acc_tensor_list *_wrap_Accelerator_getStateDict_capi_b36db41f88888893(acc_accele
 }
 
 
-long long _wrap_Accelerator_iteration_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_iteration_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13625,7 +13625,7 @@ long long _wrap_Accelerator_iteration_capi_b36db41f88888893(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_unscaleGradients_capi_b36db41f88888893(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_unscaleGradients_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13658,7 +13658,7 @@ void _wrap_Accelerator_unscaleGradients_capi_b36db41f88888893(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_autocastBegin_capi_b36db41f88888893(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_autocastBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13691,7 +13691,7 @@ void _wrap_Accelerator_autocastBegin_capi_b36db41f88888893(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_autocastEnd_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_autocastEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13722,7 +13722,7 @@ void _wrap_Accelerator_autocastEnd_capi_b36db41f88888893(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_registerForCheckpointing_capi_b36db41f88888893(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerForCheckpointing_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::StateHandler *arg2 = (accswig::StateHandler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13755,7 +13755,7 @@ void _wrap_Accelerator_registerForCheckpointing_capi_b36db41f88888893(acc_accele
 }
 
 
-long long _wrap_Accelerator_registerSaveStatePreHook_capi_b36db41f88888893(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerSaveStatePreHook_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13791,7 +13791,7 @@ long long _wrap_Accelerator_registerSaveStatePreHook_capi_b36db41f88888893(acc_a
 }
 
 
-void _wrap_Accelerator_onTraceReady_capi_b36db41f88888893(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_onTraceReady_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::TraceReady *arg2 = (accswig::TraceReady *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13824,7 +13824,7 @@ void _wrap_Accelerator_onTraceReady_capi_b36db41f88888893(acc_accelerator *_swig
 }
 
 
-long long _wrap_Accelerator_registerLoadStatePreHook_capi_b36db41f88888893(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerLoadStatePreHook_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13860,7 +13860,7 @@ long long _wrap_Accelerator_registerLoadStatePreHook_capi_b36db41f88888893(acc_a
 }
 
 
-long long _wrap_Accelerator_registerSaveStateModelsPreHook_capi_b36db41f88888893(acc_accelerator *_swig_go_0, accswig::ModelsCheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerSaveStateModelsPreHook_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, accswig::ModelsCheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::ModelsCheckpointHook *arg2 = (accswig::ModelsCheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13896,7 +13896,7 @@ long long _wrap_Accelerator_registerSaveStateModelsPreHook_capi_b36db41f88888893
 }
 
 
-long long _wrap_Accelerator_registerLoadStateModelsPreHook_capi_b36db41f88888893(acc_accelerator *_swig_go_0, accswig::ModelsCheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerLoadStateModelsPreHook_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, accswig::ModelsCheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::ModelsCheckpointHook *arg2 = (accswig::ModelsCheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13932,7 +13932,7 @@ long long _wrap_Accelerator_registerLoadStateModelsPreHook_capi_b36db41f88888893
 }
 
 
-void _wrap_Accelerator_removeStatePreHook_capi_b36db41f88888893(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_removeStatePreHook_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13965,7 +13965,7 @@ void _wrap_Accelerator_removeStatePreHook_capi_b36db41f88888893(acc_accelerator 
 }
 
 
-void _wrap_Accelerator_addTracker_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_addTracker_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   accswig::Tracker *arg3 = (accswig::Tracker *) 0 ;
@@ -14008,7 +14008,7 @@ void _wrap_Accelerator_addTracker_capi_b36db41f88888893(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_initTrackers_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_initTrackers_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -14059,7 +14059,7 @@ void _wrap_Accelerator_initTrackers_capi_b36db41f88888893(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_initTrackersWith_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_initTrackersWith_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -14120,7 +14120,7 @@ void _wrap_Accelerator_initTrackersWith_capi_b36db41f88888893(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_logValues_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
+void _wrap_Accelerator_logValues_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -14175,7 +14175,7 @@ void _wrap_Accelerator_logValues_capi_b36db41f88888893(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logScalar_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logScalar_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -14220,7 +14220,7 @@ void _wrap_Accelerator_logScalar_capi_b36db41f88888893(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logGroup_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
+void _wrap_Accelerator_logGroup_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -14285,7 +14285,7 @@ void _wrap_Accelerator_logGroup_capi_b36db41f88888893(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_logTexts_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
+void _wrap_Accelerator_logTexts_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -14340,7 +14340,7 @@ void _wrap_Accelerator_logTexts_capi_b36db41f88888893(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_logImages_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, acc_tensor_list *_swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
+void _wrap_Accelerator_logImages_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, acc_tensor_list *_swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -14391,7 +14391,7 @@ void _wrap_Accelerator_logImages_capi_b36db41f88888893(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logHistogramWith_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, long long _swig_go_5, _gostring_* _swig_go_6) {
+void _wrap_Accelerator_logHistogramWith_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, long long _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
@@ -14448,7 +14448,7 @@ void _wrap_Accelerator_logHistogramWith_capi_b36db41f88888893(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_logArtifact_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logArtifact_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -14509,7 +14509,7 @@ void _wrap_Accelerator_logArtifact_capi_b36db41f88888893(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_endTraining_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_endTraining_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -14540,7 +14540,7 @@ void _wrap_Accelerator_endTraining_capi_b36db41f88888893(acc_accelerator *_swig_
 }
 
 
-acc_string_list *_wrap_Accelerator_trackerNames_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Accelerator_trackerNames_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -14574,7 +14574,7 @@ acc_string_list *_wrap_Accelerator_trackerNames_capi_b36db41f88888893(acc_accele
 }
 
 
-_gostring_ _wrap_Accelerator_trackerPath_capi_b36db41f88888893(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_trackerPath_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14618,7 +14618,7 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_b36db41f88888893(acc_accelerator *
 }
 
 
-long long _wrap_Samples_size_capi_b36db41f88888893(accswig::Samples *_swig_go_0) {
+long long _wrap_Samples_size_capi_4d1c7eae2a7e2a0f(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -14640,7 +14640,7 @@ long long _wrap_Samples_size_capi_b36db41f88888893(accswig::Samples *_swig_go_0)
 }
 
 
-long long _wrap_Samples_fields_capi_b36db41f88888893(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Samples_fields_capi_4d1c7eae2a7e2a0f(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14676,7 +14676,7 @@ long long _wrap_Samples_fields_capi_b36db41f88888893(accswig::Samples *_swig_go_
 }
 
 
-acc_tensor *_wrap_Samples_get_capi_b36db41f88888893(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Samples_get_capi_4d1c7eae2a7e2a0f(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -14714,7 +14714,7 @@ acc_tensor *_wrap_Samples_get_capi_b36db41f88888893(accswig::Samples *_swig_go_0
 }
 
 
-void _wrap_delete_Samples_capi_b36db41f88888893(accswig::Samples *_swig_go_0) {
+void _wrap_delete_Samples_capi_4d1c7eae2a7e2a0f(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   
   arg1 = *(accswig::Samples **)&_swig_go_0; 
@@ -14733,7 +14733,7 @@ void _wrap_delete_Samples_capi_b36db41f88888893(accswig::Samples *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_append_capi_b36db41f88888893(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_append_capi_4d1c7eae2a7e2a0f(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -14770,7 +14770,7 @@ void _wrap_Bytes_append_capi_b36db41f88888893(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Bytes_size_capi_b36db41f88888893(accswig::Bytes *_swig_go_0) {
+long long _wrap_Bytes_size_capi_4d1c7eae2a7e2a0f(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -14792,7 +14792,7 @@ long long _wrap_Bytes_size_capi_b36db41f88888893(accswig::Bytes *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_copyTo_capi_b36db41f88888893(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_copyTo_capi_4d1c7eae2a7e2a0f(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -14829,7 +14829,7 @@ void _wrap_Bytes_copyTo_capi_b36db41f88888893(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-void _wrap_delete_Bytes_capi_b36db41f88888893(accswig::Bytes *_swig_go_0) {
+void _wrap_delete_Bytes_capi_4d1c7eae2a7e2a0f(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   
   arg1 = *(accswig::Bytes **)&_swig_go_0; 
@@ -14848,7 +14848,7 @@ void _wrap_delete_Bytes_capi_b36db41f88888893(accswig::Bytes *_swig_go_0) {
 }
 
 
-long long _wrap_Metrics_size_capi_b36db41f88888893(accswig::Metrics *_swig_go_0) {
+long long _wrap_Metrics_size_capi_4d1c7eae2a7e2a0f(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -14870,7 +14870,7 @@ long long _wrap_Metrics_size_capi_b36db41f88888893(accswig::Metrics *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Metrics_name_capi_b36db41f88888893(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Metrics_name_capi_4d1c7eae2a7e2a0f(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14906,7 +14906,7 @@ _gostring_ _wrap_Metrics_name_capi_b36db41f88888893(accswig::Metrics *_swig_go_0
 }
 
 
-double _wrap_Metrics_value_capi_b36db41f88888893(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Metrics_value_capi_4d1c7eae2a7e2a0f(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14942,7 +14942,7 @@ double _wrap_Metrics_value_capi_b36db41f88888893(accswig::Metrics *_swig_go_0, l
 }
 
 
-void _wrap_delete_Metrics_capi_b36db41f88888893(accswig::Metrics *_swig_go_0) {
+void _wrap_delete_Metrics_capi_4d1c7eae2a7e2a0f(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   
   arg1 = *(accswig::Metrics **)&_swig_go_0; 
@@ -14961,7 +14961,7 @@ void _wrap_delete_Metrics_capi_b36db41f88888893(accswig::Metrics *_swig_go_0) {
 }
 
 
-long long _wrap_Texts_size_capi_b36db41f88888893(accswig::Texts *_swig_go_0) {
+long long _wrap_Texts_size_capi_4d1c7eae2a7e2a0f(accswig::Texts *_swig_go_0) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -14983,7 +14983,7 @@ long long _wrap_Texts_size_capi_b36db41f88888893(accswig::Texts *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_Texts_name_capi_b36db41f88888893(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Texts_name_capi_4d1c7eae2a7e2a0f(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15019,7 +15019,7 @@ _gostring_ _wrap_Texts_name_capi_b36db41f88888893(accswig::Texts *_swig_go_0, lo
 }
 
 
-_gostring_ _wrap_Texts_text_capi_b36db41f88888893(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Texts_text_capi_4d1c7eae2a7e2a0f(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15055,7 +15055,7 @@ _gostring_ _wrap_Texts_text_capi_b36db41f88888893(accswig::Texts *_swig_go_0, lo
 }
 
 
-void _wrap_delete_Texts_capi_b36db41f88888893(accswig::Texts *_swig_go_0) {
+void _wrap_delete_Texts_capi_4d1c7eae2a7e2a0f(accswig::Texts *_swig_go_0) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   
   arg1 = *(accswig::Texts **)&_swig_go_0; 
@@ -15074,7 +15074,7 @@ void _wrap_delete_Texts_capi_b36db41f88888893(accswig::Texts *_swig_go_0) {
 }
 
 
-long long _wrap_Images_size_capi_b36db41f88888893(accswig::Images *_swig_go_0) {
+long long _wrap_Images_size_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -15096,7 +15096,7 @@ long long _wrap_Images_size_capi_b36db41f88888893(accswig::Images *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_Images_name_capi_b36db41f88888893(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Images_name_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15132,7 +15132,7 @@ _gostring_ _wrap_Images_name_capi_b36db41f88888893(accswig::Images *_swig_go_0, 
 }
 
 
-long long _wrap_Images_pngSize_capi_b36db41f88888893(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Images_pngSize_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15168,7 +15168,7 @@ long long _wrap_Images_pngSize_capi_b36db41f88888893(accswig::Images *_swig_go_0
 }
 
 
-void _wrap_Images_copyPng_capi_b36db41f88888893(accswig::Images *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Images_copyPng_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -15207,7 +15207,7 @@ void _wrap_Images_copyPng_capi_b36db41f88888893(accswig::Images *_swig_go_0, lon
 }
 
 
-void _wrap_delete_Images_capi_b36db41f88888893(accswig::Images *_swig_go_0) {
+void _wrap_delete_Images_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   
   arg1 = *(accswig::Images **)&_swig_go_0; 
@@ -15226,7 +15226,7 @@ void _wrap_delete_Images_capi_b36db41f88888893(accswig::Images *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_HistogramView_name_capi_b36db41f88888893(accswig::HistogramView *_swig_go_0) {
+_gostring_ _wrap_HistogramView_name_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   std::string result;
   _gostring_ _swig_go_result;
@@ -15248,7 +15248,7 @@ _gostring_ _wrap_HistogramView_name_capi_b36db41f88888893(accswig::HistogramView
 }
 
 
-double _wrap_HistogramView_min_capi_b36db41f88888893(accswig::HistogramView *_swig_go_0) {
+double _wrap_HistogramView_min_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   double result;
   double _swig_go_result;
@@ -15270,7 +15270,7 @@ double _wrap_HistogramView_min_capi_b36db41f88888893(accswig::HistogramView *_sw
 }
 
 
-double _wrap_HistogramView_max_capi_b36db41f88888893(accswig::HistogramView *_swig_go_0) {
+double _wrap_HistogramView_max_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   double result;
   double _swig_go_result;
@@ -15292,7 +15292,7 @@ double _wrap_HistogramView_max_capi_b36db41f88888893(accswig::HistogramView *_sw
 }
 
 
-double _wrap_HistogramView_num_capi_b36db41f88888893(accswig::HistogramView *_swig_go_0) {
+double _wrap_HistogramView_num_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   double result;
   double _swig_go_result;
@@ -15314,7 +15314,7 @@ double _wrap_HistogramView_num_capi_b36db41f88888893(accswig::HistogramView *_sw
 }
 
 
-double _wrap_HistogramView_sum_capi_b36db41f88888893(accswig::HistogramView *_swig_go_0) {
+double _wrap_HistogramView_sum_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   double result;
   double _swig_go_result;
@@ -15336,7 +15336,7 @@ double _wrap_HistogramView_sum_capi_b36db41f88888893(accswig::HistogramView *_sw
 }
 
 
-double _wrap_HistogramView_sumSquares_capi_b36db41f88888893(accswig::HistogramView *_swig_go_0) {
+double _wrap_HistogramView_sumSquares_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   double result;
   double _swig_go_result;
@@ -15358,7 +15358,7 @@ double _wrap_HistogramView_sumSquares_capi_b36db41f88888893(accswig::HistogramVi
 }
 
 
-long long _wrap_HistogramView_size_capi_b36db41f88888893(accswig::HistogramView *_swig_go_0) {
+long long _wrap_HistogramView_size_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -15380,7 +15380,7 @@ long long _wrap_HistogramView_size_capi_b36db41f88888893(accswig::HistogramView 
 }
 
 
-void _wrap_HistogramView_copyLimits_capi_b36db41f88888893(accswig::HistogramView *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_HistogramView_copyLimits_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -15417,7 +15417,7 @@ void _wrap_HistogramView_copyLimits_capi_b36db41f88888893(accswig::HistogramView
 }
 
 
-void _wrap_HistogramView_copyCounts_capi_b36db41f88888893(accswig::HistogramView *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_HistogramView_copyCounts_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -15454,7 +15454,7 @@ void _wrap_HistogramView_copyCounts_capi_b36db41f88888893(accswig::HistogramView
 }
 
 
-void _wrap_delete_HistogramView_capi_b36db41f88888893(accswig::HistogramView *_swig_go_0) {
+void _wrap_delete_HistogramView_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   
   arg1 = *(accswig::HistogramView **)&_swig_go_0; 
@@ -15473,7 +15473,7 @@ void _wrap_delete_HistogramView_capi_b36db41f88888893(accswig::HistogramView *_s
 }
 
 
-long long _wrap_CheckpointModelsView_size_capi_b36db41f88888893(accswig::CheckpointModels *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_CheckpointModelsView_size_capi_4d1c7eae2a7e2a0f(accswig::CheckpointModels *_swig_go_0, _gostring_* _swig_go_1) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -15507,7 +15507,7 @@ long long _wrap_CheckpointModelsView_size_capi_b36db41f88888893(accswig::Checkpo
 }
 
 
-acc_model *_wrap_CheckpointModelsView_model_capi_b36db41f88888893(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_CheckpointModelsView_model_capi_4d1c7eae2a7e2a0f(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15543,7 +15543,7 @@ acc_model *_wrap_CheckpointModelsView_model_capi_b36db41f88888893(accswig::Check
 }
 
 
-long long _wrap_CheckpointModelsView_index_capi_b36db41f88888893(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_CheckpointModelsView_index_capi_4d1c7eae2a7e2a0f(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15579,7 +15579,7 @@ long long _wrap_CheckpointModelsView_index_capi_b36db41f88888893(accswig::Checkp
 }
 
 
-void _wrap_CheckpointModelsView_remove_capi_b36db41f88888893(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_CheckpointModelsView_remove_capi_4d1c7eae2a7e2a0f(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15612,7 +15612,7 @@ void _wrap_CheckpointModelsView_remove_capi_b36db41f88888893(accswig::Checkpoint
 }
 
 
-void _wrap_delete_CheckpointModelsView_capi_b36db41f88888893(accswig::CheckpointModels *_swig_go_0) {
+void _wrap_delete_CheckpointModelsView_capi_4d1c7eae2a7e2a0f(accswig::CheckpointModels *_swig_go_0) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   
   arg1 = *(accswig::CheckpointModels **)&_swig_go_0; 
@@ -15631,7 +15631,7 @@ void _wrap_delete_CheckpointModelsView_capi_b36db41f88888893(accswig::Checkpoint
 }
 
 
-void _wrap_LrFactor_set_capi_b36db41f88888893(accswig::Factor *_swig_go_0, double _swig_go_1) {
+void _wrap_LrFactor_set_capi_4d1c7eae2a7e2a0f(accswig::Factor *_swig_go_0, double _swig_go_1) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   double arg2 ;
   
@@ -15652,7 +15652,7 @@ void _wrap_LrFactor_set_capi_b36db41f88888893(accswig::Factor *_swig_go_0, doubl
 }
 
 
-void _wrap_delete_LrFactor_capi_b36db41f88888893(accswig::Factor *_swig_go_0) {
+void _wrap_delete_LrFactor_capi_4d1c7eae2a7e2a0f(accswig::Factor *_swig_go_0) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   
   arg1 = *(accswig::Factor **)&_swig_go_0; 
@@ -15671,7 +15671,7 @@ void _wrap_delete_LrFactor_capi_b36db41f88888893(accswig::Factor *_swig_go_0) {
 }
 
 
-acc_progress *_wrap_new_Progress_capi_b36db41f88888893(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_progress *_wrap_new_Progress_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -15717,7 +15717,7 @@ acc_progress *_wrap_new_Progress_capi_b36db41f88888893(acc_accelerator *_swig_go
 }
 
 
-void _wrap_delete_Progress_capi_b36db41f88888893(acc_progress *_swig_go_0) {
+void _wrap_delete_Progress_capi_4d1c7eae2a7e2a0f(acc_progress *_swig_go_0) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   
   arg1 = *(acc_progress **)&_swig_go_0; 
@@ -15736,7 +15736,7 @@ void _wrap_delete_Progress_capi_b36db41f88888893(acc_progress *_swig_go_0) {
 }
 
 
-void _wrap_Progress_update_capi_b36db41f88888893(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_update_capi_4d1c7eae2a7e2a0f(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15769,7 +15769,7 @@ void _wrap_Progress_update_capi_b36db41f88888893(acc_progress *_swig_go_0, long 
 }
 
 
-void _wrap_Progress_setPostfix_capi_b36db41f88888893(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_setPostfix_capi_4d1c7eae2a7e2a0f(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15810,7 +15810,7 @@ void _wrap_Progress_setPostfix_capi_b36db41f88888893(acc_progress *_swig_go_0, _
 }
 
 
-void _wrap_Progress_finish_capi_b36db41f88888893(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Progress_finish_capi_4d1c7eae2a7e2a0f(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
