@@ -314,8 +314,8 @@ std::optional<int64_t> ProjectDatabase::last_step(const std::string& run_id) {
   return query.integer(0);
 }
 
-void ProjectDatabase::write(const std::string& run_id, const std::string& run_name, const std::vector<MetricRow>& rows,
-                            const std::optional<std::string>& config) {
+void ProjectDatabase::add_rows(const std::string& run_id, const std::string& run_name,
+                               const std::vector<MetricRow>& rows, const std::optional<std::string>& config) {
   if (rows.empty() && !config) return;
   ProjectLock lock(lock_path_);
   execute("BEGIN IMMEDIATE");

@@ -56,8 +56,8 @@ class ProjectDatabase {
   std::optional<int64_t> last_step(const std::string& run_id);
   // Adds the rows (a row whose log_id is there already is skipped) and, where `config` is given,
   // sets the run's configuration, in one transaction under trackio's project lock.
-  void write(const std::string& run_id, const std::string& run_name, const std::vector<MetricRow>& rows,
-             const std::optional<std::string>& config);
+  void add_rows(const std::string& run_id, const std::string& run_name, const std::vector<MetricRow>& rows,
+                const std::optional<std::string>& config);
 
  private:
   class Statement;

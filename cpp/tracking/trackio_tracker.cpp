@@ -134,7 +134,7 @@ struct TrackioTracker::RunState {
 
   void write_out() {
     if (waiting.empty()) return;  // the configuration goes with the first rows
-    db->write(run_id, run_name, waiting, config);
+    db->add_rows(run_id, run_name, waiting, config);
     waiting.clear();
     config.reset();
   }
