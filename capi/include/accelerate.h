@@ -425,7 +425,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   same objects resumes the run; ACC_ERR_UNSUPPORTED from acc_save_state, before anything is
  *   written, for a schedule-free or sharded optimizer and for a sequence or chain of schedules,
  *   cosine_annealing_warm_restarts, one_cycle and cyclic).
- *   log_with (string: trackers, "tensorboard", "jsonl", "csv", "all" or a comma-separated list).
+ *   log_with (string: trackers, "tensorboard", "jsonl", "csv", "mlflow", "dvclive", "trackio",
+ *   "all" or a comma-separated list).
  *   GradScalerKwargs (fp16): scaler_init_scale (double, default 65536),
  *   scaler_growth_factor (double, default 2), scaler_backoff_factor (double, default 0.5),
  *   scaler_growth_interval (int, default 2000). DeepSpeed's DynamicLossScaler:
@@ -1986,7 +1987,8 @@ ACC_API ACC_NODISCARD acc_status acc_check_trigger(acc_accelerator *acc, int *ou
  * The accelerator option log_with names the built-in trackers: "tensorboard" (event files that
  * TensorBoard reads), "jsonl" (metrics.jsonl), "csv" (metrics.csv), "mlflow" (MLflow's file store,
  * which `mlflow ui` and MlflowClient read), "dvclive" (DVCLive's folder and dvc.yaml, which `dvc
- * metrics show` and `dvc plots show` read), "all" (all but dvclive), or a comma-separated list; an
+ * metrics show` and `dvc plots show` read), "trackio" (trackio's project database, which `trackio
+ * show` reads), "all" (all but dvclive and trackio), or a comma-separated list; an
  * unknown name makes
  * acc_accelerator_create fail with ACC_ERR_INVALID_ARGUMENT. They write into
  * <logging_dir>/<project_name>/ (logging_dir defaults to project_dir; one of them must be set), and
@@ -2000,6 +2002,9 @@ ACC_API ACC_NODISCARD acc_status acc_check_trigger(acc_accelerator *acc, int *ou
  * for none; one holding entries of the user's is ACC_ERR_UNSUPPORTED); a run empties the folder of
  * the last one unless it resumes ("resume" or DVCLIVE_RESUME); saving a DVC experiment is not built:
  * from inside a Git or DVC repository, give "save_dvc_exp": false (else ACC_ERR_UNSUPPORTED).
+ * trackio writes <TRACKIO_DIR>/<project>.db (default $HF_HOME/trackio), an SQLite database: a row
+ * per log call (texts as strings, groups nested) and the run's configuration, as trackio.init() and
+ * Run.log() store them; logging to a Space or a trackio server is ACC_ERR_UNSUPPORTED.
  * The program adds its own trackers with acc_add_tracker. Only the main process writes or calls
  * tracker callbacks; the other processes check the same arguments and write nothing, so calls made
  * on every process or on the main process alone both work.
@@ -2060,7 +2065,11 @@ ACC_API ACC_NODISCARD acc_status acc_init_trackers(acc_accelerator *acc, const c
  * filename_suffix (and max_queue and comment, which change nothing here) and purge_step (a
  * SessionLog START at that step, from which TensorBoard drops the earlier files' values); dvclive takes dvclive.Live's dir, resume, dvcyaml, save_dvc_exp, exp_name,
  * exp_message and cache_images (report and monitor_system other than null and false are
- * ACC_ERR_UNSUPPORTED); jsonl, csv and the program's trackers take none. A tracker name not in use,
+ * ACC_ERR_UNSUPPORTED); trackio takes trackio.init's name, group, config, resume ("never", "allow",
+ * "must") and the arguments without effect on a local run (private, embed, settings, the monitors'
+ * intervals, webhook_url, webhook_min_level; space_id, server_url, dataset_id, bucket_id,
+ * space_storage and auto_log_gpu / auto_log_cpu true are ACC_ERR_UNSUPPORTED); jsonl, csv and the
+ * program's trackers take none. A tracker name not in use,
  * a key a tracker does not take, or a value of the wrong type is ACC_ERR_INVALID_ARGUMENT, checked on
  * every process before any tracker starts (and before a run already open ends). */
 ACC_API ACC_NODISCARD acc_status acc_init_trackers_ex(acc_accelerator *acc, const char *project_name,
@@ -2171,7 +2180,8 @@ ACC_API ACC_NODISCARD acc_status acc_end_training(acc_accelerator *acc);
 /* The names of the trackers: log_with's, then those added, in order. */
 ACC_API ACC_NODISCARD acc_status acc_tracker_names(const acc_accelerator *acc, acc_string_list **out);
 /* Where tracker `name` writes in the current or last run: the event file (tensorboard), metrics.jsonl
- * or metrics.csv, the run's folder in MLflow's store (mlflow), DVCLive's folder (dvclive); "" for a tracker of the program, before the first run and on other processes than
+ * or metrics.csv, the run's folder in MLflow's store (mlflow), DVCLive's folder (dvclive), the
+ * project's database (trackio); "" for a tracker of the program, before the first run and on other processes than
  * the main one. Free *out with acc_string_free. An unknown name is ACC_ERR_INVALID_ARGUMENT. */
 ACC_API ACC_NODISCARD acc_status acc_tracker_path(const acc_accelerator *acc, const char *name, char **out);
 

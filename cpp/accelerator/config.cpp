@@ -154,7 +154,7 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
     t.bind("python_state_files",
            "save_state also writes optimizer.bin, scheduler.bin, scaler.pt and random_states_<rank>.pkl",
            &C::python_state_files);
-    t.bind("log_with", "trackers: tensorboard, jsonl, csv, mlflow, dvclive, all or a comma-separated list",
+    t.bind("log_with", "trackers: tensorboard, jsonl, csv, mlflow, dvclive, trackio, all or a comma-separated list",
            &C::log_with);
     t.bind("even_batches", "the last round is completed from the epoch's start", &C::even_batches);
     t.bind("dispatch_batches", "process 0 reads and sends each process its slice", &C::dispatch_batches);
