@@ -2130,8 +2130,9 @@ ACC_API ACC_NODISCARD acc_status acc_log_text_ex(acc_accelerator *acc, const cha
  * Any device. A layout the tensor does not have, an empty or complex tensor, or a side past PNG's
  * 2^31 - 1 pixels is ACC_ERR_INVALID_ARGUMENT on every process, and a call that fails takes no step;
  * a PNG past 2 GiB, which no TensorBoard event holds, fails on the main process alone. Only the
- * trackers that show images get them: tensorboard and the program's trackers given an image
- * callback (acc_tracker_set_log_images); jsonl and csv do not (the step advances all the same). */
+ * trackers that show images get them: tensorboard, trackio (trackio.Image files under
+ * <TRACKIO_DIR>/media) and the program's trackers given an image callback (acc_tracker_set_log_images);
+ * jsonl, csv, mlflow and dvclive do not (the step advances all the same). */
 ACC_API ACC_NODISCARD acc_status acc_log_images(acc_accelerator *acc, const char *const *names,
                                                 const acc_tensor *const *images, size_t n, int64_t step,
                                                 const char *dataformats);

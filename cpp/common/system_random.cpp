@@ -34,4 +34,10 @@ std::string uuid4_hex() {
   return digits;
 }
 
+std::string uuid4_text() {
+  const std::string hex = uuid4_hex();
+  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" + hex.substr(16, 4) + "-" +
+         hex.substr(20);
+}
+
 }  // namespace acc

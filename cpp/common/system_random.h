@@ -14,5 +14,7 @@ uint64_t system_random_bits();
 // from a generator of the calling thread that the system's source seeds (ids by the thousand cost
 // no system call each).
 std::string uuid4_hex();
+// Python's str(uuid.uuid4()): the same digits in groups of 8-4-4-4-12, joined by '-'.
+std::string uuid4_text();
 
 }  // namespace acc

@@ -10,6 +10,7 @@
 
 #include "common/environment.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "common/system_random.h"
 #include "common/text.h"
 #include "common/utf8.h"
@@ -114,12 +115,24 @@ void check_storage_mode(const std::string& dir) {
 struct TrackioTracker::RunState {
   std::unique_ptr<ProjectDatabase> db;
   std::string run_id, run_name;
+  std::string media_root, media_folder;  // <TRACKIO_DIR>/media, and the run's "<project>/<run>" in it
   std::vector<MetricRow> waiting;
   std::optional<std::string> config;
 
   void add(const Record& record) {
     nlohmann::ordered_json values = nlohmann::ordered_json::object();
-    if (!record.group.empty()) {
+    if (record.of_images) {
+      // trackio.Image's file: <media>/<project>/<run>/<step>/<uuid4>.png, named in the row by its path
+      // below <media>, with the image's caption (none here).
+      const std::string folder = media_folder + "/" + std::to_string(record.step);
+      make_folders(media_root + "/" + folder, "trackio's media folder");
+      for (size_t i = 0; i < record.images.size(); ++i) {
+        const std::string file = folder + "/" + uuid4_text() + ".png";
+        write_file(media_root + "/" + file, record.images[i].png);
+        values[stored_name(record.image_names[i])] = {
+            {"_type", "trackio.image"}, {"file_path", file}, {"caption", nullptr}};
+      }
+    } else if (!record.group.empty()) {
       nlohmann::ordered_json& group = values[stored_name(record.group)];
       group = nlohmann::ordered_json::object();
       for (size_t i = 0; i < record.group_names.size(); ++i)
@@ -220,7 +233,10 @@ void TrackioTracker::start(const std::string& project_name, const nlohmann::json
   for (const auto& item : config.items()) stored[item.key()] = item.value();
   run->config = stored.dump();
 
+  run->media_root = dir + "/media";
+  run->media_folder = trackio::canonical_project_name(project_name) + "/" + run->run_name;
   path_ = run->db->path();
+  run_name_ = run->run_name;
   writer_ = std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, path_, [run] { run->write_out(); });
   run_ = std::move(run);
   warned_keys_.clear();
@@ -235,8 +251,14 @@ void TrackioTracker::warn_if_reserved(const std::string& key) {
 
 void TrackioTracker::log(const std::shared_ptr<const Record>& record) {
   if (!writer_) fail(Status::NotInitialized, "the trackio tracker has not started");
-  if (record->of_images || record->of_histogram) return;
-  if (!record->group.empty()) {
+  if (record->of_histogram) return;
+  if (record->of_images) {
+    // trackio files a run's images in a folder named after the run.
+    require(run_name_ != "." && run_name_ != ".." && run_name_.find('/') == std::string::npos &&
+                run_name_.size() <= kFileNameMax,
+            "trackio: the run name \"", printable_utf8(run_name_), "\" cannot name the folder of its images");
+    for (const auto& name : record->image_names) warn_if_reserved(name);
+  } else if (!record->group.empty()) {
     warn_if_reserved(record->group);
   } else {
     for (const auto& name : record->names) warn_if_reserved(name);

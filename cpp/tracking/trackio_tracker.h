@@ -1,7 +1,8 @@
 // log_with "trackio": Accelerate's TrackioTracker (trackio.init(project=<project name>, **init_kwargs),
 // then Run.log), writing trackio's local project database itself (tracking/trackio_store.h; no
 // Python): a row per logged step in <TRACKIO_DIR>/<project>.db, which `trackio show` and trackio's
-// API read, and the run's configuration with its first rows, as trackio stores it. Rows wait in
+// API read, and the run's configuration with its first rows, as trackio stores it. Images (acc_log_images)
+// are trackio.Image values: PNG files under <TRACKIO_DIR>/media/<project>/<run>/<step>/. Rows wait in
 // memory and are written by a background thread each second and when the run ends (trackio's own
 // sender writes each half second). Logging to a Hugging Face Space or a trackio server, and trackio's
 // automatic GPU and CPU metrics, are not built (Unsupported where asked for).
@@ -32,6 +33,8 @@ class TrackioTracker : public Tracker {
   void check_project_name(const std::string& project_name) const override;
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
+  // As trackio.Image values (what a Python run passes to accelerator.log for trackio).
+  bool takes_images() const override { return true; }
   void finish() override;
   // The project's database.
   std::string path() const override { return path_; }
@@ -49,6 +52,7 @@ class TrackioTracker : public Tracker {
   bool named_ = false, grouped_ = false;
   nlohmann::json init_config_ = nlohmann::json::object();
   std::string path_;
+  std::string run_name_;  // the current run's
   std::set<std::string> warned_keys_;
   std::shared_ptr<RunState> run_;
   std::unique_ptr<AsyncFile> writer_;

@@ -114,6 +114,48 @@ TEST(TrackioTracking, WritesWhatTrackioReads) {
   }
 }
 
+// Images (acc_log_images) as trackio.Image values: a PNG per image under
+// <TRACKIO_DIR>/media/<project>/<run>/<step>/, named in the step's row by its path below media/, as
+// the dashboard finds it; a run whose name cannot name a folder refuses images.
+TEST(TrackioTracking, ImagesAreTrackioImages) {
+  if (std::system((std::string("'") + ACC_TEST_PYTHON + "' -c 'import PIL' >/dev/null 2>&1").c_str()) != 0)
+    GTEST_SKIP() << "Python's Pillow is not installed (python3-pil): the PNG check is skipped";
+  const std::string dir = acc_test::fresh_dir("trackio_images");
+  acc_test::ScopedEnv env("TRACKIO_DIR", dir.c_str());
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "trackio"}});
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "pics", nullptr, kwargs({{"name", "r"}}).c_str()));
+  std::vector<float> gray(3 * 1 * 4 * 5, 0.5f);
+  acc_tensor* batch = acc_test::floats(gray, {3, 1, 4, 5});  // a grid of 3 images of 4x5
+  const char* names[] = {"samples"};
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0, 0));
+  ACC_ASSERT_OK(acc_log_images(a, names, &batch, 1, 2, nullptr));
+  ACC_ASSERT_OK(acc_end_training(a));
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "pics", nullptr, kwargs({{"name", "a/b"}}).c_str()));
+  ACC_EXPECT_ERROR(acc_log_images(a, names, &batch, 1, 0, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "cannot name the folder of its images");
+  ACC_ASSERT_OK(acc_end_training(a));
+  acc_tensor_free(batch);
+  acc_accelerator_free(a);
+
+  const nlohmann::json runs = read_back(dir + "/pics.db")["runs"];
+  ASSERT_EQ(runs.size(), 1u) << runs.dump();
+  ASSERT_EQ(runs[0]["logs"].size(), 2u);
+  const nlohmann::json& logged = runs[0]["logs"][1];
+  EXPECT_EQ(logged["step"], 2);
+  const nlohmann::json& value = logged["metrics"]["samples"];
+  EXPECT_EQ(value["_type"], "trackio.image");
+  EXPECT_EQ(value["caption"], nullptr);
+  const std::string file = value["file_path"];
+  EXPECT_TRUE(std::regex_match(file, std::regex("pics/r/2/[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-"
+                                                "[0-9a-f]{12}\\.png")))
+      << file;
+  const std::string out = dir + "/image.json";
+  ASSERT_EQ(std::system(reader_command("--image '" + dir + "/media' '" + file + "' > '" + out + "'").c_str()), 0);
+  // torch's grid of the 3 images of 4x5 side by side (add_images' make_grid): 15 wide, 4 high.
+  EXPECT_EQ(nlohmann::json::parse(acc_test::read_file(out)),
+            nlohmann::json::parse(R"({"format": "PNG", "size": [15, 4], "mode": "RGB"})"));
+}
+
 // resume "allow" and "must" go on with the newest run of that name (its id; rows added), "never"
 // starts another run of the same name; runs without a name get a readable one no run has; "must"
 // with a name no run has is refused, and so is "must" without a name.

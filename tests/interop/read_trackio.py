@@ -3,6 +3,7 @@
 Usage: read_trackio.py DB_FILE
        read_trackio.py --make-legacy DB_FILE   (writes an empty database of trackio before run ids)
        read_trackio.py --hold-lock LOCK_FILE SECONDS   (holds trackio's project lock, as a writer does)
+       read_trackio.py --image MEDIA_DIR FILE_PATH   (a trackio.Image's file: its size and mode, by Pillow)
 
 The reading follows trackio's SQLiteStorage (Python's sqlite3): runs as get_runs lists them (run id and
 name, in order of their first row's time), each run's rows as get_logs returns them (ordered by time,
@@ -112,6 +113,15 @@ def make_legacy(db_file):
     conn.close()
 
 
+def image(media_dir, file_path):
+    """What the dashboard shows of a trackio.Image: the file at MEDIA_DIR / file_path, opened by Pillow."""
+    from PIL import Image
+
+    with Image.open(os.path.join(media_dir, file_path)) as picture:
+        picture.load()
+        return {"format": picture.format, "size": list(picture.size), "mode": picture.mode}
+
+
 def hold_lock(lock_file, seconds):
     with open(lock_file, "w") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
@@ -122,6 +132,8 @@ def hold_lock(lock_file, seconds):
 def main():
     if sys.argv[1] == "--make-legacy":
         make_legacy(sys.argv[2])
+    elif sys.argv[1] == "--image":
+        json.dump(image(sys.argv[2], sys.argv[3]), sys.stdout)
     elif sys.argv[1] == "--hold-lock":
         hold_lock(sys.argv[2], sys.argv[3])
     else:
