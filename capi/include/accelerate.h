@@ -2145,9 +2145,10 @@ ACC_API ACC_NODISCARD acc_status acc_log_images(acc_accelerator *acc, const char
  * merged in groups until at most about that many remain (torch's max_bins). An empty, complex or
  * non-numeric tensor is ACC_ERR_INVALID_ARGUMENT on every process; on the main process, so are values
  * of which none falls in a bin (all NaN, or beyond +-1e20) and, with equal-width bins, a non-finite
- * minimum or maximum (np.histogram's range). Only tensorboard and the program's trackers given a
- * histogram callback (acc_tracker_set_log_histogram) take histograms (jsonl, csv and mlflow do not; the
- * step advances all the same). */
+ * minimum or maximum (np.histogram's range). Only tensorboard, trackio (a trackio.Histogram: the
+ * edges and counts of the bins from the first to the last holding values) and the program's trackers
+ * given a histogram callback (acc_tracker_set_log_histogram) take histograms (jsonl, csv, mlflow and
+ * dvclive do not; the step advances all the same). */
 ACC_API ACC_NODISCARD acc_status acc_log_histogram(acc_accelerator *acc, const char *name, const acc_tensor *values,
                                                    int64_t step, const char *bins, int64_t max_bins);
 /* Gives the tracker `name` (one added with acc_add_tracker; a built-in one is ACC_ERR_INVALID_ARGUMENT)

@@ -132,6 +132,15 @@ struct TrackioTracker::RunState {
         values[stored_name(record.image_names[i])] = {
             {"_type", "trackio.image"}, {"file_path", file}, {"caption", nullptr}};
       }
+    } else if (record.of_histogram) {
+      // trackio.Histogram(np_histogram=(counts, edges)): TensorBoard's limits are the edges of the
+      // bins from the first to the last that hold values (the first limit that bins' left edge, its
+      // count a 0 placeholder), so they are np.histogram's over that span.
+      const Histogram& h = record.histogram;
+      nlohmann::ordered_json counts = nlohmann::ordered_json::array();
+      for (size_t i = 1; i < h.bucket.size(); ++i) counts.push_back(static_cast<int64_t>(h.bucket[i]));
+      values[stored_name(record.histogram_name)] = {
+          {"_type", "trackio.histogram"}, {"bins", h.bucket_limit}, {"values", std::move(counts)}};
     } else if (!record.group.empty()) {
       nlohmann::ordered_json& group = values[stored_name(record.group)];
       group = nlohmann::ordered_json::object();
@@ -251,8 +260,9 @@ void TrackioTracker::warn_if_reserved(const std::string& key) {
 
 void TrackioTracker::log(const std::shared_ptr<const Record>& record) {
   if (!writer_) fail(Status::NotInitialized, "the trackio tracker has not started");
-  if (record->of_histogram) return;
-  if (record->of_images) {
+  if (record->of_histogram) {
+    warn_if_reserved(record->histogram_name);
+  } else if (record->of_images) {
     // trackio files a run's images in a folder named after the run.
     require(run_name_ != "." && run_name_ != ".." && run_name_.find('/') == std::string::npos &&
                 run_name_.size() <= kFileNameMax,

@@ -2,7 +2,8 @@
 // then Run.log), writing trackio's local project database itself (tracking/trackio_store.h; no
 // Python): a row per logged step in <TRACKIO_DIR>/<project>.db, which `trackio show` and trackio's
 // API read, and the run's configuration with its first rows, as trackio stores it. Images (acc_log_images)
-// are trackio.Image values: PNG files under <TRACKIO_DIR>/media/<project>/<run>/<step>/. Rows wait in
+// are trackio.Image values: PNG files under <TRACKIO_DIR>/media/<project>/<run>/<step>/; histograms
+// (acc_log_histogram) trackio.Histogram values. Rows wait in
 // memory and are written by a background thread each second and when the run ends (trackio's own
 // sender writes each half second). Logging to a Hugging Face Space or a trackio server, and trackio's
 // automatic GPU and CPU metrics, are not built (Unsupported where asked for).
@@ -35,6 +36,9 @@ class TrackioTracker : public Tracker {
   void log(const std::shared_ptr<const Record>& record) override;
   // As trackio.Image values (what a Python run passes to accelerator.log for trackio).
   bool takes_images() const override { return true; }
+  // As trackio.Histogram values: the bins' edges and counts of TensorBoard's histogram (bins and
+  // max_bins as acc_log_histogram was given them).
+  bool takes_histograms() const override { return true; }
   void finish() override;
   // The project's database.
   std::string path() const override { return path_; }

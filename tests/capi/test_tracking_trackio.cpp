@@ -156,6 +156,37 @@ TEST(TrackioTracking, ImagesAreTrackioImages) {
             nlohmann::json::parse(R"({"format": "PNG", "size": [15, 4], "mode": "RGB"})"));
 }
 
+// Histograms (acc_log_histogram) as trackio.Histogram values: np.histogram's edges and counts over the
+// bins from the first to the last that hold values, as TensorBoard's histogram has them.
+TEST(TrackioTracking, HistogramsAreTrackioHistograms) {
+  const std::string dir = acc_test::fresh_dir("trackio_histograms");
+  acc_test::ScopedEnv env("TRACKIO_DIR", dir.c_str());
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "trackio"}});
+  ACC_ASSERT_OK(acc_init_trackers(a, "hist", nullptr));
+  acc_tensor* w = acc_test::floats({0.5f, -1.0f, 2.0f, 2.0f}, {2, 2});
+  ACC_ASSERT_OK(acc_log_histogram(a, "layer/w", w, 3, "4", 0));
+  ACC_ASSERT_OK(acc_log_histogram(a, "time", w, -1, nullptr, 0));  // step 4; a reserved key: "__time"
+  ACC_ASSERT_OK(acc_end_training(a));
+  acc_tensor_free(w);
+  acc_accelerator_free(a);
+  const nlohmann::json runs = read_back(dir + "/hist.db")["runs"];
+  ASSERT_EQ(runs.size(), 1u);
+  ASSERT_EQ(runs[0]["logs"].size(), 2u);
+  // np.histogram([0.5, -1, 2, 2], bins=4): edges -1, -0.25, 0.5, 1.25, 2; counts 1, 0, 1, 2.
+  EXPECT_EQ(runs[0]["logs"][0]["metrics"],
+            nlohmann::json::parse(R"({"layer/w": {"_type": "trackio.histogram", "bins": [-1.0, -0.25, 0.5, 1.25, 2.0],
+                                                  "values": [1, 0, 1, 2]}})"));
+  // SummaryWriter's default bins: the edges around each value (0 and +-1e-12 * 1.1^k), a count per bin.
+  const nlohmann::json& fine = runs[0]["logs"][1]["metrics"]["__time"];
+  EXPECT_EQ(fine["_type"], "trackio.histogram");
+  ASSERT_EQ(fine["bins"].size(), fine["values"].size() + 1);
+  int64_t total = 0;
+  for (const auto& count : fine["values"]) total += count.get<int64_t>();
+  EXPECT_EQ(total, 4);
+  EXPECT_LE(fine["bins"].front().get<double>(), -1.0);
+  EXPECT_GE(fine["bins"].back().get<double>(), 2.0);
+}
+
 // resume "allow" and "must" go on with the newest run of that name (its id; rows added), "never"
 // starts another run of the same name; runs without a name get a readable one no run has; "must"
 // with a name no run has is refused, and so is "must" without a name.
