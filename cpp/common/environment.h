@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <string>
 
 namespace acc {
 
@@ -11,5 +12,10 @@ inline const char* nonempty_env(const char* name) {
   const char* value = std::getenv(name);
   return value && *value ? value : nullptr;
 }
+
+// huggingface_hub's HF_HOME, where Accelerate keeps its config and trackio its projects: $HF_HOME,
+// else $XDG_CACHE_HOME/huggingface, else ~/.cache/huggingface, with a leading "~" expanded to the
+// home folder ($HOME, else the user's entry; "" where neither is known), as Python's expanduser.
+std::string huggingface_home();
 
 }  // namespace acc

@@ -1,6 +1,5 @@
 #include "config/config_file.h"
 
-#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
@@ -19,6 +18,7 @@
 #include <regex>
 #include <sstream>
 
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/options.h"
@@ -292,28 +292,7 @@ bool read_typed(ClusterConfig& c, const Reader& r, const std::string& key, const
 
 }  // namespace
 
-std::string config_cache_dir() {
-  auto env = [](const char* name) -> std::string {
-    const char* v = std::getenv(name);
-    return v && *v ? v : "";
-  };
-  auto expand = [](std::string path) {
-    if (path.rfind("~", 0) == 0) {
-      const char* home = std::getenv("HOME");
-      std::string h = home && *home ? home : "";
-      if (h.empty())
-        if (const passwd* pw = getpwuid(getuid())) h = pw->pw_dir;
-      path = h + path.substr(1);
-    }
-    return path;
-  };
-  std::string hf_home = env("HF_HOME");
-  if (hf_home.empty()) {
-    std::string xdg = env("XDG_CACHE_HOME");
-    hf_home = (xdg.empty() ? std::string("~/.cache") : xdg) + "/huggingface";
-  }
-  return expand(hf_home) + "/accelerate";
-}
+std::string config_cache_dir() { return huggingface_home() + "/accelerate"; }
 
 std::string default_config_path() { return config_cache_dir() + "/default_config.yaml"; }
 

@@ -100,7 +100,7 @@ void DvcliveTracker::set_init_kwargs(const nlohmann::json& kwargs) {
   dvcyaml_ = std::move(dvcyaml);
 }
 
-void DvcliveTracker::check_log_kwargs(const nlohmann::json& kwargs, LoggedValues) const {
+void DvcliveTracker::check_log_kwargs(const nlohmann::json& kwargs, Logged) const {
   InitKwargs k("dvclive", kwargs, "log_kwargs");
   k.boolean("plot");
   if (k.boolean("timestamp").value_or(false))

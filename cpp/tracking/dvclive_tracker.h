@@ -35,7 +35,7 @@ class DvcliveTracker : public Tracker {
   // Live.log_metric's keyword arguments, as Accelerate's log passes them: plot (false: the latest
   // values in metrics.json only, no table row) and timestamp (false only: a table's time column is not
   // built).
-  void check_log_kwargs(const nlohmann::json& kwargs, LoggedValues values) const override;
+  void check_log_kwargs(const nlohmann::json& kwargs, Logged values) const override;
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
   // Names DVCLive would file outside its folder or mix up (empty, "." or ".." parts, a leading or

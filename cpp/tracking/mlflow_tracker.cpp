@@ -64,7 +64,7 @@ void MlflowTracker::set_init_kwargs(const nlohmann::json& kwargs) {
   artifact_location_ = std::move(artifact_location);
 }
 
-void MlflowTracker::check_log_kwargs(const nlohmann::json& kwargs, LoggedValues) const {
+void MlflowTracker::check_log_kwargs(const nlohmann::json& kwargs, Logged) const {
   InitKwargs k("mlflow", kwargs, "log_kwargs");
   k.integer("timestamp", 0, std::numeric_limits<int64_t>::max());
   k.boolean("synchronous");

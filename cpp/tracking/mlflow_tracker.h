@@ -35,7 +35,7 @@ class MlflowTracker : public Tracker {
   // mlflow.log_metrics' keyword arguments, as Accelerate's log passes them: timestamp (the lines'
   // milliseconds) and synchronous (taken: the lines are written by the tracker's thread either way,
   // and are on disk when the run ends); run_id, model_id and dataset are Unsupported.
-  void check_log_kwargs(const nlohmann::json& kwargs, LoggedValues values) const override;
+  void check_log_kwargs(const nlohmann::json& kwargs, Logged values) const override;
   void check_name(const std::string& name) const override;
   // MLflow's log_artifact / log_artifacts: into the run's artifact location, where it is a local
   // folder (a file: URI); another (s3://...) is Unsupported.

@@ -185,10 +185,10 @@ void TensorBoardTracker::set_init_kwargs(const nlohmann::json& kwargs) {
   flush_interval_ = std::chrono::seconds(seconds.value_or(1));
 }
 
-void TensorBoardTracker::check_log_kwargs(const nlohmann::json& kwargs, LoggedValues values) const {
+void TensorBoardTracker::check_log_kwargs(const nlohmann::json& kwargs, Logged values) const {
   InitKwargs k("tensorboard", kwargs, "log_kwargs");
   k.number("walltime", 0, 1e12);
-  if (values == LoggedValues::Numbers) {  // add_scalar's own; add_scalars and add_text take walltime alone
+  if (values == Logged::Numbers) {  // add_scalar's own; add_scalars and add_text take walltime alone
     k.boolean("new_style");
     k.boolean("double_precision");
   }

@@ -34,7 +34,7 @@ class TensorBoardTracker : public FileTracker {
   // seconds), new_style (a tensor summary of the scalars plugin instead of a simple value) and
   // double_precision (with new_style: the value as a double); for a group (add_scalars) or texts
   // (add_text), walltime alone.
-  void check_log_kwargs(const nlohmann::json& kwargs, LoggedValues values) const override;
+  void check_log_kwargs(const nlohmann::json& kwargs, Logged values) const override;
   void finish() override;
 
  private:

@@ -8,7 +8,7 @@ namespace acc::tracking {
 // What a tracker takes by default: no keyword arguments, no artifacts.
 void Tracker::set_init_kwargs(const nlohmann::json& kwargs) { InitKwargs(name(), kwargs).refuse_the_rest(); }
 
-void Tracker::check_log_kwargs(const nlohmann::json& kwargs, LoggedValues) const {
+void Tracker::check_log_kwargs(const nlohmann::json& kwargs, Logged) const {
   InitKwargs(name(), kwargs, "log_kwargs").refuse_the_rest();
 }
 

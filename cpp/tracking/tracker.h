@@ -27,10 +27,10 @@ struct Record {
   std::vector<std::string> group_names;
   std::vector<std::string> text_names;
   std::vector<std::string> texts;  // valid UTF-8
-  bool of_images = false;          // an acc_log_images call: TensorBoard's alone (numbers and texts are empty)
+  bool of_images = false;  // an acc_log_images call: to the trackers that take images (numbers and texts are empty)
   std::vector<std::string> image_names;
   std::vector<EncodedImage> images;
-  bool of_histogram = false;  // an acc_log_histogram call: TensorBoard's alone
+  bool of_histogram = false;  // an acc_log_histogram call: to the trackers that take histograms
   std::string histogram_name;
   Histogram histogram;
   // Accelerate's log_kwargs (acc_log_ex, acc_log_scalars_ex, acc_log_text_ex): an object from tracker
@@ -39,9 +39,11 @@ struct Record {
   nlohmann::json log_kwargs;
 };
 
-// What Accelerate's log hands a tracker's log_kwargs with, which decides the keyword arguments it
-// takes (TensorBoard's add_scalar, add_scalars and add_text take different ones).
-enum class LoggedValues { Numbers, Group, Texts };
+// What one log call holds: numbers (acc_log), a group of them under a main tag (acc_log_scalars),
+// texts, images or a histogram. It decides which trackers get the call and, for numbers, groups and
+// texts, the log_kwargs a tracker takes (TensorBoard's add_scalar, add_scalars and add_text take
+// different ones).
+enum class Logged { Numbers, Group, Texts, Images, Histograms };
 
 // The keyword arguments `record` gives the tracker `tracker` (an empty object for none).
 const nlohmann::json& log_kwargs_of(const Record& record, const std::string& tracker);
@@ -58,7 +60,7 @@ class Tracker {
   // Accelerate's log_kwargs for this tracker: the keyword arguments of one log call of `values`,
   // checked on every process before the call takes its step (log reads them from the record). By
   // default a tracker takes none (InvalidArgument for any).
-  virtual void check_log_kwargs(const nlohmann::json& kwargs, LoggedValues values) const;
+  virtual void check_log_kwargs(const nlohmann::json& kwargs, Logged values) const;
   // Refuses, on every process before the main one starts the run, a project name this tracker
   // cannot take.
   virtual void check_project_name(const std::string&) const {}

@@ -212,7 +212,7 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
   const int64_t at = check_call("log", names, step);
-  nlohmann::json log_kwargs = checked_log_kwargs(log_kwargs_json, LoggedValues::Numbers);
+  nlohmann::json log_kwargs = checked_log_kwargs(log_kwargs_json, Logged::Numbers);
   auto record = take_step(at, Logged::Numbers);
   if (!record) return;  // a call without values is still a line in JSONL and CSV
   record->log_kwargs = std::move(log_kwargs);
@@ -222,7 +222,7 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
   each([&](Tracker& t) { t.log(shared); });
 }
 
-nlohmann::json TrackerSet::checked_log_kwargs(const std::string& log_kwargs_json, LoggedValues values) const {
+nlohmann::json TrackerSet::checked_log_kwargs(const std::string& log_kwargs_json, Logged values) const {
   if (log_kwargs_json.empty()) return nullptr;
   nlohmann::json log_kwargs = per_tracker_kwargs(log_kwargs_json, "log_kwargs");
   for (const auto& tracker : trackers_)
@@ -244,9 +244,9 @@ void TrackerSet::log_scalars(const std::string& group, std::vector<std::string> 
       require(part != "..", "log_scalars: the name \"", name, "\" would lead out of the run's folder");
     flat.push_back(group + "/" + name);
   }
-  const int64_t at = check_call("log_scalars", flat, step);
-  nlohmann::json log_kwargs = checked_log_kwargs(log_kwargs_json, LoggedValues::Group);
-  auto record = take_step(at, Logged::Numbers);
+  const int64_t at = check_call("log_scalars", flat, step, Logged::Group);
+  nlohmann::json log_kwargs = checked_log_kwargs(log_kwargs_json, Logged::Group);
+  auto record = take_step(at, Logged::Group);
   if (!record) return;
   record->log_kwargs = std::move(log_kwargs);
   record->names = std::move(flat);
@@ -265,7 +265,7 @@ void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::strin
   for (size_t i = 0; i < texts.size(); ++i)
     require(is_utf8(texts[i]), "log_text: the text of \"", names[i], "\" is not valid UTF-8");
   const int64_t at = check_call("log_text", names, step, Logged::Texts);
-  nlohmann::json log_kwargs = checked_log_kwargs(log_kwargs_json, LoggedValues::Texts);
+  nlohmann::json log_kwargs = checked_log_kwargs(log_kwargs_json, Logged::Texts);
   auto record = take_step(at, Logged::Texts);
   if (!record) return;
   record->log_kwargs = std::move(log_kwargs);

@@ -47,13 +47,13 @@ class TrackerSet {
   // becomes '_'), tagged with the group; the other trackers get them as "<group>/<name>".
   void log_scalars(const std::string& group, std::vector<std::string> names, std::vector<double> values,
                    std::optional<int64_t> step, const std::string& log_kwargs_json = "");
-  // Logs images by name, as log does numbers, to the trackers that take images (TensorBoard's):
+  // Logs images by name, as log does numbers, to the trackers that take images (TensorBoard's, trackio's):
   // Accelerate's TensorBoardTracker.log_images. Each is checked on every process and encoded on the
   // main one (image_summary.h).
   void log_images(std::vector<std::string> names, const std::vector<at::Tensor>& images, const std::string& dataformats,
                   std::optional<int64_t> step);
   // Logs the histogram of `values` by name, as log does numbers, to the trackers that take histograms
-  // (TensorBoard's): torch's SummaryWriter.add_histogram (tracking/histogram.h). The tensor is checked
+  // (TensorBoard's, trackio's): torch's SummaryWriter.add_histogram (tracking/histogram.h). The tensor is checked
   // on every process, the histogram made on the main one (where its values may still be refused).
   void log_histogram(const std::string& name, const at::Tensor& values, const HistogramBins& bins,
                      std::optional<int64_t> step);
@@ -82,15 +82,14 @@ class TrackerSet {
   std::string listed_names() const;
   template <typename Call>
   void each(Call call);
-  // Checks a call's names (against the trackers that take what it logs) and step: the step it
-  // logs at. `call` names it in errors.
-  enum class Logged { Numbers, Texts, Images, Histograms };
   // init_kwargs or log_kwargs (`what`): `json_text` ("" for none) parsed, an object whose keys are
   // the names of trackers in use.
   nlohmann::json per_tracker_kwargs(const std::string& json_text, const char* what) const;
   // log_kwargs_json ("" for none) parsed and checked by each tracker it names, for a call of `values`;
   // null for none (nothing is parsed on the training thread for a plain log).
-  nlohmann::json checked_log_kwargs(const std::string& log_kwargs_json, LoggedValues values) const;
+  nlohmann::json checked_log_kwargs(const std::string& log_kwargs_json, Logged values) const;
+  // Checks a call's names (against the trackers that take what it logs) and step: the step it
+  // logs at. `call` names it in errors.
   int64_t check_call(const char* call, const std::vector<std::string>& names, std::optional<int64_t> step,
                      Logged what = Logged::Numbers) const;
   // Advances the step past `at`; the record to hand out (null off the main process).

@@ -1,7 +1,6 @@
 #include "tracking/trackio_store.h"
 
 #include <fcntl.h>
-#include <pwd.h>
 #include <sqlite3.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -33,18 +32,6 @@ const char* const kReservedSuffixes[] = {
     "_system", "_configs", "_traces", "_artifacts", "_artifact_versions", "_artifact_aliases", "_run_artifact_links"};
 constexpr const char* kRegistryPrefix = "registry-";  // trackio's registries of artifacts
 
-std::string home_dir() {
-  if (const char* home = nonempty_env("HOME")) return home;
-  if (const passwd* entry = ::getpwuid(::getuid()); entry && entry->pw_dir) return entry->pw_dir;
-  fail(Status::Io, "trackio: neither TRACKIO_DIR nor HF_HOME is set, and the home folder is unknown");
-}
-
-// Python's os.path.expanduser for "~" and "~/...".
-std::string expand_user(const std::string& path) {
-  if (path == "~" || path.rfind("~/", 0) == 0) return home_dir() + path.substr(1);
-  return path;
-}
-
 // The value of a pragma setting from the environment where it is one of `allowed` (trackio's
 // TRACKIO_SQLITE_* overrides), else `fallback`.
 std::string pragma_setting(const char* variable, const std::set<std::string>& allowed, const char* fallback) {
@@ -58,19 +45,8 @@ std::string pragma_setting(const char* variable, const std::set<std::string>& al
 }  // namespace
 
 std::string storage_dir() {
-  std::string dir;
-  if (const char* trackio_dir = nonempty_env("TRACKIO_DIR")) {
-    dir = trackio_dir;
-  } else {
-    std::string hf_home;
-    if (const char* value = nonempty_env("HF_HOME")) {
-      hf_home = expand_user(value);
-    } else {
-      const char* cache = nonempty_env("XDG_CACHE_HOME");
-      hf_home = (cache ? std::string(cache) : expand_user("~/.cache")) + "/huggingface";
-    }
-    dir = hf_home + "/trackio";
-  }
+  const char* trackio_dir = nonempty_env("TRACKIO_DIR");
+  const std::string dir = trackio_dir ? std::string(trackio_dir) : huggingface_home() + "/trackio";
   return fs::absolute(fs::path(dir)).lexically_normal().string();
 }
 

@@ -245,7 +245,6 @@ void TrackioTracker::start(const std::string& project_name, const nlohmann::json
   run->media_root = dir + "/media";
   run->media_folder = trackio::canonical_project_name(project_name) + "/" + run->run_name;
   path_ = run->db->path();
-  run_name_ = run->run_name;
   writer_ = std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, path_, [run] { run->write_out(); });
   run_ = std::move(run);
   warned_keys_.clear();
@@ -263,10 +262,11 @@ void TrackioTracker::log(const std::shared_ptr<const Record>& record) {
   if (record->of_histogram) {
     warn_if_reserved(record->histogram_name);
   } else if (record->of_images) {
-    // trackio files a run's images in a folder named after the run.
-    require(run_name_ != "." && run_name_ != ".." && run_name_.find('/') == std::string::npos &&
-                run_name_.size() <= kFileNameMax,
-            "trackio: the run name \"", printable_utf8(run_name_), "\" cannot name the folder of its images");
+    // trackio files a run's images in a folder named after the run (fixed once the run starts).
+    const std::string& run_name = run_->run_name;
+    require(run_name != "." && run_name != ".." && run_name.find('/') == std::string::npos &&
+                run_name.size() <= kFileNameMax,
+            "trackio: the run name \"", printable_utf8(run_name), "\" cannot name the folder of its images");
     for (const auto& name : record->image_names) warn_if_reserved(name);
   } else if (!record->group.empty()) {
     warn_if_reserved(record->group);

@@ -56,7 +56,6 @@ class TrackioTracker : public Tracker {
   bool named_ = false, grouped_ = false;
   nlohmann::json init_config_ = nlohmann::json::object();
   std::string path_;
-  std::string run_name_;  // the current run's
   std::set<std::string> warned_keys_;
   std::shared_ptr<RunState> run_;
   std::unique_ptr<AsyncFile> writer_;

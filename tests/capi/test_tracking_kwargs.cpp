@@ -116,6 +116,15 @@ TEST(TrackerKwargs, TrackersWithoutArgumentsRefuseAny) {
   acc_accelerator_free(a);
 }
 
+namespace {
+
+// init_kwargs putting DVCLive's folder at `live`, without dvc.yaml or a DVC experiment.
+std::string dvclive_in(const std::string& live) {
+  return R"({"dvclive": {"dir": ")" + live + R"(", "dvcyaml": false, "save_dvc_exp": false}})";
+}
+
+}  // namespace
+
 // Accelerate's log_kwargs (acc_log_ex): each tracker's log takes its own. TensorBoard's walltime sets
 // the event's time and new_style writes the value as the scalars plugin's tensor (double with
 // double_precision); MLflow's timestamp is the line's; DVCLive's plot false keeps the value out of
@@ -127,9 +136,7 @@ TEST(TrackerKwargs, LogKwargsReachEachTracker) {
   acc_accelerator* a = acc_test::make_accelerator(
       {{"cpu", "true"}, {"log_with", "tensorboard,mlflow,dvclive,jsonl"}, {"project_dir", dir}});
   const std::string live = dir + "/live";
-  ACC_ASSERT_OK(acc_init_trackers_ex(
-      a, "run", nullptr,
-      (R"({"dvclive": {"dir": ")" + live + R"(", "dvcyaml": false, "save_dvc_exp": false}})").c_str()));
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "run", nullptr, dvclive_in(live).c_str()));
   const char* loss[] = {"loss"};
   const char* acc_name[] = {"acc"};
   const double half[] = {0.5}, quarter[] = {0.25};
@@ -188,9 +195,7 @@ TEST(TrackerKwargs, LogKwargsWithTextsAndGroups) {
   acc_accelerator* a =
       acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "tensorboard,dvclive"}, {"project_dir", dir}});
   const std::string live = dir + "/live";
-  ACC_ASSERT_OK(acc_init_trackers_ex(
-      a, "run", nullptr,
-      (R"({"dvclive": {"dir": ")" + live + R"(", "dvcyaml": false, "save_dvc_exp": false}})").c_str()));
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "run", nullptr, dvclive_in(live).c_str()));
   const char* note[] = {"note"};
   const char* text[] = {"hello"};
   const char* splits[] = {"train", "eval"};
