@@ -853,6 +853,24 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_state_dict(acc_model *model, con
  * acc_model_load_torchscript read. */
 ACC_API ACC_NODISCARD acc_status acc_model_save_torchscript(const acc_model *model, const char *path);
 
+/* transformers' load_in_4bit (QLoRA's base model): the linear layers (nn.Linear, transformers'
+ * Conv1D) keep their weights in bitsandbytes' 4-bit storage, frozen, and compute as its Linear4bit
+ * does on the CPU: the weight dequantised for each product (and again for the input's gradient),
+ * never kept as floats. `quantization_config` is transformers' BitsAndBytesConfig as JSON (its
+ * to_dict(), as a 4-bit model's config.json holds it): "load_in_4bit": true (required),
+ * "bnb_4bit_quant_type" "nf4" or "fp4" (default "fp4"), "bnb_4bit_compute_dtype" ("float32"
+ * default, "bfloat16", "float16"), "bnb_4bit_use_double_quant" (default false), "llm_int8_skip_modules"
+ * (modules left as they are; default: tied weights' modules and the module of the last parameter,
+ * the output layer, as transformers). The model's state dict then holds bitsandbytes' entries
+ * (`<layer>.weight` uint8 codes, `.weight.absmax`, `.weight.quant_map`, `.weight.nested_absmax`,
+ * `.weight.nested_quant_map`, `.weight.quant_state.bitsandbytes__nf4`), as transformers saves a 4-bit
+ * model. TorchScript models only; before adapters, optimizers and preparing. Unsupported:
+ * load_in_8bit, a bnb_4bit_quant_storage other than uint8, a forward reading a layer's weight itself
+ * (skip that layer), and afterwards casting the model's dtype, merging adapters, saving TorchScript
+ * and zero_stage 3. *count (may be NULL): how many layers. */
+ACC_API ACC_NODISCARD acc_status acc_model_quantize_4bit(acc_model *model, const char *quantization_config,
+                                                         size_t *count);
+
 /* Safetensors (Hugging Face's format, read by Python's safetensors and transformers as is). */
 
 /* Writes the named tensors of `list` to one safetensors file, atomically. */

@@ -4,6 +4,7 @@
 #include "common/device.h"
 #include "guard.h"
 #include "handles.h"
+#include "model/four_bit_config.h"
 #include "model/weighted_adapter.h"
 
 #include <functional>
@@ -155,6 +156,15 @@ acc_status acc_model_save_torchscript(const acc_model* model, const char* path) 
   return guarded([&] {
     acc::Model& m = model_arg(model);
     m.save_torchscript(path_arg(path, "path"));
+  });
+}
+
+acc_status acc_model_quantize_4bit(acc_model* model, const char* quantization_config, size_t* count) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    const size_t layers =
+        m.quantize_4bit(acc::FourBitConfig::from_json(text_arg(quantization_config, "quantization_config")));
+    if (count) *count = layers;
   });
 }
 

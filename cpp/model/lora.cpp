@@ -191,6 +191,20 @@ OutputAdapter dora_conv_output_adapter(const LoraAdapter& adapter, double p, std
 
 // PEFT's Embedding.forward: result + (embedding(x, A^T) @ B^T) * scaling, A looked up as the layer
 // looks up its rows; no dropout (PEFT's embedding layer does not apply its lora_dropout).
+// PEFT's lora.bnb.Linear4bit.forward: the base result cloned, the branch computed in the adapters'
+// dtype and cast to the result's before it is added.
+OutputAdapter four_bit_output_adapter(const LoraAdapter& adapter, double p, std::shared_ptr<const bool> enabled) {
+  const at::Tensor a = adapter.a, b = adapter.b, b_bias = adapter.b_bias;
+  const double scaling = adapter.scaling;
+  return [a, b, b_bias, scaling, p, enabled](const at::Tensor& input, const at::Tensor& output, bool training) {
+    if (!*enabled) return output;
+    const at::Tensor result = output.clone();
+    at::Tensor x = input.to(a.scalar_type());
+    if (p > 0) x = at::dropout(x, p, training);
+    return result + (at::linear(at::linear(x, a), b, b_bias) * scaling).to(result.scalar_type());
+  };
+}
+
 OutputAdapter embedding_output_adapter(const LoraAdapter& adapter, std::shared_ptr<const bool> enabled) {
   return [a = adapter.a, b = adapter.b, scaling = adapter.scaling, lookup = *adapter.site.embedding, enabled](
              const at::Tensor& input, const at::Tensor& output, bool) {
@@ -499,6 +513,12 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
            " takes nn.Linear's layout and would not start from the layer's output here; use pissa or another ",
            "initialisation");
   }
+  // PEFT's bnb layer dequantises the weight for these; here it never exists as floats.
+  for (const LinearSite& site : chosen)
+    if (site.four_bit && (config.use_dora || !(config.init == "true" || config.init == "false" ||
+                                               config.init == "gaussian")))
+      fail(Status::Unsupported, "LoRA on the 4-bit layer '", site.module, "' is built with init_lora_weights true, ",
+           "false or gaussian and without use_dora, not ", config.use_dora ? "use_dora" : config.init.c_str());
   // The branch's bias has no place in a weight the forward reads itself.
   if (config.lora_bias)
     for (const LinearSite& site : chosen)
@@ -698,6 +718,7 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
            : adapter.site.embedding ? dora_embedding_output_adapter(adapter, enabled)
                                     : dora_output_adapter(adapter, p, enabled);
   if (adapter.site.embedding) return embedding_output_adapter(adapter, enabled);
+  if (adapter.site.four_bit) return four_bit_output_adapter(adapter, p, enabled);
   // Disabled: PEFT's layer returns its base layer's output, before its dropout draws. A convolution's
   // branch is PEFT's conv_layer pair (conv_branch).
   return [a, b, b_bias, scaling, p, enabled, conv = adapter.site.conv](const at::Tensor& input,

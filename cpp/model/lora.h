@@ -94,6 +94,10 @@ struct LinearSite {
   // second dimension as the input, else the third.
   int64_t experts = 0;
   bool experts_transposed = false;
+  // A layer with a 4-bit weight (model/four_bit_linear.h): `weight` is a zero placeholder of its
+  // shape in its compute dtype (where PEFT's bnb layer puts its adapters), its output adapted as
+  // PEFT's lora.bnb.Linear4bit adapts it.
+  bool four_bit = false;
 };
 
 // Whether the site is a parameter adapted itself (target_parameters), not a layer.

@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
+#include <functional>
 #include <cstdio>
 
 #include <iterator>
@@ -93,6 +94,10 @@ void Model::require_whole_parameters(const char* action) const {
 }
 
 void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype) {
+  // As transformers' .to(dtype) on a 4-bit model: its layers compute in bnb_4bit_compute_dtype.
+  if (dtype && has_four_bit_layers())
+    fail(Status::InvalidArgument, "a model with 4-bit layers cannot be cast to ", *dtype, ": it computes in its ",
+         "bnb_4bit_compute_dtype (set it when quantising); moving it to a device is allowed");
   at::NoGradGuard no_grad;
   auto move = [&](at::Tensor& t) {
     const at::ScalarType target = dtype && t.is_floating_point() ? *dtype : t.scalar_type();
@@ -149,8 +154,10 @@ std::set<std::string> buffer_names(const Model& model) {
 using KeyReport = std::pair<std::vector<std::string>, std::vector<std::string>>;
 
 // The checks of load_state_dict against the model's tensors by name: missing / unexpected names.
+// `any_length`: entries whose length may differ from the model's (4-bit layers' JSON texts).
 KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, const std::set<std::string>& buffers,
-                        const NamedTensors& state, bool strict) {
+                        const NamedTensors& state, bool strict,
+                        const std::function<bool(const std::string&)>& any_length) {
   std::set<std::string> given, unexpected, missing;
   std::unordered_set<const c10::TensorImpl*> given_tensors;
   for (auto& entry : state) {
@@ -191,7 +198,8 @@ KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, 
   for (auto& entry : state) {
     auto it = own.find(entry.first);
     if (it == own.end()) continue;
-    require(it->second.sizes() == entry.second.sizes(), "state dict entry '", entry.first, "' has shape ",
+    require(it->second.sizes() == entry.second.sizes() || any_length(entry.first), "state dict entry '", entry.first,
+            "' has shape ",
             entry.second.sizes(), " but the model's has ", it->second.sizes());
     require_same_dtype_kind(entry.first, entry.second, it->second);
   }
@@ -211,7 +219,10 @@ void require_same_dtype_kind(const std::string& name, const at::Tensor& given, c
 
 std::pair<std::vector<std::string>, std::vector<std::string>> Model::check_state_dict(const NamedTensors& state,
                                                                                       bool strict) const {
-  return check_against(own_tensors(*this), buffer_names(*this), state, strict);
+  auto result = check_against(own_tensors(*this), buffer_names(*this), state, strict,
+                              [this](const std::string& name) { return is_quantization_text(name); });
+  check_quantization_state(state);
+  return result;
 }
 
 std::pair<std::vector<std::string>, std::vector<std::string>> Model::load_state_dict(const NamedTensors& state,
@@ -220,18 +231,21 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Model::load_state_
   const auto own = own_tensors(*this);
   KeyReport result;
   try {
-    result = check_against(own, buffer_names(*this), state, strict);
+    result = check_against(own, buffer_names(*this), state, strict,
+                           [this](const std::string& name) { return is_quantization_text(name); });
   } catch (const Error& e) {
     if (sharded_at_rest_.empty()) throw;
     fail(e.status(), e.what(), " (the model is prepared under zero_stage 3: each process holds slices of its ",
          "parameters, empty tensors in the model itself; load whole weights before preparing, or with acc_load_state)");
   }
+  check_quantization_state(state);
   if (weights_pending_) return result;  // the main process's weights arrive when preparing (as transformers skips it)
   at::NoGradGuard no_grad;
   for (auto& entry : state) {
     auto it = own.find(entry.first);
-    if (it != own.end()) it->second.copy_(entry.second);
+    if (it != own.end() && !is_quantization_text(entry.first)) it->second.copy_(entry.second);
   }
+  quantization_state_loaded(state);
   return result;
 }
 
@@ -274,6 +288,10 @@ void Model::require_trainable_set_free(bool freezing) const {
 size_t Model::set_requires_grad(const std::string& patterns, bool requires_grad) {
   require_trainable_set_free(/*freezing=*/!requires_grad);
   const auto names = parameter_names_matching(patterns);
+  if (requires_grad)  // as PyTorch's requires_grad_ on an integer tensor
+    for (const auto& name : names)
+      require(find_tensor(name).is_floating_point(), "'", name, "' cannot be trained: it holds ",
+              find_tensor(name).scalar_type(), " values (a 4-bit layer's weight); leave it out of the pattern");
   for (const auto& name : names) {
     at::Tensor p = find_tensor(name);
     p.set_requires_grad(requires_grad);
@@ -305,6 +323,7 @@ void Model::zero_grad() {
 
 void Model::save_torchscript(const std::string& path) const {
   if (!sharded_at_rest_.empty()) fail(Status::InvalidArgument, sharded_at_rest_);
+  require_no_four_bit_layers("save_torchscript (its layers' forwards would read 4-bit codes as weights)");
   require_weights("save_torchscript");
   const LoraAdapters& adapters = lora();
   if (adapters.empty()) return write_torchscript(path);
@@ -690,12 +709,21 @@ size_t Model::checkpoint_activations(const UnitPolicy&) {
 
 void Model::merge_lora() {
   require(!lora_.empty(), "the model has no LoRA adapters or trainable tokens to merge");
+  require_no_four_bit_layers("merge_lora (PEFT dequantises, adds and quantises again; not built)");
   require(sharded_at_rest_.empty(), "merge_lora: the model is prepared under zero_stage 3, which holds only slices of "
                                     "its weights and adapters; acc_save_model writes the full weights with the "
                                     "adapters merged");
   require_weights("merge_lora");
   lora_.merge_and_remove();
   forget_named_adapters();  // PEFT's merge_and_unload merges the active adapter and drops the others
+}
+
+size_t Model::quantize_4bit(const FourBitConfig&) {
+  fail(Status::Unsupported, "4-bit layers are built for TorchScript models; this model is built from a layer spec");
+}
+
+void Model::require_no_four_bit_layers(const char* action) const {
+  if (has_four_bit_layers()) fail(Status::Unsupported, "the model has 4-bit layers: ", action, " is refused");
 }
 
 c10::Device Model::device() const {

@@ -66,11 +66,12 @@ using LayerCalls = std::vector<std::pair<torch::jit::Node*, int64_t>>;
 
 // Inlines every call in `graph` but the forwards of `layers`; returns those calls, each with its
 // layer's index.
-LayerCalls inline_all_but_layer_calls(torch::jit::Graph& graph, const std::vector<std::string>& layers) {
+LayerCalls inline_all_but_layer_calls(torch::jit::Graph& graph, const std::vector<std::string>& layers,
+                                      const std::set<std::string>& calls_kept = {}) {
   std::map<std::string, int64_t> index;
   for (size_t i = 0; i < layers.size(); ++i) index[layers[i]] = static_cast<int64_t>(i);
   inline_calls_except(graph, [&](torch::jit::Node* call, const std::string& path) {
-    return index.count(path) && call->s(c10::attr::name) == "forward";
+    return (index.count(path) || calls_kept.count(path)) && call->s(c10::attr::name) == "forward";
   });
   LayerCalls calls;
   collect_calls(graph.block(), module_paths(graph), index, calls);
@@ -102,16 +103,18 @@ std::vector<std::string> layers_called_as_modules(const torch::jit::Module& modu
 }
 
 std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module& module,
-                                                         const std::vector<std::string>& layers, int64_t token) {
+                                                         const std::vector<std::string>& layers, int64_t token,
+                                                         const std::set<std::string>& calls_kept) {
   auto method = module.find_method("forward");
   if (!method) fail(Status::Unsupported, "the TorchScript module has no forward method");
   std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
-  mark_adapted_linears(*graph, layers, token);
+  mark_adapted_linears(*graph, layers, token, calls_kept);
   return graph;
 }
 
-void mark_adapted_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token) {
-  const LayerCalls calls = inline_all_but_layer_calls(graph, layers);
+void mark_adapted_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token,
+                          const std::set<std::string>& calls_kept) {
+  const LayerCalls calls = inline_all_but_layer_calls(graph, layers, calls_kept);
   std::vector<size_t> marked(layers.size(), 0);
   register_marker();
   for (const auto& [call, layer] : calls) {

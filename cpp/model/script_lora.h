@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,10 @@ namespace acc {
 // Forward with markers after every call of `layers` (module paths of linear layers); taking self
 // first. A layer the forward never calls as a module (its weight read directly) is Unsupported,
 // naming it: PEFT's hook would not see such a use either.
+// Calls of `calls_kept` (module paths: 4-bit layers, which a later pass marks) stay calls.
 std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module& module,
-                                                         const std::vector<std::string>& layers, int64_t token);
+                                                         const std::vector<std::string>& layers, int64_t token,
+                                                         const std::set<std::string>& calls_kept = {});
 // Of `layers`, in their order, those the forward calls as a module, each call taking and returning
 // one tensor: the layers a marker can adapt as PEFT's layer does.
 std::vector<std::string> layers_called_as_modules(const torch::jit::Module& module,
@@ -31,7 +34,8 @@ std::vector<std::string> layers_called_as_modules(const torch::jit::Module& modu
 // The same on `graph` (a forward taking self first, such as stage 3's with its unit markers, whose
 // planning kept the layers' calls): every other call is inlined, so a marker lands after its layer's
 // call and before the end marker of the unit running it.
-void mark_adapted_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token);
+void mark_adapted_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token,
+                          const std::set<std::string>& calls_kept = {});
 
 // What the markers of `token` run: adapters[i] for layer i (an empty one passes the output on),
 // in training mode when `training` says so. Null adapters remove the entry.

@@ -107,7 +107,9 @@ NamedTensors ScriptModel::run_forward(const std::vector<at::Tensor>& inputs) {
     if (unit_lora_) unit_lora_->restore_all();
   });
   // Stage 3's forward holds LoRA's output markers too.
-  torch::jit::GraphFunction* marked = units_forward_ ? units_forward_.get() : lora_forward_.get();
+  torch::jit::GraphFunction* marked = units_forward_ ? units_forward_.get()
+                                      : lora_forward_ ? lora_forward_.get()
+                                                      : four_bit_forward_.get();
   if (!marked) return flatten_outputs(module_.get_method("forward")(std::move(args)));
   args.insert(args.begin(), module_._ivalue());
   module_.get_method("forward").function().getSchema().checkAndNormalizeInputs(args);
@@ -118,6 +120,14 @@ NamedTensors ScriptModel::run_forward(const std::vector<at::Tensor>& inputs) {
 ScriptModel::~ScriptModel() {
   if (units_forward_) install_unit_hooks(unit_token_, {}, UnitHooks{});
   if (lora_outputs_) install_output_adapters(unit_token_, nullptr);
+  if (four_bit_) install_four_bit_layers(unit_token_, nullptr);
+}
+
+std::shared_ptr<torch::jit::Graph> ScriptModel::marked_forward(const std::vector<std::string>& layers) const {
+  auto graph = mark_adapted_linears(module_, layers, unit_token_,
+                                    std::set<std::string>(four_bit_layers_.begin(), four_bit_layers_.end()));
+  if (four_bit_) mark_four_bit_linears(*graph, four_bit_layers_, unit_token_);
+  return graph;
 }
 
 size_t ScriptModel::add_lora(const LoraConfig& config) {
@@ -137,7 +147,7 @@ size_t ScriptModel::add_lora(const LoraConfig& config) {
   if (config.dropout == 0) layers = layers_called_as_modules(module_, layers);
   if (layers.empty()) return Model::add_lora(config);
   // The marked forward is made, and checked, before any adapter is drawn.
-  auto graph = mark_adapted_linears(module_, layers, unit_token_);
+  auto graph = marked_forward(layers);
   output_layers_ = layers;
   lora_outputs_ = std::make_shared<MarkedAdapters>(
       MarkedAdapters{std::vector<OutputAdapter>(layers.size()), [this] { return is_training(); }});
@@ -163,7 +173,7 @@ void ScriptModel::watch_layer_inputs(const std::vector<std::string>& layers, con
       fail(Status::Unsupported, "the forward does not call '", layer,
            "' as a module (it reads the layer's weight itself, or calls it with other arguments), so its inputs ",
            "cannot be seen; call the layer as a module");
-  auto graph = mark_adapted_linears(module_, layers, unit_token_);
+  auto graph = marked_forward(layers);
   std::vector<OutputAdapter> watchers;
   for (size_t k = 0; k < layers.size(); ++k)
     watchers.push_back([&seen, k](const at::Tensor& input, const at::Tensor& output, bool) {
@@ -246,6 +256,9 @@ std::optional<ScriptModel::AdaptedUnits> ScriptModel::adapted_units() const {
 }
 
 bool ScriptModel::set_unit_hooks(UnitHooks hooks) {
+  if (hooks.before && four_bit_)
+    fail(Status::Unsupported, "zero_stage 3 (FULL_SHARD) over a model with 4-bit layers is not built: its units would ",
+         "gather 4-bit codes; use DDP or zero_stage 1 or 2, which leave frozen weights whole");
   std::optional<AdaptedUnits> adapted;
   if (!lora_.empty()) adapted = adapted_units();
   if (!hooks.before || !hooks.after || !unit_plan().graph || (!lora_.empty() && !adapted)) {
@@ -278,8 +291,6 @@ bool ScriptModel::set_unit_hooks(UnitHooks hooks) {
   return true;
 }
 
-namespace {
-
 bool is_linear_module(const torch::jit::Module& module) {
   const auto type = module.type()->name();
   if (!type) return false;
@@ -304,6 +315,8 @@ bool is_transformers_conv1d(const torch::jit::Module& module) {
   const at::Tensor &w = weight.toTensor(), &b = bias.toTensor();
   return w.dim() == 2 && w.is_floating_point() && b.dim() == 1 && b.size(0) == w.size(1);
 }
+
+namespace {
 
 // nn.MultiheadAttention with q, k and v of one size (its in_proj_weight 3 E x E), the only kind PEFT's
 // lora.MultiheadAttention takes, with a linear out_proj.
@@ -395,6 +408,20 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
                       [attention](const at::Tensor& weight) mutable { attention.setattr("in_proj_weight", weight); }};
       site.bias = bias.isTensor() ? bias.toTensor() : at::Tensor();
       site.attention = true;
+      sites.push_back(std::move(site));
+      continue;
+    }
+    if (auto q = std::find(four_bit_layers_.begin(), four_bit_layers_.end(), entry.name); q != four_bit_layers_.end()) {
+      const FourBitLayer& layer = (*four_bit_)[static_cast<size_t>(q - four_bit_layers_.begin())];
+      LinearSite site{entry.name, at::zeros({}, at::TensorOptions(layer.compute_dtype).device(device()))
+                                      .expand(layer.weight->shape)};
+      site.bias = layer.bias;
+      site.four_bit = true;
+      auto it = std::find(output_layers_.begin(), output_layers_.end(), entry.name);
+      if (it != output_layers_.end())
+        site.set_output_adapter = [outputs = lora_outputs_, i = it - output_layers_.begin()](OutputAdapter a) {
+          outputs->adapters[static_cast<size_t>(i)] = std::move(a);
+        };
       sites.push_back(std::move(site));
       continue;
     }
@@ -497,6 +524,9 @@ NamedTensors ScriptModel::named_parameters_with_ties() const {
 NamedTensors ScriptModel::named_buffers() const {
   NamedTensors out;
   for (const auto& b : module_.named_buffers(/*recurse=*/true)) out.emplace_back(b.name, b.value);
+  if (four_bit_)
+    for (const FourBitLayer& layer : *four_bit_)
+      for (auto& entry : four_bit_state_entries(layer.module + ".weight", *layer.weight)) out.push_back(std::move(entry));
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "model/four_bit_linear.h"
 #include "model/model.h"
 #include "model/script_lora.h"
 #include "model/script_units.h"
@@ -16,6 +17,11 @@ namespace acc {
 // Flattens a forward result: a tensor is one unnamed entry, tuples and lists give "0", "1", ...,
 // dicts give their keys, nested containers join names with '.', numbers become 0-dim tensors.
 NamedTensors flatten_outputs(const c10::IValue& value);
+
+// A submodule whose class is a Linear (nn.Linear, NonDynamicallyQuantizableLinear) with a 2-D
+// floating-point weight; transformers' Conv1D (weight in x out, a bias of its outputs).
+bool is_linear_module(const torch::jit::Module& module);
+bool is_transformers_conv1d(const torch::jit::Module& module);
 
 class ScriptModel final : public Model {
  public:
@@ -42,6 +48,17 @@ class ScriptModel final : public Model {
   void watch_layer_inputs(const std::vector<std::string>& layers, const LayerInputSeen& seen,
                           const std::function<void()>& run) override;
   void merge_lora() override;
+  // The chosen nn.Linear and transformers' Conv1D layers (its weight transposed first, as
+  // transformers does) get 4-bit weights: the module's `weight` becomes the packed codes (uint8,
+  // frozen, as Params4bit), its bias frozen in the compute dtype (bitsandbytes casts it on the
+  // first forward), and the forward runs them through markers (model/four_bit_linear.h). The
+  // quantisation states are listed among the buffers under bitsandbytes' state-dict names. Before
+  // adapters, optimizers or preparing; once.
+  size_t quantize_4bit(const FourBitConfig& config) override;
+  bool has_four_bit_layers() const override { return four_bit_ != nullptr; }
+  void check_quantization_state(const NamedTensors& state) const override;
+  bool is_quantization_text(const std::string& name) const override;
+  void quantization_state_loaded(const NamedTensors& state) override;
 
  protected:
   void forget_adapted_layers() override { drop_lora_outputs(); }
@@ -85,6 +102,13 @@ class ScriptModel final : public Model {
     std::vector<std::vector<size_t>> tokens_of_unit;  // trainable tokens, by the unit of their weight
   };
   std::optional<AdaptedUnits> adapted_units() const;
+  // 4-bit layers: their module paths (the markers' order), what the markers run, and forward with
+  // the markers (the LoRA and watching forwards carry them too).
+  std::vector<std::string> four_bit_layers_;
+  std::shared_ptr<std::vector<FourBitLayer>> four_bit_;
+  std::unique_ptr<torch::jit::GraphFunction> four_bit_forward_;
+  // The forward with LoRA's markers (calls of `layers`) and the 4-bit layers' markers.
+  std::shared_ptr<torch::jit::Graph> marked_forward(const std::vector<std::string>& layers) const;
   // While stage 3's hooks run a model with LoRA adapters of weights or trainable tokens.
   std::unique_ptr<UnitLora> unit_lora_;
 };

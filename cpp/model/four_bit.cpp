@@ -1,0 +1,259 @@
+#include "model/four_bit.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/python_text.h"
+
+namespace acc {
+namespace {
+
+// bitsandbytes' get_4bit_type: NF4's quantiles of N(0, 1) scaled to [-1, 1] with an exact zero;
+// FP4's values [0, 0.0625, 8, 12, 4, 6, 2, 3, -0, -0.0625, -8, -12, -4, -6, -2, -3] over 12. The
+// nibble is the index.
+const std::array<float, 16>& code_values(FourBitType type) {
+  static const std::array<float, 16> nf4 = {
+      -1.0f,         -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
+      -0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
+      0.07958029955625534f,  0.16093020141124725f,  0.24611230194568634f,  0.33791524171829224f,
+      0.44070982933044434f,  0.5626170039176941f,   0.7229568362236023f,   1.0f};
+  static const std::array<float, 16> fp4 = [] {
+    const float twelfths[16] = {0, 0.0625f, 8, 12, 4, 6, 2, 3, -0.0f, -0.0625f, -8, -12, -4, -6, -2, -3};
+    std::array<float, 16> out{};
+    for (size_t i = 0; i < 16; ++i) out[i] = twelfths[i] / 12.0f;
+    return out;
+  }();
+  return type == FourBitType::Nf4 ? nf4 : fp4;
+}
+
+// The codes in ascending order, as torch.argsort orders them in bitsandbytes' quantize_4bit: FP4's
+// +0 (index 0) before its -0 (index 8), so that values just above zero take -0's nibble.
+const std::array<int64_t, 16>& ascending(FourBitType type) {
+  static const std::array<int64_t, 16> nf4 = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  static const std::array<int64_t, 16> fp4 = {11, 10, 13, 12, 15, 14, 9, 0, 8, 1, 6, 7, 4, 5, 2, 3};
+  return type == FourBitType::Nf4 ? nf4 : fp4;
+}
+
+at::Tensor code_tensor(FourBitType type, const at::Device& device) {
+  const auto& values = code_values(type);
+  return at::tensor(at::ArrayRef<float>(values.data(), values.size()), at::kFloat).to(device);
+}
+
+// The weight's values scaled into [-1, 1] block by block, and each block's maximum, as
+// quantize_4bit computes them: whole blocks times the reciprocal of their maximum (at least 1e-38;
+// the maximum kept unclamped), a last shorter block divided by its own, clamped maximum.
+std::pair<at::Tensor, at::Tensor> scaled_blocks(const at::Tensor& flat) {
+  const int64_t n = flat.numel(), rem = n % kFourBitBlock, full = n - rem, blocks = full / kFourBitBlock;
+  at::Tensor absmax = at::empty({0}, flat.options()), scaled = at::empty({0}, flat.options());
+  if (blocks > 0) {
+    const at::Tensor whole = flat.slice(0, 0, full).reshape({blocks, kFourBitBlock});
+    absmax = std::get<0>(whole.abs().max(-1));
+    scaled = at::clamp(whole * absmax.clamp_min(1e-38).reciprocal().view({-1, 1}), -1, 1).reshape(-1);
+  }
+  if (rem > 0) {
+    const at::Tensor tail_max = flat.slice(0, full).abs().max().clamp_min(1e-38);
+    absmax = at::cat({absmax, tail_max.unsqueeze(0)});
+    scaled = at::cat({scaled, at::clamp(flat.slice(0, full) / tail_max, -1, 1)});
+  }
+  return {scaled, absmax};
+}
+
+// Each scaled value's nibble: the nearest code by the midpoints of the ascending codes (a value on
+// a midpoint takes the lower code), as torch.bucketize.
+at::Tensor nibbles_of(const at::Tensor& scaled, FourBitType type) {
+  const auto& values = code_values(type);
+  const auto& order = ascending(type);
+  std::array<float, 15> bounds{};
+  for (size_t i = 0; i < 15; ++i) bounds[i] = (values[order[i]] + values[order[i + 1]]) / 2.0f;
+  const at::Tensor edges = at::tensor(at::ArrayRef<float>(bounds.data(), bounds.size()), at::kFloat).to(scaled.device());
+  const at::Tensor ranks = at::bucketize(scaled, edges, /*out_int32=*/false, /*right=*/false);
+  const at::Tensor nibble_of_rank = at::tensor(at::ArrayRef<int64_t>(order.data(), order.size())).to(scaled.device());
+  return nibble_of_rank.index_select(0, ranks);
+}
+
+// bitsandbytes' create_dynamic_map(signed=True): for i in 0..6, the midpoints of linspace(0.1, 1,
+// 2^i + 1) times +-10^(i-6), then 0 and 1, sorted.
+const std::vector<float>& dynamic_code() {
+  static const std::vector<float> code = [] {
+    at::NoGradGuard no_grad;
+    std::vector<double> values;
+    for (int64_t i = 0; i < 7; ++i) {
+      const at::Tensor bounds = at::linspace(0.1, 1, (int64_t{1} << i) + 1, at::kFloat);
+      const at::Tensor means = (bounds.slice(0, 0, -1) + bounds.slice(0, 1)) / 2.0;
+      // Python's 10 ** (i - 6): an int 1 for i = 6, else a float.
+      const double scale = i == 6 ? 1.0 : std::pow(10.0, static_cast<double>(i - 6));
+      for (const at::Tensor& part : {means * scale, means * -scale}) {
+        const at::Tensor c = part.contiguous();
+        values.insert(values.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+      }
+    }
+    values.push_back(0.0);
+    values.push_back(1.0);
+    std::sort(values.begin(), values.end());
+    return std::vector<float>(values.begin(), values.end());
+  }();
+  return code;
+}
+
+// bitsandbytes' C++ quantize_blockwise on the CPU: values over their block's maximum, mapped to a
+// grid of 65536 points over [-1, 1], each grid point to the first code whose midpoint with the next
+// is not below it. A block of zeros takes code 0.
+constexpr int kGrid = 65536;
+
+const std::vector<uint8_t>& grid_codes() {
+  static const std::vector<uint8_t> table = [] {
+    const std::vector<float>& code = dynamic_code();
+    std::vector<float> midpoints(code.size() - 1);
+    for (size_t i = 0; i + 1 < code.size(); ++i) midpoints[i] = 0.5f * (code[i] + code[i + 1]);
+    std::vector<uint8_t> out(kGrid);
+    size_t c = 0;
+    for (int i = 0; i < kGrid; ++i) {
+      const float value = -1.0f + (2.0f * static_cast<float>(i)) / static_cast<float>(kGrid - 1);
+      while (c < midpoints.size() && midpoints[c] < value) ++c;
+      out[static_cast<size_t>(i)] = static_cast<uint8_t>(c);
+    }
+    return out;
+  }();
+  return table;
+}
+
+uint16_t grid_index(float value) {
+  value = std::clamp(value, -1.0f, 1.0f);
+  const float shifted = (value + 1.0f) * 0.5f;
+  const float scaled = shifted * static_cast<float>(kGrid - 1);
+  return static_cast<uint16_t>(scaled + 0.5f);
+}
+
+// quantize_blockwise(values, blocksize=256) with the dynamic code: the codes and each block's maximum.
+std::pair<at::Tensor, at::Tensor> quantize_blockwise(const at::Tensor& values) {
+  const at::Tensor v = values.to(at::kCPU).contiguous();
+  const int64_t n = v.numel(), blocks = (n + kNestedBlock - 1) / kNestedBlock;
+  at::Tensor codes = at::empty({n}, at::kByte), maxima = at::empty({blocks}, at::kFloat);
+  const float* in = v.data_ptr<float>();
+  uint8_t* out = codes.data_ptr<uint8_t>();
+  float* absmax = maxima.data_ptr<float>();
+  const auto& table = grid_codes();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t start = b * kNestedBlock, end = std::min(start + kNestedBlock, n);
+    float largest = 0.0f;
+    for (int64_t i = start; i < end; ++i) largest = std::max(largest, std::fabs(in[i]));
+    absmax[b] = largest;
+    if (largest == 0.0f) {
+      std::fill(out + start, out + end, uint8_t{0});
+      continue;
+    }
+    const float inverse = 1.0f / largest;
+    for (int64_t i = start; i < end; ++i) out[i] = table[grid_index(in[i] * inverse)];
+  }
+  return {codes.to(values.device()), maxima.to(values.device())};
+}
+
+at::Tensor dynamic_code_tensor(const at::Device& device) {
+  const auto& code = dynamic_code();
+  return at::tensor(at::ArrayRef<float>(code.data(), code.size()), at::kFloat).to(device);
+}
+
+// str(dtype).strip("torch."), as QuantState writes it.
+std::string dtype_text(at::ScalarType dtype) {
+  switch (dtype) {
+    case at::kFloat: return "float32";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kDouble: return "float64";
+    default: fail(Status::InvalidArgument, "a 4-bit weight's dtype must be floating-point, not ", dtype);
+  }
+}
+
+at::Tensor text_bytes(const std::string& text, const at::Device& device) {
+  at::Tensor out = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
+  std::memcpy(out.data_ptr<uint8_t>(), text.data(), text.size());
+  return out.to(device);
+}
+
+}  // namespace
+
+const char* four_bit_type_name(FourBitType type) { return type == FourBitType::Nf4 ? "nf4" : "fp4"; }
+
+FourBitWeight quantize_4bit(const std::string& module, const at::Tensor& weight, FourBitType type, bool nested) {
+  at::NoGradGuard no_grad;
+  require(weight.is_floating_point(), "cannot quantise '", module, "' to 4 bits: its weight is ", weight.scalar_type());
+  const at::Tensor flat = weight.detach().reshape(-1).to(at::kFloat);
+  require(flat.isfinite().all().item<bool>(), "cannot quantise '", module, "' to 4 bits: its weight holds inf or NaN");
+  FourBitWeight out;
+  out.type = type;
+  out.shape = weight.sizes().vec();
+  out.dtype = weight.scalar_type();
+  auto [scaled, absmax] = scaled_blocks(flat);
+  if (scaled.numel() % 2 != 0) scaled = at::constant_pad_nd(scaled, {0, 1}, 0);  // a zero beside the last
+  const at::Tensor nibbles = nibbles_of(scaled, type).to(at::kByte).view({-1, 2});
+  out.packed = nibbles.select(1, 0).__lshift__(4).bitwise_or(nibbles.select(1, 1)).unsqueeze(1).contiguous();
+  out.quant_map = code_tensor(type, flat.device());
+  if (nested) {
+    out.nested = true;
+    out.nested_offset = absmax.mean();
+    auto [codes, maxima] = quantize_blockwise(absmax - out.nested_offset);
+    out.absmax = codes;
+    out.nested_absmax = maxima;
+    out.nested_quant_map = dynamic_code_tensor(flat.device());
+  } else {
+    out.absmax = absmax;
+  }
+  out.packed_state = text_bytes(four_bit_state_text(out), flat.device());
+  return out;
+}
+
+at::Tensor dequantize_4bit(const FourBitWeight& weight, at::ScalarType dtype) {
+  at::Tensor absmax = weight.absmax;
+  if (weight.nested) {  // dequantize_blockwise in float32, then the mean added back
+    const at::Tensor codes = weight.nested_quant_map.index_select(0, weight.absmax.to(at::kLong));
+    const int64_t n = codes.numel(), blocks = weight.nested_absmax.numel();
+    const at::Tensor padded = at::constant_pad_nd(codes, {0, blocks * kNestedBlock - n}, 0);
+    absmax = (padded.view({blocks, kNestedBlock}) * weight.nested_absmax.view({-1, 1})).reshape(-1).slice(0, 0, n);
+    absmax = absmax + weight.nested_offset;
+  }
+  const at::Tensor bytes = weight.packed.reshape(-1).to(at::kLong);
+  const at::Tensor nibbles = at::stack({bytes.__rshift__(4), bytes.bitwise_and(15)}, 1).reshape(-1);
+  int64_t n = 1;
+  for (int64_t size : weight.shape) n *= size;
+  const at::Tensor values = weight.quant_map.index_select(0, nibbles.slice(0, 0, n));
+  const int64_t blocks = absmax.numel();
+  const at::Tensor per_value = absmax.repeat_interleave(kFourBitBlock).slice(0, 0, n);
+  (void)blocks;
+  return (values * per_value).to(dtype).view(weight.shape);
+}
+
+at::Tensor four_bit_round_trip(const at::Tensor& weight, FourBitType type) {
+  const FourBitWeight q = quantize_4bit("the weight", weight, type, /*nested=*/false);
+  return dequantize_4bit(q, at::kFloat);
+}
+
+std::string four_bit_state_text(const FourBitWeight& weight) {
+  std::string shape = "[";
+  for (size_t i = 0; i < weight.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(weight.shape[i]);
+  shape += "]";
+  std::string text = concat("{\"quant_type\": \"", four_bit_type_name(weight.type), "\", \"blocksize\": ",
+                            kFourBitBlock, ", \"dtype\": \"", dtype_text(weight.dtype), "\", \"shape\": ", shape);
+  if (weight.nested)
+    text += concat(", \"nested_blocksize\": ", kNestedBlock, ", \"nested_dtype\": \"float32\", \"nested_offset\": ",
+                   python_float_repr(weight.nested_offset.item<float>()));
+  return text + "}";
+}
+
+NamedTensors four_bit_state_entries(const std::string& weight_name, const FourBitWeight& weight) {
+  NamedTensors out;
+  out.emplace_back(weight_name + ".absmax", weight.absmax);
+  out.emplace_back(weight_name + ".quant_map", weight.quant_map);
+  if (weight.nested) {
+    out.emplace_back(weight_name + ".nested_absmax", weight.nested_absmax);
+    out.emplace_back(weight_name + ".nested_quant_map", weight.nested_quant_map);
+  }
+  out.emplace_back(weight_name + ".quant_state.bitsandbytes__" + four_bit_type_name(weight.type), weight.packed_state);
+  return out;
+}
+
+}  // namespace acc

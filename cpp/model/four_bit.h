@@ -1,0 +1,58 @@
+// bitsandbytes' 4-bit weight storage (Params4bit and its QuantState), as transformers' load_in_4bit
+// leaves a linear layer's weight for QLoRA: the flattened weight in blocks of 64, each scaled by its
+// absolute maximum and rounded to one of 16 values (NF4's normal quantiles or FP4's), two per byte;
+// with double quantisation the block maxima themselves in 8 bits (blocks of 256 around their mean,
+// bitsandbytes' dynamic code). Computed as bitsandbytes 0.50 does on the CPU: its PyTorch formula
+// for the 4-bit codes and its C++ table lookup for the 8-bit ones.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensor/named_tensors.h"
+
+namespace acc {
+
+enum class FourBitType { Nf4, Fp4 };
+const char* four_bit_type_name(FourBitType type);  // "nf4", "fp4"
+
+constexpr int64_t kFourBitBlock = 64;      // Params4bit's blocksize, the one transformers uses
+constexpr int64_t kNestedBlock = 256;      // quantize_blockwise's, for the block maxima
+
+// A weight as Params4bit and its QuantState hold it. The tensors are those a state dict lists under
+// the weight's name (see four_bit_state_entries); `packed` is the layer's `weight` itself.
+struct FourBitWeight {
+  FourBitType type = FourBitType::Nf4;
+  std::vector<int64_t> shape;              // the weight's (out x in)
+  at::ScalarType dtype = at::kFloat;       // the dtype it had (QuantState.dtype)
+  at::Tensor packed;                       // uint8 [ceil(numel / 2), 1]: element 2i high nibble
+  at::Tensor absmax;                       // float32 per block, or uint8 codes when nested
+  at::Tensor quant_map;                    // float32 [16]: the 4-bit code
+  bool nested = false;
+  at::Tensor nested_absmax;                // float32 per 256 blocks
+  at::Tensor nested_quant_map;             // float32 [256]: the dynamic code
+  at::Tensor nested_offset;                // float32 0-dim: the mean subtracted before
+  at::Tensor packed_state;                 // uint8: QuantState's JSON text (pack_dict_to_tensor)
+};
+
+// bitsandbytes' quantize_4bit (blocksize 64; compress_statistics = `nested`) of a floating-point
+// weight, on its device. InvalidArgument for inf or NaN (whose blocks bitsandbytes rounds to codes
+// of its own choosing), naming `module`.
+FourBitWeight quantize_4bit(const std::string& module, const at::Tensor& weight, FourBitType type, bool nested);
+// dequantize_4bit: code * absmax in float32 (the maxima first dequantised when nested), rounded
+// once to `dtype`, in the weight's shape.
+at::Tensor dequantize_4bit(const FourBitWeight& weight, at::ScalarType dtype);
+// The codes' values alone (float32), for LoftQ's quantise-and-back.
+at::Tensor four_bit_round_trip(const at::Tensor& weight, FourBitType type);
+
+// The state-dict entries Linear4bit._save_to_state_dict adds after "<prefix>weight": absmax,
+// quant_map, nested_absmax, nested_quant_map (nested only) and quant_state.bitsandbytes__<type>,
+// aliasing `weight`'s tensors.
+NamedTensors four_bit_state_entries(const std::string& weight_name, const FourBitWeight& weight);
+// The JSON text QuantState.as_dict(packed=True) packs (json.dumps' separators).
+std::string four_bit_state_text(const FourBitWeight& weight);
+
+}  // namespace acc

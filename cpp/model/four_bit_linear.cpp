@@ -1,0 +1,141 @@
+#include "model/four_bit_linear.h"
+
+#include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/operator.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "common/autograd_node.h"
+#include "common/error.h"
+#include "model/marker_registry.h"
+#include "model/script_units.h"
+
+namespace acc {
+namespace {
+
+// MatMul4Bit.backward: the weight dequantised to its own dtype, then to the gradient's.
+struct FourBitLinearBackward : torch::autograd::Node {
+  std::shared_ptr<FourBitWeight> weight;
+  at::ScalarType bias_dtype = at::kFloat;
+  std::vector<int64_t> bias_sizes;
+
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
+    const at::Tensor& grad = grads[0];
+    torch::autograd::variable_list out(2);
+    if (!grad.defined()) return out;
+    if (should_compute_output(0))
+      out[0] = at::matmul(grad, dequantize_4bit(*weight, weight->dtype).to(grad.scalar_type()));
+    // grad_output.sum(0, dtype=...), which the engine then sums to the bias's shape.
+    if (should_compute_output(1)) out[1] = at::sum_to(grad.sum(0, false, bias_dtype), bias_sizes);
+    return out;
+  }
+  void release_variables() override { weight.reset(); }
+};
+
+}  // namespace
+
+at::Tensor four_bit_linear(const at::Tensor& x, const FourBitLayer& layer) {
+  const at::ScalarType input_dtype = x.scalar_type();
+  const at::Tensor input = x.to(layer.compute_dtype);
+  const at::Tensor bias = layer.bias.defined() ? layer.bias.to(layer.compute_dtype) : at::Tensor();
+  at::Tensor output;
+  {
+    at::NoGradGuard no_history;
+    output = at::linear(input, dequantize_4bit(*layer.weight, layer.compute_dtype), bias);
+  }
+  if (torch::autograd::compute_requires_grad(input, bias)) {
+    auto node = make_node<FourBitLinearBackward>();
+    node->weight = layer.weight;
+    if (bias.defined()) {
+      node->bias_dtype = bias.scalar_type();
+      node->bias_sizes = bias.sizes().vec();
+    }
+    node->set_next_edges(torch::autograd::collect_next_edges(input, bias));
+    torch::autograd::set_history(output, NodePtr(node));
+  }
+  return output.to(input_dtype);
+}
+
+namespace {
+
+const char* const kFourBit = "acc_internal::four_bit_linear";
+
+MarkerRegistry<const std::vector<FourBitLayer>>& installed() {
+  static MarkerRegistry<const std::vector<FourBitLayer>> registry;
+  return registry;
+}
+
+void register_marker() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    torch::jit::registerOperator(torch::jit::Operator(
+        std::string(kFourBit) + "(Tensor input, int token, int layer) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const int64_t layer = stack.back().toInt();
+          const int64_t token = stack[stack.size() - 2].toInt();
+          const at::Tensor input = stack[stack.size() - 3].toTensor();
+          stack.resize(stack.size() - 3);
+          auto layers = installed().find(token);
+          require(layers && layer >= 0 && static_cast<size_t>(layer) < layers->size(),
+                  "a 4-bit layer's marker names layer ", layer, " of a model that has none such");
+          stack.emplace_back(four_bit_linear(input, (*layers)[static_cast<size_t>(layer)]));
+        },
+        c10::AliasAnalysisKind::CONSERVATIVE));
+  });
+}
+
+void collect(torch::jit::Block* block, const ModulePaths& paths, const std::map<std::string, int64_t>& layers,
+             std::vector<torch::jit::Node*>& calls, std::vector<torch::jit::Node*>& reads) {
+  for (torch::jit::Node* node : block->nodes()) {
+    auto path = paths.find(node->inputs().empty() ? nullptr : node->input(0));
+    if (path != paths.end() && layers.count(path->second)) {
+      if (node->kind() == c10::prim::CallMethod) calls.push_back(node);
+      if (node->kind() == c10::prim::GetAttr && node->s(c10::attr::name) == "weight") reads.push_back(node);
+    }
+    for (torch::jit::Block* inner : node->blocks()) collect(inner, paths, layers, calls, reads);
+  }
+}
+
+}  // namespace
+
+void mark_four_bit_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token) {
+  std::map<std::string, int64_t> index;
+  for (size_t i = 0; i < layers.size(); ++i) index[layers[i]] = static_cast<int64_t>(i);
+  inline_calls_except(graph, [&](torch::jit::Node* call, const std::string& path) {
+    return index.count(path) && call->s(c10::attr::name) == "forward";
+  });
+  const ModulePaths paths = module_paths(graph);
+  std::vector<torch::jit::Node*> calls, reads;
+  collect(graph.block(), paths, index, calls, reads);
+  for (torch::jit::Node* read : reads)
+    fail(Status::Unsupported, "the forward reads the weight of '", paths.at(read->input(0)),
+         "' itself, which 4 bits leave no floating-point weight for; leave it out (llm_int8_skip_modules)");
+  register_marker();
+  for (torch::jit::Node* call : calls) {
+    const std::string& layer = paths.at(call->input(0));
+    if (call->s(c10::attr::name) != "forward" || call->inputs().size() != 2 || call->outputs().size() != 1 ||
+        call->output()->type()->kind() != c10::TypeKind::TensorType)
+      fail(Status::Unsupported, "the forward calls '", layer, "' other than as a layer of one tensor; leave it out ",
+           "of the 4-bit layers (llm_int8_skip_modules)");
+    torch::jit::WithInsertPoint point(call);
+    torch::jit::Value* token_value = graph.insertConstant(token);
+    torch::jit::Value* layer_value = graph.insertConstant(index.at(layer));
+    torch::jit::Node* marker =
+        graph.create(c10::Symbol::fromQualString(kFourBit), {call->input(1), token_value, layer_value}, 1);
+    marker->output()->setType(call->output()->type());
+    marker->insertBefore(call);
+    call->output()->replaceAllUsesWith(marker->output());
+    call->destroy();
+  }
+}
+
+void install_four_bit_layers(int64_t token, std::shared_ptr<const std::vector<FourBitLayer>> layers) {
+  installed().set(token, std::move(layers));
+}
+
+}  // namespace acc

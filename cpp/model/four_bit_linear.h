@@ -1,0 +1,41 @@
+// bitsandbytes' Linear4bit forward and backward (matmul_4bit's MatMul4Bit on the CPU path), and the
+// TorchScript markers that run it in place of a quantised layer's call: the weight is dequantised
+// for the product and again for the input's gradient, never kept, as QLoRA's memory relies on.
+#pragma once
+
+#include <torch/script.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/four_bit.h"
+
+namespace acc {
+
+// A layer whose weight is held in 4 bits: the weight, the layer's bias (undefined if none) and
+// transformers' bnb_4bit_compute_dtype.
+struct FourBitLayer {
+  std::string module;
+  std::shared_ptr<FourBitWeight> weight;
+  at::Tensor bias;
+  at::ScalarType compute_dtype = at::kFloat;
+};
+
+// Linear4bit.forward: x and the bias in the compute dtype, F.linear with the weight dequantised
+// straight to it, the result in x's dtype. Backward: the input's gradient through the weight
+// dequantised to its own dtype and then cast (bitsandbytes' two roundings), the bias's as
+// grad.sum(0) in its dtype; the weight gets none.
+at::Tensor four_bit_linear(const at::Tensor& x, const FourBitLayer& layer);
+
+// Replaces each call of `layers` (module paths) in `graph` (a forward taking self first) by a
+// marker running four_bit_linear with layer i of `token`'s installed layers; every other call is
+// inlined. Unsupported, naming the layer, where the forward reads a layer's weight itself or calls
+// it with other than one tensor.
+void mark_four_bit_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token);
+
+// What the markers of `token` run; null removes the entry.
+void install_four_bit_layers(int64_t token, std::shared_ptr<const std::vector<FourBitLayer>> layers);
+
+}  // namespace acc

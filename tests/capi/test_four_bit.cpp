@@ -1,0 +1,273 @@
+// transformers' load_in_4bit (acc_model_quantize_4bit) and QLoRA on it, against bitsandbytes' and
+// PEFT's arithmetic restated (tests/data/export_four_bit_cases.py, four_bit_cases.json): NF4 and
+// FP4, double quantisation, float32 and bfloat16 compute dtypes and models, default and given skip
+// lists; each 4-bit layer's state-dict entries bit for bit, the output, three AdamW steps' losses
+// and the adapters after them. Then what a user relies on around it: the memory it saves, the state
+// dict read back into a fresh model (and refused where it describes another layer), the adapters'
+// files, and every refusal leaving the model as it was.
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "json_tensors.h"
+#include "lora_support.h"
+#include "support.h"
+
+using namespace lora_test;
+using nlohmann::json;
+
+namespace {
+
+json four_bit_cases() {
+  std::ifstream in(acc_test::data_dir() + "/four_bit_cases.json");
+  return in ? json::parse(in) : json();
+}
+
+std::string config_json(const json& c) {
+  json config = {{"load_in_4bit", true},
+                 {"bnb_4bit_quant_type", c["quant_type"]},
+                 {"bnb_4bit_use_double_quant", c["double_quant"]},
+                 {"bnb_4bit_compute_dtype", c["compute"]}};
+  if (!c["skip"].is_null()) config["llm_int8_skip_modules"] = c["skip"];
+  return config.dump();
+}
+
+acc_model* quantised(const json& c, size_t* count = nullptr) {
+  acc_model* m = data_model("four_bit_model.pt");
+  if (c["model"] == "bfloat16") EXPECT_EQ(acc_model_to(m, nullptr, ACC_DTYPE_BFLOAT16), ACC_OK);
+  EXPECT_EQ(acc_model_quantize_4bit(m, config_json(c).c_str(), count), ACC_OK) << acc_last_error_message();
+  return m;
+}
+
+struct Entry {
+  acc_dtype dtype;
+  std::vector<float> values;
+};
+
+std::map<std::string, Entry> state_of(const acc_model* m) {
+  acc_tensor_list* list = nullptr;
+  EXPECT_EQ(acc_model_state_dict(m, &list), ACC_OK) << acc_last_error_message();
+  std::map<std::string, Entry> out;
+  size_t n = 0;
+  EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
+  for (size_t i = 0; i < n; ++i) {
+    const char* name = nullptr;
+    acc_tensor *t = nullptr, *f = nullptr;
+    EXPECT_EQ(acc_tensor_list_name(list, i, &name), ACC_OK);
+    EXPECT_EQ(acc_tensor_list_get(list, i, &t), ACC_OK);
+    Entry e{};
+    EXPECT_EQ(acc_tensor_dtype(t, &e.dtype), ACC_OK);
+    EXPECT_EQ(acc_tensor_to(t, nullptr, ACC_DTYPE_FLOAT32, &f), ACC_OK);
+    e.values = acc_test::to_floats(f);
+    out[name] = std::move(e);
+    acc_tensor_free(t);
+    acc_tensor_free(f);
+  }
+  acc_tensor_list_free(list);
+  return out;
+}
+
+acc_dtype dtype_named(const std::string& name) {
+  return name == "uint8" ? ACC_DTYPE_UINT8 : name == "bfloat16" ? ACC_DTYPE_BFLOAT16 : ACC_DTYPE_FLOAT32;
+}
+
+// The case's input in the model's dtype.
+acc_tensor* case_input(const json& all, const json& c) {
+  acc_tensor *x = acc_test::from_json(all["input"]), *cast = nullptr;
+  EXPECT_EQ(acc_tensor_to(x, nullptr, c["model"] == "bfloat16" ? ACC_DTYPE_BFLOAT16 : ACC_DTYPE_FLOAT32, &cast),
+            ACC_OK);
+  acc_tensor_free(x);
+  return cast;
+}
+
+std::vector<float> output_of(acc_model* m, acc_tensor* x) {
+  acc_tensor *y = nullptr, *f = nullptr;
+  EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
+  if (!y) return {};
+  EXPECT_EQ(acc_tensor_to(y, nullptr, ACC_DTYPE_FLOAT32, &f), ACC_OK);
+  auto values = acc_test::to_floats(f);
+  acc_tensor_free(y);
+  acc_tensor_free(f);
+  return values;
+}
+
+// Three AdamW steps (lr 1e-2) on the MSE of the float32 output against the case's target.
+std::vector<double> train_case(acc_model* m, const json& all, const json& c) {
+  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
+  acc_tensor *x = case_input(all, c), *target = acc_test::from_json(all["target"]);
+  std::vector<double> losses;
+  for (int step = 0; step < 3; ++step) {
+    acc_tensor *y = nullptr, *f = nullptr, *loss = nullptr;
+    EXPECT_EQ(acc_model_forward1(m, x, 0, &y), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_tensor_to(y, nullptr, ACC_DTYPE_FLOAT32, &f), ACC_OK);
+    EXPECT_EQ(acc_loss_mse(f, target, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+    losses.push_back(acc_test::item(loss));
+    EXPECT_EQ(acc_tensor_backward(loss), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
+    EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    for (acc_tensor* t : {y, f, loss}) acc_tensor_free(t);
+  }
+  for (acc_tensor* t : {x, target}) acc_tensor_free(t);
+  acc_optimizer_free(opt);
+  return losses;
+}
+
+size_t add_case_lora(acc_model* m, const json& c) {
+  acc_options* o = acc_test::lora_options(c["r"].get<int64_t>(), c["lora_alpha"].get<double>());
+  size_t count = 0;
+  EXPECT_EQ(acc_model_add_lora(m, joined(c["targets"]).c_str(), o, &count), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  return count;
+}
+
+#define REQUIRE_CASES(all)                                                          \
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";    \
+  const json all = four_bit_cases();                                                \
+  ASSERT_TRUE(all.contains("cases")) << "four_bit_cases.json was not exported"
+
+}  // namespace
+
+TEST(FourBit, QuantisesAndTrainsAsBitsandbytesAndPeft) {
+  REQUIRE_CASES(all);
+  for (const json& c : all["cases"]) {
+    const json& config = c["config"];
+    SCOPED_TRACE(config.dump());
+    size_t count = 0;
+    acc_model* m = quantised(config, &count);
+    EXPECT_EQ(count, c["layers"].size());
+    const auto state = state_of(m);
+    for (const auto& layer : c["layers"]) {
+      const json& entries = c["states"][layer.get<std::string>()];
+      for (const auto& [name, dtype] : entries["dtypes"].items()) {
+        auto it = state.find(name);
+        ASSERT_NE(it, state.end()) << name << " is not in the state dict";
+        EXPECT_EQ(it->second.dtype, dtype_named(dtype.get<std::string>())) << name;
+        EXPECT_EQ(it->second.values, acc_test::float_values(entries[name])) << name;
+      }
+    }
+    ACC_ASSERT_OK(acc_set_seed(77));
+    EXPECT_EQ(add_case_lora(m, config), config["targets"].size());
+    acc_tensor* x = case_input(all, config);
+    EXPECT_EQ(output_of(m, x), acc_test::float_values(c["before"]));
+    acc_tensor_free(x);
+    EXPECT_EQ(train_case(m, all, config), c["losses"].get<std::vector<double>>());
+    for (const auto& [name, pair] : c["adapters"].items()) {
+      EXPECT_EQ(param(m, name + ".lora_A.weight"), acc_test::float_values(pair["a"])) << name;
+      EXPECT_EQ(param(m, name + ".lora_B.weight"), acc_test::float_values(pair["b"])) << name;
+    }
+    acc_model_free(m);
+  }
+}
+
+TEST(FourBit, HoldsASixthOfTheWeightsBytesOrLess) {
+  REQUIRE_CASES(all);
+  const json& c = all["cases"][0]["config"];  // NF4 without double quantisation
+  acc_model* plain = data_model("four_bit_model.pt");
+  const auto before = state_of(plain);
+  acc_model* m = quantised(c);
+  const auto after = state_of(m);
+  auto bytes_of = [](const std::map<std::string, Entry>& state, const std::string& layer) {
+    double total = 0;
+    for (const auto& [name, entry] : state)
+      if (name.rfind(layer + ".weight", 0) == 0)
+        total += static_cast<double>(entry.values.size()) * (entry.dtype == ACC_DTYPE_UINT8 ? 1 : 4);
+    return total;
+  };
+  // 4 bits a value and a float32 maximum per 64 (0.5625 of a byte against 4), and per layer the
+  // 16 codes and the JSON text.
+  for (const char* layer : {"fc1", "fc2"}) EXPECT_LT(bytes_of(after, layer), bytes_of(before, layer) / 6.0) << layer;
+  EXPECT_EQ(bytes_of(after, "fc3"), bytes_of(before, "fc3"));  // the output layer stays
+  acc_model_free(plain);
+  acc_model_free(m);
+}
+
+TEST(FourBit, StateDictReadsBackIntoAFreshModelAndRefusesAnotherLayers) {
+  REQUIRE_CASES(all);
+  const json& c = all["cases"][1];  // FP4, double quantisation, bfloat16 compute
+  acc_model* m = quantised(c["config"]);
+  acc_tensor_list* state = nullptr;
+  ACC_ASSERT_OK(acc_model_state_dict(m, &state));
+  const std::string path = acc_test::temp_path("four_bit_state.safetensors");
+  ACC_ASSERT_OK(acc_tensor_list_save_safetensors(state, path.c_str()));
+  acc_tensor_list* read = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors(path.c_str(), &read));
+  // Into a model quantised from other weights: the codes, maxima and offsets all come from the file.
+  acc_model* other = data_model("four_bit_model.pt");
+  acc_test::fill_state(other, 0.25f);
+  ACC_ASSERT_OK(acc_model_quantize_4bit(other, config_json(c["config"]).c_str(), nullptr));
+  acc_tensor* x = case_input(all, c["config"]);
+  EXPECT_NE(output_of(other, x), output_of(m, x));
+  ACC_ASSERT_OK(acc_model_load_state_dict(other, read, 1));
+  EXPECT_EQ(output_of(other, x), output_of(m, x));
+  // A state that describes the layer as another dtype is refused, naming it, before anything changes.
+  acc_model* nf4 = quantised(all["cases"][0]["config"]);
+  const auto kept = output_of(nf4, x);
+  EXPECT_EQ(acc_model_load_state_dict(nf4, read, 0), ACC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(acc_last_error_message()).find("fc1.weight"), std::string::npos) << acc_last_error_message();
+  EXPECT_EQ(output_of(nf4, x), kept);
+  for (acc_model* model : {m, other, nf4}) acc_model_free(model);
+  acc_tensor_free(x);
+  acc_tensor_list_free(state);
+  acc_tensor_list_free(read);
+}
+
+TEST(FourBit, AdaptersSaveAndLoadIntoAFreshQuantisedModel) {
+  REQUIRE_CASES(all);
+  const json& c = all["cases"][0];
+  acc_model* m = quantised(c["config"]);
+  add_case_lora(m, c["config"]);
+  train_case(m, all, c["config"]);
+  const std::string dir = acc_test::fresh_dir("four_bit_lora");
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+  acc_model* fresh = quantised(c["config"]);
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  acc_tensor* x = case_input(all, c["config"]);
+  EXPECT_EQ(output_of(fresh, x), output_of(m, x));
+  acc_tensor_free(x);
+  acc_model_free(m);
+  acc_model_free(fresh);
+}
+
+TEST(FourBit, RefusesWhatItCannotHonourLeavingTheModelAsItWas) {
+  REQUIRE_CASES(all);
+  const json& c = all["cases"][0];
+  acc_model* m = data_model("four_bit_model.pt");
+  const std::pair<const char*, acc_status> configs[] = {
+      {"not json", ACC_ERR_INVALID_ARGUMENT},
+      {R"({"load_in_8bit": true})", ACC_ERR_UNSUPPORTED},
+      {R"({"load_in_4bit": false})", ACC_ERR_INVALID_ARGUMENT},
+      {R"({"load_in_4bit": true, "bnb_4bit_quant_type": "int4"})", ACC_ERR_INVALID_ARGUMENT},
+      {R"({"load_in_4bit": true, "bnb_4bit_quant_storage": "bfloat16"})", ACC_ERR_UNSUPPORTED},
+      {R"({"load_in_4bit": true, "bnb_4bit_compute_dtype": "int8"})", ACC_ERR_INVALID_ARGUMENT},
+      {R"({"load_in_4bit": true, "llm_int8_skip_modules": ["fc1", "fc2", "fc3"]})", ACC_ERR_INVALID_ARGUMENT},
+      {R"({"load_in_4bit": true, "llm_int8_skip_modules": ["(fc"]})", ACC_ERR_INVALID_ARGUMENT},
+      {R"({"load_in_4bit": true, "no_such_key": 1})", ACC_ERR_INVALID_ARGUMENT},
+  };
+  acc_tensor* x = case_input(all, c["config"]);
+  const auto original = output_of(m, x);
+  for (const auto& [config, status] : configs) {
+    EXPECT_EQ(acc_model_quantize_4bit(m, config, nullptr), status) << config;
+    EXPECT_EQ(output_of(m, x), original) << config;
+  }
+  ACC_ASSERT_OK(acc_model_quantize_4bit(m, config_json(c["config"]).c_str(), nullptr));
+  const auto quantised_output = output_of(m, x);
+  EXPECT_NE(quantised_output, original);
+  EXPECT_EQ(acc_model_quantize_4bit(m, config_json(c["config"]).c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(acc_model_to(m, nullptr, ACC_DTYPE_BFLOAT16), ACC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(acc_model_save_torchscript(m, acc_test::temp_path("four_bit.pt").c_str()), ACC_ERR_UNSUPPORTED);
+  size_t count = 0;
+  EXPECT_EQ(acc_model_set_requires_grad(m, "fc1.weight", 1, &count), ACC_ERR_INVALID_ARGUMENT);
+  acc_options* pissa = acc_test::lora_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set(pissa, "init_lora_weights", "pissa"));
+  EXPECT_EQ(acc_model_add_lora(m, "fc1", pissa, nullptr), ACC_ERR_UNSUPPORTED);
+  acc_options_free(pissa);
+  add_case_lora(m, c["config"]);
+  EXPECT_EQ(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED);
+  EXPECT_EQ(output_of(m, x), quantised_output);  // B starts at zero
+  acc_model* spec = acc_test::spec_model(R"([{"type":"linear","in_features":4,"out_features":3}])");
+  EXPECT_EQ(acc_model_quantize_4bit(spec, R"({"load_in_4bit": true})", nullptr), ACC_ERR_UNSUPPORTED);
+  acc_model_free(spec);
+  acc_tensor_free(x);
+  acc_model_free(m);
+}

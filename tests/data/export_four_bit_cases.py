@@ -1,0 +1,272 @@
+"""QLoRA's base model restated for tests/capi/test_four_bit.cpp: transformers' load_in_4bit
+(BitsAndBytesConfig) on a scripted MLP, then PEFT's LoRA on the 4-bit layers, trained a few AdamW
+steps.
+
+Neither bitsandbytes nor PEFT is packaged for Debian, so what they compute on the CPU is restated
+here from their sources (bitsandbytes 0.50: functional.quantize_4bit with the default backend's
+torch formula for the 4-bit codes and the C++ table lookup of csrc/cpu_ops.cpp for double
+quantisation's 8-bit codes, create_dynamic_map, dequantize_4bit and dequantize_blockwise,
+nn.Linear4bit.forward and autograd's MatMul4Bit; transformers' get_keys_to_not_convert; PEFT's
+lora.bnb.Linear4bit.forward and its adapters' dtype). Written: four_bit_model.pt and
+four_bit_cases.json (per case: each 4-bit layer's state-dict entries, the output before training,
+the losses of the steps, the adapters after them).
+
+Run with Debian's python3-torch: python3 export_four_bit_cases.py OUTPUT_DIR
+"""
+import json
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from peft_restated import linear_pair, tensor
+
+NF4 = torch.tensor([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
+                    -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
+                    0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
+                    0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0], dtype=torch.float32)
+FP4 = torch.tensor([0, 0.0625, 8, 12, 4, 6, 2, 3, -0.0, -0.0625, -8, -12, -4, -6, -2, -3], dtype=torch.float32)
+FP4 = FP4 / FP4.abs().max()
+BLOCK = 64
+NESTED_BLOCK = 256
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+CASES = [
+    {"quant_type": "nf4", "double_quant": False, "compute": "float32", "model": "float32", "skip": None,
+     "targets": ["fc1", "fc2"], "r": 4, "lora_alpha": 8.0},
+    {"quant_type": "fp4", "double_quant": True, "compute": "bfloat16", "model": "float32", "skip": [],
+     "targets": ["fc1", "fc3"], "r": 2, "lora_alpha": 4.0},
+    {"quant_type": "nf4", "double_quant": True, "compute": "bfloat16", "model": "bfloat16", "skip": ["fc2"],
+     "targets": ["fc1"], "r": 3, "lora_alpha": 3.0},
+    {"quant_type": "fp4", "double_quant": False, "compute": "float32", "model": "float32", "skip": None,
+     "targets": ["fc2"], "r": 2, "lora_alpha": 2.0},
+]
+
+
+class QuantMlp(nn.Module):
+    """fc1's weight is 320 blocks of 64 (two blocks of double quantisation's 256), fc2's 82 blocks
+    and a shorter one, fc3's (the output layer) an odd number of values."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(128, 160)
+        self.fc2 = nn.Linear(160, 33)
+        self.fc3 = nn.Linear(33, 7)
+        with torch.no_grad():
+            self.fc1.weight.view(-1)[128:192].zero_()  # a block of zeros
+            self.fc2.weight[5] *= 30.0  # a row far larger than the others
+
+    def forward(self, x):
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+def code_of(quant_type):
+    return NF4 if quant_type == "nf4" else FP4
+
+
+def create_dynamic_map():
+    data = []
+    for i in range(7):
+        boundaries = torch.linspace(0.1, 1, 2 ** i + 1, dtype=torch.float32)
+        means = (boundaries[:-1] + boundaries[1:]) / 2.0
+        data += ((10 ** (-6 + i)) * means).tolist()
+        data += (-(10 ** (-6 + i)) * means).tolist()
+    data.append(0)
+    data.append(1.0)
+    data.sort()
+    return torch.tensor(data, dtype=torch.float32)
+
+
+def quantize_blockwise_cpu(values, code):
+    """csrc/cpu_ops.cpp quantize_cpu_impl: a 65536-point grid over [-1, 1], each point the first
+    code whose midpoint with the next is not below it; values over their block's maximum."""
+    grid = torch.tensor(-1.0, dtype=torch.float32) + (torch.arange(65536, dtype=torch.float32) * 2.0) / 65535.0
+    midpoints = 0.5 * (code[:-1] + code[1:])
+    lut = torch.searchsorted(midpoints, grid, right=False)
+    n = values.numel()
+    blocks = (n + NESTED_BLOCK - 1) // NESTED_BLOCK
+    codes = torch.zeros(n, dtype=torch.uint8)
+    absmax = torch.zeros(blocks, dtype=torch.float32)
+    for b in range(blocks):
+        part = values[b * NESTED_BLOCK:(b + 1) * NESTED_BLOCK]
+        largest = part.abs().max()
+        absmax[b] = largest
+        if largest.item() == 0.0:
+            continue
+        inverse = torch.tensor(1.0, dtype=torch.float32) / largest
+        v = torch.clamp(part * inverse, -1.0, 1.0)
+        index = ((((v + 1.0) * 0.5) * 65535.0) + 0.5).to(torch.int64)
+        codes[b * NESTED_BLOCK:(b + 1) * NESTED_BLOCK] = lut[index].to(torch.uint8)
+    return codes, absmax
+
+
+def quantize_4bit(weight, quant_type, nested):
+    """bitsandbytes' quantize_4bit (blocksize 64, default backend) and QuantState.as_dict(packed=True)."""
+    code = code_of(quant_type)
+    flat = weight.reshape(-1).float()
+    n = flat.numel()
+    rem = n % BLOCK
+    full = n - rem
+    whole = flat[:full].reshape(-1, BLOCK)
+    absmax = whole.abs().max(dim=-1)[0]
+    scaled = torch.clamp(whole * (1.0 / absmax.clamp(min=1e-38).view(-1, 1)), -1, 1).reshape(-1)
+    if rem:
+        am = flat[full:].abs().max().clamp(min=1e-38)
+        absmax = torch.cat([absmax, am.unsqueeze(0)])
+        scaled = torch.cat([scaled, torch.clamp(flat[full:] / am, -1, 1)])
+    if scaled.numel() % 2:
+        scaled = F.pad(scaled, (0, 1))
+    order = torch.argsort(code)
+    bounds = (code[order[:-1]] + code[order[1:]]) / 2
+    q = torch.bucketize(scaled, bounds, out_int32=True)
+    if quant_type != "nf4":
+        q = order[q.long()]
+    q8 = q.to(torch.uint8)
+    state = {"weight": ((q8[::2] << 4) | q8[1::2]).unsqueeze(1), "absmax": absmax, "quant_map": code.clone()}
+    text = {"quant_type": quant_type, "blocksize": BLOCK, "dtype": str(weight.dtype).strip("torch."),
+            "shape": list(weight.shape)}
+    if nested:
+        offset = absmax.mean()
+        dynamic = create_dynamic_map()
+        codes, maxima = quantize_blockwise_cpu(absmax - offset, dynamic)
+        state.update({"absmax": codes, "nested_absmax": maxima, "nested_quant_map": dynamic.clone()})
+        text.update({"nested_blocksize": NESTED_BLOCK, "nested_dtype": "float32", "nested_offset": offset.item()})
+    state["quant_state.bitsandbytes__" + quant_type] = torch.tensor(list(json.dumps(text).encode("utf-8")),
+                                                                     dtype=torch.uint8)
+    return state, offset if nested else None
+
+
+def dequantize_4bit(state, offset, shape, dtype):
+    absmax = state["absmax"]
+    if "nested_absmax" in state:
+        values = state["nested_quant_map"][absmax.long()]
+        n = values.numel()
+        padded = F.pad(values, (0, state["nested_absmax"].numel() * NESTED_BLOCK - n))
+        absmax = (padded.view(-1, NESTED_BLOCK) * state["nested_absmax"].view(-1, 1)).reshape(-1)[:n] + offset
+    packed = state["weight"].reshape(-1).long()
+    nibbles = torch.stack([packed >> 4, packed & 15], 1).reshape(-1)
+    count = shape[0] * shape[1]
+    values = state["quant_map"][nibbles[:count]]
+    return (values * absmax.repeat_interleave(BLOCK)[:count]).to(dtype).view(shape)
+
+
+class MatMul4Bit(torch.autograd.Function):
+    """bitsandbytes' MatMul4Bit: the forward dequantises straight to the input's dtype, the backward
+    to the weight's own dtype and then the gradient's."""
+
+    @staticmethod
+    def forward(ctx, a, layer, bias):
+        ctx.layer = layer
+        return F.linear(a, dequantize_4bit(layer["state"], layer["offset"], layer["shape"], a.dtype), bias)
+
+    @staticmethod
+    def backward(ctx, grad):
+        layer = ctx.layer
+        weight = dequantize_4bit(layer["state"], layer["offset"], layer["shape"], layer["dtype"])
+        return torch.matmul(grad, weight.to(grad.dtype)), None, None
+
+
+def linear4bit(x, layer, compute):
+    """bitsandbytes' Linear4bit.forward with transformers' compute dtype."""
+    inp = x.dtype
+    x = x.to(compute)
+    bias = layer["bias"].to(compute)
+    return MatMul4Bit.apply(x, layer, bias).to(inp)
+
+
+def keys_not_converted(model):
+    """transformers' get_keys_to_not_convert on this model: no tied weights, the last parameter's module."""
+    return {list(model.named_parameters())[-1][0].rsplit(".", 1)[0]}
+
+
+def skipped(key, name):
+    import re
+    return bool(re.match(key + "\\.", name) or re.match(key, name) or name.endswith(key))
+
+
+def run_case(base, config, x, target):
+    compute = DTYPES[config["compute"]]
+    model_dtype = DTYPES[config["model"]]
+    model = QuantMlp()
+    model.load_state_dict(base.state_dict())
+    model.to(model_dtype)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    keys = keys_not_converted(model) if config["skip"] is None else set(config["skip"])
+    layers = {}
+    for name, module in model.named_modules():
+        if not isinstance(module, nn.Linear) or any(skipped(k, name) for k in keys):
+            continue
+        state, offset = quantize_4bit(module.weight, config["quant_type"], config["double_quant"])
+        layers[name] = {"state": state, "offset": offset, "shape": list(module.weight.shape),
+                        "dtype": module.weight.dtype, "bias": module.bias.detach().to(compute)}
+    torch.manual_seed(77)
+    adapters = {}
+    scaling = config["lora_alpha"] / config["r"]
+    for name, module in model.named_modules():
+        if name not in config["targets"]:
+            continue
+        a, b = linear_pair(module.in_features, module.out_features, config["r"])
+        # PEFT moves them to the layer's dtype (a 4-bit layer's compute dtype), then makes half
+        # precision float32 again.
+        dtype = compute if name in layers else module.weight.dtype
+        adapters[name] = [a.detach().to(dtype).float().requires_grad_(True),
+                          b.detach().to(dtype).float().requires_grad_(True)]
+
+    def layer_forward(name, module, h):
+        out = linear4bit(h, layers[name], compute) if name in layers else module(h)
+        if name not in adapters:
+            return out
+        a, b = adapters[name]
+        if name in layers:  # lora.bnb.Linear4bit
+            result = out.clone()
+            branch = F.linear(F.linear(h.to(a.dtype), a), b) * scaling
+            return result + branch.to(result.dtype)
+        return (out + F.linear(F.linear(h.to(a.dtype), a), b) * scaling).to(out.dtype)
+
+    def forward(h):
+        h = torch.relu(layer_forward("fc1", model.fc1, h))
+        h = torch.relu(layer_forward("fc2", model.fc2, h))
+        return layer_forward("fc3", model.fc3, h)
+
+    xs = x.to(model_dtype)
+    with torch.no_grad():
+        before = forward(xs)
+    params = [p for name in adapters for p in adapters[name]]
+    opt = torch.optim.AdamW(params, lr=1e-2)
+    losses = []
+    for _ in range(3):
+        loss = F.mse_loss(forward(xs).float(), target)  # in float32 (torch 1.13 has no bfloat16 MSE)
+        losses.append(loss.item())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    states = {}
+    for name, layer in layers.items():
+        entries = {name + ".weight": layer["state"]["weight"]}
+        for key, value in layer["state"].items():
+            if key != "weight":
+                entries[name + ".weight." + key] = value
+        states[name] = {key: tensor(value.float()) for key, value in entries.items()}
+        states[name]["dtypes"] = {key: str(value.dtype).replace("torch.", "") for key, value in entries.items()}
+    return {"config": config, "layers": list(layers), "states": states, "before": tensor(before.float()),
+            "losses": losses,
+            "adapters": {name: {"a": tensor(a), "b": tensor(b)} for name, (a, b) in adapters.items()}}
+
+
+def main(out_dir):
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(404)
+    base = QuantMlp()
+    torch.jit.script(base).save(str(out / "four_bit_model.pt"))
+    x = torch.sin(torch.arange(2 * 3 * 128, dtype=torch.float32) * 0.13).reshape(2, 3, 128)
+    target = torch.cos(torch.arange(2 * 3 * 7, dtype=torch.float32) * 0.5).reshape(2, 3, 7)
+    cases = [run_case(base, config, x, target) for config in CASES]
+    (out / "four_bit_cases.json").write_text(json.dumps({"cases": cases, "input": tensor(x), "target": tensor(target)}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
