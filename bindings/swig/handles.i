@@ -366,6 +366,14 @@ struct acc_accelerator {};
     check(acc_model_add_trainable_tokens($self, targetModules, opts, &n));
     return n;
   }
+  /* transformers' load_in_4bit (QLoRA's base model): the linear layers keep bitsandbytes' 4-bit
+   * weights, frozen. quantizationConfig: BitsAndBytesConfig as JSON ({"load_in_4bit": true,
+   * "bnb_4bit_quant_type": "nf4", ...}); see acc_model_quantize_4bit. Returns how many layers. */
+  size_t quantize4bit(const char *quantizationConfig ERR) {
+    size_t n = 0;
+    check(acc_model_quantize_4bit($self, quantizationConfig, &n));
+    return n;
+  }
   /* Writes PEFT's adapter_config.json and adapter_model.safetensors into dir. */
   void saveLora(const char *dir ERR) { check(acc_model_save_lora($self, dir)); }
   /* Reads PEFT's adapter files (adds the adapters if the model has none); checks before changing. */

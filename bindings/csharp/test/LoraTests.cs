@@ -35,6 +35,26 @@ public class LoraTests {
     return all.ToArray();
   }
 
+  // transformers' load_in_4bit: QLoRA's base model keeps 4-bit weights, and its adapters train.
+  [Test]
+  public void AFourBitBaseModelTrainsItsAdapters() {
+    string file = Path.Combine(TestDirs.Temp(), "four_bit.pt");
+    using (Model spec = NewModel()) spec.SaveTorchscript(file);
+    using (Model model = Model.LoadTorchscript(file))
+    using (Options o = Options.Lora().Put("r", 2).Put("lora_alpha", 4.0)) {
+      var e = Assert.Throws<AccelerateUnsupportedException>(() => model.Quantize4bit("{\"load_in_8bit\": true}"));
+      StringAssert.Contains("load_in_8bit", e.Message);
+      // The output layer stays as it is, as transformers leaves it.
+      Assert.AreEqual(1, model.Quantize4bit("{\"load_in_4bit\": true, \"bnb_4bit_quant_type\": \"nf4\"}"));
+      Assert.AreEqual(1, model.AddLora("0", o));
+      float[] b = FreezeTests.Param(model, "0.lora_B.weight");
+      using (Options lr = Options.Optimizer().Put("lr", 0.1))
+      using (Optimizer opt = new Optimizer(model, "adamw", lr))
+        for (int i = 0; i < 3; ++i) FreezeTests.TrainStep(model, opt);
+      Assert.That(FreezeTests.Param(model, "0.lora_B.weight"), Is.Not.EqualTo(b));
+    }
+  }
+
   // EVA: adapters made with init_lora_weights "eva" take their layers' input components from a
   // loader; adapters of another start are refused.
   [Test]

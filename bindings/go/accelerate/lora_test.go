@@ -27,6 +27,46 @@ func outputOf(t *testing.T, m *acc.Model) []float32 {
 	return forwardNoGrad(t, m, x)
 }
 
+// transformers' load_in_4bit: QLoRA's base model keeps 4-bit weights, and its adapters train.
+func TestFourBitBaseModelTrainsItsAdapters(t *testing.T) {
+	spec := seededTwoLinears(t)
+	file := filepath.Join(t.TempDir(), "model.pt")
+	if err := spec.SaveTorchScript(file); err != nil {
+		t.Fatal(err)
+	}
+	spec.Close()
+	m, err := acc.LoadTorchScript(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Quantize4bit(`{"load_in_8bit": true}`); !errors.Is(err, acc.ErrUnsupported) {
+		t.Fatalf("load_in_8bit: %v, want ErrUnsupported", err)
+	}
+	// The output layer stays as it is, as transformers leaves it.
+	if n, err := m.Quantize4bit(`{"load_in_4bit": true, "bnb_4bit_quant_type": "nf4"}`); n != 1 || err != nil {
+		t.Fatalf("Quantize4bit = %d, %v", n, err)
+	}
+	if n, err := m.AddLora("0", nil); n != 1 || err != nil {
+		t.Fatalf("AddLora = %d, %v", n, err)
+	}
+	b := paramValues(t, m, "0.lora_B.weight")
+	lr, _ := acc.NewOptions(acc.OptimizerOptions)
+	defer lr.Close()
+	_ = lr.SetFloat("lr", 0.1)
+	opt, err := acc.NewOptimizer(m, "adamw", lr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opt.Close()
+	for i := 0; i < 3; i++ {
+		trainStep(t, m, opt)
+	}
+	if reflect.DeepEqual(b, paramValues(t, m, "0.lora_B.weight")) {
+		t.Error("the adapter did not train")
+	}
+}
+
 // LoRA adapters: only they train, PEFT's files round-trip, merging keeps the outputs.
 func TestLoraAdaptersTrainAloneAndRoundTrip(t *testing.T) {
 	m := seededTwoLinears(t)

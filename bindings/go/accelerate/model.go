@@ -227,6 +227,14 @@ func (m *Model) AddLoraGa() (int, error) {
 	return int(n), err
 }
 
+// Quantize4bit is transformers' load_in_4bit (QLoRA's base model): the linear layers keep
+// bitsandbytes' 4-bit weights, frozen, and compute as its Linear4bit. config is BitsAndBytesConfig
+// as JSON (`{"load_in_4bit": true, "bnb_4bit_quant_type": "nf4"}`). Returns how many layers.
+func (m *Model) Quantize4bit(config string) (int, error) {
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.Quantize4bit(config, e) })
+	return int(n), err
+}
+
 // AddTrainableTokens trains chosen rows of embeddings alone (PEFT's TrainableTokensConfig, new
 // tokens without LoRA) and freezes every other parameter. targetModules: named as for AddLora, or ""
 // for the model's input embedding; a head tied to it computes with the same rows. opts:

@@ -54,6 +54,28 @@ class LoraTest {
     }
   }
 
+  /** transformers' load_in_4bit: QLoRA's base model keeps 4-bit weights, and its adapters train. */
+  @Test
+  void aFourBitBaseModelTrainsItsAdapters() {
+    String file = dir.resolve("model.pt").toString();
+    try (Model spec = model()) {
+      spec.saveTorchscript(file);
+    }
+    try (Model model = Model.loadTorchscript(file); Options o = Options.lora().put("r", 2).put("lora_alpha", 4.0)) {
+      UnsupportedException e =
+          assertThrows(UnsupportedException.class, () -> model.quantize4bit("{\"load_in_8bit\": true}"));
+      assertTrue(e.getMessage().contains("load_in_8bit"), e.getMessage());
+      // The output layer stays as it is, as transformers leaves it.
+      assertEquals(1, model.quantize4bit("{\"load_in_4bit\": true, \"bnb_4bit_quant_type\": \"nf4\"}"));
+      assertEquals(1, model.addLora("0", o));
+      float[] b = FreezeTest.param(model, "0.lora_B.weight");
+      try (Options lr = Options.optimizer().put("lr", 0.1); Optimizer opt = new Optimizer(model, "adamw", lr)) {
+        for (int i = 0; i < 3; ++i) FreezeTest.trainStep(model, opt);
+      }
+      assertFalse(Arrays.equals(b, FreezeTest.param(model, "0.lora_B.weight")));
+    }
+  }
+
   /** PEFT's disable_adapter(): the base model's outputs while the scope is open. */
   @Test
   void disablingTheAdaptersGivesTheBaseModel() {
