@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "common/autocast_guard.h"
 #include "common/error.h"
 #include "common/text.h"
 #include "model/corda.h"
@@ -192,16 +193,19 @@ OutputAdapter dora_conv_output_adapter(const LoraAdapter& adapter, double p, std
 // PEFT's Embedding.forward: result + (embedding(x, A^T) @ B^T) * scaling, A looked up as the layer
 // looks up its rows; no dropout (PEFT's embedding layer does not apply its lora_dropout).
 // PEFT's lora.bnb.Linear4bit.forward: the base result cloned, the branch computed in the adapters'
-// dtype and cast to the result's before it is added.
+// dtype and cast to the result's before it is added; under autocast (torch.is_autocast_enabled(),
+// which asks about CUDA's) neither cast.
 OutputAdapter four_bit_output_adapter(const LoraAdapter& adapter, double p, std::shared_ptr<const bool> enabled) {
   const at::Tensor a = adapter.a, b = adapter.b, b_bias = adapter.b_bias;
   const double scaling = adapter.scaling;
   return [a, b, b_bias, scaling, p, enabled](const at::Tensor& input, const at::Tensor& output, bool training) {
     if (!*enabled) return output;
     const at::Tensor result = output.clone();
-    at::Tensor x = input.to(a.scalar_type());
+    const bool convert = !current_autocast(c10::DeviceType::CUDA);
+    at::Tensor x = convert ? input.to(a.scalar_type()) : input;
     if (p > 0) x = at::dropout(x, p, training);
-    return result + (at::linear(at::linear(x, a), b, b_bias) * scaling).to(result.scalar_type());
+    const at::Tensor branch = at::linear(at::linear(x, a), b, b_bias) * scaling;
+    return result + (convert ? branch.to(result.scalar_type()) : branch);
   };
 }
 
