@@ -8,6 +8,8 @@
 // as a weight, computes with its adapted weight. DoRA (use_dora) on the same layers, beside them; and,
 // on the layer spec, LoRA on the attention as PEFT's lora.MultiheadAttention adapts it (self_attn: q,
 // k, v through the packed in_proj, and out_proj) with linear1 and linear2.
+// As TorchScript, QLoRA too: the same adapters over the linear layers quantised to 4 bits
+// (transformers' load_in_4bit: NF4, double quantisation), against LoRA over float32 layers.
 // Then new tokens on a language model of the same stack (vocabulary 32000, head tied to the
 // embedding): LoRA beside the whole embedding trained (modules_to_save, what PEFT users did before
 // trainable_token_indices) against LoRA beside 16 of its rows (trainable_token_indices); and
@@ -139,7 +141,29 @@ int main(int argc, char** argv) {
     std::printf("DoRA / LoRA: peak %.3f, time %.3f\n",
                 static_cast<double>(dora.held_bytes + dora.step_bytes) / (lora.held_bytes + lora.step_bytes),
                 median(c) / median(b));
-    if (torchscript) continue;
+    if (torchscript) {
+      // QLoRA: the same adapters over 4-bit layers (NF4, double quantisation; out_proj, whose weight
+      // the attention reads, left as it is).
+      TransformerStackLoop qlora(
+          json, batch, tokens, d,
+          [&](acc_model* model) {
+            OK(acc_model_quantize_4bit(model,
+                                       R"({"load_in_4bit": true, "bnb_4bit_quant_type": "nf4",
+                                           "bnb_4bit_use_double_quant": true, "llm_int8_skip_modules": ["out_proj"]})",
+                                       nullptr));
+            adapters(false)(model);
+          },
+          training);
+      for (int i = 0; i < 3; ++i) lora.step(), qlora.step();
+      std::vector<double> l, q;
+      for (int round = 0; round < (quick ? 1 : 7); ++round) {
+        l.push_back(time_steps(lora, 2));
+        q.push_back(time_steps(qlora, 2));
+      }
+      report("LoRA r=8:", lora, l, nullptr, nullptr, 26);
+      report("QLoRA r=8 (NF4 layers):", qlora, q, &lora, &l, 26);
+      continue;
+    }
     // The attention adapted too: q, k and v through in_proj, as PEFT's lora.MultiheadAttention.
     TransformerStackLoop attention(json, batch, tokens, d, adapters(false, "self_attn,linear1,linear2"), training);
     for (int i = 0; i < 3; ++i) lora.step(), attention.step();

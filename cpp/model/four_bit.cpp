@@ -17,11 +17,22 @@ namespace {
 // FP4's values [0, 0.0625, 8, 12, 4, 6, 2, 3, -0, -0.0625, -8, -12, -4, -6, -2, -3] over 12. The
 // nibble is the index.
 const std::array<float, 16>& code_values(FourBitType type) {
-  static const std::array<float, 16> nf4 = {
-      -1.0f,         -0.6961928009986877f, -0.5250730514526367f, -0.39491748809814453f,
-      -0.28444138169288635f, -0.18477343022823334f, -0.09105003625154495f, 0.0f,
-      0.07958029955625534f,  0.16093020141124725f,  0.24611230194568634f,  0.33791524171829224f,
-      0.44070982933044434f,  0.5626170039176941f,   0.7229568362236023f,   1.0f};
+  static const std::array<float, 16> nf4 = {-1.0f,
+                                            -0.6961928009986877f,
+                                            -0.5250730514526367f,
+                                            -0.39491748809814453f,
+                                            -0.28444138169288635f,
+                                            -0.18477343022823334f,
+                                            -0.09105003625154495f,
+                                            0.0f,
+                                            0.07958029955625534f,
+                                            0.16093020141124725f,
+                                            0.24611230194568634f,
+                                            0.33791524171829224f,
+                                            0.44070982933044434f,
+                                            0.5626170039176941f,
+                                            0.7229568362236023f,
+                                            1.0f};
   static const std::array<float, 16> fp4 = [] {
     const float twelfths[16] = {0, 0.0625f, 8, 12, 4, 6, 2, 3, -0.0f, -0.0625f, -8, -12, -4, -6, -2, -3};
     std::array<float, 16> out{};
@@ -70,7 +81,8 @@ at::Tensor nibbles_of(const at::Tensor& scaled, FourBitType type) {
   const auto& order = ascending(type);
   std::array<float, 15> bounds{};
   for (size_t i = 0; i < 15; ++i) bounds[i] = (values[order[i]] + values[order[i + 1]]) / 2.0f;
-  const at::Tensor edges = at::tensor(at::ArrayRef<float>(bounds.data(), bounds.size()), at::kFloat).to(scaled.device());
+  const at::Tensor edges =
+      at::tensor(at::ArrayRef<float>(bounds.data(), bounds.size()), at::kFloat).to(scaled.device());
   const at::Tensor ranks = at::bucketize(scaled, edges, /*out_int32=*/false, /*right=*/false);
   const at::Tensor nibble_of_rank = at::tensor(at::ArrayRef<int64_t>(order.data(), order.size())).to(scaled.device());
   return nibble_of_rank.index_select(0, ranks);
@@ -161,11 +173,16 @@ at::Tensor dynamic_code_tensor(const at::Device& device) {
 // str(dtype).strip("torch."), as QuantState writes it.
 std::string dtype_text(at::ScalarType dtype) {
   switch (dtype) {
-    case at::kFloat: return "float32";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kDouble: return "float64";
-    default: fail(Status::InvalidArgument, "a 4-bit weight's dtype must be floating-point, not ", dtype);
+    case at::kFloat:
+      return "float32";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kDouble:
+      return "float64";
+    default:
+      fail(Status::InvalidArgument, "a 4-bit weight's dtype must be floating-point, not ", dtype);
   }
 }
 
@@ -236,8 +253,9 @@ std::string four_bit_state_text(const FourBitWeight& weight) {
   std::string shape = "[";
   for (size_t i = 0; i < weight.shape.size(); ++i) shape += (i ? ", " : "") + std::to_string(weight.shape[i]);
   shape += "]";
-  std::string text = concat("{\"quant_type\": \"", four_bit_type_name(weight.type), "\", \"blocksize\": ",
-                            kFourBitBlock, ", \"dtype\": \"", dtype_text(weight.dtype), "\", \"shape\": ", shape);
+  std::string text =
+      concat("{\"quant_type\": \"", four_bit_type_name(weight.type), "\", \"blocksize\": ", kFourBitBlock,
+             ", \"dtype\": \"", dtype_text(weight.dtype), "\", \"shape\": ", shape);
   if (weight.nested)
     text += concat(", \"nested_blocksize\": ", kNestedBlock, ", \"nested_dtype\": \"float32\", \"nested_offset\": ",
                    python_float_repr(weight.nested_offset.item<float>()));

@@ -19,23 +19,23 @@ namespace acc {
 enum class FourBitType { Nf4, Fp4 };
 const char* four_bit_type_name(FourBitType type);  // "nf4", "fp4"
 
-constexpr int64_t kFourBitBlock = 64;      // Params4bit's blocksize, the one transformers uses
-constexpr int64_t kNestedBlock = 256;      // quantize_blockwise's, for the block maxima
+constexpr int64_t kFourBitBlock = 64;  // Params4bit's blocksize, the one transformers uses
+constexpr int64_t kNestedBlock = 256;  // quantize_blockwise's, for the block maxima
 
 // A weight as Params4bit and its QuantState hold it. The tensors are those a state dict lists under
 // the weight's name (see four_bit_state_entries); `packed` is the layer's `weight` itself.
 struct FourBitWeight {
   FourBitType type = FourBitType::Nf4;
-  std::vector<int64_t> shape;              // the weight's (out x in)
-  at::ScalarType dtype = at::kFloat;       // the dtype it had (QuantState.dtype)
-  at::Tensor packed;                       // uint8 [ceil(numel / 2), 1]: element 2i high nibble
-  at::Tensor absmax;                       // float32 per block, or uint8 codes when nested
-  at::Tensor quant_map;                    // float32 [16]: the 4-bit code
+  std::vector<int64_t> shape;         // the weight's (out x in)
+  at::ScalarType dtype = at::kFloat;  // the dtype it had (QuantState.dtype)
+  at::Tensor packed;                  // uint8 [ceil(numel / 2), 1]: element 2i high nibble
+  at::Tensor absmax;                  // float32 per block, or uint8 codes when nested
+  at::Tensor quant_map;               // float32 [16]: the 4-bit code
   bool nested = false;
-  at::Tensor nested_absmax;                // float32 per 256 blocks
-  at::Tensor nested_quant_map;             // float32 [256]: the dynamic code
-  at::Tensor nested_offset;                // float32 0-dim: the mean subtracted before
-  at::Tensor packed_state;                 // uint8: QuantState's JSON text (pack_dict_to_tensor)
+  at::Tensor nested_absmax;     // float32 per 256 blocks
+  at::Tensor nested_quant_map;  // float32 [256]: the dynamic code
+  at::Tensor nested_offset;     // float32 0-dim: the mean subtracted before
+  at::Tensor packed_state;      // uint8: QuantState's JSON text (pack_dict_to_tensor)
 };
 
 // bitsandbytes' quantize_4bit (blocksize 64; compress_statistics = `nested`) of a floating-point

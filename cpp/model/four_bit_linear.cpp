@@ -65,8 +65,8 @@ namespace {
 
 const char* const kFourBit = "acc_internal::four_bit_linear";
 
-MarkerRegistry<const std::vector<FourBitLayer>>& installed() {
-  static MarkerRegistry<const std::vector<FourBitLayer>> registry;
+MarkerRegistry<const FourBitLayers>& installed() {
+  static MarkerRegistry<const FourBitLayers> registry;
   return registry;
 }
 
@@ -74,16 +74,29 @@ void register_marker() {
   static std::once_flag once;
   std::call_once(once, [] {
     torch::jit::registerOperator(torch::jit::Operator(
-        std::string(kFourBit) + "(Tensor input, int token, int layer) -> Tensor",
+        std::string(kFourBit) + "(Tensor input, int token, int layer, bool bias) -> Tensor",
         [](torch::jit::Stack& stack) {
-          const int64_t layer = stack.back().toInt();
-          const int64_t token = stack[stack.size() - 2].toInt();
-          const at::Tensor input = stack[stack.size() - 3].toTensor();
-          stack.resize(stack.size() - 3);
-          auto layers = installed().find(token);
-          require(layers && layer >= 0 && static_cast<size_t>(layer) < layers->size(),
+          const bool with_bias = stack.back().toBool();
+          const int64_t layer = stack[stack.size() - 2].toInt();
+          const int64_t token = stack[stack.size() - 3].toInt();
+          const at::Tensor input = stack[stack.size() - 4].toTensor();
+          stack.resize(stack.size() - 4);
+          auto installed_layers = installed().find(token);
+          require(installed_layers && layer >= 0 && static_cast<size_t>(layer) < installed_layers->layers.size(),
                   "a 4-bit layer's marker names layer ", layer, " of a model that has none such");
-          stack.emplace_back(four_bit_linear(input, (*layers)[static_cast<size_t>(layer)]));
+          const auto i = static_cast<size_t>(layer);
+          const FourBitLayer& chosen = installed_layers->layers[i];
+          at::Tensor output;
+          if (with_bias || !chosen.bias.defined()) {
+            output = four_bit_linear(input, chosen);
+          } else {  // torch.linear(x, self.layer.weight, None) on a layer that has a bias
+            FourBitLayer without = chosen;
+            without.bias = at::Tensor();
+            output = four_bit_linear(input, without);
+          }
+          const OutputAdapter& adapter = installed_layers->adapters[i];
+          if (adapter) output = adapter(input, output, installed_layers->training && installed_layers->training());
+          stack.emplace_back(std::move(output));
         },
         c10::AliasAnalysisKind::CONSERVATIVE));
   });
@@ -101,6 +114,32 @@ void collect(torch::jit::Block* block, const ModulePaths& paths, const std::map<
   }
 }
 
+// Whether `use` of a 4-bit layer's weight is the weight of torch.linear with the layer's own bias
+// (or none).
+bool is_layer_product(const torch::jit::Use& use, const std::string& layer, const ModulePaths& paths) {
+  const torch::jit::Node* user = use.user;
+  if (user->kind() != c10::aten::linear || use.offset != 1 || user->inputs().size() != 3) return false;
+  const torch::jit::Node* bias = user->input(2)->node();
+  if (bias->kind() == c10::prim::Constant && user->input(2)->type()->kind() == c10::TypeKind::NoneType) return true;
+  if (bias->kind() != c10::prim::GetAttr || bias->s(c10::attr::name) != "bias") return false;
+  auto owner = paths.find(bias->input(0));
+  return owner != paths.end() && owner->second == layer;
+}
+
+// A marker computing layer `layer` of `token` on `input` (with the layer's bias or none), before `node`.
+torch::jit::Node* insert_marker(torch::jit::Graph& graph, torch::jit::Node* node, torch::jit::Value* input,
+                                int64_t token, int64_t layer, bool bias) {
+  torch::jit::WithInsertPoint point(node);
+  torch::jit::Value* token_value = graph.insertConstant(token);
+  torch::jit::Value* layer_value = graph.insertConstant(layer);
+  torch::jit::Value* bias_value = graph.insertConstant(bias);
+  torch::jit::Node* marker =
+      graph.create(c10::Symbol::fromQualString(kFourBit), {input, token_value, layer_value, bias_value}, 1);
+  marker->output()->setType(node->output()->type());
+  marker->insertBefore(node);
+  return marker;
+}
+
 }  // namespace
 
 void mark_four_bit_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token) {
@@ -112,29 +151,39 @@ void mark_four_bit_linears(torch::jit::Graph& graph, const std::vector<std::stri
   const ModulePaths paths = module_paths(graph);
   std::vector<torch::jit::Node*> calls, reads;
   collect(graph.block(), paths, index, calls, reads);
-  for (torch::jit::Node* read : reads)
-    fail(Status::Unsupported, "the forward reads the weight of '", paths.at(read->input(0)),
-         "' itself, which 4 bits leave no floating-point weight for; leave it out (llm_int8_skip_modules)");
+  // A forward that computes the layer itself, torch.linear(x, self.layer.weight, self.layer.bias):
+  // each such product becomes a marker; any other use of the weight is refused.
+  std::vector<std::pair<torch::jit::Node*, int64_t>> products;
+  for (torch::jit::Node* read : reads) {
+    const std::string& layer = paths.at(read->input(0));
+    for (const torch::jit::Use& use : read->output()->uses()) {
+      if (!is_layer_product(use, layer, paths))
+        fail(
+            Status::Unsupported, "the forward reads the weight of '", layer, "' other than as torch.linear(x, ",
+            "weight, its bias), which 4 bits leave no floating-point weight for; leave it out (llm_int8_skip_modules)");
+      products.emplace_back(use.user, index.at(layer));
+    }
+  }
   register_marker();
+  for (const auto& [product, layer] : products) {
+    const bool bias = product->input(2)->type()->kind() != c10::TypeKind::NoneType;
+    torch::jit::Node* marker = insert_marker(graph, product, product->input(0), token, layer, bias);
+    product->output()->replaceAllUsesWith(marker->output());
+    product->destroy();
+  }
   for (torch::jit::Node* call : calls) {
     const std::string& layer = paths.at(call->input(0));
     if (call->s(c10::attr::name) != "forward" || call->inputs().size() != 2 || call->outputs().size() != 1 ||
         call->output()->type()->kind() != c10::TypeKind::TensorType)
       fail(Status::Unsupported, "the forward calls '", layer, "' other than as a layer of one tensor; leave it out ",
            "of the 4-bit layers (llm_int8_skip_modules)");
-    torch::jit::WithInsertPoint point(call);
-    torch::jit::Value* token_value = graph.insertConstant(token);
-    torch::jit::Value* layer_value = graph.insertConstant(index.at(layer));
-    torch::jit::Node* marker =
-        graph.create(c10::Symbol::fromQualString(kFourBit), {call->input(1), token_value, layer_value}, 1);
-    marker->output()->setType(call->output()->type());
-    marker->insertBefore(call);
+    torch::jit::Node* marker = insert_marker(graph, call, call->input(1), token, index.at(layer), true);
     call->output()->replaceAllUsesWith(marker->output());
     call->destroy();
   }
 }
 
-void install_four_bit_layers(int64_t token, std::shared_ptr<const std::vector<FourBitLayer>> layers) {
+void install_four_bit_layers(int64_t token, std::shared_ptr<const FourBitLayers> layers) {
   installed().set(token, std::move(layers));
 }
 

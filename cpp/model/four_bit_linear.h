@@ -6,11 +6,13 @@
 #include <torch/script.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "model/four_bit.h"
+#include "model/output_adapter.h"
 
 namespace acc {
 
@@ -35,7 +37,16 @@ at::Tensor four_bit_linear(const at::Tensor& x, const FourBitLayer& layer);
 // it with other than one tensor.
 void mark_four_bit_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token);
 
+// A model's 4-bit layers, in the markers' order, each with LoRA's branch on its output (empty:
+// none; run on the layer's input and output, as PEFT's lora.bnb.Linear4bit adds it, whether the
+// forward calls the layer or computes torch.linear with its weight), and whether the model trains.
+struct FourBitLayers {
+  std::vector<FourBitLayer> layers;
+  std::vector<OutputAdapter> adapters;
+  std::function<bool()> training;
+};
+
 // What the markers of `token` run; null removes the entry.
-void install_four_bit_layers(int64_t token, std::shared_ptr<const std::vector<FourBitLayer>> layers);
+void install_four_bit_layers(int64_t token, std::shared_ptr<const FourBitLayers> layers);
 
 }  // namespace acc

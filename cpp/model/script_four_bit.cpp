@@ -1,7 +1,7 @@
 // ScriptModel's 4-bit layers (transformers' load_in_4bit; model/four_bit.h, four_bit_linear.h).
 #include <ATen/core/grad_mode.h>
-#include <nlohmann/json.hpp>
 #include <torch/csrc/jit/api/function_impl.h>
+#include <nlohmann/json.hpp>
 
 #include <set>
 #include <unordered_map>
@@ -44,7 +44,7 @@ size_t ScriptModel::quantize_4bit(const FourBitConfig& config) {
   require(!units_forward_, "the model is prepared under zero_stage 3; quantise it before preparing");
   const std::set<std::string> kept_by_default =
       config.skip_modules ? std::set<std::string>() : modules_kept_by_default(named_parameters_with_ties());
-  auto layers = std::make_shared<std::vector<FourBitLayer>>();
+  auto layers = std::make_shared<FourBitLayers>();
   std::vector<std::string> names;
   std::vector<torch::jit::Module> modules;
   std::vector<bool> transposed;
@@ -71,14 +71,14 @@ size_t ScriptModel::quantize_4bit(const FourBitConfig& config) {
     const c10::IValue bias = modules[i].hasattr("bias") ? modules[i].attr("bias") : c10::IValue();
     FourBitLayer layer{names[i],
                        std::make_shared<FourBitWeight>(acc::quantize_4bit(names[i], transposed[i] ? weight.t() : weight,
-                                                                            config.type, config.double_quant)),
+                                                                          config.type, config.double_quant)),
                        bias.isTensor() ? bias.toTensor() : at::Tensor(), config.compute_dtype};
-    layers->push_back(std::move(layer));
+    layers->layers.push_back(std::move(layer));
   }
   // Nothing fails from here on.
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < names.size(); ++i) {
-    FourBitLayer& layer = (*layers)[i];
+    FourBitLayer& layer = layers->layers[i];
     modules[i].setattr("weight", layer.weight->packed);  // the slot stays a parameter, now uint8
     if (layer.bias.defined()) {
       layer.bias.set_requires_grad(false);
@@ -87,11 +87,13 @@ size_t ScriptModel::quantize_4bit(const FourBitConfig& config) {
     }
   }
   four_bit_layers_ = std::move(names);
+  layers->adapters.resize(layers->layers.size());
+  layers->training = [this] { return is_training(); };
   four_bit_ = std::move(layers);
   install_four_bit_layers(unit_token_, four_bit_);
   four_bit_forward_ = std::make_unique<torch::jit::GraphFunction>("acc_four_bit_forward", graph, nullptr);
   unit_plan_.reset();
-  return four_bit_->size();
+  return four_bit_->layers.size();
 }
 
 namespace {
@@ -109,14 +111,14 @@ std::string text_of(const at::Tensor& bytes) {
 
 bool ScriptModel::is_quantization_text(const std::string& name) const {
   if (!four_bit_) return false;
-  for (const FourBitLayer& layer : *four_bit_)
+  for (const FourBitLayer& layer : four_bit_->layers)
     if (name == text_key(layer)) return true;
   return false;
 }
 
 void ScriptModel::check_quantization_state(const NamedTensors& state) const {
   if (!four_bit_) return;
-  for (const FourBitLayer& layer : *four_bit_) {
+  for (const FourBitLayer& layer : four_bit_->layers) {
     const std::string key = text_key(layer);
     for (const auto& entry : state) {
       if (entry.first != key) continue;
@@ -145,7 +147,7 @@ void ScriptModel::check_quantization_state(const NamedTensors& state) const {
 void ScriptModel::quantization_state_loaded(const NamedTensors& state) {
   if (!four_bit_) return;
   at::NoGradGuard no_grad;
-  for (FourBitLayer& layer : *four_bit_) {
+  for (FourBitLayer& layer : four_bit_->layers) {
     const std::string key = text_key(layer);
     for (const auto& entry : state) {
       if (entry.first != key) continue;

@@ -138,7 +138,7 @@ size_t ScriptModel::add_lora(const LoraConfig& config) {
   std::vector<std::string> layers;
   // An attention and the out_proj adapted with it compute with adapted weights (its forward reads them).
   for (const auto& site : targeted_sites(config, linear_sites()))
-    if (!adapted_with_attention(site)) layers.push_back(site.module);
+    if (!adapted_with_attention(site) && !site.four_bit) layers.push_back(site.module);  // 4-bit: their own markers
   if (layers.empty()) return Model::add_lora(config);  // its error names the targets
   // PEFT's arithmetic, its branch added to the layer's output, wherever the forward calls an adapted
   // layer as a module. A layer whose weight the forward reads itself (nn.MultiheadAttention's
@@ -412,16 +412,14 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
       continue;
     }
     if (auto q = std::find(four_bit_layers_.begin(), four_bit_layers_.end(), entry.name); q != four_bit_layers_.end()) {
-      const FourBitLayer& layer = (*four_bit_)[static_cast<size_t>(q - four_bit_layers_.begin())];
+      const auto i = static_cast<size_t>(q - four_bit_layers_.begin());
+      const FourBitLayer& layer = four_bit_->layers[i];
       LinearSite site{entry.name, at::zeros({}, at::TensorOptions(layer.compute_dtype).device(device()))
                                       .expand(layer.weight->shape)};
       site.bias = layer.bias;
       site.four_bit = true;
-      auto it = std::find(output_layers_.begin(), output_layers_.end(), entry.name);
-      if (it != output_layers_.end())
-        site.set_output_adapter = [outputs = lora_outputs_, i = it - output_layers_.begin()](OutputAdapter a) {
-          outputs->adapters[static_cast<size_t>(i)] = std::move(a);
-        };
+      // Its own markers run LoRA's branch, however the forward reaches the layer.
+      site.set_output_adapter = [layers = four_bit_, i](OutputAdapter a) { layers->adapters[i] = std::move(a); };
       sites.push_back(std::move(site));
       continue;
     }
@@ -525,7 +523,7 @@ NamedTensors ScriptModel::named_buffers() const {
   NamedTensors out;
   for (const auto& b : module_.named_buffers(/*recurse=*/true)) out.emplace_back(b.name, b.value);
   if (four_bit_)
-    for (const FourBitLayer& layer : *four_bit_)
+    for (const FourBitLayer& layer : four_bit_->layers)
       for (auto& entry : four_bit_state_entries(layer.module + ".weight", *layer.weight)) out.push_back(std::move(entry));
   return out;
 }

@@ -102,10 +102,10 @@ class ScriptModel final : public Model {
     std::vector<std::vector<size_t>> tokens_of_unit;  // trainable tokens, by the unit of their weight
   };
   std::optional<AdaptedUnits> adapted_units() const;
-  // 4-bit layers: their module paths (the markers' order), what the markers run, and forward with
-  // the markers (the LoRA and watching forwards carry them too).
+  // 4-bit layers: their module paths (the markers' order), what the markers run (LoRA's branches on
+  // them included), and forward with the markers (the LoRA and watching forwards carry them too).
   std::vector<std::string> four_bit_layers_;
-  std::shared_ptr<std::vector<FourBitLayer>> four_bit_;
+  std::shared_ptr<FourBitLayers> four_bit_;
   std::unique_ptr<torch::jit::GraphFunction> four_bit_forward_;
   // The forward with LoRA's markers (calls of `layers`) and the 4-bit layers' markers.
   std::shared_ptr<torch::jit::Graph> marked_forward(const std::vector<std::string>& layers) const;

@@ -121,9 +121,9 @@ size_t add_case_lora(acc_model* m, const json& c) {
   return count;
 }
 
-#define REQUIRE_CASES(all)                                                          \
-  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";    \
-  const json all = four_bit_cases();                                                \
+#define REQUIRE_CASES(all)                                                      \
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set"; \
+  const json all = four_bit_cases();                                            \
   ASSERT_TRUE(all.contains("cases")) << "four_bit_cases.json was not exported"
 
 }  // namespace
@@ -265,6 +265,11 @@ TEST(FourBit, RefusesWhatItCannotHonourLeavingTheModelAsItWas) {
   add_case_lora(m, c["config"]);
   EXPECT_EQ(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED);
   EXPECT_EQ(output_of(m, x), quantised_output);  // B starts at zero
+  acc_model* reads = data_model("four_bit_reads_weight.pt");
+  EXPECT_EQ(acc_model_quantize_4bit(reads, R"({"load_in_4bit": true})", nullptr), ACC_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(acc_last_error_message()).find("'fc'"), std::string::npos) << acc_last_error_message();
+  ACC_ASSERT_OK(acc_model_quantize_4bit(reads, R"({"load_in_4bit": true, "llm_int8_skip_modules": ["fc"]})", nullptr));
+  acc_model_free(reads);
   acc_model* spec = acc_test::spec_model(R"([{"type":"linear","in_features":4,"out_features":3}])");
   EXPECT_EQ(acc_model_quantize_4bit(spec, R"({"load_in_4bit": true})", nullptr), ACC_ERR_UNSUPPORTED);
   acc_model_free(spec);
@@ -330,4 +335,54 @@ TEST(FourBit, PreparedWithBf16ResumesExactlyFromSaveState) {
   acc_tensor* x = case_input(all, c);
   EXPECT_EQ(output_of(resumed.model, x), output_of(first.model, x));
   acc_tensor_free(x);
+}
+
+TEST(FourBit, LayersTheForwardComputesItselfRunIn4BitsAndTakeAdapters) {
+  // A layer-spec model saved as TorchScript computes its encoder layer's feed-forward itself,
+  // torch.linear(x, self.linear1.weight, self.linear1.bias): those products compute with the 4-bit
+  // weight as a call of the layer does (against the same model given the dequantised weights), and
+  // LoRA adds its branch there (PEFT's layer would wrap the module; here its markers do).
+  const std::string file = acc_test::temp_path("four_bit_stack.pt");
+  acc_model* spec = net();
+  ACC_ASSERT_OK(acc_model_save_torchscript(spec, file.c_str()));
+  acc_model_free(spec);
+  acc_model *m = nullptr, *reference = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript(file.c_str(), &m));
+  ACC_ASSERT_OK(acc_model_load_torchscript(file.c_str(), &reference));
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_quantize_4bit(
+      m, R"({"load_in_4bit": true, "bnb_4bit_quant_type": "nf4", "llm_int8_skip_modules": ["out_proj"]})", &count));
+  EXPECT_EQ(count, 4u);  // 0, 1.linear1, 1.linear2 and 2: the attention's out_proj is left out
+  const auto state = state_of(m);
+  acc_tensor_list* dequantised = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&dequantised));
+  for (const std::string layer : {"0", "1.linear1", "1.linear2", "2"}) {
+    const std::string name = layer + ".weight";
+    acc_tensor* original = nullptr;
+    ACC_ASSERT_OK(acc_model_parameter(reference, name.c_str(), &original));
+    const std::vector<int64_t> shape = acc_test::shape(original);
+    acc_tensor_free(original);
+    const auto &packed = state.at(name).values, &absmax = state.at(name + ".absmax").values,
+               &code = state.at(name + ".quant_map").values;
+    std::vector<float> values(static_cast<size_t>(shape[0] * shape[1]));
+    for (size_t j = 0; j < values.size(); ++j) {
+      const auto byte = static_cast<unsigned>(packed[j / 2]);
+      values[j] = code[j % 2 == 0 ? byte >> 4 : byte & 15u] * absmax[j / 64];
+    }
+    acc_tensor* weight = acc_test::floats(values, shape);
+    ACC_ASSERT_OK(acc_tensor_list_append(dequantised, name.c_str(), weight));
+    acc_tensor_free(weight);
+  }
+  ACC_ASSERT_OK(acc_model_load_state_dict(reference, dequantised, 0));
+  acc_tensor_list_free(dequantised);
+  const auto base = outputs(m);
+  EXPECT_EQ(base, outputs(reference));
+  EXPECT_EQ(add_lora(m, "linear1,linear2"), 2u);
+  EXPECT_EQ(outputs(m), base);  // B starts at zero
+  const auto b = param(m, "1.linear1.lora_B.weight");
+  const auto losses = train(m, 3);
+  EXPECT_NE(param(m, "1.linear1.lora_B.weight"), b);
+  EXPECT_LT(losses.back(), losses.front());
+  acc_model_free(m);
+  acc_model_free(reference);
 }

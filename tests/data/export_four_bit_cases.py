@@ -7,7 +7,8 @@ here from their sources (bitsandbytes 0.50: functional.quantize_4bit with the de
 torch formula for the 4-bit codes and the C++ table lookup of csrc/cpu_ops.cpp for double
 quantisation's 8-bit codes, create_dynamic_map, dequantize_4bit and dequantize_blockwise,
 nn.Linear4bit.forward and autograd's MatMul4Bit; transformers' get_keys_to_not_convert; PEFT's
-lora.bnb.Linear4bit.forward and its adapters' dtype). Written: four_bit_model.pt and
+lora.bnb.Linear4bit.forward and its adapters' dtype). Written: four_bit_model.pt,
+four_bit_reads_weight.pt (a forward using a layer's weight itself) and
 four_bit_cases.json (per case: each 4-bit layer's state-dict entries, the output before training,
 the losses of the steps, the adapters after them).
 
@@ -60,6 +61,18 @@ class QuantMlp(nn.Module):
 
     def forward(self, x):
         return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+class ReadsWeight(nn.Module):
+    """A forward that uses fc's weight other than as torch.linear's: no 4-bit layer can stand in."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.head = nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.head(x @ self.fc.weight.t())
 
 
 def code_of(quant_type):
@@ -262,6 +275,7 @@ def main(out_dir):
     torch.manual_seed(404)
     base = QuantMlp()
     torch.jit.script(base).save(str(out / "four_bit_model.pt"))
+    torch.jit.script(ReadsWeight()).save(str(out / "four_bit_reads_weight.pt"))
     x = torch.sin(torch.arange(2 * 3 * 128, dtype=torch.float32) * 0.13).reshape(2, 3, 128)
     target = torch.cos(torch.arange(2 * 3 * 7, dtype=torch.float32) * 0.5).reshape(2, 3, 7)
     cases = [run_case(base, config, x, target) for config in CASES]
