@@ -386,3 +386,42 @@ TEST(FourBit, LayersTheForwardComputesItselfRunIn4BitsAndTakeAdapters) {
   acc_model_free(m);
   acc_model_free(reference);
 }
+
+TEST(FourBit, SaveModelWritesBitsandbytesEntriesThatLoadBack) {
+  // acc_save_model writes the 4-bit layers as transformers saves a 4-bit model (the codes as uint8
+  // `weight`, the state's entries beside them), and acc_model_load_safetensors reads them back.
+  REQUIRE_CASES(all);
+  const json& c = all["cases"][1];  // FP4, double quantisation
+  acc_model* m = quantised(c["config"]);
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  const std::string dir = acc_test::fresh_dir("four_bit_saved");
+  ACC_ASSERT_OK(acc_save_model(acc, m, dir.c_str(), nullptr));
+  acc_tensor_list* file = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/model.safetensors").c_str(), &file));
+  const std::pair<const char*, acc_dtype> expected[] = {{"fc1.weight", ACC_DTYPE_UINT8},
+                                                        {"fc1.weight.absmax", ACC_DTYPE_UINT8},
+                                                        {"fc1.weight.quant_map", ACC_DTYPE_FLOAT32},
+                                                        {"fc1.weight.nested_absmax", ACC_DTYPE_FLOAT32},
+                                                        {"fc1.weight.nested_quant_map", ACC_DTYPE_FLOAT32},
+                                                        {"fc1.weight.quant_state.bitsandbytes__fp4", ACC_DTYPE_UINT8},
+                                                        {"fc1.bias", ACC_DTYPE_BFLOAT16},
+                                                        {"fc3.weight", ACC_DTYPE_UINT8}};
+  for (const auto& [name, dtype] : expected) {
+    acc_tensor* t = nullptr;
+    ASSERT_EQ(acc_tensor_list_find(file, name, &t), ACC_OK) << name;
+    acc_dtype got = ACC_DTYPE_UNDEFINED;
+    ACC_ASSERT_OK(acc_tensor_dtype(t, &got));
+    EXPECT_EQ(got, dtype) << name;
+    acc_tensor_free(t);
+  }
+  acc_tensor_list_free(file);
+  acc_model* other = data_model("four_bit_model.pt");
+  acc_test::fill_state(other, -0.5f);
+  ACC_ASSERT_OK(acc_model_quantize_4bit(other, config_json(c["config"]).c_str(), nullptr));
+  ACC_ASSERT_OK(acc_model_load_safetensors(other, dir.c_str(), 1, nullptr, nullptr));
+  acc_tensor* x = case_input(all, c["config"]);
+  EXPECT_EQ(output_of(other, x), output_of(m, x));
+  acc_tensor_free(x);
+  for (acc_model* model : {m, other}) acc_model_free(model);
+  acc_accelerator_free(acc);
+}
