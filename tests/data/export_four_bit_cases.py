@@ -15,6 +15,7 @@ the losses of the steps, the adapters after them).
 Run with Debian's python3-torch: python3 export_four_bit_cases.py OUTPUT_DIR
 """
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -22,16 +23,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from bnb_restated import dequantize_4bit, quantize_4bit
 from peft_restated import linear_pair, tensor
 
-NF4 = torch.tensor([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
-                    -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
-                    0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
-                    0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0], dtype=torch.float32)
-FP4 = torch.tensor([0, 0.0625, 8, 12, 4, 6, 2, 3, -0.0, -0.0625, -8, -12, -4, -6, -2, -3], dtype=torch.float32)
-FP4 = FP4 / FP4.abs().max()
-BLOCK = 64
-NESTED_BLOCK = 256
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 CASES = [
@@ -75,96 +69,6 @@ class ReadsWeight(nn.Module):
         return self.head(x @ self.fc.weight.t())
 
 
-def code_of(quant_type):
-    return NF4 if quant_type == "nf4" else FP4
-
-
-def create_dynamic_map():
-    data = []
-    for i in range(7):
-        boundaries = torch.linspace(0.1, 1, 2 ** i + 1, dtype=torch.float32)
-        means = (boundaries[:-1] + boundaries[1:]) / 2.0
-        data += ((10 ** (-6 + i)) * means).tolist()
-        data += (-(10 ** (-6 + i)) * means).tolist()
-    data.append(0)
-    data.append(1.0)
-    data.sort()
-    return torch.tensor(data, dtype=torch.float32)
-
-
-def quantize_blockwise_cpu(values, code):
-    """csrc/cpu_ops.cpp quantize_cpu_impl: a 65536-point grid over [-1, 1], each point the first
-    code whose midpoint with the next is not below it; values over their block's maximum."""
-    grid = torch.tensor(-1.0, dtype=torch.float32) + (torch.arange(65536, dtype=torch.float32) * 2.0) / 65535.0
-    midpoints = 0.5 * (code[:-1] + code[1:])
-    lut = torch.searchsorted(midpoints, grid, right=False)
-    n = values.numel()
-    blocks = (n + NESTED_BLOCK - 1) // NESTED_BLOCK
-    codes = torch.zeros(n, dtype=torch.uint8)
-    absmax = torch.zeros(blocks, dtype=torch.float32)
-    for b in range(blocks):
-        part = values[b * NESTED_BLOCK:(b + 1) * NESTED_BLOCK]
-        largest = part.abs().max()
-        absmax[b] = largest
-        if largest.item() == 0.0:
-            continue
-        inverse = torch.tensor(1.0, dtype=torch.float32) / largest
-        v = torch.clamp(part * inverse, -1.0, 1.0)
-        index = ((((v + 1.0) * 0.5) * 65535.0) + 0.5).to(torch.int64)
-        codes[b * NESTED_BLOCK:(b + 1) * NESTED_BLOCK] = lut[index].to(torch.uint8)
-    return codes, absmax
-
-
-def quantize_4bit(weight, quant_type, nested):
-    """bitsandbytes' quantize_4bit (blocksize 64, default backend) and QuantState.as_dict(packed=True)."""
-    code = code_of(quant_type)
-    flat = weight.reshape(-1).float()
-    n = flat.numel()
-    rem = n % BLOCK
-    full = n - rem
-    whole = flat[:full].reshape(-1, BLOCK)
-    absmax = whole.abs().max(dim=-1)[0]
-    scaled = torch.clamp(whole * (1.0 / absmax.clamp(min=1e-38).view(-1, 1)), -1, 1).reshape(-1)
-    if rem:
-        am = flat[full:].abs().max().clamp(min=1e-38)
-        absmax = torch.cat([absmax, am.unsqueeze(0)])
-        scaled = torch.cat([scaled, torch.clamp(flat[full:] / am, -1, 1)])
-    if scaled.numel() % 2:
-        scaled = F.pad(scaled, (0, 1))
-    order = torch.argsort(code)
-    bounds = (code[order[:-1]] + code[order[1:]]) / 2
-    q = torch.bucketize(scaled, bounds, out_int32=True)
-    if quant_type != "nf4":
-        q = order[q.long()]
-    q8 = q.to(torch.uint8)
-    state = {"weight": ((q8[::2] << 4) | q8[1::2]).unsqueeze(1), "absmax": absmax, "quant_map": code.clone()}
-    text = {"quant_type": quant_type, "blocksize": BLOCK, "dtype": str(weight.dtype).strip("torch."),
-            "shape": list(weight.shape)}
-    if nested:
-        offset = absmax.mean()
-        dynamic = create_dynamic_map()
-        codes, maxima = quantize_blockwise_cpu(absmax - offset, dynamic)
-        state.update({"absmax": codes, "nested_absmax": maxima, "nested_quant_map": dynamic.clone()})
-        text.update({"nested_blocksize": NESTED_BLOCK, "nested_dtype": "float32", "nested_offset": offset.item()})
-    state["quant_state.bitsandbytes__" + quant_type] = torch.tensor(list(json.dumps(text).encode("utf-8")),
-                                                                     dtype=torch.uint8)
-    return state, offset if nested else None
-
-
-def dequantize_4bit(state, offset, shape, dtype):
-    absmax = state["absmax"]
-    if "nested_absmax" in state:
-        values = state["nested_quant_map"][absmax.long()]
-        n = values.numel()
-        padded = F.pad(values, (0, state["nested_absmax"].numel() * NESTED_BLOCK - n))
-        absmax = (padded.view(-1, NESTED_BLOCK) * state["nested_absmax"].view(-1, 1)).reshape(-1)[:n] + offset
-    packed = state["weight"].reshape(-1).long()
-    nibbles = torch.stack([packed >> 4, packed & 15], 1).reshape(-1)
-    count = shape[0] * shape[1]
-    values = state["quant_map"][nibbles[:count]]
-    return (values * absmax.repeat_interleave(BLOCK)[:count]).to(dtype).view(shape)
-
-
 class MatMul4Bit(torch.autograd.Function):
     """bitsandbytes' MatMul4Bit: the forward dequantises straight to the input's dtype, the backward
     to the weight's own dtype and then the gradient's."""
@@ -195,7 +99,6 @@ def keys_not_converted(model):
 
 
 def skipped(key, name):
-    import re
     return bool(re.match(key + "\\.", name) or re.match(key, name) or name.endswith(key))
 
 

@@ -12,13 +12,8 @@ a float16 copy, int8_vectorwise_quant and int8_vectorwise_dequant).
 import torch
 from torch import nn
 
+from bnb_restated import NF4, nf4_round_trip
 from peft_restated import tensor
-
-NF4 = torch.tensor([-1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
-                    -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
-                    0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
-                    0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0], dtype=torch.float32)
-BLOCK = 64
 
 CASES = [
     {"targets": ["fc1", "fc2", "fc3"], "r": 2, "lora_alpha": 4.0, "bits": 4, "iter": 1, "model": "float32"},
@@ -46,30 +41,6 @@ class LoftqMlp(nn.Module):
 
     def forward(self, x):
         return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
-
-
-def nf4_round_trip(a):
-    """quantize_4bit then dequantize_4bit (nf4, blocksize 64), default backend."""
-    flat = a.reshape(-1).float()
-    n = flat.numel()
-    rem = n % BLOCK
-    full = n - rem
-    blocks = full // BLOCK
-    whole = flat[:full].reshape(blocks, BLOCK)
-    absmax = whole.abs().max(dim=-1)[0]
-    scaled = torch.clamp(whole * (1.0 / absmax.clamp(min=1e-38).view(-1, 1)), -1, 1).reshape(-1)
-    if rem:
-        am = flat[full:].abs().max().clamp(min=1e-38)
-        absmax = torch.cat([absmax, am.unsqueeze(0)])
-        scaled = torch.cat([scaled, torch.clamp(flat[full:] / am, -1, 1)])
-    bounds = (NF4[:-1] + NF4[1:]) / 2
-    q = torch.bucketize(scaled, bounds, out_int32=True)
-    values = NF4[q.long()]
-    out = torch.empty(n, dtype=torch.float32)
-    out[:full] = (values[:full].view(-1, BLOCK) * absmax[:blocks].view(-1, 1)).reshape(full)
-    if rem:
-        out[full:] = values[full:] * absmax[blocks]
-    return out.reshape(a.shape)
 
 
 def int8_round_trip(a):
