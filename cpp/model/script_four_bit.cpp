@@ -38,7 +38,8 @@ size_t ScriptModel::quantize_4bit(const FourBitConfig& config) {
   require(!four_bit_, "the model already has 4-bit layers");
   require(lora_.empty() && !lora_outputs_, "quantise the model before adding LoRA adapters (as transformers loads it ",
           "in 4 bits before PEFT adapts it)");
-  require_trainable_set_free(/*freezing=*/true);
+  // The layers' weights are replaced, not only frozen: an optimizer made before would hold the old ones.
+  require_trainable_set_free(/*freezing=*/false);
   require_whole_parameters("quantize_4bit");
   require_weights("quantize_4bit");
   require(!units_forward_, "the model is prepared under zero_stage 3; quantise it before preparing");

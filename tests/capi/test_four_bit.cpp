@@ -265,6 +265,17 @@ TEST(FourBit, RefusesWhatItCannotHonourLeavingTheModelAsItWas) {
   add_case_lora(m, c["config"]);
   EXPECT_EQ(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED);
   EXPECT_EQ(output_of(m, x), quantised_output);  // B starts at zero
+  // After adapters, or once an optimizer holds the model's trainable parameters.
+  acc_model* adapted = data_model("four_bit_model.pt");
+  add_case_lora(adapted, c["config"]);
+  EXPECT_EQ(acc_model_quantize_4bit(adapted, config_json(c["config"]).c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT);
+  acc_model_free(adapted);
+  acc_model* held = data_model("four_bit_model.pt");
+  acc_optimizer* opt = acc_test::optimizer(held, "sgd", 0.1);
+  EXPECT_EQ(acc_model_quantize_4bit(held, config_json(c["config"]).c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT);
+  acc_optimizer_free(opt);
+  ACC_ASSERT_OK(acc_model_quantize_4bit(held, config_json(c["config"]).c_str(), nullptr));  // released with it
+  acc_model_free(held);
   acc_model* reads = data_model("four_bit_reads_weight.pt");
   EXPECT_EQ(acc_model_quantize_4bit(reads, R"({"load_in_4bit": true})", nullptr), ACC_ERR_UNSUPPORTED);
   EXPECT_NE(std::string(acc_last_error_message()).find("'fc'"), std::string::npos) << acc_last_error_message();
