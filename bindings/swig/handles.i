@@ -374,6 +374,13 @@ struct acc_accelerator {};
     check(acc_model_quantize_4bit($self, quantizationConfig, &n));
     return n;
   }
+  /* PEFT's prepare_model_for_kbit_training: every parameter frozen, float16/bfloat16 ones cast to
+   * float32 (the 4-bit codes stay). Returns how many were cast. */
+  size_t prepareForKbitTraining(ERR0) {
+    size_t n = 0;
+    check(acc_model_prepare_for_kbit_training($self, &n));
+    return n;
+  }
   /* Writes PEFT's adapter_config.json and adapter_model.safetensors into dir. */
   void saveLora(const char *dir ERR) { check(acc_model_save_lora($self, dir)); }
   /* Reads PEFT's adapter files (adds the adapters if the model has none); checks before changing. */

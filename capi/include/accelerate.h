@@ -870,6 +870,12 @@ ACC_API ACC_NODISCARD acc_status acc_model_save_torchscript(const acc_model *mod
  * and zero_stage 3. *count (may be NULL): how many layers. */
 ACC_API ACC_NODISCARD acc_status acc_model_quantize_4bit(acc_model *model, const char *quantization_config,
                                                          size_t *count);
+/* PEFT's prepare_model_for_kbit_training, before acc_model_add_lora: every parameter frozen and
+ * every float16/bfloat16 one cast to float32 (layer norms, embeddings, the output layer; a 4-bit
+ * layer's bias too, which its next forward casts back to bnb_4bit_compute_dtype, as bitsandbytes'
+ * Linear4bit does); the 4-bit codes stay. Any model (as PEFT's). Its gradient checkpointing is not
+ * done here. *cast (may be NULL): how many parameters were cast. */
+ACC_API ACC_NODISCARD acc_status acc_model_prepare_for_kbit_training(acc_model *model, size_t *cast);
 
 /* Safetensors (Hugging Face's format, read by Python's safetensors and transformers as is). */
 

@@ -168,6 +168,13 @@ acc_status acc_model_quantize_4bit(acc_model* model, const char* quantization_co
   });
 }
 
+acc_status acc_model_prepare_for_kbit_training(acc_model* model, size_t* cast) {
+  return guarded([&] {
+    const size_t n = model_arg(model).prepare_for_kbit_training();
+    if (cast) *cast = n;
+  });
+}
+
 acc_status acc_model_add_lora(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
   return guarded([&] {
     acc::Model& m = model_arg(model);

@@ -40,6 +40,12 @@ struct FourBitLinearBackward : torch::autograd::Node {
 }  // namespace
 
 at::Tensor four_bit_linear(const at::Tensor& x, const FourBitLayer& layer) {
+  // Linear4bit.forward casts its bias to the compute dtype for good (prepare_model_for_kbit_training
+  // makes it float32 before).
+  if (layer.bias.defined() && layer.bias.scalar_type() != layer.compute_dtype) {
+    at::NoGradGuard no_grad;
+    layer.bias.set_data(layer.bias.to(layer.compute_dtype));
+  }
   const at::ScalarType input_dtype = x.scalar_type();
   const at::Tensor input = x.to(layer.compute_dtype);
   const at::Tensor bias = layer.bias.defined() ? layer.bias.to(layer.compute_dtype) : at::Tensor();

@@ -25,7 +25,8 @@ struct FourBitLayer {
   at::ScalarType compute_dtype = at::kFloat;
 };
 
-// Linear4bit.forward: x and the bias in the compute dtype, F.linear with the weight dequantised
+// Linear4bit.forward: x and the bias in the compute dtype (the layer's bias cast for good, as
+// bitsandbytes does), F.linear with the weight dequantised
 // straight to it, the result in x's dtype. Backward: the input's gradient through the weight
 // dequantised to its own dtype and then cast (bitsandbytes' two roundings), the bias's as
 // grad.sum(0) in its dtype; the weight gets none.

@@ -722,6 +722,24 @@ size_t Model::quantize_4bit(const FourBitConfig&) {
   fail(Status::Unsupported, "4-bit layers are built for TorchScript models; this model is built from a layer spec");
 }
 
+size_t Model::prepare_for_kbit_training() {
+  require_trainable_set_free(/*freezing=*/true);
+  require_whole_parameters("prepare_for_kbit_training");
+  require_weights("prepare_for_kbit_training");
+  at::NoGradGuard no_grad;
+  size_t cast = 0;
+  for (auto& entry : named_parameters()) {
+    at::Tensor& p = entry.second;
+    p.set_requires_grad(false);
+    p.mutable_grad() = at::Tensor();
+    if (p.scalar_type() == at::kHalf || p.scalar_type() == at::kBFloat16) {
+      p.set_data(p.to(at::kFloat));  // the same tensor: modules and adapters keep holding it
+      ++cast;
+    }
+  }
+  return cast;
+}
+
 void Model::require_no_four_bit_layers(const char* action) const {
   if (has_four_bit_layers()) fail(Status::Unsupported, "the model has 4-bit layers: ", action, " is refused");
 }

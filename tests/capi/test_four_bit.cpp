@@ -92,9 +92,28 @@ std::vector<float> output_of(acc_model* m, acc_tensor* x) {
   return values;
 }
 
-// Three AdamW steps (lr 1e-2) on the MSE of the float32 output against the case's target.
-std::vector<double> train_case(acc_model* m, const json& all, const json& c) {
+bool under_autocast(const json& c) { return c.value("autocast", false); }
+
+// The output (float32) without gradients; for a case under autocast, inside Accelerate's bf16 autocast.
+std::vector<float> case_output(acc_model* m, acc_tensor* x, const json& c) {
+  if (!under_autocast(c)) return output_of(m, x);
+  acc_accelerator* acc = acc_test::make_accelerator({{"mixed_precision", "bf16"}});
+  EXPECT_EQ(acc_autocast_begin(acc, 1), ACC_OK);
+  auto values = output_of(m, x);
+  EXPECT_EQ(acc_autocast_end(acc), ACC_OK);
+  acc_accelerator_free(acc);
+  return values;
+}
+
+// Three AdamW steps (lr 1e-2) on the MSE of the float32 output against the case's target; a case
+// under autocast trains the model prepared by a bf16 accelerator (freed by the caller after it).
+std::vector<double> train_case(acc_model*& m, const json& all, const json& c, acc_accelerator** acc = nullptr) {
   acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
+  acc_accelerator* prepared = nullptr;
+  if (under_autocast(c)) {
+    prepared = acc_test::make_accelerator({{"mixed_precision", "bf16"}});
+    EXPECT_EQ(acc_prepare(prepared, &m, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+  }
   acc_tensor *x = case_input(all, c), *target = acc_test::from_json(all["target"]);
   std::vector<double> losses;
   for (int step = 0; step < 3; ++step) {
@@ -103,13 +122,17 @@ std::vector<double> train_case(acc_model* m, const json& all, const json& c) {
     EXPECT_EQ(acc_tensor_to(y, nullptr, ACC_DTYPE_FLOAT32, &f), ACC_OK);
     EXPECT_EQ(acc_loss_mse(f, target, ACC_REDUCTION_MEAN, &loss), ACC_OK);
     losses.push_back(acc_test::item(loss));
-    EXPECT_EQ(acc_tensor_backward(loss), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(prepared ? acc_backward(prepared, loss) : acc_tensor_backward(loss), ACC_OK) << acc_last_error_message();
     EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
     EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
     for (acc_tensor* t : {y, f, loss}) acc_tensor_free(t);
   }
   for (acc_tensor* t : {x, target}) acc_tensor_free(t);
   acc_optimizer_free(opt);
+  if (acc)
+    *acc = prepared;
+  else
+    acc_accelerator_free(prepared);
   return losses;
 }
 
@@ -146,17 +169,24 @@ TEST(FourBit, QuantisesAndTrainsAsBitsandbytesAndPeft) {
         EXPECT_EQ(it->second.values, acc_test::float_values(entries[name])) << name;
       }
     }
+    if (config.value("prepare", false)) {  // the 4-bit layers' biases and the output layer's tensors
+      size_t cast = 0;
+      ACC_ASSERT_OK(acc_model_prepare_for_kbit_training(m, &cast));
+      EXPECT_EQ(cast, 4u);
+    }
     ACC_ASSERT_OK(acc_set_seed(77));
     EXPECT_EQ(add_case_lora(m, config), config["targets"].size());
     acc_tensor* x = case_input(all, config);
-    EXPECT_EQ(output_of(m, x), acc_test::float_values(c["before"]));
+    EXPECT_EQ(case_output(m, x, config), acc_test::float_values(c["before"]));
     acc_tensor_free(x);
-    EXPECT_EQ(train_case(m, all, config), c["losses"].get<std::vector<double>>());
+    acc_accelerator* acc = nullptr;
+    EXPECT_EQ(train_case(m, all, config, &acc), c["losses"].get<std::vector<double>>());
     for (const auto& [name, pair] : c["adapters"].items()) {
       EXPECT_EQ(param(m, name + ".lora_A.weight"), acc_test::float_values(pair["a"])) << name;
       EXPECT_EQ(param(m, name + ".lora_B.weight"), acc_test::float_values(pair["b"])) << name;
     }
     acc_model_free(m);
+    acc_accelerator_free(acc);
   }
 }
 

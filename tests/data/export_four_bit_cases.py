@@ -37,6 +37,10 @@ CASES = [
      "targets": ["fc1"], "r": 3, "lora_alpha": 3.0},
     {"quant_type": "fp4", "double_quant": False, "compute": "float32", "model": "float32", "skip": None,
      "targets": ["fc2"], "r": 2, "lora_alpha": 2.0},
+    # QLoRA's recipe: a bfloat16 model, prepare_model_for_kbit_training (the output layer, kept, in
+    # float32), LoRA on every layer, trained under bfloat16 autocast as Accelerate's prepared model.
+    {"quant_type": "nf4", "double_quant": True, "compute": "bfloat16", "model": "bfloat16", "skip": None,
+     "targets": ["fc1", "fc2", "fc3"], "r": 4, "lora_alpha": 16.0, "prepare": True, "autocast": True},
 ]
 
 
@@ -118,6 +122,11 @@ def run_case(base, config, x, target):
         state, offset = quantize_4bit(module.weight, config["quant_type"], config["double_quant"])
         layers[name] = {"state": state, "offset": offset, "shape": list(module.weight.shape),
                         "dtype": module.weight.dtype, "bias": module.bias.detach().to(compute)}
+    if config.get("prepare"):  # prepare_model_for_kbit_training: half precision made float32 (4-bit
+        # layers' biases too, which their first forward casts back to the compute dtype)
+        for name, module in model.named_modules():
+            if isinstance(module, nn.Linear) and name not in layers:
+                module.to(torch.float32)
     torch.manual_seed(77)
     adapters = {}
     scaling = config["lora_alpha"] / config["r"]
@@ -147,14 +156,20 @@ def run_case(base, config, x, target):
         h = torch.relu(layer_forward("fc2", model.fc2, h))
         return layer_forward("fc3", model.fc3, h)
 
+    def run(h):  # as Accelerate's prepared model: under autocast, the outputs in float32
+        if not config.get("autocast"):
+            return forward(h)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return forward(h).float()
+
     xs = x.to(model_dtype)
     with torch.no_grad():
-        before = forward(xs)
+        before = run(xs)
     params = [p for name in adapters for p in adapters[name]]
     opt = torch.optim.AdamW(params, lr=1e-2)
     losses = []
     for _ in range(3):
-        loss = F.mse_loss(forward(xs).float(), target)  # in float32 (torch 1.13 has no bfloat16 MSE)
+        loss = F.mse_loss(run(xs).float(), target)  # in float32 (torch 1.13 has no bfloat16 MSE)
         losses.append(loss.item())
         loss.backward()
         opt.step()

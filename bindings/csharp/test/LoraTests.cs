@@ -46,6 +46,7 @@ public class LoraTests {
       StringAssert.Contains("load_in_8bit", e.Message);
       // The output layer stays as it is, as transformers leaves it.
       Assert.AreEqual(1, model.Quantize4bit("{\"load_in_4bit\": true, \"bnb_4bit_quant_type\": \"nf4\"}"));
+      Assert.AreEqual(0, model.PrepareForKbitTraining());  // a float32 model: nothing to cast, all frozen
       Assert.AreEqual(1, model.AddLora("0", o));
       float[] b = FreezeTests.Param(model, "0.lora_B.weight");
       using (Options lr = Options.Optimizer().Put("lr", 0.1))

@@ -47,6 +47,10 @@ func TestFourBitBaseModelTrainsItsAdapters(t *testing.T) {
 	if n, err := m.Quantize4bit(`{"load_in_4bit": true, "bnb_4bit_quant_type": "nf4"}`); n != 1 || err != nil {
 		t.Fatalf("Quantize4bit = %d, %v", n, err)
 	}
+	// A float32 model: nothing to cast, everything frozen.
+	if n, err := m.PrepareForKbitTraining(); n != 0 || err != nil {
+		t.Fatalf("PrepareForKbitTraining = %d, %v", n, err)
+	}
 	if n, err := m.AddLora("0", nil); n != 1 || err != nil {
 		t.Fatalf("AddLora = %d, %v", n, err)
 	}

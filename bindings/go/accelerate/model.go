@@ -235,6 +235,13 @@ func (m *Model) Quantize4bit(config string) (int, error) {
 	return int(n), err
 }
 
+// PrepareForKbitTraining is PEFT's prepare_model_for_kbit_training: every parameter frozen and the
+// float16/bfloat16 ones cast to float32 (the 4-bit codes stay). Returns how many were cast.
+func (m *Model) PrepareForKbitTraining() (int, error) {
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.PrepareForKbitTraining(e) })
+	return int(n), err
+}
+
 // AddTrainableTokens trains chosen rows of embeddings alone (PEFT's TrainableTokensConfig, new
 // tokens without LoRA) and freezes every other parameter. targetModules: named as for AddLora, or ""
 // for the model's input embedding; a head tied to it computes with the same rows. opts:

@@ -773,6 +773,11 @@ SWIGINTERN size_t acc_model_quantize4bit(acc_model *self,char const *quantizatio
     check(acc_model_quantize_4bit(self, quantizationConfig, &n));
     return n;
   }
+SWIGINTERN size_t acc_model_prepareForKbitTraining(acc_model *self,std::string *swig_err){
+    size_t n = 0;
+    check(acc_model_prepare_for_kbit_training(self, &n));
+    return n;
+  }
 SWIGINTERN void acc_model_saveLora(acc_model *self,char const *dir,std::string *swig_err){ check(acc_model_save_lora(self, dir)); }
 SWIGINTERN void acc_model_loadLora(acc_model *self,char const *dir,std::string *swig_err){ check(acc_model_load_lora(self, dir)); }
 SWIGINTERN void acc_model_mergeLora(acc_model *self,std::string *swig_err){ check(acc_model_merge_lora(self)); }
@@ -8399,6 +8404,40 @@ long long _wrap_Model_quantize4bit_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, 
   }
   
   free(copy2); 
+  return _swig_go_result;
+}
+
+
+long long _wrap_Model_prepareForKbitTraining_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = acc_model_prepareForKbitTraining(arg1,arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
   return _swig_go_result;
 }
 

@@ -67,6 +67,7 @@ class LoraTest {
       assertTrue(e.getMessage().contains("load_in_8bit"), e.getMessage());
       // The output layer stays as it is, as transformers leaves it.
       assertEquals(1, model.quantize4bit("{\"load_in_4bit\": true, \"bnb_4bit_quant_type\": \"nf4\"}"));
+      assertEquals(0, model.prepareForKbitTraining());  // a float32 model: nothing to cast, all frozen
       assertEquals(1, model.addLora("0", o));
       float[] b = FreezeTest.param(model, "0.lora_B.weight");
       try (Options lr = Options.optimizer().put("lr", 0.1); Optimizer opt = new Optimizer(model, "adamw", lr)) {
