@@ -233,15 +233,23 @@ at::Tensor dequantize_4bit(const FourBitWeight& weight, at::ScalarType dtype) {
     absmax = (padded.view({blocks, kNestedBlock}) * weight.nested_absmax.view({-1, 1})).reshape(-1).slice(0, 0, n);
     absmax = absmax + weight.nested_offset;
   }
-  const at::Tensor bytes = weight.packed.reshape(-1).to(at::kLong);
-  const at::Tensor nibbles = at::stack({bytes.__rshift__(4), bytes.bitwise_and(15)}, 1).reshape(-1);
   int64_t n = 1;
   for (int64_t size : weight.shape) n *= size;
-  const at::Tensor values = weight.quant_map.index_select(0, nibbles.slice(0, 0, n));
-  const int64_t blocks = absmax.numel();
-  const at::Tensor per_value = absmax.repeat_interleave(kFourBitBlock).slice(0, 0, n);
-  (void)blocks;
-  return (values * per_value).to(dtype).view(weight.shape);
+  // Each byte's two values at once (row b: code[b >> 4], code[b & 15]), which keeps the index a
+  // quarter of one per value.
+  const at::Tensor pairs = at::stack({weight.quant_map.repeat_interleave(16), weight.quant_map.repeat({16})}, 1);
+  const at::Tensor values = pairs.index_select(0, weight.packed.reshape(-1).to(at::kLong)).reshape(-1).slice(0, 0, n);
+  // code * absmax in float32, block by block (the last one may be shorter), then one rounding.
+  const int64_t full = n - n % kFourBitBlock, blocks = full / kFourBitBlock;
+  if (full == n)
+    return (values.view({blocks, kFourBitBlock}) * absmax.view({-1, 1})).to(dtype).view(weight.shape);
+  at::Tensor out = at::empty({n}, values.options());
+  if (blocks > 0)
+    out.slice(0, 0, full)
+        .view({blocks, kFourBitBlock})
+        .copy_(values.slice(0, 0, full).view({blocks, kFourBitBlock}) * absmax.slice(0, 0, blocks).view({-1, 1}));
+  if (full < n) out.slice(0, full).copy_(values.slice(0, full) * absmax[blocks]);
+  return out.to(dtype).view(weight.shape);
 }
 
 at::Tensor four_bit_round_trip(const at::Tensor& weight, FourBitType type) {
