@@ -865,9 +865,11 @@ ACC_API ACC_NODISCARD acc_status acc_model_save_torchscript(const acc_model *mod
  * (`<layer>.weight` uint8 codes, `.weight.absmax`, `.weight.quant_map`, `.weight.nested_absmax`,
  * `.weight.nested_quant_map`, `.weight.quant_state.bitsandbytes__nf4`), as transformers saves a 4-bit
  * model. TorchScript models only; before adapters, optimizers and preparing. Unsupported:
- * load_in_8bit, a bnb_4bit_quant_storage other than uint8, a forward reading a layer's weight itself
- * (skip that layer), and afterwards casting the model's dtype, merging adapters, saving TorchScript
- * and zero_stage 3. *count (may be NULL): how many layers. */
+ * load_in_8bit, a bnb_4bit_quant_storage other than uint8, a forward using a layer's weight other
+ * than as torch.linear(x, weight, bias) (skip that layer), and afterwards casting the model's dtype,
+ * saving TorchScript and zero_stage 3.
+ * Merging adapters into 4-bit layers quantises them again (PEFT's bnb merge). *count (may be
+ * NULL): how many layers. */
 ACC_API ACC_NODISCARD acc_status acc_model_quantize_4bit(acc_model *model, const char *quantization_config,
                                                          size_t *count);
 /* PEFT's prepare_model_for_kbit_training, before acc_model_add_lora: every parameter frozen and

@@ -252,6 +252,22 @@ at::Tensor dequantize_4bit(const FourBitWeight& weight, at::ScalarType dtype) {
   return out.to(dtype).view(weight.shape);
 }
 
+void add_to_4bit(const std::string& module, FourBitWeight& weight, const at::Tensor& delta) {
+  at::NoGradGuard no_grad;
+  const at::Tensor sum = dequantize_4bit(weight, weight.dtype) + delta.to(weight.packed.device());
+  FourBitWeight fresh = quantize_4bit(module, sum, weight.type, weight.nested);  // checks before any change
+  weight.packed.set_data(fresh.packed);
+  weight.absmax.set_data(fresh.absmax);
+  weight.quant_map.set_data(fresh.quant_map);
+  if (weight.nested) {
+    weight.nested_absmax.set_data(fresh.nested_absmax);
+    weight.nested_quant_map.set_data(fresh.nested_quant_map);
+    weight.nested_offset.set_data(fresh.nested_offset);
+  }
+  weight.packed_state.set_data(fresh.packed_state);
+  weight.dtype = fresh.dtype;
+}
+
 at::Tensor four_bit_round_trip(const at::Tensor& weight, FourBitType type) {
   const FourBitWeight q = quantize_4bit("the weight", weight, type, /*nested=*/false);
   return dequantize_4bit(q, at::kFloat);

@@ -45,6 +45,11 @@ FourBitWeight quantize_4bit(const std::string& module, const at::Tensor& weight,
 // dequantize_4bit: code * absmax in float32 (the maxima first dequantised when nested), rounded
 // once to `dtype`, in the weight's shape.
 at::Tensor dequantize_4bit(const FourBitWeight& weight, at::ScalarType dtype);
+// PEFT's merge into a 4-bit layer: dequantised to its dtype, `delta` added (type promotion: a
+// float32 delta makes the sum, and the new QuantState's dtype, float32), quantised again with the
+// same kind and double quantisation, into `weight`'s own tensors (set_data: the module and the state
+// dict keep holding them).
+void add_to_4bit(const std::string& module, FourBitWeight& weight, const at::Tensor& delta);
 // The codes' values alone (float32), for LoftQ's quantise-and-back.
 at::Tensor four_bit_round_trip(const at::Tensor& weight, FourBitType type);
 

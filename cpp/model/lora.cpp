@@ -916,8 +916,17 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
 void LoraAdapters::merge_into_weights() const {
   require_mergeable("merging LoRA adapters");
   at::NoGradGuard no_grad;
+  // A 4-bit layer is quantised again from weight + delta, which 4 bits cannot hold where the delta
+  // is not finite: refused before any layer changes.
+  for (const auto& adapter : adapters_)
+    if (adapter.site.four_bit)
+      require(weight_delta(adapter).isfinite().all().item<bool>(), "cannot merge into the 4-bit layer '",
+              adapter.site.module, "': its adapter's delta holds inf or NaN");
   for (const auto& adapter : adapters_) {
-    adapter.site.weight.copy_(adapted_weight(adapter.site.weight, adapter));
+    if (adapter.site.four_bit)
+      adapter.site.requantize(weight_delta(adapter));
+    else
+      adapter.site.weight.copy_(adapted_weight(adapter.site.weight, adapter));
     if (adapter.b_bias.defined())
       adapter.site.bias.copy_(adapted_bias(adapter.site.bias, adapter.b_bias, adapter.scaling));
   }

@@ -98,6 +98,9 @@ struct LinearSite {
   // shape in its compute dtype (where PEFT's bnb layer puts its adapters), its output adapted as
   // PEFT's lora.bnb.Linear4bit adapts it.
   bool four_bit = false;
+  // A 4-bit layer's merge, PEFT's bnb one: the weight dequantised to its dtype, `delta` added (in
+  // the promoted dtype), quantised again as it was (its tensors keep their identity).
+  std::function<void(const at::Tensor& delta)> requantize{};
 };
 
 // Whether the site is a parameter adapted itself (target_parameters), not a layer.

@@ -709,7 +709,6 @@ size_t Model::checkpoint_activations(const UnitPolicy&) {
 
 void Model::merge_lora() {
   require(!lora_.empty(), "the model has no LoRA adapters or trainable tokens to merge");
-  require_no_four_bit_layers("merge_lora (PEFT dequantises, adds and quantises again; not built)");
   require(sharded_at_rest_.empty(), "merge_lora: the model is prepared under zero_stage 3, which holds only slices of "
                                     "its weights and adapters; acc_save_model writes the full weights with the "
                                     "adapters merged");

@@ -294,7 +294,6 @@ void Model::merge_lora_adapters(const std::vector<std::string>& names) {
   require(!names.empty(), "merge: no adapter named to merge");
   require(sharded_at_rest_.empty(), "merge: the model is prepared under zero_stage 3, which holds only slices of its ",
           "weights and adapters");
-  require_no_four_bit_layers("merge_lora (PEFT dequantises, adds and quantises again; not built)");
   require_weights("merge_lora");
   std::vector<const LoraAdapters*> merged;
   for (const auto& name : names) {

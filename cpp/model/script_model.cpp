@@ -420,6 +420,9 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
       site.four_bit = true;
       // Its own markers run LoRA's branch, however the forward reaches the layer.
       site.set_output_adapter = [layers = four_bit_, i](OutputAdapter a) { layers->adapters[i] = std::move(a); };
+      site.requantize = [layers = four_bit_, i](const at::Tensor& delta) {
+        add_to_4bit(layers->layers[i].module, *layers->layers[i].weight, delta);
+      };
       sites.push_back(std::move(site));
       continue;
     }

@@ -72,6 +72,20 @@ acc_dtype dtype_named(const std::string& name) {
   return name == "uint8" ? ACC_DTYPE_UINT8 : name == "bfloat16" ? ACC_DTYPE_BFLOAT16 : ACC_DTYPE_FLOAT32;
 }
 
+// Each 4-bit layer's state-dict entries against the fixture's: dtypes and values, bit for bit.
+void expect_four_bit_states(const acc_model* m, const json& layers, const json& expected) {
+  const auto state = state_of(m);
+  for (const auto& layer : layers) {
+    const json& entries = expected[layer.get<std::string>()];
+    for (const auto& [name, dtype] : entries["dtypes"].items()) {
+      auto it = state.find(name);
+      ASSERT_NE(it, state.end()) << name << " is not in the state dict";
+      EXPECT_EQ(it->second.dtype, dtype_named(dtype.get<std::string>())) << name;
+      EXPECT_EQ(it->second.values, acc_test::float_values(entries[name])) << name;
+    }
+  }
+}
+
 // The case's input in the model's dtype.
 acc_tensor* case_input(const json& all, const json& c) {
   acc_tensor *x = acc_test::from_json(all["input"]), *cast = nullptr;
@@ -151,7 +165,7 @@ size_t add_case_lora(acc_model* m, const json& c) {
 
 }  // namespace
 
-TEST(FourBit, QuantisesAndTrainsAsBitsandbytesAndPeft) {
+TEST(FourBit, QuantisesTrainsAndMergesAsBitsandbytesAndPeft) {
   REQUIRE_CASES(all);
   for (const json& c : all["cases"]) {
     const json& config = c["config"];
@@ -159,16 +173,7 @@ TEST(FourBit, QuantisesAndTrainsAsBitsandbytesAndPeft) {
     size_t count = 0;
     acc_model* m = quantised(config, &count);
     EXPECT_EQ(count, c["layers"].size());
-    const auto state = state_of(m);
-    for (const auto& layer : c["layers"]) {
-      const json& entries = c["states"][layer.get<std::string>()];
-      for (const auto& [name, dtype] : entries["dtypes"].items()) {
-        auto it = state.find(name);
-        ASSERT_NE(it, state.end()) << name << " is not in the state dict";
-        EXPECT_EQ(it->second.dtype, dtype_named(dtype.get<std::string>())) << name;
-        EXPECT_EQ(it->second.values, acc_test::float_values(entries[name])) << name;
-      }
-    }
+    expect_four_bit_states(m, c["layers"], c["states"]);
     if (config.value("prepare", false)) {  // the 4-bit layers' biases and the output layer's tensors
       size_t cast = 0;
       ACC_ASSERT_OK(acc_model_prepare_for_kbit_training(m, &cast));
@@ -185,6 +190,16 @@ TEST(FourBit, QuantisesAndTrainsAsBitsandbytesAndPeft) {
       EXPECT_EQ(param(m, name + ".lora_A.weight"), acc_test::float_values(pair["a"])) << name;
       EXPECT_EQ(param(m, name + ".lora_B.weight"), acc_test::float_values(pair["b"])) << name;
     }
+    // merge_and_unload (of the unwrapped model, once prepared): each 4-bit layer quantised again
+    // from its weight plus the delta.
+    acc_model* merged = m;
+    if (acc) ACC_ASSERT_OK(acc_unwrap_model(acc, m, &merged));
+    ACC_ASSERT_OK(acc_model_merge_lora(merged));
+    expect_four_bit_states(merged, c["layers"], c["merged_states"]);
+    x = case_input(all, config);
+    EXPECT_EQ(case_output(merged, x, config), acc_test::float_values(c["merged"]));
+    acc_tensor_free(x);
+    if (merged != m) acc_model_free(merged);
     acc_model_free(m);
     acc_accelerator_free(acc);
   }
@@ -293,7 +308,6 @@ TEST(FourBit, RefusesWhatItCannotHonourLeavingTheModelAsItWas) {
   EXPECT_EQ(acc_model_add_lora(m, "fc1", pissa, nullptr), ACC_ERR_UNSUPPORTED);
   acc_options_free(pissa);
   add_case_lora(m, c["config"]);
-  EXPECT_EQ(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED);
   EXPECT_EQ(output_of(m, x), quantised_output);  // B starts at zero
   // After adapters, or once an optimizer holds the model's trainable parameters.
   acc_model* adapted = data_model("four_bit_model.pt");

@@ -106,6 +106,19 @@ def skipped(key, name):
     return bool(re.match(key + "\\.", name) or re.match(key, name) or name.endswith(key))
 
 
+def states_of(layers):
+    """Each 4-bit layer's state-dict entries (as float values) and their dtypes."""
+    states = {}
+    for name, layer in layers.items():
+        entries = {name + ".weight": layer["state"]["weight"]}
+        for key, value in layer["state"].items():
+            if key != "weight":
+                entries[name + ".weight." + key] = value
+        states[name] = {key: tensor(value.float()) for key, value in entries.items()}
+        states[name]["dtypes"] = {key: str(value.dtype).replace("torch.", "") for key, value in entries.items()}
+    return states
+
+
 def run_case(base, config, x, target):
     compute = DTYPES[config["compute"]]
     model_dtype = DTYPES[config["model"]]
@@ -174,17 +187,27 @@ def run_case(base, config, x, target):
         loss.backward()
         opt.step()
         opt.zero_grad()
-    states = {}
-    for name, layer in layers.items():
-        entries = {name + ".weight": layer["state"]["weight"]}
-        for key, value in layer["state"].items():
-            if key != "weight":
-                entries[name + ".weight." + key] = value
-        states[name] = {key: tensor(value.float()) for key, value in entries.items()}
-        states[name]["dtypes"] = {key: str(value.dtype).replace("torch.", "") for key, value in entries.items()}
+    states = states_of(layers)
+    trained = {name: {"a": tensor(a), "b": tensor(b)} for name, (a, b) in adapters.items()}
+    # merge_and_unload: a 4-bit layer's weight dequantised to its dtype, PEFT's get_delta_weight
+    # (B @ A) * scaling added (the sum in float32 by type promotion) and quantised again; a float
+    # layer's weight += delta.
+    with torch.no_grad():
+        for name, (a, b) in adapters.items():
+            delta = (b @ a) * scaling
+            if name in layers:
+                layer = layers[name]
+                w = dequantize_4bit(layer["state"], layer["offset"], layer["shape"], layer["dtype"]) + delta
+                layer["state"], layer["offset"] = quantize_4bit(w, config["quant_type"], config["double_quant"])
+                layer["dtype"] = w.dtype
+            else:
+                dict(model.named_modules())[name].weight += delta
+        adapters.clear()
+        merged = run(xs)
     return {"config": config, "layers": list(layers), "states": states, "before": tensor(before.float()),
+            "merged_states": states_of(layers), "merged": tensor(merged.float()),
             "losses": losses,
-            "adapters": {name: {"a": tensor(a), "b": tensor(b)} for name, (a, b) in adapters.items()}}
+            "adapters": trained}
 
 
 def main(out_dir):
