@@ -480,3 +480,52 @@ TEST(FourBit, SaveModelWritesBitsandbytesEntriesThatLoadBack) {
   for (acc_model* model : {m, other}) acc_model_free(model);
   acc_accelerator_free(acc);
 }
+
+TEST(FourBit, TransformersConv1dLayersAreQuantisedTransposed) {
+  // GPT-2's Conv1D keeps its weight in x out; transformers quantises it transposed, out x in, as
+  // the layer it becomes: the model computes as one given the dequantised weights transposed back
+  // (to the products' rounding: addmm against linear), and the state says [out, in].
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("conv1d");
+  ASSERT_TRUE(c.contains("input"));
+  acc_model *m = data_model("conv1d_model.pt"), *reference = data_model("conv1d_model.pt");
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_quantize_4bit(
+      m, R"({"load_in_4bit": true, "bnb_4bit_quant_type": "fp4", "llm_int8_skip_modules": []})", &count));
+  EXPECT_EQ(count, 3u);
+  const auto state = state_of(m);
+  acc_tensor_list* dequantised = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&dequantised));
+  struct Layer {
+    const char* name;
+    int64_t in, out;
+    bool conv1d;
+  };
+  for (const Layer& layer : {Layer{"c_fc", 6, 12, true}, Layer{"c_proj", 12, 6, true}, Layer{"head", 6, 4, false}}) {
+    const std::string name = std::string(layer.name) + ".weight";
+    const auto &packed = state.at(name).values, &absmax = state.at(name + ".absmax").values,
+               &code = state.at(name + ".quant_map").values;
+    std::string text;
+    for (float byte : state.at(name + ".quant_state.bitsandbytes__fp4").values) text += static_cast<char>(byte);
+    EXPECT_EQ(json::parse(text)["shape"], json::array({layer.out, layer.in})) << text;
+    std::vector<float> values(static_cast<size_t>(layer.out * layer.in));
+    for (size_t j = 0; j < values.size(); ++j) {
+      const auto byte = static_cast<unsigned>(packed[j / 2]);
+      const float value = code[j % 2 == 0 ? byte >> 4 : byte & 15u] * absmax[j / 64];
+      const size_t o = j / static_cast<size_t>(layer.in), i = j % static_cast<size_t>(layer.in);
+      values[layer.conv1d ? i * static_cast<size_t>(layer.out) + o : j] = value;
+    }
+    acc_tensor* weight = acc_test::floats(
+        values, layer.conv1d ? std::vector<int64_t>{layer.in, layer.out} : std::vector<int64_t>{layer.out, layer.in});
+    ACC_ASSERT_OK(acc_tensor_list_append(dequantised, name.c_str(), weight));
+    acc_tensor_free(weight);
+  }
+  ACC_ASSERT_OK(acc_model_load_state_dict(reference, dequantised, 0));
+  acc_tensor_list_free(dequantised);
+  const auto quantised_output = outputs_on(m, acc_test::from_json(c["input"]));
+  const auto expected = outputs_on(reference, acc_test::from_json(c["input"]));
+  ASSERT_EQ(quantised_output.size(), expected.size());
+  EXPECT_LT(acc_test::max_difference(quantised_output, expected), 1e-6f);
+  acc_model_free(m);
+  acc_model_free(reference);
+}
