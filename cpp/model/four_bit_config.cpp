@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "common/error.h"
+#include "common/json_input.h"
 
 namespace acc {
 namespace {
@@ -35,12 +36,7 @@ at::ScalarType compute_dtype_named(const Json& value) {
 }  // namespace
 
 FourBitConfig FourBitConfig::from_json(const std::string& text) {
-  Json json;
-  try {
-    json = Json::parse(text);
-  } catch (const Json::parse_error& e) {
-    fail(Status::InvalidArgument, "quantization config is not JSON: ", e.what());
-  }
+  const Json json = parse_json_input(text, "quantization config");
   require(json.is_object(), "quantization config must be a JSON object (BitsAndBytesConfig's to_dict())");
   FourBitConfig config;
   bool four_bit = false;

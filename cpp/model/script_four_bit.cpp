@@ -3,10 +3,12 @@
 #include <torch/csrc/jit/api/function_impl.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <set>
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/json_input.h"
 #include "model/four_bit_config.h"
 #include "model/script_model.h"
 
@@ -125,12 +127,8 @@ void ScriptModel::check_quantization_state(const NamedTensors& state) const {
       if (entry.first != key) continue;
       require(entry.second.scalar_type() == at::kByte && entry.second.dim() == 1, "'", key,
               "' must hold JSON text as uint8 bytes");
-      nlohmann::json given;
-      try {
-        given = nlohmann::json::parse(text_of(entry.second));
-      } catch (const nlohmann::json::exception& e) {
-        fail(Status::InvalidArgument, "'", key, "' is not bitsandbytes' quantisation state: ", e.what());
-      }
+      const nlohmann::json given =
+          parse_json_input(text_of(entry.second), "'" + key + "' (bitsandbytes' quantisation state)");
       require(given.is_object(), "'", key, "' is not bitsandbytes' quantisation state (a JSON object)");
       const nlohmann::json own = nlohmann::json::parse(four_bit_state_text(*layer.weight));
       for (const char* field : {"quant_type", "blocksize", "dtype", "shape", "nested_blocksize", "nested_dtype"}) {
@@ -139,8 +137,9 @@ void ScriptModel::check_quantization_state(const NamedTensors& state) const {
                 ours.dump());
       }
       if (layer.weight->nested)
-        require(given.contains("nested_offset") && given["nested_offset"].is_number(), "'", key,
-                "' lacks the nested_offset of double quantisation");
+        require(given.contains("nested_offset") && given["nested_offset"].is_number() &&
+                    std::isfinite(given["nested_offset"].get<double>()),
+                "'", key, "' lacks the nested_offset of double quantisation (a finite number)");
     }
   }
 }

@@ -295,6 +295,8 @@ TEST(FourBit, RefusesWhatItCannotHonourLeavingTheModelAsItWas) {
     EXPECT_EQ(acc_model_quantize_4bit(m, config, nullptr), status) << config;
     EXPECT_EQ(output_of(m, x), original) << config;
   }
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');  // no stack overflow
+  EXPECT_EQ(acc_model_quantize_4bit(m, deep.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT);
   ACC_ASSERT_OK(acc_model_quantize_4bit(m, config_json(c["config"]).c_str(), nullptr));
   const auto quantised_output = output_of(m, x);
   EXPECT_NE(quantised_output, original);
