@@ -456,6 +456,10 @@ size_t Model::add_lora(const LoraConfig& config) {
       if (it->second != weight_name(site)) site.tied_to = it->second;
   }
   check_modules_to_save(config, named_parameters(), sites);
+  for (const auto& entry : named_parameters())  // trained whole: as PyTorch, floating point only
+    if (config.saves(entry.first) && !entry.second.is_floating_point())
+      fail(Status::Unsupported, "modules_to_save would train '", entry.first, "', which holds ",
+           entry.second.scalar_type(), " values (a 4-bit layer's weight); leave its module out of modules_to_save");
   if (!config.target_parameters.empty())
     refuse_trained_whole_in_wrapped_modules(trained_whole(config, named_parameters(), named_buffers(), {}),
                                             targeted_sites(config, sites));

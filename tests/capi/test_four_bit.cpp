@@ -305,6 +305,11 @@ TEST(FourBit, RefusesWhatItCannotHonourLeavingTheModelAsItWas) {
   EXPECT_EQ(acc_model_save_torchscript(m, acc_test::temp_path("four_bit.pt").c_str()), ACC_ERR_UNSUPPORTED);
   size_t count = 0;
   EXPECT_EQ(acc_model_set_requires_grad(m, "fc1.weight", 1, &count), ACC_ERR_INVALID_ARGUMENT);
+  acc_options* saving = acc_test::lora_options(2, 4);  // a 4-bit layer trained whole
+  ACC_ASSERT_OK(acc_options_set(saving, "modules_to_save", "fc2"));
+  EXPECT_EQ(acc_model_add_lora(m, "fc1", saving, nullptr), ACC_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(acc_last_error_message()).find("fc2.weight"), std::string::npos) << acc_last_error_message();
+  acc_options_free(saving);
   acc_options* pissa = acc_test::lora_options(2, 4);
   ACC_ASSERT_OK(acc_options_set(pissa, "init_lora_weights", "pissa"));
   EXPECT_EQ(acc_model_add_lora(m, "fc1", pissa, nullptr), ACC_ERR_UNSUPPORTED);
