@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 
 #include "common/error.h"
+#include "common/json_input.h"
 #include "common/python_text.h"
+#include "tensor/host.h"
 
 namespace acc {
 namespace {
@@ -187,9 +188,13 @@ std::string dtype_text(at::ScalarType dtype) {
 }
 
 at::Tensor text_bytes(const std::string& text, const at::Device& device) {
-  at::Tensor out = at::empty({static_cast<int64_t>(text.size())}, at::kByte);
-  std::memcpy(out.data_ptr<uint8_t>(), text.data(), text.size());
-  return out.to(device);
+  return tensor_from_host_copy(text.data(), text.size(), {static_cast<int64_t>(text.size())}, at::kByte).to(device);
+}
+
+std::string text_of(const at::Tensor& bytes) {
+  std::string text(static_cast<size_t>(bytes.numel()), '\0');
+  tensor_to_host(bytes, text.data(), text.size());
+  return text;
 }
 
 }  // namespace
@@ -240,16 +245,10 @@ at::Tensor dequantize_4bit(const FourBitWeight& weight, at::ScalarType dtype) {
   const at::Tensor pairs = at::stack({weight.quant_map.repeat_interleave(16), weight.quant_map.repeat({16})}, 1);
   const at::Tensor values = pairs.index_select(0, weight.packed.reshape(-1).to(at::kLong)).reshape(-1).slice(0, 0, n);
   // code * absmax in float32, block by block (the last one may be shorter), then one rounding.
-  const int64_t full = n - n % kFourBitBlock, blocks = full / kFourBitBlock;
-  if (full == n)
-    return (values.view({blocks, kFourBitBlock}) * absmax.view({-1, 1})).to(dtype).view(weight.shape);
-  at::Tensor out = at::empty({n}, values.options());
-  if (blocks > 0)
-    out.slice(0, 0, full)
-        .view({blocks, kFourBitBlock})
-        .copy_(values.slice(0, 0, full).view({blocks, kFourBitBlock}) * absmax.slice(0, 0, blocks).view({-1, 1}));
-  if (full < n) out.slice(0, full).copy_(values.slice(0, full) * absmax[blocks]);
-  return out.to(dtype).view(weight.shape);
+  if (n % kFourBitBlock == 0)
+    return (values.view({-1, kFourBitBlock}) * absmax.view({-1, 1})).to(dtype).view(weight.shape);
+  // A shorter last block: each value's own maximum.
+  return (values * absmax.repeat_interleave(kFourBitBlock).slice(0, 0, n)).to(dtype).view(weight.shape);
 }
 
 void add_to_4bit(const std::string& module, FourBitWeight& weight, const at::Tensor& delta) {
@@ -294,8 +293,34 @@ NamedTensors four_bit_state_entries(const std::string& weight_name, const FourBi
     out.emplace_back(weight_name + ".nested_absmax", weight.nested_absmax);
     out.emplace_back(weight_name + ".nested_quant_map", weight.nested_quant_map);
   }
-  out.emplace_back(weight_name + ".quant_state.bitsandbytes__" + four_bit_type_name(weight.type), weight.packed_state);
+  out.emplace_back(four_bit_state_text_key(weight_name, weight), weight.packed_state);
   return out;
+}
+
+std::string four_bit_state_text_key(const std::string& weight_name, const FourBitWeight& weight) {
+  return weight_name + ".quant_state.bitsandbytes__" + four_bit_type_name(weight.type);
+}
+
+void check_four_bit_state_text(const std::string& key, const at::Tensor& bytes, const FourBitWeight& weight) {
+  require(bytes.scalar_type() == at::kByte && bytes.dim() == 1, "'", key, "' must hold JSON text as uint8 bytes");
+  const nlohmann::json given = parse_json_input(text_of(bytes), "'" + key + "' (bitsandbytes' quantisation state)");
+  require(given.is_object(), "'", key, "' is not bitsandbytes' quantisation state (a JSON object)");
+  const nlohmann::json own = nlohmann::json::parse(four_bit_state_text(weight));
+  for (const char* field : {"quant_type", "blocksize", "dtype", "shape", "nested_blocksize", "nested_dtype"}) {
+    const nlohmann::json theirs = given.value(field, nlohmann::json()), ours = own.value(field, nlohmann::json());
+    require(theirs == ours, "'", key, "' describes ", field, " ", theirs.dump(), " where the model's layer has ",
+            ours.dump());
+  }
+  if (weight.nested)
+    require(given.contains("nested_offset") && given["nested_offset"].is_number() &&
+                std::isfinite(given["nested_offset"].get<double>()),
+            "'", key, "' lacks the nested_offset of double quantisation (a finite number)");
+}
+
+void take_four_bit_state_text(FourBitWeight& weight, const at::Tensor& bytes) {
+  at::NoGradGuard no_grad;
+  weight.packed_state.set_data(bytes.to(weight.packed_state.device()).clone());
+  if (weight.nested) weight.nested_offset.fill_(nlohmann::json::parse(text_of(bytes))["nested_offset"].get<double>());
 }
 
 }  // namespace acc

@@ -57,7 +57,15 @@ at::Tensor four_bit_round_trip(const at::Tensor& weight, FourBitType type);
 // quant_map, nested_absmax, nested_quant_map (nested only) and quant_state.bitsandbytes__<type>,
 // aliasing `weight`'s tensors.
 NamedTensors four_bit_state_entries(const std::string& weight_name, const FourBitWeight& weight);
-// The JSON text QuantState.as_dict(packed=True) packs (json.dumps' separators).
+// The JSON text QuantState.as_dict(packed=True) packs (json.dumps' separators), and its state-dict
+// key: "<weight_name>.quant_state.bitsandbytes__<type>".
 std::string four_bit_state_text(const FourBitWeight& weight);
+std::string four_bit_state_text_key(const std::string& weight_name, const FourBitWeight& weight);
+// Fails (InvalidArgument, naming `key`) unless `bytes` (uint8, 1-D) holds QuantState's JSON text
+// describing `weight`'s kind, block sizes, dtype and shape, with a finite nested_offset where nested.
+void check_four_bit_state_text(const std::string& key, const at::Tensor& bytes, const FourBitWeight& weight);
+// Takes checked text in: `packed_state` becomes a copy of it, nested_offset its value (which lives in
+// the text alone; QuantState.from_dict makes it a float32 tensor).
+void take_four_bit_state_text(FourBitWeight& weight, const at::Tensor& bytes);
 
 }  // namespace acc

@@ -8,11 +8,11 @@
 
 #include <map>
 #include <mutex>
-#include <set>
 
 #include "common/autograd_node.h"
 #include "common/error.h"
 #include "model/marker_registry.h"
+#include "model/script_lora.h"
 #include "model/script_units.h"
 
 namespace acc {
@@ -39,7 +39,7 @@ struct FourBitLinearBackward : torch::autograd::Node {
 
 }  // namespace
 
-at::Tensor four_bit_linear(const at::Tensor& x, const FourBitLayer& layer) {
+at::Tensor four_bit_linear(const at::Tensor& x, const FourBitLayer& layer, bool with_bias) {
   // Linear4bit.forward casts its bias to the compute dtype for good (prepare_model_for_kbit_training
   // makes it float32 before).
   if (layer.bias.defined() && layer.bias.scalar_type() != layer.compute_dtype) {
@@ -48,7 +48,7 @@ at::Tensor four_bit_linear(const at::Tensor& x, const FourBitLayer& layer) {
   }
   const at::ScalarType input_dtype = x.scalar_type();
   const at::Tensor input = x.to(layer.compute_dtype);
-  const at::Tensor bias = layer.bias.defined() ? layer.bias.to(layer.compute_dtype) : at::Tensor();
+  const at::Tensor bias = with_bias ? layer.bias : at::Tensor();  // in the compute dtype (above)
   at::Tensor output;
   {
     at::NoGradGuard no_history;
@@ -91,15 +91,7 @@ void register_marker() {
           require(installed_layers && layer >= 0 && static_cast<size_t>(layer) < installed_layers->layers.size(),
                   "a 4-bit layer's marker names layer ", layer, " of a model that has none such");
           const auto i = static_cast<size_t>(layer);
-          const FourBitLayer& chosen = installed_layers->layers[i];
-          at::Tensor output;
-          if (with_bias || !chosen.bias.defined()) {
-            output = four_bit_linear(input, chosen);
-          } else {  // torch.linear(x, self.layer.weight, None) on a layer that has a bias
-            FourBitLayer without = chosen;
-            without.bias = at::Tensor();
-            output = four_bit_linear(input, without);
-          }
+          at::Tensor output = four_bit_linear(input, installed_layers->layers[i], with_bias);
           const OutputAdapter& adapter = installed_layers->adapters[i];
           if (adapter) output = adapter(input, output, installed_layers->training && installed_layers->training());
           stack.emplace_back(std::move(output));
@@ -179,14 +171,25 @@ void mark_four_bit_linears(torch::jit::Graph& graph, const std::vector<std::stri
   }
   for (torch::jit::Node* call : calls) {
     const std::string& layer = paths.at(call->input(0));
-    if (call->s(c10::attr::name) != "forward" || call->inputs().size() != 2 || call->outputs().size() != 1 ||
-        call->output()->type()->kind() != c10::TypeKind::TensorType)
+    if (call->s(c10::attr::name) != "forward" || !takes_and_returns_a_tensor(call))
       fail(Status::Unsupported, "the forward calls '", layer, "' other than as a layer of one tensor; leave it out ",
            "of the 4-bit layers (llm_int8_skip_modules)");
     torch::jit::Node* marker = insert_marker(graph, call, call->input(1), token, index.at(layer), true);
     call->output()->replaceAllUsesWith(marker->output());
     call->destroy();
   }
+}
+
+std::vector<std::string> FourBitLayers::modules() const {
+  std::vector<std::string> out;
+  for (const FourBitLayer& layer : layers) out.push_back(layer.module);
+  return out;
+}
+
+std::optional<size_t> FourBitLayers::index_of(const std::string& module) const {
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (layers[i].module == module) return i;
+  return std::nullopt;
 }
 
 void install_four_bit_layers(int64_t token, std::shared_ptr<const FourBitLayers> layers) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,8 @@ struct FourBitLayer {
 // straight to it, the result in x's dtype. Backward: the input's gradient through the weight
 // dequantised to its own dtype and then cast (bitsandbytes' two roundings), the bias's as
 // grad.sum(0) in its dtype; the weight gets none.
-at::Tensor four_bit_linear(const at::Tensor& x, const FourBitLayer& layer);
+// Without `with_bias`, the layer's bias is left out (a forward's torch.linear(x, weight, None)).
+at::Tensor four_bit_linear(const at::Tensor& x, const FourBitLayer& layer, bool with_bias = true);
 
 // Replaces each call of `layers` (module paths) in `graph` (a forward taking self first) by a
 // marker running four_bit_linear with layer i of `token`'s installed layers; every other call is
@@ -45,6 +47,9 @@ struct FourBitLayers {
   std::vector<FourBitLayer> layers;
   std::vector<OutputAdapter> adapters;
   std::function<bool()> training;
+  std::vector<std::string> modules() const;  // the layers' module paths, in order
+  // The index of the layer at `module`, if it is one.
+  std::optional<size_t> index_of(const std::string& module) const;
 };
 
 // What the markers of `token` run; null removes the entry.

@@ -190,8 +190,6 @@ OutputAdapter dora_conv_output_adapter(const LoraAdapter& adapter, double p, std
   };
 }
 
-// PEFT's Embedding.forward: result + (embedding(x, A^T) @ B^T) * scaling, A looked up as the layer
-// looks up its rows; no dropout (PEFT's embedding layer does not apply its lora_dropout).
 // PEFT's lora.bnb.Linear4bit.forward: the base result cloned, the branch computed in the adapters'
 // dtype and cast to the result's before it is added; under autocast (torch.is_autocast_enabled(),
 // which asks about CUDA's) neither cast.
@@ -209,6 +207,8 @@ OutputAdapter four_bit_output_adapter(const LoraAdapter& adapter, double p, std:
   };
 }
 
+// PEFT's Embedding.forward: result + (embedding(x, A^T) @ B^T) * scaling, A looked up as the layer
+// looks up its rows; no dropout (PEFT's embedding layer does not apply its lora_dropout).
 OutputAdapter embedding_output_adapter(const LoraAdapter& adapter, std::shared_ptr<const bool> enabled) {
   return [a = adapter.a, b = adapter.b, scaling = adapter.scaling, lookup = *adapter.site.embedding, enabled](
              const at::Tensor& input, const at::Tensor& output, bool) {

@@ -289,9 +289,11 @@ size_t Model::set_requires_grad(const std::string& patterns, bool requires_grad)
   require_trainable_set_free(/*freezing=*/!requires_grad);
   const auto names = parameter_names_matching(patterns);
   if (requires_grad)  // as PyTorch's requires_grad_ on an integer tensor
-    for (const auto& name : names)
-      require(find_tensor(name).is_floating_point(), "'", name, "' cannot be trained: it holds ",
-              find_tensor(name).scalar_type(), " values (a 4-bit layer's weight); leave it out of the pattern");
+    for (const auto& name : names) {
+      const at::Tensor p = find_tensor(name);
+      require(p.is_floating_point(), "'", name, "' cannot be trained: it holds ", p.scalar_type(),
+              " values (a 4-bit layer's weight); leave it out of the pattern");
+    }
   for (const auto& name : names) {
     at::Tensor p = find_tensor(name);
     p.set_requires_grad(requires_grad);

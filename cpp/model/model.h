@@ -154,7 +154,7 @@ class Model {
   // PEFT's prepare_model_for_kbit_training: every parameter frozen, and every float16 or bfloat16
   // one cast to float32 (a 4-bit layer's bias included: its forward casts it back to the compute
   // dtype, as bitsandbytes' first forward does). Returns how many were cast. Its gradient
-  // checkpointing is not done here (acc_model_checkpoint_activations where the model allows it).
+  // checkpointing is not done here (checkpoint_activations, where the model allows it).
   size_t prepare_for_kbit_training();
   // Fails (Unsupported) where the model has 4-bit layers: `action` needs floating-point weights.
   void require_no_four_bit_layers(const char* action) const;

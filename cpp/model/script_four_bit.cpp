@@ -1,14 +1,11 @@
 // ScriptModel's 4-bit layers (transformers' load_in_4bit; model/four_bit.h, four_bit_linear.h).
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/jit/api/function_impl.h>
-#include <nlohmann/json.hpp>
 
-#include <cmath>
 #include <set>
 #include <unordered_map>
 
 #include "common/error.h"
-#include "common/json_input.h"
 #include "model/four_bit_config.h"
 #include "model/script_model.h"
 
@@ -89,7 +86,6 @@ size_t ScriptModel::quantize_4bit(const FourBitConfig& config) {
       layer.bias.mutable_grad() = at::Tensor();
     }
   }
-  four_bit_layers_ = std::move(names);
   layers->adapters.resize(layers->layers.size());
   layers->training = [this] { return is_training(); };
   four_bit_ = std::move(layers);
@@ -99,64 +95,28 @@ size_t ScriptModel::quantize_4bit(const FourBitConfig& config) {
   return four_bit_->layers.size();
 }
 
-namespace {
-
-std::string text_key(const FourBitLayer& layer) {
-  return layer.module + ".weight.quant_state.bitsandbytes__" + four_bit_type_name(layer.weight->type);
-}
-
-std::string text_of(const at::Tensor& bytes) {
-  const at::Tensor host = bytes.to(at::kCPU).contiguous();
-  return std::string(reinterpret_cast<const char*>(host.data_ptr<uint8_t>()), static_cast<size_t>(host.numel()));
-}
-
-}  // namespace
-
 bool ScriptModel::is_quantization_text(const std::string& name) const {
   if (!four_bit_) return false;
   for (const FourBitLayer& layer : four_bit_->layers)
-    if (name == text_key(layer)) return true;
+    if (name == four_bit_state_text_key(layer.module + ".weight", *layer.weight)) return true;
   return false;
 }
 
 void ScriptModel::check_quantization_state(const NamedTensors& state) const {
   if (!four_bit_) return;
   for (const FourBitLayer& layer : four_bit_->layers) {
-    const std::string key = text_key(layer);
-    for (const auto& entry : state) {
-      if (entry.first != key) continue;
-      require(entry.second.scalar_type() == at::kByte && entry.second.dim() == 1, "'", key,
-              "' must hold JSON text as uint8 bytes");
-      const nlohmann::json given =
-          parse_json_input(text_of(entry.second), "'" + key + "' (bitsandbytes' quantisation state)");
-      require(given.is_object(), "'", key, "' is not bitsandbytes' quantisation state (a JSON object)");
-      const nlohmann::json own = nlohmann::json::parse(four_bit_state_text(*layer.weight));
-      for (const char* field : {"quant_type", "blocksize", "dtype", "shape", "nested_blocksize", "nested_dtype"}) {
-        const nlohmann::json theirs = given.value(field, nlohmann::json()), ours = own.value(field, nlohmann::json());
-        require(theirs == ours, "'", key, "' describes ", field, " ", theirs.dump(), " where the model's layer has ",
-                ours.dump());
-      }
-      if (layer.weight->nested)
-        require(given.contains("nested_offset") && given["nested_offset"].is_number() &&
-                    std::isfinite(given["nested_offset"].get<double>()),
-                "'", key, "' lacks the nested_offset of double quantisation (a finite number)");
-    }
+    const std::string key = four_bit_state_text_key(layer.module + ".weight", *layer.weight);
+    for (const auto& entry : state)
+      if (entry.first == key) check_four_bit_state_text(key, entry.second, *layer.weight);
   }
 }
 
 void ScriptModel::quantization_state_loaded(const NamedTensors& state) {
   if (!four_bit_) return;
-  at::NoGradGuard no_grad;
   for (FourBitLayer& layer : four_bit_->layers) {
-    const std::string key = text_key(layer);
-    for (const auto& entry : state) {
-      if (entry.first != key) continue;
-      FourBitWeight& weight = *layer.weight;
-      weight.packed_state.set_data(entry.second.to(weight.packed_state.device()).clone());
-      // Double quantisation's offset lives in the text alone (QuantState.from_dict: a float32 tensor).
-      if (weight.nested)
-        weight.nested_offset.fill_(nlohmann::json::parse(text_of(entry.second))["nested_offset"].get<double>());
-    }
+    const std::string key = four_bit_state_text_key(layer.module + ".weight", *layer.weight);
+    for (const auto& entry : state)
+      if (entry.first == key) take_four_bit_state_text(*layer.weight, entry.second);
   }
 }
 

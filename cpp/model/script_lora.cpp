@@ -56,12 +56,6 @@ void collect_calls(torch::jit::Block* block, const ModulePaths& paths, const std
   }
 }
 
-// Whether `call` (a layer's forward) takes one tensor and returns one, as a marker needs.
-bool takes_and_returns_a_tensor(const torch::jit::Node* call) {
-  return call->inputs().size() == 2 && call->outputs().size() == 1 &&
-         call->output()->type()->kind() == c10::TypeKind::TensorType;
-}
-
 using LayerCalls = std::vector<std::pair<torch::jit::Node*, int64_t>>;
 
 // Inlines every call in `graph` but the forwards of `layers`; returns those calls, each with its
@@ -79,6 +73,11 @@ LayerCalls inline_all_but_layer_calls(torch::jit::Graph& graph, const std::vecto
 }
 
 }  // namespace
+
+bool takes_and_returns_a_tensor(const torch::jit::Node* call) {
+  return call->inputs().size() == 2 && call->outputs().size() == 1 &&
+         call->output()->type()->kind() == c10::TypeKind::TensorType;
+}
 
 std::vector<std::string> layers_called_as_modules(const torch::jit::Module& module,
                                                   const std::vector<std::string>& layers) {

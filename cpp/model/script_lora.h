@@ -27,6 +27,8 @@ namespace acc {
 std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module& module,
                                                          const std::vector<std::string>& layers, int64_t token,
                                                          const std::set<std::string>& calls_kept = {});
+// Whether `call` (a layer's forward, self first) takes one tensor and returns one, as a marker needs.
+bool takes_and_returns_a_tensor(const torch::jit::Node* call);
 // Of `layers`, in their order, those the forward calls as a module, each call taking and returning
 // one tensor: the layers a marker can adapt as PEFT's layer does.
 std::vector<std::string> layers_called_as_modules(const torch::jit::Module& module,

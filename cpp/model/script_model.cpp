@@ -124,9 +124,11 @@ ScriptModel::~ScriptModel() {
 }
 
 std::shared_ptr<torch::jit::Graph> ScriptModel::marked_forward(const std::vector<std::string>& layers) const {
-  auto graph = mark_adapted_linears(module_, layers, unit_token_,
-                                    std::set<std::string>(four_bit_layers_.begin(), four_bit_layers_.end()));
-  if (four_bit_) mark_four_bit_linears(*graph, four_bit_layers_, unit_token_);
+  if (!four_bit_) return mark_adapted_linears(module_, layers, unit_token_);
+  const std::vector<std::string> four_bit = four_bit_->modules();
+  auto graph =
+      mark_adapted_linears(module_, layers, unit_token_, std::set<std::string>(four_bit.begin(), four_bit.end()));
+  mark_four_bit_linears(*graph, four_bit, unit_token_);
   return graph;
 }
 
@@ -411,8 +413,8 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
       sites.push_back(std::move(site));
       continue;
     }
-    if (auto q = std::find(four_bit_layers_.begin(), four_bit_layers_.end(), entry.name); q != four_bit_layers_.end()) {
-      const auto i = static_cast<size_t>(q - four_bit_layers_.begin());
+    if (const auto q = four_bit_ ? four_bit_->index_of(entry.name) : std::nullopt) {
+      const size_t i = *q;
       const FourBitLayer& layer = four_bit_->layers[i];
       LinearSite site{entry.name, at::zeros({}, at::TensorOptions(layer.compute_dtype).device(device()))
                                       .expand(layer.weight->shape)};

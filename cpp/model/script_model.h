@@ -102,9 +102,8 @@ class ScriptModel final : public Model {
     std::vector<std::vector<size_t>> tokens_of_unit;  // trainable tokens, by the unit of their weight
   };
   std::optional<AdaptedUnits> adapted_units() const;
-  // 4-bit layers: their module paths (the markers' order), what the markers run (LoRA's branches on
-  // them included), and forward with the markers (the LoRA and watching forwards carry them too).
-  std::vector<std::string> four_bit_layers_;
+  // 4-bit layers: what their markers run, in the markers' order (LoRA's branches on them included),
+  // and forward with the markers (the LoRA and watching forwards carry them too).
   std::shared_ptr<FourBitLayers> four_bit_;
   std::unique_ptr<torch::jit::GraphFunction> four_bit_forward_;
   // The forward with LoRA's markers (calls of `layers`) and the 4-bit layers' markers.
