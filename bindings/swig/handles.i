@@ -366,6 +366,14 @@ struct acc_accelerator {};
     check(acc_model_add_trainable_tokens($self, targetModules, opts, &n));
     return n;
   }
+  /* transformers' bitsandbytes quantisation: quantizationConfig is BitsAndBytesConfig as JSON with
+   * "load_in_4bit": true (as quantize4bit) or "load_in_8bit": true (LLM.int8 layers, bitsandbytes'
+   * Linear8bitLt, int8 weights frozen); see acc_model_quantize. Returns how many layers. */
+  size_t quantize(const char *quantizationConfig ERR) {
+    size_t n = 0;
+    check(acc_model_quantize($self, quantizationConfig, &n));
+    return n;
+  }
   /* transformers' load_in_4bit (QLoRA's base model): the linear layers keep bitsandbytes' 4-bit
    * weights, frozen. quantizationConfig: BitsAndBytesConfig as JSON ({"load_in_4bit": true,
    * "bnb_4bit_quant_type": "nf4", ...}); see acc_model_quantize_4bit. Returns how many layers. */
@@ -375,7 +383,7 @@ struct acc_accelerator {};
     return n;
   }
   /* PEFT's prepare_model_for_kbit_training: every parameter frozen, float16/bfloat16 ones cast to
-   * float32 (the 4-bit codes stay). Returns how many were cast. */
+   * float32 (the 4-bit and int8 codes stay). Returns how many were cast. */
   size_t prepareForKbitTraining(ERR0) {
     size_t n = 0;
     check(acc_model_prepare_for_kbit_training($self, &n));

@@ -853,6 +853,20 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_state_dict(acc_model *model, con
  * acc_model_load_torchscript read. */
 ACC_API ACC_NODISCARD acc_status acc_model_save_torchscript(const acc_model *model, const char *path);
 
+/* transformers' from_pretrained(quantization_config=...) with bitsandbytes: "load_in_4bit": true
+ * is acc_model_quantize_4bit's 4-bit layers; "load_in_8bit": true makes the chosen linear layers
+ * (nn.Linear, transformers' Conv1D) LLM.int8 layers, bitsandbytes' Linear8bitLt: each weight cast
+ * to float16 and kept as int8 codes row by row, frozen (Int8Params), with each row's absolute
+ * maximum. In training mode on the CPU a product dequantises the weight (bitsandbytes'
+ * MatMul8bitFp); otherwise (evaluation, or CUDA) the input is quantised too and multiplied in
+ * int8, its columns holding a value of magnitude >= "llm_int8_threshold" (default 6.0; 0: none)
+ * computed in floating point. The state dict then holds `<layer>.weight` (int8), `<layer>.SCB` and
+ * `<layer>.weight_format`, as transformers saves an 8-bit model; LoRA on these layers is PEFT's
+ * lora.bnb.Linear8bitLt (adapters in float32), and merging quantises again. Also read for 8 bits:
+ * "llm_int8_skip_modules" (as for 4 bits); Unsupported: "llm_int8_has_fp16_weight": true. Both
+ * true, or neither, is InvalidArgument. Otherwise as acc_model_quantize_4bit. */
+ACC_API ACC_NODISCARD acc_status acc_model_quantize(acc_model *model, const char *quantization_config,
+                                                    size_t *count);
 /* transformers' load_in_4bit (QLoRA's base model): the linear layers (nn.Linear, transformers'
  * Conv1D) keep their weights in bitsandbytes' 4-bit storage, frozen, and compute as its Linear4bit
  * does on the CPU: the weight dequantised for each product (and again for the input's gradient),
@@ -864,8 +878,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_save_torchscript(const acc_model *mod
  * the output layer, as transformers). The model's state dict then holds bitsandbytes' entries
  * (`<layer>.weight` uint8 codes, `.weight.absmax`, `.weight.quant_map`, `.weight.nested_absmax`,
  * `.weight.nested_quant_map`, `.weight.quant_state.bitsandbytes__nf4`), as transformers saves a 4-bit
- * model. TorchScript models only; before adapters, optimizers and preparing. Unsupported:
- * load_in_8bit, a bnb_4bit_quant_storage other than uint8, a forward using a layer's weight other
+ * model. TorchScript models only; before adapters, optimizers and preparing. InvalidArgument:
+ * load_in_8bit (acc_model_quantize takes it). Unsupported: a bnb_4bit_quant_storage other than uint8, a forward using a layer's weight other
  * than as torch.linear(x, weight, bias) (skip that layer), and afterwards casting the model's dtype,
  * saving TorchScript and zero_stage 3.
  * Merging adapters into 4-bit layers quantises them again (PEFT's bnb merge). *count (may be
@@ -875,7 +889,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_quantize_4bit(acc_model *model, const
 /* PEFT's prepare_model_for_kbit_training, before acc_model_add_lora: every parameter frozen and
  * every float16/bfloat16 one cast to float32 (layer norms, embeddings, the output layer; a 4-bit
  * layer's bias too, which its next forward casts back to bnb_4bit_compute_dtype, as bitsandbytes'
- * Linear4bit does); the 4-bit codes stay. Any model (as PEFT's). Its gradient checkpointing is not
+ * Linear4bit does, or an 8-bit layer's to its input's dtype); the 4-bit and int8 codes stay. Any model (as PEFT's). Its gradient checkpointing is not
  * done here. *cast (may be NULL): how many parameters were cast. */
 ACC_API ACC_NODISCARD acc_status acc_model_prepare_for_kbit_training(acc_model *model, size_t *cast);
 

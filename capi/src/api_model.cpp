@@ -4,7 +4,7 @@
 #include "common/device.h"
 #include "guard.h"
 #include "handles.h"
-#include "model/four_bit_config.h"
+#include "model/quantization_config.h"
 #include "model/weighted_adapter.h"
 
 #include <functional>
@@ -159,11 +159,22 @@ acc_status acc_model_save_torchscript(const acc_model* model, const char* path) 
   });
 }
 
-acc_status acc_model_quantize_4bit(acc_model* model, const char* quantization_config, size_t* count) {
+acc_status acc_model_quantize(acc_model* model, const char* quantization_config, size_t* count) {
   return guarded([&] {
     acc::Model& m = model_arg(model);
     const size_t layers =
-        m.quantize_4bit(acc::FourBitConfig::from_json(text_arg(quantization_config, "quantization_config")));
+        m.quantize(acc::QuantizationConfig::from_json(text_arg(quantization_config, "quantization_config")));
+    if (count) *count = layers;
+  });
+}
+
+acc_status acc_model_quantize_4bit(acc_model* model, const char* quantization_config, size_t* count) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    const auto config = acc::QuantizationConfig::from_json(text_arg(quantization_config, "quantization_config"));
+    acc::require(!config.eight_bit, "acc_model_quantize_4bit: the quantization config asks for load_in_8bit; ",
+                 "acc_model_quantize makes 8-bit layers");
+    const size_t layers = m.quantize(config);
     if (count) *count = layers;
   });
 }

@@ -3,17 +3,8 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
-#include <torch/csrc/jit/ir/ir.h>
-#include <torch/csrc/jit/runtime/operator.h>
-
-#include <map>
-#include <mutex>
 
 #include "common/autograd_node.h"
-#include "common/error.h"
-#include "model/marker_registry.h"
-#include "model/script_lora.h"
-#include "model/script_units.h"
 
 namespace acc {
 namespace {
@@ -39,24 +30,24 @@ struct FourBitLinearBackward : torch::autograd::Node {
 
 }  // namespace
 
-at::Tensor four_bit_linear(const at::Tensor& x, const FourBitLayer& layer, bool with_bias) {
+at::Tensor FourBitLinear::linear(const at::Tensor& x, const at::Tensor& layer_bias, bool with_bias, bool) const {
   // Linear4bit.forward casts its bias to the compute dtype for good (prepare_model_for_kbit_training
   // makes it float32 before).
-  if (layer.bias.defined() && layer.bias.scalar_type() != layer.compute_dtype) {
+  if (layer_bias.defined() && layer_bias.scalar_type() != compute_dtype_) {
     at::NoGradGuard no_grad;
-    layer.bias.set_data(layer.bias.to(layer.compute_dtype));
+    layer_bias.set_data(layer_bias.to(compute_dtype_));
   }
   const at::ScalarType input_dtype = x.scalar_type();
-  const at::Tensor input = x.to(layer.compute_dtype);
-  const at::Tensor bias = with_bias ? layer.bias : at::Tensor();  // in the compute dtype (above)
+  const at::Tensor input = x.to(compute_dtype_);
+  const at::Tensor bias = with_bias ? layer_bias : at::Tensor();  // in the compute dtype (above)
   at::Tensor output;
   {
     at::NoGradGuard no_history;
-    output = at::linear(input, dequantize_4bit(*layer.weight, layer.compute_dtype), bias);
+    output = at::linear(input, dequantize_4bit(*weight_, compute_dtype_), bias);
   }
   if (torch::autograd::compute_requires_grad(input, bias)) {
     auto node = make_node<FourBitLinearBackward>();
-    node->weight = layer.weight;
+    node->weight = weight_;
     if (bias.defined()) {
       node->bias_dtype = bias.scalar_type();
       node->bias_sizes = bias.sizes().vec();
@@ -67,133 +58,26 @@ at::Tensor four_bit_linear(const at::Tensor& x, const FourBitLayer& layer, bool 
   return output.to(input_dtype);
 }
 
-namespace {
+void FourBitLinear::add(const std::string& module, const at::Tensor& delta) { add_to_4bit(module, *weight_, delta); }
 
-const char* const kFourBit = "acc_internal::four_bit_linear";
-
-MarkerRegistry<const FourBitLayers>& installed() {
-  static MarkerRegistry<const FourBitLayers> registry;
-  return registry;
+NamedTensors FourBitLinear::state_entries(const std::string& module) const {
+  return four_bit_state_entries(module + ".weight", *weight_);
 }
 
-void register_marker() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    torch::jit::registerOperator(torch::jit::Operator(
-        std::string(kFourBit) + "(Tensor input, int token, int layer, bool bias) -> Tensor",
-        [](torch::jit::Stack& stack) {
-          const bool with_bias = stack.back().toBool();
-          const int64_t layer = stack[stack.size() - 2].toInt();
-          const int64_t token = stack[stack.size() - 3].toInt();
-          const at::Tensor input = stack[stack.size() - 4].toTensor();
-          stack.resize(stack.size() - 4);
-          auto installed_layers = installed().find(token);
-          require(installed_layers && layer >= 0 && static_cast<size_t>(layer) < installed_layers->layers.size(),
-                  "a 4-bit layer's marker names layer ", layer, " of a model that has none such");
-          const auto i = static_cast<size_t>(layer);
-          at::Tensor output = four_bit_linear(input, installed_layers->layers[i], with_bias);
-          const OutputAdapter& adapter = installed_layers->adapters[i];
-          if (adapter) output = adapter(input, output, installed_layers->training && installed_layers->training());
-          stack.emplace_back(std::move(output));
-        },
-        c10::AliasAnalysisKind::CONSERVATIVE));
-  });
+bool FourBitLinear::is_state_text(const std::string& module, const std::string& name) const {
+  return name == four_bit_state_text_key(module + ".weight", *weight_);
 }
 
-void collect(torch::jit::Block* block, const ModulePaths& paths, const std::map<std::string, int64_t>& layers,
-             std::vector<torch::jit::Node*>& calls, std::vector<torch::jit::Node*>& reads) {
-  for (torch::jit::Node* node : block->nodes()) {
-    auto path = paths.find(node->inputs().empty() ? nullptr : node->input(0));
-    if (path != paths.end() && layers.count(path->second)) {
-      if (node->kind() == c10::prim::CallMethod) calls.push_back(node);
-      if (node->kind() == c10::prim::GetAttr && node->s(c10::attr::name) == "weight") reads.push_back(node);
-    }
-    for (torch::jit::Block* inner : node->blocks()) collect(inner, paths, layers, calls, reads);
-  }
+void FourBitLinear::check_state(const std::string& module, const NamedTensors& state) const {
+  const std::string key = four_bit_state_text_key(module + ".weight", *weight_);
+  for (const auto& entry : state)
+    if (entry.first == key) check_four_bit_state_text(key, entry.second, *weight_);
 }
 
-// Whether `use` of a 4-bit layer's weight is the weight of torch.linear with the layer's own bias
-// (or none).
-bool is_layer_product(const torch::jit::Use& use, const std::string& layer, const ModulePaths& paths) {
-  const torch::jit::Node* user = use.user;
-  if (user->kind() != c10::aten::linear || use.offset != 1 || user->inputs().size() != 3) return false;
-  const torch::jit::Node* bias = user->input(2)->node();
-  if (bias->kind() == c10::prim::Constant && user->input(2)->type()->kind() == c10::TypeKind::NoneType) return true;
-  if (bias->kind() != c10::prim::GetAttr || bias->s(c10::attr::name) != "bias") return false;
-  auto owner = paths.find(bias->input(0));
-  return owner != paths.end() && owner->second == layer;
-}
-
-// A marker computing layer `layer` of `token` on `input` (with the layer's bias or none), before `node`.
-torch::jit::Node* insert_marker(torch::jit::Graph& graph, torch::jit::Node* node, torch::jit::Value* input,
-                                int64_t token, int64_t layer, bool bias) {
-  torch::jit::WithInsertPoint point(node);
-  torch::jit::Value* token_value = graph.insertConstant(token);
-  torch::jit::Value* layer_value = graph.insertConstant(layer);
-  torch::jit::Value* bias_value = graph.insertConstant(bias);
-  torch::jit::Node* marker =
-      graph.create(c10::Symbol::fromQualString(kFourBit), {input, token_value, layer_value, bias_value}, 1);
-  marker->output()->setType(node->output()->type());
-  marker->insertBefore(node);
-  return marker;
-}
-
-}  // namespace
-
-void mark_four_bit_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token) {
-  std::map<std::string, int64_t> index;
-  for (size_t i = 0; i < layers.size(); ++i) index[layers[i]] = static_cast<int64_t>(i);
-  inline_calls_except(graph, [&](torch::jit::Node* call, const std::string& path) {
-    return index.count(path) && call->s(c10::attr::name) == "forward";
-  });
-  const ModulePaths paths = module_paths(graph);
-  std::vector<torch::jit::Node*> calls, reads;
-  collect(graph.block(), paths, index, calls, reads);
-  // A forward that computes the layer itself, torch.linear(x, self.layer.weight, self.layer.bias):
-  // each such product becomes a marker; any other use of the weight is refused.
-  std::vector<std::pair<torch::jit::Node*, int64_t>> products;
-  for (torch::jit::Node* read : reads) {
-    const std::string& layer = paths.at(read->input(0));
-    for (const torch::jit::Use& use : read->output()->uses()) {
-      if (!is_layer_product(use, layer, paths))
-        fail(
-            Status::Unsupported, "the forward reads the weight of '", layer, "' other than as torch.linear(x, ",
-            "weight, its bias), which 4 bits leave no floating-point weight for; leave it out (llm_int8_skip_modules)");
-      products.emplace_back(use.user, index.at(layer));
-    }
-  }
-  register_marker();
-  for (const auto& [product, layer] : products) {
-    const bool bias = product->input(2)->type()->kind() != c10::TypeKind::NoneType;
-    torch::jit::Node* marker = insert_marker(graph, product, product->input(0), token, layer, bias);
-    product->output()->replaceAllUsesWith(marker->output());
-    product->destroy();
-  }
-  for (torch::jit::Node* call : calls) {
-    const std::string& layer = paths.at(call->input(0));
-    if (call->s(c10::attr::name) != "forward" || !takes_and_returns_a_tensor(call))
-      fail(Status::Unsupported, "the forward calls '", layer, "' other than as a layer of one tensor; leave it out ",
-           "of the 4-bit layers (llm_int8_skip_modules)");
-    torch::jit::Node* marker = insert_marker(graph, call, call->input(1), token, index.at(layer), true);
-    call->output()->replaceAllUsesWith(marker->output());
-    call->destroy();
-  }
-}
-
-std::vector<std::string> FourBitLayers::modules() const {
-  std::vector<std::string> out;
-  for (const FourBitLayer& layer : layers) out.push_back(layer.module);
-  return out;
-}
-
-std::optional<size_t> FourBitLayers::index_of(const std::string& module) const {
-  for (size_t i = 0; i < layers.size(); ++i)
-    if (layers[i].module == module) return i;
-  return std::nullopt;
-}
-
-void install_four_bit_layers(int64_t token, std::shared_ptr<const FourBitLayers> layers) {
-  installed().set(token, std::move(layers));
+void FourBitLinear::state_loaded(const std::string& module, const NamedTensors& state) {
+  const std::string key = four_bit_state_text_key(module + ".weight", *weight_);
+  for (const auto& entry : state)
+    if (entry.first == key) take_four_bit_state_text(*weight_, entry.second);
 }
 
 }  // namespace acc

@@ -1,58 +1,44 @@
-// bitsandbytes' Linear4bit forward and backward (matmul_4bit's MatMul4Bit on the CPU path), and the
-// TorchScript markers that run it in place of a quantised layer's call: the weight is dequantised
-// for the product and again for the input's gradient, never kept, as QLoRA's memory relies on.
+// bitsandbytes' Linear4bit (matmul_4bit's MatMul4Bit on the CPU path) over a 4-bit weight
+// (model/four_bit.h): the weight is dequantised for the product and again for the input's
+// gradient, never kept, as QLoRA's memory relies on.
 #pragma once
 
-#include <torch/script.h>
-
-#include <cstdint>
-#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "model/four_bit.h"
-#include "model/output_adapter.h"
+#include "model/quantized_linear.h"
 
 namespace acc {
 
-// A layer whose weight is held in 4 bits: the weight, the layer's bias (undefined if none) and
-// transformers' bnb_4bit_compute_dtype.
-struct FourBitLayer {
-  std::string module;
-  std::shared_ptr<FourBitWeight> weight;
-  at::Tensor bias;
-  at::ScalarType compute_dtype = at::kFloat;
+class FourBitLinear : public QuantizedWeight {
+ public:
+  // `compute_dtype`: transformers' bnb_4bit_compute_dtype.
+  FourBitLinear(FourBitWeight weight, at::ScalarType compute_dtype)
+      : weight_(std::make_shared<FourBitWeight>(std::move(weight))), compute_dtype_(compute_dtype) {}
+
+  // Linear4bit.forward: x and the bias in the compute dtype (the layer's bias cast for good, as
+  // bitsandbytes does), F.linear with the weight dequantised straight to it, the result in x's
+  // dtype. Backward: the input's gradient through the weight dequantised to its own dtype and then
+  // cast (bitsandbytes' two roundings), the bias's as grad.sum(0) in its dtype; the weight gets none.
+  at::Tensor linear(const at::Tensor& x, const at::Tensor& bias, bool with_bias, bool training) const override;
+  std::vector<int64_t> shape() const override { return weight_->shape; }
+  // PEFT's _get_base_layer_device_and_dtype: a Linear4bit's compute_dtype.
+  at::ScalarType adapter_dtype() const override { return compute_dtype_; }
+  at::Tensor codes() const override { return weight_->packed; }
+  void add(const std::string& module, const at::Tensor& delta) override;  // add_to_4bit
+  // absmax, quant_map, nested_* and the quant_state's JSON text, after "<module>.weight".
+  NamedTensors state_entries(const std::string& module) const override;
+  bool is_state_text(const std::string& module, const std::string& name) const override;
+  void check_state(const std::string& module, const NamedTensors& state) const override;
+  void state_loaded(const std::string& module, const NamedTensors& state) override;
+
+  const FourBitWeight& weight() const { return *weight_; }
+
+ private:
+  std::shared_ptr<FourBitWeight> weight_;  // shared with backward nodes still pending
+  at::ScalarType compute_dtype_;
 };
-
-// Linear4bit.forward: x and the bias in the compute dtype (the layer's bias cast for good, as
-// bitsandbytes does), F.linear with the weight dequantised
-// straight to it, the result in x's dtype. Backward: the input's gradient through the weight
-// dequantised to its own dtype and then cast (bitsandbytes' two roundings), the bias's as
-// grad.sum(0) in its dtype; the weight gets none.
-// Without `with_bias`, the layer's bias is left out (a forward's torch.linear(x, weight, None)).
-at::Tensor four_bit_linear(const at::Tensor& x, const FourBitLayer& layer, bool with_bias = true);
-
-// Replaces each call of `layers` (module paths) in `graph` (a forward taking self first) by a
-// marker running four_bit_linear with layer i of `token`'s installed layers; every other call is
-// inlined. Unsupported, naming the layer, where the forward reads a layer's weight itself or calls
-// it with other than one tensor.
-void mark_four_bit_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token);
-
-// A model's 4-bit layers, in the markers' order, each with LoRA's branch on its output (empty:
-// none; run on the layer's input and output, as PEFT's lora.bnb.Linear4bit adds it, whether the
-// forward calls the layer or computes torch.linear with its weight), and whether the model trains.
-struct FourBitLayers {
-  std::vector<FourBitLayer> layers;
-  std::vector<OutputAdapter> adapters;
-  std::function<bool()> training;
-  std::vector<std::string> modules() const;  // the layers' module paths, in order
-  // The index of the layer at `module`, if it is one.
-  std::optional<size_t> index_of(const std::string& module) const;
-};
-
-// What the markers of `token` run; null removes the entry.
-void install_four_bit_layers(int64_t token, std::shared_ptr<const FourBitLayers> layers);
 
 }  // namespace acc

@@ -190,10 +190,10 @@ OutputAdapter dora_conv_output_adapter(const LoraAdapter& adapter, double p, std
   };
 }
 
-// PEFT's lora.bnb.Linear4bit.forward: the base result cloned, the branch computed in the adapters'
-// dtype and cast to the result's before it is added; under autocast (torch.is_autocast_enabled(),
-// which asks about CUDA's) neither cast.
-OutputAdapter four_bit_output_adapter(const LoraAdapter& adapter, double p, std::shared_ptr<const bool> enabled) {
+// PEFT's lora.bnb.Linear4bit.forward (and Linear8bitLt's, the same without the clone): the base
+// result cloned, the branch computed in the adapters' dtype and cast to the result's before it is
+// added; under autocast (torch.is_autocast_enabled(), which asks about CUDA's) neither cast.
+OutputAdapter quantized_output_adapter(const LoraAdapter& adapter, double p, std::shared_ptr<const bool> enabled) {
   const at::Tensor a = adapter.a, b = adapter.b, b_bias = adapter.b_bias;
   const double scaling = adapter.scaling;
   return [a, b, b_bias, scaling, p, enabled](const at::Tensor& input, const at::Tensor& output, bool training) {
@@ -519,10 +519,11 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   }
   // PEFT's bnb layer dequantises the weight for these; here it never exists as floats.
   for (const LinearSite& site : chosen)
-    if (site.four_bit && (config.use_dora || !(config.init == "true" || config.init == "false" ||
-                                               config.init == "gaussian")))
-      fail(Status::Unsupported, "LoRA on the 4-bit layer '", site.module, "' is built with init_lora_weights true, ",
-           "false or gaussian and without use_dora, not ", config.use_dora ? "use_dora" : config.init.c_str());
+    if (site.quantized &&
+        (config.use_dora || !(config.init == "true" || config.init == "false" || config.init == "gaussian")))
+      fail(Status::Unsupported, "LoRA on the quantised layer '", site.module,
+           "' is built with init_lora_weights true, ", "false or gaussian and without use_dora, not ",
+           config.use_dora ? "use_dora" : config.init.c_str());
   // The branch's bias has no place in a weight the forward reads itself.
   if (config.lora_bias)
     for (const LinearSite& site : chosen)
@@ -722,7 +723,7 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
            : adapter.site.embedding ? dora_embedding_output_adapter(adapter, enabled)
                                     : dora_output_adapter(adapter, p, enabled);
   if (adapter.site.embedding) return embedding_output_adapter(adapter, enabled);
-  if (adapter.site.four_bit) return four_bit_output_adapter(adapter, p, enabled);
+  if (adapter.site.quantized) return quantized_output_adapter(adapter, p, enabled);
   // Disabled: PEFT's layer returns its base layer's output, before its dropout draws. A convolution's
   // branch is PEFT's conv_layer pair (conv_branch).
   return [a, b, b_bias, scaling, p, enabled, conv = adapter.site.conv](const at::Tensor& input,
@@ -916,14 +917,14 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
 void LoraAdapters::merge_into_weights() const {
   require_mergeable("merging LoRA adapters");
   at::NoGradGuard no_grad;
-  // A 4-bit layer is quantised again from weight + delta, which 4 bits cannot hold where the delta
-  // is not finite: refused before any layer changes.
+  // A quantised layer is quantised again from weight + delta, which its codes cannot hold where the
+  // delta is not finite: refused before any layer changes.
   for (const auto& adapter : adapters_)
-    if (adapter.site.four_bit)
-      require(weight_delta(adapter).isfinite().all().item<bool>(), "cannot merge into the 4-bit layer '",
+    if (adapter.site.quantized)
+      require(weight_delta(adapter).isfinite().all().item<bool>(), "cannot merge into the quantised layer '",
               adapter.site.module, "': its adapter's delta holds inf or NaN");
   for (const auto& adapter : adapters_) {
-    if (adapter.site.four_bit)
+    if (adapter.site.quantized)
       adapter.site.requantize(weight_delta(adapter));
     else
       adapter.site.weight.copy_(adapted_weight(adapter.site.weight, adapter));

@@ -94,11 +94,11 @@ struct LinearSite {
   // second dimension as the input, else the third.
   int64_t experts = 0;
   bool experts_transposed = false;
-  // A layer with a 4-bit weight (model/four_bit_linear.h): `weight` is a zero placeholder of its
-  // shape in its compute dtype (where PEFT's bnb layer puts its adapters), its output adapted as
-  // PEFT's lora.bnb.Linear4bit adapts it.
-  bool four_bit = false;
-  // A 4-bit layer's merge, PEFT's bnb one: the weight dequantised to its dtype, `delta` added (in
+  // A layer with a quantised weight (model/quantized_linear.h): `weight` is a zero placeholder of
+  // its shape in the dtype where PEFT's bnb layer puts its adapters, its output adapted as PEFT's
+  // lora.bnb.Linear4bit and Linear8bitLt adapt it.
+  bool quantized = false;
+  // A quantised layer's merge, PEFT's bnb one: the weight dequantised to its dtype, `delta` added (in
   // the promoted dtype), quantised again as it was (its tensors keep their identity).
   std::function<void(const at::Tensor& delta)> requantize{};
 };

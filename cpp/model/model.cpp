@@ -94,10 +94,12 @@ void Model::require_whole_parameters(const char* action) const {
 }
 
 void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype) {
-  // As transformers' .to(dtype) on a 4-bit model: its layers compute in bnb_4bit_compute_dtype.
-  if (dtype && has_four_bit_layers())
-    fail(Status::InvalidArgument, "a model with 4-bit layers cannot be cast to ", *dtype, ": it computes in its ",
-         "bnb_4bit_compute_dtype (set it when quantising); moving it to a device is allowed");
+  // As transformers' .to(dtype) on a quantised model: its layers compute in bnb_4bit_compute_dtype
+  // or their input's dtype.
+  if (dtype && has_quantized_layers())
+    fail(Status::InvalidArgument, "a model with quantised layers cannot be cast to ", *dtype, ": its 4-bit layers ",
+         "compute in bnb_4bit_compute_dtype (set it when quantising), its 8-bit ones in their input's dtype; moving ",
+         "it to a device is allowed");
   at::NoGradGuard no_grad;
   auto move = [&](at::Tensor& t) {
     const at::ScalarType target = dtype && t.is_floating_point() ? *dtype : t.scalar_type();
@@ -292,7 +294,7 @@ size_t Model::set_requires_grad(const std::string& patterns, bool requires_grad)
     for (const auto& name : names) {
       const at::Tensor p = find_tensor(name);
       require(p.is_floating_point(), "'", name, "' cannot be trained: it holds ", p.scalar_type(),
-              " values (a 4-bit layer's weight); leave it out of the pattern");
+              " values (a quantised layer's weight); leave it out of the pattern");
     }
   for (const auto& name : names) {
     at::Tensor p = find_tensor(name);
@@ -325,7 +327,7 @@ void Model::zero_grad() {
 
 void Model::save_torchscript(const std::string& path) const {
   if (!sharded_at_rest_.empty()) fail(Status::InvalidArgument, sharded_at_rest_);
-  require_no_four_bit_layers("save_torchscript (its layers' forwards would read 4-bit codes as weights)");
+  require_no_quantized_layers("save_torchscript (its layers' forwards would read quantised codes as weights)");
   require_weights("save_torchscript");
   const LoraAdapters& adapters = lora();
   if (adapters.empty()) return write_torchscript(path);
@@ -461,7 +463,7 @@ size_t Model::add_lora(const LoraConfig& config) {
   for (const auto& entry : named_parameters())  // trained whole: as PyTorch, floating point only
     if (config.saves(entry.first) && !entry.second.is_floating_point())
       fail(Status::Unsupported, "modules_to_save would train '", entry.first, "', which holds ",
-           entry.second.scalar_type(), " values (a 4-bit layer's weight); leave its module out of modules_to_save");
+           entry.second.scalar_type(), " values (a quantised layer's weight); leave its module out of modules_to_save");
   if (!config.target_parameters.empty())
     refuse_trained_whole_in_wrapped_modules(trained_whole(config, named_parameters(), named_buffers(), {}),
                                             targeted_sites(config, sites));
@@ -723,8 +725,8 @@ void Model::merge_lora() {
   forget_named_adapters();  // PEFT's merge_and_unload merges the active adapter and drops the others
 }
 
-size_t Model::quantize_4bit(const FourBitConfig&) {
-  fail(Status::Unsupported, "4-bit layers are built for TorchScript models; this model is built from a layer spec");
+size_t Model::quantize(const QuantizationConfig&) {
+  fail(Status::Unsupported, "quantised layers are built for TorchScript models; this model is built from a layer spec");
 }
 
 size_t Model::prepare_for_kbit_training() {
@@ -745,8 +747,8 @@ size_t Model::prepare_for_kbit_training() {
   return cast;
 }
 
-void Model::require_no_four_bit_layers(const char* action) const {
-  if (has_four_bit_layers()) fail(Status::Unsupported, "the model has 4-bit layers: ", action, " is refused");
+void Model::require_no_quantized_layers(const char* action) const {
+  if (has_quantized_layers()) fail(Status::Unsupported, "the model has quantised layers: ", action, " is refused");
 }
 
 c10::Device Model::device() const {

@@ -20,7 +20,7 @@
 
 namespace acc {
 
-struct FourBitConfig;        // model/four_bit_config.h
+struct QuantizationConfig;   // model/quantization_config.h
 struct LoraFiles;            // model/lora_files.h
 struct WeightedCombination;  // model/weighted_adapter.h
 
@@ -76,9 +76,9 @@ class Model {
   // The checks of load_state_dict alone (names under `strict`, shapes): throws what it would.
   std::pair<std::vector<std::string>, std::vector<std::string>> check_state_dict(const NamedTensors& state,
                                                                                  bool strict) const;
-  // load_state_dict's checks of 4-bit layers' quantisation states, before anything is copied; the
-  // entries holding their JSON text (which may differ in length from the model's); and taking
-  // those texts in after the tensors are copied.
+  // load_state_dict's checks of quantised layers' states, before anything is copied; the entries
+  // holding 4-bit layers' JSON text (which may differ in length from the model's); and taking those
+  // texts in after the tensors are copied.
   virtual void check_quantization_state(const NamedTensors&) const {}
   virtual bool is_quantization_text(const std::string&) const { return false; }
   virtual void quantization_state_loaded(const NamedTensors&) {}
@@ -145,19 +145,19 @@ class Model {
   // clears them too through `zero` (empty: nothing kept elsewhere).
   void set_gradient_keeper(std::function<void()> zero) { zero_kept_gradients_ = std::move(zero); }
 
-  // transformers' load_in_4bit (model/four_bit_config.h): the linear layers `config` chooses keep
-  // their weights in bitsandbytes' 4-bit storage, frozen, and compute as its Linear4bit does
-  // (model/four_bit_linear.h). Returns how many layers. Unsupported by default (TorchScript models
-  // have it).
-  virtual size_t quantize_4bit(const FourBitConfig& config);
-  virtual bool has_four_bit_layers() const { return false; }
+  // transformers' load_in_4bit and load_in_8bit (model/quantization_config.h): the linear layers
+  // `config` chooses keep their weights in bitsandbytes' 4-bit or LLM.int8 storage, frozen, and
+  // compute as its Linear4bit or Linear8bitLt does (model/four_bit_linear.h, eight_bit_linear.h).
+  // Returns how many layers. Unsupported by default (TorchScript models have it).
+  virtual size_t quantize(const QuantizationConfig& config);
+  virtual bool has_quantized_layers() const { return false; }
   // PEFT's prepare_model_for_kbit_training: every parameter frozen, and every float16 or bfloat16
-  // one cast to float32 (a 4-bit layer's bias included: its forward casts it back to the compute
-  // dtype, as bitsandbytes' first forward does). Returns how many were cast. Its gradient
+  // one cast to float32 (a quantised layer's bias included: its forward casts it back to the
+  // compute dtype or its input's, as bitsandbytes' forwards do). Returns how many were cast. Its gradient
   // checkpointing is not done here (checkpoint_activations, where the model allows it).
   size_t prepare_for_kbit_training();
-  // Fails (Unsupported) where the model has 4-bit layers: `action` needs floating-point weights.
-  void require_no_four_bit_layers(const char* action) const;
+  // Fails (Unsupported) where the model has quantised layers: `action` needs floating-point weights.
+  void require_no_quantized_layers(const char* action) const;
 
   // LoRA adapters (model/lora.h), PEFT's get_peft_model: adapts the linear layers the config targets
   // and freezes every other parameter. named_parameters lists each adapter's parameters right after

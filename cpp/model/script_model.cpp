@@ -107,9 +107,9 @@ NamedTensors ScriptModel::run_forward(const std::vector<at::Tensor>& inputs) {
     if (unit_lora_) unit_lora_->restore_all();
   });
   // Stage 3's forward holds LoRA's output markers too.
-  torch::jit::GraphFunction* marked = units_forward_ ? units_forward_.get()
+  torch::jit::GraphFunction* marked = units_forward_  ? units_forward_.get()
                                       : lora_forward_ ? lora_forward_.get()
-                                                      : four_bit_forward_.get();
+                                                      : quantized_forward_.get();
   if (!marked) return flatten_outputs(module_.get_method("forward")(std::move(args)));
   args.insert(args.begin(), module_._ivalue());
   module_.get_method("forward").function().getSchema().checkAndNormalizeInputs(args);
@@ -120,15 +120,15 @@ NamedTensors ScriptModel::run_forward(const std::vector<at::Tensor>& inputs) {
 ScriptModel::~ScriptModel() {
   if (units_forward_) install_unit_hooks(unit_token_, {}, UnitHooks{});
   if (lora_outputs_) install_output_adapters(unit_token_, nullptr);
-  if (four_bit_) install_four_bit_layers(unit_token_, nullptr);
+  if (quantized_) install_quantized_layers(unit_token_, nullptr);
 }
 
 std::shared_ptr<torch::jit::Graph> ScriptModel::marked_forward(const std::vector<std::string>& layers) const {
-  if (!four_bit_) return mark_adapted_linears(module_, layers, unit_token_);
-  const std::vector<std::string> four_bit = four_bit_->modules();
+  if (!quantized_) return mark_adapted_linears(module_, layers, unit_token_);
+  const std::vector<std::string> quantized = quantized_->modules();
   auto graph =
-      mark_adapted_linears(module_, layers, unit_token_, std::set<std::string>(four_bit.begin(), four_bit.end()));
-  mark_four_bit_linears(*graph, four_bit, unit_token_);
+      mark_adapted_linears(module_, layers, unit_token_, std::set<std::string>(quantized.begin(), quantized.end()));
+  mark_quantized_linears(*graph, quantized, unit_token_);
   return graph;
 }
 
@@ -140,7 +140,8 @@ size_t ScriptModel::add_lora(const LoraConfig& config) {
   std::vector<std::string> layers;
   // An attention and the out_proj adapted with it compute with adapted weights (its forward reads them).
   for (const auto& site : targeted_sites(config, linear_sites()))
-    if (!adapted_with_attention(site) && !site.four_bit) layers.push_back(site.module);  // 4-bit: their own markers
+    if (!adapted_with_attention(site) && !site.quantized)
+      layers.push_back(site.module);                   // quantised: their own markers
   if (layers.empty()) return Model::add_lora(config);  // its error names the targets
   // PEFT's arithmetic, its branch added to the layer's output, wherever the forward calls an adapted
   // layer as a module. A layer whose weight the forward reads itself (nn.MultiheadAttention's
@@ -258,9 +259,9 @@ std::optional<ScriptModel::AdaptedUnits> ScriptModel::adapted_units() const {
 }
 
 bool ScriptModel::set_unit_hooks(UnitHooks hooks) {
-  if (hooks.before && four_bit_)
-    fail(Status::Unsupported, "zero_stage 3 (FULL_SHARD) over a model with 4-bit layers is not built: its units would ",
-         "gather 4-bit codes; use DDP or zero_stage 1 or 2, which leave frozen weights whole");
+  if (hooks.before && quantized_)
+    fail(Status::Unsupported, "zero_stage 3 (FULL_SHARD) over a model with quantised layers is not built: its units ",
+         "would gather quantised codes; use DDP or zero_stage 1 or 2, which leave frozen weights whole");
   std::optional<AdaptedUnits> adapted;
   if (!lora_.empty()) adapted = adapted_units();
   if (!hooks.before || !hooks.after || !unit_plan().graph || (!lora_.empty() && !adapted)) {
@@ -413,17 +414,17 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
       sites.push_back(std::move(site));
       continue;
     }
-    if (const auto q = four_bit_ ? four_bit_->index_of(entry.name) : std::nullopt) {
+    if (const auto q = quantized_ ? quantized_->index_of(entry.name) : std::nullopt) {
       const size_t i = *q;
-      const FourBitLayer& layer = four_bit_->layers[i];
-      LinearSite site{entry.name, at::zeros({}, at::TensorOptions(layer.compute_dtype).device(device()))
-                                      .expand(layer.weight->shape)};
+      const QuantizedLayer& layer = quantized_->layers[i];
+      LinearSite site{entry.name, at::zeros({}, at::TensorOptions(layer.weight->adapter_dtype()).device(device()))
+                                      .expand(layer.weight->shape())};
       site.bias = layer.bias;
-      site.four_bit = true;
+      site.quantized = true;
       // Its own markers run LoRA's branch, however the forward reaches the layer.
-      site.set_output_adapter = [layers = four_bit_, i](OutputAdapter a) { layers->adapters[i] = std::move(a); };
-      site.requantize = [layers = four_bit_, i](const at::Tensor& delta) {
-        add_to_4bit(layers->layers[i].module, *layers->layers[i].weight, delta);
+      site.set_output_adapter = [layers = quantized_, i](OutputAdapter a) { layers->adapters[i] = std::move(a); };
+      site.requantize = [layers = quantized_, i](const at::Tensor& delta) {
+        layers->layers[i].weight->add(layers->layers[i].module, delta);
       };
       sites.push_back(std::move(site));
       continue;
@@ -527,9 +528,9 @@ NamedTensors ScriptModel::named_parameters_with_ties() const {
 NamedTensors ScriptModel::named_buffers() const {
   NamedTensors out;
   for (const auto& b : module_.named_buffers(/*recurse=*/true)) out.emplace_back(b.name, b.value);
-  if (four_bit_)
-    for (const FourBitLayer& layer : four_bit_->layers)
-      for (auto& entry : four_bit_state_entries(layer.module + ".weight", *layer.weight)) out.push_back(std::move(entry));
+  if (quantized_)
+    for (const QuantizedLayer& layer : quantized_->layers)
+      for (auto& entry : layer.weight->state_entries(layer.module)) out.push_back(std::move(entry));
   return out;
 }
 

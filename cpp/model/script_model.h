@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "model/four_bit_linear.h"
 #include "model/model.h"
+#include "model/quantized_linear.h"
 #include "model/script_lora.h"
 #include "model/script_units.h"
 #include "model/unit_lora.h"
@@ -49,13 +49,13 @@ class ScriptModel final : public Model {
                           const std::function<void()>& run) override;
   void merge_lora() override;
   // The chosen nn.Linear and transformers' Conv1D layers (its weight transposed first, as
-  // transformers does) get 4-bit weights: the module's `weight` becomes the packed codes (uint8,
-  // frozen, as Params4bit), its bias frozen in the compute dtype (bitsandbytes casts it on the
-  // first forward), and the forward runs them through markers (model/four_bit_linear.h). The
-  // quantisation states are listed among the buffers under bitsandbytes' state-dict names. Before
-  // adapters, optimizers or preparing; once.
-  size_t quantize_4bit(const FourBitConfig& config) override;
-  bool has_four_bit_layers() const override { return four_bit_ != nullptr; }
+  // transformers does) get 4-bit or int8 weights: the module's `weight` becomes the codes (uint8
+  // as Params4bit, int8 as Int8Params; frozen), its bias frozen (a 4-bit layer's in the compute
+  // dtype, which bitsandbytes casts it to on the first forward), and the forward runs them through
+  // markers (model/quantized_linear.h). The quantisation states are listed among the buffers under
+  // bitsandbytes' state-dict names. Before adapters, optimizers or preparing; once.
+  size_t quantize(const QuantizationConfig& config) override;
+  bool has_quantized_layers() const override { return quantized_ != nullptr; }
   void check_quantization_state(const NamedTensors& state) const override;
   bool is_quantization_text(const std::string& name) const override;
   void quantization_state_loaded(const NamedTensors& state) override;
@@ -102,11 +102,11 @@ class ScriptModel final : public Model {
     std::vector<std::vector<size_t>> tokens_of_unit;  // trainable tokens, by the unit of their weight
   };
   std::optional<AdaptedUnits> adapted_units() const;
-  // 4-bit layers: what their markers run, in the markers' order (LoRA's branches on them included),
+  // Quantised layers: what their markers run, in the markers' order (LoRA's branches on them included),
   // and forward with the markers (the LoRA and watching forwards carry them too).
-  std::shared_ptr<FourBitLayers> four_bit_;
-  std::unique_ptr<torch::jit::GraphFunction> four_bit_forward_;
-  // The forward with LoRA's markers (calls of `layers`) and the 4-bit layers' markers.
+  std::shared_ptr<QuantizedLayers> quantized_;
+  std::unique_ptr<torch::jit::GraphFunction> quantized_forward_;
+  // The forward with LoRA's markers (calls of `layers`) and the quantised layers' markers.
   std::shared_ptr<torch::jit::Graph> marked_forward(const std::vector<std::string>& layers) const;
   // While stage 3's hooks run a model with LoRA adapters of weights or trainable tokens.
   std::unique_ptr<UnitLora> unit_lora_;

@@ -5,24 +5,15 @@
 // and the adapters after them. Then what a user relies on around it: the memory it saves, the state
 // dict read back into a fresh model (and refused where it describes another layer), the adapters'
 // files, and every refusal leaving the model as it was.
-#include <fstream>
-#include <map>
 #include <string>
 #include <vector>
 
-#include "json_tensors.h"
-#include "lora_support.h"
-#include "support.h"
+#include "quantized_support.h"
 
 using namespace lora_test;
-using nlohmann::json;
+using namespace quantized_test;
 
 namespace {
-
-json four_bit_cases() {
-  std::ifstream in(acc_test::data_dir() + "/four_bit_cases.json");
-  return in ? json::parse(in) : json();
-}
 
 std::string config_json(const json& c) {
   json config = {{"load_in_4bit", true},
@@ -40,140 +31,17 @@ acc_model* quantised(const json& c, size_t* count = nullptr) {
   return m;
 }
 
-struct Entry {
-  acc_dtype dtype;
-  std::vector<float> values;
-};
-
-std::map<std::string, Entry> state_of(const acc_model* m) {
-  acc_tensor_list* list = nullptr;
-  EXPECT_EQ(acc_model_state_dict(m, &list), ACC_OK) << acc_last_error_message();
-  std::map<std::string, Entry> out;
-  size_t n = 0;
-  EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
-  for (size_t i = 0; i < n; ++i) {
-    const char* name = nullptr;
-    acc_tensor *t = nullptr, *f = nullptr;
-    EXPECT_EQ(acc_tensor_list_name(list, i, &name), ACC_OK);
-    EXPECT_EQ(acc_tensor_list_get(list, i, &t), ACC_OK);
-    Entry e{};
-    EXPECT_EQ(acc_tensor_dtype(t, &e.dtype), ACC_OK);
-    EXPECT_EQ(acc_tensor_to(t, nullptr, ACC_DTYPE_FLOAT32, &f), ACC_OK);
-    e.values = acc_test::to_floats(f);
-    out[name] = std::move(e);
-    acc_tensor_free(t);
-    acc_tensor_free(f);
-  }
-  acc_tensor_list_free(list);
-  return out;
-}
-
-acc_dtype dtype_named(const std::string& name) {
-  return name == "uint8" ? ACC_DTYPE_UINT8 : name == "bfloat16" ? ACC_DTYPE_BFLOAT16 : ACC_DTYPE_FLOAT32;
-}
-
-// Each 4-bit layer's state-dict entries against the fixture's: dtypes and values, bit for bit.
-void expect_four_bit_states(const acc_model* m, const json& layers, const json& expected) {
-  const auto state = state_of(m);
-  for (const auto& layer : layers) {
-    const json& entries = expected[layer.get<std::string>()];
-    for (const auto& [name, dtype] : entries["dtypes"].items()) {
-      auto it = state.find(name);
-      ASSERT_NE(it, state.end()) << name << " is not in the state dict";
-      EXPECT_EQ(it->second.dtype, dtype_named(dtype.get<std::string>())) << name;
-      EXPECT_EQ(it->second.values, acc_test::float_values(entries[name])) << name;
-    }
-  }
-}
-
-// The case's input in the model's dtype.
-acc_tensor* case_input(const json& all, const json& c) {
-  acc_tensor *x = acc_test::from_json(all["input"]), *cast = nullptr;
-  EXPECT_EQ(acc_tensor_to(x, nullptr, c["model"] == "bfloat16" ? ACC_DTYPE_BFLOAT16 : ACC_DTYPE_FLOAT32, &cast),
-            ACC_OK);
-  acc_tensor_free(x);
-  return cast;
-}
-
-std::vector<float> output_of(acc_model* m, acc_tensor* x) {
-  acc_tensor *y = nullptr, *f = nullptr;
-  EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
-  if (!y) return {};
-  EXPECT_EQ(acc_tensor_to(y, nullptr, ACC_DTYPE_FLOAT32, &f), ACC_OK);
-  auto values = acc_test::to_floats(f);
-  acc_tensor_free(y);
-  acc_tensor_free(f);
-  return values;
-}
-
-bool under_autocast(const json& c) { return c.value("autocast", false); }
-
-// The output (float32) without gradients; for a case under autocast, inside Accelerate's bf16 autocast.
-std::vector<float> case_output(acc_model* m, acc_tensor* x, const json& c) {
-  if (!under_autocast(c)) return output_of(m, x);
-  acc_accelerator* acc = acc_test::make_accelerator({{"mixed_precision", "bf16"}});
-  EXPECT_EQ(acc_autocast_begin(acc, 1), ACC_OK);
-  auto values = output_of(m, x);
-  EXPECT_EQ(acc_autocast_end(acc), ACC_OK);
-  acc_accelerator_free(acc);
-  return values;
-}
-
-// Three AdamW steps (lr 1e-2) on the MSE of the float32 output against the case's target; a case
-// under autocast trains the model prepared by a bf16 accelerator (freed by the caller after it).
-std::vector<double> train_case(acc_model*& m, const json& all, const json& c, acc_accelerator** acc = nullptr) {
-  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
-  acc_accelerator* prepared = nullptr;
-  if (under_autocast(c)) {
-    prepared = acc_test::make_accelerator({{"mixed_precision", "bf16"}});
-    EXPECT_EQ(acc_prepare(prepared, &m, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
-  }
-  acc_tensor *x = case_input(all, c), *target = acc_test::from_json(all["target"]);
-  std::vector<double> losses;
-  for (int step = 0; step < 3; ++step) {
-    acc_tensor *y = nullptr, *f = nullptr, *loss = nullptr;
-    EXPECT_EQ(acc_model_forward1(m, x, 0, &y), ACC_OK) << acc_last_error_message();
-    EXPECT_EQ(acc_tensor_to(y, nullptr, ACC_DTYPE_FLOAT32, &f), ACC_OK);
-    EXPECT_EQ(acc_loss_mse(f, target, ACC_REDUCTION_MEAN, &loss), ACC_OK);
-    losses.push_back(acc_test::item(loss));
-    EXPECT_EQ(prepared ? acc_backward(prepared, loss) : acc_tensor_backward(loss), ACC_OK) << acc_last_error_message();
-    EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
-    EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
-    for (acc_tensor* t : {y, f, loss}) acc_tensor_free(t);
-  }
-  for (acc_tensor* t : {x, target}) acc_tensor_free(t);
-  acc_optimizer_free(opt);
-  if (acc)
-    *acc = prepared;
-  else
-    acc_accelerator_free(prepared);
-  return losses;
-}
-
-size_t add_case_lora(acc_model* m, const json& c) {
-  acc_options* o = acc_test::lora_options(c["r"].get<int64_t>(), c["lora_alpha"].get<double>());
-  size_t count = 0;
-  EXPECT_EQ(acc_model_add_lora(m, joined(c["targets"]).c_str(), o, &count), ACC_OK) << acc_last_error_message();
-  acc_options_free(o);
-  return count;
-}
-
-#define REQUIRE_CASES(all)                                                      \
-  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set"; \
-  const json all = four_bit_cases();                                            \
-  ASSERT_TRUE(all.contains("cases")) << "four_bit_cases.json was not exported"
-
 }  // namespace
 
 TEST(FourBit, QuantisesTrainsAndMergesAsBitsandbytesAndPeft) {
-  REQUIRE_CASES(all);
+  REQUIRE_CASES(all, "four_bit_cases.json");
   for (const json& c : all["cases"]) {
     const json& config = c["config"];
     SCOPED_TRACE(config.dump());
     size_t count = 0;
     acc_model* m = quantised(config, &count);
     EXPECT_EQ(count, c["layers"].size());
-    expect_four_bit_states(m, c["layers"], c["states"]);
+    expect_layer_states(m, c["layers"], c["states"]);
     if (config.value("prepare", false)) {  // the 4-bit layers' biases and the output layer's tensors
       size_t cast = 0;
       ACC_ASSERT_OK(acc_model_prepare_for_kbit_training(m, &cast));
@@ -195,7 +63,7 @@ TEST(FourBit, QuantisesTrainsAndMergesAsBitsandbytesAndPeft) {
     acc_model* merged = m;
     if (acc) ACC_ASSERT_OK(acc_unwrap_model(acc, m, &merged));
     ACC_ASSERT_OK(acc_model_merge_lora(merged));
-    expect_four_bit_states(merged, c["layers"], c["merged_states"]);
+    expect_layer_states(merged, c["layers"], c["merged_states"]);
     x = case_input(all, config);
     EXPECT_EQ(case_output(merged, x, config), acc_test::float_values(c["merged"]));
     acc_tensor_free(x);
@@ -206,7 +74,7 @@ TEST(FourBit, QuantisesTrainsAndMergesAsBitsandbytesAndPeft) {
 }
 
 TEST(FourBit, HoldsASixthOfTheWeightsBytesOrLess) {
-  REQUIRE_CASES(all);
+  REQUIRE_CASES(all, "four_bit_cases.json");
   const json& c = all["cases"][0]["config"];  // NF4 without double quantisation
   acc_model* plain = data_model("four_bit_model.pt");
   const auto before = state_of(plain);
@@ -228,7 +96,7 @@ TEST(FourBit, HoldsASixthOfTheWeightsBytesOrLess) {
 }
 
 TEST(FourBit, StateDictReadsBackIntoAFreshModelAndRefusesAnotherLayers) {
-  REQUIRE_CASES(all);
+  REQUIRE_CASES(all, "four_bit_cases.json");
   const json& c = all["cases"][1];  // FP4, double quantisation, bfloat16 compute
   acc_model* m = quantised(c["config"]);
   acc_tensor_list* state = nullptr;
@@ -258,7 +126,7 @@ TEST(FourBit, StateDictReadsBackIntoAFreshModelAndRefusesAnotherLayers) {
 }
 
 TEST(FourBit, AdaptersSaveAndLoadIntoAFreshQuantisedModel) {
-  REQUIRE_CASES(all);
+  REQUIRE_CASES(all, "four_bit_cases.json");
   const json& c = all["cases"][0];
   acc_model* m = quantised(c["config"]);
   add_case_lora(m, c["config"]);
@@ -275,12 +143,13 @@ TEST(FourBit, AdaptersSaveAndLoadIntoAFreshQuantisedModel) {
 }
 
 TEST(FourBit, RefusesWhatItCannotHonourLeavingTheModelAsItWas) {
-  REQUIRE_CASES(all);
+  REQUIRE_CASES(all, "four_bit_cases.json");
   const json& c = all["cases"][0];
   acc_model* m = data_model("four_bit_model.pt");
   const std::pair<const char*, acc_status> configs[] = {
       {"not json", ACC_ERR_INVALID_ARGUMENT},
-      {R"({"load_in_8bit": true})", ACC_ERR_UNSUPPORTED},
+      {R"({"load_in_8bit": true})", ACC_ERR_INVALID_ARGUMENT},  // acc_model_quantize takes it
+      {R"({"load_in_4bit": true, "load_in_8bit": true})", ACC_ERR_INVALID_ARGUMENT},
       {R"({"load_in_4bit": false})", ACC_ERR_INVALID_ARGUMENT},
       {R"({"load_in_4bit": true, "bnb_4bit_quant_type": "int4"})", ACC_ERR_INVALID_ARGUMENT},
       {R"({"load_in_4bit": true, "bnb_4bit_quant_storage": "bfloat16"})", ACC_ERR_UNSUPPORTED},
@@ -343,7 +212,7 @@ TEST(FourBit, PreparedWithBf16ResumesExactlyFromSaveState) {
   // A prepared QLoRA job (bf16 autocast) saved after 3 steps and resumed by a process whose model
   // was quantised from other weights: the checkpoint brings the 4-bit codes, maxima and offsets, and
   // the next 2 steps are the same.
-  REQUIRE_CASES(all);
+  REQUIRE_CASES(all, "four_bit_cases.json");
   const json& c = all["cases"][1]["config"];  // FP4, double quantisation, bfloat16 compute
   struct Run {
     acc_accelerator* acc = acc_test::make_accelerator({{"mixed_precision", "bf16"}});
@@ -452,7 +321,7 @@ TEST(FourBit, LayersTheForwardComputesItselfRunIn4BitsAndTakeAdapters) {
 TEST(FourBit, SaveModelWritesBitsandbytesEntriesThatLoadBack) {
   // acc_save_model writes the 4-bit layers as transformers saves a 4-bit model (the codes as uint8
   // `weight`, the state's entries beside them), and acc_model_load_safetensors reads them back.
-  REQUIRE_CASES(all);
+  REQUIRE_CASES(all, "four_bit_cases.json");
   const json& c = all["cases"][1];  // FP4, double quantisation
   acc_model* m = quantised(c["config"]);
   acc_accelerator* acc = acc_test::make_accelerator({});

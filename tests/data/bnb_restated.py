@@ -1,8 +1,11 @@
-"""bitsandbytes' 4-bit storage as its 0.50 release computes it on the CPU, restated in torch for the
-fixtures (neither bitsandbytes nor PEFT is packaged for Debian): functional.quantize_4bit with the
-default backend's formula for the 4-bit codes (NF4 and FP4, blocks of 64), the C++ table lookup of
-csrc/cpu_ops.cpp for double quantisation's 8-bit codes over create_dynamic_map, and
-dequantize_4bit / dequantize_blockwise. Used by export_four_bit_cases.py and lora_loftq_case.py.
+"""bitsandbytes' 4-bit and LLM.int8 storage as its 0.50 release computes it on the CPU, restated in
+torch for the fixtures (neither bitsandbytes nor PEFT is packaged for Debian): functional.quantize_4bit
+with the default backend's formula for the 4-bit codes (NF4 and FP4, blocks of 64), the C++ table
+lookup of csrc/cpu_ops.cpp for double quantisation's 8-bit codes over create_dynamic_map, and
+dequantize_4bit / dequantize_blockwise; the default backend's int8_vectorwise_quant,
+int8_vectorwise_dequant and int8_scaled_mm (its int32 product exact, as the CUDA and AVX-512
+kernels compute it). Used by export_four_bit_cases.py, export_eight_bit_cases.py and
+lora_loftq_case.py.
 """
 import json
 
@@ -117,3 +120,34 @@ def nf4_round_trip(a):
     """quantize_4bit then dequantize_4bit (nf4, blocksize 64): the float32 values the codes stand for."""
     state, _ = quantize_4bit(a, "nf4", False)
     return dequantize_4bit(state, None, list(a.shape), torch.float32)
+
+
+def int8_rows(matrix, threshold=0.0):
+    """int8_vectorwise_quant of a 2-D float16 matrix: (codes, row maxima, outlier columns or None).
+    With a threshold, values at least that large leave their rows' maxima and their columns are
+    zeroed in the codes (where there is more than one row)."""
+    a = matrix.clone()
+    columns = None
+    if threshold > 0.0:
+        large = a.abs() >= threshold
+        columns = torch.argwhere(large.any(dim=0)).view(-1) if large.any() else torch.empty(0, dtype=torch.int64)
+        a[large] = 0
+    maxima = torch.max(a.abs(), dim=1).values.float()
+    codes = torch.round(a * (127.0 / maxima.unsqueeze(-1))).to(torch.int8)
+    if a.shape[0] > 1 and columns is not None:
+        codes[:, columns] = 0
+    return codes, maxima, columns
+
+
+def int8_dequantize(codes, maxima):
+    return codes * maxima.view(-1, 1) * 7.874015718698502e-3
+
+
+def int8_scaled_mm(a_codes, b_codes, a_maxima, b_maxima, bias, dtype):
+    """int8_linear_matmul (exact int32) then int8_mm_dequant."""
+    product = torch.matmul(a_codes.double(), b_codes.double().t()).to(torch.int32)
+    out = product * (a_maxima.reshape(-1).unsqueeze(-1) * b_maxima.reshape(-1).unsqueeze(0)) * 6.200124e-05
+    if bias is not None:
+        out += bias
+    return out.to(dtype)
+

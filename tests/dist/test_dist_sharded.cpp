@@ -112,7 +112,7 @@ struct Settings {
   double clip_value = 0;  // 0: none
   const char* precision = "no";
   const char* freeze = nullptr;  // patterns frozen before prepare
-  const char* quantize = nullptr;  // a BitsAndBytesConfig (acc_model_quantize_4bit) applied first
+  const char* quantize = nullptr;  // a BitsAndBytesConfig (acc_model_quantize) applied first
   const char* lora = nullptr;    // LoRA target modules, added before the optimizer is made
   const char* lora_init = "true";  // their init_lora_weights
   int64_t lora_rank = 2;
@@ -200,7 +200,7 @@ struct Job {
       size_t count = 0;
       EXPECT_EQ(acc_model_set_requires_grad(model, s.freeze, 0, &count), ACC_OK) << acc_last_error_message();
     }
-    if (s.quantize) EXPECT_EQ(acc_model_quantize_4bit(model, s.quantize, nullptr), ACC_OK) << acc_last_error_message();
+    if (s.quantize) EXPECT_EQ(acc_model_quantize(model, s.quantize, nullptr), ACC_OK) << acc_last_error_message();
     if (s.lora) {
       acc_options* o = acc_test::lora_options(s.lora_rank, 8);
       EXPECT_EQ(acc_options_set(o, "init_lora_weights", s.lora_init), ACC_OK);
@@ -632,28 +632,34 @@ TEST(Sharded, EmbeddingLoraTrainsUnderEveryStageAsUnderDdp) {
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, script, 4);
 }
 
-// QLoRA: adapters over 4-bit layers (transformers' load_in_4bit) train under stages 1 and 2 as under
-// DDP (the frozen 4-bit weights are neither reduced nor sharded; their bytes compared as well), and
-// stage 3, whose units would gather the 4-bit codes, is refused.
-TEST(Sharded, QloraTrainsUnderStagesOneAndTwoAsUnderDdp) {
+// QLoRA and 8-bit LoRA: adapters over quantised layers (transformers' load_in_4bit, load_in_8bit)
+// train under stages 1 and 2 as under DDP (the frozen codes are neither reduced nor sharded; their
+// bytes compared as well), and stage 3, whose units would gather the codes, is refused.
+TEST(Sharded, QuantisedBaseModelsTrainUnderStagesOneAndTwoAsUnderDdp) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
-  Settings s;
-  s.script = "four_bit_model.pt";
-  s.features = 128;
-  s.outputs = 7;
-  s.quantize = R"({"load_in_4bit": true, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true})";
-  s.lora = "fc1,fc2";
-  for (int stage : {1, 2}) expect_trains_like_ddp(stage, s, 4);
-  acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "3"}});
-  acc_model* model = nullptr;
-  ASSERT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/four_bit_model.pt").c_str(), &model), ACC_OK);
-  ASSERT_EQ(acc_model_quantize_4bit(model, s.quantize, nullptr), ACC_OK);
-  acc_model* prepared = nullptr;
-  EXPECT_EQ(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared), ACC_ERR_UNSUPPORTED);
-  EXPECT_NE(std::string(acc_last_error_message()).find("4-bit"), std::string::npos) << acc_last_error_message();
-  acc_model_free(prepared);
-  acc_model_free(model);
-  acc_accelerator_free(acc);
+  for (const char* config :
+       {R"({"load_in_4bit": true, "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": true})",
+        R"({"load_in_8bit": true})"}) {
+    SCOPED_TRACE(config);
+    Settings s;
+    s.script = "four_bit_model.pt";
+    s.features = 128;
+    s.outputs = 7;
+    s.quantize = config;
+    s.lora = "fc1,fc2";
+    for (int stage : {1, 2}) expect_trains_like_ddp(stage, s, 4);
+    acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "3"}});
+    acc_model* model = nullptr;
+    ASSERT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/four_bit_model.pt").c_str(), &model), ACC_OK);
+    ASSERT_EQ(acc_model_quantize(model, s.quantize, nullptr), ACC_OK);
+    acc_model* prepared = nullptr;
+    EXPECT_EQ(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared), ACC_ERR_UNSUPPORTED);
+    EXPECT_NE(std::string(acc_last_error_message()).find("quantised layers"), std::string::npos)
+        << acc_last_error_message();
+    acc_model_free(prepared);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
 }
 
 // A TorchScript model with a head tied to its embedding: under stage 3 the rows' weight is made

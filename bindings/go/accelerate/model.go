@@ -227,6 +227,14 @@ func (m *Model) AddLoraGa() (int, error) {
 	return int(n), err
 }
 
+// Quantize is transformers' bitsandbytes quantisation: config is BitsAndBytesConfig as JSON with
+// "load_in_4bit": true (as Quantize4bit) or "load_in_8bit": true (LLM.int8 layers, bitsandbytes'
+// Linear8bitLt: int8 weights, frozen). Returns how many layers.
+func (m *Model) Quantize(config string) (int, error) {
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.Quantize(config, e) })
+	return int(n), err
+}
+
 // Quantize4bit is transformers' load_in_4bit (QLoRA's base model): the linear layers keep
 // bitsandbytes' 4-bit weights, frozen, and compute as its Linear4bit. config is BitsAndBytesConfig
 // as JSON (`{"load_in_4bit": true, "bnb_4bit_quant_type": "nf4"}`). Returns how many layers.
@@ -236,7 +244,7 @@ func (m *Model) Quantize4bit(config string) (int, error) {
 }
 
 // PrepareForKbitTraining is PEFT's prepare_model_for_kbit_training: every parameter frozen and the
-// float16/bfloat16 ones cast to float32 (the 4-bit codes stay). Returns how many were cast.
+// float16/bfloat16 ones cast to float32 (the 4-bit and int8 codes stay). Returns how many were cast.
 func (m *Model) PrepareForKbitTraining() (int, error) {
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.PrepareForKbitTraining(e) })
 	return int(n), err

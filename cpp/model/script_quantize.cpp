@@ -1,4 +1,4 @@
-// ScriptModel's 4-bit layers (transformers' load_in_4bit; model/four_bit.h, four_bit_linear.h).
+// ScriptModel's quantised layers (transformers' load_in_4bit and load_in_8bit; model/quantized_linear.h).
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/jit/api/function_impl.h>
 
@@ -6,7 +6,9 @@
 #include <unordered_map>
 
 #include "common/error.h"
-#include "model/four_bit_config.h"
+#include "model/eight_bit_linear.h"
+#include "model/four_bit_linear.h"
+#include "model/quantization_config.h"
 #include "model/script_model.h"
 
 namespace acc {
@@ -33,18 +35,19 @@ std::set<std::string> modules_kept_by_default(const NamedTensors& with_ties) {
 
 }  // namespace
 
-size_t ScriptModel::quantize_4bit(const FourBitConfig& config) {
-  require(!four_bit_, "the model already has 4-bit layers");
+size_t ScriptModel::quantize(const QuantizationConfig& config) {
+  const char* const kind = config.eight_bit ? "8-bit" : "4-bit";
+  require(!quantized_, "the model already has quantised layers");
   require(lora_.empty() && !lora_outputs_, "quantise the model before adding LoRA adapters (as transformers loads it ",
-          "in 4 bits before PEFT adapts it)");
+          "quantised before PEFT adapts it)");
   // The layers' weights are replaced, not only frozen: an optimizer made before would hold the old ones.
   require_trainable_set_free(/*freezing=*/false);
-  require_whole_parameters("quantize_4bit");
-  require_weights("quantize_4bit");
+  require_whole_parameters("quantize");
+  require_weights("quantize");
   require(!units_forward_, "the model is prepared under zero_stage 3; quantise it before preparing");
   const std::set<std::string> kept_by_default =
       config.skip_modules ? std::set<std::string>() : modules_kept_by_default(named_parameters_with_ties());
-  auto layers = std::make_shared<FourBitLayers>();
+  auto layers = std::make_shared<QuantizedLayers>();
   std::vector<std::string> names;
   std::vector<torch::jit::Module> modules;
   std::vector<bool> transposed;
@@ -54,70 +57,66 @@ size_t ScriptModel::quantize_4bit(const FourBitConfig& config) {
     if (!conv1d && !is_linear_module(entry.value)) continue;
     bool skipped = kept_by_default.count(entry.name) > 0;
     if (config.skip_modules)
-      for (const auto& key : *config.skip_modules) skipped = skipped || FourBitConfig::skips(key, entry.name);
+      for (const auto& key : *config.skip_modules) skipped = skipped || QuantizationConfig::skips(key, entry.name);
     if (skipped) continue;
     names.push_back(entry.name);
     modules.push_back(entry.value);
     transposed.push_back(conv1d);
   }
-  require(!names.empty(), "no linear layer is left to quantise to 4 bits (every nn.Linear is skipped)");
+  require(!names.empty(), "no linear layer is left to quantise to ", kind, " (every nn.Linear is skipped)");
   // Everything that can fail comes first: the marked forward, then the weights' codes.
   auto method = module_.find_method("forward");
   if (!method) fail(Status::Unsupported, "the TorchScript module has no forward method");
   std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
-  mark_four_bit_linears(*graph, names, unit_token_);
+  mark_quantized_linears(*graph, names, unit_token_);
   for (size_t i = 0; i < names.size(); ++i) {
-    const at::Tensor weight = modules[i].attr("weight").toTensor();
+    at::Tensor weight = modules[i].attr("weight").toTensor();
+    if (transposed[i]) weight = weight.t();
     const c10::IValue bias = modules[i].hasattr("bias") ? modules[i].attr("bias") : c10::IValue();
-    FourBitLayer layer{names[i],
-                       std::make_shared<FourBitWeight>(acc::quantize_4bit(names[i], transposed[i] ? weight.t() : weight,
-                                                                          config.type, config.double_quant)),
-                       bias.isTensor() ? bias.toTensor() : at::Tensor(), config.compute_dtype};
-    layers->layers.push_back(std::move(layer));
+    std::shared_ptr<QuantizedWeight> quantized;
+    if (config.eight_bit)
+      quantized = std::make_shared<EightBitLinear>(quantize_8bit(names[i], weight), config.threshold);
+    else
+      quantized = std::make_shared<FourBitLinear>(
+          acc::quantize_4bit(names[i], weight, config.type, config.double_quant), config.compute_dtype);
+    layers->layers.push_back({names[i], std::move(quantized), bias.isTensor() ? bias.toTensor() : at::Tensor()});
   }
   // Nothing fails from here on.
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < names.size(); ++i) {
-    FourBitLayer& layer = layers->layers[i];
-    modules[i].setattr("weight", layer.weight->packed);  // the slot stays a parameter, now uint8
+    QuantizedLayer& layer = layers->layers[i];
+    modules[i].setattr("weight", layer.weight->codes());  // the slot stays a parameter, now of codes
     if (layer.bias.defined()) {
       layer.bias.set_requires_grad(false);
-      layer.bias.set_data(layer.bias.to(config.compute_dtype));
+      // Linear4bit keeps its bias in the compute dtype; Linear8bitLt casts it to its input's when run.
+      if (!config.eight_bit) layer.bias.set_data(layer.bias.to(config.compute_dtype));
       layer.bias.mutable_grad() = at::Tensor();
     }
   }
   layers->adapters.resize(layers->layers.size());
   layers->training = [this] { return is_training(); };
-  four_bit_ = std::move(layers);
-  install_four_bit_layers(unit_token_, four_bit_);
-  four_bit_forward_ = std::make_unique<torch::jit::GraphFunction>("acc_four_bit_forward", graph, nullptr);
+  quantized_ = std::move(layers);
+  install_quantized_layers(unit_token_, quantized_);
+  quantized_forward_ = std::make_unique<torch::jit::GraphFunction>("acc_quantized_forward", graph, nullptr);
   unit_plan_.reset();
-  return four_bit_->layers.size();
+  return quantized_->layers.size();
 }
 
 bool ScriptModel::is_quantization_text(const std::string& name) const {
-  if (!four_bit_) return false;
-  for (const FourBitLayer& layer : four_bit_->layers)
-    if (name == four_bit_state_text_key(layer.module + ".weight", *layer.weight)) return true;
+  if (!quantized_) return false;
+  for (const QuantizedLayer& layer : quantized_->layers)
+    if (layer.weight->is_state_text(layer.module, name)) return true;
   return false;
 }
 
 void ScriptModel::check_quantization_state(const NamedTensors& state) const {
-  if (!four_bit_) return;
-  for (const FourBitLayer& layer : four_bit_->layers) {
-    const std::string key = four_bit_state_text_key(layer.module + ".weight", *layer.weight);
-    for (const auto& entry : state)
-      if (entry.first == key) check_four_bit_state_text(key, entry.second, *layer.weight);
-  }
+  if (!quantized_) return;
+  for (const QuantizedLayer& layer : quantized_->layers) layer.weight->check_state(layer.module, state);
 }
 
 void ScriptModel::quantization_state_loaded(const NamedTensors& state) {
-  if (!four_bit_) return;
-  for (FourBitLayer& layer : four_bit_->layers) {
-    const std::string key = four_bit_state_text_key(layer.module + ".weight", *layer.weight);
-    for (const auto& entry : state)
-      if (entry.first == key) take_four_bit_state_text(*layer.weight, entry.second);
-  }
+  if (!quantized_) return;
+  for (QuantizedLayer& layer : quantized_->layers) layer.weight->state_loaded(layer.module, state);
 }
 
 }  // namespace acc

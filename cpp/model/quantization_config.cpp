@@ -1,7 +1,8 @@
-#include "model/four_bit_config.h"
+#include "model/quantization_config.h"
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <regex>
 
 #include "common/error.h"
@@ -35,17 +36,16 @@ at::ScalarType compute_dtype_named(const Json& value) {
 
 }  // namespace
 
-FourBitConfig FourBitConfig::from_json(const std::string& text) {
+QuantizationConfig QuantizationConfig::from_json(const std::string& text) {
   const Json json = parse_json_input(text, "quantization config");
   require(json.is_object(), "quantization config must be a JSON object (BitsAndBytesConfig's to_dict())");
-  FourBitConfig config;
-  bool four_bit = false;
+  QuantizationConfig config;
+  bool four_bit = false, eight_bit = false;
   for (const auto& [key, value] : json.items()) {
     if (key == "load_in_4bit" || key == "_load_in_4bit") {
       four_bit = four_bit || flag(value, key);
     } else if (key == "load_in_8bit" || key == "_load_in_8bit") {
-      if (flag(value, key))
-        fail(Status::Unsupported, "quantization config: '", key, "' (LLM.int8 layers) is not built; use load_in_4bit");
+      eight_bit = eight_bit || flag(value, key);
     } else if (key == "quant_method") {
       require(value == "bitsandbytes", "quantization config: quant_method ", value.dump(),
               " is not \"bitsandbytes\", the only one built");
@@ -81,17 +81,25 @@ FourBitConfig FourBitConfig::from_json(const std::string& text) {
       if (flag(value, key))
         fail(Status::Unsupported, "quantization config: 'llm_int8_enable_fp32_cpu_offload' (modules offloaded by a ",
              "device map) is not built");
-    } else if (key == "llm_int8_threshold" || key == "llm_int8_has_fp16_weight") {
-      continue;  // LLM.int8's, which 4-bit layers do not read (as transformers)
+    } else if (key == "llm_int8_threshold") {
+      require(value.is_number() && std::isfinite(value.get<double>()) && value.get<double>() >= 0,
+              "quantization config: 'llm_int8_threshold' must be a number at least 0, not ", value.dump());
+      config.threshold = value.get<double>();
+    } else if (key == "llm_int8_has_fp16_weight") {
+      if (flag(value, key))
+        fail(Status::Unsupported, "quantization config: 'llm_int8_has_fp16_weight' (8-bit layers keeping float16 ",
+             "weights that train) is not built; the int8 weights stay frozen, as for LoRA");
     } else {
       fail(Status::InvalidArgument, "quantization config: unknown key '", key, "'");
     }
   }
-  require(four_bit, "quantization config: set \"load_in_4bit\": true (the 4-bit layers are what is built)");
+  require(four_bit != eight_bit, "quantization config: set exactly one of \"load_in_4bit\" and \"load_in_8bit\" to ",
+          "true, not ", four_bit ? "both" : "neither");
+  config.eight_bit = eight_bit;
   return config;
 }
 
-bool FourBitConfig::skips(const std::string& key, const std::string& module) {
+bool QuantizationConfig::skips(const std::string& key, const std::string& module) {
   const auto starts = [&](const std::string& pattern) {
     return std::regex_search(module, std::regex(pattern), std::regex_constants::match_continuous);
   };

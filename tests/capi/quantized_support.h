@@ -1,0 +1,152 @@
+// What the tests of quantised base models share (test_four_bit.cpp, test_eight_bit.cpp): their
+// fixtures' cases, the state dict read as float values, the outputs and the few AdamW steps each
+// case trains, as the exporters (tests/data/export_*_bit_cases.py) compute them.
+#pragma once
+
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "json_tensors.h"
+#include "lora_support.h"
+#include "support.h"
+
+namespace quantized_test {
+
+using lora_test::data_model;
+using lora_test::joined;
+using nlohmann::json;
+
+inline json cases_in(const std::string& file) {
+  std::ifstream in(acc_test::data_dir() + "/" + file);
+  return in ? json::parse(in) : json();
+}
+
+struct Entry {
+  acc_dtype dtype;
+  std::vector<float> values;
+};
+
+inline std::map<std::string, Entry> state_of(const acc_model* m) {
+  acc_tensor_list* list = nullptr;
+  EXPECT_EQ(acc_model_state_dict(m, &list), ACC_OK) << acc_last_error_message();
+  std::map<std::string, Entry> out;
+  size_t n = 0;
+  EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
+  for (size_t i = 0; i < n; ++i) {
+    const char* name = nullptr;
+    acc_tensor *t = nullptr, *f = nullptr;
+    EXPECT_EQ(acc_tensor_list_name(list, i, &name), ACC_OK);
+    EXPECT_EQ(acc_tensor_list_get(list, i, &t), ACC_OK);
+    Entry e{};
+    EXPECT_EQ(acc_tensor_dtype(t, &e.dtype), ACC_OK);
+    EXPECT_EQ(acc_tensor_to(t, nullptr, ACC_DTYPE_FLOAT32, &f), ACC_OK);
+    e.values = acc_test::to_floats(f);
+    out[name] = std::move(e);
+    acc_tensor_free(t);
+    acc_tensor_free(f);
+  }
+  acc_tensor_list_free(list);
+  return out;
+}
+
+inline acc_dtype dtype_named(const std::string& name) {
+  return name == "uint8"      ? ACC_DTYPE_UINT8
+         : name == "int8"     ? ACC_DTYPE_INT8
+         : name == "bfloat16" ? ACC_DTYPE_BFLOAT16
+                              : ACC_DTYPE_FLOAT32;
+}
+
+// Each quantised layer's state-dict entries against the fixture's: dtypes and values, bit for bit.
+inline void expect_layer_states(const acc_model* m, const json& layers, const json& expected) {
+  const auto state = state_of(m);
+  for (const auto& layer : layers) {
+    const json& entries = expected[layer.get<std::string>()];
+    for (const auto& [name, dtype] : entries["dtypes"].items()) {
+      auto it = state.find(name);
+      ASSERT_NE(it, state.end()) << name << " is not in the state dict";
+      EXPECT_EQ(it->second.dtype, dtype_named(dtype.get<std::string>())) << name;
+      EXPECT_EQ(it->second.values, acc_test::float_values(entries[name])) << name;
+    }
+  }
+}
+
+// The case's input in the model's dtype.
+inline acc_tensor* case_input(const json& all, const json& c) {
+  acc_tensor *x = acc_test::from_json(all["input"]), *cast = nullptr;
+  EXPECT_EQ(acc_tensor_to(x, nullptr, c["model"] == "bfloat16" ? ACC_DTYPE_BFLOAT16 : ACC_DTYPE_FLOAT32, &cast),
+            ACC_OK);
+  acc_tensor_free(x);
+  return cast;
+}
+
+inline std::vector<float> output_of(acc_model* m, acc_tensor* x) {
+  acc_tensor *y = nullptr, *f = nullptr;
+  EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
+  if (!y) return {};
+  EXPECT_EQ(acc_tensor_to(y, nullptr, ACC_DTYPE_FLOAT32, &f), ACC_OK);
+  auto values = acc_test::to_floats(f);
+  acc_tensor_free(y);
+  acc_tensor_free(f);
+  return values;
+}
+
+inline bool under_autocast(const json& c) { return c.value("autocast", false); }
+
+// The output (float32) without gradients; for a case under autocast, inside Accelerate's bf16 autocast.
+inline std::vector<float> case_output(acc_model* m, acc_tensor* x, const json& c) {
+  if (!under_autocast(c)) return output_of(m, x);
+  acc_accelerator* acc = acc_test::make_accelerator({{"mixed_precision", "bf16"}});
+  EXPECT_EQ(acc_autocast_begin(acc, 1), ACC_OK);
+  auto values = output_of(m, x);
+  EXPECT_EQ(acc_autocast_end(acc), ACC_OK);
+  acc_accelerator_free(acc);
+  return values;
+}
+
+// Three AdamW steps (lr 1e-2) on the MSE of the float32 output against the case's target; a case
+// under autocast trains the model prepared by a bf16 accelerator (freed by the caller after it).
+inline std::vector<double> train_case(acc_model*& m, const json& all, const json& c, acc_accelerator** acc = nullptr) {
+  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
+  acc_accelerator* prepared = nullptr;
+  if (under_autocast(c)) {
+    prepared = acc_test::make_accelerator({{"mixed_precision", "bf16"}});
+    EXPECT_EQ(acc_prepare(prepared, &m, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+  }
+  acc_tensor *x = case_input(all, c), *target = acc_test::from_json(all["target"]);
+  std::vector<double> losses;
+  for (int step = 0; step < 3; ++step) {
+    acc_tensor *y = nullptr, *f = nullptr, *loss = nullptr;
+    EXPECT_EQ(acc_model_forward1(m, x, 0, &y), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_tensor_to(y, nullptr, ACC_DTYPE_FLOAT32, &f), ACC_OK);
+    EXPECT_EQ(acc_loss_mse(f, target, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+    losses.push_back(acc_test::item(loss));
+    EXPECT_EQ(prepared ? acc_backward(prepared, loss) : acc_tensor_backward(loss), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
+    EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    for (acc_tensor* t : {y, f, loss}) acc_tensor_free(t);
+  }
+  for (acc_tensor* t : {x, target}) acc_tensor_free(t);
+  acc_optimizer_free(opt);
+  if (acc)
+    *acc = prepared;
+  else
+    acc_accelerator_free(prepared);
+  return losses;
+}
+
+inline size_t add_case_lora(acc_model* m, const json& c) {
+  acc_options* o = acc_test::lora_options(c["r"].get<int64_t>(), c["lora_alpha"].get<double>());
+  size_t count = 0;
+  EXPECT_EQ(acc_model_add_lora(m, joined(c["targets"]).c_str(), o, &count), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  return count;
+}
+
+#define REQUIRE_CASES(all, file)                                                \
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set"; \
+  const json all = quantized_test::cases_in(file);                              \
+  ASSERT_TRUE(all.contains("cases")) << file << " was not exported"
+
+}  // namespace quantized_test
