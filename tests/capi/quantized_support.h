@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -142,6 +143,66 @@ inline size_t add_case_lora(acc_model* m, const json& c) {
   EXPECT_EQ(acc_model_add_lora(m, joined(c["targets"]).c_str(), o, &count), ACC_OK) << acc_last_error_message();
   acc_options_free(o);
   return count;
+}
+
+// A job prepared with bf16 autocast (LoRA as case `c` asks, over the model of `file` that
+// `quantize` quantises) saved after 3 steps and resumed by a process whose model was quantised from
+// other weights: the checkpoint brings the codes and their states, and the next 2 steps are the
+// same, every state-dict entry bit for bit.
+inline void expect_resumes_exactly(const json& all, const json& c, const std::string& file,
+                                   const std::function<void(acc_model*)>& quantize) {
+  struct Run {
+    acc_accelerator* acc = acc_test::make_accelerator({{"mixed_precision", "bf16"}});
+    acc_model* model = nullptr;
+    acc_optimizer* opt = nullptr;
+    Run(const json& c, const std::string& file, const std::function<void(acc_model*)>& quantize, bool other_weights) {
+      model = data_model(file);
+      if (other_weights) acc_test::fill_state(model, 0.25f);
+      quantize(model);
+      EXPECT_EQ(acc_set_seed(5), ACC_OK);
+      add_case_lora(model, c);
+      EXPECT_EQ(acc_optimizer_create(model, "adamw", nullptr, &opt), ACC_OK);
+      EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+    }
+    ~Run() {
+      acc_optimizer_free(opt);
+      acc_model_free(model);
+      acc_accelerator_free(acc);
+    }
+    void steps(const json& all, const json& c, int n) {
+      acc_tensor *x = case_input(all, c), *target = acc_test::from_json(all["target"]);
+      for (int i = 0; i < n; ++i) {
+        acc_tensor *out = nullptr, *loss = nullptr;
+        ASSERT_EQ(acc_model_forward1(model, x, 0, &out), ACC_OK) << acc_last_error_message();
+        ASSERT_EQ(acc_loss_mse(out, target, ACC_REDUCTION_MEAN, &loss), ACC_OK) << acc_last_error_message();
+        ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
+        ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
+        ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+        acc_tensor_free(out);
+        acc_tensor_free(loss);
+      }
+      acc_tensor_free(x);
+      acc_tensor_free(target);
+    }
+  };
+  const std::string dir = acc_test::fresh_dir(file + "_state");
+  Run first(c, file, quantize, false);
+  first.steps(all, c, 3);
+  ASSERT_EQ(acc_save_state(first.acc, dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
+  first.steps(all, c, 2);
+  Run resumed(c, file, quantize, true);
+  ASSERT_EQ(acc_load_state(resumed.acc, dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
+  resumed.steps(all, c, 2);
+  const auto expected = state_of(first.model), got = state_of(resumed.model);
+  ASSERT_EQ(got.size(), expected.size());
+  for (const auto& [name, entry] : expected) {
+    ASSERT_TRUE(got.count(name)) << name;
+    EXPECT_EQ(got.at(name).dtype, entry.dtype) << name;
+    EXPECT_EQ(got.at(name).values, entry.values) << name;
+  }
+  acc_tensor* x = case_input(all, c);
+  EXPECT_EQ(output_of(resumed.model, x), output_of(first.model, x));
+  acc_tensor_free(x);
 }
 
 #define REQUIRE_CASES(all, file)                                                \

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "quantized_support.h"
@@ -166,6 +167,53 @@ TEST(EightBit, StateDictReadsBackIntoAFreshModelAndRefusesACorruptOne) {
   for (acc_tensor* t : {x, format, bad_scales}) acc_tensor_free(t);
   acc_tensor_list_free(state);
   acc_tensor_list_free(read);
+}
+
+TEST(EightBit, PreparedWithBf16ResumesExactlyFromSaveState) {
+  REQUIRE_CASES(all, kCases);
+  const json& c = all["cases"][0]["config"];
+  expect_resumes_exactly(all, c, "eight_bit_model.pt", [&](acc_model* m) {
+    EXPECT_EQ(acc_model_quantize(m, config_json(c).c_str(), nullptr), ACC_OK) << acc_last_error_message();
+  });
+}
+
+TEST(EightBit, SaveModelWritesTransformersEntriesThatLoadBack) {
+  // acc_save_model writes the 8-bit layers as transformers saves an 8-bit model (the int8 codes as
+  // `weight`, SCB and weight_format beside them), and acc_model_load_safetensors reads them back.
+  REQUIRE_CASES(all, kCases);
+  const json& c = all["cases"][2]["config"];  // bfloat16, fc1 and fc3
+  acc_model* m = quantised(c);
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  const std::string dir = acc_test::fresh_dir("eight_bit_saved");
+  ACC_ASSERT_OK(acc_save_model(acc, m, dir.c_str(), nullptr));
+  acc_tensor_list* file = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/model.safetensors").c_str(), &file));
+  const std::tuple<const char*, acc_dtype, size_t> expected[] = {
+      {"fc1.weight", ACC_DTYPE_INT8, 2},         {"fc1.SCB", ACC_DTYPE_FLOAT32, 1},
+      {"fc1.weight_format", ACC_DTYPE_UINT8, 0}, {"fc1.bias", ACC_DTYPE_BFLOAT16, 1},
+      {"fc2.weight", ACC_DTYPE_BFLOAT16, 2},     {"fc3.weight", ACC_DTYPE_INT8, 2}};
+  for (const auto& [name, dtype, dims] : expected) {
+    acc_tensor* t = nullptr;
+    ASSERT_EQ(acc_tensor_list_find(file, name, &t), ACC_OK) << name;
+    acc_dtype got = ACC_DTYPE_UNDEFINED;
+    size_t ndim = 99;
+    ACC_ASSERT_OK(acc_tensor_dtype(t, &got));
+    ACC_ASSERT_OK(acc_tensor_ndim(t, &ndim));
+    EXPECT_EQ(got, dtype) << name;
+    EXPECT_EQ(ndim, dims) << name;
+    acc_tensor_free(t);
+  }
+  acc_tensor_list_free(file);
+  acc_model* other = data_model("eight_bit_model.pt");
+  acc_test::fill_state(other, -0.5f);
+  ACC_ASSERT_OK(acc_model_to(other, nullptr, ACC_DTYPE_BFLOAT16));
+  ACC_ASSERT_OK(acc_model_quantize(other, config_json(c).c_str(), nullptr));
+  ACC_ASSERT_OK(acc_model_load_safetensors(other, dir.c_str(), 1, nullptr, nullptr));
+  acc_tensor* x = case_input(all, c);
+  EXPECT_EQ(evaluated(other, x, c), evaluated(m, x, c));
+  acc_tensor_free(x);
+  for (acc_model* model : {m, other}) acc_model_free(model);
+  acc_accelerator_free(acc);
 }
 
 TEST(EightBit, AdaptersSaveAndLoadIntoAFreshQuantisedModel) {

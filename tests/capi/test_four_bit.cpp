@@ -214,58 +214,9 @@ TEST(FourBit, PreparedWithBf16ResumesExactlyFromSaveState) {
   // the next 2 steps are the same.
   REQUIRE_CASES(all, "four_bit_cases.json");
   const json& c = all["cases"][1]["config"];  // FP4, double quantisation, bfloat16 compute
-  struct Run {
-    acc_accelerator* acc = acc_test::make_accelerator({{"mixed_precision", "bf16"}});
-    acc_model* model = nullptr;
-    acc_optimizer* opt = nullptr;
-    Run(const json& c, bool other_weights) {
-      model = data_model("four_bit_model.pt");
-      if (other_weights) acc_test::fill_state(model, 0.25f);
-      EXPECT_EQ(acc_model_quantize_4bit(model, config_json(c).c_str(), nullptr), ACC_OK) << acc_last_error_message();
-      EXPECT_EQ(acc_set_seed(5), ACC_OK);
-      add_case_lora(model, c);
-      EXPECT_EQ(acc_optimizer_create(model, "adamw", nullptr, &opt), ACC_OK);
-      EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
-    }
-    ~Run() {
-      acc_optimizer_free(opt);
-      acc_model_free(model);
-      acc_accelerator_free(acc);
-    }
-    void steps(const json& all, const json& c, int n) {
-      acc_tensor *x = case_input(all, c), *target = acc_test::from_json(all["target"]);
-      for (int i = 0; i < n; ++i) {
-        acc_tensor *out = nullptr, *loss = nullptr;
-        ASSERT_EQ(acc_model_forward1(model, x, 0, &out), ACC_OK) << acc_last_error_message();
-        ASSERT_EQ(acc_loss_mse(out, target, ACC_REDUCTION_MEAN, &loss), ACC_OK) << acc_last_error_message();
-        ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
-        ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
-        ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
-        acc_tensor_free(out);
-        acc_tensor_free(loss);
-      }
-      acc_tensor_free(x);
-      acc_tensor_free(target);
-    }
-  };
-  const std::string dir = acc_test::fresh_dir("four_bit_state");
-  Run first(c, false);
-  first.steps(all, c, 3);
-  ACC_ASSERT_OK(acc_save_state(first.acc, dir.c_str(), nullptr));
-  first.steps(all, c, 2);
-  Run resumed(c, true);
-  ACC_ASSERT_OK(acc_load_state(resumed.acc, dir.c_str(), nullptr));
-  resumed.steps(all, c, 2);
-  const auto expected = state_of(first.model), got = state_of(resumed.model);
-  ASSERT_EQ(got.size(), expected.size());
-  for (const auto& [name, entry] : expected) {
-    ASSERT_TRUE(got.count(name)) << name;
-    EXPECT_EQ(got.at(name).dtype, entry.dtype) << name;
-    EXPECT_EQ(got.at(name).values, entry.values) << name;
-  }
-  acc_tensor* x = case_input(all, c);
-  EXPECT_EQ(output_of(resumed.model, x), output_of(first.model, x));
-  acc_tensor_free(x);
+  expect_resumes_exactly(all, c, "four_bit_model.pt", [&](acc_model* m) {
+    EXPECT_EQ(acc_model_quantize_4bit(m, config_json(c).c_str(), nullptr), ACC_OK) << acc_last_error_message();
+  });
 }
 
 TEST(FourBit, LayersTheForwardComputesItselfRunIn4BitsAndTakeAdapters) {

@@ -1,6 +1,8 @@
 // LoRA on a GPU through the C API: trainable token rows (trainable_token_indices) on a model moved
-// to CUDA after the adapters were added train as on the CPU, the embedding's own weight untouched.
+// to CUDA after the adapters were added train as on the CPU, the embedding's own weight untouched;
+// QLoRA's 4-bit layers and LLM.int8 layers quantise and train on CUDA as on the CPU.
 #include <cmath>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -81,17 +83,15 @@ TEST(GpuLora, TrainableTokensTrainOnCudaAsOnTheCpu) {
 namespace {
 
 // A layer spec saved as TorchScript (linear 64->32, relu, linear 32->8), loaded on `device`, its
-// linear layers quantised to NF4 (the last one too) with float32 compute, LoRA r=4 on both, three
-// SGD steps on an MSE loss.
-acc_model* qlora_trained(const std::string& file, const char* device) {
+// linear layers quantised as `config` (a BitsAndBytesConfig) asks, the last one too, LoRA r=4 on
+// both, three SGD steps on an MSE loss in the given mode.
+acc_model* quantised_and_trained(const std::string& file, const char* device, const std::string& config,
+                                 int training = 1) {
   acc_model* m = nullptr;
   EXPECT_EQ(acc_model_load_torchscript(file.c_str(), &m), ACC_OK) << acc_last_error_message();
   EXPECT_EQ(acc_model_to(m, device, ACC_DTYPE_UNDEFINED), ACC_OK) << acc_last_error_message();
-  EXPECT_EQ(acc_model_quantize_4bit(m, R"({"load_in_4bit": true, "bnb_4bit_quant_type": "nf4",
-                                           "llm_int8_skip_modules": []})",
-                                    nullptr),
-            ACC_OK)
-      << acc_last_error_message();
+  EXPECT_EQ(acc_model_quantize(m, config.c_str(), nullptr), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(acc_model_set_training(m, training), ACC_OK);
   EXPECT_EQ(acc_set_seed(7), ACC_OK);
   acc_options* lora = acc_test::lora_options(4, 8);
   EXPECT_EQ(acc_model_add_lora(m, "0,2", lora, nullptr), ACC_OK) << acc_last_error_message();
@@ -103,7 +103,9 @@ acc_model* qlora_trained(const std::string& file, const char* device) {
   EXPECT_EQ(acc_optimizer_create(m, "sgd", sgd, &opt), ACC_OK) << acc_last_error_message();
   acc_options_free(sgd);
   for (int step = 0; step < 3 && opt; ++step) {
-    acc_tensor* x = acc_gpu::floats_on(acc_gpu::uniform(5 * 64, 11 + step), {5, 64}, device);
+    std::vector<float> values = acc_gpu::uniform(5 * 64, 11 + step);
+    for (size_t row = 0; row < 5; ++row) values[row * 64 + 9] *= 20.0f;  // an outlier column for LLM.int8
+    acc_tensor* x = acc_gpu::floats_on(values, {5, 64}, device);
     acc_tensor* y = acc_gpu::floats_on(acc_gpu::uniform(5 * 8, 21 + step), {5, 8}, device);
     acc_tensor *out = nullptr, *loss = nullptr;
     EXPECT_EQ(acc_model_forward1(m, x, 0, &out), ACC_OK) << acc_last_error_message();
@@ -117,23 +119,22 @@ acc_model* qlora_trained(const std::string& file, const char* device) {
   return m;
 }
 
-}  // namespace
-
-TEST(GpuFourBit, QloraTrainsOnCudaAsOnTheCpu) {
-  ACC_REQUIRE_CUDA();
-  const std::string file = acc_gpu::work_dir("four_bit") + "/model.pt";
+std::string saved_spec(const char* name) {
+  const std::string file = acc_gpu::work_dir(name) + "/model.pt";
   acc_model* spec = nullptr;
-  ASSERT_EQ(acc_set_seed(5), ACC_OK);
-  ASSERT_EQ(acc_model_from_spec(R"([{"type":"linear","in_features":64,"out_features":32},{"type":"relu"},
+  EXPECT_EQ(acc_set_seed(5), ACC_OK);
+  EXPECT_EQ(acc_model_from_spec(R"([{"type":"linear","in_features":64,"out_features":32},{"type":"relu"},
     {"type":"linear","in_features":32,"out_features":8}])",
                                 &spec),
             ACC_OK);
-  ASSERT_EQ(acc_model_save_torchscript(spec, file.c_str()), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(acc_model_save_torchscript(spec, file.c_str()), ACC_OK) << acc_last_error_message();
   acc_model_free(spec);
-  acc_model* cpu = qlora_trained(file, "cpu");
-  acc_model* cuda = qlora_trained(file, "cuda:0");
-  // The same codes and maxima (exact operations), the adapters up to CUDA's rounding of the products.
-  for (const char* name : {"0.weight", "0.weight.absmax", "2.weight", "2.weight.absmax"}) {
+  return file;
+}
+
+// The state-dict entries `names` of both models, equal bit for bit (exact operations).
+void expect_same_entries(acc_model* cpu, acc_model* cuda, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
     acc_tensor *a = nullptr, *b = nullptr;
     ASSERT_EQ(acc_model_parameter(cpu, name, &a), ACC_OK) << name << ": " << acc_last_error_message();
     ASSERT_EQ(acc_model_parameter(cuda, name, &b), ACC_OK) << name;
@@ -141,6 +142,35 @@ TEST(GpuFourBit, QloraTrainsOnCudaAsOnTheCpu) {
     EXPECT_EQ(acc_test::to_floats(fb), acc_test::to_floats(fa)) << name;
     for (acc_tensor* t : {a, b, fa, fb}) acc_tensor_free(t);
   }
+}
+
+}  // namespace
+
+TEST(GpuFourBit, QloraTrainsOnCudaAsOnTheCpu) {
+  ACC_REQUIRE_CUDA();
+  const std::string file = saved_spec("four_bit");
+  const char* config = R"({"load_in_4bit": true, "bnb_4bit_quant_type": "nf4", "llm_int8_skip_modules": []})";
+  acc_model* cpu = quantised_and_trained(file, "cpu", config);
+  acc_model* cuda = quantised_and_trained(file, "cuda:0", config);
+  // The same codes and maxima, the adapters up to CUDA's rounding of the products.
+  expect_same_entries(cpu, cuda, {"0.weight", "0.weight.absmax", "2.weight", "2.weight.absmax"});
+  for (const char* name : {"0.lora_A.weight", "0.lora_B.weight", "2.lora_B.weight"})
+    EXPECT_LT(max_difference(parameter(cuda, name), parameter(cpu, name)), 1e-5) << name;
+  EXPECT_GT(max_difference(parameter(cuda, "2.lora_B.weight"), std::vector<float>(8 * 4, 0.0f)), 1e-4);
+  acc_model_free(cpu);
+  acc_model_free(cuda);
+}
+
+// LLM.int8 on CUDA: bitsandbytes multiplies in int8 there in training too (MatMul8bitLt), as the
+// CPU does in evaluation mode; the codes and scales are the CPU's, the adapters trained through the
+// int8 product (outlier column included) the same up to rounding.
+TEST(GpuEightBit, Int8LayersTrainOnCudaAsTheCpuInItsInt8Mode) {
+  ACC_REQUIRE_CUDA();
+  const std::string file = saved_spec("eight_bit");
+  const char* config = R"({"load_in_8bit": true, "llm_int8_skip_modules": []})";
+  acc_model* cpu = quantised_and_trained(file, "cpu", config, /*training=*/0);
+  acc_model* cuda = quantised_and_trained(file, "cuda:0", config);
+  expect_same_entries(cpu, cuda, {"0.weight", "0.SCB", "2.weight", "2.SCB"});
   for (const char* name : {"0.lora_A.weight", "0.lora_B.weight", "2.lora_B.weight"})
     EXPECT_LT(max_difference(parameter(cuda, name), parameter(cpu, name)), 1e-5) << name;
   EXPECT_GT(max_difference(parameter(cuda, "2.lora_B.weight"), std::vector<float>(8 * 4, 0.0f)), 1e-4);
