@@ -9,7 +9,8 @@
 // on the layer spec, LoRA on the attention as PEFT's lora.MultiheadAttention adapts it (self_attn: q,
 // k, v through the packed in_proj, and out_proj) with linear1 and linear2.
 // As TorchScript, QLoRA too: the same adapters over the linear layers quantised to 4 bits
-// (transformers' load_in_4bit: NF4, double quantisation), against LoRA over float32 layers.
+// (transformers' load_in_4bit: NF4, double quantisation), and over LLM.int8 layers (load_in_8bit,
+// training on the CPU: bitsandbytes' dequantised product), against LoRA over float32 layers.
 // Then new tokens on a language model of the same stack (vocabulary 32000, head tied to the
 // embedding): LoRA beside the whole embedding trained (modules_to_save, what PEFT users did before
 // trainable_token_indices) against LoRA beside 16 of its rows (trainable_token_indices); and
@@ -143,25 +144,29 @@ int main(int argc, char** argv) {
                 median(c) / median(b));
     if (torchscript) {
       // QLoRA: the same adapters over 4-bit layers (NF4, double quantisation; out_proj, whose weight
-      // the attention reads, left as it is).
-      TransformerStackLoop qlora(
-          json, batch, tokens, d,
-          [&](acc_model* model) {
-            OK(acc_model_quantize_4bit(model,
-                                       R"({"load_in_4bit": true, "bnb_4bit_quant_type": "nf4",
-                                           "bnb_4bit_use_double_quant": true, "llm_int8_skip_modules": ["out_proj"]})",
-                                       nullptr));
-            adapters(false)(model);
-          },
-          training);
-      for (int i = 0; i < 3; ++i) lora.step(), qlora.step();
-      std::vector<double> l, q;
+      // the attention reads, left as it is); and over LLM.int8 layers (load_in_8bit).
+      auto quantised = [&](const char* config) {
+        return [&adapters, config](acc_model* model) {
+          OK(acc_model_quantize(model, config, nullptr));
+          adapters(false)(model);
+        };
+      };
+      TransformerStackLoop qlora(json, batch, tokens, d,
+                                 quantised(R"({"load_in_4bit": true, "bnb_4bit_quant_type": "nf4",
+                                    "bnb_4bit_use_double_quant": true, "llm_int8_skip_modules": ["out_proj"]})"),
+                                 training),
+          int8(json, batch, tokens, d, quantised(R"({"load_in_8bit": true, "llm_int8_skip_modules": ["out_proj"]})"),
+               training);
+      for (int i = 0; i < 3; ++i) lora.step(), qlora.step(), int8.step();
+      std::vector<double> l, q, e;
       for (int round = 0; round < (quick ? 1 : 7); ++round) {
         l.push_back(time_steps(lora, 2));
         q.push_back(time_steps(qlora, 2));
+        e.push_back(time_steps(int8, 2));
       }
       report("LoRA r=8:", lora, l, nullptr, nullptr, 26);
       report("QLoRA r=8 (NF4 layers):", qlora, q, &lora, &l, 26);
+      report("LoRA r=8 on int8 layers:", int8, e, &lora, &l, 26);
       continue;
     }
     // The attention adapted too: q, k and v through in_proj, as PEFT's lora.MultiheadAttention.
