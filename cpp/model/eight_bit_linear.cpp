@@ -1,13 +1,9 @@
 #include "model/eight_bit_linear.h"
 
 #include <ATen/core/grad_mode.h>
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/functions/utils.h>
 
-#include <cmath>
-
-#include "common/autograd_node.h"
 #include "common/error.h"
+#include "model/quantized_backward.h"
 
 namespace acc {
 namespace {
@@ -17,12 +13,12 @@ at::Tensor dequantized(const at::Tensor& codes, const at::Tensor& scales, at::Sc
   return codes.to(dtype).mul_(scales.unsqueeze(1).mul(1.0 / 127.0));
 }
 
-struct EightBitLinearBackward : torch::autograd::Node {
+// MatMul8bitFp's and MatMul8bitLt's backward: the input's gradient through the weight dequantised
+// to the input's dtype.
+struct EightBitLinearBackward : QuantizedLinearBackward {
   at::Tensor codes, scales;
   at::ScalarType input_dtype = at::kFloat;
   std::vector<int64_t> input_sizes;
-  at::ScalarType bias_dtype = at::kFloat;
-  std::vector<int64_t> bias_sizes;
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     const at::Tensor& grad = grads[0];
@@ -32,8 +28,7 @@ struct EightBitLinearBackward : torch::autograd::Node {
       const at::Tensor rows = grad.reshape({-1, grad.size(-1)}).to(input_dtype);
       out[0] = at::matmul(rows, dequantized(codes, scales, input_dtype)).view(input_sizes);
     }
-    // grad_output.sum(0, dtype=...), which the engine then sums to the bias's shape.
-    if (should_compute_output(1)) out[1] = at::sum_to(grad.sum(0, false, bias_dtype), bias_sizes);
+    if (should_compute_output(1)) out[1] = bias_gradient(grad);
     return out;
   }
   void release_variables() override {
@@ -81,19 +76,12 @@ at::Tensor EightBitLinear::linear(const at::Tensor& x, const at::Tensor& layer_b
     else
       output = int8_product(x, bias);
   }
-  if (torch::autograd::compute_requires_grad(x, bias)) {
-    auto node = make_node<EightBitLinearBackward>();
-    node->codes = codes_;
-    node->scales = scales_;
-    node->input_dtype = x.scalar_type();
-    node->input_sizes = x.sizes().vec();
-    if (bias.defined()) {
-      node->bias_dtype = bias.scalar_type();
-      node->bias_sizes = bias.sizes().vec();
-    }
-    node->set_next_edges(torch::autograd::collect_next_edges(x, bias));
-    torch::autograd::set_history(output, NodePtr(node));
-  }
+  set_quantized_history<EightBitLinearBackward>(output, x, bias, [&](EightBitLinearBackward& node) {
+    node.codes = codes_;
+    node.scales = scales_;
+    node.input_dtype = x.scalar_type();
+    node.input_sizes = x.sizes().vec();
+  });
   return output;
 }
 

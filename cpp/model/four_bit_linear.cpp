@@ -1,19 +1,15 @@
 #include "model/four_bit_linear.h"
 
 #include <ATen/core/grad_mode.h>
-#include <torch/csrc/autograd/function.h>
-#include <torch/csrc/autograd/functions/utils.h>
 
-#include "common/autograd_node.h"
+#include "model/quantized_backward.h"
 
 namespace acc {
 namespace {
 
 // MatMul4Bit.backward: the weight dequantised to its own dtype, then to the gradient's.
-struct FourBitLinearBackward : torch::autograd::Node {
+struct FourBitLinearBackward : QuantizedLinearBackward {
   std::shared_ptr<FourBitWeight> weight;
-  at::ScalarType bias_dtype = at::kFloat;
-  std::vector<int64_t> bias_sizes;
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override {
     const at::Tensor& grad = grads[0];
@@ -21,8 +17,7 @@ struct FourBitLinearBackward : torch::autograd::Node {
     if (!grad.defined()) return out;
     if (should_compute_output(0))
       out[0] = at::matmul(grad, dequantize_4bit(*weight, weight->dtype).to(grad.scalar_type()));
-    // grad_output.sum(0, dtype=...), which the engine then sums to the bias's shape.
-    if (should_compute_output(1)) out[1] = at::sum_to(grad.sum(0, false, bias_dtype), bias_sizes);
+    if (should_compute_output(1)) out[1] = bias_gradient(grad);
     return out;
   }
   void release_variables() override { weight.reset(); }
@@ -45,16 +40,8 @@ at::Tensor FourBitLinear::linear(const at::Tensor& x, const at::Tensor& layer_bi
     at::NoGradGuard no_history;
     output = at::linear(input, dequantize_4bit(*weight_, compute_dtype_), bias);
   }
-  if (torch::autograd::compute_requires_grad(input, bias)) {
-    auto node = make_node<FourBitLinearBackward>();
-    node->weight = weight_;
-    if (bias.defined()) {
-      node->bias_dtype = bias.scalar_type();
-      node->bias_sizes = bias.sizes().vec();
-    }
-    node->set_next_edges(torch::autograd::collect_next_edges(input, bias));
-    torch::autograd::set_history(output, NodePtr(node));
-  }
+  set_quantized_history<FourBitLinearBackward>(output, input, bias,
+                                               [&](FourBitLinearBackward& node) { node.weight = weight_; });
   return output.to(input_dtype);
 }
 

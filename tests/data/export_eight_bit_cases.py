@@ -14,7 +14,6 @@ them, the evaluation output with them, and after merging).
 Run with Debian's python3-torch: python3 export_eight_bit_cases.py OUTPUT_DIR
 """
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from torch import nn
 
 from bnb_restated import int8_dequantize, int8_rows, int8_scaled_mm
 from peft_restated import linear_pair, tensor
+from quantized_mlp import QuantMlp, keys_not_converted, skipped
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -37,22 +37,6 @@ CASES = [
     {"threshold": None, "model": "bfloat16", "skip": None, "targets": ["fc1", "fc2", "fc3"], "r": 4,
      "lora_alpha": 16.0, "prepare": True, "autocast": True},
 ]
-
-
-class Int8Mlp(nn.Module):
-    """fc2 has a row far larger than the others, fc1 half a row of zeros."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(128, 160)
-        self.fc2 = nn.Linear(160, 33)
-        self.fc3 = nn.Linear(33, 7)
-        with torch.no_grad():
-            self.fc1.weight.view(-1)[128:192].zero_()
-            self.fc2.weight[5] *= 30.0
-
-    def forward(self, x):
-        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
 
 
 class MatMul8bitFp(torch.autograd.Function):
@@ -93,15 +77,6 @@ def linear8bit(x, layer, training, threshold):
     return int8_product(x, layer, layer["bias"], threshold)
 
 
-def keys_not_converted(model):
-    """transformers' get_keys_to_not_convert on this model: no tied weights, the last parameter's module."""
-    return {list(model.named_parameters())[-1][0].rsplit(".", 1)[0]}
-
-
-def skipped(key, name):
-    return bool(re.match(key + "\\.", name) or re.match(key, name) or name.endswith(key))
-
-
 def quantize(weight):
     """Int8Params._quantize: the weight in float16, then int8_vectorwise_quant."""
     codes, maxima, _ = int8_rows(weight.detach().contiguous().to(torch.float16))
@@ -121,7 +96,7 @@ def states_of(layers):
 
 def run_case(base, config, x, target):
     threshold = 6.0 if config["threshold"] is None else config["threshold"]
-    model = Int8Mlp()
+    model = QuantMlp()
     model.load_state_dict(base.state_dict())
     model.to(DTYPES[config["model"]])
     for p in model.parameters():
@@ -217,7 +192,7 @@ def main(out_dir):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(808)
-    base = Int8Mlp()
+    base = QuantMlp()
     torch.jit.script(base).save(str(out / "eight_bit_model.pt"))
     x = torch.sin(torch.arange(2 * 3 * 128, dtype=torch.float32) * 0.13).reshape(2, 3, 128)
     x[..., 7] *= 8.0  # a column past the default threshold in some rows

@@ -15,7 +15,6 @@ the losses of the steps, the adapters after them).
 Run with Debian's python3-torch: python3 export_four_bit_cases.py OUTPUT_DIR
 """
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from torch import nn
 
 from bnb_restated import dequantize_4bit, quantize_4bit
 from peft_restated import linear_pair, tensor
+from quantized_mlp import QuantMlp, keys_not_converted, skipped
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -42,23 +42,6 @@ CASES = [
     {"quant_type": "nf4", "double_quant": True, "compute": "bfloat16", "model": "bfloat16", "skip": None,
      "targets": ["fc1", "fc2", "fc3"], "r": 4, "lora_alpha": 16.0, "prepare": True, "autocast": True},
 ]
-
-
-class QuantMlp(nn.Module):
-    """fc1's weight is 320 blocks of 64 (two blocks of double quantisation's 256), fc2's 82 blocks
-    and a shorter one, fc3's (the output layer) an odd number of values."""
-
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(128, 160)
-        self.fc2 = nn.Linear(160, 33)
-        self.fc3 = nn.Linear(33, 7)
-        with torch.no_grad():
-            self.fc1.weight.view(-1)[128:192].zero_()  # a block of zeros
-            self.fc2.weight[5] *= 30.0  # a row far larger than the others
-
-    def forward(self, x):
-        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
 
 
 class ReadsWeight(nn.Module):
@@ -95,15 +78,6 @@ def linear4bit(x, layer, compute):
     x = x.to(compute)
     bias = layer["bias"].to(compute)
     return MatMul4Bit.apply(x, layer, bias).to(inp)
-
-
-def keys_not_converted(model):
-    """transformers' get_keys_to_not_convert on this model: no tied weights, the last parameter's module."""
-    return {list(model.named_parameters())[-1][0].rsplit(".", 1)[0]}
-
-
-def skipped(key, name):
-    return bool(re.match(key + "\\.", name) or re.match(key, name) or name.endswith(key))
 
 
 def states_of(layers):

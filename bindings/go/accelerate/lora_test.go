@@ -29,50 +29,33 @@ func outputOf(t *testing.T, m *acc.Model) []float32 {
 
 // transformers' load_in_4bit: QLoRA's base model keeps 4-bit weights, and its adapters train.
 func TestFourBitBaseModelTrainsItsAdapters(t *testing.T) {
-	spec := seededTwoLinears(t)
-	file := filepath.Join(t.TempDir(), "model.pt")
-	if err := spec.SaveTorchScript(file); err != nil {
-		t.Fatal(err)
-	}
-	spec.Close()
-	m, err := acc.LoadTorchScript(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	if _, err := m.Quantize4bit(`{"load_in_8bit": true}`); !errors.Is(err, acc.ErrInvalidArgument) {
-		t.Fatalf("load_in_8bit: %v, want ErrInvalidArgument", err)
-	}
-	// The output layer stays as it is, as transformers leaves it.
-	if n, err := m.Quantize4bit(`{"load_in_4bit": true, "bnb_4bit_quant_type": "nf4"}`); n != 1 || err != nil {
-		t.Fatalf("Quantize4bit = %d, %v", n, err)
-	}
-	// A float32 model: nothing to cast, everything frozen.
-	if n, err := m.PrepareForKbitTraining(); n != 0 || err != nil {
-		t.Fatalf("PrepareForKbitTraining = %d, %v", n, err)
-	}
-	if n, err := m.AddLora("0", nil); n != 1 || err != nil {
-		t.Fatalf("AddLora = %d, %v", n, err)
-	}
-	b := paramValues(t, m, "0.lora_B.weight")
-	lr, _ := acc.NewOptions(acc.OptimizerOptions)
-	defer lr.Close()
-	_ = lr.SetFloat("lr", 0.1)
-	opt, err := acc.NewOptimizer(m, "adamw", lr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer opt.Close()
-	for i := 0; i < 3; i++ {
-		trainStep(t, m, opt)
-	}
-	if reflect.DeepEqual(b, paramValues(t, m, "0.lora_B.weight")) {
-		t.Error("the adapter did not train")
-	}
+	trainsAdaptersOverQuantisedLayers(t, func(m *acc.Model) {
+		if _, err := m.Quantize4bit(`{"load_in_8bit": true}`); !errors.Is(err, acc.ErrInvalidArgument) {
+			t.Fatalf("load_in_8bit: %v, want ErrInvalidArgument", err)
+		}
+		// The output layer stays as it is, as transformers leaves it.
+		if n, err := m.Quantize4bit(`{"load_in_4bit": true, "bnb_4bit_quant_type": "nf4"}`); n != 1 || err != nil {
+			t.Fatalf("Quantize4bit = %d, %v", n, err)
+		}
+		// A float32 model: nothing to cast, everything frozen.
+		if n, err := m.PrepareForKbitTraining(); n != 0 || err != nil {
+			t.Fatalf("PrepareForKbitTraining = %d, %v", n, err)
+		}
+	})
 }
 
 // transformers' load_in_8bit: LLM.int8 layers keep int8 weights, and LoRA's adapters on them train.
 func TestEightBitBaseModelTrainsItsAdapters(t *testing.T) {
+	trainsAdaptersOverQuantisedLayers(t, func(m *acc.Model) {
+		if n, err := m.Quantize(`{"load_in_8bit": true, "llm_int8_threshold": 6.0}`); n != 1 || err != nil {
+			t.Fatalf("Quantize = %d, %v", n, err)
+		}
+	})
+}
+
+// The test model saved as TorchScript and loaded back, quantised by quantize, then LoRA on its
+// first layer trains.
+func trainsAdaptersOverQuantisedLayers(t *testing.T, quantize func(m *acc.Model)) {
 	spec := seededTwoLinears(t)
 	file := filepath.Join(t.TempDir(), "model.pt")
 	if err := spec.SaveTorchScript(file); err != nil {
@@ -84,9 +67,7 @@ func TestEightBitBaseModelTrainsItsAdapters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.Close()
-	if n, err := m.Quantize(`{"load_in_8bit": true, "llm_int8_threshold": 6.0}`); n != 1 || err != nil {
-		t.Fatalf("Quantize = %d, %v", n, err)
-	}
+	quantize(m)
 	if n, err := m.AddLora("0", nil); n != 1 || err != nil {
 		t.Fatalf("AddLora = %d, %v", n, err)
 	}

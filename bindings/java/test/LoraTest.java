@@ -57,35 +57,34 @@ class LoraTest {
   /** transformers' load_in_4bit: QLoRA's base model keeps 4-bit weights, and its adapters train. */
   @Test
   void aFourBitBaseModelTrainsItsAdapters() {
-    String file = dir.resolve("model.pt").toString();
-    try (Model spec = model()) {
-      spec.saveTorchscript(file);
-    }
-    try (Model model = Model.loadTorchscript(file); Options o = Options.lora().put("r", 2).put("lora_alpha", 4.0)) {
+    trainsAdaptersOverQuantisedLayers(model -> {
       InvalidArgumentException e =
           assertThrows(InvalidArgumentException.class, () -> model.quantize4bit("{\"load_in_8bit\": true}"));
       assertTrue(e.getMessage().contains("load_in_8bit"), e.getMessage());
       // The output layer stays as it is, as transformers leaves it.
       assertEquals(1, model.quantize4bit("{\"load_in_4bit\": true, \"bnb_4bit_quant_type\": \"nf4\"}"));
       assertEquals(0, model.prepareForKbitTraining());  // a float32 model: nothing to cast, all frozen
-      assertEquals(1, model.addLora("0", o));
-      float[] b = FreezeTest.param(model, "0.lora_B.weight");
-      try (Options lr = Options.optimizer().put("lr", 0.1); Optimizer opt = new Optimizer(model, "adamw", lr)) {
-        for (int i = 0; i < 3; ++i) FreezeTest.trainStep(model, opt);
-      }
-      assertFalse(Arrays.equals(b, FreezeTest.param(model, "0.lora_B.weight")));
-    }
+    });
   }
 
   /** transformers' load_in_8bit: LLM.int8 layers keep int8 weights, and LoRA's adapters on them train. */
   @Test
   void anEightBitBaseModelTrainsItsAdapters() {
-    String file = dir.resolve("model8.pt").toString();
+    trainsAdaptersOverQuantisedLayers(
+        model -> assertEquals(1, model.quantize("{\"load_in_8bit\": true, \"llm_int8_threshold\": 6.0}")));
+  }
+
+  /**
+   * The test model saved as TorchScript and loaded back, quantised by {@code quantize}, then LoRA on
+   * its first layer trains.
+   */
+  private void trainsAdaptersOverQuantisedLayers(java.util.function.Consumer<Model> quantize) {
+    String file = dir.resolve("quantised.pt").toString();
     try (Model spec = model()) {
       spec.saveTorchscript(file);
     }
     try (Model model = Model.loadTorchscript(file); Options o = Options.lora().put("r", 2).put("lora_alpha", 4.0)) {
-      assertEquals(1, model.quantize("{\"load_in_8bit\": true, \"llm_int8_threshold\": 6.0}"));
+      quantize.accept(model);
       assertEquals(1, model.addLora("0", o));
       float[] b = FreezeTest.param(model, "0.lora_B.weight");
       try (Options lr = Options.optimizer().put("lr", 0.1); Optimizer opt = new Optimizer(model, "adamw", lr)) {
