@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/json_input.h"
 #include "common/python_text.h"
+#include "tensor/blockwise_8bit.h"
 #include "tensor/host.h"
 
 namespace acc {
@@ -89,88 +90,6 @@ at::Tensor nibbles_of(const at::Tensor& scaled, FourBitType type) {
   return nibble_of_rank.index_select(0, ranks);
 }
 
-// bitsandbytes' create_dynamic_map(signed=True): for i in 0..6, the midpoints of linspace(0.1, 1,
-// 2^i + 1) times +-10^(i-6), then 0 and 1, sorted.
-const std::vector<float>& dynamic_code() {
-  static const std::vector<float> code = [] {
-    at::NoGradGuard no_grad;
-    std::vector<double> values;
-    for (int64_t i = 0; i < 7; ++i) {
-      const at::Tensor bounds = at::linspace(0.1, 1, (int64_t{1} << i) + 1, at::kFloat);
-      const at::Tensor means = (bounds.slice(0, 0, -1) + bounds.slice(0, 1)) / 2.0;
-      // Python's 10 ** (i - 6): an int 1 for i = 6, else a float.
-      const double scale = i == 6 ? 1.0 : std::pow(10.0, static_cast<double>(i - 6));
-      for (const at::Tensor& part : {means * scale, means * -scale}) {
-        const at::Tensor c = part.contiguous();
-        values.insert(values.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-      }
-    }
-    values.push_back(0.0);
-    values.push_back(1.0);
-    std::sort(values.begin(), values.end());
-    return std::vector<float>(values.begin(), values.end());
-  }();
-  return code;
-}
-
-// bitsandbytes' C++ quantize_blockwise on the CPU: values over their block's maximum, mapped to a
-// grid of 65536 points over [-1, 1], each grid point to the first code whose midpoint with the next
-// is not below it. A block of zeros takes code 0.
-constexpr int kGrid = 65536;
-
-const std::vector<uint8_t>& grid_codes() {
-  static const std::vector<uint8_t> table = [] {
-    const std::vector<float>& code = dynamic_code();
-    std::vector<float> midpoints(code.size() - 1);
-    for (size_t i = 0; i + 1 < code.size(); ++i) midpoints[i] = 0.5f * (code[i] + code[i + 1]);
-    std::vector<uint8_t> out(kGrid);
-    size_t c = 0;
-    for (int i = 0; i < kGrid; ++i) {
-      const float value = -1.0f + (2.0f * static_cast<float>(i)) / static_cast<float>(kGrid - 1);
-      while (c < midpoints.size() && midpoints[c] < value) ++c;
-      out[static_cast<size_t>(i)] = static_cast<uint8_t>(c);
-    }
-    return out;
-  }();
-  return table;
-}
-
-uint16_t grid_index(float value) {
-  value = std::clamp(value, -1.0f, 1.0f);
-  const float shifted = (value + 1.0f) * 0.5f;
-  const float scaled = shifted * static_cast<float>(kGrid - 1);
-  return static_cast<uint16_t>(scaled + 0.5f);
-}
-
-// quantize_blockwise(values, blocksize=256) with the dynamic code: the codes and each block's maximum.
-std::pair<at::Tensor, at::Tensor> quantize_blockwise(const at::Tensor& values) {
-  const at::Tensor v = values.to(at::kCPU).contiguous();
-  const int64_t n = v.numel(), blocks = (n + kNestedBlock - 1) / kNestedBlock;
-  at::Tensor codes = at::empty({n}, at::kByte), maxima = at::empty({blocks}, at::kFloat);
-  const float* in = v.data_ptr<float>();
-  uint8_t* out = codes.data_ptr<uint8_t>();
-  float* absmax = maxima.data_ptr<float>();
-  const auto& table = grid_codes();
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t start = b * kNestedBlock, end = std::min(start + kNestedBlock, n);
-    float largest = 0.0f;
-    for (int64_t i = start; i < end; ++i) largest = std::max(largest, std::fabs(in[i]));
-    absmax[b] = largest;
-    if (largest == 0.0f) {
-      std::fill(out + start, out + end, uint8_t{0});
-      continue;
-    }
-    const float inverse = 1.0f / largest;
-    for (int64_t i = start; i < end; ++i) out[i] = table[grid_index(in[i] * inverse)];
-  }
-  return {codes.to(values.device()), maxima.to(values.device())};
-}
-
-at::Tensor dynamic_code_tensor(const at::Device& device) {
-  const auto& code = dynamic_code();
-  return at::tensor(at::ArrayRef<float>(code.data(), code.size()), at::kFloat).to(device);
-}
-
 // str(dtype).strip("torch."), as QuantState writes it.
 std::string dtype_text(at::ScalarType dtype) {
   switch (dtype) {
@@ -218,10 +137,10 @@ FourBitWeight quantize_4bit(const std::string& module, const at::Tensor& weight,
   if (nested) {
     out.nested = true;
     out.nested_offset = absmax.mean();
-    auto [codes, maxima] = quantize_blockwise(absmax - out.nested_offset);
+    auto [codes, maxima] = quantize_blockwise(absmax - out.nested_offset, /*is_signed=*/true);
     out.absmax = codes;
     out.nested_absmax = maxima;
-    out.nested_quant_map = dynamic_code_tensor(flat.device());
+    out.nested_quant_map = dynamic_code_tensor(/*is_signed=*/true, flat.device());
   } else {
     out.absmax = absmax;
   }
@@ -231,13 +150,8 @@ FourBitWeight quantize_4bit(const std::string& module, const at::Tensor& weight,
 
 at::Tensor dequantize_4bit(const FourBitWeight& weight, at::ScalarType dtype) {
   at::Tensor absmax = weight.absmax;
-  if (weight.nested) {  // dequantize_blockwise in float32, then the mean added back
-    const at::Tensor codes = weight.nested_quant_map.index_select(0, weight.absmax.to(at::kLong));
-    const int64_t n = codes.numel(), blocks = weight.nested_absmax.numel();
-    const at::Tensor padded = at::constant_pad_nd(codes, {0, blocks * kNestedBlock - n}, 0);
-    absmax = (padded.view({blocks, kNestedBlock}) * weight.nested_absmax.view({-1, 1})).reshape(-1).slice(0, 0, n);
-    absmax = absmax + weight.nested_offset;
-  }
+  if (weight.nested)  // dequantize_blockwise in float32, then the mean added back
+    absmax = dequantize_blockwise(weight.absmax, weight.nested_absmax, weight.nested_quant_map) + weight.nested_offset;
   int64_t n = 1;
   for (int64_t size : weight.shape) n *= size;
   // Each byte's two values at once (row b: code[b >> 4], code[b & 15]), which keeps the index a

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "tensor/blockwise_8bit.h"
 #include "tensor/named_tensors.h"
 
 namespace acc {
@@ -20,7 +21,7 @@ enum class FourBitType { Nf4, Fp4 };
 const char* four_bit_type_name(FourBitType type);  // "nf4", "fp4"
 
 constexpr int64_t kFourBitBlock = 64;  // Params4bit's blocksize, the one transformers uses
-constexpr int64_t kNestedBlock = 256;  // quantize_blockwise's, for the block maxima
+constexpr int64_t kNestedBlock = kBlockwiseBlock;  // quantize_blockwise's, for the block maxima
 
 // A weight as Params4bit and its QuantState hold it. The tensors are those a state dict lists under
 // the weight's name (see four_bit_state_entries); `packed` is the layer's `weight` itself.

@@ -1,0 +1,105 @@
+#include "tensor/blockwise_8bit.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace acc {
+namespace {
+
+constexpr int kGrid = 65536;
+
+std::vector<float> make_dynamic_code(bool is_signed) {
+  at::NoGradGuard no_grad;
+  std::vector<double> values;
+  for (int64_t i = 0; i < 7; ++i) {
+    const int64_t items = (int64_t{1} << (is_signed ? i : i + 1)) + 1;
+    const at::Tensor bounds = at::linspace(0.1, 1, items, at::kFloat);
+    const at::Tensor means = (bounds.slice(0, 0, -1) + bounds.slice(0, 1)) / 2.0;
+    // Python's 10 ** (i - 6): an int 1 for i = 6, else a float.
+    const double scale = i == 6 ? 1.0 : std::pow(10.0, static_cast<double>(i - 6));
+    std::vector<at::Tensor> parts{means * scale};
+    if (is_signed) parts.push_back(means * -scale);
+    for (const at::Tensor& part : parts) {
+      const at::Tensor c = part.contiguous();
+      values.insert(values.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+    }
+  }
+  values.push_back(0.0);
+  values.push_back(1.0);
+  std::sort(values.begin(), values.end());
+  return std::vector<float>(values.begin(), values.end());
+}
+
+// Each grid point's code: the first whose midpoint with the next is not below it.
+std::vector<uint8_t> make_grid_codes(const std::vector<float>& code) {
+  std::vector<float> midpoints(code.size() - 1);
+  for (size_t i = 0; i + 1 < code.size(); ++i) midpoints[i] = 0.5f * (code[i] + code[i + 1]);
+  std::vector<uint8_t> out(kGrid);
+  size_t c = 0;
+  for (int i = 0; i < kGrid; ++i) {
+    const float value = -1.0f + (2.0f * static_cast<float>(i)) / static_cast<float>(kGrid - 1);
+    while (c < midpoints.size() && midpoints[c] < value) ++c;
+    out[static_cast<size_t>(i)] = static_cast<uint8_t>(c);
+  }
+  return out;
+}
+
+const std::vector<uint8_t>& grid_codes(bool is_signed) {
+  static const std::vector<uint8_t> signed_table = make_grid_codes(dynamic_code(true));
+  static const std::vector<uint8_t> unsigned_table = make_grid_codes(dynamic_code(false));
+  return is_signed ? signed_table : unsigned_table;
+}
+
+uint16_t grid_index(float value) {
+  value = std::clamp(value, -1.0f, 1.0f);
+  const float shifted = (value + 1.0f) * 0.5f;
+  const float scaled = shifted * static_cast<float>(kGrid - 1);
+  return static_cast<uint16_t>(scaled + 0.5f);
+}
+
+}  // namespace
+
+const std::vector<float>& dynamic_code(bool is_signed) {
+  static const std::vector<float> signed_code = make_dynamic_code(true);
+  static const std::vector<float> unsigned_code = make_dynamic_code(false);
+  return is_signed ? signed_code : unsigned_code;
+}
+
+at::Tensor dynamic_code_tensor(bool is_signed, const at::Device& device) {
+  const auto& code = dynamic_code(is_signed);
+  return at::tensor(at::ArrayRef<float>(code.data(), code.size()), at::kFloat).to(device);
+}
+
+std::pair<at::Tensor, at::Tensor> quantize_blockwise(const at::Tensor& values, bool is_signed) {
+  const at::Tensor v = values.to(at::kCPU, at::kFloat).contiguous();
+  const int64_t n = v.numel(), blocks = (n + kBlockwiseBlock - 1) / kBlockwiseBlock;
+  at::Tensor codes = at::empty(v.sizes(), at::kByte), maxima = at::empty({blocks}, at::kFloat);
+  const float* in = v.data_ptr<float>();
+  uint8_t* out = codes.data_ptr<uint8_t>();
+  float* absmax = maxima.data_ptr<float>();
+  const auto& table = grid_codes(is_signed);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t start = b * kBlockwiseBlock, end = std::min(start + kBlockwiseBlock, n);
+    float largest = 0.0f;
+    for (int64_t i = start; i < end; ++i) largest = std::max(largest, std::fabs(in[i]));
+    absmax[b] = largest;
+    if (largest == 0.0f) {
+      std::fill(out + start, out + end, uint8_t{0});
+      continue;
+    }
+    const float inverse = 1.0f / largest;
+    for (int64_t i = start; i < end; ++i) out[i] = table[grid_index(in[i] * inverse)];
+  }
+  return {codes.to(values.device()), maxima.to(values.device())};
+}
+
+at::Tensor dequantize_blockwise(const at::Tensor& codes, const at::Tensor& absmax, const at::Tensor& code) {
+  const at::Tensor values = code.index_select(0, codes.reshape(-1).to(at::kLong));
+  const int64_t n = values.numel(), blocks = absmax.numel();
+  const at::Tensor padded = at::constant_pad_nd(values, {0, blocks * kBlockwiseBlock - n}, 0);
+  return (padded.view({blocks, kBlockwiseBlock}) * absmax.view({-1, 1})).reshape(-1).slice(0, 0, n).view(codes.sizes());
+}
+
+}  // namespace acc
