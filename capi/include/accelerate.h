@@ -283,6 +283,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   warmup_steps (int, default 0: the rate warms up linearly over them), r (double, default 0),
  *   weight_lr_power (double, default 2: the averaging weights grow as step^r * max
  *   rate^weight_lr_power), inner_momentum (double in [0, 1), adamw_schedule_free, default 0).
+ *   adam_8bit and adamw_8bit (bitsandbytes' arguments; lr 1e-3, betas 0.9, 0.999, eps 1e-8,
+ *   weight_decay 0 and 1e-2): min_8bit_size (int >= 0, default 4096: parameters with fewer
+ *   elements keep 32-bit moments).
  * Keys of ACC_OPTIONS_SCHEDULER (transformers' names; every schedule takes num_warmup_steps and
  * num_training_steps, ignored where unused as get_scheduler() does; another key that the schedule
  * does not use is an error):
@@ -1232,7 +1235,12 @@ ACC_API void acc_model_free(acc_model *model);
  * eps, weight_decay, warmup_steps, r, weight_lr_power, AdamW's inner_momentum; see
  * acc_optimizer_set_training), or "lomo" / "adalomo" (lomo_optim's Lomo and AdaLomo, Lv et al.
  * 2023: updates inside backward, see acc_lomo_backward; one parameter group only, adding one is
- * ACC_ERR_UNSUPPORTED; acc_optimizer_step on the handle not prepared is ACC_ERR_INVALID_ARGUMENT);
+ * ACC_ERR_UNSUPPORTED; acc_optimizer_step on the handle not prepared is ACC_ERR_INVALID_ARGUMENT),
+ * or "adam_8bit" / "adamw_8bit" (bitsandbytes' Adam8bit and AdamW8bit as its 0.50 release steps on
+ * the CPU: the moments of a parameter with at least min_8bit_size elements kept as blockwise 8-bit
+ * codes, a smaller one's in float32; weight decay decoupled in both, default 0 and 1e-2; options
+ * lr, beta1, beta2, eps, weight_decay, min_8bit_size (int, default 4096); python_state_files is
+ * ACC_ERR_UNSUPPORTED for them);
  * opts: an ACC_OPTIONS_OPTIMIZER object or NULL (defaults).
  * An option that the algorithm does not use (momentum for adam) is ACC_ERR_INVALID_ARGUMENT, as
  * is a combination that PyTorch or transformers refuse (adafactor's lr with relative_step true).

@@ -29,7 +29,9 @@ const OptimizerAlgorithm& optimizer_algorithm(const std::string& name) {
                                                                        &adamw_schedule_free(),
                                                                        &sgd_schedule_free(),
                                                                        &lomo(),
-                                                                       &adalomo()};
+                                                                       &adalomo(),
+                                                                       &adam_8bit(),
+                                                                       &adamw_8bit()};
   std::string known;
   for (const auto* a : all) {
     if (a->name() == name) return *a;

@@ -72,6 +72,13 @@ class OptimizerAlgorithm {
 
   // The dtype of its state tensors for a parameter.
   virtual at::ScalarType state_dtype(const at::Tensor& param) const { return param.scalar_type(); }
+  // A state field's own dtype, whatever the parameter's (8-bit optimizers' uint8 codes and float32
+  // maxima), when its group's saved options are `group`: a loaded field must have it and keeps it.
+  // None: a floating-point field, loaded in state_dtype.
+  virtual std::optional<at::ScalarType> field_dtype(const std::string& /*field*/, const nlohmann::json& /*group*/,
+                                                    const at::Tensor& /*param*/) const {
+    return std::nullopt;
+  }
   // Whether a state field is a number PyTorch keeps as a 0-dim float32 tensor on the CPU whatever the
   // parameter's dtype and device (NAdam's mu_product), which stays so where the state moves or loads
   // (make_state brings it to float32); counters ("step") stay on the CPU too.
@@ -83,8 +90,8 @@ class OptimizerAlgorithm {
 };
 
 // "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam", "adamax", "adadelta",
-// "rprop", "asgd", "adamw_schedule_free", "sgd_schedule_free", "lomo", "adalomo"; another name is an error that lists
-// them.
+// "rprop", "asgd", "adamw_schedule_free", "sgd_schedule_free", "lomo", "adalomo", "adam_8bit", "adamw_8bit";
+// another name is an error that lists them.
 const OptimizerAlgorithm& optimizer_algorithm(const std::string& name);
 
 // Helpers for the descriptions.
@@ -118,6 +125,8 @@ const OptimizerAlgorithm& rmsprop();
 const OptimizerAlgorithm& adagrad();
 const OptimizerAlgorithm& lion();
 const OptimizerAlgorithm& adafactor();
+const OptimizerAlgorithm& adam_8bit();
+const OptimizerAlgorithm& adamw_8bit();
 const OptimizerAlgorithm& radam();
 const OptimizerAlgorithm& nadam();
 const OptimizerAlgorithm& adamax();

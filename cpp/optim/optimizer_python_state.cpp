@@ -161,6 +161,10 @@ void require_python_optimizer_layout(const Optimizer& optimizer, const std::stri
     fail(Status::Unsupported, context, ": the ", algorithm,
          " optimizer's state has no counterpart in Python's layout (lomo_optim keeps its moments and counts outside "
          "state_dict, so Python Accelerate's optimizer.bin loses them)");
+  if (algorithm == "adam_8bit" || algorithm == "adamw_8bit")
+    fail(Status::Unsupported, context, ": the ", algorithm,
+         " optimizer's state is not written in bitsandbytes' layout (its codes and maxima nested under a key of its "
+         "own) here");
   if (optimizer.holds_state_slices())
     fail(Status::Unsupported, context,
          ": a sharded optimizer's state has no counterpart in Python's layout here "

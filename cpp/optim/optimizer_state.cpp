@@ -187,6 +187,7 @@ std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const Opti
   struct Planned {
     at::Tensor param;
     StateFields fields;
+    json group;  // its group's saved options
   };
   std::vector<Planned> planned;
   size_t used = 0;
@@ -224,13 +225,16 @@ std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const Opti
           require(field.second.sizes() == c10::IntArrayRef(shape->second), where, " has shape ", field.second.sizes(),
                   " but ", c10::IntArrayRef(shape->second), " was expected for a parameter of shape ",
                   params[i].sizes());
+          const auto own = algorithm.field_dtype(field.first, options, params[i]);
           if (is_counter(field.first))
             check_counter(field.second, where);
+          else if (own)
+            require(field.second.scalar_type() == *own, where, " is ", field.second.scalar_type(), ", not ", *own);
           else
             require(at::isFloatingType(field.second.scalar_type()), where, " is not a floating-point tensor");
           algorithm.check_state_field(field.first, field.second, where);
         }
-        planned.push_back({params[i], it->second});
+        planned.push_back({params[i], it->second, options});
       }
     }
   } catch (const json::exception& e) {
@@ -248,6 +252,8 @@ std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const Opti
       for (const auto& field : p.fields)
         fields[field.first] = stays_on_cpu(algorithm, field.first)
                                   ? field.second.clone()  // never a view of the file read
+                              : algorithm.field_dtype(field.first, p.group, p.param)
+                                  ? field.second.to(p.param.device()).clone()
                                   : field.second.to(p.param.device(), algorithm.state_dtype(p.param)).clone();
       impl.state()[state_key(p.param)] = algorithm.make_state(fields);
     }

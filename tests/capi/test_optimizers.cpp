@@ -985,6 +985,13 @@ TEST(Optimizers, SaveStateAndLoadStateResumeBitIdentically) {
        {"exp_avg_sq", "z"},
        {"exp_avg", "exp_avg_sq", "z"}},
       {"sgd_schedule_free", {{"lr", 0.1}, {"warmup_steps", 2}}, {{"momentum", 0.8}, {"r", 1.0}}, false, {"z"}, {"z"}},
+      // bitsandbytes' names; the weights' moments in 8 bits, the biases' in 32.
+      {"adamw_8bit",
+       {{"lr", 0.01}, {"min_8bit_size", 1}},
+       {{"min_8bit_size", 4096}},
+       true,
+       {"absmax1", "absmax2", "qmap1", "qmap2", "state1", "state2", "step"},
+       {"state1", "state2", "step"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.algorithm);
@@ -1016,6 +1023,43 @@ TEST(Optimizers, SaveStateAndLoadStateResumeBitIdentically) {
   }
 }
 
+// bitsandbytes' 8-bit Adam keeps its moments as uint8 codes with float32 block maxima and the codes
+// themselves (its state's names and dtypes); Python's optimizer.bin is not written in its layout.
+TEST(Optimizers, EightBitAdamKeepsCodesAndMaximaByBitsandbytesNames) {
+  Prepared run("adamw_8bit", {{"lr", 0.01}, {"min_8bit_size", 1}}, {{"min_8bit_size", 4096}}, false);
+  run.train(2);
+  const std::tuple<const char*, const char*, acc_dtype, size_t> fields[] = {
+      {"0.weight", "state1", ACC_DTYPE_UINT8, 12},
+      {"0.weight", "state2", ACC_DTYPE_UINT8, 12},
+      {"0.weight", "absmax1", ACC_DTYPE_FLOAT32, 1},
+      {"0.weight", "qmap2", ACC_DTYPE_FLOAT32, 256},
+      {"0.bias", "state1", ACC_DTYPE_FLOAT32, 4}};
+  for (const auto& [param, field, dtype, numel] : fields) {
+    acc_tensor* t = nullptr;
+    ASSERT_EQ(acc_optimizer_state(run.opt, param, field, &t), ACC_OK)
+        << param << " " << field << ": " << acc_last_error_message();
+    acc_dtype got = ACC_DTYPE_UNDEFINED;
+    ASSERT_EQ(acc_tensor_dtype(t, &got), ACC_OK);
+    EXPECT_EQ(got, dtype) << param << " " << field;
+    int64_t count = 0;
+    ASSERT_EQ(acc_tensor_numel(t, &count), ACC_OK);
+    EXPECT_EQ(static_cast<size_t>(count), numel) << param << " " << field;
+    acc_tensor_free(t);
+  }
+  acc_tensor* absent = nullptr;
+  EXPECT_EQ(acc_optimizer_state(run.opt, "0.bias", "absmax1", &absent), ACC_ERR_INVALID_ARGUMENT);
+  acc_accelerator* python = acc_test::make_accelerator({{"cpu", "1"}, {"python_state_files", "1"}});
+  acc_model* model = run.net.model;
+  acc_optimizer* opt = nullptr;
+  ASSERT_EQ(acc_optimizer_create(model, "adamw_8bit", nullptr, &opt), ACC_OK);
+  ASSERT_EQ(acc_prepare(python, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+  const std::string dir = acc_test::temp_path("adam_8bit_python");
+  ACC_EXPECT_ERROR(acc_save_state(python, dir.c_str(), nullptr), ACC_ERR_UNSUPPORTED, "bitsandbytes' layout");
+  acc_optimizer_free(opt);
+  if (model != run.net.model) acc_model_free(model);
+  acc_accelerator_free(python);
+}
+
 TEST(Optimizers, TrainUnderBf16AutocastWithFloat32Weights) {
   const std::pair<const char*, json> cases[] = {{"rmsprop", json::object()},
                                                 {"adagrad", json::object()},
@@ -1028,7 +1072,8 @@ TEST(Optimizers, TrainUnderBf16AutocastWithFloat32Weights) {
                                                 {"rprop", json::object()},
                                                 {"asgd", json::object()},
                                                 {"adamw_schedule_free", json::object()},
-                                                {"sgd_schedule_free", json{{"lr", 0.1}}}};
+                                                {"sgd_schedule_free", json{{"lr", 0.1}}},
+                                                {"adamw_8bit", json{{"min_8bit_size", 1}}}};
   for (const auto& c : cases) {
     const json biases = std::string(c.first) == "rprop" ? json{{"lr", 0.02}} : json{{"weight_decay", 0.0}};
     Prepared run(c.first, c.second, biases, false, "bf16");

@@ -8,6 +8,7 @@ kernels compute it). Used by export_four_bit_cases.py, export_eight_bit_cases.py
 lora_loftq_case.py.
 """
 import json
+import math
 
 import torch
 import torch.nn.functional as F
@@ -26,13 +27,16 @@ def code_of(quant_type):
     return NF4 if quant_type == "nf4" else FP4
 
 
-def create_dynamic_map():
+def create_dynamic_map(signed=True):
+    """create_dynamic_map(signed): for i in 0..6 the midpoints of linspace(0.1, 1, 2^i + 1) times
+    +-10^(i-6) (unsigned: of 2^(i+1) + 1 points, positive only), then 0 and 1, sorted."""
     data = []
     for i in range(7):
-        boundaries = torch.linspace(0.1, 1, 2 ** i + 1, dtype=torch.float32)
+        boundaries = torch.linspace(0.1, 1, (2 ** i if signed else 2 ** (i + 1)) + 1, dtype=torch.float32)
         means = (boundaries[:-1] + boundaries[1:]) / 2.0
         data += ((10 ** (-6 + i)) * means).tolist()
-        data += (-(10 ** (-6 + i)) * means).tolist()
+        if signed:
+            data += (-(10 ** (-6 + i)) * means).tolist()
     data.append(0)
     data.append(1.0)
     data.sort()
@@ -150,4 +154,73 @@ def int8_scaled_mm(a_codes, b_codes, a_maxima, b_maxima, bias, dtype):
     if bias is not None:
         out += bias
     return out.to(dtype)
+
+
+def dequantize_blockwise_cpu(codes, absmax, code):
+    """csrc/cpu_ops.cpp's 8-bit dequantisation: each code's value times its block's maximum."""
+    flat = codes.reshape(-1).long()
+    return (code[flat] * absmax.repeat_interleave(NESTED_BLOCK)[:flat.numel()]).view(codes.shape)
+
+
+class Adam8bit(torch.optim.Optimizer):
+    """bnb.optim.Adam8bit / AdamW8bit (Optimizer2State "adam") on the CPU: 8-bit blockwise moments
+    for parameters of at least min_8bit_size elements (a group's, else the optimizer's), float32
+    ones with the 32-bit rule for the others; decoupled weight decay in both."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, min_8bit_size=4096):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      min_8bit_size=min_8bit_size))
+
+    @torch.no_grad()
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    self._update(p, group)
+
+    def _update(self, p, group):
+        state = self.state[p]
+        if not state:
+            state["step"] = 0
+            if p.numel() < group["min_8bit_size"]:
+                state["state1"] = torch.zeros_like(p, dtype=torch.float32)
+                state["state2"] = torch.zeros_like(p, dtype=torch.float32)
+            else:
+                blocks = (p.numel() + NESTED_BLOCK - 1) // NESTED_BLOCK
+                state["state1"] = torch.zeros_like(p, dtype=torch.uint8)
+                state["state2"] = torch.zeros_like(p, dtype=torch.uint8)
+                state["qmap1"] = create_dynamic_map(True)
+                state["qmap2"] = create_dynamic_map(False)
+                state["absmax1"] = torch.zeros(blocks, dtype=torch.float32)
+                state["absmax2"] = torch.zeros(blocks, dtype=torch.float32)
+        state["step"] += 1
+        step = state["step"]
+        beta1, beta2 = group["betas"]
+        lr, eps, decay = group["lr"], group["eps"], group["weight_decay"]
+        g = p.grad.float() * 1.0
+        p32 = p.data.float()
+        correction1 = 1.0 - beta1 ** step
+        correction2 = math.sqrt(1.0 - beta2 ** step)
+        if state["state1"].dtype == torch.float32:  # _optimizer_update_32bit_cpu
+            m, v = state["state1"], state["state2"]
+            m.mul_(beta1).add_(g, alpha=1.0 - beta1)
+            v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+            step_size = -lr * correction2 / correction1
+            if decay > 0.0:
+                p32.mul_(1.0 - lr * decay)
+            p32.add_(m / (v.sqrt() + eps * correction2), alpha=step_size)
+        else:  # _optimizer_update_8bit_blockwise_cpu
+            m = dequantize_blockwise_cpu(state["state1"], state["absmax1"], state["qmap1"])
+            v = dequantize_blockwise_cpu(state["state2"], state["absmax2"], state["qmap2"])
+            m.mul_(beta1).add_(g, alpha=1.0 - beta1)
+            v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+            denom = (v.sqrt() / correction2).add_(eps)
+            if decay > 0.0:
+                p32.mul_(1.0 - lr * decay)
+            p32.addcdiv_(m, denom, value=-lr / correction1)
+            for moment, index in ((m, "1"), (v, "2")):
+                codes, maxima = quantize_blockwise_cpu(moment.reshape(-1), state["qmap" + index])
+                state["state" + index].copy_(codes.view(p.shape))
+                state["absmax" + index].copy_(maxima)
+        p.data.copy_(p32)
 

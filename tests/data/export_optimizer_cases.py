@@ -1,5 +1,6 @@
 """Weights after each step of PyTorch's own SGD, Adam, AdamW, RMSprop, Adagrad, RAdam, NAdam, Adamax,
-Adadelta, Rprop and ASGD (the Python rules of the torch this runs with), for tests/capi/test_optimizers.cpp to reproduce bit for bit: a small MLP (Linear 3->4, Tanh, Linear 4->2, MSE loss) trained on a fixed
+Adadelta, Rprop and ASGD (the Python rules of the torch this runs with), and of bitsandbytes'
+Adam8bit and AdamW8bit (its CPU rules restated in bnb_restated.py), for tests/capi/test_optimizers.cpp to reproduce bit for bit: a small MLP (Linear 3->4, Tanh, Linear 4->2, MSE loss) trained on a fixed
 batch, with default and non-default hyper-parameters and with a second parameter group for the
 biases. Options are named as ours (beta1 and beta2 for Adam's betas, etaminus and etaplus for
 Rprop's etas, step_size_min and step_size_max for its step_sizes). Values are written as
@@ -16,6 +17,14 @@ import sys
 from pathlib import Path
 
 import torch
+
+from bnb_restated import Adam8bit
+
+
+def AdamW8bit(params, **options):
+    """bnb.optim.AdamW8bit: Adam8bit's rule with a weight decay of 1e-2 unless given."""
+    return Adam8bit(params, **dict({"weight_decay": 1e-2}, **options))
+
 
 NAMES = ["0.weight", "0.bias", "2.weight", "2.bias"]
 STEPS = 8  # RAdam rectifies from its 6th step with the default betas
@@ -63,6 +72,14 @@ CASES = [
     ("adadelta", {"weight_decay": 0.05, "maximize": True}, None),
     ("rprop", {"maximize": True}, None),
     ("asgd", {"t0": 2, "weight_decay": 0.1, "maximize": True}, None),
+    # bitsandbytes' 8-bit Adam (restated, bnb_restated.py): every parameter under the default
+    # min_8bit_size keeps 32-bit moments; min_8bit_size 1 makes them all 8-bit (one short block
+    # each); a second group mixes the two.
+    ("adamw_8bit", {"lr": 0.01}, None),
+    ("adamw_8bit", {"lr": 0.01, "min_8bit_size": 1}, None),
+    ("adam_8bit", {"lr": 0.02, "beta1": 0.8, "beta2": 0.99, "eps": 1e-6, "weight_decay": 0.1, "min_8bit_size": 8},
+     {"lr": 0.005, "min_8bit_size": 1}),
+    ("adam_8bit", {"lr": 0.01, "min_8bit_size": 1}, {"lr": 0.02, "min_8bit_size": 4096}),
 ]
 # PyTorch's fused=True kernels, on the CPU from 2.4 (on a CUDA DEVICE too).
 TORCH_VERSION = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
@@ -159,7 +176,8 @@ def main(out_dir, device):
         cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
                "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad, "radam": torch.optim.RAdam,
                "nadam": torch.optim.NAdam, "adamax": torch.optim.Adamax, "adadelta": torch.optim.Adadelta,
-               "rprop": torch.optim.Rprop, "asgd": torch.optim.ASGD}[algorithm]
+               "rprop": torch.optim.Rprop, "asgd": torch.optim.ASGD,
+               "adam_8bit": Adam8bit, "adamw_8bit": AdamW8bit}[algorithm]
         if group is not None:
             groups[1] = torch_names(groups[1])
         opt = cls(groups, **torch_names(options))
