@@ -3,7 +3,8 @@
 // one-tensor rule the same optimizer steps without it, and the optimizers written here over ATen
 // (radam, nadam, adamax, adadelta, rprop, asgd) against adam's one-tensor rule, the schedule-free
 // ones (adamw_schedule_free, sgd_schedule_free) against adamw's and sgd's; and an averaged
-// model's update (AveragedModel's SWA and EMA) against that adam step. The variants compared
+// model's update (AveragedModel's SWA and EMA) against that adam step; bitsandbytes' 8-bit AdamW
+// against adamw, with the bytes of their states. The variants compared
 // run interleaved, round by round, in one process, so a busy machine slows both alike; the figures
 // are medians of rounds. Fused kernels need a libtorch of 2.4 or later: with an older one that line
 // says so.
@@ -53,6 +54,37 @@ class Stepper {
   const std::string& error() const { return error_; }
   void step() { OK(acc_optimizer_step(opt_)); }
   acc_model* model() const { return model_; }
+  // The bytes of every state tensor the optimizer holds (after a step).
+  double state_bytes() const {
+    acc_string_list* params = nullptr;
+    OK(acc_model_parameter_names(model_, &params));
+    size_t n = 0;
+    OK(acc_string_list_size(params, &n));
+    double total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const char* param = nullptr;
+      OK(acc_string_list_get(params, i, &param));
+      acc_string_list* fields = nullptr;
+      OK(acc_optimizer_state_fields(opt_, param, &fields));
+      size_t m = 0;
+      OK(acc_string_list_size(fields, &m));
+      for (size_t j = 0; j < m; ++j) {
+        const char* field = nullptr;
+        acc_tensor* t = nullptr;
+        acc_dtype dtype = ACC_DTYPE_UNDEFINED;
+        int64_t numel = 0;
+        OK(acc_string_list_get(fields, j, &field));
+        OK(acc_optimizer_state(opt_, param, field, &t));
+        OK(acc_tensor_dtype(t, &dtype));
+        OK(acc_tensor_numel(t, &numel));
+        total += static_cast<double>(numel) * static_cast<double>(acc_dtype_size(dtype));
+        acc_tensor_free(t);
+      }
+      acc_string_list_free(fields);
+    }
+    acc_string_list_free(params);
+    return total;
+  }
 
  private:
   acc_model* model_ = nullptr;
@@ -113,6 +145,12 @@ int main(int argc, char** argv) {
   for (const auto& [plain, without_schedule] : schedule_free) {
     Stepper baseline(plain, {}), other(without_schedule, {});
     compare(without_schedule, plain, baseline, without_schedule, other, rounds, steps);
+  }
+  {
+    Stepper adamw("adamw", {}), eight_bit("adamw_8bit", {});
+    compare("adamw_8bit", "adamw", adamw, "adamw_8bit", eight_bit, rounds, steps);
+    std::printf("%-34s adamw %.1f MiB, adamw_8bit %.1f MiB: %.3f\n", "optimizer state", adamw.state_bytes() / 1048576.0,
+                eight_bit.state_bytes() / 1048576.0, eight_bit.state_bytes() / adamw.state_bytes());
   }
   for (const char* strategy : {"swa", "ema"}) {  // after its first update, which copies
     Stepper adam("adam", {});

@@ -1,5 +1,6 @@
 #include "tensor/blockwise_8bit.h"
 
+#include <ATen/Parallel.h>
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
@@ -80,26 +81,46 @@ std::pair<at::Tensor, at::Tensor> quantize_blockwise(const at::Tensor& values, b
   uint8_t* out = codes.data_ptr<uint8_t>();
   float* absmax = maxima.data_ptr<float>();
   const auto& table = grid_codes(is_signed);
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t start = b * kBlockwiseBlock, end = std::min(start + kBlockwiseBlock, n);
-    float largest = 0.0f;
-    for (int64_t i = start; i < end; ++i) largest = std::max(largest, std::fabs(in[i]));
-    absmax[b] = largest;
-    if (largest == 0.0f) {
-      std::fill(out + start, out + end, uint8_t{0});
-      continue;
+  // Blocks are independent: split among threads as bitsandbytes' OpenMP loop does.
+  at::parallel_for(0, blocks, 16, [&](int64_t first, int64_t last) {
+    for (int64_t b = first; b < last; ++b) {
+      const int64_t start = b * kBlockwiseBlock, end = std::min(start + kBlockwiseBlock, n);
+      float largest = 0.0f;
+      for (int64_t i = start; i < end; ++i) largest = std::max(largest, std::fabs(in[i]));
+      absmax[b] = largest;
+      if (largest == 0.0f) {
+        std::fill(out + start, out + end, uint8_t{0});
+        continue;
+      }
+      const float inverse = 1.0f / largest;
+      for (int64_t i = start; i < end; ++i) out[i] = table[grid_index(in[i] * inverse)];
     }
-    const float inverse = 1.0f / largest;
-    for (int64_t i = start; i < end; ++i) out[i] = table[grid_index(in[i] * inverse)];
-  }
+  });
   return {codes.to(values.device()), maxima.to(values.device())};
 }
 
 at::Tensor dequantize_blockwise(const at::Tensor& codes, const at::Tensor& absmax, const at::Tensor& code) {
-  const at::Tensor values = code.index_select(0, codes.reshape(-1).to(at::kLong));
-  const int64_t n = values.numel(), blocks = absmax.numel();
-  const at::Tensor padded = at::constant_pad_nd(values, {0, blocks * kBlockwiseBlock - n}, 0);
-  return (padded.view({blocks, kBlockwiseBlock}) * absmax.view({-1, 1})).reshape(-1).slice(0, 0, n).view(codes.sizes());
+  if (!codes.is_cpu()) {  // the same products as tensor operations
+    const at::Tensor values = code.index_select(0, codes.reshape(-1).to(at::kLong));
+    const int64_t n = values.numel(), blocks = absmax.numel();
+    const at::Tensor padded = at::constant_pad_nd(values, {0, blocks * kBlockwiseBlock - n}, 0);
+    return (padded.view({blocks, kBlockwiseBlock}) * absmax.view({-1, 1})).reshape(-1).slice(0, 0, n).view(codes.sizes());
+  }
+  const at::Tensor c = codes.contiguous(), m = absmax.to(at::kFloat).contiguous(), table = code.to(at::kFloat).contiguous();
+  at::Tensor out = at::empty(codes.sizes(), codes.options().dtype(at::kFloat));
+  const uint8_t* in = c.data_ptr<uint8_t>();
+  const float* maxima = m.data_ptr<float>();
+  const float* values = table.data_ptr<float>();
+  float* result = out.data_ptr<float>();
+  const int64_t n = c.numel(), blocks = (n + kBlockwiseBlock - 1) / kBlockwiseBlock;
+  at::parallel_for(0, blocks, 16, [&](int64_t first, int64_t last) {
+    for (int64_t b = first; b < last; ++b) {
+      const float scale = maxima[b];
+      for (int64_t i = b * kBlockwiseBlock, end = std::min(i + kBlockwiseBlock, n); i < end; ++i)
+        result[i] = values[in[i]] * scale;
+    }
+  });
+  return out;
 }
 
 }  // namespace acc
