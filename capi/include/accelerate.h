@@ -1239,8 +1239,8 @@ ACC_API void acc_model_free(acc_model *model);
  * or "adam_8bit" / "adamw_8bit" (bitsandbytes' Adam8bit and AdamW8bit as its 0.50 release steps on
  * the CPU: the moments of a parameter with at least min_8bit_size elements kept as blockwise 8-bit
  * codes, a smaller one's in float32; weight decay decoupled in both, default 0 and 1e-2; options
- * lr, beta1, beta2, eps, weight_decay, min_8bit_size (int, default 4096); python_state_files is
- * ACC_ERR_UNSUPPORTED for them);
+ * lr, beta1, beta2, eps, weight_decay, min_8bit_size (int, default 4096); python_state_files writes
+ * and reads bitsandbytes' layout; zero_stage 1-3 refuse them: their blocks need whole parameters);
  * opts: an ACC_OPTIONS_OPTIMIZER object or NULL (defaults).
  * An option that the algorithm does not use (momentum for adam) is ACC_ERR_INVALID_ARGUMENT, as
  * is a combination that PyTorch or transformers refuse (adafactor's lr with relative_step true).

@@ -25,6 +25,9 @@ class Adam8bitAlgorithm final : public OptimizerAlgorithm {
     static const auto& k = *new std::set<std::string>{"lr", "beta1", "beta2", "eps", "weight_decay", "min_8bit_size"};
     return k;
   }
+  // A block's maximum spans 256 elements and min_8bit_size a whole parameter: slices of
+  // parameters (zero_stage 1-3) would quantise otherwise.
+  bool elementwise() const override { return false; }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
     Adam8bitOptions adam(o.get_double("lr", 1e-3));
     adam.betas(std::make_tuple(o.get_double("beta1", 0.9), o.get_double("beta2", 0.999)))

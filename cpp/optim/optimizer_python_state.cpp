@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -17,9 +18,28 @@
 namespace acc {
 namespace {
 
-// PyTorch's optimizers keep their step counts as float32 scalars; transformers' Adafactor, as a
-// Python int. lion-pytorch's Lion keeps none.
-bool torch_optim_algorithm(const std::string& algorithm) { return algorithm != "adafactor" && algorithm != "lion"; }
+// bitsandbytes' 8-bit optimizers: its own layout (below).
+bool bitsandbytes_algorithm(const std::string& algorithm) {
+  return algorithm == "adam_8bit" || algorithm == "adamw_8bit";
+}
+
+// PyTorch's optimizers keep their step counts as float32 scalars; transformers' Adafactor and
+// bitsandbytes' optimizers, as a Python int. lion-pytorch's Lion keeps none.
+bool torch_optim_algorithm(const std::string& algorithm) {
+  return algorithm != "adafactor" && algorithm != "lion" && !bitsandbytes_algorithm(algorithm);
+}
+
+// Optimizer8bit.state_dict nests a state's codes, maxima and moments under this key (out of FSDP's
+// reach); "step" stays beside it.
+constexpr const char* kBitsandbytesQuantState = "__bnb_optimizer_quant_state__";
+
+// The group keys bitsandbytes' Optimizer2State keeps that ours has no counterpart for: AdEMAMix's,
+// which Adam leaves at these values. min_8bit_size, ours per group, is its optimizer's argument.
+const std::vector<std::pair<std::string, c10::IValue>>& bitsandbytes_adam_extras() {
+  static const auto& extras = *new std::vector<std::pair<std::string, c10::IValue>>{
+      {"alpha", 0.0}, {"t_alpha", c10::IValue()}, {"t_beta3", c10::IValue()}};
+  return extras;
+}
 
 c10::IValue json_to_python(const nlohmann::json& value) {
   if (value.is_boolean()) return value.get<bool>();
@@ -63,7 +83,10 @@ std::vector<std::pair<std::string, c10::IValue>> python_group(const Optimizer& o
       paired.insert({first, second});
     }
   for (const auto& [key, value] : options.items())
-    if (!paired.count(key)) group.emplace_back(key, json_to_python(value));
+    if (!paired.count(key) && !(bitsandbytes_algorithm(algorithm) && key == "min_8bit_size"))
+      group.emplace_back(key, json_to_python(value));
+  if (bitsandbytes_algorithm(algorithm))
+    for (const auto& extra : bitsandbytes_adam_extras()) group.push_back(extra);
   if (torch_optim_algorithm(algorithm)) {
     group.emplace_back("maximize", optimizer.maximize());
     // torch >= 2.7's AdamW is Adam with this flag, which a group without it would take as false.
@@ -109,6 +132,18 @@ nlohmann::json options_from_python(const Optimizer& optimizer, const TorchSavedF
     const PickleNode& value = *group.items[i + 1];
     const std::string at = where + "." + key;
     if (key == "params" || key == "param_names" || scheduler_key(key) || implementation_flag(key)) continue;
+    if (bitsandbytes_algorithm(algorithm)) {
+      const auto& extras = bitsandbytes_adam_extras();
+      const auto extra = std::find_if(extras.begin(), extras.end(), [&](const auto& e) { return e.first == key; });
+      if (extra != extras.end()) {
+        const nlohmann::json got = python_to_json(file, value, at);
+        const bool unset = extra->second.isNone() ? got.is_null() : got.is_number() && got.get<double>() == 0.0;
+        if (!unset)
+          fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': '", at, "' is ", got.dump(),
+               ", AdEMAMix's setting, which the ", algorithm, " optimizer does not take");
+        continue;
+      }
+    }
     if (key == "maximize" && !ours.contains(key)) {
       if (file.flag(value, at) != optimizer.maximize())
         fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': '", at, "' is ",
@@ -161,10 +196,6 @@ void require_python_optimizer_layout(const Optimizer& optimizer, const std::stri
     fail(Status::Unsupported, context, ": the ", algorithm,
          " optimizer's state has no counterpart in Python's layout (lomo_optim keeps its moments and counts outside "
          "state_dict, so Python Accelerate's optimizer.bin loses them)");
-  if (algorithm == "adam_8bit" || algorithm == "adamw_8bit")
-    fail(Status::Unsupported, context, ": the ", algorithm,
-         " optimizer's state is not written in bitsandbytes' layout (its codes and maxima nested under a key of its "
-         "own) here");
   if (optimizer.holds_state_slices())
     fail(Status::Unsupported, context,
          ": a sharded optimizer's state has no counterpart in Python's layout here "
@@ -176,10 +207,16 @@ c10::IValue python_optimizer_state_dict(Optimizer& optimizer, const SchedulerGro
   const std::string& algorithm = optimizer.algorithm();
   const OptimizerSnapshot snapshot = snapshot_optimizer(optimizer);
   std::map<std::string, std::vector<std::pair<std::string, c10::IValue>>> state_of;
+  std::map<std::string, std::vector<std::pair<std::string, c10::IValue>>> quantised_of;  // bitsandbytes'
   for (const auto& [key, tensor] : snapshot.tensors) {
     const auto [param, field] = split_state_key(key, "the optimizer's state");
-    state_of[param].emplace_back(field, python_state_field(algorithm, field, tensor));
+    if (bitsandbytes_algorithm(algorithm) && field != "step")
+      quantised_of[param].emplace_back(field, tensor);
+    else
+      state_of[param].emplace_back(field, python_state_field(algorithm, field, tensor));
   }
+  for (auto& [param, fields] : quantised_of)
+    state_of[param].emplace_back(kBitsandbytesQuantState, python_dict(std::move(fields)));
   const nlohmann::json groups = nlohmann::json::parse(snapshot.metadata.at("param_groups"));
   std::vector<std::pair<int64_t, c10::IValue>> state;
   std::vector<c10::IValue> param_groups;
@@ -266,12 +303,21 @@ OptimizerSnapshot python_optimizer_snapshot(Optimizer& optimizer, const TorchSav
       if (!fields) continue;  // not stepped yet
       ++stepped;
       if (fields->kind != PickleNode::Kind::Dict) file.refuse(concat("state[", index, "]"), "a dict", *fields);
-      for (size_t f = 0; f + 1 < fields->items.size(); f += 2) {
-        const std::string& field = file.text(*fields->items[f], concat("state[", index, "] (a key)"));
-        const std::string at = concat("state[", index, "].", field, " (parameter '", name, "')");
-        if (auto value = state_field_from_python(file, *fields->items[f + 1], at))
-          snapshot.tensors.emplace_back("state." + name + "." + field, *value);
-      }
+      const auto take_fields = [&](const PickleNode& dict, const std::string& prefix, const auto& self) -> void {
+        for (size_t f = 0; f + 1 < dict.items.size(); f += 2) {
+          const std::string& field = file.text(*dict.items[f], concat(prefix, " (a key)"));
+          const std::string at = concat(prefix, ".", field, " (parameter '", name, "')");
+          const PickleNode& value = *dict.items[f + 1];
+          if (field == kBitsandbytesQuantState && bitsandbytes_algorithm(optimizer.algorithm()) &&
+              prefix.find(kBitsandbytesQuantState) == std::string::npos) {
+            if (value.kind != PickleNode::Kind::Dict) file.refuse(at, "a dict", value);
+            self(value, concat(prefix, ".", field), self);
+          } else if (auto tensor = state_field_from_python(file, value, at)) {
+            snapshot.tensors.emplace_back("state." + name + "." + field, *tensor);
+          }
+        }
+      };
+      take_fields(*fields, concat("state[", index, "]"), take_fields);
     }
     groups_out.push_back(
         {{"params", names}, {"options", options_from_python(optimizer, file, *groups[g], ours[g]["options"], where)}});

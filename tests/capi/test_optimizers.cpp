@@ -1024,7 +1024,7 @@ TEST(Optimizers, SaveStateAndLoadStateResumeBitIdentically) {
 }
 
 // bitsandbytes' 8-bit Adam keeps its moments as uint8 codes with float32 block maxima and the codes
-// themselves (its state's names and dtypes); Python's optimizer.bin is not written in its layout.
+// themselves (its state's names and dtypes).
 TEST(Optimizers, EightBitAdamKeepsCodesAndMaximaByBitsandbytesNames) {
   Prepared run("adamw_8bit", {{"lr", 0.01}, {"min_8bit_size", 1}}, {{"min_8bit_size", 4096}}, false);
   run.train(2);
@@ -1048,16 +1048,6 @@ TEST(Optimizers, EightBitAdamKeepsCodesAndMaximaByBitsandbytesNames) {
   }
   acc_tensor* absent = nullptr;
   EXPECT_EQ(acc_optimizer_state(run.opt, "0.bias", "absmax1", &absent), ACC_ERR_INVALID_ARGUMENT);
-  acc_accelerator* python = acc_test::make_accelerator({{"cpu", "1"}, {"python_state_files", "1"}});
-  acc_model* model = run.net.model;
-  acc_optimizer* opt = nullptr;
-  ASSERT_EQ(acc_optimizer_create(model, "adamw_8bit", nullptr, &opt), ACC_OK);
-  ASSERT_EQ(acc_prepare(python, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
-  const std::string dir = acc_test::temp_path("adam_8bit_python");
-  ACC_EXPECT_ERROR(acc_save_state(python, dir.c_str(), nullptr), ACC_ERR_UNSUPPORTED, "bitsandbytes' layout");
-  acc_optimizer_free(opt);
-  if (model != run.net.model) acc_model_free(model);
-  acc_accelerator_free(python);
 }
 
 TEST(Optimizers, TrainUnderBf16AutocastWithFloat32Weights) {

@@ -32,7 +32,16 @@ struct Trainer {
   explicit Trainer(const char* algorithm = "adamw", uint64_t seed = 7) {
     acc = make_accelerator({{"cpu", "1"}, {"python_state_files", "1"}, {"seed", std::to_string(seed)}});
     model = spec_model(kNet);
-    opt = optimizer(model, algorithm, 0.01);
+    if (std::string(algorithm) == "adamw_8bit") {  // the first weight's moments in 8 bits, the rest in 32
+      acc_options* o = nullptr;
+      EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
+      EXPECT_EQ(acc_options_set_double(o, "lr", 0.01), ACC_OK);
+      EXPECT_EQ(acc_options_set_int(o, "min_8bit_size", 64), ACC_OK);
+      EXPECT_EQ(acc_optimizer_create(model, algorithm, o, &opt), ACC_OK) << acc_last_error_message();
+      acc_options_free(o);
+    } else {
+      opt = optimizer(model, algorithm, 0.01);
+    }
     acc_options* so = nullptr;
     EXPECT_EQ(acc_options_create(ACC_OPTIONS_SCHEDULER, &so), ACC_OK);
     EXPECT_EQ(acc_options_set_int(so, "num_warmup_steps", 2), ACC_OK);
@@ -102,22 +111,26 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 }  // namespace
 
 // A run resumed from Python's files goes on exactly as the run that saved them: weights, optimizer
-// moments, schedule and the generator dropout draws from.
+// moments, schedule and the generator dropout draws from. bitsandbytes' 8-bit AdamW too, its
+// codes and maxima nested in optimizer.bin as its state_dict nests them.
 TEST(PythonCheckpoint, ResumesWhereTheRunStood) {
-  Trainer saved;
-  saved.train(0, 3);
-  const std::string dir = python_folder(saved, "python_layout");
-  EXPECT_EQ(entries(dir),
-            (std::vector<std::string>{"model.safetensors", "optimizer.bin", "random_states_0.pkl", "scheduler.bin"}));
-  saved.train(3, 3);
+  for (const char* algorithm : {"adamw", "adamw_8bit"}) {
+    SCOPED_TRACE(algorithm);
+    Trainer saved(algorithm);
+    saved.train(0, 3);
+    const std::string dir = python_folder(saved, std::string("python_layout_") + algorithm);
+    EXPECT_EQ(entries(dir),
+              (std::vector<std::string>{"model.safetensors", "optimizer.bin", "random_states_0.pkl", "scheduler.bin"}));
+    saved.train(3, 3);
 
-  Trainer resumed("adamw", 99);
-  resumed.train(0, 1);  // a different state everywhere, which the load replaces
-  ACC_ASSERT_OK(acc_load_state(resumed.acc, dir.c_str(), nullptr));
-  EXPECT_EQ(resumed.scheduler_step(), 3);
-  resumed.train(3, 3);
-  EXPECT_EQ(resumed.weights(), saved.weights());
-  EXPECT_EQ(resumed.scheduler_step(), saved.scheduler_step());
+    Trainer resumed(algorithm, 99);
+    resumed.train(0, 1);  // a different state everywhere, which the load replaces
+    ACC_ASSERT_OK(acc_load_state(resumed.acc, dir.c_str(), nullptr));
+    EXPECT_EQ(resumed.scheduler_step(), 3);
+    resumed.train(3, 3);
+    EXPECT_EQ(resumed.weights(), saved.weights());
+    EXPECT_EQ(resumed.scheduler_step(), saved.scheduler_step());
+  }
 }
 
 // Every damaged file is refused with its name before anything changes; the intact folder then loads.

@@ -1492,13 +1492,15 @@ TEST(Sharded, WhatItCannotDoIsRefused) {
     ACC_ASSERT_OK(acc_backward(job.acc, loss));  // the plain backward still works
     for (acc_tensor* t : {x, out, loss}) acc_tensor_free(t);
   }
-  // Adafactor's factored moments need whole matrices: it cannot step slices.
-  {
+  // Adafactor's factored moments need whole matrices, bitsandbytes' 8-bit Adam blocks of whole
+  // parameters: they cannot step slices.
+  for (const char* algorithm : {"adafactor", "adamw_8bit"}) {
+    SCOPED_TRACE(algorithm);
     acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "1"}});
     acc_model* model = nullptr;
     acc_optimizer* opt = nullptr;
     ACC_ASSERT_OK(acc_model_from_spec(kShardNet, &model));
-    ACC_ASSERT_OK(acc_optimizer_create(model, "adafactor", nullptr, &opt));
+    ACC_ASSERT_OK(acc_optimizer_create(model, algorithm, nullptr, &opt));
     EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_ERR_UNSUPPORTED);
     EXPECT_NE(std::strstr(acc_last_error_message(), "not elementwise"), nullptr) << acc_last_error_message();
     acc_optimizer_free(opt);
