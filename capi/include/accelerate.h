@@ -283,9 +283,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   warmup_steps (int, default 0: the rate warms up linearly over them), r (double, default 0),
  *   weight_lr_power (double, default 2: the averaging weights grow as step^r * max
  *   rate^weight_lr_power), inner_momentum (double in [0, 1), adamw_schedule_free, default 0).
- *   adam_8bit and adamw_8bit (bitsandbytes' arguments; lr 1e-3, betas 0.9, 0.999, eps 1e-8,
- *   weight_decay 0 and 1e-2): min_8bit_size (int >= 0, default 4096: parameters with fewer
- *   elements keep 32-bit moments).
+ *   adam_8bit, adamw_8bit and lion_8bit (bitsandbytes' arguments; lr 1e-3, betas 0.9, 0.999, eps
+ *   1e-8, weight_decay 0 and 1e-2; lion_8bit: lr 1e-4, betas 0.9, 0.99, no eps): min_8bit_size
+ *   (int >= 0, default 4096: parameters with fewer elements keep 32-bit moments).
  * Keys of ACC_OPTIONS_SCHEDULER (transformers' names; every schedule takes num_warmup_steps and
  * num_training_steps, ignored where unused as get_scheduler() does; another key that the schedule
  * does not use is an error):
@@ -1236,10 +1236,11 @@ ACC_API void acc_model_free(acc_model *model);
  * acc_optimizer_set_training), or "lomo" / "adalomo" (lomo_optim's Lomo and AdaLomo, Lv et al.
  * 2023: updates inside backward, see acc_lomo_backward; one parameter group only, adding one is
  * ACC_ERR_UNSUPPORTED; acc_optimizer_step on the handle not prepared is ACC_ERR_INVALID_ARGUMENT),
- * or "adam_8bit" / "adamw_8bit" (bitsandbytes' Adam8bit and AdamW8bit as its 0.50 release steps on
- * the CPU: the moments of a parameter with at least min_8bit_size elements kept as blockwise 8-bit
- * codes, a smaller one's in float32; weight decay decoupled in both, default 0 and 1e-2; options
- * lr, beta1, beta2, eps, weight_decay, min_8bit_size (int, default 4096); python_state_files writes
+ * or "adam_8bit" / "adamw_8bit" / "lion_8bit" (bitsandbytes' Adam8bit, AdamW8bit and Lion8bit as
+ * its 0.50 release steps them on the CPU: the moments of a parameter with at least min_8bit_size
+ * elements kept as blockwise 8-bit codes, a smaller one's in float32; weight decay decoupled,
+ * default 0, AdamW8bit's 1e-2; options lr, beta1, beta2, eps (not lion_8bit), weight_decay,
+ * min_8bit_size (int, default 4096); python_state_files writes
  * and reads bitsandbytes' layout; zero_stage 1-3 refuse them: their blocks need whole parameters);
  * opts: an ACC_OPTIONS_OPTIMIZER object or NULL (defaults).
  * An option that the algorithm does not use (momentum for adam) is ACC_ERR_INVALID_ARGUMENT, as

@@ -31,7 +31,8 @@ const OptimizerAlgorithm& optimizer_algorithm(const std::string& name) {
                                                                        &lomo(),
                                                                        &adalomo(),
                                                                        &adam_8bit(),
-                                                                       &adamw_8bit()};
+                                                                       &adamw_8bit(),
+                                                                       &lion_8bit()};
   std::string known;
   for (const auto* a : all) {
     if (a->name() == name) return *a;

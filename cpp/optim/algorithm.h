@@ -90,7 +90,8 @@ class OptimizerAlgorithm {
 };
 
 // "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam", "adamax", "adadelta",
-// "rprop", "asgd", "adamw_schedule_free", "sgd_schedule_free", "lomo", "adalomo", "adam_8bit", "adamw_8bit";
+// "rprop", "asgd", "adamw_schedule_free", "sgd_schedule_free", "lomo", "adalomo", "adam_8bit", "adamw_8bit",
+// "lion_8bit";
 // another name is an error that lists them.
 const OptimizerAlgorithm& optimizer_algorithm(const std::string& name);
 
@@ -127,6 +128,7 @@ const OptimizerAlgorithm& lion();
 const OptimizerAlgorithm& adafactor();
 const OptimizerAlgorithm& adam_8bit();
 const OptimizerAlgorithm& adamw_8bit();
+const OptimizerAlgorithm& lion_8bit();
 const OptimizerAlgorithm& radam();
 const OptimizerAlgorithm& nadam();
 const OptimizerAlgorithm& adamax();

@@ -49,7 +49,8 @@ const OptionSchema& optimizer_option_schema() {
     s.add("inner_momentum", T::Double, "adamw_schedule_free: an average of the gradient inside AdamW's update")
         .at_least(0)
         .at_most(1);
-    s.add("min_8bit_size", T::Int, "adam_8bit, adamw_8bit: parameters with fewer elements keep 32-bit moments")
+    s.add("min_8bit_size", T::Int,
+          "adam_8bit, adamw_8bit, lion_8bit: parameters with fewer elements keep 32-bit moments")
         .at_least(0);
   });
   return schema;

@@ -20,7 +20,7 @@ namespace {
 
 // bitsandbytes' 8-bit optimizers: its own layout (below).
 bool bitsandbytes_algorithm(const std::string& algorithm) {
-  return algorithm == "adam_8bit" || algorithm == "adamw_8bit";
+  return algorithm == "adam_8bit" || algorithm == "adamw_8bit" || algorithm == "lion_8bit";
 }
 
 // PyTorch's optimizers keep their step counts as float32 scalars; transformers' Adafactor and
@@ -33,12 +33,14 @@ bool torch_optim_algorithm(const std::string& algorithm) {
 // reach); "step" stays beside it.
 constexpr const char* kBitsandbytesQuantState = "__bnb_optimizer_quant_state__";
 
-// The group keys bitsandbytes' Optimizer2State keeps that ours has no counterpart for: AdEMAMix's,
-// which Adam leaves at these values. min_8bit_size, ours per group, is its optimizer's argument.
-const std::vector<std::pair<std::string, c10::IValue>>& bitsandbytes_adam_extras() {
-  static const auto& extras = *new std::vector<std::pair<std::string, c10::IValue>>{
+// The group keys bitsandbytes keeps that ours has no counterpart for, at the values these
+// optimizers leave them: Optimizer2State's AdEMAMix settings, Optimizer1State's eps for Lion.
+// min_8bit_size, ours per group, is its optimizer's argument.
+const std::vector<std::pair<std::string, c10::IValue>>& bitsandbytes_extras(const std::string& algorithm) {
+  static const auto& adam = *new std::vector<std::pair<std::string, c10::IValue>>{
       {"alpha", 0.0}, {"t_alpha", c10::IValue()}, {"t_beta3", c10::IValue()}};
-  return extras;
+  static const auto& lion = *new std::vector<std::pair<std::string, c10::IValue>>{{"eps", 0.0}};
+  return algorithm == "lion_8bit" ? lion : adam;
 }
 
 c10::IValue json_to_python(const nlohmann::json& value) {
@@ -86,7 +88,7 @@ std::vector<std::pair<std::string, c10::IValue>> python_group(const Optimizer& o
     if (!paired.count(key) && !(bitsandbytes_algorithm(algorithm) && key == "min_8bit_size"))
       group.emplace_back(key, json_to_python(value));
   if (bitsandbytes_algorithm(algorithm))
-    for (const auto& extra : bitsandbytes_adam_extras()) group.push_back(extra);
+    for (const auto& extra : bitsandbytes_extras(algorithm)) group.push_back(extra);
   if (torch_optim_algorithm(algorithm)) {
     group.emplace_back("maximize", optimizer.maximize());
     // torch >= 2.7's AdamW is Adam with this flag, which a group without it would take as false.
@@ -133,14 +135,15 @@ nlohmann::json options_from_python(const Optimizer& optimizer, const TorchSavedF
     const std::string at = where + "." + key;
     if (key == "params" || key == "param_names" || scheduler_key(key) || implementation_flag(key)) continue;
     if (bitsandbytes_algorithm(algorithm)) {
-      const auto& extras = bitsandbytes_adam_extras();
+      const auto& extras = bitsandbytes_extras(algorithm);
       const auto extra = std::find_if(extras.begin(), extras.end(), [&](const auto& e) { return e.first == key; });
       if (extra != extras.end()) {
         const nlohmann::json got = python_to_json(file, value, at);
         const bool unset = extra->second.isNone() ? got.is_null() : got.is_number() && got.get<double>() == 0.0;
         if (!unset)
           fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': '", at, "' is ", got.dump(),
-               ", AdEMAMix's setting, which the ", algorithm, " optimizer does not take");
+               ", a setting the ", algorithm, " optimizer does not take (it leaves it at ",
+               extra->second.isNone() ? "None" : "0", ")");
         continue;
       }
     }

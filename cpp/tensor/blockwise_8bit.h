@@ -1,6 +1,6 @@
 // bitsandbytes' blockwise 8-bit quantisation with its dynamic codes (create_dynamic_map), as its
 // CPU library computes it: what double quantisation stores a 4-bit weight's block maxima in
-// (model/four_bit.h) and what its 8-bit optimizers store their moments in (optim/adam_8bit.h).
+// (model/four_bit.h) and what its 8-bit optimizers store their moments in (optim/bnb_8bit.h).
 // Each block of 256 values is divided by its absolute maximum and mapped to the nearest of 256
 // codes through a 65536-point table over [-1, 1].
 #pragma once

@@ -992,6 +992,12 @@ TEST(Optimizers, SaveStateAndLoadStateResumeBitIdentically) {
        true,
        {"absmax1", "absmax2", "qmap1", "qmap2", "state1", "state2", "step"},
        {"state1", "state2", "step"}},
+      {"lion_8bit",
+       {{"lr", 1e-3}, {"min_8bit_size", 1}},
+       {{"min_8bit_size", 4096}},
+       true,
+       {"absmax1", "qmap1", "state1", "step"},
+       {"state1", "step"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.algorithm);

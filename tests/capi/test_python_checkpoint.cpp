@@ -32,7 +32,8 @@ struct Trainer {
   explicit Trainer(const char* algorithm = "adamw", uint64_t seed = 7) {
     acc = make_accelerator({{"cpu", "1"}, {"python_state_files", "1"}, {"seed", std::to_string(seed)}});
     model = spec_model(kNet);
-    if (std::string(algorithm) == "adamw_8bit") {  // the first weight's moments in 8 bits, the rest in 32
+    if (std::string(algorithm).find("_8bit") !=
+        std::string::npos) {  // the first weight's moments in 8 bits, the rest in 32
       acc_options* o = nullptr;
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
       EXPECT_EQ(acc_options_set_double(o, "lr", 0.01), ACC_OK);
@@ -111,10 +112,10 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 }  // namespace
 
 // A run resumed from Python's files goes on exactly as the run that saved them: weights, optimizer
-// moments, schedule and the generator dropout draws from. bitsandbytes' 8-bit AdamW too, its
-// codes and maxima nested in optimizer.bin as its state_dict nests them.
+// moments, schedule and the generator dropout draws from. bitsandbytes' 8-bit AdamW and Lion too,
+// their codes and maxima nested in optimizer.bin as its state_dict nests them.
 TEST(PythonCheckpoint, ResumesWhereTheRunStood) {
-  for (const char* algorithm : {"adamw", "adamw_8bit"}) {
+  for (const char* algorithm : {"adamw", "adamw_8bit", "lion_8bit"}) {
     SCOPED_TRACE(algorithm);
     Trainer saved(algorithm);
     saved.train(0, 3);

@@ -86,9 +86,26 @@ TEST(OptionTables, SubConfigsHoldTheDefaults) {
 
 TEST(OptionTables, TheOptimizerKeysAreThoseItsAlgorithmsTake) {
   std::set<std::string> taken, schema;
-  for (const char* name :
-       {"sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam", "adamax", "adadelta",
-        "rprop", "asgd", "adamw_schedule_free", "sgd_schedule_free", "lomo", "adalomo"})
+  for (const char* name : {"sgd",
+                           "adam",
+                           "adamw",
+                           "rmsprop",
+                           "adagrad",
+                           "lion",
+                           "adafactor",
+                           "radam",
+                           "nadam",
+                           "adamax",
+                           "adadelta",
+                           "rprop",
+                           "asgd",
+                           "adamw_schedule_free",
+                           "sgd_schedule_free",
+                           "lomo",
+                           "adalomo",
+                           "adam_8bit",
+                           "adamw_8bit",
+                           "lion_8bit"})
     for (const auto& key : acc::optimizer_algorithm(name).keys()) taken.insert(key);
   for (const auto& spec : acc::optimizer_option_schema().specs) {
     schema.insert(spec.key);

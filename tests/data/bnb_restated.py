@@ -162,14 +162,12 @@ def dequantize_blockwise_cpu(codes, absmax, code):
     return (code[flat] * absmax.repeat_interleave(NESTED_BLOCK)[:flat.numel()]).view(codes.shape)
 
 
-class Adam8bit(torch.optim.Optimizer):
-    """bnb.optim.Adam8bit / AdamW8bit (Optimizer2State "adam") on the CPU: 8-bit blockwise moments
-    for parameters of at least min_8bit_size elements (a group's, else the optimizer's), float32
-    ones with the 32-bit rule for the others; decoupled weight decay in both."""
+class Blockwise8bit(torch.optim.Optimizer):
+    """bitsandbytes' Optimizer8bit on the CPU: per parameter 8-bit blockwise moments where it has
+    at least min_8bit_size elements (a group's, else the optimizer's), float32 ones with the 32-bit
+    rule otherwise; `moments` 2 (Optimizer2State: the second on the unsigned code) or 1."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, min_8bit_size=4096):
-        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                      min_8bit_size=min_8bit_size))
+    moments = 2
 
     @torch.no_grad()
     def step(self):
@@ -182,45 +180,77 @@ class Adam8bit(torch.optim.Optimizer):
         state = self.state[p]
         if not state:
             state["step"] = 0
+            indices = ["1", "2"][:self.moments]
             if p.numel() < group["min_8bit_size"]:
-                state["state1"] = torch.zeros_like(p, dtype=torch.float32)
-                state["state2"] = torch.zeros_like(p, dtype=torch.float32)
+                for index in indices:
+                    state["state" + index] = torch.zeros_like(p, dtype=torch.float32)
             else:
                 blocks = (p.numel() + NESTED_BLOCK - 1) // NESTED_BLOCK
-                state["state1"] = torch.zeros_like(p, dtype=torch.uint8)
-                state["state2"] = torch.zeros_like(p, dtype=torch.uint8)
-                state["qmap1"] = create_dynamic_map(True)
-                state["qmap2"] = create_dynamic_map(False)
-                state["absmax1"] = torch.zeros(blocks, dtype=torch.float32)
-                state["absmax2"] = torch.zeros(blocks, dtype=torch.float32)
+                for index in indices:
+                    state["state" + index] = torch.zeros_like(p, dtype=torch.uint8)
+                    state["qmap" + index] = create_dynamic_map(index == "1")
+                    state["absmax" + index] = torch.zeros(blocks, dtype=torch.float32)
         state["step"] += 1
-        step = state["step"]
-        beta1, beta2 = group["betas"]
-        lr, eps, decay = group["lr"], group["eps"], group["weight_decay"]
         g = p.grad.float() * 1.0
         p32 = p.data.float()
-        correction1 = 1.0 - beta1 ** step
-        correction2 = math.sqrt(1.0 - beta2 ** step)
-        if state["state1"].dtype == torch.float32:  # _optimizer_update_32bit_cpu
-            m, v = state["state1"], state["state2"]
-            m.mul_(beta1).add_(g, alpha=1.0 - beta1)
-            v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
-            step_size = -lr * correction2 / correction1
-            if decay > 0.0:
-                p32.mul_(1.0 - lr * decay)
-            p32.add_(m / (v.sqrt() + eps * correction2), alpha=step_size)
-        else:  # _optimizer_update_8bit_blockwise_cpu
-            m = dequantize_blockwise_cpu(state["state1"], state["absmax1"], state["qmap1"])
-            v = dequantize_blockwise_cpu(state["state2"], state["absmax2"], state["qmap2"])
-            m.mul_(beta1).add_(g, alpha=1.0 - beta1)
-            v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
-            denom = (v.sqrt() / correction2).add_(eps)
-            if decay > 0.0:
-                p32.mul_(1.0 - lr * decay)
-            p32.addcdiv_(m, denom, value=-lr / correction1)
-            for moment, index in ((m, "1"), (v, "2")):
+        if state["state1"].dtype == torch.float32:
+            self._rule(p32, g, [state["state" + i] for i in ["1", "2"][:self.moments]], state["step"], group, False)
+        else:
+            indices = ["1", "2"][:self.moments]
+            moments = [dequantize_blockwise_cpu(state["state" + i], state["absmax" + i], state["qmap" + i])
+                       for i in indices]
+            self._rule(p32, g, moments, state["step"], group, True)
+            for moment, index in zip(moments, indices):
                 codes, maxima = quantize_blockwise_cpu(moment.reshape(-1), state["qmap" + index])
                 state["state" + index].copy_(codes.view(p.shape))
                 state["absmax" + index].copy_(maxima)
         p.data.copy_(p32)
 
+
+class Adam8bit(Blockwise8bit):
+    """bnb.optim.Adam8bit / AdamW8bit (Optimizer2State "adam"): decoupled weight decay in both."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, min_8bit_size=4096):
+        super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                                      min_8bit_size=min_8bit_size))
+
+    def _rule(self, p32, g, moments, step, group, eight_bit):
+        m, v = moments
+        beta1, beta2 = group["betas"]
+        lr, eps, decay = group["lr"], group["eps"], group["weight_decay"]
+        correction1 = 1.0 - beta1 ** step
+        correction2 = math.sqrt(1.0 - beta2 ** step)
+        m.mul_(beta1).add_(g, alpha=1.0 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+        if not eight_bit:  # _optimizer_update_32bit_cpu
+            step_size = -lr * correction2 / correction1
+            if decay > 0.0:
+                p32.mul_(1.0 - lr * decay)
+            p32.add_(m / (v.sqrt() + eps * correction2), alpha=step_size)
+        else:  # _optimizer_update_8bit_blockwise_cpu
+            denom = (v.sqrt() / correction2).add_(eps)
+            if decay > 0.0:
+                p32.mul_(1.0 - lr * decay)
+            p32.addcdiv_(m, denom, value=-lr / correction1)
+
+
+class Lion8bit(Blockwise8bit):
+    """bnb.optim.Lion8bit (Optimizer1State "lion")."""
+
+    moments = 1
+
+    def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0, min_8bit_size=4096):
+        super().__init__(params, dict(lr=lr, betas=betas, weight_decay=weight_decay, min_8bit_size=min_8bit_size))
+
+    def _rule(self, p32, g, moments, step, group, eight_bit):
+        (m,) = moments
+        beta1, beta2 = group["betas"]
+        lr, decay = group["lr"], group["weight_decay"]
+        if decay > 0.0:
+            p32.mul_(1.0 - lr * decay)
+        if eight_bit:
+            direction = torch.sign(m.mul(beta1) + g.mul(1.0 - beta1))
+        else:
+            direction = m.mul(beta1).add(g, alpha=1.0 - beta1).sign()
+        p32.add_(direction, alpha=-lr)
+        m.mul_(beta2).add_(g, alpha=1.0 - beta2)

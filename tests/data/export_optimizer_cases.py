@@ -1,6 +1,6 @@
 """Weights after each step of PyTorch's own SGD, Adam, AdamW, RMSprop, Adagrad, RAdam, NAdam, Adamax,
 Adadelta, Rprop and ASGD (the Python rules of the torch this runs with), and of bitsandbytes'
-Adam8bit and AdamW8bit (its CPU rules restated in bnb_restated.py), for tests/capi/test_optimizers.cpp to reproduce bit for bit: a small MLP (Linear 3->4, Tanh, Linear 4->2, MSE loss) trained on a fixed
+Adam8bit, AdamW8bit and Lion8bit (its CPU rules restated in bnb_restated.py), for tests/capi/test_optimizers.cpp to reproduce bit for bit: a small MLP (Linear 3->4, Tanh, Linear 4->2, MSE loss) trained on a fixed
 batch, with default and non-default hyper-parameters and with a second parameter group for the
 biases. Options are named as ours (beta1 and beta2 for Adam's betas, etaminus and etaplus for
 Rprop's etas, step_size_min and step_size_max for its step_sizes). Values are written as
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from bnb_restated import Adam8bit
+from bnb_restated import Adam8bit, Lion8bit
 
 
 def AdamW8bit(params, **options):
@@ -80,6 +80,9 @@ CASES = [
     ("adam_8bit", {"lr": 0.02, "beta1": 0.8, "beta2": 0.99, "eps": 1e-6, "weight_decay": 0.1, "min_8bit_size": 8},
      {"lr": 0.005, "min_8bit_size": 1}),
     ("adam_8bit", {"lr": 0.01, "min_8bit_size": 1}, {"lr": 0.02, "min_8bit_size": 4096}),
+    ("lion_8bit", {"lr": 0.01, "weight_decay": 0.1}, None),
+    # (both betas given: a missing one would take Adam's default in torch_names)
+    ("lion_8bit", {"lr": 0.01, "beta1": 0.8, "beta2": 0.95, "min_8bit_size": 1}, {"lr": 0.02, "min_8bit_size": 4096}),
 ]
 # PyTorch's fused=True kernels, on the CPU from 2.4 (on a CUDA DEVICE too).
 TORCH_VERSION = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
@@ -177,7 +180,7 @@ def main(out_dir, device):
                "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad, "radam": torch.optim.RAdam,
                "nadam": torch.optim.NAdam, "adamax": torch.optim.Adamax, "adadelta": torch.optim.Adadelta,
                "rprop": torch.optim.Rprop, "asgd": torch.optim.ASGD,
-               "adam_8bit": Adam8bit, "adamw_8bit": AdamW8bit}[algorithm]
+               "adam_8bit": Adam8bit, "adamw_8bit": AdamW8bit, "lion_8bit": Lion8bit}[algorithm]
         if group is not None:
             groups[1] = torch_names(groups[1])
         opt = cls(groups, **torch_names(options))
