@@ -165,7 +165,9 @@ def dequantize_blockwise_cpu(codes, absmax, code):
 class Blockwise8bit(torch.optim.Optimizer):
     """bitsandbytes' Optimizer8bit on the CPU: per parameter 8-bit blockwise moments where it has
     at least min_8bit_size elements (a group's, else the optimizer's), float32 ones with the 32-bit
-    rule otherwise; `moments` 2 (Optimizer2State: the second on the unsigned code) or 1."""
+    rule otherwise; `moments` 2 (Optimizer2State: the second on the unsigned code) or 1. On a CUDA
+    device the arithmetic runs there and the quantisation on the CPU, as ours (bitsandbytes' fused
+    CUDA kernels compute otherwise)."""
 
     moments = 2
 
@@ -188,8 +190,8 @@ class Blockwise8bit(torch.optim.Optimizer):
                 blocks = (p.numel() + NESTED_BLOCK - 1) // NESTED_BLOCK
                 for index in indices:
                     state["state" + index] = torch.zeros_like(p, dtype=torch.uint8)
-                    state["qmap" + index] = create_dynamic_map(index == "1")
-                    state["absmax" + index] = torch.zeros(blocks, dtype=torch.float32)
+                    state["qmap" + index] = create_dynamic_map(index == "1").to(p.device)
+                    state["absmax" + index] = torch.zeros(blocks, dtype=torch.float32, device=p.device)
         state["step"] += 1
         g = p.grad.float() * 1.0
         p32 = p.data.float()
@@ -200,8 +202,8 @@ class Blockwise8bit(torch.optim.Optimizer):
             moments = [dequantize_blockwise_cpu(state["state" + i], state["absmax" + i], state["qmap" + i])
                        for i in indices]
             self._rule(p32, g, moments, state["step"], group, True)
-            for moment, index in zip(moments, indices):
-                codes, maxima = quantize_blockwise_cpu(moment.reshape(-1), state["qmap" + index])
+            for moment, index in zip(moments, indices):  # the library's CPU quantiser, wherever p is
+                codes, maxima = quantize_blockwise_cpu(moment.reshape(-1).cpu(), state["qmap" + index].cpu())
                 state["state" + index].copy_(codes.view(p.shape))
                 state["absmax" + index].copy_(maxima)
         p.data.copy_(p32)
