@@ -34,8 +34,6 @@ class FourBitLinear : public QuantizedWeight {
   void check_state(const std::string& module, const NamedTensors& state) const override;
   void state_loaded(const std::string& module, const NamedTensors& state) override;
 
-  const FourBitWeight& weight() const { return *weight_; }
-
  private:
   std::shared_ptr<FourBitWeight> weight_;  // shared with backward nodes still pending
   at::ScalarType compute_dtype_;
