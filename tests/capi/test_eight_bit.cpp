@@ -3,8 +3,9 @@
 // eight_bit_cases.json): thresholds 6 (the default), 0 and 1.5 with outlier columns, float32 and
 // bfloat16 models, default and given skip lists, prepare_model_for_kbit_training under bf16
 // autocast; each 8-bit layer's state-dict entries bit for bit, the evaluation output (the int8
-// product), three AdamW steps' losses in training mode (the dequantised product), the adapters
-// after them, the evaluation output with them and after merging. Then what a user relies on
+// product), three AdamW steps' losses in training mode (the dequantised product; one case in
+// evaluation mode, through the int8 product's backward), the adapters after them, the evaluation
+// output with them and after merging. Then what a user relies on
 // around it: the bytes it saves, the state dict read back into a fresh model and a corrupt one
 // refused, the adapters' files, and every refusal leaving the model as it was.
 #include <cmath>
@@ -62,7 +63,7 @@ TEST(EightBit, QuantisesTrainsEvaluatesAndMergesAsBitsandbytesAndPeft) {
     EXPECT_EQ(evaluated(m, x, config), acc_test::float_values(c["evaluated"]));
     ACC_ASSERT_OK(acc_set_seed(77));
     EXPECT_EQ(add_case_lora(m, config), config["targets"].size());
-    ACC_ASSERT_OK(acc_model_set_training(m, 1));
+    ACC_ASSERT_OK(acc_model_set_training(m, config.value("train_in_eval", false) ? 0 : 1));
     acc_accelerator* acc = nullptr;
     EXPECT_EQ(train_case(m, all, config, &acc), c["losses"].get<std::vector<double>>());
     for (const auto& [name, pair] : c["adapters"].items()) {

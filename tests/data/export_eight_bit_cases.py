@@ -36,6 +36,9 @@ CASES = [
     # layer, trained under bfloat16 autocast as Accelerate's prepared model.
     {"threshold": None, "model": "bfloat16", "skip": None, "targets": ["fc1", "fc2", "fc3"], "r": 4,
      "lora_alpha": 16.0, "prepare": True, "autocast": True},
+    # Trained in evaluation mode: through the int8 product's backward (MatMul8bitLt), as on CUDA.
+    {"threshold": 6.0, "model": "float32", "skip": None, "targets": ["fc1", "fc2"], "r": 2, "lora_alpha": 4.0,
+     "train_in_eval": True},
 ]
 
 
@@ -68,13 +71,27 @@ def int8_product(x, layer, bias, threshold):
     return out.reshape(*x.shape[:-1], layer["codes"].shape[0])
 
 
+class MatMul8bitLt(torch.autograd.Function):
+    """Evaluation mode (and CUDA): the int8 product; backward as MatMul8bitFp's."""
+
+    @staticmethod
+    def forward(ctx, a, layer, bias, threshold):
+        ctx.layer, ctx.dtype, ctx.shape = layer, a.dtype, a.shape
+        return int8_product(a, layer, bias, threshold)
+
+    @staticmethod
+    def backward(ctx, grad):
+        rows = grad.reshape(-1, grad.shape[-1])
+        return torch.matmul(rows.to(ctx.dtype), weight_in(ctx.layer, ctx.dtype)).view(ctx.shape), None, None, None
+
+
 def linear8bit(x, layer, training, threshold):
     """Linear8bitLt.forward: its bias cast to the input's dtype for good, then bnb.matmul."""
     if layer["bias"].dtype != x.dtype:
         layer["bias"] = layer["bias"].to(x.dtype)
     if training:
         return MatMul8bitFp.apply(x, layer, layer["bias"])
-    return int8_product(x, layer, layer["bias"], threshold)
+    return MatMul8bitLt.apply(x, layer, layer["bias"], threshold)
 
 
 def quantize(weight):
@@ -160,7 +177,7 @@ def run_case(base, config, x, target):
     params = [p for name in adapters for p in adapters[name]]
     opt = torch.optim.AdamW(params, lr=1e-2)
     losses = []
-    training[0] = True
+    training[0] = not config.get("train_in_eval", False)
     for _ in range(3):
         loss = F.mse_loss(run(xs).float(), target)  # in float32 (torch 1.13 has no bfloat16 MSE)
         losses.append(loss.item())
