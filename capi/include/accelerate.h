@@ -284,8 +284,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   weight_lr_power (double, default 2: the averaging weights grow as step^r * max
  *   rate^weight_lr_power), inner_momentum (double in [0, 1), adamw_schedule_free, default 0).
  *   adam_8bit, adamw_8bit and lion_8bit (bitsandbytes' arguments; lr 1e-3, betas 0.9, 0.999, eps
- *   1e-8, weight_decay 0 and 1e-2; lion_8bit: lr 1e-4, betas 0.9, 0.99, no eps): min_8bit_size
- *   (int >= 0, default 4096: parameters with fewer elements keep 32-bit moments).
+ *   1e-8, weight_decay 0 and 1e-2; lion_8bit: lr 1e-4, betas 0.9, 0.99, no eps):
+ *   min_8bit_size (int >= 0, default 4096: parameters with fewer elements keep 32-bit moments).
  * Keys of ACC_OPTIONS_SCHEDULER (transformers' names; every schedule takes num_warmup_steps and
  * num_training_steps, ignored where unused as get_scheduler() does; another key that the schedule
  * does not use is an error):
