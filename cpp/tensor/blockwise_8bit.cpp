@@ -74,7 +74,11 @@ at::Tensor dynamic_code_tensor(bool is_signed, const at::Device& device) {
 }
 
 std::pair<at::Tensor, at::Tensor> quantize_blockwise(const at::Tensor& values, bool is_signed) {
-  const at::Tensor v = values.to(at::kCPU, at::kFloat).contiguous();
+  return values.is_cpu() ? quantize_blockwise_loop(values, is_signed) : quantize_blockwise_ops(values, is_signed);
+}
+
+std::pair<at::Tensor, at::Tensor> quantize_blockwise_loop(const at::Tensor& values, bool is_signed) {
+  const at::Tensor v = values.to(at::kFloat).contiguous();
   const int64_t n = v.numel(), blocks = (n + kBlockwiseBlock - 1) / kBlockwiseBlock;
   at::Tensor codes = at::empty(v.sizes(), at::kByte), maxima = at::empty({blocks}, at::kFloat);
   const float* in = v.data_ptr<float>();
@@ -96,7 +100,29 @@ std::pair<at::Tensor, at::Tensor> quantize_blockwise(const at::Tensor& values, b
       for (int64_t i = start; i < end; ++i) out[i] = table[grid_index(in[i] * inverse)];
     }
   });
-  return {codes.to(values.device()), maxima.to(values.device())};
+  return {codes, maxima};
+}
+
+std::pair<at::Tensor, at::Tensor> quantize_blockwise_ops(const at::Tensor& values, bool is_signed) {
+  at::NoGradGuard no_grad;
+  const at::Tensor flat = values.reshape(-1).to(at::kFloat);
+  const int64_t n = flat.numel(), blocks = (n + kBlockwiseBlock - 1) / kBlockwiseBlock;
+  // Zeros pad the last block: its maximum is of absolute values, so they change nothing.
+  const at::Tensor padded =
+      at::constant_pad_nd(flat, {0, blocks * kBlockwiseBlock - n}, 0).view({blocks, kBlockwiseBlock});
+  const at::Tensor maxima = std::get<0>(padded.abs().max(1));
+  // The loop's float operations one by one: value * (1 / max), clamped, then (v + 1) * 0.5 * 65535
+  // + 0.5, truncated.
+  const at::Tensor scaled = at::clamp(padded * at::reciprocal(maxima).unsqueeze(1), -1.0, 1.0);
+  const at::Tensor grid = (((scaled + 1.0) * 0.5) * static_cast<double>(kGrid - 1) + 0.5).to(at::kLong);
+  const auto& table = grid_codes(is_signed);
+  const at::Tensor lookup = at::from_blob(const_cast<uint8_t*>(table.data()), {kGrid}, at::kByte).to(values.device());
+  // A block of zeros (1 / 0 made NaN of it) takes code 0.
+  const at::Tensor zero_block = (maxima == 0).unsqueeze(1);
+  const at::Tensor codes = lookup.index_select(0, grid.masked_fill(zero_block, 0).reshape(-1))
+                               .view({blocks, kBlockwiseBlock})
+                               .masked_fill(zero_block, 0);
+  return {codes.reshape(-1).slice(0, 0, n).view(values.sizes()), maxima};
 }
 
 at::Tensor dequantize_blockwise(const at::Tensor& codes, const at::Tensor& absmax, const at::Tensor& code) {

@@ -22,8 +22,11 @@ at::Tensor dynamic_code_tensor(bool is_signed, const at::Device& device);
 
 // quantize_blockwise of float32 `values` (any shape, flattened) with the dynamic code: the codes
 // (uint8, `values`' shape) and each block's maximum (float32); a block of zeros takes code 0. On
-// `values`' device (computed on the CPU).
+// `values`' device: on the CPU the library's loop, elsewhere the same float operations as tensor
+// operations (quantize_blockwise_ops), which give the same codes.
 std::pair<at::Tensor, at::Tensor> quantize_blockwise(const at::Tensor& values, bool is_signed);
+std::pair<at::Tensor, at::Tensor> quantize_blockwise_loop(const at::Tensor& values, bool is_signed);  // CPU
+std::pair<at::Tensor, at::Tensor> quantize_blockwise_ops(const at::Tensor& values, bool is_signed);
 // dequantize_blockwise: code value times its block's maximum, in float32, in `codes`' shape.
 at::Tensor dequantize_blockwise(const at::Tensor& codes, const at::Tensor& absmax, const at::Tensor& code);
 

@@ -166,8 +166,8 @@ class Blockwise8bit(torch.optim.Optimizer):
     """bitsandbytes' Optimizer8bit on the CPU: per parameter 8-bit blockwise moments where it has
     at least min_8bit_size elements (a group's, else the optimizer's), float32 ones with the 32-bit
     rule otherwise; `moments` 2 (Optimizer2State: the second on the unsigned code) or 1. On a CUDA
-    device the arithmetic runs there and the quantisation on the CPU, as ours (bitsandbytes' fused
-    CUDA kernels compute otherwise)."""
+    device the arithmetic runs there and the quantisation by the CPU library's rule, as ours
+    (bitsandbytes' fused CUDA kernels compute otherwise)."""
 
     moments = 2
 
