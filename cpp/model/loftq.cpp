@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "common/error.h"
+#include "model/eight_bit.h"
 #include "model/four_bit.h"
 
 namespace acc {
@@ -26,11 +27,8 @@ std::pair<at::Tensor, at::Tensor> low_rank_factors(const at::Tensor& matrix, int
 at::Tensor nf4_round_trip(const at::Tensor& weight) { return four_bit_round_trip(weight, FourBitType::Nf4); }
 
 at::Tensor int8_round_trip(const at::Tensor& weight) {
-  const at::Tensor half = weight.contiguous().to(at::kHalf);
-  const at::Tensor stats = std::get<0>(half.abs().max(1)).to(at::kFloat);
-  // Python's 127.0 / stats is stats.reciprocal() * 127.0 (C++'s would divide).
-  const at::Tensor q = at::round(half * (stats.unsqueeze(-1).reciprocal() * 127.0)).to(at::kChar);
-  return q * stats.view({-1, 1}) * 7.874015718698502e-3;
+  const Int8Rows rows = int8_rows(weight.contiguous().to(at::kHalf));
+  return int8_dequantize(rows.codes, rows.scales);
 }
 
 void check_loftq(const std::string& module, const at::Tensor& weight, int64_t r) {
