@@ -283,8 +283,14 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   warmup_steps (int, default 0: the rate warms up linearly over them), r (double, default 0),
  *   weight_lr_power (double, default 2: the averaging weights grow as step^r * max
  *   rate^weight_lr_power), inner_momentum (double in [0, 1), adamw_schedule_free, default 0).
- *   adam_8bit, adamw_8bit and lion_8bit (bitsandbytes' arguments; lr 1e-3, betas 0.9, 0.999, eps
- *   1e-8, weight_decay 0 and 1e-2; lion_8bit: lr 1e-4, betas 0.9, 0.99, no eps):
+ *   bitsandbytes' 8-bit optimizers (its classes' arguments and defaults: adam_8bit and adamw_8bit
+ *   lr 1e-3, beta1, beta2 0.9, 0.999, eps 1e-8, weight_decay 0 and 1e-2; lion_8bit lr 1e-4,
+ *   beta1, beta2 0.9, 0.99; sgd_8bit lr (needed), momentum (needed, in (0, 1)), weight_decay 0;
+ *   rmsprop_8bit lr 1e-2, alpha 0.99 (in (0, 1)), eps 1e-8, weight_decay 0; adagrad_8bit lr 1e-2,
+ *   eps 1e-10, weight_decay 0; ademamix_8bit lr 1e-3, beta1, beta2 0.9, 0.999, eps 1e-8,
+ *   weight_decay 1e-2 and:) beta3 (double in [0, 1), default 0.9999: the slow first moment's decay),
+ *   alpha (double, default 5: the slow moment's weight), t_alpha, t_beta3 (int >= 0, default 0:
+ *   none; steps over which alpha and beta3 warm up, as AdEMAMix's schedulers), and for each:
  *   min_8bit_size (int >= 0, default 4096: parameters with fewer elements keep 32-bit moments).
  * Keys of ACC_OPTIONS_SCHEDULER (transformers' names; every schedule takes num_warmup_steps and
  * num_training_steps, ignored where unused as get_scheduler() does; another key that the schedule
@@ -1236,12 +1242,16 @@ ACC_API void acc_model_free(acc_model *model);
  * acc_optimizer_set_training), or "lomo" / "adalomo" (lomo_optim's Lomo and AdaLomo, Lv et al.
  * 2023: updates inside backward, see acc_lomo_backward; one parameter group only, adding one is
  * ACC_ERR_UNSUPPORTED; acc_optimizer_step on the handle not prepared is ACC_ERR_INVALID_ARGUMENT),
- * or "adam_8bit" / "adamw_8bit" / "lion_8bit" (bitsandbytes' Adam8bit, AdamW8bit and Lion8bit as
- * its 0.50 release steps them on the CPU: the moments of a parameter with at least min_8bit_size
- * elements kept as blockwise 8-bit codes, a smaller one's in float32; weight decay decoupled,
- * default 0, AdamW8bit's 1e-2; options lr, beta1, beta2, eps (not lion_8bit), weight_decay,
- * min_8bit_size (int, default 4096); python_state_files writes
- * and reads bitsandbytes' layout; zero_stage 1-3 refuse them: their blocks need whole parameters);
+ * or bitsandbytes' 8-bit optimizers "adam_8bit", "adamw_8bit", "ademamix_8bit", "lion_8bit",
+ * "sgd_8bit", "rmsprop_8bit", "adagrad_8bit" (Adam8bit, AdamW8bit, AdEMAMix8bit, Lion8bit, SGD8bit,
+ * RMSprop8bit, Adagrad8bit, as its CPU backend steps them: the moments of a parameter with at least
+ * min_8bit_size elements kept as blockwise 8-bit codes, a smaller one's in float32 with its 32-bit
+ * rule; weight decay decoupled for adam, ademamix and lion, added to the gradient for the others;
+ * what those classes refuse is refused: sgd_8bit without momentum and rmsprop_8bit with alpha 0
+ * ACC_ERR_UNSUPPORTED, as its NotImplementedError; its paged optimizers, "paged_<name>",
+ * ACC_ERR_UNSUPPORTED; OneCycleLR's cycled momentum is the class's first beta: sgd_8bit's
+ * momentum, rmsprop_8bit's alpha, none for adagrad_8bit; python_state_files writes and reads
+ * bitsandbytes' layout; zero_stage 1-3 refuse them: their blocks need whole parameters);
  * opts: an ACC_OPTIONS_OPTIMIZER object or NULL (defaults).
  * An option that the algorithm does not use (momentum for adam) is ACC_ERR_INVALID_ARGUMENT, as
  * is a combination that PyTorch or transformers refuse (adafactor's lr with relative_step true).

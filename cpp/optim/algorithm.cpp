@@ -32,12 +32,24 @@ const OptimizerAlgorithm& optimizer_algorithm(const std::string& name) {
                                                                        &adalomo(),
                                                                        &adam_8bit(),
                                                                        &adamw_8bit(),
-                                                                       &lion_8bit()};
+                                                                       &ademamix_8bit(),
+                                                                       &lion_8bit(),
+                                                                       &sgd_8bit(),
+                                                                       &rmsprop_8bit(),
+                                                                       &adagrad_8bit()};
   std::string known;
   for (const auto* a : all) {
     if (a->name() == name) return *a;
     known += (known.empty() ? "" : ", ") + a->name();
   }
+  // bitsandbytes' paged optimizers keep their state in CUDA's unified memory, which pages it to
+  // the host under pressure; their arithmetic is the unpaged one's.
+  const std::string paged = "paged_";
+  if (name.rfind(paged, 0) == 0)
+    for (const auto* a : all)
+      if (a->name() == name.substr(paged.size()) && a->name().find("_8bit") != std::string::npos)
+        fail(Status::Unsupported, "optimizer '", name, "': bitsandbytes' paged optimizers (state in CUDA unified ",
+             "memory) are not built; '", a->name(), "' computes the same steps with its state in ordinary memory");
   fail(Status::InvalidArgument, "unknown optimizer '", name, "' (known: ", known, ")");
 }
 

@@ -91,8 +91,8 @@ class OptimizerAlgorithm {
 
 // "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam", "adamax", "adadelta",
 // "rprop", "asgd", "adamw_schedule_free", "sgd_schedule_free", "lomo", "adalomo", "adam_8bit", "adamw_8bit",
-// "lion_8bit";
-// another name is an error that lists them.
+// "ademamix_8bit", "lion_8bit", "sgd_8bit", "rmsprop_8bit", "adagrad_8bit";
+// another name is an error that lists them (bitsandbytes' paged ones, "paged_<name>", Unsupported).
 const OptimizerAlgorithm& optimizer_algorithm(const std::string& name);
 
 // Helpers for the descriptions.
@@ -128,7 +128,11 @@ const OptimizerAlgorithm& lion();
 const OptimizerAlgorithm& adafactor();
 const OptimizerAlgorithm& adam_8bit();
 const OptimizerAlgorithm& adamw_8bit();
+const OptimizerAlgorithm& ademamix_8bit();
 const OptimizerAlgorithm& lion_8bit();
+const OptimizerAlgorithm& sgd_8bit();
+const OptimizerAlgorithm& rmsprop_8bit();
+const OptimizerAlgorithm& adagrad_8bit();
 const OptimizerAlgorithm& radam();
 const OptimizerAlgorithm& nadam();
 const OptimizerAlgorithm& adamax();

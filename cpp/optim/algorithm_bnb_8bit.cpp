@@ -1,8 +1,9 @@
-// bitsandbytes' Adam8bit, AdamW8bit and Lion8bit (cpp/optim/bnb_8bit.h): its defaults (Adam: lr
-// 1e-3, betas (0.9, 0.999), eps 1e-8, weight decay 0, or 1e-2 for AdamW8bit; Lion: lr 1e-4, betas
-// (0.9, 0.99), weight decay 0; min_8bit_size 4096) and its state's fields by bitsandbytes' names,
-// whose dtypes are their own (uint8 codes, float32 maxima and moments) whatever the parameter's.
+// bitsandbytes' 8-bit optimizers (cpp/optim/bnb_8bit.h) with their classes' defaults and checks,
+// and their state's fields by bitsandbytes' names, whose dtypes are their own (uint8 codes, float32
+// maxima and moments) whatever the parameter's. Options take PyTorch's names where bitsandbytes
+// packs them into its betas: SGD8bit's momentum and RMSprop8bit's alpha are beta1.
 #include <limits>
+#include <optional>
 
 #include "common/error.h"
 #include "optim/algorithm.h"
@@ -16,27 +17,66 @@ using nlohmann::json;
 using namespace algorithm_detail;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// One class's defaults: lr unset where the class has none (SGD8bit's is a required argument).
+struct Bnb8bitDefaults {
+  std::optional<double> lr;
+  double beta1, beta2, eps, weight_decay;
+};
+
 class Bnb8bitAlgorithm final : public OptimizerAlgorithm {
  public:
-  Bnb8bitAlgorithm(std::string name, Bnb8bitRule rule, double default_weight_decay)
-      : name_(std::move(name)), rule_(rule), default_weight_decay_(default_weight_decay) {}
+  Bnb8bitAlgorithm(std::string name, std::string python_class, Bnb8bitRule rule, Bnb8bitDefaults defaults)
+      : name_(std::move(name)), python_class_(std::move(python_class)), rule_(rule), defaults_(defaults) {}
   const std::string& name() const override { return name_; }
   const std::set<std::string>& keys() const override {
     static const auto& adam =
         *new std::set<std::string>{"lr", "beta1", "beta2", "eps", "weight_decay", "min_8bit_size"};
+    static const auto& ademamix = *new std::set<std::string>{
+        "lr", "beta1", "beta2", "beta3", "alpha", "t_alpha", "t_beta3", "eps", "weight_decay", "min_8bit_size"};
     static const auto& lion = *new std::set<std::string>{"lr", "beta1", "beta2", "weight_decay", "min_8bit_size"};
-    return rule_ == Bnb8bitRule::Adam ? adam : lion;
+    static const auto& momentum = *new std::set<std::string>{"lr", "momentum", "weight_decay", "min_8bit_size"};
+    static const auto& rmsprop = *new std::set<std::string>{"lr", "alpha", "eps", "weight_decay", "min_8bit_size"};
+    static const auto& adagrad = *new std::set<std::string>{"lr", "eps", "weight_decay", "min_8bit_size"};
+    switch (rule_) {
+      case Bnb8bitRule::Adam:
+        return adam;
+      case Bnb8bitRule::AdEMAMix:
+        return ademamix;
+      case Bnb8bitRule::Lion:
+        return lion;
+      case Bnb8bitRule::Momentum:
+        return momentum;
+      case Bnb8bitRule::RMSprop:
+        return rmsprop;
+      case Bnb8bitRule::Adagrad:
+        break;
+    }
+    return adagrad;
   }
   // A block's maximum spans 256 elements and min_8bit_size a whole parameter: slices of
   // parameters (zero_stage 1-3) would quantise otherwise.
   bool elementwise() const override { return false; }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
-    const bool adam = rule_ == Bnb8bitRule::Adam;
-    Bnb8bitOptions options(o.get_double("lr", adam ? 1e-3 : 1e-4));
-    options.betas(std::make_tuple(o.get_double("beta1", 0.9), o.get_double("beta2", adam ? 0.999 : 0.99)))
-        .eps(adam ? o.get_double("eps", 1e-8) : 0.0)
-        .weight_decay(o.get_double("weight_decay", default_weight_decay_))
-        .min_8bit_size(o.get_int("min_8bit_size", 4096));
+    require(defaults_.lr || o.has("lr"), name_, ": lr is needed (", python_class_, " has no default)");
+    Bnb8bitOptions options(o.get_double("lr", defaults_.lr.value_or(0)));
+    options.eps(o.get_double("eps", defaults_.eps)).weight_decay(o.get_double("weight_decay", defaults_.weight_decay));
+    options.min_8bit_size(o.get_int("min_8bit_size", 4096));
+    double beta1 = o.get_double("beta1", defaults_.beta1);
+    if (rule_ == Bnb8bitRule::Momentum) {
+      beta1 = o.get_double("momentum", 0.0);
+      if (beta1 == 0)
+        fail(Status::Unsupported, name_, ": ", python_class_,
+             " needs a momentum above 0 (SGD without momentum is not built there; use sgd)");
+    } else if (rule_ == Bnb8bitRule::RMSprop) {
+      beta1 = o.get_double("alpha", defaults_.beta1);
+      if (beta1 == 0) fail(Status::Unsupported, name_, ": ", python_class_, " does not take alpha 0");
+    }
+    options.betas(std::make_tuple(beta1, o.get_double("beta2", defaults_.beta2)));
+    if (rule_ == Bnb8bitRule::AdEMAMix)
+      options.beta3(o.get_double("beta3", 0.9999))
+          .alpha(o.get_double("alpha", 5.0))
+          .t_alpha(o.get_int("t_alpha", 0))
+          .t_beta3(o.get_int("t_beta3", 0));
     check_options_json(options_to_json(options), name_);
     return std::make_unique<Bnb8bitOptions>(options);
   }
@@ -46,27 +86,39 @@ class Bnb8bitAlgorithm final : public OptimizerAlgorithm {
   }
   json options_to_json(const torch::optim::OptimizerOptions& options) const override {
     const auto& o = static_cast<const Bnb8bitOptions&>(options);
-    json j = {{"lr", o.lr()},
-              {"beta1", std::get<0>(o.betas())},
-              {"beta2", std::get<1>(o.betas())},
-              {"weight_decay", o.weight_decay()},
-              {"min_8bit_size", o.min_8bit_size()}};
-    if (rule_ == Bnb8bitRule::Adam) j["eps"] = o.eps();
+    json j = {{"lr", o.lr()}, {"weight_decay", o.weight_decay()}, {"min_8bit_size", o.min_8bit_size()}};
+    const char* beta1 = beta1_key();
+    if (beta1) j[beta1] = std::get<0>(o.betas());
+    if (takes("beta2")) j["beta2"] = std::get<1>(o.betas());
+    if (takes("eps")) j["eps"] = o.eps();
+    if (rule_ == Bnb8bitRule::AdEMAMix) {
+      j["beta3"] = o.beta3();
+      j["alpha"] = o.alpha();
+      j["t_alpha"] = o.t_alpha();
+      j["t_beta3"] = o.t_beta3();
+    }
     return j;
   }
+  // bitsandbytes' ranges: betas in [0, 1), lr, eps and weight decay not negative.
   void check_options_json(const json& j, const std::string& where) const override {
-    if (rule_ == Bnb8bitRule::Adam) {
-      check_adam_hyperparameters(j, where);
-    } else {  // as bitsandbytes' Optimizer1State: betas in [0, 1)
-      check_learning_rate(j, where);
-      check_number(j, "beta1", 0, 1, false, where);
-      check_number(j, "beta2", 0, 1, false, where);
-      check_number(j, "weight_decay", 0, kInf, true, where);
+    check_learning_rate(j, where);
+    check_number(j, "weight_decay", 0, kInf, true, where);
+    if (takes("eps")) check_number(j, "eps", 0, kInf, true, where);
+    for (const char* beta : {"beta1", "beta2", "beta3", "momentum"})
+      if (takes(beta)) check_number(j, beta, 0, 1, false, where);
+    if (rule_ == Bnb8bitRule::RMSprop) check_number(j, "alpha", 0, 1, false, where);
+    check_whole(j, "min_8bit_size", where);
+    if (rule_ == Bnb8bitRule::AdEMAMix) {
+      check_number(j, "alpha", 0, kInf, true, where);
+      check_whole(j, "t_alpha", where);
+      check_whole(j, "t_beta3", where);
+      // Its warm-up of beta3 takes the logarithms of beta1 and beta3 (Python's math domain error).
+      require(
+          j.at("t_beta3").get<int64_t>() == 0 || (j.at("beta1").get<double>() > 0 && j.at("beta3").get<double>() > 0),
+          where, ": t_beta3 needs beta1 and beta3 above 0");
     }
-    check_number(j, "min_8bit_size", 0, kInf, true, where);
-    require(j.at("min_8bit_size").is_number_integer(), where, ": min_8bit_size must be a whole number");
   }
-  const char* cycled_momentum() const override { return "beta1"; }
+  const char* cycled_momentum() const override { return beta1_key(); }
   void set_cycled_momentum(torch::optim::OptimizerOptions& options, double value) const override {
     auto& o = static_cast<Bnb8bitOptions&>(options);
     o.betas(std::make_tuple(value, std::get<1>(o.betas())));
@@ -74,10 +126,17 @@ class Bnb8bitAlgorithm final : public OptimizerAlgorithm {
   void set_options_from_json(torch::optim::OptimizerOptions& options, const json& j) const override {
     auto& o = static_cast<Bnb8bitOptions&>(options)
                   .lr(j.at("lr").get<double>())
-                  .betas(std::make_tuple(j.at("beta1").get<double>(), j.at("beta2").get<double>()))
                   .weight_decay(j.at("weight_decay").get<double>())
                   .min_8bit_size(j.at("min_8bit_size").get<int64_t>());
-    if (rule_ == Bnb8bitRule::Adam) o.eps(j.at("eps").get<double>());
+    const char* beta1 = beta1_key();
+    o.betas(
+        std::make_tuple(beta1 ? j.at(beta1).get<double>() : 0.0, takes("beta2") ? j.at("beta2").get<double>() : 0.0));
+    o.eps(takes("eps") ? j.at("eps").get<double>() : 0.0);
+    if (rule_ == Bnb8bitRule::AdEMAMix)
+      o.beta3(j.at("beta3").get<double>())
+          .alpha(j.at("alpha").get<double>())
+          .t_alpha(j.at("t_alpha").get<int64_t>())
+          .t_beta3(j.at("t_beta3").get<int64_t>());
   }
   StateFields state_fields(const torch::optim::OptimizerParamState& state) const override {
     const auto& s = static_cast<const Bnb8bitParamState&>(state);
@@ -99,13 +158,15 @@ class Bnb8bitAlgorithm final : public OptimizerAlgorithm {
     return state;
   }
   std::map<std::string, std::vector<int64_t>> state_shapes(const json& group, const at::Tensor& p) const override {
-    const bool two = rule_ == Bnb8bitRule::Adam;
-    std::map<std::string, std::vector<int64_t>> shapes = {{"state1", p.sizes().vec()}, {"step", {}}};
+    const bool two = has_second_state(rule_), halves = first_state_count(rule_) == 2;
+    std::vector<int64_t> first = p.sizes().vec();
+    if (halves) first.insert(first.begin(), 2);
+    std::map<std::string, std::vector<int64_t>> shapes = {{"state1", first}, {"step", {}}};
     if (two) shapes["state2"] = p.sizes().vec();
     if (has_8bit_moments(p.numel(), group.at("min_8bit_size").get<int64_t>())) {
       const int64_t blocks = (p.numel() + kBlockwiseBlock - 1) / kBlockwiseBlock;
       shapes["qmap1"] = {256};
-      shapes["absmax1"] = {blocks};
+      shapes["absmax1"] = halves ? std::vector<int64_t>{2, blocks} : std::vector<int64_t>{blocks};
       if (two) {
         shapes["qmap2"] = {256};
         shapes["absmax2"] = {blocks};
@@ -126,25 +187,62 @@ class Bnb8bitAlgorithm final : public OptimizerAlgorithm {
   }
 
  private:
+  bool takes(const char* key) const { return keys().count(key) > 0; }
+  // Our name of bitsandbytes' betas[0]; none for Adagrad8bit, whose betas are (0, 0).
+  const char* beta1_key() const {
+    if (rule_ == Bnb8bitRule::Momentum) return "momentum";
+    if (rule_ == Bnb8bitRule::RMSprop) return "alpha";
+    return rule_ == Bnb8bitRule::Adagrad ? nullptr : "beta1";
+  }
+  static void check_whole(const json& j, const char* key, const std::string& where) {
+    check_number(j, key, 0, kInf, true, where);
+    require(j.at(key).is_number_integer(), where, ": ", key, " must be a whole number");
+  }
+
   std::string name_;
+  std::string python_class_;
   Bnb8bitRule rule_;
-  double default_weight_decay_;
+  Bnb8bitDefaults defaults_;
 };
+
+const OptimizerAlgorithm& make(const char* name, const char* python_class, Bnb8bitRule rule, Bnb8bitDefaults defaults) {
+  return *new Bnb8bitAlgorithm(name, python_class, rule, defaults);
+}
 
 }  // namespace
 
 const OptimizerAlgorithm& algorithm_detail::adam_8bit() {
-  static const auto& a = *new Bnb8bitAlgorithm("adam_8bit", Bnb8bitRule::Adam, 0.0);
+  static const auto& a = make("adam_8bit", "Adam8bit", Bnb8bitRule::Adam, {1e-3, 0.9, 0.999, 1e-8, 0.0});
   return a;
 }
 
 const OptimizerAlgorithm& algorithm_detail::adamw_8bit() {
-  static const auto& a = *new Bnb8bitAlgorithm("adamw_8bit", Bnb8bitRule::Adam, 1e-2);
+  static const auto& a = make("adamw_8bit", "AdamW8bit", Bnb8bitRule::Adam, {1e-3, 0.9, 0.999, 1e-8, 1e-2});
+  return a;
+}
+
+const OptimizerAlgorithm& algorithm_detail::ademamix_8bit() {
+  static const auto& a = make("ademamix_8bit", "AdEMAMix8bit", Bnb8bitRule::AdEMAMix, {1e-3, 0.9, 0.999, 1e-8, 1e-2});
   return a;
 }
 
 const OptimizerAlgorithm& algorithm_detail::lion_8bit() {
-  static const auto& a = *new Bnb8bitAlgorithm("lion_8bit", Bnb8bitRule::Lion, 0.0);
+  static const auto& a = make("lion_8bit", "Lion8bit", Bnb8bitRule::Lion, {1e-4, 0.9, 0.99, 0.0, 0.0});
+  return a;
+}
+
+const OptimizerAlgorithm& algorithm_detail::sgd_8bit() {
+  static const auto& a = make("sgd_8bit", "SGD8bit", Bnb8bitRule::Momentum, {std::nullopt, 0.0, 0.0, 0.0, 0.0});
+  return a;
+}
+
+const OptimizerAlgorithm& algorithm_detail::rmsprop_8bit() {
+  static const auto& a = make("rmsprop_8bit", "RMSprop8bit", Bnb8bitRule::RMSprop, {1e-2, 0.99, 0.0, 1e-8, 0.0});
+  return a;
+}
+
+const OptimizerAlgorithm& algorithm_detail::adagrad_8bit() {
+  static const auto& a = make("adagrad_8bit", "Adagrad8bit", Bnb8bitRule::Adagrad, {1e-2, 0.0, 0.0, 1e-10, 0.0});
   return a;
 }
 

@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "optim/rule_helpers.h"
 #include "tensor/blockwise_8bit.h"
@@ -10,55 +12,71 @@
 namespace acc {
 namespace {
 
-// init_state: zero moments, 8-bit where the parameter is large enough; Adam keeps two.
+// state1's shape: AdEMAMix keeps its two first moments in one (2, *shape) buffer.
+std::vector<int64_t> first_state_shape(Bnb8bitRule rule, const at::Tensor& p) {
+  std::vector<int64_t> shape = p.sizes().vec();
+  if (first_state_count(rule) == 2) shape.insert(shape.begin(), 2);
+  return shape;
+}
+
+// init_state: zero moments, 8-bit where the parameter is large enough.
 std::unique_ptr<Bnb8bitParamState> fresh_state(Bnb8bitRule rule, const at::Tensor& p, const Bnb8bitOptions& o) {
   auto state = std::make_unique<Bnb8bitParamState>();
-  const bool two = rule == Bnb8bitRule::Adam;
-  if (!has_8bit_moments(p.numel(), o.min_8bit_size())) {
-    state->state1(at::zeros_like(p, p.options().dtype(at::kFloat), at::MemoryFormat::Contiguous));
-    if (two) state->state2(at::zeros_like(p, p.options().dtype(at::kFloat), at::MemoryFormat::Contiguous));
-    return state;
-  }
+  const bool eight_bit = has_8bit_moments(p.numel(), o.min_8bit_size());
+  const auto options = p.options().dtype(eight_bit ? at::kByte : at::kFloat);
+  state->state1(at::zeros(first_state_shape(rule, p), options));
+  if (has_second_state(rule)) state->state2(at::zeros(p.sizes(), options));
+  if (!eight_bit) return state;
   const int64_t blocks = (p.numel() + kBlockwiseBlock - 1) / kBlockwiseBlock;
-  state->state1(at::zeros_like(p, p.options().dtype(at::kByte), at::MemoryFormat::Contiguous));
+  const int64_t halves = first_state_count(rule);
   state->qmap1(dynamic_code_tensor(/*is_signed=*/true, p.device()));
-  state->absmax1(at::zeros({blocks}, p.options().dtype(at::kFloat)));
-  if (two) {
-    state->state2(at::zeros_like(p, p.options().dtype(at::kByte), at::MemoryFormat::Contiguous));
+  state->absmax1(halves == 2 ? at::zeros({2, blocks}, p.options().dtype(at::kFloat))
+                             : at::zeros({blocks}, p.options().dtype(at::kFloat)));
+  if (has_second_state(rule)) {
     state->qmap2(dynamic_code_tensor(/*is_signed=*/false, p.device()));
     state->absmax2(at::zeros({blocks}, p.options().dtype(at::kFloat)));
   }
   return state;
 }
 
-// _optimizer_update_32bit_cpu, "adam".
-void adam_32bit(at::Tensor& p32, const at::Tensor& g, Bnb8bitParamState& s, const Bnb8bitOptions& o) {
+// Adam: the 32-bit rule folds eps into the step size, the 8-bit one divides by the corrections.
+void adam(at::Tensor& p32, const at::Tensor& g, at::Tensor& m, at::Tensor& v, int64_t step, bool eight_bit,
+          const Bnb8bitOptions& o) {
   const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas()), lr = o.lr();
-  at::Tensor m = s.state1(), v = s.state2();
   m.mul_(beta1).add_(g, 1.0 - beta1);
   v.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
-  const double correction1 = 1.0 - std::pow(beta1, static_cast<double>(s.step()));
-  const double correction2 = std::sqrt(1.0 - std::pow(beta2, static_cast<double>(s.step())));
+  const double correction1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+  const double correction2 = std::sqrt(1.0 - std::pow(beta2, static_cast<double>(step)));
+  if (eight_bit) {
+    const at::Tensor denom = (v.sqrt() / correction2).add_(o.eps());
+    if (o.weight_decay() > 0) p32.mul_(1.0 - lr * o.weight_decay());
+    p32.addcdiv_(m, denom, -lr / correction1);
+    return;
+  }
   const double step_size = -lr * correction2 / correction1;
   if (o.weight_decay() > 0) p32.mul_(1.0 - lr * o.weight_decay());
   const at::Tensor update = m / (v.sqrt() + o.eps() * correction2);
   p32.add_(update, step_size);
 }
 
-// _optimizer_update_8bit_blockwise_cpu, "adam", on the dequantised moments.
-void adam_8bit(at::Tensor& p32, const at::Tensor& g, at::Tensor& m, at::Tensor& v, int64_t step,
-               const Bnb8bitOptions& o) {
+// AdEMAMix: both rules compute alike; m holds m1 and m2 as its two halves.
+void ademamix(at::Tensor& p32, const at::Tensor& g, at::Tensor& m, at::Tensor& v, int64_t step,
+              const Bnb8bitOptions& o) {
   const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas()), lr = o.lr();
-  m.mul_(beta1).add_(g, 1.0 - beta1);
+  const double beta3 = ademamix_beta3(o, step), alpha = ademamix_alpha(o, step);
+  at::Tensor m1 = m[0], m2 = m[1];
+  m1.mul_(beta1).add_(g, 1.0 - beta1);
+  m2.mul_(beta3).add_(g, 1.0 - beta3);
   v.mul_(beta2).addcmul_(g, g, 1.0 - beta2);
   const double correction1 = 1.0 - std::pow(beta1, static_cast<double>(step));
   const double correction2 = std::sqrt(1.0 - std::pow(beta2, static_cast<double>(step)));
-  const at::Tensor denom = (v.sqrt() / correction2).add_(o.eps());
   if (o.weight_decay() > 0) p32.mul_(1.0 - lr * o.weight_decay());
-  p32.addcdiv_(m, denom, -lr / correction1);
+  const at::Tensor mixed = m1 / correction1 + m2 * alpha;
+  const at::Tensor adaptive = v.sqrt() / correction2 + o.eps();
+  p32.add_(mixed / adaptive, -lr);
 }
 
-// "lion": the 32-bit rule interpolates with add's alpha, the 8-bit one by two products.
+// Lion: the 32-bit rule interpolates with add's alpha, the 8-bit one by two products.
 void lion(at::Tensor& p32, const at::Tensor& g, at::Tensor& m, bool eight_bit, const Bnb8bitOptions& o) {
   const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas()), lr = o.lr();
   if (o.weight_decay() > 0) p32.mul_(1.0 - lr * o.weight_decay());
@@ -68,24 +86,103 @@ void lion(at::Tensor& p32, const at::Tensor& g, at::Tensor& m, bool eight_bit, c
   m.mul_(beta2).add_(g, 1.0 - beta2);
 }
 
+// The gradient with L2 weight decay, as the one-state rules but Lion take it: the 8-bit rules add
+// weight_decay * p even when it is 0, the 32-bit rules only above 0 (the two differ for -0.0).
+at::Tensor decayed_gradient(const at::Tensor& g, const at::Tensor& p32, bool eight_bit, const Bnb8bitOptions& o) {
+  return eight_bit || o.weight_decay() > 0 ? g.add(p32, o.weight_decay()) : g;
+}
+
+void momentum(at::Tensor& p32, const at::Tensor& g, at::Tensor& m, int64_t step, bool eight_bit,
+              const Bnb8bitOptions& o) {
+  const at::Tensor gw = decayed_gradient(g, p32, eight_bit, o);
+  if (step == 1)
+    m.copy_(gw);
+  else
+    m.mul_(std::get<0>(o.betas())).add_(gw);
+  p32.add_(m, -o.lr());
+}
+
+// RMSprop and Adagrad: the 8-bit rules divide in one addcdiv, the 32-bit ones apart.
+void scaled_by_root(at::Tensor& p32, const at::Tensor& gw, const at::Tensor& m, bool eight_bit,
+                    const Bnb8bitOptions& o) {
+  if (eight_bit)
+    p32.addcdiv_(gw, m.sqrt().add_(o.eps()), -o.lr());
+  else
+    p32.add_(gw / (m.sqrt() + o.eps()), -o.lr());
+}
+
+void rmsprop(at::Tensor& p32, const at::Tensor& g, at::Tensor& m, bool eight_bit, const Bnb8bitOptions& o) {
+  const double beta1 = std::get<0>(o.betas());
+  const at::Tensor gw = decayed_gradient(g, p32, eight_bit, o);
+  m.mul_(beta1).addcmul_(gw, gw, 1.0 - beta1);
+  scaled_by_root(p32, gw, m, eight_bit, o);
+}
+
+void adagrad(at::Tensor& p32, const at::Tensor& g, at::Tensor& m, bool eight_bit, const Bnb8bitOptions& o) {
+  const at::Tensor gw = decayed_gradient(g, p32, eight_bit, o);
+  m.addcmul_(gw, gw, 1.0);
+  scaled_by_root(p32, gw, m, eight_bit, o);
+}
+
+// One rule on float32 moments (m: state1's, v: state2's where the rule keeps one).
+void apply_rule(Bnb8bitRule rule, at::Tensor& p32, const at::Tensor& g, at::Tensor& m, at::Tensor& v, int64_t step,
+                bool eight_bit, const Bnb8bitOptions& o) {
+  switch (rule) {
+    case Bnb8bitRule::Adam:
+      return adam(p32, g, m, v, step, eight_bit, o);
+    case Bnb8bitRule::AdEMAMix:
+      return ademamix(p32, g, m, v, step, o);
+    case Bnb8bitRule::Lion:
+      return lion(p32, g, m, eight_bit, o);
+    case Bnb8bitRule::Momentum:
+      return momentum(p32, g, m, step, eight_bit, o);
+    case Bnb8bitRule::RMSprop:
+      return rmsprop(p32, g, m, eight_bit, o);
+    case Bnb8bitRule::Adagrad:
+      return adagrad(p32, g, m, eight_bit, o);
+  }
+}
+
+// state1 dequantised: AdEMAMix's halves each with their own row of maxima.
+at::Tensor dequantized_first_state(Bnb8bitRule rule, const Bnb8bitParamState& s) {
+  if (first_state_count(rule) == 1) return dequantize_blockwise(s.state1(), s.absmax1(), s.qmap1());
+  return at::stack({dequantize_blockwise(s.state1()[0], s.absmax1()[0], s.qmap1()),
+                    dequantize_blockwise(s.state1()[1], s.absmax1()[1], s.qmap1())});
+}
+
+void store_quantized(const at::Tensor& values, bool is_signed, at::Tensor codes_out, at::Tensor maxima_out) {
+  auto [codes, maxima] = quantize_blockwise(values, is_signed);
+  codes_out.copy_(codes.view(codes_out.sizes()));
+  maxima_out.copy_(maxima);
+}
+
 // The moments dequantised, stepped and quantised again into the state.
 void step_8bit(Bnb8bitRule rule, at::Tensor& p32, const at::Tensor& g, Bnb8bitParamState& s, const Bnb8bitOptions& o) {
-  at::Tensor m = dequantize_blockwise(s.state1(), s.absmax1(), s.qmap1());
-  if (rule == Bnb8bitRule::Lion) {
-    lion(p32, g, m, /*eight_bit=*/true, o);
+  at::Tensor m = dequantized_first_state(rule, s);
+  at::Tensor v = has_second_state(rule) ? dequantize_blockwise(s.state2(), s.absmax2(), s.qmap2()) : at::Tensor();
+  apply_rule(rule, p32, g, m, v, s.step(), /*eight_bit=*/true, o);
+  if (first_state_count(rule) == 2) {
+    store_quantized(m[0], /*is_signed=*/true, s.state1()[0], s.absmax1()[0]);
+    store_quantized(m[1], /*is_signed=*/true, s.state1()[1], s.absmax1()[1]);
   } else {
-    at::Tensor v = dequantize_blockwise(s.state2(), s.absmax2(), s.qmap2());
-    adam_8bit(p32, g, m, v, s.step(), o);
-    auto [codes, maxima] = quantize_blockwise(v, /*is_signed=*/false);
-    s.state2().copy_(codes);
-    s.absmax2().copy_(maxima);
+    store_quantized(m, /*is_signed=*/true, s.state1(), s.absmax1());
   }
-  auto [codes, maxima] = quantize_blockwise(m, /*is_signed=*/true);
-  s.state1().copy_(codes);
-  s.absmax1().copy_(maxima);
+  if (v.defined()) store_quantized(v, /*is_signed=*/false, s.state2(), s.absmax2());
 }
 
 }  // namespace
+
+double ademamix_alpha(const Bnb8bitOptions& o, int64_t step) {
+  if (o.t_alpha() <= 0) return o.alpha();
+  return std::min(static_cast<double>(step) * o.alpha() / static_cast<double>(o.t_alpha()), o.alpha());
+}
+
+double ademamix_beta3(const Bnb8bitOptions& o, int64_t step) {
+  if (o.t_beta3() <= 0) return o.beta3();
+  const double ln_beta1 = std::log(std::get<0>(o.betas())), ln_beta3 = std::log(o.beta3());
+  const double scale = static_cast<double>(step) / static_cast<double>(o.t_beta3());
+  return std::min(std::exp((ln_beta1 * ln_beta3) / (((1 - scale) * ln_beta3) + (scale * ln_beta1))), o.beta3());
+}
 
 Bnb8bitOptimizer::Bnb8bitOptimizer(Bnb8bitRule rule, std::vector<torch::optim::OptimizerParamGroup> groups,
                                    const Bnb8bitOptions& defaults)
@@ -101,11 +198,9 @@ at::Tensor Bnb8bitOptimizer::step(LossClosure closure) {
           at::Tensor p32 = p.to(at::kFloat);  // p itself where it is float32, as p.data.float()
           if (state.qmap1().defined()) {
             step_8bit(rule_, p32, g, state, o);
-          } else if (rule_ == Bnb8bitRule::Lion) {
-            at::Tensor m = state.state1();
-            lion(p32, g, m, /*eight_bit=*/false, o);
           } else {
-            adam_32bit(p32, g, state, o);
+            at::Tensor m = state.state1(), v = state.state2();
+            apply_rule(rule_, p32, g, m, v, state.step(), /*eight_bit=*/false, o);
           }
           if (!p32.is_same(p)) p.copy_(p32);
         });

@@ -7,14 +7,20 @@ const OptionSchema& optimizer_option_schema() {
   static const OptionSchema schema(OptionsKind::Optimizer, [](OptionSchema& s) {
     s.add("lr", T::Double, "learning rate").at_least(0);
     s.add("weight_decay", T::Double, "L2 penalty (decoupled for adamw, lion, adafactor; radam and nadam with decoupled_weight_decay)").at_least(0);
-    s.add("momentum", T::Double, "sgd, rmsprop, sgd_schedule_free").at_least(0);
+    s.add("momentum", T::Double, "sgd, rmsprop, sgd_schedule_free, sgd_8bit").at_least(0);
     s.add("dampening", T::Double, "sgd").at_least(0);
     s.add("nesterov", T::Bool, "sgd");
     s.add("beta1", T::Double, "first-moment decay").at_least(0).at_most(1);
     s.add("beta2", T::Double, "second-moment decay").at_least(0).at_most(1);
     s.add("eps", T::Double, "added to the denominator").at_least(0);
     s.add("amsgrad", T::Bool, "adam, adamw");
-    s.add("alpha", T::Double, "rmsprop's smoothing; asgd's power of the step size's decay").at_least(0);
+    s.add("alpha", T::Double,
+          "rmsprop's and rmsprop_8bit's smoothing; asgd's power of the step size's decay; ademamix_8bit's weight of "
+          "the slow moment")
+        .at_least(0);
+    s.add("beta3", T::Double, "ademamix_8bit: the slow first moment's decay").at_least(0).at_most(1);
+    s.add("t_alpha", T::Int, "ademamix_8bit: steps over which alpha warms up (0: none)").at_least(0);
+    s.add("t_beta3", T::Int, "ademamix_8bit: steps over which beta3 warms up (0: none)").at_least(0);
     s.add("centered", T::Bool, "rmsprop");
     s.add("lr_decay", T::Double, "adagrad").at_least(0);
     s.add("initial_accumulator_value", T::Double, "adagrad").at_least(0);
@@ -49,8 +55,7 @@ const OptionSchema& optimizer_option_schema() {
     s.add("inner_momentum", T::Double, "adamw_schedule_free: an average of the gradient inside AdamW's update")
         .at_least(0)
         .at_most(1);
-    s.add("min_8bit_size", T::Int,
-          "adam_8bit, adamw_8bit, lion_8bit: parameters with fewer elements keep 32-bit moments")
+    s.add("min_8bit_size", T::Int, "bitsandbytes' 8-bit optimizers: parameters with fewer elements keep 32-bit moments")
         .at_least(0);
   });
   return schema;

@@ -13,15 +13,11 @@
 #include "checkpoint/torch_pickle.h"
 #include "common/error.h"
 #include "optim/algorithm.h"
+#include "optim/bnb_python_group.h"
 #include "optim/optimizer_state.h"
 
 namespace acc {
 namespace {
-
-// bitsandbytes' 8-bit optimizers: its own layout (below).
-bool bitsandbytes_algorithm(const std::string& algorithm) {
-  return algorithm == "adam_8bit" || algorithm == "adamw_8bit" || algorithm == "lion_8bit";
-}
 
 // PyTorch's optimizers keep their step counts as float32 scalars; transformers' Adafactor and
 // bitsandbytes' optimizers, as a Python int. lion-pytorch's Lion keeps none.
@@ -32,16 +28,6 @@ bool torch_optim_algorithm(const std::string& algorithm) {
 // Optimizer8bit.state_dict nests a state's codes, maxima and moments under this key (out of FSDP's
 // reach); "step" stays beside it.
 constexpr const char* kBitsandbytesQuantState = "__bnb_optimizer_quant_state__";
-
-// The group keys bitsandbytes keeps that ours has no counterpart for, at the values these
-// optimizers leave them: Optimizer2State's AdEMAMix settings, Optimizer1State's eps for Lion.
-// min_8bit_size, ours per group, is its optimizer's argument.
-const std::vector<std::pair<std::string, c10::IValue>>& bitsandbytes_extras(const std::string& algorithm) {
-  static const auto& adam = *new std::vector<std::pair<std::string, c10::IValue>>{
-      {"alpha", 0.0}, {"t_alpha", c10::IValue()}, {"t_beta3", c10::IValue()}};
-  static const auto& lion = *new std::vector<std::pair<std::string, c10::IValue>>{{"eps", 0.0}};
-  return algorithm == "lion_8bit" ? lion : adam;
-}
 
 c10::IValue json_to_python(const nlohmann::json& value) {
   if (value.is_boolean()) return value.get<bool>();
@@ -77,6 +63,7 @@ bool implementation_flag(const std::string& key) {
 std::vector<std::pair<std::string, c10::IValue>> python_group(const Optimizer& optimizer,
                                                               const nlohmann::json& options) {
   const std::string& algorithm = optimizer.algorithm();
+  if (bitsandbytes_algorithm(algorithm)) return bitsandbytes_python_group(algorithm, options);
   std::vector<std::pair<std::string, c10::IValue>> group;
   std::set<std::string> paired;
   for (const auto& [tuple, first, second] : paired_options())
@@ -85,10 +72,7 @@ std::vector<std::pair<std::string, c10::IValue>> python_group(const Optimizer& o
       paired.insert({first, second});
     }
   for (const auto& [key, value] : options.items())
-    if (!paired.count(key) && !(bitsandbytes_algorithm(algorithm) && key == "min_8bit_size"))
-      group.emplace_back(key, json_to_python(value));
-  if (bitsandbytes_algorithm(algorithm))
-    for (const auto& extra : bitsandbytes_extras(algorithm)) group.push_back(extra);
+    if (!paired.count(key)) group.emplace_back(key, json_to_python(value));
   if (torch_optim_algorithm(algorithm)) {
     group.emplace_back("maximize", optimizer.maximize());
     // torch >= 2.7's AdamW is Adam with this flag, which a group without it would take as false.
@@ -135,17 +119,8 @@ nlohmann::json options_from_python(const Optimizer& optimizer, const TorchSavedF
     const std::string at = where + "." + key;
     if (key == "params" || key == "param_names" || scheduler_key(key) || implementation_flag(key)) continue;
     if (bitsandbytes_algorithm(algorithm)) {
-      const auto& extras = bitsandbytes_extras(algorithm);
-      const auto extra = std::find_if(extras.begin(), extras.end(), [&](const auto& e) { return e.first == key; });
-      if (extra != extras.end()) {
-        const nlohmann::json got = python_to_json(file, value, at);
-        const bool unset = extra->second.isNone() ? got.is_null() : got.is_number() && got.get<double>() == 0.0;
-        if (!unset)
-          fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': '", at, "' is ", got.dump(),
-               ", a setting the ", algorithm, " optimizer does not take (it leaves it at ",
-               extra->second.isNone() ? "None" : "0", ")");
-        continue;
-      }
+      read_bitsandbytes_group_key(algorithm, file, key, value, ours, at);
+      continue;
     }
     if (key == "maximize" && !ours.contains(key)) {
       if (file.flag(value, at) != optimizer.maximize())

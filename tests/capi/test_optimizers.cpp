@@ -816,6 +816,33 @@ TEST(Optimizers, BadOptionsAreRefusedWithTheReason) {
   refused("adamw_schedule_free", {{"beta1", 0.0}}, "'beta1' must be > 0: eval() divides by it");
   refused("adamw_schedule_free", {{"inner_momentum", 1.0}}, "'inner_momentum' is 1, outside [0, 1)");
   refused("adamw_schedule_free", {{"momentum", 0.9}}, "'momentum' does not apply to the adamw_schedule_free");
+  // bitsandbytes' classes' own refusals: SGD8bit's lr is a required argument; its ValueErrors are
+  // InvalidArgument, its NotImplementedErrors (and the paged optimizers) Unsupported.
+  refused("sgd_8bit", {{"momentum", 0.9}}, "sgd_8bit: lr is needed (SGD8bit has no default)");
+  refused("sgd_8bit", {{"lr", 0.1}, {"momentum", 1.0}}, "'momentum' is 1, outside [0, 1)");
+  refused("sgd_8bit", {{"lr", 0.1}, {"momentum", 0.9}, {"nesterov", true}},
+          "'nesterov' does not apply to the sgd_8bit");
+  refused("rmsprop_8bit", {{"centered", true}}, "'centered' does not apply to the rmsprop_8bit optimizer");
+  refused("adagrad_8bit", {{"lr_decay", 0.1}}, "'lr_decay' does not apply to the adagrad_8bit optimizer");
+  refused("ademamix_8bit", {{"beta3", 1.0}}, "'beta3' is 1, outside [0, 1)");
+  refused("ademamix_8bit", {{"beta1", 0.0}, {"t_beta3", 10}}, "t_beta3 needs beta1 and beta3 above 0");
+  refused("lion_8bit", {{"alpha", 0.5}}, "'alpha' does not apply to the lion_8bit optimizer");
+  const std::pair<const char*, const char*> unsupported[] = {
+      {"sgd_8bit", "SGD8bit needs a momentum above 0"},
+      {"rmsprop_8bit", "RMSprop8bit does not take alpha 0"},
+      {"paged_adamw_8bit", "'adamw_8bit' computes the same steps"}};
+  for (const auto& [algorithm, needle] : unsupported) {
+    acc_options* o = optimizer_options(std::string(algorithm) == "sgd_8bit" ? json{{"lr", 0.1}} : json{{"alpha", 0.0}});
+    if (std::string(algorithm) == "paged_adamw_8bit") {
+      acc_options_free(o);
+      o = nullptr;
+    }
+    ACC_EXPECT_ERROR(acc_optimizer_create(net.model, algorithm, o, &opt), ACC_ERR_UNSUPPORTED, needle);
+    EXPECT_EQ(opt, nullptr);
+    acc_options_free(o);
+  }
+  ACC_EXPECT_ERROR(acc_optimizer_create(net.model, "paged_adamw", nullptr, &opt), ACC_ERR_INVALID_ARGUMENT,
+                   "unknown optimizer 'paged_adamw'");
   ACC_EXPECT_ERROR(acc_optimizer_create(net.model, "lamb", nullptr, &opt), ACC_ERR_INVALID_ARGUMENT,
                    "known: sgd, adam, adamw, rmsprop, adagrad, lion, adafactor, radam, nadam, adamax, adadelta, "
                    "rprop, asgd, adamw_schedule_free, sgd_schedule_free");
@@ -998,6 +1025,30 @@ TEST(Optimizers, SaveStateAndLoadStateResumeBitIdentically) {
        true,
        {"absmax1", "qmap1", "state1", "step"},
        {"state1", "step"}},
+      {"ademamix_8bit",
+       {{"lr", 0.01}, {"min_8bit_size", 1}, {"t_alpha", 5}, {"t_beta3", 6}},
+       {{"min_8bit_size", 4096}},
+       true,
+       {"absmax1", "absmax2", "qmap1", "qmap2", "state1", "state2", "step"},
+       {"state1", "state2", "step"}},
+      {"sgd_8bit",
+       {{"lr", 0.05}, {"momentum", 0.9}, {"min_8bit_size", 1}},
+       {{"min_8bit_size", 4096}, {"weight_decay", 0.1}},
+       true,
+       {"absmax1", "qmap1", "state1", "step"},
+       {"state1", "step"}},
+      {"rmsprop_8bit",
+       {{"min_8bit_size", 1}},
+       {{"min_8bit_size", 4096}},
+       false,
+       {"absmax1", "qmap1", "state1", "step"},
+       {"state1", "step"}},
+      {"adagrad_8bit",
+       {{"min_8bit_size", 1}},
+       {{"min_8bit_size", 4096}},
+       false,
+       {"absmax1", "qmap1", "state1", "step"},
+       {"state1", "step"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.algorithm);
@@ -1054,6 +1105,31 @@ TEST(Optimizers, EightBitAdamKeepsCodesAndMaximaByBitsandbytesNames) {
   }
   acc_tensor* absent = nullptr;
   EXPECT_EQ(acc_optimizer_state(run.opt, "0.bias", "absmax1", &absent), ACC_ERR_INVALID_ARGUMENT);
+}
+
+// AdEMAMix8bit keeps its two first moments in one state1 of (2, *shape), each half with its own row
+// of block maxima, as bitsandbytes' _get_state_double_buffer and absmax1 of (2, blocks).
+TEST(Optimizers, EightBitAdemamixKeepsBothFirstMomentsInStateOne) {
+  Prepared run("ademamix_8bit", {{"lr", 0.01}, {"min_8bit_size", 1}}, {{"min_8bit_size", 4096}}, false);
+  run.train(2);
+  const std::tuple<const char*, const char*, acc_dtype, std::vector<int64_t>> fields[] = {
+      {"0.weight", "state1", ACC_DTYPE_UINT8, {2, 4, 3}}, {"0.weight", "state2", ACC_DTYPE_UINT8, {4, 3}},
+      {"0.weight", "absmax1", ACC_DTYPE_FLOAT32, {2, 1}}, {"0.weight", "absmax2", ACC_DTYPE_FLOAT32, {1}},
+      {"0.bias", "state1", ACC_DTYPE_FLOAT32, {2, 4}},    {"0.bias", "state2", ACC_DTYPE_FLOAT32, {4}}};
+  for (const auto& [param, field, dtype, shape] : fields) {
+    acc_tensor* t = nullptr;
+    ASSERT_EQ(acc_optimizer_state(run.opt, param, field, &t), ACC_OK)
+        << param << " " << field << ": " << acc_last_error_message();
+    acc_dtype got = ACC_DTYPE_UNDEFINED;
+    ASSERT_EQ(acc_tensor_dtype(t, &got), ACC_OK);
+    EXPECT_EQ(got, dtype) << param << " " << field;
+    std::vector<int64_t> sizes(4);
+    size_t ndim = 0;
+    ASSERT_EQ(acc_tensor_shape(t, sizes.data(), sizes.size(), &ndim), ACC_OK);
+    sizes.resize(ndim);
+    EXPECT_EQ(sizes, shape) << param << " " << field;
+    acc_tensor_free(t);
+  }
 }
 
 TEST(Optimizers, TrainUnderBf16AutocastWithFloat32Weights) {

@@ -38,6 +38,8 @@ struct Trainer {
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
       EXPECT_EQ(acc_options_set_double(o, "lr", 0.01), ACC_OK);
       EXPECT_EQ(acc_options_set_int(o, "min_8bit_size", 64), ACC_OK);
+      if (std::string(algorithm) == "sgd_8bit") EXPECT_EQ(acc_options_set_double(o, "momentum", 0.9), ACC_OK);
+      if (std::string(algorithm) == "ademamix_8bit") EXPECT_EQ(acc_options_set_int(o, "t_alpha", 4), ACC_OK);
       EXPECT_EQ(acc_optimizer_create(model, algorithm, o, &opt), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     } else {
@@ -112,10 +114,11 @@ void write_bytes(const std::string& path, const std::string& bytes) {
 }  // namespace
 
 // A run resumed from Python's files goes on exactly as the run that saved them: weights, optimizer
-// moments, schedule and the generator dropout draws from. bitsandbytes' 8-bit AdamW and Lion too,
-// their codes and maxima nested in optimizer.bin as its state_dict nests them.
+// moments, schedule and the generator dropout draws from. bitsandbytes' 8-bit optimizers too, their
+// codes and maxima nested in optimizer.bin as its state_dict nests them.
 TEST(PythonCheckpoint, ResumesWhereTheRunStood) {
-  for (const char* algorithm : {"adamw", "adamw_8bit", "lion_8bit"}) {
+  for (const char* algorithm :
+       {"adamw", "adamw_8bit", "lion_8bit", "ademamix_8bit", "sgd_8bit", "rmsprop_8bit", "adagrad_8bit"}) {
     SCOPED_TRACE(algorithm);
     Trainer saved(algorithm);
     saved.train(0, 3);

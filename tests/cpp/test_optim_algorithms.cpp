@@ -10,6 +10,8 @@
 #include <torch/types.h>
 #include <torch/utils.h>
 
+#include "checkpoint/torch_load.h"
+#include "checkpoint/torch_pickle.h"
 #include "common/compat.h"
 #include "common/error.h"
 #include "optim/optimizer.h"
@@ -251,4 +253,59 @@ TEST(PythonOptimizerState, GroupsSayHowTheRuleComputes) {
 #if ACC_TORCH_VERSION >= 200
   EXPECT_TRUE(group_of("radam", options({{"lr", "0.01"}, {"foreach", "true"}})).at("foreach").toBool());
 #endif
+}
+
+// bitsandbytes' groups as its classes pack them: SGD8bit's betas are (momentum, dampening),
+// AdEMAMix's three, the two-moment ones carry alpha, t_alpha and t_beta3 (None where unset); and a
+// member the class fixes, found at another value in a Python file, is refused by name.
+TEST(PythonOptimizerState, BitsandbytesGroupsPackTheirClassesArguments) {
+  auto group_of = [](acc::TorchOptimizer& opt) {
+    return acc::python_optimizer_state_dict(opt).toGenericDict().at("param_groups").toList().get(0).toGenericDict();
+  };
+  auto betas_of = [](const c10::impl::GenericDict& group) {
+    std::vector<double> betas;
+    for (const auto& beta : group.at("betas").toTupleRef().elements()) betas.push_back(beta.toDouble());
+    return betas;
+  };
+  acc::TorchOptimizer sgd(acc::model_from_spec(kSpec), "sgd_8bit", options({{"lr", "0.1"}, {"momentum", "0.9"}}));
+  const auto sgd_group = group_of(sgd);
+  EXPECT_EQ(betas_of(sgd_group), (std::vector<double>{0.9, 0.0}));
+  EXPECT_EQ(sgd_group.at("eps").toDouble(), 0.0);
+  EXPECT_FALSE(sgd_group.contains("alpha"));
+  EXPECT_FALSE(sgd_group.contains("min_8bit_size"));
+
+  acc::TorchOptimizer ademamix(acc::model_from_spec(kSpec), "ademamix_8bit",
+                               options({{"beta3", "0.999"}, {"t_alpha", "4"}}));
+  const auto ademamix_group = group_of(ademamix);
+  EXPECT_EQ(betas_of(ademamix_group), (std::vector<double>{0.9, 0.999, 0.999}));
+  EXPECT_EQ(ademamix_group.at("alpha").toDouble(), 5.0);
+  EXPECT_EQ(ademamix_group.at("t_alpha").toInt(), 4);
+  EXPECT_TRUE(ademamix_group.at("t_beta3").isNone());
+
+  acc::TorchOptimizer adamw(acc::model_from_spec(kSpec), "adamw_8bit", options({}));
+  const auto adamw_group = group_of(adamw);
+  EXPECT_EQ(adamw_group.at("alpha").toDouble(), 0.0);
+  EXPECT_TRUE(adamw_group.at("t_alpha").isNone());
+
+  // SGD8bit's dampening at 0.1 in the file: its kernel would ignore it, so the file is refused.
+  auto state = acc::python_optimizer_state_dict(sgd).toGenericDict();
+  auto group = state.at("param_groups").toList().get(0).toGenericDict();
+  group.insert_or_assign("betas", acc::python_tuple({0.9, 0.1}));
+  const std::string path = ::testing::TempDir() + "bnb_sgd_dampening.bin";
+  acc::save_torch_pickle(path, state);
+  try {
+    acc::python_optimizer_snapshot(sgd, acc::TorchSavedFile(path));
+    ADD_FAILURE() << "a dampening of 0.1 was taken";
+  } catch (const acc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("param_groups[0].betas[1]' holds a setting the bitsandbytes optimizer "
+                                         "behind sgd_8bit does not take (it leaves it at 0)"),
+              std::string::npos)
+        << e.what();
+  }
+  group.insert_or_assign("betas", acc::python_tuple({0.5, 0.0}));
+  acc::save_torch_pickle(path, state);
+  const auto snapshot = acc::python_optimizer_snapshot(sgd, acc::TorchSavedFile(path));
+  const auto groups = nlohmann::json::parse(snapshot.metadata.at("param_groups"));
+  EXPECT_EQ(groups[0]["options"]["momentum"], 0.5);
+  std::remove(path.c_str());
 }

@@ -105,7 +105,11 @@ TEST(OptionTables, TheOptimizerKeysAreThoseItsAlgorithmsTake) {
                            "adalomo",
                            "adam_8bit",
                            "adamw_8bit",
-                           "lion_8bit"})
+                           "ademamix_8bit",
+                           "lion_8bit",
+                           "sgd_8bit",
+                           "rmsprop_8bit",
+                           "adagrad_8bit"})
     for (const auto& key : acc::optimizer_algorithm(name).keys()) taken.insert(key);
   for (const auto& spec : acc::optimizer_option_schema().specs) {
     schema.insert(spec.key);

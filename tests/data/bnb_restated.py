@@ -165,11 +165,13 @@ def dequantize_blockwise_cpu(codes, absmax, code):
 class Blockwise8bit(torch.optim.Optimizer):
     """bitsandbytes' Optimizer8bit on the CPU: per parameter 8-bit blockwise moments where it has
     at least min_8bit_size elements (a group's, else the optimizer's), float32 ones with the 32-bit
-    rule otherwise; `moments` 2 (Optimizer2State: the second on the unsigned code) or 1. On a CUDA
-    device the arithmetic runs there and the quantisation by the CPU library's rule, as ours
-    (bitsandbytes' fused CUDA kernels compute otherwise)."""
+    rule otherwise; `moments` 2 (Optimizer2State: the second on the unsigned code) or 1; `halves` 2
+    where state1 holds two moments, (2, *shape), each half with its own row of maxima (AdEMAMix).
+    On a CUDA device the arithmetic runs there and the quantisation by the CPU library's rule, as
+    ours (bitsandbytes' fused CUDA kernels compute otherwise)."""
 
     moments = 2
+    halves = 1
 
     @torch.no_grad()
     def step(self):
@@ -180,32 +182,44 @@ class Blockwise8bit(torch.optim.Optimizer):
 
     def _update(self, p, group):
         state = self.state[p]
+        indices = ["1", "2"][:self.moments]
+        first_shape = (2, *p.shape) if self.halves == 2 else p.shape
         if not state:
             state["step"] = 0
-            indices = ["1", "2"][:self.moments]
-            if p.numel() < group["min_8bit_size"]:
-                for index in indices:
-                    state["state" + index] = torch.zeros_like(p, dtype=torch.float32)
-            else:
+            eight_bit = p.numel() >= group["min_8bit_size"]
+            dtype = torch.uint8 if eight_bit else torch.float32
+            state["state1"] = torch.zeros(first_shape, dtype=dtype, device=p.device)
+            if self.moments == 2:
+                state["state2"] = torch.zeros_like(p, dtype=dtype)
+            if eight_bit:
                 blocks = (p.numel() + NESTED_BLOCK - 1) // NESTED_BLOCK
                 for index in indices:
-                    state["state" + index] = torch.zeros_like(p, dtype=torch.uint8)
                     state["qmap" + index] = create_dynamic_map(index == "1").to(p.device)
-                    state["absmax" + index] = torch.zeros(blocks, dtype=torch.float32, device=p.device)
+                    rows = (2, blocks) if index == "1" and self.halves == 2 else (blocks,)
+                    state["absmax" + index] = torch.zeros(rows, dtype=torch.float32, device=p.device)
         state["step"] += 1
         g = p.grad.float() * 1.0
         p32 = p.data.float()
         if state["state1"].dtype == torch.float32:
-            self._rule(p32, g, [state["state" + i] for i in ["1", "2"][:self.moments]], state["step"], group, False)
+            self._rule(p32, g, [state["state" + i] for i in indices], state["step"], group, False)
         else:
-            indices = ["1", "2"][:self.moments]
-            moments = [dequantize_blockwise_cpu(state["state" + i], state["absmax" + i], state["qmap" + i])
-                       for i in indices]
+            moments = []
+            for i in indices:
+                codes, absmax, qmap = state["state" + i], state["absmax" + i], state["qmap" + i]
+                if absmax.ndim == 2:
+                    moments.append(torch.stack([dequantize_blockwise_cpu(codes[h], absmax[h], qmap)
+                                                for h in range(2)]))
+                else:
+                    moments.append(dequantize_blockwise_cpu(codes, absmax, qmap))
             self._rule(p32, g, moments, state["step"], group, True)
             for moment, index in zip(moments, indices):  # the library's CPU quantiser, wherever p is
-                codes, maxima = quantize_blockwise_cpu(moment.reshape(-1).cpu(), state["qmap" + index].cpu())
-                state["state" + index].copy_(codes.view(p.shape))
-                state["absmax" + index].copy_(maxima)
+                codes, absmax, qmap = state["state" + index], state["absmax" + index], state["qmap" + index]
+                parts = [(moment[h], codes[h], absmax[h]) for h in range(2)] if absmax.ndim == 2 \
+                    else [(moment, codes, absmax)]
+                for values, codes_out, absmax_out in parts:
+                    got, maxima = quantize_blockwise_cpu(values.reshape(-1).cpu(), qmap.cpu())
+                    codes_out.copy_(got.view(codes_out.shape))
+                    absmax_out.copy_(maxima)
         p.data.copy_(p32)
 
 
@@ -256,3 +270,113 @@ class Lion8bit(Blockwise8bit):
             direction = m.mul(beta1).add(g, alpha=1.0 - beta1).sign()
         p32.add_(direction, alpha=-lr)
         m.mul_(beta2).add_(g, alpha=1.0 - beta2)
+
+
+class AdEMAMix8bit(Blockwise8bit):
+    """bnb.optim.AdEMAMix8bit ("ademamix"): state1 holds m1 and m2; alpha and beta3 warm up over
+    t_alpha and t_beta3 steps where those are set (AdEMAMix.update_step)."""
+
+    halves = 2
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999, 0.9999), alpha=5.0, t_alpha=None, t_beta3=None,
+                 eps=1e-8, weight_decay=1e-2, min_8bit_size=4096):
+        super().__init__(params, dict(lr=lr, betas=betas, alpha=alpha, t_alpha=t_alpha, t_beta3=t_beta3, eps=eps,
+                                      weight_decay=weight_decay, min_8bit_size=min_8bit_size))
+
+    def _rule(self, p32, g, moments, step, group, eight_bit):
+        m1_m2, nu = moments
+        m1, m2 = m1_m2[0], m1_m2[1]
+        beta1, beta2, beta3 = group["betas"]
+        alpha, t_alpha, t_beta3 = group["alpha"], group["t_alpha"], group["t_beta3"]
+        lr, eps, decay = group["lr"], group["eps"], group["weight_decay"]
+        if t_alpha:
+            alpha = min(step * alpha / t_alpha, alpha)
+        if t_beta3:
+            ln_beta1, ln_beta3 = math.log(beta1), math.log(beta3)
+            step_scale = step / t_beta3
+            beta3 = min(math.exp((ln_beta1 * ln_beta3) / (((1 - step_scale) * ln_beta3) + (step_scale * ln_beta1))),
+                        beta3)
+        m1.mul_(beta1).add_(g, alpha=1.0 - beta1)
+        m2.mul_(beta3).add_(g, alpha=1.0 - beta3)
+        nu.mul_(beta2).addcmul_(g, g, value=1.0 - beta2)
+        correction1 = 1.0 - beta1 ** step
+        correction2 = math.sqrt(1.0 - beta2 ** step)
+        if eight_bit:  # _optimizer_update_8bit_blockwise_cpu
+            update = (m1 / correction1 + alpha * m2) / (nu.sqrt() / correction2 + eps)
+            if decay > 0.0:
+                p32.mul_(1.0 - lr * decay)
+            p32.add_(update, alpha=-lr)
+        else:  # _optimizer_update_32bit_cpu
+            if decay > 0.0:
+                p32.mul_(1.0 - lr * decay)
+            mixed_momentum = (m1 / correction1) + (alpha * m2)
+            adaptive_term = (nu.sqrt() / correction2) + eps
+            p32.add_(mixed_momentum / adaptive_term, alpha=-lr)
+
+
+class OneState8bit(Blockwise8bit):
+    """Optimizer1State's rules that add the weight decay to the gradient: the 8-bit one always
+    (grad.add_(p, alpha=weight_decay)), the 32-bit one where it is above 0."""
+
+    moments = 1
+
+    @staticmethod
+    def _decayed(p32, g, decay, eight_bit):
+        if eight_bit:
+            return g.add_(p32, alpha=decay)
+        return g.add(p32, alpha=decay) if decay > 0.0 else g
+
+
+class SGD8bit(OneState8bit):
+    """bnb.optim.SGD8bit ("momentum"): betas (momentum, dampening); the rule reads momentum only."""
+
+    def __init__(self, params, lr, momentum=0, dampening=0, weight_decay=0, min_8bit_size=4096):
+        if momentum == 0:
+            raise NotImplementedError("SGD without momentum is not supported!")
+        super().__init__(params, dict(lr=lr, betas=(momentum, dampening), eps=0.0, weight_decay=weight_decay,
+                                      min_8bit_size=min_8bit_size))
+
+    def _rule(self, p32, g, moments, step, group, eight_bit):
+        (m,) = moments
+        g = self._decayed(p32, g, group["weight_decay"], eight_bit)
+        if step == 1:
+            m.copy_(g)
+        else:
+            m.mul_(group["betas"][0]).add_(g)
+        p32.add_(m, alpha=-group["lr"])
+
+
+class RMSprop8bit(OneState8bit):
+    """bnb.optim.RMSprop8bit ("rmsprop"): betas (alpha, momentum); the rule reads alpha only."""
+
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, min_8bit_size=4096):
+        super().__init__(params, dict(lr=lr, betas=(alpha, 0), eps=eps, weight_decay=weight_decay,
+                                      min_8bit_size=min_8bit_size))
+
+    def _rule(self, p32, g, moments, step, group, eight_bit):
+        (m,) = moments
+        alpha, lr, eps = group["betas"][0], group["lr"], group["eps"]
+        g = self._decayed(p32, g, group["weight_decay"], eight_bit)
+        m.mul_(alpha).addcmul_(g, g, value=1.0 - alpha)
+        if eight_bit:
+            p32.addcdiv_(g, m.sqrt().add_(eps), value=-lr)
+        else:
+            p32.add_(g / (m.sqrt() + eps), alpha=-lr)
+
+
+class Adagrad8bit(OneState8bit):
+    """bnb.optim.Adagrad8bit ("adagrad"): betas (0, 0)."""
+
+    def __init__(self, params, lr=1e-2, weight_decay=0, eps=1e-10, min_8bit_size=4096):
+        super().__init__(params, dict(lr=lr, betas=(0.0, 0.0), eps=eps, weight_decay=weight_decay,
+                                      min_8bit_size=min_8bit_size))
+
+    def _rule(self, p32, g, moments, step, group, eight_bit):
+        (m,) = moments
+        lr, eps = group["lr"], group["eps"]
+        g = self._decayed(p32, g, group["weight_decay"], eight_bit)
+        m.addcmul_(g, g, value=1.0)
+        if eight_bit:
+            p32.addcdiv_(g, m.sqrt().add_(eps), value=-lr)
+        else:
+            p32.add_(g / (m.sqrt() + eps), alpha=-lr)

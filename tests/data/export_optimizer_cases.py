@@ -1,6 +1,7 @@
 """Weights after each step of PyTorch's own SGD, Adam, AdamW, RMSprop, Adagrad, RAdam, NAdam, Adamax,
 Adadelta, Rprop and ASGD (the Python rules of the torch this runs with), and of bitsandbytes'
-Adam8bit, AdamW8bit and Lion8bit (its CPU rules restated in bnb_restated.py), for tests/capi/test_optimizers.cpp to reproduce bit for bit: a small MLP (Linear 3->4, Tanh, Linear 4->2, MSE loss) trained on a fixed
+Adam8bit, AdamW8bit, AdEMAMix8bit, Lion8bit, SGD8bit, RMSprop8bit and Adagrad8bit (its CPU rules
+restated in bnb_restated.py), for tests/capi/test_optimizers.cpp to reproduce bit for bit: a small MLP (Linear 3->4, Tanh, Linear 4->2, MSE loss) trained on a fixed
 batch, with default and non-default hyper-parameters and with a second parameter group for the
 biases. Options are named as ours (beta1 and beta2 for Adam's betas, etaminus and etaplus for
 Rprop's etas, step_size_min and step_size_max for its step_sizes). Values are written as
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from bnb_restated import Adam8bit, Lion8bit
+from bnb_restated import Adagrad8bit, AdEMAMix8bit, Adam8bit, Lion8bit, RMSprop8bit, SGD8bit
 
 
 def AdamW8bit(params, **options):
@@ -83,6 +84,23 @@ CASES = [
     ("lion_8bit", {"lr": 0.01, "weight_decay": 0.1}, None),
     # (both betas given: a missing one would take Adam's default in torch_names)
     ("lion_8bit", {"lr": 0.01, "beta1": 0.8, "beta2": 0.95, "min_8bit_size": 1}, {"lr": 0.02, "min_8bit_size": 4096}),
+    # bitsandbytes' other 8-bit optimizers: all 8-bit; then weights 8-bit and biases 32-bit (both
+    # rules in one step) with weight decay, which the one-state rules add to the gradient.
+    ("sgd_8bit", {"lr": 0.05, "momentum": 0.9, "min_8bit_size": 1}, None),
+    ("sgd_8bit", {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.1, "min_8bit_size": 8},
+     {"lr": 0.02, "momentum": 0.5, "min_8bit_size": 1}),
+    ("rmsprop_8bit", {"min_8bit_size": 1}, None),
+    ("rmsprop_8bit", {"lr": 0.01, "alpha": 0.9, "eps": 1e-6, "weight_decay": 0.1, "min_8bit_size": 8},
+     {"lr": 0.005, "min_8bit_size": 1}),
+    ("adagrad_8bit", {"lr": 0.05, "min_8bit_size": 1}, None),
+    ("adagrad_8bit", {"lr": 0.05, "weight_decay": 0.05, "eps": 1e-8, "min_8bit_size": 8},
+     {"lr": 0.02, "min_8bit_size": 1}),
+    ("ademamix_8bit", {"lr": 0.01}, None),
+    ("ademamix_8bit", {"lr": 0.01, "min_8bit_size": 1}, None),
+    # warm-ups of alpha and beta3 (the biases' group without: t_alpha 0 is bitsandbytes' None)
+    ("ademamix_8bit", {"lr": 0.01, "beta1": 0.8, "beta2": 0.99, "beta3": 0.999, "alpha": 2.0, "t_alpha": 4,
+                       "t_beta3": 6, "weight_decay": 0.1, "min_8bit_size": 8},
+     {"lr": 0.02, "t_alpha": 0, "t_beta3": 0, "min_8bit_size": 1}),
 ]
 # PyTorch's fused=True kernels, on the CPU from 2.4 (on a CUDA DEVICE too).
 TORCH_VERSION = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
@@ -141,12 +159,24 @@ PAIRS = {"betas": (("beta1", 0.9), ("beta2", 0.999)),
 
 
 def torch_names(options):
-    """Our option names as torch.optim's: beta1 and beta2 are its betas, and so on."""
+    """Our option names as torch.optim's: beta1 and beta2 are its betas, and so on; beta3 makes
+    them AdEMAMix's three."""
     renamed = dict(options)
     for pair, members in PAIRS.items():
         if any(name in options for name, _ in members):
             renamed[pair] = tuple(renamed.pop(name, default) for name, default in members)
+    if "beta3" in renamed:
+        renamed["betas"] = (*renamed.get("betas", (0.9, 0.999)), renamed.pop("beta3"))
     return renamed
+
+
+def bnb_group_names(algorithm, group):
+    """A group's momentum (SGD8bit) or alpha (RMSprop8bit) as bitsandbytes' rules read it: the
+    first of the group's betas (the classes take them as arguments and pack them so)."""
+    key = {"sgd_8bit": "momentum", "rmsprop_8bit": "alpha"}.get(algorithm)
+    if key in group:
+        group = dict(group, betas=(group.pop(key), 0))
+    return group
 
 
 def hexes(tensor):
@@ -180,9 +210,11 @@ def main(out_dir, device):
                "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad, "radam": torch.optim.RAdam,
                "nadam": torch.optim.NAdam, "adamax": torch.optim.Adamax, "adadelta": torch.optim.Adadelta,
                "rprop": torch.optim.Rprop, "asgd": torch.optim.ASGD,
-               "adam_8bit": Adam8bit, "adamw_8bit": AdamW8bit, "lion_8bit": Lion8bit}[algorithm]
+               "adam_8bit": Adam8bit, "adamw_8bit": AdamW8bit, "lion_8bit": Lion8bit,
+               "ademamix_8bit": AdEMAMix8bit, "sgd_8bit": SGD8bit, "rmsprop_8bit": RMSprop8bit,
+               "adagrad_8bit": Adagrad8bit}[algorithm]
         if group is not None:
-            groups[1] = torch_names(groups[1])
+            groups[1] = bnb_group_names(algorithm, torch_names(groups[1]))
         opt = cls(groups, **torch_names(options))
         if algorithm == "adagrad" and group and "initial_accumulator_value" in group:
             # PyTorch fills every accumulator with the constructor's value, whatever a group says;
