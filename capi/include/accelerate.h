@@ -882,7 +882,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_quantize(acc_model *model, const char
  * never kept as floats. `quantization_config` is transformers' BitsAndBytesConfig as JSON (its
  * to_dict(), as a 4-bit model's config.json holds it): "load_in_4bit": true (required),
  * "bnb_4bit_quant_type" "nf4" or "fp4" (default "fp4"), "bnb_4bit_compute_dtype" ("float32"
- * default, "bfloat16", "float16"), "bnb_4bit_use_double_quant" (default false), "llm_int8_skip_modules"
+ * default, "bfloat16", "float16", "float64"; also "torch.<name>"), "bnb_4bit_use_double_quant" (default false), "llm_int8_skip_modules"
  * (modules left as they are; default: tied weights' modules and the module of the last parameter,
  * the output layer, as transformers). The model's state dict then holds bitsandbytes' entries
  * (`<layer>.weight` uint8 codes, `.weight.absmax`, `.weight.quant_map`, `.weight.nested_absmax`,
@@ -1209,8 +1209,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_lora_corda(acc_model *model, cons
  * (ACC_OPTIONS_LORA; init_lora_weights is "lora_ga" whatever it says) as acc_model_add_lora's:
  * nn.Linear and transformers' Conv1D layers (others ACC_ERR_UNSUPPORTED), r at most half the
  * weight's smaller size (ACC_ERR_INVALID_ARGUMENT, at acc_model_begin_lora_ga). On a model without
- * adapters, before acc_prepare and any optimizer. acc_model_add_lora_ga without a begin, or a second
- * begin, is ACC_ERR_INVALID_ARGUMENT; the estimate is consumed by acc_model_add_lora_ga even where
+ * adapters, before acc_prepare and any optimizer (one made before the begin, or between begin and
+ * add, is ACC_ERR_INVALID_ARGUMENT, as are adapters, freezing and unfreezing in between).
+ * acc_model_add_lora_ga without a begin, or a second begin, is ACC_ERR_INVALID_ARGUMENT; the estimate is consumed by acc_model_add_lora_ga even where
  * adding fails. acc_model_save_lora writes init_lora_weights "lora_ga" and lora_ga_config, as PEFT;
  * acc_model_load_lora reads them back as PEFT does (the adapters start as with "true", then take
  * the file's values; the weights are taken as they are: load into the residual model).

@@ -30,7 +30,14 @@ acc_status acc_model_load_safetensors(acc_model* model, const char* path, int st
     auto& m = *live(model, "model").model;
     const std::string file = path_arg(path, "path");
     m.require_whole_parameters("acc_model_load_safetensors");
-    auto [lacking, extra] = m.load_state_dict(acc::load_sharded(file), strict != 0);  // load_checkpoint_in_model
+    const acc::NamedTensors state = acc::load_sharded(file);
+    std::pair<std::vector<std::string>, std::vector<std::string>> report;
+    try {
+      report = m.load_state_dict(state, strict != 0);  // load_checkpoint_in_model
+    } catch (const acc::Error& e) {
+      acc::fail(e.status(), "'", file, "' does not fit the model: ", e.what());
+    }
+    auto& [lacking, extra] = report;
     if (missing) emit(missing, std::move(lacking));
     if (unexpected) emit(unexpected, std::move(extra));
   });

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 
 #include "common/error.h"
 #include "common/json_input.h"
@@ -225,10 +226,11 @@ void check_four_bit_state_text(const std::string& key, const at::Tensor& bytes, 
     require(theirs == ours, "'", key, "' describes ", field, " ", theirs.dump(), " where the model's layer has ",
             ours.dump());
   }
-  if (weight.nested)
+  if (weight.nested)  // a float32 number, as bitsandbytes keeps it
     require(given.contains("nested_offset") && given["nested_offset"].is_number() &&
-                std::isfinite(given["nested_offset"].get<double>()),
-            "'", key, "' lacks the nested_offset of double quantisation (a finite number)");
+                std::isfinite(given["nested_offset"].get<double>()) &&
+                std::abs(given["nested_offset"].get<double>()) <= std::numeric_limits<float>::max(),
+            "'", key, "' lacks the nested_offset of double quantisation (a finite float32 number)");
 }
 
 void take_four_bit_state_text(FourBitWeight& weight, const at::Tensor& bytes) {

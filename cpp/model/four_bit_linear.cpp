@@ -2,6 +2,7 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include "common/error.h"
 #include "model/quantized_backward.h"
 
 namespace acc {
@@ -56,9 +57,16 @@ bool FourBitLinear::is_state_text(const std::string& module, const std::string& 
 }
 
 void FourBitLinear::check_state(const std::string& module, const NamedTensors& state) const {
-  const std::string key = four_bit_state_text_key(module + ".weight", *weight_);
-  for (const auto& entry : state)
-    if (entry.first == key) check_four_bit_state_text(key, entry.second, *weight_);
+  const std::string weight = module + ".weight", key = four_bit_state_text_key(weight, *weight_);
+  for (const auto& [name, tensor] : state) {
+    if (name == key) check_four_bit_state_text(key, tensor, *weight_);
+    // The scales and code tables a dequantisation multiplies by (absmax is uint8 codes under double
+    // quantisation): finite, the maxima not negative.
+    const bool maxima = name == weight + ".absmax" || name == weight + ".nested_absmax";
+    if ((maxima || name == weight + ".quant_map" || name == weight + ".nested_quant_map") && tensor.is_floating_point())
+      require(tensor.isfinite().all().item<bool>() && (!maxima || (tensor >= 0).all().item<bool>()), "'", name,
+              "' holds values that are not finite numbers", maxima ? " at least 0" : "");
+  }
 }
 
 void FourBitLinear::state_loaded(const std::string& module, const NamedTensors& state) {

@@ -23,6 +23,9 @@ WeightDecomposition lora_ga_start(const std::string& module, const at::Tensor& w
           "': the weight must be float32, float16 or bfloat16, not ", dtype);
   require_lora_ga_rank(module, weight.size(0), weight.size(1), r);
   const at::Tensor grad = gradient.to(at::kFloat);
+  // PEFT's SVD would fail on it ("failed to converge") without naming the layer.
+  require(grad.isfinite().all().item<bool>(), "init_lora_weights lora_ga on '", module,
+          "': the gradient estimated over the backward passes holds inf or NaN (a diverged loss?)");
   auto [u, s, v] = svd_lowrank(grad, std::min<int64_t>(4 * r, std::min(grad.size(0), grad.size(1))), 4);
   const at::Tensor vh = v.t().slice(0, 0, 2 * r);
   u = u.slice(1, 0, 2 * r);

@@ -217,6 +217,11 @@ void require_same_dtype_kind(const std::string& name, const at::Tensor& given, c
   };
   require(kind(own) == kind(given), "state dict entry '", name, "' is ", given.scalar_type(), " but the model's is ",
           own.scalar_type());
+  // Integers of another type are cast as PyTorch's copy_ casts them; one that the model's type
+  // cannot hold would wrap.
+  if (kind(own) == 3 && own.scalar_type() != given.scalar_type() && given.numel() > 0)
+    require(at::equal(given.to(own.scalar_type()).to(given.scalar_type()), given), "state dict entry '", name,
+            "' holds ", given.scalar_type(), " values that the model's ", own.scalar_type(), " cannot hold");
 }
 
 std::pair<std::vector<std::string>, std::vector<std::string>> Model::check_state_dict(const NamedTensors& state,

@@ -16,6 +16,7 @@ struct Model::LoraGaEstimate {
   std::shared_ptr<std::vector<int64_t>> backward_passes;  // per site
   std::vector<unsigned> hooks;                             // per site, on its weight
   bool training = false;
+  std::shared_ptr<void> trainable_set_hold;  // no adapters, freezing or optimizer meanwhile
 };
 
 void Model::begin_lora_ga(LoraConfig config) {
@@ -24,7 +25,7 @@ void Model::begin_lora_ga(LoraConfig config) {
   require(!lora_ga_estimate_, "LoRA-GA's gradients are being estimated already (acc_model_add_lora_ga ends that)");
   require(config.peft_type == PeftType::Lora, "LoRA-GA starts LoRA adapters");
   require(lora_.empty(), "the model already has adapters; LoRA-GA starts from a model without them");
-  require_trainable_set_free(/*freezing=*/true);
+  require_trainable_set_free(/*freezing=*/false);  // an optimizer made before would miss the adapters
   require_weights("LoRA-GA");
   require_whole_parameters("LoRA-GA");
   std::vector<LinearSite> chosen = targeted_sites(config, adaptable_sites());
@@ -50,6 +51,10 @@ void Model::begin_lora_ga(LoraConfig config) {
         weight.register_hook([passes = estimate->backward_passes, k](const at::Tensor&) { ++(*passes)[k]; }));
   }
   estimate->sites = std::move(chosen);
+  estimate->trainable_set_hold = hold_trainable_set(
+      "LoRA-GA's gradients are being estimated (acc_model_begin_lora_ga): adapters, freezing and unfreezing wait for "
+      "acc_model_add_lora_ga, which gives the parameters their requires_grad back",
+      /*freezing_too=*/true);
   set_training(true);
   lora_ga_estimate_ = std::move(estimate);
 }
@@ -57,6 +62,7 @@ void Model::begin_lora_ga(LoraConfig config) {
 size_t Model::add_lora_ga() {
   require(lora_ga_estimate_ != nullptr, "LoRA-GA: no gradients are being estimated (acc_model_begin_lora_ga first)");
   const std::shared_ptr<LoraGaEstimate> estimate = std::move(lora_ga_estimate_);
+  estimate->trainable_set_hold.reset();
   auto gradients = std::make_shared<LoraGaGradients>();
   for (size_t k = 0; k < estimate->sites.size(); ++k) {
     at::Tensor weight = estimate->sites[k].weight;

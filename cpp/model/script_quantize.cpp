@@ -111,7 +111,15 @@ bool ScriptModel::is_quantization_text(const std::string& name) const {
 
 void ScriptModel::check_quantization_state(const NamedTensors& state) const {
   if (!quantized_) return;
-  for (const QuantizedLayer& layer : quantized_->layers) layer.weight->check_state(layer.module, state);
+  for (const QuantizedLayer& layer : quantized_->layers) {
+    // The codes as they are: another integer type would be cast to them, wrapping.
+    const std::string weight = layer.module + ".weight";
+    const at::ScalarType codes = layer.weight->codes().scalar_type();
+    for (const auto& [name, tensor] : state)
+      require(name != weight || tensor.scalar_type() == codes, "state dict entry '", name, "' is ",
+              tensor.scalar_type(), " but the quantised layer's codes are ", codes);
+    layer.weight->check_state(layer.module, state);
+  }
 }
 
 void ScriptModel::quantization_state_loaded(const NamedTensors& state) {

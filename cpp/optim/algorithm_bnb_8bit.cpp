@@ -184,6 +184,15 @@ class Bnb8bitAlgorithm final : public OptimizerAlgorithm {
     if (value.is_floating_point()) require(value.isfinite().all().item<bool>(), where, " holds inf or NaN");
     if (field == "absmax1" || field == "absmax2")
       require((value >= 0).all().item<bool>(), where, " holds a negative block maximum");
+    // The codes are bitsandbytes' dynamic maps, which the step quantises to whatever the state holds.
+    if (field == "qmap1" || field == "qmap2")
+      require(at::equal(value.cpu(), dynamic_code_tensor(field == "qmap1", at::kCPU)), where, " is not bitsandbytes' ",
+              field == "qmap1" ? "signed" : "unsigned", " dynamic code");
+    // Float32 moments of squares: Adam's and AdEMAMix's second, RMSprop's and Adagrad's only.
+    const bool squares =
+        field == "state2" || (field == "state1" && (rule_ == Bnb8bitRule::RMSprop || rule_ == Bnb8bitRule::Adagrad));
+    if (squares && value.is_floating_point())
+      require((value >= 0).all().item<bool>(), where, " holds a negative mean of squares");
   }
 
  private:

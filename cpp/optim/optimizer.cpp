@@ -52,6 +52,9 @@ TorchOptimizer::TorchOptimizer(std::shared_ptr<Model> model, const std::string& 
           /*freezing_too=*/false)) {
   require(options.kind() == OptionsKind::Optimizer, "optimizer options must be of kind optimizer, got ",
           options_kind_name(options.kind()));
+  require(!model_->estimating_lora_ga(),
+          "LoRA-GA's gradients are being estimated (acc_model_begin_lora_ga), without optimizer steps: create the "
+          "optimizer after acc_model_add_lora_ga, over the adapters it adds");
   auto defaults = make_options(options_);
   maximize_ = options_.get_bool("maximize", false);
   const bool fused = this->fused();

@@ -286,8 +286,11 @@ OptimizerSnapshot python_optimizer_snapshot(Optimizer& optimizer, const TorchSav
           const std::string& field = file.text(*dict.items[f], concat(prefix, " (a key)"));
           const std::string at = concat(prefix, ".", field, " (parameter '", name, "')");
           const PickleNode& value = *dict.items[f + 1];
-          if (field == kBitsandbytesQuantState && bitsandbytes_algorithm(optimizer.algorithm()) &&
-              prefix.find(kBitsandbytesQuantState) == std::string::npos) {
+          if (field == kBitsandbytesQuantState && !bitsandbytes_algorithm(optimizer.algorithm()))
+            fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': ", at,
+                 " is bitsandbytes' quantised state, but the optimizer is ", optimizer.algorithm(),
+                 " (saved by one of bitsandbytes' optimizers?)");
+          if (field == kBitsandbytesQuantState && prefix.find(kBitsandbytesQuantState) == std::string::npos) {
             if (value.kind != PickleNode::Kind::Dict) file.refuse(at, "a dict", value);
             self(value, concat(prefix, ".", field), self);
           } else if (auto tensor = state_field_from_python(file, value, at)) {

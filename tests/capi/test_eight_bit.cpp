@@ -139,7 +139,12 @@ TEST(EightBit, StateDictReadsBackIntoAFreshModelAndRefusesACorruptOne) {
   acc_tensor *format = nullptr, *bad_scales = nullptr;
   ACC_ASSERT_OK(acc_tensor_from_host(&col_major, 1, nullptr, 0, ACC_DTYPE_UINT8, &format));
   ACC_ASSERT_OK(acc_tensor_from_host(scales.data(), scales.size() * 4, &rows, 1, ACC_DTYPE_FLOAT32, &bad_scales));
-  const std::pair<const char*, const acc_tensor*> corrupt[] = {{"fc1.weight_format", format}, {"fc2.SCB", bad_scales}};
+  // Codes of another integer type would be cast to int8, wrapping (1000 -> -24).
+  acc_tensor *codes = nullptr, *wide_codes = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_find(state, "fc1.weight", &codes));
+  ACC_ASSERT_OK(acc_tensor_to(codes, nullptr, ACC_DTYPE_INT64, &wide_codes));
+  const std::pair<const char*, const acc_tensor*> corrupt[] = {
+      {"fc1.weight_format", format}, {"fc2.SCB", bad_scales}, {"fc1.weight", wide_codes}};
   for (const auto& [name, value] : corrupt) {
     const std::string bad_path = acc_test::temp_path(std::string(name) + ".safetensors");
     ACC_ASSERT_OK(acc_tensor_list_save_safetensors(state, bad_path.c_str()));
@@ -152,7 +157,7 @@ TEST(EightBit, StateDictReadsBackIntoAFreshModelAndRefusesACorruptOne) {
     acc_tensor_list_free(bad);
   }
   for (acc_model* model : {m, other, fresh}) acc_model_free(model);
-  for (acc_tensor* t : {x, format, bad_scales}) acc_tensor_free(t);
+  for (acc_tensor* t : {x, format, bad_scales, codes, wide_codes}) acc_tensor_free(t);
   acc_tensor_list_free(state);
   acc_tensor_list_free(read);
 }
@@ -199,7 +204,23 @@ TEST(EightBit, SaveModelWritesTransformersEntriesThatLoadBack) {
   ACC_ASSERT_OK(acc_model_load_safetensors(other, dir.c_str(), 1, nullptr, nullptr));
   acc_tensor* x = case_input(all, c);
   EXPECT_EQ(evaluated(other, x, c), evaluated(m, x, c));
-  acc_tensor_free(x);
+  // A corrupt entry in the folder's file is refused, naming the entry and the file.
+  acc_tensor_list* state = nullptr;
+  ACC_ASSERT_OK(acc_model_state_dict(m, &state));
+  acc_tensor* scales = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_find(state, "fc1.SCB", &scales));
+  acc_tensor_list_free(state);
+  int64_t rows = 0;
+  ACC_ASSERT_OK(acc_tensor_numel(scales, &rows));
+  std::vector<float> infinite(static_cast<size_t>(rows), std::numeric_limits<float>::infinity());
+  acc_tensor* bad = nullptr;
+  ACC_ASSERT_OK(acc_tensor_from_host(infinite.data(), infinite.size() * 4, &rows, 1, ACC_DTYPE_FLOAT32, &bad));
+  acc_test::replace_saved_tensor(dir + "/model.safetensors", "fc1.SCB", bad);
+  EXPECT_EQ(acc_model_load_safetensors(other, dir.c_str(), 1, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT);
+  const std::string message = acc_last_error_message();
+  EXPECT_NE(message.find(dir + "' does not fit the model: 'fc1.SCB' holds scales"), std::string::npos) << message;
+  EXPECT_EQ(evaluated(other, x, c), evaluated(m, x, c));
+  for (acc_tensor* t : {x, scales, bad}) acc_tensor_free(t);
   for (acc_model* model : {m, other}) acc_model_free(model);
   acc_accelerator_free(acc);
 }

@@ -125,6 +125,83 @@ TEST(FourBit, StateDictReadsBackIntoAFreshModelAndRefusesAnotherLayers) {
   acc_tensor_list_free(read);
 }
 
+// Entries a dequantisation multiplies by, found not finite (or negative maxima), a double
+// quantisation's offset beyond float32, and codes of another integer type (which a cast would
+// wrap) are refused, naming the entry, before anything changes.
+TEST(FourBit, CorruptStateEntriesAreRefusedBeforeAnythingChanges) {
+  REQUIRE_CASES(all, "four_bit_cases.json");
+  for (const int index : {0, 1}) {  // NF4 without double quantisation, FP4 with
+    const json& c = all["cases"][index]["config"];
+    SCOPED_TRACE(c.dump());
+    acc_model* m = quantised(c);
+    acc_tensor_list* state = nullptr;
+    ACC_ASSERT_OK(acc_model_state_dict(m, &state));
+    const std::string path = acc_test::temp_path("four_bit_corrupt.safetensors");
+    acc_tensor* x = case_input(all, c);
+    const auto kept = output_of(m, x);
+    const bool nested = c["double_quant"].get<bool>();
+    std::vector<std::pair<std::string, acc_tensor*>> corrupt;
+    auto with_value = [&](const std::string& name, float value, size_t at) {
+      acc_tensor *own = nullptr, *as_float = nullptr;
+      ASSERT_EQ(acc_tensor_list_find(state, name.c_str(), &own), ACC_OK) << name;
+      ASSERT_EQ(acc_tensor_to(own, nullptr, ACC_DTYPE_FLOAT32, &as_float), ACC_OK);
+      int64_t n = 0;
+      ACC_ASSERT_OK(acc_tensor_numel(as_float, &n));
+      std::vector<float> values(static_cast<size_t>(n));
+      ACC_ASSERT_OK(acc_tensor_to_host(as_float, values.data(), values.size() * 4));
+      values.at(at) = value;
+      acc_tensor* changed = nullptr;
+      ACC_ASSERT_OK(acc_tensor_from_host(values.data(), values.size() * 4, &n, 1, ACC_DTYPE_FLOAT32, &changed));
+      corrupt.emplace_back(name, changed);
+      acc_tensor_free(own);
+      acc_tensor_free(as_float);
+    };
+    with_value("fc1.weight.quant_map", std::numeric_limits<float>::infinity(), 15);
+    if (nested) {
+      // The offset as JSON text, beyond float32's range.
+      const std::string key = "fc1.weight.quant_state.bitsandbytes__" + c["quant_type"].get<std::string>();
+      acc_tensor* text = nullptr;
+      ACC_ASSERT_OK(acc_tensor_list_find(state, key.c_str(), &text));
+      int64_t size = 0;
+      ACC_ASSERT_OK(acc_tensor_numel(text, &size));
+      std::string bytes(static_cast<size_t>(size), '\0');
+      ACC_ASSERT_OK(acc_tensor_to_host(text, bytes.data(), bytes.size()));
+      acc_tensor_free(text);
+      json described = json::parse(bytes);
+      described["nested_offset"] = 1e300;
+      const std::string changed = described.dump();
+      const int64_t length = static_cast<int64_t>(changed.size());
+      acc_tensor* changed_text = nullptr;
+      ACC_ASSERT_OK(acc_tensor_from_host(changed.data(), changed.size(), &length, 1, ACC_DTYPE_UINT8, &changed_text));
+      corrupt.emplace_back(key, changed_text);
+      with_value("fc1.weight.nested_absmax", std::numeric_limits<float>::quiet_NaN(), 0);
+      with_value("fc1.weight.nested_quant_map", std::numeric_limits<float>::quiet_NaN(), 3);
+    } else {
+      with_value("fc1.weight.absmax", -1.0f, 0);
+    }
+    acc_tensor *codes = nullptr, *wide_codes = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_find(state, "fc1.weight", &codes));
+    ACC_ASSERT_OK(acc_tensor_to(codes, nullptr, ACC_DTYPE_INT64, &wide_codes));
+    acc_tensor_free(codes);
+    corrupt.emplace_back("fc1.weight", wide_codes);
+    for (const auto& [name, value] : corrupt) {
+      ACC_ASSERT_OK(acc_tensor_list_save_safetensors(state, path.c_str()));
+      acc_test::replace_saved_tensor(path, name, value);
+      acc_tensor_list* bad = nullptr;
+      ACC_ASSERT_OK(acc_tensor_list_load_safetensors(path.c_str(), &bad));
+      EXPECT_EQ(acc_model_load_state_dict(m, bad, 1), ACC_ERR_INVALID_ARGUMENT) << name;
+      EXPECT_NE(std::string(acc_last_error_message()).find("'" + name + "'"), std::string::npos)
+          << acc_last_error_message();
+      EXPECT_EQ(output_of(m, x), kept) << name;
+      acc_tensor_list_free(bad);
+      acc_tensor_free(value);
+    }
+    acc_tensor_free(x);
+    acc_tensor_list_free(state);
+    acc_model_free(m);
+  }
+}
+
 TEST(FourBit, AdaptersSaveAndLoadIntoAFreshQuantisedModel) {
   REQUIRE_CASES(all, "four_bit_cases.json");
   const json& c = all["cases"][0];

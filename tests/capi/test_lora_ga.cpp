@@ -3,6 +3,7 @@
 // a rank_pattern; each layer's A and B, the residual weight, the global generator after (svd_lowrank's
 // and randperm's draws); files read back; and what it refuses.
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,15 @@ namespace fs = std::filesystem;
 namespace {
 
 acc_model* ga_model() { return data_model("lora_ga_model.pt"); }
+
+int requires_grad(acc_model* m, const char* name) {
+  acc_tensor* p = nullptr;
+  EXPECT_EQ(acc_model_parameter(m, name, &p), ACC_OK) << acc_last_error_message();
+  int out = -1;
+  EXPECT_EQ(acc_tensor_requires_grad(p, &out), ACC_OK);
+  acc_tensor_free(p);
+  return out;
+}
 
 acc_options* ga_options(const json& config) {
   acc_options* o = case_lora_options(config);
@@ -118,6 +128,60 @@ TEST(LoraGa, RefusesWhatItCannotStartFrom) {
   EXPECT_EQ(param(m, "fc1.weight"), before);
   for (float v : param(m, "fc1.lora_B.weight")) EXPECT_EQ(v, 0.0f);
   ACC_EXPECT_ERROR(acc_model_begin_lora_ga(m, "fc2", o), ACC_ERR_INVALID_ARGUMENT, "already has adapters");
+  acc_options_free(o);
+  acc_model_free(m);
+}
+
+// Between begin and add the trainable set is the estimate's: adapters, freezing and an optimizer
+// are refused (the add gives every parameter its requires_grad back, which would unfreeze an
+// adapted layer's weight), and an optimizer made before the begin refuses it.
+TEST(LoraGa, TheEstimateHoldsTheTrainableSetUntilTheAdd) {
+  acc_model* m = ga_model();
+  acc_options* o = lora_options(2, 4);
+  ASSERT_EQ(acc_model_begin_lora_ga(m, "fc1", o), ACC_OK) << acc_last_error_message();
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "fc3", o, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "LoRA-GA's gradients are being estimated");
+  ACC_EXPECT_ERROR(acc_model_set_requires_grad(m, "fc2.*", 0, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "LoRA-GA's gradients are being estimated");
+  acc_optimizer* opt = nullptr;
+  ACC_EXPECT_ERROR(acc_optimizer_create(m, "sgd", nullptr, &opt), ACC_ERR_INVALID_ARGUMENT,
+                   "create the optimizer after acc_model_add_lora_ga");
+  EXPECT_EQ(opt, nullptr);
+  ASSERT_EQ(acc_model_add_lora_ga(m, nullptr), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(requires_grad(m, "fc1.lora_A.weight"), 1);
+  EXPECT_EQ(requires_grad(m, "fc1.weight"), 0);
+  acc_model_free(m);
+
+  acc_model* prepared_for = ga_model();
+  ASSERT_EQ(acc_optimizer_create(prepared_for, "sgd", nullptr, &opt), ACC_OK);
+  ACC_EXPECT_ERROR(acc_model_begin_lora_ga(prepared_for, "fc1", o), ACC_ERR_INVALID_ARGUMENT,
+                   "the model has an optimizer");
+  acc_optimizer_free(opt);
+  acc_model_free(prepared_for);
+  acc_options_free(o);
+}
+
+// A gradient that is not finite is refused naming the layer (PEFT's SVD fails without saying where);
+// the estimate ends and the model is as it was.
+TEST(LoraGa, ANonFiniteGradientIsRefusedNamingTheLayer) {
+  acc_model* m = ga_model();
+  const auto before = param(m, "fc2.weight");
+  acc_options* o = lora_options(2, 4);
+  ASSERT_EQ(acc_model_begin_lora_ga(m, "fc2", o), ACC_OK) << acc_last_error_message();
+  std::vector<float> xs(60, 1.0f), ys(36, 0.0f);
+  xs[7] = std::numeric_limits<float>::quiet_NaN();
+  acc_tensor* xb = acc_test::floats(xs, {6, 10});
+  acc_tensor* yb = acc_test::floats(ys, {6, 6});
+  acc_tensor *out = nullptr, *loss = nullptr;
+  ASSERT_EQ(acc_model_forward1(m, xb, 0, &out), ACC_OK) << acc_last_error_message();
+  ASSERT_EQ(acc_loss_mse(out, yb, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+  ASSERT_EQ(acc_tensor_backward(loss), ACC_OK) << acc_last_error_message();
+  ACC_EXPECT_ERROR(acc_model_add_lora_ga(m, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "lora_ga on 'fc2': the gradient estimated over the backward passes holds inf or NaN");
+  EXPECT_EQ(param(m, "fc2.weight"), before);
+  EXPECT_EQ(requires_grad(m, "fc2.weight"), 1);
+  ACC_EXPECT_ERROR(acc_model_add_lora_ga(m, nullptr), ACC_ERR_INVALID_ARGUMENT, "acc_model_begin_lora_ga first");
+  for (acc_tensor* t : {xb, yb, out, loss}) acc_tensor_free(t);
   acc_options_free(o);
   acc_model_free(m);
 }

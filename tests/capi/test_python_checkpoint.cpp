@@ -145,6 +145,9 @@ TEST(PythonCheckpoint, RefusesDamagedFilesBeforeAnythingChanges) {
   Trainer sgd("sgd");
   sgd.train(0, 2);
   const std::string other_algorithm = python_folder(sgd, "python_sgd");
+  Trainer bnb("adamw_8bit");
+  bnb.train(0, 2);
+  const std::string bitsandbytes = python_folder(bnb, "python_bnb");
 
   Trainer target("adamw", 99);
   target.train(0, 1);
@@ -167,6 +170,8 @@ TEST(PythonCheckpoint, RefusesDamagedFilesBeforeAnythingChanges) {
        ACC_ERR_IO, "scheduler.bin"},
       {"random_states_0.pkl", [&](const std::string&) { return read_file(intact + "/scheduler.bin"); }, ACC_ERR_IO,
        "has no 'step'"},
+      {"optimizer.bin", [&](const std::string&) { return read_file(bitsandbytes + "/optimizer.bin"); },
+       ACC_ERR_INVALID_ARGUMENT, "is bitsandbytes' quantised state, but the optimizer is adamw"},
       {"optimizer.bin", [&](const std::string&) { return read_file(other_algorithm + "/optimizer.bin"); },
        ACC_ERR_INVALID_ARGUMENT, "is not a hyper-parameter of the adamw optimizer"},
       {"model.safetensors", [](const std::string& b) { return b.substr(0, 100); }, ACC_ERR_IO, "model.safetensors"},

@@ -309,3 +309,31 @@ TEST(PythonOptimizerState, BitsandbytesGroupsPackTheirClassesArguments) {
   EXPECT_EQ(groups[0]["options"]["momentum"], 0.5);
   std::remove(path.c_str());
 }
+
+// bitsandbytes' state as loaded: the code tables must be its dynamic maps (the step quantises back
+// to those whatever the file says) and a float32 mean of squares cannot be negative.
+TEST(OptimizerAlgorithms, BitsandbytesStateHoldsItsOwnCodesAndNonNegativeSquares) {
+  auto model = acc::model_from_spec(kSpec);
+  acc::TorchOptimizer adam(model, "adam_8bit", options({{"min_8bit_size", "12"}}));  // 0.weight 8-bit
+  train_step(*model, adam);
+  const auto snap = acc::snapshot_optimizer(adam);
+  EXPECT_EQ(restore_error(adam, snap), "");
+  auto changed = [&](const std::string& name, const std::function<void(at::Tensor&)>& change) {
+    auto s = snap;
+    for (auto& t : s.tensors)
+      if (t.first == name) {
+        t.second = t.second.clone();
+        change(t.second);
+      }
+    return restore_error(adam, s);
+  };
+  EXPECT_NE(changed("state.0.weight.qmap1", [](at::Tensor& t) { t.mul_(2); })
+                .find("is not bitsandbytes' signed dynamic code"),
+            std::string::npos);
+  EXPECT_NE(changed("state.0.weight.qmap2", [](at::Tensor& t) { t.copy_(t.flip(0)); })
+                .find("is not bitsandbytes' unsigned dynamic code"),
+            std::string::npos);
+  EXPECT_NE(changed("state.0.bias.state2", [](at::Tensor& t) { t[0] = -1; }).find("holds a negative mean of squares"),
+            std::string::npos);
+  EXPECT_EQ(changed("state.0.bias.state1", [](at::Tensor& t) { t[0] = -1; }), "");  // a first moment may be
+}
