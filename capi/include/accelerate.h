@@ -2147,7 +2147,7 @@ ACC_API ACC_NODISCARD acc_status acc_log(acc_accelerator *acc, const char *const
  * new_style, the value as a double); mlflow takes log_metrics' timestamp (milliseconds) and
  * synchronous (the lines are written by the tracker's thread either way; run_id, model_id and
  * dataset are ACC_ERR_UNSUPPORTED); dvclive takes log_metric's plot (false: metrics.json only, no
- * table row) and timestamp (true is ACC_ERR_UNSUPPORTED); jsonl, csv and the program's trackers take
+ * table row) and timestamp (true: a first column of milliseconds since 1970); jsonl, csv and the program's trackers take
  * none. A tracker not in use, a key it does not take or a value of the wrong type is
  * ACC_ERR_INVALID_ARGUMENT, on every process, and the call takes no step. */
 ACC_API ACC_NODISCARD acc_status acc_log_ex(acc_accelerator *acc, const char *const *names, const double *values,

@@ -18,7 +18,7 @@ AppendedFiles::~AppendedFiles() {
   for (const auto& entry : files_) ::close(entry.second.fd);
 }
 
-AppendedFiles::File& AppendedFiles::file_of(const std::string& name) {
+AppendedFiles::File& AppendedFiles::file_of(const std::string& name, const std::string& header) {
   if (auto found = files_.find(name); found != files_.end()) return found->second;
   if (files_.size() >= kMaxOpen) {  // thousands of names: reopened as they come
     flush();
@@ -40,12 +40,12 @@ AppendedFiles::File& AppendedFiles::file_of(const std::string& name) {
     fail(Status::Io, label_, ": '", path.string(), "' is not a regular file");
   }
   File& file = files_[name] = File{fd, {}};
-  if (st.st_size == 0 && header_) file.waiting = header_(name);
+  if (st.st_size == 0) file.waiting = header;
   return file;
 }
 
-void AppendedFiles::append(const std::string& name, const std::string& line) {
-  File& file = file_of(name);
+void AppendedFiles::append(const std::string& name, const std::string& line, const std::string& header) {
+  File& file = file_of(name, header);
   file.waiting += line;
   if (file.waiting.size() >= kWriteAt) write_out(name, file);
 }

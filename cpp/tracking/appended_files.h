@@ -5,7 +5,6 @@
 // folders its name makes, and kept open (up to kMaxOpen at a time).
 #pragma once
 
-#include <functional>
 #include <string>
 #include <unordered_map>
 
@@ -13,18 +12,18 @@ namespace acc::tracking {
 
 class AppendedFiles {
  public:
-  // The file of `name` is <folder>/<name><suffix>; `header`, if given, makes the first line of a
-  // file that is empty when it is opened. `label` (the tracker) starts the errors.
-  AppendedFiles(std::string folder, std::string suffix, std::string label,
-                std::function<std::string(const std::string& name)> header = nullptr)
-      : folder_(std::move(folder)), suffix_(std::move(suffix)), label_(std::move(label)), header_(std::move(header)) {}
+  // The file of `name` is <folder>/<name><suffix>. `label` (the tracker) starts the errors.
+  AppendedFiles(std::string folder, std::string suffix, std::string label)
+      : folder_(std::move(folder)), suffix_(std::move(suffix)), label_(std::move(label)) {}
   ~AppendedFiles();  // closes the files; what flush() did not write is dropped
   AppendedFiles(const AppendedFiles&) = delete;
   AppendedFiles& operator=(const AppendedFiles&) = delete;
   // Io naming the file where it cannot be opened (or is not a regular file: a FIFO would block for
   // ever) or written; lines cut short by a full disk are taken back first (readers such as MLflow
   // refuse a file with a torn line).
-  void append(const std::string& name, const std::string& line);
+  // `header`, where given, goes first into a file that is empty when it is opened (a table's
+  // columns, as its first row has them).
+  void append(const std::string& name, const std::string& line, const std::string& header = {});
   void flush();
   std::string path_of(const std::string& name) const { return folder_ + "/" + name + suffix_; }
 
@@ -35,10 +34,9 @@ class AppendedFiles {
     int fd = -1;
     std::string waiting;
   };
-  File& file_of(const std::string& name);
+  File& file_of(const std::string& name, const std::string& header);
   void write_out(const std::string& name, File& file);
   std::string folder_, suffix_, label_;
-  std::function<std::string(const std::string& name)> header_;
   std::unordered_map<std::string, File> files_;
 };
 

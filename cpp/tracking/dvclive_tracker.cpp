@@ -1,5 +1,7 @@
 #include "tracking/dvclive_tracker.h"
 
+#include <cmath>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -103,8 +105,7 @@ void DvcliveTracker::set_init_kwargs(const nlohmann::json& kwargs) {
 void DvcliveTracker::check_log_kwargs(const nlohmann::json& kwargs, Logged) const {
   InitKwargs k("dvclive", kwargs, "log_kwargs");
   k.boolean("plot");
-  if (k.boolean("timestamp").value_or(false))
-    fail(Status::Unsupported, "log_kwargs[\"dvclive\"][\"timestamp\"]: a time column in DVCLive's tables is not built");
+  k.boolean("timestamp");
   k.refuse_the_rest();
 }
 
@@ -182,9 +183,7 @@ void DvcliveTracker::start(const std::string&, const nlohmann::json& config) {
   run->dir = dir;
   run->dvc_file = dvc_file;
   run->has_params = !params.empty();
-  auto tables = std::make_shared<AppendedFiles>(
-      (dir / "plots" / "metrics").string(), ".tsv", "dvclive",
-      [](const std::string& name) { return "step\t" + tsv_field(parts_of(name).back()) + "\n"; });
+  auto tables = std::make_shared<AppendedFiles>((dir / "plots" / "metrics").string(), ".tsv", "dvclive");
   writer_ = std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, dir.string(), [tables, run] {
     tables->flush();
     run->write_out();
@@ -229,15 +228,24 @@ void DvcliveTracker::log(const std::shared_ptr<const Record>& record) {
   if (!writer_) fail(Status::NotInitialized, "the dvclive tracker has not started");
   if (record->of_images || record->of_histogram) return;
   take_names(*record);
-  const bool plot = log_kwargs_of(*record, name_).value("plot", true);
-  writer_->post([record, run = run_, tables = tables_, plot](std::FILE*&, const std::string&) {
+  const nlohmann::json kwargs = log_kwargs_of(*record, name_);
+  const bool plot = kwargs.value("plot", true), timestamp = kwargs.value("timestamp", false);
+  writer_->post([record, run = run_, tables = tables_, plot, timestamp](std::FILE*&, const std::string&) {
     run->apply(*record);
     if (!plot) return;  // Live.log_metric(plot=False): the summary alone
-    const std::string step = std::to_string(record->step) + "\t";
+    // Metric.dump's row: timestamp (int(time.time() * 1000)) where asked, step, the value; a new
+    // table's header is its first row's columns, as csv.DictWriter writes it.
+    const std::string leading =
+        (timestamp ? std::to_string(static_cast<int64_t>(std::floor(record->wall_time * 1000))) + "\t" : "") +
+        std::to_string(record->step) + "\t";
+    const auto header = [timestamp](const std::string& name) {
+      return std::string(timestamp ? "timestamp\t" : "") + "step\t" + tsv_field(parts_of(name).back()) + "\n";
+    };
     for (size_t i = 0; i < record->names.size(); ++i)
-      tables->append(record->names[i], step + python_float_repr(record->values[i]) + "\n");
+      tables->append(record->names[i], leading + python_float_repr(record->values[i]) + "\n", header(record->names[i]));
     for (size_t i = 0; i < record->text_names.size(); ++i)
-      tables->append(record->text_names[i], step + tsv_field(record->texts[i]) + "\n");
+      tables->append(record->text_names[i], leading + tsv_field(record->texts[i]) + "\n",
+                     header(record->text_names[i]));
   });
 }
 

@@ -143,7 +143,8 @@ TEST(TrackerKwargs, LogKwargsReachEachTracker) {
   ACC_ASSERT_OK(acc_log_ex(a, loss, half, 1, 3,
                            R"({"tensorboard": {"walltime": 1234.5, "new_style": true, "double_precision": true},
                                "mlflow": {"timestamp": 42, "synchronous": true}, "dvclive": {"plot": false}})"));
-  ACC_ASSERT_OK(acc_log_ex(a, acc_name, quarter, 1, 4, R"({"tensorboard": {"new_style": true}})"));
+  ACC_ASSERT_OK(acc_log_ex(a, acc_name, quarter, 1, 4,
+                           R"({"tensorboard": {"new_style": true}, "dvclive": {"timestamp": true}})"));
   ACC_ASSERT_OK(acc_log_ex(a, acc_name, quarter, 1, -1, nullptr));  // step 5, as acc_log
   const std::vector<std::pair<std::string, std::pair<acc_status, const char*>>> mistakes = {
       {R"({"jsonl": {"x": 1}})", {ACC_ERR_INVALID_ARGUMENT, "the jsonl tracker takes no keyword argument \"x\""}},
@@ -151,7 +152,7 @@ TEST(TrackerKwargs, LogKwargsReachEachTracker) {
       {R"({"tensorboard": {"walltime": "now"}})", {ACC_ERR_INVALID_ARGUMENT, "is a number"}},
       {R"({"tensorboard": {"walltime": -1}})", {ACC_ERR_INVALID_ARGUMENT, "it must be from 0"}},
       {R"({"mlflow": {"run_id": "abc"}})", {ACC_ERR_UNSUPPORTED, "log_kwargs[\"mlflow\"][\"run_id\"]"}},
-      {R"({"dvclive": {"timestamp": true}})", {ACC_ERR_UNSUPPORTED, "time column"}},
+      {R"({"dvclive": {"timestamp": 1}})", {ACC_ERR_INVALID_ARGUMENT, "timestamp"}},
       {R"([1])", {ACC_ERR_INVALID_ARGUMENT, "log_kwargs is a JSON object"}},
       {R"({)", {ACC_ERR_INVALID_ARGUMENT, "log_kwargs"}}};
   for (const auto& [kwargs, expected] : mistakes)
@@ -180,6 +181,16 @@ TEST(TrackerKwargs, LogKwargsReachEachTracker) {
   EXPECT_TRUE(by_step[5].values[0].has_simple_value);
   EXPECT_EQ(acc_test::read_file(mlflow_run + "/metrics/loss").substr(0, 9), "42 0.5 3\n");
   EXPECT_EQ(acc_test::read_file(live + "/plots/metrics/loss.tsv"), "step\tloss\n6\t0.25\n") << "plot false: no row";
+  // timestamp: Metric.dump's column of int(time.time() * 1000), in the rows that asked for it; the
+  // header is the first row's.
+  const std::string table = acc_test::read_file(live + "/plots/metrics/acc.tsv");
+  const std::string first_row =
+      table.substr(table.find('\n') + 1, table.find('\n', table.find('\n') + 1) - table.find('\n'));
+  EXPECT_EQ(table.substr(0, table.find('\n') + 1), "timestamp\tstep\tacc\n") << table;
+  const int64_t ms = std::stoll(first_row.substr(0, first_row.find('\t')));
+  EXPECT_GT(ms, int64_t{1700000000000}) << table;
+  EXPECT_EQ(first_row.substr(first_row.find('\t')), "\t4\t0.25\n") << table;
+  EXPECT_EQ(table.substr(table.size() - 7), "5\t0.25\n") << table;
   const auto summary = acc_test::read_file(live + "/metrics.json");
   EXPECT_NE(summary.find("\"loss\": 0.25"), std::string::npos) << summary;
   size_t lines = 0;
