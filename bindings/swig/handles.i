@@ -465,6 +465,16 @@ struct acc_accelerator {};
     check(acc_model_initialize_lora_eva($self, loader, opts, acc, &count));
     return count;
   }
+  /* PEFT's replace_lora_weights_loftq: the adapters of adapterName (null or "": the active one) on
+   * 4-bit layers restart from LoftQ's factors of each layer's quantisation error against the
+   * unquantised weights in modelPath (a model.safetensors or its folder). The C API's keep callback
+   * is not taken here (every layer keeps its new adapters); see
+   * acc_model_replace_lora_weights_loftq. Returns how many layers. */
+  size_t replaceLoraWeightsLoftq(const char *modelPath, const char *adapterName ERR) {
+    size_t n = 0;
+    check(acc_model_replace_lora_weights_loftq($self, modelPath, adapterName, nullptr, nullptr, &n));
+    return n;
+  }
   /* The active adapter's name (an error without adapters). */
   std::string activeAdapter(ERR0) {
     char *s = nullptr;

@@ -1219,6 +1219,27 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_lora_corda(acc_model *model, cons
 ACC_API ACC_NODISCARD acc_status acc_model_begin_lora_ga(acc_model *model, const char *target_modules,
                                                          const acc_options *opts);
 ACC_API ACC_NODISCARD acc_status acc_model_add_lora_ga(acc_model *model, size_t *count);
+/* Decides whether the adapters LoftQ just gave `module` stay (*keep non-zero) or the layer's earlier
+ * ones come back (0); returns 0, or a non-zero status that fails the call (its message set with
+ * acc_callback_set_error). It may run the model (a forward comparing outputs), not free it. */
+typedef int (*acc_loftq_keep_fn)(void *user_data, const char *module, int *keep);
+/* PEFT's replace_lora_weights_loftq(peft_model, model_path, adapter_name, callback): on a model
+ * quantised to 4 bits (acc_model_quantize) with LoRA adapters, each adapter of a 4-bit layer
+ * (Linear4bit; 8-bit layers are left alone, as PEFT's) restarts from LoftQ's factors of the layer's
+ * quantisation error: W - dequantize_4bit(Q) in float32, W the layer's unquantised weight
+ * (`<module>.weight`) read from `model_path` (a model.safetensors, or a folder holding it or a
+ * sharded index, as acc_model_load_safetensors reads), factored by torch.linalg.svd as PEFT's
+ * _low_rank_decomposition: lora_A = sqrt(S)[:r] Vh, lora_B = U sqrt(S)[:, :r], float32. PEFT
+ * computes it on CUDA only; here on the layer's device. `adapter_name`: NULL or "" for the active
+ * adapter, else a named one. `keep` (may be NULL: every layer keeps them) is asked after each
+ * layer, in the model's order. InvalidArgument, before anything changes: no adapter of that name,
+ * none on a 4-bit layer (PEFT's "No bnb LoRA module found"), a weight missing from the file, of
+ * another shape (a Conv1D's transposed one included) or not finite. A failing `keep` fails the call
+ * and brings every layer's earlier adapters back. `count` (optional): the layers that kept new
+ * adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_replace_lora_weights_loftq(acc_model *model, const char *model_path,
+                                                                      const char *adapter_name, acc_loftq_keep_fn keep,
+                                                                      void *user_data, size_t *count);
 ACC_API ACC_NODISCARD acc_status acc_model_active_adapter(const acc_model *model, char **out);
 ACC_API ACC_NODISCARD acc_status acc_model_adapter_names(const acc_model *model, acc_string_list **out);
 

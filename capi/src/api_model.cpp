@@ -1,9 +1,11 @@
 // Models: loading, building, forward, modes, parameters, state dicts, saving.
 #include "accelerator/config.h"
 #include "accelerator/lora_data_starts.h"
+#include "checkpoint/pretrained_layout.h"
 #include "common/device.h"
 #include "guard.h"
 #include "handles.h"
+#include "host_callbacks.h"
 #include "model/quantization_config.h"
 #include "model/weighted_adapter.h"
 
@@ -339,6 +341,25 @@ acc_status acc_model_add_lora_ga(acc_model* model, size_t* count) {
   return guarded([&] {
     const size_t adapted = model_arg(model).add_lora_ga();
     if (count) *count = adapted;
+  });
+}
+
+acc_status acc_model_replace_lora_weights_loftq(acc_model* model, const char* model_path, const char* adapter_name,
+                                                acc_loftq_keep_fn keep, void* user_data, size_t* count) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    const std::string path = path_arg(model_path, "model_path");
+    std::function<bool(const std::string&)> decide;
+    if (keep)
+      decide = [&](const std::string& module) {
+        int keeps = 1;
+        acc::capi::invoke_host("the keep callback of acc_model_replace_lora_weights_loftq",
+                               [&] { return keep(user_data, module.c_str(), &keeps); });
+        return keeps != 0;
+      };
+    const size_t kept =
+        m.replace_lora_weights_loftq(acc::load_sharded(path), path, adapter_name ? adapter_name : "", decide);
+    if (count) *count = kept;
   });
 }
 

@@ -33,6 +33,7 @@ class FourBitLinear : public QuantizedWeight {
   bool is_state_text(const std::string& module, const std::string& name) const override;
   void check_state(const std::string& module, const NamedTensors& state) const override;
   void state_loaded(const std::string& module, const NamedTensors& state) override;
+  at::Tensor four_bit_dequantized() const override { return dequantize_4bit(*weight_, weight_->dtype); }
 
  private:
   std::shared_ptr<FourBitWeight> weight_;  // shared with backward nodes still pending

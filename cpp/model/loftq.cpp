@@ -64,4 +64,11 @@ WeightDecomposition loftq_start(const std::string& module, const at::Tensor& wei
   return out;
 }
 
+std::pair<at::Tensor, at::Tensor> loftq_replacement(const at::Tensor& weight, const at::Tensor& dequantized,
+                                                    int64_t r) {
+  at::NoGradGuard no_grad;
+  auto [l, rr] = low_rank_factors(weight.detach().to(at::kFloat) - dequantized, r);
+  return {rr.contiguous(), l.contiguous()};
+}
+
 }  // namespace acc

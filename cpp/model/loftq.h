@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "model/lora_config.h"
 #include "model/lora_init.h"
@@ -36,5 +37,10 @@ void check_loftq(const std::string& module, const at::Tensor& weight, int64_t r)
 // NaN, or beyond float16's range for 8 bits, are InvalidArgument.
 WeightDecomposition loftq_start(const std::string& module, const at::Tensor& weight, int64_t r,
                                 const LoftqConfig& config);
+
+// PEFT's _loftq_init_new, what replace_lora_weights_loftq starts a 4-bit layer's adapters from: the
+// unquantised `weight` (out x in, any floating dtype) in float32 minus the layer's `dequantized`
+// weight, factored as loftq_start's last round (A = R, B = L, float32, rank r).
+std::pair<at::Tensor, at::Tensor> loftq_replacement(const at::Tensor& weight, const at::Tensor& dequantized, int64_t r);
 
 }  // namespace acc

@@ -213,6 +213,17 @@ class Model {
   // PEFT's; returns how many layers keep adapters. Linear layers called as modules only.
   virtual size_t initialize_lora_eva(const EvaSource& source, const EvaReading& reading,
                                      const std::function<at::Tensor(const at::Tensor&)>& gather_rows);
+  // PEFT's replace_lora_weights_loftq (model/model_loftq.cpp): each LoRA adapter of `adapter` (empty:
+  // the active one) on a 4-bit layer restarts from LoftQ's factors of the layer's quantisation error,
+  // the unquantised weight taken from `weights` (`<module>.weight`, read from `source`, named in
+  // errors); `keep(module)` (may be empty) decides after each layer whether its new adapters stay
+  // or the old ones come back. Every weight is checked before anything changes. Returns how many
+  // layers kept new adapters.
+  size_t replace_lora_weights_loftq(const NamedTensors& weights, const std::string& source, const std::string& adapter,
+                                    const std::function<bool(const std::string& module)>& keep);
+  // The weight of a 4-bit layer at `module` dequantised as bitsandbytes' dequantize_4bit gives it;
+  // undefined where the module is none.
+  virtual at::Tensor four_bit_dequantized(const std::string& /*module*/) const { return {}; }
   // PEFT's preprocess_corda and get_peft_model with init_lora_weights "corda" (model/corda.h): the
   // model runs on the batches `next` gives until it gives none (evaluation mode, no gradients; the
   // forward taking each batch's first `inputs` fields), the targeted linear layers' inputs summed

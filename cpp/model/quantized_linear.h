@@ -43,6 +43,9 @@ class QuantizedWeight {
   virtual void check_state(const std::string&, const NamedTensors&) const {}
   // After a load copied the other entries in.
   virtual void state_loaded(const std::string&, const NamedTensors&) {}
+  // A 4-bit weight dequantised to the dtype it was quantised from (bitsandbytes' dequantize_4bit
+  // with its quant_state); undefined for other kinds.
+  virtual at::Tensor four_bit_dequantized() const { return {}; }
 };
 
 struct QuantizedLayer {

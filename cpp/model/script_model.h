@@ -59,6 +59,7 @@ class ScriptModel final : public Model {
   void check_quantization_state(const NamedTensors& state) const override;
   bool is_quantization_text(const std::string& name) const override;
   void quantization_state_loaded(const NamedTensors& state) override;
+  at::Tensor four_bit_dequantized(const std::string& module) const override;
 
  protected:
   void forget_adapted_layers() override { drop_lora_outputs(); }

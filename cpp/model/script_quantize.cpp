@@ -122,6 +122,12 @@ void ScriptModel::check_quantization_state(const NamedTensors& state) const {
   }
 }
 
+at::Tensor ScriptModel::four_bit_dequantized(const std::string& module) const {
+  if (!quantized_) return {};
+  const auto index = quantized_->index_of(module);
+  return index ? quantized_->layers[*index].weight->four_bit_dequantized() : at::Tensor();
+}
+
 void ScriptModel::quantization_state_loaded(const NamedTensors& state) {
   if (!quantized_) return;
   for (QuantizedLayer& layer : quantized_->layers) layer.weight->state_loaded(layer.module, state);

@@ -433,3 +433,121 @@ TEST(FourBit, TransformersConv1dLayersAreQuantisedTransposed) {
   acc_model_free(m);
   acc_model_free(reference);
 }
+
+namespace {
+
+// The model of case `c` before quantising (in its dtype), saved as its safetensors file would be.
+std::string unquantised_file(const json& c, const std::string& name) {
+  acc_model* m = data_model("four_bit_model.pt");
+  if (c["model"] == "bfloat16") EXPECT_EQ(acc_model_to(m, nullptr, ACC_DTYPE_BFLOAT16), ACC_OK);
+  acc_tensor_list* state = nullptr;
+  EXPECT_EQ(acc_model_state_dict(m, &state), ACC_OK);
+  const std::string path = acc_test::temp_path(name + ".safetensors");
+  EXPECT_EQ(acc_tensor_list_save_safetensors(state, path.c_str()), ACC_OK) << acc_last_error_message();
+  acc_tensor_list_free(state);
+  acc_model_free(m);
+  return path;
+}
+
+struct KeepOnly {
+  std::string module;
+  std::vector<std::string> asked;
+  bool fail = false;
+};
+
+int keep_only(void* user_data, const char* module, int* keep) {
+  auto& k = *static_cast<KeepOnly*>(user_data);
+  k.asked.push_back(module);
+  if (k.fail) {
+    acc_callback_set_error("the comparison failed");
+    return 5;
+  }
+  *keep = k.module == module;
+  return 0;
+}
+
+}  // namespace
+
+// PEFT's replace_lora_weights_loftq: the adapters of the 4-bit layers restart from LoftQ's factors
+// of the quantisation error against the unquantised weights of the model's file, bit for bit as
+// PEFT computes them (restated in export_four_bit_cases.py); a callback keeps or rolls back each
+// layer; what cannot be done is refused before anything changes.
+TEST(FourBit, ReplaceLoraWeightsLoftqStartsAdaptersFromTheQuantisationError) {
+  REQUIRE_CASES(all, "four_bit_cases.json");
+  for (const json& c : all["cases"]) {
+    const json& config = c["config"];
+    if (config.value("prepare", false)) continue;
+    SCOPED_TRACE(config.dump());
+    const std::string file = unquantised_file(config, "loftq_unquantised");
+    acc_model* m = quantised(config);
+    add_case_lora(m, config);
+    size_t count = 0;
+    ACC_ASSERT_OK(acc_model_replace_lora_weights_loftq(m, file.c_str(), nullptr, nullptr, nullptr, &count));
+    EXPECT_EQ(count, c["loftq"].size());
+    for (const auto& [name, pair] : c["loftq"].items()) {
+      EXPECT_EQ(param(m, name + ".lora_A.weight"), acc_test::float_values(pair["a"])) << name;
+      EXPECT_EQ(param(m, name + ".lora_B.weight"), acc_test::float_values(pair["b"])) << name;
+    }
+    acc_model_free(m);
+  }
+
+  // Case 1 adapts fc1 and fc3, both 4-bit: the callback keeps fc3's and rolls fc1's back.
+  const json& c = all["cases"][1];
+  const std::string file = unquantised_file(c["config"], "loftq_unquantised");
+  acc_model* m = quantised(c["config"]);
+  ACC_ASSERT_OK(acc_set_seed(3));
+  add_case_lora(m, c["config"]);
+  const auto fc1_a = param(m, "fc1.lora_A.weight"), fc1_b = param(m, "fc1.lora_B.weight");
+  const auto fc3_a = param(m, "fc3.lora_A.weight");
+  KeepOnly only{"fc3"};
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_replace_lora_weights_loftq(m, file.c_str(), "default", &keep_only, &only, &count));
+  EXPECT_EQ(count, 1u);
+  EXPECT_EQ(only.asked, (std::vector<std::string>{"fc1", "fc3"}));
+  EXPECT_EQ(param(m, "fc1.lora_A.weight"), fc1_a);
+  EXPECT_EQ(param(m, "fc1.lora_B.weight"), fc1_b);
+  EXPECT_EQ(param(m, "fc3.lora_A.weight"), acc_test::float_values(c["loftq"]["fc3"]["a"]));
+  // A failing callback fails the call and brings every layer's earlier adapters back.
+  acc_model* again = quantised(c["config"]);
+  ACC_ASSERT_OK(acc_set_seed(3));
+  add_case_lora(again, c["config"]);
+  KeepOnly failing{"fc3", {}, true};
+  ACC_EXPECT_ERROR(acc_model_replace_lora_weights_loftq(again, file.c_str(), nullptr, &keep_only, &failing, nullptr),
+                   ACC_ERR_IO, "the comparison failed");
+  EXPECT_EQ(param(again, "fc1.lora_A.weight"), fc1_a);
+  EXPECT_EQ(param(again, "fc3.lora_A.weight"), fc3_a);
+
+  // Refusals, each leaving the adapters as they were.
+  ACC_EXPECT_ERROR(acc_model_replace_lora_weights_loftq(again, file.c_str(), "other", nullptr, nullptr, nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "the model has no LoRA adapter named 'other'");
+  ACC_EXPECT_ERROR(acc_model_replace_lora_weights_loftq(again, nullptr, nullptr, nullptr, nullptr, nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "model_path");
+  acc_tensor_list *state = nullptr, *without = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors(file.c_str(), &state));
+  ACC_ASSERT_OK(acc_tensor_list_create(&without));
+  size_t n = 0;
+  ACC_ASSERT_OK(acc_tensor_list_size(state, &n));
+  for (size_t i = 0; i < n; ++i) {
+    const char* name = nullptr;
+    acc_tensor* t = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_name(state, i, &name));
+    ACC_ASSERT_OK(acc_tensor_list_get(state, i, &t));
+    if (std::string(name) != "fc3.weight") ACC_ASSERT_OK(acc_tensor_list_append(without, name, t));
+    acc_tensor_free(t);
+  }
+  const std::string partial = acc_test::temp_path("loftq_without_fc3.safetensors");
+  ACC_ASSERT_OK(acc_tensor_list_save_safetensors(without, partial.c_str()));
+  ACC_EXPECT_ERROR(acc_model_replace_lora_weights_loftq(again, partial.c_str(), nullptr, nullptr, nullptr, nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "holds no 'fc3.weight'");
+  EXPECT_EQ(param(again, "fc1.lora_A.weight"), fc1_a) << "fc1 came before the missing entry";
+  acc_tensor_list_free(state);
+  acc_tensor_list_free(without);
+  // Adapters on no 4-bit layer (case 2 keeps fc2 unquantised): PEFT's "No bnb LoRA module found".
+  acc_model* skipped = quantised(all["cases"][2]["config"]);
+  acc_options* o = acc_test::lora_options(2, 2);
+  ACC_ASSERT_OK(acc_model_add_lora(skipped, "fc2", o, nullptr));
+  acc_options_free(o);
+  ACC_EXPECT_ERROR(acc_model_replace_lora_weights_loftq(skipped, file.c_str(), nullptr, nullptr, nullptr, nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "is on a 4-bit layer");
+  for (acc_model* model : {m, again, skipped}) acc_model_free(model);
+}

@@ -10,7 +10,8 @@ nn.Linear4bit.forward and autograd's MatMul4Bit; transformers' get_keys_to_not_c
 lora.bnb.Linear4bit.forward and its adapters' dtype). Written: four_bit_model.pt,
 four_bit_reads_weight.pt (a forward using a layer's weight itself) and
 four_bit_cases.json (per case: each 4-bit layer's state-dict entries, the output before training,
-the losses of the steps, the adapters after them).
+the losses of the steps, the adapters after them, and the adapters PEFT's replace_lora_weights_loftq
+gives the targeted 4-bit layers).
 
 Run with Debian's python3-torch: python3 export_four_bit_cases.py OUTPUT_DIR
 """
@@ -93,6 +94,18 @@ def states_of(layers):
     return states
 
 
+def loftq_replacement(weight, layer, r):
+    """PEFT's replace_lora_weights_loftq for one Linear4bit layer (_loftq_init_new on the CPU): the
+    unquantised weight, as its safetensors file holds it, in float32 minus the layer dequantised to
+    its quant_state dtype; _low_rank_decomposition's L and R are lora_B and lora_A."""
+    dequantized = dequantize_4bit(layer["state"], layer["offset"], layer["shape"], layer["dtype"])
+    residual = weight.detach().to(torch.float32) - dequantized
+    u, s, vh = torch.linalg.svd(residual, full_matrices=False)
+    low = u @ (torch.sqrt(torch.diag(s)[:, 0:r]))
+    high = torch.sqrt(torch.diag(s)[0:r, :]) @ vh
+    return {"a": tensor(high), "b": tensor(low)}
+
+
 def run_case(base, config, x, target):
     compute = DTYPES[config["compute"]]
     model_dtype = DTYPES[config["model"]]
@@ -109,6 +122,8 @@ def run_case(base, config, x, target):
         state, offset = quantize_4bit(module.weight, config["quant_type"], config["double_quant"])
         layers[name] = {"state": state, "offset": offset, "shape": list(module.weight.shape),
                         "dtype": module.weight.dtype, "bias": module.bias.detach().to(compute)}
+    loftq = {name: loftq_replacement(dict(model.named_modules())[name].weight, layers[name], config["r"])
+             for name in config["targets"] if name in layers}
     if config.get("prepare"):  # prepare_model_for_kbit_training: half precision made float32 (4-bit
         # layers' biases too, which their first forward casts back to the compute dtype)
         for name, module in model.named_modules():
@@ -179,6 +194,7 @@ def run_case(base, config, x, target):
         adapters.clear()
         merged = run(xs)
     return {"config": config, "layers": list(layers), "states": states, "before": tensor(before.float()),
+            "loftq": loftq,
             "merged_states": states_of(layers), "merged": tensor(merged.float()),
             "losses": losses,
             "adapters": trained}

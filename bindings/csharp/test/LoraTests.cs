@@ -71,6 +71,26 @@ public class LoraTests {
     }
   }
 
+  // PEFT's replace_lora_weights_loftq: the 4-bit layer's adapters restart from LoftQ's factors of its
+  // quantisation error against the unquantised weights of a safetensors file (lora_B no longer zero).
+  [Test]
+  public void LoftqRestartsTheAdaptersOfFourBitLayers() {
+    string file = Path.Combine(TestDirs.Temp(), "loftq.pt"), weights = Path.Combine(TestDirs.Temp(), "loftq.safetensors");
+    using (Model spec = NewModel()) {
+      spec.SaveTorchscript(file);
+      using (TensorList state = spec.StateDict()) state.SaveSafetensors(weights);
+    }
+    using (Model model = Model.LoadTorchscript(file))
+    using (Options o = Options.Lora().Put("r", 2).Put("lora_alpha", 4.0)) {
+      Assert.AreEqual(1, model.Quantize4bit("{\"load_in_4bit\": true}"));
+      Assert.AreEqual(1, model.AddLora("0", o));
+      float[] before = FreezeTests.Param(model, "0.lora_B.weight");
+      Assert.AreEqual(1, model.ReplaceLoraWeightsLoftq(weights, null));
+      Assert.That(FreezeTests.Param(model, "0.lora_B.weight"), Is.Not.EqualTo(before));
+      Assert.Throws<AccelerateInvalidArgumentException>(() => model.ReplaceLoraWeightsLoftq(weights, "other"));
+    }
+  }
+
   // EVA: adapters made with init_lora_weights "eva" take their layers' input components from a
   // loader; adapters of another start are refused.
   [Test]

@@ -53,6 +53,53 @@ func TestEightBitBaseModelTrainsItsAdapters(t *testing.T) {
 	})
 }
 
+// PEFT's replace_lora_weights_loftq: the 4-bit layer's adapters restart from LoftQ's factors of its
+// quantisation error against the unquantised weights of a safetensors file (lora_B no longer zero).
+func TestReplaceLoraWeightsLoftqRestartsFourBitAdapters(t *testing.T) {
+	spec := seededTwoLinears(t)
+	dir := t.TempDir()
+	file, weights := filepath.Join(dir, "model.pt"), filepath.Join(dir, "model.safetensors")
+	if err := spec.SaveTorchScript(file); err != nil {
+		t.Fatal(err)
+	}
+	state, err := spec.StateDict()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := state.SaveSafetensors(weights); err != nil {
+		t.Fatal(err)
+	}
+	state.Close()
+	spec.Close()
+	m, err := acc.LoadTorchScript(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if n, err := m.Quantize4bit(`{"load_in_4bit": true}`); n != 1 || err != nil {
+		t.Fatalf("Quantize4bit = %d, %v", n, err)
+	}
+	if _, err := m.ReplaceLoraWeightsLoftq(weights, ""); !errors.Is(err, acc.ErrInvalidArgument) {
+		t.Fatalf("without adapters: %v, want ErrInvalidArgument", err)
+	}
+	o, _ := acc.NewOptions(acc.LoraOptions)
+	defer o.Close()
+	_ = o.SetInt("r", 2)
+	if n, err := m.AddLora("0", o); n != 1 || err != nil {
+		t.Fatalf("AddLora = %d, %v", n, err)
+	}
+	if n, err := m.ReplaceLoraWeightsLoftq(weights, "default"); n != 1 || err != nil {
+		t.Fatalf("ReplaceLoraWeightsLoftq = %d, %v", n, err)
+	}
+	zero := true
+	for _, v := range paramValues(t, m, "0.lora_B.weight") {
+		zero = zero && v == 0
+	}
+	if zero {
+		t.Fatal("lora_B is still zero")
+	}
+}
+
 // The test model saved as TorchScript and loaded back, quantised by quantize, then LoRA on its
 // first layer trains.
 func trainsAdaptersOverQuantisedLayers(t *testing.T, quantize func(m *acc.Model)) {

@@ -243,6 +243,17 @@ func (m *Model) Quantize4bit(config string) (int, error) {
 	return int(n), err
 }
 
+// ReplaceLoraWeightsLoftq is PEFT's replace_lora_weights_loftq: the adapters of adapterName ("":
+// the active one) on 4-bit layers restart from LoftQ's factors of each layer's quantisation error
+// against the unquantised weights in modelPath (a model.safetensors or its folder). Every layer
+// keeps its new adapters (the C API's keep callback is not taken). Returns how many layers.
+func (m *Model) ReplaceLoraWeightsLoftq(modelPath, adapterName string) (int, error) {
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 {
+		return h.ReplaceLoraWeightsLoftq(modelPath, adapterName, e)
+	})
+	return int(n), err
+}
+
 // PrepareForKbitTraining is PEFT's prepare_model_for_kbit_training: every parameter frozen and the
 // float16/bfloat16 ones cast to float32 (the 4-bit and int8 codes stay). Returns how many were cast.
 func (m *Model) PrepareForKbitTraining() (int, error) {

@@ -831,6 +831,11 @@ SWIGINTERN size_t acc_model_initializeLoraEva(acc_model *self,acc_dataloader *lo
     check(acc_model_initialize_lora_eva(self, loader, opts, acc, &count));
     return count;
   }
+SWIGINTERN size_t acc_model_replaceLoraWeightsLoftq(acc_model *self,char const *modelPath,char const *adapterName,std::string *swig_err){
+    size_t n = 0;
+    check(acc_model_replace_lora_weights_loftq(self, modelPath, adapterName, nullptr, nullptr, &n));
+    return n;
+  }
 SWIGINTERN std::string acc_model_activeAdapter(acc_model *self,std::string *swig_err){
     char *s = nullptr;
     check(acc_model_active_adapter(self, &s));
@@ -9066,6 +9071,60 @@ long long _wrap_Model_initializeLoraEva_capi_4d1c7eae2a7e2a0f(acc_model *_swig_g
     if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
   }
   
+  return _swig_go_result;
+}
+
+
+long long _wrap_Model_replaceLoraWeightsLoftq_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  char *arg2 = (char *) 0 ;
+  char *arg3 = (char *) 0 ;
+  std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
+  char *copy3 ;
+  std::string temp4 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
+  
+  
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
+  
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = acc_model_replaceLoraWeightsLoftq(arg1,(char const *)arg2,(char const *)arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy2); 
+  free(copy3); 
   return _swig_go_result;
 }
 

@@ -75,6 +75,27 @@ class LoraTest {
   }
 
   /**
+   * PEFT's replace_lora_weights_loftq: the 4-bit layer's adapters restart from LoftQ's factors of its
+   * quantisation error against the unquantised weights of a safetensors file (lora_B no longer zero).
+   */
+  @Test
+  void loftqRestartsTheAdaptersOfFourBitLayers() {
+    String file = dir.resolve("loftq.pt").toString(), weights = dir.resolve("loftq.safetensors").toString();
+    try (Model spec = model(); TensorList state = spec.stateDict()) {
+      spec.saveTorchscript(file);
+      state.saveSafetensors(weights);
+    }
+    try (Model model = Model.loadTorchscript(file); Options o = Options.lora().put("r", 2).put("lora_alpha", 4.0)) {
+      assertEquals(1, model.quantize4bit("{\"load_in_4bit\": true}"));
+      assertEquals(1, model.addLora("0", o));
+      float[] before = FreezeTest.param(model, "0.lora_B.weight");
+      assertEquals(1, model.replaceLoraWeightsLoftq(weights, null));
+      assertFalse(Arrays.equals(before, FreezeTest.param(model, "0.lora_B.weight")));
+      assertThrows(InvalidArgumentException.class, () -> model.replaceLoraWeightsLoftq(weights, "other"));
+    }
+  }
+
+  /**
    * The test model saved as TorchScript and loaded back, quantised by {@code quantize}, then LoRA on
    * its first layer trains.
    */

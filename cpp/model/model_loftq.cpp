@@ -1,0 +1,95 @@
+// Model's side of PEFT's replace_lora_weights_loftq (model/loftq.h, loftq_replacement): the adapters
+// of a model quantised to 4 bits restart from LoftQ's factors of each layer's quantisation error,
+// the unquantised weights read from the model's own safetensors files. PEFT computes it on CUDA
+// only; here on the layer's device.
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
+#include "model/loftq.h"
+#include "model/model.h"
+
+namespace acc {
+namespace {
+
+constexpr const char* kWhat = "replace_lora_weights_loftq";
+
+// One layer's work, every input checked.
+struct Replacement {
+  const LoraAdapter* adapter;
+  at::Tensor weight;       // the unquantised weight, on the layer's device
+  at::Tensor dequantized;  // the 4-bit weight as it computes
+};
+
+const at::Tensor* find_entry(const NamedTensors& tensors, const std::string& name) {
+  for (const auto& [key, tensor] : tensors)
+    if (key == name) return &tensor;
+  return nullptr;
+}
+
+}  // namespace
+
+size_t Model::replace_lora_weights_loftq(const NamedTensors& weights, const std::string& source,
+                                         const std::string& adapter,
+                                         const std::function<bool(const std::string& module)>& keep) {
+  const std::string name = adapter.empty() ? active_adapter_ : adapter;
+  const LoraAdapters* adapters = nullptr;
+  if (name == active_adapter_ && !lora_.empty())
+    adapters = &lora_;
+  else if (const auto it = inactive_.find(name); it != inactive_.end())
+    adapters = &it->second;
+  require(adapters != nullptr, kWhat, ": the model has no LoRA adapter named '", name, "'");
+  require_weights(kWhat);
+  require_whole_parameters(kWhat);
+  std::vector<Replacement> work;
+  for (const LoraAdapter& a : adapters->adapters()) {
+    if (!a.site.quantized) continue;
+    const at::Tensor dequantized = four_bit_dequantized(a.site.module);
+    if (!dequantized.defined()) continue;  // PEFT's replaces the adapters of Linear4bit layers only
+    const std::string key = a.site.module + ".weight";
+    const at::Tensor* weight = find_entry(weights, key);
+    require(weight != nullptr, kWhat, ": '", source, "' holds no '", key,
+            "' (the unquantised weight of a 4-bit layer)");
+    require(weight->is_floating_point() && weight->sizes() == dequantized.sizes(), kWhat, ": '", key, "' in '", source,
+            "' is ", weight->scalar_type(), " of shape ", weight->sizes(),
+            ", not the layer's floating-point weight of ", "shape ", dequantized.sizes());
+    require(weight->isfinite().all().item<bool>(), kWhat, ": '", key, "' in '", source, "' holds inf or NaN");
+    require(a.r <= std::min(dequantized.size(0), dequantized.size(1)), kWhat, ": r ", a.r, " of '", a.site.module,
+            "' exceeds its weight's rank bound");
+    work.push_back({&a, weight->to(dequantized.device()), dequantized});
+  }
+  require(!work.empty(), kWhat, ": no LoRA adapter of '", name,
+          "' is on a 4-bit layer (PEFT's \"No bnb LoRA module found on the model\")");
+  at::NoGradGuard no_grad;
+  // Each layer's earlier adapters (as PEFT keeps them for its rollback), all brought back where
+  // `keep` fails.
+  struct Earlier {
+    const LoraAdapter* adapter;
+    at::Tensor a, b;
+  };
+  std::vector<Earlier> earlier;
+  const auto restore = [](const Earlier& e) {
+    e.adapter->a.set_data(e.a);
+    e.adapter->b.set_data(e.b);
+  };
+  size_t kept = 0;
+  try {
+    for (const Replacement& job : work) {
+      auto [a, b] = loftq_replacement(job.weight, job.dequantized, job.adapter->r);
+      // As PEFT's `.data =`: the adapters take the float32 factors; their tensors keep their identity.
+      earlier.push_back({job.adapter, job.adapter->a.variable_data(), job.adapter->b.variable_data()});
+      job.adapter->a.set_data(a.to(earlier.back().a.device()));
+      job.adapter->b.set_data(b.to(earlier.back().b.device()));
+      if (!keep || keep(job.adapter->site.module))
+        ++kept;
+      else
+        restore(earlier.back());
+    }
+  } catch (...) {
+    for (const Earlier& e : earlier) restore(e);
+    throw;
+  }
+  return kept;
+}
+
+}  // namespace acc
