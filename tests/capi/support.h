@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <optional>
@@ -222,20 +223,31 @@ inline std::vector<std::string> strings(const acc_string_list* list) {
 
 // Rewrites the safetensors file at `path` with its tensor `name` replaced by `replacement` (kept by
 // the caller), the others as they were, in their order.
-inline void replace_saved_tensor(const std::string& path, const std::string& name, const acc_tensor* replacement) {
-  acc_tensor_list *list = nullptr, *changed = nullptr;
-  ASSERT_EQ(acc_tensor_list_load_safetensors(path.c_str(), &list), ACC_OK) << acc_last_error_message();
-  ASSERT_EQ(acc_tensor_list_create(&changed), ACC_OK);
+// A copy of `list` with each entry as `change` gives it: the entry's own tensor, another (which
+// stays the caller's), or null to leave the entry out.
+inline acc_tensor_list* changed_list(
+    const acc_tensor_list* list,
+    const std::function<const acc_tensor*(const std::string&, const acc_tensor*)>& change) {
+  acc_tensor_list* changed = nullptr;
+  EXPECT_EQ(acc_tensor_list_create(&changed), ACC_OK);
   size_t n = 0;
-  ASSERT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
+  EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
   for (size_t i = 0; i < n; ++i) {
     const char* key = nullptr;
     acc_tensor* t = nullptr;
-    ASSERT_EQ(acc_tensor_list_name(list, i, &key), ACC_OK);
-    ASSERT_EQ(acc_tensor_list_get(list, i, &t), ACC_OK);
-    ASSERT_EQ(acc_tensor_list_append(changed, key, name == key ? replacement : t), ACC_OK);
+    EXPECT_EQ(acc_tensor_list_name(list, i, &key), ACC_OK);
+    EXPECT_EQ(acc_tensor_list_get(list, i, &t), ACC_OK);
+    if (const acc_tensor* kept = change(key, t)) EXPECT_EQ(acc_tensor_list_append(changed, key, kept), ACC_OK);
     acc_tensor_free(t);
   }
+  return changed;
+}
+
+inline void replace_saved_tensor(const std::string& path, const std::string& name, const acc_tensor* replacement) {
+  acc_tensor_list* list = nullptr;
+  ASSERT_EQ(acc_tensor_list_load_safetensors(path.c_str(), &list), ACC_OK) << acc_last_error_message();
+  acc_tensor_list* changed =
+      changed_list(list, [&](const std::string& key, const acc_tensor* t) { return key == name ? replacement : t; });
   acc_tensor_list_free(list);
   ASSERT_EQ(acc_tensor_list_save_safetensors(changed, path.c_str()), ACC_OK) << acc_last_error_message();
   acc_tensor_list_free(changed);

@@ -453,21 +453,10 @@ TEST(BadInput, CountsAtTheEdgeOfInt64NeverWrap) {
   ACC_ASSERT_OK(acc_averaged_model_create(m, nullptr, &avg));
   acc_tensor_list* state = nullptr;
   ACC_ASSERT_OK(acc_averaged_model_state_dict(avg, &state));
-  acc_tensor_list* full = nullptr;
-  ACC_ASSERT_OK(acc_tensor_list_create(&full));
-  size_t n = 0;
-  ACC_ASSERT_OK(acc_tensor_list_size(state, &n));
-  for (size_t i = 0; i < n; ++i) {
-    const char* name = nullptr;
-    acc_tensor* t = nullptr;
-    ACC_ASSERT_OK(acc_tensor_list_name(state, i, &name));
-    ACC_ASSERT_OK(acc_tensor_list_get(state, i, &t));
-    const std::string key = name;
-    acc_tensor* most = key == "n_averaged" ? acc_test::longs({INT64_MAX}, {}) : nullptr;
-    ACC_ASSERT_OK(acc_tensor_list_append(full, key.c_str(), most ? most : t));
-    acc_tensor_free(most);
-    acc_tensor_free(t);
-  }
+  acc_tensor* most = acc_test::longs({INT64_MAX}, {});
+  acc_tensor_list* full = acc_test::changed_list(
+      state, [&](const std::string& key, const acc_tensor* t) { return key == "n_averaged" ? most : t; });
+  acc_tensor_free(most);
   ACC_ASSERT_OK(acc_averaged_model_load_state_dict(avg, full));
   ACC_EXPECT_ERROR(acc_averaged_model_update(avg, m), ACC_ERR_INVALID_ARGUMENT, "one more update does not fit");
   int64_t count = 0;

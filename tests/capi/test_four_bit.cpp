@@ -522,19 +522,10 @@ TEST(FourBit, ReplaceLoraWeightsLoftqStartsAdaptersFromTheQuantisationError) {
                    ACC_ERR_INVALID_ARGUMENT, "the model has no LoRA adapter named 'other'");
   ACC_EXPECT_ERROR(acc_model_replace_lora_weights_loftq(again, nullptr, nullptr, nullptr, nullptr, nullptr),
                    ACC_ERR_INVALID_ARGUMENT, "model_path");
-  acc_tensor_list *state = nullptr, *without = nullptr;
+  acc_tensor_list* state = nullptr;
   ACC_ASSERT_OK(acc_tensor_list_load_safetensors(file.c_str(), &state));
-  ACC_ASSERT_OK(acc_tensor_list_create(&without));
-  size_t n = 0;
-  ACC_ASSERT_OK(acc_tensor_list_size(state, &n));
-  for (size_t i = 0; i < n; ++i) {
-    const char* name = nullptr;
-    acc_tensor* t = nullptr;
-    ACC_ASSERT_OK(acc_tensor_list_name(state, i, &name));
-    ACC_ASSERT_OK(acc_tensor_list_get(state, i, &t));
-    if (std::string(name) != "fc3.weight") ACC_ASSERT_OK(acc_tensor_list_append(without, name, t));
-    acc_tensor_free(t);
-  }
+  acc_tensor_list* without = acc_test::changed_list(
+      state, [](const std::string& key, const acc_tensor* t) { return key == "fc3.weight" ? nullptr : t; });
   const std::string partial = acc_test::temp_path("loftq_without_fc3.safetensors");
   ACC_ASSERT_OK(acc_tensor_list_save_safetensors(without, partial.c_str()));
   ACC_EXPECT_ERROR(acc_model_replace_lora_weights_loftq(again, partial.c_str(), nullptr, nullptr, nullptr, nullptr),
