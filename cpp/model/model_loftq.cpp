@@ -14,9 +14,12 @@ namespace {
 
 constexpr const char* kWhat = "replace_lora_weights_loftq";
 
-// One layer's work, every input checked.
+// One layer's work, every input checked. The adapter's tensors are held themselves (handles to
+// the adapter's own), not the adapter: `keep` may call the library, even remove the adapters.
 struct Replacement {
-  const LoraAdapter* adapter;
+  std::string module;
+  at::Tensor a, b;  // lora_A's and lora_B's weights
+  int64_t r;
   at::Tensor weight;       // the unquantised weight, on the layer's device
   at::Tensor dequantized;  // the 4-bit weight as it computes
 };
@@ -56,7 +59,7 @@ size_t Model::replace_lora_weights_loftq(const NamedTensors& weights, const std:
     require(weight->isfinite().all().item<bool>(), kWhat, ": '", key, "' in '", source, "' holds inf or NaN");
     require(a.r <= std::min(dequantized.size(0), dequantized.size(1)), kWhat, ": r ", a.r, " of '", a.site.module,
             "' exceeds its weight's rank bound");
-    work.push_back({&a, weight->to(dequantized.device()), dequantized});
+    work.push_back({a.site.module, a.a, a.b, a.r, weight->to(dequantized.device()), dequantized});
   }
   require(!work.empty(), kWhat, ": no LoRA adapter of '", name,
           "' is on a 4-bit layer (PEFT's \"No bnb LoRA module found on the model\")");
@@ -64,23 +67,23 @@ size_t Model::replace_lora_weights_loftq(const NamedTensors& weights, const std:
   // Each layer's earlier adapters (as PEFT keeps them for its rollback), all brought back where
   // `keep` fails.
   struct Earlier {
-    const LoraAdapter* adapter;
-    at::Tensor a, b;
+    at::Tensor a, b;            // the adapter's tensors
+    at::Tensor data_a, data_b;  // what they held
   };
   std::vector<Earlier> earlier;
   const auto restore = [](const Earlier& e) {
-    e.adapter->a.set_data(e.a);
-    e.adapter->b.set_data(e.b);
+    e.a.set_data(e.data_a);
+    e.b.set_data(e.data_b);
   };
   size_t kept = 0;
   try {
     for (const Replacement& job : work) {
-      auto [a, b] = loftq_replacement(job.weight, job.dequantized, job.adapter->r);
+      auto [a, b] = loftq_replacement(job.weight, job.dequantized, job.r);
       // As PEFT's `.data =`: the adapters take the float32 factors; their tensors keep their identity.
-      earlier.push_back({job.adapter, job.adapter->a.variable_data(), job.adapter->b.variable_data()});
-      job.adapter->a.set_data(a.to(earlier.back().a.device()));
-      job.adapter->b.set_data(b.to(earlier.back().b.device()));
-      if (!keep || keep(job.adapter->site.module))
+      earlier.push_back({job.a, job.b, job.a.variable_data(), job.b.variable_data()});
+      job.a.set_data(a.to(job.a.device()));
+      job.b.set_data(b.to(job.b.device()));
+      if (!keep || keep(job.module))
         ++kept;
       else
         restore(earlier.back());

@@ -466,6 +466,16 @@ int keep_only(void* user_data, const char* module, int* keep) {
   return 0;
 }
 
+// Removes the model's adapters from inside the callback, the first time (it may call the library).
+int unload_then_keep(void* user_data, const char*, int* keep) {
+  *keep = 1;
+  auto* m = static_cast<acc_model*>(user_data);
+  char* active = nullptr;
+  if (acc_model_active_adapter(m, &active) != ACC_OK) return 0;
+  acc_string_free(active);
+  return acc_model_unload_lora(m);
+}
+
 }  // namespace
 
 // PEFT's replace_lora_weights_loftq: the adapters of the 4-bit layers restart from LoftQ's factors
@@ -533,6 +543,14 @@ TEST(FourBit, ReplaceLoraWeightsLoftqStartsAdaptersFromTheQuantisationError) {
   EXPECT_EQ(param(again, "fc1.lora_A.weight"), fc1_a) << "fc1 came before the missing entry";
   acc_tensor_list_free(state);
   acc_tensor_list_free(without);
+  // A callback that removes the adapters midway leaves a model without them (what it asked for).
+  acc_model* unloaded = quantised(c["config"]);
+  add_case_lora(unloaded, c["config"]);
+  ACC_ASSERT_OK(
+      acc_model_replace_lora_weights_loftq(unloaded, file.c_str(), nullptr, &unload_then_keep, unloaded, nullptr));
+  char* active = nullptr;
+  EXPECT_EQ(acc_model_active_adapter(unloaded, &active), ACC_ERR_INVALID_ARGUMENT);
+  acc_model_free(unloaded);
   // Adapters on no 4-bit layer (case 2 keeps fc2 unquantised): PEFT's "No bnb LoRA module found".
   acc_model* skipped = quantised(all["cases"][2]["config"]);
   acc_options* o = acc_test::lora_options(2, 2);
