@@ -1270,7 +1270,7 @@ ACC_API void acc_model_free(acc_model *model);
  * min_8bit_size elements kept as blockwise 8-bit codes, a smaller one's in float32 with its 32-bit
  * rule; weight decay decoupled for adam, ademamix and lion, added to the gradient for the others;
  * what those classes refuse is refused: sgd_8bit without momentum and rmsprop_8bit with alpha 0
- * ACC_ERR_UNSUPPORTED, as its NotImplementedError; its paged optimizers, "paged_<name>",
+ * ACC_ERR_UNSUPPORTED, as its NotImplementedError; its paged optimizers, any "paged_<name>",
  * ACC_ERR_UNSUPPORTED; OneCycleLR's cycled momentum is the class's first beta: sgd_8bit's
  * momentum, rmsprop_8bit's alpha, none for adagrad_8bit; python_state_files writes and reads
  * bitsandbytes' layout; zero_stage 1-3 refuse them: their blocks need whole parameters);

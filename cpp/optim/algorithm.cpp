@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -45,11 +46,15 @@ const OptimizerAlgorithm& optimizer_algorithm(const std::string& name) {
   // bitsandbytes' paged optimizers keep their state in CUDA's unified memory, which pages it to
   // the host under pressure; their arithmetic is the unpaged one's.
   const std::string paged = "paged_";
-  if (name.rfind(paged, 0) == 0)
-    for (const auto* a : all)
-      if (a->name() == name.substr(paged.size()) && a->name().find("_8bit") != std::string::npos)
-        fail(Status::Unsupported, "optimizer '", name, "': bitsandbytes' paged optimizers (state in CUDA unified ",
-             "memory) are not built; '", a->name(), "' computes the same steps with its state in ordinary memory");
+  if (name.rfind(paged, 0) == 0) {
+    const std::string unpaged = name.substr(paged.size());
+    const bool known = std::any_of(all.begin(), all.end(), [&](const auto* a) { return a->name() == unpaged; });
+    fail(Status::Unsupported, "optimizer '", name, "': bitsandbytes' paged optimizers (state in CUDA unified ",
+         "memory) are not built; ",
+         known ? "'" + unpaged + "' computes the same steps with its state in ordinary memory"
+               : std::string("its 8-bit ones are (adamw_8bit, ...), and with a min_8bit_size above every ") +
+                     "parameter's size they take bitsandbytes' 32-bit rule");
+  }
   fail(Status::InvalidArgument, "unknown optimizer '", name, "' (known: ", known, ")");
 }
 

@@ -841,8 +841,8 @@ TEST(Optimizers, BadOptionsAreRefusedWithTheReason) {
     EXPECT_EQ(opt, nullptr);
     acc_options_free(o);
   }
-  ACC_EXPECT_ERROR(acc_optimizer_create(net.model, "paged_adamw", nullptr, &opt), ACC_ERR_INVALID_ARGUMENT,
-                   "unknown optimizer 'paged_adamw'");
+  ACC_EXPECT_ERROR(acc_optimizer_create(net.model, "paged_adamw_32bit", nullptr, &opt), ACC_ERR_UNSUPPORTED,
+                   "with a min_8bit_size above every parameter's size they take bitsandbytes' 32-bit rule");
   ACC_EXPECT_ERROR(acc_optimizer_create(net.model, "lamb", nullptr, &opt), ACC_ERR_INVALID_ARGUMENT,
                    "known: sgd, adam, adamw, rmsprop, adagrad, lion, adafactor, radam, nadam, adamax, adadelta, "
                    "rprop, asgd, adamw_schedule_free, sgd_schedule_free");
