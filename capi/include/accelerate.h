@@ -1221,7 +1221,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_begin_lora_ga(acc_model *model, const
 ACC_API ACC_NODISCARD acc_status acc_model_add_lora_ga(acc_model *model, size_t *count);
 /* Decides whether the adapters LoftQ just gave `module` stay (*keep non-zero) or the layer's earlier
  * ones come back (0); returns 0, or a non-zero status that fails the call (its message set with
- * acc_callback_set_error). It may run the model (a forward comparing outputs), not free it. */
+ * acc_callback_set_error). It may run the model (a forward comparing outputs); changing its adapters
+ * (adding, removing, switching, merging) is refused while it runs; it must not free the model. */
 typedef int (*acc_loftq_keep_fn)(void *user_data, const char *module, int *keep);
 /* PEFT's replace_lora_weights_loftq(peft_model, model_path, adapter_name, callback): on a model
  * quantised to 4 bits (acc_model_quantize) with LoRA adapters, each adapter of a 4-bit layer
@@ -1234,8 +1235,9 @@ typedef int (*acc_loftq_keep_fn)(void *user_data, const char *module, int *keep)
  * adapter, else a named one. `keep` (may be NULL: every layer keeps them) is asked after each
  * layer, in the model's order. InvalidArgument, before anything changes: no adapter of that name,
  * none on a 4-bit layer (PEFT's "No bnb LoRA module found"), a weight missing from the file, of
- * another shape (a Conv1D's transposed one included) or not finite. A failing `keep` fails the call
- * and brings every layer's earlier adapters back. `count` (optional): the layers that kept new
+ * another shape (a Conv1D's transposed one included), not finite in float32, or whose factors are
+ * not (near float32's limits; PEFT's adapters would be NaN). A failing `keep` fails the call and
+ * brings every layer's earlier adapters back. A prepared model takes the values in place. `count` (optional): the layers that kept new
  * adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_replace_lora_weights_loftq(acc_model *model, const char *model_path,
                                                                       const char *adapter_name, acc_loftq_keep_fn keep,

@@ -69,6 +69,11 @@ class PreparedModel final : public Model {
                               const WeightedCombination&) override {
     refuse_adapter_change();
   }
+  // New values in the adapters' own tensors, as load_lora's (every process alike keeps replicas equal).
+  size_t replace_lora_weights_loftq(const NamedTensors& weights, const std::string& source, const std::string& adapter,
+                                    const std::function<bool(const std::string&)>& keep) override {
+    return inner_->replace_lora_weights_loftq(weights, source, adapter, keep);
+  }
   std::vector<std::string> adapter_names() const override { return inner_->adapter_names(); }
   const std::string& active_adapter() const override { return inner_->active_adapter(); }
   const std::map<std::string, LoraAdapters>& inactive_adapters() const override { return inner_->inactive_adapters(); }

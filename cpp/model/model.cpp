@@ -280,8 +280,8 @@ std::vector<std::string> Model::parameter_names_matching(const std::string& patt
   return names;
 }
 
-std::shared_ptr<void> Model::hold_trainable_set(std::string reason, bool freezing_too) {
-  auto hold = std::make_shared<TrainableSetHold>(TrainableSetHold{std::move(reason), freezing_too});
+std::shared_ptr<void> Model::hold_trainable_set(std::string reason, bool freezing_too, bool merging_too) {
+  auto hold = std::make_shared<TrainableSetHold>(TrainableSetHold{std::move(reason), freezing_too, merging_too});
   holds_.erase(std::remove_if(holds_.begin(), holds_.end(), [](const auto& h) { return h.expired(); }), holds_.end());
   holds_.push_back(hold);
   return hold;
@@ -290,6 +290,11 @@ std::shared_ptr<void> Model::hold_trainable_set(std::string reason, bool freezin
 void Model::require_trainable_set_free(bool freezing) const {
   for (const auto& weak : holds_)
     if (auto hold = weak.lock(); hold && (!freezing || hold->freezing_too)) fail(Status::InvalidArgument, hold->reason);
+}
+
+void Model::require_merging_free() const {
+  for (const auto& weak : holds_)
+    if (auto hold = weak.lock(); hold && hold->merging_too) fail(Status::InvalidArgument, hold->reason);
 }
 
 size_t Model::set_requires_grad(const std::string& patterns, bool requires_grad) {
@@ -722,6 +727,7 @@ size_t Model::checkpoint_activations(const UnitPolicy&) {
 
 void Model::merge_lora() {
   require(!lora_.empty(), "the model has no LoRA adapters or trainable tokens to merge");
+  require_merging_free();
   require(sharded_at_rest_.empty(), "merge_lora: the model is prepared under zero_stage 3, which holds only slices of "
                                     "its weights and adapters; acc_save_model writes the full weights with the "
                                     "adapters merged");

@@ -137,8 +137,8 @@ class Model {
   // An optimizer made over the model, or a prepared model (DDP, sharding), was built over the
   // trainable parameters of the time: while such a hold lives, adding adapters and unfreezing are
   // refused with `reason` (freezing too when `freezing_too`: DDP's and sharding's reductions expect
-  // every gradient). Dropping the returned hold ends it.
-  std::shared_ptr<void> hold_trainable_set(std::string reason, bool freezing_too);
+  // every gradient; merging adapters too when `merging_too`). Dropping the returned hold ends it.
+  std::shared_ptr<void> hold_trainable_set(std::string reason, bool freezing_too, bool merging_too = false);
   // Sets every parameter's gradient to none, and those kept elsewhere for it (set_gradient_keeper).
   virtual void zero_grad();
   // Sharded data parallelism keeps the gradients the optimizer steps in slices of its own: zero_grad
@@ -219,8 +219,9 @@ class Model {
   // errors); `keep(module)` (may be empty) decides after each layer whether its new adapters stay
   // or the old ones come back. Every weight is checked before anything changes. Returns how many
   // layers kept new adapters.
-  size_t replace_lora_weights_loftq(const NamedTensors& weights, const std::string& source, const std::string& adapter,
-                                    const std::function<bool(const std::string& module)>& keep);
+  virtual size_t replace_lora_weights_loftq(const NamedTensors& weights, const std::string& source,
+                                            const std::string& adapter,
+                                            const std::function<bool(const std::string& module)>& keep);
   // The weight of a 4-bit layer at `module` dequantised as bitsandbytes' dequantize_4bit gives it;
   // undefined where the module is none.
   virtual at::Tensor four_bit_dequantized(const std::string& /*module*/) const { return {}; }
@@ -284,6 +285,8 @@ class Model {
   void freeze_all_but_adapters(const std::map<std::string, at::Tensor>& trained_whole);
   // Fails with a live hold's reason when the trainable set may not change (see hold_trainable_set).
   void require_trainable_set_free(bool freezing) const;
+  // Fails with the reason of a live hold that keeps adapters from being merged.
+  void require_merging_free() const;
 
  private:
   // Named adapters: see add_named_lora.
@@ -313,6 +316,7 @@ class Model {
   struct TrainableSetHold {
     std::string reason;
     bool freezing_too;
+    bool merging_too;
   };
   std::vector<std::weak_ptr<const TrainableSetHold>> holds_;
 };

@@ -2,6 +2,7 @@
 // of a model quantised to 4 bits restart from LoftQ's factors of each layer's quantisation error,
 // the unquantised weights read from the model's own safetensors files. PEFT computes it on CUDA
 // only; here on the layer's device.
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -60,9 +61,17 @@ size_t Model::replace_lora_weights_loftq(const NamedTensors& weights, const std:
     require(a.r <= std::min(dequantized.size(0), dequantized.size(1)), kWhat, ": r ", a.r, " of '", a.site.module,
             "' exceeds its weight's rank bound");
     work.push_back({a.site.module, a.a, a.b, a.r, weight->to(dequantized.device()), dequantized});
+    // PEFT computes in float32: a weight finite in its own dtype may not be there.
+    require(work.back().weight.to(at::kFloat).isfinite().all().item<bool>(), kWhat, ": '", key, "' in '", source,
+            "' is beyond float32's range, in which LoftQ computes");
   }
   require(!work.empty(), kWhat, ": no LoRA adapter of '", name,
           "' is on a 4-bit layer (PEFT's \"No bnb LoRA module found on the model\")");
+  // `keep` may run the model, not change its adapters: the count and the rollback are of these.
+  const std::shared_ptr<void> hold = hold_trainable_set(
+      "acc_model_replace_lora_weights_loftq is replacing the adapters: inside its keep callback they cannot be "
+      "added, removed, switched or merged",
+      /*freezing_too=*/true, /*merging_too=*/true);
   at::NoGradGuard no_grad;
   // Each layer's earlier adapters (as PEFT keeps them for its rollback), all brought back where
   // `keep` fails.
@@ -78,7 +87,17 @@ size_t Model::replace_lora_weights_loftq(const NamedTensors& weights, const std:
   size_t kept = 0;
   try {
     for (const Replacement& job : work) {
-      auto [a, b] = loftq_replacement(job.weight, job.dequantized, job.r);
+      at::Tensor a, b;
+      try {
+        std::tie(a, b) = loftq_replacement(job.weight, job.dequantized, job.r);
+      } catch (const c10::Error& e) {
+        fail(Status::InvalidArgument, kWhat, ": the quantisation error of '", job.module, "' (its weight from '",
+             source, "') cannot be factored: ", e.what_without_backtrace());
+      }
+      // Near float32's limits the error or its factors overflow: refused, as PEFT's NaN adapters would train nothing.
+      require(a.isfinite().all().item<bool>() && b.isfinite().all().item<bool>(), kWhat,
+              ": LoftQ's factors of the quantisation error of '", job.module, "' (its weight from '", source,
+              "') are not finite: the weight is too close to float32's limits");
       // As PEFT's `.data =`: the adapters take the float32 factors; their tensors keep their identity.
       earlier.push_back({job.a, job.b, job.a.variable_data(), job.b.variable_data()});
       job.a.set_data(a.to(job.a.device()));

@@ -292,6 +292,7 @@ size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, con
 
 void Model::merge_lora_adapters(const std::vector<std::string>& names) {
   require(!names.empty(), "merge: no adapter named to merge");
+  require_merging_free();
   require(sharded_at_rest_.empty(), "merge: the model is prepared under zero_stage 3, which holds only slices of its ",
           "weights and adapters");
   require_weights("merge_lora");

@@ -107,6 +107,9 @@ class Bnb8bitAlgorithm final : public OptimizerAlgorithm {
     for (const char* beta : {"beta1", "beta2", "beta3", "momentum"})
       if (takes(beta)) check_number(j, beta, 0, 1, false, where);
     if (rule_ == Bnb8bitRule::RMSprop) check_number(j, "alpha", 0, 1, false, where);
+    // What the classes refuse when made (a loaded group too: Adagrad8bit's betas are zeros).
+    if (const char* first = beta1_key(); first && (rule_ == Bnb8bitRule::Momentum || rule_ == Bnb8bitRule::RMSprop))
+      require(j.at(first).get<double>() > 0, where, ": '", first, "' is 0, which ", python_class_, " does not take");
     check_whole(j, "min_8bit_size", where);
     if (rule_ == Bnb8bitRule::AdEMAMix) {
       check_number(j, "alpha", 0, kInf, true, where);

@@ -90,7 +90,9 @@ void read_bitsandbytes_group_key(const std::string& algorithm, const TorchSavedF
   } else if (key == "betas") {
     const auto& items = file.sequence(value, at);
     if (items.size() != layout.betas.size())
-      file.refuse(at, layout.betas.size() == 3 ? "three betas" : "a pair of betas", value);
+      fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': '", at, "' holds ", items.size(),
+           " betas, where the bitsandbytes optimizer behind ", algorithm, " has ", layout.betas.size(),
+           " (saved by another optimizer?)");
     for (size_t i = 0; i < items.size(); ++i)
       read_member(algorithm, file, layout.betas[i], *items[i], ours, concat(at, "[", i, "]"));
   } else if (key == "eps") {

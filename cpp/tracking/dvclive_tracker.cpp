@@ -24,6 +24,14 @@ using dvclive::parts_of;
 using dvclive::tsv_field;
 namespace {
 
+// A log_metric keyword (checked already: true, false or None) as Live's `if plot:` reads it:
+// absent, its default; None, false.
+bool python_flag(const nlohmann::json& kwargs, const char* key, bool absent) {
+  const auto it = kwargs.find(key);
+  if (it == kwargs.end()) return absent;
+  return it->is_boolean() && it->get<bool>();
+}
+
 // The folders under <dir>/plots that a new run empties, and the files it removes (Live's cleanup).
 const char* const kPlotFolders[] = {"metrics", "images", "sklearn", "custom"};
 const char* const kRunFiles[] = {"metrics.json", "params.yaml", "report.html", "report.md"};
@@ -229,7 +237,7 @@ void DvcliveTracker::log(const std::shared_ptr<const Record>& record) {
   if (record->of_images || record->of_histogram) return;
   take_names(*record);
   const nlohmann::json kwargs = log_kwargs_of(*record, name_);
-  const bool plot = kwargs.value("plot", true), timestamp = kwargs.value("timestamp", false);
+  const bool plot = python_flag(kwargs, "plot", true), timestamp = python_flag(kwargs, "timestamp", false);
   writer_->post([record, run = run_, tables = tables_, plot, timestamp](std::FILE*&, const std::string&) {
     run->apply(*record);
     if (!plot) return;  // Live.log_metric(plot=False): the summary alone

@@ -466,14 +466,16 @@ int keep_only(void* user_data, const char* module, int* keep) {
   return 0;
 }
 
-// Removes the model's adapters from inside the callback, the first time (it may call the library).
-int unload_then_keep(void* user_data, const char*, int* keep) {
+// Runs the model, then tries to remove its adapters, from inside the callback.
+int forward_then_unload(void* user_data, const char*, int* keep) {
   *keep = 1;
   auto* m = static_cast<acc_model*>(user_data);
-  char* active = nullptr;
-  if (acc_model_active_adapter(m, &active) != ACC_OK) return 0;
-  acc_string_free(active);
-  return acc_model_unload_lora(m);
+  acc_tensor* x = acc_test::floats(std::vector<float>(128, 0.5f), {1, 128});
+  acc_tensor* out = nullptr;
+  const acc_status ran = acc_model_forward1(m, x, 0, &out);
+  acc_tensor_free(x);
+  acc_tensor_free(out);
+  return ran != ACC_OK ? ran : acc_model_unload_lora(m);
 }
 
 }  // namespace
@@ -543,14 +545,46 @@ TEST(FourBit, ReplaceLoraWeightsLoftqStartsAdaptersFromTheQuantisationError) {
   EXPECT_EQ(param(again, "fc1.lora_A.weight"), fc1_a) << "fc1 came before the missing entry";
   acc_tensor_list_free(state);
   acc_tensor_list_free(without);
-  // A callback that removes the adapters midway leaves a model without them (what it asked for).
-  acc_model* unloaded = quantised(c["config"]);
-  add_case_lora(unloaded, c["config"]);
+  // The callback may run the model; removing (adding, switching, merging) adapters inside it is
+  // refused, which fails the call with the adapters as they were.
+  ACC_EXPECT_ERROR(
+      acc_model_replace_lora_weights_loftq(again, file.c_str(), nullptr, &forward_then_unload, again, nullptr),
+      ACC_ERR_IO, "inside its keep callback they cannot be added, removed, switched or merged");
+  EXPECT_EQ(param(again, "fc1.lora_A.weight"), fc1_a);
+  // A weight beyond float32's range, in which LoftQ computes, is refused before anything changes.
+  acc_tensor_list* wide = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors(file.c_str(), &wide));
+  acc_tensor* fc3 = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_find(wide, "fc3.weight", &fc3));
+  int64_t fc3_size = 0;
+  ACC_ASSERT_OK(acc_tensor_numel(fc3, &fc3_size));
+  std::vector<int64_t> fc3_shape(2);
+  size_t fc3_dims = 0;
+  ACC_ASSERT_OK(acc_tensor_shape(fc3, fc3_shape.data(), 2, &fc3_dims));
+  std::vector<double> huge(static_cast<size_t>(fc3_size), 1e39);
+  acc_tensor* huge_weight = nullptr;
   ACC_ASSERT_OK(
-      acc_model_replace_lora_weights_loftq(unloaded, file.c_str(), nullptr, &unload_then_keep, unloaded, nullptr));
-  char* active = nullptr;
-  EXPECT_EQ(acc_model_active_adapter(unloaded, &active), ACC_ERR_INVALID_ARGUMENT);
-  acc_model_free(unloaded);
+      acc_tensor_from_host(huge.data(), huge.size() * 8, fc3_shape.data(), 2, ACC_DTYPE_FLOAT64, &huge_weight));
+  const std::string beyond = acc_test::temp_path("loftq_beyond_float32.safetensors");
+  ACC_ASSERT_OK(acc_tensor_list_save_safetensors(wide, beyond.c_str()));
+  acc_test::replace_saved_tensor(beyond, "fc3.weight", huge_weight);
+  ACC_EXPECT_ERROR(acc_model_replace_lora_weights_loftq(again, beyond.c_str(), nullptr, nullptr, nullptr, nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "is beyond float32's range");
+  EXPECT_EQ(param(again, "fc1.lora_A.weight"), fc1_a);
+  acc_tensor_free(fc3);
+  acc_tensor_free(huge_weight);
+  acc_tensor_list_free(wide);
+  // A prepared model takes the new values in its adapters' own tensors, as load_lora's.
+  acc_model* prepared = quantised(c["config"]);
+  add_case_lora(prepared, c["config"]);
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  ACC_ASSERT_OK(acc_prepare(acc, &prepared, nullptr, nullptr, nullptr));
+  size_t replaced = 0;
+  ACC_ASSERT_OK(acc_model_replace_lora_weights_loftq(prepared, file.c_str(), nullptr, nullptr, nullptr, &replaced));
+  EXPECT_EQ(replaced, 2u);
+  EXPECT_EQ(param(prepared, "fc3.lora_A.weight"), acc_test::float_values(c["loftq"]["fc3"]["a"]));
+  acc_model_free(prepared);
+  acc_accelerator_free(acc);
   // Adapters on no 4-bit layer (case 2 keeps fc2 unquantised): PEFT's "No bnb LoRA module found".
   acc_model* skipped = quantised(all["cases"][2]["config"]);
   acc_options* o = acc_test::lora_options(2, 2);

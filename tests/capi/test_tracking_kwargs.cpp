@@ -158,6 +158,8 @@ TEST(TrackerKwargs, LogKwargsReachEachTracker) {
   for (const auto& [kwargs, expected] : mistakes)
     ACC_EXPECT_ERROR(acc_log_ex(a, loss, half, 1, -1, kwargs.c_str()), expected.first, expected.second);
   ACC_ASSERT_OK(acc_log_ex(a, loss, quarter, 1, -1, ""));  // step 6: the refused calls took none
+  // None, as Python's `if plot:` reads it: false (no row), and no timestamp.
+  ACC_ASSERT_OK(acc_log_ex(a, acc_name, half, 1, -1, R"({"dvclive": {"plot": null, "timestamp": null}})"));
   const std::string events = acc_test::tracker_path(a, "tensorboard");
   const std::string mlflow_run = acc_test::tracker_path(a, "mlflow");
   const std::string jsonl = acc_test::tracker_path(a, "jsonl");
@@ -195,7 +197,7 @@ TEST(TrackerKwargs, LogKwargsReachEachTracker) {
   EXPECT_NE(summary.find("\"loss\": 0.25"), std::string::npos) << summary;
   size_t lines = 0;
   for (char c : acc_test::read_file(jsonl)) lines += c == '\n';
-  EXPECT_EQ(lines, 4u) << "steps 3, 4, 5 and 6";
+  EXPECT_EQ(lines, 5u) << "steps 3, 4, 5, 6 and 7";
 }
 
 // log_kwargs with texts (acc_log_text_ex, TensorBoard's add_text) and a group (acc_log_scalars_ex,

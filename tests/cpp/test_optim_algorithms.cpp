@@ -307,6 +307,26 @@ TEST(PythonOptimizerState, BitsandbytesGroupsPackTheirClassesArguments) {
   const auto snapshot = acc::python_optimizer_snapshot(sgd, acc::TorchSavedFile(path));
   const auto groups = nlohmann::json::parse(snapshot.metadata.at("param_groups"));
   EXPECT_EQ(groups[0]["options"]["momentum"], 0.5);
+
+  // Another class's file: Adagrad8bit's betas (0, 0) would give RMSprop8bit an alpha of 0, which it
+  // refuses; AdEMAMix's three betas are no pair.
+  auto refusal = [&](acc::TorchOptimizer& saved, acc::TorchOptimizer& loading) {
+    acc::save_torch_pickle(path, acc::python_optimizer_state_dict(saved));
+    try {
+      const auto loaded = acc::python_optimizer_snapshot(loading, acc::TorchSavedFile(path));
+      acc::prepare_optimizer_restore(loading, loaded, path);
+    } catch (const acc::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  acc::TorchOptimizer adagrad(acc::model_from_spec(kSpec), "adagrad_8bit", options({}));
+  acc::TorchOptimizer rmsprop(acc::model_from_spec(kSpec), "rmsprop_8bit", options({}));
+  EXPECT_NE(refusal(adagrad, rmsprop).find("'alpha' is 0, which RMSprop8bit does not take"), std::string::npos)
+      << refusal(adagrad, rmsprop);
+  EXPECT_NE(refusal(ademamix, sgd).find("holds 3 betas, where the bitsandbytes optimizer behind sgd_8bit has 2"),
+            std::string::npos)
+      << refusal(ademamix, sgd);
   std::remove(path.c_str());
 }
 
