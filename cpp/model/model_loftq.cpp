@@ -56,14 +56,13 @@ size_t Model::replace_lora_weights_loftq(const NamedTensors& weights, const std:
             "' (the unquantised weight of a 4-bit layer)");
     require(weight->is_floating_point() && weight->sizes() == dequantized.sizes(), kWhat, ": '", key, "' in '", source,
             "' is ", weight->scalar_type(), " of shape ", weight->sizes(),
-            ", not the layer's floating-point weight of ", "shape ", dequantized.sizes());
-    require(weight->isfinite().all().item<bool>(), kWhat, ": '", key, "' in '", source, "' holds inf or NaN");
+            ", not the layer's floating-point weight of shape ", dequantized.sizes());
+    // LoftQ computes in float32, as PEFT: a float64 weight must fit it too.
+    require(weight->to(at::kFloat).isfinite().all().item<bool>(), kWhat, ": '", key, "' in '", source,
+            "' holds inf or NaN, or values beyond float32's range, in which LoftQ computes");
     require(a.r <= std::min(dequantized.size(0), dequantized.size(1)), kWhat, ": r ", a.r, " of '", a.site.module,
             "' exceeds its weight's rank bound");
     work.push_back({a.site.module, a.a, a.b, a.r, weight->to(dequantized.device()), dequantized});
-    // PEFT computes in float32: a weight finite in its own dtype may not be there.
-    require(work.back().weight.to(at::kFloat).isfinite().all().item<bool>(), kWhat, ": '", key, "' in '", source,
-            "' is beyond float32's range, in which LoftQ computes");
   }
   require(!work.empty(), kWhat, ": no LoRA adapter of '", name,
           "' is on a 4-bit layer (PEFT's \"No bnb LoRA module found on the model\")");

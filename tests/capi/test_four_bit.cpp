@@ -569,7 +569,7 @@ TEST(FourBit, ReplaceLoraWeightsLoftqStartsAdaptersFromTheQuantisationError) {
   ACC_ASSERT_OK(acc_tensor_list_save_safetensors(wide, beyond.c_str()));
   acc_test::replace_saved_tensor(beyond, "fc3.weight", huge_weight);
   ACC_EXPECT_ERROR(acc_model_replace_lora_weights_loftq(again, beyond.c_str(), nullptr, nullptr, nullptr, nullptr),
-                   ACC_ERR_INVALID_ARGUMENT, "is beyond float32's range");
+                   ACC_ERR_INVALID_ARGUMENT, "or values beyond float32's range, in which LoftQ computes");
   EXPECT_EQ(param(again, "fc1.lora_A.weight"), fc1_a);
   acc_tensor_free(fc3);
   acc_tensor_free(huge_weight);
