@@ -4,6 +4,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gpu_support.h"
@@ -159,6 +160,51 @@ TEST(GpuFourBit, QloraTrainsOnCudaAsOnTheCpu) {
   EXPECT_GT(max_difference(parameter(cuda, "2.lora_B.weight"), std::vector<float>(8 * 4, 0.0f)), 1e-4);
   acc_model_free(cpu);
   acc_model_free(cuda);
+}
+
+// PEFT's replace_lora_weights_loftq on CUDA, where PEFT computes it: B A, LoftQ's approximation of
+// each 4-bit layer's quantisation error, the CPU's up to the SVD's rounding (the factors themselves
+// may differ in the signs of singular vectors).
+TEST(GpuFourBit, ReplaceLoraWeightsLoftqOnCudaAsOnTheCpu) {
+  ACC_REQUIRE_CUDA();
+  const std::string file = saved_spec("four_bit_loftq");
+  const std::string weights = acc_gpu::work_dir("four_bit_loftq") + "/model.safetensors";
+  {
+    acc_model* m = nullptr;
+    ASSERT_EQ(acc_model_load_torchscript(file.c_str(), &m), ACC_OK);
+    acc_tensor_list* state = nullptr;
+    ASSERT_EQ(acc_model_state_dict(m, &state), ACC_OK);
+    ASSERT_EQ(acc_tensor_list_save_safetensors(state, weights.c_str()), ACC_OK) << acc_last_error_message();
+    acc_tensor_list_free(state);
+    acc_model_free(m);
+  }
+  const char* config = R"({"load_in_4bit": true, "bnb_4bit_quant_type": "nf4", "llm_int8_skip_modules": []})";
+  auto product = [&](const char* device, const char* layer, int64_t out, int64_t in) {
+    acc_model* m = nullptr;
+    EXPECT_EQ(acc_model_load_torchscript(file.c_str(), &m), ACC_OK);
+    EXPECT_EQ(acc_model_to(m, device, ACC_DTYPE_UNDEFINED), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_model_quantize(m, config, nullptr), ACC_OK) << acc_last_error_message();
+    acc_options* lora = acc_test::lora_options(4, 8);
+    EXPECT_EQ(acc_model_add_lora(m, "0,2", lora, nullptr), ACC_OK) << acc_last_error_message();
+    acc_options_free(lora);
+    size_t count = 0;
+    EXPECT_EQ(acc_model_replace_lora_weights_loftq(m, weights.c_str(), nullptr, nullptr, nullptr, &count), ACC_OK)
+        << acc_last_error_message();
+    EXPECT_EQ(count, 2u);
+    const std::vector<float> b = parameter(m, (std::string(layer) + ".lora_B.weight").c_str());
+    const std::vector<float> a = parameter(m, (std::string(layer) + ".lora_A.weight").c_str());
+    std::vector<float> ba(static_cast<size_t>(out * in), 0.0f);
+    for (int64_t i = 0; i < out; ++i)
+      for (int64_t k = 0; k < 4; ++k)
+        for (int64_t j = 0; j < in; ++j) ba[i * in + j] += b[i * 4 + k] * a[k * in + j];
+    acc_model_free(m);
+    return ba;
+  };
+  for (const auto& [layer, out, in] : {std::tuple<const char*, int64_t, int64_t>{"0", 32, 64}, {"2", 8, 32}}) {
+    const std::vector<float> cpu = product("cpu", layer, out, in), cuda = product("cuda:0", layer, out, in);
+    EXPECT_LT(max_difference(cuda, cpu), 1e-4) << layer;
+    EXPECT_GT(max_difference(cpu, std::vector<float>(cpu.size(), 0.0f)), 1e-4) << layer << ": no correction";
+  }
 }
 
 // LLM.int8 on CUDA: bitsandbytes multiplies in int8 there in training too (MatMul8bitLt), as the
