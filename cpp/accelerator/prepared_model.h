@@ -77,6 +77,16 @@ class PreparedModel final : public Model {
   std::vector<std::string> adapter_names() const override { return inner_->adapter_names(); }
   const std::string& active_adapter() const override { return inner_->active_adapter(); }
   const std::map<std::string, LoraAdapters>& inactive_adapters() const override { return inner_->inactive_adapters(); }
+  // Quantising, and PEFT's prepare_model_for_kbit_training (which freezes every parameter and casts
+  // some), change what DDP, the sharding engine and the optimizers were built over.
+  bool has_quantized_layers() const override { return inner_->has_quantized_layers(); }
+  size_t quantize(const QuantizationConfig&) override {
+    fail(Status::InvalidArgument, "quantise the model before preparing it (and before creating its optimizer)");
+  }
+  size_t prepare_for_kbit_training() override {
+    fail(Status::InvalidArgument,
+         "prepare_for_kbit_training comes before adding adapters, creating the optimizer and preparing the model");
+  }
   size_t set_requires_grad(const std::string&, bool) override {
     fail(Status::InvalidArgument,
          "freeze or unfreeze parameters before preparing the model (and before creating its optimizer)");

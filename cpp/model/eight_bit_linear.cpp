@@ -85,12 +85,21 @@ at::Tensor EightBitLinear::linear(const at::Tensor& x, const at::Tensor& layer_b
   return output;
 }
 
+Int8Rows EightBitLinear::with_delta(const std::string& module, const at::Tensor& delta) const {
+  at::NoGradGuard no_grad;
+  return quantize_8bit(module, int8_dequantize(codes_, scales_).to(delta.scalar_type()) + delta);
+}
+
 void EightBitLinear::add(const std::string& module, const at::Tensor& delta) {
   at::NoGradGuard no_grad;
-  const at::Tensor merged = int8_dequantize(codes_, scales_).to(delta.scalar_type()) + delta;
-  Int8Rows requantized = quantize_8bit(module, merged);
+  Int8Rows requantized = with_delta(module, delta);
   codes_.set_data(requantized.codes);
   scales_.set_data(requantized.scales);
+}
+
+NamedTensors EightBitLinear::merged_entries(const std::string& module, const at::Tensor& delta) const {
+  Int8Rows merged = with_delta(module, delta);
+  return {{module + ".weight", merged.codes}, {module + ".SCB", merged.scales}, {module + ".weight_format", format_}};
 }
 
 NamedTensors EightBitLinear::state_entries(const std::string& module) const {

@@ -27,6 +27,7 @@ class EightBitLinear : public QuantizedWeight {
   // PEFT's merge into a Linear8bitLt: the weight dequantised (float32), `delta` added in its dtype,
   // quantised again as Int8Params does.
   void add(const std::string& module, const at::Tensor& delta) override;
+  NamedTensors merged_entries(const std::string& module, const at::Tensor& delta) const override;
   // "<module>.SCB" (the rows' scales) and "<module>.weight_format" (uint8 0: row-major).
   NamedTensors state_entries(const std::string& module) const override;
   // A weight_format other than 0 ("row", the only one bitsandbytes reads) or scales that are not
@@ -36,6 +37,8 @@ class EightBitLinear : public QuantizedWeight {
  private:
   at::Tensor int8_product(const at::Tensor& x, const at::Tensor& bias) const;
 
+  // PEFT's merge: the weight dequantised, `delta` added, quantised again as Int8Params.
+  Int8Rows with_delta(const std::string& module, const at::Tensor& delta) const;
   at::Tensor codes_;   // int8 (out x in): Int8Params' CB, the module's weight
   at::Tensor scales_;  // float32 (out): its SCB
   at::Tensor format_;  // uint8 0-dim: 0

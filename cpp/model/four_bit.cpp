@@ -166,10 +166,15 @@ at::Tensor dequantize_4bit(const FourBitWeight& weight, at::ScalarType dtype) {
   return (values * absmax.repeat_interleave(kFourBitBlock).slice(0, 0, n)).to(dtype).view(weight.shape);
 }
 
-void add_to_4bit(const std::string& module, FourBitWeight& weight, const at::Tensor& delta) {
+FourBitWeight with_delta_4bit(const std::string& module, const FourBitWeight& weight, const at::Tensor& delta) {
   at::NoGradGuard no_grad;
   const at::Tensor sum = dequantize_4bit(weight, weight.dtype) + delta.to(weight.packed.device());
-  FourBitWeight fresh = quantize_4bit(module, sum, weight.type, weight.nested);  // checks before any change
+  return quantize_4bit(module, sum, weight.type, weight.nested);
+}
+
+void add_to_4bit(const std::string& module, FourBitWeight& weight, const at::Tensor& delta) {
+  at::NoGradGuard no_grad;
+  FourBitWeight fresh = with_delta_4bit(module, weight, delta);  // checks before any change
   weight.packed.set_data(fresh.packed);
   weight.absmax.set_data(fresh.absmax);
   weight.quant_map.set_data(fresh.quant_map);

@@ -51,6 +51,8 @@ at::Tensor dequantize_4bit(const FourBitWeight& weight, at::ScalarType dtype);
 // same kind and double quantisation, into `weight`'s own tensors (set_data: the module and the state
 // dict keep holding them).
 void add_to_4bit(const std::string& module, FourBitWeight& weight, const at::Tensor& delta);
+// The weight plus `delta` quantised again as `weight` was (what add_to_4bit puts in place).
+FourBitWeight with_delta_4bit(const std::string& module, const FourBitWeight& weight, const at::Tensor& delta);
 // The codes' values alone (float32), for LoftQ's quantise-and-back.
 at::Tensor four_bit_round_trip(const at::Tensor& weight, FourBitType type);
 

@@ -48,6 +48,13 @@ at::Tensor FourBitLinear::linear(const at::Tensor& x, const at::Tensor& layer_bi
 
 void FourBitLinear::add(const std::string& module, const at::Tensor& delta) { add_to_4bit(module, *weight_, delta); }
 
+NamedTensors FourBitLinear::merged_entries(const std::string& module, const at::Tensor& delta) const {
+  const FourBitWeight merged = with_delta_4bit(module, *weight_, delta);
+  NamedTensors out{{module + ".weight", merged.packed}};
+  for (auto& entry : four_bit_state_entries(module + ".weight", merged)) out.push_back(std::move(entry));
+  return out;
+}
+
 NamedTensors FourBitLinear::state_entries(const std::string& module) const {
   return four_bit_state_entries(module + ".weight", *weight_);
 }

@@ -28,6 +28,7 @@ class FourBitLinear : public QuantizedWeight {
   at::ScalarType adapter_dtype() const override { return compute_dtype_; }
   at::Tensor codes() const override { return weight_->packed; }
   void add(const std::string& module, const at::Tensor& delta) override;  // add_to_4bit
+  NamedTensors merged_entries(const std::string& module, const at::Tensor& delta) const override;
   // absmax, quant_map, nested_* and the quant_state's JSON text, after "<module>.weight".
   NamedTensors state_entries(const std::string& module) const override;
   bool is_state_text(const std::string& module, const std::string& name) const override;

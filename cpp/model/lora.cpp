@@ -898,7 +898,14 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
     stated.a = entry_of(module + lora_a_suffix(adapter.site));
     stated.b = entry_of(module + lora_b_suffix(adapter.site));
     if (adapter.magnitude.defined()) stated.magnitude = entry_of(module + kLoraMagnitudeSuffix);
-    merged_weights[weight_name(adapter.site)] = adapted_weight(w, stated);
+    if (adapter.site.quantized) {  // quantised again from weight + delta, as merging would, the layer unchanged
+      const at::Tensor delta = weight_delta(stated);
+      require(delta.isfinite().all().item<bool>(), "save_model cannot merge into the quantised layer '", module,
+              "': its adapter's delta holds inf or NaN");
+      for (auto& [name, tensor] : adapter.site.requantized_entries(delta)) merged_weights[name] = tensor;
+    } else {
+      merged_weights[weight_name(adapter.site)] = adapted_weight(w, stated);
+    }
     if (adapter.b_bias.defined())
       merged_weights[module + ".bias"] =
           adapted_bias(entry_of(module + ".bias"), entry_of(module + kLoraBBiasSuffix), adapter.scaling);

@@ -101,6 +101,8 @@ struct LinearSite {
   // A quantised layer's merge, PEFT's bnb one: the weight dequantised to its dtype, `delta` added (in
   // the promoted dtype), quantised again as it was (its tensors keep their identity).
   std::function<void(const at::Tensor& delta)> requantize{};
+  // The same merge left out of the layer: its state-dict entries as they would be (save_model).
+  std::function<NamedTensors(const at::Tensor& delta)> requantized_entries{};
 };
 
 // Whether the site is a parameter adapted itself (target_parameters), not a layer.

@@ -741,6 +741,8 @@ size_t Model::quantize(const QuantizationConfig&) {
 }
 
 size_t Model::prepare_for_kbit_training() {
+  // It freezes every parameter: adapters added before would never train.
+  require(lora_.empty(), "prepare_for_kbit_training comes before adding adapters (it freezes every parameter)");
   require_trainable_set_free(/*freezing=*/true);
   require_whole_parameters("prepare_for_kbit_training");
   require_weights("prepare_for_kbit_training");

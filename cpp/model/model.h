@@ -155,7 +155,7 @@ class Model {
   // one cast to float32 (a quantised layer's bias included: its forward casts it back to the
   // compute dtype or its input's, as bitsandbytes' forwards do). Returns how many were cast. Its gradient
   // checkpointing is not done here (checkpoint_activations, where the model allows it).
-  size_t prepare_for_kbit_training();
+  virtual size_t prepare_for_kbit_training();
   // Fails (Unsupported) where the model has quantised layers: `action` needs floating-point weights.
   void require_no_quantized_layers(const char* action) const;
 

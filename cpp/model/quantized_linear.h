@@ -33,6 +33,9 @@ class QuantizedWeight {
   // PEFT's merge into the layer: `delta` added to the weight dequantised, quantised again into the
   // layer's own tensors (the module and the state dict keep holding them).
   virtual void add(const std::string& module, const at::Tensor& delta) = 0;
+  // What add would leave, the layer unchanged: the module's state-dict entries (its `weight`, the
+  // codes, and state_entries) for the weight plus `delta` (save_model's merged files).
+  virtual NamedTensors merged_entries(const std::string& module, const at::Tensor& delta) const = 0;
   // The entries the module's _save_to_state_dict adds under `module`'s prefix, aliasing the
   // weight's tensors (a load copies into them).
   virtual NamedTensors state_entries(const std::string& module) const = 0;

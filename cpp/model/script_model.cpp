@@ -426,6 +426,9 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
       site.requantize = [layers = quantized_, i](const at::Tensor& delta) {
         layers->layers[i].weight->add(layers->layers[i].module, delta);
       };
+      site.requantized_entries = [layers = quantized_, i](const at::Tensor& delta) {
+        return layers->layers[i].weight->merged_entries(layers->layers[i].module, delta);
+      };
       sites.push_back(std::move(site));
       continue;
     }

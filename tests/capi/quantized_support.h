@@ -29,9 +29,8 @@ struct Entry {
   std::vector<float> values;
 };
 
-inline std::map<std::string, Entry> state_of(const acc_model* m) {
-  acc_tensor_list* list = nullptr;
-  EXPECT_EQ(acc_model_state_dict(m, &list), ACC_OK) << acc_last_error_message();
+// A tensor list's entries as float values with their dtypes (the list stays the caller's).
+inline std::map<std::string, Entry> entries_of(const acc_tensor_list* list) {
   std::map<std::string, Entry> out;
   size_t n = 0;
   EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
@@ -48,8 +47,42 @@ inline std::map<std::string, Entry> state_of(const acc_model* m) {
     acc_tensor_free(t);
     acc_tensor_free(f);
   }
+  return out;
+}
+
+inline std::map<std::string, Entry> state_of(const acc_model* m) {
+  acc_tensor_list* list = nullptr;
+  EXPECT_EQ(acc_model_state_dict(m, &list), ACC_OK) << acc_last_error_message();
+  auto out = entries_of(list);
   acc_tensor_list_free(list);
   return out;
+}
+
+// acc_save_model of a quantised model with adapters writes what merging them gives, the model left
+// as it is: the file's entries equal, bit for bit, the model's own after acc_model_merge_lora (which
+// this then does to `m`).
+inline void expect_saved_model_is_merged(acc_model* m, const std::string& dir) {
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  ASSERT_EQ(acc_save_model(acc, m, dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
+  acc_accelerator_free(acc);
+  acc_tensor_list* file = nullptr;
+  ASSERT_EQ(acc_tensor_list_load_safetensors((dir + "/model.safetensors").c_str(), &file), ACC_OK);
+  const auto saved = entries_of(file);
+  acc_tensor_list_free(file);
+  const auto before = state_of(m);
+  ASSERT_EQ(acc_model_merge_lora(m), ACC_OK) << acc_last_error_message();
+  const auto merged = state_of(m);
+  EXPECT_EQ(saved.size(), merged.size());
+  bool changed = false;
+  for (const auto& [name, entry] : merged) {
+    const auto it = saved.find(name);
+    ASSERT_NE(it, saved.end()) << name << " is not in the saved file";
+    EXPECT_EQ(it->second.dtype, entry.dtype) << name;
+    EXPECT_EQ(it->second.values, entry.values) << name;
+    const auto was = before.find(name);
+    changed = changed || (was != before.end() && was->second.values != entry.values);
+  }
+  EXPECT_TRUE(changed) << "the merge changed no entry: the adapters did nothing to test";
 }
 
 inline acc_dtype dtype_named(const std::string& name) {

@@ -225,6 +225,18 @@ TEST(EightBit, SaveModelWritesTransformersEntriesThatLoadBack) {
   acc_accelerator_free(acc);
 }
 
+// acc_save_model of an LLM.int8 model with adapters writes them merged (codes and SCB quantised
+// again, as merging does), the model left as it was (it wrote the base codes before).
+TEST(EightBit, SaveModelWithAdaptersWritesTheMergedLayers) {
+  REQUIRE_CASES(all, kCases);
+  const json& c = all["cases"][0]["config"];
+  acc_model* m = quantised(c);
+  add_case_lora(m, c);
+  train_case(m, all, c);
+  expect_saved_model_is_merged(m, acc_test::fresh_dir("eight_bit_saved_merged"));
+  acc_model_free(m);
+}
+
 TEST(EightBit, AdaptersSaveAndLoadIntoAFreshQuantisedModel) {
   REQUIRE_CASES(all, kCases);
   const json& c = all["cases"][0]["config"];

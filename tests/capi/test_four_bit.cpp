@@ -385,6 +385,48 @@ TEST(FourBit, SaveModelWritesBitsandbytesEntriesThatLoadBack) {
   acc_accelerator_free(acc);
 }
 
+// acc_save_model of a QLoRA model writes the adapters merged into the 4-bit layers, quantised again
+// as merging does, and leaves the model as it was (it failed on the codes' shape before).
+TEST(FourBit, SaveModelWithAdaptersWritesTheMergedLayers) {
+  REQUIRE_CASES(all, "four_bit_cases.json");
+  for (const int index : {0, 1}) {  // NF4; FP4 with double quantisation
+    const json& c = all["cases"][index]["config"];
+    SCOPED_TRACE(c.dump());
+    acc_model* m = quantised(c);
+    add_case_lora(m, c);
+    train_case(m, all, c);
+    expect_saved_model_is_merged(m, acc_test::fresh_dir("four_bit_saved_merged"));
+    acc_model_free(m);
+  }
+}
+
+// Quantising, a dtype cast and prepare_for_kbit_training are refused on a prepared model (they
+// changed what it was prepared over), and prepare_for_kbit_training after adapters (it would
+// freeze them).
+TEST(FourBit, APreparedModelRefusesWhatWouldChangeItsLayers) {
+  REQUIRE_CASES(all, "four_bit_cases.json");
+  const json& c = all["cases"][0]["config"];
+  acc_model* m = quantised(c);
+  add_case_lora(m, c);
+  ACC_EXPECT_ERROR(acc_model_prepare_for_kbit_training(m, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "prepare_for_kbit_training comes before adding adapters");
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  ASSERT_EQ(acc_prepare(acc, &m, nullptr, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+  ACC_EXPECT_ERROR(acc_model_to(m, nullptr, ACC_DTYPE_BFLOAT16), ACC_ERR_INVALID_ARGUMENT,
+                   "a model with quantised layers cannot be cast");
+  ACC_EXPECT_ERROR(acc_model_prepare_for_kbit_training(m, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "before adding adapters, creating the optimizer and preparing the model");
+  ACC_EXPECT_ERROR(acc_model_quantize(m, R"({"load_in_4bit": true})", nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "quantise the model before preparing it");
+  acc_tensor* x = case_input(all, c);
+  acc_tensor* out = nullptr;
+  EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &out), ACC_OK) << acc_last_error_message();
+  acc_tensor_free(out);
+  acc_tensor_free(x);
+  acc_model_free(m);
+  acc_accelerator_free(acc);
+}
+
 TEST(FourBit, TransformersConv1dLayersAreQuantisedTransposed) {
   // GPT-2's Conv1D keeps its weight in x out; transformers quantises it transposed, out x in, as
   // the layer it becomes: the model computes as one given the dequantised weights transposed back
