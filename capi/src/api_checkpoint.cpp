@@ -3,6 +3,7 @@
 #include "checkpoint/safetensors.h"
 #include "guard.h"
 #include "handles.h"
+#include "model/pretrained_weights.h"
 #include "parallel/merge_shards.h"
 
 using namespace acc::capi;
@@ -28,16 +29,7 @@ acc_status acc_model_load_safetensors(acc_model* model, const char* path, int st
                                       acc_string_list** unexpected) {
   return guarded([&] {
     auto& m = *live(model, "model").model;
-    const std::string file = path_arg(path, "path");
-    m.require_whole_parameters("acc_model_load_safetensors");
-    const acc::NamedTensors state = acc::load_sharded(file);
-    std::pair<std::vector<std::string>, std::vector<std::string>> report;
-    try {
-      report = m.load_state_dict(state, strict != 0);  // load_checkpoint_in_model
-    } catch (const acc::Error& e) {
-      acc::fail(e.status(), "'", file, "' does not fit the model: ", e.what());
-    }
-    auto& [lacking, extra] = report;
+    auto [lacking, extra] = acc::load_checkpoint_in_model(m, path_arg(path, "path"), strict != 0);
     if (missing) emit(missing, std::move(lacking));
     if (unexpected) emit(unexpected, std::move(extra));
   });

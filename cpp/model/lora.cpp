@@ -878,6 +878,19 @@ void LoraAdapters::require_mergeable(const char* action) const {
            "NotImplementedError); save the adapters (acc_model_save_lora)");
 }
 
+namespace {
+
+// What a quantised layer is quantised again with: its adapter's delta, refused where not finite
+// (the codes cannot hold it). `action` starts the error ("save_model ", or nothing).
+at::Tensor quantized_delta(const LoraAdapter& adapter, const char* action) {
+  at::Tensor delta = weight_delta(adapter);
+  require(delta.isfinite().all().item<bool>(), action, "cannot merge into the quantised layer '", adapter.site.module,
+          "': its adapter's delta holds inf or NaN");
+  return delta;
+}
+
+}  // namespace
+
 NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
   if (empty()) return state;
   require_mergeable("save_model");
@@ -892,20 +905,16 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
   std::unordered_set<std::string> adapter_entries;
   for (const auto& adapter : adapters_) {
     const std::string& module = adapter.site.module;
-    const at::Tensor& w = entry_of(weight_name(adapter.site));
     at::NoGradGuard no_grad;
     LoraAdapter stated = adapter;  // with the state's tensors
     stated.a = entry_of(module + lora_a_suffix(adapter.site));
     stated.b = entry_of(module + lora_b_suffix(adapter.site));
     if (adapter.magnitude.defined()) stated.magnitude = entry_of(module + kLoraMagnitudeSuffix);
-    if (adapter.site.quantized) {  // quantised again from weight + delta, as merging would, the layer unchanged
-      const at::Tensor delta = weight_delta(stated);
-      require(delta.isfinite().all().item<bool>(), "save_model cannot merge into the quantised layer '", module,
-              "': its adapter's delta holds inf or NaN");
-      for (auto& [name, tensor] : adapter.site.requantized_entries(delta)) merged_weights[name] = tensor;
-    } else {
-      merged_weights[weight_name(adapter.site)] = adapted_weight(w, stated);
-    }
+    if (adapter.site.quantized)  // quantised again from weight + delta, as merging would, the layer unchanged
+      for (auto& [name, tensor] : adapter.site.requantized_entries(quantized_delta(stated, "save_model ")))
+        merged_weights[name] = tensor;
+    else
+      merged_weights[weight_name(adapter.site)] = adapted_weight(entry_of(weight_name(adapter.site)), stated);
     if (adapter.b_bias.defined())
       merged_weights[module + ".bias"] =
           adapted_bias(entry_of(module + ".bias"), entry_of(module + kLoraBBiasSuffix), adapter.scaling);
@@ -924,15 +933,14 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
 void LoraAdapters::merge_into_weights() const {
   require_mergeable("merging LoRA adapters");
   at::NoGradGuard no_grad;
-  // A quantised layer is quantised again from weight + delta, which its codes cannot hold where the
-  // delta is not finite: refused before any layer changes.
-  for (const auto& adapter : adapters_)
+  // Every quantised layer's delta checked before any layer changes.
+  std::vector<at::Tensor> deltas(adapters_.size());
+  for (size_t k = 0; k < adapters_.size(); ++k)
+    if (adapters_[k].site.quantized) deltas[k] = quantized_delta(adapters_[k], "");
+  for (size_t k = 0; k < adapters_.size(); ++k) {
+    const LoraAdapter& adapter = adapters_[k];
     if (adapter.site.quantized)
-      require(weight_delta(adapter).isfinite().all().item<bool>(), "cannot merge into the quantised layer '",
-              adapter.site.module, "': its adapter's delta holds inf or NaN");
-  for (const auto& adapter : adapters_) {
-    if (adapter.site.quantized)
-      adapter.site.requantize(weight_delta(adapter));
+      adapter.site.requantize(deltas[k]);
     else
       adapter.site.weight.copy_(adapted_weight(adapter.site.weight, adapter));
     if (adapter.b_bias.defined())

@@ -161,20 +161,9 @@ class Bnb8bitAlgorithm final : public OptimizerAlgorithm {
     return state;
   }
   std::map<std::string, std::vector<int64_t>> state_shapes(const json& group, const at::Tensor& p) const override {
-    const bool two = has_second_state(rule_), halves = first_state_count(rule_) == 2;
-    std::vector<int64_t> first = p.sizes().vec();
-    if (halves) first.insert(first.begin(), 2);
-    std::map<std::string, std::vector<int64_t>> shapes = {{"state1", first}, {"step", {}}};
-    if (two) shapes["state2"] = p.sizes().vec();
-    if (has_8bit_moments(p.numel(), group.at("min_8bit_size").get<int64_t>())) {
-      const int64_t blocks = (p.numel() + kBlockwiseBlock - 1) / kBlockwiseBlock;
-      shapes["qmap1"] = {256};
-      shapes["absmax1"] = halves ? std::vector<int64_t>{2, blocks} : std::vector<int64_t>{blocks};
-      if (two) {
-        shapes["qmap2"] = {256};
-        shapes["absmax2"] = {blocks};
-      }
-    }
+    auto shapes =
+        state_field_shapes(rule_, p.sizes(), has_8bit_moments(p.numel(), group.at("min_8bit_size").get<int64_t>()));
+    shapes["step"] = {};
     return shapes;
   }
   std::optional<at::ScalarType> field_dtype(const std::string& field, const json& group,
@@ -200,12 +189,7 @@ class Bnb8bitAlgorithm final : public OptimizerAlgorithm {
 
  private:
   bool takes(const char* key) const { return keys().count(key) > 0; }
-  // Our name of bitsandbytes' betas[0]; none for Adagrad8bit, whose betas are (0, 0).
-  const char* beta1_key() const {
-    if (rule_ == Bnb8bitRule::Momentum) return "momentum";
-    if (rule_ == Bnb8bitRule::RMSprop) return "alpha";
-    return rule_ == Bnb8bitRule::Adagrad ? nullptr : "beta1";
-  }
+  const char* beta1_key() const { return first_beta_key(rule_); }
   static void check_whole(const json& j, const char* key, const std::string& where) {
     check_number(j, key, 0, kInf, true, where);
     require(j.at(key).is_number_integer(), where, ": ", key, " must be a whole number");
@@ -215,6 +199,9 @@ class Bnb8bitAlgorithm final : public OptimizerAlgorithm {
   std::string python_class_;
   Bnb8bitRule rule_;
   Bnb8bitDefaults defaults_;
+
+ public:
+  Bnb8bitRule rule() const { return rule_; }
 };
 
 const OptimizerAlgorithm& make(const char* name, const char* python_class, Bnb8bitRule rule, Bnb8bitDefaults defaults) {
@@ -222,6 +209,14 @@ const OptimizerAlgorithm& make(const char* name, const char* python_class, Bnb8b
 }
 
 }  // namespace
+
+std::optional<Bnb8bitRule> bitsandbytes_rule(const std::string& algorithm) {
+  using namespace algorithm_detail;
+  for (const OptimizerAlgorithm* a :
+       {&adam_8bit(), &adamw_8bit(), &ademamix_8bit(), &lion_8bit(), &sgd_8bit(), &rmsprop_8bit(), &adagrad_8bit()})
+    if (a->name() == algorithm) return static_cast<const Bnb8bitAlgorithm*>(a)->rule();
+  return std::nullopt;
+}
 
 const OptimizerAlgorithm& algorithm_detail::adam_8bit() {
   static const auto& a = make("adam_8bit", "Adam8bit", Bnb8bitRule::Adam, {1e-3, 0.9, 0.999, 1e-8, 0.0});

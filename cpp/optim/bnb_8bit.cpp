@@ -12,30 +12,21 @@
 namespace acc {
 namespace {
 
-// state1's shape: AdEMAMix keeps its two first moments in one (2, *shape) buffer.
-std::vector<int64_t> first_state_shape(Bnb8bitRule rule, const at::Tensor& p) {
-  std::vector<int64_t> shape = p.sizes().vec();
-  if (first_state_count(rule) == 2) shape.insert(shape.begin(), 2);
-  return shape;
-}
-
-// init_state: zero moments, 8-bit where the parameter is large enough.
+// init_state: zero moments, 8-bit where the parameter is large enough, and the dynamic codes.
 std::unique_ptr<Bnb8bitParamState> fresh_state(Bnb8bitRule rule, const at::Tensor& p, const Bnb8bitOptions& o) {
   auto state = std::make_unique<Bnb8bitParamState>();
   const bool eight_bit = has_8bit_moments(p.numel(), o.min_8bit_size());
-  const auto options = p.options().dtype(eight_bit ? at::kByte : at::kFloat);
-  state->state1(at::zeros(first_state_shape(rule, p), options));
-  if (has_second_state(rule)) state->state2(at::zeros(p.sizes(), options));
+  const auto shapes = state_field_shapes(rule, p.sizes(), eight_bit);
+  const auto zeros = [&](const char* field, at::ScalarType dtype) {
+    return at::zeros(shapes.at(field), p.options().dtype(dtype));
+  };
+  const at::ScalarType moments = eight_bit ? at::kByte : at::kFloat;
+  state->state1(zeros("state1", moments));
+  if (shapes.count("state2")) state->state2(zeros("state2", moments));
   if (!eight_bit) return state;
-  const int64_t blocks = (p.numel() + kBlockwiseBlock - 1) / kBlockwiseBlock;
-  const int64_t halves = first_state_count(rule);
-  state->qmap1(dynamic_code_tensor(/*is_signed=*/true, p.device()));
-  state->absmax1(halves == 2 ? at::zeros({2, blocks}, p.options().dtype(at::kFloat))
-                             : at::zeros({blocks}, p.options().dtype(at::kFloat)));
-  if (has_second_state(rule)) {
-    state->qmap2(dynamic_code_tensor(/*is_signed=*/false, p.device()));
-    state->absmax2(at::zeros({blocks}, p.options().dtype(at::kFloat)));
-  }
+  state->qmap1(dynamic_code_tensor(/*is_signed=*/true, p.device())).absmax1(zeros("absmax1", at::kFloat));
+  if (shapes.count("qmap2"))
+    state->qmap2(dynamic_code_tensor(/*is_signed=*/false, p.device())).absmax2(zeros("absmax2", at::kFloat));
   return state;
 }
 
@@ -171,6 +162,30 @@ void step_8bit(Bnb8bitRule rule, at::Tensor& p32, const at::Tensor& g, Bnb8bitPa
 }
 
 }  // namespace
+
+const char* first_beta_key(Bnb8bitRule rule) {
+  if (rule == Bnb8bitRule::Momentum) return "momentum";
+  if (rule == Bnb8bitRule::RMSprop) return "alpha";
+  return rule == Bnb8bitRule::Adagrad ? nullptr : "beta1";
+}
+
+std::map<std::string, std::vector<int64_t>> state_field_shapes(Bnb8bitRule rule, at::IntArrayRef shape,
+                                                               bool eight_bit) {
+  const bool halves = first_state_count(rule) == 2, two = has_second_state(rule);
+  std::vector<int64_t> first = shape.vec();
+  if (halves) first.insert(first.begin(), 2);
+  std::map<std::string, std::vector<int64_t>> shapes = {{"state1", first}};
+  if (two) shapes["state2"] = shape.vec();
+  if (!eight_bit) return shapes;
+  const int64_t blocks = blockwise_blocks(c10::multiply_integers(shape));
+  shapes["qmap1"] = {256};
+  shapes["absmax1"] = halves ? std::vector<int64_t>{2, blocks} : std::vector<int64_t>{blocks};
+  if (two) {
+    shapes["qmap2"] = {256};
+    shapes["absmax2"] = {blocks};
+  }
+  return shapes;
+}
 
 double ademamix_alpha(const Bnb8bitOptions& o, int64_t step) {
   if (o.t_alpha() <= 0) return o.alpha();

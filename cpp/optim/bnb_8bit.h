@@ -24,7 +24,11 @@
 
 #include <torch/optim/optimizer.h>
 
+#include <map>
+#include <optional>
+#include <string>
 #include <tuple>
+#include <vector>
 
 namespace acc {
 
@@ -34,6 +38,22 @@ enum class Bnb8bitRule { Adam, AdEMAMix, Lion, Momentum, RMSprop, Adagrad };
 inline bool has_second_state(Bnb8bitRule rule) { return rule == Bnb8bitRule::Adam || rule == Bnb8bitRule::AdEMAMix; }
 // How many moments state1 holds (AdEMAMix's two first moments).
 inline int64_t first_state_count(Bnb8bitRule rule) { return rule == Bnb8bitRule::AdEMAMix ? 2 : 1; }
+// Our option key for bitsandbytes' betas[0]: SGD8bit's momentum, RMSprop8bit's alpha, beta1
+// elsewhere; none for Adagrad8bit, whose betas are (0, 0).
+const char* first_beta_key(Bnb8bitRule rule);
+// Whether the rule reads betas[1] (beta2), and eps (Lion and SGD8bit have none).
+inline bool takes_second_beta(Bnb8bitRule rule) {
+  return rule == Bnb8bitRule::Adam || rule == Bnb8bitRule::AdEMAMix || rule == Bnb8bitRule::Lion;
+}
+inline bool takes_eps(Bnb8bitRule rule) { return rule != Bnb8bitRule::Lion && rule != Bnb8bitRule::Momentum; }
+// The rule of the bitsandbytes optimizer named `algorithm`; none for any other algorithm (defined
+// with the algorithms, optim/algorithm_bnb_8bit.cpp).
+std::optional<Bnb8bitRule> bitsandbytes_rule(const std::string& algorithm);
+// Every field of a parameter's state but "step", with its shape, for a parameter of `shape`:
+// state1 ((2, *shape) for AdEMAMix), state2 where the rule keeps one, and with 8-bit moments qmap1
+// and qmap2 (256 codes) and absmax1 and absmax2 (a maximum per block; AdEMAMix's absmax1 a row per
+// first moment).
+std::map<std::string, std::vector<int64_t>> state_field_shapes(Bnb8bitRule rule, at::IntArrayRef shape, bool eight_bit);
 
 // bitsandbytes' group settings, in its names: betas (beta1 is SGD's momentum and RMSprop's alpha),
 // AdEMAMix's beta3, alpha, t_alpha and t_beta3 (0: no warm-up, as bitsandbytes' None).

@@ -2,6 +2,7 @@
 
 #include "checkpoint/torch_pickle.h"
 #include "common/error.h"
+#include "optim/bnb_8bit.h"
 
 namespace acc {
 namespace {
@@ -15,19 +16,16 @@ struct GroupLayout {
   bool ademamix;   // ...and they are ours
 };
 
-const GroupLayout& layout_of(const std::string& algorithm) {
-  static const GroupLayout adam{{"beta1", "beta2"}, "eps", true, false};
-  static const GroupLayout ademamix{{"beta1", "beta2", "beta3"}, "eps", true, true};
-  static const GroupLayout lion{{"beta1", "beta2"}, nullptr, false, false};
-  static const GroupLayout sgd{{"momentum", nullptr}, nullptr, false, false};
-  static const GroupLayout rmsprop{{"alpha", nullptr}, "eps", false, false};
-  static const GroupLayout adagrad{{nullptr, nullptr}, "eps", false, false};
-  if (algorithm == "ademamix_8bit") return ademamix;
-  if (algorithm == "lion_8bit") return lion;
-  if (algorithm == "sgd_8bit") return sgd;
-  if (algorithm == "rmsprop_8bit") return rmsprop;
-  if (algorithm == "adagrad_8bit") return adagrad;
-  return adam;
+// As each class passes its arguments to Optimizer1State / Optimizer2State.
+GroupLayout layout_of(const std::string& algorithm) {
+  const Bnb8bitRule rule = *bitsandbytes_rule(algorithm);
+  const bool ademamix = rule == Bnb8bitRule::AdEMAMix;
+  GroupLayout layout{{first_beta_key(rule), takes_second_beta(rule) ? "beta2" : nullptr},
+                     takes_eps(rule) ? "eps" : nullptr,
+                     has_second_state(rule),
+                     ademamix};
+  if (ademamix) layout.betas.push_back("beta3");
+  return layout;
 }
 
 c10::IValue member(const nlohmann::json& options, const char* key) {
@@ -59,15 +57,11 @@ void read_member(const std::string& algorithm, const TorchSavedFile& file, const
 
 }  // namespace
 
-bool bitsandbytes_algorithm(const std::string& algorithm) {
-  const std::string suffix = "_8bit";
-  return algorithm.size() > suffix.size() &&
-         algorithm.compare(algorithm.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
+bool bitsandbytes_algorithm(const std::string& algorithm) { return bitsandbytes_rule(algorithm).has_value(); }
 
 std::vector<std::pair<std::string, c10::IValue>> bitsandbytes_python_group(const std::string& algorithm,
                                                                            const nlohmann::json& options) {
-  const GroupLayout& layout = layout_of(algorithm);
+  const GroupLayout layout = layout_of(algorithm);
   std::vector<c10::IValue> betas;
   for (const char* key : layout.betas) betas.push_back(member(options, key));
   std::vector<std::pair<std::string, c10::IValue>> group = {{"lr", options.at("lr").get<double>()},
@@ -84,7 +78,7 @@ std::vector<std::pair<std::string, c10::IValue>> bitsandbytes_python_group(const
 
 void read_bitsandbytes_group_key(const std::string& algorithm, const TorchSavedFile& file, const std::string& key,
                                  const PickleNode& value, nlohmann::json& ours, const std::string& at) {
-  const GroupLayout& layout = layout_of(algorithm);
+  const GroupLayout layout = layout_of(algorithm);
   if (key == "lr" || key == "weight_decay") {
     ours[key] = file.number(value, at);
   } else if (key == "betas") {

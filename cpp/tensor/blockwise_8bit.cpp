@@ -79,7 +79,7 @@ std::pair<at::Tensor, at::Tensor> quantize_blockwise(const at::Tensor& values, b
 
 std::pair<at::Tensor, at::Tensor> quantize_blockwise_loop(const at::Tensor& values, bool is_signed) {
   const at::Tensor v = values.to(at::kFloat).contiguous();
-  const int64_t n = v.numel(), blocks = (n + kBlockwiseBlock - 1) / kBlockwiseBlock;
+  const int64_t n = v.numel(), blocks = blockwise_blocks(n);
   at::Tensor codes = at::empty(v.sizes(), at::kByte), maxima = at::empty({blocks}, at::kFloat);
   const float* in = v.data_ptr<float>();
   uint8_t* out = codes.data_ptr<uint8_t>();
@@ -106,7 +106,7 @@ std::pair<at::Tensor, at::Tensor> quantize_blockwise_loop(const at::Tensor& valu
 std::pair<at::Tensor, at::Tensor> quantize_blockwise_ops(const at::Tensor& values, bool is_signed) {
   at::NoGradGuard no_grad;
   const at::Tensor flat = values.reshape(-1).to(at::kFloat);
-  const int64_t n = flat.numel(), blocks = (n + kBlockwiseBlock - 1) / kBlockwiseBlock;
+  const int64_t n = flat.numel(), blocks = blockwise_blocks(n);
   // Zeros pad the last block: its maximum is of absolute values, so they change nothing.
   const at::Tensor padded =
       at::constant_pad_nd(flat, {0, blocks * kBlockwiseBlock - n}, 0).view({blocks, kBlockwiseBlock});
@@ -138,7 +138,7 @@ at::Tensor dequantize_blockwise(const at::Tensor& codes, const at::Tensor& absma
   const float* maxima = m.data_ptr<float>();
   const float* values = table.data_ptr<float>();
   float* result = out.data_ptr<float>();
-  const int64_t n = c.numel(), blocks = (n + kBlockwiseBlock - 1) / kBlockwiseBlock;
+  const int64_t n = c.numel(), blocks = blockwise_blocks(n);
   at::parallel_for(0, blocks, 16, [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
       const float scale = maxima[b];

@@ -13,6 +13,8 @@
 namespace acc {
 
 constexpr int64_t kBlockwiseBlock = 256;  // bitsandbytes' blocksize for both uses
+// The blocks `n` values take (the last one may be short).
+constexpr int64_t blockwise_blocks(int64_t n) { return (n + kBlockwiseBlock - 1) / kBlockwiseBlock; }
 
 // create_dynamic_map(signed): signed, for each i in 0..6 the midpoints of linspace(0.1, 1, 2^i + 1)
 // times +-10^(i-6); unsigned, of linspace(0.1, 1, 2^(i+1) + 1) times 10^(i-6) alone; then 0 and 1,
