@@ -18,7 +18,7 @@ AppendedFiles::~AppendedFiles() {
   for (const auto& entry : files_) ::close(entry.second.fd);
 }
 
-AppendedFiles::File& AppendedFiles::file_of(const std::string& name, const std::string& header) {
+AppendedFiles::File& AppendedFiles::file_of(const std::string& name, const Header& header) {
   if (auto found = files_.find(name); found != files_.end()) return found->second;
   if (files_.size() >= kMaxOpen) {  // thousands of names: reopened as they come
     flush();
@@ -40,11 +40,11 @@ AppendedFiles::File& AppendedFiles::file_of(const std::string& name, const std::
     fail(Status::Io, label_, ": '", path.string(), "' is not a regular file");
   }
   File& file = files_[name] = File{fd, {}};
-  if (st.st_size == 0) file.waiting = header;
+  if (st.st_size == 0 && header) file.waiting = header(name);
   return file;
 }
 
-void AppendedFiles::append(const std::string& name, const std::string& line, const std::string& header) {
+void AppendedFiles::append(const std::string& name, const std::string& line, const Header& header) {
   File& file = file_of(name, header);
   file.waiting += line;
   if (file.waiting.size() >= kWriteAt) write_out(name, file);

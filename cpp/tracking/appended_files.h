@@ -5,6 +5,7 @@
 // folders its name makes, and kept open (up to kMaxOpen at a time).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <unordered_map>
 
@@ -21,9 +22,10 @@ class AppendedFiles {
   // Io naming the file where it cannot be opened (or is not a regular file: a FIFO would block for
   // ever) or written; lines cut short by a full disk are taken back first (readers such as MLflow
   // refuse a file with a torn line).
-  // `header`, where given, goes first into a file that is empty when it is opened (a table's
+  // `header(name)`, where given, goes first into a file that is empty when it is opened (a table's
   // columns, as its first row has them).
-  void append(const std::string& name, const std::string& line, const std::string& header = {});
+  using Header = std::function<std::string(const std::string& name)>;
+  void append(const std::string& name, const std::string& line, const Header& header = nullptr);
   void flush();
   std::string path_of(const std::string& name) const { return folder_ + "/" + name + suffix_; }
 
@@ -34,7 +36,7 @@ class AppendedFiles {
     int fd = -1;
     std::string waiting;
   };
-  File& file_of(const std::string& name, const std::string& header);
+  File& file_of(const std::string& name, const Header& header);
   void write_out(const std::string& name, File& file);
   std::string folder_, suffix_, label_;
   std::unordered_map<std::string, File> files_;

@@ -1,8 +1,7 @@
 #include "tracking/dvclive_tracker.h"
 
-#include <cmath>
-
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -246,14 +245,13 @@ void DvcliveTracker::log(const std::shared_ptr<const Record>& record) {
     const std::string leading =
         (timestamp ? std::to_string(static_cast<int64_t>(std::floor(record->wall_time * 1000))) + "\t" : "") +
         std::to_string(record->step) + "\t";
-    const auto header = [timestamp](const std::string& name) {
+    const AppendedFiles::Header header = [timestamp](const std::string& name) {
       return std::string(timestamp ? "timestamp\t" : "") + "step\t" + tsv_field(parts_of(name).back()) + "\n";
     };
     for (size_t i = 0; i < record->names.size(); ++i)
-      tables->append(record->names[i], leading + python_float_repr(record->values[i]) + "\n", header(record->names[i]));
+      tables->append(record->names[i], leading + python_float_repr(record->values[i]) + "\n", header);
     for (size_t i = 0; i < record->text_names.size(); ++i)
-      tables->append(record->text_names[i], leading + tsv_field(record->texts[i]) + "\n",
-                     header(record->text_names[i]));
+      tables->append(record->text_names[i], leading + tsv_field(record->texts[i]) + "\n", header);
   });
 }
 
