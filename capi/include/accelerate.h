@@ -435,7 +435,7 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   written, for a schedule-free or sharded optimizer and for a sequence or chain of schedules,
  *   cosine_annealing_warm_restarts, one_cycle and cyclic).
  *   log_with (string: trackers, "tensorboard", "jsonl", "csv", "mlflow", "dvclive", "trackio",
- *   "all" or a comma-separated list).
+ *   "wandb", "all" or a comma-separated list).
  *   GradScalerKwargs (fp16): scaler_init_scale (double, default 65536),
  *   scaler_growth_factor (double, default 2), scaler_backoff_factor (double, default 0.5),
  *   scaler_growth_interval (int, default 2000). DeepSpeed's DynamicLossScaler:
@@ -2071,7 +2071,8 @@ ACC_API ACC_NODISCARD acc_status acc_check_trigger(acc_accelerator *acc, int *ou
  * TensorBoard reads), "jsonl" (metrics.jsonl), "csv" (metrics.csv), "mlflow" (MLflow's file store,
  * which `mlflow ui` and MlflowClient read), "dvclive" (DVCLive's folder and dvc.yaml, which `dvc
  * metrics show` and `dvc plots show` read), "trackio" (trackio's project database, which `trackio
- * show` reads), "all" (all but dvclive and trackio), or a comma-separated list; an
+ * show` reads), "wandb" (the offline run that wandb.init(mode="offline") writes, which `wandb sync`
+ * uploads), "all" (all but dvclive, trackio and wandb), or a comma-separated list; an
  * unknown name makes
  * acc_accelerator_create fail with ACC_ERR_INVALID_ARGUMENT. They write into
  * <logging_dir>/<project_name>/ (logging_dir defaults to project_dir; one of them must be set), and
@@ -2088,6 +2089,12 @@ ACC_API ACC_NODISCARD acc_status acc_check_trigger(acc_accelerator *acc, int *ou
  * trackio writes <TRACKIO_DIR>/<project>.db (default $HF_HOME/trackio), an SQLite database: a row
  * per log call (texts as strings, groups nested) and the run's configuration, as trackio.init() and
  * Run.log() store them; logging to a Space or a trackio server is ACC_ERR_UNSUPPORTED.
+ * wandb writes <dir>/wandb/offline-run-<local time>-<run id>/ (dir: init_kwargs' "dir", else
+ * WANDB_DIR, else the working folder): run-<run id>.wandb, W&B's transaction log of the run, its
+ * configuration and one history row per step (steps as run.log makes them: a call without a step
+ * is a step of wandb's own count; "commit" in log_kwargs), media under files/media/, and the
+ * wandb/latest-run link; mode "disabled" (init_kwargs or WANDB_MODE) writes nothing; uploading
+ * while training (mode "online" or "shared") is ACC_ERR_UNSUPPORTED.
  * The program adds its own trackers with acc_add_tracker. Only the main process writes or calls
  * tracker callbacks; the other processes check the same arguments and write nothing, so calls made
  * on every process or on the main process alone both work.
@@ -2266,8 +2273,8 @@ ACC_API ACC_NODISCARD acc_status acc_end_training(acc_accelerator *acc);
 ACC_API ACC_NODISCARD acc_status acc_tracker_names(const acc_accelerator *acc, acc_string_list **out);
 /* Where tracker `name` writes in the current or last run: the event file (tensorboard), metrics.jsonl
  * or metrics.csv, the run's folder in MLflow's store (mlflow), DVCLive's folder (dvclive), the
- * project's database (trackio); "" for a tracker of the program, before the first run and on other processes than
- * the main one. Free *out with acc_string_free. An unknown name is ACC_ERR_INVALID_ARGUMENT. */
+ * project's database (trackio), the offline run's folder (wandb); "" for a tracker of the program, before the
+ * first run, with wandb's mode "disabled" and on other processes than the main one. Free *out with acc_string_free. An unknown name is ACC_ERR_INVALID_ARGUMENT. */
 ACC_API ACC_NODISCARD acc_status acc_tracker_path(const acc_accelerator *acc, const char *name, char **out);
 
 /* ------------------------------------------------------------------------------------------------

@@ -26,4 +26,10 @@ std::string huggingface_home() {
   return path;
 }
 
+std::string host_name() {
+  char name[256] = {0};
+  if (gethostname(name, sizeof name - 1) != 0 || !name[0]) return "localhost";
+  return name;
+}
+
 }  // namespace acc

@@ -18,4 +18,7 @@ inline const char* nonempty_env(const char* name) {
 // home folder ($HOME, else the user's entry; "" where neither is known), as Python's expanduser.
 std::string huggingface_home();
 
+// The machine's name (gethostname), "localhost" where it has none: what trackers record a run's host as.
+std::string host_name();
+
 }  // namespace acc

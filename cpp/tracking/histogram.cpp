@@ -170,4 +170,12 @@ Histogram make_histogram(const at::Tensor& tensor, const HistogramBins& bins) {
   return h;
 }
 
+NumpyHistogram numpy_histogram(const Histogram& histogram) {
+  NumpyHistogram numpy;
+  for (size_t i = 1; i < histogram.bucket.size(); ++i)
+    numpy.counts.push_back(static_cast<int64_t>(histogram.bucket[i]));
+  numpy.edges = histogram.bucket_limit;
+  return numpy;
+}
+
 }  // namespace acc::tracking

@@ -20,6 +20,16 @@ struct Histogram {
   std::vector<double> bucket_limit, bucket;  // HistogramProto's: right limits and counts
 };
 
+// The same histogram as np.histogram's (counts, edges) over the span it keeps: TensorBoard's right
+// limits are the edges of the bins from the first to the last that hold values, the first limit
+// being that bins' left edge (its count a 0 placeholder). What trackio.Histogram and wandb.Histogram
+// take as np_histogram.
+struct NumpyHistogram {
+  std::vector<int64_t> counts;
+  std::vector<double> edges;  // one more than counts
+};
+NumpyHistogram numpy_histogram(const Histogram& histogram);
+
 // How the values are binned: `equal_bins` 0 for the "tensorflow" bins, else that many equal-width
 // bins; `max_bins` 0 for no limit.
 struct HistogramBins {

@@ -11,6 +11,7 @@
 #include <limits>
 #include <optional>
 
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/utf8.h"
 #include "tracking/hparams.h"
@@ -30,12 +31,6 @@ constexpr int kStatusSuccess = 1;  // HParams' Status.STATUS_SUCCESS
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string host_name() {
-  char name[256] = {0};
-  if (gethostname(name, sizeof name - 1) != 0 || !name[0]) return "localhost";
-  return name;
 }
 
 std::string event_file_name() {

@@ -19,6 +19,7 @@ namespace acc::tracking {
 // background keep it.
 struct Record {
   int64_t step = 0;
+  bool step_given = false;  // false: `step` is the set's next one (wandb keeps a count of its own)
   double wall_time = 0;  // seconds since the Unix epoch
   std::vector<std::string> names;
   std::vector<double> values;

@@ -21,14 +21,15 @@
 #include "tracking/mlflow_tracker.h"
 #include "tracking/tensorboard_tracker.h"
 #include "tracking/trackio_tracker.h"
+#include "tracking/wandb_tracker.h"
 
 namespace acc::tracking {
 namespace {
 
-const std::vector<std::string> kBuiltIn = {"tensorboard", "jsonl", "csv", "mlflow", "dvclive", "trackio"};
-// What "all" stands for: dvclive writes into the working folder (./dvclive, ./dvc.yaml) and trackio
-// into its projects' folder (~/.cache/huggingface/trackio), not the logging folder, so each is named
-// on its own.
+const std::vector<std::string> kBuiltIn = {"tensorboard", "jsonl", "csv", "mlflow", "dvclive", "trackio", "wandb"};
+// What "all" stands for: dvclive writes into the working folder (./dvclive, ./dvc.yaml), trackio
+// into its projects' folder (~/.cache/huggingface/trackio) and wandb into ./wandb, not the logging
+// folder, so each is named on its own.
 const std::vector<std::string> kAll = {"tensorboard", "jsonl", "csv", "mlflow"};
 
 std::shared_ptr<Tracker> make_builtin(const std::string& name, const std::string& dir) {
@@ -37,6 +38,7 @@ std::shared_ptr<Tracker> make_builtin(const std::string& name, const std::string
   if (name == "mlflow") return std::make_shared<MlflowTracker>(dir);
   if (name == "dvclive") return std::make_shared<DvcliveTracker>();
   if (name == "trackio") return std::make_shared<TrackioTracker>();
+  if (name == "wandb") return std::make_shared<WandbTracker>();
   return std::make_shared<CsvTracker>(dir);
 }
 
@@ -59,9 +61,9 @@ std::vector<std::string> parse_log_with(const std::string& log_with) {
         if (std::find(names.begin(), names.end(), b) == names.end()) names.push_back(b);
       continue;
     }
-    require(
-        std::find(kBuiltIn.begin(), kBuiltIn.end(), name) != kBuiltIn.end(), "log_with: unknown tracker \"", name,
-        "\" (known: tensorboard, jsonl, csv, mlflow, dvclive, trackio, all; other trackers are added by the program)");
+    require(std::find(kBuiltIn.begin(), kBuiltIn.end(), name) != kBuiltIn.end(), "log_with: unknown tracker \"", name,
+            "\" (known: tensorboard, jsonl, csv, mlflow, dvclive, trackio, wandb, all; other trackers are added by the "
+            "program)");
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   }
   return names;
@@ -73,7 +75,7 @@ TrackerSet::TrackerSet(const std::string& log_with, std::string logging_dir, boo
     // MLflow's store may be elsewhere (MLFLOW_TRACKING_URI): its tracker says where it can write.
     if (name == "mlflow")
       static_cast<void>(mlflow::store_root(logging_dir_));
-    else if (name != "dvclive" && name != "trackio")  // they write where DVCLive and trackio write
+    else if (name != "dvclive" && name != "trackio" && name != "wandb")  // they write where their packages do
       require(!logging_dir_.empty(), "log_with \"", name, "\" writes files and needs project_dir or logging_dir");
     trackers_.push_back(make_builtin(name, logging_dir_));
     if (name == "csv" || name == "jsonl") hparams_file_ = true;  // their runs keep the config beside them
@@ -180,11 +182,12 @@ int64_t TrackerSet::check_call(const char* call, const std::vector<std::string>&
   return at;
 }
 
-std::shared_ptr<Record> TrackerSet::take_step(int64_t at, Logged what) {
+std::shared_ptr<Record> TrackerSet::take_step(int64_t at, bool given, Logged what) {
   next_step_ = at + 1;
   if (!main_) return nullptr;
   auto record = std::make_shared<Record>();
   record->step = at;
+  record->step_given = given;
   record->wall_time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   record->of_images = what == Logged::Images;
   record->of_histogram = what == Logged::Histograms;
@@ -213,7 +216,7 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
   require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
   const int64_t at = check_call("log", names, step);
   nlohmann::json log_kwargs = checked_log_kwargs(log_kwargs_json, Logged::Numbers);
-  auto record = take_step(at, Logged::Numbers);
+  auto record = take_step(at, step.has_value(), Logged::Numbers);
   if (!record) return;  // a call without values is still a line in JSONL and CSV
   record->log_kwargs = std::move(log_kwargs);
   record->names = std::move(names);
@@ -246,7 +249,7 @@ void TrackerSet::log_scalars(const std::string& group, std::vector<std::string> 
   }
   const int64_t at = check_call("log_scalars", flat, step, Logged::Group);
   nlohmann::json log_kwargs = checked_log_kwargs(log_kwargs_json, Logged::Group);
-  auto record = take_step(at, Logged::Group);
+  auto record = take_step(at, step.has_value(), Logged::Group);
   if (!record) return;
   record->log_kwargs = std::move(log_kwargs);
   record->names = std::move(flat);
@@ -266,7 +269,7 @@ void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::strin
     require(is_utf8(texts[i]), "log_text: the text of \"", names[i], "\" is not valid UTF-8");
   const int64_t at = check_call("log_text", names, step, Logged::Texts);
   nlohmann::json log_kwargs = checked_log_kwargs(log_kwargs_json, Logged::Texts);
-  auto record = take_step(at, Logged::Texts);
+  auto record = take_step(at, step.has_value(), Logged::Texts);
   if (!record) return;
   record->log_kwargs = std::move(log_kwargs);
   record->text_names = std::move(names);
@@ -287,7 +290,7 @@ void TrackerSet::log_images(std::vector<std::string> names, const std::vector<at
   const bool wanted = std::any_of(trackers_.begin(), trackers_.end(), [](const auto& t) { return t->takes_images(); });
   if (main_ && wanted)
     for (size_t i = 0; i < images.size(); ++i) encoded.push_back(encode_image(images[i], dataformats, names[i]));
-  auto record = take_step(at, Logged::Images);
+  auto record = take_step(at, step.has_value(), Logged::Images);
   if (!record || !wanted) return;  // no tracker shows images: nothing to hand out
   record->images = std::move(encoded);
   record->image_names = std::move(names);
@@ -308,7 +311,7 @@ void TrackerSet::log_histogram(const std::string& name, const at::Tensor& values
   // Made before the step is taken: values it refuses leave the step as it was.
   Histogram histogram;
   if (main_ && wanted) histogram = make_histogram(values, bins);
-  auto record = take_step(at, Logged::Histograms);
+  auto record = take_step(at, step.has_value(), Logged::Histograms);
   if (!record || !wanted) return;
   record->histogram_name = name;
   record->histogram = std::move(histogram);

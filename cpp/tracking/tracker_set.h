@@ -92,8 +92,9 @@ class TrackerSet {
   // logs at. `call` names it in errors.
   int64_t check_call(const char* call, const std::vector<std::string>& names, std::optional<int64_t> step,
                      Logged what = Logged::Numbers) const;
-  // Advances the step past `at`; the record to hand out (null off the main process).
-  std::shared_ptr<Record> take_step(int64_t at, Logged what);
+  // Advances the step past `at` (`given`: the caller named it); the record to hand out (null off the
+  // main process).
+  std::shared_ptr<Record> take_step(int64_t at, bool given, Logged what);
 
   // Threads of one accelerator log, start and end runs at once: each call holds the set (recursive:
   // init ends the run before it, a name lookup lists the names).

@@ -133,14 +133,9 @@ struct TrackioTracker::RunState {
             {"_type", "trackio.image"}, {"file_path", file}, {"caption", nullptr}};
       }
     } else if (record.of_histogram) {
-      // trackio.Histogram(np_histogram=(counts, edges)): TensorBoard's limits are the edges of the
-      // bins from the first to the last that hold values (the first limit that bins' left edge, its
-      // count a 0 placeholder), so they are np.histogram's over that span.
-      const Histogram& h = record.histogram;
-      nlohmann::ordered_json counts = nlohmann::ordered_json::array();
-      for (size_t i = 1; i < h.bucket.size(); ++i) counts.push_back(static_cast<int64_t>(h.bucket[i]));
+      const NumpyHistogram numpy = numpy_histogram(record.histogram);  // trackio.Histogram(np_histogram=...)
       values[stored_name(record.histogram_name)] = {
-          {"_type", "trackio.histogram"}, {"bins", h.bucket_limit}, {"values", std::move(counts)}};
+          {"_type", "trackio.histogram"}, {"bins", numpy.edges}, {"values", numpy.counts}};
     } else if (!record.group.empty()) {
       nlohmann::ordered_json& group = values[stored_name(record.group)];
       group = nlohmann::ordered_json::object();

@@ -405,8 +405,8 @@ TEST(Tracking, ATrackerAddedDuringARunStartsAtOnce) {
 
 TEST(Tracking, ErrorsAreReported) {
   acc_accelerator* bad = nullptr;
-  ACC_EXPECT_ERROR(acc_test::create_accelerator({{"log_with", "tensorboard,wandb"}, {"project_dir", "/tmp"}}, &bad),
-                   ACC_ERR_INVALID_ARGUMENT, "unknown tracker \"wandb\"");
+  ACC_EXPECT_ERROR(acc_test::create_accelerator({{"log_with", "tensorboard,comet_ml"}, {"project_dir", "/tmp"}}, &bad),
+                   ACC_ERR_INVALID_ARGUMENT, "unknown tracker \"comet_ml\"");
   EXPECT_EQ(bad, nullptr);
   ACC_EXPECT_ERROR(acc_test::create_accelerator({{"log_with", "jsonl"}}, &bad), ACC_ERR_INVALID_ARGUMENT,
                    "needs project_dir or logging_dir");
@@ -451,7 +451,7 @@ TEST(Tracking, ErrorsAreReported) {
   EXPECT_EQ(lines_of(acc_test::read_file(acc_test::tracker_path(a, "jsonl"))).size(), 2u);
   ACC_EXPECT_ERROR(acc_log_scalar(a, "loss", 1.0, -1), ACC_ERR_NOT_INITIALIZED, "init_trackers");
   char* path = nullptr;
-  ACC_EXPECT_ERROR(acc_tracker_path(a, "wandb", &path), ACC_ERR_INVALID_ARGUMENT, "no tracker named \"wandb\"");
+  ACC_EXPECT_ERROR(acc_tracker_path(a, "comet_ml", &path), ACC_ERR_INVALID_ARGUMENT, "no tracker named \"comet_ml\"");
   ACC_EXPECT_ERROR(acc_tracker_path(a, "jsonl", nullptr), ACC_ERR_INVALID_ARGUMENT, "out");
   acc_accelerator_free(a);
   EXPECT_TRUE(freed);

@@ -148,7 +148,7 @@ TEST(TrackerKwargs, LogKwargsReachEachTracker) {
   ACC_ASSERT_OK(acc_log_ex(a, acc_name, quarter, 1, -1, nullptr));  // step 5, as acc_log
   const std::vector<std::pair<std::string, std::pair<acc_status, const char*>>> mistakes = {
       {R"({"jsonl": {"x": 1}})", {ACC_ERR_INVALID_ARGUMENT, "the jsonl tracker takes no keyword argument \"x\""}},
-      {R"({"wandb": {}})", {ACC_ERR_INVALID_ARGUMENT, "log_kwargs names \"wandb\", which is no tracker"}},
+      {R"({"comet_ml": {}})", {ACC_ERR_INVALID_ARGUMENT, "log_kwargs names \"comet_ml\", which is no tracker"}},
       {R"({"tensorboard": {"walltime": "now"}})", {ACC_ERR_INVALID_ARGUMENT, "is a number"}},
       {R"({"tensorboard": {"walltime": -1}})", {ACC_ERR_INVALID_ARGUMENT, "it must be from 0"}},
       {R"({"mlflow": {"run_id": "abc"}})", {ACC_ERR_UNSUPPORTED, "log_kwargs[\"mlflow\"][\"run_id\"]"}},

@@ -1,6 +1,7 @@
 // Pieces of cpp/tracking checked on their own: CRC-32C (common/) against published check values, TFRecord
 // framing, log_with parsing, the CSV header reader, the background file, the progress text, and
-// values printed as Python prints them (MLflow's parameters and metric lines) against python3 itself.
+// values printed as Python prints them (MLflow's parameters and metric lines) against python3 itself,
+// SHA-256, W&B's log framing and values.
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
@@ -16,7 +17,10 @@
 #include <string>
 
 #include "../capi/tracking_reader.h"
+#include "../capi/wandb_reader.h"
 #include "common/error.h"
+#include "common/python_text.h"
+#include "common/sha256.h"
 #include "tracking/async_file.h"
 #include "tracking/crc32c.h"
 #include "tracking/csv_tracker.h"
@@ -24,9 +28,10 @@
 #include "tracking/mlflow_metrics.h"
 #include "tracking/mlflow_store.h"
 #include "tracking/progress.h"
-#include "common/python_text.h"
 #include "tracking/tfrecord.h"
 #include "tracking/tracker_set.h"
+#include "tracking/wandb_log.h"
+#include "tracking/wandb_values.h"
 
 using namespace acc::tracking;
 using acc::python_float_repr;
@@ -341,4 +346,81 @@ TEST(Histogram, BinsAsAddHistogramTakesThem) {
   EXPECT_EQ(bins.front(), -bins.back());
   EXPECT_LT(bins.back(), 1e20);
   EXPECT_GE(bins.back() * 1.1, 1e20);
+}
+
+// SHA-256 against FIPS 180-4's examples (one block, two blocks, a million bytes) and the empty input.
+TEST(Sha256, MatchesTheStandardsExamples) {
+  EXPECT_EQ(acc::sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(acc::sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(acc::sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_EQ(acc::sha256_hex(std::string(1000000, 'a')),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  // Lengths around the padding's block boundary (55, 56, 63, 64 bytes) against sha256sum.
+  for (size_t n : {55, 56, 63, 64, 65}) {
+    const std::string path = ::testing::TempDir() + "sha_" + std::to_string(n);
+    std::ofstream(path, std::ios::binary) << std::string(n, 'x');
+    const std::string command = "sha256sum '" + path + "' > '" + path + ".sum'";
+    ASSERT_EQ(std::system(command.c_str()), 0);
+    std::ifstream sum(path + ".sum");
+    std::string expected;
+    sum >> expected;
+    EXPECT_EQ(acc::sha256_hex(std::string(n, 'x')), expected) << n;
+  }
+}
+
+// W&B's transaction log framing: the header, wandb's own worked example of a record, a block's end
+// with exactly a chunk header's room (an empty first chunk, the data in the next block), one with
+// less (zeros, then the chunk in the next block), and a record spanning three blocks.
+TEST(WandbLog, FramesRecordsAsWandbsWriter) {
+  using acc::tracking::wandb::framed_record;
+  EXPECT_EQ(acc::tracking::wandb::log_header(), std::string(":W&B\xe1\xbe\x00", 7));
+  // Record{num: 1, header: {}} at the file's start: CRC-32 of 01 08 01 aa 01 00 is 0x3fa6b755.
+  EXPECT_EQ(framed_record(std::string("\x08\x01\xaa\x01\x00", 5), 7),
+            std::string("\x55\xb7\xa6\x3f\x05\x00\x01\x08\x01\xaa\x01\x00", 12));
+  auto chunk = [](unsigned char type, const std::string& data) {
+    std::string c(1, static_cast<char>(type));
+    const uint32_t crc = acc_test::crc32_ieee_bitwise(c + data);
+    std::string out;
+    for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>(crc >> (8 * i)));
+    out.push_back(static_cast<char>(data.size() & 0xff));
+    out.push_back(static_cast<char>(data.size() >> 8));
+    return out + c + data;
+  };
+  EXPECT_EQ(framed_record("abc", 32768 - 7), chunk(2, "") + chunk(4, "abc"));
+  EXPECT_EQ(framed_record("abc", 32768 - 6), std::string(6, '\0') + chunk(1, "abc"));
+  EXPECT_EQ(framed_record("", 32768 - 7), chunk(1, ""));
+  const std::string big(70000, 'z');
+  EXPECT_EQ(framed_record(big, 7),
+            chunk(2, big.substr(0, 32754)) + chunk(3, big.substr(32754, 32761)) + chunk(4, big.substr(32754 + 32761)));
+}
+
+// Values as W&B's JSON holds them: floats as Python's repr, NaN and infinities as bare tokens,
+// nested objects and lists compact; the leaves of a step's tree by their paths.
+TEST(WandbValues, JsonAndLeavesAsWandbWritesThem) {
+  using acc::tracking::wandb::value_json;
+  nlohmann::ordered_json v = nlohmann::ordered_json::object();
+  v["f"] = 1.0;
+  v["small"] = 1e-5;
+  v["big"] = 1e16;
+  v["nan"] = std::nan("");
+  v["inf"] = -INFINITY;
+  v["i"] = 3;
+  v["s"] = "q\"\n\xc3\xa9";
+  v["list"] = {1, 2.5};
+  EXPECT_EQ(value_json(v),
+            "{\"f\":1.0,\"small\":1e-05,\"big\":1e+16,\"nan\":NaN,\"inf\":-Infinity,\"i\":3,\"s\":\"q\\\"\\n\xc3\xa9\","
+            "\"list\":[1,2.5]}");
+  nlohmann::ordered_json tree = nlohmann::ordered_json::object();
+  tree["a"]["b"] = 1;
+  tree["a"]["c"] = {1, 2};
+  tree["d"] = "x";
+  const auto leaves = acc::tracking::wandb::leaves(tree);
+  ASSERT_EQ(leaves.size(), 3u);
+  EXPECT_EQ(leaves[0].path, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(leaves[1].path, (std::vector<std::string>{"a", "c"}));
+  EXPECT_EQ(leaves[1].value_json, "[1,2]");
+  EXPECT_EQ(leaves[2].value_json, "\"x\"");
+  EXPECT_EQ(acc::tracking::wandb::media_path("media/images", "/a/./../b", 3, std::string(64, 'f'), ".png"),
+            "media/images/a/_/__/b_3_" + std::string(20, 'f') + ".png");
 }

@@ -1,0 +1,62 @@
+// One offline W&B run being written, as wandb.init(mode="offline") leaves it for `wandb sync`:
+//   <root>/wandb/offline-run-<YYYYMMDD_HHMMSS, local time>-<run id>/run-<run id>.wandb
+//   <root>/wandb/offline-run-.../files/media/...   the media files the records name
+//   <root>/wandb/latest-run                        a link to the newest run's folder
+// The .wandb file holds what wandb's handler would have written (its sync runs no handler): the
+// run, its configuration, per step a summary of the run time, a summary of the step's values and
+// the step's history, files records for media, and at the end the exit. Log calls are combined into
+// steps as the handler combines them: a call with a step larger than the current one first writes
+// the current step out; a call without a step (or with commit) writes its step out and moves to the
+// next; a smaller step is dropped with a warning.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tracking/tracker.h"
+#include "tracking/wandb_settings.h"
+
+namespace acc::wandbpb {
+class Record;  // the generated message (tracking/proto/wandb_record.pb.h)
+}
+
+namespace acc::tracking::wandb {
+
+class OfflineRun {
+ public:
+  // Makes the run's folders, the .wandb file (which must not exist yet) with the run's first records
+  // and the latest-run link, on the calling thread: Io errors name what could not be made. `config`
+  // is init_trackers' configuration (Accelerate's store_init_configuration).
+  OfflineRun(const RunSettings& settings, const std::string& project, const nlohmann::json& config);
+
+  const std::string& folder() const { return folder_; }
+  const std::string& log_path() const { return log_path_; }
+  const std::string& run_id() const { return run_id_; }
+
+  // The rest runs on the writer thread, with the .wandb file open for appending.
+  void log(std::FILE* file, const tracking::Record& record);
+  // Writes the last step and the exit record (exit code 0, the run time in whole seconds).
+  void finish(std::FILE* file);
+
+ private:
+  void write(std::FILE* file, wandbpb::Record& record);
+  void write_run_timing(std::FILE* file);
+  // The pending step's values as the handler writes them out; then `next` is the current step.
+  void write_step(std::FILE* file, int64_t next);
+  // A PNG file under files/, announced to `wandb sync` by a files record; its path relative to files/.
+  std::string add_media_file(std::FILE* file, const std::string& key, const std::string& png);
+  double runtime() const;
+
+  std::string run_id_, folder_, log_path_;
+  uint64_t size_ = 0;  // bytes in the .wandb file
+  int64_t records_ = 0;
+  std::chrono::steady_clock::time_point started_;
+  nlohmann::ordered_json pending_ = nlohmann::ordered_json::object();  // the current step's values
+  int64_t step_ = 0;
+};
+
+}  // namespace acc::tracking::wandb

@@ -1,0 +1,60 @@
+#include "tracking/wandb_tracker.h"
+
+#include <cstdio>
+
+#include "common/error.h"
+#include "common/utf8.h"
+#include "tracking/init_kwargs.h"
+#include "tracking/wandb_run.h"
+
+namespace acc::tracking {
+
+WandbTracker::~WandbTracker() {
+  try {
+    finish();
+  } catch (...) {
+  }
+}
+
+void WandbTracker::set_init_kwargs(const nlohmann::json& kwargs) { settings_ = wandb::run_settings(kwargs); }
+
+void WandbTracker::check_log_kwargs(const nlohmann::json& kwargs, Logged) const {
+  InitKwargs k("wandb", kwargs, "log_kwargs");
+  k.boolean("commit");
+  k.refuse_the_rest();
+}
+
+void WandbTracker::check_project_name(const std::string& project_name) const { wandb::check_project(project_name); }
+
+void WandbTracker::check_name(const std::string& name) const {
+  for (const char* own : {"_step", "_runtime", "_timestamp", "_wandb"})
+    require(name != own, "wandb: \"", name, "\" is a key W&B writes itself; log the value under another name");
+}
+
+void WandbTracker::start(const std::string& project_name, const nlohmann::json& config) {
+  finish();
+  const wandb::RunSettings settings = settings_ ? *settings_ : wandb::run_settings(nullptr);
+  if (settings.mode == wandb::Mode::Disabled) return;  // as wandb: every call a no-op, nothing written
+  auto run = std::make_shared<wandb::OfflineRun>(settings, project_name, config);
+  std::fprintf(stderr, "accelerate: wandb: the run %s is written offline to %s%s; upload it with `wandb sync %s`\n",
+               run->run_id().c_str(), run->folder().c_str(),
+               settings.mode_chosen ? "" : " (no mode was given, and uploading while training is not built)",
+               run->folder().c_str());
+  writer_ = std::make_unique<AsyncFile>(run->log_path(), false);
+  folder_ = run->folder();
+  run_ = std::move(run);
+}
+
+void WandbTracker::log(const std::shared_ptr<const Record>& record) {
+  if (!writer_) return;  // mode "disabled"
+  writer_->post([record, run = run_](std::FILE*& file, const std::string&) { run->log(file, *record); });
+}
+
+void WandbTracker::finish() {
+  if (!writer_) return;
+  std::unique_ptr<AsyncFile> writer = std::move(writer_);
+  writer->post([run = std::move(run_)](std::FILE*& file, const std::string&) { run->finish(file); });
+  writer->close();
+}
+
+}  // namespace acc::tracking
