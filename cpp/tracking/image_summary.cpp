@@ -104,4 +104,17 @@ EncodedImage encode_image(const at::Tensor& image, const std::string& dataformat
   return out;
 }
 
+std::vector<EncodedImage> encode_images_apart(const at::Tensor& image, const std::string& dataformats,
+                                              const std::string& name) {
+  const std::string layout = checked_layout(image, dataformats, name);
+  if (layout.size() != 4) return {encode_image(image, dataformats, name)};
+  const auto batch_axis = static_cast<int64_t>(layout.find('N'));
+  std::string item_layout = layout;
+  item_layout.erase(static_cast<size_t>(batch_axis), 1);
+  std::vector<EncodedImage> out;
+  for (int64_t i = 0; i < image.size(batch_axis); ++i)
+    out.push_back(encode_image(image.select(batch_axis, i), item_layout, name));
+  return out;
+}
+
 }  // namespace acc::tracking

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace at {
 class Tensor;
@@ -25,5 +26,9 @@ struct EncodedImage {
 // an empty image, a complex dtype. Cheap: every process checks what the main one writes.
 void check_image(const at::Tensor& image, const std::string& dataformats, const std::string& name);
 EncodedImage encode_image(const at::Tensor& image, const std::string& dataformats, const std::string& name);
+// The images of `image` one by one: each image of a batch (an order of NCHW) on its own, as wandb
+// takes a list of images; a single image as encode_image makes it.
+std::vector<EncodedImage> encode_images_apart(const at::Tensor& image, const std::string& dataformats,
+                                              const std::string& name);
 
 }  // namespace acc::tracking

@@ -30,7 +30,8 @@ struct Record {
   std::vector<std::string> texts;  // valid UTF-8
   bool of_images = false;  // an acc_log_images call: to the trackers that take images (numbers and texts are empty)
   std::vector<std::string> image_names;
-  std::vector<EncodedImage> images;
+  std::vector<EncodedImage> images;                     // a batch as one grid, as TensorBoard shows it
+  std::vector<std::vector<EncodedImage>> images_apart;  // each batch's images one by one (if a tracker takes them)
   bool of_histogram = false;  // an acc_log_histogram call: to the trackers that take histograms
   std::string histogram_name;
   Histogram histogram;
@@ -70,6 +71,10 @@ class Tracker {
   virtual void log(const std::shared_ptr<const Record>& record) = 0;
   // Whether the tracker gets the records of acc_log_images (the others never see them).
   virtual bool takes_images() const { return false; }
+  // Whether the tracker takes a batch of images as its images one by one (Record::images_apart).
+  virtual bool takes_images_apart() const { return false; }
+  // Refuses, on the main process before the call takes its step, a histogram the tracker cannot keep.
+  virtual void check_histogram(const Histogram&) const {}
   // Whether the tracker gets the records of acc_log_histogram (the others never see them).
   virtual bool takes_histograms() const { return false; }
   // Whether the tracker writes the texts of acc_log_text (the others skip them, and their names).

@@ -182,6 +182,10 @@ int64_t TrackerSet::check_call(const char* call, const std::vector<std::string>&
   return at;
 }
 
+bool TrackerSet::any_tracker(bool (Tracker::*takes)() const) const {
+  return std::any_of(trackers_.begin(), trackers_.end(), [takes](const auto& t) { return ((*t).*takes)(); });
+}
+
 std::shared_ptr<Record> TrackerSet::take_step(int64_t at, bool given, Logged what) {
   next_step_ = at + 1;
   if (!main_) return nullptr;
@@ -287,12 +291,21 @@ void TrackerSet::log_images(std::vector<std::string> names, const std::vector<at
   const int64_t at = check_call("log_images", names, step, Logged::Images);
   // Encoded before the step is taken: an image that cannot be (out of memory) leaves the step as it was.
   std::vector<EncodedImage> encoded;
-  const bool wanted = std::any_of(trackers_.begin(), trackers_.end(), [](const auto& t) { return t->takes_images(); });
-  if (main_ && wanted)
-    for (size_t i = 0; i < images.size(); ++i) encoded.push_back(encode_image(images[i], dataformats, names[i]));
+  std::vector<std::vector<EncodedImage>> apart;
+  const bool wanted = any_tracker(&Tracker::takes_images);
+  if (main_ && wanted) {
+    const bool grids = std::any_of(trackers_.begin(), trackers_.end(),
+                                   [](const auto& t) { return t->takes_images() && !t->takes_images_apart(); });
+    for (size_t i = 0; i < images.size(); ++i) {
+      if (grids) encoded.push_back(encode_image(images[i], dataformats, names[i]));
+      if (any_tracker(&Tracker::takes_images_apart))
+        apart.push_back(encode_images_apart(images[i], dataformats, names[i]));
+    }
+  }
   auto record = take_step(at, step.has_value(), Logged::Images);
   if (!record || !wanted) return;  // no tracker shows images: nothing to hand out
   record->images = std::move(encoded);
+  record->images_apart = std::move(apart);
   record->image_names = std::move(names);
   std::shared_ptr<const Record> shared = std::move(record);
   each([&](Tracker& t) {
@@ -306,11 +319,14 @@ void TrackerSet::log_histogram(const std::string& name, const at::Tensor& values
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
   check_histogram_values(values, name);
   const int64_t at = check_call("log_histogram", {name}, step, Logged::Histograms);
-  const bool wanted =
-      std::any_of(trackers_.begin(), trackers_.end(), [](const auto& t) { return t->takes_histograms(); });
-  // Made before the step is taken: values it refuses leave the step as it was.
+  const bool wanted = any_tracker(&Tracker::takes_histograms);
+  // Made and checked before the step is taken: values they refuse leave the step as it was.
   Histogram histogram;
-  if (main_ && wanted) histogram = make_histogram(values, bins);
+  if (main_ && wanted) {
+    histogram = make_histogram(values, bins);
+    for (const auto& t : trackers_)
+      if (t->takes_histograms()) t->check_histogram(histogram);
+  }
   auto record = take_step(at, step.has_value(), Logged::Histograms);
   if (!record || !wanted) return;
   record->histogram_name = name;

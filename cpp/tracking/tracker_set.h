@@ -92,6 +92,8 @@ class TrackerSet {
   // logs at. `call` names it in errors.
   int64_t check_call(const char* call, const std::vector<std::string>& names, std::optional<int64_t> step,
                      Logged what = Logged::Numbers) const;
+  // Whether a tracker of the set says yes to `takes` (takes_images, ...).
+  bool any_tracker(bool (Tracker::*takes)() const) const;
   // Advances the step past `at` (`given`: the caller named it); the record to hand out (null off the
   // main process).
   std::shared_ptr<Record> take_step(int64_t at, bool given, Logged what);

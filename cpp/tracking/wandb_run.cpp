@@ -211,12 +211,18 @@ void OfflineRun::log(std::FILE* file, const tracking::Record& record) {
     }
   }
   if (record.of_images) {
-    for (size_t i = 0; i < record.images.size(); ++i) {
-      const EncodedImage& image = record.images[i];
-      const std::string path = add_media_file(file, record.image_names[i], image.png);
-      pending_[record.image_names[i]] = image_list_value(image.width, image.height, {path});
+    // Accelerate's log_images logs each name on its own: without a step, each is a step of its own.
+    for (size_t i = 0; i < record.images_apart.size(); ++i) {
+      const auto& images = record.images_apart[i];
+      std::vector<std::string> paths;
+      for (const auto& image : images) paths.push_back(add_media_file(file, record.image_names[i], image.png));
+      pending_[record.image_names[i]] = image_list_value(images.front().width, images.front().height, paths);
+      pending_["_timestamp"] = record.wall_time;
+      if (!record.step_given) write_step(file, step_ + 1);
     }
-  } else if (record.of_histogram) {
+    return;
+  }
+  if (record.of_histogram) {
     pending_[record.histogram_name] = histogram_value(record.histogram);
   } else if (!record.group.empty()) {
     nlohmann::ordered_json& group = pending_[record.group];

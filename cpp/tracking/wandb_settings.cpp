@@ -71,7 +71,12 @@ void filter_config(nlohmann::ordered_json& config, const std::optional<nlohmann:
 
 RunSettings run_settings(const nlohmann::json& kwargs) {
   RunSettings s;
-  auto env = [](const char* name) { return nonempty_env(name) ? std::string(nonempty_env(name)) : std::string(); };
+  auto env = [](const char* name) {
+    const char* value = nonempty_env(name);
+    // Protobuf's strings are UTF-8: W&B's readers refuse a record holding anything else.
+    require(!value || is_utf8(value), "wandb: ", name, " is not valid UTF-8");
+    return value ? std::string(value) : std::string();
+  };
   if (nonempty_env("WANDB_MODE")) {
     s.mode = parse_mode(env("WANDB_MODE"), "WANDB_MODE");
     s.mode_chosen = true;
@@ -175,6 +180,7 @@ RunSettings run_settings(const nlohmann::json& kwargs) {
 }
 
 void check_project(const std::string& project) {
+  require(is_utf8(project), "wandb: the project name is not valid UTF-8");
   require(code_points(project) <= 128, "wandb: the project name \"", printable_utf8(project),
           "\" has more than 128 characters");
   require(project.find_first_of("/\\#?%:") == std::string::npos, "wandb: the project name \"", printable_utf8(project),

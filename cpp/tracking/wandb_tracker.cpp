@@ -27,8 +27,15 @@ void WandbTracker::check_log_kwargs(const nlohmann::json& kwargs, Logged) const 
 void WandbTracker::check_project_name(const std::string& project_name) const { wandb::check_project(project_name); }
 
 void WandbTracker::check_name(const std::string& name) const {
-  for (const char* own : {"_step", "_runtime", "_timestamp", "_wandb"})
-    require(name != own, "wandb: \"", name, "\" is a key W&B writes itself; log the value under another name");
+  for (const std::string own : {"_step", "_runtime", "_timestamp", "_wandb"})
+    require(name != own && name.rfind(own + "/", 0) != 0, "wandb: \"", printable_utf8(name), "\" is ",
+            name == own ? "a key" : "under a key", " W&B writes itself; log the value under another name");
+}
+
+void WandbTracker::check_histogram(const Histogram& histogram) const {
+  const size_t bins = numpy_histogram(histogram).counts.size();
+  require(bins <= 512, "wandb: the histogram has ", bins, " bins, and wandb.Histogram keeps at most 512: give ",
+          "acc_log_histogram max_bins (512 or fewer) or a bin count");
 }
 
 void WandbTracker::start(const std::string& project_name, const nlohmann::json& config) {

@@ -35,8 +35,13 @@ class WandbTracker : public Tracker {
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
   bool takes_images() const override { return true; }
+  // A batch is a list of images, each a file, as Accelerate's log_images makes them.
+  bool takes_images_apart() const override { return true; }
   bool takes_histograms() const override { return true; }
-  // The keys wandb writes itself (_step, _runtime, _timestamp, _wandb) are refused.
+  // wandb.Histogram keeps at most 512 bins (InvalidArgument beyond).
+  void check_histogram(const Histogram& histogram) const override;
+  // The keys wandb writes itself (_step, _runtime, _timestamp, _wandb), and names under them (a
+  // group of acc_log_scalars named so), are refused.
   void check_name(const std::string& name) const override;
   void finish() override;
   // The run's folder ("" with mode "disabled").

@@ -165,16 +165,32 @@ TEST(WandbTracking, ImagesAndHistogramsAreWandbMedia) {
   ACC_ASSERT_OK(acc_log_images(a, names, images, 2, 2, "CHW"));
   acc_tensor* w = acc_test::floats({0.5f, -1.0f, 2.0f, 2.0f}, {2, 2});
   ACC_ASSERT_OK(acc_log_histogram(a, "layer/w", w, 2, "4", 0));
+  // A batch is a list of its images; names without a step are a step each, as log_images logs them
+  // (the first joins step 2, which waits for more, and writes it out, as run.log without a step does).
+  std::vector<float> batch_pixels(3 * 1 * 4 * 5);
+  for (size_t i = 0; i < batch_pixels.size(); ++i) batch_pixels[i] = static_cast<float>(i % 20) / 20 + (i / 20) * 0.01f;
+  acc_tensor* batch = acc_test::floats(batch_pixels, {3, 1, 4, 5});
+  acc_tensor* single = acc_test::floats(pixels, {1, 3, 4, 5});
+  acc_tensor* batches[] = {batch, single};
+  const char* batch_names[] = {"batch", "single"};
+  ACC_ASSERT_OK(acc_log_images(a, batch_names, batches, 2, -1, "NCHW"));
+  // wandb.Histogram keeps at most 512 bins: TensorBoard's bins from 1e-6 to 1e6 on both sides are more.
+  acc_tensor* wide = acc_test::floats({-1e6f, -1e-6f, 1e-6f, 1e6f}, {4});
+  ACC_EXPECT_ERROR(acc_log_histogram(a, "wide", wide, 9, nullptr, 0), ACC_ERR_INVALID_ARGUMENT, "at most 512");
+  ACC_ASSERT_OK(acc_log_histogram(a, "wide", wide, 9, nullptr, 512));
   ACC_ASSERT_OK(acc_end_training(a));
+  acc_tensor_free(wide);
+  acc_tensor_free(batch);
+  acc_tensor_free(single);
   acc_tensor_free(w);
   acc_tensor_free(image);
   acc_accelerator_free(a);
 
   const auto records = records_of(folder);
   const auto files = of_type(records, "files");
-  ASSERT_EQ(files.size(), 2u);
+  ASSERT_EQ(files.size(), 2u + 3u + 1u);
   const auto histories = of_type(records, "history");
-  ASSERT_EQ(histories.size(), 1u);
+  ASSERT_EQ(histories.size(), 3u);
   const auto& items = histories[0]["items"];
   EXPECT_EQ(histories[0]["step"], 2);
   const std::string prefixes[] = {"media/images/samples/train_2_", "media/images/__/up_2_"};
@@ -198,6 +214,25 @@ TEST(WandbTracking, ImagesAndHistogramsAreWandbMedia) {
   EXPECT_EQ(items["layer/w|_type"], "\"histogram\"");
   EXPECT_EQ(items["layer/w|values"], "[1,0,1,2]");
   EXPECT_EQ(items["layer/w|bins"], "[-1.0,-0.25,0.5,1.25,2.0]");
+
+  // The batch: three files of 5x4 (each its own PNG, told apart by its digest) in step 2; then "single".
+  const auto& batch_items = histories[0]["items"];
+  EXPECT_EQ(batch_items["batch|count"], "3");
+  EXPECT_EQ(batch_items["batch|width"], "5");
+  EXPECT_EQ(batch_items["batch|height"], "4");
+  const auto filenames = nlohmann::json::parse(batch_items["batch|filenames"].get<std::string>());
+  ASSERT_EQ(filenames.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(files[2 + i]["paths"][0].get<std::string>(), filenames[i].get<std::string>());
+    EXPECT_TRUE(fs::is_regular_file(folder + "/files/" + filenames[i].get<std::string>()));
+  }
+  EXPECT_NE(filenames[0], filenames[1]);
+  EXPECT_FALSE(batch_items.contains("single|count"));
+  EXPECT_EQ(histories[1]["step"], 3);
+  EXPECT_EQ(histories[1]["items"]["single|count"], "1");
+  EXPECT_EQ(histories[2]["step"], 9);
+  const auto wide_bins = nlohmann::json::parse(histories[2]["items"]["wide|values"].get<std::string>());
+  EXPECT_LE(wide_bins.size(), 512u);
 }
 
 // Records longer than a block and records that meet a block's end in every way (no room for a
@@ -285,6 +320,13 @@ TEST(WandbTracking, RefusesWhatWandbRefusesAndWhatIsNotBuilt) {
     ACC_EXPECT_ERROR(acc_init_trackers_ex(a, "p", nullptr, R"({"wandb": {"dir": "/nonexistent-never"}})"),
                      ACC_ERR_UNSUPPORTED, "WANDB_MODE");
   }
+  {
+    acc_test::ScopedEnv name("WANDB_NAME", "caf\xe9");  // Latin-1: W&B's readers would refuse the run record
+    ACC_EXPECT_ERROR(acc_init_trackers_ex(a, "p", nullptr, kwargs(root).c_str()), ACC_ERR_INVALID_ARGUMENT,
+                     "WANDB_NAME is not valid UTF-8");
+  }
+  ACC_EXPECT_ERROR(acc_init_trackers_ex(a, "caf\xe9", nullptr, kwargs(root).c_str()), ACC_ERR_INVALID_ARGUMENT,
+                   "not valid UTF-8");
   EXPECT_FALSE(fs::exists(root + "/wandb"));
 
   // config_include_keys keeps only those keys of init's config.
@@ -297,6 +339,10 @@ TEST(WandbTracking, RefusesWhatWandbRefusesAndWhatIsNotBuilt) {
                    "commit");
   for (const char* own : {"_step", "_runtime", "_timestamp", "_wandb"})
     ACC_EXPECT_ERROR(acc_log_scalar(a, own, 1.0, 0), ACC_ERR_INVALID_ARGUMENT, "a key W&B writes itself");
+  const char* names[] = {"a"};
+  const double values[] = {1.0};
+  ACC_EXPECT_ERROR(acc_log_scalars(a, "_wandb", names, values, 1, 0), ACC_ERR_INVALID_ARGUMENT,
+                   "under a key W&B writes itself");
   ACC_ASSERT_OK(acc_end_training(a));
   acc_accelerator_free(a);
   const auto records = records_of(folder);

@@ -16,15 +16,16 @@
 
 namespace acc_test {
 
-// Bit by bit (Castagnoli polynomial, reflected), as slow and as obvious as possible.
-inline uint32_t crc32c_bitwise(const std::string& data) {
+// A CRC-32 of a reflected `polynomial`, bit by bit, as slow and as obvious as possible.
+inline uint32_t crc32_bitwise(const std::string& data, uint32_t polynomial) {
   uint32_t c = ~0u;
   for (unsigned char b : data) {
     c ^= b;
-    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (polynomial & (0u - (c & 1u)));
   }
   return ~c;
 }
+inline uint32_t crc32c_bitwise(const std::string& data) { return crc32_bitwise(data, 0x82F63B78u); }  // Castagnoli
 inline uint32_t masked(uint32_t crc) { return ((crc >> 15) | (crc << 17)) + 0xa282ead8u; }
 
 // One field of a protobuf message: number, wire type and payload.

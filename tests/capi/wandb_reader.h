@@ -19,14 +19,7 @@
 
 namespace acc_test {
 
-inline uint32_t crc32_ieee_bitwise(const std::string& data) {
-  uint32_t c = ~0u;
-  for (unsigned char b : data) {
-    c ^= b;
-    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
-  }
-  return ~c;
-}
+inline uint32_t crc32_ieee_bitwise(const std::string& data) { return crc32_bitwise(data, 0xEDB88320u); }
 
 // The records' payloads; a framing error is a test failure.
 inline std::vector<std::string> wandb_log_payloads(const std::string& bytes) {
