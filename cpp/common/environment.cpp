@@ -22,8 +22,22 @@ std::string huggingface_home() {
     const char* cache = nonempty_env("XDG_CACHE_HOME");
     path = std::string(cache ? cache : "~/.cache") + "/huggingface";
   }
-  if (path == "~" || path.rfind("~/", 0) == 0) path = home_dir() + path.substr(1);
-  return path;
+  return expand_user(path);
+}
+
+std::string expand_user(const std::string& path) {
+  if (path.empty() || path[0] != '~') return path;
+  const size_t slash = path.find('/');
+  const std::string user = path.substr(1, slash == std::string::npos ? std::string::npos : slash - 1);
+  std::string home;
+  if (user.empty()) {
+    home = home_dir();
+  } else if (const passwd* entry = ::getpwnam(user.c_str()); entry && entry->pw_dir) {
+    home = entry->pw_dir;
+  } else {
+    return path;  // an unknown user: as Python leaves it
+  }
+  return home + (slash == std::string::npos ? "" : path.substr(slash));
 }
 
 std::string host_name() {

@@ -18,6 +18,10 @@ inline const char* nonempty_env(const char* name) {
 // home folder ($HOME, else the user's entry; "" where neither is known), as Python's expanduser.
 std::string huggingface_home();
 
+// Python's os.path.expanduser: a leading "~" (the home folder, as huggingface_home finds it) or
+// "~user" (that user's, where the system knows them) expanded; any other path as it is.
+std::string expand_user(const std::string& path);
+
 // The machine's name (gethostname), "localhost" where it has none: what trackers record a run's host as.
 std::string host_name();
 

@@ -10,10 +10,14 @@
 namespace acc {
 
 uint64_t system_random_bits() {
-  static std::mutex mutex;
-  static std::random_device source;
-  std::lock_guard<std::mutex> lock(mutex);
-  return (static_cast<uint64_t>(source()) << 32) ^ source();
+  // Never destroyed: trackers' writer threads draw ids while a process that left them open exits.
+  struct Source {
+    std::mutex mutex;
+    std::random_device device;
+  };
+  static Source* const source = new Source;
+  std::lock_guard<std::mutex> lock(source->mutex);
+  return (static_cast<uint64_t>(source->device()) << 32) ^ source->device();
 }
 
 std::string uuid4_hex() {

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <set>
 #include <vector>
 
 #include "common/error.h"
@@ -24,6 +26,8 @@ constexpr size_t kMaxQueued = 1 << 16;
 // a context switch per tracker.
 constexpr size_t kWakeBatch = 512;
 constexpr auto kPoll = std::chrono::milliseconds(50);
+// How long an exiting process waits for a writer's queue to reach the disk.
+constexpr auto kExitFlushLimit = std::chrono::seconds(10);
 
 // Where the file's complete records end: the offset of the last flush and the offsets after each
 // task run since. After a failed write the file is cut back to the last of them that the disk holds
@@ -75,6 +79,13 @@ std::FILE* open_regular_file(const std::string& path, bool truncate) {
     if (!regular) fail(Status::Io, "'", path, "' is not a regular file");
     fail(Status::Io, "cannot open ", path, " for writing: ", std::strerror(error));
   }
+  // At the end from the start: stdio's position (where RecordEnds measures complete records from)
+  // is the descriptor's, which an append-only open leaves at 0 until the first write.
+  if (::lseek(fd, 0, SEEK_END) < 0) {
+    const int error = errno;
+    ::close(fd);
+    fail(Status::Io, "cannot open ", path, " for writing: ", std::strerror(error));
+  }
   std::FILE* file = ::fdopen(fd, "ab");
   if (!file) {
     const int error = errno;
@@ -82,6 +93,31 @@ std::FILE* open_regular_file(const std::string& path, bool truncate) {
     fail(Status::Io, "cannot open ", path, " for writing: ", std::strerror(error));
   }
   return file;
+}
+
+// The writers still open when the process exits (a program that returns from main with its
+// accelerator alive): what they hold is put on disk first. Never destroyed (other exit handlers may
+// run after this one); a forked child, which has no writer threads, leaves them alone.
+struct OpenWriters {
+  std::mutex mutex;
+  std::set<AsyncFile*> files;
+  pid_t owner = ::getpid();
+};
+OpenWriters& open_writers() {
+  static OpenWriters* const writers = new OpenWriters;
+  return *writers;
+}
+
+void flush_open_writers_at_exit() {
+  OpenWriters& writers = open_writers();
+  const std::lock_guard<std::mutex> lock(writers.mutex);
+  if (::getpid() != writers.owner) return;
+  for (AsyncFile* file : writers.files) {
+    try {
+      file->flush(kExitFlushLimit);
+    } catch (...) {
+    }
+  }
 }
 
 }  // namespace
@@ -97,6 +133,11 @@ void AsyncFile::start_writer() {
     name_this_thread("acc-tracker");
     run();
   });
+  static const bool at_exit = std::atexit(flush_open_writers_at_exit) == 0;
+  static_cast<void>(at_exit);
+  OpenWriters& writers = open_writers();
+  const std::lock_guard<std::mutex> lock(writers.mutex);
+  writers.files.insert(this);
 }
 
 AsyncFile::AsyncFile(TasksOwnFiles, std::string label, std::function<void()> flush_files)
@@ -132,17 +173,26 @@ void AsyncFile::enqueue(Task task) {
   if (queue_.size() == kWakeBatch) wake_.notify_one();
 }
 
-void AsyncFile::flush() {
+void AsyncFile::flush(std::optional<std::chrono::milliseconds> limit) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (closed_) return;
   const uint64_t target = queued_;
   flush_requested_ = true;
   wake_.notify_one();
-  progress_.wait(lock, [&] { return flushed_ >= target || !error_.empty(); });
+  const auto done = [&] { return flushed_ >= target || !error_.empty(); };
+  if (limit)
+    progress_.wait_for(lock, *limit, done);
+  else
+    progress_.wait(lock, done);
   if (!error_.empty()) fail(Status::Io, error_);
 }
 
 void AsyncFile::close() {
+  {
+    OpenWriters& writers = open_writers();
+    const std::lock_guard<std::mutex> lock(writers.mutex);
+    writers.files.erase(this);
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (closed_) return;

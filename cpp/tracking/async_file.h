@@ -1,7 +1,8 @@
 // A file written by a background thread, so that logging never waits for the disk: callers queue
 // work and return at once; the thread runs it in order and flushes the file every flush interval,
 // on flush() and on close(). A write error is kept and reported by the next call on the caller's
-// side (append, post, flush, close), as ACC_ERR_IO.
+// side (append, post, flush, close), as ACC_ERR_IO. A process that exits with writers still open
+// (their owner never closed) has their queues put on disk first, each for at most 10 seconds.
 #pragma once
 
 #include <chrono>
@@ -11,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -39,8 +41,8 @@ class AsyncFile {
 
   void append(std::string bytes);
   void post(Task task);
-  // Returns when everything queued so far is on disk (flushed to the OS).
-  void flush();
+  // Returns when everything queued so far is on disk (flushed to the OS), or once `limit` passed.
+  void flush(std::optional<std::chrono::milliseconds> limit = std::nullopt);
   // flush(), then stops the thread and closes the file. Further calls are errors.
   void close();
   const std::string& path() const { return path_; }

@@ -13,10 +13,12 @@ void Tracker::check_log_kwargs(const nlohmann::json& kwargs, Logged) const {
 }
 
 const nlohmann::json& log_kwargs_of(const Record& record, const std::string& tracker) {
-  static const nlohmann::json none = nlohmann::json::object();
-  if (!record.log_kwargs.is_object()) return none;
+  // Never destroyed: writer threads may still read it while a process that left its accelerator
+  // alive exits.
+  static const nlohmann::json* const none = new nlohmann::json(nlohmann::json::object());
+  if (!record.log_kwargs.is_object()) return *none;
   const auto found = record.log_kwargs.find(tracker);
-  return found == record.log_kwargs.end() || found->is_null() ? none : *found;
+  return found == record.log_kwargs.end() || found->is_null() ? *none : *found;
 }
 
 void Tracker::log_artifact(const std::string&, const std::string&) {

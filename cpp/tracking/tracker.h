@@ -71,6 +71,8 @@ class Tracker {
   virtual void log(const std::shared_ptr<const Record>& record) = 0;
   // Whether the tracker gets the records of acc_log_images (the others never see them).
   virtual bool takes_images() const { return false; }
+  // Refuses, on every process before the call takes its step, an image name the tracker cannot file.
+  virtual void check_image_name(const std::string&) const {}
   // Whether the tracker takes a batch of images as its images one by one (Record::images_apart).
   virtual bool takes_images_apart() const { return false; }
   // Refuses, on the main process before the call takes its step, a histogram the tracker cannot keep.

@@ -289,6 +289,9 @@ void TrackerSet::log_images(std::vector<std::string> names, const std::vector<at
   require(names.size() == images.size(), "log_images: ", names.size(), " names but ", images.size(), " images");
   for (size_t i = 0; i < images.size(); ++i) check_image(images[i], dataformats, names[i]);
   const int64_t at = check_call("log_images", names, step, Logged::Images);
+  for (const auto& t : trackers_)
+    if (t->takes_images())
+      for (const auto& name : names) t->check_image_name(name);
   // Encoded before the step is taken: an image that cannot be (out of memory) leaves the step as it was.
   std::vector<EncodedImage> encoded;
   std::vector<std::vector<EncodedImage>> apart;

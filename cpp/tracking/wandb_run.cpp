@@ -3,11 +3,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <limits>
 
 #include "common/environment.h"
 #include "common/error.h"
@@ -24,6 +26,8 @@ namespace acc::tracking::wandb {
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr size_t kMaxImages = 108;  // wandb.Image's MAX_ITEMS: a list keeps its first 108
 
 std::string local_time_stamp(std::time_t t) {
   std::tm local{};
@@ -137,11 +141,21 @@ OfflineRun::OfflineRun(const RunSettings& settings, const std::string& project, 
 
   if (!config.empty()) {  // Accelerate's store_init_configuration: wandb.config.update(config)
     wandbpb::Record update;
-    add_config_items(update.mutable_config()->mutable_update(), nlohmann::ordered_json::parse(config.dump()));
+    add_config_items(update.mutable_config()->mutable_update(),
+                     config_update(nlohmann::ordered_json::parse(config.dump())));
     append(update);
   }
   create_exclusively(log_path_, bytes);
   point_latest_run(wandb_dir, folder_name);
+}
+
+bool OfflineRun::spent() const {
+  if (steps_spent_)
+    std::fprintf(stderr,
+                 "accelerate: wandb: the steps are spent (the last one, %lld, is written): this data will be "
+                 "ignored.\n",
+                 static_cast<long long>(step_));
+  return steps_spent_;
 }
 
 double OfflineRun::runtime() const {
@@ -182,6 +196,7 @@ void OfflineRun::write_step(std::FILE* file, int64_t next) {
   history.mutable_history()->mutable_step()->set_num(step_);
   write(file, history);
   pending_ = nlohmann::ordered_json::object();
+  steps_spent_ = step_ == std::numeric_limits<int64_t>::max();
   step_ = next;
 }
 
@@ -199,6 +214,7 @@ std::string OfflineRun::add_media_file(std::FILE* file, const std::string& key, 
 void OfflineRun::log(std::FILE* file, const tracking::Record& record) {
   const nlohmann::json& kwargs = log_kwargs_of(record, "wandb");
   const nlohmann::json commit = kwargs.is_object() && kwargs.contains("commit") ? kwargs["commit"] : nlohmann::json();
+  if (spent()) return;
   if (record.step_given) {
     if (record.step > step_) {
       write_step(file, record.step);
@@ -212,13 +228,17 @@ void OfflineRun::log(std::FILE* file, const tracking::Record& record) {
   }
   if (record.of_images) {
     // Accelerate's log_images logs each name on its own: without a step, each is a step of its own.
-    for (size_t i = 0; i < record.images_apart.size(); ++i) {
+    for (size_t i = 0; i < record.images_apart.size() && !spent(); ++i) {
       const auto& images = record.images_apart[i];
+      if (images.size() > kMaxImages)
+        std::fprintf(stderr, "accelerate: wandb: only %zu images of \"%s\" are logged (of %zu), as wandb keeps them\n",
+                     kMaxImages, printable_utf8(record.image_names[i]).c_str(), images.size());
       std::vector<std::string> paths;
-      for (const auto& image : images) paths.push_back(add_media_file(file, record.image_names[i], image.png));
+      for (size_t j = 0; j < std::min(images.size(), kMaxImages); ++j)
+        paths.push_back(add_media_file(file, record.image_names[i], images[j].png));
       pending_[record.image_names[i]] = image_list_value(images.front().width, images.front().height, paths);
       pending_["_timestamp"] = record.wall_time;
-      if (!record.step_given) write_step(file, step_ + 1);
+      if (!record.step_given) write_step(file, next_step());
     }
     return;
   }
@@ -235,12 +255,12 @@ void OfflineRun::log(std::FILE* file, const tracking::Record& record) {
   pending_["_timestamp"] = record.wall_time;
   // wandb's handler writes the step out when the call has no step, unless commit says otherwise.
   const bool write_out = commit.is_boolean() ? commit.get<bool>() : !record.step_given;
-  if (write_out) write_step(file, step_ + 1);
+  if (write_out) write_step(file, next_step());
 }
 
 void OfflineRun::finish(std::FILE* file) {
   write_run_timing(file);
-  write_step(file, step_ + 1);
+  write_step(file, next_step());
   wandbpb::Record exit;
   exit.mutable_exit()->set_exit_code(0);
   exit.mutable_exit()->set_runtime(static_cast<int32_t>(runtime()));

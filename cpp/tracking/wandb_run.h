@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -50,6 +51,10 @@ class OfflineRun {
   // A PNG file under files/, announced to `wandb sync` by a files record; its path relative to files/.
   std::string add_media_file(std::FILE* file, const std::string& key, const std::string& png);
   double runtime() const;
+  // Whether the step 2^63 - 1 is written out: then what comes is dropped, with a warning.
+  bool spent() const;
+  // The step after the current one (the current one at the end of int64's range).
+  int64_t next_step() const { return step_ == std::numeric_limits<int64_t>::max() ? step_ : step_ + 1; }
 
   std::string run_id_, folder_, log_path_;
   uint64_t size_ = 0;  // bytes in the .wandb file
@@ -57,6 +62,7 @@ class OfflineRun {
   std::chrono::steady_clock::time_point started_;
   nlohmann::ordered_json pending_ = nlohmann::ordered_json::object();  // the current step's values
   int64_t step_ = 0;
+  bool steps_spent_ = false;  // the step 2^63 - 1 is written out
 };
 
 }  // namespace acc::tracking::wandb

@@ -21,6 +21,7 @@ size_t code_points(const std::string& text) {
 
 void check_run_id(const std::string& id, const char* from) {
   require(!id.empty(), "wandb: the run id (", from, ") cannot be empty");
+  require(id.find('\0') == std::string::npos, "wandb: the run id (", from, ") holds a NUL character");
   const auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; };
   require(!blank(id.front()) && !blank(id.back()), "wandb: the run id \"", printable_utf8(id), "\" (", from,
           ") cannot start or end with whitespace");
@@ -81,7 +82,7 @@ RunSettings run_settings(const nlohmann::json& kwargs) {
     s.mode = parse_mode(env("WANDB_MODE"), "WANDB_MODE");
     s.mode_chosen = true;
   }
-  s.root_dir = env("WANDB_DIR");
+  s.root_dir = expand_user(env("WANDB_DIR"));
   s.entity = env("WANDB_ENTITY");
   s.run_id = env("WANDB_RUN_ID");
   if (!s.run_id.empty()) check_run_id(s.run_id, "WANDB_RUN_ID");
@@ -109,7 +110,10 @@ RunSettings run_settings(const nlohmann::json& kwargs) {
     s.mode = parse_mode(*mode, "init_kwargs");
     s.mode_chosen = true;
   }
-  if (const auto dir = k.text("dir")) s.root_dir = *dir;
+  if (const auto dir = k.text("dir")) {
+    require(dir->find('\0') == std::string::npos, "init_kwargs[\"wandb\"][\"dir\"] holds a NUL character");
+    s.root_dir = expand_user(*dir);
+  }
   if (const auto entity = k.text("entity")) s.entity = *entity;
   if (const auto id = k.text("id")) {
     check_run_id(*id, "init_kwargs");
@@ -137,7 +141,7 @@ RunSettings run_settings(const nlohmann::json& kwargs) {
       fail(Status::Unsupported, "init_kwargs[\"wandb\"][\"config\"]: a configuration file's path is not built (give ",
            "the configuration as a JSON object)");
     require(config->is_object(), "init_kwargs[\"wandb\"][\"config\"] is a JSON object, not ", config->type_name());
-    s.config = nlohmann::ordered_json::parse(config->dump());
+    s.config = config_update(nlohmann::ordered_json::parse(config->dump()));
   }
   filter_config(s.config, k.value("config_include_keys"), k.value("config_exclude_keys"));
   k.boolean("allow_val_change");                // the configuration is only ever added to here
@@ -177,6 +181,16 @@ RunSettings run_settings(const nlohmann::json& kwargs) {
   k.refuse("anonymous", "anonymous runs are not built (wandb itself no longer takes it)");
   k.refuse_the_rest();
   return s;
+}
+
+nlohmann::ordered_json config_update(const nlohmann::ordered_json& values) {
+  nlohmann::ordered_json update = nlohmann::ordered_json::object();
+  for (const auto& item : values.items()) {
+    const std::string& key = item.key();
+    const size_t first = key.find_first_not_of('-');
+    update[first == std::string::npos ? "" : key.substr(first, key.find_last_not_of('-') - first + 1)] = item.value();
+  }
+  return update;
 }
 
 void check_project(const std::string& project) {

@@ -30,6 +30,10 @@ struct RunSettings {
 // fork_from, syncing TensorBoard, saving code).
 RunSettings run_settings(const nlohmann::json& kwargs);
 
+// A configuration's values as wandb.config.update keeps them: each top-level key stripped of the
+// '-' at its ends (wandb's Config normalises keys so).
+nlohmann::ordered_json config_update(const nlohmann::ordered_json& values);
+
 // wandb's rules for a project name (Accelerate's project_name): at most 128 characters, none of
 // / \ # ? % : (InvalidArgument).
 void check_project(const std::string& project);

@@ -1,11 +1,15 @@
 #include "tracking/wandb_tracker.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <limits>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "common/utf8.h"
 #include "tracking/init_kwargs.h"
 #include "tracking/wandb_run.h"
+#include "tracking/wandb_values.h"
 
 namespace acc::tracking {
 
@@ -32,6 +36,18 @@ void WandbTracker::check_name(const std::string& name) const {
             name == own ? "a key" : "under a key", " W&B writes itself; log the value under another name");
 }
 
+void WandbTracker::check_image_name(const std::string& name) const {
+  // The longest step and digest a file name can get (the step: wandb's count, at most 19 digits).
+  const std::string path =
+      wandb::media_path("", name, std::numeric_limits<int64_t>::max(), std::string(64, '0'), ".png");
+  for (size_t start = 1; start < path.size();) {
+    const size_t slash = std::min(path.find('/', start), path.size());
+    require(slash - start <= kFileNameMax, "wandb: the image name \"", printable_utf8(name), "\" makes a media file ",
+            "name with a part longer than ", kFileNameMax, " bytes");
+    start = slash + 1;
+  }
+}
+
 void WandbTracker::check_histogram(const Histogram& histogram) const {
   const size_t bins = numpy_histogram(histogram).counts.size();
   require(bins <= 512, "wandb: the histogram has ", bins, " bins, and wandb.Histogram keeps at most 512: give ",
@@ -40,6 +56,7 @@ void WandbTracker::check_histogram(const Histogram& histogram) const {
 
 void WandbTracker::start(const std::string& project_name, const nlohmann::json& config) {
   finish();
+  folder_.clear();
   const wandb::RunSettings settings = settings_ ? *settings_ : wandb::run_settings(nullptr);
   if (settings.mode == wandb::Mode::Disabled) return;  // as wandb: every call a no-op, nothing written
   auto run = std::make_shared<wandb::OfflineRun>(settings, project_name, config);

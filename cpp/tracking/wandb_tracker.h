@@ -35,6 +35,8 @@ class WandbTracker : public Tracker {
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
   bool takes_images() const override { return true; }
+  // Names whose media file would have a path part longer than a file name can be are refused.
+  void check_image_name(const std::string& name) const override;
   // A batch is a list of images, each a file, as Accelerate's log_images makes them.
   bool takes_images_apart() const override { return true; }
   bool takes_histograms() const override { return true; }

@@ -349,3 +349,94 @@ TEST(WandbTracking, RefusesWhatWandbRefusesAndWhatIsNotBuilt) {
   EXPECT_EQ(records[1]["config"], nlohmann::ordered_json::parse(R"({"_wandb": "{}", "b": "2"})"));
   EXPECT_TRUE(of_type(records, "history").empty());
 }
+
+// Edges: an image name whose media file name would not fit a file name is refused at its call
+// (later calls go on); a list keeps wandb's first 108 images; wandb's count of steps ends at 2^63 - 1
+// (what comes after is dropped with a warning, never written at a smaller step); a NUL in the run
+// id or folder is refused; "~" in the folder is the home folder; configuration keys lose the '-' at
+// their ends (wandb's Config); a disabled run has no folder.
+TEST(WandbTracking, EdgesOfNamesStepsAndSettings) {
+  const std::string root = acc_test::fresh_dir("wandb_edges");
+  acc_test::ScopedEnv home("HOME", root.c_str());
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "wandb"}});
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "edges", R"({"-lead-": 1, "--": 2})",
+                                     R"({"wandb": {"mode": "offline", "dir": "~/runs", "config": {"-x": 3}}})"));
+  const std::string folder = acc_test::tracker_path(a, "wandb");
+  EXPECT_EQ(fs::path(folder).parent_path().string(), root + "/runs/wandb");
+
+  std::vector<float> pixels(110 * 4 * 5, 0.5f);
+  acc_tensor* batch = acc_test::floats(pixels, {110, 1, 4, 5});
+  const std::string long_name(211, 'M');  // with "_<19 digits>_<20 hex>.png": 256 bytes
+  const char* too_long[] = {long_name.c_str()};
+  ACC_EXPECT_ERROR(acc_log_images(a, too_long, &batch, 1, -1, "NCHW"), ACC_ERR_INVALID_ARGUMENT,
+                   "longer than 255 bytes");
+  const char* names[] = {"many"};
+  ACC_ASSERT_OK(acc_log_images(a, names, &batch, 1, 0, "NCHW"));
+  ACC_ASSERT_OK(acc_log_scalar(a, "last", 1.0, INT64_MAX - 2));
+  const char* four[] = {"a", "b", "c", "d"};
+  acc_tensor* one = acc_test::floats({0.5f}, {1, 1});
+  acc_tensor* ones[] = {one, one, one, one};
+  // A step each without a step (wandb's count): INT64_MAX - 2 (with "last"), - 1, INT64_MAX, then none left.
+  ACC_ASSERT_OK(acc_log_images(a, four, ones, 4, -1, "HW"));
+  ACC_ASSERT_OK(acc_log_scalar(a, "late", 5.0, 10));
+  ACC_ASSERT_OK(acc_end_training(a));
+  acc_tensor_free(one);
+  acc_tensor_free(batch);
+
+  const auto records = records_of(folder);
+  EXPECT_EQ(records[1]["config"], nlohmann::ordered_json::parse(R"({"_wandb": "{}", "x": "3"})"));
+  EXPECT_EQ(records[2]["update"], nlohmann::ordered_json::parse(R"({"": "2", "lead": "1"})"));
+  const auto histories = of_type(records, "history");
+  ASSERT_EQ(histories.size(), 4u);
+  EXPECT_EQ(histories[0]["items"]["many|count"], "108");
+  EXPECT_EQ(of_type(records, "files").size(), 108u + 3u);
+  EXPECT_EQ(histories[1]["step"], INT64_MAX - 2);
+  EXPECT_TRUE(histories[1]["items"].contains("a|count"));
+  EXPECT_TRUE(histories[1]["items"].contains("last"));
+  EXPECT_EQ(histories[2]["step"], INT64_MAX - 1);
+  EXPECT_EQ(histories[3]["step"], INT64_MAX);
+  EXPECT_TRUE(histories[3]["items"].contains("c|count"));
+  EXPECT_EQ(of_type(records, "exit").size(), 1u);
+
+  ACC_EXPECT_ERROR(acc_init_trackers_ex(a, "edges", nullptr, R"({"wandb": {"mode": "offline", "id": "a\u0000b"}})"),
+                   ACC_ERR_INVALID_ARGUMENT, "NUL");
+  ACC_EXPECT_ERROR(acc_init_trackers_ex(a, "edges", nullptr, R"({"wandb": {"mode": "offline", "dir": "a\u0000b"}})"),
+                   ACC_ERR_INVALID_ARGUMENT, "NUL");
+  EXPECT_EQ(acc_test::tracker_path(a, "wandb"), folder);  // a refused start is no run: still the last one's
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "edges", nullptr, R"({"wandb": {"mode": "disabled"}})"));
+  EXPECT_EQ(acc_test::tracker_path(a, "wandb"), "");
+  acc_accelerator_free(a);
+}
+
+namespace {
+constexpr const char* kExitDirVariable = "ACC_TEST_WANDB_EXIT_DIR";
+}  // namespace
+
+// Not a test by itself: the child process of the next test, which logs and returns from the program
+// without ending the run or freeing its accelerator.
+TEST(WandbChild, ExitsWithoutEnding) {
+  const char* dir = std::getenv(kExitDirVariable);
+  if (!dir) GTEST_SKIP() << "runs as the child of AProgramThatExitsWithoutEndingKeepsItsRecords";
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "wandb"}});
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "left", nullptr, kwargs(dir).c_str()));
+  for (int i = 0; i < 1000; ++i) ACC_ASSERT_OK(acc_log_scalar(a, "loss", i, -1));
+  std::exit(0);  // the accelerator still alive, its writer's queue full
+}
+
+// A program that exits with its run open (no acc_end_training, the accelerator never freed) ends
+// normally, with what it logged on disk: the run has no exit record, so `wandb sync` marks it
+// failed, as for a Python run that died.
+TEST(WandbTracking, AProgramThatExitsWithoutEndingKeepsItsRecords) {
+  const std::string dir = acc_test::fresh_dir("wandb_exit");
+  for (int round = 0; round < 3; ++round) {
+    const int status = acc_test::run_self("WandbChild.ExitsWithoutEnding", {std::string(kExitDirVariable) + "=" + dir});
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+    const std::string folder = fs::canonical(dir + "/wandb/latest-run").string();
+    const auto records = records_of(folder);
+    const auto histories = of_type(records, "history");
+    ASSERT_EQ(histories.size(), 1000u);
+    EXPECT_EQ(histories.back()["items"]["loss"], "999.0");
+    EXPECT_TRUE(of_type(records, "exit").empty());
+    fs::remove_all(folder);
+  }
+}

@@ -91,6 +91,20 @@ TEST(CsvRecord, ReadsQuotedFields) {
   EXPECT_EQ(text.substr(used), "1,2,3\n");
 }
 
+// A failed write in a file that was already there (a resumed run's, a log made before the writer)
+// cuts back only what this writer wrote: what the file held stays.
+TEST(AsyncFile, AFailedWriteKeepsWhatTheFileHeldBefore) {
+  const std::string path = ::testing::TempDir() + "/acc_async_existing.txt";
+  std::ofstream(path, std::ios::trunc) << "kept\n";
+  AsyncFile file(path, /*truncate=*/false, std::chrono::hours(1));
+  file.append("a record stdio still holds");
+  file.post([](std::FILE*&, const std::string&) { acc::fail(acc::Status::Io, "disk full (simulated)"); });
+  EXPECT_THROW(file.flush(), acc::Error);
+  EXPECT_THROW(file.close(), acc::Error);
+  std::ifstream in(path);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "kept\n");
+}
+
 TEST(AsyncFile, WritesInOrderAndReportsErrorsOnTheCallersSide) {
   const std::string path = ::testing::TempDir() + "/acc_async_file.txt";
   {
