@@ -70,6 +70,32 @@ void add_config_items(google::protobuf::RepeatedPtrField<wandbpb::Item>* items, 
   }
 }
 
+// The run as wandb.init's client describes it (what `wandb sync` creates the run from).
+wandbpb::Record run_record(const RunSettings& settings, const std::string& run_id, const std::string& project,
+                           std::chrono::system_clock::time_point start) {
+  wandbpb::Record record;
+  wandbpb::RunRecord* run = record.mutable_run();
+  run->set_run_id(run_id);
+  run->set_entity(settings.entity);
+  run->set_project(project);
+  wandbpb::Item* internal = run->mutable_config()->add_update();  // what wandb keeps for itself
+  internal->set_key("_wandb");
+  internal->set_value_json("{}");
+  add_config_items(run->mutable_config()->mutable_update(), settings.config);
+  run->set_run_group(settings.run_group);
+  run->set_job_type(settings.job_type);
+  run->set_display_name(settings.display_name);
+  run->set_notes(settings.notes);
+  for (const auto& tag : settings.tags) run->add_tags(tag);
+  run->set_host(host_name());
+  const auto since_epoch = std::chrono::duration_cast<std::chrono::microseconds>(start.time_since_epoch()).count();
+  run->mutable_start_time()->set_seconds(since_epoch / 1000000);
+  run->mutable_start_time()->set_nanos(static_cast<int32_t>(since_epoch % 1000000 * 1000));
+  run->mutable_info()->set_stream_id(run_id);
+  record.mutable_info()->set_stream_id(run_id);
+  return record;
+}
+
 // Creates `path` (never replacing a file: two runs must not share a log) with `bytes`.
 void create_exclusively(const std::string& path, const std::string& bytes) {
   const int fd = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
@@ -106,44 +132,17 @@ OfflineRun::OfflineRun(const RunSettings& settings, const std::string& project, 
 
   std::string bytes = log_header();
   size_ = bytes.size();
-  auto append = [&](wandbpb::Record& record) {
-    record.set_num(++records_);
-    const std::string framed = framed_record(record.SerializeAsString(), size_);
-    size_ += framed.size();
-    bytes += framed;
-  };
   wandbpb::Record header;
   header.mutable_header()->mutable_version_info()->set_producer(std::string("accelerate-cpp ") + kVersionString);
   header.mutable_header()->mutable_version_info()->set_min_consumer("0.70.0");
-  append(header);
-
-  wandbpb::Record run;
-  wandbpb::RunRecord* r = run.mutable_run();
-  r->set_run_id(run_id_);
-  r->set_entity(settings.entity);
-  r->set_project(project);
-  wandbpb::Item* internal = r->mutable_config()->add_update();
-  internal->set_key("_wandb");
-  internal->set_value_json("{}");
-  add_config_items(r->mutable_config()->mutable_update(), settings.config);
-  r->set_run_group(settings.run_group);
-  r->set_job_type(settings.job_type);
-  r->set_display_name(settings.display_name);
-  r->set_notes(settings.notes);
-  for (const auto& tag : settings.tags) r->add_tags(tag);
-  r->set_host(host_name());
-  const auto since_epoch = std::chrono::duration_cast<std::chrono::microseconds>(wall.time_since_epoch()).count();
-  r->mutable_start_time()->set_seconds(since_epoch / 1000000);
-  r->mutable_start_time()->set_nanos(static_cast<int32_t>(since_epoch % 1000000 * 1000));
-  r->mutable_info()->set_stream_id(run_id_);
-  run.mutable_info()->set_stream_id(run_id_);
-  append(run);
-
+  bytes += framed(header);
+  wandbpb::Record run = run_record(settings, run_id_, project, wall);
+  bytes += framed(run);
   if (!config.empty()) {  // Accelerate's store_init_configuration: wandb.config.update(config)
     wandbpb::Record update;
     add_config_items(update.mutable_config()->mutable_update(),
                      config_update(nlohmann::ordered_json::parse(config.dump())));
-    append(update);
+    bytes += framed(update);
   }
   create_exclusively(log_path_, bytes);
   point_latest_run(wandb_dir, folder_name);
@@ -162,12 +161,14 @@ double OfflineRun::runtime() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
 }
 
-void OfflineRun::write(std::FILE* file, wandbpb::Record& record) {
+std::string OfflineRun::framed(wandbpb::Record& record) {
   record.set_num(++records_);
-  const std::string framed = framed_record(record.SerializeAsString(), size_);
-  write_all(file, log_path_, framed);
-  size_ += framed.size();
+  std::string bytes = framed_record(record.SerializeAsString(), size_);
+  size_ += bytes.size();
+  return bytes;
 }
+
+void OfflineRun::write(std::FILE* file, wandbpb::Record& record) { write_all(file, log_path_, framed(record)); }
 
 void OfflineRun::write_run_timing(std::FILE* file) {
   const std::string seconds = std::to_string(static_cast<int64_t>(runtime()));

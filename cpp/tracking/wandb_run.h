@@ -44,6 +44,8 @@ class OfflineRun {
   void finish(std::FILE* file);
 
  private:
+  // The record numbered next and framed where the log ends (which then ends after it).
+  std::string framed(wandbpb::Record& record);
   void write(std::FILE* file, wandbpb::Record& record);
   void write_run_timing(std::FILE* file);
   // The pending step's values as the handler writes them out; then `next` is the current step.
