@@ -435,7 +435,7 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   written, for a schedule-free or sharded optimizer and for a sequence or chain of schedules,
  *   cosine_annealing_warm_restarts, one_cycle and cyclic).
  *   log_with (string: trackers, "tensorboard", "jsonl", "csv", "mlflow", "dvclive", "trackio",
- *   "wandb", "all" or a comma-separated list).
+ *   "wandb", "clearml", "all" or a comma-separated list).
  *   GradScalerKwargs (fp16): scaler_init_scale (double, default 65536),
  *   scaler_growth_factor (double, default 2), scaler_backoff_factor (double, default 0.5),
  *   scaler_growth_interval (int, default 2000). DeepSpeed's DynamicLossScaler:
@@ -2072,7 +2072,8 @@ ACC_API ACC_NODISCARD acc_status acc_check_trigger(acc_accelerator *acc, int *ou
  * which `mlflow ui` and MlflowClient read), "dvclive" (DVCLive's folder and dvc.yaml, which `dvc
  * metrics show` and `dvc plots show` read), "trackio" (trackio's project database, which `trackio
  * show` reads), "wandb" (the offline run that wandb.init(mode="offline") writes, which `wandb sync`
- * uploads), "all" (all but dvclive, trackio and wandb), or a comma-separated list; an
+ * uploads), "clearml" (the offline session ClearML's SDK writes, which Task.import_offline_session
+ * sends to a server), "all" (all but dvclive, trackio, wandb and clearml), or a comma-separated list; an
  * unknown name makes
  * acc_accelerator_create fail with ACC_ERR_INVALID_ARGUMENT. They write into
  * <logging_dir>/<project_name>/ (logging_dir defaults to project_dir; one of them must be set), and
@@ -2095,6 +2096,12 @@ ACC_API ACC_NODISCARD acc_status acc_check_trigger(acc_accelerator *acc, int *ou
  * is a step of wandb's own count; "commit" in log_kwargs), media under files/media/, and the
  * wandb/latest-run link; mode "disabled" (init_kwargs or WANDB_MODE) writes nothing; uploading
  * while training (mode "online" or "shared") is ACC_ERR_UNSUPPORTED.
+ * clearml writes <CLEARML_CACHE_DIR, default ~/.clearml/cache>/offline/offline-<32 hex>/: task.json
+ * (project and task names from init_kwargs "project_name" / "task_name", else CLEARML_PROJECT /
+ * CLEARML_TASK, else the project name; the configuration as "General"), metrics.jsonl (numbers with
+ * a step as scalars, titled as Accelerate's ClearMLTracker titles them, without one as single
+ * values; texts and groups dropped, as it drops them) and images under data/; CLEARML_OFFLINE_MODE
+ * set off is ACC_ERR_UNSUPPORTED (reporting to a server while training is not built).
  * The program adds its own trackers with acc_add_tracker. Only the main process writes or calls
  * tracker callbacks; the other processes check the same arguments and write nothing, so calls made
  * on every process or on the main process alone both work.
@@ -2273,7 +2280,8 @@ ACC_API ACC_NODISCARD acc_status acc_end_training(acc_accelerator *acc);
 ACC_API ACC_NODISCARD acc_status acc_tracker_names(const acc_accelerator *acc, acc_string_list **out);
 /* Where tracker `name` writes in the current or last run: the event file (tensorboard), metrics.jsonl
  * or metrics.csv, the run's folder in MLflow's store (mlflow), DVCLive's folder (dvclive), the
- * project's database (trackio), the offline run's folder (wandb); "" for a tracker of the program, before the
+ * project's database (trackio), the offline run's folder (wandb), the offline session's folder
+ * (clearml); "" for a tracker of the program, before the
  * first run, with wandb's mode "disabled" and on other processes than the main one. Free *out with acc_string_free. An unknown name is ACC_ERR_INVALID_ARGUMENT. */
 ACC_API ACC_NODISCARD acc_status acc_tracker_path(const acc_accelerator *acc, const char *name, char **out);
 

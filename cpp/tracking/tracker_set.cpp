@@ -13,6 +13,7 @@
 #include "common/text.h"
 #include "common/utf8.h"
 #include "tracking/callback_tracker.h"
+#include "tracking/clearml_tracker.h"
 #include "tracking/csv_tracker.h"
 #include "tracking/dvclive_tracker.h"
 #include "tracking/hparams.h"
@@ -26,10 +27,11 @@
 namespace acc::tracking {
 namespace {
 
-const std::vector<std::string> kBuiltIn = {"tensorboard", "jsonl", "csv", "mlflow", "dvclive", "trackio", "wandb"};
+const std::vector<std::string> kBuiltIn = {"tensorboard", "jsonl",   "csv",   "mlflow",
+                                           "dvclive",     "trackio", "wandb", "clearml"};
 // What "all" stands for: dvclive writes into the working folder (./dvclive, ./dvc.yaml), trackio
-// into its projects' folder (~/.cache/huggingface/trackio) and wandb into ./wandb, not the logging
-// folder, so each is named on its own.
+// into its projects' folder (~/.cache/huggingface/trackio), wandb into ./wandb and clearml into
+// ~/.clearml/cache/offline, not the logging folder, so each is named on its own.
 const std::vector<std::string> kAll = {"tensorboard", "jsonl", "csv", "mlflow"};
 
 std::shared_ptr<Tracker> make_builtin(const std::string& name, const std::string& dir) {
@@ -39,6 +41,7 @@ std::shared_ptr<Tracker> make_builtin(const std::string& name, const std::string
   if (name == "dvclive") return std::make_shared<DvcliveTracker>();
   if (name == "trackio") return std::make_shared<TrackioTracker>();
   if (name == "wandb") return std::make_shared<WandbTracker>();
+  if (name == "clearml") return std::make_shared<ClearmlTracker>();
   return std::make_shared<CsvTracker>(dir);
 }
 
@@ -62,7 +65,8 @@ std::vector<std::string> parse_log_with(const std::string& log_with) {
       continue;
     }
     require(std::find(kBuiltIn.begin(), kBuiltIn.end(), name) != kBuiltIn.end(), "log_with: unknown tracker \"", name,
-            "\" (known: tensorboard, jsonl, csv, mlflow, dvclive, trackio, wandb, all; other trackers are added by the "
+            "\" (known: tensorboard, jsonl, csv, mlflow, dvclive, trackio, wandb, clearml, all; other trackers are "
+            "added by the "
             "program)");
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   }
@@ -75,7 +79,8 @@ TrackerSet::TrackerSet(const std::string& log_with, std::string logging_dir, boo
     // MLflow's store may be elsewhere (MLFLOW_TRACKING_URI): its tracker says where it can write.
     if (name == "mlflow")
       static_cast<void>(mlflow::store_root(logging_dir_));
-    else if (name != "dvclive" && name != "trackio" && name != "wandb")  // they write where their packages do
+    else if (name != "dvclive" && name != "trackio" && name != "wandb" &&
+             name != "clearml")  // they write where their packages do
       require(!logging_dir_.empty(), "log_with \"", name, "\" writes files and needs project_dir or logging_dir");
     trackers_.push_back(make_builtin(name, logging_dir_));
     if (name == "csv" || name == "jsonl") hparams_file_ = true;  // their runs keep the config beside them

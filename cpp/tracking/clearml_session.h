@@ -1,0 +1,59 @@
+// One ClearML offline session being written, as ClearML's SDK writes it with Task.set_offline(True)
+// (or CLEARML_OFFLINE_MODE), for Task.import_offline_session(<folder>) to send to a ClearML server:
+//   <CLEARML_CACHE_DIR or ~/.clearml/cache>/offline/offline-<32 hex>/task.json   the task
+//   .../metrics.jsonl                 a JSON array of events per log call
+//   .../data/<key>                    the debug images the events name
+// What Accelerate's ClearMLTracker logs: numbers with a step as scalars (title and series from the
+// name's "train_"/"eval_"/"test_" prefix), without one as single values, images as debug images
+// (iteration 0 without a step); texts and groups of numbers are dropped with a warning, as it drops
+// values that are not numbers.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tracking/tracker.h"
+
+namespace acc::tracking::clearml {
+
+struct TaskSettings {
+  std::string project, name;
+  std::string type = "training";
+  std::vector<std::string> tags;
+  bool tags_given = false;
+};
+
+class OfflineSession {
+ public:
+  // Makes the session's folder under `cache_dir` and its task.json, with `config` (init_trackers'
+  // configuration: Accelerate's connect_configuration) as the configuration "General" unless empty;
+  // Io errors name what could not be made.
+  OfflineSession(const std::string& cache_dir, const TaskSettings& task, const nlohmann::json& config);
+
+  const std::string& folder() const { return folder_; }
+  const std::string& task_id() const { return task_id_; }
+  std::string metrics_path() const { return folder_ + "/metrics.jsonl"; }
+
+  // On the writer thread, with metrics.jsonl open for appending.
+  void log(std::FILE* metrics, const Record& record);
+
+ private:
+  // `value` as ClearML reports it: NaN and infinities as 0.0, with its warning.
+  double reported(double value);
+  // Accelerate's warning for a value it drops, once per kind and session.
+  void warn_dropped(const char* what, const std::string& name, bool& warned);
+
+  TaskSettings task_;
+  std::string task_id_, folder_;
+  std::map<std::pair<std::string, std::string>, int64_t> images_;  // debug images per (metric, variant)
+  int64_t non_finite_ = 0;
+  bool warned_texts_ = false, warned_groups_ = false;
+};
+
+}  // namespace acc::tracking::clearml

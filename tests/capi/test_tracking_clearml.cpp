@@ -1,0 +1,157 @@
+// log_with "clearml": the offline session ClearML's SDK writes (Task.set_offline), read back as
+// Task.import_offline_session reads it: task.json (the task: id, name, project_name, type, tags,
+// execution, the configuration "General"), metrics.jsonl (a JSON array of events per line, each
+// naming the task), debug images under data/<key>; what Accelerate's ClearMLTracker logs (scalars
+// titled by the name's train_/eval_/test_ prefix, single values without a step, images; texts and
+// groups dropped); mistakes refused before anything is written.
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// metrics.jsonl's events, every line a non-empty array (the importer sends a line as one batch).
+std::vector<nlohmann::json> events_of(const std::string& folder) {
+  std::vector<nlohmann::json> events;
+  std::istringstream lines(acc_test::read_file(folder + "/metrics.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_FALSE(line.empty()) << "a blank line (the importer would send the line before it again)";
+    const nlohmann::json batch = nlohmann::json::parse(line);
+    EXPECT_TRUE(batch.is_array() && !batch.empty()) << line;
+    for (const auto& event : batch) events.push_back(event);
+  }
+  return events;
+}
+
+}  // namespace
+
+TEST(ClearmlTracking, WritesTheSessionImportOfflineSessionReads) {
+  const std::string root = acc_test::fresh_dir("clearml");
+  acc_test::ScopedEnv cache("CLEARML_CACHE_DIR", root.c_str()), offline("CLEARML_OFFLINE_MODE", "1");
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "clearml"}});
+  ACC_ASSERT_OK(acc_init_trackers_ex(
+      a, "proj", R"({"lr": 0.001, "nested": {"a": "b c"}})",
+      R"({"clearml": {"task_name": "run one", "tags": ["a", "b"], "task_type": "testing", "auto_connect_frameworks": false}})"));
+  const std::string folder = acc_test::tracker_path(a, "clearml");
+  ASSERT_TRUE(std::regex_match(folder, std::regex(root + "/offline/offline-[0-9a-f]{32}"))) << folder;
+  const std::string id = fs::path(folder).filename().string();
+
+  const char* names[] = {"train_loss", "eval_acc", "lr"};
+  const double values[] = {0.5, 0.75, std::nan("")};
+  ACC_ASSERT_OK(acc_log(a, names, values, 3, 1));
+  ACC_ASSERT_OK(acc_log_scalar(a, "final_acc", 0.9, -1));  // no step: a single value
+  const char* group_names[] = {"x"};
+  const double group_values[] = {1.0};
+  ACC_ASSERT_OK(acc_log_scalars(a, "grouped", group_names, group_values, 1, 4));  // not a number: dropped
+  const char* text_names[] = {"note"};
+  const char* texts[] = {"a text"};
+  ACC_ASSERT_OK(acc_log_text(a, text_names, texts, 1, 5));  // dropped too
+  std::vector<float> pixels(3 * 4 * 5, 0.25f);
+  acc_tensor* image = acc_test::floats(pixels, {3, 4, 5});
+  const char* image_names[] = {"eval_sample/a b"};
+  for (int64_t step = 10; step < 16; ++step) ACC_ASSERT_OK(acc_log_images(a, image_names, &image, 1, step, "CHW"));
+  ACC_ASSERT_OK(acc_end_training(a));
+  acc_tensor_free(image);
+  acc_accelerator_free(a);
+
+  const nlohmann::json task = nlohmann::json::parse(acc_test::read_file(folder + "/task.json"));
+  EXPECT_EQ(task["id"], id);
+  EXPECT_EQ(task["name"], "run one");
+  EXPECT_EQ(task["project_name"], "proj");
+  EXPECT_EQ(task["type"], "testing");
+  EXPECT_EQ(task["tags"], nlohmann::json::parse(R"(["a", "b"])"));
+  EXPECT_EQ(task["offline_folder"], folder);
+  EXPECT_EQ(task["offline_output_models"], nlohmann::json::array());
+  EXPECT_EQ(task["execution"]["artifacts"], nlohmann::json::array());
+  EXPECT_FALSE(task.contains("task") || task.contains("force")) << "keys that break the import's edit";
+  const auto& general = task["configuration"]["General"];
+  EXPECT_EQ(general["name"], "General");
+  EXPECT_EQ(general["type"], "dictionary");
+  EXPECT_EQ(nlohmann::json::parse(general["value"].get<std::string>()),
+            nlohmann::json::parse(R"({"lr": 0.001, "nested": {"a": "b c"}})"));
+
+  const auto events = events_of(folder);
+  ASSERT_EQ(events.size(), 4u + 6u);
+  for (const auto& e : events) {
+    EXPECT_EQ(e["task"], id);
+    EXPECT_TRUE(e["timestamp"].is_number_integer());
+    EXPECT_NEAR(e["timestamp"].get<double>() / 1000, static_cast<double>(std::time(nullptr)), 120.0);
+  }
+  auto scalar = [](const nlohmann::json& e, int64_t iter, const char* metric, const char* variant, double value) {
+    EXPECT_EQ(e["type"], "training_stats_scalar");
+    EXPECT_EQ(e["iter"], iter);
+    EXPECT_EQ(e["metric"], metric);
+    EXPECT_EQ(e["variant"], variant);
+    EXPECT_EQ(e["value"], value);
+    EXPECT_TRUE(e["value"].is_number_float());
+  };
+  scalar(events[0], 1, "loss", "train", 0.5);
+  scalar(events[1], 1, "acc", "eval", 0.75);
+  scalar(events[2], 1, "lr", "train", 0.0);  // NaN as ClearML reports it
+  scalar(events[3], -2147483648, "Summary", "final_acc", 0.9);
+  std::vector<std::string> keys;
+  for (size_t i = 4; i < events.size(); ++i) {
+    const auto& e = events[i];
+    EXPECT_EQ(e["type"], "training_debug_image");
+    EXPECT_EQ(e["iter"], static_cast<int64_t>(6 + i));
+    EXPECT_EQ(e["metric"], "sample/a b");
+    EXPECT_EQ(e["variant"], "eval");
+    const std::string key = e["key"];
+    keys.push_back(key);
+    EXPECT_EQ(e["url"], folder + "/data/" + key);
+    EXPECT_TRUE(fs::is_regular_file(folder + "/data/" + key)) << key;
+    EXPECT_EQ(acc_test::read_file(folder + "/data/" + key).substr(0, 4), "\x89PNG");
+  }
+  EXPECT_EQ(keys[0], "proj/run one." + id + "/metrics/sample.slash.a b/eval/sample.slash.a b_eval_00000000.png");
+  EXPECT_EQ(keys[4].substr(keys[4].size() - 12), "00000004.png");
+  EXPECT_EQ(keys[5], keys[0]);  // ClearML keeps 5 images of a metric and variant, the sixth replaces the first
+}
+
+// CLEARML_PROJECT and CLEARML_TASK name the task where init_kwargs do not; mistakes are refused
+// before anything is written, what is not built is Unsupported.
+TEST(ClearmlTracking, NamesFromTheEnvironmentAndRefusals) {
+  const std::string root = acc_test::fresh_dir("clearml_refused");
+  acc_test::ScopedEnv cache("CLEARML_CACHE_DIR", root.c_str()), offline("CLEARML_OFFLINE_MODE", "true"),
+      project("CLEARML_PROJECT", "team/project"), task_name("CLEARML_TASK", "from env");
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "clearml"}});
+  const std::pair<const char*, std::pair<acc_status, const char*>> cases[] = {
+      {R"({"clearml": {"task_type": "bogus"}})", {ACC_ERR_INVALID_ARGUMENT, "TaskTypes"}},
+      {R"({"clearml": {"tags": "a"}})", {ACC_ERR_INVALID_ARGUMENT, "list of strings"}},
+      {R"({"clearml": {"colour": 1}})", {ACC_ERR_INVALID_ARGUMENT, "colour"}},
+      {R"({"clearml": {"continue_last_task": true}})", {ACC_ERR_UNSUPPORTED, "continuing a task"}},
+      {R"({"clearml": {"output_uri": "s3://bucket"}})", {ACC_ERR_UNSUPPORTED, "uploading models"}},
+  };
+  for (const auto& [kwargs, expected] : cases)
+    ACC_EXPECT_ERROR(acc_init_trackers_ex(a, "p", nullptr, kwargs), expected.first, expected.second);
+  {
+    acc_test::ScopedEnv online("CLEARML_OFFLINE_MODE", "0");
+    ACC_EXPECT_ERROR(acc_init_trackers(a, "p", nullptr), ACC_ERR_UNSUPPORTED, "CLEARML_OFFLINE_MODE is off");
+  }
+  EXPECT_FALSE(fs::exists(root + "/offline"));
+
+  ACC_ASSERT_OK(acc_init_trackers(a, "p", nullptr));
+  const std::string folder = acc_test::tracker_path(a, "clearml");
+  ACC_EXPECT_ERROR(acc_log_ex(a, nullptr, nullptr, 0, 0, R"({"clearml": {"iteration": 1}})"), ACC_ERR_INVALID_ARGUMENT,
+                   "iteration");
+  acc_tensor* image = acc_test::floats({0.5f}, {1, 1});
+  const std::string long_name(260, 'x');
+  const char* names[] = {long_name.c_str()};
+  ACC_EXPECT_ERROR(acc_log_images(a, names, &image, 1, 0, "HW"), ACC_ERR_INVALID_ARGUMENT, "longer than 250 bytes");
+  acc_tensor_free(image);
+  ACC_ASSERT_OK(acc_end_training(a));
+  acc_accelerator_free(a);
+  const nlohmann::json task = nlohmann::json::parse(acc_test::read_file(folder + "/task.json"));
+  EXPECT_EQ(task["project_name"], "team/project");
+  EXPECT_EQ(task["name"], "from env");
+  EXPECT_EQ(task["type"], "training");
+  EXPECT_FALSE(task.contains("configuration"));
+  EXPECT_TRUE(events_of(folder).empty());
+}
