@@ -2100,7 +2100,8 @@ ACC_API ACC_NODISCARD acc_status acc_check_trigger(acc_accelerator *acc, int *ou
  * (project and task names from init_kwargs "project_name" / "task_name", else CLEARML_PROJECT /
  * CLEARML_TASK, else the project name; the configuration as "General"), metrics.jsonl (numbers with
  * a step as scalars, titled as Accelerate's ClearMLTracker titles them, without one as single
- * values; texts and groups dropped, as it drops them) and images under data/; CLEARML_OFFLINE_MODE
+ * values; texts and groups dropped, as it drops them) and images under data/, zipped beside it
+ * (<folder>.zip) when the run ends; CLEARML_OFFLINE_MODE
  * set off is ACC_ERR_UNSUPPORTED (reporting to a server while training is not built).
  * The program adds its own trackers with acc_add_tracker. Only the main process writes or calls
  * tracker callbacks; the other processes check the same arguments and write nothing, so calls made

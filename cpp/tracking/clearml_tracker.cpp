@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/text.h"
 #include "common/utf8.h"
+#include "common/zip_folder.h"
 #include "tracking/clearml_events.h"
 #include "tracking/init_kwargs.h"
 
@@ -134,6 +135,14 @@ void ClearmlTracker::finish() {
   std::unique_ptr<AsyncFile> writer = std::move(writer_);
   session_.reset();
   writer->close();
+  // Task.close: the session's files zipped beside its folder (either one imports).
+  try {
+    zip_folder(folder_, folder_ + ".zip");
+    std::fprintf(stderr, "accelerate: clearml: offline session stored in %s.zip\n", folder_.c_str());
+  } catch (const Error& e) {
+    if (e.status() != Status::InvalidArgument) throw;
+    std::fprintf(stderr, "accelerate: clearml: %s: import the folder %s\n", e.what(), folder_.c_str());
+  }
 }
 
 }  // namespace acc::tracking

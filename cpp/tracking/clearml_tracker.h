@@ -31,6 +31,7 @@ class ClearmlTracker : public Tracker {
   bool takes_images() const override { return true; }
   // Image names whose file name ClearML would shorten by a digest (a part over 250 bytes) are refused.
   void check_image_name(const std::string& name) const override;
+  // Task.close(): the session is also zipped beside its folder, <folder>.zip.
   void finish() override;
   // The session's folder.
   std::string path() const override { return folder_; }

@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -113,6 +115,30 @@ TEST(ClearmlTracking, WritesTheSessionImportOfflineSessionReads) {
   EXPECT_EQ(keys[0], "proj/run one." + id + "/metrics/sample.slash.a b/eval/sample.slash.a b_eval_00000000.png");
   EXPECT_EQ(keys[4].substr(keys[4].size() - 12), "00000004.png");
   EXPECT_EQ(keys[5], keys[0]);  // ClearML keeps 5 images of a metric and variant, the sixth replaces the first
+
+  // Task.close's zip beside the folder: the session's files at its root, as Python's zipfile reads
+  // them (every CRC checked), each equal to the folder's.
+  const std::string script = root + "/read_zip.py", listing = root + "/listing.json";
+  std::ofstream(script) << "import json, sys, zipfile\n"
+                           "z = zipfile.ZipFile(sys.argv[1])\n"
+                           "assert z.testzip() is None\n"
+                           "json.dump({n: z.read(n).hex() for n in z.namelist()}, open(sys.argv[2], 'w'))\n";
+  const std::string command =
+      std::string("'") + ACC_TEST_PYTHON + "' '" + script + "' '" + folder + ".zip' '" + listing + "'";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  const nlohmann::json zipped = nlohmann::json::parse(acc_test::read_file(listing));
+  std::set<std::string> expected = {"task.json", "metrics.jsonl"};
+  for (size_t i = 0; i < 5; ++i) expected.insert("data/" + keys[i]);
+  std::set<std::string> zipped_names;
+  for (const auto& item : zipped.items()) {
+    zipped_names.insert(item.key());
+    std::string bytes;
+    const std::string hex = item.value();
+    for (size_t i = 0; i + 1 < hex.size(); i += 2)
+      bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    EXPECT_EQ(bytes, acc_test::read_file(folder + "/" + item.key())) << item.key();
+  }
+  EXPECT_EQ(zipped_names, expected);
 }
 
 // CLEARML_PROJECT and CLEARML_TASK name the task where init_kwargs do not; mistakes are refused
