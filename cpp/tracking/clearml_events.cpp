@@ -1,5 +1,6 @@
 #include "tracking/clearml_events.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstring>
@@ -26,8 +27,12 @@ std::string quoted(const std::string& text) {
   return out;
 }
 
-// ClearML's UploadEvent._replace_slash: '/' as ".slash.", and #"';?:@&=+$,%! and line breaks as 0x<hex>.
-std::string replaced_slashes(const std::string& text) {
+// ClearML's UploadEvent._replace_slash: '\\' as '/', the '/' at the ends dropped, the others as
+// ".slash.", and #"';?:@&=+$,%! and line breaks as 0x<hex>.
+std::string replaced_slashes(std::string text) {
+  std::replace(text.begin(), text.end(), '\\', '/');
+  const size_t first = text.find_first_not_of('/');
+  text = first == std::string::npos ? "" : text.substr(first, text.find_last_not_of('/') - first + 1);
   std::string out;
   for (char c : text) {
     if (c == '/') {
@@ -95,9 +100,16 @@ std::string image_key(const std::string& project, const std::string& task_name, 
   const size_t room = task_id.size() + 1 < 128 ? 128 - task_id.size() - 1 : 0;
   char number[24];
   std::snprintf(number, sizeof number, "%08lld", static_cast<long long>(counter));
-  return quoted(project) + "/" + quoted(first_characters(task_name, room)) + "." + task_id + "/metrics/" +
-         replaced_slashes(metric) + "/" + replaced_slashes(variant) + "/" +
-         replaced_slashes(metric + "_" + variant + "_" + number) + extension;
+  const std::string parts[] = {quoted(project),
+                               quoted(first_characters(task_name, room)) + "." + task_id,
+                               "metrics",
+                               replaced_slashes(metric),
+                               replaced_slashes(variant),
+                               replaced_slashes(metric + "_" + variant + "_" + number) + extension};
+  std::string key;  // empty parts left out, as ClearML joins them
+  for (const auto& part : parts)
+    if (!part.empty()) key += (key.empty() ? "" : "/") + part;
+  return key;
 }
 
 }  // namespace acc::tracking::clearml

@@ -1,6 +1,11 @@
 #include "tracking/clearml_session.h"
 
+#include <stdio_ext.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "common/error.h"
@@ -13,9 +18,13 @@
 namespace acc::tracking::clearml {
 namespace {
 
-// ClearML keeps the last 5 images of each metric and variant, overwriting the oldest (the
-// configuration's metrics.file_history_size).
-constexpr int64_t kFileHistorySize = 5;
+// ClearML keeps the last 100 images of each metric and variant, overwriting the oldest (its
+// packaged configuration's metrics.file_history_size).
+constexpr int64_t kFileHistorySize = 100;
+// Events per metrics.jsonl line, as the SDK's batches hold at most.
+constexpr size_t kBatchEvents = 100;
+// ClearML shortens a longer part of an image's key by a digest: not done here (refused instead).
+constexpr size_t kKeyPartMax = 250;
 
 // As Python's json.dumps (the SDK's): non-ASCII as \u escapes.
 std::string ascii_json(const nlohmann::ordered_json& value) { return value.dump(-1, ' ', true); }
@@ -25,6 +34,14 @@ std::string ascii_json(const nlohmann::ordered_json& value) { return value.dump(
 OfflineSession::OfflineSession(const std::string& cache_dir, const TaskSettings& task, const nlohmann::json& config)
     : task_(task), task_id_("offline-" + uuid4_hex()) {
   folder_ = std::filesystem::absolute(cache_dir + "/offline/" + task_id_).lexically_normal().string();
+  const std::string key = image_key(task_.project, task_.name, task_id_, "m", "v", 0, ".png");
+  for (size_t start = 0; start < key.size();) {
+    const size_t slash = std::min(key.find('/', start), key.size());
+    require(slash - start <= kKeyPartMax, "clearml: the project or task name makes a part of the images' paths ",
+            "longer than ", kKeyPartMax, " bytes once URL-quoted (\"", key.substr(start, slash - start),
+            "\"): ClearML would shorten it by a digest, which is not built; choose a shorter name");
+    start = slash + 1;
+  }
   make_folders(folder_, "the ClearML session's folder");
   nlohmann::ordered_json json = nlohmann::ordered_json::object();  // keys sorted, as the SDK writes them
   if (!config.empty())
@@ -41,11 +58,32 @@ OfflineSession::OfflineSession(const std::string& cache_dir, const TaskSettings&
   json["offline_output_models"] = nlohmann::ordered_json::array();
   json["output"] = nlohmann::ordered_json::object();
   json["project_name"] = task_.project;
-  if (task_.tags_given) json["tags"] = task_.tags;
+  if (!task_.tags.empty()) json["tags"] = task_.tags;
   json["type"] = task_.type;
   write_file_atomically(folder_ + "/task.json", ascii_json(json));
-  write_file(metrics_path(), "");
+  metrics_path_ = folder_ + "/metrics.jsonl";
+  metrics_ = std::fopen(metrics_path_.c_str(), "ab");
+  if (!metrics_) fail(Status::Io, "cannot create ", metrics_path_, ": ", std::strerror(errno));
 }
+
+OfflineSession::~OfflineSession() {
+  if (metrics_) std::fclose(metrics_);
+}
+
+void OfflineSession::write_batch() {
+  if (batch_.empty()) return;
+  const std::string line = ascii_json(batch_) + "\n";
+  batch_ = nlohmann::ordered_json::array();
+  const off_t before = ftello(metrics_);
+  if (std::fwrite(line.data(), 1, line.size(), metrics_) != line.size() || std::fflush(metrics_) != 0) {
+    const int error = errno;
+    __fpurge(metrics_);
+    if (before >= 0) static_cast<void>(ftruncate(fileno(metrics_), before));
+    fail(Status::Io, "cannot write ", metrics_path_, ": ", std::strerror(error));
+  }
+}
+
+void OfflineSession::flush() { write_batch(); }
 
 double OfflineSession::reported(double value) {
   if (std::isfinite(value)) return value;
@@ -64,9 +102,8 @@ void OfflineSession::warn_dropped(const char* what, const std::string& name, boo
                what, printable_utf8(name).c_str());
 }
 
-void OfflineSession::log(std::FILE* metrics, const Record& record) {
+void OfflineSession::log(const Record& record) {
   const auto timestamp = static_cast<int64_t>(record.wall_time * 1000);
-  nlohmann::ordered_json events = nlohmann::ordered_json::array();
   if (record.of_images) {
     for (size_t i = 0; i < record.images.size(); ++i) {
       const auto [metric, variant] = title_series(record.image_names[i]);
@@ -76,7 +113,7 @@ void OfflineSession::log(std::FILE* metrics, const Record& record) {
       const std::string file = folder_ + "/data/" + key;
       make_folders(std::filesystem::path(file).parent_path().string(), "a ClearML image folder");
       write_file(file, record.images[i].png);
-      events.push_back(
+      batch_.push_back(
           image_event(timestamp, task_id_, record.step_given ? record.step : 0, metric, variant, key, file));
     }
   } else if (!record.group.empty()) {
@@ -85,14 +122,14 @@ void OfflineSession::log(std::FILE* metrics, const Record& record) {
   for (size_t i = 0; i < record.names.size() && record.group.empty(); ++i) {
     const double value = reported(record.values[i]);
     if (!record.step_given) {  // report_single_value: the whole name
-      events.push_back(scalar_event(timestamp, task_id_, kSingleValueIteration, "Summary", record.names[i], value));
+      batch_.push_back(scalar_event(timestamp, task_id_, kSingleValueIteration, "Summary", record.names[i], value));
     } else {
       const auto [metric, variant] = title_series(record.names[i]);
-      events.push_back(scalar_event(timestamp, task_id_, record.step, metric, variant, value));
+      batch_.push_back(scalar_event(timestamp, task_id_, record.step, metric, variant, value));
     }
   }
   if (!record.text_names.empty()) warn_dropped("the text", record.text_names.front(), warned_texts_);
-  if (!events.empty()) write_all(metrics, metrics_path(), ascii_json(events) + "\n");
+  if (batch_.size() >= kBatchEvents) write_batch();
 }
 
 }  // namespace acc::tracking::clearml

@@ -1,7 +1,8 @@
 // One ClearML offline session being written, as ClearML's SDK writes it with Task.set_offline(True)
 // (or CLEARML_OFFLINE_MODE), for Task.import_offline_session(<folder>) to send to a ClearML server:
 //   <CLEARML_CACHE_DIR or ~/.clearml/cache>/offline/offline-<32 hex>/task.json   the task
-//   .../metrics.jsonl                 a JSON array of events per log call
+//   .../metrics.jsonl                 JSON arrays of events, a line per 100 (or per second, as the
+//                                     SDK batches them: the importer sends a line a request)
 //   .../data/<key>                    the debug images the events name
 // What Accelerate's ClearMLTracker logs: numbers with a step as scalars (title and series from the
 // name's "train_"/"eval_"/"test_" prefix), without one as single values, images as debug images
@@ -26,7 +27,6 @@ struct TaskSettings {
   std::string project, name;
   std::string type = "training";
   std::vector<std::string> tags;
-  bool tags_given = false;
 };
 
 class OfflineSession {
@@ -36,21 +36,32 @@ class OfflineSession {
   // Io errors name what could not be made.
   OfflineSession(const std::string& cache_dir, const TaskSettings& task, const nlohmann::json& config);
 
+  ~OfflineSession();
+  OfflineSession(const OfflineSession&) = delete;
+  OfflineSession& operator=(const OfflineSession&) = delete;
+
   const std::string& folder() const { return folder_; }
   const std::string& task_id() const { return task_id_; }
-  std::string metrics_path() const { return folder_ + "/metrics.jsonl"; }
 
-  // On the writer thread, with metrics.jsonl open for appending.
-  void log(std::FILE* metrics, const Record& record);
+  // On the writer thread: the record's events join the batch (written once it holds 100).
+  void log(const Record& record);
+  // On the writer thread: the batch written out and metrics.jsonl flushed. A failed write leaves the
+  // file as it was before the batch (no half line, which the importer would answer by sending the
+  // line before it again).
+  void flush();
 
  private:
+  void write_batch();
+
   // `value` as ClearML reports it: NaN and infinities as 0.0, with its warning.
   double reported(double value);
   // Accelerate's warning for a value it drops, once per kind and session.
   void warn_dropped(const char* what, const std::string& name, bool& warned);
 
   TaskSettings task_;
-  std::string task_id_, folder_;
+  std::string task_id_, folder_, metrics_path_;
+  std::FILE* metrics_ = nullptr;  // metrics.jsonl, appended to
+  nlohmann::ordered_json batch_ = nlohmann::ordered_json::array();
   std::map<std::pair<std::string, std::string>, int64_t> images_;  // debug images per (metric, variant)
   int64_t non_finite_ = 0;
   bool warned_texts_ = false, warned_groups_ = false;

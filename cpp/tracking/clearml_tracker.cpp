@@ -56,7 +56,6 @@ clearml::TaskSettings task_settings(const nlohmann::json& kwargs, const std::str
       require(tag.is_string(), "init_kwargs[\"clearml\"][\"tags\"] holds strings, not ", tag.type_name());
       task.tags.push_back(tag.get<std::string>());
     }
-    task.tags_given = true;
   }
   if (const auto reuse = k.value("reuse_last_task_id"))  // an offline session is always a new task
     require(reuse->is_boolean() || reuse->is_string(), "init_kwargs[\"clearml\"][\"reuse_last_task_id\"] is a ",
@@ -120,14 +119,14 @@ void ClearmlTracker::start(const std::string& project_name, const nlohmann::json
                session->folder().c_str(),
                offline ? "" : " (CLEARML_OFFLINE_MODE is not set, and reporting to a server is not built)",
                session->folder().c_str());
-  writer_ = std::make_unique<AsyncFile>(session->metrics_path(), false);
+  writer_ = std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, session->folder(), [session] { session->flush(); });
   folder_ = session->folder();
   session_ = std::move(session);
 }
 
 void ClearmlTracker::log(const std::shared_ptr<const Record>& record) {
   if (!writer_) fail(Status::NotInitialized, "the clearml tracker has not started");
-  writer_->post([record, session = session_](std::FILE*& file, const std::string&) { session->log(file, *record); });
+  writer_->post([record, session = session_](std::FILE*&, const std::string&) { session->log(*record); });
 }
 
 void ClearmlTracker::finish() {

@@ -113,8 +113,7 @@ TEST(ClearmlTracking, WritesTheSessionImportOfflineSessionReads) {
     EXPECT_EQ(acc_test::read_file(folder + "/data/" + key).substr(0, 4), "\x89PNG");
   }
   EXPECT_EQ(keys[0], "proj/run one." + id + "/metrics/sample.slash.a b/eval/sample.slash.a b_eval_00000000.png");
-  EXPECT_EQ(keys[4].substr(keys[4].size() - 12), "00000004.png");
-  EXPECT_EQ(keys[5], keys[0]);  // ClearML keeps 5 images of a metric and variant, the sixth replaces the first
+  EXPECT_EQ(keys[5].substr(keys[5].size() - 12), "00000005.png");  // ClearML keeps 100 per metric and variant
 
   // Task.close's zip beside the folder: the session's files at its root, as Python's zipfile reads
   // them (every CRC checked), each equal to the folder's.
@@ -128,7 +127,7 @@ TEST(ClearmlTracking, WritesTheSessionImportOfflineSessionReads) {
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   const nlohmann::json zipped = nlohmann::json::parse(acc_test::read_file(listing));
   std::set<std::string> expected = {"task.json", "metrics.jsonl"};
-  for (size_t i = 0; i < 5; ++i) expected.insert("data/" + keys[i]);
+  for (const auto& key : keys) expected.insert("data/" + key);
   std::set<std::string> zipped_names;
   for (const auto& item : zipped.items()) {
     zipped_names.insert(item.key());
@@ -139,6 +138,44 @@ TEST(ClearmlTracking, WritesTheSessionImportOfflineSessionReads) {
     EXPECT_EQ(bytes, acc_test::read_file(folder + "/" + item.key())) << item.key();
   }
   EXPECT_EQ(zipped_names, expected);
+}
+
+// Events go in lines of at most 100 (each line one request of the importer), a line written at least
+// every second and when the run ends; image keys as ClearML makes them of any name ('\\' a '/', the
+// '/' at a title's ends dropped, an empty title's part left out); a project or task name that would
+// make a part of the keys longer than ClearML takes unshortened is refused at the start.
+TEST(ClearmlTracking, BatchesAndKeys) {
+  const std::string root = acc_test::fresh_dir("clearml_batches");
+  acc_test::ScopedEnv cache("CLEARML_CACHE_DIR", root.c_str()), offline("CLEARML_OFFLINE_MODE", "1");
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "clearml"}});
+  ACC_ASSERT_OK(acc_init_trackers(a, "p", nullptr));
+  const std::string folder = acc_test::tracker_path(a, "clearml");
+  for (int64_t step = 0; step < 250; ++step) ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0, step));
+  acc_tensor* image = acc_test::floats({0.5f}, {1, 1});
+  const char* names[] = {"back\\slash", "train_", "eval_/lead"};
+  acc_tensor* images[] = {image, image, image};
+  ACC_ASSERT_OK(acc_log_images(a, names, images, 3, 300, "HW"));
+  ACC_ASSERT_OK(acc_end_training(a));
+  std::istringstream lines(acc_test::read_file(folder + "/metrics.jsonl"));
+  std::vector<size_t> sizes;
+  for (std::string line; std::getline(lines, line);) sizes.push_back(nlohmann::json::parse(line).size());
+  EXPECT_EQ(sizes, (std::vector<size_t>{100, 100, 53}));
+  const auto events = events_of(folder);
+  const std::string prefix = "p/p." + fs::path(folder).filename().string() + "/metrics/";
+  EXPECT_EQ(events[250]["key"], prefix + "back.slash.slash/train/back.slash.slash_train_00000000.png");
+  EXPECT_EQ(events[251]["key"], prefix + "train/_train_00000000.png");
+  EXPECT_EQ(events[251]["metric"], "");
+  EXPECT_EQ(events[252]["key"], prefix + "lead/eval/lead_eval_00000000.png");
+  for (size_t i = 250; i < 253; ++i)
+    EXPECT_TRUE(fs::is_regular_file(folder + "/data/" + events[i]["key"].get<std::string>()));
+
+  std::string long_name;
+  for (int i = 0; i < 13; ++i) long_name += "\u8bad\u7ec3";  // 26 characters, 234 bytes URL-quoted
+  ACC_EXPECT_ERROR(
+      acc_init_trackers_ex(a, "p", nullptr, (R"({"clearml": {"task_name": ")" + long_name + "\"}}").c_str()),
+      ACC_ERR_INVALID_ARGUMENT, "longer than 250 bytes");
+  acc_tensor_free(image);
+  acc_accelerator_free(a);
 }
 
 // CLEARML_PROJECT and CLEARML_TASK name the task where init_kwargs do not; mistakes are refused
