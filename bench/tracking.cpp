@@ -172,10 +172,16 @@ int main(int argc, char** argv) {
 
   // 4. Each built-in tracker alone, rounds interleaved: the process's CPU per acc_log call of 4
   // scalars, from the call until the tracker has written it out (end_training drains it).
-  const std::vector<std::string> kinds = {"tensorboard", "jsonl", "csv", "mlflow", "dvclive", "trackio"};
+  const std::vector<std::string> kinds = {"tensorboard", "jsonl", "csv",   "mlflow",
+                                          "dvclive",     "trackio", "wandb", "clearml"};
   // DVCLive's files go where init_kwargs say (its default is the working folder), trackio's database
-  // where TRACKIO_DIR says (its default is in the home folder's cache).
+  // where TRACKIO_DIR says and ClearML's session where CLEARML_CACHE_DIR says (their defaults are in
+  // the home folder), W&B's run into WANDB_DIR (its default is the working folder).
   ::setenv("TRACKIO_DIR", (dir + "/alone/trackio").c_str(), 1);
+  ::setenv("WANDB_DIR", (dir + "/alone").c_str(), 1);
+  ::setenv("WANDB_MODE", "offline", 1);
+  ::setenv("CLEARML_CACHE_DIR", (dir + "/alone/clearml").c_str(), 1);
+  ::setenv("CLEARML_OFFLINE_MODE", "1", 1);
   const std::string dvclive_kwargs = "{\"dvclive\": {\"dir\": \"" + dir + "/alone/dvclive\", \"dvcyaml\": \"" + dir +
                                      "/alone/dvc.yaml\", \"save_dvc_exp\": false}}";
   std::vector<std::vector<double>> alone(kinds.size());
