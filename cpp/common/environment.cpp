@@ -1,7 +1,10 @@
 #include "common/environment.h"
 
 #include <pwd.h>
+
 #include <unistd.h>
+#include <cctype>
+#include <cstdlib>
 
 namespace acc {
 namespace {
@@ -38,6 +41,33 @@ std::string expand_user(const std::string& path) {
     return path;  // an unknown user: as Python leaves it
   }
   return home + (slash == std::string::npos ? "" : path.substr(slash));
+}
+
+std::string expand_variables(const std::string& text) {
+  std::string out;
+  auto name_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t i = 0; i < text.size();) {
+    if (text[i] == '$' && i + 1 < text.size()) {
+      const bool braced = text[i + 1] == '{';
+      const size_t start = i + (braced ? 2 : 1);
+      size_t end = start;
+      if (braced) {
+        end = text.find('}', start);
+      } else {
+        while (end < text.size() && name_char(text[end])) ++end;
+      }
+      if (end != std::string::npos && end > start) {
+        const std::string name = text.substr(start, end - start);
+        if (const char* value = std::getenv(name.c_str())) {
+          out += value;
+          i = end + (braced ? 1 : 0);
+          continue;
+        }
+      }
+    }
+    out.push_back(text[i++]);
+  }
+  return out;
 }
 
 std::string host_name() {

@@ -22,6 +22,10 @@ std::string huggingface_home();
 // "~user" (that user's, where the system knows them) expanded; any other path as it is.
 std::string expand_user(const std::string& path);
 
+// Python's os.path.expandvars: "$NAME" and "${NAME}" replaced by the variables' values, those of
+// unset variables (and any other '$') left as they are.
+std::string expand_variables(const std::string& text);
+
 // The machine's name (gethostname), "localhost" where it has none: what trackers record a run's host as.
 std::string host_name();
 

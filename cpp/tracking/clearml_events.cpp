@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/error.h"
+
 namespace acc::tracking::clearml {
 namespace {
 
@@ -60,6 +62,18 @@ std::string first_characters(const std::string& text, size_t n) {
 }
 
 }  // namespace
+
+void check_image_key(const std::string& key, const std::string& what) {
+  for (size_t start = 0; start <= key.size();) {
+    const size_t slash = std::min(key.find('/', start), key.size());
+    const std::string part = key.substr(start, slash - start);
+    require(part.size() <= 250, "clearml: ", what, " makes a part of the images' paths longer than 250 bytes (\"",
+            part.substr(0, 40), "...\"): ClearML would shorten it by a digest, which is not built");
+    require(part != "." && part != "..", "clearml: ", what, " makes a \"", part,
+            "\" part of the images' paths, which would lead out of the session's folder");
+    start = slash + 1;
+  }
+}
 
 std::pair<std::string, std::string> title_series(const std::string& name) {
   for (const char* prefix : {"eval", "test", "train"}) {

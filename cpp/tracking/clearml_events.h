@@ -27,6 +27,10 @@ nlohmann::ordered_json image_event(int64_t timestamp_ms, const std::string& task
                                    const std::string& metric, const std::string& variant, const std::string& key,
                                    const std::string& url);
 
+// Refuses (InvalidArgument, naming `what`) a key ClearML would shorten (a part over 250 bytes: its MD5
+// shortening is not built) or that would lead out of the session's data/ folder (a "." or ".." part).
+void check_image_key(const std::string& key, const std::string& what);
+
 // Where ClearML files a debug image under the session's data/ folder:
 // <quoted project>/<quoted task name, cut to fit 128 with ".<id>">.<id>/metrics/<metric>/<variant>/
 // <metric>_<variant>_<counter, 8 digits><extension>, '/' and URL-special characters in the metric,

@@ -1,7 +1,9 @@
 #include "tracking/clearml_session.h"
 
-#include <stdio_ext.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <climits>
 
 #include <cerrno>
 #include <cmath>
@@ -23,8 +25,6 @@ namespace {
 constexpr int64_t kFileHistorySize = 100;
 // Events per metrics.jsonl line, as the SDK's batches hold at most.
 constexpr size_t kBatchEvents = 100;
-// ClearML shortens a longer part of an image's key by a digest: not done here (refused instead).
-constexpr size_t kKeyPartMax = 250;
 
 // As Python's json.dumps (the SDK's): non-ASCII as \u escapes.
 std::string ascii_json(const nlohmann::ordered_json& value) { return value.dump(-1, ' ', true); }
@@ -34,15 +34,22 @@ std::string ascii_json(const nlohmann::ordered_json& value) { return value.dump(
 OfflineSession::OfflineSession(const std::string& cache_dir, const TaskSettings& task, const nlohmann::json& config)
     : task_(task), task_id_("offline-" + uuid4_hex()) {
   folder_ = std::filesystem::absolute(cache_dir + "/offline/" + task_id_).lexically_normal().string();
+  metrics_path_ = folder_ + "/metrics.jsonl";
   const std::string key = image_key(task_.project, task_.name, task_id_, "m", "v", 0, ".png");
-  for (size_t start = 0; start < key.size();) {
-    const size_t slash = std::min(key.find('/', start), key.size());
-    require(slash - start <= kKeyPartMax, "clearml: the project or task name makes a part of the images' paths ",
-            "longer than ", kKeyPartMax, " bytes once URL-quoted (\"", key.substr(start, slash - start),
-            "\"): ClearML would shorten it by a digest, which is not built; choose a shorter name");
-    start = slash + 1;
-  }
+  check_image_key(key, "the project or task name");
+  require(folder_.size() + key.size() + 256 < PATH_MAX, "clearml: the project and task names make the images' ",
+          "paths longer than a path can be");
   make_folders(folder_, "the ClearML session's folder");
+  try {
+    write_task(config);
+  } catch (...) {  // no half-made session left behind
+    std::error_code ec;
+    std::filesystem::remove_all(folder_, ec);
+    throw;
+  }
+}
+
+void OfflineSession::write_task(const nlohmann::json& config) const {
   nlohmann::ordered_json json = nlohmann::ordered_json::object();  // keys sorted, as the SDK writes them
   if (!config.empty())
     json["configuration"]["General"] = {{"name", "General"}, {"type", "dictionary"}, {"value", config.dump(2)}};
@@ -61,26 +68,33 @@ OfflineSession::OfflineSession(const std::string& cache_dir, const TaskSettings&
   if (!task_.tags.empty()) json["tags"] = task_.tags;
   json["type"] = task_.type;
   write_file_atomically(folder_ + "/task.json", ascii_json(json));
-  metrics_path_ = folder_ + "/metrics.jsonl";
-  metrics_ = std::fopen(metrics_path_.c_str(), "ab");
-  if (!metrics_) fail(Status::Io, "cannot create ", metrics_path_, ": ", std::strerror(errno));
-}
-
-OfflineSession::~OfflineSession() {
-  if (metrics_) std::fclose(metrics_);
+  write_file(metrics_path_, "");
 }
 
 void OfflineSession::write_batch() {
   if (batch_.empty()) return;
   const std::string line = ascii_json(batch_) + "\n";
   batch_ = nlohmann::ordered_json::array();
-  const off_t before = ftello(metrics_);
-  if (std::fwrite(line.data(), 1, line.size(), metrics_) != line.size() || std::fflush(metrics_) != 0) {
-    const int error = errno;
-    __fpurge(metrics_);
-    if (before >= 0) static_cast<void>(ftruncate(fileno(metrics_), before));
-    fail(Status::Io, "cannot write ", metrics_path_, ": ", std::strerror(error));
+  // Opened for each line, as the SDK does (a session folder removed meanwhile is an error, not lines
+  // written into a deleted file), and written by one write(2) where the system takes it whole: a
+  // process killed meanwhile leaves the line whole or absent, never half of it.
+  const int fd = ::open(metrics_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) fail(Status::Io, "cannot write ", metrics_path_, ": ", std::strerror(errno));
+  const off_t before = ::lseek(fd, 0, SEEK_END);
+  size_t done = 0;
+  int error = 0;
+  while (done < line.size()) {
+    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    done += static_cast<size_t>(n);
   }
+  if (error != 0 && before >= 0) static_cast<void>(::ftruncate(fd, before));  // no half line
+  ::close(fd);
+  if (error != 0) fail(Status::Io, "cannot write ", metrics_path_, ": ", std::strerror(error));
 }
 
 void OfflineSession::flush() { write_batch(); }
@@ -111,10 +125,14 @@ void OfflineSession::log(const Record& record) {
       const std::string key =
           image_key(task_.project, task_.name, task_id_, metric, variant, count++ % kFileHistorySize, ".png");
       const std::string file = folder_ + "/data/" + key;
-      make_folders(std::filesystem::path(file).parent_path().string(), "a ClearML image folder");
-      write_file(file, record.images[i].png);
-      batch_.push_back(
-          image_event(timestamp, task_id_, record.step_given ? record.step : 0, metric, variant, key, file));
+      try {  // replacing the image of 100 before whole (or not at all)
+        make_folders(std::filesystem::path(file).parent_path().string(), "a ClearML image folder");
+        write_file_atomically(file, record.images[i].png);
+      } catch (...) {
+        write_batch();  // the events taken before it are kept
+        throw;
+      }
+      add(image_event(timestamp, task_id_, record.step_given ? record.step : 0, metric, variant, key, file));
     }
   } else if (!record.group.empty()) {
     warn_dropped("the group", record.group, warned_groups_);
@@ -122,13 +140,17 @@ void OfflineSession::log(const Record& record) {
   for (size_t i = 0; i < record.names.size() && record.group.empty(); ++i) {
     const double value = reported(record.values[i]);
     if (!record.step_given) {  // report_single_value: the whole name
-      batch_.push_back(scalar_event(timestamp, task_id_, kSingleValueIteration, "Summary", record.names[i], value));
+      add(scalar_event(timestamp, task_id_, kSingleValueIteration, "Summary", record.names[i], value));
     } else {
       const auto [metric, variant] = title_series(record.names[i]);
-      batch_.push_back(scalar_event(timestamp, task_id_, record.step, metric, variant, value));
+      add(scalar_event(timestamp, task_id_, record.step, metric, variant, value));
     }
   }
   if (!record.text_names.empty()) warn_dropped("the text", record.text_names.front(), warned_texts_);
+}
+
+void OfflineSession::add(nlohmann::ordered_json event) {
+  batch_.push_back(std::move(event));
   if (batch_.size() >= kBatchEvents) write_batch();
 }
 

@@ -36,21 +36,19 @@ class OfflineSession {
   // Io errors name what could not be made.
   OfflineSession(const std::string& cache_dir, const TaskSettings& task, const nlohmann::json& config);
 
-  ~OfflineSession();
-  OfflineSession(const OfflineSession&) = delete;
-  OfflineSession& operator=(const OfflineSession&) = delete;
-
   const std::string& folder() const { return folder_; }
   const std::string& task_id() const { return task_id_; }
 
   // On the writer thread: the record's events join the batch (written once it holds 100).
   void log(const Record& record);
-  // On the writer thread: the batch written out and metrics.jsonl flushed. A failed write leaves the
-  // file as it was before the batch (no half line, which the importer would answer by sending the
-  // line before it again).
+  // On the writer thread: the batch written out. A failed write leaves the file as it was before
+  // the batch (no half line, which the importer would answer by sending the line before it again).
   void flush();
 
  private:
+  void write_task(const nlohmann::json& config) const;
+  // Adds an event to the batch, written out once it holds 100.
+  void add(nlohmann::ordered_json event);
   void write_batch();
 
   // `value` as ClearML reports it: NaN and infinities as 0.0, with its warning.
@@ -60,7 +58,6 @@ class OfflineSession {
 
   TaskSettings task_;
   std::string task_id_, folder_, metrics_path_;
-  std::FILE* metrics_ = nullptr;  // metrics.jsonl, appended to
   nlohmann::ordered_json batch_ = nlohmann::ordered_json::array();
   std::map<std::pair<std::string, std::string>, int64_t> images_;  // debug images per (metric, variant)
   int64_t non_finite_ = 0;

@@ -24,13 +24,24 @@ const char* env_of(const char* name, const char* old_name) {
   return value ? value : nonempty_env(old_name);
 }
 
-// CLEARML_OFFLINE_MODE as ClearML reads it (safe_text_to_bool): false for "0", "false", "no", "off",
-// true for any other text; unset is nullopt.
+// CLEARML_OFFLINE_MODE as ClearML reads it (safe_text_to_bool, strtobool's false words): false for
+// "0", "n", "no", "f", "false", "off", true for any other text; unset is nullopt.
 std::optional<bool> offline_mode() {
   const char* value = env_of("CLEARML_OFFLINE_MODE", "TRAINS_OFFLINE_MODE");
   if (!value) return std::nullopt;
   const std::string text = lowercase(trimmed(value));
-  return !(text == "0" || text == "false" || text == "no" || text == "off");
+  for (const char* no : {"0", "n", "no", "f", "false", "off"})
+    if (text == no) return false;
+  return true;
+}
+
+// ClearML's cache folder: CLEARML_CACHE_DIR (trimmed, $VARIABLES and "~" expanded, as ClearML reads
+// it), else ~/.clearml/cache.
+std::string cache_dir() {
+  const char* cache = env_of("CLEARML_CACHE_DIR", "TRAINS_CACHE_DIR");
+  const std::string dir = cache ? trimmed(cache) : "~/.clearml/cache";
+  require(is_utf8(dir), "clearml: CLEARML_CACHE_DIR is not valid UTF-8");
+  return expand_user(expand_variables(dir));
 }
 
 clearml::TaskSettings task_settings(const nlohmann::json& kwargs, const std::string& project_name) {
@@ -93,13 +104,8 @@ void ClearmlTracker::set_init_kwargs(const nlohmann::json& kwargs) {
 
 void ClearmlTracker::check_image_name(const std::string& name) const {
   const auto [metric, variant] = clearml::title_series(name);
-  const std::string key = clearml::image_key("p", "t", "offline-0", metric, variant, 0, ".png");
-  for (size_t start = 0; start < key.size();) {
-    const size_t slash = std::min(key.find('/', start), key.size());
-    require(slash - start <= 250, "clearml: the image name \"", printable_utf8(name), "\" makes a file name part ",
-            "longer than 250 bytes (ClearML would shorten it by a digest)");
-    start = slash + 1;
-  }
+  clearml::check_image_key(clearml::image_key("p", "t", "offline-0", metric, variant, 0, ".png"),
+                           "the image name \"" + printable_utf8(name) + "\"");
 }
 
 void ClearmlTracker::start(const std::string& project_name, const nlohmann::json& config) {
@@ -110,9 +116,7 @@ void ClearmlTracker::start(const std::string& project_name, const nlohmann::json
   if (offline == false)
     fail(Status::Unsupported, "clearml: CLEARML_OFFLINE_MODE is off, and reporting to a ClearML server while ",
          "training is not built: the session is written offline (Task.import_offline_session sends it)");
-  const char* cache = env_of("CLEARML_CACHE_DIR", "TRAINS_CACHE_DIR");
-  auto session =
-      std::make_shared<clearml::OfflineSession>(expand_user(cache ? cache : "~/.clearml/cache"), task, config);
+  auto session = std::make_shared<clearml::OfflineSession>(cache_dir(), task, config);
   std::fprintf(stderr,
                "accelerate: clearml: offline session stored in %s%s; send it with "
                "Task.import_offline_session('%s')\n",
@@ -134,13 +138,14 @@ void ClearmlTracker::finish() {
   std::unique_ptr<AsyncFile> writer = std::move(writer_);
   session_.reset();
   writer->close();
-  // Task.close: the session's files zipped beside its folder (either one imports).
+  // Task.close: the session's files zipped beside its folder. Either one imports, so a zip that
+  // cannot be made costs only itself.
   try {
     zip_folder(folder_, folder_ + ".zip");
     std::fprintf(stderr, "accelerate: clearml: offline session stored in %s.zip\n", folder_.c_str());
   } catch (const Error& e) {
-    if (e.status() != Status::InvalidArgument) throw;
-    std::fprintf(stderr, "accelerate: clearml: %s: import the folder %s\n", e.what(), folder_.c_str());
+    std::fprintf(stderr, "accelerate: clearml: no zip of the session (%s): import the folder %s\n", e.what(),
+                 folder_.c_str());
   }
 }
 

@@ -169,6 +169,31 @@ TEST(ClearmlTracking, BatchesAndKeys) {
   for (size_t i = 250; i < 253; ++i)
     EXPECT_TRUE(fs::is_regular_file(folder + "/data/" + events[i]["key"].get<std::string>()));
 
+  const char* many_names[250];
+  double many_values[250];
+  std::vector<std::string> many;
+  for (int i = 0; i < 250; ++i) many.push_back("v" + std::to_string(i));
+  for (int i = 0; i < 250; ++i) many_names[i] = many[i].c_str(), many_values[i] = i;
+  ACC_ASSERT_OK(acc_init_trackers(a, "p", nullptr));
+  const std::string wide = acc_test::tracker_path(a, "clearml");
+  ACC_ASSERT_OK(acc_log(a, many_names, many_values, 250, 0));  // one call, lines of at most 100 still
+  ACC_ASSERT_OK(acc_end_training(a));
+  std::istringstream wide_lines(acc_test::read_file(wide + "/metrics.jsonl"));
+  sizes.clear();
+  for (std::string line; std::getline(wide_lines, line);) sizes.push_back(nlohmann::json::parse(line).size());
+  EXPECT_EQ(sizes, (std::vector<size_t>{100, 100, 50}));
+
+  // Names that would file images outside the session's folder are refused.
+  ACC_EXPECT_ERROR(acc_init_trackers_ex(a, "p", nullptr, R"({"clearml": {"project_name": "../../out"}})"),
+                   ACC_ERR_INVALID_ARGUMENT, "lead out of the session's folder");
+  ACC_ASSERT_OK(acc_init_trackers(a, "p", nullptr));
+  const char* dots[] = {".."};
+  ACC_EXPECT_ERROR(acc_log_images(a, dots, &image, 1, 0, "HW"), ACC_ERR_INVALID_ARGUMENT, "lead out of");
+  // A session folder removed while the run goes on is an error, not lines written into nothing.
+  fs::remove_all(acc_test::tracker_path(a, "clearml"));
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0, 0));
+  ACC_EXPECT_ERROR(acc_end_training(a), ACC_ERR_IO, "metrics.jsonl");
+
   std::string long_name;
   for (int i = 0; i < 13; ++i) long_name += "\u8bad\u7ec3";  // 26 characters, 234 bytes URL-quoted
   ACC_EXPECT_ERROR(
@@ -182,7 +207,10 @@ TEST(ClearmlTracking, BatchesAndKeys) {
 // before anything is written, what is not built is Unsupported.
 TEST(ClearmlTracking, NamesFromTheEnvironmentAndRefusals) {
   const std::string root = acc_test::fresh_dir("clearml_refused");
-  acc_test::ScopedEnv cache("CLEARML_CACHE_DIR", root.c_str()), offline("CLEARML_OFFLINE_MODE", "true"),
+  // CLEARML_CACHE_DIR trimmed and its variables expanded, as ClearML reads it.
+  const std::string cache_setting = " ${ACC_TEST_CLEARML_ROOT} ";
+  acc_test::ScopedEnv variable("ACC_TEST_CLEARML_ROOT", root.c_str()),
+      cache("CLEARML_CACHE_DIR", cache_setting.c_str()), offline("CLEARML_OFFLINE_MODE", "true"),
       project("CLEARML_PROJECT", "team/project"), task_name("CLEARML_TASK", "from env");
   acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "clearml"}});
   const std::pair<const char*, std::pair<acc_status, const char*>> cases[] = {
@@ -194,8 +222,8 @@ TEST(ClearmlTracking, NamesFromTheEnvironmentAndRefusals) {
   };
   for (const auto& [kwargs, expected] : cases)
     ACC_EXPECT_ERROR(acc_init_trackers_ex(a, "p", nullptr, kwargs), expected.first, expected.second);
-  {
-    acc_test::ScopedEnv online("CLEARML_OFFLINE_MODE", "0");
+  for (const char* off : {"0", "n", "F", " off "}) {
+    acc_test::ScopedEnv online("CLEARML_OFFLINE_MODE", off);
     ACC_EXPECT_ERROR(acc_init_trackers(a, "p", nullptr), ACC_ERR_UNSUPPORTED, "CLEARML_OFFLINE_MODE is off");
   }
   EXPECT_FALSE(fs::exists(root + "/offline"));
@@ -211,6 +239,7 @@ TEST(ClearmlTracking, NamesFromTheEnvironmentAndRefusals) {
   acc_tensor_free(image);
   ACC_ASSERT_OK(acc_end_training(a));
   acc_accelerator_free(a);
+  EXPECT_EQ(fs::path(folder).parent_path().string(), root + "/offline");
   const nlohmann::json task = nlohmann::json::parse(acc_test::read_file(folder + "/task.json"));
   EXPECT_EQ(task["project_name"], "team/project");
   EXPECT_EQ(task["name"], "from env");
