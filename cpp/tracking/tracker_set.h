@@ -1,5 +1,6 @@
 // The trackers of an Accelerator: the built-in ones named by log_with ("tensorboard", "jsonl",
-// "csv", "all", or a comma-separated list) and those the program adds. Accelerate's
+// "csv", "mlflow", "dvclive", "trackio", "wandb", "clearml", "all", or a comma-separated list) and
+// those the program adds. Accelerate's
 // init_trackers / log / end_training; only the main process writes, but every process checks
 // its calls the same way, so a mistake fails everywhere.
 #pragma once
@@ -47,14 +48,16 @@ class TrackerSet {
   // becomes '_'), tagged with the group; the other trackers get them as "<group>/<name>".
   void log_scalars(const std::string& group, std::vector<std::string> names, std::vector<double> values,
                    std::optional<int64_t> step, const std::string& log_kwargs_json = "");
-  // Logs images by name, as log does numbers, to the trackers that take images (TensorBoard's, trackio's):
-  // Accelerate's TensorBoardTracker.log_images. Each is checked on every process and encoded on the
-  // main one (image_summary.h).
+  // Logs images by name, as log does numbers, to the trackers that take images (TensorBoard's,
+  // trackio's, W&B's, ClearML's): Accelerate's log_images. Each is checked on every process and
+  // encoded on the main one (image_summary.h): as one grid per name, and as its images one by one
+  // where a tracker takes them so.
   void log_images(std::vector<std::string> names, const std::vector<at::Tensor>& images, const std::string& dataformats,
                   std::optional<int64_t> step);
   // Logs the histogram of `values` by name, as log does numbers, to the trackers that take histograms
-  // (TensorBoard's, trackio's): torch's SummaryWriter.add_histogram (tracking/histogram.h). The tensor is checked
-  // on every process, the histogram made on the main one (where its values may still be refused).
+  // (TensorBoard's, trackio's, W&B's): torch's SummaryWriter.add_histogram (tracking/histogram.h).
+  // The tensor is checked on every process, the histogram made and checked by those trackers on the
+  // main one (where its values may still be refused).
   void log_histogram(const std::string& name, const at::Tensor& values, const HistogramBins& bins,
                      std::optional<int64_t> step);
   // MLflow's log_artifact(s) on the tracker `tracker`: the file or folder at `local_path` kept with
