@@ -247,3 +247,32 @@ TEST(ClearmlTracking, NamesFromTheEnvironmentAndRefusals) {
   EXPECT_FALSE(task.contains("configuration"));
   EXPECT_TRUE(events_of(folder).empty());
 }
+
+namespace {
+constexpr const char* kExitCacheVariable = "ACC_TEST_CLEARML_EXIT_CACHE";
+}  // namespace
+
+// Not a test by itself: the child process of the next test, which logs and returns from the program
+// without ending the run or freeing its accelerator.
+TEST(ClearmlChild, ExitsWithoutEnding) {
+  const char* cache = std::getenv(kExitCacheVariable);
+  if (!cache) GTEST_SKIP() << "runs as the child of ClearmlTracking.AProgramThatExitsWithoutEndingKeepsItsEvents";
+  acc_test::ScopedEnv dir("CLEARML_CACHE_DIR", cache), offline("CLEARML_OFFLINE_MODE", "1");
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "clearml"}});
+  ACC_ASSERT_OK(acc_init_trackers(a, "left", nullptr));
+  for (int64_t step = 0; step < 250; ++step) ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0, step));
+  std::exit(0);  // the accelerator still alive, 50 events waiting for their line
+}
+
+// A program that exits with its run open has every event it logged on disk, in whole lines.
+TEST(ClearmlTracking, AProgramThatExitsWithoutEndingKeepsItsEvents) {
+  const std::string cache = acc_test::fresh_dir("clearml_exit");
+  const int status =
+      acc_test::run_self("ClearmlChild.ExitsWithoutEnding", {std::string(kExitCacheVariable) + "=" + cache});
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  std::vector<fs::path> sessions;
+  for (const auto& entry : fs::directory_iterator(cache + "/offline"))
+    if (entry.is_directory()) sessions.push_back(entry.path());
+  ASSERT_EQ(sessions.size(), 1u);
+  EXPECT_EQ(events_of(sessions[0].string()).size(), 250u);
+}
