@@ -268,7 +268,8 @@ TEST(ClearmlChild, ExitsWithoutEnding) {
 TEST(ClearmlTracking, AProgramThatExitsWithoutEndingKeepsItsEvents) {
   const std::string cache = acc_test::fresh_dir("clearml_exit");
   const int status =
-      acc_test::run_self("ClearmlChild.ExitsWithoutEnding", {std::string(kExitCacheVariable) + "=" + cache});
+      acc_test::run_self("ClearmlChild.ExitsWithoutEnding",
+                         {std::string(kExitCacheVariable) + "=" + cache, "ACC_TEST_LEAVES_ACCELERATOR_OPEN=1"});
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
   std::vector<fs::path> sessions;
   for (const auto& entry : fs::directory_iterator(cache + "/offline"))
