@@ -76,15 +76,7 @@ class LatchingFileBuffer : public std::streambuf {
 
  private:
   void put(const char* at, size_t count) {
-    const char* const end = at + count;
-    while (error_ == 0 && at < end) {
-      const ssize_t n = ::write(fd_, at, static_cast<size_t>(end - at));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0)
-        error_ = n < 0 ? errno : EIO;
-      else
-        at += n;
-    }
+    if (error_ == 0) error_ = write_fully(fd_, at, count);
   }
   void drain() {
     put(pbase(), static_cast<size_t>(pptr() - pbase()));
@@ -97,6 +89,26 @@ class LatchingFileBuffer : public std::streambuf {
 };
 
 }  // namespace
+
+std::vector<std::string> path_parts(const std::string& path) {
+  std::vector<std::string> parts;
+  for (size_t start = 0;;) {
+    const size_t slash = path.find('/', start);
+    parts.push_back(path.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
+    if (slash == std::string::npos) return parts;
+    start = slash + 1;
+  }
+}
+
+int write_fully(int fd, const char* data, size_t size) {
+  for (size_t done = 0; done < size;) {
+    const ssize_t n = ::write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    done += static_cast<size_t>(n);
+  }
+  return 0;
+}
 
 void write_stream(const std::string& path, const std::function<void(std::ostream& out)>& write) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);  // as fopen, under umask

@@ -6,6 +6,7 @@
 #include <iosfwd>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace acc {
 
@@ -17,8 +18,13 @@ void refuse_unless_regular(const std::string& path);
 // Creates `dir` and the folders above it that are missing; an Io error naming it as `what` ("the run
 // folder") otherwise.
 void make_folders(const std::string& dir, const std::string& what);
+// Writes all `size` bytes at `data` to the descriptor `fd` (write(2) again after an interruption or
+// a short write): 0, or the errno of the failure (EIO for a write that wrote nothing).
+int write_fully(int fd, const char* data, size_t size);
 // Writes `bytes` to `path`; an Io error naming the file when that fails (a full disk included).
 void write_file(const std::string& path, const std::string& bytes);
+// The parts of a '/'-separated path, empty ones (a leading, trailing or doubled '/') included.
+std::vector<std::string> path_parts(const std::string& path);
 // The longest file name (one path component) Linux's file systems take, in bytes.
 constexpr size_t kFileNameMax = 255;
 // `name`, cut where it and `suffix` would not fit in one file name (kFileNameMax): what is cut is replaced

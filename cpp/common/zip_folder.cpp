@@ -11,15 +11,12 @@
 #include "common/crc32.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/little_endian.h"
 
 namespace acc {
 namespace {
 
 namespace fs = std::filesystem;
-
-void put(std::string& out, uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
 
 struct Entry {
   std::string name;
@@ -34,16 +31,16 @@ constexpr uint16_t kDosDate = (1 << 5) | 1;  // 1980-01-01, zip's earliest date:
 // The fields a local header and a central directory entry share, from "version needed" on.
 std::string common_fields(const Entry& e) {
   std::string out;
-  put(out, kVersion, 2);
-  put(out, kUtf8Names, 2);
-  put(out, 0, 2);  // stored
-  put(out, 0, 2);  // time
-  put(out, kDosDate, 2);
-  put(out, e.crc, 4);
-  put(out, e.size, 4);  // compressed
-  put(out, e.size, 4);
-  put(out, e.name.size(), 2);
-  put(out, 0, 2);  // no extra field
+  put_le(out, kVersion, 2);
+  put_le(out, kUtf8Names, 2);
+  put_le(out, 0, 2);  // stored
+  put_le(out, 0, 2);  // time
+  put_le(out, kDosDate, 2);
+  put_le(out, e.crc, 4);
+  put_le(out, e.size, 4);  // compressed
+  put_le(out, e.size, 4);
+  put_le(out, e.name.size(), 2);
+  put_le(out, 0, 2);  // no extra field
   return out;
 }
 
@@ -70,7 +67,7 @@ void zip_folder(const std::string& folder, const std::string& zip_path) {
                 " is too large for a zip without ZIP64 (4 GiB)");
         e.crc = crc32_update(crc32_start(), bytes->data(), bytes->size());
         std::string header;
-        put(header, 0x04034b50, 4);
+        put_le(header, 0x04034b50, 4);
         header += common_fields(e) + e.name;
         out.write(header.data(), static_cast<std::streamsize>(header.size()));
         out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
@@ -79,26 +76,26 @@ void zip_folder(const std::string& folder, const std::string& zip_path) {
       }
       std::string directory;
       for (const auto& e : entries) {
-        put(directory, 0x02014b50, 4);
-        put(directory, (3 << 8) | kVersion, 2);  // made by: Unix
+        put_le(directory, 0x02014b50, 4);
+        put_le(directory, (3 << 8) | kVersion, 2);  // made by: Unix
         directory += common_fields(e);
-        put(directory, 0, 2);               // comment
-        put(directory, 0, 2);               // disk
-        put(directory, 0, 2);               // internal attributes
-        put(directory, 0100644u << 16, 4);  // external: a regular file, rw-r--r--
-        put(directory, e.offset, 4);
+        put_le(directory, 0, 2);               // comment
+        put_le(directory, 0, 2);               // disk
+        put_le(directory, 0, 2);               // internal attributes
+        put_le(directory, 0100644u << 16, 4);  // external: a regular file, rw-r--r--
+        put_le(directory, e.offset, 4);
         directory += e.name;
       }
       const uint64_t directory_size = directory.size();
       require(offset + directory_size < kLimit, "zip: ", folder, " is too large for a zip without ZIP64 (4 GiB)");
-      put(directory, 0x06054b50, 4);
-      put(directory, 0, 2);
-      put(directory, 0, 2);
-      put(directory, entries.size(), 2);
-      put(directory, entries.size(), 2);
-      put(directory, directory_size, 4);
-      put(directory, offset, 4);
-      put(directory, 0, 2);  // no comment
+      put_le(directory, 0x06054b50, 4);
+      put_le(directory, 0, 2);
+      put_le(directory, 0, 2);
+      put_le(directory, entries.size(), 2);
+      put_le(directory, entries.size(), 2);
+      put_le(directory, directory_size, 4);
+      put_le(directory, offset, 4);
+      put_le(directory, 0, 2);  // no comment
       out.write(directory.data(), static_cast<std::streamsize>(directory.size()));
     });
   });

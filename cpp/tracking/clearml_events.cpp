@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/error.h"
+#include "common/files.h"
 
 namespace acc::tracking::clearml {
 namespace {
@@ -64,14 +65,11 @@ std::string first_characters(const std::string& text, size_t n) {
 }  // namespace
 
 void check_image_key(const std::string& key, const std::string& what) {
-  for (size_t start = 0; start <= key.size();) {
-    const size_t slash = std::min(key.find('/', start), key.size());
-    const std::string part = key.substr(start, slash - start);
+  for (const auto& part : path_parts(key)) {
     require(part.size() <= 250, "clearml: ", what, " makes a part of the images' paths longer than 250 bytes (\"",
             part.substr(0, 40), "...\"): ClearML would shorten it by a digest, which is not built");
     require(part != "." && part != "..", "clearml: ", what, " makes a \"", part,
             "\" part of the images' paths, which would lead out of the session's folder");
-    start = slash + 1;
   }
 }
 

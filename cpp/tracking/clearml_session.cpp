@@ -81,17 +81,7 @@ void OfflineSession::write_batch() {
   const int fd = ::open(metrics_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0) fail(Status::Io, "cannot write ", metrics_path_, ": ", std::strerror(errno));
   const off_t before = ::lseek(fd, 0, SEEK_END);
-  size_t done = 0;
-  int error = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(fd, line.data() + done, line.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error = n < 0 ? errno : ENOSPC;
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
+  const int error = write_fully(fd, line.data(), line.size());
   if (error != 0 && before >= 0) static_cast<void>(::ftruncate(fd, before));  // no half line
   ::close(fd);
   if (error != 0) fail(Status::Io, "cannot write ", metrics_path_, ": ", std::strerror(error));

@@ -2,25 +2,18 @@
 
 #include <cstdint>
 
+#include "common/little_endian.h"
 #include "tracking/crc32c.h"
 
 namespace acc::tracking {
-namespace {
-
-template <typename Int>
-void put_le(std::string& out, Int value) {
-  for (size_t i = 0; i < sizeof(Int); ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
-
-}  // namespace
 
 void append_tfrecord(std::string& out, const std::string& data) {
   std::string length;
-  put_le<uint64_t>(length, data.size());
+  put_le(length, data.size(), 8);
   out += length;
-  put_le<uint32_t>(out, masked_crc32c(length.data(), length.size()));
+  put_le(out, masked_crc32c(length.data(), length.size()), 4);
   out += data;
-  put_le<uint32_t>(out, masked_crc32c(data.data(), data.size()));
+  put_le(out, masked_crc32c(data.data(), data.size()), 4);
 }
 
 }  // namespace acc::tracking

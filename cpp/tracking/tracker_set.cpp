@@ -304,10 +304,10 @@ void TrackerSet::log_images(std::vector<std::string> names, const std::vector<at
   if (main_ && wanted) {
     const bool grids = std::any_of(trackers_.begin(), trackers_.end(),
                                    [](const auto& t) { return t->takes_images() && !t->takes_images_apart(); });
+    const bool one_by_one = any_tracker(&Tracker::takes_images_apart);
     for (size_t i = 0; i < images.size(); ++i) {
       if (grids) encoded.push_back(encode_image(images[i], dataformats, names[i]));
-      if (any_tracker(&Tracker::takes_images_apart))
-        apart.push_back(encode_images_apart(images[i], dataformats, names[i]));
+      if (one_by_one) apart.push_back(encode_images_apart(images[i], dataformats, names[i]));
     }
   }
   auto record = take_step(at, step.has_value(), Logged::Images);

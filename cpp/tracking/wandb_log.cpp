@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/crc32.h"
+#include "common/little_endian.h"
 
 namespace acc::tracking::wandb {
 namespace {
@@ -10,10 +11,6 @@ namespace {
 constexpr uint64_t kBlockSize = 32 * 1024;
 constexpr uint64_t kChunkHeaderSize = 7;
 enum ChunkType : unsigned char { kFull = 1, kFirst = 2, kMiddle = 3, kLast = 4 };
-
-void put_le(std::string& out, uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
-}
 
 }  // namespace
 

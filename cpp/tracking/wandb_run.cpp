@@ -102,16 +102,9 @@ void create_exclusively(const std::string& path, const std::string& bytes) {
   if (fd < 0)
     fail(Status::Io, "wandb: cannot create the run's log ", path, ": ", std::strerror(errno),
          errno == EEXIST ? " (a run with this id started in the same second)" : "");
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = errno;
-      ::close(fd);
-      fail(Status::Io, "wandb: cannot write the run's log ", path, ": ", std::strerror(error));
-    }
-    done += static_cast<size_t>(n);
+  if (const int error = write_fully(fd, bytes.data(), bytes.size())) {
+    ::close(fd);
+    fail(Status::Io, "wandb: cannot write the run's log ", path, ": ", std::strerror(error));
   }
   if (::close(fd) != 0) fail(Status::Io, "wandb: cannot write the run's log ", path, ": ", std::strerror(errno));
 }

@@ -1,6 +1,5 @@
 #include "tracking/wandb_tracker.h"
 
-#include <algorithm>
 #include <cstdio>
 #include <limits>
 
@@ -40,12 +39,9 @@ void WandbTracker::check_image_name(const std::string& name) const {
   // The longest step and digest a file name can get (the step: wandb's count, at most 19 digits).
   const std::string path =
       wandb::media_path("", name, std::numeric_limits<int64_t>::max(), std::string(64, '0'), ".png");
-  for (size_t start = 1; start < path.size();) {
-    const size_t slash = std::min(path.find('/', start), path.size());
-    require(slash - start <= kFileNameMax, "wandb: the image name \"", printable_utf8(name), "\" makes a media file ",
+  for (const auto& part : path_parts(path))
+    require(part.size() <= kFileNameMax, "wandb: the image name \"", printable_utf8(name), "\" makes a media file ",
             "name with a part longer than ", kFileNameMax, " bytes");
-    start = slash + 1;
-  }
 }
 
 void WandbTracker::check_histogram(const Histogram& histogram) const {
