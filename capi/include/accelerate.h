@@ -551,6 +551,15 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   false: as torch.randn draws from the global generator, in the weight's dtype, as PEFT's),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
  *   adapter_config.json).
+ * Keys of ACC_OPTIONS_IA3 (PEFT's IA3Config, see acc_model_add_ia3): feedforward_modules (string,
+ *   default none: the targets whose vector scales their input instead of their output, names
+ *   separated by commas, a module matching one its name ends with, as PEFT's endswith, or "re:"
+ *   and an expression matching a whole name), fan_in_fan_out (bool, default false: PEFT's flag,
+ *   set from each linear layer's kind as PEFT sets it), init_ia3_weights (bool, default true: the
+ *   vectors start as ones; false: as the torch.randn draws), exclude_modules (string, default none),
+ *   modules_to_save (string, default none: as ACC_OPTIONS_LORA's),
+ *   base_model_name_or_path, revision, task_type (strings, default none: written to
+ *   adapter_config.json).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
  *   schedule_wait, schedule_warmup, schedule_active, schedule_repeat, schedule_skip_first (int,
@@ -607,6 +616,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_TRAINABLE_TOKENS = 8,
   ACC_OPTIONS_WEIGHTED_ADAPTER = 9,
   ACC_OPTIONS_EVA = 10,
+  ACC_OPTIONS_IA3 = 11,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1039,6 +1049,31 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_count(const acc_model *model, si
  * not counted). Before creating the optimizer and before acc_prepare, on a model without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_trainable_tokens(acc_model *model, const char *target_modules,
                                                                const acc_options *opts, size_t *count);
+/* acc_model_add_ia3: PEFT's IA3Config ((IA)^3, get_peft_model with peft_type IA3): each targeted
+ * layer trains one vector, "<module>.ia3_l" (listed after the layer's own parameters), that
+ * multiplies its output element-wise (PEFT's shape out x 1; a convolution's 1 x out x 1 x 1), or
+ * for the feedforward_modules its input (1 x in; 1 x in x 1 x 1); every other parameter is frozen
+ * but modules_to_save's. Computed as PEFT's ia3.Linear and ia3.Conv2d/Conv3d compute it, dtype
+ * casts included (a convolution's result comes back in its input's dtype, as PEFT's). The vectors
+ * start as ones (the model unchanged) after torch.randn draws of their shapes from the global
+ * generator, layer by layer in the model's order, as PEFT's; init_ia3_weights false keeps the
+ * draws. `target_modules`: named as for acc_model_add_lora ("all-linear" too); targets must be
+ * linear layers (torch.nn.Linear, transformers' Conv1D, a spec model's "linear"), or 2-D or 3-D
+ * convolutions, that the forward calls as modules: an embedding, attention or 1-D convolution is
+ * ACC_ERR_INVALID_ARGUMENT (PEFT's ValueError); a layer whose weight the forward reads itself, or a
+ * quantised one, ACC_ERR_UNSUPPORTED. feedforward_modules named as a list must be among
+ * target_modules' names (PEFT's ValueError). `opts`: ACC_OPTIONS_IA3 or NULL (defaults; no
+ * feedforward modules, where PEFT asks for the list on a model it does not know).
+ * acc_model_save_lora writes PEFT's files (peft_type IA3, "base_model.model.<module>.ia3_l"),
+ * acc_model_load_lora reads them (PEFT's own too), acc_model_merge_lora merges as PEFT's
+ * merge_and_unload (the weight scaled along its outputs or inputs, an output-scaled layer's bias
+ * too), acc_model_set_lora_enabled disables them, acc_save_model writes merged weights,
+ * acc_model_lora_count counts them. Named adapters (acc_model_add_lora_named and the like) and
+ * acc_model_add_weighted_adapter are LoRA's only (ACC_ERR_UNSUPPORTED with IA3). `count` (optional):
+ * the layers adapted. Before creating the optimizer and before acc_prepare, on a model without
+ * adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_ia3(acc_model *model, const char *target_modules,
+                                                  const acc_options *opts, size_t *count);
 /* acc_model_set_lora_enabled: PEFT's enable_adapter_layers (enabled != 0) and disable_adapter_layers
  * (its disable_adapter scope is disable, compute, enable). Disabled, every adapted layer computes as
  * its base layer alone, drawing no dropout mask: the base model's outputs, e.g. a reference model's

@@ -210,6 +210,16 @@ acc_status acc_model_add_trainable_tokens(acc_model* model, const char* target_m
   });
 }
 
+acc_status acc_model_add_ia3(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    const size_t added =
+        m.add_lora(acc::LoraConfig::ia3(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
+                                        options_arg(opts, acc::OptionsKind::Ia3)));
+    if (count) *count = added;
+  });
+}
+
 acc_status acc_model_save_lora(const acc_model* model, const char* dir) {
   return guarded([&] { model_arg(model).save_lora(path_arg(dir, "dir")); });
 }

@@ -28,6 +28,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return weighted_adapter_option_table();
     case OptionsKind::Eva:
       return eva_option_table();
+    case OptionsKind::Ia3:
+      return ia3_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -135,6 +135,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "weighted_adapter";
     case OptionsKind::Eva:
       return "eva";
+    case OptionsKind::Ia3:
+      return "ia3";
   }
   return "?";
 }

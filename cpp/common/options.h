@@ -54,7 +54,8 @@ enum class OptionsKind : int {
   AveragedModel = 7,
   TrainableTokens = 8,
   WeightedAdapter = 9,
-  Eva = 10
+  Eva = 10,
+  Ia3 = 11
 };
 
 const char* options_kind_name(OptionsKind kind);

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/text.h"
 #include "model/corda.h"
+#include "model/ia3.h"
 #include "model/loftq.h"
 #include "model/lora_draws.h"
 #include "model/lora_ga.h"
@@ -493,6 +494,11 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
             "', which is not a linear layer; ", kAdaptableLayers);
   const std::vector<LinearSite> chosen = targeted_sites(config, sites);
   require_targets_matched(config, sites, chosen);
+  if (config.peft_type == PeftType::Ia3) {
+    std::vector<LoraAdapter> made = make_ia3_adapters(config, chosen);
+    take_new(config, chosen, std::move(made), {}, {}, saved_modules, weights_pending);
+    return adapters_.size();
+  }
   if (config.ensure_weight_tying) require_no_tying(config, sites, chosen);
   if (!chosen.empty() && adapts_parameter(chosen.back())) check_parameter_settings(config);
   // As PEFT's LoraConfig.
@@ -654,8 +660,17 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   for (const auto& adapter : tokens)  // as PEFT refuses it
     require(!config.saves(adapter.site.module + ".weight"), "'", adapter.site.module,
             "' is both in modules_to_save and in trainable_token_indices: train it whole or train its tokens");
+  take_new(config, chosen, std::move(made), std::move(tokens), residuals, saved_modules, weights_pending);
+  return adapters_.size();
+}
+
+void LoraAdapters::take_new(const LoraConfig& config, const std::vector<LinearSite>& chosen,
+                            std::vector<LoraAdapter> made, std::vector<TokenAdapter> tokens,
+                            const std::vector<at::Tensor>& residuals, const NamedTensors& saved_modules,
+                            bool weights_pending) {
   // Nothing can fail from here on: the layers' weights change only now.
-  for (size_t k = 0; k < chosen.size(); ++k)
+  at::NoGradGuard no_grad;
+  for (size_t k = 0; k < residuals.size(); ++k)
     if (residuals[k].defined()) chosen[k].weight.copy_(residuals[k]);
   std::vector<Original> originals;
   for (const auto& entry : saved_modules)  // placeholders' values are taken again when they arrive
@@ -676,7 +691,6 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   originals_dropped_ = false;
   *enabled_ = true;
   install();
-  return adapters_.size();
 }
 
 void LoraAdapters::require_none_yet() const {
@@ -684,8 +698,8 @@ void LoraAdapters::require_none_yet() const {
   if (config_.peft_type == PeftType::TrainableTokens)
     fail(Status::InvalidArgument, "the model already has trainable tokens (PEFT's TRAINABLE_TOKENS, on '",
          tokens_.adapters().front().site.module, "'); merge them (acc_model_merge_lora) before adding adapters");
-  fail(Status::InvalidArgument, "the model already has LoRA adapters (", config_.describe_targets(),
-       "); merge them (acc_model_merge_lora) before adding others");
+  fail(Status::InvalidArgument, "the model already has ", config_.peft_type == PeftType::Ia3 ? "IA3" : "LoRA",
+       " adapters (", config_.describe_targets(), "); merge them (acc_model_merge_lora) before adding others");
 }
 
 size_t LoraAdapters::add_tokens(const LoraConfig& config, const std::vector<TokenSite>& token_sites,
@@ -718,6 +732,7 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   // An attention's adapters take no dropout (PEFT's lora.MultiheadAttention merges them into its weights).
   const double scaling = adapter.scaling, p = adapted_with_attention(adapter.site) ? 0.0 : config_.dropout;
   std::shared_ptr<const bool> enabled = enabled_;
+  if (is_ia3(adapter)) return ia3_output_adapter(adapter, enabled);
   if (adapter.magnitude.defined())
     return adapter.site.conv        ? dora_conv_output_adapter(adapter, p, enabled)
            : adapter.site.embedding ? dora_embedding_output_adapter(adapter, enabled)
@@ -745,6 +760,7 @@ NamedTensors LoraAdapters::named_parameters() const {
 
 void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
   const LoraAdapter& adapter = adapters_[k];
+  if (is_ia3(adapter)) return out->emplace_back(adapter.site.module + kIa3Suffix, adapter.ia3), void();
   out->emplace_back(adapter.site.module + lora_a_suffix(adapter.site), adapter.a);
   out->emplace_back(adapter.site.module + lora_b_suffix(adapter.site), adapter.b);
   if (adapter.b_bias.defined()) out->emplace_back(adapter.site.module + kLoraBBiasSuffix, adapter.b_bias);
@@ -871,7 +887,13 @@ void LoraAdapters::require_mergeable(const char* action) const {
       fail(Status::Unsupported, action, ": lora_bias adapts '", adapter.site.module, "', which has no bias to merge ",
            "lora_B's into (as PEFT refuses it); save the adapters (acc_model_save_lora)");
   for (const auto& adapter : adapters_)
-    if (adapter.site.conv && adapter.site.conv->groups != 1)
+    if (is_ia3(adapter) && adapter.feedforward && adapter.site.conv && adapter.site.conv->groups != 1)
+      fail(Status::Unsupported, action, ": the IA3 vector of the convolution '", adapter.site.module,
+           "' with groups ", adapter.site.conv->groups,
+           " scales its input channels, which its weight does not hold one by one (PEFT cannot merge it either); ",
+           "save the adapters (acc_model_save_lora)");
+  for (const auto& adapter : adapters_)
+    if (!is_ia3(adapter) && adapter.site.conv && adapter.site.conv->groups != 1)
       fail(Status::Unsupported, action, ": LoRA adapts the convolution '", adapter.site.module, "' with groups ",
            adapter.site.conv->groups,
            ", whose adapter has no weight of the layer's shape to merge (PEFT's "
@@ -906,6 +928,14 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
   for (const auto& adapter : adapters_) {
     const std::string& module = adapter.site.module;
     at::NoGradGuard no_grad;
+    if (is_ia3(adapter)) {  // PEFT's merge: the weight scaled, and the bias of a layer whose output it scales
+      const at::Tensor& vector = entry_of(module + kIa3Suffix);
+      merged_weights[weight_name(adapter.site)] = ia3_weight(entry_of(weight_name(adapter.site)), adapter, vector);
+      if (!adapter.feedforward && adapter.site.bias.defined())
+        merged_weights[module + ".bias"] = ia3_bias(entry_of(module + ".bias"), vector);
+      adapter_entries.insert(module + kIa3Suffix);
+      continue;
+    }
     LoraAdapter stated = adapter;  // with the state's tensors
     stated.a = entry_of(module + lora_a_suffix(adapter.site));
     stated.b = entry_of(module + lora_b_suffix(adapter.site));
@@ -939,6 +969,12 @@ void LoraAdapters::merge_into_weights() const {
     if (adapters_[k].site.quantized) deltas[k] = quantized_delta(adapters_[k], "");
   for (size_t k = 0; k < adapters_.size(); ++k) {
     const LoraAdapter& adapter = adapters_[k];
+    if (is_ia3(adapter)) {
+      adapter.site.weight.copy_(ia3_weight(adapter.site.weight, adapter, adapter.ia3));
+      if (!adapter.feedforward && adapter.site.bias.defined())
+        adapter.site.bias.copy_(ia3_bias(adapter.site.bias, adapter.ia3));
+      continue;
+    }
     if (adapter.site.quantized)
       adapter.site.requantize(deltas[k]);
     else

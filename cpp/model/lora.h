@@ -103,6 +103,9 @@ struct LinearSite {
   std::function<void(const at::Tensor& delta)> requantize{};
   // The same merge left out of the layer: its state-dict entries as they would be (save_model).
   std::function<NamedTensors(const at::Tensor& delta)> requantized_entries{};
+  // Where the layer also takes an input adapter ((IA)^3 on its input, model/ia3.h), beside its
+  // set_output_adapter.
+  std::function<void(InputAdapter)> set_input_adapter{};
 };
 
 // Whether the site is a parameter adapted itself (target_parameters), not a layer.
@@ -161,7 +164,15 @@ struct LoraAdapter {
   // without use_dora
   at::Tensor magnitude{};
   at::Tensor b_bias{};     // lora_B.bias (out); undefined without lora_bias
+  // (IA)^3's ia3_l (model/ia3.h) in PEFT's shape, where the adapter is one (a and b undefined): a
+  // linear layer's out x 1, or 1 x in where `feedforward` (the vector scales the input); a
+  // convolution's 1 x channels x 1 x 1.
+  at::Tensor ia3{};
+  bool feedforward = false;
 };
+
+// Whether the adapter is an (IA)^3 vector rather than a LoRA pair.
+inline bool is_ia3(const LoraAdapter& adapter) { return adapter.ia3.defined(); }
 
 // (B A) * scaling as PEFT's get_delta_weight computes it, in the weight's layout (a convolution's
 // through the product of its 1 x 1 kernels, or A convolved with B). Unsupported for a convolution
@@ -336,6 +347,11 @@ class LoraAdapters {
   void swap_in(LoraAdapters& other, bool enabled);
   // Fails while the model has adapters or trainable tokens, naming them.
   void require_none_yet() const;
+  // Takes `made` (drawn for `chosen`) and `tokens` as the model's adapters, the sites' weights
+  // becoming `residuals` where those are defined (PiSSA's and the like), and installs them.
+  void take_new(const LoraConfig& config, const std::vector<LinearSite>& chosen, std::vector<LoraAdapter> made,
+                std::vector<TokenAdapter> tokens, const std::vector<at::Tensor>& residuals,
+                const NamedTensors& saved_modules, bool weights_pending);
 
   LoraConfig config_;
   std::vector<LoraAdapter> adapters_;

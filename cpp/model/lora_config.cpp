@@ -161,23 +161,35 @@ LoraConfig LoraConfig::trainable_tokens(const std::string& targets, const Option
   return config;
 }
 
-LoraConfig LoraConfig::from(const std::string& targets, const Options& options) {
-  require(options.kind() == OptionsKind::Lora, "LoRA options must be of kind lora, got ",
-          options_kind_name(options.kind()));
-  LoraConfig config = lora_option_table().read(options);
-  const std::string parameters = trimmed(config.target_parameters_spec);
-  if (!parameters.empty() && parameters.front() == '[') {
-    config.set_target_parameters(parse_ordered_json_input(parameters, "target_parameters"));
-  } else if (!parameters.empty()) {
-    require(is_utf8(parameters), "target_parameters '", printable_utf8(parameters), "' is not valid UTF-8");
-    config.set_target_parameters(nlohmann::ordered_json(split_trimmed(parameters, ',')));
-  }
-  const std::string text = trimmed(targets);
-  // PEFT's target_modules None: the parameters alone.
-  require(!text.empty() || !config.target_parameters.empty(),
-          "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\"), or the parameters "
-          "(option target_parameters)");
-  if (is_all_linear(text))
+const OptionTable<LoraConfig>& ia3_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Ia3, [](OptionTable<L>& t) {
+    t.bind("feedforward_modules",
+           "the targets whose vector scales their input instead of their output: names separated by commas, or "
+           "\"re:\" and an expression",
+           &L::feedforward_spec);
+    t.bind("fan_in_fan_out",
+           "PEFT's flag for weights stored in x out (transformers' Conv1D); each layer's kind decides, as in PEFT",
+           &L::fan_in_fan_out);
+    t.bind("init_ia3_weights", "the vectors start as ones (true) or as torch.randn draws (false)",
+           &L::init_ia3_weights);
+    t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
+    t.bind("modules_to_save", "modules trained whole beside the vectors and saved with them (a head)",
+           &L::modules_to_save_spec);
+    t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
+           &L::base_model_name_or_path);
+    t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
+    t.bind("task_type", "PEFT's task type (e.g. CAUSAL_LM), written to adapter_config.json", &L::task_type);
+  });
+  return table;
+}
+
+namespace {
+
+// What LoraConfig::from and LoraConfig::ia3 read alike: target_modules (the text, trimmed),
+// exclude_modules, modules_to_save (with the task type's head) and the texts.
+void read_shared_settings(LoraConfig& config, const std::string& text) {
+  if (LoraConfig::is_all_linear(text))
     config.all_linear = true;
   else if (!text.empty())
     read_module_names("target_modules", text, &config.target_names,
@@ -201,6 +213,49 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
     config.modules_to_save.insert(config.modules_to_save.end(), {"classifier", "score"});
   else if (config.task_type == "QUESTION_ANS")
     config.modules_to_save.push_back("qa_outputs");
+  const std::pair<const char*, const std::string*> texts[] = {
+      {"base_model_name_or_path", &config.base_model_name_or_path},
+      {"revision", &config.revision},
+      {"task_type", &config.task_type}};
+  for (const auto& [key, value] : texts)
+    require(is_utf8(*value), key, " '", printable_utf8(*value), "' is not valid UTF-8");
+}
+
+}  // namespace
+
+LoraConfig LoraConfig::ia3(const std::string& targets, const Options& options) {
+  require(options.kind() == OptionsKind::Ia3, "IA3 options must be of kind ia3, got ",
+          options_kind_name(options.kind()));
+  LoraConfig config = ia3_option_table().read(options);
+  config.peft_type = PeftType::Ia3;
+  const std::string text = trimmed(targets);
+  require(!text.empty(), "target_modules is empty: name the layers to adapt (e.g. \"k_proj,v_proj,down_proj\")");
+  read_shared_settings(config, text);
+  const std::string feedforward = trimmed(config.feedforward_spec);
+  if (!feedforward.empty())
+    read_module_names("feedforward_modules", feedforward, &config.feedforward_names,
+                      [&](const std::string& expression) { config.set_feedforward_regex(expression); });
+  config.check_feedforward_subset();
+  return config;
+}
+
+LoraConfig LoraConfig::from(const std::string& targets, const Options& options) {
+  require(options.kind() == OptionsKind::Lora, "LoRA options must be of kind lora, got ",
+          options_kind_name(options.kind()));
+  LoraConfig config = lora_option_table().read(options);
+  const std::string parameters = trimmed(config.target_parameters_spec);
+  if (!parameters.empty() && parameters.front() == '[') {
+    config.set_target_parameters(parse_ordered_json_input(parameters, "target_parameters"));
+  } else if (!parameters.empty()) {
+    require(is_utf8(parameters), "target_parameters '", printable_utf8(parameters), "' is not valid UTF-8");
+    config.set_target_parameters(nlohmann::ordered_json(split_trimmed(parameters, ',')));
+  }
+  const std::string text = trimmed(targets);
+  // PEFT's target_modules None: the parameters alone.
+  require(!text.empty() || !config.target_parameters.empty(),
+          "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\"), or the parameters "
+          "(option target_parameters)");
+  read_shared_settings(config, text);
   for (const auto& [setting, spec] :
        {std::pair<const char*, const std::string*>{"rank_pattern", &config.rank_pattern_spec},
         {"alpha_pattern", &config.alpha_pattern_spec}})
@@ -216,12 +271,6 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
   const std::string layer_lists = trimmed(config.layers_pattern_spec);
   if (!layer_lists.empty()) config.set_layers_pattern(split_trimmed(layer_lists, ','));
   config.check_layer_settings(/*layers_to_transform_given=*/!config.layers_to_transform.empty());
-  const std::pair<const char*, const std::string*> texts[] = {
-      {"base_model_name_or_path", &config.base_model_name_or_path},
-      {"revision", &config.revision},
-      {"task_type", &config.task_type}};
-  for (const auto& [key, value] : texts)
-    require(is_utf8(*value), key, " '", printable_utf8(*value), "' is not valid UTF-8");
   return config;
 }
 
@@ -238,6 +287,25 @@ bool names_match(const std::vector<std::string>& names, const std::string& modul
 void LoraConfig::set_target_regex(const std::string& expression) {
   regex_matches = module_regex(expression, "target_modules");
   target_regex = expression;
+}
+
+void LoraConfig::set_feedforward_regex(const std::string& expression) {
+  feedforward_matches = module_regex(expression, "feedforward_modules");
+  feedforward_regex = expression;
+}
+
+void LoraConfig::check_feedforward_subset() const {
+  if (!feedforward_regex.empty() || !target_regex.empty() || all_linear) return;  // PEFT checks two lists only
+  for (const auto& name : feedforward_names)
+    require(std::find(target_names.begin(), target_names.end(), name) != target_names.end(), "feedforward_modules '",
+            name, "' is not among target_modules (", describe_targets(), "): PEFT's IA3Config wants a subset");
+}
+
+bool LoraConfig::is_feedforward(const std::string& module) const {
+  if (feedforward_matches) return feedforward_matches(module);
+  for (const auto& name : feedforward_names)
+    if (ends_with(module, name)) return true;
+  return false;
 }
 
 void LoraConfig::set_exclude_regex(const std::string& expression) {

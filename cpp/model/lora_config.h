@@ -31,10 +31,13 @@ constexpr int64_t kMaxLoftqIter = 10000;  // LoftQ's rounds, each an SVD (its pa
 using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
 // An adapter configuration's PEFT method (its peft_type): LoRA (with trainable token rows beside it
-// or not), or PEFT's TrainableTokensConfig, rows of embeddings trained alone.
-enum class PeftType { Lora, TrainableTokens };
+// or not), PEFT's TrainableTokensConfig (rows of embeddings trained alone), or its IA3Config
+// ((IA)^3: a trained vector scaling each targeted layer's output or input, model/ia3.h).
+enum class PeftType { Lora, TrainableTokens, Ia3 };
 // PEFT's peft_type as adapter_config.json writes it.
-inline const char* peft_type_name(PeftType type) { return type == PeftType::Lora ? "LORA" : "TRAINABLE_TOKENS"; }
+inline const char* peft_type_name(PeftType type) {
+  return type == PeftType::Lora ? "LORA" : type == PeftType::Ia3 ? "IA3" : "TRAINABLE_TOKENS";
+}
 
 struct CordaComponents;  // model/corda.h
 using CordaStarts = std::map<std::string, CordaComponents>;
@@ -136,6 +139,15 @@ struct LoraConfig {
   std::vector<int64_t> standalone_indices;
   std::string standalone_indices_spec;  // the option token_indices: indices by commas, or a JSON list
   bool tokens_from_weights = true;
+  // PEFT's IA3Config (peft_type Ia3): feedforward_modules, the targets whose vector scales their
+  // input instead of their output, as names (PEFT's key.endswith(name): no dot needed) or one
+  // regular expression matching a whole name; init_ia3_weights: the vectors start as ones (false:
+  // as PEFT's torch.randn draws). The LoRA fields are unused.
+  std::vector<std::string> feedforward_names;
+  std::string feedforward_regex;
+  std::function<bool(const std::string&)> feedforward_matches;
+  std::string feedforward_spec;  // the option: names separated by commas, or "re:" and an expression
+  bool init_ia3_weights = true;
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -180,8 +192,15 @@ struct LoraConfig {
   // PEFT's TrainableTokensConfig: `targets` as above, or empty for the model's input embedding;
   // `options` of kind trainable_tokens.
   static LoraConfig trainable_tokens(const std::string& targets, const Options& options);
+  // PEFT's IA3Config: `targets` as above (or "all-linear"), `options` of kind ia3.
+  static LoraConfig ia3(const std::string& targets, const Options& options);
   // An invalid expression is an InvalidArgument error naming it.
   void set_target_regex(const std::string& expression);
+  void set_feedforward_regex(const std::string& expression);
+  // PEFT's IA3Config check: feedforward_modules given as names must be among target_modules' names.
+  void check_feedforward_subset() const;
+  // Whether an IA3 target's vector scales its input (PEFT's _check_target_module_feedforward).
+  bool is_feedforward(const std::string& module) const;
   void set_exclude_regex(const std::string& expression);
   // Appends to rank_pattern / alpha_pattern, checking the value and the expression (InvalidArgument).
   void add_rank_pattern(const std::string& key, int64_t rank);
@@ -224,5 +243,6 @@ struct LoraConfig {
 
 const OptionTable<LoraConfig>& lora_option_table();
 const OptionTable<LoraConfig>& trainable_tokens_option_table();
+const OptionTable<LoraConfig>& ia3_option_table();
 
 }  // namespace acc

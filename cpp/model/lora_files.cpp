@@ -11,6 +11,7 @@
 #include "common/files.h"
 #include "common/json_input.h"
 #include "common/text.h"
+#include "model/ia3.h"
 #include "model/lora_init.h"
 
 namespace acc {
@@ -76,6 +77,26 @@ nlohmann::ordered_json tokens_config_json(const LoraConfig& config) {
   j["token_indices"] = config.standalone_indices;
   j["target_modules"] = targets_json(config);
   j["init_weights"] = config.tokens_from_weights;
+  return j;
+}
+
+// PEFT's module list written as it writes one: the expression, or the names (a set, as a list).
+nlohmann::ordered_json modules_json(const std::vector<std::string>& names, const std::string& regex) {
+  return regex.empty() ? nlohmann::ordered_json(names) : nlohmann::ordered_json(regex);
+}
+
+// PEFT's IA3Config: its fields, in its order.
+nlohmann::ordered_json ia3_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  json j = peft_config_json(peft_type_name(PeftType::Ia3), config);
+  j["target_modules"] = targets_json(config);
+  j["exclude_modules"] = config.exclude_regex.empty() && config.exclude_names.empty()
+                             ? json(nullptr)
+                             : modules_json(config.exclude_names, config.exclude_regex);
+  j["feedforward_modules"] = modules_json(config.feedforward_names, config.feedforward_regex);
+  j["fan_in_fan_out"] = config.fan_in_fan_out;
+  j["modules_to_save"] = config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save);
+  j["init_ia3_weights"] = config.init_ia3_weights;
   return j;
 }
 
@@ -231,6 +252,51 @@ LoraConfig tokens_config_from_json(const nlohmann::ordered_json& j, const std::s
   return config;
 }
 
+// modules_to_save: a list of module names, or null.
+void read_modules_to_save(const nlohmann::ordered_json& j, const std::string& path, LoraConfig* config) {
+  if (!j.contains("modules_to_save") || j["modules_to_save"].is_null()) return;
+  const auto& names = j["modules_to_save"];
+  if (!names.is_array()) fail(Status::Io, "'", path, "': 'modules_to_save' must be a list of module names or null");
+  for (const auto& name : names) {
+    if (!name.is_string() || name.get<std::string>().empty())
+      fail(Status::Io, "'", path, "': 'modules_to_save' must hold module names");
+    config->modules_to_save.push_back(name.get<std::string>());
+  }
+}
+
+// PEFT's IA3Config (peft_type IA3).
+LoraConfig ia3_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  LoraConfig config;
+  config.peft_type = PeftType::Ia3;
+  auto flag = [&](const char* key, bool fallback) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_boolean()) fail(Status::Io, "'", path, "': '", key, "' must be true or false");
+    return j[key].get<bool>();
+  };
+  config.fan_in_fan_out = flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
+  config.init_ia3_weights = flag("init_ia3_weights", true);
+  read_modules_to_save(j, path, &config);
+  read_texts(j, path, &config);
+  if (!j.contains("target_modules") || j["target_modules"].is_null())
+    fail(Status::Io, "'", path, "': 'target_modules' is missing (PEFT fills it in for the transformers models it ",
+         "knows; name the layers)");
+  read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
+  if (j.contains("exclude_modules") && !j["exclude_modules"].is_null() && !j["exclude_modules"].empty() &&
+      j["exclude_modules"] != "")
+    read_modules(j, path, "exclude_modules", &config.exclude_names, &config, &LoraConfig::set_exclude_regex);
+  // Null (PEFT fills it in for the models it knows) or empty: no feedforward module.
+  if (j.contains("feedforward_modules") && !j["feedforward_modules"].is_null() && !j["feedforward_modules"].empty() &&
+      j["feedforward_modules"] != "")
+    read_modules(j, path, "feedforward_modules", &config.feedforward_names, &config,
+                 &LoraConfig::set_feedforward_regex);
+  try {
+    config.check_feedforward_subset();
+  } catch (const Error& e) {
+    fail(Status::Io, "'", path, "': ", e.what());
+  }
+  return config;
+}
+
 // Read with each object's keys in the file's order: rank_pattern's first matching key wins.
 LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
   auto refuse = [&](const std::string& key, const std::string& why) {
@@ -238,8 +304,10 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   };
   if (!j.is_object()) fail(Status::Io, "'", path, "' is not a JSON object");
   if (j.contains("peft_type") && j["peft_type"] == "TRAINABLE_TOKENS") return tokens_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "IA3") return ia3_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
-    refuse("peft_type", "must be \"LORA\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not supported)");
+    refuse("peft_type",
+           "must be \"LORA\", \"IA3\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not supported)");
   LoraConfig config;
   if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > (1 << 20))
     refuse("r", "must be an integer from 1 to 2^20");
@@ -270,14 +338,7 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   }
   config.lora_bias = flag("lora_bias");
   if (config.lora_bias && config.use_dora) refuse("lora_bias", "is true with use_dora, which PEFT does not support");
-  if (j.contains("modules_to_save") && !j["modules_to_save"].is_null()) {
-    const json& names = j["modules_to_save"];
-    if (!names.is_array()) refuse("modules_to_save", "must be a list of module names or null");
-    for (const auto& name : names) {
-      if (!name.is_string() || name.get<std::string>().empty()) refuse("modules_to_save", "must hold module names");
-      config.modules_to_save.push_back(name.get<std::string>());
-    }
-  }
+  read_modules_to_save(j, path, &config);
   const nlohmann::ordered_json token_indices =
       j.contains("trainable_token_indices") ? j["trainable_token_indices"] : nlohmann::ordered_json();
   if (!token_indices.is_null() && !(token_indices.is_array() && token_indices.empty())) {
@@ -431,7 +492,8 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   NamedTensors parameters;  // the adapters' own, under their names in the model
   for (size_t k = 0; k < adapters.size(); ++k) {
     const LoraAdapter& adapter = adapters.adapters()[k];
-    require(adapter.a.dim() >= 2 && adapter.b.dim() >= 2, "the adapter of '", adapter.site.module,
+    const bool whole = is_ia3(adapter) ? adapter.ia3.dim() >= 2 : adapter.a.dim() >= 2 && adapter.b.dim() >= 2;
+    require(whole, "the adapter of '", adapter.site.module,
             "' is not whole here (sharded at rest under zero_stage 3): save the adapters "
             "from the unwrapped model before preparing it, or use acc_save_model / save_state");
     const size_t first = parameters.size();
@@ -477,10 +539,11 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   for (const auto& entry : fs::directory_iterator(dir, ec))
     if (is_temporary_of(entry.path().filename().string(), new_weights_name)) fs::remove(entry.path(), ec);
   const LoraConfig& config_of = adapters.config();
-  const std::string config_text =
-      (config_of.peft_type == PeftType::TrainableTokens ? tokens_config_json(config_of) : config_json(config_of))
-          .dump(2) +
-      "\n";
+  const std::string config_text = (config_of.peft_type == PeftType::TrainableTokens ? tokens_config_json(config_of)
+                                   : config_of.peft_type == PeftType::Ia3           ? ia3_config_json(config_of)
+                                                                                    : config_json(config_of))
+                                      .dump(2) +
+                                  "\n";
   try {
     write_file(new_config, config_text);
     save_safetensors(new_weights, tensors, {{"format", "pt"}, {kConfigChecksumKey, config_checksum(config_text)}});
@@ -564,6 +627,25 @@ LoraFiles read_lora_files(const std::string& dir) {
       continue;
     }
     if (standalone) refuse(name, std::string("is not a trainable tokens' delta (<module>") + delta_suffix + ")");
+    if (files.config.peft_type == PeftType::Ia3) {
+      const size_t suffix = std::string(kIa3Suffix).size();
+      if (ends_with(in_model, kIa3Suffix) && in_model.size() > suffix) {
+        // A linear layer's out x 1 or 1 x in; a convolution's 1 x channels x 1 ...
+        bool shaped = tensor.is_floating_point() && tensor.dim() >= 2 && tensor.dim() <= 5 && tensor.numel() > 0 &&
+                      (tensor.dim() == 2 ? tensor.size(0) == 1 || tensor.size(1) == 1
+                                         : tensor.size(0) == 1 && tensor.numel() == tensor.size(1));
+        if (!shaped)
+          refuse(name, "has shape " + concat(tensor.sizes()) +
+                           ": an IA3 vector is a floating-point out x 1 or 1 x in (a convolution's 1 x channels x 1 ...)");
+        files.modules[in_model.substr(0, in_model.size() - suffix)].ia3 = tensor;
+        continue;
+      }
+      if (files.config.saves(in_model)) {
+        files.saved[in_model] = tensor;
+        continue;
+      }
+      refuse(name, "is not an IA3 vector (<module>.ia3_l) nor what modules_to_save trains");
+    }
     if (take_vector_part(name, in_model, tensor)) continue;
     const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
     if (!is_a && !is_b && (files.config.saves(in_model) || (a_bias && files.config.bias != "none"))) {
@@ -618,6 +700,7 @@ LoraFiles read_lora_files(const std::string& dir) {
     return files;
   }
   if (files.modules.empty()) fail(Status::Io, "'", weights_path, "' holds no adapter");
+  if (files.config.peft_type == PeftType::Ia3) return files;
   for (const auto& [module, pair] : files.modules) {
     if (!pair.a.defined() || !pair.b.defined())
       fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks its ", pair.a.defined() ? "lora_B" : "lora_A",

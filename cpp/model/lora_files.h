@@ -1,8 +1,8 @@
 // LoRA adapters in PEFT's files: `adapter_config.json` (LoraConfig's fields) and
 // `adapter_model.safetensors` with PEFT's tensor names, "base_model.model.<module>.lora_A.weight"
 // and "...lora_B.weight" (an embedding's "...lora_embedding_A" and "...lora_embedding_B", DoRA's
-// "...lora_magnitude_vector"), so that peft.PeftModel.from_pretrained reads what we
-// write and back.
+// "...lora_magnitude_vector"; (IA)^3's "...ia3_l", model/ia3.h), so that
+// peft.PeftModel.from_pretrained reads what we write and back.
 #pragma once
 
 #include <map>
@@ -22,6 +22,7 @@ struct LoraFiles {
     // Named "<attention>.base_layer.out_proj...": the out_proj adapter of that attention (PEFT's
     // lora.MultiheadAttention), its rank the attention's.
     std::string owner;
+    at::Tensor ia3;  // an IA3 file's ia3_l (then a and b are undefined)
   };
   std::map<std::string, Pair> modules;  // by module name
   // What trains whole beside the adapters (the modules to save's parameters and buffers, the biases

@@ -2,18 +2,24 @@
 // adapter's branches off its layers and putting them back, handing a kept adapter's tensors to
 // freshly wired layers, exchanging the tensors of adapters wired alike, and freezing those kept aside.
 #include "common/error.h"
+#include "model/ia3.h"
 #include "model/lora.h"
 
 namespace acc {
 
 void LoraAdapters::install() const {
-  for (const auto& adapter : adapters_)
+  for (const auto& adapter : adapters_) {
     if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(output_adapter(adapter));
+    if (is_ia3(adapter) && adapter.site.set_input_adapter)
+      adapter.site.set_input_adapter(ia3_input_adapter(adapter, enabled_));
+  }
 }
 
 void LoraAdapters::uninstall() const {
-  for (const auto& adapter : adapters_)
+  for (const auto& adapter : adapters_) {
     if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(nullptr);
+    if (adapter.site.set_input_adapter) adapter.site.set_input_adapter(nullptr);
+  }
 }
 
 void LoraAdapters::adopt(LoraAdapters&& kept, bool enabled) {
@@ -28,8 +34,12 @@ void LoraAdapters::adopt(LoraAdapters&& kept, bool enabled) {
             my_tokens[k].site.module, "'");
   for (size_t k = 0; k < adapters_.size(); ++k) {
     const LoraAdapter &to = adapters_[k], &from = kept.adapters_[k];
-    require(to.site.module == from.site.module && to.a.sizes() == from.a.sizes() && to.b.sizes() == from.b.sizes() &&
-                to.magnitude.defined() == from.magnitude.defined() && to.b_bias.defined() == from.b_bias.defined(),
+    const auto same_shape = [](const at::Tensor& x, const at::Tensor& y) {
+      return x.defined() == y.defined() && (!x.defined() || x.sizes() == y.sizes());
+    };
+    require(to.site.module == from.site.module && same_shape(to.a, from.a) && same_shape(to.b, from.b) &&
+                same_shape(to.ia3, from.ia3) && to.magnitude.defined() == from.magnitude.defined() &&
+                to.b_bias.defined() == from.b_bias.defined(),
             "the adapter kept for '", from.site.module, "' does not fit the layer '", to.site.module, "'");
   }
   swap_in(kept, enabled);  // `kept` is left the draws that wired the layers, for the caller to drop
@@ -46,7 +56,8 @@ bool LoraAdapters::wired_like(const LoraAdapters& other) const {
   for (size_t k = 0; k < adapters_.size(); ++k) {
     const LinearSite &mine = adapters_[k].site, &theirs = other.adapters_[k].site;
     if (mine.module != theirs.module || mine.parameter != theirs.parameter || mine.owner != theirs.owner ||
-        bool(mine.set_output_adapter) != bool(theirs.set_output_adapter))
+        bool(mine.set_output_adapter) != bool(theirs.set_output_adapter) ||
+        is_ia3(adapters_[k]) != is_ia3(other.adapters_[k]))
       return false;
   }
   return true;
@@ -65,6 +76,8 @@ void LoraAdapters::swap_in(LoraAdapters& other, bool enabled) {
     std::swap(mine.b, theirs.b);
     std::swap(mine.magnitude, theirs.magnitude);
     std::swap(mine.b_bias, theirs.b_bias);
+    std::swap(mine.ia3, theirs.ia3);
+    std::swap(mine.feedforward, theirs.feedforward);
     std::swap(mine.r, theirs.r);
     std::swap(mine.scaling, theirs.scaling);
   }
@@ -76,7 +89,7 @@ void LoraAdapters::swap_in(LoraAdapters& other, bool enabled) {
 void LoraAdapters::set_trainable(bool trainable) const {
   const bool mica = config_.init == "mica";  // trains A alone
   for (const auto& adapter : adapters_) {
-    for (const at::Tensor* t : {&adapter.a, &adapter.b, &adapter.magnitude, &adapter.b_bias}) {
+    for (const at::Tensor* t : {&adapter.a, &adapter.b, &adapter.magnitude, &adapter.b_bias, &adapter.ia3}) {
       if (!t->defined()) continue;
       const bool trains = trainable && !(mica && (t == &adapter.b || t == &adapter.b_bias));
       at::Tensor handle = *t;

@@ -16,6 +16,7 @@
 #include "common/files.h"
 #include "common/name_patterns.h"
 #include "common/text.h"
+#include "model/ia3.h"
 #include "model/lora_files.h"
 
 namespace acc {
@@ -599,6 +600,7 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
   } catch (const Error& e) {
     fail(e.status(), where, ": ", e.what());
   }
+  const bool ia3 = files.config.peft_type == PeftType::Ia3;
   for (const auto& [module, pair] : files.modules) {
     auto it = targeted.find(module);
     if (it == targeted.end())
@@ -606,6 +608,14 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
            "', which is not a linear layer of this model that its target_modules selects (nor a parameter its "
            "target_parameters selects)");
     const LinearSite& site = it->second;
+    if (ia3) {  // the vector of the layer's shape, scaling its input where feedforward_modules says so
+      const bool feedforward = files.config.is_feedforward(module);
+      const std::vector<int64_t> shape = ia3_vector_shape(site, feedforward);
+      require(pair.ia3.sizes() == c10::IntArrayRef(shape), where, ": the IA3 vector of '", module, "' has shape ",
+              pair.ia3.sizes(), "; the layer's weight ", site.weight.sizes(), " takes ", c10::IntArrayRef(shape),
+              feedforward ? " (a feedforward module: its input scaled)" : " (its output scaled)");
+      continue;
+    }
     const at::Tensor& w = site.weight;
     const bool embedding = site.embedding.has_value();
     require(pair.embedding == embedding, where, ": the adapter of '", module, "' is ",
@@ -679,6 +689,8 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
               ", the model's adapters ", model_trains ? "whole" : "frozen");
     }
     const LoraConfig& have = lora_.config();
+    require((have.peft_type == PeftType::Ia3) == ia3, where, " holds ", ia3 ? "IA3" : "LoRA", " adapters, the model ",
+            have.peft_type == PeftType::Ia3 ? "IA3" : "LoRA", " adapters");
     // The same layers adapted alike; target_modules may name them otherwise (PEFT writes a set, in
     // any order, or a regular expression).
     bool same_layers = lora_.size() == targeted.size();
@@ -694,8 +706,14 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
     require(have.use_dora == files.config.use_dora, where, " holds ", files.config.use_dora ? "DoRA" : "plain LoRA",
             " adapters (use_dora ", files.config.use_dora ? "true" : "false", "), the model ",
             have.use_dora ? "DoRA" : "plain LoRA", " adapters");
+    for (const auto& adapter : lora_.adapters())
+      if (is_ia3(adapter))
+        require(adapter.feedforward == files.config.is_feedforward(adapter.site.module), where, " scales the ",
+                adapter.feedforward ? "output" : "input", " of '", adapter.site.module, "', the model's adapter its ",
+                adapter.feedforward ? "input" : "output", " (feedforward_modules)");
     // Each layer's rank and scaling (lora_alpha / r, or / sqrt(r) with use_rslora), patterns applied.
     for (const auto& adapter : lora_.adapters()) {
+      if (is_ia3(adapter)) continue;
       const std::string& module = pattern_name(adapter.site);
       const LoraConfig& file = files.config;
       require(adapter.r == file.rank_of(module) && adapter.scaling == file.scaling_of(module), where, " adapts '",
@@ -711,6 +729,10 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
   at::NoGradGuard no_grad;
   for (const auto& adapter : lora_.adapters()) {
     const auto& pair = files.modules.at(adapter.site.module);
+    if (is_ia3(adapter)) {
+      adapter.ia3.copy_(pair.ia3);
+      continue;
+    }
     adapter.a.copy_(pair.a);
     adapter.b.copy_(pair.b);
     if (adapter.magnitude.defined()) adapter.magnitude.copy_(pair.magnitude);

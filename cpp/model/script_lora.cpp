@@ -14,6 +14,7 @@ namespace acc {
 namespace {
 
 const char* const kOutput = "acc_internal::lora_output";
+const char* const kInput = "acc_internal::lora_input";
 
 MarkerRegistry<MarkedAdapters>& installed() {
   static MarkerRegistry<MarkedAdapters> registry;
@@ -40,6 +41,22 @@ void register_marker() {
             if (adapter) output = adapter(input, output, entry->training && entry->training());
           }
           stack.emplace_back(std::move(output));
+        },
+        c10::AliasAnalysisKind::CONSERVATIVE));
+    torch::jit::registerOperator(torch::jit::Operator(
+        std::string(kInput) + "(Tensor input, int token, int layer) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const int64_t layer = stack.back().toInt();
+          const int64_t token = stack[stack.size() - 2].toInt();
+          at::Tensor input = stack[stack.size() - 3].toTensor();
+          stack.resize(stack.size() - 3);
+          if (auto entry = installed().find(token)) {
+            require(layer >= 0 && static_cast<size_t>(layer) < entry->adapters.size(), "a LoRA marker names layer ",
+                    layer, " of ", entry->adapters.size());
+            if (static_cast<size_t>(layer) < entry->inputs.size() && entry->inputs[static_cast<size_t>(layer)])
+              input = entry->inputs[static_cast<size_t>(layer)](input);
+          }
+          stack.emplace_back(std::move(input));
         },
         c10::AliasAnalysisKind::CONSERVATIVE));
   });
@@ -103,16 +120,17 @@ std::vector<std::string> layers_called_as_modules(const torch::jit::Module& modu
 
 std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module& module,
                                                          const std::vector<std::string>& layers, int64_t token,
-                                                         const std::set<std::string>& calls_kept) {
+                                                         const std::set<std::string>& calls_kept,
+                                                         bool mark_inputs) {
   auto method = module.find_method("forward");
   if (!method) fail(Status::Unsupported, "the TorchScript module has no forward method");
   std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
-  mark_adapted_linears(*graph, layers, token, calls_kept);
+  mark_adapted_linears(*graph, layers, token, calls_kept, mark_inputs);
   return graph;
 }
 
 void mark_adapted_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token,
-                          const std::set<std::string>& calls_kept) {
+                          const std::set<std::string>& calls_kept, bool mark_inputs) {
   const LayerCalls calls = inline_all_but_layer_calls(graph, layers, calls_kept);
   std::vector<size_t> marked(layers.size(), 0);
   register_marker();
@@ -128,6 +146,13 @@ void mark_adapted_linears(torch::jit::Graph& graph, const std::vector<std::strin
     marker->output()->setType(call->output()->type());
     marker->insertAfter(call);
     call->output()->replaceAllUsesAfterNodeWith(marker, marker->output());
+    if (mark_inputs) {  // the call takes the adapted input; the output marker keeps the layer's own
+      torch::jit::Node* input_marker =
+          graph.create(c10::Symbol::fromQualString(kInput), {call->input(1), token_value, layer_value}, 1);
+      input_marker->output()->setType(call->input(1)->type());
+      input_marker->insertBefore(call);
+      call->replaceInput(1, input_marker->output());
+    }
     ++marked[static_cast<size_t>(layer)];
   }
   for (size_t i = 0; i < layers.size(); ++i)

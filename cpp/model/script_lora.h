@@ -24,9 +24,12 @@ namespace acc {
 // first. A layer the forward never calls as a module (its weight read directly) is Unsupported,
 // naming it: PEFT's hook would not see such a use either.
 // Calls of `calls_kept` (module paths: 4-bit layers, which a later pass marks) stay calls.
+// `mark_inputs`: each call's input also goes through a marker first, which runs the layer's
+// InputAdapter ((IA)^3's feedforward vectors); the output marker still gets the layer's own input.
 std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module& module,
                                                          const std::vector<std::string>& layers, int64_t token,
-                                                         const std::set<std::string>& calls_kept = {});
+                                                         const std::set<std::string>& calls_kept = {},
+                                                         bool mark_inputs = false);
 // Whether `call` (a layer's forward, self first) takes one tensor and returns one, as a marker needs.
 bool takes_and_returns_a_tensor(const torch::jit::Node* call);
 // Of `layers`, in their order, those the forward calls as a module, each call taking and returning
@@ -37,13 +40,15 @@ std::vector<std::string> layers_called_as_modules(const torch::jit::Module& modu
 // planning kept the layers' calls): every other call is inlined, so a marker lands after its layer's
 // call and before the end marker of the unit running it.
 void mark_adapted_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token,
-                          const std::set<std::string>& calls_kept = {});
+                          const std::set<std::string>& calls_kept = {}, bool mark_inputs = false);
 
-// What the markers of `token` run: adapters[i] for layer i (an empty one passes the output on),
+// What the markers of `token` run: adapters[i] for layer i (an empty one passes the output on) and
+// inputs[i] before it (likewise),
 // in training mode when `training` says so. Null adapters remove the entry.
 struct MarkedAdapters {
   std::vector<OutputAdapter> adapters;
   std::function<bool()> training;
+  std::vector<InputAdapter> inputs{};  // where the forward was marked with mark_inputs (sized as adapters)
 };
 void install_output_adapters(int64_t token, std::shared_ptr<MarkedAdapters> adapters);
 

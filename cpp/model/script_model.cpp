@@ -124,10 +124,10 @@ ScriptModel::~ScriptModel() {
 }
 
 std::shared_ptr<torch::jit::Graph> ScriptModel::marked_forward(const std::vector<std::string>& layers) const {
-  if (!quantized_) return mark_adapted_linears(module_, layers, unit_token_);
+  if (!quantized_) return mark_adapted_linears(module_, layers, unit_token_, {}, input_markers_);
   const std::vector<std::string> quantized = quantized_->modules();
-  auto graph =
-      mark_adapted_linears(module_, layers, unit_token_, std::set<std::string>(quantized.begin(), quantized.end()));
+  auto graph = mark_adapted_linears(module_, layers, unit_token_,
+                                    std::set<std::string>(quantized.begin(), quantized.end()), input_markers_);
   mark_quantized_linears(*graph, quantized, unit_token_);
   return graph;
 }
@@ -136,7 +136,8 @@ size_t ScriptModel::add_lora(const LoraConfig& config) {
   if (config.all_linear) return add_lora(with_all_linear(config));
   require_trainable_set_free(/*freezing=*/false);
   // Trainable tokens alone use no marker: their layers compute with a replaced weight.
-  if (!lora_.empty() || config.peft_type != PeftType::Lora) return Model::add_lora(config);  // refuses the first
+  if (!lora_.empty() || config.peft_type == PeftType::TrainableTokens)
+    return Model::add_lora(config);  // refuses the first
   std::vector<std::string> layers;
   // An attention and the out_proj adapted with it compute with adapted weights (its forward reads them).
   for (const auto& site : targeted_sites(config, linear_sites()))
@@ -149,11 +150,20 @@ size_t ScriptModel::add_lora(const LoraConfig& config) {
   // (W + B A * scaling, the same to rounding); with dropout the marking refuses it, naming it.
   if (config.dropout == 0) layers = layers_called_as_modules(module_, layers);
   if (layers.empty()) return Model::add_lora(config);
-  // The marked forward is made, and checked, before any adapter is drawn.
-  auto graph = marked_forward(layers);
+  // The marked forward is made, and checked, before any adapter is drawn. (IA)^3 scales some
+  // layers' inputs: its calls take input markers too.
+  input_markers_ = config.peft_type == PeftType::Ia3;
+  std::shared_ptr<torch::jit::Graph> graph;
+  try {
+    graph = marked_forward(layers);
+  } catch (...) {
+    input_markers_ = false;
+    throw;
+  }
   output_layers_ = layers;
   lora_outputs_ = std::make_shared<MarkedAdapters>(
-      MarkedAdapters{std::vector<OutputAdapter>(layers.size()), [this] { return is_training(); }});
+      MarkedAdapters{std::vector<OutputAdapter>(layers.size()), [this] { return is_training(); },
+                     std::vector<InputAdapter>(input_markers_ ? layers.size() : 0)});
   size_t added = 0;
   try {
     added = Model::add_lora(config);  // sets the adapters through linear_sites()' set_output_adapter
@@ -202,6 +212,7 @@ void ScriptModel::drop_lora_outputs() {
   lora_forward_.reset();
   lora_outputs_.reset();
   output_layers_.clear();
+  input_markers_ = false;
   if (!units_forward_) unit_plan_.reset();
 }
 
@@ -271,7 +282,7 @@ bool ScriptModel::set_unit_hooks(UnitHooks hooks) {
     return false;
   }
   std::shared_ptr<torch::jit::Graph> graph = unit_plan().graph->copy();
-  if (lora_outputs_) mark_adapted_linears(*graph, output_layers_, unit_token_);
+  if (lora_outputs_) mark_adapted_linears(*graph, output_layers_, unit_token_, {}, input_markers_);
   unit_lora_.reset();
   if (adapted) {
     // The adapters of weights (those whose output no marker adapts) and the trainable tokens make
@@ -449,10 +460,16 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
                      conv1d});
     // Under LoRA with dropout the marked forward adapts this layer's output.
     auto it = std::find(output_layers_.begin(), output_layers_.end(), entry.name);
-    if (it != output_layers_.end())
-      sites.back().set_output_adapter = [outputs = lora_outputs_, i = it - output_layers_.begin()](OutputAdapter a) {
-        outputs->adapters[static_cast<size_t>(i)] = std::move(a);
+    if (it != output_layers_.end()) {
+      const size_t i = static_cast<size_t>(it - output_layers_.begin());
+      sites.back().set_output_adapter = [outputs = lora_outputs_, i](OutputAdapter a) {
+        outputs->adapters[i] = std::move(a);
       };
+      if (input_markers_)
+        sites.back().set_input_adapter = [outputs = lora_outputs_, i](InputAdapter a) {
+          outputs->inputs[i] = std::move(a);
+        };
+    }
   }
   mark_attention_out_projs(sites);  // an attention's out_proj: adapted with it where it is targeted
   return sites;

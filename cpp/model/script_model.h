@@ -92,6 +92,7 @@ class ScriptModel final : public Model {
   // forward with the markers.
   std::vector<std::string> output_layers_;
   std::shared_ptr<MarkedAdapters> lora_outputs_;
+  bool input_markers_ = false;  // the marked forward runs input adapters too ((IA)^3)
   std::unique_ptr<torch::jit::GraphFunction> lora_forward_;
   void drop_lora_outputs();
   // Stage 3's units with each adapted layer's adapters in its weight's unit, and those adapters by

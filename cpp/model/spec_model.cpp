@@ -291,9 +291,11 @@ std::vector<LinearSite> SpecModel::linear_sites() const {
     if (auto linear = std::dynamic_pointer_cast<AdaptableLinearImpl>(entry.value())) {
       site.weight = linear->weight;
       site.bias = linear->bias;
+      site.set_input_adapter = [adaptable](InputAdapter adapter) { adaptable->set_input_adapter(std::move(adapter)); };
     } else if (auto conv = std::dynamic_pointer_cast<AdaptableConv2dImpl>(entry.value())) {
       site.weight = conv->weight;
       site.bias = conv->bias;
+      site.set_input_adapter = [adaptable](InputAdapter adapter) { adaptable->set_input_adapter(std::move(adapter)); };
       site.conv = ConvGeometry{conv->stride(), conv->padding(), conv->groups(), dilation_refusal(conv->dilation())};
     } else if (auto attention = std::dynamic_pointer_cast<MultiheadAttentionImpl>(entry.value())) {
       // Its packed q, k, v projection, amended as a linear layer's output; its out_proj comes with it.

@@ -75,7 +75,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"AVERAGED_MODEL", acc::OptionsKind::AveragedModel},
                                                            {"TRAINABLE_TOKENS", acc::OptionsKind::TrainableTokens},
                                                            {"WEIGHTED_ADAPTER", acc::OptionsKind::WeightedAdapter},
-                                                           {"EVA", acc::OptionsKind::Eva}};
+                                                           {"EVA", acc::OptionsKind::Eva},
+                                                           {"IA3", acc::OptionsKind::Ia3}};
 
 }  // namespace
 
