@@ -129,6 +129,35 @@ TEST(Ia3, DrawsComputesAndMergesAsPeft) {
   const std::vector<float> adapted_output = to_floats(y);
   for (acc_tensor* t : {x, y, sum}) acc_tensor_free(t);
 
+  // Under bf16 autocast, PEFT's casts: a linear layer's output scaled and cast back to bf16, a
+  // convolution's computed in float32 and returned in its input's dtype.
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"mixed_precision", "bf16"}});
+  ACC_ASSERT_OK(acc_autocast_begin(acc, 1));
+  acc_tensor *low = nullptr, *low_floats = nullptr;
+  x = from_json(c["input"]);
+  ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &low));
+  ACC_ASSERT_OK(acc_autocast_end(acc));
+  ACC_ASSERT_OK(acc_tensor_to(low, nullptr, ACC_DTYPE_FLOAT32, &low_floats));
+  EXPECT_EQ(to_floats(low_floats), values(c["autocast_output"]));
+  for (acc_tensor* t : {x, low, low_floats}) acc_tensor_free(t);
+
+  // save_model writes the merged weights, the adapters left in the model.
+  const std::string saved_dir = acc_test::temp_path("ia3_saved_model");
+  fs::remove_all(saved_dir);
+  ACC_ASSERT_OK(acc_save_model(acc, m, saved_dir.c_str(), nullptr));
+  acc_tensor_list* saved = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors((saved_dir + "/model.safetensors").c_str(), &saved));
+  for (const auto& item : c["merged"].items()) {
+    acc_tensor* t = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_find(saved, item.key().c_str(), &t));
+    EXPECT_EQ(to_floats(t), values(item.value())) << item.key();
+    acc_tensor_free(t);
+  }
+  acc_tensor* vector = nullptr;
+  EXPECT_NE(acc_tensor_list_find(saved, "fc1.ia3_l", &vector), ACC_OK);
+  acc_tensor_list_free(saved);
+  acc_accelerator_free(acc);
+
   // Disabled: the base model's outputs; enabled again: the adapted ones.
   ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
   EXPECT_EQ(output(m, c), base_output);

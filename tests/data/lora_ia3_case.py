@@ -6,7 +6,7 @@ convolution's (1, channels, 1, 1)), set to ones where init_ia3_weights; a linear
 dtype)); a convolution's (base(x).to(l.dtype) * l).to(x's dtype), a feedforward one's
 base((x.to(l.dtype) * l).to(weight's dtype)); merging multiplies the weight (transposed for
 transformers' Conv1D) and, for output vectors, the bias. Written: ia3_model.pt and the case (draws,
-chosen vectors, outputs, gradients, merged tensors, three AdamW steps).
+chosen vectors, outputs (also under bf16 autocast), gradients, merged tensors, three AdamW steps).
 """
 import torch
 import torch.nn.functional as F
@@ -120,6 +120,8 @@ def ia3_case(out, conv1d_class):
     g = torch.Generator().manual_seed(43)
     chosen = {n: (1 + 0.3 * torch.randn(v.shape, generator=g)).requires_grad_() for n, v in drawn.items()}
     x = torch.randn(2, 2, 4, 4, generator=g)
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        autocast_output = forward(model, chosen, x).float()
     y = forward(model, chosen, x)
     y.sum().backward()
     grads = {n: tensor(v.grad) for n, v in chosen.items()}
@@ -136,5 +138,6 @@ def ia3_case(out, conv1d_class):
     return {"targets": ",".join(TARGETS), "feedforward": ",".join(FEEDFORWARD), "seed": seed,
             "next_draw": tensor(next_draw), "drawn": {n: tensor(v) for n, v in drawn.items()},
             "chosen": {n: tensor(v) for n, v in chosen.items()}, "input": tensor(x), "output": tensor(y),
+            "autocast_output": tensor(autocast_output),
             "grads": grads, "merged": merged(model, chosen), "target": tensor(target), "losses": losses,
             "trained": {n: tensor(v) for n, v in trained.items()}}

@@ -121,6 +121,8 @@ struct Settings {
   const char* lora_saved = nullptr;   // their modules_to_save
   const char* lora_parameters = nullptr;  // their target_parameters
   const char* tokens_alone = nullptr;  // token_indices of PEFT's TrainableTokensConfig (no LoRA)
+  const char* ia3 = nullptr;              // IA3 target modules (PEFT's IA3Config), added as LoRA's are
+  const char* ia3_feedforward = "";       // their feedforward_modules
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -209,6 +211,13 @@ struct Job {
       if (s.lora_saved) EXPECT_EQ(acc_options_set(o, "modules_to_save", s.lora_saved), ACC_OK);
       if (s.lora_parameters) EXPECT_EQ(acc_options_set(o, "target_parameters", s.lora_parameters), ACC_OK);
       EXPECT_EQ(acc_model_add_lora(model, s.lora, o, nullptr), ACC_OK) << acc_last_error_message();
+      acc_options_free(o);
+    }
+    if (s.ia3) {
+      acc_options* o = nullptr;
+      EXPECT_EQ(acc_options_create(ACC_OPTIONS_IA3, &o), ACC_OK);
+      EXPECT_EQ(acc_options_set(o, "feedforward_modules", s.ia3_feedforward), ACC_OK);
+      EXPECT_EQ(acc_model_add_ia3(model, s.ia3, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
     if (s.tokens_alone) {
@@ -579,6 +588,29 @@ TEST(Sharded, LoraAdaptersTrainUnderEveryStageAsUnderDdp) {
   const auto after = job.weights();
   EXPECT_EQ(before.at("2.weight"), after.at("2.weight")) << "a base weight changed";
   EXPECT_NE(before.at("2.lora_B.weight"), after.at("2.lora_B.weight")) << "an adapter did not train";
+}
+
+// PEFT's IA3: the vectors scaling the layers' outputs and (feedforward) inputs are parameters as
+// any other, reduced, sharded and gathered with their layers' units, on a layer spec and on a
+// TorchScript model's convolutions, linear layer and head (input markers in stage 3's forward).
+TEST(Sharded, Ia3TrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.ia3 = "0,2,4";
+  s.ia3_feedforward = "2";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+  Job job(3, s);
+  const auto before = job.weights();
+  for (int i = 0; i < 3; ++i) job.micro_step();
+  const auto after = job.weights();
+  EXPECT_EQ(before.at("2.weight"), after.at("2.weight")) << "a base weight changed";
+  EXPECT_NE(before.at("2.ia3_l"), after.at("2.ia3_l")) << "a vector did not train";
+  if (acc_test::data_dir().empty()) return;
+  Settings script;
+  script.script = "conv_model.pt";
+  script.images = true;
+  script.ia3 = "conv1,conv2,conv3,head";
+  script.ia3_feedforward = "conv3,head";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, script, 4);
 }
 
 // PEFT's trainable_token_indices on a GPT whose head is tied to its embedding: the rows' delta is a
