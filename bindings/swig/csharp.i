@@ -310,6 +310,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %rename(TrainableTokensOptions) ACC_OPTIONS_TRAINABLE_TOKENS;
 %rename(WeightedAdapterOptions) ACC_OPTIONS_WEIGHTED_ADAPTER;
 %rename(EvaOptions) ACC_OPTIONS_EVA;
+%rename(Ia3Options) ACC_OPTIONS_IA3;
 %rename(Default) ACC_PLACEMENT_DEFAULT;
 %rename(No) ACC_PLACEMENT_NO;
 %rename(Yes) ACC_PLACEMENT_YES;

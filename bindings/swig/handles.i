@@ -366,6 +366,15 @@ struct acc_accelerator {};
     check(acc_model_add_trainable_tokens($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's IA3Config: each targeted layer trains a vector scaling its output, or for the
+   * feedforward_modules its input, every other parameter frozen. targetModules: named as for addLora.
+   * opts: IA3 options (feedforward_modules, init_ia3_weights, ...: the keys of ACC_OPTIONS_IA3) or
+   * null. saveLora, loadLora, mergeLora and setLoraEnabled act on them. Returns how many layers. */
+  size_t addIa3(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_ia3($self, targetModules, opts, &n));
+    return n;
+  }
   /* transformers' bitsandbytes quantisation: quantizationConfig is BitsAndBytesConfig as JSON with
    * "load_in_4bit": true (as quantize4bit) or "load_in_8bit": true (LLM.int8 layers, bitsandbytes'
    * Linear8bitLt, int8 weights frozen); see acc_model_quantize. Returns how many layers. */

@@ -136,6 +136,8 @@
   /** Options of Model.initializeLoraEva (how EVA reads the batches: inputs, labels, attention_mask,
    *  gather_distributed_inputs, max_batches). */
   public static Options eva() { return new Options(OptionsKind.EVA); }
+  /** Options of Model.addIa3 (PEFT's IA3Config: feedforward_modules, init_ia3_weights, ...). */
+  public static Options ia3() { return new Options(OptionsKind.IA3); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

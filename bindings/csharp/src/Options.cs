@@ -23,6 +23,9 @@ public partial class Options {
   /// <summary>Options of Model.InitializeLoraEva (how EVA reads the batches: inputs, labels,
   /// attention_mask, gather_distributed_inputs, max_batches).</summary>
   public static Options Eva() { return new Options(OptionsKind.EvaOptions); }
+  /// <summary>Options of Model.AddIa3 (PEFT's IA3Config: feedforward_modules, init_ia3_weights,
+  /// exclude_modules, modules_to_save).</summary>
+  public static Options Ia3() { return new Options(OptionsKind.Ia3Options); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

@@ -332,6 +332,32 @@ public class LoraTests {
     }
     Directory.Delete(dir, true);
   }
+
+  // PEFT's IA3: a vector scaling the linear layer's input (a feedforward module) trains alone.
+  [Test]
+  public void Ia3ScalesAndRoundTrips() {
+    string dir = Path.Combine(Path.GetTempPath(), "acc-cs-ia3-" + System.Guid.NewGuid().ToString("N"));
+    Library.SetSeed(5);
+    using (Model model = Model.FromSpec(TokenSpec))
+    using (Options o = Options.Ia3().Put("feedforward_modules", "1").Put("init_ia3_weights", false)) {
+      float[] baseOutput = TokenOutput(model);
+      Assert.AreEqual(1, model.AddIa3("1", o));
+      Assert.AreEqual(1, model.LoraCount);
+      using (StringList names = model.ParameterNames())
+        Assert.AreEqual(new[] {"0.weight", "1.weight", "1.bias", "1.ia3_l"}, names.ToList());
+      float[] changed = TokenOutput(model);
+      CollectionAssert.AreNotEqual(baseOutput, changed);
+      model.SaveLora(dir);
+      Library.SetSeed(5);
+      using (Model fresh = Model.FromSpec(TokenSpec)) {
+        fresh.LoadLora(dir);
+        Assert.AreEqual(changed, TokenOutput(fresh));
+        using (fresh.DisableLora()) Assert.AreEqual(baseOutput, TokenOutput(fresh));
+      }
+      Assert.Throws<AccelerateInvalidArgumentException>(() => model.AddIa3("0", null));  // an embedding
+    }
+    Directory.Delete(dir, true);
+  }
 }
 
 }

@@ -309,6 +309,55 @@ func TestTrainableTokensTrainAloneAndRoundTrip(t *testing.T) {
 	}
 }
 
+// PEFT's IA3: a vector scaling the linear layer's input (a feedforward module) trains alone.
+func TestIa3ScalesAndRoundTrips(t *testing.T) {
+	m := seededTokenModel(t)
+	defer m.Close()
+	base := tokenOutput(t, m)
+	o, _ := acc.NewOptions(acc.Ia3Options)
+	defer o.Close()
+	if err := o.Set("feedforward_modules", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SetBool("init_ia3_weights", false); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m.AddIa3("1", o); n != 1 || err != nil {
+		t.Fatalf("AddIa3 = %d, %v", n, err)
+	}
+	names, _ := m.ParameterNames()
+	if want := []string{"0.weight", "1.weight", "1.bias", "1.ia3_l"}; !reflect.DeepEqual(names, want) {
+		t.Fatalf("parameters %v, want %v", names, want)
+	}
+	changed := tokenOutput(t, m)
+	if reflect.DeepEqual(base, changed) {
+		t.Fatal("drawn vectors left the outputs as they were")
+	}
+	dir := filepath.Join(t.TempDir(), "ia3")
+	if err := m.SaveLora(dir); err != nil {
+		t.Fatal(err)
+	}
+	fresh := seededTokenModel(t)
+	defer fresh.Close()
+	if err := fresh.LoadLora(dir); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(changed, tokenOutput(t, fresh)) {
+		t.Error("loaded vectors compute otherwise")
+	}
+	if err := fresh.WithoutLora(func() error {
+		if !reflect.DeepEqual(base, tokenOutput(t, fresh)) {
+			t.Error("disabled vectors do not give the base model")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddIa3("0", nil); !errors.Is(err, acc.ErrInvalidArgument) {
+		t.Errorf("IA3 on an embedding: %v", err)
+	}
+}
+
 // loraR2 is LoraOptions with r 2 and nn.Linear's draws for A and B (init_lora_weights false), so
 // that every adapter changes the outputs from the start.
 func loraR2(t *testing.T) *acc.Options {

@@ -23,6 +23,8 @@ const (
 	WeightedAdapterOptions OptionsKind = capi.OptionsWeightedAdapter
 	// How Model.InitializeLoraEva reads the batches (inputs, labels, attention_mask, ...)
 	EvaOptions OptionsKind = capi.OptionsEva
+	// PEFT's IA3Config (Model.AddIa3: feedforward_modules, init_ia3_weights, ...)
+	Ia3Options OptionsKind = capi.OptionsIa3
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -273,6 +275,20 @@ func (m *Model) AddTrainableTokens(targetModules string, opts *Options) (int, er
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddTrainableTokens(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddIa3 adds PEFT's IA3 adapters: each targeted layer trains a vector scaling its output, or for
+// the feedforward_modules its input, and every other parameter is frozen. targetModules: named as
+// for AddLora. opts: Ia3Options or nil. SaveLora, LoadLora, MergeLora and WithoutLora act on them.
+// It returns how many layers were adapted.
+func (m *Model) AddIa3(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddIa3(targetModules, oh, e) })
 	return int(n), err
 }
 

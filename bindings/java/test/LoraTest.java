@@ -264,6 +264,32 @@ class LoraTest {
     }
   }
 
+  /** PEFT's IA3: a vector scaling the linear layer's input (a feedforward module) trains alone. */
+  @Test
+  void ia3ScalesAndRoundTrips() {
+    Accelerate.setSeed(5);
+    try (Model model = Model.fromSpec(TOKEN_SPEC);
+         Options o = Options.ia3().put("feedforward_modules", "1").put("init_ia3_weights", false)) {
+      float[] base = tokenOutput(model);
+      assertEquals(1, model.addIa3("1", o));
+      assertEquals(1, model.loraCount());
+      try (StringList names = model.parameterNames()) {
+        assertEquals(Arrays.asList("0.weight", "1.weight", "1.bias", "1.ia3_l"), names.toList());
+      }
+      float[] changed = tokenOutput(model);
+      assertFalse(Arrays.equals(base, changed), "drawn vectors change the outputs");
+      model.saveLora(dir.toString());
+      Accelerate.setSeed(5);
+      try (Model fresh = Model.fromSpec(TOKEN_SPEC)) {
+        fresh.loadLora(dir.toString());
+        assertArrayEquals(changed, tokenOutput(fresh));
+        fresh.setLoraEnabled(false);
+        assertArrayEquals(base, tokenOutput(fresh));
+      }
+      assertThrows(InvalidArgumentException.class, () -> model.addIa3("0", null));  // an embedding
+    }
+  }
+
   /** A loader over 24 rows of 4 features (varied enough for a covariance of full rank), batches of 6. */
   static DataLoader rowsLoader() {
     float[] x = new float[24 * 4];

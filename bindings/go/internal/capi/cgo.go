@@ -59,6 +59,7 @@ const (
 	OptionsTrainableTokens = C.ACC_OPTIONS_TRAINABLE_TOKENS
 	OptionsWeightedAdapter = C.ACC_OPTIONS_WEIGHTED_ADAPTER
 	OptionsEva             = C.ACC_OPTIONS_EVA
+	OptionsIa3             = C.ACC_OPTIONS_IA3
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
