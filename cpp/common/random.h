@@ -45,6 +45,23 @@ void set_seed(uint64_t seed, bool device_specific, int64_t process_index, bool d
 at::Tensor global_random_state();
 void set_global_random_state(const at::Tensor& state);
 
+// The global CPU generator's state, put back when the scope ends unless kept: what a refused
+// operation that may have drawn already leaves behind (nothing changed, the random stream included).
+class RandomStreamRestorer {
+ public:
+  RandomStreamRestorer() : state_(global_random_state()) {}
+  ~RandomStreamRestorer() {
+    if (!keep_) set_global_random_state(state_);
+  }
+  RandomStreamRestorer(const RandomStreamRestorer&) = delete;
+  RandomStreamRestorer& operator=(const RandomStreamRestorer&) = delete;
+  void keep() { keep_ = true; }
+
+ private:
+  at::Tensor state_;
+  bool keep_ = false;
+};
+
 // The default generators a checkpoint saves: "cpu", then "cuda_<i>" for each GPU.
 std::vector<std::pair<std::string, at::Generator>> default_generators();
 

@@ -20,8 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-constexpr const char* kConfigFile = "adapter_config.json";
-constexpr const char* kWeightsFile = "adapter_model.safetensors";
+// PEFT writes a few kilobytes; the bound keeps a hostile file from taking gigabytes to parse.
+constexpr std::uintmax_t kMaxConfigBytes = 4u << 20;
 constexpr const char* kPrefix = "base_model.model.";
 constexpr const char* kBaseLayerBias = ".base_layer.bias";  // an adapted layer's bias, under PEFT's bias setting
 // What PEFT's lora.MultiheadAttention names its out_proj (adapted with it) in its files.
@@ -526,8 +526,11 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   // the two renames leaves its weights as `<weights>.new`, which read_lora_files takes while the
   // configuration is still the one they were saved with (kConfigChecksumKey). Other readers (PEFT)
   // see the new configuration with the earlier weights until the next save.
-  const std::string weights = (fs::path(dir) / kWeightsFile).string(), config = (fs::path(dir) / kConfigFile).string();
+  const std::string weights = (fs::path(dir) / kAdapterWeightsFile).string(), config = (fs::path(dir) / kAdapterConfigFile).string();
   const std::string new_weights = weights + ".new", new_config = config + ".new";
+  // A folder (or another special file) in a file's place would fail the second rename, after the
+  // first has replaced the configuration: refused before anything is written.
+  for (const std::string& path : {weights, config}) refuse_unless_regular(path);
   // A stopped save's weights that go with the configuration there now go into place first (the
   // reader takes them already); any other leftovers of stopped saves go.
   if (fs::exists(new_weights, ec) && saved_with(new_weights, read_whole_file(config))) {
@@ -564,8 +567,15 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
 }
 
 LoraFiles read_lora_files(const std::string& dir) {
-  const std::string config_path = (fs::path(dir) / kConfigFile).string();
-  std::string weights_path = (fs::path(dir) / kWeightsFile).string();
+  const std::string config_path = (fs::path(dir) / kAdapterConfigFile).string();
+  std::string weights_path = (fs::path(dir) / kAdapterWeightsFile).string();
+  refuse_unless_regular(config_path);
+  std::error_code size_error;
+  const std::uintmax_t size = fs::file_size(config_path, size_error);
+  if (size_error) fail(Status::Io, "cannot open '", config_path, "': ", size_error.message());
+  if (size > kMaxConfigBytes)
+    fail(Status::Io, "'", config_path, "' holds ", size, " bytes, more than an adapter configuration's bound of ",
+         kMaxConfigBytes, " (PEFT writes a few kilobytes)");
   const auto text = read_whole_file(config_path);
   if (!text) fail(Status::Io, "cannot open '", config_path, "'");
   // A save stopped between its two renames (save_lora_files): its weights are still `.new`.

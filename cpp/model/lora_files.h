@@ -12,6 +12,11 @@
 
 namespace acc {
 
+// PEFT's two files in an adapter's folder.
+constexpr const char* kAdapterConfigFile = "adapter_config.json";
+constexpr const char* kAdapterWeightsFile = "adapter_model.safetensors";
+constexpr const char* kAdapterFileNames[] = {kAdapterConfigFile, kAdapterWeightsFile};
+
 struct LoraFiles {
   LoraConfig config;
   struct Pair {

@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/name_patterns.h"
+#include "common/random.h"
 #include "common/text.h"
 #include "model/ia3.h"
 #include "model/lora_files.h"
@@ -455,6 +456,13 @@ LoraConfig Model::with_all_linear(const LoraConfig& config) const {
 
 size_t Model::add_lora(const LoraConfig& config) {
   if (config.all_linear) return add_lora(with_all_linear(config));
+  RandomStreamRestorer restore_on_failure;
+  const size_t added = add_adapters(config);
+  restore_on_failure.keep();
+  return added;
+}
+
+size_t Model::add_adapters(const LoraConfig& config) {
   require_trainable_set_free(/*freezing=*/false);
   if (config.peft_type == PeftType::TrainableTokens) {
     const size_t added = lora_.add_tokens(config, token_sites(), other_module_names());
@@ -666,7 +674,8 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
       fail(Status::InvalidArgument, where, " holds '", name, "', which is no parameter or buffer of this model that ",
            "its modules_to_save and bias train");
     require(it->second.sizes() == tensor.sizes() && it->second.is_floating_point() == tensor.is_floating_point(), where,
-            ": '", name, "' has shape ", tensor.sizes(), " there, ", it->second.sizes(), " in the model");
+            ": '", name, "' is ", tensor.scalar_type(), " of shape ", tensor.sizes(), " there, ",
+            it->second.scalar_type(), " of shape ", it->second.sizes(), " in the model");
   }
   for (const auto& entry : saved_here)
     if (!files.saved.count(entry.first))
@@ -724,7 +733,11 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
     }
   } else {
     require_trainable_set_free(/*freezing=*/false);  // before add_lora, whose refusal would not say "load"
-    add_lora(files.config);
+    try {
+      add_lora(files.config);
+    } catch (const Error& e) {  // the layers' checks (a rank beyond a weight's, ...) name the file too
+      fail(e.status(), where, ": ", e.what());
+    }
   }
   at::NoGradGuard no_grad;
   for (const auto& adapter : lora_.adapters()) {

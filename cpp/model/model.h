@@ -161,7 +161,8 @@ class Model {
 
   // LoRA adapters (model/lora.h), PEFT's get_peft_model: adapts the linear layers the config targets
   // and freezes every other parameter. named_parameters lists each adapter's parameters right after
-  // its layer's own, in PEFT's order. Returns how many layers were adapted.
+  // its layer's own, in PEFT's order. Returns how many layers were adapted. A refusal changes
+  // nothing, the global generator included (some checks come after PEFT's draws).
   virtual size_t add_lora(const LoraConfig& config);
   // `config` with PEFT's all-linear turned into the names of the model's linear layers (nn.Linear,
   // transformers' Conv1D) but its output layer, in the model's order; InvalidArgument where none is left.
@@ -289,6 +290,8 @@ class Model {
   void require_merging_free() const;
 
  private:
+  // add_lora's work, which may have drawn before it fails.
+  size_t add_adapters(const LoraConfig& config);
   // Named adapters: see add_named_lora.
   std::string active_adapter_ = "default";
   std::map<std::string, LoraAdapters> inactive_;

@@ -36,23 +36,10 @@ void require_adapter_name(const std::string& name) {
   require(!name.empty() && name != "." && name != ".." && name.find_first_of("/\\") == std::string::npos,
           "adapter name '", name, "' is not a name a folder can have (acc_model_save_lora writes each adapter but ",
           "\"default\" into a folder of its name)");
+  for (const char* file : kAdapterFileNames)
+    require(name.rfind(file, 0) != 0, "adapter name '", name, "' would name a folder in place of (or beside) PEFT's ",
+            file, " in the folder acc_model_save_lora writes");
 }
-
-// The global CPU generator's state, put back when the scope ends unless kept.
-class RandomStreamRestorer {
- public:
-  RandomStreamRestorer() : state_(global_random_state()) {}
-  ~RandomStreamRestorer() {
-    if (!keep_) set_global_random_state(state_);
-  }
-  RandomStreamRestorer(const RandomStreamRestorer&) = delete;
-  RandomStreamRestorer& operator=(const RandomStreamRestorer&) = delete;
-  void keep() { keep_ = true; }
-
- private:
-  at::Tensor state_;
-  bool keep_ = false;
-};
 
 }  // namespace
 

@@ -1115,3 +1115,52 @@ TEST(Lora, EnsureWeightTyingIsKeptAndRefusedWhereItWouldTie) {
   fs::remove_all(dir);
   fs::remove_all(again);
 }
+
+// A refusal changes nothing, the global random stream included: PEFT's nn.Linear draws come before
+// the check of a decomposing start's rank. Loaded from a file, the refusal names the folder.
+TEST(Lora, RefusalsLeaveTheRandomStreamAndTheFolderAsTheyWere) {
+  acc_model* m = net();
+  ACC_ASSERT_OK(acc_set_seed(21));
+  const auto expected = acc_test::next_global_draws();
+  ACC_ASSERT_OK(acc_set_seed(21));
+  acc_options* o = lora_options(7, 8);  // beyond '0''s rank bound min(8, 6)
+  ACC_ASSERT_OK(acc_options_set(o, "init_lora_weights", "pissa"));
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, kTargets, o, nullptr), ACC_ERR_INVALID_ARGUMENT, "exceeds");
+  acc_options_free(o);
+  EXPECT_EQ(acc_test::next_global_draws(), expected);
+
+  const std::string dir = acc_test::temp_path("lora_refusals");
+  fs::remove_all(dir);
+  acc_model* wide = net();
+  add_lora(wide, kTargets, 7, 8);  // rank 7 adapters, then said to be PiSSA's
+  ACC_ASSERT_OK(acc_model_save_lora(wide, dir.c_str()));
+  acc_model_free(wide);
+  add_lora(m);
+  json j = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
+  j["init_lora_weights"] = "pissa";
+  std::ofstream(dir + "/adapter_config.json") << j.dump();
+  acc_model* fresh = net();
+  ACC_ASSERT_OK(acc_set_seed(21));
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, dir + "'");
+  EXPECT_EQ(acc_test::next_global_draws(), expected);
+  acc_model_free(fresh);
+
+  // A configuration far beyond what PEFT writes is refused unread.
+  std::ofstream(dir + "/adapter_config.json") << std::string(5 << 20, ' ') << j.dump();
+  fresh = net();
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "more than an adapter configuration's bound");
+  acc_model_free(fresh);
+
+  // A folder where the weights would go: refused before the configuration is replaced.
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/adapter_model.safetensors");
+  std::ofstream(dir + "/adapter_config.json") << "mine";
+  ACC_EXPECT_ERROR(acc_model_save_lora(m, dir.c_str()), ACC_ERR_IO, "adapter_model.safetensors");
+  EXPECT_EQ(acc_test::read_file(dir + "/adapter_config.json"), "mine");
+  // An adapter named as PEFT's files would take their place in the folder.
+  o = lora_options(2, 4);
+  ACC_EXPECT_ERROR(acc_model_add_lora_named(m, "adapter_config.json", kTargets, o, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "would name a folder in place of");
+  acc_options_free(o);
+  acc_model_free(m);
+}
