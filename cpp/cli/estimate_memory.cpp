@@ -71,6 +71,7 @@ std::shared_ptr<Model> load_model_file(const std::string& path, bool weights_pen
     if (!text) fail(Status::Io, "cannot read layer spec ", path, ": check the path");
     return model_from_spec(*text, weights_pending);
   }
+  refuse_unless_regular(path);  // before opening it: a FIFO would block the open
   std::ifstream probe(path);
   if (!probe) fail(Status::Io, "cannot read model file ", path, ": check the path");
   return load_torchscript_model(path, weights_pending);

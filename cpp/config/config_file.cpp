@@ -327,7 +327,41 @@ std::optional<std::string> find_config_file(const std::optional<std::string>& ex
   return std::nullopt;
 }
 
-ClusterConfig parse_config_text(const std::string& text, const std::string& origin) {
+namespace {
+
+// The text as YAML reads it: a character PyYAML's reader refuses (C0 controls but tab, line feed
+// and carriage return; DEL) is refused naming its line, where yaml-cpp would take a NUL as an
+// escape and change what the file says; line breaks of carriage returns alone or with line feeds
+// become line feeds, as YAML's reader normalises them (yaml-cpp keeps a lone '\r' in the value).
+std::string yaml_text(const std::string& text, const std::string& origin) {
+  int64_t line = 1;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n' || (c == '\r' && (i + 1 == text.size() || text[i + 1] != '\n'))) ++line;
+    if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof code, "0x%02x", c);
+      fail(Status::InvalidArgument, origin, ":", line, ": the control character ", code,
+           " is not allowed in YAML (write it escaped in a quoted string)");
+    }
+  }
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\r') {
+      out += text[i];
+    } else {
+      out += '\n';
+      if (i + 1 < text.size() && text[i + 1] == '\n') ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+ClusterConfig parse_config_text(const std::string& raw_text, const std::string& origin) {
+  const std::string text = yaml_text(raw_text, origin);
   YAML::Node root;
   try {
     std::vector<YAML::Node> documents = YAML::LoadAll(text);

@@ -21,6 +21,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "common/options.h"
 #include "launch/cpu_threads.h"
 #include "launch/inherited_signals.h"
@@ -41,6 +42,17 @@ std::atomic<int> g_forward_signal{0};
 
 void remember_signal(int sig) { g_forward_signal = sig; }
 
+// Whether some of the job's output could not be written (a full disk, /dev/full): the job goes on,
+// each failing destination is named once on stderr, and a job that succeeds exits 1 (its output is
+// part of what it was run for).
+bool g_output_lost = false;
+
+void tell_output_lost(const std::string& where, int error) {
+  g_output_lost = true;
+  std::fprintf(stderr, "accelerate-launch: cannot write %s: %s; the job goes on, what it writes there is lost\n",
+               where.c_str(), std::strerror(error));
+}
+
 // One of a process's output streams: a pipe the launcher reads, relayed line by line to the console
 // (with the rank's prefix) and/or byte for byte to its log file.
 struct Stream {
@@ -49,6 +61,7 @@ struct Stream {
 
   FILE* console = nullptr;  // stdout or stderr; null when redirected to the file only
   int file_fd = -1;       // stdout.log / stderr.log when redirected or teed
+  std::string file_name;  // its path, for the message when a write fails
 };
 
 struct Child {
@@ -144,6 +157,7 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
     if (routing.to_file & bits[s]) {
       try {
         stream.file_fd = open_log(routing.log_dir, names[s]);
+        stream.file_name = routing.log_dir + "/" + names[s];
       } catch (...) {
         close_everything();
         throw;
@@ -224,6 +238,13 @@ void emit_lines(Stream& s, const LaunchConfig& config, int global_rank, bool flu
   const auto checked = [&] {
     if (!std::ferror(s.console)) return;
     reader_gone = reader_gone || errno == EPIPE;
+    // Another failure than an interruption (a full disk): told once per console.
+    static bool told_out = false, told_err = false;
+    bool& told = s.console == stdout ? told_out : told_err;
+    if (errno != EPIPE && errno != EINTR && errno != 0 && !told) {
+      told = true;
+      tell_output_lost(s.console == stdout ? "the standard output" : "the standard error", errno);
+    }
     std::clearerr(s.console);
   };
   const auto put = [&](const char* data, size_t size) {
@@ -271,14 +292,14 @@ void emit_lines(Stream& s, const LaunchConfig& config, int global_rank, bool flu
   }
 }
 
-void write_all(int fd, const char* data, size_t size) {
-  while (size > 0) {
-    const ssize_t n = write(fd, data, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // a full disk loses log lines, never the job
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
+// A log file's write: a failure (a full disk) loses log lines, never the job. Told once per file,
+// which is written no more.
+void write_log(Stream& s, const char* data, size_t size) {
+  const int error = write_fully(s.file_fd, data, size);
+  if (error == 0) return;
+  tell_output_lost("'" + s.file_name + "'", error);
+  close(s.file_fd);
+  s.file_fd = -1;
 }
 
 // Relays what is available; returns false at end of stream.
@@ -287,7 +308,7 @@ bool drain(Stream& s, const LaunchConfig& config, int global_rank) {
   for (;;) {
     const ssize_t n = read(s.pipe_fd, buffer, sizeof buffer);
     if (n > 0) {
-      if (s.file_fd >= 0) write_all(s.file_fd, buffer, static_cast<size_t>(n));
+      if (s.file_fd >= 0) write_log(s, buffer, static_cast<size_t>(n));
       if (s.console) s.pending.append(buffer, static_cast<size_t>(n));
       continue;
     }
@@ -587,6 +608,9 @@ int run_launch(const LaunchConfig& config) {
   // A console that closes (a pager quit, `| head`) must not kill the launcher and orphan the ranks:
   // the job goes on, and what it would have written there is dropped (emit_lines).
   signal(SIGPIPE, SIG_IGN);
+  // A SIGCHLD ignored by whoever started us would have the kernel reap the ranks itself, and
+  // waiting for them would fail forever: the launcher needs their exit statuses.
+  signal(SIGCHLD, SIG_DFL);
   // Machine 0's launcher hosts the store (on a free port when none is given); the others' processes
   // connect to it at main_process_ip:main_process_port.
   std::optional<RendezvousStore> store;
@@ -606,6 +630,10 @@ int run_launch(const LaunchConfig& config) {
     if (code == 0 || signalled) break;
     if (attempt < config.max_restarts)
       std::fprintf(stderr, "accelerate-launch: restarting the group (%d of %d)\n", attempt + 1, config.max_restarts);
+  }
+  if (code == 0 && g_output_lost) {
+    std::fprintf(stderr, "accelerate-launch: the job succeeded, but some of its output could not be written (above)\n");
+    return 1;
   }
   return code;
 }

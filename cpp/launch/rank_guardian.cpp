@@ -1,5 +1,7 @@
 #include "launch/rank_guardian.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -8,6 +10,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace acc {
@@ -50,6 +53,38 @@ void set_default(int sig) {
   sigprocmask(SIG_UNBLOCK, &only, nullptr);
   kill(getpid(), sig);
   _exit(128 + sig);
+}
+
+// Whether a process other than this one is still in this process group (read from /proc: a
+// group's members need not be this process's children).
+bool group_has_others() {
+  const pid_t self = getpid(), group = getpgrp();
+  DIR* proc = opendir("/proc");
+  if (!proc) return true;  // cannot tell: keep waiting for the timeout
+  bool found = false;
+  while (dirent* entry = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == self) continue;
+    char path[64], stat[512];
+    std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    const int fd = open(path, O_RDONLY);
+    if (fd < 0) continue;
+    const ssize_t n = read(fd, stat, sizeof stat - 1);
+    close(fd);
+    if (n <= 0) continue;
+    stat[n] = '\0';
+    // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so from the last ')'.
+    const char* after = std::strrchr(stat, ')');
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    if (after && std::sscanf(after + 1, " %c %ld %ld", &state, &ppid, &pgrp) == 3 && pgrp == group && state != 'Z') {
+      found = true;
+      break;
+    }
+  }
+  closedir(proc);
+  return found;
 }
 
 double now_seconds() {
@@ -96,7 +131,9 @@ void run_rank_under_guardian(pid_t launcher, char* const argv[], char* const env
       kill_at = now_seconds() + (kill_timeout_seconds > 0 ? kill_timeout_seconds : 1);
     }
     // Once the launcher is gone, what the program started may outlive it (a wrapper script's child
-    // slow to stop, or ignoring SIGTERM): the group gets SIGKILL at the timeout whatever happened.
+    // slow to stop, or ignoring SIGTERM): the group gets SIGKILL at the timeout whatever happened,
+    // and this guardian goes as soon as nothing of the group is left.
+    if (kill_at >= 0 && program_done && !group_has_others()) _exit(0);
     if (kill_at >= 0 && now_seconds() >= kill_at) kill(0, SIGKILL);
     const timespec wait{0, 250 * 1000 * 1000};
     sigtimedwait(&watched, nullptr, &wait);

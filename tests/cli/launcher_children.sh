@@ -150,4 +150,26 @@ fds=$(sort -n "$work/fds" | tr "\n" " ")
 exec 7>&-
 [ "$fds" = "0 1 2 " ] || [ "$fds" = "0 1 2 10 " ] || { echo "a rank inherited descriptors: $fds"; exit 1; }
 
-echo "ok: each rank holds its own pipe only; the ranks ended with their launcher; output, address and config path pass as they should"
+# Started with SIGCHLD ignored (the kernel would reap the ranks itself): the launcher still sees
+# them end, and ends.
+code=0
+timeout -s KILL 60 perl -e '$SIG{CHLD} = "IGNORE"; exec @ARGV' "$launch" --num_processes 2 sh -c 'exit 0' || code=$?
+[ "$code" = 0 ] || { echo "started with SIGCHLD ignored, the launcher exited $code"; exit 1; }
+
+# Output that cannot be written (a full disk) is named on stderr, and a job that succeeds exits 1.
+code=0
+"$launch" --num_processes 2 sh -c 'seq 20000' > /dev/full 2> "$work/full_err" || code=$?
+[ "$code" = 1 ] && grep -q "cannot write the standard output" "$work/full_err" ||
+  { echo "output to a full device: exit $code, stderr: $(cat "$work/full_err")"; exit 1; }
+
+# After its launcher is killed outright, a rank's guardian goes as soon as its group has ended, not
+# at --kill_timeout.
+rm -f "$work"/pid_*
+"$launch" --num_processes 1 --kill_timeout 600 sh -c 'echo $PPID > "$0/pid_0.tmp" && mv "$0/pid_0.tmp" "$0/pid_0"; exec sleep 120' "$work" &
+launcher=$!
+for _ in $(seq 100); do [ -f "$work/pid_0" ] && break; sleep 0.1; done
+kill -9 $launcher
+wait $launcher 2>/dev/null || true
+expect_ranks_gone "the guardian of rank" 0
+
+echo "ok: each rank holds its own pipe only; the ranks ended with their launcher; output, address and config path pass as they should; an ignored SIGCHLD, a full console and a killed launcher's guardians are handled"

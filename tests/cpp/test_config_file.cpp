@@ -552,3 +552,28 @@ TEST(YamlJson, RoundTripsAndBoundsAliases) {
         << e.what();
   }
 }
+
+// What PyYAML's reader does with the characters of a file: a NUL (which yaml-cpp would read as an
+// escape, turning "3<NUL>0" into 3) and other controls refused naming the line; carriage returns,
+// alone or before line feeds, are line breaks.
+TEST_F(Config, ControlCharactersAreRefusedAndCarriageReturnsBreakLines) {
+  const std::string nul = std::string("distributed_type: MULTI_CPU\nnum_processes: 3") + '\0' + "0\n";
+  try {
+    acc::parse_config_text(nul, "nul.yaml");
+    ADD_FAILURE() << "a NUL byte was accepted";
+  } catch (const acc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nul.yaml:2: the control character 0x00"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(acc::parse_config_text("mixed_precision: bf16\x1b\n", "esc.yaml"), acc::Error);
+  for (const char* breaks : {"\r", "\r\n"}) {
+    const std::string text = std::string("distributed_type: MULTI_CPU") + breaks + "use_cpu: true" + breaks +
+                              "mixed_precision: bf16" + breaks + "num_processes: 2" + breaks;
+    const auto c = acc::parse_config_text(text, "cr.yaml");
+    EXPECT_EQ(c.mixed_precision, "bf16");
+    EXPECT_TRUE(c.use_cpu);
+    EXPECT_EQ(c.num_processes, 2);
+  }
+  // A last line ended by a carriage return alone.
+  EXPECT_EQ(acc::parse_config_text("distributed_type: MULTI_CPU\nmixed_precision: bf16\r", "end.yaml").mixed_precision,
+            "bf16");
+}
