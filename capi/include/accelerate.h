@@ -1068,8 +1068,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_trainable_tokens(acc_model *model
  * acc_model_load_lora reads them (PEFT's own too), acc_model_merge_lora merges as PEFT's
  * merge_and_unload (the weight scaled along its outputs or inputs, an output-scaled layer's bias
  * too), acc_model_set_lora_enabled disables them, acc_save_model writes merged weights,
- * acc_model_lora_count counts them. Named adapters (acc_model_add_lora_named and the like) and
- * acc_model_add_weighted_adapter are LoRA's only (ACC_ERR_UNSUPPORTED with IA3). `count` (optional):
+ * acc_model_lora_count counts them. Several named IA3 adapters: acc_model_add_lora_named with
+ * ACC_OPTIONS_IA3, acc_model_load_lora_named, acc_model_set_adapter and the rest act on them as
+ * on LoRA's; acc_model_add_weighted_adapter is LoRA's only (ACC_ERR_UNSUPPORTED with IA3). `count` (optional):
  * the layers adapted. Before creating the optimizer and before acc_prepare, on a model without
  * adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_ia3(acc_model *model, const char *target_modules,
@@ -1100,7 +1101,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * made by acc_model_add_lora or acc_model_load_lora are named "default", PEFT's name.
  * acc_model_add_lora_named: PEFT's add_adapter(adapter_name, config): draws the new adapter as
  * acc_model_add_lora would (the same draws from torch's global generator), and keeps it aside (on a
- * model without adapters it is the active one, as get_peft_model(..., adapter_name)).
+ * model without adapters it is the active one, as get_peft_model(..., adapter_name)). `opts`:
+ * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 for an IA3 adapter drawn as acc_model_add_ia3's;
+ * adapters of one method per model, as PEFT.
  * acc_model_load_lora_named: PEFT's load_adapter(dir, adapter_name): as acc_model_load_lora into a
  * model without adapters (the same checks and draws), kept aside; the model's training mode stays
  * (PEFT's load_adapter puts the model in evaluation mode).

@@ -24,6 +24,13 @@ acc::LoraConfig lora_config_arg(const char* target_modules, const acc_options* o
                                options_arg(opts, acc::OptionsKind::Lora));
 }
 
+// PEFT's add_adapter takes either method's configuration: ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3.
+acc::LoraConfig adapter_config_arg(const char* target_modules, const acc_options* opts) {
+  if (!opts || live(opts, "opts").options.kind() != acc::OptionsKind::Ia3) return lora_config_arg(target_modules, opts);
+  return acc::LoraConfig::ia3(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
+                              options_arg(opts, acc::OptionsKind::Ia3));
+}
+
 acc::NamedTensors run_forward(acc::Model& model, const acc_tensor* const* inputs, size_t n, uint32_t flags) {
   auto args = tensors_arg(inputs, n, "inputs");
   acc::require((flags & ~ACC_FORWARD_NO_GRAD) == 0, "unknown forward flags ", flags);
@@ -257,7 +264,7 @@ acc_status acc_model_add_lora_named(acc_model* model, const char* adapter_name, 
   return guarded([&] {
     acc::Model& m = model_arg(model);
     const std::string name = text_arg(adapter_name, "adapter_name");
-    const size_t added = m.add_named_lora(name, lora_config_arg(target_modules, opts));
+    const size_t added = m.add_named_lora(name, adapter_config_arg(target_modules, opts));
     if (count) *count = added;
   });
 }

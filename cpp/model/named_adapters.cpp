@@ -81,9 +81,6 @@ void Model::reinstate(LoraAdapters& kept, bool enabled) {
 
 size_t Model::make_named(const std::string& name, const LoraConfig& config, const std::function<size_t()>& make) {
   require_adapter_name(name);
-  if (config.peft_type == PeftType::Ia3 || (!lora_.empty() && lora_.config().peft_type == PeftType::Ia3))
-    fail(Status::Unsupported, "named adapters with IA3 (adapter '", name, "') are not built: a model holds one IA3 ",
-         "adapter here (acc_model_add_ia3, acc_model_load_lora)");
   for (const auto& existing : adapter_names())
     require(existing != name, "the model already has an adapter named '", name, "'");
   if (lora_.empty()) {  // PEFT's get_peft_model(model, config, adapter_name): the first is active

@@ -305,10 +305,11 @@ TEST(Ia3, RefusesWhatPeftRefuses) {
   size_t count = 0;
   ACC_ASSERT_OK(acc_model_lora_count(m, &count));
   EXPECT_EQ(count, 0u);
-  // Named adapters are LoRA's.
+  // One PEFT method per model: a LoRA adapter beside IA3 ones is refused.
   ACC_ASSERT_OK(add_ia3(m, "fc1", ""));
   acc_options* o = lora_options(2, 4);
-  ACC_EXPECT_ERROR(acc_model_add_lora_named(m, "other", "head", o, nullptr), ACC_ERR_UNSUPPORTED, "IA3");
+  ACC_EXPECT_ERROR(acc_model_add_lora_named(m, "other", "head", o, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "one method per model");
   acc_options_free(o);
   acc_model_free(m);
 
@@ -341,5 +342,69 @@ TEST(Ia3, SpecModelScalesOutputsAndInputs) {
   ACC_ASSERT_OK(acc_model_merge_lora(m));
   const auto merged = outputs(m);
   for (size_t i = 0; i < merged.size(); ++i) EXPECT_NEAR(merged[i], trained[i], 1e-5);
+  acc_model_free(m);
+}
+
+TEST(Ia3, NamedAdaptersSwitchAndMerge) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("ia3");
+  // "default": the case's vectors on its five layers; "other": drawn vectors on fc1 and head, fc1 a
+  // feedforward module there (its input scaled, where "default" scales its output).
+  acc_model* m = adapted(c);
+  set_vectors(m, c["chosen"]);
+  const auto chosen_output = output(m, c);
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_IA3, &o));
+  ACC_ASSERT_OK(acc_options_set(o, "feedforward_modules", "fc1"));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "init_ia3_weights", 0));
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_add_lora_named(m, "other", "fc1,head", o, &count));
+  EXPECT_EQ(count, 2u);
+  acc_options_free(o);
+  EXPECT_EQ(output(m, c), chosen_output);  // kept aside
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "other"));
+  const auto other_output = output(m, c);
+  EXPECT_NE(other_output, chosen_output);
+  EXPECT_EQ(param(m, "fc1.ia3_l").size(), 48u);  // 1 x in: its input
+  // The same as a model with "other" alone.
+  const std::string dir = acc_test::temp_path("ia3_named");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));  // "default" in dir, "other" in dir/other
+  acc_model* alone = ia3_model();
+  ACC_ASSERT_OK(acc_model_load_lora(alone, (dir + "/other").c_str()));
+  EXPECT_EQ(output(alone, c), other_output);
+  acc_model_free(alone);
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "default"));
+  EXPECT_EQ(output(m, c), chosen_output);
+  // Loaded by name into a fresh model, switched between as before.
+  acc_model* fresh = ia3_model();
+  ACC_ASSERT_OK(acc_model_load_lora_named(fresh, dir.c_str(), "default"));
+  ACC_ASSERT_OK(acc_model_load_lora_named(fresh, (dir + "/other").c_str(), "other"));
+  EXPECT_EQ(output(fresh, c), chosen_output);
+  ACC_ASSERT_OK(acc_model_set_adapter(fresh, "other"));
+  EXPECT_EQ(output(fresh, c), other_output);
+  acc_model_free(fresh);
+  // An adapter of the same layers with other feedforward modules: switched to by exchanging tensors
+  // (the layers' input and output adapters set again), it computes as it would alone.
+  acc_model* same_alone = ia3_model();
+  ACC_ASSERT_OK(acc_set_seed(3));
+  ACC_ASSERT_OK(add_ia3(same_alone, c["targets"], "fc1,head", /*init=*/false));
+  const auto same_output = output(same_alone, c);
+  acc_model_free(same_alone);
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_IA3, &o));
+  ACC_ASSERT_OK(acc_options_set(o, "feedforward_modules", "fc1,head"));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "init_ia3_weights", 0));
+  ACC_ASSERT_OK(acc_set_seed(3));
+  ACC_ASSERT_OK(acc_model_add_lora_named(m, "same", c["targets"].get<std::string>().c_str(), o, nullptr));
+  acc_options_free(o);
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "same"));
+  EXPECT_EQ(output(m, c), same_output);
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "default"));
+  EXPECT_EQ(output(m, c), chosen_output);
+  // Both merged, one after the other (PEFT's merge_and_unload(adapter_names=...)).
+  const char* both[] = {"default", "other"};
+  ACC_ASSERT_OK(acc_model_merge_lora_adapters(m, both, 2));
+  ACC_ASSERT_OK(acc_model_lora_count(m, &count));
+  EXPECT_EQ(count, 0u);
   acc_model_free(m);
 }
