@@ -1070,7 +1070,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_trainable_tokens(acc_model *model
  * too), acc_model_set_lora_enabled disables them, acc_save_model writes merged weights,
  * acc_model_lora_count counts them. Several named IA3 adapters: acc_model_add_lora_named with
  * ACC_OPTIONS_IA3, acc_model_load_lora_named, acc_model_set_adapter and the rest act on them as
- * on LoRA's; acc_model_add_weighted_adapter is LoRA's only (ACC_ERR_UNSUPPORTED with IA3). `count` (optional):
+ * on LoRA's, and acc_model_add_weighted_adapter sums their vectors as PEFT's IA3 does. `count` (optional):
  * the layers adapted. Before creating the optimizer and before acc_prepare, on a model without
  * adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_ia3(acc_model *model, const char *target_modules,
@@ -1160,7 +1160,11 @@ ACC_API ACC_NODISCARD acc_status acc_model_unload_lora(acc_model *model);
  * (the global generator) before its values are written. Adapters of parameters (target_parameters)
  * are ACC_ERR_INVALID_ARGUMENT as in PEFT, and so is an existing `adapter_name` (PEFT returns
  * without a word), a pruning combination without a density (PEFT fails on None) and svd_driver on
- * CPU tensors (torch refuses it). `count` (optional): the layers it adapts.
+ * CPU tensors (torch refuses it). `count` (optional): the layers it adapts. Over IA3 adapters
+ * (PEFT's IA3Model.add_weighted_adapter): combination_type "linear" only; the targets and
+ * feedforward_modules of all, each layer's vector the sum of the adapters' vectors there times their
+ * weights (zero where none has the layer), drawn first as acc_model_add_ia3 draws; a layer whose
+ * vector scales its input in one adapter and its output in another is ACC_ERR_INVALID_ARGUMENT.
  * acc_model_add_weighted_adapter: the same with svd_rank alone as keyword. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_weighted_adapter_with(acc_model *model,
                                                                     const char *const *adapter_names,

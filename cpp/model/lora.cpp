@@ -338,6 +338,12 @@ const char* const kAdaptableLayers =
     "LoRA adapts linear layers (transformers' Conv1D too), attention (nn.MultiheadAttention, a spec's "
     "multihead_attention), convolutions and embeddings";
 
+const char* adaptable_layers(const LoraConfig& config) {
+  return config.peft_type == PeftType::Ia3
+             ? "IA3 adapts linear layers (transformers' Conv1D too) and 2-D and 3-D convolutions"
+             : kAdaptableLayers;
+}
+
 namespace {
 
 // The parameter sites target_parameters names, after the layers `chosen` (see targeted_sites).
@@ -491,7 +497,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   require_none_yet();
   for (const auto& module : other_modules)
     require(!config.targets(module), "target_modules '", config.describe_targets(), "' matches '", module,
-            "', which is not a linear layer; ", kAdaptableLayers);
+            "', which is not a linear layer; ", adaptable_layers(config));
   const std::vector<LinearSite> chosen = targeted_sites(config, sites);
   require_targets_matched(config, sites, chosen);
   if (config.peft_type == PeftType::Ia3) {
@@ -685,6 +691,20 @@ void LoraAdapters::take_new(const LoraConfig& config, const std::vector<LinearSi
   // warning), so its file says the last one's.
   for (const LinearSite& site : chosen)
     if (!site.conv && !site.embedding && !site.attention) config_.fan_in_fan_out = site.fan_in_fan_out;
+  // IA3's feedforward names that are not among the targets' (the targets "all-linear" became the
+  // layers' full names) are written as the feedforward layers' names: the file then passes PEFT's
+  // subset check, which its reader applies (PEFT writes a file it cannot read back here).
+  if (config_.peft_type == PeftType::Ia3 && config_.feedforward_regex.empty() && config_.target_regex.empty()) {
+    bool subset = true;
+    for (const auto& name : config_.feedforward_names)
+      subset = subset && std::find(config_.target_names.begin(), config_.target_names.end(), name) !=
+                             config_.target_names.end();
+    if (!subset) {
+      config_.feedforward_names.clear();
+      for (const LoraAdapter& adapter : made)
+        if (adapter.feedforward) config_.feedforward_names.push_back(adapter.site.module);
+    }
+  }
   adapters_ = std::move(made);
   tokens_.install(std::move(tokens), /*standalone=*/false);
   originals_ = std::move(originals);

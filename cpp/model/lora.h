@@ -124,8 +124,9 @@ bool adapted_with_attention(const LinearSite& site);
 // Sets `owner` on each "<attention>.out_proj" among `sites` whose attention is among them, for a
 // model's linear_sites (an attention listed before its out_proj, as named_modules lists them).
 void mark_attention_out_projs(std::vector<LinearSite>& sites);
-// What LoRA adapts, for errors naming a target that is none of these.
+// What LoRA adapts, for errors naming a target that is none of these; what `config`'s method adapts.
 extern const char* const kAdaptableLayers;
+const char* adaptable_layers(const LoraConfig& config);
 // The name rank_pattern and alpha_pattern match for the site: its module's, or the attention's whose
 // out_proj came with it.
 const std::string& pattern_name(const LinearSite& site);

@@ -641,12 +641,14 @@ LoraFiles read_lora_files(const std::string& dir) {
       const size_t suffix = std::string(kIa3Suffix).size();
       if (ends_with(in_model, kIa3Suffix) && in_model.size() > suffix) {
         // A linear layer's out x 1 or 1 x in; a convolution's 1 x channels x 1 ...
-        bool shaped = tensor.is_floating_point() && tensor.dim() >= 2 && tensor.dim() <= 5 && tensor.numel() > 0 &&
+        if (!tensor.is_floating_point())
+          refuse(name, "holds " + concat(tensor.scalar_type()) + " values: an IA3 vector is floating-point");
+        bool shaped = tensor.dim() >= 2 && tensor.dim() <= 5 && tensor.numel() > 0 &&
                       (tensor.dim() == 2 ? tensor.size(0) == 1 || tensor.size(1) == 1
                                          : tensor.size(0) == 1 && tensor.numel() == tensor.size(1));
         if (!shaped)
           refuse(name, "has shape " + concat(tensor.sizes()) +
-                           ": an IA3 vector is a floating-point out x 1 or 1 x in (a convolution's 1 x channels x 1 ...)");
+                           ": an IA3 vector is out x 1 or 1 x in (a convolution's 1 x channels x 1 ...)");
         files.modules[in_model.substr(0, in_model.size() - suffix)].ia3 = tensor;
         continue;
       }

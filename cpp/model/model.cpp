@@ -658,7 +658,7 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
   // As adding them would refuse it, also where the model has its adapters already.
   for (const auto& module : other_module_names())
     require(!files.config.targets(module), where, ": target_modules '", files.config.describe_targets(), "' matches '",
-            module, "', which is not a linear layer; ", kAdaptableLayers);
+            module, "', which is not a linear layer; ", adaptable_layers(files.config));
   // What the file trains whole (modules to save, biases): every such tensor of this model in the
   // file, with its shape, and nothing else.
   std::set<std::string> targeted_modules;

@@ -290,6 +290,9 @@ class Model {
   void require_merging_free() const;
 
  private:
+  // add_weighted_adapter over IA3 adapters (PEFT's IA3Model.add_weighted_adapter): their vectors summed.
+  size_t add_weighted_ia3(const std::vector<const LoraAdapters*>& sources, const std::vector<double>& weights,
+                          const std::string& name, const WeightedCombination& how);
   // add_lora's work, which may have drawn before it fails.
   size_t add_adapters(const LoraConfig& config);
   // Named adapters: see add_named_lora.

@@ -214,6 +214,29 @@ void combine_targets(const std::vector<const LoraAdapters*>& sources, LoraConfig
   }
 }
 
+// PEFT's IA3 _check_add_weighted_adapter: the feedforward modules of all, names joined or
+// expressions joined "(a)|(b)", never a mix.
+void combine_feedforward(const std::vector<const LoraAdapters*>& sources, LoraConfig* combined) {
+  const bool expressions = !sources.front()->config().feedforward_regex.empty();
+  std::vector<std::string> names;
+  std::string regex;
+  for (const LoraAdapters* source : sources) {
+    const LoraConfig& config = source->config();
+    require(!config.feedforward_regex.empty() == expressions, "add_weighted_adapter: the adapters' ",
+            "feedforward_modules are names in some and a regular expression in others (PEFT refuses the mix too)");
+    for (const auto& name : config.feedforward_names)
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    regex += (regex.empty() ? "(" : "|(") + config.feedforward_regex + ")";
+  }
+  combined->feedforward_names.clear();
+  combined->feedforward_regex.clear();
+  combined->feedforward_matches = nullptr;
+  if (expressions)
+    combined->set_feedforward_regex(regex);
+  else
+    combined->feedforward_names = names;
+}
+
 // The largest rank an adapter's configuration gives (PEFT's max(r, *rank_pattern.values())).
 int64_t largest_rank(const LoraConfig& config) {
   int64_t r = config.r;
@@ -228,8 +251,6 @@ size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, con
   require(!adapters.empty(), "add_weighted_adapter needs at least one adapter to combine");
   require(adapters.size() == weights.size(), "add_weighted_adapter: ", adapters.size(), " adapters and ",
           weights.size(), " weights");
-  if (!lora_.empty() && lora_.config().peft_type == PeftType::Ia3)
-    fail(Status::Unsupported, "add_weighted_adapter over IA3 adapters is not built (PEFT's IA3 sums the vectors)");
   std::vector<const LoraAdapters*> sources;
   for (size_t i = 0; i < adapters.size(); ++i) {
     const std::string& adapter = adapters[i];
@@ -248,6 +269,7 @@ size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, con
     for (const auto& tensor : source->saved_module_names())
       require(saved.insert(tensor).second, "add_weighted_adapter: more than one of the adapters saves '", tensor,
               "' (modules_to_save), whose copies cannot be combined (PEFT refuses it too)");
+  if (sources.front()->config().peft_type == PeftType::Ia3) return add_weighted_ia3(sources, weights, name, how);
   std::vector<int64_t> ranks;
   for (const LoraAdapters* source : sources) ranks.push_back(largest_rank(source->config()));
   const int64_t rank = combined_rank(how, ranks);
@@ -270,6 +292,38 @@ size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, con
         for (const auto& adapter : sources[i]->adapters())
           if (adapter.site.module == target.site.module) layer.push_back({&adapter, weights[i]});
       combine_into(target, layer, how);
+    }
+  } catch (...) {
+    drop_kept_aside(name);
+    throw;
+  }
+  restore_on_failure.keep();
+  return added;
+}
+
+size_t Model::add_weighted_ia3(const std::vector<const LoraAdapters*>& sources, const std::vector<double>& weights,
+                               const std::string& name, const WeightedCombination& how) {
+  require(how.combination_type == "linear", "add_weighted_adapter over IA3 adapters sums their vectors ",
+          "(combination_type \"linear\"; PEFT's IA3 takes no other), not \"", how.combination_type, "\"");
+  LoraConfig combined = sources.front()->config();
+  combine_targets(sources, &combined);
+  combine_feedforward(sources, &combined);
+  RandomStreamRestorer restore_on_failure;
+  const size_t added = add_named_lora(name, combined);  // PEFT's inject_adapter: drawn, then frozen aside
+  try {
+    at::NoGradGuard no_grad;
+    for (const auto& target : inactive_.at(name).adapters()) {
+      // PEFT's: zeroed, then each adapter's vector of the layer times its weight added in turn.
+      at::Tensor sum = at::zeros_like(target.ia3);
+      for (size_t i = 0; i < sources.size(); ++i)
+        for (const auto& adapter : sources[i]->adapters()) {
+          if (adapter.site.module != target.site.module) continue;
+          require(adapter.ia3.sizes() == target.ia3.sizes(), "add_weighted_adapter: the IA3 vector of '",
+                  adapter.site.module, "' has shape ", adapter.ia3.sizes(), " in one adapter and ", target.ia3.sizes(),
+                  " in the combination (it scales the layer's input in one and its output in the other)");
+          sum.add_(adapter.ia3 * weights[i]);
+        }
+      target.ia3.copy_(sum);
     }
   } catch (...) {
     drop_kept_aside(name);

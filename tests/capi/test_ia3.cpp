@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -316,9 +317,24 @@ TEST(Ia3, RefusesWhatPeftRefuses) {
   // An embedding: PEFT's IA3 takes linear layers and 2-D and 3-D convolutions only.
   acc_model* lm = data_model("transformers_lm.pt");
   ACC_EXPECT_ERROR(add_ia3(lm, "embed", ""), ACC_ERR_INVALID_ARGUMENT, "IA3 cannot adapt 'embed'");
-  ACC_ASSERT_OK(add_ia3(lm, "all-linear", "fc"));  // c_fc (Conv1D) and fc, not lm_head
+  // all-linear: c_fc (Conv1D) and fc, not lm_head; "_fc" (PEFT's endswith) makes c_fc a feedforward
+  // module. Its file names it in full, which reads back (PEFT's subset check wants it among the
+  // targets, which all-linear wrote as full names).
+  ACC_ASSERT_OK(add_ia3(lm, "all-linear", "_fc", /*init=*/false));
   ACC_ASSERT_OK(acc_model_lora_count(lm, &count));
   EXPECT_EQ(count, 2u);
+  EXPECT_EQ(param(lm, "c_fc.ia3_l").size(), 6u);  // 1 x in: its input
+  const std::string dir = acc_test::temp_path("ia3_all_linear");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(lm, dir.c_str()));
+  const json config = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
+  EXPECT_EQ(config["target_modules"], (json{"c_fc", "fc"}));
+  EXPECT_EQ(config["feedforward_modules"], (json{"c_fc"}));
+  acc_model* fresh = data_model("transformers_lm.pt");
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  const std::vector<int64_t> ids = {1, 4, 2, 0, 9, 3};
+  EXPECT_EQ(outputs_on(fresh, acc_test::longs(ids, {2, 3})), outputs_on(lm, acc_test::longs(ids, {2, 3})));
+  acc_model_free(fresh);
   acc_model_free(lm);
   // A convolution whose weight the forward reads itself has no output to scale as PEFT's layer does.
   acc_model* reads = data_model("conv_weight_read_model.pt");
@@ -401,6 +417,34 @@ TEST(Ia3, NamedAdaptersSwitchAndMerge) {
   EXPECT_EQ(output(m, c), same_output);
   ACC_ASSERT_OK(acc_model_set_adapter(m, "default"));
   EXPECT_EQ(output(m, c), chosen_output);
+  // PEFT's add_weighted_adapter: each layer's vector the weighted sum of the adapters' vectors there.
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_IA3, &o));
+  ACC_ASSERT_OK(acc_options_set(o, "feedforward_modules", c["feedforward"].get<std::string>().c_str()));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "init_ia3_weights", 0));
+  ACC_ASSERT_OK(acc_model_add_lora_named(m, "twin", c["targets"].get<std::string>().c_str(), o, nullptr));
+  acc_options_free(o);
+  const char* sources[] = {"default", "twin"};
+  const double weights[] = {0.7, -0.4};
+  const char* mismatched[] = {"default", "same"};  // conv_ff scaled on its input in one, its output in the other
+  ACC_EXPECT_ERROR(acc_model_add_weighted_adapter(m, mismatched, weights, 2, "bad", "linear", 0, nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "the IA3 vector of 'conv_ff' has shape");
+  ACC_EXPECT_ERROR(acc_model_add_weighted_adapter(m, sources, weights, 2, "bad", "svd", 0, nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "combination_type");
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "twin"));
+  std::map<std::string, std::vector<float>> twin;
+  for (const auto& item : c["chosen"].items()) twin[item.key()] = param(m, item.key() + ".ia3_l");
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "default"));
+  ACC_ASSERT_OK(acc_model_add_weighted_adapter(m, sources, weights, 2, "mix", "linear", 0, &count));
+  EXPECT_EQ(count, 5u);
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "mix"));
+  for (const auto& item : c["chosen"].items()) {
+    const auto first = values(item.value()), second = twin[item.key()];
+    std::vector<float> expected(first.size());
+    for (size_t i = 0; i < first.size(); ++i)
+      expected[i] = (0.0f + first[i] * 0.7f) + second[i] * static_cast<float>(-0.4);
+    EXPECT_EQ(param(m, item.key() + ".ia3_l"), expected) << item.key();
+  }
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "default"));
   // Both merged, one after the other (PEFT's merge_and_unload(adapter_names=...)).
   const char* both[] = {"default", "other"};
   ACC_ASSERT_OK(acc_model_merge_lora_adapters(m, both, 2));
