@@ -560,6 +560,16 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   modules_to_save (string, default none: as ACC_OPTIONS_LORA's),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
  *   adapter_config.json).
+ * Keys of ACC_OPTIONS_LOHA (PEFT's LoHaConfig, see acc_model_add_loha): r (int, default 8: each
+ *   product's rank), alpha (double, default 8: the scaling is alpha / r), rank_dropout (double,
+ *   default 0: in training, the probability of dropping each output row of the delta, the rest
+ *   rescaled), module_dropout (double, default 0: in training, the probability of leaving a layer's
+ *   branch out), use_effective_conv2d (bool, default false: PEFT's CP form, built for 1 x 1
+ *   kernels only), init_weights (bool, default true: hada_w2_b starts as zeros, the model
+ *   unchanged; false: drawn as the others), exclude_modules, modules_to_save, rank_pattern,
+ *   alpha_pattern, layers_to_transform, layers_pattern (strings, default none: as ACC_OPTIONS_LORA's,
+ *   alpha_pattern giving alpha), base_model_name_or_path, revision, task_type (strings, default
+ *   none: written to adapter_config.json).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
  *   schedule_wait, schedule_warmup, schedule_active, schedule_repeat, schedule_skip_first (int,
@@ -617,6 +627,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_WEIGHTED_ADAPTER = 9,
   ACC_OPTIONS_EVA = 10,
   ACC_OPTIONS_IA3 = 11,
+  ACC_OPTIONS_LOHA = 12,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1075,6 +1086,28 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_trainable_tokens(acc_model *model
  * adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_ia3(acc_model *model, const char *target_modules,
                                                   const acc_options *opts, size_t *count);
+/* acc_model_add_loha: PEFT's LoHaConfig (LyCORIS' LoHa, get_peft_model with peft_type LOHA): each
+ * targeted layer's weight W trains as W + ((w1_a w1_b) * (w2_a w2_b)) * alpha / r, the Hadamard
+ * product of two rank-r products, with the parameters "<module>.hada_w1_a", "<module>.hada_w1_b",
+ * "<module>.hada_w2_a", "<module>.hada_w2_b" (out x r, r x in, out x r, r x in; a convolution's in
+ * its input channels per group times its kernel), listed after the layer's own; every other
+ * parameter frozen but modules_to_save's. Computed as PEFT's loha layers compute it: the layer's
+ * output plus its input through the delta (F.linear, or the layer's convolution), in training with
+ * rank_dropout (torch.rand per output row of the delta) and module_dropout (torch.rand(1) per layer
+ * and forward, drawn whatever the probability), cast to the input's dtype. Drawn as PEFT draws them:
+ * Kaiming-uniform w1_a, w1_b, w2_a and zero w2_b (init_weights false: w2_b drawn too), layer by
+ * layer in the model's order. `target_modules`: named as for acc_model_add_lora; targets must be
+ * linear layers (torch.nn.Linear, a spec's "linear") or 1-D and 2-D convolutions (a spec's
+ * "conv2d") that the forward calls as modules: transformers' Conv1D, an embedding, an attention or
+ * a 3-D convolution is ACC_ERR_INVALID_ARGUMENT (PEFT's TypeError); a layer whose weight the forward
+ * reads itself, a quantised or dilated one, or use_effective_conv2d on a kernel wider than 1 x 1
+ * (PEFT's CP form) ACC_ERR_UNSUPPORTED. `opts`: ACC_OPTIONS_LOHA or NULL (defaults). The files,
+ * merging (W plus the delta, without dropout), disabling, counting and named adapters
+ * (acc_model_add_lora_named with ACC_OPTIONS_LOHA) act as for LoRA; acc_model_add_weighted_adapter
+ * is ACC_ERR_INVALID_ARGUMENT (PEFT's LoHa has none). Before creating the optimizer and before
+ * acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_loha(acc_model *model, const char *target_modules,
+                                                   const acc_options *opts, size_t *count);
 /* acc_model_set_lora_enabled: PEFT's enable_adapter_layers (enabled != 0) and disable_adapter_layers
  * (its disable_adapter scope is disable, compute, enable). Disabled, every adapted layer computes as
  * its base layer alone, drawing no dropout mask: the base model's outputs, e.g. a reference model's
@@ -1102,8 +1135,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * acc_model_add_lora_named: PEFT's add_adapter(adapter_name, config): draws the new adapter as
  * acc_model_add_lora would (the same draws from torch's global generator), and keeps it aside (on a
  * model without adapters it is the active one, as get_peft_model(..., adapter_name)). `opts`:
- * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 for an IA3 adapter drawn as acc_model_add_ia3's;
- * adapters of one method per model, as PEFT.
+ * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA for an IA3 / LoHa adapter drawn
+ * as acc_model_add_ia3's / acc_model_add_loha's; adapters of one method per model, as PEFT.
  * acc_model_load_lora_named: PEFT's load_adapter(dir, adapter_name): as acc_model_load_lora into a
  * model without adapters (the same checks and draws), kept aside; the model's training mode stays
  * (PEFT's load_adapter puts the model in evaluation mode).

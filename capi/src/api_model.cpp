@@ -24,11 +24,14 @@ acc::LoraConfig lora_config_arg(const char* target_modules, const acc_options* o
                                options_arg(opts, acc::OptionsKind::Lora));
 }
 
-// PEFT's add_adapter takes either method's configuration: ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3.
+// PEFT's add_adapter takes any method's configuration: ACC_OPTIONS_LORA (or NULL), ACC_OPTIONS_IA3
+// or ACC_OPTIONS_LOHA.
 acc::LoraConfig adapter_config_arg(const char* target_modules, const acc_options* opts) {
-  if (!opts || live(opts, "opts").options.kind() != acc::OptionsKind::Ia3) return lora_config_arg(target_modules, opts);
-  return acc::LoraConfig::ia3(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
-                              options_arg(opts, acc::OptionsKind::Ia3));
+  const acc::OptionsKind kind = opts ? live(opts, "opts").options.kind() : acc::OptionsKind::Lora;
+  const std::string targets = target_modules ? text_arg(target_modules, "target_modules") : std::string();
+  if (kind == acc::OptionsKind::Ia3) return acc::LoraConfig::ia3(targets, options_arg(opts, kind));
+  if (kind == acc::OptionsKind::Loha) return acc::LoraConfig::loha(targets, options_arg(opts, kind));
+  return lora_config_arg(target_modules, opts);
 }
 
 acc::NamedTensors run_forward(acc::Model& model, const acc_tensor* const* inputs, size_t n, uint32_t flags) {
@@ -223,6 +226,17 @@ acc_status acc_model_add_ia3(acc_model* model, const char* target_modules, const
     const size_t added =
         m.add_lora(acc::LoraConfig::ia3(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
                                         options_arg(opts, acc::OptionsKind::Ia3)));
+    if (count) *count = added;
+  });
+}
+
+acc_status acc_model_add_loha(acc_model* model, const char* target_modules, const acc_options* opts,
+                             size_t* count) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    const size_t added =
+        m.add_lora(acc::LoraConfig::loha(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
+                                         options_arg(opts, acc::OptionsKind::Loha)));
     if (count) *count = added;
   });
 }

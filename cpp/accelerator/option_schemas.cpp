@@ -30,6 +30,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return eva_option_table();
     case OptionsKind::Ia3:
       return ia3_option_table();
+    case OptionsKind::Loha:
+      return loha_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

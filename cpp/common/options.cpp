@@ -137,6 +137,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "eva";
     case OptionsKind::Ia3:
       return "ia3";
+    case OptionsKind::Loha:
+      return "loha";
   }
   return "?";
 }

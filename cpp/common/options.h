@@ -55,7 +55,8 @@ enum class OptionsKind : int {
   TrainableTokens = 8,
   WeightedAdapter = 9,
   Eva = 10,
-  Ia3 = 11
+  Ia3 = 11,
+  Loha = 12
 };
 
 const char* options_kind_name(OptionsKind kind);

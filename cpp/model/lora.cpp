@@ -13,6 +13,7 @@
 #include "common/text.h"
 #include "model/corda.h"
 #include "model/ia3.h"
+#include "model/loha.h"
 #include "model/loftq.h"
 #include "model/lora_draws.h"
 #include "model/lora_ga.h"
@@ -339,9 +340,10 @@ const char* const kAdaptableLayers =
     "multihead_attention), convolutions and embeddings";
 
 const char* adaptable_layers(const LoraConfig& config) {
-  return config.peft_type == PeftType::Ia3
-             ? "IA3 adapts linear layers (transformers' Conv1D too) and 2-D and 3-D convolutions"
-             : kAdaptableLayers;
+  if (config.peft_type == PeftType::Ia3)
+    return "IA3 adapts linear layers (transformers' Conv1D too) and 2-D and 3-D convolutions";
+  if (config.peft_type == PeftType::Loha) return "LoHa adapts linear layers and 1-D and 2-D convolutions";
+  return kAdaptableLayers;
 }
 
 namespace {
@@ -500,8 +502,9 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
             "', which is not a linear layer; ", adaptable_layers(config));
   const std::vector<LinearSite> chosen = targeted_sites(config, sites);
   require_targets_matched(config, sites, chosen);
-  if (config.peft_type == PeftType::Ia3) {
-    std::vector<LoraAdapter> made = make_ia3_adapters(config, chosen);
+  if (config.peft_type == PeftType::Ia3 || config.peft_type == PeftType::Loha) {
+    std::vector<LoraAdapter> made = config.peft_type == PeftType::Ia3 ? make_ia3_adapters(config, chosen)
+                                                                      : make_loha_adapters(config, chosen);
     take_new(config, chosen, std::move(made), {}, {}, saved_modules, weights_pending);
     return adapters_.size();
   }
@@ -718,8 +721,9 @@ void LoraAdapters::require_none_yet() const {
   if (config_.peft_type == PeftType::TrainableTokens)
     fail(Status::InvalidArgument, "the model already has trainable tokens (PEFT's TRAINABLE_TOKENS, on '",
          tokens_.adapters().front().site.module, "'); merge them (acc_model_merge_lora) before adding adapters");
-  fail(Status::InvalidArgument, "the model already has ", config_.peft_type == PeftType::Ia3 ? "IA3" : "LoRA",
-       " adapters (", config_.describe_targets(), "); merge them (acc_model_merge_lora) before adding others");
+  const char* method = config_.peft_type == PeftType::Ia3 ? "IA3" : config_.peft_type == PeftType::Loha ? "LoHa" : "LoRA";
+  fail(Status::InvalidArgument, "the model already has ", method, " adapters (", config_.describe_targets(),
+       "); merge them (acc_model_merge_lora) before adding others");
 }
 
 size_t LoraAdapters::add_tokens(const LoraConfig& config, const std::vector<TokenSite>& token_sites,
@@ -753,6 +757,7 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   const double scaling = adapter.scaling, p = adapted_with_attention(adapter.site) ? 0.0 : config_.dropout;
   std::shared_ptr<const bool> enabled = enabled_;
   if (is_ia3(adapter)) return ia3_output_adapter(adapter, enabled);
+  if (is_loha(adapter)) return loha_output_adapter(adapter, config_, enabled);
   if (adapter.magnitude.defined())
     return adapter.site.conv        ? dora_conv_output_adapter(adapter, p, enabled)
            : adapter.site.embedding ? dora_embedding_output_adapter(adapter, enabled)
@@ -781,6 +786,10 @@ NamedTensors LoraAdapters::named_parameters() const {
 void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
   const LoraAdapter& adapter = adapters_[k];
   if (is_ia3(adapter)) return out->emplace_back(adapter.site.module + kIa3Suffix, adapter.ia3), void();
+  if (is_loha(adapter)) {
+    for (size_t k = 0; k < adapter.hada.size(); ++k) out->emplace_back(adapter.site.module + kLohaSuffixes[k], adapter.hada[k]);
+    return;
+  }
   out->emplace_back(adapter.site.module + lora_a_suffix(adapter.site), adapter.a);
   out->emplace_back(adapter.site.module + lora_b_suffix(adapter.site), adapter.b);
   if (adapter.b_bias.defined()) out->emplace_back(adapter.site.module + kLoraBBiasSuffix, adapter.b_bias);
@@ -913,7 +922,7 @@ void LoraAdapters::require_mergeable(const char* action) const {
            " scales its input channels, which its weight does not hold one by one (PEFT cannot merge it either); ",
            "save the adapters (acc_model_save_lora)");
   for (const auto& adapter : adapters_)
-    if (!is_ia3(adapter) && adapter.site.conv && adapter.site.conv->groups != 1)
+    if (!is_ia3(adapter) && !is_loha(adapter) && adapter.site.conv && adapter.site.conv->groups != 1)
       fail(Status::Unsupported, action, ": LoRA adapts the convolution '", adapter.site.module, "' with groups ",
            adapter.site.conv->groups,
            ", whose adapter has no weight of the layer's shape to merge (PEFT's "
@@ -956,6 +965,17 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
       adapter_entries.insert(module + kIa3Suffix);
       continue;
     }
+    if (is_loha(adapter)) {  // PEFT's merge: the weight plus the delta (without training's dropout)
+      LoraAdapter stated = adapter;  // with the state's tensors
+      for (size_t k = 0; k < stated.hada.size(); ++k) {
+        stated.hada[k] = entry_of(module + kLohaSuffixes[k]);
+        adapter_entries.insert(module + kLohaSuffixes[k]);
+      }
+      const at::Tensor& w = entry_of(weight_name(adapter.site));
+      merged_weights[weight_name(adapter.site)] =
+          (w + loha_delta(stated.hada, adapter.scaling, w.sizes(), false, 0)).to(w.scalar_type());
+      continue;
+    }
     LoraAdapter stated = adapter;  // with the state's tensors
     stated.a = entry_of(module + lora_a_suffix(adapter.site));
     stated.b = entry_of(module + lora_b_suffix(adapter.site));
@@ -993,6 +1013,11 @@ void LoraAdapters::merge_into_weights() const {
       adapter.site.weight.copy_(ia3_weight(adapter.site.weight, adapter, adapter.ia3));
       if (!adapter.feedforward && adapter.site.bias.defined())
         adapter.site.bias.copy_(ia3_bias(adapter.site.bias, adapter.ia3));
+      continue;
+    }
+    if (is_loha(adapter)) {
+      const at::Tensor& w = adapter.site.weight;
+      w.copy_((w + loha_delta(adapter.hada, adapter.scaling, w.sizes(), false, 0)).to(w.scalar_type()));
       continue;
     }
     if (adapter.site.quantized)

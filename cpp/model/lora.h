@@ -170,10 +170,14 @@ struct LoraAdapter {
   // convolution's 1 x channels x 1 x 1.
   at::Tensor ia3{};
   bool feedforward = false;
+  // LoHa's hada_w1_a, hada_w1_b, hada_w2_a, hada_w2_b (model/loha.h), where the adapter is one (a
+  // and b undefined; r and scaling its layer's).
+  std::vector<at::Tensor> hada{};
 };
 
-// Whether the adapter is an (IA)^3 vector rather than a LoRA pair.
+// Whether the adapter is an (IA)^3 vector, or LoHa's factors, rather than a LoRA pair.
 inline bool is_ia3(const LoraAdapter& adapter) { return adapter.ia3.defined(); }
+inline bool is_loha(const LoraAdapter& adapter) { return !adapter.hada.empty(); }
 
 // (B A) * scaling as PEFT's get_delta_weight computes it, in the weight's layout (a convolution's
 // through the product of its 1 x 1 kernels, or A convolved with B). Unsupported for a convolution

@@ -184,6 +184,40 @@ const OptionTable<LoraConfig>& ia3_option_table() {
   return table;
 }
 
+const OptionTable<LoraConfig>& loha_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Loha, [](OptionTable<L>& t) {
+    t.bind("r", "the rank of each of the two products", &L::r).at_least(1).at_most(kMaxLoraRank);
+    t.bind("alpha", "the scaling is alpha / r", &L::alpha).at_least(0).at_most(kMaxLoraAlpha);
+    t.bind("rank_dropout", "in training, the probability of dropping each output row of the delta", &L::rank_dropout)
+        .at_least(0)
+        .at_most(1);
+    t.bind("module_dropout", "in training, the probability of leaving a layer's branch out", &L::module_dropout)
+        .at_least(0)
+        .at_most(1);
+    t.bind("use_effective_conv2d", "the CP form of a convolution's kernel (not built beyond 1 x 1 kernels)",
+           &L::use_effective_conv2d);
+    t.bind("init_weights", "hada_w2_b starts as zeros, so the model starts unchanged (false: drawn as the others)",
+           &L::loha_init_weights);
+    t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
+    t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",
+           &L::modules_to_save_spec);
+    t.bind("rank_pattern", "ranks of their own: a JSON object from module-name expressions to r",
+           &L::rank_pattern_spec);
+    t.bind("alpha_pattern", "alphas of their own: a JSON object from module-name expressions to alpha",
+           &L::alpha_pattern_spec);
+    t.bind("layers_to_transform", "the layer numbers to adapt, separated by commas (default: all)",
+           &L::layers_to_transform_spec);
+    t.bind("layers_pattern", "expressions naming the layer lists layers_to_transform numbers, separated by commas",
+           &L::layers_pattern_spec);
+    t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
+           &L::base_model_name_or_path);
+    t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
+    t.bind("task_type", "PEFT's task type (e.g. CAUSAL_LM), written to adapter_config.json", &L::task_type);
+  });
+  return table;
+}
+
 namespace {
 
 // What LoraConfig::from and LoraConfig::ia3 read alike: target_modules (the text, trimmed),
@@ -221,6 +255,19 @@ void read_shared_settings(LoraConfig& config, const std::string& text) {
     require(is_utf8(*value), key, " '", printable_utf8(*value), "' is not valid UTF-8");
 }
 
+// rank_pattern, alpha_pattern, layers_to_transform and layers_pattern from their options.
+void read_patterns_and_layers(LoraConfig& config) {
+  for (const auto& [setting, spec] :
+       {std::pair<const char*, const std::string*>{"rank_pattern", &config.rank_pattern_spec},
+        {"alpha_pattern", &config.alpha_pattern_spec}})
+    if (!trimmed(*spec).empty()) config.add_patterns(setting, parse_ordered_json_input(*spec, setting));
+  const std::string layers = trimmed(config.layers_to_transform_spec);
+  if (!layers.empty()) config.layers_to_transform = parse_integers(layers, "layers_to_transform", "layer numbers");
+  const std::string layer_lists = trimmed(config.layers_pattern_spec);
+  if (!layer_lists.empty()) config.set_layers_pattern(split_trimmed(layer_lists, ','));
+  config.check_layer_settings(/*layers_to_transform_given=*/!config.layers_to_transform.empty());
+}
+
 }  // namespace
 
 LoraConfig LoraConfig::ia3(const std::string& targets, const Options& options) {
@@ -256,21 +303,25 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
           "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\"), or the parameters "
           "(option target_parameters)");
   read_shared_settings(config, text);
-  for (const auto& [setting, spec] :
-       {std::pair<const char*, const std::string*>{"rank_pattern", &config.rank_pattern_spec},
-        {"alpha_pattern", &config.alpha_pattern_spec}})
-    if (!trimmed(*spec).empty()) config.add_patterns(setting, parse_ordered_json_input(*spec, setting));
+  read_patterns_and_layers(config);
   const std::string tokens = trimmed(config.token_indices_spec);
   if (!tokens.empty() && (tokens.front() == '{' || tokens.front() == '['))
     config.set_token_indices(parse_ordered_json_input(tokens, "trainable_token_indices"));
   else if (!tokens.empty())
     config.set_token_indices(
         nlohmann::ordered_json(parse_integers(tokens, "trainable_token_indices", "token indices")));
-  const std::string layers = trimmed(config.layers_to_transform_spec);
-  if (!layers.empty()) config.layers_to_transform = parse_integers(layers, "layers_to_transform", "layer numbers");
-  const std::string layer_lists = trimmed(config.layers_pattern_spec);
-  if (!layer_lists.empty()) config.set_layers_pattern(split_trimmed(layer_lists, ','));
-  config.check_layer_settings(/*layers_to_transform_given=*/!config.layers_to_transform.empty());
+  return config;
+}
+
+LoraConfig LoraConfig::loha(const std::string& targets, const Options& options) {
+  require(options.kind() == OptionsKind::Loha, "LoHa options must be of kind loha, got ",
+          options_kind_name(options.kind()));
+  LoraConfig config = loha_option_table().read(options);
+  config.peft_type = PeftType::Loha;
+  const std::string text = trimmed(targets);
+  require(!text.empty(), "target_modules is empty: name the layers to adapt (e.g. \"q_proj,v_proj\")");
+  read_shared_settings(config, text);
+  read_patterns_and_layers(config);
   return config;
 }
 

@@ -31,12 +31,19 @@ constexpr int64_t kMaxLoftqIter = 10000;  // LoftQ's rounds, each an SVD (its pa
 using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
 // An adapter configuration's PEFT method (its peft_type): LoRA (with trainable token rows beside it
-// or not), PEFT's TrainableTokensConfig (rows of embeddings trained alone), or its IA3Config
-// ((IA)^3: a trained vector scaling each targeted layer's output or input, model/ia3.h).
-enum class PeftType { Lora, TrainableTokens, Ia3 };
+// or not), PEFT's TrainableTokensConfig (rows of embeddings trained alone), its IA3Config ((IA)^3:
+// a trained vector scaling each targeted layer's output or input, model/ia3.h) or its LoHaConfig
+// (a Hadamard product of two low-rank products added to the weight, model/loha.h).
+enum class PeftType { Lora, TrainableTokens, Ia3, Loha };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
-  return type == PeftType::Lora ? "LORA" : type == PeftType::Ia3 ? "IA3" : "TRAINABLE_TOKENS";
+  switch (type) {
+    case PeftType::Lora: return "LORA";
+    case PeftType::Ia3: return "IA3";
+    case PeftType::Loha: return "LOHA";
+    case PeftType::TrainableTokens: break;
+  }
+  return "TRAINABLE_TOKENS";
 }
 
 struct CordaComponents;  // model/corda.h
@@ -148,6 +155,15 @@ struct LoraConfig {
   std::function<bool(const std::string&)> feedforward_matches;
   std::string feedforward_spec;  // the option: names separated by commas, or "re:" and an expression
   bool init_ia3_weights = true;
+  // PEFT's LoHaConfig (peft_type Loha; r, alpha, the patterns and layer settings are LoRA's fields):
+  // in training, each output row of the delta is kept with probability 1 - rank_dropout (rescaled
+  // by the kept fraction), and each layer's branch is left out with probability module_dropout;
+  // init_weights draws w2_b as zeros (false: Kaiming-uniform as the others); use_effective_conv2d
+  // (the CP form of a convolution's kernel) is not built beyond 1 x 1 kernels.
+  double rank_dropout = 0;
+  double module_dropout = 0;
+  bool use_effective_conv2d = false;
+  bool loha_init_weights = true;
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -194,6 +210,8 @@ struct LoraConfig {
   static LoraConfig trainable_tokens(const std::string& targets, const Options& options);
   // PEFT's IA3Config: `targets` as above (or "all-linear"), `options` of kind ia3.
   static LoraConfig ia3(const std::string& targets, const Options& options);
+  // PEFT's LoHaConfig: `targets` as above, `options` of kind loha.
+  static LoraConfig loha(const std::string& targets, const Options& options);
   // An invalid expression is an InvalidArgument error naming it.
   void set_target_regex(const std::string& expression);
   void set_feedforward_regex(const std::string& expression);
@@ -244,5 +262,6 @@ struct LoraConfig {
 const OptionTable<LoraConfig>& lora_option_table();
 const OptionTable<LoraConfig>& trainable_tokens_option_table();
 const OptionTable<LoraConfig>& ia3_option_table();
+const OptionTable<LoraConfig>& loha_option_table();
 
 }  // namespace acc

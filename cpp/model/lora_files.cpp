@@ -12,6 +12,7 @@
 #include "common/json_input.h"
 #include "common/text.h"
 #include "model/ia3.h"
+#include "model/loha.h"
 #include "model/lora_init.h"
 
 namespace acc {
@@ -100,6 +101,35 @@ nlohmann::ordered_json ia3_config_json(const LoraConfig& config) {
   return j;
 }
 
+// PEFT's patterns in the configuration's order.
+void write_patterns(const LoraConfig& config, nlohmann::ordered_json* j) {
+  (*j)["rank_pattern"] = nlohmann::ordered_json::object();
+  (*j)["alpha_pattern"] = nlohmann::ordered_json::object();
+  for (const auto& pattern : config.rank_pattern) (*j)["rank_pattern"].emplace(pattern.key, pattern.value);
+  for (const auto& pattern : config.alpha_pattern) (*j)["alpha_pattern"].emplace(pattern.key, pattern.value);
+}
+
+// PEFT's LoHaConfig: its fields, in its order.
+nlohmann::ordered_json loha_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  json j = peft_config_json(peft_type_name(PeftType::Loha), config);
+  write_patterns(config, &j);
+  j["r"] = config.r;
+  j["alpha"] = config.alpha;
+  j["rank_dropout"] = config.rank_dropout;
+  j["module_dropout"] = config.module_dropout;
+  j["use_effective_conv2d"] = config.use_effective_conv2d;
+  j["target_modules"] = targets_json(config);
+  j["exclude_modules"] = config.exclude_regex.empty() && config.exclude_names.empty()
+                             ? json(nullptr)
+                             : modules_json(config.exclude_names, config.exclude_regex);
+  j["init_weights"] = config.loha_init_weights;
+  j["layers_to_transform"] = config.layers_to_transform.empty() ? json(nullptr) : json(config.layers_to_transform);
+  j["layers_pattern"] = config.layers_pattern.empty() ? json(nullptr) : json(config.layers_pattern);
+  j["modules_to_save"] = config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save);
+  return j;
+}
+
 // Every field PEFT's LoraConfig reads back, with the values this library implements. Keys in this
 // order, rank_pattern's and alpha_pattern's in the configuration's: PEFT writes its keys sorted
 // (json.dumps(sort_keys=True)), so where two keys match one module the first of its file (which
@@ -130,8 +160,7 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
     j["trainable_token_indices"] = json::object();
     for (const auto& [module, indices] : config.token_indices) j["trainable_token_indices"][module] = indices;
   }
-  for (const auto& pattern : config.rank_pattern) j["rank_pattern"].emplace(pattern.key, pattern.value);
-  for (const auto& pattern : config.alpha_pattern) j["alpha_pattern"].emplace(pattern.key, pattern.value);
+  write_patterns(config, &j);
   if (config.init == "true" || config.init == "false")
     j["init_lora_weights"] = config.init == "true";
   else
@@ -297,6 +326,104 @@ LoraConfig ia3_config_from_json(const nlohmann::ordered_json& j, const std::stri
   return config;
 }
 
+// PEFT's layers_to_transform (into `config`): a layer number or a list of them (an empty list:
+// every layer); and its layers_pattern (returned): an expression or a list of them.
+std::vector<std::string> read_layer_settings(const nlohmann::ordered_json& j, const std::string& path,
+                                             LoraConfig* config) {
+  auto refuse = [&](const char* key, const char* why) { fail(Status::Io, "'", path, "': '", key, "' ", why); };
+  if (j.contains("layers_to_transform") && !j["layers_to_transform"].is_null()) {
+    const auto& layers = j["layers_to_transform"];
+    if (layers.is_number_integer()) {
+      config->layers_to_transform.push_back(layers.get<int64_t>());
+    } else {
+      if (!layers.is_array()) refuse("layers_to_transform", "must be a layer number or a list of them");
+      for (const auto& layer : layers) {
+        if (!layer.is_number_integer()) refuse("layers_to_transform", "must hold layer numbers");
+        config->layers_to_transform.push_back(layer.get<int64_t>());
+      }
+    }
+  }
+  std::vector<std::string> layer_lists;
+  if (j.contains("layers_pattern") && !j["layers_pattern"].is_null()) {
+    const auto& lists = j["layers_pattern"];
+    if (lists.is_string()) {
+      if (!lists.get<std::string>().empty()) layer_lists.push_back(lists.get<std::string>());
+    } else {
+      if (!lists.is_array()) refuse("layers_pattern", "must be an expression or a list of them");
+      for (const auto& list : lists) {
+        if (!list.is_string() || list.get<std::string>().empty()) refuse("layers_pattern", "must hold expressions");
+        layer_lists.push_back(list.get<std::string>());
+      }
+    }
+  }
+  return layer_lists;
+}
+
+// The layer settings and targets a file's configuration ends with: layers_pattern compiled, and
+// the settings checked together (InvalidArgument as an Io error naming the file).
+void finish_layer_settings(const nlohmann::ordered_json& j, const std::string& path,
+                           const std::vector<std::string>& layer_lists, LoraConfig* config) {
+  try {
+    config->set_layers_pattern(layer_lists);
+    config->check_layer_settings(j.contains("layers_to_transform") && !j["layers_to_transform"].is_null());
+  } catch (const Error& e) {
+    fail(Status::Io, "'", path, "': ", e.what());
+  }
+}
+
+// rank_pattern and alpha_pattern, as PEFT writes them.
+void read_patterns(const nlohmann::ordered_json& j, const std::string& path, LoraConfig* config) {
+  for (const char* key : {"rank_pattern", "alpha_pattern"}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    try {
+      config->add_patterns(key, j[key]);
+    } catch (const Error& e) {
+      fail(Status::Io, "'", path, "': ", e.what());
+    }
+  }
+}
+
+// PEFT's LoHaConfig (peft_type LOHA).
+LoraConfig loha_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  auto refuse = [&](const std::string& key, const std::string& why) {
+    fail(Status::Io, "'", path, "': '", key, "' ", why);
+  };
+  LoraConfig config;
+  config.peft_type = PeftType::Loha;
+  if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 ||
+      j["r"].get<int64_t>() > kMaxLoraRank)
+    refuse("r", "must be an integer from 1 to 2^20");
+  config.r = j["r"].get<int64_t>();
+  auto number = [&](const char* key, double fallback, double low, double high) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_number() || !(j[key].get<double>() >= low && j[key].get<double>() <= high))
+      refuse(key, "must be a number in [" + concat(low) + ", " + concat(high) + "]");
+    return j[key].get<double>();
+  };
+  config.alpha = number("alpha", 8, 0, kMaxLoraAlpha);
+  config.rank_dropout = number("rank_dropout", 0, 0, 1);
+  config.module_dropout = number("module_dropout", 0, 0, 1);
+  auto flag = [&](const char* key, bool fallback) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_boolean()) refuse(key, "must be true or false");
+    return j[key].get<bool>();
+  };
+  config.use_effective_conv2d = flag("use_effective_conv2d", false);
+  config.loha_init_weights = flag("init_weights", true);
+  read_modules_to_save(j, path, &config);
+  read_texts(j, path, &config);
+  read_patterns(j, path, &config);
+  const std::vector<std::string> layer_lists = read_layer_settings(j, path, &config);
+  if (!j.contains("target_modules") || j["target_modules"].is_null())
+    refuse("target_modules", "is missing (PEFT fills it in for the transformers models it knows; name the layers)");
+  read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
+  if (j.contains("exclude_modules") && !j["exclude_modules"].is_null() && !j["exclude_modules"].empty() &&
+      j["exclude_modules"] != "")
+    read_modules(j, path, "exclude_modules", &config.exclude_names, &config, &LoraConfig::set_exclude_regex);
+  finish_layer_settings(j, path, layer_lists, &config);
+  return config;
+}
+
 // Read with each object's keys in the file's order: rank_pattern's first matching key wins.
 LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
   auto refuse = [&](const std::string& key, const std::string& why) {
@@ -305,9 +432,10 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (!j.is_object()) fail(Status::Io, "'", path, "' is not a JSON object");
   if (j.contains("peft_type") && j["peft_type"] == "TRAINABLE_TOKENS") return tokens_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "IA3") return ia3_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "LOHA") return loha_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse("peft_type",
-           "must be \"LORA\", \"IA3\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not supported)");
+           "must be \"LORA\", \"IA3\", \"LOHA\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not supported)");
   LoraConfig config;
   if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > (1 << 20))
     refuse("r", "must be an integer from 1 to 2^20");
@@ -366,43 +494,8 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
       fail(Status::Io, "'", path, "': ", e.what());
     }
   }
-  for (const char* key : {"rank_pattern", "alpha_pattern"}) {
-    if (!j.contains(key) || j[key].is_null()) continue;
-    try {
-      config.add_patterns(key, j[key]);
-    } catch (const Error& e) {
-      fail(Status::Io, "'", path, "': ", e.what());
-    }
-  }
-  // PEFT's layers_to_transform: a layer number or a list of them (an empty list: every layer);
-  // layers_pattern: an expression or a list of them.
-  bool layers_given = false;
-  if (j.contains("layers_to_transform") && !j["layers_to_transform"].is_null()) {
-    const auto& layers = j["layers_to_transform"];
-    layers_given = true;
-    if (layers.is_number_integer()) {
-      config.layers_to_transform.push_back(layers.get<int64_t>());
-    } else {
-      if (!layers.is_array()) refuse("layers_to_transform", "must be a layer number or a list of them");
-      for (const auto& layer : layers) {
-        if (!layer.is_number_integer()) refuse("layers_to_transform", "must hold layer numbers");
-        config.layers_to_transform.push_back(layer.get<int64_t>());
-      }
-    }
-  }
-  std::vector<std::string> layer_lists;
-  if (j.contains("layers_pattern") && !j["layers_pattern"].is_null()) {
-    const auto& lists = j["layers_pattern"];
-    if (lists.is_string()) {
-      if (!lists.get<std::string>().empty()) layer_lists.push_back(lists.get<std::string>());
-    } else {
-      if (!lists.is_array()) refuse("layers_pattern", "must be an expression or a list of them");
-      for (const auto& list : lists) {
-        if (!list.is_string() || list.get<std::string>().empty()) refuse("layers_pattern", "must hold expressions");
-        layer_lists.push_back(list.get<std::string>());
-      }
-    }
-  }
+  read_patterns(j, path, &config);
+  const std::vector<std::string> layer_lists = read_layer_settings(j, path, &config);
   if (j.contains("init_lora_weights")) {
     const json& init = j["init_lora_weights"];
     if (init.is_boolean()) config.init = init.get<bool>() ? "true" : "false";
@@ -476,12 +569,7 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("exclude_modules") && !j["exclude_modules"].is_null() && !j["exclude_modules"].empty() &&
       j["exclude_modules"] != "")
     read_modules(j, path, "exclude_modules", &config.exclude_names, &config, &LoraConfig::set_exclude_regex);
-  try {
-    config.set_layers_pattern(std::move(layer_lists));
-    config.check_layer_settings(layers_given);
-  } catch (const Error& e) {
-    fail(Status::Io, "'", path, "': ", e.what());
-  }
+  finish_layer_settings(j, path, layer_lists, &config);
   return config;
 }
 
@@ -492,7 +580,10 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   NamedTensors parameters;  // the adapters' own, under their names in the model
   for (size_t k = 0; k < adapters.size(); ++k) {
     const LoraAdapter& adapter = adapters.adapters()[k];
-    const bool whole = is_ia3(adapter) ? adapter.ia3.dim() >= 2 : adapter.a.dim() >= 2 && adapter.b.dim() >= 2;
+    const bool whole = is_ia3(adapter)    ? adapter.ia3.dim() >= 2
+                       : is_loha(adapter) ? adapter.hada[0].dim() >= 2 && adapter.hada[1].dim() >= 2 &&
+                                                adapter.hada[2].dim() >= 2 && adapter.hada[3].dim() >= 2
+                                          : adapter.a.dim() >= 2 && adapter.b.dim() >= 2;
     require(whole, "the adapter of '", adapter.site.module,
             "' is not whole here (sharded at rest under zero_stage 3): save the adapters "
             "from the unwrapped model before preparing it, or use acc_save_model / save_state");
@@ -544,6 +635,7 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   const LoraConfig& config_of = adapters.config();
   const std::string config_text = (config_of.peft_type == PeftType::TrainableTokens ? tokens_config_json(config_of)
                                    : config_of.peft_type == PeftType::Ia3           ? ia3_config_json(config_of)
+                                   : config_of.peft_type == PeftType::Loha          ? loha_config_json(config_of)
                                                                                     : config_json(config_of))
                                       .dump(2) +
                                   "\n";
@@ -658,6 +750,26 @@ LoraFiles read_lora_files(const std::string& dir) {
       }
       refuse(name, "is not an IA3 vector (<module>.ia3_l) nor what modules_to_save trains");
     }
+    if (files.config.peft_type == PeftType::Loha) {
+      bool factor = false;
+      for (size_t k = 0; k < 4 && !factor; ++k) {
+        const std::string suffix = kLohaSuffixes[k];
+        if (!ends_with(in_model, suffix) || in_model.size() <= suffix.size()) continue;
+        if (!tensor.is_floating_point() || tensor.dim() != 2)
+          refuse(name, "must be a 2-D floating-point tensor (LoHa's factors; the CP form's hada_t1 and hada_t2 "
+                       "are not built)");
+        auto& hada = files.modules[in_model.substr(0, in_model.size() - suffix.size())].hada;
+        hada.resize(4);
+        hada[k] = tensor;
+        factor = true;
+      }
+      if (factor) continue;
+      if (files.config.saves(in_model)) {
+        files.saved[in_model] = tensor;
+        continue;
+      }
+      refuse(name, "is not one of LoHa's factors (<module>.hada_w1_a, ...) nor what modules_to_save trains");
+    }
     if (take_vector_part(name, in_model, tensor)) continue;
     const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
     if (!is_a && !is_b && (files.config.saves(in_model) || (a_bias && files.config.bias != "none"))) {
@@ -713,6 +825,14 @@ LoraFiles read_lora_files(const std::string& dir) {
   }
   if (files.modules.empty()) fail(Status::Io, "'", weights_path, "' holds no adapter");
   if (files.config.peft_type == PeftType::Ia3) return files;
+  if (files.config.peft_type == PeftType::Loha) {
+    for (const auto& [module, pair] : files.modules)
+      for (size_t k = 0; k < 4; ++k)
+        if (k >= pair.hada.size() || !pair.hada[k].defined())
+          fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks ", kPrefix, module,
+               kLohaSuffixes[k]);
+    return files;
+  }
   for (const auto& [module, pair] : files.modules) {
     if (!pair.a.defined() || !pair.b.defined())
       fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks its ", pair.a.defined() ? "lora_B" : "lora_A",

@@ -18,6 +18,7 @@
 #include "common/random.h"
 #include "common/text.h"
 #include "model/ia3.h"
+#include "model/loha.h"
 #include "model/lora_files.h"
 
 namespace acc {
@@ -608,7 +609,7 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
   } catch (const Error& e) {
     fail(e.status(), where, ": ", e.what());
   }
-  const bool ia3 = files.config.peft_type == PeftType::Ia3;
+  const bool ia3 = files.config.peft_type == PeftType::Ia3, loha = files.config.peft_type == PeftType::Loha;
   for (const auto& [module, pair] : files.modules) {
     auto it = targeted.find(module);
     if (it == targeted.end())
@@ -622,6 +623,15 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
       require(pair.ia3.sizes() == c10::IntArrayRef(shape), where, ": the IA3 vector of '", module, "' has shape ",
               pair.ia3.sizes(), "; the layer's weight ", site.weight.sizes(), " takes ", c10::IntArrayRef(shape),
               feedforward ? " (a feedforward module: its input scaled)" : " (its output scaled)");
+      continue;
+    }
+    if (loha) {  // w1_a and w2_a out x r, w1_b and w2_b r x in (a convolution's in: its kernel's size times in / groups)
+      const int64_t r = files.config.rank_of(module), out = site.weight.size(0), in = site.weight[0].numel();
+      const std::vector<int64_t> shapes[] = {{out, r}, {r, in}, {out, r}, {r, in}};
+      for (size_t k = 0; k < 4; ++k)
+        require(pair.hada[k].sizes() == c10::IntArrayRef(shapes[k]), where, ": '", module, kLohaSuffixes[k],
+                "' has shape ", pair.hada[k].sizes(), "; with r ", r, " the layer's weight ", site.weight.sizes(),
+                " takes ", c10::IntArrayRef(shapes[k]));
       continue;
     }
     const at::Tensor& w = site.weight;
@@ -698,8 +708,8 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
               ", the model's adapters ", model_trains ? "whole" : "frozen");
     }
     const LoraConfig& have = lora_.config();
-    require((have.peft_type == PeftType::Ia3) == ia3, where, " holds ", ia3 ? "IA3" : "LoRA", " adapters, the model ",
-            have.peft_type == PeftType::Ia3 ? "IA3" : "LoRA", " adapters");
+    require(have.peft_type == files.config.peft_type, where, " holds ", peft_type_name(files.config.peft_type),
+            " adapters, the model ", peft_type_name(have.peft_type), " adapters");
     // The same layers adapted alike; target_modules may name them otherwise (PEFT writes a set, in
     // any order, or a regular expression).
     bool same_layers = lora_.size() == targeted.size();
@@ -744,6 +754,10 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
     const auto& pair = files.modules.at(adapter.site.module);
     if (is_ia3(adapter)) {
       adapter.ia3.copy_(pair.ia3);
+      continue;
+    }
+    if (is_loha(adapter)) {
+      for (size_t k = 0; k < adapter.hada.size(); ++k) adapter.hada[k].copy_(pair.hada[k]);
       continue;
     }
     adapter.a.copy_(pair.a);

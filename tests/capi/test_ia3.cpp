@@ -286,7 +286,7 @@ TEST(Ia3, PeftFilesBothWays) {
   acc_options_free(o);
   ACC_ASSERT_OK(acc_model_save_lora(lora, lora_dir.c_str()));
   ACC_EXPECT_ERROR(acc_model_load_lora(m, lora_dir.c_str()), ACC_ERR_INVALID_ARGUMENT,
-                   "holds LoRA adapters, the model IA3 adapters");
+                   "holds LORA adapters, the model IA3 adapters");
   ACC_EXPECT_ERROR(add_ia3(lora, "head", ""), ACC_ERR_INVALID_ARGUMENT, "already has LoRA adapters");
   acc_model_free(lora);
   acc_model_free(m);

@@ -76,7 +76,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"TRAINABLE_TOKENS", acc::OptionsKind::TrainableTokens},
                                                            {"WEIGHTED_ADAPTER", acc::OptionsKind::WeightedAdapter},
                                                            {"EVA", acc::OptionsKind::Eva},
-                                                           {"IA3", acc::OptionsKind::Ia3}};
+                                                           {"IA3", acc::OptionsKind::Ia3},
+                                                           {"LOHA", acc::OptionsKind::Loha}};
 
 }  // namespace
 

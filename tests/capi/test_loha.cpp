@@ -1,0 +1,260 @@
+// PEFT's LoHa (acc_model_add_loha): W + ((w1_a w1_b) * (w2_a w2_b)) * alpha / r on linear layers and
+// convolutions. Checked against PEFT's layers restated in lora_loha_case.py (the "loha" case of
+// export_lora_cases.py) on a TorchScript model with a 2-D and a 1-D convolution and two linear
+// layers: the draws and the stream after them, the outputs in evaluation and in training (rank and
+// module dropout drawn where PEFT draws them), the gradients through PEFT's HadaWeight, three AdamW
+// steps and the merged weights, bit for bit; PEFT's files both ways; what PEFT refuses.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "json_tensors.h"
+#include "lora_support.h"
+#include "support.h"
+
+using acc_test::from_json;
+using json = nlohmann::json;
+using namespace lora_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<float> values(const json& t) { return t["values"].get<std::vector<float>>(); }
+
+acc_model* loha_model() {
+  acc_model* m = data_model("loha_model.pt");
+  if (m) EXPECT_EQ(acc_model_set_graph_optimization(m, 0), ACC_OK);  // PyTorch's eager arithmetic
+  return m;
+}
+
+acc_options* loha_options(const json& c, bool init, bool dropout) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_LOHA, &o), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(o, "r", c["r"].get<int64_t>()), ACC_OK);
+  EXPECT_EQ(acc_options_set_double(o, "alpha", c["alpha"].get<double>()), ACC_OK);
+  EXPECT_EQ(acc_options_set(o, "rank_pattern", c["rank_pattern"].dump().c_str()), ACC_OK);
+  EXPECT_EQ(acc_options_set_bool(o, "init_weights", init ? 1 : 0), ACC_OK);
+  if (dropout) {
+    EXPECT_EQ(acc_options_set_double(o, "rank_dropout", c["rank_dropout"].get<double>()), ACC_OK);
+    EXPECT_EQ(acc_options_set_double(o, "module_dropout", c["module_dropout"].get<double>()), ACC_OK);
+  }
+  return o;
+}
+
+acc_model* adapted(const json& c, bool init, bool dropout = false) {
+  acc_model* m = loha_model();
+  acc_options* o = loha_options(c, init, dropout);
+  EXPECT_EQ(acc_set_seed(c["seed"].get<uint64_t>()), ACC_OK);
+  size_t count = 0;
+  EXPECT_EQ(acc_model_add_loha(m, c["targets"].get<std::string>().c_str(), o, &count), ACC_OK)
+      << acc_last_error_message();
+  EXPECT_EQ(count, 4u);
+  acc_options_free(o);
+  return m;
+}
+
+void set_factors(acc_model* m, const json& factors) {
+  acc_tensor_list* list = nullptr;
+  ASSERT_EQ(acc_tensor_list_create(&list), ACC_OK);
+  for (const auto& item : factors.items()) {
+    acc_tensor* v = from_json(item.value());
+    ASSERT_EQ(acc_tensor_list_append(list, item.key().c_str(), v), ACC_OK);
+    acc_tensor_free(v);
+  }
+  ASSERT_EQ(acc_model_load_state_dict(m, list, 0), ACC_OK) << acc_last_error_message();
+  acc_tensor_list_free(list);
+}
+
+void expect_factors(const acc_model* m, const json& factors) {
+  for (const auto& item : factors.items()) EXPECT_EQ(param(m, item.key()), values(item.value())) << item.key();
+}
+
+std::vector<float> eval_output(acc_model* m, const json& c) {
+  EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
+  return outputs_on(m, from_json(c["input"]));
+}
+
+}  // namespace
+
+TEST(Loha, DrawsComputesAndMergesAsPeft) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("loha");
+  acc_model* base = loha_model();
+  const auto base_output = eval_output(base, c);
+  acc_model* m = adapted(c, /*init=*/true);
+  EXPECT_EQ(acc_test::next_global_draws(), values(c["next_draw"]));
+  expect_factors(m, c["initial"]);
+  EXPECT_EQ(eval_output(m, c), base_output);  // w2_b zero: the model starts unchanged
+  EXPECT_EQ(acc_test::parameter_names(m),
+            (std::vector<std::string>{"conv.weight", "conv.bias", "conv.hada_w1_a", "conv.hada_w1_b",
+                                      "conv.hada_w2_a", "conv.hada_w2_b", "seq.weight", "seq.bias", "seq.hada_w1_a",
+                                      "seq.hada_w1_b", "seq.hada_w2_a", "seq.hada_w2_b", "fc1.weight", "fc1.bias",
+                                      "fc1.hada_w1_a", "fc1.hada_w1_b", "fc1.hada_w2_a", "fc1.hada_w2_b",
+                                      "head.weight", "head.bias", "head.hada_w1_a", "head.hada_w1_b",
+                                      "head.hada_w2_a", "head.hada_w2_b"}));
+  acc_model_free(m);
+
+  // init_weights false: every factor drawn; the case's chosen factors are those draws.
+  m = adapted(c, /*init=*/false, /*dropout=*/true);
+  expect_factors(m, c["chosen"]);
+  EXPECT_EQ(eval_output(m, c), values(c["eval_output"]));
+  // Training mode: module dropout (torch.rand(1) per layer) and rank dropout drawn in the forward.
+  ACC_ASSERT_OK(acc_model_set_training(m, 1));
+  ACC_ASSERT_OK(acc_set_seed(c["train_seed"].get<uint64_t>()));
+  acc_tensor *x = from_json(c["input"]), *y = nullptr, *sum = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
+  EXPECT_EQ(to_floats(y), values(c["train_output"]));
+  ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
+  ACC_ASSERT_OK(acc_tensor_backward(sum));
+  for (const auto& item : c["grads"].items()) {
+    acc_tensor *p = nullptr, *g = nullptr;
+    ACC_ASSERT_OK(acc_model_parameter(m, item.key().c_str(), &p));
+    ACC_ASSERT_OK(acc_tensor_grad(p, &g));
+    const auto expected = values(item.value());
+    if (g) {
+      EXPECT_EQ(to_floats(g), expected) << item.key();
+    } else {  // left out by module dropout: no gradient (PEFT's is None, recorded as zeros)
+      EXPECT_EQ(expected, std::vector<float>(expected.size(), 0.0f)) << item.key();
+    }
+    acc_tensor_free(p);
+    acc_tensor_free(g);
+  }
+  for (acc_tensor* t : {x, y, sum}) acc_tensor_free(t);
+  ACC_ASSERT_OK(acc_model_zero_grad(m));
+  // Disabled: the base model's outputs.
+  ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
+  EXPECT_EQ(eval_output(m, c), base_output);
+  ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 1));
+  // PEFT's merge: W plus the delta.
+  ACC_ASSERT_OK(acc_model_merge_lora(m));
+  for (const auto& item : c["merged"].items()) EXPECT_EQ(param(m, item.key()), values(item.value())) << item.key();
+  acc_model_free(m);
+  acc_model_free(base);
+}
+
+TEST(Loha, TrainsAsPeftWithDropoutAndAdamW) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("loha");
+  acc_model* m = adapted(c, /*init=*/false, /*dropout=*/true);
+  ACC_ASSERT_OK(acc_model_set_training(m, 1));
+  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
+  acc_tensor *x = from_json(c["input"]), *target = from_json(c["target"]);
+  std::vector<double> losses;
+  ACC_ASSERT_OK(acc_set_seed(c["train_seed"].get<uint64_t>()));
+  for (int step = 0; step < 3; ++step) {
+    acc_tensor *y = nullptr, *loss = nullptr;
+    ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
+    ACC_ASSERT_OK(acc_loss_mse(y, target, ACC_REDUCTION_MEAN, &loss));
+    losses.push_back(acc_test::item(loss));
+    ACC_ASSERT_OK(acc_tensor_backward(loss));
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+    acc_tensor_free(y);
+    acc_tensor_free(loss);
+  }
+  EXPECT_EQ(losses, c["losses"].get<std::vector<double>>());
+  expect_factors(m, c["trained"]);
+  acc_tensor_free(x);
+  acc_tensor_free(target);
+  acc_optimizer_free(opt);
+  acc_model_free(m);
+}
+
+TEST(Loha, PeftFilesBothWaysAndRefusals) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("loha");
+  acc_model* m = adapted(c, /*init=*/false);
+  const auto output = eval_output(m, c);
+  const std::string dir = acc_test::temp_path("loha_adapter");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+  const json config = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
+  EXPECT_EQ(config["peft_type"], "LOHA");
+  EXPECT_EQ(config["r"], 2);
+  EXPECT_EQ(config["alpha"], 3.0);
+  EXPECT_EQ(config["rank_pattern"], (json{{"head", 3}}));
+  EXPECT_EQ(config["init_weights"], false);
+  EXPECT_EQ(config["target_modules"], (json{"conv", "seq", "fc1", "head"}));
+  acc_tensor_list* saved = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/adapter_model.safetensors").c_str(), &saved));
+  size_t n = 0;
+  ACC_ASSERT_OK(acc_tensor_list_size(saved, &n));
+  EXPECT_EQ(n, 16u);
+  acc_tensor* t = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_find(saved, "base_model.model.head.hada_w2_b", &t));
+  EXPECT_EQ(acc_test::shape(t), (std::vector<int64_t>{3, 8}));  // rank_pattern's r 3
+  acc_tensor_free(t);
+  acc_tensor_list_free(saved);
+  acc_model* fresh = loha_model();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(eval_output(fresh, c), output);
+  acc_model_free(fresh);
+
+  // As PEFT writes it (keys sorted, its own fields).
+  {
+    std::ofstream out(dir + "/adapter_config.json");
+    out << R"({"alpha": 3, "alpha_pattern": {}, "auto_mapping": null, "base_model_name_or_path": null,
+      "exclude_modules": null, "inference_mode": true, "init_weights": false, "layers_pattern": null,
+      "layers_to_transform": null, "module_dropout": 0.0, "modules_to_save": null, "peft_type": "LOHA",
+      "peft_version": "0.18.0", "r": 2, "rank_dropout": 0.0, "rank_pattern": {"head": 3}, "revision": null,
+      "target_modules": ["head", "fc1", "seq", "conv"], "task_type": null, "use_effective_conv2d": false})";
+  }
+  fresh = loha_model();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(eval_output(fresh, c), output);
+  acc_model_free(fresh);
+  // Another rank for head: its factors do not fit, refused naming them, nothing added.
+  {
+    std::ofstream out(dir + "/adapter_config.json");
+    out << R"({"peft_type": "LOHA", "r": 2, "alpha": 3, "target_modules": ["head", "fc1", "seq", "conv"]})";
+  }
+  fresh = loha_model();
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "'head.hada_w1_a' has shape");
+  ACC_ASSERT_OK(acc_model_lora_count(fresh, &n));
+  EXPECT_EQ(n, 0u);
+  acc_model_free(fresh);
+
+  // What PEFT's LoHa refuses, and what is not built.
+  acc_model* other = loha_model();
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_LOHA, &o));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "use_effective_conv2d", 1));
+  ACC_EXPECT_ERROR(acc_model_add_loha(other, "conv", o, nullptr), ACC_ERR_UNSUPPORTED, "use_effective_conv2d");
+  acc_options_free(o);
+  acc_model* lm = data_model("transformers_lm.pt");
+  ACC_EXPECT_ERROR(acc_model_add_loha(lm, "c_fc", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "LoHa cannot adapt 'c_fc'");  // transformers' Conv1D: PEFT's TypeError
+  ACC_EXPECT_ERROR(acc_model_add_loha(lm, "embed", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "LoHa cannot adapt 'embed'");
+  acc_model_free(lm);
+  const char* names[] = {"default"};
+  const double weights[] = {1.0};
+  ACC_EXPECT_ERROR(acc_model_add_weighted_adapter(m, names, weights, 1, "mix", "linear", 0, nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "PEFT's LoHa has no add_weighted_adapter");
+  acc_model_free(other);
+  acc_model_free(m);
+}
+
+TEST(Loha, SpecModelTrainsAndMerges) {
+  acc_model* m = net();
+  const auto before = outputs(m);
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_LOHA, &o));
+  ACC_ASSERT_OK(acc_options_set_int(o, "r", 2));
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_add_loha(m, "0,linear1,linear2", o, &count));
+  acc_options_free(o);
+  EXPECT_EQ(count, 3u);
+  EXPECT_EQ(outputs(m), before);
+  const auto losses = train(m, 5);
+  EXPECT_LT(losses.back(), losses.front());
+  const auto trained = outputs(m);
+  EXPECT_NE(trained, before);
+  ACC_ASSERT_OK(acc_model_merge_lora(m));
+  const auto merged = outputs(m);
+  for (size_t i = 0; i < merged.size(); ++i) EXPECT_NEAR(merged[i], trained[i], 1e-5);
+  acc_model_free(m);
+}

@@ -1,0 +1,162 @@
+"""PEFT's LoHa restated (peft/tuners/loha/layer.py and lycoris_utils.py; PEFT is not packaged for
+Debian), for tests/capi/test_loha.cpp: each targeted layer (nn.Linear, nn.Conv1d, nn.Conv2d), in
+named_modules() order, gets hada_w1_a (out x r), hada_w1_b (r x in), hada_w2_a (out x r), hada_w2_b
+(r x in), a convolution's `in` its input channels per group times its kernel; init_weights
+Kaiming-uniform draws w1_a, w1_b, w2_a and zeroes w2_b (false: all four drawn). The delta
+((w1_a @ w1_b) * (w2_a @ w2_b)) * scale (PEFT's HadaWeight, its own backward), scale
+torch.tensor(alpha / r), reshaped to the weight's shape; in training, rank_dropout keeps each output
+row with torch.rand(out) > p and rescales by the mean, and each layer's branch is added only where
+torch.rand(1) > module_dropout (drawn at every training forward). The output is base(x) +
+F.linear(x, delta) (a convolution's F.conv with the layer's stride, padding, dilation and groups),
+cast to x's dtype; merging adds the delta to the weight. Written: loha_model.pt and the case.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from peft_restated import tensor
+
+TARGETS = ["conv", "seq", "fc1", "head"]
+
+
+class LohaNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.seq = nn.Conv1d(4, 3, 2)
+        self.fc1 = nn.Linear(45, 8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        h = torch.relu(self.conv(x)).flatten(2)
+        h = self.seq(h).flatten(1)
+        return self.head(torch.tanh(self.fc1(h)))
+
+
+class HadaWeight(torch.autograd.Function):
+    """PEFT's: the delta, and its gradients computed by hand."""
+
+    @staticmethod
+    def forward(ctx, w1a, w1b, w2a, w2b, scale):
+        ctx.save_for_backward(w1a, w1b, w2a, w2b, scale)
+        return ((w1a @ w1b) * (w2a @ w2b)) * scale
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        w1a, w1b, w2a, w2b, scale = ctx.saved_tensors
+        grad_out = grad_out * scale
+        temp = grad_out * (w2a @ w2b)
+        grad_w1a, grad_w1b = temp @ w1b.T, w1a.T @ temp
+        temp = grad_out * (w1a @ w1b)
+        return grad_w1a, grad_w1b, temp @ w2b.T, w2a.T @ temp, None
+
+
+def ranks(r, rank_pattern):
+    return {name: rank_pattern.get(name, r) for name in TARGETS}
+
+
+def make_factors(model, r_of, init):
+    """PEFT's create_adapter_parameters and reset_adapter_parameters(_random), in module order."""
+    factors = {}
+    for name, module in model.named_modules():
+        if name not in TARGETS:
+            continue
+        r = r_of[name]
+        out_f = module.weight.shape[0]
+        in_f = module.weight[0].numel()  # a convolution's in_channels / groups times its kernel
+        w1a, w1b = torch.empty(out_f, r), torch.empty(r, in_f)
+        w2a, w2b = torch.empty(out_f, r), torch.empty(r, in_f)
+        for w in (w1a, w1b, w2a):
+            nn.init.kaiming_uniform_(w, a=math.sqrt(5))
+        if init:
+            nn.init.zeros_(w2b)
+        else:
+            nn.init.kaiming_uniform_(w2b, a=math.sqrt(5))
+        factors[name] = [w.requires_grad_() for w in (w1a, w1b, w2a, w2b)]
+    return factors
+
+
+def delta(module, factors, scaling, training, rank_dropout):
+    weight = HadaWeight.apply(*factors, torch.tensor(scaling)).reshape(module.weight.shape)
+    if training and rank_dropout:
+        drop = (torch.rand(weight.size(0)) > rank_dropout).to(weight.dtype)
+        drop = drop.view(-1, *[1] * len(weight.shape[1:]))
+        drop /= drop.mean()
+        weight *= drop
+    return weight
+
+
+def forward(model, factors, scalings, x, training, rank_dropout=0.0, module_dropout=0.0):
+    modules = dict(model.named_modules())
+    handles = []
+    for name, f in factors.items():
+        def add(module, inputs, output, f=f, s=scalings[name]):
+            x = inputs[0]
+            if (not training) or torch.rand(1) > module_dropout:
+                w = delta(module, f, s, training, rank_dropout)
+                x_cast = x.to(w.dtype)
+                if isinstance(module, nn.Linear):
+                    branch = F.linear(x_cast, w)
+                else:
+                    conv = F.conv2d if isinstance(module, nn.Conv2d) else F.conv1d
+                    branch = conv(x_cast, w, stride=module.stride, padding=module.padding, dilation=module.dilation,
+                                  groups=module.groups)
+                output = output + branch
+            return output.to(x.dtype)
+        handles.append(modules[name].register_forward_hook(add))
+    model.train(training)
+    y = model(x)
+    for h in handles:
+        h.remove()
+    return y
+
+
+def loha_case(out):
+    torch.manual_seed(51)
+    model = LohaNet()
+    torch.jit.script(model).save(str(out / "loha_model.pt"))
+    for p in model.parameters():
+        p.requires_grad_(False)
+    r, alpha, rank_pattern, seed = 2, 3.0, {"head": 3}, 53
+    r_of = ranks(r, rank_pattern)
+    scalings = {n: alpha / r_of[n] for n in TARGETS}
+    torch.manual_seed(seed)
+    initial = make_factors(model, r_of, init=True)
+    next_draw = torch.rand(3)
+    torch.manual_seed(seed)
+    chosen = make_factors(model, r_of, init=False)
+    g = torch.Generator().manual_seed(57)
+    x = torch.randn(2, 2, 4, 4, generator=g)
+    with torch.no_grad():
+        eval_output = forward(model, chosen, scalings, x, training=False)
+    rank_dropout, module_dropout, train_seed = 0.25, 0.3, 59
+    torch.manual_seed(train_seed)
+    train_output = forward(model, chosen, scalings, x, True, rank_dropout, module_dropout)
+    train_output.sum().backward()
+    suffixes = ("hada_w1_a", "hada_w1_b", "hada_w2_a", "hada_w2_b")
+    grads = {f"{n}.{s}": tensor(w.grad if w.grad is not None else torch.zeros_like(w))
+             for n, f in chosen.items() for s, w in zip(suffixes, f)}
+    modules = dict(model.named_modules())
+    with torch.no_grad():
+        merged = {n + ".weight": tensor(modules[n].weight + delta(modules[n], chosen[n], scalings[n], False, 0.0))
+                  for n in TARGETS}
+    target = torch.randn(2, 3, generator=g)
+    trained = {n: [w.detach().clone().requires_grad_() for w in f] for n, f in chosen.items()}
+    optimizer = torch.optim.AdamW([w for f in trained.values() for w in f], lr=1e-2)
+    losses = []
+    torch.manual_seed(train_seed)
+    for _ in range(3):
+        loss = F.mse_loss(forward(model, trained, scalings, x, True, rank_dropout, module_dropout), target)
+        losses.append(loss.item())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)  # PyTorch 2's default (Debian's 1.13 zeroes them)
+    as_json = lambda factors: {f"{n}.{s}": tensor(w) for n, f in factors.items() for s, w in zip(suffixes, f)}
+    return {"targets": ",".join(TARGETS), "r": r, "alpha": alpha, "rank_pattern": rank_pattern, "seed": seed,
+            "initial": as_json(initial), "next_draw": tensor(next_draw), "chosen": as_json(chosen),
+            "input": tensor(x), "eval_output": tensor(eval_output), "rank_dropout": rank_dropout,
+            "module_dropout": module_dropout, "train_seed": train_seed, "train_output": tensor(train_output),
+            "grads": grads, "merged": merged, "target": tensor(target), "losses": losses,
+            "trained": as_json(trained)}
