@@ -566,10 +566,11 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   rescaled), module_dropout (double, default 0: in training, the probability of leaving a layer's
  *   branch out), use_effective_conv2d (bool, default false: PEFT's CP form, built for 1 x 1
  *   kernels only), init_weights (bool, default true: hada_w2_b starts as zeros, the model
- *   unchanged; false: drawn as the others), exclude_modules, modules_to_save, rank_pattern,
- *   alpha_pattern, layers_to_transform, layers_pattern (strings, default none: as ACC_OPTIONS_LORA's,
- *   alpha_pattern giving alpha), base_model_name_or_path, revision, task_type (strings, default
- *   none: written to adapter_config.json).
+ *   unchanged; false: drawn as the others),
+ *   exclude_modules, modules_to_save, rank_pattern, alpha_pattern, layers_to_transform (strings,
+ *   default none: as ACC_OPTIONS_LORA's, alpha_pattern giving alpha), layers_pattern (string,
+ *   default none), base_model_name_or_path, revision, task_type (strings, default none: written to
+ *   adapter_config.json).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
  *   schedule_wait, schedule_warmup, schedule_active, schedule_repeat, schedule_skip_first (int,

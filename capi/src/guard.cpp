@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/exception_status.h"
+#include "common/thread_state.h"
 #include "common/utf8.h"
 
 namespace acc::capi {
@@ -17,10 +18,7 @@ struct LastError {
   uint64_t recorded = 0;  // errors recorded on this thread so far
 };
 
-LastError& last_error() {
-  thread_local LastError error;
-  return error;
-}
+LastError& last_error() { return acc::thread_state<LastError, LastError>(); }
 
 acc_status record(acc_status status, std::string message, std::string backtrace = {},
                   const acc::Error* raised = nullptr) noexcept {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "accelerator/option_schemas.h"
+#include "common/thread_state.h"
 #include "guard.h"
 
 namespace acc::capi {
@@ -93,7 +94,8 @@ Registry& registry() {
 
 // The handles this thread's C calls pinned, innermost call last (a callback may call in again), and
 // how many C calls are running on this thread.
-thread_local std::vector<const void*> t_pinned;
+struct PinnedTag;
+std::vector<const void*>& pinned() { return thread_state<std::vector<const void*>, PinnedTag>(); }
 thread_local int t_calls = 0;
 
 // The entry of a live handle of that kind (not freed), or null.
@@ -117,24 +119,24 @@ void retire_handle_cell(void* cell) {
   r.cells.retire(cell);
 }
 
-PinScope::PinScope() noexcept : mark_(t_pinned.size()) { ++t_calls; }
+PinScope::PinScope() noexcept : mark_(pinned().size()) { ++t_calls; }
 
 PinScope::~PinScope() {
   --t_calls;
-  if (t_pinned.size() == mark_) return;
+  if (pinned().size() == mark_) return;
   // One lock for the call's pins; the handles freed meanwhile are destroyed after it, since a
   // destructor may free other handles.
   std::vector<std::pair<const void*, void (*)(void*)>> doomed;
   {
     auto& r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    for (size_t i = t_pinned.size(); i-- > mark_;) {
-      auto it = r.kinds.find(t_pinned[i]);
+    for (size_t i = pinned().size(); i-- > mark_;) {
+      auto it = r.kinds.find(pinned()[i]);
       if (it == r.kinds.end() || --it->second.pins > 0 || !it->second.destroy) continue;
       doomed.emplace_back(it->first, it->second.destroy);
       r.kinds.erase(it);
     }
-    t_pinned.resize(mark_);
+    pinned().resize(mark_);
   }
   for (const auto& [handle, destroy] : doomed) destroy(const_cast<void*>(handle));
 }
@@ -176,7 +178,7 @@ bool pin_if_live(const void* handle, acc_handle_kind kind) {
   if (!entry) return false;
   if (t_calls > 0) {
     ++entry->pins;
-    t_pinned.push_back(handle);
+    pinned().push_back(handle);
   }
   return true;
 }

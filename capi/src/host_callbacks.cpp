@@ -1,6 +1,7 @@
 #include "host_callbacks.h"
 
 #include "common/error.h"
+#include "common/thread_state.h"
 #include "guard.h"
 
 namespace acc::capi {
@@ -8,7 +9,9 @@ namespace {
 
 // The message a failing callback leaves with acc_callback_set_error (per thread: callbacks run on
 // loader threads too).
-thread_local std::string g_callback_error;
+struct CallbackErrorTag;
+// The message a host callback's failure left (acc_callback_error).
+std::string& callback_error() { return acc::thread_state<std::string, CallbackErrorTag>(); }
 // errors_recorded() when the callback began: a library call's error inside it is newer.
 thread_local uint64_t g_errors_before_callback = 0;
 
@@ -21,13 +24,13 @@ std::shared_ptr<void> hold_user_data(void* user_data, acc_free_fn free_user_data
 }
 
 HostCallbackRun::HostCallbackRun()
-    : outer_message_(std::move(g_callback_error)), outer_errors_before_(g_errors_before_callback) {
-  g_callback_error.clear();
+    : outer_message_(std::move(callback_error())), outer_errors_before_(g_errors_before_callback) {
+  callback_error().clear();
   g_errors_before_callback = errors_recorded();
 }
 
 HostCallbackRun::~HostCallbackRun() {
-  g_callback_error = std::move(outer_message_);
+  callback_error() = std::move(outer_message_);
   g_errors_before_callback = outer_errors_before_;
 }
 
@@ -36,7 +39,7 @@ namespace {
 // The callback's own message, else that of a library call that failed inside it (never an older one).
 std::string callback_message() {
   const bool failed_inside = errors_recorded() != g_errors_before_callback;
-  return !g_callback_error.empty() ? g_callback_error : failed_inside ? last_message() : "";
+  return !callback_error().empty() ? callback_error() : failed_inside ? last_message() : "";
 }
 
 }  // namespace
@@ -59,7 +62,7 @@ extern "C" {
 
 void acc_callback_set_error(const char* message) {
   try {
-    acc::capi::g_callback_error = message ? message : "";
+    acc::capi::callback_error() = message ? message : "";
   } catch (...) {
   }
 }

@@ -7,30 +7,32 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/thread_state.h"
 
 namespace acc {
 namespace {
 
 // The owners whose callbacks this thread runs, innermost last (callbacks may nest across objects).
-thread_local std::vector<const void*> t_running;
+struct RunningTag;
+std::vector<const void*>& running() { return thread_state<std::vector<const void*>, RunningTag>(); }
 
 }  // namespace
 
 OwnCallbacksRunning::OwnCallbacksRunning(const void* owner, const void* also) : owner_(owner), also_(also) {
-  t_running.push_back(owner);
-  if (also) t_running.push_back(also);
+  running().push_back(owner);
+  if (also) running().push_back(also);
 }
 
 OwnCallbacksRunning::~OwnCallbacksRunning() {
   for (const void* marked : {also_, owner_}) {
     if (!marked) continue;
-    const auto it = std::find(t_running.rbegin(), t_running.rend(), marked);
-    if (it != t_running.rend()) t_running.erase(std::next(it).base());
+    const auto it = std::find(running().rbegin(), running().rend(), marked);
+    if (it != running().rend()) running().erase(std::next(it).base());
   }
 }
 
 bool inside_own_callbacks(const void* owner) {
-  return std::find(t_running.begin(), t_running.end(), owner) != t_running.end();
+  return std::find(running().begin(), running().end(), owner) != running().end();
 }
 
 void destroy_outside_own_callbacks(const void* owner, std::function<void()> destroy) {

@@ -10,20 +10,28 @@
 
 #include "common/device.h"
 #include "common/error.h"
+#include "common/thread_state.h"
 
 namespace acc {
 namespace {
 // The generator WorkerGeneratorScope put in place on this thread (undefined: none).
-thread_local at::Generator worker_generator_in_use;
+// libtorch makes its default CPU generator on first use, as a function's static: made then by a
+// program's first draw, it would be destroyed before the program's own exit handlers registered
+// earlier run, and a draw in one of them would use it after. Made when the library loads, it
+// outlives them.
+const bool g_default_generator_made = at::detail::getDefaultCPUGenerator().defined();
+
+struct WorkerGeneratorTag;
+at::Generator& worker_generator_in_use() { return thread_state<at::Generator, WorkerGeneratorTag>(); }
 }  // namespace
 
 WorkerGeneratorScope::WorkerGeneratorScope(at::Generator generator)
-    : previous_(std::exchange(worker_generator_in_use, std::move(generator))) {}
+    : previous_(std::exchange(worker_generator_in_use(), std::move(generator))) {}
 
-WorkerGeneratorScope::~WorkerGeneratorScope() { worker_generator_in_use = std::move(previous_); }
+WorkerGeneratorScope::~WorkerGeneratorScope() { worker_generator_in_use() = std::move(previous_); }
 
 at::Generator global_cpu_generator() {
-  return worker_generator_in_use.defined() ? worker_generator_in_use : at::detail::getDefaultCPUGenerator();
+  return worker_generator_in_use().defined() ? worker_generator_in_use() : at::detail::getDefaultCPUGenerator();
 }
 
 void seed_gpus(uint64_t seed) {
@@ -31,9 +39,9 @@ void seed_gpus(uint64_t seed) {
 }
 
 void set_seed(uint64_t seed) {
-  if (worker_generator_in_use.defined()) {
-    std::lock_guard<std::mutex> lock(worker_generator_in_use.mutex());
-    worker_generator_in_use.set_current_seed(seed);
+  if (worker_generator_in_use().defined()) {
+    std::lock_guard<std::mutex> lock(worker_generator_in_use().mutex());
+    worker_generator_in_use().set_current_seed(seed);
     return;
   }
   torch::manual_seed(seed);

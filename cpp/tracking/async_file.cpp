@@ -1,6 +1,7 @@
 #include "tracking/async_file.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio_ext.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -108,6 +109,17 @@ OpenWriters& open_writers() {
   return *writers;
 }
 
+// A fork copies the writers' stdio buffers into the child, whose exit() would write them into the
+// parent's files again (records twice, cut in half): the child drops them. The registry is held
+// across the fork, so that the child's copy is whole.
+void lock_writers_before_fork() { open_writers().mutex.lock(); }
+void unlock_writers_in_parent() { open_writers().mutex.unlock(); }
+void drop_writers_buffers_in_child() {
+  OpenWriters& writers = open_writers();
+  for (AsyncFile* file : writers.files) file->drop_buffered_in_child();
+  writers.mutex.unlock();
+}
+
 void flush_open_writers_at_exit() {
   OpenWriters& writers = open_writers();
   const std::lock_guard<std::mutex> lock(writers.mutex);
@@ -133,7 +145,9 @@ void AsyncFile::start_writer() {
     name_this_thread("acc-tracker");
     run();
   });
-  static const bool at_exit = std::atexit(flush_open_writers_at_exit) == 0;
+  static const bool at_exit = std::atexit(flush_open_writers_at_exit) == 0 &&
+                               ::pthread_atfork(lock_writers_before_fork, unlock_writers_in_parent,
+                                                drop_writers_buffers_in_child) == 0;
   static_cast<void>(at_exit);
   OpenWriters& writers = open_writers();
   const std::lock_guard<std::mutex> lock(writers.mutex);
@@ -150,6 +164,10 @@ AsyncFile::~AsyncFile() {
     close();
   } catch (...) {
   }
+}
+
+void AsyncFile::drop_buffered_in_child() {
+  if (file_) ::__fpurge(file_);
 }
 
 void write_all(std::FILE* file, const std::string& path, const std::string& bytes) {

@@ -46,6 +46,9 @@ class AsyncFile {
   // flush(), then stops the thread and closes the file. Further calls are errors.
   void close();
   const std::string& path() const { return path_; }
+  // In a forked child: drops what the file's stdio buffer holds, the parent's to write; else the
+  // child's exit() would write it into the parent's file a second time.
+  void drop_buffered_in_child();
 
  private:
   void start_writer();

@@ -1,0 +1,95 @@
+// Calls from where a C program's own clean-up runs: a pthread key's destructor and an exit handler
+// (both run after the thread's C++ thread-locals are gone), and a forked child's exit(), which must
+// not write the parent's buffered tracker records into its files again.
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+#include <string>
+
+#include "support.h"
+
+namespace {
+
+constexpr const char* kChildVariable = "ACC_TEST_LATE_CALLS_CHILD";
+
+// A sum through the C API; exits the process with `code` where it fails (the parent reads it).
+void sum_or_exit(int code) {
+  const int64_t dims[] = {4};
+  acc_tensor *t = nullptr, *s = nullptr;
+  if (acc_tensor_randn(dims, 1, &t) != ACC_OK || acc_tensor_sum(t, &s) != ACC_OK) _exit(code);
+  acc_tensor_free(s);
+  acc_tensor_free(t);
+  // An error's message is per-thread state too.
+  if (acc_tensor_sum(nullptr, &s) != ACC_ERR_INVALID_ARGUMENT && acc_last_error_message()[0] == '\0') _exit(code);
+}
+
+void at_exit() { sum_or_exit(4); }
+
+pthread_key_t g_key;
+
+void* worker(void*) {
+  sum_or_exit(5);
+  pthread_setspecific(g_key, reinterpret_cast<void*>(1));  // its destructor runs at the thread's end
+  return nullptr;
+}
+
+}  // namespace
+
+// Runs as a child of the test below: exits 0 when every late call worked.
+TEST(LateCallsChild, CallsFromKeyDestructorsAndExitHandlers) {
+  if (!std::getenv(kChildVariable)) GTEST_SKIP() << "run by LateCalls.KeyDestructorsAndExitHandlersMayCallIn";
+  std::atexit(at_exit);
+  ASSERT_EQ(pthread_key_create(&g_key, [](void*) { sum_or_exit(6); }), 0);
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(&thread, nullptr, worker, nullptr), 0);
+  pthread_join(thread, nullptr);
+  std::exit(0);
+}
+
+TEST(LateCalls, KeyDestructorsAndExitHandlersMayCallIn) {
+  // (The child's late calls keep per-thread state the thread-locals' end already freed: not leaks.)
+  const int status = acc_test::run_self("LateCallsChild.CallsFromKeyDestructorsAndExitHandlers",
+                                        {std::string(kChildVariable) + "=1", "ACC_TEST_LEAVES_ACCELERATOR_OPEN=1"});
+  ASSERT_TRUE(WIFEXITED(status)) << "the child ended by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "4: an exit handler's call failed, 5: a thread's, 6: a key destructor's";
+}
+
+TEST(LateCalls, AForkedChildsExitLeavesTheParentsTrackerFilesAlone) {
+  const std::string dir = acc_test::temp_path("late_calls_fork");
+  std::filesystem::remove_all(dir);
+  acc_accelerator* acc =
+      acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "jsonl,csv"}, {"project_dir", dir}});
+  ACC_ASSERT_OK(acc_init_trackers(acc, "run", nullptr));
+  const char* names[] = {"loss"};
+  for (int step = 0; step < 300; ++step) {
+    const double value = 0.5 * step;
+    ACC_ASSERT_OK(acc_log(acc, names, &value, 1, step));
+    if (step % 60 == 0) {  // records still in the writers' buffers are copied into the child
+      const pid_t child = fork();
+      ASSERT_GE(child, 0);
+      if (child == 0) std::exit(0);  // exit(), which flushes every stdio stream the child has
+      int status = 0;
+      waitpid(child, &status, 0);
+    }
+  }
+  ACC_ASSERT_OK(acc_end_training(acc));
+  acc_accelerator_free(acc);
+  std::istringstream jsonl(acc_test::read_file(dir + "/run/metrics.jsonl"));
+  int lines = 0;
+  for (std::string line; std::getline(jsonl, line); ++lines) {
+    const auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(record.is_discarded()) << "line " << lines + 1 << ": " << line;
+    EXPECT_EQ(record["step"], lines);
+  }
+  EXPECT_EQ(lines, 300);
+  std::istringstream csv(acc_test::read_file(dir + "/run/metrics.csv"));
+  int rows = 0;
+  for (std::string line; std::getline(csv, line);) ++rows;
+  EXPECT_EQ(rows, 301);  // the header and one row per step
+}
