@@ -123,6 +123,7 @@ struct Settings {
   const char* tokens_alone = nullptr;  // token_indices of PEFT's TrainableTokensConfig (no LoRA)
   const char* ia3 = nullptr;              // IA3 target modules (PEFT's IA3Config), added as LoRA's are
   const char* ia3_feedforward = "";       // their feedforward_modules
+  const char* loha = nullptr;             // LoHa target modules (PEFT's LoHaConfig, r 2, init_weights false)
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -218,6 +219,14 @@ struct Job {
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_IA3, &o), ACC_OK);
       EXPECT_EQ(acc_options_set(o, "feedforward_modules", s.ia3_feedforward), ACC_OK);
       EXPECT_EQ(acc_model_add_ia3(model, s.ia3, o, nullptr), ACC_OK) << acc_last_error_message();
+      acc_options_free(o);
+    }
+    if (s.loha) {
+      acc_options* o = nullptr;
+      EXPECT_EQ(acc_options_create(ACC_OPTIONS_LOHA, &o), ACC_OK);
+      EXPECT_EQ(acc_options_set_int(o, "r", 2), ACC_OK);
+      EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
+      EXPECT_EQ(acc_model_add_loha(model, s.loha, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
     if (s.tokens_alone) {
@@ -610,6 +619,20 @@ TEST(Sharded, Ia3TrainsUnderEveryStageAsUnderDdp) {
   script.images = true;
   script.ia3 = "conv1,conv2,conv3,head";
   script.ia3_feedforward = "conv3,head";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, script, 4);
+}
+
+// PEFT's LoHa: its four factors per layer are parameters as any other, reduced, sharded and gathered
+// with their layers' units, on a layer spec and on a TorchScript model's convolutions and head.
+TEST(Sharded, LohaTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.loha = "0,2,4";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+  if (acc_test::data_dir().empty()) return;
+  Settings script;
+  script.script = "conv_model.pt";
+  script.images = true;
+  script.loha = "conv1,conv2,seq,head";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, script, 4);
 }
 
