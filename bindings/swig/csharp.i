@@ -311,6 +311,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %rename(WeightedAdapterOptions) ACC_OPTIONS_WEIGHTED_ADAPTER;
 %rename(EvaOptions) ACC_OPTIONS_EVA;
 %rename(Ia3Options) ACC_OPTIONS_IA3;
+%rename(LohaOptions) ACC_OPTIONS_LOHA;
 %rename(Default) ACC_PLACEMENT_DEFAULT;
 %rename(No) ACC_PLACEMENT_NO;
 %rename(Yes) ACC_PLACEMENT_YES;

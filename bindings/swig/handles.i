@@ -375,6 +375,15 @@ struct acc_accelerator {};
     check(acc_model_add_ia3($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's LoHaConfig: each targeted layer's weight trains as W + ((w1_a w1_b) * (w2_a w2_b)) *
+   * alpha / r, every other parameter frozen. targetModules: named as for addLora. opts: LoHa options
+   * (r, alpha, rank_dropout, module_dropout, ...: the keys of ACC_OPTIONS_LOHA) or null. saveLora,
+   * loadLora, mergeLora and setLoraEnabled act on them. Returns how many layers. */
+  size_t addLoha(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_loha($self, targetModules, opts, &n));
+    return n;
+  }
   /* transformers' bitsandbytes quantisation: quantizationConfig is BitsAndBytesConfig as JSON with
    * "load_in_4bit": true (as quantize4bit) or "load_in_8bit": true (LLM.int8 layers, bitsandbytes'
    * Linear8bitLt, int8 weights frozen); see acc_model_quantize. Returns how many layers. */

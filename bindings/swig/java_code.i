@@ -138,6 +138,8 @@
   public static Options eva() { return new Options(OptionsKind.EVA); }
   /** Options of Model.addIa3 (PEFT's IA3Config: feedforward_modules, init_ia3_weights, ...). */
   public static Options ia3() { return new Options(OptionsKind.IA3); }
+  /** Options of Model.addLoha (PEFT's LoHaConfig: r, alpha, rank_dropout, module_dropout, ...). */
+  public static Options loha() { return new Options(OptionsKind.LOHA); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

@@ -26,6 +26,9 @@ public partial class Options {
   /// <summary>Options of Model.AddIa3 (PEFT's IA3Config: feedforward_modules, init_ia3_weights,
   /// exclude_modules, modules_to_save).</summary>
   public static Options Ia3() { return new Options(OptionsKind.Ia3Options); }
+  /// <summary>Options of Model.AddLoha (PEFT's LoHaConfig: r, alpha, rank_dropout, module_dropout,
+  /// use_effective_conv2d, init_weights, ...).</summary>
+  public static Options Loha() { return new Options(OptionsKind.LohaOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

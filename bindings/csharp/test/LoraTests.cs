@@ -358,6 +358,30 @@ public class LoraTests {
     }
     Directory.Delete(dir, true);
   }
+
+  // PEFT's LoHa on the linear layer: drawn factors change the outputs; PEFT's files round-trip.
+  [Test]
+  public void LohaTrainsAndRoundTrips() {
+    string dir = Path.Combine(Path.GetTempPath(), "acc-cs-loha-" + System.Guid.NewGuid().ToString("N"));
+    Library.SetSeed(5);
+    using (Model model = Model.FromSpec(TokenSpec))
+    using (Options o = Options.Loha().Put("r", 2).Put("init_weights", false)) {
+      float[] baseOutput = TokenOutput(model);
+      Assert.AreEqual(1, model.AddLoha("1", o));
+      using (StringList names = model.ParameterNames())
+        Assert.AreEqual(new[] {"0.weight", "1.weight", "1.bias", "1.hada_w1_a", "1.hada_w1_b", "1.hada_w2_a",
+                               "1.hada_w2_b"}, names.ToList());
+      float[] changed = TokenOutput(model);
+      CollectionAssert.AreNotEqual(baseOutput, changed);
+      model.SaveLora(dir);
+      Library.SetSeed(5);
+      using (Model fresh = Model.FromSpec(TokenSpec)) {
+        fresh.LoadLora(dir);
+        Assert.AreEqual(changed, TokenOutput(fresh));
+      }
+    }
+    Directory.Delete(dir, true);
+  }
 }
 
 }

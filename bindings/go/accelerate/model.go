@@ -25,6 +25,8 @@ const (
 	EvaOptions OptionsKind = capi.OptionsEva
 	// PEFT's IA3Config (Model.AddIa3: feedforward_modules, init_ia3_weights, ...)
 	Ia3Options OptionsKind = capi.OptionsIa3
+	// PEFT's LoHaConfig (Model.AddLoha: r, alpha, rank_dropout, module_dropout, ...)
+	LohaOptions OptionsKind = capi.OptionsLoha
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -289,6 +291,20 @@ func (m *Model) AddIa3(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddIa3(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddLoha adds PEFT's LoHa adapters: each targeted layer's weight trains as W + ((w1_a w1_b) *
+// (w2_a w2_b)) * alpha / r, and every other parameter is frozen. targetModules: named as for AddLora.
+// opts: LohaOptions or nil. SaveLora, LoadLora, MergeLora and WithoutLora act on them. It returns
+// how many layers were adapted.
+func (m *Model) AddLoha(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddLoha(targetModules, oh, e) })
 	return int(n), err
 }
 

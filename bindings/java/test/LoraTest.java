@@ -290,6 +290,29 @@ class LoraTest {
     }
   }
 
+  /** PEFT's LoHa on the linear layer: drawn factors change the outputs; PEFT's files round-trip. */
+  @Test
+  void lohaTrainsAndRoundTrips() {
+    Accelerate.setSeed(5);
+    try (Model model = Model.fromSpec(TOKEN_SPEC);
+         Options o = Options.loha().put("r", 2).put("init_weights", false)) {
+      float[] base = tokenOutput(model);
+      assertEquals(1, model.addLoha("1", o));
+      try (StringList names = model.parameterNames()) {
+        assertEquals(Arrays.asList("0.weight", "1.weight", "1.bias", "1.hada_w1_a", "1.hada_w1_b", "1.hada_w2_a",
+                                   "1.hada_w2_b"), names.toList());
+      }
+      float[] changed = tokenOutput(model);
+      assertFalse(Arrays.equals(base, changed), "drawn factors change the outputs");
+      model.saveLora(dir.toString());
+      Accelerate.setSeed(5);
+      try (Model fresh = Model.fromSpec(TOKEN_SPEC)) {
+        fresh.loadLora(dir.toString());
+        assertArrayEquals(changed, tokenOutput(fresh));
+      }
+    }
+  }
+
   /** A loader over 24 rows of 4 features (varied enough for a covariance of full rank), batches of 6. */
   static DataLoader rowsLoader() {
     float[] x = new float[24 * 4];

@@ -60,6 +60,7 @@ const (
 	OptionsWeightedAdapter = C.ACC_OPTIONS_WEIGHTED_ADAPTER
 	OptionsEva             = C.ACC_OPTIONS_EVA
 	OptionsIa3             = C.ACC_OPTIONS_IA3
+	OptionsLoha            = C.ACC_OPTIONS_LOHA
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
