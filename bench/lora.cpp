@@ -6,7 +6,8 @@
 // and the step time. The same again with the model as TorchScript (saved and loaded back), whose
 // linear1 and linear2 add PEFT's branch to their outputs and whose out_proj, read by the attention
 // as a weight, computes with its adapted weight. DoRA (use_dora) on the same layers, beside them; PEFT's
-// IA3 on the feed-forward layers (linear1's output, linear2's input scaled); and,
+// IA3 on the feed-forward layers (linear1's output, linear2's input scaled) and LoHa r=8 on LoRA's
+// layers (layer spec only: the TorchScript export reads its feed-forward weights itself); and,
 // on the layer spec, LoRA on the attention as PEFT's lora.MultiheadAttention adapts it (self_attn: q,
 // k, v through the packed in_proj, and out_proj) with linear1 and linear2.
 // As TorchScript, QLoRA too: the same adapters over the linear layers quantised to 4 bits
@@ -131,6 +132,14 @@ int main(int argc, char** argv) {
     OK(acc_model_add_ia3(model, "linear1,linear2", o, nullptr));
     acc_options_free(o);
   };
+  // PEFT's LoHa r=8 on the same three layers as LoRA.
+  auto loha = [](acc_model* model) {
+    acc_options* o = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_LOHA, &o));
+    OK(acc_options_set_int(o, "r", 8));
+    OK(acc_model_add_loha(model, "out_proj,linear1,linear2", o, nullptr));
+    acc_options_free(o);
+  };
   std::printf("%d transformer blocks (d_model %lld, 8 heads), batch %lld x %lld tokens, AdamW\n", blocks,
               static_cast<long long>(d), static_cast<long long>(batch), static_cast<long long>(tokens));
   for (bool torchscript : {false, true}) {
@@ -139,24 +148,27 @@ int main(int argc, char** argv) {
     TransformerStackLoop full(json, batch, tokens, d, {}, training),
         lora(json, batch, tokens, d, adapters(false), training), dora(json, batch, tokens, d, adapters(true), training);
     // (The TorchScript export's forward reads its feed-forward layers' weights itself: no IA3 there.)
-    std::unique_ptr<TransformerStackLoop> ia3_loop;
-    if (!torchscript) ia3_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, ia3, training);
+    std::unique_ptr<TransformerStackLoop> ia3_loop, loha_loop;
+    if (!torchscript) {
+      ia3_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, ia3, training);
+      loha_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, loha, training);
+    }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();
-      if (ia3_loop) ia3_loop->step();
+      if (ia3_loop) ia3_loop->step(), loha_loop->step();
     }
-    std::vector<double> a, b, c, e;
+    std::vector<double> a, b, c, e, h;
     for (int round = 0; round < (quick ? 1 : 7); ++round) {
       a.push_back(time_steps(full, 2));
       b.push_back(time_steps(lora, 2));
       c.push_back(time_steps(dora, 2));
-      if (ia3_loop) e.push_back(time_steps(*ia3_loop, 2));
+      if (ia3_loop) e.push_back(time_steps(*ia3_loop, 2)), h.push_back(time_steps(*loha_loop, 2));
     }
     std::printf("%s\n", torchscript ? "as TorchScript:" : "layer spec:");
     report("full fine-tuning:", full, a);
     report("LoRA r=8:", lora, b, &full, &a);
     report("DoRA r=8:", dora, c, &full, &a);
-    if (ia3_loop) report("IA3 (ffn):", *ia3_loop, e, &full, &a);
+    if (ia3_loop) report("IA3 (ffn):", *ia3_loop, e, &full, &a), report("LoHa r=8:", *loha_loop, h, &full, &a);
     std::printf("DoRA / LoRA: peak %.3f, time %.3f\n",
                 static_cast<double>(dora.held_bytes + dora.step_bytes) / (lora.held_bytes + lora.step_bytes),
                 median(c) / median(b));
