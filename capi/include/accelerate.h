@@ -19,6 +19,14 @@
  *    per-thread state (grad mode, autocast) is set inside each call, never left behind. An
  *    accelerator may serve threads that each train their own objects (they prepare, step and log
  *    at once); its accumulation and no_sync state is one for all of them, as in Accelerate.
+ *    acc_save_state and acc_load_state read or write every object the accelerator prepared: call
+ *    them while no other thread steps or changes those objects. Calls from a pthread key's
+ *    destructor or an exit handler work.
+ *  - fork(). A child forked from a process that has used the library may compute (models,
+ *    tensors, new loaders, saves) and leaves the parent's tracker files alone; objects whose
+ *    threads stayed in the parent (a data loader's workers, the trackers' writers, an
+ *    accelerator's) are the parent's: the child must not end, free or iterate them (their
+ *    threads are not there to answer). Run another program (exec) or end with _exit() instead.
  *  - Callbacks may call the library. A call that would change an object in the middle of the call
  *    running the callback (the loader fetching, the schedule stepping, the trackers being called)
  *    is ACC_ERR_INVALID_ARGUMENT; freeing a handle in use takes effect once that call returns.
