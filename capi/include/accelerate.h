@@ -23,10 +23,10 @@
  *    them while no other thread steps or changes those objects. Calls from a pthread key's
  *    destructor or an exit handler work.
  *  - fork(). A child forked from a process that has used the library may compute (models,
- *    tensors, new loaders, saves) and leaves the parent's tracker files alone; objects whose
- *    threads stayed in the parent (a data loader's workers, the trackers' writers, an
- *    accelerator's) are the parent's: the child must not end, free or iterate them (their
- *    threads are not there to answer). Run another program (exec) or end with _exit() instead.
+ *    tensors, new loaders, saves), and its exit() leaves the parent's tracker files alone. What
+ *    the parent's threads serve stays the parent's: in the child, iterating a loader with worker
+ *    threads or logging to the parent's trackers is ACC_ERR_INVALID_ARGUMENT; ending training and
+ *    freeing such objects return without waiting for threads the child does not have.
  *  - Callbacks may call the library. A call that would change an object in the middle of the call
  *    running the callback (the loader fetching, the schedule stepping, the trackers being called)
  *    is ACC_ERR_INVALID_ARGUMENT; freeing a handle in use takes effect once that call returns.

@@ -2,6 +2,9 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <unistd.h>
+
+#include "common/error.h"
 #include "common/random.h"
 #include "common/thread_name.h"
 
@@ -26,11 +29,16 @@ Prefetcher::Prefetcher(size_t count, Fetch fetch, OnConsumerThread how)
       put_back_(how.put_back) {}
 
 Prefetcher::~Prefetcher() {
+  if (::getpid() != owner_) {  // a forked child: the workers (and maybe a held mutex) stayed in the parent
+    for (auto& t : threads_) t.detach();
+    static_cast<void>(sync_.release());
+    return;
+  }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(sync_->mutex);
     stopping_ = true;
   }
-  room_.notify_all();
+  sync_->room.notify_all();
   for (auto& t : threads_) t.join();
 }
 
@@ -38,32 +46,35 @@ void Prefetcher::work(size_t worker) {
   WorkerGeneratorScope generator(workers_[worker]);
   for (size_t index = worker; index < count_; index += workers_.size()) {
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      room_.wait(lock, [&] { return stopping_ || index < consumed_ + depth_; });
+      std::unique_lock<std::mutex> lock(sync_->mutex);
+      sync_->room.wait(lock, [&] { return stopping_ || index < consumed_ + depth_; });
       if (stopping_) return;
     }
     Fetched fetched = fetch_here(index);
     fetched.generator_state = workers_[worker].get_state();
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      std::lock_guard<std::mutex> lock(sync_->mutex);
       fetched_[index] = std::move(fetched);
     }
-    ready_.notify_all();
+    sync_->ready.notify_all();
   }
 }
 
 bool Prefetcher::next(Batch& out) {
   if (consumed_ >= count_) return false;
   if (threads_.empty()) return next_on_consumer_thread(out);
-  std::unique_lock<std::mutex> lock(mutex_);
-  ready_.wait(lock, [&] { return fetched_.count(consumed_) > 0; });
+  if (::getpid() != owner_)
+    fail(Status::InvalidArgument, "this data loader's worker threads are in the process that forked this one: ",
+         "iterate it there, or make a loader in this process");
+  std::unique_lock<std::mutex> lock(sync_->mutex);
+  sync_->ready.wait(lock, [&] { return fetched_.count(consumed_) > 0; });
   auto it = fetched_.find(consumed_);
   Fetched fetched = std::move(it->second);
   fetched_.erase(it);
   worker_states_[consumed_ % workers_.size()] = std::move(fetched.generator_state);
   ++consumed_;
   lock.unlock();
-  room_.notify_all();
+  sync_->room.notify_all();
   if (fetched.error) std::rethrow_exception(fetched.error);
   out = std::move(fetched.batch);
   return true;

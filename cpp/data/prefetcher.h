@@ -3,12 +3,15 @@
 // ahead. Errors raised while fetching are rethrown to the consumer.
 #pragma once
 
+#include <unistd.h>
+
 #include <ATen/ATen.h>
 
 #include <condition_variable>
 #include <exception>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -74,13 +77,19 @@ class Prefetcher {
   const std::vector<at::Generator> workers_;
   const size_t depth_;
   std::vector<at::Tensor> worker_states_;  // see next_worker_states
-  std::mutex mutex_;
-  std::condition_variable ready_;  // a batch was stored
-  std::condition_variable room_;   // the consumer took one
+  struct Sync {
+    std::mutex mutex;
+    std::condition_variable ready;  // a batch was stored
+    std::condition_variable room;   // the consumer took one
+  };
+  // On the heap: a forked child leaves it be (its condition variables may count the parent's
+  // waiting workers, and destroying them would wait for those forever).
+  std::unique_ptr<Sync> sync_ = std::make_unique<Sync>();
   std::map<size_t, Fetched> fetched_;
   size_t consumed_ = 0;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
+  const pid_t owner_ = ::getpid();  // the process its worker threads run in
   // Without workers (OnConsumerThread).
   const bool one_ahead_ = false;
   at::Tensor first_fetch_random_state_;

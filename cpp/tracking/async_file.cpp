@@ -181,27 +181,36 @@ void AsyncFile::append(std::string bytes) {
 
 void AsyncFile::post(Task task) { enqueue(std::move(task)); }
 
+void AsyncFile::require_own_process() const {
+  // Its writer thread stayed in the parent (a mutex may even be held by it): never waited for here.
+  if (::getpid() != owner_)
+    fail(Status::InvalidArgument, path_, " is written by the process that opened it; this process is a fork of ",
+         "it, whose writer thread is not here (log from the parent, or open trackers in this process)");
+}
+
 void AsyncFile::enqueue(Task task) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  require_own_process();
+  std::unique_lock<std::mutex> lock(sync_->mutex);
   if (closed_) fail(Status::NotInitialized, path_, " is closed");
-  progress_.wait(lock, [&] { return queue_.size() < kMaxQueued || !error_.empty(); });
+  sync_->progress.wait(lock, [&] { return queue_.size() < kMaxQueued || !error_.empty(); });
   if (!error_.empty()) fail(Status::Io, error_);
   queue_.push_back(std::move(task));
   ++queued_;
-  if (queue_.size() == kWakeBatch) wake_.notify_one();
+  if (queue_.size() == kWakeBatch) sync_->wake.notify_one();
 }
 
 void AsyncFile::flush(std::optional<std::chrono::milliseconds> limit) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  if (::getpid() != owner_) return;  // the parent's writer holds what there is to flush
+  std::unique_lock<std::mutex> lock(sync_->mutex);
   if (closed_) return;
   const uint64_t target = queued_;
   flush_requested_ = true;
-  wake_.notify_one();
+  sync_->wake.notify_one();
   const auto done = [&] { return flushed_ >= target || !error_.empty(); };
   if (limit)
-    progress_.wait_for(lock, *limit, done);
+    sync_->progress.wait_for(lock, *limit, done);
   else
-    progress_.wait(lock, done);
+    sync_->progress.wait(lock, done);
   if (!error_.empty()) fail(Status::Io, error_);
 }
 
@@ -211,16 +220,22 @@ void AsyncFile::close() {
     const std::lock_guard<std::mutex> lock(writers.mutex);
     writers.files.erase(this);
   }
+  if (::getpid() != owner_) {  // a forked child: the writer thread and the file are the parent's
+    if (thread_.joinable()) thread_.detach();
+    file_ = nullptr;  // (its buffer was dropped at the fork: drop_buffered_in_child)
+    static_cast<void>(sync_.release());
+    return;
+  }
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(sync_->mutex);
     if (closed_) return;
     closed_ = stopping_ = true;
-    wake_.notify_one();
+    sync_->wake.notify_one();
   }
   thread_.join();
   std::string error;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(sync_->mutex);
     error = error_;
   }
   if (file_ && std::fclose(file_) != 0 && error.empty()) error = "cannot close " + path_ + ": " + std::strerror(errno);
@@ -231,10 +246,10 @@ void AsyncFile::close() {
 void AsyncFile::run() {
   auto last_flush = std::chrono::steady_clock::now();
   RecordEnds ends(file_);
-  std::unique_lock<std::mutex> lock(mutex_);
+  std::unique_lock<std::mutex> lock(sync_->mutex);
   for (;;) {
     // Work is picked up every kPoll, at once when a batch is waiting, on flush() and on close().
-    wake_.wait_for(lock, kPoll, [&] { return queue_.size() >= kWakeBatch || stopping_ || flush_requested_; });
+    sync_->wake.wait_for(lock, kPoll, [&] { return queue_.size() >= kWakeBatch || stopping_ || flush_requested_; });
     std::deque<Task> batch;
     batch.swap(queue_);
     const uint64_t upto = queued_;
@@ -243,7 +258,7 @@ void AsyncFile::run() {
     flush_requested_ = false;
     const bool failed = !error_.empty();
     lock.unlock();
-    progress_.notify_all();  // room in the queue again
+    sync_->progress.notify_all();  // room in the queue again
     std::string error;
     for (auto& task : batch) {
       if (failed || !error.empty()) break;  // after a failure nothing more is written
@@ -278,7 +293,7 @@ void AsyncFile::run() {
     lock.lock();
     if (!error.empty() && error_.empty()) error_ = error;
     if (flushed) flushed_ = upto;
-    progress_.notify_all();
+    sync_->progress.notify_all();
     if (stop && queue_.empty()) return;
   }
 }

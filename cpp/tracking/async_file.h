@@ -5,12 +5,15 @@
 // (their owner never closed) has their queues put on disk first, each for at most 10 seconds.
 #pragma once
 
+#include <unistd.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -59,13 +62,21 @@ class AsyncFile {
   const std::chrono::milliseconds flush_interval_;
   std::FILE* file_ = nullptr;
   std::function<void()> flush_files_;  // without a file of its own
-  std::mutex mutex_;
-  std::condition_variable wake_, progress_;
+  struct Sync {
+    std::mutex mutex;
+    std::condition_variable wake, progress;
+  };
+  // On the heap: a forked child leaves it be (its condition variables may count the parent's
+  // waiting writer, and destroying them would wait for it forever).
+  std::unique_ptr<Sync> sync_ = std::make_unique<Sync>();
   std::deque<Task> queue_;
   uint64_t queued_ = 0, flushed_ = 0;  // tasks queued; tasks run and flushed
   bool flush_requested_ = false, stopping_ = false, closed_ = false;
   std::string error_;
   std::thread thread_;
+  const pid_t owner_ = ::getpid();  // the process whose thread writes
+  // Fails (InvalidArgument) in a forked child, whose writer thread stayed in the parent.
+  void require_own_process() const;
 };
 
 }  // namespace acc::tracking

@@ -93,3 +93,63 @@ TEST(LateCalls, AForkedChildsExitLeavesTheParentsTrackerFilesAlone) {
   for (std::string line; std::getline(csv, line);) ++rows;
   EXPECT_EQ(rows, 301);  // the header and one row per step
 }
+
+// A forked child may end, free and try to iterate what the parent's threads serve (a loader's
+// workers, the trackers' writers) without waiting for threads it does not have: the loader says so,
+// the rest goes, and the parent's objects carry on.
+TEST(LateCalls, AForkedChildNeverWaitsForTheParentsThreads) {
+  const std::string dir = acc_test::temp_path("late_calls_fork_threads");
+  std::filesystem::remove_all(dir);
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "jsonl"}, {"project_dir", dir}});
+  ACC_ASSERT_OK(acc_init_trackers(acc, "run", nullptr));
+  acc_tensor* rows = acc_test::floats(std::vector<float>(64, 1.0f), {32, 2});
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_tensors(&rows, 1, &ds));
+  acc_tensor_free(rows);
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 2));
+  ACC_ASSERT_OK(acc_options_set_int(o, "num_workers", 2));
+  acc_dataloader* dl = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dl));
+  acc_options_free(o);
+  acc_tensor_list* batch = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));  // the workers run, waiting for room ahead
+  acc_tensor_list_free(batch);
+  const char* names[] = {"loss"};
+  const double value = 1.0;
+  ACC_ASSERT_OK(acc_log(acc, names, &value, 1, 0));
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(30);  // a hang ends as SIGALRM
+    acc_tensor_list* in_child = nullptr;
+    if (acc_dataloader_next(dl, &in_child) != ACC_ERR_INVALID_ARGUMENT) _exit(3);
+    if (acc_log(acc, names, &value, 1, 1) != ACC_ERR_INVALID_ARGUMENT) _exit(4);
+    if (acc_end_training(acc) != ACC_OK) _exit(5);
+    acc_dataloader_free(dl);
+    acc_accelerator_free(acc);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child ended by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "3: the loader, 4: logging, 5: end_training";
+  // The parent's loader and trackers go on.
+  size_t batches = 1;
+  while (acc_dataloader_next(dl, &batch) == ACC_OK && batch) {
+    acc_tensor_list_free(batch);
+    batch = nullptr;
+    ++batches;
+  }
+  EXPECT_EQ(batches, 16u);
+  ACC_ASSERT_OK(acc_log(acc, names, &value, 1, 1));
+  ACC_ASSERT_OK(acc_end_training(acc));
+  std::istringstream jsonl(acc_test::read_file(dir + "/run/metrics.jsonl"));
+  int lines = 0;
+  for (std::string line; std::getline(jsonl, line);) ++lines;
+  EXPECT_EQ(lines, 2);
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+  acc_accelerator_free(acc);
+}
