@@ -230,8 +230,7 @@ acc_status acc_model_add_ia3(acc_model* model, const char* target_modules, const
   });
 }
 
-acc_status acc_model_add_loha(acc_model* model, const char* target_modules, const acc_options* opts,
-                             size_t* count) {
+acc_status acc_model_add_loha(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
   return guarded([&] {
     acc::Model& m = model_arg(model);
     const size_t added =

@@ -11,7 +11,8 @@ namespace {
 // PEFT's IA3Model._create_new_module takes these; anything else is its ValueError.
 void check_site(const LinearSite& site, bool feedforward) {
   const bool conv = site.conv.has_value();
-  if (site.embedding || site.attention || adapts_parameter(site) || (conv && site.weight.dim() != 4 && site.weight.dim() != 5))
+  if (site.embedding || site.attention || adapts_parameter(site) ||
+      (conv && site.weight.dim() != 4 && site.weight.dim() != 5))
     fail(Status::InvalidArgument, "IA3 cannot adapt '", site.module,
          "': PEFT's IA3 takes torch.nn.Linear, transformers' Conv1D, torch.nn.Conv2d and torch.nn.Conv3d only");
   if (site.quantized)
@@ -57,12 +58,12 @@ std::vector<LoraAdapter> make_ia3_adapters(const LoraConfig& config, const std::
 
 OutputAdapter ia3_output_adapter(const LoraAdapter& adapter, std::shared_ptr<const bool> enabled) {
   const at::Tensor vector = adapter.ia3;  // a handle: moves and sharding's storage swaps keep it
-  if (adapter.site.conv)  // PEFT's _ConvNd.forward ends in result.to(x's dtype) either way
-    return [vector, enabled, feedforward = adapter.feedforward](const at::Tensor& input, const at::Tensor& output,
-                                                                 bool) {
-      if (!*enabled || feedforward) return output.to(input.scalar_type());
-      return (output.to(vector.scalar_type()) * vector).to(input.scalar_type());
-    };
+  if (adapter.site.conv)                  // PEFT's _ConvNd.forward ends in result.to(x's dtype) either way
+    return
+        [vector, enabled, feedforward = adapter.feedforward](const at::Tensor& input, const at::Tensor& output, bool) {
+          if (!*enabled || feedforward) return output.to(input.scalar_type());
+          return (output.to(vector.scalar_type()) * vector).to(input.scalar_type());
+        };
   if (adapter.feedforward) return nullptr;
   return [vector, enabled](const at::Tensor&, const at::Tensor& output, bool) {
     if (!*enabled) return output;

@@ -13,8 +13,8 @@
 #include "common/text.h"
 #include "model/corda.h"
 #include "model/ia3.h"
-#include "model/loha.h"
 #include "model/loftq.h"
+#include "model/loha.h"
 #include "model/lora_draws.h"
 #include "model/lora_ga.h"
 #include "model/lora_init.h"
@@ -503,8 +503,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   const std::vector<LinearSite> chosen = targeted_sites(config, sites);
   require_targets_matched(config, sites, chosen);
   if (config.peft_type == PeftType::Ia3 || config.peft_type == PeftType::Loha) {
-    std::vector<LoraAdapter> made = config.peft_type == PeftType::Ia3 ? make_ia3_adapters(config, chosen)
-                                                                      : make_loha_adapters(config, chosen);
+    std::vector<LoraAdapter> made =
+        config.peft_type == PeftType::Ia3 ? make_ia3_adapters(config, chosen) : make_loha_adapters(config, chosen);
     take_new(config, chosen, std::move(made), {}, {}, saved_modules, weights_pending);
     return adapters_.size();
   }
@@ -700,8 +700,8 @@ void LoraAdapters::take_new(const LoraConfig& config, const std::vector<LinearSi
   if (config_.peft_type == PeftType::Ia3 && config_.feedforward_regex.empty() && config_.target_regex.empty()) {
     bool subset = true;
     for (const auto& name : config_.feedforward_names)
-      subset = subset && std::find(config_.target_names.begin(), config_.target_names.end(), name) !=
-                             config_.target_names.end();
+      subset = subset &&
+               std::find(config_.target_names.begin(), config_.target_names.end(), name) != config_.target_names.end();
     if (!subset) {
       config_.feedforward_names.clear();
       for (const LoraAdapter& adapter : made)
@@ -721,7 +721,9 @@ void LoraAdapters::require_none_yet() const {
   if (config_.peft_type == PeftType::TrainableTokens)
     fail(Status::InvalidArgument, "the model already has trainable tokens (PEFT's TRAINABLE_TOKENS, on '",
          tokens_.adapters().front().site.module, "'); merge them (acc_model_merge_lora) before adding adapters");
-  const char* method = config_.peft_type == PeftType::Ia3 ? "IA3" : config_.peft_type == PeftType::Loha ? "LoHa" : "LoRA";
+  const char* method = config_.peft_type == PeftType::Ia3    ? "IA3"
+                       : config_.peft_type == PeftType::Loha ? "LoHa"
+                                                             : "LoRA";
   fail(Status::InvalidArgument, "the model already has ", method, " adapters (", config_.describe_targets(),
        "); merge them (acc_model_merge_lora) before adding others");
 }
@@ -787,7 +789,8 @@ void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
   const LoraAdapter& adapter = adapters_[k];
   if (is_ia3(adapter)) return out->emplace_back(adapter.site.module + kIa3Suffix, adapter.ia3), void();
   if (is_loha(adapter)) {
-    for (size_t k = 0; k < adapter.hada.size(); ++k) out->emplace_back(adapter.site.module + kLohaSuffixes[k], adapter.hada[k]);
+    for (size_t k = 0; k < adapter.hada.size(); ++k)
+      out->emplace_back(adapter.site.module + kLohaSuffixes[k], adapter.hada[k]);
     return;
   }
   out->emplace_back(adapter.site.module + lora_a_suffix(adapter.site), adapter.a);
@@ -917,8 +920,8 @@ void LoraAdapters::require_mergeable(const char* action) const {
            "lora_B's into (as PEFT refuses it); save the adapters (acc_model_save_lora)");
   for (const auto& adapter : adapters_)
     if (is_ia3(adapter) && adapter.feedforward && adapter.site.conv && adapter.site.conv->groups != 1)
-      fail(Status::Unsupported, action, ": the IA3 vector of the convolution '", adapter.site.module,
-           "' with groups ", adapter.site.conv->groups,
+      fail(Status::Unsupported, action, ": the IA3 vector of the convolution '", adapter.site.module, "' with groups ",
+           adapter.site.conv->groups,
            " scales its input channels, which its weight does not hold one by one (PEFT cannot merge it either); ",
            "save the adapters (acc_model_save_lora)");
   for (const auto& adapter : adapters_)
@@ -965,7 +968,7 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
       adapter_entries.insert(module + kIa3Suffix);
       continue;
     }
-    if (is_loha(adapter)) {  // PEFT's merge: the weight plus the delta (without training's dropout)
+    if (is_loha(adapter)) {          // PEFT's merge: the weight plus the delta (without training's dropout)
       LoraAdapter stated = adapter;  // with the state's tensors
       for (size_t k = 0; k < stated.hada.size(); ++k) {
         stated.hada[k] = entry_of(module + kLohaSuffixes[k]);

@@ -38,6 +38,27 @@ std::vector<int64_t> parse_integers(const std::string& text, const char* key, co
 
 }  // namespace
 
+namespace {
+
+// The keys every PEFT method's options end with: what adapter_config.json keeps for PEFT's AutoPeftModel.
+void bind_texts(OptionTable<LoraConfig>& t) {
+  using L = LoraConfig;
+  t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
+         &L::base_model_name_or_path);
+  t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
+  t.bind("task_type", "PEFT's task type (e.g. CAUSAL_LM), written to adapter_config.json", &L::task_type);
+}
+
+// exclude_modules and modules_to_save, as LoRA's, IA3's and LoHa's options take them.
+void bind_module_lists(OptionTable<LoraConfig>& t) {
+  using L = LoraConfig;
+  t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
+  t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",
+         &L::modules_to_save_spec);
+}
+
+}  // namespace
+
 const OptionTable<LoraConfig>& lora_option_table() {
   using L = LoraConfig;
   static const OptionTable<L> table(OptionsKind::Lora, [](OptionTable<L>& t) {
@@ -118,10 +139,7 @@ const OptionTable<LoraConfig>& lora_option_table() {
            "embedding rows that train beside the adapters: indices separated by commas (the input embedding's), or "
            "a JSON object from module names to lists of indices",
            &L::token_indices_spec);
-    t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
-           &L::base_model_name_or_path);
-    t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
-    t.bind("task_type", "PEFT's task type (e.g. CAUSAL_LM), written to adapter_config.json", &L::task_type);
+    bind_texts(t);
   });
   return table;
 }
@@ -134,10 +152,7 @@ const OptionTable<LoraConfig>& trainable_tokens_option_table() {
            &L::standalone_indices_spec);
     t.bind("init_weights", "the rows start as the layer's (true) or as torch.randn draws (false)",
            &L::tokens_from_weights);
-    t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
-           &L::base_model_name_or_path);
-    t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
-    t.bind("task_type", "PEFT's task type (e.g. CAUSAL_LM), written to adapter_config.json", &L::task_type);
+    bind_texts(t);
   });
   return table;
 }
@@ -173,13 +188,8 @@ const OptionTable<LoraConfig>& ia3_option_table() {
            &L::fan_in_fan_out);
     t.bind("init_ia3_weights", "the vectors start as ones (true) or as torch.randn draws (false)",
            &L::init_ia3_weights);
-    t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
-    t.bind("modules_to_save", "modules trained whole beside the vectors and saved with them (a head)",
-           &L::modules_to_save_spec);
-    t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
-           &L::base_model_name_or_path);
-    t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
-    t.bind("task_type", "PEFT's task type (e.g. CAUSAL_LM), written to adapter_config.json", &L::task_type);
+    bind_module_lists(t);
+    bind_texts(t);
   });
   return table;
 }
@@ -199,9 +209,7 @@ const OptionTable<LoraConfig>& loha_option_table() {
            &L::use_effective_conv2d);
     t.bind("init_weights", "hada_w2_b starts as zeros, so the model starts unchanged (false: drawn as the others)",
            &L::loha_init_weights);
-    t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
-    t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",
-           &L::modules_to_save_spec);
+    bind_module_lists(t);
     t.bind("rank_pattern", "ranks of their own: a JSON object from module-name expressions to r",
            &L::rank_pattern_spec);
     t.bind("alpha_pattern", "alphas of their own: a JSON object from module-name expressions to alpha",
@@ -210,10 +218,7 @@ const OptionTable<LoraConfig>& loha_option_table() {
            &L::layers_to_transform_spec);
     t.bind("layers_pattern", "expressions naming the layer lists layers_to_transform numbers, separated by commas",
            &L::layers_pattern_spec);
-    t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
-           &L::base_model_name_or_path);
-    t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
-    t.bind("task_type", "PEFT's task type (e.g. CAUSAL_LM), written to adapter_config.json", &L::task_type);
+    bind_texts(t);
   });
   return table;
 }

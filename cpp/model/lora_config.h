@@ -38,10 +38,14 @@ enum class PeftType { Lora, TrainableTokens, Ia3, Loha };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
   switch (type) {
-    case PeftType::Lora: return "LORA";
-    case PeftType::Ia3: return "IA3";
-    case PeftType::Loha: return "LOHA";
-    case PeftType::TrainableTokens: break;
+    case PeftType::Lora:
+      return "LORA";
+    case PeftType::Ia3:
+      return "IA3";
+    case PeftType::Loha:
+      return "LOHA";
+    case PeftType::TrainableTokens:
+      break;
   }
   return "TRAINABLE_TOKENS";
 }

@@ -281,6 +281,13 @@ LoraConfig tokens_config_from_json(const nlohmann::ordered_json& j, const std::s
   return config;
 }
 
+// A module exclude_modules matches gets no adapter (PEFT 0.14 and later; null, empty or absent: none).
+void read_exclude_modules(const nlohmann::ordered_json& j, const std::string& path, LoraConfig* config) {
+  if (j.contains("exclude_modules") && !j["exclude_modules"].is_null() && !j["exclude_modules"].empty() &&
+      j["exclude_modules"] != "")
+    read_modules(j, path, "exclude_modules", &config->exclude_names, config, &LoraConfig::set_exclude_regex);
+}
+
 // modules_to_save: a list of module names, or null.
 void read_modules_to_save(const nlohmann::ordered_json& j, const std::string& path, LoraConfig* config) {
   if (!j.contains("modules_to_save") || j["modules_to_save"].is_null()) return;
@@ -310,9 +317,7 @@ LoraConfig ia3_config_from_json(const nlohmann::ordered_json& j, const std::stri
     fail(Status::Io, "'", path, "': 'target_modules' is missing (PEFT fills it in for the transformers models it ",
          "knows; name the layers)");
   read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
-  if (j.contains("exclude_modules") && !j["exclude_modules"].is_null() && !j["exclude_modules"].empty() &&
-      j["exclude_modules"] != "")
-    read_modules(j, path, "exclude_modules", &config.exclude_names, &config, &LoraConfig::set_exclude_regex);
+  read_exclude_modules(j, path, &config);
   // Null (PEFT fills it in for the models it knows) or empty: no feedforward module.
   if (j.contains("feedforward_modules") && !j["feedforward_modules"].is_null() && !j["feedforward_modules"].empty() &&
       j["feedforward_modules"] != "")
@@ -417,9 +422,7 @@ LoraConfig loha_config_from_json(const nlohmann::ordered_json& j, const std::str
   if (!j.contains("target_modules") || j["target_modules"].is_null())
     refuse("target_modules", "is missing (PEFT fills it in for the transformers models it knows; name the layers)");
   read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
-  if (j.contains("exclude_modules") && !j["exclude_modules"].is_null() && !j["exclude_modules"].empty() &&
-      j["exclude_modules"] != "")
-    read_modules(j, path, "exclude_modules", &config.exclude_names, &config, &LoraConfig::set_exclude_regex);
+  read_exclude_modules(j, path, &config);
   finish_layer_settings(j, path, layer_lists, &config);
   return config;
 }
@@ -565,10 +568,7 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
       j["target_modules"].is_null() || (j["target_modules"].is_array() && j["target_modules"].empty());
   if (!no_modules || config.target_parameters.empty())
     read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
-  // A module exclude_modules matches gets no adapter (PEFT 0.14 and later; null or absent: none).
-  if (j.contains("exclude_modules") && !j["exclude_modules"].is_null() && !j["exclude_modules"].empty() &&
-      j["exclude_modules"] != "")
-    read_modules(j, path, "exclude_modules", &config.exclude_names, &config, &LoraConfig::set_exclude_regex);
+  read_exclude_modules(j, path, &config);
   finish_layer_settings(j, path, layer_lists, &config);
   return config;
 }
@@ -617,7 +617,8 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   // the two renames leaves its weights as `<weights>.new`, which read_lora_files takes while the
   // configuration is still the one they were saved with (kConfigChecksumKey). Other readers (PEFT)
   // see the new configuration with the earlier weights until the next save.
-  const std::string weights = (fs::path(dir) / kAdapterWeightsFile).string(), config = (fs::path(dir) / kAdapterConfigFile).string();
+  const std::string weights = (fs::path(dir) / kAdapterWeightsFile).string(),
+                    config = (fs::path(dir) / kAdapterConfigFile).string();
   const std::string new_weights = weights + ".new", new_config = config + ".new";
   // A folder (or another special file) in a file's place would fail the second rename, after the
   // first has replaced the configuration: refused before anything is written.
@@ -756,8 +757,9 @@ LoraFiles read_lora_files(const std::string& dir) {
         const std::string suffix = kLohaSuffixes[k];
         if (!ends_with(in_model, suffix) || in_model.size() <= suffix.size()) continue;
         if (!tensor.is_floating_point() || tensor.dim() != 2)
-          refuse(name, "must be a 2-D floating-point tensor (LoHa's factors; the CP form's hada_t1 and hada_t2 "
-                       "are not built)");
+          refuse(name,
+                 "must be a 2-D floating-point tensor (LoHa's factors; the CP form's hada_t1 and hada_t2 "
+                 "are not built)");
         auto& hada = files.modules[in_model.substr(0, in_model.size() - suffix.size())].hada;
         hada.resize(4);
         hada[k] = tensor;

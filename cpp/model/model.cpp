@@ -625,7 +625,8 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
               feedforward ? " (a feedforward module: its input scaled)" : " (its output scaled)");
       continue;
     }
-    if (loha) {  // w1_a and w2_a out x r, w1_b and w2_b r x in (a convolution's in: its kernel's size times in / groups)
+    if (loha) {  // w1_a and w2_a out x r, w1_b and w2_b r x in (a convolution's in: its kernel's size times in /
+                 // groups)
       const int64_t r = files.config.rank_of(module), out = site.weight.size(0), in = site.weight[0].numel();
       const std::vector<int64_t> shapes[] = {{out, r}, {r, in}, {out, r}, {r, in}};
       for (size_t k = 0; k < 4; ++k)

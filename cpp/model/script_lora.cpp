@@ -119,9 +119,8 @@ std::vector<std::string> layers_called_as_modules(const torch::jit::Module& modu
 }
 
 std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module& module,
-                                                         const std::vector<std::string>& layers, int64_t token,
-                                                         const std::set<std::string>& calls_kept,
-                                                         bool mark_inputs) {
+                                                        const std::vector<std::string>& layers, int64_t token,
+                                                        const std::set<std::string>& calls_kept, bool mark_inputs) {
   auto method = module.find_method("forward");
   if (!method) fail(Status::Unsupported, "the TorchScript module has no forward method");
   std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();

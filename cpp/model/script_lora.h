@@ -27,9 +27,9 @@ namespace acc {
 // `mark_inputs`: each call's input also goes through a marker first, which runs the layer's
 // InputAdapter ((IA)^3's feedforward vectors); the output marker still gets the layer's own input.
 std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module& module,
-                                                         const std::vector<std::string>& layers, int64_t token,
-                                                         const std::set<std::string>& calls_kept = {},
-                                                         bool mark_inputs = false);
+                                                        const std::vector<std::string>& layers, int64_t token,
+                                                        const std::set<std::string>& calls_kept = {},
+                                                        bool mark_inputs = false);
 // Whether `call` (a layer's forward, self first) takes one tensor and returns one, as a marker needs.
 bool takes_and_returns_a_tensor(const torch::jit::Node* call);
 // Of `layers`, in their order, those the forward calls as a module, each call taking and returning

@@ -145,9 +145,9 @@ void AsyncFile::start_writer() {
     name_this_thread("acc-tracker");
     run();
   });
-  static const bool at_exit = std::atexit(flush_open_writers_at_exit) == 0 &&
-                               ::pthread_atfork(lock_writers_before_fork, unlock_writers_in_parent,
-                                                drop_writers_buffers_in_child) == 0;
+  static const bool at_exit =
+      std::atexit(flush_open_writers_at_exit) == 0 &&
+      ::pthread_atfork(lock_writers_before_fork, unlock_writers_in_parent, drop_writers_buffers_in_child) == 0;
   static_cast<void>(at_exit);
   OpenWriters& writers = open_writers();
   const std::lock_guard<std::mutex> lock(writers.mutex);

@@ -63,8 +63,7 @@ TEST(LateCalls, KeyDestructorsAndExitHandlersMayCallIn) {
 TEST(LateCalls, AForkedChildsExitLeavesTheParentsTrackerFilesAlone) {
   const std::string dir = acc_test::temp_path("late_calls_fork");
   std::filesystem::remove_all(dir);
-  acc_accelerator* acc =
-      acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "jsonl,csv"}, {"project_dir", dir}});
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "jsonl,csv"}, {"project_dir", dir}});
   ACC_ASSERT_OK(acc_init_trackers(acc, "run", nullptr));
   const char* names[] = {"loss"};
   for (int step = 0; step < 300; ++step) {

@@ -89,12 +89,11 @@ TEST(Loha, DrawsComputesAndMergesAsPeft) {
   expect_factors(m, c["initial"]);
   EXPECT_EQ(eval_output(m, c), base_output);  // w2_b zero: the model starts unchanged
   EXPECT_EQ(acc_test::parameter_names(m),
-            (std::vector<std::string>{"conv.weight", "conv.bias", "conv.hada_w1_a", "conv.hada_w1_b",
-                                      "conv.hada_w2_a", "conv.hada_w2_b", "seq.weight", "seq.bias", "seq.hada_w1_a",
-                                      "seq.hada_w1_b", "seq.hada_w2_a", "seq.hada_w2_b", "fc1.weight", "fc1.bias",
-                                      "fc1.hada_w1_a", "fc1.hada_w1_b", "fc1.hada_w2_a", "fc1.hada_w2_b",
-                                      "head.weight", "head.bias", "head.hada_w1_a", "head.hada_w1_b",
-                                      "head.hada_w2_a", "head.hada_w2_b"}));
+            (std::vector<std::string>{
+                "conv.weight", "conv.bias", "conv.hada_w1_a", "conv.hada_w1_b", "conv.hada_w2_a", "conv.hada_w2_b",
+                "seq.weight",  "seq.bias",  "seq.hada_w1_a",  "seq.hada_w1_b",  "seq.hada_w2_a",  "seq.hada_w2_b",
+                "fc1.weight",  "fc1.bias",  "fc1.hada_w1_a",  "fc1.hada_w1_b",  "fc1.hada_w2_a",  "fc1.hada_w2_b",
+                "head.weight", "head.bias", "head.hada_w1_a", "head.hada_w1_b", "head.hada_w2_a", "head.hada_w2_b"}));
   acc_model_free(m);
 
   // init_weights false: every factor drawn; the case's chosen factors are those draws.

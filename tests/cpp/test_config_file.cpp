@@ -567,7 +567,7 @@ TEST_F(Config, ControlCharactersAreRefusedAndCarriageReturnsBreakLines) {
   EXPECT_THROW(acc::parse_config_text("mixed_precision: bf16\x1b\n", "esc.yaml"), acc::Error);
   for (const char* breaks : {"\r", "\r\n"}) {
     const std::string text = std::string("distributed_type: MULTI_CPU") + breaks + "use_cpu: true" + breaks +
-                              "mixed_precision: bf16" + breaks + "num_processes: 2" + breaks;
+                             "mixed_precision: bf16" + breaks + "num_processes: 2" + breaks;
     const auto c = acc::parse_config_text(text, "cr.yaml");
     EXPECT_EQ(c.mixed_precision, "bf16");
     EXPECT_TRUE(c.use_cpu);

@@ -121,9 +121,9 @@ struct Settings {
   const char* lora_saved = nullptr;   // their modules_to_save
   const char* lora_parameters = nullptr;  // their target_parameters
   const char* tokens_alone = nullptr;  // token_indices of PEFT's TrainableTokensConfig (no LoRA)
-  const char* ia3 = nullptr;              // IA3 target modules (PEFT's IA3Config), added as LoRA's are
-  const char* ia3_feedforward = "";       // their feedforward_modules
-  const char* loha = nullptr;             // LoHa target modules (PEFT's LoHaConfig, r 2, init_weights false)
+  const char* ia3 = nullptr;           // IA3 target modules (PEFT's IA3Config), added as LoRA's are
+  const char* ia3_feedforward = "";    // their feedforward_modules
+  const char* loha = nullptr;          // LoHa target modules (PEFT's LoHaConfig, r 2, init_weights false)
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
