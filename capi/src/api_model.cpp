@@ -27,11 +27,8 @@ acc::LoraConfig lora_config_arg(const char* target_modules, const acc_options* o
 // PEFT's add_adapter takes any method's configuration: ACC_OPTIONS_LORA (or NULL), ACC_OPTIONS_IA3
 // or ACC_OPTIONS_LOHA.
 acc::LoraConfig adapter_config_arg(const char* target_modules, const acc_options* opts) {
-  const acc::OptionsKind kind = opts ? live(opts, "opts").options.kind() : acc::OptionsKind::Lora;
-  const std::string targets = target_modules ? text_arg(target_modules, "target_modules") : std::string();
-  if (kind == acc::OptionsKind::Ia3) return acc::LoraConfig::ia3(targets, options_arg(opts, kind));
-  if (kind == acc::OptionsKind::Loha) return acc::LoraConfig::loha(targets, options_arg(opts, kind));
-  return lora_config_arg(target_modules, opts);
+  return acc::LoraConfig::of_kind(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
+                                  opts ? live(opts, "opts").options : options_arg(nullptr, acc::OptionsKind::Lora));
 }
 
 acc::NamedTensors run_forward(acc::Model& model, const acc_tensor* const* inputs, size_t n, uint32_t flags) {

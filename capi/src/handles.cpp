@@ -123,20 +123,21 @@ PinScope::PinScope() noexcept : mark_(pinned().size()) { ++t_calls; }
 
 PinScope::~PinScope() {
   --t_calls;
-  if (pinned().size() == mark_) return;
+  std::vector<const void*>& pins = pinned();
+  if (pins.size() == mark_) return;
   // One lock for the call's pins; the handles freed meanwhile are destroyed after it, since a
   // destructor may free other handles.
   std::vector<std::pair<const void*, void (*)(void*)>> doomed;
   {
     auto& r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
-    for (size_t i = pinned().size(); i-- > mark_;) {
-      auto it = r.kinds.find(pinned()[i]);
+    for (size_t i = pins.size(); i-- > mark_;) {
+      auto it = r.kinds.find(pins[i]);
       if (it == r.kinds.end() || --it->second.pins > 0 || !it->second.destroy) continue;
       doomed.emplace_back(it->first, it->second.destroy);
       r.kinds.erase(it);
     }
-    pinned().resize(mark_);
+    pins.resize(mark_);
   }
   for (const auto& [handle, destroy] : doomed) destroy(const_cast<void*>(handle));
 }

@@ -48,9 +48,7 @@ std::vector<LoraAdapter> make_ia3_adapters(const LoraConfig& config, const std::
     adapter.feedforward = config.is_feedforward(site.module);
     at::Tensor vector = at::randn(ia3_vector_shape(site, adapter.feedforward), at::kFloat);
     if (config.init_ia3_weights) vector.fill_(1.0);
-    vector = vector.to(site.weight.options());
-    const bool low = site.weight.scalar_type() == at::kHalf || site.weight.scalar_type() == at::kBFloat16;
-    adapter.ia3 = (low ? vector.to(at::kFloat) : vector).set_requires_grad(true);
+    adapter.ia3 = adapter_parameter(vector, site);
     made.push_back(std::move(adapter));
   }
   return made;

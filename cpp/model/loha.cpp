@@ -55,11 +55,7 @@ std::vector<LoraAdapter> make_loha_adapters(const LoraConfig& config, const std:
       hada[3].zero_();
     else
       torch::nn::init::kaiming_uniform_(hada[3], std::sqrt(5.0));
-    const bool low = site.weight.scalar_type() == at::kHalf || site.weight.scalar_type() == at::kBFloat16;
-    for (at::Tensor& t : hada) {
-      t = t.to(site.weight.options());
-      t = (low ? t.to(at::kFloat) : t).set_requires_grad(true);
-    }
+    for (at::Tensor& t : hada) t = adapter_parameter(t, site);
     adapter.hada = std::move(hada);
     made.push_back(std::move(adapter));
   }

@@ -652,9 +652,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     if (config.use_dora)  // from the weight the layer will have
       adapter.magnitude = initial_magnitude(residuals[k].defined() ? residuals[k] : site->weight, adapter);
     if (b_bias.defined()) adapter.b_bias = b_bias.to(site->weight.options());
-    const bool low = site->weight.scalar_type() == at::kHalf || site->weight.scalar_type() == at::kBFloat16;
     for (at::Tensor* t : {&adapter.a, &adapter.b, &adapter.magnitude, &adapter.b_bias})
-      if (t->defined()) *t = (low ? t->to(at::kFloat) : *t).set_requires_grad(true);
+      if (t->defined()) *t = adapter_parameter(*t, *site);
     // MiCA trains A alone: PEFT freezes lora_B whole, its bias too (which mica_init leaves as
     // nn.Linear drew it, so the branch adds bias * scaling from the start, as in PEFT).
     if (config.init == "mica") {
@@ -849,6 +848,12 @@ NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
   }
   for (size_t k : last) additions[k].append(&out);
   return out;
+}
+
+at::Tensor adapter_parameter(const at::Tensor& drawn, const LinearSite& site) {
+  const at::Tensor placed = drawn.to(site.weight.options());
+  const bool low = site.weight.scalar_type() == at::kHalf || site.weight.scalar_type() == at::kBFloat16;
+  return (low ? placed.to(at::kFloat) : placed).set_requires_grad(true);
 }
 
 at::Tensor weight_delta(const LoraAdapter& adapter) {

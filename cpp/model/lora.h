@@ -175,6 +175,10 @@ struct LoraAdapter {
   std::vector<at::Tensor> hada{};
 };
 
+// An adapter tensor as PEFT leaves it: moved to the layer's device and dtype, then float32 again
+// where that dtype is half precision (autocast_adapter_dtype), requiring grad.
+at::Tensor adapter_parameter(const at::Tensor& drawn, const LinearSite& site);
+
 // Whether the adapter is an (IA)^3 vector, or LoHa's factors, rather than a LoRA pair.
 inline bool is_ia3(const LoraAdapter& adapter) { return adapter.ia3.defined(); }
 inline bool is_loha(const LoraAdapter& adapter) { return !adapter.hada.empty(); }

@@ -36,10 +36,6 @@ std::vector<int64_t> parse_integers(const std::string& text, const char* key, co
   return out;
 }
 
-}  // namespace
-
-namespace {
-
 // The keys every PEFT method's options end with: what adapter_config.json keeps for PEFT's AutoPeftModel.
 void bind_texts(OptionTable<LoraConfig>& t) {
   using L = LoraConfig;
@@ -55,6 +51,19 @@ void bind_module_lists(OptionTable<LoraConfig>& t) {
   t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
   t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",
          &L::modules_to_save_spec);
+}
+
+// rank_pattern, alpha_pattern (giving `alpha`, the method's name for it), layers_to_transform and
+// layers_pattern, as LoRA's and LoHa's options take them.
+void bind_patterns_and_layers(OptionTable<LoraConfig>& t, const std::string& alpha) {
+  using L = LoraConfig;
+  t.bind("rank_pattern", "ranks of their own: a JSON object from module-name expressions to r", &L::rank_pattern_spec);
+  t.bind("alpha_pattern", alpha + "s of their own: a JSON object from module-name expressions to " + alpha,
+         &L::alpha_pattern_spec);
+  t.bind("layers_to_transform", "the layer numbers to adapt, separated by commas (default: all)",
+         &L::layers_to_transform_spec);
+  t.bind("layers_pattern", "expressions naming the layer lists layers_to_transform numbers, separated by commas",
+         &L::layers_pattern_spec);
 }
 
 }  // namespace
@@ -127,14 +136,7 @@ const OptionTable<LoraConfig>& lora_option_table() {
            &L::modules_to_save_spec);
     t.bind("bias", "which biases train beside the adapters: none, all, lora_only (the adapted layers')", &L::bias)
         .one_of({"none", "all", "lora_only"});
-    t.bind("rank_pattern", "ranks of their own: a JSON object from module-name expressions to r",
-           &L::rank_pattern_spec);
-    t.bind("alpha_pattern", "lora_alphas of their own: a JSON object from module-name expressions to lora_alpha",
-           &L::alpha_pattern_spec);
-    t.bind("layers_to_transform", "the layer numbers to adapt, separated by commas (default: all)",
-           &L::layers_to_transform_spec);
-    t.bind("layers_pattern", "expressions naming the layer lists layers_to_transform numbers, separated by commas",
-           &L::layers_pattern_spec);
+    bind_patterns_and_layers(t, "lora_alpha");
     t.bind("trainable_token_indices",
            "embedding rows that train beside the adapters: indices separated by commas (the input embedding's), or "
            "a JSON object from module names to lists of indices",
@@ -210,14 +212,7 @@ const OptionTable<LoraConfig>& loha_option_table() {
     t.bind("init_weights", "hada_w2_b starts as zeros, so the model starts unchanged (false: drawn as the others)",
            &L::loha_init_weights);
     bind_module_lists(t);
-    t.bind("rank_pattern", "ranks of their own: a JSON object from module-name expressions to r",
-           &L::rank_pattern_spec);
-    t.bind("alpha_pattern", "alphas of their own: a JSON object from module-name expressions to alpha",
-           &L::alpha_pattern_spec);
-    t.bind("layers_to_transform", "the layer numbers to adapt, separated by commas (default: all)",
-           &L::layers_to_transform_spec);
-    t.bind("layers_pattern", "expressions naming the layer lists layers_to_transform numbers, separated by commas",
-           &L::layers_pattern_spec);
+    bind_patterns_and_layers(t, "alpha");
     bind_texts(t);
   });
   return table;
@@ -316,6 +311,17 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
     config.set_token_indices(
         nlohmann::ordered_json(parse_integers(tokens, "trainable_token_indices", "token indices")));
   return config;
+}
+
+LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& options) {
+  switch (options.kind()) {
+    case OptionsKind::Ia3:
+      return ia3(targets, options);
+    case OptionsKind::Loha:
+      return loha(targets, options);
+    default:
+      return from(targets, options);  // (which refuses a kind that is not lora)
+  }
 }
 
 LoraConfig LoraConfig::loha(const std::string& targets, const Options& options) {

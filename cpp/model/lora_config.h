@@ -216,6 +216,8 @@ struct LoraConfig {
   static LoraConfig ia3(const std::string& targets, const Options& options);
   // PEFT's LoHaConfig: `targets` as above, `options` of kind loha.
   static LoraConfig loha(const std::string& targets, const Options& options);
+  // The configuration of the method `options` are for: lora, ia3 or loha (PEFT's add_adapter takes any).
+  static LoraConfig of_kind(const std::string& targets, const Options& options);
   // An invalid expression is an InvalidArgument error naming it.
   void set_target_regex(const std::string& expression);
   void set_feedforward_regex(const std::string& expression);

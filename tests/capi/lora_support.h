@@ -157,6 +157,20 @@ inline acc_dataloader* loader_over(const std::vector<nlohmann::json>& fields, in
   return dl;
 }
 
+// The case's tensors (an object from names to fixture tensors) loaded into the model by their names
+// followed by `suffix`.
+inline void load_case_tensors(acc_model* m, const nlohmann::json& tensors, const std::string& suffix = "") {
+  acc_tensor_list* list = nullptr;
+  ASSERT_EQ(acc_tensor_list_create(&list), ACC_OK);
+  for (const auto& item : tensors.items()) {
+    acc_tensor* t = acc_test::from_json(item.value());
+    ASSERT_EQ(acc_tensor_list_append(list, (item.key() + suffix).c_str(), t), ACC_OK);
+    acc_tensor_free(t);
+  }
+  ASSERT_EQ(acc_model_load_state_dict(m, list, 0), ACC_OK) << acc_last_error_message();
+  acc_tensor_list_free(list);
+}
+
 // What export_lora_cases.py recorded of PEFT (under ACC_TEST_DATA, which the caller checked).
 inline nlohmann::json lora_cases() {
   std::ifstream in(acc_test::data_dir() + "/lora_cases.json");

@@ -16,14 +16,13 @@
 #include "lora_support.h"
 #include "support.h"
 
+using acc_test::float_values;
 using acc_test::from_json;
 using json = nlohmann::json;
 using namespace lora_test;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<float> values(const json& t) { return t["values"].get<std::vector<float>>(); }
 
 acc_model* ia3_model() {
   acc_model* m = data_model("ia3_model.pt");
@@ -48,24 +47,11 @@ acc_model* adapted(const json& c, bool init = true) {
   return m;
 }
 
-// The case's vectors (`which`: "chosen", "trained", ...) put in place.
-void set_vectors(acc_model* m, const json& vectors) {
-  acc_tensor_list* list = nullptr;
-  ASSERT_EQ(acc_tensor_list_create(&list), ACC_OK);
-  for (const auto& item : vectors.items()) {
-    acc_tensor* v = from_json(item.value());
-    ASSERT_EQ(acc_tensor_list_append(list, (item.key() + ".ia3_l").c_str(), v), ACC_OK);
-    acc_tensor_free(v);
-  }
-  ASSERT_EQ(acc_model_load_state_dict(m, list, 0), ACC_OK) << acc_last_error_message();
-  acc_tensor_list_free(list);
-}
-
 std::vector<float> output(acc_model* m, const json& c) { return outputs_on(m, from_json(c["input"])); }
 
 void expect_vectors(const acc_model* m, const json& vectors) {
   for (const auto& item : vectors.items()) {
-    EXPECT_EQ(param(m, item.key() + ".ia3_l"), values(item.value())) << item.key();
+    EXPECT_EQ(param(m, item.key() + ".ia3_l"), float_values(item.value())) << item.key();
     acc_tensor* v = nullptr;
     ASSERT_EQ(acc_model_parameter(m, (item.key() + ".ia3_l").c_str(), &v), ACC_OK);
     EXPECT_EQ(acc_test::shape(v), item.value()["shape"].get<std::vector<int64_t>>()) << item.key();
@@ -86,7 +72,7 @@ TEST(Ia3, DrawsComputesAndMergesAsPeft) {
   size_t count = 0;
   ACC_ASSERT_OK(acc_model_lora_count(m, &count));
   EXPECT_EQ(count, 5u);
-  EXPECT_EQ(acc_test::next_global_draws(), values(c["next_draw"]));
+  EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw"]));
   json ones = c["drawn"];
   for (auto& v : ones) std::fill(v["values"].begin(), v["values"].end(), 1.0);
   expect_vectors(m, ones);
@@ -113,17 +99,17 @@ TEST(Ia3, DrawsComputesAndMergesAsPeft) {
 
   // Chosen vectors: PEFT's outputs and gradients, bit for bit.
   m = adapted(c);
-  set_vectors(m, c["chosen"]);
+  load_case_tensors(m, c["chosen"], ".ia3_l");
   acc_tensor *x = from_json(c["input"]), *y = nullptr, *sum = nullptr;
   ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
-  EXPECT_EQ(to_floats(y), values(c["output"]));
+  EXPECT_EQ(to_floats(y), float_values(c["output"]));
   ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
   ACC_ASSERT_OK(acc_tensor_backward(sum));
   for (const auto& item : c["grads"].items()) {
     acc_tensor *p = nullptr, *g = nullptr;
     ACC_ASSERT_OK(acc_model_parameter(m, (item.key() + ".ia3_l").c_str(), &p));
     ACC_ASSERT_OK(acc_tensor_grad(p, &g));
-    EXPECT_EQ(to_floats(g), values(item.value())) << item.key();
+    EXPECT_EQ(to_floats(g), float_values(item.value())) << item.key();
     acc_tensor_free(p);
     acc_tensor_free(g);
   }
@@ -139,7 +125,7 @@ TEST(Ia3, DrawsComputesAndMergesAsPeft) {
   ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &low));
   ACC_ASSERT_OK(acc_autocast_end(acc));
   ACC_ASSERT_OK(acc_tensor_to(low, nullptr, ACC_DTYPE_FLOAT32, &low_floats));
-  EXPECT_EQ(to_floats(low_floats), values(c["autocast_output"]));
+  EXPECT_EQ(to_floats(low_floats), float_values(c["autocast_output"]));
   for (acc_tensor* t : {x, low, low_floats}) acc_tensor_free(t);
 
   // save_model writes the merged weights, the adapters left in the model.
@@ -151,7 +137,7 @@ TEST(Ia3, DrawsComputesAndMergesAsPeft) {
   for (const auto& item : c["merged"].items()) {
     acc_tensor* t = nullptr;
     ACC_ASSERT_OK(acc_tensor_list_find(saved, item.key().c_str(), &t));
-    EXPECT_EQ(to_floats(t), values(item.value())) << item.key();
+    EXPECT_EQ(to_floats(t), float_values(item.value())) << item.key();
     acc_tensor_free(t);
   }
   acc_tensor* vector = nullptr;
@@ -167,7 +153,8 @@ TEST(Ia3, DrawsComputesAndMergesAsPeft) {
 
   // PEFT's merge: weights (and output-scaled layers' biases) scaled, the vectors gone.
   ACC_ASSERT_OK(acc_model_merge_lora(m));
-  for (const auto& item : c["merged"].items()) EXPECT_EQ(param(m, item.key()), values(item.value())) << item.key();
+  for (const auto& item : c["merged"].items())
+    EXPECT_EQ(param(m, item.key()), float_values(item.value())) << item.key();
   for (const char* frozen : {"conv_ff.bias", "proj.bias"})  // feedforward: their biases stay
     EXPECT_EQ(param(m, frozen), param(base, frozen)) << frozen;
   ACC_ASSERT_OK(acc_model_lora_count(m, &count));
@@ -182,7 +169,7 @@ TEST(Ia3, TrainsAsPeftWithAdamW) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("ia3");
   acc_model* m = adapted(c);
-  set_vectors(m, c["chosen"]);
+  load_case_tensors(m, c["chosen"], ".ia3_l");
   const auto fc1_weight = param(m, "fc1.weight");
   acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
   acc_tensor *x = from_json(c["input"]), *target = from_json(c["target"]);
@@ -211,7 +198,7 @@ TEST(Ia3, PeftFilesBothWays) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("ia3");
   acc_model* m = adapted(c);
-  set_vectors(m, c["chosen"]);
+  load_case_tensors(m, c["chosen"], ".ia3_l");
   const std::string dir = acc_test::temp_path("ia3_adapter");
   fs::remove_all(dir);
   ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
@@ -240,7 +227,7 @@ TEST(Ia3, PeftFilesBothWays) {
 
   acc_model* fresh = ia3_model();
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
-  EXPECT_EQ(output(fresh, c), values(c["output"]));
+  EXPECT_EQ(output(fresh, c), float_values(c["output"]));
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));  // again, into the adapters it has
   acc_model_free(fresh);
 
@@ -254,7 +241,7 @@ TEST(Ia3, PeftFilesBothWays) {
   }
   fresh = ia3_model();
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
-  EXPECT_EQ(output(fresh, c), values(c["output"]));
+  EXPECT_EQ(output(fresh, c), float_values(c["output"]));
   acc_model_free(fresh);
 
   // A file whose feedforward modules differ puts the vectors where they do not fit: refused, the
@@ -367,7 +354,7 @@ TEST(Ia3, NamedAdaptersSwitchAndMerge) {
   // "default": the case's vectors on its five layers; "other": drawn vectors on fc1 and head, fc1 a
   // feedforward module there (its input scaled, where "default" scales its output).
   acc_model* m = adapted(c);
-  set_vectors(m, c["chosen"]);
+  load_case_tensors(m, c["chosen"], ".ia3_l");
   const auto chosen_output = output(m, c);
   acc_options* o = nullptr;
   ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_IA3, &o));
@@ -438,7 +425,7 @@ TEST(Ia3, NamedAdaptersSwitchAndMerge) {
   EXPECT_EQ(count, 5u);
   ACC_ASSERT_OK(acc_model_set_adapter(m, "mix"));
   for (const auto& item : c["chosen"].items()) {
-    const auto first = values(item.value()), second = twin[item.key()];
+    const auto first = float_values(item.value()), second = twin[item.key()];
     std::vector<float> expected(first.size());
     for (size_t i = 0; i < first.size(); ++i)
       expected[i] = (0.0f + first[i] * 0.7f) + second[i] * static_cast<float>(-0.4);

@@ -15,14 +15,13 @@
 #include "lora_support.h"
 #include "support.h"
 
+using acc_test::float_values;
 using acc_test::from_json;
 using json = nlohmann::json;
 using namespace lora_test;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<float> values(const json& t) { return t["values"].get<std::vector<float>>(); }
 
 acc_model* loha_model() {
   acc_model* m = data_model("loha_model.pt");
@@ -56,20 +55,8 @@ acc_model* adapted(const json& c, bool init, bool dropout = false) {
   return m;
 }
 
-void set_factors(acc_model* m, const json& factors) {
-  acc_tensor_list* list = nullptr;
-  ASSERT_EQ(acc_tensor_list_create(&list), ACC_OK);
-  for (const auto& item : factors.items()) {
-    acc_tensor* v = from_json(item.value());
-    ASSERT_EQ(acc_tensor_list_append(list, item.key().c_str(), v), ACC_OK);
-    acc_tensor_free(v);
-  }
-  ASSERT_EQ(acc_model_load_state_dict(m, list, 0), ACC_OK) << acc_last_error_message();
-  acc_tensor_list_free(list);
-}
-
 void expect_factors(const acc_model* m, const json& factors) {
-  for (const auto& item : factors.items()) EXPECT_EQ(param(m, item.key()), values(item.value())) << item.key();
+  for (const auto& item : factors.items()) EXPECT_EQ(param(m, item.key()), float_values(item.value())) << item.key();
 }
 
 std::vector<float> eval_output(acc_model* m, const json& c) {
@@ -85,7 +72,7 @@ TEST(Loha, DrawsComputesAndMergesAsPeft) {
   acc_model* base = loha_model();
   const auto base_output = eval_output(base, c);
   acc_model* m = adapted(c, /*init=*/true);
-  EXPECT_EQ(acc_test::next_global_draws(), values(c["next_draw"]));
+  EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw"]));
   expect_factors(m, c["initial"]);
   EXPECT_EQ(eval_output(m, c), base_output);  // w2_b zero: the model starts unchanged
   EXPECT_EQ(acc_test::parameter_names(m),
@@ -99,20 +86,20 @@ TEST(Loha, DrawsComputesAndMergesAsPeft) {
   // init_weights false: every factor drawn; the case's chosen factors are those draws.
   m = adapted(c, /*init=*/false, /*dropout=*/true);
   expect_factors(m, c["chosen"]);
-  EXPECT_EQ(eval_output(m, c), values(c["eval_output"]));
+  EXPECT_EQ(eval_output(m, c), float_values(c["eval_output"]));
   // Training mode: module dropout (torch.rand(1) per layer) and rank dropout drawn in the forward.
   ACC_ASSERT_OK(acc_model_set_training(m, 1));
   ACC_ASSERT_OK(acc_set_seed(c["train_seed"].get<uint64_t>()));
   acc_tensor *x = from_json(c["input"]), *y = nullptr, *sum = nullptr;
   ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
-  EXPECT_EQ(to_floats(y), values(c["train_output"]));
+  EXPECT_EQ(to_floats(y), float_values(c["train_output"]));
   ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
   ACC_ASSERT_OK(acc_tensor_backward(sum));
   for (const auto& item : c["grads"].items()) {
     acc_tensor *p = nullptr, *g = nullptr;
     ACC_ASSERT_OK(acc_model_parameter(m, item.key().c_str(), &p));
     ACC_ASSERT_OK(acc_tensor_grad(p, &g));
-    const auto expected = values(item.value());
+    const auto expected = float_values(item.value());
     if (g) {
       EXPECT_EQ(to_floats(g), expected) << item.key();
     } else {  // left out by module dropout: no gradient (PEFT's is None, recorded as zeros)
@@ -129,7 +116,8 @@ TEST(Loha, DrawsComputesAndMergesAsPeft) {
   ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 1));
   // PEFT's merge: W plus the delta.
   ACC_ASSERT_OK(acc_model_merge_lora(m));
-  for (const auto& item : c["merged"].items()) EXPECT_EQ(param(m, item.key()), values(item.value())) << item.key();
+  for (const auto& item : c["merged"].items())
+    EXPECT_EQ(param(m, item.key()), float_values(item.value())) << item.key();
   acc_model_free(m);
   acc_model_free(base);
 }
