@@ -6,25 +6,21 @@
 // and the step time. The same again with the model as TorchScript (saved and loaded back), whose
 // linear1 and linear2 add PEFT's branch to their outputs and whose out_proj, read by the attention
 // as a weight, computes with its adapted weight. DoRA (use_dora) on the same layers, beside them; PEFT's
-// IA3 on the feed-forward layers (linear1's output, linear2's input scaled) and LoHa r=8 on LoRA's
-// layers (layer spec only: the TorchScript export reads its feed-forward weights itself); and,
-// on the layer spec, LoRA on the attention as PEFT's lora.MultiheadAttention adapts it (self_attn: q,
-// k, v through the packed in_proj, and out_proj) with linear1 and linear2.
-// As TorchScript, QLoRA too: the same adapters over the linear layers quantised to 4 bits
-// (transformers' load_in_4bit: NF4, double quantisation), and over LLM.int8 layers (load_in_8bit,
-// training on the CPU: bitsandbytes' dequantised product), against LoRA over float32 layers.
-// Then new tokens on a language model of the same stack (vocabulary 32000, head tied to the
-// embedding): LoRA beside the whole embedding trained (modules_to_save, what PEFT users did before
-// trainable_token_indices) against LoRA beside 16 of its rows (trainable_token_indices); and
-// without LoRA, the embedding trained alone against 16 rows alone (PEFT's TrainableTokensConfig).
-// Then a CNN (a stem and blocks of a 3 x 3 and two 1 x 1 convolutions, 128 channels, 32 x 32
-// images, batch 16): full fine-tuning against LoRA and DoRA r=8 on every convolution.
-// Last, given a mixture of experts written by export_moe.py (TorchScript, expert weights as 3-D
-// parameters): full fine-tuning against LoRA r=8 on the expert weights (target_parameters, PEFT's
-// ParamWrapper), the rest frozen.
-// Between them, one model serving several fine-tunes: three named adapters, set_adapter's time
-// between two of the same layers (their tensors exchanged in place) and to one of other layers
-// (the layers wired again) against a forward in evaluation.
+// IA3 on the feed-forward layers (linear1's output, linear2's input scaled), LoHa r=8 and LoKr r=8
+// (PEFT's defaults: w1 whole, w2 a rank-8 product) on LoRA's layers (layer spec only: the TorchScript export reads its
+// feed-forward weights itself); and, on the layer spec, LoRA on the attention as PEFT's lora.MultiheadAttention adapts
+// it (self_attn: q, k, v through the packed in_proj, and out_proj) with linear1 and linear2. As TorchScript, QLoRA too:
+// the same adapters over the linear layers quantised to 4 bits (transformers' load_in_4bit: NF4, double quantisation),
+// and over LLM.int8 layers (load_in_8bit, training on the CPU: bitsandbytes' dequantised product), against LoRA over
+// float32 layers. Then new tokens on a language model of the same stack (vocabulary 32000, head tied to the embedding):
+// LoRA beside the whole embedding trained (modules_to_save, what PEFT users did before trainable_token_indices) against
+// LoRA beside 16 of its rows (trainable_token_indices); and without LoRA, the embedding trained alone against 16 rows
+// alone (PEFT's TrainableTokensConfig). Then a CNN (a stem and blocks of a 3 x 3 and two 1 x 1 convolutions, 128
+// channels, 32 x 32 images, batch 16): full fine-tuning against LoRA and DoRA r=8 on every convolution. Last, given a
+// mixture of experts written by export_moe.py (TorchScript, expert weights as 3-D parameters): full fine-tuning against
+// LoRA r=8 on the expert weights (target_parameters, PEFT's ParamWrapper), the rest frozen. Between them, one model
+// serving several fine-tunes: three named adapters, set_adapter's time between two of the same layers (their tensors
+// exchanged in place) and to one of other layers (the layers wired again) against a forward in evaluation.
 //
 //   bench_lora [--quick] [MOE.pt]
 #include <cstdio>
@@ -140,6 +136,8 @@ int main(int argc, char** argv) {
     OK(acc_model_add_loha(model, "out_proj,linear1,linear2", o, nullptr));
     acc_options_free(o);
   };
+  // PEFT's LoKr with its defaults (r=8) on the same three layers.
+  auto lokr = [](acc_model* model) { OK(acc_model_add_lokr(model, "out_proj,linear1,linear2", nullptr, nullptr)); };
   std::printf("%d transformer blocks (d_model %lld, 8 heads), batch %lld x %lld tokens, AdamW\n", blocks,
               static_cast<long long>(d), static_cast<long long>(batch), static_cast<long long>(tokens));
   for (bool torchscript : {false, true}) {
@@ -148,27 +146,32 @@ int main(int argc, char** argv) {
     TransformerStackLoop full(json, batch, tokens, d, {}, training),
         lora(json, batch, tokens, d, adapters(false), training), dora(json, batch, tokens, d, adapters(true), training);
     // (The TorchScript export's forward reads its feed-forward layers' weights itself: no IA3 there.)
-    std::unique_ptr<TransformerStackLoop> ia3_loop, loha_loop;
+    std::unique_ptr<TransformerStackLoop> ia3_loop, loha_loop, lokr_loop;
     if (!torchscript) {
       ia3_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, ia3, training);
       loha_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, loha, training);
+      lokr_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, lokr, training);
     }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();
-      if (ia3_loop) ia3_loop->step(), loha_loop->step();
+      if (ia3_loop) ia3_loop->step(), loha_loop->step(), lokr_loop->step();
     }
-    std::vector<double> a, b, c, e, h;
+    std::vector<double> a, b, c, e, h, k;
     for (int round = 0; round < (quick ? 1 : 7); ++round) {
       a.push_back(time_steps(full, 2));
       b.push_back(time_steps(lora, 2));
       c.push_back(time_steps(dora, 2));
-      if (ia3_loop) e.push_back(time_steps(*ia3_loop, 2)), h.push_back(time_steps(*loha_loop, 2));
+      if (ia3_loop)
+        e.push_back(time_steps(*ia3_loop, 2)), h.push_back(time_steps(*loha_loop, 2)),
+            k.push_back(time_steps(*lokr_loop, 2));
     }
     std::printf("%s\n", torchscript ? "as TorchScript:" : "layer spec:");
     report("full fine-tuning:", full, a);
     report("LoRA r=8:", lora, b, &full, &a);
     report("DoRA r=8:", dora, c, &full, &a);
-    if (ia3_loop) report("IA3 (ffn):", *ia3_loop, e, &full, &a), report("LoHa r=8:", *loha_loop, h, &full, &a);
+    if (ia3_loop)
+      report("IA3 (ffn):", *ia3_loop, e, &full, &a), report("LoHa r=8:", *loha_loop, h, &full, &a),
+          report("LoKr r=8:", *lokr_loop, k, &full, &a);
     std::printf("DoRA / LoRA: peak %.3f, time %.3f\n",
                 static_cast<double>(dora.held_bytes + dora.step_bytes) / (lora.held_bytes + lora.step_bytes),
                 median(c) / median(b));

@@ -384,6 +384,16 @@ struct acc_accelerator {};
     check(acc_model_add_loha($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's LoKrConfig: each targeted layer's weight trains as W + kron(w1, w2) * alpha / r, w1 and w2
+   * whole or rank-r products, every other parameter frozen. targetModules: named as for addLora.
+   * opts: LoKr options (r, alpha, decompose_both, decompose_factor, init_weights, ...: the keys of
+   * ACC_OPTIONS_LOKR) or null. saveLora, loadLora, mergeLora and setLoraEnabled act on them. Returns
+   * how many layers. */
+  size_t addLokr(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_lokr($self, targetModules, opts, &n));
+    return n;
+  }
   /* transformers' bitsandbytes quantisation: quantizationConfig is BitsAndBytesConfig as JSON with
    * "load_in_4bit": true (as quantize4bit) or "load_in_8bit": true (LLM.int8 layers, bitsandbytes'
    * Linear8bitLt, int8 weights frozen); see acc_model_quantize. Returns how many layers. */

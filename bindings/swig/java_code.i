@@ -140,6 +140,8 @@
   public static Options ia3() { return new Options(OptionsKind.IA3); }
   /** Options of Model.addLoha (PEFT's LoHaConfig: r, alpha, rank_dropout, module_dropout, ...). */
   public static Options loha() { return new Options(OptionsKind.LOHA); }
+  /** Options of Model.addLokr (PEFT's LoKrConfig: r, alpha, decompose_both, decompose_factor, ...). */
+  public static Options lokr() { return new Options(OptionsKind.LOKR); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

@@ -579,6 +579,21 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   default none: as ACC_OPTIONS_LORA's, alpha_pattern giving alpha), layers_pattern (string,
  *   default none), base_model_name_or_path, revision, task_type (strings, default none: written to
  *   adapter_config.json).
+ * Keys of ACC_OPTIONS_LOKR (PEFT's LoKrConfig, see acc_model_add_lokr): r (int, default 8: the rank
+ *   of a factor made as a product), alpha (double, default 8: the scaling is alpha / r),
+ *   rank_dropout (double, default 0: in training, the probability of dropping each output row of
+ *   the delta), module_dropout (double, default 0: in training, the probability of leaving a
+ *   layer's branch out), rank_dropout_scale (bool, default false: rank dropout rescales the kept
+ *   rows by their fraction), use_effective_conv2d (bool, default false: a convolution's w2 in
+ *   PEFT's CP form, lokr_t2 with lokr_w2_a and lokr_w2_b, for kernels wider than 1),
+ *   decompose_both (bool, default false: w1 too is a product, w1_a w1_b, where r is below half its
+ *   larger side), decompose_factor (int, default -1: the factorisation's divisor of out and in; -1
+ *   near their square roots), init_weights ("true", default: w1 or w1_a starts as zeros, the model
+ *   unchanged; "false": every factor drawn; "lycoris": w2 or w2_b zeros, as LyCORIS starts),
+ *   exclude_modules, modules_to_save, rank_pattern, alpha_pattern, layers_to_transform (strings,
+ *   default none: as ACC_OPTIONS_LORA's, alpha_pattern giving alpha), layers_pattern (string,
+ *   default none), base_model_name_or_path, revision, task_type (strings, default none: written to
+ *   adapter_config.json).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
  *   schedule_wait, schedule_warmup, schedule_active, schedule_repeat, schedule_skip_first (int,
@@ -637,6 +652,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_EVA = 10,
   ACC_OPTIONS_IA3 = 11,
   ACC_OPTIONS_LOHA = 12,
+  ACC_OPTIONS_LOKR = 13,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1109,13 +1125,33 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_ia3(acc_model *model, const char 
  * linear layers (torch.nn.Linear, a spec's "linear") or 1-D and 2-D convolutions (a spec's
  * "conv2d") that the forward calls as modules: transformers' Conv1D, an embedding, an attention or
  * a 3-D convolution is ACC_ERR_INVALID_ARGUMENT (PEFT's TypeError); a layer whose weight the forward
- * reads itself, a quantised or dilated one, or use_effective_conv2d on a kernel wider than 1 x 1
- * (PEFT's CP form) ACC_ERR_UNSUPPORTED. `opts`: ACC_OPTIONS_LOHA or NULL (defaults). The files,
+ * reads itself, a quantised one, or use_effective_conv2d on a kernel wider than 1 x 1 (PEFT's CP
+ * form) ACC_ERR_UNSUPPORTED. `opts`: ACC_OPTIONS_LOHA or NULL (defaults). The files,
  * merging (W plus the delta, without dropout), disabling, counting and named adapters
  * (acc_model_add_lora_named with ACC_OPTIONS_LOHA) act as for LoRA; acc_model_add_weighted_adapter
  * is ACC_ERR_INVALID_ARGUMENT (PEFT's LoHa has none). Before creating the optimizer and before
  * acc_prepare, on a model without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_loha(acc_model *model, const char *target_modules,
+                                                   const acc_options *opts, size_t *count);
+/* acc_model_add_lokr: PEFT's LoKrConfig (LyCORIS' LoKr, get_peft_model with peft_type LOKR): each
+ * targeted layer's weight W (out x in, factored as out = a b and in = c d by LyCORIS'
+ * factorization, a convolution's in its input channels per group) trains as
+ * W + kron(w1, w2) * alpha / r, with w1 (a x c) and w2 (b x d, a convolution's times its kernel)
+ * new parameters: "<module>.lokr_w1", or "<module>.lokr_w1_a" and "<module>.lokr_w1_b" (a x r,
+ * r x c) with decompose_both where r < max(a, c) / 2; "<module>.lokr_w2", or "<module>.lokr_w2_a"
+ * and "<module>.lokr_w2_b" (b x r, r x d times the kernel) where r < max(b, d) / 2, a wider
+ * kernel's with use_effective_conv2d in the CP form (lokr_w2_a r x b, lokr_w2_b r x d,
+ * "<module>.lokr_t2" r x r x kernel); listed after the layer's own in that order; every other
+ * parameter frozen but modules_to_save's. Computed as PEFT's lokr layers compute it: the layer's
+ * output plus its input through the delta (F.linear, or the layer's convolution with its stride,
+ * padding, dilation and groups), in training with rank_dropout and module_dropout drawn as LoHa's,
+ * cast to the input's dtype. Drawn as PEFT draws them (init_weights), layer by layer in the model's
+ * order. `target_modules`: as for acc_model_add_loha, the same layers taken and refused, except
+ * that the CP form is built. `opts`: ACC_OPTIONS_LOKR or NULL (defaults). The files, merging,
+ * disabling, counting and named adapters (acc_model_add_lora_named with ACC_OPTIONS_LOKR) act as
+ * for LoRA; acc_model_add_weighted_adapter is ACC_ERR_INVALID_ARGUMENT (PEFT's LoKr has none).
+ * Before creating the optimizer and before acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_lokr(acc_model *model, const char *target_modules,
                                                    const acc_options *opts, size_t *count);
 /* acc_model_set_lora_enabled: PEFT's enable_adapter_layers (enabled != 0) and disable_adapter_layers
  * (its disable_adapter scope is disable, compute, enable). Disabled, every adapted layer computes as
@@ -1144,8 +1180,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * acc_model_add_lora_named: PEFT's add_adapter(adapter_name, config): draws the new adapter as
  * acc_model_add_lora would (the same draws from torch's global generator), and keeps it aside (on a
  * model without adapters it is the active one, as get_peft_model(..., adapter_name)). `opts`:
- * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA for an IA3 / LoHa adapter drawn
- * as acc_model_add_ia3's / acc_model_add_loha's; adapters of one method per model, as PEFT.
+ * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR for an IA3 /
+ * LoHa / LoKr adapter drawn as acc_model_add_ia3's / acc_model_add_loha's / acc_model_add_lokr's;
+ * adapters of one method per model, as PEFT.
  * acc_model_load_lora_named: PEFT's load_adapter(dir, adapter_name): as acc_model_load_lora into a
  * model without adapters (the same checks and draws), kept aside; the model's training mode stays
  * (PEFT's load_adapter puts the model in evaluation mode).

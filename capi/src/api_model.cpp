@@ -24,8 +24,8 @@ acc::LoraConfig lora_config_arg(const char* target_modules, const acc_options* o
                                options_arg(opts, acc::OptionsKind::Lora));
 }
 
-// PEFT's add_adapter takes any method's configuration: ACC_OPTIONS_LORA (or NULL), ACC_OPTIONS_IA3
-// or ACC_OPTIONS_LOHA.
+// PEFT's add_adapter takes any method's configuration: ACC_OPTIONS_LORA (or NULL), ACC_OPTIONS_IA3,
+// ACC_OPTIONS_LOHA or ACC_OPTIONS_LOKR.
 acc::LoraConfig adapter_config_arg(const char* target_modules, const acc_options* opts) {
   return acc::LoraConfig::of_kind(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
                                   opts ? live(opts, "opts").options : options_arg(nullptr, acc::OptionsKind::Lora));
@@ -217,24 +217,32 @@ acc_status acc_model_add_trainable_tokens(acc_model* model, const char* target_m
   });
 }
 
-acc_status acc_model_add_ia3(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
+namespace {
+
+// acc_model_add_ia3, _loha and _lokr: PEFT's method of `kind`, with `opts` of that kind or NULL (its
+// defaults).
+acc_status add_adapters_of(acc_model* model, const char* target_modules, const acc_options* opts, acc::OptionsKind kind,
+                           size_t* count) {
   return guarded([&] {
     acc::Model& m = model_arg(model);
-    const size_t added =
-        m.add_lora(acc::LoraConfig::ia3(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
-                                        options_arg(opts, acc::OptionsKind::Ia3)));
+    const size_t added = m.add_lora(acc::LoraConfig::of_kind(
+        target_modules ? text_arg(target_modules, "target_modules") : std::string(), options_arg(opts, kind)));
     if (count) *count = added;
   });
 }
 
+}  // namespace
+
+acc_status acc_model_add_ia3(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
+  return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Ia3, count);
+}
+
 acc_status acc_model_add_loha(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
-  return guarded([&] {
-    acc::Model& m = model_arg(model);
-    const size_t added =
-        m.add_lora(acc::LoraConfig::loha(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
-                                         options_arg(opts, acc::OptionsKind::Loha)));
-    if (count) *count = added;
-  });
+  return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Loha, count);
+}
+
+acc_status acc_model_add_lokr(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
+  return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Lokr, count);
 }
 
 acc_status acc_model_save_lora(const acc_model* model, const char* dir) {

@@ -32,6 +32,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return ia3_option_table();
     case OptionsKind::Loha:
       return loha_option_table();
+    case OptionsKind::Lokr:
+      return lokr_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -139,6 +139,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "ia3";
     case OptionsKind::Loha:
       return "loha";
+    case OptionsKind::Lokr:
+      return "lokr";
   }
   return "?";
 }

@@ -56,7 +56,8 @@ enum class OptionsKind : int {
   WeightedAdapter = 9,
   Eva = 10,
   Ia3 = 11,
-  Loha = 12
+  Loha = 12,
+  Lokr = 13
 };
 
 const char* options_kind_name(OptionsKind kind);

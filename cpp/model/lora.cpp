@@ -14,10 +14,10 @@
 #include "model/corda.h"
 #include "model/ia3.h"
 #include "model/loftq.h"
-#include "model/loha.h"
 #include "model/lora_draws.h"
 #include "model/lora_ga.h"
 #include "model/lora_init.h"
+#include "model/lycoris.h"
 
 namespace acc {
 
@@ -240,6 +240,8 @@ void check_conv_site(const LinearSite& site, const LoraConfig& config) {
   const std::string& module = site.module;
   if (!site.conv->refusal.empty())
     fail(Status::Unsupported, "LoRA on the convolution '", module, "': ", site.conv->refusal);
+  if (const std::string dilated = dilation_refusal(site.conv->dilation); !dilated.empty())
+    fail(Status::Unsupported, "LoRA on the convolution '", module, "': ", dilated);
   // PEFT's _ConvNd re-initialises its adapters by name and knows neither decompositions nor the
   // orthogonal start (its "Unknown initialization" ValueError).
   require(!decomposes_weight(config.init) && config.init != "orthogonal", "init_lora_weights ", config.init,
@@ -343,6 +345,7 @@ const char* adaptable_layers(const LoraConfig& config) {
   if (config.peft_type == PeftType::Ia3)
     return "IA3 adapts linear layers (transformers' Conv1D too) and 2-D and 3-D convolutions";
   if (config.peft_type == PeftType::Loha) return "LoHa adapts linear layers and 1-D and 2-D convolutions";
+  if (config.peft_type == PeftType::Lokr) return "LoKr adapts linear layers and 1-D and 2-D convolutions";
   return kAdaptableLayers;
 }
 
@@ -502,9 +505,9 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
             "', which is not a linear layer; ", adaptable_layers(config));
   const std::vector<LinearSite> chosen = targeted_sites(config, sites);
   require_targets_matched(config, sites, chosen);
-  if (config.peft_type == PeftType::Ia3 || config.peft_type == PeftType::Loha) {
+  if (config.peft_type != PeftType::Lora) {  // IA3, LoHa or LoKr
     std::vector<LoraAdapter> made =
-        config.peft_type == PeftType::Ia3 ? make_ia3_adapters(config, chosen) : make_loha_adapters(config, chosen);
+        config.peft_type == PeftType::Ia3 ? make_ia3_adapters(config, chosen) : make_lycoris_adapters(config, chosen);
     take_new(config, chosen, std::move(made), {}, {}, saved_modules, weights_pending);
     return adapters_.size();
   }
@@ -720,11 +723,8 @@ void LoraAdapters::require_none_yet() const {
   if (config_.peft_type == PeftType::TrainableTokens)
     fail(Status::InvalidArgument, "the model already has trainable tokens (PEFT's TRAINABLE_TOKENS, on '",
          tokens_.adapters().front().site.module, "'); merge them (acc_model_merge_lora) before adding adapters");
-  const char* method = config_.peft_type == PeftType::Ia3    ? "IA3"
-                       : config_.peft_type == PeftType::Loha ? "LoHa"
-                                                             : "LoRA";
-  fail(Status::InvalidArgument, "the model already has ", method, " adapters (", config_.describe_targets(),
-       "); merge them (acc_model_merge_lora) before adding others");
+  fail(Status::InvalidArgument, "the model already has ", peft_method_name(config_.peft_type), " adapters (",
+       config_.describe_targets(), "); merge them (acc_model_merge_lora) before adding others");
 }
 
 size_t LoraAdapters::add_tokens(const LoraConfig& config, const std::vector<TokenSite>& token_sites,
@@ -758,7 +758,7 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   const double scaling = adapter.scaling, p = adapted_with_attention(adapter.site) ? 0.0 : config_.dropout;
   std::shared_ptr<const bool> enabled = enabled_;
   if (is_ia3(adapter)) return ia3_output_adapter(adapter, enabled);
-  if (is_loha(adapter)) return loha_output_adapter(adapter, config_, enabled);
+  if (is_lycoris(adapter)) return lycoris_output_adapter(adapter, config_, enabled);
   if (adapter.magnitude.defined())
     return adapter.site.conv        ? dora_conv_output_adapter(adapter, p, enabled)
            : adapter.site.embedding ? dora_embedding_output_adapter(adapter, enabled)
@@ -787,9 +787,8 @@ NamedTensors LoraAdapters::named_parameters() const {
 void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
   const LoraAdapter& adapter = adapters_[k];
   if (is_ia3(adapter)) return out->emplace_back(adapter.site.module + kIa3Suffix, adapter.ia3), void();
-  if (is_loha(adapter)) {
-    for (size_t k = 0; k < adapter.hada.size(); ++k)
-      out->emplace_back(adapter.site.module + kLohaSuffixes[k], adapter.hada[k]);
+  if (is_lycoris(adapter)) {
+    for (const auto& [suffix, factor] : adapter.factors) out->emplace_back(adapter.site.module + suffix, factor);
     return;
   }
   out->emplace_back(adapter.site.module + lora_a_suffix(adapter.site), adapter.a);
@@ -930,7 +929,7 @@ void LoraAdapters::require_mergeable(const char* action) const {
            " scales its input channels, which its weight does not hold one by one (PEFT cannot merge it either); ",
            "save the adapters (acc_model_save_lora)");
   for (const auto& adapter : adapters_)
-    if (!is_ia3(adapter) && !is_loha(adapter) && adapter.site.conv && adapter.site.conv->groups != 1)
+    if (!is_ia3(adapter) && !is_lycoris(adapter) && adapter.site.conv && adapter.site.conv->groups != 1)
       fail(Status::Unsupported, action, ": LoRA adapts the convolution '", adapter.site.module, "' with groups ",
            adapter.site.conv->groups,
            ", whose adapter has no weight of the layer's shape to merge (PEFT's "
@@ -973,15 +972,15 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
       adapter_entries.insert(module + kIa3Suffix);
       continue;
     }
-    if (is_loha(adapter)) {          // PEFT's merge: the weight plus the delta (without training's dropout)
-      LoraAdapter stated = adapter;  // with the state's tensors
-      for (size_t k = 0; k < stated.hada.size(); ++k) {
-        stated.hada[k] = entry_of(module + kLohaSuffixes[k]);
-        adapter_entries.insert(module + kLohaSuffixes[k]);
+    if (is_lycoris(adapter)) {  // PEFT's merge: the weight plus the delta (without training's dropout)
+      NamedTensors stated;      // the state's factors
+      for (const auto& entry : adapter.factors) {
+        stated.emplace_back(entry.first, entry_of(module + entry.first));
+        adapter_entries.insert(module + entry.first);
       }
       const at::Tensor& w = entry_of(weight_name(adapter.site));
       merged_weights[weight_name(adapter.site)] =
-          (w + loha_delta(stated.hada, adapter.scaling, w.sizes(), false, 0)).to(w.scalar_type());
+          (w + lycoris_delta(config_.peft_type, stated, adapter.scaling, w.sizes())).to(w.scalar_type());
       continue;
     }
     LoraAdapter stated = adapter;  // with the state's tensors
@@ -1023,9 +1022,9 @@ void LoraAdapters::merge_into_weights() const {
         adapter.site.bias.copy_(ia3_bias(adapter.site.bias, adapter.ia3));
       continue;
     }
-    if (is_loha(adapter)) {
+    if (is_lycoris(adapter)) {
       const at::Tensor& w = adapter.site.weight;
-      w.copy_((w + loha_delta(adapter.hada, adapter.scaling, w.sizes(), false, 0)).to(w.scalar_type()));
+      w.copy_((w + lycoris_delta(config_.peft_type, adapter.factors, adapter.scaling, w.sizes())).to(w.scalar_type()));
       continue;
     }
     if (adapter.site.quantized)

@@ -38,13 +38,14 @@ constexpr const char* kLoraEmbeddingBSuffix = ".lora_embedding_B";
 // channels, lora_B a 1 x ... x 1 convolution with the layer's groups. With groups the adapter's
 // branch has no weight of the layer's shape: it cannot be merged (PEFT's NotImplementedError).
 struct ConvGeometry {
-  std::vector<int64_t> stride, padding;
+  std::vector<int64_t> stride, padding, dilation;
   int64_t groups = 1;
-  // Why PEFT's adapter would not compute as its layer does here (dilation, padding_mode, a padding
-  // given as a string): LoRA on this layer is Unsupported with it. Empty: adaptable.
+  // Why no PEFT adapter would compute as its layer does here (padding_mode, a padding given as a
+  // string): adapting this layer is Unsupported with it. Empty: adaptable (LoRA's lora_A takes no
+  // dilation either: dilation_refusal).
   std::string refusal;
 };
-// ConvGeometry::refusal for a layer of this dilation: empty where every entry is 1.
+// Why LoRA cannot adapt a convolution of this dilation: empty where every entry is 1.
 std::string dilation_refusal(c10::IntArrayRef dilation);
 
 // How an embedding (PyTorch's nn.Embedding) looks its rows up, which PEFT's lora_embedding_A lookup
@@ -170,18 +171,19 @@ struct LoraAdapter {
   // convolution's 1 x channels x 1 x 1.
   at::Tensor ia3{};
   bool feedforward = false;
-  // LoHa's hada_w1_a, hada_w1_b, hada_w2_a, hada_w2_b (model/loha.h), where the adapter is one (a
-  // and b undefined; r and scaling its layer's).
-  std::vector<at::Tensor> hada{};
+  // A LyCORIS adapter's factors (model/lycoris.h: LoHa's hada_w1_a ..., LoKr's lokr_w1 ...) under
+  // their names after the module's, in PEFT's registration order, where the adapter is one (a and b
+  // undefined; r and scaling its layer's).
+  NamedTensors factors{};
 };
 
 // An adapter tensor as PEFT leaves it: moved to the layer's device and dtype, then float32 again
 // where that dtype is half precision (autocast_adapter_dtype), requiring grad.
 at::Tensor adapter_parameter(const at::Tensor& drawn, const LinearSite& site);
 
-// Whether the adapter is an (IA)^3 vector, or LoHa's factors, rather than a LoRA pair.
+// Whether the adapter is an (IA)^3 vector, or LoHa's or LoKr's factors, rather than a LoRA pair.
 inline bool is_ia3(const LoraAdapter& adapter) { return adapter.ia3.defined(); }
-inline bool is_loha(const LoraAdapter& adapter) { return !adapter.hada.empty(); }
+inline bool is_lycoris(const LoraAdapter& adapter) { return !adapter.factors.empty(); }
 
 // (B A) * scaling as PEFT's get_delta_weight computes it, in the weight's layout (a convolution's
 // through the product of its 1 x 1 kernels, or A convolved with B). Unsupported for a convolution

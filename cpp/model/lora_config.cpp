@@ -66,6 +66,19 @@ void bind_patterns_and_layers(OptionTable<LoraConfig>& t, const std::string& alp
          &L::layers_pattern_spec);
 }
 
+// The keys LoHa's and LoKr's options share before their own (PEFT's LycorisConfig).
+void bind_lycoris_dropouts(OptionTable<LoraConfig>& t) {
+  using L = LoraConfig;
+  t.bind("r", "the rank of each product", &L::r).at_least(1).at_most(kMaxLoraRank);
+  t.bind("alpha", "the scaling is alpha / r", &L::alpha).at_least(0).at_most(kMaxLoraAlpha);
+  t.bind("rank_dropout", "in training, the probability of dropping each output row of the delta", &L::rank_dropout)
+      .at_least(0)
+      .at_most(1);
+  t.bind("module_dropout", "in training, the probability of leaving a layer's branch out", &L::module_dropout)
+      .at_least(0)
+      .at_most(1);
+}
+
 }  // namespace
 
 const OptionTable<LoraConfig>& lora_option_table() {
@@ -199,18 +212,37 @@ const OptionTable<LoraConfig>& ia3_option_table() {
 const OptionTable<LoraConfig>& loha_option_table() {
   using L = LoraConfig;
   static const OptionTable<L> table(OptionsKind::Loha, [](OptionTable<L>& t) {
-    t.bind("r", "the rank of each of the two products", &L::r).at_least(1).at_most(kMaxLoraRank);
-    t.bind("alpha", "the scaling is alpha / r", &L::alpha).at_least(0).at_most(kMaxLoraAlpha);
-    t.bind("rank_dropout", "in training, the probability of dropping each output row of the delta", &L::rank_dropout)
-        .at_least(0)
-        .at_most(1);
-    t.bind("module_dropout", "in training, the probability of leaving a layer's branch out", &L::module_dropout)
-        .at_least(0)
-        .at_most(1);
+    bind_lycoris_dropouts(t);
     t.bind("use_effective_conv2d", "the CP form of a convolution's kernel (not built beyond 1 x 1 kernels)",
            &L::use_effective_conv2d);
     t.bind("init_weights", "hada_w2_b starts as zeros, so the model starts unchanged (false: drawn as the others)",
            &L::loha_init_weights);
+    bind_module_lists(t);
+    bind_patterns_and_layers(t, "alpha");
+    bind_texts(t);
+  });
+  return table;
+}
+
+const OptionTable<LoraConfig>& lokr_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Lokr, [](OptionTable<L>& t) {
+    bind_lycoris_dropouts(t);
+    t.bind("use_effective_conv2d",
+           "a convolution's w2 in PEFT's CP form (lokr_t2, w2_a, w2_b) for kernels wider than 1",
+           &L::use_effective_conv2d);
+    t.bind("decompose_both", "w1 too is a rank-r product (w1_a w1_b) where r is below half its larger side",
+           &L::decompose_both);
+    t.bind("decompose_factor", "the factorisation's divisor for out and in (-1: near their square roots)",
+           &L::decompose_factor)
+        .at_least(-(1LL << 31))
+        .at_most(1LL << 31);
+    t.bind("rank_dropout_scale", "rank dropout rescales the kept rows by their fraction", &L::rank_dropout_scale);
+    t.bind("init_weights",
+           "w1 (or w1_a) starts as zeros, so the model starts unchanged (true), every factor drawn (false), or w2 "
+           "(or w2_b) zeros as LyCORIS starts (lycoris)",
+           &L::lokr_init_weights)
+        .one_of({"true", "false", "lycoris"});
     bind_module_lists(t);
     bind_patterns_and_layers(t, "alpha");
     bind_texts(t);
@@ -319,21 +351,38 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return ia3(targets, options);
     case OptionsKind::Loha:
       return loha(targets, options);
+    case OptionsKind::Lokr:
+      return lokr(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
 }
 
-LoraConfig LoraConfig::loha(const std::string& targets, const Options& options) {
-  require(options.kind() == OptionsKind::Loha, "LoHa options must be of kind loha, got ",
-          options_kind_name(options.kind()));
-  LoraConfig config = loha_option_table().read(options);
-  config.peft_type = PeftType::Loha;
+namespace {
+
+// LoHa's or LoKr's configuration from `options` of their kind.
+LoraConfig lycoris(PeftType method, const std::string& targets, const Options& options) {
+  const bool lokr = method == PeftType::Lokr;
+  const OptionsKind kind = lokr ? OptionsKind::Lokr : OptionsKind::Loha;
+  require(options.kind() == kind, lokr ? "LoKr" : "LoHa", " options must be of kind ", options_kind_name(kind),
+          ", got ", options_kind_name(options.kind()));
+  LoraConfig config = (lokr ? lokr_option_table() : loha_option_table()).read(options);
+  config.peft_type = method;
   const std::string text = trimmed(targets);
   require(!text.empty(), "target_modules is empty: name the layers to adapt (e.g. \"q_proj,v_proj\")");
   read_shared_settings(config, text);
   read_patterns_and_layers(config);
   return config;
+}
+
+}  // namespace
+
+LoraConfig LoraConfig::loha(const std::string& targets, const Options& options) {
+  return lycoris(PeftType::Loha, targets, options);
+}
+
+LoraConfig LoraConfig::lokr(const std::string& targets, const Options& options) {
+  return lycoris(PeftType::Lokr, targets, options);
 }
 
 namespace {

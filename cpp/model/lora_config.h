@@ -32,9 +32,10 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
 // An adapter configuration's PEFT method (its peft_type): LoRA (with trainable token rows beside it
 // or not), PEFT's TrainableTokensConfig (rows of embeddings trained alone), its IA3Config ((IA)^3:
-// a trained vector scaling each targeted layer's output or input, model/ia3.h) or its LoHaConfig
-// (a Hadamard product of two low-rank products added to the weight, model/loha.h).
-enum class PeftType { Lora, TrainableTokens, Ia3, Loha };
+// a trained vector scaling each targeted layer's output or input, model/ia3.h), its LoHaConfig
+// (a Hadamard product of two low-rank products added to the weight, model/loha.h) or its
+// LoKrConfig (a Kronecker product of two factors added to the weight, model/lokr.h).
+enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
   switch (type) {
@@ -44,10 +45,29 @@ inline const char* peft_type_name(PeftType type) {
       return "IA3";
     case PeftType::Loha:
       return "LOHA";
+    case PeftType::Lokr:
+      return "LOKR";
     case PeftType::TrainableTokens:
       break;
   }
   return "TRAINABLE_TOKENS";
+}
+
+// The method's name as errors give it: "LoRA", "IA3", "LoHa", "LoKr", "trainable tokens".
+inline const char* peft_method_name(PeftType type) {
+  switch (type) {
+    case PeftType::Lora:
+      return "LoRA";
+    case PeftType::Ia3:
+      return "IA3";
+    case PeftType::Loha:
+      return "LoHa";
+    case PeftType::Lokr:
+      return "LoKr";
+    case PeftType::TrainableTokens:
+      break;
+  }
+  return "trainable tokens";
 }
 
 struct CordaComponents;  // model/corda.h
@@ -168,6 +188,15 @@ struct LoraConfig {
   double module_dropout = 0;
   bool use_effective_conv2d = false;
   bool loha_init_weights = true;
+  // PEFT's LoKrConfig (peft_type Lokr; rank_dropout, module_dropout and use_effective_conv2d as
+  // LoHa's, which LoKr builds for every kernel): w1 too is a rank-r product where r is below half its
+  // larger side (decompose_both); the factorisation's divisor (decompose_factor, -1: near the square
+  // root); the kept rows rescaled by their fraction (rank_dropout_scale); the draws ("true": w1 or
+  // w1_a zero, "false": all drawn, "lycoris": w2 or w2_b zero).
+  bool decompose_both = false;
+  int64_t decompose_factor = -1;
+  bool rank_dropout_scale = false;
+  std::string lokr_init_weights = "true";
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -216,7 +245,10 @@ struct LoraConfig {
   static LoraConfig ia3(const std::string& targets, const Options& options);
   // PEFT's LoHaConfig: `targets` as above, `options` of kind loha.
   static LoraConfig loha(const std::string& targets, const Options& options);
-  // The configuration of the method `options` are for: lora, ia3 or loha (PEFT's add_adapter takes any).
+  // PEFT's LoKrConfig: `targets` as above, `options` of kind lokr.
+  static LoraConfig lokr(const std::string& targets, const Options& options);
+  // The configuration of the method `options` are for: lora, ia3, loha or lokr (PEFT's add_adapter
+  // takes any).
   static LoraConfig of_kind(const std::string& targets, const Options& options);
   // An invalid expression is an InvalidArgument error naming it.
   void set_target_regex(const std::string& expression);
@@ -269,5 +301,6 @@ const OptionTable<LoraConfig>& lora_option_table();
 const OptionTable<LoraConfig>& trainable_tokens_option_table();
 const OptionTable<LoraConfig>& ia3_option_table();
 const OptionTable<LoraConfig>& loha_option_table();
+const OptionTable<LoraConfig>& lokr_option_table();
 
 }  // namespace acc

@@ -1,5 +1,6 @@
 #include "model/lora_files.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -12,8 +13,8 @@
 #include "common/json_input.h"
 #include "common/text.h"
 #include "model/ia3.h"
-#include "model/loha.h"
 #include "model/lora_init.h"
+#include "model/lycoris.h"
 
 namespace acc {
 namespace {
@@ -109,21 +110,32 @@ void write_patterns(const LoraConfig& config, nlohmann::ordered_json* j) {
   for (const auto& pattern : config.alpha_pattern) (*j)["alpha_pattern"].emplace(pattern.key, pattern.value);
 }
 
-// PEFT's LoHaConfig: its fields, in its order.
-nlohmann::ordered_json loha_config_json(const LoraConfig& config) {
+// PEFT's LoHaConfig or LoKrConfig: its fields, in its order.
+nlohmann::ordered_json lycoris_config_json(const LoraConfig& config) {
   using json = nlohmann::ordered_json;
-  json j = peft_config_json(peft_type_name(PeftType::Loha), config);
+  const bool lokr = config.peft_type == PeftType::Lokr;
+  json j = peft_config_json(peft_type_name(config.peft_type), config);
   write_patterns(config, &j);
   j["r"] = config.r;
   j["alpha"] = config.alpha;
   j["rank_dropout"] = config.rank_dropout;
   j["module_dropout"] = config.module_dropout;
   j["use_effective_conv2d"] = config.use_effective_conv2d;
+  if (lokr) {
+    j["decompose_both"] = config.decompose_both;
+    j["decompose_factor"] = config.decompose_factor;
+    j["rank_dropout_scale"] = config.rank_dropout_scale;
+  }
   j["target_modules"] = targets_json(config);
   j["exclude_modules"] = config.exclude_regex.empty() && config.exclude_names.empty()
                              ? json(nullptr)
                              : modules_json(config.exclude_names, config.exclude_regex);
-  j["init_weights"] = config.loha_init_weights;
+  if (!lokr)
+    j["init_weights"] = config.loha_init_weights;
+  else if (config.lokr_init_weights == "lycoris")
+    j["init_weights"] = "lycoris";
+  else
+    j["init_weights"] = config.lokr_init_weights == "true";
   j["layers_to_transform"] = config.layers_to_transform.empty() ? json(nullptr) : json(config.layers_to_transform);
   j["layers_pattern"] = config.layers_pattern.empty() ? json(nullptr) : json(config.layers_pattern);
   j["modules_to_save"] = config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save);
@@ -388,17 +400,18 @@ void read_patterns(const nlohmann::ordered_json& j, const std::string& path, Lor
   }
 }
 
-// PEFT's LoHaConfig (peft_type LOHA).
-LoraConfig loha_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+// PEFT's LoHaConfig (peft_type LOHA) or LoKrConfig (LOKR).
+LoraConfig lycoris_config_from_json(PeftType method, const nlohmann::ordered_json& j, const std::string& path) {
   auto refuse = [&](const std::string& key, const std::string& why) {
     fail(Status::Io, "'", path, "': '", key, "' ", why);
   };
   LoraConfig config;
-  config.peft_type = PeftType::Loha;
-  if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 ||
-      j["r"].get<int64_t>() > kMaxLoraRank)
-    refuse("r", "must be an integer from 1 to 2^20");
-  config.r = j["r"].get<int64_t>();
+  config.peft_type = method;
+  if (j.contains("r") && !j["r"].is_null()) {  // PEFT's default: 8
+    if (!j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > kMaxLoraRank)
+      refuse("r", "must be an integer from 1 to 2^20");
+    config.r = j["r"].get<int64_t>();
+  }
   auto number = [&](const char* key, double fallback, double low, double high) {
     if (!j.contains(key) || j[key].is_null()) return fallback;
     if (!j[key].is_number() || !(j[key].get<double>() >= low && j[key].get<double>() <= high))
@@ -414,7 +427,24 @@ LoraConfig loha_config_from_json(const nlohmann::ordered_json& j, const std::str
     return j[key].get<bool>();
   };
   config.use_effective_conv2d = flag("use_effective_conv2d", false);
-  config.loha_init_weights = flag("init_weights", true);
+  if (method == PeftType::Loha) {
+    config.loha_init_weights = flag("init_weights", true);
+  } else {
+    config.decompose_both = flag("decompose_both", false);
+    config.rank_dropout_scale = flag("rank_dropout_scale", false);
+    if (j.contains("decompose_factor") && !j["decompose_factor"].is_null()) {
+      const auto& factor = j["decompose_factor"];
+      if (!factor.is_number_integer() || factor.get<int64_t>() < -(1LL << 31) || factor.get<int64_t>() > (1LL << 31))
+        refuse("decompose_factor", "must be an integer (-1: near the square root)");
+      config.decompose_factor = factor.get<int64_t>();
+    }
+    if (j.contains("init_weights") && j["init_weights"].is_string()) {  // PEFT: "lycoris", else its truth
+      const std::string init = j["init_weights"].get<std::string>();
+      config.lokr_init_weights = init == "lycoris" ? "lycoris" : init.empty() ? "false" : "true";
+    } else {
+      config.lokr_init_weights = flag("init_weights", true) ? "true" : "false";
+    }
+  }
   read_modules_to_save(j, path, &config);
   read_texts(j, path, &config);
   read_patterns(j, path, &config);
@@ -435,10 +465,12 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (!j.is_object()) fail(Status::Io, "'", path, "' is not a JSON object");
   if (j.contains("peft_type") && j["peft_type"] == "TRAINABLE_TOKENS") return tokens_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "IA3") return ia3_config_from_json(j, path);
-  if (j.contains("peft_type") && j["peft_type"] == "LOHA") return loha_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "LOHA") return lycoris_config_from_json(PeftType::Loha, j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "LOKR") return lycoris_config_from_json(PeftType::Lokr, j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse("peft_type",
-           "must be \"LORA\", \"IA3\", \"LOHA\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not supported)");
+           "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not "
+           "supported)");
   LoraConfig config;
   if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > (1 << 20))
     refuse("r", "must be an integer from 1 to 2^20");
@@ -580,10 +612,10 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   NamedTensors parameters;  // the adapters' own, under their names in the model
   for (size_t k = 0; k < adapters.size(); ++k) {
     const LoraAdapter& adapter = adapters.adapters()[k];
-    const bool whole = is_ia3(adapter)    ? adapter.ia3.dim() >= 2
-                       : is_loha(adapter) ? adapter.hada[0].dim() >= 2 && adapter.hada[1].dim() >= 2 &&
-                                                adapter.hada[2].dim() >= 2 && adapter.hada[3].dim() >= 2
-                                          : adapter.a.dim() >= 2 && adapter.b.dim() >= 2;
+    const bool whole = is_ia3(adapter)       ? adapter.ia3.dim() >= 2
+                       : is_lycoris(adapter) ? std::all_of(adapter.factors.begin(), adapter.factors.end(),
+                                                           [](const auto& f) { return f.second.dim() >= 2; })
+                                             : adapter.a.dim() >= 2 && adapter.b.dim() >= 2;
     require(whole, "the adapter of '", adapter.site.module,
             "' is not whole here (sharded at rest under zero_stage 3): save the adapters "
             "from the unwrapped model before preparing it, or use acc_save_model / save_state");
@@ -634,12 +666,13 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   for (const auto& entry : fs::directory_iterator(dir, ec))
     if (is_temporary_of(entry.path().filename().string(), new_weights_name)) fs::remove(entry.path(), ec);
   const LoraConfig& config_of = adapters.config();
-  const std::string config_text = (config_of.peft_type == PeftType::TrainableTokens ? tokens_config_json(config_of)
-                                   : config_of.peft_type == PeftType::Ia3           ? ia3_config_json(config_of)
-                                   : config_of.peft_type == PeftType::Loha          ? loha_config_json(config_of)
-                                                                                    : config_json(config_of))
-                                      .dump(2) +
-                                  "\n";
+  const std::string config_text =
+      (config_of.peft_type == PeftType::TrainableTokens                                 ? tokens_config_json(config_of)
+       : config_of.peft_type == PeftType::Ia3                                           ? ia3_config_json(config_of)
+       : config_of.peft_type == PeftType::Loha || config_of.peft_type == PeftType::Lokr ? lycoris_config_json(config_of)
+                                                                                        : config_json(config_of))
+          .dump(2) +
+      "\n";
   try {
     write_file(new_config, config_text);
     save_safetensors(new_weights, tensors, {{"format", "pt"}, {kConfigChecksumKey, config_checksum(config_text)}});
@@ -710,6 +743,8 @@ LoraFiles read_lora_files(const std::string& dir) {
     return false;
   };
   const bool standalone = files.config.peft_type == PeftType::TrainableTokens;
+  const bool lycoris = files.config.peft_type == PeftType::Loha || files.config.peft_type == PeftType::Lokr;
+  const char* method = peft_method_name(files.config.peft_type);
   const std::string delta_suffix = standalone ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix;
   for (auto& [name, tensor] : contents.tensors) {
     if (name.rfind(kPrefix, 0) != 0) refuse(name, std::string("is not named as PEFT names adapters (") + kPrefix + "...)");
@@ -751,26 +786,25 @@ LoraFiles read_lora_files(const std::string& dir) {
       }
       refuse(name, "is not an IA3 vector (<module>.ia3_l) nor what modules_to_save trains");
     }
-    if (files.config.peft_type == PeftType::Loha) {
+    if (lycoris) {
       bool factor = false;
-      for (size_t k = 0; k < 4 && !factor; ++k) {
-        const std::string suffix = kLohaSuffixes[k];
+      for (const std::string& suffix : lycoris_suffixes(files.config.peft_type)) {
         if (!ends_with(in_model, suffix) || in_model.size() <= suffix.size()) continue;
-        if (!tensor.is_floating_point() || tensor.dim() != 2)
-          refuse(name,
-                 "must be a 2-D floating-point tensor (LoHa's factors; the CP form's hada_t1 and hada_t2 "
-                 "are not built)");
-        auto& hada = files.modules[in_model.substr(0, in_model.size() - suffix.size())].hada;
-        hada.resize(4);
-        hada[k] = tensor;
+        // LoKr's CP core is 4-D; every other factor a matrix, or a whole w2 with its kernel.
+        if (!tensor.is_floating_point() || tensor.dim() < 2 || tensor.dim() > 4)
+          refuse(name, std::string("must be a floating-point tensor of 2 to 4 dimensions (") + method +
+                           "'s factors; LoHa's CP form, hada_t1 and hada_t2, is not built)");
+        files.modules[in_model.substr(0, in_model.size() - suffix.size())].factors.emplace_back(suffix, tensor);
         factor = true;
+        break;
       }
       if (factor) continue;
       if (files.config.saves(in_model)) {
         files.saved[in_model] = tensor;
         continue;
       }
-      refuse(name, "is not one of LoHa's factors (<module>.hada_w1_a, ...) nor what modules_to_save trains");
+      refuse(name, std::string("is not one of ") + method + "'s factors (<module>" +
+                       lycoris_suffixes(files.config.peft_type).front() + ", ...) nor what modules_to_save trains");
     }
     if (take_vector_part(name, in_model, tensor)) continue;
     const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
@@ -827,12 +861,15 @@ LoraFiles read_lora_files(const std::string& dir) {
   }
   if (files.modules.empty()) fail(Status::Io, "'", weights_path, "' holds no adapter");
   if (files.config.peft_type == PeftType::Ia3) return files;
-  if (files.config.peft_type == PeftType::Loha) {
-    for (const auto& [module, pair] : files.modules)
-      for (size_t k = 0; k < 4; ++k)
-        if (k >= pair.hada.size() || !pair.hada[k].defined())
-          fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks ", kPrefix, module,
-               kLohaSuffixes[k]);
+  if (lycoris) {
+    for (const auto& [module, pair] : files.modules) {
+      std::vector<std::string> suffixes;
+      for (const auto& entry : pair.factors) suffixes.push_back(entry.first);
+      const std::string error = lycoris_factor_set_error(files.config.peft_type, suffixes);
+      if (!error.empty())
+        fail(Status::Io, "'", weights_path, "': the ", method, " adapter of '", module, "' (", kPrefix, module, ") ",
+             error);
+    }
     return files;
   }
   for (const auto& [module, pair] : files.modules) {

@@ -27,8 +27,9 @@ struct LoraFiles {
     // Named "<attention>.base_layer.out_proj...": the out_proj adapter of that attention (PEFT's
     // lora.MultiheadAttention), its rank the attention's.
     std::string owner;
-    at::Tensor ia3;                // an IA3 file's ia3_l (then a and b are undefined)
-    std::vector<at::Tensor> hada;  // a LoHa file's hada_w1_a, w1_b, w2_a, w2_b (4 entries, those read defined)
+    at::Tensor ia3;  // an IA3 file's ia3_l (then a and b are undefined)
+    // A LoHa or LoKr file's factors under their names after the module's, in the file's order.
+    NamedTensors factors;
   };
   std::map<std::string, Pair> modules;  // by module name
   // What trains whole beside the adapters (the modules to save's parameters and buffers, the biases

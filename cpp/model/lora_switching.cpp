@@ -37,8 +37,10 @@ void LoraAdapters::adopt(LoraAdapters&& kept, bool enabled) {
     const auto same_shape = [](const at::Tensor& x, const at::Tensor& y) {
       return x.defined() == y.defined() && (!x.defined() || x.sizes() == y.sizes());
     };
-    bool same_factors = to.hada.size() == from.hada.size();
-    for (size_t k = 0; same_factors && k < to.hada.size(); ++k) same_factors = same_shape(to.hada[k], from.hada[k]);
+    bool same_factors = to.factors.size() == from.factors.size();
+    for (size_t k = 0; same_factors && k < to.factors.size(); ++k)
+      same_factors =
+          to.factors[k].first == from.factors[k].first && same_shape(to.factors[k].second, from.factors[k].second);
     require(to.site.module == from.site.module && same_shape(to.a, from.a) && same_shape(to.b, from.b) &&
                 same_shape(to.ia3, from.ia3) && same_factors && to.magnitude.defined() == from.magnitude.defined() &&
                 to.b_bias.defined() == from.b_bias.defined(),
@@ -59,7 +61,8 @@ bool LoraAdapters::wired_like(const LoraAdapters& other) const {
     const LinearSite &mine = adapters_[k].site, &theirs = other.adapters_[k].site;
     if (mine.module != theirs.module || mine.parameter != theirs.parameter || mine.owner != theirs.owner ||
         bool(mine.set_output_adapter) != bool(theirs.set_output_adapter) ||
-        is_ia3(adapters_[k]) != is_ia3(other.adapters_[k]) || is_loha(adapters_[k]) != is_loha(other.adapters_[k]))
+        is_ia3(adapters_[k]) != is_ia3(other.adapters_[k]) ||
+        is_lycoris(adapters_[k]) != is_lycoris(other.adapters_[k]))
       return false;
   }
   return true;
@@ -79,7 +82,7 @@ void LoraAdapters::swap_in(LoraAdapters& other, bool enabled) {
     std::swap(mine.magnitude, theirs.magnitude);
     std::swap(mine.b_bias, theirs.b_bias);
     std::swap(mine.ia3, theirs.ia3);
-    std::swap(mine.hada, theirs.hada);
+    std::swap(mine.factors, theirs.factors);
     std::swap(mine.feedforward, theirs.feedforward);
     std::swap(mine.r, theirs.r);
     std::swap(mine.scaling, theirs.scaling);
@@ -94,7 +97,7 @@ void LoraAdapters::set_trainable(bool trainable) const {
   for (const auto& adapter : adapters_) {
     std::vector<const at::Tensor*> tensors = {&adapter.a, &adapter.b, &adapter.magnitude, &adapter.b_bias,
                                               &adapter.ia3};
-    for (const at::Tensor& factor : adapter.hada) tensors.push_back(&factor);
+    for (const auto& entry : adapter.factors) tensors.push_back(&entry.second);
     for (const at::Tensor* t : tensors) {
       if (!t->defined()) continue;
       const bool trains = trainable && !(mica && (t == &adapter.b || t == &adapter.b_bias));

@@ -18,8 +18,8 @@
 #include "common/random.h"
 #include "common/text.h"
 #include "model/ia3.h"
-#include "model/loha.h"
 #include "model/lora_files.h"
+#include "model/lycoris.h"
 
 namespace acc {
 
@@ -609,7 +609,8 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
   } catch (const Error& e) {
     fail(e.status(), where, ": ", e.what());
   }
-  const bool ia3 = files.config.peft_type == PeftType::Ia3, loha = files.config.peft_type == PeftType::Loha;
+  const bool ia3 = files.config.peft_type == PeftType::Ia3,
+             lycoris = files.config.peft_type == PeftType::Loha || files.config.peft_type == PeftType::Lokr;
   for (const auto& [module, pair] : files.modules) {
     auto it = targeted.find(module);
     if (it == targeted.end())
@@ -625,14 +626,22 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
               feedforward ? " (a feedforward module: its input scaled)" : " (its output scaled)");
       continue;
     }
-    if (loha) {  // w1_a and w2_a out x r, w1_b and w2_b r x in (a convolution's in: its kernel's size times in /
-                 // groups)
-      const int64_t r = files.config.rank_of(module), out = site.weight.size(0), in = site.weight[0].numel();
-      const std::vector<int64_t> shapes[] = {{out, r}, {r, in}, {out, r}, {r, in}};
-      for (size_t k = 0; k < 4; ++k)
-        require(pair.hada[k].sizes() == c10::IntArrayRef(shapes[k]), where, ": '", module, kLohaSuffixes[k],
-                "' has shape ", pair.hada[k].sizes(), "; with r ", r, " the layer's weight ", site.weight.sizes(),
-                " takes ", c10::IntArrayRef(shapes[k]));
+    if (lycoris) {  // the factors the configuration makes for this layer, each of its shape
+      const std::vector<FactorShape> shapes = lycoris_factor_shapes(files.config, site);
+      const char* method = peft_method_name(files.config.peft_type);
+      for (const FactorShape& expected : shapes) {
+        auto found = std::find_if(pair.factors.begin(), pair.factors.end(),
+                                  [&](const auto& f) { return f.first == expected.suffix; });
+        require(found != pair.factors.end(), where, ": the ", method, " adapter of '", module, "' lacks '", module,
+                expected.suffix, "', which its configuration (r ", files.config.rank_of(module),
+                ") makes for the layer's weight ", site.weight.sizes());
+        require(found->second.sizes() == c10::IntArrayRef(expected.shape), where, ": '", module, expected.suffix,
+                "' has shape ", found->second.sizes(), "; with r ", files.config.rank_of(module),
+                " the layer's weight ", site.weight.sizes(), " takes ", c10::IntArrayRef(expected.shape));
+      }
+      require(pair.factors.size() == shapes.size(), where, ": the ", method, " adapter of '", module,
+              "' holds factors its configuration does not make for the layer's weight ", site.weight.sizes(), " (r ",
+              files.config.rank_of(module), ")");
       continue;
     }
     const at::Tensor& w = site.weight;
@@ -757,8 +766,10 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
       adapter.ia3.copy_(pair.ia3);
       continue;
     }
-    if (is_loha(adapter)) {
-      for (size_t k = 0; k < adapter.hada.size(); ++k) adapter.hada[k].copy_(pair.hada[k]);
+    if (is_lycoris(adapter)) {
+      for (auto& [suffix, factor] : adapter.factors)
+        for (const auto& [name, tensor] : pair.factors)
+          if (name == suffix) factor.copy_(tensor);
       continue;
     }
     adapter.a.copy_(pair.a);

@@ -271,7 +271,8 @@ size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, con
               "' (modules_to_save), whose copies cannot be combined (PEFT refuses it too)");
   if (sources.front()->config().peft_type == PeftType::Ia3) return add_weighted_ia3(sources, weights, name, how);
   require(sources.front()->config().peft_type == PeftType::Lora,
-          "add_weighted_adapter combines LoRA or IA3 adapters (PEFT's LoHa has no add_weighted_adapter)");
+          "add_weighted_adapter combines LoRA or IA3 adapters (PEFT's ",
+          peft_method_name(sources.front()->config().peft_type), " has no add_weighted_adapter)");
   std::vector<int64_t> ranks;
   for (const LoraAdapters* source : sources) ranks.push_back(largest_rank(source->config()));
   const int64_t rank = combined_rank(how, ranks);

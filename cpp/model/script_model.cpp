@@ -398,13 +398,12 @@ std::optional<ConvGeometry> conv_geometry(const torch::jit::Module& module) {
   const auto groups = cls->findConstant("groups"), mode = cls->findConstant("padding_mode");
   if (stride) geometry.stride = *stride;
   if (padding) geometry.padding = *padding;
+  if (dilation) geometry.dilation = *dilation;
   if (groups && groups->isInt()) geometry.groups = groups->toInt();
   if (!stride || !padding || !dilation || !groups || !groups->isInt())
     geometry.refusal =
         "its stride, padding, dilation or groups are not numbers the module holds (a padding given "
         "as a string)";
-  else if (std::string dilated = dilation_refusal(*dilation); !dilated.empty())
-    geometry.refusal = std::move(dilated);
   else if (!mode || !mode->isString() || mode->toStringRef() != "zeros")
     geometry.refusal = "its padding_mode is not \"zeros\", which PEFT's lora_A pads with";
   return geometry;

@@ -1,4 +1,4 @@
-// The small network and training loop the LoRA tests share (test_lora.cpp, test_lora_patterns.cpp).
+// The small network, training loops and fixture checks the LoRA tests (and IA3, LoHa, LoKr) share.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -176,6 +177,61 @@ inline nlohmann::json lora_cases() {
   std::ifstream in(acc_test::data_dir() + "/lora_cases.json");
   EXPECT_TRUE(in) << "run export_lora_cases.py first";
   return in ? nlohmann::json::parse(in) : nlohmann::json::object();
+}
+
+// A training-mode forward of `input` with the global generator seeded `seed` first, its output
+// compared with `output`; then the backward of its sum, each parameter's gradient compared with
+// `grads` (one that module dropout left out has none: PEFT's None, recorded as zeros). The
+// gradients are zeroed after.
+inline void expect_training_step(acc_model* m, const nlohmann::json& input, uint64_t seed, const nlohmann::json& output,
+                                 const nlohmann::json& grads) {
+  ASSERT_EQ(acc_model_set_training(m, 1), ACC_OK);
+  ASSERT_EQ(acc_set_seed(seed), ACC_OK);
+  acc_tensor *x = acc_test::from_json(input), *y = nullptr, *sum = nullptr;
+  ASSERT_EQ(acc_model_forward1(m, x, 0, &y), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(to_floats(y), acc_test::float_values(output));
+  ASSERT_EQ(acc_tensor_sum(y, &sum), ACC_OK);
+  ASSERT_EQ(acc_tensor_backward(sum), ACC_OK);
+  for (const auto& item : grads.items()) {
+    acc_tensor *p = nullptr, *g = nullptr;
+    ASSERT_EQ(acc_model_parameter(m, item.key().c_str(), &p), ACC_OK) << item.key();
+    ASSERT_EQ(acc_tensor_grad(p, &g), ACC_OK);
+    const auto expected = acc_test::float_values(item.value());
+    if (g)
+      EXPECT_EQ(to_floats(g), expected) << item.key();
+    else
+      EXPECT_EQ(expected, std::vector<float>(expected.size(), 0.0f)) << item.key() << " has no gradient";
+    acc_tensor_free(p);
+    acc_tensor_free(g);
+  }
+  for (acc_tensor* t : {x, y, sum}) acc_tensor_free(t);
+  EXPECT_EQ(acc_model_zero_grad(m), ACC_OK);
+}
+
+// `steps` AdamW steps (lr 1e-2) of the MSE between the model's output on `input` and `target`, the
+// global generator seeded `seed` first where one is given (dropout); the losses.
+inline std::vector<double> adamw_mse_losses(acc_model* m, const nlohmann::json& input, const nlohmann::json& target,
+                                            int steps, std::optional<uint64_t> seed = std::nullopt) {
+  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
+  acc_tensor *x = acc_test::from_json(input), *goal = acc_test::from_json(target);
+  std::vector<double> losses;
+  if (seed) EXPECT_EQ(acc_set_seed(*seed), ACC_OK);
+  for (int step = 0; step < steps; ++step) {
+    acc_tensor *y = nullptr, *loss = nullptr;
+    EXPECT_EQ(acc_model_forward1(m, x, 0, &y), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_loss_mse(y, goal, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+    if (!loss) break;
+    losses.push_back(acc_test::item(loss));
+    EXPECT_EQ(acc_tensor_backward(loss), ACC_OK);
+    EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
+    EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    acc_tensor_free(y);
+    acc_tensor_free(loss);
+  }
+  acc_tensor_free(x);
+  acc_tensor_free(goal);
+  acc_optimizer_free(opt);
+  return losses;
 }
 
 // One of its cases ("spec", "dora", "lora_bias"), empty where it lacks it.

@@ -88,28 +88,7 @@ TEST(Loha, DrawsComputesAndMergesAsPeft) {
   expect_factors(m, c["chosen"]);
   EXPECT_EQ(eval_output(m, c), float_values(c["eval_output"]));
   // Training mode: module dropout (torch.rand(1) per layer) and rank dropout drawn in the forward.
-  ACC_ASSERT_OK(acc_model_set_training(m, 1));
-  ACC_ASSERT_OK(acc_set_seed(c["train_seed"].get<uint64_t>()));
-  acc_tensor *x = from_json(c["input"]), *y = nullptr, *sum = nullptr;
-  ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
-  EXPECT_EQ(to_floats(y), float_values(c["train_output"]));
-  ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
-  ACC_ASSERT_OK(acc_tensor_backward(sum));
-  for (const auto& item : c["grads"].items()) {
-    acc_tensor *p = nullptr, *g = nullptr;
-    ACC_ASSERT_OK(acc_model_parameter(m, item.key().c_str(), &p));
-    ACC_ASSERT_OK(acc_tensor_grad(p, &g));
-    const auto expected = float_values(item.value());
-    if (g) {
-      EXPECT_EQ(to_floats(g), expected) << item.key();
-    } else {  // left out by module dropout: no gradient (PEFT's is None, recorded as zeros)
-      EXPECT_EQ(expected, std::vector<float>(expected.size(), 0.0f)) << item.key();
-    }
-    acc_tensor_free(p);
-    acc_tensor_free(g);
-  }
-  for (acc_tensor* t : {x, y, sum}) acc_tensor_free(t);
-  ACC_ASSERT_OK(acc_model_zero_grad(m));
+  expect_training_step(m, c["input"], c["train_seed"].get<uint64_t>(), c["train_output"], c["grads"]);
   // Disabled: the base model's outputs.
   ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
   EXPECT_EQ(eval_output(m, c), base_output);
@@ -127,26 +106,9 @@ TEST(Loha, TrainsAsPeftWithDropoutAndAdamW) {
   const json c = lora_case("loha");
   acc_model* m = adapted(c, /*init=*/false, /*dropout=*/true);
   ACC_ASSERT_OK(acc_model_set_training(m, 1));
-  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
-  acc_tensor *x = from_json(c["input"]), *target = from_json(c["target"]);
-  std::vector<double> losses;
-  ACC_ASSERT_OK(acc_set_seed(c["train_seed"].get<uint64_t>()));
-  for (int step = 0; step < 3; ++step) {
-    acc_tensor *y = nullptr, *loss = nullptr;
-    ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
-    ACC_ASSERT_OK(acc_loss_mse(y, target, ACC_REDUCTION_MEAN, &loss));
-    losses.push_back(acc_test::item(loss));
-    ACC_ASSERT_OK(acc_tensor_backward(loss));
-    ACC_ASSERT_OK(acc_optimizer_step(opt));
-    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
-    acc_tensor_free(y);
-    acc_tensor_free(loss);
-  }
-  EXPECT_EQ(losses, c["losses"].get<std::vector<double>>());
+  EXPECT_EQ(adamw_mse_losses(m, c["input"], c["target"], 3, c["train_seed"].get<uint64_t>()),
+            c["losses"].get<std::vector<double>>());
   expect_factors(m, c["trained"]);
-  acc_tensor_free(x);
-  acc_tensor_free(target);
-  acc_optimizer_free(opt);
   acc_model_free(m);
 }
 

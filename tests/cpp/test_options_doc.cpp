@@ -77,7 +77,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"WEIGHTED_ADAPTER", acc::OptionsKind::WeightedAdapter},
                                                            {"EVA", acc::OptionsKind::Eva},
                                                            {"IA3", acc::OptionsKind::Ia3},
-                                                           {"LOHA", acc::OptionsKind::Loha}};
+                                                           {"LOHA", acc::OptionsKind::Loha},
+                                                           {"LOKR", acc::OptionsKind::Lokr}};
 
 }  // namespace
 

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peft_restated import tensor
+from peft_restated import lycoris_forward, tensor
 
 TARGETS = ["conv", "seq", "fc1", "head"]
 
@@ -89,28 +89,9 @@ def delta(module, factors, scaling, training, rank_dropout):
 
 
 def forward(model, factors, scalings, x, training, rank_dropout=0.0, module_dropout=0.0):
-    modules = dict(model.named_modules())
-    handles = []
-    for name, f in factors.items():
-        def add(module, inputs, output, f=f, s=scalings[name]):
-            x = inputs[0]
-            if (not training) or torch.rand(1) > module_dropout:
-                w = delta(module, f, s, training, rank_dropout)
-                x_cast = x.to(w.dtype)
-                if isinstance(module, nn.Linear):
-                    branch = F.linear(x_cast, w)
-                else:
-                    conv = F.conv2d if isinstance(module, nn.Conv2d) else F.conv1d
-                    branch = conv(x_cast, w, stride=module.stride, padding=module.padding, dilation=module.dilation,
-                                  groups=module.groups)
-                output = output + branch
-            return output.to(x.dtype)
-        handles.append(modules[name].register_forward_hook(add))
-    model.train(training)
-    y = model(x)
-    for h in handles:
-        h.remove()
-    return y
+    deltas = {name: (lambda module, f=f, s=scalings[name]: delta(module, f, s, training, rank_dropout))
+              for name, f in factors.items()}
+    return lycoris_forward(model, deltas, x, training, module_dropout)
 
 
 def loha_case(out):

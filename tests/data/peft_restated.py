@@ -2,6 +2,7 @@
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -37,3 +38,32 @@ def svd_lowrank_2x(a, q, niter):
     if wide:
         u, v = v, u
     return u, s, v
+
+
+def lycoris_forward(model, deltas, x, training, module_dropout):
+    """PEFT's LycorisLayer forward (LoHa's, LoKr's) as hooks on the targeted layers: in training a
+    torch.rand(1) against module_dropout per layer, then the output plus the input (cast to the
+    delta's dtype) through deltas[name](module) (F.linear, or the layer's F.conv with its stride,
+    padding, dilation and groups), cast back to the input's dtype."""
+    modules = dict(model.named_modules())
+    handles = []
+    for name, make_delta in deltas.items():
+        def add(module, inputs, output, make_delta=make_delta):
+            x = inputs[0]
+            if (not training) or torch.rand(1) > module_dropout:
+                w = make_delta(module)
+                x_cast = x.to(w.dtype)
+                if isinstance(module, nn.Linear):
+                    branch = F.linear(x_cast, w)
+                else:
+                    conv = F.conv2d if isinstance(module, nn.Conv2d) else F.conv1d
+                    branch = conv(x_cast, w, stride=module.stride, padding=module.padding, dilation=module.dilation,
+                                  groups=module.groups)
+                output = output + branch
+            return output.to(x.dtype)
+        handles.append(modules[name].register_forward_hook(add))
+    model.train(training)
+    y = model(x)
+    for h in handles:
+        h.remove()
+    return y

@@ -124,6 +124,8 @@ struct Settings {
   const char* ia3 = nullptr;           // IA3 target modules (PEFT's IA3Config), added as LoRA's are
   const char* ia3_feedforward = "";    // their feedforward_modules
   const char* loha = nullptr;          // LoHa target modules (PEFT's LoHaConfig, r 2, init_weights false)
+  // LoKr target modules (PEFT's LoKrConfig, r 1, decompose_both, the CP form, init_weights false)
+  const char* lokr = nullptr;
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -227,6 +229,16 @@ struct Job {
       EXPECT_EQ(acc_options_set_int(o, "r", 2), ACC_OK);
       EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
       EXPECT_EQ(acc_model_add_loha(model, s.loha, o, nullptr), ACC_OK) << acc_last_error_message();
+      acc_options_free(o);
+    }
+    if (s.lokr) {
+      acc_options* o = nullptr;
+      EXPECT_EQ(acc_options_create(ACC_OPTIONS_LOKR, &o), ACC_OK);
+      EXPECT_EQ(acc_options_set_int(o, "r", 1), ACC_OK);
+      EXPECT_EQ(acc_options_set_bool(o, "decompose_both", 1), ACC_OK);
+      EXPECT_EQ(acc_options_set_bool(o, "use_effective_conv2d", 1), ACC_OK);
+      EXPECT_EQ(acc_options_set(o, "init_weights", "false"), ACC_OK);
+      EXPECT_EQ(acc_model_add_lokr(model, s.lokr, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
     if (s.tokens_alone) {
@@ -633,6 +645,19 @@ TEST(Sharded, LohaTrainsUnderEveryStageAsUnderDdp) {
   script.script = "conv_model.pt";
   script.images = true;
   script.loha = "conv1,conv2,seq,head";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, script, 4);
+}
+
+// PEFT's LoKr: its factors (whole, products, and the CP form's cores) are parameters as any other.
+TEST(Sharded, LokrTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.lokr = "0,2,4";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+  if (acc_test::data_dir().empty()) return;
+  Settings script;
+  script.script = "conv_model.pt";
+  script.images = true;
+  script.lokr = "conv1,conv2,seq,head";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, script, 4);
 }
 

@@ -29,6 +29,9 @@ public partial class Options {
   /// <summary>Options of Model.AddLoha (PEFT's LoHaConfig: r, alpha, rank_dropout, module_dropout,
   /// use_effective_conv2d, init_weights, ...).</summary>
   public static Options Loha() { return new Options(OptionsKind.LohaOptions); }
+  /// <summary>Options of Model.AddLokr (PEFT's LoKrConfig: r, alpha, rank_dropout, module_dropout,
+  /// decompose_both, decompose_factor, init_weights, ...).</summary>
+  public static Options Lokr() { return new Options(OptionsKind.LokrOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

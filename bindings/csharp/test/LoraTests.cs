@@ -382,6 +382,31 @@ public class LoraTests {
     }
     Directory.Delete(dir, true);
   }
+
+  // PEFT's LoKr on the linear layer (6 x 4: w1 2 x 2 whole, w2 3 x 2 a rank-1 product): drawn factors
+  // change the outputs; PEFT's files round-trip.
+  [Test]
+  public void LokrTrainsAndRoundTrips() {
+    string dir = Path.Combine(Path.GetTempPath(), "acc-cs-lokr-" + System.Guid.NewGuid().ToString("N"));
+    Library.SetSeed(5);
+    using (Model model = Model.FromSpec(TokenSpec))
+    using (Options o = Options.Lokr().Put("r", 1).Put("init_weights", "false")) {
+      float[] baseOutput = TokenOutput(model);
+      Assert.AreEqual(1, model.AddLokr("1", o));
+      using (StringList names = model.ParameterNames())
+        Assert.AreEqual(new[] {"0.weight", "1.weight", "1.bias", "1.lokr_w1", "1.lokr_w2_a", "1.lokr_w2_b"},
+                        names.ToList());
+      float[] changed = TokenOutput(model);
+      CollectionAssert.AreNotEqual(baseOutput, changed);
+      model.SaveLora(dir);
+      Library.SetSeed(5);
+      using (Model fresh = Model.FromSpec(TokenSpec)) {
+        fresh.LoadLora(dir);
+        Assert.AreEqual(changed, TokenOutput(fresh));
+      }
+    }
+    Directory.Delete(dir, true);
+  }
 }
 
 }

@@ -397,6 +397,46 @@ func TestLohaTrainsAndRoundTrips(t *testing.T) {
 	}
 }
 
+// PEFT's LoKr on the linear layer (6 x 4: w1 2 x 2 whole, w2 3 x 2 a rank-1 product): drawn factors
+// change the outputs; PEFT's files round-trip.
+func TestLokrTrainsAndRoundTrips(t *testing.T) {
+	m := seededTokenModel(t)
+	defer m.Close()
+	base := tokenOutput(t, m)
+	o, _ := acc.NewOptions(acc.LokrOptions)
+	defer o.Close()
+	if err := o.SetInt("r", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Set("init_weights", "false"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m.AddLokr("1", o); n != 1 || err != nil {
+		t.Fatalf("AddLokr = %d, %v", n, err)
+	}
+	names, _ := m.ParameterNames()
+	want := []string{"0.weight", "1.weight", "1.bias", "1.lokr_w1", "1.lokr_w2_a", "1.lokr_w2_b"}
+	if !reflect.DeepEqual(names, want) {
+		t.Fatalf("parameters %v, want %v", names, want)
+	}
+	changed := tokenOutput(t, m)
+	if reflect.DeepEqual(base, changed) {
+		t.Fatal("drawn factors left the outputs as they were")
+	}
+	dir := filepath.Join(t.TempDir(), "lokr")
+	if err := m.SaveLora(dir); err != nil {
+		t.Fatal(err)
+	}
+	fresh := seededTokenModel(t)
+	defer fresh.Close()
+	if err := fresh.LoadLora(dir); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(changed, tokenOutput(t, fresh)) {
+		t.Error("loaded factors compute otherwise")
+	}
+}
+
 // loraR2 is LoraOptions with r 2 and nn.Linear's draws for A and B (init_lora_weights false), so
 // that every adapter changes the outputs from the start.
 func loraR2(t *testing.T) *acc.Options {

@@ -27,6 +27,8 @@ const (
 	Ia3Options OptionsKind = capi.OptionsIa3
 	// PEFT's LoHaConfig (Model.AddLoha: r, alpha, rank_dropout, module_dropout, ...)
 	LohaOptions OptionsKind = capi.OptionsLoha
+	// PEFT's LoKrConfig (Model.AddLokr: r, alpha, decompose_both, decompose_factor, ...)
+	LokrOptions OptionsKind = capi.OptionsLokr
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -305,6 +307,20 @@ func (m *Model) AddLoha(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddLoha(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddLokr adds PEFT's LoKr adapters: each targeted layer's weight trains as W + kron(w1, w2) * alpha
+// / r, w1 and w2 whole or rank-r products, and every other parameter is frozen. targetModules: named
+// as for AddLora. opts: LokrOptions or nil. SaveLora, LoadLora, MergeLora and WithoutLora act on
+// them. It returns how many layers were adapted.
+func (m *Model) AddLokr(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddLokr(targetModules, oh, e) })
 	return int(n), err
 }
 

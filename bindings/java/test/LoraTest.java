@@ -313,6 +313,30 @@ class LoraTest {
     }
   }
 
+  /** PEFT's LoKr on the linear layer (6 x 4: w1 2 x 2 whole, w2 3 x 2 a rank-1 product): drawn
+   *  factors change the outputs; PEFT's files round-trip. */
+  @Test
+  void lokrTrainsAndRoundTrips() {
+    Accelerate.setSeed(5);
+    try (Model model = Model.fromSpec(TOKEN_SPEC);
+         Options o = Options.lokr().put("r", 1).put("init_weights", "false")) {
+      float[] base = tokenOutput(model);
+      assertEquals(1, model.addLokr("1", o));
+      try (StringList names = model.parameterNames()) {
+        assertEquals(Arrays.asList("0.weight", "1.weight", "1.bias", "1.lokr_w1", "1.lokr_w2_a", "1.lokr_w2_b"),
+                     names.toList());
+      }
+      float[] changed = tokenOutput(model);
+      assertFalse(Arrays.equals(base, changed), "drawn factors change the outputs");
+      model.saveLora(dir.toString());
+      Accelerate.setSeed(5);
+      try (Model fresh = Model.fromSpec(TOKEN_SPEC)) {
+        fresh.loadLora(dir.toString());
+        assertArrayEquals(changed, tokenOutput(fresh));
+      }
+    }
+  }
+
   /** A loader over 24 rows of 4 features (varied enough for a covariance of full rank), batches of 6. */
   static DataLoader rowsLoader() {
     float[] x = new float[24 * 4];

@@ -61,6 +61,7 @@ const (
 	OptionsEva             = C.ACC_OPTIONS_EVA
 	OptionsIa3             = C.ACC_OPTIONS_IA3
 	OptionsLoha            = C.ACC_OPTIONS_LOHA
+	OptionsLokr            = C.ACC_OPTIONS_LOKR
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
