@@ -594,6 +594,18 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   default none: as ACC_OPTIONS_LORA's, alpha_pattern giving alpha), layers_pattern (string,
  *   default none), base_model_name_or_path, revision, task_type (strings, default none: written to
  *   adapter_config.json).
+ * Keys of ACC_OPTIONS_VERA (PEFT's VeraConfig, see acc_model_add_vera): r (int, default 256: the
+ *   shared projections' rank), projection_prng_key (int, default 0: the seed of the generator the
+ *   projections are drawn from), save_projection (bool, default true: acc_model_save_lora writes
+ *   the projections; false: they are drawn again from the seed when loaded), vera_dropout (double,
+ *   default 0: dropout on each adapted layer's input to its branch), d_initial (double, default
+ *   0.1: lambda_d's starting value), fan_in_fan_out (bool, default false: PEFT's flag, set from each
+ *   linear layer's kind as PEFT sets it), bias ("none", default, "all" or "vera_only": which biases
+ *   train beside the vectors), init_weights (bool, default true: lambda_d starts as d_initial and
+ *   lambda_b as zeros, the model unchanged; false: torch.randn and ones),
+ *   modules_to_save, layers_to_transform (strings, default none: as ACC_OPTIONS_LORA's),
+ *   layers_pattern (string, default none), base_model_name_or_path, revision, task_type (strings,
+ *   default none: written to adapter_config.json).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
  *   schedule_wait, schedule_warmup, schedule_active, schedule_repeat, schedule_skip_first (int,
@@ -653,6 +665,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_IA3 = 11,
   ACC_OPTIONS_LOHA = 12,
   ACC_OPTIONS_LOKR = 13,
+  ACC_OPTIONS_VERA = 14,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1153,6 +1166,29 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_loha(acc_model *model, const char
  * Before creating the optimizer and before acc_prepare, on a model without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_lokr(acc_model *model, const char *target_modules,
                                                    const acc_options *opts, size_t *count);
+/* acc_model_add_vera: PEFT's VeraConfig (VeRA, get_peft_model with peft_type VERA): one pair of
+ * frozen random projections for all the targeted layers, vera_A (r x the largest input) and vera_B
+ * (the largest output x r), drawn Kaiming-uniform from a CPU generator of their own seeded
+ * projection_prng_key (the global generator untouched); each layer trains "<module>.vera_lambda_b"
+ * (out) and "<module>.vera_lambda_d" (r), listed after the layer's own, and computes its output plus
+ * lambda_b * (vera_B[:out] (lambda_d * (vera_A[:, :in] dropout(x)))), cast to the output's dtype;
+ * every other parameter frozen but modules_to_save's (and biases, with bias). Drawn as PEFT's layers
+ * draw them: torch.randn(r) per layer in the model's order, then lambda_d d_initial and lambda_b
+ * zeros (init_weights false: the draw and ones). `target_modules`: named as for acc_model_add_lora
+ * ("all-linear" too); targets must be linear layers (torch.nn.Linear, transformers' Conv1D, a spec's
+ * "linear") that the forward calls as modules: anything else is ACC_ERR_INVALID_ARGUMENT (PEFT's
+ * TypeError), a layer whose weight the forward reads itself or a quantised one ACC_ERR_UNSUPPORTED.
+ * `opts`: ACC_OPTIONS_VERA or NULL (defaults). acc_model_save_lora writes PEFT's files, the
+ * projections as "base_model.vera_A" and "base_model.vera_B" where save_projection; a file that
+ * saves them is loaded with them (of the shapes its layers give), one that does not draws them again
+ * from its projection_prng_key. Merging (W plus lambda_b B lambda_d A), disabling, counting and named
+ * adapters (acc_model_add_lora_named with ACC_OPTIONS_VERA; each adapter its own projections) act as
+ * for LoRA; acc_model_add_weighted_adapter is ACC_ERR_INVALID_ARGUMENT (PEFT's VeRA has none). The
+ * projections are not parameters: acc_model_state_dict and save_state leave them out (they are
+ * the adapter's, drawn again from the seed or read from its files). Before creating the optimizer
+ * and before acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_vera(acc_model *model, const char *target_modules,
+                                                   const acc_options *opts, size_t *count);
 /* acc_model_set_lora_enabled: PEFT's enable_adapter_layers (enabled != 0) and disable_adapter_layers
  * (its disable_adapter scope is disable, compute, enable). Disabled, every adapted layer computes as
  * its base layer alone, drawing no dropout mask: the base model's outputs, e.g. a reference model's
@@ -1180,9 +1216,10 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * acc_model_add_lora_named: PEFT's add_adapter(adapter_name, config): draws the new adapter as
  * acc_model_add_lora would (the same draws from torch's global generator), and keeps it aside (on a
  * model without adapters it is the active one, as get_peft_model(..., adapter_name)). `opts`:
- * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR for an IA3 /
- * LoHa / LoKr adapter drawn as acc_model_add_ia3's / acc_model_add_loha's / acc_model_add_lokr's;
- * adapters of one method per model, as PEFT.
+ * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR /
+ * ACC_OPTIONS_VERA for an IA3 / LoHa / LoKr / VeRA adapter drawn as acc_model_add_ia3's /
+ * acc_model_add_loha's / acc_model_add_lokr's / acc_model_add_vera's; adapters of one method per
+ * model, as PEFT.
  * acc_model_load_lora_named: PEFT's load_adapter(dir, adapter_name): as acc_model_load_lora into a
  * model without adapters (the same checks and draws), kept aside; the model's training mode stays
  * (PEFT's load_adapter puts the model in evaluation mode).

@@ -34,6 +34,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return loha_option_table();
     case OptionsKind::Lokr:
       return lokr_option_table();
+    case OptionsKind::Vera:
+      return vera_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -141,6 +141,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "loha";
     case OptionsKind::Lokr:
       return "lokr";
+    case OptionsKind::Vera:
+      return "vera";
   }
   return "?";
 }

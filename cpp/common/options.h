@@ -57,7 +57,8 @@ enum class OptionsKind : int {
   Eva = 10,
   Ia3 = 11,
   Loha = 12,
-  Lokr = 13
+  Lokr = 13,
+  Vera = 14
 };
 
 const char* options_kind_name(OptionsKind kind);

@@ -1,8 +1,8 @@
 #include "model/loha.h"
 
-#include <torch/nn/init.h>
-
 #include <cmath>
+
+#include "model/lora_draws.h"
 
 namespace acc {
 
@@ -15,11 +15,11 @@ std::vector<FactorShape> loha_factor_shapes(const LinearSite& site, int64_t r) {
 }
 
 void draw_loha_factors(const LoraConfig& config, NamedTensors& factors) {
-  for (size_t k = 0; k < 3; ++k) torch::nn::init::kaiming_uniform_(factors[k].second, std::sqrt(5.0));
+  for (size_t k = 0; k < 3; ++k) kaiming_uniform_sqrt5(factors[k].second);
   if (config.loha_init_weights)
     factors[3].second.zero_();
   else
-    torch::nn::init::kaiming_uniform_(factors[3].second, std::sqrt(5.0));
+    kaiming_uniform_sqrt5(factors[3].second);
 }
 
 at::Tensor loha_weight(const NamedTensors& f, double scaling) {

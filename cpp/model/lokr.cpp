@@ -1,12 +1,11 @@
 #include "model/lokr.h"
 
-#include <torch/nn/init.h>
-
 #include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "common/error.h"
+#include "model/lora_draws.h"
 
 namespace acc {
 namespace {
@@ -86,7 +85,7 @@ void draw_lokr_factors(const LoraConfig& config, NamedTensors& factors) {
     if (zero)
       tensor.zero_();
     else
-      torch::nn::init::kaiming_uniform_(tensor, std::sqrt(5.0));
+      kaiming_uniform_sqrt5(tensor);
   }
 }
 

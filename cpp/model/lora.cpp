@@ -18,13 +18,18 @@
 #include "model/lora_ga.h"
 #include "model/lora_init.h"
 #include "model/lycoris.h"
+#include "model/vera.h"
 
 namespace acc {
+
+void kaiming_uniform_sqrt5(at::Tensor& t) {
+  if (t.numel() > 0) torch::nn::init::kaiming_uniform_(t, std::sqrt(5.0));
+}
 
 // nn.Linear(in, out, bias=False)'s own initialisation, which PEFT's adapters go through first.
 at::Tensor new_linear_weight(int64_t out, int64_t in) {
   at::Tensor w = at::empty({out, in}, at::kFloat);
-  torch::nn::init::kaiming_uniform_(w, std::sqrt(5.0));
+  kaiming_uniform_sqrt5(w);
   return w;
 }
 
@@ -38,7 +43,7 @@ at::Tensor new_conv_weight(int64_t out, int64_t in, c10::IntArrayRef kernel) {
   std::vector<int64_t> sizes = {out, in};
   sizes.insert(sizes.end(), kernel.begin(), kernel.end());
   at::Tensor w = at::empty(sizes, at::kFloat);
-  torch::nn::init::kaiming_uniform_(w, std::sqrt(5.0));
+  kaiming_uniform_sqrt5(w);
   return w;
 }
 
@@ -306,7 +311,7 @@ void check_attention_site(const LinearSite& site, const LoraConfig& config) {
 void discarded_linear_draws(int64_t in, int64_t out, int64_t r, const std::string& init) {
   at::Tensor a = new_linear_weight(r, in);
   (void)new_linear_weight(out, r);
-  if (init == "true") torch::nn::init::kaiming_uniform_(a, std::sqrt(5.0));
+  if (init == "true") kaiming_uniform_sqrt5(a);
   if (init == "gaussian") a.normal_(0.0, 1.0 / static_cast<double>(r));
 }
 
@@ -346,6 +351,7 @@ const char* adaptable_layers(const LoraConfig& config) {
     return "IA3 adapts linear layers (transformers' Conv1D too) and 2-D and 3-D convolutions";
   if (config.peft_type == PeftType::Loha) return "LoHa adapts linear layers and 1-D and 2-D convolutions";
   if (config.peft_type == PeftType::Lokr) return "LoKr adapts linear layers and 1-D and 2-D convolutions";
+  if (config.peft_type == PeftType::Vera) return "VeRA adapts linear layers (transformers' Conv1D too)";
   return kAdaptableLayers;
 }
 
@@ -441,7 +447,7 @@ void require_targets_matched(const LoraConfig& config, const std::vector<LinearS
   const bool any_parameter = !chosen.empty() && adapts_parameter(chosen.back());  // parameters come last
   if (!config.target_names.empty() || !config.target_regex.empty())
     require(any_layer, "target_modules '", config.describe_targets(), "' matches no linear layer, convolution or ",
-            "embedding (", layers == 0 ? std::string("the model has none") : "linear layers are e.g. " + layer_examples,
+            "embedding (", layers == 0 ? std::string("the model has none") : "its layers are e.g. " + layer_examples,
             ")");
   // PEFT warns where one of the two matches nothing and goes on: here it is refused, as target_modules.
   if (!config.target_parameters.empty())
@@ -505,9 +511,10 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
             "', which is not a linear layer; ", adaptable_layers(config));
   const std::vector<LinearSite> chosen = targeted_sites(config, sites);
   require_targets_matched(config, sites, chosen);
-  if (config.peft_type != PeftType::Lora) {  // IA3, LoHa or LoKr
-    std::vector<LoraAdapter> made =
-        config.peft_type == PeftType::Ia3 ? make_ia3_adapters(config, chosen) : make_lycoris_adapters(config, chosen);
+  if (config.peft_type != PeftType::Lora) {  // IA3, LoHa, LoKr or VeRA
+    std::vector<LoraAdapter> made = config.peft_type == PeftType::Ia3    ? make_ia3_adapters(config, chosen)
+                                    : config.peft_type == PeftType::Vera ? make_vera_adapters(config, chosen)
+                                                                         : make_lycoris_adapters(config, chosen);
     take_new(config, chosen, std::move(made), {}, {}, saved_modules, weights_pending);
     return adapters_.size();
   }
@@ -620,7 +627,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       std::tie(a, b) = orthogonal_start(in, out, r);
     } else if (config.init == "true" || (config.init == "lora_ga" && !lora_ga_gradient(config, site->module))) {
       // (PEFT's lora_ga_init falls back to true without a gradient: adapters read from a file.)
-      torch::nn::init::kaiming_uniform_(a, std::sqrt(5.0));
+      kaiming_uniform_sqrt5(a);
       b.zero_();
       if (b_bias.defined()) b_bias.zero_();
     } else if (config.init == "gaussian") {
@@ -759,6 +766,7 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   std::shared_ptr<const bool> enabled = enabled_;
   if (is_ia3(adapter)) return ia3_output_adapter(adapter, enabled);
   if (is_lycoris(adapter)) return lycoris_output_adapter(adapter, config_, enabled);
+  if (is_vera(adapter)) return vera_output_adapter(adapter, config_.dropout, enabled);
   if (adapter.magnitude.defined())
     return adapter.site.conv        ? dora_conv_output_adapter(adapter, p, enabled)
            : adapter.site.embedding ? dora_embedding_output_adapter(adapter, enabled)
@@ -787,7 +795,7 @@ NamedTensors LoraAdapters::named_parameters() const {
 void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
   const LoraAdapter& adapter = adapters_[k];
   if (is_ia3(adapter)) return out->emplace_back(adapter.site.module + kIa3Suffix, adapter.ia3), void();
-  if (is_lycoris(adapter)) {
+  if (!adapter.factors.empty()) {  // LoHa's, LoKr's, VeRA's
     for (const auto& [suffix, factor] : adapter.factors) out->emplace_back(adapter.site.module + suffix, factor);
     return;
   }
@@ -849,10 +857,14 @@ NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
   return out;
 }
 
-at::Tensor adapter_parameter(const at::Tensor& drawn, const LinearSite& site) {
+at::Tensor adapter_placed(const at::Tensor& drawn, const LinearSite& site) {
   const at::Tensor placed = drawn.to(site.weight.options());
   const bool low = site.weight.scalar_type() == at::kHalf || site.weight.scalar_type() == at::kBFloat16;
-  return (low ? placed.to(at::kFloat) : placed).set_requires_grad(true);
+  return low ? placed.to(at::kFloat) : placed;
+}
+
+at::Tensor adapter_parameter(const at::Tensor& drawn, const LinearSite& site) {
+  return adapter_placed(drawn, site).set_requires_grad(true);
 }
 
 at::Tensor weight_delta(const LoraAdapter& adapter) {
@@ -929,7 +941,7 @@ void LoraAdapters::require_mergeable(const char* action) const {
            " scales its input channels, which its weight does not hold one by one (PEFT cannot merge it either); ",
            "save the adapters (acc_model_save_lora)");
   for (const auto& adapter : adapters_)
-    if (!is_ia3(adapter) && !is_lycoris(adapter) && adapter.site.conv && adapter.site.conv->groups != 1)
+    if (adapter.factors.empty() && !is_ia3(adapter) && adapter.site.conv && adapter.site.conv->groups != 1)
       fail(Status::Unsupported, action, ": LoRA adapts the convolution '", adapter.site.module, "' with groups ",
            adapter.site.conv->groups,
            ", whose adapter has no weight of the layer's shape to merge (PEFT's "
@@ -983,6 +995,13 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
           (w + lycoris_delta(config_.peft_type, stated, adapter.scaling, w.sizes())).to(w.scalar_type());
       continue;
     }
+    if (is_vera(adapter)) {  // PEFT's merge: the weight plus the delta of the state's vectors
+      const at::Tensor &lambda_b = entry_of(module + kVeraLambdaB), &lambda_d = entry_of(module + kVeraLambdaD);
+      adapter_entries.insert({module + kVeraLambdaB, module + kVeraLambdaD});
+      const at::Tensor& w = entry_of(weight_name(adapter.site));
+      merged_weights[weight_name(adapter.site)] = (w + vera_delta(adapter, lambda_b, lambda_d)).to(w.scalar_type());
+      continue;
+    }
     LoraAdapter stated = adapter;  // with the state's tensors
     stated.a = entry_of(module + lora_a_suffix(adapter.site));
     stated.b = entry_of(module + lora_b_suffix(adapter.site));
@@ -1025,6 +1044,11 @@ void LoraAdapters::merge_into_weights() const {
     if (is_lycoris(adapter)) {
       const at::Tensor& w = adapter.site.weight;
       w.copy_((w + lycoris_delta(config_.peft_type, adapter.factors, adapter.scaling, w.sizes())).to(w.scalar_type()));
+      continue;
+    }
+    if (is_vera(adapter)) {
+      const at::Tensor& w = adapter.site.weight;
+      w.copy_((w + vera_delta(adapter, adapter.factors[0].second, adapter.factors[1].second)).to(w.scalar_type()));
       continue;
     }
     if (adapter.site.quantized)

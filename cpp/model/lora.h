@@ -154,6 +154,15 @@ at::Tensor as_linear_layout(const LinearSite& site, const at::Tensor& w);
 const char* lora_a_suffix(const LinearSite& site);
 const char* lora_b_suffix(const LinearSite& site);
 
+struct VeraProjections;  // model/vera.h
+
+// A trained tensor's name after its module's (PEFT's ParameterDict entry without the adapter name)
+// and its shape for one layer (LoraAdapter::factors).
+struct FactorShape {
+  std::string suffix;
+  std::vector<int64_t> shape;
+};
+
 struct LoraAdapter {
   LinearSite site;  // `owner` set only where the adapter came with its attention's
   // lora_A.weight (r x in), lora_B.weight (out x r); a convolution's with its kernel's dimensions
@@ -171,19 +180,26 @@ struct LoraAdapter {
   // convolution's 1 x channels x 1 x 1.
   at::Tensor ia3{};
   bool feedforward = false;
-  // A LyCORIS adapter's factors (model/lycoris.h: LoHa's hada_w1_a ..., LoKr's lokr_w1 ...) under
-  // their names after the module's, in PEFT's registration order, where the adapter is one (a and b
-  // undefined; r and scaling its layer's).
+  // The trained tensors of a method beyond LoRA under their names after the module's, in PEFT's
+  // registration order, where the adapter is one (a and b undefined; r and scaling its layer's): a
+  // LyCORIS adapter's factors (model/lycoris.h: LoHa's hada_w1_a ..., LoKr's lokr_w1 ...) or VeRA's
+  // vectors (model/vera.h: vera_lambda_b, vera_lambda_d).
   NamedTensors factors{};
+  // VeRA's frozen projections, one pair shared by the adapter's layers (model/vera.h); null for
+  // every other method.
+  std::shared_ptr<VeraProjections> projections{};
 };
 
 // An adapter tensor as PEFT leaves it: moved to the layer's device and dtype, then float32 again
-// where that dtype is half precision (autocast_adapter_dtype), requiring grad.
+// where that dtype is half precision (autocast_adapter_dtype); a parameter requires grad.
+at::Tensor adapter_placed(const at::Tensor& drawn, const LinearSite& site);
 at::Tensor adapter_parameter(const at::Tensor& drawn, const LinearSite& site);
 
-// Whether the adapter is an (IA)^3 vector, or LoHa's or LoKr's factors, rather than a LoRA pair.
+// Whether the adapter is an (IA)^3 vector, VeRA's vectors, or LoHa's or LoKr's factors, rather than
+// a LoRA pair.
 inline bool is_ia3(const LoraAdapter& adapter) { return adapter.ia3.defined(); }
-inline bool is_lycoris(const LoraAdapter& adapter) { return !adapter.factors.empty(); }
+inline bool is_vera(const LoraAdapter& adapter) { return adapter.projections != nullptr; }
+inline bool is_lycoris(const LoraAdapter& adapter) { return !adapter.factors.empty() && !is_vera(adapter); }
 
 // (B A) * scaling as PEFT's get_delta_weight computes it, in the weight's layout (a convolution's
 // through the product of its 1 x 1 kernels, or A convolved with B). Unsupported for a convolution

@@ -55,15 +55,21 @@ void bind_module_lists(OptionTable<LoraConfig>& t) {
 
 // rank_pattern, alpha_pattern (giving `alpha`, the method's name for it), layers_to_transform and
 // layers_pattern, as LoRA's and LoHa's options take them.
+// layers_to_transform and layers_pattern, as every method's options but IA3's take them.
+void bind_layers(OptionTable<LoraConfig>& t) {
+  using L = LoraConfig;
+  t.bind("layers_to_transform", "the layer numbers to adapt, separated by commas (default: all)",
+         &L::layers_to_transform_spec);
+  t.bind("layers_pattern", "expressions naming the layer lists layers_to_transform numbers, separated by commas",
+         &L::layers_pattern_spec);
+}
+
 void bind_patterns_and_layers(OptionTable<LoraConfig>& t, const std::string& alpha) {
   using L = LoraConfig;
   t.bind("rank_pattern", "ranks of their own: a JSON object from module-name expressions to r", &L::rank_pattern_spec);
   t.bind("alpha_pattern", alpha + "s of their own: a JSON object from module-name expressions to " + alpha,
          &L::alpha_pattern_spec);
-  t.bind("layers_to_transform", "the layer numbers to adapt, separated by commas (default: all)",
-         &L::layers_to_transform_spec);
-  t.bind("layers_pattern", "expressions naming the layer lists layers_to_transform numbers, separated by commas",
-         &L::layers_pattern_spec);
+  bind_layers(t);
 }
 
 // The keys LoHa's and LoKr's options share before their own (PEFT's LycorisConfig).
@@ -250,6 +256,31 @@ const OptionTable<LoraConfig>& lokr_option_table() {
   return table;
 }
 
+const OptionTable<LoraConfig>& vera_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Vera, [](OptionTable<L>& t) {
+    t.bind("r", "the projections' rank", &L::vera_r).at_least(1).at_most(kMaxLoraRank);
+    t.bind("projection_prng_key", "the seed of the generator the projections are drawn from", &L::projection_prng_key)
+        .at_least(0);
+    t.bind("save_projection", "the projections are written to the adapter's files (else drawn again from the seed)",
+           &L::save_projection);
+    t.bind("vera_dropout", "dropout on each adapted layer's input to its branch", &L::dropout).at_least(0).at_most(1);
+    t.bind("d_initial", "lambda_d's starting value", &L::d_initial);
+    t.bind("fan_in_fan_out",
+           "PEFT's flag for weights stored in x out (transformers' Conv1D); each layer's kind decides, as in PEFT",
+           &L::fan_in_fan_out);
+    t.bind("bias", "which biases train beside the adapters: none, all, vera_only (the adapted layers')", &L::bias)
+        .one_of({"none", "all", "vera_only"});
+    t.bind("init_weights", "lambda_d starts as d_initial and lambda_b as zeros (false: torch.randn and ones)",
+           &L::vera_init_weights);
+    t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",
+           &L::modules_to_save_spec);
+    bind_layers(t);
+    bind_texts(t);
+  });
+  return table;
+}
+
 namespace {
 
 // What LoraConfig::from and LoraConfig::ia3 read alike: target_modules (the text, trimmed),
@@ -353,6 +384,8 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return loha(targets, options);
     case OptionsKind::Lokr:
       return lokr(targets, options);
+    case OptionsKind::Vera:
+      return vera(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -383,6 +416,20 @@ LoraConfig LoraConfig::loha(const std::string& targets, const Options& options) 
 
 LoraConfig LoraConfig::lokr(const std::string& targets, const Options& options) {
   return lycoris(PeftType::Lokr, targets, options);
+}
+
+LoraConfig LoraConfig::vera(const std::string& targets, const Options& options) {
+  require(options.kind() == OptionsKind::Vera, "VeRA options must be of kind vera, got ",
+          options_kind_name(options.kind()));
+  LoraConfig config = vera_option_table().read(options);
+  config.peft_type = PeftType::Vera;
+  config.r = config.vera_r;
+  if (config.bias == "vera_only") config.bias = "lora_only";  // the adapted layers' biases train
+  const std::string text = trimmed(targets);
+  require(!text.empty(), "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\")");
+  read_shared_settings(config, text);
+  read_patterns_and_layers(config);
+  return config;
 }
 
 namespace {
@@ -450,7 +497,7 @@ void LoraConfig::add_rank_pattern(const std::string& key, int64_t rank) {
 
 void LoraConfig::add_alpha_pattern(const std::string& key, double value) {
   require(std::isfinite(value) && value >= 0 && value <= kMaxLoraAlpha, "alpha_pattern's '", key,
-          "' must be a lora_alpha in [0, ", kMaxLoraAlpha, "], got ", value);
+          "' must be an alpha in [0, ", kMaxLoraAlpha, "], got ", value);
   alpha_pattern.push_back({key, value, pattern_key_matcher(key, "alpha_pattern")});
 }
 

@@ -34,8 +34,10 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // or not), PEFT's TrainableTokensConfig (rows of embeddings trained alone), its IA3Config ((IA)^3:
 // a trained vector scaling each targeted layer's output or input, model/ia3.h), its LoHaConfig
 // (a Hadamard product of two low-rank products added to the weight, model/loha.h) or its
-// LoKrConfig (a Kronecker product of two factors added to the weight, model/lokr.h).
-enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr };
+// LoKrConfig (a Kronecker product of two factors added to the weight, model/lokr.h) or its
+// VeraConfig (two trained vectors scaling frozen random projections shared by the layers,
+// model/vera.h).
+enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr, Vera };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
   switch (type) {
@@ -47,6 +49,8 @@ inline const char* peft_type_name(PeftType type) {
       return "LOHA";
     case PeftType::Lokr:
       return "LOKR";
+    case PeftType::Vera:
+      return "VERA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -64,6 +68,8 @@ inline const char* peft_method_name(PeftType type) {
       return "LoHa";
     case PeftType::Lokr:
       return "LoKr";
+    case PeftType::Vera:
+      return "VeRA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -197,6 +203,15 @@ struct LoraConfig {
   int64_t decompose_factor = -1;
   bool rank_dropout_scale = false;
   std::string lokr_init_weights = "true";
+  // PEFT's VeraConfig (peft_type Vera; its vera_dropout is `dropout`, its bias `bias` with "vera_only"
+  // as "lora_only"): the projections' rank (r, PEFT's default 256), drawn from a generator seeded
+  // projection_prng_key and written to the adapter's files where save_projection; lambda_d starts
+  // as d_initial and lambda_b as zeros (init_weights; false: torch.randn and ones).
+  int64_t vera_r = 256;
+  int64_t projection_prng_key = 0;
+  bool save_projection = true;
+  double d_initial = 0.1;
+  bool vera_init_weights = true;
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -247,8 +262,10 @@ struct LoraConfig {
   static LoraConfig loha(const std::string& targets, const Options& options);
   // PEFT's LoKrConfig: `targets` as above, `options` of kind lokr.
   static LoraConfig lokr(const std::string& targets, const Options& options);
-  // The configuration of the method `options` are for: lora, ia3, loha or lokr (PEFT's add_adapter
-  // takes any).
+  // PEFT's VeraConfig: `targets` as above (or "all-linear"), `options` of kind vera.
+  static LoraConfig vera(const std::string& targets, const Options& options);
+  // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
+  // add_adapter takes any).
   static LoraConfig of_kind(const std::string& targets, const Options& options);
   // An invalid expression is an InvalidArgument error naming it.
   void set_target_regex(const std::string& expression);
@@ -302,5 +319,6 @@ const OptionTable<LoraConfig>& trainable_tokens_option_table();
 const OptionTable<LoraConfig>& ia3_option_table();
 const OptionTable<LoraConfig>& loha_option_table();
 const OptionTable<LoraConfig>& lokr_option_table();
+const OptionTable<LoraConfig>& vera_option_table();
 
 }  // namespace acc

@@ -15,6 +15,7 @@
 #include "model/ia3.h"
 #include "model/lora_init.h"
 #include "model/lycoris.h"
+#include "model/vera.h"
 
 namespace acc {
 namespace {
@@ -108,6 +109,25 @@ void write_patterns(const LoraConfig& config, nlohmann::ordered_json* j) {
   (*j)["alpha_pattern"] = nlohmann::ordered_json::object();
   for (const auto& pattern : config.rank_pattern) (*j)["rank_pattern"].emplace(pattern.key, pattern.value);
   for (const auto& pattern : config.alpha_pattern) (*j)["alpha_pattern"].emplace(pattern.key, pattern.value);
+}
+
+// PEFT's VeraConfig: its fields, in its order.
+nlohmann::ordered_json vera_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  json j = peft_config_json(peft_type_name(PeftType::Vera), config);
+  j["r"] = config.r;
+  j["target_modules"] = targets_json(config);
+  j["projection_prng_key"] = config.projection_prng_key;
+  j["save_projection"] = config.save_projection;
+  j["vera_dropout"] = config.dropout;
+  j["d_initial"] = config.d_initial;
+  j["fan_in_fan_out"] = config.fan_in_fan_out;
+  j["bias"] = config.bias == "lora_only" ? "vera_only" : config.bias;
+  j["modules_to_save"] = config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save);
+  j["init_weights"] = config.vera_init_weights;
+  j["layers_to_transform"] = config.layers_to_transform.empty() ? json(nullptr) : json(config.layers_to_transform);
+  j["layers_pattern"] = config.layers_pattern.empty() ? json(nullptr) : json(config.layers_pattern);
+  return j;
 }
 
 // PEFT's LoHaConfig or LoKrConfig: its fields, in its order.
@@ -457,6 +477,73 @@ LoraConfig lycoris_config_from_json(PeftType method, const nlohmann::ordered_jso
   return config;
 }
 
+// PEFT's VeraConfig (peft_type VERA).
+LoraConfig vera_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  auto refuse = [&](const std::string& key, const std::string& why) {
+    fail(Status::Io, "'", path, "': '", key, "' ", why);
+  };
+  LoraConfig config;
+  config.peft_type = PeftType::Vera;
+  config.r = 256;  // PEFT's default
+  if (j.contains("r") && !j["r"].is_null()) {
+    if (!j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > kMaxLoraRank)
+      refuse("r", "must be an integer from 1 to 2^20");
+    config.r = j["r"].get<int64_t>();
+  }
+  if (j.contains("projection_prng_key") && !j["projection_prng_key"].is_null()) {
+    if (!j["projection_prng_key"].is_number_integer() || j["projection_prng_key"].get<int64_t>() < 0)
+      refuse("projection_prng_key", "must be a non-negative integer");
+    config.projection_prng_key = j["projection_prng_key"].get<int64_t>();
+  }
+  auto flag = [&](const char* key, bool fallback) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_boolean()) refuse(key, "must be true or false");
+    return j[key].get<bool>();
+  };
+  auto number = [&](const char* key, double fallback, double low, double high) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_number() || !(j[key].get<double>() >= low && j[key].get<double>() <= high))
+      refuse(key, "must be a number in [" + concat(low) + ", " + concat(high) + "]");
+    return j[key].get<double>();
+  };
+  config.save_projection = flag("save_projection", true);
+  config.dropout = number("vera_dropout", 0, 0, 1);
+  config.d_initial = number("d_initial", 0.1, -kMaxLoraAlpha, kMaxLoraAlpha);
+  config.fan_in_fan_out = flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
+  config.vera_init_weights = flag("init_weights", true);
+  if (j.contains("bias") && !j["bias"].is_null()) {
+    if (j["bias"] != "none" && j["bias"] != "all" && j["bias"] != "vera_only")
+      refuse("bias", "must be \"none\", \"all\" or \"vera_only\"");
+    config.bias = j["bias"] == "vera_only" ? "lora_only" : j["bias"].get<std::string>();
+  }
+  read_modules_to_save(j, path, &config);
+  read_texts(j, path, &config);
+  const std::vector<std::string> layer_lists = read_layer_settings(j, path, &config);
+  if (!j.contains("target_modules") || j["target_modules"].is_null())
+    refuse("target_modules", "is missing (PEFT fills it in for the transformers models it knows; name the layers)");
+  read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
+  finish_layer_settings(j, path, layer_lists, &config);
+  return config;
+}
+
+// adapter_config.json for the method's configuration, as PEFT writes it.
+nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
+  switch (config.peft_type) {
+    case PeftType::TrainableTokens:
+      return tokens_config_json(config);
+    case PeftType::Ia3:
+      return ia3_config_json(config);
+    case PeftType::Loha:
+    case PeftType::Lokr:
+      return lycoris_config_json(config);
+    case PeftType::Vera:
+      return vera_config_json(config);
+    case PeftType::Lora:
+      break;
+  }
+  return config_json(config);
+}
+
 // Read with each object's keys in the file's order: rank_pattern's first matching key wins.
 LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
   auto refuse = [&](const std::string& key, const std::string& why) {
@@ -467,10 +554,11 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "IA3") return ia3_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "LOHA") return lycoris_config_from_json(PeftType::Loha, j, path);
   if (j.contains("peft_type") && j["peft_type"] == "LOKR") return lycoris_config_from_json(PeftType::Lokr, j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "VERA") return vera_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse("peft_type",
-           "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not "
-           "supported)");
+           "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\" or \"TRAINABLE_TOKENS\" (other PEFT "
+           "methods are not supported)");
   LoraConfig config;
   if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > (1 << 20))
     refuse("r", "must be an integer from 1 to 2^20");
@@ -612,10 +700,10 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   NamedTensors parameters;  // the adapters' own, under their names in the model
   for (size_t k = 0; k < adapters.size(); ++k) {
     const LoraAdapter& adapter = adapters.adapters()[k];
-    const bool whole = is_ia3(adapter)       ? adapter.ia3.dim() >= 2
-                       : is_lycoris(adapter) ? std::all_of(adapter.factors.begin(), adapter.factors.end(),
-                                                           [](const auto& f) { return f.second.dim() >= 2; })
-                                             : adapter.a.dim() >= 2 && adapter.b.dim() >= 2;
+    const bool whole = is_ia3(adapter)            ? adapter.ia3.dim() >= 2
+                       : !adapter.factors.empty() ? std::all_of(adapter.factors.begin(), adapter.factors.end(),
+                                                                [](const auto& f) { return f.second.dim() >= 2; })
+                                                  : adapter.a.dim() >= 2 && adapter.b.dim() >= 2;
     require(whole, "the adapter of '", adapter.site.module,
             "' is not whole here (sharded at rest under zero_stage 3): save the adapters "
             "from the unwrapped model before preparing it, or use acc_save_model / save_state");
@@ -641,6 +729,12 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   for (const NamedTensors* part : std::initializer_list<const NamedTensors*>{&parameters, &saved})
     for (const auto& [name, tensor] : *part)
       tensors.emplace_back(kPrefix + name, tensor.detach().to(at::kCPU).contiguous());
+  // VeRA's shared projections, under PEFT's names, where its configuration saves them.
+  if (adapters.config().peft_type == PeftType::Vera && adapters.config().save_projection && adapters.size() > 0) {
+    const auto& projections = adapters.adapters().front().projections;
+    tensors.emplace_back(kVeraProjectionA, projections->a.detach().to(at::kCPU).contiguous());
+    tensors.emplace_back(kVeraProjectionB, projections->b.detach().to(at::kCPU).contiguous());
+  }
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(Status::Io, "cannot create '", dir, "': ", ec.message());
@@ -666,13 +760,7 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   for (const auto& entry : fs::directory_iterator(dir, ec))
     if (is_temporary_of(entry.path().filename().string(), new_weights_name)) fs::remove(entry.path(), ec);
   const LoraConfig& config_of = adapters.config();
-  const std::string config_text =
-      (config_of.peft_type == PeftType::TrainableTokens                                 ? tokens_config_json(config_of)
-       : config_of.peft_type == PeftType::Ia3                                           ? ia3_config_json(config_of)
-       : config_of.peft_type == PeftType::Loha || config_of.peft_type == PeftType::Lokr ? lycoris_config_json(config_of)
-                                                                                        : config_json(config_of))
-          .dump(2) +
-      "\n";
+  const std::string config_text = adapter_config_json(config_of).dump(2) + "\n";
   try {
     write_file(new_config, config_text);
     save_safetensors(new_weights, tensors, {{"format", "pt"}, {kConfigChecksumKey, config_checksum(config_text)}});
@@ -744,9 +832,15 @@ LoraFiles read_lora_files(const std::string& dir) {
   };
   const bool standalone = files.config.peft_type == PeftType::TrainableTokens;
   const bool lycoris = files.config.peft_type == PeftType::Loha || files.config.peft_type == PeftType::Lokr;
+  const bool vera = files.config.peft_type == PeftType::Vera;
   const char* method = peft_method_name(files.config.peft_type);
   const std::string delta_suffix = standalone ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix;
   for (auto& [name, tensor] : contents.tensors) {
+    if (vera && (name == kVeraProjectionA || name == kVeraProjectionB)) {  // the shared projections
+      if (!tensor.is_floating_point() || tensor.dim() != 2) refuse(name, "must be a 2-D floating-point tensor");
+      (name == kVeraProjectionA ? files.vera_a : files.vera_b) = tensor;
+      continue;
+    }
     if (name.rfind(kPrefix, 0) != 0) refuse(name, std::string("is not named as PEFT names adapters (") + kPrefix + "...)");
     // An embedding's adapter is PEFT's lora_embedding_A and lora_embedding_B.
     const bool embedding_a = ends_with(name, kLoraEmbeddingASuffix),
@@ -786,12 +880,17 @@ LoraFiles read_lora_files(const std::string& dir) {
       }
       refuse(name, "is not an IA3 vector (<module>.ia3_l) nor what modules_to_save trains");
     }
-    if (lycoris) {
+    if (lycoris || vera) {
       bool factor = false;
-      for (const std::string& suffix : lycoris_suffixes(files.config.peft_type)) {
+      const std::vector<std::string> suffixes =
+          vera ? std::vector<std::string>{kVeraLambdaB, kVeraLambdaD} : lycoris_suffixes(files.config.peft_type);
+      for (const std::string& suffix : suffixes) {
         if (!ends_with(in_model, suffix) || in_model.size() <= suffix.size()) continue;
-        // LoKr's CP core is 4-D; every other factor a matrix, or a whole w2 with its kernel.
-        if (!tensor.is_floating_point() || tensor.dim() < 2 || tensor.dim() > 4)
+        // VeRA's vectors are 1-D; LoKr's CP core is 4-D; every other factor a matrix, or a whole w2
+        // with its kernel.
+        if (vera && (!tensor.is_floating_point() || tensor.dim() != 1))
+          refuse(name, "must be a 1-D floating-point tensor (VeRA's vectors)");
+        if (!vera && (!tensor.is_floating_point() || tensor.dim() < 2 || tensor.dim() > 4))
           refuse(name, std::string("must be a floating-point tensor of 2 to 4 dimensions (") + method +
                            "'s factors; LoHa's CP form, hada_t1 and hada_t2, is not built)");
         files.modules[in_model.substr(0, in_model.size() - suffix.size())].factors.emplace_back(suffix, tensor);
@@ -799,12 +898,13 @@ LoraFiles read_lora_files(const std::string& dir) {
         break;
       }
       if (factor) continue;
-      if (files.config.saves(in_model)) {
+      const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
+      if (files.config.saves(in_model) || (vera && a_bias && files.config.bias != "none")) {
         files.saved[in_model] = tensor;
         continue;
       }
-      refuse(name, std::string("is not one of ") + method + "'s factors (<module>" +
-                       lycoris_suffixes(files.config.peft_type).front() + ", ...) nor what modules_to_save trains");
+      refuse(name, std::string("is not one of ") + method + "'s " + (vera ? "vectors" : "factors") + " (<module>" +
+                       suffixes.front() + ", ...) nor what modules_to_save" + (vera ? " or bias train" : " trains"));
     }
     if (take_vector_part(name, in_model, tensor)) continue;
     const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
@@ -861,6 +961,16 @@ LoraFiles read_lora_files(const std::string& dir) {
   }
   if (files.modules.empty()) fail(Status::Io, "'", weights_path, "' holds no adapter");
   if (files.config.peft_type == PeftType::Ia3) return files;
+  if (vera) {  // both vectors of every layer; the projections where the configuration saves them
+    for (const auto& [module, pair] : files.modules)
+      for (const char* suffix : {kVeraLambdaB, kVeraLambdaD})
+        if (std::none_of(pair.factors.begin(), pair.factors.end(), [&](const auto& f) { return f.first == suffix; }))
+          fail(Status::Io, "'", weights_path, "': the VeRA adapter of '", module, "' lacks ", kPrefix, module, suffix);
+    if (files.config.save_projection && (!files.vera_a.defined() || !files.vera_b.defined()))
+      fail(Status::Io, "'", weights_path, "' lacks VeRA's projections (", kVeraProjectionA, ", ", kVeraProjectionB,
+           "), which save_projection says it holds");
+    return files;
+  }
   if (lycoris) {
     for (const auto& [module, pair] : files.modules) {
       std::vector<std::string> suffixes;

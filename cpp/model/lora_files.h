@@ -28,9 +28,11 @@ struct LoraFiles {
     // lora.MultiheadAttention), its rank the attention's.
     std::string owner;
     at::Tensor ia3;  // an IA3 file's ia3_l (then a and b are undefined)
-    // A LoHa or LoKr file's factors under their names after the module's, in the file's order.
+    // A LoHa or LoKr file's factors, or a VeRA file's vectors, under their names after the module's,
+    // in the file's order.
     NamedTensors factors;
   };
+  at::Tensor vera_a, vera_b;            // a VeRA file's projections (base_model.vera_A, vera_B), where it saves them
   std::map<std::string, Pair> modules;  // by module name
   // What trains whole beside the adapters (the modules to save's parameters and buffers, the biases
   // the bias setting trains), by their names in the model.

@@ -62,7 +62,8 @@ bool LoraAdapters::wired_like(const LoraAdapters& other) const {
     if (mine.module != theirs.module || mine.parameter != theirs.parameter || mine.owner != theirs.owner ||
         bool(mine.set_output_adapter) != bool(theirs.set_output_adapter) ||
         is_ia3(adapters_[k]) != is_ia3(other.adapters_[k]) ||
-        is_lycoris(adapters_[k]) != is_lycoris(other.adapters_[k]))
+        is_lycoris(adapters_[k]) != is_lycoris(other.adapters_[k]) ||
+        is_vera(adapters_[k]) != is_vera(other.adapters_[k]))
       return false;
   }
   return true;
@@ -83,6 +84,7 @@ void LoraAdapters::swap_in(LoraAdapters& other, bool enabled) {
     std::swap(mine.b_bias, theirs.b_bias);
     std::swap(mine.ia3, theirs.ia3);
     std::swap(mine.factors, theirs.factors);
+    std::swap(mine.projections, theirs.projections);
     std::swap(mine.feedforward, theirs.feedforward);
     std::swap(mine.r, theirs.r);
     std::swap(mine.scaling, theirs.scaling);

@@ -29,6 +29,9 @@ void check_site(const LinearSite& site, const LoraConfig& config) {
       (conv && site.weight.dim() != 3 && site.weight.dim() != 4))
     fail(Status::InvalidArgument, method, " cannot adapt '", site.module, "': PEFT's ", method,
          " takes torch.nn.Linear, torch.nn.Conv1d and torch.nn.Conv2d only");
+  if (config.peft_type == PeftType::Lokr && site.weight.numel() == 0)  // (0 factors as factor x 0)
+    fail(Status::InvalidArgument, "LoKr cannot adapt '", site.module, "': its weight ", site.weight.sizes(),
+         " has no element to factor");
   if (site.quantized)
     fail(Status::Unsupported, method, " on the quantised layer '", site.module,
          "' is not built (PEFT has none either)");

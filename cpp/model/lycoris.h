@@ -17,13 +17,6 @@
 
 namespace acc {
 
-// A factor's name after its module's (PEFT's ParameterDict entry without the adapter name) and its
-// shape for one layer.
-struct FactorShape {
-  std::string suffix;
-  std::vector<int64_t> shape;
-};
-
 // The factors `config`'s method (LoHa or LoKr) gives the layer `site`, in the order PEFT's layer
 // registers them (its parameters' order).
 std::vector<FactorShape> lycoris_factor_shapes(const LoraConfig& config, const LinearSite& site);

@@ -3,8 +3,9 @@
 #include <ATen/core/grad_mode.h>
 
 #include <algorithm>
-#include <functional>
 #include <cstdio>
+#include <functional>
+#include <tuple>
 
 #include <iterator>
 #include <map>
@@ -20,6 +21,7 @@
 #include "model/ia3.h"
 #include "model/lora_files.h"
 #include "model/lycoris.h"
+#include "model/vera.h"
 
 namespace acc {
 
@@ -609,7 +611,7 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
   } catch (const Error& e) {
     fail(e.status(), where, ": ", e.what());
   }
-  const bool ia3 = files.config.peft_type == PeftType::Ia3,
+  const bool ia3 = files.config.peft_type == PeftType::Ia3, vera = files.config.peft_type == PeftType::Vera,
              lycoris = files.config.peft_type == PeftType::Loha || files.config.peft_type == PeftType::Lokr;
   for (const auto& [module, pair] : files.modules) {
     auto it = targeted.find(module);
@@ -626,8 +628,9 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
               feedforward ? " (a feedforward module: its input scaled)" : " (its output scaled)");
       continue;
     }
-    if (lycoris) {  // the factors the configuration makes for this layer, each of its shape
-      const std::vector<FactorShape> shapes = lycoris_factor_shapes(files.config, site);
+    if (lycoris || vera) {  // the tensors the configuration makes for this layer, each of its shape
+      const std::vector<FactorShape> shapes =
+          vera ? vera_factor_shapes(files.config, site) : lycoris_factor_shapes(files.config, site);
       const char* method = peft_method_name(files.config.peft_type);
       for (const FactorShape& expected : shapes) {
         auto found = std::find_if(pair.factors.begin(), pair.factors.end(),
@@ -709,6 +712,15 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
     fail(e.status(), where, ": ", e.what());
   }
   check_token_tensors(file_tokens, files.tokens, where, /*standalone=*/false);
+  if (vera && files.config.save_projection) {  // the file's projections, of the shapes the targeted layers give
+    std::vector<LinearSite> sites;
+    for (const auto& entry : targeted) sites.push_back(entry.second);
+    const auto [a_shape, b_shape] = vera_projection_shapes(files.config, sites);
+    for (const auto& [name, tensor, shape] :
+         {std::tuple{kVeraProjectionA, files.vera_a, a_shape}, std::tuple{kVeraProjectionB, files.vera_b, b_shape}})
+      require(tensor.sizes() == c10::IntArrayRef(shape), where, ": '", name, "' has shape ", tensor.sizes(),
+              "; with r ", files.config.r, " the targeted layers take ", c10::IntArrayRef(shape));
+  }
   if (!lora_.empty()) {
     // The same parameters trained whole.
     const auto have_whole = trained_whole(lora_.config(), named_parameters(), {}, adapted_modules(lora_));
@@ -751,6 +763,25 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
               "; the model's adapter has r ", adapter.r, ", lora_alpha ", have.alpha_of(module),
               have.use_rslora ? ", use_rslora" : "", ": scaling ", adapter.scaling);
     }
+    // LoHa's, LoKr's and VeRA's tensors: the same names and shapes (LoKr's decompose_both,
+    // decompose_factor and use_effective_conv2d make other factors of one rank).
+    auto listed = [](const NamedTensors& factors) {
+      std::string text;
+      for (const auto& [suffix, tensor] : factors)
+        text += (text.empty() ? "" : ", ") + suffix.substr(1) + " " + concat(tensor.sizes());
+      return text;
+    };
+    for (const auto& adapter : lora_.adapters()) {
+      if (adapter.factors.empty()) continue;
+      const NamedTensors& held = files.modules.at(adapter.site.module).factors;
+      bool same = held.size() == adapter.factors.size();
+      for (const auto& [suffix, factor] : adapter.factors)
+        same = same && std::any_of(held.begin(), held.end(), [&, &suffix = suffix, &factor = factor](const auto& f) {
+                 return f.first == suffix && f.second.sizes() == factor.sizes();
+               });
+      require(same, where, " holds ", listed(held), " for '", adapter.site.module, "', the model's adapter ",
+              listed(adapter.factors));
+    }
   } else {
     require_trainable_set_free(/*freezing=*/false);  // before add_lora, whose refusal would not say "load"
     try {
@@ -766,7 +797,7 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
       adapter.ia3.copy_(pair.ia3);
       continue;
     }
-    if (is_lycoris(adapter)) {
+    if (!adapter.factors.empty()) {  // LoHa's, LoKr's, VeRA's
       for (auto& [suffix, factor] : adapter.factors)
         for (const auto& [name, tensor] : pair.factors)
           if (name == suffix) factor.copy_(tensor);
@@ -776,6 +807,12 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
     adapter.b.copy_(pair.b);
     if (adapter.magnitude.defined()) adapter.magnitude.copy_(pair.magnitude);
     if (adapter.b_bias.defined()) adapter.b_bias.copy_(pair.b_bias);
+  }
+  // VeRA's projections as the file holds them (save_projection; otherwise drawn from projection_prng_key).
+  if (vera && files.config.save_projection) {
+    const auto& projections = lora_.adapters().front().projections;
+    projections->a.copy_(files.vera_a);
+    projections->b.copy_(files.vera_b);
   }
   for (const auto& [name, tensor] : files.saved) saved_here.at(name).copy_(tensor);
   for (const auto& tokens : lora_.tokens().adapters()) tokens.delta.copy_(files.tokens.at(tokens.site.module));

@@ -405,7 +405,7 @@ std::optional<ConvGeometry> conv_geometry(const torch::jit::Module& module) {
         "its stride, padding, dilation or groups are not numbers the module holds (a padding given "
         "as a string)";
   else if (!mode || !mode->isString() || mode->toStringRef() != "zeros")
-    geometry.refusal = "its padding_mode is not \"zeros\", which PEFT's lora_A pads with";
+    geometry.refusal = "its padding_mode is not \"zeros\", which PEFT's adapters pad with";
   return geometry;
 }
 

@@ -302,3 +302,61 @@ TEST(Lokr, DilatedSpecConvolutionsMergeToTheSameOutputs) {
     acc_model_free(m);
   }
 }
+
+// Loading into a model whose LoKr adapters have other factors for the same ranks (decompose_both,
+// decompose_factor, the CP form) is refused naming the layer's factors, before anything changes.
+TEST(Lokr, LoadingIntoAdaptersOfAnotherLayoutIsRefused) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json lokr = lora_case("lokr");
+  auto with_lokr = [](const char* key, const char* value) {
+    acc_model* m = lokr_model();
+    acc_options* o = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_LOKR, &o), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(o, "r", 1), ACC_OK);
+    EXPECT_EQ(acc_options_set(o, "init_weights", "false"), ACC_OK);
+    if (key) EXPECT_EQ(acc_options_set(o, key, value), ACC_OK);
+    EXPECT_EQ(acc_model_add_lokr(m, "conv,fc1", o, nullptr), ACC_OK) << acc_last_error_message();
+    acc_options_free(o);
+    return m;
+  };
+  for (const auto& [key, value] : {std::pair{"decompose_both", "true"}, std::pair{"decompose_factor", "1"},
+                                   std::pair{"use_effective_conv2d", "true"}}) {
+    SCOPED_TRACE(key);
+    acc_model* source = with_lokr(key, value);
+    const std::string dir = acc_test::temp_path(std::string("lokr_layout_") + key);
+    fs::remove_all(dir);
+    ACC_ASSERT_OK(acc_model_save_lora(source, dir.c_str()));
+    acc_model* m = with_lokr(nullptr, nullptr);
+    const auto before = eval_output(m, lokr);
+    ACC_EXPECT_ERROR(acc_model_load_lora(m, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "the model's adapter lokr_w1");
+    EXPECT_EQ(eval_output(m, lokr), before);
+    acc_model_free(m);
+    acc_model_free(source);
+  }
+}
+
+// A layer without weights (nn.Linear(0, 4)): PyTorch's Kaiming draw leaves an empty tensor as it is,
+// so LoRA and LoHa start there as PEFT does; LoKr cannot factor it (0 splits as the factor times 0)
+// and says so.
+TEST(Lokr, LayersWithoutWeightsAreDrawnOrRefusedByName) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  for (const char* method : {"lora", "loha", "lokr"}) {
+    SCOPED_TRACE(method);
+    acc_model* m = data_model("empty_linear_model.pt");
+    ASSERT_NE(m, nullptr);
+    const std::string name = method;
+    if (name == "lokr") {
+      ACC_EXPECT_ERROR(acc_model_add_lokr(m, "0", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                       "LoKr cannot adapt '0': its weight [4, 0] has no element to factor");
+    } else {
+      acc_options* o = nullptr;
+      ACC_ASSERT_OK(acc_options_create(name == "lora" ? ACC_OPTIONS_LORA : ACC_OPTIONS_LOHA, &o));
+      ACC_ASSERT_OK(acc_options_set(o, name == "lora" ? "init_lora_weights" : "init_weights", "false"));
+      EXPECT_EQ(name == "lora" ? acc_model_add_lora(m, "0", o, nullptr) : acc_model_add_loha(m, "0", o, nullptr),
+                ACC_OK)
+          << acc_last_error_message();
+      acc_options_free(o);
+    }
+    acc_model_free(m);
+  }
+}

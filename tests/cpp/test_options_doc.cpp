@@ -78,7 +78,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"EVA", acc::OptionsKind::Eva},
                                                            {"IA3", acc::OptionsKind::Ia3},
                                                            {"LOHA", acc::OptionsKind::Loha},
-                                                           {"LOKR", acc::OptionsKind::Lokr}};
+                                                           {"LOKR", acc::OptionsKind::Lokr},
+                                                           {"VERA", acc::OptionsKind::Vera}};
 
 }  // namespace
 

@@ -17,6 +17,7 @@ the weight. Written: lokr_model.pt and two cases ("cp": decompose_both and the C
 decompose_factor 2 and a 1-D convolution's whole w2).
 """
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -171,6 +172,10 @@ def lokr_case(out):
     torch.manual_seed(61)
     model = LokrNet()
     torch.jit.script(model).save(str(out / "lokr_model.pt"))
+    # A layer without weights (nn.Linear(0, 4), whose draw PyTorch skips), for test_lokr.cpp.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.jit.script(nn.Sequential(nn.Linear(0, 4))).save(str(out / "empty_linear_model.pt"))
     for p in model.parameters():
         p.requires_grad_(False)
     g = torch.Generator().manual_seed(67)
