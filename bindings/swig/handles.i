@@ -394,6 +394,16 @@ struct acc_accelerator {};
     check(acc_model_add_lokr($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's VeraConfig: frozen random projections shared by the targeted linear layers, each layer
+   * training two vectors (vera_lambda_b, vera_lambda_d), every other parameter frozen. targetModules:
+   * named as for addLora. opts: VeRA options (r, projection_prng_key, save_projection, vera_dropout,
+   * d_initial, ...: the keys of ACC_OPTIONS_VERA) or null. saveLora, loadLora, mergeLora and
+   * setLoraEnabled act on them. Returns how many layers. */
+  size_t addVera(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_vera($self, targetModules, opts, &n));
+    return n;
+  }
   /* transformers' bitsandbytes quantisation: quantizationConfig is BitsAndBytesConfig as JSON with
    * "load_in_4bit": true (as quantize4bit) or "load_in_8bit": true (LLM.int8 layers, bitsandbytes'
    * Linear8bitLt, int8 weights frozen); see acc_model_quantize. Returns how many layers. */

@@ -142,6 +142,8 @@
   public static Options loha() { return new Options(OptionsKind.LOHA); }
   /** Options of Model.addLokr (PEFT's LoKrConfig: r, alpha, decompose_both, decompose_factor, ...). */
   public static Options lokr() { return new Options(OptionsKind.LOKR); }
+  /** Options of Model.addVera (PEFT's VeraConfig: r, projection_prng_key, save_projection, ...). */
+  public static Options vera() { return new Options(OptionsKind.VERA); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

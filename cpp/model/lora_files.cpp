@@ -700,10 +700,12 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   NamedTensors parameters;  // the adapters' own, under their names in the model
   for (size_t k = 0; k < adapters.size(); ++k) {
     const LoraAdapter& adapter = adapters.adapters()[k];
-    const bool whole = is_ia3(adapter)            ? adapter.ia3.dim() >= 2
-                       : !adapter.factors.empty() ? std::all_of(adapter.factors.begin(), adapter.factors.end(),
-                                                                [](const auto& f) { return f.second.dim() >= 2; })
-                                                  : adapter.a.dim() >= 2 && adapter.b.dim() >= 2;
+    // Stage 3 leaves a parameter at rest an empty vector.
+    const bool whole = is_ia3(adapter) ? adapter.ia3.dim() >= 2
+                       : !adapter.factors.empty()
+                           ? std::none_of(adapter.factors.begin(), adapter.factors.end(),
+                                          [](const auto& f) { return f.second.dim() == 1 && f.second.numel() == 0; })
+                           : adapter.a.dim() >= 2 && adapter.b.dim() >= 2;
     require(whole, "the adapter of '", adapter.site.module,
             "' is not whole here (sharded at rest under zero_stage 3): save the adapters "
             "from the unwrapped model before preparing it, or use acc_save_model / save_state");

@@ -126,6 +126,7 @@ struct Settings {
   const char* loha = nullptr;          // LoHa target modules (PEFT's LoHaConfig, r 2, init_weights false)
   // LoKr target modules (PEFT's LoKrConfig, r 1, decompose_both, the CP form, init_weights false)
   const char* lokr = nullptr;
+  const char* vera = nullptr;  // VeRA target modules (PEFT's VeraConfig, r 4, vera_dropout 0.1, init_weights false)
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -239,6 +240,15 @@ struct Job {
       EXPECT_EQ(acc_options_set_bool(o, "use_effective_conv2d", 1), ACC_OK);
       EXPECT_EQ(acc_options_set(o, "init_weights", "false"), ACC_OK);
       EXPECT_EQ(acc_model_add_lokr(model, s.lokr, o, nullptr), ACC_OK) << acc_last_error_message();
+      acc_options_free(o);
+    }
+    if (s.vera) {
+      acc_options* o = nullptr;
+      EXPECT_EQ(acc_options_create(ACC_OPTIONS_VERA, &o), ACC_OK);
+      EXPECT_EQ(acc_options_set_int(o, "r", 4), ACC_OK);
+      EXPECT_EQ(acc_options_set_double(o, "vera_dropout", 0.1), ACC_OK);
+      EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
+      EXPECT_EQ(acc_model_add_vera(model, s.vera, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
     if (s.tokens_alone) {
@@ -659,6 +669,15 @@ TEST(Sharded, LokrTrainsUnderEveryStageAsUnderDdp) {
   script.images = true;
   script.lokr = "conv1,conv2,seq,head";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, script, 4);
+}
+
+// PEFT's VeRA: its vectors are parameters as any other; the shared projections, frozen and the same
+// on every process (drawn from their own seeded generator), stay whole with each layer's branch.
+TEST(Sharded, VeraTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.vera = "0,2,4";
+  s.seeded_steps = true;  // vera_dropout's draws alike
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 
 // PEFT's trainable_token_indices on a GPT whose head is tied to its embedding: the rows' delta is a

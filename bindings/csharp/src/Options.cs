@@ -32,6 +32,9 @@ public partial class Options {
   /// <summary>Options of Model.AddLokr (PEFT's LoKrConfig: r, alpha, rank_dropout, module_dropout,
   /// decompose_both, decompose_factor, init_weights, ...).</summary>
   public static Options Lokr() { return new Options(OptionsKind.LokrOptions); }
+  /// <summary>Options of Model.AddVera (PEFT's VeraConfig: r, projection_prng_key, save_projection,
+  /// vera_dropout, d_initial, init_weights, ...).</summary>
+  public static Options Vera() { return new Options(OptionsKind.VeraOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

@@ -407,6 +407,30 @@ public class LoraTests {
     }
     Directory.Delete(dir, true);
   }
+
+  // PEFT's VeRA on the linear layer: drawn vectors change the outputs; PEFT's files round-trip.
+  [Test]
+  public void VeraTrainsAndRoundTrips() {
+    string dir = Path.Combine(Path.GetTempPath(), "acc-cs-vera-" + System.Guid.NewGuid().ToString("N"));
+    Library.SetSeed(5);
+    using (Model model = Model.FromSpec(TokenSpec))
+    using (Options o = Options.Vera().Put("r", 2).Put("init_weights", false)) {
+      float[] baseOutput = TokenOutput(model);
+      Assert.AreEqual(1, model.AddVera("1", o));
+      using (StringList names = model.ParameterNames())
+        Assert.AreEqual(new[] {"0.weight", "1.weight", "1.bias", "1.vera_lambda_b", "1.vera_lambda_d"},
+                        names.ToList());
+      float[] changed = TokenOutput(model);
+      CollectionAssert.AreNotEqual(baseOutput, changed);
+      model.SaveLora(dir);
+      Library.SetSeed(5);
+      using (Model fresh = Model.FromSpec(TokenSpec)) {
+        fresh.LoadLora(dir);
+        Assert.AreEqual(changed, TokenOutput(fresh));
+      }
+    }
+    Directory.Delete(dir, true);
+  }
 }
 
 }

@@ -437,6 +437,45 @@ func TestLokrTrainsAndRoundTrips(t *testing.T) {
 	}
 }
 
+// PEFT's VeRA on the linear layer: drawn vectors change the outputs; PEFT's files round-trip.
+func TestVeraTrainsAndRoundTrips(t *testing.T) {
+	m := seededTokenModel(t)
+	defer m.Close()
+	base := tokenOutput(t, m)
+	o, _ := acc.NewOptions(acc.VeraOptions)
+	defer o.Close()
+	if err := o.SetInt("r", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SetBool("init_weights", false); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m.AddVera("1", o); n != 1 || err != nil {
+		t.Fatalf("AddVera = %d, %v", n, err)
+	}
+	names, _ := m.ParameterNames()
+	want := []string{"0.weight", "1.weight", "1.bias", "1.vera_lambda_b", "1.vera_lambda_d"}
+	if !reflect.DeepEqual(names, want) {
+		t.Fatalf("parameters %v, want %v", names, want)
+	}
+	changed := tokenOutput(t, m)
+	if reflect.DeepEqual(base, changed) {
+		t.Fatal("drawn vectors left the outputs as they were")
+	}
+	dir := filepath.Join(t.TempDir(), "vera")
+	if err := m.SaveLora(dir); err != nil {
+		t.Fatal(err)
+	}
+	fresh := seededTokenModel(t)
+	defer fresh.Close()
+	if err := fresh.LoadLora(dir); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(changed, tokenOutput(t, fresh)) {
+		t.Error("loaded vectors compute otherwise")
+	}
+}
+
 // loraR2 is LoraOptions with r 2 and nn.Linear's draws for A and B (init_lora_weights false), so
 // that every adapter changes the outputs from the start.
 func loraR2(t *testing.T) *acc.Options {

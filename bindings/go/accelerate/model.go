@@ -29,6 +29,8 @@ const (
 	LohaOptions OptionsKind = capi.OptionsLoha
 	// PEFT's LoKrConfig (Model.AddLokr: r, alpha, decompose_both, decompose_factor, ...)
 	LokrOptions OptionsKind = capi.OptionsLokr
+	// PEFT's VeraConfig (Model.AddVera: r, projection_prng_key, save_projection, ...)
+	VeraOptions OptionsKind = capi.OptionsVera
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -321,6 +323,20 @@ func (m *Model) AddLokr(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddLokr(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddVera adds PEFT's VeRA adapters: frozen random projections shared by the targeted linear layers,
+// each layer training two vectors (vera_lambda_b, vera_lambda_d); every other parameter is frozen.
+// targetModules: named as for AddLora. opts: VeraOptions or nil. SaveLora, LoadLora, MergeLora and
+// WithoutLora act on them. It returns how many layers were adapted.
+func (m *Model) AddVera(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddVera(targetModules, oh, e) })
 	return int(n), err
 }
 

@@ -337,6 +337,29 @@ class LoraTest {
     }
   }
 
+  /** PEFT's VeRA on the linear layer: drawn vectors change the outputs; PEFT's files round-trip. */
+  @Test
+  void veraTrainsAndRoundTrips() {
+    Accelerate.setSeed(5);
+    try (Model model = Model.fromSpec(TOKEN_SPEC);
+         Options o = Options.vera().put("r", 2).put("init_weights", false)) {
+      float[] base = tokenOutput(model);
+      assertEquals(1, model.addVera("1", o));
+      try (StringList names = model.parameterNames()) {
+        assertEquals(Arrays.asList("0.weight", "1.weight", "1.bias", "1.vera_lambda_b", "1.vera_lambda_d"),
+                     names.toList());
+      }
+      float[] changed = tokenOutput(model);
+      assertFalse(Arrays.equals(base, changed), "drawn vectors change the outputs");
+      model.saveLora(dir.toString());
+      Accelerate.setSeed(5);
+      try (Model fresh = Model.fromSpec(TOKEN_SPEC)) {
+        fresh.loadLora(dir.toString());
+        assertArrayEquals(changed, tokenOutput(fresh));
+      }
+    }
+  }
+
   /** A loader over 24 rows of 4 features (varied enough for a covariance of full rank), batches of 6. */
   static DataLoader rowsLoader() {
     float[] x = new float[24 * 4];

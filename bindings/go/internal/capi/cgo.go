@@ -62,6 +62,7 @@ const (
 	OptionsIa3             = C.ACC_OPTIONS_IA3
 	OptionsLoha            = C.ACC_OPTIONS_LOHA
 	OptionsLokr            = C.ACC_OPTIONS_LOKR
+	OptionsVera            = C.ACC_OPTIONS_VERA
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO

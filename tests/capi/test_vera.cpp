@@ -1,0 +1,302 @@
+// PEFT's VeRA (acc_model_add_vera): frozen random projections shared by the targeted layers and two
+// trained vectors per layer. Checked against PEFT's layers restated in lora_vera_case.py (the "vera"
+// case of export_lora_cases.py) on a TorchScript model with two nn.Linear layers and transformers'
+// Conv1D: the projections drawn from their own seeded generator, the vectors' draws and the stream
+// after them, the outputs in evaluation and in training (vera_dropout), the gradients, three AdamW
+// steps and the merged weights, bit for bit; PEFT's files both ways, with and without the
+// projections; what PEFT refuses.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "json_tensors.h"
+#include "lora_support.h"
+#include "support.h"
+
+using acc_test::float_values;
+using acc_test::from_json;
+using json = nlohmann::json;
+using namespace lora_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+acc_model* vera_model() {
+  acc_model* m = data_model("vera_model.pt");
+  if (m) EXPECT_EQ(acc_model_set_graph_optimization(m, 0), ACC_OK);  // PyTorch's eager arithmetic
+  return m;
+}
+
+acc_model* adapted(const json& c, bool init, bool save_projection = true) {
+  acc_model* m = vera_model();
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_VERA, &o), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(o, "r", c["r"].get<int64_t>()), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(o, "projection_prng_key", c["projection_prng_key"].get<int64_t>()), ACC_OK);
+  EXPECT_EQ(acc_options_set_double(o, "d_initial", c["d_initial"].get<double>()), ACC_OK);
+  EXPECT_EQ(acc_options_set_double(o, "vera_dropout", c["vera_dropout"].get<double>()), ACC_OK);
+  EXPECT_EQ(acc_options_set_bool(o, "init_weights", init), ACC_OK);
+  EXPECT_EQ(acc_options_set_bool(o, "save_projection", save_projection), ACC_OK);
+  EXPECT_EQ(acc_set_seed(c["seed"].get<uint64_t>()), ACC_OK);
+  size_t count = 0;
+  EXPECT_EQ(acc_model_add_vera(m, c["targets"].get<std::string>().c_str(), o, &count), ACC_OK)
+      << acc_last_error_message();
+  EXPECT_EQ(count, 3u);
+  acc_options_free(o);
+  return m;
+}
+
+void expect_vectors(const acc_model* m, const json& vectors) {
+  for (const auto& item : vectors.items()) EXPECT_EQ(param(m, item.key()), float_values(item.value())) << item.key();
+}
+
+std::vector<float> eval_output(acc_model* m, const json& c) {
+  EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
+  return outputs_on(m, from_json(c["input"]));
+}
+
+// The file's tensors by name.
+acc_tensor_list* saved_tensors(const std::string& dir) {
+  acc_tensor_list* saved = nullptr;
+  EXPECT_EQ(acc_tensor_list_load_safetensors((dir + "/adapter_model.safetensors").c_str(), &saved), ACC_OK);
+  return saved;
+}
+
+}  // namespace
+
+TEST(Vera, DrawsComputesAndMergesAsPeft) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("vera");
+  acc_model* base = vera_model();
+  const auto base_output = eval_output(base, c);
+  acc_model* m = adapted(c, /*init=*/true);
+  EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw"]));  // one torch.randn(r) per layer
+  expect_vectors(m, c["initial"]);
+  EXPECT_EQ(eval_output(m, c), base_output);  // lambda_b zero: the model starts unchanged
+  EXPECT_EQ(acc_test::parameter_names(m),
+            (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc1.vera_lambda_b", "fc1.vera_lambda_d", "proj.weight",
+                                      "proj.bias", "proj.vera_lambda_b", "proj.vera_lambda_d", "head.weight",
+                                      "head.bias", "head.vera_lambda_b", "head.vera_lambda_d"}));
+  acc_model_free(m);
+
+  // init_weights false: torch.randn's lambda_d and ones; the case's chosen vectors are those.
+  m = adapted(c, /*init=*/false);
+  expect_vectors(m, c["chosen"]);
+  EXPECT_EQ(eval_output(m, c), float_values(c["eval_output"]));
+  // Training mode: vera_dropout on each layer's input, drawn in the forward's order.
+  expect_training_step(m, c["input"], c["train_seed"].get<uint64_t>(), c["train_output"], c["grads"]);
+  // Disabled: the base model's outputs.
+  ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
+  EXPECT_EQ(eval_output(m, c), base_output);
+  ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 1));
+  // save_model writes the merged weights (no vector, no projection); PEFT's merge: W plus the delta
+  // (a Conv1D's transposed).
+  const std::string saved_dir = acc_test::temp_path("vera_saved_model");
+  fs::remove_all(saved_dir);
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
+  ACC_ASSERT_OK(acc_save_model(acc, m, saved_dir.c_str(), nullptr));
+  acc_accelerator_free(acc);
+  acc_tensor_list* saved = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors((saved_dir + "/model.safetensors").c_str(), &saved));
+  for (const auto& item : c["merged"].items()) {
+    acc_tensor* t = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_find(saved, item.key().c_str(), &t));
+    EXPECT_EQ(to_floats(t), float_values(item.value())) << item.key();
+    acc_tensor_free(t);
+  }
+  size_t entries = 0;
+  ACC_ASSERT_OK(acc_tensor_list_size(saved, &entries));
+  EXPECT_EQ(entries, 6u);  // the three layers' weights and biases
+  acc_tensor_list_free(saved);
+  ACC_ASSERT_OK(acc_model_merge_lora(m));
+  for (const auto& item : c["merged"].items())
+    EXPECT_EQ(param(m, item.key()), float_values(item.value())) << item.key();
+  acc_model_free(m);
+  acc_model_free(base);
+}
+
+TEST(Vera, TrainsAsPeftWithDropoutAndAdamW) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("vera");
+  acc_model* m = adapted(c, /*init=*/false);
+  ACC_ASSERT_OK(acc_model_set_training(m, 1));
+  EXPECT_EQ(adamw_mse_losses(m, c["input"], c["target"], 3, c["train_seed"].get<uint64_t>()),
+            c["losses"].get<std::vector<double>>());
+  expect_vectors(m, c["trained"]);
+  acc_model_free(m);
+}
+
+TEST(Vera, PeftFilesBothWaysWithAndWithoutTheProjections) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("vera");
+  acc_model* m = adapted(c, /*init=*/false);
+  const auto output = eval_output(m, c);
+  const std::string dir = acc_test::temp_path("vera_adapter");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+  const json config = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
+  EXPECT_EQ(config["peft_type"], "VERA");
+  EXPECT_EQ(config["r"], 4);
+  EXPECT_EQ(config["projection_prng_key"], 7);
+  EXPECT_EQ(config["save_projection"], true);
+  EXPECT_EQ(config["vera_dropout"], 0.25);
+  EXPECT_EQ(config["d_initial"], 0.2);
+  EXPECT_EQ(config["fan_in_fan_out"], false);  // the last adapted layer's kind (head), as PEFT writes it
+  EXPECT_EQ(config["bias"], "none");
+  EXPECT_EQ(config["init_weights"], false);
+  // The projections under PEFT's names, bit for bit as PEFT draws them.
+  acc_tensor_list* saved = saved_tensors(dir);
+  size_t n = 0;
+  ACC_ASSERT_OK(acc_tensor_list_size(saved, &n));
+  EXPECT_EQ(n, 8u);
+  for (const char* name : {"vera_A", "vera_B"}) {
+    acc_tensor* t = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_find(saved, (std::string("base_model.") + name).c_str(), &t));
+    EXPECT_EQ(acc_test::shape(t), c[name]["shape"].get<std::vector<int64_t>>()) << name;
+    EXPECT_EQ(to_floats(t), float_values(c[name])) << name;
+    acc_tensor_free(t);
+  }
+  acc_tensor_list_free(saved);
+  acc_model* fresh = vera_model();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(eval_output(fresh, c), output);
+  acc_model_free(fresh);
+
+  // The file's projections are the ones used: changed in the file, the outputs change with them.
+  {
+    acc_tensor_list *list = saved_tensors(dir), *changed = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_create(&changed));
+    ACC_ASSERT_OK(acc_tensor_list_size(list, &n));
+    for (size_t i = 0; i < n; ++i) {
+      const char* name = nullptr;
+      acc_tensor* t = nullptr;
+      ACC_ASSERT_OK(acc_tensor_list_name(list, i, &name));
+      ACC_ASSERT_OK(acc_tensor_list_get(list, i, &t));
+      if (std::string(name) == "base_model.vera_A") {
+        const std::vector<int64_t> dims = acc_test::shape(t);
+        acc_tensor_free(t);
+        ACC_ASSERT_OK(acc_tensor_zeros(dims.data(), dims.size(), ACC_DTYPE_FLOAT32, nullptr, &t));
+      }
+      ACC_ASSERT_OK(acc_tensor_list_append(changed, name, t));
+      acc_tensor_free(t);
+    }
+    ACC_ASSERT_OK(acc_tensor_list_save_safetensors(changed, (dir + "/zeroed.safetensors").c_str()));
+    acc_tensor_list_free(changed);
+    acc_tensor_list_free(list);
+    fs::rename(dir + "/zeroed.safetensors", dir + "/adapter_model.safetensors");
+  }
+  acc_model* plain = vera_model();
+  const auto base_output = eval_output(plain, c);
+  acc_model_free(plain);
+  fresh = vera_model();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(eval_output(fresh, c), base_output);  // vera_A zero: no branch
+  acc_model_free(fresh);
+
+  // save_projection false: no projections in the file; loading draws them again from the seed.
+  acc_model* unsaved = adapted(c, /*init=*/false, /*save_projection=*/false);
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(unsaved, dir.c_str()));
+  acc_model_free(unsaved);
+  saved = saved_tensors(dir);
+  ACC_ASSERT_OK(acc_tensor_list_size(saved, &n));
+  EXPECT_EQ(n, 6u);
+  acc_tensor_list_free(saved);
+  fresh = vera_model();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(eval_output(fresh, c), output);
+  acc_model_free(fresh);
+  // A file whose configuration says it saves them but holds none is refused, naming them.
+  {
+    json j = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
+    j["save_projection"] = true;
+    std::ofstream(dir + "/adapter_config.json") << j.dump();
+  }
+  fresh = vera_model();
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "lacks VeRA's projections (base_model.vera_A");
+  ACC_ASSERT_OK(acc_model_lora_count(fresh, &n));
+  EXPECT_EQ(n, 0u);
+  acc_model_free(fresh);
+  // As PEFT writes it (keys sorted, its own fields), another r: the vectors do not fit.
+  std::ofstream(dir + "/adapter_config.json")
+      << R"({"auto_mapping": null, "base_model_name_or_path": null, "bias": "none", "d_initial": 0.2,
+      "fan_in_fan_out": false, "inference_mode": true, "init_weights": false, "layers_pattern": null,
+      "layers_to_transform": null, "modules_to_save": null, "peft_type": "VERA", "peft_version": "0.18.0",
+      "projection_prng_key": 7, "r": 5, "revision": null, "save_projection": false,
+      "target_modules": ["head", "proj", "fc1"], "task_type": null, "vera_dropout": 0.25})";
+  fresh = vera_model();
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "vera_lambda_d' has shape [4]");
+  acc_model_free(fresh);
+
+  // What PEFT's VeRA refuses.
+  acc_model* lm = data_model("transformers_lm.pt");
+  ACC_EXPECT_ERROR(acc_model_add_vera(lm, "embed", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "VeRA cannot adapt 'embed'");
+  acc_model_free(lm);
+  acc_model* conv = data_model("lokr_model.pt");
+  ACC_EXPECT_ERROR(acc_model_add_vera(conv, "conv", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "VeRA cannot adapt 'conv'");
+  acc_model_free(conv);
+  const char* names[] = {"default"};
+  const double weights[] = {1.0};
+  ACC_EXPECT_ERROR(acc_model_add_weighted_adapter(m, names, weights, 1, "mix", "linear", 0, nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "PEFT's VeRA has no add_weighted_adapter");
+  acc_model_free(m);
+}
+
+TEST(Vera, SpecModelTrainsAndMerges) {
+  acc_model* m = net();
+  const auto before = outputs(m);
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_VERA, &o));
+  ACC_ASSERT_OK(acc_options_set_int(o, "r", 4));
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_add_vera(m, "0,linear1,linear2", o, &count));
+  acc_options_free(o);
+  EXPECT_EQ(count, 3u);
+  EXPECT_EQ(outputs(m), before);
+  const auto losses = train(m, 5);
+  EXPECT_LT(losses.back(), losses.front());
+  const auto trained = outputs(m);
+  EXPECT_NE(trained, before);
+  ACC_ASSERT_OK(acc_model_merge_lora(m));
+  const auto merged = outputs(m);
+  for (size_t i = 0; i < merged.size(); ++i) EXPECT_NEAR(merged[i], trained[i], 1e-5);
+  acc_model_free(m);
+}
+
+// Several named VeRA adapters (PEFT's add_adapter): each keeps its own projections (its seed and
+// rank); switching gives each its outputs back, and each saves and loads by name.
+TEST(Vera, NamedAdaptersKeepTheirOwnProjections) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("vera");
+  acc_model* m = vera_model();
+  auto add = [&](const char* name, int64_t r, int64_t key) {
+    acc_options* o = nullptr;
+    ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_VERA, &o));
+    ACC_ASSERT_OK(acc_options_set_int(o, "r", r));
+    ACC_ASSERT_OK(acc_options_set_int(o, "projection_prng_key", key));
+    ACC_ASSERT_OK(acc_options_set_bool(o, "init_weights", 0));
+    ACC_ASSERT_OK(acc_model_add_lora_named(m, name, "fc1,head", o, nullptr));
+    acc_options_free(o);
+  };
+  add("first", 4, 7);
+  add("second", 2, 3);
+  const auto first = eval_output(m, c);
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "second"));
+  const auto second = eval_output(m, c);
+  EXPECT_NE(first, second);
+  const std::string dir = acc_test::temp_path("vera_named");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));  // each in its folder, as PEFT's save_pretrained
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "first"));
+  EXPECT_EQ(eval_output(m, c), first);
+  acc_model* fresh = vera_model();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, (dir + "/second").c_str()));
+  EXPECT_EQ(eval_output(fresh, c), second);
+  acc_model_free(fresh);
+  acc_model_free(m);
+}
