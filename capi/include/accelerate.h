@@ -572,8 +572,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   product's rank), alpha (double, default 8: the scaling is alpha / r), rank_dropout (double,
  *   default 0: in training, the probability of dropping each output row of the delta, the rest
  *   rescaled), module_dropout (double, default 0: in training, the probability of leaving a layer's
- *   branch out), use_effective_conv2d (bool, default false: PEFT's CP form, built for 1 x 1
- *   kernels only), init_weights (bool, default true: hada_w2_b starts as zeros, the model
+ *   branch out), use_effective_conv2d (bool, default false: a convolution wider than 1 x 1 in
+ *   PEFT's CP form, hada_t1 and hada_t2), init_weights (bool, default true: hada_w2_b starts as zeros, the model
  *   unchanged; false: drawn as the others),
  *   exclude_modules, modules_to_save, rank_pattern, alpha_pattern, layers_to_transform (strings,
  *   default none: as ACC_OPTIONS_LORA's, alpha_pattern giving alpha), layers_pattern (string,
@@ -1128,18 +1128,20 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_ia3(acc_model *model, const char 
  * targeted layer's weight W trains as W + ((w1_a w1_b) * (w2_a w2_b)) * alpha / r, the Hadamard
  * product of two rank-r products, with the parameters "<module>.hada_w1_a", "<module>.hada_w1_b",
  * "<module>.hada_w2_a", "<module>.hada_w2_b" (out x r, r x in, out x r, r x in; a convolution's in
- * its input channels per group times its kernel), listed after the layer's own; every other
+ * its input channels per group times its kernel), listed after the layer's own; with
+ * use_effective_conv2d a convolution wider than 1 x 1 takes PEFT's CP form instead ("<module>.hada_t1"
+ * and "<module>.hada_t2", r x r x kernel, a 1-D kernel's k x 1, after w1_a, w1_b, w2_a, w2_b of
+ * r x out, r x in, r x out, r x in; gradients as PEFT's HadaWeightCP computes them); every other
  * parameter frozen but modules_to_save's. Computed as PEFT's loha layers compute it: the layer's
  * output plus its input through the delta (F.linear, or the layer's convolution), in training with
  * rank_dropout (torch.rand per output row of the delta) and module_dropout (torch.rand(1) per layer
  * and forward, drawn whatever the probability), cast to the input's dtype. Drawn as PEFT draws them:
- * Kaiming-uniform w1_a, w1_b, w2_a and zero w2_b (init_weights false: w2_b drawn too), layer by
- * layer in the model's order. `target_modules`: named as for acc_model_add_lora; targets must be
+ * Kaiming-uniform w1_a, w1_b, w2_a and zero w2_b (init_weights false: w2_b drawn too), then
+ * t1 and t2, layer by layer in the model's order. `target_modules`: named as for acc_model_add_lora; targets must be
  * linear layers (torch.nn.Linear, a spec's "linear") or 1-D and 2-D convolutions (a spec's
  * "conv2d") that the forward calls as modules: transformers' Conv1D, an embedding, an attention or
  * a 3-D convolution is ACC_ERR_INVALID_ARGUMENT (PEFT's TypeError); a layer whose weight the forward
- * reads itself, a quantised one, or use_effective_conv2d on a kernel wider than 1 x 1 (PEFT's CP
- * form) ACC_ERR_UNSUPPORTED. `opts`: ACC_OPTIONS_LOHA or NULL (defaults). The files,
+ * reads itself or a quantised one ACC_ERR_UNSUPPORTED. `opts`: ACC_OPTIONS_LOHA or NULL (defaults). The files,
  * merging (W plus the delta, without dropout), disabling, counting and named adapters
  * (acc_model_add_lora_named with ACC_OPTIONS_LOHA) act as for LoRA; acc_model_add_weighted_adapter
  * is ACC_ERR_INVALID_ARGUMENT (PEFT's LoHa has none). Before creating the optimizer and before
@@ -1159,8 +1161,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_loha(acc_model *model, const char
  * output plus its input through the delta (F.linear, or the layer's convolution with its stride,
  * padding, dilation and groups), in training with rank_dropout and module_dropout drawn as LoHa's,
  * cast to the input's dtype. Drawn as PEFT draws them (init_weights), layer by layer in the model's
- * order. `target_modules`: as for acc_model_add_loha, the same layers taken and refused, except
- * that the CP form is built. `opts`: ACC_OPTIONS_LOKR or NULL (defaults). The files, merging,
+ * order. `target_modules`: as for acc_model_add_loha, the same layers taken and refused. `opts`: ACC_OPTIONS_LOKR or NULL (defaults). The files, merging,
  * disabling, counting and named adapters (acc_model_add_lora_named with ACC_OPTIONS_LOKR) act as
  * for LoRA; acc_model_add_weighted_adapter is ACC_ERR_INVALID_ARGUMENT (PEFT's LoKr has none).
  * Before creating the optimizer and before acc_prepare, on a model without adapters. */

@@ -15,9 +15,7 @@ enum Factor { kW1, kW1A, kW1B, kW2, kW2A, kW2B, kT2 };
 bool has(const std::set<std::string>& names, Factor f) { return names.count(kLokrSuffixes[f]) > 0; }
 
 const at::Tensor* find_factor(const NamedTensors& factors, Factor f) {
-  for (const auto& [suffix, tensor] : factors)
-    if (suffix == kLokrSuffixes[f]) return &tensor;
-  return nullptr;
+  return acc::find_factor(factors, kLokrSuffixes[f]);
 }
 
 const at::Tensor& factor(const NamedTensors& factors, Factor f) {

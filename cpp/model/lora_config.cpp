@@ -219,7 +219,7 @@ const OptionTable<LoraConfig>& loha_option_table() {
   using L = LoraConfig;
   static const OptionTable<L> table(OptionsKind::Loha, [](OptionTable<L>& t) {
     bind_lycoris_dropouts(t);
-    t.bind("use_effective_conv2d", "the CP form of a convolution's kernel (not built beyond 1 x 1 kernels)",
+    t.bind("use_effective_conv2d", "a convolution wider than 1 x 1 in PEFT's CP form (hada_t1, hada_t2)",
            &L::use_effective_conv2d);
     t.bind("init_weights", "hada_w2_b starts as zeros, so the model starts unchanged (false: drawn as the others)",
            &L::loha_init_weights);

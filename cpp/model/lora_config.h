@@ -188,8 +188,8 @@ struct LoraConfig {
   // PEFT's LoHaConfig (peft_type Loha; r, alpha, the patterns and layer settings are LoRA's fields):
   // in training, each output row of the delta is kept with probability 1 - rank_dropout (rescaled
   // by the kept fraction), and each layer's branch is left out with probability module_dropout;
-  // init_weights draws w2_b as zeros (false: Kaiming-uniform as the others); use_effective_conv2d
-  // (the CP form of a convolution's kernel) is not built beyond 1 x 1 kernels.
+  // init_weights draws w2_b as zeros (false: Kaiming-uniform as the others); use_effective_conv2d:
+  // a convolution wider than 1 x 1 in PEFT's CP form (cores hada_t1, hada_t2).
   double rank_dropout = 0;
   double module_dropout = 0;
   bool use_effective_conv2d = false;

@@ -888,13 +888,12 @@ LoraFiles read_lora_files(const std::string& dir) {
           vera ? std::vector<std::string>{kVeraLambdaB, kVeraLambdaD} : lycoris_suffixes(files.config.peft_type);
       for (const std::string& suffix : suffixes) {
         if (!ends_with(in_model, suffix) || in_model.size() <= suffix.size()) continue;
-        // VeRA's vectors are 1-D; LoKr's CP core is 4-D; every other factor a matrix, or a whole w2
-        // with its kernel.
+        // VeRA's vectors are 1-D; the CP form's cores are 4-D; every other factor a matrix, or LoKr's
+        // whole w2 with its kernel.
         if (vera && (!tensor.is_floating_point() || tensor.dim() != 1))
           refuse(name, "must be a 1-D floating-point tensor (VeRA's vectors)");
         if (!vera && (!tensor.is_floating_point() || tensor.dim() < 2 || tensor.dim() > 4))
-          refuse(name, std::string("must be a floating-point tensor of 2 to 4 dimensions (") + method +
-                           "'s factors; LoHa's CP form, hada_t1 and hada_t2, is not built)");
+          refuse(name, std::string("must be a floating-point tensor of 2 to 4 dimensions (") + method + "'s factors)");
         files.modules[in_model.substr(0, in_model.size() - suffix.size())].factors.emplace_back(suffix, tensor);
         factor = true;
         break;

@@ -15,12 +15,6 @@ namespace {
 
 const char* method_name(PeftType method) { return method == PeftType::Lokr ? "LoKr" : "LoHa"; }
 
-bool kernel_is_one(const LinearSite& site) {
-  for (int64_t d = 2; d < site.weight.dim(); ++d)
-    if (site.weight.size(d) != 1) return false;
-  return true;
-}
-
 // PEFT's LycorisTuner takes nn.Linear, nn.Conv1d and nn.Conv2d; anything else is its TypeError.
 void check_site(const LinearSite& site, const LoraConfig& config) {
   const char* method = method_name(config.peft_type);
@@ -41,16 +35,19 @@ void check_site(const LinearSite& site, const LoraConfig& config) {
          "to add the branch's output from; call the layer as a module or leave it out of target_modules");
   if (conv && !site.conv->refusal.empty())
     fail(Status::Unsupported, method, " on '", site.module, "': ", site.conv->refusal);
-  if (conv && config.peft_type == PeftType::Loha && config.use_effective_conv2d && !kernel_is_one(site))
-    fail(Status::Unsupported, "use_effective_conv2d on '", site.module,
-         "' (PEFT's CP form of its kernel, hada_t1 and hada_t2) is not built for LoHa; leave it false");
 }
 
 }  // namespace
 
+const at::Tensor* find_factor(const NamedTensors& factors, const std::string& suffix) {
+  for (const auto& [name, tensor] : factors)
+    if (name == suffix) return &tensor;
+  return nullptr;
+}
+
 std::vector<FactorShape> lycoris_factor_shapes(const LoraConfig& config, const LinearSite& site) {
   if (config.peft_type == PeftType::Lokr) return lokr_factor_shapes(config, site);
-  return loha_factor_shapes(site, config.rank_of(site.module));
+  return loha_factor_shapes(config, site);
 }
 
 std::vector<std::string> lycoris_suffixes(PeftType method) {
@@ -59,11 +56,7 @@ std::vector<std::string> lycoris_suffixes(PeftType method) {
 }
 
 std::string lycoris_factor_set_error(PeftType method, const std::vector<std::string>& suffixes) {
-  if (method == PeftType::Lokr) return lokr_factor_set_error(suffixes);
-  for (const char* suffix : kLohaSuffixes)
-    if (std::find(suffixes.begin(), suffixes.end(), suffix) == suffixes.end())
-      return std::string("lacks ") + (suffix + 1);
-  return "";
+  return method == PeftType::Lokr ? lokr_factor_set_error(suffixes) : loha_factor_set_error(suffixes);
 }
 
 std::vector<LoraAdapter> make_lycoris_adapters(const LoraConfig& config, const std::vector<LinearSite>& chosen) {

@@ -29,13 +29,14 @@ acc_model* loha_model() {
   return m;
 }
 
-acc_options* loha_options(const json& c, bool init, bool dropout) {
+acc_options* loha_options(const json& c, bool init, bool dropout, bool cp) {
   acc_options* o = nullptr;
   EXPECT_EQ(acc_options_create(ACC_OPTIONS_LOHA, &o), ACC_OK);
   EXPECT_EQ(acc_options_set_int(o, "r", c["r"].get<int64_t>()), ACC_OK);
   EXPECT_EQ(acc_options_set_double(o, "alpha", c["alpha"].get<double>()), ACC_OK);
   EXPECT_EQ(acc_options_set(o, "rank_pattern", c["rank_pattern"].dump().c_str()), ACC_OK);
   EXPECT_EQ(acc_options_set_bool(o, "init_weights", init ? 1 : 0), ACC_OK);
+  EXPECT_EQ(acc_options_set_bool(o, "use_effective_conv2d", cp ? 1 : 0), ACC_OK);
   if (dropout) {
     EXPECT_EQ(acc_options_set_double(o, "rank_dropout", c["rank_dropout"].get<double>()), ACC_OK);
     EXPECT_EQ(acc_options_set_double(o, "module_dropout", c["module_dropout"].get<double>()), ACC_OK);
@@ -43,9 +44,9 @@ acc_options* loha_options(const json& c, bool init, bool dropout) {
   return o;
 }
 
-acc_model* adapted(const json& c, bool init, bool dropout = false) {
+acc_model* adapted(const json& c, bool init, bool dropout = false, bool cp = false) {
   acc_model* m = loha_model();
-  acc_options* o = loha_options(c, init, dropout);
+  acc_options* o = loha_options(c, init, dropout, cp);
   EXPECT_EQ(acc_set_seed(c["seed"].get<uint64_t>()), ACC_OK);
   size_t count = 0;
   EXPECT_EQ(acc_model_add_loha(m, c["targets"].get<std::string>().c_str(), o, &count), ACC_OK)
@@ -166,13 +167,7 @@ TEST(Loha, PeftFilesBothWaysAndRefusals) {
   EXPECT_EQ(n, 0u);
   acc_model_free(fresh);
 
-  // What PEFT's LoHa refuses, and what is not built.
-  acc_model* other = loha_model();
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_LOHA, &o));
-  ACC_ASSERT_OK(acc_options_set_bool(o, "use_effective_conv2d", 1));
-  ACC_EXPECT_ERROR(acc_model_add_loha(other, "conv", o, nullptr), ACC_ERR_UNSUPPORTED, "use_effective_conv2d");
-  acc_options_free(o);
+  // What PEFT's LoHa refuses.
   acc_model* lm = data_model("transformers_lm.pt");
   ACC_EXPECT_ERROR(acc_model_add_loha(lm, "c_fc", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "LoHa cannot adapt 'c_fc'");  // transformers' Conv1D: PEFT's TypeError
@@ -183,8 +178,52 @@ TEST(Loha, PeftFilesBothWaysAndRefusals) {
   const double weights[] = {1.0};
   ACC_EXPECT_ERROR(acc_model_add_weighted_adapter(m, names, weights, 1, "mix", "linear", 0, nullptr),
                    ACC_ERR_INVALID_ARGUMENT, "PEFT's LoHa has no add_weighted_adapter");
-  acc_model_free(other);
   acc_model_free(m);
+}
+
+// use_effective_conv2d: both convolutions (3 x 3 and a 1-D kernel of 2) in PEFT's CP form, whose
+// gradients PEFT computes by hand (HadaWeightCP): draws, outputs, gradients, three AdamW steps, the
+// merged weights and the files, bit for bit.
+TEST(Loha, EffectiveConv2dComputesAsPeft) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("loha")["cp"];
+  acc_model* base = loha_model();
+  const auto base_output = eval_output(base, c);
+  acc_model* m = adapted(c, /*init=*/true, /*dropout=*/false, /*cp=*/true);
+  EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw"]));
+  expect_factors(m, c["initial"]);
+  EXPECT_EQ(eval_output(m, c), base_output);
+  std::vector<std::string> names;
+  for (const auto& name : c["names"]) names.push_back(name.get<std::string>());
+  std::vector<std::string> adapter_names;
+  for (const auto& name : acc_test::parameter_names(m))
+    if (name.find(".hada_") != std::string::npos) adapter_names.push_back(name);
+  EXPECT_EQ(adapter_names, names);
+  acc_model_free(m);
+
+  m = adapted(c, /*init=*/false, /*dropout=*/true, /*cp=*/true);
+  expect_factors(m, c["chosen"]);
+  EXPECT_EQ(eval_output(m, c), float_values(c["eval_output"]));
+  expect_training_step(m, c["input"], c["train_seed"].get<uint64_t>(), c["train_output"], c["grads"]);
+  const std::string dir = acc_test::temp_path("loha_cp_adapter");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+  acc_model* fresh = loha_model();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(eval_output(fresh, c), eval_output(m, c));
+  acc_model_free(fresh);
+  ACC_ASSERT_OK(acc_model_merge_lora(m));
+  for (const auto& item : c["merged"].items())
+    EXPECT_EQ(param(m, item.key()), float_values(item.value())) << item.key();
+  acc_model_free(m);
+
+  m = adapted(c, /*init=*/false, /*dropout=*/true, /*cp=*/true);
+  ACC_ASSERT_OK(acc_model_set_training(m, 1));
+  EXPECT_EQ(adamw_mse_losses(m, c["input"], c["target"], 3, c["train_seed"].get<uint64_t>()),
+            c["losses"].get<std::vector<double>>());
+  expect_factors(m, c["trained"]);
+  acc_model_free(m);
+  acc_model_free(base);
 }
 
 TEST(Loha, SpecModelTrainsAndMerges) {

@@ -57,29 +57,71 @@ def ranks(r, rank_pattern):
     return {name: rank_pattern.get(name, r) for name in TARGETS}
 
 
-def make_factors(model, r_of, init):
-    """PEFT's create_adapter_parameters and reset_adapter_parameters(_random), in module order."""
+SUFFIXES = ("hada_w1_a", "hada_w1_b", "hada_w2_a", "hada_w2_b", "hada_t1", "hada_t2")
+
+
+def make_factors(model, r_of, init, cp=False):
+    """PEFT's create_adapter_parameters and reset_adapter_parameters(_random), in module order; with
+    use_effective_conv2d (`cp`) a convolution wider than 1 x 1 gets the CP form: hada_w1_a, hada_w2_a
+    r x out, hada_w1_b, hada_w2_b r x in, hada_t1, hada_t2 r x r x kernel (a 1-D one's k x 1)."""
     factors = {}
     for name, module in model.named_modules():
         if name not in TARGETS:
             continue
         r = r_of[name]
         out_f = module.weight.shape[0]
-        in_f = module.weight[0].numel()  # a convolution's in_channels / groups times its kernel
-        w1a, w1b = torch.empty(out_f, r), torch.empty(r, in_f)
-        w2a, w2b = torch.empty(out_f, r), torch.empty(r, in_f)
-        for w in (w1a, w1b, w2a):
-            nn.init.kaiming_uniform_(w, a=math.sqrt(5))
-        if init:
-            nn.init.zeros_(w2b)
+        kernel = list(module.weight.shape[2:])
+        if cp and kernel and math.prod(kernel) != 1:
+            in_f = module.weight.shape[1]
+            core = [r, r, kernel[0], kernel[1] if len(kernel) > 1 else 1]
+            shapes = [(r, out_f), (r, in_f), (r, out_f), (r, in_f), core, core]
         else:
-            nn.init.kaiming_uniform_(w2b, a=math.sqrt(5))
-        factors[name] = [w.requires_grad_() for w in (w1a, w1b, w2a, w2b)]
+            in_f = module.weight[0].numel()  # a convolution's in_channels / groups times its kernel
+            shapes = [(out_f, r), (r, in_f), (out_f, r), (r, in_f)]
+        f = {s: torch.empty(shape) for s, shape in zip(SUFFIXES, shapes)}
+        for s, w in f.items():
+            if init and s == "hada_w2_b":
+                nn.init.zeros_(w)
+            else:
+                nn.init.kaiming_uniform_(w, a=math.sqrt(5))
+        factors[name] = {s: w.requires_grad_() for s, w in f.items()}
     return factors
 
 
-def delta(module, factors, scaling, training, rank_dropout):
-    weight = HadaWeight.apply(*factors, torch.tensor(scaling)).reshape(module.weight.shape)
+class HadaWeightCP(torch.autograd.Function):
+    """PEFT's CP form: each product rebuilt from its core by einsum, and the gradients by hand."""
+
+    @staticmethod
+    def forward(ctx, t1, w1a, w1b, t2, w2a, w2b, scale):
+        ctx.save_for_backward(t1, w1a, w1b, t2, w2a, w2b, scale)
+        rebuild1 = torch.einsum("i j k l, j r, i p -> p r k l", t1, w1b, w1a)
+        rebuild2 = torch.einsum("i j k l, j r, i p -> p r k l", t2, w2b, w2a)
+        return rebuild1 * rebuild2 * scale
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        t1, w1a, w1b, t2, w2a, w2b, scale = ctx.saved_tensors
+        grad_out = grad_out * scale
+        grads = []
+        for (t, wa, wb), (t_other, wa_other, wb_other) in (((t1, w1a, w1b), (t2, w2a, w2b)),
+                                                            ((t2, w2a, w2b), (t1, w1a, w1b))):
+            temp = torch.einsum("i j k l, j r -> i r k l", t_other, wb_other)
+            grad_w = torch.einsum("i j k l, i r -> r j k l", temp, wa_other) * grad_out
+            grad_wa = torch.einsum("r j k l, i j k l -> r i", temp, grad_w)
+            grad_temp = torch.einsum("i j k l, i r -> r j k l", grad_w, wa.T)
+            grad_wb = torch.einsum("i r k l, i j k l -> r j", t, grad_temp)
+            grad_t = torch.einsum("i j k l, j r -> i r k l", grad_temp, wb.T)
+            grads += [grad_t, grad_wa, grad_wb]
+        return (*grads, None)
+
+
+def delta(module, f, scaling, training, rank_dropout):
+    if "hada_t1" in f:
+        weight = HadaWeightCP.apply(f["hada_t1"], f["hada_w1_a"], f["hada_w1_b"], f["hada_t2"], f["hada_w2_a"],
+                                    f["hada_w2_b"], torch.tensor(scaling))
+    else:
+        weight = HadaWeight.apply(*(f[s] for s in SUFFIXES[:4]), torch.tensor(scaling))
+    weight = weight.reshape(module.weight.shape)
     if training and rank_dropout:
         drop = (torch.rand(weight.size(0)) > rank_dropout).to(weight.dtype)
         drop = drop.view(-1, *[1] * len(weight.shape[1:]))
@@ -94,38 +136,32 @@ def forward(model, factors, scalings, x, training, rank_dropout=0.0, module_drop
     return lycoris_forward(model, deltas, x, training, module_dropout)
 
 
-def loha_case(out):
-    torch.manual_seed(51)
-    model = LohaNet()
-    torch.jit.script(model).save(str(out / "loha_model.pt"))
-    for p in model.parameters():
-        p.requires_grad_(False)
-    r, alpha, rank_pattern, seed = 2, 3.0, {"head": 3}, 53
+def run(model, cp, seed, train_seed):
+    r, alpha, rank_pattern = 2, 3.0, {"head": 3}
     r_of = ranks(r, rank_pattern)
     scalings = {n: alpha / r_of[n] for n in TARGETS}
     torch.manual_seed(seed)
-    initial = make_factors(model, r_of, init=True)
+    initial = make_factors(model, r_of, True, cp)
     next_draw = torch.rand(3)
     torch.manual_seed(seed)
-    chosen = make_factors(model, r_of, init=False)
+    chosen = make_factors(model, r_of, False, cp)
     g = torch.Generator().manual_seed(57)
     x = torch.randn(2, 2, 4, 4, generator=g)
     with torch.no_grad():
         eval_output = forward(model, chosen, scalings, x, training=False)
-    rank_dropout, module_dropout, train_seed = 0.25, 0.3, 59
+    rank_dropout, module_dropout = 0.25, 0.3
     torch.manual_seed(train_seed)
     train_output = forward(model, chosen, scalings, x, True, rank_dropout, module_dropout)
     train_output.sum().backward()
-    suffixes = ("hada_w1_a", "hada_w1_b", "hada_w2_a", "hada_w2_b")
     grads = {f"{n}.{s}": tensor(w.grad if w.grad is not None else torch.zeros_like(w))
-             for n, f in chosen.items() for s, w in zip(suffixes, f)}
+             for n, f in chosen.items() for s, w in f.items()}
     modules = dict(model.named_modules())
     with torch.no_grad():
         merged = {n + ".weight": tensor(modules[n].weight + delta(modules[n], chosen[n], scalings[n], False, 0.0))
                   for n in TARGETS}
     target = torch.randn(2, 3, generator=g)
-    trained = {n: [w.detach().clone().requires_grad_() for w in f] for n, f in chosen.items()}
-    optimizer = torch.optim.AdamW([w for f in trained.values() for w in f], lr=1e-2)
+    trained = {n: {s: w.detach().clone().requires_grad_() for s, w in f.items()} for n, f in chosen.items()}
+    optimizer = torch.optim.AdamW([w for f in trained.values() for w in f.values()], lr=1e-2)
     losses = []
     torch.manual_seed(train_seed)
     for _ in range(3):
@@ -134,10 +170,20 @@ def loha_case(out):
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)  # PyTorch 2's default (Debian's 1.13 zeroes them)
-    as_json = lambda factors: {f"{n}.{s}": tensor(w) for n, f in factors.items() for s, w in zip(suffixes, f)}
+    as_json = lambda factors: {f"{n}.{s}": tensor(w) for n, f in factors.items() for s, w in f.items()}
     return {"targets": ",".join(TARGETS), "r": r, "alpha": alpha, "rank_pattern": rank_pattern, "seed": seed,
             "initial": as_json(initial), "next_draw": tensor(next_draw), "chosen": as_json(chosen),
             "input": tensor(x), "eval_output": tensor(eval_output), "rank_dropout": rank_dropout,
             "module_dropout": module_dropout, "train_seed": train_seed, "train_output": tensor(train_output),
             "grads": grads, "merged": merged, "target": tensor(target), "losses": losses,
-            "trained": as_json(trained)}
+            "trained": as_json(trained), "names": [f"{n}.{s}" for n in TARGETS for s in chosen[n]]}
+
+
+def loha_case(out):
+    torch.manual_seed(51)
+    model = LohaNet()
+    torch.jit.script(model).save(str(out / "loha_model.pt"))
+    for p in model.parameters():
+        p.requires_grad_(False)
+    # use_effective_conv2d: both convolutions in the CP form (as "cp").
+    return dict(run(model, False, 53, 59), cp=run(model, True, 61, 67))

@@ -124,6 +124,7 @@ struct Settings {
   const char* ia3 = nullptr;           // IA3 target modules (PEFT's IA3Config), added as LoRA's are
   const char* ia3_feedforward = "";    // their feedforward_modules
   const char* loha = nullptr;          // LoHa target modules (PEFT's LoHaConfig, r 2, init_weights false)
+  bool loha_cp = false;                // with use_effective_conv2d (PEFT's CP form of wider kernels)
   // LoKr target modules (PEFT's LoKrConfig, r 1, decompose_both, the CP form, init_weights false)
   const char* lokr = nullptr;
   const char* vera = nullptr;  // VeRA target modules (PEFT's VeraConfig, r 4, vera_dropout 0.1, init_weights false)
@@ -229,6 +230,7 @@ struct Job {
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_LOHA, &o), ACC_OK);
       EXPECT_EQ(acc_options_set_int(o, "r", 2), ACC_OK);
       EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
+      EXPECT_EQ(acc_options_set_bool(o, "use_effective_conv2d", s.loha_cp), ACC_OK);
       EXPECT_EQ(acc_model_add_loha(model, s.loha, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
@@ -655,6 +657,8 @@ TEST(Sharded, LohaTrainsUnderEveryStageAsUnderDdp) {
   script.script = "conv_model.pt";
   script.images = true;
   script.loha = "conv1,conv2,seq,head";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, script, 4);
+  script.loha_cp = true;  // the cores and PEFT's hand-written gradients
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, script, 4);
 }
 
