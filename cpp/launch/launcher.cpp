@@ -215,11 +215,17 @@ size_t next_segment_end(const std::string& text, size_t start) {
   return text[at] == '\r' && at + 1 < text.size() && text[at + 1] == '\n' ? at + 2 : at + 1;
 }
 
-// What a console last showed: a progress update ended by '\r' (by `stream`) leaves its line open.
+// What a console last showed: a progress update ended by '\r' (by `stream`) leaves its line open;
+// the head of a line too long to hold (`partial`) leaves it to be continued without a prefix.
 struct ConsoleLine {
   const void* stream = nullptr;
   bool open = false;
+  bool partial = false;
 };
+
+// The most of an unfinished line a stream holds back: a longer one goes out in pieces, so that a
+// rank writing without end of line costs the launcher no more than this.
+constexpr size_t kLongestHeldLine = 64 * 1024;
 
 ConsoleLine& console_line(FILE* console) {
   static ConsoleLine out, err;
@@ -247,18 +253,21 @@ void emit_lines(Stream& s, const LaunchConfig& config, int global_rank, bool flu
     }
     std::clearerr(s.console);
   };
-  const auto put = [&](const char* data, size_t size) {
-    errno = 0;
-    if (prefix) std::fprintf(s.console, "[rank%d]: ", global_rank);
-    std::fwrite(data, 1, size, s.console);
-    checked();
-    line = {&s, data[size - 1] == '\r'};
-  };
   const auto end_line = [&] {  // a bare '\n': it ends a line already begun, so takes no prefix
     errno = 0;
     std::fputc('\n', s.console);
     checked();
-    line.open = false;
+    line.open = line.partial = false;
+  };
+  const auto put = [&](const char* data, size_t size, bool partial) {
+    // Another stream's long line in pieces is ended first; this stream's own goes on unprefixed.
+    if (line.partial && line.stream != &s) end_line();
+    const bool continues = line.partial && line.stream == &s;
+    errno = 0;
+    if (prefix && !continues) std::fprintf(s.console, "[rank%d]: ", global_rank);
+    std::fwrite(data, 1, size, s.console);
+    checked();
+    line = {&s, data[size - 1] == '\r', partial};
   };
   size_t start = 0;
   // A '\n' that ends this stream's progress line ("\r\n" split between two reads).
@@ -267,15 +276,19 @@ void emit_lines(Stream& s, const LaunchConfig& config, int global_rank, bool flu
     start = 1;
   }
   for (size_t end; (end = next_segment_end(s.pending, start)) != std::string::npos; start = end)
-    put(s.pending.data() + start, end - start);
+    put(s.pending.data() + start, end - start, false);
   s.pending.erase(0, start);
+  if (!flush_partial && s.pending.size() >= kLongestHeldLine) {
+    put(s.pending.data(), s.pending.size(), true);
+    s.pending.clear();
+  }
   if (flush_partial) {
     // The stream ended inside a line or on a progress update: with prefixes, that line is ended (the
     // next rank's line starts on its own); without, the bytes stay as the program wrote them.
-    const bool unfinished = !s.pending.empty() || (line.open && line.stream == &s);
-    if (!s.pending.empty()) put(s.pending.data(), s.pending.size());
+    const bool unfinished = !s.pending.empty() || (line.stream == &s && (line.open || line.partial));
+    if (!s.pending.empty()) put(s.pending.data(), s.pending.size(), false);
     if (unfinished && prefix) end_line();
-    if (unfinished) line.open = false;
+    if (unfinished) line.open = line.partial = false;
     s.pending.clear();
   }
   errno = 0;

@@ -308,3 +308,28 @@ TEST(Launcher, ASignalDuringTeardownPreventsTheRestart) {
   EXPECT_EQ(attempts, 1);  // the first attempt only
   std::remove(marker.c_str());
 }
+
+// A line longer than the launcher holds back (64 KiB) goes out in pieces as it comes: its head
+// shows before another rank's line, which ends it, and its rest follows under the prefix again,
+// nothing lost. The launcher keeps no more than that of a rank writing without end of line.
+TEST(Launcher, ALongLineGoesOutInPiecesAsItComes) {
+  testing::internal::CaptureStdout();
+  const int code =
+      acc::run_launch(shell(2,
+                            "if [ $RANK = 0 ]; then head -c 100000 /dev/zero | tr '\\0' a; sleep 2; echo end; "
+                            "else sleep 1; echo b; fi"));
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(code, 0);
+  std::istringstream lines(out);
+  std::string rank0, first_line;
+  bool b_seen = false;
+  for (std::string line; std::getline(lines, line);) {
+    if (line == "[rank1]: b") b_seen = true;
+    if (line.rfind("[rank0]: ", 0) != 0) continue;
+    if (!b_seen && first_line.empty()) first_line = line;
+    rank0 += line.substr(9);
+  }
+  EXPECT_TRUE(b_seen) << out.substr(0, 80);
+  EXPECT_GE(first_line.size(), 9 + 64 * 1024u) << "rank 0's long line was held back until its end";
+  EXPECT_EQ(rank0, std::string(100000, 'a') + "end");
+}
