@@ -1185,9 +1185,11 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_lokr(acc_model *model, const char
  * from its projection_prng_key. Merging (W plus lambda_b B lambda_d A), disabling, counting and named
  * adapters (acc_model_add_lora_named with ACC_OPTIONS_VERA; each adapter its own projections) act as
  * for LoRA; acc_model_add_weighted_adapter is ACC_ERR_INVALID_ARGUMENT (PEFT's VeRA has none). The
- * projections are not parameters: acc_model_state_dict and save_state leave them out (they are
- * the adapter's, drawn again from the seed or read from its files). Before creating the optimizer
- * and before acc_prepare, on a model without adapters. */
+ * projections are buffers of the model's state, "vera_A" and "vera_B" (acc_model_state_dict,
+ * acc_save_state and acc_load_state hold them, as PEFT's model state does; acc_model_to moves them;
+ * acc_save_model's merged weights leave them out). Loading a file into a model with VeRA adapters
+ * needs the same r, projection_prng_key and save_projection. Before creating the optimizer and
+ * before acc_prepare, on a model without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_vera(acc_model *model, const char *target_modules,
                                                    const acc_options *opts, size_t *count);
 /* acc_model_set_lora_enabled: PEFT's enable_adapter_layers (enabled != 0) and disable_adapter_layers

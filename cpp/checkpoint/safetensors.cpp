@@ -11,18 +11,18 @@
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
+#include "checkpoint/safetensors_header.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "common/json_input.h"
 #include "common/utf8.h"
-#include "common/files.h"
-#include "tensor/mmap.h"
 #include "tensor/host.h"
+#include "tensor/mmap.h"
 
 namespace acc {
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 
 constexpr uint64_t kMaxHeader = 100 * 1024 * 1024;  // as the reference implementation
 
@@ -116,38 +116,19 @@ SafetensorsContents load_safetensors(const std::string& path) {
   if (header_size > kMaxHeader) fail(Status::Io, "'", path, "': header of ", header_size, " bytes is too large");
   if (8 + header_size > file_size)
     fail(Status::Io, "'", path, "': header of ", header_size, " bytes runs past the end of the file");
-  const json header = parse_json_input(
-      std::string_view(reinterpret_cast<const char*>(bytes) + 8, header_size), "the header of '" + path + "'", Status::Io);
-  if (!header.is_object()) fail(Status::Io, "'", path, "': the header is not a JSON object");
+  SafetensorsHeader header =
+      read_safetensors_header(std::string_view(reinterpret_cast<const char*>(bytes) + 8, header_size), path);
   const uint64_t data_size = file_size - 8 - header_size;
   char* data = reinterpret_cast<char*>(file.data_ptr<uint8_t>()) + 8 + header_size;
 
   SafetensorsContents contents;
+  contents.metadata = std::move(header.metadata);
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      if (entry.is_null()) continue;  // the reference reader's Option: no metadata (non-Python writers say so)
-      if (!entry.is_object()) fail(Status::Io, "'", path, "': __metadata__ must be an object of strings");
-      for (const auto& [key, value] : entry.items()) {
-        if (!value.is_string()) fail(Status::Io, "'", path, "': __metadata__['", key, "'] is not a string");
-        contents.metadata[key] = value.get<std::string>();
-      }
-      continue;
-    }
-    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets") ||
-        !entry["dtype"].is_string() || !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
-        entry["data_offsets"].size() != 2)
-      fail(Status::Io, "'", path, "': tensor '", name, "' needs dtype, shape and data_offsets [begin, end]");
-    const at::ScalarType type = dtype_of(entry["dtype"].get<std::string>(), path, name);
-    std::vector<int64_t> shape;
-    for (const auto& d : entry["shape"]) {
-      if (!d.is_number_unsigned()) fail(Status::Io, "'", path, "': tensor '", name, "' has a bad shape");
-      shape.push_back(d.get<int64_t>());
-    }
-    const auto& offsets = entry["data_offsets"];
-    if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
-      fail(Status::Io, "'", path, "': tensor '", name, "' has bad data_offsets");
-    const uint64_t begin = offsets[0], end = offsets[1];
+  for (const SafetensorsEntry& entry : header.entries) {
+    const std::string& name = entry.name;
+    const at::ScalarType type = dtype_of(entry.dtype, path, name);
+    const std::vector<int64_t>& shape = entry.shape;
+    const uint64_t begin = entry.begin, end = entry.end;
     if (begin > end || end > data_size)
       fail(Status::Io, "'", path, "': tensor '", name, "' has data_offsets [", begin, ", ", end,
            "] outside the data (", data_size, " bytes)");
@@ -160,7 +141,7 @@ SafetensorsContents load_safetensors(const std::string& path) {
     }
     if (static_cast<uint64_t>(nbytes) != end - begin)
       fail(Status::Io, "'", path, "': tensor '", name, "' of shape ", c10::IntArrayRef(shape), " and dtype ",
-           entry["dtype"].get<std::string>(), " needs ", nbytes, " bytes but has ", end - begin);
+           entry.dtype, " needs ", nbytes, " bytes but has ", end - begin);
     ranges.emplace_back(begin, end);
     contents.tensors.emplace_back(
         name, at::from_blob(data + begin, shape, [file](void*) {}, at::TensorOptions().dtype(type)));

@@ -7,9 +7,7 @@
 #include <vector>
 
 namespace acc {
-namespace {
 
-// nlohmann's message without its "[json.exception.parse_error.101] " tag, which says nothing to a user.
 std::string_view plain_message(const nlohmann::json::exception& e) {
   std::string_view message = e.what();
   if (message.rfind("[json.exception.", 0) == 0) {
@@ -18,6 +16,8 @@ std::string_view plain_message(const nlohmann::json::exception& e) {
   }
   return message;
 }
+
+namespace {
 
 // A SAX pass that only measures nesting. The DOM parser's callback form could bound it as well,
 // but it scans the parent's elements each time an object ends, which is quadratic in an array of

@@ -14,6 +14,10 @@ namespace acc {
 
 constexpr int kMaxJsonDepth = 256;
 
+// nlohmann's message without its "[json.exception.parse_error.101] " tag, which says nothing to a
+// user (for parsers of our own over its SAX interface).
+std::string_view plain_message(const nlohmann::json::exception& e);
+
 // The parsed document. Invalid JSON or nesting deeper than kMaxJsonDepth is an error with
 // `status`, the message starting with `what` (e.g. "model spec", "checkpoint file 'x'").
 nlohmann::json parse_json_input(std::string_view text, const std::string& what,

@@ -37,7 +37,7 @@ struct HadaWeightCp : torch::autograd::Function<HadaWeightCp> {
     const at::Tensor grad_out = grad_outputs[0] * saved[6];
     torch::autograd::variable_list grads;
     // Each half's gradients through the other half's rebuilt weight: t1, w1_a, w1_b, then t2, w2_a, w2_b.
-    for (const auto [mine, other] : {std::pair{0, 3}, std::pair{3, 0}}) {
+    for (const auto& [mine, other] : {std::pair{0, 3}, std::pair{3, 0}}) {
       const at::Tensor &t = saved[mine], &wa = saved[mine + 1], &wb = saved[mine + 2];
       const at::Tensor temp = at::einsum("i j k l, j r -> i r k l", {saved[other], saved[other + 2]});
       const at::Tensor grad_w = at::einsum("i j k l, i r -> r j k l", {temp, saved[other + 1]}) * grad_out;

@@ -792,6 +792,12 @@ NamedTensors LoraAdapters::named_parameters() const {
   return out;
 }
 
+NamedTensors LoraAdapters::named_buffers() const {
+  if (adapters_.empty() || !is_vera(adapters_.front())) return {};
+  const auto& projections = adapters_.front().projections;
+  return {{kVeraBufferA, projections->a}, {kVeraBufferB, projections->b}};
+}
+
 void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
   const LoraAdapter& adapter = adapters_[k];
   if (is_ia3(adapter)) return out->emplace_back(adapter.site.module + kIa3Suffix, adapter.ia3), void();
@@ -997,7 +1003,7 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
     }
     if (is_vera(adapter)) {  // PEFT's merge: the weight plus the delta of the state's vectors
       const at::Tensor &lambda_b = entry_of(module + kVeraLambdaB), &lambda_d = entry_of(module + kVeraLambdaD);
-      adapter_entries.insert({module + kVeraLambdaB, module + kVeraLambdaD});
+      adapter_entries.insert({module + kVeraLambdaB, module + kVeraLambdaD, kVeraBufferA, kVeraBufferB});
       const at::Tensor& w = entry_of(weight_name(adapter.site));
       merged_weights[weight_name(adapter.site)] = (w + vera_delta(adapter, lambda_b, lambda_d)).to(w.scalar_type());
       continue;

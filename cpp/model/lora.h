@@ -248,6 +248,9 @@ class LoraAdapters {
   // with DoRA "<module>.lora_magnitude_vector", per adapter, in order; then the trainable tokens'
   // "<module>.token_adapter.trainable_tokens_delta".
   NamedTensors named_parameters() const;
+  // The adapters' buffers, which the model's state holds beside its own: VeRA's shared projections
+  // (model/vera.h), under kVeraBufferA and kVeraBufferB; none for the other methods.
+  NamedTensors named_buffers() const;
   // Adapter k's parameters under their names, as named_parameters lists them.
   void append_parameters(size_t k, NamedTensors* out) const;
   // A model's own parameters (`own`, in its order) with each adapter's two right after its layer's

@@ -260,8 +260,8 @@ const OptionTable<LoraConfig>& vera_option_table() {
   using L = LoraConfig;
   static const OptionTable<L> table(OptionsKind::Vera, [](OptionTable<L>& t) {
     t.bind("r", "the projections' rank", &L::vera_r).at_least(1).at_most(kMaxLoraRank);
-    t.bind("projection_prng_key", "the seed of the generator the projections are drawn from", &L::projection_prng_key)
-        .at_least(0);
+    t.bind("projection_prng_key", "the seed of the generator the projections are drawn from (modulo 2^64)",
+           &L::projection_prng_key);
     t.bind("save_projection", "the projections are written to the adapter's files (else drawn again from the seed)",
            &L::save_projection);
     t.bind("vera_dropout", "dropout on each adapted layer's input to its branch", &L::dropout).at_least(0).at_most(1);

@@ -491,9 +491,11 @@ LoraConfig vera_config_from_json(const nlohmann::ordered_json& j, const std::str
     config.r = j["r"].get<int64_t>();
   }
   if (j.contains("projection_prng_key") && !j["projection_prng_key"].is_null()) {
-    if (!j["projection_prng_key"].is_number_integer() || j["projection_prng_key"].get<int64_t>() < 0)
-      refuse("projection_prng_key", "must be a non-negative integer");
-    config.projection_prng_key = j["projection_prng_key"].get<int64_t>();
+    // torch.Generator.manual_seed's range: -2^63 to 2^64 - 1, taken modulo 2^64.
+    const auto& key = j["projection_prng_key"];
+    if (!key.is_number_integer()) refuse("projection_prng_key", "must be an integer");
+    config.projection_prng_key =
+        key.is_number_unsigned() ? static_cast<int64_t>(key.get<uint64_t>()) : key.get<int64_t>();
   }
   auto flag = [&](const char* key, bool fallback) {
     if (!j.contains(key) || j[key].is_null()) return fallback;
@@ -506,7 +508,9 @@ LoraConfig vera_config_from_json(const nlohmann::ordered_json& j, const std::str
       refuse(key, "must be a number in [" + concat(low) + ", " + concat(high) + "]");
     return j[key].get<double>();
   };
-  config.save_projection = flag("save_projection", true);
+  // Absent: PEFT's default, true; null: false, as PEFT's truth test takes it.
+  config.save_projection =
+      j.contains("save_projection") && j["save_projection"].is_null() ? false : flag("save_projection", true);
   config.dropout = number("vera_dropout", 0, 0, 1);
   config.d_initial = number("d_initial", 0.1, -kMaxLoraAlpha, kMaxLoraAlpha);
   config.fan_in_fan_out = flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
@@ -839,6 +843,7 @@ LoraFiles read_lora_files(const std::string& dir) {
   const std::string delta_suffix = standalone ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix;
   for (auto& [name, tensor] : contents.tensors) {
     if (vera && (name == kVeraProjectionA || name == kVeraProjectionB)) {  // the shared projections
+      if (!files.config.save_projection) continue;  // drawn from the seed instead (PEFT warns and ignores them)
       if (!tensor.is_floating_point() || tensor.dim() != 2) refuse(name, "must be a 2-D floating-point tensor");
       (name == kVeraProjectionA ? files.vera_a : files.vera_b) = tensor;
       continue;

@@ -119,6 +119,7 @@ void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> d
   for (auto& entry : named_buffers()) move(entry.second);
   for (auto& kept : inactive_) {
     for (auto& entry : kept.second.named_parameters()) move(entry.second);
+    for (auto& entry : kept.second.named_buffers()) move(entry.second);
     kept.second.move_originals(device, dtype);
   }
   lora_.move_originals(device, dtype);
@@ -753,8 +754,19 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
                 adapter.feedforward ? "output" : "input", " of '", adapter.site.module, "', the model's adapter its ",
                 adapter.feedforward ? "input" : "output", " (feedforward_modules)");
     // Each layer's rank and scaling (lora_alpha / r, or / sqrt(r) with use_rslora), patterns applied.
+    // VeRA's projections: the same seed, and saved or not alike (PEFT's check of a new adapter), and
+    // then the same rank everywhere.
+    if (have.peft_type == PeftType::Vera) {
+      const LoraConfig& file = files.config;
+      require(have.projection_prng_key == file.projection_prng_key && have.save_projection == file.save_projection &&
+                  have.r == file.r,
+              where, " holds VeRA adapters of r ", file.r, ", projection_prng_key ", file.projection_prng_key,
+              " and save_projection ", file.save_projection ? "true" : "false", "; the model's have r ", have.r,
+              ", projection_prng_key ", have.projection_prng_key, " and save_projection ",
+              have.save_projection ? "true" : "false");
+    }
     for (const auto& adapter : lora_.adapters()) {
-      if (is_ia3(adapter)) continue;
+      if (is_ia3(adapter) || is_vera(adapter)) continue;
       const std::string& module = pattern_name(adapter.site);
       const LoraConfig& file = files.config;
       require(adapter.r == file.rank_of(module) && adapter.scaling == file.scaling_of(module), where, " adapts '",

@@ -550,6 +550,7 @@ NamedTensors ScriptModel::named_buffers() const {
   if (quantized_)
     for (const QuantizedLayer& layer : quantized_->layers)
       for (auto& entry : layer.weight->state_entries(layer.module)) out.push_back(std::move(entry));
+  for (auto& entry : lora_.named_buffers()) out.push_back(std::move(entry));
   return out;
 }
 

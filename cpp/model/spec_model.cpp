@@ -334,7 +334,11 @@ std::vector<std::string> SpecModel::other_module_names() const {
   return names;
 }
 
-NamedTensors SpecModel::named_buffers() const { return defined_only(net_->named_buffers(true)); }
+NamedTensors SpecModel::named_buffers() const {
+  NamedTensors out = defined_only(net_->named_buffers(true));
+  for (auto& entry : lora_.named_buffers()) out.push_back(std::move(entry));
+  return out;
+}
 
 void SpecModel::set_training(bool training) { net_->train(training); }
 

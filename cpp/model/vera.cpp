@@ -54,7 +54,7 @@ std::vector<LoraAdapter> make_vera_adapters(const LoraConfig& config, const std:
   // as each layer's _move_adapter_to_device_of_base_layer replaces the shared entry (the last
   // one's). Half precision stays float32 here, as the vectors do: PEFT's forward would multiply
   // float32 inputs with half-precision projections, which fails.
-  at::Generator generator = at::detail::createCPUGenerator(config.projection_prng_key);
+  at::Generator generator = at::detail::createCPUGenerator(static_cast<uint64_t>(config.projection_prng_key));
   const auto [a_shape, b_shape] = vera_projection_shapes(config, chosen);
   auto projections = std::make_shared<VeraProjections>();
   projections->a = adapter_placed(kaiming_drawn(a_shape, generator), chosen.back());

@@ -22,6 +22,9 @@ constexpr const char* kVeraLambdaB = ".vera_lambda_b";
 constexpr const char* kVeraLambdaD = ".vera_lambda_d";
 constexpr const char* kVeraProjectionA = "base_model.vera_A";
 constexpr const char* kVeraProjectionB = "base_model.vera_B";
+// Their names in the model's state (state_dict, save_state), beside the model's own buffers.
+constexpr const char* kVeraBufferA = "vera_A";
+constexpr const char* kVeraBufferB = "vera_B";
 
 struct VeraProjections {
   at::Tensor a, b;  // vera_A (r x in), vera_B (out x r), frozen

@@ -218,6 +218,32 @@ TEST(Safetensors, CorruptFilesAreRejectedWithTheReason) {
   expect(safetensors_bytes(R"({"a":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,0]}})", ""),
          "does not fit in 64 bits");
   expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1]}})", data), "needs dtype, shape and data_offsets");
+  // The header is read as it is parsed (no JSON tree of up to 100 MB held): each wrong piece named.
+  expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a":{"dtype":"F32","shape":[2],)"
+                           R"("data_offsets":[0,8]}})",
+                           data),
+         "tensor 'a' is named twice");
+  expect(safetensors_bytes("[1, 2]", data), "the header is not a JSON object");
+  expect(safetensors_bytes("7", data), "the header is not a JSON object");
+  expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2,-1],"data_offsets":[0,8]}})", data), "bad shape");
+  expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8,9]}})", data), "data_offsets");
+  expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,-8]}})", data), "bad data_offsets");
+  expect(safetensors_bytes(R"({"__metadata__":{"k":1},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data),
+         "__metadata__['k'] is not a string");
+  std::string dims = "1";
+  for (int i = 0; i < 1100; ++i) dims += ",1";
+  expect(
+      safetensors_bytes(R"({"a":{"dtype":"F32","shape":[)" + dims + R"(],"data_offsets":[0,4]}})", data.substr(0, 4)),
+      "more than 1024 dimensions");
+  std::string nested = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":)" + std::string(300, '[') +
+                       std::string(300, ']') + "}}";
+  expect(safetensors_bytes(nested, data), "nested deeper than 256 levels");
+  // Keys the reference reader ignores are ignored, nested or not.
+  write_file(path, safetensors_bytes(
+                       R"({"a":{"note":{"x":[1,{"y":null}]},"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data));
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors(path.c_str(), &out));
+  acc_tensor_list_free(out);
+  out = nullptr;
   // Raw bytes that are not UTF-8 in the header: the message quotes them escaped, so that it stays
   // UTF-8 (bindings read messages as strings).
   write_file(path, safetensors_bytes("{\"a\xff\xfe\":1", data));

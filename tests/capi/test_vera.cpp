@@ -300,3 +300,60 @@ TEST(Vera, NamedAdaptersKeepTheirOwnProjections) {
   acc_model_free(fresh);
   acc_model_free(m);
 }
+
+// The projections are buffers of the model's state ("vera_A", "vera_B"): the state dict holds them,
+// loading a state puts them back (a model drawn from another seed then computes as the saved one),
+// and acc_model_to moves them with the vectors. Loading a file into VeRA adapters of another seed is
+// refused, nothing changed.
+TEST(Vera, ProjectionsAreStateBuffersThatLoadAndMove) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("vera");
+  auto with_key = [&](int64_t key, bool save_projection) {
+    acc_model* m = vera_model();
+    acc_options* o = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_VERA, &o), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(o, "r", 4), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(o, "projection_prng_key", key), ACC_OK);
+    EXPECT_EQ(acc_options_set_bool(o, "save_projection", save_projection), ACC_OK);
+    EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
+    EXPECT_EQ(acc_model_add_vera(m, "fc1,proj,head", o, nullptr), ACC_OK) << acc_last_error_message();
+    acc_options_free(o);
+    return m;
+  };
+  acc_model* seven = with_key(7, true);
+  const auto output = eval_output(seven, c);
+  acc_tensor_list* state = nullptr;
+  ACC_ASSERT_OK(acc_model_state_dict(seven, &state));
+  acc_tensor* projection = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_find(state, "vera_A", &projection));
+  EXPECT_EQ(to_floats(projection), float_values(c["vera_A"]));
+  acc_tensor_free(projection);
+  acc_model* eight = with_key(8, true);
+  EXPECT_NE(eval_output(eight, c), output);
+  ACC_ASSERT_OK(acc_model_load_state_dict(eight, state, 1));
+  EXPECT_EQ(eval_output(eight, c), output);
+  acc_tensor_list_free(state);
+
+  // A file of seed 7 without its projections into adapters of seed 9: refused, nothing changed.
+  acc_model* unsaved = with_key(7, false);
+  const std::string dir = acc_test::temp_path("vera_seed");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(unsaved, dir.c_str()));
+  acc_model* nine = with_key(9, false);
+  const auto nine_output = eval_output(nine, c);
+  ACC_EXPECT_ERROR(acc_model_load_lora(nine, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "projection_prng_key 7");
+  EXPECT_EQ(eval_output(nine, c), nine_output);
+
+  // float64: vectors and projections move together, and the model computes in it.
+  ACC_ASSERT_OK(acc_model_to(seven, nullptr, ACC_DTYPE_FLOAT64));
+  acc_tensor *x = from_json(c["input"]), *x64 = nullptr, *y = nullptr, *y32 = nullptr;
+  ACC_ASSERT_OK(acc_tensor_to(x, nullptr, ACC_DTYPE_FLOAT64, &x64));
+  ACC_ASSERT_OK(acc_model_set_training(seven, 0));
+  ACC_ASSERT_OK(acc_model_forward1(seven, x64, ACC_FORWARD_NO_GRAD, &y));
+  ACC_ASSERT_OK(acc_tensor_to(y, nullptr, ACC_DTYPE_FLOAT32, &y32));
+  const auto wide = to_floats(y32);
+  ASSERT_EQ(wide.size(), output.size());
+  for (size_t i = 0; i < wide.size(); ++i) EXPECT_NEAR(wide[i], output[i], 1e-5);
+  for (acc_tensor* t : {x, x64, y, y32}) acc_tensor_free(t);
+  for (acc_model* m : {seven, eight, unsaved, nine}) acc_model_free(m);
+}
