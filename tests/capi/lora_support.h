@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -232,6 +233,44 @@ inline std::vector<double> adamw_mse_losses(acc_model* m, const nlohmann::json& 
   acc_tensor_free(goal);
   acc_optimizer_free(opt);
   return losses;
+}
+
+// A model whose adapters start as the identity (`before`: its outputs without them) trains 5
+// steps to a lower loss and other outputs, and merging the adapters keeps those outputs.
+inline void expect_trains_then_merges(acc_model* m, const std::vector<float>& before) {
+  EXPECT_EQ(outputs(m), before);
+  const auto losses = train(m, 5);
+  ASSERT_FALSE(losses.empty());
+  EXPECT_LT(losses.back(), losses.front());
+  const auto trained = outputs(m);
+  EXPECT_NE(trained, before);
+  ASSERT_EQ(acc_model_merge_lora(m), ACC_OK) << acc_last_error_message();
+  const auto merged = outputs(m);
+  ASSERT_EQ(merged.size(), trained.size());
+  for (size_t i = 0; i < merged.size(); ++i) EXPECT_NEAR(merged[i], trained[i], 1e-5);
+}
+
+// acc_save_model of `m` writes `merged` (names to fixture tensors: the merged weights), bit for bit,
+// and `entries` tensors in all (no adapter tensor).
+inline void expect_saved_model_merged(acc_model* m, const nlohmann::json& merged, size_t entries,
+                                      const std::string& folder) {
+  const std::string dir = acc_test::temp_path(folder);
+  std::filesystem::remove_all(dir);
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
+  ASSERT_EQ(acc_save_model(acc, m, dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
+  acc_accelerator_free(acc);
+  acc_tensor_list* saved = nullptr;
+  ASSERT_EQ(acc_tensor_list_load_safetensors((dir + "/model.safetensors").c_str(), &saved), ACC_OK);
+  for (const auto& item : merged.items()) {
+    acc_tensor* t = nullptr;
+    EXPECT_EQ(acc_tensor_list_find(saved, item.key().c_str(), &t), ACC_OK) << item.key();
+    if (t) EXPECT_EQ(to_floats(t), acc_test::float_values(item.value())) << item.key();
+    acc_tensor_free(t);
+  }
+  size_t n = 0;
+  EXPECT_EQ(acc_tensor_list_size(saved, &n), ACC_OK);
+  EXPECT_EQ(n, entries);
+  acc_tensor_list_free(saved);
 }
 
 // One of its cases ("spec", "dora", "lora_bias"), empty where it lacks it.

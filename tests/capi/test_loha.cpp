@@ -236,13 +236,6 @@ TEST(Loha, SpecModelTrainsAndMerges) {
   ACC_ASSERT_OK(acc_model_add_loha(m, "0,linear1,linear2", o, &count));
   acc_options_free(o);
   EXPECT_EQ(count, 3u);
-  EXPECT_EQ(outputs(m), before);
-  const auto losses = train(m, 5);
-  EXPECT_LT(losses.back(), losses.front());
-  const auto trained = outputs(m);
-  EXPECT_NE(trained, before);
-  ACC_ASSERT_OK(acc_model_merge_lora(m));
-  const auto merged = outputs(m);
-  for (size_t i = 0; i < merged.size(); ++i) EXPECT_NEAR(merged[i], trained[i], 1e-5);
+  expect_trains_then_merges(m, before);
   acc_model_free(m);
 }

@@ -108,24 +108,9 @@ TEST(Lokr, DrawsComputesAndMergesAsPeft) {
     ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
     EXPECT_EQ(eval_output(m, lokr), base_output);
     ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 1));
-    // save_model writes the merged weights (no factor); PEFT's merge: W plus the delta.
-    const std::string saved_dir = acc_test::temp_path("lokr_saved_model");
-    fs::remove_all(saved_dir);
-    acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
-    ACC_ASSERT_OK(acc_save_model(acc, m, saved_dir.c_str(), nullptr));
-    acc_accelerator_free(acc);
-    acc_tensor_list* saved = nullptr;
-    ACC_ASSERT_OK(acc_tensor_list_load_safetensors((saved_dir + "/model.safetensors").c_str(), &saved));
-    for (const auto& item : c["merged"].items()) {
-      acc_tensor* t = nullptr;
-      ACC_ASSERT_OK(acc_tensor_list_find(saved, item.key().c_str(), &t));
-      EXPECT_EQ(to_floats(t), float_values(item.value())) << item.key();
-      acc_tensor_free(t);
-    }
-    size_t entries = 0;
-    ACC_ASSERT_OK(acc_tensor_list_size(saved, &entries));
-    EXPECT_EQ(entries, 8u);  // the four layers' weights and biases
-    acc_tensor_list_free(saved);
+    // save_model writes the merged weights (the four layers' weights and biases, no factor); PEFT's
+    // merge: W plus the delta.
+    expect_saved_model_merged(m, c["merged"], 8, "lokr_saved_model");
     ACC_ASSERT_OK(acc_model_merge_lora(m));
     for (const auto& item : c["merged"].items())
       EXPECT_EQ(param(m, item.key()), float_values(item.value())) << item.key();
@@ -263,14 +248,7 @@ TEST(Lokr, SpecModelTrainsAndMerges) {
   ACC_ASSERT_OK(acc_model_add_lokr(m, "0,linear1,linear2", o, &count));
   acc_options_free(o);
   EXPECT_EQ(count, 3u);
-  EXPECT_EQ(outputs(m), before);
-  const auto losses = train(m, 5);
-  EXPECT_LT(losses.back(), losses.front());
-  const auto trained = outputs(m);
-  EXPECT_NE(trained, before);
-  ACC_ASSERT_OK(acc_model_merge_lora(m));
-  const auto merged = outputs(m);
-  for (size_t i = 0; i < merged.size(); ++i) EXPECT_NEAR(merged[i], trained[i], 1e-5);
+  expect_trains_then_merges(m, before);
   acc_model_free(m);
 }
 

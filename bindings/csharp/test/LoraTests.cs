@@ -362,64 +362,36 @@ public class LoraTests {
   // PEFT's LoHa on the linear layer: drawn factors change the outputs; PEFT's files round-trip.
   [Test]
   public void LohaTrainsAndRoundTrips() {
-    string dir = Path.Combine(Path.GetTempPath(), "acc-cs-loha-" + System.Guid.NewGuid().ToString("N"));
-    Library.SetSeed(5);
-    using (Model model = Model.FromSpec(TokenSpec))
-    using (Options o = Options.Loha().Put("r", 2).Put("init_weights", false)) {
-      float[] baseOutput = TokenOutput(model);
-      Assert.AreEqual(1, model.AddLoha("1", o));
-      using (StringList names = model.ParameterNames())
-        Assert.AreEqual(new[] {"0.weight", "1.weight", "1.bias", "1.hada_w1_a", "1.hada_w1_b", "1.hada_w2_a",
-                               "1.hada_w2_b"}, names.ToList());
-      float[] changed = TokenOutput(model);
-      CollectionAssert.AreNotEqual(baseOutput, changed);
-      model.SaveLora(dir);
-      Library.SetSeed(5);
-      using (Model fresh = Model.FromSpec(TokenSpec)) {
-        fresh.LoadLora(dir);
-        Assert.AreEqual(changed, TokenOutput(fresh));
-      }
-    }
-    Directory.Delete(dir, true);
+    using (Options o = Options.Loha().Put("r", 2).Put("init_weights", false))
+      RoundTrips(model => model.AddLoha("1", o), "1.hada_w1_a", "1.hada_w1_b", "1.hada_w2_a", "1.hada_w2_b");
   }
 
-  // PEFT's LoKr on the linear layer (6 x 4: w1 2 x 2 whole, w2 3 x 2 a rank-1 product): drawn factors
-  // change the outputs; PEFT's files round-trip.
+  // PEFT's LoKr on the linear layer (6 x 4: w1 2 x 2 whole, w2 3 x 2 a rank-1 product).
   [Test]
   public void LokrTrainsAndRoundTrips() {
-    string dir = Path.Combine(Path.GetTempPath(), "acc-cs-lokr-" + System.Guid.NewGuid().ToString("N"));
-    Library.SetSeed(5);
-    using (Model model = Model.FromSpec(TokenSpec))
-    using (Options o = Options.Lokr().Put("r", 1).Put("init_weights", "false")) {
-      float[] baseOutput = TokenOutput(model);
-      Assert.AreEqual(1, model.AddLokr("1", o));
-      using (StringList names = model.ParameterNames())
-        Assert.AreEqual(new[] {"0.weight", "1.weight", "1.bias", "1.lokr_w1", "1.lokr_w2_a", "1.lokr_w2_b"},
-                        names.ToList());
-      float[] changed = TokenOutput(model);
-      CollectionAssert.AreNotEqual(baseOutput, changed);
-      model.SaveLora(dir);
-      Library.SetSeed(5);
-      using (Model fresh = Model.FromSpec(TokenSpec)) {
-        fresh.LoadLora(dir);
-        Assert.AreEqual(changed, TokenOutput(fresh));
-      }
-    }
-    Directory.Delete(dir, true);
+    using (Options o = Options.Lokr().Put("r", 1).Put("init_weights", "false"))
+      RoundTrips(model => model.AddLokr("1", o), "1.lokr_w1", "1.lokr_w2_a", "1.lokr_w2_b");
   }
 
-  // PEFT's VeRA on the linear layer: drawn vectors change the outputs; PEFT's files round-trip.
+  // PEFT's VeRA on the linear layer: its two vectors (the projections are frozen buffers).
   [Test]
   public void VeraTrainsAndRoundTrips() {
-    string dir = Path.Combine(Path.GetTempPath(), "acc-cs-vera-" + System.Guid.NewGuid().ToString("N"));
+    using (Options o = Options.Vera().Put("r", 2).Put("init_weights", false))
+      RoundTrips(model => model.AddVera("1", o), "1.vera_lambda_b", "1.vera_lambda_d");
+  }
+
+  // A PEFT method `add` puts on TokenSpec's linear layer, drawn so that it changes the outputs: its
+  // tensors `adapterNames` follow the layer's own, and PEFT's files round-trip.
+  static void RoundTrips(System.Func<Model, long> add, params string[] adapterNames) {
+    string dir = Path.Combine(Path.GetTempPath(), "acc-cs-adapter-" + System.Guid.NewGuid().ToString("N"));
     Library.SetSeed(5);
-    using (Model model = Model.FromSpec(TokenSpec))
-    using (Options o = Options.Vera().Put("r", 2).Put("init_weights", false)) {
+    using (Model model = Model.FromSpec(TokenSpec)) {
       float[] baseOutput = TokenOutput(model);
-      Assert.AreEqual(1, model.AddVera("1", o));
+      Assert.AreEqual(1, add(model));
+      var expected = new System.Collections.Generic.List<string> {"0.weight", "1.weight", "1.bias"};
+      expected.AddRange(adapterNames);
       using (StringList names = model.ParameterNames())
-        Assert.AreEqual(new[] {"0.weight", "1.weight", "1.bias", "1.vera_lambda_b", "1.vera_lambda_d"},
-                        names.ToList());
+        Assert.AreEqual(expected.ToArray(), names.ToList());
       float[] changed = TokenOutput(model);
       CollectionAssert.AreNotEqual(baseOutput, changed);
       model.SaveLora(dir);

@@ -360,109 +360,69 @@ func TestIa3ScalesAndRoundTrips(t *testing.T) {
 
 // PEFT's LoHa on the linear layer: drawn factors change the outputs; PEFT's files round-trip.
 func TestLohaTrainsAndRoundTrips(t *testing.T) {
-	m := seededTokenModel(t)
-	defer m.Close()
-	base := tokenOutput(t, m)
-	o, _ := acc.NewOptions(acc.LohaOptions)
+	o := methodOptions(t, acc.LohaOptions, map[string]any{"r": 2, "init_weights": false})
 	defer o.Close()
-	if err := o.SetInt("r", 2); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.SetBool("init_weights", false); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := m.AddLoha("1", o); n != 1 || err != nil {
-		t.Fatalf("AddLoha = %d, %v", n, err)
-	}
-	names, _ := m.ParameterNames()
-	want := []string{"0.weight", "1.weight", "1.bias", "1.hada_w1_a", "1.hada_w1_b", "1.hada_w2_a", "1.hada_w2_b"}
-	if !reflect.DeepEqual(names, want) {
-		t.Fatalf("parameters %v, want %v", names, want)
-	}
-	changed := tokenOutput(t, m)
-	if reflect.DeepEqual(base, changed) {
-		t.Fatal("drawn factors left the outputs as they were")
-	}
-	dir := filepath.Join(t.TempDir(), "loha")
-	if err := m.SaveLora(dir); err != nil {
-		t.Fatal(err)
-	}
-	fresh := seededTokenModel(t)
-	defer fresh.Close()
-	if err := fresh.LoadLora(dir); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(changed, tokenOutput(t, fresh)) {
-		t.Error("loaded factors compute otherwise")
-	}
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddLoha("1", o) },
+		"1.hada_w1_a", "1.hada_w1_b", "1.hada_w2_a", "1.hada_w2_b")
 }
 
-// PEFT's LoKr on the linear layer (6 x 4: w1 2 x 2 whole, w2 3 x 2 a rank-1 product): drawn factors
-// change the outputs; PEFT's files round-trip.
+// PEFT's LoKr on the linear layer (6 x 4: w1 2 x 2 whole, w2 3 x 2 a rank-1 product).
 func TestLokrTrainsAndRoundTrips(t *testing.T) {
-	m := seededTokenModel(t)
-	defer m.Close()
-	base := tokenOutput(t, m)
-	o, _ := acc.NewOptions(acc.LokrOptions)
+	o := methodOptions(t, acc.LokrOptions, map[string]any{"r": 1, "init_weights": "false"})
 	defer o.Close()
-	if err := o.SetInt("r", 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Set("init_weights", "false"); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := m.AddLokr("1", o); n != 1 || err != nil {
-		t.Fatalf("AddLokr = %d, %v", n, err)
-	}
-	names, _ := m.ParameterNames()
-	want := []string{"0.weight", "1.weight", "1.bias", "1.lokr_w1", "1.lokr_w2_a", "1.lokr_w2_b"}
-	if !reflect.DeepEqual(names, want) {
-		t.Fatalf("parameters %v, want %v", names, want)
-	}
-	changed := tokenOutput(t, m)
-	if reflect.DeepEqual(base, changed) {
-		t.Fatal("drawn factors left the outputs as they were")
-	}
-	dir := filepath.Join(t.TempDir(), "lokr")
-	if err := m.SaveLora(dir); err != nil {
-		t.Fatal(err)
-	}
-	fresh := seededTokenModel(t)
-	defer fresh.Close()
-	if err := fresh.LoadLora(dir); err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(changed, tokenOutput(t, fresh)) {
-		t.Error("loaded factors compute otherwise")
-	}
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddLokr("1", o) }, "1.lokr_w1", "1.lokr_w2_a", "1.lokr_w2_b")
 }
 
-// PEFT's VeRA on the linear layer: drawn vectors change the outputs; PEFT's files round-trip.
+// PEFT's VeRA on the linear layer: its two vectors (the projections are frozen buffers).
 func TestVeraTrainsAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.VeraOptions, map[string]any{"r": 2, "init_weights": false})
+	defer o.Close()
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddVera("1", o) }, "1.vera_lambda_b", "1.vera_lambda_d")
+}
+
+// methodOptions makes options of kind with the given values (ints, bools, strings).
+func methodOptions(t *testing.T, kind acc.OptionsKind, values map[string]any) *acc.Options {
+	t.Helper()
+	o, err := acc.NewOptions(kind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, value := range values {
+		switch v := value.(type) {
+		case int:
+			err = o.SetInt(key, int64(v))
+		case bool:
+			err = o.SetBool(key, v)
+		case string:
+			err = o.Set(key, v)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return o
+}
+
+// roundTrips puts a PEFT method (add) on the token model's linear layer, drawn so that it changes the
+// outputs: its tensors adapterNames follow the layer's own, and PEFT's files round-trip.
+func roundTrips(t *testing.T, add func(*acc.Model) (int, error), adapterNames ...string) {
+	t.Helper()
 	m := seededTokenModel(t)
 	defer m.Close()
 	base := tokenOutput(t, m)
-	o, _ := acc.NewOptions(acc.VeraOptions)
-	defer o.Close()
-	if err := o.SetInt("r", 2); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.SetBool("init_weights", false); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := m.AddVera("1", o); n != 1 || err != nil {
-		t.Fatalf("AddVera = %d, %v", n, err)
+	if n, err := add(m); n != 1 || err != nil {
+		t.Fatalf("adding = %d, %v", n, err)
 	}
 	names, _ := m.ParameterNames()
-	want := []string{"0.weight", "1.weight", "1.bias", "1.vera_lambda_b", "1.vera_lambda_d"}
+	want := append([]string{"0.weight", "1.weight", "1.bias"}, adapterNames...)
 	if !reflect.DeepEqual(names, want) {
 		t.Fatalf("parameters %v, want %v", names, want)
 	}
 	changed := tokenOutput(t, m)
 	if reflect.DeepEqual(base, changed) {
-		t.Fatal("drawn vectors left the outputs as they were")
+		t.Fatal("the drawn adapter left the outputs as they were")
 	}
-	dir := filepath.Join(t.TempDir(), "vera")
+	dir := filepath.Join(t.TempDir(), "adapter")
 	if err := m.SaveLora(dir); err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +432,7 @@ func TestVeraTrainsAndRoundTrips(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(changed, tokenOutput(t, fresh)) {
-		t.Error("loaded vectors compute otherwise")
+		t.Error("the loaded adapter computes otherwise")
 	}
 }
 

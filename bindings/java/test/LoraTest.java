@@ -293,64 +293,42 @@ class LoraTest {
   /** PEFT's LoHa on the linear layer: drawn factors change the outputs; PEFT's files round-trip. */
   @Test
   void lohaTrainsAndRoundTrips() {
-    Accelerate.setSeed(5);
-    try (Model model = Model.fromSpec(TOKEN_SPEC);
-         Options o = Options.loha().put("r", 2).put("init_weights", false)) {
-      float[] base = tokenOutput(model);
-      assertEquals(1, model.addLoha("1", o));
-      try (StringList names = model.parameterNames()) {
-        assertEquals(Arrays.asList("0.weight", "1.weight", "1.bias", "1.hada_w1_a", "1.hada_w1_b", "1.hada_w2_a",
-                                   "1.hada_w2_b"), names.toList());
-      }
-      float[] changed = tokenOutput(model);
-      assertFalse(Arrays.equals(base, changed), "drawn factors change the outputs");
-      model.saveLora(dir.toString());
-      Accelerate.setSeed(5);
-      try (Model fresh = Model.fromSpec(TOKEN_SPEC)) {
-        fresh.loadLora(dir.toString());
-        assertArrayEquals(changed, tokenOutput(fresh));
-      }
+    try (Options o = Options.loha().put("r", 2).put("init_weights", false)) {
+      roundTrips(model -> model.addLoha("1", o),
+                 Arrays.asList("1.hada_w1_a", "1.hada_w1_b", "1.hada_w2_a", "1.hada_w2_b"));
     }
   }
 
-  /** PEFT's LoKr on the linear layer (6 x 4: w1 2 x 2 whole, w2 3 x 2 a rank-1 product): drawn
-   *  factors change the outputs; PEFT's files round-trip. */
+  /** PEFT's LoKr on the linear layer (6 x 4: w1 2 x 2 whole, w2 3 x 2 a rank-1 product). */
   @Test
   void lokrTrainsAndRoundTrips() {
-    Accelerate.setSeed(5);
-    try (Model model = Model.fromSpec(TOKEN_SPEC);
-         Options o = Options.lokr().put("r", 1).put("init_weights", "false")) {
-      float[] base = tokenOutput(model);
-      assertEquals(1, model.addLokr("1", o));
-      try (StringList names = model.parameterNames()) {
-        assertEquals(Arrays.asList("0.weight", "1.weight", "1.bias", "1.lokr_w1", "1.lokr_w2_a", "1.lokr_w2_b"),
-                     names.toList());
-      }
-      float[] changed = tokenOutput(model);
-      assertFalse(Arrays.equals(base, changed), "drawn factors change the outputs");
-      model.saveLora(dir.toString());
-      Accelerate.setSeed(5);
-      try (Model fresh = Model.fromSpec(TOKEN_SPEC)) {
-        fresh.loadLora(dir.toString());
-        assertArrayEquals(changed, tokenOutput(fresh));
-      }
+    try (Options o = Options.lokr().put("r", 1).put("init_weights", "false")) {
+      roundTrips(model -> model.addLokr("1", o), Arrays.asList("1.lokr_w1", "1.lokr_w2_a", "1.lokr_w2_b"));
     }
   }
 
-  /** PEFT's VeRA on the linear layer: drawn vectors change the outputs; PEFT's files round-trip. */
+  /** PEFT's VeRA on the linear layer: its two vectors (the projections are frozen buffers). */
   @Test
   void veraTrainsAndRoundTrips() {
+    try (Options o = Options.vera().put("r", 2).put("init_weights", false)) {
+      roundTrips(model -> model.addVera("1", o), Arrays.asList("1.vera_lambda_b", "1.vera_lambda_d"));
+    }
+  }
+
+  /** A PEFT method `add` puts on TOKEN_SPEC's linear layer, drawn so that it changes the outputs:
+   *  its tensors `adapterNames` follow the layer's own, and PEFT's files round-trip. */
+  void roundTrips(java.util.function.ToLongFunction<Model> add, java.util.List<String> adapterNames) {
     Accelerate.setSeed(5);
-    try (Model model = Model.fromSpec(TOKEN_SPEC);
-         Options o = Options.vera().put("r", 2).put("init_weights", false)) {
+    try (Model model = Model.fromSpec(TOKEN_SPEC)) {
       float[] base = tokenOutput(model);
-      assertEquals(1, model.addVera("1", o));
+      assertEquals(1, add.applyAsLong(model));
+      java.util.List<String> expected = new java.util.ArrayList<>(Arrays.asList("0.weight", "1.weight", "1.bias"));
+      expected.addAll(adapterNames);
       try (StringList names = model.parameterNames()) {
-        assertEquals(Arrays.asList("0.weight", "1.weight", "1.bias", "1.vera_lambda_b", "1.vera_lambda_d"),
-                     names.toList());
+        assertEquals(expected, names.toList());
       }
       float[] changed = tokenOutput(model);
-      assertFalse(Arrays.equals(base, changed), "drawn vectors change the outputs");
+      assertFalse(Arrays.equals(base, changed), "the drawn adapter changes the outputs");
       model.saveLora(dir.toString());
       Accelerate.setSeed(5);
       try (Model fresh = Model.fromSpec(TOKEN_SPEC)) {
