@@ -24,7 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr uint64_t kMaxHeader = 100 * 1024 * 1024;  // as the reference implementation
+constexpr uint64_t kMaxHeader = 100'000'000;  // the reference implementation's MAX_HEADER_SIZE
 
 const std::vector<std::pair<std::string, at::ScalarType>>& dtypes() {
   static const std::vector<std::pair<std::string, at::ScalarType>> table = {
@@ -146,19 +146,24 @@ SafetensorsContents load_safetensors(const std::string& path) {
     contents.tensors.emplace_back(
         name, at::from_blob(data + begin, shape, [file](void*) {}, at::TensorOptions().dtype(type)));
   }
+  // The file's order of tensors (the JSON object is sorted by name; offsets give the order; an empty
+  // tensor before a tensor at its offset, header order between equals).
+  std::vector<size_t> order(ranges.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ranges[a] < ranges[b]; });
   // The tensors must tile the data: no overlap, no hole.
-  std::sort(ranges.begin(), ranges.end());
   uint64_t expected = 0;
-  for (const auto& [begin, end] : ranges) {
+  for (size_t k : order) {
+    const auto [begin, end] = ranges[k];
     if (begin != expected)
       fail(Status::Io, "'", path, "': tensor data ", begin < expected ? "overlaps" : "leaves a hole", " at byte ", begin);
     expected = end;
   }
   if (expected != data_size) fail(Status::Io, "'", path, "': ", data_size - expected, " bytes after the last tensor");
-  // Keep the file's order of tensors (the JSON object is sorted by name; offsets give the order).
-  std::sort(contents.tensors.begin(), contents.tensors.end(), [&](const auto& a, const auto& b) {
-    return a.second.data_ptr() < b.second.data_ptr();
-  });
+  NamedTensors in_file_order;
+  in_file_order.reserve(order.size());
+  for (size_t k : order) in_file_order.push_back(std::move(contents.tensors[k]));
+  contents.tensors = std::move(in_file_order);
   return contents;
 }
 

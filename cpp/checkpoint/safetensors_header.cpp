@@ -20,6 +20,7 @@ struct HeaderReader : nlohmann::json::json_sax_t {
   std::vector<Place> places;  // empty before the header's object opens
   std::string last_key;       // the last key of the innermost object
   std::unordered_set<std::string> names;
+  bool metadata_seen = false;
 
   explicit HeaderReader(const std::string& path) : path(path) {}
 
@@ -33,7 +34,11 @@ struct HeaderReader : nlohmann::json::json_sax_t {
     if (places.empty()) refuse("the header is not a JSON object");
     switch (places.back()) {
       case Place::Header:
-        if (last_key == "__metadata__" && std::string(kind) == "null") return true;  // the reference's Option
+        if (last_key == "__metadata__" && std::string(kind) == "null") {  // the reference's Option
+          if (metadata_seen) refuse("__metadata__ appears twice in the header");
+          metadata_seen = true;
+          return true;
+        }
         if (last_key == "__metadata__") refuse("__metadata__ must be an object of strings");
         refuse("tensor '" + last_key + "' needs dtype, shape and data_offsets [begin, end]");
       case Place::Tensor:
@@ -63,11 +68,14 @@ struct HeaderReader : nlohmann::json::json_sax_t {
       case Place::Header:
         if (last_key == "__metadata__") {
           if (!object) refuse("__metadata__ must be an object of strings");
+          if (metadata_seen) refuse("__metadata__ appears twice in the header");
+          metadata_seen = true;
           places.push_back(Place::Metadata);
           return true;
         }
         if (!object) refuse("tensor '" + last_key + "' needs dtype, shape and data_offsets [begin, end]");
         if (!names.insert(last_key).second) refuse("tensor '" + last_key + "' is named twice in the header");
+        if (last_key.find('\0') != std::string::npos) refuse("a tensor's name holds a NUL character");
         header.entries.emplace_back();
         header.entries.back().name = last_key;
         places.push_back(Place::Tensor);
@@ -129,10 +137,8 @@ struct HeaderReader : nlohmann::json::json_sax_t {
 
   bool null() override { return scalar("null"); }
   bool boolean(bool) override { return scalar("boolean"); }
-  bool number_integer(number_integer_t value) override {
-    if (value >= 0) return number(static_cast<uint64_t>(value));
-    return scalar("negative number");
-  }
+  // A signed integer is one written with a minus sign ("-0" too): never a size, as the reference reads it.
+  bool number_integer(number_integer_t) override { return scalar("negative number"); }
   bool number_unsigned(number_unsigned_t value) override { return number(value); }
   bool number_float(number_float_t, const string_t&) override { return scalar("number"); }
   bool binary(binary_t&) override { return scalar("binary"); }
@@ -165,6 +171,9 @@ struct HeaderReader : nlohmann::json::json_sax_t {
 }  // namespace
 
 SafetensorsHeader read_safetensors_header(std::string_view text, const std::string& path) {
+  // nlohmann's lexer takes a NUL byte for the end of its input: what follows would go unread.
+  if (const size_t at = text.find('\0'); at != std::string_view::npos)
+    fail(Status::Io, "'", path, "': the header holds a NUL byte at offset ", at);
   HeaderReader reader(path);
   nlohmann::json::sax_parse(text.begin(), text.end(), &reader);  // (errors throw from the reader)
   return std::move(reader.header);

@@ -238,10 +238,32 @@ TEST(Safetensors, CorruptFilesAreRejectedWithTheReason) {
   std::string nested = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":)" + std::string(300, '[') +
                        std::string(300, ']') + "}}";
   expect(safetensors_bytes(nested, data), "nested deeper than 256 levels");
+  // What the reference reader refuses too: anything after a NUL byte (nlohmann's lexer would stop
+  // there), a size written as -0, a second __metadata__, a NUL inside a name.
+  expect(safetensors_bytes(std::string("{}\0{}", 5), ""), "a NUL byte at offset 2");
+  expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[-0],"data_offsets":[0,0]}})", ""), "bad shape");
+  expect(safetensors_bytes(R"({"__metadata__":{"a":"1"},"__metadata__":null})", ""), "__metadata__ appears twice");
+  expect(safetensors_bytes(R"({"a\u0000x":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})", ""), "NUL character");
   // Keys the reference reader ignores are ignored, nested or not.
   write_file(path, safetensors_bytes(
                        R"({"a":{"note":{"x":[1,{"y":null}]},"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", data));
   ACC_ASSERT_OK(acc_tensor_list_load_safetensors(path.c_str(), &out));
+  acc_tensor_list_free(out);
+  out = nullptr;
+  // Tensors come in the file's order, empty ones (no data of their own) at their offsets.
+  write_file(path,
+             safetensors_bytes(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U8","shape":[0],)"
+                               R"("data_offsets":[1,1]},"a":{"dtype":"U8","shape":[0],"data_offsets":[1,1]},)"
+                               R"("c":{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})",
+                               std::string(1, '\0')));
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors(path.c_str(), &out));
+  std::vector<std::string> order;
+  for (size_t i = 0; i < 4; ++i) {
+    const char* name = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_name(out, i, &name));
+    order.push_back(name);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"c", "w", "b", "a"}));
   acc_tensor_list_free(out);
   out = nullptr;
   // Raw bytes that are not UTF-8 in the header: the message quotes them escaped, so that it stays
