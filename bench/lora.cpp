@@ -7,8 +7,8 @@
 // linear1 and linear2 add PEFT's branch to their outputs and whose out_proj, read by the attention
 // as a weight, computes with its adapted weight. DoRA (use_dora) on the same layers, beside them; PEFT's
 // IA3 on the feed-forward layers (linear1's output, linear2's input scaled), LoHa r=8, LoKr r=8
-// (PEFT's defaults: w1 whole, w2 a rank-8 product) and VeRA r=256 (PEFT's default) on LoRA's layers
-// (layer spec only: the TorchScript export reads its
+// (PEFT's defaults: w1 whole, w2 a rank-8 product) and VeRA r=256 (PEFT's default) on LoRA's layers,
+// OFT (blocks of 32) on linear1 and linear2 (layer spec only: the TorchScript export reads its
 // feed-forward weights itself); and, on the layer spec, LoRA on the attention as PEFT's lora.MultiheadAttention adapts
 // it (self_attn: q, k, v through the packed in_proj, and out_proj) with linear1 and linear2. As TorchScript, QLoRA too:
 // the same adapters over the linear layers quantised to 4 bits (transformers' load_in_4bit: NF4, double quantisation),
@@ -141,6 +141,9 @@ int main(int argc, char** argv) {
   auto lokr = [](acc_model* model) { OK(acc_model_add_lokr(model, "out_proj,linear1,linear2", nullptr, nullptr)); };
   // PEFT's VeRA with its defaults (r=256, shared projections) on the same three layers.
   auto vera = [](acc_model* model) { OK(acc_model_add_vera(model, "out_proj,linear1,linear2", nullptr, nullptr)); };
+  // PEFT's OFT with its defaults (blocks of 32) on the feed-forward layers (the attention's out_proj
+  // takes no input adapter).
+  auto oft = [](acc_model* model) { OK(acc_model_add_oft(model, "linear1,linear2", nullptr, nullptr)); };
   std::printf("%d transformer blocks (d_model %lld, 8 heads), batch %lld x %lld tokens, AdamW\n", blocks,
               static_cast<long long>(d), static_cast<long long>(batch), static_cast<long long>(tokens));
   for (bool torchscript : {false, true}) {
@@ -149,25 +152,27 @@ int main(int argc, char** argv) {
     TransformerStackLoop full(json, batch, tokens, d, {}, training),
         lora(json, batch, tokens, d, adapters(false), training), dora(json, batch, tokens, d, adapters(true), training);
     // (The TorchScript export's forward reads its feed-forward layers' weights itself: no IA3 there.)
-    std::unique_ptr<TransformerStackLoop> ia3_loop, loha_loop, lokr_loop, vera_loop;
+    std::unique_ptr<TransformerStackLoop> ia3_loop, loha_loop, lokr_loop, vera_loop, oft_loop;
     if (!torchscript) {
       ia3_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, ia3, training);
       loha_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, loha, training);
       lokr_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, lokr, training);
       vera_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, vera, training);
+      oft_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, oft, training);
     }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();
-      if (ia3_loop) ia3_loop->step(), loha_loop->step(), lokr_loop->step(), vera_loop->step();
+      if (ia3_loop) ia3_loop->step(), loha_loop->step(), lokr_loop->step(), vera_loop->step(), oft_loop->step();
     }
-    std::vector<double> a, b, c, e, h, k, v;
+    std::vector<double> a, b, c, e, h, k, v, f;
     for (int round = 0; round < (quick ? 1 : 7); ++round) {
       a.push_back(time_steps(full, 2));
       b.push_back(time_steps(lora, 2));
       c.push_back(time_steps(dora, 2));
       if (ia3_loop)
         e.push_back(time_steps(*ia3_loop, 2)), h.push_back(time_steps(*loha_loop, 2)),
-            k.push_back(time_steps(*lokr_loop, 2)), v.push_back(time_steps(*vera_loop, 2));
+            k.push_back(time_steps(*lokr_loop, 2)), v.push_back(time_steps(*vera_loop, 2)),
+            f.push_back(time_steps(*oft_loop, 2));
     }
     std::printf("%s\n", torchscript ? "as TorchScript:" : "layer spec:");
     report("full fine-tuning:", full, a);
@@ -175,7 +180,8 @@ int main(int argc, char** argv) {
     report("DoRA r=8:", dora, c, &full, &a);
     if (ia3_loop)
       report("IA3 (ffn):", *ia3_loop, e, &full, &a), report("LoHa r=8:", *loha_loop, h, &full, &a),
-          report("LoKr r=8:", *lokr_loop, k, &full, &a), report("VeRA r=256:", *vera_loop, v, &full, &a);
+          report("LoKr r=8:", *lokr_loop, k, &full, &a), report("VeRA r=256:", *vera_loop, v, &full, &a),
+          report("OFT (ffn):", *oft_loop, f, &full, &a);
     std::printf("DoRA / LoRA: peak %.3f, time %.3f\n",
                 static_cast<double>(dora.held_bytes + dora.step_bytes) / (lora.held_bytes + lora.step_bytes),
                 median(c) / median(b));

@@ -314,6 +314,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %rename(LohaOptions) ACC_OPTIONS_LOHA;
 %rename(LokrOptions) ACC_OPTIONS_LOKR;
 %rename(VeraOptions) ACC_OPTIONS_VERA;
+%rename(OftOptions) ACC_OPTIONS_OFT;
 %rename(Default) ACC_PLACEMENT_DEFAULT;
 %rename(No) ACC_PLACEMENT_NO;
 %rename(Yes) ACC_PLACEMENT_YES;

@@ -404,6 +404,16 @@ struct acc_accelerator {};
     check(acc_model_add_vera($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's OFTConfig on linear layers: each targeted layer's input rotated block by block, the
+   * rotations trained (oft_R.weight), every other parameter frozen. targetModules: named as for
+   * addLora. opts: OFT options (r or oft_block_size, coft, block_share, ...: the keys of
+   * ACC_OPTIONS_OFT) or null. saveLora, loadLora, mergeLora and setLoraEnabled act on them. Returns
+   * how many layers. */
+  size_t addOft(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_oft($self, targetModules, opts, &n));
+    return n;
+  }
   /* transformers' bitsandbytes quantisation: quantizationConfig is BitsAndBytesConfig as JSON with
    * "load_in_4bit": true (as quantize4bit) or "load_in_8bit": true (LLM.int8 layers, bitsandbytes'
    * Linear8bitLt, int8 weights frozen); see acc_model_quantize. Returns how many layers. */

@@ -144,6 +144,8 @@
   public static Options lokr() { return new Options(OptionsKind.LOKR); }
   /** Options of Model.addVera (PEFT's VeraConfig: r, projection_prng_key, save_projection, ...). */
   public static Options vera() { return new Options(OptionsKind.VERA); }
+  /** Options of Model.addOft (PEFT's OFTConfig: r or oft_block_size, coft, block_share, ...). */
+  public static Options oft() { return new Options(OptionsKind.OFT); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

@@ -606,6 +606,20 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   modules_to_save, layers_to_transform (strings, default none: as ACC_OPTIONS_LORA's),
  *   layers_pattern (string, default none), base_model_name_or_path, revision, task_type (strings,
  *   default none: written to adapter_config.json).
+ * Keys of ACC_OPTIONS_OFT (PEFT's OFTConfig, see acc_model_add_oft): r (int, default 0: the blocks
+ *   per layer; 0: from oft_block_size), oft_block_size (int, default 32: each block's size; 0: from
+ *   r; exactly one of the two non-zero), module_dropout (double, default 0: kept in the
+ *   configuration; PEFT's linear layers do not apply it), coft (bool, default false: each block's
+ *   rotation kept within eps of the identity), eps (double, default 6e-5), block_share (bool,
+ *   default false: one rotation for all of a layer's blocks), use_cayley_neumann (bool, default
+ *   true: the Cayley transform by PEFT's Neumann series; false: by a solve),
+ *   num_cayley_neumann_terms (int, default 5), fan_in_fan_out (bool, default false: PEFT's flag),
+ *   bias ("none", default, "all" or "oft_only"), init_weights (bool, default true: the rotations
+ *   start as the identity; false: their weights drawn normal(0, 0.1)),
+ *   exclude_modules, modules_to_save, layers_to_transform (strings, default none: as
+ *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
+ *   base_model_name_or_path, revision, task_type (strings, default none: written to
+ *   adapter_config.json).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
  *   schedule_wait, schedule_warmup, schedule_active, schedule_repeat, schedule_skip_first (int,
@@ -666,6 +680,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_LOHA = 12,
   ACC_OPTIONS_LOKR = 13,
   ACC_OPTIONS_VERA = 14,
+  ACC_OPTIONS_OFT = 15,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1192,6 +1207,25 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_lokr(acc_model *model, const char
  * before acc_prepare, on a model without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_vera(acc_model *model, const char *target_modules,
                                                    const acc_options *opts, size_t *count);
+/* acc_model_add_oft: PEFT's OFTConfig (orthogonal fine-tuning, get_peft_model with peft_type OFT)
+ * on linear layers: each targeted layer's input is split into blocks (oft_block_size, or r of
+ * them; a size that does not divide the input moved to the nearest divisor, the lower on a tie, as
+ * PEFT moves it) and rotated block by block before the layer computes; the rotations come from
+ * "<module>.oft_R.weight" (blocks, or 1 with block_share, x block (block - 1) / 2: each block's
+ * skew-symmetric Q) by PEFT's Cayley-Neumann series or a solve, with coft's projection written
+ * back to the weight at each forward as PEFT's does; every other parameter frozen but
+ * modules_to_save's (and biases, with bias). Drawn as PEFT draws: zeros, or normal(0, 0.1) from the
+ * global generator without init_weights, layer by layer in the model's order. `target_modules`:
+ * named as for acc_model_add_lora ("all-linear" too); targets must be linear layers
+ * (torch.nn.Linear, a spec's "linear") that the forward calls as modules: transformers' Conv1D, an
+ * embedding or an attention is ACC_ERR_INVALID_ARGUMENT (PEFT's), a convolution, a quantised layer
+ * or one whose weight the forward reads itself ACC_ERR_UNSUPPORTED. `opts`: ACC_OPTIONS_OFT or
+ * NULL (defaults). Files (PEFT's, from 0.14 on), merging (W times the block-diagonal rotation),
+ * disabling, counting and named adapters act as for LoRA; acc_model_add_weighted_adapter is
+ * ACC_ERR_INVALID_ARGUMENT (PEFT's OFT has none). Before creating the optimizer and before
+ * acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_oft(acc_model *model, const char *target_modules,
+                                                  const acc_options *opts, size_t *count);
 /* acc_model_set_lora_enabled: PEFT's enable_adapter_layers (enabled != 0) and disable_adapter_layers
  * (its disable_adapter scope is disable, compute, enable). Disabled, every adapted layer computes as
  * its base layer alone, drawing no dropout mask: the base model's outputs, e.g. a reference model's
@@ -1220,9 +1254,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * acc_model_add_lora would (the same draws from torch's global generator), and keeps it aside (on a
  * model without adapters it is the active one, as get_peft_model(..., adapter_name)). `opts`:
  * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR /
- * ACC_OPTIONS_VERA for an IA3 / LoHa / LoKr / VeRA adapter drawn as acc_model_add_ia3's /
- * acc_model_add_loha's / acc_model_add_lokr's / acc_model_add_vera's; adapters of one method per
- * model, as PEFT.
+ * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT for an adapter of that method, drawn as its acc_model_add_*
+ * draws it; adapters of one method per model, as PEFT.
  * acc_model_load_lora_named: PEFT's load_adapter(dir, adapter_name): as acc_model_load_lora into a
  * model without adapters (the same checks and draws), kept aside; the model's training mode stays
  * (PEFT's load_adapter puts the model in evaluation mode).

@@ -25,7 +25,7 @@ acc::LoraConfig lora_config_arg(const char* target_modules, const acc_options* o
 }
 
 // PEFT's add_adapter takes any method's configuration: ACC_OPTIONS_LORA (or NULL), ACC_OPTIONS_IA3,
-// ACC_OPTIONS_LOHA, ACC_OPTIONS_LOKR or ACC_OPTIONS_VERA.
+// ACC_OPTIONS_LOHA, ACC_OPTIONS_LOKR, ACC_OPTIONS_VERA or ACC_OPTIONS_OFT.
 acc::LoraConfig adapter_config_arg(const char* target_modules, const acc_options* opts) {
   return acc::LoraConfig::of_kind(target_modules ? text_arg(target_modules, "target_modules") : std::string(),
                                   opts ? live(opts, "opts").options : options_arg(nullptr, acc::OptionsKind::Lora));
@@ -219,7 +219,7 @@ acc_status acc_model_add_trainable_tokens(acc_model* model, const char* target_m
 
 namespace {
 
-// acc_model_add_ia3, _loha, _lokr and _vera: PEFT's method of `kind`, with `opts` of that kind or NULL (its
+// acc_model_add_ia3, _loha, _lokr, _vera and _oft: PEFT's method of `kind`, with `opts` of that kind or NULL (its
 // defaults).
 acc_status add_adapters_of(acc_model* model, const char* target_modules, const acc_options* opts, acc::OptionsKind kind,
                            size_t* count) {
@@ -247,6 +247,10 @@ acc_status acc_model_add_lokr(acc_model* model, const char* target_modules, cons
 
 acc_status acc_model_add_vera(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
   return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Vera, count);
+}
+
+acc_status acc_model_add_oft(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
+  return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Oft, count);
 }
 
 acc_status acc_model_save_lora(const acc_model* model, const char* dir) {

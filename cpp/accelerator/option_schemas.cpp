@@ -36,6 +36,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return lokr_option_table();
     case OptionsKind::Vera:
       return vera_option_table();
+    case OptionsKind::Oft:
+      return oft_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -143,6 +143,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "lokr";
     case OptionsKind::Vera:
       return "vera";
+    case OptionsKind::Oft:
+      return "oft";
   }
   return "?";
 }

@@ -58,7 +58,8 @@ enum class OptionsKind : int {
   Ia3 = 11,
   Loha = 12,
   Lokr = 13,
-  Vera = 14
+  Vera = 14,
+  Oft = 15
 };
 
 const char* options_kind_name(OptionsKind kind);

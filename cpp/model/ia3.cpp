@@ -46,6 +46,7 @@ std::vector<LoraAdapter> make_ia3_adapters(const LoraConfig& config, const std::
   for (const LinearSite& site : chosen) {
     LoraAdapter adapter{site, at::Tensor(), at::Tensor(), 0, 1.0};
     adapter.feedforward = config.is_feedforward(site.module);
+    adapter.method = PeftType::Ia3;
     at::Tensor vector = at::randn(ia3_vector_shape(site, adapter.feedforward), at::kFloat);
     if (config.init_ia3_weights) vector.fill_(1.0);
     adapter.ia3 = adapter_parameter(vector, site);

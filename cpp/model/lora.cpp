@@ -18,6 +18,7 @@
 #include "model/lora_ga.h"
 #include "model/lora_init.h"
 #include "model/lycoris.h"
+#include "model/oft.h"
 #include "model/vera.h"
 
 namespace acc {
@@ -352,6 +353,7 @@ const char* adaptable_layers(const LoraConfig& config) {
   if (config.peft_type == PeftType::Loha) return "LoHa adapts linear layers and 1-D and 2-D convolutions";
   if (config.peft_type == PeftType::Lokr) return "LoKr adapts linear layers and 1-D and 2-D convolutions";
   if (config.peft_type == PeftType::Vera) return "VeRA adapts linear layers (transformers' Conv1D too)";
+  if (config.peft_type == PeftType::Oft) return "OFT adapts linear layers";
   return kAdaptableLayers;
 }
 
@@ -514,6 +516,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   if (config.peft_type != PeftType::Lora) {  // IA3, LoHa, LoKr or VeRA
     std::vector<LoraAdapter> made = config.peft_type == PeftType::Ia3    ? make_ia3_adapters(config, chosen)
                                     : config.peft_type == PeftType::Vera ? make_vera_adapters(config, chosen)
+                                    : config.peft_type == PeftType::Oft  ? make_oft_adapters(config, chosen)
                                                                          : make_lycoris_adapters(config, chosen);
     take_new(config, chosen, std::move(made), {}, {}, saved_modules, weights_pending);
     return adapters_.size();
@@ -767,6 +770,7 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   if (is_ia3(adapter)) return ia3_output_adapter(adapter, enabled);
   if (is_lycoris(adapter)) return lycoris_output_adapter(adapter, config_, enabled);
   if (is_vera(adapter)) return vera_output_adapter(adapter, config_.dropout, enabled);
+  if (is_oft(adapter)) return nullptr;  // its input is rotated (LoraAdapters::install)
   if (adapter.magnitude.defined())
     return adapter.site.conv        ? dora_conv_output_adapter(adapter, p, enabled)
            : adapter.site.embedding ? dora_embedding_output_adapter(adapter, enabled)
@@ -1001,6 +1005,13 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
           (w + lycoris_delta(config_.peft_type, stated, adapter.scaling, w.sizes())).to(w.scalar_type());
       continue;
     }
+    if (is_oft(adapter)) {  // PEFT's merge: the weight times the block-diagonal rotation of the state's weight
+      const at::Tensor& w = entry_of(weight_name(adapter.site));
+      merged_weights[weight_name(adapter.site)] =
+          oft_merged_weight(w, adapter, entry_of(module + kOftSuffix).clone(), OftRotation::of(config_));
+      adapter_entries.insert(module + kOftSuffix);
+      continue;
+    }
     if (is_vera(adapter)) {  // PEFT's merge: the weight plus the delta of the state's vectors
       const at::Tensor &lambda_b = entry_of(module + kVeraLambdaB), &lambda_d = entry_of(module + kVeraLambdaD);
       adapter_entries.insert({module + kVeraLambdaB, module + kVeraLambdaD, kVeraBufferA, kVeraBufferB});
@@ -1050,6 +1061,11 @@ void LoraAdapters::merge_into_weights() const {
     if (is_lycoris(adapter)) {
       const at::Tensor& w = adapter.site.weight;
       w.copy_((w + lycoris_delta(config_.peft_type, adapter.factors, adapter.scaling, w.sizes())).to(w.scalar_type()));
+      continue;
+    }
+    if (is_oft(adapter)) {
+      const at::Tensor& w = adapter.site.weight;
+      w.copy_(oft_merged_weight(w, adapter, adapter.factors[0].second, OftRotation::of(config_)));
       continue;
     }
     if (is_vera(adapter)) {

@@ -185,6 +185,7 @@ struct LoraAdapter {
   // LyCORIS adapter's factors (model/lycoris.h: LoHa's hada_w1_a ..., LoKr's lokr_w1 ...) or VeRA's
   // vectors (model/vera.h: vera_lambda_b, vera_lambda_d).
   NamedTensors factors{};
+  PeftType method = PeftType::Lora;  // whose adapter this is (IA3, LoHa, LoKr, VeRA, OFT set it)
   // VeRA's frozen projections, one pair shared by the adapter's layers (model/vera.h); null for
   // every other method.
   std::shared_ptr<VeraProjections> projections{};
@@ -195,11 +196,14 @@ struct LoraAdapter {
 at::Tensor adapter_placed(const at::Tensor& drawn, const LinearSite& site);
 at::Tensor adapter_parameter(const at::Tensor& drawn, const LinearSite& site);
 
-// Whether the adapter is an (IA)^3 vector, VeRA's vectors, or LoHa's or LoKr's factors, rather than
-// a LoRA pair.
+// Whether the adapter is an (IA)^3 vector, VeRA's vectors, OFT's rotations, or LoHa's or LoKr's
+// factors, rather than a LoRA pair.
 inline bool is_ia3(const LoraAdapter& adapter) { return adapter.ia3.defined(); }
-inline bool is_vera(const LoraAdapter& adapter) { return adapter.projections != nullptr; }
-inline bool is_lycoris(const LoraAdapter& adapter) { return !adapter.factors.empty() && !is_vera(adapter); }
+inline bool is_vera(const LoraAdapter& adapter) { return adapter.method == PeftType::Vera; }
+inline bool is_oft(const LoraAdapter& adapter) { return adapter.method == PeftType::Oft; }
+inline bool is_lycoris(const LoraAdapter& adapter) {
+  return adapter.method == PeftType::Loha || adapter.method == PeftType::Lokr;
+}
 
 // (B A) * scaling as PEFT's get_delta_weight computes it, in the weight's layout (a convolution's
 // through the product of its 1 x 1 kernels, or A convolved with B). Unsupported for a convolution

@@ -281,6 +281,35 @@ const OptionTable<LoraConfig>& vera_option_table() {
   return table;
 }
 
+const OptionTable<LoraConfig>& oft_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Oft, [](OptionTable<L>& t) {
+    t.bind("r", "the blocks per layer (0: from oft_block_size)", &L::oft_r).at_least(0).at_most(kMaxLoraRank);
+    t.bind("oft_block_size", "the size of each block (0: from r)", &L::oft_block_size)
+        .at_least(0)
+        .at_most(kMaxLoraRank);
+    t.bind("module_dropout", "kept in the configuration (PEFT's linear layers do not apply it)", &L::module_dropout)
+        .at_least(0)
+        .at_most(1);
+    t.bind("coft", "each block's rotation kept within eps of the identity (constrained OFT)", &L::coft);
+    t.bind("eps", "coft's bound", &L::eps).at_least(0);
+    t.bind("block_share", "one rotation for all the blocks of a layer", &L::block_share);
+    t.bind("use_cayley_neumann", "the Cayley transform by PEFT's Neumann series (false: by a solve)",
+           &L::use_cayley_neumann);
+    t.bind("num_cayley_neumann_terms", "the series' terms", &L::num_cayley_neumann_terms).at_least(1).at_most(64);
+    t.bind("fan_in_fan_out", "PEFT's flag for weights stored in x out; each layer's kind decides, as in PEFT",
+           &L::fan_in_fan_out);
+    t.bind("bias", "which biases train beside the rotations: none, all, oft_only (the adapted layers')", &L::bias)
+        .one_of({"none", "all", "oft_only"});
+    t.bind("init_weights", "the rotations start as the identity (false: their weights normal(0, 0.1))",
+           &L::oft_init_weights);
+    bind_module_lists(t);
+    bind_layers(t);
+    bind_texts(t);
+  });
+  return table;
+}
+
 namespace {
 
 // What LoraConfig::from and LoraConfig::ia3 read alike: target_modules (the text, trimmed),
@@ -386,6 +415,8 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return lokr(targets, options);
     case OptionsKind::Vera:
       return vera(targets, options);
+    case OptionsKind::Oft:
+      return oft(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -416,6 +447,23 @@ LoraConfig LoraConfig::loha(const std::string& targets, const Options& options) 
 
 LoraConfig LoraConfig::lokr(const std::string& targets, const Options& options) {
   return lycoris(PeftType::Lokr, targets, options);
+}
+
+LoraConfig LoraConfig::oft(const std::string& targets, const Options& options) {
+  require(options.kind() == OptionsKind::Oft, "OFT options must be of kind oft, got ",
+          options_kind_name(options.kind()));
+  LoraConfig config = oft_option_table().read(options);
+  config.peft_type = PeftType::Oft;
+  // PEFT's OFTConfig check: one of the two, not both.
+  require((config.oft_r != 0) != (config.oft_block_size != 0), "OFT takes r or oft_block_size, one of them non-zero ",
+          "and the other 0 (r x oft_block_size is the layer's input): got r ", config.oft_r, " and oft_block_size ",
+          config.oft_block_size);
+  if (config.bias == "oft_only") config.bias = "lora_only";  // the adapted layers' biases train
+  const std::string text = trimmed(targets);
+  require(!text.empty(), "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\")");
+  read_shared_settings(config, text);
+  read_patterns_and_layers(config);
+  return config;
 }
 
 LoraConfig LoraConfig::vera(const std::string& targets, const Options& options) {

@@ -36,8 +36,8 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // (a Hadamard product of two low-rank products added to the weight, model/loha.h) or its
 // LoKrConfig (a Kronecker product of two factors added to the weight, model/lokr.h) or its
 // VeraConfig (two trained vectors scaling frozen random projections shared by the layers,
-// model/vera.h).
-enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr, Vera };
+// model/vera.h) or its OFTConfig (each layer's input rotated block by block, model/oft.h).
+enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr, Vera, Oft };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
   switch (type) {
@@ -51,6 +51,8 @@ inline const char* peft_type_name(PeftType type) {
       return "LOKR";
     case PeftType::Vera:
       return "VERA";
+    case PeftType::Oft:
+      return "OFT";
     case PeftType::TrainableTokens:
       break;
   }
@@ -70,6 +72,8 @@ inline const char* peft_method_name(PeftType type) {
       return "LoKr";
     case PeftType::Vera:
       return "VeRA";
+    case PeftType::Oft:
+      return "OFT";
     case PeftType::TrainableTokens:
       break;
   }
@@ -212,6 +216,19 @@ struct LoraConfig {
   bool save_projection = true;
   double d_initial = 0.1;
   bool vera_init_weights = true;
+  // PEFT's OFTConfig (peft_type Oft; its module_dropout is `module_dropout`, which PEFT's linear
+  // forward does not apply): the blocks per layer (oft_r) or their size (oft_block_size, where oft_r
+  // is 0), each adjusted to divide the input; coft's projection (eps); one rotation for all blocks
+  // (block_share); the Cayley-Neumann series of num_cayley_neumann_terms terms, else the Cayley
+  // transform by a solve; the weights zeros (oft_init_weights; false: normal(0, 0.1)).
+  int64_t oft_r = 0;
+  int64_t oft_block_size = 32;
+  bool coft = false;
+  double eps = 6e-5;
+  bool block_share = false;
+  bool use_cayley_neumann = true;
+  int64_t num_cayley_neumann_terms = 5;
+  bool oft_init_weights = true;
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -264,6 +281,8 @@ struct LoraConfig {
   static LoraConfig lokr(const std::string& targets, const Options& options);
   // PEFT's VeraConfig: `targets` as above (or "all-linear"), `options` of kind vera.
   static LoraConfig vera(const std::string& targets, const Options& options);
+  // PEFT's OFTConfig: `targets` as above (or "all-linear"), `options` of kind oft.
+  static LoraConfig oft(const std::string& targets, const Options& options);
   // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
   // add_adapter takes any).
   static LoraConfig of_kind(const std::string& targets, const Options& options);
@@ -320,5 +339,6 @@ const OptionTable<LoraConfig>& ia3_option_table();
 const OptionTable<LoraConfig>& loha_option_table();
 const OptionTable<LoraConfig>& lokr_option_table();
 const OptionTable<LoraConfig>& vera_option_table();
+const OptionTable<LoraConfig>& oft_option_table();
 
 }  // namespace acc

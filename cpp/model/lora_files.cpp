@@ -15,6 +15,7 @@
 #include "model/ia3.h"
 #include "model/lora_init.h"
 #include "model/lycoris.h"
+#include "model/oft.h"
 #include "model/vera.h"
 
 namespace acc {
@@ -127,6 +128,31 @@ nlohmann::ordered_json vera_config_json(const LoraConfig& config) {
   j["init_weights"] = config.vera_init_weights;
   j["layers_to_transform"] = config.layers_to_transform.empty() ? json(nullptr) : json(config.layers_to_transform);
   j["layers_pattern"] = config.layers_pattern.empty() ? json(nullptr) : json(config.layers_pattern);
+  return j;
+}
+
+// PEFT's OFTConfig: its fields, in its order.
+nlohmann::ordered_json oft_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  json j = peft_config_json(peft_type_name(PeftType::Oft), config);
+  j["r"] = config.oft_r;
+  j["oft_block_size"] = config.oft_block_size;
+  j["module_dropout"] = config.module_dropout;
+  j["target_modules"] = targets_json(config);
+  j["fan_in_fan_out"] = config.fan_in_fan_out;
+  j["bias"] = config.bias == "lora_only" ? "oft_only" : config.bias;
+  j["exclude_modules"] = config.exclude_regex.empty() && config.exclude_names.empty()
+                             ? json(nullptr)
+                             : modules_json(config.exclude_names, config.exclude_regex);
+  j["init_weights"] = config.oft_init_weights;
+  j["layers_to_transform"] = config.layers_to_transform.empty() ? json(nullptr) : json(config.layers_to_transform);
+  j["layers_pattern"] = config.layers_pattern.empty() ? json(nullptr) : json(config.layers_pattern);
+  j["modules_to_save"] = config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save);
+  j["coft"] = config.coft;
+  j["eps"] = config.eps;
+  j["block_share"] = config.block_share;
+  j["use_cayley_neumann"] = config.use_cayley_neumann;
+  j["num_cayley_neumann_terms"] = config.num_cayley_neumann_terms;
   return j;
 }
 
@@ -477,6 +503,65 @@ LoraConfig lycoris_config_from_json(PeftType method, const nlohmann::ordered_jso
   return config;
 }
 
+// PEFT's OFTConfig (peft_type OFT).
+LoraConfig oft_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  auto refuse = [&](const std::string& key, const std::string& why) {
+    fail(Status::Io, "'", path, "': '", key, "' ", why);
+  };
+  LoraConfig config;
+  config.peft_type = PeftType::Oft;
+  // PEFT refuses a file from before 0.14 (no oft_block_size), whose weights are laid out otherwise.
+  if (!j.contains("oft_block_size"))
+    refuse("oft_block_size",
+           "is missing: the adapter comes from PEFT before 0.14, whose OFT weights are laid out "
+           "otherwise (PEFT refuses it too)");
+  auto integer = [&](const char* key, int64_t fallback) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() < 0 || j[key].get<int64_t>() > kMaxLoraRank)
+      refuse(key, "must be an integer from 0 to 2^20");
+    return j[key].get<int64_t>();
+  };
+  auto flag = [&](const char* key, bool fallback) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_boolean()) refuse(key, "must be true or false");
+    return j[key].get<bool>();
+  };
+  auto number = [&](const char* key, double fallback, double low, double high) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_number() || !(j[key].get<double>() >= low && j[key].get<double>() <= high))
+      refuse(key, "must be a number in [" + concat(low) + ", " + concat(high) + "]");
+    return j[key].get<double>();
+  };
+  config.oft_r = integer("r", 0);
+  config.oft_block_size = integer("oft_block_size", 32);
+  if ((config.oft_r != 0) == (config.oft_block_size != 0))
+    refuse("r", "and 'oft_block_size' must be one 0 and the other not (PEFT's OFTConfig check)");
+  config.module_dropout = number("module_dropout", 0, 0, 1);
+  config.coft = flag("coft", false);
+  config.eps = number("eps", 6e-5, 0, kMaxLoraAlpha);
+  config.block_share = flag("block_share", false);
+  config.use_cayley_neumann = flag("use_cayley_neumann", true);
+  config.num_cayley_neumann_terms = integer("num_cayley_neumann_terms", 5);
+  if (config.num_cayley_neumann_terms < 1 || config.num_cayley_neumann_terms > 64)
+    refuse("num_cayley_neumann_terms", "must be from 1 to 64");
+  config.fan_in_fan_out = flag("fan_in_fan_out", false);
+  config.oft_init_weights = flag("init_weights", true);
+  if (j.contains("bias") && !j["bias"].is_null()) {
+    if (j["bias"] != "none" && j["bias"] != "all" && j["bias"] != "oft_only")
+      refuse("bias", "must be \"none\", \"all\" or \"oft_only\"");
+    config.bias = j["bias"] == "oft_only" ? "lora_only" : j["bias"].get<std::string>();
+  }
+  read_modules_to_save(j, path, &config);
+  read_texts(j, path, &config);
+  const std::vector<std::string> layer_lists = read_layer_settings(j, path, &config);
+  if (!j.contains("target_modules") || j["target_modules"].is_null())
+    refuse("target_modules", "is missing (PEFT fills it in for the transformers models it knows; name the layers)");
+  read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
+  read_exclude_modules(j, path, &config);
+  finish_layer_settings(j, path, layer_lists, &config);
+  return config;
+}
+
 // PEFT's VeraConfig (peft_type VERA).
 LoraConfig vera_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
   auto refuse = [&](const std::string& key, const std::string& why) {
@@ -542,6 +627,8 @@ nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
       return lycoris_config_json(config);
     case PeftType::Vera:
       return vera_config_json(config);
+    case PeftType::Oft:
+      return oft_config_json(config);
     case PeftType::Lora:
       break;
   }
@@ -559,10 +646,11 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "LOHA") return lycoris_config_from_json(PeftType::Loha, j, path);
   if (j.contains("peft_type") && j["peft_type"] == "LOKR") return lycoris_config_from_json(PeftType::Lokr, j, path);
   if (j.contains("peft_type") && j["peft_type"] == "VERA") return vera_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "OFT") return oft_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse("peft_type",
-           "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\" or \"TRAINABLE_TOKENS\" (other PEFT "
-           "methods are not supported)");
+           "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\" or \"TRAINABLE_TOKENS\" (other "
+           "PEFT methods are not supported)");
   LoraConfig config;
   if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > (1 << 20))
     refuse("r", "must be an integer from 1 to 2^20");
@@ -838,7 +926,7 @@ LoraFiles read_lora_files(const std::string& dir) {
   };
   const bool standalone = files.config.peft_type == PeftType::TrainableTokens;
   const bool lycoris = files.config.peft_type == PeftType::Loha || files.config.peft_type == PeftType::Lokr;
-  const bool vera = files.config.peft_type == PeftType::Vera;
+  const bool vera = files.config.peft_type == PeftType::Vera, oft = files.config.peft_type == PeftType::Oft;
   const char* method = peft_method_name(files.config.peft_type);
   const std::string delta_suffix = standalone ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix;
   for (auto& [name, tensor] : contents.tensors) {
@@ -887,16 +975,19 @@ LoraFiles read_lora_files(const std::string& dir) {
       }
       refuse(name, "is not an IA3 vector (<module>.ia3_l) nor what modules_to_save trains");
     }
-    if (lycoris || vera) {
+    if (lycoris || vera || oft) {
       bool factor = false;
-      const std::vector<std::string> suffixes =
-          vera ? std::vector<std::string>{kVeraLambdaB, kVeraLambdaD} : lycoris_suffixes(files.config.peft_type);
+      const std::vector<std::string> suffixes = vera  ? std::vector<std::string>{kVeraLambdaB, kVeraLambdaD}
+                                                : oft ? std::vector<std::string>{kOftSuffix}
+                                                      : lycoris_suffixes(files.config.peft_type);
       for (const std::string& suffix : suffixes) {
         if (!ends_with(in_model, suffix) || in_model.size() <= suffix.size()) continue;
         // VeRA's vectors are 1-D; the CP form's cores are 4-D; every other factor a matrix, or LoKr's
         // whole w2 with its kernel.
         if (vera && (!tensor.is_floating_point() || tensor.dim() != 1))
           refuse(name, "must be a 1-D floating-point tensor (VeRA's vectors)");
+        if (oft && (!tensor.is_floating_point() || tensor.dim() != 2))
+          refuse(name, "must be a 2-D floating-point tensor (OFT's rotations: blocks x block (block - 1) / 2)");
         if (!vera && (!tensor.is_floating_point() || tensor.dim() < 2 || tensor.dim() > 4))
           refuse(name, std::string("must be a floating-point tensor of 2 to 4 dimensions (") + method + "'s factors)");
         files.modules[in_model.substr(0, in_model.size() - suffix.size())].factors.emplace_back(suffix, tensor);
@@ -905,7 +996,7 @@ LoraFiles read_lora_files(const std::string& dir) {
       }
       if (factor) continue;
       const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
-      if (files.config.saves(in_model) || (vera && a_bias && files.config.bias != "none")) {
+      if (files.config.saves(in_model) || ((vera || oft) && a_bias && files.config.bias != "none")) {
         files.saved[in_model] = tensor;
         continue;
       }
@@ -967,6 +1058,7 @@ LoraFiles read_lora_files(const std::string& dir) {
   }
   if (files.modules.empty()) fail(Status::Io, "'", weights_path, "' holds no adapter");
   if (files.config.peft_type == PeftType::Ia3) return files;
+  if (oft) return files;  // (each module's one tensor; its shape is checked against the layer when loading)
   if (vera) {  // both vectors of every layer; the projections where the configuration saves them
     for (const auto& [module, pair] : files.modules)
       for (const char* suffix : {kVeraLambdaB, kVeraLambdaD})

@@ -4,6 +4,7 @@
 #include "common/error.h"
 #include "model/ia3.h"
 #include "model/lora.h"
+#include "model/oft.h"
 
 namespace acc {
 
@@ -12,6 +13,8 @@ void LoraAdapters::install() const {
     if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(output_adapter(adapter));
     if (is_ia3(adapter) && adapter.site.set_input_adapter)
       adapter.site.set_input_adapter(ia3_input_adapter(adapter, enabled_));
+    if (is_oft(adapter) && adapter.site.set_input_adapter)
+      adapter.site.set_input_adapter(oft_input_adapter(adapter, OftRotation::of(config_), enabled_));
   }
 }
 
@@ -61,9 +64,7 @@ bool LoraAdapters::wired_like(const LoraAdapters& other) const {
     const LinearSite &mine = adapters_[k].site, &theirs = other.adapters_[k].site;
     if (mine.module != theirs.module || mine.parameter != theirs.parameter || mine.owner != theirs.owner ||
         bool(mine.set_output_adapter) != bool(theirs.set_output_adapter) ||
-        is_ia3(adapters_[k]) != is_ia3(other.adapters_[k]) ||
-        is_lycoris(adapters_[k]) != is_lycoris(other.adapters_[k]) ||
-        is_vera(adapters_[k]) != is_vera(other.adapters_[k]))
+        is_ia3(adapters_[k]) != is_ia3(other.adapters_[k]) || adapters_[k].method != other.adapters_[k].method)
       return false;
   }
   return true;
@@ -85,6 +86,7 @@ void LoraAdapters::swap_in(LoraAdapters& other, bool enabled) {
     std::swap(mine.ia3, theirs.ia3);
     std::swap(mine.factors, theirs.factors);
     std::swap(mine.projections, theirs.projections);
+    std::swap(mine.method, theirs.method);
     std::swap(mine.feedforward, theirs.feedforward);
     std::swap(mine.r, theirs.r);
     std::swap(mine.scaling, theirs.scaling);

@@ -65,6 +65,7 @@ std::vector<LoraAdapter> make_lycoris_adapters(const LoraConfig& config, const s
   at::NoGradGuard no_grad;
   for (const LinearSite& site : chosen) {
     LoraAdapter adapter{site, at::Tensor(), at::Tensor(), config.rank_of(site.module), config.scaling_of(site.module)};
+    adapter.method = config.peft_type;
     // PEFT's create_adapter_parameters (torch.empty, float32), its reset in the registration order,
     // then the move to the layer.
     for (const FactorShape& f : lycoris_factor_shapes(config, site))

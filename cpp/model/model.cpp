@@ -21,6 +21,7 @@
 #include "model/ia3.h"
 #include "model/lora_files.h"
 #include "model/lycoris.h"
+#include "model/oft.h"
 #include "model/vera.h"
 
 namespace acc {
@@ -613,6 +614,7 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
     fail(e.status(), where, ": ", e.what());
   }
   const bool ia3 = files.config.peft_type == PeftType::Ia3, vera = files.config.peft_type == PeftType::Vera,
+             oft = files.config.peft_type == PeftType::Oft,
              lycoris = files.config.peft_type == PeftType::Loha || files.config.peft_type == PeftType::Lokr;
   for (const auto& [module, pair] : files.modules) {
     auto it = targeted.find(module);
@@ -629,9 +631,10 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
               feedforward ? " (a feedforward module: its input scaled)" : " (its output scaled)");
       continue;
     }
-    if (lycoris || vera) {  // the tensors the configuration makes for this layer, each of its shape
-      const std::vector<FactorShape> shapes =
-          vera ? vera_factor_shapes(files.config, site) : lycoris_factor_shapes(files.config, site);
+    if (lycoris || vera || oft) {  // the tensors the configuration makes for this layer, each of its shape
+      const std::vector<FactorShape> shapes = vera  ? vera_factor_shapes(files.config, site)
+                                              : oft ? oft_factor_shapes(files.config, site)
+                                                    : lycoris_factor_shapes(files.config, site);
       const char* method = peft_method_name(files.config.peft_type);
       for (const FactorShape& expected : shapes) {
         auto found = std::find_if(pair.factors.begin(), pair.factors.end(),
@@ -766,7 +769,7 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
               have.save_projection ? "true" : "false");
     }
     for (const auto& adapter : lora_.adapters()) {
-      if (is_ia3(adapter) || is_vera(adapter)) continue;
+      if (is_ia3(adapter) || is_vera(adapter) || is_oft(adapter)) continue;  // (OFT: its shapes, below)
       const std::string& module = pattern_name(adapter.site);
       const LoraConfig& file = files.config;
       require(adapter.r == file.rank_of(module) && adapter.scaling == file.scaling_of(module), where, " adapts '",

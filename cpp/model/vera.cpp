@@ -66,6 +66,7 @@ std::vector<LoraAdapter> make_vera_adapters(const LoraConfig& config, const std:
     adapter.factors = {{kVeraLambdaB, adapter_parameter(lambda_b, site)},
                        {kVeraLambdaD, adapter_parameter(lambda_d, site)}};
     adapter.projections = projections;
+    adapter.method = PeftType::Vera;
     made.push_back(std::move(adapter));
   }
   return made;

@@ -79,7 +79,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"IA3", acc::OptionsKind::Ia3},
                                                            {"LOHA", acc::OptionsKind::Loha},
                                                            {"LOKR", acc::OptionsKind::Lokr},
-                                                           {"VERA", acc::OptionsKind::Vera}};
+                                                           {"VERA", acc::OptionsKind::Vera},
+                                                           {"OFT", acc::OptionsKind::Oft}};
 
 }  // namespace
 

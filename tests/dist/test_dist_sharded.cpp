@@ -127,6 +127,7 @@ struct Settings {
   bool loha_cp = false;                // with use_effective_conv2d (PEFT's CP form of wider kernels)
   // LoKr target modules (PEFT's LoKrConfig, r 1, decompose_both, the CP form, init_weights false)
   const char* lokr = nullptr;
+  const char* oft = nullptr;   // OFT target modules (PEFT's OFTConfig, block_share, init_weights false)
   const char* vera = nullptr;  // VeRA target modules (PEFT's VeraConfig, r 4, vera_dropout 0.1, init_weights false)
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
@@ -242,6 +243,13 @@ struct Job {
       EXPECT_EQ(acc_options_set_bool(o, "use_effective_conv2d", 1), ACC_OK);
       EXPECT_EQ(acc_options_set(o, "init_weights", "false"), ACC_OK);
       EXPECT_EQ(acc_model_add_lokr(model, s.lokr, o, nullptr), ACC_OK) << acc_last_error_message();
+      acc_options_free(o);
+    }
+    if (s.oft) {
+      acc_options* o = nullptr;
+      EXPECT_EQ(acc_options_create(ACC_OPTIONS_OFT, &o), ACC_OK);
+      EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
+      EXPECT_EQ(acc_model_add_oft(model, s.oft, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
     if (s.vera) {
@@ -681,6 +689,14 @@ TEST(Sharded, VeraTrainsUnderEveryStageAsUnderDdp) {
   Settings s;
   s.vera = "0,2,4";
   s.seeded_steps = true;  // vera_dropout's draws alike
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// PEFT's OFT: each layer's rotation weights are parameters as any other; the rotations act on the
+// layers' inputs, whole under every stage.
+TEST(Sharded, OftTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.oft = "0,2,4";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 

@@ -35,6 +35,9 @@ public partial class Options {
   /// <summary>Options of Model.AddVera (PEFT's VeraConfig: r, projection_prng_key, save_projection,
   /// vera_dropout, d_initial, init_weights, ...).</summary>
   public static Options Vera() { return new Options(OptionsKind.VeraOptions); }
+  /// <summary>Options of Model.AddOft (PEFT's OFTConfig: r or oft_block_size, coft, block_share,
+  /// use_cayley_neumann, init_weights, ...).</summary>
+  public static Options Oft() { return new Options(OptionsKind.OftOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

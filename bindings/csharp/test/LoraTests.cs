@@ -380,6 +380,13 @@ public class LoraTests {
       RoundTrips(model => model.AddVera("1", o), "1.vera_lambda_b", "1.vera_lambda_d");
   }
 
+  // PEFT's OFT on the linear layer (4 inputs: 2 blocks of 2).
+  [Test]
+  public void OftTrainsAndRoundTrips() {
+    using (Options o = Options.Oft().Put("oft_block_size", 2).Put("init_weights", false))
+      RoundTrips(model => model.AddOft("1", o), "1.oft_R.weight");
+  }
+
   // A PEFT method `add` puts on TokenSpec's linear layer, drawn so that it changes the outputs: its
   // tensors `adapterNames` follow the layer's own, and PEFT's files round-trip.
   static void RoundTrips(System.Func<Model, long> add, params string[] adapterNames) {

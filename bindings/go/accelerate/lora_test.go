@@ -380,6 +380,13 @@ func TestVeraTrainsAndRoundTrips(t *testing.T) {
 	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddVera("1", o) }, "1.vera_lambda_b", "1.vera_lambda_d")
 }
 
+// PEFT's OFT on the linear layer (4 inputs: 2 blocks of 2).
+func TestOftTrainsAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.OftOptions, map[string]any{"oft_block_size": 2, "init_weights": false})
+	defer o.Close()
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddOft("1", o) }, "1.oft_R.weight")
+}
+
 // methodOptions makes options of kind with the given values (ints, bools, strings).
 func methodOptions(t *testing.T, kind acc.OptionsKind, values map[string]any) *acc.Options {
 	t.Helper()

@@ -31,6 +31,8 @@ const (
 	LokrOptions OptionsKind = capi.OptionsLokr
 	// PEFT's VeraConfig (Model.AddVera: r, projection_prng_key, save_projection, ...)
 	VeraOptions OptionsKind = capi.OptionsVera
+	// PEFT's OFTConfig (Model.AddOft: r or oft_block_size, coft, block_share, ...)
+	OftOptions OptionsKind = capi.OptionsOft
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -337,6 +339,20 @@ func (m *Model) AddVera(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddVera(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddOft adds PEFT's OFT adapters on linear layers: each targeted layer's input is rotated block by
+// block, the rotations trained (oft_R.weight); every other parameter is frozen. targetModules: named
+// as for AddLora. opts: OftOptions or nil. SaveLora, LoadLora, MergeLora and WithoutLora act on them.
+// It returns how many layers were adapted.
+func (m *Model) AddOft(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddOft(targetModules, oh, e) })
 	return int(n), err
 }
 

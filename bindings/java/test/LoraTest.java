@@ -315,6 +315,14 @@ class LoraTest {
     }
   }
 
+  /** PEFT's OFT on the linear layer (4 inputs: 2 blocks of 2). */
+  @Test
+  void oftTrainsAndRoundTrips() {
+    try (Options o = Options.oft().put("oft_block_size", 2).put("init_weights", false)) {
+      roundTrips(model -> model.addOft("1", o), Arrays.asList("1.oft_R.weight"));
+    }
+  }
+
   /** A PEFT method `add` puts on TOKEN_SPEC's linear layer, drawn so that it changes the outputs:
    *  its tensors `adapterNames` follow the layer's own, and PEFT's files round-trip. */
   void roundTrips(java.util.function.ToLongFunction<Model> add, java.util.List<String> adapterNames) {

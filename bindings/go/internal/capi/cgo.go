@@ -63,6 +63,7 @@ const (
 	OptionsLoha            = C.ACC_OPTIONS_LOHA
 	OptionsLokr            = C.ACC_OPTIONS_LOKR
 	OptionsVera            = C.ACC_OPTIONS_VERA
+	OptionsOft             = C.ACC_OPTIONS_OFT
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
