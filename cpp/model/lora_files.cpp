@@ -35,6 +35,35 @@ constexpr const char* kAttentionOutProj = ".base_layer.out_proj";
 // they are taken only beside the configuration they were saved with. (PEFT ignores the key.)
 constexpr const char* kConfigChecksumKey = "accelerate_adapter_config_crc32c";
 
+// A PEFT configuration's fields as its readers take them: a key missing or null is the default;
+// anything else of the wrong kind or out of bounds is refused, naming the file and the key.
+struct ConfigFields {
+  const nlohmann::ordered_json& j;
+  const std::string& path;
+
+  [[noreturn]] void refuse(const std::string& key, const std::string& why) const {
+    fail(Status::Io, "'", path, "': '", key, "' ", why);
+  }
+  bool given(const char* key) const { return j.contains(key) && !j[key].is_null(); }
+  bool flag(const char* key, bool fallback) const {
+    if (!given(key)) return fallback;
+    if (!j[key].is_boolean()) refuse(key, "must be true or false");
+    return j[key].get<bool>();
+  }
+  double number(const char* key, double fallback, double low, double high) const {
+    if (!given(key)) return fallback;
+    if (!j[key].is_number() || !(j[key].get<double>() >= low && j[key].get<double>() <= high))
+      refuse(key, "must be a number in [" + concat(low) + ", " + concat(high) + "]");
+    return j[key].get<double>();
+  }
+  int64_t integer(const char* key, int64_t fallback, int64_t low, int64_t high, const std::string& range) const {
+    if (!given(key)) return fallback;
+    if (!j[key].is_number_integer() || j[key].get<int64_t>() < low || j[key].get<int64_t>() > high)
+      refuse(key, "must be an integer " + range);
+    return j[key].get<int64_t>();
+  }
+};
+
 std::string config_checksum(const std::string& text) {
   char hex[9];
   std::snprintf(hex, sizeof hex, "%08x", crc32c(text.data(), text.size()));
@@ -362,13 +391,9 @@ void read_modules_to_save(const nlohmann::ordered_json& j, const std::string& pa
 LoraConfig ia3_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
   LoraConfig config;
   config.peft_type = PeftType::Ia3;
-  auto flag = [&](const char* key, bool fallback) {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_boolean()) fail(Status::Io, "'", path, "': '", key, "' must be true or false");
-    return j[key].get<bool>();
-  };
-  config.fan_in_fan_out = flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
-  config.init_ia3_weights = flag("init_ia3_weights", true);
+  const ConfigFields fields{j, path};
+  config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
+  config.init_ia3_weights = fields.flag("init_ia3_weights", true);
   read_modules_to_save(j, path, &config);
   read_texts(j, path, &config);
   if (!j.contains("target_modules") || j["target_modules"].is_null())
@@ -448,47 +473,26 @@ void read_patterns(const nlohmann::ordered_json& j, const std::string& path, Lor
 
 // PEFT's LoHaConfig (peft_type LOHA) or LoKrConfig (LOKR).
 LoraConfig lycoris_config_from_json(PeftType method, const nlohmann::ordered_json& j, const std::string& path) {
-  auto refuse = [&](const std::string& key, const std::string& why) {
-    fail(Status::Io, "'", path, "': '", key, "' ", why);
-  };
+  const ConfigFields fields{j, path};
   LoraConfig config;
   config.peft_type = method;
-  if (j.contains("r") && !j["r"].is_null()) {  // PEFT's default: 8
-    if (!j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > kMaxLoraRank)
-      refuse("r", "must be an integer from 1 to 2^20");
-    config.r = j["r"].get<int64_t>();
-  }
-  auto number = [&](const char* key, double fallback, double low, double high) {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_number() || !(j[key].get<double>() >= low && j[key].get<double>() <= high))
-      refuse(key, "must be a number in [" + concat(low) + ", " + concat(high) + "]");
-    return j[key].get<double>();
-  };
-  config.alpha = number("alpha", 8, 0, kMaxLoraAlpha);
-  config.rank_dropout = number("rank_dropout", 0, 0, 1);
-  config.module_dropout = number("module_dropout", 0, 0, 1);
-  auto flag = [&](const char* key, bool fallback) {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_boolean()) refuse(key, "must be true or false");
-    return j[key].get<bool>();
-  };
-  config.use_effective_conv2d = flag("use_effective_conv2d", false);
+  config.r = fields.integer("r", 8, 1, kMaxLoraRank, "from 1 to 2^20");  // PEFT's default: 8
+  config.alpha = fields.number("alpha", 8, 0, kMaxLoraAlpha);
+  config.rank_dropout = fields.number("rank_dropout", 0, 0, 1);
+  config.module_dropout = fields.number("module_dropout", 0, 0, 1);
+  config.use_effective_conv2d = fields.flag("use_effective_conv2d", false);
   if (method == PeftType::Loha) {
-    config.loha_init_weights = flag("init_weights", true);
+    config.loha_init_weights = fields.flag("init_weights", true);
   } else {
-    config.decompose_both = flag("decompose_both", false);
-    config.rank_dropout_scale = flag("rank_dropout_scale", false);
-    if (j.contains("decompose_factor") && !j["decompose_factor"].is_null()) {
-      const auto& factor = j["decompose_factor"];
-      if (!factor.is_number_integer() || factor.get<int64_t>() < -(1LL << 31) || factor.get<int64_t>() > (1LL << 31))
-        refuse("decompose_factor", "must be an integer (-1: near the square root)");
-      config.decompose_factor = factor.get<int64_t>();
-    }
+    config.decompose_both = fields.flag("decompose_both", false);
+    config.rank_dropout_scale = fields.flag("rank_dropout_scale", false);
+    config.decompose_factor =
+        fields.integer("decompose_factor", -1, -(1LL << 31), 1LL << 31, "(-1: near the square root)");
     if (j.contains("init_weights") && j["init_weights"].is_string()) {  // PEFT: "lycoris", else its truth
       const std::string init = j["init_weights"].get<std::string>();
       config.lokr_init_weights = init == "lycoris" ? "lycoris" : init.empty() ? "false" : "true";
     } else {
-      config.lokr_init_weights = flag("init_weights", true) ? "true" : "false";
+      config.lokr_init_weights = fields.flag("init_weights", true) ? "true" : "false";
     }
   }
   read_modules_to_save(j, path, &config);
@@ -496,7 +500,8 @@ LoraConfig lycoris_config_from_json(PeftType method, const nlohmann::ordered_jso
   read_patterns(j, path, &config);
   const std::vector<std::string> layer_lists = read_layer_settings(j, path, &config);
   if (!j.contains("target_modules") || j["target_modules"].is_null())
-    refuse("target_modules", "is missing (PEFT fills it in for the transformers models it knows; name the layers)");
+    fields.refuse("target_modules",
+                  "is missing (PEFT fills it in for the transformers models it knows; name the layers)");
   read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
   read_exclude_modules(j, path, &config);
   finish_layer_settings(j, path, layer_lists, &config);
@@ -505,57 +510,37 @@ LoraConfig lycoris_config_from_json(PeftType method, const nlohmann::ordered_jso
 
 // PEFT's OFTConfig (peft_type OFT).
 LoraConfig oft_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
-  auto refuse = [&](const std::string& key, const std::string& why) {
-    fail(Status::Io, "'", path, "': '", key, "' ", why);
-  };
+  const ConfigFields fields{j, path};
   LoraConfig config;
   config.peft_type = PeftType::Oft;
   // PEFT refuses a file from before 0.14 (no oft_block_size), whose weights are laid out otherwise.
   if (!j.contains("oft_block_size"))
-    refuse("oft_block_size",
-           "is missing: the adapter comes from PEFT before 0.14, whose OFT weights are laid out "
-           "otherwise (PEFT refuses it too)");
-  auto integer = [&](const char* key, int64_t fallback) {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_number_integer() || j[key].get<int64_t>() < 0 || j[key].get<int64_t>() > kMaxLoraRank)
-      refuse(key, "must be an integer from 0 to 2^20");
-    return j[key].get<int64_t>();
-  };
-  auto flag = [&](const char* key, bool fallback) {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_boolean()) refuse(key, "must be true or false");
-    return j[key].get<bool>();
-  };
-  auto number = [&](const char* key, double fallback, double low, double high) {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_number() || !(j[key].get<double>() >= low && j[key].get<double>() <= high))
-      refuse(key, "must be a number in [" + concat(low) + ", " + concat(high) + "]");
-    return j[key].get<double>();
-  };
-  config.oft_r = integer("r", 0);
-  config.oft_block_size = integer("oft_block_size", 32);
+    fields.refuse("oft_block_size",
+                  "is missing: the adapter comes from PEFT before 0.14, whose OFT weights are laid "
+                  "out otherwise (PEFT refuses it too)");
+  config.oft_r = fields.integer("r", 0, 0, kMaxLoraRank, "from 0 to 2^20");
+  config.oft_block_size = fields.integer("oft_block_size", 32, 0, kMaxLoraRank, "from 0 to 2^20");
   if ((config.oft_r != 0) == (config.oft_block_size != 0))
-    refuse("r", "and 'oft_block_size' must be one 0 and the other not (PEFT's OFTConfig check)");
-  config.module_dropout = number("module_dropout", 0, 0, 1);
-  config.coft = flag("coft", false);
-  config.eps = number("eps", 6e-5, 0, kMaxLoraAlpha);
-  config.block_share = flag("block_share", false);
-  config.use_cayley_neumann = flag("use_cayley_neumann", true);
-  config.num_cayley_neumann_terms = integer("num_cayley_neumann_terms", 5);
-  if (config.num_cayley_neumann_terms < 1 || config.num_cayley_neumann_terms > 64)
-    refuse("num_cayley_neumann_terms", "must be from 1 to 64");
-  config.fan_in_fan_out = flag("fan_in_fan_out", false);
-  config.oft_init_weights = flag("init_weights", true);
-  if (j.contains("bias") && !j["bias"].is_null()) {
+    fields.refuse("r", "and 'oft_block_size' must be one 0 and the other not (PEFT's OFTConfig check)");
+  config.module_dropout = fields.number("module_dropout", 0, 0, 1);
+  config.coft = fields.flag("coft", false);
+  config.eps = fields.number("eps", 6e-5, 0, kMaxLoraAlpha);
+  config.block_share = fields.flag("block_share", false);
+  config.use_cayley_neumann = fields.flag("use_cayley_neumann", true);
+  config.num_cayley_neumann_terms = fields.integer("num_cayley_neumann_terms", 5, 1, 64, "from 1 to 64");
+  config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);
+  config.oft_init_weights = fields.flag("init_weights", true);
+  if (fields.given("bias")) {
     if (j["bias"] != "none" && j["bias"] != "all" && j["bias"] != "oft_only")
-      refuse("bias", "must be \"none\", \"all\" or \"oft_only\"");
+      fields.refuse("bias", "must be \"none\", \"all\" or \"oft_only\"");
     config.bias = j["bias"] == "oft_only" ? "lora_only" : j["bias"].get<std::string>();
   }
   read_modules_to_save(j, path, &config);
   read_texts(j, path, &config);
   const std::vector<std::string> layer_lists = read_layer_settings(j, path, &config);
   if (!j.contains("target_modules") || j["target_modules"].is_null())
-    refuse("target_modules", "is missing (PEFT fills it in for the transformers models it knows; name the layers)");
+    fields.refuse("target_modules",
+                  "is missing (PEFT fills it in for the transformers models it knows; name the layers)");
   read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
   read_exclude_modules(j, path, &config);
   finish_layer_settings(j, path, layer_lists, &config);
@@ -564,52 +549,35 @@ LoraConfig oft_config_from_json(const nlohmann::ordered_json& j, const std::stri
 
 // PEFT's VeraConfig (peft_type VERA).
 LoraConfig vera_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
-  auto refuse = [&](const std::string& key, const std::string& why) {
-    fail(Status::Io, "'", path, "': '", key, "' ", why);
-  };
+  const ConfigFields fields{j, path};
   LoraConfig config;
   config.peft_type = PeftType::Vera;
-  config.r = 256;  // PEFT's default
-  if (j.contains("r") && !j["r"].is_null()) {
-    if (!j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > kMaxLoraRank)
-      refuse("r", "must be an integer from 1 to 2^20");
-    config.r = j["r"].get<int64_t>();
-  }
-  if (j.contains("projection_prng_key") && !j["projection_prng_key"].is_null()) {
+  config.r = fields.integer("r", 256, 1, kMaxLoraRank, "from 1 to 2^20");  // PEFT's default: 256
+  if (fields.given("projection_prng_key")) {
     // torch.Generator.manual_seed's range: -2^63 to 2^64 - 1, taken modulo 2^64.
     const auto& key = j["projection_prng_key"];
-    if (!key.is_number_integer()) refuse("projection_prng_key", "must be an integer");
+    if (!key.is_number_integer()) fields.refuse("projection_prng_key", "must be an integer");
     config.projection_prng_key =
         key.is_number_unsigned() ? static_cast<int64_t>(key.get<uint64_t>()) : key.get<int64_t>();
   }
-  auto flag = [&](const char* key, bool fallback) {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_boolean()) refuse(key, "must be true or false");
-    return j[key].get<bool>();
-  };
-  auto number = [&](const char* key, double fallback, double low, double high) {
-    if (!j.contains(key) || j[key].is_null()) return fallback;
-    if (!j[key].is_number() || !(j[key].get<double>() >= low && j[key].get<double>() <= high))
-      refuse(key, "must be a number in [" + concat(low) + ", " + concat(high) + "]");
-    return j[key].get<double>();
-  };
   // Absent: PEFT's default, true; null: false, as PEFT's truth test takes it.
   config.save_projection =
-      j.contains("save_projection") && j["save_projection"].is_null() ? false : flag("save_projection", true);
-  config.dropout = number("vera_dropout", 0, 0, 1);
-  config.d_initial = number("d_initial", 0.1, -kMaxLoraAlpha, kMaxLoraAlpha);
-  config.fan_in_fan_out = flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
-  config.vera_init_weights = flag("init_weights", true);
-  if (j.contains("bias") && !j["bias"].is_null()) {
+      j.contains("save_projection") && j["save_projection"].is_null() ? false : fields.flag("save_projection", true);
+  config.dropout = fields.number("vera_dropout", 0, 0, 1);
+  config.d_initial = fields.number("d_initial", 0.1, -kMaxLoraAlpha, kMaxLoraAlpha);
+  config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
+  config.vera_init_weights = fields.flag("init_weights", true);
+  if (fields.given("bias")) {
     if (j["bias"] != "none" && j["bias"] != "all" && j["bias"] != "vera_only")
-      refuse("bias", "must be \"none\", \"all\" or \"vera_only\"");
+      fields.refuse("bias", "must be \"none\", \"all\" or \"vera_only\"");
     config.bias = j["bias"] == "vera_only" ? "lora_only" : j["bias"].get<std::string>();
   }
   read_modules_to_save(j, path, &config);
   read_texts(j, path, &config);
   const std::vector<std::string> layer_lists = read_layer_settings(j, path, &config);
   if (!j.contains("target_modules") || j["target_modules"].is_null())
-    refuse("target_modules", "is missing (PEFT fills it in for the transformers models it knows; name the layers)");
+    fields.refuse("target_modules",
+                  "is missing (PEFT fills it in for the transformers models it knows; name the layers)");
   read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
   finish_layer_settings(j, path, layer_lists, &config);
   return config;

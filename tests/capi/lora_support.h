@@ -273,6 +273,18 @@ inline void expect_saved_model_merged(acc_model* m, const nlohmann::json& merged
   acc_tensor_list_free(saved);
 }
 
+// PEFT's add_weighted_adapter combines LoRA and IA3 adapters only: on `m`, whose adapters are of
+// `method` ("LoHa", ...), it is refused naming the method.
+inline void expect_no_weighted_adapter(acc_model* m, const std::string& method) {
+  const char* names[] = {"default"};
+  const double weights[] = {1.0};
+  EXPECT_EQ(acc_model_add_weighted_adapter(m, names, weights, 1, "mix", "linear", 0, nullptr),
+            ACC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(acc_last_error_message()).find("PEFT's " + method + " has no add_weighted_adapter"),
+            std::string::npos)
+      << acc_last_error_message();
+}
+
 // One of its cases ("spec", "dora", "lora_bias"), empty where it lacks it.
 inline nlohmann::json lora_case(const char* name) {
   const nlohmann::json cases = lora_cases();

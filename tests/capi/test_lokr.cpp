@@ -224,10 +224,7 @@ TEST(Lokr, PeftFilesBothWaysAndRefusals) {
   ACC_EXPECT_ERROR(acc_model_add_lokr(lm, "embed", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "LoKr cannot adapt 'embed'");
   acc_model_free(lm);
-  const char* names[] = {"default"};
-  const double weights[] = {1.0};
-  ACC_EXPECT_ERROR(acc_model_add_weighted_adapter(m, names, weights, 1, "mix", "linear", 0, nullptr),
-                   ACC_ERR_INVALID_ARGUMENT, "PEFT's LoKr has no add_weighted_adapter");
+  expect_no_weighted_adapter(m, "LoKr");
   ACC_EXPECT_ERROR(acc_model_add_loha(m, "fc1", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "the model already has LoKr adapters");
   acc_options* o = nullptr;
