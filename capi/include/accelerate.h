@@ -1217,10 +1217,12 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_vera(acc_model *model, const char
  * modules_to_save's (and biases, with bias). Drawn as PEFT draws: zeros, or normal(0, 0.1) from the
  * global generator without init_weights, layer by layer in the model's order. `target_modules`:
  * named as for acc_model_add_lora ("all-linear" too); targets must be linear layers
- * (torch.nn.Linear, a spec's "linear") that the forward calls as modules: transformers' Conv1D, an
- * embedding or an attention is ACC_ERR_INVALID_ARGUMENT (PEFT's), a convolution, a quantised layer
+ * (torch.nn.Linear, a spec's "linear") that the forward calls as modules: transformers' Conv1D or an
+ * attention is ACC_ERR_INVALID_ARGUMENT (PEFT's), a convolution, an embedding, a quantised layer
  * or one whose weight the forward reads itself ACC_ERR_UNSUPPORTED. `opts`: ACC_OPTIONS_OFT or
- * NULL (defaults). Files (PEFT's, from 0.14 on), merging (W times the block-diagonal rotation),
+ * NULL (defaults). Files (PEFT's, from 0.14 on; written with peft_version 0.18.0, whose
+ * Cayley-Neumann series they follow; an earlier version's with the series is ACC_ERR_UNSUPPORTED),
+ * merging (W times the block-diagonal rotation),
  * disabling, counting and named adapters act as for LoRA; acc_model_add_weighted_adapter is
  * ACC_ERR_INVALID_ARGUMENT (PEFT's OFT has none). Before creating the optimizer and before
  * acc_prepare, on a model without adapters. */

@@ -164,6 +164,9 @@ nlohmann::ordered_json vera_config_json(const LoraConfig& config) {
 nlohmann::ordered_json oft_config_json(const LoraConfig& config) {
   using json = nlohmann::ordered_json;
   json j = peft_config_json(peft_type_name(PeftType::Oft), config);
+  // The rotations follow PEFT 0.18's Cayley-Neumann series: PEFT reading the file without a version
+  // would take it for an earlier one's and warn.
+  j["peft_version"] = "0.18.0";
   j["r"] = config.oft_r;
   j["oft_block_size"] = config.oft_block_size;
   j["module_dropout"] = config.module_dropout;
@@ -528,6 +531,16 @@ LoraConfig oft_config_from_json(const nlohmann::ordered_json& j, const std::stri
   config.block_share = fields.flag("block_share", false);
   config.use_cayley_neumann = fields.flag("use_cayley_neumann", true);
   config.num_cayley_neumann_terms = fields.integer("num_cayley_neumann_terms", 5, 1, 64, "from 1 to 64");
+  // PEFT before 0.18 summed another Cayley-Neumann series (its last term doubled); such weights
+  // would rotate otherwise here (PEFT itself warns).
+  if (config.use_cayley_neumann && j.contains("peft_version") && j["peft_version"].is_string()) {
+    int major = 0, minor = 0;
+    if (std::sscanf(j["peft_version"].get<std::string>().c_str(), "%d.%d", &major, &minor) == 2 &&
+        (major == 0 && minor < 18))
+      fail(Status::Unsupported, "'", path, "': OFT adapters of PEFT ", j["peft_version"].get<std::string>(),
+           " use its earlier Cayley-Neumann series (PEFT 0.18 changed it), which is not built; retrain with "
+           "PEFT 0.18 or later, or use use_cayley_neumann false");
+  }
   config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);
   config.oft_init_weights = fields.flag("init_weights", true);
   if (fields.given("bias")) {

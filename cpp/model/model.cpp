@@ -636,19 +636,23 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
                                               : oft ? oft_factor_shapes(files.config, site)
                                                     : lycoris_factor_shapes(files.config, site);
       const char* method = peft_method_name(files.config.peft_type);
+      // What decides the shapes: OFT's blocks, the others' rank.
+      const std::string decided_by =
+          oft ? "r " + concat(files.config.oft_r) + " and oft_block_size " + concat(files.config.oft_block_size)
+              : "r " + concat(files.config.rank_of(module));
       for (const FactorShape& expected : shapes) {
         auto found = std::find_if(pair.factors.begin(), pair.factors.end(),
                                   [&](const auto& f) { return f.first == expected.suffix; });
         require(found != pair.factors.end(), where, ": the ", method, " adapter of '", module, "' lacks '", module,
-                expected.suffix, "', which its configuration (r ", files.config.rank_of(module),
-                ") makes for the layer's weight ", site.weight.sizes());
+                expected.suffix, "', which its configuration (", decided_by, ") makes for the layer's weight ",
+                site.weight.sizes());
         require(found->second.sizes() == c10::IntArrayRef(expected.shape), where, ": '", module, expected.suffix,
-                "' has shape ", found->second.sizes(), "; with r ", files.config.rank_of(module),
-                " the layer's weight ", site.weight.sizes(), " takes ", c10::IntArrayRef(expected.shape));
+                "' has shape ", found->second.sizes(), "; with ", decided_by, " the layer's weight ",
+                site.weight.sizes(), " takes ", c10::IntArrayRef(expected.shape));
       }
       require(pair.factors.size() == shapes.size(), where, ": the ", method, " adapter of '", module,
-              "' holds factors its configuration does not make for the layer's weight ", site.weight.sizes(), " (r ",
-              files.config.rank_of(module), ")");
+              "' holds factors its configuration does not make for the layer's weight ", site.weight.sizes(), " (",
+              decided_by, ")");
       continue;
     }
     const at::Tensor& w = site.weight;

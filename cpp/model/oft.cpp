@@ -13,9 +13,11 @@ namespace {
 
 // PEFT's OFT takes nn.Linear and nn.Conv2d; here the linear layers.
 void check_site(const LinearSite& site, const LoraConfig& config) {
-  if (site.embedding || site.attention || site.fan_in_fan_out || adapts_parameter(site))
+  if (site.attention || site.fan_in_fan_out || adapts_parameter(site))
     fail(Status::InvalidArgument, "OFT cannot adapt '", site.module,
-         "': PEFT's OFT takes torch.nn.Linear and torch.nn.Conv2d only");
+         "': PEFT's OFT takes torch.nn.Linear, torch.nn.Conv2d and torch.nn.Embedding only");
+  if (site.embedding)
+    fail(Status::Unsupported, "OFT on the embedding '", site.module, "' is not built (linear layers are)");
   if (site.conv)
     fail(Status::Unsupported, "OFT on the convolution '", site.module, "' is not built (linear layers are)");
   if (site.quantized) fail(Status::Unsupported, "OFT on the quantised layer '", site.module, "' is not built");
@@ -27,18 +29,24 @@ void check_site(const LinearSite& site, const LoraConfig& config) {
   require(block >= 1 && r >= 1, "OFT cannot split the ", site.weight.size(1), " inputs of '", site.module, "'");
 }
 
-// Each block's skew-symmetric Q from its upper triangle (PEFT's _pytorch_skew_symmetric).
+// Each block's skew-symmetric Q from its upper triangle (PEFT's _pytorch_skew_symmetric). PEFT
+// writes the values into zeros in place; here they are gathered (the same values and gradients):
+// autograd's in-place index_put_ of a leaf's values is differentiated twice by a backward that
+// recomputes the layer (activation checkpointing).
 at::Tensor skew(const at::Tensor& vec, int64_t block) {
   const at::Tensor indices = at::triu_indices(block, block, 1);
-  at::Tensor matrix = at::zeros({vec.size(0), block, block}, vec.options());
-  matrix.index_put_({at::indexing::Slice(), indices[0], indices[1]}, vec);
+  at::Tensor positions = at::zeros({block * block}, at::kLong);  // 0: a zero, k: vec's (k - 1)th
+  positions.index_put_({indices[0] * block + indices[1]}, at::arange(1, vec.size(1) + 1, at::kLong));
+  const at::Tensor padded = at::cat({at::zeros({vec.size(0), 1}, vec.options()), vec}, 1);
+  const at::Tensor matrix = padded.index_select(1, positions.to(vec.device())).reshape({vec.size(0), block, block});
   return matrix - matrix.transpose(-2, -1);
 }
 
 // PEFT's _project_batch (coft): each Q moved into the ball of eps / sqrt(blocks) around zero.
 at::Tensor projected(const at::Tensor& weight, int64_t block, double eps_setting) {
   const at::Tensor q = skew(weight, block);
-  const at::Tensor eps = eps_setting * 1 / at::sqrt(at::scalar_tensor(q.size(0), at::kLong));
+  // Python's eps / tensor: the tensor's reciprocal times eps.
+  const at::Tensor eps = at::sqrt(at::scalar_tensor(q.size(0), at::kLong)).reciprocal() * eps_setting;
   const at::Tensor zero = at::zeros({q.size(1), q.size(1)}, q.options()).unsqueeze(0).expand_as(q);
   const at::Tensor diff = q - zero;
   const at::Tensor norm = at::frobenius_norm(q - zero, {1, 2}, /*keepdim=*/true);  // torch.norm's "fro"
@@ -107,7 +115,8 @@ at::Tensor oft_rotations(const at::Tensor& weight, int64_t block, const OftRotat
   const at::Tensor q = skew(weight, block);
   at::Tensor r;
   if (how.cayley_neumann) {
-    r = at::eye(block, weight.options()).repeat({b, 1, 1});
+    // (libtorch 1.13's eye has no bfloat16: made in float32, the same 0s and 1s.)
+    r = at::eye(block, weight.options().dtype(at::kFloat)).to(weight.scalar_type()).repeat({b, 1, 1});
     const int64_t terms = how.terms;
     if (terms > 1) {
       r.add_(q, 2.0);

@@ -128,6 +128,15 @@ TEST(Oft, PeftFilesBothWaysAndRefusals) {
   fresh = oft_model();
   ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "PEFT before 0.14");
   acc_model_free(fresh);
+  // Files of PEFT before 0.18 with the Cayley-Neumann series summed another series: refused.
+  json older = config;
+  older["peft_version"] = "0.17.1";
+  older["use_cayley_neumann"] = true;
+  std::ofstream(dir + "/adapter_config.json") << older.dump();
+  fresh = oft_model();
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_UNSUPPORTED, "earlier Cayley-Neumann series");
+  acc_model_free(fresh);
+  EXPECT_EQ(config["peft_version"], "0.18.0");
   // Another layout (blocks of 4 where the file's are shared halves): refused by the weights' shapes.
   json other = config;
   other["r"] = 0;
@@ -156,7 +165,54 @@ TEST(Oft, PeftFilesBothWaysAndRefusals) {
   ACC_EXPECT_ERROR(acc_model_add_oft(conv, "conv", nullptr, nullptr), ACC_ERR_UNSUPPORTED,
                    "OFT on the convolution 'conv' is not built");
   acc_model_free(conv);
+  lm = data_model("transformers_lm.pt");
+  ACC_EXPECT_ERROR(acc_model_add_oft(lm, "embed", nullptr, nullptr), ACC_ERR_UNSUPPORTED,
+                   "OFT on the embedding 'embed' is not built");  // PEFT 0.19 adapts embeddings
+  acc_model_free(lm);
   expect_no_weighted_adapter(m, "OFT");
+  acc_model_free(m);
+}
+
+// A checkpointed layer (recomputed in backward) gets the same gradients; a model cast to bfloat16
+// computes (libtorch 1.13 has no bfloat16 eye).
+TEST(Oft, CheckpointedAndBfloat16LayersComputeAsPlainOnes) {
+  auto gradient = [](bool checkpoint) {
+    const std::string spec = std::string(R"([{"type":"linear","in_features":8,"out_features":6)") +
+                             (checkpoint ? R"(,"checkpoint":true)" : "") +
+                             R"(},{"type":"tanh"},{"type":"linear","in_features":6,"out_features":3}])";
+    EXPECT_EQ(acc_set_seed(1), ACC_OK);
+    acc_model* m = nullptr;
+    EXPECT_EQ(acc_model_from_spec(spec.c_str(), &m), ACC_OK);
+    acc_options* o = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_OFT, &o), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(o, "oft_block_size", 4), ACC_OK);
+    EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
+    EXPECT_EQ(acc_model_add_oft(m, "0", o, nullptr), ACC_OK) << acc_last_error_message();
+    acc_options_free(o);
+    std::vector<float> v(4 * 8);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.7f * static_cast<float>(i));
+    acc_tensor *x = floats(v, {4, 8}), *y = nullptr, *sum = nullptr, *p = nullptr, *g = nullptr;
+    EXPECT_EQ(acc_model_forward1(m, x, 0, &y), ACC_OK);
+    EXPECT_EQ(acc_tensor_sum(y, &sum), ACC_OK);
+    EXPECT_EQ(acc_tensor_backward(sum), ACC_OK);
+    EXPECT_EQ(acc_model_parameter(m, "0.oft_R.weight", &p), ACC_OK);
+    EXPECT_EQ(acc_tensor_grad(p, &g), ACC_OK);
+    const auto grads = g ? to_floats(g) : std::vector<float>{};
+    for (acc_tensor* t : {x, y, sum, p, g}) acc_tensor_free(t);
+    acc_model_free(m);
+    return grads;
+  };
+  const auto plain = gradient(false);
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(gradient(true), plain);
+
+  acc_model* m = net();
+  ACC_ASSERT_OK(acc_model_add_oft(m, "0", nullptr, nullptr));
+  ACC_ASSERT_OK(acc_model_to(m, nullptr, ACC_DTYPE_BFLOAT16));
+  acc_tensor *x = input(), *low = nullptr, *y = nullptr;
+  ACC_ASSERT_OK(acc_tensor_to(x, nullptr, ACC_DTYPE_BFLOAT16, &low));
+  EXPECT_EQ(acc_model_forward1(m, low, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
+  for (acc_tensor* t : {x, low, y}) acc_tensor_free(t);
   acc_model_free(m);
 }
 
