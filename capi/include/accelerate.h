@@ -1077,8 +1077,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * "loftq" quantises the model's weights first, as PEFT's from_pretrained does (quantising weights that
  * are quantised already leaves them as they are), and needs the file's loftq_config;
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
- * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; other PEFT
- * methods are refused.
+ * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; one of
+ * IA3, LOHA, LOKR, VERA or OFT adds that method's adapters (as acc_model_add_ia3, _loha, _lokr,
+ * _vera, _oft) and reads their tensors; other PEFT methods are refused naming the peft_type.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * a model prepared under zero_stage 3 holds only slices of them: ACC_ERR_INVALID_ARGUMENT.
  * acc_model_merge_lora_adapters: PEFT's merge_and_unload(adapter_names=...): the `n` named adapters
