@@ -29,31 +29,34 @@ struct HeaderReader : nlohmann::json::json_sax_t {
   std::string tensor() { return "tensor '" + entry().name + "'"; }
   [[noreturn]] void refuse_entry() { refuse(tensor() + " needs dtype, shape and data_offsets [begin, end]"); }
 
-  // A value other than an object or an array, where the parser is.
-  bool scalar(const char* kind) {
+  // __metadata__ met (once only, as the reference refuses a second one).
+  void take_metadata() {
+    if (metadata_seen) refuse("__metadata__ appears twice in the header");
+    metadata_seen = true;
+  }
+  // A value where __metadata__'s strings, a shape's sizes or data_offsets' numbers go, but none of them.
+  [[noreturn]] void refuse_in(Place place) {
+    if (place == Place::Metadata) refuse("__metadata__['" + last_key + "'] is not a string");
+    if (place == Place::Shape) refuse(tensor() + " has a bad shape");
+    refuse(tensor() + " has bad data_offsets");
+  }
+
+  // A value other than an object or an array (`null`: JSON's null), where the parser is.
+  bool scalar(bool null = false) {
     if (places.empty()) refuse("the header is not a JSON object");
     switch (places.back()) {
       case Place::Header:
-        if (last_key == "__metadata__" && std::string(kind) == "null") {  // the reference's Option
-          if (metadata_seen) refuse("__metadata__ appears twice in the header");
-          metadata_seen = true;
-          return true;
-        }
+        if (last_key == "__metadata__" && null) return take_metadata(), true;  // the reference's Option
         if (last_key == "__metadata__") refuse("__metadata__ must be an object of strings");
         refuse("tensor '" + last_key + "' needs dtype, shape and data_offsets [begin, end]");
       case Place::Tensor:
         if (last_key == "dtype" || last_key == "shape" || last_key == "data_offsets") refuse_entry();
         return true;  // another key: ignored
-      case Place::Metadata:
-        refuse("__metadata__['" + last_key + "'] is not a string");
-      case Place::Shape:
-        refuse(tensor() + " has a bad shape");
-      case Place::Offsets:
-        refuse(tensor() + " has bad data_offsets");
       case Place::Ignored:
         return true;
+      default:
+        refuse_in(places.back());
     }
-    return true;
   }
 
   bool open(bool object) {
@@ -68,8 +71,7 @@ struct HeaderReader : nlohmann::json::json_sax_t {
       case Place::Header:
         if (last_key == "__metadata__") {
           if (!object) refuse("__metadata__ must be an object of strings");
-          if (metadata_seen) refuse("__metadata__ appears twice in the header");
-          metadata_seen = true;
+          take_metadata();
           places.push_back(Place::Metadata);
           return true;
         }
@@ -95,17 +97,12 @@ struct HeaderReader : nlohmann::json::json_sax_t {
           places.push_back(Place::Ignored);
         }
         return true;
-      case Place::Metadata:
-        refuse("__metadata__['" + last_key + "'] is not a string");
-      case Place::Shape:
-        refuse(tensor() + " has a bad shape");
-      case Place::Offsets:
-        refuse(tensor() + " has bad data_offsets");
       case Place::Ignored:
         places.push_back(Place::Ignored);
         return true;
+      default:
+        refuse_in(places.back());
     }
-    return true;
   }
 
   bool close() {
@@ -132,16 +129,16 @@ struct HeaderReader : nlohmann::json::json_sax_t {
       (offsets_read++ == 0 ? entry().begin : entry().end) = value;
       return true;
     }
-    return scalar("number");
+    return scalar();
   }
 
-  bool null() override { return scalar("null"); }
-  bool boolean(bool) override { return scalar("boolean"); }
+  bool null() override { return scalar(/*null=*/true); }
+  bool boolean(bool) override { return scalar(); }
   // A signed integer is one written with a minus sign ("-0" too): never a size, as the reference reads it.
-  bool number_integer(number_integer_t) override { return scalar("negative number"); }
+  bool number_integer(number_integer_t) override { return scalar(); }
   bool number_unsigned(number_unsigned_t value) override { return number(value); }
-  bool number_float(number_float_t, const string_t&) override { return scalar("number"); }
-  bool binary(binary_t&) override { return scalar("binary"); }
+  bool number_float(number_float_t, const string_t&) override { return scalar(); }
+  bool binary(binary_t&) override { return scalar(); }
   bool string(string_t& value) override {
     if (!places.empty() && places.back() == Place::Tensor && last_key == "dtype") {
       if (entry().has_dtype) refuse(tensor() + " has two dtypes");
@@ -153,7 +150,7 @@ struct HeaderReader : nlohmann::json::json_sax_t {
       header.metadata[last_key] = value;  // a repeated key: the last value, as a JSON parser keeps it
       return true;
     }
-    return scalar("string");
+    return scalar();
   }
   bool start_object(std::size_t) override { return open(true); }
   bool key(string_t& value) override {

@@ -474,6 +474,36 @@ void read_patterns(const nlohmann::ordered_json& j, const std::string& path, Lor
   }
 }
 
+// What LoHa's, LoKr's, OFT's and VeRA's configurations end with alike: modules_to_save, the texts,
+// rank_pattern and alpha_pattern (`patterns`), the layer settings, target_modules (required) and
+// exclude_modules (`exclude`: VeRA's has none).
+struct SharedTail {
+  bool patterns, exclude;
+};
+void read_shared_tail(const ConfigFields& fields, SharedTail tail, LoraConfig* config) {
+  const auto& [j, path] = fields;
+  read_modules_to_save(j, path, config);
+  read_texts(j, path, config);
+  if (tail.patterns) read_patterns(j, path, config);
+  const std::vector<std::string> layer_lists = read_layer_settings(j, path, config);
+  if (!fields.given("target_modules"))
+    fields.refuse("target_modules",
+                  "is missing (PEFT fills it in for the transformers models it knows; name the layers)");
+  read_modules(j, path, "target_modules", &config->target_names, config, &LoraConfig::set_target_regex);
+  if (tail.exclude) read_exclude_modules(j, path, config);
+  finish_layer_settings(j, path, layer_lists, config);
+}
+
+// `bias` as VeRA's and OFT's configurations write it: none, all, or `own` ("vera_only",
+// "oft_only": the adapted layers' biases, this library's "lora_only").
+void read_bias(const ConfigFields& fields, const std::string& own, LoraConfig* config) {
+  if (!fields.given("bias")) return;
+  const auto& bias = fields.j["bias"];
+  if (bias != "none" && bias != "all" && bias != own)
+    fields.refuse("bias", "must be \"none\", \"all\" or \"" + own + "\"");
+  config->bias = bias == own ? "lora_only" : bias.get<std::string>();
+}
+
 // PEFT's LoHaConfig (peft_type LOHA) or LoKrConfig (LOKR).
 LoraConfig lycoris_config_from_json(PeftType method, const nlohmann::ordered_json& j, const std::string& path) {
   const ConfigFields fields{j, path};
@@ -498,16 +528,7 @@ LoraConfig lycoris_config_from_json(PeftType method, const nlohmann::ordered_jso
       config.lokr_init_weights = fields.flag("init_weights", true) ? "true" : "false";
     }
   }
-  read_modules_to_save(j, path, &config);
-  read_texts(j, path, &config);
-  read_patterns(j, path, &config);
-  const std::vector<std::string> layer_lists = read_layer_settings(j, path, &config);
-  if (!j.contains("target_modules") || j["target_modules"].is_null())
-    fields.refuse("target_modules",
-                  "is missing (PEFT fills it in for the transformers models it knows; name the layers)");
-  read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
-  read_exclude_modules(j, path, &config);
-  finish_layer_settings(j, path, layer_lists, &config);
+  read_shared_tail(fields, {/*patterns=*/true, /*exclude=*/true}, &config);
   return config;
 }
 
@@ -543,20 +564,8 @@ LoraConfig oft_config_from_json(const nlohmann::ordered_json& j, const std::stri
   }
   config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);
   config.oft_init_weights = fields.flag("init_weights", true);
-  if (fields.given("bias")) {
-    if (j["bias"] != "none" && j["bias"] != "all" && j["bias"] != "oft_only")
-      fields.refuse("bias", "must be \"none\", \"all\" or \"oft_only\"");
-    config.bias = j["bias"] == "oft_only" ? "lora_only" : j["bias"].get<std::string>();
-  }
-  read_modules_to_save(j, path, &config);
-  read_texts(j, path, &config);
-  const std::vector<std::string> layer_lists = read_layer_settings(j, path, &config);
-  if (!j.contains("target_modules") || j["target_modules"].is_null())
-    fields.refuse("target_modules",
-                  "is missing (PEFT fills it in for the transformers models it knows; name the layers)");
-  read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
-  read_exclude_modules(j, path, &config);
-  finish_layer_settings(j, path, layer_lists, &config);
+  read_bias(fields, "oft_only", &config);
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
   return config;
 }
 
@@ -580,19 +589,8 @@ LoraConfig vera_config_from_json(const nlohmann::ordered_json& j, const std::str
   config.d_initial = fields.number("d_initial", 0.1, -kMaxLoraAlpha, kMaxLoraAlpha);
   config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
   config.vera_init_weights = fields.flag("init_weights", true);
-  if (fields.given("bias")) {
-    if (j["bias"] != "none" && j["bias"] != "all" && j["bias"] != "vera_only")
-      fields.refuse("bias", "must be \"none\", \"all\" or \"vera_only\"");
-    config.bias = j["bias"] == "vera_only" ? "lora_only" : j["bias"].get<std::string>();
-  }
-  read_modules_to_save(j, path, &config);
-  read_texts(j, path, &config);
-  const std::vector<std::string> layer_lists = read_layer_settings(j, path, &config);
-  if (!j.contains("target_modules") || j["target_modules"].is_null())
-    fields.refuse("target_modules",
-                  "is missing (PEFT fills it in for the transformers models it knows; name the layers)");
-  read_modules(j, path, "target_modules", &config.target_names, &config, &LoraConfig::set_target_regex);
-  finish_layer_settings(j, path, layer_lists, &config);
+  read_bias(fields, "vera_only", &config);
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/false}, &config);
   return config;
 }
 

@@ -46,10 +46,6 @@ std::vector<FactorShape> oft_factor_shapes(const LoraConfig& config, const Linea
 // anything else is InvalidArgument (PEFT's), a convolution or a quantised layer Unsupported.
 std::vector<LoraAdapter> make_oft_adapters(const LoraConfig& config, const std::vector<LinearSite>& chosen);
 
-// The rotations (blocks x block x block) from `weight` (coft first projects it into its eps-ball,
-// in place, as PEFT's forward does).
-at::Tensor oft_rotations(const at::Tensor& weight, int64_t block, const OftRotation& how);
-
 // The layer's weight `w` merged with the rotations of `weight`: (R_blockdiag W^T)^T, PEFT's merge.
 at::Tensor oft_merged_weight(const at::Tensor& w, const LoraAdapter& adapter, const at::Tensor& weight,
                              const OftRotation& how);

@@ -180,6 +180,25 @@ inline nlohmann::json lora_cases() {
   return in ? nlohmann::json::parse(in) : nlohmann::json::object();
 }
 
+// A model of the test data (ACC_TEST_DATA) computing as PyTorch's eager forward (no graph optimisation).
+inline acc_model* eager_data_model(const std::string& file) {
+  acc_model* m = data_model(file);
+  if (m) EXPECT_EQ(acc_model_set_graph_optimization(m, 0), ACC_OK);
+  return m;
+}
+
+// Each of `tensors` (names to fixture tensors) equals the model's parameter of that name.
+inline void expect_params(const acc_model* m, const nlohmann::json& tensors) {
+  for (const auto& item : tensors.items())
+    EXPECT_EQ(param(m, item.key()), acc_test::float_values(item.value())) << item.key();
+}
+
+// The model's evaluation-mode output on the case's "input".
+inline std::vector<float> eval_outputs(acc_model* m, const nlohmann::json& c) {
+  EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
+  return outputs_on(m, acc_test::from_json(c["input"]));
+}
+
 // A training-mode forward of `input` with the global generator seeded `seed` first, its output
 // compared with `output`; then the backward of its sum, each parameter's gradient compared with
 // `grads` (one that module dropout left out has none: PEFT's None, recorded as zeros). The

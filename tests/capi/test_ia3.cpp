@@ -24,11 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-acc_model* ia3_model() {
-  acc_model* m = data_model("ia3_model.pt");
-  if (m) EXPECT_EQ(acc_model_set_graph_optimization(m, 0), ACC_OK);  // PyTorch's eager arithmetic
-  return m;
-}
+acc_model* ia3_model() { return eager_data_model("ia3_model.pt"); }
 
 acc_status add_ia3(acc_model* m, const std::string& targets, const std::string& feedforward, bool init = true) {
   acc_options* o = nullptr;

@@ -23,11 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-acc_model* loha_model() {
-  acc_model* m = data_model("loha_model.pt");
-  if (m) EXPECT_EQ(acc_model_set_graph_optimization(m, 0), ACC_OK);  // PyTorch's eager arithmetic
-  return m;
-}
+acc_model* loha_model() { return eager_data_model("loha_model.pt"); }
 
 acc_options* loha_options(const json& c, bool init, bool dropout, bool cp) {
   acc_options* o = nullptr;
@@ -56,26 +52,17 @@ acc_model* adapted(const json& c, bool init, bool dropout = false, bool cp = fal
   return m;
 }
 
-void expect_factors(const acc_model* m, const json& factors) {
-  for (const auto& item : factors.items()) EXPECT_EQ(param(m, item.key()), float_values(item.value())) << item.key();
-}
-
-std::vector<float> eval_output(acc_model* m, const json& c) {
-  EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
-  return outputs_on(m, from_json(c["input"]));
-}
-
 }  // namespace
 
 TEST(Loha, DrawsComputesAndMergesAsPeft) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("loha");
   acc_model* base = loha_model();
-  const auto base_output = eval_output(base, c);
+  const auto base_output = eval_outputs(base, c);
   acc_model* m = adapted(c, /*init=*/true);
   EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw"]));
-  expect_factors(m, c["initial"]);
-  EXPECT_EQ(eval_output(m, c), base_output);  // w2_b zero: the model starts unchanged
+  expect_params(m, c["initial"]);
+  EXPECT_EQ(eval_outputs(m, c), base_output);  // w2_b zero: the model starts unchanged
   EXPECT_EQ(acc_test::parameter_names(m),
             (std::vector<std::string>{
                 "conv.weight", "conv.bias", "conv.hada_w1_a", "conv.hada_w1_b", "conv.hada_w2_a", "conv.hada_w2_b",
@@ -86,13 +73,13 @@ TEST(Loha, DrawsComputesAndMergesAsPeft) {
 
   // init_weights false: every factor drawn; the case's chosen factors are those draws.
   m = adapted(c, /*init=*/false, /*dropout=*/true);
-  expect_factors(m, c["chosen"]);
-  EXPECT_EQ(eval_output(m, c), float_values(c["eval_output"]));
+  expect_params(m, c["chosen"]);
+  EXPECT_EQ(eval_outputs(m, c), float_values(c["eval_output"]));
   // Training mode: module dropout (torch.rand(1) per layer) and rank dropout drawn in the forward.
   expect_training_step(m, c["input"], c["train_seed"].get<uint64_t>(), c["train_output"], c["grads"]);
   // Disabled: the base model's outputs.
   ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
-  EXPECT_EQ(eval_output(m, c), base_output);
+  EXPECT_EQ(eval_outputs(m, c), base_output);
   ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 1));
   // PEFT's merge: W plus the delta.
   ACC_ASSERT_OK(acc_model_merge_lora(m));
@@ -109,7 +96,7 @@ TEST(Loha, TrainsAsPeftWithDropoutAndAdamW) {
   ACC_ASSERT_OK(acc_model_set_training(m, 1));
   EXPECT_EQ(adamw_mse_losses(m, c["input"], c["target"], 3, c["train_seed"].get<uint64_t>()),
             c["losses"].get<std::vector<double>>());
-  expect_factors(m, c["trained"]);
+  expect_params(m, c["trained"]);
   acc_model_free(m);
 }
 
@@ -117,7 +104,7 @@ TEST(Loha, PeftFilesBothWaysAndRefusals) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("loha");
   acc_model* m = adapted(c, /*init=*/false);
-  const auto output = eval_output(m, c);
+  const auto output = eval_outputs(m, c);
   const std::string dir = acc_test::temp_path("loha_adapter");
   fs::remove_all(dir);
   ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
@@ -140,7 +127,7 @@ TEST(Loha, PeftFilesBothWaysAndRefusals) {
   acc_tensor_list_free(saved);
   acc_model* fresh = loha_model();
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
-  EXPECT_EQ(eval_output(fresh, c), output);
+  EXPECT_EQ(eval_outputs(fresh, c), output);
   acc_model_free(fresh);
 
   // As PEFT writes it (keys sorted, its own fields).
@@ -154,7 +141,7 @@ TEST(Loha, PeftFilesBothWaysAndRefusals) {
   }
   fresh = loha_model();
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
-  EXPECT_EQ(eval_output(fresh, c), output);
+  EXPECT_EQ(eval_outputs(fresh, c), output);
   acc_model_free(fresh);
   // Another rank for head: its factors do not fit, refused naming them, nothing added.
   {
@@ -185,11 +172,11 @@ TEST(Loha, EffectiveConv2dComputesAsPeft) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("loha")["cp"];
   acc_model* base = loha_model();
-  const auto base_output = eval_output(base, c);
+  const auto base_output = eval_outputs(base, c);
   acc_model* m = adapted(c, /*init=*/true, /*dropout=*/false, /*cp=*/true);
   EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw"]));
-  expect_factors(m, c["initial"]);
-  EXPECT_EQ(eval_output(m, c), base_output);
+  expect_params(m, c["initial"]);
+  EXPECT_EQ(eval_outputs(m, c), base_output);
   std::vector<std::string> names;
   for (const auto& name : c["names"]) names.push_back(name.get<std::string>());
   std::vector<std::string> adapter_names;
@@ -199,15 +186,15 @@ TEST(Loha, EffectiveConv2dComputesAsPeft) {
   acc_model_free(m);
 
   m = adapted(c, /*init=*/false, /*dropout=*/true, /*cp=*/true);
-  expect_factors(m, c["chosen"]);
-  EXPECT_EQ(eval_output(m, c), float_values(c["eval_output"]));
+  expect_params(m, c["chosen"]);
+  EXPECT_EQ(eval_outputs(m, c), float_values(c["eval_output"]));
   expect_training_step(m, c["input"], c["train_seed"].get<uint64_t>(), c["train_output"], c["grads"]);
   const std::string dir = acc_test::temp_path("loha_cp_adapter");
   fs::remove_all(dir);
   ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
   acc_model* fresh = loha_model();
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
-  EXPECT_EQ(eval_output(fresh, c), eval_output(m, c));
+  EXPECT_EQ(eval_outputs(fresh, c), eval_outputs(m, c));
   acc_model_free(fresh);
   ACC_ASSERT_OK(acc_model_merge_lora(m));
   for (const auto& item : c["merged"].items())
@@ -218,7 +205,7 @@ TEST(Loha, EffectiveConv2dComputesAsPeft) {
   ACC_ASSERT_OK(acc_model_set_training(m, 1));
   EXPECT_EQ(adamw_mse_losses(m, c["input"], c["target"], 3, c["train_seed"].get<uint64_t>()),
             c["losses"].get<std::vector<double>>());
-  expect_factors(m, c["trained"]);
+  expect_params(m, c["trained"]);
   acc_model_free(m);
   acc_model_free(base);
 }

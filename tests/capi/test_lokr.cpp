@@ -25,11 +25,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-acc_model* lokr_model() {
-  acc_model* m = data_model("lokr_model.pt");
-  if (m) EXPECT_EQ(acc_model_set_graph_optimization(m, 0), ACC_OK);  // PyTorch's eager arithmetic
-  return m;
-}
+acc_model* lokr_model() { return eager_data_model("lokr_model.pt"); }
 
 // The options of one of the case's configurations; `init` "" for the configuration's own.
 acc_options* lokr_options(const json& c, const std::string& init) {
@@ -59,15 +55,6 @@ acc_model* adapted(const json& c, const std::string& init = "false") {
   return m;
 }
 
-void expect_factors(const acc_model* m, const json& factors) {
-  for (const auto& item : factors.items()) EXPECT_EQ(param(m, item.key()), float_values(item.value())) << item.key();
-}
-
-std::vector<float> eval_output(acc_model* m, const json& lokr) {
-  EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
-  return outputs_on(m, from_json(lokr["input"]));
-}
-
 // Each layer's weight and bias, then its factors in PEFT's registration order.
 std::vector<std::string> expected_names(const json& c) {
   std::vector<std::string> names;
@@ -86,27 +73,27 @@ TEST(Lokr, DrawsComputesAndMergesAsPeft) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json lokr = lora_case("lokr");
   acc_model* base = lokr_model();
-  const auto base_output = eval_output(base, lokr);
+  const auto base_output = eval_outputs(base, lokr);
   for (const char* config : {"cp", "plain"}) {
     SCOPED_TRACE(config);
     const json& c = lokr[config];
     // The configuration's own draws (w1 zero, or LyCORIS' w2 zero): the model starts unchanged.
     acc_model* m = adapted(c, "");
     EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw"]));
-    expect_factors(m, c["initial"]);
-    EXPECT_EQ(eval_output(m, lokr), base_output);
+    expect_params(m, c["initial"]);
+    EXPECT_EQ(eval_outputs(m, lokr), base_output);
     EXPECT_EQ(acc_test::parameter_names(m), expected_names(c));
     acc_model_free(m);
 
     // init_weights false: every factor drawn; the case's chosen factors are those draws.
     m = adapted(c);
-    expect_factors(m, c["chosen"]);
-    EXPECT_EQ(eval_output(m, lokr), float_values(c["eval_output"]));
+    expect_params(m, c["chosen"]);
+    EXPECT_EQ(eval_outputs(m, lokr), float_values(c["eval_output"]));
     // Training mode: module dropout (torch.rand(1) per layer) and rank dropout drawn in the forward.
     expect_training_step(m, lokr["input"], c["train_seed"].get<uint64_t>(), c["train_output"], c["grads"]);
     // Disabled: the base model's outputs.
     ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
-    EXPECT_EQ(eval_output(m, lokr), base_output);
+    EXPECT_EQ(eval_outputs(m, lokr), base_output);
     ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 1));
     // save_model writes the merged weights (the four layers' weights and biases, no factor); PEFT's
     // merge: W plus the delta.
@@ -129,7 +116,7 @@ TEST(Lokr, TrainsAsPeftWithDropoutAndAdamW) {
     ACC_ASSERT_OK(acc_model_set_training(m, 1));
     EXPECT_EQ(adamw_mse_losses(m, lokr["input"], lokr["target"], 3, c["train_seed"].get<uint64_t>()),
               c["losses"].get<std::vector<double>>());
-    expect_factors(m, c["trained"]);
+    expect_params(m, c["trained"]);
     acc_model_free(m);
   }
 }
@@ -139,7 +126,7 @@ TEST(Lokr, PeftFilesBothWaysAndRefusals) {
   const json lokr = lora_case("lokr");
   const json& c = lokr["cp"];
   acc_model* m = adapted(c);
-  const auto output = eval_output(m, lokr);
+  const auto output = eval_outputs(m, lokr);
   const std::string dir = acc_test::temp_path("lokr_adapter");
   fs::remove_all(dir);
   ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
@@ -165,7 +152,7 @@ TEST(Lokr, PeftFilesBothWaysAndRefusals) {
   acc_tensor_list_free(saved);
   acc_model* fresh = lokr_model();
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
-  EXPECT_EQ(eval_output(fresh, lokr), output);
+  EXPECT_EQ(eval_outputs(fresh, lokr), output);
   acc_model_free(fresh);
 
   // As PEFT writes it (keys sorted, its own fields).
@@ -181,7 +168,7 @@ TEST(Lokr, PeftFilesBothWaysAndRefusals) {
       "target_modules": ["head", "fc1", "seq", "conv"], "task_type": null, "use_effective_conv2d": true})");
   fresh = lokr_model();
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
-  EXPECT_EQ(eval_output(fresh, lokr), output);
+  EXPECT_EQ(eval_outputs(fresh, lokr), output);
   acc_model_free(fresh);
   // Without decompose_both and the CP form the configuration makes other factors: refused naming
   // one, nothing added.
@@ -302,9 +289,9 @@ TEST(Lokr, LoadingIntoAdaptersOfAnotherLayoutIsRefused) {
     fs::remove_all(dir);
     ACC_ASSERT_OK(acc_model_save_lora(source, dir.c_str()));
     acc_model* m = with_lokr(nullptr, nullptr);
-    const auto before = eval_output(m, lokr);
+    const auto before = eval_outputs(m, lokr);
     ACC_EXPECT_ERROR(acc_model_load_lora(m, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "the model's adapter lokr_w1");
-    EXPECT_EQ(eval_output(m, lokr), before);
+    EXPECT_EQ(eval_outputs(m, lokr), before);
     acc_model_free(m);
     acc_model_free(source);
   }

@@ -24,11 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-acc_model* oft_model() {
-  acc_model* m = data_model("oft_model.pt");
-  if (m) EXPECT_EQ(acc_model_set_graph_optimization(m, 0), ACC_OK);  // PyTorch's eager arithmetic
-  return m;
-}
+acc_model* oft_model() { return eager_data_model("oft_model.pt"); }
 
 acc_model* adapted(const json& c, bool init) {
   acc_model* m = oft_model();
@@ -50,41 +46,32 @@ acc_model* adapted(const json& c, bool init) {
   return m;
 }
 
-void expect_weights(const acc_model* m, const json& weights) {
-  for (const auto& item : weights.items()) EXPECT_EQ(param(m, item.key()), float_values(item.value())) << item.key();
-}
-
-std::vector<float> eval_output(acc_model* m, const json& oft) {
-  EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
-  return outputs_on(m, from_json(oft["input"]));
-}
-
 }  // namespace
 
 TEST(Oft, DrawsComputesAndMergesAsPeft) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json oft = lora_case("oft");
   acc_model* base = oft_model();
-  const auto base_output = eval_output(base, oft);
+  const auto base_output = eval_outputs(base, oft);
   for (const char* config : {"blocks", "shared"}) {
     SCOPED_TRACE(config);
     const json& c = oft[config];
     acc_model* m = adapted(c, /*init=*/true);
     EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw"]));  // zeros draw nothing
-    expect_weights(m, c["initial"]);
-    EXPECT_EQ(eval_output(m, oft), base_output);  // the identity rotations
+    expect_params(m, c["initial"]);
+    EXPECT_EQ(eval_outputs(m, oft), base_output);  // the identity rotations
     EXPECT_EQ(acc_test::parameter_names(m),
               (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc1.oft_R.weight", "fc2.weight", "fc2.bias",
                                         "fc2.oft_R.weight", "head.weight", "head.bias", "head.oft_R.weight"}));
     acc_model_free(m);
 
     m = adapted(c, /*init=*/false);
-    expect_weights(m, c["chosen"]);
-    EXPECT_EQ(eval_output(m, oft), float_values(c["eval_output"]));
+    expect_params(m, c["chosen"]);
+    EXPECT_EQ(eval_outputs(m, oft), float_values(c["eval_output"]));
     expect_training_step(m, oft["input"], c["seed"].get<uint64_t>(), c["train_output"], c["grads"]);
-    expect_weights(m, c["after_forward"]);  // coft's projection written back
+    expect_params(m, c["after_forward"]);  // coft's projection written back
     ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
-    EXPECT_EQ(eval_output(m, oft), base_output);
+    EXPECT_EQ(eval_outputs(m, oft), base_output);
     ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 1));
     expect_saved_model_merged(m, c["merged"], 6, "oft_saved_model");  // the layers' weights and biases
     ACC_ASSERT_OK(acc_model_merge_lora(m));
@@ -95,7 +82,7 @@ TEST(Oft, DrawsComputesAndMergesAsPeft) {
     m = adapted(c, /*init=*/false);
     ACC_ASSERT_OK(acc_model_set_training(m, 1));
     EXPECT_EQ(adamw_mse_losses(m, oft["input"], oft["target"], 3), c["losses"].get<std::vector<double>>());
-    expect_weights(m, c["trained"]);
+    expect_params(m, c["trained"]);
     acc_model_free(m);
   }
   acc_model_free(base);
@@ -106,7 +93,7 @@ TEST(Oft, PeftFilesBothWaysAndRefusals) {
   const json oft = lora_case("oft");
   const json& c = oft["shared"];
   acc_model* m = adapted(c, /*init=*/false);
-  const auto output = eval_output(m, oft);
+  const auto output = eval_outputs(m, oft);
   const std::string dir = acc_test::temp_path("oft_adapter");
   fs::remove_all(dir);
   ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
@@ -119,7 +106,7 @@ TEST(Oft, PeftFilesBothWaysAndRefusals) {
   EXPECT_EQ(config["use_cayley_neumann"], false);
   acc_model* fresh = oft_model();
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
-  EXPECT_EQ(eval_output(fresh, oft), eval_output(m, oft));
+  EXPECT_EQ(eval_outputs(fresh, oft), eval_outputs(m, oft));
   acc_model_free(fresh);
   // A file from before PEFT 0.14 (no oft_block_size), whose weights PEFT lays out otherwise.
   json old = config;

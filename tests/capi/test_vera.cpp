@@ -24,11 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-acc_model* vera_model() {
-  acc_model* m = data_model("vera_model.pt");
-  if (m) EXPECT_EQ(acc_model_set_graph_optimization(m, 0), ACC_OK);  // PyTorch's eager arithmetic
-  return m;
-}
+acc_model* vera_model() { return eager_data_model("vera_model.pt"); }
 
 acc_model* adapted(const json& c, bool init, bool save_projection = true) {
   acc_model* m = vera_model();
@@ -49,15 +45,6 @@ acc_model* adapted(const json& c, bool init, bool save_projection = true) {
   return m;
 }
 
-void expect_vectors(const acc_model* m, const json& vectors) {
-  for (const auto& item : vectors.items()) EXPECT_EQ(param(m, item.key()), float_values(item.value())) << item.key();
-}
-
-std::vector<float> eval_output(acc_model* m, const json& c) {
-  EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
-  return outputs_on(m, from_json(c["input"]));
-}
-
 // The file's tensors by name.
 acc_tensor_list* saved_tensors(const std::string& dir) {
   acc_tensor_list* saved = nullptr;
@@ -71,11 +58,11 @@ TEST(Vera, DrawsComputesAndMergesAsPeft) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("vera");
   acc_model* base = vera_model();
-  const auto base_output = eval_output(base, c);
+  const auto base_output = eval_outputs(base, c);
   acc_model* m = adapted(c, /*init=*/true);
   EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw"]));  // one torch.randn(r) per layer
-  expect_vectors(m, c["initial"]);
-  EXPECT_EQ(eval_output(m, c), base_output);  // lambda_b zero: the model starts unchanged
+  expect_params(m, c["initial"]);
+  EXPECT_EQ(eval_outputs(m, c), base_output);  // lambda_b zero: the model starts unchanged
   EXPECT_EQ(acc_test::parameter_names(m),
             (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc1.vera_lambda_b", "fc1.vera_lambda_d", "proj.weight",
                                       "proj.bias", "proj.vera_lambda_b", "proj.vera_lambda_d", "head.weight",
@@ -84,13 +71,13 @@ TEST(Vera, DrawsComputesAndMergesAsPeft) {
 
   // init_weights false: torch.randn's lambda_d and ones; the case's chosen vectors are those.
   m = adapted(c, /*init=*/false);
-  expect_vectors(m, c["chosen"]);
-  EXPECT_EQ(eval_output(m, c), float_values(c["eval_output"]));
+  expect_params(m, c["chosen"]);
+  EXPECT_EQ(eval_outputs(m, c), float_values(c["eval_output"]));
   // Training mode: vera_dropout on each layer's input, drawn in the forward's order.
   expect_training_step(m, c["input"], c["train_seed"].get<uint64_t>(), c["train_output"], c["grads"]);
   // Disabled: the base model's outputs.
   ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
-  EXPECT_EQ(eval_output(m, c), base_output);
+  EXPECT_EQ(eval_outputs(m, c), base_output);
   ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 1));
   // save_model writes the merged weights (no vector, no projection); PEFT's merge: W plus the delta
   // (a Conv1D's transposed).
@@ -109,7 +96,7 @@ TEST(Vera, TrainsAsPeftWithDropoutAndAdamW) {
   ACC_ASSERT_OK(acc_model_set_training(m, 1));
   EXPECT_EQ(adamw_mse_losses(m, c["input"], c["target"], 3, c["train_seed"].get<uint64_t>()),
             c["losses"].get<std::vector<double>>());
-  expect_vectors(m, c["trained"]);
+  expect_params(m, c["trained"]);
   acc_model_free(m);
 }
 
@@ -117,7 +104,7 @@ TEST(Vera, PeftFilesBothWaysWithAndWithoutTheProjections) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("vera");
   acc_model* m = adapted(c, /*init=*/false);
-  const auto output = eval_output(m, c);
+  const auto output = eval_outputs(m, c);
   const std::string dir = acc_test::temp_path("vera_adapter");
   fs::remove_all(dir);
   ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
@@ -146,7 +133,7 @@ TEST(Vera, PeftFilesBothWaysWithAndWithoutTheProjections) {
   acc_tensor_list_free(saved);
   acc_model* fresh = vera_model();
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
-  EXPECT_EQ(eval_output(fresh, c), output);
+  EXPECT_EQ(eval_outputs(fresh, c), output);
   acc_model_free(fresh);
 
   // The file's projections are the ones used: changed in the file, the outputs change with them.
@@ -173,11 +160,11 @@ TEST(Vera, PeftFilesBothWaysWithAndWithoutTheProjections) {
     fs::rename(dir + "/zeroed.safetensors", dir + "/adapter_model.safetensors");
   }
   acc_model* plain = vera_model();
-  const auto base_output = eval_output(plain, c);
+  const auto base_output = eval_outputs(plain, c);
   acc_model_free(plain);
   fresh = vera_model();
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
-  EXPECT_EQ(eval_output(fresh, c), base_output);  // vera_A zero: no branch
+  EXPECT_EQ(eval_outputs(fresh, c), base_output);  // vera_A zero: no branch
   acc_model_free(fresh);
 
   // save_projection false: no projections in the file; loading draws them again from the seed.
@@ -191,7 +178,7 @@ TEST(Vera, PeftFilesBothWaysWithAndWithoutTheProjections) {
   acc_tensor_list_free(saved);
   fresh = vera_model();
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
-  EXPECT_EQ(eval_output(fresh, c), output);
+  EXPECT_EQ(eval_outputs(fresh, c), output);
   acc_model_free(fresh);
   // A file whose configuration says it saves them but holds none is refused, naming them.
   {
@@ -259,18 +246,18 @@ TEST(Vera, NamedAdaptersKeepTheirOwnProjections) {
   };
   add("first", 4, 7);
   add("second", 2, 3);
-  const auto first = eval_output(m, c);
+  const auto first = eval_outputs(m, c);
   ACC_ASSERT_OK(acc_model_set_adapter(m, "second"));
-  const auto second = eval_output(m, c);
+  const auto second = eval_outputs(m, c);
   EXPECT_NE(first, second);
   const std::string dir = acc_test::temp_path("vera_named");
   fs::remove_all(dir);
   ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));  // each in its folder, as PEFT's save_pretrained
   ACC_ASSERT_OK(acc_model_set_adapter(m, "first"));
-  EXPECT_EQ(eval_output(m, c), first);
+  EXPECT_EQ(eval_outputs(m, c), first);
   acc_model* fresh = vera_model();
   ACC_ASSERT_OK(acc_model_load_lora(fresh, (dir + "/second").c_str()));
-  EXPECT_EQ(eval_output(fresh, c), second);
+  EXPECT_EQ(eval_outputs(fresh, c), second);
   acc_model_free(fresh);
   acc_model_free(m);
 }
@@ -295,7 +282,7 @@ TEST(Vera, ProjectionsAreStateBuffersThatLoadAndMove) {
     return m;
   };
   acc_model* seven = with_key(7, true);
-  const auto output = eval_output(seven, c);
+  const auto output = eval_outputs(seven, c);
   acc_tensor_list* state = nullptr;
   ACC_ASSERT_OK(acc_model_state_dict(seven, &state));
   acc_tensor* projection = nullptr;
@@ -303,9 +290,9 @@ TEST(Vera, ProjectionsAreStateBuffersThatLoadAndMove) {
   EXPECT_EQ(to_floats(projection), float_values(c["vera_A"]));
   acc_tensor_free(projection);
   acc_model* eight = with_key(8, true);
-  EXPECT_NE(eval_output(eight, c), output);
+  EXPECT_NE(eval_outputs(eight, c), output);
   ACC_ASSERT_OK(acc_model_load_state_dict(eight, state, 1));
-  EXPECT_EQ(eval_output(eight, c), output);
+  EXPECT_EQ(eval_outputs(eight, c), output);
   acc_tensor_list_free(state);
 
   // A file of seed 7 without its projections into adapters of seed 9: refused, nothing changed.
@@ -314,9 +301,9 @@ TEST(Vera, ProjectionsAreStateBuffersThatLoadAndMove) {
   fs::remove_all(dir);
   ACC_ASSERT_OK(acc_model_save_lora(unsaved, dir.c_str()));
   acc_model* nine = with_key(9, false);
-  const auto nine_output = eval_output(nine, c);
+  const auto nine_output = eval_outputs(nine, c);
   ACC_EXPECT_ERROR(acc_model_load_lora(nine, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "projection_prng_key 7");
-  EXPECT_EQ(eval_output(nine, c), nine_output);
+  EXPECT_EQ(eval_outputs(nine, c), nine_output);
 
   // float64: vectors and projections move together, and the model computes in it.
   ACC_ASSERT_OK(acc_model_to(seven, nullptr, ACC_DTYPE_FLOAT64));
