@@ -620,6 +620,23 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
  *   adapter_config.json).
+ * Keys of ACC_OPTIONS_ADALORA (PEFT's AdaLoraConfig, see acc_model_add_adalora): total_step (int,
+ *   default 0: required, the training's steps, where the budget's schedule ends), init_r (int,
+ *   default 12: each layer's rank at the start), target_r (int, default 8: the average rank per
+ *   layer the budget ends at, below init_r), tinit (int, default 0: the steps before any pruning),
+ *   tfinal (int, default 0: the steps after the last pruning, which keep its pattern), deltaT (int,
+ *   default 1: the steps between two prunings), beta1 (double, default 0.85: the smoothing of each
+ *   entry's sensitivity), beta2 (double, default 0.85: of its uncertainty), orth_reg_weight
+ *   (double, default 0.5: the weight of the orthogonal regularization acc_model_adalora_loss adds),
+ *   lora_alpha (double, default 8: the scaling is lora_alpha / (init_r + 1e-5)), lora_dropout
+ *   (double, default 0: dropout on each adapted layer's input), fan_in_fan_out (bool, default false:
+ *   PEFT's flag, set from each linear layer's kind as PEFT sets it), bias ("none", default, "all" or
+ *   "lora_only"), init_lora_weights (bool, default true: E starts as zeros, the model unchanged,
+ *   and A and B as normal(0, 0.02) draws; false: torch.randn draws),
+ *   exclude_modules, modules_to_save, layers_to_transform (strings, default none: as
+ *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
+ *   base_model_name_or_path, revision, task_type (strings, default none: written to
+ *   adapter_config.json).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
  *   schedule_wait, schedule_warmup, schedule_active, schedule_repeat, schedule_skip_first (int,
@@ -681,6 +698,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_LOKR = 13,
   ACC_OPTIONS_VERA = 14,
   ACC_OPTIONS_OFT = 15,
+  ACC_OPTIONS_ADALORA = 16,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1229,6 +1247,48 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_vera(acc_model *model, const char
  * acc_prepare, on a model without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_oft(acc_model *model, const char *target_modules,
                                                   const acc_options *opts, size_t *count);
+/* acc_model_add_adalora: PEFT's AdaLoraConfig (AdaLoRA, get_peft_model with peft_type ADALORA):
+ * each targeted layer computes its output plus (dropout(x) @ (A * E)^T @ B^T) * lora_alpha /
+ * (ranknum + 1e-5) (a 2-D convolution: its convolution of dropout(x) with that delta in its
+ * weight's shape), with "<module>.lora_A" (init_r x in; a convolution's in x kernel),
+ * "<module>.lora_B" (out x init_r) and "<module>.lora_E" (init_r x 1) trained and
+ * "<module>.ranknum" (init_r, frozen, in the layer's dtype) listed after them, after the layer's own;
+ * every other parameter frozen but modules_to_save's (and biases, with bias). Drawn as PEFT's
+ * layers draw them: torch.randn for A, E, B and ranknum per layer in the model's order, then E
+ * zeros and A and B normal(0, 0.02) (init_lora_weights false: the randn draws). Training, as with
+ * PEFT: the loss is acc_model_adalora_loss's, and acc_model_adalora_update_and_allocate(step) comes
+ * after each backward (and optimizer step) and before the gradients are zeroed; it prunes the
+ * ranks to a budget falling from init_r to target_r per layer (see ACC_OPTIONS_ADALORA) by zeroing
+ * entries of E. `target_modules`: named as for acc_model_add_lora ("all-linear" too); targets must
+ * be linear layers (torch.nn.Linear, transformers' Conv1D, a spec's "linear") or torch.nn.Conv2d
+ * that the forward calls as modules: anything else is ACC_ERR_INVALID_ARGUMENT (PEFT's
+ * ValueError), a grouped convolution, a quantised layer or one whose weight the forward reads
+ * itself ACC_ERR_UNSUPPORTED. `opts`: ACC_OPTIONS_ADALORA (its total_step is required).
+ * acc_model_save_lora writes PEFT's files: the last pruning's pattern as rank_pattern and each
+ * layer's kept entries only (PEFT's resize); acc_model_load_lora reads them (PEFT's own too), each
+ * layer at its kept rank, drawn as PEFT's from_pretrained draws. Merging (W plus the delta),
+ * disabling and counting act as for LoRA; acc_model_add_weighted_adapter is ACC_ERR_INVALID_ARGUMENT
+ * (PEFT's AdaLoRA has none). Before creating the optimizer and before acc_prepare, on a model
+ * without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_adalora(acc_model *model, const char *target_modules,
+                                                      const acc_options *opts, size_t *count);
+/* acc_model_adalora_loss: *out = loss + orth_reg_weight * the mean over the adapters' A and B (in
+ * the model's order) of ||A A^T - I||_F and ||B^T B - I||_F, with autograd history: what PEFT's
+ * AdaLoraModel adds to the loss its model returns. Call it on the loss before acc_backward.
+ * ACC_ERR_INVALID_ARGUMENT without AdaLoRA adapters; ACC_ERR_UNSUPPORTED under zero_stage 3. */
+ACC_API ACC_NODISCARD acc_status acc_model_adalora_loss(const acc_model *model, const acc_tensor *loss,
+                                                       acc_tensor **out);
+/* acc_model_adalora_update_and_allocate: PEFT's update_and_allocate(global_step), once per step
+ * after the backward (and the optimizer step) and before the gradients are zeroed: up to step
+ * total_step - tfinal it smooths each adapter tensor's |p * grad|, and at steps past tinit that
+ * deltaT divides it zeroes the entries of E whose importance is lowest until the budget of ranks
+ * holds; at total_step - tfinal the last pruning (target_r per layer); after it, that pattern again.
+ * The pattern is the adapters' rank_pattern, which acc_model_save_lora writes. Under DDP every
+ * process computes the same pattern from the averaged gradients. ACC_ERR_INVALID_ARGUMENT without
+ * AdaLoRA adapters, for a negative step, for an adapter tensor without a gradient where one is read,
+ * or where target_r is not below init_r; ACC_ERR_UNSUPPORTED under sharded data parallelism (any
+ * zero_stage). */
+ACC_API ACC_NODISCARD acc_status acc_model_adalora_update_and_allocate(acc_model *model, int64_t global_step);
 /* acc_model_set_lora_enabled: PEFT's enable_adapter_layers (enabled != 0) and disable_adapter_layers
  * (its disable_adapter scope is disable, compute, enable). Disabled, every adapted layer computes as
  * its base layer alone, drawing no dropout mask: the base model's outputs, e.g. a reference model's

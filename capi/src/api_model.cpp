@@ -253,6 +253,22 @@ acc_status acc_model_add_oft(acc_model* model, const char* target_modules, const
   return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Oft, count);
 }
 
+acc_status acc_model_add_adalora(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
+  return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Adalora, count);
+}
+
+acc_status acc_model_adalora_loss(const acc_model* model, const acc_tensor* loss, acc_tensor** out) {
+  return guarded([&] {
+    const acc::Model& m = model_arg(model);
+    const at::Tensor& given = live(loss, "loss").tensor;
+    emit(out_param(out, "out"), m.adalora_loss(given));
+  });
+}
+
+acc_status acc_model_adalora_update_and_allocate(acc_model* model, int64_t global_step) {
+  return guarded([&] { model_arg(model).adalora_update_and_allocate(global_step); });
+}
+
 acc_status acc_model_save_lora(const acc_model* model, const char* dir) {
   return guarded([&] { model_arg(model).save_lora(path_arg(dir, "dir")); });
 }

@@ -38,6 +38,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return vera_option_table();
     case OptionsKind::Oft:
       return oft_option_table();
+    case OptionsKind::Adalora:
+      return adalora_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -145,6 +145,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "vera";
     case OptionsKind::Oft:
       return "oft";
+    case OptionsKind::Adalora:
+      return "adalora";
   }
   return "?";
 }

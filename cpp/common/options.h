@@ -59,7 +59,8 @@ enum class OptionsKind : int {
   Loha = 12,
   Lokr = 13,
   Vera = 14,
-  Oft = 15
+  Oft = 15,
+  Adalora = 16
 };
 
 const char* options_kind_name(OptionsKind kind);

@@ -11,6 +11,8 @@
 #include "common/autocast_guard.h"
 #include "common/error.h"
 #include "common/text.h"
+#include "model/adalora.h"
+#include "model/adalora_allocator.h"
 #include "model/corda.h"
 #include "model/ia3.h"
 #include "model/loftq.h"
@@ -354,6 +356,8 @@ const char* adaptable_layers(const LoraConfig& config) {
   if (config.peft_type == PeftType::Lokr) return "LoKr adapts linear layers and 1-D and 2-D convolutions";
   if (config.peft_type == PeftType::Vera) return "VeRA adapts linear layers (transformers' Conv1D too)";
   if (config.peft_type == PeftType::Oft) return "OFT adapts linear layers";
+  if (config.peft_type == PeftType::Adalora)
+    return "AdaLoRA adapts linear layers (transformers' Conv1D too) and 2-D convolutions";
   return kAdaptableLayers;
 }
 
@@ -514,10 +518,11 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   const std::vector<LinearSite> chosen = targeted_sites(config, sites);
   require_targets_matched(config, sites, chosen);
   if (config.peft_type != PeftType::Lora) {  // IA3, LoHa, LoKr or VeRA
-    std::vector<LoraAdapter> made = config.peft_type == PeftType::Ia3    ? make_ia3_adapters(config, chosen)
-                                    : config.peft_type == PeftType::Vera ? make_vera_adapters(config, chosen)
-                                    : config.peft_type == PeftType::Oft  ? make_oft_adapters(config, chosen)
-                                                                         : make_lycoris_adapters(config, chosen);
+    std::vector<LoraAdapter> made = config.peft_type == PeftType::Ia3       ? make_ia3_adapters(config, chosen)
+                                    : config.peft_type == PeftType::Vera    ? make_vera_adapters(config, chosen)
+                                    : config.peft_type == PeftType::Oft     ? make_oft_adapters(config, chosen)
+                                    : config.peft_type == PeftType::Adalora ? make_adalora_adapters(config, chosen)
+                                                                            : make_lycoris_adapters(config, chosen);
     take_new(config, chosen, std::move(made), {}, {}, saved_modules, weights_pending);
     return adapters_.size();
   }
@@ -721,6 +726,9 @@ void LoraAdapters::take_new(const LoraConfig& config, const std::vector<LinearSi
     }
   }
   adapters_ = std::move(made);
+  allocator_ = config_.peft_type == PeftType::Adalora
+                   ? std::make_shared<AdaloraAllocator>(config_.adalora, adapters_.size())
+                   : nullptr;
   tokens_.install(std::move(tokens), /*standalone=*/false);
   originals_ = std::move(originals);
   originals_dropped_ = false;
@@ -770,6 +778,7 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   if (is_ia3(adapter)) return ia3_output_adapter(adapter, enabled);
   if (is_lycoris(adapter)) return lycoris_output_adapter(adapter, config_, enabled);
   if (is_vera(adapter)) return vera_output_adapter(adapter, config_.dropout, enabled);
+  if (is_adalora(adapter)) return adalora_output_adapter(adapter, config_.dropout, enabled);
   if (is_oft(adapter)) return nullptr;  // its input is rotated (LoraAdapters::install)
   if (adapter.magnitude.defined())
     return adapter.site.conv        ? dora_conv_output_adapter(adapter, p, enabled)
@@ -807,6 +816,7 @@ void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
   if (is_ia3(adapter)) return out->emplace_back(adapter.site.module + kIa3Suffix, adapter.ia3), void();
   if (!adapter.factors.empty()) {  // LoHa's, LoKr's, VeRA's
     for (const auto& [suffix, factor] : adapter.factors) out->emplace_back(adapter.site.module + suffix, factor);
+    if (adapter.ranknum.defined()) out->emplace_back(adapter.site.module + kAdaloraRanknum, adapter.ranknum);
     return;
   }
   out->emplace_back(adapter.site.module + lora_a_suffix(adapter.site), adapter.a);
@@ -1012,6 +1022,17 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
       adapter_entries.insert(module + kOftSuffix);
       continue;
     }
+    if (is_adalora(adapter)) {  // PEFT's merge: the weight plus the delta of the state's A, B and E
+      NamedTensors stated;
+      for (const auto& entry : adapter.factors) {
+        stated.emplace_back(entry.first, entry_of(module + entry.first));
+        adapter_entries.insert(module + entry.first);
+      }
+      adapter_entries.insert(module + kAdaloraRanknum);
+      const at::Tensor& w = entry_of(weight_name(adapter.site));
+      merged_weights[weight_name(adapter.site)] = (w + adalora_delta(adapter, stated)).to(w.scalar_type());
+      continue;
+    }
     if (is_vera(adapter)) {  // PEFT's merge: the weight plus the delta of the state's vectors
       const at::Tensor &lambda_b = entry_of(module + kVeraLambdaB), &lambda_d = entry_of(module + kVeraLambdaD);
       adapter_entries.insert({module + kVeraLambdaB, module + kVeraLambdaD, kVeraBufferA, kVeraBufferB});
@@ -1066,6 +1087,11 @@ void LoraAdapters::merge_into_weights() const {
     if (is_oft(adapter)) {
       const at::Tensor& w = adapter.site.weight;
       w.copy_(oft_merged_weight(w, adapter, adapter.factors[0].second, OftRotation::of(config_)));
+      continue;
+    }
+    if (is_adalora(adapter)) {
+      const at::Tensor& w = adapter.site.weight;
+      w.copy_((w + adalora_delta(adapter, adapter.factors)).to(w.scalar_type()));
       continue;
     }
     if (is_vera(adapter)) {

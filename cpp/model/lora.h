@@ -155,6 +155,7 @@ const char* lora_a_suffix(const LinearSite& site);
 const char* lora_b_suffix(const LinearSite& site);
 
 struct VeraProjections;  // model/vera.h
+class AdaloraAllocator;  // model/adalora_allocator.h
 
 // A trained tensor's name after its module's (PEFT's ParameterDict entry without the adapter name)
 // and its shape for one layer (LoraAdapter::factors).
@@ -185,7 +186,9 @@ struct LoraAdapter {
   // LyCORIS adapter's factors (model/lycoris.h: LoHa's hada_w1_a ..., LoKr's lokr_w1 ...) or VeRA's
   // vectors (model/vera.h: vera_lambda_b, vera_lambda_d).
   NamedTensors factors{};
-  PeftType method = PeftType::Lora;  // whose adapter this is (IA3, LoHa, LoKr, VeRA, OFT set it)
+  PeftType method = PeftType::Lora;  // whose adapter this is (IA3, LoHa, LoKr, VeRA, OFT, AdaLoRA set it)
+  // AdaLoRA's ranknum (1, frozen, in the layer's dtype: its init_r), listed after its factors.
+  at::Tensor ranknum{};
   // VeRA's frozen projections, one pair shared by the adapter's layers (model/vera.h); null for
   // every other method.
   std::shared_ptr<VeraProjections> projections{};
@@ -201,6 +204,7 @@ at::Tensor adapter_parameter(const at::Tensor& drawn, const LinearSite& site);
 inline bool is_ia3(const LoraAdapter& adapter) { return adapter.ia3.defined(); }
 inline bool is_vera(const LoraAdapter& adapter) { return adapter.method == PeftType::Vera; }
 inline bool is_oft(const LoraAdapter& adapter) { return adapter.method == PeftType::Oft; }
+inline bool is_adalora(const LoraAdapter& adapter) { return adapter.method == PeftType::Adalora; }
 inline bool is_lycoris(const LoraAdapter& adapter) {
   return adapter.method == PeftType::Loha || adapter.method == PeftType::Lokr;
 }
@@ -371,6 +375,12 @@ class LoraAdapters {
   // requires_grad on each adapter tensor that trains (MiCA's lora_B stays frozen), or on none;
   // frozen ones keep no gradient.
   void set_trainable(bool trainable) const;
+  // AdaLoRA (model/adalora.h): the loss plus orth_reg_weight times the orthogonal regularization
+  // (AdaLoraModel.forward's), and the rank allocator's step (update_and_allocate), which keeps the
+  // pattern it prunes to in the configuration (saved with the adapters). InvalidArgument where the
+  // adapters are not AdaLoRA's.
+  at::Tensor adalora_loss(const at::Tensor& loss) const;
+  void adalora_update_and_allocate(int64_t global_step);
 
  private:
   OutputAdapter output_adapter(const LoraAdapter& adapter) const;
@@ -389,6 +399,7 @@ class LoraAdapters {
 
   LoraConfig config_;
   std::vector<LoraAdapter> adapters_;
+  std::shared_ptr<AdaloraAllocator> allocator_;  // AdaLoRA's, else null
   TrainableTokens tokens_;
   struct Original {
     std::string name;  // the model's name of it

@@ -310,6 +310,61 @@ const OptionTable<LoraConfig>& oft_option_table() {
   return table;
 }
 
+const OptionTable<LoraConfig>& adalora_option_table() {
+  using L = LoraConfig;
+  using A = AdaloraConfig;
+  static const OptionTable<L> table(OptionsKind::Adalora, [](OptionTable<L>& t) {
+    t.bind("target_r", "the average rank per layer the budget ends at", &L::adalora, &A::target_r)
+        .at_least(0)
+        .at_most(kMaxLoraRank);
+    t.bind("init_r", "each layer's rank at the start", &L::adalora, &A::init_r).at_least(1).at_most(kMaxLoraRank);
+    t.bind("tinit", "the steps of warm-up before any pruning", &L::adalora, &A::tinit).at_least(0);
+    t.bind("tfinal", "the steps of fine-tuning after the last pruning", &L::adalora, &A::tfinal).at_least(0);
+    t.bind("deltaT", "the steps between two prunings", &L::adalora, &A::delta_t).at_least(1);
+    t.bind("beta1", "the smoothing of the importance (sensitivity)", &L::adalora, &A::beta1);
+    t.bind("beta2", "the smoothing of its uncertainty", &L::adalora, &A::beta2);
+    t.bind("orth_reg_weight", "the weight of the orthogonal regularization (acc_model_adalora_loss)", &L::adalora,
+           &A::orth_reg_weight)
+        .at_least(0)
+        .at_most(kMaxLoraAlpha);
+    t.bind("total_step", "the training's steps, required (the budget's schedule ends there)", &L::adalora,
+           &A::total_step);
+    // At most float's largest: the scaling multiplies float32 outputs (an inf would make 0 * inf NaNs).
+    t.bind("lora_alpha", "the scaling is lora_alpha / (rank + 1e-5), the rank fixed at init_r", &L::alpha)
+        .at_least(0)
+        .at_most(kMaxLoraAlpha);
+    t.bind("lora_dropout", "dropout on the adapted layer's input", &L::dropout).at_least(0).at_most(1);
+    t.bind("fan_in_fan_out",
+           "PEFT's flag for weights stored in x out (transformers' Conv1D); each layer's kind decides, as in PEFT",
+           &L::fan_in_fan_out);
+    t.bind("bias", "which biases train beside the adapters: none, all, lora_only (the adapted layers')", &L::bias)
+        .one_of({"none", "all", "lora_only"});
+    t.bind("init_lora_weights", "E starts as zeros and A and B as normal(0, 0.02) draws (false: torch.randn)",
+           &L::adalora, &A::init_weights);
+    bind_module_lists(t);
+    bind_layers(t);
+    bind_texts(t);
+  });
+  return table;
+}
+
+const std::vector<bool>* AdaloraConfig::kept(const std::string& module) const {
+  for (const auto& [name, entries] : rank_pattern)
+    if (name == module) return &entries;
+  return nullptr;
+}
+
+void check_adalora_schedule(const AdaloraConfig& config) {
+  require(config.total_step >= 1, "AdaLoRA needs total_step, the training's steps (got ", config.total_step,
+          "): its budget's schedule ends there (PEFT's AdaLoraConfig refuses it too)");
+  require(config.tinit < config.total_step - config.tfinal, "AdaLoRA's schedule leaves no steps to prune in: tinit ",
+          config.tinit, " must come before total_step - tfinal = ", config.total_step - config.tfinal,
+          " (decrease tinit or tfinal, or increase total_step; PEFT's ValueError)");
+  for (const auto& [name, beta] : {std::pair{"beta1", config.beta1}, std::pair{"beta2", config.beta2}})
+    require(beta > 0 && beta < 1, "AdaLoRA's ", name, " must lie in (0, 1) (PEFT's RankAllocator asserts it), got ",
+            beta);
+}
+
 namespace {
 
 // What LoraConfig::from and LoraConfig::ia3 read alike: target_modules (the text, trimmed),
@@ -417,6 +472,8 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return vera(targets, options);
     case OptionsKind::Oft:
       return oft(targets, options);
+    case OptionsKind::Adalora:
+      return adalora_config(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -461,6 +518,19 @@ LoraConfig LoraConfig::oft(const std::string& targets, const Options& options) {
   if (config.bias == "oft_only") config.bias = "lora_only";  // the adapted layers' biases train
   const std::string text = trimmed(targets);
   require(!text.empty(), "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\")");
+  read_shared_settings(config, text);
+  read_patterns_and_layers(config);
+  return config;
+}
+
+LoraConfig LoraConfig::adalora_config(const std::string& targets, const Options& options) {
+  require(options.kind() == OptionsKind::Adalora, "AdaLoRA options must be of kind adalora, got ",
+          options_kind_name(options.kind()));
+  LoraConfig config = adalora_option_table().read(options);
+  config.peft_type = PeftType::Adalora;
+  check_adalora_schedule(config.adalora);
+  const std::string text = trimmed(targets);
+  require(!text.empty(), "target_modules is empty: name the layers to adapt (e.g. \"q_proj,v_proj\")");
   read_shared_settings(config, text);
   read_patterns_and_layers(config);
   return config;

@@ -36,8 +36,9 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // (a Hadamard product of two low-rank products added to the weight, model/loha.h) or its
 // LoKrConfig (a Kronecker product of two factors added to the weight, model/lokr.h) or its
 // VeraConfig (two trained vectors scaling frozen random projections shared by the layers,
-// model/vera.h) or its OFTConfig (each layer's input rotated block by block, model/oft.h).
-enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr, Vera, Oft };
+// model/vera.h) or its OFTConfig (each layer's input rotated block by block, model/oft.h) or its
+// AdaLoraConfig (LoRA in an SVD form whose ranks a budget prunes while it trains, model/adalora.h).
+enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr, Vera, Oft, Adalora };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
   switch (type) {
@@ -53,6 +54,8 @@ inline const char* peft_type_name(PeftType type) {
       return "VERA";
     case PeftType::Oft:
       return "OFT";
+    case PeftType::Adalora:
+      return "ADALORA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -74,6 +77,8 @@ inline const char* peft_method_name(PeftType type) {
       return "VeRA";
     case PeftType::Oft:
       return "OFT";
+    case PeftType::Adalora:
+      return "AdaLoRA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -114,6 +119,29 @@ struct EvaConfig {
   int64_t label_mask_value = -100;
   bool whiten = false;
   bool adjust_scaling_factors = true;
+};
+
+// PEFT's AdaLoraConfig (peft_type Adalora, model/adalora.h; lora_alpha, lora_dropout and the
+// layer settings are LoRA's fields): every layer starts at rank init_r; after tinit steps the
+// budget of ranks falls as a cubic to target_r per layer at total_step - tfinal, pruned every
+// deltaT steps by the importance the RankAllocator smooths with beta1 and beta2; orth_reg_weight
+// weighs the orthogonal regularization; init_lora_weights zeroes E and draws A and B from normal(0,
+// 0.02) (false: torch.randn). rank_pattern: the entries of each layer's E kept by the last pruning
+// (by module, in the model's order; empty before any), written to and read from the files.
+struct AdaloraConfig {
+  int64_t target_r = 8;
+  int64_t init_r = 12;
+  int64_t tinit = 0;
+  int64_t tfinal = 0;
+  int64_t delta_t = 1;
+  double beta1 = 0.85;
+  double beta2 = 0.85;
+  double orth_reg_weight = 0.5;
+  int64_t total_step = 0;  // PEFT's None: required
+  bool init_weights = true;
+  std::vector<std::pair<std::string, std::vector<bool>>> rank_pattern;
+  // The kept entries of `module`'s E, or null where rank_pattern has none for it.
+  const std::vector<bool>* kept(const std::string& module) const;
 };
 
 // PEFT's LoraConfig. The ACC_OPTIONS_LORA keys fill the numbers and flags (lora_option_table); the
@@ -229,6 +257,7 @@ struct LoraConfig {
   bool use_cayley_neumann = true;
   int64_t num_cayley_neumann_terms = 5;
   bool oft_init_weights = true;
+  AdaloraConfig adalora;
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -283,6 +312,8 @@ struct LoraConfig {
   static LoraConfig vera(const std::string& targets, const Options& options);
   // PEFT's OFTConfig: `targets` as above (or "all-linear"), `options` of kind oft.
   static LoraConfig oft(const std::string& targets, const Options& options);
+  // PEFT's AdaLoraConfig: `targets` as above (or "all-linear"), `options` of kind adalora.
+  static LoraConfig adalora_config(const std::string& targets, const Options& options);
   // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
   // add_adapter takes any).
   static LoraConfig of_kind(const std::string& targets, const Options& options);
@@ -340,5 +371,9 @@ const OptionTable<LoraConfig>& loha_option_table();
 const OptionTable<LoraConfig>& lokr_option_table();
 const OptionTable<LoraConfig>& vera_option_table();
 const OptionTable<LoraConfig>& oft_option_table();
+const OptionTable<LoraConfig>& adalora_option_table();
+// Fails (InvalidArgument, naming the setting) where PEFT's AdaLoraConfig would refuse `config`'s
+// schedule: total_step below 1, tinit not before total_step - tfinal, betas outside (0, 1).
+void check_adalora_schedule(const AdaloraConfig& config);
 
 }  // namespace acc

@@ -12,6 +12,7 @@
 #include "common/files.h"
 #include "common/json_input.h"
 #include "common/text.h"
+#include "model/adalora.h"
 #include "model/ia3.h"
 #include "model/lora_init.h"
 #include "model/lycoris.h"
@@ -291,6 +292,35 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
     j["exclude_modules"] = config.exclude_names;
   else
     j["exclude_modules"] = nullptr;
+  return j;
+}
+
+// PEFT's AdaLoraConfig: LoraConfig's fields (its r unused, its rank_pattern AdaLoRA's pattern of
+// kept entries by "<module>.lora_E", null before any pruning), then AdaLoRA's.
+nlohmann::ordered_json adalora_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  LoraConfig plain = config;
+  plain.rank_pattern.clear();
+  plain.alpha_pattern.clear();
+  plain.init = config.adalora.init_weights ? "true" : "false";
+  json j = config_json(plain);
+  j["peft_type"] = peft_type_name(PeftType::Adalora);
+  const AdaloraConfig& a = config.adalora;
+  j["target_r"] = a.target_r;
+  j["init_r"] = a.init_r;
+  j["tinit"] = a.tinit;
+  j["tfinal"] = a.tfinal;
+  j["deltaT"] = a.delta_t;
+  j["beta1"] = a.beta1;
+  j["beta2"] = a.beta2;
+  j["orth_reg_weight"] = a.orth_reg_weight;
+  j["total_step"] = a.total_step;
+  if (a.rank_pattern.empty()) {
+    j["rank_pattern"] = nullptr;
+  } else {
+    j["rank_pattern"] = json::object();
+    for (const auto& [module, kept] : a.rank_pattern) j["rank_pattern"][module + kAdaloraE] = kept;
+  }
   return j;
 }
 
@@ -594,6 +624,70 @@ LoraConfig vera_config_from_json(const nlohmann::ordered_json& j, const std::str
   return config;
 }
 
+// PEFT's AdaLoraConfig (peft_type ADALORA): LoraConfig's fields that AdaLoRA uses, its own, and
+// its rank_pattern, keyed "<module>.lora_E" (or with the adapter's name after it, as PEFT's
+// allocator names them before a save), each a list of init_r flags.
+LoraConfig adalora_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  const ConfigFields fields{j, path};
+  LoraConfig config;
+  config.peft_type = PeftType::Adalora;
+  AdaloraConfig& a = config.adalora;
+  constexpr int64_t kMaxSteps = int64_t{1} << 53;
+  a.init_r = fields.integer("init_r", 12, 1, kMaxLoraRank, "from 1 to 2^20");
+  a.target_r = fields.integer("target_r", 8, 0, kMaxLoraRank, "from 0 to 2^20");
+  a.tinit = fields.integer("tinit", 0, 0, kMaxSteps, "from 0 to 2^53");
+  a.tfinal = fields.integer("tfinal", 0, 0, kMaxSteps, "from 0 to 2^53");
+  a.delta_t = fields.integer("deltaT", 1, 1, kMaxSteps, "from 1 to 2^53");
+  a.beta1 = fields.number("beta1", 0.85, 0, 1);
+  a.beta2 = fields.number("beta2", 0.85, 0, 1);
+  a.orth_reg_weight = fields.number("orth_reg_weight", 0.5, 0, kMaxLoraAlpha);
+  a.total_step = fields.integer("total_step", 0, 0, kMaxSteps, "from 1 to 2^53 (required)");
+  try {
+    check_adalora_schedule(a);
+  } catch (const Error& e) {
+    fail(Status::Io, "'", path, "': ", e.what());
+  }
+  config.alpha = fields.number("lora_alpha", 8, 0, kMaxLoraAlpha);
+  config.dropout = fields.number("lora_dropout", 0, 0, 1);
+  config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
+  // PEFT's update_layer tests init_lora_weights' truth: a string (gaussian, ...) is true.
+  a.init_weights = fields.given("init_lora_weights") && fields.j["init_lora_weights"].is_string()
+                       ? !fields.j["init_lora_weights"].get<std::string>().empty()
+                       : fields.flag("init_lora_weights", true);
+  for (const char* variant : {"use_dora", "use_rslora", "lora_bias"})
+    if (fields.flag(variant, false)) fields.refuse(variant, "is true, which AdaLoRA does not take (PEFT refuses DoRA)");
+  if (fields.given("bias")) {
+    const auto& bias = j["bias"];
+    if (bias != "none" && bias != "all" && bias != "lora_only")
+      fields.refuse("bias", "must be \"none\", \"all\" or \"lora_only\"");
+    config.bias = bias.get<std::string>();
+  }
+  if (fields.given("rank_pattern")) {
+    const auto& pattern = j["rank_pattern"];
+    if (!pattern.is_object()) fields.refuse("rank_pattern", "must be an object from \"<module>.lora_E\" to flags");
+    const std::string suffix = kAdaloraE;
+    for (const auto& [key, flags] : pattern.items()) {
+      std::string module = key;
+      if (ends_with(module, suffix + ".default")) module.resize(module.size() - std::string(".default").size());
+      if (!ends_with(module, suffix) || module.size() <= suffix.size())
+        fields.refuse("rank_pattern", "has the key '" + key + "', which is not \"<module>.lora_E\"");
+      module.resize(module.size() - suffix.size());
+      if (!flags.is_array() || static_cast<int64_t>(flags.size()) != a.init_r)
+        fields.refuse("rank_pattern",
+                      "'s entry '" + key + "' must be a list of init_r = " + concat(a.init_r) + " flags");
+      std::vector<bool> kept;
+      for (const auto& flag : flags) {
+        if (!flag.is_boolean()) fields.refuse("rank_pattern", "'s entry '" + key + "' must hold true or false");
+        kept.push_back(flag.get<bool>());
+      }
+      if (config.adalora.kept(module)) fields.refuse("rank_pattern", "names '" + module + "' twice");
+      a.rank_pattern.emplace_back(module, std::move(kept));
+    }
+  }
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
+  return config;
+}
+
 // adapter_config.json for the method's configuration, as PEFT writes it.
 nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
   switch (config.peft_type) {
@@ -608,6 +702,8 @@ nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
       return vera_config_json(config);
     case PeftType::Oft:
       return oft_config_json(config);
+    case PeftType::Adalora:
+      return adalora_config_json(config);
     case PeftType::Lora:
       break;
   }
@@ -626,10 +722,12 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "LOKR") return lycoris_config_from_json(PeftType::Lokr, j, path);
   if (j.contains("peft_type") && j["peft_type"] == "VERA") return vera_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "OFT") return oft_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "ADALORA") return adalora_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
-    refuse("peft_type",
-           "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\" or \"TRAINABLE_TOKENS\" (other "
-           "PEFT methods are not supported)");
+    refuse(
+        "peft_type",
+        "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\" or \"TRAINABLE_TOKENS\" (other "
+        "PEFT methods are not supported)");
   LoraConfig config;
   if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > (1 << 20))
     refuse("r", "must be an integer from 1 to 2^20");
@@ -781,7 +879,13 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
             "' is not whole here (sharded at rest under zero_stage 3): save the adapters "
             "from the unwrapped model before preparing it, or use acc_save_model / save_state");
     const size_t first = parameters.size();
-    adapters.append_parameters(k, &parameters);
+    if (is_adalora(adapter)) {  // the entries the last pruning kept (PEFT's resize), no ranknum
+      const std::vector<bool>* kept = adapters.config().adalora.kept(adapter.site.module);
+      for (auto& [suffix, tensor] : adalora_saved_factors(adapter, kept))
+        parameters.emplace_back(adapter.site.module + suffix, std::move(tensor));
+    } else {
+      adapters.append_parameters(k, &parameters);
+    }
     // An attention's out_proj adapted with it: "<attention>.out_proj.lora_A.weight" is PEFT's
     // "<attention>.base_layer.out_proj.lora_A.weight".
     const std::string& owner = adapter.site.owner;
@@ -905,7 +1009,8 @@ LoraFiles read_lora_files(const std::string& dir) {
   };
   const bool standalone = files.config.peft_type == PeftType::TrainableTokens;
   const bool lycoris = files.config.peft_type == PeftType::Loha || files.config.peft_type == PeftType::Lokr;
-  const bool vera = files.config.peft_type == PeftType::Vera, oft = files.config.peft_type == PeftType::Oft;
+  const bool vera = files.config.peft_type == PeftType::Vera, oft = files.config.peft_type == PeftType::Oft,
+             adalora = files.config.peft_type == PeftType::Adalora;
   const char* method = peft_method_name(files.config.peft_type);
   const std::string delta_suffix = standalone ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix;
   for (auto& [name, tensor] : contents.tensors) {
@@ -954,11 +1059,13 @@ LoraFiles read_lora_files(const std::string& dir) {
       }
       refuse(name, "is not an IA3 vector (<module>.ia3_l) nor what modules_to_save trains");
     }
-    if (lycoris || vera || oft) {
+    if (lycoris || vera || oft || adalora) {
       bool factor = false;
-      const std::vector<std::string> suffixes = vera  ? std::vector<std::string>{kVeraLambdaB, kVeraLambdaD}
-                                                : oft ? std::vector<std::string>{kOftSuffix}
-                                                      : lycoris_suffixes(files.config.peft_type);
+      if (adalora && ends_with(in_model, kAdaloraRanknum)) continue;  // (older PEFT's; always init_r)
+      const std::vector<std::string> suffixes = vera      ? std::vector<std::string>{kVeraLambdaB, kVeraLambdaD}
+                                                : oft     ? std::vector<std::string>{kOftSuffix}
+                                                : adalora ? std::vector<std::string>{kAdaloraA, kAdaloraB, kAdaloraE}
+                                                          : lycoris_suffixes(files.config.peft_type);
       for (const std::string& suffix : suffixes) {
         if (!ends_with(in_model, suffix) || in_model.size() <= suffix.size()) continue;
         // VeRA's vectors are 1-D; the CP form's cores are 4-D; every other factor a matrix, or LoKr's
@@ -967,6 +1074,8 @@ LoraFiles read_lora_files(const std::string& dir) {
           refuse(name, "must be a 1-D floating-point tensor (VeRA's vectors)");
         if (oft && (!tensor.is_floating_point() || tensor.dim() != 2))
           refuse(name, "must be a 2-D floating-point tensor (OFT's rotations: blocks x block (block - 1) / 2)");
+        if (adalora && (!tensor.is_floating_point() || tensor.dim() != 2))
+          refuse(name, "must be a 2-D floating-point tensor (AdaLoRA's A, B and E)");
         if (!vera && (!tensor.is_floating_point() || tensor.dim() < 2 || tensor.dim() > 4))
           refuse(name, std::string("must be a floating-point tensor of 2 to 4 dimensions (") + method + "'s factors)");
         files.modules[in_model.substr(0, in_model.size() - suffix.size())].factors.emplace_back(suffix, tensor);
@@ -975,7 +1084,7 @@ LoraFiles read_lora_files(const std::string& dir) {
       }
       if (factor) continue;
       const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
-      if (files.config.saves(in_model) || ((vera || oft) && a_bias && files.config.bias != "none")) {
+      if (files.config.saves(in_model) || ((vera || oft || adalora) && a_bias && files.config.bias != "none")) {
         files.saved[in_model] = tensor;
         continue;
       }
@@ -1038,6 +1147,14 @@ LoraFiles read_lora_files(const std::string& dir) {
   if (files.modules.empty()) fail(Status::Io, "'", weights_path, "' holds no adapter");
   if (files.config.peft_type == PeftType::Ia3) return files;
   if (oft) return files;  // (each module's one tensor; its shape is checked against the layer when loading)
+  if (adalora) {          // A, B and E of every layer (their shapes checked against the layer when loading)
+    for (const auto& [module, pair] : files.modules)
+      for (const char* suffix : {kAdaloraA, kAdaloraB, kAdaloraE})
+        if (std::none_of(pair.factors.begin(), pair.factors.end(), [&](const auto& f) { return f.first == suffix; }))
+          fail(Status::Io, "'", weights_path, "': the AdaLoRA adapter of '", module, "' lacks ", kPrefix, module,
+               suffix);
+    return files;
+  }
   if (vera) {  // both vectors of every layer; the projections where the configuration saves them
     for (const auto& [module, pair] : files.modules)
       for (const char* suffix : {kVeraLambdaB, kVeraLambdaD})

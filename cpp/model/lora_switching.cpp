@@ -85,6 +85,7 @@ void LoraAdapters::swap_in(LoraAdapters& other, bool enabled) {
     std::swap(mine.b_bias, theirs.b_bias);
     std::swap(mine.ia3, theirs.ia3);
     std::swap(mine.factors, theirs.factors);
+    std::swap(mine.ranknum, theirs.ranknum);
     std::swap(mine.projections, theirs.projections);
     std::swap(mine.method, theirs.method);
     std::swap(mine.feedforward, theirs.feedforward);
@@ -92,6 +93,7 @@ void LoraAdapters::swap_in(LoraAdapters& other, bool enabled) {
     std::swap(mine.scaling, theirs.scaling);
   }
   std::swap(config_, other.config_);
+  std::swap(allocator_, other.allocator_);
   *enabled_ = enabled;
   install();
 }

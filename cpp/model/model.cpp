@@ -18,6 +18,7 @@
 #include "common/name_patterns.h"
 #include "common/random.h"
 #include "common/text.h"
+#include "model/adalora.h"
 #include "model/ia3.h"
 #include "model/lora_files.h"
 #include "model/lycoris.h"
@@ -614,7 +615,7 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
     fail(e.status(), where, ": ", e.what());
   }
   const bool ia3 = files.config.peft_type == PeftType::Ia3, vera = files.config.peft_type == PeftType::Vera,
-             oft = files.config.peft_type == PeftType::Oft,
+             oft = files.config.peft_type == PeftType::Oft, adalora = files.config.peft_type == PeftType::Adalora,
              lycoris = files.config.peft_type == PeftType::Loha || files.config.peft_type == PeftType::Lokr;
   for (const auto& [module, pair] : files.modules) {
     auto it = targeted.find(module);
@@ -631,15 +632,17 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
               feedforward ? " (a feedforward module: its input scaled)" : " (its output scaled)");
       continue;
     }
-    if (lycoris || vera || oft) {  // the tensors the configuration makes for this layer, each of its shape
-      const std::vector<FactorShape> shapes = vera  ? vera_factor_shapes(files.config, site)
-                                              : oft ? oft_factor_shapes(files.config, site)
-                                                    : lycoris_factor_shapes(files.config, site);
+    if (lycoris || vera || oft || adalora) {  // the tensors the configuration makes for this layer, each of its shape
+      const std::vector<FactorShape> shapes = vera      ? vera_factor_shapes(files.config, site)
+                                              : oft     ? oft_factor_shapes(files.config, site)
+                                              : adalora ? adalora_factor_shapes(files.config, site)
+                                                        : lycoris_factor_shapes(files.config, site);
       const char* method = peft_method_name(files.config.peft_type);
       // What decides the shapes: OFT's blocks, the others' rank.
       const std::string decided_by =
-          oft ? "r " + concat(files.config.oft_r) + " and oft_block_size " + concat(files.config.oft_block_size)
-              : "r " + concat(files.config.rank_of(module));
+          oft       ? "r " + concat(files.config.oft_r) + " and oft_block_size " + concat(files.config.oft_block_size)
+          : adalora ? "init_r " + concat(files.config.adalora.init_r) + " and its rank_pattern"
+                    : "r " + concat(files.config.rank_of(module));
       for (const FactorShape& expected : shapes) {
         auto found = std::find_if(pair.factors.begin(), pair.factors.end(),
                                   [&](const auto& f) { return f.first == expected.suffix; });
@@ -772,8 +775,15 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
               ", projection_prng_key ", have.projection_prng_key, " and save_projection ",
               have.save_projection ? "true" : "false");
     }
+    if (have.peft_type == PeftType::Adalora) {  // the same scaling (lora_alpha over ranknum, init_r)
+      const LoraConfig& file = files.config;
+      require(have.adalora.init_r == file.adalora.init_r && have.alpha == file.alpha, where,
+              " holds AdaLoRA adapters of init_r ", file.adalora.init_r, " and lora_alpha ", file.alpha,
+              "; the model's have init_r ", have.adalora.init_r, " and lora_alpha ", have.alpha);
+    }
     for (const auto& adapter : lora_.adapters()) {
-      if (is_ia3(adapter) || is_vera(adapter) || is_oft(adapter)) continue;  // (OFT: its shapes, below)
+      // (OFT's and AdaLoRA's: their shapes, below)
+      if (is_ia3(adapter) || is_vera(adapter) || is_oft(adapter) || is_adalora(adapter)) continue;
       const std::string& module = pattern_name(adapter.site);
       const LoraConfig& file = files.config;
       require(adapter.r == file.rank_of(module) && adapter.scaling == file.scaling_of(module), where, " adapts '",

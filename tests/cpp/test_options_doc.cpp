@@ -80,7 +80,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"LOHA", acc::OptionsKind::Loha},
                                                            {"LOKR", acc::OptionsKind::Lokr},
                                                            {"VERA", acc::OptionsKind::Vera},
-                                                           {"OFT", acc::OptionsKind::Oft}};
+                                                           {"OFT", acc::OptionsKind::Oft},
+                                                           {"ADALORA", acc::OptionsKind::Adalora}};
 
 }  // namespace
 

@@ -1,0 +1,23 @@
+// LoraAdapters' side of AdaLoRA (model/adalora.h): the regularized loss and the rank allocator's step.
+#include "model/lora.h"
+#include "common/error.h"
+#include "model/adalora.h"
+#include "model/adalora_allocator.h"
+
+namespace acc {
+
+at::Tensor LoraAdapters::adalora_loss(const at::Tensor& loss) const {
+  require(!adapters_.empty() && config_.peft_type == PeftType::Adalora, "the model has no AdaLoRA adapters",
+          adapters_.empty() ? "" : std::string(" (its adapters are ") + peft_method_name(config_.peft_type) + "'s)");
+  require(loss.defined() && loss.is_floating_point(), "AdaLoRA's loss must be a floating-point tensor");
+  const at::Tensor regularization = adalora_orthogonal_regularization(adapters_);
+  return loss + regularization * config_.adalora.orth_reg_weight;
+}
+
+void LoraAdapters::adalora_update_and_allocate(int64_t global_step) {
+  require(!adapters_.empty() && allocator_ != nullptr, "the model has no AdaLoRA adapters",
+          adapters_.empty() ? "" : std::string(" (its adapters are ") + peft_method_name(config_.peft_type) + "'s)");
+  allocator_->update_and_allocate(adapters_, global_step, config_.adalora);
+}
+
+}  // namespace acc
