@@ -414,6 +414,30 @@ struct acc_accelerator {};
     check(acc_model_add_oft($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's AdaLoraConfig: each targeted layer trains lora_A, lora_E and lora_B (an SVD-like delta
+   * whose ranks are pruned from init_r towards target_r), every other parameter frozen. targetModules:
+   * named as for addLora. opts: AdaLoRA options (total_step, required; init_r, target_r, tinit,
+   * tfinal, deltaT, orth_reg_weight, ...: the keys of ACC_OPTIONS_ADALORA). Train on adaloraLoss's
+   * loss and call adaloraUpdateAndAllocate after each step. saveLora, loadLora, mergeLora and
+   * setLoraEnabled act on them. Returns how many layers. */
+  size_t addAdalora(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_adalora($self, targetModules, opts, &n));
+    return n;
+  }
+  /* AdaLoRA's training loss: loss plus orth_reg_weight times the adapters' orthogonal
+   * regularization, a new tensor with autograd history (backward it instead of loss). */
+  acc_tensor *adaloraLoss(const acc_tensor *loss ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_model_adalora_loss($self, loss, &out));
+    return out;
+  }
+  /* PEFT's update_and_allocate(globalStep): once per step, after the backward and the optimizer
+   * step and before the gradients are zeroed, it updates the importances and prunes the ranks to
+   * the step's budget. */
+  void adaloraUpdateAndAllocate(int64_t globalStep ERR) {
+    check(acc_model_adalora_update_and_allocate($self, globalStep));
+  }
   /* transformers' bitsandbytes quantisation: quantizationConfig is BitsAndBytesConfig as JSON with
    * "load_in_4bit": true (as quantize4bit) or "load_in_8bit": true (LLM.int8 layers, bitsandbytes'
    * Linear8bitLt, int8 weights frozen); see acc_model_quantize. Returns how many layers. */

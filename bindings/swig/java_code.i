@@ -146,6 +146,9 @@
   public static Options vera() { return new Options(OptionsKind.VERA); }
   /** Options of Model.addOft (PEFT's OFTConfig: r or oft_block_size, coft, block_share, ...). */
   public static Options oft() { return new Options(OptionsKind.OFT); }
+  /** Options of Model.addAdalora (PEFT's AdaLoraConfig: total_step, required; init_r, target_r,
+   *  tinit, tfinal, deltaT, orth_reg_weight, ...). */
+  public static Options adalora() { return new Options(OptionsKind.ADALORA); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

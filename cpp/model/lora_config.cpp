@@ -265,7 +265,8 @@ const OptionTable<LoraConfig>& vera_option_table() {
     t.bind("save_projection", "the projections are written to the adapter's files (else drawn again from the seed)",
            &L::save_projection);
     t.bind("vera_dropout", "dropout on each adapted layer's input to its branch", &L::dropout).at_least(0).at_most(1);
-    t.bind("d_initial", "lambda_d's starting value", &L::d_initial);
+    // Within float32's range, as lambda_d holds it (and as adapter_config.json is read back).
+    t.bind("d_initial", "lambda_d's starting value", &L::d_initial).at_least(-kMaxLoraAlpha).at_most(kMaxLoraAlpha);
     t.bind("fan_in_fan_out",
            "PEFT's flag for weights stored in x out (transformers' Conv1D); each layer's kind decides, as in PEFT",
            &L::fan_in_fan_out);
@@ -292,7 +293,7 @@ const OptionTable<LoraConfig>& oft_option_table() {
         .at_least(0)
         .at_most(1);
     t.bind("coft", "each block's rotation kept within eps of the identity (constrained OFT)", &L::coft);
-    t.bind("eps", "coft's bound", &L::eps).at_least(0);
+    t.bind("eps", "coft's bound", &L::eps).at_least(0).at_most(kMaxLoraAlpha);
     t.bind("block_share", "one rotation for all the blocks of a layer", &L::block_share);
     t.bind("use_cayley_neumann", "the Cayley transform by PEFT's Neumann series (false: by a solve)",
            &L::use_cayley_neumann);

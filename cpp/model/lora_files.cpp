@@ -583,14 +583,21 @@ LoraConfig oft_config_from_json(const nlohmann::ordered_json& j, const std::stri
   config.use_cayley_neumann = fields.flag("use_cayley_neumann", true);
   config.num_cayley_neumann_terms = fields.integer("num_cayley_neumann_terms", 5, 1, 64, "from 1 to 64");
   // PEFT before 0.18 summed another Cayley-Neumann series (its last term doubled); such weights
-  // would rotate otherwise here (PEFT itself warns).
-  if (config.use_cayley_neumann && j.contains("peft_version") && j["peft_version"].is_string()) {
+  // would rotate otherwise here (PEFT itself warns). PEFT wrote peft_version from 0.18 on: a file
+  // without one is older, as PEFT takes it.
+  if (fields.given("peft_version") && !j["peft_version"].is_string())
+    fields.refuse("peft_version", "must be a version string (\"0.18.0\")");
+  if (config.use_cayley_neumann) {
+    const std::string version = fields.given("peft_version") ? j["peft_version"].get<std::string>() : "";
     int major = 0, minor = 0;
-    if (std::sscanf(j["peft_version"].get<std::string>().c_str(), "%d.%d", &major, &minor) == 2 &&
-        (major == 0 && minor < 18))
-      fail(Status::Unsupported, "'", path, "': OFT adapters of PEFT ", j["peft_version"].get<std::string>(),
-           " use its earlier Cayley-Neumann series (PEFT 0.18 changed it), which is not built; retrain with "
-           "PEFT 0.18 or later, or use use_cayley_neumann false");
+    const bool parsed = std::sscanf(version.c_str(), "%d.%d", &major, &minor) == 2;
+    if (!parsed || (major == 0 && minor < 18))
+      fail(Status::Unsupported, "'", path, "': OFT adapters ",
+           version.empty() ? std::string("without a peft_version (PEFT wrote none before 0.18)")
+           : parsed        ? "of PEFT " + version
+                           : "of the unreadable peft_version '" + version + "'",
+           " with use_cayley_neumann use PEFT's earlier Cayley-Neumann series (0.18 changed it), which is not ",
+           "built; retrain with PEFT 0.18 or later, or with use_cayley_neumann false");
   }
   config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);
   config.oft_init_weights = fields.flag("init_weights", true);

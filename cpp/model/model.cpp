@@ -775,6 +775,17 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
               ", projection_prng_key ", have.projection_prng_key, " and save_projection ",
               have.save_projection ? "true" : "false");
     }
+    if (have.peft_type == PeftType::Oft) {  // the same rotations from the same weights
+      const LoraConfig& file = files.config;
+      require(have.coft == file.coft && (!have.coft || have.eps == file.eps) &&
+                  have.use_cayley_neumann == file.use_cayley_neumann &&
+                  (!have.use_cayley_neumann || have.num_cayley_neumann_terms == file.num_cayley_neumann_terms),
+              where, " holds OFT adapters with coft ", file.coft ? "true" : "false", " (eps ", file.eps,
+              "), use_cayley_neumann ", file.use_cayley_neumann ? "true" : "false", " (", file.num_cayley_neumann_terms,
+              " terms); the model's have coft ", have.coft ? "true" : "false", " (eps ", have.eps,
+              "), use_cayley_neumann ", have.use_cayley_neumann ? "true" : "false", " (",
+              have.num_cayley_neumann_terms, " terms): their rotations would differ");
+    }
     if (have.peft_type == PeftType::Adalora) {  // the same scaling (lora_alpha over ranknum, init_r)
       const LoraConfig& file = files.config;
       require(have.adalora.init_r == file.adalora.init_r && have.alpha == file.alpha, where,

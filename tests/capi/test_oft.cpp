@@ -123,7 +123,38 @@ TEST(Oft, PeftFilesBothWaysAndRefusals) {
   fresh = oft_model();
   ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_UNSUPPORTED, "earlier Cayley-Neumann series");
   acc_model_free(fresh);
+  // PEFT wrote no peft_version before 0.18: such a file (with the series) is an older one, as PEFT takes it.
+  older.erase("peft_version");
+  std::ofstream(dir + "/adapter_config.json") << older.dump();
+  fresh = oft_model();
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_UNSUPPORTED, "without a peft_version");
+  acc_model_free(fresh);
+  older["peft_version"] = 18;
+  std::ofstream(dir + "/adapter_config.json") << older.dump();
+  fresh = oft_model();
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "'peft_version' must be a version string");
+  acc_model_free(fresh);
   EXPECT_EQ(config["peft_version"], "0.18.0");
+  // Into a model whose OFT adapters compute their rotations otherwise (the series, not the solve):
+  // refused, the model unchanged.
+  std::ofstream(dir + "/adapter_config.json") << config.dump();
+  {
+    acc_model* series = oft_model();
+    acc_options* o = nullptr;
+    ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OFT, &o));
+    for (const char* key : {"r", "oft_block_size"})
+      ACC_ASSERT_OK(acc_options_set_int(o, key, config[key].get<int64_t>()));
+    ACC_ASSERT_OK(acc_options_set_bool(o, "block_share", 1));
+    ACC_ASSERT_OK(acc_options_set_bool(o, "coft", 1));
+    ACC_ASSERT_OK(acc_options_set_bool(o, "use_cayley_neumann", 1));
+    ACC_ASSERT_OK(acc_model_add_oft(series, "fc1,fc2,head", o, nullptr));
+    acc_options_free(o);
+    const auto before = eval_outputs(series, oft);
+    ACC_EXPECT_ERROR(acc_model_load_lora(series, dir.c_str()), ACC_ERR_INVALID_ARGUMENT,
+                     "their rotations would differ");
+    EXPECT_EQ(eval_outputs(series, oft), before);
+    acc_model_free(series);
+  }
   // Another layout (blocks of 4 where the file's are shared halves): refused by the weights' shapes.
   json other = config;
   other["r"] = 0;

@@ -202,6 +202,17 @@ TEST(Vera, PeftFilesBothWaysWithAndWithoutTheProjections) {
   ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "vera_lambda_d' has shape [4]");
   acc_model_free(fresh);
 
+  // d_initial beyond float32's range (lambda_d holds it in float32): refused when set, as when read.
+  {
+    acc_options* o = nullptr;
+    ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_VERA, &o));
+    ACC_EXPECT_ERROR(acc_options_set_double(o, "d_initial", 1e308), ACC_ERR_INVALID_ARGUMENT, "d_initial");
+    acc_options_free(o);
+    ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OFT, &o));
+    ACC_EXPECT_ERROR(acc_options_set_double(o, "eps", 1e39), ACC_ERR_INVALID_ARGUMENT, "eps");
+    acc_options_free(o);
+  }
+
   // What PEFT's VeRA refuses.
   acc_model* lm = data_model("transformers_lm.pt");
   ACC_EXPECT_ERROR(acc_model_add_vera(lm, "embed", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,

@@ -38,6 +38,9 @@ public partial class Options {
   /// <summary>Options of Model.AddOft (PEFT's OFTConfig: r or oft_block_size, coft, block_share,
   /// use_cayley_neumann, init_weights, ...).</summary>
   public static Options Oft() { return new Options(OptionsKind.OftOptions); }
+  /// <summary>Options of Model.AddAdalora (PEFT's AdaLoraConfig: total_step, required; init_r,
+  /// target_r, tinit, tfinal, deltaT, orth_reg_weight, ...).</summary>
+  public static Options Adalora() { return new Options(OptionsKind.AdaloraOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

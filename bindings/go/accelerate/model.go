@@ -33,6 +33,8 @@ const (
 	VeraOptions OptionsKind = capi.OptionsVera
 	// PEFT's OFTConfig (Model.AddOft: r or oft_block_size, coft, block_share, ...)
 	OftOptions OptionsKind = capi.OptionsOft
+	// PEFT's AdaLoraConfig (Model.AddAdalora: total_step, required; init_r, target_r, tinit, ...)
+	AdaloraOptions OptionsKind = capi.OptionsAdalora
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -354,6 +356,39 @@ func (m *Model) AddOft(targetModules string, opts *Options) (int, error) {
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddOft(targetModules, oh, e) })
 	return int(n), err
+}
+
+// AddAdalora adds PEFT's AdaLoRA adapters: each targeted layer trains lora_A, lora_E and lora_B (an
+// SVD-like delta whose ranks are pruned from init_r towards target_r), and every other parameter is
+// frozen. targetModules: named as for AddLora. opts: AdaloraOptions (total_step is required). Train
+// on AdaloraLoss's loss and call AdaloraUpdateAndAllocate after each step. SaveLora, LoadLora,
+// MergeLora and WithoutLora act on them. It returns how many layers were adapted.
+func (m *Model) AddAdalora(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddAdalora(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AdaloraLoss is AdaLoRA's training loss: loss plus orth_reg_weight times the adapters' orthogonal
+// regularization, a new tensor with autograd history (call Backward on it instead of on loss).
+func (m *Model) AdaloraLoss(loss *Tensor) (*Tensor, error) {
+	lh, err := loss.ref().get()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(loss)
+	return wrapTensor(with(m.ref(), func(h capi.Model, e *string) capi.Tensor { return h.AdaloraLoss(lh, e) }))
+}
+
+// AdaloraUpdateAndAllocate is PEFT's update_and_allocate(globalStep): once per step, after the
+// backward and the optimizer step and before the gradients are zeroed, it updates the importances
+// and prunes the ranks to the step's budget (see acc_model_adalora_update_and_allocate).
+func (m *Model) AdaloraUpdateAndAllocate(globalStep int64) error {
+	return do(m.ref(), func(h capi.Model, e *string) { h.AdaloraUpdateAndAllocate(globalStep, e) })
 }
 
 // SaveLora writes PEFT's adapter_config.json and adapter_model.safetensors into dir.

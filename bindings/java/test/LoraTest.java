@@ -323,6 +323,40 @@ class LoraTest {
     }
   }
 
+  /** PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
+   *  pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip. */
+  @Test
+  void adaloraTrainsPrunesAndRoundTrips() throws Exception {
+    try (Options o = Options.adalora().put("total_step", 4).put("init_r", 4).put("target_r", 2)
+             .put("tinit", 0).put("tfinal", 1).put("deltaT", 1)) {
+      roundTrips(model -> {
+        long n = model.addAdalora("1", o);
+        try (Options lr = Options.optimizer().put("lr", 0.1); Optimizer opt = new Optimizer(model, "adamw", lr)) {
+          for (int step = 0; step < 4; ++step) {
+            try (Tensor ids = Tensor.of(new long[] {1, 4, 2, 0}, 2, 2);
+                 Tensor target = Tensor.zeros(2, 2, 6);
+                 Tensor y = model.forward(ids);
+                 Tensor loss = Loss.mse(y, target, Reduction.MEAN);
+                 Tensor regularized = model.adaloraLoss(loss)) {
+              assertTrue(regularized.item() > loss.item(), "the orthogonal regularization is positive");
+              regularized.backward();
+              opt.step();
+              model.adaloraUpdateAndAllocate(step);
+              opt.zeroGrad();
+            }
+          }
+        }
+        assertThrows(InvalidArgumentException.class, () -> model.adaloraUpdateAndAllocate(-1));
+        return n;
+      }, Arrays.asList("1.lora_A", "1.lora_B", "1.lora_E", "1.ranknum"));
+    }
+    String config = new String(Files.readAllBytes(dir.resolve("adapter_config.json")), "UTF-8");
+    assertTrue(config.contains("\"ADALORA\""), config);
+    assertTrue(config.contains("\"rank_pattern\""), config);
+    assertFalse(config.contains("\"rank_pattern\": null"), config);
+    assertTrue(config.contains("\"1.lora_E\""), config);
+  }
+
   /** A PEFT method `add` puts on TOKEN_SPEC's linear layer, drawn so that it changes the outputs:
    *  its tensors `adapterNames` follow the layer's own, and PEFT's files round-trip. */
   void roundTrips(java.util.function.ToLongFunction<Model> add, java.util.List<String> adapterNames) {

@@ -64,6 +64,7 @@ const (
 	OptionsLokr            = C.ACC_OPTIONS_LOKR
 	OptionsVera            = C.ACC_OPTIONS_VERA
 	OptionsOft             = C.ACC_OPTIONS_OFT
+	OptionsAdalora         = C.ACC_OPTIONS_ADALORA
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
