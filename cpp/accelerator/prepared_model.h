@@ -59,6 +59,9 @@ class PreparedModel final : public Model {
   }
   void merge_lora_adapters(const std::vector<std::string>&) override { merge_lora(); }
   void set_lora_enabled(bool enabled) override { inner_->set_lora_enabled(enabled); }
+  // AdaLoRA's steps act on the adapters' own tensors alike on every process (DDP keeps replicas equal).
+  at::Tensor adalora_loss(const at::Tensor& loss) const override { return inner_->adalora_loss(loss); }
+  void adalora_update_and_allocate(int64_t global_step) override { inner_->adalora_update_and_allocate(global_step); }
   // Switching adapters changes the tensors DDP, the sharding engine and the optimizers were built over.
   size_t add_named_lora(const std::string&, const LoraConfig&) override { refuse_adapter_change(); }
   void load_named_lora(const std::string&, const std::string&) override { refuse_adapter_change(); }

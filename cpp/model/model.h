@@ -177,8 +177,8 @@ class Model {
   // allocator's step after a backward (PEFT's update_and_allocate). Refused (InvalidArgument)
   // without AdaLoRA adapters, and (Unsupported) under sharded data parallelism, whose processes hold
   // slices of the adapters (stage 3) or of their gradients and optimizer steps (stages 1 and 2).
-  at::Tensor adalora_loss(const at::Tensor& loss) const;
-  void adalora_update_and_allocate(int64_t global_step);
+  virtual at::Tensor adalora_loss(const at::Tensor& loss) const;
+  virtual void adalora_update_and_allocate(int64_t global_step);
   // Merges the adapters into the weights and removes them (PEFT's merge_and_unload).
   virtual void merge_lora();
   // PEFT's merge_and_unload(adapter_names=...): the named adapters (active or kept aside) merged

@@ -129,6 +129,11 @@ struct Settings {
   const char* lokr = nullptr;
   const char* oft = nullptr;   // OFT target modules (PEFT's OFTConfig, block_share, init_weights false)
   const char* vera = nullptr;  // VeRA target modules (PEFT's VeraConfig, r 4, vera_dropout 0.1, init_weights false)
+  // AdaLoRA target modules (PEFT's AdaLoraConfig, init_r 2, target_r 1, total_step 6, tfinal 2,
+  // init_lora_weights false), the loss regularized; with adalora_allocate each step ends with
+  // update_and_allocate (its index).
+  const char* adalora = nullptr;
+  bool adalora_allocate = false;
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -261,6 +266,17 @@ struct Job {
       EXPECT_EQ(acc_model_add_vera(model, s.vera, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
+    if (s.adalora) {
+      acc_options* o = nullptr;
+      EXPECT_EQ(acc_options_create(ACC_OPTIONS_ADALORA, &o), ACC_OK);
+      EXPECT_EQ(acc_options_set(o, "init_r", "2"), ACC_OK);
+      EXPECT_EQ(acc_options_set(o, "target_r", "1"), ACC_OK);
+      EXPECT_EQ(acc_options_set(o, "total_step", "6"), ACC_OK);
+      EXPECT_EQ(acc_options_set(o, "tfinal", "2"), ACC_OK);
+      EXPECT_EQ(acc_options_set_bool(o, "init_lora_weights", 0), ACC_OK);
+      EXPECT_EQ(acc_model_add_adalora(model, s.adalora, o, nullptr), ACC_OK) << acc_last_error_message();
+      acc_options_free(o);
+    }
     if (s.tokens_alone) {
       acc_options* o = nullptr;
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_TRAINABLE_TOKENS, &o), ACC_OK);
@@ -306,6 +322,12 @@ struct Job {
     ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
     yt = acc_test::on_device_of(out, yt);
     ASSERT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+    if (settings.adalora) {  // PEFT's AdaLoraModel adds the orthogonal regularization to the loss
+      acc_tensor* regularized = nullptr;
+      ASSERT_EQ(acc_model_adalora_loss(model, loss, &regularized), ACC_OK) << acc_last_error_message();
+      acc_tensor_free(loss);
+      loss = regularized;
+    }
     if (settings.eval_between) {  // e.g. a metric on the same batch before the backward
       acc_tensor* seen = nullptr;
       ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_NO_GRAD, &seen), ACC_OK) << acc_last_error_message();
@@ -321,6 +343,8 @@ struct Job {
     if (sync && settings.clip_value > 0)
       ASSERT_EQ(acc_clip_grad_value(acc, model, settings.clip_value), ACC_OK) << acc_last_error_message();
     ASSERT_EQ(acc_optimizer_step(opt), ACC_OK) << acc_last_error_message();
+    if (settings.adalora_allocate)
+      ASSERT_EQ(acc_model_adalora_update_and_allocate(model, step_index - 1), ACC_OK) << acc_last_error_message();
     ASSERT_EQ(settings.model_zero_grad ? acc_model_zero_grad(model) : acc_optimizer_zero_grad(opt), ACC_OK);
     ASSERT_EQ(acc_accumulate_end(acc), ACC_OK);
     for (acc_tensor* t : {xt, yt, out, loss}) acc_tensor_free(t);
@@ -698,6 +722,51 @@ TEST(Sharded, OftTrainsUnderEveryStageAsUnderDdp) {
   Settings s;
   s.oft = "0,2,4";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// PEFT's AdaLoRA: A, B and E are parameters as any other (ranknum a frozen one), and the loss's
+// orthogonal regularization reads A and B whole, as each layer's branch does, under stages 1 and 2
+// (stage 3 holds slices of them at rest: refused). Its rank allocator reads whole gradients and
+// prunes E in place: under DDP every process prunes alike from the averaged gradients (the replicas
+// stay equal); under the stages it is refused.
+TEST(Sharded, AdaloraTrainsUnderStagesOneAndTwoAsUnderDdpAndPrunesAlikeUnderDdp) {
+  Settings s;
+  s.adalora = "0,2,4";
+  for (int stage : {1, 2}) {
+    expect_trains_like_ddp(stage, s, 4);
+    Job sharded(stage, s);
+    sharded.micro_step();
+    ACC_EXPECT_ERROR(acc_model_adalora_update_and_allocate(sharded.model, 0), ACC_ERR_UNSUPPORTED,
+                     "under sharded data parallelism");
+  }
+  {
+    Job stage3(3, s);
+    acc_tensor *zero = nullptr, *out = nullptr;
+    ASSERT_EQ(acc_tensor_zeros(nullptr, 0, ACC_DTYPE_FLOAT32, nullptr, &zero), ACC_OK);
+    ACC_EXPECT_ERROR(acc_model_adalora_loss(stage3.model, zero, &out), ACC_ERR_UNSUPPORTED, "under zero_stage 3");
+    acc_tensor_free(zero);
+  }
+  s.adalora_allocate = true;
+  Job ddp(0, s);
+  for (int step = 0; step < 6; ++step) ddp.micro_step();
+  // Every process's E (all layers), gathered: equal everywhere, and pruned to the budget of
+  // target_r per layer (ties may prune more).
+  std::vector<float> mine;
+  for (const char* layer : {"0", "2", "4"}) {
+    const auto e = weights(ddp.model, (std::string(layer) + ".lora_E").c_str());
+    mine.insert(mine.end(), e.begin(), e.end());
+  }
+  EXPECT_EQ(mine.size(), 6u);
+  EXPECT_LE(std::count_if(mine.begin(), mine.end(), [](float v) { return v != 0.0f; }), 3);
+  EXPECT_GE(std::count_if(mine.begin(), mine.end(), [](float v) { return v != 0.0f; }), 1);
+  acc_tensor *local = floats(mine, {1, static_cast<int64_t>(mine.size())}), *all = nullptr;
+  ASSERT_EQ(acc_gather(ddp.acc, local, "adalora E", &all), ACC_OK) << acc_last_error_message();
+  const std::vector<float> gathered = acc_test::to_floats(all);
+  ASSERT_EQ(gathered.size(), mine.size() * static_cast<size_t>(g_world));
+  for (int64_t rank = 0; rank < g_world; ++rank)
+    EXPECT_EQ(std::vector<float>(gathered.begin() + rank * 6, gathered.begin() + (rank + 1) * 6), mine) << rank;
+  acc_tensor_free(local);
+  acc_tensor_free(all);
 }
 
 // PEFT's trainable_token_indices on a GPT whose head is tied to its embedding: the rows' delta is a

@@ -387,9 +387,43 @@ public class LoraTests {
       RoundTrips(model => model.AddOft("1", o), "1.oft_R.weight");
   }
 
-  // A PEFT method `add` puts on TokenSpec's linear layer, drawn so that it changes the outputs: its
-  // tensors `adapterNames` follow the layer's own, and PEFT's files round-trip.
-  static void RoundTrips(System.Func<Model, long> add, params string[] adapterNames) {
+  // PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
+  // pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip.
+  [Test]
+  public void AdaloraTrainsPrunesAndRoundTrips() {
+    string config;
+    using (Options o = Options.Adalora().Put("total_step", 4).Put("init_r", 4).Put("target_r", 2)
+                           .Put("tinit", 0).Put("tfinal", 1).Put("deltaT", 1))
+      config = RoundTrips(model => {
+        long n = model.AddAdalora("1", o);
+        using (Options lr = Options.Optimizer().Put("lr", 0.1))
+        using (Optimizer opt = new Optimizer(model, "adamw", lr))
+          for (int step = 0; step < 4; ++step) {
+            using (Tensor ids = Tensor.Of(new long[] {1, 4, 2, 0}, 2, 2))
+            using (Tensor target = Tensor.Of(new float[2 * 2 * 6], 2, 2, 6))
+            using (Tensor y = model.Forward(ids))
+            using (Tensor loss = Loss.Mse(y, target, Reduction.Mean))
+            using (Tensor regularized = model.AdaloraLoss(loss)) {
+              Assert.Greater(regularized.Item(), loss.Item(), "the orthogonal regularization is positive");
+              regularized.Backward();
+              opt.Step();
+              model.AdaloraUpdateAndAllocate(step);
+              opt.ZeroGrad();
+            }
+          }
+        Assert.Throws<AccelerateInvalidArgumentException>(() => model.AdaloraUpdateAndAllocate(-1));
+        return n;
+      }, "1.lora_A", "1.lora_B", "1.lora_E", "1.ranknum");
+    StringAssert.Contains("\"ADALORA\"", config);
+    StringAssert.Contains("\"rank_pattern\"", config);
+    StringAssert.DoesNotContain("\"rank_pattern\": null", config);
+    StringAssert.Contains("\"1.lora_E\"", config);
+  }
+
+  // A PEFT method `add` puts on TokenSpec's linear layer, drawn (or trained) so that it changes the
+  // outputs: its tensors `adapterNames` follow the layer's own, and PEFT's files round-trip. Returns
+  // the adapter_config.json written.
+  static string RoundTrips(System.Func<Model, long> add, params string[] adapterNames) {
     string dir = Path.Combine(Path.GetTempPath(), "acc-cs-adapter-" + System.Guid.NewGuid().ToString("N"));
     Library.SetSeed(5);
     using (Model model = Model.FromSpec(TokenSpec)) {
@@ -408,7 +442,9 @@ public class LoraTests {
         Assert.AreEqual(changed, TokenOutput(fresh));
       }
     }
+    string config = File.ReadAllText(Path.Combine(dir, "adapter_config.json"));
     Directory.Delete(dir, true);
+    return config;
   }
 }
 

@@ -387,6 +387,85 @@ func TestOftTrainsAndRoundTrips(t *testing.T) {
 	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddOft("1", o) }, "1.oft_R.weight")
 }
 
+// PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
+// pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip.
+func TestAdaloraTrainsPrunesAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.AdaloraOptions, map[string]any{
+		"total_step": 4, "init_r": 4, "target_r": 2, "tinit": 0, "tfinal": 1, "deltaT": 1})
+	defer o.Close()
+	config := roundTrips(t, func(m *acc.Model) (int, error) {
+		n, err := m.AddAdalora("1", o)
+		if err != nil {
+			return n, err
+		}
+		lr, _ := acc.NewOptions(acc.OptimizerOptions)
+		defer lr.Close()
+		_ = lr.SetFloat("lr", 0.1)
+		opt, err := acc.NewOptimizer(m, "adamw", lr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer opt.Close()
+		for step := int64(0); step < 4; step++ {
+			adaloraStep(t, m, opt, step)
+		}
+		if err := m.AdaloraUpdateAndAllocate(-1); !errors.Is(err, acc.ErrInvalidArgument) {
+			t.Errorf("AdaloraUpdateAndAllocate(-1): %v, want ErrInvalidArgument", err)
+		}
+		return n, nil
+	}, "1.lora_A", "1.lora_B", "1.lora_E", "1.ranknum")
+	for _, want := range []string{`"ADALORA"`, `"rank_pattern"`, `"1.lora_E"`} {
+		if !strings.Contains(config, want) {
+			t.Errorf("adapter_config.json lacks %s:\n%s", want, config)
+		}
+	}
+	if strings.Contains(config, `"rank_pattern": null`) {
+		t.Errorf("adapter_config.json has no rank pattern:\n%s", config)
+	}
+}
+
+// adaloraStep is one step of AdaLoRA's training on the token model: the MSE loss against zeros plus
+// the orthogonal regularization, the optimizer step, then the rank allocation.
+func adaloraStep(t *testing.T, m *acc.Model, opt *acc.Optimizer, step int64) {
+	t.Helper()
+	ids, _ := acc.FromInt64s([]int64{1, 4, 2, 0}, 2, 2)
+	defer ids.Close()
+	target, _ := acc.FromFloat32s(make([]float32, 2*2*6), 2, 2, 6)
+	defer target.Close()
+	y, err := m.Forward(ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close()
+	loss, err := acc.MSELoss(y, target, acc.ReductionMean)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loss.Close()
+	regularized, err := m.AdaloraLoss(loss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer regularized.Close()
+	plain, _ := loss.Item()
+	total, _ := regularized.Item()
+	if !(total > plain) {
+		t.Errorf("step %d: regularized loss %v, not above the loss %v", step, total, plain)
+	}
+	if err := regularized.Backward(); err != nil {
+		t.Fatal(err)
+	}
+	if err := opt.Step(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.AdaloraUpdateAndAllocate(step); err != nil {
+		t.Fatalf("step %d: %v", step, err)
+	}
+	if err := opt.ZeroGrad(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // methodOptions makes options of kind with the given values (ints, bools, strings).
 func methodOptions(t *testing.T, kind acc.OptionsKind, values map[string]any) *acc.Options {
 	t.Helper()
@@ -410,9 +489,10 @@ func methodOptions(t *testing.T, kind acc.OptionsKind, values map[string]any) *a
 	return o
 }
 
-// roundTrips puts a PEFT method (add) on the token model's linear layer, drawn so that it changes the
-// outputs: its tensors adapterNames follow the layer's own, and PEFT's files round-trip.
-func roundTrips(t *testing.T, add func(*acc.Model) (int, error), adapterNames ...string) {
+// roundTrips puts a PEFT method (add) on the token model's linear layer, drawn (or trained) so that it
+// changes the outputs: its tensors adapterNames follow the layer's own, and PEFT's files round-trip.
+// It returns the adapter_config.json written.
+func roundTrips(t *testing.T, add func(*acc.Model) (int, error), adapterNames ...string) string {
 	t.Helper()
 	m := seededTokenModel(t)
 	defer m.Close()
@@ -441,6 +521,11 @@ func roundTrips(t *testing.T, add func(*acc.Model) (int, error), adapterNames ..
 	if !reflect.DeepEqual(changed, tokenOutput(t, fresh)) {
 		t.Error("the loaded adapter computes otherwise")
 	}
+	config, err := os.ReadFile(filepath.Join(dir, "adapter_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(config)
 }
 
 // loraR2 is LoraOptions with r 2 and nn.Linear's draws for A and B (init_lora_weights false), so

@@ -793,6 +793,19 @@ SWIGINTERN size_t acc_model_addOft(acc_model *self,char const *targetModules,acc
     check(acc_model_add_oft(self, targetModules, opts, &n));
     return n;
   }
+SWIGINTERN size_t acc_model_addAdalora(acc_model *self,char const *targetModules,acc_options const *opts,std::string *swig_err){
+    size_t n = 0;
+    check(acc_model_add_adalora(self, targetModules, opts, &n));
+    return n;
+  }
+SWIGINTERN acc_tensor *acc_model_adaloraLoss(acc_model *self,acc_tensor const *loss,std::string *swig_err){
+    acc_tensor *out = nullptr;
+    check(acc_model_adalora_loss(self, loss, &out));
+    return out;
+  }
+SWIGINTERN void acc_model_adaloraUpdateAndAllocate(acc_model *self,int64_t globalStep,std::string *swig_err){
+    check(acc_model_adalora_update_and_allocate(self, globalStep));
+  }
 SWIGINTERN size_t acc_model_quantize(acc_model *self,char const *quantizationConfig,std::string *swig_err){
     size_t n = 0;
     check(acc_model_quantize(self, quantizationConfig, &n));
@@ -3126,6 +3139,27 @@ intgo _wrap_ACC_OPTIONS_OFT_capi_4d1c7eae2a7e2a0f() {
     try {
       accswig::require_no_go_nul();
       result = ACC_OPTIONS_OFT;
+      
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ACC_OPTIONS_ADALORA_capi_4d1c7eae2a7e2a0f() {
+  acc_options_kind result;
+  intgo _swig_go_result;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = ACC_OPTIONS_ADALORA;
       
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8731,6 +8765,121 @@ long long _wrap_Model_addOft_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostr
   
   free(copy2); 
   return _swig_go_result;
+}
+
+
+long long _wrap_Model_addAdalora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  char *arg2 = (char *) 0 ;
+  acc_options *arg3 = (acc_options *) 0 ;
+  std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
+  std::string temp4 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
+  
+  arg3 = *(acc_options **)&_swig_go_2; 
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = acc_model_addAdalora(arg1,(char const *)arg2,(acc_options const *)arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy2); 
+  return _swig_go_result;
+}
+
+
+acc_tensor *_wrap_Model_adaloraLoss_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  acc_tensor *arg2 = (acc_tensor *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  acc_tensor *result = 0 ;
+  acc_tensor *_swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  arg2 = *(acc_tensor **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (acc_tensor *)acc_model_adaloraLoss(arg1,(acc_tensor const *)arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_tensor **)&_swig_go_result = (acc_tensor *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_Model_adaloraUpdateAndAllocate_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  int64_t arg2 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_model_adaloraUpdateAndAllocate(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
 }
 
 

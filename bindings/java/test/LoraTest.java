@@ -334,7 +334,7 @@ class LoraTest {
         try (Options lr = Options.optimizer().put("lr", 0.1); Optimizer opt = new Optimizer(model, "adamw", lr)) {
           for (int step = 0; step < 4; ++step) {
             try (Tensor ids = Tensor.of(new long[] {1, 4, 2, 0}, 2, 2);
-                 Tensor target = Tensor.zeros(2, 2, 6);
+                 Tensor target = Tensor.of(new float[2 * 2 * 6], 2, 2, 6);
                  Tensor y = model.forward(ids);
                  Tensor loss = Loss.mse(y, target, Reduction.MEAN);
                  Tensor regularized = model.adaloraLoss(loss)) {
@@ -350,15 +350,15 @@ class LoraTest {
         return n;
       }, Arrays.asList("1.lora_A", "1.lora_B", "1.lora_E", "1.ranknum"));
     }
-    String config = new String(Files.readAllBytes(dir.resolve("adapter_config.json")), "UTF-8");
+    String config = Files.readString(dir.resolve("adapter_config.json"));
     assertTrue(config.contains("\"ADALORA\""), config);
     assertTrue(config.contains("\"rank_pattern\""), config);
     assertFalse(config.contains("\"rank_pattern\": null"), config);
     assertTrue(config.contains("\"1.lora_E\""), config);
   }
 
-  /** A PEFT method `add` puts on TOKEN_SPEC's linear layer, drawn so that it changes the outputs:
-   *  its tensors `adapterNames` follow the layer's own, and PEFT's files round-trip. */
+  /** A PEFT method `add` puts on TOKEN_SPEC's linear layer, drawn (or trained) so that it changes the
+   *  outputs: its tensors `adapterNames` follow the layer's own, and PEFT's files round-trip (into dir). */
   void roundTrips(java.util.function.ToLongFunction<Model> add, java.util.List<String> adapterNames) {
     Accelerate.setSeed(5);
     try (Model model = Model.fromSpec(TOKEN_SPEC)) {
