@@ -144,6 +144,15 @@ int main(int argc, char** argv) {
   // PEFT's OFT with its defaults (blocks of 32) on the feed-forward layers (the attention's out_proj
   // takes no input adapter).
   auto oft = [](acc_model* model) { OK(acc_model_add_oft(model, "linear1,linear2", nullptr, nullptr)); };
+  // PEFT's AdaLoRA with its defaults (init_r 12 pruned towards target_r 8) on the same three layers as
+  // LoRA, pruning at every step of a long schedule: the regularization and the allocator measured.
+  auto adalora = [](acc_model* model) {
+    acc_options* o = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_ADALORA, &o));
+    OK(acc_options_set_int(o, "total_step", 100000));
+    OK(acc_model_add_adalora(model, "out_proj,linear1,linear2", o, nullptr));
+    acc_options_free(o);
+  };
   std::printf("%d transformer blocks (d_model %lld, 8 heads), batch %lld x %lld tokens, AdamW\n", blocks,
               static_cast<long long>(d), static_cast<long long>(batch), static_cast<long long>(tokens));
   for (bool torchscript : {false, true}) {
@@ -152,19 +161,24 @@ int main(int argc, char** argv) {
     TransformerStackLoop full(json, batch, tokens, d, {}, training),
         lora(json, batch, tokens, d, adapters(false), training), dora(json, batch, tokens, d, adapters(true), training);
     // (The TorchScript export's forward reads its feed-forward layers' weights itself: no IA3 there.)
-    std::unique_ptr<TransformerStackLoop> ia3_loop, loha_loop, lokr_loop, vera_loop, oft_loop;
+    std::unique_ptr<TransformerStackLoop> ia3_loop, loha_loop, lokr_loop, vera_loop, oft_loop, adalora_loop;
     if (!torchscript) {
       ia3_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, ia3, training);
       loha_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, loha, training);
       lokr_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, lokr, training);
       vera_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, vera, training);
       oft_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, oft, training);
+      StackTraining pruned = training;
+      pruned.adalora = true;
+      adalora_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, adalora, pruned);
     }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();
-      if (ia3_loop) ia3_loop->step(), loha_loop->step(), lokr_loop->step(), vera_loop->step(), oft_loop->step();
+      if (ia3_loop)
+        ia3_loop->step(), loha_loop->step(), lokr_loop->step(), vera_loop->step(), oft_loop->step(),
+            adalora_loop->step();
     }
-    std::vector<double> a, b, c, e, h, k, v, f;
+    std::vector<double> a, b, c, e, h, k, v, f, g;
     for (int round = 0; round < (quick ? 1 : 7); ++round) {
       a.push_back(time_steps(full, 2));
       b.push_back(time_steps(lora, 2));
@@ -172,7 +186,7 @@ int main(int argc, char** argv) {
       if (ia3_loop)
         e.push_back(time_steps(*ia3_loop, 2)), h.push_back(time_steps(*loha_loop, 2)),
             k.push_back(time_steps(*lokr_loop, 2)), v.push_back(time_steps(*vera_loop, 2)),
-            f.push_back(time_steps(*oft_loop, 2));
+            f.push_back(time_steps(*oft_loop, 2)), g.push_back(time_steps(*adalora_loop, 2));
     }
     std::printf("%s\n", torchscript ? "as TorchScript:" : "layer spec:");
     report("full fine-tuning:", full, a);
@@ -181,7 +195,7 @@ int main(int argc, char** argv) {
     if (ia3_loop)
       report("IA3 (ffn):", *ia3_loop, e, &full, &a), report("LoHa r=8:", *loha_loop, h, &full, &a),
           report("LoKr r=8:", *lokr_loop, k, &full, &a), report("VeRA r=256:", *vera_loop, v, &full, &a),
-          report("OFT (ffn):", *oft_loop, f, &full, &a);
+          report("OFT (ffn):", *oft_loop, f, &full, &a), report("AdaLoRA r=12:", *adalora_loop, g, &full, &a);
     std::printf("DoRA / LoRA: peak %.3f, time %.3f\n",
                 static_cast<double>(dora.held_bytes + dora.step_bytes) / (lora.held_bytes + lora.step_bytes),
                 median(c) / median(b));

@@ -83,6 +83,9 @@ struct StackTraining {
   // Non-empty: the model takes images [batch, channels, height, width] of these sizes (conv_stack_spec's)
   // and gives [batch, 1], trained on an MSE loss.
   std::vector<int64_t> image;
+  // PEFT's AdaLoRA loop (the model has AdaLoRA adapters): the loss regularized
+  // (acc_model_adalora_loss) and each step ended by update_and_allocate.
+  bool adalora = false;
 };
 
 // `blocks` convolution blocks of `channels` channels (a 3 x 3 convolution, a 1 x 1 one to 2 x the
@@ -125,6 +128,8 @@ struct TransformerStackLoop {
   int64_t vocab = 0;       // a language model's: cross-entropy on the next token
   int64_t held_bytes = 0;  // live between steps: weights, optimizer state (after a first step)
   int64_t step_bytes = 0;  // the most live during a step's measured part beyond the held bytes
+  bool adalora = false;    // StackTraining::adalora
+  int64_t steps = 0;       // taken so far (AdaLoRA's global step)
 
   // `adapt` may change the model before its optimizer is made (freeze, add adapters).
   TransformerStackLoop(const std::string& json, int64_t batch, int64_t tokens, int64_t d,
@@ -152,6 +157,7 @@ struct TransformerStackLoop {
     else
       transformer_stack_batch(batch, tokens, d, &x, &y);
     vocab = training.vocab;
+    adalora = training.adalora;
     step();  // optimizer state exists from the first step on
     held_bytes = counting()->live() - before;
     step_bytes = 0;
@@ -177,10 +183,17 @@ struct TransformerStackLoop {
     } else {
       OK(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss));
     }
+    if (adalora) {
+      acc_tensor* regularized = nullptr;
+      OK(acc_model_adalora_loss(model, loss, &regularized));
+      acc_tensor_free(loss);
+      loss = regularized;
+    }
     if (!acc) {
       OK(acc_tensor_backward(loss));
       step_bytes = std::max(step_bytes, counting()->peak() - before);
       OK(acc_optimizer_step(opt));
+      if (adalora) OK(acc_model_adalora_update_and_allocate(model, steps));
     } else {
       if (fused) {
         OK(acc_backward_lr(acc, loss, 1e-4));
@@ -193,5 +206,6 @@ struct TransformerStackLoop {
     OK(acc_optimizer_zero_grad(opt));
     acc_tensor_free(out);
     acc_tensor_free(loss);
+    ++steps;
   }
 };

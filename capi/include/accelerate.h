@@ -626,12 +626,12 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   layer the budget ends at, below init_r), tinit (int, default 0: the steps before any pruning),
  *   tfinal (int, default 0: the steps after the last pruning, which keep its pattern), deltaT (int,
  *   default 1: the steps between two prunings), beta1 (double, default 0.85: the smoothing of each
- *   entry's sensitivity), beta2 (double, default 0.85: of its uncertainty), orth_reg_weight
- *   (double, default 0.5: the weight of the orthogonal regularization acc_model_adalora_loss adds),
- *   lora_alpha (double, default 8: the scaling is lora_alpha / (init_r + 1e-5)), lora_dropout
- *   (double, default 0: dropout on each adapted layer's input), fan_in_fan_out (bool, default false:
- *   PEFT's flag, set from each linear layer's kind as PEFT sets it), bias ("none", default, "all" or
- *   "lora_only"), init_lora_weights (bool, default true: E starts as zeros, the model unchanged,
+ *   entry's sensitivity), beta2 (double, default 0.85: of its uncertainty),
+ *   orth_reg_weight (double, default 0.5: the weight of the orthogonal regularization
+ *   acc_model_adalora_loss adds), lora_alpha (double, default 8: the scaling is lora_alpha /
+ *   (init_r + 1e-5)), lora_dropout (double, default 0: dropout on each adapted layer's input),
+ *   fan_in_fan_out (bool, default false: PEFT's flag, set from each linear layer's kind as PEFT
+ *   sets it), bias ("none", default, "all" or "lora_only"), init_lora_weights (bool, default true: E starts as zeros, the model unchanged,
  *   and A and B as normal(0, 0.02) draws; false: torch.randn draws),
  *   exclude_modules, modules_to_save, layers_to_transform (strings, default none: as
  *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
