@@ -637,6 +637,18 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
  *   adapter_config.json).
+ * Keys of ACC_OPTIONS_BOFT (PEFT's BOFTConfig, see acc_model_add_boft): boft_block_size (int,
+ *   default 4: each block's size; 0: from boft_block_num), boft_block_num (int, default 0: the blocks
+ *   per factor; 0: from boft_block_size; exactly one of the two non-zero), boft_n_butterfly_factor
+ *   (int, default 1: the butterfly's factors; 1 is one block diagonal, OFT's), boft_dropout (double,
+ *   default 0: in training, the fraction of one factor's blocks made the identity), fan_in_fan_out
+ *   (bool, default false: PEFT's flag), bias ("none", default, "all" or "boft_only"), init_weights
+ *   (bool, default true: the rotations start as the identity and the scales as ones; false: boft_R
+ *   drawn normal(0, 0.1) and boft_s normal(1, 0.1)),
+ *   exclude_modules, modules_to_save, layers_to_transform (strings, default none: as
+ *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
+ *   base_model_name_or_path, revision, task_type (strings, default none: written to
+ *   adapter_config.json).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
  *   schedule_wait, schedule_warmup, schedule_active, schedule_repeat, schedule_skip_first (int,
@@ -699,6 +711,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_VERA = 14,
   ACC_OPTIONS_OFT = 15,
   ACC_OPTIONS_ADALORA = 16,
+  ACC_OPTIONS_BOFT = 17,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1272,6 +1285,30 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_oft(acc_model *model, const char 
  * without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_adalora(acc_model *model, const char *target_modules,
                                                       const acc_options *opts, size_t *count);
+/* acc_model_add_boft: PEFT's BOFTConfig (butterfly orthogonal fine-tuning, get_peft_model with
+ * peft_type BOFT): each targeted layer's input (a 2-D convolution's: its weight) is rotated by an
+ * orthogonal matrix M of boft_n_butterfly_factor factors, each a block diagonal of Cayley rotations
+ * ((I + S)^-1 (I - S), S the skew-symmetric half of each block of "<module>.boft_R": factors x
+ * blocks x block x block) permuted by PEFT's butterfly permutation, the last factor on the left;
+ * the output is scaled per output by "<module>.boft_s" (out x 1; a convolution's 1 x out), the bias
+ * left as it is. A linear layer computes base(x M) with its bias taken out, scaled and put back; a
+ * convolution with its weight (M W^T)^T * s; every other parameter frozen but modules_to_save's (and
+ * biases, with bias). Drawn as PEFT draws: zeros and ones, or (init_weights false) boft_R from
+ * normal(0, 0.1) then boft_s from normal(1, 0.1), layer by layer in the model's order; in training,
+ * boft_dropout draws one factor (torch.randint) and its blocks (torch.randperm) as PEFT's
+ * MultiplicativeDropoutLayer. `target_modules`: named as for acc_model_add_lora ("all-linear" too);
+ * targets must be linear layers (torch.nn.Linear, a spec's "linear") the forward calls as modules or
+ * torch.nn.Conv2d of a square kernel, one stride and one padding without dilation or groups:
+ * transformers' Conv1D, an embedding or an attention is ACC_ERR_INVALID_ARGUMENT (PEFT's
+ * TypeError), as are block settings PEFT refuses for a layer; a quantised layer or another
+ * convolution ACC_ERR_UNSUPPORTED. `opts`: ACC_OPTIONS_BOFT or NULL (defaults). Files (PEFT's),
+ * merging (the weight rotated and scaled), disabling, counting and named adapters act as for LoRA;
+ * acc_model_add_weighted_adapter is ACC_ERR_INVALID_ARGUMENT (PEFT's BOFT has none). Several
+ * butterfly factors compute as PEFT's CUDA extension builds them (PEFT without it, on a CPU, takes
+ * one factor whatever boft_n_butterfly_factor says). Before creating the optimizer and before
+ * acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_boft(acc_model *model, const char *target_modules,
+                                                   const acc_options *opts, size_t *count);
 /* acc_model_adalora_loss: *out = loss + orth_reg_weight * the mean over the adapters' A and B (in
  * the model's order) of ||A A^T - I||_F and ||B^T B - I||_F, with autograd history: what PEFT's
  * AdaLoraModel adds to the loss its model returns. Call it on the loss before acc_backward.

@@ -257,6 +257,10 @@ acc_status acc_model_add_adalora(acc_model* model, const char* target_modules, c
   return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Adalora, count);
 }
 
+acc_status acc_model_add_boft(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
+  return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Boft, count);
+}
+
 acc_status acc_model_adalora_loss(const acc_model* model, const acc_tensor* loss, acc_tensor** out) {
   return guarded([&] {
     const acc::Model& m = model_arg(model);

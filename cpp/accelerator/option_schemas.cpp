@@ -40,6 +40,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return oft_option_table();
     case OptionsKind::Adalora:
       return adalora_option_table();
+    case OptionsKind::Boft:
+      return boft_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

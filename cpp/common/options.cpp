@@ -147,6 +147,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "oft";
     case OptionsKind::Adalora:
       return "adalora";
+    case OptionsKind::Boft:
+      return "boft";
   }
   return "?";
 }

@@ -60,7 +60,8 @@ enum class OptionsKind : int {
   Lokr = 13,
   Vera = 14,
   Oft = 15,
-  Adalora = 16
+  Adalora = 16,
+  Boft = 17
 };
 
 const char* options_kind_name(OptionsKind kind);

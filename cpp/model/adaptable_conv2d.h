@@ -22,7 +22,7 @@ class AdaptableConv2dImpl : public torch::nn::Conv2dImpl, public OutputAdaptable
       : torch::nn::Conv2dImpl(std::move(options)), padding_(std::move(padding)) {}
 
   at::Tensor forward(const at::Tensor& input) {
-    at::Tensor output = torch::nn::Conv2dImpl::forward(adapted_input(input));
+    at::Tensor output = torch::nn::Conv2dImpl::forward(adapted_input(input, is_training()));
     return adapted(input, output, is_training());
   }
 

@@ -20,7 +20,7 @@ class AdaptableLinearImpl : public torch::nn::LinearImpl, public OutputAdaptable
   at::Tensor forward(const at::Tensor& input) {
     // at::linear, as Python's F.linear: libtorch's C++ Linear multiplies then adds the bias for
     // inputs of 3+ dimensions, where at::linear fuses them (one rounding in bf16, another order).
-    at::Tensor output = at::linear(adapted_input(input), weight, bias);
+    at::Tensor output = at::linear(adapted_input(input, is_training()), weight, bias);
     return adapted(input, output, is_training());
   }
 };

@@ -74,11 +74,11 @@ InputAdapter ia3_input_adapter(const LoraAdapter& adapter, std::shared_ptr<const
   if (!adapter.feedforward) return nullptr;
   const at::Tensor vector = adapter.ia3;
   if (adapter.site.conv)  // cast to the weight's dtype (a handle, which Model::to keeps)
-    return [vector, enabled, weight = adapter.site.weight](const at::Tensor& input) {
+    return [vector, enabled, weight = adapter.site.weight](const at::Tensor& input, bool) {
       if (!*enabled) return input;
       return (input.to(vector.scalar_type()) * vector).to(weight.scalar_type());
     };
-  return [vector, enabled](const at::Tensor& input) {
+  return [vector, enabled](const at::Tensor& input, bool) {
     if (!*enabled) return input;
     return (input.to(vector.scalar_type()) * vector.flatten()).to(input.scalar_type());
   };

@@ -13,6 +13,7 @@
 #include "common/text.h"
 #include "model/adalora.h"
 #include "model/adalora_allocator.h"
+#include "model/boft.h"
 #include "model/corda.h"
 #include "model/ia3.h"
 #include "model/loftq.h"
@@ -358,6 +359,7 @@ const char* adaptable_layers(const LoraConfig& config) {
   if (config.peft_type == PeftType::Oft) return "OFT adapts linear layers";
   if (config.peft_type == PeftType::Adalora)
     return "AdaLoRA adapts linear layers (transformers' Conv1D too) and 2-D convolutions";
+  if (config.peft_type == PeftType::Boft) return "BOFT adapts linear layers and 2-D convolutions";
   return kAdaptableLayers;
 }
 
@@ -522,6 +524,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
                                     : config.peft_type == PeftType::Vera    ? make_vera_adapters(config, chosen)
                                     : config.peft_type == PeftType::Oft     ? make_oft_adapters(config, chosen)
                                     : config.peft_type == PeftType::Adalora ? make_adalora_adapters(config, chosen)
+                                    : config.peft_type == PeftType::Boft    ? make_boft_adapters(config, chosen)
                                                                             : make_lycoris_adapters(config, chosen);
     take_new(config, chosen, std::move(made), {}, {}, saved_modules, weights_pending);
     return adapters_.size();
@@ -779,6 +782,7 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   if (is_lycoris(adapter)) return lycoris_output_adapter(adapter, config_, enabled);
   if (is_vera(adapter)) return vera_output_adapter(adapter, config_.dropout, enabled);
   if (is_adalora(adapter)) return adalora_output_adapter(adapter, config_.dropout, enabled);
+  if (is_boft(adapter)) return boft_output_adapter(adapter, config_.dropout, enabled);
   if (is_oft(adapter)) return nullptr;  // its input is rotated (LoraAdapters::install)
   if (adapter.magnitude.defined())
     return adapter.site.conv        ? dora_conv_output_adapter(adapter, p, enabled)
@@ -1022,6 +1026,13 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
       adapter_entries.insert(module + kOftSuffix);
       continue;
     }
+    if (is_boft(adapter)) {  // PEFT's merge: the weight rotated and scaled by the state's boft_R and boft_s
+      const at::Tensor& w = entry_of(weight_name(adapter.site));
+      merged_weights[weight_name(adapter.site)] =
+          boft_merged_weight(w, adapter, entry_of(module + kBoftR), entry_of(module + kBoftS));
+      adapter_entries.insert({module + kBoftR, module + kBoftS});
+      continue;
+    }
     if (is_adalora(adapter)) {  // PEFT's merge: the weight plus the delta of the state's A, B and E
       NamedTensors stated;
       for (const auto& entry : adapter.factors) {
@@ -1087,6 +1098,11 @@ void LoraAdapters::merge_into_weights() const {
     if (is_oft(adapter)) {
       const at::Tensor& w = adapter.site.weight;
       w.copy_(oft_merged_weight(w, adapter, adapter.factors[0].second, OftRotation::of(config_)));
+      continue;
+    }
+    if (is_boft(adapter)) {
+      const at::Tensor& w = adapter.site.weight;
+      w.copy_(boft_merged_weight(w, adapter, adapter.factors[0].second, adapter.factors[1].second));
       continue;
     }
     if (is_adalora(adapter)) {

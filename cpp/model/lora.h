@@ -205,6 +205,7 @@ inline bool is_ia3(const LoraAdapter& adapter) { return adapter.ia3.defined(); }
 inline bool is_vera(const LoraAdapter& adapter) { return adapter.method == PeftType::Vera; }
 inline bool is_oft(const LoraAdapter& adapter) { return adapter.method == PeftType::Oft; }
 inline bool is_adalora(const LoraAdapter& adapter) { return adapter.method == PeftType::Adalora; }
+inline bool is_boft(const LoraAdapter& adapter) { return adapter.method == PeftType::Boft; }
 inline bool is_lycoris(const LoraAdapter& adapter) {
   return adapter.method == PeftType::Loha || adapter.method == PeftType::Lokr;
 }

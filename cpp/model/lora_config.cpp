@@ -349,6 +349,34 @@ const OptionTable<LoraConfig>& adalora_option_table() {
   return table;
 }
 
+const OptionTable<LoraConfig>& boft_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Boft, [](OptionTable<L>& t) {
+    t.bind("boft_block_size", "the size of each block (0: from boft_block_num)", &L::boft_block_size)
+        .at_least(0)
+        .at_most(kMaxLoraRank);
+    t.bind("boft_block_num", "the blocks per factor (0: from boft_block_size)", &L::boft_block_num)
+        .at_least(0)
+        .at_most(kMaxLoraRank);
+    t.bind("boft_n_butterfly_factor", "the butterfly's factors (1: one block diagonal)", &L::boft_n_butterfly_factor)
+        .at_least(1)
+        .at_most(30);
+    t.bind("boft_dropout", "in training, the fraction of one factor's blocks made the identity", &L::dropout)
+        .at_least(0)
+        .at_most(1);
+    t.bind("fan_in_fan_out", "PEFT's flag for weights stored in x out; each layer's kind decides, as in PEFT",
+           &L::fan_in_fan_out);
+    t.bind("bias", "which biases train beside the rotations: none, all, boft_only (the adapted layers')", &L::bias)
+        .one_of({"none", "all", "boft_only"});
+    t.bind("init_weights", "the rotations start as the identity and the scales as ones (false: normal draws)",
+           &L::boft_init_weights);
+    bind_module_lists(t);
+    bind_layers(t);
+    bind_texts(t);
+  });
+  return table;
+}
+
 const std::vector<bool>* AdaloraConfig::kept(const std::string& module) const {
   for (const auto& [name, entries] : rank_pattern)
     if (name == module) return &entries;
@@ -475,6 +503,8 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return oft(targets, options);
     case OptionsKind::Adalora:
       return adalora_config(targets, options);
+    case OptionsKind::Boft:
+      return boft(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -530,6 +560,23 @@ LoraConfig LoraConfig::adalora_config(const std::string& targets, const Options&
   LoraConfig config = adalora_option_table().read(options);
   config.peft_type = PeftType::Adalora;
   check_adalora_schedule(config.adalora);
+  const std::string text = trimmed(targets);
+  require(!text.empty(), "target_modules is empty: name the layers to adapt (e.g. \"q_proj,v_proj\")");
+  read_shared_settings(config, text);
+  read_patterns_and_layers(config);
+  return config;
+}
+
+LoraConfig LoraConfig::boft(const std::string& targets, const Options& options) {
+  require(options.kind() == OptionsKind::Boft, "BOFT options must be of kind boft, got ",
+          options_kind_name(options.kind()));
+  LoraConfig config = boft_option_table().read(options);
+  config.peft_type = PeftType::Boft;
+  // PEFT's BOFTConfig check: one of the two, not both.
+  require((config.boft_block_size != 0) != (config.boft_block_num != 0), "BOFT takes boft_block_size or ",
+          "boft_block_num, one of them non-zero and the other 0: got boft_block_size ", config.boft_block_size,
+          " and boft_block_num ", config.boft_block_num);
+  if (config.bias == "boft_only") config.bias = "lora_only";  // the adapted layers' biases train
   const std::string text = trimmed(targets);
   require(!text.empty(), "target_modules is empty: name the layers to adapt (e.g. \"q_proj,v_proj\")");
   read_shared_settings(config, text);

@@ -37,8 +37,9 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // LoKrConfig (a Kronecker product of two factors added to the weight, model/lokr.h) or its
 // VeraConfig (two trained vectors scaling frozen random projections shared by the layers,
 // model/vera.h) or its OFTConfig (each layer's input rotated block by block, model/oft.h) or its
-// AdaLoraConfig (LoRA in an SVD form whose ranks a budget prunes while it trains, model/adalora.h).
-enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr, Vera, Oft, Adalora };
+// AdaLoraConfig (LoRA in an SVD form whose ranks a budget prunes while it trains, model/adalora.h)
+// or its BOFTConfig (each layer's input rotated by butterfly factors of block rotations, model/boft.h).
+enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr, Vera, Oft, Adalora, Boft };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
   switch (type) {
@@ -56,6 +57,8 @@ inline const char* peft_type_name(PeftType type) {
       return "OFT";
     case PeftType::Adalora:
       return "ADALORA";
+    case PeftType::Boft:
+      return "BOFT";
     case PeftType::TrainableTokens:
       break;
   }
@@ -79,6 +82,8 @@ inline const char* peft_method_name(PeftType type) {
       return "OFT";
     case PeftType::Adalora:
       return "AdaLoRA";
+    case PeftType::Boft:
+      return "BOFT";
     case PeftType::TrainableTokens:
       break;
   }
@@ -258,6 +263,13 @@ struct LoraConfig {
   int64_t num_cayley_neumann_terms = 5;
   bool oft_init_weights = true;
   AdaloraConfig adalora;
+  // PEFT's BOFTConfig (peft_type Boft; its boft_dropout is `dropout`, its bias `bias` with
+  // "boft_only" as "lora_only"): the blocks' size or their number (one of them 0), the butterfly's
+  // factors (1: one block diagonal), the weights zeros and ones (init_weights; false: normal draws).
+  int64_t boft_block_size = 4;
+  int64_t boft_block_num = 0;
+  int64_t boft_n_butterfly_factor = 1;
+  bool boft_init_weights = true;
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -314,6 +326,8 @@ struct LoraConfig {
   static LoraConfig oft(const std::string& targets, const Options& options);
   // PEFT's AdaLoraConfig: `targets` as above (or "all-linear"), `options` of kind adalora.
   static LoraConfig adalora_config(const std::string& targets, const Options& options);
+  // PEFT's BOFTConfig: `targets` as above (or "all-linear"), `options` of kind boft.
+  static LoraConfig boft(const std::string& targets, const Options& options);
   // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
   // add_adapter takes any).
   static LoraConfig of_kind(const std::string& targets, const Options& options);
@@ -372,6 +386,7 @@ const OptionTable<LoraConfig>& lokr_option_table();
 const OptionTable<LoraConfig>& vera_option_table();
 const OptionTable<LoraConfig>& oft_option_table();
 const OptionTable<LoraConfig>& adalora_option_table();
+const OptionTable<LoraConfig>& boft_option_table();
 // Fails (InvalidArgument, naming the setting) where PEFT's AdaLoraConfig would refuse `config`'s
 // schedule: total_step below 1, tinit not before total_step - tfinal, betas outside (0, 1).
 void check_adalora_schedule(const AdaloraConfig& config);

@@ -13,6 +13,7 @@
 #include "common/json_input.h"
 #include "common/text.h"
 #include "model/adalora.h"
+#include "model/boft.h"
 #include "model/ia3.h"
 #include "model/lora_init.h"
 #include "model/lycoris.h"
@@ -321,6 +322,27 @@ nlohmann::ordered_json adalora_config_json(const LoraConfig& config) {
     j["rank_pattern"] = json::object();
     for (const auto& [module, kept] : a.rank_pattern) j["rank_pattern"][module + kAdaloraE] = kept;
   }
+  return j;
+}
+
+// PEFT's BOFTConfig: its fields, in its order.
+nlohmann::ordered_json boft_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  json j = peft_config_json(peft_type_name(PeftType::Boft), config);
+  j["boft_block_size"] = config.boft_block_size;
+  j["boft_block_num"] = config.boft_block_num;
+  j["boft_n_butterfly_factor"] = config.boft_n_butterfly_factor;
+  j["target_modules"] = targets_json(config);
+  j["exclude_modules"] = config.exclude_regex.empty() && config.exclude_names.empty()
+                             ? json(nullptr)
+                             : modules_json(config.exclude_names, config.exclude_regex);
+  j["boft_dropout"] = config.dropout;
+  j["fan_in_fan_out"] = config.fan_in_fan_out;
+  j["bias"] = config.bias == "lora_only" ? "boft_only" : config.bias;
+  j["modules_to_save"] = config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save);
+  j["init_weights"] = config.boft_init_weights;
+  j["layers_to_transform"] = config.layers_to_transform.empty() ? json(nullptr) : json(config.layers_to_transform);
+  j["layers_pattern"] = config.layers_pattern.empty() ? json(nullptr) : json(config.layers_pattern);
   return j;
 }
 
@@ -695,6 +717,24 @@ LoraConfig adalora_config_from_json(const nlohmann::ordered_json& j, const std::
   return config;
 }
 
+// PEFT's BOFTConfig (peft_type BOFT).
+LoraConfig boft_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  const ConfigFields fields{j, path};
+  LoraConfig config;
+  config.peft_type = PeftType::Boft;
+  config.boft_block_size = fields.integer("boft_block_size", 4, 0, kMaxLoraRank, "from 0 to 2^20");
+  config.boft_block_num = fields.integer("boft_block_num", 0, 0, kMaxLoraRank, "from 0 to 2^20");
+  if ((config.boft_block_size != 0) == (config.boft_block_num != 0))
+    fields.refuse("boft_block_size", "and 'boft_block_num' must be one 0 and the other not (PEFT's BOFTConfig check)");
+  config.boft_n_butterfly_factor = fields.integer("boft_n_butterfly_factor", 1, 1, 30, "from 1 to 30");
+  config.dropout = fields.number("boft_dropout", 0, 0, 1);
+  config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);
+  config.boft_init_weights = fields.flag("init_weights", true);
+  read_bias(fields, "boft_only", &config);
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
+  return config;
+}
+
 // adapter_config.json for the method's configuration, as PEFT writes it.
 nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
   switch (config.peft_type) {
@@ -711,6 +751,8 @@ nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
       return oft_config_json(config);
     case PeftType::Adalora:
       return adalora_config_json(config);
+    case PeftType::Boft:
+      return boft_config_json(config);
     case PeftType::Lora:
       break;
   }
@@ -730,11 +772,12 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "VERA") return vera_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "OFT") return oft_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "ADALORA") return adalora_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "BOFT") return boft_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
-    refuse(
-        "peft_type",
-        "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\" or \"TRAINABLE_TOKENS\" (other "
-        "PEFT methods are not supported)");
+    refuse("peft_type",
+           "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\", \"BOFT\" or "
+           "\"TRAINABLE_TOKENS\" (other "
+           "PEFT methods are not supported)");
   LoraConfig config;
   if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > (1 << 20))
     refuse("r", "must be an integer from 1 to 2^20");
@@ -1017,7 +1060,7 @@ LoraFiles read_lora_files(const std::string& dir) {
   const bool standalone = files.config.peft_type == PeftType::TrainableTokens;
   const bool lycoris = files.config.peft_type == PeftType::Loha || files.config.peft_type == PeftType::Lokr;
   const bool vera = files.config.peft_type == PeftType::Vera, oft = files.config.peft_type == PeftType::Oft,
-             adalora = files.config.peft_type == PeftType::Adalora;
+             adalora = files.config.peft_type == PeftType::Adalora, boft = files.config.peft_type == PeftType::Boft;
   const char* method = peft_method_name(files.config.peft_type);
   const std::string delta_suffix = standalone ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix;
   for (auto& [name, tensor] : contents.tensors) {
@@ -1066,12 +1109,13 @@ LoraFiles read_lora_files(const std::string& dir) {
       }
       refuse(name, "is not an IA3 vector (<module>.ia3_l) nor what modules_to_save trains");
     }
-    if (lycoris || vera || oft || adalora) {
+    if (lycoris || vera || oft || adalora || boft) {
       bool factor = false;
       if (adalora && ends_with(in_model, kAdaloraRanknum)) continue;  // (older PEFT's; always init_r)
       const std::vector<std::string> suffixes = vera      ? std::vector<std::string>{kVeraLambdaB, kVeraLambdaD}
                                                 : oft     ? std::vector<std::string>{kOftSuffix}
                                                 : adalora ? std::vector<std::string>{kAdaloraA, kAdaloraB, kAdaloraE}
+                                                : boft    ? std::vector<std::string>{kBoftR, kBoftS}
                                                           : lycoris_suffixes(files.config.peft_type);
       for (const std::string& suffix : suffixes) {
         if (!ends_with(in_model, suffix) || in_model.size() <= suffix.size()) continue;
@@ -1081,9 +1125,12 @@ LoraFiles read_lora_files(const std::string& dir) {
           refuse(name, "must be a 1-D floating-point tensor (VeRA's vectors)");
         if (oft && (!tensor.is_floating_point() || tensor.dim() != 2))
           refuse(name, "must be a 2-D floating-point tensor (OFT's rotations: blocks x block (block - 1) / 2)");
+        if (boft && (!tensor.is_floating_point() || tensor.dim() != (suffix == kBoftR ? 4 : 2)))
+          refuse(name, "must be a floating-point tensor of " + std::string(suffix == kBoftR ? "4" : "2") +
+                           " dimensions (BOFT's boft_R: factors x blocks x block x block; boft_s: out x 1)");
         if (adalora && (!tensor.is_floating_point() || tensor.dim() != 2))
           refuse(name, "must be a 2-D floating-point tensor (AdaLoRA's A, B and E)");
-        if (!vera && (!tensor.is_floating_point() || tensor.dim() < 2 || tensor.dim() > 4))
+        if (!vera && !boft && (!tensor.is_floating_point() || tensor.dim() < 2 || tensor.dim() > 4))
           refuse(name, std::string("must be a floating-point tensor of 2 to 4 dimensions (") + method + "'s factors)");
         files.modules[in_model.substr(0, in_model.size() - suffix.size())].factors.emplace_back(suffix, tensor);
         factor = true;
@@ -1091,7 +1138,7 @@ LoraFiles read_lora_files(const std::string& dir) {
       }
       if (factor) continue;
       const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
-      if (files.config.saves(in_model) || ((vera || oft || adalora) && a_bias && files.config.bias != "none")) {
+      if (files.config.saves(in_model) || ((vera || oft || adalora || boft) && a_bias && files.config.bias != "none")) {
         files.saved[in_model] = tensor;
         continue;
       }
@@ -1154,11 +1201,13 @@ LoraFiles read_lora_files(const std::string& dir) {
   if (files.modules.empty()) fail(Status::Io, "'", weights_path, "' holds no adapter");
   if (files.config.peft_type == PeftType::Ia3) return files;
   if (oft) return files;  // (each module's one tensor; its shape is checked against the layer when loading)
-  if (adalora) {          // A, B and E of every layer (their shapes checked against the layer when loading)
+  if (adalora || boft) {  // every tensor of every layer (their shapes checked against the layer when loading)
+    const std::vector<const char*> wanted =
+        adalora ? std::vector<const char*>{kAdaloraA, kAdaloraB, kAdaloraE} : std::vector<const char*>{kBoftR, kBoftS};
     for (const auto& [module, pair] : files.modules)
-      for (const char* suffix : {kAdaloraA, kAdaloraB, kAdaloraE})
+      for (const char* suffix : wanted)
         if (std::none_of(pair.factors.begin(), pair.factors.end(), [&](const auto& f) { return f.first == suffix; }))
-          fail(Status::Io, "'", weights_path, "': the AdaLoRA adapter of '", module, "' lacks ", kPrefix, module,
+          fail(Status::Io, "'", weights_path, "': the ", method, " adapter of '", module, "' lacks ", kPrefix, module,
                suffix);
     return files;
   }

@@ -2,6 +2,7 @@
 // adapter's branches off its layers and putting them back, handing a kept adapter's tensors to
 // freshly wired layers, exchanging the tensors of adapters wired alike, and freezing those kept aside.
 #include "common/error.h"
+#include "model/boft.h"
 #include "model/ia3.h"
 #include "model/lora.h"
 #include "model/oft.h"
@@ -15,6 +16,8 @@ void LoraAdapters::install() const {
       adapter.site.set_input_adapter(ia3_input_adapter(adapter, enabled_));
     if (is_oft(adapter) && adapter.site.set_input_adapter)
       adapter.site.set_input_adapter(oft_input_adapter(adapter, OftRotation::of(config_), enabled_));
+    if (is_boft(adapter) && adapter.site.set_input_adapter)
+      adapter.site.set_input_adapter(boft_input_adapter(adapter, config_.dropout, enabled_));
   }
 }
 

@@ -19,6 +19,7 @@
 #include "common/random.h"
 #include "common/text.h"
 #include "model/adalora.h"
+#include "model/boft.h"
 #include "model/ia3.h"
 #include "model/lora_files.h"
 #include "model/lycoris.h"
@@ -616,6 +617,7 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
   }
   const bool ia3 = files.config.peft_type == PeftType::Ia3, vera = files.config.peft_type == PeftType::Vera,
              oft = files.config.peft_type == PeftType::Oft, adalora = files.config.peft_type == PeftType::Adalora,
+             boft = files.config.peft_type == PeftType::Boft,
              lycoris = files.config.peft_type == PeftType::Loha || files.config.peft_type == PeftType::Lokr;
   for (const auto& [module, pair] : files.modules) {
     auto it = targeted.find(module);
@@ -632,17 +634,22 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
               feedforward ? " (a feedforward module: its input scaled)" : " (its output scaled)");
       continue;
     }
-    if (lycoris || vera || oft || adalora) {  // the tensors the configuration makes for this layer, each of its shape
+    if (lycoris || vera || oft || adalora ||
+        boft) {  // the tensors the configuration makes for this layer, each of its shape
       const std::vector<FactorShape> shapes = vera      ? vera_factor_shapes(files.config, site)
                                               : oft     ? oft_factor_shapes(files.config, site)
                                               : adalora ? adalora_factor_shapes(files.config, site)
+                                              : boft    ? boft_factor_shapes(files.config, site)
                                                         : lycoris_factor_shapes(files.config, site);
       const char* method = peft_method_name(files.config.peft_type);
       // What decides the shapes: OFT's blocks, the others' rank.
       const std::string decided_by =
           oft       ? "r " + concat(files.config.oft_r) + " and oft_block_size " + concat(files.config.oft_block_size)
           : adalora ? "init_r " + concat(files.config.adalora.init_r) + " and its rank_pattern"
-                    : "r " + concat(files.config.rank_of(module));
+          : boft    ? "boft_block_size " + concat(files.config.boft_block_size) + ", boft_block_num " +
+                       concat(files.config.boft_block_num) + " and boft_n_butterfly_factor " +
+                       concat(files.config.boft_n_butterfly_factor)
+                 : "r " + concat(files.config.rank_of(module));
       for (const FactorShape& expected : shapes) {
         auto found = std::find_if(pair.factors.begin(), pair.factors.end(),
                                   [&](const auto& f) { return f.first == expected.suffix; });
@@ -794,7 +801,7 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
     }
     for (const auto& adapter : lora_.adapters()) {
       // (OFT's and AdaLoRA's: their shapes, below)
-      if (is_ia3(adapter) || is_vera(adapter) || is_oft(adapter) || is_adalora(adapter)) continue;
+      if (is_ia3(adapter) || is_vera(adapter) || is_oft(adapter) || is_adalora(adapter) || is_boft(adapter)) continue;
       const std::string& module = pattern_name(adapter.site);
       const LoraConfig& file = files.config;
       require(adapter.r == file.rank_of(module) && adapter.scaling == file.scaling_of(module), where, " adapts '",

@@ -171,7 +171,7 @@ InputAdapter oft_input_adapter(const LoraAdapter& adapter, const OftRotation& ho
   // weight sharded at rest when the adapter was wired).
   const at::Tensor& w = adapter.site.weight;
   const BlockLayout made = w.dim() == 2 && w.size(1) > 0 ? block_layout(w.size(1) / adapter.r) : BlockLayout{};
-  return [weight = adapter.factors[0].second, r = adapter.r, how, enabled, made](const at::Tensor& input) {
+  return [weight = adapter.factors[0].second, r = adapter.r, how, enabled, made](const at::Tensor& input, bool) {
     if (!*enabled) return input;
     const int64_t block = input.size(-1) / r;
     at::Tensor rotations = rotations_of(weight, block == made.block ? made : block_layout(block), how);

@@ -12,8 +12,9 @@ namespace acc {
 
 // The layer's input and output, and whether it is in training mode, to the amended output.
 using OutputAdapter = std::function<at::Tensor(const at::Tensor& input, const at::Tensor& output, bool training)>;
-// The layer's input to what the layer computes with instead ((IA)^3's scaled input, model/ia3.h).
-using InputAdapter = std::function<at::Tensor(const at::Tensor& input)>;
+// The layer's input, and whether it is in training mode, to what the layer computes with instead
+// ((IA)^3's scaled input, model/ia3.h; OFT's and BOFT's rotated one).
+using InputAdapter = std::function<at::Tensor(const at::Tensor& input, bool training)>;
 
 // What a libtorch layer gains by also deriving from this: an adapter its forward runs on its output,
 // and (a linear layer's or convolution's) one it runs on its input first.
@@ -30,7 +31,9 @@ class OutputAdaptable {
   at::Tensor adapted(const at::Tensor& input, const at::Tensor& output, bool training) const {
     return adapter_ ? adapter_(input, output, training) : output;
   }
-  at::Tensor adapted_input(const at::Tensor& input) const { return input_adapter_ ? input_adapter_(input) : input; }
+  at::Tensor adapted_input(const at::Tensor& input, bool training) const {
+    return input_adapter_ ? input_adapter_(input, training) : input;
+  }
 
  private:
   OutputAdapter adapter_;

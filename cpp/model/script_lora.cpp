@@ -54,7 +54,7 @@ void register_marker() {
             require(layer >= 0 && static_cast<size_t>(layer) < entry->adapters.size(), "a LoRA marker names layer ",
                     layer, " of ", entry->adapters.size());
             if (static_cast<size_t>(layer) < entry->inputs.size() && entry->inputs[static_cast<size_t>(layer)])
-              input = entry->inputs[static_cast<size_t>(layer)](input);
+              input = entry->inputs[static_cast<size_t>(layer)](input, entry->training && entry->training());
           }
           stack.emplace_back(std::move(input));
         },

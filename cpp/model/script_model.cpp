@@ -152,7 +152,8 @@ size_t ScriptModel::add_lora(const LoraConfig& config) {
   if (layers.empty()) return Model::add_lora(config);
   // The marked forward is made, and checked, before any adapter is drawn. (IA)^3 scales some
   // layers' inputs: its calls take input markers too.
-  input_markers_ = config.peft_type == PeftType::Ia3 || config.peft_type == PeftType::Oft;
+  input_markers_ =
+      config.peft_type == PeftType::Ia3 || config.peft_type == PeftType::Oft || config.peft_type == PeftType::Boft;
   std::shared_ptr<torch::jit::Graph> graph;
   try {
     graph = marked_forward(layers);

@@ -81,7 +81,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"LOKR", acc::OptionsKind::Lokr},
                                                            {"VERA", acc::OptionsKind::Vera},
                                                            {"OFT", acc::OptionsKind::Oft},
-                                                           {"ADALORA", acc::OptionsKind::Adalora}};
+                                                           {"ADALORA", acc::OptionsKind::Adalora},
+                                                           {"BOFT", acc::OptionsKind::Boft}};
 
 }  // namespace
 
