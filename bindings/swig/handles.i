@@ -425,6 +425,17 @@ struct acc_accelerator {};
     check(acc_model_add_adalora($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's BOFTConfig (butterfly orthogonal fine-tuning) on linear layers and 2-D convolutions: each
+   * targeted layer's input rotated by boft_n_butterfly_factor butterfly factors of block rotations
+   * (boft_R) and its output scaled (boft_s), both trained, every other parameter frozen.
+   * targetModules: named as for addLora. opts: BOFT options (boft_block_size or boft_block_num,
+   * boft_n_butterfly_factor, boft_dropout, ...: the keys of ACC_OPTIONS_BOFT) or null. saveLora,
+   * loadLora, mergeLora and setLoraEnabled act on them. Returns how many layers. */
+  size_t addBoft(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_boft($self, targetModules, opts, &n));
+    return n;
+  }
   /* AdaLoRA's training loss: loss plus orth_reg_weight times the adapters' orthogonal
    * regularization, a new tensor with autograd history (backward it instead of loss). */
   acc_tensor *adaloraLoss(const acc_tensor *loss ERR) {

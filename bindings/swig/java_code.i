@@ -149,6 +149,9 @@
   /** Options of Model.addAdalora (PEFT's AdaLoraConfig: total_step, required; init_r, target_r,
    *  tinit, tfinal, deltaT, orth_reg_weight, ...). */
   public static Options adalora() { return new Options(OptionsKind.ADALORA); }
+  /** Options of Model.addBoft (PEFT's BOFTConfig: boft_block_size or boft_block_num,
+   *  boft_n_butterfly_factor, boft_dropout, init_weights, ...). */
+  public static Options boft() { return new Options(OptionsKind.BOFT); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

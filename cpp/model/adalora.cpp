@@ -37,12 +37,9 @@ int64_t adalora_in(const LinearSite& site) {
   return in;
 }
 
+// The rows the layer's tensors hold: init_r, or a file's kept entries (AdaloraConfig::held).
 int64_t rank_of(const LoraConfig& config, const LinearSite& site) {
-  const std::vector<bool>* kept = config.adalora.kept(site.module);
-  if (!kept) return config.adalora.init_r;
-  int64_t rank = 0;
-  for (bool k : *kept) rank += k ? 1 : 0;
-  return rank;
+  return static_cast<int64_t>(config.adalora.held_rows(site.module).size());
 }
 
 struct Drawn {
@@ -80,25 +77,27 @@ std::vector<FactorShape> adalora_factor_shapes(const LoraConfig& config, const L
 
 std::vector<LoraAdapter> make_adalora_adapters(const LoraConfig& config, const std::vector<LinearSite>& chosen) {
   for (const LinearSite& site : chosen) check_site(site);
-  for (const auto& [module, kept] : config.adalora.rank_pattern) {
-    bool found = false;
-    for (const LinearSite& site : chosen) found = found || site.module == module;
-    require(found, "AdaLoRA's rank_pattern names '", module, "', which the configuration does not adapt");
-  }
+  for (const AdaloraPattern* pattern : {&config.adalora.rank_pattern, &config.adalora.held})
+    for (const auto& [module, kept] : *pattern) {
+      bool found = false;
+      for (const LinearSite& site : chosen) found = found || site.module == module;
+      require(found, "AdaLoRA's rank_pattern names '", module, "', which the configuration does not adapt");
+    }
   at::NoGradGuard no_grad;
   const int64_t init_r = config.adalora.init_r;
   std::vector<Drawn> drawn;
   for (const LinearSite& site : chosen) drawn.push_back(draw(site, init_r, config.adalora.init_weights));
   // A file's pruned layers, drawn again at their kept rank in the pattern's order (its values replace them).
-  for (const auto& [module, kept] : config.adalora.rank_pattern)
+  for (const auto& [module, kept] : config.adalora.held)
     for (size_t k = 0; k < chosen.size(); ++k)
       if (chosen[k].module == module)
         drawn[k] = draw(chosen[k], rank_of(config, chosen[k]), config.adalora.init_weights);
   std::vector<LoraAdapter> made;
   for (size_t k = 0; k < chosen.size(); ++k) {
     const LinearSite& site = chosen[k];
-    // PEFT's scaling is lora_alpha itself (r where lora_alpha is 0); ranknum divides it at each use.
-    const double scaling = config.alpha > 0 ? config.alpha : static_cast<double>(init_r);
+    // PEFT's scaling is lora_alpha itself (else the rank the layer was last made at: a file's kept
+    // rank, PEFT's resize); ranknum (init_r) divides it at each use.
+    const double scaling = config.alpha > 0 ? config.alpha : static_cast<double>(rank_of(config, site));
     LoraAdapter adapter{site, at::Tensor(), at::Tensor(), rank_of(config, site), scaling};
     adapter.factors = {{kAdaloraA, adapter_parameter(drawn[k].a, site)},
                        {kAdaloraB, adapter_parameter(drawn[k].b, site)},
@@ -155,20 +154,20 @@ at::Tensor adalora_orthogonal_regularization(const std::vector<LoraAdapter>& ada
   return sum / count;
 }
 
-NamedTensors adalora_saved_factors(const LoraAdapter& adapter, const std::vector<bool>* kept) {
+NamedTensors adalora_saved_factors(const LoraAdapter& adapter, const AdaloraConfig& config) {
+  // The rows (of those the tensors hold) whose entries the pattern keeps.
+  const std::vector<int64_t> rows = config.held_rows(adapter.site.module);
+  const std::vector<bool>* kept = config.kept(adapter.site.module);
+  std::vector<int64_t> indices;
+  for (size_t j = 0; j < rows.size(); ++j)
+    if (!kept || (*kept)[static_cast<size_t>(rows[j])]) indices.push_back(static_cast<int64_t>(j));
+  const at::Tensor selected = at::tensor(indices, at::kLong);
   NamedTensors out;
-  at::Tensor mask;
-  if (kept) {
-    std::vector<int64_t> indices;
-    for (size_t i = 0; i < kept->size(); ++i)
-      if ((*kept)[i]) indices.push_back(static_cast<int64_t>(i));
-    mask = at::tensor(indices, at::kLong);
-  }
   for (const auto& [suffix, tensor] : adapter.factors) {
     at::Tensor t = tensor.detach();
     // Only the kept rows (B: columns), where the pattern removes some (PEFT keeps the tensor else).
     const int64_t dim = suffix == std::string(kAdaloraB) ? 1 : 0;
-    if (mask.defined() && mask.numel() != t.size(dim)) t = t.index_select(dim, mask.to(t.device()));
+    if (static_cast<int64_t>(indices.size()) != t.size(dim)) t = t.index_select(dim, selected.to(t.device()));
     out.emplace_back(suffix, t);
   }
   return out;

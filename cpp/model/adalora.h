@@ -25,14 +25,14 @@ constexpr const char* kAdaloraE = ".lora_E";
 constexpr const char* kAdaloraRanknum = ".ranknum";
 
 // A layer's A (rank x in, a convolution's in x kernel), B (out x rank) and E (rank x 1), where the
-// rank is init_r or, for a layer of the configuration's rank_pattern, its kept entries.
+// rank is init_r or, for a layer of the configuration's held pattern (a file's), its kept entries.
 std::vector<FactorShape> adalora_factor_shapes(const LoraConfig& config, const LinearSite& site);
 
 // One adapter for each of `chosen` (in the model's order), drawn as PEFT's update_layer draws them
 // from the global generator: torch.randn for A, E, B and ranknum (then init_r), and with
-// init_lora_weights E zeroed and A, B from normal(0, 0.02). A layer of the configuration's
-// rank_pattern (a file's) is then drawn again at its kept rank, in the pattern's order, as PEFT's
-// resize_modules_by_rank_pattern does; its ranknum stays init_r. Checks every site first, changing
+// init_lora_weights E zeroed and A, B from normal(0, 0.02). A layer of the configuration's held
+// pattern (a file's rank_pattern) is then drawn again at its kept rank, in the pattern's order, as
+// PEFT's resize_modules_by_rank_pattern does; its ranknum stays init_r. Checks every site first, changing
 // nothing: nn.Linear, transformers' Conv1D, a spec's linear or nn.Conv2d without groups, called as
 // a module (an embedding, another convolution or an attention InvalidArgument, as PEFT's
 // ValueError; a quantised layer, a grouped convolution or a weight the forward reads itself
@@ -52,7 +52,7 @@ OutputAdapter adalora_output_adapter(const LoraAdapter& adapter, double dropout,
 at::Tensor adalora_orthogonal_regularization(const std::vector<LoraAdapter>& adapters);
 
 // What PEFT's files hold of the adapter: A, B and E under their names after the module's, only the
-// entries `kept` keeps where it is given (resize_state_dict_by_rank_pattern); never ranknum.
-NamedTensors adalora_saved_factors(const LoraAdapter& adapter, const std::vector<bool>* kept);
+// rows of the entries `config`'s rank_pattern keeps (resize_state_dict_by_rank_pattern); never ranknum.
+NamedTensors adalora_saved_factors(const LoraAdapter& adapter, const AdaloraConfig& config);
 
 }  // namespace acc

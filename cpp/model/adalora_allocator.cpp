@@ -58,8 +58,8 @@ void AdaloraAllocator::update_importance(const std::vector<LoraAdapter>& adapter
     }
 }
 
-std::vector<std::pair<std::string, std::vector<bool>>> AdaloraAllocator::mask_to_budget(
-    const std::vector<LoraAdapter>& adapters, int64_t budget) const {
+AdaloraPattern AdaloraAllocator::mask_to_budget(const std::vector<LoraAdapter>& adapters, int64_t budget,
+                                                const AdaloraConfig& config) const {
   require(scores_.size() == adapters.size(), "AdaLoRA prunes from the importance of earlier steps: call ",
           "update_and_allocate for every step from the first");
   at::NoGradGuard no_grad;
@@ -75,17 +75,22 @@ std::vector<std::pair<std::string, std::vector<bool>>> AdaloraAllocator::mask_to
   }
   const at::Tensor scores = at::cat(all);
   const int64_t k = initial_budget_ - budget;
-  require(k >= 1 && k <= scores.numel(), "AdaLoRA cannot prune to a budget of ", budget, " ranks from ",
-          initial_budget_, " (", scores.numel(), " held): target_r must lie below init_r (PEFT's kthvalue fails too)");
+  require(k >= 1 && k <= scores.numel(), "AdaLoRA cannot prune to a budget of ", budget, " ranks: its initial ",
+          "budget is ", initial_budget_, " and ", scores.numel(), " entries are held, which leaves ", k,
+          " to prune (target_r must lie below init_r, total_step within what a double's budget schedule resolves; ",
+          "PEFT's kthvalue fails too)");
   const at::Tensor threshold = std::get<0>(at::kthvalue(scores, k));
-  std::vector<std::pair<std::string, std::vector<bool>>> pattern;
+  AdaloraPattern pattern;
   for (size_t i = 0; i < adapters.size(); ++i) {
     const at::Tensor pruned = triplets[i] <= threshold;
     at::Tensor e = scored(adapters[i], 2);
     e.masked_fill_(pruned.to(e.device()), 0.0);
+    // The rows' flags over init_r entries: a file's layer holds its kept entries' rows only.
     const at::Tensor kept = pruned.logical_not().view(-1).to(at::kCPU);
-    std::vector<bool> entries;
-    for (int64_t j = 0; j < kept.numel(); ++j) entries.push_back(kept[j].item<bool>());
+    const std::vector<int64_t> rows = config.held_rows(adapters[i].site.module);
+    std::vector<bool> entries(static_cast<size_t>(config.init_r), false);
+    for (int64_t j = 0; j < kept.numel(); ++j)
+      entries[static_cast<size_t>(rows[static_cast<size_t>(j)])] = kept[j].item<bool>();
     pattern.emplace_back(adapters[i].site.module, std::move(entries));
   }
   return pattern;
@@ -98,9 +103,9 @@ void AdaloraAllocator::update_and_allocate(const std::vector<LoraAdapter>& adapt
   if (global_step < final_start) {
     update_importance(adapters, config);
     const auto [budget, prune] = budget_schedule(config, global_step);
-    if (prune) config.rank_pattern = mask_to_budget(adapters, budget);
+    if (prune) config.rank_pattern = mask_to_budget(adapters, budget, config);
   } else if (global_step == final_start) {  // the last pruning, to target_r per layer
-    config.rank_pattern = mask_to_budget(adapters, budget_schedule(config, global_step).first);
+    config.rank_pattern = mask_to_budget(adapters, budget_schedule(config, global_step).first, config);
     reset();
   } else {  // the final phase: the pattern applied again after each step
     require(!config.rank_pattern.empty(), "AdaLoRA's step ", global_step, " comes after its last pruning (step ",
@@ -110,10 +115,11 @@ void AdaloraAllocator::update_and_allocate(const std::vector<LoraAdapter>& adapt
       const std::vector<bool>* kept = config.kept(adapter.site.module);
       require(kept != nullptr, "AdaLoRA's rank_pattern has no entry for '", adapter.site.module, "'");
       at::Tensor e = scored(adapter, 2);
-      require(static_cast<int64_t>(kept->size()) == e.size(0), "AdaLoRA's rank_pattern for '", adapter.site.module,
-              "' has ", kept->size(), " entries; its lora_E has ", e.size(0));
+      const std::vector<int64_t> rows = config.held_rows(adapter.site.module);
+      require(static_cast<int64_t>(rows.size()) == e.size(0), "AdaLoRA's lora_E of '", adapter.site.module, "' has ",
+              e.size(0), " entries; its pattern holds ", rows.size());
       std::vector<uint8_t> pruned;
-      for (bool k : *kept) pruned.push_back(k ? 0 : 1);
+      for (int64_t row : rows) pruned.push_back((*kept)[static_cast<size_t>(row)] ? 0 : 1);
       e.masked_fill_(at::tensor(pruned, at::kByte).to(at::kBool).view({-1, 1}).to(e.device()), 0.0);
     }
   }

@@ -33,9 +33,10 @@ class AdaloraAllocator {
 
  private:
   void update_importance(const std::vector<LoraAdapter>& adapters, const AdaloraConfig& config);
-  // Zeroes the least important entries of E down to `budget` ranks; returns the kept entries by module.
-  std::vector<std::pair<std::string, std::vector<bool>>> mask_to_budget(const std::vector<LoraAdapter>& adapters,
-                                                                        int64_t budget) const;
+  // Zeroes the least important entries of E down to `budget` ranks; returns the kept entries by
+  // module, over init_r (a file's layer holds the rows of `config`'s held pattern).
+  AdaloraPattern mask_to_budget(const std::vector<LoraAdapter>& adapters, int64_t budget,
+                                const AdaloraConfig& config) const;
   void reset() { scores_.clear(); }
 
   int64_t initial_budget_, target_budget_;

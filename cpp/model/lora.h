@@ -382,6 +382,9 @@ class LoraAdapters {
   // adapters are not AdaLoRA's.
   at::Tensor adalora_loss(const at::Tensor& loss) const;
   void adalora_update_and_allocate(int64_t global_step);
+  // A file's AdaLoRA tensors loaded into these adapters: its rank_pattern and the rows its layers
+  // hold become theirs.
+  void take_adalora_patterns(const AdaloraConfig& file);
 
  private:
   OutputAdapter output_adapter(const LoraAdapter& adapter) const;

@@ -14,6 +14,11 @@ at::Tensor LoraAdapters::adalora_loss(const at::Tensor& loss) const {
   return loss + regularization * config_.adalora.orth_reg_weight;
 }
 
+void LoraAdapters::take_adalora_patterns(const AdaloraConfig& file) {
+  config_.adalora.rank_pattern = file.rank_pattern;
+  config_.adalora.held = file.held;
+}
+
 void LoraAdapters::adalora_update_and_allocate(int64_t global_step) {
   require(!adapters_.empty() && allocator_ != nullptr, "the model has no AdaLoRA adapters",
           adapters_.empty() ? "" : std::string(" (its adapters are ") + peft_method_name(config_.peft_type) + "'s)");

@@ -383,6 +383,18 @@ const std::vector<bool>* AdaloraConfig::kept(const std::string& module) const {
   return nullptr;
 }
 
+std::vector<int64_t> AdaloraConfig::held_rows(const std::string& module) const {
+  std::vector<int64_t> rows;
+  for (const auto& [name, entries] : held)
+    if (name == module) {
+      for (size_t i = 0; i < entries.size(); ++i)
+        if (entries[i]) rows.push_back(static_cast<int64_t>(i));
+      return rows;
+    }
+  for (int64_t i = 0; i < init_r; ++i) rows.push_back(i);
+  return rows;
+}
+
 void check_adalora_schedule(const AdaloraConfig& config) {
   require(config.total_step >= 1, "AdaLoRA needs total_step, the training's steps (got ", config.total_step,
           "): its budget's schedule ends there (PEFT's AdaLoraConfig refuses it too)");

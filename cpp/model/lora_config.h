@@ -131,8 +131,8 @@ struct EvaConfig {
 // budget of ranks falls as a cubic to target_r per layer at total_step - tfinal, pruned every
 // deltaT steps by the importance the RankAllocator smooths with beta1 and beta2; orth_reg_weight
 // weighs the orthogonal regularization; init_lora_weights zeroes E and draws A and B from normal(0,
-// 0.02) (false: torch.randn). rank_pattern: the entries of each layer's E kept by the last pruning
-// (by module, in the model's order; empty before any), written to and read from the files.
+// 0.02) (false: torch.randn).
+using AdaloraPattern = std::vector<std::pair<std::string, std::vector<bool>>>;  // by module, init_r flags each
 struct AdaloraConfig {
   int64_t target_r = 8;
   int64_t init_r = 12;
@@ -144,9 +144,17 @@ struct AdaloraConfig {
   double orth_reg_weight = 0.5;
   int64_t total_step = 0;  // PEFT's None: required
   bool init_weights = true;
-  std::vector<std::pair<std::string, std::vector<bool>>> rank_pattern;
-  // The kept entries of `module`'s E, or null where rank_pattern has none for it.
+  // PEFT's rank_pattern: the entries of each layer's E (over init_r) that the last pruning kept, or
+  // that a file's layers hold; empty before either. Written to and read from the files.
+  AdaloraPattern rank_pattern;
+  // The pattern the adapters' tensors were cut to (a file's rank_pattern, PEFT's
+  // resize_modules_by_rank_pattern): a layer of it holds the rows of its kept entries only, the
+  // others all init_r rows. Pruning in memory zeroes entries and cuts nothing.
+  AdaloraPattern held;
+  // The entries of `module`'s E that rank_pattern keeps, or null where it has none for it.
   const std::vector<bool>* kept(const std::string& module) const;
+  // The entries (of init_r) that `module`'s rows stand for: held's kept ones, else all.
+  std::vector<int64_t> held_rows(const std::string& module) const;
 };
 
 // PEFT's LoraConfig. The ACC_OPTIONS_LORA keys fill the numbers and flags (lora_option_table); the

@@ -712,6 +712,7 @@ LoraConfig adalora_config_from_json(const nlohmann::ordered_json& j, const std::
       if (config.adalora.kept(module)) fields.refuse("rank_pattern", "names '" + module + "' twice");
       a.rank_pattern.emplace_back(module, std::move(kept));
     }
+    a.held = a.rank_pattern;  // the file's tensors hold the kept entries only
   }
   read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
   return config;
@@ -930,8 +931,7 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
             "from the unwrapped model before preparing it, or use acc_save_model / save_state");
     const size_t first = parameters.size();
     if (is_adalora(adapter)) {  // the entries the last pruning kept (PEFT's resize), no ranknum
-      const std::vector<bool>* kept = adapters.config().adalora.kept(adapter.site.module);
-      for (auto& [suffix, tensor] : adalora_saved_factors(adapter, kept))
+      for (auto& [suffix, tensor] : adalora_saved_factors(adapter, adapters.config().adalora))
         parameters.emplace_back(adapter.site.module + suffix, std::move(tensor));
     } else {
       adapters.append_parameters(k, &parameters);

@@ -855,6 +855,7 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
     if (adapter.magnitude.defined()) adapter.magnitude.copy_(pair.magnitude);
     if (adapter.b_bias.defined()) adapter.b_bias.copy_(pair.b_bias);
   }
+  if (adalora) lora_.take_adalora_patterns(files.config.adalora);  // what the loaded tensors hold
   // VeRA's projections as the file holds them (save_projection; otherwise drawn from projection_prng_key).
   if (vera && files.config.save_projection) {
     const auto& projections = lora_.adapters().front().projections;

@@ -338,3 +338,70 @@ TEST(Adalora, SpecModelTrainsAndMerges) {
   expect_trains_then_merges(m, before);
   acc_model_free(m);
 }
+
+// Adapters pruned in memory keep init_r rows (E zeroed): named adapters set aside and brought back
+// keep them so; a file's tensors loaded into adapters bring the file's pattern; a model loaded from
+// a pruned file (its kept rows only) prunes further and saves a pattern over init_r that loads back.
+TEST(Adalora, PrunedAdaptersSwitchReloadAndPruneFurther) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("adalora");
+  acc_model* m = adapted(c, /*init=*/true);
+  const std::string unpruned = acc_test::temp_path("adalora_unpruned"), pruned = acc_test::temp_path("adalora_pruned");
+  for (const auto& dir : {unpruned, pruned}) fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(m, unpruned.c_str()));
+  (void)train_through_the_schedule(m, c);
+  ACC_ASSERT_OK(acc_model_save_lora(m, pruned.c_str()));
+  const auto trained = float_values(c["trained_output"]);
+  // A second named adapter, and switching to it and back: the pruned one is as it was.
+  acc_options* o = adalora_options(c, true);
+  ACC_ASSERT_OK(acc_model_add_lora_named(m, "other", "fc1,head", o, nullptr));
+  acc_options_free(o);
+  EXPECT_EQ(eval_outputs(m, c), trained);
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "other"));
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "default"));
+  EXPECT_EQ(eval_outputs(m, c), trained);
+  expect_params(m, c["trained"]);
+  // The unpruned file loaded into the pruned adapters: its tensors and its pattern (none).
+  ACC_ASSERT_OK(acc_model_load_lora(m, unpruned.c_str()));
+  const std::string again = acc_test::temp_path("adalora_reloaded");
+  fs::remove_all(again);
+  ACC_ASSERT_OK(acc_model_save_lora(m, again.c_str()));
+  EXPECT_TRUE(json::parse(acc_test::read_file(again + "/adapter_config.json"))["rank_pattern"].is_null());
+  EXPECT_EQ(acc_test::read_file(again + "/adapter_model.safetensors"),
+            acc_test::read_file(unpruned + "/adapter_model.safetensors"));
+  acc_model_free(m);
+
+  // Loaded from the pruned file (each layer its kept rows) and pruned further: the pattern saved is
+  // over init_r (entries pruned before stay pruned), and what it saves loads back with its outputs.
+  acc_model* f = adalora_model();
+  ACC_ASSERT_OK(acc_model_load_lora(f, pruned.c_str()));
+  acc_optimizer* opt = acc_test::optimizer(f, "adamw", 1e-2);
+  ACC_ASSERT_OK(acc_model_set_training(f, 1));
+  for (int64_t step = 0; step < 3; ++step) {
+    acc_tensor* y = nullptr;
+    acc_tensor* loss = regularized_loss(f, c, &y);
+    ACC_ASSERT_OK(acc_tensor_backward(loss));
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+    // Steps past tinit prune (deltaT 2): step 2 takes the budget from 16 ranks to 12.
+    ACC_ASSERT_OK(acc_model_adalora_update_and_allocate(f, step));
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+    acc_tensor_free(y);
+    acc_tensor_free(loss);
+  }
+  acc_optimizer_free(opt);
+  const std::string further = acc_test::temp_path("adalora_further");
+  fs::remove_all(further);
+  ACC_ASSERT_OK(acc_model_save_lora(f, further.c_str()));
+  const json saved = json::parse(acc_test::read_file(further + "/adapter_config.json"));
+  for (const auto& item : c["rank_pattern"].items()) {
+    const auto now = saved["rank_pattern"][item.key()].get<std::vector<bool>>();
+    const auto before = item.value().get<std::vector<bool>>();
+    ASSERT_EQ(now.size(), before.size()) << item.key();
+    for (size_t i = 0; i < now.size(); ++i) EXPECT_TRUE(!now[i] || before[i]) << item.key() << " entry " << i;
+  }
+  acc_model* back = adalora_model();
+  ACC_ASSERT_OK(acc_model_load_lora(back, further.c_str()));
+  EXPECT_EQ(eval_outputs(back, c), eval_outputs(f, c));
+  acc_model_free(back);
+  acc_model_free(f);
+}

@@ -134,6 +134,9 @@ struct Settings {
   // update_and_allocate (its index).
   const char* adalora = nullptr;
   bool adalora_allocate = false;
+  // BOFT target modules (PEFT's BOFTConfig, blocks of 2 over two butterfly factors, boft_dropout 0.5,
+  // init_weights false)
+  const char* boft = nullptr;
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -275,6 +278,16 @@ struct Job {
       EXPECT_EQ(acc_options_set(o, "tfinal", "2"), ACC_OK);
       EXPECT_EQ(acc_options_set_bool(o, "init_lora_weights", 0), ACC_OK);
       EXPECT_EQ(acc_model_add_adalora(model, s.adalora, o, nullptr), ACC_OK) << acc_last_error_message();
+      acc_options_free(o);
+    }
+    if (s.boft) {
+      acc_options* o = nullptr;
+      EXPECT_EQ(acc_options_create(ACC_OPTIONS_BOFT, &o), ACC_OK);
+      EXPECT_EQ(acc_options_set_int(o, "boft_block_size", 2), ACC_OK);
+      EXPECT_EQ(acc_options_set_int(o, "boft_n_butterfly_factor", 2), ACC_OK);
+      EXPECT_EQ(acc_options_set_double(o, "boft_dropout", 0.5), ACC_OK);
+      EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
+      EXPECT_EQ(acc_model_add_boft(model, s.boft, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
     if (s.tokens_alone) {
@@ -721,6 +734,20 @@ TEST(Sharded, VeraTrainsUnderEveryStageAsUnderDdp) {
 TEST(Sharded, OftTrainsUnderEveryStageAsUnderDdp) {
   Settings s;
   s.oft = "0,2,4";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// PEFT's BOFT: boft_R and boft_s are parameters as any other; the rotations act on the layers'
+// inputs and the scales on their outputs, whole under every stage (boft_dropout's draws alike).
+TEST(Sharded, BoftTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  // Inputs of 4 and 8: blocks of 2 over two factors.
+  s.spec = R"([{"type":"linear","in_features":4,"out_features":8},{"type":"tanh"},
+               {"type":"linear","in_features":8,"out_features":4},{"type":"tanh"},
+               {"type":"linear","in_features":4,"out_features":2}])";
+  s.features = 4;
+  s.boft = "0,2,4";
+  s.seeded_steps = true;
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 

@@ -41,6 +41,9 @@ public partial class Options {
   /// <summary>Options of Model.AddAdalora (PEFT's AdaLoraConfig: total_step, required; init_r,
   /// target_r, tinit, tfinal, deltaT, orth_reg_weight, ...).</summary>
   public static Options Adalora() { return new Options(OptionsKind.AdaloraOptions); }
+  /// <summary>Options of Model.AddBoft (PEFT's BOFTConfig: boft_block_size or boft_block_num,
+  /// boft_n_butterfly_factor, boft_dropout, init_weights, ...).</summary>
+  public static Options Boft() { return new Options(OptionsKind.BoftOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

@@ -387,6 +387,14 @@ public class LoraTests {
       RoundTrips(model => model.AddOft("1", o), "1.oft_R.weight");
   }
 
+  // PEFT's BOFT on the linear layer (4 inputs: blocks of 2, two butterfly factors).
+  [Test]
+  public void BoftTrainsAndRoundTrips() {
+    using (Options o = Options.Boft().Put("boft_block_size", 2).Put("boft_n_butterfly_factor", 2)
+                           .Put("init_weights", false))
+      RoundTrips(model => model.AddBoft("1", o), "1.boft_R", "1.boft_s");
+  }
+
   // PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
   // pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip.
   [Test]

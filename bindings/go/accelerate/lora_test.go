@@ -387,6 +387,14 @@ func TestOftTrainsAndRoundTrips(t *testing.T) {
 	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddOft("1", o) }, "1.oft_R.weight")
 }
 
+// PEFT's BOFT on the linear layer (4 inputs: blocks of 2, two butterfly factors).
+func TestBoftTrainsAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.BoftOptions, map[string]any{
+		"boft_block_size": 2, "boft_n_butterfly_factor": 2, "init_weights": false})
+	defer o.Close()
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddBoft("1", o) }, "1.boft_R", "1.boft_s")
+}
+
 // PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
 // pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip.
 func TestAdaloraTrainsPrunesAndRoundTrips(t *testing.T) {

@@ -35,6 +35,8 @@ const (
 	OftOptions OptionsKind = capi.OptionsOft
 	// PEFT's AdaLoraConfig (Model.AddAdalora: total_step, required; init_r, target_r, tinit, ...)
 	AdaloraOptions OptionsKind = capi.OptionsAdalora
+	// PEFT's BOFTConfig (Model.AddBoft: boft_block_size or boft_block_num, boft_n_butterfly_factor, ...)
+	BoftOptions OptionsKind = capi.OptionsBoft
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -370,6 +372,21 @@ func (m *Model) AddAdalora(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddAdalora(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddBoft adds PEFT's BOFT adapters (butterfly orthogonal fine-tuning) on linear layers and 2-D
+// convolutions: each targeted layer's input is rotated by boft_n_butterfly_factor butterfly factors of
+// block rotations (boft_R) and its output scaled (boft_s), both trained; every other parameter is
+// frozen. targetModules: named as for AddLora. opts: BoftOptions or nil. SaveLora, LoadLora, MergeLora
+// and WithoutLora act on them. It returns how many layers were adapted.
+func (m *Model) AddBoft(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddBoft(targetModules, oh, e) })
 	return int(n), err
 }
 

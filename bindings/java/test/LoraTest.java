@@ -323,6 +323,15 @@ class LoraTest {
     }
   }
 
+  /** PEFT's BOFT on the linear layer (4 inputs: blocks of 2, two butterfly factors). */
+  @Test
+  void boftTrainsAndRoundTrips() {
+    try (Options o = Options.boft().put("boft_block_size", 2).put("boft_n_butterfly_factor", 2)
+             .put("init_weights", false)) {
+      roundTrips(model -> model.addBoft("1", o), Arrays.asList("1.boft_R", "1.boft_s"));
+    }
+  }
+
   /** PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
    *  pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip. */
   @Test

@@ -65,6 +65,7 @@ const (
 	OptionsVera            = C.ACC_OPTIONS_VERA
 	OptionsOft             = C.ACC_OPTIONS_OFT
 	OptionsAdalora         = C.ACC_OPTIONS_ADALORA
+	OptionsBoft            = C.ACC_OPTIONS_BOFT
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
