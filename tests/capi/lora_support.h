@@ -269,6 +269,29 @@ inline void expect_trains_then_merges(acc_model* m, const std::vector<float>& be
   for (size_t i = 0; i < merged.size(); ++i) EXPECT_NEAR(merged[i], trained[i], 1e-5);
 }
 
+// A PEFT method's adding function (acc_model_add_loha, ...).
+using AddAdapters = acc_status (*)(acc_model*, const char*, const acc_options*, size_t*);
+
+// The spec network (net()) given `add`'s adapters on `targets` with options of `kind` (`settings`:
+// keys with integer values, a bool key given 0 or 1) adapts `count` layers, and the adapters start
+// as the identity, train and merge (expect_trains_then_merges).
+inline void expect_spec_adapters_train_and_merge(AddAdapters add, acc_options_kind kind,
+                                                 std::initializer_list<std::pair<const char*, int64_t>> settings,
+                                                 const char* targets, size_t count) {
+  acc_model* m = net();
+  const auto before = outputs(m);
+  acc_options* o = nullptr;
+  ASSERT_EQ(acc_options_create(kind, &o), ACC_OK);
+  for (const auto& [key, value] : settings)
+    ASSERT_EQ(acc_options_set(o, key, std::to_string(value).c_str()), ACC_OK) << key;
+  size_t adapted = 0;
+  ASSERT_EQ(add(m, targets, o, &adapted), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  EXPECT_EQ(adapted, count);
+  expect_trains_then_merges(m, before);
+  acc_model_free(m);
+}
+
 // acc_save_model of `m` writes `merged` (names to fixture tensors: the merged weights), bit for bit,
 // and `entries` tensors in all (no adapter tensor).
 inline void expect_saved_model_merged(acc_model* m, const nlohmann::json& merged, size_t entries,

@@ -324,19 +324,8 @@ TEST(Adalora, RefusesWhatPeftRefuses) {
 }
 
 TEST(Adalora, SpecModelTrainsAndMerges) {
-  acc_model* m = net();
-  const auto before = outputs(m);
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ADALORA, &o));
-  ACC_ASSERT_OK(acc_options_set_int(o, "total_step", 5));
-  ACC_ASSERT_OK(acc_options_set_int(o, "init_r", 4));
-  ACC_ASSERT_OK(acc_options_set_int(o, "target_r", 2));
-  size_t count = 0;
-  ACC_ASSERT_OK(acc_model_add_adalora(m, "0,linear1,linear2", o, &count));
-  acc_options_free(o);
-  EXPECT_EQ(count, 3u);
-  expect_trains_then_merges(m, before);
-  acc_model_free(m);
+  expect_spec_adapters_train_and_merge(acc_model_add_adalora, ACC_OPTIONS_ADALORA,
+                                       {{"total_step", 5}, {"init_r", 4}, {"target_r", 2}}, "0,linear1,linear2", 3);
 }
 
 // Adapters pruned in memory keep init_r rows (E zeroed): named adapters set aside and brought back

@@ -170,16 +170,6 @@ TEST(Boft, PeftFilesBothWaysAndWhatPeftRefuses) {
 }
 
 TEST(Boft, SpecModelTrainsAndMerges) {
-  acc_model* m = net();
-  const auto before = outputs(m);
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_BOFT, &o));
-  ACC_ASSERT_OK(acc_options_set_int(o, "boft_block_size", 2));
-  ACC_ASSERT_OK(acc_options_set_int(o, "boft_n_butterfly_factor", 2));
-  size_t count = 0;
-  ACC_ASSERT_OK(acc_model_add_boft(m, "linear1,linear2", o, &count));
-  acc_options_free(o);
-  EXPECT_EQ(count, 2u);
-  expect_trains_then_merges(m, before);
-  acc_model_free(m);
+  expect_spec_adapters_train_and_merge(acc_model_add_boft, ACC_OPTIONS_BOFT,
+                                       {{"boft_block_size", 2}, {"boft_n_butterfly_factor", 2}}, "linear1,linear2", 2);
 }

@@ -222,18 +222,8 @@ TEST(Lokr, PeftFilesBothWaysAndRefusals) {
 }
 
 TEST(Lokr, SpecModelTrainsAndMerges) {
-  acc_model* m = net();
-  const auto before = outputs(m);
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_LOKR, &o));
-  ACC_ASSERT_OK(acc_options_set_int(o, "r", 1));
-  ACC_ASSERT_OK(acc_options_set_bool(o, "decompose_both", 1));
-  size_t count = 0;
-  ACC_ASSERT_OK(acc_model_add_lokr(m, "0,linear1,linear2", o, &count));
-  acc_options_free(o);
-  EXPECT_EQ(count, 3u);
-  expect_trains_then_merges(m, before);
-  acc_model_free(m);
+  expect_spec_adapters_train_and_merge(acc_model_add_lokr, ACC_OPTIONS_LOKR, {{"r", 1}, {"decompose_both", 1}},
+                                       "0,linear1,linear2", 3);
 }
 
 // LoHa and LoKr on dilated convolutions (PEFT's layers pass the layer's dilation to F.conv): the

@@ -227,17 +227,7 @@ TEST(Vera, PeftFilesBothWaysWithAndWithoutTheProjections) {
 }
 
 TEST(Vera, SpecModelTrainsAndMerges) {
-  acc_model* m = net();
-  const auto before = outputs(m);
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_VERA, &o));
-  ACC_ASSERT_OK(acc_options_set_int(o, "r", 4));
-  size_t count = 0;
-  ACC_ASSERT_OK(acc_model_add_vera(m, "0,linear1,linear2", o, &count));
-  acc_options_free(o);
-  EXPECT_EQ(count, 3u);
-  expect_trains_then_merges(m, before);
-  acc_model_free(m);
+  expect_spec_adapters_train_and_merge(acc_model_add_vera, ACC_OPTIONS_VERA, {{"r", 4}}, "0,linear1,linear2", 3);
 }
 
 // Several named VeRA adapters (PEFT's add_adapter): each keeps its own projections (its seed and
