@@ -47,6 +47,10 @@ struct ConfigFields {
     fail(Status::Io, "'", path, "': '", key, "' ", why);
   }
   bool given(const char* key) const { return j.contains(key) && !j[key].is_null(); }
+  // A key PEFT computes with whatever it holds: null there is its TypeError, refused here.
+  void refuse_null(const char* key) const {
+    if (j.contains(key) && j[key].is_null()) refuse(key, "is null; PEFT computes with it (its TypeError)");
+  }
   bool flag(const char* key, bool fallback) const {
     if (!given(key)) return fallback;
     if (!j[key].is_boolean()) refuse(key, "must be true or false");
@@ -562,6 +566,7 @@ LoraConfig lycoris_config_from_json(PeftType method, const nlohmann::ordered_jso
   LoraConfig config;
   config.peft_type = method;
   config.r = fields.integer("r", 8, 1, kMaxLoraRank, "from 1 to 2^20");  // PEFT's default: 8
+  fields.refuse_null("alpha");
   config.alpha = fields.number("alpha", 8, 0, kMaxLoraAlpha);
   config.rank_dropout = fields.number("rank_dropout", 0, 0, 1);
   config.module_dropout = fields.number("module_dropout", 0, 0, 1);
@@ -594,6 +599,7 @@ LoraConfig oft_config_from_json(const nlohmann::ordered_json& j, const std::stri
     fields.refuse("oft_block_size",
                   "is missing: the adapter comes from PEFT before 0.14, whose OFT weights are laid "
                   "out otherwise (PEFT refuses it too)");
+  for (const char* key : {"r", "oft_block_size"}) fields.refuse_null(key);
   config.oft_r = fields.integer("r", 0, 0, kMaxLoraRank, "from 0 to 2^20");
   config.oft_block_size = fields.integer("oft_block_size", 32, 0, kMaxLoraRank, "from 0 to 2^20");
   if ((config.oft_r != 0) == (config.oft_block_size != 0))

@@ -185,6 +185,12 @@ TEST(Lokr, PeftFilesBothWaysAndRefusals) {
   ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "'init_weights' must be true or false");
   acc_model_free(fresh);
 
+  // A null alpha: PEFT divides by it (its TypeError), refused by name.
+  write_config(R"({"peft_type": "LOKR", "r": 2, "alpha": null, "target_modules": ["head"]})");
+  fresh = lokr_model();
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "'alpha' is null");
+  acc_model_free(fresh);
+
   // A file whose factors are no set LoKr makes (w1 beside w1_a and w1_b) is refused naming the module.
   write_config(R"({"peft_type": "LOKR", "r": 2, "alpha": 3, "decompose_both": true, "use_effective_conv2d": true,
       "rank_pattern": {"conv": 1, "seq": 1}, "target_modules": ["head", "fc1", "seq", "conv"]})");

@@ -155,6 +155,13 @@ TEST(Oft, PeftFilesBothWaysAndRefusals) {
     EXPECT_EQ(eval_outputs(series, oft), before);
     acc_model_free(series);
   }
+  // A null block size: PEFT computes with it (its TypeError), refused by name.
+  json nulled = config;
+  nulled["oft_block_size"] = nullptr;
+  std::ofstream(dir + "/adapter_config.json") << nulled.dump();
+  fresh = oft_model();
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "'oft_block_size' is null");
+  acc_model_free(fresh);
   // Another layout (blocks of 4 where the file's are shared halves): refused by the weights' shapes.
   json other = config;
   other["r"] = 0;
