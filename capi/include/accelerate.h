@@ -639,12 +639,12 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   adapter_config.json).
  * Keys of ACC_OPTIONS_BOFT (PEFT's BOFTConfig, see acc_model_add_boft): boft_block_size (int,
  *   default 4: each block's size; 0: from boft_block_num), boft_block_num (int, default 0: the blocks
- *   per factor; 0: from boft_block_size; exactly one of the two non-zero), boft_n_butterfly_factor
- *   (int, default 1: the butterfly's factors; 1 is one block diagonal, OFT's), boft_dropout (double,
- *   default 0: in training, the fraction of one factor's blocks made the identity), fan_in_fan_out
- *   (bool, default false: PEFT's flag), bias ("none", default, "all" or "boft_only"), init_weights
- *   (bool, default true: the rotations start as the identity and the scales as ones; false: boft_R
- *   drawn normal(0, 0.1) and boft_s normal(1, 0.1)),
+ *   per factor; 0: from boft_block_size; exactly one of the two non-zero),
+ *   boft_n_butterfly_factor (int, default 1: the butterfly's factors; 1 is one block diagonal,
+ *   OFT's), boft_dropout (double, default 0: in training, the fraction of one factor's blocks made
+ *   the identity), fan_in_fan_out (bool, default false: PEFT's flag), bias ("none", default, "all"
+ *   or "boft_only"), init_weights (bool, default true: the rotations start as the identity and the
+ *   scales as ones; false: boft_R drawn normal(0, 0.1) and boft_s normal(1, 0.1)),
  *   exclude_modules, modules_to_save, layers_to_transform (strings, default none: as
  *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to

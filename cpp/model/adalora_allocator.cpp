@@ -52,6 +52,8 @@ void AdaloraAllocator::update_importance(const std::vector<LoraAdapter>& adapter
       Smoothed& s = scores_[k][t];
       if (!s.importance.defined() || s.importance.sizes() != p.sizes())
         s.importance = at::zeros_like(p), s.uncertainty = at::zeros_like(p);
+      else if (s.importance.device() != p.device())  // the model moved (acc_model_to): the scores follow
+        s.importance = s.importance.to(p.device()), s.uncertainty = s.uncertainty.to(p.device());
       const at::Tensor sensitivity = (p * p.grad()).abs();
       s.importance = s.importance * config.beta1 + sensitivity * (1 - config.beta1);
       s.uncertainty = s.uncertainty * config.beta2 + (sensitivity - s.importance).abs() * (1 - config.beta2);

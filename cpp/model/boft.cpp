@@ -127,6 +127,7 @@ BoftLayout boft_layout(const LoraConfig& config, const LinearSite& site) {
   auto refuse = [&](const std::string& why) {
     fail(Status::InvalidArgument, "BOFT cannot adapt '", site.module, "': ", why, " (PEFT's ValueError)");
   };
+  if (later != 0 && n == 0) refuse("it has no inputs, which give a butterfly no blocks (PEFT divides by zero)");
   if (layout.block == 0) {
     if (n % layout.blocks != 0) refuse(what + " must be divisible by boft_block_num (" + concat(layout.blocks) + ")");
     if (later != 0 && (later > static_cast<int64_t>(std::log2(static_cast<double>(layout.blocks))) ||

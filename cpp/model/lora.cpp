@@ -1078,50 +1078,41 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
 void LoraAdapters::merge_into_weights() const {
   require_mergeable("merging LoRA adapters");
   at::NoGradGuard no_grad;
-  // Every quantised layer's delta checked before any layer changes.
-  std::vector<at::Tensor> deltas(adapters_.size());
-  for (size_t k = 0; k < adapters_.size(); ++k)
-    if (adapters_[k].site.quantized) deltas[k] = quantized_delta(adapters_[k], "");
+  // Every layer's merged weight (and bias) is computed before any changes: a merge that fails (out of
+  // memory, a quantised layer's delta not finite) leaves every layer as it was.
+  std::vector<std::pair<at::Tensor, at::Tensor>> merged;  // (the layer's tensor, its merged value)
+  std::vector<at::Tensor> deltas(adapters_.size());       // quantised layers': quantised again last
   for (size_t k = 0; k < adapters_.size(); ++k) {
     const LoraAdapter& adapter = adapters_[k];
+    const at::Tensor& w = adapter.site.weight;
     if (is_ia3(adapter)) {
-      adapter.site.weight.copy_(ia3_weight(adapter.site.weight, adapter, adapter.ia3));
+      merged.emplace_back(w, ia3_weight(w, adapter, adapter.ia3));
       if (!adapter.feedforward && adapter.site.bias.defined())
-        adapter.site.bias.copy_(ia3_bias(adapter.site.bias, adapter.ia3));
-      continue;
+        merged.emplace_back(adapter.site.bias, ia3_bias(adapter.site.bias, adapter.ia3));
+    } else if (is_lycoris(adapter)) {
+      merged.emplace_back(
+          w, (w + lycoris_delta(config_.peft_type, adapter.factors, adapter.scaling, w.sizes())).to(w.scalar_type()));
+    } else if (is_oft(adapter)) {
+      merged.emplace_back(w, oft_merged_weight(w, adapter, adapter.factors[0].second, OftRotation::of(config_)));
+    } else if (is_boft(adapter)) {
+      merged.emplace_back(w, boft_merged_weight(w, adapter, adapter.factors[0].second, adapter.factors[1].second));
+    } else if (is_adalora(adapter)) {
+      merged.emplace_back(w, (w + adalora_delta(adapter, adapter.factors)).to(w.scalar_type()));
+    } else if (is_vera(adapter)) {
+      merged.emplace_back(
+          w, (w + vera_delta(adapter, adapter.factors[0].second, adapter.factors[1].second)).to(w.scalar_type()));
+    } else {
+      if (adapter.site.quantized)
+        deltas[k] = quantized_delta(adapter, "");
+      else
+        merged.emplace_back(w, adapted_weight(w, adapter));
+      if (adapter.b_bias.defined())
+        merged.emplace_back(adapter.site.bias, adapted_bias(adapter.site.bias, adapter.b_bias, adapter.scaling));
     }
-    if (is_lycoris(adapter)) {
-      const at::Tensor& w = adapter.site.weight;
-      w.copy_((w + lycoris_delta(config_.peft_type, adapter.factors, adapter.scaling, w.sizes())).to(w.scalar_type()));
-      continue;
-    }
-    if (is_oft(adapter)) {
-      const at::Tensor& w = adapter.site.weight;
-      w.copy_(oft_merged_weight(w, adapter, adapter.factors[0].second, OftRotation::of(config_)));
-      continue;
-    }
-    if (is_boft(adapter)) {
-      const at::Tensor& w = adapter.site.weight;
-      w.copy_(boft_merged_weight(w, adapter, adapter.factors[0].second, adapter.factors[1].second));
-      continue;
-    }
-    if (is_adalora(adapter)) {
-      const at::Tensor& w = adapter.site.weight;
-      w.copy_((w + adalora_delta(adapter, adapter.factors)).to(w.scalar_type()));
-      continue;
-    }
-    if (is_vera(adapter)) {
-      const at::Tensor& w = adapter.site.weight;
-      w.copy_((w + vera_delta(adapter, adapter.factors[0].second, adapter.factors[1].second)).to(w.scalar_type()));
-      continue;
-    }
-    if (adapter.site.quantized)
-      adapter.site.requantize(deltas[k]);
-    else
-      adapter.site.weight.copy_(adapted_weight(adapter.site.weight, adapter));
-    if (adapter.b_bias.defined())
-      adapter.site.bias.copy_(adapted_bias(adapter.site.bias, adapter.b_bias, adapter.scaling));
   }
+  for (auto& [tensor, value] : merged) tensor.copy_(value);
+  for (size_t k = 0; k < adapters_.size(); ++k)
+    if (deltas[k].defined()) adapters_[k].site.requantize(deltas[k]);
   tokens_.merge_into_weights();
 }
 

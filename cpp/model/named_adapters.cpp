@@ -353,7 +353,21 @@ void Model::merge_lora_adapters(const std::vector<std::string>& names) {
     adapters->require_mergeable("merging LoRA adapters");  // every one before any weight changes
     merged.push_back(adapters);
   }
-  for (const LoraAdapters* adapters : merged) adapters->merge_into_weights();
+  // Each adapter merges on what the ones before it merged; one that fails (out of memory) gives the
+  // weights back as they were, so a refusal changes nothing (a quantised layer's codes excepted).
+  std::vector<std::pair<at::Tensor, at::Tensor>> before;
+  if (merged.size() > 1)
+    for (const LoraAdapters* adapters : merged)
+      for (const auto& adapter : adapters->adapters())
+        for (const at::Tensor& t : {adapter.site.weight, adapter.site.bias})
+          if (t.defined() && !adapter.site.quantized) before.emplace_back(t, t.detach().clone());
+  try {
+    for (const LoraAdapters* adapters : merged) adapters->merge_into_weights();
+  } catch (...) {
+    at::NoGradGuard no_grad;
+    for (auto& [tensor, value] : before) tensor.copy_(value);
+    throw;
+  }
   take_active_adapters();  // PEFT's unload: the active adapter's copies of the modules it saves stay
   forget_named_adapters();
 }
