@@ -144,6 +144,8 @@ int main(int argc, char** argv) {
   // PEFT's OFT with its defaults (blocks of 32) on the feed-forward layers (the attention's out_proj
   // takes no input adapter).
   auto oft = [](acc_model* model) { OK(acc_model_add_oft(model, "linear1,linear2", nullptr, nullptr)); };
+  // PEFT's BOFT with its defaults (blocks of 4, one factor) on the feed-forward layers, as OFT.
+  auto boft = [](acc_model* model) { OK(acc_model_add_boft(model, "linear1,linear2", nullptr, nullptr)); };
   // PEFT's AdaLoRA with its defaults (init_r 12 pruned towards target_r 8) on the same three layers as
   // LoRA, pruning at every step of a long schedule: the regularization and the allocator measured.
   auto adalora = [](acc_model* model) {
@@ -161,7 +163,7 @@ int main(int argc, char** argv) {
     TransformerStackLoop full(json, batch, tokens, d, {}, training),
         lora(json, batch, tokens, d, adapters(false), training), dora(json, batch, tokens, d, adapters(true), training);
     // (The TorchScript export's forward reads its feed-forward layers' weights itself: no IA3 there.)
-    std::unique_ptr<TransformerStackLoop> ia3_loop, loha_loop, lokr_loop, vera_loop, oft_loop, adalora_loop;
+    std::unique_ptr<TransformerStackLoop> ia3_loop, loha_loop, lokr_loop, vera_loop, oft_loop, adalora_loop, boft_loop;
     if (!torchscript) {
       ia3_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, ia3, training);
       loha_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, loha, training);
@@ -171,14 +173,15 @@ int main(int argc, char** argv) {
       StackTraining pruned = training;
       pruned.adalora = true;
       adalora_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, adalora, pruned);
+      boft_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, boft, training);
     }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();
       if (ia3_loop)
         ia3_loop->step(), loha_loop->step(), lokr_loop->step(), vera_loop->step(), oft_loop->step(),
-            adalora_loop->step();
+            adalora_loop->step(), boft_loop->step();
     }
-    std::vector<double> a, b, c, e, h, k, v, f, g;
+    std::vector<double> a, b, c, e, h, k, v, f, g, bo;
     for (int round = 0; round < (quick ? 1 : 7); ++round) {
       a.push_back(time_steps(full, 2));
       b.push_back(time_steps(lora, 2));
@@ -186,7 +189,8 @@ int main(int argc, char** argv) {
       if (ia3_loop)
         e.push_back(time_steps(*ia3_loop, 2)), h.push_back(time_steps(*loha_loop, 2)),
             k.push_back(time_steps(*lokr_loop, 2)), v.push_back(time_steps(*vera_loop, 2)),
-            f.push_back(time_steps(*oft_loop, 2)), g.push_back(time_steps(*adalora_loop, 2));
+            f.push_back(time_steps(*oft_loop, 2)), g.push_back(time_steps(*adalora_loop, 2)),
+            bo.push_back(time_steps(*boft_loop, 2));
     }
     std::printf("%s\n", torchscript ? "as TorchScript:" : "layer spec:");
     report("full fine-tuning:", full, a);
@@ -195,7 +199,8 @@ int main(int argc, char** argv) {
     if (ia3_loop)
       report("IA3 (ffn):", *ia3_loop, e, &full, &a), report("LoHa r=8:", *loha_loop, h, &full, &a),
           report("LoKr r=8:", *lokr_loop, k, &full, &a), report("VeRA r=256:", *vera_loop, v, &full, &a),
-          report("OFT (ffn):", *oft_loop, f, &full, &a), report("AdaLoRA r=12:", *adalora_loop, g, &full, &a);
+          report("OFT (ffn):", *oft_loop, f, &full, &a), report("AdaLoRA r=12:", *adalora_loop, g, &full, &a),
+          report("BOFT (ffn):", *boft_loop, bo, &full, &a);
     std::printf("DoRA / LoRA: peak %.3f, time %.3f\n",
                 static_cast<double>(dora.held_bytes + dora.step_bytes) / (lora.held_bytes + lora.step_bytes),
                 median(c) / median(b));

@@ -505,6 +505,30 @@ size_t Model::add_adapters(const LoraConfig& config) {
   return added;
 }
 
+Model::BaseFlags Model::base_flags() const {
+  BaseFlags flags;
+  std::unordered_set<const c10::TensorImpl*> adapters;
+  for (const auto& entry : lora_.named_parameters()) adapters.insert(entry.second.unsafeGetTensorImpl());
+  for (const auto& [name, tensor] : named_parameters())
+    if (!adapters.count(tensor.unsafeGetTensorImpl())) flags.requires_grad[name] = tensor.requires_grad();
+  if (!lora_.empty())
+    for (const auto& entry : trained_whole(lora_.config(), named_parameters(), {}, adapted_modules(lora_)))
+      flags.trained_whole.insert(entry.first);
+  return flags;
+}
+
+void Model::restore_base_flags(const BaseFlags& before) {
+  const BaseFlags now = base_flags();
+  for (auto& [name, tensor] : named_parameters()) {
+    const auto was = before.requires_grad.find(name);
+    if (!now.requires_grad.count(name) || was == before.requires_grad.end() || now.trained_whole.count(name)) continue;
+    const bool trains = was->second && !before.trained_whole.count(name);
+    if (tensor.requires_grad() == trains) continue;
+    tensor.set_requires_grad(trains);
+    if (!trains) tensor.mutable_grad() = at::Tensor();
+  }
+}
+
 void Model::freeze_all_but_adapters(const std::map<std::string, at::Tensor>& trained_whole) {
   std::unordered_set<const c10::TensorImpl*> adapters;
   for (const auto& entry : lora_.named_parameters()) adapters.insert(entry.second.unsafeGetTensorImpl());

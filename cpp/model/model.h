@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -297,6 +298,17 @@ class Model {
   void require_merging_free() const;
 
  private:
+  // The requires_grad of the base model's parameters (all but the adapters'), by name, and the names
+  // of those the active adapters train whole (modules to save, biases).
+  struct BaseFlags {
+    std::map<std::string, bool> requires_grad;
+    std::set<std::string> trained_whole;
+  };
+  BaseFlags base_flags() const;
+  // Gives the base parameters their flags of `before` back (PEFT's set_adapter, and an add_adapter
+  // that fails, leave the user's settings alone), but for those the active adapters train whole
+  // now, which train, and those the adapters of `before` trained whole, which are frozen again.
+  void restore_base_flags(const BaseFlags& before);
   // add_weighted_adapter over IA3 adapters (PEFT's IA3Model.add_weighted_adapter): their vectors summed.
   size_t add_weighted_ia3(const std::vector<const LoraAdapters*>& sources, const std::vector<double>& weights,
                           const std::string& name, const WeightedCombination& how);

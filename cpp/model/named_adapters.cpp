@@ -102,6 +102,7 @@ size_t Model::make_named(const std::string& name, const LoraConfig& config, cons
   if (!lora_.saved_module_names().empty()) require_weights("several named adapters beside modules_to_save");
   const bool enabled = lora_.enabled();
   RandomStreamRestorer restore_on_failure;
+  const BaseFlags flags = base_flags();  // a refusal leaves them as they were
   LoraAdapters active = set_active_aside();
   size_t made_count = 0;
   LoraAdapters made;
@@ -111,6 +112,7 @@ size_t Model::make_named(const std::string& name, const LoraConfig& config, cons
   } catch (...) {
     set_active_aside();  // the modules a load wrote into are the originals again
     reinstate(active, enabled);
+    restore_base_flags(flags);
     throw;
   }
   reinstate(active, enabled);  // draws nothing: the new adapter's draws stay taken, as PEFT's
@@ -137,7 +139,10 @@ void Model::load_named_lora(const std::string& dir, const std::string& name) {
 
 void Model::set_adapter(const std::string& name) {
   require(!lora_.empty(), "set_adapter: the model has no adapters");
-  if (name == active_adapter_) return lora_.set_trainable(true);  // PEFT marks it trainable again
+  if (name == active_adapter_) {  // PEFT marks it trainable again
+    require_trainable_set_free(/*freezing=*/false);
+    return lora_.set_trainable(true);
+  }
   const auto it = inactive_.find(name);
   if (it == inactive_.end()) {
     std::string have;
@@ -146,6 +151,9 @@ void Model::set_adapter(const std::string& name) {
   }
   require_trainable_set_free(/*freezing=*/false);
   const bool enabled = lora_.enabled();
+  // PEFT's set_adapter touches the adapters alone: the base parameters keep the flags the user gave
+  // them (wiring the incoming adapter's layers anew freezes them first).
+  const BaseFlags flags = base_flags();
   LoraAdapters outgoing;
   if (lora_.exchange(it->second, enabled)) {  // the same layers wired alike: the tensors change places alone
     outgoing = std::move(it->second);
@@ -155,8 +163,10 @@ void Model::set_adapter(const std::string& name) {
       reinstate(it->second, enabled);
     } catch (...) {
       reinstate(outgoing, enabled);
+      restore_base_flags(flags);
       throw;
     }
+    restore_base_flags(flags);
   }
   inactive_.erase(it);
   outgoing.set_trainable(false);
@@ -273,6 +283,17 @@ size_t Model::add_weighted_adapter(const std::vector<std::string>& adapters, con
   require(sources.front()->config().peft_type == PeftType::Lora,
           "add_weighted_adapter combines LoRA or IA3 adapters (PEFT's ",
           peft_method_name(sources.front()->config().peft_type), " has no add_weighted_adapter)");
+  // The combination assumes LoRA's B A * lora_alpha / r, scaled 1 in the result: DoRA's magnitudes,
+  // lora_B's bias and rsLoRA's scaling have no place in it (PEFT combines them all the same, giving
+  // another adapter back: huggingface/peft#3761).
+  for (const LoraAdapters* source : sources)
+    for (const auto& [set, what] :
+         {std::pair{source->config().use_dora, "use_dora"}, std::pair{source->config().lora_bias, "lora_bias"},
+          std::pair{source->config().use_rslora, "use_rslora"}})
+      if (set)
+        fail(Status::Unsupported, "add_weighted_adapter: an adapter with ", what,
+             " cannot be combined as LoRA's B A (the result would compute otherwise even for one adapter ",
+             "of weight 1; PEFT's does so silently)");
   std::vector<int64_t> ranks;
   for (const LoraAdapters* source : sources) ranks.push_back(largest_rank(source->config()));
   const int64_t rank = combined_rank(how, ranks);

@@ -780,3 +780,58 @@ TEST(NamedAdapters, WeightedAdapterRefusalsChangeNothing) {
   EXPECT_EQ(names(m), (std::vector<std::string>{"default", "b", "c"}));
   acc_model_free(m);
 }
+
+namespace {
+
+bool requires_grad(const acc_model* m, const char* name) {
+  acc_tensor* p = nullptr;
+  EXPECT_EQ(acc_model_parameter(m, name, &p), ACC_OK) << name;
+  int out = -1;
+  EXPECT_EQ(acc_tensor_requires_grad(p, &out), ACC_OK);
+  acc_tensor_free(p);
+  return out == 1;
+}
+
+}  // namespace
+
+// PEFT's set_adapter touches the adapters alone: a base parameter the user unfroze stays trainable
+// across switches between adapters of other layers, and a refused add leaves it so too; making the
+// active adapter trainable again is refused while an optimizer holds the parameters, as every other
+// change of what trains; and add_weighted_adapter refuses what it cannot combine as B A.
+TEST(NamedAdapters, SwitchesAndRefusalsLeaveTheUsersFlagsAlone) {
+  acc_model* m = lora_test::net();
+  acc_options* o = acc_test::lora_options(2, 4);
+  ACC_ASSERT_OK(acc_model_add_lora_named(m, "a", "0", o, nullptr));
+  ACC_ASSERT_OK(acc_model_add_lora_named(m, "b", "linear1", o, nullptr));
+  size_t n = 0;
+  ACC_ASSERT_OK(acc_model_set_requires_grad(m, "2.bias", 1, &n));
+  ASSERT_EQ(n, 1u);
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "b"));
+  EXPECT_TRUE(requires_grad(m, "2.bias"));
+  EXPECT_FALSE(requires_grad(m, "2.weight"));
+  ACC_EXPECT_ERROR(acc_model_add_lora_named(m, "c", "nomatch", o, nullptr), ACC_ERR_INVALID_ARGUMENT, "nomatch");
+  EXPECT_TRUE(requires_grad(m, "2.bias"));
+  ACC_ASSERT_OK(acc_model_set_adapter(m, "a"));
+  EXPECT_TRUE(requires_grad(m, "2.bias"));
+  acc_options_free(o);
+
+  // The active adapter frozen by the user, then an optimizer: making it trainable again is refused.
+  ACC_ASSERT_OK(acc_model_set_requires_grad(m, "*lora_A*", 0, &n));
+  acc_optimizer* opt = acc_test::optimizer(m, "sgd", 0.1);
+  ACC_EXPECT_ERROR(acc_model_set_adapter(m, "a"), ACC_ERR_INVALID_ARGUMENT, "");
+  EXPECT_FALSE(requires_grad(m, "0.lora_A.weight"));
+  acc_optimizer_free(opt);
+
+  // rsLoRA's scaling (DoRA's magnitudes, lora_B's bias) has no place in a combination of B A.
+  acc_model* r = lora_test::net();
+  o = acc_test::lora_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set(o, "use_rslora", "true"));
+  ACC_ASSERT_OK(acc_model_add_lora_named(r, "a", "0", o, nullptr));
+  acc_options_free(o);
+  const char* names[] = {"a"};
+  const double weights[] = {1.0};
+  ACC_EXPECT_ERROR(acc_model_add_weighted_adapter(r, names, weights, 1, "mix", "linear", 0, nullptr),
+                   ACC_ERR_UNSUPPORTED, "use_rslora");
+  acc_model_free(r);
+  acc_model_free(m);
+}

@@ -334,3 +334,60 @@ TEST(AddressLimit, HandlesWorkAndAMappingPastTheLimitIsOutOfMemory) {
   const int status = acc_test::run_self("AddressLimitChild.*", {std::string(kChildVariable) + "=" + file});
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the limited process failed (status " << status << ")";
 }
+
+// A merge that fails on a later layer leaves every layer as it was, the earlier ones included, and
+// the adapters in place; so does merging by name. BOFT's merge of a layer of 8192 inputs over two
+// butterfly factors makes dense 8192 x 8192 rotations (256 MiB each), which a process limited to
+// 128 MiB more than it holds cannot allocate.
+namespace {
+
+const char* const kMergeChildVariable = "ACC_TEST_MERGE_UNDER_LIMIT";
+
+std::vector<float> parameter_values(const acc_model* m, const char* name) {
+  acc_tensor* p = nullptr;
+  EXPECT_EQ(acc_model_parameter(m, name, &p), ACC_OK) << name;
+  std::vector<float> values = acc_test::to_floats(p);
+  acc_tensor_free(p);
+  return values;
+}
+
+}  // namespace
+
+// Not a test by itself: the limited process of the test below.
+TEST(MergeUnderLimitChild, FailsAndChangesNothing) {
+  if (!std::getenv(kMergeChildVariable)) GTEST_SKIP() << "runs as the child of MergeUnderLimit";
+  acc_model* m = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":16,"out_features":1,"bias":false},
+      {"type":"linear","in_features":8192,"out_features":1,"bias":false}])",
+                                    &m));
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_BOFT, &o));
+  ACC_ASSERT_OK(acc_options_set_int(o, "boft_block_size", 2));
+  ACC_ASSERT_OK(acc_options_set_int(o, "boft_n_butterfly_factor", 2));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "init_weights", 0));
+  ACC_ASSERT_OK(acc_model_add_boft(m, "0,1", o, nullptr));
+  acc_options_free(o);
+  const auto before = parameter_values(m, "0.weight");
+  rlimit limit{};
+  ::getrlimit(RLIMIT_AS, &limit);
+  const rlimit unlimited = limit;
+  limit.rlim_cur = address_space_in_use() + (rlim_t{128} << 20);
+  ASSERT_EQ(::setrlimit(RLIMIT_AS, &limit), 0);
+  const acc_status merged = acc_model_merge_lora(m);
+  const char* names[] = {"default"};
+  const acc_status merged_by_name = acc_model_merge_lora_adapters(m, names, 1);
+  ASSERT_EQ(::setrlimit(RLIMIT_AS, &unlimited), 0);
+  EXPECT_EQ(merged, ACC_ERR_OUT_OF_MEMORY);
+  EXPECT_EQ(merged_by_name, ACC_ERR_OUT_OF_MEMORY);
+  EXPECT_EQ(parameter_values(m, "0.weight"), before);
+  size_t n = 0;
+  ACC_ASSERT_OK(acc_model_lora_count(m, &n));
+  EXPECT_EQ(n, 2u);
+  acc_model_free(m);
+}
+
+TEST(MergeUnderLimit, AFailedMergeChangesNothing) {
+  if (ACC_TEST_UNDER_ASAN) GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space";
+  const int status = acc_test::run_self("MergeUnderLimitChild.*", {std::string(kMergeChildVariable) + "=1"});
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the limited process failed (status " << status << ")";
+}
