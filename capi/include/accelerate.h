@@ -1109,8 +1109,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * are quantised already leaves them as they are), and needs the file's loftq_config;
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
  * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; one of
- * IA3, LOHA, LOKR, VERA or OFT adds that method's adapters (as acc_model_add_ia3, _loha, _lokr,
- * _vera, _oft) and reads their tensors; other PEFT methods are refused naming the peft_type.
+ * IA3, LOHA, LOKR, VERA, OFT, BOFT or ADALORA adds that method's adapters (as acc_model_add_ia3,
+ * _loha, _lokr, _vera, _oft, _boft, _adalora) and reads their tensors; other PEFT methods are
+ * refused naming the peft_type.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * a model prepared under zero_stage 3 holds only slices of them: ACC_ERR_INVALID_ARGUMENT.
  * acc_model_merge_lora_adapters: PEFT's merge_and_unload(adapter_names=...): the `n` named adapters
@@ -1354,8 +1355,12 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * acc_model_add_lora would (the same draws from torch's global generator), and keeps it aside (on a
  * model without adapters it is the active one, as get_peft_model(..., adapter_name)). `opts`:
  * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR /
- * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT for an adapter of that method, drawn as its acc_model_add_*
- * draws it; adapters of one method per model, as PEFT.
+ * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT / ACC_OPTIONS_BOFT / ACC_OPTIONS_ADALORA for an adapter of that
+ * method, drawn as its acc_model_add_* draws it; adapters of one method per model, as PEFT. (PEFT
+ * trains one AdaLoRA adapter at a time, the others in inference mode; here each named AdaLoRA
+ * adapter keeps its own rank allocator.) Switching adapters and a refused add leave the base
+ * parameters' requires_grad as the user set them (acc_model_set_requires_grad), as PEFT's
+ * set_adapter does; a successful add freezes them, as PEFT's add_adapter does.
  * acc_model_load_lora_named: PEFT's load_adapter(dir, adapter_name): as acc_model_load_lora into a
  * model without adapters (the same checks and draws), kept aside; the model's training mode stays
  * (PEFT's load_adapter puts the model in evaluation mode).
