@@ -110,8 +110,9 @@ at::Tensor butterfly(const at::Tensor& boft_r, double dropout, bool training, at
   at::Tensor product;
   for (int64_t i = 0; i < n; ++i) {
     const at::Tensor diagonal = at::block_diag(rotations.select(0, i).unbind(0)).to(dtype);
+    // One factor's permutation is the identity (PEFT's arange): nothing to take.
     const at::Tensor p = perms[static_cast<size_t>(i)].to(diagonal.device());
-    const at::Tensor permuted = diagonal.index_select(0, p).index_select(1, p);
+    const at::Tensor permuted = n == 1 ? diagonal : diagonal.index_select(0, p).index_select(1, p);
     product = product.defined() ? at::matmul(permuted, product) : permuted;
   }
   return product;
