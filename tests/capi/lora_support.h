@@ -272,6 +272,19 @@ inline void expect_trains_then_merges(acc_model* m, const std::vector<float>& be
 // A PEFT method's adding function (acc_model_add_loha, ...).
 using AddAdapters = acc_status (*)(acc_model*, const char*, const acc_options*, size_t*);
 
+// The test data's model `file` (eager_data_model) given `add`'s adapters on `targets` with `o` (freed
+// here), the global generator seeded `seed` first, as a case's draws were made; `count` layers adapted.
+inline acc_model* adapted_case_model(const std::string& file, AddAdapters add, const std::string& targets,
+                                     acc_options* o, uint64_t seed, size_t count) {
+  acc_model* m = eager_data_model(file);
+  EXPECT_EQ(acc_set_seed(seed), ACC_OK);
+  size_t adapted = 0;
+  EXPECT_EQ(add(m, targets.c_str(), o, &adapted), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(adapted, count);
+  acc_options_free(o);
+  return m;
+}
+
 // The spec network (net()) given `add`'s adapters on `targets` with options of `kind` (`settings`:
 // keys with integer values, a bool key given 0 or 1) adapts `count` layers, and the adapters start
 // as the identity, train and merge (expect_trains_then_merges).

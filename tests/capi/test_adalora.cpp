@@ -41,15 +41,8 @@ acc_options* adalora_options(const json& c, bool init) {
 }
 
 acc_model* adapted(const json& c, bool init) {
-  acc_model* m = adalora_model();
-  acc_options* o = adalora_options(c, init);
-  EXPECT_EQ(acc_set_seed(c["seed"].get<uint64_t>()), ACC_OK);
-  size_t count = 0;
-  EXPECT_EQ(acc_model_add_adalora(m, c["targets"].get<std::string>().c_str(), o, &count), ACC_OK)
-      << acc_last_error_message();
-  EXPECT_EQ(count, 4u);
-  acc_options_free(o);
-  return m;
+  return adapted_case_model("adalora_model.pt", acc_model_add_adalora, c["targets"].get<std::string>(),
+                            adalora_options(c, init), c["seed"].get<uint64_t>(), 4);
 }
 
 // The MSE of the model's training-mode output against the case's target, regularized as PEFT's

@@ -37,15 +37,8 @@ acc_options* boft_options(const json& c, bool init) {
 }
 
 acc_model* adapted(const json& c, bool init) {
-  acc_model* m = boft_model();
-  acc_options* o = boft_options(c, init);
-  EXPECT_EQ(acc_set_seed(c["seed"].get<uint64_t>()), ACC_OK);
-  size_t count = 0;
-  EXPECT_EQ(acc_model_add_boft(m, c["targets"].get<std::string>().c_str(), o, &count), ACC_OK)
-      << acc_last_error_message();
-  EXPECT_EQ(count, 2u);
-  acc_options_free(o);
-  return m;
+  return adapted_case_model("boft_model.pt", acc_model_add_boft, c["targets"].get<std::string>(), boft_options(c, init),
+                            c["seed"].get<uint64_t>(), 2);
 }
 
 }  // namespace

@@ -41,15 +41,8 @@ acc_options* loha_options(const json& c, bool init, bool dropout, bool cp) {
 }
 
 acc_model* adapted(const json& c, bool init, bool dropout = false, bool cp = false) {
-  acc_model* m = loha_model();
-  acc_options* o = loha_options(c, init, dropout, cp);
-  EXPECT_EQ(acc_set_seed(c["seed"].get<uint64_t>()), ACC_OK);
-  size_t count = 0;
-  EXPECT_EQ(acc_model_add_loha(m, c["targets"].get<std::string>().c_str(), o, &count), ACC_OK)
-      << acc_last_error_message();
-  EXPECT_EQ(count, 4u);
-  acc_options_free(o);
-  return m;
+  return adapted_case_model("loha_model.pt", acc_model_add_loha, c["targets"].get<std::string>(),
+                            loha_options(c, init, dropout, cp), c["seed"].get<uint64_t>(), 4);
 }
 
 }  // namespace

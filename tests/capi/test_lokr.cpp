@@ -45,14 +45,8 @@ acc_options* lokr_options(const json& c, const std::string& init) {
 }
 
 acc_model* adapted(const json& c, const std::string& init = "false") {
-  acc_model* m = lokr_model();
-  acc_options* o = lokr_options(c, init);
-  EXPECT_EQ(acc_set_seed(c["seed"].get<uint64_t>()), ACC_OK);
-  size_t count = 0;
-  EXPECT_EQ(acc_model_add_lokr(m, "conv,seq,fc1,head", o, &count), ACC_OK) << acc_last_error_message();
-  EXPECT_EQ(count, 4u);
-  acc_options_free(o);
-  return m;
+  return adapted_case_model("lokr_model.pt", acc_model_add_lokr, "conv,seq,fc1,head", lokr_options(c, init),
+                            c["seed"].get<uint64_t>(), 4);
 }
 
 // Each layer's weight and bias, then its factors in PEFT's registration order.
