@@ -7,9 +7,20 @@
 namespace acc {
 namespace {
 
+// The metadata key naming the adapter whose tensors a checkpoint's weights hold (a model's adapters
+// are the active one's: named adapters keep their usual names there).
+constexpr const char* kActiveAdapterKey = "accelerate_active_adapter";
+
 // Weights read from `path`, checked against the model (names, shapes, dtypes) before anything changes.
 StagedLoad staged_weights_load(const std::shared_ptr<Model>& model, size_t model_index,
-                               std::shared_ptr<const NamedTensors> tensors, const std::string& path) {
+                               std::shared_ptr<const NamedTensors> tensors, const std::string& path,
+                               const Metadata& metadata = {}) {
+  const auto saved_adapter = metadata.find(kActiveAdapterKey);
+  if (saved_adapter != metadata.end() && !model->lora().empty() && saved_adapter->second != model->active_adapter())
+    fail(Status::InvalidArgument, "checkpoint file '", path, "' holds the adapter '", saved_adapter->second,
+         "' of model ", model_index, ", whose active adapter is '", model->active_adapter(),
+         "': loading would write one adapter's values into another; make '", saved_adapter->second,
+         "' active (acc_model_set_adapter) before preparing the model");
   try {
     model->check_state_dict(*tensors, true);
   } catch (const Error& e) {
@@ -24,11 +35,15 @@ class WeightsPart final : public CheckpointPart {
       : file_index_(file_index), model_index_(model_index), model_(std::move(model)) {}
 
   std::string file() const override { return indexed_name("model", file_index_, ".safetensors"); }
-  void save(const std::string& path) const override { save_safetensors(path, model_->state_dict()); }
+  void save(const std::string& path) const override {
+    Metadata metadata{{"format", "pt"}};
+    if (!model_->lora().empty()) metadata[kActiveAdapterKey] = model_->active_adapter();
+    save_safetensors(path, model_->state_dict(), metadata);
+  }
   StagedLoad load(const std::string& path) const override {
     auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));  // its tensors map the file
     return staged_weights_load(model_, model_index_, std::shared_ptr<const NamedTensors>(contents, &contents->tensors),
-                               path);
+                               path, contents->metadata);
   }
 
  private:

@@ -835,3 +835,30 @@ TEST(NamedAdapters, SwitchesAndRefusalsLeaveTheUsersFlagsAlone) {
   acc_model_free(r);
   acc_model_free(m);
 }
+
+// A checkpoint's weights hold the active adapter's tensors under their usual names, and say whose:
+// loaded into a model whose active adapter is another, they are refused (not written into it).
+TEST(NamedAdapters, ACheckpointOfOneAdapterIsNotLoadedIntoAnother) {
+  const std::string dir = acc_test::temp_path("named_adapters_state");
+  fs::remove_all(dir);
+  auto prepared = [](const char* active, acc_accelerator** acc) {
+    acc_model* m = lora_test::net();
+    acc_options* o = acc_test::lora_options(2, 4);
+    EXPECT_EQ(acc_model_add_lora_named(m, "a", "0", o, nullptr), ACC_OK);
+    EXPECT_EQ(acc_model_add_lora_named(m, "b", "0", o, nullptr), ACC_OK);
+    acc_options_free(o);
+    EXPECT_EQ(acc_model_set_adapter(m, active), ACC_OK);
+    *acc = acc_test::make_accelerator({{"cpu", "1"}});
+    EXPECT_EQ(acc_prepare(*acc, &m, nullptr, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+    return m;
+  };
+  acc_accelerator *first = nullptr, *other = nullptr, *same = nullptr;
+  acc_model* a = prepared("a", &first);
+  ACC_ASSERT_OK(acc_save_state(first, dir.c_str(), nullptr));
+  acc_model* b = prepared("b", &other);
+  ACC_EXPECT_ERROR(acc_load_state(other, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, "holds the adapter 'a'");
+  acc_model* a_again = prepared("a", &same);
+  EXPECT_EQ(acc_load_state(same, dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
+  for (acc_model* m : {a, b, a_again}) acc_model_free(m);
+  for (acc_accelerator* acc : {first, other, same}) acc_accelerator_free(acc);
+}
