@@ -29,14 +29,6 @@ void check_site(const LinearSite& site) {
          "to add the branch's output from; call the layer as a module or leave it out of target_modules");
 }
 
-// PEFT's in_features as AdaLoRA's A takes it: a convolution's input channels times its kernel.
-int64_t adalora_in(const LinearSite& site) {
-  if (!site.conv) return in_features(site);
-  int64_t in = site.weight.size(1);
-  for (int64_t d = 2; d < site.weight.dim(); ++d) in *= site.weight.size(d);
-  return in;
-}
-
 // The rows the layer's tensors hold: init_r, or a file's kept entries (AdaloraConfig::held).
 int64_t rank_of(const LoraConfig& config, const LinearSite& site) {
   return static_cast<int64_t>(config.adalora.held_rows(site.module).size());
@@ -50,7 +42,7 @@ struct Drawn {
 // zeroed and A, B from normal(0, 0.02), A first.
 Drawn draw(const LinearSite& site, int64_t r, bool init) {
   Drawn d;
-  d.a = at::randn({r, adalora_in(site)}, at::kFloat);
+  d.a = at::randn({r, unrolled_in_features(site)}, at::kFloat);
   d.e = at::randn({r, 1}, at::kFloat);
   d.b = at::randn({out_features(site), r}, at::kFloat);
   (void)at::randn({1}, at::kFloat);  // ranknum's, then filled with r
@@ -62,17 +54,18 @@ Drawn draw(const LinearSite& site, int64_t r, bool init) {
   return d;
 }
 
-const at::Tensor& factor(const NamedTensors& factors, const char* suffix) {
-  for (const auto& [name, tensor] : factors)
-    if (name == suffix) return tensor;
-  fail(Status::Internal, "an AdaLoRA adapter lacks ", suffix + 1);
+// (B @ (A * E)) * scaling / (ranknum + 1e-5): PEFT's delta, in B A's layout (PEFT transposes or
+// reshapes it after; an element-wise scaling commutes with both).
+at::Tensor scaled_product(const at::Tensor& a, const at::Tensor& b, const at::Tensor& e, const at::Tensor& ranknum,
+                          double scaling) {
+  return at::matmul(b, a * e) * scaling / (ranknum + 1e-5);
 }
 
 }  // namespace
 
 std::vector<FactorShape> adalora_factor_shapes(const LoraConfig& config, const LinearSite& site) {
   const int64_t r = rank_of(config, site);
-  return {{kAdaloraA, {r, adalora_in(site)}}, {kAdaloraB, {out_features(site), r}}, {kAdaloraE, {r, 1}}};
+  return {{kAdaloraA, {r, unrolled_in_features(site)}}, {kAdaloraB, {out_features(site), r}}, {kAdaloraE, {r, 1}}};
 }
 
 std::vector<LoraAdapter> make_adalora_adapters(const LoraConfig& config, const std::vector<LinearSite>& chosen) {
@@ -111,29 +104,28 @@ std::vector<LoraAdapter> make_adalora_adapters(const LoraConfig& config, const s
 }
 
 at::Tensor adalora_delta(const LoraAdapter& adapter, const NamedTensors& factors) {
-  const at::Tensor &a = factor(factors, kAdaloraA), &b = factor(factors, kAdaloraB), &e = factor(factors, kAdaloraE);
-  const at::Tensor product = at::matmul(b, a * e);
-  const at::Tensor ranknum = adapter.ranknum + 1e-5;
-  if (adapter.site.conv) return (product * adapter.scaling / ranknum).reshape(adapter.site.weight.sizes());
-  return (adapter.site.fan_in_fan_out ? product.t() : product) * adapter.scaling / ranknum;
+  const at::Tensor delta = scaled_product(factor_named(factors, kAdaloraA), factor_named(factors, kAdaloraB),
+                                          factor_named(factors, kAdaloraE), adapter.ranknum, adapter.scaling);
+  if (adapter.site.conv) return delta.reshape(adapter.site.weight.sizes());
+  return adapter.site.fan_in_fan_out ? delta.t() : delta;
 }
 
 OutputAdapter adalora_output_adapter(const LoraAdapter& adapter, double dropout, std::shared_ptr<const bool> enabled) {
   // Handles: moves and sharding's storage swaps keep them.
-  return [a = factor(adapter.factors, kAdaloraA), b = factor(adapter.factors, kAdaloraB),
-          e = factor(adapter.factors, kAdaloraE), ranknum = adapter.ranknum, scaling = adapter.scaling,
+  return [a = factor_named(adapter.factors, kAdaloraA), b = factor_named(adapter.factors, kAdaloraB),
+          e = factor_named(adapter.factors, kAdaloraE), ranknum = adapter.ranknum, scaling = adapter.scaling,
           conv = adapter.site.conv, shape = adapter.site.weight.sizes().vec(), dropout,
           enabled](const at::Tensor& input, const at::Tensor& output, bool training) {
     if (!*enabled) return output;
     at::Tensor x = input.to(a.scalar_type());
     if (dropout > 0) x = at::dropout(x, dropout, training);
-    const at::Tensor divisor = ranknum + 1e-5;
     if (conv) {
-      const at::Tensor w = (at::matmul(b, a * e) * scaling / divisor).reshape(shape);
+      const at::Tensor w = scaled_product(a, b, e, ranknum, scaling).reshape(shape);
       return (output + at::conv2d(x, w, {}, conv->stride, conv->padding, conv->dilation, conv->groups))
           .to(output.scalar_type());
     }
-    return (output + at::matmul(at::matmul(x, (a * e).t()), b.t()) * scaling / divisor).to(output.scalar_type());
+    return (output + at::matmul(at::matmul(x, (a * e).t()), b.t()) * scaling / (ranknum + 1e-5))
+        .to(output.scalar_type());
   };
 }
 
@@ -142,7 +134,7 @@ at::Tensor adalora_orthogonal_regularization(const std::vector<LoraAdapter>& ada
   int64_t count = 0;
   for (const LoraAdapter& adapter : adapters)
     for (const bool is_a : {true, false}) {
-      const at::Tensor& p = factor(adapter.factors, is_a ? kAdaloraA : kAdaloraB);
+      const at::Tensor& p = factor_named(adapter.factors, is_a ? kAdaloraA : kAdaloraB);
       const at::Tensor covariance = is_a ? at::matmul(p, p.t()) : at::matmul(p.t(), p);
       const at::Tensor identity = at::eye(covariance.size(0), covariance.size(1), covariance.options());
       const at::Tensor norm = at::linalg_vector_norm(covariance - identity, 2);

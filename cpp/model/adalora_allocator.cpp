@@ -13,12 +13,7 @@ namespace {
 
 constexpr const char* kScored[] = {kAdaloraA, kAdaloraB, kAdaloraE};
 
-const at::Tensor& scored(const LoraAdapter& adapter, size_t t) {
-  const std::string suffix = kScored[t];
-  for (const auto& [name, tensor] : adapter.factors)
-    if (name == suffix) return tensor;
-  fail(Status::Internal, "an AdaLoRA adapter lacks ", suffix.substr(1));
-}
+const at::Tensor& scored(const LoraAdapter& adapter, size_t t) { return factor_named(adapter.factors, kScored[t]); }
 
 }  // namespace
 

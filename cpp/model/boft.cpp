@@ -43,12 +43,6 @@ void check_site(const LinearSite& site) {
          "to rotate; call the layer as a module or leave it out of target_modules");
 }
 
-// The size of what BOFT rotates: a linear layer's input, a convolution's input channels x kernel.
-int64_t rotated_size(const LinearSite& site) {
-  if (!site.conv) return in_features(site);
-  return site.weight.size(1) * site.weight.size(2) * site.weight.size(2);
-}
-
 // PEFT's block_butterfly_perm(n, blocks, half, factors - 1): within each group of n / blocks, the
 // half-block chunks in even positions first, then the odd ones.
 at::Tensor butterfly_permutation(int64_t n, int64_t blocks, int64_t half, int64_t later_factors) {
@@ -121,7 +115,7 @@ at::Tensor butterfly(const at::Tensor& boft_r, double dropout, bool training, at
 }  // namespace
 
 BoftLayout boft_layout(const LoraConfig& config, const LinearSite& site) {
-  const int64_t n = rotated_size(site), later = config.boft_n_butterfly_factor - 1;
+  const int64_t n = unrolled_in_features(site), later = config.boft_n_butterfly_factor - 1;
   const std::string what = site.conv ? "the convolution's kernel dimension (" + std::to_string(n) + ")"
                                      : "in_features (" + std::to_string(n) + ")";
   BoftLayout layout{config.boft_n_butterfly_factor, config.boft_block_num, config.boft_block_size};
@@ -162,7 +156,7 @@ std::vector<LoraAdapter> make_boft_adapters(const LoraConfig& config, const std:
   for (const LinearSite& site : chosen) {
     check_site(site);
     shapes.push_back(boft_factor_shapes(config, site));
-    (void)permutations(rotated_size(site), boft_layout(config, site));  // PEFT's checks of the butterfly
+    (void)permutations(unrolled_in_features(site), boft_layout(config, site));  // PEFT's checks of the butterfly
   }
   at::NoGradGuard no_grad;
   std::vector<LoraAdapter> made;

@@ -881,6 +881,25 @@ NamedTensors LoraAdapters::placed_among(NamedTensors own) const {
   return out;
 }
 
+const at::Tensor* find_factor(const NamedTensors& factors, const std::string& suffix) {
+  for (const auto& [name, tensor] : factors)
+    if (name == suffix) return &tensor;
+  return nullptr;
+}
+
+const at::Tensor& factor_named(const NamedTensors& factors, const std::string& suffix) {
+  const at::Tensor* found = find_factor(factors, suffix);
+  if (!found) fail(Status::Internal, "an adapter lacks its '", suffix.substr(1), "'");
+  return *found;
+}
+
+int64_t unrolled_in_features(const LinearSite& site) {
+  if (!site.conv) return in_features(site);
+  int64_t in = site.weight.size(1);
+  for (int64_t d = 2; d < site.weight.dim(); ++d) in *= site.weight.size(d);
+  return in;
+}
+
 at::Tensor adapter_placed(const at::Tensor& drawn, const LinearSite& site) {
   const at::Tensor placed = drawn.to(site.weight.options());
   const bool low = site.weight.scalar_type() == at::kHalf || site.weight.scalar_type() == at::kBFloat16;
@@ -985,6 +1004,25 @@ at::Tensor quantized_delta(const LoraAdapter& adapter, const char* action) {
 
 }  // namespace
 
+namespace {
+
+// The weight `w` of an adapter whose tensors are factors (LoHa's, LoKr's, OFT's, BOFT's, AdaLoRA's,
+// VeRA's) merged with `factors` (the adapter's own or a state's), as PEFT's merge computes it.
+at::Tensor factor_merged_weight(const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors,
+                                const LoraConfig& config) {
+  if (is_lycoris(adapter))
+    return (w + lycoris_delta(config.peft_type, factors, adapter.scaling, w.sizes())).to(w.scalar_type());
+  if (is_oft(adapter))  // (coft projects the weight in place, as PEFT's merge does)
+    return oft_merged_weight(w, adapter, factor_named(factors, kOftSuffix), OftRotation::of(config));
+  if (is_boft(adapter))
+    return boft_merged_weight(w, adapter, factor_named(factors, kBoftR), factor_named(factors, kBoftS));
+  if (is_adalora(adapter)) return (w + adalora_delta(adapter, factors)).to(w.scalar_type());
+  return (w + vera_delta(adapter, factor_named(factors, kVeraLambdaB), factor_named(factors, kVeraLambdaD)))
+      .to(w.scalar_type());
+}
+
+}  // namespace
+
 NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
   if (empty()) return state;
   require_mergeable("save_model");
@@ -1008,47 +1046,16 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
       adapter_entries.insert(module + kIa3Suffix);
       continue;
     }
-    if (is_lycoris(adapter)) {  // PEFT's merge: the weight plus the delta (without training's dropout)
-      NamedTensors stated;      // the state's factors
-      for (const auto& entry : adapter.factors) {
-        stated.emplace_back(entry.first, entry_of(module + entry.first));
-        adapter_entries.insert(module + entry.first);
-      }
-      const at::Tensor& w = entry_of(weight_name(adapter.site));
-      merged_weights[weight_name(adapter.site)] =
-          (w + lycoris_delta(config_.peft_type, stated, adapter.scaling, w.sizes())).to(w.scalar_type());
-      continue;
-    }
-    if (is_oft(adapter)) {  // PEFT's merge: the weight times the block-diagonal rotation of the state's weight
-      const at::Tensor& w = entry_of(weight_name(adapter.site));
-      merged_weights[weight_name(adapter.site)] =
-          oft_merged_weight(w, adapter, entry_of(module + kOftSuffix).clone(), OftRotation::of(config_));
-      adapter_entries.insert(module + kOftSuffix);
-      continue;
-    }
-    if (is_boft(adapter)) {  // PEFT's merge: the weight rotated and scaled by the state's boft_R and boft_s
-      const at::Tensor& w = entry_of(weight_name(adapter.site));
-      merged_weights[weight_name(adapter.site)] =
-          boft_merged_weight(w, adapter, entry_of(module + kBoftR), entry_of(module + kBoftS));
-      adapter_entries.insert({module + kBoftR, module + kBoftS});
-      continue;
-    }
-    if (is_adalora(adapter)) {  // PEFT's merge: the weight plus the delta of the state's A, B and E
+    if (!adapter.factors.empty()) {  // PEFT's merge with the state's factors (a copy: OFT's coft writes into them)
       NamedTensors stated;
-      for (const auto& entry : adapter.factors) {
-        stated.emplace_back(entry.first, entry_of(module + entry.first));
-        adapter_entries.insert(module + entry.first);
+      for (const auto& [suffix, factor] : adapter.factors) {
+        stated.emplace_back(suffix, is_oft(adapter) ? entry_of(module + suffix).clone() : entry_of(module + suffix));
+        adapter_entries.insert(module + suffix);
       }
-      adapter_entries.insert(module + kAdaloraRanknum);
+      if (is_adalora(adapter)) adapter_entries.insert(module + kAdaloraRanknum);
+      if (is_vera(adapter)) adapter_entries.insert({kVeraBufferA, kVeraBufferB});
       const at::Tensor& w = entry_of(weight_name(adapter.site));
-      merged_weights[weight_name(adapter.site)] = (w + adalora_delta(adapter, stated)).to(w.scalar_type());
-      continue;
-    }
-    if (is_vera(adapter)) {  // PEFT's merge: the weight plus the delta of the state's vectors
-      const at::Tensor &lambda_b = entry_of(module + kVeraLambdaB), &lambda_d = entry_of(module + kVeraLambdaD);
-      adapter_entries.insert({module + kVeraLambdaB, module + kVeraLambdaD, kVeraBufferA, kVeraBufferB});
-      const at::Tensor& w = entry_of(weight_name(adapter.site));
-      merged_weights[weight_name(adapter.site)] = (w + vera_delta(adapter, lambda_b, lambda_d)).to(w.scalar_type());
+      merged_weights[weight_name(adapter.site)] = factor_merged_weight(adapter, w, stated, config_);
       continue;
     }
     LoraAdapter stated = adapter;  // with the state's tensors
@@ -1089,18 +1096,8 @@ void LoraAdapters::merge_into_weights() const {
       merged.emplace_back(w, ia3_weight(w, adapter, adapter.ia3));
       if (!adapter.feedforward && adapter.site.bias.defined())
         merged.emplace_back(adapter.site.bias, ia3_bias(adapter.site.bias, adapter.ia3));
-    } else if (is_lycoris(adapter)) {
-      merged.emplace_back(
-          w, (w + lycoris_delta(config_.peft_type, adapter.factors, adapter.scaling, w.sizes())).to(w.scalar_type()));
-    } else if (is_oft(adapter)) {
-      merged.emplace_back(w, oft_merged_weight(w, adapter, adapter.factors[0].second, OftRotation::of(config_)));
-    } else if (is_boft(adapter)) {
-      merged.emplace_back(w, boft_merged_weight(w, adapter, adapter.factors[0].second, adapter.factors[1].second));
-    } else if (is_adalora(adapter)) {
-      merged.emplace_back(w, (w + adalora_delta(adapter, adapter.factors)).to(w.scalar_type()));
-    } else if (is_vera(adapter)) {
-      merged.emplace_back(
-          w, (w + vera_delta(adapter, adapter.factors[0].second, adapter.factors[1].second)).to(w.scalar_type()));
+    } else if (!adapter.factors.empty()) {
+      merged.emplace_back(w, factor_merged_weight(adapter, w, adapter.factors, config_));
     } else {
       if (adapter.site.quantized)
         deltas[k] = quantized_delta(adapter, "");

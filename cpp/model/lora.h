@@ -194,6 +194,15 @@ struct LoraAdapter {
   std::shared_ptr<VeraProjections> projections{};
 };
 
+// The factor named `suffix` among `factors` (null where there is none); and the one that must be
+// there (Internal where it is not).
+const at::Tensor* find_factor(const NamedTensors& factors, const std::string& suffix);
+const at::Tensor& factor_named(const NamedTensors& factors, const std::string& suffix);
+
+// A linear layer's input size, or a convolution's input channels times its kernel's elements: the
+// width of the matrix PEFT's AdaLoRA and BOFT make of its weight.
+int64_t unrolled_in_features(const LinearSite& site);
+
 // An adapter tensor as PEFT leaves it: moved to the layer's device and dtype, then float32 again
 // where that dtype is half precision (autocast_adapter_dtype); a parameter requires grad.
 at::Tensor adapter_placed(const at::Tensor& drawn, const LinearSite& site);
@@ -388,6 +397,8 @@ class LoraAdapters {
 
  private:
   OutputAdapter output_adapter(const LoraAdapter& adapter) const;
+  // Fails (InvalidArgument) unless the adapters are AdaLoRA's (its allocator made with them).
+  void require_adalora() const;
   // Whether exchange can switch `other` in: see exchange.
   bool wired_like(const LoraAdapters& other) const;
   // Swaps the adapters' tensors, ranks and scalings and the configuration with `other`'s (adapters

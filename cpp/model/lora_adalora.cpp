@@ -6,9 +6,13 @@
 
 namespace acc {
 
-at::Tensor LoraAdapters::adalora_loss(const at::Tensor& loss) const {
-  require(!adapters_.empty() && config_.peft_type == PeftType::Adalora, "the model has no AdaLoRA adapters",
+void LoraAdapters::require_adalora() const {
+  require(!adapters_.empty() && allocator_ != nullptr, "the model has no AdaLoRA adapters",
           adapters_.empty() ? "" : std::string(" (its adapters are ") + peft_method_name(config_.peft_type) + "'s)");
+}
+
+at::Tensor LoraAdapters::adalora_loss(const at::Tensor& loss) const {
+  require_adalora();
   require(loss.defined() && loss.is_floating_point(), "AdaLoRA's loss must be a floating-point tensor");
   const at::Tensor regularization = adalora_orthogonal_regularization(adapters_);
   return loss + regularization * config_.adalora.orth_reg_weight;
@@ -20,8 +24,7 @@ void LoraAdapters::take_adalora_patterns(const AdaloraConfig& file) {
 }
 
 void LoraAdapters::adalora_update_and_allocate(int64_t global_step) {
-  require(!adapters_.empty() && allocator_ != nullptr, "the model has no AdaLoRA adapters",
-          adapters_.empty() ? "" : std::string(" (its adapters are ") + peft_method_name(config_.peft_type) + "'s)");
+  require_adalora();
   allocator_->update_and_allocate(adapters_, global_step, config_.adalora);
 }
 

@@ -456,6 +456,28 @@ void read_patterns_and_layers(LoraConfig& config) {
   config.check_layer_settings(/*layers_to_transform_given=*/!config.layers_to_transform.empty());
 }
 
+// A PEFT method's options (of `kind`; `method` names it in errors) read by `table`, its peft_type set.
+LoraConfig method_options(const char* method, OptionsKind kind, const OptionTable<LoraConfig>& table, PeftType type,
+                          const Options& options) {
+  require(options.kind() == kind, method, " options must be of kind ", options_kind_name(kind), ", got ",
+          options_kind_name(options.kind()));
+  LoraConfig config = table.read(options);
+  config.peft_type = type;
+  return config;
+}
+
+// What a method's configuration ends with: its bias setting "<method>_only" (`own`, if any) as this
+// library's "lora_only", the targets (required; `layers` says what they are), the shared settings,
+// the patterns and the layer settings.
+void read_method_targets(LoraConfig& config, const std::string& targets, const char* layers,
+                         const char* own = nullptr) {
+  if (own && config.bias == own) config.bias = "lora_only";  // the adapted layers' biases train
+  const std::string text = trimmed(targets);
+  require(!text.empty(), "target_modules is empty: name the ", layers, " to adapt (e.g. \"q_proj,v_proj\")");
+  read_shared_settings(config, text);
+  read_patterns_and_layers(config);
+}
+
 }  // namespace
 
 LoraConfig LoraConfig::ia3(const std::string& targets, const Options& options) {
@@ -527,15 +549,9 @@ namespace {
 // LoHa's or LoKr's configuration from `options` of their kind.
 LoraConfig lycoris(PeftType method, const std::string& targets, const Options& options) {
   const bool lokr = method == PeftType::Lokr;
-  const OptionsKind kind = lokr ? OptionsKind::Lokr : OptionsKind::Loha;
-  require(options.kind() == kind, lokr ? "LoKr" : "LoHa", " options must be of kind ", options_kind_name(kind),
-          ", got ", options_kind_name(options.kind()));
-  LoraConfig config = (lokr ? lokr_option_table() : loha_option_table()).read(options);
-  config.peft_type = method;
-  const std::string text = trimmed(targets);
-  require(!text.empty(), "target_modules is empty: name the layers to adapt (e.g. \"q_proj,v_proj\")");
-  read_shared_settings(config, text);
-  read_patterns_and_layers(config);
+  LoraConfig config = method_options(lokr ? "LoKr" : "LoHa", lokr ? OptionsKind::Lokr : OptionsKind::Loha,
+                                     lokr ? lokr_option_table() : loha_option_table(), method, options);
+  read_method_targets(config, targets, "layers");
   return config;
 }
 
@@ -550,63 +566,37 @@ LoraConfig LoraConfig::lokr(const std::string& targets, const Options& options) 
 }
 
 LoraConfig LoraConfig::oft(const std::string& targets, const Options& options) {
-  require(options.kind() == OptionsKind::Oft, "OFT options must be of kind oft, got ",
-          options_kind_name(options.kind()));
-  LoraConfig config = oft_option_table().read(options);
-  config.peft_type = PeftType::Oft;
+  LoraConfig config = method_options("OFT", OptionsKind::Oft, oft_option_table(), PeftType::Oft, options);
   // PEFT's OFTConfig check: one of the two, not both.
   require((config.oft_r != 0) != (config.oft_block_size != 0), "OFT takes r or oft_block_size, one of them non-zero ",
           "and the other 0 (r x oft_block_size is the layer's input): got r ", config.oft_r, " and oft_block_size ",
           config.oft_block_size);
-  if (config.bias == "oft_only") config.bias = "lora_only";  // the adapted layers' biases train
-  const std::string text = trimmed(targets);
-  require(!text.empty(), "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\")");
-  read_shared_settings(config, text);
-  read_patterns_and_layers(config);
+  read_method_targets(config, targets, "linear layers", "oft_only");
   return config;
 }
 
 LoraConfig LoraConfig::adalora_config(const std::string& targets, const Options& options) {
-  require(options.kind() == OptionsKind::Adalora, "AdaLoRA options must be of kind adalora, got ",
-          options_kind_name(options.kind()));
-  LoraConfig config = adalora_option_table().read(options);
-  config.peft_type = PeftType::Adalora;
+  LoraConfig config =
+      method_options("AdaLoRA", OptionsKind::Adalora, adalora_option_table(), PeftType::Adalora, options);
   check_adalora_schedule(config.adalora);
-  const std::string text = trimmed(targets);
-  require(!text.empty(), "target_modules is empty: name the layers to adapt (e.g. \"q_proj,v_proj\")");
-  read_shared_settings(config, text);
-  read_patterns_and_layers(config);
+  read_method_targets(config, targets, "layers");
   return config;
 }
 
 LoraConfig LoraConfig::boft(const std::string& targets, const Options& options) {
-  require(options.kind() == OptionsKind::Boft, "BOFT options must be of kind boft, got ",
-          options_kind_name(options.kind()));
-  LoraConfig config = boft_option_table().read(options);
-  config.peft_type = PeftType::Boft;
+  LoraConfig config = method_options("BOFT", OptionsKind::Boft, boft_option_table(), PeftType::Boft, options);
   // PEFT's BOFTConfig check: one of the two, not both.
   require((config.boft_block_size != 0) != (config.boft_block_num != 0), "BOFT takes boft_block_size or ",
           "boft_block_num, one of them non-zero and the other 0: got boft_block_size ", config.boft_block_size,
           " and boft_block_num ", config.boft_block_num);
-  if (config.bias == "boft_only") config.bias = "lora_only";  // the adapted layers' biases train
-  const std::string text = trimmed(targets);
-  require(!text.empty(), "target_modules is empty: name the layers to adapt (e.g. \"q_proj,v_proj\")");
-  read_shared_settings(config, text);
-  read_patterns_and_layers(config);
+  read_method_targets(config, targets, "layers", "boft_only");
   return config;
 }
 
 LoraConfig LoraConfig::vera(const std::string& targets, const Options& options) {
-  require(options.kind() == OptionsKind::Vera, "VeRA options must be of kind vera, got ",
-          options_kind_name(options.kind()));
-  LoraConfig config = vera_option_table().read(options);
-  config.peft_type = PeftType::Vera;
+  LoraConfig config = method_options("VeRA", OptionsKind::Vera, vera_option_table(), PeftType::Vera, options);
   config.r = config.vera_r;
-  if (config.bias == "vera_only") config.bias = "lora_only";  // the adapted layers' biases train
-  const std::string text = trimmed(targets);
-  require(!text.empty(), "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\")");
-  read_shared_settings(config, text);
-  read_patterns_and_layers(config);
+  read_method_targets(config, targets, "linear layers", "vera_only");
   return config;
 }
 

@@ -1068,6 +1068,13 @@ LoraFiles read_lora_files(const std::string& dir) {
   const bool vera = files.config.peft_type == PeftType::Vera, oft = files.config.peft_type == PeftType::Oft,
              adalora = files.config.peft_type == PeftType::Adalora, boft = files.config.peft_type == PeftType::Boft;
   const char* method = peft_method_name(files.config.peft_type);
+  // The tensors each layer of these methods holds, by their names after the module's.
+  const std::vector<std::string> suffixes = vera      ? std::vector<std::string>{kVeraLambdaB, kVeraLambdaD}
+                                            : oft     ? std::vector<std::string>{kOftSuffix}
+                                            : adalora ? std::vector<std::string>{kAdaloraA, kAdaloraB, kAdaloraE}
+                                            : boft    ? std::vector<std::string>{kBoftR, kBoftS}
+                                            : lycoris ? lycoris_suffixes(files.config.peft_type)
+                                                      : std::vector<std::string>{};
   const std::string delta_suffix = standalone ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix;
   for (auto& [name, tensor] : contents.tensors) {
     if (vera && (name == kVeraProjectionA || name == kVeraProjectionB)) {  // the shared projections
@@ -1118,11 +1125,6 @@ LoraFiles read_lora_files(const std::string& dir) {
     if (lycoris || vera || oft || adalora || boft) {
       bool factor = false;
       if (adalora && ends_with(in_model, kAdaloraRanknum)) continue;  // (older PEFT's; always init_r)
-      const std::vector<std::string> suffixes = vera      ? std::vector<std::string>{kVeraLambdaB, kVeraLambdaD}
-                                                : oft     ? std::vector<std::string>{kOftSuffix}
-                                                : adalora ? std::vector<std::string>{kAdaloraA, kAdaloraB, kAdaloraE}
-                                                : boft    ? std::vector<std::string>{kBoftR, kBoftS}
-                                                          : lycoris_suffixes(files.config.peft_type);
       for (const std::string& suffix : suffixes) {
         if (!ends_with(in_model, suffix) || in_model.size() <= suffix.size()) continue;
         // VeRA's vectors are 1-D; the CP form's cores are 4-D; every other factor a matrix, or LoKr's
@@ -1206,22 +1208,15 @@ LoraFiles read_lora_files(const std::string& dir) {
   }
   if (files.modules.empty()) fail(Status::Io, "'", weights_path, "' holds no adapter");
   if (files.config.peft_type == PeftType::Ia3) return files;
-  if (oft) return files;  // (each module's one tensor; its shape is checked against the layer when loading)
-  if (adalora || boft) {  // every tensor of every layer (their shapes checked against the layer when loading)
-    const std::vector<const char*> wanted =
-        adalora ? std::vector<const char*>{kAdaloraA, kAdaloraB, kAdaloraE} : std::vector<const char*>{kBoftR, kBoftS};
+  if (vera || oft || adalora || boft) {  // every tensor of every layer (shapes checked against the layer when loading)
     for (const auto& [module, pair] : files.modules)
-      for (const char* suffix : wanted)
-        if (std::none_of(pair.factors.begin(), pair.factors.end(), [&](const auto& f) { return f.first == suffix; }))
+      for (const std::string& suffix : suffixes)
+        if (!find_factor(pair.factors, suffix))
           fail(Status::Io, "'", weights_path, "': the ", method, " adapter of '", module, "' lacks ", kPrefix, module,
                suffix);
-    return files;
   }
-  if (vera) {  // both vectors of every layer; the projections where the configuration saves them
-    for (const auto& [module, pair] : files.modules)
-      for (const char* suffix : {kVeraLambdaB, kVeraLambdaD})
-        if (std::none_of(pair.factors.begin(), pair.factors.end(), [&](const auto& f) { return f.first == suffix; }))
-          fail(Status::Io, "'", weights_path, "': the VeRA adapter of '", module, "' lacks ", kPrefix, module, suffix);
+  if (oft || adalora || boft) return files;
+  if (vera) {  // and the projections where the configuration saves them
     if (files.config.save_projection && (!files.vera_a.defined() || !files.vera_b.defined()))
       fail(Status::Io, "'", weights_path, "' lacks VeRA's projections (", kVeraProjectionA, ", ", kVeraProjectionB,
            "), which save_projection says it holds");

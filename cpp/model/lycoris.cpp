@@ -39,12 +39,6 @@ void check_site(const LinearSite& site, const LoraConfig& config) {
 
 }  // namespace
 
-const at::Tensor* find_factor(const NamedTensors& factors, const std::string& suffix) {
-  for (const auto& [name, tensor] : factors)
-    if (name == suffix) return &tensor;
-  return nullptr;
-}
-
 std::vector<FactorShape> lycoris_factor_shapes(const LoraConfig& config, const LinearSite& site) {
   if (config.peft_type == PeftType::Lokr) return lokr_factor_shapes(config, site);
   return loha_factor_shapes(config, site);

@@ -17,9 +17,6 @@
 
 namespace acc {
 
-// The factor named `suffix` among `factors` (null where there is none).
-const at::Tensor* find_factor(const NamedTensors& factors, const std::string& suffix);
-
 // The factors `config`'s method (LoHa or LoKr) gives the layer `site`, in the order PEFT's layer
 // registers them (its parameters' order).
 std::vector<FactorShape> lycoris_factor_shapes(const LoraConfig& config, const LinearSite& site);

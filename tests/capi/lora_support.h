@@ -254,6 +254,28 @@ inline std::vector<double> adamw_mse_losses(acc_model* m, const nlohmann::json& 
   return losses;
 }
 
+// Three AdamW steps of `m` in training mode (adamw_mse_losses on `input` and `target`, the generator
+// seeded `seed` first where given) give the case's losses and its trained parameters; `m` is freed.
+inline void expect_case_training(acc_model* m, const nlohmann::json& input, const nlohmann::json& target,
+                                 const nlohmann::json& c, std::optional<uint64_t> seed) {
+  EXPECT_EQ(acc_model_set_training(m, 1), ACC_OK);
+  EXPECT_EQ(adamw_mse_losses(m, input, target, 3, seed), c["losses"].get<std::vector<double>>());
+  expect_params(m, c["trained"]);
+  acc_model_free(m);
+}
+
+// Each of `tensors` (names to fixture tensors) is in `list` under `prefix` and its name, of its
+// shape and values.
+inline void expect_list_holds(acc_tensor_list* list, const nlohmann::json& tensors, const std::string& prefix) {
+  for (const auto& item : tensors.items()) {
+    acc_tensor* t = nullptr;
+    ASSERT_EQ(acc_tensor_list_find(list, (prefix + item.key()).c_str(), &t), ACC_OK) << item.key();
+    EXPECT_EQ(acc_test::shape(t), item.value()["shape"].get<std::vector<int64_t>>()) << item.key();
+    EXPECT_EQ(to_floats(t), acc_test::float_values(item.value())) << item.key();
+    acc_tensor_free(t);
+  }
+}
+
 // A model whose adapters start as the identity (`before`: its outputs without them) trains 5
 // steps to a lower loss and other outputs, and merging the adapters keeps those outputs.
 inline void expect_trains_then_merges(acc_model* m, const std::vector<float>& before) {

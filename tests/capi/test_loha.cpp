@@ -85,12 +85,8 @@ TEST(Loha, DrawsComputesAndMergesAsPeft) {
 TEST(Loha, TrainsAsPeftWithDropoutAndAdamW) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("loha");
-  acc_model* m = adapted(c, /*init=*/false, /*dropout=*/true);
-  ACC_ASSERT_OK(acc_model_set_training(m, 1));
-  EXPECT_EQ(adamw_mse_losses(m, c["input"], c["target"], 3, c["train_seed"].get<uint64_t>()),
-            c["losses"].get<std::vector<double>>());
-  expect_params(m, c["trained"]);
-  acc_model_free(m);
+  expect_case_training(adapted(c, /*init=*/false, /*dropout=*/true), c["input"], c["target"], c,
+                       c["train_seed"].get<uint64_t>());
 }
 
 TEST(Loha, PeftFilesBothWaysAndRefusals) {
@@ -194,12 +190,8 @@ TEST(Loha, EffectiveConv2dComputesAsPeft) {
     EXPECT_EQ(param(m, item.key()), float_values(item.value())) << item.key();
   acc_model_free(m);
 
-  m = adapted(c, /*init=*/false, /*dropout=*/true, /*cp=*/true);
-  ACC_ASSERT_OK(acc_model_set_training(m, 1));
-  EXPECT_EQ(adamw_mse_losses(m, c["input"], c["target"], 3, c["train_seed"].get<uint64_t>()),
-            c["losses"].get<std::vector<double>>());
-  expect_params(m, c["trained"]);
-  acc_model_free(m);
+  expect_case_training(adapted(c, /*init=*/false, /*dropout=*/true, /*cp=*/true), c["input"], c["target"], c,
+                       c["train_seed"].get<uint64_t>());
   acc_model_free(base);
 }
 

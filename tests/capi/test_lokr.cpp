@@ -106,12 +106,7 @@ TEST(Lokr, TrainsAsPeftWithDropoutAndAdamW) {
   for (const char* config : {"cp", "plain"}) {
     SCOPED_TRACE(config);
     const json& c = lokr[config];
-    acc_model* m = adapted(c);
-    ACC_ASSERT_OK(acc_model_set_training(m, 1));
-    EXPECT_EQ(adamw_mse_losses(m, lokr["input"], lokr["target"], 3, c["train_seed"].get<uint64_t>()),
-              c["losses"].get<std::vector<double>>());
-    expect_params(m, c["trained"]);
-    acc_model_free(m);
+    expect_case_training(adapted(c), lokr["input"], lokr["target"], c, c["train_seed"].get<uint64_t>());
   }
 }
 

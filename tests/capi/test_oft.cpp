@@ -79,11 +79,7 @@ TEST(Oft, DrawsComputesAndMergesAsPeft) {
       EXPECT_EQ(param(m, item.key()), float_values(item.value())) << item.key();
     acc_model_free(m);
 
-    m = adapted(c, /*init=*/false);
-    ACC_ASSERT_OK(acc_model_set_training(m, 1));
-    EXPECT_EQ(adamw_mse_losses(m, oft["input"], oft["target"], 3), c["losses"].get<std::vector<double>>());
-    expect_params(m, c["trained"]);
-    acc_model_free(m);
+    expect_case_training(adapted(c, /*init=*/false), oft["input"], oft["target"], c, std::nullopt);
   }
   acc_model_free(base);
 }

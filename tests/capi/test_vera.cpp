@@ -92,12 +92,7 @@ TEST(Vera, DrawsComputesAndMergesAsPeft) {
 TEST(Vera, TrainsAsPeftWithDropoutAndAdamW) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("vera");
-  acc_model* m = adapted(c, /*init=*/false);
-  ACC_ASSERT_OK(acc_model_set_training(m, 1));
-  EXPECT_EQ(adamw_mse_losses(m, c["input"], c["target"], 3, c["train_seed"].get<uint64_t>()),
-            c["losses"].get<std::vector<double>>());
-  expect_params(m, c["trained"]);
-  acc_model_free(m);
+  expect_case_training(adapted(c, /*init=*/false), c["input"], c["target"], c, c["train_seed"].get<uint64_t>());
 }
 
 TEST(Vera, PeftFilesBothWaysWithAndWithoutTheProjections) {
