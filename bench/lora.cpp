@@ -146,6 +146,8 @@ int main(int argc, char** argv) {
   auto oft = [](acc_model* model) { OK(acc_model_add_oft(model, "linear1,linear2", nullptr, nullptr)); };
   // PEFT's BOFT with its defaults (blocks of 4, one factor) on the feed-forward layers, as OFT.
   auto boft = [](acc_model* model) { OK(acc_model_add_boft(model, "linear1,linear2", nullptr, nullptr)); };
+  // PEFT's HRA with its defaults (r=8, the Householder product) on the feed-forward layers, as OFT.
+  auto hra = [](acc_model* model) { OK(acc_model_add_hra(model, "linear1,linear2", nullptr, nullptr)); };
   // PEFT's AdaLoRA with its defaults (init_r 12 pruned towards target_r 8) on the same three layers as
   // LoRA, pruning at every step of a long schedule: the regularization and the allocator measured.
   auto adalora = [](acc_model* model) {
@@ -162,45 +164,46 @@ int main(int argc, char** argv) {
     training.torchscript = torchscript;
     TransformerStackLoop full(json, batch, tokens, d, {}, training),
         lora(json, batch, tokens, d, adapters(false), training), dora(json, batch, tokens, d, adapters(true), training);
-    // (The TorchScript export's forward reads its feed-forward layers' weights itself: no IA3 there.)
-    std::unique_ptr<TransformerStackLoop> ia3_loop, loha_loop, lokr_loop, vera_loop, oft_loop, adalora_loop, boft_loop;
+    // PEFT's methods beyond LoRA, each timed round by round beside full fine-tuning (on the layer spec:
+    // the TorchScript export's forward reads its feed-forward layers' weights itself, which IA3's,
+    // OFT's and BOFT's input adapters cannot reach).
+    struct MethodLoop {
+      const char* label;
+      std::unique_ptr<TransformerStackLoop> loop;
+      std::vector<double> times;
+    };
+    std::vector<MethodLoop> methods;
     if (!torchscript) {
-      ia3_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, ia3, training);
-      loha_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, loha, training);
-      lokr_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, lokr, training);
-      vera_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, vera, training);
-      oft_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, oft, training);
       StackTraining pruned = training;
       pruned.adalora = true;
-      adalora_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, adalora, pruned);
-      boft_loop = std::make_unique<TransformerStackLoop>(json, batch, tokens, d, boft, training);
+      auto add = [&](const char* label, const std::function<void(acc_model*)>& setup, const StackTraining& how) {
+        methods.push_back({label, std::make_unique<TransformerStackLoop>(json, batch, tokens, d, setup, how), {}});
+      };
+      add("IA3 (ffn):", ia3, training);
+      add("LoHa r=8:", loha, training);
+      add("LoKr r=8:", lokr, training);
+      add("VeRA r=256:", vera, training);
+      add("OFT (ffn):", oft, training);
+      add("AdaLoRA r=12:", adalora, pruned);
+      add("BOFT (ffn):", boft, training);
+      add("HRA r=8 (ffn):", hra, training);
     }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();
-      if (ia3_loop)
-        ia3_loop->step(), loha_loop->step(), lokr_loop->step(), vera_loop->step(), oft_loop->step(),
-            adalora_loop->step(), boft_loop->step();
+      for (MethodLoop& method : methods) method.loop->step();
     }
-    std::vector<double> a, b, c, e, h, k, v, f, g, bo;
+    std::vector<double> a, b, c;
     for (int round = 0; round < (quick ? 1 : 7); ++round) {
       a.push_back(time_steps(full, 2));
       b.push_back(time_steps(lora, 2));
       c.push_back(time_steps(dora, 2));
-      if (ia3_loop)
-        e.push_back(time_steps(*ia3_loop, 2)), h.push_back(time_steps(*loha_loop, 2)),
-            k.push_back(time_steps(*lokr_loop, 2)), v.push_back(time_steps(*vera_loop, 2)),
-            f.push_back(time_steps(*oft_loop, 2)), g.push_back(time_steps(*adalora_loop, 2)),
-            bo.push_back(time_steps(*boft_loop, 2));
+      for (MethodLoop& method : methods) method.times.push_back(time_steps(*method.loop, 2));
     }
     std::printf("%s\n", torchscript ? "as TorchScript:" : "layer spec:");
     report("full fine-tuning:", full, a);
     report("LoRA r=8:", lora, b, &full, &a);
     report("DoRA r=8:", dora, c, &full, &a);
-    if (ia3_loop)
-      report("IA3 (ffn):", *ia3_loop, e, &full, &a), report("LoHa r=8:", *loha_loop, h, &full, &a),
-          report("LoKr r=8:", *lokr_loop, k, &full, &a), report("VeRA r=256:", *vera_loop, v, &full, &a),
-          report("OFT (ffn):", *oft_loop, f, &full, &a), report("AdaLoRA r=12:", *adalora_loop, g, &full, &a),
-          report("BOFT (ffn):", *boft_loop, bo, &full, &a);
+    for (const MethodLoop& method : methods) report(method.label, *method.loop, method.times, &full, &a);
     std::printf("DoRA / LoRA: peak %.3f, time %.3f\n",
                 static_cast<double>(dora.held_bytes + dora.step_bytes) / (lora.held_bytes + lora.step_bytes),
                 median(c) / median(b));

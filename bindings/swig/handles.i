@@ -436,6 +436,16 @@ struct acc_accelerator {};
     check(acc_model_add_boft($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's HRAConfig (Householder reflection adaptation) on linear layers and 2-D convolutions: each
+   * targeted layer computes with its weight times r Householder reflections of hra_u's columns
+   * (trained), every other parameter frozen. targetModules: named as for addLora. opts: HRA options
+   * (r, apply_GS, init_weights, bias, ...: the keys of ACC_OPTIONS_HRA) or null. saveLora, loadLora,
+   * mergeLora and setLoraEnabled act on them. Returns how many layers. */
+  size_t addHra(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_hra($self, targetModules, opts, &n));
+    return n;
+  }
   /* AdaLoRA's training loss: loss plus orth_reg_weight times the adapters' orthogonal
    * regularization, a new tensor with autograd history (backward it instead of loss). */
   acc_tensor *adaloraLoss(const acc_tensor *loss ERR) {

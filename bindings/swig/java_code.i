@@ -152,6 +152,8 @@
   /** Options of Model.addBoft (PEFT's BOFTConfig: boft_block_size or boft_block_num,
    *  boft_n_butterfly_factor, boft_dropout, init_weights, ...). */
   public static Options boft() { return new Options(OptionsKind.BOFT); }
+  /** Options of Model.addHra (PEFT's HRAConfig: r, apply_GS, init_weights, bias, ...). */
+  public static Options hra() { return new Options(OptionsKind.HRA); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

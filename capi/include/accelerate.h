@@ -649,6 +649,15 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
  *   adapter_config.json).
+ * Keys of ACC_OPTIONS_HRA (PEFT's HRAConfig, see acc_model_add_hra): r (int, default 8: the
+ *   Householder reflections per layer; an even r starts the layer unchanged), apply_GS (bool,
+ *   default false: the reflections orthonormalised by Gram-Schmidt, one reflection I - 2 U U^T),
+ *   bias ("none", default, "all" or "hra_only"), init_weights (bool, default true: hra_u drawn as
+ *   equal pairs of columns, the layer unchanged at the start; false: every column drawn),
+ *   exclude_modules, modules_to_save, layers_to_transform (strings, default none: as
+ *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
+ *   base_model_name_or_path, revision, task_type (strings, default none: written to
+ *   adapter_config.json).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
  *   schedule_wait, schedule_warmup, schedule_active, schedule_repeat, schedule_skip_first (int,
@@ -712,6 +721,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_OFT = 15,
   ACC_OPTIONS_ADALORA = 16,
   ACC_OPTIONS_BOFT = 17,
+  ACC_OPTIONS_HRA = 18,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1109,8 +1119,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * are quantised already leaves them as they are), and needs the file's loftq_config;
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
  * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; one of
- * IA3, LOHA, LOKR, VERA, OFT, BOFT or ADALORA adds that method's adapters (as acc_model_add_ia3,
- * _loha, _lokr, _vera, _oft, _boft, _adalora) and reads their tensors; other PEFT methods are
+ * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA or ADALORA adds that method's adapters (as acc_model_add_ia3,
+ * _loha, _lokr, _vera, _oft, _boft, _hra, _adalora) and reads their tensors; other PEFT methods are
  * refused naming the peft_type.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * a model prepared under zero_stage 3 holds only slices of them: ACC_ERR_INVALID_ARGUMENT.
@@ -1310,6 +1320,26 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_adalora(acc_model *model, const c
  * acc_prepare, on a model without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_boft(acc_model *model, const char *target_modules,
                                                    const acc_options *opts, size_t *count);
+/* acc_model_add_hra: PEFT's HRAConfig (Householder reflection adaptation, get_peft_model with
+ * peft_type HRA): each targeted layer computes with its weight times H, the product of r
+ * Householder reflections I - 2 u u^T, u the columns of "<module>.hra_u" (in x r; a 2-D
+ * convolution's in * kernel^2 x r, its weight viewed as out x in * kernel^2) normalised, in order;
+ * with apply_GS H is I - 2 U U^T, U those columns orthonormalised by Gram-Schmidt. The bias stays
+ * as it is; every other parameter is frozen but modules_to_save's (and biases, with bias). Drawn as
+ * PEFT draws, layer by layer in the model's order: with init_weights and an even r,
+ * kaiming_uniform_(a = sqrt(5)) of in x r/2, each column repeated (equal pairs of reflections: the
+ * layer starts unchanged); otherwise kaiming_uniform_ of in x r. `target_modules`: named as for
+ * acc_model_add_lora ("all-linear" too); targets must be linear layers (torch.nn.Linear, a spec's
+ * "linear") or torch.nn.Conv2d of a square kernel, one stride and one padding without dilation or
+ * groups, each called by the forward as a module: transformers' Conv1D, an embedding or an
+ * attention is ACC_ERR_INVALID_ARGUMENT (PEFT's TypeError); a quantised layer, another convolution
+ * or a layer whose weight the forward reads itself ACC_ERR_UNSUPPORTED. `opts`: ACC_OPTIONS_HRA or
+ * NULL (defaults). Files (PEFT's), merging (W H), disabling, counting and named adapters act as for
+ * LoRA; acc_model_add_weighted_adapter is ACC_ERR_INVALID_ARGUMENT (PEFT's HRA has none). The layer
+ * computes its output anew with W H (its own output is not used). Before creating the optimizer and
+ * before acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_hra(acc_model *model, const char *target_modules,
+                                                  const acc_options *opts, size_t *count);
 /* acc_model_adalora_loss: *out = loss + orth_reg_weight * the mean over the adapters' A and B (in
  * the model's order) of ||A A^T - I||_F and ||B^T B - I||_F, with autograd history: what PEFT's
  * AdaLoraModel adds to the loss its model returns. Call it on the loss before acc_backward.
@@ -1355,7 +1385,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * acc_model_add_lora would (the same draws from torch's global generator), and keeps it aside (on a
  * model without adapters it is the active one, as get_peft_model(..., adapter_name)). `opts`:
  * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR /
- * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT / ACC_OPTIONS_BOFT / ACC_OPTIONS_ADALORA for an adapter of that
+ * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT / ACC_OPTIONS_BOFT / ACC_OPTIONS_HRA / ACC_OPTIONS_ADALORA for an adapter of that
  * method, drawn as its acc_model_add_* draws it; adapters of one method per model, as PEFT. (PEFT
  * trains one AdaLoRA adapter at a time, the others in inference mode; here each named AdaLoRA
  * adapter keeps its own rank allocator.) Switching adapters and a refused add leave the base

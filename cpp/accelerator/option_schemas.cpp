@@ -42,6 +42,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return adalora_option_table();
     case OptionsKind::Boft:
       return boft_option_table();
+    case OptionsKind::Hra:
+      return hra_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -149,6 +149,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "adalora";
     case OptionsKind::Boft:
       return "boft";
+    case OptionsKind::Hra:
+      return "hra";
   }
   return "?";
 }

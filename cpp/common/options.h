@@ -61,7 +61,8 @@ enum class OptionsKind : int {
   Vera = 14,
   Oft = 15,
   Adalora = 16,
-  Boft = 17
+  Boft = 17,
+  Hra = 18
 };
 
 const char* options_kind_name(OptionsKind kind);

@@ -11,32 +11,9 @@
 namespace acc {
 namespace {
 
-bool all_equal(const std::vector<int64_t>& values) {
-  for (int64_t v : values)
-    if (v != values.front()) return false;
-  return true;
-}
-
-// PEFT's BOFT takes nn.Linear and nn.Conv2d; its Conv2d computes with the first of the kernel's,
-// the stride's and the padding's sizes and neither dilation nor groups.
+// The layers PEFT's BOFT takes, a linear one called as a module (its input is rotated).
 void check_site(const LinearSite& site) {
-  if (site.embedding || site.attention || site.fan_in_fan_out || adapts_parameter(site))
-    fail(Status::InvalidArgument, "BOFT cannot adapt '", site.module,
-         "': PEFT's BOFT takes torch.nn.Linear and torch.nn.Conv2d only");
-  if (site.quantized) fail(Status::Unsupported, "BOFT on the quantised layer '", site.module, "' is not built");
-  if (site.conv) {
-    const ConvGeometry& g = *site.conv;
-    const at::Tensor& w = site.weight;
-    if (w.dim() != 4)
-      fail(Status::Unsupported, "BOFT on the ", w.dim() - 2, "-D convolution '", site.module,
-           "' is not built (PEFT's BOFT takes torch.nn.Conv2d)");
-    const bool plain = w.size(2) == w.size(3) && all_equal(g.stride) && all_equal(g.padding) && g.groups == 1 &&
-                       dilation_refusal(g.dilation).empty() && g.refusal.empty();
-    if (!plain)
-      fail(Status::Unsupported, "BOFT on the convolution '", site.module,
-           "': PEFT's boft.Conv2d computes with a square kernel, one stride, one padding, no dilation and no groups ",
-           "(the first of each), which would change what this layer computes");
-  }
+  require_linear_or_plain_conv2d(site, "BOFT", "boft.Conv2d");
   if (!site.set_output_adapter || (!site.conv && !site.set_input_adapter))
     fail(Status::Unsupported, "BOFT cannot adapt '", site.module,
          "': the model's forward never calls it as a module (it reads its weight itself), so there is no input "

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -15,6 +16,7 @@
 #include "model/adalora_allocator.h"
 #include "model/boft.h"
 #include "model/corda.h"
+#include "model/factor_methods.h"
 #include "model/ia3.h"
 #include "model/loftq.h"
 #include "model/lora_draws.h"
@@ -111,6 +113,28 @@ void require_linear_layer(const LinearSite& site, const char* method) {
   if (kind)
     fail(Status::Unsupported, method, ": '", site.module, "' is ", kind, "; ", method,
          " starts linear layers (nn.Linear, transformers' Conv1D) only, as PEFT's: leave it out of target_modules");
+}
+
+void require_linear_or_plain_conv2d(const LinearSite& site, const char* method, const char* peft_conv) {
+  if (site.embedding || site.attention || site.fan_in_fan_out || adapts_parameter(site))
+    fail(Status::InvalidArgument, method, " cannot adapt '", site.module, "': PEFT's ", method,
+         " takes torch.nn.Linear and torch.nn.Conv2d only");
+  if (site.quantized) fail(Status::Unsupported, method, " on the quantised layer '", site.module, "' is not built");
+  if (!site.conv) return;
+  const ConvGeometry& g = *site.conv;
+  const at::Tensor& w = site.weight;
+  if (w.dim() != 4)
+    fail(Status::Unsupported, method, " on the ", w.dim() - 2, "-D convolution '", site.module,
+         "' is not built (PEFT's ", method, " takes torch.nn.Conv2d)");
+  auto uniform = [](const std::vector<int64_t>& v) {
+    return std::adjacent_find(v.begin(), v.end(), std::not_equal_to<>()) == v.end();
+  };
+  const bool plain = w.size(2) == w.size(3) && uniform(g.stride) && uniform(g.padding) && g.groups == 1 &&
+                     dilation_refusal(g.dilation).empty() && g.refusal.empty();
+  if (!plain)
+    fail(Status::Unsupported, method, " on the convolution '", site.module, "': PEFT's ", peft_conv,
+         " computes with a square kernel, one stride, one padding, no dilation and no groups (the first of each), ",
+         "which would change what this layer computes");
 }
 
 at::Tensor as_linear_layout(const LinearSite& site, const at::Tensor& w) { return transposed_layout(site) ? w.t() : w; }
@@ -353,13 +377,7 @@ const char* const kAdaptableLayers =
 const char* adaptable_layers(const LoraConfig& config) {
   if (config.peft_type == PeftType::Ia3)
     return "IA3 adapts linear layers (transformers' Conv1D too) and 2-D and 3-D convolutions";
-  if (config.peft_type == PeftType::Loha) return "LoHa adapts linear layers and 1-D and 2-D convolutions";
-  if (config.peft_type == PeftType::Lokr) return "LoKr adapts linear layers and 1-D and 2-D convolutions";
-  if (config.peft_type == PeftType::Vera) return "VeRA adapts linear layers (transformers' Conv1D too)";
-  if (config.peft_type == PeftType::Oft) return "OFT adapts linear layers";
-  if (config.peft_type == PeftType::Adalora)
-    return "AdaLoRA adapts linear layers (transformers' Conv1D too) and 2-D convolutions";
-  if (config.peft_type == PeftType::Boft) return "BOFT adapts linear layers and 2-D convolutions";
+  if (const FactorMethod* method = factor_method(config.peft_type)) return method->adaptable;
   return kAdaptableLayers;
 }
 
@@ -519,13 +537,10 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
             "', which is not a linear layer; ", adaptable_layers(config));
   const std::vector<LinearSite> chosen = targeted_sites(config, sites);
   require_targets_matched(config, sites, chosen);
-  if (config.peft_type != PeftType::Lora) {  // IA3, LoHa, LoKr or VeRA
-    std::vector<LoraAdapter> made = config.peft_type == PeftType::Ia3       ? make_ia3_adapters(config, chosen)
-                                    : config.peft_type == PeftType::Vera    ? make_vera_adapters(config, chosen)
-                                    : config.peft_type == PeftType::Oft     ? make_oft_adapters(config, chosen)
-                                    : config.peft_type == PeftType::Adalora ? make_adalora_adapters(config, chosen)
-                                    : config.peft_type == PeftType::Boft    ? make_boft_adapters(config, chosen)
-                                                                            : make_lycoris_adapters(config, chosen);
+  if (config.peft_type != PeftType::Lora) {  // (IA)^3 or a method of factors
+    std::vector<LoraAdapter> made = config.peft_type == PeftType::Ia3
+                                        ? make_ia3_adapters(config, chosen)
+                                        : factor_method(config.peft_type)->make(config, chosen);
     take_new(config, chosen, std::move(made), {}, {}, saved_modules, weights_pending);
     return adapters_.size();
   }
@@ -779,11 +794,7 @@ OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
   const double scaling = adapter.scaling, p = adapted_with_attention(adapter.site) ? 0.0 : config_.dropout;
   std::shared_ptr<const bool> enabled = enabled_;
   if (is_ia3(adapter)) return ia3_output_adapter(adapter, enabled);
-  if (is_lycoris(adapter)) return lycoris_output_adapter(adapter, config_, enabled);
-  if (is_vera(adapter)) return vera_output_adapter(adapter, config_.dropout, enabled);
-  if (is_adalora(adapter)) return adalora_output_adapter(adapter, config_.dropout, enabled);
-  if (is_boft(adapter)) return boft_output_adapter(adapter, config_.dropout, enabled);
-  if (is_oft(adapter)) return nullptr;  // its input is rotated (LoraAdapters::install)
+  if (const FactorMethod* method = factor_method(adapter)) return method->output_adapter(adapter, config_, enabled);
   if (adapter.magnitude.defined())
     return adapter.site.conv        ? dora_conv_output_adapter(adapter, p, enabled)
            : adapter.site.embedding ? dora_embedding_output_adapter(adapter, enabled)
@@ -1006,19 +1017,11 @@ at::Tensor quantized_delta(const LoraAdapter& adapter, const char* action) {
 
 namespace {
 
-// The weight `w` of an adapter whose tensors are factors (LoHa's, LoKr's, OFT's, BOFT's, AdaLoRA's,
-// VeRA's) merged with `factors` (the adapter's own or a state's), as PEFT's merge computes it.
+// The weight `w` of an adapter whose tensors are factors merged with `factors` (the adapter's own
+// or a state's), as PEFT's merge computes it.
 at::Tensor factor_merged_weight(const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors,
                                 const LoraConfig& config) {
-  if (is_lycoris(adapter))
-    return (w + lycoris_delta(config.peft_type, factors, adapter.scaling, w.sizes())).to(w.scalar_type());
-  if (is_oft(adapter))  // (coft projects the weight in place, as PEFT's merge does)
-    return oft_merged_weight(w, adapter, factor_named(factors, kOftSuffix), OftRotation::of(config));
-  if (is_boft(adapter))
-    return boft_merged_weight(w, adapter, factor_named(factors, kBoftR), factor_named(factors, kBoftS));
-  if (is_adalora(adapter)) return (w + adalora_delta(adapter, factors)).to(w.scalar_type());
-  return (w + vera_delta(adapter, factor_named(factors, kVeraLambdaB), factor_named(factors, kVeraLambdaD)))
-      .to(w.scalar_type());
+  return factor_method(adapter)->merged_weight(adapter, w, factors, config);
 }
 
 }  // namespace

@@ -115,6 +115,13 @@ inline bool adapts_parameter(const LinearSite& site) { return !site.parameter.em
 // transformers' Conv1D): no convolution, embedding, attention projection or parameter adapted
 // itself. The data-driven starts (EVA, CorDA, LoRA-GA) compute linear layers only, as PEFT's.
 void require_linear_layer(const LinearSite& site, const char* method);
+// Fails unless the site is what PEFT's BOFT and HRA take: nn.Linear (a spec's linear) or nn.Conv2d;
+// transformers' Conv1D, an embedding, an attention or a parameter is InvalidArgument (PEFT's
+// TypeError), naming `method` and the module. A quantised layer, a convolution that is not 2-D, or
+// one whose kernel is not square or that has several strides or paddings, dilation or groups is
+// Unsupported, naming `peft_conv` (PEFT's class, which computes with the first of each size, so
+// adapting such a layer would change what it computes).
+void require_linear_or_plain_conv2d(const LinearSite& site, const char* method, const char* peft_conv);
 
 // The name of the site's weight in the model ("<module>.weight", an attention's
 // "<module>.in_proj_weight").

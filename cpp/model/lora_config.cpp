@@ -377,6 +377,25 @@ const OptionTable<LoraConfig>& boft_option_table() {
   return table;
 }
 
+const OptionTable<LoraConfig>& hra_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Hra, [](OptionTable<L>& t) {
+    t.bind("r", "the Householder reflections per layer (an even r starts the layer unchanged)", &L::r)
+        .at_least(1)
+        .at_most(kMaxLoraRank);
+    t.bind("apply_GS", "the reflections orthonormalised by Gram-Schmidt (one reflection I - 2 U U^T)",
+           &L::hra_apply_gs);
+    t.bind("bias", "which biases train beside the reflections: none, all, hra_only (the adapted layers')", &L::bias)
+        .one_of({"none", "all", "hra_only"});
+    t.bind("init_weights", "the reflections drawn in equal pairs, the layer unchanged at the start (false: each drawn)",
+           &L::hra_init_weights);
+    bind_module_lists(t);
+    bind_layers(t);
+    bind_texts(t);
+  });
+  return table;
+}
+
 const std::vector<bool>* AdaloraConfig::kept(const std::string& module) const {
   for (const auto& [name, entries] : rank_pattern)
     if (name == module) return &entries;
@@ -539,6 +558,8 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return adalora_config(targets, options);
     case OptionsKind::Boft:
       return boft(targets, options);
+    case OptionsKind::Hra:
+      return hra(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -590,6 +611,12 @@ LoraConfig LoraConfig::boft(const std::string& targets, const Options& options) 
           "boft_block_num, one of them non-zero and the other 0: got boft_block_size ", config.boft_block_size,
           " and boft_block_num ", config.boft_block_num);
   read_method_targets(config, targets, "layers", "boft_only");
+  return config;
+}
+
+LoraConfig LoraConfig::hra(const std::string& targets, const Options& options) {
+  LoraConfig config = method_options("HRA", OptionsKind::Hra, hra_option_table(), PeftType::Hra, options);
+  read_method_targets(config, targets, "layers", "hra_only");
   return config;
 }
 

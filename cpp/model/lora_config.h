@@ -38,8 +38,9 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // VeraConfig (two trained vectors scaling frozen random projections shared by the layers,
 // model/vera.h) or its OFTConfig (each layer's input rotated block by block, model/oft.h) or its
 // AdaLoraConfig (LoRA in an SVD form whose ranks a budget prunes while it trains, model/adalora.h)
-// or its BOFTConfig (each layer's input rotated by butterfly factors of block rotations, model/boft.h).
-enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr, Vera, Oft, Adalora, Boft };
+// or its BOFTConfig (each layer's input rotated by butterfly factors of block rotations, model/boft.h)
+// or its HRAConfig (each layer's weight times Householder reflections, model/hra.h).
+enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr, Vera, Oft, Adalora, Boft, Hra };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
   switch (type) {
@@ -59,6 +60,8 @@ inline const char* peft_type_name(PeftType type) {
       return "ADALORA";
     case PeftType::Boft:
       return "BOFT";
+    case PeftType::Hra:
+      return "HRA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -84,6 +87,8 @@ inline const char* peft_method_name(PeftType type) {
       return "AdaLoRA";
     case PeftType::Boft:
       return "BOFT";
+    case PeftType::Hra:
+      return "HRA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -278,6 +283,10 @@ struct LoraConfig {
   int64_t boft_block_num = 0;
   int64_t boft_n_butterfly_factor = 1;
   bool boft_init_weights = true;
+  // PEFT's HRAConfig (peft_type Hra; its r is `r`, its bias `bias` with "hra_only" as "lora_only"):
+  // the reflections orthonormalised by Gram-Schmidt (apply_GS), and drawn in equal pairs (init_weights).
+  bool hra_apply_gs = false;
+  bool hra_init_weights = true;
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -336,6 +345,8 @@ struct LoraConfig {
   static LoraConfig adalora_config(const std::string& targets, const Options& options);
   // PEFT's BOFTConfig: `targets` as above (or "all-linear"), `options` of kind boft.
   static LoraConfig boft(const std::string& targets, const Options& options);
+  // PEFT's HRAConfig: `targets` as above (or "all-linear"), `options` of kind hra.
+  static LoraConfig hra(const std::string& targets, const Options& options);
   // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
   // add_adapter takes any).
   static LoraConfig of_kind(const std::string& targets, const Options& options);
@@ -395,6 +406,7 @@ const OptionTable<LoraConfig>& vera_option_table();
 const OptionTable<LoraConfig>& oft_option_table();
 const OptionTable<LoraConfig>& adalora_option_table();
 const OptionTable<LoraConfig>& boft_option_table();
+const OptionTable<LoraConfig>& hra_option_table();
 // Fails (InvalidArgument, naming the setting) where PEFT's AdaLoraConfig would refuse `config`'s
 // schedule: total_step below 1, tinit not before total_step - tfinal, betas outside (0, 1).
 void check_adalora_schedule(const AdaloraConfig& config);

@@ -13,7 +13,7 @@
 #include "common/json_input.h"
 #include "common/text.h"
 #include "model/adalora.h"
-#include "model/boft.h"
+#include "model/factor_methods.h"
 #include "model/ia3.h"
 #include "model/lora_init.h"
 #include "model/lycoris.h"
@@ -124,17 +124,27 @@ nlohmann::ordered_json modules_json(const std::vector<std::string>& names, const
   return regex.empty() ? nlohmann::ordered_json(names) : nlohmann::ordered_json(regex);
 }
 
+// An optional list as PEFT writes it: null where it is empty.
+template <typename T>
+nlohmann::ordered_json list_or_null(const std::vector<T>& values) {
+  return values.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(values);
+}
+
+// exclude_modules as PEFT writes it: null where none.
+nlohmann::ordered_json exclude_json(const LoraConfig& config) {
+  if (config.exclude_regex.empty() && config.exclude_names.empty()) return nullptr;
+  return modules_json(config.exclude_names, config.exclude_regex);
+}
+
 // PEFT's IA3Config: its fields, in its order.
 nlohmann::ordered_json ia3_config_json(const LoraConfig& config) {
   using json = nlohmann::ordered_json;
   json j = peft_config_json(peft_type_name(PeftType::Ia3), config);
   j["target_modules"] = targets_json(config);
-  j["exclude_modules"] = config.exclude_regex.empty() && config.exclude_names.empty()
-                             ? json(nullptr)
-                             : modules_json(config.exclude_names, config.exclude_regex);
+  j["exclude_modules"] = exclude_json(config);
   j["feedforward_modules"] = modules_json(config.feedforward_names, config.feedforward_regex);
   j["fan_in_fan_out"] = config.fan_in_fan_out;
-  j["modules_to_save"] = config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save);
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
   j["init_ia3_weights"] = config.init_ia3_weights;
   return j;
 }
@@ -159,10 +169,10 @@ nlohmann::ordered_json vera_config_json(const LoraConfig& config) {
   j["d_initial"] = config.d_initial;
   j["fan_in_fan_out"] = config.fan_in_fan_out;
   j["bias"] = config.bias == "lora_only" ? "vera_only" : config.bias;
-  j["modules_to_save"] = config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save);
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
   j["init_weights"] = config.vera_init_weights;
-  j["layers_to_transform"] = config.layers_to_transform.empty() ? json(nullptr) : json(config.layers_to_transform);
-  j["layers_pattern"] = config.layers_pattern.empty() ? json(nullptr) : json(config.layers_pattern);
+  j["layers_to_transform"] = list_or_null(config.layers_to_transform);
+  j["layers_pattern"] = list_or_null(config.layers_pattern);
   return j;
 }
 
@@ -179,13 +189,11 @@ nlohmann::ordered_json oft_config_json(const LoraConfig& config) {
   j["target_modules"] = targets_json(config);
   j["fan_in_fan_out"] = config.fan_in_fan_out;
   j["bias"] = config.bias == "lora_only" ? "oft_only" : config.bias;
-  j["exclude_modules"] = config.exclude_regex.empty() && config.exclude_names.empty()
-                             ? json(nullptr)
-                             : modules_json(config.exclude_names, config.exclude_regex);
+  j["exclude_modules"] = exclude_json(config);
   j["init_weights"] = config.oft_init_weights;
-  j["layers_to_transform"] = config.layers_to_transform.empty() ? json(nullptr) : json(config.layers_to_transform);
-  j["layers_pattern"] = config.layers_pattern.empty() ? json(nullptr) : json(config.layers_pattern);
-  j["modules_to_save"] = config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save);
+  j["layers_to_transform"] = list_or_null(config.layers_to_transform);
+  j["layers_pattern"] = list_or_null(config.layers_pattern);
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
   j["coft"] = config.coft;
   j["eps"] = config.eps;
   j["block_share"] = config.block_share;
@@ -211,18 +219,16 @@ nlohmann::ordered_json lycoris_config_json(const LoraConfig& config) {
     j["rank_dropout_scale"] = config.rank_dropout_scale;
   }
   j["target_modules"] = targets_json(config);
-  j["exclude_modules"] = config.exclude_regex.empty() && config.exclude_names.empty()
-                             ? json(nullptr)
-                             : modules_json(config.exclude_names, config.exclude_regex);
+  j["exclude_modules"] = exclude_json(config);
   if (!lokr)
     j["init_weights"] = config.loha_init_weights;
   else if (config.lokr_init_weights == "lycoris")
     j["init_weights"] = "lycoris";
   else
     j["init_weights"] = config.lokr_init_weights == "true";
-  j["layers_to_transform"] = config.layers_to_transform.empty() ? json(nullptr) : json(config.layers_to_transform);
-  j["layers_pattern"] = config.layers_pattern.empty() ? json(nullptr) : json(config.layers_pattern);
-  j["modules_to_save"] = config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save);
+  j["layers_to_transform"] = list_or_null(config.layers_to_transform);
+  j["layers_pattern"] = list_or_null(config.layers_pattern);
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
   return j;
 }
 
@@ -233,21 +239,20 @@ nlohmann::ordered_json lycoris_config_json(const LoraConfig& config) {
 nlohmann::ordered_json config_json(const LoraConfig& config) {
   using json = nlohmann::ordered_json;
   json j = peft_config_json(peft_type_name(PeftType::Lora), config);
-  j.update(json{
-      {"r", config.r},
-      {"lora_alpha", config.alpha},
-      {"lora_dropout", config.dropout},
-      {"use_rslora", config.use_rslora},
-      {"fan_in_fan_out", config.fan_in_fan_out},
-      {"bias", config.bias},
-      {"modules_to_save", config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save)},
-      {"layers_to_transform", config.layers_to_transform.empty() ? json(nullptr) : json(config.layers_to_transform)},
-      {"layers_pattern", config.layers_pattern.empty() ? json(nullptr) : json(config.layers_pattern)},
-      {"rank_pattern", json::object()},
-      {"alpha_pattern", json::object()},
-      {"use_dora", config.use_dora},
-      {"lora_bias", config.lora_bias},
-      {"ensure_weight_tying", config.ensure_weight_tying}});
+  j.update(json{{"r", config.r},
+                {"lora_alpha", config.alpha},
+                {"lora_dropout", config.dropout},
+                {"use_rslora", config.use_rslora},
+                {"fan_in_fan_out", config.fan_in_fan_out},
+                {"bias", config.bias},
+                {"modules_to_save", list_or_null(config.modules_to_save)},
+                {"layers_to_transform", list_or_null(config.layers_to_transform)},
+                {"layers_pattern", list_or_null(config.layers_pattern)},
+                {"rank_pattern", json::object()},
+                {"alpha_pattern", json::object()},
+                {"use_dora", config.use_dora},
+                {"lora_bias", config.lora_bias},
+                {"ensure_weight_tying", config.ensure_weight_tying}});
   if (config.token_indices.empty()) {
     j["trainable_token_indices"] = nullptr;
   } else if (config.token_indices.size() == 1 && config.token_indices.front().first.empty()) {
@@ -290,13 +295,8 @@ nlohmann::ordered_json config_json(const LoraConfig& config) {
   else
     j["lora_ga_config"] = nullptr;
   j["target_modules"] = targets_json(config);
-  j["target_parameters"] = config.target_parameters.empty() ? json(nullptr) : json(config.target_parameters);
-  if (!config.exclude_regex.empty())
-    j["exclude_modules"] = config.exclude_regex;
-  else if (!config.exclude_names.empty())
-    j["exclude_modules"] = config.exclude_names;
-  else
-    j["exclude_modules"] = nullptr;
+  j["target_parameters"] = list_or_null(config.target_parameters);
+  j["exclude_modules"] = exclude_json(config);
   return j;
 }
 
@@ -337,16 +337,14 @@ nlohmann::ordered_json boft_config_json(const LoraConfig& config) {
   j["boft_block_num"] = config.boft_block_num;
   j["boft_n_butterfly_factor"] = config.boft_n_butterfly_factor;
   j["target_modules"] = targets_json(config);
-  j["exclude_modules"] = config.exclude_regex.empty() && config.exclude_names.empty()
-                             ? json(nullptr)
-                             : modules_json(config.exclude_names, config.exclude_regex);
+  j["exclude_modules"] = exclude_json(config);
   j["boft_dropout"] = config.dropout;
   j["fan_in_fan_out"] = config.fan_in_fan_out;
   j["bias"] = config.bias == "lora_only" ? "boft_only" : config.bias;
-  j["modules_to_save"] = config.modules_to_save.empty() ? json(nullptr) : json(config.modules_to_save);
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
   j["init_weights"] = config.boft_init_weights;
-  j["layers_to_transform"] = config.layers_to_transform.empty() ? json(nullptr) : json(config.layers_to_transform);
-  j["layers_pattern"] = config.layers_pattern.empty() ? json(nullptr) : json(config.layers_pattern);
+  j["layers_to_transform"] = list_or_null(config.layers_to_transform);
+  j["layers_pattern"] = list_or_null(config.layers_pattern);
   return j;
 }
 
@@ -742,6 +740,35 @@ LoraConfig boft_config_from_json(const nlohmann::ordered_json& j, const std::str
   return config;
 }
 
+// PEFT's HRAConfig: its fields, in its order.
+nlohmann::ordered_json hra_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  json j = peft_config_json(peft_type_name(PeftType::Hra), config);
+  j["r"] = config.r;
+  j["apply_GS"] = config.hra_apply_gs;
+  j["target_modules"] = targets_json(config);
+  j["exclude_modules"] = exclude_json(config);
+  j["init_weights"] = config.hra_init_weights;
+  j["layers_to_transform"] = list_or_null(config.layers_to_transform);
+  j["layers_pattern"] = list_or_null(config.layers_pattern);
+  j["bias"] = config.bias == "lora_only" ? "hra_only" : config.bias;
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
+  return j;
+}
+
+// PEFT's HRAConfig (peft_type HRA).
+LoraConfig hra_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  const ConfigFields fields{j, path};
+  LoraConfig config;
+  config.peft_type = PeftType::Hra;
+  config.r = fields.integer("r", 8, 1, kMaxLoraRank, "from 1 to 2^20");
+  config.hra_apply_gs = fields.flag("apply_GS", false);
+  config.hra_init_weights = fields.flag("init_weights", true);
+  read_bias(fields, "hra_only", &config);
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
+  return config;
+}
+
 // adapter_config.json for the method's configuration, as PEFT writes it.
 nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
   switch (config.peft_type) {
@@ -760,6 +787,8 @@ nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
       return adalora_config_json(config);
     case PeftType::Boft:
       return boft_config_json(config);
+    case PeftType::Hra:
+      return hra_config_json(config);
     case PeftType::Lora:
       break;
   }
@@ -780,9 +809,10 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "OFT") return oft_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "ADALORA") return adalora_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "BOFT") return boft_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "HRA") return hra_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse("peft_type",
-           "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\", \"BOFT\" or "
+           "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\", \"BOFT\", \"HRA\" or "
            "\"TRAINABLE_TOKENS\" (other "
            "PEFT methods are not supported)");
   LoraConfig config;
@@ -1064,17 +1094,10 @@ LoraFiles read_lora_files(const std::string& dir) {
     return false;
   };
   const bool standalone = files.config.peft_type == PeftType::TrainableTokens;
+  const FactorMethod* factors = factor_method(files.config.peft_type);
   const bool lycoris = files.config.peft_type == PeftType::Loha || files.config.peft_type == PeftType::Lokr;
-  const bool vera = files.config.peft_type == PeftType::Vera, oft = files.config.peft_type == PeftType::Oft,
-             adalora = files.config.peft_type == PeftType::Adalora, boft = files.config.peft_type == PeftType::Boft;
+  const bool vera = files.config.peft_type == PeftType::Vera, adalora = files.config.peft_type == PeftType::Adalora;
   const char* method = peft_method_name(files.config.peft_type);
-  // The tensors each layer of these methods holds, by their names after the module's.
-  const std::vector<std::string> suffixes = vera      ? std::vector<std::string>{kVeraLambdaB, kVeraLambdaD}
-                                            : oft     ? std::vector<std::string>{kOftSuffix}
-                                            : adalora ? std::vector<std::string>{kAdaloraA, kAdaloraB, kAdaloraE}
-                                            : boft    ? std::vector<std::string>{kBoftR, kBoftS}
-                                            : lycoris ? lycoris_suffixes(files.config.peft_type)
-                                                      : std::vector<std::string>{};
   const std::string delta_suffix = standalone ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix;
   for (auto& [name, tensor] : contents.tensors) {
     if (vera && (name == kVeraProjectionA || name == kVeraProjectionB)) {  // the shared projections
@@ -1122,36 +1145,26 @@ LoraFiles read_lora_files(const std::string& dir) {
       }
       refuse(name, "is not an IA3 vector (<module>.ia3_l) nor what modules_to_save trains");
     }
-    if (lycoris || vera || oft || adalora || boft) {
+    if (factors) {
       bool factor = false;
       if (adalora && ends_with(in_model, kAdaloraRanknum)) continue;  // (older PEFT's; always init_r)
-      for (const std::string& suffix : suffixes) {
+      for (const std::string& suffix : factors->suffixes) {
         if (!ends_with(in_model, suffix) || in_model.size() <= suffix.size()) continue;
-        // VeRA's vectors are 1-D; the CP form's cores are 4-D; every other factor a matrix, or LoKr's
-        // whole w2 with its kernel.
-        if (vera && (!tensor.is_floating_point() || tensor.dim() != 1))
-          refuse(name, "must be a 1-D floating-point tensor (VeRA's vectors)");
-        if (oft && (!tensor.is_floating_point() || tensor.dim() != 2))
-          refuse(name, "must be a 2-D floating-point tensor (OFT's rotations: blocks x block (block - 1) / 2)");
-        if (boft && (!tensor.is_floating_point() || tensor.dim() != (suffix == kBoftR ? 4 : 2)))
-          refuse(name, "must be a floating-point tensor of " + std::string(suffix == kBoftR ? "4" : "2") +
-                           " dimensions (BOFT's boft_R: factors x blocks x block x block; boft_s: out x 1)");
-        if (adalora && (!tensor.is_floating_point() || tensor.dim() != 2))
-          refuse(name, "must be a 2-D floating-point tensor (AdaLoRA's A, B and E)");
-        if (!vera && !boft && (!tensor.is_floating_point() || tensor.dim() < 2 || tensor.dim() > 4))
-          refuse(name, std::string("must be a floating-point tensor of 2 to 4 dimensions (") + method + "'s factors)");
+        const std::string refusal = factors->file_tensor_refusal(suffix, tensor);
+        if (!refusal.empty()) refuse(name, refusal);
         files.modules[in_model.substr(0, in_model.size() - suffix.size())].factors.emplace_back(suffix, tensor);
         factor = true;
         break;
       }
       if (factor) continue;
       const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
-      if (files.config.saves(in_model) || ((vera || oft || adalora || boft) && a_bias && files.config.bias != "none")) {
+      if (files.config.saves(in_model) || (factors->files_hold_biases && a_bias && files.config.bias != "none")) {
         files.saved[in_model] = tensor;
         continue;
       }
-      refuse(name, std::string("is not one of ") + method + "'s " + (vera ? "vectors" : "factors") + " (<module>" +
-                       suffixes.front() + ", ...) nor what modules_to_save" + (vera ? " or bias train" : " trains"));
+      refuse(name, std::string("is not one of ") + method + "'s " + factors->tensors_word + " (<module>" +
+                       factors->suffixes.front() + ", ...) nor what modules_to_save" +
+                       (factors->files_hold_biases ? " or bias train" : " trains"));
     }
     if (take_vector_part(name, in_model, tensor)) continue;
     const bool a_bias = in_model == "bias" || ends_with(in_model, ".bias");
@@ -1208,14 +1221,13 @@ LoraFiles read_lora_files(const std::string& dir) {
   }
   if (files.modules.empty()) fail(Status::Io, "'", weights_path, "' holds no adapter");
   if (files.config.peft_type == PeftType::Ia3) return files;
-  if (vera || oft || adalora || boft) {  // every tensor of every layer (shapes checked against the layer when loading)
+  if (factors && factors->files_hold_every_tensor) {  // (shapes checked against the layer when loading)
     for (const auto& [module, pair] : files.modules)
-      for (const std::string& suffix : suffixes)
+      for (const std::string& suffix : factors->suffixes)
         if (!find_factor(pair.factors, suffix))
           fail(Status::Io, "'", weights_path, "': the ", method, " adapter of '", module, "' lacks ", kPrefix, module,
                suffix);
   }
-  if (oft || adalora || boft) return files;
   if (vera) {  // and the projections where the configuration saves them
     if (files.config.save_projection && (!files.vera_a.defined() || !files.vera_b.defined()))
       fail(Status::Io, "'", weights_path, "' lacks VeRA's projections (", kVeraProjectionA, ", ", kVeraProjectionB,
@@ -1233,6 +1245,7 @@ LoraFiles read_lora_files(const std::string& dir) {
     }
     return files;
   }
+  if (factors) return files;  // every tensor of every layer, checked above
   for (const auto& [module, pair] : files.modules) {
     if (!pair.a.defined() || !pair.b.defined())
       fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks its ", pair.a.defined() ? "lora_B" : "lora_A",

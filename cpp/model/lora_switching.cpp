@@ -2,10 +2,9 @@
 // adapter's branches off its layers and putting them back, handing a kept adapter's tensors to
 // freshly wired layers, exchanging the tensors of adapters wired alike, and freezing those kept aside.
 #include "common/error.h"
-#include "model/boft.h"
+#include "model/factor_methods.h"
 #include "model/ia3.h"
 #include "model/lora.h"
-#include "model/oft.h"
 
 namespace acc {
 
@@ -14,10 +13,9 @@ void LoraAdapters::install() const {
     if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(output_adapter(adapter));
     if (is_ia3(adapter) && adapter.site.set_input_adapter)
       adapter.site.set_input_adapter(ia3_input_adapter(adapter, enabled_));
-    if (is_oft(adapter) && adapter.site.set_input_adapter)
-      adapter.site.set_input_adapter(oft_input_adapter(adapter, OftRotation::of(config_), enabled_));
-    if (is_boft(adapter) && adapter.site.set_input_adapter)
-      adapter.site.set_input_adapter(boft_input_adapter(adapter, config_.dropout, enabled_));
+    const FactorMethod* method = factor_method(adapter);
+    if (method && method->input_adapter && adapter.site.set_input_adapter)
+      adapter.site.set_input_adapter(method->input_adapter(adapter, config_, enabled_));
   }
 }
 

@@ -19,7 +19,7 @@
 #include "common/random.h"
 #include "common/text.h"
 #include "model/adalora.h"
-#include "model/boft.h"
+#include "model/factor_methods.h"
 #include "model/ia3.h"
 #include "model/lora_files.h"
 #include "model/lycoris.h"
@@ -640,9 +640,8 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
     fail(e.status(), where, ": ", e.what());
   }
   const bool ia3 = files.config.peft_type == PeftType::Ia3, vera = files.config.peft_type == PeftType::Vera,
-             oft = files.config.peft_type == PeftType::Oft, adalora = files.config.peft_type == PeftType::Adalora,
-             boft = files.config.peft_type == PeftType::Boft,
-             lycoris = files.config.peft_type == PeftType::Loha || files.config.peft_type == PeftType::Lokr;
+             adalora = files.config.peft_type == PeftType::Adalora;
+  const FactorMethod* method = factor_method(files.config.peft_type);
   for (const auto& [module, pair] : files.modules) {
     auto it = targeted.find(module);
     if (it == targeted.end())
@@ -658,33 +657,19 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
               feedforward ? " (a feedforward module: its input scaled)" : " (its output scaled)");
       continue;
     }
-    if (lycoris || vera || oft || adalora ||
-        boft) {  // the tensors the configuration makes for this layer, each of its shape
-      const std::vector<FactorShape> shapes = vera      ? vera_factor_shapes(files.config, site)
-                                              : oft     ? oft_factor_shapes(files.config, site)
-                                              : adalora ? adalora_factor_shapes(files.config, site)
-                                              : boft    ? boft_factor_shapes(files.config, site)
-                                                        : lycoris_factor_shapes(files.config, site);
-      const char* method = peft_method_name(files.config.peft_type);
-      // What decides the shapes: OFT's blocks, the others' rank.
-      const std::string decided_by =
-          oft       ? "r " + concat(files.config.oft_r) + " and oft_block_size " + concat(files.config.oft_block_size)
-          : adalora ? "init_r " + concat(files.config.adalora.init_r) + " and its rank_pattern"
-          : boft    ? "boft_block_size " + concat(files.config.boft_block_size) + ", boft_block_num " +
-                       concat(files.config.boft_block_num) + " and boft_n_butterfly_factor " +
-                       concat(files.config.boft_n_butterfly_factor)
-                 : "r " + concat(files.config.rank_of(module));
+    if (method) {  // the tensors the configuration makes for this layer, each of its shape
+      const std::vector<FactorShape> shapes = method->shapes(files.config, site);
+      const char* name = peft_method_name(files.config.peft_type);
+      const std::string decided_by = method->decided_by(files.config, module);
       for (const FactorShape& expected : shapes) {
-        auto found = std::find_if(pair.factors.begin(), pair.factors.end(),
-                                  [&](const auto& f) { return f.first == expected.suffix; });
-        require(found != pair.factors.end(), where, ": the ", method, " adapter of '", module, "' lacks '", module,
-                expected.suffix, "', which its configuration (", decided_by, ") makes for the layer's weight ",
-                site.weight.sizes());
-        require(found->second.sizes() == c10::IntArrayRef(expected.shape), where, ": '", module, expected.suffix,
-                "' has shape ", found->second.sizes(), "; with ", decided_by, " the layer's weight ",
-                site.weight.sizes(), " takes ", c10::IntArrayRef(expected.shape));
+        const at::Tensor* found = find_factor(pair.factors, expected.suffix);
+        require(found, where, ": the ", name, " adapter of '", module, "' lacks '", module, expected.suffix,
+                "', which its configuration (", decided_by, ") makes for the layer's weight ", site.weight.sizes());
+        require(found->sizes() == c10::IntArrayRef(expected.shape), where, ": '", module, expected.suffix,
+                "' has shape ", found->sizes(), "; with ", decided_by, " the layer's weight ", site.weight.sizes(),
+                " takes ", c10::IntArrayRef(expected.shape));
       }
-      require(pair.factors.size() == shapes.size(), where, ": the ", method, " adapter of '", module,
+      require(pair.factors.size() == shapes.size(), where, ": the ", name, " adapter of '", module,
               "' holds factors its configuration does not make for the layer's weight ", site.weight.sizes(), " (",
               decided_by, ")");
       continue;
@@ -825,7 +810,8 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
     }
     for (const auto& adapter : lora_.adapters()) {
       // (OFT's and AdaLoRA's: their shapes, below)
-      if (is_ia3(adapter) || is_vera(adapter) || is_oft(adapter) || is_adalora(adapter) || is_boft(adapter)) continue;
+      const FactorMethod* method = factor_method(adapter);
+      if (is_ia3(adapter) || (method && !method->rank_and_scaling)) continue;
       const std::string& module = pattern_name(adapter.site);
       const LoraConfig& file = files.config;
       require(adapter.r == file.rank_of(module) && adapter.scaling == file.scaling_of(module), where, " adapts '",

@@ -18,6 +18,7 @@
 #include "common/files.h"
 #include "common/large_stack.h"
 #include "common/peer_failure.h"
+#include "model/factor_methods.h"
 #include "model/torchscript_archive.h"
 
 namespace acc {
@@ -152,8 +153,8 @@ size_t ScriptModel::add_lora(const LoraConfig& config) {
   if (layers.empty()) return Model::add_lora(config);
   // The marked forward is made, and checked, before any adapter is drawn. (IA)^3 scales some
   // layers' inputs: its calls take input markers too.
-  input_markers_ =
-      config.peft_type == PeftType::Ia3 || config.peft_type == PeftType::Oft || config.peft_type == PeftType::Boft;
+  const FactorMethod* method = factor_method(config.peft_type);
+  input_markers_ = config.peft_type == PeftType::Ia3 || (method && method->input_adapter);
   std::shared_ptr<torch::jit::Graph> graph;
   try {
     graph = marked_forward(layers);

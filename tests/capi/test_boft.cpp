@@ -61,15 +61,7 @@ TEST(Boft, DrawsComputesTrainsAndMergesAsPeft) {
     expect_params(m, c["chosen"]);
     EXPECT_EQ(eval_outputs(m, c), float_values(c["eval_output"]));
     // Training mode: boft_dropout's draws in the forward's order.
-    expect_training_step(m, c["input"], c["train_seed"].get<uint64_t>(), c["train_output"], c["grads"]);
-    ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));
-    EXPECT_EQ(eval_outputs(m, c), base_output);
-    ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 1));
-    expect_saved_model_merged(m, c["merged"], 8, std::string("boft_saved_model_") + config);
-    ACC_ASSERT_OK(acc_model_merge_lora(m));
-    for (const auto& item : c["merged"].items())
-      EXPECT_EQ(param(m, item.key()), float_values(item.value())) << item.key();
-    acc_model_free(m);
+    expect_case_step_disabling_and_merges(m, c, base_output, 8, std::string("boft_saved_model_") + config);
 
     expect_case_training(adapted(c, /*init=*/false), c["input"], c["target"], c, c["train_seed"].get<uint64_t>());
   }

@@ -471,7 +471,7 @@ TEST(Lora, DamagedOrForeignAdapterFilesChangeNothing) {
     EXPECT_EQ(acc_test::parameter_names(fresh), names_before);  // no adapter was added
   };
   json j = json::parse(config_text);
-  j["peft_type"] = "HRA";
+  j["peft_type"] = "POLY";
   write_config(j);
   expect_refused(ACC_ERR_IO, "peft_type");
   j = json::parse(config_text);

@@ -82,7 +82,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"VERA", acc::OptionsKind::Vera},
                                                            {"OFT", acc::OptionsKind::Oft},
                                                            {"ADALORA", acc::OptionsKind::Adalora},
-                                                           {"BOFT", acc::OptionsKind::Boft}};
+                                                           {"BOFT", acc::OptionsKind::Boft},
+                                                           {"HRA", acc::OptionsKind::Hra}};
 
 }  // namespace
 

@@ -19,26 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peft_restated import tensor
-
-
-class BoftNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = nn.Conv2d(2, 3, 2, stride=2, padding=1)  # "input" 2 x 2 x 2 = 8
-        self.fc1 = nn.Linear(27, 8)
-        self.fc2 = nn.Linear(8, 4)
-        self.head = nn.Linear(4, 3)
-
-    def forward(self, x):
-        h = torch.relu(self.conv(x)).flatten(1)
-        return self.head(torch.tanh(self.fc2(torch.relu(self.fc1(h)))))
-
-
-def in_features(module):
-    if isinstance(module, nn.Conv2d):
-        return module.in_channels * module.kernel_size[0] * module.kernel_size[0]
-    return module.in_features
+from peft_restated import ConvThenLinears, tensor, unrolled_in_features as in_features
 
 
 def layout(n, config):
@@ -227,7 +208,7 @@ def one_case(model, targets, config, g):
 
 def boft_case(out):
     torch.manual_seed(151)
-    model = BoftNet()
+    model = ConvThenLinears()
     torch.jit.script(model).save(str(out / "boft_model.pt"))
     for p in model.parameters():
         p.requires_grad_(False)

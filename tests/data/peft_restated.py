@@ -67,3 +67,26 @@ def lycoris_forward(model, deltas, x, training, module_dropout):
     for h in handles:
         h.remove()
     return y
+
+
+class ConvThenLinears(nn.Module):
+    """A strided Conv2d (2 to 3 channels, a 2 x 2 kernel: an unrolled input of 8) and three nn.Linear
+    layers (27 to 8 to 4 to 3): the model the BOFT and HRA cases adapt."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 2, stride=2, padding=1)
+        self.fc1 = nn.Linear(27, 8)
+        self.fc2 = nn.Linear(8, 4)
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = torch.relu(self.conv(x)).flatten(1)
+        return self.head(torch.tanh(self.fc2(torch.relu(self.fc1(h)))))
+
+
+def unrolled_in_features(module):
+    """A linear layer's inputs, or a square-kernel Conv2d's in_channels x kernel x kernel."""
+    if isinstance(module, nn.Conv2d):
+        return module.in_channels * module.kernel_size[0] * module.kernel_size[0]
+    return module.in_features

@@ -137,6 +137,8 @@ struct Settings {
   // BOFT target modules (PEFT's BOFTConfig, blocks of 2 over two butterfly factors, boft_dropout 0.5,
   // init_weights false)
   const char* boft = nullptr;
+  // HRA target modules (PEFT's HRAConfig, r 2, init_weights false, bias hra_only)
+  const char* hra = nullptr;
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -288,6 +290,15 @@ struct Job {
       EXPECT_EQ(acc_options_set_double(o, "boft_dropout", 0.5), ACC_OK);
       EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
       EXPECT_EQ(acc_model_add_boft(model, s.boft, o, nullptr), ACC_OK) << acc_last_error_message();
+      acc_options_free(o);
+    }
+    if (s.hra) {
+      acc_options* o = nullptr;
+      EXPECT_EQ(acc_options_create(ACC_OPTIONS_HRA, &o), ACC_OK);
+      EXPECT_EQ(acc_options_set_int(o, "r", 2), ACC_OK);
+      EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
+      EXPECT_EQ(acc_options_set_string(o, "bias", "hra_only"), ACC_OK);
+      EXPECT_EQ(acc_model_add_hra(model, s.hra, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
     if (s.tokens_alone) {
@@ -748,6 +759,14 @@ TEST(Sharded, BoftTrainsUnderEveryStageAsUnderDdp) {
   s.features = 4;
   s.boft = "0,2,4";
   s.seeded_steps = true;
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// PEFT's HRA: hra_u is a parameter as any other; each layer computes with its weight (gathered under
+// stage 3) times the reflections, its bias trained too (hra_only), under every stage as under DDP.
+TEST(Sharded, HraTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.hra = "0,2,4";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 

@@ -44,6 +44,8 @@ public partial class Options {
   /// <summary>Options of Model.AddBoft (PEFT's BOFTConfig: boft_block_size or boft_block_num,
   /// boft_n_butterfly_factor, boft_dropout, init_weights, ...).</summary>
   public static Options Boft() { return new Options(OptionsKind.BoftOptions); }
+  /// <summary>Options of Model.AddHra (PEFT's HRAConfig: r, apply_GS, init_weights, bias, ...).</summary>
+  public static Options Hra() { return new Options(OptionsKind.HraOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

@@ -395,6 +395,13 @@ public class LoraTests {
       RoundTrips(model => model.AddBoft("1", o), "1.boft_R", "1.boft_s");
   }
 
+  // PEFT's HRA on the linear layer (r 2, each reflection drawn).
+  [Test]
+  public void HraTrainsAndRoundTrips() {
+    using (Options o = Options.Hra().Put("r", 2).Put("init_weights", false))
+      RoundTrips(model => model.AddHra("1", o), "1.hra_u");
+  }
+
   // PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
   // pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip.
   [Test]

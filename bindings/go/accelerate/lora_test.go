@@ -395,6 +395,13 @@ func TestBoftTrainsAndRoundTrips(t *testing.T) {
 	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddBoft("1", o) }, "1.boft_R", "1.boft_s")
 }
 
+// PEFT's HRA on the linear layer (r 2, each reflection drawn).
+func TestHraTrainsAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.HraOptions, map[string]any{"r": 2, "init_weights": false})
+	defer o.Close()
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddHra("1", o) }, "1.hra_u")
+}
+
 // PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
 // pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip.
 func TestAdaloraTrainsPrunesAndRoundTrips(t *testing.T) {

@@ -37,6 +37,8 @@ const (
 	AdaloraOptions OptionsKind = capi.OptionsAdalora
 	// PEFT's BOFTConfig (Model.AddBoft: boft_block_size or boft_block_num, boft_n_butterfly_factor, ...)
 	BoftOptions OptionsKind = capi.OptionsBoft
+	// PEFT's HRAConfig (Model.AddHra: r, apply_GS, init_weights, bias, ...)
+	HraOptions OptionsKind = capi.OptionsHra
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -387,6 +389,21 @@ func (m *Model) AddBoft(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddBoft(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddHra adds PEFT's HRA adapters (Householder reflection adaptation) on linear layers and 2-D
+// convolutions: each targeted layer computes with its weight times r Householder reflections of
+// hra_u's columns (trained); every other parameter is frozen. targetModules: named as for AddLora.
+// opts: HraOptions or nil. SaveLora, LoadLora, MergeLora and WithoutLora act on them. It returns how
+// many layers were adapted.
+func (m *Model) AddHra(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddHra(targetModules, oh, e) })
 	return int(n), err
 }
 

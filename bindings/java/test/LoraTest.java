@@ -332,6 +332,14 @@ class LoraTest {
     }
   }
 
+  /** PEFT's HRA on the linear layer (r 2, each reflection drawn). */
+  @Test
+  void hraTrainsAndRoundTrips() {
+    try (Options o = Options.hra().put("r", 2).put("init_weights", false)) {
+      roundTrips(model -> model.addHra("1", o), Arrays.asList("1.hra_u"));
+    }
+  }
+
   /** PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
    *  pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip. */
   @Test

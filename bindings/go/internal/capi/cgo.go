@@ -66,6 +66,7 @@ const (
 	OptionsOft             = C.ACC_OPTIONS_OFT
 	OptionsAdalora         = C.ACC_OPTIONS_ADALORA
 	OptionsBoft            = C.ACC_OPTIONS_BOFT
+	OptionsHra             = C.ACC_OPTIONS_HRA
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO

@@ -1,0 +1,188 @@
+#include "model/factor_methods.h"
+
+#include <array>
+
+#include "common/error.h"
+#include "model/adalora.h"
+#include "model/boft.h"
+#include "model/hra.h"
+#include "model/lycoris.h"
+#include "model/oft.h"
+#include "model/vera.h"
+
+namespace acc {
+namespace {
+
+// A file's tensor must be floating-point with `dims` dimensions; `what` says what it holds.
+std::string refusal_unless(const at::Tensor& tensor, int64_t dims, const std::string& what) {
+  if (tensor.is_floating_point() && tensor.dim() == dims) return "";
+  return "must be a " + std::to_string(dims) + "-D floating-point tensor (" + what + ")";
+}
+
+std::string rank_decides(const LoraConfig& config, const std::string& module) {
+  return "r " + concat(config.rank_of(module));
+}
+
+FactorMethod lycoris(PeftType type, const char* adaptable) {
+  return {type,
+          adaptable,
+          lycoris_suffixes(type),
+          "factors",
+          [](const std::string&, const at::Tensor& t) -> std::string {
+            if (t.is_floating_point() && t.dim() >= 2 && t.dim() <= 4) return "";
+            return std::string("must be a floating-point tensor of 2 to 4 dimensions (LoHa's and LoKr's factors)");
+          },
+          /*files_hold_every_tensor=*/false,
+          /*files_hold_biases=*/false,
+          /*rank_and_scaling=*/true,
+          make_lycoris_adapters,
+          lycoris_factor_shapes,
+          rank_decides,
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
+            return (w + lycoris_delta(config.peft_type, factors, adapter.scaling, w.sizes())).to(w.scalar_type());
+          },
+          lycoris_output_adapter,
+          nullptr};
+}
+
+FactorMethod vera() {
+  return {PeftType::Vera,
+          "VeRA adapts linear layers (transformers' Conv1D too)",
+          {kVeraLambdaB, kVeraLambdaD},
+          "vectors",
+          [](const std::string&, const at::Tensor& t) { return refusal_unless(t, 1, "VeRA's vectors"); },
+          true,
+          true,
+          false,
+          make_vera_adapters,
+          vera_factor_shapes,
+          rank_decides,
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
+            return (w + vera_delta(adapter, factor_named(factors, kVeraLambdaB), factor_named(factors, kVeraLambdaD)))
+                .to(w.scalar_type());
+          },
+          [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
+            return vera_output_adapter(adapter, config.dropout, std::move(enabled));
+          },
+          nullptr};
+}
+
+FactorMethod oft() {
+  return {PeftType::Oft,
+          "OFT adapts linear layers",
+          {kOftSuffix},
+          "factors",
+          [](const std::string&, const at::Tensor& t) {
+            return refusal_unless(t, 2, "OFT's rotations: blocks x block (block - 1) / 2");
+          },
+          true,
+          true,
+          false,
+          make_oft_adapters,
+          oft_factor_shapes,
+          [](const LoraConfig& config, const std::string&) {
+            return "r " + concat(config.oft_r) + " and oft_block_size " + concat(config.oft_block_size);
+          },
+          // (coft projects the weight in place, as PEFT's merge does)
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
+            return oft_merged_weight(w, adapter, factor_named(factors, kOftSuffix), OftRotation::of(config));
+          },
+          [](const LoraAdapter&, const LoraConfig&, std::shared_ptr<const bool>) -> OutputAdapter { return nullptr; },
+          [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
+            return oft_input_adapter(adapter, OftRotation::of(config), std::move(enabled));
+          }};
+}
+
+FactorMethod adalora() {
+  return {PeftType::Adalora,
+          "AdaLoRA adapts linear layers (transformers' Conv1D too) and 2-D convolutions",
+          {kAdaloraA, kAdaloraB, kAdaloraE},
+          "factors",
+          [](const std::string&, const at::Tensor& t) { return refusal_unless(t, 2, "AdaLoRA's A, B and E"); },
+          true,
+          true,
+          false,
+          make_adalora_adapters,
+          adalora_factor_shapes,
+          [](const LoraConfig& config, const std::string&) {
+            return "init_r " + concat(config.adalora.init_r) + " and its rank_pattern";
+          },
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
+            return (w + adalora_delta(adapter, factors)).to(w.scalar_type());
+          },
+          [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
+            return adalora_output_adapter(adapter, config.dropout, std::move(enabled));
+          },
+          nullptr};
+}
+
+FactorMethod boft() {
+  return {PeftType::Boft,
+          "BOFT adapts linear layers and 2-D convolutions",
+          {kBoftR, kBoftS},
+          "factors",
+          [](const std::string& suffix, const at::Tensor& t) {
+            return suffix == kBoftR ? refusal_unless(t, 4, "BOFT's boft_R: factors x blocks x block x block")
+                                    : refusal_unless(t, 2, "BOFT's boft_s: out x 1");
+          },
+          true,
+          true,
+          false,
+          make_boft_adapters,
+          boft_factor_shapes,
+          [](const LoraConfig& config, const std::string&) {
+            return "boft_block_size " + concat(config.boft_block_size) + ", boft_block_num " +
+                   concat(config.boft_block_num) + " and boft_n_butterfly_factor " +
+                   concat(config.boft_n_butterfly_factor);
+          },
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
+            return boft_merged_weight(w, adapter, factor_named(factors, kBoftR), factor_named(factors, kBoftS));
+          },
+          [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
+            return boft_output_adapter(adapter, config.dropout, std::move(enabled));
+          },
+          [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
+            return boft_input_adapter(adapter, config.dropout, std::move(enabled));
+          }};
+}
+
+FactorMethod hra() {
+  return {PeftType::Hra,
+          "HRA adapts linear layers and 2-D convolutions",
+          {kHraU},
+          "factors",
+          [](const std::string&, const at::Tensor& t) {
+            return refusal_unless(t, 2, "HRA's hra_u: in x r, a convolution's in * kernel^2 x r");
+          },
+          true,
+          true,
+          false,
+          make_hra_adapters,
+          hra_factor_shapes,
+          rank_decides,
+          [](const LoraAdapter&, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
+            return hra_merged_weight(w, factor_named(factors, kHraU), config.hra_apply_gs);
+          },
+          [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
+            return hra_output_adapter(adapter, config.hra_apply_gs, std::move(enabled));
+          },
+          nullptr};
+}
+
+}  // namespace
+
+const FactorMethod* factor_method(PeftType type) {
+  static const std::array<FactorMethod, 7> methods = {
+      lycoris(PeftType::Loha, "LoHa adapts linear layers and 1-D and 2-D convolutions"),
+      lycoris(PeftType::Lokr, "LoKr adapts linear layers and 1-D and 2-D convolutions"),
+      vera(),
+      oft(),
+      adalora(),
+      boft(),
+      hra()};
+  for (const FactorMethod& method : methods)
+    if (method.type == type) return &method;
+  return nullptr;
+}
+
+}  // namespace acc

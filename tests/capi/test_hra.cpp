@@ -1,0 +1,168 @@
+// PEFT's HRA (acc_model_add_hra): each layer's weight times a product of Householder reflections
+// (or, with apply_GS, one reflection of the Gram-Schmidt basis). Checked against PEFT's layer
+// restated in lora_hra_case.py (the "hra" case of export_lora_cases.py) on a TorchScript model with a
+// strided Conv2d and three nn.Linear layers, in two configurations: r 4 on the convolution and two
+// linear layers; apply_GS with r 3 on the convolution and a linear layer, their biases trained
+// (hra_only). The draws (paired and not) and the stream after them, the outputs in evaluation and in
+// training (also under bf16 autocast), the gradients, three AdamW steps and the merged weights (merge and save_model),
+// bit for bit; PEFT's files both ways; what PEFT refuses.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "json_tensors.h"
+#include "lora_support.h"
+#include "support.h"
+
+using acc_test::float_values;
+using json = nlohmann::json;
+using namespace lora_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+acc_model* hra_model() { return eager_data_model("hra_model.pt"); }
+
+acc_options* hra_options(const json& c, bool init) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_HRA, &o), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(o, "r", c["r"].get<int64_t>()), ACC_OK);
+  EXPECT_EQ(acc_options_set_bool(o, "apply_GS", c["apply_GS"].get<bool>()), ACC_OK);
+  EXPECT_EQ(acc_options_set_string(o, "bias", c["bias"].get<std::string>().c_str()), ACC_OK);
+  EXPECT_EQ(acc_options_set_bool(o, "init_weights", init), ACC_OK);
+  return o;
+}
+
+acc_model* adapted(const json& c, bool init) {
+  const std::string targets = c["targets"].get<std::string>();
+  const size_t layers = static_cast<size_t>(std::count(targets.begin(), targets.end(), ',') + 1);
+  return adapted_case_model("hra_model.pt", acc_model_add_hra, targets, hra_options(c, init), c["seed"].get<uint64_t>(),
+                            layers);
+}
+
+// A training forward under bf16 autocast, its output and the gradients of its sum (in float32) as
+// PEFT's (its torch.eye product computes H in bfloat16); the gradients zeroed after.
+void expect_autocast_step(acc_model* m, const json& c) {
+  ASSERT_EQ(acc_model_set_training(m, 1), ACC_OK);
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"mixed_precision", "bf16"}});
+  ACC_ASSERT_OK(acc_autocast_begin(acc, 1));
+  acc_tensor *x = acc_test::from_json(c["input"]), *low = nullptr, *floats = nullptr, *sum = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &low));
+  ACC_ASSERT_OK(acc_autocast_end(acc));
+  ACC_ASSERT_OK(acc_tensor_to(low, nullptr, ACC_DTYPE_FLOAT32, &floats));
+  EXPECT_EQ(to_floats(floats), float_values(c["autocast_output"]));
+  ACC_ASSERT_OK(acc_tensor_sum(floats, &sum));
+  ACC_ASSERT_OK(acc_tensor_backward(sum));
+  for (const auto& item : c["autocast_grads"].items()) {
+    acc_tensor *p = nullptr, *g = nullptr;
+    ACC_ASSERT_OK(acc_model_parameter(m, item.key().c_str(), &p));
+    ACC_ASSERT_OK(acc_tensor_grad(p, &g));
+    ASSERT_NE(g, nullptr) << item.key();
+    EXPECT_EQ(to_floats(g), float_values(item.value())) << item.key();
+    acc_tensor_free(g);
+    acc_tensor_free(p);
+  }
+  ACC_ASSERT_OK(acc_model_zero_grad(m));
+  for (acc_tensor* t : {x, low, floats, sum}) acc_tensor_free(t);
+  acc_accelerator_free(acc);
+}
+
+}  // namespace
+
+TEST(Hra, DrawsComputesTrainsAndMergesAsPeft) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json hra = lora_case("hra");
+  acc_model* base = hra_model();
+  for (const char* config : {"householder", "gram_schmidt"}) {
+    SCOPED_TRACE(config);
+    const json& c = hra[config];
+    const auto base_output = eval_outputs(base, c);
+    acc_model* m = adapted(c, /*init=*/true);  // equal pairs of columns where r is even
+    EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw"]));
+    expect_params(m, c["paired"]);
+    EXPECT_EQ(eval_outputs(m, c), float_values(c["paired_output"]));
+    acc_model_free(m);
+
+    m = adapted(c, /*init=*/false);
+    EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw_drawn"]));
+    expect_params(m, c["chosen"]);
+    EXPECT_EQ(eval_outputs(m, c), float_values(c["eval_output"]));
+    expect_autocast_step(m, c);
+    expect_case_step_disabling_and_merges(m, c, base_output, 8, std::string("hra_saved_model_") + config);
+
+    expect_case_training(adapted(c, /*init=*/false), c["input"], c["target"], c, c["train_seed"].get<uint64_t>());
+  }
+  acc_model_free(base);
+}
+
+TEST(Hra, PeftFilesBothWaysAndWhatPeftRefuses) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("hra")["gram_schmidt"];
+  acc_model* m = adapted(c, /*init=*/false);
+  const auto output = eval_outputs(m, c);
+  const std::string dir = acc_test::temp_path("hra_adapter");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+  const json config = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
+  EXPECT_EQ(config["peft_type"], "HRA");
+  EXPECT_EQ(config["r"], 3);
+  EXPECT_EQ(config["apply_GS"], true);
+  EXPECT_EQ(config["bias"], "hra_only");
+  EXPECT_EQ(config["init_weights"], false);
+  acc_tensor_list* saved = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/adapter_model.safetensors").c_str(), &saved));
+  expect_list_holds(saved, c["chosen"], "base_model.model.");
+  size_t entries = 0;
+  ACC_ASSERT_OK(acc_tensor_list_size(saved, &entries));
+  EXPECT_EQ(entries, 4u);  // two hra_u and the two trained biases
+  acc_tensor_list_free(saved);
+  acc_model* fresh = hra_model();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(eval_outputs(fresh, c), output);
+  acc_model_free(fresh);
+  // Another rank: hra_u's shape does not fit, refused before anything changes.
+  {
+    json j = config;
+    j["r"] = 4;
+    std::ofstream(dir + "/adapter_config.json") << j.dump();
+  }
+  fresh = hra_model();
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "conv.hra_u' has shape [8, 3]");
+  size_t n = 1;
+  ACC_ASSERT_OK(acc_model_lora_count(fresh, &n));
+  EXPECT_EQ(n, 0u);
+  acc_model_free(fresh);
+  {
+    json j = config;
+    j["r"] = 0;
+    std::ofstream(dir + "/adapter_config.json") << j.dump();
+  }
+  fresh = hra_model();
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "'r'");
+  acc_model_free(fresh);
+
+  // What PEFT's HRA refuses: r 0; transformers' Conv1D and embeddings (its TypeError).
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_HRA, &o));
+  EXPECT_EQ(acc_options_set_int(o, "r", 0), ACC_ERR_INVALID_ARGUMENT);
+  acc_options_free(o);
+  acc_model* lm = data_model("transformers_lm.pt");
+  ACC_EXPECT_ERROR(acc_model_add_hra(lm, "c_fc", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "HRA cannot adapt 'c_fc'");  // transformers' Conv1D
+  ACC_EXPECT_ERROR(acc_model_add_hra(lm, "embed", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "HRA cannot adapt 'embed'");
+  size_t count = 1;
+  ACC_ASSERT_OK(acc_model_lora_count(lm, &count));
+  EXPECT_EQ(count, 0u);
+  acc_model_free(lm);
+  expect_no_weighted_adapter(m, "HRA");
+  acc_model_free(m);
+}
+
+TEST(Hra, SpecModelTrainsAndMerges) {  // (a pair of equal reflections is the identity to rounding)
+  expect_spec_adapters_train_and_merge(acc_model_add_hra, ACC_OPTIONS_HRA, {{"r", 2}}, "linear1,linear2", 2,
+                                       /*exact_start=*/false);
+}
