@@ -197,13 +197,19 @@ void Options::set(const std::string& key, OptionValue value) {
     } else {
       checked = {s.type == OptionType::Int ? static_cast<double>(std::get<int64_t>(value)) : std::get<double>(value)};
     }
+    // The value against a bound (-1, 0, 1); an integer compared exactly, as a double would round those
+    // past 2^53 (2^53 + 1 passing a bound of 2^53).
+    auto compare = [&](double v, double bound) {
+      const long double a = s.type == OptionType::Int ? static_cast<long double>(std::get<int64_t>(value)) : v;
+      return a < bound ? -1 : a > bound ? 1 : 0;
+    };
     for (const double v : checked) {
       require(std::isfinite(v), "option '", key, "' must be finite, got ", v);
       // The messages are built only on failure: a bound is read only where there is one.
-      if (s.min && v < *s.min)
+      if (s.min && compare(v, *s.min) < 0)
         fail(Status::InvalidArgument, "option '", key, "' must be at least ", bound_text(s, *s.min), ", got ",
              to_text(value));
-      if (s.max && v > *s.max)
+      if (s.max && compare(v, *s.max) > 0)
         fail(Status::InvalidArgument, "option '", key, "' must be at most ", bound_text(s, *s.max), ", got ",
              to_text(value));
     }

@@ -98,9 +98,15 @@ void AdaloraAllocator::update_and_allocate(const std::vector<LoraAdapter>& adapt
   require(global_step >= 0, "AdaLoRA's global_step must not be negative, got ", global_step);
   const int64_t final_start = config.total_step - config.tfinal;
   if (global_step < final_start) {
+    const std::vector<std::vector<Smoothed>> before = scores_;  // (handles: the update makes new tensors)
     update_importance(adapters, config);
     const auto [budget, prune] = budget_schedule(config, global_step);
-    if (prune) config.rank_pattern = mask_to_budget(adapters, budget, config);
+    try {
+      if (prune) config.rank_pattern = mask_to_budget(adapters, budget, config);
+    } catch (...) {  // a refused pruning changes nothing
+      scores_ = before;
+      throw;
+    }
   } else if (global_step == final_start) {  // the last pruning, to target_r per layer
     config.rank_pattern = mask_to_budget(adapters, budget_schedule(config, global_step).first, config);
     reset();

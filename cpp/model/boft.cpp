@@ -171,7 +171,7 @@ OutputAdapter boft_output_adapter(const LoraAdapter& adapter, double dropout, st
   const at::Tensor weight = adapter.site.weight, bias = adapter.site.bias;
   if (!adapter.site.conv)
     return [s, bias, enabled](const at::Tensor& input, const at::Tensor& output, bool) {
-      if (!*enabled) return output;
+      if (!*enabled) return output.to(input.scalar_type());  // (PEFT's forward casts either way)
       const at::Tensor scale = s * at::ones({s.size(0), 1}, output.options());
       at::Tensor result = bias.defined() ? output - bias : output;
       result = result * scale.squeeze(-1);
@@ -181,7 +181,7 @@ OutputAdapter boft_output_adapter(const LoraAdapter& adapter, double dropout, st
   const int64_t stride = adapter.site.conv->stride.front(), padding = adapter.site.conv->padding.front();
   return [r, s, weight, bias, stride, padding, dropout, enabled](const at::Tensor& input, const at::Tensor& output,
                                                                  bool training) {
-    if (!*enabled) return output;
+    if (!*enabled) return output.to(input.scalar_type());
     const at::Tensor m = butterfly(r, dropout, training, input.scalar_type());
     const at::Tensor scale = s.t() * at::ones({s.size(1), 1}, input.options());
     const at::Tensor x = input.to(weight.scalar_type());

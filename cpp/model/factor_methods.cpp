@@ -87,7 +87,11 @@ FactorMethod oft() {
           [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
             return oft_merged_weight(w, adapter, factor_named(factors, kOftSuffix), OftRotation::of(config));
           },
-          [](const LoraAdapter&, const LoraConfig&, std::shared_ptr<const bool>) -> OutputAdapter { return nullptr; },
+          // PEFT's forward returns the layer's output in its input's dtype (under autocast too).
+          [](const LoraAdapter&, const LoraConfig&, std::shared_ptr<const bool>) -> OutputAdapter {
+            return
+                [](const at::Tensor& input, const at::Tensor& output, bool) { return output.to(input.scalar_type()); };
+          },
           [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
             return oft_input_adapter(adapter, OftRotation::of(config), std::move(enabled));
           }};

@@ -97,7 +97,7 @@ OutputAdapter hra_output_adapter(const LoraAdapter& adapter, bool apply_gs, std:
                 padding = conv ? adapter.site.conv->padding.front() : 0;
   return [u, weight, bias, conv, stride, padding, apply_gs, enabled](const at::Tensor& input, const at::Tensor& output,
                                                                      bool) {
-    if (!*enabled) return output;
+    if (!*enabled) return output.to(input.scalar_type());  // (PEFT's forward casts either way)
     // PEFT's forward: torch.eye times H, the frozen weight's data times that, the input and bias cast
     // to its dtype. The first product is H itself (one term in each sum) in the dtype autocast gives
     // mm: taken so, without its in x in x in multiply.

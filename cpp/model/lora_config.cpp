@@ -319,9 +319,14 @@ const OptionTable<LoraConfig>& adalora_option_table() {
         .at_least(0)
         .at_most(kMaxLoraRank);
     t.bind("init_r", "each layer's rank at the start", &L::adalora, &A::init_r).at_least(1).at_most(kMaxLoraRank);
-    t.bind("tinit", "the steps of warm-up before any pruning", &L::adalora, &A::tinit).at_least(0);
-    t.bind("tfinal", "the steps of fine-tuning after the last pruning", &L::adalora, &A::tfinal).at_least(0);
-    t.bind("deltaT", "the steps between two prunings", &L::adalora, &A::delta_t).at_least(1);
+    // At most 2^53, as adapter_config.json's integers are read back (JSON's exact range).
+    t.bind("tinit", "the steps of warm-up before any pruning", &L::adalora, &A::tinit)
+        .at_least(0)
+        .at_most(kMaxAdaloraSteps);
+    t.bind("tfinal", "the steps of fine-tuning after the last pruning", &L::adalora, &A::tfinal)
+        .at_least(0)
+        .at_most(kMaxAdaloraSteps);
+    t.bind("deltaT", "the steps between two prunings", &L::adalora, &A::delta_t).at_least(1).at_most(kMaxAdaloraSteps);
     t.bind("beta1", "the smoothing of the importance (sensitivity)", &L::adalora, &A::beta1);
     t.bind("beta2", "the smoothing of its uncertainty", &L::adalora, &A::beta2);
     t.bind("orth_reg_weight", "the weight of the orthogonal regularization (acc_model_adalora_loss)", &L::adalora,
@@ -329,10 +334,12 @@ const OptionTable<LoraConfig>& adalora_option_table() {
         .at_least(0)
         .at_most(kMaxLoraAlpha);
     t.bind("total_step", "the training's steps, required (the budget's schedule ends there)", &L::adalora,
-           &A::total_step);
+           &A::total_step)
+        .at_most(kMaxAdaloraSteps);
     // At most float's largest: the scaling multiplies float32 outputs (an inf would make 0 * inf NaNs).
+    // Not above 0: PEFT's scaling is then the rank.
     t.bind("lora_alpha", "the scaling is lora_alpha / (rank + 1e-5), the rank fixed at init_r", &L::alpha)
-        .at_least(0)
+        .at_least(-kMaxLoraAlpha)
         .at_most(kMaxLoraAlpha);
     t.bind("lora_dropout", "dropout on the adapted layer's input", &L::dropout).at_least(0).at_most(1);
     t.bind("fan_in_fan_out",

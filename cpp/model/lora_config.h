@@ -24,6 +24,8 @@ namespace acc {
 // The largest lora_alpha: float's largest, since the scaling multiplies float32 outputs.
 constexpr double kMaxLoraAlpha = 3.4028234663852886e38;
 constexpr int64_t kMaxLoraRank = 1 << 20;
+// AdaLoRA's step settings at most: JSON's exact integers, as adapter_config.json is read back.
+constexpr int64_t kMaxAdaloraSteps = int64_t{1} << 53;
 constexpr int64_t kMaxLoftqIter = 10000;  // LoftQ's rounds, each an SVD (its paper takes 1 to 5)
 
 // PEFT's trainable_token_indices: the module each list is for ("" for the model's input embedding:

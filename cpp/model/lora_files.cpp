@@ -665,30 +665,32 @@ LoraConfig adalora_config_from_json(const nlohmann::ordered_json& j, const std::
   LoraConfig config;
   config.peft_type = PeftType::Adalora;
   AdaloraConfig& a = config.adalora;
-  constexpr int64_t kMaxSteps = int64_t{1} << 53;
   a.init_r = fields.integer("init_r", 12, 1, kMaxLoraRank, "from 1 to 2^20");
   a.target_r = fields.integer("target_r", 8, 0, kMaxLoraRank, "from 0 to 2^20");
-  a.tinit = fields.integer("tinit", 0, 0, kMaxSteps, "from 0 to 2^53");
-  a.tfinal = fields.integer("tfinal", 0, 0, kMaxSteps, "from 0 to 2^53");
-  a.delta_t = fields.integer("deltaT", 1, 1, kMaxSteps, "from 1 to 2^53");
+  a.tinit = fields.integer("tinit", 0, 0, kMaxAdaloraSteps, "from 0 to 2^53");
+  a.tfinal = fields.integer("tfinal", 0, 0, kMaxAdaloraSteps, "from 0 to 2^53");
+  a.delta_t = fields.integer("deltaT", 1, 1, kMaxAdaloraSteps, "from 1 to 2^53");
   a.beta1 = fields.number("beta1", 0.85, 0, 1);
   a.beta2 = fields.number("beta2", 0.85, 0, 1);
   a.orth_reg_weight = fields.number("orth_reg_weight", 0.5, 0, kMaxLoraAlpha);
-  a.total_step = fields.integer("total_step", 0, 0, kMaxSteps, "from 1 to 2^53 (required)");
+  a.total_step = fields.integer("total_step", 0, 0, kMaxAdaloraSteps, "from 1 to 2^53 (required)");
   try {
     check_adalora_schedule(a);
   } catch (const Error& e) {
     fail(Status::Io, "'", path, "': ", e.what());
   }
-  config.alpha = fields.number("lora_alpha", 8, 0, kMaxLoraAlpha);
+  config.alpha = fields.number("lora_alpha", 8, -kMaxLoraAlpha, kMaxLoraAlpha);  // (not above 0: the rank)
   config.dropout = fields.number("lora_dropout", 0, 0, 1);
   config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
   // PEFT's update_layer tests init_lora_weights' truth: a string (gaussian, ...) is true.
   a.init_weights = fields.given("init_lora_weights") && fields.j["init_lora_weights"].is_string()
                        ? !fields.j["init_lora_weights"].get<std::string>().empty()
                        : fields.flag("init_lora_weights", true);
-  for (const char* variant : {"use_dora", "use_rslora", "lora_bias"})
-    if (fields.flag(variant, false)) fields.refuse(variant, "is true, which AdaLoRA does not take (PEFT refuses DoRA)");
+  // PEFT's AdaLoraConfig refuses DoRA and LoftQ; its layers ignore use_rslora and lora_bias.
+  if (fields.flag("use_dora", false)) fields.refuse("use_dora", "is true: PEFT's AdaLoRA does not support DoRA");
+  if (fields.given("loftq_config") && !(j["loftq_config"].is_object() && j["loftq_config"].empty()))
+    fields.refuse("loftq_config", "is set: PEFT's AdaLoRA does not support LoftQ");
+  (void)fields.flag("use_rslora", false), (void)fields.flag("lora_bias", false);
   if (fields.given("bias")) {
     const auto& bias = j["bias"];
     if (bias != "none" && bias != "all" && bias != "lora_only")

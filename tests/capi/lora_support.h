@@ -354,6 +354,31 @@ inline void expect_saved_model_merged(acc_model* m, const nlohmann::json& merged
   acc_tensor_list_free(saved);
 }
 
+// The evaluation outputs of `m` on `input` under bf16 autocast, as float32, with its adapters and
+// disabled: the case's autocast_output and autocast_disabled_output, in its autocast_dtypes (PEFT's
+// layers return their input's dtype either way). The adapters are enabled after.
+inline void expect_autocast_outputs(acc_model* m, const nlohmann::json& input, const nlohmann::json& c) {
+  ASSERT_EQ(acc_model_set_training(m, 0), ACC_OK);
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"mixed_precision", "bf16"}});
+  for (const char* key : {"autocast_output", "autocast_disabled_output"}) {
+    const bool enabled = std::string(key) == "autocast_output";
+    EXPECT_EQ(acc_model_set_lora_enabled(m, enabled), ACC_OK);
+    acc_tensor *x = acc_test::from_json(input), *low = nullptr, *floats = nullptr;
+    EXPECT_EQ(acc_autocast_begin(acc, 1), ACC_OK);
+    EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &low), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_autocast_end(acc), ACC_OK);
+    acc_dtype dtype = ACC_DTYPE_FLOAT32;
+    EXPECT_EQ(acc_tensor_dtype(low, &dtype), ACC_OK);
+    EXPECT_EQ(dtype, c["autocast_dtypes"][enabled ? 0 : 1] == "torch.float32" ? ACC_DTYPE_FLOAT32 : ACC_DTYPE_BFLOAT16)
+        << key;
+    EXPECT_EQ(acc_tensor_to(low, nullptr, ACC_DTYPE_FLOAT32, &floats), ACC_OK);
+    EXPECT_EQ(to_floats(floats), acc_test::float_values(c[key])) << key;
+    for (acc_tensor* t : {x, low, floats}) acc_tensor_free(t);
+  }
+  EXPECT_EQ(acc_model_set_lora_enabled(m, 1), ACC_OK);
+  acc_accelerator_free(acc);
+}
+
 // A case's adapted model `m` (freed here): a training step as the case's (train_seed: its output and
 // gradients), the base model's output (`base_output`) while disabled, and save_model's (`entries`
 // tensors in `folder`) and merge's weights the case's merged ones.

@@ -236,7 +236,11 @@ TEST(Adalora, PeftFilesHoldTheKeptRanksAndLoadAsPeftDraws) {
             },
             ACC_ERR_INVALID_ARGUMENT, "names 'nowhere'"},
            {[](json& j) { j["total_step"] = nullptr; }, ACC_ERR_IO, "needs total_step"},
-           {[](json& j) { j["use_dora"] = true; }, ACC_ERR_IO, "'use_dora' is true"}}) {
+           {[](json& j) { j["use_dora"] = true; }, ACC_ERR_IO, "'use_dora' is true"},
+           {[](json& j) {
+              j["loftq_config"] = {{"loftq_bits", 4}};
+            },
+            ACC_ERR_IO, "does not support LoftQ"}}) {
     json j = config;
     edit(j);
     std::ofstream(dir + "/adapter_config.json") << j.dump();
@@ -247,6 +251,49 @@ TEST(Adalora, PeftFilesHoldTheKeptRanksAndLoadAsPeftDraws) {
     EXPECT_EQ(n, 0u);
     acc_model_free(fresh);
   }
+  // use_rslora and lora_bias, which PEFT's AdaLoRA layers ignore: read as PEFT reads them.
+  {
+    json j = config;
+    j["use_rslora"] = true;
+    j["lora_bias"] = true;
+    std::ofstream(dir + "/adapter_config.json") << j.dump();
+  }
+  fresh = adalora_model();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(eval_outputs(fresh, c), float_values(c["trained_output"]));
+  acc_model_free(fresh);
+  acc_model_free(m);
+}
+
+// What PEFT's AdaLoraConfig takes beyond the common ranges: a lora_alpha not above 0 scales by the
+// rank (0 and -1 alike); step settings up to JSON's exact integers (2^53), which its files read back.
+TEST(Adalora, TakesWhatPeftTakes) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("adalora");
+  std::vector<std::vector<float>> outputs;
+  for (double alpha : {0.0, -1.0}) {
+    acc_options* o = adalora_options(c, /*init=*/false);
+    ACC_ASSERT_OK(acc_options_set_double(o, "lora_alpha", alpha));
+    acc_model* m = adapted_case_model("adalora_model.pt", acc_model_add_adalora, c["targets"].get<std::string>(), o,
+                                      c["seed"].get<uint64_t>(), 4);
+    outputs.push_back(eval_outputs(m, c));
+    acc_model_free(m);
+  }
+  EXPECT_EQ(outputs[0], outputs[1]);
+  acc_options* o = adalora_options(c, /*init=*/false);
+  for (const char* key : {"total_step", "tinit", "tfinal", "deltaT"})
+    ACC_EXPECT_ERROR(acc_options_set_int(o, key, (int64_t{1} << 53) + 1), ACC_ERR_INVALID_ARGUMENT, key);
+  ACC_ASSERT_OK(acc_options_set_int(o, "total_step", int64_t{1} << 53));
+  acc_model* m = adalora_model();
+  ACC_ASSERT_OK(acc_model_add_adalora(m, c["targets"].get<std::string>().c_str(), o, nullptr));
+  acc_options_free(o);
+  const std::string dir = acc_test::temp_path("adalora_long_schedule");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+  acc_model* fresh = adalora_model();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(eval_outputs(fresh, c), eval_outputs(m, c));
+  acc_model_free(fresh);
   acc_model_free(m);
 }
 

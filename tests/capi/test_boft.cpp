@@ -60,6 +60,7 @@ TEST(Boft, DrawsComputesTrainsAndMergesAsPeft) {
     EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw_drawn"]));
     expect_params(m, c["chosen"]);
     EXPECT_EQ(eval_outputs(m, c), float_values(c["eval_output"]));
+    expect_autocast_outputs(m, c["input"], c);
     // Training mode: boft_dropout's draws in the forward's order.
     expect_case_step_disabling_and_merges(m, c, base_output, 8, std::string("boft_saved_model_") + config);
 

@@ -53,7 +53,7 @@ void expect_autocast_step(acc_model* m, const json& c) {
   ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &low));
   ACC_ASSERT_OK(acc_autocast_end(acc));
   ACC_ASSERT_OK(acc_tensor_to(low, nullptr, ACC_DTYPE_FLOAT32, &floats));
-  EXPECT_EQ(to_floats(floats), float_values(c["autocast_output"]));
+  EXPECT_EQ(to_floats(floats), float_values(c["autocast_train_output"]));
   ACC_ASSERT_OK(acc_tensor_sum(floats, &sum));
   ACC_ASSERT_OK(acc_tensor_backward(sum));
   for (const auto& item : c["autocast_grads"].items()) {
@@ -90,6 +90,7 @@ TEST(Hra, DrawsComputesTrainsAndMergesAsPeft) {
     EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw_drawn"]));
     expect_params(m, c["chosen"]);
     EXPECT_EQ(eval_outputs(m, c), float_values(c["eval_output"]));
+    expect_autocast_outputs(m, c["input"], c);
     expect_autocast_step(m, c);
     expect_case_step_disabling_and_merges(m, c, base_output, 8, std::string("hra_saved_model_") + config);
 
@@ -158,6 +159,18 @@ TEST(Hra, PeftFilesBothWaysAndWhatPeftRefuses) {
   ACC_ASSERT_OK(acc_model_lora_count(lm, &count));
   EXPECT_EQ(count, 0u);
   acc_model_free(lm);
+  // Convolutions PEFT's hra.Conv2d would compute otherwise (it takes the first of each size, and
+  // neither dilation nor groups): refused, nothing added.
+  acc_model* convs = acc_test::spec_model(
+      R"([{"type":"conv2d","in_channels":2,"out_channels":4,"kernel_size":3,"dilation":2,"padding":2},
+          {"type":"conv2d","in_channels":4,"out_channels":2,"kernel_size":[1,3]},
+          {"type":"conv2d","in_channels":2,"out_channels":2,"kernel_size":3,"stride":[1,2]}])");
+  for (const char* layer : {"0", "1", "2"})
+    ACC_EXPECT_ERROR(acc_model_add_hra(convs, layer, nullptr, nullptr), ACC_ERR_UNSUPPORTED,
+                     "PEFT's hra.Conv2d computes with a square kernel");
+  ACC_ASSERT_OK(acc_model_lora_count(convs, &count));
+  EXPECT_EQ(count, 0u);
+  acc_model_free(convs);
   expect_no_weighted_adapter(m, "HRA");
   acc_model_free(m);
 }

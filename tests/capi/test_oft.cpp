@@ -68,6 +68,7 @@ TEST(Oft, DrawsComputesAndMergesAsPeft) {
     m = adapted(c, /*init=*/false);
     expect_params(m, c["chosen"]);
     EXPECT_EQ(eval_outputs(m, oft), float_values(c["eval_output"]));
+    expect_autocast_outputs(m, oft["input"], c);
     expect_training_step(m, oft["input"], c["seed"].get<uint64_t>(), c["train_output"], c["grads"]);
     expect_params(m, c["after_forward"]);  // coft's projection written back
     ACC_ASSERT_OK(acc_model_set_lora_enabled(m, 0));

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peft_restated import ConvThenLinears, tensor, unrolled_in_features as in_features
+from peft_restated import ConvThenLinears, autocast_outputs, tensor, unrolled_in_features as in_features
 
 
 def layout(n, config):
@@ -137,18 +137,20 @@ def forward(model, adapters, x, training, dropout):
                 rotated = torch.mm(rotation, w).transpose(0, 1) * scale
                 rotated = rotated.view(module.out_channels, module.in_channels, module.kernel_size[0],
                                        module.kernel_size[0])
-                return F.conv2d(x, rotated, module.bias, padding=module.padding[0], stride=module.stride[0])
+                y = F.conv2d(x, rotated, module.bias, padding=module.padding[0], stride=module.stride[0])
+                return y.to(x.dtype)
             handles.append(module.register_forward_hook(conv_forward))
         else:
             def rotate_input(module, inputs, a=a):
                 rotation = butterfly_matrix(a["boft_R"], a["P"], dropout, training) @ torch.eye(module.in_features)
                 a["scale"] = a["boft_s"] * torch.ones((module.out_features, 1))
+                a["dtype"] = inputs[0].dtype
                 return (inputs[0] @ rotation,)
 
             def scale_output(module, inputs, output, a=a):
                 result = output - module.bias
                 result = result * a["scale"].squeeze(-1)
-                return result + module.bias
+                return (result + module.bias).to(a["dtype"])
             handles.append(module.register_forward_pre_hook(rotate_input))
             handles.append(module.register_forward_hook(scale_output))
     model.train(training)
@@ -180,6 +182,7 @@ def one_case(model, targets, config, g):
     target = torch.randn(4, 3, generator=g)
     with torch.no_grad():
         eval_output = forward(model, chosen, x, False, config["boft_dropout"])
+    autocast = autocast_outputs(model, targets, x, lambda: forward(model, chosen, x, False, config["boft_dropout"]))
     torch.manual_seed(train_seed)
     train_output = forward(model, chosen, x, True, config["boft_dropout"])
     train_output.sum().backward()
@@ -200,7 +203,7 @@ def one_case(model, targets, config, g):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     as_json = lambda adapters: {f"{n}.{k}": tensor(a[k]) for n, a in adapters.items() for k in keys}
-    return dict(config, targets=",".join(targets), next_draw=tensor(next_draw),
+    return dict(config, **autocast, targets=",".join(targets), next_draw=tensor(next_draw),
                 next_draw_drawn=tensor(next_draw_drawn), chosen=as_json(chosen), input=tensor(x),
                 target=tensor(target), eval_output=tensor(eval_output), train_output=tensor(train_output),
                 grads=grads, merged=merged, losses=losses, trained=as_json(trained))

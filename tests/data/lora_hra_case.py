@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peft_restated import ConvThenLinears, tensor, unrolled_in_features as in_features
+from peft_restated import ConvThenLinears, autocast_outputs, tensor, unrolled_in_features as in_features
 
 
 def make_adapters(model, targets, config):
@@ -71,8 +71,10 @@ def forward(model, adapters, x, training, apply_gs):
                 out = module.out_channels
                 new_weight = torch.mm(orig_weight.view(out, n), new_weight)
                 new_weight = new_weight.view(out, module.in_channels, module.kernel_size[0], module.kernel_size[0])
-                return F.conv2d(x, new_weight, module.bias, padding=module.padding[0], stride=module.stride[0])
-            return F.linear(x, torch.mm(orig_weight, new_weight), module.bias)
+                y = F.conv2d(x, new_weight, module.bias, padding=module.padding[0], stride=module.stride[0])
+            else:
+                y = F.linear(x, torch.mm(orig_weight, new_weight), module.bias)
+            return y.to(x.dtype)
         handles.append(modules[name].register_forward_hook(hra))
     model.train(training)
     y = model(x)
@@ -104,11 +106,12 @@ def one_case(model, targets, config, g):
     with torch.no_grad():
         paired_output = forward(model, paired, x, False, apply_gs)
         eval_output = forward(model, chosen, x, False, apply_gs)
+    autocast = autocast_outputs(model, targets, x, lambda: forward(model, chosen, x, False, apply_gs))
     # Under bf16 autocast (PEFT's torch.eye product then casts H): the output and the gradients.
     low = {n: u.detach().clone().requires_grad_() for n, u in chosen.items()}
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        autocast_output = forward(model, low, x, True, apply_gs)
-    autocast_output.float().sum().backward()
+        autocast_train_output = forward(model, low, x, True, apply_gs)
+    autocast_train_output.float().sum().backward()
     autocast_grads = {f"{n}.hra_u": tensor(u.grad) for n, u in low.items()}
     for b in biases.values():
         b.grad = None
@@ -136,11 +139,11 @@ def one_case(model, targets, config, g):
         for n, b in biases.items():
             b.copy_(start_biases[n])
             b.requires_grad_(False)
-    return dict(config, targets=",".join(targets), next_draw=tensor(next_draw),
+    return dict(config, **autocast, targets=",".join(targets), next_draw=tensor(next_draw),
                 next_draw_drawn=tensor(next_draw_drawn), paired={f"{n}.hra_u": tensor(u) for n, u in paired.items()},
                 paired_output=tensor(paired_output), chosen={f"{n}.hra_u": tensor(u) for n, u in chosen.items()},
                 input=tensor(x), target=tensor(target), eval_output=tensor(eval_output),
-                train_output=tensor(train_output), grads=grads, autocast_output=tensor(autocast_output.float()),
+                train_output=tensor(train_output), grads=grads, autocast_train_output=tensor(autocast_train_output.float()),
                 autocast_grads=autocast_grads, merged=merged, losses=losses, trained=trained_json)
 
 

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peft_restated import tensor
+from peft_restated import autocast_outputs, cast_to_input_hooks, tensor
 
 TARGETS = ["fc1", "fc2", "head"]
 
@@ -134,6 +134,7 @@ def forward(model, weights, config, x, training):
             xr = x.to(w.dtype).reshape(*x.shape[:-1], r, block)
             return (torch.einsum("...rk,rkc->...rc", xr, rotate).reshape(x.shape).to(x.dtype),)
         handles.append(modules[name].register_forward_pre_hook(rotate))
+    handles += cast_to_input_hooks(model, list(weights))
     model.train(training)
     y = model(x)
     for h in handles:
@@ -158,6 +159,7 @@ def run(model, config, x, target):
     start = {n: w.detach().clone() for n, w in chosen.items()}
     with torch.no_grad():
         eval_output = forward(model, chosen, config, x, False)
+    autocast = autocast_outputs(model, TARGETS, x, lambda: forward(model, chosen, config, x, False))
     train_output = forward(model, chosen, config, x, True)
     train_output.sum().backward()
     grads = {n + ".oft_R.weight": tensor(w.grad) for n, w in chosen.items()}
@@ -175,7 +177,7 @@ def run(model, config, x, target):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)  # PyTorch 2's default (Debian's 1.13 zeroes them)
     as_json = lambda weights: {n + ".oft_R.weight": tensor(w) for n, w in weights.items()}
-    return dict(config, initial=as_json(initial), next_draw=tensor(next_draw), chosen=as_json(start),
+    return dict(config, **autocast, initial=as_json(initial), next_draw=tensor(next_draw), chosen=as_json(start),
                 after_forward=as_json(chosen), eval_output=tensor(eval_output), train_output=tensor(train_output),
                 grads=grads, merged=merged, losses=losses, trained=as_json(trained))
 

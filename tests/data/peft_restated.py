@@ -69,6 +69,29 @@ def lycoris_forward(model, deltas, x, training, module_dropout):
     return y
 
 
+def cast_to_input_hooks(model, names):
+    """PEFT's OFT, BOFT and HRA layers end their forward in result.to(x.dtype), enabled or not: forward
+    hooks that do so on the named layers; their handles."""
+    modules = dict(model.named_modules())
+    return [modules[n].register_forward_hook(lambda module, inputs, output: output.to(inputs[0].dtype))
+            for n in names]
+
+
+def autocast_outputs(model, names, x, adapted):
+    """The model's outputs on `x` in evaluation under bf16 autocast, as float32, and their dtypes: with
+    the adapters (`adapted()` runs their forward) and disabled (the named layers' outputs cast to their
+    inputs' dtype)."""
+    with torch.autocast("cpu", dtype=torch.bfloat16), torch.no_grad():
+        enabled = adapted()
+        handles = cast_to_input_hooks(model, names)
+        model.eval()
+        disabled = model(x)
+    for h in handles:
+        h.remove()
+    return {"autocast_output": tensor(enabled.float()), "autocast_disabled_output": tensor(disabled.float()),
+            "autocast_dtypes": [str(enabled.dtype), str(disabled.dtype)]}
+
+
 class ConvThenLinears(nn.Module):
     """A strided Conv2d (2 to 3 channels, a 2 x 2 kernel: an unrolled input of 8) and three nn.Linear
     layers (27 to 8 to 4 to 3): the model the BOFT and HRA cases adapt."""
