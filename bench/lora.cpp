@@ -148,6 +148,10 @@ int main(int argc, char** argv) {
   auto boft = [](acc_model* model) { OK(acc_model_add_boft(model, "linear1,linear2", nullptr, nullptr)); };
   // PEFT's HRA with its defaults (r=8, the Householder product) on the feed-forward layers, as OFT.
   auto hra = [](acc_model* model) { OK(acc_model_add_hra(model, "linear1,linear2", nullptr, nullptr)); };
+  // PEFT's FourierFT with its defaults (1000 spectrum entries, scaling 150) on the same three layers as LoRA.
+  auto fourierft = [](acc_model* model) {
+    OK(acc_model_add_fourierft(model, "out_proj,linear1,linear2", nullptr, nullptr));
+  };
   // PEFT's AdaLoRA with its defaults (init_r 12 pruned towards target_r 8) on the same three layers as
   // LoRA, pruning at every step of a long schedule: the regularization and the allocator measured.
   auto adalora = [](acc_model* model) {
@@ -187,6 +191,7 @@ int main(int argc, char** argv) {
       add("AdaLoRA r=12:", adalora, pruned);
       add("BOFT (ffn):", boft, training);
       add("HRA r=8 (ffn):", hra, training);
+      add("FourierFT n=1000:", fourierft, training);
     }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();

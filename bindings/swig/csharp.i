@@ -318,6 +318,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %rename(AdaloraOptions) ACC_OPTIONS_ADALORA;
 %rename(BoftOptions) ACC_OPTIONS_BOFT;
 %rename(HraOptions) ACC_OPTIONS_HRA;
+%rename(FourierftOptions) ACC_OPTIONS_FOURIERFT;
 %rename(Default) ACC_PLACEMENT_DEFAULT;
 %rename(No) ACC_PLACEMENT_NO;
 %rename(Yes) ACC_PLACEMENT_YES;

@@ -446,6 +446,17 @@ struct acc_accelerator {};
     check(acc_model_add_hra($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's FourierFTConfig on linear layers (transformers' Conv1D too): each targeted layer trains
+   * n_frequency entries of its delta's spectrum (fourierft_spectrum) at places drawn from
+   * random_loc_seed, the delta the inverse 2-D FFT, every other parameter frozen. targetModules:
+   * named as for addLora. opts: FourierFT options (n_frequency, scaling, random_loc_seed,
+   * n_frequency_pattern, ...: the keys of ACC_OPTIONS_FOURIERFT) or null. saveLora, loadLora,
+   * mergeLora and setLoraEnabled act on them. Returns how many layers. */
+  size_t addFourierft(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_fourierft($self, targetModules, opts, &n));
+    return n;
+  }
   /* AdaLoRA's training loss: loss plus orth_reg_weight times the adapters' orthogonal
    * regularization, a new tensor with autograd history (backward it instead of loss). */
   acc_tensor *adaloraLoss(const acc_tensor *loss ERR) {

@@ -154,6 +154,8 @@
   public static Options boft() { return new Options(OptionsKind.BOFT); }
   /** Options of Model.addHra (PEFT's HRAConfig: r, apply_GS, init_weights, bias, ...). */
   public static Options hra() { return new Options(OptionsKind.HRA); }
+  /** Options of Model.addFourierft (PEFT's FourierFTConfig: n_frequency, scaling, random_loc_seed, ...). */
+  public static Options fourierft() { return new Options(OptionsKind.FOURIERFT); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

@@ -658,6 +658,17 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
  *   adapter_config.json).
+ * Keys of ACC_OPTIONS_FOURIERFT (PEFT's FourierFTConfig, see acc_model_add_fourierft):
+ *   n_frequency (int, default 1000: the spectrum's entries trained per layer), scaling (double, default 150: the
+ *   delta's scaling), random_loc_seed (int, default 777: the seed of the entries' places),
+ *   n_frequency_pattern (string, default none: a JSON object from module-name expressions to counts
+ *   of their own, matched as PEFT's FourierFTModel matches them), init_weights (bool, default false:
+ *   the spectrum drawn by torch.randn; true: zeros, the model unchanged), fan_in_fan_out (bool,
+ *   default false: PEFT's flag), bias ("none", default, "all" or "fourier_only"),
+ *   exclude_modules, modules_to_save, layers_to_transform (strings, default none: as
+ *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
+ *   base_model_name_or_path, revision, task_type (strings, default none: written to
+ *   adapter_config.json).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
  *   schedule_wait, schedule_warmup, schedule_active, schedule_repeat, schedule_skip_first (int,
@@ -722,6 +733,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_ADALORA = 16,
   ACC_OPTIONS_BOFT = 17,
   ACC_OPTIONS_HRA = 18,
+  ACC_OPTIONS_FOURIERFT = 19,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1119,8 +1131,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * are quantised already leaves them as they are), and needs the file's loftq_config;
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
  * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; one of
- * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA or ADALORA adds that method's adapters (as acc_model_add_ia3,
- * _loha, _lokr, _vera, _oft, _boft, _hra, _adalora) and reads their tensors; other PEFT methods are
+ * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT or ADALORA adds that method's adapters (as
+ * acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft, _hra, _fourierft, _adalora) and reads their tensors; other PEFT methods are
  * refused naming the peft_type.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * a model prepared under zero_stage 3 holds only slices of them: ACC_ERR_INVALID_ARGUMENT.
@@ -1340,6 +1352,23 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_boft(acc_model *model, const char
  * before acc_prepare, on a model without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_hra(acc_model *model, const char *target_modules,
                                                   const acc_options *opts, size_t *count);
+/* acc_model_add_fourierft: PEFT's FourierFTConfig (get_peft_model with peft_type FOURIERFT): each
+ * targeted layer trains "<module>.fourierft_spectrum", n_frequency entries (n_frequency_pattern's
+ * for the modules it names) of an out x in spectrum at places the first n_frequency of
+ * torch.randperm(out * in) give, drawn from a generator seeded random_loc_seed (the same places on
+ * every load); the layer adds its input times the delta, the real part of the spectrum's inverse
+ * 2-D FFT times scaling, W frozen. Drawn as PEFT draws: torch.randn of n_frequency per layer in the
+ * model's order (zeros after it with init_weights). `target_modules`: named as for acc_model_add_lora
+ * ("all-linear" too); targets must be linear layers (torch.nn.Linear, transformers' Conv1D, a spec's
+ * "linear") the forward calls as modules: a convolution, an embedding or an attention is
+ * ACC_ERR_INVALID_ARGUMENT (PEFT's TypeError), as is an n_frequency above the weight's entries; a
+ * quantised layer, or a layer whose weight the forward reads itself, ACC_ERR_UNSUPPORTED. `opts`:
+ * ACC_OPTIONS_FOURIERFT or NULL (defaults). Files (PEFT's), merging (W plus the delta), disabling,
+ * counting and named adapters act as for LoRA; acc_model_add_weighted_adapter is
+ * ACC_ERR_INVALID_ARGUMENT (PEFT's FourierFT has none). Before creating the optimizer and before
+ * acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_fourierft(acc_model *model, const char *target_modules,
+                                                        const acc_options *opts, size_t *count);
 /* acc_model_adalora_loss: *out = loss + orth_reg_weight * the mean over the adapters' A and B (in
  * the model's order) of ||A A^T - I||_F and ||B^T B - I||_F, with autograd history: what PEFT's
  * AdaLoraModel adds to the loss its model returns. Call it on the loss before acc_backward.
@@ -1385,7 +1414,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * acc_model_add_lora would (the same draws from torch's global generator), and keeps it aside (on a
  * model without adapters it is the active one, as get_peft_model(..., adapter_name)). `opts`:
  * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR /
- * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT / ACC_OPTIONS_BOFT / ACC_OPTIONS_HRA / ACC_OPTIONS_ADALORA for an adapter of that
+ * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT / ACC_OPTIONS_BOFT / ACC_OPTIONS_HRA / ACC_OPTIONS_FOURIERFT /
+ * ACC_OPTIONS_ADALORA for an adapter of that
  * method, drawn as its acc_model_add_* draws it; adapters of one method per model, as PEFT. (PEFT
  * trains one AdaLoRA adapter at a time, the others in inference mode; here each named AdaLoRA
  * adapter keeps its own rank allocator.) Switching adapters and a refused add leave the base

@@ -265,6 +265,11 @@ acc_status acc_model_add_hra(acc_model* model, const char* target_modules, const
   return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Hra, count);
 }
 
+acc_status acc_model_add_fourierft(acc_model* model, const char* target_modules, const acc_options* opts,
+                                   size_t* count) {
+  return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Fourierft, count);
+}
+
 acc_status acc_model_adalora_loss(const acc_model* model, const acc_tensor* loss, acc_tensor** out) {
   return guarded([&] {
     const acc::Model& m = model_arg(model);

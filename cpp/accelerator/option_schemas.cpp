@@ -44,6 +44,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return boft_option_table();
     case OptionsKind::Hra:
       return hra_option_table();
+    case OptionsKind::Fourierft:
+      return fourierft_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -151,6 +151,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "boft";
     case OptionsKind::Hra:
       return "hra";
+    case OptionsKind::Fourierft:
+      return "fourierft";
   }
   return "?";
 }

@@ -62,7 +62,8 @@ enum class OptionsKind : int {
   Oft = 15,
   Adalora = 16,
   Boft = 17,
-  Hra = 18
+  Hra = 18,
+  Fourierft = 19
 };
 
 const char* options_kind_name(OptionsKind kind);

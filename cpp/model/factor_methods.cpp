@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "model/adalora.h"
 #include "model/boft.h"
+#include "model/fourierft.h"
 #include "model/hra.h"
 #include "model/lycoris.h"
 #include "model/oft.h"
@@ -173,17 +174,42 @@ FactorMethod hra() {
           nullptr};
 }
 
+FactorMethod fourierft() {
+  return {PeftType::Fourierft,
+          "FourierFT adapts linear layers (transformers' Conv1D too)",
+          {kFourierSpectrum},
+          "factors",
+          [](const std::string&, const at::Tensor& t) {
+            return refusal_unless(t, 1, "FourierFT's spectrum: n_frequency entries");
+          },
+          true,
+          true,
+          false,
+          make_fourierft_adapters,
+          fourierft_factor_shapes,
+          [](const LoraConfig& config, const std::string& module) {
+            return "n_frequency " + concat(config.n_frequency_of(module));
+          },
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
+            const at::Tensor delta = fourierft_delta(adapter, factor_named(factors, kFourierSpectrum), config);
+            return (w + as_linear_layout(adapter.site, delta)).to(w.scalar_type());
+          },
+          fourierft_output_adapter,
+          nullptr};
+}
+
 }  // namespace
 
 const FactorMethod* factor_method(PeftType type) {
-  static const std::array<FactorMethod, 7> methods = {
+  static const std::array<FactorMethod, 8> methods = {
       lycoris(PeftType::Loha, "LoHa adapts linear layers and 1-D and 2-D convolutions"),
       lycoris(PeftType::Lokr, "LoKr adapts linear layers and 1-D and 2-D convolutions"),
       vera(),
       oft(),
       adalora(),
       boft(),
-      hra()};
+      hra(),
+      fourierft()};
   for (const FactorMethod& method : methods)
     if (method.type == type) return &method;
   return nullptr;

@@ -403,6 +403,31 @@ const OptionTable<LoraConfig>& hra_option_table() {
   return table;
 }
 
+const OptionTable<LoraConfig>& fourierft_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Fourierft, [](OptionTable<L>& t) {
+    t.bind("n_frequency", "the spectrum's entries trained per layer", &L::n_frequency)
+        .at_least(1)
+        .at_most(kMaxFrequencies);
+    t.bind("scaling", "the delta's scaling (PEFT's lora_alpha's role)", &L::fourier_scaling)
+        .at_least(-kMaxLoraAlpha)
+        .at_most(kMaxLoraAlpha);
+    t.bind("random_loc_seed", "the seed of the entries' places (torch.randperm)", &L::random_loc_seed);
+    t.bind("fan_in_fan_out", "PEFT's flag for weights stored in x out; each layer's kind decides, as in PEFT",
+           &L::fan_in_fan_out);
+    t.bind("bias", "which biases train beside the spectrum: none, all, fourier_only (the adapted layers')", &L::bias)
+        .one_of({"none", "all", "fourier_only"});
+    t.bind("init_weights", "the spectrum starts as zeros (false: torch.randn, PEFT's default)",
+           &L::fourier_init_weights);
+    t.bind("n_frequency_pattern", "n_frequency of their own: a JSON object from module-name expressions to counts",
+           &L::n_frequency_pattern_spec);
+    bind_module_lists(t);
+    bind_layers(t);
+    bind_texts(t);
+  });
+  return table;
+}
+
 const std::vector<bool>* AdaloraConfig::kept(const std::string& module) const {
   for (const auto& [name, entries] : rank_pattern)
     if (name == module) return &entries;
@@ -567,6 +592,8 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return boft(targets, options);
     case OptionsKind::Hra:
       return hra(targets, options);
+    case OptionsKind::Fourierft:
+      return fourierft(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -624,6 +651,23 @@ LoraConfig LoraConfig::boft(const std::string& targets, const Options& options) 
 LoraConfig LoraConfig::hra(const std::string& targets, const Options& options) {
   LoraConfig config = method_options("HRA", OptionsKind::Hra, hra_option_table(), PeftType::Hra, options);
   read_method_targets(config, targets, "layers", "hra_only");
+  return config;
+}
+
+LoraConfig LoraConfig::fourierft(const std::string& targets, const Options& options) {
+  LoraConfig config =
+      method_options("FourierFT", OptionsKind::Fourierft, fourierft_option_table(), PeftType::Fourierft, options);
+  const std::string pattern = trimmed(config.n_frequency_pattern_spec);
+  if (!pattern.empty()) {
+    const nlohmann::ordered_json object = parse_ordered_json_input(pattern, "n_frequency_pattern");
+    require(object.is_object(), "n_frequency_pattern must be a JSON object from module-name expressions to counts, ",
+            "e.g. {\"q_proj\": 500}");
+    for (const auto& [key, value] : object.items()) {
+      require(value.is_number_integer(), "n_frequency_pattern's '", key, "' must be an integer count");
+      config.add_n_frequency_pattern(key, value.get<int64_t>());
+    }
+  }
+  read_method_targets(config, targets, "linear layers", "fourier_only");
   return config;
 }
 
@@ -768,6 +812,22 @@ void LoraConfig::check_layer_settings(bool layers_to_transform_given) const {
           describe_targets(), ")");
   require(layers_pattern.empty() || layers_to_transform_given,
           "layers_pattern is set without layers_to_transform: name the layer numbers to adapt");
+}
+
+void LoraConfig::add_n_frequency_pattern(const std::string& key, int64_t n) {
+  require(n >= 1 && n <= kMaxFrequencies, "n_frequency_pattern's '", key, "' must be a count from 1 to ",
+          kMaxFrequencies, ", got ", n);
+  require(!key.empty() && is_utf8(key), "n_frequency_pattern has an empty or invalid key");
+  // re.match(".*\\.key$", name): anchored at the name's start only, each alternative of `key` apart.
+  n_frequency_pattern.push_back({key, n, module_regex("(?:.*\\." + key + "$)[\\s\\S]*", "n_frequency_pattern")});
+}
+
+int64_t LoraConfig::n_frequency_of(const std::string& module) const {
+  for (const auto& pattern : n_frequency_pattern)
+    if (pattern.matches(module)) return pattern.value;
+  for (const auto& pattern : n_frequency_pattern)
+    if (pattern.key == module) return pattern.value;
+  return n_frequency;
 }
 
 int64_t LoraConfig::rank_of(const std::string& module) const {

@@ -24,6 +24,8 @@ namespace acc {
 // The largest lora_alpha: float's largest, since the scaling multiplies float32 outputs.
 constexpr double kMaxLoraAlpha = 3.4028234663852886e38;
 constexpr int64_t kMaxLoraRank = 1 << 20;
+// FourierFT's n_frequency at most (a spectrum of 2^31 entries; PEFT's randperm covers out x in).
+constexpr int64_t kMaxFrequencies = int64_t{1} << 31;
 // AdaLoRA's step settings at most: JSON's exact integers, as adapter_config.json is read back.
 constexpr int64_t kMaxAdaloraSteps = int64_t{1} << 53;
 constexpr int64_t kMaxLoftqIter = 10000;  // LoftQ's rounds, each an SVD (its paper takes 1 to 5)
@@ -41,8 +43,9 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // model/vera.h) or its OFTConfig (each layer's input rotated block by block, model/oft.h) or its
 // AdaLoraConfig (LoRA in an SVD form whose ranks a budget prunes while it trains, model/adalora.h)
 // or its BOFTConfig (each layer's input rotated by butterfly factors of block rotations, model/boft.h)
-// or its HRAConfig (each layer's weight times Householder reflections, model/hra.h).
-enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr, Vera, Oft, Adalora, Boft, Hra };
+// or its HRAConfig (each layer's weight times Householder reflections, model/hra.h) or its
+// FourierFTConfig (a sparse spectrum of each layer's delta trained, model/fourierft.h).
+enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr, Vera, Oft, Adalora, Boft, Hra, Fourierft };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
   switch (type) {
@@ -64,6 +67,8 @@ inline const char* peft_type_name(PeftType type) {
       return "BOFT";
     case PeftType::Hra:
       return "HRA";
+    case PeftType::Fourierft:
+      return "FOURIERFT";
     case PeftType::TrainableTokens:
       break;
   }
@@ -91,6 +96,8 @@ inline const char* peft_method_name(PeftType type) {
       return "BOFT";
     case PeftType::Hra:
       return "HRA";
+    case PeftType::Fourierft:
+      return "FourierFT";
     case PeftType::TrainableTokens:
       break;
   }
@@ -216,6 +223,9 @@ struct LoraConfig {
   std::vector<Pattern<int64_t>> rank_pattern;
   std::vector<Pattern<double>> alpha_pattern;
   std::string rank_pattern_spec, alpha_pattern_spec;  // the options: JSON objects, as in adapter_config.json
+  // FourierFT's n_frequency_pattern, matched as PEFT's FourierFTModel matches it (n_frequency_of).
+  std::vector<Pattern<int64_t>> n_frequency_pattern;
+  std::string n_frequency_pattern_spec;
   // PEFT's trainable_token_indices: rows of embeddings that train beside the adapters, saved with
   // them (model/trainable_tokens.h). Empty: none.
   TokenIndices token_indices;
@@ -289,6 +299,13 @@ struct LoraConfig {
   // the reflections orthonormalised by Gram-Schmidt (apply_GS), and drawn in equal pairs (init_weights).
   bool hra_apply_gs = false;
   bool hra_init_weights = true;
+  // PEFT's FourierFTConfig (peft_type Fourierft; its bias `bias` with "fourier_only" as
+  // "lora_only"): each layer's trained spectrum entries (n_frequency_pattern's for the modules it
+  // names), the seed of their places, the delta's scaling, the spectrum zeros (init_weights) or randn.
+  int64_t n_frequency = 1000;
+  double fourier_scaling = 150.0;
+  int64_t random_loc_seed = 777;
+  bool fourier_init_weights = false;
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -349,6 +366,8 @@ struct LoraConfig {
   static LoraConfig boft(const std::string& targets, const Options& options);
   // PEFT's HRAConfig: `targets` as above (or "all-linear"), `options` of kind hra.
   static LoraConfig hra(const std::string& targets, const Options& options);
+  // PEFT's FourierFTConfig: `targets` as above (or "all-linear"), `options` of kind fourierft.
+  static LoraConfig fourierft(const std::string& targets, const Options& options);
   // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
   // add_adapter takes any).
   static LoraConfig of_kind(const std::string& targets, const Options& options);
@@ -378,6 +397,11 @@ struct LoraConfig {
   // A module's rank, lora_alpha and scaling (lora_alpha / r, or / sqrt(r) with use_rslora), its
   // patterns applied.
   int64_t rank_of(const std::string& module) const;
+  // FourierFT's n_frequency for the module, as PEFT's FourierFTModel finds it: the first
+  // n_frequency_pattern key whose `.*\.key$` matches the name from its start (re.match), else the
+  // key equal to the name, else n_frequency. Adding a key checks it (InvalidArgument).
+  int64_t n_frequency_of(const std::string& module) const;
+  void add_n_frequency_pattern(const std::string& key, int64_t n_frequency);
   double alpha_of(const std::string& module) const;
   double scaling_of(const std::string& module) const;
   // Whether the config adapts `module`: not excluded, not inside a module to save (PEFT leaves those
@@ -409,6 +433,7 @@ const OptionTable<LoraConfig>& oft_option_table();
 const OptionTable<LoraConfig>& adalora_option_table();
 const OptionTable<LoraConfig>& boft_option_table();
 const OptionTable<LoraConfig>& hra_option_table();
+const OptionTable<LoraConfig>& fourierft_option_table();
 // Fails (InvalidArgument, naming the setting) where PEFT's AdaLoraConfig would refuse `config`'s
 // schedule: total_step below 1, tinit not before total_step - tfinal, betas outside (0, 1).
 void check_adalora_schedule(const AdaloraConfig& config);

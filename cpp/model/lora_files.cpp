@@ -771,6 +771,57 @@ LoraConfig hra_config_from_json(const nlohmann::ordered_json& j, const std::stri
   return config;
 }
 
+// PEFT's FourierFTConfig: its fields, in its order.
+nlohmann::ordered_json fourierft_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  json j = peft_config_json(peft_type_name(PeftType::Fourierft), config);
+  j["n_frequency"] = config.n_frequency;
+  j["scaling"] = config.fourier_scaling;
+  j["random_loc_seed"] = config.random_loc_seed;
+  j["fan_in_fan_out"] = config.fan_in_fan_out;
+  j["target_modules"] = targets_json(config);
+  j["exclude_modules"] = exclude_json(config);
+  j["bias"] = config.bias == "lora_only" ? "fourier_only" : config.bias;
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
+  j["layers_to_transform"] = list_or_null(config.layers_to_transform);
+  j["layers_pattern"] = list_or_null(config.layers_pattern);
+  j["n_frequency_pattern"] = json::object();
+  for (const auto& pattern : config.n_frequency_pattern) j["n_frequency_pattern"][pattern.key] = pattern.value;
+  j["init_weights"] = config.fourier_init_weights;
+  return j;
+}
+
+// PEFT's FourierFTConfig (peft_type FOURIERFT).
+LoraConfig fourierft_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  const ConfigFields fields{j, path};
+  LoraConfig config;
+  config.peft_type = PeftType::Fourierft;
+  config.n_frequency = fields.integer("n_frequency", 1000, 1, kMaxFrequencies, "from 1 to 2^31");
+  config.fourier_scaling = fields.number("scaling", 150.0, -kMaxLoraAlpha, kMaxLoraAlpha);
+  // Python's manual_seed takes any integer from -2^63 to 2^64 - 1 (negative ones wrapped).
+  if (fields.given("random_loc_seed") && j["random_loc_seed"].is_number_unsigned())
+    config.random_loc_seed = static_cast<int64_t>(j["random_loc_seed"].get<uint64_t>());
+  else
+    config.random_loc_seed = fields.integer("random_loc_seed", 777, INT64_MIN, INT64_MAX, "an integer");
+  config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
+  config.fourier_init_weights = fields.flag("init_weights", false);
+  read_bias(fields, "fourier_only", &config);
+  if (fields.given("n_frequency_pattern")) {
+    const auto& pattern = j["n_frequency_pattern"];
+    if (!pattern.is_object()) fields.refuse("n_frequency_pattern", "must be an object from module names to counts");
+    for (const auto& [key, value] : pattern.items()) {
+      if (!value.is_number_integer()) fields.refuse("n_frequency_pattern", "'s '" + key + "' must be an integer");
+      try {
+        config.add_n_frequency_pattern(key, value.get<int64_t>());
+      } catch (const Error& e) {
+        fail(Status::Io, "'", path, "': ", e.what());
+      }
+    }
+  }
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
+  return config;
+}
+
 // adapter_config.json for the method's configuration, as PEFT writes it.
 nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
   switch (config.peft_type) {
@@ -791,6 +842,8 @@ nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
       return boft_config_json(config);
     case PeftType::Hra:
       return hra_config_json(config);
+    case PeftType::Fourierft:
+      return fourierft_config_json(config);
     case PeftType::Lora:
       break;
   }
@@ -812,9 +865,11 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "ADALORA") return adalora_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "BOFT") return boft_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "HRA") return hra_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "FOURIERFT") return fourierft_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse("peft_type",
-           "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\", \"BOFT\", \"HRA\" or "
+           "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\", \"BOFT\", \"HRA\", "
+           "\"FOURIERFT\" or "
            "\"TRAINABLE_TOKENS\" (other "
            "PEFT methods are not supported)");
   LoraConfig config;

@@ -83,7 +83,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"OFT", acc::OptionsKind::Oft},
                                                            {"ADALORA", acc::OptionsKind::Adalora},
                                                            {"BOFT", acc::OptionsKind::Boft},
-                                                           {"HRA", acc::OptionsKind::Hra}};
+                                                           {"HRA", acc::OptionsKind::Hra},
+                                                           {"FOURIERFT", acc::OptionsKind::Fourierft}};
 
 }  // namespace
 

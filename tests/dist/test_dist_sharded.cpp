@@ -139,6 +139,8 @@ struct Settings {
   const char* boft = nullptr;
   // HRA target modules (PEFT's HRAConfig, r 2, init_weights false, bias hra_only)
   const char* hra = nullptr;
+  // FourierFT target modules (PEFT's FourierFTConfig, n_frequency 6, scaling 10, the spectrum drawn)
+  const char* fourierft = nullptr;
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -299,6 +301,14 @@ struct Job {
       EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
       EXPECT_EQ(acc_options_set_string(o, "bias", "hra_only"), ACC_OK);
       EXPECT_EQ(acc_model_add_hra(model, s.hra, o, nullptr), ACC_OK) << acc_last_error_message();
+      acc_options_free(o);
+    }
+    if (s.fourierft) {
+      acc_options* o = nullptr;
+      EXPECT_EQ(acc_options_create(ACC_OPTIONS_FOURIERFT, &o), ACC_OK);
+      EXPECT_EQ(acc_options_set_int(o, "n_frequency", 6), ACC_OK);
+      EXPECT_EQ(acc_options_set_double(o, "scaling", 10.0), ACC_OK);
+      EXPECT_EQ(acc_model_add_fourierft(model, s.fourierft, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
     if (s.tokens_alone) {
@@ -767,6 +777,14 @@ TEST(Sharded, BoftTrainsUnderEveryStageAsUnderDdp) {
 TEST(Sharded, HraTrainsUnderEveryStageAsUnderDdp) {
   Settings s;
   s.hra = "0,2,4";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// PEFT's FourierFT: each layer's spectrum is a parameter as any other, its places drawn alike on
+// every process from random_loc_seed, under every stage as under DDP.
+TEST(Sharded, FourierftTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.fourierft = "0,2,4";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 

@@ -46,6 +46,9 @@ public partial class Options {
   public static Options Boft() { return new Options(OptionsKind.BoftOptions); }
   /// <summary>Options of Model.AddHra (PEFT's HRAConfig: r, apply_GS, init_weights, bias, ...).</summary>
   public static Options Hra() { return new Options(OptionsKind.HraOptions); }
+  /// <summary>Options of Model.AddFourierft (PEFT's FourierFTConfig: n_frequency, scaling,
+  /// random_loc_seed, ...).</summary>
+  public static Options Fourierft() { return new Options(OptionsKind.FourierftOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

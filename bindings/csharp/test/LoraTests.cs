@@ -402,6 +402,13 @@ public class LoraTests {
       RoundTrips(model => model.AddHra("1", o), "1.hra_u");
   }
 
+  // PEFT's FourierFT on the linear layer (8 of its spectrum's entries).
+  [Test]
+  public void FourierftTrainsAndRoundTrips() {
+    using (Options o = Options.Fourierft().Put("n_frequency", 8).Put("scaling", 10.0))
+      RoundTrips(model => model.AddFourierft("1", o), "1.fourierft_spectrum");
+  }
+
   // PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
   // pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip.
   [Test]

@@ -402,6 +402,13 @@ func TestHraTrainsAndRoundTrips(t *testing.T) {
 	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddHra("1", o) }, "1.hra_u")
 }
 
+// PEFT's FourierFT on the linear layer (8 of its spectrum's entries).
+func TestFourierftTrainsAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.FourierftOptions, map[string]any{"n_frequency": 8, "scaling": 10.0})
+	defer o.Close()
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddFourierft("1", o) }, "1.fourierft_spectrum")
+}
+
 // PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
 // pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip.
 func TestAdaloraTrainsPrunesAndRoundTrips(t *testing.T) {
@@ -492,6 +499,8 @@ func methodOptions(t *testing.T, kind acc.OptionsKind, values map[string]any) *a
 		switch v := value.(type) {
 		case int:
 			err = o.SetInt(key, int64(v))
+		case float64:
+			err = o.SetFloat(key, v)
 		case bool:
 			err = o.SetBool(key, v)
 		case string:

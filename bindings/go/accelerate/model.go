@@ -39,6 +39,8 @@ const (
 	BoftOptions OptionsKind = capi.OptionsBoft
 	// PEFT's HRAConfig (Model.AddHra: r, apply_GS, init_weights, bias, ...)
 	HraOptions OptionsKind = capi.OptionsHra
+	// PEFT's FourierFTConfig (Model.AddFourierft: n_frequency, scaling, random_loc_seed, ...)
+	FourierftOptions OptionsKind = capi.OptionsFourierft
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -404,6 +406,21 @@ func (m *Model) AddHra(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddHra(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddFourierft adds PEFT's FourierFT adapters on linear layers (transformers' Conv1D too): each
+// targeted layer trains n_frequency entries of its delta's spectrum (fourierft_spectrum) at places
+// drawn from random_loc_seed, the delta its inverse 2-D FFT; every other parameter is frozen.
+// targetModules: named as for AddLora. opts: FourierftOptions or nil. SaveLora, LoadLora, MergeLora
+// and WithoutLora act on them. It returns how many layers were adapted.
+func (m *Model) AddFourierft(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddFourierft(targetModules, oh, e) })
 	return int(n), err
 }
 

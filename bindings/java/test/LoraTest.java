@@ -340,6 +340,14 @@ class LoraTest {
     }
   }
 
+  /** PEFT's FourierFT on the linear layer (8 of its spectrum's entries). */
+  @Test
+  void fourierftTrainsAndRoundTrips() {
+    try (Options o = Options.fourierft().put("n_frequency", 8).put("scaling", 10.0)) {
+      roundTrips(model -> model.addFourierft("1", o), Arrays.asList("1.fourierft_spectrum"));
+    }
+  }
+
   /** PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
    *  pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip. */
   @Test

@@ -67,6 +67,7 @@ const (
 	OptionsAdalora         = C.ACC_OPTIONS_ADALORA
 	OptionsBoft            = C.ACC_OPTIONS_BOFT
 	OptionsHra             = C.ACC_OPTIONS_HRA
+	OptionsFourierft       = C.ACC_OPTIONS_FOURIERFT
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
