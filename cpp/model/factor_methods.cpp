@@ -39,6 +39,7 @@ FactorMethod lycoris(PeftType type, const char* adaptable) {
           make_lycoris_adapters,
           lycoris_factor_shapes,
           rank_decides,
+          [](const LoraConfig&) { return std::string(); },
           [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
             return (w + lycoris_delta(config.peft_type, factors, adapter.scaling, w.sizes())).to(w.scalar_type());
           },
@@ -58,6 +59,11 @@ FactorMethod vera() {
           make_vera_adapters,
           vera_factor_shapes,
           rank_decides,
+          // The same projections: the same seed and rank everywhere, saved or not alike (PEFT's check).
+          [](const LoraConfig& config) {
+            return "r " + concat(config.r) + ", projection_prng_key " + concat(config.projection_prng_key) +
+                   " and save_projection " + (config.save_projection ? "true" : "false");
+          },
           [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
             return (w + vera_delta(adapter, factor_named(factors, kVeraLambdaB), factor_named(factors, kVeraLambdaD)))
                 .to(w.scalar_type());
@@ -69,33 +75,39 @@ FactorMethod vera() {
 }
 
 FactorMethod oft() {
-  return {PeftType::Oft,
-          "OFT adapts linear layers",
-          {kOftSuffix},
-          "factors",
-          [](const std::string&, const at::Tensor& t) {
-            return refusal_unless(t, 2, "OFT's rotations: blocks x block (block - 1) / 2");
-          },
-          true,
-          true,
-          false,
-          make_oft_adapters,
-          oft_factor_shapes,
-          [](const LoraConfig& config, const std::string&) {
-            return "r " + concat(config.oft_r) + " and oft_block_size " + concat(config.oft_block_size);
-          },
-          // (coft projects the weight in place, as PEFT's merge does)
-          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
-            return oft_merged_weight(w, adapter, factor_named(factors, kOftSuffix), OftRotation::of(config));
-          },
-          // PEFT's forward returns the layer's output in its input's dtype (under autocast too).
-          [](const LoraAdapter&, const LoraConfig&, std::shared_ptr<const bool>) -> OutputAdapter {
-            return
-                [](const at::Tensor& input, const at::Tensor& output, bool) { return output.to(input.scalar_type()); };
-          },
-          [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
-            return oft_input_adapter(adapter, OftRotation::of(config), std::move(enabled));
-          }};
+  return {
+      PeftType::Oft,
+      "OFT adapts linear layers",
+      {kOftSuffix},
+      "factors",
+      [](const std::string&, const at::Tensor& t) {
+        return refusal_unless(t, 2, "OFT's rotations: blocks x block (block - 1) / 2");
+      },
+      true,
+      true,
+      false,
+      make_oft_adapters,
+      oft_factor_shapes,
+      [](const LoraConfig& config, const std::string&) {
+        return "r " + concat(config.oft_r) + " and oft_block_size " + concat(config.oft_block_size);
+      },
+      // The same rotations from the same weights.
+      [](const LoraConfig& config) {
+        return std::string("coft ") + (config.coft ? "true (eps " + concat(config.eps) + ")" : "false") +
+               " and use_cayley_neumann " +
+               (config.use_cayley_neumann ? "true (" + concat(config.num_cayley_neumann_terms) + " terms)" : "false");
+      },
+      // (coft projects the weight in place, as PEFT's merge does)
+      [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
+        return oft_merged_weight(w, adapter, factor_named(factors, kOftSuffix), OftRotation::of(config));
+      },
+      // PEFT's forward returns the layer's output in its input's dtype (under autocast too).
+      [](const LoraAdapter&, const LoraConfig&, std::shared_ptr<const bool>) -> OutputAdapter {
+        return [](const at::Tensor& input, const at::Tensor& output, bool) { return output.to(input.scalar_type()); };
+      },
+      [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
+        return oft_input_adapter(adapter, OftRotation::of(config), std::move(enabled));
+      }};
 }
 
 FactorMethod adalora() {
@@ -111,6 +123,10 @@ FactorMethod adalora() {
           adalora_factor_shapes,
           [](const LoraConfig& config, const std::string&) {
             return "init_r " + concat(config.adalora.init_r) + " and its rank_pattern";
+          },
+          // The same scaling (lora_alpha over ranknum, init_r).
+          [](const LoraConfig& config) {
+            return "init_r " + concat(config.adalora.init_r) + " and lora_alpha " + concat(config.alpha);
           },
           [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
             return (w + adalora_delta(adapter, factors)).to(w.scalar_type());
@@ -140,6 +156,7 @@ FactorMethod boft() {
                    concat(config.boft_block_num) + " and boft_n_butterfly_factor " +
                    concat(config.boft_n_butterfly_factor);
           },
+          [](const LoraConfig&) { return std::string(); },
           [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
             return boft_merged_weight(w, adapter, factor_named(factors, kBoftR), factor_named(factors, kBoftS));
           },
@@ -165,6 +182,7 @@ FactorMethod hra() {
           make_hra_adapters,
           hra_factor_shapes,
           rank_decides,
+          [](const LoraConfig& config) { return std::string("apply_GS ") + (config.hra_apply_gs ? "true" : "false"); },
           [](const LoraAdapter&, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
             return hra_merged_weight(w, factor_named(factors, kHraU), config.hra_apply_gs);
           },
@@ -189,6 +207,11 @@ FactorMethod fourierft() {
           fourierft_factor_shapes,
           [](const LoraConfig& config, const std::string& module) {
             return "n_frequency " + concat(config.n_frequency_of(module));
+          },
+          // The same places and scaling.
+          [](const LoraConfig& config) {
+            return "scaling " + concat(config.fourier_scaling) + " and random_loc_seed " +
+                   concat(config.random_loc_seed);
           },
           [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
             const at::Tensor delta = fourierft_delta(adapter, factor_named(factors, kFourierSpectrum), config);

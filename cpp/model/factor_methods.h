@@ -36,6 +36,9 @@ struct FactorMethod {
   // The tensors `config` makes for `site`, each of its shape, and what decides those shapes.
   std::vector<FactorShape> (*shapes)(const LoraConfig& config, const LinearSite& site);
   std::string (*decided_by)(const LoraConfig& config, const std::string& module);
+  // The settings beyond the tensors' shapes that change what its adapters compute, as text (empty:
+  // none): files loaded into existing adapters must have the same.
+  std::string (*computing_settings)(const LoraConfig& config);
   // The layer's weight `w` merged with `factors` (the adapter's own or a state's), as PEFT's merge.
   at::Tensor (*merged_weight)(const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors,
                               const LoraConfig& config);

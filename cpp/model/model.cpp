@@ -779,37 +779,16 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
         require(adapter.feedforward == files.config.is_feedforward(adapter.site.module), where, " scales the ",
                 adapter.feedforward ? "output" : "input", " of '", adapter.site.module, "', the model's adapter its ",
                 adapter.feedforward ? "input" : "output", " (feedforward_modules)");
+    // The settings that change what the adapters of a method of factors compute (VeRA's projections,
+    // OFT's rotations, AdaLoRA's scaling, ...).
+    if (const FactorMethod* method = factor_method(have.peft_type)) {
+      const std::string mine = method->computing_settings(have), theirs = method->computing_settings(files.config);
+      require(mine == theirs, where, " holds ", peft_method_name(have.peft_type), " adapters of ", theirs,
+              "; the model's have ", mine, ": they would compute otherwise");
+    }
     // Each layer's rank and scaling (lora_alpha / r, or / sqrt(r) with use_rslora), patterns applied.
-    // VeRA's projections: the same seed, and saved or not alike (PEFT's check of a new adapter), and
-    // then the same rank everywhere.
-    if (have.peft_type == PeftType::Vera) {
-      const LoraConfig& file = files.config;
-      require(have.projection_prng_key == file.projection_prng_key && have.save_projection == file.save_projection &&
-                  have.r == file.r,
-              where, " holds VeRA adapters of r ", file.r, ", projection_prng_key ", file.projection_prng_key,
-              " and save_projection ", file.save_projection ? "true" : "false", "; the model's have r ", have.r,
-              ", projection_prng_key ", have.projection_prng_key, " and save_projection ",
-              have.save_projection ? "true" : "false");
-    }
-    if (have.peft_type == PeftType::Oft) {  // the same rotations from the same weights
-      const LoraConfig& file = files.config;
-      require(have.coft == file.coft && (!have.coft || have.eps == file.eps) &&
-                  have.use_cayley_neumann == file.use_cayley_neumann &&
-                  (!have.use_cayley_neumann || have.num_cayley_neumann_terms == file.num_cayley_neumann_terms),
-              where, " holds OFT adapters with coft ", file.coft ? "true" : "false", " (eps ", file.eps,
-              "), use_cayley_neumann ", file.use_cayley_neumann ? "true" : "false", " (", file.num_cayley_neumann_terms,
-              " terms); the model's have coft ", have.coft ? "true" : "false", " (eps ", have.eps,
-              "), use_cayley_neumann ", have.use_cayley_neumann ? "true" : "false", " (",
-              have.num_cayley_neumann_terms, " terms): their rotations would differ");
-    }
-    if (have.peft_type == PeftType::Adalora) {  // the same scaling (lora_alpha over ranknum, init_r)
-      const LoraConfig& file = files.config;
-      require(have.adalora.init_r == file.adalora.init_r && have.alpha == file.alpha, where,
-              " holds AdaLoRA adapters of init_r ", file.adalora.init_r, " and lora_alpha ", file.alpha,
-              "; the model's have init_r ", have.adalora.init_r, " and lora_alpha ", have.alpha);
-    }
     for (const auto& adapter : lora_.adapters()) {
-      // (OFT's and AdaLoRA's: their shapes, below)
+      // (the other methods of factors: their shapes, below)
       const FactorMethod* method = factor_method(adapter);
       if (is_ia3(adapter) || (method && !method->rank_and_scaling)) continue;
       const std::string& module = pattern_name(adapter.site);
@@ -945,9 +924,9 @@ void Model::set_lora_enabled(bool enabled) {
   // PEFT warns alike: its trained biases stay in the layers.
   if (!enabled && lora_.enabled() && config.bias != "none")
     std::fprintf(stderr,
-                 "accelerate: warning: LoRA adapters disabled with bias \"%s\": the biases trained stay, so the model "
-                 "does not compute as the base model did\n",
-                 config.bias.c_str());
+                 "accelerate: warning: %s adapters disabled while their bias setting trains %s biases: those stay, so "
+                 "the model does not compute as the base model did\n",
+                 peft_method_name(config.peft_type), config.bias == "all" ? "all" : "the adapted layers'");
   lora_.set_enabled(enabled);
 }
 

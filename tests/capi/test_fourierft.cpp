@@ -89,6 +89,16 @@ TEST(Fourierft, PeftFilesBothWaysAndWhatPeftRefuses) {
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
   EXPECT_EQ(eval_outputs(fresh, c), output);
   acc_model_free(fresh);
+  // Into FourierFT adapters of another scaling: they would compute otherwise, refused.
+  {
+    acc_options* o = fourierft_options(c, /*init=*/false);
+    ACC_ASSERT_OK(acc_options_set_double(o, "scaling", 6.0));
+    acc_model* other = adapted_case_model("fourierft_model.pt", acc_model_add_fourierft,
+                                          c["targets"].get<std::string>(), o, c["seed"].get<uint64_t>(), 3);
+    ACC_EXPECT_ERROR(acc_model_load_lora(other, dir.c_str()), ACC_ERR_INVALID_ARGUMENT,
+                     "holds FourierFT adapters of scaling 5 and random_loc_seed 229; the model's have scaling 6");
+    acc_model_free(other);
+  }
   // Another seed: other places, other outputs; another count: refused before anything changes.
   {
     json j = config;

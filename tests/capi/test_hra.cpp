@@ -124,6 +124,28 @@ TEST(Hra, PeftFilesBothWaysAndWhatPeftRefuses) {
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
   EXPECT_EQ(eval_outputs(fresh, c), output);
   acc_model_free(fresh);
+  // Into HRA adapters of the same shapes without apply_GS: they would compute otherwise, refused.
+  {
+    acc_options* plain = hra_options(c, /*init=*/false);
+    ACC_ASSERT_OK(acc_options_set_bool(plain, "apply_GS", 0));
+    acc_model* other = adapted_case_model("hra_model.pt", acc_model_add_hra, c["targets"].get<std::string>(), plain,
+                                          c["seed"].get<uint64_t>(), 2);
+    const auto before = eval_outputs(other, c);
+    ACC_EXPECT_ERROR(acc_model_load_lora(other, dir.c_str()), ACC_ERR_INVALID_ARGUMENT,
+                     "holds HRA adapters of apply_GS true; the model's have apply_GS false");
+    EXPECT_EQ(eval_outputs(other, c), before);
+    acc_model_free(other);
+  }
+  // Any "<method>_only" bias, as PEFT's tuners take it: the adapted layers' biases.
+  {
+    json j = config;
+    j["bias"] = "lora_only";
+    std::ofstream(dir + "/adapter_config.json") << j.dump();
+  }
+  fresh = hra_model();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(eval_outputs(fresh, c), output);
+  acc_model_free(fresh);
   // Another rank: hra_u's shape does not fit, refused before anything changes.
   {
     json j = config;
