@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peft_restated import ConvThenLinears, autocast_outputs, tensor, unrolled_in_features as in_features
+from peft_restated import autocast_outputs, ConvThenLinears, saved_frozen, tensor, unrolled_in_features as in_features
 
 
 def layout(n, config):
@@ -210,11 +210,7 @@ def one_case(model, targets, config, g):
 
 
 def boft_case(out):
-    torch.manual_seed(151)
-    model = ConvThenLinears()
-    torch.jit.script(model).save(str(out / "boft_model.pt"))
-    for p in model.parameters():
-        p.requires_grad_(False)
+    model = saved_frozen(ConvThenLinears, 151, out / "boft_model.pt")
     g = torch.Generator().manual_seed(157)
     linear = {"boft_block_size": 2, "boft_block_num": 0, "boft_n_butterfly_factor": 2, "boft_dropout": 0.5,
               "init_weights": False, "seed": 163, "train_seed": 167}

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peft_restated import autocast_outputs, tensor
+from peft_restated import autocast_outputs, saved_frozen, tensor
 
 TARGETS = ["fc1", "proj", "head"]
 
@@ -84,11 +84,7 @@ def forward(model, adapters, x, scaling):
 
 
 def fourierft_case(out, conv1d_class):
-    torch.manual_seed(223)
-    model = FourierNet(conv1d_class(5, 8))
-    torch.jit.script(model).save(str(out / "fourierft_model.pt"))
-    for p in model.parameters():
-        p.requires_grad_(False)
+    model = saved_frozen(lambda: FourierNet(conv1d_class(5, 8)), 223, out / "fourierft_model.pt")
     modules = dict(model.named_modules())
     config = {"n_frequency": 12, "scaling": 5.0, "random_loc_seed": 229, "n_frequency_pattern": {"head": 5},
               "init_weights": False, "seed": 233, "train_seed": 241}

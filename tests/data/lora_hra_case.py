@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peft_restated import ConvThenLinears, autocast_outputs, tensor, unrolled_in_features as in_features
+from peft_restated import autocast_outputs, ConvThenLinears, saved_frozen, tensor, unrolled_in_features as in_features
 
 
 def make_adapters(model, targets, config):
@@ -148,11 +148,7 @@ def one_case(model, targets, config, g):
 
 
 def hra_case(out):
-    torch.manual_seed(181)
-    model = ConvThenLinears()
-    torch.jit.script(model).save(str(out / "hra_model.pt"))
-    for p in model.parameters():
-        p.requires_grad_(False)
+    model = saved_frozen(ConvThenLinears, 181, out / "hra_model.pt")
     g = torch.Generator().manual_seed(191)
     householder = {"r": 4, "apply_GS": False, "init_weights": False, "bias": "none", "seed": 193, "train_seed": 197}
     gram_schmidt = {"r": 3, "apply_GS": True, "init_weights": False, "bias": "hra_only", "seed": 199,

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peft_restated import autocast_outputs, cast_to_input_hooks, tensor
+from peft_restated import autocast_outputs, cast_to_input_hooks, saved_frozen, tensor
 
 TARGETS = ["fc1", "fc2", "head"]
 
@@ -183,11 +183,7 @@ def run(model, config, x, target):
 
 
 def oft_case(out):
-    torch.manual_seed(107)
-    model = OftNet()
-    torch.jit.script(model).save(str(out / "oft_model.pt"))
-    for p in model.parameters():
-        p.requires_grad_(False)
+    model = saved_frozen(OftNet, 107, out / "oft_model.pt")
     g = torch.Generator().manual_seed(109)
     x = torch.randn(4, 8, generator=g)
     target = torch.randn(4, 3, generator=g)

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peft_restated import tensor
+from peft_restated import saved_frozen, tensor
 
 TARGETS = ["fc1", "proj", "head"]
 
@@ -89,11 +89,7 @@ def delta(module, projections, lambda_b, lambda_d):
 
 
 def vera_case(out, conv1d_class):
-    torch.manual_seed(89)
-    model = VeraNet(conv1d_class(5, 8))
-    torch.jit.script(model).save(str(out / "vera_model.pt"))
-    for p in model.parameters():
-        p.requires_grad_(False)
+    model = saved_frozen(lambda: VeraNet(conv1d_class(5, 8)), 89, out / "vera_model.pt")
     r, key, d_initial, dropout, seed, train_seed = 4, 7, 0.2, 0.25, 97, 101
     torch.manual_seed(seed)
     vera_a, vera_b, initial = make_adapter(model, r, key, True, d_initial)

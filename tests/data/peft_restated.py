@@ -69,6 +69,17 @@ def lycoris_forward(model, deltas, x, training, module_dropout):
     return y
 
 
+def saved_frozen(make, seed, path):
+    """The model make() builds after torch.manual_seed(seed), saved as TorchScript at `path` and frozen:
+    the base the adapters train beside."""
+    torch.manual_seed(seed)
+    model = make()
+    torch.jit.script(model).save(str(path))
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
 def cast_to_input_hooks(model, names):
     """PEFT's OFT, BOFT and HRA layers end their forward in result.to(x.dtype), enabled or not: forward
     hooks that do so on the named layers; their handles."""

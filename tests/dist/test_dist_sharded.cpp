@@ -5,22 +5,23 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <cmath>
 #include <unistd.h>
+#include <cmath>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
-#include <vector>
 #include <thread>
-#include <chrono>
+#include <vector>
 
 #include "../capi/support.h"
 #include "accelerate.h"
@@ -93,17 +94,28 @@ std::map<std::string, std::vector<float>> full_weights(acc_accelerator* acc, acc
   return by_name(list);
 }
 
+// Adds a PEFT method's adapters on `targets` through `add`, with `settings` (keys and their text).
+using AddAdapters = acc_status (*)(acc_model*, const char*, const acc_options*, size_t*);
+void add_method(acc_model* model, AddAdapters add, acc_options_kind kind, const char* targets,
+                std::initializer_list<std::pair<const char*, const char*>> settings) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(kind, &o), ACC_OK);
+  for (const auto& [key, value] : settings) EXPECT_EQ(acc_options_set(o, key, value), ACC_OK) << key;
+  EXPECT_EQ(add(model, targets, o, nullptr), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+}
+
 struct Settings {
   const char* spec = kShardNet;
   const char* script = nullptr;  // a TorchScript fixture (under ACC_TEST_DATA) instead of `spec`
-  bool tokens = false;  // the model takes token ids [4, 6] and is trained on the next token
-  bool images = false;  // the model takes [4, 2, 6, 6] (conv_model.pt) and gives [4, image_outputs]
+  bool tokens = false;           // the model takes token ids [4, 6] and is trained on the next token
+  bool images = false;           // the model takes [4, 2, 6, 6] (conv_model.pt) and gives [4, image_outputs]
   int image_outputs = 3;
   int features = 3, outputs = 2;  // without tokens or images: the input's and the output's widths
   bool seeded_steps = false;      // each micro-step starts at acc_set_seed(its index): a model's dropout draws alike
-  int64_t vocab = 8;    // with tokens: the logits' width (the ids stay below 8)
-  bool source = false;  // with tokens: a first input, the same ids reversed, precedes them
-  bool padding = false;  // with source: padding masks of both follow (row r's last r % 3 positions)
+  int64_t vocab = 8;              // with tokens: the logits' width (the ids stay below 8)
+  bool source = false;            // with tokens: a first input, the same ids reversed, precedes them
+  bool padding = false;           // with source: padding masks of both follow (row r's last r % 3 positions)
   const char* algorithm = "adam";
   bool maximize = false;  // the optimizer's maximize
   bool fused = false;     // the optimizer's fused
@@ -111,20 +123,20 @@ struct Settings {
   double clip = 0;        // max norm; 0: none
   double clip_value = 0;  // 0: none
   const char* precision = "no";
-  const char* freeze = nullptr;  // patterns frozen before prepare
+  const char* freeze = nullptr;    // patterns frozen before prepare
   const char* quantize = nullptr;  // a BitsAndBytesConfig (acc_model_quantize) applied first
-  const char* lora = nullptr;    // LoRA target modules, added before the optimizer is made
+  const char* lora = nullptr;      // LoRA target modules, added before the optimizer is made
   const char* lora_init = "true";  // their init_lora_weights
   int64_t lora_rank = 2;
-  const char* lora_flag = nullptr;    // a bool key of ACC_OPTIONS_LORA set true (use_dora, lora_bias)
-  const char* lora_tokens = nullptr;  // their trainable_token_indices
-  const char* lora_saved = nullptr;   // their modules_to_save
+  const char* lora_flag = nullptr;        // a bool key of ACC_OPTIONS_LORA set true (use_dora, lora_bias)
+  const char* lora_tokens = nullptr;      // their trainable_token_indices
+  const char* lora_saved = nullptr;       // their modules_to_save
   const char* lora_parameters = nullptr;  // their target_parameters
-  const char* tokens_alone = nullptr;  // token_indices of PEFT's TrainableTokensConfig (no LoRA)
-  const char* ia3 = nullptr;           // IA3 target modules (PEFT's IA3Config), added as LoRA's are
-  const char* ia3_feedforward = "";    // their feedforward_modules
-  const char* loha = nullptr;          // LoHa target modules (PEFT's LoHaConfig, r 2, init_weights false)
-  bool loha_cp = false;                // with use_effective_conv2d (PEFT's CP form of wider kernels)
+  const char* tokens_alone = nullptr;     // token_indices of PEFT's TrainableTokensConfig (no LoRA)
+  const char* ia3 = nullptr;              // IA3 target modules (PEFT's IA3Config), added as LoRA's are
+  const char* ia3_feedforward = "";       // their feedforward_modules
+  const char* loha = nullptr;             // LoHa target modules (PEFT's LoHaConfig, r 2, init_weights false)
+  bool loha_cp = false;                   // with use_effective_conv2d (PEFT's CP form of wider kernels)
   // LoKr target modules (PEFT's LoKrConfig, r 1, decompose_both, the CP form, init_weights false)
   const char* lokr = nullptr;
   const char* oft = nullptr;   // OFT target modules (PEFT's OFTConfig, block_share, init_weights false)
@@ -142,16 +154,16 @@ struct Settings {
   // FourierFT target modules (PEFT's FourierFTConfig, n_frequency 6, scaling 10, the spectrum drawn)
   const char* fourierft = nullptr;
   const char* state_dict_type = "FULL_STATE_DICT";
-  bool offload = false;  // offload_optimizer and offload_params
-  bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
-  bool eval_between = false;  // a forward without gradients between each forward and its backward
+  bool offload = false;               // offload_optimizer and offload_params
+  bool hybrid = false;                // hybrid_shard (under zero_stage 1-3; DDP is DDP)
+  bool eval_between = false;          // a forward without gradients between each forward and its backward
   const char* wrap_policy = nullptr;  // auto_wrap_policy
   const char* min_num_params = "0";
-  const char* gradient_clipping = "0";  // the option: each optimizer step clips first
-  bool main_process_loads = false;  // the model is built under FSDP_CPU_RAM_EFFICIENT_LOADING
+  const char* gradient_clipping = "0";    // the option: each optimizer step clips first
+  bool main_process_loads = false;        // the model is built under FSDP_CPU_RAM_EFFICIENT_LOADING
   bool activation_checkpointing = false;  // the option (FSDP's fsdp_activation_checkpointing)
-  bool save_16bit_model = false;  // the option (DeepSpeed's zero3_save_16bit_model)
-  bool model_zero_grad = false;   // zero with acc_model_zero_grad (torch's model.zero_grad()), not the optimizer's
+  bool save_16bit_model = false;          // the option (DeepSpeed's zero3_save_16bit_model)
+  bool model_zero_grad = false;  // zero with acc_model_zero_grad (torch's model.zero_grad()), not the optimizer's
   const char* ignored_modules = nullptr;  // the option (FSDP's ignored_modules), under zero_stage 1-3
 };
 
@@ -168,8 +180,10 @@ class ScopedVariables {
   }
   ~ScopedVariables() {
     for (const auto& [name, old] : saved_) {
-      if (old) ::setenv(name.c_str(), old->c_str(), 1);
-      else ::unsetenv(name.c_str());
+      if (old)
+        ::setenv(name.c_str(), old->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
     }
   }
 
@@ -231,86 +245,34 @@ struct Job {
       EXPECT_EQ(acc_model_add_lora(model, s.lora, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }
-    if (s.ia3) {
-      acc_options* o = nullptr;
-      EXPECT_EQ(acc_options_create(ACC_OPTIONS_IA3, &o), ACC_OK);
-      EXPECT_EQ(acc_options_set(o, "feedforward_modules", s.ia3_feedforward), ACC_OK);
-      EXPECT_EQ(acc_model_add_ia3(model, s.ia3, o, nullptr), ACC_OK) << acc_last_error_message();
-      acc_options_free(o);
-    }
-    if (s.loha) {
-      acc_options* o = nullptr;
-      EXPECT_EQ(acc_options_create(ACC_OPTIONS_LOHA, &o), ACC_OK);
-      EXPECT_EQ(acc_options_set_int(o, "r", 2), ACC_OK);
-      EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
-      EXPECT_EQ(acc_options_set_bool(o, "use_effective_conv2d", s.loha_cp), ACC_OK);
-      EXPECT_EQ(acc_model_add_loha(model, s.loha, o, nullptr), ACC_OK) << acc_last_error_message();
-      acc_options_free(o);
-    }
-    if (s.lokr) {
-      acc_options* o = nullptr;
-      EXPECT_EQ(acc_options_create(ACC_OPTIONS_LOKR, &o), ACC_OK);
-      EXPECT_EQ(acc_options_set_int(o, "r", 1), ACC_OK);
-      EXPECT_EQ(acc_options_set_bool(o, "decompose_both", 1), ACC_OK);
-      EXPECT_EQ(acc_options_set_bool(o, "use_effective_conv2d", 1), ACC_OK);
-      EXPECT_EQ(acc_options_set(o, "init_weights", "false"), ACC_OK);
-      EXPECT_EQ(acc_model_add_lokr(model, s.lokr, o, nullptr), ACC_OK) << acc_last_error_message();
-      acc_options_free(o);
-    }
-    if (s.oft) {
-      acc_options* o = nullptr;
-      EXPECT_EQ(acc_options_create(ACC_OPTIONS_OFT, &o), ACC_OK);
-      EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
-      EXPECT_EQ(acc_model_add_oft(model, s.oft, o, nullptr), ACC_OK) << acc_last_error_message();
-      acc_options_free(o);
-    }
-    if (s.vera) {
-      acc_options* o = nullptr;
-      EXPECT_EQ(acc_options_create(ACC_OPTIONS_VERA, &o), ACC_OK);
-      EXPECT_EQ(acc_options_set_int(o, "r", 4), ACC_OK);
-      EXPECT_EQ(acc_options_set_double(o, "vera_dropout", 0.1), ACC_OK);
-      EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
-      EXPECT_EQ(acc_model_add_vera(model, s.vera, o, nullptr), ACC_OK) << acc_last_error_message();
-      acc_options_free(o);
-    }
-    if (s.adalora) {
-      acc_options* o = nullptr;
-      EXPECT_EQ(acc_options_create(ACC_OPTIONS_ADALORA, &o), ACC_OK);
-      EXPECT_EQ(acc_options_set(o, "init_r", "2"), ACC_OK);
-      EXPECT_EQ(acc_options_set(o, "target_r", "1"), ACC_OK);
-      EXPECT_EQ(acc_options_set(o, "total_step", "6"), ACC_OK);
-      EXPECT_EQ(acc_options_set(o, "tfinal", "2"), ACC_OK);
-      EXPECT_EQ(acc_options_set_bool(o, "init_lora_weights", 0), ACC_OK);
-      EXPECT_EQ(acc_model_add_adalora(model, s.adalora, o, nullptr), ACC_OK) << acc_last_error_message();
-      acc_options_free(o);
-    }
-    if (s.boft) {
-      acc_options* o = nullptr;
-      EXPECT_EQ(acc_options_create(ACC_OPTIONS_BOFT, &o), ACC_OK);
-      EXPECT_EQ(acc_options_set_int(o, "boft_block_size", 2), ACC_OK);
-      EXPECT_EQ(acc_options_set_int(o, "boft_n_butterfly_factor", 2), ACC_OK);
-      EXPECT_EQ(acc_options_set_double(o, "boft_dropout", 0.5), ACC_OK);
-      EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
-      EXPECT_EQ(acc_model_add_boft(model, s.boft, o, nullptr), ACC_OK) << acc_last_error_message();
-      acc_options_free(o);
-    }
-    if (s.hra) {
-      acc_options* o = nullptr;
-      EXPECT_EQ(acc_options_create(ACC_OPTIONS_HRA, &o), ACC_OK);
-      EXPECT_EQ(acc_options_set_int(o, "r", 2), ACC_OK);
-      EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
-      EXPECT_EQ(acc_options_set_string(o, "bias", "hra_only"), ACC_OK);
-      EXPECT_EQ(acc_model_add_hra(model, s.hra, o, nullptr), ACC_OK) << acc_last_error_message();
-      acc_options_free(o);
-    }
-    if (s.fourierft) {
-      acc_options* o = nullptr;
-      EXPECT_EQ(acc_options_create(ACC_OPTIONS_FOURIERFT, &o), ACC_OK);
-      EXPECT_EQ(acc_options_set_int(o, "n_frequency", 6), ACC_OK);
-      EXPECT_EQ(acc_options_set_double(o, "scaling", 10.0), ACC_OK);
-      EXPECT_EQ(acc_model_add_fourierft(model, s.fourierft, o, nullptr), ACC_OK) << acc_last_error_message();
-      acc_options_free(o);
-    }
+    if (s.ia3)
+      add_method(model, acc_model_add_ia3, ACC_OPTIONS_IA3, s.ia3, {{"feedforward_modules", s.ia3_feedforward}});
+    if (s.loha)
+      add_method(model, acc_model_add_loha, ACC_OPTIONS_LOHA, s.loha,
+                 {{"r", "2"}, {"init_weights", "false"}, {"use_effective_conv2d", s.loha_cp ? "true" : "false"}});
+    if (s.lokr)
+      add_method(model, acc_model_add_lokr, ACC_OPTIONS_LOKR, s.lokr,
+                 {{"r", "1"}, {"decompose_both", "true"}, {"use_effective_conv2d", "true"}, {"init_weights", "false"}});
+    if (s.oft) add_method(model, acc_model_add_oft, ACC_OPTIONS_OFT, s.oft, {{"init_weights", "false"}});
+    if (s.vera)
+      add_method(model, acc_model_add_vera, ACC_OPTIONS_VERA, s.vera,
+                 {{"r", "4"}, {"vera_dropout", "0.1"}, {"init_weights", "false"}});
+    if (s.adalora)
+      add_method(
+          model, acc_model_add_adalora, ACC_OPTIONS_ADALORA, s.adalora,
+          {{"init_r", "2"}, {"target_r", "1"}, {"total_step", "6"}, {"tfinal", "2"}, {"init_lora_weights", "false"}});
+    if (s.boft)
+      add_method(model, acc_model_add_boft, ACC_OPTIONS_BOFT, s.boft,
+                 {{"boft_block_size", "2"},
+                  {"boft_n_butterfly_factor", "2"},
+                  {"boft_dropout", "0.5"},
+                  {"init_weights", "false"}});
+    if (s.hra)
+      add_method(model, acc_model_add_hra, ACC_OPTIONS_HRA, s.hra,
+                 {{"r", "2"}, {"init_weights", "false"}, {"bias", "hra_only"}});
+    if (s.fourierft)
+      add_method(model, acc_model_add_fourierft, ACC_OPTIONS_FOURIERFT, s.fourierft,
+                 {{"n_frequency", "6"}, {"scaling", "10"}});
     if (s.tokens_alone) {
       acc_options* o = nullptr;
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_TRAINABLE_TOKENS, &o), ACC_OK);
@@ -466,8 +428,10 @@ void expect_trains_like(const Settings& reference, int stage, const Settings& s,
     // over 6 steps into < 1e-4; clipping's norm from pieces adds a relative 1e-6 of a step.
     const bool clipped = s.clip > 0 || std::string(s.gradient_clipping) != "0";
     const bool same_sums = same_reduction_order(stage) && (same_gradient_order || g_world == 2);
-    if (same_sums && !clipped) EXPECT_EQ(difference, 0.0) << "after micro-step " << i;
-    else EXPECT_LT(difference, 1e-4) << "after micro-step " << i;
+    if (same_sums && !clipped)
+      EXPECT_EQ(difference, 0.0) << "after micro-step " << i;
+    else
+      EXPECT_LT(difference, 1e-4) << "after micro-step " << i;
   }
 }
 
@@ -1083,7 +1047,8 @@ TEST(Sharded, OnlyTheMainProcessBuildsTheWeights) {
     acc_tensor_list* state = nullptr;
     const acc_status expected = g_rank == 0 ? ACC_OK : ACC_ERR_NOT_INITIALIZED;
     EXPECT_EQ(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &out), expected);
-    if (g_rank > 0) EXPECT_NE(std::string(acc_last_error_message()).find("cpu_ram_efficient_loading"), std::string::npos);
+    if (g_rank > 0)
+      EXPECT_NE(std::string(acc_last_error_message()).find("cpu_ram_efficient_loading"), std::string::npos);
     EXPECT_EQ(acc_model_parameter(model, "0.weight", &weight), expected);
     EXPECT_EQ(acc_model_state_dict(model, &state), expected);
     for (acc_tensor* t : {x, out, weight}) acc_tensor_free(t);
@@ -1093,7 +1058,7 @@ TEST(Sharded, OnlyTheMainProcessBuildsTheWeights) {
   {  // A model with nothing to train: no engine, the weights still arrive (evaluation on every process).
     acc_model *model = nullptr, *prepared = nullptr;
     acc_accelerator* acc = acc_test::make_accelerator({});
-    ASSERT_EQ(acc_set_seed(static_cast<uint64_t>(5 + g_rank)), ACC_OK);  // each process would build other weights
+    ASSERT_EQ(acc_set_seed(static_cast<uint64_t>(5 + g_rank)), ACC_OK);        // each process would build other weights
     std::unique_ptr<ScopedVariables> loading(main_process_loads_scope(true));  // the launcher's, all along
     ASSERT_EQ(acc_model_from_spec(kShardNet, &model), ACC_OK);
     size_t frozen = 0;
@@ -1401,15 +1366,19 @@ TEST(Sharded, SwappedOrCorruptShardsAreRefused) {
     EXPECT_EQ(job.weights(), weights) << "a refused load changed nothing";
     ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
     if (g_rank == 0)
-      for (int64_t r = 0; r < g_world; ++r) std::ofstream(file(stem, r), std::ios::binary) << originals[static_cast<size_t>(r)];
+      for (int64_t r = 0; r < g_world; ++r)
+        std::ofstream(file(stem, r), std::ios::binary) << originals[static_cast<size_t>(r)];
   };
   for (const char* stem : {"model_shard_", "optimizer_shard_", "random_states_"}) {
-    each_process_loads(stem, [&] {  // process r's file becomes process r+1's
-      const std::string first = acc_test::read_file(file(stem, 0));
-      for (int64_t r = 0; r + 1 < g_world; ++r)
-        std::ofstream(file(stem, r), std::ios::binary) << acc_test::read_file(file(stem, r + 1));
-      std::ofstream(file(stem, g_world - 1), std::ios::binary) << first;
-    }, "(renamed or swapped?)");
+    each_process_loads(
+        stem,
+        [&] {  // process r's file becomes process r+1's
+          const std::string first = acc_test::read_file(file(stem, 0));
+          for (int64_t r = 0; r + 1 < g_world; ++r)
+            std::ofstream(file(stem, r), std::ios::binary) << acc_test::read_file(file(stem, r + 1));
+          std::ofstream(file(stem, g_world - 1), std::ios::binary) << first;
+        },
+        "(renamed or swapped?)");
   }
   const int64_t copied = g_world - 1;
   auto copy_from_later = [&](const char* stem) {
@@ -1417,7 +1386,8 @@ TEST(Sharded, SwappedOrCorruptShardsAreRefused) {
     std::ofstream(path, std::ios::binary) << acc_test::read_file(later + path.substr(dir.size()));
   };
   for (const char* stem : {"model_shard_", "optimizer_shard_", "random_states_"})
-    each_process_loads(stem, [&] { copy_from_later(stem); }, "copied from another checkpoint?");
+    each_process_loads(
+        stem, [&] { copy_from_later(stem); }, "copied from another checkpoint?");
   if (g_rank == 0) {  // merge-weights too refuses a set of shards from two saves
     const std::string original = acc_test::read_file(file("model_shard_", copied));
     copy_from_later("model_shard_");
@@ -1426,13 +1396,16 @@ TEST(Sharded, SwappedOrCorruptShardsAreRefused) {
     std::ofstream(file("model_shard_", copied), std::ios::binary) << original;
   }
   for (const char* stem : {"model_shard_", "optimizer_shard_"}) {
-    each_process_loads(stem, [&] {  // the last byte is the last tensor's data
-      for (int64_t r = 0; r < g_world; ++r) {
-        std::string bytes = acc_test::read_file(file(stem, r));
-        bytes.back() = static_cast<char>(bytes.back() ^ 0x10);
-        std::ofstream(file(stem, r), std::ios::binary) << bytes;
-      }
-    }, "does not match the checksum it was written with");
+    each_process_loads(
+        stem,
+        [&] {  // the last byte is the last tensor's data
+          for (int64_t r = 0; r < g_world; ++r) {
+            std::string bytes = acc_test::read_file(file(stem, r));
+            bytes.back() = static_cast<char>(bytes.back() ^ 0x10);
+            std::ofstream(file(stem, r), std::ios::binary) << bytes;
+          }
+        },
+        "does not match the checksum it was written with");
   }
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
   ACC_ASSERT_OK(acc_load_state(job.acc, dir.c_str(), nullptr));  // the files as written load
@@ -1491,10 +1464,10 @@ TEST(Sharded, OptimizerShardsWhoseGroupSettingsDifferAreRefused) {
   if (g_rank == 0) {
     rewrite_header(dir + "/optimizer_shard_" + std::to_string(g_world - 1) + ".safetensors",
                    [](nlohmann::ordered_json& h, std::string&) {
-      auto groups = nlohmann::json::parse(h["__metadata__"]["param_groups"].get<std::string>());
-      groups[0]["options"]["lr"] = 0.5;
-      h["__metadata__"]["param_groups"] = groups.dump();
-    });
+                     auto groups = nlohmann::json::parse(h["__metadata__"]["param_groups"].get<std::string>());
+                     groups[0]["options"]["lr"] = 0.5;
+                     h["__metadata__"]["param_groups"] = groups.dump();
+                   });
     drop_file_records(dir);
   }
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
@@ -1528,7 +1501,8 @@ TEST(Sharded, ConsolidatedFilesThatDoNotFitAreRefusedUnderEveryStage) {
   using Edit = std::pair<std::string, HeaderEdit>;
   const std::vector<std::tuple<std::string, Edit, std::string>> cases = {
       {"a state of no parameter",
-       {optimizer, [](nlohmann::ordered_json& h, std::string& data) {  // a copy of a moment, appended
+       {optimizer,
+        [](nlohmann::ordered_json& h, std::string& data) {  // a copy of a moment, appended
           auto entry = h["state.0.weight.exp_avg"];
           const auto begin = entry["data_offsets"][0].get<size_t>(), end = entry["data_offsets"][1].get<size_t>();
           entry["data_offsets"] = nlohmann::ordered_json::array({data.size(), data.size() + end - begin});
@@ -1537,12 +1511,14 @@ TEST(Sharded, ConsolidatedFilesThatDoNotFitAreRefusedUnderEveryStage) {
         }},
        "holds state for parameters the optimizer does not have"},
       {"a transposed moment",
-       {optimizer, [](nlohmann::ordered_json& h, std::string&) {
+       {optimizer,
+        [](nlohmann::ordered_json& h, std::string&) {
           auto& shape = h["state.0.weight.exp_avg"]["shape"];
           shape = nlohmann::ordered_json::array({shape[1], shape[0]});
         }},
        "has shape"},
-      {"integer weights", {model, [](nlohmann::ordered_json& h, std::string&) { h["0.bias"]["dtype"] = "I32"; }},
+      {"integer weights",
+       {model, [](nlohmann::ordered_json& h, std::string&) { h["0.bias"]["dtype"] = "I32"; }},
        "is Int but the model's is Float"}};
   for (const auto& [what, edit, says] : cases) {
     SCOPED_TRACE(what);
@@ -1623,8 +1599,8 @@ TEST(Sharded, ShardedCheckpointsMergeIntoWhatSaveModelWrites) {
     std::filesystem::copy_file(checkpoint + "/model_shard_0.safetensors", last,
                                std::filesystem::copy_options::overwrite_existing);
     ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(checkpoint.c_str(), 0, merged.c_str(), nullptr), ACC_ERR_IO,
-                     "model_shard_" + std::to_string(g_world - 1) + ".safetensors' is the shard of process 0, not of process " +
-                         std::to_string(g_world - 1));
+                     "model_shard_" + std::to_string(g_world - 1) +
+                         ".safetensors' is the shard of process 0, not of process " + std::to_string(g_world - 1));
     std::string flipped = kept;  // the last byte is tensor data
     flipped.back() = static_cast<char>(flipped.back() ^ 0x10);
     std::ofstream(last, std::ios::binary | std::ios::trunc) << flipped;
@@ -1778,7 +1754,8 @@ TEST(Sharded, WhatItCannotDoIsRefused) {
   ACC_ASSERT_OK(acc_optimizer_create(model, "adam", nullptr, &opt));
   ACC_ASSERT_OK(acc_prepare(acc, nullptr, &opt, nullptr, nullptr));
   EXPECT_EQ(acc_prepare(acc, &model, nullptr, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT);
-  EXPECT_NE(std::strstr(acc_last_error_message(), "before (or with) its optimizer"), nullptr) << acc_last_error_message();
+  EXPECT_NE(std::strstr(acc_last_error_message(), "before (or with) its optimizer"), nullptr)
+      << acc_last_error_message();
   acc_optimizer_free(opt);
   acc_model_free(model);
   acc_accelerator_free(acc);
@@ -1843,9 +1820,11 @@ TEST(Sharded, EachProcessHoldsOnlyItsShare) {
     acc_model* inner = nullptr;
     ACC_ASSERT_OK(acc_unwrap_model(job.acc, job.model, &inner));
     for (acc_model* m : {job.model, inner}) {
-      if (stage == 3) ACC_EXPECT_ERROR(acc_model_save_torchscript(m, exported.c_str()), ACC_ERR_INVALID_ARGUMENT,
-                                       "sharded at rest (zero_stage 3)");
-      else EXPECT_EQ(acc_model_save_torchscript(m, exported.c_str()), ACC_OK) << acc_last_error_message();
+      if (stage == 3)
+        ACC_EXPECT_ERROR(acc_model_save_torchscript(m, exported.c_str()), ACC_ERR_INVALID_ARGUMENT,
+                         "sharded at rest (zero_stage 3)");
+      else
+        EXPECT_EQ(acc_model_save_torchscript(m, exported.c_str()), ACC_OK) << acc_last_error_message();
     }
     // And averages of its weights (AveragedModel) cannot be taken; at stages 1 and 2 they can.
     for (acc_model* m : {job.model, inner}) {
@@ -1874,7 +1853,8 @@ TEST(Sharded, EachProcessHoldsOnlyItsShare) {
     ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
     int64_t mine = 0;
     for (const auto& [name, values] : file_tensors(dir + "/optimizer_shard_" + std::to_string(g_rank) + ".safetensors"))
-      if (name.size() > 8 && name.compare(name.size() - 8, 8, ".exp_avg") == 0) mine += static_cast<int64_t>(values.size());
+      if (name.size() > 8 && name.compare(name.size() - 8, 8, ".exp_avg") == 0)
+        mine += static_cast<int64_t>(values.size());
     // A share: each unit's slices are cut at multiples of 64 elements (flat_layout.h), so on this
     // tiny model one process may hold most of it, never all.
     EXPECT_LT(mine, 46);
@@ -2350,11 +2330,12 @@ TEST(Sharded, WrapPoliciesTrainAsDdp) {
 TEST(ShardedFault, ADeadOrStalledPeerIsNamed) {
   const char* mode = std::getenv("ACC_TEST_FAULT");
   const char* at_env = std::getenv("ACC_TEST_FAULT_AT");
-  if (!mode || !at_env) GTEST_SKIP() << "set ACC_TEST_FAULT (exit, stall) and ACC_TEST_FAULT_AT (the fault tests run on their own)";
+  if (!mode || !at_env)
+    GTEST_SKIP() << "set ACC_TEST_FAULT (exit, stall) and ACC_TEST_FAULT_AT (the fault tests run on their own)";
   const std::string at = at_env;
   auto fail_here = [&] {
     if (std::string(mode) == "exit") acc_test::exit_at_once(0);  // dies without a word
-    std::this_thread::sleep_for(std::chrono::seconds(8));  // stalls past the others' timeout
+    std::this_thread::sleep_for(std::chrono::seconds(8));        // stalls past the others' timeout
     acc_test::exit_at_once(0);
   };
   auto expect_named = [](acc_status status, const std::string& expected) {
