@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/fro_norm.h"
 
 namespace acc {
 namespace {
@@ -137,7 +138,7 @@ at::Tensor adalora_orthogonal_regularization(const std::vector<LoraAdapter>& ada
       const at::Tensor& p = factor_named(adapter.factors, is_a ? kAdaloraA : kAdaloraB);
       const at::Tensor covariance = is_a ? at::matmul(p, p.t()) : at::matmul(p.t(), p);
       const at::Tensor identity = at::eye(covariance.size(0), covariance.size(1), covariance.options());
-      const at::Tensor norm = at::linalg_vector_norm(covariance - identity, 2);
+      const at::Tensor norm = fro_norm(covariance - identity, {});  // torch.norm(..., p="fro")
       // PEFT's sum starts from the integer 0 (0 + norm, then in place).
       sum = sum.defined() ? sum.add_(norm) : at::add(norm, 0);
       ++count;

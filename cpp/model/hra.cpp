@@ -8,6 +8,7 @@
 
 #include "common/autocast_guard.h"
 #include "common/error.h"
+#include "common/fro_norm.h"
 #include "model/lora_draws.h"
 
 namespace acc {
@@ -22,9 +23,6 @@ void check_site(const LinearSite& site) {
          "with the reflected weight; call the layer as a module or leave it out of target_modules");
 }
 
-// t.norm() (no dims: every element) and t.norm(dim=...): torch.norm's "fro", as PEFT calls it.
-at::Tensor frobenius(const at::Tensor& t, c10::IntArrayRef dims) { return at::frobenius_norm(t, dims, false); }
-
 // The columns of `u` one after another: each made orthogonal to the ones before (Gram-Schmidt) and
 // normalised, then I - 2 U U^T.
 at::Tensor gram_schmidt_rotation(const at::Tensor& u) {
@@ -33,12 +31,12 @@ at::Tensor gram_schmidt_rotation(const at::Tensor& u) {
   for (int64_t i = 0; i < rank; ++i) {
     at::Tensor ui = u.select(1, i);
     if (i == 0) {
-      columns.push_back((ui / frobenius(ui, {})).view({-1, 1}));
+      columns.push_back((ui / fro_norm(ui, {})).view({-1, 1}));
       continue;
     }
     ui = ui.view({-1, 1});
     for (int64_t j = 0; j < i; ++j) ui = ui - at::matmul(columns[j].t(), ui) * columns[j];
-    columns.push_back((ui / frobenius(ui, {})).view({-1, 1}));
+    columns.push_back((ui / fro_norm(ui, {})).view({-1, 1}));
   }
   const at::Tensor w = at::cat(columns, 1);
   return at::eye(u.size(0), u.options()) - at::matmul(w * 2, w.t());
@@ -75,7 +73,7 @@ std::vector<LoraAdapter> make_hra_adapters(const LoraConfig& config, const std::
 
 at::Tensor hra_rotation(const at::Tensor& hra_u, bool apply_gs) {
   if (apply_gs) return gram_schmidt_rotation(hra_u);
-  const at::Tensor unit = hra_u / frobenius(hra_u, {0});
+  const at::Tensor unit = hra_u / fro_norm(hra_u, {0});
   at::Tensor weight = at::eye(hra_u.size(0), hra_u.options());
   for (int64_t i = 0; i < hra_u.size(1); ++i) {
     const at::Tensor ui = unit.select(1, i).view({-1, 1});

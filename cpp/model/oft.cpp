@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "common/fro_norm.h"
 
 namespace acc {
 namespace {
@@ -62,7 +63,7 @@ at::Tensor projected(const at::Tensor& weight, const BlockLayout& layout, double
   const at::Tensor eps = at::sqrt(at::scalar_tensor(q.size(0), at::kLong)).reciprocal() * eps_setting;
   const at::Tensor zero = at::zeros({q.size(1), q.size(1)}, q.options()).unsqueeze(0).expand_as(q);
   const at::Tensor diff = q - zero;
-  const at::Tensor norm = at::frobenius_norm(q - zero, {1, 2}, /*keepdim=*/true);  // torch.norm's "fro"
+  const at::Tensor norm = fro_norm(q - zero, {1, 2}, /*keepdim=*/true);  // torch.norm's "fro"
   const at::Tensor out = at::where((norm <= eps).to(at::kBool), q, zero + eps * (diff / norm));
   return out.index({at::indexing::Slice(), layout.upper[0], layout.upper[1]});
 }
