@@ -755,6 +755,7 @@ LoraConfig fourierft_config_from_json(const nlohmann::ordered_json& j, const std
   config.peft_type = PeftType::Fourierft;
   config.n_frequency = fields.integer("n_frequency", 1000, 1, kMaxFrequencies, "from 1 to 2^31");
   config.fourier_scaling = fields.number("scaling", 150.0, -kMaxLoraAlpha, kMaxLoraAlpha);
+  fields.refuse_null("random_loc_seed");  // (PEFT seeds a generator with it)
   // Python's manual_seed takes any integer from -2^63 to 2^64 - 1 (negative ones wrapped).
   if (fields.given("random_loc_seed") && j["random_loc_seed"].is_number_unsigned())
     config.random_loc_seed = static_cast<int64_t>(j["random_loc_seed"].get<uint64_t>());

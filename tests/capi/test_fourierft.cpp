@@ -122,6 +122,15 @@ TEST(Fourierft, PeftFilesBothWaysAndWhatPeftRefuses) {
   EXPECT_EQ(n, 0u);
   acc_model_free(fresh);
 
+  {
+    json j = config;
+    j["random_loc_seed"] = nullptr;  // PEFT seeds a generator with it: its TypeError
+    std::ofstream(dir + "/adapter_config.json") << j.dump();
+  }
+  fresh = fourierft_model();
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "'random_loc_seed' is null");
+  acc_model_free(fresh);
+
   // What PEFT's FourierFT refuses: more entries than the weight has; convolutions and embeddings.
   acc_options* o = nullptr;
   ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_FOURIERFT, &o));
