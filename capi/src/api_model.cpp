@@ -7,7 +7,7 @@
 #include "handles.h"
 #include "host_callbacks.h"
 #include "model/quantization_config.h"
-#include "model/weighted_adapter.h"
+#include "model/peft/weighted_adapter.h"
 
 #include <functional>
 

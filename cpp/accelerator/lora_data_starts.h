@@ -1,5 +1,5 @@
 // The LoRA starts computed from a data loader's batches, as the C API calls them: EVA (PEFT's
-// initialize_lora_eva_weights, model/eva.h) and CorDA (model/corda.h). Each refuses a loader in the
+// initialize_lora_eva_weights, model/peft/eva.h) and CorDA (model/peft/corda.h). Each refuses a loader in the
 // middle of an epoch and leaves it between epochs, on failure too.
 #pragma once
 

@@ -1,5 +1,5 @@
 // torch::nn::Conv2d whose output an adapter may amend: LoRA's lora_B(lora_A(dropout(x))) * scaling as
-// PEFT's Conv2d adds it (model/lora.h). A spec model's "conv2d" layers are these, so parameters,
+// PEFT's Conv2d adds it (model/peft/lora.h). A spec model's "conv2d" layers are these, so parameters,
 // names, initialisation and arithmetic are Conv2d's while no adapter is set.
 #pragma once
 

@@ -1,5 +1,5 @@
 // torch::nn::Embedding whose output an adapter may amend: LoRA's embedding(x, A^T) @ B^T * scaling as
-// PEFT's Embedding adds it (model/lora.h). A spec model's "embedding" layers are these, so parameters,
+// PEFT's Embedding adds it (model/peft/lora.h). A spec model's "embedding" layers are these, so parameters,
 // names, initialisation and arithmetic are Embedding's while no adapter is set.
 #pragma once
 

@@ -1,5 +1,5 @@
 // torch::nn::Linear whose output an adapter may amend: LoRA's B(A(dropout(x))) * scaling as PEFT
-// adds it (model/lora.h). The layers of a spec model use it wherever PyTorch uses nn.Linear, so
+// adds it (model/peft/lora.h). The layers of a spec model use it wherever PyTorch uses nn.Linear, so
 // parameters, names, initialisation and arithmetic are Linear's while no adapter is set.
 #pragma once
 

@@ -18,13 +18,13 @@
 #include "common/name_patterns.h"
 #include "common/random.h"
 #include "common/text.h"
-#include "model/adalora.h"
-#include "model/factor_methods.h"
-#include "model/ia3.h"
-#include "model/lora_files.h"
-#include "model/lycoris.h"
-#include "model/oft.h"
-#include "model/vera.h"
+#include "model/peft/adalora.h"
+#include "model/peft/factor_methods.h"
+#include "model/peft/ia3.h"
+#include "model/peft/lora_files.h"
+#include "model/peft/lycoris.h"
+#include "model/peft/oft.h"
+#include "model/peft/vera.h"
 
 namespace acc {
 

@@ -14,16 +14,16 @@
 #include <utility>
 #include <vector>
 
-#include "model/eva.h"
-#include "model/lora.h"
+#include "model/peft/eva.h"
+#include "model/peft/lora.h"
 #include "model/unit_policy.h"
 #include "tensor/named_tensors.h"
 
 namespace acc {
 
 struct QuantizationConfig;   // model/quantization_config.h
-struct LoraFiles;            // model/lora_files.h
-struct WeightedCombination;  // model/weighted_adapter.h
+struct LoraFiles;            // model/peft/lora_files.h
+struct WeightedCombination;  // model/peft/weighted_adapter.h
 
 // Called around each unit's forward (see Model::set_unit_hooks): sharded data parallelism's stage 3
 // gathers a unit's parameters just before it runs and frees them after; `after` may return the
@@ -160,7 +160,7 @@ class Model {
   // Fails (Unsupported) where the model has quantised layers: `action` needs floating-point weights.
   void require_no_quantized_layers(const char* action) const;
 
-  // LoRA adapters (model/lora.h), PEFT's get_peft_model: adapts the linear layers the config targets
+  // LoRA adapters (model/peft/lora.h), PEFT's get_peft_model: adapts the linear layers the config targets
   // and freezes every other parameter. named_parameters lists each adapter's parameters right after
   // its layer's own, in PEFT's order. Returns how many layers were adapted. A refusal changes
   // nothing, the global generator included (some checks come after PEFT's draws).
@@ -173,7 +173,7 @@ class Model {
   // Reads what save_lora (or PEFT's save_pretrained) wrote: adds the adapters if the model has none,
   // else requires the same configuration; every check comes before anything changes.
   virtual void load_lora(const std::string& dir);
-  // AdaLoRA (model/adalora.h): `loss` plus orth_reg_weight times the orthogonal regularization of
+  // AdaLoRA (model/peft/adalora.h): `loss` plus orth_reg_weight times the orthogonal regularization of
   // the adapters' A and B (PEFT's AdaLoraModel.forward adds it to the model's loss), and the rank
   // allocator's step after a backward (PEFT's update_and_allocate). Refused (InvalidArgument)
   // without AdaLoRA adapters, and (Unsupported) under sharded data parallelism, whose processes hold
@@ -210,12 +210,12 @@ class Model {
   // PEFT's unload: every adapter removed, nothing merged; the model computes as its base does.
   virtual void unload_lora();
   // PEFT's add_weighted_adapter: a new adapter `name`, kept aside, whose layers combine the named
-  // adapters' with `weights` (model/weighted_adapter.h): PEFT's configuration (the first adapter's,
+  // adapters' with `weights` (model/peft/weighted_adapter.h): PEFT's configuration (the first adapter's,
   // with the targets of all and r = lora_alpha = the combined rank), drawn as PEFT draws it, then
   // written (DARE's masks drawn after). Returns how many layers it adapts.
   virtual size_t add_weighted_adapter(const std::vector<std::string>& adapters, const std::vector<double>& weights,
                                       const std::string& name, const WeightedCombination& how);
-  // PEFT's initialize_lora_eva_weights (model/eva.h): the active adapters, made with init "eva",
+  // PEFT's initialize_lora_eva_weights (model/peft/eva.h): the active adapters, made with init "eva",
   // take the components of their layers' inputs on `source`'s batches (read as `reading` says; a
   // layer's rows joined from every process by `gather_rows`, the rows themselves on one), the
   // model run in evaluation mode without gradients, adapters disabled. Ranks are redistributed as
@@ -234,14 +234,14 @@ class Model {
   // The weight of a 4-bit layer at `module` dequantised as bitsandbytes' dequantize_4bit gives it;
   // undefined where the module is none.
   virtual at::Tensor four_bit_dequantized(const std::string& /*module*/) const { return {}; }
-  // PEFT's preprocess_corda and get_peft_model with init_lora_weights "corda" (model/corda.h): the
+  // PEFT's preprocess_corda and get_peft_model with init_lora_weights "corda" (model/peft/corda.h): the
   // model runs on the batches `next` gives until it gives none (evaluation mode, no gradients; the
   // forward taking each batch's first `inputs` fields), the targeted linear layers' inputs summed
   // into covariances, and the adapters start from the weights' components along them, the weights
   // keeping the residual. Returns how many layers were adapted.
   virtual size_t add_lora_corda(LoraConfig config, const std::function<std::optional<std::vector<at::Tensor>>()>& next,
                                 int64_t inputs);
-  // PEFT's preprocess_loraga and get_peft_model with init_lora_weights "lora_ga" (model/lora_ga.h), in
+  // PEFT's preprocess_loraga and get_peft_model with init_lora_weights "lora_ga" (model/peft/lora_ga.h), in
   // two steps around the caller's own training steps (PEFT's train_step): begin_lora_ga puts the
   // model in training mode with every parameter frozen but the targeted linear layers' weights
   // (their gradients cleared), whose backward passes are counted; the caller runs forward, loss and

@@ -1,4 +1,4 @@
-// Model's side of AdaLoRA (model/adalora.h): the regularized loss and the rank allocator's step,
+// Model's side of AdaLoRA (model/peft/adalora.h): the regularized loss and the rank allocator's step,
 // refused where sharded data parallelism holds slices of what they read or change.
 #include "common/error.h"
 #include "model/model.h"

@@ -1,12 +1,12 @@
-// Model's side of CorDA (model/corda.h): the targeted layers' inputs watched while the model runs
+// Model's side of CorDA (model/peft/corda.h): the targeted layers' inputs watched while the model runs
 // on data, as PEFT's preprocess_corda hooks them, then the adapters added from the components.
 #include <c10/util/ScopeExit.h>
 
 #include <algorithm>
 
 #include "common/error.h"
-#include "model/corda.h"
 #include "model/model.h"
+#include "model/peft/corda.h"
 
 namespace acc {
 

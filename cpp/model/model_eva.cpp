@@ -1,4 +1,4 @@
-// Model's side of EVA (model/eva.h): which adapters it can compute, and the model run as PEFT's
+// Model's side of EVA (model/peft/eva.h): which adapters it can compute, and the model run as PEFT's
 // get_eva_state_dict runs it (evaluation mode, no gradients, adapters disabled, inputs on the
 // model's device).
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Model's side of PEFT's replace_lora_weights_loftq (model/loftq.h, loftq_replacement): the adapters
+// Model's side of PEFT's replace_lora_weights_loftq (model/peft/loftq.h, loftq_replacement): the adapters
 // of a model quantised to 4 bits restart from LoftQ's factors of each layer's quantisation error,
 // the unquantised weights read from the model's own safetensors files. PEFT computes it on CUDA
 // only; here on the layer's device.
@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "common/error.h"
-#include "model/loftq.h"
 #include "model/model.h"
+#include "model/peft/loftq.h"
 
 namespace acc {
 namespace {

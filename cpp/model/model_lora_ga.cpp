@@ -1,11 +1,11 @@
-// Model's side of LoRA-GA (model/lora_ga.h): the targeted layers' weight gradients estimated over
+// Model's side of LoRA-GA (model/peft/lora_ga.h): the targeted layers' weight gradients estimated over
 // the caller's training steps, as PEFT's estimate_gradients does, then the adapters added from them.
 #include <memory>
 #include <utility>
 
 #include "common/error.h"
-#include "model/lora_ga.h"
 #include "model/model.h"
+#include "model/peft/lora_ga.h"
 
 namespace acc {
 

@@ -13,10 +13,10 @@
 
 #include "common/error.h"
 #include "common/random.h"
-#include "model/lora_files.h"
-#include "model/lora_init.h"
 #include "model/model.h"
-#include "model/weighted_adapter.h"
+#include "model/peft/lora_files.h"
+#include "model/peft/lora_init.h"
+#include "model/peft/weighted_adapter.h"
 
 namespace acc {
 

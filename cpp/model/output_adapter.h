@@ -1,5 +1,5 @@
 // A change to a layer's output computed from its input (a LoRA adapter's B(A(dropout(x))) * scaling
-// added, model/lora.h), set on layers that take one (model/adaptable_linear.h, adaptable_conv2d.h,
+// added, model/peft/lora.h), set on layers that take one (model/adaptable_linear.h, adaptable_conv2d.h,
 // adaptable_embedding.h).
 #pragma once
 
@@ -13,7 +13,7 @@ namespace acc {
 // The layer's input and output, and whether it is in training mode, to the amended output.
 using OutputAdapter = std::function<at::Tensor(const at::Tensor& input, const at::Tensor& output, bool training)>;
 // The layer's input, and whether it is in training mode, to what the layer computes with instead
-// ((IA)^3's scaled input, model/ia3.h; OFT's and BOFT's rotated one).
+// ((IA)^3's scaled input, model/peft/ia3.h; OFT's and BOFT's rotated one).
 using InputAdapter = std::function<at::Tensor(const at::Tensor& input, bool training)>;
 
 // What a libtorch layer gains by also deriving from this: an adapter its forward runs on its output,

@@ -1,5 +1,5 @@
 // LoRA on a TorchScript model as PEFT computes it. PEFT's layer computes base(x) + B(A(dropout(x))) *
-// scaling, which needs the layer's input: weight substitution (model/lora.h) cannot see it, and
+// scaling, which needs the layer's input: weight substitution (model/peft/lora.h) cannot see it, and
 // rounds otherwise (W + B A * scaling is one product where PEFT adds two). So a
 // copy of forward has every call inlined except the calls of the adapted linear layers, and each of
 // those is followed by a marker that runs the layer's OutputAdapter on the call's input and output

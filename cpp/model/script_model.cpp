@@ -18,7 +18,7 @@
 #include "common/files.h"
 #include "common/large_stack.h"
 #include "common/peer_failure.h"
-#include "model/factor_methods.h"
+#include "model/peft/factor_methods.h"
 #include "model/torchscript_archive.h"
 
 namespace acc {

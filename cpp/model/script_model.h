@@ -42,7 +42,7 @@ class ScriptModel final : public Model {
   bool set_unit_hooks(UnitHooks hooks) override;
   void set_unit_policy(const UnitPolicy& policy) override;
   // Adapts the layers' outputs as PEFT does (model/script_lora.h); where the forward reads an
-  // adapted layer's weight itself, and lora_dropout is 0, that layer's weight instead (model/lora.h).
+  // adapted layer's weight itself, and lora_dropout is 0, that layer's weight instead (model/peft/lora.h).
   size_t add_lora(const LoraConfig& config) override;
   // Through a forward marked after the layers' calls, as LoRA's (model/script_lora.h).
   void watch_layer_inputs(const std::vector<std::string>& layers, const LayerInputSeen& seen,

@@ -1,5 +1,5 @@
-// LoRA's adapted weights (W + (B A) * scaling, model/lora.h) and trainable tokens' replaced weights
-// (W with its rows from the delta, model/trainable_tokens.h) made unit by unit while stage 3 runs a
+// LoRA's adapted weights (W + (B A) * scaling, model/peft/lora.h) and trainable tokens' replaced weights
+// (W with its rows from the delta, model/peft/trainable_tokens.h) made unit by unit while stage 3 runs a
 // TorchScript model by its units (model/script_units.h), instead of for the whole model at the
 // start of each forward, which would need every unit gathered at once. A unit's weights are made
 // just after its parameters are gathered and taken away after its forward. Autograd keeps them
@@ -13,8 +13,8 @@
 #include <functional>
 #include <vector>
 
-#include "model/lora.h"
 #include "model/model.h"
+#include "model/peft/lora.h"
 
 namespace acc {
 

@@ -122,13 +122,22 @@ TEST(Fourierft, PeftFilesBothWaysAndWhatPeftRefuses) {
   EXPECT_EQ(n, 0u);
   acc_model_free(fresh);
 
+  // Nulls PEFT computes with (its TypeError or AttributeError), and a pattern key Python's re refuses.
+  for (const char* key : {"random_loc_seed", "scaling", "n_frequency_pattern", "bias", "n_frequency"}) {
+    json j = config;
+    j[key] = nullptr;
+    std::ofstream(dir + "/adapter_config.json") << j.dump();
+    fresh = fourierft_model();
+    ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "'" + std::string(key) + "' is null");
+    acc_model_free(fresh);
+  }
   {
     json j = config;
-    j["random_loc_seed"] = nullptr;  // PEFT seeds a generator with it: its TypeError
+    j["n_frequency_pattern"] = {{"q)|(.*", 2}};
     std::ofstream(dir + "/adapter_config.json") << j.dump();
   }
   fresh = fourierft_model();
-  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "'random_loc_seed' is null");
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "q)|(.*");
   acc_model_free(fresh);
 
   // What PEFT's FourierFT refuses: more entries than the weight has; convolutions and embeddings.
@@ -160,6 +169,9 @@ TEST(Fourierft, CountsOfTheirOwnAsPeftFindsThem) {
   acc_options* o = nullptr;
   ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_FOURIERFT, &o));
   ACC_ASSERT_OK(acc_options_set_int(o, "n_frequency", 3));
+  // An expression Python's re refuses (an unbalanced parenthesis) is refused, nothing added.
+  ACC_ASSERT_OK(acc_options_set_string(o, "n_frequency_pattern", R"({"0)|(.*": 2})"));
+  ACC_EXPECT_ERROR(acc_model_add_fourierft(m, "0,2", o, nullptr), ACC_ERR_INVALID_ARGUMENT, "0)|(.*");
   ACC_ASSERT_OK(acc_options_set_string(o, "n_frequency_pattern", R"({"2": 5, "0|x": 7})"));
   ACC_ASSERT_OK(acc_model_add_fourierft(m, "0,2", o, nullptr));
   acc_options_free(o);

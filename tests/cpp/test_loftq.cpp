@@ -1,4 +1,4 @@
-// bitsandbytes' round trips that LoftQ quantises with (model/loftq.h), against its PyTorch
+// bitsandbytes' round trips that LoftQ quantises with (model/peft/loftq.h), against its PyTorch
 // implementation restated (tests/data/lora_loftq_case.py, lora_cases.json "loftq"): NF4 in blocks of
 // 64 (a shorter last one, a block of zeros, values on the buckets' edges) and row-wise int8 through
 // float16, bit for bit; and NF4 quantising its own output to itself, which is why LoftQ's adapters
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "model/loftq.h"
+#include "model/peft/loftq.h"
 
 namespace {
 

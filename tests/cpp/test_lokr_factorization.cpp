@@ -1,4 +1,4 @@
-// LyCORIS' factorization, which decides every LoKr factor's shape (model/lokr.h), against PEFT's
+// LyCORIS' factorization, which decides every LoKr factor's shape (model/peft/lokr.h), against PEFT's
 // restated in tests/data/lora_lokr_case.py (lora_cases.json "lokr"): dimensions 1 to 129 and model
 // sizes, with factors that divide them, that do not, 0, -1 and another negative one.
 #include <gtest/gtest.h>
@@ -7,7 +7,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "model/lokr.h"
+#include "model/peft/lokr.h"
 
 TEST(LokrFactorization, SplitsEveryDimensionAsLycoris) {
   const char* dir = std::getenv("ACC_TEST_DATA");

@@ -8,7 +8,7 @@
 
 #include "accelerator/config.h"
 #include "data/dataloader_options.h"
-#include "model/lora.h"
+#include "model/peft/lora.h"
 #include "optim/algorithm.h"
 #include "optim/optimizer_options.h"
 #include "schedule/schedule_options.h"

@@ -1618,6 +1618,52 @@ TEST(Sharded, ShardedCheckpointsMergeIntoWhatSaveModelWrites) {
   if (g_rank == 0) std::filesystem::remove_all(dir);
 }
 
+// Every PEFT method's save_model under zero_stage 3 (each layer merged from its gathered weight; a
+// stage 3 site holds a slice at rest) writes what DDP's does.
+TEST(Sharded, PeftMethodsSaveModelUnderStageThreeAsUnderDdp) {
+  const std::vector<std::pair<const char*, std::function<void(Settings&)>>> methods = {
+      {"ia3", [](Settings& s) { s.ia3 = "0,2,4", s.ia3_feedforward = "2"; }},
+      {"loha", [](Settings& s) { s.loha = "0,2,4"; }},
+      {"lokr", [](Settings& s) { s.lokr = "0,2,4"; }},
+      {"vera", [](Settings& s) { s.vera = "0,2,4"; }},
+      {"oft", [](Settings& s) { s.oft = "0,2,4"; }},
+      {"boft",
+       [](Settings& s) {
+         s.spec = R"([{"type":"linear","in_features":4,"out_features":8},{"type":"tanh"},
+                      {"type":"linear","in_features":8,"out_features":4},{"type":"tanh"},
+                      {"type":"linear","in_features":4,"out_features":2}])";
+         s.features = 4;
+         s.boft = "0,2,4";
+       }},
+      {"hra", [](Settings& s) { s.hra = "0,2,4"; }},
+      {"fourierft", [](Settings& s) { s.fourierft = "0,2,4"; }}};
+  for (const auto& [name, configure] : methods) {
+    SCOPED_TRACE(name);
+    Settings s;
+    s.seeded_steps = true;
+    configure(s);
+    Job ddp(0, s), sharded(3, s);
+    for (int i = 0; i < 2; ++i) {
+      ddp.micro_step();
+      sharded.micro_step();
+    }
+    const std::string ddp_dir = shared_dir(std::string("peft_ddp_") + name),
+                      sharded_dir = shared_dir(std::string("peft_zero3_") + name);
+    ASSERT_EQ(acc_save_model(ddp.acc, ddp.model, ddp_dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(acc_save_model(sharded.acc, sharded.model, sharded_dir.c_str(), nullptr), ACC_OK)
+        << acc_last_error_message();
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+    EXPECT_EQ(
+        max_difference(file_tensors(ddp_dir + "/model.safetensors"), file_tensors(sharded_dir + "/model.safetensors")),
+        0.0);
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+    if (g_rank == 0) {
+      std::filesystem::remove_all(ddp_dir);
+      std::filesystem::remove_all(sharded_dir);
+    }
+  }
+}
+
 TEST(Sharded, ConsolidatedFilesEqualDdpsAndLoadIntoDdp) {
   for (int stage : {1, 2, 3}) {
     SCOPED_TRACE("zero_stage " + std::to_string(stage));

@@ -19,16 +19,16 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
+#include "../cpp/group_of_one.h"
 #include "accelerator/prepared_model.h"
 #include "common/device.h"
 #include "common/options.h"
-#include "model/loftq.h"
+#include "gpu_support.h"
 #include "model/model.h"
+#include "model/peft/loftq.h"
+#include "ops/collectives.h"
 #include "optim/optimizer.h"
 #include "parallel/sharded_optimizer.h"
-#include "../cpp/group_of_one.h"
-#include "gpu_support.h"
-#include "ops/collectives.h"
 #include "precision/grad_scaler.h"
 #include "state/cpu_affinity.h"
 #include "state/distributed.h"
@@ -451,7 +451,7 @@ TEST(GpuSharding, CpuOffloadKeepsOptimizerStateAndShardsOffTheGpu) {
 #endif
 }
 
-// LoftQ's quantisation (model/loftq.h) is element-wise arithmetic, block maxima and bucketing: on
+// LoftQ's quantisation (model/peft/loftq.h) is element-wise arithmetic, block maxima and bucketing: on
 // CUDA it gives the CPU's values bit for bit (NF4 over 64-value blocks with a shorter last one, a
 // block of zeros; row-wise int8 through float16).
 TEST(GpuLoftq, RoundTripsOnCudaEqualTheCpus) {

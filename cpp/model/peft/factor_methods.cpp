@@ -1,0 +1,245 @@
+#include "model/peft/factor_methods.h"
+
+#include <array>
+
+#include "common/error.h"
+#include "model/peft/adalora.h"
+#include "model/peft/boft.h"
+#include "model/peft/fourierft.h"
+#include "model/peft/hra.h"
+#include "model/peft/lycoris.h"
+#include "model/peft/oft.h"
+#include "model/peft/vera.h"
+
+namespace acc {
+namespace {
+
+// A file's tensor must be floating-point with `dims` dimensions; `what` says what it holds.
+std::string refusal_unless(const at::Tensor& tensor, int64_t dims, const std::string& what) {
+  if (tensor.is_floating_point() && tensor.dim() == dims) return "";
+  return "must be a " + std::to_string(dims) + "-D floating-point tensor (" + what + ")";
+}
+
+std::string rank_decides(const LoraConfig& config, const std::string& module) {
+  return "r " + concat(config.rank_of(module));
+}
+
+FactorMethod lycoris(PeftType type, const char* adaptable) {
+  return {type,
+          adaptable,
+          lycoris_suffixes(type),
+          "factors",
+          [](const std::string&, const at::Tensor& t) -> std::string {
+            if (t.is_floating_point() && t.dim() >= 2 && t.dim() <= 4) return "";
+            return std::string("must be a floating-point tensor of 2 to 4 dimensions (LoHa's and LoKr's factors)");
+          },
+          /*files_hold_every_tensor=*/false,
+          /*files_hold_biases=*/false,
+          /*rank_and_scaling=*/true,
+          make_lycoris_adapters,
+          lycoris_factor_shapes,
+          rank_decides,
+          [](const LoraConfig&) { return std::string(); },
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
+            return (w + lycoris_delta(config.peft_type, factors, adapter.scaling, w.sizes())).to(w.scalar_type());
+          },
+          lycoris_output_adapter,
+          nullptr};
+}
+
+FactorMethod vera() {
+  return {PeftType::Vera,
+          "VeRA adapts linear layers (transformers' Conv1D too)",
+          {kVeraLambdaB, kVeraLambdaD},
+          "vectors",
+          [](const std::string&, const at::Tensor& t) { return refusal_unless(t, 1, "VeRA's vectors"); },
+          true,
+          true,
+          false,
+          make_vera_adapters,
+          vera_factor_shapes,
+          rank_decides,
+          // The same projections: the same seed and rank everywhere, saved or not alike (PEFT's check).
+          [](const LoraConfig& config) {
+            return "r " + concat(config.r) + ", projection_prng_key " + concat(config.projection_prng_key) +
+                   " and save_projection " + (config.save_projection ? "true" : "false");
+          },
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
+            const int64_t in = as_linear_layout(adapter.site, w).size(1);
+            return (w +
+                    vera_delta(adapter, factor_named(factors, kVeraLambdaB), factor_named(factors, kVeraLambdaD), in))
+                .to(w.scalar_type());
+          },
+          [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
+            return vera_output_adapter(adapter, config.dropout, std::move(enabled));
+          },
+          nullptr};
+}
+
+FactorMethod oft() {
+  return {
+      PeftType::Oft,
+      "OFT adapts linear layers",
+      {kOftSuffix},
+      "factors",
+      [](const std::string&, const at::Tensor& t) {
+        return refusal_unless(t, 2, "OFT's rotations: blocks x block (block - 1) / 2");
+      },
+      true,
+      true,
+      false,
+      make_oft_adapters,
+      oft_factor_shapes,
+      [](const LoraConfig& config, const std::string&) {
+        return "r " + concat(config.oft_r) + " and oft_block_size " + concat(config.oft_block_size);
+      },
+      // The same rotations from the same weights.
+      [](const LoraConfig& config) {
+        return std::string("coft ") + (config.coft ? "true (eps " + concat(config.eps) + ")" : "false") +
+               " and use_cayley_neumann " +
+               (config.use_cayley_neumann ? "true (" + concat(config.num_cayley_neumann_terms) + " terms)" : "false");
+      },
+      // (coft projects the weight in place, as PEFT's merge does)
+      [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
+        return oft_merged_weight(w, adapter, factor_named(factors, kOftSuffix), OftRotation::of(config));
+      },
+      // PEFT's forward returns the layer's output in its input's dtype (under autocast too).
+      [](const LoraAdapter&, const LoraConfig&, std::shared_ptr<const bool>) -> OutputAdapter {
+        return [](const at::Tensor& input, const at::Tensor& output, bool) { return output.to(input.scalar_type()); };
+      },
+      [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
+        return oft_input_adapter(adapter, OftRotation::of(config), std::move(enabled));
+      }};
+}
+
+FactorMethod adalora() {
+  return {PeftType::Adalora,
+          "AdaLoRA adapts linear layers (transformers' Conv1D too) and 2-D convolutions",
+          {kAdaloraA, kAdaloraB, kAdaloraE},
+          "factors",
+          [](const std::string&, const at::Tensor& t) { return refusal_unless(t, 2, "AdaLoRA's A, B and E"); },
+          true,
+          true,
+          false,
+          make_adalora_adapters,
+          adalora_factor_shapes,
+          [](const LoraConfig& config, const std::string&) {
+            return "init_r " + concat(config.adalora.init_r) + " and its rank_pattern";
+          },
+          // The same scaling (lora_alpha over ranknum, init_r).
+          [](const LoraConfig& config) {
+            return "init_r " + concat(config.adalora.init_r) + " and lora_alpha " + concat(config.alpha);
+          },
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
+            return (w + adalora_delta(adapter, factors, w.sizes())).to(w.scalar_type());
+          },
+          [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
+            return adalora_output_adapter(adapter, config.dropout, std::move(enabled));
+          },
+          nullptr};
+}
+
+FactorMethod boft() {
+  return {PeftType::Boft,
+          "BOFT adapts linear layers and 2-D convolutions",
+          {kBoftR, kBoftS},
+          "factors",
+          [](const std::string& suffix, const at::Tensor& t) {
+            return suffix == kBoftR ? refusal_unless(t, 4, "BOFT's boft_R: factors x blocks x block x block")
+                                    : refusal_unless(t, 2, "BOFT's boft_s: out x 1");
+          },
+          true,
+          true,
+          false,
+          make_boft_adapters,
+          boft_factor_shapes,
+          [](const LoraConfig& config, const std::string&) {
+            return "boft_block_size " + concat(config.boft_block_size) + ", boft_block_num " +
+                   concat(config.boft_block_num) + " and boft_n_butterfly_factor " +
+                   concat(config.boft_n_butterfly_factor);
+          },
+          [](const LoraConfig&) { return std::string(); },
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
+            return boft_merged_weight(w, adapter, factor_named(factors, kBoftR), factor_named(factors, kBoftS));
+          },
+          [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
+            return boft_output_adapter(adapter, config.dropout, std::move(enabled));
+          },
+          [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
+            return boft_input_adapter(adapter, config.dropout, std::move(enabled));
+          }};
+}
+
+FactorMethod hra() {
+  return {PeftType::Hra,
+          "HRA adapts linear layers and 2-D convolutions",
+          {kHraU},
+          "factors",
+          [](const std::string&, const at::Tensor& t) {
+            return refusal_unless(t, 2, "HRA's hra_u: in x r, a convolution's in * kernel^2 x r");
+          },
+          true,
+          true,
+          false,
+          make_hra_adapters,
+          hra_factor_shapes,
+          rank_decides,
+          [](const LoraConfig& config) { return std::string("apply_GS ") + (config.hra_apply_gs ? "true" : "false"); },
+          [](const LoraAdapter&, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
+            return hra_merged_weight(w, factor_named(factors, kHraU), config.hra_apply_gs);
+          },
+          [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
+            return hra_output_adapter(adapter, config.hra_apply_gs, std::move(enabled));
+          },
+          nullptr};
+}
+
+FactorMethod fourierft() {
+  return {PeftType::Fourierft,
+          "FourierFT adapts linear layers (transformers' Conv1D too)",
+          {kFourierSpectrum},
+          "factors",
+          [](const std::string&, const at::Tensor& t) {
+            return refusal_unless(t, 1, "FourierFT's spectrum: n_frequency entries");
+          },
+          true,
+          true,
+          false,
+          make_fourierft_adapters,
+          fourierft_factor_shapes,
+          [](const LoraConfig& config, const std::string& module) {
+            return "n_frequency " + concat(config.n_frequency_of(module));
+          },
+          // The same places and scaling.
+          [](const LoraConfig& config) {
+            return "scaling " + concat(config.fourier_scaling) + " and random_loc_seed " +
+                   concat(config.random_loc_seed);
+          },
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
+            const at::Tensor linear = as_linear_layout(adapter.site, w);  // out x in
+            const at::Tensor delta =
+                fourierft_delta(factor_named(factors, kFourierSpectrum), linear.size(0), linear.size(1), config);
+            return (w + as_linear_layout(adapter.site, delta)).to(w.scalar_type());
+          },
+          fourierft_output_adapter,
+          nullptr};
+}
+
+}  // namespace
+
+const FactorMethod* factor_method(PeftType type) {
+  static const std::array<FactorMethod, 8> methods = {
+      lycoris(PeftType::Loha, "LoHa adapts linear layers and 1-D and 2-D convolutions"),
+      lycoris(PeftType::Lokr, "LoKr adapts linear layers and 1-D and 2-D convolutions"),
+      vera(),
+      oft(),
+      adalora(),
+      boft(),
+      hra(),
+      fourierft()};
+  for (const FactorMethod& method : methods)
+    if (method.type == type) return &method;
+  return nullptr;
+}
+
+}  // namespace acc

@@ -1,0 +1,59 @@
+// The PEFT methods whose adapters are named tensors of a layer (LoraAdapter::factors): LoHa, LoKr,
+// VeRA, OFT, AdaLoRA, BOFT and HRA. What each adapts, draws, reads from files, merges and computes,
+// in one table, so the shared code (adding, files, loading, merging, wiring) asks it instead of
+// testing the method at each turn. LoRA, (IA)^3 and trainable tokens have tensors of their own.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/peft/lora.h"
+
+namespace acc {
+
+struct FactorMethod {
+  PeftType type;
+  const char* adaptable;  // what it adapts, for a target that is none of these
+  // Each layer's tensors by their names after its module's, in PEFT's order, and what a message
+  // calls them ("factors", VeRA's "vectors").
+  std::vector<std::string> suffixes;
+  const char* tensors_word;
+  // Why a file's tensor named with `suffix` cannot be that tensor (empty where it can).
+  std::string (*file_tensor_refusal)(const std::string& suffix, const at::Tensor& tensor);
+  // Whether a file holds every one of a layer's tensors (LoKr's: w1, or w1_a and w1_b: checked
+  // apart), and whether its biases are among a file's tensors where its bias option trains them.
+  bool files_hold_every_tensor;
+  bool files_hold_biases;
+  // Whether its adapters take LoRA's r and scaling from the configuration (LyCORIS'), which loading
+  // files into them compares.
+  bool rank_and_scaling;
+  // Its adapters for `chosen` (in the model's order), drawn as PEFT draws them; checks every site
+  // first, changing nothing.
+  std::vector<LoraAdapter> (*make)(const LoraConfig& config, const std::vector<LinearSite>& chosen);
+  // The tensors `config` makes for `site`, each of its shape, and what decides those shapes.
+  std::vector<FactorShape> (*shapes)(const LoraConfig& config, const LinearSite& site);
+  std::string (*decided_by)(const LoraConfig& config, const std::string& module);
+  // The settings beyond the tensors' shapes that change what its adapters compute, as text (empty:
+  // none): files loaded into existing adapters must have the same.
+  std::string (*computing_settings)(const LoraConfig& config);
+  // The layer's weight `w` merged with `factors` (the adapter's own or a state's), as PEFT's merge.
+  at::Tensor (*merged_weight)(const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors,
+                              const LoraConfig& config);
+  // What the layer's forward runs on its output and on its input (null: nothing).
+  OutputAdapter (*output_adapter)(const LoraAdapter& adapter, const LoraConfig& config,
+                                  std::shared_ptr<const bool> enabled);
+  InputAdapter (*input_adapter)(const LoraAdapter& adapter, const LoraConfig& config,
+                                std::shared_ptr<const bool> enabled);
+};
+
+// The method's entry; null for LoRA, (IA)^3 and trainable tokens.
+const FactorMethod* factor_method(PeftType type);
+// The entry of the adapter's method (null for a LoRA or (IA)^3 adapter).
+inline const FactorMethod* factor_method(const LoraAdapter& adapter) {
+  return is_ia3(adapter) ? nullptr : factor_method(adapter.method);
+}
+
+}  // namespace acc
