@@ -457,6 +457,16 @@ struct acc_accelerator {};
     check(acc_model_add_fourierft($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's LNTuningConfig: the modules targetModules names (typically the layer norms) train
+   * themselves, every other parameter frozen; their values at the start are kept for a disabled
+   * forward and unload. opts: LN tuning options (exclude_modules, modules_to_save, ...: the keys of
+   * ACC_OPTIONS_LN_TUNING) or null. saveLora, loadLora, mergeLora and setLoraEnabled act on them.
+   * Returns how many modules. */
+  size_t addLnTuning(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_ln_tuning($self, targetModules, opts, &n));
+    return n;
+  }
   /* AdaLoRA's training loss: loss plus orth_reg_weight times the adapters' orthogonal
    * regularization, a new tensor with autograd history (backward it instead of loss). */
   acc_tensor *adaloraLoss(const acc_tensor *loss ERR) {

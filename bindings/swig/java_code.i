@@ -156,6 +156,8 @@
   public static Options hra() { return new Options(OptionsKind.HRA); }
   /** Options of Model.addFourierft (PEFT's FourierFTConfig: n_frequency, scaling, random_loc_seed, ...). */
   public static Options fourierft() { return new Options(OptionsKind.FOURIERFT); }
+  /** Options of Model.addLnTuning (PEFT's LNTuningConfig: exclude_modules, modules_to_save, ...). */
+  public static Options lnTuning() { return new Options(OptionsKind.LN_TUNING); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

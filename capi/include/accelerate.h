@@ -669,6 +669,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
  *   adapter_config.json).
+ * Keys of ACC_OPTIONS_LN_TUNING (PEFT's LNTuningConfig, see acc_model_add_ln_tuning):
+ *   exclude_modules, modules_to_save (strings, default none: as ACC_OPTIONS_LORA's),
+ *   base_model_name_or_path, revision, task_type (strings, default none: written to
+ *   adapter_config.json).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
  *   schedule_wait, schedule_warmup, schedule_active, schedule_repeat, schedule_skip_first (int,
@@ -734,6 +738,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_BOFT = 17,
   ACC_OPTIONS_HRA = 18,
   ACC_OPTIONS_FOURIERFT = 19,
+  ACC_OPTIONS_LN_TUNING = 20,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1131,8 +1136,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * are quantised already leaves them as they are), and needs the file's loftq_config;
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
  * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; one of
- * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT or ADALORA adds that method's adapters (as
- * acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft, _hra, _fourierft, _adalora) and reads their tensors; other PEFT methods are
+ * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING or ADALORA adds that method's adapters (as
+ * acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft, _hra, _fourierft, _ln_tuning, _adalora) and reads their tensors; other PEFT methods are
  * refused naming the peft_type.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * a model prepared under zero_stage 3 holds only slices of them: ACC_ERR_INVALID_ARGUMENT.
@@ -1368,6 +1373,21 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_hra(acc_model *model, const char 
  * ACC_ERR_INVALID_ARGUMENT (PEFT's FourierFT has none). Before creating the optimizer and before
  * acc_prepare, on a model without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_fourierft(acc_model *model, const char *target_modules,
+                                                        const acc_options *opts, size_t *count);
+/* acc_model_add_ln_tuning: PEFT's LNTuningConfig (get_peft_model with peft_type LN_TUNING): the
+ * modules `target_modules` names (any module: typically the layer norms, e.g.
+ * "input_layernorm,post_attention_layernorm"; named as for acc_model_add_lora, a name matching a
+ * module named it or ending in "." and it) train, with everything inside them; every other
+ * parameter is frozen but modules_to_save's. PEFT trains a copy of each module beside the original;
+ * here they train in place and their values at the start are kept, as for modules_to_save: a
+ * disabled forward computes with them (without gradients: ACC_FORWARD_NO_GRAD), acc_model_unload_lora
+ * puts them back and acc_model_merge_lora keeps the trained values. Files are PEFT's
+ * ("base_model.model.<module>.ln_tuning_layers.<tensor>", buffers too). A target matching no module
+ * that holds tensors, or one module inside another, is ACC_ERR_INVALID_ARGUMENT; a second named
+ * adapter beside LN tuning ACC_ERR_UNSUPPORTED. `count`: the modules tuned (also
+ * acc_model_lora_count's). `opts`: ACC_OPTIONS_LN_TUNING or NULL. Before creating the optimizer
+ * and before acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_ln_tuning(acc_model *model, const char *target_modules,
                                                         const acc_options *opts, size_t *count);
 /* acc_model_adalora_loss: *out = loss + orth_reg_weight * the mean over the adapters' A and B (in
  * the model's order) of ||A A^T - I||_F and ||B^T B - I||_F, with autograd history: what PEFT's

@@ -270,6 +270,11 @@ acc_status acc_model_add_fourierft(acc_model* model, const char* target_modules,
   return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Fourierft, count);
 }
 
+acc_status acc_model_add_ln_tuning(acc_model* model, const char* target_modules, const acc_options* opts,
+                                   size_t* count) {
+  return add_adapters_of(model, target_modules, opts, acc::OptionsKind::LnTuning, count);
+}
+
 acc_status acc_model_adalora_loss(const acc_model* model, const acc_tensor* loss, acc_tensor** out) {
   return guarded([&] {
     const acc::Model& m = model_arg(model);
@@ -303,7 +308,7 @@ acc_status acc_model_merge_lora_adapters(acc_model* model, const char* const* ad
 }
 
 acc_status acc_model_lora_count(const acc_model* model, size_t* out) {
-  return guarded([&] { *out_param(out, "out") = model_arg(model).lora().size(); });
+  return guarded([&] { *out_param(out, "out") = model_arg(model).lora().count(); });
 }
 
 acc_status acc_model_set_lora_enabled(acc_model* model, int enabled) {

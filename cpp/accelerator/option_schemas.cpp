@@ -46,6 +46,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return hra_option_table();
     case OptionsKind::Fourierft:
       return fourierft_option_table();
+    case OptionsKind::LnTuning:
+      return ln_tuning_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

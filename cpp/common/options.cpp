@@ -153,6 +153,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "hra";
     case OptionsKind::Fourierft:
       return "fourierft";
+    case OptionsKind::LnTuning:
+      return "ln_tuning";
   }
   return "?";
 }

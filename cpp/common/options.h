@@ -63,7 +63,8 @@ enum class OptionsKind : int {
   Adalora = 16,
   Boft = 17,
   Hra = 18,
-  Fourierft = 19
+  Fourierft = 19,
+  LnTuning = 20
 };
 
 const char* options_kind_name(OptionsKind kind);

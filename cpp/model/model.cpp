@@ -382,6 +382,7 @@ void check_modules_to_save(const LoraConfig& config, const NamedTensors& paramet
   for (const auto& entry : parameters) any = any || config.saves(entry.first);
   require(any || !config.modules_to_save_given, "modules_to_save '", names,
           "' matches no module that holds parameters (a module matches a name its ", "own name ends with)");
+  if (config.peft_type == PeftType::LnTuning) return;  // (its targets train whole too)
   for (const auto& site : sites)
     require(adapts_parameter(site) || !config.targets(site.module) || !config.saves(site.module + ".weight"),
             "modules_to_save '", names, "' holds '", site.module,
@@ -543,7 +544,7 @@ void Model::freeze_all_but_adapters(const std::map<std::string, at::Tensor>& tra
 void Model::save_lora(const std::string& dir) const {
   const LoraConfig& config = lora().config();
   NamedTensors saved;
-  if (!config.modules_to_save.empty() || config.bias != "none") {
+  if (config.trains_modules_whole()) {
     require_weights("save_lora");
     const auto adapted = adapted_modules(lora());
     for (const auto& [name, tensor] : trained_whole(config, named_parameters(), named_buffers(), adapted))
@@ -635,7 +636,8 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
   // The layers the file's configuration targets must be those its tensors adapt, with their shapes.
   std::map<std::string, LinearSite> targeted;
   try {
-    for (auto& site : targeted_sites(files.config, adaptable_sites())) targeted.emplace(site.module, std::move(site));
+    if (files.config.peft_type != PeftType::LnTuning)  // (whose modules train whole: no layer is adapted)
+      for (auto& site : targeted_sites(files.config, adaptable_sites())) targeted.emplace(site.module, std::move(site));
   } catch (const Error& e) {
     fail(e.status(), where, ": ", e.what());
   }
@@ -706,16 +708,17 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
   for (const auto& [module, site] : targeted)
     if (!files.modules.count(module)) fail(Status::InvalidArgument, where, " holds no adapter for '", module, "'");
   // As adding them would refuse it, also where the model has its adapters already.
-  for (const auto& module : other_module_names())
-    require(!files.config.targets(module), where, ": target_modules '", files.config.describe_targets(), "' matches '",
-            module, "', which is not a linear layer; ", adaptable_layers(files.config));
+  if (files.config.peft_type != PeftType::LnTuning)  // (which tunes any module)
+    for (const auto& module : other_module_names())
+      require(!files.config.targets(module), where, ": target_modules '", files.config.describe_targets(),
+              "' matches '", module, "', which is not a linear layer; ", adaptable_layers(files.config));
   // What the file trains whole (modules to save, biases): every such tensor of this model in the
   // file, with its shape, and nothing else.
   std::set<std::string> targeted_modules;
   for (const auto& entry : targeted) targeted_modules.insert(entry.first);
   std::map<std::string, at::Tensor> saved_here;
-  if (!files.config.modules_to_save.empty() || files.config.bias != "none") {
-    require_weights("load_lora (modules_to_save, bias)");
+  if (files.config.trains_modules_whole()) {
+    require_weights("load_lora (modules_to_save, bias, LN tuning)");
     saved_here = trained_whole(files.config, named_parameters(), named_buffers(), targeted_modules);
   }
   for (const auto& [name, tensor] : files.saved) {

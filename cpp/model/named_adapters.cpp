@@ -94,6 +94,9 @@ size_t Model::make_named(const std::string& name, const LoraConfig& config, cons
   // Placeholder weights cannot be decomposed beside adapters that are there already.
   if (decomposes_weight(config.init))
     require_weights(("a named adapter with init_lora_weights " + config.init).c_str());
+  if (config.peft_type == PeftType::LnTuning || lora_.config().peft_type == PeftType::LnTuning)
+    fail(Status::Unsupported, "adapter '", name,
+         "': several named adapters beside LN tuning are not built (merge or unload the other first)");
   require(config.peft_type == lora_.config().peft_type, "adapter '", name, "' is ", peft_type_name(config.peft_type),
           " beside ", peft_type_name(lora_.config().peft_type),
           " adapters: PEFT holds adapters of one method per model");
@@ -196,6 +199,11 @@ void Model::drop_kept_aside(const std::string& name) {
 void Model::unload_lora() {
   require(!lora_.empty(), "unload: the model has no LoRA adapters or trainable tokens");
   require_trainable_set_free(/*freezing=*/false);
+  // PEFT's LN tuning puts the original modules back (it trained copies of them).
+  if (lora_.config().peft_type == PeftType::LnTuning) {
+    require(lora_.keeps_originals(), "unload: under zero_stage 3 no process keeps the tuned modules as they were");
+    lora_.put_saved_modules_aside();
+  }
   take_active_adapters();
   forget_named_adapters();
 }

@@ -136,8 +136,9 @@ std::shared_ptr<torch::jit::Graph> ScriptModel::marked_forward(const std::vector
 size_t ScriptModel::add_lora(const LoraConfig& config) {
   if (config.all_linear) return add_lora(with_all_linear(config));
   require_trainable_set_free(/*freezing=*/false);
-  // Trainable tokens alone use no marker: their layers compute with a replaced weight.
-  if (!lora_.empty() || config.peft_type == PeftType::TrainableTokens)
+  // Trainable tokens alone use no marker: their layers compute with a replaced weight; LN tuning's
+  // modules train in place.
+  if (!lora_.empty() || config.peft_type == PeftType::TrainableTokens || config.peft_type == PeftType::LnTuning)
     return Model::add_lora(config);  // refuses the first
   std::vector<std::string> layers;
   // An attention and the out_proj adapted with it compute with adapted weights (its forward reads them).

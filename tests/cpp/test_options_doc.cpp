@@ -84,7 +84,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"ADALORA", acc::OptionsKind::Adalora},
                                                            {"BOFT", acc::OptionsKind::Boft},
                                                            {"HRA", acc::OptionsKind::Hra},
-                                                           {"FOURIERFT", acc::OptionsKind::Fourierft}};
+                                                           {"FOURIERFT", acc::OptionsKind::Fourierft},
+                                                           {"LN_TUNING", acc::OptionsKind::LnTuning}};
 
 }  // namespace
 

@@ -49,6 +49,9 @@ public partial class Options {
   /// <summary>Options of Model.AddFourierft (PEFT's FourierFTConfig: n_frequency, scaling,
   /// random_loc_seed, ...).</summary>
   public static Options Fourierft() { return new Options(OptionsKind.FourierftOptions); }
+  /// <summary>Options of Model.AddLnTuning (PEFT's LNTuningConfig: exclude_modules, modules_to_save,
+  /// ...).</summary>
+  public static Options LnTuning() { return new Options(OptionsKind.LnTuningOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

@@ -409,6 +409,23 @@ public class LoraTests {
       RoundTrips(model => model.AddFourierft("1", o), "1.fourierft_spectrum");
   }
 
+  // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
+  // files round-trip.
+  [Test]
+  public void LnTuningRoundTrips() {
+    string dir = Path.Combine(Path.GetTempPath(), "acc-cs-ln-" + System.Guid.NewGuid().ToString("N"));
+    using (Model model = Model.FromSpec(TokenSpec)) {
+      Assert.AreEqual(1, model.AddLnTuning("1", null));
+      model.SaveLora(dir);
+      using (Model fresh = Model.FromSpec(TokenSpec)) {
+        fresh.LoadLora(dir);
+        Assert.AreEqual(1, fresh.LoraCount);
+      }
+    }
+    StringAssert.Contains("\"LN_TUNING\"", File.ReadAllText(Path.Combine(dir, "adapter_config.json")));
+    Directory.Delete(dir, true);
+  }
+
   // PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
   // pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip.
   [Test]

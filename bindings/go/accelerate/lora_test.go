@@ -409,6 +409,36 @@ func TestFourierftTrainsAndRoundTrips(t *testing.T) {
 	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddFourierft("1", o) }, "1.fourierft_spectrum")
 }
 
+// PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place, PEFT's files
+// round-trip and unload puts the layer back.
+func TestLnTuningTrainsInPlaceAndRoundTrips(t *testing.T) {
+	m := seededTokenModel(t)
+	defer m.Close()
+	base := tokenOutput(t, m)
+	if n, err := m.AddLnTuning("1", nil); n != 1 || err != nil {
+		t.Fatalf("adding = %d, %v", n, err)
+	}
+	if !reflect.DeepEqual(base, tokenOutput(t, m)) {
+		t.Fatal("the tuned module does not start as it was")
+	}
+	dir := filepath.Join(t.TempDir(), "adapter")
+	if err := m.SaveLora(dir); err != nil {
+		t.Fatal(err)
+	}
+	config, err := os.ReadFile(filepath.Join(dir, "adapter_config.json"))
+	if err != nil || !strings.Contains(string(config), `"LN_TUNING"`) {
+		t.Fatalf("adapter_config.json: %s, %v", config, err)
+	}
+	fresh := seededTokenModel(t)
+	defer fresh.Close()
+	if err := fresh.LoadLora(dir); err != nil || fresh.LoraCount() != 1 {
+		t.Fatalf("loading: %v, %d tuned", err, fresh.LoraCount())
+	}
+	if err := fresh.UnloadLora(); err != nil || fresh.LoraCount() != 0 {
+		t.Fatalf("unloading: %v", err)
+	}
+}
+
 // PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
 // pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip.
 func TestAdaloraTrainsPrunesAndRoundTrips(t *testing.T) {

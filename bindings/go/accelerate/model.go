@@ -41,6 +41,8 @@ const (
 	HraOptions OptionsKind = capi.OptionsHra
 	// PEFT's FourierFTConfig (Model.AddFourierft: n_frequency, scaling, random_loc_seed, ...)
 	FourierftOptions OptionsKind = capi.OptionsFourierft
+	// PEFT's LNTuningConfig (Model.AddLnTuning: exclude_modules, modules_to_save, ...)
+	LnTuningOptions OptionsKind = capi.OptionsLnTuning
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -421,6 +423,20 @@ func (m *Model) AddFourierft(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddFourierft(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddLnTuning adds PEFT's LN tuning: the modules targetModules names (typically the layer norms)
+// train themselves; every other parameter is frozen, and their values at the start are kept for a
+// disabled forward and unload. opts: LnTuningOptions or nil. SaveLora, LoadLora, MergeLora and
+// WithoutLora act on them. It returns how many modules are tuned.
+func (m *Model) AddLnTuning(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddLnTuning(targetModules, oh, e) })
 	return int(n), err
 }
 

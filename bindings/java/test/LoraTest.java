@@ -348,6 +348,20 @@ class LoraTest {
     }
   }
 
+  /** PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
+   *  files round-trip. */
+  @Test
+  void lnTuningRoundTrips() {
+    try (Model model = Model.fromSpec(TOKEN_SPEC)) {
+      assertEquals(1, model.addLnTuning("1", null));
+      model.saveLora(dir.toString());
+      try (Model fresh = Model.fromSpec(TOKEN_SPEC)) {
+        fresh.loadLora(dir.toString());
+        assertEquals(1, fresh.loraCount());
+      }
+    }
+  }
+
   /** PEFT's AdaLoRA on the linear layer: trained on the regularized loss through its schedule (rank 4
    *  pruned to 2 by step 3), the pattern is saved as rank_pattern and PEFT's files round-trip. */
   @Test

@@ -785,6 +785,24 @@ LoraConfig fourierft_config_from_json(const nlohmann::ordered_json& j, const std
 
 }  // namespace
 
+// PEFT's LNTuningConfig: its fields, in its order.
+nlohmann::ordered_json ln_tuning_config_json(const LoraConfig& config) {
+  nlohmann::ordered_json j = peft_config_json(peft_type_name(PeftType::LnTuning), config);
+  j["target_modules"] = targets_json(config);
+  j["exclude_modules"] = exclude_json(config);
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
+  return j;
+}
+
+// PEFT's LNTuningConfig (peft_type LN_TUNING).
+LoraConfig ln_tuning_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  const ConfigFields fields{j, path};
+  LoraConfig config;
+  config.peft_type = PeftType::LnTuning;
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
+  return config;
+}
+
 // adapter_config.json for the method's configuration, as PEFT writes it.
 nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
   switch (config.peft_type) {
@@ -807,6 +825,8 @@ nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
       return hra_config_json(config);
     case PeftType::Fourierft:
       return fourierft_config_json(config);
+    case PeftType::LnTuning:
+      return ln_tuning_config_json(config);
     case PeftType::Lora:
       break;
   }
@@ -829,10 +849,11 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "BOFT") return boft_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "HRA") return hra_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "FOURIERFT") return fourierft_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "LN_TUNING") return ln_tuning_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse("peft_type",
            "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\", \"BOFT\", \"HRA\", "
-           "\"FOURIERFT\" or "
+           "\"FOURIERFT\", \"LN_TUNING\" or "
            "\"TRAINABLE_TOKENS\" (other "
            "PEFT methods are not supported)");
   LoraConfig config;

@@ -532,6 +532,7 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
                          const std::vector<std::string>& other_modules, const std::vector<TokenSite>& token_sites,
                          const NamedTensors& saved_modules, bool weights_pending) {
   require_none_yet();
+  if (config.peft_type == PeftType::LnTuning) return add_tuned_modules(config, saved_modules, weights_pending);
   for (const auto& module : other_modules)
     require(!config.targets(module), "target_modules '", config.describe_targets(), "' matches '", module,
             "', which is not a linear layer; ", adaptable_layers(config));
@@ -1121,6 +1122,7 @@ void LoraAdapters::merge_and_remove() {
   uninstall();
   adapters_.clear();
   tokens_.clear();
+  tuned_modules_.clear();
   originals_.clear();  // PEFT's merge_and_unload keeps the trained copies
   originals_dropped_ = false;
 }

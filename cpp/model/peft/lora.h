@@ -240,9 +240,13 @@ at::Tensor adapted_weight(const at::Tensor& w, const LoraAdapter& adapter);
 class LoraAdapters {
  public:
   // Whether the model has no PEFT adapter at all: no LoRA adapter, no trainable tokens.
-  bool empty() const { return adapters_.empty() && tokens_.empty(); }
+  bool empty() const { return adapters_.empty() && tokens_.empty() && tuned_modules_.empty(); }
   // The number of LoRA adapters (adapted linear layers).
   size_t size() const { return adapters_.size(); }
+  // What acc_model_lora_count reports: the adapted layers and parameters, or LN tuning's modules.
+  size_t count() const { return adapters_.size() + tuned_modules_.size(); }
+  // LN tuning's modules (PEFT's LNTuningConfig), trained in place: their names, in the model's order.
+  const std::vector<std::string>& tuned_modules() const { return tuned_modules_; }
   const LoraConfig& config() const { return config_; }
   const std::vector<LoraAdapter>& adapters() const { return adapters_; }
   // The rows of embeddings that train beside the adapters (trainable_token_indices), or alone
@@ -413,6 +417,9 @@ class LoraAdapters {
   void swap_in(LoraAdapters& other, bool enabled);
   // Fails while the model has adapters or trainable tokens, naming them.
   void require_none_yet() const;
+  // LN tuning's add: the targeted modules (those among `saved_modules`' names) train in place, kept
+  // as they were for a disabled forward, as modules to save are.
+  size_t add_tuned_modules(const LoraConfig& config, const NamedTensors& saved_modules, bool weights_pending);
   // Takes `made` (drawn for `chosen`) and `tokens` as the model's adapters, the sites' weights
   // becoming `residuals` where those are defined (PiSSA's and the like), and installs them.
   void take_new(const LoraConfig& config, const std::vector<LinearSite>& chosen, std::vector<LoraAdapter> made,
@@ -430,6 +437,7 @@ class LoraAdapters {
     at::Tensor aside;  // the adapter's value of it while the adapter is kept aside
   };
   std::vector<Original> originals_;
+  std::vector<std::string> tuned_modules_;  // LN tuning's
   bool originals_dropped_ = false;  // by stage 3: a disabled forward is refused
   // Shared with the output adapters set on the layers, which read it at every forward.
   std::shared_ptr<bool> enabled_ = std::make_shared<bool>(true);

@@ -430,6 +430,15 @@ const OptionTable<LoraConfig>& fourierft_option_table() {
   return table;
 }
 
+const OptionTable<LoraConfig>& ln_tuning_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::LnTuning, [](OptionTable<L>& t) {
+    bind_module_lists(t);
+    bind_texts(t);
+  });
+  return table;
+}
+
 const std::vector<bool>* AdaloraConfig::kept(const std::string& module) const {
   for (const auto& [name, entries] : rank_pattern)
     if (name == module) return &entries;
@@ -596,6 +605,8 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return hra(targets, options);
     case OptionsKind::Fourierft:
       return fourierft(targets, options);
+    case OptionsKind::LnTuning:
+      return ln_tuning(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -670,6 +681,13 @@ LoraConfig LoraConfig::fourierft(const std::string& targets, const Options& opti
     }
   }
   read_method_targets(config, targets, "linear layers", "fourier_only");
+  return config;
+}
+
+LoraConfig LoraConfig::ln_tuning(const std::string& targets, const Options& options) {
+  LoraConfig config =
+      method_options("LN tuning", OptionsKind::LnTuning, ln_tuning_option_table(), PeftType::LnTuning, options);
+  read_method_targets(config, targets, "modules to tune (e.g. \"input_layernorm,post_attention_layernorm\")");
   return config;
 }
 
@@ -908,7 +926,15 @@ void LoraConfig::set_target_parameters(const nlohmann::ordered_json& value) {
   target_parameters = std::move(names);
 }
 
+std::string LoraConfig::tuned_module(const std::string& name) const {
+  if (peft_type != PeftType::LnTuning) return "";
+  for (const auto& module : enclosing_modules(name))
+    if (targets(module)) return module;
+  return "";
+}
+
 bool LoraConfig::saves(const std::string& name) const {
+  if (!tuned_module(name).empty()) return true;  // (LN tuning's modules train whole too)
   for (const auto& module : enclosing_modules(name))
     for (const auto& saved : modules_to_save)
       if (ends_with(module, saved)) return true;

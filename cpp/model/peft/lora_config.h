@@ -44,8 +44,9 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // AdaLoraConfig (LoRA in an SVD form whose ranks a budget prunes while it trains, model/peft/adalora.h)
 // or its BOFTConfig (each layer's input rotated by butterfly factors of block rotations, model/peft/boft.h)
 // or its HRAConfig (each layer's weight times Householder reflections, model/peft/hra.h) or its
-// FourierFTConfig (a sparse spectrum of each layer's delta trained, model/peft/fourierft.h).
-enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr, Vera, Oft, Adalora, Boft, Hra, Fourierft };
+// FourierFTConfig (a sparse spectrum of each layer's delta trained, model/peft/fourierft.h) or its
+// LNTuningConfig (the targeted modules, layer norms, trained themselves: LoraConfig::tuned_module).
+enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr, Vera, Oft, Adalora, Boft, Hra, Fourierft, LnTuning };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
   switch (type) {
@@ -69,6 +70,8 @@ inline const char* peft_type_name(PeftType type) {
       return "HRA";
     case PeftType::Fourierft:
       return "FOURIERFT";
+    case PeftType::LnTuning:
+      return "LN_TUNING";
     case PeftType::TrainableTokens:
       break;
   }
@@ -98,6 +101,8 @@ inline const char* peft_method_name(PeftType type) {
       return "HRA";
     case PeftType::Fourierft:
       return "FourierFT";
+    case PeftType::LnTuning:
+      return "LN tuning";
     case PeftType::TrainableTokens:
       break;
   }
@@ -368,6 +373,8 @@ struct LoraConfig {
   static LoraConfig hra(const std::string& targets, const Options& options);
   // PEFT's FourierFTConfig: `targets` as above (or "all-linear"), `options` of kind fourierft.
   static LoraConfig fourierft(const std::string& targets, const Options& options);
+  // PEFT's LNTuningConfig: `targets` the modules trained themselves, `options` of kind ln_tuning.
+  static LoraConfig ln_tuning(const std::string& targets, const Options& options);
   // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
   // add_adapter takes any).
   static LoraConfig of_kind(const std::string& targets, const Options& options);
@@ -416,6 +423,16 @@ struct LoraConfig {
   // Whether the parameter or buffer `name` lies in a module modules_to_save names (the module or
   // one of its submodules), PEFT's ModulesToSaveWrapper around it.
   bool saves(const std::string& name) const;
+  // LN tuning's: the targeted module that encloses the parameter or buffer `name` (PEFT trains a
+  // copy of it; here it trains in place, kept as a module to save is), empty where none does or the
+  // method is another. The outermost where several do (PEFT's wrapping of both fails: refused
+  // when adding).
+  std::string tuned_module(const std::string& name) const;
+  // Whether some of the model's own tensors train whole beside the adapters (modules to save, the
+  // biases bias trains, LN tuning's modules).
+  bool trains_modules_whole() const {
+    return !modules_to_save.empty() || bias != "none" || peft_type == PeftType::LnTuning;
+  }
   // Whether the parameter `name` trains beside the adapters and is saved with them: in a module to
   // save, or a bias the bias setting trains. `adapted`: whether its module is an adapted layer.
   bool trains_whole(const std::string& name, bool in_adapted_layer) const;
@@ -434,6 +451,7 @@ const OptionTable<LoraConfig>& adalora_option_table();
 const OptionTable<LoraConfig>& boft_option_table();
 const OptionTable<LoraConfig>& hra_option_table();
 const OptionTable<LoraConfig>& fourierft_option_table();
+const OptionTable<LoraConfig>& ln_tuning_option_table();
 // Fails (InvalidArgument, naming the setting) where PEFT's AdaLoraConfig would refuse `config`'s
 // schedule: total_step below 1, tinit not before total_step - tfinal, betas outside (0, 1).
 void check_adalora_schedule(const AdaloraConfig& config);

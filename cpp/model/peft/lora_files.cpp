@@ -33,6 +33,8 @@ constexpr const char* kPrefix = "base_model.model.";
 constexpr const char* kBaseLayerBias = ".base_layer.bias";  // an adapted layer's bias, under PEFT's bias setting
 // What PEFT's lora.MultiheadAttention names its out_proj (adapted with it) in its files.
 constexpr const char* kAttentionOutProj = ".base_layer.out_proj";
+// What PEFT's LN tuning names its copy of a module ("<module>.ln_tuning_layers.weight").
+constexpr const char* kLnTuningLayers = ".ln_tuning_layers";
 // The weights' metadata names the configuration saved with them (the CRC-32C of its bytes): a
 // save stopped between renaming the configuration and the weights leaves its weights `.new`, and
 // they are taken only beside the configuration they were saved with. (PEFT ignores the key.)
@@ -97,9 +99,13 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
         parameters.emplace_back(tied.module + tokens.suffix(), tokens.adapters()[k].delta);
   }
   NamedTensors tensors;
-  for (const NamedTensors* part : std::initializer_list<const NamedTensors*>{&parameters, &saved})
-    for (const auto& [name, tensor] : *part)
-      tensors.emplace_back(kPrefix + name, tensor.detach().to(at::kCPU).contiguous());
+  for (const auto& [name, tensor] : parameters)
+    tensors.emplace_back(kPrefix + name, tensor.detach().to(at::kCPU).contiguous());
+  for (const auto& [name, tensor] : saved) {  // an LN-tuned module's under its copy's name
+    const std::string module = adapters.config().tuned_module(name);
+    const std::string in_file = module.empty() ? name : module + kLnTuningLayers + name.substr(module.size());
+    tensors.emplace_back(kPrefix + in_file, tensor.detach().to(at::kCPU).contiguous());
+  }
   // VeRA's shared projections, under PEFT's names, where its configuration saves them.
   if (adapters.config().peft_type == PeftType::Vera && adapters.config().save_projection && adapters.size() > 0) {
     const auto& projections = adapters.adapters().front().projections;
@@ -233,6 +239,18 @@ LoraFiles read_lora_files(const std::string& dir) {
       continue;
     }
     if (standalone) refuse(name, std::string("is not a trainable tokens' delta (<module>") + delta_suffix + ")");
+    if (files.config.peft_type == PeftType::LnTuning) {  // "<module>.ln_tuning_layers.<tensor>", or a module to save's
+      const size_t copy = in_model.find(std::string(kLnTuningLayers) + ".");
+      if (copy != std::string::npos && copy > 0) {
+        files.saved[in_model.substr(0, copy) + in_model.substr(copy + std::string(kLnTuningLayers).size())] = tensor;
+        continue;
+      }
+      if (!files.config.saves(in_model) || !files.config.tuned_module(in_model).empty())
+        refuse(name, std::string("is not a tuned module's tensor (<module>") + kLnTuningLayers +
+                         ".<name>) nor what modules_to_save trains");
+      files.saved[in_model] = tensor;
+      continue;
+    }
     if (files.config.peft_type == PeftType::Ia3) {
       const size_t suffix = std::string(kIa3Suffix).size();
       if (ends_with(in_model, kIa3Suffix) && in_model.size() > suffix) {
@@ -326,6 +344,10 @@ LoraFiles read_lora_files(const std::string& dir) {
   }
   if (standalone) {
     if (files.tokens.empty()) fail(Status::Io, "'", weights_path, "' holds no trainable tokens");
+    return files;
+  }
+  if (files.config.peft_type == PeftType::LnTuning) {  // (each checked against the model when loading)
+    if (files.saved.empty()) fail(Status::Io, "'", weights_path, "' holds no tuned module");
     return files;
   }
   if (files.modules.empty()) fail(Status::Io, "'", weights_path, "' holds no adapter");

@@ -68,6 +68,7 @@ const (
 	OptionsBoft            = C.ACC_OPTIONS_BOFT
 	OptionsHra             = C.ACC_OPTIONS_HRA
 	OptionsFourierft       = C.ACC_OPTIONS_FOURIERFT
+	OptionsLnTuning        = C.ACC_OPTIONS_LN_TUNING
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
