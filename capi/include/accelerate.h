@@ -1124,6 +1124,10 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * optimizer and before acc_prepare (a prepared model refuses). `count` (optional): layers and parameters adapted.
  * acc_model_save_lora: PEFT's layout in `dir`: adapter_config.json and adapter_model.safetensors with
  * PEFT's names ("base_model.model.<module>.lora_A.weight"), read by PeftModel.from_pretrained.
+ * Every process of a job may call it with one folder: they take turns (a lock file,
+ * .accelerate_adapter_save.lock, stays in the folder). A model prepared under zero_stage 3 holds
+ * slices of its adapters: ACC_ERR_INVALID_ARGUMENT (save them before preparing, or use
+ * acc_save_model / acc_save_state).
  * acc_model_load_lora: reads that layout (PEFT's own files too): adds the adapters if the model has
  * none, else requires the same targets, ranks, scalings, use_dora and lora_bias; every check comes
  * before anything changes. A file whose init_lora_weights is olora or pissa (PEFT writes it so)
@@ -1140,6 +1144,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft, _hra, _fourierft, _ln_tuning, _adalora) and reads their tensors; other PEFT methods are
  * refused naming the peft_type.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
+ * on the handle from before acc_prepare (Accelerate's unwrap_model(...).merge_and_unload(), to save
+ * the merged model) the prepared model's next forward is ACC_ERR_INVALID_ARGUMENT: its engine holds
+ * the parameters of the time;
  * a model prepared under zero_stage 3 holds only slices of them: ACC_ERR_INVALID_ARGUMENT.
  * acc_model_merge_lora_adapters: PEFT's merge_and_unload(adapter_names=...): the `n` named adapters
  * (see acc_model_add_lora_named; active or kept aside) merged into the weights one after the other,

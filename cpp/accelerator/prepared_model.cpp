@@ -1,5 +1,6 @@
 #include "accelerator/prepared_model.h"
 
+#include "common/error.h"
 #include "precision/autocast.h"
 
 namespace acc {
@@ -15,9 +16,16 @@ PreparedModel::PreparedModel(std::shared_ptr<Model> inner, c10::DeviceType devic
       trainable_set_hold_(inner_->hold_trainable_set(
           "the model is prepared (its handle from before acc_prepare included): add LoRA adapters and freeze or "
           "unfreeze parameters before preparing it",
-          /*freezing_too=*/true)) {}
+          /*freezing_too=*/true)),
+      merges_at_prepare_(inner_->merges()) {}
 
 NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& given) {
+  // Merging through the handle from before acc_prepare (Accelerate's unwrap_model(...).merge_and_unload(),
+  // to save the merged model) removes parameters the engine reduces and steps: PyTorch's DDP fails
+  // at the next step; so does this forward, rather than train the processes apart.
+  require(inner_->merges() == merges_at_prepare_,
+          "the model's adapters were merged after acc_prepare (through its handle from before): its parameters are "
+          "no longer those prepared; save it, or prepare a model again to go on training");
   std::vector<at::Tensor> moved;
   if (inputs_to_) {
     moved.reserve(given.size());

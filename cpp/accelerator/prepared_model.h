@@ -157,6 +157,7 @@ class PreparedModel final : public Model {
   bool gradients_left_to_optimizer_ = false;
   bool sync_triggered_ = false;               // see optimizer_averages_next_backward
   std::shared_ptr<void> trainable_set_hold_;  // see Model::hold_trainable_set
+  uint64_t merges_at_prepare_;                // see Model::merges
 };
 
 }  // namespace acc

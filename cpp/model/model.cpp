@@ -871,6 +871,7 @@ void Model::merge_lora() {
                                     "adapters merged");
   require_weights("merge_lora");
   lora_.merge_and_remove();
+  ++merges_;
   forget_named_adapters();  // PEFT's merge_and_unload merges the active adapter and drops the others
 }
 

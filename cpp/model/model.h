@@ -185,6 +185,9 @@ class Model {
   // PEFT's merge_and_unload(adapter_names=...): the named adapters (active or kept aside) merged
   // into the weights in the order given, then every adapter removed; nothing changes on a refusal.
   virtual void merge_lora_adapters(const std::vector<std::string>& names);
+  // How many merges have removed adapters from the model: a prepared model refuses to go on
+  // training once one has (its engine holds the parameters of the time).
+  virtual uint64_t merges() const { return merges_; }
   // PEFT's enable_adapter_layers / disable_adapter_layers: disabled, the adapted layers compute as
   // the base model's (a reference model's outputs without a second model), and the modules to save
   // as they were when the adapters were added (a forward without gradients only). Fails without
@@ -344,6 +347,7 @@ class Model {
     bool merging_too;
   };
   std::vector<std::weak_ptr<const TrainableSetHold>> holds_;
+  uint64_t merges_ = 0;
 };
 
 // Makes each tensor a placeholder in place (see Model::make_weights_pending).

@@ -397,6 +397,7 @@ void Model::merge_lora_adapters(const std::vector<std::string>& names) {
     for (auto& [tensor, value] : before) tensor.copy_(value);
     throw;
   }
+  ++merges_;
   take_active_adapters();  // PEFT's unload: the active adapter's copies of the modules it saves stay
   forget_named_adapters();
 }

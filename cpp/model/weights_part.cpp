@@ -15,12 +15,7 @@ constexpr const char* kActiveAdapterKey = "accelerate_active_adapter";
 StagedLoad staged_weights_load(const std::shared_ptr<Model>& model, size_t model_index,
                                std::shared_ptr<const NamedTensors> tensors, const std::string& path,
                                const Metadata& metadata = {}) {
-  const auto saved_adapter = metadata.find(kActiveAdapterKey);
-  if (saved_adapter != metadata.end() && !model->lora().empty() && saved_adapter->second != model->active_adapter())
-    fail(Status::InvalidArgument, "checkpoint file '", path, "' holds the adapter '", saved_adapter->second,
-         "' of model ", model_index, ", whose active adapter is '", model->active_adapter(),
-         "': loading would write one adapter's values into another; make '", saved_adapter->second,
-         "' active (acc_model_set_adapter) before preparing the model");
+  require_same_adapter(*model, model_index, metadata, path);
   try {
     model->check_state_dict(*tensors, true);
   } catch (const Error& e) {
@@ -36,9 +31,7 @@ class WeightsPart final : public CheckpointPart {
 
   std::string file() const override { return indexed_name("model", file_index_, ".safetensors"); }
   void save(const std::string& path) const override {
-    Metadata metadata{{"format", "pt"}};
-    if (!model_->lora().empty()) metadata[kActiveAdapterKey] = model_->active_adapter();
-    save_safetensors(path, model_->state_dict(), metadata);
+    save_safetensors(path, model_->state_dict(), weights_metadata(*model_));
   }
   StagedLoad load(const std::string& path) const override {
     auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));  // its tensors map the file
@@ -79,6 +72,21 @@ class PickledWeightsPart final : public CheckpointPart {
 };
 
 }  // namespace
+
+Metadata weights_metadata(const Model& model) {
+  Metadata metadata{{"format", "pt"}};
+  if (!model.lora().empty()) metadata[kActiveAdapterKey] = model.active_adapter();
+  return metadata;
+}
+
+void require_same_adapter(const Model& model, size_t model_index, const Metadata& metadata, const std::string& path) {
+  const auto saved_adapter = metadata.find(kActiveAdapterKey);
+  if (saved_adapter != metadata.end() && !model.lora().empty() && saved_adapter->second != model.active_adapter())
+    fail(Status::InvalidArgument, "checkpoint file '", path, "' holds the adapter '", saved_adapter->second,
+         "' of model ", model_index, ", whose active adapter is '", model.active_adapter(),
+         "': loading would write one adapter's values into another; make '", saved_adapter->second,
+         "' active (acc_model_set_adapter) before preparing the model");
+}
 
 std::unique_ptr<CheckpointPart> weights_part(size_t file_index, size_t model_index, std::shared_ptr<Model> model) {
   return std::make_unique<WeightsPart>(file_index, model_index, std::move(model));

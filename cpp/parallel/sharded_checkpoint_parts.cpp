@@ -9,12 +9,13 @@
 #include <set>
 #include <unordered_map>
 
+#include "checkpoint/data_checksum.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/save_identity.h"
 #include "checkpoint/state_files.h"
-#include "checkpoint/data_checksum.h"
 #include "common/error.h"
 #include "common/json_input.h"
+#include "model/weights_part.h"
 #include "ops/collectives.h"
 #include "optim/optimizer_state.h"
 
@@ -155,12 +156,12 @@ class ShardedWeightsPart final : public CheckpointPart {
   }
   void save(const std::string& path) const override {
     if (full_) {
-      save_safetensors(path, state_);
+      save_safetensors(path, state_, weights_metadata(engine_->model()));
       state_.clear();
       return;
     }
     const NamedTensors tensors = engine_->shard_state_dict();
-    save_safetensors(path, tensors, shard_metadata(*engine_, tensors, save_id(), {{"format", "pt"}}));
+    save_safetensors(path, tensors, shard_metadata(*engine_, tensors, save_id(), weights_metadata(engine_->model())));
   }
   StagedLoad load(const std::string& path) const override {
     const fs::path dir = fs::path(path).parent_path();
@@ -168,6 +169,7 @@ class ShardedWeightsPart final : public CheckpointPart {
                                                               : indexed_name("model", index_, ".safetensors")))
                                                   .string());
     auto contents = std::make_shared<SafetensorsContents>(load_safetensors(source));
+    require_same_adapter(engine_->model(), index_, contents->metadata, source);
     if (!is_shard_file(source)) {
       checked_by_file(source, [&] { engine_->check_full_state_dict(contents->tensors); });
       return {[engine = engine_, contents] { engine->load_full_state_dict(contents->tensors); }, {}, {}};

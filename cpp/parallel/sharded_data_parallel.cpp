@@ -56,6 +56,13 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
       options_(std::move(options)),
       data_parallel_(std::move(data_parallel)) {
   require(options_.stage >= 1 && options_.stage <= 3, "zero_stage must be 1, 2 or 3, got ", options_.stage);
+  // OFT's coft writes each projected rotation back into its parameter during the forward; stage 3
+  // gathers a unit's parameters for the forward and frees them, so the write would reach no shard.
+  const LoraConfig& adapters = model_->lora().config();
+  if (options_.stage == 3 && !model_->lora().empty() && adapters.peft_type == PeftType::Oft && adapters.coft)
+    fail(Status::Unsupported, "OFT with coft under zero_stage 3: its forward writes the projected rotations back ",
+         "into their parameters, which stage 3 holds as slices (gathered for the forward and freed); use zero_stage ",
+         "1 or 2, or coft false");
   // Stages 1 and 2 keep whole parameters on the device by design: offloading parameters there
   // means offloading what the optimizer steps (as FSDP's CPUOffload with SHARD_GRAD_OP).
   offload_ = options_.offload_optimizer || options_.offload_params;

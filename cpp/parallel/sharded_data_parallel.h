@@ -61,6 +61,8 @@ class ShardedDataParallel final : public ParallelEngine {
   ShardedDataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist, ShardingOptions options,
                       DataParallelOptions data_parallel, std::optional<at::Device> device = std::nullopt);
   ~ShardedDataParallel() override;
+  // The model it trains (its checkpoint parts name the model's active adapter).
+  const Model& model() const { return *model_; }
 
   bool every_forward() const override { return options_.stage == 3; }
   void before_forward(bool sync) override;

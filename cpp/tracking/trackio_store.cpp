@@ -19,6 +19,7 @@
 
 #include "common/environment.h"
 #include "common/error.h"
+#include "common/file_lock.h"
 #include "common/files.h"
 #include "common/text.h"
 
@@ -132,40 +133,6 @@ class ProjectDatabase::Statement {
   sqlite3_stmt* statement_ = nullptr;
 };
 
-// trackio's ProcessLock: an exclusive flock on <project>.lock, tried every 0.1 s for 10 s.
-class ProjectDatabase::ProjectLock {
- public:
-  explicit ProjectLock(const std::string& path) {
-    // O_NONBLOCK: opening a FIFO put there would wait for a reader for ever.
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
-    if (fd_ < 0) fail(Status::Io, "trackio: cannot open the project's lock file ", path, ": ", std::strerror(errno));
-    struct stat info {};
-    if (::fstat(fd_, &info) != 0 || !S_ISREG(info.st_mode)) {
-      ::close(fd_);
-      fail(Status::Io, "trackio: the project's lock file ", path, " is not a regular file");
-    }
-    for (int attempt = 0;; ++attempt) {
-      if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return;
-      if (attempt == 99 || (errno != EWOULDBLOCK && errno != EINTR)) {
-        const int error = errno;
-        ::close(fd_);
-        fail(Status::Timeout, "trackio: could not lock ", path, " within 10 seconds (",
-             error == EWOULDBLOCK ? "another process holds it" : std::strerror(error), ")");
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-  }
-  ~ProjectLock() {
-    ::flock(fd_, LOCK_UN);
-    ::close(fd_);
-  }
-  ProjectLock(const ProjectLock&) = delete;
-  ProjectLock& operator=(const ProjectLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
-
 ProjectDatabase::ProjectDatabase(const std::string& dir, const std::string& project) {
   check_project_name(project);
   const std::string canonical = canonical_project_name(project);
@@ -176,7 +143,8 @@ ProjectDatabase::ProjectDatabase(const std::string& dir, const std::string& proj
   const auto status = fs::status(path_, ec);
   if (!ec && fs::exists(status) && !fs::is_regular_file(status))
     fail(Status::Io, "trackio: the project's database ", path_, " is not a regular file");
-  ProjectLock lock(lock_path_);
+  // trackio's ProcessLock: an exclusive flock on <project>.lock, tried every 0.1 s for 10 s.
+  const FileLock lock(lock_path_, "trackio: the project's lock file", std::chrono::seconds(10));
   const int opened = sqlite3_open_v2(path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   if (opened != SQLITE_OK) {
     const std::string why = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(opened);
@@ -293,7 +261,7 @@ std::optional<int64_t> ProjectDatabase::last_step(const std::string& run_id) {
 void ProjectDatabase::add_rows(const std::string& run_id, const std::string& run_name,
                                const std::vector<MetricRow>& rows, const std::optional<std::string>& config) {
   if (rows.empty() && !config) return;
-  ProjectLock lock(lock_path_);
+  const FileLock lock(lock_path_, "trackio: the project's lock file", std::chrono::seconds(10));
   execute("BEGIN IMMEDIATE");
   try {
     Statement insert(*this, metrics_have_run_ids_

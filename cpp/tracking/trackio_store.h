@@ -61,7 +61,6 @@ class ProjectDatabase {
 
  private:
   class Statement;
-  class ProjectLock;
   void execute(const char* sql);
   // Fails with Io naming the database and what was being done, where `code` is an SQLite error.
   void check(int code, const char* doing) const;

@@ -4,12 +4,14 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "json_tensors.h"
@@ -453,6 +455,52 @@ TEST(Lora, AdaptersOnATiedHeadTrainAndSaveButDoNotMerge) {
   ACC_ASSERT_OK(acc_model_add_lora(m, "head", nullptr, &count));
   ACC_EXPECT_ERROR(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED,
                    "LoRA adapts 'head', whose weight is tied to 'embed.weight'");
+  acc_model_free(m);
+}
+
+// Accelerate's unwrap_model(...).merge_and_unload() to save the merged model: the prepared model's
+// engine holds the parameters of the time, so its next forward is refused (PyTorch's DDP fails at
+// the next step) rather than train without the adapters.
+TEST(Lora, AMergeThroughTheUnwrappedHandleEndsTraining) {
+  acc_model* m = net();
+  add_lora(m);
+  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
+  ACC_ASSERT_OK(acc_prepare(acc, &m, &opt, nullptr, nullptr));
+  const auto before = outputs(m);
+  acc_model* unwrapped = nullptr;
+  ACC_ASSERT_OK(acc_unwrap_model(acc, m, &unwrapped));
+  ACC_ASSERT_OK(acc_model_merge_lora(unwrapped));
+  acc_tensor *x = input(), *y = nullptr;
+  ACC_EXPECT_ERROR(acc_model_forward1(m, x, 0, &y), ACC_ERR_INVALID_ARGUMENT, "merged after acc_prepare");
+  EXPECT_EQ(outputs(unwrapped), before);  // the merged model computes as the adapted one did
+  acc_tensor_free(x);
+  acc_model_free(unwrapped);
+  acc_optimizer_free(opt);
+  acc_model_free(m);
+  acc_accelerator_free(acc);
+}
+
+// Every process of a job may save the adapters into one folder at once (the README's loop does):
+// they take turns, and the folder holds one whole adapter after (two threads racing here).
+TEST(Lora, SavesIntoOneFolderAtOnceTakeTurns) {
+  acc_model* m = net();
+  add_lora(m);
+  const std::string dir = acc_test::temp_path("lora_racing");
+  fs::remove_all(dir);
+  std::atomic<int> failures{0};
+  auto save = [&] {
+    for (int i = 0; i < 20; ++i)
+      if (acc_model_save_lora(m, dir.c_str()) != ACC_OK) ++failures;
+  };
+  std::thread first(save), second(save);
+  first.join();
+  second.join();
+  EXPECT_EQ(failures.load(), 0) << acc_last_error_message();
+  acc_model* fresh = net();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(outputs(fresh), outputs(m));
+  acc_model_free(fresh);
   acc_model_free(m);
 }
 

@@ -9,6 +9,7 @@
 #include "checkpoint/safetensors.h"
 #include "common/crc32c.h"
 #include "common/error.h"
+#include "common/file_lock.h"
 #include "common/files.h"
 #include "common/json_input.h"
 #include "common/text.h"
@@ -39,6 +40,8 @@ constexpr const char* kLnTuningLayers = ".ln_tuning_layers";
 // save stopped between renaming the configuration and the weights leaves its weights `.new`, and
 // they are taken only beside the configuration they were saved with. (PEFT ignores the key.)
 constexpr const char* kConfigChecksumKey = "accelerate_adapter_config_crc32c";
+// What saves into one folder lock (PEFT's readers ignore it).
+constexpr const char* kSaveLockFile = ".accelerate_adapter_save.lock";
 
 std::string config_checksum(const std::string& text) {
   char hex[9];
@@ -63,6 +66,14 @@ bool saved_with(const std::string& weights, const std::optional<std::string>& co
 
 void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const NamedTensors& saved) {
   require(!adapters.empty(), "the model has no LoRA adapters or trainable tokens to save");
+  // Stage 3 leaves a tensor at rest an empty vector: such a save would write no values.
+  auto require_whole = [](const std::string& name, const at::Tensor& t) {
+    require(!(t.dim() == 1 && t.numel() == 0), "'", name,
+            "' is not whole here (sharded at rest under zero_stage 3): save the adapters from the unwrapped model "
+            "before preparing it, or use acc_save_model / save_state");
+  };
+  for (const auto& [name, tensor] : saved) require_whole(name, tensor);
+  for (const auto& token : adapters.tokens().adapters()) require_whole(token.site.module, token.delta);
   NamedTensors parameters;  // the adapters' own, under their names in the model
   for (size_t k = 0; k < adapters.size(); ++k) {
     const LoraAdapter& adapter = adapters.adapters()[k];
@@ -115,6 +126,10 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(Status::Io, "cannot create '", dir, "': ", ec.message());
+  // Every process of a job may save into one folder: they take turns (each would remove the other's
+  // files in progress).
+  const FileLock lock((fs::path(dir) / kSaveLockFile).string(), "the adapter folder's lock file",
+                      std::chrono::seconds(120));
   // Both files are written beside the old ones first, so a failed save leaves the adapter that was
   // there. Then the configuration is renamed into place, then the weights: a save stopped between
   // the two renames leaves its weights as `<weights>.new`, which read_lora_files takes while the
