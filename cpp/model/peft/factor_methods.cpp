@@ -48,32 +48,32 @@ FactorMethod lycoris(PeftType type, const char* adaptable) {
 }
 
 FactorMethod vera() {
-  return {PeftType::Vera,
-          "VeRA adapts linear layers (transformers' Conv1D too)",
-          {kVeraLambdaB, kVeraLambdaD},
-          "vectors",
-          [](const std::string&, const at::Tensor& t) { return refusal_unless(t, 1, "VeRA's vectors"); },
-          true,
-          true,
-          false,
-          make_vera_adapters,
-          vera_factor_shapes,
-          rank_decides,
-          // The same projections: the same seed and rank everywhere, saved or not alike (PEFT's check).
-          [](const LoraConfig& config) {
-            return "r " + concat(config.r) + ", projection_prng_key " + concat(config.projection_prng_key) +
-                   " and save_projection " + (config.save_projection ? "true" : "false");
-          },
-          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
-            const int64_t in = as_linear_layout(adapter.site, w).size(1);
-            return (w +
-                    vera_delta(adapter, factor_named(factors, kVeraLambdaB), factor_named(factors, kVeraLambdaD), in))
-                .to(w.scalar_type());
-          },
-          [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
-            return vera_output_adapter(adapter, config.dropout, std::move(enabled));
-          },
-          nullptr};
+  return {
+      PeftType::Vera,
+      "VeRA adapts linear layers (transformers' Conv1D too)",
+      {kVeraLambdaB, kVeraLambdaD},
+      "vectors",
+      [](const std::string&, const at::Tensor& t) { return refusal_unless(t, 1, "VeRA's vectors"); },
+      /*files_hold_every_tensor=*/true,
+      /*files_hold_biases=*/true,
+      /*rank_and_scaling=*/false,
+      make_vera_adapters,
+      vera_factor_shapes,
+      rank_decides,
+      // The same projections: the same seed and rank everywhere, saved or not alike (PEFT's check).
+      [](const LoraConfig& config) {
+        return "r " + concat(config.r) + ", projection_prng_key " + concat(config.projection_prng_key) +
+               " and save_projection " + (config.save_projection ? "true" : "false");
+      },
+      [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
+        const int64_t in = as_linear_layout(adapter.site, w).size(1);
+        return (w + vera_delta(adapter, factor_named(factors, kVeraLambdaB), factor_named(factors, kVeraLambdaD), in))
+            .to(w.scalar_type());
+      },
+      [](const LoraAdapter& adapter, const LoraConfig& config, std::shared_ptr<const bool> enabled) {
+        return vera_output_adapter(adapter, config.dropout, std::move(enabled));
+      },
+      nullptr};
 }
 
 FactorMethod oft() {
@@ -85,9 +85,9 @@ FactorMethod oft() {
       [](const std::string&, const at::Tensor& t) {
         return refusal_unless(t, 2, "OFT's rotations: blocks x block (block - 1) / 2");
       },
-      true,
-      true,
-      false,
+      /*files_hold_every_tensor=*/true,
+      /*files_hold_biases=*/true,
+      /*rank_and_scaling=*/false,
       make_oft_adapters,
       oft_factor_shapes,
       [](const LoraConfig& config, const std::string&) {
@@ -118,9 +118,9 @@ FactorMethod adalora() {
           {kAdaloraA, kAdaloraB, kAdaloraE},
           "factors",
           [](const std::string&, const at::Tensor& t) { return refusal_unless(t, 2, "AdaLoRA's A, B and E"); },
-          true,
-          true,
-          false,
+          /*files_hold_every_tensor=*/true,
+          /*files_hold_biases=*/true,
+          /*rank_and_scaling=*/false,
           make_adalora_adapters,
           adalora_factor_shapes,
           [](const LoraConfig& config, const std::string&) {
@@ -148,9 +148,9 @@ FactorMethod boft() {
             return suffix == kBoftR ? refusal_unless(t, 4, "BOFT's boft_R: factors x blocks x block x block")
                                     : refusal_unless(t, 2, "BOFT's boft_s: out x 1");
           },
-          true,
-          true,
-          false,
+          /*files_hold_every_tensor=*/true,
+          /*files_hold_biases=*/true,
+          /*rank_and_scaling=*/false,
           make_boft_adapters,
           boft_factor_shapes,
           [](const LoraConfig& config, const std::string&) {
@@ -178,9 +178,9 @@ FactorMethod hra() {
           [](const std::string&, const at::Tensor& t) {
             return refusal_unless(t, 2, "HRA's hra_u: in x r, a convolution's in * kernel^2 x r");
           },
-          true,
-          true,
-          false,
+          /*files_hold_every_tensor=*/true,
+          /*files_hold_biases=*/true,
+          /*rank_and_scaling=*/false,
           make_hra_adapters,
           hra_factor_shapes,
           rank_decides,
@@ -202,9 +202,9 @@ FactorMethod fourierft() {
           [](const std::string&, const at::Tensor& t) {
             return refusal_unless(t, 1, "FourierFT's spectrum: n_frequency entries");
           },
-          true,
-          true,
-          false,
+          /*files_hold_every_tensor=*/true,
+          /*files_hold_biases=*/true,
+          /*rank_and_scaling=*/false,
           make_fourierft_adapters,
           fourierft_factor_shapes,
           [](const LoraConfig& config, const std::string& module) {
