@@ -922,9 +922,11 @@ void Model::set_lora_enabled(bool enabled) {
   if (!enabled && !lora_.keeps_originals())
     for (const auto& entry : named_parameters())
       if (config.saves(entry.first))
-        fail(Status::Unsupported, "disabling LoRA adapters: modules_to_save trains '", entry.first,
+        fail(Status::Unsupported,
+             "disabling adapters: ", config.tuned_module(entry.first).empty() ? "modules_to_save" : "LN tuning",
+             " trains '", entry.first,
              "', and under zero_stage 3 no process keeps the whole original for a disabled forward to compute with; ",
-             "compute the base model's outputs from a model without modules_to_save, or under zero_stage 1, 2 or DDP");
+             "compute the base model's outputs from a model without it, or under zero_stage 1, 2 or DDP");
   // PEFT warns alike: its trained biases stay in the layers.
   if (!enabled && lora_.enabled() && config.bias != "none")
     std::fprintf(stderr,

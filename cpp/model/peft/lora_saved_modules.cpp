@@ -12,13 +12,13 @@ LoraAdapters::OriginalsInUse LoraAdapters::originals_in_use() const {
   std::vector<OriginalsInUse::Swapped> swapped;
   if (enabled()) return OriginalsInUse(std::move(swapped));
   if (originals_dropped_)
-    fail(Status::Unsupported, "a forward with LoRA adapters disabled beside modules_to_save under zero_stage 3: ",
-         "no process keeps the modules to save as they were (stage 3 holds slices of them)");
+    fail(Status::Unsupported, "a forward with adapters disabled beside modules_to_save (or LN tuning's modules) under ",
+         "zero_stage 3: no process keeps those modules as they were (stage 3 holds slices of them)");
   if (originals_.empty()) return OriginalsInUse(std::move(swapped));
   if (at::GradMode::is_enabled())
-    fail(Status::Unsupported, "a forward with LoRA adapters disabled beside modules_to_save needs no gradients (",
-         "ACC_FORWARD_NO_GRAD): the modules to save train in place here, and their original values are put in ",
-         "for the forward only");
+    fail(Status::Unsupported, "a forward with adapters disabled beside modules_to_save (or LN tuning's modules) ",
+         "needs no gradients (ACC_FORWARD_NO_GRAD): those modules train in place here, and their original values ",
+         "are put in for the forward only");
   for (const auto& original : originals_) {
     swapped.push_back({original.live, original.live.detach(), original.live.requires_grad()});
     original.live.set_data(original.kept);
