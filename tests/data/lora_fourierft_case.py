@@ -16,26 +16,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peft_restated import autocast_outputs, saved_frozen, tensor
+from peft_restated import autocast_outputs, in_out, LinearConv1dNet, saved_frozen, tensor
 
 TARGETS = ["fc1", "proj", "head"]
-
-
-class FourierNet(nn.Module):
-    def __init__(self, proj):
-        super().__init__()
-        self.fc1 = nn.Linear(6, 8)
-        self.proj = proj  # transformers' Conv1D(5, 8): in 8, out 5
-        self.head = nn.Linear(5, 3)
-
-    def forward(self, x):
-        return self.head(torch.tanh(self.proj(torch.relu(self.fc1(x)))))
-
-
-def in_out(module):
-    if isinstance(module, nn.Linear):
-        return module.in_features, module.out_features
-    return module.weight.shape  # Conv1D: (in, out)
 
 
 def n_frequency_of(name, config):
@@ -84,7 +67,7 @@ def forward(model, adapters, x, scaling):
 
 
 def fourierft_case(out, conv1d_class):
-    model = saved_frozen(lambda: FourierNet(conv1d_class(5, 8)), 223, out / "fourierft_model.pt")
+    model = saved_frozen(lambda: LinearConv1dNet(conv1d_class(5, 8)), 223, out / "fourierft_model.pt")
     modules = dict(model.named_modules())
     config = {"n_frequency": 12, "scaling": 5.0, "random_loc_seed": 229, "n_frequency_pattern": {"head": 5},
               "init_weights": False, "seed": 233, "train_seed": 241}

@@ -15,27 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from peft_restated import saved_frozen, tensor
+from peft_restated import in_out, LinearConv1dNet, saved_frozen, tensor
 
 TARGETS = ["fc1", "proj", "head"]
-
-
-class VeraNet(nn.Module):
-    def __init__(self, proj):
-        super().__init__()
-        self.fc1 = nn.Linear(6, 8)
-        self.proj = proj  # transformers' Conv1D(5, 8): in 8, out 5
-        self.head = nn.Linear(5, 3)
-
-    def forward(self, x):
-        return self.head(torch.tanh(self.proj(torch.relu(self.fc1(x)))))
-
-
-def in_out(module):
-    """PEFT's _get_in_out_features: a Conv1D's weight is in x out."""
-    if isinstance(module, nn.Linear):
-        return module.in_features, module.out_features
-    return module.weight.shape[0], module.weight.shape[1]
 
 
 def kaiming(shape, generator):
@@ -89,7 +71,7 @@ def delta(module, projections, lambda_b, lambda_d):
 
 
 def vera_case(out, conv1d_class):
-    model = saved_frozen(lambda: VeraNet(conv1d_class(5, 8)), 89, out / "vera_model.pt")
+    model = saved_frozen(lambda: LinearConv1dNet(conv1d_class(5, 8)), 89, out / "vera_model.pt")
     r, key, d_initial, dropout, seed, train_seed = 4, 7, 0.2, 0.25, 97, 101
     torch.manual_seed(seed)
     vera_a, vera_b, initial = make_adapter(model, r, key, True, d_initial)

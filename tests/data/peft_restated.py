@@ -124,3 +124,24 @@ def unrolled_in_features(module):
     if isinstance(module, nn.Conv2d):
         return module.in_channels * module.kernel_size[0] * module.kernel_size[0]
     return module.in_features
+
+
+class LinearConv1dNet(nn.Module):
+    """Two nn.Linear layers around transformers' Conv1D(5, 8) (`proj`, in 8, out 5): 6 to 8 to 5 to 3,
+    the model the VeRA and FourierFT cases adapt."""
+
+    def __init__(self, proj):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 8)
+        self.proj = proj
+        self.head = nn.Linear(5, 3)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.proj(torch.relu(self.fc1(x)))))
+
+
+def in_out(module):
+    """PEFT's _get_in_out_features: a Conv1D's weight is in x out."""
+    if isinstance(module, nn.Linear):
+        return module.in_features, module.out_features
+    return module.weight.shape[0], module.weight.shape[1]

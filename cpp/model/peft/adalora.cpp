@@ -24,10 +24,7 @@ void check_site(const LinearSite& site) {
          ": its delta (out x in x kernel) has no weight of the layer's shape (PEFT's SVDConv2d fails on it)");
   if (conv2d && !site.conv->refusal.empty())
     fail(Status::Unsupported, "AdaLoRA cannot adapt the convolution '", site.module, "': ", site.conv->refusal);
-  if (!site.set_output_adapter)
-    fail(Status::Unsupported, "AdaLoRA cannot adapt '", site.module,
-         "': the model's forward never calls it as a module (it reads its weight itself), so there is no input "
-         "to add the branch's output from; call the layer as a module or leave it out of target_modules");
+  if (!site.set_output_adapter) refuse_uncalled_layer(site, "AdaLoRA", "input to add the branch's output from");
 }
 
 // The rows the layer's tensors hold: init_r, or a file's kept entries (AdaloraConfig::held).

@@ -15,9 +15,7 @@ namespace {
 void check_site(const LinearSite& site) {
   require_linear_or_plain_conv2d(site, "BOFT", "boft.Conv2d");
   if (!site.set_output_adapter || (!site.conv && !site.set_input_adapter))
-    fail(Status::Unsupported, "BOFT cannot adapt '", site.module,
-         "': the model's forward never calls it as a module (it reads its weight itself), so there is no input "
-         "to rotate; call the layer as a module or leave it out of target_modules");
+    refuse_uncalled_layer(site, "BOFT", "input to rotate");
 }
 
 // PEFT's block_butterfly_perm(n, blocks, half, factors - 1): within each group of n / blocks, the

@@ -16,10 +16,7 @@ void check_site(const LinearSite& site, const LoraConfig& config) {
     fail(Status::InvalidArgument, "FourierFT cannot adapt '", site.module,
          "': PEFT's FourierFT takes torch.nn.Linear and transformers' Conv1D only");
   if (site.quantized) fail(Status::Unsupported, "FourierFT on the quantised layer '", site.module, "' is not built");
-  if (!site.set_output_adapter)
-    fail(Status::Unsupported, "FourierFT cannot adapt '", site.module,
-         "': the model's forward never calls it as a module (it reads its weight itself); call the layer as a "
-         "module or leave it out of target_modules");
+  if (!site.set_output_adapter) refuse_uncalled_layer(site, "FourierFT", "input to add the branch's output from");
   const int64_t n = config.n_frequency_of(site.module), entries = in_features(site) * out_features(site);
   if (n > entries)
     fail(Status::InvalidArgument, "FourierFT cannot adapt '", site.module, "': n_frequency ", n,

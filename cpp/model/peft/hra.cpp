@@ -17,10 +17,7 @@ namespace {
 // The layers PEFT's HRA takes, called as modules: the adapter computes the layer anew.
 void check_site(const LinearSite& site) {
   require_linear_or_plain_conv2d(site, "HRA", "hra.Conv2d");
-  if (!site.set_output_adapter)
-    fail(Status::Unsupported, "HRA cannot adapt '", site.module,
-         "': the model's forward never calls it as a module (it reads its weight itself), so it cannot compute ",
-         "with the reflected weight; call the layer as a module or leave it out of target_modules");
+  if (!site.set_output_adapter) refuse_uncalled_layer(site, "HRA", "call to compute anew with the reflected weight");
 }
 
 // The columns of `u` one after another: each made orthogonal to the ones before (Gram-Schmidt) and

@@ -18,10 +18,7 @@ void check_site(const LinearSite& site, bool feedforward) {
   if (site.quantized)
     fail(Status::Unsupported, "IA3 on the quantised layer '", site.module,
          "' is not built (PEFT's ia3.bnb layers); leave it out of target_modules");
-  if (!site.set_output_adapter)
-    fail(Status::Unsupported, "IA3 cannot adapt '", site.module,
-         "': the model's forward never calls it as a module (it reads its weight itself), so there is no input "
-         "or output to scale as PEFT's layer does; call the layer as a module or leave it out of target_modules");
+  if (!site.set_output_adapter) refuse_uncalled_layer(site, "IA3", "input or output to scale as PEFT's layer does");
   if (feedforward && !site.set_input_adapter)
     fail(Status::Unsupported, "IA3 cannot scale the input of '", site.module,
          "' (feedforward_modules): the layer takes no input adapter here");

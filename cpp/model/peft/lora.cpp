@@ -115,6 +115,12 @@ void require_linear_layer(const LinearSite& site, const char* method) {
          " starts linear layers (nn.Linear, transformers' Conv1D) only, as PEFT's: leave it out of target_modules");
 }
 
+void refuse_uncalled_layer(const LinearSite& site, const char* method, const char* missing) {
+  fail(Status::Unsupported, method, " cannot adapt '", site.module,
+       "': the model's forward never calls it as a module (it reads its weight itself), so there is no ", missing,
+       "; call the layer as a module or leave it out of target_modules");
+}
+
 void require_linear_or_plain_conv2d(const LinearSite& site, const char* method, const char* peft_conv) {
   if (site.embedding || site.attention || site.fan_in_fan_out || adapts_parameter(site))
     fail(Status::InvalidArgument, method, " cannot adapt '", site.module, "': PEFT's ", method,

@@ -122,6 +122,10 @@ void require_linear_layer(const LinearSite& site, const char* method);
 // Unsupported, naming `peft_conv` (PEFT's class, which computes with the first of each size, so
 // adapting such a layer would change what it computes).
 void require_linear_or_plain_conv2d(const LinearSite& site, const char* method, const char* peft_conv);
+// Fails (Unsupported, naming `method` and the module) for a layer the model's forward never calls as
+// a module (it reads its weight itself): there is no call for the adapter to act on (`missing`: what
+// PEFT's layer computes from it, e.g. "input to rotate").
+[[noreturn]] void refuse_uncalled_layer(const LinearSite& site, const char* method, const char* missing);
 
 // The name of the site's weight in the model ("<module>.weight", an attention's
 // "<module>.in_proj_weight").

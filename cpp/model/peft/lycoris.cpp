@@ -29,10 +29,7 @@ void check_site(const LinearSite& site, const LoraConfig& config) {
   if (site.quantized)
     fail(Status::Unsupported, method, " on the quantised layer '", site.module,
          "' is not built (PEFT has none either)");
-  if (!site.set_output_adapter)
-    fail(Status::Unsupported, method, " cannot adapt '", site.module,
-         "': the model's forward never calls it as a module (it reads its weight itself), so there is no input "
-         "to add the branch's output from; call the layer as a module or leave it out of target_modules");
+  if (!site.set_output_adapter) refuse_uncalled_layer(site, method, "input to add the branch's output from");
   if (conv && !site.conv->refusal.empty())
     fail(Status::Unsupported, method, " on '", site.module, "': ", site.conv->refusal);
 }

@@ -22,10 +22,7 @@ void check_site(const LinearSite& site, const LoraConfig& config) {
   if (site.conv)
     fail(Status::Unsupported, "OFT on the convolution '", site.module, "' is not built (linear layers are)");
   if (site.quantized) fail(Status::Unsupported, "OFT on the quantised layer '", site.module, "' is not built");
-  if (!site.set_input_adapter)
-    fail(Status::Unsupported, "OFT cannot adapt '", site.module,
-         "': the model's forward never calls it as a module (it reads its weight itself), so there is no input "
-         "to rotate; call the layer as a module or leave it out of target_modules");
+  if (!site.set_input_adapter) refuse_uncalled_layer(site, "OFT", "input to rotate");
   const auto [r, block] = oft_layout(config, site.weight.size(1));
   require(block >= 1 && r >= 1, "OFT cannot split the ", site.weight.size(1), " inputs of '", site.module, "'");
 }

@@ -20,10 +20,7 @@ void check_site(const LinearSite& site) {
          "': PEFT's VeRA takes torch.nn.Linear and transformers' Conv1D only");
   if (site.quantized)
     fail(Status::Unsupported, "VeRA on the quantised layer '", site.module, "' is not built (PEFT's vera.bnb)");
-  if (!site.set_output_adapter)
-    fail(Status::Unsupported, "VeRA cannot adapt '", site.module,
-         "': the model's forward never calls it as a module (it reads its weight itself), so there is no input "
-         "to add the branch's output from; call the layer as a module or leave it out of target_modules");
+  if (!site.set_output_adapter) refuse_uncalled_layer(site, "VeRA", "input to add the branch's output from");
 }
 
 // PEFT's _kaiming_init: uniform in +- sqrt(3) * sqrt(2) / sqrt(fan_in), drawn from `generator`.
