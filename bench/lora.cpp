@@ -14,7 +14,8 @@
 // the same adapters over the linear layers quantised to 4 bits (transformers' load_in_4bit: NF4, double quantisation),
 // and over LLM.int8 layers (load_in_8bit, training on the CPU: bitsandbytes' dequantised product), against LoRA over
 // float32 layers. Then new tokens on a language model of the same stack (vocabulary 32000, head tied to the embedding):
-// LoRA beside the whole embedding trained (modules_to_save, what PEFT users did before trainable_token_indices) against
+// LoRA beside the whole embedding trained (unfrozen: modules_to_save, what PEFT users did before
+// trainable_token_indices, would untie the head in PEFT, and is refused here on a tied weight) against
 // LoRA beside 16 of its rows (trainable_token_indices); and without LoRA, the embedding trained alone against 16 rows
 // alone (PEFT's TrainableTokensConfig). Then a CNN (a stem and blocks of a 3 x 3 and two 1 x 1 convolutions, 128
 // channels, 32 x 32 images, batch 16): full fine-tuning against LoRA and DoRA r=8 on every convolution. Last, given a
@@ -152,6 +153,16 @@ int main(int argc, char** argv) {
   auto fourierft = [](acc_model* model) {
     OK(acc_model_add_fourierft(model, "out_proj,linear1,linear2", nullptr, nullptr));
   };
+  // PEFT's MiSS with its defaults (r=64, the shard shared by the input's blocks) on the same three
+  // layers as LoRA, and its "bat" variant (the weight's 64 x 64 blocks times their shard).
+  auto miss = [](acc_model* model) { OK(acc_model_add_miss(model, "out_proj,linear1,linear2", nullptr, nullptr)); };
+  auto miss_bat = [](acc_model* model) {
+    acc_options* o = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_MISS, &o));
+    OK(acc_options_set_string(o, "init_weights", "bat"));
+    OK(acc_model_add_miss(model, "out_proj,linear1,linear2", o, nullptr));
+    acc_options_free(o);
+  };
   // PEFT's AdaLoRA with its defaults (init_r 12 pruned towards target_r 8) on the same three layers as
   // LoRA, pruning at every step of a long schedule: the regularization and the allocator measured.
   auto adalora = [](acc_model* model) {
@@ -192,6 +203,8 @@ int main(int argc, char** argv) {
       add("BOFT (ffn):", boft, training);
       add("HRA r=8 (ffn):", hra, training);
       add("FourierFT n=1000:", fourierft, training);
+      add("MiSS r=64:", miss, training);
+      add("MiSS bat r=64:", miss_bat, training);
     }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();
@@ -288,7 +301,18 @@ int main(int argc, char** argv) {
   };
   std::printf("language model, vocabulary %lld, head tied; LoRA r=8 on linear1, linear2 and:\n",
               static_cast<long long>(vocab));
-  compare("the embedding whole (modules_to_save):", with_embedding("modules_to_save", "0"),
+  // (modules_to_save on the tied embedding is refused: PEFT trains a copy, untying the head)
+  auto unfrozen_embedding = [](acc_model* model) {
+    acc_options* o = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_LORA, &o));
+    OK(acc_options_set_int(o, "r", 8));
+    OK(acc_options_set_double(o, "lora_alpha", 16));
+    OK(acc_model_add_lora(model, "linear1,linear2", o, nullptr));
+    acc_options_free(o);
+    size_t count = 0;
+    OK(acc_model_set_requires_grad(model, "0.weight", 1, &count));
+  };
+  compare("the embedding whole (unfrozen):", unfrozen_embedding,
           "16 rows (trainable_token_indices):", with_embedding("trainable_token_indices", rows.c_str()));
   // New tokens without LoRA: the embedding trained whole, alone, against 16 of its rows alone (PEFT's
   // TrainableTokensConfig).

@@ -467,6 +467,16 @@ struct acc_accelerator {};
     check(acc_model_add_ln_tuning($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's MissConfig on linear layers: each targeted layer trains one shard (miss_block) shared by
+   * its input's r-wide blocks, in PEFT's variants (init_weights true, false, bat, mini), every other
+   * parameter frozen. targetModules: named as for addLora. opts: MiSS options (r, miss_dropout,
+   * mini_r, init_weights, bias, ...: the keys of ACC_OPTIONS_MISS) or null. saveLora, loadLora,
+   * mergeLora and setLoraEnabled act on them. Returns how many layers. */
+  size_t addMiss(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_miss($self, targetModules, opts, &n));
+    return n;
+  }
   /* AdaLoRA's training loss: loss plus orth_reg_weight times the adapters' orthogonal
    * regularization, a new tensor with autograd history (backward it instead of loss). */
   acc_tensor *adaloraLoss(const acc_tensor *loss ERR) {

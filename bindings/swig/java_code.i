@@ -158,6 +158,8 @@
   public static Options fourierft() { return new Options(OptionsKind.FOURIERFT); }
   /** Options of Model.addLnTuning (PEFT's LNTuningConfig: exclude_modules, modules_to_save, ...). */
   public static Options lnTuning() { return new Options(OptionsKind.LN_TUNING); }
+  /** Options of Model.addMiss (PEFT's MissConfig: r, miss_dropout, mini_r, init_weights, ...). */
+  public static Options miss() { return new Options(OptionsKind.MISS); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

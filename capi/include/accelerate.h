@@ -653,7 +653,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   Householder reflections per layer; an even r starts the layer unchanged), apply_GS (bool,
  *   default false: the reflections orthonormalised by Gram-Schmidt, one reflection I - 2 U U^T),
  *   bias ("none", default, "all" or "hra_only"), init_weights (bool, default true: hra_u drawn as
- *   equal pairs of columns, the layer unchanged at the start; false: every column drawn),
+ *   equal pairs of columns, the layer unchanged at the start without apply_GS; with it, as in PEFT,
+ *   Gram-Schmidt of a repeated column divides rounding residue by its norm, or 0 by 0: NaN, so
+ *   apply_GS wants init_weights false; false: every column drawn),
  *   exclude_modules, modules_to_save, layers_to_transform (strings, default none: as
  *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
@@ -665,6 +667,16 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   of their own, matched as PEFT's FourierFTModel matches them), init_weights (bool, default false:
  *   the spectrum drawn by torch.randn; true: zeros, the model unchanged), fan_in_fan_out (bool,
  *   default false: PEFT's flag), bias ("none", default, "all" or "fourier_only"),
+ *   exclude_modules, modules_to_save, layers_to_transform (strings, default none: as
+ *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
+ *   base_model_name_or_path, revision, task_type (strings, default none: written to
+ *   adapter_config.json).
+ * Keys of ACC_OPTIONS_MISS (PEFT's MissConfig, see acc_model_add_miss): r (int, default 64: the
+ *   shard's rows, the width of the input's blocks; "bat": of the weight's square blocks), miss_dropout (double, default 0: dropout on the padded input to the shard's
+ *   branch), mini_r (int, default 1: "mini"'s shard width along the outputs),
+ *   init_weights ("true", default: the shard zeros, the layer unchanged; "false": Kaiming draws;
+ *   "bat": the weight's blocks times their shard; "mini": an r x mini_r shard repeated along the
+ *   outputs), bias ("none", default, "all" or "MiSS_only"),
  *   exclude_modules, modules_to_save, layers_to_transform (strings, default none: as
  *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
@@ -739,6 +751,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_HRA = 18,
   ACC_OPTIONS_FOURIERFT = 19,
   ACC_OPTIONS_LN_TUNING = 20,
+  ACC_OPTIONS_MISS = 21,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1140,8 +1153,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * are quantised already leaves them as they are), and needs the file's loftq_config;
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
  * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; one of
- * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING or ADALORA adds that method's adapters (as
- * acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft, _hra, _fourierft, _ln_tuning, _adalora) and reads their tensors; other PEFT methods are
+ * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING, MISS or ADALORA adds that method's
+ * adapters (as acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft, _hra, _fourierft, _ln_tuning,
+ * _miss, _adalora) and reads their tensors; other PEFT methods are
  * refused naming the peft_type.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * on the handle from before acc_prepare (Accelerate's unwrap_model(...).merge_and_unload(), to save
@@ -1381,6 +1395,27 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_hra(acc_model *model, const char 
  * acc_prepare, on a model without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_fourierft(acc_model *model, const char *target_modules,
                                                         const acc_options *opts, size_t *count);
+/* acc_model_add_miss: PEFT's MissConfig (MiSS, formerly Bone; get_peft_model with peft_type MISS):
+ * each targeted layer trains one shard, "<module>.miss_block", shared by every r-wide block of its
+ * input. init_weights "true" (zeros) or "false" (kaiming_uniform_(a = sqrt(5)) draws, layer by
+ * layer in the model's order): the shard is r x out and the layer adds (its input zero-padded to a
+ * multiple of r, miss_dropout applied, the r-wide blocks summed) times the shard; "mini": an
+ * r x mini_r shard, repeated out / mini_r times along the outputs, added so; "bat": an out/r x r x r
+ * shard and the layer computes anew with W + W_blocks B + B, each r x r block of W times its row's
+ * shard (r must divide the inputs and the outputs). W is frozen; every other parameter too but
+ * modules_to_save's (and biases, with bias). `target_modules`: named as for acc_model_add_lora
+ * ("all-linear" too); targets must be torch.nn.Linear layers (or a spec's "linear") the forward
+ * calls as modules: a convolution, transformers' Conv1D, an embedding or an attention is
+ * ACC_ERR_INVALID_ARGUMENT (PEFT's TypeError), as is "bat" where r does not divide the weight's
+ * sides or "mini" where mini_r does not divide the outputs (PEFT's ValueErrors); a quantised
+ * layer, or a layer whose weight the forward reads itself, ACC_ERR_UNSUPPORTED. `opts`:
+ * ACC_OPTIONS_MISS or NULL (defaults). Files (PEFT's), merging (W plus the shard laid over each
+ * block of columns; "bat": W + W_blocks B + B), disabling, counting and named adapters act as for
+ * LoRA (each named adapter computes as its own init_weights says; PEFT's layer keeps the first
+ * adapter's variant); acc_model_add_weighted_adapter is ACC_ERR_INVALID_ARGUMENT (PEFT's MiSS has
+ * none). Before creating the optimizer and before acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_miss(acc_model *model, const char *target_modules,
+                                                   const acc_options *opts, size_t *count);
 /* acc_model_add_ln_tuning: PEFT's LNTuningConfig (get_peft_model with peft_type LN_TUNING): the
  * modules `target_modules` names (any module: typically the layer norms, e.g.
  * "input_layernorm,post_attention_layernorm"; named as for acc_model_add_lora, a name matching a
@@ -1442,7 +1477,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * model without adapters it is the active one, as get_peft_model(..., adapter_name)). `opts`:
  * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR /
  * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT / ACC_OPTIONS_BOFT / ACC_OPTIONS_HRA / ACC_OPTIONS_FOURIERFT /
- * ACC_OPTIONS_ADALORA for an adapter of that
+ * ACC_OPTIONS_MISS / ACC_OPTIONS_ADALORA for an adapter of that
  * method, drawn as its acc_model_add_* draws it; adapters of one method per model, as PEFT. (PEFT
  * trains one AdaLoRA adapter at a time, the others in inference mode; here each named AdaLoRA
  * adapter keeps its own rank allocator.) Switching adapters and a refused add leave the base
@@ -1458,7 +1493,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * acc_model_delete_adapter: PEFT's delete_adapter: deleting the active adapter makes the first of the
  * others by name active, as PEFT; deleting the last removes the adapters as acc_model_unload_lora.
  * acc_model_unload_lora: PEFT's unload: removes every adapter without merging them; the model
- * computes as its base model, its parameters stay frozen as they were.
+ * computes as its base model, its parameters stay frozen as they were. As acc_model_merge_lora it
+ * may follow training (an optimizer or acc_prepare holding the parameters): the prepared model's
+ * next forward is then ACC_ERR_INVALID_ARGUMENT (its engine holds the parameters of the time).
  * acc_model_save_lora writes every adapter as PEFT's save_pretrained: "default" in `dir`, each other
  * in `dir/<adapter_name>`. acc_model_merge_lora merges the active adapter and removes the others
  * (merge_and_unload). Names are those a folder can have (no '/', '\\', "." or ".."), unique:
@@ -1471,8 +1508,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * as PEFT's (ACC_ERR_INVALID_ARGUMENT otherwise), and so is a second adapter beside one that trains
  * the model's own biases (bias "all"/"lora_only"), which PEFT refuses too. An adapter initialised
  * olora or pissa rewrites the base weights every adapter shares, as PEFT's: the others then adapt
- * the residual. All of these before acc_prepare and while no optimizer holds the model's parameters
- * (ACC_ERR_INVALID_ARGUMENT otherwise); a refusal changes nothing, the global generator included.
+ * the residual. All of these but unload before acc_prepare and while no optimizer holds the model's
+ * parameters (ACC_ERR_INVALID_ARGUMENT otherwise); a refusal changes nothing, the global generator included.
  * acc_model_active_adapter: the active adapter's name (free it with acc_string_free);
  * ACC_ERR_INVALID_ARGUMENT without adapters. acc_model_adapter_names: every adapter's name, in the
  * order they came (empty without adapters). */

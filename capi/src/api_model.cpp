@@ -275,6 +275,10 @@ acc_status acc_model_add_ln_tuning(acc_model* model, const char* target_modules,
   return add_adapters_of(model, target_modules, opts, acc::OptionsKind::LnTuning, count);
 }
 
+acc_status acc_model_add_miss(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
+  return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Miss, count);
+}
+
 acc_status acc_model_adalora_loss(const acc_model* model, const acc_tensor* loss, acc_tensor** out) {
   return guarded([&] {
     const acc::Model& m = model_arg(model);

@@ -48,6 +48,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return fourierft_option_table();
     case OptionsKind::LnTuning:
       return ln_tuning_option_table();
+    case OptionsKind::Miss:
+      return miss_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -24,7 +24,8 @@ NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& given) {
   // to save the merged model) removes parameters the engine reduces and steps: PyTorch's DDP fails
   // at the next step; so does this forward, rather than train the processes apart.
   require(inner_->merges() == merges_at_prepare_,
-          "the model's adapters were merged after acc_prepare (through its handle from before): its parameters are "
+          "the model's adapters were merged or unloaded after acc_prepare (through its handle from before): its "
+          "parameters are "
           "no longer those prepared; save it, or prepare a model again to go on training");
   std::vector<at::Tensor> moved;
   if (inputs_to_) {

@@ -155,6 +155,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "fourierft";
     case OptionsKind::LnTuning:
       return "ln_tuning";
+    case OptionsKind::Miss:
+      return "miss";
   }
   return "?";
 }

@@ -64,7 +64,8 @@ enum class OptionsKind : int {
   Boft = 17,
   Hra = 18,
   Fourierft = 19,
-  LnTuning = 20
+  LnTuning = 20,
+  Miss = 21
 };
 
 const char* options_kind_name(OptionsKind kind);

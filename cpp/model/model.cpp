@@ -146,6 +146,30 @@ NamedTensors Model::state_dict() const {
   return out;
 }
 
+NamedTensors Model::kept_original_modules() const {
+  NamedTensors out;
+  if (lora_.empty()) return out;
+  for (const auto& [name, kept] : lora_.kept_originals()) out.emplace_back(original_module_name(name), kept);
+  return out;
+}
+
+std::string Model::original_module_name(const std::string& name) const {
+  const LoraConfig& config = lora_.config();
+  const bool tuned = !config.tuned_module(name).empty();  // (PEFT's LNTuningLayer keeps it as base_layer)
+  std::string module = config.saving_module(name);
+  if (module.empty()) module = enclosing_module(name);
+  return module + (tuned ? ".base_layer" : ".original_module") + name.substr(module.size());
+}
+
+std::set<std::string> Model::original_module_names() const {
+  std::set<std::string> out;
+  if (lora_.empty()) return out;
+  for (const NamedTensors& tensors : {named_parameters(), named_buffers()})
+    for (const auto& entry : tensors)
+      if (lora_.config().saves(entry.first)) out.insert(original_module_name(entry.first));
+  return out;
+}
+
 namespace {
 
 // Every name a tensor has in the model: a tied weight under each of its names (as PyTorch's state_dict()).
@@ -378,8 +402,9 @@ void check_modules_to_save(const LoraConfig& config, const NamedTensors& paramet
   if (config.modules_to_save.empty()) return;
   std::string names;
   for (const auto& name : config.modules_to_save) names += (names.empty() ? "" : ",") + name;
-  bool any = false;
-  for (const auto& entry : parameters) any = any || config.saves(entry.first);
+  bool any = false;  // (LN tuning's targets train whole too: they do not count here)
+  for (const auto& entry : parameters)
+    any = any || (config.saves(entry.first) && config.tuned_module(entry.first).empty());
   require(any || !config.modules_to_save_given, "modules_to_save '", names,
           "' matches no module that holds parameters (a module matches a name its ", "own name ends with)");
   if (config.peft_type == PeftType::LnTuning) return;  // (its targets train whole too)
@@ -387,6 +412,27 @@ void check_modules_to_save(const LoraConfig& config, const NamedTensors& paramet
     require(adapts_parameter(site) || !config.targets(site.module) || !config.saves(site.module + ".weight"),
             "modules_to_save '", names, "' holds '", site.module,
             "', which target_modules adapts: train a module whole or adapt it, not both");
+}
+
+// PEFT's ModulesToSaveWrapper and LN tuning train a copy of each module, which unties a tensor it
+// shares with another module (a head tied to the embedding; two modules to save get a copy each);
+// here modules train in place, which would train that module with it: refused (Unsupported) rather
+// than compute otherwise. `names`: every name of each parameter (a tied one under each).
+void refuse_shared_trained_whole(const LoraConfig& config,
+                                 const std::unordered_multimap<const c10::TensorImpl*, std::string>& names) {
+  for (const auto& [impl, name] : names) {
+    if (!config.saves(name)) continue;
+    const auto [first, last] = names.equal_range(impl);
+    for (auto it = first; it != last; ++it)
+      if (it->second != name)
+        fail(Status::Unsupported, config.peft_type == PeftType::LnTuning ? "LN tuning" : "modules_to_save",
+             " would train '", name, "', which '", it->second,
+             "' shares (tied): PEFT trains a copy of the module, untying them, and this library trains modules in "
+             "place, which would change '",
+             it->second,
+             "' too (not built); leave the module out, or untie the weights "
+             "in the model");
+  }
 }
 
 // The adapted layers (PEFT's LoRA layers, whose bias lora_only trains; not the modules whose
@@ -487,6 +533,7 @@ size_t Model::add_adapters(const LoraConfig& config) {
       if (it->second != weight_name(site)) site.tied_to = it->second;
   }
   check_modules_to_save(config, named_parameters(), sites);
+  refuse_shared_trained_whole(config, names);
   for (const auto& entry : named_parameters())  // trained whole: as PyTorch, floating point only
     if (config.saves(entry.first) && !entry.second.is_floating_point())
       fail(Status::Unsupported, "modules_to_save would train '", entry.first, "', which holds ",

@@ -71,6 +71,15 @@ class Model {
   void to(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype);
   // Parameters and buffers, detached, sharing storage.
   NamedTensors state_dict() const;
+  // The modules to save and LN tuning's modules as they were when the adapters were added (what a
+  // disabled forward and unload compute with), under PEFT's state_dict names
+  // ("<module>.original_module.<tensor>", LN tuning's "<module>.base_layer.<tensor>"): handles, which
+  // save_state writes beside the weights and load_state copies into. Empty where none are kept.
+  NamedTensors kept_original_modules() const;
+  // The name kept_original_modules gives the original of `name`, a tensor of a module to save, and
+  // those of every such tensor, whether the model keeps their originals or not (stage 3 does not).
+  std::string original_module_name(const std::string& name) const;
+  std::set<std::string> original_module_names() const;
   // Copies values in by name; see acc_model_load_state_dict for the strict rules. Returns the
   // names the model has but `state` lacks, and those `state` has but the model lacks.
   std::pair<std::vector<std::string>, std::vector<std::string>> load_state_dict(const NamedTensors& state, bool strict);
@@ -185,8 +194,8 @@ class Model {
   // PEFT's merge_and_unload(adapter_names=...): the named adapters (active or kept aside) merged
   // into the weights in the order given, then every adapter removed; nothing changes on a refusal.
   virtual void merge_lora_adapters(const std::vector<std::string>& names);
-  // How many merges have removed adapters from the model: a prepared model refuses to go on
-  // training once one has (its engine holds the parameters of the time).
+  // How many merges and unloads have removed adapters from the model: a prepared model refuses to
+  // go on training once one has (its engine holds the parameters of the time).
   virtual uint64_t merges() const { return merges_; }
   // PEFT's enable_adapter_layers / disable_adapter_layers: disabled, the adapted layers compute as
   // the base model's (a reference model's outputs without a second model), and the modules to save

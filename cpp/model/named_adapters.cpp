@@ -198,12 +198,15 @@ void Model::drop_kept_aside(const std::string& name) {
 
 void Model::unload_lora() {
   require(!lora_.empty(), "unload: the model has no LoRA adapters or trainable tokens");
-  require_trainable_set_free(/*freezing=*/false);
+  // As merging: after training too (an optimizer or acc_prepare holding the parameters), the
+  // prepared model refusing to go on (merges()).
+  require_merging_free();
   // PEFT's LN tuning puts the original modules back (it trained copies of them).
   if (lora_.config().peft_type == PeftType::LnTuning) {
     require(lora_.keeps_originals(), "unload: under zero_stage 3 no process keeps the tuned modules as they were");
     lora_.put_saved_modules_aside();
   }
+  ++merges_;
   take_active_adapters();
   forget_named_adapters();
 }

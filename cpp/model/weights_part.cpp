@@ -1,5 +1,11 @@
 #include "model/weights_part.h"
 
+#include <ATen/core/grad_mode.h>
+
+#include <map>
+#include <utility>
+#include <vector>
+
 #include "checkpoint/safetensors.h"
 #include "checkpoint/torch_load.h"
 #include "common/error.h"
@@ -11,17 +17,47 @@ namespace {
 // are the active one's: named adapters keep their usual names there).
 constexpr const char* kActiveAdapterKey = "accelerate_active_adapter";
 
-// Weights read from `path`, checked against the model (names, shapes, dtypes) before anything changes.
+// Weights read from `path`, checked against the model (names, shapes, dtypes) before anything changes;
+// the original values of its modules to save (Model::kept_original_modules) where the file holds them
+// (a checkpoint of an earlier version may not: the model's are kept then).
 StagedLoad staged_weights_load(const std::shared_ptr<Model>& model, size_t model_index,
                                std::shared_ptr<const NamedTensors> tensors, const std::string& path,
                                const Metadata& metadata = {}) {
   require_same_adapter(*model, model_index, metadata, path);
+  const NamedTensors originals = model->kept_original_modules();
+  const std::map<std::string, at::Tensor> kept(originals.begin(), originals.end());
+  auto weights = std::make_shared<NamedTensors>();
+  auto restored = std::make_shared<std::vector<std::pair<at::Tensor, at::Tensor>>>();  // (kept, saved)
+  for (const auto& [name, value] : *tensors) {
+    const auto it = kept.find(name);
+    if (it == kept.end()) {
+      weights->emplace_back(name, value);
+      continue;
+    }
+    if (value.sizes() != it->second.sizes())
+      fail(Status::InvalidArgument, "checkpoint file '", path, "' does not fit model ", model_index, ": '", name,
+           "' has shape ", value.sizes(), ", the model's ", it->second.sizes());
+    restored->emplace_back(it->second, value);
+  }
   try {
-    model->check_state_dict(*tensors, true);
+    model->check_state_dict(*weights, true);
   } catch (const Error& e) {
     fail(Status::InvalidArgument, "checkpoint file '", path, "' does not fit model ", model_index, ": ", e.what());
   }
-  return {[model, tensors] { model->load_state_dict(*tensors, true); }, {}, {}};
+  return {[model, tensors, weights, restored] {
+            model->load_state_dict(*weights, true);
+            at::NoGradGuard no_grad;
+            for (auto& [kept_value, saved] : *restored) kept_value.copy_(saved);
+          },
+          {},
+          {}};
+}
+
+// The model's weights and, where it keeps them, its modules to save as they were.
+NamedTensors saved_weights(const Model& model) {
+  NamedTensors out = model.state_dict();
+  for (const auto& [name, kept] : model.kept_original_modules()) out.emplace_back(name, kept.detach());
+  return out;
 }
 
 class WeightsPart final : public CheckpointPart {
@@ -31,7 +67,7 @@ class WeightsPart final : public CheckpointPart {
 
   std::string file() const override { return indexed_name("model", file_index_, ".safetensors"); }
   void save(const std::string& path) const override {
-    save_safetensors(path, model_->state_dict(), weights_metadata(*model_));
+    save_safetensors(path, saved_weights(*model_), weights_metadata(*model_));
   }
   StagedLoad load(const std::string& path) const override {
     auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));  // its tensors map the file

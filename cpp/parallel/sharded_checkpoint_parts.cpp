@@ -171,6 +171,13 @@ class ShardedWeightsPart final : public CheckpointPart {
     auto contents = std::make_shared<SafetensorsContents>(load_safetensors(source));
     require_same_adapter(engine_->model(), index_, contents->metadata, source);
     if (!is_shard_file(source)) {
+      // Stage 3 keeps no original values of the modules to save (a disabled forward is refused
+      // there): those a checkpoint of another stage holds are left aside.
+      const std::set<std::string> originals = engine_->model().original_module_names();
+      NamedTensors& tensors = contents->tensors;
+      tensors.erase(std::remove_if(tensors.begin(), tensors.end(),
+                                   [&](const auto& entry) { return originals.count(entry.first) > 0; }),
+                    tensors.end());
       checked_by_file(source, [&] { engine_->check_full_state_dict(contents->tensors); });
       return {[engine = engine_, contents] { engine->load_full_state_dict(contents->tensors); }, {}, {}};
     }

@@ -379,6 +379,35 @@ inline void expect_autocast_outputs(acc_model* m, const nlohmann::json& input, c
   acc_accelerator_free(acc);
 }
 
+// A training forward of the case's input under bf16 autocast (the global generator seeded `seed`
+// first where given: dropout), its output and the gradients of its sum (in float32) as the case's
+// autocast_train_output and autocast_grads; the gradients zeroed after.
+inline void expect_autocast_step(acc_model* m, const nlohmann::json& c, std::optional<uint64_t> seed = std::nullopt) {
+  ASSERT_EQ(acc_model_set_training(m, 1), ACC_OK);
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"mixed_precision", "bf16"}});
+  if (seed) ASSERT_EQ(acc_set_seed(*seed), ACC_OK);
+  ASSERT_EQ(acc_autocast_begin(acc, 1), ACC_OK);
+  acc_tensor *x = acc_test::from_json(c["input"]), *low = nullptr, *floats = nullptr, *sum = nullptr;
+  ASSERT_EQ(acc_model_forward1(m, x, 0, &low), ACC_OK) << acc_last_error_message();
+  ASSERT_EQ(acc_autocast_end(acc), ACC_OK);
+  ASSERT_EQ(acc_tensor_to(low, nullptr, ACC_DTYPE_FLOAT32, &floats), ACC_OK);
+  EXPECT_EQ(to_floats(floats), acc_test::float_values(c["autocast_train_output"]));
+  ASSERT_EQ(acc_tensor_sum(floats, &sum), ACC_OK);
+  ASSERT_EQ(acc_tensor_backward(sum), ACC_OK);
+  for (const auto& item : c["autocast_grads"].items()) {
+    acc_tensor *p = nullptr, *g = nullptr;
+    ASSERT_EQ(acc_model_parameter(m, item.key().c_str(), &p), ACC_OK) << item.key();
+    ASSERT_EQ(acc_tensor_grad(p, &g), ACC_OK);
+    ASSERT_NE(g, nullptr) << item.key();
+    EXPECT_EQ(to_floats(g), acc_test::float_values(item.value())) << item.key();
+    acc_tensor_free(g);
+    acc_tensor_free(p);
+  }
+  EXPECT_EQ(acc_model_zero_grad(m), ACC_OK);
+  for (acc_tensor* t : {x, low, floats, sum}) acc_tensor_free(t);
+  acc_accelerator_free(acc);
+}
+
 // A case's adapted model `m` (freed here): a training step as the case's (train_seed: its output and
 // gradients), the base model's output (`base_output`) while disabled, and save_model's (`entries`
 // tensors in `folder`) and merge's weights the case's merged ones.

@@ -43,33 +43,6 @@ acc_model* adapted(const json& c, bool init) {
                             layers);
 }
 
-// A training forward under bf16 autocast, its output and the gradients of its sum (in float32) as
-// PEFT's (its torch.eye product computes H in bfloat16); the gradients zeroed after.
-void expect_autocast_step(acc_model* m, const json& c) {
-  ASSERT_EQ(acc_model_set_training(m, 1), ACC_OK);
-  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"mixed_precision", "bf16"}});
-  ACC_ASSERT_OK(acc_autocast_begin(acc, 1));
-  acc_tensor *x = acc_test::from_json(c["input"]), *low = nullptr, *floats = nullptr, *sum = nullptr;
-  ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &low));
-  ACC_ASSERT_OK(acc_autocast_end(acc));
-  ACC_ASSERT_OK(acc_tensor_to(low, nullptr, ACC_DTYPE_FLOAT32, &floats));
-  EXPECT_EQ(to_floats(floats), float_values(c["autocast_train_output"]));
-  ACC_ASSERT_OK(acc_tensor_sum(floats, &sum));
-  ACC_ASSERT_OK(acc_tensor_backward(sum));
-  for (const auto& item : c["autocast_grads"].items()) {
-    acc_tensor *p = nullptr, *g = nullptr;
-    ACC_ASSERT_OK(acc_model_parameter(m, item.key().c_str(), &p));
-    ACC_ASSERT_OK(acc_tensor_grad(p, &g));
-    ASSERT_NE(g, nullptr) << item.key();
-    EXPECT_EQ(to_floats(g), float_values(item.value())) << item.key();
-    acc_tensor_free(g);
-    acc_tensor_free(p);
-  }
-  ACC_ASSERT_OK(acc_model_zero_grad(m));
-  for (acc_tensor* t : {x, low, floats, sum}) acc_tensor_free(t);
-  acc_accelerator_free(acc);
-}
-
 }  // namespace
 
 TEST(Hra, DrawsComputesTrainsAndMergesAsPeft) {

@@ -141,3 +141,36 @@ TEST(LnTuning, RefusesWhatPeftCannotDo) {
   acc_model_free(fresh);
   acc_model_free(m);
 }
+
+// PEFT's LN tuning and ModulesToSaveWrapper train a copy of each module, untying a tensor it shares
+// with a module outside; here modules train in place, which would train that module too: refused,
+// naming both, nothing added. A modules_to_save beside LN tuning that matches nothing is refused as
+// beside any other method (its tuned modules do not count).
+TEST(LnTuning, RefusesSharedTensorsAndModulesToSaveMatchingNothing) {
+  const std::string tied = acc_test::data_dir() + "/tied.pt";  // embed.weight is head.weight
+  acc_model* m = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript(tied.c_str(), &m));
+  const auto names = acc_test::parameter_names(m);
+  ACC_EXPECT_ERROR(acc_model_add_ln_tuning(m, "embed", nullptr, nullptr), ACC_ERR_UNSUPPORTED,
+                   "LN tuning would train 'embed.weight', which 'head.weight' shares (tied)");
+  acc_options* o = lora_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set_string(o, "modules_to_save", "embed"));
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "head", o, nullptr), ACC_ERR_UNSUPPORTED,
+                   "modules_to_save would train 'embed.weight', which 'head.weight' shares (tied)");
+  acc_options_free(o);
+  size_t n = 1;
+  ACC_ASSERT_OK(acc_model_lora_count(m, &n));
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(acc_test::parameter_names(m), names);
+  acc_model_free(m);
+
+  m = eager_data_model("ln_model.pt");
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_LN_TUNING, &o));
+  ACC_ASSERT_OK(acc_options_set_string(o, "modules_to_save", "haed"));
+  ACC_EXPECT_ERROR(acc_model_add_ln_tuning(m, "norm1", o, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "modules_to_save 'haed' matches no module that holds parameters");
+  acc_options_free(o);
+  ACC_ASSERT_OK(acc_model_lora_count(m, &n));
+  EXPECT_EQ(n, 0u);
+  acc_model_free(m);
+}

@@ -458,27 +458,40 @@ TEST(Lora, AdaptersOnATiedHeadTrainAndSaveButDoNotMerge) {
   acc_model_free(m);
 }
 
-// Accelerate's unwrap_model(...).merge_and_unload() to save the merged model: the prepared model's
-// engine holds the parameters of the time, so its next forward is refused (PyTorch's DDP fails at
-// the next step) rather than train without the adapters.
-TEST(Lora, AMergeThroughTheUnwrappedHandleEndsTraining) {
-  acc_model* m = net();
-  add_lora(m);
-  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
-  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
-  ACC_ASSERT_OK(acc_prepare(acc, &m, &opt, nullptr, nullptr));
-  const auto before = outputs(m);
-  acc_model* unwrapped = nullptr;
-  ACC_ASSERT_OK(acc_unwrap_model(acc, m, &unwrapped));
-  ACC_ASSERT_OK(acc_model_merge_lora(unwrapped));
-  acc_tensor *x = input(), *y = nullptr;
-  ACC_EXPECT_ERROR(acc_model_forward1(m, x, 0, &y), ACC_ERR_INVALID_ARGUMENT, "merged after acc_prepare");
-  EXPECT_EQ(outputs(unwrapped), before);  // the merged model computes as the adapted one did
-  acc_tensor_free(x);
-  acc_model_free(unwrapped);
-  acc_optimizer_free(opt);
-  acc_model_free(m);
-  acc_accelerator_free(acc);
+// Accelerate's unwrap_model(...).merge_and_unload() to save the merged model (or PEFT's unload to get
+// the base model back): the prepared model's engine holds the parameters of the time, so its next
+// forward is refused (PyTorch's DDP fails at the next step) rather than train without the adapters.
+TEST(Lora, AMergeOrUnloadThroughTheUnwrappedHandleEndsTraining) {
+  for (const bool merge : {true, false}) {
+    SCOPED_TRACE(merge ? "merge" : "unload");
+    acc_model* m = net();
+    const auto base = outputs(m);
+    add_lora(m);
+    train(m, 2);  // B away from zero
+    acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
+    acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
+    ACC_ASSERT_OK(acc_prepare(acc, &m, &opt, nullptr, nullptr));
+    const auto before = outputs(m);
+    EXPECT_NE(before, base);
+    acc_model* unwrapped = nullptr;
+    ACC_ASSERT_OK(acc_unwrap_model(acc, m, &unwrapped));
+    ACC_ASSERT_OK(merge ? acc_model_merge_lora(unwrapped) : acc_model_unload_lora(unwrapped));
+    acc_tensor *x = input(), *y = nullptr;
+    ACC_EXPECT_ERROR(acc_model_forward1(m, x, 0, &y), ACC_ERR_INVALID_ARGUMENT, "merged or unloaded after acc_prepare");
+    // The merged model computes as the adapted one did (to rounding); the unloaded one as the base.
+    const auto after = outputs(unwrapped);
+    if (merge) {
+      ASSERT_EQ(after.size(), before.size());
+      for (size_t i = 0; i < after.size(); ++i) EXPECT_NEAR(after[i], before[i], 1e-5);
+    } else {
+      EXPECT_EQ(after, base);
+    }
+    acc_tensor_free(x);
+    acc_model_free(unwrapped);
+    acc_optimizer_free(opt);
+    acc_model_free(m);
+    acc_accelerator_free(acc);
+  }
 }
 
 // Every process of a job may save the adapters into one folder at once (the README's loop does):
@@ -904,6 +917,77 @@ TEST(Lora, SaveStateResumesAdaptersAndTheirOptimizerState) {
   for (const auto& name : acc_test::parameter_names(first.model))
     EXPECT_EQ(param(resumed.model, name), param(first.model, name)) << name;
   EXPECT_EQ(outputs(resumed.model), outputs(first.model));
+}
+
+// Accelerate's save_state writes the model's state_dict, which holds PEFT's original_module of each
+// module to save: a resumed run whose own module starts otherwise (a classifier head drawn anew)
+// computes a disabled forward, and unloads, with the values of the run it resumes.
+TEST(Lora, SaveStateKeepsTheModulesToSaveAsTheyWere) {
+  struct Run {
+    acc_accelerator* acc = acc_test::make_accelerator({});
+    acc_model* model;
+    acc_optimizer* opt = nullptr;
+    explicit Run(uint64_t seed) : model(net(seed)) {
+      acc_options* o = lora_options(2, 4);
+      EXPECT_EQ(acc_options_set_string(o, "modules_to_save", "2"), ACC_OK);
+      EXPECT_EQ(acc_model_add_lora(model, "0", o, nullptr), ACC_OK) << acc_last_error_message();
+      acc_options_free(o);
+      opt = acc_test::optimizer(model, "adamw", 1e-2);
+      EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+    }
+    ~Run() {
+      acc_optimizer_free(opt);
+      acc_model_free(model);
+      acc_accelerator_free(acc);
+    }
+    void steps(int n) {
+      acc_tensor *x = input(), *y = floats(std::vector<float>(2 * 4 * 3, 0.25f), {2, 4, 3});
+      for (int i = 0; i < n; ++i) {
+        acc_tensor *out = nullptr, *loss = nullptr;
+        ASSERT_EQ(acc_model_forward1(model, x, 0, &out), ACC_OK) << acc_last_error_message();
+        ASSERT_EQ(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+        ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
+        ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
+        ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+        acc_tensor_free(out);
+        acc_tensor_free(loss);
+      }
+      acc_tensor_free(x);
+      acc_tensor_free(y);
+    }
+    std::vector<float> disabled() {
+      EXPECT_EQ(acc_model_set_lora_enabled(model, 0), ACC_OK);
+      auto out = outputs(model);
+      EXPECT_EQ(acc_model_set_lora_enabled(model, 1), ACC_OK);
+      return out;
+    }
+  };
+  const std::string dir = acc_test::temp_path("lora_state_saved_modules");
+  fs::remove_all(dir);
+  Run first(5);
+  first.steps(3);
+  ACC_ASSERT_OK(acc_save_state(first.acc, dir.c_str(), nullptr));
+  Run resumed(9);  // its module "2" drawn otherwise
+  EXPECT_NE(resumed.disabled(), first.disabled());
+  ACC_ASSERT_OK(acc_load_state(resumed.acc, dir.c_str(), nullptr));
+  EXPECT_EQ(outputs(resumed.model), outputs(first.model));
+  EXPECT_EQ(resumed.disabled(), first.disabled());
+  acc_model *first_inner = nullptr, *resumed_inner = nullptr;
+  ACC_ASSERT_OK(acc_unwrap_model(first.acc, first.model, &first_inner));
+  ACC_ASSERT_OK(acc_unwrap_model(resumed.acc, resumed.model, &resumed_inner));
+  ACC_ASSERT_OK(acc_model_unload_lora(first_inner));
+  ACC_ASSERT_OK(acc_model_unload_lora(resumed_inner));
+  EXPECT_EQ(param(resumed_inner, "2.weight"), param(first_inner, "2.weight"));
+  acc_model_free(first_inner);
+  acc_model_free(resumed_inner);
+  // The file holds them under PEFT's names, beside the weights.
+  acc_tensor_list* saved = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/model.safetensors").c_str(), &saved));
+  acc_tensor* original = nullptr;
+  EXPECT_EQ(acc_tensor_list_find(saved, "2.original_module.weight", &original), ACC_OK);
+  acc_tensor_free(original);
+  acc_tensor_list_free(saved);
+  fs::remove_all(dir);
 }
 
 TEST(Lora, CheckpointedLayersRecomputeWithTheAdapters) {

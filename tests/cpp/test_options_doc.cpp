@@ -85,7 +85,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"BOFT", acc::OptionsKind::Boft},
                                                            {"HRA", acc::OptionsKind::Hra},
                                                            {"FOURIERFT", acc::OptionsKind::Fourierft},
-                                                           {"LN_TUNING", acc::OptionsKind::LnTuning}};
+                                                           {"LN_TUNING", acc::OptionsKind::LnTuning},
+                                                           {"MISS", acc::OptionsKind::Miss}};
 
 }  // namespace
 

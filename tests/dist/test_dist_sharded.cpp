@@ -153,6 +153,9 @@ struct Settings {
   const char* hra = nullptr;
   // FourierFT target modules (PEFT's FourierFTConfig, n_frequency 6, scaling 10, the spectrum drawn)
   const char* fourierft = nullptr;
+  // MiSS target modules (PEFT's MissConfig, r 2 over inputs of 3 and 5, zero-padded; its variant)
+  const char* miss = nullptr;
+  const char* miss_init = "false";
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;               // offload_optimizer and offload_params
   bool hybrid = false;                // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -273,6 +276,9 @@ struct Job {
     if (s.fourierft)
       add_method(model, acc_model_add_fourierft, ACC_OPTIONS_FOURIERFT, s.fourierft,
                  {{"n_frequency", "6"}, {"scaling", "10"}});
+    if (s.miss)  // ("bat" takes r 1: 2 divides none of the layers' sides)
+      add_method(model, acc_model_add_miss, ACC_OPTIONS_MISS, s.miss,
+                 {{"r", std::string(s.miss_init) == "bat" ? "1" : "2"}, {"init_weights", s.miss_init}});
     if (s.tokens_alone) {
       acc_options* o = nullptr;
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_TRAINABLE_TOKENS, &o), ACC_OK);
@@ -750,6 +756,18 @@ TEST(Sharded, FourierftTrainsUnderEveryStageAsUnderDdp) {
   Settings s;
   s.fourierft = "0,2,4";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// PEFT's MiSS: each layer's shard is a parameter as any other; "bat" computes with the layer's
+// weight (gathered under stage 3) and the shard, under every stage as under DDP.
+TEST(Sharded, MissTrainsUnderEveryStageAsUnderDdp) {
+  for (const char* variant : {"false", "bat"}) {
+    SCOPED_TRACE(variant);
+    Settings s;
+    s.miss = "0,2,4";
+    s.miss_init = variant;
+    for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+  }
 }
 
 // PEFT's AdaLoRA: A, B and E are parameters as any other (ranknum a frozen one), and the loss's
@@ -1643,7 +1661,9 @@ TEST(Sharded, PeftMethodsSaveModelUnderStageThreeAsUnderDdp) {
          s.boft = "0,2,4";
        }},
       {"hra", [](Settings& s) { s.hra = "0,2,4"; }},
-      {"fourierft", [](Settings& s) { s.fourierft = "0,2,4"; }}};
+      {"fourierft", [](Settings& s) { s.fourierft = "0,2,4"; }},
+      {"miss", [](Settings& s) { s.miss = "0,2,4"; }},
+      {"miss_bat", [](Settings& s) { s.miss = "0,2,4", s.miss_init = "bat"; }}};
   for (const auto& [name, configure] : methods) {
     SCOPED_TRACE(name);
     Settings s;

@@ -52,6 +52,9 @@ public partial class Options {
   /// <summary>Options of Model.AddLnTuning (PEFT's LNTuningConfig: exclude_modules, modules_to_save,
   /// ...).</summary>
   public static Options LnTuning() { return new Options(OptionsKind.LnTuningOptions); }
+  /// <summary>Options of Model.AddMiss (PEFT's MissConfig: r, miss_dropout, mini_r, init_weights,
+  /// ...).</summary>
+  public static Options Miss() { return new Options(OptionsKind.MissOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

@@ -409,6 +409,13 @@ public class LoraTests {
       RoundTrips(model => model.AddFourierft("1", o), "1.fourierft_spectrum");
   }
 
+  // PEFT's MiSS on the linear layer (r 2, the shard drawn).
+  [Test]
+  public void MissTrainsAndRoundTrips() {
+    using (Options o = Options.Miss().Put("r", 2).Put("init_weights", "false"))
+      RoundTrips(model => model.AddMiss("1", o), "1.miss_block");
+  }
+
   // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
   // files round-trip.
   [Test]

@@ -409,6 +409,13 @@ func TestFourierftTrainsAndRoundTrips(t *testing.T) {
 	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddFourierft("1", o) }, "1.fourierft_spectrum")
 }
 
+// PEFT's MiSS on the linear layer (r 2, the shard drawn).
+func TestMissTrainsAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.MissOptions, map[string]any{"r": 2, "init_weights": "false"})
+	defer o.Close()
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddMiss("1", o) }, "1.miss_block")
+}
+
 // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place, PEFT's files
 // round-trip and unload puts the layer back.
 func TestLnTuningTrainsInPlaceAndRoundTrips(t *testing.T) {

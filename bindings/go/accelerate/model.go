@@ -43,6 +43,8 @@ const (
 	FourierftOptions OptionsKind = capi.OptionsFourierft
 	// PEFT's LNTuningConfig (Model.AddLnTuning: exclude_modules, modules_to_save, ...)
 	LnTuningOptions OptionsKind = capi.OptionsLnTuning
+	// PEFT's MissConfig (Model.AddMiss: r, miss_dropout, mini_r, init_weights, ...)
+	MissOptions OptionsKind = capi.OptionsMiss
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -423,6 +425,21 @@ func (m *Model) AddFourierft(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddFourierft(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddMiss adds PEFT's MiSS adapters on linear layers: each targeted layer trains one shard
+// (miss_block) shared by its input's r-wide blocks, in PEFT's variants (init_weights "true",
+// "false", "bat", "mini"); every other parameter is frozen. targetModules: named as for AddLora.
+// opts: MissOptions or nil. SaveLora, LoadLora, MergeLora and WithoutLora act on them. It returns
+// how many layers were adapted.
+func (m *Model) AddMiss(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddMiss(targetModules, oh, e) })
 	return int(n), err
 }
 

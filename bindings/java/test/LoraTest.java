@@ -348,6 +348,14 @@ class LoraTest {
     }
   }
 
+  /** PEFT's MiSS on the linear layer (r 2, the shard drawn). */
+  @Test
+  void missTrainsAndRoundTrips() {
+    try (Options o = Options.miss().put("r", 2).put("init_weights", "false")) {
+      roundTrips(model -> model.addMiss("1", o), Arrays.asList("1.miss_block"));
+    }
+  }
+
   /** PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
    *  files round-trip. */
   @Test

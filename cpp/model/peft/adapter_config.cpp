@@ -783,6 +783,51 @@ LoraConfig fourierft_config_from_json(const nlohmann::ordered_json& j, const std
   return config;
 }
 
+// PEFT's MissConfig: its fields, in its order (init_weights a bool, or "bat" or "mini").
+nlohmann::ordered_json miss_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  json j = peft_config_json(peft_type_name(PeftType::Miss), config);
+  j["r"] = config.r;
+  j["miss_dropout"] = config.dropout;
+  j["mini_r"] = config.miss_mini_r;
+  j["target_modules"] = targets_json(config);
+  j["exclude_modules"] = exclude_json(config);
+  if (config.miss_init == "true" || config.miss_init == "false")
+    j["init_weights"] = config.miss_init == "true";
+  else
+    j["init_weights"] = config.miss_init;
+  j["layers_to_transform"] = list_or_null(config.layers_to_transform);
+  j["layers_pattern"] = list_or_null(config.layers_pattern);
+  j["bias"] = config.bias == "lora_only" ? "MiSS_only" : config.bias;
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
+  return j;
+}
+
+// PEFT's MissConfig (peft_type MISS).
+LoraConfig miss_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  const ConfigFields fields{j, path};
+  LoraConfig config;
+  config.peft_type = PeftType::Miss;
+  for (const char* key : {"r", "mini_r", "miss_dropout"}) fields.refuse_null(key);  // (PEFT computes with them)
+  config.r = fields.integer("r", 64, 1, kMaxLoraRank, "from 1 to 2^20");            // PEFT's default: 64
+  config.miss_mini_r = fields.integer("mini_r", 1, 1, kMaxLoraRank, "from 1 to 2^20");
+  config.dropout = fields.number("miss_dropout", 0, 0, 1);
+  if (j.contains("init_weights") && j["init_weights"].is_null()) {
+    config.miss_init = "false";  // (PEFT's truth test: the Kaiming draws)
+  } else if (fields.given("init_weights")) {
+    const auto& init = j["init_weights"];
+    if (init.is_boolean())
+      config.miss_init = init.get<bool>() ? "true" : "false";
+    else if (init == "bat" || init == "mini")
+      config.miss_init = init.get<std::string>();
+    else
+      fields.refuse("init_weights", "must be true, false, \"bat\" or \"mini\" (MiSS's variants)");
+  }
+  read_bias(fields, "MiSS_only", &config);
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
+  return config;
+}
+
 }  // namespace
 
 // PEFT's LNTuningConfig: its fields, in its order.
@@ -827,6 +872,8 @@ nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
       return fourierft_config_json(config);
     case PeftType::LnTuning:
       return ln_tuning_config_json(config);
+    case PeftType::Miss:
+      return miss_config_json(config);
     case PeftType::Lora:
       break;
   }
@@ -850,10 +897,11 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "HRA") return hra_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "FOURIERFT") return fourierft_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "LN_TUNING") return ln_tuning_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "MISS") return miss_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse("peft_type",
            "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\", \"BOFT\", \"HRA\", "
-           "\"FOURIERFT\", \"LN_TUNING\" or "
+           "\"FOURIERFT\", \"LN_TUNING\", \"MISS\" or "
            "\"TRAINABLE_TOKENS\" (other "
            "PEFT methods are not supported)");
   LoraConfig config;

@@ -8,6 +8,7 @@
 #include "model/peft/fourierft.h"
 #include "model/peft/hra.h"
 #include "model/peft/lycoris.h"
+#include "model/peft/miss.h"
 #include "model/peft/oft.h"
 #include "model/peft/vera.h"
 
@@ -225,10 +226,40 @@ FactorMethod fourierft() {
           nullptr};
 }
 
+FactorMethod miss() {
+  return {PeftType::Miss,
+          "MiSS adapts linear layers",
+          {kMissBlock},
+          "factors",
+          [](const std::string&, const at::Tensor& t) -> std::string {
+            if (t.is_floating_point() && (t.dim() == 2 || t.dim() == 3)) return "";
+            return "must be a floating-point tensor of 2 dimensions (MiSS's r x out or r x mini_r shard) or 3 "
+                   "(\"bat\"'s out/r x r x r)";
+          },
+          /*files_hold_every_tensor=*/true,
+          /*files_hold_biases=*/true,
+          /*rank_and_scaling=*/false,
+          make_miss_adapters,
+          miss_factor_shapes,
+          [](const LoraConfig& config, const std::string&) {
+            return "r " + concat(config.r) + " and init_weights " + config.miss_init +
+                   (config.miss_init == "mini" ? " (mini_r " + concat(config.miss_mini_r) + ")" : "");
+          },
+          // "bat" computes with the weight's blocks, the others add the shard's branch.
+          [](const LoraConfig& config) {
+            return std::string(config.miss_init == "bat" ? "init_weights bat" : "init_weights other than bat");
+          },
+          [](const LoraAdapter&, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
+            return miss_merged_weight(w, factor_named(factors, kMissBlock), config);
+          },
+          miss_output_adapter,
+          nullptr};
+}
+
 }  // namespace
 
 const FactorMethod* factor_method(PeftType type) {
-  static const std::array<FactorMethod, 8> methods = {
+  static const std::array<FactorMethod, 9> methods = {
       lycoris(PeftType::Loha, "LoHa adapts linear layers and 1-D and 2-D convolutions"),
       lycoris(PeftType::Lokr, "LoKr adapts linear layers and 1-D and 2-D convolutions"),
       vera(),
@@ -236,7 +267,8 @@ const FactorMethod* factor_method(PeftType type) {
       adalora(),
       boft(),
       hra(),
-      fourierft()};
+      fourierft(),
+      miss()};
   for (const FactorMethod& method : methods)
     if (method.type == type) return &method;
   return nullptr;

@@ -354,6 +354,10 @@ class LoraAdapters {
   void bring_saved_modules_back();
   // The values of the modules it saves that an adapter kept aside holds, under the model's names.
   NamedTensors saved_modules_aside() const;
+  // The values the modules it saves had when the adapters were added (what a disabled forward and
+  // unload compute with), under the model's names: handles, which a checkpoint's values are copied
+  // into. Empty where none are kept (stage 3 dropped them).
+  NamedTensors kept_originals() const;
   // The names of the parameters and buffers of the modules it saves.
   std::vector<std::string> saved_module_names() const;
   // Stage 3 holds slices of the modules: the kept copies go (a disabled forward is then refused).

@@ -396,8 +396,10 @@ const OptionTable<LoraConfig>& hra_option_table() {
            &L::hra_apply_gs);
     t.bind("bias", "which biases train beside the reflections: none, all, hra_only (the adapted layers')", &L::bias)
         .one_of({"none", "all", "hra_only"});
-    t.bind("init_weights", "the reflections drawn in equal pairs, the layer unchanged at the start (false: each drawn)",
-           &L::hra_init_weights);
+    t.bind(
+        "init_weights",
+        "the reflections drawn in equal pairs, the layer unchanged at the start without apply_GS (false: each drawn)",
+        &L::hra_init_weights);
     bind_module_lists(t);
     bind_layers(t);
     bind_texts(t);
@@ -423,6 +425,33 @@ const OptionTable<LoraConfig>& fourierft_option_table() {
            &L::fourier_init_weights);
     t.bind("n_frequency_pattern", "n_frequency of their own: a JSON object from module-name expressions to counts",
            &L::n_frequency_pattern_spec);
+    bind_module_lists(t);
+    bind_layers(t);
+    bind_texts(t);
+  });
+  return table;
+}
+
+const OptionTable<LoraConfig>& miss_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Miss, [](OptionTable<L>& t) {
+    t.bind("r", "the shard's rows: the width of the input's blocks (\"bat\": of the weight's square blocks)",
+           &L::miss_r)
+        .at_least(1)
+        .at_most(kMaxLoraRank);
+    t.bind("miss_dropout", "dropout on the layer's (padded) input to the shard's branch", &L::dropout)
+        .at_least(0)
+        .at_most(1);
+    t.bind("mini_r", "\"mini\": the shard's width along the outputs, repeated out / mini_r times", &L::miss_mini_r)
+        .at_least(1)
+        .at_most(kMaxLoraRank);
+    t.bind("init_weights",
+           "the variant: true (the shard zeros, the layer unchanged), false (Kaiming draws), bat (the weight's "
+           "blocks times their shard), mini (an r x mini_r shard repeated along the outputs)",
+           &L::miss_init)
+        .one_of({"true", "false", "bat", "mini"});
+    t.bind("bias", "which biases train beside the shards: none, all, MiSS_only (the adapted layers')", &L::bias)
+        .one_of({"none", "all", "MiSS_only"});
     bind_module_lists(t);
     bind_layers(t);
     bind_texts(t);
@@ -607,6 +636,8 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return fourierft(targets, options);
     case OptionsKind::LnTuning:
       return ln_tuning(targets, options);
+    case OptionsKind::Miss:
+      return miss(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -688,6 +719,13 @@ LoraConfig LoraConfig::ln_tuning(const std::string& targets, const Options& opti
   LoraConfig config =
       method_options("LN tuning", OptionsKind::LnTuning, ln_tuning_option_table(), PeftType::LnTuning, options);
   read_method_targets(config, targets, "modules to tune (e.g. \"input_layernorm,post_attention_layernorm\")");
+  return config;
+}
+
+LoraConfig LoraConfig::miss(const std::string& targets, const Options& options) {
+  LoraConfig config = method_options("MiSS", OptionsKind::Miss, miss_option_table(), PeftType::Miss, options);
+  config.r = config.miss_r;
+  read_method_targets(config, targets, "linear layers", "MiSS_only");
   return config;
 }
 
@@ -933,12 +971,15 @@ std::string LoraConfig::tuned_module(const std::string& name) const {
   return "";
 }
 
-bool LoraConfig::saves(const std::string& name) const {
-  if (!tuned_module(name).empty()) return true;  // (LN tuning's modules train whole too)
+bool LoraConfig::saves(const std::string& name) const { return !saving_module(name).empty(); }
+
+std::string LoraConfig::saving_module(const std::string& name) const {
+  std::string tuned = tuned_module(name);
+  if (!tuned.empty()) return tuned;  // (LN tuning's modules train whole too)
   for (const auto& module : enclosing_modules(name))
     for (const auto& saved : modules_to_save)
-      if (ends_with(module, saved)) return true;
-  return false;
+      if (ends_with(module, saved)) return module;
+  return "";
 }
 
 bool LoraConfig::trains_whole(const std::string& name, bool in_adapted_layer) const {

@@ -45,8 +45,23 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // or its BOFTConfig (each layer's input rotated by butterfly factors of block rotations, model/peft/boft.h)
 // or its HRAConfig (each layer's weight times Householder reflections, model/peft/hra.h) or its
 // FourierFTConfig (a sparse spectrum of each layer's delta trained, model/peft/fourierft.h) or its
-// LNTuningConfig (the targeted modules, layer norms, trained themselves: LoraConfig::tuned_module).
-enum class PeftType { Lora, TrainableTokens, Ia3, Loha, Lokr, Vera, Oft, Adalora, Boft, Hra, Fourierft, LnTuning };
+// LNTuningConfig (the targeted modules, layer norms, trained themselves: LoraConfig::tuned_module) or
+// its MissConfig (one shard shared by each layer's input blocks, model/peft/miss.h).
+enum class PeftType {
+  Lora,
+  TrainableTokens,
+  Ia3,
+  Loha,
+  Lokr,
+  Vera,
+  Oft,
+  Adalora,
+  Boft,
+  Hra,
+  Fourierft,
+  LnTuning,
+  Miss
+};
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
   switch (type) {
@@ -72,6 +87,8 @@ inline const char* peft_type_name(PeftType type) {
       return "FOURIERFT";
     case PeftType::LnTuning:
       return "LN_TUNING";
+    case PeftType::Miss:
+      return "MISS";
     case PeftType::TrainableTokens:
       break;
   }
@@ -103,6 +120,8 @@ inline const char* peft_method_name(PeftType type) {
       return "FourierFT";
     case PeftType::LnTuning:
       return "LN tuning";
+    case PeftType::Miss:
+      return "MiSS";
     case PeftType::TrainableTokens:
       break;
   }
@@ -311,6 +330,13 @@ struct LoraConfig {
   double fourier_scaling = 150.0;
   int64_t random_loc_seed = 777;
   bool fourier_init_weights = false;
+  // PEFT's MissConfig (peft_type Miss; its r is `r`, taken from miss_r, PEFT's default; its
+  // miss_dropout `dropout`, its bias `bias` with "MiSS_only" as "lora_only"): the variant, PEFT's
+  // init_weights ("true": zeros, "false": Kaiming draws, "bat", "mini"), and mini's shard width along
+  // the outputs.
+  int64_t miss_r = 64;
+  std::string miss_init = "true";
+  int64_t miss_mini_r = 1;
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -373,6 +399,8 @@ struct LoraConfig {
   static LoraConfig hra(const std::string& targets, const Options& options);
   // PEFT's FourierFTConfig: `targets` as above (or "all-linear"), `options` of kind fourierft.
   static LoraConfig fourierft(const std::string& targets, const Options& options);
+  // PEFT's MissConfig: `targets` as above (or "all-linear"), `options` of kind miss.
+  static LoraConfig miss(const std::string& targets, const Options& options);
   // PEFT's LNTuningConfig: `targets` the modules trained themselves, `options` of kind ln_tuning.
   static LoraConfig ln_tuning(const std::string& targets, const Options& options);
   // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
@@ -423,6 +451,9 @@ struct LoraConfig {
   // Whether the parameter or buffer `name` lies in a module modules_to_save names (the module or
   // one of its submodules), PEFT's ModulesToSaveWrapper around it.
   bool saves(const std::string& name) const;
+  // The module that makes `name` train whole: LN tuning's (tuned_module) or the outermost enclosing
+  // module modules_to_save names; empty where none does.
+  std::string saving_module(const std::string& name) const;
   // LN tuning's: the targeted module that encloses the parameter or buffer `name` (PEFT trains a
   // copy of it; here it trains in place, kept as a module to save is), empty where none does or the
   // method is another. The outermost where several do (PEFT's wrapping of both fails: refused
@@ -451,6 +482,7 @@ const OptionTable<LoraConfig>& adalora_option_table();
 const OptionTable<LoraConfig>& boft_option_table();
 const OptionTable<LoraConfig>& hra_option_table();
 const OptionTable<LoraConfig>& fourierft_option_table();
+const OptionTable<LoraConfig>& miss_option_table();
 const OptionTable<LoraConfig>& ln_tuning_option_table();
 // Fails (InvalidArgument, naming the setting) where PEFT's AdaLoraConfig would refuse `config`'s
 // schedule: total_step below 1, tinit not before total_step - tfinal, betas outside (0, 1).

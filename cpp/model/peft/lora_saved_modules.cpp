@@ -69,6 +69,12 @@ NamedTensors LoraAdapters::saved_modules_aside() const {
   return out;
 }
 
+NamedTensors LoraAdapters::kept_originals() const {
+  NamedTensors out;
+  for (const auto& original : originals_) out.emplace_back(original.name, original.kept);
+  return out;
+}
+
 std::vector<std::string> LoraAdapters::saved_module_names() const {
   std::vector<std::string> out;
   for (const auto& original : originals_) out.push_back(original.name);

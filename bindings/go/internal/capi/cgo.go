@@ -69,6 +69,7 @@ const (
 	OptionsHra             = C.ACC_OPTIONS_HRA
 	OptionsFourierft       = C.ACC_OPTIONS_FOURIERFT
 	OptionsLnTuning        = C.ACC_OPTIONS_LN_TUNING
+	OptionsMiss            = C.ACC_OPTIONS_MISS
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
