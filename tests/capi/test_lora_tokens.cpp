@@ -249,6 +249,13 @@ TEST(TrainableTokens, RefusesWhatPeftRefusesAndWhatHasNoMeaning) {
     EXPECT_EQ(acc_test::parameter_names(m), names) << "nothing added";
     acc_model_free(m);
   }
+  // An untied embedding both trained whole and by its rows, as PEFT refuses it.
+  acc_model* untied = eager_data_model("embedding_model.pt");
+  const auto names = acc_test::parameter_names(untied);
+  ACC_EXPECT_ERROR(add_with_tokens(untied, "fc", "1", c, "embed"), ACC_ERR_INVALID_ARGUMENT,
+                   "'embed' is both in modules_to_save and in trainable_token");
+  EXPECT_EQ(acc_test::parameter_names(untied), names) << "nothing added";
+  acc_model_free(untied);
   // A model without an embedding has no input embedding for the list form.
   acc_model* m = net();
   ACC_EXPECT_ERROR(add_with_tokens(m, "0", "1", c), ACC_ERR_INVALID_ARGUMENT, "the model has no embedding layer");
