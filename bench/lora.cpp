@@ -163,6 +163,8 @@ int main(int argc, char** argv) {
     OK(acc_model_add_miss(model, "out_proj,linear1,linear2", o, nullptr));
     acc_options_free(o);
   };
+  // PEFT's C3A with its default blocks of 256 on the same three layers as LoRA (d_model 256).
+  auto c3a = [](acc_model* model) { OK(acc_model_add_c3a(model, "out_proj,linear1,linear2", nullptr, nullptr)); };
   // PEFT's AdaLoRA with its defaults (init_r 12 pruned towards target_r 8) on the same three layers as
   // LoRA, pruning at every step of a long schedule: the regularization and the allocator measured.
   auto adalora = [](acc_model* model) {
@@ -205,6 +207,7 @@ int main(int argc, char** argv) {
       add("FourierFT n=1000:", fourierft, training);
       add("MiSS r=64:", miss, training);
       add("MiSS bat r=64:", miss_bat, training);
+      add("C3A b=256:", c3a, training);
     }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();

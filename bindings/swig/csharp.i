@@ -321,6 +321,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %rename(FourierftOptions) ACC_OPTIONS_FOURIERFT;
 %rename(LnTuningOptions) ACC_OPTIONS_LN_TUNING;
 %rename(MissOptions) ACC_OPTIONS_MISS;
+%rename(C3aOptions) ACC_OPTIONS_C3A;
 %rename(Default) ACC_PLACEMENT_DEFAULT;
 %rename(No) ACC_PLACEMENT_NO;
 %rename(Yes) ACC_PLACEMENT_YES;

@@ -477,6 +477,16 @@ struct acc_accelerator {};
     check(acc_model_add_miss($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's C3AConfig on linear layers: each targeted layer trains a kernel (c3a_kernel) and adds its
+   * input convolved circularly, block by block, with it (a block circulant delta), every other
+   * parameter frozen. targetModules: named as for addLora. opts: C3A options (block_size,
+   * block_size_pattern, init_weights, bias, ...: the keys of ACC_OPTIONS_C3A) or null. saveLora,
+   * loadLora, mergeLora and setLoraEnabled act on them. Returns how many layers. */
+  size_t addC3a(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_c3a($self, targetModules, opts, &n));
+    return n;
+  }
   /* AdaLoRA's training loss: loss plus orth_reg_weight times the adapters' orthogonal
    * regularization, a new tensor with autograd history (backward it instead of loss). */
   acc_tensor *adaloraLoss(const acc_tensor *loss ERR) {

@@ -160,6 +160,8 @@
   public static Options lnTuning() { return new Options(OptionsKind.LN_TUNING); }
   /** Options of Model.addMiss (PEFT's MissConfig: r, miss_dropout, mini_r, init_weights, ...). */
   public static Options miss() { return new Options(OptionsKind.MISS); }
+  /** Options of Model.addC3a (PEFT's C3AConfig: block_size, block_size_pattern, init_weights, ...). */
+  public static Options c3a() { return new Options(OptionsKind.C3A); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

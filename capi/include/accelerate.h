@@ -681,6 +681,16 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ACC_OPTIONS_LORA's), layers_pattern (string, default none),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
  *   adapter_config.json).
+ * Keys of ACC_OPTIONS_C3A (PEFT's C3AConfig, see acc_model_add_c3a): block_size (int, default 256:
+ *   the circulant blocks' size, which must divide each targeted layer's inputs and outputs),
+ *   block_size_pattern (string, default none: a JSON object from module-name expressions to block
+ *   sizes of their own, matched as PEFT's C3AModel matches them), init_weights ("xavier_uniform",
+ *   default, and "false": uniform within sqrt(6 / (in + out)); "kaiming_uniform": within
+ *   sqrt(1 / in); "gaussian": normal draws; "true": zeros, the layer unchanged), bias ("none",
+ *   default, "all" or "c3a_only"), exclude_modules, modules_to_save, layers_to_transform (strings,
+ *   default none: as ACC_OPTIONS_LORA's), layers_pattern (string, default none),
+ *   base_model_name_or_path, revision, task_type (strings, default none: written to
+ *   adapter_config.json).
  * Keys of ACC_OPTIONS_LN_TUNING (PEFT's LNTuningConfig, see acc_model_add_ln_tuning):
  *   exclude_modules, modules_to_save (strings, default none: as ACC_OPTIONS_LORA's),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
@@ -752,6 +762,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_FOURIERFT = 19,
   ACC_OPTIONS_LN_TUNING = 20,
   ACC_OPTIONS_MISS = 21,
+  ACC_OPTIONS_C3A = 22,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1153,9 +1164,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * are quantised already leaves them as they are), and needs the file's loftq_config;
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
  * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; one of
- * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING, MISS or ADALORA adds that method's
- * adapters (as acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft, _hra, _fourierft, _ln_tuning,
- * _miss, _adalora) and reads their tensors; other PEFT methods are
+ * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING, MISS, C3A or ADALORA adds that
+ * method's adapters (as acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft, _hra, _fourierft,
+ * _ln_tuning, _miss, _c3a, _adalora) and reads their tensors; other PEFT methods are
  * refused naming the peft_type.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * on the handle from before acc_prepare (Accelerate's unwrap_model(...).merge_and_unload(), to save
@@ -1416,6 +1427,25 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_fourierft(acc_model *model, const
  * none). Before creating the optimizer and before acc_prepare, on a model without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_miss(acc_model *model, const char *target_modules,
                                                    const acc_options *opts, size_t *count);
+/* acc_model_add_c3a: PEFT's C3AConfig (circular convolution adaptation, get_peft_model with
+ * peft_type C3A): each targeted layer trains "<module>.c3a_kernel" (out/b x in/b x b, b its
+ * block_size: block_size_pattern's for the modules it names) and adds its input, in float32,
+ * convolved circularly block by block with the kernel (PEFT's BlockCircularConvolution: FFTs, its
+ * hand-written backward too) and divided by the input's width, cast to the output's dtype: the
+ * delta is a block circulant matrix. Drawn as PEFT draws, layer by layer in the model's order:
+ * uniform within sqrt(6 / (in + out)) ("xavier_uniform", PEFT's default), within sqrt(1 / in)
+ * ("kaiming_uniform"), torch.randn ("gaussian"), or zeros ("true"). `target_modules`: named as for
+ * acc_model_add_lora ("all-linear" too); targets must be torch.nn.Linear layers (or a spec's
+ * "linear") the forward calls as modules: a convolution, transformers' Conv1D, an embedding or an
+ * attention is ACC_ERR_INVALID_ARGUMENT (PEFT's TypeError), as is a block size that does not
+ * divide the layer's inputs and outputs (its ValueError); a quantised layer, or a layer whose weight
+ * the forward reads itself, ACC_ERR_UNSUPPORTED. `opts`: ACC_OPTIONS_C3A or NULL (defaults). Files
+ * (PEFT's), merging (W plus the block circulant matrix over the input's width), disabling, counting
+ * and named adapters act as for LoRA; acc_model_add_weighted_adapter is ACC_ERR_INVALID_ARGUMENT
+ * (PEFT's C3A has none). Before creating the optimizer and before acc_prepare, on a model without
+ * adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_c3a(acc_model *model, const char *target_modules,
+                                                  const acc_options *opts, size_t *count);
 /* acc_model_add_ln_tuning: PEFT's LNTuningConfig (get_peft_model with peft_type LN_TUNING): the
  * modules `target_modules` names (any module: typically the layer norms, e.g.
  * "input_layernorm,post_attention_layernorm"; named as for acc_model_add_lora, a name matching a
@@ -1477,7 +1507,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * model without adapters it is the active one, as get_peft_model(..., adapter_name)). `opts`:
  * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR /
  * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT / ACC_OPTIONS_BOFT / ACC_OPTIONS_HRA / ACC_OPTIONS_FOURIERFT /
- * ACC_OPTIONS_MISS / ACC_OPTIONS_ADALORA for an adapter of that
+ * ACC_OPTIONS_MISS / ACC_OPTIONS_C3A / ACC_OPTIONS_ADALORA for an adapter of that
  * method, drawn as its acc_model_add_* draws it; adapters of one method per model, as PEFT. (PEFT
  * trains one AdaLoRA adapter at a time, the others in inference mode; here each named AdaLoRA
  * adapter keeps its own rank allocator.) Switching adapters and a refused add leave the base

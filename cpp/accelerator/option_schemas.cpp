@@ -50,6 +50,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return ln_tuning_option_table();
     case OptionsKind::Miss:
       return miss_option_table();
+    case OptionsKind::C3a:
+      return c3a_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

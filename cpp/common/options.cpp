@@ -157,6 +157,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "ln_tuning";
     case OptionsKind::Miss:
       return "miss";
+    case OptionsKind::C3a:
+      return "c3a";
   }
   return "?";
 }

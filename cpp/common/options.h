@@ -65,7 +65,8 @@ enum class OptionsKind : int {
   Hra = 18,
   Fourierft = 19,
   LnTuning = 20,
-  Miss = 21
+  Miss = 21,
+  C3a = 22
 };
 
 const char* options_kind_name(OptionsKind kind);

@@ -134,7 +134,9 @@ void Model::weights_arrived() {
 }
 
 void Model::set_sharded_at_rest(std::string reason) {
-  if (!reason.empty()) lora_.drop_originals();
+  if (!reason.empty())
+    lora_.drop_originals(
+        "under zero_stage 3 no process keeps those modules as they were (stage 3 holds slices of them)");
   sharded_at_rest_ = std::move(reason);
 }
 
@@ -172,12 +174,21 @@ std::set<std::string> Model::original_module_names() const {
 
 namespace {
 
-// Every name a tensor has in the model: a tied weight under each of its names (as PyTorch's state_dict()).
+// Every name a tensor has in the model: a tied weight under each of its names (as PyTorch's
+// state_dict()), and the kept originals of its modules to save (kept_original_modules' names: a
+// state dict may hold them, as save_state writes them, and need not).
 std::unordered_map<std::string, at::Tensor> own_tensors(const Model& model) {
   std::unordered_map<std::string, at::Tensor> own;
   for (auto& entry : model.named_parameters_with_ties()) own.emplace(entry.first, entry.second);
   for (auto& entry : model.named_buffers()) own.emplace(entry.first, entry.second);
+  for (auto& entry : model.kept_original_modules()) own.emplace(entry.first, entry.second);
   return own;
+}
+
+std::set<std::string> optional_names(const Model& model) {
+  std::set<std::string> names;
+  for (const auto& entry : model.kept_original_modules()) names.insert(entry.first);
+  return names;
 }
 
 std::set<std::string> buffer_names(const Model& model) {
@@ -191,7 +202,7 @@ using KeyReport = std::pair<std::vector<std::string>, std::vector<std::string>>;
 // The checks of load_state_dict against the model's tensors by name: missing / unexpected names.
 // `any_length`: entries whose length may differ from the model's (4-bit layers' JSON texts).
 KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, const std::set<std::string>& buffers,
-                        const NamedTensors& state, bool strict,
+                        const std::set<std::string>& optional, const NamedTensors& state, bool strict,
                         const std::function<bool(const std::string&)>& any_length) {
   std::set<std::string> given, unexpected, missing;
   std::unordered_set<const c10::TensorImpl*> given_tensors;
@@ -206,7 +217,8 @@ KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, 
   // A tied weight given under one of its names is not missing under the others (safetensors'
   // save_model keeps one name of shared tensors, and its load_model counts the others loaded).
   for (auto& entry : own)
-    if (!given.count(entry.first) && !given_tensors.count(entry.second.unsafeGetTensorImpl()))
+    if (!given.count(entry.first) && !given_tensors.count(entry.second.unsafeGetTensorImpl()) &&
+        !optional.count(entry.first))
       missing.insert(entry.first);
   if (strict && (!missing.empty() || !unexpected.empty())) {
     std::string message = "state dict does not match the model:";
@@ -259,7 +271,7 @@ void require_same_dtype_kind(const std::string& name, const at::Tensor& given, c
 
 std::pair<std::vector<std::string>, std::vector<std::string>> Model::check_state_dict(const NamedTensors& state,
                                                                                       bool strict) const {
-  auto result = check_against(own_tensors(*this), buffer_names(*this), state, strict,
+  auto result = check_against(own_tensors(*this), buffer_names(*this), optional_names(*this), state, strict,
                               [this](const std::string& name) { return is_quantization_text(name); });
   check_quantization_state(state);
   return result;
@@ -271,7 +283,7 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Model::load_state_
   const auto own = own_tensors(*this);
   KeyReport result;
   try {
-    result = check_against(own, buffer_names(*this), state, strict,
+    result = check_against(own, buffer_names(*this), optional_names(*this), state, strict,
                            [this](const std::string& name) { return is_quantization_text(name); });
   } catch (const Error& e) {
     if (sharded_at_rest_.empty()) throw;
@@ -532,7 +544,7 @@ size_t Model::add_adapters(const LoraConfig& config) {
     for (auto it = first; it != last && site.tied_to.empty(); ++it)
       if (it->second != weight_name(site)) site.tied_to = it->second;
   }
-  check_modules_to_save(config, named_parameters(), sites);
+  check_modules_to_save(config, named_parameters_with_ties(), sites);
   refuse_shared_trained_whole(config, names);
   for (const auto& entry : named_parameters())  // trained whole: as PyTorch, floating point only
     if (config.saves(entry.first) && !entry.second.is_floating_point())
@@ -971,9 +983,9 @@ void Model::set_lora_enabled(bool enabled) {
       if (config.saves(entry.first))
         fail(Status::Unsupported,
              "disabling adapters: ", config.tuned_module(entry.first).empty() ? "modules_to_save" : "LN tuning",
-             " trains '", entry.first,
-             "', and under zero_stage 3 no process keeps the whole original for a disabled forward to compute with; ",
-             "compute the base model's outputs from a model without it, or under zero_stage 1, 2 or DDP");
+             " trains '", entry.first, "', and ", lora_.originals_dropped_because(),
+             ", for a disabled forward to compute with; compute the base model's outputs from a model without it",
+             sharded_at_rest_.empty() ? "" : ", or under zero_stage 1, 2 or DDP");
   // PEFT warns alike: its trained biases stay in the layers.
   if (!enabled && lora_.enabled() && config.bias != "none")
     std::fprintf(stderr,

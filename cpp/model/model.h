@@ -80,6 +80,9 @@ class Model {
   // those of every such tensor, whether the model keeps their originals or not (stage 3 does not).
   std::string original_module_name(const std::string& name) const;
   std::set<std::string> original_module_names() const;
+  // Forgets the kept originals, `why`: a disabled forward and LN tuning's unload are then refused,
+  // saying why.
+  void drop_kept_originals(std::string why) { lora_.drop_originals(std::move(why)); }
   // Copies values in by name; see acc_model_load_state_dict for the strict rules. Returns the
   // names the model has but `state` lacks, and those `state` has but the model lacks.
   std::pair<std::vector<std::string>, std::vector<std::string>> load_state_dict(const NamedTensors& state, bool strict);

@@ -203,7 +203,7 @@ void Model::unload_lora() {
   require_merging_free();
   // PEFT's LN tuning puts the original modules back (it trained copies of them).
   if (lora_.config().peft_type == PeftType::LnTuning) {
-    require(lora_.keeps_originals(), "unload: under zero_stage 3 no process keeps the tuned modules as they were");
+    require(lora_.keeps_originals(), "unload: ", lora_.originals_dropped_because());
     lora_.put_saved_modules_aside();
   }
   ++merges_;

@@ -1,9 +1,7 @@
 #include "model/weights_part.h"
 
-#include <ATen/core/grad_mode.h>
-
-#include <map>
-#include <utility>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "checkpoint/safetensors.h"
@@ -17,37 +15,35 @@ namespace {
 // are the active one's: named adapters keep their usual names there).
 constexpr const char* kActiveAdapterKey = "accelerate_active_adapter";
 
-// Weights read from `path`, checked against the model (names, shapes, dtypes) before anything changes;
-// the original values of its modules to save (Model::kept_original_modules) where the file holds them
-// (a checkpoint of an earlier version may not: the model's are kept then).
+// Weights read from `path`, checked against the model (names, shapes, dtypes) before anything changes.
+// The original values of its modules to save (Model::kept_original_modules) come all or none: a
+// checkpoint saved under zero_stage 3 (which keeps none) or by an earlier version holds none, and the
+// model then keeps none either, rather than values of its own that the checkpoint's run never had.
 StagedLoad staged_weights_load(const std::shared_ptr<Model>& model, size_t model_index,
                                std::shared_ptr<const NamedTensors> tensors, const std::string& path,
                                const Metadata& metadata = {}) {
   require_same_adapter(*model, model_index, metadata, path);
-  const NamedTensors originals = model->kept_original_modules();
-  const std::map<std::string, at::Tensor> kept(originals.begin(), originals.end());
-  auto weights = std::make_shared<NamedTensors>();
-  auto restored = std::make_shared<std::vector<std::pair<at::Tensor, at::Tensor>>>();  // (kept, saved)
-  for (const auto& [name, value] : *tensors) {
-    const auto it = kept.find(name);
-    if (it == kept.end()) {
-      weights->emplace_back(name, value);
-      continue;
-    }
-    if (value.sizes() != it->second.sizes())
-      fail(Status::InvalidArgument, "checkpoint file '", path, "' does not fit model ", model_index, ": '", name,
-           "' has shape ", value.sizes(), ", the model's ", it->second.sizes());
-    restored->emplace_back(it->second, value);
-  }
   try {
-    model->check_state_dict(*weights, true);
+    model->check_state_dict(*tensors, true);
   } catch (const Error& e) {
     fail(Status::InvalidArgument, "checkpoint file '", path, "' does not fit model ", model_index, ": ", e.what());
   }
-  return {[model, tensors, weights, restored] {
-            model->load_state_dict(*weights, true);
-            at::NoGradGuard no_grad;
-            for (auto& [kept_value, saved] : *restored) kept_value.copy_(saved);
+  std::set<std::string> given;
+  for (const auto& entry : *tensors) given.insert(entry.first);
+  const NamedTensors originals = model->kept_original_modules();
+  std::vector<std::string> absent;
+  for (const auto& entry : originals)
+    if (!given.count(entry.first)) absent.push_back(entry.first);
+  if (!absent.empty() && absent.size() < originals.size())
+    fail(Status::InvalidArgument, "checkpoint file '", path, "' does not fit model ", model_index,
+         ": it holds some of the original values of the modules to save, but not '", absent.front(), "'");
+  const bool none = !originals.empty() && absent.size() == originals.size();
+  return {[model, tensors, none, path] {
+            model->load_state_dict(*tensors, true);
+            if (none)
+              model->drop_kept_originals("the checkpoint '" + path +
+                                         "' held none of their original values (saved "
+                                         "under zero_stage 3, or by an earlier version)");
           },
           {},
           {}};

@@ -56,6 +56,10 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   buffer_sync_ = std::make_unique<BufferSync>(dist_, std::move(buffers), options_.broadcast_buffers);
   check_same_model_everywhere(*model, dist_, "prepare_model");
   broadcast(state_, "prepare_model (initial parameters)");
+  // PEFT's originals of the modules to save are parameters of its model, which DDP broadcasts too.
+  std::vector<at::Tensor> originals;
+  for (const auto& entry : model->kept_original_modules()) originals.push_back(entry.second);
+  if (!originals.empty()) broadcast(originals, "prepare_model (the modules to save as they were)");
   if (params_.empty()) return;
   if ((options_.comm_hook == "bf16" || options_.comm_wrapper == "bf16") && !group_reduces_bf16())
     fail(Status::Unsupported, "the bf16 DDP comm ", options_.comm_hook == "bf16" ? "hook" : "wrapper",

@@ -102,7 +102,10 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   std::vector<at::Tensor> buffers;
   for (const auto& entry : model_->named_buffers()) buffers.push_back(entry.second);
   replicated.insert(replicated.end(), buffers.begin(), buffers.end());
-  broadcast_in_place(*dist_, replicated, "prepare_model (initial parameters)");
+  // PEFT's originals of the modules to save too (parameters of its model); stage 3 drops them after.
+  std::vector<at::Tensor> whole_state = replicated;
+  for (const auto& entry : model_->kept_original_modules()) whole_state.push_back(entry.second);
+  broadcast_in_place(*dist_, whole_state, "prepare_model (initial parameters)");
   if (options_.stage > 1)  // stage 1's Reducer (DataParallel) syncs them
     buffer_sync_ = std::make_unique<BufferSync>(dist_, std::move(buffers), data_parallel_.broadcast_buffers);
 

@@ -157,6 +157,10 @@ TEST(LnTuning, RefusesSharedTensorsAndModulesToSaveMatchingNothing) {
   ACC_ASSERT_OK(acc_options_set_string(o, "modules_to_save", "embed"));
   ACC_EXPECT_ERROR(acc_model_add_lora(m, "head", o, nullptr), ACC_ERR_UNSUPPORTED,
                    "modules_to_save would train 'embed.weight', which 'head.weight' shares (tied)");
+  // The tie's other name, which the model lists under the first: refused alike.
+  ACC_ASSERT_OK(acc_options_set_string(o, "modules_to_save", "head"));
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "embed", o, nullptr), ACC_ERR_UNSUPPORTED,
+                   "modules_to_save would train 'head.weight', which 'embed.weight' shares (tied)");
   acc_options_free(o);
   size_t n = 1;
   ACC_ASSERT_OK(acc_model_lora_count(m, &n));

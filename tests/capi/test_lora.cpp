@@ -980,13 +980,33 @@ TEST(Lora, SaveStateKeepsTheModulesToSaveAsTheyWere) {
   EXPECT_EQ(param(resumed_inner, "2.weight"), param(first_inner, "2.weight"));
   acc_model_free(first_inner);
   acc_model_free(resumed_inner);
-  // The file holds them under PEFT's names, beside the weights.
+  // The file holds them under PEFT's names, beside the weights; a file holding some of them (here
+  // all but the bias's) is refused, naming the one it lacks, before anything changes.
   acc_tensor_list* saved = nullptr;
   ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/model.safetensors").c_str(), &saved));
   acc_tensor* original = nullptr;
   EXPECT_EQ(acc_tensor_list_find(saved, "2.original_module.weight", &original), ACC_OK);
   acc_tensor_free(original);
+  acc_tensor_list* partial = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&partial));
+  size_t entries = 0;
+  ACC_ASSERT_OK(acc_tensor_list_size(saved, &entries));
+  for (size_t i = 0; i < entries; ++i) {
+    const char* name = nullptr;
+    acc_tensor* t = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_name(saved, i, &name));
+    ACC_ASSERT_OK(acc_tensor_list_get(saved, i, &t));
+    if (std::string(name) != "2.original_module.bias") ACC_ASSERT_OK(acc_tensor_list_append(partial, name, t));
+    acc_tensor_free(t);
+  }
   acc_tensor_list_free(saved);
+  ACC_ASSERT_OK(acc_tensor_list_save_safetensors(partial, (dir + "/model.safetensors").c_str()));
+  acc_tensor_list_free(partial);
+  Run other(13);
+  const auto before = other.disabled();
+  ACC_EXPECT_ERROR(acc_load_state(other.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "holds some of the original values of the modules to save, but not '2.original_module.bias'");
+  EXPECT_EQ(other.disabled(), before);
   fs::remove_all(dir);
 }
 

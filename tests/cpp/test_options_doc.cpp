@@ -86,7 +86,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"HRA", acc::OptionsKind::Hra},
                                                            {"FOURIERFT", acc::OptionsKind::Fourierft},
                                                            {"LN_TUNING", acc::OptionsKind::LnTuning},
-                                                           {"MISS", acc::OptionsKind::Miss}};
+                                                           {"MISS", acc::OptionsKind::Miss},
+                                                           {"C3A", acc::OptionsKind::C3a}};
 
 }  // namespace
 

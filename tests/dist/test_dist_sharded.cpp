@@ -131,6 +131,7 @@ struct Settings {
   const char* lora_flag = nullptr;        // a bool key of ACC_OPTIONS_LORA set true (use_dora, lora_bias)
   const char* lora_tokens = nullptr;      // their trainable_token_indices
   const char* lora_saved = nullptr;       // their modules_to_save
+  bool seed_by_rank = false;              // each process's model drawn from a seed of its own (11 + rank)
   const char* lora_parameters = nullptr;  // their target_parameters
   const char* tokens_alone = nullptr;     // token_indices of PEFT's TrainableTokensConfig (no LoRA)
   const char* ia3 = nullptr;              // IA3 target modules (PEFT's IA3Config), added as LoRA's are
@@ -156,6 +157,8 @@ struct Settings {
   // MiSS target modules (PEFT's MissConfig, r 2 over inputs of 3 and 5, zero-padded; its variant)
   const char* miss = nullptr;
   const char* miss_init = "false";
+  // C3A target modules (PEFT's C3AConfig, blocks of 2 (the spec's sides must be even), xavier_uniform)
+  const char* c3a = nullptr;
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;               // offload_optimizer and offload_params
   bool hybrid = false;                // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -223,7 +226,7 @@ struct Job {
     if (s.wrap_policy) options.emplace_back("auto_wrap_policy", s.wrap_policy);
     if (s.ignored_modules && stage > 0) options.emplace_back("ignored_modules", s.ignored_modules);
     acc = acc_test::make_accelerator(options);
-    EXPECT_EQ(acc_set_seed(11), ACC_OK);
+    EXPECT_EQ(acc_set_seed(s.seed_by_rank ? 11 + static_cast<uint64_t>(g_rank) : 11), ACC_OK);
     {
       std::unique_ptr<ScopedVariables> loading(main_process_loads_scope(s.main_process_loads));
       if (s.script) {
@@ -279,6 +282,7 @@ struct Job {
     if (s.miss)  // ("bat" takes r 1: 2 divides none of the layers' sides)
       add_method(model, acc_model_add_miss, ACC_OPTIONS_MISS, s.miss,
                  {{"r", std::string(s.miss_init) == "bat" ? "1" : "2"}, {"init_weights", s.miss_init}});
+    if (s.c3a) add_method(model, acc_model_add_c3a, ACC_OPTIONS_C3A, s.c3a, {{"block_size", "2"}});
     if (s.tokens_alone) {
       acc_options* o = nullptr;
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_TRAINABLE_TOKENS, &o), ACC_OK);
@@ -768,6 +772,21 @@ TEST(Sharded, MissTrainsUnderEveryStageAsUnderDdp) {
     s.miss_init = variant;
     for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
   }
+}
+
+// A stack whose layers' sides are even (4 to 8 to 4 to 2): C3A's blocks of 2 divide them.
+const char* const kEvenShardNet = R"([{"type":"linear","in_features":4,"out_features":8},{"type":"tanh"},
+                                      {"type":"linear","in_features":8,"out_features":4},{"type":"tanh"},
+                                      {"type":"linear","in_features":4,"out_features":2}])";
+
+// PEFT's C3A: each layer's kernel is a parameter as any other, its branch's FFTs and hand-written
+// backward local to each process, under every stage as under DDP.
+TEST(Sharded, C3aTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.spec = kEvenShardNet;
+  s.features = 4;
+  s.c3a = "0,2,4";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 
 // PEFT's AdaLoRA: A, B and E are parameters as any other (ranknum a frozen one), and the loss's
@@ -1663,7 +1682,8 @@ TEST(Sharded, PeftMethodsSaveModelUnderStageThreeAsUnderDdp) {
       {"hra", [](Settings& s) { s.hra = "0,2,4"; }},
       {"fourierft", [](Settings& s) { s.fourierft = "0,2,4"; }},
       {"miss", [](Settings& s) { s.miss = "0,2,4"; }},
-      {"miss_bat", [](Settings& s) { s.miss = "0,2,4", s.miss_init = "bat"; }}};
+      {"miss_bat", [](Settings& s) { s.miss = "0,2,4", s.miss_init = "bat"; }},
+      {"c3a", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.c3a = "0,2,4"; }}};
   for (const auto& [name, configure] : methods) {
     SCOPED_TRACE(name);
     Settings s;
@@ -2322,6 +2342,47 @@ TEST(Sharded, DisabledAdaptersComputeWithTheModulesToSaveAsTheyWere) {
   ACC_EXPECT_ERROR(acc_model_set_lora_enabled(sharded.model, 0), ACC_ERR_UNSUPPORTED, "under zero_stage 3");
   acc_tensor_free(x);
   acc_model_free(base);
+}
+
+// PEFT's originals of the modules to save are parameters of its model: DDP and ZeRO broadcast them
+// with the rest when preparing (processes whose module started otherwise disable alike), and
+// save_state writes them; a zero_stage 3 checkpoint holds none (stage 3 keeps none), and a job
+// loading it keeps none either, refusing a disabled forward rather than compute with its own values.
+TEST(Sharded, TheModulesToSaveAsTheyWereAreBroadcastAndCheckpointed) {
+  Settings s;
+  s.lora = "0";
+  s.lora_saved = "4";
+  s.seed_by_rank = true;
+  acc_tensor* x = floats({0.1f, -0.4f, 0.7f, 0.3f, 0.2f, -0.9f}, {2, 3});
+  auto disabled_output = [&](acc_model* m) {
+    EXPECT_EQ(acc_model_set_lora_enabled(m, 0), ACC_OK) << acc_last_error_message();
+    acc_tensor* out = nullptr;
+    EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &out), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_model_set_lora_enabled(m, 1), ACC_OK);
+    return out;
+  };
+  for (int stage : {0, 2}) {
+    SCOPED_TRACE("zero_stage " + std::to_string(stage));
+    Job job(stage, s);
+    acc_tensor *mine = disabled_output(job.model), *from_main = nullptr;
+    ASSERT_EQ(acc_broadcast(job.acc, mine, 0, "the disabled output", &from_main), ACC_OK);
+    EXPECT_EQ(to_floats(mine), to_floats(from_main));
+    acc_tensor_free(mine);
+    acc_tensor_free(from_main);
+  }
+  const std::string dir = shared_dir("originals_zero3");
+  {
+    Job job(3, s);
+    job.micro_step();
+    ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
+  }
+  Job ddp(0, s);
+  ACC_ASSERT_OK(acc_load_state(ddp.acc, dir.c_str(), nullptr));
+  ACC_EXPECT_ERROR(acc_model_set_lora_enabled(ddp.model, 0), ACC_ERR_UNSUPPORTED,
+                   "held none of their original values (saved under zero_stage 3");
+  acc_tensor_free(x);
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
 }
 
 // FSDP's ignored_modules (Accelerate's fsdp_ignored_modules): a matched module's frozen parameters

@@ -55,6 +55,9 @@ public partial class Options {
   /// <summary>Options of Model.AddMiss (PEFT's MissConfig: r, miss_dropout, mini_r, init_weights,
   /// ...).</summary>
   public static Options Miss() { return new Options(OptionsKind.MissOptions); }
+  /// <summary>Options of Model.AddC3a (PEFT's C3AConfig: block_size, block_size_pattern,
+  /// init_weights, ...).</summary>
+  public static Options C3a() { return new Options(OptionsKind.C3aOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

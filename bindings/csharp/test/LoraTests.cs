@@ -416,6 +416,13 @@ public class LoraTests {
       RoundTrips(model => model.AddMiss("1", o), "1.miss_block");
   }
 
+  // PEFT's C3A on the linear layer (blocks of 2, the kernel drawn).
+  [Test]
+  public void C3aTrainsAndRoundTrips() {
+    using (Options o = Options.C3a().Put("block_size", 2))
+      RoundTrips(model => model.AddC3a("1", o), "1.c3a_kernel");
+  }
+
   // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
   // files round-trip.
   [Test]

@@ -416,6 +416,13 @@ func TestMissTrainsAndRoundTrips(t *testing.T) {
 	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddMiss("1", o) }, "1.miss_block")
 }
 
+// PEFT's C3A on the linear layer (blocks of 2, the kernel drawn).
+func TestC3aTrainsAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.C3aOptions, map[string]any{"block_size": 2})
+	defer o.Close()
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddC3a("1", o) }, "1.c3a_kernel")
+}
+
 // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place, PEFT's files
 // round-trip and unload puts the layer back.
 func TestLnTuningTrainsInPlaceAndRoundTrips(t *testing.T) {

@@ -45,6 +45,8 @@ const (
 	LnTuningOptions OptionsKind = capi.OptionsLnTuning
 	// PEFT's MissConfig (Model.AddMiss: r, miss_dropout, mini_r, init_weights, ...)
 	MissOptions OptionsKind = capi.OptionsMiss
+	// PEFT's C3AConfig (Model.AddC3a: block_size, block_size_pattern, init_weights, ...)
+	C3aOptions OptionsKind = capi.OptionsC3a
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -440,6 +442,20 @@ func (m *Model) AddMiss(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddMiss(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddC3a adds PEFT's C3A adapters on linear layers: each targeted layer trains a kernel
+// (c3a_kernel) and adds its input convolved circularly, block by block, with it; every other
+// parameter is frozen. targetModules: named as for AddLora. opts: C3aOptions or nil. SaveLora,
+// LoadLora, MergeLora and WithoutLora act on them. It returns how many layers were adapted.
+func (m *Model) AddC3a(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddC3a(targetModules, oh, e) })
 	return int(n), err
 }
 

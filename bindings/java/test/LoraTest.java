@@ -356,6 +356,14 @@ class LoraTest {
     }
   }
 
+  /** PEFT's C3A on the linear layer (blocks of 2, the kernel drawn). */
+  @Test
+  void c3aTrainsAndRoundTrips() {
+    try (Options o = Options.c3a().put("block_size", 2)) {
+      roundTrips(model -> model.addC3a("1", o), Arrays.asList("1.c3a_kernel"));
+    }
+  }
+
   /** PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
    *  files round-trip. */
   @Test

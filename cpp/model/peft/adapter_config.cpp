@@ -729,6 +729,29 @@ LoraConfig hra_config_from_json(const nlohmann::ordered_json& j, const std::stri
   return config;
 }
 
+// FourierFT's n_frequency_pattern or C3A's block_size_pattern, as PEFT writes it (an object).
+nlohmann::ordered_json size_pattern_json(const LoraConfig& config) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  for (const auto& pattern : config.size_pattern) j[pattern.key] = pattern.value;
+  return j;
+}
+
+// The method's size pattern (size_pattern_setting) from its file, checked as the option is.
+void read_size_pattern(const ConfigFields& fields, LoraConfig* config) {
+  const char* setting = config->size_pattern_setting();
+  if (!fields.given(setting)) return;
+  const auto& pattern = fields.j[setting];
+  if (!pattern.is_object()) fields.refuse(setting, "must be an object from module names to sizes");
+  for (const auto& [key, value] : pattern.items()) {
+    if (!value.is_number_integer()) fields.refuse(setting, "'s '" + key + "' must be an integer");
+    try {
+      config->add_size_pattern(key, value.get<int64_t>());
+    } catch (const Error& e) {
+      fail(Status::Io, "'", fields.path, "': ", e.what());
+    }
+  }
+}
+
 // PEFT's FourierFTConfig: its fields, in its order.
 nlohmann::ordered_json fourierft_config_json(const LoraConfig& config) {
   using json = nlohmann::ordered_json;
@@ -743,8 +766,7 @@ nlohmann::ordered_json fourierft_config_json(const LoraConfig& config) {
   j["modules_to_save"] = list_or_null(config.modules_to_save);
   j["layers_to_transform"] = list_or_null(config.layers_to_transform);
   j["layers_pattern"] = list_or_null(config.layers_pattern);
-  j["n_frequency_pattern"] = json::object();
-  for (const auto& pattern : config.n_frequency_pattern) j["n_frequency_pattern"][pattern.key] = pattern.value;
+  j["n_frequency_pattern"] = size_pattern_json(config);
   j["init_weights"] = config.fourier_init_weights;
   return j;
 }
@@ -767,18 +789,7 @@ LoraConfig fourierft_config_from_json(const nlohmann::ordered_json& j, const std
   config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
   config.fourier_init_weights = fields.flag("init_weights", false);
   read_bias(fields, "fourier_only", &config);
-  if (fields.given("n_frequency_pattern")) {
-    const auto& pattern = j["n_frequency_pattern"];
-    if (!pattern.is_object()) fields.refuse("n_frequency_pattern", "must be an object from module names to counts");
-    for (const auto& [key, value] : pattern.items()) {
-      if (!value.is_number_integer()) fields.refuse("n_frequency_pattern", "'s '" + key + "' must be an integer");
-      try {
-        config.add_n_frequency_pattern(key, value.get<int64_t>());
-      } catch (const Error& e) {
-        fail(Status::Io, "'", path, "': ", e.what());
-      }
-    }
-  }
+  read_size_pattern(fields, &config);
   read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
   return config;
 }
@@ -824,6 +835,48 @@ LoraConfig miss_config_from_json(const nlohmann::ordered_json& j, const std::str
       fields.refuse("init_weights", "must be true, false, \"bat\" or \"mini\" (MiSS's variants)");
   }
   read_bias(fields, "MiSS_only", &config);
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
+  return config;
+}
+
+// PEFT's C3AConfig: its fields, in its order (init_weights a bool where it is one).
+nlohmann::ordered_json c3a_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  json j = peft_config_json(peft_type_name(PeftType::C3a), config);
+  j["block_size"] = config.c3a_block_size;
+  j["target_modules"] = targets_json(config);
+  j["bias"] = config.bias == "lora_only" ? "c3a_only" : config.bias;
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
+  j["layers_to_transform"] = list_or_null(config.layers_to_transform);
+  j["layers_pattern"] = list_or_null(config.layers_pattern);
+  j["block_size_pattern"] = size_pattern_json(config);
+  if (config.c3a_init == "true" || config.c3a_init == "false")
+    j["init_weights"] = config.c3a_init == "true";
+  else
+    j["init_weights"] = config.c3a_init;
+  j["exclude_modules"] = exclude_json(config);
+  return j;
+}
+
+// PEFT's C3AConfig (peft_type C3A).
+LoraConfig c3a_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  const ConfigFields fields{j, path};
+  LoraConfig config;
+  config.peft_type = PeftType::C3a;
+  for (const char* key : {"block_size", "block_size_pattern"}) fields.refuse_null(key);  // (PEFT computes with them)
+  config.c3a_block_size = fields.integer("block_size", 256, 1, kMaxLoraRank, "from 1 to 2^20");
+  fields.refuse_null("init_weights");  // (PEFT's reset_c3a_parameters: its ValueError)
+  if (fields.given("init_weights")) {
+    const auto& init = j["init_weights"];
+    if (init.is_boolean())
+      config.c3a_init = init.get<bool>() ? "true" : "false";
+    else if (init == "xavier_uniform" || init == "kaiming_uniform" || init == "gaussian")
+      config.c3a_init = init.get<std::string>();
+    else
+      fields.refuse("init_weights", "must be true, false, \"xavier_uniform\", \"kaiming_uniform\" or \"gaussian\"");
+  }
+  read_bias(fields, "c3a_only", &config);
+  read_size_pattern(fields, &config);
   read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
   return config;
 }
@@ -874,6 +927,8 @@ nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
       return ln_tuning_config_json(config);
     case PeftType::Miss:
       return miss_config_json(config);
+    case PeftType::C3a:
+      return c3a_config_json(config);
     case PeftType::Lora:
       break;
   }
@@ -898,10 +953,11 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "FOURIERFT") return fourierft_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "LN_TUNING") return ln_tuning_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "MISS") return miss_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "C3A") return c3a_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse("peft_type",
            "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\", \"BOFT\", \"HRA\", "
-           "\"FOURIERFT\", \"LN_TUNING\", \"MISS\" or "
+           "\"FOURIERFT\", \"LN_TUNING\", \"MISS\", \"C3A\" or "
            "\"TRAINABLE_TOKENS\" (other "
            "PEFT methods are not supported)");
   LoraConfig config;

@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "model/peft/adalora.h"
 #include "model/peft/boft.h"
+#include "model/peft/c3a.h"
 #include "model/peft/fourierft.h"
 #include "model/peft/hra.h"
 #include "model/peft/lycoris.h"
@@ -256,10 +257,33 @@ FactorMethod miss() {
           nullptr};
 }
 
+FactorMethod c3a() {
+  return {
+      PeftType::C3a,
+      "C3A adapts linear layers",
+      {kC3aKernel},
+      "factors",
+      [](const std::string&, const at::Tensor& t) { return refusal_unless(t, 3, "C3A's kernel: out/b x in/b x b"); },
+      /*files_hold_every_tensor=*/true,
+      /*files_hold_biases=*/true,
+      /*rank_and_scaling=*/false,
+      make_c3a_adapters,
+      c3a_factor_shapes,
+      [](const LoraConfig& config, const std::string& module) {
+        return "block_size " + concat(config.block_size_of(module));
+      },
+      [](const LoraConfig&) { return std::string(); },  // (the kernel's shape says it all)
+      [](const LoraAdapter&, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
+        return c3a_merged_weight(w, factor_named(factors, kC3aKernel));
+      },
+      c3a_output_adapter,
+      nullptr};
+}
+
 }  // namespace
 
 const FactorMethod* factor_method(PeftType type) {
-  static const std::array<FactorMethod, 9> methods = {
+  static const std::array<FactorMethod, 10> methods = {
       lycoris(PeftType::Loha, "LoHa adapts linear layers and 1-D and 2-D convolutions"),
       lycoris(PeftType::Lokr, "LoKr adapts linear layers and 1-D and 2-D convolutions"),
       vera(),
@@ -268,7 +292,8 @@ const FactorMethod* factor_method(PeftType type) {
       boft(),
       hra(),
       fourierft(),
-      miss()};
+      miss(),
+      c3a()};
   for (const FactorMethod& method : methods)
     if (method.type == type) return &method;
   return nullptr;

@@ -756,7 +756,7 @@ void LoraAdapters::take_new(const LoraConfig& config, const std::vector<LinearSi
                    : nullptr;
   tokens_.install(std::move(tokens), /*standalone=*/false);
   originals_ = std::move(originals);
-  originals_dropped_ = false;
+  originals_dropped_because_.clear();
   *enabled_ = true;
   install();
 }
@@ -787,7 +787,7 @@ size_t LoraAdapters::add_tokens(const LoraConfig& config, const std::vector<Toke
   adapters_.clear();
   tokens_.install(std::move(tokens), /*standalone=*/true);
   originals_.clear();
-  originals_dropped_ = false;
+  originals_dropped_because_.clear();
   *enabled_ = true;
   return tokens_.adapters().size();
 }
@@ -1130,7 +1130,7 @@ void LoraAdapters::merge_and_remove() {
   tokens_.clear();
   tuned_modules_.clear();
   originals_.clear();  // PEFT's merge_and_unload keeps the trained copies
-  originals_dropped_ = false;
+  originals_dropped_because_.clear();
 }
 
 }  // namespace acc

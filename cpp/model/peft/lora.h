@@ -342,7 +342,9 @@ class LoraAdapters {
     std::vector<Swapped> swapped_;
   };
   OriginalsInUse originals_in_use() const;
-  bool keeps_originals() const { return !originals_.empty() && !originals_dropped_; }
+  bool keeps_originals() const { return !originals_.empty() && originals_dropped_because_.empty(); }
+  // Why the originals went (drop_originals), empty where they did not.
+  const std::string& originals_dropped_because() const { return originals_dropped_because_; }
   // The kept values follow the model (Model::to), and are taken again from it where they were
   // placeholders (weights that arrived from the main process, cpu_ram_efficient_loading).
   void move_originals(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype);
@@ -360,9 +362,11 @@ class LoraAdapters {
   NamedTensors kept_originals() const;
   // The names of the parameters and buffers of the modules it saves.
   std::vector<std::string> saved_module_names() const;
-  // Stage 3 holds slices of the modules: the kept copies go (a disabled forward is then refused).
-  void drop_originals() {
-    originals_dropped_ = !originals_.empty();
+  // The kept copies go, `why` (stage 3 holds slices of the modules; a checkpoint held none): a
+  // disabled forward and LN tuning's unload are then refused, saying why.
+  void drop_originals(std::string why) {
+    if (originals_.empty()) return;
+    originals_dropped_because_ = std::move(why);
     originals_.clear();
   }
 
@@ -446,7 +450,7 @@ class LoraAdapters {
   };
   std::vector<Original> originals_;
   std::vector<std::string> tuned_modules_;  // LN tuning's
-  bool originals_dropped_ = false;  // by stage 3: a disabled forward is refused
+  std::string originals_dropped_because_;   // (see drop_originals)
   // Shared with the output adapters set on the layers, which read it at every forward.
   std::shared_ptr<bool> enabled_ = std::make_shared<bool>(true);
 };

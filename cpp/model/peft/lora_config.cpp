@@ -424,7 +424,7 @@ const OptionTable<LoraConfig>& fourierft_option_table() {
     t.bind("init_weights", "the spectrum starts as zeros (false: torch.randn, PEFT's default)",
            &L::fourier_init_weights);
     t.bind("n_frequency_pattern", "n_frequency of their own: a JSON object from module-name expressions to counts",
-           &L::n_frequency_pattern_spec);
+           &L::size_pattern_spec);
     bind_module_lists(t);
     bind_layers(t);
     bind_texts(t);
@@ -452,6 +452,29 @@ const OptionTable<LoraConfig>& miss_option_table() {
         .one_of({"true", "false", "bat", "mini"});
     t.bind("bias", "which biases train beside the shards: none, all, MiSS_only (the adapted layers')", &L::bias)
         .one_of({"none", "all", "MiSS_only"});
+    bind_module_lists(t);
+    bind_layers(t);
+    bind_texts(t);
+  });
+  return table;
+}
+
+const OptionTable<LoraConfig>& c3a_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::C3a, [](OptionTable<L>& t) {
+    t.bind("block_size", "the circulant blocks' size, which must divide the layer's inputs and outputs",
+           &L::c3a_block_size)
+        .at_least(1)
+        .at_most(kMaxLoraRank);
+    t.bind("block_size_pattern", "block sizes of their own: a JSON object from module-name expressions to sizes",
+           &L::size_pattern_spec);
+    t.bind("init_weights",
+           "the kernel's start: xavier_uniform (PEFT's default, and its false), kaiming_uniform, gaussian, or true "
+           "(zeros, the layer unchanged)",
+           &L::c3a_init)
+        .one_of({"xavier_uniform", "false", "kaiming_uniform", "gaussian", "true"});
+    t.bind("bias", "which biases train beside the kernels: none, all, c3a_only (the adapted layers')", &L::bias)
+        .one_of({"none", "all", "c3a_only"});
     bind_module_lists(t);
     bind_layers(t);
     bind_texts(t);
@@ -557,6 +580,20 @@ LoraConfig method_options(const char* method, OptionsKind kind, const OptionTabl
   return config;
 }
 
+// FourierFT's n_frequency_pattern or C3A's block_size_pattern from its option, a JSON object.
+void read_size_pattern(LoraConfig& config) {
+  const std::string pattern = trimmed(config.size_pattern_spec);
+  if (pattern.empty()) return;
+  const char* setting = config.size_pattern_setting();
+  const nlohmann::ordered_json object = parse_ordered_json_input(pattern, setting);
+  require(object.is_object(), setting, " must be a JSON object from module-name expressions to sizes, ",
+          "e.g. {\"q_proj\": 500}");
+  for (const auto& [key, value] : object.items()) {
+    require(value.is_number_integer(), setting, "'s '", key, "' must be an integer size");
+    config.add_size_pattern(key, value.get<int64_t>());
+  }
+}
+
 // What a method's configuration ends with: its bias setting "<method>_only" (`own`, if any) as this
 // library's "lora_only", the targets (required; `layers` says what they are), the shared settings,
 // the patterns and the layer settings.
@@ -638,6 +675,8 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return ln_tuning(targets, options);
     case OptionsKind::Miss:
       return miss(targets, options);
+    case OptionsKind::C3a:
+      return c3a(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -701,17 +740,15 @@ LoraConfig LoraConfig::hra(const std::string& targets, const Options& options) {
 LoraConfig LoraConfig::fourierft(const std::string& targets, const Options& options) {
   LoraConfig config =
       method_options("FourierFT", OptionsKind::Fourierft, fourierft_option_table(), PeftType::Fourierft, options);
-  const std::string pattern = trimmed(config.n_frequency_pattern_spec);
-  if (!pattern.empty()) {
-    const nlohmann::ordered_json object = parse_ordered_json_input(pattern, "n_frequency_pattern");
-    require(object.is_object(), "n_frequency_pattern must be a JSON object from module-name expressions to counts, ",
-            "e.g. {\"q_proj\": 500}");
-    for (const auto& [key, value] : object.items()) {
-      require(value.is_number_integer(), "n_frequency_pattern's '", key, "' must be an integer count");
-      config.add_n_frequency_pattern(key, value.get<int64_t>());
-    }
-  }
+  read_size_pattern(config);
   read_method_targets(config, targets, "linear layers", "fourier_only");
+  return config;
+}
+
+LoraConfig LoraConfig::c3a(const std::string& targets, const Options& options) {
+  LoraConfig config = method_options("C3A", OptionsKind::C3a, c3a_option_table(), PeftType::C3a, options);
+  read_size_pattern(config);
+  read_method_targets(config, targets, "linear layers", "c3a_only");
   return config;
 }
 
@@ -874,26 +911,30 @@ void LoraConfig::check_layer_settings(bool layers_to_transform_given) const {
           "layers_pattern is set without layers_to_transform: name the layer numbers to adapt");
 }
 
-void LoraConfig::add_n_frequency_pattern(const std::string& key, int64_t n) {
-  require(n >= 1 && n <= kMaxFrequencies, "n_frequency_pattern's '", key, "' must be a count from 1 to ",
-          kMaxFrequencies, ", got ", n);
-  require(!key.empty() && is_utf8(key), "n_frequency_pattern has an empty or invalid key");
-  // The key valid and cheap on its own (module_regex's checks; PEFT's re.error), then PEFT's
-  // re.match(".*\\.key$", name): anchored at the name's start only, each alternative of `key` apart.
-  (void)module_regex(key, "n_frequency_pattern");
-  const auto expression = std::make_shared<const std::regex>(".*\\." + key + "$", std::regex::ECMAScript);
-  n_frequency_pattern.push_back({key, n, [expression](const std::string& module) {
-                                   return std::regex_search(module, *expression,
-                                                            std::regex_constants::match_continuous);
-                                 }});
+const char* LoraConfig::size_pattern_setting() const {
+  return peft_type == PeftType::C3a ? "block_size_pattern" : "n_frequency_pattern";
 }
 
-int64_t LoraConfig::n_frequency_of(const std::string& module) const {
-  for (const auto& pattern : n_frequency_pattern)
+void LoraConfig::add_size_pattern(const std::string& key, int64_t size) {
+  const char* setting = size_pattern_setting();
+  const int64_t most = peft_type == PeftType::C3a ? kMaxLoraRank : kMaxFrequencies;
+  require(size >= 1 && size <= most, setting, "'s '", key, "' must be a size from 1 to ", most, ", got ", size);
+  require(!key.empty() && is_utf8(key), setting, " has an empty or invalid key");
+  // The key valid and cheap on its own (module_regex's checks; PEFT's re.error), then PEFT's
+  // re.match(".*\\.key$", name): anchored at the name's start only, each alternative of `key` apart.
+  (void)module_regex(key, setting);
+  const auto expression = std::make_shared<const std::regex>(".*\\." + key + "$", std::regex::ECMAScript);
+  size_pattern.push_back({key, size, [expression](const std::string& module) {
+                            return std::regex_search(module, *expression, std::regex_constants::match_continuous);
+                          }});
+}
+
+int64_t LoraConfig::size_of(const std::string& module, int64_t fallback) const {
+  for (const auto& pattern : size_pattern)
     if (pattern.matches(module)) return pattern.value;
-  for (const auto& pattern : n_frequency_pattern)
+  for (const auto& pattern : size_pattern)
     if (pattern.key == module) return pattern.value;
-  return n_frequency;
+  return fallback;
 }
 
 int64_t LoraConfig::rank_of(const std::string& module) const {

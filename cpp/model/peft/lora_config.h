@@ -46,7 +46,8 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // or its HRAConfig (each layer's weight times Householder reflections, model/peft/hra.h) or its
 // FourierFTConfig (a sparse spectrum of each layer's delta trained, model/peft/fourierft.h) or its
 // LNTuningConfig (the targeted modules, layer norms, trained themselves: LoraConfig::tuned_module) or
-// its MissConfig (one shard shared by each layer's input blocks, model/peft/miss.h).
+// its MissConfig (one shard shared by each layer's input blocks, model/peft/miss.h) or its C3AConfig
+// (each layer's delta a block circulant matrix, model/peft/c3a.h).
 enum class PeftType {
   Lora,
   TrainableTokens,
@@ -60,7 +61,8 @@ enum class PeftType {
   Hra,
   Fourierft,
   LnTuning,
-  Miss
+  Miss,
+  C3a
 };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
@@ -89,6 +91,8 @@ inline const char* peft_type_name(PeftType type) {
       return "LN_TUNING";
     case PeftType::Miss:
       return "MISS";
+    case PeftType::C3a:
+      return "C3A";
     case PeftType::TrainableTokens:
       break;
   }
@@ -122,6 +126,8 @@ inline const char* peft_method_name(PeftType type) {
       return "LN tuning";
     case PeftType::Miss:
       return "MiSS";
+    case PeftType::C3a:
+      return "C3A";
     case PeftType::TrainableTokens:
       break;
   }
@@ -247,9 +253,10 @@ struct LoraConfig {
   std::vector<Pattern<int64_t>> rank_pattern;
   std::vector<Pattern<double>> alpha_pattern;
   std::string rank_pattern_spec, alpha_pattern_spec;  // the options: JSON objects, as in adapter_config.json
-  // FourierFT's n_frequency_pattern, matched as PEFT's FourierFTModel matches it (n_frequency_of).
-  std::vector<Pattern<int64_t>> n_frequency_pattern;
-  std::string n_frequency_pattern_spec;
+  // FourierFT's n_frequency_pattern or C3A's block_size_pattern (size_pattern_setting), matched as
+  // PEFT's FourierFTModel and C3AModel match them (size_of).
+  std::vector<Pattern<int64_t>> size_pattern;
+  std::string size_pattern_spec;
   // PEFT's trainable_token_indices: rows of embeddings that train beside the adapters, saved with
   // them (model/peft/trainable_tokens.h). Empty: none.
   TokenIndices token_indices;
@@ -330,6 +337,11 @@ struct LoraConfig {
   double fourier_scaling = 150.0;
   int64_t random_loc_seed = 777;
   bool fourier_init_weights = false;
+  // PEFT's C3AConfig (peft_type C3a; its bias `bias` with "c3a_only" as "lora_only"): each layer's
+  // circulant blocks' size (block_size_pattern's for the modules it names) and the kernel's start
+  // ("xavier_uniform", PEFT's default and its false, "kaiming_uniform", "gaussian", or "true": zeros).
+  int64_t c3a_block_size = 256;
+  std::string c3a_init = "xavier_uniform";
   // PEFT's MissConfig (peft_type Miss; its r is `r`, taken from miss_r, PEFT's default; its
   // miss_dropout `dropout`, its bias `bias` with "MiSS_only" as "lora_only"): the variant, PEFT's
   // init_weights ("true": zeros, "false": Kaiming draws, "bat", "mini"), and mini's shard width along
@@ -401,6 +413,8 @@ struct LoraConfig {
   static LoraConfig fourierft(const std::string& targets, const Options& options);
   // PEFT's MissConfig: `targets` as above (or "all-linear"), `options` of kind miss.
   static LoraConfig miss(const std::string& targets, const Options& options);
+  // PEFT's C3AConfig: `targets` as above (or "all-linear"), `options` of kind c3a.
+  static LoraConfig c3a(const std::string& targets, const Options& options);
   // PEFT's LNTuningConfig: `targets` the modules trained themselves, `options` of kind ln_tuning.
   static LoraConfig ln_tuning(const std::string& targets, const Options& options);
   // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
@@ -432,11 +446,16 @@ struct LoraConfig {
   // A module's rank, lora_alpha and scaling (lora_alpha / r, or / sqrt(r) with use_rslora), its
   // patterns applied.
   int64_t rank_of(const std::string& module) const;
-  // FourierFT's n_frequency for the module, as PEFT's FourierFTModel finds it: the first
-  // n_frequency_pattern key whose `.*\.key$` matches the name from its start (re.match), else the
-  // key equal to the name, else n_frequency. Adding a key checks it (InvalidArgument).
-  int64_t n_frequency_of(const std::string& module) const;
-  void add_n_frequency_pattern(const std::string& key, int64_t n_frequency);
+  // A size of the module's own, as PEFT's FourierFTModel and C3AModel find it: the first
+  // size_pattern key whose `.*\.key$` matches the name from its start (re.match), else the key equal
+  // to the name, else `fallback`. FourierFT's n_frequency and C3A's block_size so. Adding a key
+  // checks it and its size (InvalidArgument, naming the method's setting).
+  int64_t size_of(const std::string& module, int64_t fallback) const;
+  int64_t n_frequency_of(const std::string& module) const { return size_of(module, n_frequency); }
+  int64_t block_size_of(const std::string& module) const { return size_of(module, c3a_block_size); }
+  void add_size_pattern(const std::string& key, int64_t size);
+  // The setting size_pattern is: "block_size_pattern" for C3A, else "n_frequency_pattern".
+  const char* size_pattern_setting() const;
   double alpha_of(const std::string& module) const;
   double scaling_of(const std::string& module) const;
   // Whether the config adapts `module`: not excluded, not inside a module to save (PEFT leaves those
@@ -483,6 +502,7 @@ const OptionTable<LoraConfig>& boft_option_table();
 const OptionTable<LoraConfig>& hra_option_table();
 const OptionTable<LoraConfig>& fourierft_option_table();
 const OptionTable<LoraConfig>& miss_option_table();
+const OptionTable<LoraConfig>& c3a_option_table();
 const OptionTable<LoraConfig>& ln_tuning_option_table();
 // Fails (InvalidArgument, naming the setting) where PEFT's AdaLoraConfig would refuse `config`'s
 // schedule: total_step below 1, tinit not before total_step - tfinal, betas outside (0, 1).

@@ -11,9 +11,9 @@ namespace acc {
 LoraAdapters::OriginalsInUse LoraAdapters::originals_in_use() const {
   std::vector<OriginalsInUse::Swapped> swapped;
   if (enabled()) return OriginalsInUse(std::move(swapped));
-  if (originals_dropped_)
-    fail(Status::Unsupported, "a forward with adapters disabled beside modules_to_save (or LN tuning's modules) under ",
-         "zero_stage 3: no process keeps those modules as they were (stage 3 holds slices of them)");
+  if (!originals_dropped_because_.empty())
+    fail(Status::Unsupported, "a forward with adapters disabled beside modules_to_save (or LN tuning's modules): ",
+         originals_dropped_because_);
   if (originals_.empty()) return OriginalsInUse(std::move(swapped));
   if (at::GradMode::is_enabled())
     fail(Status::Unsupported, "a forward with adapters disabled beside modules_to_save (or LN tuning's modules) ",

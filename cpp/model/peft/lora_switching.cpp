@@ -53,7 +53,7 @@ void LoraAdapters::adopt(LoraAdapters&& kept, bool enabled) {
   swap_in(kept, enabled);  // `kept` is left the draws that wired the layers, for the caller to drop
   tokens_.swap_deltas(kept.tokens_);
   std::swap(originals_, kept.originals_);
-  std::swap(originals_dropped_, kept.originals_dropped_);
+  std::swap(originals_dropped_because_, kept.originals_dropped_because_);
   bring_saved_modules_back();
 }
 

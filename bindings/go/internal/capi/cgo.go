@@ -70,6 +70,7 @@ const (
 	OptionsFourierft       = C.ACC_OPTIONS_FOURIERFT
 	OptionsLnTuning        = C.ACC_OPTIONS_LN_TUNING
 	OptionsMiss            = C.ACC_OPTIONS_MISS
+	OptionsC3a             = C.ACC_OPTIONS_C3A
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
