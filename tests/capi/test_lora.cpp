@@ -871,6 +871,27 @@ TEST(Lora, ASpecModelLoadedBackFromTorchScriptTakesTheSameAdapters) {
   acc_model_free(m);
 }
 
+namespace {
+
+// `n` steps of a prepared job on the spec network's input towards 0.25 everywhere (MSE).
+void prepared_steps(acc_accelerator* acc, acc_model* model, acc_optimizer* opt, int n) {
+  acc_tensor *x = input(), *y = floats(std::vector<float>(2 * 4 * 3, 0.25f), {2, 4, 3});
+  for (int i = 0; i < n; ++i) {
+    acc_tensor *out = nullptr, *loss = nullptr;
+    ASSERT_EQ(acc_model_forward1(model, x, 0, &out), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+    ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
+    ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    acc_tensor_free(out);
+    acc_tensor_free(loss);
+  }
+  acc_tensor_free(x);
+  acc_tensor_free(y);
+}
+
+}  // namespace
+
 TEST(Lora, SaveStateResumesAdaptersAndTheirOptimizerState) {
   // A prepared LoRA job saved after 3 steps and resumed elsewhere takes the same next 2 steps.
   struct Run {
@@ -887,23 +908,7 @@ TEST(Lora, SaveStateResumesAdaptersAndTheirOptimizerState) {
       acc_model_free(model);
       acc_accelerator_free(acc);
     }
-    void steps(int n) {
-      acc_tensor* x = input();
-      std::vector<float> target(2 * 4 * 3, 0.25f);
-      acc_tensor* y = floats(target, {2, 4, 3});
-      for (int i = 0; i < n; ++i) {
-        acc_tensor *out = nullptr, *loss = nullptr;
-        ASSERT_EQ(acc_model_forward1(model, x, 0, &out), ACC_OK) << acc_last_error_message();
-        ASSERT_EQ(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss), ACC_OK);
-        ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
-        ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
-        ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
-        acc_tensor_free(out);
-        acc_tensor_free(loss);
-      }
-      acc_tensor_free(x);
-      acc_tensor_free(y);
-    }
+    void steps(int n) { prepared_steps(acc, model, opt, n); }
   };
   const std::string dir = acc_test::temp_path("lora_state");
   fs::remove_all(dir);
@@ -940,21 +945,7 @@ TEST(Lora, SaveStateKeepsTheModulesToSaveAsTheyWere) {
       acc_model_free(model);
       acc_accelerator_free(acc);
     }
-    void steps(int n) {
-      acc_tensor *x = input(), *y = floats(std::vector<float>(2 * 4 * 3, 0.25f), {2, 4, 3});
-      for (int i = 0; i < n; ++i) {
-        acc_tensor *out = nullptr, *loss = nullptr;
-        ASSERT_EQ(acc_model_forward1(model, x, 0, &out), ACC_OK) << acc_last_error_message();
-        ASSERT_EQ(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss), ACC_OK);
-        ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
-        ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
-        ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
-        acc_tensor_free(out);
-        acc_tensor_free(loss);
-      }
-      acc_tensor_free(x);
-      acc_tensor_free(y);
-    }
+    void steps(int n) { prepared_steps(acc, model, opt, n); }
     std::vector<float> disabled() {
       EXPECT_EQ(acc_model_set_lora_enabled(model, 0), ACC_OK);
       auto out = outputs(model);

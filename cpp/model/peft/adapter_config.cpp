@@ -794,6 +794,31 @@ LoraConfig fourierft_config_from_json(const nlohmann::ordered_json& j, const std
   return config;
 }
 
+// An init_weights that is a bool or the name of a variant ("true"/"false" kept as text), as PEFT
+// writes it: the bool as a bool.
+nlohmann::ordered_json init_variant_json(const std::string& init) {
+  if (init == "true" || init == "false") return init == "true";
+  return init;
+}
+
+// init_weights read into `init` where given: a bool ("true"/"false") or one of `names`; anything
+// else refused, saying it must be `expected`.
+void read_init_variant(const ConfigFields& fields, std::initializer_list<const char*> names, const char* expected,
+                       std::string* init) {
+  if (!fields.given("init_weights")) return;
+  const auto& value = fields.j["init_weights"];
+  if (value.is_boolean()) {
+    *init = value.get<bool>() ? "true" : "false";
+    return;
+  }
+  for (const char* name : names)
+    if (value == name) {
+      *init = name;
+      return;
+    }
+  fields.refuse("init_weights", std::string("must be ") + expected);
+}
+
 // PEFT's MissConfig: its fields, in its order (init_weights a bool, or "bat" or "mini").
 nlohmann::ordered_json miss_config_json(const LoraConfig& config) {
   using json = nlohmann::ordered_json;
@@ -803,10 +828,7 @@ nlohmann::ordered_json miss_config_json(const LoraConfig& config) {
   j["mini_r"] = config.miss_mini_r;
   j["target_modules"] = targets_json(config);
   j["exclude_modules"] = exclude_json(config);
-  if (config.miss_init == "true" || config.miss_init == "false")
-    j["init_weights"] = config.miss_init == "true";
-  else
-    j["init_weights"] = config.miss_init;
+  j["init_weights"] = init_variant_json(config.miss_init);
   j["layers_to_transform"] = list_or_null(config.layers_to_transform);
   j["layers_pattern"] = list_or_null(config.layers_pattern);
   j["bias"] = config.bias == "lora_only" ? "MiSS_only" : config.bias;
@@ -823,17 +845,10 @@ LoraConfig miss_config_from_json(const nlohmann::ordered_json& j, const std::str
   config.r = fields.integer("r", 64, 1, kMaxLoraRank, "from 1 to 2^20");            // PEFT's default: 64
   config.miss_mini_r = fields.integer("mini_r", 1, 1, kMaxLoraRank, "from 1 to 2^20");
   config.dropout = fields.number("miss_dropout", 0, 0, 1);
-  if (j.contains("init_weights") && j["init_weights"].is_null()) {
+  if (j.contains("init_weights") && j["init_weights"].is_null())
     config.miss_init = "false";  // (PEFT's truth test: the Kaiming draws)
-  } else if (fields.given("init_weights")) {
-    const auto& init = j["init_weights"];
-    if (init.is_boolean())
-      config.miss_init = init.get<bool>() ? "true" : "false";
-    else if (init == "bat" || init == "mini")
-      config.miss_init = init.get<std::string>();
-    else
-      fields.refuse("init_weights", "must be true, false, \"bat\" or \"mini\" (MiSS's variants)");
-  }
+  else
+    read_init_variant(fields, {"bat", "mini"}, "true, false, \"bat\" or \"mini\" (MiSS's variants)", &config.miss_init);
   read_bias(fields, "MiSS_only", &config);
   read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
   return config;
@@ -850,10 +865,7 @@ nlohmann::ordered_json c3a_config_json(const LoraConfig& config) {
   j["layers_to_transform"] = list_or_null(config.layers_to_transform);
   j["layers_pattern"] = list_or_null(config.layers_pattern);
   j["block_size_pattern"] = size_pattern_json(config);
-  if (config.c3a_init == "true" || config.c3a_init == "false")
-    j["init_weights"] = config.c3a_init == "true";
-  else
-    j["init_weights"] = config.c3a_init;
+  j["init_weights"] = init_variant_json(config.c3a_init);
   j["exclude_modules"] = exclude_json(config);
   return j;
 }
@@ -866,15 +878,8 @@ LoraConfig c3a_config_from_json(const nlohmann::ordered_json& j, const std::stri
   for (const char* key : {"block_size", "block_size_pattern"}) fields.refuse_null(key);  // (PEFT computes with them)
   config.c3a_block_size = fields.integer("block_size", 256, 1, kMaxLoraRank, "from 1 to 2^20");
   fields.refuse_null("init_weights");  // (PEFT's reset_c3a_parameters: its ValueError)
-  if (fields.given("init_weights")) {
-    const auto& init = j["init_weights"];
-    if (init.is_boolean())
-      config.c3a_init = init.get<bool>() ? "true" : "false";
-    else if (init == "xavier_uniform" || init == "kaiming_uniform" || init == "gaussian")
-      config.c3a_init = init.get<std::string>();
-    else
-      fields.refuse("init_weights", "must be true, false, \"xavier_uniform\", \"kaiming_uniform\" or \"gaussian\"");
-  }
+  read_init_variant(fields, {"xavier_uniform", "kaiming_uniform", "gaussian"},
+                    "true, false, \"xavier_uniform\", \"kaiming_uniform\" or \"gaussian\"", &config.c3a_init);
   read_bias(fields, "c3a_only", &config);
   read_size_pattern(fields, &config);
   read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);

@@ -22,11 +22,7 @@ int64_t block_size_for(const LinearSite& site, const LoraConfig& config) {
 
 // PEFT's C3A takes nn.Linear only, whose output it adds to; the block size divides both sides.
 void check_site(const LinearSite& site, const LoraConfig& config) {
-  if (site.conv || site.embedding || site.attention || site.fan_in_fan_out || !site.owner.empty() ||
-      adapts_parameter(site))
-    fail(Status::InvalidArgument, "C3A cannot adapt '", site.module, "': PEFT's C3A takes torch.nn.Linear only");
-  if (site.quantized) fail(Status::Unsupported, "C3A on the quantised layer '", site.module, "' is not built");
-  if (!site.set_output_adapter) refuse_uncalled_layer(site, "C3A", "input to add the branch's output from");
+  require_plain_linear(site, "C3A", "input to add the branch's output from");
   (void)block_size_for(site, config);
 }
 

@@ -143,6 +143,15 @@ void require_linear_or_plain_conv2d(const LinearSite& site, const char* method, 
          "which would change what this layer computes");
 }
 
+void require_plain_linear(const LinearSite& site, const char* method, const char* missing) {
+  if (site.conv || site.embedding || site.attention || site.fan_in_fan_out || !site.owner.empty() ||
+      adapts_parameter(site))
+    fail(Status::InvalidArgument, method, " cannot adapt '", site.module, "': PEFT's ", method,
+         " takes torch.nn.Linear only");
+  if (site.quantized) fail(Status::Unsupported, method, " on the quantised layer '", site.module, "' is not built");
+  if (!site.set_output_adapter) refuse_uncalled_layer(site, method, missing);
+}
+
 at::Tensor as_linear_layout(const LinearSite& site, const at::Tensor& w) { return transposed_layout(site) ? w.t() : w; }
 
 namespace {

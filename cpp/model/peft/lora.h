@@ -122,6 +122,11 @@ void require_linear_layer(const LinearSite& site, const char* method);
 // Unsupported, naming `peft_conv` (PEFT's class, which computes with the first of each size, so
 // adapting such a layer would change what it computes).
 void require_linear_or_plain_conv2d(const LinearSite& site, const char* method, const char* peft_conv);
+// Fails unless the site is what PEFT's MiSS and C3A take: nn.Linear (a spec's linear) the forward
+// calls as a module; a convolution, transformers' Conv1D, an embedding, an attention or a parameter
+// is InvalidArgument (PEFT's TypeError), a quantised layer Unsupported, naming `method` and the module
+// (refuse_uncalled_layer's `missing` for a layer the forward does not call).
+void require_plain_linear(const LinearSite& site, const char* method, const char* missing);
 // Fails (Unsupported, naming `method` and the module) for a layer the model's forward never calls as
 // a module (it reads its weight itself): there is no call for the adapter to act on (`missing`: what
 // PEFT's layer computes from it, e.g. "input to rotate").

@@ -16,11 +16,7 @@ bool mini(const LoraConfig& config) { return config.miss_init == "mini"; }
 
 // PEFT's MiSS takes nn.Linear only, whose output it adds to or computes anew.
 void check_site(const LinearSite& site, const LoraConfig& config) {
-  if (site.conv || site.embedding || site.attention || site.fan_in_fan_out || !site.owner.empty() ||
-      adapts_parameter(site))
-    fail(Status::InvalidArgument, "MiSS cannot adapt '", site.module, "': PEFT's MiSS takes torch.nn.Linear only");
-  if (site.quantized) fail(Status::Unsupported, "MiSS on the quantised layer '", site.module, "' is not built");
-  if (!site.set_output_adapter) refuse_uncalled_layer(site, "MiSS", "input and output to adapt");
+  require_plain_linear(site, "MiSS", "input and output to adapt");
   const int64_t in = in_features(site), out = out_features(site);
   if (bat(config) && (in % config.r != 0 || out % config.r != 0))
     fail(Status::InvalidArgument, "MiSS (init_weights \"bat\") cannot adapt '", site.module, "': its ", out, " x ", in,
