@@ -25,6 +25,7 @@
 // exchanged in place) and to one of other layers (the layers wired again) against a forward in evaluation.
 //
 //   bench_lora [--quick] [MOE.pt]
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -156,15 +157,24 @@ int main(int argc, char** argv) {
   // PEFT's MiSS with its defaults (r=64, the shard shared by the input's blocks) on the same three
   // layers as LoRA, and its "bat" variant (the weight's 64 x 64 blocks times their shard).
   auto miss = [](acc_model* model) { OK(acc_model_add_miss(model, "out_proj,linear1,linear2", nullptr, nullptr)); };
-  auto miss_bat = [](acc_model* model) {
+  // (r at most d_model: "bat"'s blocks must divide every side, which the smoke run's d_model 32 is)
+  auto miss_bat = [d](acc_model* model) {
     acc_options* o = nullptr;
     OK(acc_options_create(ACC_OPTIONS_MISS, &o));
     OK(acc_options_set_string(o, "init_weights", "bat"));
+    OK(acc_options_set_int(o, "r", std::min<int64_t>(64, d)));
     OK(acc_model_add_miss(model, "out_proj,linear1,linear2", o, nullptr));
     acc_options_free(o);
   };
-  // PEFT's C3A with its default blocks of 256 on the same three layers as LoRA (d_model 256).
-  auto c3a = [](acc_model* model) { OK(acc_model_add_c3a(model, "out_proj,linear1,linear2", nullptr, nullptr)); };
+  // PEFT's C3A with its default blocks of 256 on the same three layers as LoRA (d_model 256; the
+  // smoke run's d_model, where smaller).
+  auto c3a = [d](acc_model* model) {
+    acc_options* o = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_C3A, &o));
+    OK(acc_options_set_int(o, "block_size", std::min<int64_t>(256, d)));
+    OK(acc_model_add_c3a(model, "out_proj,linear1,linear2", o, nullptr));
+    acc_options_free(o);
+  };
   // PEFT's AdaLoRA with its defaults (init_r 12 pruned towards target_r 8) on the same three layers as
   // LoRA, pruning at every step of a long schedule: the regularization and the allocator measured.
   auto adalora = [](acc_model* model) {

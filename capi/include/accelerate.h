@@ -687,8 +687,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   sizes of their own, matched as PEFT's C3AModel matches them), init_weights ("xavier_uniform",
  *   default, and "false": uniform within sqrt(6 / (in + out)); "kaiming_uniform": within
  *   sqrt(1 / in); "gaussian": normal draws; "true": zeros, the layer unchanged), bias ("none",
- *   default, "all" or "c3a_only"), exclude_modules, modules_to_save, layers_to_transform (strings,
- *   default none: as ACC_OPTIONS_LORA's), layers_pattern (string, default none),
+ *   default, "all" or "c3a_only"), modules_to_save, layers_to_transform (strings, default none: as
+ *   ACC_OPTIONS_LORA's; PEFT's C3AConfig has no exclude_modules), layers_pattern (string, default none),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
  *   adapter_config.json).
  * Keys of ACC_OPTIONS_LN_TUNING (PEFT's LNTuningConfig, see acc_model_add_ln_tuning):

@@ -28,7 +28,8 @@ namespace {
 // weights, OLoRA or PiSSA, rewrites them under every adapter, as in PEFT.)
 void require_keepable_aside(const LoraConfig& config, const std::string& name) {
   require(config.bias == "none", "several named adapters on one model: the adapter '", name, "' has bias \"",
-          config.bias, "\", training the model's own biases; PEFT allows that to one adapter per model alone (set ",
+          config.peft_bias(),
+          "\", training the model's own biases; PEFT allows that to one adapter per model alone (set ",
           "bias \"none\" for all, or merge or unload the others)");
 }
 

@@ -115,6 +115,29 @@ TEST(C3a, PeftFilesBothWaysAndWhatPeftRefuses) {
   j = config;
   j["block_size_pattern"] = json{{"fc2", "4"}};
   refused_with(j, ACC_ERR_IO, "'block_size_pattern' 's 'fc2' must be an integer");
+  j = config;
+  j["block_size_pattern"] = json{{"fc2", UINT64_MAX}};
+  refused_with(j, ACC_ERR_IO, "'fc2' is 18446744073709551615, past any size");
+  // PEFT's C3AConfig has no exclude_modules: not written, and a file's ignored, as PEFT ignores it.
+  EXPECT_FALSE(config.contains("exclude_modules"));
+  j = config;
+  j["exclude_modules"] = json::array({"fc2"});
+  std::ofstream(dir + "/adapter_config.json") << j.dump();
+  acc_model* ignoring = c3a_model();
+  size_t adapted_layers = 0;
+  ACC_ASSERT_OK(acc_model_load_lora(ignoring, dir.c_str()));
+  ACC_ASSERT_OK(acc_model_lora_count(ignoring, &adapted_layers));
+  EXPECT_EQ(adapted_layers, 3u);
+  EXPECT_EQ(eval_outputs(ignoring, c), output);
+  acc_model_free(ignoring);
+  // A pattern key is the middle of PEFT's ".*\.key$": one that is no expression alone is still its.
+  j = config;
+  j["block_size_pattern"] = json{{"*", 2}};
+  std::ofstream(dir + "/adapter_config.json") << j.dump();
+  acc_model* starred = c3a_model();
+  ACC_EXPECT_ERROR(acc_model_load_lora(starred, dir.c_str()), ACC_ERR_INVALID_ARGUMENT,
+                   "fc2.c3a_kernel' has shape [2, 2, 4]");  // (".*\\.*$" matches every name: fc2's blocks of 2)
+  acc_model_free(starred);
 
   // What PEFT's C3A refuses: a block size that does not divide a layer's sides (its ValueError),
   // transformers' Conv1D and embeddings (its TypeError).
@@ -129,6 +152,7 @@ TEST(C3a, PeftFilesBothWaysAndWhatPeftRefuses) {
   EXPECT_EQ(count, 0u);
   acc_model_free(other);
   EXPECT_EQ(acc_options_set_string(o, "init_weights", "orthogonal"), ACC_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(acc_options_set_string(o, "exclude_modules", "fc2"), ACC_ERR_INVALID_ARGUMENT);  // (not PEFT's)
   EXPECT_EQ(acc_options_set_int(o, "block_size", 0), ACC_ERR_INVALID_ARGUMENT);
   acc_options_free(o);
   acc_model* lm = data_model("transformers_lm.pt");

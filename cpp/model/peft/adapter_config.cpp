@@ -129,7 +129,7 @@ nlohmann::ordered_json vera_config_json(const LoraConfig& config) {
   j["vera_dropout"] = config.dropout;
   j["d_initial"] = config.d_initial;
   j["fan_in_fan_out"] = config.fan_in_fan_out;
-  j["bias"] = config.bias == "lora_only" ? "vera_only" : config.bias;
+  j["bias"] = config.peft_bias();
   j["modules_to_save"] = list_or_null(config.modules_to_save);
   j["init_weights"] = config.vera_init_weights;
   j["layers_to_transform"] = list_or_null(config.layers_to_transform);
@@ -149,7 +149,7 @@ nlohmann::ordered_json oft_config_json(const LoraConfig& config) {
   j["module_dropout"] = config.module_dropout;
   j["target_modules"] = targets_json(config);
   j["fan_in_fan_out"] = config.fan_in_fan_out;
-  j["bias"] = config.bias == "lora_only" ? "oft_only" : config.bias;
+  j["bias"] = config.peft_bias();
   j["exclude_modules"] = exclude_json(config);
   j["init_weights"] = config.oft_init_weights;
   j["layers_to_transform"] = list_or_null(config.layers_to_transform);
@@ -301,7 +301,7 @@ nlohmann::ordered_json boft_config_json(const LoraConfig& config) {
   j["exclude_modules"] = exclude_json(config);
   j["boft_dropout"] = config.dropout;
   j["fan_in_fan_out"] = config.fan_in_fan_out;
-  j["bias"] = config.bias == "lora_only" ? "boft_only" : config.bias;
+  j["bias"] = config.peft_bias();
   j["modules_to_save"] = list_or_null(config.modules_to_save);
   j["init_weights"] = config.boft_init_weights;
   j["layers_to_transform"] = list_or_null(config.layers_to_transform);
@@ -711,7 +711,7 @@ nlohmann::ordered_json hra_config_json(const LoraConfig& config) {
   j["init_weights"] = config.hra_init_weights;
   j["layers_to_transform"] = list_or_null(config.layers_to_transform);
   j["layers_pattern"] = list_or_null(config.layers_pattern);
-  j["bias"] = config.bias == "lora_only" ? "hra_only" : config.bias;
+  j["bias"] = config.peft_bias();
   j["modules_to_save"] = list_or_null(config.modules_to_save);
   return j;
 }
@@ -745,7 +745,7 @@ void read_size_pattern(const ConfigFields& fields, LoraConfig* config) {
   for (const auto& [key, value] : pattern.items()) {
     if (!value.is_number_integer()) fields.refuse(setting, "'s '" + key + "' must be an integer");
     try {
-      config->add_size_pattern(key, value.get<int64_t>());
+      config->add_size_pattern(key, size_value(value, setting, key));
     } catch (const Error& e) {
       fail(Status::Io, "'", fields.path, "': ", e.what());
     }
@@ -762,7 +762,7 @@ nlohmann::ordered_json fourierft_config_json(const LoraConfig& config) {
   j["fan_in_fan_out"] = config.fan_in_fan_out;
   j["target_modules"] = targets_json(config);
   j["exclude_modules"] = exclude_json(config);
-  j["bias"] = config.bias == "lora_only" ? "fourier_only" : config.bias;
+  j["bias"] = config.peft_bias();
   j["modules_to_save"] = list_or_null(config.modules_to_save);
   j["layers_to_transform"] = list_or_null(config.layers_to_transform);
   j["layers_pattern"] = list_or_null(config.layers_pattern);
@@ -831,7 +831,7 @@ nlohmann::ordered_json miss_config_json(const LoraConfig& config) {
   j["init_weights"] = init_variant_json(config.miss_init);
   j["layers_to_transform"] = list_or_null(config.layers_to_transform);
   j["layers_pattern"] = list_or_null(config.layers_pattern);
-  j["bias"] = config.bias == "lora_only" ? "MiSS_only" : config.bias;
+  j["bias"] = config.peft_bias();
   j["modules_to_save"] = list_or_null(config.modules_to_save);
   return j;
 }
@@ -860,13 +860,12 @@ nlohmann::ordered_json c3a_config_json(const LoraConfig& config) {
   json j = peft_config_json(peft_type_name(PeftType::C3a), config);
   j["block_size"] = config.c3a_block_size;
   j["target_modules"] = targets_json(config);
-  j["bias"] = config.bias == "lora_only" ? "c3a_only" : config.bias;
+  j["bias"] = config.peft_bias();
   j["modules_to_save"] = list_or_null(config.modules_to_save);
   j["layers_to_transform"] = list_or_null(config.layers_to_transform);
   j["layers_pattern"] = list_or_null(config.layers_pattern);
   j["block_size_pattern"] = size_pattern_json(config);
   j["init_weights"] = init_variant_json(config.c3a_init);
-  j["exclude_modules"] = exclude_json(config);
   return j;
 }
 
@@ -882,7 +881,7 @@ LoraConfig c3a_config_from_json(const nlohmann::ordered_json& j, const std::stri
                     "true, false, \"xavier_uniform\", \"kaiming_uniform\" or \"gaussian\"", &config.c3a_init);
   read_bias(fields, "c3a_only", &config);
   read_size_pattern(fields, &config);
-  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/false}, &config);  // (PEFT ignores one)
   return config;
 }
 

@@ -48,11 +48,14 @@ void bind_texts(OptionTable<LoraConfig>& t) {
 }
 
 // exclude_modules and modules_to_save, as LoRA's, IA3's and LoHa's options take them.
-void bind_module_lists(OptionTable<LoraConfig>& t) {
-  using L = LoraConfig;
-  t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
+void bind_modules_to_save(OptionTable<LoraConfig>& t) {
   t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",
-         &L::modules_to_save_spec);
+         &LoraConfig::modules_to_save_spec);
+}
+
+void bind_module_lists(OptionTable<LoraConfig>& t) {
+  t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &LoraConfig::exclude_spec);
+  bind_modules_to_save(t);
 }
 
 // rank_pattern, alpha_pattern (giving `alpha`, the method's name for it), layers_to_transform and
@@ -475,7 +478,7 @@ const OptionTable<LoraConfig>& c3a_option_table() {
         .one_of({"xavier_uniform", "false", "kaiming_uniform", "gaussian", "true"});
     t.bind("bias", "which biases train beside the kernels: none, all, c3a_only (the adapted layers')", &L::bias)
         .one_of({"none", "all", "c3a_only"});
-    bind_module_lists(t);
+    bind_modules_to_save(t);  // (PEFT's C3AConfig has no exclude_modules)
     bind_layers(t);
     bind_texts(t);
   });
@@ -590,7 +593,7 @@ void read_size_pattern(LoraConfig& config) {
           "e.g. {\"q_proj\": 500}");
   for (const auto& [key, value] : object.items()) {
     require(value.is_number_integer(), setting, "'s '", key, "' must be an integer size");
-    config.add_size_pattern(key, value.get<int64_t>());
+    config.add_size_pattern(key, size_value(value, setting, key));
   }
 }
 
@@ -911,6 +914,34 @@ void LoraConfig::check_layer_settings(bool layers_to_transform_given) const {
           "layers_pattern is set without layers_to_transform: name the layer numbers to adapt");
 }
 
+int64_t size_value(const nlohmann::ordered_json& value, const char* setting, const std::string& key) {
+  require(!value.is_number_unsigned() || value.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX), setting, "'s '",
+          key, "' is ", value.get<uint64_t>(), ", past any size");
+  return value.get<int64_t>();
+}
+
+std::string LoraConfig::peft_bias() const {
+  if (bias != "lora_only") return bias;
+  switch (peft_type) {
+    case PeftType::Vera:
+      return "vera_only";
+    case PeftType::Oft:
+      return "oft_only";
+    case PeftType::Boft:
+      return "boft_only";
+    case PeftType::Hra:
+      return "hra_only";
+    case PeftType::Fourierft:
+      return "fourier_only";
+    case PeftType::Miss:
+      return "MiSS_only";
+    case PeftType::C3a:
+      return "c3a_only";
+    default:
+      return bias;
+  }
+}
+
 const char* LoraConfig::size_pattern_setting() const {
   return peft_type == PeftType::C3a ? "block_size_pattern" : "n_frequency_pattern";
 }
@@ -920,9 +951,9 @@ void LoraConfig::add_size_pattern(const std::string& key, int64_t size) {
   const int64_t most = peft_type == PeftType::C3a ? kMaxLoraRank : kMaxFrequencies;
   require(size >= 1 && size <= most, setting, "'s '", key, "' must be a size from 1 to ", most, ", got ", size);
   require(!key.empty() && is_utf8(key), setting, " has an empty or invalid key");
-  // The key valid and cheap on its own (module_regex's checks; PEFT's re.error), then PEFT's
+  // The expression PEFT compiles valid and cheap (module_regex's checks; PEFT's re.error), then PEFT's
   // re.match(".*\\.key$", name): anchored at the name's start only, each alternative of `key` apart.
-  (void)module_regex(key, setting);
+  (void)module_regex(".*\\." + key + "$", setting);
   const auto expression = std::make_shared<const std::regex>(".*\\." + key + "$", std::regex::ECMAScript);
   size_pattern.push_back({key, size, [expression](const std::string& module) {
                             return std::regex_search(module, *expression, std::regex_constants::match_continuous);

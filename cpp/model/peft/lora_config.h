@@ -454,6 +454,9 @@ struct LoraConfig {
   int64_t n_frequency_of(const std::string& module) const { return size_of(module, n_frequency); }
   int64_t block_size_of(const std::string& module) const { return size_of(module, c3a_block_size); }
   void add_size_pattern(const std::string& key, int64_t size);
+  // The bias setting as the method's PEFT config writes it: "lora_only" under the method's own
+  // name ("hra_only", "MiSS_only", ...).
+  std::string peft_bias() const;
   // The setting size_pattern is: "block_size_pattern" for C3A, else "n_frequency_pattern".
   const char* size_pattern_setting() const;
   double alpha_of(const std::string& module) const;
@@ -503,6 +506,9 @@ const OptionTable<LoraConfig>& hra_option_table();
 const OptionTable<LoraConfig>& fourierft_option_table();
 const OptionTable<LoraConfig>& miss_option_table();
 const OptionTable<LoraConfig>& c3a_option_table();
+// A JSON integer as the size pattern `setting`'s value for `key`; one past int64's range is refused
+// (InvalidArgument, naming it as given).
+int64_t size_value(const nlohmann::ordered_json& value, const char* setting, const std::string& key);
 const OptionTable<LoraConfig>& ln_tuning_option_table();
 // Fails (InvalidArgument, naming the setting) where PEFT's AdaLoraConfig would refuse `config`'s
 // schedule: total_step below 1, tinit not before total_step - tfinal, betas outside (0, 1).
