@@ -298,6 +298,11 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Model::load_state_
     if (it != own.end() && !is_quantization_text(entry.first)) it->second.copy_(entry.second);
   }
   quantization_state_loaded(state);
+  // Every original of the modules to save given: their values are known (again).
+  const std::set<std::string> originals = optional_names(*this);
+  size_t given = 0;
+  for (const auto& entry : state) given += originals.count(entry.first);
+  if (!originals.empty() && given == originals.size()) lora_.originals_known_again();
   return result;
 }
 

@@ -80,9 +80,9 @@ class Model {
   // those of every such tensor, whether the model keeps their originals or not (stage 3 does not).
   std::string original_module_name(const std::string& name) const;
   std::set<std::string> original_module_names() const;
-  // Forgets the kept originals, `why`: a disabled forward and LN tuning's unload are then refused,
-  // saying why.
-  void drop_kept_originals(std::string why) { lora_.drop_originals(std::move(why)); }
+  // The kept originals' values are unknown, `why`: a disabled forward and LN tuning's unload are
+  // then refused, saying why, until a state dict gives all of them (load_state_dict).
+  void kept_originals_unknown(std::string why) { lora_.originals_unknown(std::move(why)); }
   // Copies values in by name; see acc_model_load_state_dict for the strict rules. Returns the
   // names the model has but `state` lacks, and those `state` has but the model lacks.
   std::pair<std::vector<std::string>, std::vector<std::string>> load_state_dict(const NamedTensors& state, bool strict);

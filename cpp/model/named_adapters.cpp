@@ -202,14 +202,22 @@ void Model::unload_lora() {
   // As merging: after training too (an optimizer or acc_prepare holding the parameters), the
   // prepared model refusing to go on (merges()).
   require_merging_free();
-  // PEFT's LN tuning puts the original modules back (it trained copies of them).
+  // PEFT's LN tuning puts the original modules back (it trained copies of them), frozen as its
+  // base_layer is (an optimizer made for the training then leaves them alone).
+  std::vector<at::Tensor> tuned;
   if (lora_.config().peft_type == PeftType::LnTuning) {
-    require(lora_.keeps_originals(), "unload: ", lora_.originals_dropped_because());
+    if (!lora_.keeps_originals()) fail(Status::Unsupported, "unload: ", lora_.originals_dropped_because());
     lora_.put_saved_modules_aside();
+    for (const auto& [name, tensor] : named_parameters())
+      if (!lora_.config().tuned_module(name).empty()) tuned.push_back(tensor);
   }
   ++merges_;
   take_active_adapters();
   forget_named_adapters();
+  for (at::Tensor& tensor : tuned) {
+    tensor.set_requires_grad(false);
+    tensor.mutable_grad() = at::Tensor();
+  }
 }
 
 namespace {

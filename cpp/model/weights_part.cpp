@@ -41,9 +41,9 @@ StagedLoad staged_weights_load(const std::shared_ptr<Model>& model, size_t model
   return {[model, tensors, none, path] {
             model->load_state_dict(*tensors, true);
             if (none)
-              model->drop_kept_originals("the checkpoint '" + path +
-                                         "' held none of their original values (saved "
-                                         "under zero_stage 3, or by an earlier version)");
+              model->kept_originals_unknown("the checkpoint '" + path +
+                                            "' held none of their original values (saved "
+                                            "under zero_stage 3, or by an earlier version)");
           },
           {},
           {}};

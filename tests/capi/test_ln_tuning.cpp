@@ -178,3 +178,31 @@ TEST(LnTuning, RefusesSharedTensorsAndModulesToSaveMatchingNothing) {
   EXPECT_EQ(n, 0u);
   acc_model_free(m);
 }
+
+// PEFT's unload after training puts LN tuning's modules back as its frozen base_layer: the values
+// they had, frozen, so the training's optimizer leaves them alone after.
+TEST(LnTuning, UnloadAfterTrainingPutsTheModulesBackFrozen) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("ln_tuning");
+  acc_model* m = tuned_model(c);
+  const auto start = param(m, "norm1.weight");
+  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
+  acc_tensor *x = acc_test::from_json(c["input"]), *y = nullptr, *sum = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
+  ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
+  ACC_ASSERT_OK(acc_tensor_backward(sum));
+  ACC_ASSERT_OK(acc_optimizer_step(opt));
+  EXPECT_NE(param(m, "norm1.weight"), start);
+  ACC_ASSERT_OK(acc_model_unload_lora(m));
+  EXPECT_EQ(param(m, "norm1.weight"), start);
+  acc_tensor* weight = nullptr;
+  int requires_grad = 1;
+  ACC_ASSERT_OK(acc_model_parameter(m, "norm1.weight", &weight));
+  ACC_ASSERT_OK(acc_tensor_requires_grad(weight, &requires_grad));
+  EXPECT_EQ(requires_grad, 0);
+  ACC_ASSERT_OK(acc_optimizer_step(opt));  // (no gradient: nothing to step)
+  EXPECT_EQ(param(m, "norm1.weight"), start);
+  for (acc_tensor* t : {x, y, sum, weight}) acc_tensor_free(t);
+  acc_optimizer_free(opt);
+  acc_model_free(m);
+}

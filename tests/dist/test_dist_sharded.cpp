@@ -2370,19 +2370,28 @@ TEST(Sharded, TheModulesToSaveAsTheyWereAreBroadcastAndCheckpointed) {
     acc_tensor_free(mine);
     acc_tensor_free(from_main);
   }
-  const std::string dir = shared_dir("originals_zero3");
+  const std::string dir = shared_dir("originals_zero3"), whole = shared_dir("originals_ddp");
   {
     Job job(3, s);
     job.micro_step();
     ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
   }
   Job ddp(0, s);
+  ACC_ASSERT_OK(acc_save_state(ddp.acc, whole.c_str(), nullptr));
+  acc_tensor* saved_disabled = disabled_output(ddp.model);
   ACC_ASSERT_OK(acc_load_state(ddp.acc, dir.c_str(), nullptr));
   ACC_EXPECT_ERROR(acc_model_set_lora_enabled(ddp.model, 0), ACC_ERR_UNSUPPORTED,
                    "held none of their original values (saved under zero_stage 3");
-  acc_tensor_free(x);
+  // A checkpoint holding them gives them back.
+  ACC_ASSERT_OK(acc_load_state(ddp.acc, whole.c_str(), nullptr));
+  acc_tensor* restored = disabled_output(ddp.model);
+  EXPECT_EQ(to_floats(restored), to_floats(saved_disabled));
+  for (acc_tensor* t : {x, saved_disabled, restored}) acc_tensor_free(t);
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
-  if (g_rank == 0) std::filesystem::remove_all(dir);
+  if (g_rank == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(whole);
+  }
 }
 
 // FSDP's ignored_modules (Accelerate's fsdp_ignored_modules): a matched module's frozen parameters

@@ -367,12 +367,20 @@ class LoraAdapters {
   NamedTensors kept_originals() const;
   // The names of the parameters and buffers of the modules it saves.
   std::vector<std::string> saved_module_names() const;
-  // The kept copies go, `why` (stage 3 holds slices of the modules; a checkpoint held none): a
-  // disabled forward and LN tuning's unload are then refused, saying why.
+  // The kept copies go, `why` (stage 3 holds slices of the modules): a disabled forward and LN
+  // tuning's unload are then refused, saying why.
   void drop_originals(std::string why) {
     if (originals_.empty()) return;
     originals_dropped_because_ = std::move(why);
     originals_.clear();
+  }
+  // The kept copies' values are unknown, `why` (a checkpoint held none of them), refused as above
+  // until values arrive for all of them (originals_known_again); their tensors stay to take them.
+  void originals_unknown(std::string why) {
+    if (!originals_.empty()) originals_dropped_because_ = std::move(why);
+  }
+  void originals_known_again() {
+    if (!originals_.empty()) originals_dropped_because_.clear();
   }
 
   // Fails (Unsupported, naming `action` and both names) where an adapted weight is tied to another
