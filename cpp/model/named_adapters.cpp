@@ -207,17 +207,13 @@ void Model::unload_lora() {
   std::vector<at::Tensor> tuned;
   if (lora_.config().peft_type == PeftType::LnTuning) {
     if (!lora_.keeps_originals()) fail(Status::Unsupported, "unload: ", lora_.originals_dropped_because());
-    lora_.put_saved_modules_aside();
-    for (const auto& [name, tensor] : named_parameters())
-      if (!lora_.config().tuned_module(name).empty()) tuned.push_back(tensor);
+    tuned = lora_.restore_tuned_modules();
   }
   ++merges_;
   take_active_adapters();
   forget_named_adapters();
-  for (at::Tensor& tensor : tuned) {
-    tensor.set_requires_grad(false);
-    tensor.mutable_grad() = at::Tensor();
-  }
+  for (at::Tensor& tensor : tuned)
+    if (tensor.is_leaf()) tensor.set_requires_grad(false);  // (buffers too: never trained)
 }
 
 namespace {

@@ -180,12 +180,18 @@ TEST(LnTuning, RefusesSharedTensorsAndModulesToSaveMatchingNothing) {
 }
 
 // PEFT's unload after training puts LN tuning's modules back as its frozen base_layer: the values
-// they had, frozen, so the training's optimizer leaves them alone after.
+// they had, frozen, so the training's optimizer leaves them alone after; a module to save beside
+// them keeps its trained values (PEFT's unload keeps its wrapper's copy).
 TEST(LnTuning, UnloadAfterTrainingPutsTheModulesBackFrozen) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("ln_tuning");
-  acc_model* m = tuned_model(c);
-  const auto start = param(m, "norm1.weight");
+  acc_model* m = eager_data_model("ln_model.pt");
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_LN_TUNING, &o));
+  ACC_ASSERT_OK(acc_options_set_string(o, "modules_to_save", "head"));
+  ACC_ASSERT_OK(acc_model_add_ln_tuning(m, c["targets"].get<std::string>().c_str(), o, nullptr));
+  acc_options_free(o);
+  const auto start = param(m, "norm1.weight"), head_start = param(m, "head.weight");
   acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
   acc_tensor *x = acc_test::from_json(c["input"]), *y = nullptr, *sum = nullptr;
   ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
@@ -193,8 +199,11 @@ TEST(LnTuning, UnloadAfterTrainingPutsTheModulesBackFrozen) {
   ACC_ASSERT_OK(acc_tensor_backward(sum));
   ACC_ASSERT_OK(acc_optimizer_step(opt));
   EXPECT_NE(param(m, "norm1.weight"), start);
+  const auto head_trained = param(m, "head.weight");
+  EXPECT_NE(head_trained, head_start);
   ACC_ASSERT_OK(acc_model_unload_lora(m));
   EXPECT_EQ(param(m, "norm1.weight"), start);
+  EXPECT_EQ(param(m, "head.weight"), head_trained);
   acc_tensor* weight = nullptr;
   int requires_grad = 1;
   ACC_ASSERT_OK(acc_model_parameter(m, "norm1.weight", &weight));

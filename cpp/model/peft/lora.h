@@ -359,6 +359,9 @@ class LoraAdapters {
   // model's tensors are the originals again; brought back, its values are written into them.
   void put_saved_modules_aside();
   void bring_saved_modules_back();
+  // PEFT's unload of LN tuning: its modules' values as they were (its base_layer), the modules to
+  // save beside it keeping their trained values (their wrapper's copy); returns the tensors put back.
+  std::vector<at::Tensor> restore_tuned_modules();
   // The values of the modules it saves that an adapter kept aside holds, under the model's names.
   NamedTensors saved_modules_aside() const;
   // The values the modules it saves had when the adapters were added (what a disabled forward and
