@@ -281,9 +281,10 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Model::load_state_
                                                                                      bool strict) {
   // Every check first, so a failed load leaves the model as it was.
   const auto own = own_tensors(*this);
+  const std::set<std::string> originals = optional_names(*this);
   KeyReport result;
   try {
-    result = check_against(own, buffer_names(*this), optional_names(*this), state, strict,
+    result = check_against(own, buffer_names(*this), originals, state, strict,
                            [this](const std::string& name) { return is_quantization_text(name); });
   } catch (const Error& e) {
     if (sharded_at_rest_.empty()) throw;
@@ -299,7 +300,6 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Model::load_state_
   }
   quantization_state_loaded(state);
   // Every original of the modules to save given: their values are known (again).
-  const std::set<std::string> originals = optional_names(*this);
   size_t given = 0;
   for (const auto& entry : state) given += originals.count(entry.first);
   if (!originals.empty() && given == originals.size()) lora_.originals_known_again();
@@ -443,12 +443,9 @@ void refuse_shared_trained_whole(const LoraConfig& config,
     for (auto it = first; it != last; ++it)
       if (it->second != name)
         fail(Status::Unsupported, config.peft_type == PeftType::LnTuning ? "LN tuning" : "modules_to_save",
-             " would train '", name, "', which '", it->second,
-             "' shares (tied): PEFT trains a copy of the module, untying them, and this library trains modules in "
-             "place, which would change '",
-             it->second,
-             "' too (not built); leave the module out, or untie the weights "
-             "in the model");
+             " would train '", name, "', which '", it->second, "' shares (tied): PEFT trains a copy of the module, ",
+             "untying them, and this library trains modules in place, which would change '", it->second,
+             "' too (not built); leave the module out, or untie the weights in the model");
   }
 }
 

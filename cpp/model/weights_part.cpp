@@ -18,7 +18,7 @@ constexpr const char* kActiveAdapterKey = "accelerate_active_adapter";
 // Weights read from `path`, checked against the model (names, shapes, dtypes) before anything changes.
 // The original values of its modules to save (Model::kept_original_modules) come all or none: a
 // checkpoint saved under zero_stage 3 (which keeps none) or by an earlier version holds none, and the
-// model then keeps none either, rather than values of its own that the checkpoint's run never had.
+// model then takes their values as unknown, rather than keep values the checkpoint's run never had.
 StagedLoad staged_weights_load(const std::shared_ptr<Model>& model, size_t model_index,
                                std::shared_ptr<const NamedTensors> tensors, const std::string& path,
                                const Metadata& metadata = {}) {
