@@ -175,6 +175,20 @@ int main(int argc, char** argv) {
     OK(acc_model_add_c3a(model, "out_proj,linear1,linear2", o, nullptr));
     acc_options_free(o);
   };
+  // PEFT's SHiRA with its default r=32 (r (in + out) entries of each weight) on the same three layers
+  // as LoRA (the smoke run's d_model 32 holds fewer: r at most d_model / 4 there).
+  auto shira = [d](acc_model* model) {
+    acc_options* o = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_SHIRA, &o));
+    OK(acc_options_set_int(o, "r", std::min<int64_t>(32, d / 4)));
+    OK(acc_model_add_shira(model, "out_proj,linear1,linear2", o, nullptr));
+    acc_options_free(o);
+  };
+  // PEFT's RandLoRA with its defaults (r=32, randlora_alpha 640, Kaiming bases) on the same three
+  // layers as LoRA.
+  auto randlora = [](acc_model* model) {
+    OK(acc_model_add_randlora(model, "out_proj,linear1,linear2", nullptr, nullptr));
+  };
   // PEFT's AdaLoRA with its defaults (init_r 12 pruned towards target_r 8) on the same three layers as
   // LoRA, pruning at every step of a long schedule: the regularization and the allocator measured.
   auto adalora = [](acc_model* model) {
@@ -218,6 +232,8 @@ int main(int argc, char** argv) {
       add("MiSS r=64:", miss, training);
       add("MiSS bat r=64:", miss_bat, training);
       add("C3A b=256:", c3a, training);
+      add("SHiRA r=32:", shira, training);
+      add("RandLoRA r=32:", randlora, training);
     }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();

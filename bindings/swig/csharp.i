@@ -322,6 +322,8 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %rename(LnTuningOptions) ACC_OPTIONS_LN_TUNING;
 %rename(MissOptions) ACC_OPTIONS_MISS;
 %rename(C3aOptions) ACC_OPTIONS_C3A;
+%rename(ShiraOptions) ACC_OPTIONS_SHIRA;
+%rename(RandloraOptions) ACC_OPTIONS_RANDLORA;
 %rename(Default) ACC_PLACEMENT_DEFAULT;
 %rename(No) ACC_PLACEMENT_NO;
 %rename(Yes) ACC_PLACEMENT_YES;

@@ -487,6 +487,26 @@ struct acc_accelerator {};
     check(acc_model_add_c3a($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's ShiraConfig on linear layers: each targeted layer trains r (in + out) entries of its
+   * weight at places its own generator picks (shira_weight, shira_indices), every other parameter
+   * frozen. targetModules: named as for addLora. opts: SHiRA options (r, mask_type, random_seed,
+   * init_weights, ...: the keys of ACC_OPTIONS_SHIRA) or null. saveLora, loadLora, mergeLora and
+   * setLoraEnabled act on them. Returns how many layers. */
+  size_t addShira(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_shira($self, targetModules, opts, &n));
+    return n;
+  }
+  /* PEFT's RandLoraConfig on linear layers: one pair of frozen random bases for all of them, scaled
+   * in each layer by its trained randlora_lambda and randlora_gamma, every other parameter frozen.
+   * targetModules: named as for addLora. opts: RandLoRA options (r, projection_prng_key,
+   * randlora_alpha, sparse, ...: the keys of ACC_OPTIONS_RANDLORA) or null. saveLora, loadLora,
+   * mergeLora and setLoraEnabled act on them. Returns how many layers. */
+  size_t addRandlora(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_randlora($self, targetModules, opts, &n));
+    return n;
+  }
   /* AdaLoRA's training loss: loss plus orth_reg_weight times the adapters' orthogonal
    * regularization, a new tensor with autograd history (backward it instead of loss). */
   acc_tensor *adaloraLoss(const acc_tensor *loss ERR) {

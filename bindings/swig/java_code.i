@@ -162,6 +162,10 @@
   public static Options miss() { return new Options(OptionsKind.MISS); }
   /** Options of Model.addC3a (PEFT's C3AConfig: block_size, block_size_pattern, init_weights, ...). */
   public static Options c3a() { return new Options(OptionsKind.C3A); }
+  /** Options of Model.addShira (PEFT's ShiraConfig: r, mask_type, random_seed, init_weights, ...). */
+  public static Options shira() { return new Options(OptionsKind.SHIRA); }
+  /** Options of Model.addRandlora (PEFT's RandLoraConfig: r, projection_prng_key, randlora_alpha, sparse, ...). */
+  public static Options randlora() { return new Options(OptionsKind.RANDLORA); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

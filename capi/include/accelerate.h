@@ -691,6 +691,27 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ACC_OPTIONS_LORA's; PEFT's C3AConfig has no exclude_modules), layers_pattern (string, default none),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
  *   adapter_config.json).
+ * Keys of ACC_OPTIONS_SHIRA (PEFT's ShiraConfig, see acc_model_add_shira): r (int, default 32: each
+ *   layer trains r (in + out) entries of its weight), mask_type ("random", default: PEFT's
+ *   random_mask), random_seed (int, unset: each layer's mask generator starts from a new generator's
+ *   initial seed, so layers of one shape share their places; set: the seed of each layer's mask
+ *   generator), init_weights (bool,
+ *   default true: the entries start as zeros; false: torch.randn draws), modules_to_save (string,
+ *   default none: as ACC_OPTIONS_LORA's; PEFT's ShiraConfig has no exclude_modules, bias or layer
+ *   settings), base_model_name_or_path, revision, task_type (strings, default none: written to
+ *   adapter_config.json).
+ * Keys of ACC_OPTIONS_RANDLORA (PEFT's RandLoraConfig, see acc_model_add_randlora): r (int, default
+ *   32: the bases' rank; each layer trains r x n and n x its smaller side, n = ceil(smaller side /
+ *   r)), projection_prng_key (int, default 0: the seed of the generator the bases are drawn from),
+ *   save_projection (bool, default true: acc_model_save_lora writes the bases; false: they are drawn
+ *   again from the seed when loaded), sparse (bool, default false: ternary sparse bases),
+ *   very_sparse (bool, default false: sparser still), randlora_dropout (double, default 0),
+ *   randlora_alpha (double, default 640: the scaling is randlora_alpha / r), bias ("none", default,
+ *   "all" or "randlora_only"), init_weights (bool, default true: lambda zeros, the layer unchanged; false:
+ *   torch.randn draws), modules_to_save, layers_to_transform (strings, default none: as
+ *   ACC_OPTIONS_LORA's; PEFT's RandLoraConfig has no exclude_modules), layers_pattern (string,
+ *   default none), base_model_name_or_path, revision, task_type (strings, default none: written to
+ *   adapter_config.json).
  * Keys of ACC_OPTIONS_LN_TUNING (PEFT's LNTuningConfig, see acc_model_add_ln_tuning):
  *   exclude_modules, modules_to_save (strings, default none: as ACC_OPTIONS_LORA's),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to
@@ -763,6 +784,8 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_LN_TUNING = 20,
   ACC_OPTIONS_MISS = 21,
   ACC_OPTIONS_C3A = 22,
+  ACC_OPTIONS_SHIRA = 23,
+  ACC_OPTIONS_RANDLORA = 24,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1164,9 +1187,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * are quantised already leaves them as they are), and needs the file's loftq_config;
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
  * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; one of
- * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING, MISS, C3A or ADALORA adds that
- * method's adapters (as acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft, _hra, _fourierft,
- * _ln_tuning, _miss, _c3a, _adalora) and reads their tensors; other PEFT methods are
+ * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING, MISS, C3A, SHIRA, RANDLORA or ADALORA
+ * adds that method's adapters (as acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft, _hra,
+ * _fourierft, _ln_tuning, _miss, _c3a, _shira, _randlora, _adalora) and reads their tensors; other PEFT methods are
  * refused naming the peft_type.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * on the handle from before acc_prepare (Accelerate's unwrap_model(...).merge_and_unload(), to save
@@ -1446,6 +1469,51 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_miss(acc_model *model, const char
  * adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_c3a(acc_model *model, const char *target_modules,
                                                   const acc_options *opts, size_t *count);
+/* acc_model_add_shira: PEFT's ShiraConfig (sparse high rank adapters, get_peft_model with
+ * peft_type SHIRA): each targeted layer (out x in) trains r (in + out) entries of its weight,
+ * "<module>.shira_weight", at fixed places, "<module>.shira_indices" (2 x K int32: rows, then
+ * columns), and computes F.linear(x, W + that sparse matrix, bias); W is frozen. The places come
+ * from PEFT's random_mask: the first r (in + out) of torch.randperm(out * in) drawn from a
+ * generator of the layer's own (seeded random_seed, else a new generator's default seed), in
+ * row-major order; the entries start as zeros, or torch.randn draws (init_weights false) layer by
+ * layer in the model's order. `target_modules`: named as for acc_model_add_lora ("all-linear"
+ * too); targets must be torch.nn.Linear layers (or a spec's "linear") the forward calls as modules:
+ * a convolution, transformers' Conv1D, an embedding or an attention is ACC_ERR_INVALID_ARGUMENT
+ * (PEFT's TypeError), as is an r that trains more entries than the weight holds (its ValueError);
+ * a quantised layer, or a layer whose weight the forward reads itself, ACC_ERR_UNSUPPORTED. `opts`:
+ * ACC_OPTIONS_SHIRA or NULL (defaults). Files are PEFT's, the places with the values: a file whose
+ * mask_type names a mask function of the user's (PEFT's mask_fn) loads with the file's places.
+ * The places are not in the model's state (acc_model_state_dict, save_state), as PEFT keeps them
+ * outside its state_dict: a resumed run draws them again from random_seed. Merging (W plus the
+ * entries), disabling (the layer's own output, uncast, as PEFT's), counting and named adapters act
+ * as for LoRA; acc_model_add_weighted_adapter is ACC_ERR_INVALID_ARGUMENT (PEFT's SHiRA has none).
+ * Before creating the optimizer and before acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_shira(acc_model *model, const char *target_modules,
+                                                    const acc_options *opts, size_t *count);
+/* acc_model_add_randlora: PEFT's RandLoraConfig (get_peft_model with peft_type RANDLORA): one pair
+ * of frozen random bases for all the targeted layers, drawn from a CPU generator seeded
+ * projection_prng_key (torch's global generator untouched) over the largest output and input of
+ * the targeted layers: randlora_A (r x 1 x the smaller of the two), randlora_B (the larger x n x r,
+ * n = ceil(smaller / r)), Kaiming draws in bfloat16 divided by their std (or, sparse / very_sparse,
+ * ternary ones), kept in float32; each layer trains "<module>.randlora_lambda" (r x n, torch.randn
+ * from the global generator layer by layer in the model's order, zeros with init_weights) and
+ * "<module>.randlora_gamma" (n x its smaller side), n from the layer's smaller side, and adds
+ * F.linear(F.linear(x, first), second) * randlora_alpha / r with the bases sliced to the layer and
+ * scaled by lambda and gamma (PEFT's UniqueBaseGrad, its hand-written backward too), computed in
+ * float32 and cast back to the input's dtype. The bases are buffers of the model's state,
+ * "randlora_A" and "randlora_B"; files (PEFT's: the bases as "base_model.randlora_A" and
+ * "base_model.randlora_B" and under each layer's name, where save_projection) and merging
+ * (W + (second first) * randlora_alpha / r). `target_modules`: named as for acc_model_add_lora
+ * ("all-linear" too); targets must be torch.nn.Linear layers, transformers' Conv1D (or a spec's
+ * "linear") the forward calls as modules: anything else is ACC_ERR_INVALID_ARGUMENT (PEFT's
+ * ValueError); a quantised layer, or a layer whose weight the forward reads itself,
+ * ACC_ERR_UNSUPPORTED. `opts`: ACC_OPTIONS_RANDLORA or NULL (defaults). Disabling, counting and
+ * named adapters (each adapter draws its own bases: PEFT's shared ones where r and the layers
+ * agree) act as for LoRA; acc_model_add_weighted_adapter is ACC_ERR_INVALID_ARGUMENT (PEFT's
+ * RandLoRA has none). Before creating the optimizer and before acc_prepare, on a model without
+ * adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_randlora(acc_model *model, const char *target_modules,
+                                                       const acc_options *opts, size_t *count);
 /* acc_model_add_ln_tuning: PEFT's LNTuningConfig (get_peft_model with peft_type LN_TUNING): the
  * modules `target_modules` names (any module: typically the layer norms, e.g.
  * "input_layernorm,post_attention_layernorm"; named as for acc_model_add_lora, a name matching a
@@ -1507,7 +1575,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * model without adapters it is the active one, as get_peft_model(..., adapter_name)). `opts`:
  * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR /
  * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT / ACC_OPTIONS_BOFT / ACC_OPTIONS_HRA / ACC_OPTIONS_FOURIERFT /
- * ACC_OPTIONS_MISS / ACC_OPTIONS_C3A / ACC_OPTIONS_ADALORA for an adapter of that
+ * ACC_OPTIONS_MISS / ACC_OPTIONS_C3A / ACC_OPTIONS_SHIRA / ACC_OPTIONS_RANDLORA / ACC_OPTIONS_ADALORA for an
+ * adapter of that
  * method, drawn as its acc_model_add_* draws it; adapters of one method per model, as PEFT. (PEFT
  * trains one AdaLoRA adapter at a time, the others in inference mode; here each named AdaLoRA
  * adapter keeps its own rank allocator.) Switching adapters and a refused add leave the base
@@ -1521,7 +1590,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * it replaces is kept aside, frozen. Draws nothing; disabled adapters (acc_model_set_lora_enabled)
  * stay disabled.
  * acc_model_delete_adapter: PEFT's delete_adapter: deleting the active adapter makes the first of the
- * others by name active, as PEFT; deleting the last removes the adapters as acc_model_unload_lora.
+ * others by name active, as PEFT; deleting the last removes the adapters as acc_model_unload_lora
+ * does and also puts the modules to save back as they were, frozen (PEFT's ModulesToSaveWrapper
+ * computes with its original module once no adapter is left).
  * acc_model_unload_lora: PEFT's unload: removes every adapter without merging them; the model
  * computes as its base model, its parameters stay frozen as they were. As acc_model_merge_lora it
  * may follow training (an optimizer or acc_prepare holding the parameters): the prepared model's

@@ -283,6 +283,15 @@ acc_status acc_model_add_c3a(acc_model* model, const char* target_modules, const
   return add_adapters_of(model, target_modules, opts, acc::OptionsKind::C3a, count);
 }
 
+acc_status acc_model_add_shira(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
+  return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Shira, count);
+}
+
+acc_status acc_model_add_randlora(acc_model* model, const char* target_modules, const acc_options* opts,
+                                  size_t* count) {
+  return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Randlora, count);
+}
+
 acc_status acc_model_adalora_loss(const acc_model* model, const acc_tensor* loss, acc_tensor** out) {
   return guarded([&] {
     const acc::Model& m = model_arg(model);

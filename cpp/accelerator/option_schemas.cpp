@@ -52,6 +52,10 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return miss_option_table();
     case OptionsKind::C3a:
       return c3a_option_table();
+    case OptionsKind::Shira:
+      return shira_option_table();
+    case OptionsKind::Randlora:
+      return randlora_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

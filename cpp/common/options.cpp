@@ -159,6 +159,10 @@ const char* options_kind_name(OptionsKind kind) {
       return "miss";
     case OptionsKind::C3a:
       return "c3a";
+    case OptionsKind::Shira:
+      return "shira";
+    case OptionsKind::Randlora:
+      return "randlora";
   }
   return "?";
 }

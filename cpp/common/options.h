@@ -66,7 +66,9 @@ enum class OptionsKind : int {
   Fourierft = 19,
   LnTuning = 20,
   Miss = 21,
-  C3a = 22
+  C3a = 22,
+  Shira = 23,
+  Randlora = 24
 };
 
 const char* options_kind_name(OptionsKind kind);

@@ -24,6 +24,7 @@
 #include "model/peft/lora_files.h"
 #include "model/peft/lycoris.h"
 #include "model/peft/oft.h"
+#include "model/peft/shira.h"
 #include "model/peft/vera.h"
 
 namespace acc {
@@ -702,8 +703,8 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
   } catch (const Error& e) {
     fail(e.status(), where, ": ", e.what());
   }
-  const bool ia3 = files.config.peft_type == PeftType::Ia3, vera = files.config.peft_type == PeftType::Vera,
-             adalora = files.config.peft_type == PeftType::Adalora;
+  const SharedTensors* shared = shared_tensors(files.config.peft_type);
+  const bool ia3 = files.config.peft_type == PeftType::Ia3, adalora = files.config.peft_type == PeftType::Adalora;
   const FactorMethod* method = factor_method(files.config.peft_type);
   for (const auto& [module, pair] : files.modules) {
     auto it = targeted.find(module);
@@ -735,6 +736,13 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
       require(pair.factors.size() == shapes.size(), where, ": the ", name, " adapter of '", module,
               "' holds factors its configuration does not make for the layer's weight ", site.weight.sizes(), " (",
               decided_by, ")");
+      if (files.config.peft_type == PeftType::Shira) {  // the values' places, in the layer's weight
+        require(pair.indices.defined(), where, ": the SHiRA adapter of '", module, "' lacks '", module, kShiraIndices,
+                "', the places of its values");
+        const std::string refusal =
+            shira_indices_refusal(pair.indices, shapes.front().shape.front(), out_features(site), in_features(site));
+        require(refusal.empty(), where, ": '", module, kShiraIndices, "' ", refusal);
+      }
       continue;
     }
     const at::Tensor& w = site.weight;
@@ -803,12 +811,12 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
     fail(e.status(), where, ": ", e.what());
   }
   check_token_tensors(file_tokens, files.tokens, where, /*standalone=*/false);
-  if (vera && files.config.save_projection) {  // the file's projections, of the shapes the targeted layers give
+  if (shared && files.config.save_projection) {  // the file's projections, of the shapes the targeted layers give
     std::vector<LinearSite> sites;
     for (const auto& entry : targeted) sites.push_back(entry.second);
-    const auto [a_shape, b_shape] = vera_projection_shapes(files.config, sites);
-    for (const auto& [name, tensor, shape] :
-         {std::tuple{kVeraProjectionA, files.vera_a, a_shape}, std::tuple{kVeraProjectionB, files.vera_b, b_shape}})
+    const auto [a_shape, b_shape] = shared->shapes(files.config, sites);
+    for (const auto& [name, tensor, shape] : {std::tuple{shared->file_a, files.projection_a, a_shape},
+                                              std::tuple{shared->file_b, files.projection_b, b_shape}})
       require(tensor.sizes() == c10::IntArrayRef(shape), where, ": '", name, "' has shape ", tensor.sizes(),
               "; with r ", files.config.r, " the targeted layers take ", c10::IntArrayRef(shape));
   }
@@ -901,6 +909,7 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
       for (auto& [suffix, factor] : adapter.factors)
         for (const auto& [name, tensor] : pair.factors)
           if (name == suffix) factor.copy_(tensor);
+      if (adapter.indices.defined()) adapter.indices.copy_(pair.indices);  // SHiRA's places
       continue;
     }
     adapter.a.copy_(pair.a);
@@ -909,11 +918,12 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
     if (adapter.b_bias.defined()) adapter.b_bias.copy_(pair.b_bias);
   }
   if (adalora) lora_.take_adalora_patterns(files.config.adalora);  // what the loaded tensors hold
-  // VeRA's projections as the file holds them (save_projection; otherwise drawn from projection_prng_key).
-  if (vera && files.config.save_projection) {
+  // VeRA's projections or RandLoRA's bases as the file holds them (save_projection; otherwise drawn
+  // from projection_prng_key).
+  if (shared && files.config.save_projection) {
     const auto& projections = lora_.adapters().front().projections;
-    projections->a.copy_(files.vera_a);
-    projections->b.copy_(files.vera_b);
+    projections->a.copy_(files.projection_a);
+    projections->b.copy_(files.projection_b);
   }
   for (const auto& [name, tensor] : files.saved) saved_here.at(name).copy_(tensor);
   for (const auto& tokens : lora_.tokens().adapters()) tokens.delta.copy_(files.tokens.at(tokens.site.module));

@@ -346,6 +346,9 @@ class Model {
   // stream too.
   size_t make_named(const std::string& name, const LoraConfig& config, const std::function<size_t()>& make);
   void forget_named_adapters();
+  // Every adapter removed, nothing merged (PEFT's unload; `every_original`: its delete_adapter of the
+  // last adapter, which puts the modules to save back as they were too).
+  void remove_adapters(bool every_original);
   // Forgets the adapter kept aside as `name`.
   void drop_kept_aside(const std::string& name);
   std::string sharded_at_rest_;

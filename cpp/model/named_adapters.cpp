@@ -22,15 +22,18 @@ namespace acc {
 
 namespace {
 
-// What the adapters kept aside cannot share: the model's biases trained in place (PEFT trains
-// them for one adapter only). (Modules to save are copied per adapter, put_saved_modules_aside;
-// trainable tokens are deltas of each adapter's own; an initialisation that rewrites the base
-// weights, OLoRA or PiSSA, rewrites them under every adapter, as in PEFT.)
+// What the adapters kept aside cannot share: the model's biases trained in place. PEFT allows one
+// adapter per model to train them, all adapters computing with the one set of biases, which trains
+// or not by what the active adapter was when adapters were last added; that is not built. (Modules
+// to save are copied per adapter, put_saved_modules_aside; trainable tokens are deltas of each
+// adapter's own; an initialisation that rewrites the base weights, OLoRA or PiSSA, rewrites them
+// under every adapter, as in PEFT.)
 void require_keepable_aside(const LoraConfig& config, const std::string& name) {
-  require(config.bias == "none", "several named adapters on one model: the adapter '", name, "' has bias \"",
-          config.peft_bias(),
-          "\", training the model's own biases; PEFT allows that to one adapter per model alone (set ",
-          "bias \"none\" for all, or merge or unload the others)");
+  if (config.bias != "none")
+    fail(Status::Unsupported, "several named adapters on one model where the adapter '", name, "' has bias \"",
+         config.peft_bias(),
+         "\", training the model's own biases, are not built (PEFT allows one such adapter per model, the "
+         "biases shared by every adapter); set bias \"none\" for all, or merge or unload the others first");
 }
 
 void require_adapter_name(const std::string& name) {
@@ -40,6 +43,8 @@ void require_adapter_name(const std::string& name) {
   for (const char* file : kAdapterFileNames)
     require(name.rfind(file, 0) != 0, "adapter name '", name, "' would name a folder in place of (or beside) PEFT's ",
             file, " in the folder acc_model_save_lora writes");
+  require(name.rfind(kAdapterSaveLockFile, 0) != 0, "adapter name '", name,
+          "' would name a folder in place of (or beside) the lock file acc_model_save_lora takes in its folder");
 }
 
 }  // namespace
@@ -185,7 +190,7 @@ void Model::delete_adapter(const std::string& name) {
           "delete_adapter: the model has no adapter named '", name, "'");
   require_trainable_set_free(/*freezing=*/false);
   if (name == active_adapter_) {
-    if (inactive_.empty()) return unload_lora();
+    if (inactive_.empty()) return remove_adapters(/*every_original=*/true);
     const std::string next = inactive_.begin()->first;  // PEFT's choice: the first of the others by name
     set_adapter(next);
   }
@@ -197,22 +202,28 @@ void Model::drop_kept_aside(const std::string& name) {
   adapter_order_.erase(std::remove(adapter_order_.begin(), adapter_order_.end(), name), adapter_order_.end());
 }
 
-void Model::unload_lora() {
-  require(!lora_.empty(), "unload: the model has no LoRA adapters or trainable tokens");
+void Model::unload_lora() { remove_adapters(/*every_original=*/false); }
+
+void Model::remove_adapters(bool every_original) {
+  const char* what = every_original ? "delete_adapter" : "unload";
+  require(!lora_.empty(), what, ": the model has no LoRA adapters or trainable tokens");
   // As merging: after training too (an optimizer or acc_prepare holding the parameters), the
   // prepared model refusing to go on (merges()).
   require_merging_free();
-  // PEFT's LN tuning puts the original modules back (it trained copies of them), frozen as its
-  // base_layer is (an optimizer made for the training then leaves them alone).
-  std::vector<at::Tensor> tuned;
-  if (lora_.config().peft_type == PeftType::LnTuning) {
-    if (!lora_.keeps_originals()) fail(Status::Unsupported, "unload: ", lora_.originals_dropped_because());
-    tuned = lora_.restore_tuned_modules();
+  // The modules PEFT trained copies of go back to their originals, frozen as its originals are (an
+  // optimizer made for the training then leaves them alone): LN tuning's on unload (its
+  // base_layer), and the modules to save too where the last adapter is deleted (its
+  // ModulesToSaveWrapper, with no adapter left, computes with original_module).
+  std::vector<at::Tensor> restored;
+  const bool ln_tuning = lora_.config().peft_type == PeftType::LnTuning;
+  if ((ln_tuning || every_original) && !lora_.saved_module_names().empty()) {
+    if (!lora_.keeps_originals()) fail(Status::Unsupported, what, ": ", lora_.originals_dropped_because());
+    restored = lora_.restore_originals(every_original);
   }
   ++merges_;
   take_active_adapters();
   forget_named_adapters();
-  for (at::Tensor& tensor : tuned)
+  for (at::Tensor& tensor : restored)
     if (tensor.is_leaf()) tensor.set_requires_grad(false);  // (buffers too: never trained)
 }
 

@@ -354,6 +354,47 @@ inline void expect_saved_model_merged(acc_model* m, const nlohmann::json& merged
   acc_tensor_list_free(saved);
 }
 
+// The tensors of the adapter folder `dir`'s adapter_model.safetensors, by name.
+inline acc_tensor_list* adapter_file_tensors(const std::string& dir) {
+  acc_tensor_list* list = nullptr;
+  EXPECT_EQ(acc_tensor_list_load_safetensors((dir + "/adapter_model.safetensors").c_str(), &list), ACC_OK);
+  return list;
+}
+
+// Rewrites `dir`'s adapter_model.safetensors with its entry `name` replaced by `replacement` (left
+// out where null), the other entries as they were.
+inline void replace_adapter_tensor(const std::string& dir, const std::string& name, const acc_tensor* replacement) {
+  acc_tensor_list *list = adapter_file_tensors(dir), *changed = nullptr;
+  ASSERT_EQ(acc_tensor_list_create(&changed), ACC_OK);
+  size_t n = 0;
+  ASSERT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
+  for (size_t i = 0; i < n; ++i) {
+    const char* entry = nullptr;
+    acc_tensor* t = nullptr;
+    ASSERT_EQ(acc_tensor_list_name(list, i, &entry), ACC_OK);
+    ASSERT_EQ(acc_tensor_list_get(list, i, &t), ACC_OK);
+    if (entry != name) EXPECT_EQ(acc_tensor_list_append(changed, entry, t), ACC_OK);
+    acc_tensor_free(t);
+  }
+  if (replacement) EXPECT_EQ(acc_tensor_list_append(changed, name.c_str(), replacement), ACC_OK);
+  EXPECT_EQ(acc_tensor_list_save_safetensors(changed, (dir + "/adapter_model.safetensors").c_str()), ACC_OK);
+  acc_tensor_list_free(changed);
+  acc_tensor_list_free(list);
+}
+
+// The same with float32 zeros of the entry's shape in its place.
+inline void zero_adapter_tensor(const std::string& dir, const std::string& name) {
+  acc_tensor_list* list = adapter_file_tensors(dir);
+  acc_tensor *t = nullptr, *zeros = nullptr;
+  ASSERT_EQ(acc_tensor_list_find(list, name.c_str(), &t), ACC_OK) << name;
+  const std::vector<int64_t> dims = acc_test::shape(t);
+  ASSERT_EQ(acc_tensor_zeros(dims.data(), dims.size(), ACC_DTYPE_FLOAT32, nullptr, &zeros), ACC_OK);
+  replace_adapter_tensor(dir, name, zeros);
+  acc_tensor_free(zeros);
+  acc_tensor_free(t);
+  acc_tensor_list_free(list);
+}
+
 // The evaluation outputs of `m` on `input` under bf16 autocast, as float32, with its adapters and
 // disabled: the case's autocast_output and autocast_disabled_output, in its autocast_dtypes (PEFT's
 // layers return their input's dtype either way). The adapters are enabled after.

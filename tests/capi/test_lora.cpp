@@ -1304,6 +1304,9 @@ TEST(Lora, RefusalsLeaveTheRandomStreamAndTheFolderAsTheyWere) {
   o = lora_options(2, 4);
   ACC_EXPECT_ERROR(acc_model_add_lora_named(m, "adapter_config.json", kTargets, o, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "would name a folder in place of");
+  // So would one named as the lock a save takes there.
+  ACC_EXPECT_ERROR(acc_model_add_lora_named(m, ".accelerate_adapter_save.lock", kTargets, o, nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "in place of (or beside) the lock file");
   acc_options_free(o);
   acc_model_free(m);
 }

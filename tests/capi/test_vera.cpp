@@ -45,13 +45,6 @@ acc_model* adapted(const json& c, bool init, bool save_projection = true) {
   return m;
 }
 
-// The file's tensors by name.
-acc_tensor_list* saved_tensors(const std::string& dir) {
-  acc_tensor_list* saved = nullptr;
-  EXPECT_EQ(acc_tensor_list_load_safetensors((dir + "/adapter_model.safetensors").c_str(), &saved), ACC_OK);
-  return saved;
-}
-
 }  // namespace
 
 TEST(Vera, DrawsComputesAndMergesAsPeft) {
@@ -114,7 +107,7 @@ TEST(Vera, PeftFilesBothWaysWithAndWithoutTheProjections) {
   EXPECT_EQ(config["bias"], "none");
   EXPECT_EQ(config["init_weights"], false);
   // The projections under PEFT's names, bit for bit as PEFT draws them.
-  acc_tensor_list* saved = saved_tensors(dir);
+  acc_tensor_list* saved = adapter_file_tensors(dir);
   size_t n = 0;
   ACC_ASSERT_OK(acc_tensor_list_size(saved, &n));
   EXPECT_EQ(n, 8u);
@@ -132,28 +125,7 @@ TEST(Vera, PeftFilesBothWaysWithAndWithoutTheProjections) {
   acc_model_free(fresh);
 
   // The file's projections are the ones used: changed in the file, the outputs change with them.
-  {
-    acc_tensor_list *list = saved_tensors(dir), *changed = nullptr;
-    ACC_ASSERT_OK(acc_tensor_list_create(&changed));
-    ACC_ASSERT_OK(acc_tensor_list_size(list, &n));
-    for (size_t i = 0; i < n; ++i) {
-      const char* name = nullptr;
-      acc_tensor* t = nullptr;
-      ACC_ASSERT_OK(acc_tensor_list_name(list, i, &name));
-      ACC_ASSERT_OK(acc_tensor_list_get(list, i, &t));
-      if (std::string(name) == "base_model.vera_A") {
-        const std::vector<int64_t> dims = acc_test::shape(t);
-        acc_tensor_free(t);
-        ACC_ASSERT_OK(acc_tensor_zeros(dims.data(), dims.size(), ACC_DTYPE_FLOAT32, nullptr, &t));
-      }
-      ACC_ASSERT_OK(acc_tensor_list_append(changed, name, t));
-      acc_tensor_free(t);
-    }
-    ACC_ASSERT_OK(acc_tensor_list_save_safetensors(changed, (dir + "/zeroed.safetensors").c_str()));
-    acc_tensor_list_free(changed);
-    acc_tensor_list_free(list);
-    fs::rename(dir + "/zeroed.safetensors", dir + "/adapter_model.safetensors");
-  }
+  zero_adapter_tensor(dir, "base_model.vera_A");
   acc_model* plain = vera_model();
   const auto base_output = eval_outputs(plain, c);
   acc_model_free(plain);
@@ -167,7 +139,7 @@ TEST(Vera, PeftFilesBothWaysWithAndWithoutTheProjections) {
   fs::remove_all(dir);
   ACC_ASSERT_OK(acc_model_save_lora(unsaved, dir.c_str()));
   acc_model_free(unsaved);
-  saved = saved_tensors(dir);
+  saved = adapter_file_tensors(dir);
   ACC_ASSERT_OK(acc_tensor_list_size(saved, &n));
   EXPECT_EQ(n, 6u);
   acc_tensor_list_free(saved);

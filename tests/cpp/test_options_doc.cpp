@@ -87,7 +87,9 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"FOURIERFT", acc::OptionsKind::Fourierft},
                                                            {"LN_TUNING", acc::OptionsKind::LnTuning},
                                                            {"MISS", acc::OptionsKind::Miss},
-                                                           {"C3A", acc::OptionsKind::C3a}};
+                                                           {"C3A", acc::OptionsKind::C3a},
+                                                           {"SHIRA", acc::OptionsKind::Shira},
+                                                           {"RANDLORA", acc::OptionsKind::Randlora}};
 
 }  // namespace
 

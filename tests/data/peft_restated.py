@@ -69,6 +69,18 @@ def lycoris_forward(model, deltas, x, training, module_dropout):
     return y
 
 
+def hooked_forward(model, hooks, x, training):
+    """The model's output on `x` in training or evaluation mode with each of `hooks` (module name to
+    forward hook: a PEFT layer's forward restated) on its module, removed after."""
+    modules = dict(model.named_modules())
+    handles = [modules[name].register_forward_hook(hook) for name, hook in hooks.items()]
+    model.train(training)
+    y = model(x)
+    for h in handles:
+        h.remove()
+    return y
+
+
 def saved_frozen(make, seed, path):
     """The model make() builds after torch.manual_seed(seed), saved as TorchScript at `path` and frozen:
     the base the adapters train beside."""

@@ -159,6 +159,8 @@ struct Settings {
   const char* miss_init = "false";
   // C3A target modules (PEFT's C3AConfig, blocks of 2 (the spec's sides must be even), xavier_uniform)
   const char* c3a = nullptr;
+  const char* shira = nullptr;
+  const char* randlora = nullptr;
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;               // offload_optimizer and offload_params
   bool hybrid = false;                // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -283,6 +285,12 @@ struct Job {
       add_method(model, acc_model_add_miss, ACC_OPTIONS_MISS, s.miss,
                  {{"r", std::string(s.miss_init) == "bat" ? "1" : "2"}, {"init_weights", s.miss_init}});
     if (s.c3a) add_method(model, acc_model_add_c3a, ACC_OPTIONS_C3A, s.c3a, {{"block_size", "2"}});
+    if (s.shira)
+      add_method(model, acc_model_add_shira, ACC_OPTIONS_SHIRA, s.shira,
+                 {{"r", "1"}, {"random_seed", "5"}, {"init_weights", "false"}});
+    if (s.randlora)
+      add_method(model, acc_model_add_randlora, ACC_OPTIONS_RANDLORA, s.randlora,
+                 {{"r", "2"}, {"randlora_alpha", "4"}, {"init_weights", "false"}});
     if (s.tokens_alone) {
       acc_options* o = nullptr;
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_TRAINABLE_TOKENS, &o), ACC_OK);
@@ -786,6 +794,24 @@ TEST(Sharded, C3aTrainsUnderEveryStageAsUnderDdp) {
   s.spec = kEvenShardNet;
   s.features = 4;
   s.c3a = "0,2,4";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// PEFT's SHiRA: each layer's entries are a parameter as any other, its places whole on every process
+// (stage 3 computes with the gathered weight plus them), under every stage as under DDP.
+TEST(Sharded, ShiraTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.spec = kEvenShardNet;
+  s.features = 4;
+  s.shira = "0,2,4";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// PEFT's RandLoRA: each layer's lambda and gamma are parameters as any other, the shared bases
+// buffers whole on every process, under every stage as under DDP.
+TEST(Sharded, RandloraTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.randlora = "0,2,4";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 
@@ -1683,7 +1709,9 @@ TEST(Sharded, PeftMethodsSaveModelUnderStageThreeAsUnderDdp) {
       {"fourierft", [](Settings& s) { s.fourierft = "0,2,4"; }},
       {"miss", [](Settings& s) { s.miss = "0,2,4"; }},
       {"miss_bat", [](Settings& s) { s.miss = "0,2,4", s.miss_init = "bat"; }},
-      {"c3a", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.c3a = "0,2,4"; }}};
+      {"c3a", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.c3a = "0,2,4"; }},
+      {"shira", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.shira = "0,2,4"; }},
+      {"randlora", [](Settings& s) { s.randlora = "0,2,4"; }}};
   for (const auto& [name, configure] : methods) {
     SCOPED_TRACE(name);
     Settings s;

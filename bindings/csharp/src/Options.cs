@@ -58,6 +58,12 @@ public partial class Options {
   /// <summary>Options of Model.AddC3a (PEFT's C3AConfig: block_size, block_size_pattern,
   /// init_weights, ...).</summary>
   public static Options C3a() { return new Options(OptionsKind.C3aOptions); }
+  /// <summary>Options of Model.AddShira (PEFT's ShiraConfig: r, mask_type, random_seed,
+  /// init_weights, ...).</summary>
+  public static Options Shira() { return new Options(OptionsKind.ShiraOptions); }
+  /// <summary>Options of Model.AddRandlora (PEFT's RandLoraConfig: r, projection_prng_key,
+  /// randlora_alpha, sparse, ...).</summary>
+  public static Options Randlora() { return new Options(OptionsKind.RandloraOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

@@ -423,6 +423,20 @@ public class LoraTests {
       RoundTrips(model => model.AddC3a("1", o), "1.c3a_kernel");
   }
 
+  // PEFT's SHiRA on the linear layer (r 1, the entries drawn).
+  [Test]
+  public void ShiraTrainsAndRoundTrips() {
+    using (Options o = Options.Shira().Put("r", 1).Put("random_seed", 3).Put("init_weights", false))
+      RoundTrips(model => model.AddShira("1", o), "1.shira_weight");
+  }
+
+  // PEFT's RandLoRA on the linear layer (r 2, lambda drawn; the bases are frozen buffers).
+  [Test]
+  public void RandloraTrainsAndRoundTrips() {
+    using (Options o = Options.Randlora().Put("r", 2).Put("init_weights", false))
+      RoundTrips(model => model.AddRandlora("1", o), "1.randlora_lambda", "1.randlora_gamma");
+  }
+
   // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
   // files round-trip.
   [Test]

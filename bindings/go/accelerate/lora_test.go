@@ -423,6 +423,21 @@ func TestC3aTrainsAndRoundTrips(t *testing.T) {
 	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddC3a("1", o) }, "1.c3a_kernel")
 }
 
+// PEFT's SHiRA on the linear layer (r 1, the entries drawn).
+func TestShiraTrainsAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.ShiraOptions, map[string]any{"r": 1, "random_seed": 3, "init_weights": false})
+	defer o.Close()
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddShira("1", o) }, "1.shira_weight")
+}
+
+// PEFT's RandLoRA on the linear layer (r 2, lambda drawn; the bases are frozen buffers).
+func TestRandloraTrainsAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.RandloraOptions, map[string]any{"r": 2, "init_weights": false})
+	defer o.Close()
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddRandlora("1", o) },
+		"1.randlora_lambda", "1.randlora_gamma")
+}
+
 // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place, PEFT's files
 // round-trip and unload puts the layer back.
 func TestLnTuningTrainsInPlaceAndRoundTrips(t *testing.T) {

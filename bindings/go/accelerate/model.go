@@ -47,6 +47,10 @@ const (
 	MissOptions OptionsKind = capi.OptionsMiss
 	// PEFT's C3AConfig (Model.AddC3a: block_size, block_size_pattern, init_weights, ...)
 	C3aOptions OptionsKind = capi.OptionsC3a
+	// PEFT's ShiraConfig (Model.AddShira: r, mask_type, random_seed, init_weights, ...)
+	ShiraOptions OptionsKind = capi.OptionsShira
+	// PEFT's RandLoraConfig (Model.AddRandlora: r, projection_prng_key, randlora_alpha, sparse, ...)
+	RandloraOptions OptionsKind = capi.OptionsRandlora
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -456,6 +460,35 @@ func (m *Model) AddC3a(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddC3a(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddShira adds PEFT's SHiRA adapters on linear layers: each targeted layer trains r (in + out)
+// entries of its weight at places its own generator picks (shira_weight, shira_indices); every
+// other parameter is frozen. targetModules: named as for AddLora. opts: ShiraOptions or nil.
+// SaveLora, LoadLora, MergeLora and WithoutLora act on them. It returns how many layers were adapted.
+func (m *Model) AddShira(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddShira(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddRandlora adds PEFT's RandLoRA adapters on linear layers: one pair of frozen random bases for
+// all of them (randlora_A, randlora_B), scaled in each layer by its trained randlora_lambda and
+// randlora_gamma; every other parameter is frozen. targetModules: named as for AddLora. opts:
+// RandloraOptions or nil. SaveLora, LoadLora, MergeLora and WithoutLora act on them. It returns how
+// many layers were adapted.
+func (m *Model) AddRandlora(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddRandlora(targetModules, oh, e) })
 	return int(n), err
 }
 

@@ -364,6 +364,22 @@ class LoraTest {
     }
   }
 
+  /** PEFT's SHiRA on the linear layer (r 1, the entries drawn). */
+  @Test
+  void shiraTrainsAndRoundTrips() {
+    try (Options o = Options.shira().put("r", 1).put("random_seed", 3).put("init_weights", false)) {
+      roundTrips(model -> model.addShira("1", o), Arrays.asList("1.shira_weight"));
+    }
+  }
+
+  /** PEFT's RandLoRA on the linear layer (r 2, lambda drawn; the bases are frozen buffers). */
+  @Test
+  void randloraTrainsAndRoundTrips() {
+    try (Options o = Options.randlora().put("r", 2).put("init_weights", false)) {
+      roundTrips(model -> model.addRandlora("1", o), Arrays.asList("1.randlora_lambda", "1.randlora_gamma"));
+    }
+  }
+
   /** PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
    *  files round-trip. */
   @Test

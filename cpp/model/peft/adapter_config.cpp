@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/json_input.h"
 #include "common/text.h"
+#include "common/utf8.h"
 #include "model/peft/adalora.h"
 #include "model/peft/lora_init.h"
 #include "model/peft/lycoris.h"
@@ -595,22 +596,28 @@ LoraConfig oft_config_from_json(const nlohmann::ordered_json& j, const std::stri
   return config;
 }
 
+// VeRA's and RandLoRA's projection_prng_key and save_projection.
+void read_projection_settings(const ConfigFields& fields, LoraConfig* config) {
+  if (fields.given("projection_prng_key")) {
+    // torch.Generator.manual_seed's range: -2^63 to 2^64 - 1, taken modulo 2^64.
+    const auto& key = fields.j["projection_prng_key"];
+    if (!key.is_number_integer()) fields.refuse("projection_prng_key", "must be an integer");
+    config->projection_prng_key =
+        key.is_number_unsigned() ? static_cast<int64_t>(key.get<uint64_t>()) : key.get<int64_t>();
+  }
+  // Absent: PEFT's default, true; null: false, as PEFT's truth test takes it.
+  config->save_projection = fields.j.contains("save_projection") && fields.j["save_projection"].is_null()
+                                ? false
+                                : fields.flag("save_projection", true);
+}
+
 // PEFT's VeraConfig (peft_type VERA).
 LoraConfig vera_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
   const ConfigFields fields{j, path};
   LoraConfig config;
   config.peft_type = PeftType::Vera;
   config.r = fields.integer("r", 256, 1, kMaxLoraRank, "from 1 to 2^20");  // PEFT's default: 256
-  if (fields.given("projection_prng_key")) {
-    // torch.Generator.manual_seed's range: -2^63 to 2^64 - 1, taken modulo 2^64.
-    const auto& key = j["projection_prng_key"];
-    if (!key.is_number_integer()) fields.refuse("projection_prng_key", "must be an integer");
-    config.projection_prng_key =
-        key.is_number_unsigned() ? static_cast<int64_t>(key.get<uint64_t>()) : key.get<int64_t>();
-  }
-  // Absent: PEFT's default, true; null: false, as PEFT's truth test takes it.
-  config.save_projection =
-      j.contains("save_projection") && j["save_projection"].is_null() ? false : fields.flag("save_projection", true);
+  read_projection_settings(fields, &config);
   config.dropout = fields.number("vera_dropout", 0, 0, 1);
   config.d_initial = fields.number("d_initial", 0.1, -kMaxLoraAlpha, kMaxLoraAlpha);
   config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
@@ -885,6 +892,91 @@ LoraConfig c3a_config_from_json(const nlohmann::ordered_json& j, const std::stri
   return config;
 }
 
+// PEFT's RandLoraConfig: its fields, in its order.
+nlohmann::ordered_json randlora_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  json j = peft_config_json(peft_type_name(PeftType::Randlora), config);
+  j["r"] = config.r;
+  j["target_modules"] = targets_json(config);
+  j["projection_prng_key"] = config.projection_prng_key;
+  j["save_projection"] = config.save_projection;
+  j["sparse"] = config.randlora_sparse;
+  j["very_sparse"] = config.randlora_very_sparse;
+  j["randlora_dropout"] = config.dropout;
+  j["fan_in_fan_out"] = config.fan_in_fan_out;
+  j["randlora_alpha"] = config.randlora_alpha;
+  j["bias"] = config.peft_bias();
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
+  j["init_weights"] = config.randlora_init_weights;
+  j["layers_to_transform"] = list_or_null(config.layers_to_transform);
+  j["layers_pattern"] = list_or_null(config.layers_pattern);
+  return j;
+}
+
+// PEFT's RandLoraConfig (peft_type RANDLORA).
+LoraConfig randlora_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  const ConfigFields fields{j, path};
+  LoraConfig config;
+  config.peft_type = PeftType::Randlora;
+  for (const char* key : {"r", "randlora_alpha", "randlora_dropout"}) fields.refuse_null(key);  // (computed with)
+  config.r = fields.integer("r", 32, 1, kMaxLoraRank, "from 1 to 2^20");                        // PEFT's default: 32
+  read_projection_settings(fields, &config);
+  config.randlora_sparse = fields.flag("sparse", false);
+  config.randlora_very_sparse = fields.flag("very_sparse", false);
+  config.dropout = fields.number("randlora_dropout", 0, 0, 1);
+  config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
+  config.randlora_alpha = fields.number("randlora_alpha", 640, 0, kMaxLoraAlpha);
+  config.randlora_init_weights = fields.flag("init_weights", true);
+  read_bias(fields, "randlora_only", &config);
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/false}, &config);  // (PEFT's has no exclude_modules)
+  return config;
+}
+
+// PEFT's ShiraConfig: its fields, in its order.
+nlohmann::ordered_json shira_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  json j = peft_config_json(peft_type_name(PeftType::Shira), config);
+  j["r"] = config.r;
+  j["mask_type"] = config.shira_mask_type;
+  j["random_seed"] = config.shira_random_seed ? json(*config.shira_random_seed) : json(nullptr);
+  j["target_modules"] = targets_json(config);
+  j["fan_in_fan_out"] = false;
+  j["init_weights"] = config.shira_init_weights;
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
+  return j;
+}
+
+// PEFT's ShiraConfig (peft_type SHIRA). Its mask_type may name a function of the user's (PEFT's
+// mask_fn, Python code): the places then come from the file's shira_indices alone.
+LoraConfig shira_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  // ShiraConfig has no layer settings nor exclude_modules: a file's are ignored, as PEFT drops them.
+  nlohmann::ordered_json own = j;
+  for (const char* key : {"layers_to_transform", "layers_pattern", "exclude_modules"}) own.erase(key);
+  const ConfigFields fields{own, path};
+  LoraConfig config;
+  config.peft_type = PeftType::Shira;
+  fields.refuse_null("r");  // (PEFT computes with it)
+  config.r = fields.integer("r", 32, 1, kMaxLoraRank, "from 1 to 2^20");
+  fields.refuse_null("mask_type");
+  if (fields.given("mask_type")) {
+    if (!own["mask_type"].is_string() || own["mask_type"].get<std::string>().empty() ||
+        !is_utf8(own["mask_type"].get<std::string>()))
+      fields.refuse("mask_type", "must be a name (\"random\", or the user's own mask function's)");
+    config.shira_mask_type = own["mask_type"].get<std::string>();
+  }
+  // Python's manual_seed takes any integer from -2^63 to 2^64 - 1 (negative ones wrapped).
+  if (fields.given("random_seed") && !own["random_seed"].is_null()) {
+    if (own["random_seed"].is_number_unsigned())
+      config.shira_random_seed = static_cast<int64_t>(own["random_seed"].get<uint64_t>());
+    else
+      config.shira_random_seed = fields.integer("random_seed", 0, INT64_MIN, INT64_MAX, "from -2^63 to 2^64 - 1");
+  }
+  config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
+  config.shira_init_weights = fields.flag("init_weights", true);
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/false}, &config);
+  return config;
+}
+
 }  // namespace
 
 // PEFT's LNTuningConfig: its fields, in its order.
@@ -933,6 +1025,10 @@ nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
       return miss_config_json(config);
     case PeftType::C3a:
       return c3a_config_json(config);
+    case PeftType::Shira:
+      return shira_config_json(config);
+    case PeftType::Randlora:
+      return randlora_config_json(config);
     case PeftType::Lora:
       break;
   }
@@ -958,10 +1054,12 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "LN_TUNING") return ln_tuning_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "MISS") return miss_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "C3A") return c3a_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "SHIRA") return shira_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "RANDLORA") return randlora_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse("peft_type",
            "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\", \"BOFT\", \"HRA\", "
-           "\"FOURIERFT\", \"LN_TUNING\", \"MISS\", \"C3A\" or "
+           "\"FOURIERFT\", \"LN_TUNING\", \"MISS\", \"C3A\", \"SHIRA\", \"RANDLORA\" or "
            "\"TRAINABLE_TOKENS\" (other "
            "PEFT methods are not supported)");
   LoraConfig config;

@@ -11,6 +11,8 @@
 #include "model/peft/lycoris.h"
 #include "model/peft/miss.h"
 #include "model/peft/oft.h"
+#include "model/peft/randlora.h"
+#include "model/peft/shira.h"
 #include "model/peft/vera.h"
 
 namespace acc {
@@ -280,10 +282,70 @@ FactorMethod c3a() {
       nullptr};
 }
 
+FactorMethod shira() {
+  return {PeftType::Shira,
+          "SHiRA adapts linear layers",
+          {kShiraWeight},
+          "values",
+          [](const std::string&, const at::Tensor& t) { return refusal_unless(t, 1, "SHiRA's trained entries"); },
+          /*files_hold_every_tensor=*/true,
+          /*files_hold_biases=*/false,
+          /*rank_and_scaling=*/false,
+          make_shira_adapters,
+          shira_factor_shapes,
+          [](const LoraConfig& config, const std::string&) { return "r " + concat(config.r); },
+          [](const LoraConfig&) { return std::string(); },  // (the places come with the values)
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
+            return shira_merged_weight(w, factor_named(factors, kShiraWeight), adapter.indices);
+          },
+          shira_output_adapter,
+          nullptr};
+}
+
+FactorMethod randlora() {
+  return {PeftType::Randlora,
+          "RandLoRA adapts linear layers (transformers' Conv1D too)",
+          {kRandloraLambda, kRandloraGamma},
+          "factors",
+          [](const std::string&, const at::Tensor& t) { return refusal_unless(t, 2, "RandLoRA's lambda and gamma"); },
+          /*files_hold_every_tensor=*/true,
+          /*files_hold_biases=*/true,
+          /*rank_and_scaling=*/false,
+          make_randlora_adapters,
+          randlora_factor_shapes,
+          rank_decides,
+          // The same bases: the same seed, rank and kind everywhere, saved or not alike (PEFT's check),
+          // and the same scaling.
+          [](const LoraConfig& config) {
+            return "r " + concat(config.r) + ", projection_prng_key " + concat(config.projection_prng_key) +
+                   (config.randlora_very_sparse ? ", very_sparse"
+                    : config.randlora_sparse    ? ", sparse"
+                                                : "") +
+                   ", randlora_alpha " + concat(config.randlora_alpha) + " and save_projection " +
+                   (config.save_projection ? "true" : "false");
+          },
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
+            return randlora_merged_weight(adapter, w, factor_named(factors, kRandloraLambda),
+                                          factor_named(factors, kRandloraGamma));
+          },
+          randlora_output_adapter,
+          nullptr};
+}
+
 }  // namespace
 
+const SharedTensors* shared_tensors(PeftType type) {
+  static const SharedTensors vera{
+      kVeraProjectionA, kVeraProjectionB, kVeraBufferA, kVeraBufferB, 2, vera_projection_shapes, false};
+  static const SharedTensors randlora{
+      kRandloraBasesA, kRandloraBasesB, kRandloraBufferA, kRandloraBufferB, 3, randlora_bases_shapes, true};
+  if (type == PeftType::Vera) return &vera;
+  if (type == PeftType::Randlora) return &randlora;
+  return nullptr;
+}
+
 const FactorMethod* factor_method(PeftType type) {
-  static const std::array<FactorMethod, 10> methods = {
+  static const std::array<FactorMethod, 12> methods = {
       lycoris(PeftType::Loha, "LoHa adapts linear layers and 1-D and 2-D convolutions"),
       lycoris(PeftType::Lokr, "LoKr adapts linear layers and 1-D and 2-D convolutions"),
       vera(),
@@ -293,7 +355,9 @@ const FactorMethod* factor_method(PeftType type) {
       hra(),
       fourierft(),
       miss(),
-      c3a()};
+      c3a(),
+      shira(),
+      randlora()};
   for (const FactorMethod& method : methods)
     if (method.type == type) return &method;
   return nullptr;

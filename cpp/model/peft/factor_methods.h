@@ -1,13 +1,14 @@
 // The PEFT methods whose adapters are named tensors of a layer (LoraAdapter::factors): LoHa, LoKr,
-// VeRA, OFT, AdaLoRA, BOFT, HRA, FourierFT, MiSS and C3A. What each adapts, draws, reads from files, merges and
-// computes, in one table, so the shared code (adding, files, loading, merging, wiring) asks it instead of testing the
-// method at each turn. LoRA, (IA)^3 and trainable tokens have tensors of their own.
+// VeRA, OFT, AdaLoRA, BOFT, HRA, FourierFT, MiSS, C3A, SHiRA and RandLoRA. What each adapts, draws, reads from files,
+// merges and computes, in one table, so the shared code (adding, files, loading, merging, wiring) asks it instead of
+// testing the method at each turn. LoRA, (IA)^3 and trainable tokens have tensors of their own.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "model/peft/lora.h"
@@ -48,6 +49,23 @@ struct FactorMethod {
   InputAdapter (*input_adapter)(const LoraAdapter& adapter, const LoraConfig& config,
                                 std::shared_ptr<const bool> enabled);
 };
+
+// The frozen tensors a method's layers share (LoraAdapter::projections: VeRA's projections,
+// RandLoRA's bases): their names in PEFT's files and in the model's state (beside its buffers), their
+// dimensions and shapes over the targeted layers, and whether PEFT's files repeat them under each
+// layer's name ("<module>.<state name>": RandLoRA's layers hold its bases too).
+struct SharedTensors {
+  const char* file_a;
+  const char* file_b;
+  const char* state_a;
+  const char* state_b;
+  int64_t dims;
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> (*shapes)(const LoraConfig& config,
+                                                                  const std::vector<LinearSite>& chosen);
+  bool per_layer_copies;
+};
+// The method's shared tensors; null for a method without them.
+const SharedTensors* shared_tensors(PeftType type);
 
 // The method's entry; null for LoRA, (IA)^3 and trainable tokens.
 const FactorMethod* factor_method(PeftType type);

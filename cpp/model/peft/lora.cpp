@@ -837,9 +837,10 @@ NamedTensors LoraAdapters::named_parameters() const {
 }
 
 NamedTensors LoraAdapters::named_buffers() const {
-  if (adapters_.empty() || !is_vera(adapters_.front())) return {};
+  if (adapters_.empty() || !adapters_.front().projections) return {};
   const auto& projections = adapters_.front().projections;
-  return {{kVeraBufferA, projections->a}, {kVeraBufferB, projections->b}};
+  const SharedTensors& shared = *shared_tensors(adapters_.front().method);
+  return {{shared.state_a, projections->a}, {shared.state_b, projections->b}};
 }
 
 void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
@@ -1072,7 +1073,8 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
         adapter_entries.insert(module + suffix);
       }
       if (is_adalora(adapter)) adapter_entries.insert(module + kAdaloraRanknum);
-      if (is_vera(adapter)) adapter_entries.insert({kVeraBufferA, kVeraBufferB});
+      if (const SharedTensors* shared = adapter.projections ? shared_tensors(adapter.method) : nullptr)
+        adapter_entries.insert({shared->state_a, shared->state_b});
       const at::Tensor& w = entry_of(weight_name(adapter.site));
       merged_weights[weight_name(adapter.site)] = factor_merged_weight(adapter, w, stated, config_);
       continue;

@@ -205,9 +205,12 @@ struct LoraAdapter {
   PeftType method = PeftType::Lora;  // whose adapter this is (IA3, LoHa, LoKr, VeRA, OFT, AdaLoRA set it)
   // AdaLoRA's ranknum (1, frozen, in the layer's dtype: its init_r), listed after its factors.
   at::Tensor ranknum{};
-  // VeRA's frozen projections, one pair shared by the adapter's layers (model/peft/vera.h); null for
-  // every other method.
+  // VeRA's frozen projections or RandLoRA's bases, one pair shared by the adapter's layers
+  // (model/peft/vera.h, randlora.h); null for every other method.
   std::shared_ptr<VeraProjections> projections{};
+  // SHiRA's places of its values in the weight (model/peft/shira.h: 2 x K int32, frozen; in the
+  // adapter's files, not in the model's state); undefined for every other method.
+  at::Tensor indices{};
 };
 
 // The factor named `suffix` among `factors` (null where there is none); and the one that must be
@@ -287,7 +290,8 @@ class LoraAdapters {
   // "<module>.token_adapter.trainable_tokens_delta".
   NamedTensors named_parameters() const;
   // The adapters' buffers, which the model's state holds beside its own: VeRA's shared projections
-  // (model/peft/vera.h), under kVeraBufferA and kVeraBufferB; none for the other methods.
+  // (model/peft/vera.h) or RandLoRA's bases (model/peft/randlora.h), under their state names
+  // (SharedTensors); none for the other methods.
   NamedTensors named_buffers() const;
   // Adapter k's parameters under their names, as named_parameters lists them.
   void append_parameters(size_t k, NamedTensors* out) const;
@@ -359,9 +363,11 @@ class LoraAdapters {
   // model's tensors are the originals again; brought back, its values are written into them.
   void put_saved_modules_aside();
   void bring_saved_modules_back();
-  // PEFT's unload of LN tuning: its modules' values as they were (its base_layer), the modules to
-  // save beside it keeping their trained values (their wrapper's copy); returns the tensors put back.
-  std::vector<at::Tensor> restore_tuned_modules();
+  // LN tuning's modules as they were (PEFT's unload: its base_layer), the modules to save beside it
+  // keeping their trained values (their wrapper's copy) unless `modules_to_save_too` (PEFT's
+  // delete_adapter of the last adapter: its wrapper computes with original_module then); returns the
+  // tensors put back.
+  std::vector<at::Tensor> restore_originals(bool modules_to_save_too);
   // The values of the modules it saves that an adapter kept aside holds, under the model's names.
   NamedTensors saved_modules_aside() const;
   // The values the modules it saves had when the adapters were added (what a disabled forward and

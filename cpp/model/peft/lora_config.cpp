@@ -485,6 +485,58 @@ const OptionTable<LoraConfig>& c3a_option_table() {
   return table;
 }
 
+const OptionTable<LoraConfig>& shira_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Shira, [](OptionTable<L>& t) {
+    t.bind("r", "each layer trains r (in + out) entries of its weight (not a rank: the delta is sparse)", &L::shira_r)
+        .at_least(1)
+        .at_most(kMaxLoraRank);
+    t.bind("mask_type", "how the places are picked: random (PEFT's random_mask)", &L::shira_mask_type)
+        .one_of({"random"});
+    t.bind("random_seed",
+           "the seed of each layer's mask generator (default none: a new generator's default seed, so layers of one "
+           "shape share their places)",
+           &L::shira_random_seed);
+    t.bind("init_weights", "the trained entries start as zeros (false: torch.randn draws)", &L::shira_init_weights);
+    bind_modules_to_save(t);  // (PEFT's ShiraConfig has no exclude_modules, bias or layer settings)
+    bind_texts(t);
+  });
+  return table;
+}
+
+const OptionTable<LoraConfig>& randlora_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Randlora, [](OptionTable<L>& t) {
+    t.bind("r",
+           "the bases' rank (fewer trained values as it grows: each layer trains r x n and n x its smaller side, "
+           "n = ceil(smaller side / r))",
+           &L::randlora_r)
+        .at_least(1)
+        .at_most(kMaxLoraRank);
+    t.bind("projection_prng_key", "the seed of the generator the bases are drawn from (modulo 2^64)",
+           &L::projection_prng_key);
+    t.bind("save_projection", "the bases are written to the adapter's files (else drawn again from the seed)",
+           &L::save_projection);
+    t.bind("sparse", "ternary sparse bases (-1, 0, 1 with 1/6, 2/3, 1/6)", &L::randlora_sparse);
+    t.bind("very_sparse", "ternary bases sparser still (-1 and 1 with 1 / sqrt(the smaller side) each)",
+           &L::randlora_very_sparse);
+    t.bind("randlora_dropout", "dropout on each adapted layer's input to its branch", &L::dropout)
+        .at_least(0)
+        .at_most(1);
+    t.bind("randlora_alpha", "the scaling is randlora_alpha / r", &L::randlora_alpha)
+        .at_least(0)
+        .at_most(kMaxLoraAlpha);
+    t.bind("bias", "which biases train beside the adapters: none, all, randlora_only (the adapted layers')", &L::bias)
+        .one_of({"none", "all", "randlora_only"});
+    t.bind("init_weights", "lambda starts as zeros (the layer unchanged; false: torch.randn draws)",
+           &L::randlora_init_weights);
+    bind_modules_to_save(t);  // (PEFT's RandLoraConfig has no exclude_modules)
+    bind_layers(t);
+    bind_texts(t);
+  });
+  return table;
+}
+
 const OptionTable<LoraConfig>& ln_tuning_option_table() {
   using L = LoraConfig;
   static const OptionTable<L> table(OptionsKind::LnTuning, [](OptionTable<L>& t) {
@@ -680,6 +732,10 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return miss(targets, options);
     case OptionsKind::C3a:
       return c3a(targets, options);
+    case OptionsKind::Shira:
+      return shira(targets, options);
+    case OptionsKind::Randlora:
+      return randlora(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -752,6 +808,21 @@ LoraConfig LoraConfig::c3a(const std::string& targets, const Options& options) {
   LoraConfig config = method_options("C3A", OptionsKind::C3a, c3a_option_table(), PeftType::C3a, options);
   read_size_pattern(config);
   read_method_targets(config, targets, "linear layers", "c3a_only");
+  return config;
+}
+
+LoraConfig LoraConfig::shira(const std::string& targets, const Options& options) {
+  LoraConfig config = method_options("SHiRA", OptionsKind::Shira, shira_option_table(), PeftType::Shira, options);
+  config.r = config.shira_r;
+  read_method_targets(config, targets, "linear layers");
+  return config;
+}
+
+LoraConfig LoraConfig::randlora(const std::string& targets, const Options& options) {
+  LoraConfig config =
+      method_options("RandLoRA", OptionsKind::Randlora, randlora_option_table(), PeftType::Randlora, options);
+  config.r = config.randlora_r;
+  read_method_targets(config, targets, "linear layers", "randlora_only");
   return config;
 }
 
@@ -937,6 +1008,8 @@ std::string LoraConfig::peft_bias() const {
       return "MiSS_only";
     case PeftType::C3a:
       return "c3a_only";
+    case PeftType::Randlora:
+      return "randlora_only";
     default:
       return bias;
   }

@@ -47,7 +47,9 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // FourierFTConfig (a sparse spectrum of each layer's delta trained, model/peft/fourierft.h) or its
 // LNTuningConfig (the targeted modules, layer norms, trained themselves: LoraConfig::tuned_module) or
 // its MissConfig (one shard shared by each layer's input blocks, model/peft/miss.h) or its C3AConfig
-// (each layer's delta a block circulant matrix, model/peft/c3a.h).
+// (each layer's delta a block circulant matrix, model/peft/c3a.h) or its ShiraConfig (entries of each
+// weight trained at fixed places, model/peft/shira.h) or its RandLoraConfig (random bases shared by
+// the layers, scaled by each layer's trained tensors, model/peft/randlora.h).
 enum class PeftType {
   Lora,
   TrainableTokens,
@@ -62,7 +64,9 @@ enum class PeftType {
   Fourierft,
   LnTuning,
   Miss,
-  C3a
+  C3a,
+  Shira,
+  Randlora
 };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
@@ -93,6 +97,10 @@ inline const char* peft_type_name(PeftType type) {
       return "MISS";
     case PeftType::C3a:
       return "C3A";
+    case PeftType::Shira:
+      return "SHIRA";
+    case PeftType::Randlora:
+      return "RANDLORA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -128,6 +136,10 @@ inline const char* peft_method_name(PeftType type) {
       return "MiSS";
     case PeftType::C3a:
       return "C3A";
+    case PeftType::Shira:
+      return "SHiRA";
+    case PeftType::Randlora:
+      return "RandLoRA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -342,6 +354,23 @@ struct LoraConfig {
   // ("xavier_uniform", PEFT's default and its false, "kaiming_uniform", "gaussian", or "true": zeros).
   int64_t c3a_block_size = 256;
   std::string c3a_init = "xavier_uniform";
+  // PEFT's ShiraConfig (peft_type Shira; its r is `r`, taken from shira_r, PEFT's default): r (in +
+  // out) entries of each layer's weight train at places its mask function picks ("random": from a
+  // generator seeded random_seed, or a new generator's default seed where none is given), starting
+  // as zeros (init_weights) or torch.randn draws.
+  int64_t shira_r = 32;
+  std::string shira_mask_type = "random";
+  std::optional<int64_t> shira_random_seed;
+  bool shira_init_weights = true;
+  // PEFT's RandLoraConfig (peft_type Randlora; its r is `r`, taken from randlora_r, PEFT's default;
+  // its randlora_dropout `dropout`, its bias `bias` with "randlora_only" as "lora_only"; the bases
+  // drawn from projection_prng_key and saved where save_projection, as VeRA's): the scaling is
+  // randlora_alpha / r; the bases are Kaiming draws, or ternary sparse ones.
+  int64_t randlora_r = 32;
+  double randlora_alpha = 640.0;
+  bool randlora_sparse = false;
+  bool randlora_very_sparse = false;
+  bool randlora_init_weights = true;
   // PEFT's MissConfig (peft_type Miss; its r is `r`, taken from miss_r, PEFT's default; its
   // miss_dropout `dropout`, its bias `bias` with "MiSS_only" as "lora_only"): the variant, PEFT's
   // init_weights ("true": zeros, "false": Kaiming draws, "bat", "mini"), and mini's shard width along
@@ -415,6 +444,10 @@ struct LoraConfig {
   static LoraConfig miss(const std::string& targets, const Options& options);
   // PEFT's C3AConfig: `targets` as above (or "all-linear"), `options` of kind c3a.
   static LoraConfig c3a(const std::string& targets, const Options& options);
+  // PEFT's ShiraConfig: `targets` as above (or "all-linear"), `options` of kind shira.
+  static LoraConfig shira(const std::string& targets, const Options& options);
+  // PEFT's RandLoraConfig: `targets` as above (or "all-linear"), `options` of kind randlora.
+  static LoraConfig randlora(const std::string& targets, const Options& options);
   // PEFT's LNTuningConfig: `targets` the modules trained themselves, `options` of kind ln_tuning.
   static LoraConfig ln_tuning(const std::string& targets, const Options& options);
   // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
@@ -506,6 +539,8 @@ const OptionTable<LoraConfig>& hra_option_table();
 const OptionTable<LoraConfig>& fourierft_option_table();
 const OptionTable<LoraConfig>& miss_option_table();
 const OptionTable<LoraConfig>& c3a_option_table();
+const OptionTable<LoraConfig>& shira_option_table();
+const OptionTable<LoraConfig>& randlora_option_table();
 // A JSON integer as the size pattern `setting`'s value for `key`; one past int64's range is refused
 // (InvalidArgument, naming it as given).
 int64_t size_value(const nlohmann::ordered_json& value, const char* setting, const std::string& key);

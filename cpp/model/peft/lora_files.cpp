@@ -20,6 +20,7 @@
 #include "model/peft/lora_init.h"
 #include "model/peft/lycoris.h"
 #include "model/peft/oft.h"
+#include "model/peft/shira.h"
 #include "model/peft/vera.h"
 
 namespace acc {
@@ -41,7 +42,6 @@ constexpr const char* kLnTuningLayers = ".ln_tuning_layers";
 // they are taken only beside the configuration they were saved with. (PEFT ignores the key.)
 constexpr const char* kConfigChecksumKey = "accelerate_adapter_config_crc32c";
 // What saves into one folder lock (PEFT's readers ignore it).
-constexpr const char* kSaveLockFile = ".accelerate_adapter_save.lock";
 
 std::string config_checksum(const std::string& text) {
   char hex[9];
@@ -93,6 +93,8 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
     } else {
       adapters.append_parameters(k, &parameters);
     }
+    // SHiRA's places beside its values (PEFT's _get_adapter_state_dict adds them).
+    if (adapter.indices.defined()) parameters.emplace_back(adapter.site.module + kShiraIndices, adapter.indices);
     // An attention's out_proj adapted with it: "<attention>.out_proj.lora_A.weight" is PEFT's
     // "<attention>.base_layer.out_proj.lora_A.weight".
     const std::string& owner = adapter.site.owner;
@@ -117,18 +119,27 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
     const std::string in_file = module.empty() ? name : module + kLnTuningLayers + name.substr(module.size());
     tensors.emplace_back(kPrefix + in_file, tensor.detach().to(at::kCPU).contiguous());
   }
-  // VeRA's shared projections, under PEFT's names, where its configuration saves them.
-  if (adapters.config().peft_type == PeftType::Vera && adapters.config().save_projection && adapters.size() > 0) {
+  // VeRA's projections or RandLoRA's bases, under PEFT's names, where its configuration saves them
+  // (RandLoRA's under each layer's name too, as PEFT's files hold them).
+  const SharedTensors* shared = shared_tensors(adapters.config().peft_type);
+  if (shared && adapters.config().save_projection && adapters.size() > 0) {
     const auto& projections = adapters.adapters().front().projections;
-    tensors.emplace_back(kVeraProjectionA, projections->a.detach().to(at::kCPU).contiguous());
-    tensors.emplace_back(kVeraProjectionB, projections->b.detach().to(at::kCPU).contiguous());
+    const at::Tensor a = projections->a.detach().to(at::kCPU).contiguous(),
+                     b = projections->b.detach().to(at::kCPU).contiguous();
+    tensors.emplace_back(shared->file_a, a);
+    tensors.emplace_back(shared->file_b, b);
+    if (shared->per_layer_copies)
+      for (const LoraAdapter& adapter : adapters.adapters()) {
+        tensors.emplace_back(kPrefix + adapter.site.module + "." + shared->state_a, a);
+        tensors.emplace_back(kPrefix + adapter.site.module + "." + shared->state_b, b);
+      }
   }
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(Status::Io, "cannot create '", dir, "': ", ec.message());
   // Every process of a job may save into one folder: they take turns (each would remove the other's
   // files in progress).
-  const FileLock lock((fs::path(dir) / kSaveLockFile).string(), "the adapter folder's lock file",
+  const FileLock lock((fs::path(dir) / kAdapterSaveLockFile).string(), "the adapter folder's lock file",
                       std::chrono::seconds(120));
   // Both files are written beside the old ones first, so a failed save leaves the adapter that was
   // there. Then the configuration is renamed into place, then the weights: a save stopped between
@@ -225,14 +236,22 @@ LoraFiles read_lora_files(const std::string& dir) {
   const bool standalone = files.config.peft_type == PeftType::TrainableTokens;
   const FactorMethod* factors = factor_method(files.config.peft_type);
   const bool lycoris = files.config.peft_type == PeftType::Loha || files.config.peft_type == PeftType::Lokr;
-  const bool vera = files.config.peft_type == PeftType::Vera, adalora = files.config.peft_type == PeftType::Adalora;
+  const bool adalora = files.config.peft_type == PeftType::Adalora, shira = files.config.peft_type == PeftType::Shira;
+  const SharedTensors* shared = shared_tensors(files.config.peft_type);
+  NamedTensors layer_copies;  // RandLoRA's layers' copies of its bases (PEFT loads the shared ones last)
   const char* method = peft_method_name(files.config.peft_type);
   const std::string delta_suffix = standalone ? kStandaloneTokenDeltaSuffix : kTokenDeltaSuffix;
   for (auto& [name, tensor] : contents.tensors) {
-    if (vera && (name == kVeraProjectionA || name == kVeraProjectionB)) {  // the shared projections
+    if (shared && (name == shared->file_a || name == shared->file_b)) {  // the shared projections
       if (!files.config.save_projection) continue;  // drawn from the seed instead (PEFT warns and ignores them)
-      if (!tensor.is_floating_point() || tensor.dim() != 2) refuse(name, "must be a 2-D floating-point tensor");
-      (name == kVeraProjectionA ? files.vera_a : files.vera_b) = tensor;
+      if (!tensor.is_floating_point() || tensor.dim() != shared->dims)
+        refuse(name, "must be a " + concat(shared->dims) + "-D floating-point tensor");
+      (name == shared->file_a ? files.projection_a : files.projection_b) = tensor;
+      continue;
+    }
+    if (shared && shared->per_layer_copies && name.rfind(kPrefix, 0) == 0 &&
+        (ends_with(name, std::string(".") + shared->state_a) || ends_with(name, std::string(".") + shared->state_b))) {
+      if (files.config.save_projection) layer_copies.emplace_back(name, tensor);
       continue;
     }
     if (name.rfind(kPrefix, 0) != 0)
@@ -286,6 +305,11 @@ LoraFiles read_lora_files(const std::string& dir) {
         continue;
       }
       refuse(name, "is not an IA3 vector (<module>.ia3_l) nor what modules_to_save trains");
+    }
+    if (shira && ends_with(in_model, kShiraIndices) && in_model.size() > std::string(kShiraIndices).size()) {
+      // Checked against the layer's values and weight when loaded.
+      files.modules[in_model.substr(0, in_model.size() - std::string(kShiraIndices).size())].indices = tensor;
+      continue;
     }
     if (factors) {
       bool factor = false;
@@ -374,10 +398,16 @@ LoraFiles read_lora_files(const std::string& dir) {
           fail(Status::Io, "'", weights_path, "': the ", method, " adapter of '", module, "' lacks ", kPrefix, module,
                suffix);
   }
-  if (vera) {  // and the projections where the configuration saves them
-    if (files.config.save_projection && (!files.vera_a.defined() || !files.vera_b.defined()))
-      fail(Status::Io, "'", weights_path, "' lacks VeRA's projections (", kVeraProjectionA, ", ", kVeraProjectionB,
+  if (shared) {  // and the projections where the configuration saves them
+    if (files.config.save_projection && (!files.projection_a.defined() || !files.projection_b.defined()))
+      fail(Status::Io, "'", weights_path, "' lacks ", method, "'s projections (", shared->file_a, ", ", shared->file_b,
            "), which save_projection says it holds");
+    for (const auto& [name, copy] : layer_copies) {
+      const at::Tensor& own = ends_with(name, shared->state_a) ? files.projection_a : files.projection_b;
+      if (copy.sizes() != own.sizes() || !copy.is_floating_point())
+        fail(Status::Io, "'", weights_path, "': '", name, "' is a layer's copy of ", method, "'s bases, but ",
+             copy.scalar_type(), " of shape ", copy.sizes(), " where they are ", own.sizes());
+    }
     return files;
   }
   if (lycoris) {

@@ -16,6 +16,8 @@ namespace acc {
 constexpr const char* kAdapterConfigFile = "adapter_config.json";
 constexpr const char* kAdapterWeightsFile = "adapter_model.safetensors";
 constexpr const char* kAdapterFileNames[] = {kAdapterConfigFile, kAdapterWeightsFile};
+// The lock a save takes in the folder (every process of a job may save into one folder).
+constexpr const char* kAdapterSaveLockFile = ".accelerate_adapter_save.lock";
 
 struct LoraFiles {
   LoraConfig config;
@@ -31,8 +33,11 @@ struct LoraFiles {
     // A LoHa or LoKr file's factors, or a VeRA file's vectors, under their names after the module's,
     // in the file's order.
     NamedTensors factors;
+    at::Tensor indices;  // a SHiRA file's places of the values (<module>.shira_indices)
   };
-  at::Tensor vera_a, vera_b;            // a VeRA file's projections (base_model.vera_A, vera_B), where it saves them
+  // A VeRA file's projections (base_model.vera_A, vera_B) or a RandLoRA file's bases (base_model.randlora_A,
+  // randlora_B), where it saves them.
+  at::Tensor projection_a, projection_b;
   std::map<std::string, Pair> modules;  // by module name
   // What trains whole beside the adapters (the modules to save's parameters and buffers, the biases
   // the bias setting trains), by their names in the model.

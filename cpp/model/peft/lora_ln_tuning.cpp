@@ -32,11 +32,11 @@ size_t LoraAdapters::add_tuned_modules(const LoraConfig& config, const NamedTens
   return tuned_modules_.size();
 }
 
-std::vector<at::Tensor> LoraAdapters::restore_tuned_modules() {
+std::vector<at::Tensor> LoraAdapters::restore_originals(bool modules_to_save_too) {
   at::NoGradGuard no_grad;
   std::vector<at::Tensor> restored;
   for (auto& original : originals_) {
-    if (config_.tuned_module(original.name).empty()) continue;  // a module to save
+    if (!modules_to_save_too && config_.tuned_module(original.name).empty()) continue;  // a module to save
     original.live.copy_(original.kept);
     original.live.mutable_grad() = at::Tensor();
     restored.push_back(original.live);

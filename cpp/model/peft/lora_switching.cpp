@@ -88,6 +88,7 @@ void LoraAdapters::swap_in(LoraAdapters& other, bool enabled) {
     std::swap(mine.factors, theirs.factors);
     std::swap(mine.ranknum, theirs.ranknum);
     std::swap(mine.projections, theirs.projections);
+    std::swap(mine.indices, theirs.indices);
     std::swap(mine.method, theirs.method);
     std::swap(mine.feedforward, theirs.feedforward);
     std::swap(mine.r, theirs.r);

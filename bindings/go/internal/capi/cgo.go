@@ -71,6 +71,8 @@ const (
 	OptionsLnTuning        = C.ACC_OPTIONS_LN_TUNING
 	OptionsMiss            = C.ACC_OPTIONS_MISS
 	OptionsC3a             = C.ACC_OPTIONS_C3A
+	OptionsShira           = C.ACC_OPTIONS_SHIRA
+	OptionsRandlora        = C.ACC_OPTIONS_RANDLORA
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
