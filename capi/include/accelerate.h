@@ -2116,7 +2116,11 @@ ACC_API ACC_NODISCARD acc_status acc_dataloader_create(acc_dataset *ds, const ac
 /* A loader over a batch sampler's batches: batch k holds the dataset indices
  * indices[offset_k .. offset_k + batch_sizes[k]) (the batches laid end to end), yielded in this order
  * every epoch. Sizes may vary: on several processes, with even_batches, the last round is then
- * completed with whole batches from the epoch's start, as Accelerate does. opts: an ACC_OPTIONS_DATALOADER object or NULL; batch_size, shuffle and drop_last
+ * completed with whole batches from the epoch's start, as Accelerate does for a sampler without a
+ * batch_size (acc_gather_for_metrics cannot tell those repeated batches from real ones and keeps
+ * them, as Accelerate's; acc_dataloader_total_batch_size is the first batch's size times the
+ * processes). Batches all of one size but a shorter last one are a standard BatchSampler's: the last
+ * round is completed sample by sample from the epoch's start, as Accelerate does with its batch_size. opts: an ACC_OPTIONS_DATALOADER object or NULL; batch_size, shuffle and drop_last
  * are the sampler's business and are refused. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_create_from_batches(acc_dataset *ds, const int64_t *indices,
                                                                     const size_t *batch_sizes, size_t num_batches,
@@ -2130,7 +2134,9 @@ ACC_API ACC_NODISCARD acc_status acc_dataloader_length(const acc_dataloader *dl,
 ACC_API ACC_NODISCARD acc_status acc_dataloader_epoch(const acc_dataloader *dl, int64_t *out);
 /* Sets the epoch of the next iteration: with a seed (or use_seedable_sampler) epoch e shuffles with
  * seed + e; without one, each epoch draws a new order (on several processes from a generator synchronized
- * from process 0, as Accelerate's). Only between epochs. */
+ * from process 0, as Accelerate's). Only between epochs. After acc_load_state, naming the epoch the
+ * checkpoint was in resumes it where it was; naming another starts that one whole (the checkpoint's
+ * position and draws are dropped; a generator of the loader's own keeps its restored state). */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_set_epoch(acc_dataloader *dl, int64_t epoch);
 /* Batches are made by `collate` from the samples instead of by stacking. Only between epochs. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_set_collate(acc_dataloader *dl, acc_collate_fn collate, void *user_data,

@@ -71,6 +71,7 @@ void DataLoader::skip_first_batches(int64_t batches) {
 
 bool DataLoader::take_empty_pass() {
   after_restored_epoch_end_ = false;
+  if (empty_pass_) loaded_epoch_.reset();
   return std::exchange(empty_pass_, false);
 }
 
@@ -94,6 +95,7 @@ void DataLoader::create_iterator() {
 uint64_t DataLoader::take_iterator_draw() {
   // Every kind of loader starts its epoch here.
   require_epoch_can_start();
+  loaded_epoch_.reset();
   if (created_iterator_seed_) {
     iterator_seed_ = std::exchange(created_iterator_seed_, std::nullopt);
   } else if (!std::exchange(iterator_draw_taken_, false)) {
@@ -111,8 +113,18 @@ void DataLoader::set_epoch(int64_t epoch) {
   require(epoch >= 0, "epoch must not be negative, got ", epoch);
   require(epoch < std::numeric_limits<int64_t>::max(), "epoch must be below 2^63 - 1 (the next epoch follows it), got ",
           epoch);
+  // A loaded state resumes its own epoch: naming another (Accelerate's set_epoch, whose load_state
+  // does not restore loaders) starts that one whole, in its own order.
+  if (loaded_epoch_ && *loaded_epoch_ != epoch) drop_loaded_resume();
   epoch_ = epoch;
   after_restored_epoch_end_ = empty_pass_ = false;  // the loop names its epoch itself
+}
+
+void DataLoader::drop_loaded_resume() {
+  loaded_epoch_.reset();
+  options_.skip_batches = 0;
+  iterator_draw_taken_ = false;
+  resume_iterator_seed_.reset();
 }
 
 LoaderState DataLoader::state() const {
@@ -175,6 +187,7 @@ void DataLoader::load_state(const LoaderState& state) {
   created_iterator_seed_.reset();
   resume_iterator_seed_ = iterator_draw_taken_ ? state.iterator_seed : std::nullopt;
   if (state.seed) options_.seed = state.seed;
+  loaded_epoch_ = state.epoch;
 }
 
 }  // namespace acc

@@ -184,6 +184,9 @@ class DataLoader {
   bool iterator_created() const { return created_iterator_seed_.has_value(); }
   // What a kind of loader draws when its iterator is created, after the base seed (create_iterator).
   virtual void draw_at_iterator_creation() {}
+  // What a loaded state kept to resume its epoch goes (its position, its draws, a kind's seeds and
+  // random states): set_epoch named another epoch before that one started, which starts whole.
+  virtual void drop_loaded_resume();
   // A saved shuffle generator's state (check_state): refused by loaders without such a generator.
   virtual void check_generator_state(const std::vector<uint8_t>& bytes) const;
   // Saved worker generator states (check_state): refused by loaders without worker threads.
@@ -205,6 +208,7 @@ class DataLoader {
   std::optional<uint64_t> iterator_seed_;         // the epoch's base seed (take_iterator_draw)
   std::optional<uint64_t> resume_iterator_seed_;  // the resumed epoch's, from load_state
   bool after_restored_epoch_end_ = false;         // loaded at an epoch's start, nothing iterated since
+  std::optional<int64_t> loaded_epoch_;           // a loaded state's epoch, until it starts
   bool empty_pass_ = false;                       // see skip_first_batches
   std::shared_ptr<LoaderObserver> observer_;
   const DataLoader* served_ = nullptr;

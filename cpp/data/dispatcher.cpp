@@ -219,6 +219,14 @@ void DispatchingDataLoader::load_state(const LoaderState& state) {
   }
 }
 
+void DispatchingDataLoader::drop_loaded_resume() {
+  DataLoader::drop_loaded_resume();
+  resume_unread_skip_.reset();
+  resume_position_ = 0;
+  resume_next_random_state_ = at::Tensor();
+  // (process 0's base drops its own when this loader names the epoch to it, at the epoch's start)
+}
+
 void DispatchingDataLoader::check_fetch_random_state(const std::vector<uint8_t>& bytes, const std::string& what) const {
   if (collectives_.rank() != 0) return DataLoader::check_fetch_random_state(bytes, what);
   base_->check_fetch_random_state(bytes, what);

@@ -35,6 +35,7 @@ class DispatchingDataLoader final : public DataLoader {
 
  protected:
   void abandon_epoch() override;
+  void drop_loaded_resume() override;
   void check_generator_state(const std::vector<uint8_t>& bytes) const override;
 
  private:

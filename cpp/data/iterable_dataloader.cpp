@@ -116,6 +116,12 @@ void IterableDataLoader::load_state(const LoaderState& state) {
   resume_first_state_ = mid_epoch ? state.first_batch_random_state : state.next_batch_random_state;
 }
 
+void IterableDataLoader::drop_loaded_resume() {
+  DataLoader::drop_loaded_resume();
+  resume_ahead_state_.clear();
+  resume_first_state_.clear();
+}
+
 void IterableDataLoader::check_fetch_random_state(const std::vector<uint8_t>& bytes, const std::string& what) const {
   check_cpu_generator_state(bytes, what);
 }

@@ -42,6 +42,7 @@ class IterableDataLoader final : public DataLoader {
 
  protected:
   void abandon_epoch() override;
+  void drop_loaded_resume() override;
   void settle_end_of_epoch() override;
 
  private:

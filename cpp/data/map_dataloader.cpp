@@ -147,6 +147,15 @@ void MapDataLoader::load_state(const LoaderState& state) {
   resume_next_batch_random_state_ = state.next_batch_random_state;
 }
 
+void MapDataLoader::drop_loaded_resume() {
+  DataLoader::drop_loaded_resume();
+  // The epoch named instead shuffles with its own seed (seed + epoch); a generator of the loader's
+  // own keeps its restored state, as PyTorch's set_epoch leaves a generator alone.
+  resume_seed_.reset();
+  resume_worker_states_.clear();
+  resume_next_batch_random_state_.clear();
+}
+
 std::vector<at::Generator> MapDataLoader::epoch_workers(uint64_t base_seed) {
   std::vector<at::Generator> workers;
   for (size_t w = 0; w < options().num_workers; ++w) {

@@ -53,6 +53,7 @@ class MapDataLoader : public DataLoader {
   // `synchronize` replaces its state with process 0's, then the epoch's permutation advances it.
   void synchronize_shuffle(std::function<void(at::Generator&)> synchronize);
   void abandon_epoch() override;
+  void drop_loaded_resume() override;
   void check_generator_state(const std::vector<uint8_t>& bytes) const override;
   // The request to its batch sampler (0-based) in which the sampler's permutation runs out and it
   // takes its tail draw: the one after the last full batch, floor(n / batch_size) (the short last

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -1151,5 +1152,50 @@ TEST(DataLoader, DataSeedCountsOnlyWithTheSeedableSampler) {
   EXPECT_EQ(seedable[1], seed5_epoch1);
   EXPECT_EQ(prepared_epochs({{"data_seed", "5"}}), prepared_epochs({}));
   EXPECT_NE(prepared_epochs({}), seedable);
+  acc_dataset_free(ds);
+}
+
+// After acc_load_state, naming the loaded epoch with acc_dataloader_set_epoch resumes it where the
+// checkpoint was; naming another starts that one whole, in its own order (seed + epoch: Accelerate's
+// set_epoch, whose load_state leaves loaders alone), and the epochs after it follow.
+TEST(DataLoader, SetEpochAfterALoadResumesTheLoadedEpochOrStartsTheNamedOneWhole) {
+  acc_dataset* ds = counting_dataset(12);
+  auto prepared = [&](acc_accelerator* acc) {
+    acc_dataloader* dl = loader(ds, {{"batch_size", "2"}, {"shuffle", "1"}, {"seed", "100"}});
+    EXPECT_EQ(acc_prepare(acc, nullptr, nullptr, &dl, nullptr), ACC_OK) << acc_last_error_message();
+    return dl;
+  };
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
+  acc_dataloader* dl = prepared(acc);
+  ACC_ASSERT_OK(acc_dataloader_set_epoch(dl, 1));
+  std::vector<std::vector<std::vector<int64_t>>> orders = {{}, epoch(dl), epoch(dl), epoch(dl)};  // epochs 1 to 3
+  ACC_ASSERT_OK(acc_dataloader_set_epoch(dl, 1));
+  for (int i = 0; i < 2; ++i) {  // two batches into epoch 1
+    acc_tensor_list* batch = nullptr;
+    ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+    acc_tensor_list_free(batch);
+  }
+  const std::string dir = acc_test::temp_path("set_epoch_after_load");
+  std::filesystem::remove_all(dir);
+  ACC_ASSERT_OK(acc_save_state(acc, dir.c_str(), nullptr));
+  acc_dataloader_free(dl);
+  acc_accelerator_free(acc);
+  for (int64_t named : {1, 2}) {
+    SCOPED_TRACE(named);
+    acc_accelerator* resumed = acc_test::make_accelerator({{"cpu", "1"}});
+    acc_dataloader* again = prepared(resumed);
+    ACC_ASSERT_OK(acc_load_state(resumed, dir.c_str(), nullptr));
+    ACC_ASSERT_OK(acc_dataloader_set_epoch(again, named));
+    const auto expected =
+        named == 1 ? std::vector<std::vector<int64_t>>(orders[1].begin() + 2, orders[1].end()) : orders[2];
+    EXPECT_EQ(epoch(again), expected);
+    int64_t next = -1;
+    ACC_ASSERT_OK(acc_dataloader_epoch(again, &next));
+    EXPECT_EQ(next, named + 1);
+    EXPECT_EQ(epoch(again), orders[named + 1]);
+    acc_dataloader_free(again);
+    acc_accelerator_free(resumed);
+  }
+  std::filesystem::remove_all(dir);
   acc_dataset_free(ds);
 }
