@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "common/random.h"
 #include "model/model.h"
+#include "model/peft/factor_methods.h"
 #include "model/peft/lora_files.h"
 #include "model/peft/lora_init.h"
 #include "model/peft/weighted_adapter.h"
@@ -106,6 +107,17 @@ size_t Model::make_named(const std::string& name, const LoraConfig& config, cons
   require(config.peft_type == lora_.config().peft_type, "adapter '", name, "' is ", peft_type_name(config.peft_type),
           " beside ", peft_type_name(lora_.config().peft_type),
           " adapters: PEFT holds adapters of one method per model");
+  if (shared_tensors(config.peft_type)) {  // PEFT's VeRA and RandLoRA: one key, saved or not alike
+    const LoraConfig& have = lora_.config();
+    const char* method = peft_method_name(config.peft_type);
+    require(config.projection_prng_key == have.projection_prng_key, "adapter '", name, "' has projection_prng_key ",
+            config.projection_prng_key, ", the model's ", method, " adapters ", have.projection_prng_key, ": PEFT's ",
+            method, " takes one key for every adapter (its ValueError)");
+    require(config.save_projection == have.save_projection, "adapter '", name, "' has save_projection ",
+            config.save_projection ? "true" : "false", ", the model's ", method, " adapters ",
+            have.save_projection ? "true" : "false", ": PEFT's ", method,
+            " saves the projections of every adapter or of none (its ValueError)");
+  }
   require_trainable_set_free(/*freezing=*/false);
   // The originals kept for the modules to save would be placeholders.
   if (!lora_.saved_module_names().empty()) require_weights("several named adapters beside modules_to_save");

@@ -176,6 +176,14 @@ TEST(Randlora, PeftFilesBothWaysWithAndWithoutTheBases) {
   ACC_EXPECT_ERROR(acc_model_add_randlora(lm, "embed", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "RandLoRA cannot adapt 'embed'");
   acc_model_free(lm);
+  // PEFT's RandLoRA takes one key and one save_projection for every adapter of a model.
+  for (const auto& [key, value] : {std::pair{"projection_prng_key", "5"}, std::pair{"save_projection", "0"}}) {
+    o = randlora_options(c, false);
+    ACC_ASSERT_OK(acc_options_set(o, key, value));
+    ACC_EXPECT_ERROR(acc_model_add_lora_named(m, "other", c["targets"].get<std::string>().c_str(), o, nullptr),
+                     ACC_ERR_INVALID_ARGUMENT, "PEFT's RandLoRA");
+    acc_options_free(o);
+  }
   expect_no_weighted_adapter(m, "RandLoRA");
   acc_model_free(m);
 }
@@ -202,4 +210,51 @@ TEST(Randlora, ConvOneDLayersAndSpecModelsTrainAndMerge) {
   acc_model_free(m);
   expect_spec_adapters_train_and_merge(acc_model_add_randlora, ACC_OPTIONS_RANDLORA, {{"r", 2}, {"randlora_alpha", 4}},
                                        "linear1,linear2", 2);
+}
+
+// PEFT places the bases in the layers' dtype (float32 again where that is half precision): a float64
+// model computes and merges in float64; a model cast to bfloat16 after the adapters were added
+// computes its branch and merges in float32 on the CPU (PEFT's cast_to_fp32).
+TEST(Randlora, FollowsTheModelsDtype) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("randlora")["dense"];
+  acc_model* single = adapted(c);
+  const auto reference = eval_outputs(single, c);
+  acc_model_free(single);
+  auto expect_near = [](const std::vector<float>& got, const std::vector<float>& want, double bound) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], bound) << i;
+  };
+  auto outputs_in_float = [&](acc_model* m, acc_dtype dtype) {
+    EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
+    acc_tensor *x = acc_test::from_json(c["input"]), *cast = nullptr, *y = nullptr, *floats = nullptr;
+    EXPECT_EQ(acc_tensor_to(x, nullptr, dtype, &cast), ACC_OK);
+    EXPECT_EQ(acc_model_forward1(m, cast, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_tensor_to(y, nullptr, ACC_DTYPE_FLOAT32, &floats), ACC_OK);
+    const auto values = floats ? to_floats(floats) : std::vector<float>();
+    for (acc_tensor* t : {x, cast, y, floats}) acc_tensor_free(t);
+    return values;
+  };
+  {  // a float64 model: the same draws, computed in float64
+    acc_model* m = randlora_model();
+    ACC_ASSERT_OK(acc_model_to(m, nullptr, ACC_DTYPE_FLOAT64));
+    ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));
+    acc_options* o = randlora_options(c, false);
+    ACC_ASSERT_OK(acc_model_add_randlora(m, c["targets"].get<std::string>().c_str(), o, nullptr));
+    acc_options_free(o);
+    const auto adapted64 = outputs_in_float(m, ACC_DTYPE_FLOAT64);
+    expect_near(adapted64, reference, 1e-5);
+    ACC_ASSERT_OK(acc_model_merge_lora(m));
+    expect_near(outputs_in_float(m, ACC_DTYPE_FLOAT64), adapted64, 1e-6);
+    acc_model_free(m);
+  }
+  {  // cast to bfloat16 afterwards: it still computes, trains and merges
+    acc_model* m = adapted(c);
+    ACC_ASSERT_OK(acc_model_to(m, nullptr, ACC_DTYPE_BFLOAT16));
+    const auto low = outputs_in_float(m, ACC_DTYPE_BFLOAT16);
+    expect_near(low, reference, 0.1);
+    ACC_ASSERT_OK(acc_model_merge_lora(m));
+    expect_near(outputs_in_float(m, ACC_DTYPE_BFLOAT16), low, 0.1);
+    acc_model_free(m);
+  }
 }

@@ -203,17 +203,22 @@ TEST(Vera, NamedAdaptersKeepTheirOwnProjections) {
   if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const json c = lora_case("vera");
   acc_model* m = vera_model();
-  auto add = [&](const char* name, int64_t r, int64_t key) {
+  auto add = [&](const char* name, int64_t r, int64_t key, bool save_projection = true) {
     acc_options* o = nullptr;
-    ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_VERA, &o));
-    ACC_ASSERT_OK(acc_options_set_int(o, "r", r));
-    ACC_ASSERT_OK(acc_options_set_int(o, "projection_prng_key", key));
-    ACC_ASSERT_OK(acc_options_set_bool(o, "init_weights", 0));
-    ACC_ASSERT_OK(acc_model_add_lora_named(m, name, "fc1,head", o, nullptr));
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_VERA, &o), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(o, "r", r), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(o, "projection_prng_key", key), ACC_OK);
+    EXPECT_EQ(acc_options_set_bool(o, "save_projection", save_projection), ACC_OK);
+    EXPECT_EQ(acc_options_set_bool(o, "init_weights", 0), ACC_OK);
+    const acc_status status = acc_model_add_lora_named(m, name, "fc1,head", o, nullptr);
     acc_options_free(o);
+    return status;
   };
-  add("first", 4, 7);
-  add("second", 2, 3);
+  ACC_ASSERT_OK(add("first", 4, 7));
+  ACC_ASSERT_OK(add("second", 2, 7));
+  // PEFT's VeRA takes one key and one save_projection for every adapter (its ValueErrors).
+  ACC_EXPECT_ERROR(add("third", 2, 3), ACC_ERR_INVALID_ARGUMENT, "takes one key for every adapter");
+  ACC_EXPECT_ERROR(add("third", 2, 7, false), ACC_ERR_INVALID_ARGUMENT, "saves the projections of every adapter");
   const auto first = eval_outputs(m, c);
   ACC_ASSERT_OK(acc_model_set_adapter(m, "second"));
   const auto second = eval_outputs(m, c);

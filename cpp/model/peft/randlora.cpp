@@ -47,8 +47,7 @@ at::Tensor ternary(const at::Tensor& drawn, double sparsity) {
   return out;
 }
 
-// The bases as PEFT's _pre_injection_hook draws them, each divided by its std (in its dtype), then
-// kept in float32.
+// The bases as PEFT's _pre_injection_hook draws them, each divided by its std (in its dtype).
 std::pair<at::Tensor, at::Tensor> drawn_bases(const LoraConfig& config, const std::vector<int64_t>& a_shape,
                                               const std::vector<int64_t>& b_shape) {
   at::Generator generator = at::detail::createCPUGenerator(static_cast<uint64_t>(config.projection_prng_key));
@@ -65,7 +64,7 @@ std::pair<at::Tensor, at::Tensor> drawn_bases(const LoraConfig& config, const st
     for (int64_t i = 0; i < b_shape[1]; ++i) slices.push_back(kaiming_bf16({b_shape[0], 1, b_shape[2]}, generator));
     b = at::cat(slices, 1);
   }
-  return {(a / a.std()).to(at::kFloat), (b / b.std()).to(at::kFloat)};
+  return {a / a.std(), b / b.std()};
 }
 
 // PEFT's UniqueBaseGrad: lambda[:, :, None] * A * gamma[None]; its backward's einsums as PEFT writes
@@ -89,11 +88,17 @@ struct UniqueBaseGrad : torch::autograd::Function<UniqueBaseGrad> {
 };
 
 // PEFT's get_scaled_bases: (first, second), the layer's branch F.linear(F.linear(x, first), second).
-std::pair<at::Tensor, at::Tensor> scaled_bases(const VeraProjections& bases, const at::Tensor& lambda,
-                                               const at::Tensor& gamma, int64_t in, int64_t out) {
+// Half-precision bases (a model cast after the adapters were added) compute in float32 on the CPU,
+// lambda and gamma too, as PEFT's cast_to_fp32.
+std::pair<at::Tensor, at::Tensor> scaled_bases(const VeraProjections& bases, at::Tensor lambda, at::Tensor gamma,
+                                               int64_t in, int64_t out) {
   const int64_t small = std::min(in, out), large = std::max(in, out), n = lambda.size(1);
-  const at::Tensor sliced_a = bases.a.slice(1, 0, n).slice(2, 0, small).to(lambda.device());
-  const at::Tensor sliced_b = bases.b.slice(0, 0, large).slice(1, 0, n).to(lambda.device());
+  at::Tensor a = bases.a, b = bases.b;
+  const bool half = b.scalar_type() == at::kHalf || b.scalar_type() == at::kBFloat16;
+  if (half && b.device().is_cpu())
+    a = a.to(at::kFloat), b = b.to(at::kFloat), lambda = lambda.to(at::kFloat), gamma = gamma.to(at::kFloat);
+  const at::Tensor sliced_a = a.slice(1, 0, n).slice(2, 0, small).to(lambda.device());
+  const at::Tensor sliced_b = b.slice(0, 0, large).slice(1, 0, n).to(lambda.device());
   const at::Tensor update_b = sliced_b.flatten(1);
   const at::Tensor update_a = UniqueBaseGrad::apply(sliced_a, lambda, gamma).flatten(0, 1);
   if (small == in) return {update_a, update_b};
@@ -121,10 +126,12 @@ std::vector<LoraAdapter> make_randlora_adapters(const LoraConfig& config, const 
   if (chosen.empty()) return made;
   at::NoGradGuard no_grad;
   const auto [a_shape, b_shape] = randlora_bases_shapes(config, chosen);
+  // Placed as each layer's _move_adapter_to_device_of_base_layer places the shared entry (the last
+  // one's place and dtype), then float32 again where that is half precision (autocast_adapter_dtype).
   auto bases = std::make_shared<VeraProjections>();
   auto [a, b] = drawn_bases(config, a_shape, b_shape);
-  bases->a = a.to(chosen.back().weight.device());
-  bases->b = b.to(chosen.back().weight.device());
+  bases->a = adapter_placed(a, chosen.back());
+  bases->b = adapter_placed(b, chosen.back());
   const double scaling = config.randlora_alpha / static_cast<double>(config.r);
   for (const LinearSite& site : chosen) {
     const int64_t small = smaller_side(site), n = bases_for(small, config.r);
@@ -145,8 +152,7 @@ at::Tensor randlora_merged_weight(const LoraAdapter& adapter, const at::Tensor& 
                                   const at::Tensor& gamma) {
   // The sides from `w` (stage 3 merges a gathered copy; the layer holds a slice at rest).
   const at::Tensor linear = as_linear_layout(adapter.site, w);
-  const auto [first, second] =
-      scaled_bases(*adapter.projections, lambda.to(at::kFloat), gamma.to(at::kFloat), linear.size(1), linear.size(0));
+  const auto [first, second] = scaled_bases(*adapter.projections, lambda, gamma, linear.size(1), linear.size(0));
   at::Tensor delta = at::matmul(first.t(), second.t()).t() * adapter.scaling;
   if (adapter.site.fan_in_fan_out) delta = delta.t();
   return (w + delta.to(w.scalar_type())).to(w.scalar_type());

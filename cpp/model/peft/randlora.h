@@ -6,7 +6,7 @@
 // randlora_gamma (n x its smaller side), n = ceil(its smaller side / r), and adds
 // F.linear(F.linear(x, first), second) * randlora_alpha / r, the bases scaled by lambda and gamma
 // (PEFT's UniqueBaseGrad, its hand-written backward too). As PEFT's randlora.Linear computes it on
-// the CPU (in float32), on nn.Linear and transformers' Conv1D. The trained tensors live in
+// the CPU, on nn.Linear and transformers' Conv1D. The trained tensors live in
 // LoraAdapter::factors, the bases in LoraAdapter::projections (a, b), shared by the adapter's layers.
 #pragma once
 
@@ -38,8 +38,9 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> randlora_bases_shapes(cons
 
 // One adapter for each of `chosen` (in the model's order), sharing bases drawn as PEFT's
 // _init_randlora_A_randlora_B (or _sparse) draws them from a CPU generator seeded
-// projection_prng_key (the global generator untouched), kept in float32 (the dense draws' bfloat16
-// values: PEFT computes with them in float32 on the CPU), each layer's tensors as its update_layer
+// projection_prng_key (the global generator untouched), then placed as PEFT places them: in the last
+// layer's dtype, float32 where that is half precision (their values rounded to it), each layer's
+// tensors as its update_layer
 // makes them (torch.randn(r, n) from the global generator, gamma ones / the larger side; with
 // init_weights lambda zeros and gamma 1 / max(n, the smaller side)). Checks every site first, changing
 // nothing: nn.Linear, transformers' Conv1D or a spec's linear, called as a module (anything else
@@ -47,7 +48,8 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> randlora_bases_shapes(cons
 std::vector<LoraAdapter> make_randlora_adapters(const LoraConfig& config, const std::vector<LinearSite>& chosen);
 
 // The layer's weight `w` plus PEFT's get_delta_weight from `lambda` and `gamma` (an adapter's own or
-// a state's): (second @ first) * scaling in float32, in the weight's layout and dtype.
+// a state's): (second @ first) * scaling (half-precision bases in float32 on the CPU), in the
+// weight's layout and dtype.
 at::Tensor randlora_merged_weight(const LoraAdapter& adapter, const at::Tensor& w, const at::Tensor& lambda,
                                   const at::Tensor& gamma);
 
