@@ -189,6 +189,8 @@ int main(int argc, char** argv) {
   auto randlora = [](acc_model* model) {
     OK(acc_model_add_randlora(model, "out_proj,linear1,linear2", nullptr, nullptr));
   };
+  // PEFT's DeLoRA with its defaults (r=8, delora_lambda 15) on the same three layers as LoRA.
+  auto delora = [](acc_model* model) { OK(acc_model_add_delora(model, "out_proj,linear1,linear2", nullptr, nullptr)); };
   // PEFT's AdaLoRA with its defaults (init_r 12 pruned towards target_r 8) on the same three layers as
   // LoRA, pruning at every step of a long schedule: the regularization and the allocator measured.
   auto adalora = [](acc_model* model) {
@@ -234,6 +236,7 @@ int main(int argc, char** argv) {
       add("C3A b=256:", c3a, training);
       add("SHiRA r=32:", shira, training);
       add("RandLoRA r=32:", randlora, training);
+      add("DeLoRA r=8:", delora, training);
     }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();

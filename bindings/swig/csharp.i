@@ -324,6 +324,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %rename(C3aOptions) ACC_OPTIONS_C3A;
 %rename(ShiraOptions) ACC_OPTIONS_SHIRA;
 %rename(RandloraOptions) ACC_OPTIONS_RANDLORA;
+%rename(DeloraOptions) ACC_OPTIONS_DELORA;
 %rename(Default) ACC_PLACEMENT_DEFAULT;
 %rename(No) ACC_PLACEMENT_NO;
 %rename(Yes) ACC_PLACEMENT_YES;

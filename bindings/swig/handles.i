@@ -507,6 +507,17 @@ struct acc_accelerator {};
     check(acc_model_add_randlora($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's DeloraConfig on linear layers: each targeted layer trains delora_A, delora_B and
+   * delora_lambda (a normalised low-rank delta of trained strength, scaled by the weight's column
+   * norms at the start, a frozen buffer), every other parameter frozen. targetModules: named as for
+   * addLora. opts: DeLoRA options (r, delora_lambda, module_dropout, ...: the keys of
+   * ACC_OPTIONS_DELORA) or null. saveLora, loadLora, mergeLora and setLoraEnabled act on them.
+   * Returns how many layers. */
+  size_t addDelora(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_delora($self, targetModules, opts, &n));
+    return n;
+  }
   /* AdaLoRA's training loss: loss plus orth_reg_weight times the adapters' orthogonal
    * regularization, a new tensor with autograd history (backward it instead of loss). */
   acc_tensor *adaloraLoss(const acc_tensor *loss ERR) {

@@ -166,6 +166,8 @@
   public static Options shira() { return new Options(OptionsKind.SHIRA); }
   /** Options of Model.addRandlora (PEFT's RandLoraConfig: r, projection_prng_key, randlora_alpha, sparse, ...). */
   public static Options randlora() { return new Options(OptionsKind.RANDLORA); }
+  /** Options of Model.addDelora (PEFT's DeloraConfig: r, delora_lambda, module_dropout, ...). */
+  public static Options delora() { return new Options(OptionsKind.DELORA); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

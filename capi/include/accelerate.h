@@ -700,6 +700,16 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   default none: as ACC_OPTIONS_LORA's; PEFT's ShiraConfig has no exclude_modules, bias or layer
  *   settings), base_model_name_or_path, revision, task_type (strings, default none: written to
  *   adapter_config.json).
+ * Keys of ACC_OPTIONS_DELORA (PEFT's DeloraConfig, see acc_model_add_delora): r (int, default 8: the
+ *   rank of each layer's A and B), delora_lambda (double, default 15: the delta's starting strength,
+ *   trained as delora_lambda), module_dropout (double, default 0: dropout on each layer's input to
+ *   its branch), bias ("none", default, "all" or "delora_only"), init_weights (bool, default true: B
+ *   zeros, the layer unchanged; false: Kaiming draws), rank_pattern (string, default none: as
+ *   ACC_OPTIONS_LORA's), lambda_pattern (string, default none: a JSON object from module-name
+ *   expressions to delora_lambda values of their own, matched as rank_pattern),
+ *   exclude_modules, modules_to_save, layers_to_transform (strings, default none: as
+ *   ACC_OPTIONS_LORA's), layers_pattern (string, default none), base_model_name_or_path, revision, task_type (strings,
+ *   default none: written to adapter_config.json).
  * Keys of ACC_OPTIONS_RANDLORA (PEFT's RandLoraConfig, see acc_model_add_randlora): r (int, default
  *   32: the bases' rank; each layer trains r x n and n x its smaller side, n = ceil(smaller side /
  *   r)), projection_prng_key (int, default 0: the seed of the generator the bases are drawn from),
@@ -786,6 +796,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_C3A = 22,
   ACC_OPTIONS_SHIRA = 23,
   ACC_OPTIONS_RANDLORA = 24,
+  ACC_OPTIONS_DELORA = 25,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1187,9 +1198,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * are quantised already leaves them as they are), and needs the file's loftq_config;
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
  * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; one of
- * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING, MISS, C3A, SHIRA, RANDLORA or ADALORA
- * adds that method's adapters (as acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft, _hra,
- * _fourierft, _ln_tuning, _miss, _c3a, _shira, _randlora, _adalora) and reads their tensors; other PEFT methods are
+ * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING, MISS, C3A, SHIRA, RANDLORA, DELORA or
+ * ADALORA adds that method's adapters (as acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft, _hra,
+ * _fourierft, _ln_tuning, _miss, _c3a, _shira, _randlora, _delora, _adalora) and reads their tensors; other PEFT methods are
  * refused naming the peft_type.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * on the handle from before acc_prepare (Accelerate's unwrap_model(...).merge_and_unload(), to save
@@ -1514,6 +1525,24 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_shira(acc_model *model, const cha
  * adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_randlora(acc_model *model, const char *target_modules,
                                                        const acc_options *opts, size_t *count);
+/* acc_model_add_delora: PEFT's DeloraConfig (decoupled low-rank adaptation, get_peft_model with
+ * peft_type DELORA): each targeted layer trains "<module>.delora_A" (r x in, kaiming_uniform_(a =
+ * sqrt(5)) from the global generator), "<module>.delora_B" (out x r: zeros, or with init_weights
+ * false Kaiming draws too) and "<module>.delora_lambda" (1: delora_lambda, lambda_pattern's for the
+ * modules it names; r rank_pattern's), keeps "<module>.delora_w_norm", the norms of the weight's
+ * columns at the start (in; a buffer of the model's state and of PEFT's files), and adds
+ * F.linear(F.linear(dropout(x) * w_norm, A) * (lambda / r) / (|A_i| |B^i|), B) (the norms of A's
+ * rows and B's columns, at least 1e-4), in the output's dtype, the result in the input's.
+ * `target_modules`: named as for acc_model_add_lora ("all-linear" too); targets must be
+ * torch.nn.Linear layers (or a spec's "linear") the forward calls as modules: a convolution,
+ * transformers' Conv1D, an embedding or an attention is ACC_ERR_INVALID_ARGUMENT (PEFT's TypeError);
+ * a quantised layer, or a layer whose weight the forward reads itself, ACC_ERR_UNSUPPORTED. `opts`:
+ * ACC_OPTIONS_DELORA or NULL (defaults). Files (PEFT's), merging (W + (B diag(lambda / r / (|A_i|
+ * |B^i|)) A) * w_norm), disabling, counting and named adapters act as for LoRA;
+ * acc_model_add_weighted_adapter is ACC_ERR_INVALID_ARGUMENT (PEFT's DeLoRA has none). Before
+ * creating the optimizer and before acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_delora(acc_model *model, const char *target_modules,
+                                                     const acc_options *opts, size_t *count);
 /* acc_model_add_ln_tuning: PEFT's LNTuningConfig (get_peft_model with peft_type LN_TUNING): the
  * modules `target_modules` names (any module: typically the layer norms, e.g.
  * "input_layernorm,post_attention_layernorm"; named as for acc_model_add_lora, a name matching a
@@ -1575,7 +1604,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * model without adapters it is the active one, as get_peft_model(..., adapter_name)). `opts`:
  * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR /
  * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT / ACC_OPTIONS_BOFT / ACC_OPTIONS_HRA / ACC_OPTIONS_FOURIERFT /
- * ACC_OPTIONS_MISS / ACC_OPTIONS_C3A / ACC_OPTIONS_SHIRA / ACC_OPTIONS_RANDLORA / ACC_OPTIONS_ADALORA for an
+ * ACC_OPTIONS_MISS / ACC_OPTIONS_C3A / ACC_OPTIONS_SHIRA / ACC_OPTIONS_RANDLORA / ACC_OPTIONS_DELORA /
+ * ACC_OPTIONS_ADALORA for an
  * adapter of that
  * method, drawn as its acc_model_add_* draws it; adapters of one method per model, as PEFT. (PEFT
  * trains one AdaLoRA adapter at a time, the others in inference mode; here each named AdaLoRA

@@ -56,6 +56,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return shira_option_table();
     case OptionsKind::Randlora:
       return randlora_option_table();
+    case OptionsKind::Delora:
+      return delora_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -163,6 +163,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "shira";
     case OptionsKind::Randlora:
       return "randlora";
+    case OptionsKind::Delora:
+      return "delora";
   }
   return "?";
 }

@@ -68,7 +68,8 @@ enum class OptionsKind : int {
   Miss = 21,
   C3a = 22,
   Shira = 23,
-  Randlora = 24
+  Randlora = 24,
+  Delora = 25
 };
 
 const char* options_kind_name(OptionsKind kind);

@@ -882,13 +882,14 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
     for (const auto& adapter : lora_.adapters()) {
       if (adapter.factors.empty()) continue;
       const NamedTensors& held = files.modules.at(adapter.site.module).factors;
-      bool same = held.size() == adapter.factors.size();
-      for (const auto& [suffix, factor] : adapter.factors)
+      const NamedTensors own = factors_and_buffers(adapter);
+      bool same = held.size() == own.size();
+      for (const auto& [suffix, factor] : own)
         same = same && std::any_of(held.begin(), held.end(), [&, &suffix = suffix, &factor = factor](const auto& f) {
                  return f.first == suffix && f.second.sizes() == factor.sizes();
                });
       require(same, where, " holds ", listed(held), " for '", adapter.site.module, "', the model's adapter ",
-              listed(adapter.factors));
+              listed(own));
     }
   } else {
     require_trainable_set_free(/*freezing=*/false);  // before add_lora, whose refusal would not say "load"
@@ -906,7 +907,7 @@ void Model::load_lora_files(LoraFiles files, const std::string& where) {
       continue;
     }
     if (!adapter.factors.empty()) {  // LoHa's, LoKr's, VeRA's
-      for (auto& [suffix, factor] : adapter.factors)
+      for (auto& [suffix, factor] : factors_and_buffers(adapter))
         for (const auto& [name, tensor] : pair.factors)
           if (name == suffix) factor.copy_(tensor);
       if (adapter.indices.defined()) adapter.indices.copy_(pair.indices);  // SHiRA's places

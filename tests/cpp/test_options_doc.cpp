@@ -89,7 +89,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"MISS", acc::OptionsKind::Miss},
                                                            {"C3A", acc::OptionsKind::C3a},
                                                            {"SHIRA", acc::OptionsKind::Shira},
-                                                           {"RANDLORA", acc::OptionsKind::Randlora}};
+                                                           {"RANDLORA", acc::OptionsKind::Randlora},
+                                                           {"DELORA", acc::OptionsKind::Delora}};
 
 }  // namespace
 

@@ -161,6 +161,7 @@ struct Settings {
   const char* c3a = nullptr;
   const char* shira = nullptr;
   const char* randlora = nullptr;
+  const char* delora = nullptr;
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;               // offload_optimizer and offload_params
   bool hybrid = false;                // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -291,6 +292,8 @@ struct Job {
     if (s.randlora)
       add_method(model, acc_model_add_randlora, ACC_OPTIONS_RANDLORA, s.randlora,
                  {{"r", "2"}, {"randlora_alpha", "4"}, {"init_weights", "false"}});
+    if (s.delora)
+      add_method(model, acc_model_add_delora, ACC_OPTIONS_DELORA, s.delora, {{"r", "2"}, {"init_weights", "false"}});
     if (s.tokens_alone) {
       acc_options* o = nullptr;
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_TRAINABLE_TOKENS, &o), ACC_OK);
@@ -812,6 +815,14 @@ TEST(Sharded, ShiraTrainsUnderEveryStageAsUnderDdp) {
 TEST(Sharded, RandloraTrainsUnderEveryStageAsUnderDdp) {
   Settings s;
   s.randlora = "0,2,4";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// PEFT's DeLoRA: A, B and lambda are parameters as any other, the weight's column norms a buffer
+// whole on every process (broadcast at prepare as the model's buffers), under every stage as under DDP.
+TEST(Sharded, DeloraTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.delora = "0,2,4";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 
@@ -1711,7 +1722,8 @@ TEST(Sharded, PeftMethodsSaveModelUnderStageThreeAsUnderDdp) {
       {"miss_bat", [](Settings& s) { s.miss = "0,2,4", s.miss_init = "bat"; }},
       {"c3a", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.c3a = "0,2,4"; }},
       {"shira", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.shira = "0,2,4"; }},
-      {"randlora", [](Settings& s) { s.randlora = "0,2,4"; }}};
+      {"randlora", [](Settings& s) { s.randlora = "0,2,4"; }},
+      {"delora", [](Settings& s) { s.delora = "0,2,4"; }}};
   for (const auto& [name, configure] : methods) {
     SCOPED_TRACE(name);
     Settings s;

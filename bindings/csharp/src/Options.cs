@@ -64,6 +64,9 @@ public partial class Options {
   /// <summary>Options of Model.AddRandlora (PEFT's RandLoraConfig: r, projection_prng_key,
   /// randlora_alpha, sparse, ...).</summary>
   public static Options Randlora() { return new Options(OptionsKind.RandloraOptions); }
+  /// <summary>Options of Model.AddDelora (PEFT's DeloraConfig: r, delora_lambda, module_dropout,
+  /// ...).</summary>
+  public static Options Delora() { return new Options(OptionsKind.DeloraOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

@@ -437,6 +437,13 @@ public class LoraTests {
       RoundTrips(model => model.AddRandlora("1", o), "1.randlora_lambda", "1.randlora_gamma");
   }
 
+  // PEFT's DeLoRA on the linear layer (r 2, B drawn; the column norms are a frozen buffer).
+  [Test]
+  public void DeloraTrainsAndRoundTrips() {
+    using (Options o = Options.Delora().Put("r", 2).Put("init_weights", false))
+      RoundTrips(model => model.AddDelora("1", o), "1.delora_A", "1.delora_B", "1.delora_lambda");
+  }
+
   // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
   // files round-trip.
   [Test]

@@ -438,6 +438,14 @@ func TestRandloraTrainsAndRoundTrips(t *testing.T) {
 		"1.randlora_lambda", "1.randlora_gamma")
 }
 
+// PEFT's DeLoRA on the linear layer (r 2, B drawn; the column norms are a frozen buffer).
+func TestDeloraTrainsAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.DeloraOptions, map[string]any{"r": 2, "init_weights": false})
+	defer o.Close()
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddDelora("1", o) },
+		"1.delora_A", "1.delora_B", "1.delora_lambda")
+}
+
 // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place, PEFT's files
 // round-trip and unload puts the layer back.
 func TestLnTuningTrainsInPlaceAndRoundTrips(t *testing.T) {

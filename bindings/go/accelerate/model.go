@@ -51,6 +51,8 @@ const (
 	ShiraOptions OptionsKind = capi.OptionsShira
 	// PEFT's RandLoraConfig (Model.AddRandlora: r, projection_prng_key, randlora_alpha, sparse, ...)
 	RandloraOptions OptionsKind = capi.OptionsRandlora
+	// PEFT's DeloraConfig (Model.AddDelora: r, delora_lambda, module_dropout, ...)
+	DeloraOptions OptionsKind = capi.OptionsDelora
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -489,6 +491,21 @@ func (m *Model) AddRandlora(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddRandlora(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddDelora adds PEFT's DeLoRA adapters on linear layers: each targeted layer trains delora_A,
+// delora_B and delora_lambda, a normalised low-rank delta of trained strength scaled by the weight's
+// column norms at the start (a frozen buffer); every other parameter is frozen. targetModules: named
+// as for AddLora. opts: DeloraOptions or nil. SaveLora, LoadLora, MergeLora and WithoutLora act on
+// them. It returns how many layers were adapted.
+func (m *Model) AddDelora(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddDelora(targetModules, oh, e) })
 	return int(n), err
 }
 

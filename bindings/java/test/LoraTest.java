@@ -380,6 +380,14 @@ class LoraTest {
     }
   }
 
+  /** PEFT's DeLoRA on the linear layer (r 2, B drawn; the column norms are a frozen buffer). */
+  @Test
+  void deloraTrainsAndRoundTrips() {
+    try (Options o = Options.delora().put("r", 2).put("init_weights", false)) {
+      roundTrips(model -> model.addDelora("1", o), Arrays.asList("1.delora_A", "1.delora_B", "1.delora_lambda"));
+    }
+  }
+
   /** PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
    *  files round-trip. */
   @Test

@@ -892,6 +892,50 @@ LoraConfig c3a_config_from_json(const nlohmann::ordered_json& j, const std::stri
   return config;
 }
 
+// PEFT's DeloraConfig: its fields, in its order (lambda_pattern is alpha_pattern here).
+nlohmann::ordered_json delora_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  json j = peft_config_json(peft_type_name(PeftType::Delora), config);
+  j["r"] = config.r;
+  j["delora_lambda"] = config.alpha;
+  j["module_dropout"] = config.dropout;
+  j["target_modules"] = targets_json(config);
+  j["exclude_modules"] = exclude_json(config);
+  j["bias"] = config.peft_bias();
+  j["init_weights"] = config.delora_init_weights;
+  j["layers_to_transform"] = list_or_null(config.layers_to_transform);
+  j["layers_pattern"] = list_or_null(config.layers_pattern);
+  j["rank_pattern"] = json::object();
+  for (const auto& pattern : config.rank_pattern) j["rank_pattern"].emplace(pattern.key, pattern.value);
+  j["lambda_pattern"] = json::object();
+  for (const auto& pattern : config.alpha_pattern) j["lambda_pattern"].emplace(pattern.key, pattern.value);
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
+  return j;
+}
+
+// PEFT's DeloraConfig (peft_type DELORA).
+LoraConfig delora_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  const ConfigFields fields{j, path};
+  LoraConfig config;
+  config.peft_type = PeftType::Delora;
+  for (const char* key : {"r", "delora_lambda", "module_dropout"}) fields.refuse_null(key);  // (computed with)
+  config.r = fields.integer("r", 8, 1, kMaxLoraRank, "from 1 to 2^20");                      // PEFT's default: 8
+  config.alpha = fields.number("delora_lambda", 15, 0, kMaxLoraAlpha);
+  config.dropout = fields.number("module_dropout", 0, 0, 1);
+  config.delora_init_weights = fields.flag("init_weights", true);
+  read_bias(fields, "delora_only", &config);
+  for (const char* key : {"rank_pattern", "lambda_pattern"}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    try {
+      config.add_patterns(key, j[key]);
+    } catch (const Error& e) {
+      fail(Status::Io, "'", path, "': ", e.what());
+    }
+  }
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
+  return config;
+}
+
 // PEFT's RandLoraConfig: its fields, in its order.
 nlohmann::ordered_json randlora_config_json(const LoraConfig& config) {
   using json = nlohmann::ordered_json;
@@ -1029,6 +1073,8 @@ nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
       return shira_config_json(config);
     case PeftType::Randlora:
       return randlora_config_json(config);
+    case PeftType::Delora:
+      return delora_config_json(config);
     case PeftType::Lora:
       break;
   }
@@ -1056,10 +1102,11 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "C3A") return c3a_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "SHIRA") return shira_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "RANDLORA") return randlora_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "DELORA") return delora_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse("peft_type",
            "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\", \"BOFT\", \"HRA\", "
-           "\"FOURIERFT\", \"LN_TUNING\", \"MISS\", \"C3A\", \"SHIRA\", \"RANDLORA\" or "
+           "\"FOURIERFT\", \"LN_TUNING\", \"MISS\", \"C3A\", \"SHIRA\", \"RANDLORA\", \"DELORA\" or "
            "\"TRAINABLE_TOKENS\" (other "
            "PEFT methods are not supported)");
   LoraConfig config;

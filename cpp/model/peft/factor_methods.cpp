@@ -6,6 +6,7 @@
 #include "model/peft/adalora.h"
 #include "model/peft/boft.h"
 #include "model/peft/c3a.h"
+#include "model/peft/delora.h"
 #include "model/peft/fourierft.h"
 #include "model/peft/hra.h"
 #include "model/peft/lycoris.h"
@@ -332,6 +333,26 @@ FactorMethod randlora() {
           nullptr};
 }
 
+FactorMethod delora() {
+  return {PeftType::Delora,
+          "DeLoRA adapts linear layers",
+          {kDeloraA, kDeloraB, kDeloraLambda, kDeloraWeightNorm},
+          "tensors",
+          delora_file_tensor_refusal,
+          /*files_hold_every_tensor=*/true,
+          /*files_hold_biases=*/true,
+          /*rank_and_scaling=*/false,
+          make_delora_adapters,
+          delora_factor_shapes,
+          rank_decides,
+          [](const LoraConfig&) { return std::string(); },  // (the tensors say it all)
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& tensors, const LoraConfig&) {
+            return delora_merged_weight(adapter, w, tensors);
+          },
+          delora_output_adapter,
+          nullptr};
+}
+
 }  // namespace
 
 const SharedTensors* shared_tensors(PeftType type) {
@@ -345,7 +366,7 @@ const SharedTensors* shared_tensors(PeftType type) {
 }
 
 const FactorMethod* factor_method(PeftType type) {
-  static const std::array<FactorMethod, 12> methods = {
+  static const std::array<FactorMethod, 13> methods = {
       lycoris(PeftType::Loha, "LoHa adapts linear layers and 1-D and 2-D convolutions"),
       lycoris(PeftType::Lokr, "LoKr adapts linear layers and 1-D and 2-D convolutions"),
       vera(),
@@ -357,7 +378,8 @@ const FactorMethod* factor_method(PeftType type) {
       miss(),
       c3a(),
       shira(),
-      randlora()};
+      randlora(),
+      delora()};
   for (const FactorMethod& method : methods)
     if (method.type == type) return &method;
   return nullptr;

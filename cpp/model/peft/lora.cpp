@@ -837,10 +837,15 @@ NamedTensors LoraAdapters::named_parameters() const {
 }
 
 NamedTensors LoraAdapters::named_buffers() const {
-  if (adapters_.empty() || !adapters_.front().projections) return {};
-  const auto& projections = adapters_.front().projections;
-  const SharedTensors& shared = *shared_tensors(adapters_.front().method);
-  return {{shared.state_a, projections->a}, {shared.state_b, projections->b}};
+  NamedTensors out;
+  if (!adapters_.empty() && adapters_.front().projections) {
+    const auto& projections = adapters_.front().projections;
+    const SharedTensors& shared = *shared_tensors(adapters_.front().method);
+    out = {{shared.state_a, projections->a}, {shared.state_b, projections->b}};
+  }
+  for (const LoraAdapter& adapter : adapters_)
+    for (const auto& [suffix, buffer] : adapter.buffers) out.emplace_back(adapter.site.module + suffix, buffer);
+  return out;
 }
 
 void LoraAdapters::append_parameters(size_t k, NamedTensors* out) const {
@@ -926,6 +931,12 @@ int64_t unrolled_in_features(const LinearSite& site) {
   int64_t in = site.weight.size(1);
   for (int64_t d = 2; d < site.weight.dim(); ++d) in *= site.weight.size(d);
   return in;
+}
+
+NamedTensors factors_and_buffers(const LoraAdapter& adapter) {
+  NamedTensors all = adapter.factors;
+  all.insert(all.end(), adapter.buffers.begin(), adapter.buffers.end());
+  return all;
 }
 
 at::Tensor adapter_placed(const at::Tensor& drawn, const LinearSite& site) {
@@ -1072,6 +1083,10 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
         stated.emplace_back(suffix, is_oft(adapter) ? entry_of(module + suffix).clone() : entry_of(module + suffix));
         adapter_entries.insert(module + suffix);
       }
+      for (const auto& [suffix, buffer] : adapter.buffers) {
+        stated.emplace_back(suffix, entry_of(module + suffix));
+        adapter_entries.insert(module + suffix);
+      }
       if (is_adalora(adapter)) adapter_entries.insert(module + kAdaloraRanknum);
       if (const SharedTensors* shared = adapter.projections ? shared_tensors(adapter.method) : nullptr)
         adapter_entries.insert({shared->state_a, shared->state_b});
@@ -1118,7 +1133,7 @@ void LoraAdapters::merge_into_weights() const {
       if (!adapter.feedforward && adapter.site.bias.defined())
         merged.emplace_back(adapter.site.bias, ia3_bias(adapter.site.bias, adapter.ia3));
     } else if (!adapter.factors.empty()) {
-      merged.emplace_back(w, factor_merged_weight(adapter, w, adapter.factors, config_));
+      merged.emplace_back(w, factor_merged_weight(adapter, w, factors_and_buffers(adapter), config_));
     } else {
       if (adapter.site.quantized)
         deltas[k] = quantized_delta(adapter, "");

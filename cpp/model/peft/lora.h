@@ -211,7 +211,13 @@ struct LoraAdapter {
   // SHiRA's places of its values in the weight (model/peft/shira.h: 2 x K int32, frozen; in the
   // adapter's files, not in the model's state); undefined for every other method.
   at::Tensor indices{};
+  // A method's frozen tensors of the layer, buffers of the model's state and in its files, under
+  // their names after the module's (DeLoRA's delora_w_norm, model/peft/delora.h); none for the others.
+  NamedTensors buffers{};
 };
+
+// The adapter's factors, then its buffers: every tensor a merge of a method of factors reads.
+NamedTensors factors_and_buffers(const LoraAdapter& adapter);
 
 // The factor named `suffix` among `factors` (null where there is none); and the one that must be
 // there (Internal where it is not).
@@ -291,7 +297,7 @@ class LoraAdapters {
   NamedTensors named_parameters() const;
   // The adapters' buffers, which the model's state holds beside its own: VeRA's shared projections
   // (model/peft/vera.h) or RandLoRA's bases (model/peft/randlora.h), under their state names
-  // (SharedTensors); none for the other methods.
+  // (SharedTensors), and each adapter's own (LoraAdapter::buffers, "<module>.<name>").
   NamedTensors named_buffers() const;
   // Adapter k's parameters under their names, as named_parameters lists them.
   void append_parameters(size_t k, NamedTensors* out) const;

@@ -537,6 +537,29 @@ const OptionTable<LoraConfig>& randlora_option_table() {
   return table;
 }
 
+const OptionTable<LoraConfig>& delora_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Delora, [](OptionTable<L>& t) {
+    t.bind("r", "the rank of each layer's A and B", &L::delora_r).at_least(1).at_most(kMaxLoraRank);
+    t.bind("delora_lambda", "the delta's starting strength (the norm bound PEFT trains as delora_lambda)",
+           &L::delora_lambda)
+        .at_least(0)
+        .at_most(kMaxLoraAlpha);
+    t.bind("module_dropout", "dropout on each adapted layer's input to its branch", &L::dropout).at_least(0).at_most(1);
+    t.bind("bias", "which biases train beside the adapters: none, all, delora_only (the adapted layers')", &L::bias)
+        .one_of({"none", "all", "delora_only"});
+    t.bind("init_weights", "B starts as zeros, the layer unchanged (false: Kaiming draws)", &L::delora_init_weights);
+    t.bind("rank_pattern", "ranks of their own: a JSON object from module-name expressions to r",
+           &L::rank_pattern_spec);
+    t.bind("lambda_pattern", "delora_lambda of their own: a JSON object from module-name expressions to values",
+           &L::alpha_pattern_spec);
+    bind_module_lists(t);
+    bind_layers(t);
+    bind_texts(t);
+  });
+  return table;
+}
+
 const OptionTable<LoraConfig>& ln_tuning_option_table() {
   using L = LoraConfig;
   static const OptionTable<L> table(OptionsKind::LnTuning, [](OptionTable<L>& t) {
@@ -616,7 +639,7 @@ void read_shared_settings(LoraConfig& config, const std::string& text) {
 void read_patterns_and_layers(LoraConfig& config) {
   for (const auto& [setting, spec] :
        {std::pair<const char*, const std::string*>{"rank_pattern", &config.rank_pattern_spec},
-        {"alpha_pattern", &config.alpha_pattern_spec}})
+        {config.peft_type == PeftType::Delora ? "lambda_pattern" : "alpha_pattern", &config.alpha_pattern_spec}})
     if (!trimmed(*spec).empty()) config.add_patterns(setting, parse_ordered_json_input(*spec, setting));
   const std::string layers = trimmed(config.layers_to_transform_spec);
   if (!layers.empty()) config.layers_to_transform = parse_integers(layers, "layers_to_transform", "layer numbers");
@@ -736,6 +759,8 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return shira(targets, options);
     case OptionsKind::Randlora:
       return randlora(targets, options);
+    case OptionsKind::Delora:
+      return delora(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -826,6 +851,14 @@ LoraConfig LoraConfig::randlora(const std::string& targets, const Options& optio
   return config;
 }
 
+LoraConfig LoraConfig::delora(const std::string& targets, const Options& options) {
+  LoraConfig config = method_options("DeLoRA", OptionsKind::Delora, delora_option_table(), PeftType::Delora, options);
+  config.r = config.delora_r;
+  config.alpha = config.delora_lambda;
+  read_method_targets(config, targets, "linear layers", "delora_only");
+  return config;
+}
+
 LoraConfig LoraConfig::ln_tuning(const std::string& targets, const Options& options) {
   LoraConfig config =
       method_options("LN tuning", OptionsKind::LnTuning, ln_tuning_option_table(), PeftType::LnTuning, options);
@@ -911,9 +944,10 @@ void LoraConfig::add_rank_pattern(const std::string& key, int64_t rank) {
 }
 
 void LoraConfig::add_alpha_pattern(const std::string& key, double value) {
-  require(std::isfinite(value) && value >= 0 && value <= kMaxLoraAlpha, "alpha_pattern's '", key,
-          "' must be an alpha in [0, ", kMaxLoraAlpha, "], got ", value);
-  alpha_pattern.push_back({key, value, pattern_key_matcher(key, "alpha_pattern")});
+  const char* setting = peft_type == PeftType::Delora ? "lambda_pattern" : "alpha_pattern";
+  require(std::isfinite(value) && value >= 0 && value <= kMaxLoraAlpha, setting, "'s '", key, "' must be in [0, ",
+          kMaxLoraAlpha, "], got ", value);
+  alpha_pattern.push_back({key, value, pattern_key_matcher(key, setting)});
 }
 
 void LoraConfig::add_patterns(const std::string& setting, const nlohmann::ordered_json& object) {
@@ -924,7 +958,7 @@ void LoraConfig::add_patterns(const std::string& setting, const nlohmann::ordere
       require(value.is_number_integer(), "rank_pattern's '", key, "' must be an integer rank");
       add_rank_pattern(key, value.get<int64_t>());
     } else {
-      require(value.is_number(), "alpha_pattern's '", key, "' must be a number");
+      require(value.is_number(), setting, "'s '", key, "' must be a number");
       add_alpha_pattern(key, value.get<double>());
     }
   }
@@ -1010,6 +1044,8 @@ std::string LoraConfig::peft_bias() const {
       return "c3a_only";
     case PeftType::Randlora:
       return "randlora_only";
+    case PeftType::Delora:
+      return "delora_only";
     default:
       return bias;
   }

@@ -49,7 +49,8 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // its MissConfig (one shard shared by each layer's input blocks, model/peft/miss.h) or its C3AConfig
 // (each layer's delta a block circulant matrix, model/peft/c3a.h) or its ShiraConfig (entries of each
 // weight trained at fixed places, model/peft/shira.h) or its RandLoraConfig (random bases shared by
-// the layers, scaled by each layer's trained tensors, model/peft/randlora.h).
+// the layers, scaled by each layer's trained tensors, model/peft/randlora.h) or its DeloraConfig
+// (a normalised low-rank delta of trained strength, model/peft/delora.h).
 enum class PeftType {
   Lora,
   TrainableTokens,
@@ -66,7 +67,8 @@ enum class PeftType {
   Miss,
   C3a,
   Shira,
-  Randlora
+  Randlora,
+  Delora
 };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
@@ -101,6 +103,8 @@ inline const char* peft_type_name(PeftType type) {
       return "SHIRA";
     case PeftType::Randlora:
       return "RANDLORA";
+    case PeftType::Delora:
+      return "DELORA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -140,6 +144,8 @@ inline const char* peft_method_name(PeftType type) {
       return "SHiRA";
     case PeftType::Randlora:
       return "RandLoRA";
+    case PeftType::Delora:
+      return "DeLoRA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -371,6 +377,13 @@ struct LoraConfig {
   bool randlora_sparse = false;
   bool randlora_very_sparse = false;
   bool randlora_init_weights = true;
+  // PEFT's DeloraConfig (peft_type Delora; its r is `r`, taken from delora_r, its rank_pattern
+  // rank_pattern; its delora_lambda `alpha`, taken from delora_lambda, its lambda_pattern
+  // alpha_pattern; its module_dropout `dropout`, its bias `bias` with "delora_only" as "lora_only"):
+  // B starts as zeros (init_weights) or Kaiming draws.
+  int64_t delora_r = 8;
+  double delora_lambda = 15.0;
+  bool delora_init_weights = true;
   // PEFT's MissConfig (peft_type Miss; its r is `r`, taken from miss_r, PEFT's default; its
   // miss_dropout `dropout`, its bias `bias` with "MiSS_only" as "lora_only"): the variant, PEFT's
   // init_weights ("true": zeros, "false": Kaiming draws, "bat", "mini"), and mini's shard width along
@@ -448,6 +461,8 @@ struct LoraConfig {
   static LoraConfig shira(const std::string& targets, const Options& options);
   // PEFT's RandLoraConfig: `targets` as above (or "all-linear"), `options` of kind randlora.
   static LoraConfig randlora(const std::string& targets, const Options& options);
+  // PEFT's DeloraConfig: `targets` as above (or "all-linear"), `options` of kind delora.
+  static LoraConfig delora(const std::string& targets, const Options& options);
   // PEFT's LNTuningConfig: `targets` the modules trained themselves, `options` of kind ln_tuning.
   static LoraConfig ln_tuning(const std::string& targets, const Options& options);
   // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
@@ -541,6 +556,7 @@ const OptionTable<LoraConfig>& miss_option_table();
 const OptionTable<LoraConfig>& c3a_option_table();
 const OptionTable<LoraConfig>& shira_option_table();
 const OptionTable<LoraConfig>& randlora_option_table();
+const OptionTable<LoraConfig>& delora_option_table();
 // A JSON integer as the size pattern `setting`'s value for `key`; one past int64's range is refused
 // (InvalidArgument, naming it as given).
 int64_t size_value(const nlohmann::ordered_json& value, const char* setting, const std::string& key);

@@ -93,8 +93,9 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
     } else {
       adapters.append_parameters(k, &parameters);
     }
-    // SHiRA's places beside its values (PEFT's _get_adapter_state_dict adds them).
+    // SHiRA's places beside its values (PEFT's _get_adapter_state_dict adds them), a method's buffers.
     if (adapter.indices.defined()) parameters.emplace_back(adapter.site.module + kShiraIndices, adapter.indices);
+    for (const auto& [suffix, buffer] : adapter.buffers) parameters.emplace_back(adapter.site.module + suffix, buffer);
     // An attention's out_proj adapted with it: "<attention>.out_proj.lora_A.weight" is PEFT's
     // "<attention>.base_layer.out_proj.lora_A.weight".
     const std::string& owner = adapter.site.owner;

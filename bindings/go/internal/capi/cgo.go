@@ -73,6 +73,7 @@ const (
 	OptionsC3a             = C.ACC_OPTIONS_C3A
 	OptionsShira           = C.ACC_OPTIONS_SHIRA
 	OptionsRandlora        = C.ACC_OPTIONS_RANDLORA
+	OptionsDelora          = C.ACC_OPTIONS_DELORA
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
