@@ -702,7 +702,7 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   adapter_config.json).
  * Keys of ACC_OPTIONS_DELORA (PEFT's DeloraConfig, see acc_model_add_delora): r (int, default 8: the
  *   rank of each layer's A and B), delora_lambda (double, default 15: the delta's starting strength,
- *   trained as delora_lambda), module_dropout (double, default 0: dropout on each layer's input to
+ *   of either sign, trained as delora_lambda), module_dropout (double, default 0: dropout on each layer's input to
  *   its branch), bias ("none", default, "all" or "delora_only"), init_weights (bool, default true: B
  *   zeros, the layer unchanged; false: Kaiming draws), rank_pattern (string, default none: as
  *   ACC_OPTIONS_LORA's), lambda_pattern (string, default none: a JSON object from module-name

@@ -128,11 +128,20 @@ TEST(Delora, PeftFilesBothWaysAndWhatPeftRefuses) {
   ACC_EXPECT_ERROR(acc_model_add_delora(lm, "embed", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "DeLoRA cannot adapt 'embed'");
   acc_model_free(lm);
+  // A strength of either sign, as PEFT takes it (its fill_), in the options and in files.
   acc_options* o = delora_options(c);
   EXPECT_EQ(acc_options_set_string(o, "lambda_pattern", "{\"fc2\": -1}"), ACC_OK);
+  EXPECT_EQ(acc_options_set_double(o, "delora_lambda", -3), ACC_OK);
   acc_model* other = delora_model();
-  ACC_EXPECT_ERROR(acc_model_add_delora(other, "fc1,fc2", o, nullptr), ACC_ERR_INVALID_ARGUMENT,
-                   "lambda_pattern's 'fc2' must be in [0");
+  ACC_ASSERT_OK(acc_model_add_delora(other, "fc1,fc2", o, nullptr));
+  EXPECT_EQ(param(other, "fc1.delora_lambda"), std::vector<float>{-3.0f});
+  EXPECT_EQ(param(other, "fc2.delora_lambda"), std::vector<float>{-1.0f});
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(other, dir.c_str()));
+  acc_model* negative = delora_model();
+  ACC_ASSERT_OK(acc_model_load_lora(negative, dir.c_str()));
+  EXPECT_EQ(eval_outputs(negative, c), eval_outputs(other, c));
+  acc_model_free(negative);
   acc_model_free(other);
   acc_options_free(o);
   expect_no_weighted_adapter(m, "DeLoRA");

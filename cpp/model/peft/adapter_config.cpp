@@ -920,7 +920,7 @@ LoraConfig delora_config_from_json(const nlohmann::ordered_json& j, const std::s
   config.peft_type = PeftType::Delora;
   for (const char* key : {"r", "delora_lambda", "module_dropout"}) fields.refuse_null(key);  // (computed with)
   config.r = fields.integer("r", 8, 1, kMaxLoraRank, "from 1 to 2^20");                      // PEFT's default: 8
-  config.alpha = fields.number("delora_lambda", 15, 0, kMaxLoraAlpha);
+  config.alpha = fields.number("delora_lambda", 15, -kMaxLoraAlpha, kMaxLoraAlpha);          // (either sign, as PEFT)
   config.dropout = fields.number("module_dropout", 0, 0, 1);
   config.delora_init_weights = fields.flag("init_weights", true);
   read_bias(fields, "delora_only", &config);

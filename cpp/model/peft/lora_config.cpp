@@ -543,7 +543,7 @@ const OptionTable<LoraConfig>& delora_option_table() {
     t.bind("r", "the rank of each layer's A and B", &L::delora_r).at_least(1).at_most(kMaxLoraRank);
     t.bind("delora_lambda", "the delta's starting strength (the norm bound PEFT trains as delora_lambda)",
            &L::delora_lambda)
-        .at_least(0)
+        .at_least(-kMaxLoraAlpha)
         .at_most(kMaxLoraAlpha);
     t.bind("module_dropout", "dropout on each adapted layer's input to its branch", &L::dropout).at_least(0).at_most(1);
     t.bind("bias", "which biases train beside the adapters: none, all, delora_only (the adapted layers')", &L::bias)
@@ -944,9 +944,12 @@ void LoraConfig::add_rank_pattern(const std::string& key, int64_t rank) {
 }
 
 void LoraConfig::add_alpha_pattern(const std::string& key, double value) {
-  const char* setting = peft_type == PeftType::Delora ? "lambda_pattern" : "alpha_pattern";
-  require(std::isfinite(value) && value >= 0 && value <= kMaxLoraAlpha, setting, "'s '", key, "' must be in [0, ",
-          kMaxLoraAlpha, "], got ", value);
+  // DeLoRA's lambda_pattern gives a strength, which PEFT takes with either sign.
+  const bool delora = peft_type == PeftType::Delora;
+  const char* setting = delora ? "lambda_pattern" : "alpha_pattern";
+  const double least = delora ? -kMaxLoraAlpha : 0;
+  require(std::isfinite(value) && value >= least && value <= kMaxLoraAlpha, setting, "'s '", key, "' must be ",
+          delora ? "a strength" : "an alpha", " in [", least, ", ", kMaxLoraAlpha, "], got ", value);
   alpha_pattern.push_back({key, value, pattern_key_matcher(key, setting)});
 }
 
