@@ -49,6 +49,12 @@ struct ConfigFields {
       refuse(key, "must be an integer " + range);
     return j[key].get<int64_t>();
   }
+  // A seed for torch.Generator.manual_seed, which takes any integer from -2^63 to 2^64 - 1 (negative
+  // ones wrapped modulo 2^64): as the int64 with those bits.
+  int64_t seed(const char* key, int64_t fallback) const {
+    if (given(key) && j[key].is_number_unsigned()) return static_cast<int64_t>(j[key].get<uint64_t>());
+    return integer(key, fallback, INT64_MIN, INT64_MAX, "from -2^63 to 2^64 - 1");
+  }
 };
 
 nlohmann::ordered_json text_or_null(const std::string& text) {
@@ -113,10 +119,11 @@ nlohmann::ordered_json ia3_config_json(const LoraConfig& config) {
 
 // PEFT's patterns in the configuration's order.
 void write_patterns(const LoraConfig& config, nlohmann::ordered_json* j) {
+  const char* alpha = config.alpha_pattern_setting();
   (*j)["rank_pattern"] = nlohmann::ordered_json::object();
-  (*j)["alpha_pattern"] = nlohmann::ordered_json::object();
+  (*j)[alpha] = nlohmann::ordered_json::object();
   for (const auto& pattern : config.rank_pattern) (*j)["rank_pattern"].emplace(pattern.key, pattern.value);
-  for (const auto& pattern : config.alpha_pattern) (*j)["alpha_pattern"].emplace(pattern.key, pattern.value);
+  for (const auto& pattern : config.alpha_pattern) (*j)[alpha].emplace(pattern.key, pattern.value);
 }
 
 // PEFT's VeraConfig: its fields, in its order.
@@ -480,7 +487,7 @@ void finish_layer_settings(const nlohmann::ordered_json& j, const std::string& p
 
 // rank_pattern and alpha_pattern, as PEFT writes them.
 void read_patterns(const nlohmann::ordered_json& j, const std::string& path, LoraConfig* config) {
-  for (const char* key : {"rank_pattern", "alpha_pattern"}) {
+  for (const char* key : {"rank_pattern", config->alpha_pattern_setting()}) {
     if (!j.contains(key) || j[key].is_null()) continue;
     try {
       config->add_patterns(key, j[key]);
@@ -598,13 +605,7 @@ LoraConfig oft_config_from_json(const nlohmann::ordered_json& j, const std::stri
 
 // VeRA's and RandLoRA's projection_prng_key and save_projection.
 void read_projection_settings(const ConfigFields& fields, LoraConfig* config) {
-  if (fields.given("projection_prng_key")) {
-    // torch.Generator.manual_seed's range: -2^63 to 2^64 - 1, taken modulo 2^64.
-    const auto& key = fields.j["projection_prng_key"];
-    if (!key.is_number_integer()) fields.refuse("projection_prng_key", "must be an integer");
-    config->projection_prng_key =
-        key.is_number_unsigned() ? static_cast<int64_t>(key.get<uint64_t>()) : key.get<int64_t>();
-  }
+  config->projection_prng_key = fields.seed("projection_prng_key", config->projection_prng_key);
   // Absent: PEFT's default, true; null: false, as PEFT's truth test takes it.
   config->save_projection = fields.j.contains("save_projection") && fields.j["save_projection"].is_null()
                                 ? false
@@ -788,11 +789,7 @@ LoraConfig fourierft_config_from_json(const nlohmann::ordered_json& j, const std
   config.n_frequency = fields.integer("n_frequency", 1000, 1, kMaxFrequencies, "from 1 to 2^31");
   config.fourier_scaling = fields.number("scaling", 150.0, -kMaxLoraAlpha, kMaxLoraAlpha);
   fields.refuse_null("random_loc_seed");  // (PEFT seeds a generator with it)
-  // Python's manual_seed takes any integer from -2^63 to 2^64 - 1 (negative ones wrapped).
-  if (fields.given("random_loc_seed") && j["random_loc_seed"].is_number_unsigned())
-    config.random_loc_seed = static_cast<int64_t>(j["random_loc_seed"].get<uint64_t>());
-  else
-    config.random_loc_seed = fields.integer("random_loc_seed", 777, INT64_MIN, INT64_MAX, "from -2^63 to 2^64 - 1");
+  config.random_loc_seed = fields.seed("random_loc_seed", 777);
   config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
   config.fourier_init_weights = fields.flag("init_weights", false);
   read_bias(fields, "fourier_only", &config);
@@ -905,10 +902,7 @@ nlohmann::ordered_json delora_config_json(const LoraConfig& config) {
   j["init_weights"] = config.delora_init_weights;
   j["layers_to_transform"] = list_or_null(config.layers_to_transform);
   j["layers_pattern"] = list_or_null(config.layers_pattern);
-  j["rank_pattern"] = json::object();
-  for (const auto& pattern : config.rank_pattern) j["rank_pattern"].emplace(pattern.key, pattern.value);
-  j["lambda_pattern"] = json::object();
-  for (const auto& pattern : config.alpha_pattern) j["lambda_pattern"].emplace(pattern.key, pattern.value);
+  write_patterns(config, &j);
   j["modules_to_save"] = list_or_null(config.modules_to_save);
   return j;
 }
@@ -924,15 +918,7 @@ LoraConfig delora_config_from_json(const nlohmann::ordered_json& j, const std::s
   config.dropout = fields.number("module_dropout", 0, 0, 1);
   config.delora_init_weights = fields.flag("init_weights", true);
   read_bias(fields, "delora_only", &config);
-  for (const char* key : {"rank_pattern", "lambda_pattern"}) {
-    if (!j.contains(key) || j[key].is_null()) continue;
-    try {
-      config.add_patterns(key, j[key]);
-    } catch (const Error& e) {
-      fail(Status::Io, "'", path, "': ", e.what());
-    }
-  }
-  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/true}, &config);
+  read_shared_tail(fields, {/*patterns=*/true, /*exclude=*/true}, &config);
   return config;
 }
 
@@ -1008,13 +994,7 @@ LoraConfig shira_config_from_json(const nlohmann::ordered_json& j, const std::st
       fields.refuse("mask_type", "must be a name (\"random\", or the user's own mask function's)");
     config.shira_mask_type = own["mask_type"].get<std::string>();
   }
-  // Python's manual_seed takes any integer from -2^63 to 2^64 - 1 (negative ones wrapped).
-  if (fields.given("random_seed") && !own["random_seed"].is_null()) {
-    if (own["random_seed"].is_number_unsigned())
-      config.shira_random_seed = static_cast<int64_t>(own["random_seed"].get<uint64_t>());
-    else
-      config.shira_random_seed = fields.integer("random_seed", 0, INT64_MIN, INT64_MAX, "from -2^63 to 2^64 - 1");
-  }
+  if (fields.given("random_seed")) config.shira_random_seed = fields.seed("random_seed", 0);  // (null: none)
   config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
   config.shira_init_weights = fields.flag("init_weights", true);
   read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/false}, &config);

@@ -639,7 +639,7 @@ void read_shared_settings(LoraConfig& config, const std::string& text) {
 void read_patterns_and_layers(LoraConfig& config) {
   for (const auto& [setting, spec] :
        {std::pair<const char*, const std::string*>{"rank_pattern", &config.rank_pattern_spec},
-        {config.peft_type == PeftType::Delora ? "lambda_pattern" : "alpha_pattern", &config.alpha_pattern_spec}})
+        {config.alpha_pattern_setting(), &config.alpha_pattern_spec}})
     if (!trimmed(*spec).empty()) config.add_patterns(setting, parse_ordered_json_input(*spec, setting));
   const std::string layers = trimmed(config.layers_to_transform_spec);
   if (!layers.empty()) config.layers_to_transform = parse_integers(layers, "layers_to_transform", "layer numbers");
@@ -946,7 +946,7 @@ void LoraConfig::add_rank_pattern(const std::string& key, int64_t rank) {
 void LoraConfig::add_alpha_pattern(const std::string& key, double value) {
   // DeLoRA's lambda_pattern gives a strength, which PEFT takes with either sign.
   const bool delora = peft_type == PeftType::Delora;
-  const char* setting = delora ? "lambda_pattern" : "alpha_pattern";
+  const char* setting = alpha_pattern_setting();
   const double least = delora ? -kMaxLoraAlpha : 0;
   require(std::isfinite(value) && value >= least && value <= kMaxLoraAlpha, setting, "'s '", key, "' must be ",
           delora ? "a strength" : "an alpha", " in [", least, ", ", kMaxLoraAlpha, "], got ", value);

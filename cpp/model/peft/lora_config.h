@@ -507,6 +507,10 @@ struct LoraConfig {
   std::string peft_bias() const;
   // The setting size_pattern is: "block_size_pattern" for C3A, else "n_frequency_pattern".
   const char* size_pattern_setting() const;
+  // The setting alpha_pattern is: DeLoRA's "lambda_pattern", else "alpha_pattern".
+  const char* alpha_pattern_setting() const {
+    return peft_type == PeftType::Delora ? "lambda_pattern" : "alpha_pattern";
+  }
   double alpha_of(const std::string& module) const;
   double scaling_of(const std::string& module) const;
   // Whether the config adapts `module`: not excluded, not inside a module to save (PEFT leaves those
