@@ -191,6 +191,15 @@ int main(int argc, char** argv) {
   };
   // PEFT's DeLoRA with its defaults (r=8, delora_lambda 15) on the same three layers as LoRA.
   auto delora = [](acc_model* model) { OK(acc_model_add_delora(model, "out_proj,linear1,linear2", nullptr, nullptr)); };
+  // PEFT's RoAd with its defaults (road_1, groups of 64) on the same three layers as LoRA (the smoke
+  // run's d_model, where smaller).
+  auto road = [d](acc_model* model) {
+    acc_options* o = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_ROAD, &o));
+    OK(acc_options_set_int(o, "group_size", std::min<int64_t>(64, d)));
+    OK(acc_model_add_road(model, "out_proj,linear1,linear2", o, nullptr));
+    acc_options_free(o);
+  };
   // PEFT's AdaLoRA with its defaults (init_r 12 pruned towards target_r 8) on the same three layers as
   // LoRA, pruning at every step of a long schedule: the regularization and the allocator measured.
   auto adalora = [](acc_model* model) {
@@ -237,6 +246,7 @@ int main(int argc, char** argv) {
       add("SHiRA r=32:", shira, training);
       add("RandLoRA r=32:", randlora, training);
       add("DeLoRA r=8:", delora, training);
+      add("RoAd road_1:", road, training);
     }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();

@@ -205,9 +205,18 @@ struct Library {
 struct LoadReport {
   std::vector<std::string> missing_names, unexpected_names;
   size_t missingCount() const { return missing_names.size(); }
-  std::string missing(size_t index) const { return missing_names.at(index); }
+  std::string missing(size_t index ERR) const { return name_at(missing_names, index); }
   size_t unexpectedCount() const { return unexpected_names.size(); }
-  std::string unexpected(size_t index) const { return unexpected_names.at(index); }
+  std::string unexpected(size_t index ERR) const { return name_at(unexpected_names, index); }
+#ifndef SWIG
+  /* A list's name, an index past its end refused as the C API's lists refuse it. */
+  static const std::string &name_at(const std::vector<std::string> &names, size_t index) {
+    if (index >= names.size())
+      fail(ACC_ERR_INVALID_ARGUMENT, "index " + std::to_string(index) + " is out of range (the list has " +
+                                         std::to_string(names.size()) + " items)");
+    return names[index];
+  }
+#endif
 };
 }
 %}

@@ -325,6 +325,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %rename(ShiraOptions) ACC_OPTIONS_SHIRA;
 %rename(RandloraOptions) ACC_OPTIONS_RANDLORA;
 %rename(DeloraOptions) ACC_OPTIONS_DELORA;
+%rename(RoadOptions) ACC_OPTIONS_ROAD;
 %rename(Default) ACC_PLACEMENT_DEFAULT;
 %rename(No) ACC_PLACEMENT_NO;
 %rename(Yes) ACC_PLACEMENT_YES;
@@ -364,6 +365,12 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_dataloader::fromBatchArrays "internal";
 %csmethodmodifiers acc_string_list::copyBytes "internal";
 %csmethodmodifiers acc_model::forward_ "internal";
+/* (Their counts must be the arrays' lengths: Model.cs's overloads, taking the arrays alone, are the API.) */
+%csmethodmodifiers acc_model::mergeLoraAdapters "internal";
+%csmethodmodifiers acc_model::addWeightedAdapter "internal";
+%csmethodmodifiers accswig::HistogramView::copyLimits "internal";
+%csmethodmodifiers accswig::HistogramView::copyCounts "internal";
+%csmethodmodifiers accswig::Images::copyPng "internal";
 %csmethodmodifiers acc_model::loadSafetensors "internal";
 %csmethodmodifiers acc_accelerator::gatherObject "internal";
 %csmethodmodifiers acc_accelerator::broadcastObject "internal";

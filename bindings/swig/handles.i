@@ -518,6 +518,16 @@ struct acc_accelerator {};
     check(acc_model_add_delora($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's RoadConfig on linear layers: each targeted layer trains road_theta and road_alpha, the
+   * angles and scales that rotate its output pair by pair, every other parameter frozen.
+   * targetModules: named as for addLora. opts: RoAd options (variant, group_size, init_weights: the
+   * keys of ACC_OPTIONS_ROAD) or null. saveLora, loadLora, mergeLora and setLoraEnabled act on them.
+   * Returns how many layers. */
+  size_t addRoad(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_road($self, targetModules, opts, &n));
+    return n;
+  }
   /* AdaLoRA's training loss: loss plus orth_reg_weight times the adapters' orthogonal
    * regularization, a new tensor with autograd history (backward it instead of loss). */
   acc_tensor *adaloraLoss(const acc_tensor *loss ERR) {

@@ -168,6 +168,8 @@
   public static Options randlora() { return new Options(OptionsKind.RANDLORA); }
   /** Options of Model.addDelora (PEFT's DeloraConfig: r, delora_lambda, module_dropout, ...). */
   public static Options delora() { return new Options(OptionsKind.DELORA); }
+  /** Options of Model.addRoad (PEFT's RoadConfig: variant, group_size, init_weights). */
+  public static Options road() { return new Options(OptionsKind.ROAD); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {
@@ -480,12 +482,17 @@
   /** log with Accelerate's log_kwargs: a JSON object from tracker names to the keyword arguments of
    *  their log, e.g. {"tensorboard": {"walltime": 1700000000.5}} (null for none). */
   public void log(java.util.Map<String, Double> values, long step, String logKwargsJson) {
-    String[] names = values.keySet().toArray(new String[0]);
-    logValues(Args.nulJoined("log: the metric name", names), valuesOf(values, names), step, logKwargsJson);
+    String[] names = java.util.Objects.requireNonNull(values, "values").keySet().toArray(new String[0]);
+    logValues(Args.nulJoined("log: the metric name", names), valuesOf("log", values, names), step, logKwargsJson);
   }
-  private static double[] valuesOf(java.util.Map<String, Double> values, String[] names) {
+  /* Each name's value; a null one is refused naming it, as a null name is. */
+  private static double[] valuesOf(String what, java.util.Map<String, Double> values, String[] names) {
     double[] data = new double[names.length];
-    for (int i = 0; i < names.length; ++i) data[i] = values.get(names[i]);
+    for (int i = 0; i < names.length; ++i) {
+      Double value = values.get(names[i]);
+      if (value == null) throw new InvalidArgumentException(what + ": the value of '" + names[i] + "' is null");
+      data[i] = value;
+    }
     return data;
   }
   /** Accelerate's log of a dict value (TensorBoard's add_scalars): values by name under mainTag, at
@@ -496,8 +503,9 @@
   }
   /** logScalars with Accelerate's log_kwargs (as log's; TensorBoard's add_scalars takes walltime alone). */
   public void logScalars(String mainTag, java.util.Map<String, Double> values, long step, String logKwargsJson) {
-    String[] names = values.keySet().toArray(new String[0]);
-    logGroup(mainTag, Args.nulJoined("logScalars: the name", names), valuesOf(values, names), step, logKwargsJson);
+    String[] names = java.util.Objects.requireNonNull(values, "values").keySet().toArray(new String[0]);
+    logGroup(mainTag, Args.nulJoined("logScalars: the name", names), valuesOf("logScalars", values, names), step,
+             logKwargsJson);
   }
   /** Accelerate's log of str values (TensorBoard's add_text): texts by name at step, or at the step
    *  after the last one when step is negative. Program trackers get them through their logText. */
@@ -506,7 +514,7 @@
   }
   /** logText with Accelerate's log_kwargs (as log's; TensorBoard's add_text takes walltime alone). */
   public void logText(java.util.Map<String, String> texts, long step, String logKwargsJson) {
-    String[] names = texts.keySet().toArray(new String[0]);
+    String[] names = java.util.Objects.requireNonNull(texts, "texts").keySet().toArray(new String[0]);
     String[] values = new String[names.length];
     for (int i = 0; i < names.length; ++i) values[i] = texts.get(names[i]);
     logTexts(Args.nulJoined("logText: the name", names), Args.nulJoined("logText: the text", values), step,
@@ -519,7 +527,7 @@
    *  the step after the last one when step is negative; dataformats null is "NCHW" (a batch shown as
    *  a grid), else an order of NCHW, CHW or HW. Only TensorBoard shows them. */
   public void logImages(java.util.Map<String, Tensor> images, long step, String dataformats) {
-    String[] names = images.keySet().toArray(new String[0]);
+    String[] names = java.util.Objects.requireNonNull(images, "images").keySet().toArray(new String[0]);
     Tensor[] tensors = new Tensor[names.length];
     for (int i = 0; i < names.length; ++i) tensors[i] = images.get(names[i]);
     try (TensorList list = TensorList.of(tensors)) {

@@ -710,6 +710,14 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   exclude_modules, modules_to_save, layers_to_transform (strings, default none: as
  *   ACC_OPTIONS_LORA's), layers_pattern (string, default none), base_model_name_or_path, revision, task_type (strings,
  *   default none: written to adapter_config.json).
+ * Keys of ACC_OPTIONS_ROAD (PEFT's RoadConfig, see acc_model_add_road): variant ("road_1", default:
+ *   one angle and scale per pair of outputs; "road_2": per output; "road_4": per output and column of
+ *   each rotation), group_size (int, default 64: outputs j and j + group_size / 2 of each group pair
+ *   up; even, and a divisor of each adapted layer's outputs), init_weights (bool, default true: the
+ *   angles zeros and the scales ones, the layer unchanged; false: normal draws),
+ *   modules_to_save (string, default none: as ACC_OPTIONS_LORA's; PEFT's RoadConfig has no
+ *   exclude_modules, bias or layer settings),
+ *   base_model_name_or_path, revision, task_type (strings, default none: written to adapter_config.json).
  * Keys of ACC_OPTIONS_RANDLORA (PEFT's RandLoraConfig, see acc_model_add_randlora): r (int, default
  *   32: the bases' rank; each layer trains r x n and n x its smaller side, n = ceil(smaller side /
  *   r)), projection_prng_key (int, default 0: the seed of the generator the bases are drawn from),
@@ -797,6 +805,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_SHIRA = 23,
   ACC_OPTIONS_RANDLORA = 24,
   ACC_OPTIONS_DELORA = 25,
+  ACC_OPTIONS_ROAD = 26,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1198,10 +1207,10 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * are quantised already leaves them as they are), and needs the file's loftq_config;
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
  * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; one of
- * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING, MISS, C3A, SHIRA, RANDLORA, DELORA or
- * ADALORA adds that method's adapters (as acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft, _hra,
- * _fourierft, _ln_tuning, _miss, _c3a, _shira, _randlora, _delora, _adalora) and reads their tensors; other PEFT methods are
- * refused naming the peft_type.
+ * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING, MISS, C3A, SHIRA, RANDLORA, DELORA,
+ * ROAD or ADALORA adds that method's adapters (as acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft,
+ * _hra, _fourierft, _ln_tuning, _miss, _c3a, _shira, _randlora, _delora, _road, _adalora) and reads
+ * their tensors; other PEFT methods are refused naming the peft_type.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * on the handle from before acc_prepare (Accelerate's unwrap_model(...).merge_and_unload(), to save
  * the merged model) the prepared model's next forward is ACC_ERR_INVALID_ARGUMENT: its engine holds
@@ -1543,6 +1552,25 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_randlora(acc_model *model, const 
  * creating the optimizer and before acc_prepare, on a model without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_delora(acc_model *model, const char *target_modules,
                                                      const acc_options *opts, size_t *count);
+/* acc_model_add_road: PEFT's RoadConfig (2D rotary adaptation, get_peft_model with peft_type ROAD):
+ * each targeted layer trains "<module>.road_theta" and "<module>.road_alpha" (out / 2 each with
+ * variant road_1, out with road_2, 2 out with road_4: zeros and ones, or with init_weights false
+ * normal_(0, 0.5) and normal_(1, 0.5) from the global generator, layer by layer) and rotates its
+ * output (bias included) pair by pair: within each group of group_size outputs, output j and
+ * k = j + group_size / 2 pair up and (y_j, y_k) becomes (c_j y_j - s_j y_k, c_k y_k + s_k y_j), c =
+ * alpha cos theta and s = alpha sin theta (road_1: one theta and alpha per pair; road_2: per output;
+ * road_4: c's and s's own), computed in theta's dtype and returned in the output's.
+ * `target_modules`: named as for acc_model_add_lora ("all-linear" too); targets must be
+ * torch.nn.Linear layers (or a spec's "linear") the forward calls as modules, their outputs a multiple
+ * of group_size: a convolution, transformers' Conv1D, an embedding, an attention or such a layer is
+ * ACC_ERR_INVALID_ARGUMENT (PEFT's TypeError and ValueError); a quantised layer, or a layer whose
+ * weight the forward reads itself, ACC_ERR_UNSUPPORTED. `opts`: ACC_OPTIONS_ROAD or NULL (defaults).
+ * Files (PEFT's), merging (the rotation matrix R times the weight and times the bias), disabling,
+ * counting and named adapters act as for LoRA; acc_model_add_weighted_adapter is
+ * ACC_ERR_INVALID_ARGUMENT (PEFT's RoAd has none). Before creating the optimizer and before
+ * acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_road(acc_model *model, const char *target_modules,
+                                                   const acc_options *opts, size_t *count);
 /* acc_model_add_ln_tuning: PEFT's LNTuningConfig (get_peft_model with peft_type LN_TUNING): the
  * modules `target_modules` names (any module: typically the layer norms, e.g.
  * "input_layernorm,post_attention_layernorm"; named as for acc_model_add_lora, a name matching a
@@ -1605,7 +1633,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR /
  * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT / ACC_OPTIONS_BOFT / ACC_OPTIONS_HRA / ACC_OPTIONS_FOURIERFT /
  * ACC_OPTIONS_MISS / ACC_OPTIONS_C3A / ACC_OPTIONS_SHIRA / ACC_OPTIONS_RANDLORA / ACC_OPTIONS_DELORA /
- * ACC_OPTIONS_ADALORA for an
+ * ACC_OPTIONS_ROAD / ACC_OPTIONS_ADALORA for an
  * adapter of that
  * method, drawn as its acc_model_add_* draws it; adapters of one method per model, as PEFT. (PEFT
  * trains one AdaLoRA adapter at a time, the others in inference mode; here each named AdaLoRA

@@ -58,6 +58,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return randlora_option_table();
     case OptionsKind::Delora:
       return delora_option_table();
+    case OptionsKind::Road:
+      return road_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -165,6 +165,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "randlora";
     case OptionsKind::Delora:
       return "delora";
+    case OptionsKind::Road:
+      return "road";
   }
   return "?";
 }

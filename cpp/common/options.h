@@ -69,7 +69,8 @@ enum class OptionsKind : int {
   C3a = 22,
   Shira = 23,
   Randlora = 24,
-  Delora = 25
+  Delora = 25,
+  Road = 26
 };
 
 const char* options_kind_name(OptionsKind kind);

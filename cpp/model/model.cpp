@@ -395,8 +395,12 @@ void Model::save_torchscript(const std::string& path) const {
   // The file is the deployable model: merged weights, written from a merged copy put in place for
   // the write and taken out after (the adapters here stay as they were).
   at::NoGradGuard no_grad;
-  std::vector<std::pair<at::Tensor, at::Tensor>> kept;  // each weight merging changes, and a copy
-  for (const auto& adapter : adapters.adapters()) kept.emplace_back(adapter.site.weight, adapter.site.weight.clone());
+  // Each tensor merging may change, and a copy: the weights, and the biases some merges scale or add
+  // to ((IA)^3's, lora_bias, RoAd's).
+  std::vector<std::pair<at::Tensor, at::Tensor>> kept;
+  for (const auto& adapter : adapters.adapters())
+    for (const at::Tensor& t : {adapter.site.weight, adapter.site.bias})
+      if (t.defined()) kept.emplace_back(t, t.clone());
   for (const auto& tokens : adapters.tokens().adapters())
     kept.emplace_back(tokens.site.weight, tokens.site.weight.clone());
   auto restore = [&] {
@@ -614,6 +618,12 @@ void Model::save_lora(const std::string& dir) const {
   }
   // PEFT's save_pretrained: "default" in `dir`, each other adapter in a folder of its name there.
   const auto place = [&](const std::string& name) { return name == "default" ? dir : dir + "/" + name; };
+  // A name no folder can have would fail its save after the others were written: refused first.
+  constexpr size_t kLongestFolderName = 255;  // (NAME_MAX of Linux's file systems, NTFS' and APFS')
+  for (const std::string& name : adapter_names())
+    require(name.size() <= kLongestFolderName, "save_lora: the adapter name '", name.substr(0, 40), "...' (",
+            name.size(), " bytes) is longer than a folder's name can be (", kLongestFolderName,
+            " bytes); nothing was written");
   save_lora_files(place(active_adapter()), lora(), saved);
   for (const auto& [name, kept] : inactive_adapters()) {
     NamedTensors kept_saved;  // its own copies of the modules it saves

@@ -850,6 +850,36 @@ TEST(Lora, SavedModelsHoldMergedWeights) {
   acc_model_free(m);
 }
 
+// Merging changes biases too where a method's merge does ((IA)^3 scaling a layer's output, LoRA's
+// lora_bias): save_torchscript writes them merged and gives the model back its own.
+TEST(Lora, SavingTorchScriptGivesBackTheBiasesItsMergeChanged) {
+  for (const char* method : {"ia3", "lora_bias"}) {
+    SCOPED_TRACE(method);
+    acc_model* m = net();
+    acc_options* o = nullptr;
+    if (std::string(method) == "ia3") {
+      ASSERT_EQ(acc_options_create(ACC_OPTIONS_IA3, &o), ACC_OK);
+      ASSERT_EQ(acc_options_set_bool(o, "init_ia3_weights", 0), ACC_OK);  // drawn: the biases scale
+      ACC_ASSERT_OK(acc_model_add_ia3(m, "0,linear1", o, nullptr));
+    } else {
+      o = lora_options(2, 4);
+      ASSERT_EQ(acc_options_set_bool(o, "lora_bias", 1), ACC_OK);
+      ACC_ASSERT_OK(acc_model_add_lora(m, "0,linear1", o, nullptr));
+      train(m, 3);  // lora_B's bias away from zero
+    }
+    acc_options_free(o);
+    const auto adapted = outputs(m);
+    const std::string pt = acc_test::temp_path("merged_biases.pt");
+    ACC_ASSERT_OK(acc_model_save_torchscript(m, pt.c_str()));
+    EXPECT_EQ(outputs(m), adapted);
+    acc_model* script = nullptr;
+    ACC_ASSERT_OK(acc_model_load_torchscript(pt.c_str(), &script));
+    EXPECT_LT(max_difference(outputs(script), adapted), 1e-5f);
+    acc_model_free(script);
+    acc_model_free(m);
+  }
+}
+
 // A layer-spec model saved as TorchScript and loaded back keeps its linear layers linear (as a
 // scripted nn.Linear is): the same targets take adapters there, initialised alike from the same
 // seed, and the two compute the same (weight form against output form: float rounding).

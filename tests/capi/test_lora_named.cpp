@@ -214,6 +214,26 @@ TEST(NamedAdapters, SaveWritesEachWherePeftDoesAndLoadAdapterReadsIt) {
   }
 }
 
+// Found by a hunt: an adapter named longer than a folder's name can be was saved halfway (the others
+// written, then ENAMETOOLONG). Such a name is accepted as PEFT accepts it; saving refuses it first.
+TEST(NamedAdapters, SaveRefusesANameNoFolderCanHaveBeforeWritingAnything) {
+  const auto all = forms();
+  const Form& f = all.front();
+  Trio t;
+  make_trio(f, &t);
+  const std::string long_name(300, 'z');
+  ASSERT_EQ(add(t.both, long_name.c_str(), f.second_targets, 2), ACC_OK) << acc_last_error_message();
+  const std::string dir = acc_test::temp_path("named_long");
+  fs::remove_all(dir);
+  ACC_EXPECT_ERROR(acc_model_save_lora(t.both, dir.c_str()), ACC_ERR_INVALID_ARGUMENT,
+                   "(300 bytes) is longer than a folder's name can be (255 bytes); nothing was written");
+  EXPECT_FALSE(fs::exists(dir));
+  ASSERT_EQ(acc_model_delete_adapter(t.both, long_name.c_str()), ACC_OK);
+  ASSERT_EQ(acc_model_save_lora(t.both, dir.c_str()), ACC_OK) << acc_last_error_message();
+  EXPECT_TRUE(fs::exists(dir + "/second/adapter_config.json"));
+  fs::remove_all(dir);
+}
+
 TEST(NamedAdapters, DeleteAndUnloadAsPeft) {
   for (const Form& f : forms()) {
     SCOPED_TRACE(f.name);

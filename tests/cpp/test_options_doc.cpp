@@ -90,7 +90,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"C3A", acc::OptionsKind::C3a},
                                                            {"SHIRA", acc::OptionsKind::Shira},
                                                            {"RANDLORA", acc::OptionsKind::Randlora},
-                                                           {"DELORA", acc::OptionsKind::Delora}};
+                                                           {"DELORA", acc::OptionsKind::Delora},
+                                                           {"ROAD", acc::OptionsKind::Road}};
 
 }  // namespace
 

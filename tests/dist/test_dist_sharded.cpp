@@ -162,6 +162,7 @@ struct Settings {
   const char* shira = nullptr;
   const char* randlora = nullptr;
   const char* delora = nullptr;
+  const char* road = nullptr;
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;               // offload_optimizer and offload_params
   bool hybrid = false;                // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -294,6 +295,8 @@ struct Job {
                  {{"r", "2"}, {"randlora_alpha", "4"}, {"init_weights", "false"}});
     if (s.delora)
       add_method(model, acc_model_add_delora, ACC_OPTIONS_DELORA, s.delora, {{"r", "2"}, {"init_weights", "false"}});
+    if (s.road)
+      add_method(model, acc_model_add_road, ACC_OPTIONS_ROAD, s.road, {{"group_size", "2"}, {"init_weights", "false"}});
     if (s.tokens_alone) {
       acc_options* o = nullptr;
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_TRAINABLE_TOKENS, &o), ACC_OK);
@@ -823,6 +826,16 @@ TEST(Sharded, RandloraTrainsUnderEveryStageAsUnderDdp) {
 TEST(Sharded, DeloraTrainsUnderEveryStageAsUnderDdp) {
   Settings s;
   s.delora = "0,2,4";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// PEFT's RoAd: each layer's angles and scales are parameters as any other, the rotation of its
+// output reads them whole, under every stage as under DDP (kEvenShardNet: even outputs everywhere).
+TEST(Sharded, RoadTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.spec = kEvenShardNet;
+  s.features = 4;
+  s.road = "0,2,4";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 
@@ -1723,7 +1736,8 @@ TEST(Sharded, PeftMethodsSaveModelUnderStageThreeAsUnderDdp) {
       {"c3a", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.c3a = "0,2,4"; }},
       {"shira", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.shira = "0,2,4"; }},
       {"randlora", [](Settings& s) { s.randlora = "0,2,4"; }},
-      {"delora", [](Settings& s) { s.delora = "0,2,4"; }}};
+      {"delora", [](Settings& s) { s.delora = "0,2,4"; }},
+      {"road", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.road = "0,2,4"; }}};
   for (const auto& [name, configure] : methods) {
     SCOPED_TRACE(name);
     Settings s;

@@ -16,6 +16,7 @@ public partial class Model {
   public long AddWeightedAdapter(IEnumerable<string> adapters, double[] weights, string adapterName,
                                  string combinationType, Options options) {
     byte[] encoded = Arg.NulJoined("AddWeightedAdapter: the adapter name", adapters);
+    Arg.NotNull(weights, "weights");
     return AddWeightedAdapter(encoded, encoded.LongLength, weights, weights.LongLength, adapterName, combinationType,
                               options);
   }

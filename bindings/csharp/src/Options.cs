@@ -67,6 +67,9 @@ public partial class Options {
   /// <summary>Options of Model.AddDelora (PEFT's DeloraConfig: r, delora_lambda, module_dropout,
   /// ...).</summary>
   public static Options Delora() { return new Options(OptionsKind.DeloraOptions); }
+  /// <summary>Options of Model.AddRoad (PEFT's RoadConfig: variant, group_size,
+  /// init_weights).</summary>
+  public static Options Road() { return new Options(OptionsKind.RoadOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

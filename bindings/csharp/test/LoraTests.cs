@@ -257,6 +257,15 @@ public class LoraTests {
       e = Assert.Throws<AccelerateInvalidArgumentException>(
           () => model.AddWeightedAdapter(new[] {"second", "second"}, new[] {1.0, 1.0}, "x", "ties", (Options)null));
       StringAssert.Contains("needs a density", e.Message);
+      // Found by a hunt: null weights were a NullReferenceException; and the overloads taking an
+      // array and its count apart (a count past the array read past it) are not the API.
+      Assert.Throws<System.ArgumentNullException>(
+          () => model.AddWeightedAdapter(new[] {"second"}, null, "y", "linear", (Options)null));
+      var flags = System.Reflection.BindingFlags.Public | System.Reflection.BindingFlags.Instance;
+      Assert.IsNull(typeof(Model).GetMethod("MergeLoraAdapters", flags, null, new[] {typeof(byte[]), typeof(long)}, null));
+      foreach (var method in typeof(Model).GetMethods(flags))
+        if (method.Name == "AddWeightedAdapter")
+          Assert.AreNotEqual(typeof(byte[]), method.GetParameters()[0].ParameterType);
       model.UnloadLora();
       Assert.AreEqual(0, model.LoraCount);
       Assert.AreEqual(baseOutput, Output(model));
@@ -442,6 +451,13 @@ public class LoraTests {
   public void DeloraTrainsAndRoundTrips() {
     using (Options o = Options.Delora().Put("r", 2).Put("init_weights", false))
       RoundTrips(model => model.AddDelora("1", o), "1.delora_A", "1.delora_B", "1.delora_lambda");
+  }
+
+  // PEFT's RoAd on the linear layer (pairs of 2 of its 6 outputs, the angles and scales drawn).
+  [Test]
+  public void RoadTrainsAndRoundTrips() {
+    using (Options o = Options.Road().Put("group_size", 2).Put("init_weights", false))
+      RoundTrips(model => model.AddRoad("1", o), "1.road_theta", "1.road_alpha");
   }
 
   // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's

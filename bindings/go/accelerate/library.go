@@ -64,6 +64,11 @@ const (
 	HandleDataLoader    HandleKind = capi.HandleDataLoader
 	HandleAccelerator   HandleKind = capi.HandleAccelerator
 	HandleAveragedModel HandleKind = capi.HandleAveragedModel
+	HandleProgress      HandleKind = capi.HandleProgress
+	// A state-saving callback's sink, live during that callback only.
+	HandleBytes HandleKind = capi.HandleBytes
+	// The models a checkpoint pre-hook gets, live during that hook only.
+	HandleCheckpointModels HandleKind = capi.HandleCheckpointModels
 )
 
 // LiveHandles counts the native objects of a kind that are alive (for leak checks).

@@ -446,6 +446,13 @@ func TestDeloraTrainsAndRoundTrips(t *testing.T) {
 		"1.delora_A", "1.delora_B", "1.delora_lambda")
 }
 
+// PEFT's RoAd on the linear layer (pairs of 2 of its 6 outputs, the angles and scales drawn).
+func TestRoadTrainsAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.RoadOptions, map[string]any{"group_size": 2, "init_weights": false})
+	defer o.Close()
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddRoad("1", o) }, "1.road_theta", "1.road_alpha")
+}
+
 // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place, PEFT's files
 // round-trip and unload puts the layer back.
 func TestLnTuningTrainsInPlaceAndRoundTrips(t *testing.T) {

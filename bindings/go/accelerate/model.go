@@ -53,6 +53,8 @@ const (
 	RandloraOptions OptionsKind = capi.OptionsRandlora
 	// PEFT's DeloraConfig (Model.AddDelora: r, delora_lambda, module_dropout, ...)
 	DeloraOptions OptionsKind = capi.OptionsDelora
+	// PEFT's RoadConfig (Model.AddRoad: variant, group_size, init_weights)
+	RoadOptions OptionsKind = capi.OptionsRoad
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -509,6 +511,20 @@ func (m *Model) AddDelora(targetModules string, opts *Options) (int, error) {
 	return int(n), err
 }
 
+// AddRoad adds PEFT's RoAd adapters on linear layers: each targeted layer trains road_theta and
+// road_alpha, angles and scales that rotate its output pair by pair; every other parameter is frozen.
+// targetModules: named as for AddLora. opts: RoadOptions or nil. SaveLora, LoadLora, MergeLora and
+// WithoutLora act on them. It returns how many layers were adapted.
+func (m *Model) AddRoad(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddRoad(targetModules, oh, e) })
+	return int(n), err
+}
+
 // AddLnTuning adds PEFT's LN tuning: the modules targetModules names (typically the layer norms)
 // train themselves; every other parameter is frozen, and their values at the start are kept for a
 // disabled forward and unload. opts: LnTuningOptions or nil. SaveLora, LoadLora, MergeLora and
@@ -739,10 +755,18 @@ func (m *Model) LoadSafetensors(path string, strict bool) (missing, unexpected [
 	}
 	defer capi.DeleteLoadReport(rep)
 	for i := int64(0); i < rep.MissingCount(); i++ {
-		missing = append(missing, rep.Missing(i))
+		name, err := call(func(e *string) string { return rep.Missing(i, e) })
+		if err != nil {
+			return nil, nil, err
+		}
+		missing = append(missing, name)
 	}
 	for i := int64(0); i < rep.UnexpectedCount(); i++ {
-		unexpected = append(unexpected, rep.Unexpected(i))
+		name, err := call(func(e *string) string { return rep.Unexpected(i, e) })
+		if err != nil {
+			return nil, nil, err
+		}
+		unexpected = append(unexpected, name)
 	}
 	return missing, unexpected, nil
 }

@@ -404,9 +404,18 @@ struct Library {
 struct LoadReport {
   std::vector<std::string> missing_names, unexpected_names;
   size_t missingCount() const { return missing_names.size(); }
-  std::string missing(size_t index) const { return missing_names.at(index); }
+  std::string missing(size_t index ERR) const { return name_at(missing_names, index); }
   size_t unexpectedCount() const { return unexpected_names.size(); }
-  std::string unexpected(size_t index) const { return unexpected_names.at(index); }
+  std::string unexpected(size_t index ERR) const { return name_at(unexpected_names, index); }
+#ifndef SWIG
+  /* A list's name, an index past its end refused as the C API's lists refuse it. */
+  static const std::string &name_at(const std::vector<std::string> &names, size_t index) {
+    if (index >= names.size())
+      fail(ACC_ERR_INVALID_ARGUMENT, "index " + std::to_string(index) + " is out of range (the list has " +
+                                         std::to_string(names.size()) + " items)");
+    return names[index];
+  }
+#endif
 };
 }
 
@@ -841,6 +850,11 @@ SWIGINTERN size_t acc_model_addRandlora(acc_model *self,char const *targetModule
 SWIGINTERN size_t acc_model_addDelora(acc_model *self,char const *targetModules,acc_options const *opts,std::string *swig_err){
     size_t n = 0;
     check(acc_model_add_delora(self, targetModules, opts, &n));
+    return n;
+  }
+SWIGINTERN size_t acc_model_addRoad(acc_model *self,char const *targetModules,acc_options const *opts,std::string *swig_err){
+    size_t n = 0;
+    check(acc_model_add_road(self, targetModules, opts, &n));
     return n;
   }
 SWIGINTERN acc_tensor *acc_model_adaloraLoss(acc_model *self,acc_tensor const *loss,std::string *swig_err){
@@ -1547,19 +1561,19 @@ SwigDirector_SampleSource::SwigDirector_SampleSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_SampleSource_capi_4d1c7eae2a7e2a0f(intgo);
+extern "C" void Swiggo_DeleteDirector_SampleSource_capi_94df76c310b852b7(intgo);
 SwigDirector_SampleSource::~SwigDirector_SampleSource()
 {
-  Swiggo_DeleteDirector_SampleSource_capi_4d1c7eae2a7e2a0f(go_val);
+  Swiggo_DeleteDirector_SampleSource_capi_94df76c310b852b7(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorSampleSource_callback_released_capi_4d1c7eae2a7e2a0f(int);
+extern "C" void Swig_DirectorSampleSource_callback_released_capi_94df76c310b852b7(int);
 void SwigDirector_SampleSource::released() {
-  Swig_DirectorSampleSource_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
+  Swig_DirectorSampleSource_callback_released_capi_94df76c310b852b7(go_val);
 }
 
-extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_4d1c7eae2a7e2a0f(int, long long index, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_94df76c310b852b7(int, long long index, acc_tensor_list *out);
 int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1568,7 +1582,7 @@ int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   
   swig_index = (int64_t)index; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorSampleSource_callback_sample_capi_4d1c7eae2a7e2a0f(go_val, swig_index, swig_out);
+  result = Swig_DirectorSampleSource_callback_sample_capi_94df76c310b852b7(go_val, swig_index, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1578,38 +1592,38 @@ SwigDirector_StreamSource::SwigDirector_StreamSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StreamSource_capi_4d1c7eae2a7e2a0f(intgo);
+extern "C" void Swiggo_DeleteDirector_StreamSource_capi_94df76c310b852b7(intgo);
 SwigDirector_StreamSource::~SwigDirector_StreamSource()
 {
-  Swiggo_DeleteDirector_StreamSource_capi_4d1c7eae2a7e2a0f(go_val);
+  Swiggo_DeleteDirector_StreamSource_capi_94df76c310b852b7(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStreamSource_callback_released_capi_4d1c7eae2a7e2a0f(int);
+extern "C" void Swig_DirectorStreamSource_callback_released_capi_94df76c310b852b7(int);
 void SwigDirector_StreamSource::released() {
-  Swig_DirectorStreamSource_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
+  Swig_DirectorStreamSource_callback_released_capi_94df76c310b852b7(go_val);
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_4d1c7eae2a7e2a0f(int, long long epoch);
+extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_94df76c310b852b7(int, long long epoch);
 int SwigDirector_StreamSource::start(int64_t epoch) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_epoch;
   
   swig_epoch = (int64_t)epoch; 
-  result = Swig_DirectorStreamSource_callback_start_capi_4d1c7eae2a7e2a0f(go_val, swig_epoch);
+  result = Swig_DirectorStreamSource_callback_start_capi_94df76c310b852b7(go_val, swig_epoch);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_4d1c7eae2a7e2a0f(int, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_94df76c310b852b7(int, acc_tensor_list *out);
 int SwigDirector_StreamSource::next(acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   acc_tensor_list *swig_out;
   
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorStreamSource_callback_next_capi_4d1c7eae2a7e2a0f(go_val, swig_out);
+  result = Swig_DirectorStreamSource_callback_next_capi_94df76c310b852b7(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1619,19 +1633,19 @@ SwigDirector_Collator::SwigDirector_Collator(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Collator_capi_4d1c7eae2a7e2a0f(intgo);
+extern "C" void Swiggo_DeleteDirector_Collator_capi_94df76c310b852b7(intgo);
 SwigDirector_Collator::~SwigDirector_Collator()
 {
-  Swiggo_DeleteDirector_Collator_capi_4d1c7eae2a7e2a0f(go_val);
+  Swiggo_DeleteDirector_Collator_capi_94df76c310b852b7(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCollator_callback_released_capi_4d1c7eae2a7e2a0f(int);
+extern "C" void Swig_DirectorCollator_callback_released_capi_94df76c310b852b7(int);
 void SwigDirector_Collator::released() {
-  Swig_DirectorCollator_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
+  Swig_DirectorCollator_callback_released_capi_94df76c310b852b7(go_val);
 }
 
-extern "C" intgo Swig_DirectorCollator_callback_collate_capi_4d1c7eae2a7e2a0f(int, accswig::Samples *samples, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorCollator_callback_collate_capi_94df76c310b852b7(int, accswig::Samples *samples, acc_tensor_list *out);
 int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1640,7 +1654,7 @@ int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *ou
   
   *(accswig::Samples **)&swig_samples = (accswig::Samples *)samples; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorCollator_callback_collate_capi_4d1c7eae2a7e2a0f(go_val, swig_samples, swig_out);
+  result = Swig_DirectorCollator_callback_collate_capi_94df76c310b852b7(go_val, swig_samples, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1650,38 +1664,38 @@ SwigDirector_StateHandler::SwigDirector_StateHandler(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StateHandler_capi_4d1c7eae2a7e2a0f(intgo);
+extern "C" void Swiggo_DeleteDirector_StateHandler_capi_94df76c310b852b7(intgo);
 SwigDirector_StateHandler::~SwigDirector_StateHandler()
 {
-  Swiggo_DeleteDirector_StateHandler_capi_4d1c7eae2a7e2a0f(go_val);
+  Swiggo_DeleteDirector_StateHandler_capi_94df76c310b852b7(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStateHandler_callback_released_capi_4d1c7eae2a7e2a0f(int);
+extern "C" void Swig_DirectorStateHandler_callback_released_capi_94df76c310b852b7(int);
 void SwigDirector_StateHandler::released() {
-  Swig_DirectorStateHandler_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
+  Swig_DirectorStateHandler_callback_released_capi_94df76c310b852b7(go_val);
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_4d1c7eae2a7e2a0f(int, accswig::Bytes *out);
+extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_94df76c310b852b7(int, accswig::Bytes *out);
 int SwigDirector_StateHandler::save(accswig::Bytes *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_out;
   
   *(accswig::Bytes **)&swig_out = (accswig::Bytes *)out; 
-  result = Swig_DirectorStateHandler_callback_save_capi_4d1c7eae2a7e2a0f(go_val, swig_out);
+  result = Swig_DirectorStateHandler_callback_save_capi_94df76c310b852b7(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_4d1c7eae2a7e2a0f(int, accswig::Bytes *in);
+extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_94df76c310b852b7(int, accswig::Bytes *in);
 int SwigDirector_StateHandler::load(accswig::Bytes *in) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_in;
   
   *(accswig::Bytes **)&swig_in = (accswig::Bytes *)in; 
-  result = Swig_DirectorStateHandler_callback_load_capi_4d1c7eae2a7e2a0f(go_val, swig_in);
+  result = Swig_DirectorStateHandler_callback_load_capi_94df76c310b852b7(go_val, swig_in);
   c_result = (int)result; 
   return c_result;
 }
@@ -1691,19 +1705,19 @@ SwigDirector_CheckpointHook::SwigDirector_CheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_4d1c7eae2a7e2a0f(intgo);
+extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_94df76c310b852b7(intgo);
 SwigDirector_CheckpointHook::~SwigDirector_CheckpointHook()
 {
-  Swiggo_DeleteDirector_CheckpointHook_capi_4d1c7eae2a7e2a0f(go_val);
+  Swiggo_DeleteDirector_CheckpointHook_capi_94df76c310b852b7(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_4d1c7eae2a7e2a0f(int);
+extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_94df76c310b852b7(int);
 void SwigDirector_CheckpointHook::released() {
-  Swig_DirectorCheckpointHook_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
+  Swig_DirectorCheckpointHook_callback_released_capi_94df76c310b852b7(go_val);
 }
 
-extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_4d1c7eae2a7e2a0f(int, _gostring_ dir);
+extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_94df76c310b852b7(int, _gostring_ dir);
 int SwigDirector_CheckpointHook::run(char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1712,7 +1726,7 @@ int SwigDirector_CheckpointHook::run(char const *dir) {
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorCheckpointHook_callback_run_capi_4d1c7eae2a7e2a0f(go_val, swig_dir);
+  result = Swig_DirectorCheckpointHook_callback_run_capi_94df76c310b852b7(go_val, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1722,19 +1736,19 @@ SwigDirector_ModelsCheckpointHook::SwigDirector_ModelsCheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_ModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(intgo);
+extern "C" void Swiggo_DeleteDirector_ModelsCheckpointHook_capi_94df76c310b852b7(intgo);
 SwigDirector_ModelsCheckpointHook::~SwigDirector_ModelsCheckpointHook()
 {
-  Swiggo_DeleteDirector_ModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(go_val);
+  Swiggo_DeleteDirector_ModelsCheckpointHook_capi_94df76c310b852b7(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorModelsCheckpointHook_callback_released_capi_4d1c7eae2a7e2a0f(int);
+extern "C" void Swig_DirectorModelsCheckpointHook_callback_released_capi_94df76c310b852b7(int);
 void SwigDirector_ModelsCheckpointHook::released() {
-  Swig_DirectorModelsCheckpointHook_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
+  Swig_DirectorModelsCheckpointHook_callback_released_capi_94df76c310b852b7(go_val);
 }
 
-extern "C" intgo Swig_DirectorModelsCheckpointHook_callback_run_capi_4d1c7eae2a7e2a0f(int, accswig::CheckpointModels *models, _gostring_ dir);
+extern "C" intgo Swig_DirectorModelsCheckpointHook_callback_run_capi_94df76c310b852b7(int, accswig::CheckpointModels *models, _gostring_ dir);
 int SwigDirector_ModelsCheckpointHook::run(accswig::CheckpointModels *models,char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1745,7 +1759,7 @@ int SwigDirector_ModelsCheckpointHook::run(accswig::CheckpointModels *models,cha
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorModelsCheckpointHook_callback_run_capi_4d1c7eae2a7e2a0f(go_val, swig_models, swig_dir);
+  result = Swig_DirectorModelsCheckpointHook_callback_run_capi_94df76c310b852b7(go_val, swig_models, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1755,19 +1769,19 @@ SwigDirector_Tracker::SwigDirector_Tracker(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Tracker_capi_4d1c7eae2a7e2a0f(intgo);
+extern "C" void Swiggo_DeleteDirector_Tracker_capi_94df76c310b852b7(intgo);
 SwigDirector_Tracker::~SwigDirector_Tracker()
 {
-  Swiggo_DeleteDirector_Tracker_capi_4d1c7eae2a7e2a0f(go_val);
+  Swiggo_DeleteDirector_Tracker_capi_94df76c310b852b7(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTracker_callback_released_capi_4d1c7eae2a7e2a0f(int);
+extern "C" void Swig_DirectorTracker_callback_released_capi_94df76c310b852b7(int);
 void SwigDirector_Tracker::released() {
-  Swig_DirectorTracker_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
+  Swig_DirectorTracker_callback_released_capi_94df76c310b852b7(go_val);
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_init_capi_4d1c7eae2a7e2a0f(int, _gostring_ project, _gostring_ configJson);
+extern "C" intgo Swig_DirectorTracker_callback_init_capi_94df76c310b852b7(int, _gostring_ project, _gostring_ configJson);
 int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1780,12 +1794,12 @@ int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   
   swig_configJson = Swig_AllocateString((char*)configJson, configJson ? strlen((char*)configJson) : 0);
   
-  result = Swig_DirectorTracker_callback_init_capi_4d1c7eae2a7e2a0f(go_val, swig_project, swig_configJson);
+  result = Swig_DirectorTracker_callback_init_capi_94df76c310b852b7(go_val, swig_project, swig_configJson);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_log_capi_4d1c7eae2a7e2a0f(int, accswig::Metrics *metrics, long long step);
+extern "C" intgo Swig_DirectorTracker_callback_log_capi_94df76c310b852b7(int, accswig::Metrics *metrics, long long step);
 int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1794,22 +1808,22 @@ int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   
   *(accswig::Metrics **)&swig_metrics = (accswig::Metrics *)metrics; 
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_log_capi_4d1c7eae2a7e2a0f(go_val, swig_metrics, swig_step);
+  result = Swig_DirectorTracker_callback_log_capi_94df76c310b852b7(go_val, swig_metrics, swig_step);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_finish_capi_4d1c7eae2a7e2a0f(int);
+extern "C" intgo Swig_DirectorTracker_callback_finish_capi_94df76c310b852b7(int);
 int SwigDirector_Tracker::finish() {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   
-  result = Swig_DirectorTracker_callback_finish_capi_4d1c7eae2a7e2a0f(go_val);
+  result = Swig_DirectorTracker_callback_finish_capi_94df76c310b852b7(go_val);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_logText_capi_4d1c7eae2a7e2a0f(int, accswig::Texts *arg2, long long arg3);
+extern "C" intgo Swig_DirectorTracker_callback_logText_capi_94df76c310b852b7(int, accswig::Texts *arg2, long long arg3);
 int SwigDirector_Tracker::logText(accswig::Texts *texts,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1818,22 +1832,22 @@ int SwigDirector_Tracker::logText(accswig::Texts *texts,int64_t step) {
   
   *(accswig::Texts **)&swig_arg2 = (accswig::Texts *)texts; 
   swig_arg3 = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_logText_capi_4d1c7eae2a7e2a0f(go_val, swig_arg2, swig_arg3);
+  result = Swig_DirectorTracker_callback_logText_capi_94df76c310b852b7(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" bool Swig_DirectorTracker_callback_takesImages_capi_4d1c7eae2a7e2a0f(int);
+extern "C" bool Swig_DirectorTracker_callback_takesImages_capi_94df76c310b852b7(int);
 bool SwigDirector_Tracker::takesImages() {
   bool c_result = SwigValueInit< bool >() ;
   bool result;
   
-  result = Swig_DirectorTracker_callback_takesImages_capi_4d1c7eae2a7e2a0f(go_val);
+  result = Swig_DirectorTracker_callback_takesImages_capi_94df76c310b852b7(go_val);
   c_result = (bool)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_logImages_capi_4d1c7eae2a7e2a0f(int, accswig::Images *arg2, long long arg3);
+extern "C" intgo Swig_DirectorTracker_callback_logImages_capi_94df76c310b852b7(int, accswig::Images *arg2, long long arg3);
 int SwigDirector_Tracker::logImages(accswig::Images *images,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1842,22 +1856,22 @@ int SwigDirector_Tracker::logImages(accswig::Images *images,int64_t step) {
   
   *(accswig::Images **)&swig_arg2 = (accswig::Images *)images; 
   swig_arg3 = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_logImages_capi_4d1c7eae2a7e2a0f(go_val, swig_arg2, swig_arg3);
+  result = Swig_DirectorTracker_callback_logImages_capi_94df76c310b852b7(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" bool Swig_DirectorTracker_callback_takesHistograms_capi_4d1c7eae2a7e2a0f(int);
+extern "C" bool Swig_DirectorTracker_callback_takesHistograms_capi_94df76c310b852b7(int);
 bool SwigDirector_Tracker::takesHistograms() {
   bool c_result = SwigValueInit< bool >() ;
   bool result;
   
-  result = Swig_DirectorTracker_callback_takesHistograms_capi_4d1c7eae2a7e2a0f(go_val);
+  result = Swig_DirectorTracker_callback_takesHistograms_capi_94df76c310b852b7(go_val);
   c_result = (bool)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_logHistogram_capi_4d1c7eae2a7e2a0f(int, accswig::HistogramView *arg2, long long arg3);
+extern "C" intgo Swig_DirectorTracker_callback_logHistogram_capi_94df76c310b852b7(int, accswig::HistogramView *arg2, long long arg3);
 int SwigDirector_Tracker::logHistogram(accswig::HistogramView *histogram,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1866,7 +1880,7 @@ int SwigDirector_Tracker::logHistogram(accswig::HistogramView *histogram,int64_t
   
   *(accswig::HistogramView **)&swig_arg2 = (accswig::HistogramView *)histogram; 
   swig_arg3 = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_logHistogram_capi_4d1c7eae2a7e2a0f(go_val, swig_arg2, swig_arg3);
+  result = Swig_DirectorTracker_callback_logHistogram_capi_94df76c310b852b7(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
@@ -1876,19 +1890,19 @@ SwigDirector_LrLambda::SwigDirector_LrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_LrLambda_capi_4d1c7eae2a7e2a0f(intgo);
+extern "C" void Swiggo_DeleteDirector_LrLambda_capi_94df76c310b852b7(intgo);
 SwigDirector_LrLambda::~SwigDirector_LrLambda()
 {
-  Swiggo_DeleteDirector_LrLambda_capi_4d1c7eae2a7e2a0f(go_val);
+  Swiggo_DeleteDirector_LrLambda_capi_94df76c310b852b7(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorLrLambda_callback_released_capi_4d1c7eae2a7e2a0f(int);
+extern "C" void Swig_DirectorLrLambda_callback_released_capi_94df76c310b852b7(int);
 void SwigDirector_LrLambda::released() {
-  Swig_DirectorLrLambda_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
+  Swig_DirectorLrLambda_callback_released_capi_94df76c310b852b7(go_val);
 }
 
-extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_4d1c7eae2a7e2a0f(int, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_94df76c310b852b7(int, long long step, accswig::Factor *out);
 int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1897,7 +1911,7 @@ int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorLrLambda_callback_factor_capi_4d1c7eae2a7e2a0f(go_val, swig_step, swig_out);
+  result = Swig_DirectorLrLambda_callback_factor_capi_94df76c310b852b7(go_val, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1907,19 +1921,19 @@ SwigDirector_GroupLrLambda::SwigDirector_GroupLrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_4d1c7eae2a7e2a0f(intgo);
+extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_94df76c310b852b7(intgo);
 SwigDirector_GroupLrLambda::~SwigDirector_GroupLrLambda()
 {
-  Swiggo_DeleteDirector_GroupLrLambda_capi_4d1c7eae2a7e2a0f(go_val);
+  Swiggo_DeleteDirector_GroupLrLambda_capi_94df76c310b852b7(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_4d1c7eae2a7e2a0f(int);
+extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_94df76c310b852b7(int);
 void SwigDirector_GroupLrLambda::released() {
-  Swig_DirectorGroupLrLambda_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
+  Swig_DirectorGroupLrLambda_callback_released_capi_94df76c310b852b7(go_val);
 }
 
-extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_4d1c7eae2a7e2a0f(int, long long group, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_94df76c310b852b7(int, long long group, long long step, accswig::Factor *out);
 int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1930,7 +1944,7 @@ int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor
   swig_group = (size_t)group; 
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorGroupLrLambda_callback_factor_capi_4d1c7eae2a7e2a0f(go_val, swig_group, swig_step, swig_out);
+  result = Swig_DirectorGroupLrLambda_callback_factor_capi_94df76c310b852b7(go_val, swig_group, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1940,26 +1954,26 @@ SwigDirector_TraceReady::SwigDirector_TraceReady(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_TraceReady_capi_4d1c7eae2a7e2a0f(intgo);
+extern "C" void Swiggo_DeleteDirector_TraceReady_capi_94df76c310b852b7(intgo);
 SwigDirector_TraceReady::~SwigDirector_TraceReady()
 {
-  Swiggo_DeleteDirector_TraceReady_capi_4d1c7eae2a7e2a0f(go_val);
+  Swiggo_DeleteDirector_TraceReady_capi_94df76c310b852b7(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTraceReady_callback_released_capi_4d1c7eae2a7e2a0f(int);
+extern "C" void Swig_DirectorTraceReady_callback_released_capi_94df76c310b852b7(int);
 void SwigDirector_TraceReady::released() {
-  Swig_DirectorTraceReady_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
+  Swig_DirectorTraceReady_callback_released_capi_94df76c310b852b7(go_val);
 }
 
-extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_4d1c7eae2a7e2a0f(int, long long step);
+extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_94df76c310b852b7(int, long long step);
 int SwigDirector_TraceReady::ready(int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_step;
   
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTraceReady_callback_ready_capi_4d1c7eae2a7e2a0f(go_val, swig_step);
+  result = Swig_DirectorTraceReady_callback_ready_capi_94df76c310b852b7(go_val, swig_step);
   c_result = (int)result; 
   return c_result;
 }
@@ -1969,26 +1983,26 @@ SwigDirector_BatchSizeRun::SwigDirector_BatchSizeRun(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_4d1c7eae2a7e2a0f(intgo);
+extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_94df76c310b852b7(intgo);
 SwigDirector_BatchSizeRun::~SwigDirector_BatchSizeRun()
 {
-  Swiggo_DeleteDirector_BatchSizeRun_capi_4d1c7eae2a7e2a0f(go_val);
+  Swiggo_DeleteDirector_BatchSizeRun_capi_94df76c310b852b7(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_4d1c7eae2a7e2a0f(int);
+extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_94df76c310b852b7(int);
 void SwigDirector_BatchSizeRun::released() {
-  Swig_DirectorBatchSizeRun_callback_released_capi_4d1c7eae2a7e2a0f(go_val);
+  Swig_DirectorBatchSizeRun_callback_released_capi_94df76c310b852b7(go_val);
 }
 
-extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_4d1c7eae2a7e2a0f(int, long long batch_size);
+extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_94df76c310b852b7(int, long long batch_size);
 int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_batch_size;
   
   swig_batch_size = (int64_t)batch_size; 
-  result = Swig_DirectorBatchSizeRun_callback_run_capi_4d1c7eae2a7e2a0f(go_val, swig_batch_size);
+  result = Swig_DirectorBatchSizeRun_callback_run_capi_94df76c310b852b7(go_val, swig_batch_size);
   c_result = (int)result; 
   return c_result;
 }
@@ -1997,7 +2011,7 @@ int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_4d1c7eae2a7e2a0f(void *_swig_go_0) {
+void _wrap_Swig_free_capi_94df76c310b852b7(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -2007,7 +2021,7 @@ void _wrap_Swig_free_capi_4d1c7eae2a7e2a0f(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_94df76c310b852b7(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -2020,7 +2034,7 @@ void *_wrap_Swig_malloc_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_ACC_OK_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OK_capi_94df76c310b852b7() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2041,7 +2055,7 @@ intgo _wrap_ACC_OK_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_94df76c310b852b7() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2062,7 +2076,7 @@ intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_94df76c310b852b7() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2083,7 +2097,7 @@ intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_94df76c310b852b7() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2104,7 +2118,7 @@ intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_ERR_UNSUPPORTED_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_ERR_UNSUPPORTED_capi_94df76c310b852b7() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2125,7 +2139,7 @@ intgo _wrap_ACC_ERR_UNSUPPORTED_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_94df76c310b852b7() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2146,7 +2160,7 @@ intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_ERR_TIMEOUT_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_ERR_TIMEOUT_capi_94df76c310b852b7() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2167,7 +2181,7 @@ intgo _wrap_ACC_ERR_TIMEOUT_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_ERR_ABORTED_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_ERR_ABORTED_capi_94df76c310b852b7() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2188,7 +2202,7 @@ intgo _wrap_ACC_ERR_ABORTED_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_ERR_DISTRIBUTED_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_ERR_DISTRIBUTED_capi_94df76c310b852b7() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2209,7 +2223,7 @@ intgo _wrap_ACC_ERR_DISTRIBUTED_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_ERR_IO_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_ERR_IO_capi_94df76c310b852b7() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2230,7 +2244,7 @@ intgo _wrap_ACC_ERR_IO_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_94df76c310b852b7() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2251,7 +2265,7 @@ intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_ERR_INTERNAL_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_ERR_INTERNAL_capi_94df76c310b852b7() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2272,7 +2286,7 @@ intgo _wrap_ACC_ERR_INTERNAL_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UNDEFINED_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_DTYPE_UNDEFINED_capi_94df76c310b852b7() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2293,7 +2307,7 @@ intgo _wrap_ACC_DTYPE_UNDEFINED_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT32_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_DTYPE_FLOAT32_capi_94df76c310b852b7() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2314,7 +2328,7 @@ intgo _wrap_ACC_DTYPE_FLOAT32_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT64_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_DTYPE_FLOAT64_capi_94df76c310b852b7() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2335,7 +2349,7 @@ intgo _wrap_ACC_DTYPE_FLOAT64_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BFLOAT16_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_DTYPE_BFLOAT16_capi_94df76c310b852b7() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2356,7 +2370,7 @@ intgo _wrap_ACC_DTYPE_BFLOAT16_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT16_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_DTYPE_FLOAT16_capi_94df76c310b852b7() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2377,7 +2391,7 @@ intgo _wrap_ACC_DTYPE_FLOAT16_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT64_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_DTYPE_INT64_capi_94df76c310b852b7() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2398,7 +2412,7 @@ intgo _wrap_ACC_DTYPE_INT64_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT32_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_DTYPE_INT32_capi_94df76c310b852b7() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2419,7 +2433,7 @@ intgo _wrap_ACC_DTYPE_INT32_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UINT8_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_DTYPE_UINT8_capi_94df76c310b852b7() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2440,7 +2454,7 @@ intgo _wrap_ACC_DTYPE_UINT8_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BOOL_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_DTYPE_BOOL_capi_94df76c310b852b7() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2461,7 +2475,7 @@ intgo _wrap_ACC_DTYPE_BOOL_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT8_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_DTYPE_INT8_capi_94df76c310b852b7() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2482,7 +2496,7 @@ intgo _wrap_ACC_DTYPE_INT8_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT16_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_DTYPE_INT16_capi_94df76c310b852b7() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2503,7 +2517,7 @@ intgo _wrap_ACC_DTYPE_INT16_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_NONE_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_REDUCTION_NONE_capi_94df76c310b852b7() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2524,7 +2538,7 @@ intgo _wrap_ACC_REDUCTION_NONE_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_MEAN_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_REDUCTION_MEAN_capi_94df76c310b852b7() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2545,7 +2559,7 @@ intgo _wrap_ACC_REDUCTION_MEAN_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_SUM_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_REDUCTION_SUM_capi_94df76c310b852b7() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2566,7 +2580,7 @@ intgo _wrap_ACC_REDUCTION_SUM_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ANY_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_ANY_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2587,7 +2601,7 @@ intgo _wrap_ACC_HANDLE_ANY_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_TENSOR_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2608,7 +2622,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2629,7 +2643,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_STRING_LIST_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_STRING_LIST_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2650,7 +2664,7 @@ intgo _wrap_ACC_HANDLE_STRING_LIST_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIONS_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_OPTIONS_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2671,7 +2685,7 @@ intgo _wrap_ACC_HANDLE_OPTIONS_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_MODEL_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_MODEL_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2692,7 +2706,7 @@ intgo _wrap_ACC_HANDLE_MODEL_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2713,7 +2727,7 @@ intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_SCHEDULER_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_SCHEDULER_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2734,7 +2748,7 @@ intgo _wrap_ACC_HANDLE_SCHEDULER_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATASET_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_DATASET_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2755,7 +2769,7 @@ intgo _wrap_ACC_HANDLE_DATASET_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATALOADER_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_DATALOADER_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2776,7 +2790,7 @@ intgo _wrap_ACC_HANDLE_DATALOADER_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2797,7 +2811,7 @@ intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_PROGRESS_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_PROGRESS_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2818,7 +2832,7 @@ intgo _wrap_ACC_HANDLE_PROGRESS_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_BYTES_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_BYTES_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2839,7 +2853,7 @@ intgo _wrap_ACC_HANDLE_BYTES_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2860,7 +2874,7 @@ intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_94df76c310b852b7() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2881,7 +2895,7 @@ intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2902,7 +2916,7 @@ intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2923,7 +2937,7 @@ intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_DATALOADER_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_DATALOADER_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2944,7 +2958,7 @@ intgo _wrap_ACC_OPTIONS_DATALOADER_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2965,7 +2979,7 @@ intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_LORA_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_LORA_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2986,7 +3000,7 @@ intgo _wrap_ACC_OPTIONS_LORA_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_PROFILE_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_PROFILE_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3007,7 +3021,7 @@ intgo _wrap_ACC_OPTIONS_PROFILE_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3028,7 +3042,7 @@ intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3049,7 +3063,7 @@ intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3070,7 +3084,7 @@ intgo _wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_EVA_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_EVA_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3091,7 +3105,7 @@ intgo _wrap_ACC_OPTIONS_EVA_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_IA3_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_IA3_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3112,7 +3126,7 @@ intgo _wrap_ACC_OPTIONS_IA3_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_LOHA_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_LOHA_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3133,7 +3147,7 @@ intgo _wrap_ACC_OPTIONS_LOHA_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_LOKR_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_LOKR_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3154,7 +3168,7 @@ intgo _wrap_ACC_OPTIONS_LOKR_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_VERA_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_VERA_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3175,7 +3189,7 @@ intgo _wrap_ACC_OPTIONS_VERA_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_OFT_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_OFT_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3196,7 +3210,7 @@ intgo _wrap_ACC_OPTIONS_OFT_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_ADALORA_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_ADALORA_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3217,7 +3231,7 @@ intgo _wrap_ACC_OPTIONS_ADALORA_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_BOFT_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_BOFT_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3238,7 +3252,7 @@ intgo _wrap_ACC_OPTIONS_BOFT_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_HRA_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_HRA_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3259,7 +3273,7 @@ intgo _wrap_ACC_OPTIONS_HRA_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_FOURIERFT_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_FOURIERFT_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3280,7 +3294,7 @@ intgo _wrap_ACC_OPTIONS_FOURIERFT_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_LN_TUNING_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_LN_TUNING_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3301,7 +3315,7 @@ intgo _wrap_ACC_OPTIONS_LN_TUNING_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_MISS_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_MISS_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3322,7 +3336,7 @@ intgo _wrap_ACC_OPTIONS_MISS_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_C3A_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_C3A_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3343,7 +3357,7 @@ intgo _wrap_ACC_OPTIONS_C3A_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_SHIRA_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_SHIRA_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3364,7 +3378,7 @@ intgo _wrap_ACC_OPTIONS_SHIRA_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_RANDLORA_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_RANDLORA_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3385,7 +3399,7 @@ intgo _wrap_ACC_OPTIONS_RANDLORA_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_DELORA_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_DELORA_capi_94df76c310b852b7() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -3406,7 +3420,28 @@ intgo _wrap_ACC_OPTIONS_DELORA_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_OPTIONS_ROAD_capi_94df76c310b852b7() {
+  acc_options_kind result;
+  intgo _swig_go_result;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = ACC_OPTIONS_ROAD;
+      
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_94df76c310b852b7() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -3427,7 +3462,7 @@ intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_NO_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_PLACEMENT_NO_capi_94df76c310b852b7() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -3448,7 +3483,7 @@ intgo _wrap_ACC_PLACEMENT_NO_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_YES_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_ACC_PLACEMENT_YES_capi_94df76c310b852b7() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -3469,7 +3504,7 @@ intgo _wrap_ACC_PLACEMENT_YES_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-void _wrap_delete_Callback_capi_4d1c7eae2a7e2a0f(accswig::Callback *_swig_go_0) {
+void _wrap_delete_Callback_capi_94df76c310b852b7(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -3488,7 +3523,7 @@ void _wrap_delete_Callback_capi_4d1c7eae2a7e2a0f(accswig::Callback *_swig_go_0) 
 }
 
 
-void _wrap_Callback_released_capi_4d1c7eae2a7e2a0f(accswig::Callback *_swig_go_0) {
+void _wrap_Callback_released_capi_94df76c310b852b7(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -3507,7 +3542,7 @@ void _wrap_Callback_released_capi_4d1c7eae2a7e2a0f(accswig::Callback *_swig_go_0
 }
 
 
-accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_94df76c310b852b7(intgo _swig_go_0) {
   int arg1 ;
   accswig::SampleSource *result = 0 ;
   accswig::SampleSource *_swig_go_result;
@@ -3529,7 +3564,7 @@ accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_4d1c
 }
 
 
-void _wrap_DeleteDirectorSampleSource_capi_4d1c7eae2a7e2a0f(accswig::SampleSource *_swig_go_0) {
+void _wrap_DeleteDirectorSampleSource_capi_94df76c310b852b7(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -3548,7 +3583,7 @@ void _wrap_DeleteDirectorSampleSource_capi_4d1c7eae2a7e2a0f(accswig::SampleSourc
 }
 
 
-void _wrap__swig_DirectorSampleSource_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_SampleSource *_swig_go_0) {
+void _wrap__swig_DirectorSampleSource_upcall_Released_capi_94df76c310b852b7(SwigDirector_SampleSource *_swig_go_0) {
   SwigDirector_SampleSource *arg1 = (SwigDirector_SampleSource *) 0 ;
   
   arg1 = *(SwigDirector_SampleSource **)&_swig_go_0; 
@@ -3567,7 +3602,7 @@ void _wrap__swig_DirectorSampleSource_upcall_Released_capi_4d1c7eae2a7e2a0f(Swig
 }
 
 
-intgo _wrap_SampleSource_sample_capi_4d1c7eae2a7e2a0f(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_SampleSource_sample_capi_94df76c310b852b7(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   int64_t arg2 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -3593,7 +3628,7 @@ intgo _wrap_SampleSource_sample_capi_4d1c7eae2a7e2a0f(accswig::SampleSource *_sw
 }
 
 
-void _wrap_delete_SampleSource_capi_4d1c7eae2a7e2a0f(accswig::SampleSource *_swig_go_0) {
+void _wrap_delete_SampleSource_capi_94df76c310b852b7(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -3612,7 +3647,7 @@ void _wrap_delete_SampleSource_capi_4d1c7eae2a7e2a0f(accswig::SampleSource *_swi
 }
 
 
-void _wrap_SampleSource_released_capi_4d1c7eae2a7e2a0f(accswig::SampleSource *_swig_go_0) {
+void _wrap_SampleSource_released_capi_94df76c310b852b7(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -3623,7 +3658,7 @@ void _wrap_SampleSource_released_capi_4d1c7eae2a7e2a0f(accswig::SampleSource *_s
 }
 
 
-accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_94df76c310b852b7(intgo _swig_go_0) {
   int arg1 ;
   accswig::StreamSource *result = 0 ;
   accswig::StreamSource *_swig_go_result;
@@ -3645,7 +3680,7 @@ accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_4d1c
 }
 
 
-void _wrap_DeleteDirectorStreamSource_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swig_go_0) {
+void _wrap_DeleteDirectorStreamSource_capi_94df76c310b852b7(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3664,7 +3699,7 @@ void _wrap_DeleteDirectorStreamSource_capi_4d1c7eae2a7e2a0f(accswig::StreamSourc
 }
 
 
-void _wrap__swig_DirectorStreamSource_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_StreamSource *_swig_go_0) {
+void _wrap__swig_DirectorStreamSource_upcall_Released_capi_94df76c310b852b7(SwigDirector_StreamSource *_swig_go_0) {
   SwigDirector_StreamSource *arg1 = (SwigDirector_StreamSource *) 0 ;
   
   arg1 = *(SwigDirector_StreamSource **)&_swig_go_0; 
@@ -3683,7 +3718,7 @@ void _wrap__swig_DirectorStreamSource_upcall_Released_capi_4d1c7eae2a7e2a0f(Swig
 }
 
 
-intgo _wrap_StreamSource_start_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_StreamSource_start_capi_94df76c310b852b7(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3707,7 +3742,7 @@ intgo _wrap_StreamSource_start_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swi
 }
 
 
-intgo _wrap_StreamSource_next_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
+intgo _wrap_StreamSource_next_capi_94df76c310b852b7(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   int result;
@@ -3731,7 +3766,7 @@ intgo _wrap_StreamSource_next_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swig
 }
 
 
-void _wrap_delete_StreamSource_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swig_go_0) {
+void _wrap_delete_StreamSource_capi_94df76c310b852b7(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3750,7 +3785,7 @@ void _wrap_delete_StreamSource_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swi
 }
 
 
-void _wrap_StreamSource_released_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swig_go_0) {
+void _wrap_StreamSource_released_capi_94df76c310b852b7(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3761,7 +3796,7 @@ void _wrap_StreamSource_released_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_s
 }
 
 
-accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_94df76c310b852b7(intgo _swig_go_0) {
   int arg1 ;
   accswig::Collator *result = 0 ;
   accswig::Collator *_swig_go_result;
@@ -3783,7 +3818,7 @@ accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_4d1c7eae2a7e2a0f
 }
 
 
-void _wrap_DeleteDirectorCollator_capi_4d1c7eae2a7e2a0f(accswig::Collator *_swig_go_0) {
+void _wrap_DeleteDirectorCollator_capi_94df76c310b852b7(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3802,7 +3837,7 @@ void _wrap_DeleteDirectorCollator_capi_4d1c7eae2a7e2a0f(accswig::Collator *_swig
 }
 
 
-void _wrap__swig_DirectorCollator_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_Collator *_swig_go_0) {
+void _wrap__swig_DirectorCollator_upcall_Released_capi_94df76c310b852b7(SwigDirector_Collator *_swig_go_0) {
   SwigDirector_Collator *arg1 = (SwigDirector_Collator *) 0 ;
   
   arg1 = *(SwigDirector_Collator **)&_swig_go_0; 
@@ -3821,7 +3856,7 @@ void _wrap__swig_DirectorCollator_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDire
 }
 
 
-intgo _wrap_Collator_collate_capi_4d1c7eae2a7e2a0f(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_Collator_collate_capi_94df76c310b852b7(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   accswig::Samples *arg2 = (accswig::Samples *) 0 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -3847,7 +3882,7 @@ intgo _wrap_Collator_collate_capi_4d1c7eae2a7e2a0f(accswig::Collator *_swig_go_0
 }
 
 
-void _wrap_delete_Collator_capi_4d1c7eae2a7e2a0f(accswig::Collator *_swig_go_0) {
+void _wrap_delete_Collator_capi_94df76c310b852b7(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3866,7 +3901,7 @@ void _wrap_delete_Collator_capi_4d1c7eae2a7e2a0f(accswig::Collator *_swig_go_0) 
 }
 
 
-void _wrap_Collator_released_capi_4d1c7eae2a7e2a0f(accswig::Collator *_swig_go_0) {
+void _wrap_Collator_released_capi_94df76c310b852b7(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3877,7 +3912,7 @@ void _wrap_Collator_released_capi_4d1c7eae2a7e2a0f(accswig::Collator *_swig_go_0
 }
 
 
-accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_94df76c310b852b7(intgo _swig_go_0) {
   int arg1 ;
   accswig::StateHandler *result = 0 ;
   accswig::StateHandler *_swig_go_result;
@@ -3899,7 +3934,7 @@ accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_4d1c
 }
 
 
-void _wrap_DeleteDirectorStateHandler_capi_4d1c7eae2a7e2a0f(accswig::StateHandler *_swig_go_0) {
+void _wrap_DeleteDirectorStateHandler_capi_94df76c310b852b7(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3918,7 +3953,7 @@ void _wrap_DeleteDirectorStateHandler_capi_4d1c7eae2a7e2a0f(accswig::StateHandle
 }
 
 
-void _wrap__swig_DirectorStateHandler_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_StateHandler *_swig_go_0) {
+void _wrap__swig_DirectorStateHandler_upcall_Released_capi_94df76c310b852b7(SwigDirector_StateHandler *_swig_go_0) {
   SwigDirector_StateHandler *arg1 = (SwigDirector_StateHandler *) 0 ;
   
   arg1 = *(SwigDirector_StateHandler **)&_swig_go_0; 
@@ -3937,7 +3972,7 @@ void _wrap__swig_DirectorStateHandler_upcall_Released_capi_4d1c7eae2a7e2a0f(Swig
 }
 
 
-intgo _wrap_StateHandler_save_capi_4d1c7eae2a7e2a0f(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_save_capi_94df76c310b852b7(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3961,7 +3996,7 @@ intgo _wrap_StateHandler_save_capi_4d1c7eae2a7e2a0f(accswig::StateHandler *_swig
 }
 
 
-intgo _wrap_StateHandler_load_capi_4d1c7eae2a7e2a0f(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_load_capi_94df76c310b852b7(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3985,7 +4020,7 @@ intgo _wrap_StateHandler_load_capi_4d1c7eae2a7e2a0f(accswig::StateHandler *_swig
 }
 
 
-void _wrap_delete_StateHandler_capi_4d1c7eae2a7e2a0f(accswig::StateHandler *_swig_go_0) {
+void _wrap_delete_StateHandler_capi_94df76c310b852b7(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -4004,7 +4039,7 @@ void _wrap_delete_StateHandler_capi_4d1c7eae2a7e2a0f(accswig::StateHandler *_swi
 }
 
 
-void _wrap_StateHandler_released_capi_4d1c7eae2a7e2a0f(accswig::StateHandler *_swig_go_0) {
+void _wrap_StateHandler_released_capi_94df76c310b852b7(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -4015,7 +4050,7 @@ void _wrap_StateHandler_released_capi_4d1c7eae2a7e2a0f(accswig::StateHandler *_s
 }
 
 
-accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_94df76c310b852b7(intgo _swig_go_0) {
   int arg1 ;
   accswig::CheckpointHook *result = 0 ;
   accswig::CheckpointHook *_swig_go_result;
@@ -4037,7 +4072,7 @@ accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_cap
 }
 
 
-void _wrap_DeleteDirectorCheckpointHook_capi_4d1c7eae2a7e2a0f(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorCheckpointHook_capi_94df76c310b852b7(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -4056,7 +4091,7 @@ void _wrap_DeleteDirectorCheckpointHook_capi_4d1c7eae2a7e2a0f(accswig::Checkpoin
 }
 
 
-void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_CheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_94df76c310b852b7(SwigDirector_CheckpointHook *_swig_go_0) {
   SwigDirector_CheckpointHook *arg1 = (SwigDirector_CheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_CheckpointHook **)&_swig_go_0; 
@@ -4075,7 +4110,7 @@ void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_4d1c7eae2a7e2a0f(Sw
 }
 
 
-intgo _wrap_CheckpointHook_run_capi_4d1c7eae2a7e2a0f(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_CheckpointHook_run_capi_94df76c310b852b7(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   char *arg2 = (char *) 0 ;
   char *copy2 ;
@@ -4107,7 +4142,7 @@ intgo _wrap_CheckpointHook_run_capi_4d1c7eae2a7e2a0f(accswig::CheckpointHook *_s
 }
 
 
-void _wrap_delete_CheckpointHook_capi_4d1c7eae2a7e2a0f(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_delete_CheckpointHook_capi_94df76c310b852b7(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -4126,7 +4161,7 @@ void _wrap_delete_CheckpointHook_capi_4d1c7eae2a7e2a0f(accswig::CheckpointHook *
 }
 
 
-void _wrap_CheckpointHook_released_capi_4d1c7eae2a7e2a0f(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_CheckpointHook_released_capi_94df76c310b852b7(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -4137,7 +4172,7 @@ void _wrap_CheckpointHook_released_capi_4d1c7eae2a7e2a0f(accswig::CheckpointHook
 }
 
 
-accswig::ModelsCheckpointHook *_wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+accswig::ModelsCheckpointHook *_wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_94df76c310b852b7(intgo _swig_go_0) {
   int arg1 ;
   accswig::ModelsCheckpointHook *result = 0 ;
   accswig::ModelsCheckpointHook *_swig_go_result;
@@ -4159,7 +4194,7 @@ accswig::ModelsCheckpointHook *_wrap__swig_NewDirectorModelsCheckpointHookModels
 }
 
 
-void _wrap_DeleteDirectorModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(accswig::ModelsCheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorModelsCheckpointHook_capi_94df76c310b852b7(accswig::ModelsCheckpointHook *_swig_go_0) {
   accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
   
   arg1 = *(accswig::ModelsCheckpointHook **)&_swig_go_0; 
@@ -4178,7 +4213,7 @@ void _wrap_DeleteDirectorModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(accswig::Mod
 }
 
 
-void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_ModelsCheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_94df76c310b852b7(SwigDirector_ModelsCheckpointHook *_swig_go_0) {
   SwigDirector_ModelsCheckpointHook *arg1 = (SwigDirector_ModelsCheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_ModelsCheckpointHook **)&_swig_go_0; 
@@ -4197,7 +4232,7 @@ void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_4d1c7eae2a7e2
 }
 
 
-intgo _wrap_ModelsCheckpointHook_run_capi_4d1c7eae2a7e2a0f(accswig::ModelsCheckpointHook *_swig_go_0, accswig::CheckpointModels *_swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_ModelsCheckpointHook_run_capi_94df76c310b852b7(accswig::ModelsCheckpointHook *_swig_go_0, accswig::CheckpointModels *_swig_go_1, _gostring_ _swig_go_2) {
   accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
   accswig::CheckpointModels *arg2 = (accswig::CheckpointModels *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -4231,7 +4266,7 @@ intgo _wrap_ModelsCheckpointHook_run_capi_4d1c7eae2a7e2a0f(accswig::ModelsCheckp
 }
 
 
-void _wrap_delete_ModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(accswig::ModelsCheckpointHook *_swig_go_0) {
+void _wrap_delete_ModelsCheckpointHook_capi_94df76c310b852b7(accswig::ModelsCheckpointHook *_swig_go_0) {
   accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
   
   arg1 = *(accswig::ModelsCheckpointHook **)&_swig_go_0; 
@@ -4250,7 +4285,7 @@ void _wrap_delete_ModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(accswig::ModelsChec
 }
 
 
-void _wrap_ModelsCheckpointHook_released_capi_4d1c7eae2a7e2a0f(accswig::ModelsCheckpointHook *_swig_go_0) {
+void _wrap_ModelsCheckpointHook_released_capi_94df76c310b852b7(accswig::ModelsCheckpointHook *_swig_go_0) {
   accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
   
   arg1 = *(accswig::ModelsCheckpointHook **)&_swig_go_0; 
@@ -4261,7 +4296,7 @@ void _wrap_ModelsCheckpointHook_released_capi_4d1c7eae2a7e2a0f(accswig::ModelsCh
 }
 
 
-accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_94df76c310b852b7(intgo _swig_go_0) {
   int arg1 ;
   accswig::Tracker *result = 0 ;
   accswig::Tracker *_swig_go_result;
@@ -4283,7 +4318,7 @@ accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_4d1c7eae2a7e2a0f(in
 }
 
 
-void _wrap_DeleteDirectorTracker_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) {
+void _wrap_DeleteDirectorTracker_capi_94df76c310b852b7(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -4302,7 +4337,7 @@ void _wrap_DeleteDirectorTracker_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_g
 }
 
 
-void _wrap__swig_DirectorTracker_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_Tracker *_swig_go_0) {
+void _wrap__swig_DirectorTracker_upcall_Released_capi_94df76c310b852b7(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   
   arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
@@ -4321,7 +4356,7 @@ void _wrap__swig_DirectorTracker_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirec
 }
 
 
-intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_4d1c7eae2a7e2a0f(SwigDirector_Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
+intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_94df76c310b852b7(SwigDirector_Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   accswig::Texts *arg2 = (accswig::Texts *) 0 ;
   int64_t arg3 ;
@@ -4347,7 +4382,7 @@ intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_4d1c7eae2a7e2a0f(SwigDirec
 }
 
 
-bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_4d1c7eae2a7e2a0f(SwigDirector_Tracker *_swig_go_0) {
+bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_94df76c310b852b7(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -4369,7 +4404,7 @@ bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_4d1c7eae2a7e2a0f(SwigDi
 }
 
 
-intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_4d1c7eae2a7e2a0f(SwigDirector_Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
+intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_94df76c310b852b7(SwigDirector_Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   accswig::Images *arg2 = (accswig::Images *) 0 ;
   int64_t arg3 ;
@@ -4395,7 +4430,7 @@ intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_4d1c7eae2a7e2a0f(SwigDir
 }
 
 
-bool _wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_4d1c7eae2a7e2a0f(SwigDirector_Tracker *_swig_go_0) {
+bool _wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_94df76c310b852b7(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -4417,7 +4452,7 @@ bool _wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_4d1c7eae2a7e2a0f(Sw
 }
 
 
-intgo _wrap__swig_DirectorTracker_upcall_LogHistogram_capi_4d1c7eae2a7e2a0f(SwigDirector_Tracker *_swig_go_0, accswig::HistogramView *_swig_go_1, long long _swig_go_2) {
+intgo _wrap__swig_DirectorTracker_upcall_LogHistogram_capi_94df76c310b852b7(SwigDirector_Tracker *_swig_go_0, accswig::HistogramView *_swig_go_1, long long _swig_go_2) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   accswig::HistogramView *arg2 = (accswig::HistogramView *) 0 ;
   int64_t arg3 ;
@@ -4443,7 +4478,7 @@ intgo _wrap__swig_DirectorTracker_upcall_LogHistogram_capi_4d1c7eae2a7e2a0f(Swig
 }
 
 
-intgo _wrap_Tracker_init_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_Tracker_init_capi_94df76c310b852b7(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -4485,7 +4520,7 @@ intgo _wrap_Tracker_init_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0, _go
 }
 
 
-intgo _wrap_Tracker_log_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_log_capi_94df76c310b852b7(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Metrics *arg2 = (accswig::Metrics *) 0 ;
   int64_t arg3 ;
@@ -4511,7 +4546,7 @@ intgo _wrap_Tracker_log_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0, accs
 }
 
 
-intgo _wrap_Tracker_finish_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) {
+intgo _wrap_Tracker_finish_capi_94df76c310b852b7(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   int result;
   intgo _swig_go_result;
@@ -4533,7 +4568,7 @@ intgo _wrap_Tracker_finish_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) {
 }
 
 
-intgo _wrap_Tracker_logText_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_logText_capi_94df76c310b852b7(accswig::Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Texts *arg2 = (accswig::Texts *) 0 ;
   int64_t arg3 ;
@@ -4559,7 +4594,7 @@ intgo _wrap_Tracker_logText_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0, 
 }
 
 
-bool _wrap_Tracker_takesImages_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) {
+bool _wrap_Tracker_takesImages_capi_94df76c310b852b7(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -4581,7 +4616,7 @@ bool _wrap_Tracker_takesImages_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_
 }
 
 
-intgo _wrap_Tracker_logImages_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_logImages_capi_94df76c310b852b7(accswig::Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Images *arg2 = (accswig::Images *) 0 ;
   int64_t arg3 ;
@@ -4607,7 +4642,7 @@ intgo _wrap_Tracker_logImages_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0
 }
 
 
-bool _wrap_Tracker_takesHistograms_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) {
+bool _wrap_Tracker_takesHistograms_capi_94df76c310b852b7(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -4629,7 +4664,7 @@ bool _wrap_Tracker_takesHistograms_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig
 }
 
 
-intgo _wrap_Tracker_logHistogram_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0, accswig::HistogramView *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_logHistogram_capi_94df76c310b852b7(accswig::Tracker *_swig_go_0, accswig::HistogramView *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::HistogramView *arg2 = (accswig::HistogramView *) 0 ;
   int64_t arg3 ;
@@ -4655,7 +4690,7 @@ intgo _wrap_Tracker_logHistogram_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_g
 }
 
 
-void _wrap_delete_Tracker_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) {
+void _wrap_delete_Tracker_capi_94df76c310b852b7(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -4674,7 +4709,7 @@ void _wrap_delete_Tracker_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_Tracker_released_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) {
+void _wrap_Tracker_released_capi_94df76c310b852b7(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -4685,7 +4720,7 @@ void _wrap_Tracker_released_capi_4d1c7eae2a7e2a0f(accswig::Tracker *_swig_go_0) 
 }
 
 
-accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_94df76c310b852b7(intgo _swig_go_0) {
   int arg1 ;
   accswig::LrLambda *result = 0 ;
   accswig::LrLambda *_swig_go_result;
@@ -4707,7 +4742,7 @@ accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_4d1c7eae2a7e2a0f
 }
 
 
-void _wrap_DeleteDirectorLrLambda_capi_4d1c7eae2a7e2a0f(accswig::LrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorLrLambda_capi_94df76c310b852b7(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -4726,7 +4761,7 @@ void _wrap_DeleteDirectorLrLambda_capi_4d1c7eae2a7e2a0f(accswig::LrLambda *_swig
 }
 
 
-void _wrap__swig_DirectorLrLambda_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_LrLambda *_swig_go_0) {
+void _wrap__swig_DirectorLrLambda_upcall_Released_capi_94df76c310b852b7(SwigDirector_LrLambda *_swig_go_0) {
   SwigDirector_LrLambda *arg1 = (SwigDirector_LrLambda *) 0 ;
   
   arg1 = *(SwigDirector_LrLambda **)&_swig_go_0; 
@@ -4745,7 +4780,7 @@ void _wrap__swig_DirectorLrLambda_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDire
 }
 
 
-intgo _wrap_LrLambda_factor_capi_4d1c7eae2a7e2a0f(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
+intgo _wrap_LrLambda_factor_capi_94df76c310b852b7(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   int64_t arg2 ;
   accswig::Factor *arg3 = (accswig::Factor *) 0 ;
@@ -4771,7 +4806,7 @@ intgo _wrap_LrLambda_factor_capi_4d1c7eae2a7e2a0f(accswig::LrLambda *_swig_go_0,
 }
 
 
-void _wrap_delete_LrLambda_capi_4d1c7eae2a7e2a0f(accswig::LrLambda *_swig_go_0) {
+void _wrap_delete_LrLambda_capi_94df76c310b852b7(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -4790,7 +4825,7 @@ void _wrap_delete_LrLambda_capi_4d1c7eae2a7e2a0f(accswig::LrLambda *_swig_go_0) 
 }
 
 
-void _wrap_LrLambda_released_capi_4d1c7eae2a7e2a0f(accswig::LrLambda *_swig_go_0) {
+void _wrap_LrLambda_released_capi_94df76c310b852b7(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -4801,7 +4836,7 @@ void _wrap_LrLambda_released_capi_4d1c7eae2a7e2a0f(accswig::LrLambda *_swig_go_0
 }
 
 
-accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_94df76c310b852b7(intgo _swig_go_0) {
   int arg1 ;
   accswig::GroupLrLambda *result = 0 ;
   accswig::GroupLrLambda *_swig_go_result;
@@ -4823,7 +4858,7 @@ accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_4
 }
 
 
-void _wrap_DeleteDirectorGroupLrLambda_capi_4d1c7eae2a7e2a0f(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorGroupLrLambda_capi_94df76c310b852b7(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -4842,7 +4877,7 @@ void _wrap_DeleteDirectorGroupLrLambda_capi_4d1c7eae2a7e2a0f(accswig::GroupLrLam
 }
 
 
-void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_GroupLrLambda *_swig_go_0) {
+void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_94df76c310b852b7(SwigDirector_GroupLrLambda *_swig_go_0) {
   SwigDirector_GroupLrLambda *arg1 = (SwigDirector_GroupLrLambda *) 0 ;
   
   arg1 = *(SwigDirector_GroupLrLambda **)&_swig_go_0; 
@@ -4861,7 +4896,7 @@ void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_4d1c7eae2a7e2a0f(Swi
 }
 
 
-intgo _wrap_GroupLrLambda_factor_capi_4d1c7eae2a7e2a0f(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
+intgo _wrap_GroupLrLambda_factor_capi_94df76c310b852b7(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -4889,7 +4924,7 @@ intgo _wrap_GroupLrLambda_factor_capi_4d1c7eae2a7e2a0f(accswig::GroupLrLambda *_
 }
 
 
-void _wrap_delete_GroupLrLambda_capi_4d1c7eae2a7e2a0f(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_delete_GroupLrLambda_capi_94df76c310b852b7(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -4908,7 +4943,7 @@ void _wrap_delete_GroupLrLambda_capi_4d1c7eae2a7e2a0f(accswig::GroupLrLambda *_s
 }
 
 
-void _wrap_GroupLrLambda_released_capi_4d1c7eae2a7e2a0f(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_GroupLrLambda_released_capi_94df76c310b852b7(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -4919,7 +4954,7 @@ void _wrap_GroupLrLambda_released_capi_4d1c7eae2a7e2a0f(accswig::GroupLrLambda *
 }
 
 
-accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_94df76c310b852b7(intgo _swig_go_0) {
   int arg1 ;
   accswig::TraceReady *result = 0 ;
   accswig::TraceReady *_swig_go_result;
@@ -4941,7 +4976,7 @@ accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_4d1c7eae2a
 }
 
 
-void _wrap_DeleteDirectorTraceReady_capi_4d1c7eae2a7e2a0f(accswig::TraceReady *_swig_go_0) {
+void _wrap_DeleteDirectorTraceReady_capi_94df76c310b852b7(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -4960,7 +4995,7 @@ void _wrap_DeleteDirectorTraceReady_capi_4d1c7eae2a7e2a0f(accswig::TraceReady *_
 }
 
 
-void _wrap__swig_DirectorTraceReady_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_TraceReady *_swig_go_0) {
+void _wrap__swig_DirectorTraceReady_upcall_Released_capi_94df76c310b852b7(SwigDirector_TraceReady *_swig_go_0) {
   SwigDirector_TraceReady *arg1 = (SwigDirector_TraceReady *) 0 ;
   
   arg1 = *(SwigDirector_TraceReady **)&_swig_go_0; 
@@ -4979,7 +5014,7 @@ void _wrap__swig_DirectorTraceReady_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDi
 }
 
 
-intgo _wrap_TraceReady_ready_capi_4d1c7eae2a7e2a0f(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_TraceReady_ready_capi_94df76c310b852b7(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   int64_t arg2 ;
   int result;
@@ -5003,7 +5038,7 @@ intgo _wrap_TraceReady_ready_capi_4d1c7eae2a7e2a0f(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_delete_TraceReady_capi_4d1c7eae2a7e2a0f(accswig::TraceReady *_swig_go_0) {
+void _wrap_delete_TraceReady_capi_94df76c310b852b7(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -5022,7 +5057,7 @@ void _wrap_delete_TraceReady_capi_4d1c7eae2a7e2a0f(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_TraceReady_released_capi_4d1c7eae2a7e2a0f(accswig::TraceReady *_swig_go_0) {
+void _wrap_TraceReady_released_capi_94df76c310b852b7(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -5033,7 +5068,7 @@ void _wrap_TraceReady_released_capi_4d1c7eae2a7e2a0f(accswig::TraceReady *_swig_
 }
 
 
-accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_94df76c310b852b7(intgo _swig_go_0) {
   int arg1 ;
   accswig::BatchSizeRun *result = 0 ;
   accswig::BatchSizeRun *_swig_go_result;
@@ -5055,7 +5090,7 @@ accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_4d1c
 }
 
 
-void _wrap_DeleteDirectorBatchSizeRun_capi_4d1c7eae2a7e2a0f(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_DeleteDirectorBatchSizeRun_capi_94df76c310b852b7(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -5074,7 +5109,7 @@ void _wrap_DeleteDirectorBatchSizeRun_capi_4d1c7eae2a7e2a0f(accswig::BatchSizeRu
 }
 
 
-void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_4d1c7eae2a7e2a0f(SwigDirector_BatchSizeRun *_swig_go_0) {
+void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_94df76c310b852b7(SwigDirector_BatchSizeRun *_swig_go_0) {
   SwigDirector_BatchSizeRun *arg1 = (SwigDirector_BatchSizeRun *) 0 ;
   
   arg1 = *(SwigDirector_BatchSizeRun **)&_swig_go_0; 
@@ -5093,7 +5128,7 @@ void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_4d1c7eae2a7e2a0f(Swig
 }
 
 
-intgo _wrap_BatchSizeRun_run_capi_4d1c7eae2a7e2a0f(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_BatchSizeRun_run_capi_94df76c310b852b7(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   int64_t arg2 ;
   int result;
@@ -5117,7 +5152,7 @@ intgo _wrap_BatchSizeRun_run_capi_4d1c7eae2a7e2a0f(accswig::BatchSizeRun *_swig_
 }
 
 
-void _wrap_delete_BatchSizeRun_capi_4d1c7eae2a7e2a0f(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_delete_BatchSizeRun_capi_94df76c310b852b7(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -5136,7 +5171,7 @@ void _wrap_delete_BatchSizeRun_capi_4d1c7eae2a7e2a0f(accswig::BatchSizeRun *_swi
 }
 
 
-void _wrap_BatchSizeRun_released_capi_4d1c7eae2a7e2a0f(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_BatchSizeRun_released_capi_94df76c310b852b7(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -5147,7 +5182,7 @@ void _wrap_BatchSizeRun_released_capi_4d1c7eae2a7e2a0f(accswig::BatchSizeRun *_s
 }
 
 
-_gostring_ _wrap_Accelerate_version_capi_4d1c7eae2a7e2a0f() {
+_gostring_ _wrap_Accelerate_version_capi_94df76c310b852b7() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -5167,7 +5202,7 @@ _gostring_ _wrap_Accelerate_version_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-intgo _wrap_Accelerate_abiVersion_capi_4d1c7eae2a7e2a0f() {
+intgo _wrap_Accelerate_abiVersion_capi_94df76c310b852b7() {
   int result;
   intgo _swig_go_result;
   
@@ -5187,7 +5222,7 @@ intgo _wrap_Accelerate_abiVersion_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-void _wrap_Accelerate_checkAbi_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_checkAbi_capi_94df76c310b852b7(intgo _swig_go_0, _gostring_* _swig_go_1) {
   int arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5218,7 +5253,7 @@ void _wrap_Accelerate_checkAbi_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_Accelerate_checkBinding_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerate_checkBinding_capi_94df76c310b852b7(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5259,7 +5294,7 @@ void _wrap_Accelerate_checkBinding_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_Accelerate_buildInfo_capi_4d1c7eae2a7e2a0f() {
+_gostring_ _wrap_Accelerate_buildInfo_capi_94df76c310b852b7() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -5279,7 +5314,7 @@ _gostring_ _wrap_Accelerate_buildInfo_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-_gostring_ _wrap_Accelerate_statusName_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+_gostring_ _wrap_Accelerate_statusName_capi_94df76c310b852b7(intgo _swig_go_0) {
   acc_status arg1 ;
   std::string result;
   _gostring_ _swig_go_result;
@@ -5301,7 +5336,7 @@ _gostring_ _wrap_Accelerate_statusName_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
 }
 
 
-long long _wrap_Accelerate_liveHandles_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+long long _wrap_Accelerate_liveHandles_capi_94df76c310b852b7(intgo _swig_go_0) {
   acc_handle_kind arg1 ;
   int64_t result;
   long long _swig_go_result;
@@ -5323,7 +5358,7 @@ long long _wrap_Accelerate_liveHandles_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
 }
 
 
-void _wrap_Accelerate_setSeed_capi_4d1c7eae2a7e2a0f(long long _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setSeed_capi_94df76c310b852b7(long long _swig_go_0, _gostring_* _swig_go_1) {
   int64_t arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5354,7 +5389,7 @@ void _wrap_Accelerate_setSeed_capi_4d1c7eae2a7e2a0f(long long _swig_go_0, _gostr
 }
 
 
-void _wrap_Accelerate_setSeedWith_capi_4d1c7eae2a7e2a0f(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerate_setSeedWith_capi_94df76c310b852b7(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   int64_t arg1 ;
   bool arg2 ;
   bool arg3 ;
@@ -5389,7 +5424,7 @@ void _wrap_Accelerate_setSeedWith_capi_4d1c7eae2a7e2a0f(long long _swig_go_0, bo
 }
 
 
-acc_tensor *_wrap_Accelerate_getRandomState_capi_4d1c7eae2a7e2a0f(_gostring_* _swig_go_0) {
+acc_tensor *_wrap_Accelerate_getRandomState_capi_94df76c310b852b7(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor *result = 0 ;
@@ -5421,7 +5456,7 @@ acc_tensor *_wrap_Accelerate_getRandomState_capi_4d1c7eae2a7e2a0f(_gostring_* _s
 }
 
 
-void _wrap_Accelerate_setRandomState_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setRandomState_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5452,7 +5487,7 @@ void _wrap_Accelerate_setRandomState_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_
 }
 
 
-long long _wrap_Accelerate_dtypeSize_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
+long long _wrap_Accelerate_dtypeSize_capi_94df76c310b852b7(intgo _swig_go_0) {
   acc_dtype arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -5474,7 +5509,7 @@ long long _wrap_Accelerate_dtypeSize_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_4d1c7eae2a7e2a0f() {
+_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_94df76c310b852b7() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -5494,7 +5529,7 @@ _gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_4d1c7eae2a7e2a0f() {
 }
 
 
-void _wrap_Accelerate_callbackSetError_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0) {
+void _wrap_Accelerate_callbackSetError_capi_94df76c310b852b7(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   char *copy1 ;
   
@@ -5521,7 +5556,7 @@ void _wrap_Accelerate_callbackSetError_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go
 }
 
 
-long long _wrap_Accelerate_findBatchSizeWith_capi_4d1c7eae2a7e2a0f(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerate_findBatchSizeWith_capi_94df76c310b852b7(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::BatchSizeRun *arg2 = (accswig::BatchSizeRun *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5557,7 +5592,7 @@ long long _wrap_Accelerate_findBatchSizeWith_capi_4d1c7eae2a7e2a0f(long long _sw
 }
 
 
-void _wrap_delete_Accelerate_capi_4d1c7eae2a7e2a0f(accswig::Library *_swig_go_0) {
+void _wrap_delete_Accelerate_capi_94df76c310b852b7(accswig::Library *_swig_go_0) {
   accswig::Library *arg1 = (accswig::Library *) 0 ;
   
   arg1 = *(accswig::Library **)&_swig_go_0; 
@@ -5576,7 +5611,7 @@ void _wrap_delete_Accelerate_capi_4d1c7eae2a7e2a0f(accswig::Library *_swig_go_0)
 }
 
 
-long long _wrap_LoadReport_missingCount_capi_4d1c7eae2a7e2a0f(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_missingCount_capi_94df76c310b852b7(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -5598,19 +5633,25 @@ long long _wrap_LoadReport_missingCount_capi_4d1c7eae2a7e2a0f(accswig::LoadRepor
 }
 
 
-_gostring_ _wrap_LoadReport_missing_capi_4d1c7eae2a7e2a0f(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_missing_capi_94df76c310b852b7(accswig::LoadReport *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
   std::string result;
   _gostring_ _swig_go_result;
   
   arg1 = *(accswig::LoadReport **)&_swig_go_0; 
   arg2 = (size_t)_swig_go_1; 
   
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
   {
     try {
       accswig::require_no_go_nul();
-      result = ((accswig::LoadReport const *)arg1)->missing(arg2);
+      result = ((accswig::LoadReport const *)arg1)->missing(arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {
@@ -5618,11 +5659,17 @@ _gostring_ _wrap_LoadReport_missing_capi_4d1c7eae2a7e2a0f(accswig::LoadReport *_
     }
   }
   _swig_go_result = Swig_AllocateString((&result)->data(), (&result)->length()); 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
   return _swig_go_result;
 }
 
 
-long long _wrap_LoadReport_unexpectedCount_capi_4d1c7eae2a7e2a0f(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_unexpectedCount_capi_94df76c310b852b7(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -5644,19 +5691,25 @@ long long _wrap_LoadReport_unexpectedCount_capi_4d1c7eae2a7e2a0f(accswig::LoadRe
 }
 
 
-_gostring_ _wrap_LoadReport_unexpected_capi_4d1c7eae2a7e2a0f(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_unexpected_capi_94df76c310b852b7(accswig::LoadReport *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
   std::string result;
   _gostring_ _swig_go_result;
   
   arg1 = *(accswig::LoadReport **)&_swig_go_0; 
   arg2 = (size_t)_swig_go_1; 
   
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
   {
     try {
       accswig::require_no_go_nul();
-      result = ((accswig::LoadReport const *)arg1)->unexpected(arg2);
+      result = ((accswig::LoadReport const *)arg1)->unexpected(arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {
@@ -5664,11 +5717,17 @@ _gostring_ _wrap_LoadReport_unexpected_capi_4d1c7eae2a7e2a0f(accswig::LoadReport
     }
   }
   _swig_go_result = Swig_AllocateString((&result)->data(), (&result)->length()); 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
   return _swig_go_result;
 }
 
 
-void _wrap_delete_LoadReport_capi_4d1c7eae2a7e2a0f(accswig::LoadReport *_swig_go_0) {
+void _wrap_delete_LoadReport_capi_94df76c310b852b7(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   
   arg1 = *(accswig::LoadReport **)&_swig_go_0; 
@@ -5687,7 +5746,7 @@ void _wrap_delete_LoadReport_capi_4d1c7eae2a7e2a0f(accswig::LoadReport *_swig_go
 }
 
 
-acc_tensor *_wrap_Loss_crossEntropy_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_crossEntropy_capi_94df76c310b852b7(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5727,7 +5786,7 @@ acc_tensor *_wrap_Loss_crossEntropy_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Loss_nll_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_nll_capi_94df76c310b852b7(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5765,7 +5824,7 @@ acc_tensor *_wrap_Loss_nll_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_mse_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_mse_capi_94df76c310b852b7(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5803,7 +5862,7 @@ acc_tensor *_wrap_Loss_mse_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_l1_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_l1_capi_94df76c310b852b7(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5841,7 +5900,7 @@ acc_tensor *_wrap_Loss_l1_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tens
 }
 
 
-acc_tensor *_wrap_Loss_smoothL1_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_smoothL1_capi_94df76c310b852b7(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5881,7 +5940,7 @@ acc_tensor *_wrap_Loss_smoothL1_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, ac
 }
 
 
-acc_tensor *_wrap_Loss_huber_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_huber_capi_94df76c310b852b7(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5921,7 +5980,7 @@ acc_tensor *_wrap_Loss_huber_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_t
 }
 
 
-acc_tensor *_wrap_Loss_bceWithLogits_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_bceWithLogits_capi_94df76c310b852b7(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5959,7 +6018,7 @@ acc_tensor *_wrap_Loss_bceWithLogits_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_
 }
 
 
-void _wrap_delete_Loss_capi_4d1c7eae2a7e2a0f(accswig::Loss *_swig_go_0) {
+void _wrap_delete_Loss_capi_94df76c310b852b7(accswig::Loss *_swig_go_0) {
   accswig::Loss *arg1 = (accswig::Loss *) 0 ;
   
   arg1 = *(accswig::Loss **)&_swig_go_0; 
@@ -5978,7 +6037,7 @@ void _wrap_delete_Loss_capi_4d1c7eae2a7e2a0f(accswig::Loss *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tensor_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0) {
+void _wrap_delete_Tensor_capi_94df76c310b852b7(acc_tensor *_swig_go_0) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   
   arg1 = *(acc_tensor **)&_swig_go_0; 
@@ -5997,7 +6056,7 @@ void _wrap_delete_Tensor_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0) {
 }
 
 
-acc_tensor *_wrap_Tensor_fromFloats_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromFloats_capi_94df76c310b852b7(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -6041,7 +6100,7 @@ acc_tensor *_wrap_Tensor_fromFloats_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, 
 }
 
 
-void _wrap_Tensor_copyToFloats_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToFloats_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -6078,7 +6137,7 @@ void _wrap_Tensor_copyToFloats_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_fromDoubles_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromDoubles_capi_94df76c310b852b7(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   double *arg1 = (double *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -6122,7 +6181,7 @@ acc_tensor *_wrap_Tensor_fromDoubles_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0,
 }
 
 
-void _wrap_Tensor_copyToDoubles_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToDoubles_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -6159,7 +6218,7 @@ void _wrap_Tensor_copyToDoubles_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _g
 }
 
 
-acc_tensor *_wrap_Tensor_fromLongs_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromLongs_capi_94df76c310b852b7(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -6203,7 +6262,7 @@ acc_tensor *_wrap_Tensor_fromLongs_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToLongs_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToLongs_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -6240,7 +6299,7 @@ void _wrap_Tensor_copyToLongs_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_fromInts_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromInts_capi_94df76c310b852b7(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int32_t *arg1 = (int32_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -6284,7 +6343,7 @@ acc_tensor *_wrap_Tensor_fromInts_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _g
 }
 
 
-void _wrap_Tensor_copyToInts_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToInts_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -6321,7 +6380,7 @@ void _wrap_Tensor_copyToInts_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gosl
 }
 
 
-acc_tensor *_wrap_Tensor_fromBytes_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromBytes_capi_94df76c310b852b7(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -6365,7 +6424,7 @@ acc_tensor *_wrap_Tensor_fromBytes_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToBytes_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToBytes_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -6402,7 +6461,7 @@ void _wrap_Tensor_copyToBytes_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_zeros_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_zeros_capi_94df76c310b852b7(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   acc_dtype arg3 ;
@@ -6452,7 +6511,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, intgo
 }
 
 
-acc_tensor *_wrap_Tensor_rand_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_rand_capi_94df76c310b852b7(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6490,7 +6549,7 @@ acc_tensor *_wrap_Tensor_rand_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_randn_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_randn_capi_94df76c310b852b7(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6528,7 +6587,7 @@ acc_tensor *_wrap_Tensor_randn_capi_4d1c7eae2a7e2a0f(_goslice_ _swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_fromIdxFile_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_fromIdxFile_capi_94df76c310b852b7(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -6570,7 +6629,7 @@ acc_tensor *_wrap_Tensor_fromIdxFile_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0
 }
 
 
-acc_tensor *_wrap_Tensor_fromFileMmap_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Tensor_fromFileMmap_capi_94df76c310b852b7(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   acc_dtype arg3 ;
@@ -6622,7 +6681,7 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_
 }
 
 
-long long _wrap_Tensor_ndim_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_ndim_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6656,7 +6715,7 @@ long long _wrap_Tensor_ndim_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostr
 }
 
 
-void _wrap_Tensor_copyShape_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyShape_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -6693,7 +6752,7 @@ void _wrap_Tensor_copyShape_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Tensor_numel_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_numel_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6727,7 +6786,7 @@ long long _wrap_Tensor_numel_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gost
 }
 
 
-intgo _wrap_Tensor_dtype_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+intgo _wrap_Tensor_dtype_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6761,7 +6820,7 @@ intgo _wrap_Tensor_dtype_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring
 }
 
 
-_gostring_ _wrap_Tensor_device_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Tensor_device_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6795,7 +6854,7 @@ _gostring_ _wrap_Tensor_device_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _go
 }
 
 
-bool _wrap_Tensor_requiresGrad_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Tensor_requiresGrad_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6829,7 +6888,7 @@ bool _wrap_Tensor_requiresGrad_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_to_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_to_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -6875,7 +6934,7 @@ acc_tensor *_wrap_Tensor_to_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_grad_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_grad_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6909,7 +6968,7 @@ acc_tensor *_wrap_Tensor_grad_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gos
 }
 
 
-void _wrap_Tensor_backward_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Tensor_backward_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6940,7 +6999,7 @@ void _wrap_Tensor_backward_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostri
 }
 
 
-acc_tensor *_wrap_Tensor_sum_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_sum_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6974,7 +7033,7 @@ acc_tensor *_wrap_Tensor_sum_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_mean_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_mean_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7008,7 +7067,7 @@ acc_tensor *_wrap_Tensor_mean_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_reshape_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_reshape_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -7048,7 +7107,7 @@ acc_tensor *_wrap_Tensor_reshape_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _
 }
 
 
-acc_tensor *_wrap_Tensor_argmax_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_argmax_capi_94df76c310b852b7(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -7086,7 +7145,7 @@ acc_tensor *_wrap_Tensor_argmax_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, lo
 }
 
 
-long long _wrap_Tensor_countEqual_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Tensor_countEqual_capi_94df76c310b852b7(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7122,7 +7181,7 @@ long long _wrap_Tensor_countEqual_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, 
 }
 
 
-double _wrap_Tensor_item_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+double _wrap_Tensor_item_capi_94df76c310b852b7(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7156,7 +7215,7 @@ double _wrap_Tensor_item_capi_4d1c7eae2a7e2a0f(acc_tensor *_swig_go_0, _gostring
 }
 
 
-acc_tensor_list *_wrap_new_TensorList_capi_4d1c7eae2a7e2a0f(_gostring_* _swig_go_0) {
+acc_tensor_list *_wrap_new_TensorList_capi_94df76c310b852b7(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor_list *result = 0 ;
@@ -7188,7 +7247,7 @@ acc_tensor_list *_wrap_new_TensorList_capi_4d1c7eae2a7e2a0f(_gostring_* _swig_go
 }
 
 
-void _wrap_delete_TensorList_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0) {
+void _wrap_delete_TensorList_capi_94df76c310b852b7(acc_tensor_list *_swig_go_0) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
@@ -7207,7 +7266,7 @@ void _wrap_delete_TensorList_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0) 
 }
 
 
-void _wrap_TensorList_append_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_TensorList_append_capi_94df76c310b852b7(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
@@ -7250,7 +7309,7 @@ void _wrap_TensorList_append_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, 
 }
 
 
-long long _wrap_TensorList_size_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_TensorList_size_capi_94df76c310b852b7(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7284,7 +7343,7 @@ long long _wrap_TensorList_size_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_
 }
 
 
-acc_tensor *_wrap_TensorList_get_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_get_capi_94df76c310b852b7(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7320,7 +7379,7 @@ acc_tensor *_wrap_TensorList_get_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go
 }
 
 
-_gostring_ _wrap_TensorList_name_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_TensorList_name_capi_94df76c310b852b7(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7356,7 +7415,7 @@ _gostring_ _wrap_TensorList_name_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go
 }
 
 
-acc_tensor *_wrap_TensorList_find_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_find_capi_94df76c310b852b7(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7400,7 +7459,7 @@ acc_tensor *_wrap_TensorList_find_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_g
 }
 
 
-void _wrap_TensorList_saveSafetensors_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_TensorList_saveSafetensors_capi_94df76c310b852b7(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7441,7 +7500,7 @@ void _wrap_TensorList_saveSafetensors_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_sw
 }
 
 
-acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_94df76c310b852b7(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -7483,7 +7542,7 @@ acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_4d1c7eae2a7e2a0f(_gostrin
 }
 
 
-void _wrap_delete_StringList_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig_go_0) {
+void _wrap_delete_StringList_capi_94df76c310b852b7(acc_string_list *_swig_go_0) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   
   arg1 = *(acc_string_list **)&_swig_go_0; 
@@ -7502,7 +7561,7 @@ void _wrap_delete_StringList_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig_go_0) 
 }
 
 
-long long _wrap_StringList_size_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_StringList_size_capi_94df76c310b852b7(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7536,7 +7595,7 @@ long long _wrap_StringList_size_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig_go_
 }
 
 
-_gostring_ _wrap_StringList_get_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_StringList_get_capi_94df76c310b852b7(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7572,7 +7631,7 @@ _gostring_ _wrap_StringList_get_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig_go_
 }
 
 
-long long _wrap_StringList_byteSize_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_StringList_byteSize_capi_94df76c310b852b7(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7608,7 +7667,7 @@ long long _wrap_StringList_byteSize_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig
 }
 
 
-void _wrap_StringList_copyBytes_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_StringList_copyBytes_capi_94df76c310b852b7(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -7647,7 +7706,7 @@ void _wrap_StringList_copyBytes_capi_4d1c7eae2a7e2a0f(acc_string_list *_swig_go_
 }
 
 
-acc_options *_wrap_new_Options_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0, _gostring_* _swig_go_1) {
+acc_options *_wrap_new_Options_capi_94df76c310b852b7(intgo _swig_go_0, _gostring_* _swig_go_1) {
   acc_options_kind arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7681,7 +7740,7 @@ acc_options *_wrap_new_Options_capi_4d1c7eae2a7e2a0f(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_delete_Options_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0) {
+void _wrap_delete_Options_capi_94df76c310b852b7(acc_options *_swig_go_0) {
   acc_options *arg1 = (acc_options *) 0 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
@@ -7700,7 +7759,7 @@ void _wrap_delete_Options_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0) {
 }
 
 
-void _wrap_Options_setInt_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setInt_capi_94df76c310b852b7(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -7743,7 +7802,7 @@ void _wrap_Options_setInt_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostri
 }
 
 
-void _wrap_Options_setDouble_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setDouble_capi_94df76c310b852b7(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -7786,7 +7845,7 @@ void _wrap_Options_setDouble_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_setBool_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setBool_capi_94df76c310b852b7(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -7829,7 +7888,7 @@ void _wrap_Options_setBool_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostr
 }
 
 
-void _wrap_Options_setString_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setString_capi_94df76c310b852b7(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7880,7 +7939,7 @@ void _wrap_Options_setString_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_set_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_set_capi_94df76c310b852b7(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7931,7 +7990,7 @@ void _wrap_Options_set_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_
 }
 
 
-_gostring_ _wrap_Options_get_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Options_get_capi_94df76c310b852b7(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7975,7 +8034,7 @@ _gostring_ _wrap_Options_get_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_delete_Model_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0) {
+void _wrap_delete_Model_capi_94df76c310b852b7(acc_model *_swig_go_0) {
   acc_model *arg1 = (acc_model *) 0 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
@@ -7994,7 +8053,7 @@ void _wrap_delete_Model_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0) {
 }
 
 
-acc_model *_wrap_Model_loadTorchscript_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_loadTorchscript_capi_94df76c310b852b7(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -8036,7 +8095,7 @@ acc_model *_wrap_Model_loadTorchscript_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go
 }
 
 
-acc_model *_wrap_Model_fromSpec_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_fromSpec_capi_94df76c310b852b7(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -8078,7 +8137,7 @@ acc_model *_wrap_Model_fromSpec_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_forward_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Model_forward_capi_94df76c310b852b7(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   unsigned int arg3 ;
@@ -8116,7 +8175,7 @@ acc_tensor_list *_wrap_Model_forward_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Model_forward1_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Model_forward1_capi_94df76c310b852b7(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   unsigned int arg3 ;
@@ -8154,7 +8213,7 @@ acc_tensor *_wrap_Model_forward1_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, ac
 }
 
 
-void _wrap_Model_setTraining_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setTraining_capi_94df76c310b852b7(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8187,7 +8246,7 @@ void _wrap_Model_setTraining_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, bool _
 }
 
 
-bool _wrap_Model_isTraining_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isTraining_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8221,7 +8280,7 @@ bool _wrap_Model_isTraining_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_setGraphOptimization_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setGraphOptimization_capi_94df76c310b852b7(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8254,7 +8313,7 @@ void _wrap_Model_setGraphOptimization_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_
 }
 
 
-void _wrap_Model_updateBn_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_updateBn_capi_94df76c310b852b7(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8287,7 +8346,7 @@ void _wrap_Model_updateBn_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_datal
 }
 
 
-void _wrap_Model_to_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_to_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -8330,7 +8389,7 @@ void _wrap_Model_to_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swi
 }
 
 
-long long _wrap_Model_parameterTensorCount_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterTensorCount_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8364,7 +8423,7 @@ long long _wrap_Model_parameterTensorCount_capi_4d1c7eae2a7e2a0f(acc_model *_swi
 }
 
 
-long long _wrap_Model_parameterElementCount_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterElementCount_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8398,7 +8457,7 @@ long long _wrap_Model_parameterElementCount_capi_4d1c7eae2a7e2a0f(acc_model *_sw
 }
 
 
-acc_string_list *_wrap_Model_parameterNames_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_parameterNames_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8432,7 +8491,7 @@ acc_string_list *_wrap_Model_parameterNames_capi_4d1c7eae2a7e2a0f(acc_model *_sw
 }
 
 
-acc_tensor *_wrap_Model_parameter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Model_parameter_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8476,7 +8535,7 @@ acc_tensor *_wrap_Model_parameter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _
 }
 
 
-void _wrap_Model_zeroGrad_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_zeroGrad_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8507,7 +8566,7 @@ void _wrap_Model_zeroGrad_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring
 }
 
 
-long long _wrap_Model_setRequiresGrad_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_setRequiresGrad_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -8553,7 +8612,7 @@ long long _wrap_Model_setRequiresGrad_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_
 }
 
 
-long long _wrap_Model_addLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addLora_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8599,7 +8658,7 @@ long long _wrap_Model_addLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gost
 }
 
 
-long long _wrap_Model_addLoraCorda_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, acc_dataloader *_swig_go_3, long long _swig_go_4, _gostring_* _swig_go_5) {
+long long _wrap_Model_addLoraCorda_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, acc_dataloader *_swig_go_3, long long _swig_go_4, _gostring_* _swig_go_5) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8649,7 +8708,7 @@ long long _wrap_Model_addLoraCorda_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_Model_beginLoraGa_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_beginLoraGa_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8692,7 +8751,7 @@ void _wrap_Model_beginLoraGa_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostr
 }
 
 
-long long _wrap_Model_addLoraGa_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_addLoraGa_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8726,7 +8785,7 @@ long long _wrap_Model_addLoraGa_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _go
 }
 
 
-long long _wrap_Model_addTrainableTokens_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addTrainableTokens_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8772,7 +8831,7 @@ long long _wrap_Model_addTrainableTokens_capi_4d1c7eae2a7e2a0f(acc_model *_swig_
 }
 
 
-long long _wrap_Model_addIa3_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addIa3_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8818,7 +8877,7 @@ long long _wrap_Model_addIa3_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostr
 }
 
 
-long long _wrap_Model_addLoha_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addLoha_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8864,7 +8923,7 @@ long long _wrap_Model_addLoha_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gost
 }
 
 
-long long _wrap_Model_addLokr_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addLokr_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8910,7 +8969,7 @@ long long _wrap_Model_addLokr_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gost
 }
 
 
-long long _wrap_Model_addVera_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addVera_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8956,7 +9015,7 @@ long long _wrap_Model_addVera_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gost
 }
 
 
-long long _wrap_Model_addOft_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addOft_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9002,7 +9061,7 @@ long long _wrap_Model_addOft_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostr
 }
 
 
-long long _wrap_Model_addAdalora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addAdalora_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9048,7 +9107,7 @@ long long _wrap_Model_addAdalora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _g
 }
 
 
-long long _wrap_Model_addBoft_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addBoft_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9094,7 +9153,7 @@ long long _wrap_Model_addBoft_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gost
 }
 
 
-long long _wrap_Model_addHra_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addHra_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9140,7 +9199,7 @@ long long _wrap_Model_addHra_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostr
 }
 
 
-long long _wrap_Model_addFourierft_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addFourierft_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9186,7 +9245,7 @@ long long _wrap_Model_addFourierft_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, 
 }
 
 
-long long _wrap_Model_addLnTuning_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addLnTuning_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9232,7 +9291,7 @@ long long _wrap_Model_addLnTuning_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _
 }
 
 
-long long _wrap_Model_addMiss_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addMiss_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9278,7 +9337,7 @@ long long _wrap_Model_addMiss_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gost
 }
 
 
-long long _wrap_Model_addC3a_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addC3a_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9324,7 +9383,7 @@ long long _wrap_Model_addC3a_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostr
 }
 
 
-long long _wrap_Model_addShira_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addShira_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9370,7 +9429,7 @@ long long _wrap_Model_addShira_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gos
 }
 
 
-long long _wrap_Model_addRandlora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addRandlora_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9416,7 +9475,7 @@ long long _wrap_Model_addRandlora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _
 }
 
 
-long long _wrap_Model_addDelora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addDelora_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -9462,7 +9521,53 @@ long long _wrap_Model_addDelora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Model_adaloraLoss_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Model_addRoad_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  char *arg2 = (char *) 0 ;
+  acc_options *arg3 = (acc_options *) 0 ;
+  std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
+  std::string temp4 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
+  
+  arg3 = *(acc_options **)&_swig_go_2; 
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = acc_model_addRoad(arg1,(char const *)arg2,(acc_options const *)arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy2); 
+  return _swig_go_result;
+}
+
+
+acc_tensor *_wrap_Model_adaloraLoss_capi_94df76c310b852b7(acc_model *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9498,7 +9603,7 @@ acc_tensor *_wrap_Model_adaloraLoss_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0,
 }
 
 
-void _wrap_Model_adaloraUpdateAndAllocate_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_adaloraUpdateAndAllocate_capi_94df76c310b852b7(acc_model *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9531,7 +9636,7 @@ void _wrap_Model_adaloraUpdateAndAllocate_capi_4d1c7eae2a7e2a0f(acc_model *_swig
 }
 
 
-long long _wrap_Model_quantize_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Model_quantize_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9575,7 +9680,7 @@ long long _wrap_Model_quantize_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gos
 }
 
 
-long long _wrap_Model_quantize4bit_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Model_quantize4bit_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9619,7 +9724,7 @@ long long _wrap_Model_quantize4bit_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, 
 }
 
 
-long long _wrap_Model_prepareForKbitTraining_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_prepareForKbitTraining_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9653,7 +9758,7 @@ long long _wrap_Model_prepareForKbitTraining_capi_4d1c7eae2a7e2a0f(acc_model *_s
 }
 
 
-void _wrap_Model_saveLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveLora_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9694,7 +9799,7 @@ void _wrap_Model_saveLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_loadLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_loadLora_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9735,7 +9840,7 @@ void _wrap_Model_loadLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_mergeLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_mergeLora_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9766,7 +9871,7 @@ void _wrap_Model_mergeLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostrin
 }
 
 
-void _wrap_Model_mergeLoraAdapters_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_mergeLoraAdapters_capi_94df76c310b852b7(acc_model *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -9803,7 +9908,7 @@ void _wrap_Model_mergeLoraAdapters_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, 
 }
 
 
-long long _wrap_Model_loraCount_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_loraCount_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9837,7 +9942,7 @@ long long _wrap_Model_loraCount_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _go
 }
 
 
-void _wrap_Model_setLoraEnabled_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setLoraEnabled_capi_94df76c310b852b7(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9870,7 +9975,7 @@ void _wrap_Model_setLoraEnabled_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, boo
 }
 
 
-bool _wrap_Model_isLoraEnabled_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isLoraEnabled_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9904,7 +10009,7 @@ bool _wrap_Model_isLoraEnabled_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gos
 }
 
 
-long long _wrap_Model_addLoraNamed_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+long long _wrap_Model_addLoraNamed_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9960,7 +10065,7 @@ long long _wrap_Model_addLoraNamed_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_Model_loadLoraNamed_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadLoraNamed_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10011,7 +10116,7 @@ void _wrap_Model_loadLoraNamed_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gos
 }
 
 
-void _wrap_Model_setAdapter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setAdapter_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10052,7 +10157,7 @@ void _wrap_Model_setAdapter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_deleteAdapter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_deleteAdapter_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10093,7 +10198,7 @@ void _wrap_Model_deleteAdapter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gos
 }
 
 
-void _wrap_Model_unloadLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_unloadLora_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10124,7 +10229,7 @@ void _wrap_Model_unloadLora_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostri
 }
 
 
-long long _wrap_Model_addWeightedAdapter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _gostring_ _swig_go_3, _gostring_ _swig_go_4, acc_options *_swig_go_5, _gostring_* _swig_go_6) {
+long long _wrap_Model_addWeightedAdapter_capi_94df76c310b852b7(acc_model *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, _gostring_ _swig_go_3, _gostring_ _swig_go_4, acc_options *_swig_go_5, _gostring_* _swig_go_6) {
   acc_model *arg1 = (acc_model *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -10192,7 +10297,7 @@ long long _wrap_Model_addWeightedAdapter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_
 }
 
 
-long long _wrap_Model_initializeLoraEva_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, acc_options *_swig_go_2, acc_accelerator *_swig_go_3, _gostring_* _swig_go_4) {
+long long _wrap_Model_initializeLoraEva_capi_94df76c310b852b7(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, acc_options *_swig_go_2, acc_accelerator *_swig_go_3, _gostring_* _swig_go_4) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -10232,7 +10337,7 @@ long long _wrap_Model_initializeLoraEva_capi_4d1c7eae2a7e2a0f(acc_model *_swig_g
 }
 
 
-long long _wrap_Model_replaceLoraWeightsLoftq_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_replaceLoraWeightsLoftq_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10286,7 +10391,7 @@ long long _wrap_Model_replaceLoraWeightsLoftq_capi_4d1c7eae2a7e2a0f(acc_model *_
 }
 
 
-_gostring_ _wrap_Model_activeAdapter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Model_activeAdapter_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10320,7 +10425,7 @@ _gostring_ _wrap_Model_activeAdapter_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0
 }
 
 
-acc_string_list *_wrap_Model_adapterNames_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_adapterNames_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10354,7 +10459,7 @@ acc_string_list *_wrap_Model_adapterNames_capi_4d1c7eae2a7e2a0f(acc_model *_swig
 }
 
 
-acc_tensor_list *_wrap_Model_stateDict_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_Model_stateDict_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10388,7 +10493,7 @@ acc_tensor_list *_wrap_Model_stateDict_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go
 }
 
 
-void _wrap_Model_loadStateDict_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadStateDict_capi_94df76c310b852b7(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   bool arg3 ;
@@ -10423,7 +10528,7 @@ void _wrap_Model_loadStateDict_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_
 }
 
 
-void _wrap_Model_saveTorchscript_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveTorchscript_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10464,7 +10569,7 @@ void _wrap_Model_saveTorchscript_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _g
 }
 
 
-accswig::LoadReport *_wrap_Model_loadSafetensors_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+accswig::LoadReport *_wrap_Model_loadSafetensors_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -10510,7 +10615,7 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_4d1c7eae2a7e2a0f(acc_model
 }
 
 
-acc_optimizer *_wrap_new_Optimizer_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_new_Optimizer_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -10556,7 +10661,7 @@ acc_optimizer *_wrap_new_Optimizer_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_delete_Optimizer_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0) {
+void _wrap_delete_Optimizer_capi_94df76c310b852b7(acc_optimizer *_swig_go_0) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
@@ -10575,7 +10680,7 @@ void _wrap_delete_Optimizer_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0) {
 }
 
 
-void _wrap_Optimizer_addParamGroup_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _goslice_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_addParamGroup_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, _goslice_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -10614,7 +10719,7 @@ void _wrap_Optimizer_addParamGroup_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go
 }
 
 
-long long _wrap_Optimizer_addParamGroupMatching_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Optimizer_addParamGroupMatching_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -10660,7 +10765,7 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_4d1c7eae2a7e2a0f(acc_optimi
 }
 
 
-long long _wrap_Optimizer_numParamGroups_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Optimizer_numParamGroups_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10694,7 +10799,7 @@ long long _wrap_Optimizer_numParamGroups_capi_4d1c7eae2a7e2a0f(acc_optimizer *_s
 }
 
 
-double _wrap_Optimizer_getLr_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Optimizer_getLr_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10730,7 +10835,7 @@ double _wrap_Optimizer_getLr_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, lo
 }
 
 
-void _wrap_Optimizer_setLr_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_setLr_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   double arg3 ;
@@ -10765,7 +10870,7 @@ void _wrap_Optimizer_setLr_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, long
 }
 
 
-double _wrap_Optimizer_getHyperparameter_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+double _wrap_Optimizer_getHyperparameter_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -10811,7 +10916,7 @@ double _wrap_Optimizer_getHyperparameter_capi_4d1c7eae2a7e2a0f(acc_optimizer *_s
 }
 
 
-void _wrap_Optimizer_step_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_step_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10842,7 +10947,7 @@ void _wrap_Optimizer_step_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gost
 }
 
 
-void _wrap_Optimizer_zeroGrad_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_zeroGrad_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10873,7 +10978,7 @@ void _wrap_Optimizer_zeroGrad_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _
 }
 
 
-void _wrap_Optimizer_setTraining_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Optimizer_setTraining_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10906,7 +11011,7 @@ void _wrap_Optimizer_setTraining_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Optimizer_stateOf_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Optimizer_stateOf_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10960,7 +11065,7 @@ acc_tensor *_wrap_Optimizer_stateOf_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_g
 }
 
 
-acc_string_list *_wrap_Optimizer_stateFields_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_string_list *_wrap_Optimizer_stateFields_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11004,7 +11109,7 @@ acc_string_list *_wrap_Optimizer_stateFields_capi_4d1c7eae2a7e2a0f(acc_optimizer
 }
 
 
-acc_scheduler *_wrap_new_Scheduler_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_new_Scheduler_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -11050,7 +11155,7 @@ acc_scheduler *_wrap_new_Scheduler_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go
 }
 
 
-void _wrap_delete_Scheduler_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0) {
+void _wrap_delete_Scheduler_capi_94df76c310b852b7(acc_scheduler *_swig_go_0) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   
   arg1 = *(acc_scheduler **)&_swig_go_0; 
@@ -11069,7 +11174,7 @@ void _wrap_delete_Scheduler_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0) {
 }
 
 
-void _wrap_Scheduler_then_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Scheduler_then_capi_94df76c310b852b7(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -11114,7 +11219,7 @@ void _wrap_Scheduler_then_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, long 
 }
 
 
-void _wrap_Scheduler_chain_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Scheduler_chain_capi_94df76c310b852b7(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -11157,7 +11262,7 @@ void _wrap_Scheduler_chain_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, _gos
 }
 
 
-void _wrap_Scheduler_step_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Scheduler_step_capi_94df76c310b852b7(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11188,7 +11293,7 @@ void _wrap_Scheduler_step_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, _gost
 }
 
 
-void _wrap_Scheduler_stepMetric_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Scheduler_stepMetric_capi_94df76c310b852b7(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   double arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11221,7 +11326,7 @@ void _wrap_Scheduler_stepMetric_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0,
 }
 
 
-double _wrap_Scheduler_getLastLr_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Scheduler_getLastLr_capi_94df76c310b852b7(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11257,7 +11362,7 @@ double _wrap_Scheduler_getLastLr_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0
 }
 
 
-long long _wrap_Scheduler_getStep_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Scheduler_getStep_capi_94df76c310b852b7(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11291,7 +11396,7 @@ long long _wrap_Scheduler_getStep_capi_4d1c7eae2a7e2a0f(acc_scheduler *_swig_go_
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11327,7 +11432,7 @@ acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_4d1c7eae2a7e2a0f(acc_optimizer 
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11363,7 +11468,7 @@ acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_4d1c7eae2a7e2a0f(acc_op
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
@@ -11401,7 +11506,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_4d1c7eae2a7e2a0f(acc_optim
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
@@ -11439,7 +11544,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_4d1c7eae2a7e2a0f(a
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_4d1c7eae2a7e2a0f(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_94df76c310b852b7(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   accswig::LrLambda *arg3 = (accswig::LrLambda *) 0 ;
@@ -11477,7 +11582,7 @@ acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_4d1c7eae2a7e2a0f(acc_optimiz
 }
 
 
-acc_averaged_model *_wrap_new_AveragedModel_capi_4d1c7eae2a7e2a0f(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_averaged_model *_wrap_new_AveragedModel_capi_94df76c310b852b7(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11513,7 +11618,7 @@ acc_averaged_model *_wrap_new_AveragedModel_capi_4d1c7eae2a7e2a0f(acc_model *_sw
 }
 
 
-void _wrap_delete_AveragedModel_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go_0) {
+void _wrap_delete_AveragedModel_capi_94df76c310b852b7(acc_averaged_model *_swig_go_0) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   
   arg1 = *(acc_averaged_model **)&_swig_go_0; 
@@ -11532,7 +11637,7 @@ void _wrap_delete_AveragedModel_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_update_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_update_capi_94df76c310b852b7(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11565,7 +11670,7 @@ void _wrap_AveragedModel_update_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_
 }
 
 
-long long _wrap_AveragedModel_count_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_AveragedModel_count_capi_94df76c310b852b7(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11599,7 +11704,7 @@ long long _wrap_AveragedModel_count_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_s
 }
 
 
-void _wrap_AveragedModel_copyTo_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_copyTo_capi_94df76c310b852b7(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11632,7 +11737,7 @@ void _wrap_AveragedModel_copyTo_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_swap_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_swap_capi_94df76c310b852b7(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11665,7 +11770,7 @@ void _wrap_AveragedModel_swap_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go
 }
 
 
-acc_tensor_list *_wrap_AveragedModel_stateDict_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_AveragedModel_stateDict_capi_94df76c310b852b7(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11699,7 +11804,7 @@ acc_tensor_list *_wrap_AveragedModel_stateDict_capi_4d1c7eae2a7e2a0f(acc_average
 }
 
 
-void _wrap_AveragedModel_loadStateDict_capi_4d1c7eae2a7e2a0f(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_loadStateDict_capi_94df76c310b852b7(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11732,7 +11837,7 @@ void _wrap_AveragedModel_loadStateDict_capi_4d1c7eae2a7e2a0f(acc_averaged_model 
 }
 
 
-void _wrap_delete_Dataset_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0) {
+void _wrap_delete_Dataset_capi_94df76c310b852b7(acc_dataset *_swig_go_0) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   
   arg1 = *(acc_dataset **)&_swig_go_0; 
@@ -11751,7 +11856,7 @@ void _wrap_delete_Dataset_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0) {
 }
 
 
-acc_dataset *_wrap_Dataset_fromTensors_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+acc_dataset *_wrap_Dataset_fromTensors_capi_94df76c310b852b7(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11785,7 +11890,7 @@ acc_dataset *_wrap_Dataset_fromTensors_capi_4d1c7eae2a7e2a0f(acc_tensor_list *_s
 }
 
 
-acc_dataset *_wrap_Dataset_fromIdx_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromIdx_capi_94df76c310b852b7(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11837,7 +11942,7 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, 
 }
 
 
-acc_dataset *_wrap_Dataset_fromSampleSource_capi_4d1c7eae2a7e2a0f(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromSampleSource_capi_94df76c310b852b7(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::SampleSource *arg2 = (accswig::SampleSource *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11873,7 +11978,7 @@ acc_dataset *_wrap_Dataset_fromSampleSource_capi_4d1c7eae2a7e2a0f(long long _swi
 }
 
 
-acc_dataset *_wrap_Dataset_fromStreamSource_capi_4d1c7eae2a7e2a0f(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromStreamSource_capi_94df76c310b852b7(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11909,7 +12014,7 @@ acc_dataset *_wrap_Dataset_fromStreamSource_capi_4d1c7eae2a7e2a0f(accswig::Strea
 }
 
 
-acc_dataset *_wrap_Dataset_subset_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataset *_wrap_Dataset_subset_capi_94df76c310b852b7(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -11947,7 +12052,7 @@ acc_dataset *_wrap_Dataset_subset_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0,
 }
 
 
-long long _wrap_Dataset_size_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Dataset_size_capi_94df76c310b852b7(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11981,7 +12086,7 @@ long long _wrap_Dataset_size_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0, _gos
 }
 
 
-acc_tensor_list *_wrap_Dataset_get_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor_list *_wrap_Dataset_get_capi_94df76c310b852b7(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12017,7 +12122,7 @@ acc_tensor_list *_wrap_Dataset_get_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0
 }
 
 
-acc_dataloader *_wrap_new_DataLoader_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataloader *_wrap_new_DataLoader_capi_94df76c310b852b7(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12053,7 +12158,7 @@ acc_dataloader *_wrap_new_DataLoader_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go
 }
 
 
-void _wrap_delete_DataLoader_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0) {
+void _wrap_delete_DataLoader_capi_94df76c310b852b7(acc_dataloader *_swig_go_0) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   
   arg1 = *(acc_dataloader **)&_swig_go_0; 
@@ -12072,7 +12177,7 @@ void _wrap_delete_DataLoader_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0) {
 }
 
 
-acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_4d1c7eae2a7e2a0f(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_94df76c310b852b7(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -12120,7 +12225,7 @@ acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_4d1c7eae2a7e2a0f(acc_datas
 }
 
 
-acc_tensor_list *_wrap_DataLoader_next_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_DataLoader_next_capi_94df76c310b852b7(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12154,7 +12259,7 @@ acc_tensor_list *_wrap_DataLoader_next_capi_4d1c7eae2a7e2a0f(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_length_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_length_capi_94df76c310b852b7(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12188,7 +12293,7 @@ long long _wrap_DataLoader_length_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go
 }
 
 
-long long _wrap_DataLoader_epoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_epoch_capi_94df76c310b852b7(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12222,7 +12327,7 @@ long long _wrap_DataLoader_epoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_setEpoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setEpoch_capi_94df76c310b852b7(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12255,7 +12360,7 @@ void _wrap_DataLoader_setEpoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_setCollator_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setCollator_capi_94df76c310b852b7(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   accswig::Collator *arg2 = (accswig::Collator *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12288,7 +12393,7 @@ void _wrap_DataLoader_setCollator_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go
 }
 
 
-void _wrap_DataLoader_skipFirstBatches_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_skipFirstBatches_capi_94df76c310b852b7(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12321,7 +12426,7 @@ void _wrap_DataLoader_skipFirstBatches_capi_4d1c7eae2a7e2a0f(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_totalBatchSize_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalBatchSize_capi_94df76c310b852b7(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12355,7 +12460,7 @@ long long _wrap_DataLoader_totalBatchSize_capi_4d1c7eae2a7e2a0f(acc_dataloader *
 }
 
 
-long long _wrap_DataLoader_totalDatasetLength_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalDatasetLength_capi_94df76c310b852b7(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12389,7 +12494,7 @@ long long _wrap_DataLoader_totalDatasetLength_capi_4d1c7eae2a7e2a0f(acc_dataload
 }
 
 
-bool _wrap_DataLoader_endOfEpoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_endOfEpoch_capi_94df76c310b852b7(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12423,7 +12528,7 @@ bool _wrap_DataLoader_endOfEpoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_endEpoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_endEpoch_capi_94df76c310b852b7(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12454,7 +12559,7 @@ void _wrap_DataLoader_endEpoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_Iter_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_Iter_capi_94df76c310b852b7(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12485,7 +12590,7 @@ void _wrap_DataLoader_Iter_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _go
 }
 
 
-bool _wrap_DataLoader_inEpoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_inEpoch_capi_94df76c310b852b7(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12519,7 +12624,7 @@ bool _wrap_DataLoader_inEpoch_capi_4d1c7eae2a7e2a0f(acc_dataloader *_swig_go_0, 
 }
 
 
-acc_accelerator *_wrap_new_Accelerator_capi_4d1c7eae2a7e2a0f(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
+acc_accelerator *_wrap_new_Accelerator_capi_94df76c310b852b7(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
   acc_options *arg1 = (acc_options *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12553,7 +12658,7 @@ acc_accelerator *_wrap_new_Accelerator_capi_4d1c7eae2a7e2a0f(acc_options *_swig_
 }
 
 
-void _wrap_delete_Accelerator_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0) {
+void _wrap_delete_Accelerator_capi_94df76c310b852b7(acc_accelerator *_swig_go_0) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
@@ -12572,7 +12677,7 @@ void _wrap_delete_Accelerator_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Accelerator_device_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_device_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12606,7 +12711,7 @@ _gostring_ _wrap_Accelerator_device_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig
 }
 
 
-_gostring_ _wrap_Accelerator_distributedType_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_distributedType_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12640,7 +12745,7 @@ _gostring_ _wrap_Accelerator_distributedType_capi_4d1c7eae2a7e2a0f(acc_accelerat
 }
 
 
-_gostring_ _wrap_Accelerator_mixedPrecision_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_mixedPrecision_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12674,7 +12779,7 @@ _gostring_ _wrap_Accelerator_mixedPrecision_capi_4d1c7eae2a7e2a0f(acc_accelerato
 }
 
 
-long long _wrap_Accelerator_processIndex_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_processIndex_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12708,7 +12813,7 @@ long long _wrap_Accelerator_processIndex_capi_4d1c7eae2a7e2a0f(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_numProcesses_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_numProcesses_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12742,7 +12847,7 @@ long long _wrap_Accelerator_numProcesses_capi_4d1c7eae2a7e2a0f(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_localProcessIndex_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_localProcessIndex_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12776,7 +12881,7 @@ long long _wrap_Accelerator_localProcessIndex_capi_4d1c7eae2a7e2a0f(acc_accelera
 }
 
 
-bool _wrap_Accelerator_isMainProcess_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isMainProcess_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12810,7 +12915,7 @@ bool _wrap_Accelerator_isMainProcess_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_isLocalMainProcess_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLocalMainProcess_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12844,7 +12949,7 @@ bool _wrap_Accelerator_isLocalMainProcess_capi_4d1c7eae2a7e2a0f(acc_accelerator 
 }
 
 
-bool _wrap_Accelerator_isLastProcess_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLastProcess_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12878,7 +12983,7 @@ bool _wrap_Accelerator_isLastProcess_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swi
 }
 
 
-long long _wrap_Accelerator_gradientAccumulationSteps_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_gradientAccumulationSteps_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12912,7 +13017,7 @@ long long _wrap_Accelerator_gradientAccumulationSteps_capi_4d1c7eae2a7e2a0f(acc_
 }
 
 
-bool _wrap_Accelerator_syncGradients_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_syncGradients_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12946,7 +13051,7 @@ bool _wrap_Accelerator_syncGradients_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_optimizerStepWasSkipped_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_optimizerStepWasSkipped_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12980,7 +13085,7 @@ bool _wrap_Accelerator_optimizerStepWasSkipped_capi_4d1c7eae2a7e2a0f(acc_acceler
 }
 
 
-long long _wrap_Accelerator_step_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_step_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13014,7 +13119,7 @@ long long _wrap_Accelerator_step_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go
 }
 
 
-acc_model *_wrap_Accelerator_prepareModel_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_model *_wrap_Accelerator_prepareModel_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   acc_placement arg3 ;
@@ -13052,7 +13157,7 @@ acc_model *_wrap_Accelerator_prepareModel_capi_4d1c7eae2a7e2a0f(acc_accelerator 
 }
 
 
-acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   acc_placement arg3 ;
@@ -13090,7 +13195,7 @@ acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_4d1c7eae2a7e2a0f(acc_acce
 }
 
 
-acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   acc_placement arg3 ;
@@ -13128,7 +13233,7 @@ acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_4d1c7eae2a7e2a0f(acc_ac
 }
 
 
-acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_scheduler *arg2 = (acc_scheduler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13164,7 +13269,7 @@ acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_4d1c7eae2a7e2a0f(acc_acce
 }
 
 
-acc_model *_wrap_Accelerator_unwrapModel_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_Accelerator_unwrapModel_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13200,7 +13305,7 @@ acc_model *_wrap_Accelerator_unwrapModel_capi_4d1c7eae2a7e2a0f(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_backward_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_backward_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13233,7 +13338,7 @@ void _wrap_Accelerator_backward_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_backwardWith_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, bool _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_backwardWith_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, bool _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   bool arg3 ;
@@ -13270,7 +13375,7 @@ void _wrap_Accelerator_backwardWith_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_lomoBackward_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_lomoBackward_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   double arg3 ;
@@ -13305,7 +13410,7 @@ void _wrap_Accelerator_lomoBackward_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_backwardLr_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_backwardLr_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   double arg3 ;
@@ -13340,7 +13445,7 @@ void _wrap_Accelerator_backwardLr_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_g
 }
 
 
-double _wrap_Accelerator_lomoGradNorm_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Accelerator_lomoGradNorm_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13376,7 +13481,7 @@ double _wrap_Accelerator_lomoGradNorm_capi_4d1c7eae2a7e2a0f(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_accumulateBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateBegin_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13407,7 +13512,7 @@ void _wrap_Accelerator_accumulateBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_accumulateEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateEnd_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13438,7 +13543,7 @@ void _wrap_Accelerator_accumulateEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swi
 }
 
 
-double _wrap_Accelerator_clipGradNorm_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+double _wrap_Accelerator_clipGradNorm_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -13478,7 +13583,7 @@ double _wrap_Accelerator_clipGradNorm_capi_4d1c7eae2a7e2a0f(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_clipGradValue_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_clipGradValue_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -13513,7 +13618,7 @@ void _wrap_Accelerator_clipGradValue_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_saveModel_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_saveModel_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -13566,7 +13671,7 @@ void _wrap_Accelerator_saveModel_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_mergeShardedCheckpoint_capi_4d1c7eae2a7e2a0f(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_mergeShardedCheckpoint_capi_94df76c310b852b7(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -13627,7 +13732,7 @@ void _wrap_Accelerator_mergeShardedCheckpoint_capi_4d1c7eae2a7e2a0f(_gostring_ _
 }
 
 
-_gostring_ _wrap_Accelerator_saveState_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_saveState_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13671,7 +13776,7 @@ _gostring_ _wrap_Accelerator_saveState_capi_4d1c7eae2a7e2a0f(acc_accelerator *_s
 }
 
 
-_gostring_ _wrap_Accelerator_loadState_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_loadState_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13715,7 +13820,7 @@ _gostring_ _wrap_Accelerator_loadState_capi_4d1c7eae2a7e2a0f(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_registerAveragedModel_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerAveragedModel_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_averaged_model *arg2 = (acc_averaged_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13748,7 +13853,7 @@ void _wrap_Accelerator_registerAveragedModel_capi_4d1c7eae2a7e2a0f(acc_accelerat
 }
 
 
-void _wrap_Accelerator_print_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_print_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13789,7 +13894,7 @@ void _wrap_Accelerator_print_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, 
 }
 
 
-void _wrap_Accelerator_waitForEveryone_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_waitForEveryone_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13820,7 +13925,7 @@ void _wrap_Accelerator_waitForEveryone_capi_4d1c7eae2a7e2a0f(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_freeMemory_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_freeMemory_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13851,7 +13956,7 @@ void _wrap_Accelerator_freeMemory_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_noSyncBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncBegin_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13884,7 +13989,7 @@ void _wrap_Accelerator_noSyncBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_noSyncEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncEnd_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13917,7 +14022,7 @@ void _wrap_Accelerator_noSyncEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_triggerSyncInBackward_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_triggerSyncInBackward_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13950,7 +14055,7 @@ void _wrap_Accelerator_triggerSyncInBackward_capi_4d1c7eae2a7e2a0f(acc_accelerat
 }
 
 
-void _wrap_Accelerator_localSgdBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_localSgdBegin_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int64_t arg3 ;
@@ -13987,7 +14092,7 @@ void _wrap_Accelerator_localSgdBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_localSgdStep_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdStep_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14020,7 +14125,7 @@ void _wrap_Accelerator_localSgdStep_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_localSgdEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdEnd_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14053,7 +14158,7 @@ void _wrap_Accelerator_localSgdEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_profileBegin_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14086,7 +14191,7 @@ void _wrap_Accelerator_profileBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_profileStep_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileStep_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -14117,7 +14222,7 @@ void _wrap_Accelerator_profileStep_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileEnd_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -14148,7 +14253,7 @@ void _wrap_Accelerator_profileEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_g
 }
 
 
-_gostring_ _wrap_Accelerator_profileSummary_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_profileSummary_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -14182,7 +14287,7 @@ _gostring_ _wrap_Accelerator_profileSummary_capi_4d1c7eae2a7e2a0f(acc_accelerato
 }
 
 
-void _wrap_Accelerator_exportChromeTrace_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_exportChromeTrace_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14223,7 +14328,7 @@ void _wrap_Accelerator_exportChromeTrace_capi_4d1c7eae2a7e2a0f(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_joinUnevenInputsBegin_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int arg3 ;
@@ -14258,7 +14363,7 @@ void _wrap_Accelerator_joinUnevenInputsBegin_capi_4d1c7eae2a7e2a0f(acc_accelerat
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_joinUnevenInputsEnd_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -14291,7 +14396,7 @@ void _wrap_Accelerator_joinUnevenInputsEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator
 }
 
 
-void _wrap_Accelerator_mainProcessFirstBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstBegin_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -14322,7 +14427,7 @@ void _wrap_Accelerator_mainProcessFirstBegin_capi_4d1c7eae2a7e2a0f(acc_accelerat
 }
 
 
-void _wrap_Accelerator_mainProcessFirstEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstEnd_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -14353,7 +14458,7 @@ void _wrap_Accelerator_mainProcessFirstEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstBegin_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -14384,7 +14489,7 @@ void _wrap_Accelerator_localMainProcessFirstBegin_capi_4d1c7eae2a7e2a0f(acc_acce
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstEnd_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -14415,7 +14520,7 @@ void _wrap_Accelerator_localMainProcessFirstEnd_capi_4d1c7eae2a7e2a0f(acc_accele
 }
 
 
-acc_tensor *_wrap_Accelerator_gather_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gather_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -14461,7 +14566,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -14507,7 +14612,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_4d1c7eae2a7e2a0f(acc_acceler
 }
 
 
-acc_string_list *_wrap_Accelerator_gatherObject_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_string_list *_wrap_Accelerator_gatherObject_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -14557,7 +14662,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_4d1c7eae2a7e2a0f(acc_accele
 }
 
 
-acc_string_list *_wrap_Accelerator_broadcastObject_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_string_list *_wrap_Accelerator_broadcastObject_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -14609,7 +14714,7 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_4d1c7eae2a7e2a0f(acc_acc
 }
 
 
-acc_tensor *_wrap_Accelerator_reduce_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_reduce_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -14657,7 +14762,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_broadcast_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_broadcast_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -14705,7 +14810,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_4d1c7eae2a7e2a0f(acc_accelerator *_
 }
 
 
-acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
+acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -14757,7 +14862,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_4d1c7eae2a7e2a0f(acc_accel
 }
 
 
-void _wrap_Accelerator_splitBetweenProcesses_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_splitBetweenProcesses_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -14798,7 +14903,7 @@ void _wrap_Accelerator_splitBetweenProcesses_capi_4d1c7eae2a7e2a0f(acc_accelerat
 }
 
 
-void _wrap_Accelerator_setTrigger_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_setTrigger_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -14829,7 +14934,7 @@ void _wrap_Accelerator_setTrigger_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_g
 }
 
 
-bool _wrap_Accelerator_checkTrigger_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_checkTrigger_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -14863,7 +14968,7 @@ bool _wrap_Accelerator_checkTrigger_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_save_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_save_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -14906,7 +15011,7 @@ void _wrap_Accelerator_save_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, a
 }
 
 
-acc_tensor_list *_wrap_Accelerator_getStateDict_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Accelerator_getStateDict_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   bool arg3 ;
@@ -14944,7 +15049,7 @@ acc_tensor_list *_wrap_Accelerator_getStateDict_capi_4d1c7eae2a7e2a0f(acc_accele
 }
 
 
-long long _wrap_Accelerator_iteration_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_iteration_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -14978,7 +15083,7 @@ long long _wrap_Accelerator_iteration_capi_4d1c7eae2a7e2a0f(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_unscaleGradients_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_unscaleGradients_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15011,7 +15116,7 @@ void _wrap_Accelerator_unscaleGradients_capi_4d1c7eae2a7e2a0f(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_autocastBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_autocastBegin_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15044,7 +15149,7 @@ void _wrap_Accelerator_autocastBegin_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_autocastEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_autocastEnd_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -15075,7 +15180,7 @@ void _wrap_Accelerator_autocastEnd_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_registerForCheckpointing_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerForCheckpointing_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::StateHandler *arg2 = (accswig::StateHandler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15108,7 +15213,7 @@ void _wrap_Accelerator_registerForCheckpointing_capi_4d1c7eae2a7e2a0f(acc_accele
 }
 
 
-long long _wrap_Accelerator_registerSaveStatePreHook_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerSaveStatePreHook_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15144,7 +15249,7 @@ long long _wrap_Accelerator_registerSaveStatePreHook_capi_4d1c7eae2a7e2a0f(acc_a
 }
 
 
-void _wrap_Accelerator_onTraceReady_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_onTraceReady_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::TraceReady *arg2 = (accswig::TraceReady *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15177,7 +15282,7 @@ void _wrap_Accelerator_onTraceReady_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig
 }
 
 
-long long _wrap_Accelerator_registerLoadStatePreHook_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerLoadStatePreHook_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15213,7 +15318,7 @@ long long _wrap_Accelerator_registerLoadStatePreHook_capi_4d1c7eae2a7e2a0f(acc_a
 }
 
 
-long long _wrap_Accelerator_registerSaveStateModelsPreHook_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, accswig::ModelsCheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerSaveStateModelsPreHook_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, accswig::ModelsCheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::ModelsCheckpointHook *arg2 = (accswig::ModelsCheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15249,7 +15354,7 @@ long long _wrap_Accelerator_registerSaveStateModelsPreHook_capi_4d1c7eae2a7e2a0f
 }
 
 
-long long _wrap_Accelerator_registerLoadStateModelsPreHook_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, accswig::ModelsCheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerLoadStateModelsPreHook_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, accswig::ModelsCheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::ModelsCheckpointHook *arg2 = (accswig::ModelsCheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15285,7 +15390,7 @@ long long _wrap_Accelerator_registerLoadStateModelsPreHook_capi_4d1c7eae2a7e2a0f
 }
 
 
-void _wrap_Accelerator_removeStatePreHook_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_removeStatePreHook_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15318,7 +15423,7 @@ void _wrap_Accelerator_removeStatePreHook_capi_4d1c7eae2a7e2a0f(acc_accelerator 
 }
 
 
-void _wrap_Accelerator_addTracker_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_addTracker_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   accswig::Tracker *arg3 = (accswig::Tracker *) 0 ;
@@ -15361,7 +15466,7 @@ void _wrap_Accelerator_addTracker_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_initTrackers_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_initTrackers_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -15412,7 +15517,7 @@ void _wrap_Accelerator_initTrackers_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_initTrackersWith_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_initTrackersWith_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -15473,7 +15578,7 @@ void _wrap_Accelerator_initTrackersWith_capi_4d1c7eae2a7e2a0f(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_logValues_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
+void _wrap_Accelerator_logValues_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -15528,7 +15633,7 @@ void _wrap_Accelerator_logValues_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logScalar_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logScalar_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -15573,7 +15678,7 @@ void _wrap_Accelerator_logScalar_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logGroup_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
+void _wrap_Accelerator_logGroup_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -15638,7 +15743,7 @@ void _wrap_Accelerator_logGroup_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_logTexts_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
+void _wrap_Accelerator_logTexts_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -15693,7 +15798,7 @@ void _wrap_Accelerator_logTexts_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_logImages_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, acc_tensor_list *_swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
+void _wrap_Accelerator_logImages_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, acc_tensor_list *_swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -15744,7 +15849,7 @@ void _wrap_Accelerator_logImages_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logHistogramWith_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, long long _swig_go_5, _gostring_* _swig_go_6) {
+void _wrap_Accelerator_logHistogramWith_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, long long _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
@@ -15801,7 +15906,7 @@ void _wrap_Accelerator_logHistogramWith_capi_4d1c7eae2a7e2a0f(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_logArtifact_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logArtifact_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -15862,7 +15967,7 @@ void _wrap_Accelerator_logArtifact_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_endTraining_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_endTraining_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -15893,7 +15998,7 @@ void _wrap_Accelerator_endTraining_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_
 }
 
 
-acc_string_list *_wrap_Accelerator_trackerNames_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Accelerator_trackerNames_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -15927,7 +16032,7 @@ acc_string_list *_wrap_Accelerator_trackerNames_capi_4d1c7eae2a7e2a0f(acc_accele
 }
 
 
-_gostring_ _wrap_Accelerator_trackerPath_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_trackerPath_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -15971,7 +16076,7 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_4d1c7eae2a7e2a0f(acc_accelerator *
 }
 
 
-long long _wrap_Samples_size_capi_4d1c7eae2a7e2a0f(accswig::Samples *_swig_go_0) {
+long long _wrap_Samples_size_capi_94df76c310b852b7(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -15993,7 +16098,7 @@ long long _wrap_Samples_size_capi_4d1c7eae2a7e2a0f(accswig::Samples *_swig_go_0)
 }
 
 
-long long _wrap_Samples_fields_capi_4d1c7eae2a7e2a0f(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Samples_fields_capi_94df76c310b852b7(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -16029,7 +16134,7 @@ long long _wrap_Samples_fields_capi_4d1c7eae2a7e2a0f(accswig::Samples *_swig_go_
 }
 
 
-acc_tensor *_wrap_Samples_get_capi_4d1c7eae2a7e2a0f(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Samples_get_capi_94df76c310b852b7(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -16067,7 +16172,7 @@ acc_tensor *_wrap_Samples_get_capi_4d1c7eae2a7e2a0f(accswig::Samples *_swig_go_0
 }
 
 
-void _wrap_delete_Samples_capi_4d1c7eae2a7e2a0f(accswig::Samples *_swig_go_0) {
+void _wrap_delete_Samples_capi_94df76c310b852b7(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   
   arg1 = *(accswig::Samples **)&_swig_go_0; 
@@ -16086,7 +16191,7 @@ void _wrap_delete_Samples_capi_4d1c7eae2a7e2a0f(accswig::Samples *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_append_capi_4d1c7eae2a7e2a0f(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_append_capi_94df76c310b852b7(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -16123,7 +16228,7 @@ void _wrap_Bytes_append_capi_4d1c7eae2a7e2a0f(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Bytes_size_capi_4d1c7eae2a7e2a0f(accswig::Bytes *_swig_go_0) {
+long long _wrap_Bytes_size_capi_94df76c310b852b7(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -16145,7 +16250,7 @@ long long _wrap_Bytes_size_capi_4d1c7eae2a7e2a0f(accswig::Bytes *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_copyTo_capi_4d1c7eae2a7e2a0f(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_copyTo_capi_94df76c310b852b7(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -16182,7 +16287,7 @@ void _wrap_Bytes_copyTo_capi_4d1c7eae2a7e2a0f(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-void _wrap_delete_Bytes_capi_4d1c7eae2a7e2a0f(accswig::Bytes *_swig_go_0) {
+void _wrap_delete_Bytes_capi_94df76c310b852b7(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   
   arg1 = *(accswig::Bytes **)&_swig_go_0; 
@@ -16201,7 +16306,7 @@ void _wrap_delete_Bytes_capi_4d1c7eae2a7e2a0f(accswig::Bytes *_swig_go_0) {
 }
 
 
-long long _wrap_Metrics_size_capi_4d1c7eae2a7e2a0f(accswig::Metrics *_swig_go_0) {
+long long _wrap_Metrics_size_capi_94df76c310b852b7(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -16223,7 +16328,7 @@ long long _wrap_Metrics_size_capi_4d1c7eae2a7e2a0f(accswig::Metrics *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Metrics_name_capi_4d1c7eae2a7e2a0f(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Metrics_name_capi_94df76c310b852b7(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -16259,7 +16364,7 @@ _gostring_ _wrap_Metrics_name_capi_4d1c7eae2a7e2a0f(accswig::Metrics *_swig_go_0
 }
 
 
-double _wrap_Metrics_value_capi_4d1c7eae2a7e2a0f(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Metrics_value_capi_94df76c310b852b7(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -16295,7 +16400,7 @@ double _wrap_Metrics_value_capi_4d1c7eae2a7e2a0f(accswig::Metrics *_swig_go_0, l
 }
 
 
-void _wrap_delete_Metrics_capi_4d1c7eae2a7e2a0f(accswig::Metrics *_swig_go_0) {
+void _wrap_delete_Metrics_capi_94df76c310b852b7(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   
   arg1 = *(accswig::Metrics **)&_swig_go_0; 
@@ -16314,7 +16419,7 @@ void _wrap_delete_Metrics_capi_4d1c7eae2a7e2a0f(accswig::Metrics *_swig_go_0) {
 }
 
 
-long long _wrap_Texts_size_capi_4d1c7eae2a7e2a0f(accswig::Texts *_swig_go_0) {
+long long _wrap_Texts_size_capi_94df76c310b852b7(accswig::Texts *_swig_go_0) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -16336,7 +16441,7 @@ long long _wrap_Texts_size_capi_4d1c7eae2a7e2a0f(accswig::Texts *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_Texts_name_capi_4d1c7eae2a7e2a0f(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Texts_name_capi_94df76c310b852b7(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -16372,7 +16477,7 @@ _gostring_ _wrap_Texts_name_capi_4d1c7eae2a7e2a0f(accswig::Texts *_swig_go_0, lo
 }
 
 
-_gostring_ _wrap_Texts_text_capi_4d1c7eae2a7e2a0f(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Texts_text_capi_94df76c310b852b7(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -16408,7 +16513,7 @@ _gostring_ _wrap_Texts_text_capi_4d1c7eae2a7e2a0f(accswig::Texts *_swig_go_0, lo
 }
 
 
-void _wrap_delete_Texts_capi_4d1c7eae2a7e2a0f(accswig::Texts *_swig_go_0) {
+void _wrap_delete_Texts_capi_94df76c310b852b7(accswig::Texts *_swig_go_0) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   
   arg1 = *(accswig::Texts **)&_swig_go_0; 
@@ -16427,7 +16532,7 @@ void _wrap_delete_Texts_capi_4d1c7eae2a7e2a0f(accswig::Texts *_swig_go_0) {
 }
 
 
-long long _wrap_Images_size_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0) {
+long long _wrap_Images_size_capi_94df76c310b852b7(accswig::Images *_swig_go_0) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -16449,7 +16554,7 @@ long long _wrap_Images_size_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_Images_name_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Images_name_capi_94df76c310b852b7(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -16485,7 +16590,7 @@ _gostring_ _wrap_Images_name_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0, 
 }
 
 
-long long _wrap_Images_pngSize_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Images_pngSize_capi_94df76c310b852b7(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -16521,7 +16626,7 @@ long long _wrap_Images_pngSize_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0
 }
 
 
-void _wrap_Images_copyPng_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Images_copyPng_capi_94df76c310b852b7(accswig::Images *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -16560,7 +16665,7 @@ void _wrap_Images_copyPng_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0, lon
 }
 
 
-void _wrap_delete_Images_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0) {
+void _wrap_delete_Images_capi_94df76c310b852b7(accswig::Images *_swig_go_0) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   
   arg1 = *(accswig::Images **)&_swig_go_0; 
@@ -16579,7 +16684,7 @@ void _wrap_delete_Images_capi_4d1c7eae2a7e2a0f(accswig::Images *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_HistogramView_name_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
+_gostring_ _wrap_HistogramView_name_capi_94df76c310b852b7(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   std::string result;
   _gostring_ _swig_go_result;
@@ -16601,7 +16706,7 @@ _gostring_ _wrap_HistogramView_name_capi_4d1c7eae2a7e2a0f(accswig::HistogramView
 }
 
 
-double _wrap_HistogramView_min_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
+double _wrap_HistogramView_min_capi_94df76c310b852b7(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   double result;
   double _swig_go_result;
@@ -16623,7 +16728,7 @@ double _wrap_HistogramView_min_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_sw
 }
 
 
-double _wrap_HistogramView_max_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
+double _wrap_HistogramView_max_capi_94df76c310b852b7(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   double result;
   double _swig_go_result;
@@ -16645,7 +16750,7 @@ double _wrap_HistogramView_max_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_sw
 }
 
 
-double _wrap_HistogramView_num_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
+double _wrap_HistogramView_num_capi_94df76c310b852b7(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   double result;
   double _swig_go_result;
@@ -16667,7 +16772,7 @@ double _wrap_HistogramView_num_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_sw
 }
 
 
-double _wrap_HistogramView_sum_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
+double _wrap_HistogramView_sum_capi_94df76c310b852b7(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   double result;
   double _swig_go_result;
@@ -16689,7 +16794,7 @@ double _wrap_HistogramView_sum_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_sw
 }
 
 
-double _wrap_HistogramView_sumSquares_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
+double _wrap_HistogramView_sumSquares_capi_94df76c310b852b7(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   double result;
   double _swig_go_result;
@@ -16711,7 +16816,7 @@ double _wrap_HistogramView_sumSquares_capi_4d1c7eae2a7e2a0f(accswig::HistogramVi
 }
 
 
-long long _wrap_HistogramView_size_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
+long long _wrap_HistogramView_size_capi_94df76c310b852b7(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -16733,7 +16838,7 @@ long long _wrap_HistogramView_size_capi_4d1c7eae2a7e2a0f(accswig::HistogramView 
 }
 
 
-void _wrap_HistogramView_copyLimits_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_HistogramView_copyLimits_capi_94df76c310b852b7(accswig::HistogramView *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -16770,7 +16875,7 @@ void _wrap_HistogramView_copyLimits_capi_4d1c7eae2a7e2a0f(accswig::HistogramView
 }
 
 
-void _wrap_HistogramView_copyCounts_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_HistogramView_copyCounts_capi_94df76c310b852b7(accswig::HistogramView *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -16807,7 +16912,7 @@ void _wrap_HistogramView_copyCounts_capi_4d1c7eae2a7e2a0f(accswig::HistogramView
 }
 
 
-void _wrap_delete_HistogramView_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_swig_go_0) {
+void _wrap_delete_HistogramView_capi_94df76c310b852b7(accswig::HistogramView *_swig_go_0) {
   accswig::HistogramView *arg1 = (accswig::HistogramView *) 0 ;
   
   arg1 = *(accswig::HistogramView **)&_swig_go_0; 
@@ -16826,7 +16931,7 @@ void _wrap_delete_HistogramView_capi_4d1c7eae2a7e2a0f(accswig::HistogramView *_s
 }
 
 
-long long _wrap_CheckpointModelsView_size_capi_4d1c7eae2a7e2a0f(accswig::CheckpointModels *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_CheckpointModelsView_size_capi_94df76c310b852b7(accswig::CheckpointModels *_swig_go_0, _gostring_* _swig_go_1) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -16860,7 +16965,7 @@ long long _wrap_CheckpointModelsView_size_capi_4d1c7eae2a7e2a0f(accswig::Checkpo
 }
 
 
-acc_model *_wrap_CheckpointModelsView_model_capi_4d1c7eae2a7e2a0f(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_CheckpointModelsView_model_capi_94df76c310b852b7(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -16896,7 +17001,7 @@ acc_model *_wrap_CheckpointModelsView_model_capi_4d1c7eae2a7e2a0f(accswig::Check
 }
 
 
-long long _wrap_CheckpointModelsView_index_capi_4d1c7eae2a7e2a0f(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_CheckpointModelsView_index_capi_94df76c310b852b7(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -16932,7 +17037,7 @@ long long _wrap_CheckpointModelsView_index_capi_4d1c7eae2a7e2a0f(accswig::Checkp
 }
 
 
-void _wrap_CheckpointModelsView_remove_capi_4d1c7eae2a7e2a0f(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_CheckpointModelsView_remove_capi_94df76c310b852b7(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -16965,7 +17070,7 @@ void _wrap_CheckpointModelsView_remove_capi_4d1c7eae2a7e2a0f(accswig::Checkpoint
 }
 
 
-void _wrap_delete_CheckpointModelsView_capi_4d1c7eae2a7e2a0f(accswig::CheckpointModels *_swig_go_0) {
+void _wrap_delete_CheckpointModelsView_capi_94df76c310b852b7(accswig::CheckpointModels *_swig_go_0) {
   accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
   
   arg1 = *(accswig::CheckpointModels **)&_swig_go_0; 
@@ -16984,7 +17089,7 @@ void _wrap_delete_CheckpointModelsView_capi_4d1c7eae2a7e2a0f(accswig::Checkpoint
 }
 
 
-void _wrap_LrFactor_set_capi_4d1c7eae2a7e2a0f(accswig::Factor *_swig_go_0, double _swig_go_1) {
+void _wrap_LrFactor_set_capi_94df76c310b852b7(accswig::Factor *_swig_go_0, double _swig_go_1) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   double arg2 ;
   
@@ -17005,7 +17110,7 @@ void _wrap_LrFactor_set_capi_4d1c7eae2a7e2a0f(accswig::Factor *_swig_go_0, doubl
 }
 
 
-void _wrap_delete_LrFactor_capi_4d1c7eae2a7e2a0f(accswig::Factor *_swig_go_0) {
+void _wrap_delete_LrFactor_capi_94df76c310b852b7(accswig::Factor *_swig_go_0) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   
   arg1 = *(accswig::Factor **)&_swig_go_0; 
@@ -17024,7 +17129,7 @@ void _wrap_delete_LrFactor_capi_4d1c7eae2a7e2a0f(accswig::Factor *_swig_go_0) {
 }
 
 
-acc_progress *_wrap_new_Progress_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_progress *_wrap_new_Progress_capi_94df76c310b852b7(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -17070,7 +17175,7 @@ acc_progress *_wrap_new_Progress_capi_4d1c7eae2a7e2a0f(acc_accelerator *_swig_go
 }
 
 
-void _wrap_delete_Progress_capi_4d1c7eae2a7e2a0f(acc_progress *_swig_go_0) {
+void _wrap_delete_Progress_capi_94df76c310b852b7(acc_progress *_swig_go_0) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   
   arg1 = *(acc_progress **)&_swig_go_0; 
@@ -17089,7 +17194,7 @@ void _wrap_delete_Progress_capi_4d1c7eae2a7e2a0f(acc_progress *_swig_go_0) {
 }
 
 
-void _wrap_Progress_update_capi_4d1c7eae2a7e2a0f(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_update_capi_94df76c310b852b7(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -17122,7 +17227,7 @@ void _wrap_Progress_update_capi_4d1c7eae2a7e2a0f(acc_progress *_swig_go_0, long 
 }
 
 
-void _wrap_Progress_setPostfix_capi_4d1c7eae2a7e2a0f(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_setPostfix_capi_94df76c310b852b7(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -17163,7 +17268,7 @@ void _wrap_Progress_setPostfix_capi_4d1c7eae2a7e2a0f(acc_progress *_swig_go_0, _
 }
 
 
-void _wrap_Progress_finish_capi_4d1c7eae2a7e2a0f(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Progress_finish_capi_94df76c310b852b7(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;

@@ -44,6 +44,29 @@ class ErrorsTest {
     }
   }
 
+  /** Found by a hunt: a null metric value was a bare NullPointerException from inside the binding,
+   *  and a load report's index past the end an InternalException ("a bug") with libstdc++'s text. */
+  @Test
+  void nullValuesAndIndicesPastTheEndAreInvalidArguments() {
+    try (Accelerator acc = new Accelerator(null)) {
+      java.util.Map<String, Double> values = new java.util.HashMap<>();
+      values.put("loss", null);
+      InvalidArgumentException value = assertThrows(InvalidArgumentException.class, () -> acc.log(values, 1));
+      assertTrue(value.getMessage().contains("the value of 'loss' is null"), value.getMessage());
+      assertThrows(InvalidArgumentException.class, () -> acc.logScalars("group", values, 1));
+    }
+    try (Model m = Model.fromSpec(FreezeTest.SPEC); TensorList state = m.stateDict()) {
+      String file = System.getProperty("java.io.tmpdir") + "/errors_test_report.safetensors";
+      state.saveSafetensors(file);
+      try (LoadReport report = m.loadSafetensors(file, true)) {
+        assertEquals(0, report.missingCount());
+        InvalidArgumentException past = assertThrows(InvalidArgumentException.class, () -> report.missing(5));
+        assertTrue(past.getMessage().contains("index 5 is out of range (the list has 0 items)"), past.getMessage());
+        assertThrows(InvalidArgumentException.class, () -> report.unexpected(0));
+      }
+    }
+  }
+
   @Test
   void missingFileIsIo() {
     AccelerateIOException e = assertThrows(AccelerateIOException.class, () -> Tensor.fromIdxFile("/nonexistent/x.idx"));

@@ -388,6 +388,14 @@ class LoraTest {
     }
   }
 
+  /** PEFT's RoAd on the linear layer (pairs of 2 of its 6 outputs, the angles and scales drawn). */
+  @Test
+  void roadTrainsAndRoundTrips() {
+    try (Options o = Options.road().put("group_size", 2).put("init_weights", false)) {
+      roundTrips(model -> model.addRoad("1", o), Arrays.asList("1.road_theta", "1.road_alpha"));
+    }
+  }
+
   /** PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
    *  files round-trip. */
   @Test

@@ -976,12 +976,18 @@ nlohmann::ordered_json shira_config_json(const LoraConfig& config) {
   return j;
 }
 
+// `j` without the layer settings and exclude_modules, for a method's configuration that has none of
+// them (ShiraConfig, RoadConfig): a file's are ignored, as PEFT drops keys its class lacks.
+nlohmann::ordered_json without_layer_settings(const nlohmann::ordered_json& j) {
+  nlohmann::ordered_json own = j;
+  for (const char* key : {"layers_to_transform", "layers_pattern", "exclude_modules"}) own.erase(key);
+  return own;
+}
+
 // PEFT's ShiraConfig (peft_type SHIRA). Its mask_type may name a function of the user's (PEFT's
 // mask_fn, Python code): the places then come from the file's shira_indices alone.
 LoraConfig shira_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
-  // ShiraConfig has no layer settings nor exclude_modules: a file's are ignored, as PEFT drops them.
-  nlohmann::ordered_json own = j;
-  for (const char* key : {"layers_to_transform", "layers_pattern", "exclude_modules"}) own.erase(key);
+  const nlohmann::ordered_json own = without_layer_settings(j);
   const ConfigFields fields{own, path};
   LoraConfig config;
   config.peft_type = PeftType::Shira;
@@ -997,6 +1003,37 @@ LoraConfig shira_config_from_json(const nlohmann::ordered_json& j, const std::st
   if (fields.given("random_seed")) config.shira_random_seed = fields.seed("random_seed", 0);  // (null: none)
   config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
   config.shira_init_weights = fields.flag("init_weights", true);
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/false}, &config);
+  return config;
+}
+
+// PEFT's RoadConfig: its fields, in its order.
+nlohmann::ordered_json road_config_json(const LoraConfig& config) {
+  nlohmann::ordered_json j = peft_config_json(peft_type_name(PeftType::Road), config);
+  j["variant"] = config.road_variant;
+  j["group_size"] = config.road_group_size;
+  j["init_weights"] = config.road_init_weights;
+  j["target_modules"] = targets_json(config);
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
+  return j;
+}
+
+// PEFT's RoadConfig (peft_type ROAD), refused where its __post_init__ refuses it.
+LoraConfig road_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  const nlohmann::ordered_json own = without_layer_settings(j);
+  const ConfigFields fields{own, path};
+  LoraConfig config;
+  config.peft_type = PeftType::Road;
+  if (own.contains("variant")) {
+    const auto& variant = own["variant"];
+    if (!variant.is_string() || (variant != "road_1" && variant != "road_2" && variant != "road_4"))
+      fields.refuse("variant", "must be \"road_1\", \"road_2\" or \"road_4\"");
+    config.road_variant = variant.get<std::string>();
+  }
+  fields.refuse_null("group_size");
+  config.road_group_size = fields.integer("group_size", 64, 2, kMaxLoraRank, "from 2 to 2^20");
+  if (config.road_group_size % 2 != 0) fields.refuse("group_size", "must be even (its halves pair up)");
+  config.road_init_weights = fields.flag("init_weights", true);
   read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/false}, &config);
   return config;
 }
@@ -1055,6 +1092,8 @@ nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
       return randlora_config_json(config);
     case PeftType::Delora:
       return delora_config_json(config);
+    case PeftType::Road:
+      return road_config_json(config);
     case PeftType::Lora:
       break;
   }
@@ -1083,12 +1122,12 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "SHIRA") return shira_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "RANDLORA") return randlora_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "DELORA") return delora_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "ROAD") return road_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse("peft_type",
            "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\", \"BOFT\", \"HRA\", "
-           "\"FOURIERFT\", \"LN_TUNING\", \"MISS\", \"C3A\", \"SHIRA\", \"RANDLORA\", \"DELORA\" or "
-           "\"TRAINABLE_TOKENS\" (other "
-           "PEFT methods are not supported)");
+           "\"FOURIERFT\", \"LN_TUNING\", \"MISS\", \"C3A\", \"SHIRA\", \"RANDLORA\", \"DELORA\", "
+           "\"ROAD\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not supported)");
   LoraConfig config;
   if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > (1 << 20))
     refuse("r", "must be an integer from 1 to 2^20");

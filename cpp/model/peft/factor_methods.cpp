@@ -13,6 +13,7 @@
 #include "model/peft/miss.h"
 #include "model/peft/oft.h"
 #include "model/peft/randlora.h"
+#include "model/peft/road.h"
 #include "model/peft/shira.h"
 #include "model/peft/vera.h"
 
@@ -353,6 +354,28 @@ FactorMethod delora() {
           nullptr};
 }
 
+FactorMethod road() {
+  return {PeftType::Road,
+          "RoAd adapts linear layers",
+          {kRoadTheta, kRoadAlpha},
+          "factors",
+          [](const std::string&, const at::Tensor& t) { return refusal_unless(t, 1, "RoAd's angles and scales"); },
+          /*files_hold_every_tensor=*/true,
+          /*files_hold_biases=*/false,
+          /*rank_and_scaling=*/false,
+          make_road_adapters,
+          road_factor_shapes,
+          [](const LoraConfig& config, const std::string&) { return "variant " + config.road_variant; },
+          // The same pairs.
+          [](const LoraConfig& config) { return "group_size " + concat(config.road_group_size); },
+          [](const LoraAdapter&, const at::Tensor& w, const NamedTensors& factors, const LoraConfig& config) {
+            return road_merged_weight(w, factors, config);
+          },
+          road_output_adapter,
+          nullptr,
+          road_merged_bias};
+}
+
 }  // namespace
 
 const SharedTensors* shared_tensors(PeftType type) {
@@ -366,7 +389,7 @@ const SharedTensors* shared_tensors(PeftType type) {
 }
 
 const FactorMethod* factor_method(PeftType type) {
-  static const std::array<FactorMethod, 13> methods = {
+  static const std::array<FactorMethod, 14> methods = {
       lycoris(PeftType::Loha, "LoHa adapts linear layers and 1-D and 2-D convolutions"),
       lycoris(PeftType::Lokr, "LoKr adapts linear layers and 1-D and 2-D convolutions"),
       vera(),
@@ -379,7 +402,8 @@ const FactorMethod* factor_method(PeftType type) {
       c3a(),
       shira(),
       randlora(),
-      delora()};
+      delora(),
+      road()};
   for (const FactorMethod& method : methods)
     if (method.type == type) return &method;
   return nullptr;

@@ -1,6 +1,6 @@
 // The PEFT methods whose adapters are named tensors of a layer (LoraAdapter::factors): LoHa, LoKr,
-// VeRA, OFT, AdaLoRA, BOFT, HRA, FourierFT, MiSS, C3A, SHiRA, RandLoRA and DeLoRA. What each adapts, draws, reads from
-// files, merges and computes, in one table, so the shared code (adding, files, loading, merging, wiring) asks it
+// VeRA, OFT, AdaLoRA, BOFT, HRA, FourierFT, MiSS, C3A, SHiRA, RandLoRA, DeLoRA and RoAd. What each adapts, draws, reads
+// from files, merges and computes, in one table, so the shared code (adding, files, loading, merging, wiring) asks it
 // instead of testing the method at each turn. LoRA, (IA)^3 and trainable tokens have tensors of their own.
 #pragma once
 
@@ -48,6 +48,9 @@ struct FactorMethod {
                                   std::shared_ptr<const bool> enabled);
   InputAdapter (*input_adapter)(const LoraAdapter& adapter, const LoraConfig& config,
                                 std::shared_ptr<const bool> enabled);
+  // The layer's bias merged with `factors`, for a method whose merge changes it (RoAd's; null: the
+  // bias stays).
+  at::Tensor (*merged_bias)(const at::Tensor& bias, const NamedTensors& factors, const LoraConfig& config) = nullptr;
 };
 
 // The frozen tensors a method's layers share (LoraAdapter::projections: VeRA's projections,

@@ -1092,6 +1092,8 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
         adapter_entries.insert({shared->state_a, shared->state_b});
       const at::Tensor& w = entry_of(weight_name(adapter.site));
       merged_weights[weight_name(adapter.site)] = factor_merged_weight(adapter, w, stated, config_);
+      if (const auto merged_bias = factor_method(adapter)->merged_bias; merged_bias && adapter.site.bias.defined())
+        merged_weights[module + ".bias"] = merged_bias(entry_of(module + ".bias"), stated, config_);
       continue;
     }
     LoraAdapter stated = adapter;  // with the state's tensors
@@ -1133,7 +1135,10 @@ void LoraAdapters::merge_into_weights() const {
       if (!adapter.feedforward && adapter.site.bias.defined())
         merged.emplace_back(adapter.site.bias, ia3_bias(adapter.site.bias, adapter.ia3));
     } else if (!adapter.factors.empty()) {
-      merged.emplace_back(w, factor_merged_weight(adapter, w, factors_and_buffers(adapter), config_));
+      const NamedTensors tensors = factors_and_buffers(adapter);
+      merged.emplace_back(w, factor_merged_weight(adapter, w, tensors, config_));
+      if (const auto merged_bias = factor_method(adapter)->merged_bias; merged_bias && adapter.site.bias.defined())
+        merged.emplace_back(adapter.site.bias, merged_bias(adapter.site.bias, tensors, config_));
     } else {
       if (adapter.site.quantized)
         deltas[k] = quantized_delta(adapter, "");

@@ -729,6 +729,28 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
   return config;
 }
 
+const OptionTable<LoraConfig>& road_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Road, [](OptionTable<L>& t) {
+    t.bind("variant",
+           "road_1 (one angle and scale per pair of outputs), road_2 (per output) or road_4 (per output and column "
+           "of each rotation)",
+           &L::road_variant)
+        .one_of({"road_1", "road_2", "road_4"});
+    t.bind("group_size",
+           "outputs j and j + group_size / 2 of each group pair up; even, and a divisor of each layer's outputs",
+           &L::road_group_size)
+        .at_least(2)
+        .at_most(kMaxLoraRank);
+    t.bind("init_weights",
+           "the angles start as zeros and the scales as ones, the layer unchanged (false: normal draws)",
+           &L::road_init_weights);
+    bind_modules_to_save(t);  // (PEFT's RoadConfig has no exclude_modules, bias or layer settings)
+    bind_texts(t);
+  });
+  return table;
+}
+
 LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& options) {
   switch (options.kind()) {
     case OptionsKind::Ia3:
@@ -761,6 +783,8 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return randlora(targets, options);
     case OptionsKind::Delora:
       return delora(targets, options);
+    case OptionsKind::Road:
+      return road(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -856,6 +880,15 @@ LoraConfig LoraConfig::delora(const std::string& targets, const Options& options
   config.r = config.delora_r;
   config.alpha = config.delora_lambda;
   read_method_targets(config, targets, "linear layers", "delora_only");
+  return config;
+}
+
+LoraConfig LoraConfig::road(const std::string& targets, const Options& options) {
+  LoraConfig config = method_options("RoAd", OptionsKind::Road, road_option_table(), PeftType::Road, options);
+  // PEFT's RoadConfig check.
+  require(config.road_group_size % 2 == 0, "RoAd's group_size must be even (its halves pair up), got ",
+          config.road_group_size);
+  read_method_targets(config, targets, "linear layers");
   return config;
 }
 

@@ -50,7 +50,8 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // (each layer's delta a block circulant matrix, model/peft/c3a.h) or its ShiraConfig (entries of each
 // weight trained at fixed places, model/peft/shira.h) or its RandLoraConfig (random bases shared by
 // the layers, scaled by each layer's trained tensors, model/peft/randlora.h) or its DeloraConfig
-// (a normalised low-rank delta of trained strength, model/peft/delora.h).
+// (a normalised low-rank delta of trained strength, model/peft/delora.h) or its RoadConfig (each
+// layer's output rotated pair by pair and scaled, model/peft/road.h).
 enum class PeftType {
   Lora,
   TrainableTokens,
@@ -68,7 +69,8 @@ enum class PeftType {
   C3a,
   Shira,
   Randlora,
-  Delora
+  Delora,
+  Road
 };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
@@ -105,6 +107,8 @@ inline const char* peft_type_name(PeftType type) {
       return "RANDLORA";
     case PeftType::Delora:
       return "DELORA";
+    case PeftType::Road:
+      return "ROAD";
     case PeftType::TrainableTokens:
       break;
   }
@@ -146,6 +150,8 @@ inline const char* peft_method_name(PeftType type) {
       return "RandLoRA";
     case PeftType::Delora:
       return "DeLoRA";
+    case PeftType::Road:
+      return "RoAd";
     case PeftType::TrainableTokens:
       break;
   }
@@ -384,6 +390,12 @@ struct LoraConfig {
   int64_t delora_r = 8;
   double delora_lambda = 15.0;
   bool delora_init_weights = true;
+  // PEFT's RoadConfig (peft_type Road): the variant (road_1: one angle and scale per pair of outputs,
+  // road_2: per output, road_4: per output and column of the rotation), the groups whose halves pair
+  // up, and whether the angles start as zeros and the scales as ones (else normal draws).
+  std::string road_variant = "road_1";
+  int64_t road_group_size = 64;
+  bool road_init_weights = true;
   // PEFT's MissConfig (peft_type Miss; its r is `r`, taken from miss_r, PEFT's default; its
   // miss_dropout `dropout`, its bias `bias` with "MiSS_only" as "lora_only"): the variant, PEFT's
   // init_weights ("true": zeros, "false": Kaiming draws, "bat", "mini"), and mini's shard width along
@@ -463,6 +475,8 @@ struct LoraConfig {
   static LoraConfig randlora(const std::string& targets, const Options& options);
   // PEFT's DeloraConfig: `targets` as above (or "all-linear"), `options` of kind delora.
   static LoraConfig delora(const std::string& targets, const Options& options);
+  // PEFT's RoadConfig: `targets` as above (or "all-linear"), `options` of kind road.
+  static LoraConfig road(const std::string& targets, const Options& options);
   // PEFT's LNTuningConfig: `targets` the modules trained themselves, `options` of kind ln_tuning.
   static LoraConfig ln_tuning(const std::string& targets, const Options& options);
   // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
@@ -561,6 +575,7 @@ const OptionTable<LoraConfig>& c3a_option_table();
 const OptionTable<LoraConfig>& shira_option_table();
 const OptionTable<LoraConfig>& randlora_option_table();
 const OptionTable<LoraConfig>& delora_option_table();
+const OptionTable<LoraConfig>& road_option_table();
 // A JSON integer as the size pattern `setting`'s value for `key`; one past int64's range is refused
 // (InvalidArgument, naming it as given).
 int64_t size_value(const nlohmann::ordered_json& value, const char* setting, const std::string& key);

@@ -164,671 +164,675 @@ typedef _gostring_ swig_type_134;
 typedef long long swig_type_135;
 typedef _gostring_ swig_type_136;
 typedef long long swig_type_137;
-typedef long long swig_type_138;
-typedef _gostring_ swig_type_139;
+typedef _gostring_ swig_type_138;
+typedef long long swig_type_139;
 typedef long long swig_type_140;
 typedef _gostring_ swig_type_141;
 typedef long long swig_type_142;
 typedef _gostring_ swig_type_143;
-typedef _gostring_ swig_type_144;
-typedef _goslice_ swig_type_145;
-typedef long long swig_type_146;
-typedef long long swig_type_147;
-typedef _gostring_ swig_type_148;
-typedef _gostring_ swig_type_149;
+typedef long long swig_type_144;
+typedef _gostring_ swig_type_145;
+typedef _gostring_ swig_type_146;
+typedef _goslice_ swig_type_147;
+typedef long long swig_type_148;
+typedef long long swig_type_149;
 typedef _gostring_ swig_type_150;
 typedef _gostring_ swig_type_151;
 typedef _gostring_ swig_type_152;
 typedef _gostring_ swig_type_153;
-typedef long long swig_type_154;
-typedef _goslice_ swig_type_155;
-typedef _goslice_ swig_type_156;
-typedef _gostring_ swig_type_157;
-typedef _gostring_ swig_type_158;
-typedef long long swig_type_159;
-typedef long long swig_type_160;
-typedef _gostring_ swig_type_161;
-typedef _gostring_ swig_type_162;
+typedef _gostring_ swig_type_154;
+typedef _gostring_ swig_type_155;
+typedef long long swig_type_156;
+typedef _goslice_ swig_type_157;
+typedef _goslice_ swig_type_158;
+typedef _gostring_ swig_type_159;
+typedef _gostring_ swig_type_160;
+typedef long long swig_type_161;
+typedef long long swig_type_162;
 typedef _gostring_ swig_type_163;
 typedef _gostring_ swig_type_164;
 typedef _gostring_ swig_type_165;
 typedef _gostring_ swig_type_166;
-typedef _goslice_ swig_type_167;
-typedef long long swig_type_168;
-typedef _gostring_ swig_type_169;
+typedef _gostring_ swig_type_167;
+typedef _gostring_ swig_type_168;
+typedef _goslice_ swig_type_169;
 typedef long long swig_type_170;
-typedef long long swig_type_171;
+typedef _gostring_ swig_type_171;
 typedef long long swig_type_172;
 typedef long long swig_type_173;
-typedef _gostring_ swig_type_174;
-typedef _gostring_ swig_type_175;
+typedef long long swig_type_174;
+typedef long long swig_type_175;
 typedef _gostring_ swig_type_176;
 typedef _gostring_ swig_type_177;
 typedef _gostring_ swig_type_178;
-typedef long long swig_type_179;
+typedef _gostring_ swig_type_179;
 typedef _gostring_ swig_type_180;
-typedef _gostring_ swig_type_181;
-typedef long long swig_type_182;
-typedef long long swig_type_183;
+typedef long long swig_type_181;
+typedef _gostring_ swig_type_182;
+typedef _gostring_ swig_type_183;
 typedef long long swig_type_184;
 typedef long long swig_type_185;
 typedef long long swig_type_186;
-typedef _gostring_ swig_type_187;
-typedef _gostring_ swig_type_188;
-typedef long long swig_type_189;
-typedef long long swig_type_190;
+typedef long long swig_type_187;
+typedef long long swig_type_188;
+typedef _gostring_ swig_type_189;
+typedef _gostring_ swig_type_190;
 typedef long long swig_type_191;
 typedef long long swig_type_192;
 typedef long long swig_type_193;
 typedef long long swig_type_194;
-typedef _goslice_ swig_type_195;
-typedef _goslice_ swig_type_196;
-typedef long long swig_type_197;
-typedef long long swig_type_198;
+typedef long long swig_type_195;
+typedef long long swig_type_196;
+typedef _goslice_ swig_type_197;
+typedef _goslice_ swig_type_198;
 typedef long long swig_type_199;
 typedef long long swig_type_200;
 typedef long long swig_type_201;
 typedef long long swig_type_202;
-typedef _gostring_ swig_type_203;
-typedef _gostring_ swig_type_204;
+typedef long long swig_type_203;
+typedef long long swig_type_204;
 typedef _gostring_ swig_type_205;
-typedef long long swig_type_206;
-typedef long long swig_type_207;
+typedef _gostring_ swig_type_206;
+typedef _gostring_ swig_type_207;
 typedef long long swig_type_208;
 typedef long long swig_type_209;
 typedef long long swig_type_210;
-typedef _gostring_ swig_type_211;
-typedef _gostring_ swig_type_212;
+typedef long long swig_type_211;
+typedef long long swig_type_212;
 typedef _gostring_ swig_type_213;
-typedef long long swig_type_214;
+typedef _gostring_ swig_type_214;
 typedef _gostring_ swig_type_215;
-typedef _gostring_ swig_type_216;
+typedef long long swig_type_216;
 typedef _gostring_ swig_type_217;
 typedef _gostring_ swig_type_218;
 typedef _gostring_ swig_type_219;
 typedef _gostring_ swig_type_220;
 typedef _gostring_ swig_type_221;
-typedef long long swig_type_222;
+typedef _gostring_ swig_type_222;
 typedef _gostring_ swig_type_223;
-typedef _gostring_ swig_type_224;
+typedef long long swig_type_224;
 typedef _gostring_ swig_type_225;
 typedef _gostring_ swig_type_226;
-typedef _goslice_ swig_type_227;
+typedef _gostring_ swig_type_227;
 typedef _gostring_ swig_type_228;
 typedef _goslice_ swig_type_229;
-typedef long long swig_type_230;
-typedef _gostring_ swig_type_231;
-typedef _gostring_ swig_type_232;
-typedef long long swig_type_233;
+typedef _gostring_ swig_type_230;
+typedef _goslice_ swig_type_231;
+typedef long long swig_type_232;
+typedef _gostring_ swig_type_233;
 typedef _gostring_ swig_type_234;
 typedef long long swig_type_235;
 typedef _gostring_ swig_type_236;
 typedef long long swig_type_237;
-typedef _goslice_ swig_type_238;
-typedef _gostring_ swig_type_239;
-typedef long long swig_type_240;
-typedef long long swig_type_241;
+typedef _gostring_ swig_type_238;
+typedef long long swig_type_239;
+typedef _goslice_ swig_type_240;
+typedef _gostring_ swig_type_241;
 typedef long long swig_type_242;
 typedef long long swig_type_243;
 typedef long long swig_type_244;
 typedef long long swig_type_245;
-typedef _gostring_ swig_type_246;
-typedef _gostring_ swig_type_247;
+typedef long long swig_type_246;
+typedef long long swig_type_247;
 typedef _gostring_ swig_type_248;
 typedef _gostring_ swig_type_249;
 typedef _gostring_ swig_type_250;
 typedef _gostring_ swig_type_251;
-typedef _goslice_ swig_type_252;
-typedef _goslice_ swig_type_253;
-typedef long long swig_type_254;
-typedef _gostring_ swig_type_255;
-typedef _gostring_ swig_type_256;
-typedef long long swig_type_257;
+typedef _gostring_ swig_type_252;
+typedef _gostring_ swig_type_253;
+typedef _goslice_ swig_type_254;
+typedef _goslice_ swig_type_255;
+typedef long long swig_type_256;
+typedef _gostring_ swig_type_257;
 typedef _gostring_ swig_type_258;
-typedef _goslice_ swig_type_259;
-typedef _goslice_ swig_type_260;
-typedef long long swig_type_261;
-typedef _gostring_ swig_type_262;
-typedef _goslice_ swig_type_263;
-typedef _goslice_ swig_type_264;
-typedef long long swig_type_265;
-typedef _gostring_ swig_type_266;
-typedef _goslice_ swig_type_267;
-typedef long long swig_type_268;
-typedef _gostring_ swig_type_269;
-typedef _gostring_ swig_type_270;
-typedef long long swig_type_271;
+typedef long long swig_type_259;
+typedef _gostring_ swig_type_260;
+typedef _goslice_ swig_type_261;
+typedef _goslice_ swig_type_262;
+typedef long long swig_type_263;
+typedef _gostring_ swig_type_264;
+typedef _goslice_ swig_type_265;
+typedef _goslice_ swig_type_266;
+typedef long long swig_type_267;
+typedef _gostring_ swig_type_268;
+typedef _goslice_ swig_type_269;
+typedef long long swig_type_270;
+typedef _gostring_ swig_type_271;
 typedef _gostring_ swig_type_272;
 typedef long long swig_type_273;
 typedef _gostring_ swig_type_274;
-typedef _gostring_ swig_type_275;
+typedef long long swig_type_275;
 typedef _gostring_ swig_type_276;
 typedef _gostring_ swig_type_277;
 typedef _gostring_ swig_type_278;
-typedef long long swig_type_279;
-typedef long long swig_type_280;
+typedef _gostring_ swig_type_279;
+typedef _gostring_ swig_type_280;
 typedef long long swig_type_281;
 typedef long long swig_type_282;
 typedef long long swig_type_283;
-typedef _goslice_ swig_type_284;
+typedef long long swig_type_284;
 typedef long long swig_type_285;
 typedef _goslice_ swig_type_286;
 typedef long long swig_type_287;
-typedef _gostring_ swig_type_288;
+typedef _goslice_ swig_type_288;
 typedef long long swig_type_289;
-typedef long long swig_type_290;
+typedef _gostring_ swig_type_290;
 typedef long long swig_type_291;
-typedef _gostring_ swig_type_292;
+typedef long long swig_type_292;
 typedef long long swig_type_293;
 typedef _gostring_ swig_type_294;
 typedef long long swig_type_295;
-typedef long long swig_type_296;
-typedef _gostring_ swig_type_297;
+typedef _gostring_ swig_type_296;
+typedef long long swig_type_297;
 typedef long long swig_type_298;
-typedef long long swig_type_299;
+typedef _gostring_ swig_type_299;
 typedef long long swig_type_300;
 typedef long long swig_type_301;
-typedef _goslice_ swig_type_302;
-typedef _gostring_ swig_type_303;
-typedef long long swig_type_304;
-typedef _goslice_ swig_type_305;
-typedef _goslice_ swig_type_306;
-typedef long long swig_type_307;
-typedef long long swig_type_308;
+typedef long long swig_type_302;
+typedef long long swig_type_303;
+typedef _goslice_ swig_type_304;
+typedef _gostring_ swig_type_305;
+typedef long long swig_type_306;
+typedef _goslice_ swig_type_307;
+typedef _goslice_ swig_type_308;
 typedef long long swig_type_309;
 typedef long long swig_type_310;
 typedef long long swig_type_311;
 typedef long long swig_type_312;
-typedef _gostring_ swig_type_313;
+typedef long long swig_type_313;
 typedef long long swig_type_314;
 typedef _gostring_ swig_type_315;
-extern void _wrap_Swig_free_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_capi_4d1c7eae2a7e2a0f(swig_intgo arg1);
-extern swig_intgo _wrap_ACC_OK_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_ERR_UNSUPPORTED_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_ERR_TIMEOUT_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_ERR_ABORTED_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_ERR_DISTRIBUTED_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_ERR_IO_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_ERR_INTERNAL_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_DTYPE_UNDEFINED_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_DTYPE_FLOAT32_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_DTYPE_FLOAT64_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_DTYPE_BFLOAT16_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_DTYPE_FLOAT16_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT64_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT32_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_DTYPE_UINT8_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_DTYPE_BOOL_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT8_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT16_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_REDUCTION_NONE_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_REDUCTION_MEAN_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_REDUCTION_SUM_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_ANY_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_TENSOR_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_STRING_LIST_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_OPTIONS_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_MODEL_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_SCHEDULER_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_DATASET_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_DATALOADER_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_PROGRESS_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_BYTES_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_DATALOADER_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_LORA_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_PROFILE_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_EVA_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_IA3_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_LOHA_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_LOKR_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_VERA_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_OFT_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_ADALORA_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_BOFT_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_HRA_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_FOURIERFT_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_LN_TUNING_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_MISS_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_C3A_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_SHIRA_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_RANDLORA_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_OPTIONS_DELORA_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_PLACEMENT_NO_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_ACC_PLACEMENT_YES_capi_4d1c7eae2a7e2a0f(void);
-extern void _wrap_delete_Callback_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_Callback_released_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern uintptr_t _wrap__swig_NewDirectorSampleSourceSampleSource_capi_4d1c7eae2a7e2a0f(int);
-extern void _wrap_DeleteDirectorSampleSource_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap__swig_DirectorSampleSource_upcall_Released_capi_4d1c7eae2a7e2a0f(uintptr_t);
-extern swig_intgo _wrap_SampleSource_sample_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_1 arg2, uintptr_t arg3);
-extern void _wrap_delete_SampleSource_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_SampleSource_released_capi_4d1c7eae2a7e2a0f(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorStreamSourceStreamSource_capi_4d1c7eae2a7e2a0f(int);
-extern void _wrap_DeleteDirectorStreamSource_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap__swig_DirectorStreamSource_upcall_Released_capi_4d1c7eae2a7e2a0f(uintptr_t);
-extern swig_intgo _wrap_StreamSource_start_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_2 arg2);
-extern swig_intgo _wrap_StreamSource_next_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_delete_StreamSource_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_StreamSource_released_capi_4d1c7eae2a7e2a0f(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorCollatorCollator_capi_4d1c7eae2a7e2a0f(int);
-extern void _wrap_DeleteDirectorCollator_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap__swig_DirectorCollator_upcall_Released_capi_4d1c7eae2a7e2a0f(uintptr_t);
-extern swig_intgo _wrap_Collator_collate_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern void _wrap_delete_Collator_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_Collator_released_capi_4d1c7eae2a7e2a0f(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorStateHandlerStateHandler_capi_4d1c7eae2a7e2a0f(int);
-extern void _wrap_DeleteDirectorStateHandler_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap__swig_DirectorStateHandler_upcall_Released_capi_4d1c7eae2a7e2a0f(uintptr_t);
-extern swig_intgo _wrap_StateHandler_save_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_StateHandler_load_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_delete_StateHandler_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_StateHandler_released_capi_4d1c7eae2a7e2a0f(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_4d1c7eae2a7e2a0f(int);
-extern void _wrap_DeleteDirectorCheckpointHook_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_4d1c7eae2a7e2a0f(uintptr_t);
-extern swig_intgo _wrap_CheckpointHook_run_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_3 arg2);
-extern void _wrap_delete_CheckpointHook_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_CheckpointHook_released_capi_4d1c7eae2a7e2a0f(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(int);
-extern void _wrap_DeleteDirectorModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_4d1c7eae2a7e2a0f(uintptr_t);
-extern swig_intgo _wrap_ModelsCheckpointHook_run_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_type_4 arg3);
-extern void _wrap_delete_ModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_ModelsCheckpointHook_released_capi_4d1c7eae2a7e2a0f(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorTrackerTracker_capi_4d1c7eae2a7e2a0f(int);
-extern void _wrap_DeleteDirectorTracker_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap__swig_DirectorTracker_upcall_Released_capi_4d1c7eae2a7e2a0f(uintptr_t);
-extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_4d1c7eae2a7e2a0f(uintptr_t, uintptr_t texts, swig_type_5 step);
-extern _Bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_4d1c7eae2a7e2a0f(uintptr_t);
-extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_4d1c7eae2a7e2a0f(uintptr_t, uintptr_t images, swig_type_6 step);
-extern _Bool _wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_4d1c7eae2a7e2a0f(uintptr_t);
-extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogHistogram_capi_4d1c7eae2a7e2a0f(uintptr_t, uintptr_t histogram, swig_type_7 step);
-extern swig_intgo _wrap_Tracker_init_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_8 arg2, swig_type_9 arg3);
-extern swig_intgo _wrap_Tracker_log_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_type_10 arg3);
-extern swig_intgo _wrap_Tracker_finish_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_intgo _wrap_Tracker_logText_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_type_5 arg3);
-extern _Bool _wrap_Tracker_takesImages_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_intgo _wrap_Tracker_logImages_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_type_6 arg3);
-extern _Bool _wrap_Tracker_takesHistograms_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_intgo _wrap_Tracker_logHistogram_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_type_7 arg3);
-extern void _wrap_delete_Tracker_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_Tracker_released_capi_4d1c7eae2a7e2a0f(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorLrLambdaLrLambda_capi_4d1c7eae2a7e2a0f(int);
-extern void _wrap_DeleteDirectorLrLambda_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap__swig_DirectorLrLambda_upcall_Released_capi_4d1c7eae2a7e2a0f(uintptr_t);
-extern swig_intgo _wrap_LrLambda_factor_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_11 arg2, uintptr_t arg3);
-extern void _wrap_delete_LrLambda_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_LrLambda_released_capi_4d1c7eae2a7e2a0f(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_4d1c7eae2a7e2a0f(int);
-extern void _wrap_DeleteDirectorGroupLrLambda_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_4d1c7eae2a7e2a0f(uintptr_t);
-extern swig_intgo _wrap_GroupLrLambda_factor_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_12 arg2, swig_type_13 arg3, uintptr_t arg4);
-extern void _wrap_delete_GroupLrLambda_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_GroupLrLambda_released_capi_4d1c7eae2a7e2a0f(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorTraceReadyTraceReady_capi_4d1c7eae2a7e2a0f(int);
-extern void _wrap_DeleteDirectorTraceReady_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap__swig_DirectorTraceReady_upcall_Released_capi_4d1c7eae2a7e2a0f(uintptr_t);
-extern swig_intgo _wrap_TraceReady_ready_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_14 arg2);
-extern void _wrap_delete_TraceReady_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_TraceReady_released_capi_4d1c7eae2a7e2a0f(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_4d1c7eae2a7e2a0f(int);
-extern void _wrap_DeleteDirectorBatchSizeRun_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_4d1c7eae2a7e2a0f(uintptr_t);
-extern swig_intgo _wrap_BatchSizeRun_run_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_15 arg2);
-extern void _wrap_delete_BatchSizeRun_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_BatchSizeRun_released_capi_4d1c7eae2a7e2a0f(uintptr_t _swig_base);
-extern swig_type_16 _wrap_Accelerate_version_capi_4d1c7eae2a7e2a0f(void);
-extern swig_intgo _wrap_Accelerate_abiVersion_capi_4d1c7eae2a7e2a0f(void);
-extern void _wrap_Accelerate_checkAbi_capi_4d1c7eae2a7e2a0f(swig_intgo arg1, swig_voidp arg2);
-extern void _wrap_Accelerate_checkBinding_capi_4d1c7eae2a7e2a0f(swig_type_17 arg1, swig_intgo arg2, swig_voidp arg3);
-extern swig_type_18 _wrap_Accelerate_buildInfo_capi_4d1c7eae2a7e2a0f(void);
-extern swig_type_19 _wrap_Accelerate_statusName_capi_4d1c7eae2a7e2a0f(swig_intgo arg1);
-extern swig_type_20 _wrap_Accelerate_liveHandles_capi_4d1c7eae2a7e2a0f(swig_intgo arg1);
-extern void _wrap_Accelerate_setSeed_capi_4d1c7eae2a7e2a0f(swig_type_21 arg1, swig_voidp arg2);
-extern void _wrap_Accelerate_setSeedWith_capi_4d1c7eae2a7e2a0f(swig_type_22 arg1, _Bool arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerate_getRandomState_capi_4d1c7eae2a7e2a0f(swig_voidp arg1);
-extern void _wrap_Accelerate_setRandomState_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_23 _wrap_Accelerate_dtypeSize_capi_4d1c7eae2a7e2a0f(swig_intgo arg1);
-extern swig_type_24 _wrap_Accelerate_lastErrorBacktrace_capi_4d1c7eae2a7e2a0f(void);
-extern void _wrap_Accelerate_callbackSetError_capi_4d1c7eae2a7e2a0f(swig_type_25 arg1);
-extern swig_type_26 _wrap_Accelerate_findBatchSizeWith_capi_4d1c7eae2a7e2a0f(swig_type_27 arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_Accelerate_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_28 _wrap_LoadReport_missingCount_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_29 _wrap_LoadReport_missing_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_30 arg2);
-extern swig_type_31 _wrap_LoadReport_unexpectedCount_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_32 _wrap_LoadReport_unexpected_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_33 arg2);
-extern void _wrap_delete_LoadReport_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern uintptr_t _wrap_Loss_crossEntropy_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Loss_nll_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Loss_mse_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Loss_l1_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Loss_smoothL1_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Loss_huber_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Loss_bceWithLogits_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern void _wrap_delete_Loss_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_delete_Tensor_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern uintptr_t _wrap_Tensor_fromFloats_capi_4d1c7eae2a7e2a0f(swig_type_34 arg1, swig_type_35 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToFloats_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_36 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromDoubles_capi_4d1c7eae2a7e2a0f(swig_type_37 arg1, swig_type_38 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToDoubles_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_39 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromLongs_capi_4d1c7eae2a7e2a0f(swig_type_40 arg1, swig_type_41 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToLongs_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_42 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromInts_capi_4d1c7eae2a7e2a0f(swig_type_43 arg1, swig_type_44 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToInts_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_45 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromBytes_capi_4d1c7eae2a7e2a0f(swig_type_46 arg1, swig_type_47 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToBytes_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_48 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_zeros_capi_4d1c7eae2a7e2a0f(swig_type_49 arg1, swig_intgo arg2, swig_type_50 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Tensor_rand_capi_4d1c7eae2a7e2a0f(swig_type_51 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_randn_capi_4d1c7eae2a7e2a0f(swig_type_52 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_fromIdxFile_capi_4d1c7eae2a7e2a0f(swig_type_53 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_fromFileMmap_capi_4d1c7eae2a7e2a0f(swig_type_54 arg1, swig_type_55 arg2, swig_intgo arg3, swig_type_56 arg4, swig_voidp arg5);
-extern swig_type_57 _wrap_Tensor_ndim_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Tensor_copyShape_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_58 arg2, swig_voidp arg3);
-extern swig_type_59 _wrap_Tensor_numel_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_intgo _wrap_Tensor_dtype_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_60 _wrap_Tensor_device_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Tensor_requiresGrad_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_to_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_61 arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Tensor_grad_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Tensor_backward_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_sum_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_mean_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_reshape_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_62 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_argmax_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_63 arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_64 _wrap_Tensor_countEqual_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern double _wrap_Tensor_item_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_new_TensorList_capi_4d1c7eae2a7e2a0f(swig_voidp arg1);
-extern void _wrap_delete_TensorList_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_TensorList_append_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_65 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_66 _wrap_TensorList_size_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_TensorList_get_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_67 arg2, swig_voidp arg3);
-extern swig_type_68 _wrap_TensorList_name_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_69 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_TensorList_find_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_70 arg2, swig_voidp arg3);
-extern void _wrap_TensorList_saveSafetensors_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_71 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_TensorList_loadSafetensors_capi_4d1c7eae2a7e2a0f(swig_type_72 arg1, swig_voidp arg2);
-extern void _wrap_delete_StringList_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_73 _wrap_StringList_size_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_74 _wrap_StringList_get_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_75 arg2, swig_voidp arg3);
-extern swig_type_76 _wrap_StringList_byteSize_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_77 arg2, swig_voidp arg3);
-extern void _wrap_StringList_copyBytes_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_78 arg2, swig_type_79 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Options_capi_4d1c7eae2a7e2a0f(swig_intgo arg1, swig_voidp arg2);
-extern void _wrap_delete_Options_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_Options_setInt_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_80 arg2, swig_type_81 arg3, swig_voidp arg4);
-extern void _wrap_Options_setDouble_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_82 arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Options_setBool_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_83 arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Options_setString_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_84 arg2, swig_type_85 arg3, swig_voidp arg4);
-extern void _wrap_Options_set_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_86 arg2, swig_type_87 arg3, swig_voidp arg4);
-extern swig_type_88 _wrap_Options_get_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_89 arg2, swig_voidp arg3);
-extern void _wrap_delete_Model_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern uintptr_t _wrap_Model_loadTorchscript_capi_4d1c7eae2a7e2a0f(swig_type_90 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_fromSpec_capi_4d1c7eae2a7e2a0f(swig_type_91 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_forward_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Model_forward1_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern void _wrap_Model_setTraining_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern _Bool _wrap_Model_isTraining_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_setGraphOptimization_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern void _wrap_Model_updateBn_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Model_to_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_92 arg2, swig_intgo arg3, swig_voidp arg4);
-extern swig_type_93 _wrap_Model_parameterTensorCount_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_94 _wrap_Model_parameterElementCount_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_parameterNames_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_parameter_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_95 arg2, swig_voidp arg3);
-extern void _wrap_Model_zeroGrad_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_96 _wrap_Model_setRequiresGrad_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_97 arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_98 _wrap_Model_addLora_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_99 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_100 _wrap_Model_addLoraCorda_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_101 arg2, uintptr_t arg3, uintptr_t arg4, swig_type_102 arg5, swig_voidp arg6);
-extern void _wrap_Model_beginLoraGa_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_103 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_104 _wrap_Model_addLoraGa_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_105 _wrap_Model_addTrainableTokens_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_106 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_107 _wrap_Model_addIa3_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_108 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_109 _wrap_Model_addLoha_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_110 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_111 _wrap_Model_addLokr_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_112 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_113 _wrap_Model_addVera_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_114 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_115 _wrap_Model_addOft_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_116 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_117 _wrap_Model_addAdalora_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_118 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_119 _wrap_Model_addBoft_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_120 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_121 _wrap_Model_addHra_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_122 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_123 _wrap_Model_addFourierft_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_124 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_125 _wrap_Model_addLnTuning_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_126 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_127 _wrap_Model_addMiss_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_128 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_129 _wrap_Model_addC3a_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_130 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_131 _wrap_Model_addShira_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_132 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_133 _wrap_Model_addRandlora_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_134 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_135 _wrap_Model_addDelora_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_136 arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Model_adaloraLoss_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Model_adaloraUpdateAndAllocate_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3);
-extern swig_type_138 _wrap_Model_quantize_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_139 arg2, swig_voidp arg3);
-extern swig_type_140 _wrap_Model_quantize4bit_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_141 arg2, swig_voidp arg3);
-extern swig_type_142 _wrap_Model_prepareForKbitTraining_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_saveLora_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_143 arg2, swig_voidp arg3);
-extern void _wrap_Model_loadLora_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_144 arg2, swig_voidp arg3);
-extern void _wrap_Model_mergeLora_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_mergeLoraAdapters_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_145 arg2, swig_voidp arg3);
-extern swig_type_146 _wrap_Model_loraCount_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_setLoraEnabled_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern _Bool _wrap_Model_isLoraEnabled_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_147 _wrap_Model_addLoraNamed_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_148 arg2, swig_type_149 arg3, uintptr_t arg4, swig_voidp arg5);
-extern void _wrap_Model_loadLoraNamed_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_150 arg2, swig_type_151 arg3, swig_voidp arg4);
-extern void _wrap_Model_setAdapter_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_152 arg2, swig_voidp arg3);
-extern void _wrap_Model_deleteAdapter_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_153 arg2, swig_voidp arg3);
-extern void _wrap_Model_unloadLora_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_154 _wrap_Model_addWeightedAdapter_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_155 arg2, swig_type_156 arg3, swig_type_157 arg4, swig_type_158 arg5, uintptr_t arg6, swig_voidp arg7);
-extern swig_type_159 _wrap_Model_initializeLoraEva_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
-extern swig_type_160 _wrap_Model_replaceLoraWeightsLoftq_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_161 arg2, swig_type_162 arg3, swig_voidp arg4);
-extern swig_type_163 _wrap_Model_activeAdapter_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_adapterNames_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_stateDict_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_loadStateDict_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Model_saveTorchscript_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_164 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Model_loadSafetensors_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_165 arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Optimizer_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_166 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_delete_Optimizer_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_Optimizer_addParamGroup_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_167 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_168 _wrap_Optimizer_addParamGroupMatching_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_169 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_170 _wrap_Optimizer_numParamGroups_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Optimizer_getLr_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_171 arg2, swig_voidp arg3);
-extern void _wrap_Optimizer_setLr_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_172 arg2, double arg3, swig_voidp arg4);
-extern double _wrap_Optimizer_getHyperparameter_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_173 arg2, swig_type_174 arg3, swig_voidp arg4);
-extern void _wrap_Optimizer_step_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Optimizer_zeroGrad_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Optimizer_setTraining_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Optimizer_stateOf_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_175 arg2, swig_type_176 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Optimizer_stateFields_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_177 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_new_Scheduler_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_178 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_delete_Scheduler_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_Scheduler_then_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_179 arg2, swig_type_180 arg3, uintptr_t arg4, swig_voidp arg5);
-extern void _wrap_Scheduler_chain_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_181 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Scheduler_step_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Scheduler_stepMetric_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, double arg2, swig_voidp arg3);
-extern double _wrap_Scheduler_getLastLr_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_182 arg2, swig_voidp arg3);
-extern swig_type_183 _wrap_Scheduler_getStep_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Scheduler_fromLrMultiplicative_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_184 arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_185 arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Scheduler_fromCyclicScale_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_AveragedModel_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_AveragedModel_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_AveragedModel_update_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_186 _wrap_AveragedModel_count_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_AveragedModel_copyTo_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_AveragedModel_swap_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_AveragedModel_stateDict_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_AveragedModel_loadStateDict_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_Dataset_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern uintptr_t _wrap_Dataset_fromTensors_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_fromIdx_capi_4d1c7eae2a7e2a0f(swig_type_187 arg1, swig_type_188 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromSampleSource_capi_4d1c7eae2a7e2a0f(swig_type_189 arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromStreamSource_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_190 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_subset_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_191 arg2, swig_type_192 arg3, swig_voidp arg4);
-extern swig_type_193 _wrap_Dataset_size_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_get_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_194 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_new_DataLoader_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_DataLoader_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_195 arg2, swig_type_196 arg3, uintptr_t arg4, swig_voidp arg5);
-extern uintptr_t _wrap_DataLoader_next_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_197 _wrap_DataLoader_length_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_198 _wrap_DataLoader_epoch_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_setEpoch_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_199 arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_setCollator_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_skipFirstBatches_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_200 arg2, swig_voidp arg3);
-extern swig_type_201 _wrap_DataLoader_totalBatchSize_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_202 _wrap_DataLoader_totalDatasetLength_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_DataLoader_endOfEpoch_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_endEpoch_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_Iter_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_DataLoader_inEpoch_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_new_Accelerator_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_delete_Accelerator_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_203 _wrap_Accelerator_device_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_204 _wrap_Accelerator_distributedType_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_205 _wrap_Accelerator_mixedPrecision_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_206 _wrap_Accelerator_processIndex_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_207 _wrap_Accelerator_numProcesses_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_208 _wrap_Accelerator_localProcessIndex_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_isMainProcess_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_isLastProcess_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_209 _wrap_Accelerator_gradientAccumulationSteps_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_syncGradients_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_210 _wrap_Accelerator_step_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_prepareModel_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_prepareScheduler_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Accelerator_unwrapModel_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_backward_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_backwardWith_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, _Bool arg3, _Bool arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_lomoBackward_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_backwardLr_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern double _wrap_Accelerator_lomoGradNorm_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_accumulateBegin_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_accumulateEnd_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Accelerator_clipGradNorm_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_clipGradValue_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_saveModel_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_type_211 arg3, swig_type_212 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_4d1c7eae2a7e2a0f(swig_type_213 arg1, swig_type_214 arg2, swig_type_215 arg3, swig_type_216 arg4, swig_voidp arg5);
-extern swig_type_217 _wrap_Accelerator_saveState_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_218 arg2, swig_voidp arg3);
-extern swig_type_219 _wrap_Accelerator_loadState_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_220 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_registerAveragedModel_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_print_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_221 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_waitForEveryone_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_freeMemory_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_noSyncBegin_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_noSyncEnd_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_triggerSyncInBackward_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdBegin_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_type_222 arg3, _Bool arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_localSgdStep_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdEnd_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_profileBegin_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_profileStep_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_profileEnd_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_223 _wrap_Accelerator_profileSummary_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_exportChromeTrace_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_224 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_mainProcessFirstBegin_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_mainProcessFirstEnd_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_type_225 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_type_226 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_227 arg2, swig_type_228 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_broadcastObject_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_229 arg2, swig_type_230 arg3, swig_type_231 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_reduce_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_232 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_type_233 arg3, swig_type_234 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_type_235 arg3, double arg4, _Bool arg5, swig_type_236 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_237 arg2, _Bool arg3, swig_type_238 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_setTrigger_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_checkTrigger_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_type_239 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_getStateDict_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_240 _wrap_Accelerator_iteration_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_unscaleGradients_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_autocastBegin_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_autocastEnd_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_registerForCheckpointing_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_241 _wrap_Accelerator_registerSaveStatePreHook_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_onTraceReady_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_242 _wrap_Accelerator_registerLoadStatePreHook_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_243 _wrap_Accelerator_registerSaveStateModelsPreHook_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_244 _wrap_Accelerator_registerLoadStateModelsPreHook_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_removeStatePreHook_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_245 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_246 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_247 arg2, swig_type_248 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackersWith_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_249 arg2, swig_type_250 arg3, swig_type_251 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logValues_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_252 arg2, swig_type_253 arg3, swig_type_254 arg4, swig_type_255 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logScalar_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_256 arg2, double arg3, swig_type_257 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logGroup_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_258 arg2, swig_type_259 arg3, swig_type_260 arg4, swig_type_261 arg5, swig_type_262 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_logTexts_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_263 arg2, swig_type_264 arg3, swig_type_265 arg4, swig_type_266 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logImages_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_267 arg2, uintptr_t arg3, swig_type_268 arg4, swig_type_269 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logHistogramWith_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_270 arg2, uintptr_t arg3, swig_type_271 arg4, swig_type_272 arg5, swig_type_273 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_logArtifact_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_274 arg2, swig_type_275 arg3, swig_type_276 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_endTraining_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_trackerNames_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_277 _wrap_Accelerator_trackerPath_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_278 arg2, swig_voidp arg3);
-extern swig_type_279 _wrap_Samples_size_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_280 _wrap_Samples_fields_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_281 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_282 arg2, swig_type_283 arg3, swig_voidp arg4);
-extern void _wrap_delete_Samples_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_284 arg2, swig_voidp arg3);
-extern swig_type_285 _wrap_Bytes_size_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_286 arg2, swig_voidp arg3);
-extern void _wrap_delete_Bytes_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_287 _wrap_Metrics_size_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_288 _wrap_Metrics_name_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_289 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_290 arg2, swig_voidp arg3);
-extern void _wrap_delete_Metrics_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_291 _wrap_Texts_size_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_292 _wrap_Texts_name_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_293 arg2, swig_voidp arg3);
-extern swig_type_294 _wrap_Texts_text_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_295 arg2, swig_voidp arg3);
-extern void _wrap_delete_Texts_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_296 _wrap_Images_size_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_297 _wrap_Images_name_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_298 arg2, swig_voidp arg3);
-extern swig_type_299 _wrap_Images_pngSize_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_300 arg2, swig_voidp arg3);
-extern void _wrap_Images_copyPng_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_301 arg2, swig_type_302 arg3, swig_voidp arg4);
-extern void _wrap_delete_Images_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_303 _wrap_HistogramView_name_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern double _wrap_HistogramView_min_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern double _wrap_HistogramView_max_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern double _wrap_HistogramView_num_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern double _wrap_HistogramView_sum_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern double _wrap_HistogramView_sumSquares_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_304 _wrap_HistogramView_size_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_HistogramView_copyLimits_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_305 arg2, swig_voidp arg3);
-extern void _wrap_HistogramView_copyCounts_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_306 arg2, swig_voidp arg3);
-extern void _wrap_delete_HistogramView_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern swig_type_307 _wrap_CheckpointModelsView_size_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_CheckpointModelsView_model_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_308 arg2, swig_voidp arg3);
-extern swig_type_309 _wrap_CheckpointModelsView_index_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_310 arg2, swig_voidp arg3);
-extern void _wrap_CheckpointModelsView_remove_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_311 arg2, swig_voidp arg3);
-extern void _wrap_delete_CheckpointModelsView_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_LrFactor_set_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, double arg2);
-extern void _wrap_delete_LrFactor_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_312 arg2, swig_type_313 arg3, swig_voidp arg4);
-extern void _wrap_delete_Progress_capi_4d1c7eae2a7e2a0f(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_314 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_type_315 arg2, swig_voidp arg3);
-extern void _wrap_Progress_finish_capi_4d1c7eae2a7e2a0f(uintptr_t arg1, swig_voidp arg2);
+typedef long long swig_type_316;
+typedef _gostring_ swig_type_317;
+extern void _wrap_Swig_free_capi_94df76c310b852b7(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_capi_94df76c310b852b7(swig_intgo arg1);
+extern swig_intgo _wrap_ACC_OK_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_ERR_UNSUPPORTED_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_ERR_TIMEOUT_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_ERR_ABORTED_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_ERR_DISTRIBUTED_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_ERR_IO_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_ERR_INTERNAL_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_DTYPE_UNDEFINED_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_DTYPE_FLOAT32_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_DTYPE_FLOAT64_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_DTYPE_BFLOAT16_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_DTYPE_FLOAT16_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT64_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT32_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_DTYPE_UINT8_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_DTYPE_BOOL_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT8_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT16_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_REDUCTION_NONE_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_REDUCTION_MEAN_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_REDUCTION_SUM_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_ANY_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_TENSOR_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_STRING_LIST_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_OPTIONS_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_MODEL_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_SCHEDULER_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_DATASET_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_DATALOADER_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_PROGRESS_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_BYTES_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_DATALOADER_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_LORA_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_PROFILE_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_EVA_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_IA3_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_LOHA_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_LOKR_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_VERA_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_OFT_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_ADALORA_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_BOFT_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_HRA_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_FOURIERFT_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_LN_TUNING_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_MISS_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_C3A_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_SHIRA_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_RANDLORA_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_DELORA_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_OPTIONS_ROAD_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_PLACEMENT_NO_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_ACC_PLACEMENT_YES_capi_94df76c310b852b7(void);
+extern void _wrap_delete_Callback_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_Callback_released_capi_94df76c310b852b7(uintptr_t arg1);
+extern uintptr_t _wrap__swig_NewDirectorSampleSourceSampleSource_capi_94df76c310b852b7(int);
+extern void _wrap_DeleteDirectorSampleSource_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap__swig_DirectorSampleSource_upcall_Released_capi_94df76c310b852b7(uintptr_t);
+extern swig_intgo _wrap_SampleSource_sample_capi_94df76c310b852b7(uintptr_t arg1, swig_type_1 arg2, uintptr_t arg3);
+extern void _wrap_delete_SampleSource_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_SampleSource_released_capi_94df76c310b852b7(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorStreamSourceStreamSource_capi_94df76c310b852b7(int);
+extern void _wrap_DeleteDirectorStreamSource_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap__swig_DirectorStreamSource_upcall_Released_capi_94df76c310b852b7(uintptr_t);
+extern swig_intgo _wrap_StreamSource_start_capi_94df76c310b852b7(uintptr_t arg1, swig_type_2 arg2);
+extern swig_intgo _wrap_StreamSource_next_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_delete_StreamSource_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_StreamSource_released_capi_94df76c310b852b7(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorCollatorCollator_capi_94df76c310b852b7(int);
+extern void _wrap_DeleteDirectorCollator_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap__swig_DirectorCollator_upcall_Released_capi_94df76c310b852b7(uintptr_t);
+extern swig_intgo _wrap_Collator_collate_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_delete_Collator_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_Collator_released_capi_94df76c310b852b7(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorStateHandlerStateHandler_capi_94df76c310b852b7(int);
+extern void _wrap_DeleteDirectorStateHandler_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap__swig_DirectorStateHandler_upcall_Released_capi_94df76c310b852b7(uintptr_t);
+extern swig_intgo _wrap_StateHandler_save_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_StateHandler_load_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_delete_StateHandler_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_StateHandler_released_capi_94df76c310b852b7(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_94df76c310b852b7(int);
+extern void _wrap_DeleteDirectorCheckpointHook_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_94df76c310b852b7(uintptr_t);
+extern swig_intgo _wrap_CheckpointHook_run_capi_94df76c310b852b7(uintptr_t arg1, swig_type_3 arg2);
+extern void _wrap_delete_CheckpointHook_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_CheckpointHook_released_capi_94df76c310b852b7(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_94df76c310b852b7(int);
+extern void _wrap_DeleteDirectorModelsCheckpointHook_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_94df76c310b852b7(uintptr_t);
+extern swig_intgo _wrap_ModelsCheckpointHook_run_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_4 arg3);
+extern void _wrap_delete_ModelsCheckpointHook_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_ModelsCheckpointHook_released_capi_94df76c310b852b7(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorTrackerTracker_capi_94df76c310b852b7(int);
+extern void _wrap_DeleteDirectorTracker_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap__swig_DirectorTracker_upcall_Released_capi_94df76c310b852b7(uintptr_t);
+extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_94df76c310b852b7(uintptr_t, uintptr_t texts, swig_type_5 step);
+extern _Bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_94df76c310b852b7(uintptr_t);
+extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_94df76c310b852b7(uintptr_t, uintptr_t images, swig_type_6 step);
+extern _Bool _wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_94df76c310b852b7(uintptr_t);
+extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogHistogram_capi_94df76c310b852b7(uintptr_t, uintptr_t histogram, swig_type_7 step);
+extern swig_intgo _wrap_Tracker_init_capi_94df76c310b852b7(uintptr_t arg1, swig_type_8 arg2, swig_type_9 arg3);
+extern swig_intgo _wrap_Tracker_log_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_10 arg3);
+extern swig_intgo _wrap_Tracker_finish_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_intgo _wrap_Tracker_logText_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_5 arg3);
+extern _Bool _wrap_Tracker_takesImages_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_intgo _wrap_Tracker_logImages_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_6 arg3);
+extern _Bool _wrap_Tracker_takesHistograms_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_intgo _wrap_Tracker_logHistogram_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_7 arg3);
+extern void _wrap_delete_Tracker_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_Tracker_released_capi_94df76c310b852b7(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorLrLambdaLrLambda_capi_94df76c310b852b7(int);
+extern void _wrap_DeleteDirectorLrLambda_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap__swig_DirectorLrLambda_upcall_Released_capi_94df76c310b852b7(uintptr_t);
+extern swig_intgo _wrap_LrLambda_factor_capi_94df76c310b852b7(uintptr_t arg1, swig_type_11 arg2, uintptr_t arg3);
+extern void _wrap_delete_LrLambda_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_LrLambda_released_capi_94df76c310b852b7(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_94df76c310b852b7(int);
+extern void _wrap_DeleteDirectorGroupLrLambda_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_94df76c310b852b7(uintptr_t);
+extern swig_intgo _wrap_GroupLrLambda_factor_capi_94df76c310b852b7(uintptr_t arg1, swig_type_12 arg2, swig_type_13 arg3, uintptr_t arg4);
+extern void _wrap_delete_GroupLrLambda_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_GroupLrLambda_released_capi_94df76c310b852b7(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorTraceReadyTraceReady_capi_94df76c310b852b7(int);
+extern void _wrap_DeleteDirectorTraceReady_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap__swig_DirectorTraceReady_upcall_Released_capi_94df76c310b852b7(uintptr_t);
+extern swig_intgo _wrap_TraceReady_ready_capi_94df76c310b852b7(uintptr_t arg1, swig_type_14 arg2);
+extern void _wrap_delete_TraceReady_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_TraceReady_released_capi_94df76c310b852b7(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_94df76c310b852b7(int);
+extern void _wrap_DeleteDirectorBatchSizeRun_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_94df76c310b852b7(uintptr_t);
+extern swig_intgo _wrap_BatchSizeRun_run_capi_94df76c310b852b7(uintptr_t arg1, swig_type_15 arg2);
+extern void _wrap_delete_BatchSizeRun_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_BatchSizeRun_released_capi_94df76c310b852b7(uintptr_t _swig_base);
+extern swig_type_16 _wrap_Accelerate_version_capi_94df76c310b852b7(void);
+extern swig_intgo _wrap_Accelerate_abiVersion_capi_94df76c310b852b7(void);
+extern void _wrap_Accelerate_checkAbi_capi_94df76c310b852b7(swig_intgo arg1, swig_voidp arg2);
+extern void _wrap_Accelerate_checkBinding_capi_94df76c310b852b7(swig_type_17 arg1, swig_intgo arg2, swig_voidp arg3);
+extern swig_type_18 _wrap_Accelerate_buildInfo_capi_94df76c310b852b7(void);
+extern swig_type_19 _wrap_Accelerate_statusName_capi_94df76c310b852b7(swig_intgo arg1);
+extern swig_type_20 _wrap_Accelerate_liveHandles_capi_94df76c310b852b7(swig_intgo arg1);
+extern void _wrap_Accelerate_setSeed_capi_94df76c310b852b7(swig_type_21 arg1, swig_voidp arg2);
+extern void _wrap_Accelerate_setSeedWith_capi_94df76c310b852b7(swig_type_22 arg1, _Bool arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerate_getRandomState_capi_94df76c310b852b7(swig_voidp arg1);
+extern void _wrap_Accelerate_setRandomState_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_23 _wrap_Accelerate_dtypeSize_capi_94df76c310b852b7(swig_intgo arg1);
+extern swig_type_24 _wrap_Accelerate_lastErrorBacktrace_capi_94df76c310b852b7(void);
+extern void _wrap_Accelerate_callbackSetError_capi_94df76c310b852b7(swig_type_25 arg1);
+extern swig_type_26 _wrap_Accelerate_findBatchSizeWith_capi_94df76c310b852b7(swig_type_27 arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_Accelerate_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_28 _wrap_LoadReport_missingCount_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_29 _wrap_LoadReport_missing_capi_94df76c310b852b7(uintptr_t arg1, swig_type_30 arg2, swig_voidp arg3);
+extern swig_type_31 _wrap_LoadReport_unexpectedCount_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_32 _wrap_LoadReport_unexpected_capi_94df76c310b852b7(uintptr_t arg1, swig_type_33 arg2, swig_voidp arg3);
+extern void _wrap_delete_LoadReport_capi_94df76c310b852b7(uintptr_t arg1);
+extern uintptr_t _wrap_Loss_crossEntropy_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Loss_nll_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Loss_mse_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Loss_l1_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Loss_smoothL1_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Loss_huber_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Loss_bceWithLogits_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern void _wrap_delete_Loss_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_delete_Tensor_capi_94df76c310b852b7(uintptr_t arg1);
+extern uintptr_t _wrap_Tensor_fromFloats_capi_94df76c310b852b7(swig_type_34 arg1, swig_type_35 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToFloats_capi_94df76c310b852b7(uintptr_t arg1, swig_type_36 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromDoubles_capi_94df76c310b852b7(swig_type_37 arg1, swig_type_38 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToDoubles_capi_94df76c310b852b7(uintptr_t arg1, swig_type_39 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromLongs_capi_94df76c310b852b7(swig_type_40 arg1, swig_type_41 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToLongs_capi_94df76c310b852b7(uintptr_t arg1, swig_type_42 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromInts_capi_94df76c310b852b7(swig_type_43 arg1, swig_type_44 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToInts_capi_94df76c310b852b7(uintptr_t arg1, swig_type_45 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromBytes_capi_94df76c310b852b7(swig_type_46 arg1, swig_type_47 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToBytes_capi_94df76c310b852b7(uintptr_t arg1, swig_type_48 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_zeros_capi_94df76c310b852b7(swig_type_49 arg1, swig_intgo arg2, swig_type_50 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Tensor_rand_capi_94df76c310b852b7(swig_type_51 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_randn_capi_94df76c310b852b7(swig_type_52 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_fromIdxFile_capi_94df76c310b852b7(swig_type_53 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_fromFileMmap_capi_94df76c310b852b7(swig_type_54 arg1, swig_type_55 arg2, swig_intgo arg3, swig_type_56 arg4, swig_voidp arg5);
+extern swig_type_57 _wrap_Tensor_ndim_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Tensor_copyShape_capi_94df76c310b852b7(uintptr_t arg1, swig_type_58 arg2, swig_voidp arg3);
+extern swig_type_59 _wrap_Tensor_numel_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_intgo _wrap_Tensor_dtype_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_60 _wrap_Tensor_device_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Tensor_requiresGrad_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_to_capi_94df76c310b852b7(uintptr_t arg1, swig_type_61 arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Tensor_grad_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Tensor_backward_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_sum_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_mean_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_reshape_capi_94df76c310b852b7(uintptr_t arg1, swig_type_62 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_argmax_capi_94df76c310b852b7(uintptr_t arg1, swig_type_63 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_64 _wrap_Tensor_countEqual_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern double _wrap_Tensor_item_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_new_TensorList_capi_94df76c310b852b7(swig_voidp arg1);
+extern void _wrap_delete_TensorList_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_TensorList_append_capi_94df76c310b852b7(uintptr_t arg1, swig_type_65 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_66 _wrap_TensorList_size_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_TensorList_get_capi_94df76c310b852b7(uintptr_t arg1, swig_type_67 arg2, swig_voidp arg3);
+extern swig_type_68 _wrap_TensorList_name_capi_94df76c310b852b7(uintptr_t arg1, swig_type_69 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_TensorList_find_capi_94df76c310b852b7(uintptr_t arg1, swig_type_70 arg2, swig_voidp arg3);
+extern void _wrap_TensorList_saveSafetensors_capi_94df76c310b852b7(uintptr_t arg1, swig_type_71 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_TensorList_loadSafetensors_capi_94df76c310b852b7(swig_type_72 arg1, swig_voidp arg2);
+extern void _wrap_delete_StringList_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_73 _wrap_StringList_size_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_74 _wrap_StringList_get_capi_94df76c310b852b7(uintptr_t arg1, swig_type_75 arg2, swig_voidp arg3);
+extern swig_type_76 _wrap_StringList_byteSize_capi_94df76c310b852b7(uintptr_t arg1, swig_type_77 arg2, swig_voidp arg3);
+extern void _wrap_StringList_copyBytes_capi_94df76c310b852b7(uintptr_t arg1, swig_type_78 arg2, swig_type_79 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Options_capi_94df76c310b852b7(swig_intgo arg1, swig_voidp arg2);
+extern void _wrap_delete_Options_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_Options_setInt_capi_94df76c310b852b7(uintptr_t arg1, swig_type_80 arg2, swig_type_81 arg3, swig_voidp arg4);
+extern void _wrap_Options_setDouble_capi_94df76c310b852b7(uintptr_t arg1, swig_type_82 arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Options_setBool_capi_94df76c310b852b7(uintptr_t arg1, swig_type_83 arg2, _Bool arg3, swig_voidp arg4);
+extern void _wrap_Options_setString_capi_94df76c310b852b7(uintptr_t arg1, swig_type_84 arg2, swig_type_85 arg3, swig_voidp arg4);
+extern void _wrap_Options_set_capi_94df76c310b852b7(uintptr_t arg1, swig_type_86 arg2, swig_type_87 arg3, swig_voidp arg4);
+extern swig_type_88 _wrap_Options_get_capi_94df76c310b852b7(uintptr_t arg1, swig_type_89 arg2, swig_voidp arg3);
+extern void _wrap_delete_Model_capi_94df76c310b852b7(uintptr_t arg1);
+extern uintptr_t _wrap_Model_loadTorchscript_capi_94df76c310b852b7(swig_type_90 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_fromSpec_capi_94df76c310b852b7(swig_type_91 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_forward_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Model_forward1_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern void _wrap_Model_setTraining_capi_94df76c310b852b7(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern _Bool _wrap_Model_isTraining_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_setGraphOptimization_capi_94df76c310b852b7(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern void _wrap_Model_updateBn_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Model_to_capi_94df76c310b852b7(uintptr_t arg1, swig_type_92 arg2, swig_intgo arg3, swig_voidp arg4);
+extern swig_type_93 _wrap_Model_parameterTensorCount_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_94 _wrap_Model_parameterElementCount_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_parameterNames_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_parameter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_95 arg2, swig_voidp arg3);
+extern void _wrap_Model_zeroGrad_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_96 _wrap_Model_setRequiresGrad_capi_94df76c310b852b7(uintptr_t arg1, swig_type_97 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_98 _wrap_Model_addLora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_99 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_100 _wrap_Model_addLoraCorda_capi_94df76c310b852b7(uintptr_t arg1, swig_type_101 arg2, uintptr_t arg3, uintptr_t arg4, swig_type_102 arg5, swig_voidp arg6);
+extern void _wrap_Model_beginLoraGa_capi_94df76c310b852b7(uintptr_t arg1, swig_type_103 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_104 _wrap_Model_addLoraGa_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_105 _wrap_Model_addTrainableTokens_capi_94df76c310b852b7(uintptr_t arg1, swig_type_106 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_107 _wrap_Model_addIa3_capi_94df76c310b852b7(uintptr_t arg1, swig_type_108 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_109 _wrap_Model_addLoha_capi_94df76c310b852b7(uintptr_t arg1, swig_type_110 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_111 _wrap_Model_addLokr_capi_94df76c310b852b7(uintptr_t arg1, swig_type_112 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_113 _wrap_Model_addVera_capi_94df76c310b852b7(uintptr_t arg1, swig_type_114 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_115 _wrap_Model_addOft_capi_94df76c310b852b7(uintptr_t arg1, swig_type_116 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_117 _wrap_Model_addAdalora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_118 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_119 _wrap_Model_addBoft_capi_94df76c310b852b7(uintptr_t arg1, swig_type_120 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_121 _wrap_Model_addHra_capi_94df76c310b852b7(uintptr_t arg1, swig_type_122 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_123 _wrap_Model_addFourierft_capi_94df76c310b852b7(uintptr_t arg1, swig_type_124 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_125 _wrap_Model_addLnTuning_capi_94df76c310b852b7(uintptr_t arg1, swig_type_126 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_127 _wrap_Model_addMiss_capi_94df76c310b852b7(uintptr_t arg1, swig_type_128 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_129 _wrap_Model_addC3a_capi_94df76c310b852b7(uintptr_t arg1, swig_type_130 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_131 _wrap_Model_addShira_capi_94df76c310b852b7(uintptr_t arg1, swig_type_132 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_133 _wrap_Model_addRandlora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_134 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_135 _wrap_Model_addDelora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_136 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_137 _wrap_Model_addRoad_capi_94df76c310b852b7(uintptr_t arg1, swig_type_138 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Model_adaloraLoss_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Model_adaloraUpdateAndAllocate_capi_94df76c310b852b7(uintptr_t arg1, swig_type_139 arg2, swig_voidp arg3);
+extern swig_type_140 _wrap_Model_quantize_capi_94df76c310b852b7(uintptr_t arg1, swig_type_141 arg2, swig_voidp arg3);
+extern swig_type_142 _wrap_Model_quantize4bit_capi_94df76c310b852b7(uintptr_t arg1, swig_type_143 arg2, swig_voidp arg3);
+extern swig_type_144 _wrap_Model_prepareForKbitTraining_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_saveLora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_145 arg2, swig_voidp arg3);
+extern void _wrap_Model_loadLora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_146 arg2, swig_voidp arg3);
+extern void _wrap_Model_mergeLora_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_mergeLoraAdapters_capi_94df76c310b852b7(uintptr_t arg1, swig_type_147 arg2, swig_voidp arg3);
+extern swig_type_148 _wrap_Model_loraCount_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_setLoraEnabled_capi_94df76c310b852b7(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern _Bool _wrap_Model_isLoraEnabled_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_149 _wrap_Model_addLoraNamed_capi_94df76c310b852b7(uintptr_t arg1, swig_type_150 arg2, swig_type_151 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Model_loadLoraNamed_capi_94df76c310b852b7(uintptr_t arg1, swig_type_152 arg2, swig_type_153 arg3, swig_voidp arg4);
+extern void _wrap_Model_setAdapter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_154 arg2, swig_voidp arg3);
+extern void _wrap_Model_deleteAdapter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_155 arg2, swig_voidp arg3);
+extern void _wrap_Model_unloadLora_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_156 _wrap_Model_addWeightedAdapter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3, swig_type_159 arg4, swig_type_160 arg5, uintptr_t arg6, swig_voidp arg7);
+extern swig_type_161 _wrap_Model_initializeLoraEva_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_162 _wrap_Model_replaceLoraWeightsLoftq_capi_94df76c310b852b7(uintptr_t arg1, swig_type_163 arg2, swig_type_164 arg3, swig_voidp arg4);
+extern swig_type_165 _wrap_Model_activeAdapter_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_adapterNames_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_stateDict_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_loadStateDict_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
+extern void _wrap_Model_saveTorchscript_capi_94df76c310b852b7(uintptr_t arg1, swig_type_166 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_loadSafetensors_capi_94df76c310b852b7(uintptr_t arg1, swig_type_167 arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Optimizer_capi_94df76c310b852b7(uintptr_t arg1, swig_type_168 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_delete_Optimizer_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_Optimizer_addParamGroup_capi_94df76c310b852b7(uintptr_t arg1, swig_type_169 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_170 _wrap_Optimizer_addParamGroupMatching_capi_94df76c310b852b7(uintptr_t arg1, swig_type_171 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_172 _wrap_Optimizer_numParamGroups_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Optimizer_getLr_capi_94df76c310b852b7(uintptr_t arg1, swig_type_173 arg2, swig_voidp arg3);
+extern void _wrap_Optimizer_setLr_capi_94df76c310b852b7(uintptr_t arg1, swig_type_174 arg2, double arg3, swig_voidp arg4);
+extern double _wrap_Optimizer_getHyperparameter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_175 arg2, swig_type_176 arg3, swig_voidp arg4);
+extern void _wrap_Optimizer_step_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Optimizer_zeroGrad_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Optimizer_setTraining_capi_94df76c310b852b7(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Optimizer_stateOf_capi_94df76c310b852b7(uintptr_t arg1, swig_type_177 arg2, swig_type_178 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateFields_capi_94df76c310b852b7(uintptr_t arg1, swig_type_179 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_new_Scheduler_capi_94df76c310b852b7(uintptr_t arg1, swig_type_180 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_delete_Scheduler_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_Scheduler_then_capi_94df76c310b852b7(uintptr_t arg1, swig_type_181 arg2, swig_type_182 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Scheduler_chain_capi_94df76c310b852b7(uintptr_t arg1, swig_type_183 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Scheduler_step_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Scheduler_stepMetric_capi_94df76c310b852b7(uintptr_t arg1, double arg2, swig_voidp arg3);
+extern double _wrap_Scheduler_getLastLr_capi_94df76c310b852b7(uintptr_t arg1, swig_type_184 arg2, swig_voidp arg3);
+extern swig_type_185 _wrap_Scheduler_getStep_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Scheduler_fromLrMultiplicative_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_94df76c310b852b7(uintptr_t arg1, swig_type_186 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_94df76c310b852b7(uintptr_t arg1, swig_type_187 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromCyclicScale_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_AveragedModel_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_AveragedModel_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_AveragedModel_update_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_188 _wrap_AveragedModel_count_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_AveragedModel_copyTo_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_AveragedModel_swap_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_AveragedModel_stateDict_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_AveragedModel_loadStateDict_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_Dataset_capi_94df76c310b852b7(uintptr_t arg1);
+extern uintptr_t _wrap_Dataset_fromTensors_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_fromIdx_capi_94df76c310b852b7(swig_type_189 arg1, swig_type_190 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromSampleSource_capi_94df76c310b852b7(swig_type_191 arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromStreamSource_capi_94df76c310b852b7(uintptr_t arg1, swig_type_192 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_subset_capi_94df76c310b852b7(uintptr_t arg1, swig_type_193 arg2, swig_type_194 arg3, swig_voidp arg4);
+extern swig_type_195 _wrap_Dataset_size_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_get_capi_94df76c310b852b7(uintptr_t arg1, swig_type_196 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_new_DataLoader_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_DataLoader_capi_94df76c310b852b7(uintptr_t arg1);
+extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_94df76c310b852b7(uintptr_t arg1, swig_type_197 arg2, swig_type_198 arg3, uintptr_t arg4, swig_voidp arg5);
+extern uintptr_t _wrap_DataLoader_next_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_199 _wrap_DataLoader_length_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_200 _wrap_DataLoader_epoch_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_setEpoch_capi_94df76c310b852b7(uintptr_t arg1, swig_type_201 arg2, swig_voidp arg3);
+extern void _wrap_DataLoader_setCollator_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_DataLoader_skipFirstBatches_capi_94df76c310b852b7(uintptr_t arg1, swig_type_202 arg2, swig_voidp arg3);
+extern swig_type_203 _wrap_DataLoader_totalBatchSize_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_204 _wrap_DataLoader_totalDatasetLength_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_DataLoader_endOfEpoch_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_endEpoch_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_Iter_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_DataLoader_inEpoch_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_new_Accelerator_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_delete_Accelerator_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_205 _wrap_Accelerator_device_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_206 _wrap_Accelerator_distributedType_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_207 _wrap_Accelerator_mixedPrecision_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_208 _wrap_Accelerator_processIndex_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_209 _wrap_Accelerator_numProcesses_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_210 _wrap_Accelerator_localProcessIndex_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_isMainProcess_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_isLastProcess_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_211 _wrap_Accelerator_gradientAccumulationSteps_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_syncGradients_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_212 _wrap_Accelerator_step_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Accelerator_prepareModel_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_prepareScheduler_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Accelerator_unwrapModel_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_backward_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_backwardWith_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, _Bool arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_lomoBackward_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_backwardLr_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
+extern double _wrap_Accelerator_lomoGradNorm_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_accumulateBegin_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_accumulateEnd_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Accelerator_clipGradNorm_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_clipGradValue_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_saveModel_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_213 arg3, swig_type_214 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_94df76c310b852b7(swig_type_215 arg1, swig_type_216 arg2, swig_type_217 arg3, swig_type_218 arg4, swig_voidp arg5);
+extern swig_type_219 _wrap_Accelerator_saveState_capi_94df76c310b852b7(uintptr_t arg1, swig_type_220 arg2, swig_voidp arg3);
+extern swig_type_221 _wrap_Accelerator_loadState_capi_94df76c310b852b7(uintptr_t arg1, swig_type_222 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_registerAveragedModel_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_print_capi_94df76c310b852b7(uintptr_t arg1, swig_type_223 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_waitForEveryone_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_freeMemory_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_noSyncBegin_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_noSyncEnd_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_triggerSyncInBackward_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_localSgdBegin_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_224 arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_localSgdStep_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_localSgdEnd_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_profileBegin_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_profileStep_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_profileEnd_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_225 _wrap_Accelerator_profileSummary_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_exportChromeTrace_capi_94df76c310b852b7(uintptr_t arg1, swig_type_226 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_mainProcessFirstBegin_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_mainProcessFirstEnd_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Accelerator_gather_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_227 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_228 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_94df76c310b852b7(uintptr_t arg1, swig_type_229 arg2, swig_type_230 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_broadcastObject_capi_94df76c310b852b7(uintptr_t arg1, swig_type_231 arg2, swig_type_232 arg3, swig_type_233 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_reduce_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_234 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_235 arg3, swig_type_236 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_237 arg3, double arg4, _Bool arg5, swig_type_238 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_94df76c310b852b7(uintptr_t arg1, swig_type_239 arg2, _Bool arg3, swig_type_240 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_setTrigger_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_checkTrigger_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_save_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_241 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_getStateDict_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_242 _wrap_Accelerator_iteration_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_unscaleGradients_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_autocastBegin_capi_94df76c310b852b7(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_autocastEnd_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_registerForCheckpointing_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_243 _wrap_Accelerator_registerSaveStatePreHook_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_onTraceReady_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_244 _wrap_Accelerator_registerLoadStatePreHook_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_245 _wrap_Accelerator_registerSaveStateModelsPreHook_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_246 _wrap_Accelerator_registerLoadStateModelsPreHook_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_removeStatePreHook_capi_94df76c310b852b7(uintptr_t arg1, swig_type_247 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_addTracker_capi_94df76c310b852b7(uintptr_t arg1, swig_type_248 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_94df76c310b852b7(uintptr_t arg1, swig_type_249 arg2, swig_type_250 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackersWith_capi_94df76c310b852b7(uintptr_t arg1, swig_type_251 arg2, swig_type_252 arg3, swig_type_253 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logValues_capi_94df76c310b852b7(uintptr_t arg1, swig_type_254 arg2, swig_type_255 arg3, swig_type_256 arg4, swig_type_257 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logScalar_capi_94df76c310b852b7(uintptr_t arg1, swig_type_258 arg2, double arg3, swig_type_259 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logGroup_capi_94df76c310b852b7(uintptr_t arg1, swig_type_260 arg2, swig_type_261 arg3, swig_type_262 arg4, swig_type_263 arg5, swig_type_264 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_logTexts_capi_94df76c310b852b7(uintptr_t arg1, swig_type_265 arg2, swig_type_266 arg3, swig_type_267 arg4, swig_type_268 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logImages_capi_94df76c310b852b7(uintptr_t arg1, swig_type_269 arg2, uintptr_t arg3, swig_type_270 arg4, swig_type_271 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logHistogramWith_capi_94df76c310b852b7(uintptr_t arg1, swig_type_272 arg2, uintptr_t arg3, swig_type_273 arg4, swig_type_274 arg5, swig_type_275 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_logArtifact_capi_94df76c310b852b7(uintptr_t arg1, swig_type_276 arg2, swig_type_277 arg3, swig_type_278 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_endTraining_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Accelerator_trackerNames_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_279 _wrap_Accelerator_trackerPath_capi_94df76c310b852b7(uintptr_t arg1, swig_type_280 arg2, swig_voidp arg3);
+extern swig_type_281 _wrap_Samples_size_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_282 _wrap_Samples_fields_capi_94df76c310b852b7(uintptr_t arg1, swig_type_283 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_94df76c310b852b7(uintptr_t arg1, swig_type_284 arg2, swig_type_285 arg3, swig_voidp arg4);
+extern void _wrap_delete_Samples_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_Bytes_append_capi_94df76c310b852b7(uintptr_t arg1, swig_type_286 arg2, swig_voidp arg3);
+extern swig_type_287 _wrap_Bytes_size_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_94df76c310b852b7(uintptr_t arg1, swig_type_288 arg2, swig_voidp arg3);
+extern void _wrap_delete_Bytes_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_289 _wrap_Metrics_size_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_290 _wrap_Metrics_name_capi_94df76c310b852b7(uintptr_t arg1, swig_type_291 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_94df76c310b852b7(uintptr_t arg1, swig_type_292 arg2, swig_voidp arg3);
+extern void _wrap_delete_Metrics_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_293 _wrap_Texts_size_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_294 _wrap_Texts_name_capi_94df76c310b852b7(uintptr_t arg1, swig_type_295 arg2, swig_voidp arg3);
+extern swig_type_296 _wrap_Texts_text_capi_94df76c310b852b7(uintptr_t arg1, swig_type_297 arg2, swig_voidp arg3);
+extern void _wrap_delete_Texts_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_298 _wrap_Images_size_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_299 _wrap_Images_name_capi_94df76c310b852b7(uintptr_t arg1, swig_type_300 arg2, swig_voidp arg3);
+extern swig_type_301 _wrap_Images_pngSize_capi_94df76c310b852b7(uintptr_t arg1, swig_type_302 arg2, swig_voidp arg3);
+extern void _wrap_Images_copyPng_capi_94df76c310b852b7(uintptr_t arg1, swig_type_303 arg2, swig_type_304 arg3, swig_voidp arg4);
+extern void _wrap_delete_Images_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_305 _wrap_HistogramView_name_capi_94df76c310b852b7(uintptr_t arg1);
+extern double _wrap_HistogramView_min_capi_94df76c310b852b7(uintptr_t arg1);
+extern double _wrap_HistogramView_max_capi_94df76c310b852b7(uintptr_t arg1);
+extern double _wrap_HistogramView_num_capi_94df76c310b852b7(uintptr_t arg1);
+extern double _wrap_HistogramView_sum_capi_94df76c310b852b7(uintptr_t arg1);
+extern double _wrap_HistogramView_sumSquares_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_306 _wrap_HistogramView_size_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_HistogramView_copyLimits_capi_94df76c310b852b7(uintptr_t arg1, swig_type_307 arg2, swig_voidp arg3);
+extern void _wrap_HistogramView_copyCounts_capi_94df76c310b852b7(uintptr_t arg1, swig_type_308 arg2, swig_voidp arg3);
+extern void _wrap_delete_HistogramView_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_309 _wrap_CheckpointModelsView_size_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_CheckpointModelsView_model_capi_94df76c310b852b7(uintptr_t arg1, swig_type_310 arg2, swig_voidp arg3);
+extern swig_type_311 _wrap_CheckpointModelsView_index_capi_94df76c310b852b7(uintptr_t arg1, swig_type_312 arg2, swig_voidp arg3);
+extern void _wrap_CheckpointModelsView_remove_capi_94df76c310b852b7(uintptr_t arg1, swig_type_313 arg2, swig_voidp arg3);
+extern void _wrap_delete_CheckpointModelsView_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_LrFactor_set_capi_94df76c310b852b7(uintptr_t arg1, double arg2);
+extern void _wrap_delete_LrFactor_capi_94df76c310b852b7(uintptr_t arg1);
+extern uintptr_t _wrap_new_Progress_capi_94df76c310b852b7(uintptr_t arg1, swig_type_314 arg2, swig_type_315 arg3, swig_voidp arg4);
+extern void _wrap_delete_Progress_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_Progress_update_capi_94df76c310b852b7(uintptr_t arg1, swig_type_316 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_94df76c310b852b7(uintptr_t arg1, swig_type_317 arg2, swig_voidp arg3);
+extern void _wrap_Progress_finish_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
 import "C"
@@ -871,13 +875,13 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_capi_4d1c7eae2a7e2a0f(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_capi_94df76c310b852b7(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -888,84 +892,84 @@ const ACC_ABI_VERSION int = 1
 type Acc_status int
 func _swig_getACC_OK() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_OK_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_status)(C._wrap_ACC_OK_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OK Acc_status = _swig_getACC_OK()
 func _swig_getACC_ERR_INVALID_ARGUMENT() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_ARGUMENT_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_ARGUMENT_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_ERR_INVALID_ARGUMENT Acc_status = _swig_getACC_ERR_INVALID_ARGUMENT()
 func _swig_getACC_ERR_INVALID_HANDLE() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_HANDLE_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_HANDLE_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_ERR_INVALID_HANDLE Acc_status = _swig_getACC_ERR_INVALID_HANDLE()
 func _swig_getACC_ERR_NOT_INITIALIZED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_NOT_INITIALIZED_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_NOT_INITIALIZED_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_ERR_NOT_INITIALIZED Acc_status = _swig_getACC_ERR_NOT_INITIALIZED()
 func _swig_getACC_ERR_UNSUPPORTED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_UNSUPPORTED_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_UNSUPPORTED_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_ERR_UNSUPPORTED Acc_status = _swig_getACC_ERR_UNSUPPORTED()
 func _swig_getACC_ERR_OUT_OF_MEMORY() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_OUT_OF_MEMORY_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_OUT_OF_MEMORY_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_ERR_OUT_OF_MEMORY Acc_status = _swig_getACC_ERR_OUT_OF_MEMORY()
 func _swig_getACC_ERR_TIMEOUT() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_TIMEOUT_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_TIMEOUT_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_ERR_TIMEOUT Acc_status = _swig_getACC_ERR_TIMEOUT()
 func _swig_getACC_ERR_ABORTED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_ABORTED_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_ABORTED_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_ERR_ABORTED Acc_status = _swig_getACC_ERR_ABORTED()
 func _swig_getACC_ERR_DISTRIBUTED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_DISTRIBUTED_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_DISTRIBUTED_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_ERR_DISTRIBUTED Acc_status = _swig_getACC_ERR_DISTRIBUTED()
 func _swig_getACC_ERR_IO() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_IO_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_IO_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_ERR_IO Acc_status = _swig_getACC_ERR_IO()
 func _swig_getACC_ERR_VERSION_MISMATCH() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_VERSION_MISMATCH_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_VERSION_MISMATCH_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_ERR_VERSION_MISMATCH Acc_status = _swig_getACC_ERR_VERSION_MISMATCH()
 func _swig_getACC_ERR_INTERNAL() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_INTERNAL_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_INTERNAL_capi_94df76c310b852b7())
 	return swig_r
 }
 
@@ -973,77 +977,77 @@ var ACC_ERR_INTERNAL Acc_status = _swig_getACC_ERR_INTERNAL()
 type Acc_dtype int
 func _swig_getACC_DTYPE_UNDEFINED() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UNDEFINED_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UNDEFINED_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_DTYPE_UNDEFINED Acc_dtype = _swig_getACC_DTYPE_UNDEFINED()
 func _swig_getACC_DTYPE_FLOAT32() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT32_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT32_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_DTYPE_FLOAT32 Acc_dtype = _swig_getACC_DTYPE_FLOAT32()
 func _swig_getACC_DTYPE_FLOAT64() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT64_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT64_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_DTYPE_FLOAT64 Acc_dtype = _swig_getACC_DTYPE_FLOAT64()
 func _swig_getACC_DTYPE_BFLOAT16() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BFLOAT16_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BFLOAT16_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_DTYPE_BFLOAT16 Acc_dtype = _swig_getACC_DTYPE_BFLOAT16()
 func _swig_getACC_DTYPE_FLOAT16() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT16_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT16_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_DTYPE_FLOAT16 Acc_dtype = _swig_getACC_DTYPE_FLOAT16()
 func _swig_getACC_DTYPE_INT64() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT64_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT64_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_DTYPE_INT64 Acc_dtype = _swig_getACC_DTYPE_INT64()
 func _swig_getACC_DTYPE_INT32() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT32_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT32_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_DTYPE_INT32 Acc_dtype = _swig_getACC_DTYPE_INT32()
 func _swig_getACC_DTYPE_UINT8() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UINT8_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UINT8_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_DTYPE_UINT8 Acc_dtype = _swig_getACC_DTYPE_UINT8()
 func _swig_getACC_DTYPE_BOOL() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BOOL_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BOOL_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_DTYPE_BOOL Acc_dtype = _swig_getACC_DTYPE_BOOL()
 func _swig_getACC_DTYPE_INT8() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT8_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT8_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_DTYPE_INT8 Acc_dtype = _swig_getACC_DTYPE_INT8()
 func _swig_getACC_DTYPE_INT16() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT16_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT16_capi_94df76c310b852b7())
 	return swig_r
 }
 
@@ -1051,21 +1055,21 @@ var ACC_DTYPE_INT16 Acc_dtype = _swig_getACC_DTYPE_INT16()
 type Acc_reduction int
 func _swig_getACC_REDUCTION_NONE() (_swig_ret Acc_reduction) {
 	var swig_r Acc_reduction
-	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_NONE_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_NONE_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_REDUCTION_NONE Acc_reduction = _swig_getACC_REDUCTION_NONE()
 func _swig_getACC_REDUCTION_MEAN() (_swig_ret Acc_reduction) {
 	var swig_r Acc_reduction
-	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_MEAN_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_MEAN_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_REDUCTION_MEAN Acc_reduction = _swig_getACC_REDUCTION_MEAN()
 func _swig_getACC_REDUCTION_SUM() (_swig_ret Acc_reduction) {
 	var swig_r Acc_reduction
-	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_SUM_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_SUM_capi_94df76c310b852b7())
 	return swig_r
 }
 
@@ -1075,105 +1079,105 @@ const ACC_FORWARD_NO_GRAD uint = 1
 type Acc_handle_kind int
 func _swig_getACC_HANDLE_ANY() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ANY_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ANY_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_HANDLE_ANY Acc_handle_kind = _swig_getACC_HANDLE_ANY()
 func _swig_getACC_HANDLE_TENSOR() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_HANDLE_TENSOR Acc_handle_kind = _swig_getACC_HANDLE_TENSOR()
 func _swig_getACC_HANDLE_TENSOR_LIST() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_LIST_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_LIST_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_HANDLE_TENSOR_LIST Acc_handle_kind = _swig_getACC_HANDLE_TENSOR_LIST()
 func _swig_getACC_HANDLE_STRING_LIST() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_STRING_LIST_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_STRING_LIST_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_HANDLE_STRING_LIST Acc_handle_kind = _swig_getACC_HANDLE_STRING_LIST()
 func _swig_getACC_HANDLE_OPTIONS() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIONS_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIONS_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_HANDLE_OPTIONS Acc_handle_kind = _swig_getACC_HANDLE_OPTIONS()
 func _swig_getACC_HANDLE_MODEL() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_MODEL_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_MODEL_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_HANDLE_MODEL Acc_handle_kind = _swig_getACC_HANDLE_MODEL()
 func _swig_getACC_HANDLE_OPTIMIZER() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIMIZER_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIMIZER_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_HANDLE_OPTIMIZER Acc_handle_kind = _swig_getACC_HANDLE_OPTIMIZER()
 func _swig_getACC_HANDLE_SCHEDULER() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_SCHEDULER_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_SCHEDULER_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_HANDLE_SCHEDULER Acc_handle_kind = _swig_getACC_HANDLE_SCHEDULER()
 func _swig_getACC_HANDLE_DATASET() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATASET_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATASET_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_HANDLE_DATASET Acc_handle_kind = _swig_getACC_HANDLE_DATASET()
 func _swig_getACC_HANDLE_DATALOADER() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATALOADER_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATALOADER_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_HANDLE_DATALOADER Acc_handle_kind = _swig_getACC_HANDLE_DATALOADER()
 func _swig_getACC_HANDLE_ACCELERATOR() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ACCELERATOR_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ACCELERATOR_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_HANDLE_ACCELERATOR Acc_handle_kind = _swig_getACC_HANDLE_ACCELERATOR()
 func _swig_getACC_HANDLE_PROGRESS() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_PROGRESS_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_PROGRESS_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_HANDLE_PROGRESS Acc_handle_kind = _swig_getACC_HANDLE_PROGRESS()
 func _swig_getACC_HANDLE_BYTES() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_BYTES_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_BYTES_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_HANDLE_BYTES Acc_handle_kind = _swig_getACC_HANDLE_BYTES()
 func _swig_getACC_HANDLE_AVERAGED_MODEL() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_AVERAGED_MODEL_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_AVERAGED_MODEL_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_HANDLE_AVERAGED_MODEL Acc_handle_kind = _swig_getACC_HANDLE_AVERAGED_MODEL()
 func _swig_getACC_HANDLE_CHECKPOINT_MODELS() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_94df76c310b852b7())
 	return swig_r
 }
 
@@ -1181,197 +1185,204 @@ var ACC_HANDLE_CHECKPOINT_MODELS Acc_handle_kind = _swig_getACC_HANDLE_CHECKPOIN
 type Acc_options_kind int
 func _swig_getACC_OPTIONS_OPTIMIZER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_OPTIMIZER_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_OPTIMIZER_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_OPTIMIZER Acc_options_kind = _swig_getACC_OPTIONS_OPTIMIZER()
 func _swig_getACC_OPTIONS_SCHEDULER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_SCHEDULER_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_SCHEDULER_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_SCHEDULER Acc_options_kind = _swig_getACC_OPTIONS_SCHEDULER()
 func _swig_getACC_OPTIONS_DATALOADER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_DATALOADER_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_DATALOADER_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_DATALOADER Acc_options_kind = _swig_getACC_OPTIONS_DATALOADER()
 func _swig_getACC_OPTIONS_ACCELERATOR() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_ACCELERATOR_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_ACCELERATOR_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_ACCELERATOR Acc_options_kind = _swig_getACC_OPTIONS_ACCELERATOR()
 func _swig_getACC_OPTIONS_LORA() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LORA_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LORA_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_LORA Acc_options_kind = _swig_getACC_OPTIONS_LORA()
 func _swig_getACC_OPTIONS_PROFILE() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_PROFILE_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_PROFILE_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_PROFILE Acc_options_kind = _swig_getACC_OPTIONS_PROFILE()
 func _swig_getACC_OPTIONS_AVERAGED_MODEL() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_AVERAGED_MODEL Acc_options_kind = _swig_getACC_OPTIONS_AVERAGED_MODEL()
 func _swig_getACC_OPTIONS_TRAINABLE_TOKENS() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_TRAINABLE_TOKENS_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_TRAINABLE_TOKENS Acc_options_kind = _swig_getACC_OPTIONS_TRAINABLE_TOKENS()
 func _swig_getACC_OPTIONS_WEIGHTED_ADAPTER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_WEIGHTED_ADAPTER_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_WEIGHTED_ADAPTER Acc_options_kind = _swig_getACC_OPTIONS_WEIGHTED_ADAPTER()
 func _swig_getACC_OPTIONS_EVA() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_EVA_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_EVA_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_EVA Acc_options_kind = _swig_getACC_OPTIONS_EVA()
 func _swig_getACC_OPTIONS_IA3() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_IA3_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_IA3_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_IA3 Acc_options_kind = _swig_getACC_OPTIONS_IA3()
 func _swig_getACC_OPTIONS_LOHA() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LOHA_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LOHA_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_LOHA Acc_options_kind = _swig_getACC_OPTIONS_LOHA()
 func _swig_getACC_OPTIONS_LOKR() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LOKR_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LOKR_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_LOKR Acc_options_kind = _swig_getACC_OPTIONS_LOKR()
 func _swig_getACC_OPTIONS_VERA() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_VERA_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_VERA_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_VERA Acc_options_kind = _swig_getACC_OPTIONS_VERA()
 func _swig_getACC_OPTIONS_OFT() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_OFT_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_OFT_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_OFT Acc_options_kind = _swig_getACC_OPTIONS_OFT()
 func _swig_getACC_OPTIONS_ADALORA() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_ADALORA_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_ADALORA_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_ADALORA Acc_options_kind = _swig_getACC_OPTIONS_ADALORA()
 func _swig_getACC_OPTIONS_BOFT() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_BOFT_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_BOFT_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_BOFT Acc_options_kind = _swig_getACC_OPTIONS_BOFT()
 func _swig_getACC_OPTIONS_HRA() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_HRA_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_HRA_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_HRA Acc_options_kind = _swig_getACC_OPTIONS_HRA()
 func _swig_getACC_OPTIONS_FOURIERFT() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_FOURIERFT_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_FOURIERFT_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_FOURIERFT Acc_options_kind = _swig_getACC_OPTIONS_FOURIERFT()
 func _swig_getACC_OPTIONS_LN_TUNING() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LN_TUNING_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LN_TUNING_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_LN_TUNING Acc_options_kind = _swig_getACC_OPTIONS_LN_TUNING()
 func _swig_getACC_OPTIONS_MISS() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_MISS_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_MISS_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_MISS Acc_options_kind = _swig_getACC_OPTIONS_MISS()
 func _swig_getACC_OPTIONS_C3A() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_C3A_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_C3A_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_C3A Acc_options_kind = _swig_getACC_OPTIONS_C3A()
 func _swig_getACC_OPTIONS_SHIRA() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_SHIRA_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_SHIRA_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_SHIRA Acc_options_kind = _swig_getACC_OPTIONS_SHIRA()
 func _swig_getACC_OPTIONS_RANDLORA() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_RANDLORA_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_RANDLORA_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_RANDLORA Acc_options_kind = _swig_getACC_OPTIONS_RANDLORA()
 func _swig_getACC_OPTIONS_DELORA() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_DELORA_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_DELORA_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_OPTIONS_DELORA Acc_options_kind = _swig_getACC_OPTIONS_DELORA()
+func _swig_getACC_OPTIONS_ROAD() (_swig_ret Acc_options_kind) {
+	var swig_r Acc_options_kind
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_ROAD_capi_94df76c310b852b7())
+	return swig_r
+}
+
+var ACC_OPTIONS_ROAD Acc_options_kind = _swig_getACC_OPTIONS_ROAD()
 type Acc_placement int
 func _swig_getACC_PLACEMENT_DEFAULT() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement
-	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_DEFAULT_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_DEFAULT_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_PLACEMENT_DEFAULT Acc_placement = _swig_getACC_PLACEMENT_DEFAULT()
 func _swig_getACC_PLACEMENT_NO() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement
-	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_NO_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_NO_capi_94df76c310b852b7())
 	return swig_r
 }
 
 var ACC_PLACEMENT_NO Acc_placement = _swig_getACC_PLACEMENT_NO()
 func _swig_getACC_PLACEMENT_YES() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement
-	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_YES_capi_4d1c7eae2a7e2a0f())
+	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_YES_capi_94df76c310b852b7())
 	return swig_r
 }
 
@@ -1387,12 +1398,12 @@ func (p SwigcptrCallback) SwigIsCallback() {
 
 func DeleteCallback(arg1 Callback) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Callback_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Callback_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrCallback) Released() {
 	_swig_i_0 := arg1
-	C._wrap_Callback_released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_Callback_released_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 type Callback interface {
@@ -1419,17 +1430,17 @@ func (p *_swig_DirectorSampleSource) DirectorInterface() interface{} {
 
 func NewDirectorSampleSource(v interface{}) SampleSource {
 	p := &_swig_DirectorSampleSource{0, v}
-	p.SwigcptrSampleSource = SwigcptrSampleSource(C._wrap__swig_NewDirectorSampleSourceSampleSource_capi_4d1c7eae2a7e2a0f(C.int(swigDirectorAdd(p))))
+	p.SwigcptrSampleSource = SwigcptrSampleSource(C._wrap__swig_NewDirectorSampleSourceSampleSource_capi_94df76c310b852b7(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorSampleSource(arg1 SampleSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorSampleSource_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorSampleSource_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_SampleSource_capi_4d1c7eae2a7e2a0f
-func Swiggo_DeleteDirector_SampleSource_capi_4d1c7eae2a7e2a0f(c int) {
+//export Swiggo_DeleteDirector_SampleSource_capi_94df76c310b852b7
+func Swiggo_DeleteDirector_SampleSource_capi_94df76c310b852b7(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorSampleSource).SwigcptrSampleSource = 0
 	swigDirectorDelete(c)
 }
@@ -1443,15 +1454,15 @@ func (swig_p *_swig_DirectorSampleSource) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrSampleSource))
+	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrSampleSource))
 }
 
 func DirectorSampleSourceReleased(swig_p SampleSource) {
-	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorSampleSource).SwigcptrSampleSource))
+	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorSampleSource).SwigcptrSampleSource))
 }
 
-//export Swig_DirectorSampleSource_callback_released_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorSampleSource_callback_released_capi_4d1c7eae2a7e2a0f(swig_c int) {
+//export Swig_DirectorSampleSource_callback_released_capi_94df76c310b852b7
+func Swig_DirectorSampleSource_callback_released_capi_94df76c310b852b7(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorSampleSource)
 	swig_p.Released()
 }
@@ -1467,8 +1478,8 @@ func (swig_p *_swig_DirectorSampleSource) Sample(index int64, out TensorList) in
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorSampleSource_callback_sample_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorSampleSource_callback_sample_capi_4d1c7eae2a7e2a0f(swig_c int, index int64, out uintptr) (swig_result int) {
+//export Swig_DirectorSampleSource_callback_sample_capi_94df76c310b852b7
+func Swig_DirectorSampleSource_callback_sample_capi_94df76c310b852b7(swig_c int, index int64, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorSampleSource)
 	swig_r = swig_p.Sample(index, SwigcptrTensorList(out))
@@ -1493,17 +1504,17 @@ func (arg1 SwigcptrSampleSource) Sample(arg2 int64, arg3 TensorList) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (int)(C._wrap_SampleSource_sample_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_1(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (int)(C._wrap_SampleSource_sample_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_1(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteSampleSource(arg1 SampleSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_SampleSource_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_SampleSource_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrSampleSource) Released() {
-	C._wrap_SampleSource_released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_base))
+	C._wrap_SampleSource_released_capi_94df76c310b852b7(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrSampleSource) SwigIsCallback() {
@@ -1541,17 +1552,17 @@ func (p *_swig_DirectorStreamSource) DirectorInterface() interface{} {
 
 func NewDirectorStreamSource(v interface{}) StreamSource {
 	p := &_swig_DirectorStreamSource{0, v}
-	p.SwigcptrStreamSource = SwigcptrStreamSource(C._wrap__swig_NewDirectorStreamSourceStreamSource_capi_4d1c7eae2a7e2a0f(C.int(swigDirectorAdd(p))))
+	p.SwigcptrStreamSource = SwigcptrStreamSource(C._wrap__swig_NewDirectorStreamSourceStreamSource_capi_94df76c310b852b7(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorStreamSource(arg1 StreamSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorStreamSource_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorStreamSource_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_StreamSource_capi_4d1c7eae2a7e2a0f
-func Swiggo_DeleteDirector_StreamSource_capi_4d1c7eae2a7e2a0f(c int) {
+//export Swiggo_DeleteDirector_StreamSource_capi_94df76c310b852b7
+func Swiggo_DeleteDirector_StreamSource_capi_94df76c310b852b7(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorStreamSource).SwigcptrStreamSource = 0
 	swigDirectorDelete(c)
 }
@@ -1565,15 +1576,15 @@ func (swig_p *_swig_DirectorStreamSource) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrStreamSource))
+	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrStreamSource))
 }
 
 func DirectorStreamSourceReleased(swig_p StreamSource) {
-	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorStreamSource).SwigcptrStreamSource))
+	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorStreamSource).SwigcptrStreamSource))
 }
 
-//export Swig_DirectorStreamSource_callback_released_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorStreamSource_callback_released_capi_4d1c7eae2a7e2a0f(swig_c int) {
+//export Swig_DirectorStreamSource_callback_released_capi_94df76c310b852b7
+func Swig_DirectorStreamSource_callback_released_capi_94df76c310b852b7(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStreamSource)
 	swig_p.Released()
 }
@@ -1589,8 +1600,8 @@ func (swig_p *_swig_DirectorStreamSource) Start(epoch int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStreamSource_callback_start_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorStreamSource_callback_start_capi_4d1c7eae2a7e2a0f(swig_c int, epoch int64) (swig_result int) {
+//export Swig_DirectorStreamSource_callback_start_capi_94df76c310b852b7
+func Swig_DirectorStreamSource_callback_start_capi_94df76c310b852b7(swig_c int, epoch int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStreamSource)
 	swig_r = swig_p.Start(epoch)
@@ -1608,8 +1619,8 @@ func (swig_p *_swig_DirectorStreamSource) Next(out TensorList) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStreamSource_callback_next_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorStreamSource_callback_next_capi_4d1c7eae2a7e2a0f(swig_c int, out uintptr) (swig_result int) {
+//export Swig_DirectorStreamSource_callback_next_capi_94df76c310b852b7
+func Swig_DirectorStreamSource_callback_next_capi_94df76c310b852b7(swig_c int, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStreamSource)
 	swig_r = swig_p.Next(SwigcptrTensorList(out))
@@ -1633,7 +1644,7 @@ func (arg1 SwigcptrStreamSource) Start(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_StreamSource_start_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_2(_swig_i_1)))
+	swig_r = (int)(C._wrap_StreamSource_start_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_2(_swig_i_1)))
 	return swig_r
 }
 
@@ -1641,17 +1652,17 @@ func (arg1 SwigcptrStreamSource) Next(arg2 TensorList) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (int)(C._wrap_StreamSource_next_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (int)(C._wrap_StreamSource_next_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteStreamSource(arg1 StreamSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_StreamSource_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_StreamSource_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrStreamSource) Released() {
-	C._wrap_StreamSource_released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_base))
+	C._wrap_StreamSource_released_capi_94df76c310b852b7(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrStreamSource) SwigIsCallback() {
@@ -1690,17 +1701,17 @@ func (p *_swig_DirectorCollator) DirectorInterface() interface{} {
 
 func NewDirectorCollator(v interface{}) Collator {
 	p := &_swig_DirectorCollator{0, v}
-	p.SwigcptrCollator = SwigcptrCollator(C._wrap__swig_NewDirectorCollatorCollator_capi_4d1c7eae2a7e2a0f(C.int(swigDirectorAdd(p))))
+	p.SwigcptrCollator = SwigcptrCollator(C._wrap__swig_NewDirectorCollatorCollator_capi_94df76c310b852b7(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorCollator(arg1 Collator) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorCollator_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorCollator_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_Collator_capi_4d1c7eae2a7e2a0f
-func Swiggo_DeleteDirector_Collator_capi_4d1c7eae2a7e2a0f(c int) {
+//export Swiggo_DeleteDirector_Collator_capi_94df76c310b852b7
+func Swiggo_DeleteDirector_Collator_capi_94df76c310b852b7(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorCollator).SwigcptrCollator = 0
 	swigDirectorDelete(c)
 }
@@ -1714,15 +1725,15 @@ func (swig_p *_swig_DirectorCollator) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorCollator_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrCollator))
+	C._wrap__swig_DirectorCollator_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrCollator))
 }
 
 func DirectorCollatorReleased(swig_p Collator) {
-	C._wrap__swig_DirectorCollator_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorCollator).SwigcptrCollator))
+	C._wrap__swig_DirectorCollator_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorCollator).SwigcptrCollator))
 }
 
-//export Swig_DirectorCollator_callback_released_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorCollator_callback_released_capi_4d1c7eae2a7e2a0f(swig_c int) {
+//export Swig_DirectorCollator_callback_released_capi_94df76c310b852b7
+func Swig_DirectorCollator_callback_released_capi_94df76c310b852b7(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCollator)
 	swig_p.Released()
 }
@@ -1738,8 +1749,8 @@ func (swig_p *_swig_DirectorCollator) Collate(samples Samples, out TensorList) i
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorCollator_callback_collate_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorCollator_callback_collate_capi_4d1c7eae2a7e2a0f(swig_c int, samples uintptr, out uintptr) (swig_result int) {
+//export Swig_DirectorCollator_callback_collate_capi_94df76c310b852b7
+func Swig_DirectorCollator_callback_collate_capi_94df76c310b852b7(swig_c int, samples uintptr, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCollator)
 	swig_r = swig_p.Collate(SwigcptrSamples(samples), SwigcptrTensorList(out))
@@ -1764,17 +1775,17 @@ func (arg1 SwigcptrCollator) Collate(arg2 Samples, arg3 TensorList) (_swig_ret i
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (int)(C._wrap_Collator_collate_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (int)(C._wrap_Collator_collate_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteCollator(arg1 Collator) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Collator_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Collator_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrCollator) Released() {
-	C._wrap_Collator_released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_base))
+	C._wrap_Collator_released_capi_94df76c310b852b7(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrCollator) SwigIsCallback() {
@@ -1812,17 +1823,17 @@ func (p *_swig_DirectorStateHandler) DirectorInterface() interface{} {
 
 func NewDirectorStateHandler(v interface{}) StateHandler {
 	p := &_swig_DirectorStateHandler{0, v}
-	p.SwigcptrStateHandler = SwigcptrStateHandler(C._wrap__swig_NewDirectorStateHandlerStateHandler_capi_4d1c7eae2a7e2a0f(C.int(swigDirectorAdd(p))))
+	p.SwigcptrStateHandler = SwigcptrStateHandler(C._wrap__swig_NewDirectorStateHandlerStateHandler_capi_94df76c310b852b7(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorStateHandler(arg1 StateHandler) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorStateHandler_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorStateHandler_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_StateHandler_capi_4d1c7eae2a7e2a0f
-func Swiggo_DeleteDirector_StateHandler_capi_4d1c7eae2a7e2a0f(c int) {
+//export Swiggo_DeleteDirector_StateHandler_capi_94df76c310b852b7
+func Swiggo_DeleteDirector_StateHandler_capi_94df76c310b852b7(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorStateHandler).SwigcptrStateHandler = 0
 	swigDirectorDelete(c)
 }
@@ -1836,15 +1847,15 @@ func (swig_p *_swig_DirectorStateHandler) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrStateHandler))
+	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrStateHandler))
 }
 
 func DirectorStateHandlerReleased(swig_p StateHandler) {
-	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorStateHandler).SwigcptrStateHandler))
+	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorStateHandler).SwigcptrStateHandler))
 }
 
-//export Swig_DirectorStateHandler_callback_released_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorStateHandler_callback_released_capi_4d1c7eae2a7e2a0f(swig_c int) {
+//export Swig_DirectorStateHandler_callback_released_capi_94df76c310b852b7
+func Swig_DirectorStateHandler_callback_released_capi_94df76c310b852b7(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStateHandler)
 	swig_p.Released()
 }
@@ -1860,8 +1871,8 @@ func (swig_p *_swig_DirectorStateHandler) Save(out Bytes) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStateHandler_callback_save_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorStateHandler_callback_save_capi_4d1c7eae2a7e2a0f(swig_c int, out uintptr) (swig_result int) {
+//export Swig_DirectorStateHandler_callback_save_capi_94df76c310b852b7
+func Swig_DirectorStateHandler_callback_save_capi_94df76c310b852b7(swig_c int, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStateHandler)
 	swig_r = swig_p.Save(SwigcptrBytes(out))
@@ -1879,8 +1890,8 @@ func (swig_p *_swig_DirectorStateHandler) Load(in Bytes) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStateHandler_callback_load_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorStateHandler_callback_load_capi_4d1c7eae2a7e2a0f(swig_c int, in uintptr) (swig_result int) {
+//export Swig_DirectorStateHandler_callback_load_capi_94df76c310b852b7
+func Swig_DirectorStateHandler_callback_load_capi_94df76c310b852b7(swig_c int, in uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStateHandler)
 	swig_r = swig_p.Load(SwigcptrBytes(in))
@@ -1904,7 +1915,7 @@ func (arg1 SwigcptrStateHandler) Save(arg2 Bytes) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (int)(C._wrap_StateHandler_save_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (int)(C._wrap_StateHandler_save_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -1912,17 +1923,17 @@ func (arg1 SwigcptrStateHandler) Load(arg2 Bytes) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (int)(C._wrap_StateHandler_load_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (int)(C._wrap_StateHandler_load_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteStateHandler(arg1 StateHandler) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_StateHandler_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_StateHandler_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrStateHandler) Released() {
-	C._wrap_StateHandler_released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_base))
+	C._wrap_StateHandler_released_capi_94df76c310b852b7(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrStateHandler) SwigIsCallback() {
@@ -1961,17 +1972,17 @@ func (p *_swig_DirectorCheckpointHook) DirectorInterface() interface{} {
 
 func NewDirectorCheckpointHook(v interface{}) CheckpointHook {
 	p := &_swig_DirectorCheckpointHook{0, v}
-	p.SwigcptrCheckpointHook = SwigcptrCheckpointHook(C._wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_4d1c7eae2a7e2a0f(C.int(swigDirectorAdd(p))))
+	p.SwigcptrCheckpointHook = SwigcptrCheckpointHook(C._wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_94df76c310b852b7(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorCheckpointHook(arg1 CheckpointHook) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorCheckpointHook_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorCheckpointHook_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_CheckpointHook_capi_4d1c7eae2a7e2a0f
-func Swiggo_DeleteDirector_CheckpointHook_capi_4d1c7eae2a7e2a0f(c int) {
+//export Swiggo_DeleteDirector_CheckpointHook_capi_94df76c310b852b7
+func Swiggo_DeleteDirector_CheckpointHook_capi_94df76c310b852b7(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorCheckpointHook).SwigcptrCheckpointHook = 0
 	swigDirectorDelete(c)
 }
@@ -1985,15 +1996,15 @@ func (swig_p *_swig_DirectorCheckpointHook) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrCheckpointHook))
+	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrCheckpointHook))
 }
 
 func DirectorCheckpointHookReleased(swig_p CheckpointHook) {
-	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorCheckpointHook).SwigcptrCheckpointHook))
+	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorCheckpointHook).SwigcptrCheckpointHook))
 }
 
-//export Swig_DirectorCheckpointHook_callback_released_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorCheckpointHook_callback_released_capi_4d1c7eae2a7e2a0f(swig_c int) {
+//export Swig_DirectorCheckpointHook_callback_released_capi_94df76c310b852b7
+func Swig_DirectorCheckpointHook_callback_released_capi_94df76c310b852b7(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCheckpointHook)
 	swig_p.Released()
 }
@@ -2009,8 +2020,8 @@ func (swig_p *_swig_DirectorCheckpointHook) Run(dir string) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorCheckpointHook_callback_run_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorCheckpointHook_callback_run_capi_4d1c7eae2a7e2a0f(swig_c int, dir string) (swig_result int) {
+//export Swig_DirectorCheckpointHook_callback_run_capi_94df76c310b852b7
+func Swig_DirectorCheckpointHook_callback_run_capi_94df76c310b852b7(swig_c int, dir string) (swig_result int) {
 	var swig_r int
 	var _swig_i_0 string
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCheckpointHook)
@@ -2038,7 +2049,7 @@ func (arg1 SwigcptrCheckpointHook) Run(arg2 string) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_CheckpointHook_run_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_3)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (int)(C._wrap_CheckpointHook_run_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_3)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2047,11 +2058,11 @@ func (arg1 SwigcptrCheckpointHook) Run(arg2 string) (_swig_ret int) {
 
 func DeleteCheckpointHook(arg1 CheckpointHook) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_CheckpointHook_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_CheckpointHook_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrCheckpointHook) Released() {
-	C._wrap_CheckpointHook_released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_base))
+	C._wrap_CheckpointHook_released_capi_94df76c310b852b7(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrCheckpointHook) SwigIsCallback() {
@@ -2089,17 +2100,17 @@ func (p *_swig_DirectorModelsCheckpointHook) DirectorInterface() interface{} {
 
 func NewDirectorModelsCheckpointHook(v interface{}) ModelsCheckpointHook {
 	p := &_swig_DirectorModelsCheckpointHook{0, v}
-	p.SwigcptrModelsCheckpointHook = SwigcptrModelsCheckpointHook(C._wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(C.int(swigDirectorAdd(p))))
+	p.SwigcptrModelsCheckpointHook = SwigcptrModelsCheckpointHook(C._wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_94df76c310b852b7(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorModelsCheckpointHook(arg1 ModelsCheckpointHook) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorModelsCheckpointHook_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_ModelsCheckpointHook_capi_4d1c7eae2a7e2a0f
-func Swiggo_DeleteDirector_ModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(c int) {
+//export Swiggo_DeleteDirector_ModelsCheckpointHook_capi_94df76c310b852b7
+func Swiggo_DeleteDirector_ModelsCheckpointHook_capi_94df76c310b852b7(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorModelsCheckpointHook).SwigcptrModelsCheckpointHook = 0
 	swigDirectorDelete(c)
 }
@@ -2113,15 +2124,15 @@ func (swig_p *_swig_DirectorModelsCheckpointHook) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrModelsCheckpointHook))
+	C._wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrModelsCheckpointHook))
 }
 
 func DirectorModelsCheckpointHookReleased(swig_p ModelsCheckpointHook) {
-	C._wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorModelsCheckpointHook).SwigcptrModelsCheckpointHook))
+	C._wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorModelsCheckpointHook).SwigcptrModelsCheckpointHook))
 }
 
-//export Swig_DirectorModelsCheckpointHook_callback_released_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorModelsCheckpointHook_callback_released_capi_4d1c7eae2a7e2a0f(swig_c int) {
+//export Swig_DirectorModelsCheckpointHook_callback_released_capi_94df76c310b852b7
+func Swig_DirectorModelsCheckpointHook_callback_released_capi_94df76c310b852b7(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorModelsCheckpointHook)
 	swig_p.Released()
 }
@@ -2137,8 +2148,8 @@ func (swig_p *_swig_DirectorModelsCheckpointHook) Run(models CheckpointModelsVie
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorModelsCheckpointHook_callback_run_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorModelsCheckpointHook_callback_run_capi_4d1c7eae2a7e2a0f(swig_c int, models uintptr, dir string) (swig_result int) {
+//export Swig_DirectorModelsCheckpointHook_callback_run_capi_94df76c310b852b7
+func Swig_DirectorModelsCheckpointHook_callback_run_capi_94df76c310b852b7(swig_c int, models uintptr, dir string) (swig_result int) {
 	var swig_r int
 	var _swig_i_1 string
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorModelsCheckpointHook)
@@ -2167,7 +2178,7 @@ func (arg1 SwigcptrModelsCheckpointHook) Run(arg2 CheckpointModelsView, arg3 str
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_ModelsCheckpointHook_run_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_4)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (int)(C._wrap_ModelsCheckpointHook_run_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_4)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
 	}
@@ -2176,11 +2187,11 @@ func (arg1 SwigcptrModelsCheckpointHook) Run(arg2 CheckpointModelsView, arg3 str
 
 func DeleteModelsCheckpointHook(arg1 ModelsCheckpointHook) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_ModelsCheckpointHook_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_ModelsCheckpointHook_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrModelsCheckpointHook) Released() {
-	C._wrap_ModelsCheckpointHook_released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_base))
+	C._wrap_ModelsCheckpointHook_released_capi_94df76c310b852b7(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrModelsCheckpointHook) SwigIsCallback() {
@@ -2218,17 +2229,17 @@ func (p *_swig_DirectorTracker) DirectorInterface() interface{} {
 
 func NewDirectorTracker(v interface{}) Tracker {
 	p := &_swig_DirectorTracker{0, v}
-	p.SwigcptrTracker = SwigcptrTracker(C._wrap__swig_NewDirectorTrackerTracker_capi_4d1c7eae2a7e2a0f(C.int(swigDirectorAdd(p))))
+	p.SwigcptrTracker = SwigcptrTracker(C._wrap__swig_NewDirectorTrackerTracker_capi_94df76c310b852b7(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorTracker(arg1 Tracker) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorTracker_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorTracker_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_Tracker_capi_4d1c7eae2a7e2a0f
-func Swiggo_DeleteDirector_Tracker_capi_4d1c7eae2a7e2a0f(c int) {
+//export Swiggo_DeleteDirector_Tracker_capi_94df76c310b852b7
+func Swiggo_DeleteDirector_Tracker_capi_94df76c310b852b7(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorTracker).SwigcptrTracker = 0
 	swigDirectorDelete(c)
 }
@@ -2242,15 +2253,15 @@ func (swig_p *_swig_DirectorTracker) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorTracker_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrTracker))
+	C._wrap__swig_DirectorTracker_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrTracker))
 }
 
 func DirectorTrackerReleased(swig_p Tracker) {
-	C._wrap__swig_DirectorTracker_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker))
+	C._wrap__swig_DirectorTracker_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker))
 }
 
-//export Swig_DirectorTracker_callback_released_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorTracker_callback_released_capi_4d1c7eae2a7e2a0f(swig_c int) {
+//export Swig_DirectorTracker_callback_released_capi_94df76c310b852b7
+func Swig_DirectorTracker_callback_released_capi_94df76c310b852b7(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_p.Released()
 }
@@ -2266,8 +2277,8 @@ func (swig_p *_swig_DirectorTracker) Init(project string, configJson string) int
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTracker_callback_init_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorTracker_callback_init_capi_4d1c7eae2a7e2a0f(swig_c int, project string, configJson string) (swig_result int) {
+//export Swig_DirectorTracker_callback_init_capi_94df76c310b852b7
+func Swig_DirectorTracker_callback_init_capi_94df76c310b852b7(swig_c int, project string, configJson string) (swig_result int) {
 	var swig_r int
 	var _swig_i_0 string
 	var _swig_i_1 string
@@ -2293,8 +2304,8 @@ func (swig_p *_swig_DirectorTracker) Log(metrics Metrics, step int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTracker_callback_log_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorTracker_callback_log_capi_4d1c7eae2a7e2a0f(swig_c int, metrics uintptr, step int64) (swig_result int) {
+//export Swig_DirectorTracker_callback_log_capi_94df76c310b852b7
+func Swig_DirectorTracker_callback_log_capi_94df76c310b852b7(swig_c int, metrics uintptr, step int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.Log(SwigcptrMetrics(metrics), step)
@@ -2312,8 +2323,8 @@ func (swig_p *_swig_DirectorTracker) Finish() int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTracker_callback_finish_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorTracker_callback_finish_capi_4d1c7eae2a7e2a0f(swig_c int) (swig_result int) {
+//export Swig_DirectorTracker_callback_finish_capi_94df76c310b852b7
+func Swig_DirectorTracker_callback_finish_capi_94df76c310b852b7(swig_c int) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.Finish()
@@ -2331,7 +2342,7 @@ func (swig_p *_swig_DirectorTracker) LogText(texts Texts, step int64) int {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(texts)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1)))
 	return swig_r
 }
 
@@ -2339,12 +2350,12 @@ func DirectorTrackerLogText(swig_p Tracker, texts Texts, step int64) int {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(texts)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1)))
 	return swig_r
 }
 
-//export Swig_DirectorTracker_callback_logText_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorTracker_callback_logText_capi_4d1c7eae2a7e2a0f(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
+//export Swig_DirectorTracker_callback_logText_capi_94df76c310b852b7
+func Swig_DirectorTracker_callback_logText_capi_94df76c310b852b7(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.LogText(SwigcptrTexts(arg2), arg3)
@@ -2360,18 +2371,18 @@ func (swig_p *_swig_DirectorTracker) TakesImages() bool {
 		return swig_g.TakesImages()
 	}
 	var swig_r bool
-	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesImages_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrTracker)))
+	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesImages_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrTracker)))
 	return swig_r
 }
 
 func DirectorTrackerTakesImages(swig_p Tracker) bool {
 	var swig_r bool
-	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesImages_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker)))
+	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesImages_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker)))
 	return swig_r
 }
 
-//export Swig_DirectorTracker_callback_takesImages_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorTracker_callback_takesImages_capi_4d1c7eae2a7e2a0f(swig_c int) (swig_result bool) {
+//export Swig_DirectorTracker_callback_takesImages_capi_94df76c310b852b7
+func Swig_DirectorTracker_callback_takesImages_capi_94df76c310b852b7(swig_c int) (swig_result bool) {
 	var swig_r bool
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.TakesImages()
@@ -2389,7 +2400,7 @@ func (swig_p *_swig_DirectorTracker) LogImages(images Images, step int64) int {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(images)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogImages_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_6(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogImages_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_6(_swig_i_1)))
 	return swig_r
 }
 
@@ -2397,12 +2408,12 @@ func DirectorTrackerLogImages(swig_p Tracker, images Images, step int64) int {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(images)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogImages_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_6(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogImages_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_6(_swig_i_1)))
 	return swig_r
 }
 
-//export Swig_DirectorTracker_callback_logImages_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorTracker_callback_logImages_capi_4d1c7eae2a7e2a0f(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
+//export Swig_DirectorTracker_callback_logImages_capi_94df76c310b852b7
+func Swig_DirectorTracker_callback_logImages_capi_94df76c310b852b7(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.LogImages(SwigcptrImages(arg2), arg3)
@@ -2418,18 +2429,18 @@ func (swig_p *_swig_DirectorTracker) TakesHistograms() bool {
 		return swig_g.TakesHistograms()
 	}
 	var swig_r bool
-	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrTracker)))
+	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrTracker)))
 	return swig_r
 }
 
 func DirectorTrackerTakesHistograms(swig_p Tracker) bool {
 	var swig_r bool
-	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker)))
+	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesHistograms_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker)))
 	return swig_r
 }
 
-//export Swig_DirectorTracker_callback_takesHistograms_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorTracker_callback_takesHistograms_capi_4d1c7eae2a7e2a0f(swig_c int) (swig_result bool) {
+//export Swig_DirectorTracker_callback_takesHistograms_capi_94df76c310b852b7
+func Swig_DirectorTracker_callback_takesHistograms_capi_94df76c310b852b7(swig_c int) (swig_result bool) {
 	var swig_r bool
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.TakesHistograms()
@@ -2447,7 +2458,7 @@ func (swig_p *_swig_DirectorTracker) LogHistogram(histogram HistogramView, step 
 	var swig_r int
 	_swig_i_0 := getSwigcptr(histogram)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogHistogram_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogHistogram_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1)))
 	return swig_r
 }
 
@@ -2455,12 +2466,12 @@ func DirectorTrackerLogHistogram(swig_p Tracker, histogram HistogramView, step i
 	var swig_r int
 	_swig_i_0 := getSwigcptr(histogram)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogHistogram_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogHistogram_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_7(_swig_i_1)))
 	return swig_r
 }
 
-//export Swig_DirectorTracker_callback_logHistogram_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorTracker_callback_logHistogram_capi_4d1c7eae2a7e2a0f(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
+//export Swig_DirectorTracker_callback_logHistogram_capi_94df76c310b852b7
+func Swig_DirectorTracker_callback_logHistogram_capi_94df76c310b852b7(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.LogHistogram(SwigcptrHistogramView(arg2), arg3)
@@ -2485,7 +2496,7 @@ func (arg1 SwigcptrTracker) Init(arg2 string, arg3 string) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_init_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_8)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_9)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (int)(C._wrap_Tracker_init_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_8)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_9)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2500,14 +2511,14 @@ func (arg1 SwigcptrTracker) Log(arg2 Metrics, arg3 int64) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_log_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_10(_swig_i_2)))
+	swig_r = (int)(C._wrap_Tracker_log_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_10(_swig_i_2)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTracker) Finish() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Tracker_finish_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Tracker_finish_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2516,14 +2527,14 @@ func (arg1 SwigcptrTracker) LogText(arg2 Texts, arg3 int64) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_logText_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_5(_swig_i_2)))
+	swig_r = (int)(C._wrap_Tracker_logText_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_5(_swig_i_2)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTracker) TakesImages() (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
-	swig_r = (bool)(C._wrap_Tracker_takesImages_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (bool)(C._wrap_Tracker_takesImages_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2532,14 +2543,14 @@ func (arg1 SwigcptrTracker) LogImages(arg2 Images, arg3 int64) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_logImages_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_6(_swig_i_2)))
+	swig_r = (int)(C._wrap_Tracker_logImages_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_6(_swig_i_2)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTracker) TakesHistograms() (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
-	swig_r = (bool)(C._wrap_Tracker_takesHistograms_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (bool)(C._wrap_Tracker_takesHistograms_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2548,17 +2559,17 @@ func (arg1 SwigcptrTracker) LogHistogram(arg2 HistogramView, arg3 int64) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_logHistogram_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_7(_swig_i_2)))
+	swig_r = (int)(C._wrap_Tracker_logHistogram_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_7(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteTracker(arg1 Tracker) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Tracker_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Tracker_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrTracker) Released() {
-	C._wrap_Tracker_released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_base))
+	C._wrap_Tracker_released_capi_94df76c310b852b7(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrTracker) SwigIsCallback() {
@@ -2603,17 +2614,17 @@ func (p *_swig_DirectorLrLambda) DirectorInterface() interface{} {
 
 func NewDirectorLrLambda(v interface{}) LrLambda {
 	p := &_swig_DirectorLrLambda{0, v}
-	p.SwigcptrLrLambda = SwigcptrLrLambda(C._wrap__swig_NewDirectorLrLambdaLrLambda_capi_4d1c7eae2a7e2a0f(C.int(swigDirectorAdd(p))))
+	p.SwigcptrLrLambda = SwigcptrLrLambda(C._wrap__swig_NewDirectorLrLambdaLrLambda_capi_94df76c310b852b7(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorLrLambda(arg1 LrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorLrLambda_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorLrLambda_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_LrLambda_capi_4d1c7eae2a7e2a0f
-func Swiggo_DeleteDirector_LrLambda_capi_4d1c7eae2a7e2a0f(c int) {
+//export Swiggo_DeleteDirector_LrLambda_capi_94df76c310b852b7
+func Swiggo_DeleteDirector_LrLambda_capi_94df76c310b852b7(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorLrLambda).SwigcptrLrLambda = 0
 	swigDirectorDelete(c)
 }
@@ -2627,15 +2638,15 @@ func (swig_p *_swig_DirectorLrLambda) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrLrLambda))
+	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrLrLambda))
 }
 
 func DirectorLrLambdaReleased(swig_p LrLambda) {
-	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorLrLambda).SwigcptrLrLambda))
+	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorLrLambda).SwigcptrLrLambda))
 }
 
-//export Swig_DirectorLrLambda_callback_released_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorLrLambda_callback_released_capi_4d1c7eae2a7e2a0f(swig_c int) {
+//export Swig_DirectorLrLambda_callback_released_capi_94df76c310b852b7
+func Swig_DirectorLrLambda_callback_released_capi_94df76c310b852b7(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorLrLambda)
 	swig_p.Released()
 }
@@ -2651,8 +2662,8 @@ func (swig_p *_swig_DirectorLrLambda) Factor(step int64, out LrFactor) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorLrLambda_callback_factor_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorLrLambda_callback_factor_capi_4d1c7eae2a7e2a0f(swig_c int, step int64, out uintptr) (swig_result int) {
+//export Swig_DirectorLrLambda_callback_factor_capi_94df76c310b852b7
+func Swig_DirectorLrLambda_callback_factor_capi_94df76c310b852b7(swig_c int, step int64, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorLrLambda)
 	swig_r = swig_p.Factor(step, SwigcptrLrFactor(out))
@@ -2677,17 +2688,17 @@ func (arg1 SwigcptrLrLambda) Factor(arg2 int64, arg3 LrFactor) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (int)(C._wrap_LrLambda_factor_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (int)(C._wrap_LrLambda_factor_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteLrLambda(arg1 LrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_LrLambda_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_LrLambda_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrLrLambda) Released() {
-	C._wrap_LrLambda_released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_base))
+	C._wrap_LrLambda_released_capi_94df76c310b852b7(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrLrLambda) SwigIsCallback() {
@@ -2725,17 +2736,17 @@ func (p *_swig_DirectorGroupLrLambda) DirectorInterface() interface{} {
 
 func NewDirectorGroupLrLambda(v interface{}) GroupLrLambda {
 	p := &_swig_DirectorGroupLrLambda{0, v}
-	p.SwigcptrGroupLrLambda = SwigcptrGroupLrLambda(C._wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_4d1c7eae2a7e2a0f(C.int(swigDirectorAdd(p))))
+	p.SwigcptrGroupLrLambda = SwigcptrGroupLrLambda(C._wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_94df76c310b852b7(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorGroupLrLambda(arg1 GroupLrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorGroupLrLambda_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorGroupLrLambda_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_GroupLrLambda_capi_4d1c7eae2a7e2a0f
-func Swiggo_DeleteDirector_GroupLrLambda_capi_4d1c7eae2a7e2a0f(c int) {
+//export Swiggo_DeleteDirector_GroupLrLambda_capi_94df76c310b852b7
+func Swiggo_DeleteDirector_GroupLrLambda_capi_94df76c310b852b7(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorGroupLrLambda).SwigcptrGroupLrLambda = 0
 	swigDirectorDelete(c)
 }
@@ -2749,15 +2760,15 @@ func (swig_p *_swig_DirectorGroupLrLambda) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrGroupLrLambda))
+	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrGroupLrLambda))
 }
 
 func DirectorGroupLrLambdaReleased(swig_p GroupLrLambda) {
-	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorGroupLrLambda).SwigcptrGroupLrLambda))
+	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorGroupLrLambda).SwigcptrGroupLrLambda))
 }
 
-//export Swig_DirectorGroupLrLambda_callback_released_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorGroupLrLambda_callback_released_capi_4d1c7eae2a7e2a0f(swig_c int) {
+//export Swig_DirectorGroupLrLambda_callback_released_capi_94df76c310b852b7
+func Swig_DirectorGroupLrLambda_callback_released_capi_94df76c310b852b7(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorGroupLrLambda)
 	swig_p.Released()
 }
@@ -2773,8 +2784,8 @@ func (swig_p *_swig_DirectorGroupLrLambda) Factor(group int64, step int64, out L
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorGroupLrLambda_callback_factor_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorGroupLrLambda_callback_factor_capi_4d1c7eae2a7e2a0f(swig_c int, group int64, step int64, out uintptr) (swig_result int) {
+//export Swig_DirectorGroupLrLambda_callback_factor_capi_94df76c310b852b7
+func Swig_DirectorGroupLrLambda_callback_factor_capi_94df76c310b852b7(swig_c int, group int64, step int64, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorGroupLrLambda)
 	swig_r = swig_p.Factor(group, step, SwigcptrLrFactor(out))
@@ -2800,17 +2811,17 @@ func (arg1 SwigcptrGroupLrLambda) Factor(arg2 int64, arg3 int64, arg4 LrFactor) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r = (int)(C._wrap_GroupLrLambda_factor_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1), C.swig_type_13(_swig_i_2), C.uintptr_t(_swig_i_3)))
+	swig_r = (int)(C._wrap_GroupLrLambda_factor_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1), C.swig_type_13(_swig_i_2), C.uintptr_t(_swig_i_3)))
 	return swig_r
 }
 
 func DeleteGroupLrLambda(arg1 GroupLrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_GroupLrLambda_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_GroupLrLambda_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrGroupLrLambda) Released() {
-	C._wrap_GroupLrLambda_released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_base))
+	C._wrap_GroupLrLambda_released_capi_94df76c310b852b7(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrGroupLrLambda) SwigIsCallback() {
@@ -2848,17 +2859,17 @@ func (p *_swig_DirectorTraceReady) DirectorInterface() interface{} {
 
 func NewDirectorTraceReady(v interface{}) TraceReady {
 	p := &_swig_DirectorTraceReady{0, v}
-	p.SwigcptrTraceReady = SwigcptrTraceReady(C._wrap__swig_NewDirectorTraceReadyTraceReady_capi_4d1c7eae2a7e2a0f(C.int(swigDirectorAdd(p))))
+	p.SwigcptrTraceReady = SwigcptrTraceReady(C._wrap__swig_NewDirectorTraceReadyTraceReady_capi_94df76c310b852b7(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorTraceReady(arg1 TraceReady) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorTraceReady_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorTraceReady_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_TraceReady_capi_4d1c7eae2a7e2a0f
-func Swiggo_DeleteDirector_TraceReady_capi_4d1c7eae2a7e2a0f(c int) {
+//export Swiggo_DeleteDirector_TraceReady_capi_94df76c310b852b7
+func Swiggo_DeleteDirector_TraceReady_capi_94df76c310b852b7(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorTraceReady).SwigcptrTraceReady = 0
 	swigDirectorDelete(c)
 }
@@ -2872,15 +2883,15 @@ func (swig_p *_swig_DirectorTraceReady) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrTraceReady))
+	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrTraceReady))
 }
 
 func DirectorTraceReadyReleased(swig_p TraceReady) {
-	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorTraceReady).SwigcptrTraceReady))
+	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorTraceReady).SwigcptrTraceReady))
 }
 
-//export Swig_DirectorTraceReady_callback_released_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorTraceReady_callback_released_capi_4d1c7eae2a7e2a0f(swig_c int) {
+//export Swig_DirectorTraceReady_callback_released_capi_94df76c310b852b7
+func Swig_DirectorTraceReady_callback_released_capi_94df76c310b852b7(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTraceReady)
 	swig_p.Released()
 }
@@ -2896,8 +2907,8 @@ func (swig_p *_swig_DirectorTraceReady) Ready(step int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTraceReady_callback_ready_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorTraceReady_callback_ready_capi_4d1c7eae2a7e2a0f(swig_c int, step int64) (swig_result int) {
+//export Swig_DirectorTraceReady_callback_ready_capi_94df76c310b852b7
+func Swig_DirectorTraceReady_callback_ready_capi_94df76c310b852b7(swig_c int, step int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTraceReady)
 	swig_r = swig_p.Ready(step)
@@ -2921,17 +2932,17 @@ func (arg1 SwigcptrTraceReady) Ready(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_TraceReady_ready_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_14(_swig_i_1)))
+	swig_r = (int)(C._wrap_TraceReady_ready_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_14(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteTraceReady(arg1 TraceReady) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_TraceReady_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_TraceReady_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrTraceReady) Released() {
-	C._wrap_TraceReady_released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_base))
+	C._wrap_TraceReady_released_capi_94df76c310b852b7(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrTraceReady) SwigIsCallback() {
@@ -2969,17 +2980,17 @@ func (p *_swig_DirectorBatchSizeRun) DirectorInterface() interface{} {
 
 func NewDirectorBatchSizeRun(v interface{}) BatchSizeRun {
 	p := &_swig_DirectorBatchSizeRun{0, v}
-	p.SwigcptrBatchSizeRun = SwigcptrBatchSizeRun(C._wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_4d1c7eae2a7e2a0f(C.int(swigDirectorAdd(p))))
+	p.SwigcptrBatchSizeRun = SwigcptrBatchSizeRun(C._wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_94df76c310b852b7(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorBatchSizeRun(arg1 BatchSizeRun) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorBatchSizeRun_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorBatchSizeRun_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_BatchSizeRun_capi_4d1c7eae2a7e2a0f
-func Swiggo_DeleteDirector_BatchSizeRun_capi_4d1c7eae2a7e2a0f(c int) {
+//export Swiggo_DeleteDirector_BatchSizeRun_capi_94df76c310b852b7
+func Swiggo_DeleteDirector_BatchSizeRun_capi_94df76c310b852b7(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorBatchSizeRun).SwigcptrBatchSizeRun = 0
 	swigDirectorDelete(c)
 }
@@ -2993,15 +3004,15 @@ func (swig_p *_swig_DirectorBatchSizeRun) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.SwigcptrBatchSizeRun))
+	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.SwigcptrBatchSizeRun))
 }
 
 func DirectorBatchSizeRunReleased(swig_p BatchSizeRun) {
-	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(swig_p.(*_swig_DirectorBatchSizeRun).SwigcptrBatchSizeRun))
+	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_94df76c310b852b7(C.uintptr_t(swig_p.(*_swig_DirectorBatchSizeRun).SwigcptrBatchSizeRun))
 }
 
-//export Swig_DirectorBatchSizeRun_callback_released_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorBatchSizeRun_callback_released_capi_4d1c7eae2a7e2a0f(swig_c int) {
+//export Swig_DirectorBatchSizeRun_callback_released_capi_94df76c310b852b7
+func Swig_DirectorBatchSizeRun_callback_released_capi_94df76c310b852b7(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorBatchSizeRun)
 	swig_p.Released()
 }
@@ -3017,8 +3028,8 @@ func (swig_p *_swig_DirectorBatchSizeRun) Run(batch_size int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorBatchSizeRun_callback_run_capi_4d1c7eae2a7e2a0f
-func Swig_DirectorBatchSizeRun_callback_run_capi_4d1c7eae2a7e2a0f(swig_c int, batch_size int64) (swig_result int) {
+//export Swig_DirectorBatchSizeRun_callback_run_capi_94df76c310b852b7
+func Swig_DirectorBatchSizeRun_callback_run_capi_94df76c310b852b7(swig_c int, batch_size int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorBatchSizeRun)
 	swig_r = swig_p.Run(batch_size)
@@ -3042,17 +3053,17 @@ func (arg1 SwigcptrBatchSizeRun) Run(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_BatchSizeRun_run_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_15(_swig_i_1)))
+	swig_r = (int)(C._wrap_BatchSizeRun_run_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_15(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteBatchSizeRun(arg1 BatchSizeRun) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_BatchSizeRun_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_BatchSizeRun_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrBatchSizeRun) Released() {
-	C._wrap_BatchSizeRun_released_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_base))
+	C._wrap_BatchSizeRun_released_capi_94df76c310b852b7(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrBatchSizeRun) SwigIsCallback() {
@@ -3083,7 +3094,7 @@ func (p SwigcptrAccelerate) SwigIsAccelerate() {
 
 func AccelerateVersion() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_Accelerate_version_capi_4d1c7eae2a7e2a0f()
+	swig_r_p := C._wrap_Accelerate_version_capi_94df76c310b852b7()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -3092,14 +3103,14 @@ func AccelerateVersion() (_swig_ret string) {
 
 func AccelerateAbiVersion() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_Accelerate_abiVersion_capi_4d1c7eae2a7e2a0f())
+	swig_r = (int)(C._wrap_Accelerate_abiVersion_capi_94df76c310b852b7())
 	return swig_r
 }
 
 func AccelerateCheckAbi(arg1 int, arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerate_checkAbi_capi_4d1c7eae2a7e2a0f(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerate_checkAbi_capi_94df76c310b852b7(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3111,7 +3122,7 @@ func AccelerateCheckBinding(arg1 string, arg2 int, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerate_checkBinding_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_17)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerate_checkBinding_capi_94df76c310b852b7(*(*C.swig_type_17)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3124,7 +3135,7 @@ func AccelerateCheckBinding(arg1 string, arg2 int, arg3 *string) {
 
 func AccelerateBuildInfo() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_Accelerate_buildInfo_capi_4d1c7eae2a7e2a0f()
+	swig_r_p := C._wrap_Accelerate_buildInfo_capi_94df76c310b852b7()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -3134,7 +3145,7 @@ func AccelerateBuildInfo() (_swig_ret string) {
 func AccelerateStatusName(arg1 Acc_status) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_Accelerate_statusName_capi_4d1c7eae2a7e2a0f(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_Accelerate_statusName_capi_94df76c310b852b7(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -3144,14 +3155,14 @@ func AccelerateStatusName(arg1 Acc_status) (_swig_ret string) {
 func AccelerateLiveHandles(arg1 Acc_handle_kind) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Accelerate_liveHandles_capi_4d1c7eae2a7e2a0f(C.swig_intgo(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Accelerate_liveHandles_capi_94df76c310b852b7(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 func AccelerateSetSeed(arg1 int64, arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerate_setSeed_capi_4d1c7eae2a7e2a0f(C.swig_type_21(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerate_setSeed_capi_94df76c310b852b7(C.swig_type_21(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3164,7 +3175,7 @@ func AccelerateSetSeedWith(arg1 int64, arg2 bool, arg3 bool, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerate_setSeedWith_capi_4d1c7eae2a7e2a0f(C.swig_type_22(_swig_i_0), C._Bool(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerate_setSeedWith_capi_94df76c310b852b7(C.swig_type_22(_swig_i_0), C._Bool(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3175,7 +3186,7 @@ func AccelerateSetSeedWith(arg1 int64, arg2 bool, arg3 bool, arg4 *string) {
 func AccelerateGetRandomState(arg1 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerate_getRandomState_capi_4d1c7eae2a7e2a0f(C.swig_voidp(_swig_i_0))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerate_getRandomState_capi_94df76c310b852b7(C.swig_voidp(_swig_i_0))))
 
   if arg1 != nil && len(*arg1) > 0 {
     *arg1 = swigCopyString(*arg1)
@@ -3187,7 +3198,7 @@ func AccelerateGetRandomState(arg1 *string) (_swig_ret Tensor) {
 func AccelerateSetRandomState(arg1 Tensor, arg2 *string) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	C._wrap_Accelerate_setRandomState_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerate_setRandomState_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3198,13 +3209,13 @@ func AccelerateSetRandomState(arg1 Tensor, arg2 *string) {
 func AccelerateDtypeSize(arg1 Acc_dtype) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Accelerate_dtypeSize_capi_4d1c7eae2a7e2a0f(C.swig_intgo(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Accelerate_dtypeSize_capi_94df76c310b852b7(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 func AccelerateLastErrorBacktrace() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_Accelerate_lastErrorBacktrace_capi_4d1c7eae2a7e2a0f()
+	swig_r_p := C._wrap_Accelerate_lastErrorBacktrace_capi_94df76c310b852b7()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -3213,7 +3224,7 @@ func AccelerateLastErrorBacktrace() (_swig_ret string) {
 
 func AccelerateCallbackSetError(arg1 string) {
 	_swig_i_0 := arg1
-	C._wrap_Accelerate_callbackSetError_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)))
+	C._wrap_Accelerate_callbackSetError_capi_94df76c310b852b7(*(*C.swig_type_25)(unsafe.Pointer(&_swig_i_0)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -3224,7 +3235,7 @@ func AccelerateFindBatchSizeWith(arg1 int64, arg2 BatchSizeRun, arg3 *string) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerate_findBatchSizeWith_capi_4d1c7eae2a7e2a0f(C.swig_type_27(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerate_findBatchSizeWith_capi_94df76c310b852b7(C.swig_type_27(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3235,7 +3246,7 @@ func AccelerateFindBatchSizeWith(arg1 int64, arg2 BatchSizeRun, arg3 *string) (_
 
 func DeleteAccelerate(arg1 Accelerate) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Accelerate_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Accelerate_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 type Accelerate interface {
@@ -3255,16 +3266,22 @@ func (p SwigcptrLoadReport) SwigIsLoadReport() {
 func (arg1 SwigcptrLoadReport) MissingCount() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_LoadReport_missingCount_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_LoadReport_missingCount_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
-func (arg1 SwigcptrLoadReport) Missing(arg2 int64) (_swig_ret string) {
+func (arg1 SwigcptrLoadReport) Missing(arg2 int64, arg3 *string) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_LoadReport_missing_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_30(_swig_i_1))
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_LoadReport_missing_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_30(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
 	return swig_r_1
@@ -3273,16 +3290,22 @@ func (arg1 SwigcptrLoadReport) Missing(arg2 int64) (_swig_ret string) {
 func (arg1 SwigcptrLoadReport) UnexpectedCount() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_LoadReport_unexpectedCount_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_LoadReport_unexpectedCount_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
-func (arg1 SwigcptrLoadReport) Unexpected(arg2 int64) (_swig_ret string) {
+func (arg1 SwigcptrLoadReport) Unexpected(arg2 int64, arg3 *string) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_LoadReport_unexpected_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_33(_swig_i_1))
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_LoadReport_unexpected_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_33(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
 	return swig_r_1
@@ -3290,16 +3313,16 @@ func (arg1 SwigcptrLoadReport) Unexpected(arg2 int64) (_swig_ret string) {
 
 func DeleteLoadReport(arg1 LoadReport) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_LoadReport_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_LoadReport_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 type LoadReport interface {
 	Swigcptr() uintptr
 	SwigIsLoadReport()
 	MissingCount() (_swig_ret int64)
-	Missing(arg2 int64) (_swig_ret string)
+	Missing(arg2 int64, arg3 *string) (_swig_ret string)
 	UnexpectedCount() (_swig_ret int64)
-	Unexpected(arg2 int64) (_swig_ret string)
+	Unexpected(arg2 int64, arg3 *string) (_swig_ret string)
 }
 
 type SwigcptrLoss uintptr
@@ -3318,7 +3341,7 @@ func LossCrossEntropy(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 float64
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_crossEntropy_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_crossEntropy_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -3333,7 +3356,7 @@ func LossNll(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *string) (_swig_
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_nll_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_nll_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3348,7 +3371,7 @@ func LossMse(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *string) (_swig_
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_mse_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_mse_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3363,7 +3386,7 @@ func LossL1(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *string) (_swig_r
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_l1_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_l1_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3379,7 +3402,7 @@ func LossSmoothL1(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 float64, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_smoothL1_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_smoothL1_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -3395,7 +3418,7 @@ func LossHuber(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 float64, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_huber_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_huber_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -3410,7 +3433,7 @@ func LossBceWithLogits(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *strin
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_bceWithLogits_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_bceWithLogits_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3421,7 +3444,7 @@ func LossBceWithLogits(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *strin
 
 func DeleteLoss(arg1 Loss) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Loss_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Loss_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 type Loss interface {
@@ -3440,7 +3463,7 @@ func (p SwigcptrTensor) SwigIsTensor() {
 
 func DeleteTensor(arg1 Tensor) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Tensor_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Tensor_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func TensorFromFloats(arg1 []float32, arg2 []int64, arg3 *string) (_swig_ret Tensor) {
@@ -3448,7 +3471,7 @@ func TensorFromFloats(arg1 []float32, arg2 []int64, arg3 *string) (_swig_ret Ten
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFloats_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_34)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFloats_capi_94df76c310b852b7(*(*C.swig_type_34)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3467,7 +3490,7 @@ func (arg1 SwigcptrTensor) CopyToFloats(arg2 []float32, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToFloats_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_36)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToFloats_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_36)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3483,7 +3506,7 @@ func TensorFromDoubles(arg1 []float64, arg2 []int64, arg3 *string) (_swig_ret Te
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromDoubles_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_37)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromDoubles_capi_94df76c310b852b7(*(*C.swig_type_37)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3502,7 +3525,7 @@ func (arg1 SwigcptrTensor) CopyToDoubles(arg2 []float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToDoubles_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_39)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToDoubles_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_39)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3518,7 +3541,7 @@ func TensorFromLongs(arg1 []int64, arg2 []int64, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromLongs_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_40)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromLongs_capi_94df76c310b852b7(*(*C.swig_type_40)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3537,7 +3560,7 @@ func (arg1 SwigcptrTensor) CopyToLongs(arg2 []int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToLongs_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToLongs_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3553,7 +3576,7 @@ func TensorFromInts(arg1 []int32, arg2 []int64, arg3 *string) (_swig_ret Tensor)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromInts_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_43)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromInts_capi_94df76c310b852b7(*(*C.swig_type_43)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3572,7 +3595,7 @@ func (arg1 SwigcptrTensor) CopyToInts(arg2 []int32, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToInts_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToInts_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3588,7 +3611,7 @@ func TensorFromBytes(arg1 []byte, arg2 []int64, arg3 *string) (_swig_ret Tensor)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromBytes_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_46)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromBytes_capi_94df76c310b852b7(*(*C.swig_type_46)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3607,7 +3630,7 @@ func (arg1 SwigcptrTensor) CopyToBytes(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToBytes_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToBytes_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3624,7 +3647,7 @@ func TensorZeros(arg1 []int64, arg2 Acc_dtype, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_zeros_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_49)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_zeros_capi_94df76c310b852b7(*(*C.swig_type_49)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), *(*C.swig_type_50)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3643,7 +3666,7 @@ func TensorRand(arg1 []int64, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_rand_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_51)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_rand_capi_94df76c310b852b7(*(*C.swig_type_51)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3659,7 +3682,7 @@ func TensorRandn(arg1 []int64, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_randn_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_randn_capi_94df76c310b852b7(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3675,7 +3698,7 @@ func TensorFromIdxFile(arg1 string, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromIdxFile_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_53)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromIdxFile_capi_94df76c310b852b7(*(*C.swig_type_53)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3694,7 +3717,7 @@ func TensorFromFileMmap(arg1 string, arg2 int64, arg3 Acc_dtype, arg4 []int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFileMmap_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_54)(unsafe.Pointer(&_swig_i_0)), C.swig_type_55(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFileMmap_capi_94df76c310b852b7(*(*C.swig_type_54)(unsafe.Pointer(&_swig_i_0)), C.swig_type_55(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -3713,7 +3736,7 @@ func (arg1 SwigcptrTensor) Ndim(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Tensor_ndim_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Tensor_ndim_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3726,7 +3749,7 @@ func (arg1 SwigcptrTensor) CopyShape(arg2 []int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyShape_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyShape_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3741,7 +3764,7 @@ func (arg1 SwigcptrTensor) Numel(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Tensor_numel_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Tensor_numel_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3754,7 +3777,7 @@ func (arg1 SwigcptrTensor) Dtype(arg2 *string) (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Acc_dtype)(C._wrap_Tensor_dtype_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (Acc_dtype)(C._wrap_Tensor_dtype_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3767,7 +3790,7 @@ func (arg1 SwigcptrTensor) Device(arg2 *string) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Tensor_device_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Tensor_device_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -3783,7 +3806,7 @@ func (arg1 SwigcptrTensor) RequiresGrad(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Tensor_requiresGrad_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Tensor_requiresGrad_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3798,7 +3821,7 @@ func (arg1 SwigcptrTensor) To(arg2 string, arg3 Acc_dtype, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_to_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_to_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3814,7 +3837,7 @@ func (arg1 SwigcptrTensor) Grad(arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_grad_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_grad_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3826,7 +3849,7 @@ func (arg1 SwigcptrTensor) Grad(arg2 *string) (_swig_ret Tensor) {
 func (arg1 SwigcptrTensor) Backward(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Tensor_backward_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Tensor_backward_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3838,7 +3861,7 @@ func (arg1 SwigcptrTensor) Sum(arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_sum_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_sum_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3851,7 +3874,7 @@ func (arg1 SwigcptrTensor) Mean(arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_mean_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_mean_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3865,7 +3888,7 @@ func (arg1 SwigcptrTensor) Reshape(arg2 []int64, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_reshape_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_reshape_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3883,7 +3906,7 @@ func (arg1 SwigcptrTensor) Argmax(arg2 int64, arg3 bool, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_argmax_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_argmax_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_63(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3897,7 +3920,7 @@ func (arg1 SwigcptrTensor) CountEqual(arg2 Tensor, arg3 *string) (_swig_ret int6
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Tensor_countEqual_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Tensor_countEqual_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3910,7 +3933,7 @@ func (arg1 SwigcptrTensor) Item(arg2 *string) (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (float64)(C._wrap_Tensor_item_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (float64)(C._wrap_Tensor_item_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3956,7 +3979,7 @@ func (p SwigcptrTensorList) SwigIsTensorList() {
 func NewTensorList(arg1 *string) (_swig_ret TensorList) {
 	var swig_r TensorList
 	_swig_i_0 := arg1
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_new_TensorList_capi_4d1c7eae2a7e2a0f(C.swig_voidp(_swig_i_0))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_new_TensorList_capi_94df76c310b852b7(C.swig_voidp(_swig_i_0))))
 
   if arg1 != nil && len(*arg1) > 0 {
     *arg1 = swigCopyString(*arg1)
@@ -3967,7 +3990,7 @@ func NewTensorList(arg1 *string) (_swig_ret TensorList) {
 
 func DeleteTensorList(arg1 TensorList) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_TensorList_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_TensorList_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrTensorList) Append(arg2 string, arg3 Tensor, arg4 *string) {
@@ -3975,7 +3998,7 @@ func (arg1 SwigcptrTensorList) Append(arg2 string, arg3 Tensor, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_TensorList_append_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_TensorList_append_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_65)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3990,7 +4013,7 @@ func (arg1 SwigcptrTensorList) Size(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_TensorList_size_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_TensorList_size_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4004,7 +4027,7 @@ func (arg1 SwigcptrTensorList) Get(arg2 int64, arg3 *string) (_swig_ret Tensor) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_get_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_get_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4018,7 +4041,7 @@ func (arg1 SwigcptrTensorList) Name(arg2 int64, arg3 *string) (_swig_ret string)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_TensorList_name_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_69(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_TensorList_name_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_69(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4035,7 +4058,7 @@ func (arg1 SwigcptrTensorList) Find(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_find_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_find_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4051,7 +4074,7 @@ func (arg1 SwigcptrTensorList) SaveSafetensors(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_TensorList_saveSafetensors_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_TensorList_saveSafetensors_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4066,7 +4089,7 @@ func TensorListLoadSafetensors(arg1 string, arg2 *string) (_swig_ret TensorList)
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_TensorList_loadSafetensors_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_72)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_TensorList_loadSafetensors_capi_94df76c310b852b7(*(*C.swig_type_72)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4100,14 +4123,14 @@ func (p SwigcptrStringList) SwigIsStringList() {
 
 func DeleteStringList(arg1 StringList) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_StringList_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_StringList_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrStringList) Size(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_StringList_size_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_StringList_size_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4121,7 +4144,7 @@ func (arg1 SwigcptrStringList) Get(arg2 int64, arg3 *string) (_swig_ret string) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_StringList_get_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_StringList_get_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4138,7 +4161,7 @@ func (arg1 SwigcptrStringList) ByteSize(arg2 int64, arg3 *string) (_swig_ret int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_StringList_byteSize_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_StringList_byteSize_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4152,7 +4175,7 @@ func (arg1 SwigcptrStringList) CopyBytes(arg2 int64, arg3 []byte, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_StringList_copyBytes_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_78(_swig_i_1), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_StringList_copyBytes_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_78(_swig_i_1), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4185,7 +4208,7 @@ func NewOptions(arg1 Acc_options_kind, arg2 *string) (_swig_ret Options) {
 	var swig_r Options
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Options)(SwigcptrOptions(C._wrap_new_Options_capi_4d1c7eae2a7e2a0f(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Options)(SwigcptrOptions(C._wrap_new_Options_capi_94df76c310b852b7(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4196,7 +4219,7 @@ func NewOptions(arg1 Acc_options_kind, arg2 *string) (_swig_ret Options) {
 
 func DeleteOptions(arg1 Options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Options_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Options_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrOptions) SetInt(arg2 string, arg3 int64, arg4 *string) {
@@ -4204,7 +4227,7 @@ func (arg1 SwigcptrOptions) SetInt(arg2 string, arg3 int64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setInt_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_1)), C.swig_type_81(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setInt_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_1)), C.swig_type_81(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4220,7 +4243,7 @@ func (arg1 SwigcptrOptions) SetDouble(arg2 string, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setDouble_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setDouble_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4236,7 +4259,7 @@ func (arg1 SwigcptrOptions) SetBool(arg2 string, arg3 bool, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setBool_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setBool_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4252,7 +4275,7 @@ func (arg1 SwigcptrOptions) SetString(arg2 string, arg3 string, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setString_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setString_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4271,7 +4294,7 @@ func (arg1 SwigcptrOptions) Set(arg2 string, arg3 string, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_set_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_set_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4290,7 +4313,7 @@ func (arg1 SwigcptrOptions) Get(arg2 string, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Options_get_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Options_get_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4327,14 +4350,14 @@ func (p SwigcptrModel) SwigIsModel() {
 
 func DeleteModel(arg1 Model) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Model_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Model_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func ModelLoadTorchscript(arg1 string, arg2 *string) (_swig_ret Model) {
 	var swig_r Model
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Model)(SwigcptrModel(C._wrap_Model_loadTorchscript_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_90)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Model_loadTorchscript_capi_94df76c310b852b7(*(*C.swig_type_90)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4350,7 +4373,7 @@ func ModelFromSpec(arg1 string, arg2 *string) (_swig_ret Model) {
 	var swig_r Model
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Model)(SwigcptrModel(C._wrap_Model_fromSpec_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_91)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Model_fromSpec_capi_94df76c310b852b7(*(*C.swig_type_91)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4368,7 +4391,7 @@ func (arg1 SwigcptrModel) Forward(arg2 TensorList, arg3 uint, arg4 *string) (_sw
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_forward_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_forward_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4383,7 +4406,7 @@ func (arg1 SwigcptrModel) Forward1(arg2 Tensor, arg3 uint, arg4 *string) (_swig_
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_forward1_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_forward1_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4396,7 +4419,7 @@ func (arg1 SwigcptrModel) SetTraining(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setTraining_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setTraining_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4408,7 +4431,7 @@ func (arg1 SwigcptrModel) IsTraining(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Model_isTraining_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Model_isTraining_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4421,7 +4444,7 @@ func (arg1 SwigcptrModel) SetGraphOptimization(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setGraphOptimization_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setGraphOptimization_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4433,7 +4456,7 @@ func (arg1 SwigcptrModel) UpdateBn(arg2 DataLoader, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Model_updateBn_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_updateBn_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4446,7 +4469,7 @@ func (arg1 SwigcptrModel) To(arg2 string, arg3 Acc_dtype, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_to_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_to_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4461,7 +4484,7 @@ func (arg1 SwigcptrModel) ParameterTensorCount(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Model_parameterTensorCount_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Model_parameterTensorCount_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4474,7 +4497,7 @@ func (arg1 SwigcptrModel) ParameterElementCount(arg2 *string) (_swig_ret int64) 
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Model_parameterElementCount_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Model_parameterElementCount_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4487,7 +4510,7 @@ func (arg1 SwigcptrModel) ParameterNames(arg2 *string) (_swig_ret StringList) {
 	var swig_r StringList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Model_parameterNames_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Model_parameterNames_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4501,7 +4524,7 @@ func (arg1 SwigcptrModel) Parameter(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4516,7 +4539,7 @@ func (arg1 SwigcptrModel) Parameter(arg2 string, arg3 *string) (_swig_ret Tensor
 func (arg1 SwigcptrModel) ZeroGrad(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Model_zeroGrad_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Model_zeroGrad_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4530,7 +4553,7 @@ func (arg1 SwigcptrModel) SetRequiresGrad(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4548,7 +4571,7 @@ func (arg1 SwigcptrModel) AddLora(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addLora_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addLora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4568,7 +4591,7 @@ func (arg1 SwigcptrModel) AddLoraCorda(arg2 string, arg3 Options, arg4 DataLoade
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (int64)(C._wrap_Model_addLoraCorda_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_102(_swig_i_4), C.swig_voidp(_swig_i_5)))
+	swig_r = (int64)(C._wrap_Model_addLoraCorda_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_102(_swig_i_4), C.swig_voidp(_swig_i_5)))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -4585,7 +4608,7 @@ func (arg1 SwigcptrModel) BeginLoraGa(arg2 string, arg3 Options, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Model_beginLoraGa_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_beginLoraGa_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4600,7 +4623,7 @@ func (arg1 SwigcptrModel) AddLoraGa(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Model_addLoraGa_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Model_addLoraGa_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4615,7 +4638,7 @@ func (arg1 SwigcptrModel) AddTrainableTokens(arg2 string, arg3 Options, arg4 *st
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addTrainableTokens_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addTrainableTokens_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4633,7 +4656,7 @@ func (arg1 SwigcptrModel) AddIa3(arg2 string, arg3 Options, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addIa3_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addIa3_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4651,7 +4674,7 @@ func (arg1 SwigcptrModel) AddLoha(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addLoha_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addLoha_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4669,7 +4692,7 @@ func (arg1 SwigcptrModel) AddLokr(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addLokr_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addLokr_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4687,7 +4710,7 @@ func (arg1 SwigcptrModel) AddVera(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addVera_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addVera_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4705,7 +4728,7 @@ func (arg1 SwigcptrModel) AddOft(arg2 string, arg3 Options, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addOft_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addOft_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4723,7 +4746,7 @@ func (arg1 SwigcptrModel) AddAdalora(arg2 string, arg3 Options, arg4 *string) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addAdalora_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addAdalora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4741,7 +4764,7 @@ func (arg1 SwigcptrModel) AddBoft(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addBoft_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addBoft_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4759,7 +4782,7 @@ func (arg1 SwigcptrModel) AddHra(arg2 string, arg3 Options, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addHra_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addHra_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4777,7 +4800,7 @@ func (arg1 SwigcptrModel) AddFourierft(arg2 string, arg3 Options, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addFourierft_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addFourierft_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4795,7 +4818,7 @@ func (arg1 SwigcptrModel) AddLnTuning(arg2 string, arg3 Options, arg4 *string) (
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addLnTuning_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addLnTuning_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4813,7 +4836,7 @@ func (arg1 SwigcptrModel) AddMiss(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addMiss_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addMiss_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4831,7 +4854,7 @@ func (arg1 SwigcptrModel) AddC3a(arg2 string, arg3 Options, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addC3a_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addC3a_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4849,7 +4872,7 @@ func (arg1 SwigcptrModel) AddShira(arg2 string, arg3 Options, arg4 *string) (_sw
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addShira_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addShira_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4867,7 +4890,7 @@ func (arg1 SwigcptrModel) AddRandlora(arg2 string, arg3 Options, arg4 *string) (
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addRandlora_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addRandlora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4885,7 +4908,25 @@ func (arg1 SwigcptrModel) AddDelora(arg2 string, arg3 Options, arg4 *string) (_s
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addDelora_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addDelora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+
+  if arg4 != nil && len(*arg4) > 0 {
+    *arg4 = swigCopyString(*arg4)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	return swig_r
+}
+
+func (arg1 SwigcptrModel) AddRoad(arg2 string, arg3 Options, arg4 *string) (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	swig_r = (int64)(C._wrap_Model_addRoad_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4902,7 +4943,7 @@ func (arg1 SwigcptrModel) AdaloraLoss(arg2 Tensor, arg3 *string) (_swig_ret Tens
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_adaloraLoss_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_adaloraLoss_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4915,7 +4956,7 @@ func (arg1 SwigcptrModel) AdaloraUpdateAndAllocate(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_adaloraUpdateAndAllocate_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_adaloraUpdateAndAllocate_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_139(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4928,7 +4969,7 @@ func (arg1 SwigcptrModel) Quantize(arg2 string, arg3 *string) (_swig_ret int64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Model_quantize_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Model_quantize_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4945,7 +4986,7 @@ func (arg1 SwigcptrModel) Quantize4bit(arg2 string, arg3 *string) (_swig_ret int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Model_quantize4bit_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Model_quantize4bit_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4961,7 +5002,7 @@ func (arg1 SwigcptrModel) PrepareForKbitTraining(arg2 *string) (_swig_ret int64)
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Model_prepareForKbitTraining_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Model_prepareForKbitTraining_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4974,7 +5015,7 @@ func (arg1 SwigcptrModel) SaveLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveLora_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveLora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4989,7 +5030,7 @@ func (arg1 SwigcptrModel) LoadLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_loadLora_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_loadLora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5003,7 +5044,7 @@ func (arg1 SwigcptrModel) LoadLora(arg2 string, arg3 *string) {
 func (arg1 SwigcptrModel) MergeLora(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Model_mergeLora_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Model_mergeLora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5015,7 +5056,7 @@ func (arg1 SwigcptrModel) MergeLoraAdapters(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_mergeLoraAdapters_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_mergeLoraAdapters_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5030,7 +5071,7 @@ func (arg1 SwigcptrModel) LoraCount(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Model_loraCount_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Model_loraCount_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5043,7 +5084,7 @@ func (arg1 SwigcptrModel) SetLoraEnabled(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setLoraEnabled_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setLoraEnabled_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5055,7 +5096,7 @@ func (arg1 SwigcptrModel) IsLoraEnabled(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Model_isLoraEnabled_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Model_isLoraEnabled_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5071,7 +5112,7 @@ func (arg1 SwigcptrModel) AddLoraNamed(arg2 string, arg3 string, arg4 Options, a
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (int64)(C._wrap_Model_addLoraNamed_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4)))
+	swig_r = (int64)(C._wrap_Model_addLoraNamed_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4)))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5091,7 +5132,7 @@ func (arg1 SwigcptrModel) LoadLoraNamed(arg2 string, arg3 string, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_loadLoraNamed_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_loadLoraNamed_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5109,7 +5150,7 @@ func (arg1 SwigcptrModel) SetAdapter(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setAdapter_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setAdapter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5124,7 +5165,7 @@ func (arg1 SwigcptrModel) DeleteAdapter(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_deleteAdapter_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_deleteAdapter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5138,7 +5179,7 @@ func (arg1 SwigcptrModel) DeleteAdapter(arg2 string, arg3 *string) {
 func (arg1 SwigcptrModel) UnloadLora(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Model_unloadLora_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Model_unloadLora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5155,7 +5196,7 @@ func (arg1 SwigcptrModel) AddWeightedAdapter(arg2 []byte, arg3 []float64, arg4 s
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
-	swig_r = (int64)(C._wrap_Model_addWeightedAdapter_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6)))
+	swig_r = (int64)(C._wrap_Model_addWeightedAdapter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6)))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -5183,7 +5224,7 @@ func (arg1 SwigcptrModel) InitializeLoraEva(arg2 DataLoader, arg3 Options, arg4 
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (int64)(C._wrap_Model_initializeLoraEva_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4)))
+	swig_r = (int64)(C._wrap_Model_initializeLoraEva_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4)))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5198,7 +5239,7 @@ func (arg1 SwigcptrModel) ReplaceLoraWeightsLoftq(arg2 string, arg3 string, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_replaceLoraWeightsLoftq_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_replaceLoraWeightsLoftq_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5217,7 +5258,7 @@ func (arg1 SwigcptrModel) ActiveAdapter(arg2 *string) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Model_activeAdapter_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Model_activeAdapter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -5233,7 +5274,7 @@ func (arg1 SwigcptrModel) AdapterNames(arg2 *string) (_swig_ret StringList) {
 	var swig_r StringList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Model_adapterNames_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Model_adapterNames_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5246,7 +5287,7 @@ func (arg1 SwigcptrModel) StateDict(arg2 *string) (_swig_ret TensorList) {
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_stateDict_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_stateDict_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5260,7 +5301,7 @@ func (arg1 SwigcptrModel) LoadStateDict(arg2 TensorList, arg3 bool, arg4 *string
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_loadStateDict_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_loadStateDict_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5272,7 +5313,7 @@ func (arg1 SwigcptrModel) SaveTorchscript(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveTorchscript_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveTorchscript_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5289,7 +5330,7 @@ func (arg1 SwigcptrModel) LoadSafetensors(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5337,6 +5378,7 @@ type Model interface {
 	AddShira(arg2 string, arg3 Options, arg4 *string) (_swig_ret int64)
 	AddRandlora(arg2 string, arg3 Options, arg4 *string) (_swig_ret int64)
 	AddDelora(arg2 string, arg3 Options, arg4 *string) (_swig_ret int64)
+	AddRoad(arg2 string, arg3 Options, arg4 *string) (_swig_ret int64)
 	AdaloraLoss(arg2 Tensor, arg3 *string) (_swig_ret Tensor)
 	AdaloraUpdateAndAllocate(arg2 int64, arg3 *string)
 	Quantize(arg2 string, arg3 *string) (_swig_ret int64)
@@ -5380,7 +5422,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5394,7 +5436,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 
 func DeleteOptimizer(arg1 Optimizer) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Optimizer_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Optimizer_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 []byte, arg3 Options, arg4 *string) {
@@ -5402,7 +5444,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 []byte, arg3 Options, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_addParamGroup_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_addParamGroup_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5419,7 +5461,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroupMatching(arg2 string, arg3 Options, a
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5435,7 +5477,7 @@ func (arg1 SwigcptrOptimizer) NumParamGroups(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Optimizer_numParamGroups_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Optimizer_numParamGroups_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5449,7 +5491,7 @@ func (arg1 SwigcptrOptimizer) GetLr(arg2 int64, arg3 *string) (_swig_ret float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5463,7 +5505,7 @@ func (arg1 SwigcptrOptimizer) SetLr(arg2 int64, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_setLr_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_172(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_setLr_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_174(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5477,7 +5519,7 @@ func (arg1 SwigcptrOptimizer) GetHyperparameter(arg2 int64, arg3 string, arg4 *s
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
+	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5492,7 +5534,7 @@ func (arg1 SwigcptrOptimizer) GetHyperparameter(arg2 int64, arg3 string, arg4 *s
 func (arg1 SwigcptrOptimizer) Step(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Optimizer_step_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Optimizer_step_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5503,7 +5545,7 @@ func (arg1 SwigcptrOptimizer) Step(arg2 *string) {
 func (arg1 SwigcptrOptimizer) ZeroGrad(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Optimizer_zeroGrad_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Optimizer_zeroGrad_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5515,7 +5557,7 @@ func (arg1 SwigcptrOptimizer) SetTraining(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Optimizer_setTraining_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Optimizer_setTraining_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5529,7 +5571,7 @@ func (arg1 SwigcptrOptimizer) StateOf(arg2 string, arg3 string, arg4 *string) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5549,7 +5591,7 @@ func (arg1 SwigcptrOptimizer) StateFields(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5592,7 +5634,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5606,7 +5648,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 
 func DeleteScheduler(arg1 Scheduler) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Scheduler_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Scheduler_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *string) {
@@ -5615,7 +5657,7 @@ func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	C._wrap_Scheduler_then_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Scheduler_then_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5631,7 +5673,7 @@ func (arg1 SwigcptrScheduler) Chain(arg2 string, arg3 Options, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Scheduler_chain_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Scheduler_chain_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5645,7 +5687,7 @@ func (arg1 SwigcptrScheduler) Chain(arg2 string, arg3 Options, arg4 *string) {
 func (arg1 SwigcptrScheduler) Step(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Scheduler_step_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Scheduler_step_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5657,7 +5699,7 @@ func (arg1 SwigcptrScheduler) StepMetric(arg2 float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Scheduler_stepMetric_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.double(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Scheduler_stepMetric_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.double(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5670,7 +5712,7 @@ func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret flo
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_182(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5683,7 +5725,7 @@ func (arg1 SwigcptrScheduler) GetStep(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Scheduler_getStep_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Scheduler_getStep_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5697,7 +5739,7 @@ func SchedulerFromLrLambda(arg1 Optimizer, arg2 LrLambda, arg3 *string) (_swig_r
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrLambda_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrLambda_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5711,7 +5753,7 @@ func SchedulerFromLrMultiplicative(arg1 Optimizer, arg2 LrLambda, arg3 *string) 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrMultiplicative_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrMultiplicative_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5726,7 +5768,7 @@ func SchedulerFromGroupLrLambda(arg1 Optimizer, arg2 int64, arg3 GroupLrLambda, 
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_186(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5741,7 +5783,7 @@ func SchedulerFromGroupLrMultiplicative(arg1 Optimizer, arg2 int64, arg3 GroupLr
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5756,7 +5798,7 @@ func SchedulerFromCyclicScale(arg1 Optimizer, arg2 Options, arg3 LrLambda, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromCyclicScale_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromCyclicScale_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5790,7 +5832,7 @@ func NewAveragedModel(arg1 Model, arg2 Options, arg3 *string) (_swig_ret Average
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (AveragedModel)(SwigcptrAveragedModel(C._wrap_new_AveragedModel_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (AveragedModel)(SwigcptrAveragedModel(C._wrap_new_AveragedModel_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5801,14 +5843,14 @@ func NewAveragedModel(arg1 Model, arg2 Options, arg3 *string) (_swig_ret Average
 
 func DeleteAveragedModel(arg1 AveragedModel) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_AveragedModel_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_AveragedModel_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrAveragedModel) Update(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_update_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_update_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5820,7 +5862,7 @@ func (arg1 SwigcptrAveragedModel) Count(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_AveragedModel_count_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_AveragedModel_count_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5833,7 +5875,7 @@ func (arg1 SwigcptrAveragedModel) CopyTo(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_copyTo_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_copyTo_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5845,7 +5887,7 @@ func (arg1 SwigcptrAveragedModel) Swap(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_swap_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_swap_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5857,7 +5899,7 @@ func (arg1 SwigcptrAveragedModel) StateDict(arg2 *string) (_swig_ret TensorList)
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_AveragedModel_stateDict_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_AveragedModel_stateDict_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5870,7 +5912,7 @@ func (arg1 SwigcptrAveragedModel) LoadStateDict(arg2 TensorList, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_loadStateDict_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_loadStateDict_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5900,14 +5942,14 @@ func (p SwigcptrDataset) SwigIsDataset() {
 
 func DeleteDataset(arg1 Dataset) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Dataset_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Dataset_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func DatasetFromTensors(arg1 TensorList, arg2 *string) (_swig_ret Dataset) {
 	var swig_r Dataset
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromTensors_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromTensors_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5921,7 +5963,7 @@ func DatasetFromIdx(arg1 string, arg2 string, arg3 *string) (_swig_ret Dataset) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_187)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_94df76c310b852b7(*(*C.swig_type_189)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5941,7 +5983,7 @@ func DatasetFromSampleSource(arg1 int64, arg2 SampleSource, arg3 *string) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_4d1c7eae2a7e2a0f(C.swig_type_189(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_94df76c310b852b7(C.swig_type_191(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5955,7 +5997,7 @@ func DatasetFromStreamSource(arg1 StreamSource, arg2 int64, arg3 *string) (_swig
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_190(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_192(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5970,7 +6012,7 @@ func (arg1 SwigcptrDataset) Subset(arg2 int64, arg3 int64, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1), C.swig_type_192(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1), C.swig_type_194(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5983,7 +6025,7 @@ func (arg1 SwigcptrDataset) Size(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Dataset_size_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Dataset_size_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5997,7 +6039,7 @@ func (arg1 SwigcptrDataset) Get(arg2 int64, arg3 *string) (_swig_ret TensorList)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_194(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_196(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6028,7 +6070,7 @@ func NewDataLoader(arg1 Dataset, arg2 Options, arg3 *string) (_swig_ret DataLoad
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_new_DataLoader_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_new_DataLoader_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6039,7 +6081,7 @@ func NewDataLoader(arg1 Dataset, arg2 Options, arg3 *string) (_swig_ret DataLoad
 
 func DeleteDataLoader(arg1 DataLoader) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_DataLoader_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_DataLoader_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Options, arg5 *string) (_swig_ret DataLoader) {
@@ -6049,7 +6091,7 @@ func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Op
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6068,7 +6110,7 @@ func (arg1 SwigcptrDataLoader) Next(arg2 *string) (_swig_ret TensorList) {
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_DataLoader_next_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_DataLoader_next_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6081,7 +6123,7 @@ func (arg1 SwigcptrDataLoader) Length(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_length_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_length_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6094,7 +6136,7 @@ func (arg1 SwigcptrDataLoader) Epoch(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_epoch_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_epoch_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6107,7 +6149,7 @@ func (arg1 SwigcptrDataLoader) SetEpoch(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setEpoch_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setEpoch_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6119,7 +6161,7 @@ func (arg1 SwigcptrDataLoader) SetCollator(arg2 Collator, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setCollator_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setCollator_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6131,7 +6173,7 @@ func (arg1 SwigcptrDataLoader) SkipFirstBatches(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_skipFirstBatches_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_200(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_skipFirstBatches_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_202(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6143,7 +6185,7 @@ func (arg1 SwigcptrDataLoader) TotalBatchSize(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_totalBatchSize_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_totalBatchSize_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6156,7 +6198,7 @@ func (arg1 SwigcptrDataLoader) TotalDatasetLength(arg2 *string) (_swig_ret int64
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_totalDatasetLength_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_totalDatasetLength_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6169,7 +6211,7 @@ func (arg1 SwigcptrDataLoader) EndOfEpoch(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_DataLoader_endOfEpoch_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_DataLoader_endOfEpoch_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6181,7 +6223,7 @@ func (arg1 SwigcptrDataLoader) EndOfEpoch(arg2 *string) (_swig_ret bool) {
 func (arg1 SwigcptrDataLoader) EndEpoch(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_DataLoader_endEpoch_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_DataLoader_endEpoch_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6192,7 +6234,7 @@ func (arg1 SwigcptrDataLoader) EndEpoch(arg2 *string) {
 func (arg1 SwigcptrDataLoader) Iter(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_DataLoader_Iter_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_DataLoader_Iter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6204,7 +6246,7 @@ func (arg1 SwigcptrDataLoader) InEpoch(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_DataLoader_inEpoch_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_DataLoader_inEpoch_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6243,7 +6285,7 @@ func NewAccelerator(arg1 Options, arg2 *string) (_swig_ret Accelerator) {
 	var swig_r Accelerator
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Accelerator)(SwigcptrAccelerator(C._wrap_new_Accelerator_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Accelerator)(SwigcptrAccelerator(C._wrap_new_Accelerator_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6254,14 +6296,14 @@ func NewAccelerator(arg1 Options, arg2 *string) (_swig_ret Accelerator) {
 
 func DeleteAccelerator(arg1 Accelerator) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Accelerator_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Accelerator_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrAccelerator) Device(arg2 *string) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_device_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_device_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -6277,7 +6319,7 @@ func (arg1 SwigcptrAccelerator) DistributedType(arg2 *string) (_swig_ret string)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_distributedType_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_distributedType_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -6293,7 +6335,7 @@ func (arg1 SwigcptrAccelerator) MixedPrecision(arg2 *string) (_swig_ret string) 
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_mixedPrecision_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_mixedPrecision_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -6309,7 +6351,7 @@ func (arg1 SwigcptrAccelerator) ProcessIndex(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_processIndex_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_processIndex_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6322,7 +6364,7 @@ func (arg1 SwigcptrAccelerator) NumProcesses(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_numProcesses_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_numProcesses_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6335,7 +6377,7 @@ func (arg1 SwigcptrAccelerator) LocalProcessIndex(arg2 *string) (_swig_ret int64
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_localProcessIndex_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_localProcessIndex_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6348,7 +6390,7 @@ func (arg1 SwigcptrAccelerator) IsMainProcess(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_isMainProcess_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_isMainProcess_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6361,7 +6403,7 @@ func (arg1 SwigcptrAccelerator) IsLocalMainProcess(arg2 *string) (_swig_ret bool
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_isLocalMainProcess_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_isLocalMainProcess_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6374,7 +6416,7 @@ func (arg1 SwigcptrAccelerator) IsLastProcess(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_isLastProcess_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_isLastProcess_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6387,7 +6429,7 @@ func (arg1 SwigcptrAccelerator) GradientAccumulationSteps(arg2 *string) (_swig_r
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_gradientAccumulationSteps_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_gradientAccumulationSteps_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6400,7 +6442,7 @@ func (arg1 SwigcptrAccelerator) SyncGradients(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_syncGradients_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_syncGradients_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6413,7 +6455,7 @@ func (arg1 SwigcptrAccelerator) OptimizerStepWasSkipped(arg2 *string) (_swig_ret
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_optimizerStepWasSkipped_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_optimizerStepWasSkipped_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6426,7 +6468,7 @@ func (arg1 SwigcptrAccelerator) Step(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_step_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_step_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6441,7 +6483,7 @@ func (arg1 SwigcptrAccelerator) PrepareModel(arg2 Model, arg3 Acc_placement, arg
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_prepareModel_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_prepareModel_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6456,7 +6498,7 @@ func (arg1 SwigcptrAccelerator) PrepareOptimizer(arg2 Optimizer, arg3 Acc_placem
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_Accelerator_prepareOptimizer_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_Accelerator_prepareOptimizer_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6471,7 +6513,7 @@ func (arg1 SwigcptrAccelerator) PrepareDataLoader(arg2 DataLoader, arg3 Acc_plac
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_Accelerator_prepareDataLoader_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_Accelerator_prepareDataLoader_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6485,7 +6527,7 @@ func (arg1 SwigcptrAccelerator) PrepareScheduler(arg2 Scheduler, arg3 *string) (
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Accelerator_prepareScheduler_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Accelerator_prepareScheduler_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6499,7 +6541,7 @@ func (arg1 SwigcptrAccelerator) UnwrapModel(arg2 Model, arg3 *string) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_unwrapModel_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_unwrapModel_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6512,7 +6554,7 @@ func (arg1 SwigcptrAccelerator) Backward(arg2 Tensor, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_backward_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_backward_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6526,7 +6568,7 @@ func (arg1 SwigcptrAccelerator) BackwardWith(arg2 Tensor, arg3 bool, arg4 bool, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_backwardWith_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_backwardWith_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6539,7 +6581,7 @@ func (arg1 SwigcptrAccelerator) LomoBackward(arg2 Tensor, arg3 float64, arg4 *st
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_lomoBackward_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_lomoBackward_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6552,7 +6594,7 @@ func (arg1 SwigcptrAccelerator) BackwardLr(arg2 Tensor, arg3 float64, arg4 *stri
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_backwardLr_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_backwardLr_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6565,7 +6607,7 @@ func (arg1 SwigcptrAccelerator) LomoGradNorm(arg2 Tensor, arg3 *string) (_swig_r
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Accelerator_lomoGradNorm_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Accelerator_lomoGradNorm_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6577,7 +6619,7 @@ func (arg1 SwigcptrAccelerator) LomoGradNorm(arg2 Tensor, arg3 *string) (_swig_r
 func (arg1 SwigcptrAccelerator) AccumulateBegin(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_accumulateBegin_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_accumulateBegin_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6588,7 +6630,7 @@ func (arg1 SwigcptrAccelerator) AccumulateBegin(arg2 *string) {
 func (arg1 SwigcptrAccelerator) AccumulateEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_accumulateEnd_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_accumulateEnd_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6603,7 +6645,7 @@ func (arg1 SwigcptrAccelerator) ClipGradNorm(arg2 Model, arg3 float64, arg4 floa
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (float64)(C._wrap_Accelerator_clipGradNorm_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4)))
+	swig_r = (float64)(C._wrap_Accelerator_clipGradNorm_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4)))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6617,7 +6659,7 @@ func (arg1 SwigcptrAccelerator) ClipGradValue(arg2 Model, arg3 float64, arg4 *st
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_clipGradValue_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_clipGradValue_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6631,7 +6673,7 @@ func (arg1 SwigcptrAccelerator) SaveModel(arg2 Model, arg3 string, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_saveModel_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_212)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_saveModel_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_214)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6651,7 +6693,7 @@ func AcceleratorMergeShardedCheckpoint(arg1 string, arg2 int64, arg3 string, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_mergeShardedCheckpoint_capi_4d1c7eae2a7e2a0f(*(*C.swig_type_213)(unsafe.Pointer(&_swig_i_0)), C.swig_type_214(_swig_i_1), *(*C.swig_type_215)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_216)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_mergeShardedCheckpoint_capi_94df76c310b852b7(*(*C.swig_type_215)(unsafe.Pointer(&_swig_i_0)), C.swig_type_216(_swig_i_1), *(*C.swig_type_217)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6673,7 +6715,7 @@ func (arg1 SwigcptrAccelerator) SaveState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_saveState_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_218)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_saveState_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6693,7 +6735,7 @@ func (arg1 SwigcptrAccelerator) LoadState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_loadState_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_loadState_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6712,7 +6754,7 @@ func (arg1 SwigcptrAccelerator) RegisterAveragedModel(arg2 AveragedModel, arg3 *
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_registerAveragedModel_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_registerAveragedModel_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6724,7 +6766,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_print_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_print_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6738,7 +6780,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 func (arg1 SwigcptrAccelerator) WaitForEveryone(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_waitForEveryone_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_waitForEveryone_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6749,7 +6791,7 @@ func (arg1 SwigcptrAccelerator) WaitForEveryone(arg2 *string) {
 func (arg1 SwigcptrAccelerator) FreeMemory(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_freeMemory_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_freeMemory_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6761,7 +6803,7 @@ func (arg1 SwigcptrAccelerator) NoSyncBegin(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_noSyncBegin_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_noSyncBegin_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6773,7 +6815,7 @@ func (arg1 SwigcptrAccelerator) NoSyncEnd(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_noSyncEnd_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_noSyncEnd_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6785,7 +6827,7 @@ func (arg1 SwigcptrAccelerator) TriggerSyncInBackward(arg2 Model, arg3 *string) 
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_triggerSyncInBackward_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_triggerSyncInBackward_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6799,7 +6841,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdBegin(arg2 Model, arg3 int64, arg4 bool,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_localSgdBegin_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_222(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_localSgdBegin_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_224(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6811,7 +6853,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdStep(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_localSgdStep_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_localSgdStep_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6823,7 +6865,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdEnd(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_localSgdEnd_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_localSgdEnd_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6835,7 +6877,7 @@ func (arg1 SwigcptrAccelerator) ProfileBegin(arg2 Options, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_profileBegin_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_profileBegin_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6846,7 +6888,7 @@ func (arg1 SwigcptrAccelerator) ProfileBegin(arg2 Options, arg3 *string) {
 func (arg1 SwigcptrAccelerator) ProfileStep(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_profileStep_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_profileStep_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6857,7 +6899,7 @@ func (arg1 SwigcptrAccelerator) ProfileStep(arg2 *string) {
 func (arg1 SwigcptrAccelerator) ProfileEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_profileEnd_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_profileEnd_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6869,7 +6911,7 @@ func (arg1 SwigcptrAccelerator) ProfileSummary(arg2 *string) (_swig_ret string) 
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_profileSummary_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_profileSummary_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -6885,7 +6927,7 @@ func (arg1 SwigcptrAccelerator) ExportChromeTrace(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_exportChromeTrace_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_exportChromeTrace_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6901,7 +6943,7 @@ func (arg1 SwigcptrAccelerator) JoinUnevenInputsBegin(arg2 Model, arg3 int, arg4
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_joinUnevenInputsBegin_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_joinUnevenInputsBegin_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6913,7 +6955,7 @@ func (arg1 SwigcptrAccelerator) JoinUnevenInputsEnd(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_joinUnevenInputsEnd_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_joinUnevenInputsEnd_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6924,7 +6966,7 @@ func (arg1 SwigcptrAccelerator) JoinUnevenInputsEnd(arg2 Model, arg3 *string) {
 func (arg1 SwigcptrAccelerator) MainProcessFirstBegin(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_mainProcessFirstBegin_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_mainProcessFirstBegin_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6935,7 +6977,7 @@ func (arg1 SwigcptrAccelerator) MainProcessFirstBegin(arg2 *string) {
 func (arg1 SwigcptrAccelerator) MainProcessFirstEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_mainProcessFirstEnd_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_mainProcessFirstEnd_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6946,7 +6988,7 @@ func (arg1 SwigcptrAccelerator) MainProcessFirstEnd(arg2 *string) {
 func (arg1 SwigcptrAccelerator) LocalMainProcessFirstBegin(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_localMainProcessFirstBegin_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_localMainProcessFirstBegin_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6957,7 +6999,7 @@ func (arg1 SwigcptrAccelerator) LocalMainProcessFirstBegin(arg2 *string) {
 func (arg1 SwigcptrAccelerator) LocalMainProcessFirstEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_localMainProcessFirstEnd_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_localMainProcessFirstEnd_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6971,7 +7013,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6989,7 +7031,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7007,7 +7049,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7029,7 +7071,7 @@ func (arg1 SwigcptrAccelerator) BroadcastObject(arg2 []byte, arg3 int64, arg4 st
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_1)), C.swig_type_230(_swig_i_2), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_231)(unsafe.Pointer(&_swig_i_1)), C.swig_type_232(_swig_i_2), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7051,7 +7093,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7070,7 +7112,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_233(_swig_i_2), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_235(_swig_i_2), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7091,7 +7133,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_235(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_237(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -7109,7 +7151,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_237(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_239(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_240)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7123,7 +7165,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 func (arg1 SwigcptrAccelerator) SetTrigger(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_setTrigger_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_setTrigger_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -7135,7 +7177,7 @@ func (arg1 SwigcptrAccelerator) CheckTrigger(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_checkTrigger_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_checkTrigger_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -7149,7 +7191,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_239)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7166,7 +7208,7 @@ func (arg1 SwigcptrAccelerator) GetStateDict(arg2 Model, arg3 bool, arg4 *string
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Accelerator_getStateDict_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Accelerator_getStateDict_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7179,7 +7221,7 @@ func (arg1 SwigcptrAccelerator) Iteration(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_iteration_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_iteration_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -7192,7 +7234,7 @@ func (arg1 SwigcptrAccelerator) UnscaleGradients(arg2 Optimizer, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_unscaleGradients_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_unscaleGradients_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7204,7 +7246,7 @@ func (arg1 SwigcptrAccelerator) AutocastBegin(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_autocastBegin_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_autocastBegin_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7215,7 +7257,7 @@ func (arg1 SwigcptrAccelerator) AutocastBegin(arg2 bool, arg3 *string) {
 func (arg1 SwigcptrAccelerator) AutocastEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_autocastEnd_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_autocastEnd_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -7227,7 +7269,7 @@ func (arg1 SwigcptrAccelerator) RegisterForCheckpointing(arg2 StateHandler, arg3
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_registerForCheckpointing_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_registerForCheckpointing_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7240,7 +7282,7 @@ func (arg1 SwigcptrAccelerator) RegisterSaveStatePreHook(arg2 CheckpointHook, ar
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerator_registerSaveStatePreHook_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerator_registerSaveStatePreHook_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7253,7 +7295,7 @@ func (arg1 SwigcptrAccelerator) OnTraceReady(arg2 TraceReady, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_onTraceReady_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_onTraceReady_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7266,7 +7308,7 @@ func (arg1 SwigcptrAccelerator) RegisterLoadStatePreHook(arg2 CheckpointHook, ar
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerator_registerLoadStatePreHook_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerator_registerLoadStatePreHook_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7280,7 +7322,7 @@ func (arg1 SwigcptrAccelerator) RegisterSaveStateModelsPreHook(arg2 ModelsCheckp
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerator_registerSaveStateModelsPreHook_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerator_registerSaveStateModelsPreHook_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7294,7 +7336,7 @@ func (arg1 SwigcptrAccelerator) RegisterLoadStateModelsPreHook(arg2 ModelsCheckp
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerator_registerLoadStateModelsPreHook_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerator_registerLoadStateModelsPreHook_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7307,7 +7349,7 @@ func (arg1 SwigcptrAccelerator) RemoveStatePreHook(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_removeStatePreHook_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_removeStatePreHook_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_247(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7320,7 +7362,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7336,7 +7378,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_247)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7356,7 +7398,7 @@ func (arg1 SwigcptrAccelerator) InitTrackersWith(arg2 string, arg3 string, arg4 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_initTrackersWith_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_249)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_250)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_251)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_initTrackersWith_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_251)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_253)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7380,7 +7422,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int6
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logValues_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_252)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_253)(unsafe.Pointer(&_swig_i_2)), C.swig_type_254(_swig_i_3), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logValues_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_2)), C.swig_type_256(_swig_i_3), *(*C.swig_type_257)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -7403,7 +7445,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_257(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_259(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7422,7 +7464,7 @@ func (arg1 SwigcptrAccelerator) LogGroup(arg2 string, arg3 []byte, arg4 []float6
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	C._wrap_Accelerator_logGroup_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_3)), C.swig_type_261(_swig_i_4), *(*C.swig_type_262)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))
+	C._wrap_Accelerator_logGroup_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_262)(unsafe.Pointer(&_swig_i_3)), C.swig_type_263(_swig_i_4), *(*C.swig_type_264)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -7449,7 +7491,7 @@ func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logTexts_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_263)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_264)(unsafe.Pointer(&_swig_i_2)), C.swig_type_265(_swig_i_3), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logTexts_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_265)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_2)), C.swig_type_267(_swig_i_3), *(*C.swig_type_268)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -7473,7 +7515,7 @@ func (arg1 SwigcptrAccelerator) LogImages(arg2 []byte, arg3 TensorList, arg4 int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logImages_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_267)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_268(_swig_i_3), *(*C.swig_type_269)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logImages_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_269)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_270(_swig_i_3), *(*C.swig_type_271)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -7495,7 +7537,7 @@ func (arg1 SwigcptrAccelerator) LogHistogramWith(arg2 string, arg3 Tensor, arg4 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	C._wrap_Accelerator_logHistogramWith_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_270)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_271(_swig_i_3), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_4)), C.swig_type_273(_swig_i_5), C.swig_voidp(_swig_i_6))
+	C._wrap_Accelerator_logHistogramWith_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_273(_swig_i_3), *(*C.swig_type_274)(unsafe.Pointer(&_swig_i_4)), C.swig_type_275(_swig_i_5), C.swig_voidp(_swig_i_6))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -7515,7 +7557,7 @@ func (arg1 SwigcptrAccelerator) LogArtifact(arg2 string, arg3 string, arg4 strin
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logArtifact_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_274)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_276)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logArtifact_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_276)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_277)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7535,7 +7577,7 @@ func (arg1 SwigcptrAccelerator) LogArtifact(arg2 string, arg3 string, arg4 strin
 func (arg1 SwigcptrAccelerator) EndTraining(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_endTraining_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_endTraining_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -7547,7 +7589,7 @@ func (arg1 SwigcptrAccelerator) TrackerNames(arg2 *string) (_swig_ret StringList
 	var swig_r StringList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_trackerNames_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_trackerNames_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -7561,7 +7603,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_280)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7680,7 +7722,7 @@ func (p SwigcptrSamples) SwigIsSamples() {
 func (arg1 SwigcptrSamples) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Samples_size_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Samples_size_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -7689,7 +7731,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_281(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_283(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7704,7 +7746,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_282(_swig_i_1), C.swig_type_283(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_284(_swig_i_1), C.swig_type_285(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7715,7 +7757,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 
 func DeleteSamples(arg1 Samples) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Samples_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Samples_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 type Samples interface {
@@ -7739,7 +7781,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_284)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7753,7 +7795,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 func (arg1 SwigcptrBytes) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Bytes_size_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Bytes_size_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -7761,7 +7803,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_288)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7774,7 +7816,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 
 func DeleteBytes(arg1 Bytes) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Bytes_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Bytes_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 type Bytes interface {
@@ -7797,7 +7839,7 @@ func (p SwigcptrMetrics) SwigIsMetrics() {
 func (arg1 SwigcptrMetrics) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Metrics_size_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Metrics_size_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -7806,7 +7848,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_289(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_291(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7823,7 +7865,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_290(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_292(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7834,7 +7876,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 
 func DeleteMetrics(arg1 Metrics) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Metrics_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Metrics_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 type Metrics interface {
@@ -7857,7 +7899,7 @@ func (p SwigcptrTexts) SwigIsTexts() {
 func (arg1 SwigcptrTexts) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Texts_size_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Texts_size_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -7866,7 +7908,7 @@ func (arg1 SwigcptrTexts) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_name_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_293(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_name_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_295(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7883,7 +7925,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_text_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_295(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_text_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_297(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7897,7 +7939,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 
 func DeleteTexts(arg1 Texts) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Texts_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Texts_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 type Texts interface {
@@ -7920,7 +7962,7 @@ func (p SwigcptrImages) SwigIsImages() {
 func (arg1 SwigcptrImages) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Images_size_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Images_size_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -7929,7 +7971,7 @@ func (arg1 SwigcptrImages) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Images_name_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_298(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Images_name_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_300(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7946,7 +7988,7 @@ func (arg1 SwigcptrImages) PngSize(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Images_pngSize_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_300(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Images_pngSize_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_302(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7960,7 +8002,7 @@ func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Images_copyPng_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_301(_swig_i_1), *(*C.swig_type_302)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Images_copyPng_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_303(_swig_i_1), *(*C.swig_type_304)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7973,7 +8015,7 @@ func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
 
 func DeleteImages(arg1 Images) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Images_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Images_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 type Images interface {
@@ -7997,7 +8039,7 @@ func (p SwigcptrHistogramView) SwigIsHistogramView() {
 func (arg1 SwigcptrHistogramView) Name() (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_HistogramView_name_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	swig_r_p := C._wrap_HistogramView_name_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -8007,42 +8049,42 @@ func (arg1 SwigcptrHistogramView) Name() (_swig_ret string) {
 func (arg1 SwigcptrHistogramView) Min() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_HistogramView_min_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_HistogramView_min_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrHistogramView) Max() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_HistogramView_max_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_HistogramView_max_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrHistogramView) Num() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_HistogramView_num_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_HistogramView_num_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrHistogramView) Sum() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_HistogramView_sum_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_HistogramView_sum_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrHistogramView) SumSquares() (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
-	swig_r = (float64)(C._wrap_HistogramView_sumSquares_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (float64)(C._wrap_HistogramView_sumSquares_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
 func (arg1 SwigcptrHistogramView) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_HistogramView_size_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_HistogramView_size_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -8050,7 +8092,7 @@ func (arg1 SwigcptrHistogramView) CopyLimits(arg2 []float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_HistogramView_copyLimits_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_305)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_HistogramView_copyLimits_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_307)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -8065,7 +8107,7 @@ func (arg1 SwigcptrHistogramView) CopyCounts(arg2 []float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_HistogramView_copyCounts_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_306)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_HistogramView_copyCounts_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_308)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -8078,7 +8120,7 @@ func (arg1 SwigcptrHistogramView) CopyCounts(arg2 []float64, arg3 *string) {
 
 func DeleteHistogramView(arg1 HistogramView) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_HistogramView_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_HistogramView_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 type HistogramView interface {
@@ -8108,7 +8150,7 @@ func (arg1 SwigcptrCheckpointModelsView) Size(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_CheckpointModelsView_size_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_CheckpointModelsView_size_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -8122,7 +8164,7 @@ func (arg1 SwigcptrCheckpointModelsView) Model(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_308(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -8136,7 +8178,7 @@ func (arg1 SwigcptrCheckpointModelsView) Index(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_312(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -8149,7 +8191,7 @@ func (arg1 SwigcptrCheckpointModelsView) Remove(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_CheckpointModelsView_remove_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_311(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_CheckpointModelsView_remove_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_313(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -8159,7 +8201,7 @@ func (arg1 SwigcptrCheckpointModelsView) Remove(arg2 int64, arg3 *string) {
 
 func DeleteCheckpointModelsView(arg1 CheckpointModelsView) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_CheckpointModelsView_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_CheckpointModelsView_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 type CheckpointModelsView interface {
@@ -8183,12 +8225,12 @@ func (p SwigcptrLrFactor) SwigIsLrFactor() {
 func (arg1 SwigcptrLrFactor) Set(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_LrFactor_set_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_LrFactor_set_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func DeleteLrFactor(arg1 LrFactor) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_LrFactor_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_LrFactor_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 type LrFactor interface {
@@ -8212,7 +8254,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_312(_swig_i_1), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1), *(*C.swig_type_315)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -8226,14 +8268,14 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 
 func DeleteProgress(arg1 Progress) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Progress_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Progress_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_type_314(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -8245,7 +8287,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), *(*C.swig_type_315)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_317)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -8259,7 +8301,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 func (arg1 SwigcptrProgress) Finish(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Progress_finish_capi_4d1c7eae2a7e2a0f(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Progress_finish_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)

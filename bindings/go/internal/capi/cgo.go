@@ -74,23 +74,27 @@ const (
 	OptionsShira           = C.ACC_OPTIONS_SHIRA
 	OptionsRandlora        = C.ACC_OPTIONS_RANDLORA
 	OptionsDelora          = C.ACC_OPTIONS_DELORA
+	OptionsRoad            = C.ACC_OPTIONS_ROAD
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
 	PlacementYes     = C.ACC_PLACEMENT_YES
 
-	HandleAny           = C.ACC_HANDLE_ANY
-	HandleTensor        = C.ACC_HANDLE_TENSOR
-	HandleTensorList    = C.ACC_HANDLE_TENSOR_LIST
-	HandleStringList    = C.ACC_HANDLE_STRING_LIST
-	HandleOptions       = C.ACC_HANDLE_OPTIONS
-	HandleModel         = C.ACC_HANDLE_MODEL
-	HandleOptimizer     = C.ACC_HANDLE_OPTIMIZER
-	HandleScheduler     = C.ACC_HANDLE_SCHEDULER
-	HandleDataset       = C.ACC_HANDLE_DATASET
-	HandleDataLoader    = C.ACC_HANDLE_DATALOADER
-	HandleAccelerator   = C.ACC_HANDLE_ACCELERATOR
-	HandleAveragedModel = C.ACC_HANDLE_AVERAGED_MODEL
+	HandleAny              = C.ACC_HANDLE_ANY
+	HandleTensor           = C.ACC_HANDLE_TENSOR
+	HandleTensorList       = C.ACC_HANDLE_TENSOR_LIST
+	HandleStringList       = C.ACC_HANDLE_STRING_LIST
+	HandleOptions          = C.ACC_HANDLE_OPTIONS
+	HandleModel            = C.ACC_HANDLE_MODEL
+	HandleOptimizer        = C.ACC_HANDLE_OPTIMIZER
+	HandleScheduler        = C.ACC_HANDLE_SCHEDULER
+	HandleDataset          = C.ACC_HANDLE_DATASET
+	HandleDataLoader       = C.ACC_HANDLE_DATALOADER
+	HandleAccelerator      = C.ACC_HANDLE_ACCELERATOR
+	HandleAveragedModel    = C.ACC_HANDLE_AVERAGED_MODEL
+	HandleProgress         = C.ACC_HANDLE_PROGRESS
+	HandleBytes            = C.ACC_HANDLE_BYTES
+	HandleCheckpointModels = C.ACC_HANDLE_CHECKPOINT_MODELS
 
 	ForwardDefault = C.ACC_FORWARD_DEFAULT
 	ForwardNoGrad  = C.ACC_FORWARD_NO_GRAD
