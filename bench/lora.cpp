@@ -191,6 +191,10 @@ int main(int argc, char** argv) {
   };
   // PEFT's DeLoRA with its defaults (r=8, delora_lambda 15) on the same three layers as LoRA.
   auto delora = [](acc_model* model) { OK(acc_model_add_delora(model, "out_proj,linear1,linear2", nullptr, nullptr)); };
+  // PEFT's GraLoRA with its defaults (r=32, 2 x 2 blocks, alpha 64) on the same three layers as LoRA.
+  auto gralora = [](acc_model* model) {
+    OK(acc_model_add_gralora(model, "out_proj,linear1,linear2", nullptr, nullptr));
+  };
   // PEFT's RoAd with its defaults (road_1, groups of 64) on the same three layers as LoRA (the smoke
   // run's d_model, where smaller).
   auto road = [d](acc_model* model) {
@@ -247,6 +251,7 @@ int main(int argc, char** argv) {
       add("RandLoRA r=32:", randlora, training);
       add("DeLoRA r=8:", delora, training);
       add("RoAd road_1:", road, training);
+      add("GraLoRA r=32:", gralora, training);
     }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();

@@ -528,6 +528,16 @@ struct acc_accelerator {};
     check(acc_model_add_road($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's GraloraConfig on linear layers (transformers' Conv1D too): each targeted layer trains
+   * gralora_A and gralora_B (its delta's k x k blocks, each of rank r / k) and with hybrid_r a plain
+   * LoRA pair beside them, every other parameter frozen. targetModules: named as for addLora. opts:
+   * GraLoRA options (r, hybrid_r, alpha, gralora_k, ...: the keys of ACC_OPTIONS_GRALORA) or null.
+   * saveLora, loadLora, mergeLora and setLoraEnabled act on them. Returns how many layers. */
+  size_t addGralora(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_gralora($self, targetModules, opts, &n));
+    return n;
+  }
   /* AdaLoRA's training loss: loss plus orth_reg_weight times the adapters' orthogonal
    * regularization, a new tensor with autograd history (backward it instead of loss). */
   acc_tensor *adaloraLoss(const acc_tensor *loss ERR) {

@@ -170,6 +170,8 @@
   public static Options delora() { return new Options(OptionsKind.DELORA); }
   /** Options of Model.addRoad (PEFT's RoadConfig: variant, group_size, init_weights). */
   public static Options road() { return new Options(OptionsKind.ROAD); }
+  /** Options of Model.addGralora (PEFT's GraloraConfig: r, hybrid_r, alpha, gralora_k, ...). */
+  public static Options gralora() { return new Options(OptionsKind.GRALORA); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

@@ -718,6 +718,17 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   modules_to_save (string, default none: as ACC_OPTIONS_LORA's; PEFT's RoadConfig has no
  *   exclude_modules, bias or layer settings),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to adapter_config.json).
+ * Keys of ACC_OPTIONS_GRALORA (PEFT's GraloraConfig, see acc_model_add_gralora): r (int, default 32:
+ *   the rank of each layer's blocks together, each of the k x k blocks r / k), hybrid_r (int, default
+ *   0: the rank of a plain LoRA pair beside the blocks, none at 0), alpha (double, default 64: the
+ *   scaling is alpha / (r + hybrid_r)), gralora_dropout (double, default 0: dropout on each layer's
+ *   input to its branches), gralora_k (int, default 2: the blocks each side of a layer is cut into;
+ *   it must divide r and each adapted layer's inputs and outputs), fan_in_fan_out (bool,
+ *   default false: PEFT's flag), bias ("none", default, "all" or "gralora_only"), init_weights (bool,
+ *   default true: B zeros, the layer unchanged; false: Kaiming draws),
+ *   modules_to_save, layers_to_transform (strings, default none: as ACC_OPTIONS_LORA's; PEFT's
+ *   GraloraConfig has no exclude_modules), layers_pattern (string, default none),
+ *   base_model_name_or_path, revision, task_type (strings, default none: written to adapter_config.json).
  * Keys of ACC_OPTIONS_RANDLORA (PEFT's RandLoraConfig, see acc_model_add_randlora): r (int, default
  *   32: the bases' rank; each layer trains r x n and n x its smaller side, n = ceil(smaller side /
  *   r)), projection_prng_key (int, default 0: the seed of the generator the bases are drawn from),
@@ -806,6 +817,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_RANDLORA = 24,
   ACC_OPTIONS_DELORA = 25,
   ACC_OPTIONS_ROAD = 26,
+  ACC_OPTIONS_GRALORA = 27,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1208,9 +1220,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
  * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; one of
  * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING, MISS, C3A, SHIRA, RANDLORA, DELORA,
- * ROAD or ADALORA adds that method's adapters (as acc_model_add_ia3, _loha, _lokr, _vera, _oft, _boft,
- * _hra, _fourierft, _ln_tuning, _miss, _c3a, _shira, _randlora, _delora, _road, _adalora) and reads
- * their tensors; other PEFT methods are refused naming the peft_type.
+ * ROAD, GRALORA or ADALORA adds that method's adapters (as acc_model_add_ia3, _loha, _lokr, _vera, _oft,
+ * _boft, _hra, _fourierft, _ln_tuning, _miss, _c3a, _shira, _randlora, _delora, _road, _gralora,
+ * _adalora) and reads their tensors; other PEFT methods are refused naming the peft_type.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * on the handle from before acc_prepare (Accelerate's unwrap_model(...).merge_and_unload(), to save
  * the merged model) the prepared model's next forward is ACC_ERR_INVALID_ARGUMENT: its engine holds
@@ -1571,6 +1583,28 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_delora(acc_model *model, const ch
  * acc_prepare, on a model without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_road(acc_model *model, const char *target_modules,
                                                    const acc_options *opts, size_t *count);
+/* acc_model_add_gralora: PEFT's GraloraConfig (granular low-rank adaptation, get_peft_model with
+ * peft_type GRALORA): each targeted layer's inputs and outputs are cut into gralora_k blocks and
+ * each of the k x k blocks of its delta is a low-rank product of rank r / k: the layer trains
+ * "<module>.gralora_A" (k x in/k x r) and "<module>.gralora_B" (k x r x out/k), drawn block by block
+ * from the global generator (A's rows kaiming_uniform_(a = sqrt(5)), B zeros, or with init_weights
+ * false Kaiming draws too), and with hybrid_r a plain LoRA pair beside them,
+ * "<module>.gralora_A_general.weight" (hybrid_r x in) and "<module>.gralora_B_general.weight" (out x
+ * hybrid_r), made as two new nn.Linear layers (their own draws) then A drawn again and B zeroed.
+ * The layer adds alpha / (r + hybrid_r) times both branches (dropout on the input of each, a mask of
+ * its own), as PEFT's einsums compute them; its output in the input's dtype.
+ * `target_modules`: named as for acc_model_add_lora ("all-linear" too); targets must be
+ * torch.nn.Linear layers (or a spec's "linear") or transformers' Conv1D the forward calls as
+ * modules, their sides multiples of gralora_k: a convolution, an embedding, an attention or such a
+ * layer is ACC_ERR_INVALID_ARGUMENT (PEFT's TypeError and ValueError); a quantised layer, or a layer
+ * whose weight the forward reads itself, ACC_ERR_UNSUPPORTED. Inputs of more than three dimensions
+ * (which PEFT's layer refuses) fold their leading ones into the batch. `opts`: ACC_OPTIONS_GRALORA
+ * or NULL (defaults). Files (PEFT's), merging (PEFT's block-scattered delta), disabling, counting and
+ * named adapters act as for LoRA; acc_model_add_weighted_adapter is ACC_ERR_INVALID_ARGUMENT (PEFT's
+ * GraLoRA has none). Before creating the optimizer and before acc_prepare, on a model without
+ * adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_gralora(acc_model *model, const char *target_modules,
+                                                      const acc_options *opts, size_t *count);
 /* acc_model_add_ln_tuning: PEFT's LNTuningConfig (get_peft_model with peft_type LN_TUNING): the
  * modules `target_modules` names (any module: typically the layer norms, e.g.
  * "input_layernorm,post_attention_layernorm"; named as for acc_model_add_lora, a name matching a
@@ -1633,7 +1667,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR /
  * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT / ACC_OPTIONS_BOFT / ACC_OPTIONS_HRA / ACC_OPTIONS_FOURIERFT /
  * ACC_OPTIONS_MISS / ACC_OPTIONS_C3A / ACC_OPTIONS_SHIRA / ACC_OPTIONS_RANDLORA / ACC_OPTIONS_DELORA /
- * ACC_OPTIONS_ROAD / ACC_OPTIONS_ADALORA for an
+ * ACC_OPTIONS_ROAD / ACC_OPTIONS_GRALORA / ACC_OPTIONS_ADALORA for an
  * adapter of that
  * method, drawn as its acc_model_add_* draws it; adapters of one method per model, as PEFT. (PEFT
  * trains one AdaLoRA adapter at a time, the others in inference mode; here each named AdaLoRA

@@ -60,6 +60,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return delora_option_table();
     case OptionsKind::Road:
       return road_option_table();
+    case OptionsKind::Gralora:
+      return gralora_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

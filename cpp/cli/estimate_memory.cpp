@@ -1,10 +1,14 @@
 #include "cli/estimate_memory.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -29,14 +33,60 @@ std::string with_commas(int64_t n) {
   return out;
 }
 
-// The layer a tensor belongs to: its name's first `depth` components.
-std::string layer_of(const std::string& name, int depth) {
-  size_t end = 0;
-  for (int i = 0; i < depth; ++i) {
-    end = name.find('.', i == 0 ? 0 : end + 1);
-    if (end == std::string::npos) return name;
+// The modules below `module` ("" for the model) that hold tensors, in the order their tensors come
+// (named_children's, for the modules that hold any), and whether `module` holds tensors of its own.
+struct Children {
+  std::vector<std::string> modules;
+  std::vector<std::string> own_tensors;
+};
+Children children_of(const std::string& module, const std::vector<std::pair<std::string, int64_t>>& tensors) {
+  Children out;
+  const std::string prefix = module.empty() ? "" : module + ".";
+  for (const auto& [name, n] : tensors) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const size_t dot = name.find('.', prefix.size());
+    if (dot == std::string::npos) {
+      out.own_tensors.push_back(name);
+      continue;
+    }
+    const std::string child = name.substr(0, dot);
+    if (std::find(out.modules.begin(), out.modules.end(), child) == out.modules.end()) out.modules.push_back(child);
   }
-  return name.substr(0, end);
+  return out;
+}
+
+// Accelerate's calculate_maximum_sizes / get_max_layer_size: from the model's own tensors and
+// children, a module without children is a layer (its size all its tensors'), one with children is
+// replaced by them (its own tensors left out, as Accelerate leaves them); the first of the largest.
+// `tensors`: the parameters, then the buffers.
+std::pair<std::string, int64_t> largest_layer(const std::vector<std::pair<std::string, int64_t>>& tensors,
+                                              const std::function<bool(const std::string&)>& is_parameter) {
+  std::map<std::string, int64_t> sizes;  // every module's and tensor's (compute_module_sizes)
+  for (const auto& [name, n] : tensors) {
+    sizes[name] += n;
+    for (size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1))
+      sizes[name.substr(0, dot)] += n;
+  }
+  // The model's own parameters, its children, its own buffers (named_parameters(recurse=False), ...).
+  const Children root = children_of("", tensors);
+  std::deque<std::pair<std::string, bool>> to_treat;  // (name, a module)
+  for (const auto& name : root.own_tensors)
+    if (is_parameter(name)) to_treat.emplace_back(name, false);
+  for (const auto& name : root.modules) to_treat.emplace_back(name, true);
+  for (const auto& name : root.own_tensors)
+    if (!is_parameter(name)) to_treat.emplace_back(name, false);
+  std::pair<std::string, int64_t> largest{"", 0};
+  while (!to_treat.empty()) {
+    const auto [name, module] = to_treat.front();
+    to_treat.pop_front();
+    const std::vector<std::string> children = module ? children_of(name, tensors).modules : std::vector<std::string>{};
+    if (children.empty()) {
+      if (sizes[name] > largest.second) largest = {name, sizes[name]};
+      continue;
+    }
+    for (auto it = children.rbegin(); it != children.rend(); ++it) to_treat.emplace_front(*it, true);
+  }
+  return largest;
 }
 
 }  // namespace
@@ -49,19 +99,15 @@ ModelSizes model_sizes(const Model& model) {
     if (t.requires_grad()) s.trainable += t.numel();
     tensors.emplace_back(name, t.numel());
   }
+  const size_t parameters = tensors.size();
   for (const auto& [name, t] : model.named_buffers()) {
     s.buffers += t.numel();
     tensors.emplace_back(name, t.numel());
   }
-  // Group by the first name component; below a single wrapper (e.g. "net."), by the next one.
-  std::map<std::string, int64_t> layers;
-  for (int depth = 1; depth <= 4; ++depth) {
-    layers.clear();
-    for (const auto& [name, n] : tensors) layers[layer_of(name, depth)] += n;
-    if (layers.size() > 1) break;
-  }
-  for (const auto& [name, n] : layers)
-    if (n > s.largest_layer_elements) s.largest_layer = name, s.largest_layer_elements = n;
+  std::tie(s.largest_layer, s.largest_layer_elements) = largest_layer(tensors, [&](const std::string& name) {
+    const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const auto& t) { return t.first == name; });
+    return static_cast<size_t>(it - tensors.begin()) < parameters;
+  });
   return s;
 }
 

@@ -18,7 +18,9 @@ struct ModelSizes {
   int64_t largest_layer_elements = 0;  // parameters and buffers of that layer
 };
 
-// Layers are the top-level children of the model (below a single wrapping module, if any).
+// The largest layer as Accelerate's calculate_maximum_sizes finds it: the modules without children
+// (and the model's own tensors), a module with children counted as its children (a TorchScript model
+// keeps no _no_split_modules, so none is kept whole). Modules holding no tensors are not seen.
 ModelSizes model_sizes(const Model& model);
 
 // A TorchScript file, or a layer-spec JSON file (a name ending in .json). `weights_pending`: the

@@ -167,6 +167,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "delora";
     case OptionsKind::Road:
       return "road";
+    case OptionsKind::Gralora:
+      return "gralora";
   }
   return "?";
 }

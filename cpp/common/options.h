@@ -70,7 +70,8 @@ enum class OptionsKind : int {
   Shira = 23,
   Randlora = 24,
   Delora = 25,
-  Road = 26
+  Road = 26,
+  Gralora = 27
 };
 
 const char* options_kind_name(OptionsKind kind);

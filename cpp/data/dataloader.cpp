@@ -151,6 +151,15 @@ void DataLoader::check_state(const LoaderState& state) const {
   const int64_t batches = length();
   require(batches < 0 || state.position <= batches, "a loader state's position (", state.position,
           ") is past the end of an epoch of ", batches, " batches");
+  if (state.layout) {  // a position means the same batches only in an epoch of the same layout
+    const LoaderState::Layout& saved = *state.layout;
+    const LoaderState::Layout now{batches, total_batch_size(), total_dataset_length()};
+    require(saved == now, "the checkpoint's loader had epochs of ", saved.batches, " batches of ", saved.batch_size,
+            " samples over all processes from a dataset of ", saved.samples, "; this one has ", now.batches,
+            " batches of ", now.batch_size, " from ", now.samples,
+            " (-1: unknown): its position would resume other samples; create and prepare the loader as it was "
+            "saved");
+  }
   require(state.unread_skip >= 0 && state.unread_skip <= state.position, "a loader state's unread skip (",
           state.unread_skip, ") is not between 0 and its position (", state.position, ")");
   if (!state.generator_state.empty()) check_generator_state(state.generator_state);

@@ -44,6 +44,16 @@ struct LoaderState {
   // A dispatching loader's: how many of `position` were skipped at the epoch's start without being
   // read (skip_first_batches over a map-style dataset, as Accelerate's sampler skips them).
   int64_t unread_skip = 0;
+  // The epoch the state is a position in, when it was saved: batches (length()), samples over all
+  // processes per step (total_batch_size()) and in the dataset (total_dataset_length()); -1 where
+  // unknown. Unset in checkpoints written before it was kept.
+  struct Layout {
+    int64_t batches = -1, batch_size = -1, samples = -1;
+    bool operator==(const Layout& other) const {
+      return batches == other.batches && batch_size == other.batch_size && samples == other.samples;
+    }
+  };
+  std::optional<Layout> layout;
 };
 
 class DataLoader {

@@ -89,6 +89,14 @@ std::vector<LoaderState> read_loader_states(const std::string& path, const std::
     s.next_batch_random_state = read_state_bytes(all[i], "next_batch_random_state", i, path);
     s.first_batch_random_state = read_state_bytes(all[i], "first_batch_random_state", i, path);
     if (all[i].contains("unread_skip")) s.unread_skip = json_field_at_least<int64_t>(all[i], "unread_skip", path, 0);
+    if (all[i].contains("layout")) {
+      const json& layout = all[i]["layout"];
+      if (!layout.is_object())
+        fail(Status::Io, "checkpoint file '", path, "': loader ", i, "'s layout is not an object");
+      s.layout = LoaderState::Layout{json_field_at_least<int64_t>(layout, "batches", path, -1),
+                                     json_field_at_least<int64_t>(layout, "batch_size", path, -1),
+                                     json_field_at_least<int64_t>(layout, "samples", path, -1)};
+    }
     states.push_back(s);
   }
   return states;
@@ -117,6 +125,9 @@ class LoaderStatesPart final : public CheckpointPart {
       if (!s.next_batch_random_state.empty()) entry["next_batch_random_state"] = to_hex(s.next_batch_random_state);
       if (!s.first_batch_random_state.empty()) entry["first_batch_random_state"] = to_hex(s.first_batch_random_state);
       if (s.unread_skip > 0) entry["unread_skip"] = s.unread_skip;
+      entry["layout"] = {{"batches", loader->length()},
+                         {"batch_size", loader->total_batch_size()},
+                         {"samples", loader->total_dataset_length()}};
       all.push_back(entry);
     }
     write_file(path, all.dump(2));

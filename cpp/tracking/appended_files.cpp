@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "tracking/torn_tail.h"
 
 namespace acc::tracking {
 namespace fs = std::filesystem;
@@ -27,8 +28,9 @@ AppendedFiles::File& AppendedFiles::file_of(const std::string& name, const Heade
   }
   const fs::path path = path_of(name);
   make_folders(path.parent_path().string(), "the metric folder");
-  // Non-blocking: a FIFO without a reader fails to open instead of waiting for one.
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
+  // Non-blocking: a FIFO without a reader fails to open instead of waiting for one. Read too: its
+  // last byte says whether a stopped run left a torn line.
+  const int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
   if (fd < 0) {
     const int error = errno;
     refuse_unless_regular(path.string());
@@ -38,6 +40,16 @@ AppendedFiles::File& AppendedFiles::file_of(const std::string& name, const Heade
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     fail(Status::Io, label_, ": '", path.string(), "' is not a regular file");
+  }
+  char last = '\n';
+  if (st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n') {
+    try {
+      drop_torn_tail(path.string(), /*quoted_fields=*/false, line_starts_);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::fstat(fd, &st);
   }
   File& file = files_[name] = File{fd, {}};
   if (st.st_size == 0 && header) file.waiting = header(name);

@@ -13,9 +13,15 @@ namespace acc::tracking {
 
 class AppendedFiles {
  public:
-  // The file of `name` is <folder>/<name><suffix>. `label` (the tracker) starts the errors.
-  AppendedFiles(std::string folder, std::string suffix, std::string label)
-      : folder_(std::move(folder)), suffix_(std::move(suffix)), label_(std::move(label)) {}
+  // The file of `name` is <folder>/<name><suffix>. `label` (the tracker) starts the errors. A file a
+  // stopped run left ending inside a line is cut back to its last whole line when opened (a line
+  // appended to a torn one would make both unreadable: MLflow refuses the file); `line_starts` are
+  // the characters its lines begin with (drop_torn_tail's record_starts).
+  AppendedFiles(std::string folder, std::string suffix, std::string label, std::string line_starts)
+      : folder_(std::move(folder)),
+        suffix_(std::move(suffix)),
+        label_(std::move(label)),
+        line_starts_(std::move(line_starts)) {}
   ~AppendedFiles();  // closes the files; what flush() did not write is dropped
   AppendedFiles(const AppendedFiles&) = delete;
   AppendedFiles& operator=(const AppendedFiles&) = delete;
@@ -38,7 +44,7 @@ class AppendedFiles {
   };
   File& file_of(const std::string& name, const Header& header);
   void write_out(const std::string& name, File& file);
-  std::string folder_, suffix_, label_;
+  std::string folder_, suffix_, label_, line_starts_;
   std::unordered_map<std::string, File> files_;
 };
 

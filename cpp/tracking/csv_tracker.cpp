@@ -140,7 +140,15 @@ std::vector<std::string> parse_csv_record(const std::string& text, size_t* consu
   return fields;
 }
 
+void CsvTracker::finish() {
+  FileTracker::finish();
+  lock_.reset();
+}
+
 void CsvTracker::start(const std::string& project_name, const nlohmann::json&) {
+  finish();  // the last run's file and lock
+  lock_ = std::make_unique<FileLock>(make_run_dir(logging_dir_, project_name) + "/metrics.csv.lock",
+                                     "csv: another run is writing this table; its lock file", std::chrono::seconds(0));
   open_run(project_name, "metrics.csv", /*truncate=*/false);  // appends: nothing written yet
   table_ = std::make_shared<Table>();
   // An existing table (a resumed run) keeps its columns.

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/python_json.h"
 #include "common/python_text.h"
 
 namespace acc::tracking::dvclive {
@@ -125,8 +126,7 @@ void RunFiles::set(const std::string& name, nlohmann::ordered_json value) {
 
 void RunFiles::apply(const Record& r) {
   for (size_t i = 0; i < r.names.size(); ++i) {
-    const double v = r.values[i];
-    set(r.names[i], std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(python_float_repr(v)));
+    set(r.names[i], r.values[i]);  // (NaN and infinities written as Python's json writes them)
   }
   for (size_t i = 0; i < r.text_names.size(); ++i) set(r.text_names[i], r.texts[i]);
   summary["step"] = r.step;  // Live.make_summary, at each next_step
@@ -154,8 +154,7 @@ std::string RunFiles::dvcyaml() const {
 
 void RunFiles::write_out() {
   if (summary_changed || final) {
-    write_file_atomically((dir / "metrics.json").string(),
-                          summary.dump(4, ' ', true, nlohmann::ordered_json::error_handler_t::replace) + "\n");
+    write_file_atomically((dir / "metrics.json").string(), python_json_dump(summary, 4) + "\n");
     summary_changed = false;
   }
   if (!dvc_file.empty() && (logged || final)) {

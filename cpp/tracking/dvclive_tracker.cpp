@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/json_input.h"
+#include "common/python_json.h"
 #include "common/python_text.h"
 #include "common/text.h"
 #include "common/yaml_json.h"
@@ -157,7 +158,7 @@ void DvcliveTracker::start(const std::string&, const nlohmann::json& config) {
       require(params.is_object(), "dvclive: ", (dir / "params.yaml").string(), " is not a mapping of parameters");
     }
     if (const auto text = dvclive::read_small_file(dir / "metrics.json")) {
-      run->summary = parse_ordered_json_input(*text, "dvclive: " + (dir / "metrics.json").string());
+      run->summary = parse_python_json(*text, "dvclive: " + (dir / "metrics.json").string());
       require(run->summary.is_object(), "dvclive: ", (dir / "metrics.json").string(), " is not a JSON object");
       dvclive::collect_names(run->summary, "", values, groups);
     }
@@ -190,7 +191,9 @@ void DvcliveTracker::start(const std::string&, const nlohmann::json& config) {
   run->dir = dir;
   run->dvc_file = dvc_file;
   run->has_params = !params.empty();
-  auto tables = std::make_shared<AppendedFiles>((dir / "plots" / "metrics").string(), ".tsv", "dvclive");
+  // (a row begins with its step, the header with "step")
+  auto tables =
+      std::make_shared<AppendedFiles>((dir / "plots" / "metrics").string(), ".tsv", "dvclive", "0123456789-s");
   writer_ = std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, dir.string(), [tables, run] {
     tables->flush();
     run->write_out();

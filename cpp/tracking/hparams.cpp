@@ -20,7 +20,7 @@ void flatten_into(const nlohmann::json& node, const std::string& prefix, nlohman
     // {"a/b": 1} next to {"a": {"b": 2}} would give two values one name: one would be lost.
     require(!out.contains(name), "config: the key \"", name, "\" appears twice once nested objects are joined with '/'",
             " (rename one of them)");
-    if (value.is_number() || value.is_string() || value.is_boolean())
+    if (value.is_number() || value.is_string() || value.is_boolean() || value.is_null())
       out[name] = value;
     else
       out[name] = value.dump();

@@ -11,8 +11,8 @@ namespace acc::tracking {
 // Parses a configuration: a JSON object ("" stands for {}); anything else is InvalidArgument.
 nlohmann::json parse_config(const std::string& text);
 
-// Flattens nested objects into "outer/inner" names; leaves are numbers, strings or booleans, and
-// arrays or nulls become their JSON text (TensorBoard's HParams only shows scalar values).
+// Flattens nested objects into "outer/inner" names; leaves are numbers, strings, booleans or nulls,
+// and arrays become their JSON text (TensorBoard's HParams only shows scalar values).
 nlohmann::json flatten_config(const nlohmann::json& config);
 
 // Writes the configuration as <dir>/hparams.json (through a temporary file, so readers never see

@@ -126,7 +126,8 @@ void MlflowTracker::start(const std::string& project_name, const nlohmann::json&
   }
   store->write_params(run, params);
   run_dir_ = store->run_dir(run);
-  metric_files_ = std::make_shared<AppendedFiles>(run_dir_ + "/metrics", "", "mlflow");
+  // (a line begins with its timestamp)
+  metric_files_ = std::make_shared<AppendedFiles>(run_dir_ + "/metrics", "", "mlflow", "0123456789");
   writer_ =
       std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, run_dir_, [files = metric_files_] { files->flush(); });
   store_ = std::move(store);

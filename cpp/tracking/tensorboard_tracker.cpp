@@ -134,10 +134,11 @@ std::string start_records(const nlohmann::json& config, double wall_time, std::o
   tb::HParamsPluginData data;
   auto* info = data.mutable_session_start_info();
   info->set_start_time_secs(wall_time);
-  for (const auto& [name, v] : flat.items()) {
+  for (const auto& [name, v] : flat.items()) {  // as torch's hparams() sorts them:
+    if (v.is_null()) continue;                  // None left out
     tb::HParamValue value;
-    if (v.is_boolean())
-      value.set_bool_value(v.get<bool>());
+    if (v.is_boolean())  // (a bool is an int to its isinstance test: a number)
+      value.set_number_value(v.get<bool>() ? 1.0 : 0.0);
     else if (v.is_number())
       value.set_number_value(v.get<double>());
     else

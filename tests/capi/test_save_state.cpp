@@ -113,6 +113,7 @@ struct LoaderKind {
   int noisy_workers;
   int64_t generator_seed;
   bool noisy_stream;
+  int64_t batch_size = 0;  // 0: kBatch
 };
 
 // A model, AdamW, a warmup schedule and an unseeded shuffling loader (see LoaderKind), prepared,
@@ -168,7 +169,7 @@ struct Training {
     }
     acc_options* lo = nullptr;
     EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &lo), ACC_OK);
-    EXPECT_EQ(acc_options_set_int(lo, "batch_size", kBatch), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(lo, "batch_size", loader.batch_size > 0 ? loader.batch_size : kBatch), ACC_OK);
     EXPECT_EQ(acc_options_set_bool(lo, "shuffle", !loader.noisy_stream), ACC_OK);
     EXPECT_EQ(acc_options_set_int(lo, "num_workers", std::max(noisy_workers, 0)), ACC_OK);
     if (loader.generator_seed >= 0) EXPECT_EQ(acc_options_set_int(lo, "generator_seed", loader.generator_seed), ACC_OK);
@@ -1504,6 +1505,27 @@ TEST(LoadState, WorkerGeneratorsThatDoNotFitTheLoaderAreRefusedNamingTheFile) {
                  "loader 0's worker_states is not a list", 2);
   expect_refused(edited("seed", [](J& e) { e["iterator_seed"] = -1; }), ACC_ERR_IO,
                  "'iterator_seed' must be an integer >= 0", 2);
+}
+
+// Found by a hunt: a loader's position loaded into a loader of other batches (another batch size,
+// dataset or split) resumed other samples, or none. Refused, naming the file, before anything changes;
+// a checkpoint written before the layout was kept loads as it did.
+TEST(LoadState, ALoaderOfAnotherLayoutIsRefusedNamingTheFile) {
+  const std::string saved = saved_checkpoint("layout");
+  LoaderKind wider;
+  wider.batch_size = 2 * kBatch;
+  expect_refused(saved, ACC_ERR_INVALID_ARGUMENT, "dataloader_state_0.json", wider);
+  expect_refused(saved, ACC_ERR_INVALID_ARGUMENT, "create and prepare the loader as it was saved", wider);
+  const std::string older =
+      with_json_edit(saved, "layout_older", "dataloader_state_0.json", [](nlohmann::json& j) { j[0].erase("layout"); });
+  auto manifest = nlohmann::json::parse(acc_test::read_file(older + "/accelerate_state.json"));
+  for (const char* key : {"files", "manifest_crc32c"}) manifest.erase(key);  // as if written so: the change is meant
+  std::ofstream(older + "/accelerate_state.json") << manifest.dump(2);
+  Training t({});
+  ACC_ASSERT_OK(acc_load_state(t.acc, older.c_str(), nullptr));
+  expect_refused(
+      with_json_edit(saved, "layout_bad", "dataloader_state_0.json", [](nlohmann::json& j) { j[0]["layout"] = 3; }),
+      ACC_ERR_IO, "layout is not an object");
 }
 
 TEST(LoadState, ARandomStateOfTheNextBatchThatDoesNotFitTheLoaderIsRefusedNamingTheFile) {

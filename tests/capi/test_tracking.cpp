@@ -88,7 +88,8 @@ int recorder_log_text(void* user_data, const char* const* names, const char* con
   return 0;
 }
 
-const char* kConfig = R"({"lr": 0.001, "optimizer": {"name": "adamw", "betas": [0.9, 0.999]}, "amp": true})";
+const char* kConfig =
+    R"({"lr": 0.001, "optimizer": {"name": "adamw", "betas": [0.9, 0.999]}, "amp": true, "resume_from": null})";
 
 }  // namespace
 
@@ -140,7 +141,9 @@ TEST(Tracking, TensorBoardEventFileReadsBackFromTheSpecification) {
   EXPECT_EQ(hparams["lr"], std::to_string(0.001));
   EXPECT_EQ(hparams["optimizer/name"], "adamw");
   EXPECT_EQ(hparams["optimizer/betas"], "[0.9,0.999]");
-  EXPECT_EQ(hparams["amp"], "true");
+  // As torch's hparams() takes them: a bool is an int to its isinstance test (a number), None is left out.
+  EXPECT_EQ(hparams["amp"], std::to_string(1.0));
+  EXPECT_EQ(hparams.count("resume_from"), 0u);
   EXPECT_EQ(end_status, 1);
   EXPECT_NE(text.find("| optimizer/name | adamw |"), std::string::npos) << text;
   acc_accelerator_free(a);
@@ -523,6 +526,28 @@ TEST(Tracking, AWideCsvTableIsContinuedByTheNextRun) {
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0], "step,wall_time," + long_name);
   acc_accelerator_free(a);
+}
+
+// Found by a hunt: two runs writing one table at the same time cut rows out of each other's (each
+// widening rewrites the file). The second is refused at its start until the first ends.
+TEST(Tracking, ASecondRunOnATableInUseIsRefused) {
+  const std::string dir = acc_test::fresh_dir("csv_in_use");
+  acc_accelerator* first = make("csv", dir);
+  acc_accelerator* second = make("csv", dir);
+  ACC_ASSERT_OK(acc_init_trackers(first, "run", nullptr));
+  ACC_ASSERT_OK(acc_log_scalar(first, "a", 1.0, 0));
+  ACC_EXPECT_ERROR(acc_init_trackers(second, "run", nullptr), ACC_ERR_TIMEOUT, "another run is writing this table");
+  ACC_ASSERT_OK(acc_init_trackers(second, "other", nullptr));  // another table: no wait
+  ACC_ASSERT_OK(acc_end_training(second));
+  ACC_ASSERT_OK(acc_end_training(first));
+  ACC_ASSERT_OK(acc_init_trackers(second, "run", nullptr));
+  ACC_ASSERT_OK(acc_log_scalar(second, "b", 2.0, 1));
+  ACC_ASSERT_OK(acc_end_training(second));
+  const auto rows = lines_of(acc_test::read_file(dir + "/run/metrics.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0], "step,wall_time,a,b");
+  acc_accelerator_free(first);
+  acc_accelerator_free(second);
 }
 
 // Python's csv module's rows of a file: what a user's own tool reads.

@@ -5,6 +5,7 @@
 // off where the working folder is inside a Git repository.
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -74,7 +75,8 @@ TEST(DvcliveTracking, WritesWhatDvcReads) {
                                                      "plots": [{"live/plots/metrics": {"x": "step"}}]})"));
   EXPECT_EQ(got["params"], nlohmann::json::parse(R"({"lr": 0.001, "tiny": 1e-05, "name": "true", "layers": [64, 32],
                                                    "nested": {"a": 1, "flag": true}})"));
-  EXPECT_EQ(got["metrics"], nlohmann::json::parse(R"({"loss": "nan", "train": {"acc": 0.25},
+  // (NaN a float, as Python's json writes it: NaN, not the string "nan")
+  EXPECT_EQ(got["metrics"], nlohmann::json::parse(R"({"loss": "float nan", "train": {"acc": 0.25},
                                                     "note": "tab\there \"quoted\"", "eval": {"acc": 0.75},
                                                     "step": 5})"));
   EXPECT_EQ(got["tables"], nlohmann::json::parse(R"({"loss": [[0, "0.5"], [1, "nan"]], "train/acc": [[0, "0.25"]],
@@ -86,9 +88,10 @@ TEST(DvcliveTracking, WritesWhatDvcReads) {
   // tables (no second header) and updates the parameters.
   ACC_ASSERT_OK(acc_init_trackers_ex(a, "run", R"({"lr": 0.1})", kwargs(dir, dvc_yaml).c_str()));
   ACC_ASSERT_OK(acc_log_scalar(a, "other", 2.0, 0));
+  ACC_ASSERT_OK(acc_log_scalar(a, "far", -HUGE_VAL, 0));
   ACC_ASSERT_OK(acc_end_training(a));
   nlohmann::json fresh = read_back(dir, dvc_yaml);
-  EXPECT_EQ(fresh["tables"], nlohmann::json::parse(R"({"other": [[0, "2.0"]]})"));
+  EXPECT_EQ(fresh["tables"], nlohmann::json::parse(R"({"other": [[0, "2.0"]], "far": [[0, "-inf"]]})"));
   EXPECT_EQ(fresh["params"], nlohmann::json::parse(R"({"lr": 0.1})"));
   ACC_ASSERT_OK(
       acc_init_trackers_ex(a, "run", R"({"epochs": 3})", kwargs(dir, dvc_yaml, R"(, "resume": true)").c_str()));
@@ -96,9 +99,10 @@ TEST(DvcliveTracking, WritesWhatDvcReads) {
   ACC_ASSERT_OK(acc_log_scalar(a, "other", 3.0, 1));
   ACC_ASSERT_OK(acc_end_training(a));
   const nlohmann::json resumed = read_back(dir, dvc_yaml);
-  EXPECT_EQ(resumed["tables"], nlohmann::json::parse(R"({"other": [[0, "2.0"], [1, "3.0"]]})"));
+  EXPECT_EQ(resumed["tables"], nlohmann::json::parse(R"({"other": [[0, "2.0"], [1, "3.0"]], "far": [[0, "-inf"]]})"));
   EXPECT_EQ(resumed["params"], nlohmann::json::parse(R"({"lr": 0.1, "epochs": 3})"));
-  EXPECT_EQ(resumed["metrics"], nlohmann::json::parse(R"({"other": 3.0, "step": 1})"));
+  // (the summary read back as Python's json reads it: -Infinity a float)
+  EXPECT_EQ(resumed["metrics"], nlohmann::json::parse(R"({"other": 3.0, "far": "float -inf", "step": 1})"));
 
   // A dvc.yaml inside DVCLive's folder names the folder's files by their own paths; a run that
   // resumes takes it back as DVCLive's.

@@ -212,7 +212,7 @@ inline std::vector<TbEvent> read_event_file(const std::string& path) {
       if (f.number == 1 && f.type == 1) e.wall_time = f.as_double();
       if (f.number == 2 && f.type == 0) e.step = static_cast<int64_t>(f.integer);
       if (f.number == 3 && f.type == 2) e.file_version = f.bytes;
-      if (f.number == 6 && f.type == 2) {  // SessionLog: status = 1 (an enum; absent for 0)
+      if (f.number == 7 && f.type == 2) {  // SessionLog (event.proto's 7): status = 1 (an enum; absent for 0)
         e.session_status = 0;
         for (const auto& l : decode_message(f.bytes))
           if (l.number == 1 && l.type == 0) e.session_status = static_cast<int64_t>(l.integer);

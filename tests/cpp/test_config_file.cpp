@@ -528,6 +528,18 @@ TEST(EstimateMemory, CountsWeightsGradientsAndAdamStates) {
   EXPECT_NE(error_of([&] { acc::memory_rows(s, {"float8"}); }).find("unknown dtype 'float8'"), std::string::npos);
 }
 
+// Found by a hunt: the largest layer was a top-level child however deep the model (a whole stack of
+// blocks). As Accelerate's get_max_layer_size finds it: modules without children; one with children
+// counts as its children, its own tensors left out (nn.MultiheadAttention's in_proj: only out_proj).
+TEST(EstimateMemory, TheLargestLayerIsAModuleWithoutChildrenAsAccelerateFindsIt) {
+  auto model = acc::model_from_spec(R"([{"type":"linear","in_features":6,"out_features":8},
+    {"type":"transformer_encoder_layer","d_model":8,"nhead":2,"dim_feedforward":16,"dropout":0.0,"batch_first":true},
+    {"type":"linear","in_features":8,"out_features":3}])");
+  const auto s = acc::model_sizes(*model);
+  EXPECT_EQ(s.largest_layer, "1.linear1");
+  EXPECT_EQ(s.largest_layer_elements, 8 * 16 + 16);
+}
+
 // JSON written as YAML reads back the same (texts that look like numbers or booleans stay texts, a
 // float with an exponent stays a float for YAML 1.1 readers); aliases that expand past the bound are
 // refused, naming the file.

@@ -91,7 +91,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"SHIRA", acc::OptionsKind::Shira},
                                                            {"RANDLORA", acc::OptionsKind::Randlora},
                                                            {"DELORA", acc::OptionsKind::Delora},
-                                                           {"ROAD", acc::OptionsKind::Road}};
+                                                           {"ROAD", acc::OptionsKind::Road},
+                                                           {"GRALORA", acc::OptionsKind::Gralora}};
 
 }  // namespace
 

@@ -163,6 +163,7 @@ struct Settings {
   const char* randlora = nullptr;
   const char* delora = nullptr;
   const char* road = nullptr;
+  const char* gralora = nullptr;
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;               // offload_optimizer and offload_params
   bool hybrid = false;                // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -297,6 +298,9 @@ struct Job {
       add_method(model, acc_model_add_delora, ACC_OPTIONS_DELORA, s.delora, {{"r", "2"}, {"init_weights", "false"}});
     if (s.road)
       add_method(model, acc_model_add_road, ACC_OPTIONS_ROAD, s.road, {{"group_size", "2"}, {"init_weights", "false"}});
+    if (s.gralora)
+      add_method(model, acc_model_add_gralora, ACC_OPTIONS_GRALORA, s.gralora,
+                 {{"r", "2"}, {"hybrid_r", "1"}, {"init_weights", "false"}});
     if (s.tokens_alone) {
       acc_options* o = nullptr;
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_TRAINABLE_TOKENS, &o), ACC_OK);
@@ -836,6 +840,16 @@ TEST(Sharded, RoadTrainsUnderEveryStageAsUnderDdp) {
   s.spec = kEvenShardNet;
   s.features = 4;
   s.road = "0,2,4";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// PEFT's GraLoRA: each layer's blocks and hybrid pair are parameters as any other, its einsums read
+// them whole, under every stage as under DDP (kEvenShardNet: sides of 2 blocks everywhere).
+TEST(Sharded, GraloraTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.spec = kEvenShardNet;
+  s.features = 4;
+  s.gralora = "0,2,4";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 
@@ -1737,7 +1751,8 @@ TEST(Sharded, PeftMethodsSaveModelUnderStageThreeAsUnderDdp) {
       {"shira", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.shira = "0,2,4"; }},
       {"randlora", [](Settings& s) { s.randlora = "0,2,4"; }},
       {"delora", [](Settings& s) { s.delora = "0,2,4"; }},
-      {"road", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.road = "0,2,4"; }}};
+      {"road", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.road = "0,2,4"; }},
+      {"gralora", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.gralora = "0,2,4"; }}};
   for (const auto& [name, configure] : methods) {
     SCOPED_TRACE(name);
     Settings s;

@@ -70,6 +70,9 @@ public partial class Options {
   /// <summary>Options of Model.AddRoad (PEFT's RoadConfig: variant, group_size,
   /// init_weights).</summary>
   public static Options Road() { return new Options(OptionsKind.RoadOptions); }
+  /// <summary>Options of Model.AddGralora (PEFT's GraloraConfig: r, hybrid_r, alpha, gralora_k,
+  /// ...).</summary>
+  public static Options Gralora() { return new Options(OptionsKind.GraloraOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

@@ -460,6 +460,14 @@ public class LoraTests {
       RoundTrips(model => model.AddRoad("1", o), "1.road_theta", "1.road_alpha");
   }
 
+  // PEFT's GraLoRA on the linear layer (2 x 2 blocks of rank 1, a hybrid pair of rank 1, B drawn).
+  [Test]
+  public void GraloraTrainsAndRoundTrips() {
+    using (Options o = Options.Gralora().Put("r", 2).Put("hybrid_r", 1).Put("init_weights", false))
+      RoundTrips(model => model.AddGralora("1", o), "1.gralora_A", "1.gralora_B", "1.gralora_A_general.weight",
+                 "1.gralora_B_general.weight");
+  }
+
   // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
   // files round-trip.
   [Test]

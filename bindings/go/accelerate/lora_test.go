@@ -453,6 +453,14 @@ func TestRoadTrainsAndRoundTrips(t *testing.T) {
 	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddRoad("1", o) }, "1.road_theta", "1.road_alpha")
 }
 
+// PEFT's GraLoRA on the linear layer (2 x 2 blocks of rank 1, a hybrid pair of rank 1, B drawn).
+func TestGraloraTrainsAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.GraloraOptions, map[string]any{"r": 2, "hybrid_r": 1, "init_weights": false})
+	defer o.Close()
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddGralora("1", o) },
+		"1.gralora_A", "1.gralora_B", "1.gralora_A_general.weight", "1.gralora_B_general.weight")
+}
+
 // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place, PEFT's files
 // round-trip and unload puts the layer back.
 func TestLnTuningTrainsInPlaceAndRoundTrips(t *testing.T) {

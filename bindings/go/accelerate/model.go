@@ -55,6 +55,8 @@ const (
 	DeloraOptions OptionsKind = capi.OptionsDelora
 	// PEFT's RoadConfig (Model.AddRoad: variant, group_size, init_weights)
 	RoadOptions OptionsKind = capi.OptionsRoad
+	// PEFT's GraloraConfig (Model.AddGralora: r, hybrid_r, alpha, gralora_k, ...)
+	GraloraOptions OptionsKind = capi.OptionsGralora
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -522,6 +524,21 @@ func (m *Model) AddRoad(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddRoad(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddGralora adds PEFT's GraLoRA adapters on linear layers (transformers' Conv1D too): each targeted
+// layer trains gralora_A and gralora_B, its delta's k x k blocks each of rank r / k, and with hybrid_r
+// a plain LoRA pair beside them; every other parameter is frozen. targetModules: named as for AddLora.
+// opts: GraloraOptions or nil. SaveLora, LoadLora, MergeLora and WithoutLora act on them. It returns
+// how many layers were adapted.
+func (m *Model) AddGralora(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddGralora(targetModules, oh, e) })
 	return int(n), err
 }
 

@@ -396,6 +396,15 @@ class LoraTest {
     }
   }
 
+  /** PEFT's GraLoRA on the linear layer (2 x 2 blocks of rank 1, a hybrid pair of rank 1, B drawn). */
+  @Test
+  void graloraTrainsAndRoundTrips() {
+    try (Options o = Options.gralora().put("r", 2).put("hybrid_r", 1).put("init_weights", false)) {
+      roundTrips(model -> model.addGralora("1", o), Arrays.asList("1.gralora_A", "1.gralora_B",
+          "1.gralora_A_general.weight", "1.gralora_B_general.weight"));
+    }
+  }
+
   /** PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
    *  files round-trip. */
   @Test

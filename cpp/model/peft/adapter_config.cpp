@@ -1038,6 +1038,47 @@ LoraConfig road_config_from_json(const nlohmann::ordered_json& j, const std::str
   return config;
 }
 
+// PEFT's GraloraConfig: its fields, in its order (alpha an integer where it is one, as PEFT's int).
+nlohmann::ordered_json gralora_config_json(const LoraConfig& config) {
+  using json = nlohmann::ordered_json;
+  json j = peft_config_json(peft_type_name(PeftType::Gralora), config);
+  j["r"] = config.r;
+  j["hybrid_r"] = config.gralora_hybrid_r;
+  j["target_modules"] = targets_json(config);
+  const bool whole = config.alpha == std::floor(config.alpha) && std::abs(config.alpha) < 9.0e15;
+  j["alpha"] = whole ? json(static_cast<int64_t>(config.alpha)) : json(config.alpha);
+  j["gralora_dropout"] = config.dropout;
+  j["gralora_k"] = config.gralora_k;
+  j["fan_in_fan_out"] = config.fan_in_fan_out;
+  j["bias"] = config.peft_bias();
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
+  j["init_weights"] = config.gralora_init_weights;
+  j["layers_to_transform"] = list_or_null(config.layers_to_transform);
+  j["layers_pattern"] = list_or_null(config.layers_pattern);
+  return j;
+}
+
+// PEFT's GraloraConfig (peft_type GRALORA), refused where its __post_init__ and update_layer refuse it.
+LoraConfig gralora_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  const ConfigFields fields{j, path};
+  LoraConfig config;
+  config.peft_type = PeftType::Gralora;
+  // (PEFT computes with these: a null is its TypeError)
+  for (const char* key : {"r", "hybrid_r", "alpha", "gralora_dropout", "gralora_k"}) fields.refuse_null(key);
+  config.r = fields.integer("r", 32, 1, kMaxLoraRank, "from 1 to 2^20");
+  config.gralora_hybrid_r = fields.integer("hybrid_r", 0, 0, kMaxLoraRank, "from 0 to 2^20");
+  config.alpha = fields.number("alpha", 64, 0, kMaxLoraAlpha);
+  config.gralora_alpha = config.alpha;
+  config.dropout = fields.number("gralora_dropout", 0, 0, 1);
+  config.gralora_k = fields.integer("gralora_k", 2, 1, kMaxLoraRank, "from 1 to 2^20");
+  if (config.r % config.gralora_k != 0) fields.refuse("gralora_k", "must divide r (each block's rank is r / k)");
+  config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
+  config.gralora_init_weights = fields.flag("init_weights", true);
+  read_bias(fields, "gralora_only", &config);
+  read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/false}, &config);
+  return config;
+}
+
 }  // namespace
 
 // PEFT's LNTuningConfig: its fields, in its order.
@@ -1094,6 +1135,8 @@ nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
       return delora_config_json(config);
     case PeftType::Road:
       return road_config_json(config);
+    case PeftType::Gralora:
+      return gralora_config_json(config);
     case PeftType::Lora:
       break;
   }
@@ -1123,11 +1166,12 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "RANDLORA") return randlora_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "DELORA") return delora_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "ROAD") return road_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "GRALORA") return gralora_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse("peft_type",
            "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\", \"BOFT\", \"HRA\", "
            "\"FOURIERFT\", \"LN_TUNING\", \"MISS\", \"C3A\", \"SHIRA\", \"RANDLORA\", \"DELORA\", "
-           "\"ROAD\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not supported)");
+           "\"ROAD\", \"GRALORA\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not supported)");
   LoraConfig config;
   if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > (1 << 20))
     refuse("r", "must be an integer from 1 to 2^20");

@@ -8,6 +8,7 @@
 #include "model/peft/c3a.h"
 #include "model/peft/delora.h"
 #include "model/peft/fourierft.h"
+#include "model/peft/gralora.h"
 #include "model/peft/hra.h"
 #include "model/peft/lycoris.h"
 #include "model/peft/miss.h"
@@ -376,6 +377,32 @@ FactorMethod road() {
           road_merged_bias};
 }
 
+FactorMethod gralora() {
+  return {PeftType::Gralora,
+          "GraLoRA adapts linear layers (transformers' Conv1D too)",
+          {kGraloraA, kGraloraB, kGraloraGeneralA, kGraloraGeneralB},
+          "factors",
+          [](const std::string& suffix, const at::Tensor& t) {
+            return suffix == kGraloraA || suffix == kGraloraB
+                       ? refusal_unless(t, 3, "GraLoRA's blocks: k x in/k x r and k x r x out/k")
+                       : refusal_unless(t, 2, "GraLoRA's hybrid pair");
+          },
+          /*files_hold_every_tensor=*/false,  // (the hybrid pair with hybrid_r only: the shapes say)
+          /*files_hold_biases=*/true,
+          /*rank_and_scaling=*/false,
+          make_gralora_adapters,
+          gralora_factor_shapes,
+          [](const LoraConfig& config, const std::string&) {
+            return "r " + concat(config.r) + ", gralora_k " + concat(config.gralora_k) + " and hybrid_r " +
+                   concat(config.gralora_hybrid_r);
+          },
+          // The same scaling.
+          [](const LoraConfig& config) { return "alpha " + concat(config.gralora_alpha); },
+          gralora_merged_weight,
+          gralora_output_adapter,
+          nullptr};
+}
+
 }  // namespace
 
 const SharedTensors* shared_tensors(PeftType type) {
@@ -389,7 +416,7 @@ const SharedTensors* shared_tensors(PeftType type) {
 }
 
 const FactorMethod* factor_method(PeftType type) {
-  static const std::array<FactorMethod, 14> methods = {
+  static const std::array<FactorMethod, 15> methods = {
       lycoris(PeftType::Loha, "LoHa adapts linear layers and 1-D and 2-D convolutions"),
       lycoris(PeftType::Lokr, "LoKr adapts linear layers and 1-D and 2-D convolutions"),
       vera(),
@@ -403,7 +430,8 @@ const FactorMethod* factor_method(PeftType type) {
       shira(),
       randlora(),
       delora(),
-      road()};
+      road(),
+      gralora()};
   for (const FactorMethod& method : methods)
     if (method.type == type) return &method;
   return nullptr;

@@ -12,11 +12,7 @@ namespace {
 
 // PEFT's FourierFT takes nn.Linear and transformers' Conv1D, whose forward it adds to.
 void check_site(const LinearSite& site, const LoraConfig& config) {
-  if (site.conv || site.embedding || site.attention || !site.owner.empty() || adapts_parameter(site))
-    fail(Status::InvalidArgument, "FourierFT cannot adapt '", site.module,
-         "': PEFT's FourierFT takes torch.nn.Linear and transformers' Conv1D only");
-  if (site.quantized) fail(Status::Unsupported, "FourierFT on the quantised layer '", site.module, "' is not built");
-  if (!site.set_output_adapter) refuse_uncalled_layer(site, "FourierFT", "input to add the branch's output from");
+  require_linear_or_conv1d(site, "FourierFT", "input to add the branch's output from");
   const int64_t n = config.n_frequency_of(site.module), entries = in_features(site) * out_features(site);
   if (n > entries)
     fail(Status::InvalidArgument, "FourierFT cannot adapt '", site.module, "': n_frequency ", n,

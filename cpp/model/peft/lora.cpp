@@ -152,6 +152,16 @@ void require_plain_linear(const LinearSite& site, const char* method, const char
   if (!site.set_output_adapter) refuse_uncalled_layer(site, method, missing);
 }
 
+void require_linear_or_conv1d(const LinearSite& site, const char* method, const char* missing, const char* bnb_module) {
+  if (site.conv || site.embedding || site.attention || !site.owner.empty() || adapts_parameter(site))
+    fail(Status::InvalidArgument, method, " cannot adapt '", site.module, "': PEFT's ", method,
+         " takes torch.nn.Linear and transformers' Conv1D only");
+  if (site.quantized)
+    fail(Status::Unsupported, method, " on the quantised layer '", site.module, "' is not built",
+         bnb_module ? std::string(" (PEFT's ") + bnb_module + ")" : std::string());
+  if (!site.set_output_adapter) refuse_uncalled_layer(site, method, missing);
+}
+
 at::Tensor as_linear_layout(const LinearSite& site, const at::Tensor& w) { return transposed_layout(site) ? w.t() : w; }
 
 namespace {

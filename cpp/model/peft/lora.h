@@ -127,6 +127,11 @@ void require_linear_or_plain_conv2d(const LinearSite& site, const char* method, 
 // is InvalidArgument (PEFT's TypeError), a quantised layer Unsupported, naming `method` and the module
 // (refuse_uncalled_layer's `missing` for a layer the forward does not call).
 void require_plain_linear(const LinearSite& site, const char* method, const char* missing);
+// The same for what PEFT's VeRA, FourierFT, RandLoRA and GraLoRA take: nn.Linear or transformers'
+// Conv1D the forward calls as a module (anything else InvalidArgument, PEFT's TypeError or
+// ValueError; a quantised layer Unsupported, PEFT's `bnb_module` where it has one).
+void require_linear_or_conv1d(const LinearSite& site, const char* method, const char* missing,
+                              const char* bnb_module = nullptr);
 // Fails (Unsupported, naming `method` and the module) for a layer the model's forward never calls as
 // a module (it reads its weight itself): there is no call for the adapter to act on (`missing`: what
 // PEFT's layer computes from it, e.g. "input to rotate").

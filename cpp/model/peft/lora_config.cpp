@@ -751,6 +751,34 @@ const OptionTable<LoraConfig>& road_option_table() {
   return table;
 }
 
+const OptionTable<LoraConfig>& gralora_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Gralora, [](OptionTable<L>& t) {
+    t.bind("r", "the rank of each layer's blocks together (each of the k x k blocks r / k)", &L::gralora_r)
+        .at_least(1)
+        .at_most(kMaxLoraRank);
+    t.bind("hybrid_r", "the rank of a plain LoRA pair beside the blocks (0: none)", &L::gralora_hybrid_r)
+        .at_least(0)
+        .at_most(kMaxLoraRank);
+    t.bind("alpha", "the scaling is alpha / (r + hybrid_r)", &L::gralora_alpha).at_least(0).at_most(kMaxLoraAlpha);
+    t.bind("gralora_dropout", "dropout on each adapted layer's input to its branches", &L::dropout)
+        .at_least(0)
+        .at_most(1);
+    t.bind("gralora_k", "the blocks each side of a layer is cut into (dividing r and the layer's sides)", &L::gralora_k)
+        .at_least(1)
+        .at_most(kMaxLoraRank);
+    t.bind("fan_in_fan_out", "PEFT's flag for weights stored in x out; each layer's kind decides, as in PEFT",
+           &L::fan_in_fan_out);
+    t.bind("bias", "which biases train beside the adapters: none, all, gralora_only (the adapted layers')", &L::bias)
+        .one_of({"none", "all", "gralora_only"});
+    t.bind("init_weights", "B starts as zeros, the layer unchanged (false: Kaiming draws)", &L::gralora_init_weights);
+    bind_modules_to_save(t);  // (PEFT's GraloraConfig has no exclude_modules)
+    bind_layers(t);
+    bind_texts(t);
+  });
+  return table;
+}
+
 LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& options) {
   switch (options.kind()) {
     case OptionsKind::Ia3:
@@ -785,6 +813,8 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return delora(targets, options);
     case OptionsKind::Road:
       return road(targets, options);
+    case OptionsKind::Gralora:
+      return gralora(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -889,6 +919,19 @@ LoraConfig LoraConfig::road(const std::string& targets, const Options& options) 
   require(config.road_group_size % 2 == 0, "RoAd's group_size must be even (its halves pair up), got ",
           config.road_group_size);
   read_method_targets(config, targets, "linear layers");
+  return config;
+}
+
+LoraConfig LoraConfig::gralora(const std::string& targets, const Options& options) {
+  LoraConfig config =
+      method_options("GraLoRA", OptionsKind::Gralora, gralora_option_table(), PeftType::Gralora, options);
+  config.r = config.gralora_r;
+  config.alpha = config.gralora_alpha;
+  // PEFT's GraloraConfig check.
+  require(config.r % config.gralora_k == 0,
+          "GraLoRA's r must be a multiple of gralora_k (each block's rank is r / k): ", "got r ", config.r,
+          " and gralora_k ", config.gralora_k);
+  read_method_targets(config, targets, "linear layers", "gralora_only");
   return config;
 }
 
@@ -1082,6 +1125,8 @@ std::string LoraConfig::peft_bias() const {
       return "randlora_only";
     case PeftType::Delora:
       return "delora_only";
+    case PeftType::Gralora:
+      return "gralora_only";
     default:
       return bias;
   }

@@ -51,7 +51,8 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // weight trained at fixed places, model/peft/shira.h) or its RandLoraConfig (random bases shared by
 // the layers, scaled by each layer's trained tensors, model/peft/randlora.h) or its DeloraConfig
 // (a normalised low-rank delta of trained strength, model/peft/delora.h) or its RoadConfig (each
-// layer's output rotated pair by pair and scaled, model/peft/road.h).
+// layer's output rotated pair by pair and scaled, model/peft/road.h) or its GraloraConfig (each
+// layer's delta cut into k x k blocks, each its own low-rank product, model/peft/gralora.h).
 enum class PeftType {
   Lora,
   TrainableTokens,
@@ -70,7 +71,8 @@ enum class PeftType {
   Shira,
   Randlora,
   Delora,
-  Road
+  Road,
+  Gralora
 };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
@@ -109,6 +111,8 @@ inline const char* peft_type_name(PeftType type) {
       return "DELORA";
     case PeftType::Road:
       return "ROAD";
+    case PeftType::Gralora:
+      return "GRALORA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -152,6 +156,8 @@ inline const char* peft_method_name(PeftType type) {
       return "DeLoRA";
     case PeftType::Road:
       return "RoAd";
+    case PeftType::Gralora:
+      return "GraLoRA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -396,6 +402,15 @@ struct LoraConfig {
   std::string road_variant = "road_1";
   int64_t road_group_size = 64;
   bool road_init_weights = true;
+  // PEFT's GraloraConfig (peft_type Gralora; its r is `r`, taken from gralora_r, PEFT's default; its
+  // gralora_dropout `dropout`, its bias `bias` with "gralora_only" as "lora_only"): the blocks per
+  // side (k, dividing r and each layer's sides), the plain LoRA pair's rank beside them, alpha (the
+  // scaling is alpha / (r + hybrid_r)), and B's start (zeros, or Kaiming draws).
+  int64_t gralora_r = 32;
+  int64_t gralora_hybrid_r = 0;
+  double gralora_alpha = 64;
+  int64_t gralora_k = 2;
+  bool gralora_init_weights = true;
   // PEFT's MissConfig (peft_type Miss; its r is `r`, taken from miss_r, PEFT's default; its
   // miss_dropout `dropout`, its bias `bias` with "MiSS_only" as "lora_only"): the variant, PEFT's
   // init_weights ("true": zeros, "false": Kaiming draws, "bat", "mini"), and mini's shard width along
@@ -477,6 +492,8 @@ struct LoraConfig {
   static LoraConfig delora(const std::string& targets, const Options& options);
   // PEFT's RoadConfig: `targets` as above (or "all-linear"), `options` of kind road.
   static LoraConfig road(const std::string& targets, const Options& options);
+  // PEFT's GraloraConfig: `targets` as above (or "all-linear"), `options` of kind gralora.
+  static LoraConfig gralora(const std::string& targets, const Options& options);
   // PEFT's LNTuningConfig: `targets` the modules trained themselves, `options` of kind ln_tuning.
   static LoraConfig ln_tuning(const std::string& targets, const Options& options);
   // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
@@ -576,6 +593,7 @@ const OptionTable<LoraConfig>& shira_option_table();
 const OptionTable<LoraConfig>& randlora_option_table();
 const OptionTable<LoraConfig>& delora_option_table();
 const OptionTable<LoraConfig>& road_option_table();
+const OptionTable<LoraConfig>& gralora_option_table();
 // A JSON integer as the size pattern `setting`'s value for `key`; one past int64's range is refused
 // (InvalidArgument, naming it as given).
 int64_t size_value(const nlohmann::ordered_json& value, const char* setting, const std::string& key);

@@ -16,12 +16,7 @@ namespace {
 
 // PEFT's RandLoraModel takes nn.Linear and transformers' Conv1D; anything else is its ValueError.
 void check_site(const LinearSite& site) {
-  if (site.embedding || site.attention || site.conv || !site.owner.empty() || adapts_parameter(site))
-    fail(Status::InvalidArgument, "RandLoRA cannot adapt '", site.module,
-         "': PEFT's RandLoRA takes torch.nn.Linear and transformers' Conv1D only");
-  if (site.quantized)
-    fail(Status::Unsupported, "RandLoRA on the quantised layer '", site.module, "' is not built (PEFT's randlora.bnb)");
-  if (!site.set_output_adapter) refuse_uncalled_layer(site, "RandLoRA", "input to add the branch's output from");
+  require_linear_or_conv1d(site, "RandLoRA", "input to add the branch's output from", "randlora.bnb");
 }
 
 int64_t smaller_side(const LinearSite& site) { return std::min(in_features(site), out_features(site)); }

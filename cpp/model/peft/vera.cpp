@@ -15,12 +15,7 @@ namespace {
 
 // PEFT's VeraModel takes nn.Linear and transformers' Conv1D; anything else is its TypeError.
 void check_site(const LinearSite& site) {
-  if (site.embedding || site.attention || site.conv || adapts_parameter(site))
-    fail(Status::InvalidArgument, "VeRA cannot adapt '", site.module,
-         "': PEFT's VeRA takes torch.nn.Linear and transformers' Conv1D only");
-  if (site.quantized)
-    fail(Status::Unsupported, "VeRA on the quantised layer '", site.module, "' is not built (PEFT's vera.bnb)");
-  if (!site.set_output_adapter) refuse_uncalled_layer(site, "VeRA", "input to add the branch's output from");
+  require_linear_or_conv1d(site, "VeRA", "input to add the branch's output from", "vera.bnb");
 }
 
 // PEFT's _kaiming_init: uniform in +- sqrt(3) * sqrt(2) / sqrt(fan_in), drawn from `generator`.

@@ -75,6 +75,7 @@ const (
 	OptionsRandlora        = C.ACC_OPTIONS_RANDLORA
 	OptionsDelora          = C.ACC_OPTIONS_DELORA
 	OptionsRoad            = C.ACC_OPTIONS_ROAD
+	OptionsGralora         = C.ACC_OPTIONS_GRALORA
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
