@@ -259,7 +259,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   amsgrad (bool, adam/adamw), alpha (double, rmsprop's smoothing, default 0.99; asgd's power of
  *   the step size's decay, default 0.75), centered (bool, rmsprop, default false),
  *   lr_decay (double, adagrad, default 0), initial_accumulator_value (double,
- *   adagrad, default 0), decoupled_weight_decay (bool, radam and nadam, default false: the
+ *   adagrad, default 0: every accumulator starts at the optimizer's value, as torch's constructor
+ *   fills them; a group's own changes nothing), decoupled_weight_decay (bool, radam and nadam, default false: the
  *   weights decay as adamw's), momentum_decay (double, nadam, default 0.004),
  *   maximize (bool, every algorithm but lion and adafactor, default false: PyTorch's maximize, the
  *   loss ascends; for the whole optimizer, not a group; the gradients are as backward left them

@@ -96,19 +96,28 @@ std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(Status::Io, "cannot create '", dir, "': ", ec.message());
-  // Hugging Face's rule: a new shard when the next tensor would overflow a non-empty one.
-  std::vector<NamedTensors> shards(1);
-  int64_t current = 0, total = 0;
+  // huggingface_hub's split_state_dict_into_shards_factory: a tensor larger than a shard gets one of
+  // its own (listed then, the current shard staying open); a new shard when the next tensor would
+  // overflow the current one; the current one last.
+  std::vector<NamedTensors> shards;
+  NamedTensors current;
+  int64_t current_bytes = 0, total = 0;
   for (const auto& entry : tensors) {
     const int64_t bytes = static_cast<int64_t>(entry.second.nbytes());
-    if (current > 0 && current + bytes > max_shard_bytes) {
-      shards.emplace_back();
-      current = 0;
-    }
-    shards.back().push_back(entry);
-    current += bytes;
     total += bytes;
+    if (bytes > max_shard_bytes) {
+      shards.push_back({entry});
+      continue;
+    }
+    if (current_bytes + bytes > max_shard_bytes) {
+      shards.push_back(std::move(current));
+      current.clear();
+      current_bytes = 0;
+    }
+    current.push_back(entry);
+    current_bytes += bytes;
   }
+  if (!current.empty() || shards.empty()) shards.push_back(std::move(current));
   std::vector<std::string> written;
   const std::string staging = dir + "/" + kStagingFolder;
   // A save stopped while moving its shards in is completed first (the folder then holds one save

@@ -87,11 +87,16 @@ int64_t fsdp_stage(const std::string& strategy) {
 
 bool fsdp_hybrid(const std::string& strategy) { return strategy.rfind("HYBRID_SHARD", 0) == 0; }
 
+// A state dict type as Accelerate's plugin takes it: a name in any case, or StateDictType's number.
 std::string state_dict_type(const Source& from, const std::string& name, const std::string& value) {
-  if (value == "LOCAL_STATE_DICT") unsupported(from, name, value, "use FULL_STATE_DICT or SHARDED_STATE_DICT");
-  require(value == "FULL_STATE_DICT" || value == "SHARDED_STATE_DICT", from.say(name, value),
-          ": must be FULL_STATE_DICT or SHARDED_STATE_DICT");
-  return value;
+  const std::string upper = value == "1"   ? "FULL_STATE_DICT"
+                            : value == "2" ? "LOCAL_STATE_DICT"
+                            : value == "3" ? "SHARDED_STATE_DICT"
+                                           : uppercase(value);
+  if (upper == "LOCAL_STATE_DICT") unsupported(from, name, value, "use FULL_STATE_DICT or SHARDED_STATE_DICT");
+  require(upper == "FULL_STATE_DICT" || upper == "SHARDED_STATE_DICT", from.say(name, value),
+          ": must be FULL_STATE_DICT or SHARDED_STATE_DICT (or 1 or 3)");
+  return upper;
 }
 
 // A policy in any case (Accelerate upper-cases it), upper-cased.
@@ -218,6 +223,22 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
       env["FSDP_SHARDING_STRATEGY"] = *by_reshard;
     }
   }
+  // Keys with no counterpart here are still checked as Accelerate checks them: a value it refuses is
+  // refused, never ignored.
+  if (const std::string* s = get("fsdp_backward_prefetch")) {
+    const std::string upper = uppercase(*s);
+    require(upper == "BACKWARD_PRE" || upper == "BACKWARD_POST" || upper == "NO_PREFETCH" || *s == "1" || *s == "2",
+            from.say("fsdp_backward_prefetch", *s), ": must be BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH");
+  }
+  if (const std::string* s = get("fsdp_forward_prefetch"))
+    require(!(flag(from, "fsdp_forward_prefetch", *s) && version == "2"), from.say("fsdp_forward_prefetch", *s),
+            ": forward_prefetch is not implemented in FSDP2 (Accelerate's ValueError)");
+  if (const std::string* s = get("fsdp_cpu_ram_efficient_loading")) {
+    const std::string* sync = get("fsdp_sync_module_states");
+    require(
+        !(flag(from, "fsdp_cpu_ram_efficient_loading", *s) && sync && !flag(from, "fsdp_sync_module_states", *sync)),
+        origin, ": fsdp_cpu_ram_efficient_loading true needs fsdp_sync_module_states true (Accelerate's ValueError)");
+  }
   if (const std::string* s = get("fsdp_offload_params"))
     env["FSDP_OFFLOAD_PARAMS"] = flag(from, "fsdp_offload_params", *s) ? "true" : "false";
   if (const std::string* s = get("fsdp_state_dict_type"))
@@ -330,10 +351,21 @@ SettingMap deepspeed_file_settings(const std::string& path, std::vector<std::str
       if (is_auto(value)) continue;  // Accelerate fills it from zero3_save_16bit_model
       if (!value.is_boolean()) refuse(name, "must be true, false or auto, not " + value.dump());
       out["zero3_save_16bit_model"] = value.get<bool>() ? "true" : "false";
+    } else if (key == "cpu_offload" || key == "cpu_offload_param") {  // DeepSpeed's deprecated spellings
+      if (!value.is_boolean()) refuse(name, "must be true or false, not " + value.dump());
+      const std::string device = key == "cpu_offload" ? "offload_optimizer_device" : "offload_param_device";
+      if (value.get<bool>()) {
+        if (out.count(device) && out[device] != "cpu")
+          refuse(name, "contradicts the offload device given beside it (" + out[device] + ")");
+        out[device] = "cpu";
+      }
     } else if (key == "offload_optimizer" || key == "offload_param") {
       if (!value.is_object()) refuse(name, "must be an object");
       for (const auto& [inner, setting] : value.items()) {
-        if (inner != "device") {
+        if (inner == "ratio" && !(setting.is_number() && setting.get<double>() == 1.0)) {
+          fail(Status::Unsupported, where, name, ".ratio ", setting.dump(),
+               ": a partial offload is not built (the whole optimizer state is offloaded: leave ratio out, or 1)");
+        } else if (inner != "device") {
           warnings.push_back(ignored_in_file(where, name + "." + inner));
         } else if (!is_auto(setting)) {
           if (!setting.is_string()) refuse(name + ".device", "must be none or cpu");

@@ -44,8 +44,9 @@ class OptimizerAlgorithm {
       std::vector<torch::optim::OptimizerParamGroup> /*groups*/, const torch::optim::OptimizerOptions& /*defaults*/) const {
     return nullptr;
   }
-  // The state a parameter has before its first step, made from its group's options, where the
-  // algorithm keeps one (Adagrad's accumulator); null where state starts at the first step.
+  // The state a parameter has before its first step, made from the optimizer's options (torch's
+  // constructor's), where the algorithm keeps one (Adagrad's accumulator); null where state starts
+  // at the first step.
   virtual std::unique_ptr<torch::optim::OptimizerParamState> initial_state(
       const at::Tensor& /*param*/, const torch::optim::OptimizerOptions& /*group*/) const {
     return nullptr;

@@ -1,6 +1,6 @@
 // Adagrad: torch::optim's options and state, stepped as Python steps it (optim/python_rules.h). As in
-// PyTorch, every parameter has its accumulator from the start, filled with its group's
-// initial_accumulator_value.
+// PyTorch, every parameter has its accumulator from the start, filled with the optimizer's
+// initial_accumulator_value (torch's constructor's: a group's own changes nothing).
 #include <torch/optim/adagrad.h>
 
 #include <limits>

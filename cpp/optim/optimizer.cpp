@@ -134,8 +134,9 @@ void TorchOptimizer::add_param_group(const std::vector<std::string>& names, cons
                                 [&](const at::Tensor& p) { return moving.count(p.unsafeGetTensorImpl()) > 0; }),
                  params.end());
   }
-  // State kept from the start (Adagrad's accumulator) is made again with the new group's options
-  // (torch::optim refuses a new group's parameter that has state).
+  // State kept from the start (Adagrad's accumulator) is made again (torch::optim refuses a new
+  // group's parameter that has state), from the optimizer's own options: torch's constructor fills
+  // every group's accumulators with its initial_accumulator_value, whatever the group says.
   for (const auto& p : moved) impl_->state().erase(compat::optimizer_state_key(p));
   auto as_given = options->clone();
   impl_->add_param_group(torch::optim::OptimizerParamGroup(moved, std::move(options)));
@@ -143,9 +144,9 @@ void TorchOptimizer::add_param_group(const std::vector<std::string>& names, cons
   // taking a field equal to its constructor's default as unset: a group's explicit weight_decay 0,
   // momentum 0 or amsgrad false became the optimizer's. Ours are complete: they stand as given.
   impl_->param_groups().back().set_options(std::move(as_given));
-  const auto& group = impl_->param_groups().back().options();
   for (const auto& p : moved)
-    if (auto state = algorithm_->initial_state(p, group)) impl_->state()[compat::optimizer_state_key(p)] = std::move(state);
+    if (auto state = algorithm_->initial_state(p, impl_->defaults()))
+      impl_->state()[compat::optimizer_state_key(p)] = std::move(state);
 }
 
 size_t TorchOptimizer::num_param_groups() const { return impl_->param_groups().size(); }

@@ -509,6 +509,16 @@ TEST(Optimizers, TheStateOfAParameterIsReadByName) {
   acc_tensor_free(t);
   ACC_EXPECT_ERROR(acc_optimizer_state_fields(opt, "2.weight", &fields), ACC_ERR_INVALID_ARGUMENT,
                    "the optimizer does not step '2.weight'");
+  // Found by a hunt: a group's own initial_accumulator_value filled its accumulators. torch's
+  // Adagrad fills every parameter's with the constructor's value, whatever its group says.
+  acc_options* group = nullptr;
+  ASSERT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &group), ACC_OK);
+  ASSERT_EQ(acc_options_set_double(group, "initial_accumulator_value", 0.5), ACC_OK);
+  ASSERT_EQ(acc_optimizer_add_param_group_matching(opt, "0.*", group, nullptr), ACC_OK) << acc_last_error_message();
+  acc_options_free(group);
+  ASSERT_EQ(acc_optimizer_state(opt, "0.bias", "sum", &t), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(to_floats(t), std::vector<float>(4, 0.25f));
+  acc_tensor_free(t);
   acc_optimizer_free(opt);
 }
 

@@ -466,6 +466,42 @@ num_processes: 2
   EXPECT_TRUE(ddp.sharding_env.empty());
 }
 
+// Found by a hunt: values Accelerate takes were refused (a state dict type as a number or in lower
+// case), values it refuses were ignored (a backward prefetch it has no name for, forward prefetch
+// under FSDP2, RAM-efficient loading without syncing the modules), and DeepSpeed's deprecated
+// cpu_offload was ignored though DeepSpeed honours it.
+TEST_F(Sharding, ConfigValuesAreTakenAndRefusedAsAccelerateAndDeepSpeedTakeThem) {
+  auto fsdp = [](const std::string& lines) {
+    return acc::parse_config_text("distributed_type: FSDP\nfsdp_config:\n" + lines + "num_processes: 2\n", "f.yaml");
+  };
+  EXPECT_EQ(fsdp("  fsdp_state_dict_type: 3\n").sharding_env.at("FSDP_STATE_DICT_TYPE"), "SHARDED_STATE_DICT");
+  EXPECT_EQ(fsdp("  fsdp_state_dict_type: full_state_dict\n").sharding_env.at("FSDP_STATE_DICT_TYPE"),
+            "FULL_STATE_DICT");
+  for (const auto& [lines, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"  fsdp_backward_prefetch: SIDEWAYS\n", "must be BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH"},
+           {"  fsdp_version: 2\n  fsdp_forward_prefetch: true\n", "forward_prefetch is not implemented in FSDP2"},
+           {"  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: false\n",
+            "fsdp_cpu_ram_efficient_loading true needs fsdp_sync_module_states true"}}) {
+    auto [status, message] = failure([&, lines = lines] { fsdp(lines); });
+    EXPECT_EQ(status, acc::Status::InvalidArgument) << lines;
+    EXPECT_NE(message.find(needle), std::string::npos) << message;
+  }
+  EXPECT_NO_THROW(fsdp("  fsdp_backward_prefetch: backward_post\n"));
+
+  const std::string path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/acc_ds_old_" +
+                           std::to_string(getpid()) + ".json";
+  std::ofstream(path, std::ios::trunc) << R"({"zero_optimization": {"stage": 2, "cpu_offload": true}})";
+  setenv("ACCELERATE_USE_DEEPSPEED", "true", 1);
+  setenv("ACCELERATE_DEEPSPEED_CONFIG_FILE", path.c_str(), 1);
+  EXPECT_TRUE(resolve().sharding.offload_optimizer);
+  std::ofstream(path, std::ios::trunc)
+      << R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.3}}})";
+  auto [status, message] = failure([] { resolve(); });
+  EXPECT_EQ(status, acc::Status::Unsupported);
+  EXPECT_NE(message.find("offload_optimizer.ratio 0.3: a partial offload is not built"), std::string::npos) << message;
+  std::remove(path.c_str());
+}
+
 // fsdp_cpu_ram_efficient_loading and zero3_init_flag (under zero stage 3) reach the processes as
 // Accelerate's variables, which make models built outside the main process placeholders.
 TEST_F(Sharding, OnlyTheMainProcessLoadsWhereTheConfigAsks) {

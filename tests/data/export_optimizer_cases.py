@@ -215,12 +215,9 @@ def main(out_dir, device):
                "adagrad_8bit": Adagrad8bit}[algorithm]
         if group is not None:
             groups[1] = bnb_group_names(algorithm, torch_names(groups[1]))
+        # (PyTorch's Adagrad fills every accumulator with the constructor's initial_accumulator_value,
+        # whatever a group says: so does ours)
         opt = cls(groups, **torch_names(options))
-        if algorithm == "adagrad" and group and "initial_accumulator_value" in group:
-            # PyTorch fills every accumulator with the constructor's value, whatever a group says;
-            # ours fills a group's with its own (README, "Where we differ"). Same arithmetic after.
-            for p in groups[1]["params"]:
-                opt.state[p]["sum"].fill_(group["initial_accumulator_value"])
         steps = []
         for _ in range(STEPS):
             opt.zero_grad(set_to_none=True)
