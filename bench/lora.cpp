@@ -195,6 +195,8 @@ int main(int argc, char** argv) {
   auto gralora = [](acc_model* model) {
     OK(acc_model_add_gralora(model, "out_proj,linear1,linear2", nullptr, nullptr));
   };
+  // PEFT's HiRA with its defaults (r=32, Kaiming A, zero B) on the same three layers as LoRA.
+  auto hira = [](acc_model* model) { OK(acc_model_add_hira(model, "out_proj,linear1,linear2", nullptr, nullptr)); };
   // PEFT's RoAd with its defaults (road_1, groups of 64) on the same three layers as LoRA (the smoke
   // run's d_model, where smaller).
   auto road = [d](acc_model* model) {
@@ -252,6 +254,7 @@ int main(int argc, char** argv) {
       add("DeLoRA r=8:", delora, training);
       add("RoAd road_1:", road, training);
       add("GraLoRA r=32:", gralora, training);
+      add("HiRA r=32:", hira, training);
     }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();

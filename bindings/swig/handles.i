@@ -538,6 +538,16 @@ struct acc_accelerator {};
     check(acc_model_add_gralora($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's HiraConfig on linear layers (transformers' Conv1D too): each targeted layer trains hira_A
+   * and hira_B, its weight computing as W + W * (B A), every other parameter frozen. targetModules:
+   * named as for addLora. opts: HiRA options (r, hira_dropout, init_weights, ...: the keys of
+   * ACC_OPTIONS_HIRA) or null. saveLora, loadLora, mergeLora and setLoraEnabled act on them. Returns
+   * how many layers. */
+  size_t addHira(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_hira($self, targetModules, opts, &n));
+    return n;
+  }
   /* AdaLoRA's training loss: loss plus orth_reg_weight times the adapters' orthogonal
    * regularization, a new tensor with autograd history (backward it instead of loss). */
   acc_tensor *adaloraLoss(const acc_tensor *loss ERR) {

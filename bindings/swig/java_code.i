@@ -172,6 +172,8 @@
   public static Options road() { return new Options(OptionsKind.ROAD); }
   /** Options of Model.addGralora (PEFT's GraloraConfig: r, hybrid_r, alpha, gralora_k, ...). */
   public static Options gralora() { return new Options(OptionsKind.GRALORA); }
+  /** Options of Model.addHira (PEFT's HiraConfig: r, hira_dropout, init_weights, ...). */
+  public static Options hira() { return new Options(OptionsKind.HIRA); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

@@ -730,6 +730,14 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   modules_to_save, layers_to_transform (strings, default none: as ACC_OPTIONS_LORA's; PEFT's
  *   GraloraConfig has no exclude_modules), layers_pattern (string, default none),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to adapter_config.json).
+ * Keys of ACC_OPTIONS_HIRA (PEFT's HiraConfig, see acc_model_add_hira): r (int, default 32: the rank
+ *   of each layer's A and B), hira_dropout (double, default 0: dropout on each layer's input to its
+ *   branch), fan_in_fan_out (bool, default false: PEFT's flag), init_weights ("true", default: A
+ *   Kaiming draws and B zeros, the layer unchanged; "gaussian": A normal draws of std 1 / r, B zeros;
+ *   "false": A and B as torch.randn drew them), rank_pattern (string, default none: as
+ *   ACC_OPTIONS_LORA's), exclude_modules, modules_to_save, layers_to_transform (strings, default
+ *   none: as ACC_OPTIONS_LORA's; PEFT's HiraConfig has no bias), layers_pattern (string, default none),
+ *   base_model_name_or_path, revision, task_type (strings, default none: written to adapter_config.json).
  * Keys of ACC_OPTIONS_RANDLORA (PEFT's RandLoraConfig, see acc_model_add_randlora): r (int, default
  *   32: the bases' rank; each layer trains r x n and n x its smaller side, n = ceil(smaller side /
  *   r)), projection_prng_key (int, default 0: the seed of the generator the bases are drawn from),
@@ -819,6 +827,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_DELORA = 25,
   ACC_OPTIONS_ROAD = 26,
   ACC_OPTIONS_GRALORA = 27,
+  ACC_OPTIONS_HIRA = 28,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1221,9 +1230,10 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
  * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; one of
  * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING, MISS, C3A, SHIRA, RANDLORA, DELORA,
- * ROAD, GRALORA or ADALORA adds that method's adapters (as acc_model_add_ia3, _loha, _lokr, _vera, _oft,
- * _boft, _hra, _fourierft, _ln_tuning, _miss, _c3a, _shira, _randlora, _delora, _road, _gralora,
- * _adalora) and reads their tensors; other PEFT methods are refused naming the peft_type.
+ * ROAD, GRALORA, HIRA or ADALORA adds that method's adapters (as acc_model_add_ia3, _loha, _lokr,
+ * _vera, _oft, _boft, _hra, _fourierft, _ln_tuning, _miss, _c3a, _shira, _randlora, _delora, _road,
+ * _gralora, _hira, _adalora) and reads their tensors; other PEFT methods are refused naming the
+ * peft_type.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * on the handle from before acc_prepare (Accelerate's unwrap_model(...).merge_and_unload(), to save
  * the merged model) the prepared model's next forward is ACC_ERR_INVALID_ARGUMENT: its engine holds
@@ -1606,6 +1616,22 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_road(acc_model *model, const char
  * adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_gralora(acc_model *model, const char *target_modules,
                                                       const acc_options *opts, size_t *count);
+/* acc_model_add_hira: PEFT's HiraConfig (Hadamard high-rank adaptation, get_peft_model with
+ * peft_type HIRA): each targeted layer trains "<module>.hira_A" (r x in) and "<module>.hira_B"
+ * (out x r), drawn as PEFT draws them from the global generator (torch.randn of A, then of B; then,
+ * init_weights "true", A kaiming_uniform_(a = sqrt(5)) and B zeros; "gaussian", A normal_(std 1 / r)
+ * and B zeros), and adds F.linear(dropout(x), W * (B A)): the weight's Hadamard product with the
+ * low-rank product, a high-rank update (no scaling), in the output's dtype. `target_modules`: named
+ * as for acc_model_add_lora ("all-linear" too); targets must be torch.nn.Linear layers (or a spec's
+ * "linear") or transformers' Conv1D the forward calls as modules: an attention is
+ * ACC_ERR_INVALID_ARGUMENT; an embedding or a convolution (PEFT's HiRA layers for them are not built
+ * here), a quantised layer, or a layer whose weight the forward reads itself, ACC_ERR_UNSUPPORTED.
+ * `opts`: ACC_OPTIONS_HIRA or NULL (defaults). Files (PEFT's), merging (W + W * (B A)), disabling,
+ * counting and named adapters act as for LoRA; acc_model_add_weighted_adapter is
+ * ACC_ERR_INVALID_ARGUMENT (PEFT's HiRA has none). Before creating the optimizer and before
+ * acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_hira(acc_model *model, const char *target_modules,
+                                                   const acc_options *opts, size_t *count);
 /* acc_model_add_ln_tuning: PEFT's LNTuningConfig (get_peft_model with peft_type LN_TUNING): the
  * modules `target_modules` names (any module: typically the layer norms, e.g.
  * "input_layernorm,post_attention_layernorm"; named as for acc_model_add_lora, a name matching a
@@ -1668,7 +1694,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR /
  * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT / ACC_OPTIONS_BOFT / ACC_OPTIONS_HRA / ACC_OPTIONS_FOURIERFT /
  * ACC_OPTIONS_MISS / ACC_OPTIONS_C3A / ACC_OPTIONS_SHIRA / ACC_OPTIONS_RANDLORA / ACC_OPTIONS_DELORA /
- * ACC_OPTIONS_ROAD / ACC_OPTIONS_GRALORA / ACC_OPTIONS_ADALORA for an
+ * ACC_OPTIONS_ROAD / ACC_OPTIONS_GRALORA / ACC_OPTIONS_HIRA / ACC_OPTIONS_ADALORA for an
  * adapter of that
  * method, drawn as its acc_model_add_* draws it; adapters of one method per model, as PEFT. (PEFT
  * trains one AdaLoRA adapter at a time, the others in inference mode; here each named AdaLoRA

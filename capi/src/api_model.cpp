@@ -304,6 +304,10 @@ acc_status acc_model_add_gralora(acc_model* model, const char* target_modules, c
   return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Gralora, count);
 }
 
+acc_status acc_model_add_hira(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
+  return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Hira, count);
+}
+
 acc_status acc_model_adalora_loss(const acc_model* model, const acc_tensor* loss, acc_tensor** out) {
   return guarded([&] {
     const acc::Model& m = model_arg(model);

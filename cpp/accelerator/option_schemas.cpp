@@ -62,6 +62,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return road_option_table();
     case OptionsKind::Gralora:
       return gralora_option_table();
+    case OptionsKind::Hira:
+      return hira_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -169,6 +169,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "road";
     case OptionsKind::Gralora:
       return "gralora";
+    case OptionsKind::Hira:
+      return "hira";
   }
   return "?";
 }

@@ -71,7 +71,8 @@ enum class OptionsKind : int {
   Randlora = 24,
   Delora = 25,
   Road = 26,
-  Gralora = 27
+  Gralora = 27,
+  Hira = 28
 };
 
 const char* options_kind_name(OptionsKind kind);

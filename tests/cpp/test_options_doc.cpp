@@ -92,7 +92,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"RANDLORA", acc::OptionsKind::Randlora},
                                                            {"DELORA", acc::OptionsKind::Delora},
                                                            {"ROAD", acc::OptionsKind::Road},
-                                                           {"GRALORA", acc::OptionsKind::Gralora}};
+                                                           {"GRALORA", acc::OptionsKind::Gralora},
+                                                           {"HIRA", acc::OptionsKind::Hira}};
 
 }  // namespace
 

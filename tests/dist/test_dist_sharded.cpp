@@ -164,6 +164,7 @@ struct Settings {
   const char* delora = nullptr;
   const char* road = nullptr;
   const char* gralora = nullptr;
+  const char* hira = nullptr;
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;               // offload_optimizer and offload_params
   bool hybrid = false;                // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -301,6 +302,8 @@ struct Job {
     if (s.gralora)
       add_method(model, acc_model_add_gralora, ACC_OPTIONS_GRALORA, s.gralora,
                  {{"r", "2"}, {"hybrid_r", "1"}, {"init_weights", "false"}});
+    if (s.hira)
+      add_method(model, acc_model_add_hira, ACC_OPTIONS_HIRA, s.hira, {{"r", "2"}, {"init_weights", "false"}});
     if (s.tokens_alone) {
       acc_options* o = nullptr;
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_TRAINABLE_TOKENS, &o), ACC_OK);
@@ -850,6 +853,14 @@ TEST(Sharded, GraloraTrainsUnderEveryStageAsUnderDdp) {
   s.spec = kEvenShardNet;
   s.features = 4;
   s.gralora = "0,2,4";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// PEFT's HiRA: A and B are parameters as any other; each layer's branch reads its weight whole
+// (gathered with its unit under stage 3), under every stage as under DDP.
+TEST(Sharded, HiraTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.hira = "0,2,4";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 
@@ -1752,7 +1763,8 @@ TEST(Sharded, PeftMethodsSaveModelUnderStageThreeAsUnderDdp) {
       {"randlora", [](Settings& s) { s.randlora = "0,2,4"; }},
       {"delora", [](Settings& s) { s.delora = "0,2,4"; }},
       {"road", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.road = "0,2,4"; }},
-      {"gralora", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.gralora = "0,2,4"; }}};
+      {"gralora", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.gralora = "0,2,4"; }},
+      {"hira", [](Settings& s) { s.hira = "0,2,4"; }}};
   for (const auto& [name, configure] : methods) {
     SCOPED_TRACE(name);
     Settings s;

@@ -73,6 +73,9 @@ public partial class Options {
   /// <summary>Options of Model.AddGralora (PEFT's GraloraConfig: r, hybrid_r, alpha, gralora_k,
   /// ...).</summary>
   public static Options Gralora() { return new Options(OptionsKind.GraloraOptions); }
+  /// <summary>Options of Model.AddHira (PEFT's HiraConfig: r, hira_dropout, init_weights,
+  /// ...).</summary>
+  public static Options Hira() { return new Options(OptionsKind.HiraOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

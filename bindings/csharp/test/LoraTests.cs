@@ -468,6 +468,13 @@ public class LoraTests {
                  "1.gralora_B_general.weight");
   }
 
+  // PEFT's HiRA on the linear layer (r 2, A and B as torch.randn drew them).
+  [Test]
+  public void HiraTrainsAndRoundTrips() {
+    using (Options o = Options.Hira().Put("r", 2).Put("init_weights", "false"))
+      RoundTrips(model => model.AddHira("1", o), "1.hira_A", "1.hira_B");
+  }
+
   // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
   // files round-trip.
   [Test]

@@ -461,6 +461,13 @@ func TestGraloraTrainsAndRoundTrips(t *testing.T) {
 		"1.gralora_A", "1.gralora_B", "1.gralora_A_general.weight", "1.gralora_B_general.weight")
 }
 
+// PEFT's HiRA on the linear layer (r 2, A and B as torch.randn drew them).
+func TestHiraTrainsAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.HiraOptions, map[string]any{"r": 2, "init_weights": "false"})
+	defer o.Close()
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddHira("1", o) }, "1.hira_A", "1.hira_B")
+}
+
 // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place, PEFT's files
 // round-trip and unload puts the layer back.
 func TestLnTuningTrainsInPlaceAndRoundTrips(t *testing.T) {

@@ -57,6 +57,8 @@ const (
 	RoadOptions OptionsKind = capi.OptionsRoad
 	// PEFT's GraloraConfig (Model.AddGralora: r, hybrid_r, alpha, gralora_k, ...)
 	GraloraOptions OptionsKind = capi.OptionsGralora
+	// PEFT's HiraConfig (Model.AddHira: r, hira_dropout, init_weights, ...)
+	HiraOptions OptionsKind = capi.OptionsHira
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -539,6 +541,20 @@ func (m *Model) AddGralora(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddGralora(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddHira adds PEFT's HiRA adapters on linear layers (transformers' Conv1D too): each targeted layer
+// trains hira_A and hira_B, its weight computing as W + W * (B A); every other parameter is frozen.
+// targetModules: named as for AddLora. opts: HiraOptions or nil. SaveLora, LoadLora, MergeLora and
+// WithoutLora act on them. It returns how many layers were adapted.
+func (m *Model) AddHira(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddHira(targetModules, oh, e) })
 	return int(n), err
 }
 

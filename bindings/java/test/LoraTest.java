@@ -405,6 +405,14 @@ class LoraTest {
     }
   }
 
+  /** PEFT's HiRA on the linear layer (r 2, A and B as torch.randn drew them). */
+  @Test
+  void hiraTrainsAndRoundTrips() {
+    try (Options o = Options.hira().put("r", 2).put("init_weights", "false")) {
+      roundTrips(model -> model.addHira("1", o), Arrays.asList("1.hira_A", "1.hira_B"));
+    }
+  }
+
   /** PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
    *  files round-trip. */
   @Test

@@ -1079,6 +1079,40 @@ LoraConfig gralora_config_from_json(const nlohmann::ordered_json& j, const std::
   return config;
 }
 
+// PEFT's HiraConfig: its fields, in its order (init_weights a bool, or "gaussian").
+nlohmann::ordered_json hira_config_json(const LoraConfig& config) {
+  nlohmann::ordered_json j = peft_config_json(peft_type_name(PeftType::Hira), config);
+  j["r"] = config.r;
+  j["target_modules"] = targets_json(config);
+  j["exclude_modules"] = exclude_json(config);
+  j["hira_dropout"] = config.dropout;
+  j["fan_in_fan_out"] = config.fan_in_fan_out;
+  j["modules_to_save"] = list_or_null(config.modules_to_save);
+  j["init_weights"] = init_variant_json(config.hira_init);
+  j["layers_to_transform"] = list_or_null(config.layers_to_transform);
+  j["layers_pattern"] = list_or_null(config.layers_pattern);
+  j["rank_pattern"] = nlohmann::ordered_json::object();
+  for (const auto& pattern : config.rank_pattern) j["rank_pattern"].emplace(pattern.key, pattern.value);
+  return j;
+}
+
+// PEFT's HiraConfig (peft_type HIRA).
+LoraConfig hira_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+  const ConfigFields fields{j, path};
+  LoraConfig config;
+  config.peft_type = PeftType::Hira;
+  for (const char* key : {"r", "hira_dropout"}) fields.refuse_null(key);  // (PEFT computes with them)
+  config.r = fields.integer("r", 32, 1, kMaxLoraRank, "from 1 to 2^20");  // PEFT's default: 32
+  config.dropout = fields.number("hira_dropout", 0, 0, 1);
+  config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
+  if (j.contains("init_weights") && j["init_weights"].is_null())
+    config.hira_init = "false";  // (PEFT's truth test: the randn draws kept)
+  else
+    read_init_variant(fields, {"gaussian"}, "true, false or \"gaussian\" (HiRA's starts)", &config.hira_init);
+  read_shared_tail(fields, {/*patterns=*/true, /*exclude=*/true}, &config);
+  return config;
+}
+
 }  // namespace
 
 // PEFT's LNTuningConfig: its fields, in its order.
@@ -1137,6 +1171,8 @@ nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
       return road_config_json(config);
     case PeftType::Gralora:
       return gralora_config_json(config);
+    case PeftType::Hira:
+      return hira_config_json(config);
     case PeftType::Lora:
       break;
   }
@@ -1167,11 +1203,12 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "DELORA") return delora_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "ROAD") return road_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "GRALORA") return gralora_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "HIRA") return hira_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse("peft_type",
            "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\", \"BOFT\", \"HRA\", "
            "\"FOURIERFT\", \"LN_TUNING\", \"MISS\", \"C3A\", \"SHIRA\", \"RANDLORA\", \"DELORA\", "
-           "\"ROAD\", \"GRALORA\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not supported)");
+           "\"ROAD\", \"GRALORA\", \"HIRA\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not supported)");
   LoraConfig config;
   if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > (1 << 20))
     refuse("r", "must be an integer from 1 to 2^20");

@@ -9,6 +9,7 @@
 #include "model/peft/delora.h"
 #include "model/peft/fourierft.h"
 #include "model/peft/gralora.h"
+#include "model/peft/hira.h"
 #include "model/peft/hra.h"
 #include "model/peft/lycoris.h"
 #include "model/peft/miss.h"
@@ -403,6 +404,26 @@ FactorMethod gralora() {
           nullptr};
 }
 
+FactorMethod hira() {
+  return {PeftType::Hira,
+          "HiRA adapts linear layers (transformers' Conv1D too)",
+          {kHiraA, kHiraB},
+          "factors",
+          [](const std::string&, const at::Tensor& t) { return refusal_unless(t, 2, "HiRA's A and B"); },
+          /*files_hold_every_tensor=*/true,
+          /*files_hold_biases=*/false,
+          /*rank_and_scaling=*/false,
+          make_hira_adapters,
+          hira_factor_shapes,
+          rank_decides,
+          [](const LoraConfig&) { return std::string(); },  // (the factors say it all)
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
+            return hira_merged_weight(adapter, w, factors);
+          },
+          hira_output_adapter,
+          nullptr};
+}
+
 }  // namespace
 
 const SharedTensors* shared_tensors(PeftType type) {
@@ -416,7 +437,7 @@ const SharedTensors* shared_tensors(PeftType type) {
 }
 
 const FactorMethod* factor_method(PeftType type) {
-  static const std::array<FactorMethod, 15> methods = {
+  static const std::array<FactorMethod, 16> methods = {
       lycoris(PeftType::Loha, "LoHa adapts linear layers and 1-D and 2-D convolutions"),
       lycoris(PeftType::Lokr, "LoKr adapts linear layers and 1-D and 2-D convolutions"),
       vera(),
@@ -431,7 +452,8 @@ const FactorMethod* factor_method(PeftType type) {
       randlora(),
       delora(),
       road(),
-      gralora()};
+      gralora(),
+      hira()};
   for (const FactorMethod& method : methods)
     if (method.type == type) return &method;
   return nullptr;

@@ -779,6 +779,27 @@ const OptionTable<LoraConfig>& gralora_option_table() {
   return table;
 }
 
+const OptionTable<LoraConfig>& hira_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Hira, [](OptionTable<L>& t) {
+    t.bind("r", "the rank of each layer's A and B", &L::hira_r).at_least(1).at_most(kMaxLoraRank);
+    t.bind("hira_dropout", "dropout on each adapted layer's input to its branch", &L::dropout).at_least(0).at_most(1);
+    t.bind("fan_in_fan_out", "PEFT's flag for weights stored in x out; each layer's kind decides, as in PEFT",
+           &L::fan_in_fan_out);
+    t.bind("init_weights",
+           "true (A Kaiming draws, B zeros: the layer unchanged), gaussian (A normal draws, B zeros) or false (A and "
+           "B as torch.randn drew them)",
+           &L::hira_init)
+        .one_of({"true", "false", "gaussian"});
+    t.bind("rank_pattern", "ranks of their own: a JSON object from module-name expressions to r",
+           &L::rank_pattern_spec);
+    bind_module_lists(t);  // (PEFT's HiraConfig has no bias)
+    bind_layers(t);
+    bind_texts(t);
+  });
+  return table;
+}
+
 LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& options) {
   switch (options.kind()) {
     case OptionsKind::Ia3:
@@ -815,6 +836,8 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return road(targets, options);
     case OptionsKind::Gralora:
       return gralora(targets, options);
+    case OptionsKind::Hira:
+      return hira(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -932,6 +955,13 @@ LoraConfig LoraConfig::gralora(const std::string& targets, const Options& option
           "GraLoRA's r must be a multiple of gralora_k (each block's rank is r / k): ", "got r ", config.r,
           " and gralora_k ", config.gralora_k);
   read_method_targets(config, targets, "linear layers", "gralora_only");
+  return config;
+}
+
+LoraConfig LoraConfig::hira(const std::string& targets, const Options& options) {
+  LoraConfig config = method_options("HiRA", OptionsKind::Hira, hira_option_table(), PeftType::Hira, options);
+  config.r = config.hira_r;
+  read_method_targets(config, targets, "linear layers");
   return config;
 }
 

@@ -52,7 +52,8 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // the layers, scaled by each layer's trained tensors, model/peft/randlora.h) or its DeloraConfig
 // (a normalised low-rank delta of trained strength, model/peft/delora.h) or its RoadConfig (each
 // layer's output rotated pair by pair and scaled, model/peft/road.h) or its GraloraConfig (each
-// layer's delta cut into k x k blocks, each its own low-rank product, model/peft/gralora.h).
+// layer's delta cut into k x k blocks, each its own low-rank product, model/peft/gralora.h) or its
+// HiraConfig (each layer's weight times a low-rank product, added to it, model/peft/hira.h).
 enum class PeftType {
   Lora,
   TrainableTokens,
@@ -72,7 +73,8 @@ enum class PeftType {
   Randlora,
   Delora,
   Road,
-  Gralora
+  Gralora,
+  Hira
 };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
@@ -113,6 +115,8 @@ inline const char* peft_type_name(PeftType type) {
       return "ROAD";
     case PeftType::Gralora:
       return "GRALORA";
+    case PeftType::Hira:
+      return "HIRA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -158,6 +162,8 @@ inline const char* peft_method_name(PeftType type) {
       return "RoAd";
     case PeftType::Gralora:
       return "GraLoRA";
+    case PeftType::Hira:
+      return "HiRA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -411,6 +417,11 @@ struct LoraConfig {
   double gralora_alpha = 64;
   int64_t gralora_k = 2;
   bool gralora_init_weights = true;
+  // PEFT's HiraConfig (peft_type Hira; its r is `r`, taken from hira_r, PEFT's default, its
+  // rank_pattern rank_pattern; its hira_dropout `dropout`): A's start, "true" (Kaiming draws, B
+  // zeros), "gaussian" (normal draws, B zeros) or "false" (A and B as torch.randn drew them).
+  int64_t hira_r = 32;
+  std::string hira_init = "true";
   // PEFT's MissConfig (peft_type Miss; its r is `r`, taken from miss_r, PEFT's default; its
   // miss_dropout `dropout`, its bias `bias` with "MiSS_only" as "lora_only"): the variant, PEFT's
   // init_weights ("true": zeros, "false": Kaiming draws, "bat", "mini"), and mini's shard width along
@@ -494,6 +505,8 @@ struct LoraConfig {
   static LoraConfig road(const std::string& targets, const Options& options);
   // PEFT's GraloraConfig: `targets` as above (or "all-linear"), `options` of kind gralora.
   static LoraConfig gralora(const std::string& targets, const Options& options);
+  // PEFT's HiraConfig: `targets` as above (or "all-linear"), `options` of kind hira.
+  static LoraConfig hira(const std::string& targets, const Options& options);
   // PEFT's LNTuningConfig: `targets` the modules trained themselves, `options` of kind ln_tuning.
   static LoraConfig ln_tuning(const std::string& targets, const Options& options);
   // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
@@ -594,6 +607,7 @@ const OptionTable<LoraConfig>& randlora_option_table();
 const OptionTable<LoraConfig>& delora_option_table();
 const OptionTable<LoraConfig>& road_option_table();
 const OptionTable<LoraConfig>& gralora_option_table();
+const OptionTable<LoraConfig>& hira_option_table();
 // A JSON integer as the size pattern `setting`'s value for `key`; one past int64's range is refused
 // (InvalidArgument, naming it as given).
 int64_t size_value(const nlohmann::ordered_json& value, const char* setting, const std::string& key);

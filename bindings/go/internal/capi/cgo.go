@@ -76,6 +76,7 @@ const (
 	OptionsDelora          = C.ACC_OPTIONS_DELORA
 	OptionsRoad            = C.ACC_OPTIONS_ROAD
 	OptionsGralora         = C.ACC_OPTIONS_GRALORA
+	OptionsHira            = C.ACC_OPTIONS_HIRA
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
