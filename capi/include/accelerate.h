@@ -733,8 +733,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  * Keys of ACC_OPTIONS_HIRA (PEFT's HiraConfig, see acc_model_add_hira): r (int, default 32: the rank
  *   of each layer's A and B), hira_dropout (double, default 0: dropout on each layer's input to its
  *   branch), fan_in_fan_out (bool, default false: PEFT's flag), init_weights ("true", default: A
- *   Kaiming draws and B zeros, the layer unchanged; "gaussian": A normal draws of std 1 / r, B zeros;
- *   "false": A and B as torch.randn drew them), rank_pattern (string, default none: as
+ *   Kaiming draws and B zeros, the layer unchanged; "gaussian", in any case as PEFT: A normal
+ *   draws of std 1 / r, B zeros; "false": A and B as torch.randn drew them), rank_pattern (string,
+ *   default none: as
  *   ACC_OPTIONS_LORA's), exclude_modules, modules_to_save, layers_to_transform (strings, default
  *   none: as ACC_OPTIONS_LORA's; PEFT's HiraConfig has no bias), layers_pattern (string, default none),
  *   base_model_name_or_path, revision, task_type (strings, default none: written to adapter_config.json).

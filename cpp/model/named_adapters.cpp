@@ -422,7 +422,9 @@ void Model::merge_lora_adapters(const std::vector<std::string>& names) {
         for (const at::Tensor& t : {adapter.site.weight, adapter.site.bias})
           if (t.defined() && !adapter.site.quantized) before.emplace_back(t, t.detach().clone());
   try {
-    for (const LoraAdapters* adapters : merged) adapters->merge_into_weights();
+    std::unordered_map<const c10::TensorImpl*, at::Tensor> unmerged;
+    for (const auto& [tensor, value] : before) unmerged.emplace(tensor.unsafeGetTensorImpl(), value);
+    for (const LoraAdapters* adapters : merged) adapters->merge_into_weights(&unmerged);
   } catch (...) {
     at::NoGradGuard no_grad;
     for (auto& [tensor, value] : before) tensor.copy_(value);

@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -103,6 +105,26 @@ TEST(Hira, PeftFilesBothWaysAndWhatIsRefused) {
   ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
   EXPECT_EQ(eval_outputs(fresh, c), output);
   acc_model_free(fresh);
+  // "gaussian" in any case, as PEFT's init_weights.lower() takes it, in files and options.
+  json gaussian = config;
+  gaussian["init_weights"] = "GAUSSIAN";
+  std::ofstream(dir + "/adapter_config.json") << gaussian.dump();
+  fresh = eager_data_model(c["model"].get<std::string>());
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(eval_outputs(fresh, c), output);
+  acc_model_free(fresh);
+  std::ofstream(dir + "/adapter_config.json") << config.dump();
+  acc_options* o = hira_options(c);
+  ASSERT_EQ(acc_options_set_string(o, "init_weights", "Gaussian"), ACC_OK);
+  fresh = eager_data_model(c["model"].get<std::string>());
+  ACC_ASSERT_OK(acc_model_add_hira(fresh, "fc1", o, nullptr));
+  ASSERT_EQ(acc_options_set_string(o, "init_weights", "uniform"), ACC_OK);
+  acc_model* other = eager_data_model(c["model"].get<std::string>());
+  ACC_EXPECT_ERROR(acc_model_add_hira(other, "fc1", o, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "HiRA's init_weights must be true, false or gaussian");
+  acc_model_free(other);
+  acc_model_free(fresh);
+  acc_options_free(o);
   // A file lacking a factor is refused, naming it; nothing changes.
   replace_adapter_tensor(dir, "base_model.model.head.hira_B", nullptr);
   fresh = eager_data_model(c["model"].get<std::string>());
@@ -116,6 +138,38 @@ TEST(Hira, PeftFilesBothWaysAndWhatIsRefused) {
                    "HiRA on 'embed' is not built");
   acc_model_free(lm);
   expect_no_weighted_adapter(m, "HiRA");
+  acc_model_free(m);
+}
+
+// PEFT's HiRA merges several adapters on the weight from before any merge: W + W * (d1 + d2) (its
+// _base_weight_before_merge), not (W + W d1) + (W + W d1) d2 as merging on the last merge would.
+TEST(Hira, SeveralNamedAdaptersMergeOnTheWeightFromBeforeAnyMerge) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  const json c = lora_case("hira")["randn"];
+  acc_model* m = eager_data_model(c["model"].get<std::string>());
+  ASSERT_EQ(acc_set_seed(3), ACC_OK);
+  acc_options* o = hira_options(c);
+  ACC_ASSERT_OK(acc_model_add_lora_named(m, "first", "head", o, nullptr));
+  ACC_ASSERT_OK(acc_model_add_lora_named(m, "second", "head", o, nullptr));
+  acc_options_free(o);
+  const std::vector<float> w = param(m, "head.weight");  // 4 x 8
+  std::vector<float> expected = w;
+  for (const char* name : {"first", "second"}) {
+    ACC_ASSERT_OK(acc_model_set_adapter(m, name));
+    const std::vector<float> a = param(m, "head.hira_A"), b = param(m, "head.hira_B");  // 2 x 8, 4 x 2
+    for (size_t i = 0; i < 4; ++i)
+      for (size_t j = 0; j < 8; ++j) {
+        float delta = 0;
+        for (size_t k = 0; k < 2; ++k) delta += b[i * 2 + k] * a[k * 8 + j];
+        expected[i * 8 + j] += w[i * 8 + j] * delta;
+      }
+  }
+  const char* names[] = {"first", "second"};
+  ACC_ASSERT_OK(acc_model_merge_lora_adapters(m, names, 2));
+  const std::vector<float> merged = param(m, "head.weight");
+  ASSERT_EQ(merged.size(), expected.size());
+  for (size_t i = 0; i < merged.size(); ++i)
+    EXPECT_NEAR(merged[i], expected[i], 1e-4 * (1 + std::abs(expected[i]))) << i;
   acc_model_free(m);
 }
 

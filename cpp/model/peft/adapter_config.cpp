@@ -1107,6 +1107,9 @@ LoraConfig hira_config_from_json(const nlohmann::ordered_json& j, const std::str
   config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
   if (j.contains("init_weights") && j["init_weights"].is_null())
     config.hira_init = "false";  // (PEFT's truth test: the randn draws kept)
+  else if (j.contains("init_weights") && j["init_weights"].is_string() &&
+           lowercase(j["init_weights"].get<std::string>()) == "gaussian")
+    config.hira_init = "gaussian";  // (PEFT's init_weights.lower())
   else
     read_init_variant(fields, {"gaussian"}, "true, false or \"gaussian\" (HiRA's starts)", &config.hira_init);
   read_shared_tail(fields, {/*patterns=*/true, /*exclude=*/true}, &config);

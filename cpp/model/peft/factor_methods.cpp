@@ -421,7 +421,9 @@ FactorMethod hira() {
             return hira_merged_weight(adapter, w, factors);
           },
           hira_output_adapter,
-          nullptr};
+          nullptr,
+          nullptr,
+          kHiraUnmergedWeight};
 }
 
 }  // namespace

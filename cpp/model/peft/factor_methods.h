@@ -52,6 +52,9 @@ struct FactorMethod {
   // The layer's bias merged with `factors`, for a method whose merge changes it (RoAd's; null: the
   // bias stays).
   at::Tensor (*merged_bias)(const at::Tensor& bias, const NamedTensors& factors, const LoraConfig& config) = nullptr;
+  // The name under which merged_weight takes the weight as it was before other adapters merged into
+  // it, for a method whose merge multiplies the weight (HiRA's); null for the others.
+  const char* unmerged_weight = nullptr;
 };
 
 // The frozen tensors a method's layers share (LoraAdapter::projections: VeRA's projections,

@@ -56,7 +56,8 @@ at::Tensor hira_merged_weight(const LoraAdapter& adapter, const at::Tensor& w, c
   if (in_float) delta = delta.to(dtype);
   // (PEFT's new_delta: zeros of the weight's dtype plus the delta cast to it)
   const at::Tensor product = at::zeros_like(w) + delta.to(w.scalar_type());
-  return w + w * product;
+  const at::Tensor* unmerged = find_factor(factors, kHiraUnmergedWeight);
+  return w + (unmerged ? *unmerged : w) * product;
 }
 
 OutputAdapter hira_output_adapter(const LoraAdapter& adapter, const LoraConfig& config,

@@ -17,6 +17,8 @@ namespace acc {
 
 constexpr const char* kHiraA = ".hira_A";
 constexpr const char* kHiraB = ".hira_B";
+// The weight before other adapters merged into it, where merge_into_weights is given one (never in files).
+constexpr const char* kHiraUnmergedWeight = ".hira_unmerged_weight";
 
 // hira_A (r x in), hira_B (out x r), r the module's (rank_pattern's).
 std::vector<FactorShape> hira_factor_shapes(const LoraConfig& config, const LinearSite& site);
@@ -28,7 +30,8 @@ std::vector<FactorShape> hira_factor_shapes(const LoraConfig& config, const Line
 // a module (an embedding or convolution Unsupported: PEFT's HiRA layers for them are not built).
 std::vector<LoraAdapter> make_hira_adapters(const LoraConfig& config, const std::vector<LinearSite>& chosen);
 
-// PEFT's merge: w + w * (B A) (transposed for Conv1D), the product in w's dtype.
+// PEFT's merge: w + w0 * (B A) (transposed for Conv1D), the product in w's dtype; w0 the weight
+// before any adapter merged into it (`factors`' kHiraUnmergedWeight, else w).
 at::Tensor hira_merged_weight(const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors);
 
 // PEFT's forward: the output plus F.linear(dropout(x), W * (B A)) with x in A's dtype, in the

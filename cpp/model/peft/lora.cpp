@@ -1130,7 +1130,7 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
   return tokens_.merged(out);
 }
 
-void LoraAdapters::merge_into_weights() const {
+void LoraAdapters::merge_into_weights(const std::unordered_map<const c10::TensorImpl*, at::Tensor>* unmerged) const {
   require_mergeable("merging LoRA adapters");
   at::NoGradGuard no_grad;
   // Every layer's merged weight (and bias) is computed before any changes: a merge that fails (out of
@@ -1145,7 +1145,10 @@ void LoraAdapters::merge_into_weights() const {
       if (!adapter.feedforward && adapter.site.bias.defined())
         merged.emplace_back(adapter.site.bias, ia3_bias(adapter.site.bias, adapter.ia3));
     } else if (!adapter.factors.empty()) {
-      const NamedTensors tensors = factors_and_buffers(adapter);
+      NamedTensors tensors = factors_and_buffers(adapter);
+      if (const char* name = factor_method(adapter)->unmerged_weight; name && unmerged)
+        if (const auto it = unmerged->find(w.unsafeGetTensorImpl()); it != unmerged->end())
+          tensors.emplace_back(name, it->second);
       merged.emplace_back(w, factor_merged_weight(adapter, w, tensors, config_));
       if (const auto merged_bias = factor_method(adapter)->merged_bias; merged_bias && adapter.site.bias.defined())
         merged.emplace_back(adapter.site.bias, merged_bias(adapter.site.bias, tensors, config_));

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "model/output_adapter.h"
@@ -414,7 +415,11 @@ class LoraAdapters {
   NamedTensors merged(const NamedTensors& state) const;
   // Adds each adapter's (B A) * scaling into its layer's weight, in place; the adapters stay (a
   // caller that keeps them restores the weights).
-  void merge_into_weights() const;
+  // `unmerged`: the weights as they were before the named adapters merged in turn before this one
+  // (by the weight's TensorImpl): a method whose merge multiplies the weight (HiRA's W * (B A),
+  // FactorMethod::unmerged_weight) takes it from there, as PEFT takes its base weight from before
+  // any merge.
+  void merge_into_weights(const std::unordered_map<const c10::TensorImpl*, at::Tensor>* unmerged = nullptr) const;
   // Merges into the layers' weights in place and removes the adapters and the trainable tokens
   // (PEFT's merge_and_unload).
   void merge_and_remove();

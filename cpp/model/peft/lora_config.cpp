@@ -787,10 +787,9 @@ const OptionTable<LoraConfig>& hira_option_table() {
     t.bind("fan_in_fan_out", "PEFT's flag for weights stored in x out; each layer's kind decides, as in PEFT",
            &L::fan_in_fan_out);
     t.bind("init_weights",
-           "true (A Kaiming draws, B zeros: the layer unchanged), gaussian (A normal draws, B zeros) or false (A and "
-           "B as torch.randn drew them)",
-           &L::hira_init)
-        .one_of({"true", "false", "gaussian"});
+           "true (A Kaiming draws, B zeros: the layer unchanged), gaussian in any case (A normal draws, B zeros) or "
+           "false (A and B as torch.randn drew them)",
+           &L::hira_init);  // (checked by LoraConfig::hira: PEFT takes "gaussian" in any case)
     t.bind("rank_pattern", "ranks of their own: a JSON object from module-name expressions to r",
            &L::rank_pattern_spec);
     bind_module_lists(t);  // (PEFT's HiraConfig has no bias)
@@ -961,6 +960,10 @@ LoraConfig LoraConfig::gralora(const std::string& targets, const Options& option
 LoraConfig LoraConfig::hira(const std::string& targets, const Options& options) {
   LoraConfig config = method_options("HiRA", OptionsKind::Hira, hira_option_table(), PeftType::Hira, options);
   config.r = config.hira_r;
+  const std::string init = lowercase(config.hira_init);
+  require(init == "true" || init == "false" || init == "gaussian",
+          "HiRA's init_weights must be true, false or gaussian, got '", config.hira_init, "'");
+  config.hira_init = init;
   read_method_targets(config, targets, "linear layers");
   return config;
 }
