@@ -295,6 +295,18 @@ inline void expect_trains_then_merges(acc_model* m, const std::vector<float>& be
   for (size_t i = 0; i < merged.size(); ++i) EXPECT_NEAR(merged[i], trained[i], 1e-5);
 }
 
+// The number of tensors the state of the test data's model `file` holds.
+inline size_t state_entries(const std::string& file) {
+  acc_model* base = eager_data_model(file);
+  acc_tensor_list* state = nullptr;
+  EXPECT_EQ(acc_model_state_dict(base, &state), ACC_OK);
+  size_t n = 0;
+  EXPECT_EQ(acc_tensor_list_size(state, &n), ACC_OK);
+  acc_tensor_list_free(state);
+  acc_model_free(base);
+  return n;
+}
+
 // A PEFT method's adding function (acc_model_add_loha, ...).
 using AddAdapters = acc_status (*)(acc_model*, const char*, const acc_options*, size_t*);
 
