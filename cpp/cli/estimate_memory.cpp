@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <deque>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -34,19 +33,20 @@ std::string with_commas(int64_t n) {
 }
 
 // The modules below `module` ("" for the model) that hold tensors, in the order their tensors come
-// (named_children's, for the modules that hold any), and whether `module` holds tensors of its own.
+// (named_children's, for the modules that hold any), and the places in `tensors` of its own.
 struct Children {
   std::vector<std::string> modules;
-  std::vector<std::string> own_tensors;
+  std::vector<size_t> own_tensors;
 };
 Children children_of(const std::string& module, const std::vector<std::pair<std::string, int64_t>>& tensors) {
   Children out;
   const std::string prefix = module.empty() ? "" : module + ".";
-  for (const auto& [name, n] : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::string& name = tensors[i].first;
     if (name.compare(0, prefix.size(), prefix) != 0) continue;
     const size_t dot = name.find('.', prefix.size());
     if (dot == std::string::npos) {
-      out.own_tensors.push_back(name);
+      out.own_tensors.push_back(i);
       continue;
     }
     const std::string child = name.substr(0, dot);
@@ -58,9 +58,9 @@ Children children_of(const std::string& module, const std::vector<std::pair<std:
 // Accelerate's calculate_maximum_sizes / get_max_layer_size: from the model's own tensors and
 // children, a module without children is a layer (its size all its tensors'), one with children is
 // replaced by them (its own tensors left out, as Accelerate leaves them); the first of the largest.
-// `tensors`: the parameters, then the buffers.
+// `tensors`: the parameters (the first `parameters`), then the buffers.
 std::pair<std::string, int64_t> largest_layer(const std::vector<std::pair<std::string, int64_t>>& tensors,
-                                              const std::function<bool(const std::string&)>& is_parameter) {
+                                              size_t parameters) {
   std::map<std::string, int64_t> sizes;  // every module's and tensor's (compute_module_sizes)
   for (const auto& [name, n] : tensors) {
     sizes[name] += n;
@@ -70,11 +70,11 @@ std::pair<std::string, int64_t> largest_layer(const std::vector<std::pair<std::s
   // The model's own parameters, its children, its own buffers (named_parameters(recurse=False), ...).
   const Children root = children_of("", tensors);
   std::deque<std::pair<std::string, bool>> to_treat;  // (name, a module)
-  for (const auto& name : root.own_tensors)
-    if (is_parameter(name)) to_treat.emplace_back(name, false);
+  for (size_t i : root.own_tensors)
+    if (i < parameters) to_treat.emplace_back(tensors[i].first, false);
   for (const auto& name : root.modules) to_treat.emplace_back(name, true);
-  for (const auto& name : root.own_tensors)
-    if (!is_parameter(name)) to_treat.emplace_back(name, false);
+  for (size_t i : root.own_tensors)
+    if (i >= parameters) to_treat.emplace_back(tensors[i].first, false);
   std::pair<std::string, int64_t> largest{"", 0};
   while (!to_treat.empty()) {
     const auto [name, module] = to_treat.front();
@@ -104,10 +104,7 @@ ModelSizes model_sizes(const Model& model) {
     s.buffers += t.numel();
     tensors.emplace_back(name, t.numel());
   }
-  std::tie(s.largest_layer, s.largest_layer_elements) = largest_layer(tensors, [&](const std::string& name) {
-    const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const auto& t) { return t.first == name; });
-    return static_cast<size_t>(it - tensors.begin()) < parameters;
-  });
+  std::tie(s.largest_layer, s.largest_layer_elements) = largest_layer(tensors, parameters);
   return s;
 }
 

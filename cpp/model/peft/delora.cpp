@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/fro_norm.h"
+#include "model/peft/branch_arithmetic.h"
 #include "model/peft/lora_draws.h"
 
 namespace acc {
@@ -64,7 +65,7 @@ OutputAdapter delora_output_adapter(const LoraAdapter& adapter, const LoraConfig
           w_norm = adapter.buffers[0].second, r = static_cast<double>(adapter.r), dropout = config.dropout,
           enabled](const at::Tensor& input, const at::Tensor& output, bool training) {
     if (!*enabled) return output.to(input.scalar_type());
-    const at::Tensor x = dropout > 0 ? at::dropout(input, dropout, training) : input;
+    const at::Tensor x = branch_dropout(input, dropout, training);
     const at::Tensor scaling = (lambda / r) / (row_norms(a) * column_norms(b));
     const at::Tensor h = at::linear(at::linear(x * w_norm, a) * scaling, b);
     at::Tensor added = at::zeros_like(output);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "model/peft/branch_arithmetic.h"
 #include "model/peft/lora_draws.h"
 
 namespace acc {
@@ -21,9 +22,6 @@ void check_site(const LinearSite& site, int64_t k) {
     require(size % k == 0, "GraLoRA cannot adapt '", site.module, "': its ", size, " ", side,
             " are not a multiple of gralora_k ", k, " (PEFT's ValueError)");
 }
-
-// `x` through dropout of probability `p` where it is on (PEFT's nn.Dropout, or nn.Identity at 0).
-at::Tensor dropped(const at::Tensor& x, double p, bool training) { return p > 0 ? at::dropout(x, p, training) : x; }
 
 }  // namespace
 
@@ -79,7 +77,7 @@ at::Tensor gralora_merged_weight(const LoraAdapter& adapter, const at::Tensor& w
   const int64_t k = config.gralora_k, r = config.r, in = linear.size(1), out = linear.size(0);
   at::Tensor a = factor_named(factors, kGraloraA), b = factor_named(factors, kGraloraB);
   const at::ScalarType dtype = a.scalar_type();
-  const bool in_float = a.device().is_cpu() && (dtype == at::kHalf || dtype == at::kBFloat16);  // PEFT's cast_to_fp32
+  const bool in_float = merges_in_float32(a);
   if (in_float) a = a.to(at::kFloat), b = b.to(at::kFloat);
   // Each input row l's factors (A[l / (in/k), l % (in/k)]) placed in its block's slot of k.
   const at::Tensor blocks = at::arange(in, at::kLong).div(in / k, "floor");
@@ -113,14 +111,14 @@ OutputAdapter gralora_output_adapter(const LoraAdapter& adapter, const LoraConfi
     const at::Tensor x = input.reshape({-1, tokens, in}).to(a.scalar_type());
     const int64_t batch = x.size(0);
     const at::Tensor blocks =
-        at::einsum("blni, nir -> blnr", {dropped(x, p, training).reshape({batch, tokens, k, in / k}), a})
+        at::einsum("blni, nir -> blnr", {branch_dropout(x, p, training).reshape({batch, tokens, k, in / k}), a})
             .view({batch, tokens, k, k, r / k})
             .permute({0, 1, 3, 2, 4})
             .reshape({batch, tokens, k, r});
     const at::Tensor branch = at::einsum("bljr, jro -> bljo", {blocks, b}).reshape(output.sizes());
     at::Tensor result = output + branch.to(output.scalar_type()) * scaling;
     if (general_a.defined()) {
-      const at::Tensor general = at::linear(at::linear(dropped(x, p, training), general_a), general_b);
+      const at::Tensor general = at::linear(at::linear(branch_dropout(x, p, training), general_a), general_b);
       result = result + general.reshape(output.sizes()).to(output.scalar_type()) * scaling;
     }
     return result.to(input.scalar_type());

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "model/peft/branch_arithmetic.h"
 #include "model/peft/lora_draws.h"
 
 namespace acc {
@@ -50,7 +51,7 @@ std::vector<LoraAdapter> make_hira_adapters(const LoraConfig& config, const std:
 at::Tensor hira_merged_weight(const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors) {
   at::Tensor a = factor_named(factors, kHiraA), b = factor_named(factors, kHiraB);
   const at::ScalarType dtype = b.scalar_type();
-  const bool in_float = b.device().is_cpu() && (dtype == at::kHalf || dtype == at::kBFloat16);  // PEFT's cast_to_fp32
+  const bool in_float = merges_in_float32(b);
   if (in_float) a = a.to(at::kFloat), b = b.to(at::kFloat);
   at::Tensor delta = as_linear_layout(adapter.site, at::matmul(b, a));
   if (in_float) delta = delta.to(dtype);
@@ -69,7 +70,7 @@ OutputAdapter hira_output_adapter(const LoraAdapter& adapter, const LoraConfig& 
     if (!*enabled) return output;
     const at::Tensor product = at::mm(a.t(), b.t());  // in x out
     const at::Tensor x = input.to(a.scalar_type());
-    const at::Tensor dropped = dropout > 0 ? at::dropout(x, dropout, training) : x;
+    const at::Tensor dropped = branch_dropout(x, dropout, training);
     const at::Tensor w = transposed ? weight.t() : weight;
     const at::Tensor branch = at::linear(dropped, w * product.t());
     return (output + branch).to(output.scalar_type());

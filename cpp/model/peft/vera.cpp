@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/error.h"
+#include "model/peft/branch_arithmetic.h"
 
 namespace acc {
 namespace {
@@ -69,7 +70,7 @@ at::Tensor vera_delta(const LoraAdapter& adapter, const at::Tensor& lambda_b, co
   at::Tensor a = adapter.projections->a, b = adapter.projections->b, lb = lambda_b, ld = lambda_d;
   // PEFT computes half precision on the CPU in float32 and returns the projections' dtype.
   const at::ScalarType dtype = b.scalar_type();
-  const bool widen = b.device().is_cpu() && (dtype == at::kHalf || dtype == at::kBFloat16);
+  const bool widen = merges_in_float32(b);
   if (widen) a = a.to(at::kFloat), b = b.to(at::kFloat), lb = lb.to(at::kFloat), ld = ld.to(at::kFloat);
   const at::Tensor sliced_a = a.slice(1, 0, in_features).to(ld.device());
   const at::Tensor sliced_b = b.slice(0, 0, lambda_b.size(0)).to(ld.device());  // out_features entries
