@@ -197,6 +197,8 @@ int main(int argc, char** argv) {
   };
   // PEFT's HiRA with its defaults (r=32, Kaiming A, zero B) on the same three layers as LoRA.
   auto hira = [](acc_model* model) { OK(acc_model_add_hira(model, "out_proj,linear1,linear2", nullptr, nullptr)); };
+  // PEFT's PVeRA with its defaults (r=256, pvera_A of 2 r rows, samples in training) on the same layers.
+  auto pvera = [](acc_model* model) { OK(acc_model_add_pvera(model, "out_proj,linear1,linear2", nullptr, nullptr)); };
   // PEFT's RoAd with its defaults (road_1, groups of 64) on the same three layers as LoRA (the smoke
   // run's d_model, where smaller).
   auto road = [d](acc_model* model) {
@@ -255,6 +257,7 @@ int main(int argc, char** argv) {
       add("RoAd road_1:", road, training);
       add("GraLoRA r=32:", gralora, training);
       add("HiRA r=32:", hira, training);
+      add("PVeRA r=256:", pvera, training);
     }
     for (int i = 0; i < 3; ++i) {  // TorchScript profiles its first runs
       full.step(), lora.step(), dora.step();

@@ -328,6 +328,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %rename(RoadOptions) ACC_OPTIONS_ROAD;
 %rename(GraloraOptions) ACC_OPTIONS_GRALORA;
 %rename(HiraOptions) ACC_OPTIONS_HIRA;
+%rename(PveraOptions) ACC_OPTIONS_PVERA;
 %rename(Default) ACC_PLACEMENT_DEFAULT;
 %rename(No) ACC_PLACEMENT_NO;
 %rename(Yes) ACC_PLACEMENT_YES;

@@ -548,6 +548,17 @@ struct acc_accelerator {};
     check(acc_model_add_hira($self, targetModules, opts, &n));
     return n;
   }
+  /* PEFT's PveraConfig on linear layers (transformers' Conv1D too): VeRA's shared projections and
+   * two trained vectors per layer, "<module>.pvera_lambda_b" and "<module>.pvera_lambda_d", the
+   * middle sampled in training from the mean and log-variance they give. targetModules: named as for
+   * addLora. opts: PVeRA options (r, pvera_dropout, sample_at_inference, generator_seed, ...: the
+   * keys of ACC_OPTIONS_PVERA) or null. saveLora, loadLora, mergeLora and setLoraEnabled act on
+   * them. Returns how many layers. */
+  size_t addPvera(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_pvera($self, targetModules, opts, &n));
+    return n;
+  }
   /* AdaLoRA's training loss: loss plus orth_reg_weight times the adapters' orthogonal
    * regularization, a new tensor with autograd history (backward it instead of loss). */
   acc_tensor *adaloraLoss(const acc_tensor *loss ERR) {

@@ -174,6 +174,8 @@
   public static Options gralora() { return new Options(OptionsKind.GRALORA); }
   /** Options of Model.addHira (PEFT's HiraConfig: r, hira_dropout, init_weights, ...). */
   public static Options hira() { return new Options(OptionsKind.HIRA); }
+  /** Options of Model.addPvera (PEFT's PveraConfig: r, pvera_dropout, sample_at_inference, ...). */
+  public static Options pvera() { return new Options(OptionsKind.PVERA); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

@@ -607,6 +607,17 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   modules_to_save, layers_to_transform (strings, default none: as ACC_OPTIONS_LORA's),
  *   layers_pattern (string, default none), base_model_name_or_path, revision, task_type (strings,
  *   default none: written to adapter_config.json).
+ * Keys of ACC_OPTIONS_PVERA (PEFT's PveraConfig, see acc_model_add_pvera), as ACC_OPTIONS_VERA's
+ *   where named alike: r (int, default 256: the shared projections' rank; pvera_A has 2 r rows),
+ *   projection_prng_key (int, default 0), save_projection (bool, default true),
+ *   pvera_dropout (double, default 0), d_initial (double, default 0.1), fan_in_fan_out (bool,
+ *   default false), bias ("none", default, "all" or "pvera_only"), init_weights (bool, default
+ *   true), sample_at_inference (bool, default false: evaluation computes with the middle's mean;
+ *   true: it samples as training does), generator_seed (int, unset: the samples come from the
+ *   global generator; set: from a CPU generator of each layer's own seeded so),
+ *   modules_to_save, layers_to_transform (strings, default none: as ACC_OPTIONS_LORA's),
+ *   layers_pattern (string, default none), base_model_name_or_path, revision, task_type (strings,
+ *   default none: written to adapter_config.json).
  * Keys of ACC_OPTIONS_OFT (PEFT's OFTConfig, see acc_model_add_oft): r (int, default 0: the blocks
  *   per layer; 0: from oft_block_size), oft_block_size (int, default 32: each block's size; 0: from
  *   r; exactly one of the two non-zero), module_dropout (double, default 0: kept in the
@@ -829,6 +840,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_ROAD = 26,
   ACC_OPTIONS_GRALORA = 27,
   ACC_OPTIONS_HIRA = 28,
+  ACC_OPTIONS_PVERA = 29,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -1230,11 +1242,11 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * are quantised already leaves them as they are), and needs the file's loftq_config;
  * trainable_token_indices is read, its rows taken from the file. A file of peft_type
  * TRAINABLE_TOKENS (acc_model_add_trainable_tokens) adds or loads trainable tokens alone; one of
- * IA3, LOHA, LOKR, VERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING, MISS, C3A, SHIRA, RANDLORA, DELORA,
- * ROAD, GRALORA, HIRA or ADALORA adds that method's adapters (as acc_model_add_ia3, _loha, _lokr,
- * _vera, _oft, _boft, _hra, _fourierft, _ln_tuning, _miss, _c3a, _shira, _randlora, _delora, _road,
- * _gralora, _hira, _adalora) and reads their tensors; other PEFT methods are refused naming the
- * peft_type.
+ * IA3, LOHA, LOKR, VERA, PVERA, OFT, BOFT, HRA, FOURIERFT, LN_TUNING, MISS, C3A, SHIRA, RANDLORA,
+ * DELORA, ROAD, GRALORA, HIRA or ADALORA adds that method's adapters (as acc_model_add_ia3, _loha,
+ * _lokr, _vera, _pvera, _oft, _boft, _hra, _fourierft, _ln_tuning, _miss, _c3a, _shira, _randlora,
+ * _delora, _road, _gralora, _hira, _adalora) and reads their tensors; other PEFT methods are refused
+ * naming the peft_type.
  * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
  * on the handle from before acc_prepare (Accelerate's unwrap_model(...).merge_and_unload(), to save
  * the merged model) the prepared model's next forward is ACC_ERR_INVALID_ARGUMENT: its engine holds
@@ -1633,6 +1645,23 @@ ACC_API ACC_NODISCARD acc_status acc_model_add_gralora(acc_model *model, const c
  * acc_prepare, on a model without adapters. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_hira(acc_model *model, const char *target_modules,
                                                    const acc_options *opts, size_t *count);
+/* acc_model_add_pvera: PEFT's PveraConfig (probabilistic VeRA, get_peft_model with peft_type PVERA):
+ * VeRA's frozen projections shared by the targeted layers, pvera_A (2 r x the largest input) and
+ * pvera_B (the largest output x r), drawn as acc_model_add_vera draws VeRA's; each layer trains
+ * "<module>.pvera_lambda_b" (out) and "<module>.pvera_lambda_d" (2 r), drawn as VeRA's vectors. Its
+ * output plus lambda_b * (pvera_B[:out] z), where lambda_d * (pvera_A[:, :in] dropout(x)) splits
+ * into a mean mu and a log-variance (its halves): in training (and in evaluation with
+ * sample_at_inference) z = mu + eps * exp(logvar / 2), eps drawn by torch.randn from the global
+ * generator (or the layer's own generator seeded generator_seed, as PEFT's), else z = mu; cast to
+ * the input's dtype. `target_modules`: as for acc_model_add_vera, the same layers taken and refused.
+ * `opts`: ACC_OPTIONS_PVERA or NULL (defaults). Files ("base_model.pvera_A" and
+ * "base_model.pvera_B" where save_projection), the projections as state buffers "pvera_A" and
+ * "pvera_B", merging (W plus lambda_b B mu's half of lambda_d A: the mean), disabling, counting and
+ * named adapters act as for VeRA; acc_model_add_weighted_adapter is ACC_ERR_INVALID_ARGUMENT. The
+ * layers' own generators are not part of acc_save_state (nor of Accelerate's checkpoints). Before
+ * creating the optimizer and before acc_prepare, on a model without adapters. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_pvera(acc_model *model, const char *target_modules,
+                                                    const acc_options *opts, size_t *count);
 /* acc_model_add_ln_tuning: PEFT's LNTuningConfig (get_peft_model with peft_type LN_TUNING): the
  * modules `target_modules` names (any module: typically the layer norms, e.g.
  * "input_layernorm,post_attention_layernorm"; named as for acc_model_add_lora, a name matching a
@@ -1695,8 +1724,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * ACC_OPTIONS_LORA (or NULL), or ACC_OPTIONS_IA3 / ACC_OPTIONS_LOHA / ACC_OPTIONS_LOKR /
  * ACC_OPTIONS_VERA / ACC_OPTIONS_OFT / ACC_OPTIONS_BOFT / ACC_OPTIONS_HRA / ACC_OPTIONS_FOURIERFT /
  * ACC_OPTIONS_MISS / ACC_OPTIONS_C3A / ACC_OPTIONS_SHIRA / ACC_OPTIONS_RANDLORA / ACC_OPTIONS_DELORA /
- * ACC_OPTIONS_ROAD / ACC_OPTIONS_GRALORA / ACC_OPTIONS_HIRA / ACC_OPTIONS_ADALORA for an
- * adapter of that
+ * ACC_OPTIONS_ROAD / ACC_OPTIONS_GRALORA / ACC_OPTIONS_HIRA / ACC_OPTIONS_PVERA / ACC_OPTIONS_ADALORA
+ * for an adapter of that
  * method, drawn as its acc_model_add_* draws it; adapters of one method per model, as PEFT. (PEFT
  * trains one AdaLoRA adapter at a time, the others in inference mode; here each named AdaLoRA
  * adapter keeps its own rank allocator.) Switching adapters and a refused add leave the base
@@ -2700,7 +2729,9 @@ ACC_API ACC_NODISCARD acc_status acc_reduce(acc_accelerator *acc, const acc_tens
 ACC_API ACC_NODISCARD acc_status acc_broadcast(acc_accelerator *acc, const acc_tensor *t, int64_t src,
                                                const char *name, acc_tensor **out);
 /* Pads dimension `dim` to its largest size across processes with `value`, at the end or, with
- * pad_first, at the start. */
+ * pad_first, at the start. A `dim` the tensor does not have (a 0-d tensor's any) pads nothing: the
+ * tensor as it is, as Accelerate's; where processes pad different dimensions (or some none), each
+ * of them fails at that call, naming both. */
 ACC_API ACC_NODISCARD acc_status acc_pad_across_processes(acc_accelerator *acc, const acc_tensor *t, int64_t dim,
                                                           double value, int pad_first, const char *name,
                                                           acc_tensor **out);

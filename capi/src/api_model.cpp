@@ -308,6 +308,10 @@ acc_status acc_model_add_hira(acc_model* model, const char* target_modules, cons
   return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Hira, count);
 }
 
+acc_status acc_model_add_pvera(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
+  return add_adapters_of(model, target_modules, opts, acc::OptionsKind::Pvera, count);
+}
+
 acc_status acc_model_adalora_loss(const acc_model* model, const acc_tensor* loss, acc_tensor** out) {
   return guarded([&] {
     const acc::Model& m = model_arg(model);

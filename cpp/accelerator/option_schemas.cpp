@@ -64,6 +64,8 @@ const OptionSchema& option_schema(OptionsKind kind) {
       return gralora_option_table();
     case OptionsKind::Hira:
       return hira_option_table();
+    case OptionsKind::Pvera:
+      return pvera_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

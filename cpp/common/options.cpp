@@ -171,6 +171,8 @@ const char* options_kind_name(OptionsKind kind) {
       return "gralora";
     case OptionsKind::Hira:
       return "hira";
+    case OptionsKind::Pvera:
+      return "pvera";
   }
   return "?";
 }

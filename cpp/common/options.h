@@ -72,7 +72,8 @@ enum class OptionsKind : int {
   Delora = 25,
   Road = 26,
   Gralora = 27,
-  Hira = 28
+  Hira = 28,
+  Pvera = 29
 };
 
 const char* options_kind_name(OptionsKind kind);

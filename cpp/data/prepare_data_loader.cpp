@@ -59,6 +59,9 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
     prepared = make_loader<DispatchingDataLoader>(base, dist, o.split_batches);
     prepared->set_device_option(options.device);
   } else if (stream) {
+    // Refused here, as Accelerate's prepare (and its IterableDatasetShard) refuses it, not at the
+    // first batch.
+    if (o.num_processes > 1) check_sharding(options.batch_size, o.num_processes, o.split_batches);
     prepared = make_loader<IterableDataLoader>(stream->source(), options, shard_options);
   } else if (dist) {
     // Every process must shuffle alike: the seedable sampler's seed is rank 0's; without a seed,

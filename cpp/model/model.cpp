@@ -624,6 +624,8 @@ void Model::save_lora(const std::string& dir) const {
     require(name.size() <= kLongestFolderName, "save_lora: the adapter name '", name.substr(0, 40), "...' (",
             name.size(), " bytes) is longer than a folder's name can be (", kLongestFolderName,
             " bytes); nothing was written");
+  // So would a folder holding what no save can replace (a file in a folder's place).
+  for (const std::string& name : adapter_names()) require_lora_folder_writable(place(name));
   save_lora_files(place(active_adapter()), lora(), saved);
   for (const auto& [name, kept] : inactive_adapters()) {
     NamedTensors kept_saved;  // its own copies of the modules it saves

@@ -345,23 +345,15 @@ at::Tensor Collectives::gather_rows(const at::Tensor& rows, const std::string& n
 
 at::Tensor Collectives::pad_across_processes(const at::Tensor& tensor, int64_t dim, double value, bool pad_first,
                                              const std::string& name) {
+  // A dim the tensor lacks pads nothing, as Accelerate's _pad_across_processes returns such a tensor
+  // as it is (a 0-d loss beside padded logits).
   const bool valid = tensor.dim() > 0 && dim < tensor.dim() && dim >= -tensor.dim();
-  auto refuse_dim = [&] {
-    require(valid, "collective '", name, "': dim ", dim, " is not a dimension of a tensor with ", tensor.dim(),
-            " dimensions");
-  };
-  if (!dist_) {
-    refuse_dim();
-    return tensor;
-  }
-  const int64_t raw_dim = dim;
+  if (!dist_) return tensor;
   if (valid && dim < 0) dim += tensor.dim();
-  // The padded dim is the call's parameter, announced before any process refuses it: processes
-  // padding different dims (or one none) all fail at this call, none at the next.
+  // The padded dim is the call's parameter, announced first: processes padding different dims (or
+  // one none, where Accelerate's would wait for it forever) all fail at this call, none at the next.
   const auto layouts = announce(CallKind::Pad, valid ? dim : kNoDimension, Layout::of(tensor), false, name);
-  dim = raw_dim;
-  refuse_dim();
-  if (dim < 0) dim += tensor.dim();
+  if (!valid) return tensor;
   int64_t longest = 0;
   require(tensor.dim() <= kMaxDims || dim < kMaxDims, "collective '", name, "': pads one of the first ", kMaxDims,
           " dimensions");  // alike on every process: the same call

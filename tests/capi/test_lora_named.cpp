@@ -4,6 +4,7 @@
 // adapted layers' forward is rewritten per adapter (the adapters here adapt different layers).
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -231,6 +232,31 @@ TEST(NamedAdapters, SaveRefusesANameNoFolderCanHaveBeforeWritingAnything) {
   ASSERT_EQ(acc_model_delete_adapter(t.both, long_name.c_str()), ACC_OK);
   ASSERT_EQ(acc_model_save_lora(t.both, dir.c_str()), ACC_OK) << acc_last_error_message();
   EXPECT_TRUE(fs::exists(dir + "/second/adapter_config.json"));
+  fs::remove_all(dir);
+}
+
+// Found by a hunt: a save of several adapters wrote the active one's files, then failed on another's
+// folder (a file in its place, a folder in its configuration's place): every folder is checked first.
+TEST(NamedAdapters, SaveChecksEveryAdaptersFolderBeforeWritingAnything) {
+  const auto all = forms();
+  const Form& f = all.front();
+  Trio t;
+  make_trio(f, &t);
+  const std::string dir = acc_test::temp_path("named_blocked");
+  for (bool folder_in_file_place : {false, true}) {
+    SCOPED_TRACE(folder_in_file_place);
+    fs::remove_all(dir);
+    ASSERT_EQ(acc_model_save_lora(t.first, dir.c_str()), ACC_OK) << acc_last_error_message();
+    const std::string weights = acc_test::read_file(dir + "/adapter_model.safetensors");
+    if (folder_in_file_place)
+      fs::create_directories(dir + "/second/adapter_config.json");
+    else
+      std::ofstream(dir + "/second") << "the user's file";
+    ACC_EXPECT_ERROR(acc_model_save_lora(t.both, dir.c_str()), ACC_ERR_IO,
+                     folder_in_file_place ? "is not a regular file" : "it is not a folder; nothing was written");
+    EXPECT_EQ(acc_test::read_file(dir + "/adapter_model.safetensors"), weights)
+        << "a refused save wrote the active adapter";
+  }
   fs::remove_all(dir);
 }
 
@@ -766,6 +792,11 @@ TEST(NamedAdapters, WeightedAdapterRefusalsChangeNothing) {
                          "one rank");
         ACC_EXPECT_ERROR(add_weighted(m, {"default", "c"}, {1, 1}, "x", "ties"), ACC_ERR_INVALID_ARGUMENT,
                          "needs a density");
+        // Found by a hunt: DARE with density 0 (or one float32 rounds to 0) made an adapter of NaNs.
+        for (const char* dare : {"dare_linear", "dare_ties", "dare_linear_svd"})
+          for (double density : {0.0, 1e-300})
+            ACC_EXPECT_ERROR(add_weighted_with(m, {"default", "c"}, {1, 1}, "x", dare, {{"density", density}}),
+                             ACC_ERR_INVALID_ARGUMENT, "needs a density above 0");
         ACC_EXPECT_ERROR(add_weighted_with(m, {"default", "b"}, {1, 1}, "x", "dare_ties", {{"density", 0.5}}),
                          ACC_ERR_INVALID_ARGUMENT, "one rank");
         ACC_EXPECT_ERROR(add_weighted(m, {"default", "b"}, {1, 1}, "x", "linear_svd"), ACC_ERR_INVALID_ARGUMENT,

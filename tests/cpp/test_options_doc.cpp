@@ -93,7 +93,8 @@ const std::pair<const char*, acc::OptionsKind> kKinds[] = {{"OPTIMIZER", acc::Op
                                                            {"DELORA", acc::OptionsKind::Delora},
                                                            {"ROAD", acc::OptionsKind::Road},
                                                            {"GRALORA", acc::OptionsKind::Gralora},
-                                                           {"HIRA", acc::OptionsKind::Hira}};
+                                                           {"HIRA", acc::OptionsKind::Hira},
+                                                           {"PVERA", acc::OptionsKind::Pvera}};
 
 }  // namespace
 

@@ -25,7 +25,8 @@ PEFT's FourierFT ("fourierft", lora_fourierft_case.py); PEFT's LN tuning ("ln_tu
 lora_ln_tuning_case.py); PEFT's MiSS ("miss", lora_miss_case.py); PEFT's C3A ("c3a",
 lora_c3a_case.py); PEFT's SHiRA ("shira", lora_shira_case.py); PEFT's RandLoRA ("randlora",
 lora_randlora_case.py); PEFT's DeLoRA ("delora", lora_delora_case.py); PEFT's RoAd ("road",
-lora_road_case.py); PEFT's GraLoRA ("gralora", lora_gralora_case.py); PEFT's HiRA ("hira", lora_hira_case.py).
+lora_road_case.py); PEFT's GraLoRA ("gralora", lora_gralora_case.py); PEFT's HiRA ("hira", lora_hira_case.py);
+PEFT's PVeRA ("pvera", lora_pvera_case.py).
 
 Run with Debian's python3-torch: python3 export_lora_cases.py OUTPUT_DIR
 """
@@ -57,6 +58,7 @@ from lora_delora_case import delora_case
 from lora_road_case import road_case
 from lora_gralora_case import gralora_case
 from lora_hira_case import hira_case
+from lora_pvera_case import pvera_case
 from lora_randlora_case import randlora_case
 from lora_shira_case import shira_case
 from lora_ln_tuning_case import ln_tuning_case
@@ -1475,7 +1477,8 @@ def main(out_dir):
             "randlora": randlora_case(out), "delora": delora_case(out),
             "road": road_case(out),
             "gralora": gralora_case(out, Conv1D),
-            "hira": hira_case(out, Conv1D)}
+            "hira": hira_case(out, Conv1D),
+            "pvera": pvera_case(out, Conv1D)}
     (out / "lora_cases.json").write_text(json.dumps(case))
     torch.jit.script(TinyForCausalLM()).save(str(out / "transformers_lm.pt"))
 

@@ -165,6 +165,7 @@ struct Settings {
   const char* road = nullptr;
   const char* gralora = nullptr;
   const char* hira = nullptr;
+  const char* pvera = nullptr;  // (PEFT's PveraConfig, r 2, pvera_dropout 0.1, drawn vectors)
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;               // offload_optimizer and offload_params
   bool hybrid = false;                // hybrid_shard (under zero_stage 1-3; DDP is DDP)
@@ -304,6 +305,9 @@ struct Job {
                  {{"r", "2"}, {"hybrid_r", "1"}, {"init_weights", "false"}});
     if (s.hira)
       add_method(model, acc_model_add_hira, ACC_OPTIONS_HIRA, s.hira, {{"r", "2"}, {"init_weights", "false"}});
+    if (s.pvera)
+      add_method(model, acc_model_add_pvera, ACC_OPTIONS_PVERA, s.pvera,
+                 {{"r", "2"}, {"pvera_dropout", "0.1"}, {"init_weights", "false"}});
     if (s.tokens_alone) {
       acc_options* o = nullptr;
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_TRAINABLE_TOKENS, &o), ACC_OK);
@@ -861,6 +865,15 @@ TEST(Sharded, GraloraTrainsUnderEveryStageAsUnderDdp) {
 TEST(Sharded, HiraTrainsUnderEveryStageAsUnderDdp) {
   Settings s;
   s.hira = "0,2,4";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+// PEFT's PVeRA: the vectors are parameters as any other, the projections buffers whole on every
+// process; the samples come from each process's global generator, seeded alike.
+TEST(Sharded, PveraTrainsUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.pvera = "0,2,4";
+  s.seeded_steps = true;  // dropout's and the samples' draws alike
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
 
@@ -1764,7 +1777,8 @@ TEST(Sharded, PeftMethodsSaveModelUnderStageThreeAsUnderDdp) {
       {"delora", [](Settings& s) { s.delora = "0,2,4"; }},
       {"road", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.road = "0,2,4"; }},
       {"gralora", [](Settings& s) { s.spec = kEvenShardNet, s.features = 4, s.gralora = "0,2,4"; }},
-      {"hira", [](Settings& s) { s.hira = "0,2,4"; }}};
+      {"hira", [](Settings& s) { s.hira = "0,2,4"; }},
+      {"pvera", [](Settings& s) { s.pvera = "0,2,4"; }}};
   for (const auto& [name, configure] : methods) {
     SCOPED_TRACE(name);
     Settings s;

@@ -76,6 +76,9 @@ public partial class Options {
   /// <summary>Options of Model.AddHira (PEFT's HiraConfig: r, hira_dropout, init_weights,
   /// ...).</summary>
   public static Options Hira() { return new Options(OptionsKind.HiraOptions); }
+  /// <summary>Options of Model.AddPvera (PEFT's PveraConfig: r, pvera_dropout, sample_at_inference,
+  /// generator_seed, ...).</summary>
+  public static Options Pvera() { return new Options(OptionsKind.PveraOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

@@ -475,6 +475,13 @@ public class LoraTests {
       RoundTrips(model => model.AddHira("1", o), "1.hira_A", "1.hira_B");
   }
 
+  // PEFT's PVeRA on the linear layer (r 2, the vectors as torch.randn drew them).
+  [Test]
+  public void PveraTrainsAndRoundTrips() {
+    using (Options o = Options.Pvera().Put("r", 2).Put("init_weights", false))
+      RoundTrips(model => model.AddPvera("1", o), "1.pvera_lambda_b", "1.pvera_lambda_d");
+  }
+
   // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
   // files round-trip.
   [Test]

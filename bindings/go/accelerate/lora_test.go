@@ -468,6 +468,13 @@ func TestHiraTrainsAndRoundTrips(t *testing.T) {
 	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddHira("1", o) }, "1.hira_A", "1.hira_B")
 }
 
+// PEFT's PVeRA on the linear layer (r 2, the vectors as torch.randn drew them).
+func TestPveraTrainsAndRoundTrips(t *testing.T) {
+	o := methodOptions(t, acc.PveraOptions, map[string]any{"r": 2, "init_weights": false})
+	defer o.Close()
+	roundTrips(t, func(m *acc.Model) (int, error) { return m.AddPvera("1", o) }, "1.pvera_lambda_b", "1.pvera_lambda_d")
+}
+
 // PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place, PEFT's files
 // round-trip and unload puts the layer back.
 func TestLnTuningTrainsInPlaceAndRoundTrips(t *testing.T) {

@@ -59,6 +59,8 @@ const (
 	GraloraOptions OptionsKind = capi.OptionsGralora
 	// PEFT's HiraConfig (Model.AddHira: r, hira_dropout, init_weights, ...)
 	HiraOptions OptionsKind = capi.OptionsHira
+	// PEFT's PveraConfig (Model.AddPvera: r, pvera_dropout, sample_at_inference, generator_seed, ...)
+	PveraOptions OptionsKind = capi.OptionsPvera
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -555,6 +557,21 @@ func (m *Model) AddHira(targetModules string, opts *Options) (int, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddHira(targetModules, oh, e) })
+	return int(n), err
+}
+
+// AddPvera adds PEFT's PVeRA adapters on linear layers (transformers' Conv1D too): VeRA's shared
+// frozen projections and two trained vectors per layer, the middle sampled in training from the mean
+// and log-variance they give (its mean in evaluation); every other parameter is frozen.
+// targetModules: named as for AddLora. opts: PveraOptions or nil. SaveLora, LoadLora, MergeLora and
+// WithoutLora act on them. It returns how many layers were adapted.
+func (m *Model) AddPvera(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddPvera(targetModules, oh, e) })
 	return int(n), err
 }
 

@@ -867,6 +867,11 @@ SWIGINTERN size_t acc_model_addHira(acc_model *self,char const *targetModules,ac
     check(acc_model_add_hira(self, targetModules, opts, &n));
     return n;
   }
+SWIGINTERN size_t acc_model_addPvera(acc_model *self,char const *targetModules,acc_options const *opts,std::string *swig_err){
+    size_t n = 0;
+    check(acc_model_add_pvera(self, targetModules, opts, &n));
+    return n;
+  }
 SWIGINTERN acc_tensor *acc_model_adaloraLoss(acc_model *self,acc_tensor const *loss,std::string *swig_err){
     acc_tensor *out = nullptr;
     check(acc_model_adalora_loss(self, loss, &out));
@@ -3481,6 +3486,27 @@ intgo _wrap_ACC_OPTIONS_HIRA_capi_94df76c310b852b7() {
     try {
       accswig::require_no_go_nul();
       result = ACC_OPTIONS_HIRA;
+      
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ACC_OPTIONS_PVERA_capi_94df76c310b852b7() {
+  acc_options_kind result;
+  intgo _swig_go_result;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = ACC_OPTIONS_PVERA;
       
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9693,6 +9719,52 @@ long long _wrap_Model_addHira_capi_94df76c310b852b7(acc_model *_swig_go_0, _gost
     try {
       accswig::require_no_go_nul();
       result = acc_model_addHira(arg1,(char const *)arg2,(acc_options const *)arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy2); 
+  return _swig_go_result;
+}
+
+
+long long _wrap_Model_addPvera_capi_94df76c310b852b7(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  char *arg2 = (char *) 0 ;
+  acc_options *arg3 = (acc_options *) 0 ;
+  std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
+  std::string temp4 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
+  
+  arg3 = *(acc_options **)&_swig_go_2; 
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = acc_model_addPvera(arg1,(char const *)arg2,(acc_options const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {

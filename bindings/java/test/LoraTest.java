@@ -413,6 +413,14 @@ class LoraTest {
     }
   }
 
+  /** PEFT's PVeRA on the linear layer (r 2, the vectors as torch.randn drew them). */
+  @Test
+  void pveraTrainsAndRoundTrips() {
+    try (Options o = Options.pvera().put("r", 2).put("init_weights", false)) {
+      roundTrips(model -> model.addPvera("1", o), Arrays.asList("1.pvera_lambda_b", "1.pvera_lambda_d"));
+    }
+  }
+
   /** PEFT's LN tuning on the linear layer (any module can be tuned): it trains in place and PEFT's
    *  files round-trip. */
   @Test

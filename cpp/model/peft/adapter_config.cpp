@@ -126,15 +126,16 @@ void write_patterns(const LoraConfig& config, nlohmann::ordered_json* j) {
   for (const auto& pattern : config.alpha_pattern) (*j)[alpha].emplace(pattern.key, pattern.value);
 }
 
-// PEFT's VeraConfig: its fields, in its order.
+// PEFT's VeraConfig or PveraConfig: their fields, in their order.
 nlohmann::ordered_json vera_config_json(const LoraConfig& config) {
   using json = nlohmann::ordered_json;
-  json j = peft_config_json(peft_type_name(PeftType::Vera), config);
+  const bool pvera = config.peft_type == PeftType::Pvera;
+  json j = peft_config_json(peft_type_name(config.peft_type), config);
   j["r"] = config.r;
   j["target_modules"] = targets_json(config);
   j["projection_prng_key"] = config.projection_prng_key;
   j["save_projection"] = config.save_projection;
-  j["vera_dropout"] = config.dropout;
+  j[pvera ? "pvera_dropout" : "vera_dropout"] = config.dropout;
   j["d_initial"] = config.d_initial;
   j["fan_in_fan_out"] = config.fan_in_fan_out;
   j["bias"] = config.peft_bias();
@@ -142,6 +143,10 @@ nlohmann::ordered_json vera_config_json(const LoraConfig& config) {
   j["init_weights"] = config.vera_init_weights;
   j["layers_to_transform"] = list_or_null(config.layers_to_transform);
   j["layers_pattern"] = list_or_null(config.layers_pattern);
+  if (pvera) {
+    j["sample_at_inference"] = config.pvera_sample_at_inference;
+    j["generator_seed"] = config.pvera_generator_seed ? json(*config.pvera_generator_seed) : json(nullptr);
+  }
   return j;
 }
 
@@ -612,18 +617,23 @@ void read_projection_settings(const ConfigFields& fields, LoraConfig* config) {
                                 : fields.flag("save_projection", true);
 }
 
-// PEFT's VeraConfig (peft_type VERA).
-LoraConfig vera_config_from_json(const nlohmann::ordered_json& j, const std::string& path) {
+// PEFT's VeraConfig (peft_type VERA) or PveraConfig (PVERA).
+LoraConfig vera_config_from_json(const nlohmann::ordered_json& j, const std::string& path, PeftType type) {
   const ConfigFields fields{j, path};
+  const bool pvera = type == PeftType::Pvera;
   LoraConfig config;
-  config.peft_type = PeftType::Vera;
+  config.peft_type = type;
   config.r = fields.integer("r", 256, 1, kMaxLoraRank, "from 1 to 2^20");  // PEFT's default: 256
   read_projection_settings(fields, &config);
-  config.dropout = fields.number("vera_dropout", 0, 0, 1);
+  config.dropout = fields.number(pvera ? "pvera_dropout" : "vera_dropout", 0, 0, 1);
   config.d_initial = fields.number("d_initial", 0.1, -kMaxLoraAlpha, kMaxLoraAlpha);
   config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
   config.vera_init_weights = fields.flag("init_weights", true);
-  read_bias(fields, "vera_only", &config);
+  read_bias(fields, pvera ? "pvera_only" : "vera_only", &config);
+  if (pvera) {
+    config.pvera_sample_at_inference = fields.flag("sample_at_inference", false);
+    if (fields.given("generator_seed")) config.pvera_generator_seed = fields.seed("generator_seed", 0);  // (null: none)
+  }
   read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/false}, &config);
   return config;
 }
@@ -1147,6 +1157,7 @@ nlohmann::ordered_json adapter_config_json(const LoraConfig& config) {
     case PeftType::Lokr:
       return lycoris_config_json(config);
     case PeftType::Vera:
+    case PeftType::Pvera:
       return vera_config_json(config);
     case PeftType::Oft:
       return oft_config_json(config);
@@ -1192,7 +1203,8 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "IA3") return ia3_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "LOHA") return lycoris_config_from_json(PeftType::Loha, j, path);
   if (j.contains("peft_type") && j["peft_type"] == "LOKR") return lycoris_config_from_json(PeftType::Lokr, j, path);
-  if (j.contains("peft_type") && j["peft_type"] == "VERA") return vera_config_from_json(j, path);
+  if (j.contains("peft_type") && j["peft_type"] == "VERA") return vera_config_from_json(j, path, PeftType::Vera);
+  if (j.contains("peft_type") && j["peft_type"] == "PVERA") return vera_config_from_json(j, path, PeftType::Pvera);
   if (j.contains("peft_type") && j["peft_type"] == "OFT") return oft_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "ADALORA") return adalora_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "BOFT") return boft_config_from_json(j, path);
@@ -1208,10 +1220,11 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "GRALORA") return gralora_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "HIRA") return hira_config_from_json(j, path);
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
-    refuse("peft_type",
-           "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"OFT\", \"ADALORA\", \"BOFT\", \"HRA\", "
-           "\"FOURIERFT\", \"LN_TUNING\", \"MISS\", \"C3A\", \"SHIRA\", \"RANDLORA\", \"DELORA\", "
-           "\"ROAD\", \"GRALORA\", \"HIRA\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not supported)");
+    refuse(
+        "peft_type",
+        "must be \"LORA\", \"IA3\", \"LOHA\", \"LOKR\", \"VERA\", \"PVERA\", \"OFT\", \"ADALORA\", \"BOFT\", \"HRA\", "
+        "\"FOURIERFT\", \"LN_TUNING\", \"MISS\", \"C3A\", \"SHIRA\", \"RANDLORA\", \"DELORA\", "
+        "\"ROAD\", \"GRALORA\", \"HIRA\" or \"TRAINABLE_TOKENS\" (other PEFT methods are not supported)");
   LoraConfig config;
   if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > (1 << 20))
     refuse("r", "must be an integer from 1 to 2^20");

@@ -14,6 +14,7 @@
 #include "model/peft/lycoris.h"
 #include "model/peft/miss.h"
 #include "model/peft/oft.h"
+#include "model/peft/pvera.h"
 #include "model/peft/randlora.h"
 #include "model/peft/road.h"
 #include "model/peft/shira.h"
@@ -82,6 +83,31 @@ FactorMethod vera() {
         return vera_output_adapter(adapter, config.dropout, std::move(enabled));
       },
       nullptr};
+}
+
+FactorMethod pvera() {
+  return {PeftType::Pvera,
+          "PVeRA adapts linear layers (transformers' Conv1D too)",
+          {kPveraLambdaB, kPveraLambdaD},
+          "vectors",
+          [](const std::string&, const at::Tensor& t) { return refusal_unless(t, 1, "PVeRA's vectors"); },
+          /*files_hold_every_tensor=*/true,
+          /*files_hold_biases=*/true,
+          /*rank_and_scaling=*/false,
+          make_pvera_adapters,
+          pvera_factor_shapes,
+          rank_decides,
+          // VeRA's (the same projections), and whether evaluation samples.
+          [](const LoraConfig& config) {
+            return "r " + concat(config.r) + ", projection_prng_key " + concat(config.projection_prng_key) +
+                   ", save_projection " + (config.save_projection ? "true" : "false") + " and sample_at_inference " +
+                   (config.pvera_sample_at_inference ? "true" : "false");
+          },
+          [](const LoraAdapter& adapter, const at::Tensor& w, const NamedTensors& factors, const LoraConfig&) {
+            return pvera_merged_weight(adapter, w, factors);
+          },
+          pvera_output_adapter,
+          nullptr};
 }
 
 FactorMethod oft() {
@@ -433,13 +459,16 @@ const SharedTensors* shared_tensors(PeftType type) {
       kVeraProjectionA, kVeraProjectionB, kVeraBufferA, kVeraBufferB, 2, vera_projection_shapes, false};
   static const SharedTensors randlora{
       kRandloraBasesA, kRandloraBasesB, kRandloraBufferA, kRandloraBufferB, 3, randlora_bases_shapes, true};
+  static const SharedTensors pvera{
+      kPveraProjectionA, kPveraProjectionB, kPveraBufferA, kPveraBufferB, 2, pvera_projection_shapes, false};
   if (type == PeftType::Vera) return &vera;
+  if (type == PeftType::Pvera) return &pvera;
   if (type == PeftType::Randlora) return &randlora;
   return nullptr;
 }
 
 const FactorMethod* factor_method(PeftType type) {
-  static const std::array<FactorMethod, 16> methods = {
+  static const std::array<FactorMethod, 17> methods = {
       lycoris(PeftType::Loha, "LoHa adapts linear layers and 1-D and 2-D convolutions"),
       lycoris(PeftType::Lokr, "LoKr adapts linear layers and 1-D and 2-D convolutions"),
       vera(),
@@ -455,7 +484,8 @@ const FactorMethod* factor_method(PeftType type) {
       delora(),
       road(),
       gralora(),
-      hira()};
+      hira(),
+      pvera()};
   for (const FactorMethod& method : methods)
     if (method.type == type) return &method;
   return nullptr;

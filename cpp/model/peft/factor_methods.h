@@ -1,6 +1,6 @@
 // The PEFT methods whose adapters are named tensors of a layer (LoraAdapter::factors): LoHa, LoKr,
-// VeRA, OFT, AdaLoRA, BOFT, HRA, FourierFT, MiSS, C3A, SHiRA, RandLoRA, DeLoRA, RoAd, GraLoRA and HiRA. What each
-// adapts, draws, reads from files, merges and computes, in one table, so the shared code (adding, files, loading,
+// VeRA, PVeRA, OFT, AdaLoRA, BOFT, HRA, FourierFT, MiSS, C3A, SHiRA, RandLoRA, DeLoRA, RoAd, GraLoRA and HiRA. What
+// each adapts, draws, reads from files, merges and computes, in one table, so the shared code (adding, files, loading,
 // merging, wiring) asks it instead of testing the method at each turn. LoRA, (IA)^3 and trainable tokens have tensors
 // of their own.
 #pragma once

@@ -220,6 +220,9 @@ struct LoraAdapter {
   // A method's frozen tensors of the layer, buffers of the model's state and in its files, under
   // their names after the module's (DeLoRA's delora_w_norm, model/peft/delora.h); none for the others.
   NamedTensors buffers{};
+  // PVeRA's layer's own generator for its samples (generator_seed, model/peft/pvera.h); undefined
+  // for the others.
+  at::Generator generator{};
 };
 
 // The adapter's factors, then its buffers: every tensor a merge of a method of factors reads.
@@ -239,10 +242,8 @@ int64_t unrolled_in_features(const LinearSite& site);
 at::Tensor adapter_placed(const at::Tensor& drawn, const LinearSite& site);
 at::Tensor adapter_parameter(const at::Tensor& drawn, const LinearSite& site);
 
-// Whether the adapter is an (IA)^3 vector, VeRA's vectors, OFT's rotations, or LoHa's or LoKr's
-// factors, rather than a LoRA pair.
+// Whether the adapter is an (IA)^3 vector, OFT's rotations or AdaLoRA's triplet, rather than a LoRA pair.
 inline bool is_ia3(const LoraAdapter& adapter) { return adapter.ia3.defined(); }
-inline bool is_vera(const LoraAdapter& adapter) { return adapter.method == PeftType::Vera; }
 inline bool is_oft(const LoraAdapter& adapter) { return adapter.method == PeftType::Oft; }
 inline bool is_adalora(const LoraAdapter& adapter) { return adapter.method == PeftType::Adalora; }
 inline bool is_boft(const LoraAdapter& adapter) { return adapter.method == PeftType::Boft; }

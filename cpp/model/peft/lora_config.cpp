@@ -261,28 +261,48 @@ const OptionTable<LoraConfig>& lokr_option_table() {
   return table;
 }
 
-const OptionTable<LoraConfig>& vera_option_table() {
+namespace {
+
+// VeRA's settings, which PVeRA takes too: its dropout under `dropout_key`, "<method>_only" as `only`.
+void bind_vera_settings(OptionTable<LoraConfig>& t, const char* dropout_key, const char* only) {
   using L = LoraConfig;
-  static const OptionTable<L> table(OptionsKind::Vera, [](OptionTable<L>& t) {
-    t.bind("r", "the projections' rank", &L::vera_r).at_least(1).at_most(kMaxLoraRank);
-    t.bind("projection_prng_key", "the seed of the generator the projections are drawn from (modulo 2^64)",
-           &L::projection_prng_key);
-    t.bind("save_projection", "the projections are written to the adapter's files (else drawn again from the seed)",
-           &L::save_projection);
-    t.bind("vera_dropout", "dropout on each adapted layer's input to its branch", &L::dropout).at_least(0).at_most(1);
-    // Within float32's range, as lambda_d holds it (and as adapter_config.json is read back).
-    t.bind("d_initial", "lambda_d's starting value", &L::d_initial).at_least(-kMaxLoraAlpha).at_most(kMaxLoraAlpha);
-    t.bind("fan_in_fan_out",
-           "PEFT's flag for weights stored in x out (transformers' Conv1D); each layer's kind decides, as in PEFT",
-           &L::fan_in_fan_out);
-    t.bind("bias", "which biases train beside the adapters: none, all, vera_only (the adapted layers')", &L::bias)
-        .one_of({"none", "all", "vera_only"});
-    t.bind("init_weights", "lambda_d starts as d_initial and lambda_b as zeros (false: torch.randn and ones)",
-           &L::vera_init_weights);
-    t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",
-           &L::modules_to_save_spec);
-    bind_layers(t);
-    bind_texts(t);
+  t.bind("r", "the projections' rank", &L::vera_r).at_least(1).at_most(kMaxLoraRank);
+  t.bind("projection_prng_key", "the seed of the generator the projections are drawn from (modulo 2^64)",
+         &L::projection_prng_key);
+  t.bind("save_projection", "the projections are written to the adapter's files (else drawn again from the seed)",
+         &L::save_projection);
+  t.bind(dropout_key, "dropout on each adapted layer's input to its branch", &L::dropout).at_least(0).at_most(1);
+  // Within float32's range, as lambda_d holds it (and as adapter_config.json is read back).
+  t.bind("d_initial", "lambda_d's starting value", &L::d_initial).at_least(-kMaxLoraAlpha).at_most(kMaxLoraAlpha);
+  t.bind("fan_in_fan_out",
+         "PEFT's flag for weights stored in x out (transformers' Conv1D); each layer's kind decides, as in PEFT",
+         &L::fan_in_fan_out);
+  t.bind("bias", std::string("which biases train beside the adapters: none, all, ") + only + " (the adapted layers')",
+         &L::bias)
+      .one_of({"none", "all", only});
+  t.bind("init_weights", "lambda_d starts as d_initial and lambda_b as zeros (false: torch.randn and ones)",
+         &L::vera_init_weights);
+  t.bind("modules_to_save", "modules trained whole beside the adapters and saved with them (a head)",
+         &L::modules_to_save_spec);
+  bind_layers(t);
+  bind_texts(t);
+}
+
+}  // namespace
+
+const OptionTable<LoraConfig>& vera_option_table() {
+  static const OptionTable<LoraConfig> table(
+      OptionsKind::Vera, [](OptionTable<LoraConfig>& t) { bind_vera_settings(t, "vera_dropout", "vera_only"); });
+  return table;
+}
+
+const OptionTable<LoraConfig>& pvera_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Pvera, [](OptionTable<L>& t) {
+    bind_vera_settings(t, "pvera_dropout", "pvera_only");
+    t.bind("sample_at_inference", "evaluation samples the middle too (false: its mean)", &L::pvera_sample_at_inference);
+    t.bind("generator_seed", "the seed of each layer's own generator for the samples (none: the global generator)",
+           &L::pvera_generator_seed);
   });
   return table;
 }
@@ -837,6 +857,8 @@ LoraConfig LoraConfig::of_kind(const std::string& targets, const Options& option
       return gralora(targets, options);
     case OptionsKind::Hira:
       return hira(targets, options);
+    case OptionsKind::Pvera:
+      return pvera(targets, options);
     default:
       return from(targets, options);  // (which refuses a kind that is not lora)
   }
@@ -986,6 +1008,13 @@ LoraConfig LoraConfig::vera(const std::string& targets, const Options& options) 
   LoraConfig config = method_options("VeRA", OptionsKind::Vera, vera_option_table(), PeftType::Vera, options);
   config.r = config.vera_r;
   read_method_targets(config, targets, "linear layers", "vera_only");
+  return config;
+}
+
+LoraConfig LoraConfig::pvera(const std::string& targets, const Options& options) {
+  LoraConfig config = method_options("PVeRA", OptionsKind::Pvera, pvera_option_table(), PeftType::Pvera, options);
+  config.r = config.vera_r;
+  read_method_targets(config, targets, "linear layers", "pvera_only");
   return config;
 }
 
@@ -1142,6 +1171,8 @@ std::string LoraConfig::peft_bias() const {
   switch (peft_type) {
     case PeftType::Vera:
       return "vera_only";
+    case PeftType::Pvera:
+      return "pvera_only";
     case PeftType::Oft:
       return "oft_only";
     case PeftType::Boft:

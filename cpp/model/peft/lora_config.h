@@ -53,7 +53,8 @@ using TokenIndices = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 // (a normalised low-rank delta of trained strength, model/peft/delora.h) or its RoadConfig (each
 // layer's output rotated pair by pair and scaled, model/peft/road.h) or its GraloraConfig (each
 // layer's delta cut into k x k blocks, each its own low-rank product, model/peft/gralora.h) or its
-// HiraConfig (each layer's weight times a low-rank product, added to it, model/peft/hira.h).
+// HiraConfig (each layer's weight times a low-rank product, added to it, model/peft/hira.h) or its
+// PveraConfig (VeRA's vectors giving a sampled middle, model/peft/pvera.h).
 enum class PeftType {
   Lora,
   TrainableTokens,
@@ -74,7 +75,8 @@ enum class PeftType {
   Delora,
   Road,
   Gralora,
-  Hira
+  Hira,
+  Pvera
 };
 // PEFT's peft_type as adapter_config.json writes it.
 inline const char* peft_type_name(PeftType type) {
@@ -117,6 +119,8 @@ inline const char* peft_type_name(PeftType type) {
       return "GRALORA";
     case PeftType::Hira:
       return "HIRA";
+    case PeftType::Pvera:
+      return "PVERA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -164,6 +168,8 @@ inline const char* peft_method_name(PeftType type) {
       return "GraLoRA";
     case PeftType::Hira:
       return "HiRA";
+    case PeftType::Pvera:
+      return "PVeRA";
     case PeftType::TrainableTokens:
       break;
   }
@@ -341,6 +347,12 @@ struct LoraConfig {
   bool save_projection = true;
   double d_initial = 0.1;
   bool vera_init_weights = true;
+  // PEFT's PveraConfig (peft_type Pvera) takes VeRA's settings above (its pvera_dropout is `dropout`,
+  // its bias "pvera_only") and these: whether evaluation samples too (sample_at_inference; else the
+  // mean), and the seed of each layer's own generator for the samples (generator_seed; none: the
+  // global generator).
+  bool pvera_sample_at_inference = false;
+  std::optional<int64_t> pvera_generator_seed;
   // PEFT's OFTConfig (peft_type Oft; its module_dropout is `module_dropout`, which PEFT's linear
   // forward does not apply): the blocks per layer (oft_r) or their size (oft_block_size, where oft_r
   // is 0), each adjusted to divide the input; coft's projection (eps); one rotation for all blocks
@@ -507,6 +519,8 @@ struct LoraConfig {
   static LoraConfig gralora(const std::string& targets, const Options& options);
   // PEFT's HiraConfig: `targets` as above (or "all-linear"), `options` of kind hira.
   static LoraConfig hira(const std::string& targets, const Options& options);
+  // PEFT's PveraConfig: `targets` as above (or "all-linear"), `options` of kind pvera.
+  static LoraConfig pvera(const std::string& targets, const Options& options);
   // PEFT's LNTuningConfig: `targets` the modules trained themselves, `options` of kind ln_tuning.
   static LoraConfig ln_tuning(const std::string& targets, const Options& options);
   // The configuration of the method `options` are for: lora, ia3, loha, lokr or vera (PEFT's
@@ -608,6 +622,7 @@ const OptionTable<LoraConfig>& delora_option_table();
 const OptionTable<LoraConfig>& road_option_table();
 const OptionTable<LoraConfig>& gralora_option_table();
 const OptionTable<LoraConfig>& hira_option_table();
+const OptionTable<LoraConfig>& pvera_option_table();
 // A JSON integer as the size pattern `setting`'s value for `key`; one past int64's range is refused
 // (InvalidArgument, naming it as given).
 int64_t size_value(const nlohmann::ordered_json& value, const char* setting, const std::string& key);

@@ -64,6 +64,16 @@ bool saved_with(const std::string& weights, const std::optional<std::string>& co
 
 }  // namespace
 
+void require_lora_folder_writable(const std::string& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    fail(Status::Io, "cannot save adapter files into '", dir, "': it is not a folder; nothing was written");
+  // A folder (or another special file) in a file's place would fail the second rename, after the
+  // first has replaced the configuration: refused before anything is written.
+  for (const char* file : {kAdapterWeightsFile, kAdapterConfigFile})
+    refuse_unless_regular((fs::path(dir) / file).string());
+}
+
 void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const NamedTensors& saved) {
   require(!adapters.empty(), "the model has no LoRA adapters or trainable tokens to save");
   // Stage 3 leaves a tensor at rest an empty vector: such a save would write no values.
@@ -135,6 +145,7 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
         tensors.emplace_back(kPrefix + adapter.site.module + "." + shared->state_b, b);
       }
   }
+  require_lora_folder_writable(dir);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(Status::Io, "cannot create '", dir, "': ", ec.message());
@@ -150,9 +161,6 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   const std::string weights = (fs::path(dir) / kAdapterWeightsFile).string(),
                     config = (fs::path(dir) / kAdapterConfigFile).string();
   const std::string new_weights = weights + ".new", new_config = config + ".new";
-  // A folder (or another special file) in a file's place would fail the second rename, after the
-  // first has replaced the configuration: refused before anything is written.
-  for (const std::string& path : {weights, config}) refuse_unless_regular(path);
   // A stopped save's weights that go with the configuration there now go into place first (the
   // reader takes them already); any other leftovers of stopped saves go.
   if (fs::exists(new_weights, ec) && saved_with(new_weights, read_whole_file(config))) {

@@ -49,6 +49,10 @@ struct LoraFiles {
 // `saved`: what trains whole beside the adapters (LoraConfig::trains_whole, the modules to save's
 // buffers), by PEFT's names without "base_model.model.", written whole beside the adapters.
 void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const NamedTensors& saved);
+// Fails (Io, naming the path) where save_lora_files would fail on what `dir` holds: a file in the
+// folder's place, a folder (or another special file) in a file's. Changes nothing: a save of several
+// adapters checks every folder before writing the first.
+void require_lora_folder_writable(const std::string& dir);
 
 // Reads and checks both files (configuration values PEFT allows but this library does not
 // implement are refused by name; every tensor name must be PEFT's and come in A/B pairs of the

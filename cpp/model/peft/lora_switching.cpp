@@ -90,6 +90,7 @@ void LoraAdapters::swap_in(LoraAdapters& other, bool enabled) {
     std::swap(mine.projections, theirs.projections);
     std::swap(mine.indices, theirs.indices);
     std::swap(mine.buffers, theirs.buffers);
+    std::swap(mine.generator, theirs.generator);
     std::swap(mine.method, theirs.method);
     std::swap(mine.feedforward, theirs.feedforward);
     std::swap(mine.r, theirs.r);

@@ -14,8 +14,6 @@ const std::vector<std::string>& pruning_methods() {
 }
 
 bool elects_sign(const std::string& method) { return method == "ties" || method == "dare_ties"; }
-bool prunes_at_random(const std::string& method) { return method.rfind("dare_", 0) == 0; }
-
 // merge_utils.magnitude_based_pruning: the int(density x numel) largest magnitudes kept (torch.topk's
 // choice among equal ones), the rest zeroed.
 at::Tensor prune_by_magnitude(const at::Tensor& tensor, double density) {
@@ -36,8 +34,8 @@ at::Tensor prune_at_random(const at::Tensor& tensor, double density) {
 // merge_utils.prune: density >= 1 keeps the tensor as it is.
 at::Tensor prune(const at::Tensor& tensor, const TaskMerge& merge) {
   if (merge.density >= 1) return tensor;
-  return prunes_at_random(merge.method) ? prune_at_random(tensor, merge.density)
-                                        : prune_by_magnitude(tensor, merge.density);
+  return task_merge_prunes_at_random(merge.method) ? prune_at_random(tensor, merge.density)
+                                                   : prune_by_magnitude(tensor, merge.density);
 }
 
 // merge_utils.calculate_majority_sign_mask: where each stacked value's sign is the majority's (the
@@ -63,6 +61,8 @@ bool task_merge_prunes(const std::string& method) {
   const auto& methods = pruning_methods();
   return std::find(methods.begin(), methods.end(), method) != methods.end();
 }
+
+bool task_merge_prunes_at_random(const std::string& method) { return method.rfind("dare_", 0) == 0; }
 
 at::Tensor merge_task_tensors(const std::vector<at::Tensor>& tensors, const std::vector<double>& weights,
                               const TaskMerge& merge) {

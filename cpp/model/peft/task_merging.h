@@ -23,6 +23,8 @@ struct TaskMerge {
 // Whether `method` is one of TaskMerge's methods, and whether it prunes (needs a density).
 bool is_task_merge_method(const std::string& method);
 bool task_merge_prunes(const std::string& method);
+// Whether it prunes at random (DARE's), dividing the kept values by the density.
+bool task_merge_prunes_at_random(const std::string& method);
 
 // The merge of `tensors` (one shape) with `weights` (one each; made a float32 tensor, as PEFT's
 // torch.tensor of Python floats), as PEFT's function of that name computes it, op for op.

@@ -37,6 +37,9 @@ std::vector<FactorShape> vera_factor_shapes(const LoraConfig& config, const Line
 // output x r (PEFT's _find_dim).
 std::pair<std::vector<int64_t>, std::vector<int64_t>> vera_projection_shapes(const LoraConfig& config,
                                                                              const std::vector<LinearSite>& chosen);
+// The same with `a_rows` rows in A (PVeRA's 2 r).
+std::pair<std::vector<int64_t>, std::vector<int64_t>> projection_shapes_of(int64_t a_rows, int64_t r,
+                                                                           const std::vector<LinearSite>& chosen);
 
 // One adapter for each of `chosen` (in the model's order), sharing projections drawn as PEFT's
 // _init_vera_A_vera_B draws them (Kaiming-uniform from a CPU generator seeded projection_prng_key,
@@ -46,9 +49,21 @@ std::pair<std::vector<int64_t>, std::vector<int64_t>> vera_projection_shapes(con
 // a module (anything else InvalidArgument, as PEFT's TypeError; a quantised layer Unsupported).
 std::vector<LoraAdapter> make_vera_adapters(const LoraConfig& config, const std::vector<LinearSite>& chosen);
 
+// VeRA's draws for a method of its family (`config.peft_type`; PVeRA's): the sites checked as VeRA's
+// (the method named), projections of `shapes`, lambda_b (out) and lambda_d (`d_size`) named
+// `suffix_b` and `suffix_d`.
+struct VectorNames {
+  const char* suffix_b;
+  const char* suffix_d;
+};
+std::vector<LoraAdapter> make_vector_adapters(const LoraConfig& config, const std::vector<LinearSite>& chosen,
+                                              VectorNames names, int64_t d_size,
+                                              const std::pair<std::vector<int64_t>, std::vector<int64_t>>& shapes);
+
 // The delta PEFT's get_delta_weight makes from `lambda_b`, `lambda_d` (an adapter's own or a
-// state's) and the projections, for a layer of `in_features` inputs (the weight merged: whole where a
-// stage 3 layer holds a slice), in the weight's layout (a Conv1D's transposed).
+// state's) and the projections (A's first rows, as many as lambda_d has: PVeRA's mean half), for a
+// layer of `in_features` inputs (the weight merged: whole where a stage 3 layer holds a slice), in
+// the weight's layout (a Conv1D's transposed).
 at::Tensor vera_delta(const LoraAdapter& adapter, const at::Tensor& lambda_b, const at::Tensor& lambda_d,
                       int64_t in_features);
 

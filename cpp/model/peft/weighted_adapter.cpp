@@ -62,6 +62,11 @@ WeightedCombination WeightedCombination::from(const std::string& combination_typ
   how.combination_type = adapters == 1 ? "linear" : combination_type;
   require(!task_merge_prunes(how.task_merge().method) || how.density.has_value(), "add_weighted_adapter '",
           how.combination_type, "' needs a density (the fraction of values kept)");
+  // DARE divides the kept values by the density (in the tensors' float32): none would be kept, and
+  // zero divided by zero is NaN in every value (PEFT's adapter of NaNs).
+  require(!task_merge_prunes_at_random(how.task_merge().method) || static_cast<float>(*how.density) > 0,
+          "add_weighted_adapter '", how.combination_type, "' needs a density above 0 (got ", *how.density,
+          "): DARE divides the values it keeps by it");
   return how;
 }
 

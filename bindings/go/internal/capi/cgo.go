@@ -77,6 +77,7 @@ const (
 	OptionsRoad            = C.ACC_OPTIONS_ROAD
 	OptionsGralora         = C.ACC_OPTIONS_GRALORA
 	OptionsHira            = C.ACC_OPTIONS_HIRA
+	OptionsPvera           = C.ACC_OPTIONS_PVERA
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
