@@ -368,6 +368,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_dataloader::fromBatchArrays "internal";
 %csmethodmodifiers acc_string_list::copyBytes "internal";
 %csmethodmodifiers acc_model::forward_ "internal";
+%csmethodmodifiers acc_model::forwardAdapters_ "internal";
 /* (Their counts must be the arrays' lengths: Model.cs's overloads, taking the arrays alone, are the API.) */
 %csmethodmodifiers acc_model::mergeLoraAdapters "internal";
 %csmethodmodifiers acc_model::addWeightedAdapter "internal";

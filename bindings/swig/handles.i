@@ -269,6 +269,18 @@ struct acc_accelerator {};
     check(acc_model_forward($self, in.data(), in.size(), flags, &out));
     return out;
   }
+  /* PEFT's forward with adapter_names (names: each sample's adapter name's UTF-8 bytes and a NUL,
+   * "__base__" for none); see acc_model_forward_adapters. */
+  acc_tensor_list *forwardAdapters_(const acc_tensor_list *inputs, const uint8_t *names, size_t namesSize,
+                                    unsigned int flags ERR) {
+    ListTensors in(inputs);
+    std::vector<std::string> list = split_nul_terminated(names, namesSize);
+    std::vector<const char *> ptrs;
+    for (const auto &s : list) ptrs.push_back(s.c_str());
+    acc_tensor_list *out = nullptr;
+    check(acc_model_forward_adapters($self, in.data(), in.size(), ptrs.data(), ptrs.size(), flags, &out));
+    return out;
+  }
   acc_tensor *forward1_(const acc_tensor *input, unsigned int flags ERR) {
     acc_tensor *out = nullptr;
     check(acc_model_forward1($self, input, flags, &out));

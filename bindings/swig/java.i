@@ -303,6 +303,7 @@ ACC_JAVA_HANDLE(accswig::LoadReport, false)
 %javamethodmodifiers acc_dataloader::fromBatchArrays "protected";
 %javamethodmodifiers acc_string_list::copyBytes "protected";
 %javamethodmodifiers acc_model::forward_ "protected";
+%javamethodmodifiers acc_model::forwardAdapters_ "protected";
 %javamethodmodifiers acc_accelerator::gatherObject "protected";
 %javamethodmodifiers acc_accelerator::broadcastObject "protected";
 %javamethodmodifiers acc_accelerator::splitBetweenProcesses "protected";

@@ -198,6 +198,15 @@
       return forward(in, flags);
     }
   }
+  /**
+   * PEFT's forward with adapter_names (mixed batches, evaluation): sample i of the batch computes with
+   * the named adapter adapterNames.get(i) ("__base__": none); see acc_model_forward_adapters.
+   */
+  public TensorList forwardAdapters(java.util.List<String> adapterNames, Tensor... inputs) {
+    try (TensorList in = TensorList.of(inputs)) {
+      return forwardAdapters(in, Args.nulJoined("forwardAdapters: the adapter name", adapterNames), FORWARD_NO_GRAD);
+    }
+  }
   /** Forward on one input with autograd recording. */
   public Tensor forward(Tensor input) { return forward1(input, FORWARD_DEFAULT); }
   /** Forward without recording autograd history (evaluation). */

@@ -1054,6 +1054,23 @@ ACC_API ACC_NODISCARD acc_status acc_model_from_spec(const char *json_spec, acc_
  * containers join names with '.'; numbers become 0-dim tensors. flags: ACC_FORWARD_*. */
 ACC_API ACC_NODISCARD acc_status acc_model_forward(acc_model *model, const acc_tensor *const *inputs,
                                                    size_t n, uint32_t flags, acc_tensor_list **out);
+/* PEFT's forward with adapter_names (mixed batches): acc_model_forward in which sample i of the
+ * batch (the first dimension of each adapted layer's input) computes with the named adapter
+ * adapter_names[i] (acc_model_add_lora_named, acc_model_load_lora_named; the active one's name too),
+ * "__base__" with none: one model serving several fine-tunes in one batch. n_names must equal the
+ * batch's size (else the forward is ACC_ERR_INVALID_ARGUMENT, PEFT's check). Each adapted layer
+ * computes its base output, then adds to each sample's rows its adapter's B(A(x)) * scaling (in the
+ * adapter's dtype, cast to the output's), as PEFT's lora layers do; a layer without a sample's
+ * adapter leaves its rows as they are; disabled adapters (acc_model_set_lora_enabled 0) leave every
+ * row as it is. Evaluation only: in training mode ACC_ERR_INVALID_ARGUMENT, as a name no adapter
+ * has ("Trying to infer with non-existing adapter(s)") and DoRA adapters (PEFT's ValueErrors).
+ * ACC_ERR_UNSUPPORTED (not built here): adapters of other PEFT methods, trainable tokens, modules to
+ * save, and adapters of layers other than linear ones the forward calls as modules (embeddings,
+ * convolutions, attentions, quantised layers, parameters adapted themselves). The active adapter
+ * stays as it was. */
+ACC_API ACC_NODISCARD acc_status acc_model_forward_adapters(acc_model *model, const acc_tensor *const *inputs,
+                                                            size_t n, const char *const *adapter_names,
+                                                            size_t n_names, uint32_t flags, acc_tensor_list **out);
 /* Forward for the common case of one input and one tensor output. */
 ACC_API ACC_NODISCARD acc_status acc_model_forward1(acc_model *model, const acc_tensor *input, uint32_t flags,
                                                     acc_tensor **out);

@@ -6,8 +6,9 @@
 #include "guard.h"
 #include "handles.h"
 #include "host_callbacks.h"
-#include "model/quantization_config.h"
+#include "model/peft/mixed_batch.h"
 #include "model/peft/weighted_adapter.h"
+#include "model/quantization_config.h"
 
 #include <functional>
 
@@ -62,6 +63,18 @@ acc_status acc_model_forward(acc_model* model, const acc_tensor* const* inputs, 
   return guarded([&] {
     acc::Model& m = model_arg(model);
     out_param(out, "out");
+    emit_named(out, run_forward(m, inputs, n, flags));
+  });
+}
+
+acc_status acc_model_forward_adapters(acc_model* model, const acc_tensor* const* inputs, size_t n,
+                                      const char* const* adapter_names, size_t n_names, uint32_t flags,
+                                      acc_tensor_list** out) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    out_param(out, "out");
+    const std::vector<std::string> names = names_arg(adapter_names, n_names, "adapter_names");
+    const auto mixed = m.mixed_batch(names);
     emit_named(out, run_forward(m, inputs, n, flags));
   });
 }

@@ -9,10 +9,11 @@
 #include <optional>
 #include <utility>
 
-#include "parallel/parallel_engine.h"
-#include "parallel/sharded_data_parallel.h"
 #include "common/error.h"
 #include "model/model.h"
+#include "model/peft/mixed_batch.h"
+#include "parallel/parallel_engine.h"
+#include "parallel/sharded_data_parallel.h"
 
 namespace acc {
 
@@ -80,6 +81,9 @@ class PreparedModel final : public Model {
   std::vector<std::string> adapter_names() const override { return inner_->adapter_names(); }
   const std::string& active_adapter() const override { return inner_->active_adapter(); }
   const std::map<std::string, LoraAdapters>& inactive_adapters() const override { return inner_->inactive_adapters(); }
+  std::unique_ptr<MixedBatch> mixed_batch(const std::vector<std::string>& names) const override {
+    return inner_->mixed_batch(names);
+  }
   // Quantising, and PEFT's prepare_model_for_kbit_training (which freezes every parameter and casts
   // some), change what DDP, the sharding engine and the optimizers were built over.
   bool has_quantized_layers() const override { return inner_->has_quantized_layers(); }

@@ -24,6 +24,7 @@ namespace acc {
 struct QuantizationConfig;   // model/quantization_config.h
 struct LoraFiles;            // model/peft/lora_files.h
 struct WeightedCombination;  // model/peft/weighted_adapter.h
+class MixedBatch;            // model/peft/mixed_batch.h
 
 // Called around each unit's forward (see Model::set_unit_hooks): sharded data parallelism's stage 3
 // gathers a unit's parameters just before it runs and frees them after; `after` may return the
@@ -278,6 +279,10 @@ class Model {
   virtual const std::string& active_adapter() const { return active_adapter_; }
   // The adapters kept aside, by name.
   virtual const std::map<std::string, LoraAdapters>& inactive_adapters() const { return inactive_; }
+  // PEFT's forward with adapter_names (model/peft/mixed_batch.h): while the returned batch lives,
+  // the forward computes sample i with the adapter names[i] ("__base__": none), through the layers
+  // that take an output adapter now.
+  virtual std::unique_ptr<MixedBatch> mixed_batch(const std::vector<std::string>& names) const;
 
  protected:
   // The TorchScript archive of the model as it is (save_torchscript merges adapters around it).

@@ -17,6 +17,7 @@
 #include "model/peft/factor_methods.h"
 #include "model/peft/lora_files.h"
 #include "model/peft/lora_init.h"
+#include "model/peft/mixed_batch.h"
 #include "model/peft/weighted_adapter.h"
 
 namespace acc {
@@ -439,6 +440,13 @@ void Model::forget_named_adapters() {
   inactive_.clear();
   adapter_order_.clear();
   active_adapter_ = "default";
+}
+
+std::unique_ptr<MixedBatch> Model::mixed_batch(const std::vector<std::string>& names) const {
+  OutputWiring wiring;
+  for (const LinearSite& site : linear_sites())
+    if (site.set_output_adapter) wiring.emplace(site.module, site.set_output_adapter);
+  return std::make_unique<MixedBatch>(lora(), active_adapter(), inactive_adapters(), names, is_training(), wiring);
 }
 
 }  // namespace acc

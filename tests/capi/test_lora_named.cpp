@@ -260,6 +260,87 @@ TEST(NamedAdapters, SaveChecksEveryAdaptersFolderBeforeWritingAnything) {
   fs::remove_all(dir);
 }
 
+namespace {
+
+// A batch of three samples (the models' input, 4 x 6 each).
+acc_tensor* three_samples() {
+  std::vector<float> v(3 * 4 * 6);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.29f * static_cast<float>(i) + 0.5f);
+  return acc_test::floats(v, {3, 4, 6});
+}
+
+// The evaluation output of `m` on three_samples() with `adapter_names` (acc_model_forward_adapters).
+acc_status mixed_outputs(acc_model* m, const std::vector<const char*>& adapter_names, std::vector<float>* out) {
+  acc_tensor* x = three_samples();
+  acc_tensor_list* list = nullptr;
+  const acc_status status =
+      acc_model_forward_adapters(m, &x, 1, adapter_names.data(), adapter_names.size(), ACC_FORWARD_NO_GRAD, &list);
+  if (status == ACC_OK) *out = acc_test::flat_floats(list);
+  acc_tensor_list_free(list);
+  acc_tensor_free(x);
+  return status;
+}
+
+std::vector<float> outputs_of_three(acc_model* m) {
+  EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);
+  return outputs_on(m, three_samples());
+}
+
+}  // namespace
+
+// PEFT's adapter_names: each sample of one batch computes with its own adapter ("__base__": none),
+// as the model holding that adapter alone computes it (to rounding: a sub-batch's products);
+// the active adapter stays wired as it was.
+TEST(NamedAdapters, MixedBatchComputesEachSampleWithItsOwnAdapter) {
+  for (const Form& f : forms()) {
+    SCOPED_TRACE(f.name);
+    // A TorchScript model's forward runs adapters on the active adapter's layers: the second adapter
+    // adapts one of them (on a layer spec, other layers).
+    const bool spec = std::string(f.name) == "layer spec";
+    const Form plain{f.name, f.make, spec ? "0,linear1" : f.first_targets, spec ? f.second_targets : "fc1"};
+    Trio t;
+    make_trio(plain, &t);
+    acc_model* base = f.make();
+    const std::vector<std::vector<float>> alone = {outputs_of_three(t.second), outputs_of_three(base),
+                                                   outputs_of_three(t.first)};
+    const auto before = outputs_of_three(t.both);
+    std::vector<float> mixed;
+    ASSERT_EQ(mixed_outputs(t.both, {"second", "__base__", "default"}, &mixed), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(mixed.size(), before.size());
+    const size_t row = mixed.size() / 3;
+    for (size_t i = 0; i < mixed.size(); ++i) EXPECT_NEAR(mixed[i], alone[i / row][i], 1e-6) << i;
+    EXPECT_EQ(outputs_of_three(t.both), before);  // the active adapter wired as before
+    // Disabled adapters: every sample the base model's.
+    ASSERT_EQ(acc_model_set_lora_enabled(t.both, 0), ACC_OK);
+    ASSERT_EQ(mixed_outputs(t.both, {"second", "second", "default"}, &mixed), ACC_OK);
+    EXPECT_EQ(mixed, alone[1]);
+    ASSERT_EQ(acc_model_set_lora_enabled(t.both, 1), ACC_OK);
+
+    // What PEFT refuses, changing nothing.
+    ACC_EXPECT_ERROR(mixed_outputs(t.both, {"second", "nope", "zz"}, &mixed), ACC_ERR_INVALID_ARGUMENT,
+                     "Trying to infer with non-existing adapter(s): nope, zz");
+    ACC_EXPECT_ERROR(mixed_outputs(t.both, {"second", "default"}, &mixed), ACC_ERR_INVALID_ARGUMENT,
+                     "Length of adapter_names should be the same as the number of inputs, but got 2 and 3");
+    ASSERT_EQ(acc_model_set_training(t.both, 1), ACC_OK);
+    ACC_EXPECT_ERROR(mixed_outputs(t.both, {"second", "default", "default"}, &mixed), ACC_ERR_INVALID_ARGUMENT,
+                     "training mode");
+    EXPECT_EQ(outputs_of_three(t.both), before);
+    if (!spec) {  // an adapter of layers the active one does not adapt: not built for TorchScript
+      ASSERT_EQ(add(t.both, "third", "head", 2), ACC_OK) << acc_last_error_message();
+      ASSERT_EQ(acc_model_set_training(t.both, 0), ACC_OK);
+      ACC_EXPECT_ERROR(mixed_outputs(t.both, {"third", "default", "default"}, &mixed), ACC_ERR_UNSUPPORTED,
+                       "adapter 'third' adapts 'head', which the model's forward does not run adapters on now");
+    }
+    acc_model_free(base);
+  }
+  Trio dora;
+  const Form& f = forms().front();
+  make_trio({f.name, f.make, "0,linear1", f.second_targets}, &dora, 0, /*dora=*/true);
+  std::vector<float> mixed;
+  ACC_EXPECT_ERROR(mixed_outputs(dora.both, {"second", "default", "default"}, &mixed), ACC_ERR_INVALID_ARGUMENT,
+                   "Cannot pass adapter_names when DoRA is enabled");
+}
+
 TEST(NamedAdapters, DeleteAndUnloadAsPeft) {
   for (const Form& f : forms()) {
     SCOPED_TRACE(f.name);

@@ -45,6 +45,13 @@ public partial class Model {
     using (TensorList list = TensorList.Of(inputs)) return Forward(list, flags);
   }
 
+  /// PEFT's forward with adapter_names (mixed batches, evaluation): sample i of the batch computes with
+  /// the named adapter adapterNames[i] ("__base__": none); see acc_model_forward_adapters.
+  public TensorList ForwardAdapters(IEnumerable<string> adapterNames, params Tensor[] inputs) {
+    byte[] encoded = Arg.NulJoined("ForwardAdapters: the adapter name", adapterNames);
+    using (TensorList list = TensorList.Of(inputs)) return ForwardAdapters(list, encoded, encoded.LongLength, FlagNoGrad);
+  }
+
   /// PEFT's `with model.disable_adapter():` for `using`: the LoRA adapters stay disabled (the adapted
   /// layers compute as the base model's) until the scope is disposed, which enables them again unless
   /// they were disabled before.

@@ -210,6 +210,29 @@ public class LoraTests {
     }
   }
 
+  // PEFT's adapter_names: each sample of one batch computes with its own adapter ("__base__": none).
+  [Test]
+  public void NamedAdaptersMixedBatch() {
+    using (Model model = NewModel())
+    using (Options o = Options.Lora().Put("r", 2L).Put("init_lora_weights", "false")) {
+      model.AddLora("0,1", o);
+      model.AddLoraNamed("second", "0,1", o);
+      model.SetTraining(false);
+      model.SetAdapter("second");
+      float[] second = Output(model);
+      model.SetAdapter("default");
+      using (Tensor x = Tensor.Of(new float[] {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f}, 2, 4))
+      using (TensorList outputs = model.ForwardAdapters(new[] {"second", "second"}, x))
+      using (Tensor y = outputs.Get(0)) {
+        float[] mixed = y.ToFloatArray();
+        for (int i = 0; i < mixed.Length; ++i) Assert.AreEqual(second[i], mixed[i], 1e-6);
+        var e = Assert.Throws<AccelerateInvalidArgumentException>(
+            () => model.ForwardAdapters(new[] {"second", "nope"}, x));
+        StringAssert.Contains("non-existing adapter(s): nope", e.Message);
+      }
+    }
+  }
+
   // PEFT's several named adapters: one active, the others kept aside; switching draws nothing.
   [Test]
   public void NamedAdaptersSwitchKeepTheirValuesAndSaveWherePeftDoes() {

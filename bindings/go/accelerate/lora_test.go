@@ -697,6 +697,54 @@ func TestNamedAdaptersMergeByName(t *testing.T) {
 	}
 }
 
+// PEFT's adapter_names: each sample of one batch computes with its own adapter ("__base__": none).
+func TestNamedAdaptersMixedBatch(t *testing.T) {
+	m := seededTwoLinears(t)
+	defer m.Close()
+	o := loraR2(t)
+	defer o.Close()
+	if _, err := m.AddLora("0,1", o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddLoraNamed("second", "0,1", o); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetTraining(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetAdapter("second"); err != nil {
+		t.Fatal(err)
+	}
+	second := outputOf(t, m)
+	if err := m.SetAdapter("default"); err != nil {
+		t.Fatal(err)
+	}
+	x, _ := acc.FromFloat32s([]float32{0.1, -0.2, 0.3, 0.4, 0.5, -0.6, 0.7, 0.8}, 2, 4)
+	defer x.Close()
+	out, err := m.ForwardAdapters([]string{"second", "second"}, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	y, err := out.Get(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed, err := y.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range mixed {
+		if d := v - second[i]; d > 1e-6 || d < -1e-6 {
+			t.Fatalf("output %d: %v, the adapter's own %v", i, v, second[i])
+		}
+	}
+	if _, err := m.ForwardAdapters([]string{"second", "nope"}, x); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "non-existing adapter(s): nope") {
+		t.Fatalf("ForwardAdapters(nope) = %v", err)
+	}
+}
+
 // PEFT's several named adapters: one active, the others kept aside; switching draws nothing.
 func TestNamedAdaptersSwitchAndSaveWherePeftDoes(t *testing.T) {
 	m := seededTwoLinears(t)

@@ -160,6 +160,24 @@ func (m *Model) ForwardMany(noGrad bool, inputs ...*Tensor) (*TensorList, error)
 	return wrapTensorList(with(m.ref(), func(h capi.Model, e *string) capi.TensorList { return h.Forward(in.r.h, flags, e) }))
 }
 
+// ForwardAdapters is PEFT's forward with adapter_names (mixed batches, evaluation): sample i of the
+// batch computes with the named adapter adapterNames[i] ("__base__": none), without autograd
+// history; see acc_model_forward_adapters.
+func (m *Model) ForwardAdapters(adapterNames []string, inputs ...*Tensor) (*TensorList, error) {
+	encoded, err := nulJoined("ForwardAdapters: the adapter name", adapterNames)
+	if err != nil {
+		return nil, err
+	}
+	in, err := NewTensorList(inputs...)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+	return wrapTensorList(with(m.ref(), func(h capi.Model, e *string) capi.TensorList {
+		return h.ForwardAdapters(in.r.h, encoded, capi.ForwardNoGrad, e)
+	}))
+}
+
 func (m *Model) SetTraining(training bool) error {
 	return do(m.ref(), func(h capi.Model, e *string) { h.SetTraining(training, e) })
 }

@@ -712,6 +712,15 @@ SWIGINTERN acc_tensor_list *acc_model_forward_(acc_model *self,acc_tensor_list c
     check(acc_model_forward(self, in.data(), in.size(), flags, &out));
     return out;
   }
+SWIGINTERN acc_tensor_list *acc_model_forwardAdapters_(acc_model *self,acc_tensor_list const *inputs,uint8_t const *names,size_t namesSize,unsigned int flags,std::string *swig_err){
+    ListTensors in(inputs);
+    std::vector<std::string> list = split_nul_terminated(names, namesSize);
+    std::vector<const char *> ptrs;
+    for (const auto &s : list) ptrs.push_back(s.c_str());
+    acc_tensor_list *out = nullptr;
+    check(acc_model_forward_adapters(self, in.data(), in.size(), ptrs.data(), ptrs.size(), flags, &out));
+    return out;
+  }
 SWIGINTERN acc_tensor *acc_model_forward1_(acc_model *self,acc_tensor const *input,unsigned int flags,std::string *swig_err){
     acc_tensor *out = nullptr;
     check(acc_model_forward1(self, input, flags, &out));
@@ -8247,6 +8256,50 @@ acc_tensor_list *_wrap_Model_forward_capi_94df76c310b852b7(acc_model *_swig_go_0
   {
     std::string e = accswig::take_go_error();
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+acc_tensor_list *_wrap_Model_forwardAdapters_capi_94df76c310b852b7(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, _goslice_ _swig_go_2, intgo _swig_go_3, _gostring_* _swig_go_4) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
+  uint8_t *arg3 = (uint8_t *) 0 ;
+  size_t arg4 ;
+  unsigned int arg5 ;
+  std::string *arg6 = (std::string *) 0 ;
+  std::string temp6 ;
+  acc_tensor_list *result = 0 ;
+  acc_tensor_list *_swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  arg2 = *(acc_tensor_list **)&_swig_go_1; 
+  
+  arg3 = (uint8_t *)_swig_go_2.array;
+  arg4 = (size_t)_swig_go_2.len;
+  
+  arg5 = (unsigned int)_swig_go_3; 
+  
+  accswig::take_go_error();
+  arg6 = &temp6;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (acc_tensor_list *)acc_model_forwardAdapters_(arg1,(acc_tensor_list const *)arg2,(unsigned char const *)arg3,SWIG_STD_MOVE(arg4),arg5,arg6);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_tensor_list **)&_swig_go_result = (acc_tensor_list *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
   }
   
   return _swig_go_result;

@@ -160,6 +160,27 @@ class LoraTest {
     }
   }
 
+  /** PEFT's adapter_names: each sample of one batch computes with its own adapter ("__base__": none). */
+  @Test
+  void namedAdaptersMixedBatch() {
+    try (Model model = model(); Options o = Options.lora().put("r", 2).put("init_lora_weights", "false")) {
+      model.addLora("0,1", o);
+      model.addLoraNamed("second", "0,1", o);
+      model.setTraining(false);
+      model.setAdapter("second");
+      float[] second = output(model);
+      model.setAdapter("default");
+      try (Tensor x = Tensor.of(new float[] {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f}, 2, 4);
+           TensorList out = model.forwardAdapters(Arrays.asList("second", "second"), x);
+           Tensor y = out.get(0)) {
+        assertArrayEquals(second, y.toFloatArray(), 1e-6f);
+        InvalidArgumentException e = assertThrows(InvalidArgumentException.class,
+            () -> model.forwardAdapters(Arrays.asList("second", "nope"), x));
+        assertTrue(e.getMessage().contains("non-existing adapter(s): nope"), e.getMessage());
+      }
+    }
+  }
+
   /** PEFT's several named adapters: one active, the others kept aside; switching draws nothing. */
   @Test
   void namedAdaptersSwitchKeepTheirValuesAndSaveWherePeftDoes() throws Exception {

@@ -118,238 +118,239 @@ typedef _gostring_ swig_type_88;
 typedef _gostring_ swig_type_89;
 typedef _gostring_ swig_type_90;
 typedef _gostring_ swig_type_91;
-typedef _gostring_ swig_type_92;
-typedef long long swig_type_93;
+typedef _goslice_ swig_type_92;
+typedef _gostring_ swig_type_93;
 typedef long long swig_type_94;
-typedef _gostring_ swig_type_95;
-typedef long long swig_type_96;
-typedef _gostring_ swig_type_97;
-typedef long long swig_type_98;
-typedef _gostring_ swig_type_99;
-typedef long long swig_type_100;
-typedef _gostring_ swig_type_101;
-typedef long long swig_type_102;
-typedef _gostring_ swig_type_103;
-typedef long long swig_type_104;
+typedef long long swig_type_95;
+typedef _gostring_ swig_type_96;
+typedef long long swig_type_97;
+typedef _gostring_ swig_type_98;
+typedef long long swig_type_99;
+typedef _gostring_ swig_type_100;
+typedef long long swig_type_101;
+typedef _gostring_ swig_type_102;
+typedef long long swig_type_103;
+typedef _gostring_ swig_type_104;
 typedef long long swig_type_105;
-typedef _gostring_ swig_type_106;
-typedef long long swig_type_107;
-typedef _gostring_ swig_type_108;
-typedef long long swig_type_109;
-typedef _gostring_ swig_type_110;
-typedef long long swig_type_111;
-typedef _gostring_ swig_type_112;
-typedef long long swig_type_113;
-typedef _gostring_ swig_type_114;
-typedef long long swig_type_115;
-typedef _gostring_ swig_type_116;
-typedef long long swig_type_117;
-typedef _gostring_ swig_type_118;
-typedef long long swig_type_119;
-typedef _gostring_ swig_type_120;
-typedef long long swig_type_121;
-typedef _gostring_ swig_type_122;
-typedef long long swig_type_123;
-typedef _gostring_ swig_type_124;
-typedef long long swig_type_125;
-typedef _gostring_ swig_type_126;
-typedef long long swig_type_127;
-typedef _gostring_ swig_type_128;
-typedef long long swig_type_129;
-typedef _gostring_ swig_type_130;
-typedef long long swig_type_131;
-typedef _gostring_ swig_type_132;
-typedef long long swig_type_133;
-typedef _gostring_ swig_type_134;
-typedef long long swig_type_135;
-typedef _gostring_ swig_type_136;
-typedef long long swig_type_137;
-typedef _gostring_ swig_type_138;
-typedef long long swig_type_139;
-typedef _gostring_ swig_type_140;
-typedef long long swig_type_141;
-typedef _gostring_ swig_type_142;
-typedef long long swig_type_143;
-typedef _gostring_ swig_type_144;
-typedef long long swig_type_145;
+typedef long long swig_type_106;
+typedef _gostring_ swig_type_107;
+typedef long long swig_type_108;
+typedef _gostring_ swig_type_109;
+typedef long long swig_type_110;
+typedef _gostring_ swig_type_111;
+typedef long long swig_type_112;
+typedef _gostring_ swig_type_113;
+typedef long long swig_type_114;
+typedef _gostring_ swig_type_115;
+typedef long long swig_type_116;
+typedef _gostring_ swig_type_117;
+typedef long long swig_type_118;
+typedef _gostring_ swig_type_119;
+typedef long long swig_type_120;
+typedef _gostring_ swig_type_121;
+typedef long long swig_type_122;
+typedef _gostring_ swig_type_123;
+typedef long long swig_type_124;
+typedef _gostring_ swig_type_125;
+typedef long long swig_type_126;
+typedef _gostring_ swig_type_127;
+typedef long long swig_type_128;
+typedef _gostring_ swig_type_129;
+typedef long long swig_type_130;
+typedef _gostring_ swig_type_131;
+typedef long long swig_type_132;
+typedef _gostring_ swig_type_133;
+typedef long long swig_type_134;
+typedef _gostring_ swig_type_135;
+typedef long long swig_type_136;
+typedef _gostring_ swig_type_137;
+typedef long long swig_type_138;
+typedef _gostring_ swig_type_139;
+typedef long long swig_type_140;
+typedef _gostring_ swig_type_141;
+typedef long long swig_type_142;
+typedef _gostring_ swig_type_143;
+typedef long long swig_type_144;
+typedef _gostring_ swig_type_145;
 typedef long long swig_type_146;
-typedef _gostring_ swig_type_147;
-typedef long long swig_type_148;
-typedef _gostring_ swig_type_149;
-typedef long long swig_type_150;
-typedef _gostring_ swig_type_151;
+typedef long long swig_type_147;
+typedef _gostring_ swig_type_148;
+typedef long long swig_type_149;
+typedef _gostring_ swig_type_150;
+typedef long long swig_type_151;
 typedef _gostring_ swig_type_152;
-typedef _goslice_ swig_type_153;
-typedef long long swig_type_154;
+typedef _gostring_ swig_type_153;
+typedef _goslice_ swig_type_154;
 typedef long long swig_type_155;
-typedef _gostring_ swig_type_156;
+typedef long long swig_type_156;
 typedef _gostring_ swig_type_157;
 typedef _gostring_ swig_type_158;
 typedef _gostring_ swig_type_159;
 typedef _gostring_ swig_type_160;
 typedef _gostring_ swig_type_161;
-typedef long long swig_type_162;
-typedef _goslice_ swig_type_163;
+typedef _gostring_ swig_type_162;
+typedef long long swig_type_163;
 typedef _goslice_ swig_type_164;
-typedef _gostring_ swig_type_165;
+typedef _goslice_ swig_type_165;
 typedef _gostring_ swig_type_166;
-typedef long long swig_type_167;
+typedef _gostring_ swig_type_167;
 typedef long long swig_type_168;
-typedef _gostring_ swig_type_169;
+typedef long long swig_type_169;
 typedef _gostring_ swig_type_170;
 typedef _gostring_ swig_type_171;
 typedef _gostring_ swig_type_172;
 typedef _gostring_ swig_type_173;
 typedef _gostring_ swig_type_174;
-typedef _goslice_ swig_type_175;
-typedef long long swig_type_176;
-typedef _gostring_ swig_type_177;
-typedef long long swig_type_178;
+typedef _gostring_ swig_type_175;
+typedef _goslice_ swig_type_176;
+typedef long long swig_type_177;
+typedef _gostring_ swig_type_178;
 typedef long long swig_type_179;
 typedef long long swig_type_180;
 typedef long long swig_type_181;
-typedef _gostring_ swig_type_182;
+typedef long long swig_type_182;
 typedef _gostring_ swig_type_183;
 typedef _gostring_ swig_type_184;
 typedef _gostring_ swig_type_185;
 typedef _gostring_ swig_type_186;
-typedef long long swig_type_187;
-typedef _gostring_ swig_type_188;
+typedef _gostring_ swig_type_187;
+typedef long long swig_type_188;
 typedef _gostring_ swig_type_189;
-typedef long long swig_type_190;
+typedef _gostring_ swig_type_190;
 typedef long long swig_type_191;
 typedef long long swig_type_192;
 typedef long long swig_type_193;
 typedef long long swig_type_194;
-typedef _gostring_ swig_type_195;
+typedef long long swig_type_195;
 typedef _gostring_ swig_type_196;
-typedef long long swig_type_197;
+typedef _gostring_ swig_type_197;
 typedef long long swig_type_198;
 typedef long long swig_type_199;
 typedef long long swig_type_200;
 typedef long long swig_type_201;
 typedef long long swig_type_202;
-typedef _goslice_ swig_type_203;
+typedef long long swig_type_203;
 typedef _goslice_ swig_type_204;
-typedef long long swig_type_205;
+typedef _goslice_ swig_type_205;
 typedef long long swig_type_206;
 typedef long long swig_type_207;
 typedef long long swig_type_208;
 typedef long long swig_type_209;
 typedef long long swig_type_210;
-typedef _gostring_ swig_type_211;
+typedef long long swig_type_211;
 typedef _gostring_ swig_type_212;
 typedef _gostring_ swig_type_213;
-typedef long long swig_type_214;
+typedef _gostring_ swig_type_214;
 typedef long long swig_type_215;
 typedef long long swig_type_216;
 typedef long long swig_type_217;
 typedef long long swig_type_218;
-typedef _gostring_ swig_type_219;
+typedef long long swig_type_219;
 typedef _gostring_ swig_type_220;
 typedef _gostring_ swig_type_221;
-typedef long long swig_type_222;
-typedef _gostring_ swig_type_223;
+typedef _gostring_ swig_type_222;
+typedef long long swig_type_223;
 typedef _gostring_ swig_type_224;
 typedef _gostring_ swig_type_225;
 typedef _gostring_ swig_type_226;
 typedef _gostring_ swig_type_227;
 typedef _gostring_ swig_type_228;
 typedef _gostring_ swig_type_229;
-typedef long long swig_type_230;
-typedef _gostring_ swig_type_231;
+typedef _gostring_ swig_type_230;
+typedef long long swig_type_231;
 typedef _gostring_ swig_type_232;
 typedef _gostring_ swig_type_233;
 typedef _gostring_ swig_type_234;
-typedef _goslice_ swig_type_235;
-typedef _gostring_ swig_type_236;
-typedef _goslice_ swig_type_237;
-typedef long long swig_type_238;
-typedef _gostring_ swig_type_239;
+typedef _gostring_ swig_type_235;
+typedef _goslice_ swig_type_236;
+typedef _gostring_ swig_type_237;
+typedef _goslice_ swig_type_238;
+typedef long long swig_type_239;
 typedef _gostring_ swig_type_240;
-typedef long long swig_type_241;
-typedef _gostring_ swig_type_242;
-typedef long long swig_type_243;
-typedef _gostring_ swig_type_244;
-typedef long long swig_type_245;
-typedef _goslice_ swig_type_246;
-typedef _gostring_ swig_type_247;
-typedef long long swig_type_248;
+typedef _gostring_ swig_type_241;
+typedef long long swig_type_242;
+typedef _gostring_ swig_type_243;
+typedef long long swig_type_244;
+typedef _gostring_ swig_type_245;
+typedef long long swig_type_246;
+typedef _goslice_ swig_type_247;
+typedef _gostring_ swig_type_248;
 typedef long long swig_type_249;
 typedef long long swig_type_250;
 typedef long long swig_type_251;
 typedef long long swig_type_252;
 typedef long long swig_type_253;
-typedef _gostring_ swig_type_254;
+typedef long long swig_type_254;
 typedef _gostring_ swig_type_255;
 typedef _gostring_ swig_type_256;
 typedef _gostring_ swig_type_257;
 typedef _gostring_ swig_type_258;
 typedef _gostring_ swig_type_259;
-typedef _goslice_ swig_type_260;
+typedef _gostring_ swig_type_260;
 typedef _goslice_ swig_type_261;
-typedef long long swig_type_262;
-typedef _gostring_ swig_type_263;
+typedef _goslice_ swig_type_262;
+typedef long long swig_type_263;
 typedef _gostring_ swig_type_264;
-typedef long long swig_type_265;
-typedef _gostring_ swig_type_266;
-typedef _goslice_ swig_type_267;
+typedef _gostring_ swig_type_265;
+typedef long long swig_type_266;
+typedef _gostring_ swig_type_267;
 typedef _goslice_ swig_type_268;
-typedef long long swig_type_269;
-typedef _gostring_ swig_type_270;
-typedef _goslice_ swig_type_271;
+typedef _goslice_ swig_type_269;
+typedef long long swig_type_270;
+typedef _gostring_ swig_type_271;
 typedef _goslice_ swig_type_272;
-typedef long long swig_type_273;
-typedef _gostring_ swig_type_274;
-typedef _goslice_ swig_type_275;
-typedef long long swig_type_276;
-typedef _gostring_ swig_type_277;
+typedef _goslice_ swig_type_273;
+typedef long long swig_type_274;
+typedef _gostring_ swig_type_275;
+typedef _goslice_ swig_type_276;
+typedef long long swig_type_277;
 typedef _gostring_ swig_type_278;
-typedef long long swig_type_279;
-typedef _gostring_ swig_type_280;
-typedef long long swig_type_281;
-typedef _gostring_ swig_type_282;
+typedef _gostring_ swig_type_279;
+typedef long long swig_type_280;
+typedef _gostring_ swig_type_281;
+typedef long long swig_type_282;
 typedef _gostring_ swig_type_283;
 typedef _gostring_ swig_type_284;
 typedef _gostring_ swig_type_285;
 typedef _gostring_ swig_type_286;
-typedef long long swig_type_287;
+typedef _gostring_ swig_type_287;
 typedef long long swig_type_288;
 typedef long long swig_type_289;
 typedef long long swig_type_290;
 typedef long long swig_type_291;
-typedef _goslice_ swig_type_292;
-typedef long long swig_type_293;
-typedef _goslice_ swig_type_294;
-typedef long long swig_type_295;
-typedef _gostring_ swig_type_296;
-typedef long long swig_type_297;
+typedef long long swig_type_292;
+typedef _goslice_ swig_type_293;
+typedef long long swig_type_294;
+typedef _goslice_ swig_type_295;
+typedef long long swig_type_296;
+typedef _gostring_ swig_type_297;
 typedef long long swig_type_298;
 typedef long long swig_type_299;
-typedef _gostring_ swig_type_300;
-typedef long long swig_type_301;
-typedef _gostring_ swig_type_302;
-typedef long long swig_type_303;
+typedef long long swig_type_300;
+typedef _gostring_ swig_type_301;
+typedef long long swig_type_302;
+typedef _gostring_ swig_type_303;
 typedef long long swig_type_304;
-typedef _gostring_ swig_type_305;
-typedef long long swig_type_306;
+typedef long long swig_type_305;
+typedef _gostring_ swig_type_306;
 typedef long long swig_type_307;
 typedef long long swig_type_308;
 typedef long long swig_type_309;
-typedef _goslice_ swig_type_310;
-typedef _gostring_ swig_type_311;
-typedef long long swig_type_312;
-typedef _goslice_ swig_type_313;
+typedef long long swig_type_310;
+typedef _goslice_ swig_type_311;
+typedef _gostring_ swig_type_312;
+typedef long long swig_type_313;
 typedef _goslice_ swig_type_314;
-typedef long long swig_type_315;
+typedef _goslice_ swig_type_315;
 typedef long long swig_type_316;
 typedef long long swig_type_317;
 typedef long long swig_type_318;
 typedef long long swig_type_319;
 typedef long long swig_type_320;
-typedef _gostring_ swig_type_321;
-typedef long long swig_type_322;
-typedef _gostring_ swig_type_323;
+typedef long long swig_type_321;
+typedef _gostring_ swig_type_322;
+typedef long long swig_type_323;
+typedef _gostring_ swig_type_324;
 extern void _wrap_Swig_free_capi_94df76c310b852b7(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_94df76c310b852b7(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_94df76c310b852b7(void);
@@ -593,140 +594,141 @@ extern void _wrap_delete_Model_capi_94df76c310b852b7(uintptr_t arg1);
 extern uintptr_t _wrap_Model_loadTorchscript_capi_94df76c310b852b7(swig_type_90 arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_fromSpec_capi_94df76c310b852b7(swig_type_91 arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_forward_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Model_forwardAdapters_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_92 arg3, swig_intgo arg4, swig_voidp arg5);
 extern uintptr_t _wrap_Model_forward1_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_Model_setTraining_capi_94df76c310b852b7(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern _Bool _wrap_Model_isTraining_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_setGraphOptimization_capi_94df76c310b852b7(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Model_updateBn_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Model_to_capi_94df76c310b852b7(uintptr_t arg1, swig_type_92 arg2, swig_intgo arg3, swig_voidp arg4);
-extern swig_type_93 _wrap_Model_parameterTensorCount_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_94 _wrap_Model_parameterElementCount_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_to_capi_94df76c310b852b7(uintptr_t arg1, swig_type_93 arg2, swig_intgo arg3, swig_voidp arg4);
+extern swig_type_94 _wrap_Model_parameterTensorCount_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_95 _wrap_Model_parameterElementCount_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_parameterNames_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_parameter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_95 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_parameter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_96 arg2, swig_voidp arg3);
 extern void _wrap_Model_zeroGrad_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_96 _wrap_Model_setRequiresGrad_capi_94df76c310b852b7(uintptr_t arg1, swig_type_97 arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_98 _wrap_Model_addLora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_99 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_100 _wrap_Model_addLoraCorda_capi_94df76c310b852b7(uintptr_t arg1, swig_type_101 arg2, uintptr_t arg3, uintptr_t arg4, swig_type_102 arg5, swig_voidp arg6);
-extern void _wrap_Model_beginLoraGa_capi_94df76c310b852b7(uintptr_t arg1, swig_type_103 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_104 _wrap_Model_addLoraGa_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_105 _wrap_Model_addTrainableTokens_capi_94df76c310b852b7(uintptr_t arg1, swig_type_106 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_107 _wrap_Model_addIa3_capi_94df76c310b852b7(uintptr_t arg1, swig_type_108 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_109 _wrap_Model_addLoha_capi_94df76c310b852b7(uintptr_t arg1, swig_type_110 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_111 _wrap_Model_addLokr_capi_94df76c310b852b7(uintptr_t arg1, swig_type_112 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_113 _wrap_Model_addVera_capi_94df76c310b852b7(uintptr_t arg1, swig_type_114 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_115 _wrap_Model_addOft_capi_94df76c310b852b7(uintptr_t arg1, swig_type_116 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_117 _wrap_Model_addAdalora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_118 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_119 _wrap_Model_addBoft_capi_94df76c310b852b7(uintptr_t arg1, swig_type_120 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_121 _wrap_Model_addHra_capi_94df76c310b852b7(uintptr_t arg1, swig_type_122 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_123 _wrap_Model_addFourierft_capi_94df76c310b852b7(uintptr_t arg1, swig_type_124 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_125 _wrap_Model_addLnTuning_capi_94df76c310b852b7(uintptr_t arg1, swig_type_126 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_127 _wrap_Model_addMiss_capi_94df76c310b852b7(uintptr_t arg1, swig_type_128 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_129 _wrap_Model_addC3a_capi_94df76c310b852b7(uintptr_t arg1, swig_type_130 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_131 _wrap_Model_addShira_capi_94df76c310b852b7(uintptr_t arg1, swig_type_132 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_133 _wrap_Model_addRandlora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_134 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_135 _wrap_Model_addDelora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_136 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_137 _wrap_Model_addRoad_capi_94df76c310b852b7(uintptr_t arg1, swig_type_138 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_139 _wrap_Model_addGralora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_140 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_141 _wrap_Model_addHira_capi_94df76c310b852b7(uintptr_t arg1, swig_type_142 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_143 _wrap_Model_addPvera_capi_94df76c310b852b7(uintptr_t arg1, swig_type_144 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_97 _wrap_Model_setRequiresGrad_capi_94df76c310b852b7(uintptr_t arg1, swig_type_98 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_99 _wrap_Model_addLora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_100 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_101 _wrap_Model_addLoraCorda_capi_94df76c310b852b7(uintptr_t arg1, swig_type_102 arg2, uintptr_t arg3, uintptr_t arg4, swig_type_103 arg5, swig_voidp arg6);
+extern void _wrap_Model_beginLoraGa_capi_94df76c310b852b7(uintptr_t arg1, swig_type_104 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_105 _wrap_Model_addLoraGa_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_106 _wrap_Model_addTrainableTokens_capi_94df76c310b852b7(uintptr_t arg1, swig_type_107 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_108 _wrap_Model_addIa3_capi_94df76c310b852b7(uintptr_t arg1, swig_type_109 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_110 _wrap_Model_addLoha_capi_94df76c310b852b7(uintptr_t arg1, swig_type_111 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_112 _wrap_Model_addLokr_capi_94df76c310b852b7(uintptr_t arg1, swig_type_113 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_114 _wrap_Model_addVera_capi_94df76c310b852b7(uintptr_t arg1, swig_type_115 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_116 _wrap_Model_addOft_capi_94df76c310b852b7(uintptr_t arg1, swig_type_117 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_118 _wrap_Model_addAdalora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_119 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_120 _wrap_Model_addBoft_capi_94df76c310b852b7(uintptr_t arg1, swig_type_121 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_122 _wrap_Model_addHra_capi_94df76c310b852b7(uintptr_t arg1, swig_type_123 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_124 _wrap_Model_addFourierft_capi_94df76c310b852b7(uintptr_t arg1, swig_type_125 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_126 _wrap_Model_addLnTuning_capi_94df76c310b852b7(uintptr_t arg1, swig_type_127 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_128 _wrap_Model_addMiss_capi_94df76c310b852b7(uintptr_t arg1, swig_type_129 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_130 _wrap_Model_addC3a_capi_94df76c310b852b7(uintptr_t arg1, swig_type_131 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_132 _wrap_Model_addShira_capi_94df76c310b852b7(uintptr_t arg1, swig_type_133 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_134 _wrap_Model_addRandlora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_135 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_136 _wrap_Model_addDelora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_137 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_138 _wrap_Model_addRoad_capi_94df76c310b852b7(uintptr_t arg1, swig_type_139 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_140 _wrap_Model_addGralora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_141 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_142 _wrap_Model_addHira_capi_94df76c310b852b7(uintptr_t arg1, swig_type_143 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_144 _wrap_Model_addPvera_capi_94df76c310b852b7(uintptr_t arg1, swig_type_145 arg2, uintptr_t arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Model_adaloraLoss_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Model_adaloraUpdateAndAllocate_capi_94df76c310b852b7(uintptr_t arg1, swig_type_145 arg2, swig_voidp arg3);
-extern swig_type_146 _wrap_Model_quantize_capi_94df76c310b852b7(uintptr_t arg1, swig_type_147 arg2, swig_voidp arg3);
-extern swig_type_148 _wrap_Model_quantize4bit_capi_94df76c310b852b7(uintptr_t arg1, swig_type_149 arg2, swig_voidp arg3);
-extern swig_type_150 _wrap_Model_prepareForKbitTraining_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_saveLora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_151 arg2, swig_voidp arg3);
-extern void _wrap_Model_loadLora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_152 arg2, swig_voidp arg3);
+extern void _wrap_Model_adaloraUpdateAndAllocate_capi_94df76c310b852b7(uintptr_t arg1, swig_type_146 arg2, swig_voidp arg3);
+extern swig_type_147 _wrap_Model_quantize_capi_94df76c310b852b7(uintptr_t arg1, swig_type_148 arg2, swig_voidp arg3);
+extern swig_type_149 _wrap_Model_quantize4bit_capi_94df76c310b852b7(uintptr_t arg1, swig_type_150 arg2, swig_voidp arg3);
+extern swig_type_151 _wrap_Model_prepareForKbitTraining_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_saveLora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_152 arg2, swig_voidp arg3);
+extern void _wrap_Model_loadLora_capi_94df76c310b852b7(uintptr_t arg1, swig_type_153 arg2, swig_voidp arg3);
 extern void _wrap_Model_mergeLora_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_mergeLoraAdapters_capi_94df76c310b852b7(uintptr_t arg1, swig_type_153 arg2, swig_voidp arg3);
-extern swig_type_154 _wrap_Model_loraCount_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_mergeLoraAdapters_capi_94df76c310b852b7(uintptr_t arg1, swig_type_154 arg2, swig_voidp arg3);
+extern swig_type_155 _wrap_Model_loraCount_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_setLoraEnabled_capi_94df76c310b852b7(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern _Bool _wrap_Model_isLoraEnabled_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_155 _wrap_Model_addLoraNamed_capi_94df76c310b852b7(uintptr_t arg1, swig_type_156 arg2, swig_type_157 arg3, uintptr_t arg4, swig_voidp arg5);
-extern void _wrap_Model_loadLoraNamed_capi_94df76c310b852b7(uintptr_t arg1, swig_type_158 arg2, swig_type_159 arg3, swig_voidp arg4);
-extern void _wrap_Model_setAdapter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_160 arg2, swig_voidp arg3);
-extern void _wrap_Model_deleteAdapter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_161 arg2, swig_voidp arg3);
+extern swig_type_156 _wrap_Model_addLoraNamed_capi_94df76c310b852b7(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Model_loadLoraNamed_capi_94df76c310b852b7(uintptr_t arg1, swig_type_159 arg2, swig_type_160 arg3, swig_voidp arg4);
+extern void _wrap_Model_setAdapter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_161 arg2, swig_voidp arg3);
+extern void _wrap_Model_deleteAdapter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_162 arg2, swig_voidp arg3);
 extern void _wrap_Model_unloadLora_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_162 _wrap_Model_addWeightedAdapter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_163 arg2, swig_type_164 arg3, swig_type_165 arg4, swig_type_166 arg5, uintptr_t arg6, swig_voidp arg7);
-extern swig_type_167 _wrap_Model_initializeLoraEva_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
-extern swig_type_168 _wrap_Model_replaceLoraWeightsLoftq_capi_94df76c310b852b7(uintptr_t arg1, swig_type_169 arg2, swig_type_170 arg3, swig_voidp arg4);
-extern swig_type_171 _wrap_Model_activeAdapter_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_163 _wrap_Model_addWeightedAdapter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3, swig_type_166 arg4, swig_type_167 arg5, uintptr_t arg6, swig_voidp arg7);
+extern swig_type_168 _wrap_Model_initializeLoraEva_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, uintptr_t arg4, swig_voidp arg5);
+extern swig_type_169 _wrap_Model_replaceLoraWeightsLoftq_capi_94df76c310b852b7(uintptr_t arg1, swig_type_170 arg2, swig_type_171 arg3, swig_voidp arg4);
+extern swig_type_172 _wrap_Model_activeAdapter_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_adapterNames_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_stateDict_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_loadStateDict_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Model_saveTorchscript_capi_94df76c310b852b7(uintptr_t arg1, swig_type_172 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Model_loadSafetensors_capi_94df76c310b852b7(uintptr_t arg1, swig_type_173 arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Optimizer_capi_94df76c310b852b7(uintptr_t arg1, swig_type_174 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveTorchscript_capi_94df76c310b852b7(uintptr_t arg1, swig_type_173 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_loadSafetensors_capi_94df76c310b852b7(uintptr_t arg1, swig_type_174 arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Optimizer_capi_94df76c310b852b7(uintptr_t arg1, swig_type_175 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Optimizer_capi_94df76c310b852b7(uintptr_t arg1);
-extern void _wrap_Optimizer_addParamGroup_capi_94df76c310b852b7(uintptr_t arg1, swig_type_175 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_176 _wrap_Optimizer_addParamGroupMatching_capi_94df76c310b852b7(uintptr_t arg1, swig_type_177 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_178 _wrap_Optimizer_numParamGroups_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Optimizer_getLr_capi_94df76c310b852b7(uintptr_t arg1, swig_type_179 arg2, swig_voidp arg3);
-extern void _wrap_Optimizer_setLr_capi_94df76c310b852b7(uintptr_t arg1, swig_type_180 arg2, double arg3, swig_voidp arg4);
-extern double _wrap_Optimizer_getHyperparameter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_181 arg2, swig_type_182 arg3, swig_voidp arg4);
+extern void _wrap_Optimizer_addParamGroup_capi_94df76c310b852b7(uintptr_t arg1, swig_type_176 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_177 _wrap_Optimizer_addParamGroupMatching_capi_94df76c310b852b7(uintptr_t arg1, swig_type_178 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_179 _wrap_Optimizer_numParamGroups_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Optimizer_getLr_capi_94df76c310b852b7(uintptr_t arg1, swig_type_180 arg2, swig_voidp arg3);
+extern void _wrap_Optimizer_setLr_capi_94df76c310b852b7(uintptr_t arg1, swig_type_181 arg2, double arg3, swig_voidp arg4);
+extern double _wrap_Optimizer_getHyperparameter_capi_94df76c310b852b7(uintptr_t arg1, swig_type_182 arg2, swig_type_183 arg3, swig_voidp arg4);
 extern void _wrap_Optimizer_step_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Optimizer_zeroGrad_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Optimizer_setTraining_capi_94df76c310b852b7(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Optimizer_stateOf_capi_94df76c310b852b7(uintptr_t arg1, swig_type_183 arg2, swig_type_184 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Optimizer_stateFields_capi_94df76c310b852b7(uintptr_t arg1, swig_type_185 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_new_Scheduler_capi_94df76c310b852b7(uintptr_t arg1, swig_type_186 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateOf_capi_94df76c310b852b7(uintptr_t arg1, swig_type_184 arg2, swig_type_185 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateFields_capi_94df76c310b852b7(uintptr_t arg1, swig_type_186 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_new_Scheduler_capi_94df76c310b852b7(uintptr_t arg1, swig_type_187 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Scheduler_capi_94df76c310b852b7(uintptr_t arg1);
-extern void _wrap_Scheduler_then_capi_94df76c310b852b7(uintptr_t arg1, swig_type_187 arg2, swig_type_188 arg3, uintptr_t arg4, swig_voidp arg5);
-extern void _wrap_Scheduler_chain_capi_94df76c310b852b7(uintptr_t arg1, swig_type_189 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Scheduler_then_capi_94df76c310b852b7(uintptr_t arg1, swig_type_188 arg2, swig_type_189 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Scheduler_chain_capi_94df76c310b852b7(uintptr_t arg1, swig_type_190 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_Scheduler_step_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Scheduler_stepMetric_capi_94df76c310b852b7(uintptr_t arg1, double arg2, swig_voidp arg3);
-extern double _wrap_Scheduler_getLastLr_capi_94df76c310b852b7(uintptr_t arg1, swig_type_190 arg2, swig_voidp arg3);
-extern swig_type_191 _wrap_Scheduler_getStep_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Scheduler_getLastLr_capi_94df76c310b852b7(uintptr_t arg1, swig_type_191 arg2, swig_voidp arg3);
+extern swig_type_192 _wrap_Scheduler_getStep_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern uintptr_t _wrap_Scheduler_fromLrMultiplicative_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_94df76c310b852b7(uintptr_t arg1, swig_type_192 arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_94df76c310b852b7(uintptr_t arg1, swig_type_193 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_94df76c310b852b7(uintptr_t arg1, swig_type_193 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_94df76c310b852b7(uintptr_t arg1, swig_type_194 arg2, uintptr_t arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Scheduler_fromCyclicScale_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
 extern uintptr_t _wrap_new_AveragedModel_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_AveragedModel_capi_94df76c310b852b7(uintptr_t arg1);
 extern void _wrap_AveragedModel_update_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_194 _wrap_AveragedModel_count_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_195 _wrap_AveragedModel_count_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_AveragedModel_copyTo_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_AveragedModel_swap_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern uintptr_t _wrap_AveragedModel_stateDict_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_AveragedModel_loadStateDict_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_Dataset_capi_94df76c310b852b7(uintptr_t arg1);
 extern uintptr_t _wrap_Dataset_fromTensors_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_fromIdx_capi_94df76c310b852b7(swig_type_195 arg1, swig_type_196 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromSampleSource_capi_94df76c310b852b7(swig_type_197 arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromStreamSource_capi_94df76c310b852b7(uintptr_t arg1, swig_type_198 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_subset_capi_94df76c310b852b7(uintptr_t arg1, swig_type_199 arg2, swig_type_200 arg3, swig_voidp arg4);
-extern swig_type_201 _wrap_Dataset_size_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_get_capi_94df76c310b852b7(uintptr_t arg1, swig_type_202 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromIdx_capi_94df76c310b852b7(swig_type_196 arg1, swig_type_197 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromSampleSource_capi_94df76c310b852b7(swig_type_198 arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromStreamSource_capi_94df76c310b852b7(uintptr_t arg1, swig_type_199 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_subset_capi_94df76c310b852b7(uintptr_t arg1, swig_type_200 arg2, swig_type_201 arg3, swig_voidp arg4);
+extern swig_type_202 _wrap_Dataset_size_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_get_capi_94df76c310b852b7(uintptr_t arg1, swig_type_203 arg2, swig_voidp arg3);
 extern uintptr_t _wrap_new_DataLoader_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_DataLoader_capi_94df76c310b852b7(uintptr_t arg1);
-extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_94df76c310b852b7(uintptr_t arg1, swig_type_203 arg2, swig_type_204 arg3, uintptr_t arg4, swig_voidp arg5);
+extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_94df76c310b852b7(uintptr_t arg1, swig_type_204 arg2, swig_type_205 arg3, uintptr_t arg4, swig_voidp arg5);
 extern uintptr_t _wrap_DataLoader_next_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_205 _wrap_DataLoader_length_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_206 _wrap_DataLoader_epoch_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_setEpoch_capi_94df76c310b852b7(uintptr_t arg1, swig_type_207 arg2, swig_voidp arg3);
+extern swig_type_206 _wrap_DataLoader_length_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_207 _wrap_DataLoader_epoch_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_setEpoch_capi_94df76c310b852b7(uintptr_t arg1, swig_type_208 arg2, swig_voidp arg3);
 extern void _wrap_DataLoader_setCollator_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_skipFirstBatches_capi_94df76c310b852b7(uintptr_t arg1, swig_type_208 arg2, swig_voidp arg3);
-extern swig_type_209 _wrap_DataLoader_totalBatchSize_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_210 _wrap_DataLoader_totalDatasetLength_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_skipFirstBatches_capi_94df76c310b852b7(uintptr_t arg1, swig_type_209 arg2, swig_voidp arg3);
+extern swig_type_210 _wrap_DataLoader_totalBatchSize_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_211 _wrap_DataLoader_totalDatasetLength_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_endOfEpoch_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_endEpoch_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_Iter_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_inEpoch_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_Accelerator_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_delete_Accelerator_capi_94df76c310b852b7(uintptr_t arg1);
-extern swig_type_211 _wrap_Accelerator_device_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_212 _wrap_Accelerator_distributedType_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_213 _wrap_Accelerator_mixedPrecision_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_214 _wrap_Accelerator_processIndex_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_215 _wrap_Accelerator_numProcesses_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_216 _wrap_Accelerator_localProcessIndex_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_212 _wrap_Accelerator_device_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_213 _wrap_Accelerator_distributedType_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_214 _wrap_Accelerator_mixedPrecision_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_215 _wrap_Accelerator_processIndex_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_216 _wrap_Accelerator_numProcesses_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_217 _wrap_Accelerator_localProcessIndex_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isMainProcess_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLastProcess_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_217 _wrap_Accelerator_gradientAccumulationSteps_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_218 _wrap_Accelerator_gradientAccumulationSteps_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_syncGradients_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_218 _wrap_Accelerator_step_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_219 _wrap_Accelerator_step_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_prepareModel_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
@@ -741,109 +743,109 @@ extern void _wrap_Accelerator_accumulateBegin_capi_94df76c310b852b7(uintptr_t ar
 extern void _wrap_Accelerator_accumulateEnd_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern double _wrap_Accelerator_clipGradNorm_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_clipGradValue_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_saveModel_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_219 arg3, swig_type_220 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_94df76c310b852b7(swig_type_221 arg1, swig_type_222 arg2, swig_type_223 arg3, swig_type_224 arg4, swig_voidp arg5);
-extern swig_type_225 _wrap_Accelerator_saveState_capi_94df76c310b852b7(uintptr_t arg1, swig_type_226 arg2, swig_voidp arg3);
-extern swig_type_227 _wrap_Accelerator_loadState_capi_94df76c310b852b7(uintptr_t arg1, swig_type_228 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_saveModel_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_220 arg3, swig_type_221 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_94df76c310b852b7(swig_type_222 arg1, swig_type_223 arg2, swig_type_224 arg3, swig_type_225 arg4, swig_voidp arg5);
+extern swig_type_226 _wrap_Accelerator_saveState_capi_94df76c310b852b7(uintptr_t arg1, swig_type_227 arg2, swig_voidp arg3);
+extern swig_type_228 _wrap_Accelerator_loadState_capi_94df76c310b852b7(uintptr_t arg1, swig_type_229 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerAveragedModel_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_print_capi_94df76c310b852b7(uintptr_t arg1, swig_type_229 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_print_capi_94df76c310b852b7(uintptr_t arg1, swig_type_230 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_waitForEveryone_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_freeMemory_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_noSyncBegin_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_noSyncEnd_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_triggerSyncInBackward_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdBegin_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_230 arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_localSgdBegin_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_231 arg3, _Bool arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_localSgdStep_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_localSgdEnd_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileBegin_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileStep_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_profileEnd_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_231 _wrap_Accelerator_profileSummary_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_exportChromeTrace_capi_94df76c310b852b7(uintptr_t arg1, swig_type_232 arg2, swig_voidp arg3);
+extern swig_type_232 _wrap_Accelerator_profileSummary_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_exportChromeTrace_capi_94df76c310b852b7(uintptr_t arg1, swig_type_233 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_mainProcessFirstBegin_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_mainProcessFirstEnd_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_233 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_234 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_94df76c310b852b7(uintptr_t arg1, swig_type_235 arg2, swig_type_236 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_broadcastObject_capi_94df76c310b852b7(uintptr_t arg1, swig_type_237 arg2, swig_type_238 arg3, swig_type_239 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_reduce_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_240 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_241 arg3, swig_type_242 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_243 arg3, double arg4, _Bool arg5, swig_type_244 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_94df76c310b852b7(uintptr_t arg1, swig_type_245 arg2, _Bool arg3, swig_type_246 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_gather_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_234 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_235 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_94df76c310b852b7(uintptr_t arg1, swig_type_236 arg2, swig_type_237 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_broadcastObject_capi_94df76c310b852b7(uintptr_t arg1, swig_type_238 arg2, swig_type_239 arg3, swig_type_240 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_reduce_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_241 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_242 arg3, swig_type_243 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_244 arg3, double arg4, _Bool arg5, swig_type_245 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_94df76c310b852b7(uintptr_t arg1, swig_type_246 arg2, _Bool arg3, swig_type_247 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_setTrigger_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_checkTrigger_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_247 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_save_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_type_248 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_getStateDict_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_248 _wrap_Accelerator_iteration_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_249 _wrap_Accelerator_iteration_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_unscaleGradients_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastBegin_capi_94df76c310b852b7(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastEnd_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_registerForCheckpointing_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_249 _wrap_Accelerator_registerSaveStatePreHook_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_250 _wrap_Accelerator_registerSaveStatePreHook_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_onTraceReady_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_250 _wrap_Accelerator_registerLoadStatePreHook_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_251 _wrap_Accelerator_registerSaveStateModelsPreHook_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_252 _wrap_Accelerator_registerLoadStateModelsPreHook_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_removeStatePreHook_capi_94df76c310b852b7(uintptr_t arg1, swig_type_253 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_94df76c310b852b7(uintptr_t arg1, swig_type_254 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_94df76c310b852b7(uintptr_t arg1, swig_type_255 arg2, swig_type_256 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackersWith_capi_94df76c310b852b7(uintptr_t arg1, swig_type_257 arg2, swig_type_258 arg3, swig_type_259 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logValues_capi_94df76c310b852b7(uintptr_t arg1, swig_type_260 arg2, swig_type_261 arg3, swig_type_262 arg4, swig_type_263 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logScalar_capi_94df76c310b852b7(uintptr_t arg1, swig_type_264 arg2, double arg3, swig_type_265 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logGroup_capi_94df76c310b852b7(uintptr_t arg1, swig_type_266 arg2, swig_type_267 arg3, swig_type_268 arg4, swig_type_269 arg5, swig_type_270 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_logTexts_capi_94df76c310b852b7(uintptr_t arg1, swig_type_271 arg2, swig_type_272 arg3, swig_type_273 arg4, swig_type_274 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logImages_capi_94df76c310b852b7(uintptr_t arg1, swig_type_275 arg2, uintptr_t arg3, swig_type_276 arg4, swig_type_277 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logHistogramWith_capi_94df76c310b852b7(uintptr_t arg1, swig_type_278 arg2, uintptr_t arg3, swig_type_279 arg4, swig_type_280 arg5, swig_type_281 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_logArtifact_capi_94df76c310b852b7(uintptr_t arg1, swig_type_282 arg2, swig_type_283 arg3, swig_type_284 arg4, swig_voidp arg5);
+extern swig_type_251 _wrap_Accelerator_registerLoadStatePreHook_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_252 _wrap_Accelerator_registerSaveStateModelsPreHook_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_253 _wrap_Accelerator_registerLoadStateModelsPreHook_capi_94df76c310b852b7(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_removeStatePreHook_capi_94df76c310b852b7(uintptr_t arg1, swig_type_254 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_addTracker_capi_94df76c310b852b7(uintptr_t arg1, swig_type_255 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_94df76c310b852b7(uintptr_t arg1, swig_type_256 arg2, swig_type_257 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackersWith_capi_94df76c310b852b7(uintptr_t arg1, swig_type_258 arg2, swig_type_259 arg3, swig_type_260 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logValues_capi_94df76c310b852b7(uintptr_t arg1, swig_type_261 arg2, swig_type_262 arg3, swig_type_263 arg4, swig_type_264 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logScalar_capi_94df76c310b852b7(uintptr_t arg1, swig_type_265 arg2, double arg3, swig_type_266 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logGroup_capi_94df76c310b852b7(uintptr_t arg1, swig_type_267 arg2, swig_type_268 arg3, swig_type_269 arg4, swig_type_270 arg5, swig_type_271 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_logTexts_capi_94df76c310b852b7(uintptr_t arg1, swig_type_272 arg2, swig_type_273 arg3, swig_type_274 arg4, swig_type_275 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logImages_capi_94df76c310b852b7(uintptr_t arg1, swig_type_276 arg2, uintptr_t arg3, swig_type_277 arg4, swig_type_278 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logHistogramWith_capi_94df76c310b852b7(uintptr_t arg1, swig_type_279 arg2, uintptr_t arg3, swig_type_280 arg4, swig_type_281 arg5, swig_type_282 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_logArtifact_capi_94df76c310b852b7(uintptr_t arg1, swig_type_283 arg2, swig_type_284 arg3, swig_type_285 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_endTraining_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_285 _wrap_Accelerator_trackerPath_capi_94df76c310b852b7(uintptr_t arg1, swig_type_286 arg2, swig_voidp arg3);
-extern swig_type_287 _wrap_Samples_size_capi_94df76c310b852b7(uintptr_t arg1);
-extern swig_type_288 _wrap_Samples_fields_capi_94df76c310b852b7(uintptr_t arg1, swig_type_289 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_94df76c310b852b7(uintptr_t arg1, swig_type_290 arg2, swig_type_291 arg3, swig_voidp arg4);
+extern swig_type_286 _wrap_Accelerator_trackerPath_capi_94df76c310b852b7(uintptr_t arg1, swig_type_287 arg2, swig_voidp arg3);
+extern swig_type_288 _wrap_Samples_size_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_289 _wrap_Samples_fields_capi_94df76c310b852b7(uintptr_t arg1, swig_type_290 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_94df76c310b852b7(uintptr_t arg1, swig_type_291 arg2, swig_type_292 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_94df76c310b852b7(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_94df76c310b852b7(uintptr_t arg1, swig_type_292 arg2, swig_voidp arg3);
-extern swig_type_293 _wrap_Bytes_size_capi_94df76c310b852b7(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_94df76c310b852b7(uintptr_t arg1, swig_type_294 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_94df76c310b852b7(uintptr_t arg1, swig_type_293 arg2, swig_voidp arg3);
+extern swig_type_294 _wrap_Bytes_size_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_94df76c310b852b7(uintptr_t arg1, swig_type_295 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_94df76c310b852b7(uintptr_t arg1);
-extern swig_type_295 _wrap_Metrics_size_capi_94df76c310b852b7(uintptr_t arg1);
-extern swig_type_296 _wrap_Metrics_name_capi_94df76c310b852b7(uintptr_t arg1, swig_type_297 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_94df76c310b852b7(uintptr_t arg1, swig_type_298 arg2, swig_voidp arg3);
+extern swig_type_296 _wrap_Metrics_size_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_297 _wrap_Metrics_name_capi_94df76c310b852b7(uintptr_t arg1, swig_type_298 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_94df76c310b852b7(uintptr_t arg1, swig_type_299 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_94df76c310b852b7(uintptr_t arg1);
-extern swig_type_299 _wrap_Texts_size_capi_94df76c310b852b7(uintptr_t arg1);
-extern swig_type_300 _wrap_Texts_name_capi_94df76c310b852b7(uintptr_t arg1, swig_type_301 arg2, swig_voidp arg3);
-extern swig_type_302 _wrap_Texts_text_capi_94df76c310b852b7(uintptr_t arg1, swig_type_303 arg2, swig_voidp arg3);
+extern swig_type_300 _wrap_Texts_size_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_301 _wrap_Texts_name_capi_94df76c310b852b7(uintptr_t arg1, swig_type_302 arg2, swig_voidp arg3);
+extern swig_type_303 _wrap_Texts_text_capi_94df76c310b852b7(uintptr_t arg1, swig_type_304 arg2, swig_voidp arg3);
 extern void _wrap_delete_Texts_capi_94df76c310b852b7(uintptr_t arg1);
-extern swig_type_304 _wrap_Images_size_capi_94df76c310b852b7(uintptr_t arg1);
-extern swig_type_305 _wrap_Images_name_capi_94df76c310b852b7(uintptr_t arg1, swig_type_306 arg2, swig_voidp arg3);
-extern swig_type_307 _wrap_Images_pngSize_capi_94df76c310b852b7(uintptr_t arg1, swig_type_308 arg2, swig_voidp arg3);
-extern void _wrap_Images_copyPng_capi_94df76c310b852b7(uintptr_t arg1, swig_type_309 arg2, swig_type_310 arg3, swig_voidp arg4);
+extern swig_type_305 _wrap_Images_size_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_306 _wrap_Images_name_capi_94df76c310b852b7(uintptr_t arg1, swig_type_307 arg2, swig_voidp arg3);
+extern swig_type_308 _wrap_Images_pngSize_capi_94df76c310b852b7(uintptr_t arg1, swig_type_309 arg2, swig_voidp arg3);
+extern void _wrap_Images_copyPng_capi_94df76c310b852b7(uintptr_t arg1, swig_type_310 arg2, swig_type_311 arg3, swig_voidp arg4);
 extern void _wrap_delete_Images_capi_94df76c310b852b7(uintptr_t arg1);
-extern swig_type_311 _wrap_HistogramView_name_capi_94df76c310b852b7(uintptr_t arg1);
+extern swig_type_312 _wrap_HistogramView_name_capi_94df76c310b852b7(uintptr_t arg1);
 extern double _wrap_HistogramView_min_capi_94df76c310b852b7(uintptr_t arg1);
 extern double _wrap_HistogramView_max_capi_94df76c310b852b7(uintptr_t arg1);
 extern double _wrap_HistogramView_num_capi_94df76c310b852b7(uintptr_t arg1);
 extern double _wrap_HistogramView_sum_capi_94df76c310b852b7(uintptr_t arg1);
 extern double _wrap_HistogramView_sumSquares_capi_94df76c310b852b7(uintptr_t arg1);
-extern swig_type_312 _wrap_HistogramView_size_capi_94df76c310b852b7(uintptr_t arg1);
-extern void _wrap_HistogramView_copyLimits_capi_94df76c310b852b7(uintptr_t arg1, swig_type_313 arg2, swig_voidp arg3);
-extern void _wrap_HistogramView_copyCounts_capi_94df76c310b852b7(uintptr_t arg1, swig_type_314 arg2, swig_voidp arg3);
+extern swig_type_313 _wrap_HistogramView_size_capi_94df76c310b852b7(uintptr_t arg1);
+extern void _wrap_HistogramView_copyLimits_capi_94df76c310b852b7(uintptr_t arg1, swig_type_314 arg2, swig_voidp arg3);
+extern void _wrap_HistogramView_copyCounts_capi_94df76c310b852b7(uintptr_t arg1, swig_type_315 arg2, swig_voidp arg3);
 extern void _wrap_delete_HistogramView_capi_94df76c310b852b7(uintptr_t arg1);
-extern swig_type_315 _wrap_CheckpointModelsView_size_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_CheckpointModelsView_model_capi_94df76c310b852b7(uintptr_t arg1, swig_type_316 arg2, swig_voidp arg3);
-extern swig_type_317 _wrap_CheckpointModelsView_index_capi_94df76c310b852b7(uintptr_t arg1, swig_type_318 arg2, swig_voidp arg3);
-extern void _wrap_CheckpointModelsView_remove_capi_94df76c310b852b7(uintptr_t arg1, swig_type_319 arg2, swig_voidp arg3);
+extern swig_type_316 _wrap_CheckpointModelsView_size_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_CheckpointModelsView_model_capi_94df76c310b852b7(uintptr_t arg1, swig_type_317 arg2, swig_voidp arg3);
+extern swig_type_318 _wrap_CheckpointModelsView_index_capi_94df76c310b852b7(uintptr_t arg1, swig_type_319 arg2, swig_voidp arg3);
+extern void _wrap_CheckpointModelsView_remove_capi_94df76c310b852b7(uintptr_t arg1, swig_type_320 arg2, swig_voidp arg3);
 extern void _wrap_delete_CheckpointModelsView_capi_94df76c310b852b7(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_94df76c310b852b7(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_94df76c310b852b7(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_94df76c310b852b7(uintptr_t arg1, swig_type_320 arg2, swig_type_321 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_94df76c310b852b7(uintptr_t arg1, swig_type_321 arg2, swig_type_322 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_94df76c310b852b7(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_94df76c310b852b7(uintptr_t arg1, swig_type_322 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_94df76c310b852b7(uintptr_t arg1, swig_type_323 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_94df76c310b852b7(uintptr_t arg1, swig_type_323 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_94df76c310b852b7(uintptr_t arg1, swig_type_324 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_94df76c310b852b7(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -4433,6 +4435,25 @@ func (arg1 SwigcptrModel) Forward(arg2 TensorList, arg3 uint, arg4 *string) (_sw
 	return swig_r
 }
 
+func (arg1 SwigcptrModel) ForwardAdapters(arg2 TensorList, arg3 []byte, arg4 uint, arg5 *string) (_swig_ret TensorList) {
+	var swig_r TensorList
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_forwardAdapters_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_2)), C.swig_intgo(_swig_i_3), C.swig_voidp(_swig_i_4))))
+
+  if arg5 != nil && len(*arg5) > 0 {
+    *arg5 = swigCopyString(*arg5)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	return swig_r
+}
+
 func (arg1 SwigcptrModel) Forward1(arg2 Tensor, arg3 uint, arg4 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
@@ -4502,7 +4523,7 @@ func (arg1 SwigcptrModel) To(arg2 string, arg3 Acc_dtype, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_to_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_to_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_93)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4557,7 +4578,7 @@ func (arg1 SwigcptrModel) Parameter(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4586,7 +4607,7 @@ func (arg1 SwigcptrModel) SetRequiresGrad(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4604,7 +4625,7 @@ func (arg1 SwigcptrModel) AddLora(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addLora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addLora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4624,7 +4645,7 @@ func (arg1 SwigcptrModel) AddLoraCorda(arg2 string, arg3 Options, arg4 DataLoade
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	swig_r = (int64)(C._wrap_Model_addLoraCorda_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_102(_swig_i_4), C.swig_voidp(_swig_i_5)))
+	swig_r = (int64)(C._wrap_Model_addLoraCorda_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.uintptr_t(_swig_i_3), C.swig_type_103(_swig_i_4), C.swig_voidp(_swig_i_5)))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -4641,7 +4662,7 @@ func (arg1 SwigcptrModel) BeginLoraGa(arg2 string, arg3 Options, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Model_beginLoraGa_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_beginLoraGa_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4671,7 +4692,7 @@ func (arg1 SwigcptrModel) AddTrainableTokens(arg2 string, arg3 Options, arg4 *st
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addTrainableTokens_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addTrainableTokens_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4689,7 +4710,7 @@ func (arg1 SwigcptrModel) AddIa3(arg2 string, arg3 Options, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addIa3_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addIa3_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4707,7 +4728,7 @@ func (arg1 SwigcptrModel) AddLoha(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addLoha_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addLoha_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4725,7 +4746,7 @@ func (arg1 SwigcptrModel) AddLokr(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addLokr_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addLokr_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4743,7 +4764,7 @@ func (arg1 SwigcptrModel) AddVera(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addVera_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addVera_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4761,7 +4782,7 @@ func (arg1 SwigcptrModel) AddOft(arg2 string, arg3 Options, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addOft_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addOft_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4779,7 +4800,7 @@ func (arg1 SwigcptrModel) AddAdalora(arg2 string, arg3 Options, arg4 *string) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addAdalora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addAdalora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4797,7 +4818,7 @@ func (arg1 SwigcptrModel) AddBoft(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addBoft_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addBoft_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_121)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4815,7 +4836,7 @@ func (arg1 SwigcptrModel) AddHra(arg2 string, arg3 Options, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addHra_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addHra_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4833,7 +4854,7 @@ func (arg1 SwigcptrModel) AddFourierft(arg2 string, arg3 Options, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addFourierft_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addFourierft_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4851,7 +4872,7 @@ func (arg1 SwigcptrModel) AddLnTuning(arg2 string, arg3 Options, arg4 *string) (
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addLnTuning_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addLnTuning_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4869,7 +4890,7 @@ func (arg1 SwigcptrModel) AddMiss(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addMiss_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addMiss_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4887,7 +4908,7 @@ func (arg1 SwigcptrModel) AddC3a(arg2 string, arg3 Options, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addC3a_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addC3a_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4905,7 +4926,7 @@ func (arg1 SwigcptrModel) AddShira(arg2 string, arg3 Options, arg4 *string) (_sw
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addShira_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addShira_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4923,7 +4944,7 @@ func (arg1 SwigcptrModel) AddRandlora(arg2 string, arg3 Options, arg4 *string) (
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addRandlora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addRandlora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4941,7 +4962,7 @@ func (arg1 SwigcptrModel) AddDelora(arg2 string, arg3 Options, arg4 *string) (_s
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addDelora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addDelora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4959,7 +4980,7 @@ func (arg1 SwigcptrModel) AddRoad(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addRoad_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addRoad_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4977,7 +4998,7 @@ func (arg1 SwigcptrModel) AddGralora(arg2 string, arg3 Options, arg4 *string) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addGralora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addGralora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4995,7 +5016,7 @@ func (arg1 SwigcptrModel) AddHira(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addHira_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addHira_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5013,7 +5034,7 @@ func (arg1 SwigcptrModel) AddPvera(arg2 string, arg3 Options, arg4 *string) (_sw
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addPvera_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addPvera_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5043,7 +5064,7 @@ func (arg1 SwigcptrModel) AdaloraUpdateAndAllocate(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_adaloraUpdateAndAllocate_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_145(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_adaloraUpdateAndAllocate_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_146(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5056,7 +5077,7 @@ func (arg1 SwigcptrModel) Quantize(arg2 string, arg3 *string) (_swig_ret int64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Model_quantize_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Model_quantize_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5073,7 +5094,7 @@ func (arg1 SwigcptrModel) Quantize4bit(arg2 string, arg3 *string) (_swig_ret int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Model_quantize4bit_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Model_quantize4bit_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5102,7 +5123,7 @@ func (arg1 SwigcptrModel) SaveLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveLora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveLora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5117,7 +5138,7 @@ func (arg1 SwigcptrModel) LoadLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_loadLora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_loadLora_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5143,7 +5164,7 @@ func (arg1 SwigcptrModel) MergeLoraAdapters(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_mergeLoraAdapters_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_mergeLoraAdapters_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5199,7 +5220,7 @@ func (arg1 SwigcptrModel) AddLoraNamed(arg2 string, arg3 string, arg4 Options, a
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (int64)(C._wrap_Model_addLoraNamed_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4)))
+	swig_r = (int64)(C._wrap_Model_addLoraNamed_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4)))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5219,7 +5240,7 @@ func (arg1 SwigcptrModel) LoadLoraNamed(arg2 string, arg3 string, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_loadLoraNamed_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_loadLoraNamed_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5237,7 +5258,7 @@ func (arg1 SwigcptrModel) SetAdapter(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setAdapter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setAdapter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5252,7 +5273,7 @@ func (arg1 SwigcptrModel) DeleteAdapter(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_deleteAdapter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_deleteAdapter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5283,7 +5304,7 @@ func (arg1 SwigcptrModel) AddWeightedAdapter(arg2 []byte, arg3 []float64, arg4 s
 	_swig_i_4 := arg5
 	_swig_i_5 := getSwigcptr(arg6)
 	_swig_i_6 := arg7
-	swig_r = (int64)(C._wrap_Model_addWeightedAdapter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6)))
+	swig_r = (int64)(C._wrap_Model_addWeightedAdapter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_3)), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_4)), C.uintptr_t(_swig_i_5), C.swig_voidp(_swig_i_6)))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -5326,7 +5347,7 @@ func (arg1 SwigcptrModel) ReplaceLoraWeightsLoftq(arg2 string, arg3 string, arg4
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_replaceLoraWeightsLoftq_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_replaceLoraWeightsLoftq_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5400,7 +5421,7 @@ func (arg1 SwigcptrModel) SaveTorchscript(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveTorchscript_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveTorchscript_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5417,7 +5438,7 @@ func (arg1 SwigcptrModel) LoadSafetensors(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5433,6 +5454,7 @@ type Model interface {
 	Swigcptr() uintptr
 	SwigIsModel()
 	Forward(arg2 TensorList, arg3 uint, arg4 *string) (_swig_ret TensorList)
+	ForwardAdapters(arg2 TensorList, arg3 []byte, arg4 uint, arg5 *string) (_swig_ret TensorList)
 	Forward1(arg2 Tensor, arg3 uint, arg4 *string) (_swig_ret Tensor)
 	SetTraining(arg2 bool, arg3 *string)
 	IsTraining(arg2 *string) (_swig_ret bool)
@@ -5512,7 +5534,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5534,7 +5556,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 []byte, arg3 Options, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_addParamGroup_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_addParamGroup_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5551,7 +5573,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroupMatching(arg2 string, arg3 Options, a
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5581,7 +5603,7 @@ func (arg1 SwigcptrOptimizer) GetLr(arg2 int64, arg3 *string) (_swig_ret float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5595,7 +5617,7 @@ func (arg1 SwigcptrOptimizer) SetLr(arg2 int64, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_setLr_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_setLr_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5609,7 +5631,7 @@ func (arg1 SwigcptrOptimizer) GetHyperparameter(arg2 int64, arg3 string, arg4 *s
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
+	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_182(_swig_i_1), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5661,7 +5683,7 @@ func (arg1 SwigcptrOptimizer) StateOf(arg2 string, arg3 string, arg4 *string) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5681,7 +5703,7 @@ func (arg1 SwigcptrOptimizer) StateFields(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5724,7 +5746,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5747,7 +5769,7 @@ func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	C._wrap_Scheduler_then_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Scheduler_then_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_188(_swig_i_1), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5763,7 +5785,7 @@ func (arg1 SwigcptrScheduler) Chain(arg2 string, arg3 Options, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Scheduler_chain_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Scheduler_chain_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5802,7 +5824,7 @@ func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret flo
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_190(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5858,7 +5880,7 @@ func SchedulerFromGroupLrLambda(arg1 Optimizer, arg2 int64, arg3 GroupLrLambda, 
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_192(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5873,7 +5895,7 @@ func SchedulerFromGroupLrMultiplicative(arg1 Optimizer, arg2 int64, arg3 GroupLr
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_194(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6053,7 +6075,7 @@ func DatasetFromIdx(arg1 string, arg2 string, arg3 *string) (_swig_ret Dataset) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_94df76c310b852b7(*(*C.swig_type_195)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_94df76c310b852b7(*(*C.swig_type_196)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6073,7 +6095,7 @@ func DatasetFromSampleSource(arg1 int64, arg2 SampleSource, arg3 *string) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_94df76c310b852b7(C.swig_type_197(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_94df76c310b852b7(C.swig_type_198(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6087,7 +6109,7 @@ func DatasetFromStreamSource(arg1 StreamSource, arg2 int64, arg3 *string) (_swig
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_198(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6102,7 +6124,7 @@ func (arg1 SwigcptrDataset) Subset(arg2 int64, arg3 int64, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1), C.swig_type_200(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_200(_swig_i_1), C.swig_type_201(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6129,7 +6151,7 @@ func (arg1 SwigcptrDataset) Get(arg2 int64, arg3 *string) (_swig_ret TensorList)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_202(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6181,7 +6203,7 @@ func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Op
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_205)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6239,7 +6261,7 @@ func (arg1 SwigcptrDataLoader) SetEpoch(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setEpoch_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setEpoch_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6263,7 +6285,7 @@ func (arg1 SwigcptrDataLoader) SkipFirstBatches(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_skipFirstBatches_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_skipFirstBatches_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6763,7 +6785,7 @@ func (arg1 SwigcptrAccelerator) SaveModel(arg2 Model, arg3 string, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_saveModel_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_219)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_saveModel_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_221)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6783,7 +6805,7 @@ func AcceleratorMergeShardedCheckpoint(arg1 string, arg2 int64, arg3 string, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_mergeShardedCheckpoint_capi_94df76c310b852b7(*(*C.swig_type_221)(unsafe.Pointer(&_swig_i_0)), C.swig_type_222(_swig_i_1), *(*C.swig_type_223)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_mergeShardedCheckpoint_capi_94df76c310b852b7(*(*C.swig_type_222)(unsafe.Pointer(&_swig_i_0)), C.swig_type_223(_swig_i_1), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_225)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6805,7 +6827,7 @@ func (arg1 SwigcptrAccelerator) SaveState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_saveState_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_saveState_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6825,7 +6847,7 @@ func (arg1 SwigcptrAccelerator) LoadState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_loadState_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_loadState_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6856,7 +6878,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_print_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_229)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_print_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_230)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6931,7 +6953,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdBegin(arg2 Model, arg3 int64, arg4 bool,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_localSgdBegin_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_230(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_localSgdBegin_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_231(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7017,7 +7039,7 @@ func (arg1 SwigcptrAccelerator) ExportChromeTrace(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_exportChromeTrace_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_232)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_exportChromeTrace_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7103,7 +7125,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_233)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7121,7 +7143,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7139,7 +7161,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_235)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7161,7 +7183,7 @@ func (arg1 SwigcptrAccelerator) BroadcastObject(arg2 []byte, arg3 int64, arg4 st
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_237)(unsafe.Pointer(&_swig_i_1)), C.swig_type_238(_swig_i_2), *(*C.swig_type_239)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_238)(unsafe.Pointer(&_swig_i_1)), C.swig_type_239(_swig_i_2), *(*C.swig_type_240)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7183,7 +7205,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_240)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_241)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7202,7 +7224,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_241(_swig_i_2), *(*C.swig_type_242)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_242(_swig_i_2), *(*C.swig_type_243)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7223,7 +7245,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_243(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_244)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_244(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_245)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -7241,7 +7263,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_245(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_246)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_246(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_247)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7281,7 +7303,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_247)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_248)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7439,7 +7461,7 @@ func (arg1 SwigcptrAccelerator) RemoveStatePreHook(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_removeStatePreHook_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_253(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_removeStatePreHook_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_254(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7452,7 +7474,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_254)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7468,7 +7490,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_255)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_256)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_257)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7488,7 +7510,7 @@ func (arg1 SwigcptrAccelerator) InitTrackersWith(arg2 string, arg3 string, arg4 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_initTrackersWith_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_257)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_initTrackersWith_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_258)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_259)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7512,7 +7534,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int6
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logValues_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_260)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_2)), C.swig_type_262(_swig_i_3), *(*C.swig_type_263)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logValues_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_261)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_262)(unsafe.Pointer(&_swig_i_2)), C.swig_type_263(_swig_i_3), *(*C.swig_type_264)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -7535,7 +7557,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_264)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_265(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_265)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_266(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7554,7 +7576,7 @@ func (arg1 SwigcptrAccelerator) LogGroup(arg2 string, arg3 []byte, arg4 []float6
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	C._wrap_Accelerator_logGroup_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_266)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_267)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_268)(unsafe.Pointer(&_swig_i_3)), C.swig_type_269(_swig_i_4), *(*C.swig_type_270)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))
+	C._wrap_Accelerator_logGroup_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_267)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_268)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_269)(unsafe.Pointer(&_swig_i_3)), C.swig_type_270(_swig_i_4), *(*C.swig_type_271)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -7581,7 +7603,7 @@ func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, a
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logTexts_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_271)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_2)), C.swig_type_273(_swig_i_3), *(*C.swig_type_274)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logTexts_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_272)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_273)(unsafe.Pointer(&_swig_i_2)), C.swig_type_274(_swig_i_3), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -7605,7 +7627,7 @@ func (arg1 SwigcptrAccelerator) LogImages(arg2 []byte, arg3 TensorList, arg4 int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logImages_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_275)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_276(_swig_i_3), *(*C.swig_type_277)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logImages_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_276)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_277(_swig_i_3), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -7627,7 +7649,7 @@ func (arg1 SwigcptrAccelerator) LogHistogramWith(arg2 string, arg3 Tensor, arg4 
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	C._wrap_Accelerator_logHistogramWith_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_278)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_279(_swig_i_3), *(*C.swig_type_280)(unsafe.Pointer(&_swig_i_4)), C.swig_type_281(_swig_i_5), C.swig_voidp(_swig_i_6))
+	C._wrap_Accelerator_logHistogramWith_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_279)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_280(_swig_i_3), *(*C.swig_type_281)(unsafe.Pointer(&_swig_i_4)), C.swig_type_282(_swig_i_5), C.swig_voidp(_swig_i_6))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -7647,7 +7669,7 @@ func (arg1 SwigcptrAccelerator) LogArtifact(arg2 string, arg3 string, arg4 strin
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logArtifact_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_282)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_283)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_284)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logArtifact_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_283)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_284)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_285)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -7693,7 +7715,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_286)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_287)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7821,7 +7843,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_289(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_290(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7836,7 +7858,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_290(_swig_i_1), C.swig_type_291(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_291(_swig_i_1), C.swig_type_292(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -7871,7 +7893,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_292)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_293)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7893,7 +7915,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_294)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_295)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7938,7 +7960,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_297(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_298(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -7955,7 +7977,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_298(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_299(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -7998,7 +8020,7 @@ func (arg1 SwigcptrTexts) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_name_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_301(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_name_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_302(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -8015,7 +8037,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_text_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_303(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_text_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_304(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -8061,7 +8083,7 @@ func (arg1 SwigcptrImages) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Images_name_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_306(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Images_name_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_307(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -8078,7 +8100,7 @@ func (arg1 SwigcptrImages) PngSize(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Images_pngSize_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_308(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Images_pngSize_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_309(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -8092,7 +8114,7 @@ func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Images_copyPng_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_309(_swig_i_1), *(*C.swig_type_310)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Images_copyPng_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_310(_swig_i_1), *(*C.swig_type_311)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -8182,7 +8204,7 @@ func (arg1 SwigcptrHistogramView) CopyLimits(arg2 []float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_HistogramView_copyLimits_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_313)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_HistogramView_copyLimits_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_314)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -8197,7 +8219,7 @@ func (arg1 SwigcptrHistogramView) CopyCounts(arg2 []float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_HistogramView_copyCounts_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_314)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_HistogramView_copyCounts_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_315)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -8254,7 +8276,7 @@ func (arg1 SwigcptrCheckpointModelsView) Model(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_316(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_317(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -8268,7 +8290,7 @@ func (arg1 SwigcptrCheckpointModelsView) Index(arg2 int64, arg3 *string) (_swig_
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_318(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_319(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -8281,7 +8303,7 @@ func (arg1 SwigcptrCheckpointModelsView) Remove(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_CheckpointModelsView_remove_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_319(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_CheckpointModelsView_remove_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_320(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -8344,7 +8366,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_320(_swig_i_1), *(*C.swig_type_321)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_321(_swig_i_1), *(*C.swig_type_322)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -8365,7 +8387,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_322(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), C.swig_type_323(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -8377,7 +8399,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_323)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_94df76c310b852b7(C.uintptr_t(_swig_i_0), *(*C.swig_type_324)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
