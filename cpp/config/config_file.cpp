@@ -244,8 +244,9 @@ bool read_typed(ClusterConfig& c, const Reader& r, const std::string& key, const
       c.warnings.push_back("distributed_type MEGATRON_LM is not supported; data parallelism (MULTI_GPU, or MULTI_CPU "
                            "with use_cpu) is used");
   } else if (key == "mixed_precision") {
-    // PyYAML reads an unquoted `no` as false; Accelerate turns that back into "no".
-    const std::string s = r.text(v, key);
+    // PyYAML reads an unquoted `no` as false; Accelerate turns that back into "no", and its launcher
+    // takes any case (args.mixed_precision.lower()).
+    const std::string s = lowercase(r.text(v, key));
     c.mixed_precision = parse_bool(s) == false ? "no" : s;
     if (!is_mixed_precision(c.mixed_precision))
       r.bad(v, key, "one of no, fp16, bf16 (fp8 is not supported)");

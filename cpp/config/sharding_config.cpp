@@ -247,8 +247,11 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
     env["FSDP_AUTO_WRAP_POLICY"] = wrap_policy(from, "fsdp_auto_wrap_policy", *s);
   if (const std::string* s = get("fsdp_activation_checkpointing"))
     env["FSDP_ACTIVATION_CHECKPOINTING"] = flag(from, "fsdp_activation_checkpointing", *s) ? "true" : "false";
-  if (const std::string* s = get("fsdp_cpu_ram_efficient_loading"))
-    env["FSDP_CPU_RAM_EFFICIENT_LOADING"] = flag(from, "fsdp_cpu_ram_efficient_loading", *s) ? "true" : "false";
+  // Accelerate's launcher always passes it, true (its flag's default) unless given: only the main
+  // process builds the weights.
+  const std::string* ram_efficient = get("fsdp_cpu_ram_efficient_loading");
+  env["FSDP_CPU_RAM_EFFICIENT_LOADING"] =
+      !ram_efficient || flag(from, "fsdp_cpu_ram_efficient_loading", *ram_efficient) ? "true" : "false";
   if (const std::string* s = get("fsdp_transformer_layer_cls_to_wrap")) env["FSDP_TRANSFORMER_CLS_TO_WRAP"] = *s;
   if (const std::string* s = get("fsdp_ignored_modules")) {
     check_module_pattern(*s, from.prefix + "fsdp_ignored_modules");
@@ -464,7 +467,10 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
         fail(e.status(), "environment variable ACCELERATE_DEEPSPEED_CONFIG_FILE='", *path, "': ", e.what());
       }
     }
-    r.main_process_loads = r.stage == 3 && is_true("ACCELERATE_DEEPSPEED_ZERO3_INIT");  // zero.Init is stage 3's
+    // zero.Init is stage 3's, on unless said otherwise (Accelerate's DeepSpeedPlugin takes an unset
+    // ACCELERATE_DEEPSPEED_ZERO3_INIT as the config's is_zero3()).
+    r.main_process_loads =
+        r.stage == 3 && (!lookup("ACCELERATE_DEEPSPEED_ZERO3_INIT") || is_true("ACCELERATE_DEEPSPEED_ZERO3_INIT"));
     return r;
   }
   if (is_true("ACCELERATE_USE_FSDP")) {

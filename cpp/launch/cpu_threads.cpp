@@ -1,8 +1,11 @@
 #include "launch/cpu_threads.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -34,9 +37,35 @@ bool machine_has_nvidia_gpu() {
   return !ec && gpus != fs::directory_iterator();
 }
 
+namespace {
+
+// The variable's value where it is a whole number of at least 0 (Accelerate's get_int_from_env).
+std::optional<long> count_from_env(const char* name) {
+  const char* text = std::getenv(name);
+  if (!text || !*text) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (errno != 0 || *end != '\0' || value < 0) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
 int default_threads_per_process(bool cpu_job, int local_processes) {
   if (!cpu_job) return 1;
-  return std::max(1, physical_cores() / std::max(1, local_processes));
+  long local = std::max(1, local_processes);
+  for (const char* name : {"MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_LOCAL_SIZE"})
+    if (const auto size = count_from_env(name)) {
+      local = std::max(1L, *size);
+      break;
+    }
+  return static_cast<int>(std::max(1L, physical_cores() / local));
+}
+
+bool inherited_thread_count_usable() {
+  const auto count = count_from_env("OMP_NUM_THREADS");
+  return count && *count > 0;
 }
 
 }  // namespace acc

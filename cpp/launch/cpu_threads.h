@@ -14,7 +14,14 @@ int physical_cores();
 bool machine_has_nvidia_gpu();
 
 // `cpu_job`: the job trains on the CPU (asked for, or no GPU on the machine: this runtime trains
-// there anyway). At least 1.
+// there anyway). The processes sharing the machine are MPI's local size where an MPI launcher says
+// it (MPI_LOCALNRANKS, OMPI_COMM_WORLD_LOCAL_SIZE, MV2_COMM_WORLD_LOCAL_SIZE, as Accelerate reads
+// them), else `local_processes`. At least 1.
 int default_threads_per_process(bool cpu_job, int local_processes);
+
+// OMP_NUM_THREADS as Accelerate's launcher takes it from the environment: a count of at least 1;
+// unset, unreadable, 0 or negative: none (Accelerate then computes its default, and 0 would stop
+// libgomp).
+bool inherited_thread_count_usable();
 
 }  // namespace acc

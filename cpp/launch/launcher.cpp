@@ -560,10 +560,11 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
   if (c.gradient_accumulation_steps)
     env["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] = std::to_string(*c.gradient_accumulation_steps);
   env["ACCELERATE_USE_CPU"] = c.cpu ? "true" : "false";  // likewise always, as its simple launcher sets it
-  // Always set, as Accelerate's launcher does: an inherited OMP_NUM_THREADS is kept.
+  // Always set, as Accelerate's launcher does: an inherited OMP_NUM_THREADS of at least 1 is kept
+  // (0, a negative or an unreadable one is replaced by the default, as Accelerate recomputes it).
   if (c.num_cpu_threads_per_process)
     env["OMP_NUM_THREADS"] = std::to_string(*c.num_cpu_threads_per_process);
-  else if (!std::getenv("OMP_NUM_THREADS"))
+  else if (!inherited_thread_count_usable())
     env["OMP_NUM_THREADS"] = std::to_string(default_threads_per_process(c.cpu || !machine_has_nvidia_gpu(), local));
   if (c.gpu_ids) env["CUDA_VISIBLE_DEVICES"] = *c.gpu_ids;
   if (c.debug) env["ACCELERATE_DEBUG_MODE"] = "true";
@@ -585,7 +586,7 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
   return env;
 }
 
-void require_port_free(int port) {
+bool port_in_use(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) fail(Status::Io, "socket: ", std::strerror(errno));
   // As the rendezvous store binds it: any address, SO_REUSEADDR (a port in TIME_WAIT is usable).
@@ -597,14 +598,24 @@ void require_port_free(int port) {
   addr.sin_port = htons(static_cast<uint16_t>(port));
   const bool taken = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno == EADDRINUSE;
   close(fd);
-  require(!taken, "--main_process_port ", port,
-          " is already in use on this machine: choose a free port, or leave the option out (on one machine a "
-          "free port is picked)");
+  return taken;
 }
 
 int run_launch(const LaunchConfig& config) {
   validate_launch_config(config);
-  if (config.main_process_port && config.machine_rank == 0) require_port_free(*config.main_process_port);
+  // A port taken on machine 0: on one machine, a free one instead (Accelerate's launcher goes
+  // standalone, with a warning); the other machines' processes would connect to the taken one.
+  std::optional<int> store_port = config.machine_rank == 0 ? config.main_process_port : std::nullopt;
+  if (store_port && port_in_use(*store_port)) {
+    require(config.num_machines <= 1, "--main_process_port ", *store_port,
+            " is already in use on this machine, where the other machines' processes would connect: free it or "
+            "choose another port");
+    std::fprintf(stderr,
+                 "accelerate-launch: --main_process_port %d is already in use on this machine; a free port is used "
+                 "for this run\n",
+                 *store_port);
+    store_port.reset();
+  }
   // Machine 0's launcher serves every process's store connection; the others, their own processes.
   raise_open_file_limit(config.machine_rank == 0 ? config.num_processes : config.num_processes / config.num_machines);
   struct sigaction action {};
@@ -627,7 +638,7 @@ int run_launch(const LaunchConfig& config) {
   // Machine 0's launcher hosts the store (on a free port when none is given); the others' processes
   // connect to it at main_process_ip:main_process_port.
   std::optional<RendezvousStore> store;
-  if (config.machine_rank == 0) store = host_rendezvous_store(config.main_process_port.value_or(0), config.num_processes);
+  if (config.machine_rank == 0) store = host_rendezvous_store(store_port.value_or(0), config.num_processes);
   const int port = store ? store->port : *config.main_process_port;
   // torchrun makes a log folder for the run when files are asked for (its --log_dir or a temporary one).
   const StreamChoice choice = stream_choice(config);

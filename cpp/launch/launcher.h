@@ -46,8 +46,8 @@ void validate_launch_config(const LaunchConfig& config);
 std::map<std::string, std::string> launch_environment(const LaunchConfig& config, int local_rank, int port,
                                                       int restart_count);
 
-// Fails with InvalidArgument, saying what to do, when `port` is taken on this machine.
-void require_port_free(int port);
+// Whether `port` is taken on this machine (as the rendezvous store would bind it).
+bool port_in_use(int port);
 
 // Runs the job; returns the exit code for accelerate-launch: 0 if every process succeeded, else the
 // first failing process's code (128 + signal for a signal).

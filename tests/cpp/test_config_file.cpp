@@ -204,6 +204,8 @@ TEST_F(Config, ReadsJsonAndOlderFiles) {
   EXPECT_EQ(old.other.count("fp16"), 0u);
   EXPECT_TRUE(old.warnings.empty());
   EXPECT_EQ(acc::parse_config_text("distributed_type: 'NO'\nmixed_precision: no\n", "x").mixed_precision, "no");
+  // Any case, as Accelerate's launcher lowercases it.
+  EXPECT_EQ(acc::parse_config_text("distributed_type: 'NO'\nmixed_precision: BF16\n", "x").mixed_precision, "bf16");
   auto compiled = acc::parse_config_text("distributed_type: 'NO'\ndynamo_backend: INDUCTOR\n", "x");
   EXPECT_TRUE(mentions(compiled.warnings, "dynamo_config"));
   // A number of processes is implied on one process only.

@@ -89,6 +89,19 @@ TEST(Launcher, SetsOmpNumThreadsAsAcceleratesLauncher) {
             acc::machine_has_nvidia_gpu() ? "1" : std::to_string(acc::physical_cores()));
   setenv("OMP_NUM_THREADS", "3", 1);
   EXPECT_EQ(acc::launch_environment(c, 0, 1, 0).count("OMP_NUM_THREADS"), 0u) << "the inherited value is kept";
+  // 0 or a negative count is no count (libgomp refuses them): the default, as Accelerate recomputes it.
+  c.cpu = true;
+  for (const char* unusable : {"0", "-1", "many"}) {
+    setenv("OMP_NUM_THREADS", unusable, 1);
+    EXPECT_EQ(acc::launch_environment(c, 0, 1, 0)["OMP_NUM_THREADS"], std::to_string(acc::physical_cores()))
+        << unusable;
+  }
+  // An MPI launcher's local size is the machine's processes, as Accelerate reads it.
+  unsetenv("OMP_NUM_THREADS");
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
+  EXPECT_EQ(acc::launch_environment(c, 0, 1, 0)["OMP_NUM_THREADS"],
+            std::to_string(std::max(1, acc::physical_cores() / 2)));
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   if (saved)
     setenv("OMP_NUM_THREADS", saved->c_str(), 1);
   else

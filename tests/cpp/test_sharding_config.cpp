@@ -521,6 +521,9 @@ TEST_F(Sharding, OnlyTheMainProcessLoadsWhereTheConfigAsks) {
       "distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n  zero3_init_flag: true\nnum_processes: 2\n",
       "ds.yaml");
   EXPECT_EQ(ds.sharding_env.at("ACCELERATE_DEEPSPEED_ZERO3_INIT"), "true");
+  // Without the key, Accelerate's launcher passes its flag's default: true.
+  const auto plain_fsdp = acc::parse_config_text("distributed_type: FSDP\nnum_processes: 2\n", "plain.yaml");
+  EXPECT_EQ(plain_fsdp.sharding_env.at("FSDP_CPU_RAM_EFFICIENT_LOADING"), "true");
   EXPECT_EQ(failure([] {
               acc::parse_config_text("distributed_type: FSDP\nfsdp_config:\n  fsdp_cpu_ram_efficient_loading: maybe\n"
                                      "num_processes: 2\n", "bad.yaml");
@@ -546,6 +549,12 @@ TEST_F(Sharding, OnlyTheMainProcessLoadsWhereTheConfigAsks) {
   EXPECT_FALSE(acc::builds_placeholder_weights()) << "zero.Init belongs to stage 3";
   setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3", 1);
   EXPECT_TRUE(acc::builds_placeholder_weights());
+  // Unset at stage 3: on, as Accelerate's DeepSpeedPlugin takes it (the config's is_zero3()).
+  unsetenv("ACCELERATE_DEEPSPEED_ZERO3_INIT");
+  EXPECT_TRUE(acc::builds_placeholder_weights());
+  setenv("ACCELERATE_DEEPSPEED_ZERO3_INIT", "false", 1);
+  EXPECT_FALSE(acc::builds_placeholder_weights());
+  setenv("ACCELERATE_DEEPSPEED_ZERO3_INIT", "true", 1);
   // A malformed variable does not stop a model being built (whole); the accelerator refuses it.
   setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "three", 1);
   EXPECT_FALSE(acc::builds_placeholder_weights());
