@@ -16,8 +16,9 @@ int64_t parse_size(const std::string& text);
 constexpr const char* kDefaultMaxShardSize = "10GB";
 
 // The layout in `dir`: model.safetensors, or shards plus the index when the tensors exceed
-// max_shard_bytes. Shards of an earlier save that this one does not write are removed.
-// Returns the files written.
+// max_shard_bytes. Shards of an earlier save that this one does not write are removed. A tensor
+// listed again under another name (a buffer two modules share) is written once, under its first
+// name, as Accelerate's save_model drops aliases (safetensors holds none). Returns the files written.
 std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors& tensors, int64_t max_shard_bytes);
 
 // Whether a file name is one save_sharded writes (model.safetensors, its index, model-0000k-of-0000n).

@@ -178,11 +178,17 @@ namespace {
 // Every name a tensor has in the model: a tied weight under each of its names (as PyTorch's
 // state_dict()), and the kept originals of its modules to save (kept_original_modules' names: a
 // state dict may hold them, as save_state writes them, and need not).
-std::unordered_map<std::string, at::Tensor> own_tensors(const Model& model) {
-  std::unordered_map<std::string, at::Tensor> own;
-  for (auto& entry : model.named_parameters_with_ties()) own.emplace(entry.first, entry.second);
-  for (auto& entry : model.named_buffers()) own.emplace(entry.first, entry.second);
-  for (auto& entry : model.kept_original_modules()) own.emplace(entry.first, entry.second);
+// Each with its place in the model's order (PyTorch's load_state_dict copies in that order, so of
+// a tied weight given under several names the last of them in the model wins).
+struct OwnTensor {
+  at::Tensor tensor;
+  size_t place;
+};
+std::unordered_map<std::string, OwnTensor> own_tensors(const Model& model) {
+  std::unordered_map<std::string, OwnTensor> own;
+  for (const NamedTensors& tensors :
+       {model.named_parameters_with_ties(), model.named_buffers(), model.kept_original_modules()})
+    for (auto& entry : tensors) own.emplace(entry.first, OwnTensor{entry.second, own.size()});
   return own;
 }
 
@@ -202,7 +208,7 @@ using KeyReport = std::pair<std::vector<std::string>, std::vector<std::string>>;
 
 // The checks of load_state_dict against the model's tensors by name: missing / unexpected names.
 // `any_length`: entries whose length may differ from the model's (4-bit layers' JSON texts).
-KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, const std::set<std::string>& buffers,
+KeyReport check_against(const std::unordered_map<std::string, OwnTensor>& own, const std::set<std::string>& buffers,
                         const std::set<std::string>& optional, const NamedTensors& state, bool strict,
                         const std::function<bool(const std::string&)>& any_length) {
   std::set<std::string> given, unexpected, missing;
@@ -213,12 +219,12 @@ KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, 
     if (it == own.end())
       unexpected.insert(entry.first);
     else
-      given_tensors.insert(it->second.unsafeGetTensorImpl());
+      given_tensors.insert(it->second.tensor.unsafeGetTensorImpl());
   }
   // A tied weight given under one of its names is not missing under the others (safetensors'
   // save_model keeps one name of shared tensors, and its load_model counts the others loaded).
   for (auto& entry : own)
-    if (!given.count(entry.first) && !given_tensors.count(entry.second.unsafeGetTensorImpl()) &&
+    if (!given.count(entry.first) && !given_tensors.count(entry.second.tensor.unsafeGetTensorImpl()) &&
         !optional.count(entry.first))
       missing.insert(entry.first);
   if (strict && (!missing.empty() || !unexpected.empty())) {
@@ -246,10 +252,10 @@ KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, 
   for (auto& entry : state) {
     auto it = own.find(entry.first);
     if (it == own.end()) continue;
-    require(it->second.sizes() == entry.second.sizes() || any_length(entry.first), "state dict entry '", entry.first,
-            "' has shape ",
-            entry.second.sizes(), " but the model's has ", it->second.sizes());
-    require_same_dtype_kind(entry.first, entry.second, it->second);
+    const at::Tensor& mine = it->second.tensor;
+    require(mine.sizes() == entry.second.sizes() || any_length(entry.first), "state dict entry '", entry.first,
+            "' has shape ", entry.second.sizes(), " but the model's has ", mine.sizes());
+    require_same_dtype_kind(entry.first, entry.second, mine);
   }
   return {std::vector<std::string>(missing.begin(), missing.end()),
           std::vector<std::string>(unexpected.begin(), unexpected.end())};
@@ -295,10 +301,14 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Model::load_state_
   check_quantization_state(state);
   if (weights_pending_) return result;  // the main process's weights arrive when preparing (as transformers skips it)
   at::NoGradGuard no_grad;
+  // In the model's order, whatever the state's (a file's is its data's), as PyTorch copies them.
+  std::vector<std::pair<size_t, const NamedTensors::value_type*>> copies;
   for (auto& entry : state) {
     auto it = own.find(entry.first);
-    if (it != own.end() && !is_quantization_text(entry.first)) it->second.copy_(entry.second);
+    if (it != own.end() && !is_quantization_text(entry.first)) copies.emplace_back(it->second.place, &entry);
   }
+  std::stable_sort(copies.begin(), copies.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (const auto& [place, entry] : copies) own.at(entry->first).tensor.copy_(entry->second);
   quantization_state_loaded(state);
   // Every original of the modules to save given: their values are known (again).
   size_t given = 0;

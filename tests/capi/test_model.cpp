@@ -471,7 +471,12 @@ TEST(TorchScript, ATiedWeightLoadsUnderAnyOfItsNames) {
   for (const auto& [entries, want] : std::vector<std::pair<std::vector<std::pair<const char*, float>>, float>>{
            {{{"head.weight", 0.5f}}, 0.5f},
            {{{"embed.weight", 0.25f}}, 0.25f},
-           {{{"embed.weight", 0.75f}, {"head.weight", 0.75f}}, 0.75f}}) {
+           {{{"embed.weight", 0.75f}, {"head.weight", 0.75f}}, 0.75f},
+           // Under both names with different values, the last in the model's order wins (head's), as
+           // PyTorch copies module by module, whatever the order given (found by a hunt: the state's
+           // order decided, so a file's layout did).
+           {{{"head.weight", 0.125f}, {"embed.weight", 0.0625f}}, 0.125f},
+           {{{"embed.weight", 0.0625f}, {"head.weight", 0.125f}}, 0.125f}}) {
     acc_tensor_list* state = state_of(entries);
     ACC_ASSERT_OK(acc_model_load_state_dict(model, state, 1));
     EXPECT_EQ(embedding(), want);
@@ -488,7 +493,41 @@ TEST(TorchScript, ATiedWeightLoadsUnderAnyOfItsNames) {
   acc_tensor_list_free(state);
   ACC_ASSERT_OK(acc_model_load_safetensors(model, path.c_str(), 1, nullptr, nullptr));
   EXPECT_EQ(embedding(), 2.0f);
+  // A file holding both, whatever its layout: the head's value.
+  for (const auto& order :
+       {std::vector<std::pair<const char*, float>>{{"head.weight", 3.0f}, {"embed.weight", 4.0f}},
+        std::vector<std::pair<const char*, float>>{{"embed.weight", 4.0f}, {"head.weight", 3.0f}}}) {
+    state = state_of(order);
+    ACC_ASSERT_OK(acc_tensor_list_save_safetensors(state, path.c_str()));
+    acc_tensor_list_free(state);
+    ACC_ASSERT_OK(acc_model_load_safetensors(model, path.c_str(), 1, nullptr, nullptr));
+    EXPECT_EQ(embedding(), 3.0f);
+  }
   std::remove(path.c_str());
+  acc_model_free(model);
+}
+
+// A buffer two blocks share is written once by save_model, under its first name (found by a hunt:
+// written twice), as Accelerate's save_model drops aliases; a file with it once loads strictly.
+TEST(TorchScript, ASharedBufferIsSavedOnce) {
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/shared_mask.pt").c_str(), &model));
+  const std::string dir = acc_test::temp_path("shared_mask_model");
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  ACC_ASSERT_OK(acc_save_model(acc, model, dir.c_str(), nullptr));
+  acc_accelerator_free(acc);
+  acc_tensor_list* saved = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/model.safetensors").c_str(), &saved));
+  acc_tensor* t = nullptr;
+  EXPECT_EQ(acc_tensor_list_find(saved, "a.mask", &t), ACC_OK);
+  acc_tensor_free(t);
+  t = nullptr;
+  EXPECT_NE(acc_tensor_list_find(saved, "b.mask", &t), ACC_OK) << "the alias is left out";
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_tensor_list_size(saved, &count));
+  EXPECT_EQ(count, 5u);  // two linear layers' weights and biases, the mask once
+  ACC_ASSERT_OK(acc_model_load_safetensors(model, (dir + "/model.safetensors").c_str(), 1, nullptr, nullptr));
+  acc_tensor_list_free(saved);
   acc_model_free(model);
 }
 

@@ -144,6 +144,32 @@ class TiedHeadFirst(torch.nn.Module):
         return self.head(torch.tanh(self.embed(ids)))
 
 
+class Masked(torch.nn.Module):
+    """A linear layer whose output a buffer it is given scales."""
+
+    def __init__(self, mask: torch.Tensor):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.register_buffer("mask", mask)
+
+    def forward(self, x: torch.Tensor):
+        return self.linear(x) * self.mask
+
+
+class SharedMask(torch.nn.Module):
+    """Two blocks holding one buffer: state_dict() lists it under both names, Accelerate's save_model
+    writes it once (safetensors holds no aliases)."""
+
+    def __init__(self):
+        super().__init__()
+        mask = torch.tensor([1.0, 0.0, 1.0, 0.5])
+        self.a = Masked(mask)
+        self.b = Masked(mask)
+
+    def forward(self, x: torch.Tensor):
+        return self.b(self.a(x))
+
+
 class DirectWeight(torch.nn.Module):
     """Reads its layer's weight itself instead of calling the layer."""
 
@@ -284,6 +310,7 @@ def main(out: Path) -> None:
     torch.jit.save(torch.jit.script(Tied()), str(out / "tied.pt"))
     torch.jit.save(torch.jit.script(TiedHeadFirst()), str(out / "tied_head_first.pt"))
     torch.jit.save(torch.jit.script(DirectWeight()), str(out / "direct_weight.pt"))
+    torch.jit.save(torch.jit.script(SharedMask()), str(out / "shared_mask.pt"))
     sized = Sized()
     torch.jit.save(torch.jit.script(sized), str(out / "sized.pt"))
     write_size_wraps(sized, out / "sized_wraps.json")
