@@ -334,8 +334,10 @@ TEST(NamedAdapters, MixedBatchComputesEachSampleWithItsOwnAdapter) {
     acc_model_free(base);
   }
   Trio dora;
-  const Form& f = forms().front();
+  const auto all = forms();
+  const Form& f = all.front();
   make_trio({f.name, f.make, "0,linear1", f.second_targets}, &dora, 0, /*dora=*/true);
+  ASSERT_EQ(acc_model_set_training(dora.both, 0), ACC_OK);
   std::vector<float> mixed;
   ACC_EXPECT_ERROR(mixed_outputs(dora.both, {"second", "default", "default"}, &mixed), ACC_ERR_INVALID_ARGUMENT,
                    "Cannot pass adapter_names when DoRA is enabled");
