@@ -108,6 +108,7 @@ BucketLayout DataParallel::initial_layout(std::vector<size_t>* limits) const {
 }
 
 void DataParallel::make_reducer(BucketLayout layout, std::vector<size_t> limits) {
+  logger_.reset();   // (which holds it)
   reducer_.reset();  // its autograd hooks go with it
   compat::ReducerSettings settings;
   settings.params = params_;
@@ -123,6 +124,8 @@ void DataParallel::make_reducer(BucketLayout layout, std::vector<size_t> limits)
   } catch (...) {
     rethrow_collective_error("prepare_model (reducer)");
   }
+  logger_ = std::make_shared<c10d::Logger>(reducer_);
+  reducer_->set_logger(logger_);
   if (options_.static_graph) {
     reducer_->set_static_graph();
     delayed_allreduce_ = std::make_shared<DelayedAllreduce>();

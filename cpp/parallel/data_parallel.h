@@ -2,6 +2,7 @@
 // PyTorch's DistributedDataParallel) averages gradients in buckets, overlapped with backward.
 #pragma once
 
+#include <torch/csrc/distributed/c10d/logger.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include <memory>
@@ -116,6 +117,10 @@ class DataParallel final : public ParallelEngine {
   std::shared_ptr<Distributed> dist_;
   DataParallelOptions options_;
   std::shared_ptr<c10d::Reducer> reducer_;
+  // The Reducer's DDP logger, as PyTorch's DistributedDataParallel gives it one: the Reducer reports
+  // to it, unchecked, when the unused parameters change between iterations (find_unused_parameters).
+  // It holds the Reducer: made and dropped with it.
+  std::shared_ptr<c10d::Logger> logger_;
   // static_graph: the first averaging backward allreduces every bucket at its end, once (PyTorch's
   // delayed allreduce), queued by the output sink's backward; anew for each Reducer.
   struct DelayedAllreduce {

@@ -3,7 +3,9 @@ reduces, for tests/dist/test_dist_ddp_graph.cpp to reproduce bit for bit on 2 an
 
 - find_unused_parameters with a model of two outputs whose loss reads only the first: the second
   head's parameters get no gradient, and DDP's output sink (_DDPSink) is what lets the Reducer
-  finish and average the others;
+  finish and average the others; and with a layer the forward uses only where the batch's first
+  value is positive, so the unused parameters change from step to step and from process to process
+  (what find_unused_parameters is for: the Reducer then reports a graph that is not static);
 - static_graph: the first averaging backward reduces at its end, a parameter the forward never uses
   is found then and never waited for, with and without find_unused_parameters, and with gradient
   accumulation (no_sync on the first micro-step of each window). There PyTorch's DDP itself fails
@@ -35,8 +37,9 @@ CASES = [
     {"name": "static_graph", "model": "joined", "static_graph": True},
     {"name": "static_graph_find_unused", "model": "joined", "static_graph": True, "find_unused_parameters": True},
     {"name": "static_graph_accumulate", "model": "joined", "static_graph": True, "accumulation": 2},
+    {"name": "find_unused_changing", "model": "branching", "find_unused_parameters": True},
 ]
-MODELS = {"heads": "ddp_graph_heads.pt", "joined": "ddp_graph_joined.pt"}
+MODELS = {"heads": "ddp_graph_heads.pt", "joined": "ddp_graph_joined.pt", "branching": "ddp_graph_branching.pt"}
 
 
 class Heads(torch.nn.Module):
@@ -60,6 +63,23 @@ class Joined(Heads):
     def forward(self, x):
         h = torch.tanh(self.trunk(x))
         return torch.cat([self.head(h), self.aux(h)], dim=1)
+
+
+class Branching(torch.nn.Module):
+    """A layer added in only where the batch's first value is positive."""
+
+    def __init__(self):
+        super().__init__()
+        self.trunk = torch.nn.Linear(6, 16)
+        self.head = torch.nn.Linear(16, 3)
+        self.extra = torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.trunk(x))
+        out = self.head(h)
+        if bool(x[0, 0] > 0):
+            out = out + self.extra(h)
+        return out
 
 
 def run_case(case, rank, model_dir):
@@ -96,6 +116,8 @@ def main():
     torch.jit.script(Heads()).save(str(out / MODELS["heads"]))
     torch.manual_seed(0)
     torch.jit.script(Joined()).save(str(out / MODELS["joined"]))
+    torch.manual_seed(0)
+    torch.jit.script(Branching()).save(str(out / MODELS["branching"]))
     document = {"models": MODELS, "steps": STEPS, "rows": ROWS, "cases": CASES, "runs": {}, "inputs": {}}
     for world in (2, 3):
         document["inputs"][str(world)] = recorded_inputs(world, STEPS, ROWS)

@@ -1,8 +1,9 @@
 // DDP where the autograd graph decides what is reduced: find_unused_parameters with an output the
-// loss does not read (DDP's output sink), and static_graph (the first averaging backward reduces
-// at its end and finds the parameters that never get gradients), alone, with find_unused_parameters
-// and with gradient accumulation. Every gradient after every backward is PyTorch's DDP's to the
-// bit, as tests/data/export_ddp_graph_cases.py recorded them on 2 and 3 processes.
+// loss does not read (DDP's output sink) and with a layer used on some steps and processes only (the
+// Reducer then reports to its DDP logger: a process without one crashed there), and static_graph
+// (the first averaging backward reduces at its end and finds the parameters that never get
+// gradients), alone, with find_unused_parameters and with gradient accumulation. Every gradient after every backward is
+// PyTorch's DDP's to the bit, as tests/data/export_ddp_graph_cases.py recorded them on 2 and 3 processes.
 #include <gtest/gtest.h>
 
 #include <fstream>
