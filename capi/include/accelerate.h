@@ -1062,12 +1062,12 @@ ACC_API ACC_NODISCARD acc_status acc_model_forward(acc_model *model, const acc_t
  * computes its base output, then adds to each sample's rows its adapter's B(A(x)) * scaling (in the
  * adapter's dtype, cast to the output's), as PEFT's lora layers do; a layer without a sample's
  * adapter leaves its rows as they are; disabled adapters (acc_model_set_lora_enabled 0) leave every
- * row as it is. Evaluation only: in training mode ACC_ERR_INVALID_ARGUMENT, as a name no adapter
- * has ("Trying to infer with non-existing adapter(s)") and DoRA adapters (PEFT's ValueErrors).
- * ACC_ERR_UNSUPPORTED (not built here): adapters of other PEFT methods, trainable tokens, modules to
- * save, and adapters of layers other than linear ones the forward calls as modules (embeddings,
- * convolutions, attentions, quantised layers, parameters adapted themselves). The active adapter
- * stays as it was. */
+ * row as it is. RoAd adapters rotate their samples' rows as their layers do. Evaluation only: in
+ * training mode ACC_ERR_INVALID_ARGUMENT, as a name no adapter has ("Trying to infer with
+ * non-existing adapter(s)"), DoRA adapters and adapters of methods PEFT mixes no batches of (all
+ * but LoRA and RoAd). ACC_ERR_UNSUPPORTED (not built here): trainable tokens, modules to save, and
+ * adapters of layers other than linear ones the forward calls as modules (embeddings, convolutions,
+ * attentions, quantised layers, parameters adapted themselves). The active adapter stays as it was. */
 ACC_API ACC_NODISCARD acc_status acc_model_forward_adapters(acc_model *model, const acc_tensor *const *inputs,
                                                             size_t n, const char *const *adapter_names,
                                                             size_t n_names, uint32_t flags, acc_tensor_list **out);

@@ -343,6 +343,36 @@ TEST(NamedAdapters, MixedBatchComputesEachSampleWithItsOwnAdapter) {
                    "Cannot pass adapter_names when DoRA is enabled");
 }
 
+// RoAd's mixed batches (PEFT's road layer has them too): each sample's rows rotated by its adapter.
+TEST(NamedAdapters, MixedBatchOfRoadAdapters) {
+  // Two models alike: "default" (active) and "second" kept aside, RoAd's angles and scales drawn.
+  auto road_pair = [] {
+    acc_model* m = spec_net();
+    acc_options* o = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_ROAD, &o), ACC_OK);
+    EXPECT_EQ(acc_options_set(o, "group_size", "2"), ACC_OK);
+    EXPECT_EQ(acc_options_set(o, "init_weights", "false"), ACC_OK);
+    EXPECT_EQ(acc_set_seed(13), ACC_OK);
+    EXPECT_EQ(acc_model_add_road(m, "0,linear1", o, nullptr), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_model_add_lora_named(m, "second", "0,linear1", o, nullptr), ACC_OK) << acc_last_error_message();
+    acc_options_free(o);
+    return m;
+  };
+  acc_model *m = road_pair(), *other = road_pair();
+  const auto first = outputs_of_three(m);
+  ASSERT_EQ(acc_model_set_adapter(other, "second"), ACC_OK);
+  const auto second = outputs_of_three(other);
+  ASSERT_EQ(acc_model_set_lora_enabled(other, 0), ACC_OK);
+  const std::vector<std::vector<float>> alone = {second, outputs_of_three(other), first};
+  std::vector<float> mixed;
+  ASSERT_EQ(mixed_outputs(m, {"second", "__base__", "default"}, &mixed), ACC_OK) << acc_last_error_message();
+  const size_t row = mixed.size() / 3;
+  for (size_t i = 0; i < mixed.size(); ++i) EXPECT_NEAR(mixed[i], alone[i / row][i], 1e-6) << i;
+  EXPECT_NE(second, first);
+  acc_model_free(m);
+  acc_model_free(other);
+}
+
 TEST(NamedAdapters, DeleteAndUnloadAsPeft) {
   for (const Form& f : forms()) {
     SCOPED_TRACE(f.name);

@@ -6,22 +6,43 @@
 #include <utility>
 
 #include "common/error.h"
+#include "model/peft/factor_methods.h"
 
 namespace acc {
 namespace {
 
-// One adapter's part of a layer's batch: its samples' rows, and its LoRA pair.
+// One adapter's part of a layer's batch: its samples' rows, and what the adapter makes of their
+// input and output (their new output).
 struct RowsAdapter {
   at::Tensor rows;  // int64 indices into the batch
-  at::Tensor a, b, b_bias;
-  double scaling;
+  std::function<at::Tensor(const at::Tensor& input, const at::Tensor& output)> adapt;
 };
+
+// PEFT's lora layer: result[rows] += (lora_B(lora_A(x[rows])) * scaling).to(result's dtype) (no
+// dropout in evaluation).
+RowsAdapter lora_rows(at::Tensor rows, const LoraAdapter& adapter) {
+  return {std::move(rows), [a = adapter.a, b = adapter.b, b_bias = adapter.b_bias, scaling = adapter.scaling](
+                               const at::Tensor& input, const at::Tensor& output) {
+            const at::Tensor branch = at::linear(at::linear(input.to(a.scalar_type()), a), b, b_bias) * scaling;
+            return output + branch.to(output.scalar_type());
+          }};
+}
+
+// PEFT's RoAd layer: result[rows] = _apply_road(result[rows] in theta's dtype), cast back on assignment:
+// what its output adapter computes on those rows.
+RowsAdapter road_rows(at::Tensor rows, const LoraAdapter& adapter, const LoraConfig& config) {
+  static const auto always = std::make_shared<const bool>(true);
+  return {std::move(rows), [adapt = factor_method(PeftType::Road)->output_adapter(adapter, config, always)](
+                               const at::Tensor& input, const at::Tensor& output) {
+            return adapt(input, output, /*training=*/false).to(output.scalar_type());
+          }};
+}
 
 // Fails unless `adapters` (named `name`) can take part in a mixed batch through `wiring`.
 void require_mixable(const LoraAdapters& adapters, const std::string& name, const OutputWiring& wiring) {
   const LoraConfig& config = adapters.config();
-  require(config.peft_type == PeftType::Lora, "adapter_names: adapter '", name, "' is PEFT's ",
-          peft_method_name(config.peft_type), "; mixed batches are LoRA's");
+  require(config.peft_type == PeftType::Lora || config.peft_type == PeftType::Road, "adapter_names: adapter '", name,
+          "' is PEFT's ", peft_method_name(config.peft_type), "; mixed batches are LoRA's and RoAd's");
   require(!config.use_dora, "Cannot pass adapter_names when DoRA is enabled (adapter '", name, "'), as PEFT");
   if (!adapters.tokens().adapters().empty())
     fail(Status::Unsupported, "adapter_names: adapter '", name,
@@ -31,8 +52,8 @@ void require_mixable(const LoraAdapters& adapters, const std::string& name, cons
          "' has modules to save; mixed batches of their copies are not built here");
   for (const LoraAdapter& adapter : adapters.adapters()) {
     const LinearSite& site = adapter.site;
-    const bool plain = adapter.a.defined() && !site.conv && !site.embedding && !site.attention && site.owner.empty() &&
-                       !site.quantized && !adapts_parameter(site);
+    const bool plain = (adapter.a.defined() || adapter.method == PeftType::Road) && !site.conv && !site.embedding &&
+                       !site.attention && site.owner.empty() && !site.quantized && !adapts_parameter(site);
     if (!plain)
       fail(Status::Unsupported, "adapter_names: adapter '", name, "' adapts '", site.module,
            "', which is not a linear layer the forward calls as a module; mixed batches are built for those only");
@@ -49,12 +70,9 @@ OutputAdapter mixed_output_adapter(std::vector<RowsAdapter> parts, int64_t sampl
             "Length of adapter_names should be the same as the number of inputs, but got ", samples, " and ",
             input.dim() > 0 ? input.size(0) : 0, " respectively");
     at::Tensor result = output;
-    for (const RowsAdapter& part : parts) {
-      // PEFT's result[rows] += (lora_B(lora_A(x[rows])) * scaling).to(result's dtype); no dropout in evaluation.
-      const at::Tensor sub_batch = input.index_select(0, part.rows).to(part.a.scalar_type());
-      const at::Tensor branch = at::linear(at::linear(sub_batch, part.a), part.b, part.b_bias) * part.scaling;
-      result = result.index_put({part.rows}, result.index_select(0, part.rows) + branch.to(result.scalar_type()));
-    }
+    for (const RowsAdapter& part : parts)
+      result = result.index_put({part.rows},
+                                part.adapt(input.index_select(0, part.rows), result.index_select(0, part.rows)));
     return result;
   };
 }
@@ -104,10 +122,13 @@ MixedBatch::MixedBatch(const LoraAdapters& active, const std::string& active_nam
     for (size_t i = 0; i < names.size(); ++i)
       if (names[i] == name) rows.push_back(static_cast<int64_t>(i));
     const at::Tensor row_tensor = at::tensor(rows, at::kLong);
-    for (const LoraAdapter& adapter : adapters_named(name)->adapters()) {
+    const LoraAdapters& adapters = *adapters_named(name);
+    for (const LoraAdapter& adapter : adapters.adapters()) {
       note_layer(adapter.site);
-      parts[adapter.site.module].push_back(
-          {row_tensor.to(adapter.a.device()), adapter.a, adapter.b, adapter.b_bias, adapter.scaling});
+      const at::Tensor placed = row_tensor.to(adapter.site.weight.device());
+      parts[adapter.site.module].push_back(adapter.method == PeftType::Road
+                                               ? road_rows(placed, adapter, adapters.config())
+                                               : lora_rows(placed, adapter));
     }
   }
   std::set<std::string> active_layers;

@@ -23,8 +23,9 @@ constexpr const char* kBaseAdapterName = "__base__";
 // rows as they are. Disabled adapters (set_enabled) leave every row as it is. Then the active
 // adapters' wiring comes back. Checks first, wiring nothing on failure: a name that no adapter has
 // (PEFT's "non-existing adapter(s)"), a model in training mode (`training`), DoRA (PEFT's
-// ValueErrors) are InvalidArgument; adapters of other methods than LoRA, trainable tokens, modules to
-// save, and layers other than linear ones the forward calls as modules (an embedding, a convolution,
+// ValueErrors), as are adapters of methods PEFT mixes no batches of (all but LoRA and RoAd, whose
+// rows are rotated as its layer rotates them); trainable tokens, modules to save, and layers other
+// than linear ones the forward calls as modules (an embedding, a convolution,
 // an attention, a quantised layer, a parameter adapted itself) are Unsupported (not built here), as
 // is a layer `wiring` (the model's layers that take an output adapter now, by name: a TorchScript
 // model's forward is marked for the active adapter's layers) has none for. A layer whose input has
