@@ -1,5 +1,6 @@
 #include "handles.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -87,9 +88,19 @@ struct Registry {
   CellArena cells;
 };
 
-Registry& registry() {
+Registry* registry_instance() {
   static auto* instance = new Registry();  // never destroyed: handles may be freed during exit
-  return *instance;
+  return instance;
+}
+
+Registry& registry() {
+  // A child forked while another thread holds the registry would find it locked for good, and hang
+  // on its first handle: fork waits for it, and both sides let it go after.
+  static const bool forks_safely =
+      ::pthread_atfork([] { registry_instance()->mutex.lock(); }, [] { registry_instance()->mutex.unlock(); },
+                       [] { registry_instance()->mutex.unlock(); }) == 0;
+  static_cast<void>(forks_safely);
+  return *registry_instance();
 }
 
 // The handles this thread's C calls pinned, innermost call last (a callback may call in again), and

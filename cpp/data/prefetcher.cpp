@@ -30,7 +30,9 @@ Prefetcher::Prefetcher(size_t count, Fetch fetch, OnConsumerThread how)
 
 Prefetcher::~Prefetcher() {
   if (::getpid() != owner_) {  // a forked child: the workers (and maybe a held mutex) stayed in the parent
-    for (auto& t : threads_) t.detach();
+    // Their handles name no thread here (the child's own threads may have their numbers): neither
+    // joined nor detached, kept for good.
+    static_cast<void>(new std::vector<std::thread>(std::move(threads_)));
     static_cast<void>(sync_.release());
     return;
   }

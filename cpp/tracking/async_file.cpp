@@ -221,7 +221,9 @@ void AsyncFile::close() {
     writers.files.erase(this);
   }
   if (::getpid() != owner_) {  // a forked child: the writer thread and the file are the parent's
-    if (thread_.joinable()) thread_.detach();
+    // Its handle names no thread here (one of the child's own may have its number): neither joined
+    // nor detached, kept for good.
+    if (thread_.joinable()) static_cast<void>(new std::thread(std::move(thread_)));
     file_ = nullptr;  // (its buffer was dropped at the fork: drop_buffered_in_child)
     static_cast<void>(sync_.release());
     return;

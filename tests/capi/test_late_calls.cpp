@@ -7,10 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "support.h"
 
@@ -98,8 +100,8 @@ TEST(LateCalls, AForkedChildsExitLeavesTheParentsTrackerFilesAlone) {
 }
 
 // A forked child may end, free and try to iterate what the parent's threads serve (a loader's
-// workers, the trackers' writers) without waiting for threads it does not have: the loader says so,
-// the rest goes, and the parent's objects carry on.
+// workers, the trackers' writers) without waiting for threads it does not have, threads of its own
+// running or not: the loader says so, the rest goes, and the parent's objects carry on.
 TEST(LateCalls, AForkedChildNeverWaitsForTheParentsThreads) {
   const std::string dir = acc_test::temp_path("late_calls_fork_threads");
   std::filesystem::remove_all(dir);
@@ -126,6 +128,9 @@ TEST(LateCalls, AForkedChildNeverWaitsForTheParentsThreads) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     alarm(30);  // a hang ends as SIGALRM
+    // A thread of the child's own first (found by a hunt: the parent's threads' handles then named
+    // no thread, or one of the child's, and letting them go aborted the child).
+    std::thread([] {}).join();
     acc_tensor_list* in_child = nullptr;
     if (acc_dataloader_next(dl, &in_child) != ACC_ERR_INVALID_ARGUMENT) _exit(3);
     if (acc_log(acc, names, &value, 1, 1) != ACC_ERR_INVALID_ARGUMENT) _exit(4);
@@ -155,4 +160,35 @@ TEST(LateCalls, AForkedChildNeverWaitsForTheParentsThreads) {
   acc_dataloader_free(dl);
   acc_dataset_free(ds);
   acc_accelerator_free(acc);
+}
+
+// A child forked while another thread is inside the library finds the library usable (found by a
+// hunt: the handle registry's lock stayed taken in the child, which hung on its first handle).
+TEST(LateCalls, AChildForkedWhileAnotherThreadCallsInIsUsable) {
+  std::atomic<bool> stop{false};
+  const int64_t dims[] = {4, 4};
+  std::thread busy([&] {
+    while (!stop) {
+      acc_tensor* t = nullptr;
+      if (acc_tensor_zeros(dims, 2, ACC_DTYPE_FLOAT32, nullptr, &t) == ACC_OK) acc_tensor_free(t);
+    }
+  });
+  for (int round = 0; round < 30; ++round) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      alarm(20);  // a hang ends as SIGALRM
+      acc_tensor* t = nullptr;
+      if (acc_tensor_zeros(dims, 2, ACC_DTYPE_FLOAT32, nullptr, &t) != ACC_OK) _exit(3);
+      acc_tensor_free(t);
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status)) << "round " << round << ": the child ended by signal "
+                                   << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    ASSERT_EQ(WEXITSTATUS(status), 0) << "round " << round;
+  }
+  stop = true;
+  busy.join();
 }
