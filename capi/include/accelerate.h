@@ -465,8 +465,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   lora_alpha / r), use_rslora (bool, default false: lora_alpha / sqrt(r)), use_dora (bool,
  *   default false: PEFT's DoRA, each adapted layer also training a magnitude per output, saved as
  *   "<module>.lora_magnitude_vector"), lora_bias (bool, default false: lora_B has a trained bias,
- *   "<module>.lora_B.bias", zero at the start; not with use_dora, nor on a layer whose weight the
- *   forward reads itself; merging adds it, scaled, to the layer's bias, which must exist),
+ *   "<module>.lora_B.bias", zero at the start; with init_lora_weights true or false alone and not
+ *   with use_dora (ACC_ERR_INVALID_ARGUMENT, PEFT's LoraConfig's ValueErrors), nor on a layer whose
+ *   weight the forward reads itself; merging adds it, scaled, to the layer's bias, which must exist),
  *   fan_in_fan_out (bool, default false: PEFT's flag for weights stored in x out; as in PEFT each
  *   layer's kind decides, transformers' Conv1D true and nn.Linear false, and adapter_config.json
  *   gets the last adapted linear layer's),
@@ -481,11 +482,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ACC_ERR_INVALID_ARGUMENT, as PEFT's ValueError); "mica": PEFT's MiCA, B the layer
  *   weight's r left singular vectors of the smallest singular values (an embedding's or a Conv1D's
  *   weight transposed), frozen, and A zero, the weight unchanged; not on convolutions, nor with
- *   use_dora (ACC_ERR_INVALID_ARGUMENT, as PEFT); with lora_bias, lora_B's bias keeps nn.Linear's
- *   draw and is frozen with B, as PEFT's; "orthogonal": PEFT's orthogonal start,
+ *   use_dora (ACC_ERR_INVALID_ARGUMENT, as PEFT); "orthogonal": PEFT's orthogonal start,
  *   A and B Gaussian draws projected on the odd and even rows of a random orthogonal r x r matrix,
  *   divided by 10, so B A is zero to rounding while neither is; r even (ACC_ERR_INVALID_ARGUMENT),
- *   the weight unchanged, lora_bias's bias left as nn.Linear draws it, as PEFT; an embedding's start
+ *   the weight unchanged; an embedding's start
  *   as with "true", a convolution's ACC_ERR_INVALID_ARGUMENT, as PEFT; "eva": PEFT's EVA, B zero
  *   and A computed from data by acc_model_initialize_lora_eva, which may change each layer's rank),
  *   eva_rho (double, default 2, at least 1: EVA gives a layer at most round(r * eva_rho)

@@ -638,7 +638,10 @@ TEST(Lora, PeftSettingsItHonoursAreKeptAndTheOthersNamed) {
   };
   expect_refused("init_lora_weights", "loftq", "'loftq_config' must hold");  // without PEFT's LoftQConfig
   expect_refused("init_lora_weights", "corda", "cannot rebuild");  // its residual weights (PEFT cannot either)
+  expect_refused("lora_bias", true, "'lora_bias' is true with init_lora_weights \"eva\"");  // PEFT's ValueError
+  config["init_lora_weights"] = true;
   expect_refused("lora_bias", true, "lacks lora_B's bias");  // lora_bias without the biases
+  config["init_lora_weights"] = "eva";
   expect_refused("layer_replication", json::array({json::array({0, 1})}), "layer_replication");
   // PEFT's variants, which would compute otherwise than plain LoRA: refused by name.
   expect_refused("alora_invocation_tokens", json::array({5, 6}), "alora_invocation_tokens' is set");
@@ -1282,6 +1285,19 @@ TEST(Lora, EnsureWeightTyingIsKeptAndRefusedWhereItWouldTie) {
     ACC_EXPECT_ERROR(acc_model_load_lora(other, dir.c_str()), ACC_ERR_UNSUPPORTED,
                      "ensure_weight_tying on a model whose '");
     EXPECT_EQ(acc_test::parameter_names(other), names);
+    acc_model_free(other);
+    acc_model_free(model);
+  }
+  // A TorchScript model without ties loads it (found by a hunt: each layer was taken for tied with
+  // its own weight, listed again as a parameter site).
+  {
+    const std::string untied = acc_test::data_dir() + "/stacked.pt";
+    acc_model* model = nullptr;
+    ACC_ASSERT_OK(acc_model_load_torchscript(untied.c_str(), &model));
+    save_with_tying(model, "blocks.0.fc", dir);
+    acc_model* other = nullptr;
+    ACC_ASSERT_OK(acc_model_load_torchscript(untied.c_str(), &other));
+    EXPECT_EQ(acc_model_load_lora(other, dir.c_str()), ACC_OK) << acc_last_error_message();
     acc_model_free(other);
     acc_model_free(model);
   }

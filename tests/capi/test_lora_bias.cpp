@@ -122,6 +122,32 @@ TEST(LoraBias, WhatItCannotHonourIsRefused) {
   ACC_EXPECT_ERROR(acc_model_add_lora(m, kTargets, o, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "lora_bias is not supported with use_dora");
   acc_options_free(o);
+  // With a start other than true or false (PEFT's LoraConfig refuses it: found by a hunt, these were
+  // accepted and saved in folders PEFT cannot read), nor read from such a file.
+  for (const char* init : {"gaussian", "mica", "orthogonal", "pissa", "olora"}) {
+    o = bias_options(2, 4);
+    ACC_ASSERT_OK(acc_options_set(o, "init_lora_weights", init));
+    ACC_EXPECT_ERROR(acc_model_add_lora(m, kTargets, o, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                     std::string("lora_bias is only supported with init_lora_weights true or false") +
+                         " (PEFT's LoraConfig's ValueError), got '" + init + "'");
+    acc_options_free(o);
+  }
+  {
+    acc_model* saved = net();
+    o = bias_options(2, 4);
+    ACC_ASSERT_OK(acc_model_add_lora(saved, kTargets, o, nullptr));
+    acc_options_free(o);
+    const std::string dir = acc_test::temp_path("lora_bias_gaussian");
+    std::filesystem::remove_all(dir);
+    ACC_ASSERT_OK(acc_model_save_lora(saved, dir.c_str()));
+    acc_model_free(saved);
+    json config = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
+    config["init_lora_weights"] = "gaussian";
+    std::ofstream(dir + "/adapter_config.json") << config.dump();
+    ACC_EXPECT_ERROR(acc_model_load_lora(m, dir.c_str()), ACC_ERR_IO,
+                     "'lora_bias' is true with init_lora_weights \"gaussian\"");
+    std::filesystem::remove_all(dir);
+  }
   acc_model* plain = net();
   EXPECT_EQ(acc_test::parameter_names(m), acc_test::parameter_names(plain));
   acc_model_free(plain);
@@ -182,39 +208,5 @@ TEST(LoraBias, BesideBiasAllSavesAndLoadsTheAdapterBiasOnce) {
   EXPECT_EQ(outputs(fresh), outputs(m));
   fs::remove_all(dir);
   acc_model_free(fresh);
-  acc_model_free(m);
-}
-
-// MiCA with lora_bias (the case's "mica_bias"): PEFT's mica_init sets B from the weight's minor
-// singular vectors and A to zero but leaves lora_B's bias as nn.Linear drew it, and MiCA freezes
-// lora_B whole: the branch adds bias * scaling from the start, and only A trains.
-TEST(LoraBias, MicaKeepsTheDrawnBiasFrozenAsPeft) {
-  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
-  const json c = lora_case("mica_bias");
-  const twin_test::Twin script = twin_test::script_only("lora_model.pt");
-  acc_model* m = script.make();
-  ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));
-  ACC_ASSERT_OK(twin_test::add_case_lora(m, c, c["targets"], {{"lora_bias", "true"}, {"init_lora_weights", "mica"}}));
-  twin_test::expect_params(m, c["initial"], script);
-  EXPECT_EQ(acc_test::next_global_draws(), c["next_draw"]["values"].get<std::vector<float>>());
-  EXPECT_EQ(outputs_on(m, from_json(c["input"])), c["start_output"]["values"].get<std::vector<float>>());
-  for (const auto& name : c["frozen"]) {
-    acc_tensor* t = nullptr;
-    int requires = -1;
-    ACC_ASSERT_OK(acc_model_parameter(m, name.get<std::string>().c_str(), &t));
-    ACC_ASSERT_OK(acc_tensor_requires_grad(t, &requires));
-    EXPECT_EQ(requires, 0) << name;
-    acc_tensor_free(t);
-  }
-  twin_test::choose(m, c["chosen"], script);
-  acc_tensor *x = from_json(c["input"]), *y = nullptr, *sum = nullptr;
-  ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
-  EXPECT_EQ(acc_test::to_floats(y), c["output"]["values"].get<std::vector<float>>());
-  ACC_ASSERT_OK(acc_tensor_sum(y, &sum));
-  ACC_ASSERT_OK(acc_tensor_backward(sum));
-  twin_test::expect_grads(m, c["grads"], script);
-  for (acc_tensor* t : {x, y, sum}) acc_tensor_free(t);
-  ACC_ASSERT_OK(acc_model_merge_lora(m));
-  twin_test::expect_params(m, c["merged"], script);
   acc_model_free(m);
 }

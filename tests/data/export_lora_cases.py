@@ -136,64 +136,6 @@ def lora_bias_case(model, g):
             "input": tensor(x), "output": tensor(y), "merged": merged}
 
 
-def mica_bias_case(model, g):
-    """PEFT's MiCA with lora_bias on Net's fc1 and head: the draws (lora_A = nn.Linear(in, r), lora_B =
-    nn.Linear(r, out) with its bias), then mica_init, which sets B to the weight's minor left singular
-    vectors and A to zero and leaves lora_B's bias as nn.Linear drew it; MiCA freezes lora_B whole (its
-    bias too). So the branch adds bias * scaling from the start. Recorded: the initial B and biases,
-    the next draws, the output at the start, chosen A, the output and A's gradients, the merged
-    weights and biases."""
-    targets, r, alpha, seed = ["fc1", "head"], 2, 4.0, 21
-    scaling = alpha / r
-    modules = dict(model.named_modules())
-    torch.manual_seed(seed)
-    adapters = {}
-    for name in targets:
-        layer = modules[name]
-        a = nn.Linear(layer.in_features, r, bias=False).weight
-        lora_b = nn.Linear(r, layer.out_features, bias=True)
-        u, _, _ = torch.linalg.svd(layer.weight.detach().float(), full_matrices=False)
-        with torch.no_grad():
-            a.zero_()
-        adapters[name] = (a, u[:, -r:].contiguous(), lora_b.bias.detach().clone())
-    next_draw = torch.rand(3)
-    x = torch.randn(5, 6, generator=g)
-
-    def output():
-        def hook(name):
-            a, b, c = adapters[name]
-            return lambda m, inputs, out: out + F.linear(F.linear(inputs[0], a), b, c) * scaling
-
-        handles = [modules[n].register_forward_hook(hook(n)) for n in targets]
-        y = model(x)
-        for h in handles:
-            h.remove()
-        return y
-
-    with torch.no_grad():
-        start = output()
-    initial = {}
-    for n, (a, b, c) in adapters.items():
-        initial[n + ".lora_B.weight"], initial[n + ".lora_B.bias"] = tensor(b), tensor(c)
-    with torch.no_grad():
-        for a, b, c in adapters.values():
-            a.copy_(0.5 * torch.randn(a.shape, generator=g))
-    chosen = {n + ".lora_A.weight": tensor(a) for n, (a, b, c) in adapters.items()}
-    for a, b, c in adapters.values():
-        a.requires_grad_(True)
-    y = output()
-    y.sum().backward()
-    grads = {n + ".lora_A.weight": tensor(a.grad) for n, (a, b, c) in adapters.items()}
-    merged = {}
-    with torch.no_grad():
-        for n, (a, b, c) in adapters.items():
-            merged[n + ".weight"] = tensor(modules[n].weight + (b @ a) * scaling)
-            merged[n + ".bias"] = tensor(modules[n].bias + c * scaling)
-    return {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "seed": seed, "initial": initial,
-            "next_draw": tensor(next_draw), "input": tensor(x), "start_output": tensor(start), "chosen": chosen,
-            "output": tensor(y), "grads": grads, "frozen": list(initial), "merged": merged}
-
-
 def peft_decompose(weight, init, r, scaling):
     """PEFT's olora_init and pissa_init: A, B (float32) and the residual weight (in the weight's dtype)."""
     w = weight.detach().to(torch.float32)
@@ -1466,7 +1408,7 @@ def main(out_dir):
             "standalone_tokens": standalone_tokens_case(), "conv": conv_case(out),
             "conv_variants": conv_variants_case(out), "embedding": embedding_case(out), "conv1d": conv1d_case(out),
             "attention": attention_case(out), "parameters": parameters_case(out),
-            "mica_bias": mica_bias_case(model, g), "weighted": weighted_case(model),
+            "weighted": weighted_case(model),
             "eva": eva_case(out), "corda": corda_case(out), "lora_ga": lora_ga_case(out),
             "loftq": loftq_case(out), "ia3": ia3_case(out, Conv1D), "loha": loha_case(out),
             "lokr": lokr_case(out), "vera": vera_case(out, Conv1D),

@@ -1303,6 +1303,9 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
              "must be true, false, \"gaussian\", \"eva\", \"orthogonal\", \"mica\", \"olora\", \"pissa\", "
              "\"pissa_niter_<n>\", \"lora_ga\" or \"loftq\"");
   }
+  if (config.lora_bias && config.init != "true" && config.init != "false")
+    refuse("lora_bias", "is true with init_lora_weights \"" + config.init +
+                            "\": PEFT's LoraConfig takes lora_bias with true or false alone (its ValueError)");
   if (config.init == "loftq") config.loftq = read_loftq_config(j, path);
   if (j.contains("eva_config") && !j["eva_config"].is_null()) {
     const auto& eva = j["eva_config"];

@@ -525,7 +525,8 @@ void require_no_tying(const LoraConfig& config, const std::vector<LinearSite>& s
   const bool saves = !config.modules_to_save.empty();
   for (const LinearSite& site : sites)
     for (const LinearSite& other : sites) {
-      if (&site == &other || !site.weight.is_same(other.weight)) continue;
+      // (A TorchScript layer is listed twice, as a layer and its weight as a parameter site: itself.)
+      if (&site == &other || site.module == other.module || !site.weight.is_same(other.weight)) continue;
       const bool adapted = std::any_of(chosen.begin(), chosen.end(), [&](const LinearSite& c) {
         return c.module == site.module || c.module == other.module;
       });
@@ -574,6 +575,9 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   if (!chosen.empty() && adapts_parameter(chosen.back())) check_parameter_settings(config);
   // As PEFT's LoraConfig.
   require(!(config.lora_bias && config.use_dora), "lora_bias is not supported with use_dora (as in PEFT)");
+  require(!config.lora_bias || config.init == "true" || config.init == "false",
+          "lora_bias is only supported with init_lora_weights true or false (PEFT's LoraConfig's ValueError), got '",
+          config.init, "'");
   // PEFT's variants do not combine (its "Invalid or unsupported variant combination").
   require(!(config.init == "mica" && config.use_dora), "init_lora_weights mica does not combine with use_dora (as in ",
           "PEFT)");

@@ -11,24 +11,18 @@
 namespace acc {
 namespace {
 
-// PEFT's update_layer(r=rank) for init_lora_weights "eva": nn.Linear's draws for A and B (and B's
-// bias with lora_bias), B zeroed, DoRA's magnitude from the weight.
+// PEFT's update_layer(r=rank) for init_lora_weights "eva": nn.Linear's draws for A and B, B zeroed,
+// DoRA's magnitude from the weight (no lora_bias: PEFT's LoraConfig refuses it beside "eva").
 LoraAdapter redrawn(const LoraAdapter& old, int64_t rank, double scaling, const LoraConfig& config) {
   const LinearSite& site = old.site;
   const int64_t in = in_features(site), out = out_features(site);
   const at::Tensor a = new_linear_weight(rank, in);
   at::Tensor b = new_linear_weight(out, rank);
-  at::Tensor b_bias;
-  if (config.lora_bias) {  // nn.Linear's bias initialisation, after its weight's; "eva" leaves it
-    const double bound = 1.0 / std::sqrt(static_cast<double>(rank));
-    b_bias = at::empty({out}, at::kFloat).uniform_(-bound, bound);
-  }
   b.zero_();
   LoraAdapter fresh{site, a.to(site.weight.options()), b.to(site.weight.options()), rank, scaling};
   if (config.use_dora) fresh.magnitude = initial_magnitude(site.weight, fresh);
-  if (b_bias.defined()) fresh.b_bias = b_bias.to(site.weight.options());
   const bool low = site.weight.scalar_type() == at::kHalf || site.weight.scalar_type() == at::kBFloat16;
-  for (at::Tensor* t : {&fresh.a, &fresh.b, &fresh.magnitude, &fresh.b_bias})
+  for (at::Tensor* t : {&fresh.a, &fresh.b, &fresh.magnitude})
     if (t->defined()) *t = (low ? t->to(at::kFloat) : *t).set_requires_grad(true);
   return fresh;
 }
