@@ -502,11 +502,22 @@ std::map<std::string, at::Tensor> trained_whole(const LoraConfig& config, const 
   return out;
 }
 
+// The adapted layers by their names in PEFT's files: an attention's out_proj adapted with it is
+// "<attention>.base_layer.out_proj" (PEFT's lora.MultiheadAttention wraps it inside its base layer).
+std::map<std::string, std::string> peft_layer_names(const LoraAdapters& adapters) {
+  std::map<std::string, std::string> out;
+  for (const auto& adapter : adapters.adapters())
+    if (!adapts_parameter(adapter.site))
+      out.emplace(adapter.site.module,
+                  adapter.site.owner.empty() ? adapter.site.module : adapter.site.owner + ".base_layer.out_proj");
+  return out;
+}
+
 // PEFT's name in the adapter file for a tensor trained whole: an adapted layer's bias lives on its
 // base layer; the others keep the model's name.
-std::string peft_file_name(const std::string& name, const std::set<std::string>& adapted) {
-  const std::string module = enclosing_module(name);
-  return adapted.count(module) && ends_with(name, ".bias") ? module + ".base_layer.bias" : name;
+std::string peft_file_name(const std::string& name, const std::map<std::string, std::string>& adapted) {
+  const auto layer = adapted.find(enclosing_module(name));
+  return layer != adapted.end() && ends_with(name, ".bias") ? layer->second + ".base_layer.bias" : name;
 }
 
 }  // namespace
@@ -623,8 +634,9 @@ void Model::save_lora(const std::string& dir) const {
   if (config.trains_modules_whole()) {
     require_weights("save_lora");
     const auto adapted = adapted_modules(lora());
+    const auto layers = peft_layer_names(lora());
     for (const auto& [name, tensor] : trained_whole(config, named_parameters(), named_buffers(), adapted))
-      saved.emplace_back(peft_file_name(name, adapted), tensor.detach());
+      saved.emplace_back(peft_file_name(name, layers), tensor.detach());
   }
   // PEFT's save_pretrained: "default" in `dir`, each other adapter in a folder of its name there.
   const auto place = [&](const std::string& name) { return name == "default" ? dir : dir + "/" + name; };
@@ -639,9 +651,9 @@ void Model::save_lora(const std::string& dir) const {
   save_lora_files(place(active_adapter()), lora(), saved);
   for (const auto& [name, kept] : inactive_adapters()) {
     NamedTensors kept_saved;  // its own copies of the modules it saves
-    const auto adapted = adapted_modules(kept);
+    const auto layers = peft_layer_names(kept);
     for (const auto& [tensor_name, value] : kept.saved_modules_aside())
-      kept_saved.emplace_back(peft_file_name(tensor_name, adapted), value);
+      kept_saved.emplace_back(peft_file_name(tensor_name, layers), value);
     save_lora_files(place(name), kept, kept_saved);
   }
 }

@@ -654,6 +654,14 @@ TEST(Lora, PeftSettingsItHonoursAreKeptAndTheOthersNamed) {
   expect_refused("trainable_token_indices", "1,2", "trainable_token_indices must be a list of token indices");
   expect_refused("exclude_modules", 3, "exclude_modules");
   expect_refused("task_type", 7, "task_type");
+  // One PEFT does not know (its ValueError: found by a hunt, written and read back as given), in
+  // files and in options.
+  expect_refused("task_type", "causal_lm", "'task_type' is 'causal_lm', none of PEFT's task types");
+  {
+    acc_options* bad = lora_options(2, 4);
+    ACC_EXPECT_ERROR(acc_options_set(bad, "task_type", "FOO"), ACC_ERR_INVALID_ARGUMENT, "task_type");
+    acc_options_free(bad);
+  }
   fs::remove_all(dir);
   fs::remove_all(again);
   acc_model_free(m);
@@ -670,6 +678,34 @@ std::vector<std::string> safetensors_names(const std::string& path) {
     if (entry.key() != "__metadata__") names.push_back(entry.key());
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// PEFT's files for bias "all" beside modules_to_save also hold its wrapper's copies' biases
+// ("<module>.original_module.bias", "<module>.modules_to_save.bias", which its bias setting takes as
+// biases too): read as PEFT reads them (found by a hunt: refused as no tensor of the model).
+TEST(Lora, BiasAllBesideModulesToSaveReadsPeftsWrapperCopies) {
+  acc_model* m = net();
+  acc_options* o = lora_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set(o, "bias", "all"));
+  ACC_ASSERT_OK(acc_options_set(o, "modules_to_save", "2"));
+  ACC_ASSERT_OK(acc_model_add_lora(m, "0,linear1", o, nullptr));
+  acc_options_free(o);
+  const std::string dir = acc_test::temp_path("lora_bias_all_wrapper");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+  acc_tensor_list* saved = adapter_file_tensors(dir);
+  acc_tensor* head_bias = nullptr;
+  ASSERT_EQ(acc_tensor_list_find(saved, "base_model.model.2.bias", &head_bias), ACC_OK);
+  acc_tensor_list_free(saved);
+  for (const char* copy : {"base_model.model.2.original_module.bias", "base_model.model.2.modules_to_save.bias"})
+    replace_adapter_tensor(dir, copy, head_bias);
+  acc_tensor_free(head_bias);
+  acc_model* fresh = net();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(outputs(fresh), outputs(m));
+  acc_model_free(fresh);
+  acc_model_free(m);
+  fs::remove_all(dir);
 }
 
 // PEFT's modules_to_save (what its task_type SEQ_CLS sets for a classifier head): the module trains

@@ -320,3 +320,28 @@ TEST(LoraAttention, SpecCrossAttentionComputesAsItsMergedWeights) {
     acc_model_free(m);
   }
 }
+
+// The out_proj's bias under PEFT's name, "<attention>.base_layer.out_proj.base_layer.bias" (its
+// lora.MultiheadAttention wraps the out_proj inside its base layer), written and read (found by a
+// hunt: written as "<attention>.out_proj.base_layer.bias", and PEFT's name refused).
+TEST(LoraAttention, TheOutProjsBiasUnderPeftsName) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  acc_model* m = kScript.make();
+  acc_options* o = lora_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set(o, "bias", "lora_only"));
+  ACC_ASSERT_OK(acc_model_add_lora(m, "attn", o, nullptr));
+  acc_options_free(o);
+  const std::string dir = acc_test::temp_path("lora_attention_bias");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+  acc_tensor_list* saved = lora_test::adapter_file_tensors(dir);
+  acc_tensor* bias = nullptr;
+  EXPECT_EQ(acc_tensor_list_find(saved, "base_model.model.attn.base_layer.out_proj.base_layer.bias", &bias), ACC_OK);
+  acc_tensor_free(bias);
+  acc_tensor_list_free(saved);
+  acc_model* fresh = kScript.make();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  acc_model_free(fresh);
+  fs::remove_all(dir);
+  acc_model_free(m);
+}

@@ -1,5 +1,6 @@
 #include "model/peft/adapter_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -332,6 +333,11 @@ void read_texts(const nlohmann::ordered_json& j, const std::string& path, LoraCo
   text("base_model_name_or_path", &config->base_model_name_or_path);
   text("revision", &config->revision);
   text("task_type", &config->task_type);
+  const auto& types = peft_task_types();
+  if (!config->task_type.empty() && std::find(types.begin(), types.end(), config->task_type) == types.end())
+    fail(Status::Io, "'", path, "': 'task_type' is '", printable_utf8(config->task_type),
+         "', none of PEFT's task types (SEQ_CLS, SEQ_2_SEQ_LM, CAUSAL_LM, TOKEN_CLS, QUESTION_ANS, "
+         "FEATURE_EXTRACTION: PEFT's ValueError)");
 }
 
 // PEFT's loftq_config, which init_lora_weights "loftq" needs (its ValueError where it is empty).

@@ -13,6 +13,12 @@
 #include "model/peft/lora_init.h"
 
 namespace acc {
+const std::vector<std::string>& peft_task_types() {
+  static const std::vector<std::string> types = {"SEQ_CLS",   "SEQ_2_SEQ_LM", "CAUSAL_LM",
+                                                 "TOKEN_CLS", "QUESTION_ANS", "FEATURE_EXTRACTION"};
+  return types;
+}
+
 namespace {
 
 // PEFT's module list in this library's text form: names separated by commas, or "re:" followed by
@@ -44,7 +50,8 @@ void bind_texts(OptionTable<LoraConfig>& t) {
   t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
          &L::base_model_name_or_path);
   t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
-  t.bind("task_type", "PEFT's task type (e.g. CAUSAL_LM), written to adapter_config.json", &L::task_type);
+  t.bind("task_type", "PEFT's task type (e.g. CAUSAL_LM), written to adapter_config.json", &L::task_type)
+      .one_of(peft_task_types());
 }
 
 // exclude_modules and modules_to_save, as LoRA's, IA3's and LoHa's options take them.

@@ -603,6 +603,9 @@ struct LoraConfig {
   std::string describe_target_parameters() const;
 };
 
+// PEFT's TaskType values, the task_type its configurations take (any other is its ValueError).
+const std::vector<std::string>& peft_task_types();
+
 const OptionTable<LoraConfig>& lora_option_table();
 const OptionTable<LoraConfig>& trainable_tokens_option_table();
 const OptionTable<LoraConfig>& ia3_option_table();

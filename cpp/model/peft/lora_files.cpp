@@ -272,8 +272,24 @@ LoraFiles read_lora_files(const std::string& dir) {
     const bool embedding = embedding_a || embedding_b;
     // Trained whole: a module to save's tensor, or a bias (an adapted layer's on its base layer).
     std::string in_model = name.substr(std::string(kPrefix).size());
-    if (ends_with(in_model, kBaseLayerBias))
+    if (ends_with(in_model, kBaseLayerBias)) {
       in_model = in_model.substr(0, in_model.size() - std::string(kBaseLayerBias).size()) + ".bias";
+      // An attention's out_proj adapted with it: "<attention>.base_layer.out_proj.base_layer.bias".
+      const std::string out_proj_bias = std::string(kAttentionOutProj) + ".bias";
+      if (ends_with(in_model, out_proj_bias) && in_model.size() > out_proj_bias.size())
+        in_model = in_model.substr(0, in_model.size() - out_proj_bias.size()) + ".out_proj.bias";
+    }
+    // PEFT's ModulesToSaveWrapper's own copies, which its bias "all" takes as biases too
+    // ("<module>.original_module.bias", "<module>.modules_to_save.bias"): the module's tensors are in
+    // the file under its own names.
+    if (files.config.bias == "all" && ends_with(in_model, ".bias")) {
+      const std::string module = in_model.substr(0, in_model.rfind('.'));
+      const size_t wrapper = module.rfind('.');
+      const std::string part = wrapper == std::string::npos ? "" : module.substr(wrapper + 1);
+      if ((part == "original_module" || part == "modules_to_save") &&
+          files.config.saves(module.substr(0, wrapper) + ".bias"))
+        continue;
+    }
     if (ends_with(in_model, delta_suffix) && in_model.size() > delta_suffix.size()) {
       if (!standalone && files.config.token_indices.empty())
         refuse(name, "is a trainable tokens' delta, but trainable_token_indices is not set");
