@@ -552,7 +552,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   "model.layers.3.q_proj" is in layer 3), layers_pattern (string, default none: expressions
  *   separated by commas naming the component before the number instead, e.g. "layers,h"),
  *   base_model_name_or_path, revision, task_type (strings,
- *   default none: written to adapter_config.json, where PEFT's AutoPeftModel reads them).
+ *   default none: written to adapter_config.json, where PEFT's AutoPeftModel reads them; task_type
+ *   one of PEFT's SEQ_CLS, SEQ_2_SEQ_LM, CAUSAL_LM, TOKEN_CLS, QUESTION_ANS, FEATURE_EXTRACTION).
  * Keys of ACC_OPTIONS_TRAINABLE_TOKENS (PEFT's TrainableTokensConfig, see
  *   acc_model_add_trainable_tokens): token_indices (string, required: the rows that train in every
  *   target, indices separated by commas or PEFT's JSON list, e.g. "32000,32001"),
