@@ -664,16 +664,20 @@ func loraR2(t *testing.T) *acc.Options {
 	return o
 }
 
-// PEFT's merge_and_unload(adapter_names=...): an adapter kept aside, merged by name, computes as it did.
-func TestNamedAdaptersMergeByName(t *testing.T) {
+// The two linear layers in evaluation with "default" on both and "second" (kept aside) on
+// `secondTargets`, and the outputs with "second" active.
+func withSecondAdapter(t *testing.T, secondTargets string) (*acc.Model, []float32) {
+	t.Helper()
 	m := seededTwoLinears(t)
-	defer m.Close()
 	o := loraR2(t)
 	defer o.Close()
 	if _, err := m.AddLora("0,1", o); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.AddLoraNamed("second", "1", o); err != nil {
+	if _, err := m.AddLoraNamed("second", secondTargets, o); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SetTraining(false); err != nil {
 		t.Fatal(err)
 	}
 	if err := m.SetAdapter("second"); err != nil {
@@ -683,6 +687,13 @@ func TestNamedAdaptersMergeByName(t *testing.T) {
 	if err := m.SetAdapter("default"); err != nil {
 		t.Fatal(err)
 	}
+	return m, second
+}
+
+// PEFT's merge_and_unload(adapter_names=...): an adapter kept aside, merged by name, computes as it did.
+func TestNamedAdaptersMergeByName(t *testing.T) {
+	m, second := withSecondAdapter(t, "1")
+	defer m.Close()
 	if err := m.MergeLoraAdapters([]string{"second"}); err != nil || m.LoraCount() != 0 {
 		t.Fatalf("MergeLoraAdapters: %v, %d left", err, m.LoraCount())
 	}
@@ -699,26 +710,8 @@ func TestNamedAdaptersMergeByName(t *testing.T) {
 
 // PEFT's adapter_names: each sample of one batch computes with its own adapter ("__base__": none).
 func TestNamedAdaptersMixedBatch(t *testing.T) {
-	m := seededTwoLinears(t)
+	m, second := withSecondAdapter(t, "0,1")
 	defer m.Close()
-	o := loraR2(t)
-	defer o.Close()
-	if _, err := m.AddLora("0,1", o); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.AddLoraNamed("second", "0,1", o); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.SetTraining(false); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.SetAdapter("second"); err != nil {
-		t.Fatal(err)
-	}
-	second := outputOf(t, m)
-	if err := m.SetAdapter("default"); err != nil {
-		t.Fatal(err)
-	}
 	x, _ := acc.FromFloat32s([]float32{0.1, -0.2, 0.3, 0.4, 0.5, -0.6, 0.7, 0.8}, 2, 4)
 	defer x.Close()
 	out, err := m.ForwardAdapters([]string{"second", "second"}, x)
