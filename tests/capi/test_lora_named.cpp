@@ -329,7 +329,7 @@ TEST(NamedAdapters, MixedBatchComputesEachSampleWithItsOwnAdapter) {
       ASSERT_EQ(add(t.both, "third", "head", 2), ACC_OK) << acc_last_error_message();
       ASSERT_EQ(acc_model_set_training(t.both, 0), ACC_OK);
       ACC_EXPECT_ERROR(mixed_outputs(t.both, {"third", "default", "default"}, &mixed), ACC_ERR_UNSUPPORTED,
-                       "adapter 'third' adapts 'head', which the model's forward does not run adapters on now");
+                       "adapter 'third' adapts 'head', which the model's forward runs no adapter on now");
     }
     acc_model_free(base);
   }

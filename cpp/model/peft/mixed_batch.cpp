@@ -59,8 +59,9 @@ void require_mixable(const LoraAdapters& adapters, const std::string& name, cons
            "', which is not a linear layer the forward calls as a module; mixed batches are built for those only");
     if (!wiring.count(site.module))
       fail(Status::Unsupported, "adapter_names: adapter '", name, "' adapts '", site.module,
-           "', which the model's forward does not run adapters on now (a TorchScript model's forward is marked for "
-           "the active adapter's layers: mixed batches take adapters of those layers)");
+           "', which the model's forward runs no adapter on now: a layer whose weight the forward reads itself "
+           "(adapted through its weight, which no batch can mix), or, on a TorchScript model, one the active "
+           "adapter does not adapt (its forward is marked for the active adapter's layers)");
   }
 }
 
