@@ -461,6 +461,17 @@ inline void expect_autocast_step(acc_model* m, const nlohmann::json& c, std::opt
   acc_accelerator_free(acc);
 }
 
+// A case's adapted model `m` as recorded right after adding: the global stream after its draws, its
+// chosen tensors, its evaluation output, and under bf16 autocast its evaluation outputs and a
+// training step (the generator seeded train_seed first).
+inline void expect_case_draws_and_outputs(acc_model* m, const nlohmann::json& c) {
+  EXPECT_EQ(acc_test::next_global_draws(), acc_test::float_values(c["next_draw"]));
+  expect_params(m, c["chosen"]);
+  EXPECT_EQ(eval_outputs(m, c), acc_test::float_values(c["eval_output"]));
+  expect_autocast_outputs(m, c["input"], c);
+  expect_autocast_step(m, c, c["train_seed"].get<uint64_t>());
+}
+
 // A case's adapted model `m` (freed here): a training step as the case's (train_seed: its output and
 // gradients), the base model's output (`base_output`) while disabled, and save_model's (`entries`
 // tensors in `folder`) and merge's weights the case's merged ones.

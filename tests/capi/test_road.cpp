@@ -16,7 +16,6 @@
 #include "lora_support.h"
 #include "support.h"
 
-using acc_test::float_values;
 using json = nlohmann::json;
 using namespace lora_test;
 namespace fs = std::filesystem;
@@ -59,12 +58,8 @@ TEST(Road, DrawsComputesTrainsAndMergesAsPeft) {
     const json& c = road[variant];
     const auto base_output = eval_outputs(base, c);
     acc_model* m = adapted(c);
-    EXPECT_EQ(acc_test::next_global_draws(), float_values(c["next_draw"]));
-    expect_params(m, c["chosen"]);
-    EXPECT_EQ(eval_outputs(m, c), float_values(c["eval_output"]));
+    expect_case_draws_and_outputs(m, c);
     if (c["init_weights"].get<bool>()) EXPECT_EQ(eval_outputs(m, c), base_output);  // the identity
-    expect_autocast_outputs(m, c["input"], c);
-    expect_autocast_step(m, c, c["train_seed"].get<uint64_t>());
     // (the merge changes the biases too: they are among the merged tensors)
     expect_case_step_disabling_and_merges(m, c, base_output, 6, std::string("road_saved_model_") + variant);
     expect_case_training(adapted(c), c["input"], c["target"], c, c["train_seed"].get<uint64_t>());

@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from lora_miss_case import ThreeLinears
-from peft_restated import LinearConv1dNet, autocast_outputs, hooked_forward, in_out, saved_frozen, tensor
+from peft_restated import (LinearConv1dNet, adamw_mse_losses, autocast_outputs, hooked_forward, in_out, saved_frozen,
+                           seeded_backward, tensor)
 
 
 def make_layers(model, targets, config):
@@ -143,17 +144,12 @@ def one_case(model, targets, config, g):
         eval_output = forward(model, chosen, x, False, config)
     autocast = autocast_outputs(model, targets, x, lambda: forward(model, chosen, x, False, config))
     low = copies()
-    torch.manual_seed(config["train_seed"])
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        autocast_train_output = forward(model, low, x, True, config)
-    autocast_train_output.float().sum().backward()
+    autocast_train_output = seeded_backward(lambda: forward(model, low, x, True, config), config["train_seed"], True)
     autocast_grads = grads_of(low)
     for b in biases.values():
         b.grad = None
     trained_now = copies()
-    torch.manual_seed(config["train_seed"])
-    train_output = forward(model, trained_now, x, True, config)
-    train_output.sum().backward()
+    train_output = seeded_backward(lambda: forward(model, trained_now, x, True, config), config["train_seed"])
     grads = grads_of(trained_now)
     grads.update({n: tensor(b.grad) for n, b in biases.items()})
     for b in biases.values():
@@ -162,16 +158,9 @@ def one_case(model, targets, config, g):
         merged = {n + ".weight": tensor(modules[n].weight + delta(layer, config)) for n, layer in chosen.items()}
     trained = copies()
     start_biases = {n: b.detach().clone() for n, b in biases.items()}
-    optimizer = torch.optim.AdamW([layer[k] for layer in trained.values() for k in trained_keys(layer)]
-                                  + list(biases.values()), lr=1e-2)
-    losses = []
-    torch.manual_seed(config["train_seed"])
-    for _ in range(3):
-        loss = F.mse_loss(forward(model, trained, x, True, config), target)
-        losses.append(loss.item())
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    losses = adamw_mse_losses(lambda: forward(model, trained, x, True, config),
+                              [layer[k] for layer in trained.values() for k in trained_keys(layer)]
+                              + list(biases.values()), target, config["train_seed"])
     trained_json = named(trained)
     trained_json.update({n: tensor(b) for n, b in biases.items()})
     with torch.no_grad():  # the model as it was

@@ -22,8 +22,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from lora_miss_case import ThreeLinears
-from peft_restated import (LinearConv1dNet, autocast_outputs, hooked_forward, in_out, saved_frozen,
-                           tensor)
+from peft_restated import (LinearConv1dNet, adamw_mse_losses, autocast_outputs, hooked_forward, in_out, saved_frozen,
+                           seeded_backward, tensor)
 
 
 def kaiming(shape, generator):
@@ -116,24 +116,14 @@ def global_case(model, targets, config, g):
     with torch.no_grad():
         eval_output = forward(model, projections, chosen, x, False, config)
     low = trainable_copies(chosen)
-    torch.manual_seed(config["train_seed"])
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        autocast_train_output = forward(model, projections, low, x, True, config)
-    autocast_train_output.float().sum().backward()
+    autocast_train_output = seeded_backward(lambda: forward(model, projections, low, x, True, config),
+                                            config["train_seed"], True)
     trained_now = trainable_copies(chosen)
-    torch.manual_seed(config["train_seed"])
-    train_output = forward(model, projections, trained_now, x, True, config)
-    train_output.sum().backward()
+    train_output = seeded_backward(lambda: forward(model, projections, trained_now, x, True, config),
+                                   config["train_seed"])
     trained = trainable_copies(chosen)
-    optimizer = torch.optim.AdamW([layer[k] for layer in trained.values() for k in ("b", "d")], lr=1e-2)
-    losses = []
-    torch.manual_seed(config["train_seed"])
-    for _ in range(3):
-        loss = F.mse_loss(forward(model, projections, trained, x, True, config), target)
-        losses.append(loss.item())
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    losses = adamw_mse_losses(lambda: forward(model, projections, trained, x, True, config),
+                              [layer[k] for layer in trained.values() for k in ("b", "d")], target, config["train_seed"])
     return dict(config, targets=",".join(targets), pvera_A=tensor(projections[0]), pvera_B=tensor(projections[1]),
                 next_draw=tensor(next_draw), initial=named(initial), chosen=named(chosen), input=tensor(x),
                 target=tensor(target), eval_output=tensor(eval_output),

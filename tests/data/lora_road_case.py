@@ -10,10 +10,9 @@ Written: road_model.pt and three cases ("road_1": group_size 4 on the three laye
 "road_4": group_size 4 on fc1 and fc2, drawn; "road_2": group_size 2 on fc1 and head, zeros and ones).
 """
 import torch
-import torch.nn.functional as F
 
 from lora_miss_case import ThreeLinears
-from peft_restated import hooked_forward, saved_frozen, tensor
+from peft_restated import adamw_mse_losses, eval_and_autocast_outputs, hooked_forward, saved_frozen, seeded_backward, tensor
 
 
 def sizes(variant, out):
@@ -99,22 +98,13 @@ def one_case(model, targets, config, g):
 
     x = torch.randn(*config["input_shape"], generator=g)
     target = torch.randn(*config["input_shape"][:-1], 4, generator=g)
-    with torch.no_grad():
-        eval_output = forward(model, chosen, x, False, config)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            autocast_enabled = forward(model, chosen, x, False, config)
-            model.eval()
-            autocast_disabled = model(x)  # (PEFT's disabled layer returns its base layer's output as it is)
+    eval_output, autocast_enabled, autocast_disabled = eval_and_autocast_outputs(
+        model, lambda: forward(model, chosen, x, False, config), x)
     low = copies()
-    torch.manual_seed(config["train_seed"])
-    with torch.autocast("cpu", dtype=torch.bfloat16):
-        autocast_train_output = forward(model, low, x, True, config)
-    autocast_train_output.float().sum().backward()
+    autocast_train_output = seeded_backward(lambda: forward(model, low, x, True, config), config["train_seed"], True)
     autocast_grads = grads_of(low)
     trained_now = copies()
-    torch.manual_seed(config["train_seed"])
-    train_output = forward(model, trained_now, x, True, config)
-    train_output.sum().backward()
+    train_output = seeded_backward(lambda: forward(model, trained_now, x, True, config), config["train_seed"])
     grads = grads_of(trained_now)
     merged = {}
     with torch.no_grad():
@@ -123,15 +113,8 @@ def one_case(model, targets, config, g):
             merged[n + ".weight"] = tensor(torch.matmul(r, modules[n].weight).contiguous())
             merged[n + ".bias"] = tensor(torch.matmul(r, modules[n].bias).contiguous())
     trained = copies()
-    optimizer = torch.optim.AdamW([layer[k] for layer in trained.values() for k in TRAINED], lr=1e-2)
-    losses = []
-    torch.manual_seed(config["train_seed"])
-    for _ in range(3):
-        loss = F.mse_loss(forward(model, trained, x, True, config), target)
-        losses.append(loss.item())
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+    losses = adamw_mse_losses(lambda: forward(model, trained, x, True, config),
+                              [layer[k] for layer in trained.values() for k in TRAINED], target, config["train_seed"])
     return dict(config, targets=",".join(targets), next_draw=tensor(next_draw), chosen=named(chosen),
                 input=tensor(x), target=tensor(target), eval_output=tensor(eval_output),
                 autocast_output=tensor(autocast_enabled.float()),

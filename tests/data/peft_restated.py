@@ -157,3 +157,43 @@ def in_out(module):
     if isinstance(module, nn.Linear):
         return module.in_features, module.out_features
     return module.weight.shape[0], module.weight.shape[1]
+
+
+def eval_and_autocast_outputs(model, run, x):
+    """The evaluation output run() gives (a layer's forward restated, hooked in), then under bf16
+    autocast its output and the model's own with the adapters disabled (PEFT's disabled layer returns
+    its base layer's output as it is), without gradients."""
+    with torch.no_grad():
+        eval_output = run()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            enabled = run()
+            model.eval()
+            disabled = model(x)
+    return eval_output, enabled, disabled
+
+
+def seeded_backward(run, seed, autocast=False):
+    """run()'s output (a training forward) with the global generator seeded `seed` first (dropout),
+    under bf16 autocast where asked, after the backward of its sum (in float32)."""
+    torch.manual_seed(seed)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        output = run()
+    (output.float() if autocast else output).sum().backward()
+    return output
+
+
+def adamw_mse_losses(run, parameters, target, seed, steps=3):
+    """`steps` AdamW steps (lr 1e-2) of the MSE between run() (a training forward) and `target`, the
+    global generator seeded `seed` first: the losses. zero_grad(set_to_none=True), PyTorch 2's default
+    (Debian's 1.13 zeroes them)."""
+    optimizer = torch.optim.AdamW(parameters, lr=1e-2)
+    losses = []
+    torch.manual_seed(seed)
+    for _ in range(steps):
+        loss = F.mse_loss(run(), target)
+        losses.append(loss.item())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return losses
+

@@ -720,12 +720,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     if (b_bias.defined()) adapter.b_bias = b_bias.to(site->weight.options());
     for (at::Tensor* t : {&adapter.a, &adapter.b, &adapter.magnitude, &adapter.b_bias})
       if (t->defined()) *t = adapter_parameter(*t, *site);
-    // MiCA trains A alone: PEFT freezes lora_B whole, its bias too (which mica_init leaves as
-    // nn.Linear drew it, so the branch adds bias * scaling from the start, as in PEFT).
-    if (config.init == "mica") {
-      adapter.b.set_requires_grad(false);
-      if (adapter.b_bias.defined()) adapter.b_bias.set_requires_grad(false);
-    }
+    // MiCA trains A alone: PEFT freezes lora_B (lora_bias, its bias, is refused beside it).
+    if (config.init == "mica") adapter.b.set_requires_grad(false);
     made.push_back(std::move(adapter));
   }
   std::vector<std::string> adapted;

@@ -110,7 +110,7 @@ void LoraAdapters::set_trainable(bool trainable) const {
     for (const auto& entry : adapter.factors) tensors.push_back(&entry.second);
     for (const at::Tensor* t : tensors) {
       if (!t->defined()) continue;
-      const bool trains = trainable && !(mica && (t == &adapter.b || t == &adapter.b_bias));
+      const bool trains = trainable && !(mica && t == &adapter.b);
       at::Tensor handle = *t;
       handle.set_requires_grad(trains);
       if (!trains) handle.mutable_grad() = at::Tensor();
