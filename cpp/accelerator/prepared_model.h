@@ -28,6 +28,7 @@ class PreparedModel final : public Model {
   NamedTensors named_parameters() const override { return inner_->named_parameters(); }
   NamedTensors named_parameters_with_ties() const override { return inner_->named_parameters_with_ties(); }
   NamedTensors named_buffers() const override { return inner_->named_buffers(); }
+  std::vector<std::string> module_order() const override { return inner_->module_order(); }
   void set_training(bool training) override { inner_->set_training(training); }
   bool is_training() const override { return inner_->is_training(); }
   void save_torchscript(const std::string& path) const override { inner_->save_torchscript(path); }

@@ -55,6 +55,14 @@ at::Tensor MultiheadAttentionImpl::attend(const at::Tensor& query, const at::Ten
                .narrow(-1, e, 2 * e)
                .chunk(2, -1);
     q_kv.insert(q_kv.begin(), q);
+  } else if (!batched && !has_output_adapter()) {
+    // PyTorch's unbatched input: query, key and value each get their batch of one apart, so they are
+    // no longer one tensor and each is projected by its own third of the weights (the input's
+    // gradient then sums three products).
+    auto w = in_proj_weight.chunk(3);
+    auto bias = in_proj_bias.defined() ? in_proj_bias.chunk(3) : std::vector<at::Tensor>(3);
+    const at::Tensor& keys = cross ? memory : x;
+    q_kv = {at::linear(x, w[0], bias[0]), at::linear(keys, w[1], bias[1]), at::linear(keys, w[2], bias[2])};
   } else if (cross) {
     // PyTorch's split for encoder-decoder attention: the query's rows, then keys' and values'.
     auto w = in_proj_weight.split_with_sizes({e, 2 * e});
@@ -130,17 +138,27 @@ std::vector<std::string> attention_script(const std::string& owner, const Attent
   lines.push_back("    hs = h.unsqueeze(1)");
   if (cross) lines.push_back("    ms = " + key_value + ".unsqueeze(1)");
   lines.insert(lines.end(), {"t = hs.size(0)", "b = hs.size(1)"});
+  lines.push_back("n = " + std::string(cross ? "ms.size(0)" : "t"));
+  // Unbatched: each of q, k, v projected by its own third of the weights (attend() says why).
+  const std::string keys = cross ? "ms" : "hs";
+  lines.push_back("if not batched:");
+  lines.push_back("    pw3 = " + owner + ".in_proj_weight.chunk(3)");
+  if (o.bias) lines.push_back("    pb3 = " + owner + ".in_proj_bias.chunk(3)");
+  std::string apart = "    qkv = [";
+  for (int i = 0; i < 3; ++i)
+    apart += std::string(i ? ", " : "") + "torch.linear(" + (i ? keys : "hs") + ", pw3[" + std::to_string(i) + "], " +
+             (o.bias ? "pb3[" + std::to_string(i) + "]" : "None") + ")";
+  lines.push_back(apart + "]");
+  lines.push_back("else:");
   if (!cross) {
-    lines.push_back("n = t");
-    lines.push_back("qkv = torch.linear(hs, " + owner + ".in_proj_weight, " +
+    lines.push_back("    qkv = torch.linear(hs, " + owner + ".in_proj_weight, " +
                     (o.bias ? owner + ".in_proj_bias" : "None") + ").chunk(3, -1)");
   } else {
-    lines.push_back("n = ms.size(0)");
-    lines.push_back("pw = " + owner + ".in_proj_weight.split_with_sizes([" + e + ", " + e2 + "])");
+    lines.push_back("    pw = " + owner + ".in_proj_weight.split_with_sizes([" + e + ", " + e2 + "])");
     const std::string bq = o.bias ? "pb[0]" : "None", bkv = o.bias ? "pb[1]" : "None";
-    if (o.bias) lines.push_back("pb = " + owner + ".in_proj_bias.split_with_sizes([" + e + ", " + e2 + "])");
-    lines.push_back("kv = torch.linear(ms, pw[1], " + bkv + ").chunk(2, -1)");
-    lines.push_back("qkv = [torch.linear(hs, pw[0], " + bq + "), kv[0], kv[1]]");
+    if (o.bias) lines.push_back("    pb = " + owner + ".in_proj_bias.split_with_sizes([" + e + ", " + e2 + "])");
+    lines.push_back("    kv = torch.linear(ms, pw[1], " + bkv + ").chunk(2, -1)");
+    lines.push_back("    qkv = [torch.linear(hs, pw[0], " + bq + "), kv[0], kv[1]]");
   }
   const std::string bh = "b * " + heads;
   for (const char* name : {"q", "k", "v"}) {

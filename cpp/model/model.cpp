@@ -26,6 +26,7 @@
 #include "model/peft/oft.h"
 #include "model/peft/shira.h"
 #include "model/peft/vera.h"
+#include "model/state_dict_order.h"
 
 namespace acc {
 
@@ -143,8 +144,7 @@ void Model::set_sharded_at_rest(std::string reason) {
 
 NamedTensors Model::state_dict() const {
   require_weights("state_dict");
-  NamedTensors out = named_parameters();
-  for (auto& entry : named_buffers()) out.push_back(entry);
+  NamedTensors out = in_state_dict_order(named_parameters(), named_buffers(), module_order());
   for (auto& entry : out) entry.second = entry.second.detach();
   return out;
 }

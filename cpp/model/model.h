@@ -50,6 +50,10 @@ class Model {
   // where named_parameters lists it once.
   virtual NamedTensors named_parameters_with_ties() const { return named_parameters(); }
   virtual NamedTensors named_buffers() const = 0;
+  // The modules' dotted names in PyTorch's named_modules() order ("" for the model itself first):
+  // state_dict lists tensors module by module in it (model/state_dict_order.h). None: parameters,
+  // then buffers.
+  virtual std::vector<std::string> module_order() const { return {}; }
   virtual void set_training(bool training) = 0;
   virtual bool is_training() const = 0;
   // Saves a TorchScript archive that torch.jit.load reads; LoRA adapters are merged into the file's
@@ -70,7 +74,7 @@ class Model {
   // Moves parameters and buffers in place (their identity is kept, so optimizers stay valid).
   // Only floating tensors change dtype.
   void to(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype);
-  // Parameters and buffers, detached, sharing storage.
+  // Parameters and buffers, detached, sharing storage, in PyTorch's state_dict() order.
   NamedTensors state_dict() const;
   // The modules to save and LN tuning's modules as they were when the adapters were added (what a
   // disabled forward and unload compute with), under PEFT's state_dict names

@@ -557,6 +557,12 @@ NamedTensors ScriptModel::named_buffers() const {
   return out;
 }
 
+std::vector<std::string> ScriptModel::module_order() const {
+  std::vector<std::string> names;
+  for (const auto& entry : module_.named_modules()) names.push_back(entry.name);
+  return names;
+}
+
 void ScriptModel::set_training(bool training) { module_.train(training); }
 
 bool ScriptModel::is_training() const { return module_.is_training(); }

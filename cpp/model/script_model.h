@@ -32,6 +32,7 @@ class ScriptModel final : public Model {
   NamedTensors named_parameters() const override;
   NamedTensors named_parameters_with_ties() const override;
   NamedTensors named_buffers() const override;
+  std::vector<std::string> module_order() const override;
   void set_training(bool training) override;
   bool is_training() const override;
   void set_graph_optimization(bool enabled) override { optimize_ = enabled; }

@@ -58,6 +58,11 @@ SpecModel::SpecModel(std::vector<LayerSpec> layers, bool weights_pending)
       const ExceptionReport report = describe_current_exception();
       fail(report.status, "layer ", i, " (", layers_[i].type, "): ", report.message);
     }
+    // A tied layer reuses an earlier embedding's weight (parse_layer_specs checked the index); its
+    // bias is drawn here, at the layer's place among the draws, as PyTorch's constructor draws it.
+    if (layers_[i].type == kTiedLinear)
+      net_->ptr<TiedLinearImpl>(i)->tie(torch::nn::Embedding(
+          std::shared_ptr<torch::nn::EmbeddingImpl>(net_->ptr<AdaptableEmbeddingImpl>(tie_source(i)))));
     if (weights_pending) {  // each layer's weights go as soon as it is built (its random draws made)
       make_placeholders(defined_only(net_->ptr(i)->named_parameters(true)));
       make_placeholders(defined_only(net_->ptr(i)->named_buffers(true)));
@@ -66,11 +71,6 @@ SpecModel::SpecModel(std::vector<LayerSpec> layers, bool weights_pending)
     for (const auto& source : layers_[i].inputs)
       if (!source.model_input) last_reader_[static_cast<size_t>(source.index)] = i;
   }
-  // Tied layers reuse an earlier embedding's weight (parse_layer_specs checked the index).
-  for (size_t i = 0; i < layers_.size(); ++i)
-    if (layers_[i].type == kTiedLinear)
-      net_->ptr<TiedLinearImpl>(i)->tie(torch::nn::Embedding(
-          std::shared_ptr<torch::nn::EmbeddingImpl>(net_->ptr<AdaptableEmbeddingImpl>(tie_source(i)))));
   if (weights_pending) make_weights_pending();
 }
 
@@ -338,6 +338,12 @@ NamedTensors SpecModel::named_buffers() const {
   NamedTensors out = defined_only(net_->named_buffers(true));
   for (auto& entry : lora_.named_buffers()) out.push_back(std::move(entry));
   return out;
+}
+
+std::vector<std::string> SpecModel::module_order() const {
+  std::vector<std::string> names;
+  for (const auto& entry : net_->named_modules()) names.push_back(entry.key());
+  return names;
 }
 
 void SpecModel::set_training(bool training) { net_->train(training); }

@@ -22,6 +22,7 @@ class SpecModel final : public Model {
   // state_dict() of the same model lists it.
   NamedTensors named_parameters_with_ties() const override;
   NamedTensors named_buffers() const override;
+  std::vector<std::string> module_order() const override;
   void set_training(bool training) override;
   bool is_training() const override;
   bool recompute_batch_norm(const InputSource& next) override;

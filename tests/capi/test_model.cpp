@@ -531,6 +531,52 @@ TEST(TorchScript, ASharedBufferIsSavedOnce) {
   acc_model_free(model);
 }
 
+namespace {
+
+std::vector<std::string> state_dict_names(acc_accelerator* acc, acc_model* model) {
+  acc_tensor_list* state = nullptr;
+  EXPECT_EQ(acc_get_state_dict(acc, model, 1, &state), ACC_OK) << acc_last_error_message();
+  size_t count = 0;
+  EXPECT_EQ(acc_tensor_list_size(state, &count), ACC_OK);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < count; ++i) {
+    const char* name = nullptr;
+    EXPECT_EQ(acc_tensor_list_name(state, i, &name), ACC_OK);
+    names.push_back(name);
+  }
+  acc_tensor_list_free(state);
+  return names;
+}
+
+}  // namespace
+
+// acc_get_state_dict lists tensors as PyTorch's state_dict() (module by module, each module's
+// parameters before its buffers: found by a hunt listing every parameter before every buffer), a
+// TorchScript module's and a spec's (an nn.Sequential's) alike, and save_model's shards split where
+// Accelerate's do (huggingface_hub fills them in that order).
+TEST(TorchScript, StateDictOrderAndShardSplitsAreAsPyTorchsAndAccelerates) {
+  std::ifstream in(acc_test::data_dir() + "/interleaved_state.json");
+  ASSERT_TRUE(in) << "interleaved_state.json (export_models.py)";
+  const auto expected = nlohmann::json::parse(in);
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/interleaved.pt").c_str(), &model));
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  EXPECT_EQ(state_dict_names(acc, model), expected["state_dict_names"].get<std::vector<std::string>>());
+  const std::string dir = acc_test::temp_path("interleaved_model");
+  const std::string limit = std::to_string(expected["max_shard_size"].get<int64_t>());
+  ACC_ASSERT_OK(acc_save_model(acc, model, dir.c_str(), limit.c_str()));
+  const auto index = nlohmann::json::parse(acc_test::read_file(dir + "/model.safetensors.index.json"));
+  EXPECT_EQ(index["weight_map"], expected["weight_map"]);
+  std::filesystem::remove_all(dir);
+  acc_model* spec = acc_test::spec_model(R"([{"type":"linear","in_features":4,"out_features":8},
+                                             {"type":"batchnorm1d","num_features":8},
+                                             {"type":"linear","in_features":8,"out_features":3}])");
+  EXPECT_EQ(state_dict_names(acc, spec), expected["sequential_state_dict_names"].get<std::vector<std::string>>());
+  acc_model_free(spec);
+  acc_accelerator_free(acc);
+  acc_model_free(model);
+}
+
 // A spec's tied_linear holds its embedding's weight: Python's state_dict() of the same nn.Sequential
 // lists it under the head's name too, and either or both names load it strictly.
 TEST(Spec, ATiedHeadsWeightLoadsUnderEitherName) {

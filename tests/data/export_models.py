@@ -181,6 +181,65 @@ class DirectWeight(torch.nn.Module):
         return F.linear(x, self.fc.weight, self.fc.bias)
 
 
+class Offset(torch.nn.Module):
+    """A module holding a buffer and no parameter."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("table", torch.arange(8, dtype=torch.float32) / 8)
+
+    def forward(self, x: torch.Tensor):
+        return x + self.table
+
+
+class Interleaved(torch.nn.Module):
+    """Buffers among the parameters: state_dict() goes module by module, each module's parameters
+    before its buffers (the model's own scale first, BatchNorm's statistics before the head)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Linear(4, 8)
+        self.norm = torch.nn.BatchNorm1d(8)
+        self.offset = Offset()
+        self.head = torch.nn.Linear(8, 3)
+        self.register_buffer("scale", torch.tensor(0.5))
+
+    def forward(self, x: torch.Tensor):
+        return self.head(self.offset(self.norm(self.stem(x)))) * self.scale
+
+
+def hub_shards(state: dict, max_shard_size: int) -> dict:
+    """huggingface_hub's split_torch_state_dict_into_shards restated (Accelerate's save_model calls
+    it): shards filled in state-dict order, a new one when the next tensor would overflow, a tensor
+    larger than a shard in one of its own. Returns the index's weight_map."""
+    shards, current, current_size = [], [], 0
+    for name, tensor in state.items():
+        size = tensor.untyped_storage().nbytes() if hasattr(tensor, "untyped_storage") else tensor.storage().nbytes()
+        if size > max_shard_size:
+            shards.append([name])
+            continue
+        if current_size + size > max_shard_size:
+            shards.append(current)
+            current, current_size = [], 0
+        current.append(name)
+        current_size += size
+    if current:
+        shards.append(current)
+    return {name: f"model-{k + 1:05d}-of-{len(shards):05d}.safetensors"
+            for k, names in enumerate(shards) for name in names}
+
+
+def write_interleaved(out: Path) -> None:
+    m = Interleaved()
+    torch.jit.save(torch.jit.script(m), str(out / "interleaved.pt"))
+    state = m.state_dict()
+    # The spec [linear 4->8, batchnorm1d 8, linear 8->3] is this nn.Sequential.
+    sequential = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 3))
+    (out / "interleaved_state.json").write_text(json.dumps(
+        {"state_dict_names": list(state.keys()), "max_shard_size": 160, "weight_map": hub_shards(state, 160),
+         "sequential_state_dict_names": list(sequential.state_dict().keys())}))
+
+
 class SizedBlock(torch.nn.Module):
     """A transformer block for FSDP's size-based wrapping: attention (a leaf it never enters), an MLP
     whose layers it can wrap one by one, and a norm."""
@@ -320,7 +379,8 @@ def main(out: Path) -> None:
     m = torch.jit.load(str(out / "dict_output.pt"))
     x = torch.arange(8, dtype=torch.float32).reshape(2, 4) / 8
     (out / "dict_output_logits.txt").write_text(" ".join(f"{v:.9g}" for v in m(x)["logits"].flatten().tolist()))
-    torch.jit.save(torch.jit.script(DirectHead()), str(out / "direct_head.pt"))  # last: the others' draws stay
+    torch.jit.save(torch.jit.script(DirectHead()), str(out / "direct_head.pt"))  # the others' draws stay
+    write_interleaved(out)  # (after them all, as DirectHead)
 
 
 if __name__ == "__main__":

@@ -253,6 +253,33 @@ def plain_initialisation_case(seed=11):
             "state": {k: tensor(v) for k, v in m.named_parameters()}}
 
 
+class TiedHead(nn.Module):
+    """A head computing with its embedding's weight and a bias of its own, which it draws as
+    nn.Linear draws a bias (the embedding's width the fan-in): where it stands among the layers."""
+
+    def __init__(self, embedding):
+        super().__init__()
+        self.embedding = [embedding]  # (not a submodule: the weight is listed once, as the embedding's)
+        self.bias = nn.Parameter(torch.empty(embedding.num_embeddings))
+        bound = 1 / embedding.embedding_dim ** 0.5
+        nn.init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, x):
+        return nn.functional.linear(x, self.embedding[0].weight, self.bias)
+
+
+def tied_initialisation_case(seed=13):
+    # A tied head with a bias, a layer after it: the bias is drawn at the head's place.
+    torch.manual_seed(seed)
+    embedding = nn.Embedding(10, 4)
+    m = nn.Sequential(embedding, TiedHead(embedding), nn.Linear(10, 3))
+    spec = [{"type": "embedding", "num_embeddings": 10, "embedding_dim": 4},
+            {"type": "tied_linear", "tie_to": 0, "bias": True},
+            {"type": "linear", "in_features": 10, "out_features": 3}]
+    return {"name": "tied head with a bias", "seed": seed, "spec": spec,
+            "state": {k: tensor(v) for k, v in m.named_parameters()}}
+
+
 def gradient_case(name, module, spec, inputs, run):
     """The layer in training (dropout 0; attention without its weights, as transformer layers call
     it, which PyTorch 2.x runs through scaled_dot_product_attention): its output and each parameter's
@@ -289,7 +316,10 @@ def gradient_cases(t=5, s=4, b=3, e=8, heads=2, ff=16):
                                spec, [x, memory, mask], lambda m: m(x, memory, memory, key_padding_mask=mask, need_weights=False)[0]))
     for activation, norm_first, batch_first, causal, unbatched in [("relu", False, False, False, False),
                                                                    ("gelu", True, True, True, False),
-                                                                   ("relu", False, True, False, True)]:
+                                                                   ("relu", False, True, False, True),
+                                                                   # (the input's gradient reaches norm1: PyTorch
+                                                                   # projects an unbatched q, k, v apart)
+                                                                   ("relu", True, False, False, True)]:
         x = sequence(t, batch_first, unbatched)
         spec = {"type": "transformer_encoder_layer", "d_model": e, "nhead": heads, "dim_feedforward": ff,
                 "dropout": 0.0, "activation": activation, "batch_first": batch_first, "norm_first": norm_first,
@@ -310,6 +340,12 @@ def gradient_cases(t=5, s=4, b=3, e=8, heads=2, ff=16):
                                    [x, memory] + masks,
                                    lambda m: m(x, memory, tgt_mask=causal_mask(t), tgt_key_padding_mask=masks[0],
                                                memory_key_padding_mask=masks[1])))
+    x, memory = sequence(t, False, True), sequence(s, False, True)
+    spec = {"type": "transformer_decoder_layer", "d_model": e, "nhead": heads, "dim_feedforward": ff,
+            "dropout": 0.0, "norm_first": True, "causal": True}
+    layer = nn.TransformerDecoderLayer(e, heads, ff, dropout=0.0, norm_first=True)
+    cases.append(gradient_case("unbatched causal decoder norm_first=True", layer, spec, [x, memory],
+                               lambda m: m(x, memory, tgt_mask=causal_mask(t))))
     # A linear layer on 3-D input: Python's F.linear fuses the bias into one product (at::linear).
     x = torch.randn(2, 3, 3072)
     cases.append(gradient_case("linear 3-D input", nn.Linear(3072, 4),
@@ -347,7 +383,8 @@ def main(out_dir):
     cases.append(seq2seq_case())
     cases.append(sinusoidal_case())
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    initialisations = [initialisation_case(False), initialisation_case(True), plain_initialisation_case()]
+    initialisations = [initialisation_case(False), initialisation_case(True), plain_initialisation_case(),
+                       tied_initialisation_case()]
     (Path(out_dir) / "transformer_cases.json").write_text(
         json.dumps({"torch": torch.__version__, "cases": cases, "initialisations": initialisations,
                     "gradient_cases": gradient_cases()}))
