@@ -462,7 +462,7 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   accelerate-launch); a value set with acc_options_* always wins.
  * Keys of ACC_OPTIONS_LORA (PEFT's LoraConfig, see acc_model_add_lora):
  *   r (int, default 8: the adapters' rank), lora_alpha (double, default 8: the scaling is
- *   lora_alpha / r), use_rslora (bool, default false: lora_alpha / sqrt(r)), use_dora (bool,
+ *   lora_alpha / r; either sign, as PEFT), use_rslora (bool, default false: lora_alpha / sqrt(r)), use_dora (bool,
  *   default false: PEFT's DoRA, each adapted layer also training a magnitude per output, saved as
  *   "<module>.lora_magnitude_vector"), lora_bias (bool, default false: lora_B has a trained bias,
  *   "<module>.lora_B.bias", zero at the start; with init_lora_weights true or false alone and not

@@ -1262,24 +1262,59 @@ TEST(Lora, RegularExpressionsThatWouldNotEndAreRefused) {
 }
 
 // lora_alpha is the scaling's numerator: one that overflows float32 would make every output NaN.
-TEST(Lora, AlphaMustKeepTheScalingFinite) {
+// Otherwise either sign, and lora_dropout up to 1, as PEFT takes them (found by a hunt: a folder
+// saved with lora_dropout 1 was refused on reading, a negative alpha refused): a negative alpha
+// makes the adapters' change the opposite of the same positive one's.
+TEST(Lora, AlphaMustKeepTheScalingFiniteAndMayBeNegative) {
   acc_options* o = nullptr;
   ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_LORA, &o));
   ACC_EXPECT_ERROR(acc_options_set_double(o, "lora_alpha", 1e308), ACC_ERR_INVALID_ARGUMENT, "lora_alpha");
   acc_options_free(o);
-  const std::string dir = acc_test::temp_path("lora_alpha");
-  acc_model* m = net();
-  add_lora(m);
-  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
-  for (const char* alpha : {"1e308", "-4"}) {
-    auto config = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
-    config["lora_alpha"] = json::parse(alpha);
-    std::ofstream(dir + "/adapter_config.json") << config.dump();
-    acc_model* fresh = net();
-    ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "lora_alpha");
-    acc_model_free(fresh);
+  // One linear layer: its output is the base's plus the adapters' change, whose sign alpha gives.
+  auto layer = [] {
+    EXPECT_EQ(acc_set_seed(5), ACC_OK);
+    return acc_test::spec_model(R"([{"type":"linear","in_features":6,"out_features":8}])");
+  };
+  auto adapted = [&](double alpha, double dropout) {
+    acc_model* m = layer();
+    acc_options* options = lora_options(2, alpha);
+    EXPECT_EQ(acc_options_set(options, "init_lora_weights", "false"), ACC_OK);  // B not zero: the adapters act
+    EXPECT_EQ(acc_options_set_double(options, "lora_dropout", dropout), ACC_OK);
+    EXPECT_EQ(acc_model_add_lora(m, "0", options, nullptr), ACC_OK) << acc_last_error_message();
+    acc_options_free(options);
+    EXPECT_EQ(acc_model_set_training(m, 0), ACC_OK);  // (no dropout)
+    return m;
+  };
+  acc_model* base = layer();
+  ACC_ASSERT_OK(acc_model_set_training(base, 0));
+  const auto base_out = outputs(base);
+  acc_model_free(base);
+  acc_model* plus = adapted(4, 0);
+  acc_model* minus = adapted(-4, 1);
+  const auto plus_out = outputs(plus), minus_out = outputs(minus);
+  ASSERT_EQ(plus_out.size(), base_out.size());
+  ASSERT_EQ(minus_out.size(), base_out.size());
+  float largest_change = 0;
+  for (size_t i = 0; i < base_out.size(); ++i) {
+    EXPECT_NEAR(minus_out[i] - base_out[i], -(plus_out[i] - base_out[i]), 1e-5) << i;
+    largest_change = std::max(largest_change, std::abs(plus_out[i] - base_out[i]));
   }
-  acc_model_free(m);
+  EXPECT_GT(largest_change, 1e-3f);
+  const std::string dir = acc_test::temp_path("lora_alpha");
+  ACC_ASSERT_OK(acc_model_save_lora(minus, dir.c_str()));
+  acc_model* fresh = layer();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  ACC_ASSERT_OK(acc_model_set_training(fresh, 0));
+  EXPECT_EQ(outputs(fresh), minus_out);
+  acc_model_free(fresh);
+  auto config = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
+  config["lora_alpha"] = 1e308;
+  std::ofstream(dir + "/adapter_config.json", std::ios::trunc) << config.dump();
+  fresh = layer();
+  ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "lora_alpha");
+  acc_model_free(fresh);
+  acc_model_free(plus);
+  acc_model_free(minus);
   std::system(("rm -rf " + dir).c_str());
 }
 

@@ -547,7 +547,7 @@ LoraConfig lycoris_config_from_json(PeftType method, const nlohmann::ordered_jso
   config.peft_type = method;
   config.r = fields.integer("r", 8, 1, kMaxLoraRank, "from 1 to 2^20");  // PEFT's default: 8
   fields.refuse_null("alpha");
-  config.alpha = fields.number("alpha", 8, 0, kMaxLoraAlpha);
+  config.alpha = fields.number("alpha", 8, -kMaxLoraAlpha, kMaxLoraAlpha);  // (either sign, as PEFT)
   config.rank_dropout = fields.number("rank_dropout", 0, 0, 1);
   config.module_dropout = fields.number("module_dropout", 0, 0, 1);
   config.use_effective_conv2d = fields.flag("use_effective_conv2d", false);
@@ -971,7 +971,7 @@ LoraConfig randlora_config_from_json(const nlohmann::ordered_json& j, const std:
   config.randlora_very_sparse = fields.flag("very_sparse", false);
   config.dropout = fields.number("randlora_dropout", 0, 0, 1);
   config.fan_in_fan_out = fields.flag("fan_in_fan_out", false);  // each layer's kind decides, as in PEFT
-  config.randlora_alpha = fields.number("randlora_alpha", 640, 0, kMaxLoraAlpha);
+  config.randlora_alpha = fields.number("randlora_alpha", 640, -kMaxLoraAlpha, kMaxLoraAlpha);
   config.randlora_init_weights = fields.flag("init_weights", true);
   read_bias(fields, "randlora_only", &config);
   read_shared_tail(fields, {/*patterns=*/false, /*exclude=*/false}, &config);  // (PEFT's has no exclude_modules)
@@ -1083,7 +1083,7 @@ LoraConfig gralora_config_from_json(const nlohmann::ordered_json& j, const std::
   for (const char* key : {"r", "hybrid_r", "alpha", "gralora_dropout", "gralora_k"}) fields.refuse_null(key);
   config.r = fields.integer("r", 32, 1, kMaxLoraRank, "from 1 to 2^20");
   config.gralora_hybrid_r = fields.integer("hybrid_r", 0, 0, kMaxLoraRank, "from 0 to 2^20");
-  config.alpha = fields.number("alpha", 64, 0, kMaxLoraAlpha);
+  config.alpha = fields.number("alpha", 64, -kMaxLoraAlpha, kMaxLoraAlpha);
   config.gralora_alpha = config.alpha;
   config.dropout = fields.number("gralora_dropout", 0, 0, 1);
   config.gralora_k = fields.integer("gralora_k", 2, 1, kMaxLoraRank, "from 1 to 2^20");
@@ -1242,10 +1242,10 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
     return j[key].get<double>();
   };
   config.alpha = number("lora_alpha", 8);
-  if (config.alpha < 0 || config.alpha > kMaxLoraAlpha)  // as the option lora_alpha
-    refuse("lora_alpha", "must be in [0, " + concat(kMaxLoraAlpha) + "]");
+  if (std::abs(config.alpha) > kMaxLoraAlpha)  // as the option lora_alpha (either sign, as PEFT)
+    refuse("lora_alpha", "must be in [" + concat(-kMaxLoraAlpha) + ", " + concat(kMaxLoraAlpha) + "]");
   config.dropout = number("lora_dropout", 0);
-  if (config.dropout < 0 || config.dropout >= 1) refuse("lora_dropout", "must be in [0, 1)");
+  if (config.dropout < 0 || config.dropout > 1) refuse("lora_dropout", "must be in [0, 1]");  // (torch's Dropout's)
   auto flag = [&](const char* key) {
     if (!j.contains(key) || j[key].is_null()) return false;
     if (!j[key].is_boolean()) refuse(key, "must be true or false");

@@ -88,7 +88,7 @@ void bind_patterns_and_layers(OptionTable<LoraConfig>& t, const std::string& alp
 void bind_lycoris_dropouts(OptionTable<LoraConfig>& t) {
   using L = LoraConfig;
   t.bind("r", "the rank of each product", &L::r).at_least(1).at_most(kMaxLoraRank);
-  t.bind("alpha", "the scaling is alpha / r", &L::alpha).at_least(0).at_most(kMaxLoraAlpha);
+  t.bind("alpha", "the scaling is alpha / r", &L::alpha).at_least(-kMaxLoraAlpha).at_most(kMaxLoraAlpha);
   t.bind("rank_dropout", "in training, the probability of dropping each output row of the delta", &L::rank_dropout)
       .at_least(0)
       .at_most(1);
@@ -103,8 +103,9 @@ const OptionTable<LoraConfig>& lora_option_table() {
   using L = LoraConfig;
   static const OptionTable<L> table(OptionsKind::Lora, [](OptionTable<L>& t) {
     t.bind("r", "the adapters' rank", &L::r).at_least(1).at_most(kMaxLoraRank);
-    // At most float's largest: the scaling multiplies float32 outputs (an inf would make 0 * inf NaNs).
-    t.bind("lora_alpha", "the scaling is lora_alpha / r", &L::alpha).at_least(0).at_most(kMaxLoraAlpha);
+    // Within float's range: the scaling multiplies float32 outputs (an inf would make 0 * inf NaNs).
+    // Either sign, as PEFT takes it.
+    t.bind("lora_alpha", "the scaling is lora_alpha / r", &L::alpha).at_least(-kMaxLoraAlpha).at_most(kMaxLoraAlpha);
     t.bind("lora_dropout", "dropout on the adapted layer's input", &L::dropout).at_least(0).at_most(1);
     t.bind("use_rslora", "scale by lora_alpha / sqrt(r)", &L::use_rslora);
     t.bind("use_dora", "DoRA: train a magnitude per output beside the adapters", &L::use_dora);
@@ -551,7 +552,7 @@ const OptionTable<LoraConfig>& randlora_option_table() {
         .at_least(0)
         .at_most(1);
     t.bind("randlora_alpha", "the scaling is randlora_alpha / r", &L::randlora_alpha)
-        .at_least(0)
+        .at_least(-kMaxLoraAlpha)
         .at_most(kMaxLoraAlpha);
     t.bind("bias", "which biases train beside the adapters: none, all, randlora_only (the adapted layers')", &L::bias)
         .one_of({"none", "all", "randlora_only"});
@@ -787,7 +788,9 @@ const OptionTable<LoraConfig>& gralora_option_table() {
     t.bind("hybrid_r", "the rank of a plain LoRA pair beside the blocks (0: none)", &L::gralora_hybrid_r)
         .at_least(0)
         .at_most(kMaxLoraRank);
-    t.bind("alpha", "the scaling is alpha / (r + hybrid_r)", &L::gralora_alpha).at_least(0).at_most(kMaxLoraAlpha);
+    t.bind("alpha", "the scaling is alpha / (r + hybrid_r)", &L::gralora_alpha)
+        .at_least(-kMaxLoraAlpha)
+        .at_most(kMaxLoraAlpha);
     t.bind("gralora_dropout", "dropout on each adapted layer's input to its branches", &L::dropout)
         .at_least(0)
         .at_most(1);
@@ -1089,12 +1092,11 @@ void LoraConfig::add_rank_pattern(const std::string& key, int64_t rank) {
 }
 
 void LoraConfig::add_alpha_pattern(const std::string& key, double value) {
-  // DeLoRA's lambda_pattern gives a strength, which PEFT takes with either sign.
-  const bool delora = peft_type == PeftType::Delora;
+  // Either sign, as PEFT takes an alpha (and DeLoRA's lambda_pattern, a strength).
   const char* setting = alpha_pattern_setting();
-  const double least = delora ? -kMaxLoraAlpha : 0;
-  require(std::isfinite(value) && value >= least && value <= kMaxLoraAlpha, setting, "'s '", key, "' must be ",
-          delora ? "a strength" : "an alpha", " in [", least, ", ", kMaxLoraAlpha, "], got ", value);
+  require(std::isfinite(value) && std::abs(value) <= kMaxLoraAlpha, setting, "'s '", key, "' must be ",
+          peft_type == PeftType::Delora ? "a strength" : "an alpha", " in [", -kMaxLoraAlpha, ", ", kMaxLoraAlpha,
+          "], got ", value);
   alpha_pattern.push_back({key, value, pattern_key_matcher(key, setting)});
 }
 
