@@ -4,6 +4,7 @@
 
 #include "checkpoint/torch_pickle.h"
 #include "common/error.h"
+#include "common/python_text.h"
 #include "schedule/named_schedules.h"
 
 namespace acc {
@@ -79,7 +80,7 @@ void check_saved(const PythonComposition& c, const PickleNode& node, int64_t ste
   if (c.kind == Kind::Schedule) {
     // Where its cycle stands and how long it is, as this program's schedule gives them there.
     if (const auto differs = python_field_mismatch(part_of(index++, step).fields, node, file, where + "."))
-      mismatch(where + "." + differs->key, concat(differs->saved), std::to_string(differs->ours));
+      mismatch(where + "." + differs->key, differs->saved, differs->ours);
     return;
   }
   if (c.kind == Kind::Sequence) {
@@ -143,11 +144,58 @@ PythonComposition python_composition(const std::string& name) {
 
 std::optional<PythonFieldMismatch> python_field_mismatch(const PythonSchedulerFields& fields, const PickleNode& node,
                                                          const TorchSavedFile& file, const std::string& where) {
+  // Numbers compare as doubles (Python's int 3 and float 3.0 are one setting) and exactly: the
+  // program's and Python's settings are the same literals.
+  const auto numbers = [&](const c10::IValue& value) {
+    std::vector<double> out;
+    if (value.isInt()) out.push_back(static_cast<double>(value.toInt()));
+    if (value.isDouble()) out.push_back(value.toDouble());
+    if (value.isList())
+      for (const c10::IValue& item : value.toListRef()) out.push_back(item.isInt() ? item.toInt() : item.toDouble());
+    return out;
+  };
+  const auto printed = [](const std::vector<double>& values, bool list) {
+    std::string text = list ? "[" : "";
+    for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + python_float_repr(values[i]);
+    return text + (list ? "]" : "");
+  };
   for (const auto& [key, value] : fields.state) {
     const PickleNode* saved = node.find(key);
-    if (!value.isInt() || !saved) continue;
-    const double in_file = file.number(*saved, where + key);
-    if (in_file != static_cast<double>(value.toInt())) return PythonFieldMismatch{key, in_file, value.toInt()};
+    if (!saved) continue;
+    if (value.isString()) {
+      const std::string& in_file = file.text(*saved, where + key);
+      if (in_file != value.toStringRef())
+        return PythonFieldMismatch{key, "'" + in_file + "'", "'" + value.toStringRef() + "'"};
+      continue;
+    }
+    if (!value.isInt() && !value.isDouble() && !value.isList()) continue;
+    std::vector<double> in_file;
+    if (value.isList())
+      for (const PickleNode* item : file.sequence(*saved, where + key))
+        in_file.push_back(file.number(*item, where + key));
+    else
+      in_file.push_back(file.number(*saved, where + key));
+    const std::vector<double> ours = numbers(value);
+    if (in_file != ours)
+      return PythonFieldMismatch{key, printed(in_file, value.isList()), printed(ours, value.isList())};
+  }
+  for (const auto& [key, steps] : fields.counted) {
+    const PickleNode* saved = node.find(key);
+    if (!saved) continue;
+    // collections.Counter({step: repeats}), as pickle writes it: a call of Counter with one dict.
+    const std::string at = where + key;
+    if (!saved->is_call_of("collections.Counter") || saved->items[1]->items.size() != 1 ||
+        saved->items[1]->items[0]->kind != PickleNode::Kind::Dict)
+      file.refuse(at, "a collections.Counter", *saved);
+    std::vector<int64_t> in_file;
+    const auto& counts = saved->items[1]->items[0]->items;
+    for (size_t i = 0; i + 1 < counts.size(); i += 2)
+      in_file.insert(in_file.end(), static_cast<size_t>(std::max<int64_t>(0, file.integer(*counts[i + 1], at))),
+                     file.integer(*counts[i], at));
+    std::vector<int64_t> ours = steps;
+    std::sort(in_file.begin(), in_file.end());
+    std::sort(ours.begin(), ours.end());
+    if (in_file != ours) return PythonFieldMismatch{key, listed(in_file), listed(ours)};
   }
   return std::nullopt;
 }

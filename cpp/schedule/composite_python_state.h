@@ -47,13 +47,12 @@ size_t python_schedule_count(const std::string& name);
 // PyTorch keeps it (Scheduler::python_part).
 using PythonPartOf = std::function<PythonPartState(size_t index, int64_t steps_in)>;
 
-// Where `node` (a schedule's state in `file`) holds one of the integer `fields` this program's
-// schedule gives (where its cycle stands, how long it is) with another value: the key and the file's
-// value. `where` prefixes the key in a refusal of the file's number.
+// Where `node` (a schedule's state in `file`) holds one of the `fields` this program's schedule gives
+// (its settings, where its cycle stands, how long it is: numbers, texts, lists of numbers; and
+// counted_fields, MultiStepLR's milestones) with another value: the key and both values as Python
+// prints them. `where` prefixes the key in a refusal of the file's value.
 struct PythonFieldMismatch {
-  std::string key;
-  double saved;
-  int64_t ours;
+  std::string key, saved, ours;
 };
 std::optional<PythonFieldMismatch> python_field_mismatch(const PythonSchedulerFields& fields, const PickleNode& node,
                                                          const TorchSavedFile& file, const std::string& where);

@@ -92,24 +92,6 @@ Factor wsd_factor(const ScheduleOptions& o, const std::string& name) {
   };
 }
 
-// MultiStepLR's milestones from "30,80": steps >= 0, in any order, repeats allowed.
-std::vector<int64_t> milestone_steps(const std::string& text) {
-  std::vector<int64_t> steps;
-  for (const std::string& item : split_trimmed(text, ',')) {
-    size_t used = 0;
-    int64_t step = 0;
-    try {
-      step = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    require(used > 0 && used == item.size() && step >= 0, "milestones must be steps >= 0 separated by commas, got '",
-            text, "'");
-    steps.push_back(step);
-  }
-  return steps;
-}
-
 Schedule from_factor(Factor factor) {
   return closed_form([factor = std::move(factor)](double base, int64_t s) { return base * factor(s); });
 }
@@ -129,12 +111,6 @@ MakeRule restarted_needs_total_iters(MakeRule make) {
     require(o.total_iters >= 1, "a ", name, " schedule after a milestone needs total_iters >= 1 (PyTorch divides by it)");
     return make(o, name, lr);
   };
-}
-
-double constant_factor(const ScheduleOptions& o, const std::string& name) {
-  const double factor = o.factor.value_or(1.0 / 3);
-  require(factor > 0 && factor <= 1, "the ", name, " schedule's factor must be in (0, 1], got ", factor);
-  return factor;
 }
 
 Schedule checked_linear_lr(const ScheduleOptions& o, const std::string& name, double) {
@@ -299,6 +275,29 @@ const std::vector<NamedSchedule>& named_schedules() {
 }
 
 }  // namespace
+
+std::vector<int64_t> milestone_steps(const std::string& text) {
+  std::vector<int64_t> steps;
+  for (const std::string& item : split_trimmed(text, ',')) {
+    size_t used = 0;
+    int64_t step = 0;
+    try {
+      step = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    require(used > 0 && used == item.size() && step >= 0, "milestones must be steps >= 0 separated by commas, got '",
+            text, "'");
+    steps.push_back(step);
+  }
+  return steps;
+}
+
+double constant_factor(const ScheduleOptions& o, const std::string& name) {
+  const double factor = o.factor.value_or(1.0 / 3);
+  require(factor > 0 && factor <= 1, "the ", name, " schedule's factor must be in (0, 1], got ", factor);
+  return factor;
+}
 
 const std::string& schedule_names() {
   static const std::string names = [] {

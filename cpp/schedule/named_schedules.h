@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/options.h"
 #include "schedule/schedule_form.h"
+#include "schedule/schedule_options.h"
 
 namespace acc {
 
@@ -38,6 +40,11 @@ std::vector<Schedule> named_group_schedules(const std::string& name, const Optio
 // class has a closed form (_get_closed_form_lr), step 0's rate is the closed form's, which differs
 // from get_lr()'s for cosine_annealing with an eta_min and constant_lr with total_iters 0.
 ScheduleRule restarted_schedule_rule(const std::string& name, const Options& options, double default_lr);
+
+// MultiStepLR's milestones from "30,80": steps >= 0, in any order, repeats allowed.
+std::vector<int64_t> milestone_steps(const std::string& text);
+// ConstantLR's factor as the schedule computes with it (unset 1/3), checked to be in (0, 1].
+double constant_factor(const ScheduleOptions& o, const std::string& name);
 
 // The names, in the order errors list them.
 const std::string& schedule_names();

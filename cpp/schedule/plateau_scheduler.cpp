@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "checkpoint/torch_pickle.h"
 #include "common/error.h"
 #include "schedule/named_schedules.h"
 
@@ -110,6 +111,19 @@ const std::string& PlateauScheduler::name() const {
 
 double PlateauScheduler::last_lr(size_t group) const {
   return group_lr(last_lrs_, group);
+}
+
+PythonSchedulerFields PlateauScheduler::python_fields(int64_t) const {
+  PythonSchedulerFields fields;
+  fields.state = {{"factor", factor_},
+                  {"min_lrs", python_floats(min_lrs_)},
+                  {"patience", patience_},
+                  {"cooldown", cooldown_},
+                  {"mode", maximize_ ? "max" : "min"},
+                  {"threshold", threshold_},
+                  {"threshold_mode", relative_ ? "rel" : "abs"},
+                  {"eps", eps_}};
+  return fields;
 }
 
 }  // namespace acc

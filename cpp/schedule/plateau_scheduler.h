@@ -25,6 +25,9 @@ class PlateauScheduler final : public Scheduler {
   std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
   size_t group_count() const override { return initial_lrs_.size(); }
   const std::string& name() const override;
+  // Its settings under PyTorch's names (factor, min_lrs, patience, cooldown, mode, threshold,
+  // threshold_mode, eps), in its constructor's order.
+  PythonSchedulerFields python_fields(int64_t step) const override;
 
  private:
   bool is_better(double metric) const;

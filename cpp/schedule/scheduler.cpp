@@ -210,7 +210,23 @@ namespace {
 // What PyTorch's class of schedule `name` keeps of its own at `step` (none for most).
 PythonSchedulerFields python_fields_of(const std::string& name, const ScheduleOptions& o, size_t groups, int64_t step) {
   PythonSchedulerFields fields;
-  if (name == "cosine_annealing_warm_restarts") {
+  // PyTorch's chainable schedulers' settings, in the order their constructors set them.
+  if (name == "step") {
+    fields.state = {{"step_size", o.step_size.value_or(0)}, {"gamma", o.gamma.value_or(0.1)}};
+  } else if (name == "multistep") {
+    fields.state = {{"gamma", o.gamma.value_or(0.1)}};
+    fields.counted = {{"milestones", milestone_steps(o.milestones.value_or(""))}};
+  } else if (name == "exponential") {
+    fields.state = {{"gamma", o.gamma.value_or(0.0)}};
+  } else if (name == "cosine_annealing") {
+    fields.state = {{"T_max", o.t_max.value_or(0)}, {"eta_min", o.eta_min}};
+  } else if (name == "constant_lr") {
+    fields.state = {{"factor", constant_factor(o, name)}, {"total_iters", o.total_iters}};
+  } else if (name == "linear_lr") {
+    fields.state = {{"start_factor", o.start_factor}, {"end_factor", o.end_factor}, {"total_iters", o.total_iters}};
+  } else if (name == "polynomial_lr") {
+    fields.state = {{"total_iters", o.total_iters}, {"power", o.power}};
+  } else if (name == "cosine_annealing_warm_restarts") {
     const int64_t t_0 = o.t_0.value_or(1);
     const WarmRestartsPosition at = warm_restarts_position(t_0, o.t_mult, step);
     if (at.overflows)

@@ -49,6 +49,10 @@ struct SchedulerState {
 struct PythonSchedulerFields {
   std::vector<std::pair<std::string, c10::IValue>> state;
   std::vector<std::vector<std::pair<std::string, double>>> group_keys;  // one list per group, or none
+  // What PyTorch keeps as a collections.Counter (MultiStepLR's milestones, each step as often as it
+  // is given), which these files' plain containers cannot hold: compared where a file has it, not
+  // written (Python's program keeps its own).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> counted;
 };
 
 // One schedule of a sequence or chain as PyTorch's counterpart keeps it there (each part keeps a

@@ -1,6 +1,7 @@
 #include "schedule/scheduler_python_state.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,27 @@ c10::IValue python_scheduler_state_dict(const Scheduler& scheduler) {
   const std::string& name = scheduler.name();
   const SchedulerState state = scheduler.state();
   if (state.plateau) {
-    return python_dict({{"best", state.plateau->best},
-                        {"num_bad_epochs", state.plateau->num_bad_epochs},
+    // PyTorch's attributes in its constructor's order: the settings, the progress among them.
+    const PythonSchedulerFields fields = scheduler.python_fields(state.step);
+    const auto setting = [&](const std::string& key) {
+      for (const auto& entry : fields.state)
+        if (entry.first == key) return entry.second;
+      fail(Status::Internal, "the ", name, " schedule has no setting '", key, "'");
+    };
+    const double worst = std::numeric_limits<double>::infinity();
+    return python_dict({{"factor", setting("factor")},
+                        {"min_lrs", setting("min_lrs")},
+                        {"patience", setting("patience")},
+                        {"verbose", false},
+                        {"cooldown", setting("cooldown")},
                         {"cooldown_counter", state.plateau->cooldown_counter},
+                        {"mode", setting("mode")},
+                        {"threshold", setting("threshold")},
+                        {"threshold_mode", setting("threshold_mode")},
+                        {"best", state.plateau->best},
+                        {"num_bad_epochs", state.plateau->num_bad_epochs},
+                        {"mode_worse", setting("mode").toStringRef() == "max" ? -worst : worst},
+                        {"eps", setting("eps")},
                         {"last_epoch", state.step},
                         {"_last_lr", python_floats(state.plateau->lrs)}});
   }
@@ -78,7 +97,8 @@ SchedulerState python_scheduler_state(const Scheduler& scheduler, const TorchSav
   }
   // The rates the scheduler set last, which PyTorch's step also left in the optimizer's groups.
   const std::vector<double> last = floats_from_python(file, file.field(root, "_last_lr", "the state dict"), "_last_lr");
-  // Where a cycle stands and how long it is, as this schedule gives them at that step.
+  // The settings, where a cycle stands and how long it is, as this schedule gives them at that step
+  // (PyTorch's load_state_dict would take the file's settings: a schedule here is the program's).
   if (const auto differs = python_field_mismatch(scheduler.python_fields(state.step), root, file, ""))
     fail(Status::InvalidArgument, "checkpoint file '", file.path(), "': its scheduler's '", differs->key, "' is ",
          differs->saved, " at step ", state.step, ", where this program's ", scheduler.name(), " schedule has ",

@@ -108,6 +108,13 @@ def refuses_other_schedules(lib, model_path, work):
          ("linear_lr", {"start_factor": 0.25, "total_iters": 2}, None,
           [("then", 3, "cosine_annealing", {"T_max": 4, "eta_min": 0.001})]),
          "_milestones' is [2]"),
+        # Settings PyTorch's load_state_dict would take from the file (a schedule here is the program's).
+        ("python_sgd_step", ("step", {"step_size": 2, "gamma": 0.25}), "'gamma' is 0.5"),
+        ("python_sgd_multistep", ("multistep", {"milestones": "2,6", "gamma": 0.5}), "'milestones' is [2, 5]"),
+        ("python_adamw_warmup_then_cosine",
+         ("linear_lr", {"start_factor": 0.25, "total_iters": 2}, None,
+          [("then", 2, "cosine_annealing", {"T_max": 5, "eta_min": 0.001})]),
+         "_schedulers[1].T_max' is 4"),
         ("python_adamw_warmup_then_warm_restarts",
          ("linear_lr", {"start_factor": 0.25, "total_iters": 2}, None,
           [("then", 2, "cosine_annealing_warm_restarts", {"T_0": 3, "T_mult": 2, "eta_min": 0.001})]),
@@ -115,7 +122,8 @@ def refuses_other_schedules(lib, model_path, work):
     failures = 0
     for folder, schedule, needle in cases:
         SCHEDULES["other"] = schedule if len(schedule) > 2 else schedule + (None,)
-        acc, model, opt, sched = prepare_c(lib, model_path, "adamw", "other", {})
+        optimizer = folder.split("_")[1]  # (python_<optimizer>_<schedule>)
+        acc, model, opt, sched = prepare_c(lib, model_path, optimizer, "other", {})
         before = c_weights(lib, model)
         try:
             lib.acc_load_state(acc, os.path.join(work, folder).encode(), None)

@@ -92,6 +92,10 @@ SCHEDULES = {  # the C API's schedule and options, then the torch scheduler over
     "step": ("step", {"step_size": 2, "gamma": 0.5},
              lambda opt: torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)),
     "constant": ("constant", {}, lambda opt: torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)),
+    # MultiStepLR keeps its milestones in a collections.Counter, which the C API's files leave out
+    # (Python's program keeps its own) and reads from Python's.
+    "multistep": ("multistep", {"milestones": "2,5", "gamma": 0.5},
+                  lambda opt: torch.optim.lr_scheduler.MultiStepLR(opt, milestones=[2, 5], gamma=0.5)),
     # Schedules whose Python state holds more than a step count and rates: a cycle's position
     # (restarting after the save), OneCycleLR's phases and the keys it writes into the optimizer's
     # groups, CyclicLR's settings (with the momentum it cycles), SWALR's swa_lr in the groups.
@@ -332,7 +336,7 @@ def resume_in_python(model_path, checkpoint, optimizer, schedule, seed):
 
 # Every algorithm once: AdamW and SGD with a schedule, the others with a constant rate; then the
 # schedules with state of their own (momentum cycled in SGD's momentum and AdamW's beta1).
-RUNS = [("adamw", "linear"), ("sgd", "step")] + [(name, "constant") for name in TORCH_OPTIMIZERS[2:]] + FOREACH_RUNS + [
+RUNS = [("adamw", "linear"), ("sgd", "step"), ("sgd", "multistep")] + [(name, "constant") for name in TORCH_OPTIMIZERS[2:]] + FOREACH_RUNS + [
     ("adamw", "warm_restarts"), ("adamw", "one_cycle"), ("sgd", "one_cycle_three_phase"), ("sgd", "cyclic"),
     ("sgd", "swa"), ("adamw", "warmup_then_cosine"), ("sgd", "warmup_then_linear_then_step"),
     ("sgd", "constant_chained_exponential"), ("adamw", "sequence_chained_exponential"),
@@ -340,6 +344,61 @@ RUNS = [("adamw", "linear"), ("sgd", "step")] + [(name, "constant") for name in 
     ("adamw", "warm_restarts_chained_exponential"), ("sgd", "warmup_then_one_cycle"), ("sgd", "warmup_then_cyclic"),
     ("sgd", "swa_then_constant")] + (
     [("sgd", "chain_then_step")] if "chain_then_step" in SCHEDULES else []) + PACKAGE_RUNS
+
+
+# Each PyTorch scheduler's settings, which its state_dict() holds (its __dict__) and the C API's
+# scheduler.bin must hold alike: the C API's schedule and options, torch's scheduler, the settings.
+SETTINGS_CASES = [
+    ("step", {"step_size": 3, "gamma": 0.25}, lambda opt: LR.StepLR(opt, step_size=3, gamma=0.25),
+     ["step_size", "gamma"]),
+    ("multistep", {"milestones": "4,2", "gamma": 0.3}, lambda opt: LR.MultiStepLR(opt, milestones=[4, 2], gamma=0.3),
+     ["gamma"]),
+    ("exponential", {"gamma": 0.9}, lambda opt: LR.ExponentialLR(opt, gamma=0.9), ["gamma"]),
+    ("cosine_annealing", {"T_max": 7, "eta_min": 0.002}, lambda opt: LR.CosineAnnealingLR(opt, T_max=7, eta_min=0.002),
+     ["T_max", "eta_min"]),
+    ("constant_lr", {"factor": 0.4, "total_iters": 3}, lambda opt: LR.ConstantLR(opt, factor=0.4, total_iters=3),
+     ["factor", "total_iters"]),
+    ("linear_lr", {"start_factor": 0.2, "end_factor": 0.9, "total_iters": 6},
+     lambda opt: LR.LinearLR(opt, start_factor=0.2, end_factor=0.9, total_iters=6),
+     ["start_factor", "end_factor", "total_iters"]),
+    ("reduce_lr_on_plateau", {"mode": "max", "factor": 0.3, "patience": 2, "threshold": 0.01,
+                              "threshold_mode": "abs", "cooldown": 1, "min_lr": 0.001, "eps": 1e-6},
+     lambda opt: LR.ReduceLROnPlateau(opt, mode="max", factor=0.3, patience=2, threshold=0.01, threshold_mode="abs",
+                                      cooldown=1, min_lr=0.001, eps=1e-6),
+     ["factor", "min_lrs", "patience", "cooldown", "mode", "threshold", "threshold_mode", "best", "num_bad_epochs",
+      "cooldown_counter", "mode_worse", "eps", "last_epoch"]),
+]
+if hasattr(LR, "PolynomialLR"):
+    SETTINGS_CASES.append(("polynomial_lr", {"total_iters": 4, "power": 2.0},
+                           lambda opt: LR.PolynomialLR(opt, total_iters=4, power=2.0), ["total_iters", "power"]))
+
+
+def writes_what_pytorch_keeps(lib, model_path, work):
+    """scheduler.bin holds each scheduler's settings as PyTorch's state_dict() holds them (found by
+    a hunt: StepLR's step_size and gamma, ReduceLROnPlateau's factor, ... were missing), after a
+    step (ReduceLROnPlateau's with a metric). 0 when so."""
+    failures = 0
+    for name, settings, make, keys in SETTINGS_CASES:
+        SCHEDULES["settings"] = (name, settings, make)
+        acc, model, opt, sched = prepare_c(lib, model_path, "sgd", "settings", {"python_state_files": True})
+        torch_opt = torch.optim.SGD(torch.jit.load(model_path).parameters(), lr=0.05, momentum=0.9, nesterov=True)
+        torch_sched = make(torch_opt)
+        if name == "reduce_lr_on_plateau":
+            lib.acc_scheduler_step_metric(sched, ctypes.c_double(1.5))
+            torch_sched.step(1.5)
+        else:
+            lib.acc_scheduler_step(sched)
+            torch_opt.step()
+            torch_sched.step()
+        folder = os.path.join(work, f"settings_{name}")
+        lib.acc_save_state(acc, folder.encode(), None)
+        ours, theirs = load(os.path.join(folder, "scheduler.bin")), torch_sched.state_dict()
+        differing = [key for key in keys if key not in ours or ours[key] != theirs[key]]
+        if name == "multistep" and "milestones" in ours:
+            differing.append("milestones (a Counter in PyTorch's)")
+        print(f"{name}'s scheduler.bin: {'as PyTorch keeps it' if not differing else f'differs in {differing}'}")
+        failures += bool(differing)
+    return 1 if failures else 0
 
 
 def compare_runs(build, work, run_pair):
@@ -373,7 +432,8 @@ def main(build, work):
         checkpoint = os.path.join(work, f"checkpoint_{optimizer}_{schedule}")
         ours = run_c(lib, model_path, checkpoint, optimizer, schedule, seed)
         return ours, resume_in_python(model_path, checkpoint, optimizer, schedule, seed)
-    return compare_runs(build, work, run_pair)
+    status = compare_runs(build, work, run_pair)
+    return status | writes_what_pytorch_keeps(api.load(build), os.path.join(work, "mlp.pt"), work)
 
 
 if __name__ == "__main__":
