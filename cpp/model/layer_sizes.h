@@ -1,0 +1,19 @@
+// What a spec layer's weights take, from its spec alone, before anything is allocated: a layer (or
+// a model) larger than the memory the machine has left is refused up front instead of being
+// allocated until the system kills the process.
+#pragma once
+
+#include "model/layers.h"
+
+namespace acc {
+
+// The bytes of the layer's parameters and buffers as build_layer makes them (float32, BatchNorm's
+// step count int64; a tied head's bias, its embedding's size, not counted). A double: the sizes a
+// spec may name overflow 64 bits.
+double layer_weight_bytes(const LayerSpec& spec);
+
+// Fails (OutOfMemory, naming `what` and both sizes) where `bytes` exceed the memory this machine
+// has left for them (Linux's MemAvailable plus free swap; no check where that cannot be read).
+void require_memory_for(double bytes, const std::string& what);
+
+}  // namespace acc
