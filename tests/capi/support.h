@@ -221,6 +221,19 @@ inline std::vector<std::string> strings(const acc_string_list* list) {
   return out;
 }
 
+// The names of a tensor list's entries, in its order.
+inline std::vector<std::string> tensor_names(const acc_tensor_list* list) {
+  size_t n = 0;
+  EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
+  std::vector<std::string> names;
+  for (size_t i = 0; i < n; ++i) {
+    const char* name = nullptr;
+    EXPECT_EQ(acc_tensor_list_name(list, i, &name), ACC_OK);
+    names.push_back(name ? name : "");
+  }
+  return names;
+}
+
 // Rewrites the safetensors file at `path` with its tensor `name` replaced by `replacement` (kept by
 // the caller), the others as they were, in their order.
 // A copy of `list` with each entry as `change` gives it: the entry's own tensor, another (which

@@ -21,6 +21,7 @@
 #include "support.h"
 
 using acc_test::float_values;
+using acc_test::tensor_names;
 using json = nlohmann::json;
 using namespace lora_test;
 namespace fs = std::filesystem;
@@ -78,18 +79,6 @@ std::vector<double> train_through_the_schedule(acc_model* m, const json& c) {
   }
   acc_optimizer_free(opt);
   return losses;
-}
-
-std::vector<std::string> tensor_names(acc_tensor_list* list) {
-  size_t n = 0;
-  EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
-  std::vector<std::string> names;
-  for (size_t i = 0; i < n; ++i) {
-    const char* name = nullptr;
-    EXPECT_EQ(acc_tensor_list_name(list, i, &name), ACC_OK);
-    names.push_back(name);
-  }
-  return names;
 }
 
 }  // namespace

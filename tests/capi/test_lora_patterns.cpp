@@ -165,7 +165,7 @@ TEST(LoraPatterns, BadPatternsAreRefusedBeforeAnythingChanges) {
       {{{"rank_pattern", R"({"(linear1": 4})"}}, "is invalid"},
       {{{"rank_pattern", R"({"(a+)+b": 4})"}}, "repeats a group"},
       {{{"alpha_pattern", R"({"linear1": "x"})"}}, "alpha_pattern's 'linear1' must be a number"},
-      {{{"alpha_pattern", R"({"linear1": -1})"}}, "alpha_pattern's 'linear1' must be an alpha in [0, "},
+      {{{"alpha_pattern", R"({"linear1": 1e39})"}}, "alpha_pattern's 'linear1' must be an alpha in [-3.40282e+38, "},
       {{{"layers_to_transform", "0,x"}}, "layers_to_transform '0,x' must be layer numbers separated by commas"},
       {{{"layers_pattern", "layers"}}, "layers_pattern is set without layers_to_transform"},
       {{{"layers_to_transform", "1"}, {"layers_pattern", "(h"}}, "layers_pattern regular expression"},

@@ -536,14 +536,7 @@ namespace {
 std::vector<std::string> state_dict_names(acc_accelerator* acc, acc_model* model) {
   acc_tensor_list* state = nullptr;
   EXPECT_EQ(acc_get_state_dict(acc, model, 1, &state), ACC_OK) << acc_last_error_message();
-  size_t count = 0;
-  EXPECT_EQ(acc_tensor_list_size(state, &count), ACC_OK);
-  std::vector<std::string> names;
-  for (size_t i = 0; i < count; ++i) {
-    const char* name = nullptr;
-    EXPECT_EQ(acc_tensor_list_name(state, i, &name), ACC_OK);
-    names.push_back(name);
-  }
+  std::vector<std::string> names = acc_test::tensor_names(state);
   acc_tensor_list_free(state);
   return names;
 }

@@ -937,14 +937,7 @@ struct Prepared {
 std::vector<std::string> tensor_names(const std::string& path) {
   acc_tensor_list* list = nullptr;
   EXPECT_EQ(acc_tensor_list_load_safetensors(path.c_str(), &list), ACC_OK) << acc_last_error_message();
-  size_t n = 0;
-  EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
-  std::vector<std::string> names;
-  for (size_t i = 0; i < n; ++i) {
-    const char* name = nullptr;
-    EXPECT_EQ(acc_tensor_list_name(list, i, &name), ACC_OK);
-    names.push_back(name);
-  }
+  std::vector<std::string> names = acc_test::tensor_names(list);
   acc_tensor_list_free(list);
   std::sort(names.begin(), names.end());
   return names;
