@@ -380,9 +380,12 @@ at::Tensor Accelerator::gather_for_metrics(const at::Tensor& tensor, const std::
   return gathered;
 }
 
+// Accelerate's main_process_first: the others wait at its start for the main process, which waits
+// at its end for them; one barrier, named by the section (errors name the call a process made, and
+// a process meeting it with another collective is told).
 void Accelerator::main_process_first_begin(bool local) {
   const bool first = local ? is_local_main_process() : is_main_process();
-  if (!first) wait_for_everyone();
+  if (!first) collectives_.barrier(local ? "local_main_process_first" : "main_process_first");
   ++main_first_depth_[local];
 }
 
@@ -391,7 +394,7 @@ void Accelerator::main_process_first_end(bool local) {
   require(main_first_depth_[local] > 0, scope, "_end without a ", scope, "_begin");
   --main_first_depth_[local];
   const bool first = local ? is_local_main_process() : is_main_process();
-  if (first) wait_for_everyone();
+  if (first) collectives_.barrier(scope);
 }
 
 void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::string& dir,

@@ -64,6 +64,11 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   if ((options_.comm_hook == "bf16" || options_.comm_wrapper == "bf16") && !group_reduces_bf16())
     fail(Status::Unsupported, "the bf16 DDP comm ", options_.comm_hook == "bf16" ? "hook" : "wrapper",
          " needs a backend that allreduces bf16: this libtorch's Gloo does not (use NCCL, or \"fp16\")");
+  if (options_.uses_power_sgd() && options_.comm_wrapper == "fp16" && params_.front().device().is_cpu() &&
+      !cpu_multiplies_half())
+    fail(Status::Unsupported, "ddp_comm_wrapper fp16 runs PowerSGD's matrix products in float16, which this ",
+         "libtorch's CPU has none of (PyTorch's fp16_compress_wrapper fails there at its first compressed step): use ",
+         "a GPU, or PowerSGD without the wrapper");
   require(options_.comm_hook == "no" || options_.comm_hook == "fp16" || options_.comm_hook == "bf16" ||
               options_.uses_power_sgd(),
           "unknown DDP comm hook '", options_.comm_hook, "' (no, fp16, bf16, power_sgd, batched_power_sgd)");
@@ -72,6 +77,17 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   std::vector<size_t> limits;
   BucketLayout layout = initial_layout(&limits);
   make_reducer(std::move(layout), std::move(limits));
+}
+
+bool DataParallel::cpu_multiplies_half() {
+  // libtorch 1.x has no float16 matrix product on the CPU; 2.x adds it.
+  const at::Tensor one = at::ones({1, 1}, at::TensorOptions().dtype(at::kHalf));
+  try {
+    (void)at::mm(one, one);
+    return true;
+  } catch (const c10::Error&) {
+    return false;
+  }
 }
 
 bool DataParallel::group_reduces_bf16() {

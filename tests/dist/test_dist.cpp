@@ -1524,7 +1524,7 @@ TEST(Fault, ADeadOrStalledPeerIsNamedInEveryCollective) {
           const acc_status begun = acc_main_process_first_begin(g_acc);
           return begun == ACC_OK ? acc_main_process_first_end(g_acc) : begun;
         },
-        "collective 'wait_for_everyone"}},
+        "collective 'main_process_first"}},  // (found by a hunt: named 'wait_for_everyone', a call never made)
   };
   const auto place = places.find(at);
   ASSERT_NE(place, places.end()) << "no fault place '" << at << "'";

@@ -50,8 +50,11 @@ struct Job {
     EXPECT_EQ(acc_model_set_graph_optimization(model, 0), ACC_OK);  // as the fixture ran it
     EXPECT_EQ(acc_optimizer_create(model, "sgd", nullptr, &opt), ACC_OK);
     EXPECT_EQ(acc_optimizer_set_lr(opt, 0, 0.1), ACC_OK);
-    EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+    prepared = acc_prepare(acc, &model, &opt, nullptr, nullptr);
+    if (prepared != ACC_OK) refusal = acc_last_error_message();
   }
+  acc_status prepared = ACC_OK;
+  std::string refusal;
   ~Job() {
     acc_optimizer_free(opt);
     acc_model_free(model);
@@ -79,6 +82,7 @@ struct Job {
   void train(const json& doc, const json& c, int64_t from, int64_t to) {
     const json& recorded = doc["runs"][std::to_string(g_world)][g_rank][c["name"].get<std::string>()];
     const json& steps = recorded["steps"];
+    ASSERT_EQ(prepared, ACC_OK) << refusal;
     for (int64_t step = from; step < to; ++step) {
       const acc_status status = forward_backward(doc, step);
       if (step == static_cast<int64_t>(steps.size())) {
@@ -153,7 +157,16 @@ TEST(PowerSgd, GradientsArePyTorchsToTheBit) {
   if (!doc) GTEST_SKIP() << "no PowerSGD cases recorded for " << g_world << " processes";
   for (const json& c : (*doc)["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
-    Job(*doc, c).train(*doc, c, 0, (*doc)["steps"].get<int64_t>());
+    const json& recorded = (*doc)["runs"][std::to_string(g_world)][g_rank][c["name"].get<std::string>()];
+    Job job(*doc, c);
+    if (recorded.contains("error")) {
+      // PyTorch failed at its first compressed step (1.13 has no float16 matrix product on the CPU):
+      // refused at prepare here, saying why (found by a hunt: it failed in a backward, unexplained).
+      EXPECT_EQ(job.prepared, ACC_ERR_UNSUPPORTED);
+      EXPECT_NE(job.refusal.find("ddp_comm_wrapper fp16"), std::string::npos) << job.refusal;
+    } else {
+      job.train(*doc, c, 0, (*doc)["steps"].get<int64_t>());
+    }
     ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
   }
 }
