@@ -50,28 +50,32 @@ torch::ExpandingArray<2> ea2(const json& v) {
 
 // Batch norm is the same layer in 1d and 2d except for the module class and the accepted rank.
 LayerKind batchnorm_kind(bool two_d) {
-  return {{{"num_features", Arg::Int, nullptr},
-           {"eps", Arg::Float, 1e-5},
-           {"momentum", Arg::Float, 0.1},
-           {"affine", Arg::Bool, true},
-           {"track_running_stats", Arg::Bool, true}},
-          [two_d](const json& a) {
-            torch::nn::BatchNormOptions options(a["num_features"]);
-            options.eps(a["eps"]).momentum(a["momentum"].get<double>()).affine(a["affine"]).track_running_stats(
-                a["track_running_stats"]);
-            if (two_d) return torch::nn::AnyModule(torch::nn::BatchNorm2d(options));
-            return torch::nn::AnyModule(torch::nn::BatchNorm1d(options));
-          },
-          [](const json& a) {
-            const bool affine = a["affine"], tracked = a["track_running_stats"];
-            std::string body;
-            if (tracked) body += "if self.training:\n        self.num_batches_tracked.add_(1)\n    ";
-            body += "return torch.batch_norm(x, ";
-            body += affine ? "self.weight, self.bias, " : "None, None, ";
-            body += tracked ? "self.running_mean, self.running_var, self.training, " : "None, None, True, ";
-            body += f(a["momentum"]) + ", " + f(a["eps"]) + ", False)";
-            return body;
-          }};
+  return {
+      {{"num_features", Arg::Int, nullptr},
+       {"eps", Arg::Float, 1e-5},
+       {"momentum", Arg::OptionalFloat, 0.1},  // null: a cumulative average, as PyTorch's None
+       {"affine", Arg::Bool, true},
+       {"track_running_stats", Arg::Bool, true}},
+      [two_d](const json& a) {
+        torch::nn::BatchNormOptions options(a["num_features"]);
+        options.eps(a["eps"]).affine(a["affine"]).track_running_stats(a["track_running_stats"]);
+        options.momentum(a["momentum"].is_null() ? c10::nullopt : c10::optional<double>(a["momentum"].get<double>()));
+        if (two_d) return torch::nn::AnyModule(torch::nn::BatchNorm2d(options));
+        return torch::nn::AnyModule(torch::nn::BatchNorm1d(options));
+      },
+      [](const json& a) {
+        const bool affine = a["affine"], tracked = a["track_running_stats"], cumulative = a["momentum"].is_null();
+        std::string body;
+        // Momentum None: the k-th batch weighs 1 / k (PyTorch's exponential_average_factor).
+        if (cumulative) body += "factor = 0.0\n    ";
+        if (tracked) body += "if self.training:\n        self.num_batches_tracked.add_(1)\n    ";
+        if (tracked && cumulative) body += "    factor = 1.0 / float(self.num_batches_tracked)\n    ";
+        body += "return torch.batch_norm(x, ";
+        body += affine ? "self.weight, self.bias, " : "None, None, ";
+        body += tracked ? "self.running_mean, self.running_var, self.training, " : "None, None, True, ";
+        body += (cumulative ? std::string("factor") : f(a["momentum"])) + ", " + f(a["eps"]) + ", False)";
+        return body;
+      }};
 }
 
 const std::map<std::string, LayerKind>& layer_kinds() {

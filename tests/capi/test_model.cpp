@@ -570,6 +570,48 @@ TEST(TorchScript, StateDictOrderAndShardSplitsAreAsPyTorchsAndAccelerates) {
   acc_model_free(model);
 }
 
+// A batchnorm with "momentum": null keeps cumulative averages, as PyTorch's momentum=None: after
+// three training batches from the same seed, its state and output are PyTorch's, in the spec model
+// and in the TorchScript it saves.
+TEST(Spec, BatchNormWithoutMomentumKeepsPyTorchsCumulativeAverage) {
+  std::ifstream in(acc_test::data_dir() + "/cumulative_batch_norm.json");
+  ASSERT_TRUE(in) << "cumulative_batch_norm.json (export_models.py)";
+  const auto expected = nlohmann::json::parse(in);
+  ACC_ASSERT_OK(acc_set_seed(expected["seed"].get<uint64_t>()));
+  acc_model* spec = acc_test::spec_model(expected["spec"].dump());
+  ASSERT_NE(spec, nullptr);
+  const std::string path = acc_test::temp_path("cumulative_batch_norm.pt");
+  ACC_ASSERT_OK(acc_model_save_torchscript(spec, path.c_str()));
+  acc_model* script = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript(path.c_str(), &script));
+  std::remove(path.c_str());
+  for (acc_model* m : {spec, script}) {
+    SCOPED_TRACE(m == spec ? "spec model" : "its TorchScript");
+    std::vector<float> output;
+    for (const auto& batch : expected["batches"]) {
+      acc_tensor* x = acc_test::floats(batch.get<std::vector<float>>(), {5, 3});
+      acc_tensor* y = acc_test::forward(m, {x}, ACC_FORWARD_NO_GRAD);
+      output = acc_test::to_floats(y);
+      acc_tensor_free(y);
+      acc_tensor_free(x);
+    }
+    EXPECT_EQ(output, expected["last_output"].get<std::vector<float>>());
+    acc_tensor_list* state = nullptr;
+    ACC_ASSERT_OK(acc_model_state_dict(m, &state));
+    for (const auto& [name, values] : expected["state"].items()) {
+      acc_tensor *t = nullptr, *as_float = nullptr;
+      ACC_ASSERT_OK(acc_tensor_list_find(state, name.c_str(), &t));
+      ACC_ASSERT_OK(acc_tensor_to(t, nullptr, ACC_DTYPE_FLOAT32, &as_float));
+      EXPECT_EQ(acc_test::to_floats(as_float), values.get<std::vector<float>>()) << name;
+      acc_tensor_free(as_float);
+      acc_tensor_free(t);
+    }
+    acc_tensor_list_free(state);
+  }
+  acc_model_free(script);
+  acc_model_free(spec);
+}
+
 // A spec's tied_linear holds its embedding's weight: Python's state_dict() of the same nn.Sequential
 // lists it under the head's name too, and either or both names load it strictly.
 TEST(Spec, ATiedHeadsWeightLoadsUnderEitherName) {

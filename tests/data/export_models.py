@@ -240,6 +240,21 @@ def write_interleaved(out: Path) -> None:
          "sequential_state_dict_names": list(sequential.state_dict().keys())}))
 
 
+def write_cumulative_batch_norm(out: Path) -> None:
+    """A spec's batchnorm1d with "momentum": null is PyTorch's momentum=None (each batch weighs 1/k in
+    the running statistics): its state after three training batches, from the same seed."""
+    torch.manual_seed(21)
+    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4, momentum=None)).train()
+    batches = [torch.randn(5, 3) for _ in range(3)]
+    outputs = [m(x).detach() for x in batches]
+    out.write_text(json.dumps({
+        "seed": 21,
+        "spec": [{"type": "linear", "in_features": 3, "out_features": 4},
+                 {"type": "batchnorm1d", "num_features": 4, "momentum": None}],
+        "batches": [x.flatten().tolist() for x in batches], "last_output": outputs[-1].flatten().tolist(),
+        "state": {k: v.flatten().tolist() for k, v in m.state_dict().items()}}))
+
+
 class SizedBlock(torch.nn.Module):
     """A transformer block for FSDP's size-based wrapping: attention (a leaf it never enters), an MLP
     whose layers it can wrap one by one, and a norm."""
@@ -381,6 +396,7 @@ def main(out: Path) -> None:
     (out / "dict_output_logits.txt").write_text(" ".join(f"{v:.9g}" for v in m(x)["logits"].flatten().tolist()))
     torch.jit.save(torch.jit.script(DirectHead()), str(out / "direct_head.pt"))  # the others' draws stay
     write_interleaved(out)  # (after them all, as DirectHead)
+    write_cumulative_batch_norm(out / "cumulative_batch_norm.json")
 
 
 if __name__ == "__main__":
