@@ -16,7 +16,8 @@ namespace acc {
 
 // Source: a tensor the layer reads besides its input, {"input": k} (the model's input k) or
 // {"layer": i} (an earlier layer's output); a null fallback makes it optional (absent: not read).
-enum class Arg { Int, Float, Bool, IntOrPair, IntList, String, OptionalInt, OptionalFloat, Source };
+// Padding: an int, a pair, or PyTorch's "same" ("valid", no padding, is kept as [0, 0]).
+enum class Arg { Int, Float, Bool, IntOrPair, Padding, IntList, String, OptionalInt, OptionalFloat, Source };
 
 struct ArgSpec {
   const char* name;

@@ -95,23 +95,29 @@ const std::map<std::string, LayerKind>& layer_kinds() {
          {"out_channels", Arg::Int, nullptr},
          {"kernel_size", Arg::IntOrPair, nullptr},
          {"stride", Arg::IntOrPair, 1},
-         {"padding", Arg::IntOrPair, 0},
+         {"padding", Arg::Padding, 0},
          {"dilation", Arg::IntOrPair, 1},
          {"groups", Arg::Int, 1},
          {"bias", Arg::Bool, true}},
         [](const json& a) {
+          const bool same = a["padding"].is_string();
+          auto options = torch::nn::Conv2dOptions(a["in_channels"], a["out_channels"], ea2(a["kernel_size"]))
+                             .stride(ea2(a["stride"]))
+                             .dilation(ea2(a["dilation"]))
+                             .groups(a["groups"])
+                             .bias(a["bias"].get<bool>());
+          if (same)
+            options.padding(torch::kSame);
+          else
+            options.padding(ea2(a["padding"]));
+          // (no numbers for "same": adapters refuse the layer, as they refuse a TorchScript one)
           return torch::nn::AnyModule(
-              AdaptableConv2d(torch::nn::Conv2dOptions(a["in_channels"], a["out_channels"], ea2(a["kernel_size"]))
-                                  .stride(ea2(a["stride"]))
-                                  .padding(ea2(a["padding"]))
-                                  .dilation(ea2(a["dilation"]))
-                                  .groups(a["groups"])
-                                  .bias(a["bias"].get<bool>()),
-                              a["padding"].get<std::vector<int64_t>>()));
+              AdaptableConv2d(options, same ? std::vector<int64_t>{} : a["padding"].get<std::vector<int64_t>>()));
         },
         [](const json& a) {
+          const std::string padding = a["padding"].is_string() ? "\"same\"" : pair(a["padding"]);
           return "return torch.conv2d(x, self.weight, " + std::string(a["bias"].get<bool>() ? "self.bias" : "None") +
-                 ", " + pair(a["stride"]) + ", " + pair(a["padding"]) + ", " + pair(a["dilation"]) + ", " +
+                 ", " + pair(a["stride"]) + ", " + padding + ", " + pair(a["dilation"]) + ", " +
                  std::to_string(a["groups"].get<int64_t>()) + ")";
         }}},
       {"maxpool2d",
@@ -287,6 +293,11 @@ json checked_arg(const ArgSpec& spec, const json& value, const std::string& wher
     case Arg::String:
       if (!value.is_string()) bad("a string");
       return value;
+    case Arg::Padding:
+      if (value == "same") return value;
+      if (value == "valid") return json::array({0, 0});
+      if (value.is_string()) bad("an integer, a pair of integers, \"same\" or \"valid\"");
+      [[fallthrough]];
     case Arg::IntOrPair:
       if (is_int64(value)) return json::array({value, value});
       if (value.is_array() && value.size() == 2 && is_int64(value[0]) && is_int64(value[1]))
@@ -355,9 +366,11 @@ std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec) {
       }
     }
     for (auto& arg : kind.args) {
-      if (layer.contains(arg.name)) {
+      // (null for a pooling's stride is PyTorch's None: the kernel's size)
+      const bool defaulted = arg.fallback.is_string() && arg.kind == Arg::IntOrPair;
+      if (layer.contains(arg.name) && !(defaulted && layer[arg.name].is_null())) {
         spec.args[arg.name] = checked_arg(arg, layer[arg.name], where);
-      } else if (arg.fallback.is_string() && arg.kind == Arg::IntOrPair) {
+      } else if (defaulted) {
         spec.args[arg.name] = spec.args[arg.fallback.get<std::string>()];  // stride defaults to kernel_size
       } else if (!arg.fallback.is_null() || arg.kind == Arg::OptionalInt || arg.kind == Arg::OptionalFloat ||
                  arg.kind == Arg::Source) {
@@ -395,6 +408,9 @@ std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec) {
       auto activation = spec.args["activation"].get<std::string>();
       require(activation == "relu" || activation == "gelu", where, ": activation must be \"relu\" or \"gelu\"");
     }
+    if (spec.type == "conv2d" && spec.args["padding"].is_string())
+      require(spec.args["stride"] == json::array({1, 1}), where,
+              ": padding \"same\" takes no stride but 1 (as PyTorch's Conv2d)");
     if (spec.type == "multihead_attention")
       require(!spec.args["causal"].get<bool>() || spec.args["key_value"].is_null(), where,
               ": 'causal' masks self-attention; cross-attention (with 'key_value') takes no causal mask");

@@ -196,6 +196,17 @@ TEST(LoraConv, RefusesWhatPeftsAdapterWouldNotComputeAsItsLayer) {
   }
 }
 
+// A spec's conv2d with padding "same" has no numbers PEFT's lora_A would pad with (PyTorch keeps the
+// string): refused as a TorchScript layer padded so is, naming it.
+TEST(LoraConv, APaddingOfSameIsRefused) {
+  acc_model* m = acc_test::spec_model(
+      R"([{"type":"conv2d","in_channels":2,"out_channels":3,"kernel_size":3,"padding":"same"}])");
+  ASSERT_NE(m, nullptr);
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "0", nullptr, nullptr), ACC_ERR_UNSUPPORTED, "\"same\"");
+  EXPECT_EQ(acc_test::parameter_names(m), (std::vector<std::string>{"0.weight", "0.bias"}));
+  acc_model_free(m);
+}
+
 // A forward that reads the convolution's weight itself (F.conv2d(x, self.conv.weight, ...)): no call
 // to add a branch to, so without dropout the layer computes with the adapted weight, PEFT's merged
 // weight (the same outputs to rounding); with dropout it is refused.

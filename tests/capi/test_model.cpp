@@ -612,6 +612,31 @@ TEST(Spec, BatchNormWithoutMomentumKeepsPyTorchsCumulativeAverage) {
   acc_model_free(spec);
 }
 
+// A pooling's "stride": null is PyTorch's stride=None, the kernel's size (found by a hunt: refused).
+TEST(Spec, APoolingsNullStrideIsTheKernelsSize) {
+  for (const char* type : {"maxpool2d", "avgpool2d"}) {
+    SCOPED_TRACE(type);
+    const std::string kernel = std::string(R"([{"type":")") + type + R"(","kernel_size":2)";
+    acc_model* omitted = acc_test::spec_model(kernel + "}]");
+    acc_model* null = acc_test::spec_model(kernel + R"(,"stride":null}])");
+    ASSERT_NE(null, nullptr);
+    std::vector<float> values(2 * 6 * 4);
+    for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(0.7f * static_cast<float>(i));
+    std::vector<std::vector<float>> outputs;
+    for (acc_model* m : {omitted, null}) {
+      acc_tensor* x = acc_test::floats(values, {1, 2, 6, 4});
+      acc_tensor* y = acc_test::forward(m, {x}, ACC_FORWARD_NO_GRAD);
+      EXPECT_EQ(acc_test::shape(y), (std::vector<int64_t>{1, 2, 3, 2}));
+      outputs.push_back(acc_test::to_floats(y));
+      acc_tensor_free(y);
+      acc_tensor_free(x);
+    }
+    EXPECT_EQ(outputs[0], outputs[1]);
+    acc_model_free(null);
+    acc_model_free(omitted);
+  }
+}
+
 // A spec's tied_linear holds its embedding's weight: Python's state_dict() of the same nn.Sequential
 // lists it under the head's name too, and either or both names load it strictly.
 TEST(Spec, ATiedHeadsWeightLoadsUnderEitherName) {

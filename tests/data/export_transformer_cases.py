@@ -350,6 +350,14 @@ def gradient_cases(t=5, s=4, b=3, e=8, heads=2, ff=16):
     x = torch.randn(2, 3, 3072)
     cases.append(gradient_case("linear 3-D input", nn.Linear(3072, 4),
                                {"type": "linear", "in_features": 3072, "out_features": 4}, [x], lambda m: m(x)))
+    # Paddings PyTorch names: "same" (an even kernel pads one more after) and "valid".
+    x = torch.randn(2, 2, 7, 6)
+    cases.append(gradient_case("conv2d padding same", nn.Conv2d(2, 3, (4, 3), padding="same", dilation=(1, 2)),
+                               {"type": "conv2d", "in_channels": 2, "out_channels": 3, "kernel_size": [4, 3],
+                                "padding": "same", "dilation": [1, 2]}, [x], lambda m: m(x)))
+    cases.append(gradient_case("conv2d padding valid", nn.Conv2d(2, 3, 3, padding="valid"),
+                               {"type": "conv2d", "in_channels": 2, "out_channels": 3, "kernel_size": 3,
+                                "padding": "valid"}, [x], lambda m: m(x)))
     return cases
 
 
