@@ -1,6 +1,7 @@
 #include "schedule/composite_python_state.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "checkpoint/torch_pickle.h"
 #include "common/error.h"
@@ -142,6 +143,9 @@ PythonComposition python_composition(const std::string& name) {
   return c;
 }
 
+// MultiStepLR's milestones are a handful of steps.
+constexpr int64_t kMaxCountedRepeats = 1 << 20;
+
 std::optional<PythonFieldMismatch> python_field_mismatch(const PythonSchedulerFields& fields, const PickleNode& node,
                                                          const TorchSavedFile& file, const std::string& where) {
   // Numbers compare as doubles (Python's int 3 and float 3.0 are one setting) and exactly: the
@@ -154,10 +158,14 @@ std::optional<PythonFieldMismatch> python_field_mismatch(const PythonSchedulerFi
       for (const c10::IValue& item : value.toListRef()) out.push_back(item.isInt() ? item.toInt() : item.toDouble());
     return out;
   };
-  const auto printed = [](const std::vector<double>& values, bool list) {
-    std::string text = list ? "[" : "";
-    for (size_t i = 0; i < values.size(); ++i) text += (i ? ", " : "") + python_float_repr(values[i]);
-    return text + (list ? "]" : "");
+  const auto printed = [](const std::vector<double>& values, const c10::IValue& as) {
+    const bool integer = as.isInt();  // (as the setting is: an int, a float, a list of floats)
+    std::string text = as.isList() ? "[" : "";
+    for (size_t i = 0; i < values.size(); ++i)
+      text += (i ? ", " : "") + (integer && std::nearbyint(values[i]) == values[i]
+                                     ? std::to_string(static_cast<int64_t>(values[i]))
+                                     : python_float_repr(values[i]));
+    return text + (as.isList() ? "]" : "");
   };
   for (const auto& [key, value] : fields.state) {
     const PickleNode* saved = node.find(key);
@@ -176,8 +184,7 @@ std::optional<PythonFieldMismatch> python_field_mismatch(const PythonSchedulerFi
     else
       in_file.push_back(file.number(*saved, where + key));
     const std::vector<double> ours = numbers(value);
-    if (in_file != ours)
-      return PythonFieldMismatch{key, printed(in_file, value.isList()), printed(ours, value.isList())};
+    if (in_file != ours) return PythonFieldMismatch{key, printed(in_file, value), printed(ours, value)};
   }
   for (const auto& [key, steps] : fields.counted) {
     const PickleNode* saved = node.find(key);
@@ -189,9 +196,17 @@ std::optional<PythonFieldMismatch> python_field_mismatch(const PythonSchedulerFi
       file.refuse(at, "a collections.Counter", *saved);
     std::vector<int64_t> in_file;
     const auto& counts = saved->items[1]->items[0]->items;
-    for (size_t i = 0; i + 1 < counts.size(); i += 2)
-      in_file.insert(in_file.end(), static_cast<size_t>(std::max<int64_t>(0, file.integer(*counts[i + 1], at))),
-                     file.integer(*counts[i], at));
+    for (size_t i = 0; i + 1 < counts.size(); i += 2) {
+      const int64_t repeats = file.integer(*counts[i + 1], at);
+      // (a file claiming a step a billion times is refused, not expanded)
+      if (repeats < 0 || repeats > kMaxCountedRepeats ||
+          static_cast<int64_t>(in_file.size()) + repeats > kMaxCountedRepeats)
+        file.refuse(
+            at,
+            "a collections.Counter of steps repeated at most " + std::to_string(kMaxCountedRepeats) + " times in all",
+            *counts[i + 1]);
+      in_file.insert(in_file.end(), static_cast<size_t>(repeats), file.integer(*counts[i], at));
+    }
     std::vector<int64_t> ours = steps;
     std::sort(in_file.begin(), in_file.end());
     std::sort(ours.begin(), ours.end());

@@ -7,6 +7,7 @@ those of a step from the state before the load. Files that say the wrong thing m
 
     mutated_python_checkpoints.py BUILD_DIR WORK_DIR [CASES_PER_FILE]
 """
+import collections
 import ctypes
 import os
 import pickletools
@@ -350,6 +351,27 @@ def composite_wrong_files(folder):
     return [("scheduler.bin", what, saving(change), reason) for what, change, reason in cases]
 
 
+def multistep_wrong_files(folder):
+    """A MultiStepLR's scheduler.bin with settings other than the program's, or milestones that are no
+    Counter of steps, or one claiming a step a billion times."""
+    def saving(change):
+        def write(path):
+            state = torch.load(os.path.join(folder, "scheduler.bin"), weights_only=False)
+            change(state)
+            torch.save(state, path)
+        return write
+
+    cases = [
+        ("another gamma", lambda s: s.__setitem__("gamma", 0.25), "'gamma' is 0.25"),
+        ("other milestones", lambda s: s.__setitem__("milestones", collections.Counter([2, 6])),
+         "'milestones' is [2, 6]"),
+        ("milestones as a list", lambda s: s.__setitem__("milestones", [2, 5]), "milestones"),
+        ("a milestone a billion times", lambda s: s.__setitem__("milestones", collections.Counter({2: 10**9})),
+         "milestones"),
+    ]
+    return [("scheduler.bin", what, saving(change), reason) for what, change, reason in cases]
+
+
 def campaign(lib, model_path, work, optimizer, schedule, files, cases_per_file, seed, wrong, verbose):
     """Mutations of `files` of a folder PyTorch saved after 5 steps of `optimizer` and `schedule`,
     then the `wrong(folder)` files; the failures."""
@@ -427,6 +449,9 @@ def main(build, work, cases_per_file, verbose):
     # A sequence leading a chain: the parts' states nested in scheduler.bin.
     failures += campaign(lib, model_path, work, "adamw", "sequence_chained_exponential", ("scheduler.bin",),
                          cases_per_file, 20261203, composite_wrong_files, verbose)
+    # MultiStepLR: its settings and its Counter of milestones (few mutations: the file is small).
+    failures += campaign(lib, model_path, work, "sgd", "multistep", ("scheduler.bin",), min(cases_per_file, 40),
+                         20261207, multistep_wrong_files, verbose)
     for failure in failures:
         print("FAILED", failure)
     return 1 if failures else 0
