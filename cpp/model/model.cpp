@@ -144,7 +144,17 @@ void Model::set_sharded_at_rest(std::string reason) {
 
 NamedTensors Model::state_dict() const {
   require_weights("state_dict");
-  NamedTensors out = in_state_dict_order(named_parameters(), named_buffers(), module_order());
+  // The adapters' shared tensors (VeRA's projections, RandLoRA's bases) are PEFT's model's own, not
+  // a layer's: last, where PEFT's state_dict() lists them.
+  std::set<std::string> shared;
+  const auto& adapters = lora().adapters();
+  if (!adapters.empty() && adapters.front().projections)
+    if (const SharedTensors* tensors = shared_tensors(adapters.front().method))
+      shared = {tensors->state_a, tensors->state_b};
+  NamedTensors buffers, last;
+  for (auto& entry : named_buffers()) (shared.count(entry.first) ? last : buffers).push_back(std::move(entry));
+  NamedTensors out = in_state_dict_order(named_parameters(), std::move(buffers), module_order());
+  for (auto& entry : last) out.push_back(std::move(entry));
   for (auto& entry : out) entry.second = entry.second.detach();
   return out;
 }

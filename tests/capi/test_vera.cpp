@@ -258,6 +258,10 @@ TEST(Vera, ProjectionsAreStateBuffersThatLoadAndMove) {
   const auto output = eval_outputs(seven, c);
   acc_tensor_list* state = nullptr;
   ACC_ASSERT_OK(acc_model_state_dict(seven, &state));
+  // Last, as PEFT's state_dict() lists its model's own buffers after the base model's layers.
+  const auto names = acc_test::tensor_names(state);
+  ASSERT_GE(names.size(), 2u);
+  EXPECT_EQ(std::vector<std::string>(names.end() - 2, names.end()), (std::vector<std::string>{"vera_A", "vera_B"}));
   acc_tensor* projection = nullptr;
   ACC_ASSERT_OK(acc_tensor_list_find(state, "vera_A", &projection));
   EXPECT_EQ(to_floats(projection), float_values(c["vera_A"]));
