@@ -107,7 +107,8 @@ double layer_weight_bytes(const LayerSpec& spec) {
 }
 
 void require_memory_for(double bytes, const std::string& what) {
-  if (bytes <= 0) return;
+  // Sizes past 64 bits are no sizes at all: building the layer refuses them as too large (InvalidArgument).
+  if (bytes <= 0 || bytes >= 9.2e18) return;
   const std::optional<double> left = memory_left();
   if (left && bytes > *left)
     fail(Status::OutOfMemory, what, " need ", gigabytes(bytes), " (", bytes, " bytes), more than the ",

@@ -13,7 +13,8 @@ namespace acc {
 double layer_weight_bytes(const LayerSpec& spec);
 
 // Fails (OutOfMemory, naming `what` and both sizes) where `bytes` exceed the memory this machine
-// has left for them (Linux's MemAvailable plus free swap; no check where that cannot be read).
+// has left for them (Linux's MemAvailable plus free swap; no check where that cannot be read, nor
+// past 64 bits, which building the layer refuses as sizes).
 void require_memory_for(double bytes, const std::string& what);
 
 }  // namespace acc
