@@ -139,9 +139,14 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
   flag(app, "--no_python", a.no_python, "run a PROGRAM ending in .py as an executable, not through python3");
   flag(app, "--same_network", a.same_network, "accepted: the rendezvous needs no hint");
   flag(app, "-q,--quiet", a.quiet, "accepted: errors are short already");
+  // Accelerate's choices (its argparse refuses others; "torhchxla_trace_once" is its own spelling).
   option(app, "--dynamo_backend", a.dynamo_backend,
-         "accepted: torch.compile needs Python (anything but no is warned about)");
-  option(app, "--dynamo_mode", a.dynamo_mode, "accepted with --dynamo_backend");
+         "accepted: torch.compile needs Python (anything but no is warned about)")
+      ->check(CLI::IsMember({"no", "eager", "aot_eager", "inductor", "aot_ts_nvfuser", "nvprims_nvfuser", "cudagraphs",
+                             "ofi", "fx2trt", "onnxrt", "tensorrt", "aot_torchxla_trace_once", "torhchxla_trace_once",
+                             "torchxla_trace_once", "tvm"}));
+  option(app, "--dynamo_mode", a.dynamo_mode, "accepted with --dynamo_backend")
+      ->check(CLI::IsMember({"default", "reduce-overhead", "max-autotune"}));
   flag(app, "--dynamo_use_fullgraph", a.dynamo_use_fullgraph, "accepted with --dynamo_backend");
   flag(app, "--dynamo_use_dynamic", a.dynamo_use_dynamic, "accepted with --dynamo_backend");
   flag(app, "--dynamo_use_regional_compilation", a.dynamo_use_regional_compilation, "accepted with --dynamo_backend");
@@ -457,8 +462,10 @@ int main(int argc, char** argv) {
         auto found = acc::find_config_file(config_path);
         if (!found)
           acc::fail(acc::Status::InvalidArgument, "no config file at ", path, ": create one with `accelerate config`");
-        acc::save_config_file(acc::load_config_file(*found), *found);
-        std::printf("updated the config file at %s\n", found->c_str());
+        acc::ClusterConfig updated = acc::load_config_file(*found);
+        acc::add_cluster_config_defaults(updated);
+        acc::save_config_file(updated, *found);
+        std::printf("Successfully updated the configuration file at %s.\n", found->c_str());
         return 0;
       }
       if (!config_default && !*config_default_cmd && config_precision->count() > 0) {
@@ -475,7 +482,8 @@ int main(int argc, char** argv) {
                        path.c_str());
           return 0;  // as Accelerate: nothing written, not a failure
         }
-        acc::save_config_file(acc::default_cluster_config(default_precision, acc::cuda_device_count()), path);
+        acc::save_config_file(acc::default_cluster_config(default_precision, acc::cuda_device_count()), path,
+                              /*json_text=*/true);  // as Accelerate's write_basic_config
       } else {
         auto answers = acc::ask_cluster_config(std::cin, std::cout, isatty(STDIN_FILENO), acc::cuda_device_count());
         acc::save_config_file(answers, path);

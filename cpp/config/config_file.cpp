@@ -424,6 +424,7 @@ ClusterConfig parse_config_text(const std::string& raw_text, const std::string& 
       if (settings.count("deepspeed_multinode_launcher")) multinode_launcher = settings["deepspeed_multinode_launcher"];
       c.sharding_env = type == "FSDP" ? fsdp_environment(settings, origin + ": " + key, c.warnings)
                                       : deepspeed_environment(settings, origin + ": " + key, c.warnings);
+      c.sharding_settings = std::move(settings);
       continue;
     }
     c.other[key] = node_text(value);
@@ -510,15 +511,19 @@ std::string config_to_yaml(const ClusterConfig& c) {
   return std::string(out.c_str()) + "\n";
 }
 
-void save_config_file(const ClusterConfig& c, const std::string& path) {
+void save_config_file(const ClusterConfig& c, const std::string& path, bool json_text) {
   std::string text = config_to_yaml(c);
-  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0)
+  if (json_text || (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0))
     text = yaml_to_json(YAML::Load(text), path).dump(2) + "\n";
   const auto parent = std::filesystem::path(path).parent_path();
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) fail(Status::Io, "cannot create directory ", parent.string(), " for the config file: ", ec.message());
   write_file_atomically(path, text);
+}
+
+void add_cluster_config_defaults(ClusterConfig& c) {
+  for (const char* key : {"downcast_bf16", "tpu_use_cluster", "tpu_use_sudo"}) c.other.emplace(key, "false");
 }
 
 ClusterConfig default_cluster_config(const std::string& mixed_precision, int gpu_count) {
@@ -528,8 +533,7 @@ ClusterConfig default_cluster_config(const std::string& mixed_precision, int gpu
   c.use_cpu = gpu_count == 0;
   c.num_processes = gpu_count > 0 ? gpu_count : 1;
   c.distributed_type = gpu_count > 1 ? "MULTI_GPU" : "NO";
-  // The keys Accelerate's own default config has, with the values that ask for nothing.
-  c.other = {{"downcast_bf16", "'no'"}, {"tpu_use_cluster", "false"}, {"tpu_use_sudo", "false"}, {"tpu_env", "[]"}};
+  add_cluster_config_defaults(c);
   for (const char* key : {"compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug",
                           "num_processes", "machine_rank", "num_machines", "rdzv_backend", "same_network",
                           "main_training_function", "enable_cpu_affinity"})

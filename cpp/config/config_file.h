@@ -35,6 +35,8 @@ struct ClusterConfig {
   // distributed_type FSDP / DEEPSPEED: the variables Accelerate's launcher sets from fsdp_config /
   // deepspeed_config (config/sharding_config.h).
   std::map<std::string, std::string> sharding_env;
+  // The fsdp_config / deepspeed_config settings themselves (the launcher's flags override them key by key).
+  std::map<std::string, std::string> sharding_settings;
 
   std::set<std::string> present;      // the keys the file had (after legacy keys were converted)
   std::vector<std::string> warnings;  // what the file asks for that this runtime ignores
@@ -64,7 +66,11 @@ ClusterConfig parse_config_text(const std::string& text, const std::string& orig
 
 // Writes `config` as Accelerate does: YAML with sorted keys, or JSON if the path ends in .json.
 // Creates the parent directories.
-void save_config_file(const ClusterConfig& config, const std::string& path);
+// `json_text`: JSON whatever the name (Accelerate's `config default` writes JSON into default_config.yaml).
+void save_config_file(const ClusterConfig& config, const std::string& path, bool json_text = false);
+// The keys Accelerate's ClusterConfig.to_dict always writes that the file may lack (downcast_bf16,
+// tpu_use_cluster, tpu_use_sudo: false), as `config default` and `config update` write them.
+void add_cluster_config_defaults(ClusterConfig& config);
 std::string config_to_yaml(const ClusterConfig& config);
 
 // What `accelerate config --default` writes: every GPU of this machine (or one CPU process).

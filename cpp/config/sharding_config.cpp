@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "common/error.h"
 #include "common/files.h"
@@ -120,9 +121,10 @@ int64_t zero_stage(const Source& from, const std::string& name, const std::strin
 }
 
 // An offload device: true for cpu.
-bool offload_device(const Source& from, const std::string& name, const std::string& value) {
-  if (value == "nvme") unsupported(from, name, value, "NVMe offload is not implemented (none or cpu)");
-  require(value == "none" || value == "cpu", from.say(name, value), ": must be none or cpu");
+bool offload_device(const Source& from, const std::string& name, const std::string& given) {
+  const std::string value = lowercase(given);  // (Accelerate's launcher lower-cases it)
+  if (value == "nvme") unsupported(from, name, given, "NVMe offload is not implemented (none or cpu)");
+  require(value == "none" || value == "cpu", from.say(name, given), ": must be none or cpu");
   return value == "cpu";
 }
 
@@ -192,11 +194,27 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
   };
   const std::string version = get("fsdp_version") ? *get("fsdp_version") : "1";
   require(version == "1" || version == "2", origin, ": fsdp_version must be 1 or 2, not '", version, "'");
+  // Accelerate's launcher passes every variable of its FSDP flags, each flag's default where neither
+  // flag nor file gives it (found by a hunt: a Python program launched here fell back to its
+  // plugin's own defaults, use_orig_params false among them).
+  env["FSDP_VERSION"] = version;
+  env["FSDP_SHARDING_STRATEGY"] = "FULL_SHARD";
+  const std::string* reshard_text = get("fsdp_reshard_after_forward");
+  env["FSDP_RESHARD_AFTER_FORWARD"] = reshard_text ? lowercase(*reshard_text) : "true";
+  for (const auto& [key, variable, fallback] :
+       {std::tuple<const char*, const char*, const char*>{"fsdp_offload_params", "FSDP_OFFLOAD_PARAMS", "false"},
+        {"fsdp_forward_prefetch", "FSDP_FORWARD_PREFETCH", "false"},
+        {"fsdp_use_orig_params", "FSDP_USE_ORIG_PARAMS", "true"},
+        {"fsdp_sync_module_states", "FSDP_SYNC_MODULE_STATES", "true"},
+        {"fsdp_activation_checkpointing", "FSDP_ACTIVATION_CHECKPOINTING", "false"}}) {
+    const std::string* s = get(key);
+    env[variable] = s ? (flag(from, key, *s) ? "true" : "false") : fallback;
+  }
+  if (const std::string* s = get("fsdp_backward_prefetch")) env["FSDP_BACKWARD_PREFETCH"] = *s;
   if (version == "2") {
     // FSDP2 says whether parameters are freed after forward instead of naming a strategy.
     require(!get("fsdp_sharding_strategy"), origin, ": fsdp_version 2 takes fsdp_reshard_after_forward, not ",
             "fsdp_sharding_strategy");
-    env["FSDP_VERSION"] = "2";
     if (const std::string* s = get("fsdp_reshard_after_forward"))
       env["FSDP_RESHARD_AFTER_FORWARD"] = flag(from, "fsdp_reshard_after_forward", *s) ? "true" : "false";
   } else {
@@ -239,14 +257,10 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
         !(flag(from, "fsdp_cpu_ram_efficient_loading", *s) && sync && !flag(from, "fsdp_sync_module_states", *sync)),
         origin, ": fsdp_cpu_ram_efficient_loading true needs fsdp_sync_module_states true (Accelerate's ValueError)");
   }
-  if (const std::string* s = get("fsdp_offload_params"))
-    env["FSDP_OFFLOAD_PARAMS"] = flag(from, "fsdp_offload_params", *s) ? "true" : "false";
   if (const std::string* s = get("fsdp_state_dict_type"))
     env["FSDP_STATE_DICT_TYPE"] = state_dict_type(from, "fsdp_state_dict_type", *s);
   if (const std::string* s = get("fsdp_auto_wrap_policy"))
     env["FSDP_AUTO_WRAP_POLICY"] = wrap_policy(from, "fsdp_auto_wrap_policy", *s);
-  if (const std::string* s = get("fsdp_activation_checkpointing"))
-    env["FSDP_ACTIVATION_CHECKPOINTING"] = flag(from, "fsdp_activation_checkpointing", *s) ? "true" : "false";
   // Accelerate's launcher always passes it, true (its flag's default) unless given: only the main
   // process builds the weights.
   const std::string* ram_efficient = get("fsdp_cpu_ram_efficient_loading");
@@ -292,7 +306,7 @@ SettingMap deepspeed_environment(const SettingMap& settings, const std::string& 
     } else if (key == "offload_optimizer_device" || key == "offload_param_device") {
       offload_device(from, key, value);
       env[key == "offload_optimizer_device" ? "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"
-                                            : "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"] = value;
+                                            : "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"] = lowercase(value);
     } else if (key == "zero3_init_flag") {
       env["ACCELERATE_DEEPSPEED_ZERO3_INIT"] = flag(from, key, value) ? "true" : "false";
     } else if (key == "zero3_save_16bit_model") {

@@ -90,20 +90,25 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
              : "DeepSpeed flags need --use_deepspeed (or a config file with distributed_type DEEPSPEED, without "
                "--multi_gpu or --cpu)");
     const bool same_kind = c.sharding_env.count(fsdp ? "ACCELERATE_USE_FSDP" : "ACCELERATE_USE_DEEPSPEED");
+    // Each flag given replaces the file's setting of that key, the others stay the file's (found by a
+    // hunt: any FSDP flag put every other setting back to its default), as Accelerate's launch
+    // copies a config key unless its flag was given.
+    auto settings = fsdp ? fsdp_flags : deepspeed_flags;
+    if (same_kind && file)
+      for (const auto& [key, value] : file->sharding_settings) settings.emplace(key, value);
     // The flags are read as settings of the file's FSDP version (FSDP2's reshard_after_forward is
     // no strategy); a flag cannot change the version under the file's other settings.
-    auto settings = fsdp_flags;
     if (fsdp && same_kind) {
       const auto filed = c.sharding_env.find("FSDP_VERSION");
       const std::string file_version = filed == c.sharding_env.end() ? "1" : filed->second;
-      const auto flagged = settings.find("fsdp_version");
-      require(flagged == settings.end() || flagged->second == file_version, "--fsdp_version ",
-              flagged == settings.end() ? "" : flagged->second, " differs from the config file's fsdp_version ",
+      const auto flagged = fsdp_flags.find("fsdp_version");
+      require(flagged == fsdp_flags.end() || flagged->second == file_version, "--fsdp_version ",
+              flagged == fsdp_flags.end() ? "" : flagged->second, " differs from the config file's fsdp_version ",
               file_version, ": change it in the file (`accelerate to-fsdp2` converts one)");
       settings["fsdp_version"] = file_version;
     }
-    auto env = fsdp ? fsdp_environment(settings, "accelerate launch flags", c.warnings)
-                    : deepspeed_environment(deepspeed_flags, "accelerate launch flags", c.warnings);
+    auto env = fsdp ? fsdp_environment(settings, "accelerate launch flags and the config file", c.warnings)
+                    : deepspeed_environment(settings, "accelerate launch flags and the config file", c.warnings);
     if (!same_kind) c.sharding_env.clear();
     for (auto& [key, value] : env) c.sharding_env[key] = value;
   }

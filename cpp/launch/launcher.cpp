@@ -560,6 +560,10 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
   if (c.gradient_accumulation_steps)
     env["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] = std::to_string(*c.gradient_accumulation_steps);
   env["ACCELERATE_USE_CPU"] = c.cpu ? "true" : "false";  // likewise always, as its simple launcher sets it
+  if (c.cpu) {  // Intel OpenMP's thread placement, as Accelerate's launcher sets it for CPU jobs
+    env["KMP_AFFINITY"] = "granularity=fine,compact,1,0";
+    env["KMP_BLOCKTIME"] = "1";
+  }
   // Always set, as Accelerate's launcher does: an inherited OMP_NUM_THREADS of at least 1 is kept
   // (0, a negative or an unreadable one is replaced by the default, as Accelerate recomputes it).
   if (c.num_cpu_threads_per_process)

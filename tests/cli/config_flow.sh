@@ -8,13 +8,14 @@ trap 'rm -rf "$HF_HOME"' EXIT
 file=$HF_HOME/accelerate/default_config.yaml
 fail() { echo "config_flow: $*"; exit 1; }
 
-# --default writes Accelerate's default config, and never overwrites one.
+# --default writes Accelerate's default config (JSON text, as its write_basic_config), and never
+# overwrites one.
 "$acc" config --default --mixed_precision bf16 | grep -q "saved at $file" || fail "config --default"
-grep -qx "mixed_precision: bf16" "$file" || fail "mixed_precision not written"
-grep -qx "distributed_type: 'NO'" "$file" || fail "distributed_type not written as Accelerate does"
+grep -qx '  "mixed_precision": "bf16",' "$file" || fail "mixed_precision not written"
+grep -qx '  "distributed_type": "NO",' "$file" || fail "distributed_type not written as Accelerate does"
 # As Accelerate: the existing file is kept and said so, which is not a failure (exit 0).
 "$acc" config --default --mixed_precision fp16 2>&1 | grep -q "already exists and is kept" || fail "config --default on a file"
-grep -qx "mixed_precision: bf16" "$file" || fail "config --default overwrote a file"
+grep -qx '  "mixed_precision": "bf16",' "$file" || fail "config --default overwrote a file"
 
 # The answers of the questionnaire, from a pipe.
 printf '1\n1\n2\nno\nno\nno\nbf16\n' | "$acc" config --config_file "$HF_HOME/asked.yaml" >/dev/null || fail "config (questions)"
@@ -50,6 +51,10 @@ printf 'distributed_type: MULTI_CPU\nnum_processes: 2\nfp16: true\nuse_cpu: true
 grep -qx "mixed_precision: fp16" "$HF_HOME/old.yaml" || fail "fp16 not converted"
 grep -qx "my_key: 1" "$HF_HOME/old.yaml" || fail "unknown key dropped"
 grep -q "^fp16" "$HF_HOME/old.yaml" && fail "legacy key kept"
+# (and the keys Accelerate's ClusterConfig always writes)
+for key in downcast_bf16 tpu_use_cluster tpu_use_sudo; do
+  grep -qx "$key: false" "$HF_HOME/old.yaml" || fail "config update did not write $key"
+done
 
 # env shows the config in effect and the build.
 "$acc" env | grep -q "Config file: $file" || fail "env: config file"

@@ -593,8 +593,8 @@ TEST_F(Sharding, LauncherFlagsOverrideTheFileKeyByKey) {
   acc::LaunchFlags strategy;
   strategy.fsdp["fsdp_sharding_strategy"] = "NO_SHARD";
   EXPECT_NE(failure([&] { acc::resolve_launch_config(strategy, fsdp2, std::string("fsdp2.yaml"), {"train"}); })
-                .second.find("accelerate launch flags: fsdp_version 2 takes fsdp_reshard_after_forward, not "
-                             "fsdp_sharding_strategy"),
+                .second.find("accelerate launch flags and the config file: fsdp_version 2 takes "
+                             "fsdp_reshard_after_forward, not fsdp_sharding_strategy"),
             std::string::npos);
   const auto fsdp1 = acc::parse_config_text(
       "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\nnum_processes: 2\n",
@@ -610,6 +610,56 @@ TEST_F(Sharding, LauncherFlagsOverrideTheFileKeyByKey) {
   EXPECT_EQ(acc::resolve_launch_config(reshard, fsdp2, std::string("fsdp2.yaml"), {"train"})
                 .sharding_env.at("FSDP_RESHARD_AFTER_FORWARD"),
             "false");
+}
+
+// A flag leaves the file's other settings as they are, defaults included (found by a hunt: any FSDP
+// flag put ram-efficient loading and min_num_params back to the flags' defaults); a DeepSpeed JSON
+// file named by its flag beside the file's settings is refused as the two in one file are; without
+// a file, --use_fsdp passes every variable Accelerate's launcher passes, its flags' defaults.
+TEST_F(Sharding, AFlagKeepsTheFilesOtherSettingsAndEveryVariableIsPassed) {
+  const auto file = acc::parse_config_text(
+      "distributed_type: FSDP\nfsdp_config:\n  fsdp_cpu_ram_efficient_loading: false\n  fsdp_min_num_params: 1000\n"
+      "num_processes: 2\n",
+      "fsdp.yaml");
+  acc::LaunchFlags offload;
+  offload.fsdp["fsdp_offload_params"] = "true";
+  const auto env = acc::resolve_launch_config(offload, file, std::string("fsdp.yaml"), {"train"}).sharding_env;
+  EXPECT_EQ(env.at("FSDP_OFFLOAD_PARAMS"), "true");
+  EXPECT_EQ(env.at("FSDP_CPU_RAM_EFFICIENT_LOADING"), "false");
+  EXPECT_EQ(env.at("FSDP_MIN_NUM_PARAMS"), "1000");
+
+  acc::LaunchFlags use_fsdp;
+  use_fsdp.use_fsdp = true;
+  const auto defaults = acc::resolve_launch_config(use_fsdp, std::nullopt, std::nullopt, {"train"}).sharding_env;
+  const std::map<std::string, std::string> accelerates = {{"ACCELERATE_USE_FSDP", "true"},
+                                                          {"FSDP_VERSION", "1"},
+                                                          {"FSDP_SHARDING_STRATEGY", "FULL_SHARD"},
+                                                          {"FSDP_RESHARD_AFTER_FORWARD", "true"},
+                                                          {"FSDP_OFFLOAD_PARAMS", "false"},
+                                                          {"FSDP_MIN_NUM_PARAMS", "100000000"},
+                                                          {"FSDP_FORWARD_PREFETCH", "false"},
+                                                          {"FSDP_USE_ORIG_PARAMS", "true"},
+                                                          {"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"},
+                                                          {"FSDP_SYNC_MODULE_STATES", "true"},
+                                                          {"FSDP_ACTIVATION_CHECKPOINTING", "false"}};
+  EXPECT_EQ(defaults, accelerates);
+
+  const auto deepspeed_file = acc::parse_config_text(
+      "distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n  gradient_clipping: 1.0\nnum_processes: 2\n",
+      "ds.yaml");
+  acc::LaunchFlags json_file;
+  json_file.deepspeed["deepspeed_config_file"] = "ds.json";
+  EXPECT_NE(failure([&] {
+              acc::resolve_launch_config(json_file, deepspeed_file, std::string("ds.yaml"), {"train"});
+            }).second.find("zero_stage"),
+            std::string::npos);
+  acc::LaunchFlags upper;  // (Accelerate's launcher lower-cases the device)
+  upper.use_deepspeed = true;
+  upper.deepspeed["zero_stage"] = "2";
+  upper.deepspeed["offload_optimizer_device"] = "CPU";
+  EXPECT_EQ(acc::resolve_launch_config(upper, std::nullopt, std::nullopt, {"train"})
+                .sharding_env.at("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"),
+            "cpu");
 }
 
 // Accelerate's questionnaire writes an FSDP1 strategy into fsdp_reshard_after_forward: it is the one
