@@ -43,6 +43,21 @@ std::string list(const json& v) {
   for (auto& x : v) out += (out.size() > 1 ? ", " : "") + std::to_string(x.get<int64_t>());
   return out + "]";
 }
+// nn.Conv2d's _reversed_padding_repeated_twice (F.pad's order: the last dimension first): a
+// padding's numbers, or for "same" the total d (k - 1) split with the odd one after.
+std::vector<int64_t> reversed_padding_twice(const json& a) {
+  std::vector<int64_t> pads;
+  for (int i = 1; i >= 0; --i) {
+    if (a["padding"].is_string()) {
+      const int64_t total = a["dilation"][i].get<int64_t>() * (a["kernel_size"][i].get<int64_t>() - 1);
+      pads.insert(pads.end(), {total / 2, total - total / 2});
+    } else {
+      pads.insert(pads.end(), 2, a["padding"][i].get<int64_t>());
+    }
+  }
+  return pads;
+}
+
 torch::ExpandingArray<2> ea2(const json& v) {
   auto p = v.get<std::vector<int64_t>>();
   return torch::ExpandingArray<2>({p[0], p[1]});
@@ -98,7 +113,8 @@ const std::map<std::string, LayerKind>& layer_kinds() {
          {"padding", Arg::Padding, 0},
          {"dilation", Arg::IntOrPair, 1},
          {"groups", Arg::Int, 1},
-         {"bias", Arg::Bool, true}},
+         {"bias", Arg::Bool, true},
+         {"padding_mode", Arg::String, "zeros"}},
         [](const json& a) {
           const bool same = a["padding"].is_string();
           auto options = torch::nn::Conv2dOptions(a["in_channels"], a["out_channels"], ea2(a["kernel_size"]))
@@ -106,19 +122,27 @@ const std::map<std::string, LayerKind>& layer_kinds() {
                              .dilation(ea2(a["dilation"]))
                              .groups(a["groups"])
                              .bias(a["bias"].get<bool>());
-          if (same)
+          const std::string mode = a["padding_mode"];
+          if (mode != "zeros")  // the layer pads its input itself (AdaptableConv2dImpl)
+            options.padding(torch::ExpandingArray<2>({0, 0}));
+          else if (same)
             options.padding(torch::kSame);
           else
             options.padding(ea2(a["padding"]));
           // (no numbers for "same": adapters refuse the layer, as they refuse a TorchScript one)
           return torch::nn::AnyModule(
-              AdaptableConv2d(options, same ? std::vector<int64_t>{} : a["padding"].get<std::vector<int64_t>>()));
+              AdaptableConv2d(options, same ? std::vector<int64_t>{} : a["padding"].get<std::vector<int64_t>>(), mode,
+                              mode == "zeros" ? std::vector<int64_t>{} : reversed_padding_twice(a)));
         },
         [](const json& a) {
+          const std::string mode = a["padding_mode"], bias = a["bias"].get<bool>() ? "self.bias" : "None";
+          const std::string tail = pair(a["dilation"]) + ", " + std::to_string(a["groups"].get<int64_t>()) + ")";
+          if (mode != "zeros")  // nn.Conv2d's _conv_forward: the input padded by F.pad, then no padding
+            return "return torch.conv2d(torch.pad(x, " + list(json(reversed_padding_twice(a))) + ", \"" + mode +
+                   "\"), self.weight, " + bias + ", " + pair(a["stride"]) + ", [0, 0], " + tail;
           const std::string padding = a["padding"].is_string() ? "\"same\"" : pair(a["padding"]);
-          return "return torch.conv2d(x, self.weight, " + std::string(a["bias"].get<bool>() ? "self.bias" : "None") +
-                 ", " + pair(a["stride"]) + ", " + padding + ", " + pair(a["dilation"]) + ", " +
-                 std::to_string(a["groups"].get<int64_t>()) + ")";
+          return "return torch.conv2d(x, self.weight, " + bias + ", " + pair(a["stride"]) + ", " + padding + ", " +
+                 tail;
         }}},
       {"maxpool2d",
        {{{"kernel_size", Arg::IntOrPair, nullptr},
@@ -407,6 +431,11 @@ std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec) {
     if (spec.type == "transformer_encoder_layer" || spec.type == "transformer_decoder_layer") {
       auto activation = spec.args["activation"].get<std::string>();
       require(activation == "relu" || activation == "gelu", where, ": activation must be \"relu\" or \"gelu\"");
+    }
+    if (spec.type == "conv2d") {
+      const std::string mode = spec.args["padding_mode"];
+      require(mode == "zeros" || mode == "reflect" || mode == "replicate" || mode == "circular", where,
+              ": padding_mode must be zeros, reflect, replicate or circular, got '", mode, "'");
     }
     if (spec.type == "conv2d" && spec.args["padding"].is_string())
       require(spec.args["stride"] == json::array({1, 1}), where,

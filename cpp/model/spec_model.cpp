@@ -314,8 +314,11 @@ std::vector<LinearSite> SpecModel::linear_sites() const {
       site.weight = conv->weight;
       site.bias = conv->bias;
       site.set_input_adapter = [adaptable](InputAdapter adapter) { adaptable->set_input_adapter(std::move(adapter)); };
+      const bool zeros = conv->padding_mode() == "zeros";
       site.conv = ConvGeometry{conv->stride(), conv->padding(), conv->dilation(), conv->groups(),
-                               conv->padding().empty() ? "its padding is \"same\" (a padding given as a string)" : ""};
+                               conv->padding().empty() ? "its padding is \"same\" (a padding given as a string)"
+                               : !zeros ? "its padding_mode is not \"zeros\", which PEFT's adapters pad with"
+                                        : ""};
     } else if (auto attention = std::dynamic_pointer_cast<MultiheadAttentionImpl>(entry.value())) {
       // Its packed q, k, v projection, amended as a linear layer's output; its out_proj comes with it.
       site.weight = attention->in_proj_weight;

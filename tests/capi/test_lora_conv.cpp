@@ -197,13 +197,19 @@ TEST(LoraConv, RefusesWhatPeftsAdapterWouldNotComputeAsItsLayer) {
 }
 
 // A spec's conv2d with padding "same" has no numbers PEFT's lora_A would pad with (PyTorch keeps the
-// string): refused as a TorchScript layer padded so is, naming it.
-TEST(LoraConv, APaddingOfSameIsRefused) {
+// string): refused as a TorchScript layer padded so is, naming it; so is one of another padding_mode.
+TEST(LoraConv, APaddingOfSameOrAnotherModeIsRefused) {
   acc_model* m = acc_test::spec_model(
       R"([{"type":"conv2d","in_channels":2,"out_channels":3,"kernel_size":3,"padding":"same"}])");
   ASSERT_NE(m, nullptr);
   ACC_EXPECT_ERROR(acc_model_add_lora(m, "0", nullptr, nullptr), ACC_ERR_UNSUPPORTED, "\"same\"");
   EXPECT_EQ(acc_test::parameter_names(m), (std::vector<std::string>{"0.weight", "0.bias"}));
+  acc_model_free(m);
+  // Nor another padding_mode than zeros, which PEFT's lora_A pads with.
+  m = acc_test::spec_model(
+      R"([{"type":"conv2d","in_channels":2,"out_channels":3,"kernel_size":3,"padding":1,"padding_mode":"reflect"}])");
+  ASSERT_NE(m, nullptr);
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "0", nullptr, nullptr), ACC_ERR_UNSUPPORTED, "padding_mode");
   acc_model_free(m);
 }
 

@@ -358,6 +358,12 @@ def gradient_cases(t=5, s=4, b=3, e=8, heads=2, ff=16):
     cases.append(gradient_case("conv2d padding valid", nn.Conv2d(2, 3, 3, padding="valid"),
                                {"type": "conv2d", "in_channels": 2, "out_channels": 3, "kernel_size": 3,
                                 "padding": "valid"}, [x], lambda m: m(x)))
+    # The other padding modes: F.pad first, then the convolution without padding.
+    for mode, padding, kernel in [("reflect", [1, 2], [3, 3]), ("replicate", 1, [3, 2]), ("circular", "same", [4, 3])]:
+        cases.append(gradient_case(f"conv2d padding_mode {mode}",
+                                   nn.Conv2d(2, 3, kernel, padding=padding, padding_mode=mode),
+                                   {"type": "conv2d", "in_channels": 2, "out_channels": 3, "kernel_size": kernel,
+                                    "padding": padding, "padding_mode": mode}, [x], lambda m: m(x)))
     return cases
 
 
