@@ -25,6 +25,10 @@ std::shared_ptr<Loader> make_loader(Args&&... args) {
 std::shared_ptr<DataLoader> make_data_loader(const std::shared_ptr<Dataset>& dataset,
                                              const std::shared_ptr<IterableSource>& stream, DataLoaderOptions options) {
   if (stream) return make_loader<IterableDataLoader>(stream, std::move(options), ShardOptions{});
+  // PyTorch's RandomSampler refuses to shuffle nothing (its ValueError num_samples=0).
+  require(!options.shuffle || !dataset || dataset->size() > 0,
+          "shuffle over an empty dataset: there is nothing to shuffle (PyTorch's RandomSampler refuses "
+          "num_samples=0)");
   return make_loader<MapDataLoader>(dataset, std::move(options));
 }
 

@@ -559,6 +559,16 @@ TEST(DataLoader, OptionErrors) {
   acc_dataloader* dl = nullptr;
   ACC_EXPECT_ERROR(acc_dataloader_create(ds, o, &dl), ACC_ERR_INVALID_ARGUMENT, "unknown device 'gpu'");
   acc_options_free(o);
+  // PyTorch's RandomSampler refuses to shuffle no samples (found by a hunt: accepted, each epoch empty).
+  acc_dataset* none = counting_dataset(0);
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+  ACC_ASSERT_OK(acc_options_set(o, "shuffle", "true"));
+  ACC_EXPECT_ERROR(acc_dataloader_create(none, o, &dl), ACC_ERR_INVALID_ARGUMENT, "shuffle over an empty dataset");
+  ACC_ASSERT_OK(acc_options_set(o, "shuffle", "false"));
+  ACC_ASSERT_OK(acc_dataloader_create(none, o, &dl));  // (in order: an empty epoch, as PyTorch's)
+  acc_dataloader_free(dl);
+  acc_options_free(o);
+  acc_dataset_free(none);
   dl = loader(ds, {{"batch_size", "2"}});
   acc_tensor_list* batch = nullptr;
   ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
