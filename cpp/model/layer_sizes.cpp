@@ -55,7 +55,8 @@ const std::map<std::string, std::function<double(const json&)>>& sized_kinds() {
        }},
       {"layernorm",
        [](const json& a) {
-         return a["elementwise_affine"].get<bool>() ? kFloat * 2 * product(a["normalized_shape"]) : 0;
+         const double tensors = a["elementwise_affine"].get<bool>() ? (a["bias"].get<bool>() ? 2 : 1) : 0;
+         return kFloat * tensors * product(a["normalized_shape"]);
        }},
       {"rmsnorm",
        [](const json& a) { return a["elementwise_affine"].get<bool>() ? kFloat * product(a["normalized_shape"]) : 0; }},

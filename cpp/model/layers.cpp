@@ -58,6 +58,19 @@ std::vector<int64_t> reversed_padding_twice(const json& a) {
   return pads;
 }
 
+// A LayerNorm whose bias is gone (PyTorch 2.1's bias=False): not a parameter, undefined in its forward.
+// (A module's parameter list is protected: reached through a member pointer, never an object of this type.)
+struct ParameterRemover : torch::nn::Module {
+  static void remove(torch::nn::Module& module, const std::string& name) {
+    (module.*(&ParameterRemover::parameters_)).erase(name);
+  }
+};
+void without_bias(torch::nn::LayerNormImpl& norm) {
+  if (!norm.bias.defined()) return;
+  norm.bias = at::Tensor();
+  ParameterRemover::remove(norm, "bias");
+}
+
 torch::ExpandingArray<2> ea2(const json& v) {
   auto p = v.get<std::vector<int64_t>>();
   return torch::ExpandingArray<2>({p[0], p[1]});
@@ -225,17 +238,20 @@ const std::map<std::string, LayerKind>& layer_kinds() {
       {"layernorm",
        {{{"normalized_shape", Arg::IntList, nullptr},
          {"eps", Arg::Float, 1e-5},
-         {"elementwise_affine", Arg::Bool, true}},
+         {"elementwise_affine", Arg::Bool, true},
+         {"bias", Arg::Bool, true}},  // PyTorch 2.1's: false keeps the weight alone
         [](const json& a) {
-          return torch::nn::AnyModule(
-              torch::nn::LayerNorm(torch::nn::LayerNormOptions(a["normalized_shape"].get<std::vector<int64_t>>())
-                                       .eps(a["eps"])
-                                       .elementwise_affine(a["elementwise_affine"].get<bool>())));
+          torch::nn::LayerNorm norm(torch::nn::LayerNormOptions(a["normalized_shape"].get<std::vector<int64_t>>())
+                                        .eps(a["eps"])
+                                        .elementwise_affine(a["elementwise_affine"].get<bool>()));
+          if (!a["bias"].get<bool>()) without_bias(*norm);
+          return torch::nn::AnyModule(norm);
         },
         [](const json& a) {
-          const bool affine = a["elementwise_affine"];
+          const bool affine = a["elementwise_affine"], bias = a["bias"];
           return "return torch.layer_norm(x, " + list(a["normalized_shape"]) + ", " +
-                 (affine ? "self.weight, self.bias, " : "None, None, ") + f(a["eps"]) + ", False)";
+                 (affine ? std::string("self.weight, ") + (bias ? "self.bias, " : "None, ") : "None, None, ") +
+                 f(a["eps"]) + ", False)";
         }}},
       {"batchnorm1d", batchnorm_kind(false)},
       {"multihead_attention", multihead_attention_kind()},

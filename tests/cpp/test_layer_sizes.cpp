@@ -36,6 +36,7 @@ TEST(LayerSizes, AreWhatBuildingTheLayersTakes) {
     {"type":"dropout","p":0.1},
     {"type":"layernorm","normalized_shape":[3,4]},
     {"type":"layernorm","normalized_shape":[4],"elementwise_affine":false},
+    {"type":"layernorm","normalized_shape":[3,4],"bias":false},
     {"type":"rmsnorm","normalized_shape":[3,4]},
     {"type":"rmsnorm","normalized_shape":[4],"elementwise_affine":false},
     {"type":"batchnorm1d","num_features":7},

@@ -253,6 +253,18 @@ def plain_initialisation_case(seed=11):
             "state": {k: tensor(v) for k, v in m.named_parameters()}}
 
 
+class LayerNormWithoutBias(nn.Module):
+    """PyTorch 2.1's nn.LayerNorm(bias=False): the weight alone (restated for older torch)."""
+
+    def __init__(self, shape, eps=1e-5):
+        super().__init__()
+        self.shape, self.eps = tuple(shape), eps
+        self.weight = nn.Parameter(torch.ones(shape))
+
+    def forward(self, x):
+        return nn.functional.layer_norm(x, self.shape, self.weight, None, self.eps)
+
+
 class TiedHead(nn.Module):
     """A head computing with its embedding's weight and a bias of its own, which it draws as
     nn.Linear draws a bias (the embedding's width the fan-in): where it stands among the layers."""
@@ -358,6 +370,10 @@ def gradient_cases(t=5, s=4, b=3, e=8, heads=2, ff=16):
     cases.append(gradient_case("conv2d padding valid", nn.Conv2d(2, 3, 3, padding="valid"),
                                {"type": "conv2d", "in_channels": 2, "out_channels": 3, "kernel_size": 3,
                                 "padding": "valid"}, [x], lambda m: m(x)))
+    # A layer norm without its bias (PyTorch 2.1's bias=False).
+    x3 = torch.randn(2, 3, 6)
+    cases.append(gradient_case("layernorm bias=False", LayerNormWithoutBias([3, 6]),
+                               {"type": "layernorm", "normalized_shape": [3, 6], "bias": False}, [x3], lambda m: m(x3)))
     # The other padding modes: F.pad first, then the convolution without padding.
     for mode, padding, kernel in [("reflect", [1, 2], [3, 3]), ("replicate", 1, [3, 2]), ("circular", "same", [4, 3])]:
         cases.append(gradient_case(f"conv2d padding_mode {mode}",
