@@ -178,17 +178,6 @@ class Replace:
 
 def wrong_files(folder):
     """(file, description, write(path), reason) of torch.save files every reader must refuse."""
-    def load(name):
-        # The test's own files (NumPy's state in random_states_0.pkl): torch 2.6's weights_only default refuses them.
-        return torch.load(os.path.join(folder, name), weights_only=False)
-
-    def saving(name, change):
-        def write(path):
-            obj = load(name)
-            replaced = change(obj)  # a Replace, or anything else where obj was changed in place
-            torch.save(replaced.value if isinstance(replaced, Replace) else obj, path)
-        return write
-
     def first_state(opt):
         return opt["state"][next(iter(opt["state"]))]
 
@@ -289,7 +278,7 @@ def wrong_files(folder):
          lambda m: m.__setitem__(next(iter(m)), 1.5),
          "'net.0.weight' must be a tensor, not a float"),
     ]
-    return [(name, what, saving(name, change), reason) for name, what, change, reason in cases]
+    return changed_files(folder, cases)
 
 
 
@@ -330,15 +319,27 @@ class Trial:
         return status, self.lib.lib.acc_last_error_message().decode() if status else ""
 
 
+def changed_files(folder, cases):
+    """(file, what, a writer of the folder's file as `change` leaves it, the refusal's reason) for
+    each (file, what, change, reason) of `cases`; `change` edits the loaded object in place or
+    returns a Replace."""
+    def saving(name, change):
+        def write(path):
+            # The test's own files (NumPy's state in random_states_0.pkl): torch 2.6's weights_only default refuses them.
+            obj = torch.load(os.path.join(folder, name), weights_only=False)
+            replaced = change(obj)
+            torch.save(replaced.value if isinstance(replaced, Replace) else obj, path)
+        return write
+    return [(name, what, saving(name, change), reason) for name, what, change, reason in cases]
+
+
+def scheduler_files(folder, cases):
+    """changed_files of scheduler.bin, for (what, change, reason) cases."""
+    return changed_files(folder, [("scheduler.bin",) + case for case in cases])
+
+
 def composite_wrong_files(folder):
     """A sequence's or chain's scheduler.bin that says the wrong thing about its parts."""
-    def saving(change):
-        def write(path):
-            state = torch.load(os.path.join(folder, "scheduler.bin"), weights_only=False)
-            change(state)
-            torch.save(state, path)
-        return write
-
     sequence = lambda s: s["_schedulers"][0]  # noqa: E731  (the chain's first part: a sequence)
     cases = [
         ("a part fewer", lambda s: s["_schedulers"].pop(), "'the state dict._schedulers' is 1 schedulers"),
@@ -348,19 +349,12 @@ def composite_wrong_files(folder):
         ("a part that is a number", lambda s: s["_schedulers"].__setitem__(1, 7), "_schedulers[1]"),
         ("no parts", lambda s: s.__setitem__("_schedulers", []), "_schedulers"),
     ]
-    return [("scheduler.bin", what, saving(change), reason) for what, change, reason in cases]
+    return scheduler_files(folder, cases)
 
 
 def multistep_wrong_files(folder):
     """A MultiStepLR's scheduler.bin with settings other than the program's, or milestones that are no
     Counter of steps, or one claiming a step a billion times."""
-    def saving(change):
-        def write(path):
-            state = torch.load(os.path.join(folder, "scheduler.bin"), weights_only=False)
-            change(state)
-            torch.save(state, path)
-        return write
-
     cases = [
         ("another gamma", lambda s: s.__setitem__("gamma", 0.25), "'gamma' is 0.25"),
         ("other milestones", lambda s: s.__setitem__("milestones", collections.Counter([2, 6])),
@@ -369,7 +363,7 @@ def multistep_wrong_files(folder):
         ("a milestone a billion times", lambda s: s.__setitem__("milestones", collections.Counter({2: 10**9})),
          "milestones"),
     ]
-    return [("scheduler.bin", what, saving(change), reason) for what, change, reason in cases]
+    return scheduler_files(folder, cases)
 
 
 def campaign(lib, model_path, work, optimizer, schedule, files, cases_per_file, seed, wrong, verbose):
