@@ -124,12 +124,14 @@ void RunFiles::set(const std::string& name, nlohmann::ordered_json value) {
   (*node)[parts.back()] = std::move(value);
 }
 
-void RunFiles::apply(const Record& r) {
+void RunFiles::apply(const Record& r, int64_t step) {
   for (size_t i = 0; i < r.names.size(); ++i) {
-    set(r.names[i], r.values[i]);  // (NaN and infinities written as Python's json writes them)
+    // Live.log_metric keeps NaN and infinities as str(val): "nan", "inf", "-inf" (strict JSON).
+    const double v = r.values[i];
+    set(r.names[i], std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(python_float_repr(v)));
   }
   for (size_t i = 0; i < r.text_names.size(); ++i) set(r.text_names[i], r.texts[i]);
-  summary["step"] = r.step;  // Live.make_summary, at each next_step
+  summary["step"] = step;  // Live.make_summary, at each next_step
   logged = summary_changed = true;
 }
 

@@ -48,7 +48,7 @@ struct RunFiles {
   // Live.log_metric's summary: the value at the name's parts (a value replaces a group there).
   void set(const std::string& name, nlohmann::ordered_json value);
   // A log call: its values, and "step" (Live.make_summary at each next_step).
-  void apply(const Record& record);
+  void apply(const Record& record, int64_t step);
   // What dvc.yaml holds now.
   std::string dvcyaml() const;
   // metrics.json and dvc.yaml where they changed (or at the end), each through a temporary (a reader

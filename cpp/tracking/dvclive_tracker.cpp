@@ -161,6 +161,9 @@ void DvcliveTracker::start(const std::string&, const nlohmann::json& config) {
       run->summary = parse_python_json(*text, "dvclive: " + (dir / "metrics.json").string());
       require(run->summary.is_object(), "dvclive: ", (dir / "metrics.json").string(), " is not a JSON object");
       dvclive::collect_names(run->summary, "", values, groups);
+      const auto step = run->summary.find("step");
+      if (step != run->summary.end() && step->is_number_integer() && step->get<int64_t>() > 0)
+        next_step_ = step->get<int64_t>() + 1;
     }
   }
   for (const auto& [key, value] : config.items()) params[key] = value;  // Live.log_params: an update
@@ -240,14 +243,17 @@ void DvcliveTracker::log(const std::shared_ptr<const Record>& record) {
   take_names(*record);
   const nlohmann::json kwargs = log_kwargs_of(*record, name_);
   const bool plot = python_flag(kwargs, "plot", true), timestamp = python_flag(kwargs, "timestamp", false);
-  writer_->post([record, run = run_, tables = tables_, plot, timestamp](std::FILE*&, const std::string&) {
-    run->apply(*record);
+  // Accelerate's DVCLiveTracker sets live.step only to a step given; Live counts its own otherwise.
+  const int64_t step = record->step_given ? record->step : next_step_;
+  next_step_ = step + 1;
+  writer_->post([record, step, run = run_, tables = tables_, plot, timestamp](std::FILE*&, const std::string&) {
+    run->apply(*record, step);
     if (!plot) return;  // Live.log_metric(plot=False): the summary alone
     // Metric.dump's row: timestamp (int(time.time() * 1000)) where asked, step, the value; a new
     // table's header is its first row's columns, as csv.DictWriter writes it.
     const std::string leading =
         (timestamp ? std::to_string(static_cast<int64_t>(std::floor(record->wall_time * 1000))) + "\t" : "") +
-        std::to_string(record->step) + "\t";
+        std::to_string(step) + "\t";
     const AppendedFiles::Header header = [timestamp](const std::string& name) {
       return std::string(timestamp ? "timestamp\t" : "") + "step\t" + tsv_field(parts_of(name).back()) + "\n";
     };

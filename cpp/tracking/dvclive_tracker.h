@@ -59,6 +59,9 @@ class DvcliveTracker : public Tracker {
   std::string dir_;
   // The names logged as values, and the groups above them, as metrics.json nests them (caller's side).
   std::unordered_set<std::string> values_, groups_;
+  // Live's step: a log without a step takes it, then next_step adds 1; a resumed run goes on from
+  // the step its metrics.json holds (one past it, unless it is 0, as Live._init_resume).
+  int64_t next_step_ = 0;
   std::shared_ptr<dvclive::RunFiles> run_;  // the writer's
   std::shared_ptr<AppendedFiles> tables_;  // the writer's
   std::unique_ptr<AsyncFile> writer_;

@@ -75,8 +75,8 @@ TEST(DvcliveTracking, WritesWhatDvcReads) {
                                                      "plots": [{"live/plots/metrics": {"x": "step"}}]})"));
   EXPECT_EQ(got["params"], nlohmann::json::parse(R"({"lr": 0.001, "tiny": 1e-05, "name": "true", "layers": [64, 32],
                                                    "nested": {"a": 1, "flag": true}})"));
-  // (NaN a float, as Python's json writes it: NaN, not the string "nan")
-  EXPECT_EQ(got["metrics"], nlohmann::json::parse(R"({"loss": "float nan", "train": {"acc": 0.25},
+  // (NaN as Live.log_metric keeps it, str(val): "nan", strict JSON; found by a hunt: a bare NaN)
+  EXPECT_EQ(got["metrics"], nlohmann::json::parse(R"({"loss": "nan", "train": {"acc": 0.25},
                                                     "note": "tab\there \"quoted\"", "eval": {"acc": 0.75},
                                                     "step": 5})"));
   EXPECT_EQ(got["tables"], nlohmann::json::parse(R"({"loss": [[0, "0.5"], [1, "nan"]], "train/acc": [[0, "0.25"]],
@@ -101,8 +101,8 @@ TEST(DvcliveTracking, WritesWhatDvcReads) {
   const nlohmann::json resumed = read_back(dir, dvc_yaml);
   EXPECT_EQ(resumed["tables"], nlohmann::json::parse(R"({"other": [[0, "2.0"], [1, "3.0"]], "far": [[0, "-inf"]]})"));
   EXPECT_EQ(resumed["params"], nlohmann::json::parse(R"({"lr": 0.1, "epochs": 3})"));
-  // (the summary read back as Python's json reads it: -Infinity a float)
-  EXPECT_EQ(resumed["metrics"], nlohmann::json::parse(R"({"other": 3.0, "far": "float -inf", "step": 1})"));
+  // (the summary read back and written again as DVCLive keeps it: "-inf")
+  EXPECT_EQ(resumed["metrics"], nlohmann::json::parse(R"({"other": 3.0, "far": "-inf", "step": 1})"));
 
   // A dvc.yaml inside DVCLive's folder names the folder's files by their own paths; a run that
   // resumes takes it back as DVCLive's.
@@ -115,6 +115,24 @@ TEST(DvcliveTracking, WritesWhatDvcReads) {
   EXPECT_EQ(read_back(dir, inner)["dvc.yaml"],
             nlohmann::json::parse(R"({"params": ["params.yaml"], "metrics": ["metrics.json"],
                                       "plots": [{"plots/metrics": {"x": "step"}}]})"));
+  acc_accelerator_free(a);
+}
+
+// A resumed run's logs without a step go on from the step its metrics.json holds, as DVCLive's Live
+// takes it back (found by a hunt: they started at 0 again, drawn back at the plots' start).
+TEST(DvcliveTracking, AResumedRunGoesOnFromItsLastStep) {
+  const std::string root = acc_test::fresh_dir("dvclive_resumed_steps");
+  const std::string dir = root + "/live", dvc_yaml = root + "/dvc.yaml";
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "dvclive"}});
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "run", nullptr, kwargs(dir, dvc_yaml).c_str()));
+  for (double loss : {1.0, 2.0, 3.0}) ACC_ASSERT_OK(acc_log_scalar(a, "loss", loss, -1));
+  ACC_ASSERT_OK(acc_end_training(a));
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "run", nullptr, kwargs(dir, dvc_yaml, R"(, "resume": true)").c_str()));
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 4.0, -1));
+  ACC_ASSERT_OK(acc_end_training(a));
+  const nlohmann::json got = read_back(dir, dvc_yaml);
+  EXPECT_EQ(got["tables"]["loss"], nlohmann::json::parse(R"([[0, "1.0"], [1, "2.0"], [2, "3.0"], [3, "4.0"]])"));
+  EXPECT_EQ(got["metrics"]["step"], 3);
   acc_accelerator_free(a);
 }
 

@@ -2,28 +2,23 @@
 
 Usage: read_dvclive.py DIR DVC_YAML
 DVC reads dvc.yaml and params.yaml as YAML (PyYAML's safe loader here; DVC's ruamel reads the same
-values), metrics.json as JSON (a NaN or infinity there printed as "float nan" ...), and each plots/metrics/<name>.tsv as a tab-separated table with a
-header (csv.DictReader, as DVCLive's own parse_metrics reads them back). Exits 1, saying why, where a
-file is not what those readers take (a header other than "step\t<last part of the name>", a step that
+values), metrics.json as strict JSON (as DVC's VS Code extension's JSON.parse does: DVCLive keeps
+NaN and infinities as the strings str() makes, "nan", "inf"), and each plots/metrics/<name>.tsv as a
+tab-separated table with a header (csv.DictReader, as DVCLive's own parse_metrics reads them back).
+Exits 1, saying why, where a file is not what those readers take (a bare NaN or Infinity in
+metrics.json, (a header other than "step\t<last part of the name>", a step that
 is not an integer, rows of another width).
 """
 import csv
 import json
-import math
 import os
 import sys
 
 import yaml
 
 
-def finite(value):
-    """`value` with each non-finite float (json's NaN, Infinity, -Infinity) as "float <repr>": strict JSON
-    for the test to read, telling them apart from strings."""
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"float {value!r}"
-    return value
+def strict(constant):
+    sys.exit(f"metrics.json: {constant} is not JSON (DVCLive writes the string str() makes)")
 
 
 def main():
@@ -39,7 +34,7 @@ def main():
     metrics = os.path.join(live_dir, "metrics.json")
     if os.path.exists(metrics):
         with open(metrics, encoding="utf-8") as f:
-            out["metrics"] = finite(json.load(f))
+            out["metrics"] = json.load(f, parse_constant=strict)
     tables = {}
     root = os.path.join(live_dir, "plots", "metrics")
     for folder, _, files in os.walk(root):
