@@ -116,4 +116,22 @@ void require_memory_for(double bytes, const std::string& what) {
          gigabytes(*left), " this machine has left (MemAvailable and free swap): refused before allocating");
 }
 
+void require_memory_for_layers(const std::vector<LayerSpec>& layers, bool weights_pending) {
+  double total = 0, largest = 0;
+  size_t largest_layer = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const double bytes = layer_weight_bytes(layers[i]);
+    total += bytes;
+    if (bytes > largest) {
+      largest = bytes;
+      largest_layer = i;
+    }
+  }
+  if (weights_pending)
+    require_memory_for(
+        largest, "the weights of layer " + std::to_string(largest_layer) + " (" + layers[largest_layer].type + ")");
+  else
+    require_memory_for(total, "the model's weights");
+}
+
 }  // namespace acc

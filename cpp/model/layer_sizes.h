@@ -3,6 +3,9 @@
 // allocated until the system kills the process.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "model/layers.h"
 
 namespace acc {
@@ -16,5 +19,9 @@ double layer_weight_bytes(const LayerSpec& spec);
 // has left for them (Linux's MemAvailable plus free swap; no check where that cannot be read, nor
 // past 64 bits, which building the layer refuses as sizes).
 void require_memory_for(double bytes, const std::string& what);
+
+// The check for a spec model's layers: all their weights, or with `weights_pending` (each layer's
+// go as soon as it is made) the largest layer's, named.
+void require_memory_for_layers(const std::vector<LayerSpec>& layers, bool weights_pending);
 
 }  // namespace acc

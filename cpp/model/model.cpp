@@ -147,10 +147,7 @@ NamedTensors Model::state_dict() const {
   // The adapters' shared tensors (VeRA's projections, RandLoRA's bases) are PEFT's model's own, not
   // a layer's: last, where PEFT's state_dict() lists them.
   std::set<std::string> shared;
-  const auto& adapters = lora().adapters();
-  if (!adapters.empty() && adapters.front().projections)
-    if (const SharedTensors* tensors = shared_tensors(adapters.front().method))
-      shared = {tensors->state_a, tensors->state_b};
+  for (const auto& entry : shared_state_buffers(lora())) shared.insert(entry.first);
   NamedTensors buffers, last;
   for (auto& entry : named_buffers()) (shared.count(entry.first) ? last : buffers).push_back(std::move(entry));
   NamedTensors out = in_state_dict_order(named_parameters(), std::move(buffers), module_order());

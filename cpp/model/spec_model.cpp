@@ -50,23 +50,8 @@ torch::jit::Module script_tensors(const torch::nn::Module& module, const std::st
 
 SpecModel::SpecModel(std::vector<LayerSpec> layers, bool weights_pending)
     : layers_(std::move(layers)), input_count_(model_input_count(layers_)), last_reader_(layers_.size()) {
-  // Weights the machine cannot hold are refused before any is allocated: all the layers', or with
-  // weights pending the largest layer's (each layer's go as soon as it is made).
-  double total = 0, largest = 0;
-  size_t largest_layer = 0;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const double bytes = layer_weight_bytes(layers_[i]);
-    total += bytes;
-    if (bytes > largest) {
-      largest = bytes;
-      largest_layer = i;
-    }
-  }
-  if (weights_pending)
-    require_memory_for(
-        largest, "the weights of layer " + std::to_string(largest_layer) + " (" + layers_[largest_layer].type + ")");
-  else
-    require_memory_for(total, "the model's weights");
+  // Weights the machine cannot hold are refused before any is allocated.
+  require_memory_for_layers(layers_, weights_pending);
   for (size_t i = 0; i < layers_.size(); ++i) {
     try {
       net_->push_back(std::to_string(i), build_layer(layers_[i]));

@@ -22,6 +22,18 @@ constexpr int64_t kFirstBucketBytes = 1024 * 1024;  // PyTorch DDP's first, smal
 constexpr int64_t kDefaultBucketCapMb = 25;          // DDP's and Accelerate's default bucket_cap_mb
 const char* const kAnnouncement = "join_uneven_inputs (processes still training)";
 
+// Whether this libtorch multiplies float16 matrices on the CPU (the fp16 wrapper's PowerSGD does):
+// libtorch 1.x has no such product there; 2.x adds it.
+bool cpu_multiplies_half() {
+  const at::Tensor one = at::ones({1, 1}, at::TensorOptions().dtype(at::kHalf));
+  try {
+    (void)at::mm(one, one);
+    return true;
+  } catch (const c10::Error&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 std::pair<BucketLayout, std::vector<size_t>> reversed_buckets(const std::vector<at::Tensor>& params,
@@ -77,17 +89,6 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   std::vector<size_t> limits;
   BucketLayout layout = initial_layout(&limits);
   make_reducer(std::move(layout), std::move(limits));
-}
-
-bool DataParallel::cpu_multiplies_half() {
-  // libtorch 1.x has no float16 matrix product on the CPU; 2.x adds it.
-  const at::Tensor one = at::ones({1, 1}, at::TensorOptions().dtype(at::kHalf));
-  try {
-    (void)at::mm(one, one);
-    return true;
-  } catch (const c10::Error&) {
-    return false;
-  }
 }
 
 bool DataParallel::group_reduces_bf16() {

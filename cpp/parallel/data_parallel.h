@@ -88,8 +88,6 @@ class DataParallel final : public ParallelEngine {
   BucketLayout initial_layout(std::vector<size_t>* limits) const;
   // Whether the process group can allreduce bf16 (the bf16 hook and wrapper need it).
   bool group_reduces_bf16();
-  // Whether this libtorch multiplies float16 matrices on the CPU (the fp16 wrapper's PowerSGD does).
-  static bool cpu_multiplies_half();
   int64_t cap_bytes() const;
   int64_t first_bucket_bytes() const;
   // The Reducer's rebuild, due at the first forward after the first averaging backward (a broadcast

@@ -467,6 +467,13 @@ const SharedTensors* shared_tensors(PeftType type) {
   return nullptr;
 }
 
+NamedTensors shared_state_buffers(const LoraAdapters& adapters) {
+  if (adapters.adapters().empty() || !adapters.adapters().front().projections) return {};
+  const LoraAdapter& first = adapters.adapters().front();
+  const SharedTensors& shared = *shared_tensors(first.method);
+  return {{shared.state_a, first.projections->a}, {shared.state_b, first.projections->b}};
+}
+
 const FactorMethod* factor_method(PeftType type) {
   static const std::array<FactorMethod, 17> methods = {
       lycoris(PeftType::Loha, "LoHa adapts linear layers and 1-D and 2-D convolutions"),

@@ -73,6 +73,9 @@ struct SharedTensors {
 };
 // The method's shared tensors; null for a method without them.
 const SharedTensors* shared_tensors(PeftType type);
+// The adapters' shared tensors under their state names (VeRA's projections, RandLoRA's bases), the
+// buffers PEFT's model holds itself; none where the adapters share none.
+NamedTensors shared_state_buffers(const LoraAdapters& adapters);
 
 // The method's entry; null for LoRA, (IA)^3 and trainable tokens.
 const FactorMethod* factor_method(PeftType type);

@@ -847,12 +847,7 @@ NamedTensors LoraAdapters::named_parameters() const {
 }
 
 NamedTensors LoraAdapters::named_buffers() const {
-  NamedTensors out;
-  if (!adapters_.empty() && adapters_.front().projections) {
-    const auto& projections = adapters_.front().projections;
-    const SharedTensors& shared = *shared_tensors(adapters_.front().method);
-    out = {{shared.state_a, projections->a}, {shared.state_b, projections->b}};
-  }
+  NamedTensors out = shared_state_buffers(*this);
   for (const LoraAdapter& adapter : adapters_)
     for (const auto& [suffix, buffer] : adapter.buffers) out.emplace_back(adapter.site.module + suffix, buffer);
   return out;
