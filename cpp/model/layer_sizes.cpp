@@ -26,11 +26,12 @@ double linear_elements(double in, double out, bool bias) { return in * out + (bi
 // nn.MultiheadAttention's packed projection and out_proj, with or without their biases.
 double attention_elements(double e, bool bias) { return linear_elements(e, 3 * e, bias) + linear_elements(e, e, bias); }
 
-// A transformer layer: its attentions, feed-forward and norms (every bias kept).
+// A transformer layer: its attentions, feed-forward and norms, with their biases or (bias false) without.
 double transformer_elements(const json& a, int attentions, int norms) {
   const double d = a["d_model"].get<double>(), ff = a["dim_feedforward"].get<double>();
-  return attentions * attention_elements(d, true) + linear_elements(d, ff, true) + linear_elements(ff, d, true) +
-         norms * 2 * d;
+  const bool bias = a["bias"];
+  return attentions * attention_elements(d, bias) + linear_elements(d, ff, bias) + linear_elements(ff, d, bias) +
+         norms * (bias ? 2 : 1) * d;
 }
 
 double batchnorm_bytes(const json& a) {

@@ -21,6 +21,7 @@
 #include "model/adaptable_linear.h"
 #include "model/attention.h"
 #include "model/layer_kind.h"
+#include "model/layer_norm_without_bias.h"
 #include "model/positional.h"
 #include "model/rms_norm.h"
 #include "model/tied_linear.h"
@@ -56,19 +57,6 @@ std::vector<int64_t> reversed_padding_twice(const json& a) {
     }
   }
   return pads;
-}
-
-// A LayerNorm whose bias is gone (PyTorch 2.1's bias=False): not a parameter, undefined in its forward.
-// (A module's parameter list is protected: reached through a member pointer, never an object of this type.)
-struct ParameterRemover : torch::nn::Module {
-  static void remove(torch::nn::Module& module, const std::string& name) {
-    (module.*(&ParameterRemover::parameters_)).erase(name);
-  }
-};
-void without_bias(torch::nn::LayerNormImpl& norm) {
-  if (!norm.bias.defined()) return;
-  norm.bias = at::Tensor();
-  ParameterRemover::remove(norm, "bias");
 }
 
 torch::ExpandingArray<2> ea2(const json& v) {

@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "model/attention_mask.h"
+#include "model/layer_norm_without_bias.h"
 
 namespace acc {
 
@@ -17,7 +18,11 @@ TransformerLayerImpl::TransformerLayerImpl(const TransformerLayerOptions& o) : o
   }
   linear1 = register_module("linear1", AdaptableLinear(torch::nn::LinearOptions(d, o.dim_feedforward).bias(bias)));
   linear2 = register_module("linear2", AdaptableLinear(torch::nn::LinearOptions(o.dim_feedforward, d).bias(bias)));
-  auto norm = [&] { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(o.layer_norm_eps)); };
+  auto norm = [&] {
+    torch::nn::LayerNorm made(torch::nn::LayerNormOptions({d}).eps(o.layer_norm_eps));
+    if (!bias) without_bias(*made);  // PyTorch 2.1's bias=False drops the norms' biases too
+    return made;
+  };
   norm1 = register_module("norm1", norm());
   norm2 = register_module("norm2", norm());
   if (o.cross_attention) norm3 = register_module("norm3", norm());
@@ -74,7 +79,7 @@ TransformerLayerOptions layer_options(const nlohmann::json& a, bool decoder) {
   o.attention.embed_dim = a["d_model"];
   o.attention.num_heads = a["nhead"];
   o.attention.dropout = a["dropout"];
-  o.attention.bias = true;  // PyTorch 2.1's `bias` would also drop the norms' biases, which libtorch's LayerNorm keeps
+  o.attention.bias = a["bias"];  // PyTorch 2.1's: every linear layer's and norm's
   o.attention.batch_first = a["batch_first"];
   o.attention.causal = a["causal"];
   o.dim_feedforward = a["dim_feedforward"];
@@ -135,14 +140,9 @@ std::string layer_script(const TransformerLayerOptions& o, const std::string& ma
 }
 
 std::vector<ArgSpec> layer_args() {
-  return {{"d_model", Arg::Int, nullptr},
-          {"nhead", Arg::Int, nullptr},
-          {"dim_feedforward", Arg::Int, 2048},
-          {"dropout", Arg::Float, 0.1},
-          {"activation", Arg::String, "relu"},
-          {"layer_norm_eps", Arg::Float, 1e-5},
-          {"batch_first", Arg::Bool, false},
-          {"norm_first", Arg::Bool, false},
+  return {{"d_model", Arg::Int, nullptr},    {"nhead", Arg::Int, nullptr},        {"dim_feedforward", Arg::Int, 2048},
+          {"dropout", Arg::Float, 0.1},      {"activation", Arg::String, "relu"}, {"layer_norm_eps", Arg::Float, 1e-5},
+          {"batch_first", Arg::Bool, false}, {"norm_first", Arg::Bool, false},    {"bias", Arg::Bool, true},
           {"causal", Arg::Bool, false}};
 }
 

@@ -46,6 +46,8 @@ TEST(LayerSizes, AreWhatBuildingTheLayersTakes) {
     {"type":"multihead_attention","embed_dim":8,"num_heads":2,"bias":false},
     {"type":"transformer_encoder_layer","d_model":8,"nhead":2,"dim_feedforward":12},
     {"type":"transformer_decoder_layer","d_model":8,"nhead":2,"dim_feedforward":12},
+    {"type":"transformer_encoder_layer","d_model":8,"nhead":2,"dim_feedforward":12,"bias":false},
+    {"type":"transformer_decoder_layer","d_model":8,"nhead":2,"dim_feedforward":12,"bias":false},
     {"type":"embedding","num_embeddings":9,"embedding_dim":4},
     {"type":"positional_embedding","num_embeddings":9,"embedding_dim":4},
     {"type":"sinusoidal_positional_encoding","embedding_dim":4}])";

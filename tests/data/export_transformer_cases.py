@@ -230,12 +230,17 @@ def sinusoidal_case(d=6, t=9):
             "state": {}, "inputs": [tensor(x)], "output": tensor(x + pe)}
 
 
-def initialisation_case(decoder, seed=7, d=16, heads=4, ff=32):
+def initialisation_case(decoder, seed=7, d=16, heads=4, ff=32, bias=True):
     # A fresh layer's weights after torch.manual_seed(seed): the spec model draws the same numbers.
     torch.manual_seed(seed)
     m = (nn.TransformerDecoderLayer if decoder else nn.TransformerEncoderLayer)(d, heads, ff)
+    if not bias:
+        m = biasless(m, seed)
     kind = "transformer_decoder_layer" if decoder else "transformer_encoder_layer"
-    return {"name": kind, "seed": seed, "spec": [{"type": kind, "d_model": d, "nhead": heads, "dim_feedforward": ff}],
+    spec = {"type": kind, "d_model": d, "nhead": heads, "dim_feedforward": ff}
+    if not bias:
+        spec["bias"] = False
+    return {"name": kind + ("" if bias else " bias=False"), "seed": seed, "spec": [spec],
             "state": {"0." + k: tensor(v) for k, v in m.state_dict().items()}}
 
 
@@ -263,6 +268,27 @@ class LayerNormWithoutBias(nn.Module):
 
     def forward(self, x):
         return nn.functional.layer_norm(x, self.shape, self.weight, None, self.eps)
+
+
+def biasless(layer, seed=None):
+    """PyTorch 2.1's Transformer{En,De}coderLayer(bias=False), restated for older torch: attentions,
+    linear layers and norms without biases, built in the layer's order (after torch.manual_seed(seed)
+    where given, the draws of a fresh layer)."""
+    attention = layer.self_attn
+    d, heads, p = attention.embed_dim, attention.num_heads, attention.dropout
+    if seed is not None:
+        torch.manual_seed(seed)
+    def mha():
+        return nn.MultiheadAttention(d, heads, dropout=p, bias=False, batch_first=attention.batch_first)
+    layer.self_attn = mha()
+    if hasattr(layer, "multihead_attn"):
+        layer.multihead_attn = mha()
+    ff = layer.linear1.out_features
+    layer.linear1, layer.linear2 = nn.Linear(d, ff, bias=False), nn.Linear(ff, d, bias=False)
+    for name in ("norm1", "norm2", "norm3"):
+        if hasattr(layer, name):
+            setattr(layer, name, LayerNormWithoutBias([d], getattr(layer, name).eps))
+    return layer
 
 
 class TiedHead(nn.Module):
@@ -352,6 +378,17 @@ def gradient_cases(t=5, s=4, b=3, e=8, heads=2, ff=16):
                                    [x, memory] + masks,
                                    lambda m: m(x, memory, tgt_mask=causal_mask(t), tgt_key_padding_mask=masks[0],
                                                memory_key_padding_mask=masks[1])))
+    # PyTorch 2.1's bias=False: no attention, linear or norm bias.
+    x, memory = sequence(t, True), sequence(s, True)
+    spec = {"type": "transformer_encoder_layer", "d_model": e, "nhead": heads, "dim_feedforward": ff,
+            "dropout": 0.0, "batch_first": True, "norm_first": True, "causal": True, "bias": False}
+    layer = biasless(nn.TransformerEncoderLayer(e, heads, ff, dropout=0.0, batch_first=True, norm_first=True))
+    cases.append(gradient_case("causal encoder bias=False", layer, spec, [x],
+                               lambda m: m(x, src_mask=causal_mask(t))))
+    spec = {"type": "transformer_decoder_layer", "d_model": e, "nhead": heads, "dim_feedforward": ff,
+            "dropout": 0.0, "batch_first": True, "bias": False}
+    layer = biasless(nn.TransformerDecoderLayer(e, heads, ff, dropout=0.0, batch_first=True))
+    cases.append(gradient_case("decoder bias=False", layer, spec, [x, memory], lambda m: m(x, memory)))
     x, memory = sequence(t, False, True), sequence(s, False, True)
     spec = {"type": "transformer_decoder_layer", "d_model": e, "nhead": heads, "dim_feedforward": ff,
             "dropout": 0.0, "norm_first": True, "causal": True}
@@ -414,7 +451,7 @@ def main(out_dir):
     cases.append(sinusoidal_case())
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     initialisations = [initialisation_case(False), initialisation_case(True), plain_initialisation_case(),
-                       tied_initialisation_case()]
+                       tied_initialisation_case(), initialisation_case(True, bias=False)]
     (Path(out_dir) / "transformer_cases.json").write_text(
         json.dumps({"torch": torch.__version__, "cases": cases, "initialisations": initialisations,
                     "gradient_cases": gradient_cases()}))
