@@ -72,6 +72,8 @@ struct acc_accelerator {};
   }
   static acc_tensor *fromFileMmap(const char *path, int64_t offset, acc_dtype dtype, const int64_t *shape,
                                   size_t ndim ERR) {
+    /* The bindings' offsets are signed: a negative one refused by its own value (not taken as ~2^64). */
+    if (offset < 0) fail(ACC_ERR_INVALID_ARGUMENT, "offset is negative: " + std::to_string(offset));
     acc_tensor *out = nullptr;
     check(acc_tensor_from_file_mmap(path, (uint64_t)offset, dtype, shape, ndim, &out));
     return out;

@@ -113,7 +113,9 @@ at::Tensor mmap_tensor(const std::string& path, uint64_t offset, at::ScalarType 
   if (::fstat(fd, &st) != 0) fail(Status::Io, "cannot stat '", path, "': ", std::strerror(errno));
   if (!S_ISREG(st.st_mode)) fail(Status::Io, "'", path, "' is not a regular file");
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
-  const uint64_t available = file_size > offset ? file_size - offset : 0;
+  if (offset > file_size)  // (numpy.memmap refuses it too)
+    fail(Status::Io, "offset ", offset, " is past the end of '", path, "' (", file_size, " bytes)");
+  const uint64_t available = file_size - offset;
   if (!dims.empty() && dims[0] == -1) {
     const int64_t row_bytes = checked_nbytes(c10::ArrayRef<int64_t>(dims).slice(1), dtype);
     require(row_bytes > 0, "cannot infer the first size of a shape with a zero size");

@@ -601,6 +601,15 @@ TEST(Mmap, FileBackedTensorsReadWithoutChangingTheFile) {
                    "but the shape needs 64");
   ACC_EXPECT_ERROR(acc_tensor_from_file_mmap("/nonexistent.bin", 0, ACC_DTYPE_FLOAT32, dims, 2, &bad), ACC_ERR_IO,
                    "cannot open");
+  // An offset past the end (a binding's -1 taken as 2^64 - 1, found by a hunt) is refused, not an
+  // empty tensor; at the end, as many rows as remain: none.
+  ACC_EXPECT_ERROR(acc_tensor_from_file_mmap(path.c_str(), 57, ACC_DTYPE_FLOAT32, dims, 2, &bad), ACC_ERR_IO,
+                   "offset 57 is past the end of");
+  ACC_EXPECT_ERROR(acc_tensor_from_file_mmap(path.c_str(), UINT64_MAX, ACC_DTYPE_UINT8, dims, 1, &bad), ACC_ERR_IO,
+                   "is past the end of");
+  ACC_ASSERT_OK(acc_tensor_from_file_mmap(path.c_str(), 56, ACC_DTYPE_FLOAT32, dims, 2, &bad));
+  EXPECT_EQ(acc_test::to_floats(bad).size(), 0u);
+  acc_tensor_free(bad);
   acc_tensor_free(t);
   std::remove(path.c_str());
 }

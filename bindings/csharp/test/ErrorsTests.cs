@@ -76,6 +76,14 @@ public class ErrorsTests {
     StringAssert.Contains("/nonexistent/x.idx", e.Message);
   }
 
+  // A negative offset is refused by its own value, not mapped as 2^64 - 1 (found by a hunt).
+  [Test]
+  public void NegativeMmapOffsetIsInvalidArgument() {
+    var e = Assert.Throws<AccelerateInvalidArgumentException>(
+        () => Tensor.FromFileMmap("/nonexistent/x.bin", -1, DType.Float32, -1));
+    StringAssert.Contains("offset is negative: -1", e.Message);
+  }
+
   [Test]
   public void ShapeMismatchIsInvalidArgument() {
     using (Tensor logits = Tensor.Of(new float[6], 2, 3))

@@ -29,6 +29,11 @@ func TestErrorsCarryStatusAndMessage(t *testing.T) {
 	if _, err := acc.TensorFromIDXFile("/nonexistent/x.idx"); !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), "/nonexistent/x.idx") {
 		t.Fatalf("got %v", err)
 	}
+	// A negative offset is refused by its own value, not mapped as 2^64 - 1 (found by a hunt).
+	if _, err := acc.TensorFromFileMmap("/nonexistent/x.bin", -1, acc.Float32, -1); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "offset is negative: -1") {
+		t.Fatalf("a negative offset: %v", err)
+	}
 	if _, err := acc.FromFloat32s(make([]float32, 5), 2, 3); !errors.Is(err, acc.ErrInvalidArgument) {
 		t.Fatalf("got %v", err)
 	}

@@ -543,6 +543,8 @@ SWIGINTERN acc_tensor *acc_tensor_fromIdxFile(char const *path,std::string *swig
     return out;
   }
 SWIGINTERN acc_tensor *acc_tensor_fromFileMmap(char const *path,int64_t offset,acc_dtype dtype,int64_t const *shape,size_t ndim,std::string *swig_err){
+    /* The bindings' offsets are signed: a negative one refused by its own value (not taken as ~2^64). */
+    if (offset < 0) fail(ACC_ERR_INVALID_ARGUMENT, "offset is negative: " + std::to_string(offset));
     acc_tensor *out = nullptr;
     check(acc_tensor_from_file_mmap(path, (uint64_t)offset, dtype, shape, ndim, &out));
     return out;

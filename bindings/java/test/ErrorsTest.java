@@ -73,6 +73,14 @@ class ErrorsTest {
     assertTrue(e.getMessage().contains("/nonexistent/x.idx"), e.getMessage());
   }
 
+  // A negative offset is refused by its own value, not mapped as 2^64 - 1 (found by a hunt).
+  @Test
+  void negativeMmapOffsetIsInvalidArgument() {
+    InvalidArgumentException e = assertThrows(InvalidArgumentException.class,
+        () -> Tensor.fromFileMmap("/nonexistent/x.bin", -1, DType.FLOAT32, new long[] {-1}));
+    assertTrue(e.getMessage().contains("offset is negative: -1"), e.getMessage());
+  }
+
   @Test
   void shapeMismatchIsInvalidArgument() {
     try (Tensor logits = Tensor.of(new float[6], 2, 3); Tensor target = Tensor.of(new long[3], 3)) {
