@@ -134,8 +134,8 @@ int guarded(Call call, int failure = 1) {
   return failure;
 }
 
-// The callbacks the library holds. Whether the library frees user data when a registration fails
-// depends on where it fails, so the glue frees each object at most once through this set.
+// The callbacks the library holds, each released once, through free_callback, by the library: when
+// what holds it is gone, or when its registration fails (accelerate.h's rule for user data).
 class Registry {
  public:
   static Registry& get() {
@@ -172,12 +172,10 @@ template <typename Register>
 void register_callback(Callback* cb, Register reg) {
   if (!cb) fail(ACC_ERR_INVALID_ARGUMENT, "callback object is null");
   Registry::get().add(cb);
+  // On failure the library has already released `cb` (dropping it again here could drop another
+  // callback made at the same address since).
   const acc_status status = reg(static_cast<void*>(cb), &free_callback);
-  if (status != ACC_OK) {
-    Error e{status, acc_last_error_message()};
-    Registry::get().drop(cb);
-    throw e;
-  }
+  if (status != ACC_OK) throw Error{status, acc_last_error_message()};
 }
 
 // Runs a host callback that fills a new list; hands the list to the library on success.

@@ -15,6 +15,10 @@
  *  - Lifetimes. Children keep their parents alive (an optimizer keeps its model alive, a scheduler
  *    its optimizer), so handles may be released in any order. A released or foreign handle is
  *    reported as ACC_ERR_INVALID_HANDLE, never dereferenced.
+ *  - User data. A function taking `user_data` with a `free_user_data` (may be NULL) owns user_data
+ *    from the call on: free_user_data(user_data) runs once when what it was given to is gone, and
+ *    before the call returns where the call fails, whatever failed (a NULL or freed handle included).
+ *    (acc_tensor_from_host_borrow's deleter is the one exception, as its comment says.)
  *  - Threads. A handle is used by one thread at a time; freeing may happen on any thread. Torch's
  *    per-thread state (grad mode, autocast) is set inside each call, never left behind. An
  *    accelerator may serve threads that each train their own objects (they prepare, step and log
@@ -25,8 +29,9 @@
  *  - fork(). A child forked from a process that has used the library may compute (models,
  *    tensors, new loaders, saves), and its exit() leaves the parent's tracker files alone. What
  *    the parent's threads serve stays the parent's: in the child, iterating a loader with worker
- *    threads or logging to the parent's trackers is ACC_ERR_INVALID_ARGUMENT; ending training and
- *    freeing such objects return without waiting for threads the child does not have.
+ *    threads, logging to the parent's trackers or starting runs with them (acc_init_trackers) is
+ *    ACC_ERR_INVALID_ARGUMENT; ending training and freeing such objects return without waiting for
+ *    threads the child does not have, and leave the parent's runs open (MLflow's, ClearML's, ...).
  *  - Callbacks may call the library. A call that would change an object in the middle of the call
  *    running the callback (the loader fetching, the schedule stepping, the trackers being called)
  *    is ACC_ERR_INVALID_ARGUMENT; freeing a handle in use takes effect once that call returns.
@@ -445,7 +450,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   cosine_annealing_warm_restarts, one_cycle and cyclic).
  *   log_with (string: trackers, "tensorboard", "jsonl", "csv", "mlflow", "dvclive", "trackio",
  *   "wandb", "clearml", "all" or a comma-separated list).
- *   GradScalerKwargs (fp16): scaler_init_scale (double, default 65536),
+ *   GradScalerKwargs (fp16): scaler_enabled (bool, default true; false: fp16 autocast without loss
+ *   scaling, as GradScaler(enabled=False)), scaler_init_scale (double, default 65536),
  *   scaler_growth_factor (double, default 2), scaler_backoff_factor (double, default 0.5),
  *   scaler_growth_interval (int, default 2000). DeepSpeed's DynamicLossScaler:
  *   scaler_hysteresis (int, default 1: overflows before the scale backs off),

@@ -55,9 +55,9 @@ acc_status acc_find_executable_batch_size(int64_t starting_batch_size, acc_batch
 acc_status acc_dataset_from_callback(int64_t size, acc_sample_fn sample, void* user_data, acc_free_fn free_user_data,
                                      acc_dataset** out) {
   return guarded([&] {
+    auto data = hold_user_data(user_data, free_user_data);  // owned from here on, even if this call fails
     acc::require(sample != nullptr, "sample is NULL");
     out_param(out, "out");
-    auto data = hold_user_data(user_data, free_user_data);
     acc::SampleFn fn = [sample, data](int64_t index) {
       return call_back("the dataset's sample callback for index " + std::to_string(index),
                        [&](acc_tensor_list** list) { return sample(data.get(), index, list); });
@@ -69,10 +69,10 @@ acc_status acc_dataset_from_callback(int64_t size, acc_sample_fn sample, void* u
 acc_status acc_dataset_from_iterator(acc_next_fn next, acc_start_fn start, void* user_data,
                                      acc_free_fn free_user_data, int64_t size_hint, acc_dataset** out) {
   return guarded([&] {
+    auto data = hold_user_data(user_data, free_user_data);  // owned from here on, even if this call fails
     acc::require(next != nullptr, "next is NULL");
     acc::require(size_hint >= -1, "size_hint is a number of samples, or -1 when unknown; got ", size_hint);
     out_param(out, "out");
-    auto data = hold_user_data(user_data, free_user_data);
     acc::CallbackIterable::NextFn next_fn = [next, data]() -> std::optional<acc::Sample> {
       bool ended = false;
       auto sample = call_back("the dataset's next callback", [&](acc_tensor_list** list) {
@@ -97,9 +97,9 @@ acc_status acc_dataset_from_iterator(acc_next_fn next, acc_start_fn start, void*
 acc_status acc_dataloader_set_collate(acc_dataloader* dl, acc_collate_fn collate, void* user_data,
                                       acc_free_fn free_user_data) {
   return guarded([&] {
+    auto data = hold_user_data(user_data, free_user_data);  // owned from here on, even if this call fails
     auto& loader = *live(dl, "dl").loader;
     acc::require(collate != nullptr, "collate is NULL");
-    auto data = hold_user_data(user_data, free_user_data);
     loader.set_collate([collate, data](const std::vector<std::vector<at::Tensor>>& samples) {
       // The samples as lists the callback can read; freed whatever happens.
       std::vector<std::unique_ptr<acc_tensor_list, void (*)(acc_tensor_list*)>> lists;

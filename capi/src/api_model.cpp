@@ -120,6 +120,7 @@ acc_status acc_model_to(acc_model* model, const char* device, acc_dtype dtype) {
       type = to_scalar_type(dtype);
       acc::require(at::isFloatingType(*type), "a model can only be converted to a floating dtype");
     }
+    m.require_movable(where, type);
     m.to(where, type);
   });
 }

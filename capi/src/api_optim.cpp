@@ -16,10 +16,11 @@ template <typename Make>
 acc_status create_callback_schedule(acc_optimizer* opt, bool callback_given, const char* what, void* user_data,
                                     acc_free_fn free_user_data, acc_scheduler** out, Make make) {
   return guarded([&] {
+    auto data = hold_user_data(user_data, free_user_data);  // owned from here on, even if this call fails
     auto& o = live(opt, "opt");
     acc::require(callback_given, what, " is NULL");
     out_param(out, "out");
-    emit(out, make(o.optimizer, hold_user_data(user_data, free_user_data)));
+    emit(out, make(o.optimizer, std::move(data)));
   });
 }
 

@@ -34,8 +34,8 @@ acc_status acc_profile_summary(acc_accelerator* a, char** out) {
 acc_status acc_profile_on_trace_ready(acc_accelerator* a, acc_trace_ready_fn fn, void* user_data,
                                       acc_free_fn free_user_data) {
   return guarded([&] {
+    auto data = hold_user_data(user_data, free_user_data);  // freed here when fn is NULL or the call fails
     acc::Accelerator& accelerator = accelerator_arg(a);
-    auto data = hold_user_data(user_data, free_user_data);  // freed here when fn is NULL
     if (!fn) return accelerator.set_profile_trace_ready(nullptr);
     accelerator.set_profile_trace_ready([fn, data](int64_t step) {
       invoke_host("the profile's on_trace_ready at step " + std::to_string(step), [&] { return fn(data.get(), step); });

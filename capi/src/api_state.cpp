@@ -28,10 +28,8 @@ const char* hook_kind_name(acc::CheckpointHooks::Kind kind) {
   return kind == acc::CheckpointHooks::Kind::Save ? "the save_state pre-hook" : "the load_state pre-hook";
 }
 
-acc::Accelerator::CheckpointHook hook_of(acc_checkpoint_hook_fn hook, void* user_data, acc_free_fn free_user_data,
-                                         const char* what) {
+acc::Accelerator::CheckpointHook hook_of(acc_checkpoint_hook_fn hook, std::shared_ptr<void> data, const char* what) {
   acc::require(hook != nullptr, "hook is NULL");
-  auto data = hold_user_data(user_data, free_user_data);
   return [hook, data, what](acc::CheckpointModels&, const std::string& dir) {
     invoke_host(std::string(what) + " for '" + dir + "'", [&] { return hook(data.get(), dir.c_str()); });
   };
@@ -39,10 +37,9 @@ acc::Accelerator::CheckpointHook hook_of(acc_checkpoint_hook_fn hook, void* user
 
 // A hook with its models: they are handed over as a handle made for the call, released afterwards,
 // so one kept past the hook is refused as a dead handle.
-acc::Accelerator::CheckpointHook models_hook_of(acc_checkpoint_models_hook_fn hook, void* user_data,
-                                                acc_free_fn free_user_data, const char* what) {
+acc::Accelerator::CheckpointHook models_hook_of(acc_checkpoint_models_hook_fn hook, std::shared_ptr<void> data,
+                                                const char* what) {
   acc::require(hook != nullptr, "hook is NULL");
-  auto data = hold_user_data(user_data, free_user_data);
   return [hook, data, what](acc::CheckpointModels& models, const std::string& dir) {
     acc_checkpoint_models* handle = nullptr;
     emit(&handle, &models);
@@ -58,8 +55,9 @@ acc::Accelerator::CheckpointHook models_hook_of(acc_checkpoint_models_hook_fn ho
 acc_status register_state_pre_hook(acc_accelerator* a, acc::CheckpointHooks::Kind kind, acc_checkpoint_hook_fn hook,
                                    void* user_data, acc_free_fn free_user_data, uint64_t* out_id) {
   return guarded([&] {
+    auto data = hold_user_data(user_data, free_user_data);  // owned from here on, even if this call fails
     auto& x = accelerator_arg(a);
-    const uint64_t id = x.register_state_pre_hook(kind, hook_of(hook, user_data, free_user_data, hook_kind_name(kind)));
+    const uint64_t id = x.register_state_pre_hook(kind, hook_of(hook, std::move(data), hook_kind_name(kind)));
     if (out_id) *out_id = id;
   });
 }
@@ -68,9 +66,9 @@ acc_status register_models_pre_hook(acc_accelerator* a, acc::CheckpointHooks::Ki
                                     acc_checkpoint_models_hook_fn hook, void* user_data, acc_free_fn free_user_data,
                                     uint64_t* out_id) {
   return guarded([&] {
+    auto data = hold_user_data(user_data, free_user_data);  // owned from here on, even if this call fails
     auto& x = accelerator_arg(a);
-    const uint64_t id =
-        x.register_state_pre_hook(kind, models_hook_of(hook, user_data, free_user_data, hook_kind_name(kind)));
+    const uint64_t id = x.register_state_pre_hook(kind, models_hook_of(hook, std::move(data), hook_kind_name(kind)));
     if (out_id) *out_id = id;
   });
 }
@@ -108,9 +106,9 @@ acc_status acc_bytes_append(acc_bytes* sink, const void* data, size_t size) {
 acc_status acc_register_for_checkpointing(acc_accelerator* a, acc_state_save_fn save, acc_state_load_fn load,
                                           void* user_data, acc_free_fn free_user_data) {
   return guarded([&] {
+    auto data = hold_user_data(user_data, free_user_data);  // owned from here on, even if this call fails
     auto& x = accelerator_arg(a);
     acc::require(save != nullptr && load != nullptr, "save and load callbacks must both be given");
-    auto data = hold_user_data(user_data, free_user_data);
     x.register_for_checkpointing(
         [save, data] {
           return collect_bytes([&](acc_bytes* sink) {

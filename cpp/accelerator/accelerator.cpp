@@ -55,7 +55,7 @@ Accelerator::Accelerator(const Options& options)
     if (!device_.is_cuda())
       fail(Status::Unsupported, "mixed_precision \"fp16\" needs a GPU: libtorch's CPU autocast computes in bf16 only "
                                 "(use \"bf16\" on the CPU)");
-    scaler_ = std::make_shared<GradScaler>(config_.scaler, device_);
+    if (config_.scaler.enabled) scaler_ = std::make_shared<GradScaler>(config_.scaler, device_);
   }
   if (config_.data_seed && !config_.use_seedable_sampler && is_main_process())
     std::fprintf(stderr, "accelerate: data_seed is ignored without use_seedable_sampler (as in Accelerate)\n");

@@ -228,6 +228,12 @@ class Accelerator {
   // saved without safetensors.
   CheckpointParts python_weights_parts(const CheckpointModels& models, const std::string& dir) const;
   nlohmann::json checkpoint_manifest() const;
+  // A checkpoint saved with fp16's GradScaler loaded without one (mixed_precision no or bf16): its
+  // scaler state is not read, as Accelerate's load_accelerator_state skips scaler.pt then; said on
+  // the main process.
+  void warn_scaler_not_read(const std::string& checkpoint) const;
+  // fp16 with scaler_enabled false (GradScalerKwargs(enabled=False)): autocast without a GradScaler.
+  bool fp16_without_scaler() const { return config_.mixed_precision == "fp16" && !scaler_; }
   // The sharding engine of a prepared model (null when it is not sharded).
   std::shared_ptr<ShardedDataParallel> sharding_engine(const std::shared_ptr<Model>& model) const;
   // A sharded model's full weights as save_model and get_state_dict give them: under zero_stage 3

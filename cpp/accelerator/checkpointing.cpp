@@ -164,6 +164,14 @@ json Accelerator::checkpoint_manifest() const {
           {"ddp_buckets", bucket_layouts(live_models())}};
 }
 
+void Accelerator::warn_scaler_not_read(const std::string& checkpoint) const {
+  if (is_main_process())
+    std::fprintf(stderr,
+                 "accelerate: %s holds fp16's GradScaler state, which is not read: this accelerator uses "
+                 "mixed_precision %s and no GradScaler\n",
+                 checkpoint.c_str(), config_.mixed_precision.c_str());
+}
+
 std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifest, const std::string& path,
                                                              const CheckpointModels& models_left,
                                                              bool& other_process_count) {
@@ -211,9 +219,11 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
   if (saved_precision != "no" && saved_precision != "fp16" && saved_precision != "bf16")
     fail(Status::Io, "checkpoint file '", path, "': 'mixed_precision' must be no, fp16 or bf16, not '",
          saved_precision, "'");
-  if (json_field<bool>(manifest, "scaler", path) != (scaler_ != nullptr))
+  const bool saved_scaler = json_field<bool>(manifest, "scaler", path);
+  if (scaler_ && !saved_scaler)
     fail(Status::InvalidArgument, path, ": saved with mixed_precision ", saved_precision, ", this accelerator uses ",
-         config_.mixed_precision, " (GradScaler state ", scaler_ ? "missing" : "unexpected", ")");
+         config_.mixed_precision, " (GradScaler state missing)");
+  if (saved_scaler && !scaler_) warn_scaler_not_read(path);
   const auto saved_iteration = json_field_at_least<int64_t>(manifest, "iteration", path, 0);
   if (saved_iteration == std::numeric_limits<int64_t>::max())
     fail(Status::Io, path, ": iteration ", saved_iteration, " leaves no number for the next checkpoint");

@@ -165,6 +165,8 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
            &C::use_seedable_sampler);
     t.bind("non_blocking", "batches go to a GPU asynchronously", &C::non_blocking);
     // GradScalerKwargs.
+    t.bind("scaler_enabled", "fp16: scale the loss (false: fp16 autocast alone)", &C::scaler,
+           &GradScalerOptions::enabled);
     t.bind("scaler_init_scale", "fp16: the first loss scale", &C::scaler, &GradScalerOptions::init_scale).at_least(0);
     t.bind("scaler_growth_factor", "fp16: scale growth after good steps", &C::scaler, &GradScalerOptions::growth_factor)
         .at_least(1);

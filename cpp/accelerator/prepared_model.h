@@ -35,6 +35,7 @@ class PreparedModel final : public Model {
   void set_graph_optimization(bool enabled) override { inner_->set_graph_optimization(enabled); }
   const LoraAdapters& lora() const override { return inner_->lora(); }
   bool sharded_at_rest() const override { return inner_->sharded_at_rest(); }
+  const std::string& flat_parameters() const override { return inner_->flat_parameters(); }
   void zero_grad() override { inner_->zero_grad(); }
   // The inner model's own pass: each process averages over its own batches, without DDP's buffer
   // broadcasts (update_bn on Accelerate's unprepared AveragedModel).

@@ -102,6 +102,12 @@ CheckpointParts Accelerator::python_state_parts() const {
         [scheduler = schedulers[i]](const TorchSavedFile& file) {
           return staged_scheduler_load(scheduler, python_scheduler_state(*scheduler, file), file.path());
         }));
+  if (fp16_without_scaler())  // Accelerate's disabled GradScaler: an empty state_dict(), nothing read
+    parts.push_back(python_state_part(
+        "scaler.pt", false, [] { return python_dict({}); },
+        [](const TorchSavedFile&) {
+          return StagedLoad{[] {}, {}, {}};
+        }));
   if (scaler_)
     parts.push_back(python_state_part(
         "scaler.pt", false,
@@ -159,11 +165,10 @@ void Accelerator::check_python_checkpoint(const std::string& dir, const Checkpoi
       fail(Status::InvalidArgument, what, " holds ", saved, " ", kind, ", and this accelerator has ", live,
            " prepared");
   const bool saved_scaler = std::filesystem::exists(dir + "/scaler.pt");
-  if (saved_scaler != (scaler_ != nullptr))
-    fail(Status::InvalidArgument, what,
-         saved_scaler ? " was saved with fp16's GradScaler (scaler.pt), and "
-                      : " has no GradScaler state (scaler.pt), and ",
-         "this accelerator uses mixed_precision ", config_.mixed_precision);
+  if (scaler_ && !saved_scaler)
+    fail(Status::InvalidArgument, what, " has no GradScaler state (scaler.pt), and this accelerator uses ",
+         "mixed_precision ", config_.mixed_precision);
+  if (saved_scaler && !scaler_ && !fp16_without_scaler()) warn_scaler_not_read(what);
   if (!live_loaders().empty() && count_files(dir, R"((sampler|dl_state_dict)(_[1-9]\d*)?\.bin)") > 0 &&
       is_main_process())
     std::fprintf(stderr,

@@ -130,6 +130,16 @@ void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> d
   lora_.move_originals(device, dtype);
 }
 
+void Model::require_movable(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype) const {
+  const std::string& reason = flat_parameters();
+  if (reason.empty()) return;
+  for (const auto& entry : named_parameters()) {
+    const at::Tensor& t = entry.second;
+    if (t.device() != device.value_or(t.device()) || (dtype && t.is_floating_point() && t.scalar_type() != *dtype))
+      fail(Status::InvalidArgument, "the model cannot be moved or cast now: ", reason);
+  }
+}
+
 void Model::weights_arrived() {
   weights_pending_ = false;
   lora_.keep_originals_again();  // the modules to save as the main process sent them

@@ -129,6 +129,14 @@ class Model {
   // merge_lora too (empty: allowed again).
   void set_sharded_at_rest(std::string reason);
   virtual bool sharded_at_rest() const { return !sharded_at_rest_.empty(); }
+  // While sharded data parallelism (stages 1-3) keeps the parameters in its flat buffers, which the
+  // optimizer steps, to() would cut them loose: a move or cast is refused with `reason` (empty:
+  // allowed again).
+  void set_flat_parameters(std::string reason) { flat_parameters_ = std::move(reason); }
+  virtual const std::string& flat_parameters() const { return flat_parameters_; }
+  // Refuses (InvalidArgument, changing nothing) what to(device, dtype) would change while the
+  // parameters are flat (acc_model_to's check; the library's own placements come before).
+  void require_movable(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype) const;
   // FSDP's cpu_ram_efficient_loading (DeepSpeed's zero3_init_flag): on every process but the main
   // one a model is built with placeholder weights (each parameter and buffer one zero, expanded to
   // its shape: no memory, reads as zeros, refuses writes) that preparing fills from the main process.
@@ -361,6 +369,7 @@ class Model {
   // Forgets the adapter kept aside as `name`.
   void drop_kept_aside(const std::string& name);
   std::string sharded_at_rest_;
+  std::string flat_parameters_;
   struct LoraGaEstimate;  // model/model_lora_ga.cpp
   std::shared_ptr<LoraGaEstimate> lora_ga_estimate_;
   std::function<void()> zero_kept_gradients_;

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <new>
 #include <optional>
+#include <sstream>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -414,9 +415,32 @@ std::optional<ConvGeometry> conv_geometry(const torch::jit::Module& module) {
 
 }  // namespace
 
+std::vector<torch::jit::NameModule> distinct_named_modules(const torch::jit::Module& module) {
+  // A module's identity: its class and its own tensors where it holds some (a loaded archive keeps no
+  // shared object: each path gets a copy holding the same tensors), else the object itself.
+  auto identity = [](const torch::jit::Module& m) {
+    std::ostringstream key;
+    key << m.type()->str();
+    bool holds_tensors = false;
+    auto add = [&](const at::Tensor& t) {
+      key << ' ' << t.unsafeGetTensorImpl();
+      holds_tensors = true;
+    };
+    for (const auto& p : m.named_parameters(/*recurse=*/false)) add(p.value);
+    for (const auto& b : m.named_buffers(/*recurse=*/false)) add(b.value);
+    if (!holds_tensors) key << " object " << m._ivalue().get();
+    return key.str();
+  };
+  std::vector<torch::jit::NameModule> out;
+  std::unordered_set<std::string> seen;
+  for (const auto& entry : module.named_modules())
+    if (seen.insert(identity(entry.value)).second) out.push_back(entry);
+  return out;
+}
+
 std::vector<LinearSite> ScriptModel::linear_sites() const {
   std::vector<LinearSite> sites;
-  for (const auto& entry : module_.named_modules()) {
+  for (const auto& entry : distinct_named_modules(module_)) {
     if (!entry.name.empty() && is_attention_module(entry.value)) {
       torch::jit::Module attention = entry.value;  // a handle on the same object
       const c10::IValue bias = attention.attr("in_proj_bias");
@@ -479,7 +503,7 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
 
 std::vector<LinearSite> ScriptModel::parameter_sites() const {
   std::vector<LinearSite> sites;
-  for (const auto& entry : module_.named_modules()) {
+  for (const auto& entry : distinct_named_modules(module_)) {
     if (entry.name.empty()) continue;         // the model's own parameters: no module to wrap (targeted_sites)
     torch::jit::Module module = entry.value;  // a handle on the same object
     const bool transposed = module.hasattr("is_transposed") && module.attr("is_transposed").isBool() &&
@@ -509,7 +533,7 @@ bool ScriptModel::is_transformers_model() const {
 
 std::vector<TokenSite> ScriptModel::token_sites() const {
   std::vector<TokenSite> sites;
-  for (const auto& entry : module_.named_modules()) {
+  for (const auto& entry : distinct_named_modules(module_)) {
     const bool embedding = is_embedding_module(entry.value);
     if (entry.name.empty() || (!embedding && !is_linear_module(entry.value))) continue;
     torch::jit::Module layer = entry.value;  // a handle on the same object
@@ -526,7 +550,7 @@ std::vector<std::string> ScriptModel::other_module_names() const {
   std::unordered_set<std::string> sites;
   for (const auto& site : linear_sites()) sites.insert(site.module);
   std::vector<std::string> names;
-  for (const auto& entry : module_.named_modules())
+  for (const auto& entry : distinct_named_modules(module_))
     if (!entry.name.empty() && !sites.count(entry.name)) names.push_back(entry.name);
   return names;
 }

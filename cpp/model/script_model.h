@@ -14,6 +14,12 @@
 
 namespace acc {
 
+// The module's submodules (itself first, named "") as Python's named_modules() lists them: each module
+// once, under its first path. libtorch's lists every path to a module several attributes hold (in a
+// loaded archive, copies holding the same tensors), which would make one layer several targets for
+// PEFT's methods or quantisation.
+std::vector<torch::jit::NameModule> distinct_named_modules(const torch::jit::Module& module);
+
 // Flattens a forward result: a tensor is one unnamed entry, tuples and lists give "0", "1", ...,
 // dicts give their keys, nested containers join names with '.', numbers become 0-dim tensors.
 NamedTensors flatten_outputs(const c10::IValue& value);

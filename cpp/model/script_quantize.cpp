@@ -51,7 +51,7 @@ size_t ScriptModel::quantize(const QuantizationConfig& config) {
   std::vector<std::string> names;
   std::vector<torch::jit::Module> modules;
   std::vector<bool> transposed;
-  for (const auto& entry : module_.named_modules()) {
+  for (const auto& entry : distinct_named_modules(module_)) {
     if (entry.name.empty()) continue;
     const bool conv1d = is_transformers_conv1d(entry.value);
     if (!conv1d && !is_linear_module(entry.value)) continue;

@@ -146,10 +146,16 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
 
   if (options_.stage == 1) reducer_ = std::make_unique<DataParallel>(model_, dist_, data_parallel_);
   if (!host_master_.empty()) remember_parameter_versions();  // after the Reducer's broadcast
-  // The model's zero_grad (torch's idiom) clears the pieces too; set last, once nothing can throw.
-  auto keep_gradients = [this] { model_->set_gradient_keeper([this] { zero_grad(); }); };
+  // The model's zero_grad (torch's idiom) clears the pieces too, and a move or cast is refused; set
+  // last, once nothing can throw.
+  auto take_over_the_model = [this] {
+    model_->set_gradient_keeper([this] { zero_grad(); });
+    model_->set_flat_parameters("it is prepared with zero_stage " + std::to_string(options_.stage) +
+                                ", whose flat buffers hold its parameters and are what the optimizer steps (cast or "
+                                "move it before acc_prepare)");
+  };
   if (options_.stage == 1) {
-    keep_gradients();
+    take_over_the_model();
     return;
   }
   // Reductions start from the gradient accumulators' hooks, as DDP's Reducer does; the accumulators
@@ -169,7 +175,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
         "load them into an unprepared model to export it");
     install_unit_hooks(model_units);
   }
-  keep_gradients();
+  take_over_the_model();
 }
 
 std::vector<std::vector<size_t>> ShardedDataParallel::flat_units_of_model(const FlatSet& set,
@@ -277,6 +283,7 @@ ShardedDataParallel::~ShardedDataParallel() {
   for (size_t i = 0; i < hook_keys_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
   if (model_has_unit_hooks_) model_->set_unit_hooks(UnitHooks{});
   model_->set_sharded_at_rest("");
+  model_->set_flat_parameters("");
   model_->set_gradient_keeper({});
 }
 

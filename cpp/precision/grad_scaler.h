@@ -43,6 +43,8 @@ struct GradScalerOptions {
   int64_t hysteresis = 1;
   bool consecutive_hysteresis = false;
   double min_scale = 0;  // 0: none
+  // GradScalerKwargs.enabled: false trains fp16 without loss scaling (no scaler is built).
+  bool enabled = true;
 };
 
 class GradScaler {

@@ -1,6 +1,7 @@
 #include "tracking/tracker_set.h"
 
 #include <ATen/ATen.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -92,7 +93,14 @@ TrackerSet::~TrackerSet() {
     end();
   } catch (...) {
   }
+  // A forked child's copies of the built-in trackers are left be: their destructors would end the
+  // parent's runs (MLflow's status, ClearML's zip). A program's trackers go, their user data freed.
+  if (forked_child())
+    for (auto& tracker : trackers_)
+      if (!dynamic_cast<CallbackTracker*>(tracker.get())) new std::shared_ptr<Tracker>(std::move(tracker));
 }
+
+bool TrackerSet::forked_child() const { return ::getpid() != owner_; }
 
 template <typename Call>
 void TrackerSet::each(Call call) {
@@ -129,6 +137,8 @@ void TrackerSet::init(const std::string& project_name, const std::string& config
                       const std::string& init_kwargs_json) {
   refuse_from_callbacks("init_trackers");
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  require(!forked_child(), "init_trackers: the trackers are those of process ", owner_, ", of which this process (",
+          ::getpid(), ") is a fork; a new accelerator logs in this one");
   require(!project_name.empty(), "init_trackers needs a project name");
   require(project_name.find("..") == std::string::npos && project_name.front() != '/',
           "the project name \"", project_name, "\" must stay inside the logging folder");
@@ -350,6 +360,7 @@ void TrackerSet::end() {
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
   if (!running_) return;
   running_ = false;
+  if (forked_child()) return;  // the run is the parent's to end
   each([](Tracker& t) { t.finish(); });
 }
 

@@ -5,6 +5,8 @@
 // its calls the same way, so a mistake fails everywhere.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -65,7 +67,8 @@ class TrackerSet {
   // every process). NotInitialized outside a run; the copy is made on the main process, where
   // `local_path` is read.
   void log_artifact(const std::string& tracker, const std::string& local_path, const std::string& artifact_path);
-  // Ends the run: trackers finish and their files are complete on disk.
+  // Ends the run: trackers finish and their files are complete on disk. In a process forked from
+  // the one that made the set, nothing ends: the run is the parent's (and init is refused).
   void end();
 
   std::vector<std::string> names() const;
@@ -104,6 +107,9 @@ class TrackerSet {
   // Threads of one accelerator log, start and end runs at once: each call holds the set (recursive:
   // init ends the run before it, a name lookup lists the names).
   mutable std::recursive_mutex mutex_;
+  // The process that made the set (a forked child's copy leaves the parent's runs alone).
+  const pid_t owner_ = ::getpid();
+  bool forked_child() const;
   std::string logging_dir_;
   bool main_;
   bool running_ = false;

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -676,4 +677,90 @@ TEST(BadInput, TorchScriptCodeNestedTooDeepIsRefusedNotACrash) {
   pthread_join(thread, nullptr);
   pthread_attr_destroy(&attributes);
   EXPECT_EQ(load.status, ACC_OK) << acc_last_error_message();
+}
+
+namespace {
+
+// Counts free_user_data's calls on an int of the test.
+void count_free(void* counter) { ++*static_cast<int*>(counter); }
+int unit_factor(void*, int64_t, double* factor) { return *factor = 1.0, 0; }
+int failing_factor(void*, int64_t, double*) { return 1; }
+int unit_group_factor(void*, size_t, int64_t, double* factor) { return *factor = 1.0, 0; }
+int no_sample(void*, int64_t, acc_tensor_list**) { return 1; }
+int no_batch(void*, const acc_tensor_list* const*, size_t, acc_tensor_list**) { return 1; }
+int no_bytes(void*, acc_bytes*) { return 0; }
+int no_hook(void*, const char*) { return 0; }
+int no_models_hook(void*, acc_checkpoint_models*, const char*) { return 0; }
+int no_trace(void*, int64_t) { return 0; }
+
+}  // namespace
+
+// One rule for every function taking user data (found by a hunt: whether a failed registration
+// freed it depended on which argument was wrong, so no C caller could free it correctly): the call
+// owns it, and a failure of any kind frees it once before returning.
+TEST(BadInput, UserDataIsFreedOnceWhateverMadeTheCallFail) {
+  acc_model* model = linear_model();
+  acc_optimizer* opt = acc_test::optimizer(model, "sgd", 0.1);
+  acc_accelerator* acc = cpu_accelerator();
+  acc_tensor* rows = floats({1, 2, 3, 4}, {2, 2});
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_tensors(&rows, 1, &ds));
+  acc_dataloader* dl = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_create(ds, nullptr, &dl));
+  acc_scheduler* sched = nullptr;
+  acc_dataset* made = nullptr;
+  uint64_t id = 0;
+  struct Case {
+    const char* what;
+    std::function<acc_status(void*)> call;
+  };
+  const std::vector<Case> cases = {
+      {"lambda, no optimizer",
+       [&](void* c) { return acc_scheduler_create_lambda(nullptr, unit_factor, c, count_free, &sched); }},
+      {"lambda, no out",
+       [&](void* c) { return acc_scheduler_create_lambda(opt, unit_factor, c, count_free, nullptr); }},
+      {"lambda, no lambda", [&](void* c) { return acc_scheduler_create_lambda(opt, nullptr, c, count_free, &sched); }},
+      {"lambda failing at step 0",
+       [&](void* c) { return acc_scheduler_create_lambda(opt, failing_factor, c, count_free, &sched); }},
+      {"group lambda, 5 groups",
+       [&](void* c) { return acc_scheduler_create_group_lambda(opt, 5, unit_group_factor, c, count_free, &sched); }},
+      {"cyclic, freed optimizer",
+       [&](void* c) {
+         return acc_scheduler_create_cyclic(reinterpret_cast<acc_optimizer*>(&id), nullptr, unit_factor, c, count_free,
+                                            &sched);
+       }},
+      {"dataset, no out", [&](void* c) { return acc_dataset_from_callback(4, no_sample, c, count_free, nullptr); }},
+      {"dataset, size -1", [&](void* c) { return acc_dataset_from_callback(-1, no_sample, c, count_free, &made); }},
+      {"iterator, no next",
+       [&](void* c) { return acc_dataset_from_iterator(nullptr, nullptr, c, count_free, -1, &made); }},
+      {"collate, no loader", [&](void* c) { return acc_dataloader_set_collate(nullptr, no_batch, c, count_free); }},
+      {"collate, no collate", [&](void* c) { return acc_dataloader_set_collate(dl, nullptr, c, count_free); }},
+      {"checkpointing, no accelerator",
+       [&](void* c) { return acc_register_for_checkpointing(nullptr, no_bytes, nullptr, c, count_free); }},
+      {"checkpointing, no load",
+       [&](void* c) { return acc_register_for_checkpointing(acc, no_bytes, nullptr, c, count_free); }},
+      {"save hook, no accelerator",
+       [&](void* c) { return acc_register_save_state_pre_hook(nullptr, no_hook, c, count_free); }},
+      {"load hook, no hook",
+       [&](void* c) { return acc_register_load_state_pre_hook_removable(acc, nullptr, c, count_free, &id); }},
+      {"models hook, no accelerator",
+       [&](void* c) { return acc_register_save_state_models_pre_hook(nullptr, no_models_hook, c, count_free, &id); }},
+      {"trace ready, no accelerator",
+       [&](void* c) { return acc_profile_on_trace_ready(nullptr, no_trace, c, count_free); }},
+      {"tracker, no accelerator",
+       [&](void* c) { return acc_add_tracker(nullptr, "mine", nullptr, nullptr, nullptr, c, count_free); }},
+  };
+  for (const Case& c : cases) {
+    int frees = 0;
+    EXPECT_NE(c.call(&frees), ACC_OK) << c.what;
+    EXPECT_EQ(frees, 1) << c.what;
+  }
+  EXPECT_EQ(sched, nullptr);
+  EXPECT_EQ(made, nullptr);
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+  acc_tensor_free(rows);
+  acc_accelerator_free(acc);
+  acc_optimizer_free(opt);
+  acc_model_free(model);
 }

@@ -162,6 +162,70 @@ TEST(LateCalls, AForkedChildNeverWaitsForTheParentsThreads) {
   acc_accelerator_free(acc);
 }
 
+namespace {
+
+// The text of every MLflow run's meta.yaml under `dir`, and the zip files there.
+std::string mlflow_run_metas(const std::string& dir) {
+  std::string metas;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir))
+    if (entry.path().filename() == "meta.yaml") {
+      const std::string text = acc_test::read_file(entry.path().string());
+      if (text.find("run_uuid") != std::string::npos) metas += text;
+    }
+  return metas;
+}
+size_t zip_files(const std::string& dir) {
+  size_t zips = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir))
+    zips += entry.path().extension() == ".zip";
+  return zips;
+}
+
+}  // namespace
+
+// A forked child that ends training or frees its copy of the accelerator leaves the parent's runs
+// open (found by a hunt: its MLflow run was marked FINISHED, its ClearML session zipped, while the
+// parent trained on), and cannot start runs with the parent's trackers.
+TEST(LateCalls, AForkedChildLeavesTheParentsRunsOpen) {
+  const std::string dir = acc_test::temp_path("late_calls_fork_runs");
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  acc_test::ScopedEnv uri("MLFLOW_TRACKING_URI", nullptr), cache("CLEARML_CACHE_DIR", (dir + "/clearml").c_str()),
+      offline("CLEARML_OFFLINE_MODE", "1"), mode("WANDB_MODE", "offline"), wandb("WANDB_DIR", dir.c_str());
+  acc_accelerator* acc = acc_test::make_accelerator(
+      {{"cpu", "true"}, {"log_with", "mlflow,clearml,wandb,tensorboard,jsonl"}, {"project_dir", dir}});
+  ACC_ASSERT_OK(acc_init_trackers(acc, "run", nullptr));
+  const char* names[] = {"loss"};
+  const double value = 1.0;
+  ACC_ASSERT_OK(acc_log(acc, names, &value, 1, 0));
+  ASSERT_NE(mlflow_run_metas(dir).find("status: 1"), std::string::npos) << "RUNNING";
+  for (const bool end_first : {true, false}) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      alarm(30);
+      if (end_first && acc_end_training(acc) != ACC_OK) _exit(3);
+      if (acc_init_trackers(acc, "again", nullptr) != ACC_ERR_INVALID_ARGUMENT) _exit(4);
+      if (std::string(acc_last_error_message()).find("is a fork") == std::string::npos) _exit(5);
+      acc_accelerator_free(acc);
+      _exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status)) << "the child ended by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "3: end_training, 4 and 5: init_trackers";
+    const std::string metas = mlflow_run_metas(dir);
+    EXPECT_NE(metas.find("status: 1"), std::string::npos) << metas;
+    EXPECT_EQ(metas.find("status: 3"), std::string::npos) << metas;
+    EXPECT_EQ(zip_files(dir), 0u);
+  }
+  ACC_ASSERT_OK(acc_log(acc, names, &value, 1, 1));
+  ACC_ASSERT_OK(acc_end_training(acc));
+  EXPECT_NE(mlflow_run_metas(dir).find("status: 3"), std::string::npos) << "FINISHED by the parent";
+  EXPECT_EQ(zip_files(dir), 1u);
+  acc_accelerator_free(acc);
+}
+
 // A child forked while another thread is inside the library finds the library usable (found by a
 // hunt: the handle registry's lock stayed taken in the child, which hung on its first handle).
 TEST(LateCalls, AChildForkedWhileAnotherThreadCallsInIsUsable) {

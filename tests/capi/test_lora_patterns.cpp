@@ -296,6 +296,25 @@ TEST(LoraPatterns, AllLinearAdaptsEveryLinearLayerButTheOutputLayerAsPeft) {
   acc_model_free(lm);
 }
 
+// A layer that several attributes hold (self.b = self.a, and in c) is one module under its first
+// path, as Python's named_modules() lists it (found by a hunt: each path was a target of its own, so
+// all-linear put three adapters on one layer, in files PEFT could not place).
+TEST(LoraPatterns, ALayerSeveralAttributesHoldIsOneTargetUnderItsFirstPath) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  acc_model* m = twin_test::script_model("shared_layer.pt");
+  EXPECT_EQ(add_lora(m, "all-linear"), 2u);
+  EXPECT_EQ(adapted(m), (std::vector<std::string>{"a", "c.0"}));
+  acc_model_free(m);
+  for (const char* alias : {"b", "c.1"}) {
+    SCOPED_TRACE(alias);
+    m = twin_test::script_model("shared_layer.pt");
+    size_t count = 0;
+    ACC_EXPECT_ERROR(add_lora_with(m, alias, {}, &count), ACC_ERR_INVALID_ARGUMENT, "matches no linear layer");
+    EXPECT_TRUE(adapted(m).empty());
+    acc_model_free(m);
+  }
+}
+
 TEST(LoraPatterns, AllLinearOnAModelWithoutLinearLayersIsRefused) {
   acc_model* convs = nullptr;  // convolutions are not linear layers
   ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"conv2d","in_channels":1,"out_channels":2,"kernel_size":3}])", &convs));

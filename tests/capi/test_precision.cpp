@@ -90,6 +90,14 @@ TEST(MixedPrecision, Fp16OnTheCpuIsUnsupportedWithAReason) {
   acc_accelerator* acc = nullptr;
   ACC_EXPECT_ERROR(acc_test::create_accelerator({{"cpu", "1"}, {"mixed_precision", "fp16"}}, &acc),
                    ACC_ERR_UNSUPPORTED, "bf16");
+  // Without loss scaling (GradScalerKwargs(enabled=False)) too: CPU autocast has no fp16.
+  ACC_EXPECT_ERROR(
+      acc_test::create_accelerator({{"cpu", "1"}, {"mixed_precision", "fp16"}, {"scaler_enabled", "false"}}, &acc),
+      ACC_ERR_UNSUPPORTED, "bf16");
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
+  ACC_EXPECT_ERROR(acc_options_set(o, "scaler_enabled", "sometimes"), ACC_ERR_INVALID_ARGUMENT, "scaler_enabled");
+  acc_options_free(o);
 }
 
 TEST(Autocast, ScopesApplyToCodeOutsideThePreparedModelAndNest) {

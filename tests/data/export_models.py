@@ -170,6 +170,19 @@ class SharedMask(torch.nn.Module):
         return self.b(self.a(x))
 
 
+class SharedLayer(torch.nn.Module):
+    """One nn.Linear under three paths (a, b, c.1): Python's named_modules() lists it once, as "a"."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = self.a
+        self.c = torch.nn.Sequential(torch.nn.Linear(4, 4), self.a)
+
+    def forward(self, x: torch.Tensor):
+        return self.c(self.b(self.a(x)))
+
+
 class DirectWeight(torch.nn.Module):
     """Reads its layer's weight itself instead of calling the layer."""
 
@@ -397,6 +410,7 @@ def main(out: Path) -> None:
     torch.jit.save(torch.jit.script(DirectHead()), str(out / "direct_head.pt"))  # the others' draws stay
     write_interleaved(out)  # (after them all, as DirectHead)
     write_cumulative_batch_norm(out / "cumulative_batch_norm.json")
+    torch.jit.save(torch.jit.script(SharedLayer()), str(out / "shared_layer.pt"))  # (last: the draws above stay)
 
 
 if __name__ == "__main__":

@@ -1806,6 +1806,30 @@ TEST(Sharded, PeftMethodsSaveModelUnderStageThreeAsUnderDdp) {
   }
 }
 
+// Found by a hunt: acc_model_to after preparing cut the parameters loose from the flat buffers the
+// sharded optimizer steps (stages 2 and 3 then trained nothing, silently; stage 3 undid the cast).
+// Refused under every stage, while a call that changes nothing goes on, and DDP's cast too.
+TEST(Sharded, MovingOrCastingAPreparedShardedModelIsRefused) {
+  for (int stage : {0, 1, 2, 3}) {
+    SCOPED_TRACE(stage);
+    acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", std::to_string(stage)}});
+    acc_model* model = nullptr;
+    ASSERT_EQ(acc_model_from_spec(kShardNet, &model), ACC_OK);
+    acc_optimizer* opt = nullptr;
+    ASSERT_EQ(acc_optimizer_create(model, "adam", nullptr, &opt), ACC_OK);
+    ASSERT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_model_to(model, "cpu", ACC_DTYPE_FLOAT32), ACC_OK) << acc_last_error_message();
+    if (stage == 0)
+      EXPECT_EQ(acc_model_to(model, nullptr, ACC_DTYPE_FLOAT64), ACC_OK) << acc_last_error_message();
+    else
+      ACC_EXPECT_ERROR(acc_model_to(model, nullptr, ACC_DTYPE_BFLOAT16), ACC_ERR_INVALID_ARGUMENT,
+                       "zero_stage " + std::to_string(stage) + ", whose flat buffers hold its parameters");
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+}
+
 // OFT's coft writes the projected rotations back into their parameters in the forward, which stage 3
 // holds as slices (gathered for the forward, then freed): refused when preparing, nothing trained
 // apart from DDP.

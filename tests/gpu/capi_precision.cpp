@@ -270,6 +270,22 @@ TEST(GpuGradScaler, AnFp16OverflowSkipsTheStepKeepsTheWeightsAndHalvesTheScale) 
   EXPECT_EQ(state.second, 1);
 }
 
+// GradScalerKwargs(enabled=False): fp16 autocast without loss scaling. The step that overflowed
+// with a scale of 1024 is an ordinary one, and no scale is saved.
+TEST(GpuGradScaler, ADisabledScalerScalesNothingAndSkipsNothing) {
+  ACC_REQUIRE_CUDA();
+  const std::string work = acc_gpu::work_dir("grad_scaler_disabled");
+  Fp16Job job({{"scaler_enabled", "false"}});
+  ASSERT_NE(job.acc, nullptr);
+  const auto w0 = job.weights();
+  EXPECT_EQ(job.step(job.huge), 0) << "unscaled, the fp16 gradients stay finite";
+  const auto w1 = job.weights();
+  EXPECT_NE(w1, w0);
+  for (float v : w1) EXPECT_TRUE(std::isfinite(v));
+  ASSERT_EQ(acc_save_state(job.acc, (work + "/state").c_str(), nullptr), ACC_OK) << acc_last_error_message();
+  EXPECT_FALSE(std::ifstream(work + "/state/scaler.json").good()) << "a disabled scaler saved a scale";
+}
+
 // DeepSpeed's loss scaler (hysteresis 2, minimum 512): the first overflow is skipped with the scale
 // kept, the second backs it off to the minimum, a third at the minimum fails the step.
 TEST(GpuGradScaler, DeepSpeedsHysteresisAndMinimumOnCuda) {
