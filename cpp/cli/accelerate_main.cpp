@@ -335,7 +335,8 @@ int convert_config_to_fsdp2(const std::string& from, std::optional<std::string> 
   if (!overwrite && std::filesystem::exists(*to, ec))
     acc::fail(acc::Status::InvalidArgument, "output file ", *to, " already exists and --overwrite is not set");
   std::vector<std::string> notes;
-  const auto converted = acc::convert_to_fsdp2(acc::load_config_file(from), from, notes);
+  auto converted = acc::convert_to_fsdp2(acc::load_config_file(from), from, notes);
+  acc::add_cluster_config_defaults(converted);  // written as `accelerate config` writes a file
   for (const auto& note : notes) std::fprintf(stderr, "accelerate to-fsdp2: %s\n", note.c_str());
   const std::string path = to.value_or(from);
   acc::save_config_file(converted, path);

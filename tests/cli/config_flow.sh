@@ -42,6 +42,15 @@ if "$acc" to-fsdp2 --config_file "$HF_HOME/fsdp.yaml" --output_file "$HF_HOME/fs
   fail "to-fsdp2 replaced an output without --overwrite"
 fi
 if "$acc" to-fsdp2 --config_file "$HF_HOME/fsdp.yaml" 2>/dev/null; then fail "to-fsdp2 without an output"; fi
+# A file written by hand, without the keys `accelerate config` writes: the result has them all, as the
+# README says (found by a hunt: downcast_bf16, tpu_use_cluster and tpu_use_sudo were left out).
+printf 'distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n' \
+  >"$HF_HOME/fsdp1_by_hand.yaml"
+"$acc" to-fsdp2 --config_file "$HF_HOME/fsdp1_by_hand.yaml" --output_file "$HF_HOME/fsdp2_by_hand.yaml" \
+  >/dev/null 2>&1 || fail "to-fsdp2 of a file written by hand"
+for key in downcast_bf16 tpu_use_cluster tpu_use_sudo; do
+  grep -qx "$key: false" "$HF_HOME/fsdp2_by_hand.yaml" || fail "to-fsdp2 left out $key"
+done
 out=$("$acc" launch --config_file "$HF_HOME/fsdp2.yaml" sh -c 'echo "$RANK:$FSDP_VERSION:$FSDP_RESHARD_AFTER_FORWARD"' 2>&1)
 echo "$out" | grep -q "rank1\]: 1:2:false" || fail "to-fsdp2's file did not launch as FSDP2: $out"
 
