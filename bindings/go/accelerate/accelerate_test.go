@@ -34,6 +34,18 @@ func TestErrorsCarryStatusAndMessage(t *testing.T) {
 		!strings.Contains(err.Error(), "offset is negative: -1") {
 		t.Fatalf("a negative offset: %v", err)
 	}
+	// So is a negative index (it reached the library as a number near 2^64).
+	list, err := acc.NewTensorList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer list.Close()
+	if _, err := list.Get(-1); !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), "index is negative: -1") {
+		t.Fatalf("a negative index: %v", err)
+	}
+	if _, err := list.Name(-2); !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), "index is negative: -2") {
+		t.Fatalf("a negative index: %v", err)
+	}
 	if _, err := acc.FromFloat32s(make([]float32, 5), 2, 3); !errors.Is(err, acc.ErrInvalidArgument) {
 		t.Fatalf("got %v", err)
 	}

@@ -78,6 +78,15 @@ func nilArgument(name string) error {
 	return &Error{Status: StatusInvalidArgument, Message: name + " is nil"}
 }
 
+// notNegative refuses a negative index by its value, as the Java and C# bindings do (the library
+// would see it as a number near 2^64).
+func notNegative(name string, value int) error {
+	if value < 0 {
+		return &Error{Status: StatusInvalidArgument, Message: name + " is negative: " + strconv.Itoa(value)}
+	}
+	return nil
+}
+
 func closedError(kind string) error {
 	return &Error{Status: StatusInvalidHandle, Message: kind + " is closed"}
 }

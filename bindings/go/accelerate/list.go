@@ -92,10 +92,16 @@ func (l *TensorList) Len() int {
 // Get is a new handle to entry i. Of a batch from DataLoader.ForEach it is the batch's, closed with
 // it (unless kept); otherwise the caller closes it (or its scope does).
 func (l *TensorList) Get(i int) (*Tensor, error) {
+	if err := notNegative("index", i); err != nil {
+		return nil, err
+	}
 	return l.entry(wrapTensor(with(l.ref(), func(h capi.TensorList, e *string) capi.Tensor { return h.Get(int64(i), e) })))
 }
 
 func (l *TensorList) Name(i int) (string, error) {
+	if err := notNegative("index", i); err != nil {
+		return "", err
+	}
 	return with(l.ref(), func(h capi.TensorList, e *string) string { return h.Name(int64(i), e) })
 }
 

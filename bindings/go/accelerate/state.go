@@ -155,6 +155,9 @@ func (m *CheckpointModels) Len() (int, error) {
 // Model is the i-th model left: a new handle to the prepared model, which the caller closes.
 func (m *CheckpointModels) Model(i int) (*Model, error) {
 	v, err := m.live()
+	if err == nil {
+		err = notNegative("index", i)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +167,9 @@ func (m *CheckpointModels) Model(i int) (*Model, error) {
 // Index is the i-th model's place in prepare order.
 func (m *CheckpointModels) Index(i int) (int64, error) {
 	v, err := m.live()
+	if err == nil {
+		err = notNegative("index", i)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -175,6 +181,9 @@ func (m *CheckpointModels) Index(i int) (int64, error) {
 // models.pop(i)). A model prepared with sharded data parallelism cannot be taken out (ErrUnsupported).
 func (m *CheckpointModels) Remove(i int) error {
 	v, err := m.live()
+	if err == nil {
+		err = notNegative("index", i)
+	}
 	if err != nil {
 		return err
 	}
