@@ -39,7 +39,9 @@ std::vector<std::string> files_in(const std::string& dir) {
 std::pair<int64_t, int64_t> trackio_rows_and_runs(const std::string& path) {
   sqlite3* db = nullptr;
   std::pair<int64_t, int64_t> counts{-1, -1};
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK) {
+  // Read-only, waiting out the lock another process reading it at the same moment may hold.
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 10000);
     sqlite3_stmt* query = nullptr;
     if (sqlite3_prepare_v2(db, "SELECT COUNT(*), COUNT(DISTINCT run_id) FROM metrics", -1, &query, nullptr) ==
             SQLITE_OK &&
