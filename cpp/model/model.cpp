@@ -103,6 +103,15 @@ void Model::require_whole_parameters(const char* action) const {
          "(every process calls it), and weights are loaded before acc_prepare or by acc_load_state");
 }
 
+namespace {
+
+// Whether to(device, dtype) changes `t` (only floating tensors take the dtype).
+bool moved_by(const at::Tensor& t, c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype) {
+  return t.device() != device.value_or(t.device()) || (dtype && t.is_floating_point() && t.scalar_type() != *dtype);
+}
+
+}  // namespace
+
 void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype) {
   // As transformers' .to(dtype) on a quantised model: its layers compute in bnb_4bit_compute_dtype
   // or their input's dtype.
@@ -112,8 +121,8 @@ void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> d
          "it to a device is allowed");
   at::NoGradGuard no_grad;
   auto move = [&](at::Tensor& t) {
+    if (!moved_by(t, device, dtype)) return;
     const at::ScalarType target = dtype && t.is_floating_point() ? *dtype : t.scalar_type();
-    if (t.device() == device.value_or(t.device()) && t.scalar_type() == target) return;
     if (weights_pending_ && is_placeholder(t))
       return t.set_data(placeholder(t, t.options().device(device.value_or(t.device())).dtype(target)));
     // set_data keeps the tensor object that optimizers and the module hold.
@@ -133,11 +142,9 @@ void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> d
 void Model::require_movable(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype) const {
   const std::string& reason = flat_parameters();
   if (reason.empty()) return;
-  for (const auto& entry : named_parameters()) {
-    const at::Tensor& t = entry.second;
-    if (t.device() != device.value_or(t.device()) || (dtype && t.is_floating_point() && t.scalar_type() != *dtype))
+  for (const auto& entry : named_parameters())
+    if (moved_by(entry.second, device, dtype))
       fail(Status::InvalidArgument, "the model cannot be moved or cast now: ", reason);
-  }
 }
 
 void Model::weights_arrived() {
