@@ -414,6 +414,11 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   host memory; stage 3 also keeps the parameter shard there; on a CPU device it costs a host copy
  *   and saves nothing), hybrid_shard (bool, default false: shard among the processes of each
  *   machine and replicate across machines, FSDP's HYBRID_SHARD; one machine: plain sharding),
+ *   dp_shard_size (int, default 0: not set; Accelerate's ParallelismConfig: under zero_stage 1-3
+ *   each group of dp_shard_size consecutive ranks shards one copy of the model),
+ *   dp_replicate_size (int, default 0: not set; the groups holding replicas, HSDP; the product of
+ *   the two must be the number of processes; dp_replicate_size alone is DDP, zero_stage 0) (both
+ *   from ACCELERATE_USE_PARALLELISM_CONFIG's PARALLELISM_CONFIG_DP_SHARD_SIZE and _DP_REPLICATE_SIZE),
  *   auto_wrap_policy ("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP" or "NO_WRAP", FSDP's; unset:
  *   zero_stage 3's units are the submodules a TorchScript forward calls and a spec model's layers,
  *   or the classes below when named), min_num_params (int, default 0: SIZE_BASED_WRAP's threshold,
@@ -445,9 +450,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   python_state_files (bool, default false: acc_save_state also writes the files Python
  *   Accelerate's load_state reads, optimizer.bin, scheduler.bin, scaler.pt and
  *   random_states_<rank>.pkl in torch.save's format, so that a Python program that prepares the
- *   same objects resumes the run; ACC_ERR_UNSUPPORTED from acc_save_state, before anything is
- *   written, for a schedule-free or sharded optimizer and for a sequence or chain of schedules,
- *   cosine_annealing_warm_restarts, one_cycle and cyclic).
+ *   same objects resumes the run, schedules of every kind included (sequences and chains too);
+ *   ACC_ERR_UNSUPPORTED from acc_save_state, before anything is written, for a schedule-free or
+ *   sharded optimizer).
  *   log_with (string: trackers, "tensorboard", "jsonl", "csv", "mlflow", "dvclive", "trackio",
  *   "wandb", "clearml", "all" or a comma-separated list).
  *   GradScalerKwargs (fp16): scaler_enabled (bool, default true; false: fp16 autocast without loss

@@ -31,12 +31,18 @@ class AcceleratedOptimizer final : public OptimizerWrapper {
   // Whether the last step was skipped (fp16 overflow); a scheduler then does not step.
   bool step_was_skipped() const { return step_was_skipped_; }
 
+  // The prepared model it steps, kept alive with it, as Accelerate's accelerator keeps what it
+  // prepared: a program that frees the prepared model's handle and trains on through the optimizer
+  // (and an unwrapped handle) still has that model in its checkpoints and its gradients reduced.
+  void hold_prepared_model(std::shared_ptr<Model> prepared) { prepared_model_ = std::move(prepared); }
+
  private:
   std::shared_ptr<GradientState> state_;
   std::shared_ptr<GradScaler> scaler_;
   OverflowFlag overflow_;  // this optimizer's, in the scaler's current step
   bool step_was_skipped_ = false;
   std::function<void()> clip_;
+  std::shared_ptr<Model> prepared_model_;
 };
 
 }  // namespace acc

@@ -50,6 +50,7 @@ Accelerator::Accelerator(const Options& options)
       gradient_state_(std::make_shared<GradientState>(config_.gradient_accumulation_steps, config_.sync_with_dataloader)) {
   if (config_.backend == "nccl" && !device_.is_cuda())
     fail(Status::Unsupported, "backend \"nccl\" needs a CUDA device; this process runs on ", device_, " (use \"gloo\")");
+  check_parallelism_world(config_.sharding, process_.world_size);
   check_settings_agree();
   if (mixed_precision_dtype(config_.mixed_precision) == c10::kHalf) {
     if (!device_.is_cuda())
@@ -149,7 +150,10 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision),
                                                   std::move(parallel), inputs_to);
   for (const auto& optimizer : live_optimizers())
-    if (optimizer->model() == model && optimizer->fused_backward()) prepared->leave_gradients_to_optimizer();
+    if (optimizer->model() == model) {
+      if (optimizer->fused_backward()) prepared->leave_gradients_to_optimizer();
+      optimizer->hold_prepared_model(prepared);
+    }
   models_.add(model, prepared);
   return prepared;
 }
@@ -177,6 +181,7 @@ std::shared_ptr<Optimizer> Accelerator::prepare_optimizer(const std::shared_ptr<
   if (auto model = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(optimizer->model())))
     if (auto engine = model->sharded()) inner = std::make_shared<ShardedOptimizer>(optimizer, engine);
   auto prepared = std::make_shared<AcceleratedOptimizer>(inner, gradient_state_, scaler_);
+  if (auto model = wrapped_model(optimizer->model())) prepared->hold_prepared_model(model);
   if (config_.gradient_clipping > 0) {
     // As DeepSpeed's engine: the global norm of the model's gradients, over every shard.
     const double max_norm = config_.gradient_clipping;
@@ -237,8 +242,9 @@ void Accelerator::check_scheduler_preparable(const std::shared_ptr<Scheduler>& s
   const auto& own = scheduler->optimizer();
   const bool ready = std::dynamic_pointer_cast<AcceleratedOptimizer>(own) || optimizers_.find(own) ||
                      (optimizer && own == optimizer);
-  require(ready, "prepare_scheduler: prepare the scheduler's optimizer first (acc_prepare_optimizer, or acc_prepare "
-          "with both)");
+  require(ready, "prepare_scheduler: this accelerator has not prepared the scheduler's optimizer: prepare it first, ",
+          "with this accelerator (acc_prepare_optimizer, or acc_prepare with both); one accelerator prepares what it ",
+          "trains");
 }
 
 std::shared_ptr<Model> Accelerator::unwrap_model(const std::shared_ptr<Model>& model) const {

@@ -1,5 +1,6 @@
 #include "accelerator/config.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
@@ -40,25 +41,38 @@ VariableLookup launcher_variables(const ConfigFile& config_file) {
 }
 
 // What Accelerate's launcher passes for features this runtime does not build is refused, rather than
-// trained as something else: Megatron-LM, and the parallelism config's dimensions beyond data-parallel
-// replicas (tensor, context, sequence parallelism, FSDP2 shards).
-void refuse_unbuilt_launcher_features() {
-  auto is_true = [](const char* name) {
-    const auto value = env(name);
+// trained as something else: Megatron-LM, and the parallelism config's dimensions beyond data
+// parallelism (tensor, context, sequence parallelism).
+void refuse_unbuilt_launcher_features(const VariableLookup& variables) {
+  auto is_true = [&](const char* name) {
+    const auto value = variables(name);
     return value && parse_bool(*value).value_or(false);
   };
   if (is_true("ACCELERATE_USE_MEGATRON_LM"))
     fail(Status::Unsupported, "environment variable ACCELERATE_USE_MEGATRON_LM=true (Accelerate's launcher for a ",
          "MEGATRON_LM config): Megatron-LM is Python-only and not built here");
   if (!is_true("ACCELERATE_USE_PARALLELISM_CONFIG")) return;
-  for (const char* name : {"PARALLELISM_CONFIG_DP_SHARD_SIZE", "PARALLELISM_CONFIG_TP_SIZE",
-                           "PARALLELISM_CONFIG_CP_SIZE", "PARALLELISM_CONFIG_SP_SIZE"}) {
-    const auto value = env(name);
+  for (const char* name : {"PARALLELISM_CONFIG_TP_SIZE", "PARALLELISM_CONFIG_CP_SIZE", "PARALLELISM_CONFIG_SP_SIZE"}) {
+    const auto value = variables(name);
     if (value && *value != "1")
-      fail(Status::Unsupported, "environment variable ", name, "=", *value, " (Accelerate's parallelism_config): ",
-           "only data-parallel replicas (PARALLELISM_CONFIG_DP_REPLICATE_SIZE) are built here; for sharded data ",
-           "parallelism use an FSDP or DeepSpeed config");
+      fail(
+          Status::Unsupported, "environment variable ", name, "=", *value, " (Accelerate's parallelism_config): ",
+          "only its data-parallel dimensions (PARALLELISM_CONFIG_DP_SHARD_SIZE, PARALLELISM_CONFIG_DP_REPLICATE_SIZE) ",
+          "are built here");
   }
+}
+
+// Accelerate's ParallelismConfig's data-parallel dimensions, as far as they can be checked before
+// the number of processes is known (check_parallelism_world checks that).
+void check_parallelism_sizes(const ShardingOptions& s) {
+  require(s.dp_shard_size <= 1 || s.stage > 0, "dp_shard_size ", s.dp_shard_size, " shards the model: it needs ",
+          "zero_stage 1, 2 or 3 (an FSDP config), not 0 (DDP)");
+  require(s.dp_shard_size <= 1 || !s.hybrid, "dp_shard_size ", s.dp_shard_size, " and hybrid_shard both say whom ",
+          "each process shards with: use one (hybrid_shard: the processes of each machine)");
+  // Accelerate's FSDP2 takes its mesh's dp_shard dimension: with replicas only it has none.
+  require(s.dp_replicate_size <= 1 || s.dp_shard_size > 1 || s.stage == 0, "dp_replicate_size ", s.dp_replicate_size,
+          " under zero_stage ", s.stage, " needs dp_shard_size > 1 (the processes sharing ",
+          "each replica); replicas alone are DDP (zero_stage 0)");
 }
 
 // Accelerate's launcher variables for FSDP and DeepSpeed (or the config file's), for the
@@ -219,6 +233,12 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
     t.bind("offload_params", "stage 3 parameter shards in CPU memory", &C::sharding, &ShardingOptions::offload_params);
     t.bind("hybrid_shard", "shard within each machine, replicate across machines", &C::sharding,
            &ShardingOptions::hybrid);
+    t.bind("dp_shard_size", "processes sharing one copy of the model (ParallelismConfig; 0: all)", &C::sharding,
+           &ShardingOptions::dp_shard_size)
+        .at_least(0);
+    t.bind("dp_replicate_size", "groups of dp_shard_size processes holding replicas (ParallelismConfig)", &C::sharding,
+           &ShardingOptions::dp_replicate_size)
+        .at_least(0);
     t.bind("auto_wrap_policy", "which modules are stage 3's units", &C::sharding, &ShardingOptions::auto_wrap_policy)
         .one_of(auto_wrap_policies());
     t.bind("min_num_params", "SIZE_BASED_WRAP: parameters a module needs to be a unit", &C::sharding,
@@ -283,8 +303,8 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
     return std::nullopt;
   };
   // `unset`: a value that means none (Accelerate's launcher writes "auto" for no clipping).
-  refuse_unbuilt_launcher_features();
   const VariableLookup variables = launcher_variables(o.has("zero_stage") ? ConfigFile() : config_file);
+  refuse_unbuilt_launcher_features(variables);
   auto take = [&](const char* key, const char* variable, const char* unset = nullptr) {
     if (o.has(key)) return;
     if (auto value = variables(variable); value && !(unset && *value == unset)) {
@@ -301,6 +321,10 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   take("mixed_precision", "ACCELERATE_MIXED_PRECISION");
   take("gradient_accumulation_steps", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS");
   take("gradient_clipping", "ACCELERATE_GRADIENT_CLIPPING", "auto");
+  if (const auto use = variables("ACCELERATE_USE_PARALLELISM_CONFIG"); use && parse_bool(*use).value_or(false)) {
+    take("dp_shard_size", "PARALLELISM_CONFIG_DP_SHARD_SIZE");
+    take("dp_replicate_size", "PARALLELISM_CONFIG_DP_REPLICATE_SIZE");
+  }
 
   AcceleratorConfig c;
   table.copy(from_env, c);
@@ -311,6 +335,12 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   // Hybrid sharding without a stage would train plain DDP: say so rather than do it.
   require(!c.sharding.hybrid || c.sharding.stage > 0,
           "hybrid_shard shards within each machine: it needs zero_stage 1, 2 or 3, not 0 (DDP)");
+  // The program's zero_stage 0 is DDP: the launcher's shard groups go with the launcher's sharding.
+  if (o.has("zero_stage") && c.sharding.stage == 0)
+    for (auto [key, size] : {std::pair<const char*, int64_t*>{"dp_shard_size", &c.sharding.dp_shard_size},
+                             {"dp_replicate_size", &c.sharding.dp_replicate_size}})
+      if (!o.has(key)) *size = 0;
+  check_parallelism_sizes(c.sharding);
   // So would offloading without a sharded optimizer to offload (DeepSpeed's stage 0, FSDP's NO_SHARD).
   require(!(c.sharding.offload_optimizer || c.sharding.offload_params) || c.sharding.stage > 0,
           "offload_optimizer and offload_params offload what sharding keeps: they need zero_stage 1, 2 or 3, not 0 (DDP)");
@@ -319,6 +349,13 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   check_module_pattern(c.sharding.ignored_modules);
   check_comm_hook(c);
   return c;
+}
+
+void check_parallelism_world(const ShardingOptions& s, int64_t world_size) {
+  const int64_t total = std::max<int64_t>(s.dp_shard_size, 1) * std::max<int64_t>(s.dp_replicate_size, 1);
+  require(total == 1 || total == world_size, "dp_shard_size ", std::max<int64_t>(s.dp_shard_size, 1),
+          " x dp_replicate_size ", std::max<int64_t>(s.dp_replicate_size, 1), " = ", total,
+          " processes, but the job has ", world_size, " (as Accelerate's ParallelismConfig, they must match)");
 }
 
 std::string settings_every_process_shares(const AcceleratorConfig& config) {

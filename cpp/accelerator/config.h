@@ -64,6 +64,9 @@ AcceleratorConfig resolve_accelerator_config(const Options& options);
 // Whether a model built in this process gets placeholder weights (Model::make_weights_pending):
 // the launcher's variables ask for FSDP's cpu_ram_efficient_loading or DeepSpeed's zero3_init_flag
 // (what transformers' from_pretrained reads too) and this is not the main process (RANK > 0).
+// Accelerate's ParallelismConfig: dp_shard_size x dp_replicate_size is the number of processes
+// (or 1: not set).
+void check_parallelism_world(const ShardingOptions& sharding, int64_t world_size);
 // The settings every process of a job must share (how gradients are reduced, sharded, scaled and
 // accumulated, how loaders shard), as "key=value" lines in the option table's order: processes
 // that differ would pair mismatched collectives. Paths, trackers, seeds and timeouts may differ.

@@ -27,6 +27,7 @@
 #include "common/text.h"
 #include "config/config_file.h"
 #include "config/fsdp2_conversion.h"
+#include "config/parallelism_config.h"
 #include "launch/inherited_signals.h"
 #include "launch/launch_flags.h"
 #include "parallel/merge_shards.h"
@@ -165,6 +166,10 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
   for (const char* key : {"fsdp_backward_prefetch", "fsdp_forward_prefetch", "fsdp_use_orig_params",
                           "fsdp_sync_module_states"})
     option(app, std::string("--") + key, f.fsdp[key], "FSDP: accepted, ignored (warned about)");
+  flag(app, "--use_parallelism_config", f.use_parallelism_config,
+       "Accelerate's ParallelismConfig under FSDP 2 (data-parallel dimensions only)");
+  for (const std::string& name : acc::parallelism_setting_names())
+    option(app, "--parallelism_config_" + name, f.parallelism[name], "ParallelismConfig: as parallelism_config's key");
   flag(app, "--use_deepspeed", f.use_deepspeed, "shard as DeepSpeed's ZeRO does (see --zero_stage)");
   for (const char* key : {"zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_clipping",
                           "deepspeed_config_file", "zero3_init_flag", "zero3_save_16bit_model"})

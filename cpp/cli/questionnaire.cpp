@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/options.h"
+#include "config/parallelism_config.h"
 #include "config/sharding_config.h"
 
 namespace acc {
@@ -65,15 +66,20 @@ class Asker {
     return value;
   }
 
-  // One of `choices`, by number or by name.
+  // One of `choices`, by number (as Accelerate's menus take it), else by name.
   std::string choice(const std::string& question, const std::vector<std::string>& choices, size_t fallback) {
     out_ << question << "\n";
     for (size_t i = 0; i < choices.size(); ++i) out_ << "  " << i << ") " << choices[i] << "\n";
     std::string value = choices[fallback];
     ask("Your choice", std::to_string(fallback), [&](const std::string& a) -> std::string {
       for (size_t i = 0; i < choices.size(); ++i)
-        if (a == std::to_string(i) || a == choices[i]) {
+        if (a == std::to_string(i)) {
           value = choices[i];
+          return "";
+        }
+      for (const auto& name : choices)
+        if (a == name) {
+          value = name;
           return "";
         }
       return "enter a number from 0 to " + std::to_string(choices.size() - 1);
@@ -122,11 +128,19 @@ std::string section_yaml(const SettingMap& settings) {
   return out.c_str();
 }
 
-// Accelerate's FSDP questions (its version-1 plugin), as fsdp_config keys.
+// Accelerate's FSDP questions, as fsdp_config keys: its version first (2 by default, as Accelerate
+// asks), FSDP1's strategy or FSDP2's resharding after forward.
 SettingMap ask_fsdp(Asker& ask) {
   SettingMap fsdp;
-  fsdp["fsdp_sharding_strategy"] = ask.choice(
-      "What should be your sharding strategy?", {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"}, 0);
+  fsdp["fsdp_version"] = ask.choice("What should be your FSDP version?", {"1", "2"}, 1);
+  if (fsdp["fsdp_version"] == "1")
+    fsdp["fsdp_sharding_strategy"] =
+        ask.choice("What should be your sharding strategy?",
+                   {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"}, 0);
+  else
+    fsdp["fsdp_reshard_after_forward"] =
+        ask.yes_no("Do you want to enable resharding after forward (FULL_SHARD; no: SHARD_GRAD_OP)?", true) ? "true"
+                                                                                                            : "false";
   fsdp["fsdp_offload_params"] = ask.yes_no("Do you want to offload parameters and gradients to CPU?", false) ? "true" : "false";
   const std::string policy =
       ask.choice("What should be your auto wrap policy?", {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"}, 0);
@@ -150,6 +164,18 @@ SettingMap ask_fsdp(Asker& ask) {
   fsdp["fsdp_activation_checkpointing"] =
       ask.yes_no("Do you want to enable FSDP activation checkpointing?", false) ? "true" : "false";
   return fsdp;
+}
+
+// Accelerate's parallelism-config questions (under FSDP2), as parallelism_config keys: its
+// data-parallel dimensions, the ones built here (none when not wanted).
+SettingMap ask_parallelism(Asker& ask, int num_processes) {
+  SettingMap parallelism;
+  if (!ask.yes_no("Do you want to use the parallelism config?", false)) return parallelism;
+  const int replicate = ask.integer("What is the data parallelism replicate size?", 1, 1, num_processes);
+  parallelism["parallelism_config_dp_replicate_size"] = std::to_string(replicate);
+  parallelism["parallelism_config_dp_shard_size"] =
+      std::to_string(ask.integer("What is the FSDP shard size?", num_processes / replicate, 1, num_processes));
+  return parallelism;
 }
 
 // Accelerate's DeepSpeed questions, as deepspeed_config keys.
@@ -241,6 +267,13 @@ ClusterConfig ask_cluster_config(std::istream& in, std::ostream& out, bool termi
       c.distributed_type = "FSDP";
       c.other["fsdp_config"] = section_yaml(fsdp);
       c.sharding_env = fsdp_environment(fsdp, origin, c.warnings);
+      if (fsdp.at("fsdp_version") == "2") c.parallelism_settings = ask_parallelism(ask, c.num_processes);
+      if (!c.parallelism_settings.empty()) {
+        c.other["parallelism_config"] = section_yaml(c.parallelism_settings);
+        for (const auto& [variable, value] :
+             parallelism_environment(c.parallelism_settings, c.sharding_env, origin, c.warnings))
+          c.sharding_env[variable] = value;
+      }
     }
   }
   c.use_cpu = kind == kinds[1] ||  // multi-CPU, sharded or not

@@ -25,6 +25,7 @@
 #include "common/text.h"
 #include "common/utf8.h"
 #include "common/yaml_json.h"
+#include "config/parallelism_config.h"
 #include "config/sharding_config.h"
 #include "state/process_env.h"
 
@@ -42,7 +43,6 @@ const std::map<std::string, std::string>& ignored_keys() {
       {"ipex_config", "IPEX is Python-only"},
       {"mpirun_config", "processes are started by accelerate launch, not mpirun"},
       {"fp8_config", "fp8 is not supported"},
-      {"parallelism_config", "parallelism configs are not implemented"},
       {"dynamo_config", "torch.compile needs Python"},
       {"downcast_bf16", "TPU only"},
       {"tpu_name", "TPU only"},
@@ -413,6 +413,15 @@ ClusterConfig parse_config_text(const std::string& raw_text, const std::string& 
            ": mpirun_config.mpirun_hostfile is not supported: Accelerate's launcher starts the processes on that ",
            "file's hosts through mpirun; start them with mpirun yourself (the library reads its variables), or run ",
            "accelerate launch on each machine with its machine_rank");
+    if (key == "parallelism_config") {
+      c.other[key] = node_text(value);
+      if (!value.IsMap()) reader.bad(value, key, "a mapping of settings");
+      for (const auto& kv : value)
+        if (!kv.second.IsNull())
+          c.parallelism_settings[kv.first.as<std::string>()] =
+              kv.second.IsScalar() ? kv.second.Scalar() : node_text(kv.second);
+      continue;
+    }
     if (key == section) {
       c.other[key] = node_text(value);
       if (!value.IsMap()) reader.bad(value, key, "a mapping of settings");
@@ -442,6 +451,10 @@ ClusterConfig parse_config_text(const std::string& raw_text, const std::string& 
   if (!section.empty() && c.sharding_env.empty()) {  // the section is missing: Accelerate's defaults
     c.sharding_env = type == "FSDP" ? fsdp_environment({}, origin, c.warnings) : deepspeed_environment({}, origin, c.warnings);
   }
+  if (!c.parallelism_settings.empty())
+    for (const auto& [variable, value] :
+         parallelism_environment(c.parallelism_settings, c.sharding_env, origin + ": parallelism_config", c.warnings))
+      c.sharding_env[variable] = value;
   if (!unknown.empty()) {
     std::string list;
     for (const auto& k : unknown) list += (list.empty() ? "" : ", ") + k;

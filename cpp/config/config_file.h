@@ -37,6 +37,9 @@ struct ClusterConfig {
   std::map<std::string, std::string> sharding_env;
   // The fsdp_config / deepspeed_config settings themselves (the launcher's flags override them key by key).
   std::map<std::string, std::string> sharding_settings;
+  // The parallelism_config section's settings (Accelerate's ParallelismConfig; its variables join
+  // sharding_env under FSDP 2, config/parallelism_config.h).
+  std::map<std::string, std::string> parallelism_settings;
 
   std::set<std::string> present;      // the keys the file had (after legacy keys were converted)
   std::vector<std::string> warnings;  // what the file asks for that this runtime ignores

@@ -1,6 +1,7 @@
 #include "launch/launch_flags.h"
 
 #include "common/error.h"
+#include "config/parallelism_config.h"
 #include "config/sharding_config.h"
 
 namespace acc {
@@ -111,6 +112,24 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
                     : deepspeed_environment(settings, "accelerate launch flags and the config file", c.warnings);
     if (!same_kind) c.sharding_env.clear();
     for (auto& [key, value] : env) c.sharding_env[key] = value;
+  }
+  // Accelerate's ParallelismConfig: the file's section (in its FSDP's variables already), each flag
+  // given replacing its setting.
+  const auto parallelism_flags = given(f.parallelism);
+  if (f.use_parallelism_config || !parallelism_flags.empty()) {
+    const bool filed = file && !f.multi_gpu && !f.cpu && !file->parallelism_settings.empty();
+    require(f.use_parallelism_config || filed, "--parallelism_config_* flags need --use_parallelism_config (or a ",
+            "config file with a parallelism_config section)");
+    std::map<std::string, std::string> settings;
+    if (filed) settings = file->parallelism_settings;
+    for (const auto& [name, value] : parallelism_flags) settings["parallelism_config_" + name] = value;
+    for (auto it = c.sharding_env.begin(); it != c.sharding_env.end();)
+      it = it->first.find("PARALLELISM_CONFIG") != std::string::npos ? c.sharding_env.erase(it) : std::next(it);
+    const auto env =
+        parallelism_environment(settings, c.sharding_env, "accelerate launch flags and the config file", c.warnings);
+    require(!env.empty(), "--use_parallelism_config needs FSDP with fsdp_version 2 (--use_fsdp --fsdp_version 2, ",
+            "or a config file's), as Accelerate's launcher");
+    c.sharding_env.insert(env.begin(), env.end());
   }
   // Port 0 is Accelerate's "pick a free one", which on one machine is what no port means.
   if (c.main_process_port == 0 && c.num_machines == 1) c.main_process_port.reset();

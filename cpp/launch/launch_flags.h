@@ -38,6 +38,9 @@ struct LaunchFlags {
   bool use_fsdp = false;
   bool use_deepspeed = false;
   std::map<std::string, std::string> fsdp, deepspeed;
+  // --use_parallelism_config and --parallelism_config_<name> (keyed by name; empty: not given).
+  bool use_parallelism_config = false;
+  std::map<std::string, std::string> parallelism;
 };
 
 // The launch configuration from the flags and the config file (none: defaults only) found at

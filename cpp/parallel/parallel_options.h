@@ -36,6 +36,11 @@ struct ShardingOptions {
   bool offload_optimizer = false;   // the optimizer's slice and state in CPU memory
   bool offload_params = false;      // stage 3: parameter shards in CPU memory
   bool hybrid = false;              // shard within each machine, replicate across machines
+  // Accelerate's ParallelismConfig: dp_shard_size > 1 shards within groups of that many consecutive
+  // ranks (all of them: plain sharding; fewer: hybrid, dp_replicate_size groups holding replicas).
+  // 0: not set. Their product is the number of processes.
+  int64_t dp_shard_size = 0;
+  int64_t dp_replicate_size = 0;
   // Stage 3's units, FSDP's auto_wrap_policy: "TRANSFORMER_BASED_WRAP" (the modules of the
   // classes below), "SIZE_BASED_WRAP" (torch's size_based_auto_wrap_policy with min_num_params;
   // 0: one unit, as Accelerate), "NO_WRAP" (one unit); none: the classes below if any are named,

@@ -69,12 +69,15 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   shard_group_ = dist_->group();
   shard_world_ = dist_->world_size();
   shard_rank_ = dist_->rank();
-  if (options_.hybrid) {
-    const auto& groups = dist_->machine_groups();
-    if (groups.machines > 1) {  // on one machine hybrid sharding is plain sharding
-      shard_group_ = groups.machine;
-      shard_world_ = groups.local_size;
-      shard_rank_ = groups.local_rank;
+  // Hybrid sharding: within each machine (HYBRID_SHARD), or within groups of dp_shard_size
+  // consecutive ranks (Accelerate's ParallelismConfig). One group is plain sharding.
+  const bool groups_of_size = options_.dp_shard_size > 1 && options_.dp_shard_size < shard_world_;
+  if (options_.hybrid || groups_of_size) {
+    const auto& groups = groups_of_size ? dist_->shard_groups(options_.dp_shard_size) : dist_->machine_groups();
+    if (groups.count > 1) {
+      shard_group_ = groups.shard;
+      shard_world_ = groups.size;
+      shard_rank_ = groups.rank;
       peers_ = groups.peers;
     }
   }

@@ -79,7 +79,7 @@ class ShardedDataParallel final : public ParallelEngine {
   const FlatLayout& layout() const { return *trainable_.layout; }
   const std::shared_ptr<Distributed>& distributed() const { return dist_; }
   // Whether this process writes its shard files (SHARDED_STATE_DICT): under hybrid sharding only
-  // the first machine's processes do, the other machines holding the same shards.
+  // the first machine's (or group's) processes do, the others holding the same shards.
   bool writes_shards() const { return !peers_ || dist_->rank() < shard_world_; }
   // The trainable parameters, in the model's order, and their names.
   const std::vector<at::Tensor>& params() const { return trainable_.params; }
@@ -188,8 +188,8 @@ class ShardedDataParallel final : public ParallelEngine {
 
   std::shared_ptr<Model> model_;
   std::shared_ptr<Distributed> dist_;
-  // The processes this one shards with: all of them, or (hybrid) those of its machine; `peers_`
-  // (hybrid only) holds the same slice on every machine.
+  // The processes this one shards with: all of them, or (hybrid) those of its machine or group;
+  // `peers_` (hybrid only) hold the same slice in every other machine or group.
   c10::intrusive_ptr<c10d::ProcessGroup> shard_group_, peers_;
   int64_t shard_world_ = 1, shard_rank_ = 0;
   ShardingOptions options_;

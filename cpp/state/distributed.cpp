@@ -178,30 +178,35 @@ c10::intrusive_ptr<c10d::ProcessGroup> Distributed::make_group(const std::string
   return compat::make_gloo_group(store, rank, size, timeout_, loopback_);
 }
 
-const Distributed::MachineGroups& Distributed::machine_groups() {
-  if (machine_groups_) return *machine_groups_;
+const Distributed::ShardGroups& Distributed::machine_groups() {
   require(local_size_ >= 1 && world_ % local_size_ == 0 && local_rank_ >= 0 && local_rank_ < local_size_,
           "hybrid sharding needs the same number of processes on every machine: ", world_, " processes with ",
           local_size_, " on this machine");
-  auto groups = std::make_unique<MachineGroups>();
-  groups->local_rank = local_rank_;
-  groups->local_size = local_size_;
-  groups->machines = world_ / local_size_;
-  groups->machine_index = rank_ / local_size_;
-  require(groups->machine_index * local_size_ + local_rank_ == rank_, "hybrid sharding needs processes ranked ",
-          "machine by machine (rank = machine * ", local_size_, " + local rank); process ", rank_,
-          " has local rank ", local_rank_);
+  require((rank_ / local_size_) * local_size_ + local_rank_ == rank_, "hybrid sharding needs processes ranked ",
+          "machine by machine (rank = machine * ", local_size_, " + local rank); process ", rank_, " has local rank ",
+          local_rank_);
+  return shard_groups(local_size_);
+}
+
+const Distributed::ShardGroups& Distributed::shard_groups(int64_t size) {
+  if (auto found = shard_groups_.find(size); found != shard_groups_.end()) return *found->second;
+  require(size >= 1 && world_ % size == 0, "groups of ", size, " processes do not divide the job's ", world_);
+  auto groups = std::make_unique<ShardGroups>();
+  groups->size = size;
+  groups->rank = rank_ % size;
+  groups->count = world_ / size;
+  groups->index = rank_ / size;
+  const std::string prefix = "groups" + std::to_string(size) + "/";
   try {
-    // Every process makes its machine's group first, then its peers': no two wait on each other.
-    groups->machine = make_group("machine" + std::to_string(groups->machine_index) + "/",
-                                 static_cast<int>(local_rank_), static_cast<int>(local_size_));
-    groups->peers = make_group("peers" + std::to_string(local_rank_) + "/", static_cast<int>(groups->machine_index),
-                               static_cast<int>(groups->machines));
+    // Every process makes its own group first, then its peers': no two wait on each other.
+    groups->shard = make_group(prefix + "shard" + std::to_string(groups->index) + "/", static_cast<int>(groups->rank),
+                               static_cast<int>(size));
+    groups->peers = make_group(prefix + "peers" + std::to_string(groups->rank) + "/", static_cast<int>(groups->index),
+                               static_cast<int>(groups->count));
   } catch (...) {
-    rethrow_collective_error("hybrid sharding (process groups per machine)");
+    rethrow_collective_error("hybrid sharding (process groups of " + std::to_string(size) + ")");
   }
-  machine_groups_ = std::move(groups);
-  return *machine_groups_;
+  return *shard_groups_.emplace(size, std::move(groups)).first->second;
 }
 
 std::shared_ptr<Distributed> join_process_group(const ProcessEnv& env, const c10::Device& device, Backend backend,

@@ -8,6 +8,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -42,15 +43,18 @@ class Distributed {
   const c10::Device& device() const { return device_; }
   // ACCELERATE_DEBUG_MODE: shapes are compared across ranks before each collective.
 
-  // Hybrid sharding's process groups: the processes of this machine, and the processes with this
-  // local rank on every machine (its peers). Made on first use, a collective step: every process
-  // asks at the same point. Needs the launcher's layout: the same number of processes on every
-  // machine, ranked machine by machine.
-  struct MachineGroups {
-    c10::intrusive_ptr<c10d::ProcessGroup> machine, peers;
-    int64_t machine_index = 0, machines = 1, local_rank = 0, local_size = 1;
+  // Hybrid sharding's process groups: the `size` consecutive ranks this process shards with (its
+  // group, rank / size), and the processes with this rank in their group in every group (its peers,
+  // which hold the same slice). Made on first use, a collective step: every process asks at the same
+  // point, with the same size. `size` divides the world.
+  struct ShardGroups {
+    c10::intrusive_ptr<c10d::ProcessGroup> shard, peers;
+    int64_t index = 0, count = 1, rank = 0, size = 1;  // the group's index, the number of groups, ours
   };
-  const MachineGroups& machine_groups();
+  const ShardGroups& shard_groups(int64_t size);
+  // The groups of FSDP's HYBRID_SHARD: this machine's processes. Needs the launcher's layout: the
+  // same number of processes on every machine, ranked machine by machine.
+  const ShardGroups& machine_groups();
 
  private:
   int64_t rank_, world_;
@@ -62,7 +66,7 @@ class Distributed {
   int64_t local_rank_, local_size_;
   std::chrono::milliseconds timeout_;
   bool loopback_;
-  std::unique_ptr<MachineGroups> machine_groups_;
+  std::map<int64_t, std::unique_ptr<ShardGroups>> shard_groups_;  // by size
   // A group of `ranks` (this process among them) on its own prefix of the store.
   c10::intrusive_ptr<c10d::ProcessGroup> make_group(const std::string& name, int rank, int size);
 };

@@ -2004,3 +2004,45 @@ TEST(SaveState, ASequenceOfSchedulesResumesAndIsKnownByItsParts) {
                    "saved by a 'linear_lr,cosine_annealing@5' schedule; this scheduler's is "
                    "'linear_lr,cosine_annealing@4'");
 }
+
+// Found by a hunt: a program that freed its prepared model's handle and trained on through the
+// prepared optimizer (and an unwrapped handle) saved checkpoints without the model, saying nothing
+// (loading one then refused "0 models"). The prepared optimizer keeps its prepared model alive, as
+// Accelerate's accelerator keeps what it prepared.
+TEST(SaveState, APreparedOptimizerKeepsItsModelInTheCheckpoint) {
+  const std::string dir = fresh_dir("kept_model");
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"seed", "3"}});
+  acc_model* model = acc_test::spec_model(kSmallNet);
+  acc_optimizer* opt = acc_test::optimizer(model, "adam", 0.1);
+  ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
+  acc_model* unwrapped = nullptr;
+  ACC_ASSERT_OK(acc_unwrap_model(acc, model, &unwrapped));
+  acc_model_free(model);
+  acc_tensor* x = floats({1, 2, 3, 4, 5, 6, 7, 8}, {2, 4});
+  acc_tensor *y = nullptr, *loss = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(unwrapped, x, 0, &y));
+  ACC_ASSERT_OK(acc_tensor_sum(y, &loss));
+  ACC_ASSERT_OK(acc_backward(acc, loss));
+  ACC_ASSERT_OK(acc_optimizer_step(opt));
+  ACC_ASSERT_OK(acc_save_state(acc, dir.c_str(), nullptr));
+  const auto state = nlohmann::json::parse(acc_test::read_file(dir + "/accelerate_state.json"));
+  EXPECT_EQ(state.at("models"), 1) << state.dump();
+  EXPECT_TRUE(fs::exists(dir + "/model.safetensors"));
+  // It resumes where the run was.
+  acc_accelerator* resumed = acc_test::make_accelerator({{"cpu", "1"}});
+  acc_model* model2 = acc_test::spec_model(kSmallNet);
+  acc_optimizer* opt2 = acc_test::optimizer(model2, "adam", 0.1);
+  ACC_ASSERT_OK(acc_prepare(resumed, &model2, &opt2, nullptr, nullptr));
+  ACC_ASSERT_OK(acc_load_state(resumed, dir.c_str(), nullptr));
+  acc_tensor *w = nullptr, *w2 = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(unwrapped, "0.weight", &w));
+  ACC_ASSERT_OK(acc_model_parameter(model2, "0.weight", &w2));
+  EXPECT_EQ(to_floats(w), to_floats(w2));
+  for (acc_tensor* t : {x, y, loss, w, w2}) acc_tensor_free(t);
+  acc_model_free(unwrapped);
+  acc_model_free(model2);
+  acc_optimizer_free(opt);
+  acc_optimizer_free(opt2);
+  acc_accelerator_free(acc);
+  acc_accelerator_free(resumed);
+}

@@ -24,9 +24,9 @@ grep -qx "distributed_type: MULTI_CPU" "$HF_HOME/asked.yaml" || fail "answers no
 grep -q "^gradient_accumulation_steps" "$HF_HOME/asked.yaml" && fail "a key Python's launcher refuses was written"
 echo "gradient_accumulation_steps: 3" >>"$HF_HOME/asked.yaml"
 
-# FSDP's questions: strategy, offload, wrap policy, state dict type, CPU RAM efficient loading,
-# activation checkpointing.
-printf '1\n1\n2\nno\nno\nyes\n1\nno\n2\n0\nyes\nno\nno\n1\n' |
+# FSDP's questions: version (0: FSDP1), strategy, offload, wrap policy, state dict type, CPU RAM efficient
+# loading, activation checkpointing.
+printf '1\n1\n2\nno\nno\nyes\n0\n1\nno\n2\n0\nyes\nno\nno\n1\n' |
   "$acc" config --config_file "$HF_HOME/fsdp.yaml" >/dev/null || fail "config (FSDP questions)"
 grep -qx "distributed_type: FSDP" "$HF_HOME/fsdp.yaml" || fail "FSDP not chosen"
 grep -qx "  fsdp_cpu_ram_efficient_loading: true" "$HF_HOME/fsdp.yaml" || fail "cpu_ram_efficient_loading not saved"

@@ -430,10 +430,10 @@ TEST_F(Config, AProcessAnotherLauncherStartedReadsNoDefaultFile) {
 // the launcher's variables.
 TEST_F(Config, QuestionsMakeShardedConfigs) {
   std::ostringstream out;
-  // multi-CPU, 1 machine, 2 processes, no debug, no DeepSpeed, FSDP: SHARD_GRAD_OP, no offload,
-  // SIZE_BASED_WRAP of 1000, SHARDED_STATE_DICT, no CPU RAM efficient loading, activation
+  // multi-CPU, 1 machine, 2 processes, no debug, no DeepSpeed, FSDP: version 1, SHARD_GRAD_OP, no
+  // offload, SIZE_BASED_WRAP of 1000, SHARDED_STATE_DICT, no CPU RAM efficient loading, activation
   // checkpointing; no mixed precision, 1 step.
-  std::istringstream fsdp_answers("1\n\n2\n\n\nyes\n1\n\n1\n1000\n1\nno\nyes\n\n\n");
+  std::istringstream fsdp_answers("1\n\n2\n\n\nyes\n0\n1\n\n1\n1000\n1\nno\nyes\n\n\n");
   auto f = acc::ask_cluster_config(fsdp_answers, out, false, 0);
   EXPECT_EQ(f.distributed_type, "FSDP");
   EXPECT_TRUE(f.use_cpu);
@@ -448,6 +448,17 @@ TEST_F(Config, QuestionsMakeShardedConfigs) {
   EXPECT_EQ(reread.distributed_type, "FSDP");
   EXPECT_EQ(reread.sharding_env, f.sharding_env);
   EXPECT_NE(acc::config_to_yaml(f).find("fsdp_min_num_params: 1000"), std::string::npos) << acc::config_to_yaml(f);
+  // FSDP2 (Accelerate's default version) with its parallelism config: 4 processes, resharding after
+  // forward, NO_WRAP, 2 replicas of 2 shards.
+  std::istringstream fsdp2_answers("1\n\n4\n\n\nyes\n\n\n\n2\n\n\n\nyes\n2\n2\n\n");
+  auto f2 = acc::ask_cluster_config(fsdp2_answers, out, false, 0);
+  EXPECT_EQ(f2.sharding_env.at("FSDP_VERSION"), "2");
+  EXPECT_EQ(f2.sharding_env.at("FSDP_RESHARD_AFTER_FORWARD"), "true");
+  EXPECT_EQ(f2.sharding_env.at("PARALLELISM_CONFIG_DP_SHARD_SIZE"), "2");
+  EXPECT_EQ(f2.sharding_env.at("PARALLELISM_CONFIG_DP_REPLICATE_SIZE"), "2");
+  const std::string f2_yaml = acc::config_to_yaml(f2);
+  EXPECT_NE(f2_yaml.find("parallelism_config_dp_shard_size: 2"), std::string::npos) << f2_yaml;
+  EXPECT_EQ(acc::parse_config_text(f2_yaml, "fsdp2.yaml").sharding_env, f2.sharding_env) << f2_yaml;
   // DeepSpeed: ZeRO-3, optimizer and parameters offloaded, clipping at 0.5, 16-bit weights, zero.Init.
   std::istringstream ds_answers("1\n\n2\n\nyes\n\n3\n1\n1\n4\nyes\n0.5\nyes\nyes\n\n");
   auto d = acc::ask_cluster_config(ds_answers, out, false, 0);

@@ -55,6 +55,9 @@ const char* const kVariables[] = {"ACCELERATE_USE_FSDP",
                                   "ACCELERATE_USE_PARALLELISM_CONFIG",
                                   "PARALLELISM_CONFIG_DP_REPLICATE_SIZE",
                                   "PARALLELISM_CONFIG_TP_SIZE",
+                                  "PARALLELISM_CONFIG_DP_SHARD_SIZE",
+                                  "PARALLELISM_CONFIG_CP_SIZE",
+                                  "PARALLELISM_CONFIG_SP_SIZE",
                                   "HF_HOME"};
 
 // Each test starts with none of the variables (and no config file to find).
@@ -754,8 +757,8 @@ TEST_F(Sharding, AConfigFileNamedByTheEnvironmentShardsWithoutALauncher) {
   std::remove(path.c_str());
 }
 
-// What Accelerate's launcher passes for Megatron-LM or a parallelism config beyond data-parallel
-// replicas (a C program run by its `accelerate launch --no_python`): it trained plain DDP silently.
+// What Accelerate's launcher passes for Megatron-LM or a parallelism config beyond its data-parallel
+// dimensions (a C program run by its `accelerate launch --no_python`): it trained plain DDP silently.
 TEST_F(Sharding, LauncherVariablesForFeaturesNotBuiltAreRefused) {
   setenv("ACCELERATE_USE_MEGATRON_LM", "true", 1);
   auto [status, message] = failure([] { resolve(); });
@@ -770,6 +773,89 @@ TEST_F(Sharding, LauncherVariablesForFeaturesNotBuiltAreRefused) {
   std::tie(status, message) = failure([] { resolve(); });
   EXPECT_EQ(status, acc::Status::Unsupported);
   EXPECT_NE(message.find("PARALLELISM_CONFIG_TP_SIZE=2"), std::string::npos) << message;
+}
+
+// Accelerate's ParallelismConfig (FSDP 2's N-D mesh): dp_shard_size processes share each copy of the
+// model and dp_replicate_size groups hold replicas; from the config file's section, the launcher's
+// flags and its variables, checked as Accelerate checks them (what it cannot honour named).
+TEST_F(Sharding, ParallelismConfigsDataParallelDimensionsShapeTheShardGroups) {
+  const std::string fsdp2 = "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\nnum_processes: 4\n";
+  const auto file = acc::parse_config_text(
+      fsdp2 +
+          "parallelism_config:\n  parallelism_config_dp_replicate_size: 2\n  parallelism_config_dp_shard_size: 2\n"
+          "  parallelism_config_tp_size: 1\n  parallelism_config_cp_size: 1\n",
+      "nd.yaml");
+  EXPECT_EQ(file.sharding_env.at("ACCELERATE_USE_PARALLELISM_CONFIG"), "true");
+  EXPECT_EQ(file.sharding_env.at("PARALLELISM_CONFIG_DP_SHARD_SIZE"), "2");
+  EXPECT_EQ(file.sharding_env.at("PARALLELISM_CONFIG_DP_REPLICATE_SIZE"), "2");
+  for (const auto& w : file.warnings) EXPECT_EQ(w.find("parallelism"), std::string::npos) << w;
+  // What is not built, a size that is no size, and sharding outside FSDP 2: refused naming the key.
+  const std::vector<std::tuple<std::string, acc::Status, std::string>> refused = {
+      {fsdp2 + "parallelism_config:\n  parallelism_config_tp_size: 2\n", acc::Status::Unsupported,
+       "parallelism_config_tp_size = 2 is not supported"},
+      {fsdp2 + "parallelism_config:\n  parallelism_config_cp_size: 2\n", acc::Status::Unsupported,
+       "parallelism_config_cp_size = 2"},
+      {fsdp2 + "parallelism_config:\n  parallelism_config_dp_shard_size: 0\n", acc::Status::InvalidArgument,
+       "parallelism_config_dp_shard_size = 0: must be an integer >= 1"},
+      {"distributed_type: MULTI_CPU\nnum_processes: 4\nparallelism_config:\n  parallelism_config_dp_shard_size: 2\n",
+       acc::Status::InvalidArgument, "needs distributed_type FSDP with fsdp_version 2"},
+      {"distributed_type: FSDP\nnum_processes: 4\nparallelism_config:\n  parallelism_config_dp_shard_size: 2\n",
+       acc::Status::InvalidArgument, "needs distributed_type FSDP with fsdp_version 2"}};
+  for (const auto& [text, status, words] : refused) {
+    auto [got, message] = failure([&text = text] { acc::parse_config_text(text, "nd.yaml"); });
+    EXPECT_EQ(got, status) << text;
+    EXPECT_NE(message.find(words), std::string::npos) << message;
+  }
+  // Replicas alone outside FSDP are what DDP is.
+  EXPECT_FALSE(acc::parse_config_text("distributed_type: MULTI_CPU\nnum_processes: 2\nparallelism_config:\n"
+                                      "  parallelism_config_dp_replicate_size: 2\n",
+                                      "ddp.yaml")
+                   .sharding_env.count("ACCELERATE_USE_PARALLELISM_CONFIG"));
+
+  // The launcher's flags, over the file's section key by key; without FSDP 2 refused as Accelerate's launcher.
+  acc::LaunchFlags flags;
+  flags.parallelism["dp_shard_size"] = "4";
+  flags.parallelism["dp_replicate_size"] = "1";
+  auto launch = acc::resolve_launch_config(flags, file, std::string("nd.yaml"), {"prog"});
+  EXPECT_EQ(launch.sharding_env.at("PARALLELISM_CONFIG_DP_SHARD_SIZE"), "4");
+  EXPECT_EQ(launch.sharding_env.at("PARALLELISM_CONFIG_DP_REPLICATE_SIZE"), "1");
+  auto [status, message] = failure([&] { acc::resolve_launch_config(flags, std::nullopt, std::nullopt, {"prog"}); });
+  EXPECT_NE(message.find("need --use_parallelism_config"), std::string::npos) << message;
+  flags.use_parallelism_config = true;
+  std::tie(status, message) = failure([&] { acc::resolve_launch_config(flags, std::nullopt, std::nullopt, {"prog"}); });
+  EXPECT_NE(message.find("needs distributed_type FSDP with fsdp_version 2"), std::string::npos) << message;
+  flags.use_fsdp = true;
+  flags.fsdp["fsdp_version"] = "2";
+  flags.num_processes = 4;
+  launch = acc::resolve_launch_config(flags, std::nullopt, std::nullopt, {"prog"});
+  EXPECT_EQ(launch.sharding_env.at("PARALLELISM_CONFIG_DP_SHARD_SIZE"), "4");
+
+  // The variables, as the accelerator reads them: FSDP 2's stage with the shard groups.
+  for (const auto& [name, value] : file.sharding_env) setenv(name.c_str(), value.c_str(), 1);
+  const auto c = resolve();
+  EXPECT_EQ(c.sharding.stage, 3);
+  EXPECT_EQ(c.sharding.dp_shard_size, 2);
+  EXPECT_EQ(c.sharding.dp_replicate_size, 2);
+  EXPECT_NO_THROW(acc::check_parallelism_world(c.sharding, 4));
+  std::tie(status, message) = failure([&] { acc::check_parallelism_world(c.sharding, 2); });
+  EXPECT_EQ(status, acc::Status::InvalidArgument);
+  EXPECT_NE(message.find("dp_shard_size 2 x dp_replicate_size 2 = 4 processes, but the job has 2"), std::string::npos)
+      << message;
+  EXPECT_EQ(resolve({{"zero_stage", "0"}}).sharding.dp_shard_size, 0)
+      << "the program's DDP drops the launcher's groups";
+  // The program's options, checked as Accelerate's ParallelismConfig is.
+  unsetenv("ACCELERATE_USE_PARALLELISM_CONFIG");
+  unsetenv("ACCELERATE_USE_FSDP");
+  const std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, std::string>> contradictions = {
+      {{{"dp_shard_size", "2"}}, "dp_shard_size 2 shards the model: it needs zero_stage 1, 2 or 3"},
+      {{{"zero_stage", "2"}, {"dp_shard_size", "2"}, {"hybrid_shard", "true"}}, "use one"},
+      {{{"zero_stage", "3"}, {"dp_replicate_size", "2"}}, "needs dp_shard_size > 1"}};
+  for (const auto& [options, words] : contradictions) {
+    std::tie(status, message) = failure([&options = options] { resolve(options); });
+    EXPECT_EQ(status, acc::Status::InvalidArgument) << words;
+    EXPECT_NE(message.find(words), std::string::npos) << message;
+  }
+  EXPECT_NO_THROW(resolve({{"dp_replicate_size", "2"}})) << "replicas alone: DDP";
 }
 
 TEST_F(Sharding, Zero3Save16BitModelComesFromEveryPlaceAccelerateReadsIt) {

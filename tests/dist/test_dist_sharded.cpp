@@ -169,6 +169,7 @@ struct Settings {
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;               // offload_optimizer and offload_params
   bool hybrid = false;                // hybrid_shard (under zero_stage 1-3; DDP is DDP)
+  int64_t dp_shard_size = 0;          // under zero_stage 1-3: dp_shard_size, and dp_replicate_size the rest
   bool eval_between = false;          // a forward without gradients between each forward and its backward
   const char* wrap_policy = nullptr;  // auto_wrap_policy
   const char* min_num_params = "0";
@@ -230,6 +231,10 @@ struct Job {
         {"gradient_clipping", s.gradient_clipping},
         {"activation_checkpointing", s.activation_checkpointing ? "true" : "false"},
         {"zero3_save_16bit_model", s.save_16bit_model ? "true" : "false"}};
+    if (s.dp_shard_size && stage > 0) {
+      options.emplace_back("dp_shard_size", std::to_string(s.dp_shard_size));
+      options.emplace_back("dp_replicate_size", std::to_string(g_world / s.dp_shard_size));
+    }
     if (s.wrap_policy) options.emplace_back("auto_wrap_policy", s.wrap_policy);
     if (s.ignored_modules && stage > 0) options.emplace_back("ignored_modules", s.ignored_modules);
     acc = acc_test::make_accelerator(options);
@@ -1349,15 +1354,10 @@ TEST(Sharded, CheckpointsResumeExactlyShardedAndConsolidated) {
       }
 }
 
-// Hybrid sharding (FSDP's HYBRID_SHARD): the processes of each machine shard among themselves and
-// the machines hold replicas. Under dist_tests_two_machines (2 machines of 2 processes) each slice
-// is half a unit and only the first machine writes the shard files; on one machine it is plain
-// sharding. Either way it trains as DDP.
-TEST(Sharded, HybridShardingShardsWithinEachMachine) {
-  const char* local = std::getenv("LOCAL_WORLD_SIZE");
-  const int64_t local_size = local ? std::atoll(local) : g_world;
-  Settings s;
-  s.hybrid = true;
+// Hybrid sharding: groups of `group_size` processes shard among themselves and hold replicas of
+// each other's slices; it trains as DDP, only the first group writes the shard files, and they
+// resume exactly.
+void expect_groups_train_like_ddp_and_resume(Settings s, int64_t group_size) {
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
   for (int stage : {2, 3}) expect_trains_like_ddp(stage, accumulating_clipped_bf16(s), 4);
   s.state_dict_type = "SHARDED_STATE_DICT";
@@ -1373,11 +1373,11 @@ TEST(Sharded, HybridShardingShardsWithinEachMachine) {
       straight = job.weights();
     }
     for (int64_t r = 0; r < g_world; ++r)
-      EXPECT_EQ(std::filesystem::exists(dir + "/optimizer_shard_" + std::to_string(r) + ".safetensors"), r < local_size)
+      EXPECT_EQ(std::filesystem::exists(dir + "/optimizer_shard_" + std::to_string(r) + ".safetensors"), r < group_size)
           << "shard " << r;
-    // The machine's shards hold every element once.
+    // The group's shards hold every element once.
     int64_t elements = 0;
-    for (int64_t r = 0; r < local_size; ++r)
+    for (int64_t r = 0; r < group_size; ++r)
       for (const auto& [name, values] : file_tensors(dir + "/optimizer_shard_" + std::to_string(r) + ".safetensors"))
         if (name.size() > 8 && name.compare(name.size() - 8, 8, ".exp_avg") == 0) elements += values.size();
     EXPECT_EQ(elements, 46);
@@ -1389,6 +1389,35 @@ TEST(Sharded, HybridShardingShardsWithinEachMachine) {
     ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
     if (g_rank == 0) std::filesystem::remove_all(dir);
   }
+}
+
+// FSDP's HYBRID_SHARD: the processes of each machine shard among themselves and the machines hold
+// replicas. Under dist_tests_two_machines (2 machines of 2 processes) each slice is half a unit; on
+// one machine it is plain sharding.
+TEST(Sharded, HybridShardingShardsWithinEachMachine) {
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  Settings s;
+  s.hybrid = true;
+  expect_groups_train_like_ddp_and_resume(s, local ? std::atoll(local) : g_world);
+}
+
+// Accelerate's ParallelismConfig (dp_shard_size x dp_replicate_size, FSDP 2's mesh): groups of
+// dp_shard_size consecutive ranks shard the model, whatever the machines. On 4 processes 2 groups of
+// 2 (HSDP on one machine); on 2 or 3 one group of all, plain sharding. Under `accelerate launch
+// --use_parallelism_config ...` (dist_parallelism_config_flags) the sizes come from its variables.
+TEST(Sharded, ParallelismConfigsShardGroupsShardAmongThemselves) {
+  Settings s;
+  const char* launched = std::getenv("PARALLELISM_CONFIG_DP_SHARD_SIZE");
+  if (!launched) s.dp_shard_size = g_world == 4 ? 2 : g_world;
+  expect_groups_train_like_ddp_and_resume(s, launched ? std::atoll(launched) : s.dp_shard_size);
+  // A shape that is not the job's is refused when the accelerator is made (as Accelerate's).
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
+  ACC_ASSERT_OK(acc_options_set(o, "zero_stage", "3"));
+  ACC_ASSERT_OK(acc_options_set(o, "dp_shard_size", std::to_string(g_world + 1).c_str()));
+  acc_accelerator* wrong = nullptr;
+  ACC_EXPECT_ERROR(acc_accelerator_create(o, &wrong), ACC_ERR_INVALID_ARGUMENT, "but the job has");
+  acc_options_free(o);
 }
 
 // Shards hold slices of units: a job whose units are laid out otherwise (another wrap policy here)
