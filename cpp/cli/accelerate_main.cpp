@@ -171,8 +171,9 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
   for (const std::string& name : acc::parallelism_setting_names())
     option(app, "--parallelism_config_" + name, f.parallelism[name], "ParallelismConfig: as parallelism_config's key");
   flag(app, "--use_deepspeed", f.use_deepspeed, "shard as DeepSpeed's ZeRO does (see --zero_stage)");
-  for (const char* key : {"zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_clipping",
-                          "deepspeed_config_file", "zero3_init_flag", "zero3_save_16bit_model"})
+  for (const char* key :
+       {"zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_clipping", "deepspeed_config_file",
+        "zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher", "deepspeed_moe_layer_cls_names"})
     option(app, std::string("--") + key, f.deepspeed[key], "DeepSpeed: as deepspeed_config's key");
 }
 

@@ -283,8 +283,10 @@ ClusterConfig ask_cluster_config(std::istream& in, std::ostream& out, bool termi
   // No question about gradient accumulation, as in Accelerate: its launcher refuses a file with the
   // top-level gradient_accumulation_steps key this runtime reads (written by hand, or passed as
   // --gradient_accumulation_steps).
-  if (asks_precision)
+  if (asks_precision) {
     c.mixed_precision = ask.choice("Do you wish to use mixed precision?", mixed_precision_choices(), 0);
+    c.present.insert("mixed_precision");
+  }
   return c;
 }
 

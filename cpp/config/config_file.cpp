@@ -500,7 +500,9 @@ std::string config_to_yaml(const ClusterConfig& c) {
   }
   str("compute_environment", c.compute_environment);
   str("distributed_type", c.distributed_type);
-  str("mixed_precision", c.mixed_precision);
+  // Accelerate's None (a file without the key, a DeepSpeed JSON config's precision) stays unwritten:
+  // its launcher takes a written value for a setting beside deepspeed_config_file and refuses it.
+  if (c.present.count("mixed_precision") || c.mixed_precision != "no") str("mixed_precision", c.mixed_precision);
   boolean("use_cpu", c.use_cpu);
   boolean("debug", c.debug);
   integer("num_processes", c.num_processes);

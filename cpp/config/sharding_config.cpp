@@ -32,9 +32,12 @@ const std::set<std::string>& ignored_fsdp_keys() {
 }
 
 const std::set<std::string>& ignored_deepspeed_keys() {
-  // The multi-machine launcher's (config_file.cpp refuses all but "standard", which needs none of them).
+  // The multi-machine launcher's (config_file.cpp refuses all but "standard", which needs none of
+  // them), and the MoE layer classes DeepSpeed's stage 3 keeps whole as leaves (its units; here the
+  // wrap policy's are).
   static const std::set<std::string> keys = {"deepspeed_multinode_launcher", "deepspeed_hostfile",
-                                             "deepspeed_inclusion_filter", "deepspeed_exclusion_filter"};
+                                             "deepspeed_inclusion_filter", "deepspeed_exclusion_filter",
+                                             "deepspeed_moe_layer_cls_names"};
   return keys;
 }
 

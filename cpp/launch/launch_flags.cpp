@@ -95,8 +95,20 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
     // hunt: any FSDP flag put every other setting back to its default), as Accelerate's launch
     // copies a config key unless its flag was given.
     auto settings = fsdp ? fsdp_flags : deepspeed_flags;
+    // FSDP1's strategy has two keys (Accelerate's questionnaire writes it in fsdp_reshard_after_forward):
+    // a flag for either replaces the file's other one too, as Accelerate's flag wins.
+    const bool strategy_flagged =
+        settings.count("fsdp_sharding_strategy") || settings.count("fsdp_reshard_after_forward");
     if (same_kind && file)
-      for (const auto& [key, value] : file->sharding_settings) settings.emplace(key, value);
+      for (const auto& [key, value] : file->sharding_settings)
+        if (!(strategy_flagged && (key == "fsdp_sharding_strategy" || key == "fsdp_reshard_after_forward")))
+          settings.emplace(key, value);
+    // As the config file's key (config_file.cpp): only one launch per machine is this launcher's way.
+    const auto multinode = settings.find("deepspeed_multinode_launcher");
+    require(fsdp || c.num_machines <= 1 || multinode == settings.end() || multinode->second == "standard",
+            "--deepspeed_multinode_launcher ", multinode == settings.end() ? "" : multinode->second, " on ",
+            c.num_machines, " machines is not supported: it starts every machine's processes from this one; use ",
+            "standard and run accelerate launch on each machine with its machine_rank");
     // The flags are read as settings of the file's FSDP version (FSDP2's reshard_after_forward is
     // no strategy); a flag cannot change the version under the file's other settings.
     if (fsdp && same_kind) {

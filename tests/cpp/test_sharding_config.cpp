@@ -619,6 +619,51 @@ TEST_F(Sharding, LauncherFlagsOverrideTheFileKeyByKey) {
 // flag put ram-efficient loading and min_num_params back to the flags' defaults); a DeepSpeed JSON
 // file named by its flag beside the file's settings is refused as the two in one file are; without
 // a file, --use_fsdp passes every variable Accelerate's launcher passes, its flags' defaults.
+// Found by a hunt against Accelerate 1.15's files: its questionnaire writes FSDP1's strategy in
+// fsdp_reshard_after_forward, and a strategy flag over such a file was refused as naming two
+// strategies where Accelerate's flag wins; its MoE key was "unknown"; a multi-machine DeepSpeed
+// launcher could not be named by its flag; and a file without mixed_precision (beside a DeepSpeed
+// JSON config, which Accelerate's launcher then refuses it with) got one written back.
+TEST_F(Sharding, FilesAsAccelerateWritesThemTakeItsFlagsAndKeepWhatTheyLack) {
+  const auto file = acc::parse_config_text(
+      "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 1\n  fsdp_reshard_after_forward: FULL_SHARD\n"
+      "num_processes: 2\n",
+      "fsdp1.yaml");
+  acc::LaunchFlags flags;
+  flags.fsdp["fsdp_sharding_strategy"] = "SHARD_GRAD_OP";
+  EXPECT_EQ(acc::resolve_launch_config(flags, file, std::string("fsdp1.yaml"), {"train"})
+                .sharding_env.at("FSDP_SHARDING_STRATEGY"),
+            "SHARD_GRAD_OP");
+  const auto moe = acc::parse_config_text(
+      "distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n  deepspeed_moe_layer_cls_names: Expert\n"
+      "num_processes: 2\n",
+      "moe.yaml");
+  ASSERT_EQ(moe.warnings.size(), 1u);
+  EXPECT_NE(moe.warnings[0].find("deepspeed_moe_layer_cls_names is ignored (no counterpart here)"), std::string::npos)
+      << moe.warnings[0];
+  acc::LaunchFlags pdsh;
+  pdsh.use_deepspeed = true;
+  pdsh.num_machines = 2;
+  pdsh.num_processes = 4;
+  pdsh.deepspeed["deepspeed_multinode_launcher"] = "pdsh";
+  EXPECT_NE(failure([&] {
+              acc::resolve_launch_config(pdsh, std::nullopt, std::nullopt, {"train"});
+            }).second.find("--deepspeed_multinode_launcher pdsh on 2 machines is not supported"),
+            std::string::npos);
+  pdsh.deepspeed["deepspeed_multinode_launcher"] = "standard";
+  EXPECT_NO_THROW(acc::resolve_launch_config(pdsh, std::nullopt, std::nullopt, {"train"}));
+  // Accelerate's None is not written back as "no"; a value the file had is.
+  const std::string json = testing::TempDir() + "/ds_config.json";
+  std::ofstream(json) << R"({"zero_optimization": {"stage": 2}})";
+  const auto ds = acc::parse_config_text(
+      "distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: " + json + "\nnum_processes: 2\n",
+      "ds.yaml");
+  EXPECT_EQ(acc::config_to_yaml(ds).find("mixed_precision"), std::string::npos) << acc::config_to_yaml(ds);
+  const auto said =
+      acc::parse_config_text("distributed_type: MULTI_CPU\nmixed_precision: 'no'\nnum_processes: 2\n", "said.yaml");
+  EXPECT_NE(acc::config_to_yaml(said).find("mixed_precision: 'no'"), std::string::npos) << acc::config_to_yaml(said);
+}
+
 TEST_F(Sharding, AFlagKeepsTheFilesOtherSettingsAndEveryVariableIsPassed) {
   const auto file = acc::parse_config_text(
       "distributed_type: FSDP\nfsdp_config:\n  fsdp_cpu_ram_efficient_loading: false\n  fsdp_min_num_params: 1000\n"
