@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "common/options.h"
+#include "common/text.h"
 #include "config/config_file.h"
 #include "config/sharding_config.h"
 #include "parallel/ignored_modules.h"
@@ -60,6 +61,32 @@ void refuse_unbuilt_launcher_features(const VariableLookup& variables) {
           "only its data-parallel dimensions (PARALLELISM_CONFIG_DP_SHARD_SIZE, PARALLELISM_CONFIG_DP_REPLICATE_SIZE) ",
           "are built here");
   }
+}
+
+// The data-parallel sizes Accelerate's launcher passes (0: none), each an integer >= 1 as its
+// ParallelismConfig requires; shard groups only under its FSDP 2 (its FSDP 1 never reads the mesh,
+// and shards over every process).
+struct ParallelismSizes {
+  int64_t shard = 0, replicate = 0;
+};
+ParallelismSizes launcher_parallelism_sizes(const VariableLookup& variables) {
+  ParallelismSizes sizes;
+  const auto use = variables("ACCELERATE_USE_PARALLELISM_CONFIG");
+  if (!use || !parse_bool(*use).value_or(false)) return sizes;
+  for (auto [name, size] : {std::pair<const char*, int64_t*>{"PARALLELISM_CONFIG_DP_SHARD_SIZE", &sizes.shard},
+                            {"PARALLELISM_CONFIG_DP_REPLICATE_SIZE", &sizes.replicate}}) {
+    const auto value = variables(name);
+    if (!value) continue;
+    const auto parsed = parse_integer(*value);
+    require(parsed && *parsed >= 1, "environment variable ", name, "='", *value, "': must be an integer >= 1");
+    *size = *parsed;
+  }
+  const auto fsdp = variables("ACCELERATE_USE_FSDP");
+  const bool fsdp2 = fsdp && parse_bool(*fsdp).value_or(false) && variables("FSDP_VERSION").value_or("1") == "2";
+  require(sizes.shard <= 1 || fsdp2, "environment variable PARALLELISM_CONFIG_DP_SHARD_SIZE='", sizes.shard,
+          "' shards the model in groups: it needs FSDP version 2 (ACCELERATE_USE_FSDP=true, FSDP_VERSION=2), as ",
+          "Accelerate's FSDP 1 never reads the parallelism config");
+  return sizes;
 }
 
 // Accelerate's ParallelismConfig's data-parallel dimensions, as far as they can be checked before
@@ -321,10 +348,7 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   take("mixed_precision", "ACCELERATE_MIXED_PRECISION");
   take("gradient_accumulation_steps", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS");
   take("gradient_clipping", "ACCELERATE_GRADIENT_CLIPPING", "auto");
-  if (const auto use = variables("ACCELERATE_USE_PARALLELISM_CONFIG"); use && parse_bool(*use).value_or(false)) {
-    take("dp_shard_size", "PARALLELISM_CONFIG_DP_SHARD_SIZE");
-    take("dp_replicate_size", "PARALLELISM_CONFIG_DP_REPLICATE_SIZE");
-  }
+  const ParallelismSizes launched = launcher_parallelism_sizes(variables);
 
   AcceleratorConfig c;
   table.copy(from_env, c);
@@ -335,11 +359,12 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   // Hybrid sharding without a stage would train plain DDP: say so rather than do it.
   require(!c.sharding.hybrid || c.sharding.stage > 0,
           "hybrid_shard shards within each machine: it needs zero_stage 1, 2 or 3, not 0 (DDP)");
-  // The program's zero_stage 0 is DDP: the launcher's shard groups go with the launcher's sharding.
-  if (o.has("zero_stage") && c.sharding.stage == 0)
-    for (auto [key, size] : {std::pair<const char*, int64_t*>{"dp_shard_size", &c.sharding.dp_shard_size},
-                             {"dp_replicate_size", &c.sharding.dp_replicate_size}})
-      if (!o.has(key)) *size = 0;
+  // The launcher's sizes where the program set none (0 is none), except that the program's zero_stage
+  // 0 is DDP: the launcher's shard groups go with the launcher's sharding.
+  if (!(o.has("zero_stage") && c.sharding.stage == 0)) {
+    if (c.sharding.dp_shard_size == 0) c.sharding.dp_shard_size = launched.shard;
+    if (c.sharding.dp_replicate_size == 0) c.sharding.dp_replicate_size = launched.replicate;
+  }
   check_parallelism_sizes(c.sharding);
   // So would offloading without a sharded optimizer to offload (DeepSpeed's stage 0, FSDP's NO_SHARD).
   require(!(c.sharding.offload_optimizer || c.sharding.offload_params) || c.sharding.stage > 0,

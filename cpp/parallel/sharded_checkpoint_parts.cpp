@@ -88,7 +88,8 @@ void check_shard_metadata(const Metadata& metadata, const NamedTensors& tensors,
   const std::string world = std::to_string(engine.layout().world()), stage = std::to_string(engine.options().stage);
   if (value("num_processes") != world || value("zero_stage") != stage)
     fail(Status::InvalidArgument, "checkpoint file '", path, "' is a shard of ", value("num_processes"),
-         " processes under zero_stage ", value("zero_stage"), "; this job has ", world, " under zero_stage ", stage,
+         " processes under zero_stage ", value("zero_stage"), "; this job shards among ", world,
+         " (its group of processes: all, or hybrid_shard's / dp_shard_size's) under zero_stage ", stage,
          " (SHARDED_STATE_DICT loads only on the same sharding; save with FULL_STATE_DICT to change it)");
   const std::string rank = std::to_string(engine.layout().rank());
   if (value("process_index") != rank)

@@ -888,6 +888,18 @@ TEST_F(Sharding, ParallelismConfigsDataParallelDimensionsShapeTheShardGroups) {
       << message;
   EXPECT_EQ(resolve({{"zero_stage", "0"}}).sharding.dp_shard_size, 0)
       << "the program's DDP drops the launcher's groups";
+  EXPECT_EQ(resolve({{"dp_shard_size", "0"}}).sharding.dp_shard_size, 2) << "0 is none: the launcher's size";
+  // Found by a hunt: a size of 0, and shard groups under FSDP 1 (whose Accelerate never reads the
+  // mesh), came through the variables unrefused.
+  setenv("PARALLELISM_CONFIG_DP_SHARD_SIZE", "0", 1);
+  std::tie(status, message) = failure([] { resolve(); });
+  EXPECT_NE(message.find("PARALLELISM_CONFIG_DP_SHARD_SIZE='0': must be an integer >= 1"), std::string::npos)
+      << message;
+  setenv("PARALLELISM_CONFIG_DP_SHARD_SIZE", "2", 1);
+  setenv("FSDP_VERSION", "1", 1);
+  std::tie(status, message) = failure([] { resolve(); });
+  EXPECT_NE(message.find("it needs FSDP version 2"), std::string::npos) << message;
+  setenv("FSDP_VERSION", "2", 1);
   // The program's options, checked as Accelerate's ParallelismConfig is.
   unsetenv("ACCELERATE_USE_PARALLELISM_CONFIG");
   unsetenv("ACCELERATE_USE_FSDP");
