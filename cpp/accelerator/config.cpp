@@ -8,6 +8,7 @@
 #include "common/options.h"
 #include "common/text.h"
 #include "config/config_file.h"
+#include "config/parallelism_config.h"
 #include "config/sharding_config.h"
 #include "parallel/ignored_modules.h"
 #include "state/process_env.h"
@@ -81,9 +82,8 @@ ParallelismSizes launcher_parallelism_sizes(const VariableLookup& variables) {
     require(parsed && *parsed >= 1, "environment variable ", name, "='", *value, "': must be an integer >= 1");
     *size = *parsed;
   }
-  const auto fsdp = variables("ACCELERATE_USE_FSDP");
-  const bool fsdp2 = fsdp && parse_bool(*fsdp).value_or(false) && variables("FSDP_VERSION").value_or("1") == "2";
-  require(sizes.shard <= 1 || fsdp2, "environment variable PARALLELISM_CONFIG_DP_SHARD_SIZE='", sizes.shard,
+  require(sizes.shard <= 1 || launches_fsdp2(variables), "environment variable PARALLELISM_CONFIG_DP_SHARD_SIZE='",
+          sizes.shard,
           "' shards the model in groups: it needs FSDP version 2 (ACCELERATE_USE_FSDP=true, FSDP_VERSION=2), as ",
           "Accelerate's FSDP 1 never reads the parallelism config");
   return sizes;

@@ -1,11 +1,12 @@
 #include "config/parallelism_config.h"
 
-#include <cctype>
 #include <cstdint>
 #include <map>
 #include <set>
 
 #include "common/error.h"
+#include "common/options.h"
+#include "common/text.h"
 
 namespace acc {
 
@@ -15,18 +16,17 @@ const std::string kPrefix = "parallelism_config_";
 
 // A size as Accelerate's launcher takes it (argparse's int): an integer of at least 1.
 int64_t size_setting(const std::string& origin, const std::string& key, const std::string& text) {
-  std::size_t end = 0;
-  int64_t value = 0;
-  try {
-    value = std::stoll(text, &end);
-  } catch (const std::exception&) {
-    end = 0;
-  }
-  require(end != 0 && end == text.size() && value >= 1, origin, ": ", key, " = ", text, ": must be an integer >= 1");
-  return value;
+  const auto value = parse_integer(text);
+  require(value && *value >= 1, origin, ": ", key, " = ", text, ": must be an integer >= 1");
+  return *value;
 }
 
 }  // namespace
+
+bool launches_fsdp2(const VariableLookup& variables) {
+  const auto fsdp = variables("ACCELERATE_USE_FSDP");
+  return fsdp && parse_bool(*fsdp).value_or(false) && variables("FSDP_VERSION").value_or("1") == "2";
+}
 
 const std::vector<std::string>& parallelism_setting_names() {
   static const std::vector<std::string> names = {
@@ -53,9 +53,11 @@ SettingMap parallelism_environment(const SettingMap& settings, const SettingMap&
     if (sizes[name] > 1)
       fail(Status::Unsupported, origin, ": ", kPrefix, name, " = ", sizes[name], " is not supported: only the ",
            "parallelism config's data-parallel dimensions (dp_shard_size, dp_replicate_size) are built here");
-  const auto fsdp_version = sharding_env.find("FSDP_VERSION");
-  const bool fsdp2 =
-      sharding_env.count("ACCELERATE_USE_FSDP") && fsdp_version != sharding_env.end() && fsdp_version->second == "2";
+  const bool fsdp2 = launches_fsdp2([&sharding_env](const char* name) -> std::optional<std::string> {
+    const auto found = sharding_env.find(name);
+    if (found == sharding_env.end()) return std::nullopt;
+    return found->second;
+  });
   if (!fsdp2) {
     // As Accelerate's launcher: the config is for FSDP 2 (its FSDP 1 and DDP never read the mesh).
     require(sizes["dp_shard_size"] == 1, origin, ": ", kPrefix, "dp_shard_size = ", sizes["dp_shard_size"],
@@ -64,9 +66,7 @@ SettingMap parallelism_environment(const SettingMap& settings, const SettingMap&
   }
   SettingMap env = {{"ACCELERATE_USE_PARALLELISM_CONFIG", "true"}};
   for (const auto& [name, size] : sizes) {
-    std::string variable = "PARALLELISM_CONFIG_" + name.substr(0, name.size() - 5);  // without "_size"
-    for (char& c : variable) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    env[variable + "_SIZE"] = std::to_string(size);
+    env["PARALLELISM_CONFIG_" + uppercase(name)] = std::to_string(size);
   }
   return env;
 }

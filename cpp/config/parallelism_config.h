@@ -19,6 +19,10 @@ namespace acc {
 // sp_seq_length_is_variable, sp_attn_implementation): the flags are --parallelism_config_<name>.
 const std::vector<std::string>& parallelism_setting_names();
 
+// Whether Accelerate's launcher variables ask for FSDP version 2 (ACCELERATE_USE_FSDP true and
+// FSDP_VERSION 2; its default version is 1): where its ParallelismConfig shapes the shard groups.
+bool launches_fsdp2(const VariableLookup& variables);
+
 // The variables for `settings` (keys with their prefix), given the job's sharding variables
 // (sharding_env: FSDP version 2 is where Accelerate applies the config). Sizes are integers >= 1;
 // tp_size, cp_size or sp_size above 1 is ACC_ERR_UNSUPPORTED; sharding dimensions outside FSDP 2

@@ -615,10 +615,6 @@ TEST_F(Sharding, LauncherFlagsOverrideTheFileKeyByKey) {
             "false");
 }
 
-// A flag leaves the file's other settings as they are, defaults included (found by a hunt: any FSDP
-// flag put ram-efficient loading and min_num_params back to the flags' defaults); a DeepSpeed JSON
-// file named by its flag beside the file's settings is refused as the two in one file are; without
-// a file, --use_fsdp passes every variable Accelerate's launcher passes, its flags' defaults.
 // Found by a hunt against Accelerate 1.15's files: its questionnaire writes FSDP1's strategy in
 // fsdp_reshard_after_forward, and a strategy flag over such a file was refused as naming two
 // strategies where Accelerate's flag wins; its MoE key was "unknown"; a multi-machine DeepSpeed
@@ -664,6 +660,10 @@ TEST_F(Sharding, FilesAsAccelerateWritesThemTakeItsFlagsAndKeepWhatTheyLack) {
   EXPECT_NE(acc::config_to_yaml(said).find("mixed_precision: 'no'"), std::string::npos) << acc::config_to_yaml(said);
 }
 
+// A flag leaves the file's other settings as they are, defaults included (found by a hunt: any FSDP
+// flag put ram-efficient loading and min_num_params back to the flags' defaults); a DeepSpeed JSON
+// file named by its flag beside the file's settings is refused as the two in one file are; without
+// a file, --use_fsdp passes every variable Accelerate's launcher passes, its flags' defaults.
 TEST_F(Sharding, AFlagKeepsTheFilesOtherSettingsAndEveryVariableIsPassed) {
   const auto file = acc::parse_config_text(
       "distributed_type: FSDP\nfsdp_config:\n  fsdp_cpu_ram_efficient_loading: false\n  fsdp_min_num_params: 1000\n"
