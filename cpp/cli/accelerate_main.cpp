@@ -30,6 +30,7 @@
 #include "config/parallelism_config.h"
 #include "launch/inherited_signals.h"
 #include "launch/launch_flags.h"
+#include "launch/python_only_flags.h"
 #include "parallel/merge_shards.h"
 #include "parallel/sharded_checkpoint_parts.h"
 
@@ -91,11 +92,9 @@ struct LaunchArgs {
   acc::LaunchFlags flags;
   std::optional<std::string> config_file;
   bool module = false, no_python = false, same_network = false, quiet = false;
-  // Python Accelerate's flags for what this runtime does not do: taken, and warned about when they
-  // ask for something (as the config file's keys for them are).
-  std::optional<std::string> dynamo_backend, dynamo_mode, main_training_function;
-  bool dynamo_use_fullgraph = false, dynamo_use_dynamic = false, dynamo_use_regional_compilation = false;
-  bool downcast_bf16 = false, tpu = false, use_megatron_lm = false;
+  // Python Accelerate's flags for what this runtime does not do (launch/python_only_flags.h), by name.
+  std::map<std::string, std::vector<std::string>> python_only_values;
+  std::map<std::string, bool> python_only_switches;
 };
 
 void add_launch_options(CLI::App* app, LaunchArgs& a) {
@@ -108,6 +107,12 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
   option(app, "--main_process_port", f.main_process_port, "port of the rendezvous (0 or none: a free port)")
       ->check(in_range(0, 65535));
   option(app, "--mixed_precision", f.mixed_precision, "no, fp16 or bf16")
+      ->check(CLI::Validator(
+                  [](std::string& value) -> std::string {
+                    return value == "fp8" ? "fp8 is not supported by this runtime (no, fp16 or bf16)" : "";
+                  },
+                  "")
+                  .description(""))
       ->check(CLI::IsMember(acc::mixed_precision_choices()));
   option(app, "--gradient_accumulation_steps", f.gradient_accumulation_steps, "micro-steps per optimizer step")
       ->check(in_range(1, 1 << 20));
@@ -140,21 +145,25 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
   flag(app, "--no_python", a.no_python, "run a PROGRAM ending in .py as an executable, not through python3");
   flag(app, "--same_network", a.same_network, "accepted: the rendezvous needs no hint");
   flag(app, "-q,--quiet", a.quiet, "accepted: errors are short already");
-  // Accelerate's choices (its argparse refuses others; "torhchxla_trace_once" is its own spelling).
-  option(app, "--dynamo_backend", a.dynamo_backend,
-         "accepted: torch.compile needs Python (anything but no is warned about)")
-      ->check(CLI::IsMember({"no", "eager", "aot_eager", "inductor", "aot_ts_nvfuser", "nvprims_nvfuser", "cudagraphs",
-                             "ofi", "fx2trt", "onnxrt", "tensorrt", "aot_torchxla_trace_once", "torhchxla_trace_once",
-                             "torchxla_trace_once", "tvm"}));
-  option(app, "--dynamo_mode", a.dynamo_mode, "accepted with --dynamo_backend")
-      ->check(CLI::IsMember({"default", "reduce-overhead", "max-autotune"}));
-  flag(app, "--dynamo_use_fullgraph", a.dynamo_use_fullgraph, "accepted with --dynamo_backend");
-  flag(app, "--dynamo_use_dynamic", a.dynamo_use_dynamic, "accepted with --dynamo_backend");
-  flag(app, "--dynamo_use_regional_compilation", a.dynamo_use_regional_compilation, "accepted with --dynamo_backend");
-  flag(app, "--downcast_bf16", a.downcast_bf16, "accepted: TPU only (warned about)");
-  option(app, "--main_training_function", a.main_training_function, "accepted: TPU only");
-  flag(app, "--tpu", a.tpu, "refused: no TPU support");
-  flag(app, "--use_megatron_lm", a.use_megatron_lm, "refused: Megatron-LM is Python-only");
+  // Python Accelerate's flags for what is not built here, apart in --help.
+  for (const acc::PythonOnlyFlag& python_only : acc::python_only_flags()) {
+    const std::string name = "--" + python_only.name;
+    const std::string help = python_only.answer == acc::PythonOnlyFlag::Answer::Refused ? "refused: " + python_only.why
+                             : python_only.answer == acc::PythonOnlyFlag::Answer::Warned
+                                 ? "accepted: " + python_only.why + " (warned about)"
+                                 : "accepted, ignored (Accelerate uses it only with a feature not built here)";
+    CLI::Option* added;
+    if (!python_only.takes_value) {
+      added = flag(app, name, a.python_only_switches[python_only.name], help);
+    } else {  // one value each time given, as argparse's (a list: --vm and --env append theirs)
+      added = option(app, name, a.python_only_values[python_only.name], help)
+                  ->expected(1)
+                  ->allow_extra_args(false)
+                  ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+      if (!python_only.choices.empty()) added->check(CLI::IsMember(python_only.choices));
+    }
+    added->group("Python Accelerate's, for what this runtime does not do");
+  }
   // Sharded data parallelism, with Accelerate's flag names (values are checked when resolved).
   flag(app, "--use_fsdp", f.use_fsdp, "shard as FSDP does (see --fsdp_sharding_strategy)");
   for (const char* key :
@@ -173,26 +182,25 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
   flag(app, "--use_deepspeed", f.use_deepspeed, "shard as DeepSpeed's ZeRO does (see --zero_stage)");
   for (const char* key :
        {"zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_clipping", "deepspeed_config_file",
-        "zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher", "deepspeed_moe_layer_cls_names"})
+        "zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher", "deepspeed_moe_layer_cls_names",
+        "deepspeed_hostfile", "deepspeed_inclusion_filter", "deepspeed_exclusion_filter"})
     option(app, std::string("--") + key, f.deepspeed[key], "DeepSpeed: as deepspeed_config's key");
 }
 
 // Python Accelerate's launch flags for what this runtime does not do: an error where the job would
-// need it (a TPU, Megatron-LM; exit 2), a warning where it would only run otherwise.
+// need it (a TPU, Megatron-LM, mpirun; exit 2), a warning where it would only run otherwise.
 bool check_python_only_flags(const char* who, const LaunchArgs& a) {
-  if (a.tpu || a.use_megatron_lm) {
-    std::fprintf(stderr, "%s: %s is not supported by this runtime (%s)\n", who, a.tpu ? "--tpu" : "--use_megatron_lm",
-                 a.tpu ? "no TPU support" : "Megatron-LM is Python-only");
+  std::map<std::string, std::vector<std::string>> given = a.python_only_values;
+  for (const auto& [name, on] : a.python_only_switches)
+    if (on) given[name] = {"true"};
+  try {
+    for (const std::string& warning : acc::check_python_only_flags(given))
+      std::fprintf(stderr, "%s: warning: %s\n", who, warning.c_str());
+    return true;
+  } catch (const acc::Error& e) {
+    std::fprintf(stderr, "%s: %s\n", who, e.what());
     return false;
   }
-  const bool compiles = a.dynamo_backend && acc::lowercase(*a.dynamo_backend) != "no";
-  if (compiles)
-    std::fprintf(stderr,
-                 "%s: warning: --dynamo_backend %s is ignored: torch.compile needs Python (the model runs as "
-                 "it is)\n",
-                 who, a.dynamo_backend->c_str());
-  if (a.downcast_bf16) std::fprintf(stderr, "%s: warning: --downcast_bf16 is ignored: TPU only\n", who);
-  return true;
 }
 
 // Usage errors, and errors in the config file, exit 2; others 1.

@@ -156,8 +156,12 @@ SettingMap ask_fsdp(Asker& ask) {
         ask.integer("What should be your FSDP's minimum number of parameters for Default Auto Wrapping Policy?",
                     100000000, 0, INT_MAX));
   }
-  fsdp["fsdp_state_dict_type"] =
-      ask.choice("What should be your FSDP's state dict type?", {"FULL_STATE_DICT", "SHARDED_STATE_DICT"}, 0);
+  // Accelerate's menus and default (the first): FSDP1 offers a consolidated state first, FSDP2 shards.
+  const bool fsdp2 = fsdp["fsdp_version"] == "2";
+  fsdp["fsdp_state_dict_type"] = ask.choice("What should be your FSDP's state dict type?",
+                                            fsdp2 ? std::vector<std::string>{"SHARDED_STATE_DICT", "FULL_STATE_DICT"}
+                                                  : std::vector<std::string>{"FULL_STATE_DICT", "SHARDED_STATE_DICT"},
+                                            0);
   fsdp["fsdp_cpu_ram_efficient_loading"] =
       ask.yes_no("Do you want to enable CPU RAM efficient model loading (only the main process builds the weights)?",
                  true) ? "true" : "false";

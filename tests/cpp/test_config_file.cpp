@@ -454,6 +454,7 @@ TEST_F(Config, QuestionsMakeShardedConfigs) {
   auto f2 = acc::ask_cluster_config(fsdp2_answers, out, false, 0);
   EXPECT_EQ(f2.sharding_env.at("FSDP_VERSION"), "2");
   EXPECT_EQ(f2.sharding_env.at("FSDP_RESHARD_AFTER_FORWARD"), "true");
+  EXPECT_EQ(f2.sharding_env.at("FSDP_STATE_DICT_TYPE"), "SHARDED_STATE_DICT") << "FSDP2's default, as Accelerate's";
   EXPECT_EQ(f2.sharding_env.at("PARALLELISM_CONFIG_DP_SHARD_SIZE"), "2");
   EXPECT_EQ(f2.sharding_env.at("PARALLELISM_CONFIG_DP_REPLICATE_SIZE"), "2");
   const std::string f2_yaml = acc::config_to_yaml(f2);
