@@ -364,18 +364,47 @@ std::string staging_dir(const std::string& folder) {
   return (path.parent_path() / aside.substr(0, aside.size() - (sizeof(".old") - 1))).string();
 }
 
+namespace {
+
+// Deletes `earlier` (the checkpoint a save replaced, or what a stopped one left at `aside`'s name);
+// one that cannot be deleted (a write-protected folder) is moved out of the way of later saves, to
+// ".<target's name>.replaced[_N]" beside it. Empty when deleted, else what to tell the user.
+std::string delete_earlier(const fs::path& earlier, const fs::path& target) {
+  std::error_code ec;
+  fs::remove_all(earlier, ec);
+  if (!ec) return "";
+  const std::string why = ec.message();
+  for (int n = 0; n < 1000; ++n) {
+    const fs::path kept =
+        target.parent_path() /
+        name_with_suffix_fitted("." + target.filename().string(), n ? ".replaced_" + std::to_string(n) : ".replaced");
+    if (fs::exists(fs::symlink_status(kept, ec))) continue;
+    fs::rename(earlier, kept, ec);
+    if (ec) break;
+    return "cannot delete the checkpoint it replaced (" + why + "); it is kept as '" + kept.string() + "'";
+  }
+  return "cannot delete '" + earlier.string() + "' (" + why + ")";
+}
+
+}  // namespace
+
 void publish_checkpoint(const std::string& staging, const std::string& target) {
   std::error_code ec;
   const fs::path aside = fs::path(staging).string() + ".old";
+  // Every file on disk before the folder replaces the earlier checkpoint (fsync: a crash or a
+  // write-back failure never leaves a checkpoint in place that was never written).
+  sync_to_disk(staging, target);
   const bool replacing = fs::exists(target, ec);
   // Swapped in one step where the file system can: a process killed between two renames would
   // leave nothing at the target. The earlier checkpoint is then at the staging name, removed.
   if (replacing && ::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
-    remove_all_or_fail(staging);
+    sync_folder_of(target, target);
+    const std::string kept = delete_earlier(staging, target);
+    if (!kept.empty()) fail(Status::Io, "save_state: ", kept);
     return;
   }
   if (replacing) {
-    remove_all_or_fail(aside);
+    if (fs::exists(fs::symlink_status(aside, ec))) static_cast<void>(delete_earlier(aside, target));
     fs::rename(target, aside, ec);
     if (ec) fail(Status::Io, "cannot move the earlier checkpoint '", target, "' aside: ", ec.message());
   }
@@ -385,7 +414,10 @@ void publish_checkpoint(const std::string& staging, const std::string& target) {
     if (replacing) fs::rename(aside, target, ignored);  // put the earlier one back
     fail(Status::Io, "cannot move the new checkpoint into '", target, "': ", ec.message());
   }
-  if (replacing) remove_all_or_fail(aside);
+  sync_folder_of(target, target);
+  if (!replacing) return;
+  const std::string kept = delete_earlier(aside, target);
+  if (!kept.empty()) fail(Status::Io, "save_state: ", kept);
 }
 
 }  // namespace acc

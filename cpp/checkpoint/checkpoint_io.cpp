@@ -41,29 +41,6 @@ class StagingCleanup {
   std::string staging_;
 };
 
-// The checkpoint's folder, made for the pre-hooks where it did not exist: removed again if the save
-// fails and it is still empty (what a hook left there is not the library's to delete).
-class CreatedFolder {
- public:
-  CreatedFolder() = default;
-  CreatedFolder(const CreatedFolder&) = delete;
-  CreatedFolder& operator=(const CreatedFolder&) = delete;
-  ~CreatedFolder() {
-    if (folder_.empty() || std::uncaught_exceptions() == 0) return;
-    std::error_code ignored;
-    fs::remove(folder_, ignored);  // only an empty folder goes
-  }
-  void make(const std::string& folder) {
-    std::error_code ec;
-    if (fs::exists(fs::symlink_status(folder, ec))) return;
-    if (fs::create_directories(folder, ec)) folder_ = folder;
-    if (ec) fail(Status::Io, "cannot create the checkpoint folder '", folder, "': ", ec.message());
-  }
-
- private:
-  std::string folder_;
-};
-
 // What the pre-hooks of a save that fails before it is moved into the staging folder wrote into the
 // target: deleted, so that an earlier checkpoint there stays one a save may replace (nothing of a
 // failed save is kept, as the staging folder's contents are not).
@@ -94,7 +71,10 @@ constexpr const char* kStagingOwner = ".accelerate_staging_owner";
 
 void create_staging(const std::string& staging) {
   std::error_code ec;
-  fs::remove_all(staging, ec);
+  fs::remove_all(staging, ec);  // a stopped save's
+  if (ec)
+    fail(Status::Io, "cannot delete '", staging, "', which a stopped save left: ", ec.message(),
+         " (delete it, then save again)");
   fs::create_directories(staging, ec);
   if (ec) fail(Status::Io, "cannot create '", staging, "': ", ec.message());
 }
@@ -200,7 +180,7 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
   // The other writers (save_on_each_node's local main processes) stage on their own file systems.
   // Then the pre-hooks run with the folder, made as Accelerate makes output_dir for them.
   bool writer = save.writer;
-  CreatedFolder made_for_hooks;
+  FolderMadeForWrite made_for_hooks;  // (what a hook left there is not the library's to delete)
   HookOutputOfAFailedSave discard_if_failed(before_hooks);
   collectives.agree(
       "save_state (preparing on each node '" + target + "')",
@@ -214,7 +194,7 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
           }
         }
         // Only for hooks: a save killed meanwhile leaves the folder behind (empty, or what a hook wrote).
-        if (!save.hooks.empty()) made_for_hooks.make(target);
+        if (!save.hooks.empty()) made_for_hooks.make(target, "the checkpoint folder");
         for (const auto& hook : save.hooks) hook(save.models, save.target);
       },
       "save_state (preparing on each node)");
@@ -233,7 +213,11 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
         for (const auto& part : parts) {
           if (!((part->per_process() && part->writes_here()) || writer)) continue;
           const std::string path = join_path(staging, part->file());
-          part->save(path);
+          try {
+            part->save(path);
+          } catch (const Error& e) {
+            fail_naming_final(e, staging, target);  // where the file would be
+          }
           written[part->file()] = file_record(path);
         }
       },

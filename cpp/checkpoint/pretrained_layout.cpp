@@ -89,6 +89,7 @@ void move_staged_save_in(const std::string& dir) {
   }
   fs::rename(staged_index, dir + "/" + kIndexName, ec);
   if (ec) fail(Status::Io, "cannot move '", kIndexName, "' into '", dir, "': ", ec.message());
+  sync_folder_of(dir + "/" + kIndexName, dir);  // the moves on disk (each file is: write_through_temporary)
   fs::remove_all(staging, ec);
 }
 
@@ -97,8 +98,8 @@ void move_staged_save_in(const std::string& dir) {
 std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors& tensors, int64_t max_shard_bytes) {
   require(max_shard_bytes > 0, "max_shard_size must be positive");
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail(Status::Io, "cannot create '", dir, "': ", ec.message());
+  FolderMadeForWrite made;
+  made.make(dir, "the model folder");
   // huggingface_hub's split_state_dict_into_shards_factory: a tensor larger than a shard gets one of
   // its own (listed then, the current shard staying open); a new shard when the next tensor would
   // overflow the current one; the current one last.
@@ -154,8 +155,11 @@ std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors
       }
       const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
       write_file_atomically(staging + "/" + kIndexName, index.dump(2) + "\n");
-    } catch (...) {
+    } catch (const Error& e) {
       fs::remove_all(staging, ec);  // a failed save (a full disk) leaves no shards behind
+      fail_naming_final(e, staging, dir);
+    } catch (...) {
+      fs::remove_all(staging, ec);
       throw;
     }
     written.push_back(kIndexName);

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -193,6 +194,65 @@ bool is_temporary_of(const std::string& candidate, const std::string& name) {
                      [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) && !std::isupper(c); });
 }
 
+namespace {
+
+// fsync of one file or folder; EINVAL (a file system that keeps nothing to sync) and EROFS (nothing
+// written there) are no failure.
+void sync_one(const std::string& path, const std::string& named, bool folder) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (folder ? O_DIRECTORY : 0));
+  if (fd < 0)
+    fail(Status::Io, "cannot write '", named, "': ", std::strerror(errno), " (opening it to flush it to disk)");
+  int error = 0;
+  while (::fsync(fd) != 0) {
+    if (errno == EINTR) continue;
+    if (errno != EINVAL && errno != EROFS) error = errno;
+    break;
+  }
+  ::close(fd);
+  if (error != 0) fail(Status::Io, "cannot write '", named, "': ", std::strerror(error), " (flushing it to disk)");
+}
+
+}  // namespace
+
+FolderMadeForWrite::~FolderMadeForWrite() {
+  if (folder_.empty() || std::uncaught_exceptions() == 0) return;
+  std::error_code ignored;
+  std::filesystem::remove(folder_, ignored);  // only an empty folder goes
+}
+
+void FolderMadeForWrite::make(const std::string& folder, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::exists(std::filesystem::symlink_status(folder, ec))) return;
+  if (std::filesystem::create_directories(folder, ec)) folder_ = folder;
+  if (ec) fail(Status::Io, "cannot create ", what, " '", folder, "': ", ec.message());
+}
+
+void fail_naming_final(const Error& e, const std::string& written, const std::string& final) {
+  std::string message = e.what();
+  for (size_t at = 0; !written.empty() && (at = message.find(written, at)) != std::string::npos; at += final.size())
+    message.replace(at, written.size(), final);
+  fail(e.status(), message);
+}
+
+void sync_to_disk(const std::string& path, const std::string& named) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(path, ec))) return sync_one(path, named, false);
+  for (fs::recursive_directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto status = it->symlink_status(ec);
+    if (ec) break;
+    if (fs::is_regular_file(status) || fs::is_directory(status))
+      sync_one(it->path().string(), named, fs::is_directory(status));
+  }
+  if (ec) fail(Status::Io, "cannot write '", named, "': ", ec.message(), " (listing it to flush it to disk)");
+  sync_one(path, named, true);
+}
+
+void sync_folder_of(const std::string& path, const std::string& named) {
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  sync_one(folder.empty() ? "." : folder.string(), named, true);
+}
+
 void write_through_temporary(const std::string& path, const std::function<void(const std::string& temporary)>& write) {
   const std::filesystem::path target = write_target(path);
   // The folder is checked first, so that its failure names the caller's path, not the temporary's.
@@ -205,11 +265,18 @@ void write_through_temporary(const std::string& path, const std::function<void(c
   std::error_code ec;
   try {
     write(temporary);
+    // On disk before it replaces anything: a crash or a write-back failure never leaves a file that
+    // was never written in the place of the one that was there.
+    sync_to_disk(temporary, path);
     // The file replaced keeps its permissions (a group-writable model stays so).
     struct stat replaced {};
     if (::stat(target.c_str(), &replaced) == 0) ::chmod(temporary.c_str(), replaced.st_mode & 07777);
     std::filesystem::rename(temporary, target, ec);
     if (ec) fail(Status::Io, "cannot write '", path, "': ", ec.message());
+    sync_folder_of(target.string(), path);
+  } catch (const Error& e) {
+    std::filesystem::remove(temporary, ec);
+    fail_naming_final(e, temporary, path);
   } catch (...) {
     std::filesystem::remove(temporary, ec);
     throw;

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
+
 namespace acc {
 
 // The file's bytes; nullopt when it cannot be opened (the caller says what the file was for). An Io
@@ -42,6 +44,33 @@ void write_through_temporary(const std::string& path, const std::function<void(c
 bool is_temporary_of(const std::string& candidate, const std::string& name);
 // write_file through a temporary.
 void write_file_atomically(const std::string& path, const std::string& bytes);
+// A folder made for what is written into it: where `make` created it, removed again if the write
+// fails (an exception leaves the scope) while it is still empty, so a failed save leaves no new
+// empty folder behind.
+class FolderMadeForWrite {
+ public:
+  FolderMadeForWrite() = default;
+  FolderMadeForWrite(const FolderMadeForWrite&) = delete;
+  FolderMadeForWrite& operator=(const FolderMadeForWrite&) = delete;
+  ~FolderMadeForWrite();
+  // Creates `folder` and what is missing above it (only `folder` is removed again); an Io error naming
+  // it as `what` ("the model folder") otherwise.
+  void make(const std::string& folder, const std::string& what);
+
+ private:
+  std::string folder_;
+};
+
+// Raises `e` again with `written` (a temporary file or a staging folder) named as `final` in its
+// message, where what was being written would have been: the caller's path, not a hidden name.
+[[noreturn]] void fail_naming_final(const Error& e, const std::string& written, const std::string& final);
+
+// Makes what was written to `path` durable (fsync): a file, or a folder with every file and folder
+// below it. A file system that reports running out of room only when it writes back (a thin or
+// network disk) reports it here; an Io error naming `named` (the path the caller gave) then.
+void sync_to_disk(const std::string& path, const std::string& named);
+// Makes the entries of the folder holding `path` durable (a rename into it, fsync of the folder).
+void sync_folder_of(const std::string& path, const std::string& named);
 // Writes `path` by `write(out)`, through a stream whose writes never fail while `write` runs: the
 // first error (a full disk) is kept and raised as an Io error naming `path` once `write` returns. (A
 // writer that throws from its destructor when a write fails, as libtorch's archive writer does

@@ -47,15 +47,17 @@ class RecordEnds {
     ends_.clear();
     flushed_ = -1;
   }
-  // Drops what stdio still holds (nothing more reaches the file) and cuts the file back.
-  void cut_back(std::FILE* file) const {
+  // Drops what stdio still holds (nothing more reaches the file) and cuts the file back; returns
+  // where the file now ends (the last flush's end where the file cannot be measured).
+  off_t cut_back(std::FILE* file) const {
     __fpurge(file);
     struct stat st;
-    if (fstat(fileno(file), &st) != 0) return;
+    if (fstat(fileno(file), &st) != 0) return flushed_;
     off_t end = flushed_;
     for (const off_t e : ends_)
       if (e <= st.st_size) end = std::max(end, e);
     if (end >= 0 && end < st.st_size) static_cast<void>(ftruncate(fileno(file), end));
+    return end;
   }
 
  private:
@@ -134,8 +136,9 @@ void flush_open_writers_at_exit() {
 
 }  // namespace
 
-AsyncFile::AsyncFile(std::string path, bool truncate, std::chrono::milliseconds flush_interval)
-    : path_(std::move(path)), flush_interval_(flush_interval) {
+AsyncFile::AsyncFile(std::string path, bool truncate, std::chrono::milliseconds flush_interval,
+                     AfterAnError after_an_error)
+    : path_(std::move(path)), flush_interval_(flush_interval), after_an_error_(after_an_error) {
   file_ = open_regular_file(path_, truncate);
   start_writer();
 }
@@ -193,7 +196,7 @@ void AsyncFile::enqueue(Task task) {
   std::unique_lock<std::mutex> lock(sync_->mutex);
   if (closed_) fail(Status::NotInitialized, path_, " is closed");
   sync_->progress.wait(lock, [&] { return queue_.size() < kMaxQueued || !error_.empty(); });
-  if (!error_.empty()) fail(Status::Io, error_);
+  report_error();
   queue_.push_back(std::move(task));
   ++queued_;
   if (queue_.size() == kWakeBatch) sync_->wake.notify_one();
@@ -211,7 +214,14 @@ void AsyncFile::flush(std::optional<std::chrono::milliseconds> limit) {
     sync_->progress.wait_for(lock, *limit, done);
   else
     sync_->progress.wait(lock, done);
-  if (!error_.empty()) fail(Status::Io, error_);
+  report_error();
+}
+
+void AsyncFile::report_error() {
+  if (error_.empty()) return;
+  std::string error = error_;
+  if (after_an_error_ == AfterAnError::Retry) error_.clear();  // the writer sets it again if it fails again
+  fail(Status::Io, error);
 }
 
 void AsyncFile::close() {
@@ -245,42 +255,57 @@ void AsyncFile::close() {
   if (!error.empty()) fail(Status::Io, error);
 }
 
+// Records the disk refused, kept to be written again, at most this many: past it the oldest go
+// (memory stays bounded while a disk stays full), and the error says how many.
+constexpr size_t kMaxRetried = kMaxQueued;
+
 void AsyncFile::run() {
   auto last_flush = std::chrono::steady_clock::now();
   RecordEnds ends(file_);
+  const bool retrying = after_an_error_ == AfterAnError::Retry;
+  // Retrying: the tasks run since the last flush, with where each one's bytes end, and the tasks to
+  // run again at the front of the next batch.
+  std::deque<std::pair<Task, off_t>> unflushed;
+  std::deque<Task> again;
+  uint64_t dropped = 0;
   std::unique_lock<std::mutex> lock(sync_->mutex);
   for (;;) {
     // Work is picked up every kPoll, at once when a batch is waiting, on flush() and on close().
     sync_->wake.wait_for(lock, kPoll, [&] { return queue_.size() >= kWakeBatch || stopping_ || flush_requested_; });
     std::deque<Task> batch;
     batch.swap(queue_);
+    while (!again.empty()) batch.push_front(std::move(again.back())), again.pop_back();
     const uint64_t upto = queued_;
     const bool must_flush = flush_requested_ || stopping_;
     const bool stop = stopping_;
     flush_requested_ = false;
-    const bool failed = !error_.empty();
+    const bool failed = !error_.empty() && !retrying;  // stopping at an error: nothing more is written
     lock.unlock();
     sync_->progress.notify_all();  // room in the queue again
     std::string error;
-    for (auto& task : batch) {
-      if (failed || !error.empty()) break;  // after a failure nothing more is written
+    size_t ran = 0;
+    for (; ran < batch.size() && !failed; ++ran) {
       std::FILE* const before = file_;
       try {
-        task(file_, path_);
+        batch[ran](file_, path_);
       } catch (const std::exception& e) {
         error = e.what();
       }
       if (file_ != before) ends.file_replaced();
-      if (error.empty()) ends.task_done(file_);
+      if (!error.empty()) break;
+      ends.task_done(file_);
+      if (retrying && file_) unflushed.emplace_back(std::move(batch[ran]), ftello(file_));
     }
     const auto now = std::chrono::steady_clock::now();
     bool flushed = false;
     if (error.empty() && !failed && (must_flush || now - last_flush >= flush_interval_)) {
       if (file_) {
-        if (std::fflush(file_) != 0)
+        if (std::fflush(file_) != 0) {
           error = "cannot write " + path_ + ": " + std::strerror(errno);
-        else
+        } else {
           ends.flushed(file_);
+          unflushed.clear();
+        }
       } else if (flush_files_) {
         try {
           flush_files_();
@@ -289,9 +314,24 @@ void AsyncFile::run() {
         }
       }
       last_flush = now;
-      flushed = true;
+      flushed = error.empty();
     }
-    if (!error.empty() && file_) ends.cut_back(file_);
+    if (!error.empty() && file_) {
+      const off_t kept = ends.cut_back(file_);
+      if (retrying) {
+        // What the disk does not hold whole runs again, in order, then the task that failed and the rest.
+        for (auto& [task, end] : unflushed)
+          if (end > kept) again.push_back(std::move(task));
+        unflushed.clear();
+        for (size_t i = ran; i < batch.size(); ++i) again.push_back(std::move(batch[i]));
+        for (; again.size() > kMaxRetried; ++dropped) again.pop_front();
+        // Appends go on from the end kept (stdio's position is the descriptor's again).
+        static_cast<void>(::fseeko(file_, 0, SEEK_END));
+        ends.flushed(file_);
+      }
+    }
+    if (dropped > 0 && !error.empty())
+      error += " (" + std::to_string(dropped) + " records lost so far: the disk refused them while more came)";
     lock.lock();
     if (!error.empty() && error_.empty()) error_ = error;
     if (flushed) flushed_ = upto;

@@ -1,8 +1,12 @@
 // A file written by a background thread, so that logging never waits for the disk: callers queue
 // work and return at once; the thread runs it in order and flushes the file every flush interval,
-// on flush() and on close(). A write error is kept and reported by the next call on the caller's
-// side (append, post, flush, close), as ACC_ERR_IO. A process that exits with writers still open
-// (their owner never closed) has their queues put on disk first, each for at most 10 seconds.
+// on flush() and on close(). A write error is reported by the next call on the caller's side
+// (append, post, flush, close), as ACC_ERR_IO. Then, for a file of records that only appends them
+// (AfterAnError::Retry: each task appends bytes that depend on nothing but its record), the records
+// the disk did not take are written again with the next ones, so a run goes on once the disk has
+// room (what is still unwritten at close() is lost, and reported); otherwise nothing more is
+// written. A process that exits with writers still open (their owner never closed) has their
+// queues put on disk first, each for at most 10 seconds.
 #pragma once
 
 #include <unistd.h>
@@ -30,8 +34,10 @@ class AsyncFile {
   // and its path. Exceptions become the file's error.
   using Task = std::function<void(std::FILE*& file, const std::string& path)>;
 
+  enum class AfterAnError { Stop, Retry };
   // Opens `path` for appending (creating it), or truncated when `truncate`. Throws Io on failure.
-  AsyncFile(std::string path, bool truncate, std::chrono::milliseconds flush_interval = std::chrono::seconds(1));
+  AsyncFile(std::string path, bool truncate, std::chrono::milliseconds flush_interval = std::chrono::seconds(1),
+            AfterAnError after_an_error = AfterAnError::Stop);
   // A writer without a file of its own: its tasks (given a null file) write the files they name, and
   // `label` (e.g. a folder) names it in errors. `flush_files` runs on the writer thread where a file
   // would be flushed (every flush interval, on flush() and on close()); its exceptions become the
@@ -57,9 +63,12 @@ class AsyncFile {
   void start_writer();
   void run();
   void enqueue(Task task);
+  // Throws the error the writer met, if any (under the mutex); retrying, it is reported once.
+  void report_error();
 
   const std::string path_;
   const std::chrono::milliseconds flush_interval_;
+  const AfterAnError after_an_error_ = AfterAnError::Stop;
   std::FILE* file_ = nullptr;
   std::function<void()> flush_files_;  // without a file of its own
   struct Sync {

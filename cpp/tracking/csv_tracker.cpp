@@ -149,7 +149,9 @@ void CsvTracker::start(const std::string& project_name, const nlohmann::json&) {
   finish();  // the last run's file and lock
   lock_ = std::make_unique<FileLock>(make_run_dir(logging_dir_, project_name) + "/metrics.csv.lock",
                                      "csv: another run is writing this table; its lock file", std::chrono::seconds(0));
-  open_run(project_name, "metrics.csv", /*truncate=*/false);  // appends: nothing written yet
+  // Appends (nothing written yet). Its rows depend on the header its table holds: stopping at an
+  // error keeps the two in step.
+  open_run(project_name, "metrics.csv", /*truncate=*/false, std::chrono::seconds(1));
   table_ = std::make_shared<Table>();
   // An existing table (a resumed run) keeps its columns.
   if (std::ifstream in{path_, std::ios::binary}) {

@@ -26,13 +26,15 @@ class FileTracker : public Tracker {
 
  protected:
   // Starts the run's file, logging_dir/project_name/file_name (after closing the last run's), flushed
-  // every `flush_interval`; returns the run's folder.
+  // every `flush_interval`, going on after a write error as `after_an_error` says; returns the run's
+  // folder.
   std::string open_run(const std::string& project_name, const std::string& file_name, bool truncate,
-                       std::chrono::milliseconds flush_interval = std::chrono::seconds(1)) {
+                       std::chrono::milliseconds flush_interval,
+                       AsyncFile::AfterAnError after_an_error = AsyncFile::AfterAnError::Stop) {
     if (file_) finish();
     const std::string dir = make_run_dir(logging_dir_, project_name);
     path_ = dir + "/" + file_name;
-    file_ = std::make_unique<AsyncFile>(path_, truncate, flush_interval);
+    file_ = std::make_unique<AsyncFile>(path_, truncate, flush_interval, after_an_error);
     return dir;
   }
   // The file of the current run; fails if no run has started. (A failed writer is reported by the

@@ -20,7 +20,8 @@ nlohmann::json json_number(double value) {
 }  // namespace
 
 void JsonlTracker::start(const std::string& project_name, const nlohmann::json&) {
-  open_run(project_name, "metrics.jsonl", /*truncate=*/false);
+  // Each line stands alone: lines the disk refused are written again once it has room.
+  open_run(project_name, "metrics.jsonl", /*truncate=*/false, std::chrono::seconds(1), AsyncFile::AfterAnError::Retry);
   drop_torn_tail(path_, /*quoted_fields=*/false, "{");
 }
 

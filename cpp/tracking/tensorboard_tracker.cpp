@@ -192,7 +192,9 @@ void TensorBoardTracker::check_log_kwargs(const nlohmann::json& kwargs, Logged v
 }
 
 void TensorBoardTracker::start(const std::string& project_name, const nlohmann::json& config) {
-  run_dir_ = open_run(project_name, event_file_name() + filename_suffix_, /*truncate=*/true, flush_interval_);
+  // Each event is framed on its own: events the disk refused are written again once it has room.
+  run_dir_ = open_run(project_name, event_file_name() + filename_suffix_, /*truncate=*/true, flush_interval_,
+                      AsyncFile::AfterAnError::Retry);
   has_hparams_ = !config.empty();
   file_->append(start_records(config, now_seconds(), purge_step_));
 }
@@ -246,7 +248,7 @@ void TensorBoardTracker::log_group(const std::shared_ptr<const Record>& record) 
       std::filesystem::create_directories(folder, ec);
       if (ec) fail(Status::Io, "cannot create the TensorBoard folder ", folder, ": ", ec.message());
       auto opened = std::make_unique<AsyncFile>(folder + "/" + event_file_name() + filename_suffix_, /*truncate=*/true,
-                                                flush_interval_);
+                                                flush_interval_, AsyncFile::AfterAnError::Retry);
       opened->append(
           start_records(nlohmann::json::object(), record->wall_time, std::nullopt));  // add_scalars: no purge
       found = group_files_.emplace(folder, std::move(opened)).first;

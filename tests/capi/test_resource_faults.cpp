@@ -2,9 +2,13 @@
 // disk does), an address-space limit (ulimit -v), and paths that are not plain files. Each is an
 // error with the reason and the file, never the end of the process, and what was there stays.
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -12,7 +16,10 @@
 #include <mutex>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "support.h"
+#include "tracking_reader.h"
 
 namespace {
 
@@ -44,6 +51,35 @@ class FileSizeLimit {
   sighandler_t handler_ = SIG_DFL;
 };
 
+// Set, the library's fsync calls fail with this errno: a disk that reports running out of room only
+// when it writes back (thin provisioning, network file systems). This program's fsync stands in
+// for the C library's, libaccelerate's calls included (symbol interposition).
+std::atomic<int> fsync_failure{0};
+
+// Makes the files and folders the library creates under `path` undeletable by this process: the
+// immutable flag where it runs as root (which permissions do not stop), else write-protection. False
+// where neither can be set.
+bool protect(const std::string& path, bool on) {
+  if (::geteuid() != 0) {
+    for (const auto& entry : fs::recursive_directory_iterator(path))
+      if (entry.is_directory())
+        fs::permissions(entry.path(), fs::perms::owner_write, on ? fs::perm_options::remove : fs::perm_options::add);
+    fs::permissions(path, fs::perms::owner_write, on ? fs::perm_options::remove : fs::perm_options::add);
+    return true;
+  }
+  bool all = true;
+  for (const auto& entry : fs::recursive_directory_iterator(path)) {
+    if (!entry.is_regular_file()) continue;
+    const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+    int flags = 0;
+    all = all && fd >= 0 && ::ioctl(fd, FS_IOC_GETFLAGS, &flags) == 0;
+    flags = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
+    all = all && ::ioctl(fd, FS_IOC_SETFLAGS, &flags) == 0;
+    if (fd >= 0) ::close(fd);
+  }
+  return all;
+}
+
 // A spec model with every parameter `value`.
 acc_model* model_of(float value) {
   acc_model* model = acc_test::spec_model(kSpec);
@@ -67,6 +103,95 @@ std::set<std::string> files_in(const std::string& dir) {
 }
 
 }  // namespace
+
+extern "C" int fsync(int fd) {
+  if (const int error = fsync_failure.load()) {
+    errno = error;
+    return -1;
+  }
+  return static_cast<int>(::syscall(SYS_fsync, fd));
+}
+
+TEST(FullDisk, AWriteBackFailureFailsTheSaveAndKeepsTheEarlierCheckpointAndModel) {
+  // No save flushed its files to disk: a disk that reports running out of room at write-back lost the
+  // checkpoint and the model after both calls returned ACC_OK (a hunt's thin-provisioned disk).
+  const std::string dir = acc_test::fresh_dir("write_back_failure");
+  const std::string checkpoint = dir + "/checkpoint", weights = dir + "/weights";
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}});
+  acc_model* model = model_of(1);
+  acc_model* prepared = nullptr;
+  ACC_ASSERT_OK(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared));
+  ACC_ASSERT_OK(acc_save_state(acc, checkpoint.c_str(), nullptr));
+  ACC_ASSERT_OK(acc_save_model(acc, prepared, weights.c_str(), nullptr));
+  acc_test::fill_state(prepared, 2);
+  fsync_failure = ENOSPC;
+  ACC_EXPECT_ERROR(acc_save_state(acc, checkpoint.c_str(), nullptr), ACC_ERR_IO,
+                   "No space left on device (flushing it to disk)");
+  EXPECT_NE(std::string(acc_last_error_message()).find(checkpoint), std::string::npos) << acc_last_error_message();
+  ACC_EXPECT_ERROR(acc_save_model(acc, prepared, weights.c_str(), nullptr), ACC_ERR_IO,
+                   "No space left on device (flushing it to disk)");
+  EXPECT_NE(std::string(acc_last_error_message()).find(weights), std::string::npos) << acc_last_error_message();
+  fsync_failure = 0;
+  EXPECT_EQ(files_in(dir), (std::set<std::string>{"checkpoint", "weights"}));  // no staging or temporaries
+  EXPECT_TRUE(acc_test::temporaries_of(weights + "/model.safetensors").empty());
+  EXPECT_EQ(values_in_folder(weights), std::set<float>{1});
+  ACC_ASSERT_OK(acc_load_state(acc, checkpoint.c_str(), nullptr));
+  EXPECT_EQ(acc_test::parameter_values(prepared), std::set<float>{1});
+  acc_model_free(prepared);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+}
+
+TEST(SavePaths, AnEarlierCheckpointThatCannotBeDeletedIsKeptAsideAndLaterSavesWork) {
+  // The earlier checkpoint, swapped to the staging folder's name and not deletable there, stopped
+  // every later save into that folder ("cannot write '.<name>.incomplete/...'").
+  const std::string parent = acc_test::fresh_dir("undeletable_checkpoint");
+  const std::string checkpoint = parent + "/ck", kept = parent + "/.ck.replaced";
+  // Deletable again at the end, wherever the test stops.
+  const std::shared_ptr<void> unprotect(nullptr, [&](void*) {
+    for (const std::string& path : {checkpoint, kept})
+      if (fs::exists(path)) protect(path, false);
+  });
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}});
+  acc_model* model = model_of(1);
+  acc_model* prepared = nullptr;
+  ACC_ASSERT_OK(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared));
+  ACC_ASSERT_OK(acc_save_state(acc, checkpoint.c_str(), nullptr));
+  if (!protect(checkpoint, true)) GTEST_SKIP() << "this file system cannot make files undeletable";
+  acc_test::fill_state(prepared, 2);
+  ACC_EXPECT_ERROR(acc_save_state(acc, checkpoint.c_str(), nullptr), ACC_ERR_IO,
+                   "cannot delete the checkpoint it replaced");
+  EXPECT_NE(std::string(acc_last_error_message()).find("kept as '" + kept + "'"), std::string::npos)
+      << acc_last_error_message();
+  EXPECT_NE(std::string(acc_last_error_message()).find("was written complete"), std::string::npos)
+      << acc_last_error_message();
+  EXPECT_EQ(files_in(parent), (std::set<std::string>{"ck", ".ck.replaced"}));
+  acc_test::fill_state(prepared, 3);
+  ACC_ASSERT_OK(acc_save_state(acc, checkpoint.c_str(), nullptr));  // the folder is not blocked
+  acc_test::fill_state(prepared, 0);
+  ACC_ASSERT_OK(acc_load_state(acc, checkpoint.c_str(), nullptr));
+  EXPECT_EQ(acc_test::parameter_values(prepared), std::set<float>{3});
+  ACC_ASSERT_OK(acc_load_state(acc, kept.c_str(), nullptr));  // the earlier one, whole
+  EXPECT_EQ(acc_test::parameter_values(prepared), std::set<float>{1});
+  acc_model_free(prepared);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+}
+
+TEST(FullDisk, AModelSaveThatFailsIntoANewFolderLeavesNoFolder) {
+  // The folder made for the model stayed behind, empty (so did merge-weights' output folder).
+  const std::string dir = acc_test::temp_path("full_disk_new_folder");
+  fs::remove_all(dir);
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}});
+  acc_model* model = model_of(1);
+  {
+    const FileSizeLimit limit(12000);
+    ACC_EXPECT_ERROR(acc_save_model(acc, model, dir.c_str(), "20000"), ACC_ERR_IO, "File too large");
+  }
+  EXPECT_FALSE(fs::exists(dir));
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+}
 
 TEST(FullDisk, ATorchScriptSaveFailsWithTheReasonAndKeepsTheEarlierFile) {
   // libtorch's archive writer threw again from its destructor after a failed write: the process ended.
@@ -135,6 +260,60 @@ TEST(FullDisk, ATensorBoardRunThatFailedToWriteEndsAndTheNextRunStarts) {
   EXPECT_GT(fs::file_size(path), 0u);
   acc_string_free(path);
   acc_accelerator_free(acc);
+}
+
+namespace {
+
+// The steps of a tracker's file: metrics.jsonl's lines or the scalar events of a TensorBoard file.
+std::vector<int64_t> logged_steps(const std::string& tracker, const std::string& path) {
+  std::vector<int64_t> steps;
+  if (tracker == "jsonl") {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) steps.push_back(nlohmann::json::parse(line).at("step"));
+  } else {
+    for (const auto& event : acc_test::read_event_file(path))
+      if (event.has_summary) steps.push_back(event.step);
+  }
+  return steps;
+}
+
+}  // namespace
+
+TEST(FullDisk, FileTrackersGoOnOnceTheDiskHasRoomAgain) {
+  // After one failed write a jsonl or TensorBoard run wrote nothing more, room or not, and what
+  // had been accepted before was lost (the csv tracker's table rewrites stop at an error, by design).
+  for (const std::string tracker : {"jsonl", "tensorboard"}) {
+    SCOPED_TRACE(tracker);
+    const std::string dir = acc_test::fresh_dir("full_disk_" + tracker);
+    acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", tracker}, {"project_dir", dir}});
+    ACC_ASSERT_OK(acc_init_trackers(acc, "run", nullptr));
+    const std::string path = acc_test::tracker_path(acc, tracker.c_str());
+    std::vector<int64_t> accepted;
+    int64_t step = 0;
+    int refused = 0;
+    {
+      const FileSizeLimit limit(fs::file_size(path) + 2048);
+      // Until the writer has met the limit and said so, and a while after (the disk still full).
+      for (int waited = 0; refused < 3 && waited < 2000; ++step) {
+        if (acc_log_scalar(acc, "loss", 1.0 / (step + 1), step) == ACC_OK) {
+          accepted.push_back(step);
+        } else {
+          EXPECT_NE(std::string(acc_last_error_message()).find("File too large"), std::string::npos)
+              << acc_last_error_message();
+          ++refused;
+        }
+        if (step % 64 == 63) std::this_thread::sleep_for(std::chrono::milliseconds(5)), ++waited;
+      }
+    }
+    ASSERT_EQ(refused, 3) << "the writer never met the limit";
+    for (int more = 0; more < 10; ++more, ++step) {
+      ACC_ASSERT_OK(acc_log_scalar(acc, "loss", 0.5, step));
+      accepted.push_back(step);
+    }
+    ACC_ASSERT_OK(acc_end_training(acc));              // everything accepted is on disk now
+    EXPECT_EQ(logged_steps(tracker, path), accepted);  // each once, in order, none of the refused calls'
+    acc_accelerator_free(acc);
+  }
 }
 
 TEST(SavePaths, ASaveThroughASymbolicLinkWritesTheFileItLeadsTo) {

@@ -175,6 +175,7 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   const std::string config_text = adapter_config_json(config_of).dump(2) + "\n";
   try {
     write_file(new_config, config_text);
+    sync_to_disk(new_config, config);  // (the weights are: write_through_temporary)
     save_safetensors(new_weights, tensors, {{"format", "pt"}, {kConfigChecksumKey, config_checksum(config_text)}});
   } catch (...) {
     fs::remove(new_weights, ec);
@@ -190,6 +191,7 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   }
   fs::rename(new_weights, weights, ec);  // where this fails, the `.new` weights stay: they are read
   if (ec) fail(Status::Io, "cannot rename '", new_weights, "' to '", weights, "': ", ec.message());
+  sync_folder_of(weights, dir);
 }
 
 LoraFiles read_lora_files(const std::string& dir) {
