@@ -16,6 +16,8 @@ const std::string kPrefix = "accelerate/roll_call/";
 const std::string kVerdict = kPrefix + "verdict";  // process 0's: "ok", or a status letter and a message
 const std::string kVerdictRead = kPrefix + "verdict_read";
 const std::string kMistake = kPrefix + "mistake";  // posted by a process that process 0 waits for
+// More processes of one rank than any job starts by mistake: a count past it is no store's answer.
+constexpr int64_t kMostTakers = 1 << 20;
 
 std::string rank_key(int64_t rank) { return kPrefix + "rank_" + std::to_string(rank); }
 std::string answer_key(int64_t rank) { return kPrefix + "answer_" + std::to_string(rank); }
@@ -100,6 +102,21 @@ std::string verdict(c10d::Store& store, int64_t world, std::chrono::milliseconds
   return "T" + m.str();
 }
 
+// Fails this process, started for `world` processes where process 0 was for `first.world`. A
+// process that process 0 waits for (a rank below its world size) posts the mismatch, so that
+// process 0 stops waiting; one started for more processes than the job has fails alone. `answered`:
+// whether this process answered the roll call (process 0 then waits for it to read the verdict,
+// which it knows already).
+[[noreturn]] void fail_as_mismatched(c10d::Store& store, const std::string& where, const Answer& first, int64_t rank,
+                                     int64_t world, bool answered) {
+  const std::string message = world_mismatch(where, first, rank, world);
+  if (rank < first.world) {
+    store.set(kMistake, bytes("D" + message));
+    if (answered) store.add(kVerdictRead, 1);
+  }
+  fail(Status::Distributed, message);
+}
+
 [[noreturn]] void fail_with_verdict(const std::string& verdict) {
   fail(verdict[0] == 'T' ? Status::Timeout : Status::Distributed, verdict.substr(1));
 }
@@ -110,9 +127,28 @@ void roll_call(c10d::Store& store, int64_t rank, int64_t world, std::chrono::mil
                const std::string& where) {
   // The first process of a rank to answer takes it; a second one learns so from the count and
   // fails alone (the others can train).
-  if (store.add(rank_key(rank), 1) != 1)
+  const int64_t takers = store.add(rank_key(rank), 1);
+  // A count no store gives: what answered at that address is something else (a web server).
+  if (takers < 1 || takers > kMostTakers)
+    fail(Status::Distributed, "rendezvous at ", where, ": what answers there is no rendezvous store (it counted ",
+         takers, " processes of rank ", rank, "): is MASTER_ADDR:MASTER_PORT (--main_process_ip, ",
+         "--main_process_port) another program's address?");
+  if (takers != 1) {
+    // Processes started for different numbers of processes (one machine's --num_processes) are
+    // given ranks that collide: that cause is named, and process 0 stops waiting for this one.
+    const auto soon = std::chrono::steady_clock::now() + std::min(timeout, std::chrono::milliseconds(5000));
+    if (poll_until(soon, [&] { return store.check({answer_key(0)}); })) {
+      const Answer first = parse(text(store.get(answer_key(0))));
+      if (first.world != world) fail_as_mismatched(store, where, first, rank, world, /*answered=*/false);
+      // Or the process that took this rank was started for another number (it tells process 0).
+      if (rank != 0 && poll_until(soon, [&] { return store.check({answer_key(rank)}); })) {
+        const Answer holder = parse(text(store.get(answer_key(rank))));
+        if (holder.world != world) fail(Status::Distributed, world_mismatch(where, first, rank, holder.world));
+      }
+    }
     fail(Status::Distributed, "rendezvous at ", where, ": two processes were started as process ", rank, " (RANK ",
          rank, "; or an earlier group of this job is still held by process 0): every process needs a rank of its own");
+  }
   store.set(answer_key(rank), bytes(answer(world)));
 
   if (rank == 0) {
@@ -121,28 +157,21 @@ void roll_call(c10d::Store& store, int64_t rank, int64_t world, std::chrono::mil
     const std::string v = verdict(store, world, timeout, where, missing);
     store.set(kVerdict, bytes(v));
     if (v == "ok") return;
-    // Process 0 may host the store: it stays until the others that answered read the verdict (or a
-    // while), so that they fail with it rather than with a lost connection.
+    // Process 0 may host the store: it stays until the others read the verdict (or a while), so
+    // that they fail with it rather than with a lost connection: after a timeout those that
+    // answered, after a mistake every process, as one of the job may be starting still.
+    const int64_t readers = v[0] == 'T' ? world - 1 - missing : world - 1;
     poll_until(std::chrono::steady_clock::now() + std::min(timeout, std::chrono::milliseconds(5000)),
-               [&] { return store.add(kVerdictRead, 0) >= world - 1 - missing; });
+               [&] { return store.add(kVerdictRead, 0) >= readers; });
     fail_with_verdict(v);
   }
-  // Every other process compares its world size with process 0's as soon as that has answered. A
-  // process that process 0 waits for (a rank below its world size) posts a mismatch, so that
-  // process 0 stops waiting; one started for more processes than the job has fails alone.
+  // Every other process compares its world size with process 0's as soon as that has answered.
   const auto deadline = std::chrono::steady_clock::now() + 2 * timeout;  // process 0 may start later
   if (!poll_until(deadline, [&] { return store.check({answer_key(0)}); }))
     fail(Status::Timeout, "rendezvous of ", world, " processes at ", where, ": process 0 did not answer the roll ",
          "call within ", std::chrono::duration<double>(2 * timeout).count(), " s");
   const Answer first = parse(text(store.get(answer_key(0))));
-  if (first.world != world) {
-    const std::string message = world_mismatch(where, first, rank, world);
-    if (rank < first.world) {
-      store.set(kMistake, bytes("D" + message));
-      store.add(kVerdictRead, 1);  // it knows the verdict: process 0 need not wait for it
-    }
-    fail(Status::Distributed, message);
-  }
+  if (first.world != world) fail_as_mismatched(store, where, first, rank, world, /*answered=*/true);
   if (!poll_until(deadline, [&] { return store.check({kVerdict}); }))
     fail(Status::Timeout, "rendezvous of ", world, " processes at ", where, ": process 0 gave no verdict on the ",
          "roll call within ", std::chrono::duration<double>(2 * timeout).count(), " s");

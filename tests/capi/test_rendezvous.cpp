@@ -1,9 +1,13 @@
 // A job started by hand with mistakes in its processes' environment: each process reports the
 // mistake (or trains), none waits for ever. The processes are this test binary again, started with
 // RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT of their own.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -29,8 +33,9 @@ struct Report {
 
 // Starts one process per "rank/world" and gathers what each reports. A process still running after
 // `limit` is killed and reported as "hung".
-std::vector<Report> run_job(const std::vector<std::pair<int, int>>& processes, std::chrono::seconds limit) {
-  const std::string port = std::to_string(acc_test::free_port());
+std::vector<Report> run_job(const std::vector<std::pair<int, int>>& processes, std::chrono::seconds limit,
+                            int store_port = 0) {
+  const std::string port = std::to_string(store_port ? store_port : acc_test::free_port());
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::string filter = "--gtest_filter=RendezvousChild.Joins";
   std::vector<pid_t> children;
@@ -162,4 +167,48 @@ TEST(Rendezvous, TwoProcessesOfOneRankAreRefused) {
   EXPECT_EQ(refused.status, "ACC_ERR_DISTRIBUTED") << refused.message;
   EXPECT_NE(refused.message.find("two processes were started as process 1 (RANK 1"), std::string::npos)
       << refused.message;
+}
+
+TEST(Rendezvous, MachinesStartedForDifferentNumbersOfProcessesSaySo) {
+  // Machine 0 started for 4 processes (ranks 0 and 1) and machine 1 for 2 (its one process rank 1):
+  // the colliding rank 1 was reported as two processes of one rank, and process 0 waited for its
+  // timeout for ranks 2 and 3 (a hunt's finding). Now each of them names the two numbers, at once.
+  const auto reports = run_job({{0, 4}, {1, 4}, {1, 2}}, std::chrono::seconds(50));
+  for (const Report& r : reports) {
+    SCOPED_TRACE("process " + std::to_string(&r - reports.data()));
+    EXPECT_EQ(r.status, "ACC_ERR_DISTRIBUTED") << r.message;
+    EXPECT_NE(r.message.find("was started as one of 4 processes and process 1 as one of 2"), std::string::npos)
+        << r.message;
+  }
+}
+
+TEST(Rendezvous, AnAddressThatIsNoStoreSaysSo) {
+  // A MASTER_PORT that reaches another service (here one answering as a web server does) was
+  // reported as two processes of one rank: its reply read as a count.
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  std::thread server([listener] {
+    for (int connection; (connection = ::accept(listener, nullptr, nullptr)) >= 0;) {
+      char request[256];
+      static_cast<void>(::read(connection, request, sizeof request));
+      const char reply[] = "HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+      static_cast<void>(::write(connection, reply, sizeof reply - 1));
+      ::close(connection);
+    }
+  });
+  const int port = ntohs(address.sin_port);
+  const auto reports = run_job({{1, 2}}, std::chrono::seconds(50), port);
+  ::shutdown(listener, SHUT_RDWR);
+  ::close(listener);
+  server.join();
+  EXPECT_NE(reports[0].status, "ACC_OK") << reports[0].message;
+  EXPECT_EQ(reports[0].message.find("two processes"), std::string::npos) << reports[0].message;
+  EXPECT_NE(reports[0].message.find(std::to_string(port)), std::string::npos) << reports[0].message;
 }
