@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -196,9 +197,21 @@ bool is_temporary_of(const std::string& candidate, const std::string& name) {
 
 namespace {
 
+// Whether saves are flushed to disk: unless the environment says ACC_SYNC_SAVES=0 (a scratch
+// disk, where a save's speed matters more than its surviving a power loss).
+bool saves_synced() {
+  static const bool synced = [] {
+    const char* value = std::getenv("ACC_SYNC_SAVES");
+    return !value ||
+           !(std::strcmp(value, "0") == 0 || std::strcmp(value, "false") == 0 || std::strcmp(value, "no") == 0);
+  }();
+  return synced;
+}
+
 // fsync of one file or folder; EINVAL (a file system that keeps nothing to sync) and EROFS (nothing
 // written there) are no failure.
 void sync_one(const std::string& path, const std::string& named, bool folder) {
+  if (!saves_synced()) return;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | (folder ? O_DIRECTORY : 0));
   if (fd < 0)
     fail(Status::Io, "cannot write '", named, "': ", std::strerror(errno), " (opening it to flush it to disk)");
