@@ -142,6 +142,25 @@ TEST(FullDisk, AWriteBackFailureFailsTheSaveAndKeepsTheEarlierCheckpointAndModel
   acc_accelerator_free(acc);
 }
 
+TEST(UnsyncedSaves, ASaveIsNotFlushedToDisk) {
+  // Run by CTest's capi_saves_unsynced, with ACC_SYNC_SAVES=0: a flush that would fail is not made.
+  const char* sync = std::getenv("ACC_SYNC_SAVES");
+  if (!sync || std::string(sync) != "0") GTEST_SKIP() << "runs with ACC_SYNC_SAVES=0 (capi_saves_unsynced)";
+  const std::string dir = acc_test::fresh_dir("unsynced_saves");
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}});
+  acc_model* model = model_of(1);
+  acc_model* prepared = nullptr;
+  ACC_ASSERT_OK(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared));
+  fsync_failure = ENOSPC;
+  ACC_ASSERT_OK(acc_save_state(acc, (dir + "/checkpoint").c_str(), nullptr));
+  ACC_ASSERT_OK(acc_save_model(acc, prepared, (dir + "/weights").c_str(), nullptr));
+  fsync_failure = 0;
+  ACC_ASSERT_OK(acc_load_state(acc, (dir + "/checkpoint").c_str(), nullptr));
+  acc_model_free(prepared);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+}
+
 TEST(SavePaths, AnEarlierCheckpointThatCannotBeDeletedIsKeptAsideAndLaterSavesWork) {
   // The earlier checkpoint, swapped to the staging folder's name and not deletable there, stopped
   // every later save into that folder ("cannot write '.<name>.incomplete/...'").
