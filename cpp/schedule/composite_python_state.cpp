@@ -177,6 +177,16 @@ std::optional<PythonFieldMismatch> python_field_mismatch(const PythonSchedulerFi
       continue;
     }
     if (!value.isInt() && !value.isDouble() && !value.isList()) continue;
+    // Numbers only: a list of other things (OneCycleLR's _schedule_phases, dicts of the group keys
+    // each phase runs between, as torch 2.x pickles it) says nothing a number here would not.
+    if (value.isList()) {
+      const c10::List<c10::IValue> items = value.toList();
+      if (std::any_of(items.begin(), items.end(), [](const c10::IValue& item) {
+            const c10::IValue v = item;
+            return !v.isInt() && !v.isDouble();
+          }))
+        continue;
+    }
     std::vector<double> in_file;
     if (value.isList())
       for (const PickleNode* item : file.sequence(*saved, where + key))
