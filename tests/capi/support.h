@@ -107,6 +107,18 @@ std::vector<T> to_host(const acc_tensor* t) {
   return out;
 }
 inline std::vector<float> to_floats(const acc_tensor* t) { return to_host<float>(t); }
+
+// Outputs of a model with frozen weights `frozen` against the same model's with trainable ones
+// `trainable`: equal bit for bit on libtorch 1.x; from 2.0 torch's matmul folds a batch-first view
+// only for weights that require grad (as it does under PyTorch), so the last bits may move.
+inline void expect_equal_but_for_freezing(const std::vector<float>& frozen, const std::vector<float>& trainable) {
+#if ACC_TEST_FREEZING_KEEPS_BITS
+  EXPECT_EQ(frozen, trainable);
+#else
+  ASSERT_EQ(frozen.size(), trainable.size());
+  for (size_t i = 0; i < frozen.size(); ++i) EXPECT_NEAR(frozen[i], trainable[i], 1e-5) << i;
+#endif
+}
 inline std::vector<int64_t> to_longs(const acc_tensor* t) { return to_host<int64_t>(t); }
 
 // Every float of a list's tensors, in list order, one after another; the list is freed.

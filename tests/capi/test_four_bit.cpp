@@ -337,7 +337,7 @@ TEST(FourBit, LayersTheForwardComputesItselfRunIn4BitsAndTakeAdapters) {
   const auto base = outputs(m);
   EXPECT_EQ(base, outputs(reference));
   EXPECT_EQ(add_lora(m, "linear1,linear2"), 2u);
-  EXPECT_EQ(outputs(m), base);  // B starts at zero
+  acc_test::expect_equal_but_for_freezing(outputs(m), base);  // B starts at zero
   const auto b = param(m, "1.linear1.lora_B.weight");
   const auto losses = train(m, 3);
   EXPECT_NE(param(m, "1.linear1.lora_B.weight"), b);

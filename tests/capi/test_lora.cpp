@@ -484,7 +484,7 @@ TEST(Lora, AMergeOrUnloadThroughTheUnwrappedHandleEndsTraining) {
       ASSERT_EQ(after.size(), before.size());
       for (size_t i = 0; i < after.size(); ++i) EXPECT_NEAR(after[i], before[i], 1e-5);
     } else {
-      EXPECT_EQ(after, base);
+      acc_test::expect_equal_but_for_freezing(after, base);  // (the base stays frozen, as PEFT's unload leaves it)
     }
     acc_tensor_free(x);
     acc_model_free(unwrapped);

@@ -313,7 +313,7 @@ TEST(NamedAdapters, MixedBatchComputesEachSampleWithItsOwnAdapter) {
     // Disabled adapters: every sample the base model's.
     ASSERT_EQ(acc_model_set_lora_enabled(t.both, 0), ACC_OK);
     ASSERT_EQ(mixed_outputs(t.both, {"second", "second", "default"}, &mixed), ACC_OK);
-    EXPECT_EQ(mixed, alone[1]);
+    acc_test::expect_equal_but_for_freezing(mixed, alone[1]);
     ASSERT_EQ(acc_model_set_lora_enabled(t.both, 1), ACC_OK);
 
     // What PEFT refuses, changing nothing.
@@ -642,7 +642,7 @@ TEST(NamedAdapters, EachAdapterTrainsItsOwnCopyOfTheModulesToSave) {
     EXPECT_EQ(saved_values(second, saved), original);
     EXPECT_FALSE(saved_trains(second, saved));
     acc_model* plain = f.make();
-    EXPECT_EQ(eval_outputs(second), eval_outputs(plain));
+    acc_test::expect_equal_but_for_freezing(eval_outputs(second), eval_outputs(plain));
     acc_model_free(plain);
     acc_model_free(both);
     acc_model_free(first);
