@@ -386,6 +386,12 @@ std::string delete_earlier(const fs::path& earlier, const fs::path& target) {
   return "cannot delete '" + earlier.string() + "' (" + why + ")";
 }
 
+// delete_earlier for the checkpoint just replaced: a failure (the new one is in place) says so.
+void delete_replaced(const fs::path& earlier, const fs::path& target) {
+  const std::string kept = delete_earlier(earlier, target);
+  if (!kept.empty()) fail(Status::Io, "save_state: ", kept);
+}
+
 }  // namespace
 
 void publish_checkpoint(const std::string& staging, const std::string& target) {
@@ -399,8 +405,7 @@ void publish_checkpoint(const std::string& staging, const std::string& target) {
   // leave nothing at the target. The earlier checkpoint is then at the staging name, removed.
   if (replacing && ::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
     sync_folder_of(target, target);
-    const std::string kept = delete_earlier(staging, target);
-    if (!kept.empty()) fail(Status::Io, "save_state: ", kept);
+    delete_replaced(staging, target);
     return;
   }
   if (replacing) {
@@ -415,9 +420,7 @@ void publish_checkpoint(const std::string& staging, const std::string& target) {
     fail(Status::Io, "cannot move the new checkpoint into '", target, "': ", ec.message());
   }
   sync_folder_of(target, target);
-  if (!replacing) return;
-  const std::string kept = delete_earlier(aside, target);
-  if (!kept.empty()) fail(Status::Io, "save_state: ", kept);
+  if (replacing) delete_replaced(aside, target);
 }
 
 }  // namespace acc

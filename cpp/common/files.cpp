@@ -20,6 +20,7 @@
 
 #include "common/crc32c.h"
 #include "common/error.h"
+#include "common/options.h"
 #include "common/system_random.h"
 
 namespace acc {
@@ -202,8 +203,7 @@ namespace {
 bool saves_synced() {
   static const bool synced = [] {
     const char* value = std::getenv("ACC_SYNC_SAVES");
-    return !value ||
-           !(std::strcmp(value, "0") == 0 || std::strcmp(value, "false") == 0 || std::strcmp(value, "no") == 0);
+    return !value || parse_bool(value).value_or(true);
   }();
   return synced;
 }

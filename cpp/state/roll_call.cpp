@@ -117,6 +117,25 @@ std::string verdict(c10d::Store& store, int64_t world, std::chrono::milliseconds
   fail(Status::Distributed, message);
 }
 
+// Fails this process, whose rank another process took. Processes started for different numbers of
+// processes (one machine's --num_processes) are given ranks that collide: that cause is named, and
+// process 0 stops waiting for this one; else two processes were given one rank.
+[[noreturn]] void fail_as_taken(c10d::Store& store, int64_t rank, int64_t world, std::chrono::milliseconds timeout,
+                                const std::string& where) {
+  const auto soon = std::chrono::steady_clock::now() + std::min(timeout, std::chrono::milliseconds(5000));
+  if (poll_until(soon, [&] { return store.check({answer_key(0)}); })) {
+    const Answer first = parse(text(store.get(answer_key(0))));
+    if (first.world != world) fail_as_mismatched(store, where, first, rank, world, /*answered=*/false);
+    // Or the process that took this rank was started for another number (it tells process 0).
+    if (rank != 0 && poll_until(soon, [&] { return store.check({answer_key(rank)}); })) {
+      const Answer holder = parse(text(store.get(answer_key(rank))));
+      if (holder.world != world) fail(Status::Distributed, world_mismatch(where, first, rank, holder.world));
+    }
+  }
+  fail(Status::Distributed, "rendezvous at ", where, ": two processes were started as process ", rank, " (RANK ", rank,
+       "; or an earlier group of this job is still held by process 0): every process needs a rank of its own");
+}
+
 [[noreturn]] void fail_with_verdict(const std::string& verdict) {
   fail(verdict[0] == 'T' ? Status::Timeout : Status::Distributed, verdict.substr(1));
 }
@@ -133,22 +152,7 @@ void roll_call(c10d::Store& store, int64_t rank, int64_t world, std::chrono::mil
     fail(Status::Distributed, "rendezvous at ", where, ": what answers there is no rendezvous store (it counted ",
          takers, " processes of rank ", rank, "): is MASTER_ADDR:MASTER_PORT (--main_process_ip, ",
          "--main_process_port) another program's address?");
-  if (takers != 1) {
-    // Processes started for different numbers of processes (one machine's --num_processes) are
-    // given ranks that collide: that cause is named, and process 0 stops waiting for this one.
-    const auto soon = std::chrono::steady_clock::now() + std::min(timeout, std::chrono::milliseconds(5000));
-    if (poll_until(soon, [&] { return store.check({answer_key(0)}); })) {
-      const Answer first = parse(text(store.get(answer_key(0))));
-      if (first.world != world) fail_as_mismatched(store, where, first, rank, world, /*answered=*/false);
-      // Or the process that took this rank was started for another number (it tells process 0).
-      if (rank != 0 && poll_until(soon, [&] { return store.check({answer_key(rank)}); })) {
-        const Answer holder = parse(text(store.get(answer_key(rank))));
-        if (holder.world != world) fail(Status::Distributed, world_mismatch(where, first, rank, holder.world));
-      }
-    }
-    fail(Status::Distributed, "rendezvous at ", where, ": two processes were started as process ", rank, " (RANK ",
-         rank, "; or an earlier group of this job is still held by process 0): every process needs a rank of its own");
-  }
+  if (takers != 1) fail_as_taken(store, rank, world, timeout, where);
   store.set(answer_key(rank), bytes(answer(world)));
 
   if (rank == 0) {

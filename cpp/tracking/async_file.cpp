@@ -36,8 +36,11 @@ constexpr auto kExitFlushLimit = std::chrono::seconds(10);
 class RecordEnds {
  public:
   explicit RecordEnds(std::FILE* file) { flushed(file); }
-  void task_done(std::FILE* file) {
-    if (file) ends_.push_back(ftello(file));
+  // Returns where the task's bytes end (-1 without a file).
+  off_t task_done(std::FILE* file) {
+    if (!file) return -1;
+    ends_.push_back(ftello(file));
+    return ends_.back();
   }
   void flushed(std::FILE* file) {
     ends_.clear();
@@ -293,8 +296,8 @@ void AsyncFile::run() {
       }
       if (file_ != before) ends.file_replaced();
       if (!error.empty()) break;
-      ends.task_done(file_);
-      if (retrying && file_) unflushed.emplace_back(std::move(batch[ran]), ftello(file_));
+      const off_t end = ends.task_done(file_);
+      if (retrying && file_) unflushed.emplace_back(std::move(batch[ran]), end);
     }
     const auto now = std::chrono::steady_clock::now();
     bool flushed = false;
