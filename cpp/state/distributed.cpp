@@ -16,6 +16,7 @@
 #include "common/peer_failure.h"
 #include "state/port_probe.h"
 #include "state/roll_call.h"
+#include "state/store_deadline.h"
 
 namespace acc {
 namespace {
@@ -143,8 +144,13 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backe
          env.agent_store_prefix ? "(is the launcher that hosts the store running?)"
                                 : "(is MASTER_ADDR process 0's machine, and did process 0 start?)");
   try {
-    store_ = compat::make_tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), hosts_store,
-                                    static_cast<size_t>(env.world_size), timeout);
+    const auto port = static_cast<uint16_t>(env.master_port);
+    store_ = connect_with_deadline(
+        [&] {
+          return compat::make_tcp_store(env.master_addr, port, hosts_store, static_cast<size_t>(env.world_size),
+                                        timeout);
+        },
+        port, timeout, env.master_addr + ":" + std::to_string(env.master_port));
     // The launcher's store outlives this group: a group that every process joins again after all
     // left the last one (accelerators freed, then created) keys its rendezvous apart from it.
     static std::atomic<int64_t> joins{0};

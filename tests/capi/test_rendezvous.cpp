@@ -25,6 +25,8 @@ const char* const kReportVariable = "ACC_TEST_RENDEZVOUS_REPORT";
 // A file whose appearance lets the processes that trained end: until every process has reported,
 // process 0 keeps the store up for a process that starts late (a busy machine).
 const char* const kReleaseVariable = "ACC_TEST_RENDEZVOUS_RELEASE";
+// The processes' timeout_seconds (60 where unset).
+const char* const kTimeoutVariable = "ACC_TEST_RENDEZVOUS_TIMEOUT";
 
 struct Report {
   std::string status;   // acc_status_name of the accelerator's creation, or of the reduce after it
@@ -34,7 +36,7 @@ struct Report {
 // Starts one process per "rank/world" and gathers what each reports. A process still running after
 // `limit` is killed and reported as "hung".
 std::vector<Report> run_job(const std::vector<std::pair<int, int>>& processes, std::chrono::seconds limit,
-                            int store_port = 0) {
+                            int store_port = 0, int timeout_seconds = 60) {
   const std::string port = std::to_string(store_port ? store_port : acc_test::free_port());
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::string filter = "--gtest_filter=RendezvousChild.Joins";
@@ -52,7 +54,8 @@ std::vector<Report> run_job(const std::vector<std::pair<int, int>>& processes, s
                                          "MASTER_ADDR=127.0.0.1",
                                          "MASTER_PORT=" + port,
                                          std::string(kReportVariable) + "=" + reports.back(),
-                                         std::string(kReleaseVariable) + "=" + release};
+                                         std::string(kReleaseVariable) + "=" + release,
+                                         std::string(kTimeoutVariable) + "=" + std::to_string(timeout_seconds)};
     std::vector<char*> env;
     for (char** e = environ; *e; ++e) env.push_back(*e);
     for (auto& s : settings) env.push_back(s.data());
@@ -108,7 +111,8 @@ TEST(RendezvousChild, Joins) {
   if (!report) GTEST_SKIP() << "runs as a process of the Rendezvous tests' jobs";
   std::ofstream out(report);
   acc_accelerator* acc = nullptr;
-  acc_status status = acc_test::create_accelerator({{"cpu", "1"}, {"timeout_seconds", "60"}}, &acc);
+  const char* timeout = std::getenv(kTimeoutVariable);
+  acc_status status = acc_test::create_accelerator({{"cpu", "1"}, {"timeout_seconds", timeout ? timeout : "60"}}, &acc);
   if (status != ACC_OK) {
     out << acc_status_name(status) << "\n" << acc_last_error_message() << "\n";
     return;
@@ -211,4 +215,35 @@ TEST(Rendezvous, AnAddressThatIsNoStoreSaysSo) {
   EXPECT_NE(reports[0].status, "ACC_OK") << reports[0].message;
   EXPECT_EQ(reports[0].message.find("two processes"), std::string::npos) << reports[0].message;
   EXPECT_NE(reports[0].message.find(std::to_string(port)), std::string::npos) << reports[0].message;
+}
+
+TEST(Rendezvous, AStoreThatNeverAnswersTimesOut) {
+  // An address that accepts connections but never answers: a stopped process 0 (the kernel still
+  // accepts for it), or a service that waits for its own protocol's request. libtorch's store client
+  // read its answer without a deadline: the process waited for ever, whatever its timeout.
+  for (const bool accepts : {false, true}) {
+    SCOPED_TRACE(accepts ? "accepted, then silent" : "left in the listen queue");
+    const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(listener, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    ASSERT_EQ(::listen(listener, 8), 0);
+    ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
+    std::vector<int> connections;
+    std::thread server([&] {
+      for (int connection; accepts && (connection = ::accept(listener, nullptr, nullptr)) >= 0;)
+        connections.push_back(connection);  // read from by no one
+    });
+    const int port = ntohs(address.sin_port);
+    const auto reports = run_job({{1, 2}}, std::chrono::seconds(50), port, /*timeout_seconds=*/3);
+    ::shutdown(listener, SHUT_RDWR);
+    server.join();
+    ::close(listener);
+    for (int connection : connections) ::close(connection);
+    EXPECT_EQ(reports[0].status, "ACC_ERR_TIMEOUT") << reports[0].message;
+    EXPECT_NE(reports[0].message.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << reports[0].message;
+  }
 }
