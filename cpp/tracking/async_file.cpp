@@ -50,18 +50,23 @@ class RecordEnds {
     ends_.clear();
     flushed_ = -1;
   }
-  // Drops what stdio still holds (nothing more reaches the file) and cuts the file back; returns
-  // where the file now ends (the last flush's end where the file cannot be measured).
-  off_t cut_back(std::FILE* file) const {
+  // Drops what stdio still holds (nothing more reaches the file) and cuts the file back to its last
+  // whole record (the last flush's end where the file cannot be measured): where that ends, and
+  // whether the file ends there now (not where the file system refused the cut).
+  struct Cut {
+    off_t end;
+    bool done;
+  };
+  Cut cut_back(std::FILE* file) const {
     __fpurge(file);
     struct stat st;
-    if (fstat(fileno(file), &st) != 0) return flushed_;
+    if (fstat(fileno(file), &st) != 0) return {flushed_, flushed_ < 0 || cut_to(file, flushed_)};
     off_t end = flushed_;
     for (const off_t e : ends_)
       if (e <= st.st_size) end = std::max(end, e);
-    if (end >= 0 && end < st.st_size) static_cast<void>(ftruncate(fileno(file), end));
-    return end;
+    return {end, end < 0 || end >= st.st_size || cut_to(file, end)};
   }
+  static bool cut_to(std::FILE* file, off_t end) { return ftruncate(fileno(file), end) == 0; }
 
  private:
   off_t flushed_ = -1;
@@ -258,6 +263,12 @@ void AsyncFile::close() {
   if (!error.empty()) fail(Status::Io, error);
 }
 
+std::string AsyncFile::torn_tail_error(off_t whole_until) const {
+  return path_ + " ends in part of a record that cannot be cut back to the whole records' end (byte " +
+         std::to_string(whole_until) + "): " + std::strerror(errno) +
+         (after_an_error_ == AfterAnError::Retry ? " (nothing more is appended until it can)" : "");
+}
+
 // Records the disk refused, kept to be written again, at most this many: past it the oldest go
 // (memory stays bounded while a disk stays full), and the error says how many.
 constexpr size_t kMaxRetried = kMaxQueued;
@@ -271,6 +282,9 @@ void AsyncFile::run() {
   std::deque<std::pair<Task, off_t>> unflushed;
   std::deque<Task> again;
   uint64_t dropped = 0;
+  // Where a file left ending in part of a record (its cut-back refused too) must be cut before
+  // anything more is appended: a record written after the fragment would be torn for good.
+  off_t torn_from = -1;
   std::unique_lock<std::mutex> lock(sync_->mutex);
   for (;;) {
     // Work is picked up every kPoll, at once when a batch is waiting, on flush() and on close().
@@ -287,7 +301,16 @@ void AsyncFile::run() {
     sync_->progress.notify_all();  // room in the queue again
     std::string error;
     size_t ran = 0;
-    for (; ran < batch.size() && !failed; ++ran) {
+    if (torn_from >= 0) {
+      if (RecordEnds::cut_to(file_, torn_from)) {
+        static_cast<void>(::fseeko(file_, 0, SEEK_END));
+        ends.flushed(file_);
+        torn_from = -1;
+      } else {
+        error = torn_tail_error(torn_from);
+      }
+    }
+    for (; error.empty() && ran < batch.size() && !failed; ++ran) {
       std::FILE* const before = file_;
       try {
         batch[ran](file_, path_);
@@ -320,11 +343,15 @@ void AsyncFile::run() {
       flushed = error.empty();
     }
     if (!error.empty() && file_) {
-      const off_t kept = ends.cut_back(file_);
+      const RecordEnds::Cut cut = torn_from >= 0 ? RecordEnds::Cut{torn_from, false} : ends.cut_back(file_);
+      if (!cut.done && torn_from < 0) {
+        error += "; " + torn_tail_error(cut.end);
+        torn_from = retrying ? cut.end : -1;
+      }
       if (retrying) {
         // What the disk does not hold whole runs again, in order, then the task that failed and the rest.
         for (auto& [task, end] : unflushed)
-          if (end > kept) again.push_back(std::move(task));
+          if (end > cut.end) again.push_back(std::move(task));
         unflushed.clear();
         for (size_t i = ran; i < batch.size(); ++i) again.push_back(std::move(batch[i]));
         for (; again.size() > kMaxRetried; ++dropped) again.pop_front();

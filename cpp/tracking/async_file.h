@@ -65,6 +65,9 @@ class AsyncFile {
   void enqueue(Task task);
   // Throws the error the writer met, if any (under the mutex); retrying, it is reported once.
   void report_error();
+  // The error of a file left ending in part of a record, its whole records ending at `whole_until`
+  // (errno: why the cut failed).
+  std::string torn_tail_error(off_t whole_until) const;
 
   const std::string path_;
   const std::chrono::milliseconds flush_interval_;

@@ -128,7 +128,7 @@ struct TrackioTracker::RunState {
       make_folders(media_root + "/" + folder, "trackio's media folder");
       for (size_t i = 0; i < record.images.size(); ++i) {
         const std::string file = folder + "/" + uuid4_text() + ".png";
-        write_file(media_root + "/" + file, record.images[i].png);
+        write_file_atomically(media_root + "/" + file, record.images[i].png);  // never half a PNG
         values[stored_name(record.image_names[i])] = {
             {"_type", "trackio.image"}, {"file_path", file}, {"caption", nullptr}};
       }

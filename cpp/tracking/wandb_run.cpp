@@ -198,7 +198,7 @@ std::string OfflineRun::add_media_file(std::FILE* file, const std::string& key, 
   const std::string path = media_path("media/images", key, step_, sha256_hex(png), ".png");
   const std::string full = folder_ + "/files/" + path;
   make_folders(fs::path(full).parent_path().string(), "a W&B media folder");
-  write_file(full, png);
+  write_file_atomically(full, png);  // never half a PNG
   wandbpb::Record record;
   record.mutable_files()->add_files()->set_path(path);
   write(file, record);

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -55,6 +56,10 @@ class FileSizeLimit {
 // when it writes back (thin provisioning, network file systems). This program's fsync stands in
 // for the C library's, libaccelerate's calls included (symbol interposition).
 std::atomic<int> fsync_failure{0};
+
+// Set, the library's ftruncate calls fail with this errno: a file made immutable or read-only while
+// it is written, which refuses both the write and the cut back to its last whole record.
+std::atomic<int> ftruncate_failure{0};
 
 // Makes the files and folders the library creates under `path` undeletable by this process: the
 // immutable flag where it runs as root (which permissions do not stop), else write-protection. False
@@ -110,6 +115,14 @@ extern "C" int fsync(int fd) {
     return -1;
   }
   return static_cast<int>(::syscall(SYS_fsync, fd));
+}
+
+extern "C" int ftruncate(int fd, off_t length) {
+  if (const int error = ftruncate_failure.load()) {
+    errno = error;
+    return -1;
+  }
+  return static_cast<int>(::syscall(SYS_ftruncate, fd, length));
 }
 
 TEST(FullDisk, AWriteBackFailureFailsTheSaveAndKeepsTheEarlierCheckpointAndModel) {
@@ -301,36 +314,71 @@ std::vector<int64_t> logged_steps(const std::string& tracker, const std::string&
 TEST(FullDisk, FileTrackersGoOnOnceTheDiskHasRoomAgain) {
   // After one failed write a jsonl or TensorBoard run wrote nothing more, room or not, and what
   // had been accepted before was lost (the csv tracker's table rewrites stop at an error, by design).
-  for (const std::string tracker : {"jsonl", "tensorboard"}) {
-    SCOPED_TRACE(tracker);
-    const std::string dir = acc_test::fresh_dir("full_disk_" + tracker);
-    acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", tracker}, {"project_dir", dir}});
-    ACC_ASSERT_OK(acc_init_trackers(acc, "run", nullptr));
-    const std::string path = acc_test::tracker_path(acc, tracker.c_str());
-    std::vector<int64_t> accepted;
-    int64_t step = 0;
-    int refused = 0;
-    {
-      const FileSizeLimit limit(fs::file_size(path) + 2048);
-      // Until the writer has met the limit and said so, and a while after (the disk still full).
-      for (int waited = 0; refused < 3 && waited < 2000; ++step) {
-        if (acc_log_scalar(acc, "loss", 1.0 / (step + 1), step) == ACC_OK) {
-          accepted.push_back(step);
-        } else {
-          EXPECT_NE(std::string(acc_last_error_message()).find("File too large"), std::string::npos)
-              << acc_last_error_message();
-          ++refused;
+  // Where the cut back to the last whole record failed too, the records written again followed the
+  // fragment the failed write left: a torn line or event (a hunt's finding).
+  for (const bool cut_fails : {false, true})
+    for (const std::string tracker : {"jsonl", "tensorboard"}) {
+      SCOPED_TRACE(tracker + (cut_fails ? ", its cut back refused too" : ""));
+      const std::string dir = acc_test::fresh_dir("full_disk_" + tracker);
+      acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", tracker}, {"project_dir", dir}});
+      ACC_ASSERT_OK(acc_init_trackers(acc, "run", nullptr));
+      const std::string path = acc_test::tracker_path(acc, tracker.c_str());
+      std::vector<int64_t> accepted;
+      int64_t step = 0;
+      int refused = 0;
+      {
+        const FileSizeLimit limit(fs::file_size(path) + 2048);
+        if (cut_fails) ftruncate_failure = EPERM;
+        // Until the writer has met the limit and said so, and a while after (the disk still full).
+        for (int waited = 0; refused < 3 && waited < 2000; ++step) {
+          if (acc_log_scalar(acc, "loss", 1.0 / (step + 1), step) == ACC_OK) {
+            accepted.push_back(step);
+          } else {
+            const std::string message = acc_last_error_message();
+            EXPECT_NE(message.find(cut_fails ? "ends in part of a record" : "File too large"), std::string::npos)
+                << message;
+            ++refused;
+          }
+          if (step % 64 == 63) std::this_thread::sleep_for(std::chrono::milliseconds(5)), ++waited;
         }
-        if (step % 64 == 63) std::this_thread::sleep_for(std::chrono::milliseconds(5)), ++waited;
+        ftruncate_failure = 0;
       }
+      ASSERT_EQ(refused, 3) << "the writer never met the limit";
+      for (int more = 0; more < 10; ++more, ++step) {
+        ACC_ASSERT_OK(acc_log_scalar(acc, "loss", 0.5, step));
+        accepted.push_back(step);
+      }
+      ACC_ASSERT_OK(acc_end_training(acc));              // everything accepted is on disk now
+      EXPECT_EQ(logged_steps(tracker, path), accepted);  // each once, in order, none of the refused calls'
+      acc_accelerator_free(acc);
     }
-    ASSERT_EQ(refused, 3) << "the writer never met the limit";
-    for (int more = 0; more < 10; ++more, ++step) {
-      ACC_ASSERT_OK(acc_log_scalar(acc, "loss", 0.5, step));
-      accepted.push_back(step);
+}
+
+TEST(FullDisk, AnImageTheDiskRefusesLeavesNoPartOfItsFile) {
+  // trackio's and W&B's image files were written in place: a full disk left a cut PNG (a hunt's finding).
+  for (const std::string tracker : {"trackio", "wandb"}) {
+    SCOPED_TRACE(tracker);
+    const std::string dir = acc_test::fresh_dir("full_disk_images_" + tracker);
+    const acc_test::ScopedEnv trackio_dir("TRACKIO_DIR", dir.c_str()), mode("WANDB_MODE", "offline"),
+        wandb_dir("WANDB_DIR", dir.c_str());
+    acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", tracker}, {"project_dir", dir}});
+    ACC_ASSERT_OK(acc_init_trackers(acc, "pics", nullptr));
+    std::vector<float> noise(3 * 64 * 64);
+    std::mt19937 generator(7);
+    for (float& value : noise) value = static_cast<float>(generator() % 256) / 255.0f;  // incompressible
+    acc_tensor* image = acc_test::floats(noise, {1, 3, 64, 64});  // a PNG of some 12 kB
+    const char* names[] = {"noise"};
+    acc_status status = ACC_OK;
+    {
+      const FileSizeLimit limit(4096);
+      status = acc_log_images(acc, names, &image, 1, 0, nullptr);
+      if (status == ACC_OK) status = acc_end_training(acc);
     }
-    ACC_ASSERT_OK(acc_end_training(acc));              // everything accepted is on disk now
-    EXPECT_EQ(logged_steps(tracker, path), accepted);  // each once, in order, none of the refused calls'
+    EXPECT_EQ(status, ACC_ERR_IO) << acc_last_error_message();
+    (void)acc_end_training(acc);
+    for (const auto& entry : fs::recursive_directory_iterator(dir))
+      EXPECT_EQ(entry.path().string().find(".png"), std::string::npos) << entry.path();
+    acc_tensor_free(image);
     acc_accelerator_free(acc);
   }
 }

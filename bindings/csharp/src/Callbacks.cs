@@ -17,8 +17,8 @@ internal static class CallbackErrors {
   }
 
   // Hands a callback's failure to the library. Nothing may escape it (it runs in a director method):
-  // a NUL, which the library's strings cannot hold, is written as a backslash and a zero, and a
-  // message that cannot be built (a Message getter that throws) is reported as such.
+  // what the library's strings cannot hold (a NUL, a lone surrogate) is written out, and a message
+  // that cannot be built (a Message getter that throws) is reported as such.
   internal static void Report(Func<string> message) {
     string text;
     try {
@@ -27,7 +27,7 @@ internal static class CallbackErrors {
       text = "(the exception's message could not be read: " + e.GetType().Name + ")";
     }
     try {
-      Library.CallbackSetError((text ?? "").Replace("\0", "\\0"));
+      Library.CallbackSetError(AccelerateException.WrittenOut(text ?? ""));
     } catch (Exception) {
       // Nothing is left to report it with; the non-zero status still reaches the caller.
     }

@@ -18,6 +18,26 @@ public class AccelerateException : Exception {
     return WellFormed(text);
   }
 
+  // The text with what the library's UTF-8 strings cannot carry written out: a NUL as a backslash and
+  // a zero, a lone UTF-16 surrogate as its escape (\uD83D). For messages, where the user's text
+  // matters more than its exact characters.
+  internal static string WrittenOut(string text) {
+    var written = new System.Text.StringBuilder(text.Length);
+    for (int i = 0; i < text.Length; ++i) {
+      char c = text[i];
+      if (char.IsHighSurrogate(c) && i + 1 < text.Length && char.IsLowSurrogate(text[i + 1])) {
+        written.Append(c).Append(text[++i]);
+      } else if (char.IsSurrogate(c)) {
+        written.Append("\\u").Append(((int)c).ToString("X4"));
+      } else if (c == '\0') {
+        written.Append("\\0");
+      } else {
+        written.Append(c);
+      }
+    }
+    return written.ToString();
+  }
+
   // A string that UTF-8 can carry: a lone UTF-16 surrogate would be replaced on the way (by U+FFFD or
   // '?'), so the library would see another name than the caller's; refused instead.
   internal static string WellFormed(string text) {

@@ -117,15 +117,16 @@ public class CallbackTests {
   }
 
   [Test]
-  public void AMessageHoldingANulComesBackWithTheNulWrittenOut() {
+  public void AMessageHoldingANulOrALoneSurrogateComesBackWithThemWrittenOut() {
+    // A lone surrogate (a cut emoji) made the binding's refusal of it replace the user's message.
     foreach (int workers in new[] {0, 2}) {  // the calling thread and the loader's threads: nothing
       // may escape the delegate's adapter, and the loader must not be left inside its callback
-      using (Dataset ds = Dataset.FromCallback(4, i => { throw new InvalidOperationException("bad\0sample " + i); }))
+      using (Dataset ds = Dataset.FromCallback(4, i => { throw new InvalidOperationException("bad\0sample \uD83D cut " + i); }))
       using (Options o = Options.DataLoader().Put("batch_size", 1).Put("num_workers", workers))
       using (var dl = new DataLoader(ds, o)) {
         for (int attempt = 0; attempt < 2; ++attempt) {
           var e = Assert.Throws<AccelerateIOException>(() => dl.Next());
-          StringAssert.Contains("InvalidOperationException: bad\\0sample", e.Message);
+          StringAssert.Contains("InvalidOperationException: bad\\0sample \\uD83D cut", e.Message);
         }
       }
     }

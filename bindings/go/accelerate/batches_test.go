@@ -2,6 +2,7 @@ package accelerate_test
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -131,7 +132,8 @@ func TestNestedForEachOverOneLoaderIsAnError(t *testing.T) {
 
 // Found by a hunt: Close on another goroutine during ForEach raced with the loop's reading of the
 // handle (go_test_race runs this under the race detector). The loop ends with ErrInvalidHandle, or
-// ends its epoch first; nothing else.
+// ends its epoch first; nothing else. The batch the body holds stays open until the body returns:
+// Close closed it under the body, whose getters (which panic on a closed object) then panicked.
 func TestClosingALoaderOnAnotherGoroutineEndsForEach(t *testing.T) {
 	for round := 0; round < 10; round++ {
 		ds, err := acc.DatasetFromFunc(1000, func(i int64) ([]*acc.Tensor, error) {
@@ -151,7 +153,17 @@ func TestClosingALoaderOnAnotherGoroutineEndsForEach(t *testing.T) {
 		}
 		done := make(chan error)
 		go func() {
-			done <- l.ForEach(func(b *acc.TensorList) error { _, err := b.Get(0); return err })
+			done <- l.ForEach(func(b *acc.TensorList) error {
+				x, err := b.Get(0)
+				if err != nil {
+					return err
+				}
+				time.Sleep(200 * time.Microsecond)
+				if b.Len() != 1 || x.Numel() != 2 {
+					return fmt.Errorf("a batch of %d, its first tensor of %d", b.Len(), x.Numel())
+				}
+				return nil
+			})
 		}()
 		time.Sleep(time.Duration(round) * time.Millisecond)
 		if err := l.Close(); err != nil {

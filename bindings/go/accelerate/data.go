@@ -211,18 +211,10 @@ func adoptDataLoader(h capi.DataLoader, err error) (*DataLoader, error) {
 	return adopt(h, err, capi.DeleteDataLoader, func(r ref[capi.DataLoader]) *DataLoader { return &DataLoader{r: r} }, (*DataLoader).Close)
 }
 
-// Close releases the loader (and the batch its ForEach holds); closing again returns an
-// ErrInvalidHandle error.
+// Close releases the loader; closing again returns an ErrInvalidHandle error. A ForEach running
+// over it (on another goroutine, or the one whose body calls Close) ends with ErrInvalidHandle once
+// its body returns, and closes the batch it handed out then, not under the body.
 func (l *DataLoader) Close() error {
-	if l != nil {
-		l.mu.Lock()
-		pass := l.pass
-		l.pass = nil
-		l.mu.Unlock()
-		if pass != nil {
-			pass.closeAll()
-		}
-	}
 	return closeObject(l, l.ref())
 }
 

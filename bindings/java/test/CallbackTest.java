@@ -123,15 +123,16 @@ class CallbackTest {
   }
 
   @Test
-  void aMessageHoldingANulComesBackWithTheNulWrittenOut() {
+  void aMessageHoldingANulOrALoneSurrogateComesBackWithThemWrittenOut() {
+    // A lone surrogate (a cut emoji) made the binding's refusal of it replace the user's message.
     for (int workers : new int[] {0, 2}) {  // the calling thread and the loader's threads
       try (Dataset ds = Dataset.fromCallback(4, i -> {
-             throw new IllegalStateException("bad\0sample " + i);
+             throw new IllegalStateException("bad\0sample \ud83d cut " + i);
            });
            Options o = Options.dataLoader().put("batch_size", 1).put("num_workers", workers);
            DataLoader dl = new DataLoader(ds, o)) {
         AccelerateIOException e = assertThrows(AccelerateIOException.class, dl::next);
-        assertTrue(e.getMessage().contains("IllegalStateException: bad\\0sample"), e.getMessage());
+        assertTrue(e.getMessage().contains("IllegalStateException: bad\\0sample \\uD83D cut"), e.getMessage());
       }
     }
   }

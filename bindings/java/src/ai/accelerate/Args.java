@@ -19,6 +19,26 @@ final class Args {
     return s;
   }
 
+  /** The text with what the library's UTF-8 strings cannot carry written out: a NUL as a backslash and
+   *  a zero, a lone UTF-16 surrogate as its escape (a backslash, u and four hex digits). For messages,
+   *  where the user's text matters more than its exact characters. */
+  static String writtenOut(String s) {
+    StringBuilder out = new StringBuilder(s.length());
+    for (int i = 0; i < s.length(); ++i) {
+      char c = s.charAt(i);
+      if (Character.isHighSurrogate(c) && i + 1 < s.length() && Character.isLowSurrogate(s.charAt(i + 1))) {
+        out.append(c).append(s.charAt(++i));
+      } else if (Character.isSurrogate(c)) {
+        out.append(String.format("\\u%04X", (int) c));
+      } else if (c == '\0') {
+        out.append("\\0");
+      } else {
+        out.append(c);
+      }
+    }
+    return out.toString();
+  }
+
   /** Refuses a string holding a lone UTF-16 surrogate: UTF-8 cannot carry it (Java's encoder would
    *  put '?' in its place, so the library would see another name than the caller's). */
   static String wellFormed(String s) {

@@ -290,10 +290,10 @@ final class CallbackAdapters {
   }
 
   /**
-   * Hands a callback's failure to the library. A NUL, which the library's strings cannot hold, is
-   * written as a backslash and a zero, so the user's message is not replaced by the binding's refusal.
+   * Hands a callback's failure to the library. What the library's strings cannot hold (a NUL, a lone
+   * surrogate) is written out, so the user's message is not replaced by the binding's refusal.
    */
   private static void report(String message) {
-    Accelerate.callbackSetError(String.valueOf(message).replace("\0", "\\0"));
+    Accelerate.callbackSetError(Args.writtenOut(String.valueOf(message)));
   }
 }
