@@ -445,7 +445,7 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ProjectConfiguration: project_dir (string: where checkpoints and logs go), logging_dir (string,
  *   default project_dir), automatic_checkpoint_naming (bool, default false: acc_save_state with no
  *   folder writes project_dir/checkpoints/checkpoint_<iteration>), total_limit (int: checkpoints
- *   kept by rotation), iteration (int, default 0: the next automatic checkpoint's number),
+ *   kept by rotation; 0 or less keeps only the newest), iteration (int, default 0: the next automatic checkpoint's number),
  *   save_on_each_node (bool, default false: shared files on every node's local main process).
  *   python_state_files (bool, default false: acc_save_state also writes the files Python
  *   Accelerate's load_state reads, optimizer.bin, scheduler.bin, scaler.pt and
@@ -2539,8 +2539,9 @@ ACC_API ACC_NODISCARD acc_status acc_merge_sharded_checkpoint(const char *checkp
  * A failure after the main process put the new folder in place (a peer gone in the last exchange)
  * says so in its message: that checkpoint is complete and has replaced the folder's earlier one. */
 ACC_API ACC_NODISCARD acc_status acc_save_state(acc_accelerator *acc, const char *dir, char **out_dir);
-/* Restores everything acc_save_state saved from `dir`, or with dir NULL from the newest complete
- * checkpoint_<i> under project_dir/checkpoints. Every file is read and checked on every process before
+/* Restores everything acc_save_state saved from `dir` (a leading "~" expanded, as Accelerate's
+ * load_state does), or with dir NULL (automatic_checkpoint_naming only) from the complete
+ * checkpoint_<i> under project_dir/checkpoints with the highest i, ours or Python Accelerate's. Every file is read and checked on every process before
  * anything changes: a missing, truncated or corrupt file, shards (SHARDED_STATE_DICT) of another
  * number of processes or sharding, a checkpoint of other objects or schedules, or tensors that do not
  * fit fail with a message naming the file (a
@@ -2548,7 +2549,8 @@ ACC_API ACC_NODISCARD acc_status acc_save_state(acc_accelerator *acc, const char
  * they were. A consolidated checkpoint of another number of processes loads its weights, optimizer,
  * scheduler and scaler states, not the per-process random states and loader positions (a warning on
  * stderr says so). Prepared loaders must be between epochs (load before iterating); each resumes
- * at the batch after the saved one, in the same order. iteration becomes the loaded one's plus one.
+ * at the batch after the saved one, in the same order. iteration becomes at least the loaded
+ * checkpoint's number plus one (never lower than it was).
  * A folder Python Accelerate's save_state wrote (no accelerate_state.json, a random_states_0.pkl)
  * is read in its layout: model.safetensors or pytorch_model.bin, optimizer.bin, scheduler.bin,
  * scaler.pt, and this process's random_states_<rank>.pkl (torch's generator states and the step);

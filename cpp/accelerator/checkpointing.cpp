@@ -23,6 +23,7 @@
 #include "checkpoint/rng_part.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/state_files.h"
+#include "common/environment.h"
 #include "common/error.h"
 #include "common/own_callbacks.h"
 #include "data/loader_part.h"
@@ -246,7 +247,9 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
     }
     gradient_state_->set_step(saved_step);
     // Unlike Accelerate (#1601), the iteration counter resumes too: the next save does not collide.
-    iteration_ = saved_iteration + 1;
+    // Never backwards: after loading an earlier checkpoint (a rollback, a folder saved by path) the
+    // next automatic save would meet a later one, or become the newest under a lower number.
+    iteration_ = std::max(iteration_, saved_iteration + 1);
   };
 }
 
@@ -290,9 +293,10 @@ std::string Accelerator::load_state(const std::string& dir) {
   refuse_inside_own_callbacks(&state_hooks_, "accelerator's save_state or load_state", "load_state");
   const OwnCallbacksRunning running(&state_hooks_);
   CheckpointLoad load;
-  load.source = dir;
+  load.source = expand_user(dir);  // as Accelerate's load_state (not its save_state)
   if (load.source.empty()) {
-    require(!config_.project_dir.empty(), "load_state needs a folder, or a project_dir with checkpoints");
+    require(config_.automatic_checkpoint_naming && !config_.project_dir.empty(),
+            "load_state needs a folder, or automatic_checkpoint_naming with a project_dir (its newest checkpoint)");
     auto newest = newest_checkpoint(config_.project_dir);
     if (!newest) fail(Status::Io, "no complete checkpoint under '", config_.project_dir, "/checkpoints'");
     load.source = *newest;
@@ -321,6 +325,12 @@ std::string Accelerator::load_state(const std::string& dir) {
   };
   load_accelerator_state(
       load, [this](const CheckpointModels& models) { return checkpoint_parts(models); }, collectives_);
+  // Python Accelerate's folders record no iteration: a checkpoint_<i> one's name gives it.
+  std::filesystem::path folder(load.source);
+  if (folder.filename().empty()) folder = folder.parent_path();  // "checkpoint_3/"
+  const auto number = checkpoint_number(folder.filename().string());
+  if (load.python_layout && number && *number < std::numeric_limits<int64_t>::max())
+    iteration_ = std::max(iteration_, *number + 1);
   return load.source;
 }
 

@@ -189,7 +189,7 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
     t.bind("logging_dir", "where trackers write; empty: project_dir", &C::logging_dir);
     t.bind("automatic_checkpoint_naming", "save_state without a folder writes checkpoint_<iteration>",
            &C::automatic_checkpoint_naming);
-    t.bind("total_limit", "checkpoints kept by rotation", &C::total_limit).at_least(1);
+    t.bind("total_limit", "checkpoints kept by rotation (0 or less: only the newest)", &C::total_limit);
     t.bind("iteration", "the next automatic checkpoint's number", &C::iteration).at_least(0);
     t.bind("save_on_each_node", "shared files on every node's local main process", &C::save_on_each_node);
     t.bind("python_state_files",

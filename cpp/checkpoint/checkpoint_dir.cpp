@@ -19,9 +19,7 @@
 
 namespace acc {
 namespace fs = std::filesystem;
-namespace {
 
-// checkpoint_<digits> -> the number (any an iteration can be: up to INT64_MAX); anything else -> none.
 std::optional<int64_t> checkpoint_number(const std::string& name) {
   const std::string prefix = "checkpoint_";
   if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) return std::nullopt;
@@ -33,6 +31,8 @@ std::optional<int64_t> checkpoint_number(const std::string& name) {
   if (error != std::errc() || end != last || number < 0) return std::nullopt;
   return number;
 }
+
+namespace {
 
 std::map<int64_t, fs::path> numbered_checkpoints(const std::string& project_dir) {
   std::map<int64_t, fs::path> found;
@@ -129,6 +129,12 @@ bool complete_checkpoint(const fs::path& folder) {
   return fs::exists(folder / kCheckpointManifest, ec);
 }
 
+// Whether a folder is one of Python Accelerate's checkpoints.
+bool python_checkpoint(const fs::path& folder) {
+  std::error_code ec;
+  return fs::exists(folder / kPythonAccelerateRandomStates, ec);
+}
+
 void remove_all_or_fail(const fs::path& path) {
   std::error_code ec;
   fs::remove_all(path, ec);
@@ -145,12 +151,12 @@ std::string automatic_checkpoint_dir(const std::string& project_dir, int64_t ite
 std::optional<std::string> newest_checkpoint(const std::string& project_dir) {
   const auto found = numbered_checkpoints(project_dir);
   for (auto it = found.rbegin(); it != found.rend(); ++it)
-    if (complete_checkpoint(it->second)) return it->second.string();
+    if (complete_checkpoint(it->second) || python_checkpoint(it->second)) return it->second.string();
   return std::nullopt;
 }
 
 void rotate_checkpoints(const std::string& project_dir, int64_t keep, const std::string& written) {
-  require(keep >= 1, "total_limit must be at least 1, got ", keep);
+  keep = std::max<int64_t>(keep, 1);  // 0 or less: Accelerate's rotation deletes every other one
   auto found = numbered_checkpoints(project_dir);
   // Only complete checkpoints of ours are counted and rotated, the one just written kept whatever its
   // number: a checkpoint_<i> folder without a manifest, or holding anything a save does not write, is

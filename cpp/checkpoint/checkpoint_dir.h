@@ -15,11 +15,18 @@ namespace acc {
 
 // The file that marks a checkpoint folder as complete (written last, before the rename).
 inline constexpr const char* kCheckpointManifest = "accelerate_state.json";
+// What marks a folder (without that manifest) as one Python Accelerate's save_state wrote: process
+// 0's random states, which it writes after the models, optimizers and schedulers.
+inline constexpr const char* kPythonAccelerateRandomStates = "random_states_0.pkl";
+
+// The number i of a folder named checkpoint_<i> (as saves name them: no leading zeros); none otherwise.
+std::optional<int64_t> checkpoint_number(const std::string& name);
 
 std::string automatic_checkpoint_dir(const std::string& project_dir, int64_t iteration);
 
-// The complete checkpoint_<i> folder with the highest i under project_dir/checkpoints; entries
-// that are not checkpoint_<number>, or lack the manifest, are ignored.
+// The complete checkpoint_<i> folder with the highest i under project_dir/checkpoints, ours (with
+// the manifest) or Python Accelerate's (as Accelerate's load_state takes the highest number);
+// entries that are not checkpoint_<number>, or are neither, are ignored.
 std::optional<std::string> newest_checkpoint(const std::string& project_dir);
 
 // Deletes the lowest-numbered complete checkpoint_<i> folders so that at most `keep` remain, `written`

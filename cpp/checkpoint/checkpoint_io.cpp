@@ -263,10 +263,7 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
   }
 }
 
-namespace {
-// Python Accelerate's save_state always writes the first process's random states.
-constexpr const char* kPythonAccelerateRandomStates = "random_states_0.pkl";
-}  // namespace
+// namespace
 
 void load_accelerator_state(CheckpointLoad& load, const CheckpointPartsOf& parts_of, Collectives& collectives) {
   const std::string& source = load.source;
@@ -286,6 +283,7 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointPartsOf& parts
         const bool python_layout = !fs::exists(manifest_path) && load.python_parts_of &&
                                    fs::exists(join_path(source, kPythonAccelerateRandomStates));
         if (python_layout) {
+          load.python_layout = true;
           load.check_python_layout(source);
           for (const auto& part : load.python_parts_of(load.models))
             if (!load.other_process_count || !part->process_local())

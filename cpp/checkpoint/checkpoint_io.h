@@ -56,6 +56,7 @@ struct CheckpointLoad {
   // empty: such a folder is refused as incomplete.
   std::function<void(const std::string& dir)> check_python_layout;
   CheckpointPartsOf python_parts_of;
+  bool python_layout = false;  // set when the folder read was such a folder
 };
 
 void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts_of, Collectives& collectives);

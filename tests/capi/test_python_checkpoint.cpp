@@ -29,8 +29,10 @@ struct Trainer {
   acc_optimizer* opt = nullptr;
   acc_scheduler* sched = nullptr;
 
-  explicit Trainer(const char* algorithm = "adamw", uint64_t seed = 7) {
-    acc = make_accelerator({{"cpu", "1"}, {"python_state_files", "1"}, {"seed", std::to_string(seed)}});
+  explicit Trainer(const char* algorithm = "adamw", uint64_t seed = 7,
+                   std::vector<std::pair<std::string, std::string>> options = {}) {
+    options.insert(options.end(), {{"cpu", "1"}, {"python_state_files", "1"}, {"seed", std::to_string(seed)}});
+    acc = make_accelerator(options);
     model = spec_model(kNet);
     if (std::string(algorithm).find("_8bit") !=
         std::string::npos) {  // the first weight's moments in 8 bits, the rest in 32
@@ -233,4 +235,39 @@ TEST(PythonCheckpoint, MustHoldWhatTheAcceleratorPrepared) {
   fs::remove(dir + "/random_states_0.pkl");
   Trainer plain("adamw", 99);
   ACC_EXPECT_ERROR(acc_load_state(plain.acc, dir.c_str(), nullptr), ACC_ERR_IO, "random_states_0.pkl");
+}
+
+// load_state without a folder takes the highest-numbered checkpoint, Python Accelerate's too (as
+// Accelerate's load_state does): one written by Python after ours was passed over for an older one
+// of ours, and the next saves then collided with ours. The iteration goes on past its number.
+TEST(PythonCheckpoint, TheNewestCheckpointMayBePythonAcceleratesOwn) {
+  const std::string project = fresh_dir("python_newest");
+  const std::vector<std::pair<std::string, std::string>> automatic = {{"project_dir", project},
+                                                                      {"automatic_checkpoint_naming", "1"}};
+  Trainer ours("adamw", 7, automatic);
+  ACC_ASSERT_OK(acc_save_state(ours.acc, nullptr, nullptr));  // checkpoint_0
+  ours.train(0, 1);
+  ACC_ASSERT_OK(acc_save_state(ours.acc, nullptr, nullptr));  // checkpoint_1
+  ours.train(1, 2);
+  fs::rename(python_folder(ours, "python_newest_2"), project + "/checkpoints/checkpoint_2");
+  ours.train(3, 3);
+
+  Trainer resumed("adamw", 99, automatic);
+  const auto taken = [](char* s) {
+    std::string text = s ? s : "";
+    acc_string_free(s);
+    return text;
+  };
+  char* loaded = nullptr;
+  ACC_ASSERT_OK(acc_load_state(resumed.acc, nullptr, &loaded));
+  EXPECT_EQ(taken(loaded), project + "/checkpoints/checkpoint_2");
+  EXPECT_EQ(resumed.scheduler_step(), 3);
+  int64_t iteration = 0;
+  ACC_ASSERT_OK(acc_accelerator_iteration(resumed.acc, &iteration));
+  EXPECT_EQ(iteration, 3);
+  resumed.train(3, 3);
+  EXPECT_EQ(resumed.weights(), ours.weights());
+  char* written = nullptr;
+  ACC_ASSERT_OK(acc_save_state(resumed.acc, nullptr, &written));
+  EXPECT_EQ(taken(written), project + "/checkpoints/checkpoint_3");
 }

@@ -649,6 +649,48 @@ TEST(SaveState, AutomaticNamingRotatesAfterCompletionAndResumesTheIteration) {
                                                                         "checkpoint_5", "checkpoint_best", "notes.txt"}));
 }
 
+// A probe's findings, against Accelerate 1.15's ProjectConfiguration: load_state set the counter to
+// the loaded checkpoint's number + 1, even below the `iteration` option or the saves made so far, so
+// a rollback's next save met a later checkpoint (or became the newest under a lower number, which
+// rotation then deleted); "~" was not expanded (Accelerate's load_state expands it); load_state
+// without a folder took the newest checkpoint without automatic naming (Accelerate refuses); and
+// total_limit 0 was refused (Accelerate's rotation then keeps only the new checkpoint).
+TEST(SaveState, LoadingAnEarlierCheckpointNeverTakesTheCounterBack) {
+  const std::string project = acc_test::fresh_dir("counter_not_back");
+  const std::string checkpoints = project + "/checkpoints";
+  const std::vector<std::pair<std::string, std::string>> options = {{"project_dir", project},
+                                                                    {"automatic_checkpoint_naming", "1"}};
+  Training t(options);
+  for (int i = 0; i < 3; ++i) ACC_ASSERT_OK(acc_save_state(t.acc, nullptr, nullptr));
+  ACC_ASSERT_OK(acc_load_state(t.acc, (checkpoints + "/checkpoint_0").c_str(), nullptr));
+  int64_t iteration = 0;
+  ACC_ASSERT_OK(acc_accelerator_iteration(t.acc, &iteration));
+  EXPECT_EQ(iteration, 3);
+  char* written = nullptr;
+  ACC_ASSERT_OK(acc_save_state(t.acc, nullptr, &written));
+  EXPECT_EQ(take_string(written), checkpoints + "/checkpoint_3");
+
+  auto configured = options;
+  configured.emplace_back("iteration", "100");
+  Training later(configured);
+  const acc_test::ScopedEnv home("HOME", project.c_str());
+  ACC_ASSERT_OK(acc_load_state(later.acc, "~/checkpoints/checkpoint_1", nullptr));
+  ACC_ASSERT_OK(acc_accelerator_iteration(later.acc, &iteration));
+  EXPECT_EQ(iteration, 100);
+
+  Training by_path({{"project_dir", project}});
+  ACC_EXPECT_ERROR(acc_load_state(by_path.acc, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "automatic_checkpoint_naming");
+
+  auto newest_only = options;
+  newest_only.emplace_back("total_limit", "0");
+  newest_only.emplace_back("iteration", "4");
+  Training rotating(newest_only);
+  ACC_ASSERT_OK(acc_save_state(rotating.acc, nullptr, &written));
+  EXPECT_EQ(take_string(written), checkpoints + "/checkpoint_4");
+  EXPECT_EQ(entries(checkpoints), (std::vector<std::string>{"checkpoint_4"}));
+}
+
 TEST(SaveState, WithoutAFolderOrAutomaticNamingItIsAnError) {
   Training t({});
   ACC_EXPECT_ERROR(acc_save_state(t.acc, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "automatic_checkpoint_naming");
