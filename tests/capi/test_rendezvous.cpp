@@ -103,6 +103,22 @@ std::vector<Report> run_job(const std::vector<std::pair<int, int>>& processes, s
   return result;
 }
 
+// A socket listening on a free loopback port (`port`); -1 where one cannot be had.
+int loopback_listener(int& port) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      ::listen(listener, 8) != 0 || ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (listener >= 0) ::close(listener);
+    return -1;
+  }
+  port = ntohs(address.sin_port);
+  return listener;
+}
+
 }  // namespace
 
 // Not a test by itself: a process of the jobs below.
@@ -189,15 +205,9 @@ TEST(Rendezvous, MachinesStartedForDifferentNumbersOfProcessesSaySo) {
 TEST(Rendezvous, AnAddressThatIsNoStoreSaysSo) {
   // A MASTER_PORT that reaches another service (here one answering as a web server does) was
   // reported as two processes of one rank: its reply read as a count.
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int port = 0;
+  const int listener = loopback_listener(port);
   ASSERT_GE(listener, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(listener, 8), 0);
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
   std::thread server([listener] {
     for (int connection; (connection = ::accept(listener, nullptr, nullptr)) >= 0;) {
       char request[256];
@@ -207,7 +217,6 @@ TEST(Rendezvous, AnAddressThatIsNoStoreSaysSo) {
       ::close(connection);
     }
   });
-  const int port = ntohs(address.sin_port);
   const auto reports = run_job({{1, 2}}, std::chrono::seconds(50), port);
   ::shutdown(listener, SHUT_RDWR);
   ::close(listener);
@@ -223,21 +232,14 @@ TEST(Rendezvous, AStoreThatNeverAnswersTimesOut) {
   // read its answer without a deadline: the process waited for ever, whatever its timeout.
   for (const bool accepts : {false, true}) {
     SCOPED_TRACE(accepts ? "accepted, then silent" : "left in the listen queue");
-    const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int port = 0;
+    const int listener = loopback_listener(port);
     ASSERT_GE(listener, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t length = sizeof address;
-    ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-    ASSERT_EQ(::listen(listener, 8), 0);
-    ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length), 0);
     std::vector<int> connections;
     std::thread server([&] {
       for (int connection; accepts && (connection = ::accept(listener, nullptr, nullptr)) >= 0;)
         connections.push_back(connection);  // read from by no one
     });
-    const int port = ntohs(address.sin_port);
     const auto reports = run_job({{1, 2}}, std::chrono::seconds(50), port, /*timeout_seconds=*/3);
     ::shutdown(listener, SHUT_RDWR);
     server.join();
