@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -22,16 +24,16 @@ using nlohmann::json;
 
 int64_t parse_size(const std::string& given) {
   const std::string text = trimmed(given);  // "4 KB" as huggingface_hub's parse_size_to_int takes it
-  size_t digits = 0;
-  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) ++digits;
-  require(digits > 0, "size '", text, "' must start with a number (e.g. \"10GB\", \"500MB\")");
+  // The unit is the letters at the end; the number before it is Python's float() ("1.5e-1MB", "1e5").
+  size_t letters = text.size();
+  while (letters > 0 && std::isalpha(static_cast<unsigned char>(text[letters - 1]))) --letters;
+  const std::string digits = trimmed(text.substr(0, letters));
+  require(!digits.empty(), "size '", text, "' must start with a number (e.g. \"10GB\", \"500MB\")");
   double number = 0;
-  try {
-    number = std::stod(text.substr(0, digits));
-  } catch (const std::exception&) {
-    fail(Status::InvalidArgument, "size '", text, "' is not a number");
-  }
-  const std::string unit = uppercase(trimmed(text.substr(digits)));
+  const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), number);
+  require(error == std::errc() && end == digits.data() + digits.size() && std::isfinite(number), "size '", text,
+          "' does not start with a number (e.g. \"10GB\", \"1.5e-1MB\")");
+  const std::string unit = uppercase(text.substr(letters));
   const std::map<std::string, double> units = {{"", 1},         {"B", 1},          {"KB", 1e3},       {"MB", 1e6},
                                                {"GB", 1e9},     {"TB", 1e12},      {"KIB", 1024.0},   {"MIB", 1048576.0},
                                                {"GIB", 1073741824.0}, {"TIB", 1099511627776.0}};

@@ -28,10 +28,17 @@ constexpr uint64_t kMaxHeader = 100'000'000;  // the reference implementation's 
 
 const std::vector<std::pair<std::string, at::ScalarType>>& dtypes() {
   static const std::vector<std::pair<std::string, at::ScalarType>> table = {
-      {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf}, {"BF16", at::kBFloat16},
-      {"I64", at::kLong},   {"I32", at::kInt},   {"I16", at::kShort}, {"I8", at::kChar},
-      {"U8", at::kByte},    {"BOOL", at::kBool}};
+      {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf},        {"BF16", at::kBFloat16},
+      {"I64", at::kLong},   {"I32", at::kInt},   {"I16", at::kShort},       {"I8", at::kChar},
+      {"U8", at::kByte},    {"BOOL", at::kBool}, {"C64", at::kComplexFloat}};
   return table;
+}
+
+// The reference implementation's other dtypes: files holding them are valid, but not read here.
+bool other_reference_dtype(const std::string& name) {
+  static const std::unordered_set<std::string> names = {"F4",      "F6_E2M3", "F6_E3M2", "F8_E5M2", "F8_E4M3",
+                                                        "F8_E8M0", "U16",     "U32",     "U64"};
+  return names.count(name) > 0;
 }
 
 std::string dtype_name(at::ScalarType type) {
@@ -43,8 +50,9 @@ std::string dtype_name(at::ScalarType type) {
 // The position of a dtype in the reference implementation's Dtype enumeration, which grows with the
 // element size: its writer lays tensors out by this rank, largest first, then by name.
 int dtype_rank(at::ScalarType type) {
-  static const at::ScalarType order[] = {at::kBool, at::kByte, at::kChar, at::kShort,  at::kHalf,
-                                         at::kBFloat16, at::kInt, at::kFloat, at::kDouble, at::kLong};
+  static const at::ScalarType order[] = {at::kBool,         at::kByte,     at::kChar, at::kShort,
+                                         at::kHalf,         at::kBFloat16, at::kInt,  at::kFloat,
+                                         at::kComplexFloat, at::kDouble,   at::kLong};
   for (int i = 0; i < static_cast<int>(std::size(order)); ++i)
     if (order[i] == type) return i;
   fail(Status::Unsupported, "safetensors has no dtype for ", type);
@@ -53,6 +61,9 @@ int dtype_rank(at::ScalarType type) {
 at::ScalarType dtype_of(const std::string& name, const std::string& path, const std::string& tensor) {
   for (const auto& d : dtypes())
     if (d.first == name) return d.second;
+  if (other_reference_dtype(name))
+    fail(Status::Unsupported, "'", path, "': tensor '", tensor, "' has dtype '", name,
+         "', which safetensors defines but this library cannot read (libtorch 1.13 has no such element type)");
   fail(Status::Io, "'", path, "': tensor '", tensor, "' has an unknown dtype '", name, "'");
 }
 

@@ -171,6 +171,9 @@ SafetensorsHeader read_safetensors_header(std::string_view text, const std::stri
   // nlohmann's lexer takes a NUL byte for the end of its input: what follows would go unread.
   if (const size_t at = text.find('\0'); at != std::string_view::npos)
     fail(Status::Io, "'", path, "': the header holds a NUL byte at offset ", at);
+  // nlohmann's lexer skips a byte-order mark; the reference reader's JSON parser refuses it.
+  if (text.substr(0, 3) == "\xEF\xBB\xBF")
+    fail(Status::Io, "'", path, "': the header starts with a UTF-8 byte-order mark, which is not JSON");
   HeaderReader reader(path);
   nlohmann::json::sax_parse(text.begin(), text.end(), &reader);  // (errors throw from the reader)
   return std::move(reader.header);

@@ -172,4 +172,16 @@ at::Tensor TorchSavedFile::tensor(const PickleNode& node, const std::string& whe
   return flat.as_strided(sizes, strides, offset);
 }
 
+NamedTensors read_torch_saved_state_dict(const std::string& path) {
+  const TorchSavedFile file(path);
+  const PickleNode& root = file.root();
+  if (root.kind != PickleNode::Kind::Dict) file.refuse("the state dict", "a dict", root);
+  NamedTensors tensors;
+  for (size_t i = 0; i + 1 < root.items.size(); i += 2) {
+    const std::string& name = file.text(*root.items[i], "the state dict (a key)");
+    tensors.emplace_back(name, file.tensor(*root.items[i + 1], name));
+  }
+  return tensors;
+}
+
 }  // namespace acc

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "checkpoint/pickle_reader.h"
+#include "tensor/named_tensors.h"
 
 namespace caffe2::serialize {
 class PyTorchStreamReader;
@@ -51,5 +52,10 @@ class TorchSavedFile {
   Pickle pickle_;
   mutable std::map<std::string, at::Tensor> storages_;
 };
+
+// The tensors of a file torch.save wrote of a state dict (a dict of names to tensors, as
+// pytorch_model.bin and PEFT's adapter_model.bin hold), in the dict's order; anything else is an Io
+// error naming the file.
+NamedTensors read_torch_saved_state_dict(const std::string& path);
 
 }  // namespace acc

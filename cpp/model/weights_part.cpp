@@ -87,15 +87,8 @@ class PickledWeightsPart final : public CheckpointPart {
     fail(Status::Internal, "'", path, "' is read from Python Accelerate's checkpoints, never written");
   }
   StagedLoad load(const std::string& path) const override {
-    const TorchSavedFile file(path);
-    const PickleNode& root = file.root();
-    if (root.kind != PickleNode::Kind::Dict) file.refuse("the state dict", "a dict", root);
-    auto tensors = std::make_shared<NamedTensors>();
-    for (size_t i = 0; i + 1 < root.items.size(); i += 2) {
-      const std::string& name = file.text(*root.items[i], "the state dict (a key)");
-      tensors->emplace_back(name, file.tensor(*root.items[i + 1], name));
-    }
-    return staged_weights_load(model_, model_index_, tensors, path);
+    return staged_weights_load(model_, model_index_, std::make_shared<NamedTensors>(read_torch_saved_state_dict(path)),
+                               path);
   }
 
  private:

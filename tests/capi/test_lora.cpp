@@ -420,6 +420,30 @@ TEST(Lora, PeftFilesRoundTrip) {
   acc_model_free(m);
 }
 
+// PEFT's older saves (many adapters on the Hub) hold the weights as torch.save's pickle,
+// adapter_model.bin, which PEFT reads where there is no safetensors file: such a folder was refused
+// for lack of adapter_model.safetensors (a hunt's finding).
+TEST(Lora, AFolderWithPeftsPickledWeightsLoads) {
+  acc_model* m = net();
+  add_lora(m);
+  train(m, 5);
+  const std::string dir = acc_test::fresh_dir("lora_adapter_pickled");
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+  const std::string command = std::string("'") + ACC_TEST_PYTHON + "' '" + ACC_PICKLE_ADAPTER + "' '" + dir + "'";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  fs::remove(dir + "/adapter_model.safetensors");
+  acc_model* fresh = net();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(outputs(fresh), outputs(m));
+  // A damaged pickle is refused naming it, the model as it was.
+  std::ofstream(dir + "/adapter_model.bin", std::ios::trunc) << "not a zip";
+  acc_model* other = net();
+  ACC_EXPECT_ERROR(acc_model_load_lora(other, dir.c_str()), ACC_ERR_IO, "adapter_model.bin");
+  acc_model_free(other);
+  acc_model_free(fresh);
+  acc_model_free(m);
+}
+
 // A head whose weight is the embedding's (GPT-2's, Llama's tie_word_embeddings) trains with
 // adapters, and its adapters save, but merging them would change the embedding too (PEFT merges in
 // place, warning so): merging and the merged save_model are refused, naming both, changing nothing.

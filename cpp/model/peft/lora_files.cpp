@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "checkpoint/safetensors.h"
+#include "checkpoint/torch_load.h"
 #include "common/crc32c.h"
 #include "common/error.h"
 #include "common/file_lock.h"
@@ -212,7 +213,13 @@ LoraFiles read_lora_files(const std::string& dir) {
   LoraFiles files;
   files.config = config_from_json(parse_ordered_json_input(*text, "'" + config_path + "'", Status::Io), config_path);
 
-  SafetensorsContents contents = load_safetensors(weights_path);
+  // PEFT's older saves (many adapters on the Hub) hold the weights as torch.save's pickle, which PEFT
+  // reads where there is no safetensors file; so does this (without running anything it names).
+  const std::string pickled = (fs::path(dir) / kAdapterPickledWeightsFile).string();
+  const bool from_pickle = !fs::exists(weights_path, ec) && fs::is_regular_file(pickled, ec);
+  if (from_pickle) weights_path = pickled;
+  SafetensorsContents contents =
+      from_pickle ? SafetensorsContents{read_torch_saved_state_dict(pickled), {}} : load_safetensors(weights_path);
   auto refuse = [&](const std::string& name, const std::string& why) {
     fail(Status::Io, "'", weights_path, "': tensor '", name, "' ", why);
   };

@@ -16,6 +16,9 @@ namespace acc {
 constexpr const char* kAdapterConfigFile = "adapter_config.json";
 constexpr const char* kAdapterWeightsFile = "adapter_model.safetensors";
 constexpr const char* kAdapterFileNames[] = {kAdapterConfigFile, kAdapterWeightsFile};
+// The weights as PEFT's older saves wrote them (torch.save's pickle), read where there is no
+// safetensors file.
+constexpr const char* kAdapterPickledWeightsFile = "adapter_model.bin";
 // The lock a save takes in the folder (every process of a job may save into one folder).
 constexpr const char* kAdapterSaveLockFile = ".accelerate_adapter_save.lock";
 
