@@ -109,6 +109,7 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   require(model != nullptr, "prepare_model needs a model");
   const std::lock_guard<std::recursive_mutex> lock(prepare_mutex_);
   if (auto prepared = wrapped_model(model)) return prepared;
+  require_not_sharded_elsewhere(*unwrap_model(model), "prepare_model");
   for (const auto& optimizer : live_optimizers())
     require(!(config_.sharding.stage > 0 && dist_ && optimizer->model() == model), "prepare the model before (or with) ",
             "its optimizer when sharding (zero_stage ", config_.sharding.stage, "): the optimizer is split by the model's shards");
@@ -303,6 +304,13 @@ std::shared_ptr<ShardedDataParallel> Accelerator::sharding_engine(const std::sha
   return wrapper ? wrapper->sharded() : nullptr;
 }
 
+void Accelerator::require_not_sharded_elsewhere(const Model& model, const char* action) const {
+  if (model.sharded_at_rest())
+    fail(Status::InvalidArgument, action, ": the model is sharded at rest (zero_stage 3) by a prepared model this ",
+         "accelerator does not hold (another accelerator's, or one acc_free_memory released), so its own tensors ",
+         "are empty; use the prepared model's handle, with the accelerator that prepared it");
+}
+
 double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double max_norm, double norm_type) {
   require(model != nullptr, "clip_grad_norm needs a model");
   // As torch: max_norm inf reads the norm without clipping, 0 zeroes the gradients; any norm type,
@@ -418,6 +426,7 @@ void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::str
     if (is_main_process()) save_sharded(dir, as_given_out(adapters.merged(state), *engine), limit);
     return;
   }
+  require_not_sharded_elsewhere(*unwrap_model(model), "save_model");
   if (is_main_process()) save_sharded(dir, adapters.merged(unwrap_model(model)->state_dict()), limit);
 }
 

@@ -236,6 +236,10 @@ class Accelerator {
   bool fp16_without_scaler() const { return config_.mixed_precision == "fp16" && !scaler_; }
   // The sharding engine of a prepared model (null when it is not sharded).
   std::shared_ptr<ShardedDataParallel> sharding_engine(const std::shared_ptr<Model>& model) const;
+  // Fails (InvalidArgument) where `model` is sharded at rest by a prepared model this accelerator
+  // does not hold (another accelerator's, or one free_memory released): its own tensors are empty,
+  // so `action` would read, write or train nothing.
+  void require_not_sharded_elsewhere(const Model& model, const char* action) const;
   // A sharded model's full weights as save_model and get_state_dict give them: under zero_stage 3
   // with zero3_save_16bit_model, the floating tensors in mixed_precision's bf16/fp16.
   NamedTensors as_given_out(NamedTensors state, const ShardedDataParallel& engine) const;

@@ -113,16 +113,17 @@ std::optional<ShardingRequest> read_sharding_env(const VariableLookup& variables
     c.sharding.stage = request->stage;
     c.sharding_kind = request->kind;
   }
-  // The program's zero_stage 0 turns sharding off, the launcher's offload and hybrid strategy with it.
-  // (The launcher's own stage 0 with offload stays a contradiction, refused below.)
-  const bool keeps_offload = !o.has("zero_stage") || c.sharding.stage > 0;
-  if (!o.has("offload_optimizer")) c.sharding.offload_optimizer = request->offload_optimizer && keeps_offload;
-  if (!o.has("offload_params")) c.sharding.offload_params = request->offload_params && keeps_offload;
+  // The program's zero_stage 0 turns sharding off, the launcher's offload, ignored modules and hybrid
+  // strategy with it. (The launcher's own stage 0, FSDP's NO_SHARD, with offload or ignored modules
+  // stays a contradiction, refused below: Accelerate's NO_SHARD FSDP would honour them.)
+  const bool keeps_sharding_settings = !o.has("zero_stage") || c.sharding.stage > 0;
+  if (!o.has("offload_optimizer")) c.sharding.offload_optimizer = request->offload_optimizer && keeps_sharding_settings;
+  if (!o.has("offload_params")) c.sharding.offload_params = request->offload_params && keeps_sharding_settings;
   if (!o.has("hybrid_shard")) c.sharding.hybrid = request->hybrid && c.sharding.stage > 0;
   if (!o.has("state_dict_type") && request->state_dict_type) c.sharding.state_dict_type = *request->state_dict_type;
   if (!o.has("transformer_cls_to_wrap") && request->transformer_cls_to_wrap)
     c.sharding.transformer_cls_to_wrap = *request->transformer_cls_to_wrap;
-  if (!o.has("ignored_modules") && request->ignored_modules && c.sharding.stage > 0)
+  if (!o.has("ignored_modules") && request->ignored_modules && keeps_sharding_settings)
     c.sharding.ignored_modules = *request->ignored_modules;
   if (!o.has("auto_wrap_policy") && request->auto_wrap_policy) c.sharding.auto_wrap_policy = request->auto_wrap_policy;
   if (!o.has("min_num_params") && request->min_num_params) c.sharding.min_num_params = *request->min_num_params;

@@ -967,6 +967,13 @@ TEST_F(Sharding, IgnoredModulesComeFromTheConfigAndItsVariable) {
   EXPECT_EQ(resolve().sharding.ignored_modules, "embed|blocks\\.0");
   EXPECT_EQ(resolve({{"ignored_modules", "head"}}).sharding.ignored_modules, "head") << "the program wins";
   EXPECT_EQ(resolve({{"zero_stage", "0"}}).sharding.ignored_modules, "") << "the program turned sharding off";
+  // The launcher's NO_SHARD with ignored modules trained DDP, the pattern dropped unread (a hunt's
+  // finding): refused, as the same request made by options is.
+  setenv("FSDP_SHARDING_STRATEGY", "NO_SHARD", 1);
+  const auto [no_shard_status, no_shard_message] = failure([] { resolve(); });
+  EXPECT_EQ(no_shard_status, acc::Status::InvalidArgument);
+  EXPECT_NE(no_shard_message.find("it needs zero_stage 1, 2 or 3, not 0"), std::string::npos) << no_shard_message;
+  unsetenv("FSDP_SHARDING_STRATEGY");
 
   auto [status, message] = failure([] {
     acc::parse_config_text("distributed_type: FSDP\nfsdp_config:\n  fsdp_ignored_modules: 'blocks.(0'\n", "bad.yaml");

@@ -2086,6 +2086,39 @@ TEST(Sharded, TheRawHandlesCannotReachTheSlices) {
   }
 }
 
+TEST(Sharded, AStage3ModelIsNotReadThroughAnAcceleratorThatDoesNotHoldItsShards) {
+  // Found by a hunt: the unwrapped handle of a stage-3 model given to a second accelerator, or to the
+  // first after acc_free_memory, saved and gathered its empty tensors with ACC_OK (a weightless
+  // model.safetensors), and re-preparing it trained on them. Refused, naming the way; the prepared
+  // handle still saves the weights.
+  acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "3"}});
+  acc_accelerator* other = acc_test::make_accelerator({{"zero_stage", "3"}});
+  acc_model *model = nullptr, *prepared = nullptr, *inner = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kShardNet, &model));
+  ACC_ASSERT_OK(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared));
+  ACC_ASSERT_OK(acc_unwrap_model(acc, prepared, &inner));
+  const std::string dir = acc_test::temp_path("stage3_elsewhere");
+  auto refused = [&](acc_accelerator* a) {
+    acc_tensor_list* state = nullptr;
+    acc_model* again = nullptr;
+    const char* why = "sharded at rest (zero_stage 3) by a prepared model this accelerator does not hold";
+    ACC_EXPECT_ERROR(acc_get_state_dict(a, inner, 1, &state), ACC_ERR_INVALID_ARGUMENT, why);
+    ACC_EXPECT_ERROR(acc_save_model(a, inner, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, why);
+    ACC_EXPECT_ERROR(acc_prepare_model(a, inner, ACC_PLACEMENT_DEFAULT, &again), ACC_ERR_INVALID_ARGUMENT, why);
+  };
+  refused(other);
+  ACC_ASSERT_OK(acc_free_memory(acc));
+  refused(acc);
+  acc_tensor_list* state = nullptr;
+  ACC_ASSERT_OK(acc_get_state_dict(acc, prepared, 1, &state));
+  EXPECT_EQ(acc_test::flat_floats(state).size(), 46u);  // (frees the list)
+  acc_model_free(inner);
+  acc_model_free(prepared);
+  acc_model_free(model);
+  acc_accelerator_free(other);
+  acc_accelerator_free(acc);
+}
+
 TEST(Sharded, EachProcessHoldsOnlyItsShare) {
   Settings s;
   s.state_dict_type = "SHARDED_STATE_DICT";
