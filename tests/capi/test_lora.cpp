@@ -556,7 +556,10 @@ TEST(Lora, DamagedOrForeignAdapterFilesChangeNothing) {
     EXPECT_EQ(acc_test::parameter_names(fresh), names_before);  // no adapter was added
   };
   json j = json::parse(config_text);
-  j["peft_type"] = "POLY";
+  j["peft_type"] = "POLY";  // one of PEFT's methods not built here: a feature missing, said so
+  write_config(j);
+  expect_refused(ACC_ERR_UNSUPPORTED, "PEFT's POLY adapters are not built here");
+  j["peft_type"] = "NOT_A_METHOD";  // no PEFT method: a damaged file
   write_config(j);
   expect_refused(ACC_ERR_IO, "peft_type");
   j = json::parse(config_text);

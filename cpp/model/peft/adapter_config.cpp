@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "common/error.h"
 #include "common/json_input.h"
@@ -1225,6 +1227,23 @@ LoraConfig config_from_json(const nlohmann::ordered_json& j, const std::string& 
   if (j.contains("peft_type") && j["peft_type"] == "ROAD") return road_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "GRALORA") return gralora_config_from_json(j, path);
   if (j.contains("peft_type") && j["peft_type"] == "HIRA") return hira_config_from_json(j, path);
+  // PEFT's other methods: a valid adapter folder this library does not read (a feature not built).
+  static const std::set<std::string> not_built = {"PROMPT_TUNING", "MULTITASK_PROMPT_TUNING",
+                                                  "P_TUNING",      "PREFIX_TUNING",
+                                                  "ADAMSS",        "ADAPTION_PROMPT",
+                                                  "BEFT",          "LILY",
+                                                  "POLY",          "FROD",
+                                                  "GLORA",         "XLORA",
+                                                  "VBLORA",        "UNILORA",
+                                                  "CPT",           "WAVEFT",
+                                                  "OSF",           "CARTRIDGE",
+                                                  "TINYLORA",      "PSOFT",
+                                                  "PEANUT",        "SUPERTUNING",
+                                                  "DEFT",          "BONE"};
+  if (j.contains("peft_type") && j["peft_type"].is_string() && not_built.count(j["peft_type"].get<std::string>()))
+    fail(Status::Unsupported, "'", path, "': PEFT's ", j["peft_type"].get<std::string>(),
+         " adapters are not built here (LORA, IA3, LOHA, LOKR, VERA, PVERA, OFT, ADALORA, BOFT, HRA, FOURIERFT, ",
+         "LN_TUNING, MISS, C3A, SHIRA, RANDLORA, DELORA, ROAD, GRALORA, HIRA and TRAINABLE_TOKENS are)");
   if (!j.contains("peft_type") || j["peft_type"] != "LORA")
     refuse(
         "peft_type",
