@@ -143,6 +143,11 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backe
          " timed out after ", std::chrono::duration<double>(timeout).count(), " s: ", why, " ",
          env.agent_store_prefix ? "(is the launcher that hosts the store running?)"
                                 : "(is MASTER_ADDR process 0's machine, and did process 0 start?)");
+  if (!hosts_store &&
+      speaks_first(env.master_addr, static_cast<uint16_t>(env.master_port), std::chrono::milliseconds(100)))
+    fail(Status::Distributed, "rendezvous at ", env.master_addr, ":", env.master_port, ": what answers there is no ",
+         "rendezvous store (it sent data before being asked, as an SSH server's greeting does): is MASTER_ADDR:",
+         "MASTER_PORT (--main_process_ip, --main_process_port) another program's address?");
   try {
     const auto port = static_cast<uint16_t>(env.master_port);
     store_ = connect_with_deadline(

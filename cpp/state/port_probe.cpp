@@ -16,10 +16,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One non-blocking connect to `address`, waiting at most `wait` for it to complete.
-bool connects(const addrinfo& address, std::chrono::milliseconds wait) {
+// A (non-blocking) socket connected to `address`, waiting at most `wait` for the connect to
+// complete; -1 where it does not.
+int connect_within(const addrinfo& address, std::chrono::milliseconds wait) {
   const int fd = ::socket(address.ai_family, address.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, address.ai_protocol);
-  if (fd < 0) return false;
+  if (fd < 0) return -1;
   bool ok = ::connect(fd, address.ai_addr, address.ai_addrlen) == 0;
   if (!ok && errno == EINPROGRESS) {
     pollfd p{fd, POLLOUT, 0};
@@ -29,11 +30,32 @@ bool connects(const addrinfo& address, std::chrono::milliseconds wait) {
       ok = ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0;
     }
   }
+  if (ok) return fd;
   ::close(fd);
-  return ok;
+  return -1;
 }
 
 }  // namespace
+
+bool speaks_first(const std::string& host, uint16_t port, std::chrono::milliseconds wait) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
+  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
+  for (const addrinfo* a = found; a; a = a->ai_next) {
+    const int fd = connect_within(*a, std::chrono::milliseconds(1000));
+    if (fd < 0) continue;
+    pollfd p{fd, POLLIN, 0};
+    char byte = 0;
+    // Bytes waiting (not the end of a connection closed at once, which the store client reports itself).
+    const bool spoke = ::poll(&p, 1, static_cast<int>(wait.count())) == 1 && ::recv(fd, &byte, 1, MSG_PEEK) == 1;
+    ::close(fd);
+    return spoke;
+  }
+  return false;
+}
 
 bool wait_until_accepting(const std::string& host, uint16_t port, Clock::time_point deadline, std::string& why) {
   addrinfo hints{};
@@ -50,7 +72,12 @@ bool wait_until_accepting(const std::string& host, uint16_t port, Clock::time_po
       why = "nothing accepted a connection there";
       for (const addrinfo* a = found; a; a = a->ai_next) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-        if (connects(*a, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(1000)))) return true;
+        const int fd =
+            connect_within(*a, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(1000)));
+        if (fd >= 0) {
+          ::close(fd);
+          return true;
+        }
       }
     } else {
       why = "the host name '" + host + "' does not resolve (" + ::gai_strerror(lookup) + ")";

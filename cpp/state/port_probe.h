@@ -15,4 +15,10 @@ namespace acc {
 bool wait_until_accepting(const std::string& host, uint16_t port, std::chrono::steady_clock::time_point deadline,
                           std::string& why);
 
+// Whether what accepts at host:port sends bytes before it is asked anything, within `wait` of the
+// connection (an SSH server's greeting): a rendezvous store never does. libtorch 1.13's store client
+// reads such bytes on a thread of its own as a length, and the exception that follows ends the
+// process; so such an address is refused before a store client connects to it.
+bool speaks_first(const std::string& host, uint16_t port, std::chrono::milliseconds wait);
+
 }  // namespace acc
