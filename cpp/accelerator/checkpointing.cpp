@@ -343,8 +343,10 @@ NamedTensors Accelerator::get_state_dict(const std::shared_ptr<Model>& model, bo
   auto engine = sharding_engine(model);
   // Sharded: a collective (every process calls it), as Accelerate's get_state_dict under FSDP;
   // announced first, as save_model's.
-  if (engine) collectives_.barrier("get_state_dict (gathering the sharded weights)");
-  if (!engine) require_not_sharded_elsewhere(*unwrap_model(model), "get_state_dict");
+  if (engine)
+    collectives_.barrier("get_state_dict (gathering the sharded weights)");
+  else
+    require_not_sharded_elsewhere(*unwrap_model(model), "get_state_dict");
   NamedTensors state = contiguous_cpu(engine ? as_given_out(engine->full_state_dict("get_state_dict"), *engine)
                                              : unwrap_model(model)->state_dict());
   const bool wrapped = !unwrap && dist_ && std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));

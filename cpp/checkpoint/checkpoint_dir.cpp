@@ -32,6 +32,11 @@ std::optional<int64_t> checkpoint_number(const std::string& name) {
   return number;
 }
 
+bool holds_python_accelerate_state(const std::string& folder) {
+  std::error_code ec;
+  return fs::exists(fs::path(folder) / kPythonAccelerateRandomStates, ec);
+}
+
 namespace {
 
 std::map<int64_t, fs::path> numbered_checkpoints(const std::string& project_dir) {
@@ -129,12 +134,6 @@ bool complete_checkpoint(const fs::path& folder) {
   return fs::exists(folder / kCheckpointManifest, ec);
 }
 
-// Whether a folder is one of Python Accelerate's checkpoints.
-bool python_checkpoint(const fs::path& folder) {
-  std::error_code ec;
-  return fs::exists(folder / kPythonAccelerateRandomStates, ec);
-}
-
 void remove_all_or_fail(const fs::path& path) {
   std::error_code ec;
   fs::remove_all(path, ec);
@@ -151,7 +150,8 @@ std::string automatic_checkpoint_dir(const std::string& project_dir, int64_t ite
 std::optional<std::string> newest_checkpoint(const std::string& project_dir) {
   const auto found = numbered_checkpoints(project_dir);
   for (auto it = found.rbegin(); it != found.rend(); ++it)
-    if (complete_checkpoint(it->second) || python_checkpoint(it->second)) return it->second.string();
+    if (complete_checkpoint(it->second) || holds_python_accelerate_state(it->second.string()))
+      return it->second.string();
   return std::nullopt;
 }
 

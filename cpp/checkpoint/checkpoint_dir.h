@@ -19,6 +19,10 @@ inline constexpr const char* kCheckpointManifest = "accelerate_state.json";
 // 0's random states, which it writes after the models, optimizers and schedulers.
 inline constexpr const char* kPythonAccelerateRandomStates = "random_states_0.pkl";
 
+// Whether `folder` holds kPythonAccelerateRandomStates (one of Python Accelerate's checkpoints, if
+// it lacks our manifest).
+bool holds_python_accelerate_state(const std::string& folder);
+
 // The number i of a folder named checkpoint_<i> (as saves name them: no leading zeros); none otherwise.
 std::optional<int64_t> checkpoint_number(const std::string& name);
 

@@ -263,8 +263,6 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
   }
 }
 
-// namespace
-
 void load_accelerator_state(CheckpointLoad& load, const CheckpointPartsOf& parts_of, Collectives& collectives) {
   const std::string& source = load.source;
   // Everything is read and checked first, on every process; nothing has changed if any fails.
@@ -280,8 +278,8 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointPartsOf& parts
         if (!fs::is_directory(source))
           fail(Status::Io, "checkpoint folder '", source, "' ",
                fs::exists(source) ? "is not a folder" : "does not exist");
-        const bool python_layout = !fs::exists(manifest_path) && load.python_parts_of &&
-                                   fs::exists(join_path(source, kPythonAccelerateRandomStates));
+        const bool python_layout =
+            !fs::exists(manifest_path) && load.python_parts_of && holds_python_accelerate_state(source);
         if (python_layout) {
           load.python_layout = true;
           load.check_python_layout(source);

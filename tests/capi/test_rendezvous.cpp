@@ -119,6 +119,14 @@ int loopback_listener(int& port) {
   return listener;
 }
 
+// Ends a test's server: its listener, the thread accepting on it, and the connections it kept.
+void stop_serving(int listener, std::thread& server, const std::vector<int>& connections) {
+  ::shutdown(listener, SHUT_RDWR);
+  server.join();
+  ::close(listener);
+  for (int connection : connections) ::close(connection);
+}
+
 }  // namespace
 
 // Not a test by itself: a process of the jobs below.
@@ -241,10 +249,7 @@ TEST(Rendezvous, AStoreThatNeverAnswersTimesOut) {
         connections.push_back(connection);  // read from by no one
     });
     const auto reports = run_job({{1, 2}}, std::chrono::seconds(50), port, /*timeout_seconds=*/3);
-    ::shutdown(listener, SHUT_RDWR);
-    server.join();
-    ::close(listener);
-    for (int connection : connections) ::close(connection);
+    stop_serving(listener, server, connections);
     EXPECT_EQ(reports[0].status, "ACC_ERR_TIMEOUT") << reports[0].message;
     EXPECT_NE(reports[0].message.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << reports[0].message;
   }
@@ -266,10 +271,7 @@ TEST(Rendezvous, AnAddressThatGreetsFirstIsNoStore) {
     }
   });
   const auto reports = run_job({{1, 2}}, std::chrono::seconds(50), port, /*timeout_seconds=*/5);
-  ::shutdown(listener, SHUT_RDWR);
-  server.join();
-  ::close(listener);
-  for (int connection : connections) ::close(connection);
+  stop_serving(listener, server, connections);
   EXPECT_EQ(reports[0].status, "ACC_ERR_DISTRIBUTED") << reports[0].message;
   EXPECT_NE(reports[0].message.find("sent data before being asked"), std::string::npos) << reports[0].message;
   EXPECT_NE(reports[0].message.find("127.0.0.1:" + std::to_string(port)), std::string::npos) << reports[0].message;
