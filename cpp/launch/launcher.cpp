@@ -346,6 +346,13 @@ void signal_all(std::vector<Child>& children, int sig) {
     if (kill(-c.pid, sig) != 0 && c.running) kill(c.pid, sig);  // (a child not yet in its own session)
 }
 
+// Asks every rank's group to stop with `sig`, then continues whatever is stopped (SIGSTOP, a ^Z'd
+// debugger, a guardian) so that it acts on it now rather than waiting to be killed at --kill_timeout.
+void ask_all_to_stop(std::vector<Child>& children, int sig) {
+  signal_all(children, sig);
+  signal_all(children, SIGCONT);
+}
+
 // Whether any rank's process group still has a member.
 bool any_group_alive(const std::vector<Child>& children) {
   return std::any_of(children.begin(), children.end(), [](const Child& c) { return kill(-c.pid, 0) == 0; });
@@ -448,7 +455,7 @@ int run_group(const LaunchConfig& config, int port, int restart_count, const Str
                        global_rank(c), c.exit_code);
         tearing_down = true;
         teardown_started = std::chrono::steady_clock::now();
-        signal_all(children, SIGTERM);
+        ask_all_to_stop(children, SIGTERM);
       }
     }
     if (int sig = g_forward_signal.exchange(0)) {
@@ -463,7 +470,7 @@ int run_group(const LaunchConfig& config, int port, int restart_count, const Str
                      "after %g s (--kill_timeout), or at once on a second signal\n",
                      strsignal(sig), config.kill_timeout_seconds);
       }
-      signal_all(children, sig);
+      ask_all_to_stop(children, sig);
       signalled = true;  // also during a failure's teardown: no restart after it
       if (!tearing_down) {
         tearing_down = true;

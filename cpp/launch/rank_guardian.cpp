@@ -128,6 +128,7 @@ void run_rank_under_guardian(pid_t launcher, char* const argv[], char* const env
     if (program_done && kill_at < 0 && getppid() == launcher) exit_as(program_status);
     if (kill_at < 0 && getppid() != launcher) {
       kill(0, SIGTERM);  // the group: the program and whatever it started
+      kill(0, SIGCONT);  // a stopped member acts on it now, not at the SIGKILL
       kill_at = now_seconds() + (kill_timeout_seconds > 0 ? kill_timeout_seconds : 1);
     }
     // Once the launcher is gone, what the program started may outlive it (a wrapper script's child

@@ -86,6 +86,34 @@ wait $launcher || code=$?
   { echo "after a second SIGTERM: exit $code after $((SECONDS - started)) s: $(cat "$work/twice_err")"; exit 1; }
 expect_ranks_gone "after a second SIGTERM, rank" 0 1
 
+# A stopped rank (SIGSTOP, a debugger's ^Z) does not hold a failed job's teardown until
+# --kill_timeout: the launcher continues the stopped after its SIGTERM. Rank 0 stops itself, rank 1
+# then fails.
+rm -f "$work"/pid_*
+started=$SECONDS
+code=0
+"$launch" --num_processes 2 --kill_timeout 60 sh -c 'echo $$ > $0/pid_$RANK.tmp && mv $0/pid_$RANK.tmp $0/pid_$RANK
+  if [ $RANK = 0 ]; then kill -STOP $$; exec sleep 120; fi
+  until [ -f $0/pid_0 ] && grep -q "^State:.*T" /proc/$(cat $0/pid_0)/status; do sleep 0.1; done; exit 3' "$work" \
+  2>/dev/null || code=$?
+[ "$code" = 3 ] && [ $((SECONDS - started)) -lt 20 ] ||
+  { echo "a failed job with a stopped rank: exit $code after $((SECONDS - started)) s (--kill_timeout 60)"; exit 1; }
+expect_ranks_gone "a stopped rank of a failed job, rank" 0
+
+# The same when the launcher is asked to stop and a rank's guardian is stopped too.
+rm -f "$work"/pid_* "$work"/guardian_*
+"$launch" --num_processes 2 --kill_timeout 60 sh -c 'echo $PPID > $0/guardian_$RANK; echo $$ > $0/pid_$RANK.tmp && mv $0/pid_$RANK.tmp $0/pid_$RANK; exec sleep 120' "$work" 2>/dev/null &
+launcher=$!
+for _ in $(seq 100); do [ -f "$work/pid_0" ] && [ -f "$work/pid_1" ] && break; sleep 0.1; done
+kill -STOP "$(cat "$work/guardian_0")" "$(cat "$work/pid_0")"
+started=$SECONDS
+kill -TERM $launcher
+code=0
+wait $launcher || code=$?
+[ "$code" = 143 ] && [ $((SECONDS - started)) -lt 20 ] ||
+  { echo "SIGTERM with a stopped rank and guardian: exit $code after $((SECONDS - started)) s (--kill_timeout 60)"; exit 1; }
+expect_ranks_gone "a stopped rank after SIGTERM, rank" 0 1
+
 # A console whose reader goes (`| head -1`) does not end the launcher or the job: both ranks finish.
 rm -f "$work"/done_*
 code=$( ("$launch" --num_processes 2 sh -c 'echo first; sleep 1; for i in $(seq 2000); do echo line $i; done; touch $0/done_$RANK' "$work" 2>/dev/null; echo $? > "$work/launcher_code") | head -1 >/dev/null; cat "$work/launcher_code")
