@@ -28,6 +28,8 @@ void Accelerator::profile_step() {
 
 std::string Accelerator::profile_end() {
   require(profiler_ && (profiler_->open() || profiler_->in_trace_ready()), "profile end without profile_begin");
+  // A refused end (another thread, inside the handler) changes nothing: no trace, no barrier.
+  profiler_->require_changeable_by("profile end");
   // Every process reaches the barrier, a failed trace_ready or write included, so that none waits
   // on another; the first failure is thrown after it.
   std::exception_ptr failure;

@@ -107,7 +107,7 @@ ProfilerSession::~ProfilerSession() {
   }
 }
 
-void ProfilerSession::check_thread(const char* call) const {
+void ProfilerSession::require_changeable_by(const char* call) const {
   require(std::this_thread::get_id() == thread_, call,
           " must run on the thread that began the profile: torch's profiler records that thread (and the threads "
           "it starts)");
@@ -117,14 +117,14 @@ void ProfilerSession::check_thread(const char* call) const {
 }
 
 void ProfilerSession::step() {
-  check_thread("profile step");
+  require_changeable_by("profile step");
   const ProfilerAction previous = action_;
   action_ = scheduled_action(config_, ++step_);
   transit(previous, action_, trace_ready_);
 }
 
 void ProfilerSession::finish() {
-  check_thread("profile end");
+  require_changeable_by("profile end");
   finished_ = true;  // first: a failing trace_ready leaves the profile ended all the same
   // The ended profile keeps no handler: replacing the accelerator's then releases the host's data.
   const TraceReady trace_ready = std::exchange(trace_ready_, nullptr);

@@ -45,6 +45,9 @@ class ProfilerSession {
   bool open() const { return !finished_; }  // begun and not yet ended
   bool in_trace_ready() const { return in_trace_ready_; }  // its handler runs (inside step or finish)
   bool recorded() const { return last_ != nullptr; }
+  // Fails with InvalidArgument where `call` (step, end) may not change the profile: off the thread
+  // that began it, inside its handler, or after its end.
+  void require_changeable_by(const char* call) const;
   const std::vector<ProfiledEvent>& events() const;  // of the last recorded cycle
 
  private:
@@ -53,7 +56,6 @@ class ProfilerSession {
   void transit(ProfilerAction from, ProfilerAction to, const TraceReady& trace_ready);
   void start_recording();
   void stop_recording();
-  void check_thread(const char* call) const;
 
   ProfileConfig config_;
   TraceReady trace_ready_;

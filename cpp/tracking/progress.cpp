@@ -1,5 +1,6 @@
 #include "tracking/progress.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,31 +50,72 @@ bool is_terminal(std::FILE* out) {
   return isatty(fileno(out)) && !(term && std::strcmp(term, "dumb") == 0);
 }
 
+// The terminal's width in columns (0: unknown), asked each time: the window may be resized.
+int terminal_columns(std::FILE* out) {
+  winsize size{};
+  if (ioctl(fileno(out), TIOCGWINSZ, &size) == 0 && size.ws_col > 0) return size.ws_col;
+  const char* columns = std::getenv("COLUMNS");
+  const long from_env = columns ? std::strtol(columns, nullptr, 10) : 0;
+  return from_env > 0 && from_env < 100000 ? static_cast<int>(from_env) : 0;
+}
+
+// Characters on screen, counted as UTF-8 code points (a wide character counts as one).
+size_t shown_length(const std::string& text) {
+  return static_cast<size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+// `text` cut to its first `length` code points.
+std::string first_shown(const std::string& text, size_t length) {
+  size_t seen = 0;
+  for (size_t i = 0; i < text.size(); ++i)
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80 && seen++ == length) return text.substr(0, i);
+  return text;
+}
+
+// A line break in a description or postfix would end the display's one line: shown as a space.
+std::string on_one_line(std::string text) {
+  std::replace_if(
+      text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+  return text;
+}
+
 }  // namespace
 
 std::string Progress::bar_line(const std::string& description, int64_t count, int64_t total, double elapsed,
-                               const std::string& postfix) {
-  std::string line = description.empty() ? "" : description + " ";
+                               const std::string& postfix, int columns) {
+  std::string head = description.empty() ? "" : on_one_line(description) + " ";
+  std::string tail;
   char text[96];
+  double fraction = 0;
   if (total > 0) {
-    const double fraction = std::min(1.0, static_cast<double>(count) / static_cast<double>(total));
-    const int filled = static_cast<int>(fraction * kBarWidth);
+    fraction = std::min(1.0, static_cast<double>(count) / static_cast<double>(total));
     std::snprintf(text, sizeof text, "%3d%%|", static_cast<int>(fraction * 100));
-    line += text + std::string(filled, '#') + std::string(kBarWidth - filled, '-') + "| ";
-    std::snprintf(text, sizeof text, "%lld/%lld [%s<%s, ", static_cast<long long>(count),
+    head += text;
+    std::snprintf(text, sizeof text, "| %lld/%lld [%s<%s, ", static_cast<long long>(count),
                   static_cast<long long>(total), clock_text(elapsed).c_str(),
                   clock_text(eta(count, total, elapsed)).c_str());
   } else {
     std::snprintf(text, sizeof text, "%lld [%s, ", static_cast<long long>(count), clock_text(elapsed).c_str());
   }
-  line += text + rate_text(count, elapsed) + "]";
-  if (!postfix.empty()) line += " " + postfix;
-  return line;
+  tail = text + rate_text(count, elapsed) + "]";
+  if (!postfix.empty()) tail += " " + on_one_line(postfix);
+  // A line wider than the terminal wraps, and \r then goes back to its last row only: the bar
+  // narrows to fit (as tqdm's), and what still does not fit is cut, leaving the last column free.
+  int bar = total > 0 ? kBarWidth : 0;
+  const size_t room = columns > 0 ? static_cast<size_t>(columns - 1) : std::string::npos;
+  if (columns > 0 && bar > 0) {
+    const size_t rest = shown_length(head) + shown_length(tail);
+    bar = rest >= room ? 0 : static_cast<int>(std::min<size_t>(bar, room - rest));
+  }
+  const int filled = static_cast<int>(fraction * bar);
+  const std::string line = head + std::string(filled, '#') + std::string(bar - filled, '-') + tail;
+  return columns > 0 ? first_shown(line, room) : line;
 }
 
 std::string Progress::plain_line(const std::string& description, int64_t count, int64_t total, double elapsed,
                                  const std::string& postfix) {
-  std::string line = description.empty() ? "" : description + ": ";
+  std::string line = description.empty() ? "" : on_one_line(description) + ": ";
   char text[96];
   if (total > 0)
     std::snprintf(text, sizeof text, "%lld/%lld (%d%%)", static_cast<long long>(count), static_cast<long long>(total),
@@ -82,8 +124,13 @@ std::string Progress::plain_line(const std::string& description, int64_t count, 
     std::snprintf(text, sizeof text, "%lld", static_cast<long long>(count));
   line += std::string(text) + ", " + rate_text(count, elapsed) + ", elapsed " + clock_text(elapsed);
   if (total > 0) line += ", ETA " + clock_text(eta(count, total, elapsed));
-  if (!postfix.empty()) line += ", " + postfix;
+  if (!postfix.empty()) line += ", " + on_one_line(postfix);
   return line;
+}
+
+// The count at which `k` tenths of `total` are done (rounded up: no more than ten plain lines).
+int64_t Progress::tenth_mark(int64_t total, int k) {
+  return static_cast<int64_t>((static_cast<__int128>(total) * k + 9) / 10);
 }
 
 Progress::Progress(int64_t total, std::string description, bool enabled, std::FILE* out, std::optional<bool> terminal)
@@ -95,7 +142,7 @@ Progress::Progress(int64_t total, std::string description, bool enabled, std::FI
       start_(std::chrono::steady_clock::now()) {
   require(out != nullptr, "progress: no output stream");
   last_shown_ = start_;
-  next_plain_ = total_ > 0 ? std::max<int64_t>(1, total_ / 10) : 0;
+  next_plain_ = total_ > 0 ? tenth_mark(total_, 1) : 0;
   if (enabled_ && terminal_) show(false);
 }
 
@@ -116,12 +163,8 @@ void Progress::update(int64_t n) {
   } else if (total_ > 0 ? count_ >= next_plain_ && count_ < total_
                         : std::chrono::duration<double>(now - last_shown_).count() >= kPlainEverySeconds) {
     show(false);
-    if (total_ > 0) {  // the next tenth of the total past the count, short of overflowing
-      const int64_t tenth = std::max<int64_t>(1, total_ / 10);
-      const int64_t tenths = count_ / tenth + 1;
-      next_plain_ =
-          tenths > std::numeric_limits<int64_t>::max() / tenth ? std::numeric_limits<int64_t>::max() : tenths * tenth;
-    }
+    if (total_ > 0)  // the next tenth of the total past the count
+      next_plain_ = tenth_mark(total_, static_cast<int>(static_cast<__int128>(count_) * 10 / total_) + 1);
   }
 }
 
@@ -138,7 +181,7 @@ void Progress::show(bool final) {
   const double t = elapsed();
   if (terminal_) {
     // \r and "erase to end of line" redraw in place; the final display keeps its line.
-    const std::string line = bar_line(description_, count_, total_, t, postfix_);
+    const std::string line = bar_line(description_, count_, total_, t, postfix_, terminal_columns(out_));
     std::fprintf(out_, "\r%s\x1b[K%s", line.c_str(), final ? "\n" : "");
   } else {
     std::fprintf(out_, "%s\n", plain_line(description_, count_, total_, t, postfix_).c_str());

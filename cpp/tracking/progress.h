@@ -29,11 +29,14 @@ class Progress {
   // Shows the final state; later updates are ignored.
   void close();
 
-  // The text of a display (without line ends) after `elapsed` seconds.
+  // The text of a display (without line ends) after `elapsed` seconds; a terminal's line fits in
+  // `columns` (0: unknown, the full bar).
   static std::string bar_line(const std::string& description, int64_t count, int64_t total, double elapsed,
-                              const std::string& postfix);
+                              const std::string& postfix, int columns = 0);
   static std::string plain_line(const std::string& description, int64_t count, int64_t total, double elapsed,
                                 const std::string& postfix);
+  // The count at which `k` of the total's tenths are done (rounded up).
+  static int64_t tenth_mark(int64_t total, int k);
 
  private:
   void show(bool final);

@@ -241,15 +241,23 @@ TEST(Profile, MisuseIsAnErrorThatSaysWhatToDo) {
   ACC_EXPECT_ERROR(acc_profile_begin(t.acc, wrong), ACC_ERR_INVALID_ARGUMENT, "profile options are needed");
   acc_options_free(wrong);
 
-  ACC_ASSERT_OK(acc_profile_begin(t.acc, nullptr));
+  const std::string traces = temp_dir("refused_end");
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_PROFILE, &o));
+  ACC_ASSERT_OK(acc_options_set_string(o, "output_trace_dir", traces.c_str()));
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, o));
+  acc_options_free(o);
   ACC_EXPECT_ERROR(acc_profile_begin(t.acc, nullptr), ACC_ERR_INVALID_ARGUMENT, "already running");
-  // torch's profiler records the thread that began it: another thread cannot step or end it.
+  // torch's profiler records the thread that began it: another thread cannot step or end it, and
+  // its refused end writes no trace (nor, on several processes, meets the others' end barrier).
   std::thread other([&] {
     ACC_EXPECT_ERROR(acc_profile_step(t.acc), ACC_ERR_INVALID_ARGUMENT, "thread that began the profile");
     ACC_EXPECT_ERROR(acc_profile_end(t.acc), ACC_ERR_INVALID_ARGUMENT, "thread that began the profile");
   });
   other.join();
+  EXPECT_FALSE(std::filesystem::exists(traces + "/profile_0.json"));
   ACC_ASSERT_OK(acc_profile_end(t.acc));
+  EXPECT_TRUE(std::filesystem::exists(traces + "/profile_0.json"));
+  std::filesystem::remove_all(traces);
   ACC_ASSERT_OK(acc_profile_begin(t.acc, nullptr));  // a new one after the end
   ACC_ASSERT_OK(acc_profile_end(t.acc));
 
@@ -401,12 +409,17 @@ TEST(Profile, TheHandlerCannotBeginStepOrEndTheProfile) {
   ReentrantHandler handler{t.acc};
   ACC_ASSERT_OK(acc_profile_on_trace_ready(t.acc, &ReentrantHandler::ready, &handler, nullptr));
   acc_options* o = cycles_of_two_active_steps();
+  const std::string traces = temp_dir("reentrant");
+  ACC_ASSERT_OK(acc_options_set_string(o, "output_trace_dir", traces.c_str()));
   ACC_ASSERT_OK(acc_profile_begin(t.acc, o));
   for (int64_t step = 0; step < 4; ++step) {  // the handler runs at step 3
     t.step(step + 1);
     ACC_ASSERT_OK(acc_profile_step(t.acc));
   }
+  EXPECT_FALSE(std::filesystem::exists(traces + "/profile_0.json")) << "the handler's refused end wrote the trace";
   ACC_ASSERT_OK(acc_profile_end(t.acc));  // recording the second cycle: the handler runs in the end too
+  EXPECT_TRUE(std::filesystem::exists(traces + "/profile_0.json"));
+  std::filesystem::remove_all(traces);
   ASSERT_EQ(handler.refusals.size(), 6u);
   for (size_t i = 0; i < 6; ++i) {
     const char* want = i % 3 == 2   ? "profile begin inside on_trace_ready"

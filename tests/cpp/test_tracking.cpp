@@ -9,10 +9,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -131,6 +133,51 @@ TEST(ProgressText, BarAndPlainLines) {
   EXPECT_EQ(Progress::plain_line("train", 50, 200, 3725.0, ""),
             "train: 50/200 (25%), 74.5 s/it, elapsed 1:02:05, ETA 3:06:15");
   EXPECT_EQ(Progress::plain_line("", 0, 10, 0.0, "x"), "0/10 (0%), ? it/s, elapsed 00:00, ETA ?, x");
+}
+
+// Code points of a UTF-8 text (what a terminal shows of it, a wide character as one).
+size_t code_points(const std::string& text) {
+  return std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+}
+
+// On a terminal narrower than the line, \r goes back to the wrapped line's last row only: the bar
+// narrows, then the line is cut, always one column short of the width; a line break in a
+// description or postfix shows as a space (it would end the one line).
+TEST(ProgressText, TheTerminalLineFitsTheTerminalsWidth) {
+  const std::string full = Progress::bar_line("epoch 1", 50, 200, 10.0, "loss 0.5");
+  EXPECT_EQ(Progress::bar_line("epoch 1", 50, 200, 10.0, "loss 0.5", 200), full);
+  const std::string narrow = Progress::bar_line("epoch 1", 50, 200, 10.0, "loss 0.5", 61);
+  EXPECT_EQ(narrow, "epoch 1  25%|#-----| 50/200 [00:10<00:30, 5.0 it/s] loss 0.5");
+  EXPECT_EQ(code_points(narrow), 60u);
+  const std::string cut = Progress::bar_line(std::string(100, 'd'), 50, 200, 10.0, "", 40);
+  EXPECT_EQ(cut, std::string(39, 'd'));
+  std::string accents;
+  for (int i = 0; i < 50; ++i) accents += "\xc3\xa9";  // é
+  const std::string cut_utf8 = Progress::bar_line(accents, 3, 0, 4.0, "", 20);
+  EXPECT_EQ(cut_utf8, accents.substr(0, 38)) << "19 whole code points";
+  EXPECT_EQ(Progress::bar_line("a\nb", 3, 0, 4.0, "x\ry"), "a b 3 [00:04, 1.3 s/it] x y");
+  EXPECT_EQ(Progress::plain_line("a\nb", 0, 10, 0.0, "x\ny"), "a b: 0/10 (0%), ? it/s, elapsed 00:00, ETA ?, x y");
+}
+
+// Off a terminal: a line at each tenth of the total and one on close, so at most ten whatever
+// the total (a total of 15 printed one per step), and one per step below ten.
+TEST(ProgressText, PlainLinesComeAtEachTenthOfTheTotal) {
+  for (int64_t total : {1, 3, 9, 10, 11, 15, 19, 25, 37, 99, 1000, 1001}) {
+    char buffer[8192] = {0};
+    std::FILE* out = fmemopen(buffer, sizeof buffer - 1, "w");
+    ASSERT_NE(out, nullptr);
+    {
+      Progress p(total, "e", true, out, /*terminal=*/false);
+      for (int64_t i = 0; i < total; ++i) p.update(1);
+      p.close();
+    }
+    std::fclose(out);
+    const std::string text = buffer;
+    EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), std::min<int64_t>(total, 10)) << "total " << total << ":\n"
+                                                                                        << text;
+  }
+  EXPECT_EQ(Progress::tenth_mark(15, 1), 2);
+  EXPECT_EQ(Progress::tenth_mark(std::numeric_limits<int64_t>::max(), 10), std::numeric_limits<int64_t>::max());
 }
 
 TEST(ProgressText, TerminalRedrawsInPlace) {
