@@ -21,7 +21,7 @@ std::vector<at::Tensor> call_back(const std::string& what, Call call) {
   });
   if (!list) acc::fail(acc::Status::Io, what, " returned no tensor list");
   if (!is_live(list, ACC_HANDLE_TENSOR_LIST)) acc::fail(acc::Status::Io, what, " returned an invalid tensor list");
-  std::vector<at::Tensor> tensors = std::move(list->tensors);
+  std::vector<at::Tensor> tensors = std::move(live(list, "the returned list").tensors);
   release(list);
   return tensors;
 }

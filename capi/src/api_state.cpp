@@ -17,7 +17,7 @@ std::string collect_bytes(const std::function<void(acc_bytes*)>& fill) {
     ~Release() { release(sink); }
   } release_sink{sink};
   fill(sink);
-  return std::move(sink->data);
+  return std::move(live(sink, "sink").data);
 }
 
 void emit_dir(char** out_dir, const std::string& dir) {

@@ -1,7 +1,6 @@
 #include "handles.h"
 
 #include <pthread.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,61 +22,19 @@
 namespace acc::capi {
 namespace {
 
-// Handle cells come from address space reserved in chunks and handed out once, in order. Memory is
-// committed only where cells are touched, and pages whose cells are all retired are given back to
-// the kernel (their addresses stay reserved, never reused): a long run that creates and frees
-// millions of handles holds only the pages of its live ones, and up to kPagesKept retired ones.
-// They go back in batches, mostly contiguous (cells are handed out in order), with one madvise per
-// run of pages: each call costs a system call and, in a process with threads, a TLB shootdown on
-// every CPU running them (a page at a time, that was ~4% of a small model's training step).
-// Chunks start at 1 MiB (8192 cells) and double up to 1 GiB, so that a program under an
-// address-space limit (`ulimit -v`) reserves for its handles about twice what they have used.
-class CellArena {
- public:
-  void* allocate() {
-    if (next_ == end_) map_chunk();
-    void* cell = next_;
-    next_ += kHandleCellSize;
-    return cell;
-  }
-  void retire(void* cell) {
-    const auto page = reinterpret_cast<uintptr_t>(cell) & ~(page_size_ - 1);
-    if (++retired_[page] < page_size_ / kHandleCellSize) return;
-    retired_.erase(page);
-    emptied_.push_back(page);
-    if (emptied_.size() >= kPagesKept) give_back_emptied();
-  }
-
- private:
-  static constexpr size_t kFirstChunk = size_t{1} << 20, kLargestChunk = size_t{1} << 30;
-  static constexpr size_t kPagesKept = 64;
-  void give_back_emptied() {
-    std::sort(emptied_.begin(), emptied_.end());
-    for (size_t first = 0, last = 0; first < emptied_.size(); first = last) {
-      for (last = first + 1; last < emptied_.size() && emptied_[last] == emptied_[last - 1] + page_size_;) ++last;
-      ::madvise(reinterpret_cast<void*>(emptied_[first]), (last - first) * page_size_, MADV_DONTNEED);
-    }
-    emptied_.clear();
-  }
-  void map_chunk() {
-    void* chunk = ::mmap(nullptr, chunk_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (chunk == MAP_FAILED) throw std::bad_alloc();
-    next_ = static_cast<char*>(chunk);
-    end_ = next_ + chunk_;
-    chunk_ = std::min(chunk_ * 2, kLargestChunk);
-  }
-  size_t chunk_ = kFirstChunk;
-  const uintptr_t page_size_ = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  char* next_ = nullptr;
-  char* end_ = nullptr;
-  std::unordered_map<uintptr_t, size_t> retired_;  // cells retired per page not yet given back
-  std::vector<uintptr_t> emptied_;                 // pages all of whose cells are retired, not given back yet
-};
+// Handle values: 16 apart (aligned as an object would be), from 2^62 up. Every one has bit 62 set and
+// bit 63 clear, which no user or kernel address has (x86-64 and AArch64 with 48- to 57-bit
+// addresses): 2^58 handles, a thousand years at ten million a second.
+constexpr uintptr_t kFirstHandle = uintptr_t{1} << 62, kHandleStride = 16;
+constexpr uintptr_t kLastHandle = (uintptr_t{1} << 63) - kHandleStride;
+static_assert(sizeof(uintptr_t) == 8, "handle values need 64-bit pointers");
 
 struct Entry {
   acc_handle_kind kind;
-  int64_t pins = 0;                  // C calls now using the handle (PinScope)
-  void (*destroy)(void*) = nullptr;  // set once freed while pinned: runs at the last unpin
+  void* object;
+  void (*destroy)(void*);
+  int64_t pins = 0;    // C calls now using the handle (PinScope)
+  bool freed = false;  // freed while pinned: destroyed at the last unpin
 };
 
 struct Registry {
@@ -85,7 +42,7 @@ struct Registry {
   std::unordered_map<const void*, Entry> kinds;  // live handles, and freed ones still pinned
   std::unordered_set<const void*> strings;  // handed out by owned_string, not yet freed
   std::array<int64_t, 16> counts{};
-  CellArena cells;
+  uintptr_t next_handle = kFirstHandle;
 };
 
 Registry* registry_instance() {
@@ -112,23 +69,11 @@ thread_local int t_calls = 0;
 // The entry of a live handle of that kind (not freed), or null.
 Entry* live_entry(Registry& r, const void* handle, acc_handle_kind kind) {
   auto it = r.kinds.find(handle);
-  if (it == r.kinds.end() || it->second.kind != kind || it->second.destroy) return nullptr;
+  if (it == r.kinds.end() || it->second.kind != kind || it->second.freed) return nullptr;
   return &it->second;
 }
 
 }  // namespace
-
-void* allocate_handle_cell() {
-  auto& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  return r.cells.allocate();
-}
-
-void retire_handle_cell(void* cell) {
-  auto& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  r.cells.retire(cell);
-}
 
 PinScope::PinScope() noexcept : mark_(pinned().size()) { ++t_calls; }
 
@@ -136,44 +81,50 @@ PinScope::~PinScope() {
   --t_calls;
   std::vector<const void*>& pins = pinned();
   if (pins.size() == mark_) return;
-  // One lock for the call's pins; the handles freed meanwhile are destroyed after it, since a
-  // destructor may free other handles.
-  std::vector<std::pair<const void*, void (*)(void*)>> doomed;
+  // One lock for the call's pins; the objects of handles freed meanwhile are destroyed after it,
+  // since a destructor may free other handles.
+  std::vector<std::pair<void*, void (*)(void*)>> doomed;
   {
     auto& r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
     for (size_t i = pins.size(); i-- > mark_;) {
       auto it = r.kinds.find(pins[i]);
-      if (it == r.kinds.end() || --it->second.pins > 0 || !it->second.destroy) continue;
-      doomed.emplace_back(it->first, it->second.destroy);
+      if (it == r.kinds.end() || --it->second.pins > 0 || !it->second.freed) continue;
+      doomed.emplace_back(it->second.object, it->second.destroy);
       r.kinds.erase(it);
     }
     pins.resize(mark_);
   }
-  for (const auto& [handle, destroy] : doomed) destroy(const_cast<void*>(handle));
+  for (const auto& [object, destroy] : doomed) destroy(object);
 }
 
-void register_handle(const void* handle, acc_handle_kind kind) {
+const void* register_handle(void* object, acc_handle_kind kind, void (*destroy)(void*)) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.kinds[handle] = Entry{kind};
+  if (r.next_handle > kLastHandle) throw std::bad_alloc();  // (not in this millennium)
+  const auto* handle = reinterpret_cast<const void*>(r.next_handle);
+  r.kinds.emplace(handle, Entry{kind, object, destroy});
+  r.next_handle += kHandleStride;
   ++r.counts[kind];
+  return handle;
 }
 
-bool unregister_handle(const void* handle, acc_handle_kind kind, void (*destroy)(void*)) {
+bool unregister_handle(const void* handle, acc_handle_kind kind) {
   auto& r = registry();
+  Entry gone{};
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     Entry* entry = live_entry(r, handle, kind);
     if (!entry) return false;
     --r.counts[kind];
     if (entry->pins > 0) {  // a call is using it: the last one to return destroys it
-      entry->destroy = destroy;
+      entry->freed = true;
       return true;
     }
+    gone = *entry;
     r.kinds.erase(handle);
   }
-  destroy(const_cast<void*>(handle));
+  gone.destroy(gone.object);
   return true;
 }
 
@@ -183,16 +134,16 @@ bool is_live(const void* handle, acc_handle_kind kind) {
   return live_entry(r, handle, kind) != nullptr;
 }
 
-bool pin_if_live(const void* handle, acc_handle_kind kind) {
+void* pin_if_live(const void* handle, acc_handle_kind kind) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   Entry* entry = live_entry(r, handle, kind);
-  if (!entry) return false;
+  if (!entry) return nullptr;
   if (t_calls > 0) {
     ++entry->pins;
     pinned().push_back(handle);
   }
-  return true;
+  return entry->object;
 }
 
 int64_t live_handles(int kind) {

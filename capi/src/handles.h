@@ -97,21 +97,23 @@ ACC_HANDLE_TRAITS(acc_averaged_model, ACC_HANDLE_AVERAGED_MODEL)
 ACC_HANDLE_TRAITS(acc_checkpoint_models, ACC_HANDLE_CHECKPOINT_MODELS)
 #undef ACC_HANDLE_TRAITS
 
-// The registry of live handles (thread-safe). A handle lives in a cell of its own at an address
-// that no later handle ever gets, so a released handle stays invalid for good (a new handle at a
-// freed one's address would otherwise be taken for it, and a second free would release it).
-constexpr size_t kHandleCellSize = 128;
-void* allocate_handle_cell();
-// Gives a cell whose handle was destroyed (or never built) back; its address is not used again.
-void retire_handle_cell(void* cell);
-void register_handle(const void* handle, acc_handle_kind kind);
-// Ends a live handle of that kind: it is no longer live, and `destroy` runs now, or when the last C
-// call using it returns (PinScope). Returns false when `handle` is not live with that kind (then
-// nothing is changed).
-bool unregister_handle(const void* handle, acc_handle_kind kind, void (*destroy)(void* handle));
+// The registry of live handles (thread-safe). A handle is a value the registry hands out once, never
+// the address of its object: no later handle ever has a freed one's value, so a released handle
+// stays invalid for good (a new object at a freed one's address would otherwise be taken for it,
+// and a second free would release it), and making and freeing handles costs no lasting memory or
+// address space. The values lie where no memory can be (non-canonical addresses), so a handle is
+// never mistaken for a pointer by anyone (a Go garbage collector, a debugger) and never points into
+// memory.
+// Registers `object`, destroyed by `destroy(object)` when its handle is freed; returns its handle.
+const void* register_handle(void* object, acc_handle_kind kind, void (*destroy)(void*));
+// Ends a live handle of that kind: it is no longer live, and its object is destroyed now, or when
+// the last C call using it returns (PinScope). Returns false when `handle` is not live with that
+// kind (then nothing is changed).
+bool unregister_handle(const void* handle, acc_handle_kind kind);
 bool is_live(const void* handle, acc_handle_kind kind);
-// is_live, and inside a C call (PinScope) the handle is kept from destruction until the call returns.
-bool pin_if_live(const void* handle, acc_handle_kind kind);
+// The object of a live handle of that kind (null if it is not one); inside a C call (PinScope) the
+// handle is kept from destruction until the call returns.
+void* pin_if_live(const void* handle, acc_handle_kind kind);
 // `kind`: an acc_handle_kind as the caller passed it (enum_int).
 int64_t live_handles(int kind);
 
@@ -126,20 +128,14 @@ int enum_int(const Enum& argument) {
   return value;
 }
 
-// Allocates a handle, registers it and writes it to *out.
+// Makes an object, registers it and writes its handle to *out.
 template <typename T, typename... Args>
 void emit(T** out, Args&&... args) {
-  static_assert(sizeof(T) <= kHandleCellSize && alignof(T) <= 16, "a handle struct must fit a cell");
-  void* cell = allocate_handle_cell();
-  T* handle = nullptr;
-  try {
-    handle = new (cell) T{std::forward<Args>(args)...};
-  } catch (...) {
-    retire_handle_cell(cell);
-    throw;
-  }
-  register_handle(handle, HandleTraits<T>::value);
-  *out = handle;
+  std::unique_ptr<T> object(new T{std::forward<Args>(args)...});
+  const void* handle =
+      register_handle(object.get(), HandleTraits<T>::value, [](void* o) { delete static_cast<T*>(o); });
+  object.release();
+  *out = static_cast<T*>(const_cast<void*>(handle));
 }
 
 // A map-style dataset handle (no stream).
@@ -152,28 +148,27 @@ template <typename T>
 T& live(T* handle, const char* argument) {
   if (!handle) fail(Status::InvalidHandle, argument, " is NULL");
   using Traits = HandleTraits<std::remove_const_t<T>>;
-  if (!pin_if_live(handle, Traits::value))
+  void* object = pin_if_live(handle, Traits::value);
+  if (!object)
     fail(Status::InvalidHandle, argument, " is not a live ", Traits::name,
          " (already freed, or a handle of another type)");
-  return *handle;
+  return *static_cast<T*>(object);
 }
 
 // live() for element `index` of the array argument `array`: its name is spelled out for the error only
 // (arrays of tensors are checked on every forward).
 template <typename T>
 T& live_element(T* handle, const std::string& array, size_t index) {
-  if (handle && pin_if_live(handle, HandleTraits<std::remove_const_t<T>>::value)) return *handle;
+  if (handle)
+    if (void* object = pin_if_live(handle, HandleTraits<std::remove_const_t<T>>::value))
+      return *static_cast<T*>(object);
   return live(handle, (array + "[" + std::to_string(index) + "]").c_str());  // throws, naming the element
 }
 
-// Frees a handle; NULL is a no-op, a pointer that is not live is ignored (never freed twice).
+// Frees a handle; NULL is a no-op, a value that is not a live handle is ignored (never freed twice).
 template <typename T>
 void release(T* handle) {
-  if (!handle) return;
-  unregister_handle(handle, HandleTraits<T>::value, [](void* cell) {
-    static_cast<T*>(cell)->~T();
-    retire_handle_cell(cell);
-  });
+  if (handle) unregister_handle(handle, HandleTraits<T>::value);
 }
 
 template <typename T>
