@@ -1,5 +1,7 @@
 #include "common/random.h"
 
+#include <pthread.h>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
 #include <torch/cuda.h>
@@ -20,6 +22,18 @@ namespace {
 // earlier run, and a draw in one of them would use it after. Made when the library loads, it
 // outlives them.
 const bool g_default_generator_made = at::detail::getDefaultCPUGenerator().defined();
+
+// A child forked while another thread draws or seeds would find the generator's lock taken for good,
+// and hang on its first draw (a new model's initialisation included): fork waits for the lock, and
+// both sides let it go after.
+std::mutex& default_generator_mutex() {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  return generator.mutex();  // the generator's own (a copy of the Generator shares its impl)
+}
+void lock_default_generator() { default_generator_mutex().lock(); }
+void unlock_default_generator() { default_generator_mutex().unlock(); }
+const bool g_default_generator_forks_safely =
+    ::pthread_atfork(lock_default_generator, unlock_default_generator, unlock_default_generator) == 0;
 
 struct WorkerGeneratorTag;
 at::Generator& worker_generator_in_use() { return thread_state<at::Generator, WorkerGeneratorTag>(); }

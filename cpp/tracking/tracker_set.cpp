@@ -102,6 +102,16 @@ TrackerSet::~TrackerSet() {
 
 bool TrackerSet::forked_child() const { return ::getpid() != owner_; }
 
+void TrackerSet::refuse_in_forked_child(const char* call) const {
+  require(!forked_child(), call, ": the trackers are those of process ", owner_, ", of which this process (",
+          ::getpid(), ") is a fork; a new accelerator logs in this one");
+}
+
+std::unique_lock<std::recursive_mutex> TrackerSet::lock_in_owner() const {
+  if (forked_child()) return {};
+  return std::unique_lock<std::recursive_mutex>(mutex_);
+}
+
 template <typename Call>
 void TrackerSet::each(Call call) {
   if (!main_) return;
@@ -123,7 +133,8 @@ void TrackerSet::refuse_from_callbacks(const char* call) const {
 
 void TrackerSet::add(std::shared_ptr<Tracker> tracker) {
   refuse_from_callbacks("add_tracker");
-  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  refuse_in_forked_child("add_tracker");
+  const auto lock = lock_in_owner();
   require(tracker != nullptr, "no tracker given");
   require(!tracker->name().empty(), "a tracker needs a name");
   for (const auto& t : trackers_)
@@ -136,9 +147,8 @@ void TrackerSet::add(std::shared_ptr<Tracker> tracker) {
 void TrackerSet::init(const std::string& project_name, const std::string& config_json,
                       const std::string& init_kwargs_json) {
   refuse_from_callbacks("init_trackers");
-  const std::lock_guard<std::recursive_mutex> lock(mutex_);
-  require(!forked_child(), "init_trackers: the trackers are those of process ", owner_, ", of which this process (",
-          ::getpid(), ") is a fork; a new accelerator logs in this one");
+  refuse_in_forked_child("init_trackers");
+  const auto lock = lock_in_owner();
   require(!project_name.empty(), "init_trackers needs a project name");
   require(project_name.find("..") == std::string::npos && project_name.front() != '/',
           "the project name \"", project_name, "\" must stay inside the logging folder");
@@ -231,7 +241,8 @@ nlohmann::json TrackerSet::per_tracker_kwargs(const std::string& json_text, cons
 void TrackerSet::log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step,
                      const std::string& log_kwargs_json) {
   refuse_from_callbacks("log");
-  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  refuse_in_forked_child("log");
+  const auto lock = lock_in_owner();
   require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
   const int64_t at = check_call("log", names, step);
   nlohmann::json log_kwargs = checked_log_kwargs(log_kwargs_json, Logged::Numbers);
@@ -256,7 +267,8 @@ nlohmann::json TrackerSet::checked_log_kwargs(const std::string& log_kwargs_json
 void TrackerSet::log_scalars(const std::string& group, std::vector<std::string> names, std::vector<double> values,
                              std::optional<int64_t> step, const std::string& log_kwargs_json) {
   refuse_from_callbacks("log_scalars");
-  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  refuse_in_forked_child("log_scalars");
+  const auto lock = lock_in_owner();
   require(!group.empty() && is_utf8(group), "log_scalars: the main tag must be non-empty UTF-8");
   require(names.size() == values.size(), "log_scalars: ", names.size(), " names but ", values.size(), " values");
   std::vector<std::string> flat;
@@ -282,7 +294,8 @@ void TrackerSet::log_scalars(const std::string& group, std::vector<std::string> 
 void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step,
                           const std::string& log_kwargs_json) {
   refuse_from_callbacks("log_text");
-  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  refuse_in_forked_child("log_text");
+  const auto lock = lock_in_owner();
   require(names.size() == texts.size(), "log_text: ", names.size(), " names but ", texts.size(), " texts");
   for (size_t i = 0; i < texts.size(); ++i)
     require(is_utf8(texts[i]), "log_text: the text of \"", names[i], "\" is not valid UTF-8");
@@ -300,7 +313,8 @@ void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::strin
 void TrackerSet::log_images(std::vector<std::string> names, const std::vector<at::Tensor>& images,
                             const std::string& dataformats, std::optional<int64_t> step) {
   refuse_from_callbacks("log_images");
-  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  refuse_in_forked_child("log_images");
+  const auto lock = lock_in_owner();
   require(names.size() == images.size(), "log_images: ", names.size(), " names but ", images.size(), " images");
   for (size_t i = 0; i < images.size(); ++i) check_image(images[i], dataformats, names[i]);
   const int64_t at = check_call("log_images", names, step, Logged::Images);
@@ -334,7 +348,8 @@ void TrackerSet::log_images(std::vector<std::string> names, const std::vector<at
 void TrackerSet::log_histogram(const std::string& name, const at::Tensor& values, const HistogramBins& bins,
                                std::optional<int64_t> step) {
   refuse_from_callbacks("log_histogram");
-  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  refuse_in_forked_child("log_histogram");
+  const auto lock = lock_in_owner();
   check_histogram_values(values, name);
   const int64_t at = check_call("log_histogram", {name}, step, Logged::Histograms);
   const bool wanted = any_tracker(&Tracker::takes_histograms);
@@ -357,15 +372,15 @@ void TrackerSet::log_histogram(const std::string& name, const at::Tensor& values
 
 void TrackerSet::end() {
   refuse_from_callbacks("end_training");
-  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  if (forked_child()) return;  // the run is the parent's to end
+  const auto lock = lock_in_owner();
   if (!running_) return;
   running_ = false;
-  if (forked_child()) return;  // the run is the parent's to end
   each([](Tracker& t) { t.finish(); });
 }
 
 std::vector<std::string> TrackerSet::names() const {
-  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  const auto lock = lock_in_owner();
   std::vector<std::string> out;
   for (const auto& t : trackers_) out.push_back(t->name());
   return out;
@@ -390,7 +405,8 @@ Tracker& TrackerSet::find(const std::string& name) {
 void TrackerSet::log_artifact(const std::string& tracker, const std::string& local_path,
                               const std::string& artifact_path) {
   refuse_from_callbacks("log_artifact");
-  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  refuse_in_forked_child("log_artifact");
+  const auto lock = lock_in_owner();
   Tracker& t = find(tracker);
   if (!running_) fail(Status::NotInitialized, "log_artifact needs init_trackers first (or after end_training)");
   require(!local_path.empty(), "log_artifact: local_path is empty");
@@ -406,7 +422,8 @@ void TrackerSet::log_artifact(const std::string& tracker, const std::string& loc
 void TrackerSet::change_program_tracker(const std::string& name,
                                         const std::function<void(CallbackTracker& tracker)>& change) {
   refuse_from_callbacks("changing a program's tracker");
-  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  refuse_in_forked_child("changing a program's tracker");
+  const auto lock = lock_in_owner();
   find(name);  // an unknown name is refused naming the trackers there are
   for (const auto& t : trackers_)
     if (auto* added = dynamic_cast<CallbackTracker*>(t.get()); added && t->name() == name) return change(*added);
@@ -415,7 +432,7 @@ void TrackerSet::change_program_tracker(const std::string& name,
 }
 
 std::string TrackerSet::path(const std::string& name) const {
-  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  const auto lock = lock_in_owner();
   const Tracker& t = find(name);
   return main_ ? t.path() : "";
 }

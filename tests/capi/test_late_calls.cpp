@@ -226,16 +226,28 @@ TEST(LateCalls, AForkedChildLeavesTheParentsRunsOpen) {
   acc_accelerator_free(acc);
 }
 
-// A child forked while another thread is inside the library finds the library usable (found by a
-// hunt: the handle registry's lock stayed taken in the child, which hung on its first handle).
+// A child forked while other threads are inside the library finds the library usable (found by
+// hunts: the handle registry's lock, torch's generator's while a thread drew or seeded, and the
+// trackers' while a thread logged stayed taken in the child, which hung on its first handle, its
+// first draw (a new model's initialisation) or its end of training).
 TEST(LateCalls, AChildForkedWhileAnotherThreadCallsInIsUsable) {
+  const std::string dir = acc_test::fresh_dir("late_calls_fork_busy");
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "jsonl"}, {"project_dir", dir}});
+  ACC_ASSERT_OK(acc_init_trackers(acc, "run", nullptr));
   std::atomic<bool> stop{false};
   const int64_t dims[] = {4, 4};
   std::thread busy([&] {
-    while (!stop) {
+    for (uint64_t i = 0; !stop; ++i) {
       acc_tensor* t = nullptr;
       if (acc_tensor_zeros(dims, 2, ACC_DTYPE_FLOAT32, nullptr, &t) == ACC_OK) acc_tensor_free(t);
+      if (acc_tensor_rand(dims, 2, &t) == ACC_OK) acc_tensor_free(t);
+      (void)acc_set_seed(i % 1000);
     }
+  });
+  std::thread logging([&] {
+    const char* names[] = {"loss"};
+    const double value = 0.5;
+    for (int64_t step = 0; !stop; ++step) (void)acc_log(acc, names, &value, 1, step);
   });
   for (int round = 0; round < 30; ++round) {
     const pid_t child = fork();
@@ -245,14 +257,24 @@ TEST(LateCalls, AChildForkedWhileAnotherThreadCallsInIsUsable) {
       acc_tensor* t = nullptr;
       if (acc_tensor_zeros(dims, 2, ACC_DTYPE_FLOAT32, nullptr, &t) != ACC_OK) _exit(3);
       acc_tensor_free(t);
+      if (acc_tensor_rand(dims, 2, &t) != ACC_OK) _exit(4);
+      acc_tensor_free(t);
+      const char* names[] = {"loss"};
+      const double value = 1.0;
+      if (acc_log(acc, names, &value, 1, 0) != ACC_ERR_INVALID_ARGUMENT) _exit(5);
+      if (std::string(acc_last_error_message()).find("is a fork") == std::string::npos) _exit(6);
+      if (acc_end_training(acc) != ACC_OK) _exit(7);
       _exit(0);
     }
     int status = 0;
     waitpid(child, &status, 0);
     ASSERT_TRUE(WIFEXITED(status)) << "round " << round << ": the child ended by signal "
                                    << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-    ASSERT_EQ(WEXITSTATUS(status), 0) << "round " << round;
+    ASSERT_EQ(WEXITSTATUS(status), 0) << "round " << round << " (3, 4: a tensor; 5, 6: log; 7: end_training)";
   }
   stop = true;
   busy.join();
+  logging.join();
+  ACC_ASSERT_OK(acc_end_training(acc));
+  acc_accelerator_free(acc);
 }
