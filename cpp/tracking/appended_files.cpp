@@ -15,70 +15,123 @@
 namespace acc::tracking {
 namespace fs = std::filesystem;
 
-AppendedFiles::~AppendedFiles() {
-  for (const auto& entry : files_) ::close(entry.second.fd);
+AppendedFiles::~AppendedFiles() { close_all(); }
+
+void AppendedFiles::close_all() {
+  for (auto& entry : files_)
+    if (entry.second.fd >= 0) ::close(std::exchange(entry.second.fd, -1));
+  open_ = 0;
 }
 
-AppendedFiles::File& AppendedFiles::file_of(const std::string& name, const Header& header) {
-  if (auto found = files_.find(name); found != files_.end()) return found->second;
-  if (files_.size() >= kMaxOpen) {  // thousands of names: reopened as they come
-    flush();
-    for (const auto& entry : files_) ::close(entry.second.fd);
-    files_.clear();
-  }
+bool AppendedFiles::open(const std::string& name, File& file, std::string& error) {
+  if (open_ >= kMaxOpen) close_all();  // thousands of names: reopened as they come
   const fs::path path = path_of(name);
-  make_folders(path.parent_path().string(), "the metric folder");
-  // Non-blocking: a FIFO without a reader fails to open instead of waiting for one. Read too: its
-  // last byte says whether a stopped run left a torn line.
-  const int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
-  if (fd < 0) {
-    const int error = errno;
-    refuse_unless_regular(path.string());
-    fail(Status::Io, label_, ": cannot open ", path.string(), ": ", std::strerror(error));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(Status::Io, label_, ": '", path.string(), "' is not a regular file");
-  }
-  char last = '\n';
-  if (st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n') {
-    try {
-      drop_torn_tail(path.string(), /*quoted_fields=*/false, line_starts_);
-    } catch (...) {
-      ::close(fd);
-      throw;
+  try {
+    make_folders(path.parent_path().string(), "the metric folder");
+    // Non-blocking: a FIFO without a reader fails to open instead of waiting for one. Read too: its
+    // last byte says whether a stopped run left a torn line.
+    const int fd = ::open(path.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0666);
+    if (fd < 0) {
+      const int failure = errno;
+      refuse_unless_regular(path.string());
+      fail(Status::Io, label_, ": cannot open ", path.string(), ": ", std::strerror(failure));
     }
-    ::fstat(fd, &st);
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      fail(Status::Io, label_, ": '", path.string(), "' is not a regular file");
+    }
+    char last = '\n';
+    if (st.st_size > 0 && ::pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n') {
+      try {
+        drop_torn_tail(path.string(), /*quoted_fields=*/false, line_starts_);
+      } catch (...) {
+        ::close(fd);
+        throw;
+      }
+      ::fstat(fd, &st);
+    }
+    file.fd = fd;
+    ++open_;
+    if (file.header) {
+      if (st.st_size == 0) file.waiting.insert(0, file.header(name));
+      file.header = nullptr;
+    }
+    return true;
+  } catch (const std::exception& e) {
+    error = e.what();
+    return false;
   }
-  File& file = files_[name] = File{fd, {}};
-  if (st.st_size == 0 && header) file.waiting = header(name);
-  return file;
 }
 
 void AppendedFiles::append(const std::string& name, const std::string& line, const Header& header) {
-  File& file = file_of(name, header);
+  auto [it, made] = files_.try_emplace(name);
+  File& file = it->second;
+  if (made) file.header = header;
+  if (waiting_bytes_ + line.size() > kMaxWaiting) {
+    ++dropped_;
+    return;
+  }
   file.waiting += line;
-  if (file.waiting.size() >= kWriteAt) write_out(name, file);
+  waiting_bytes_ += line.size();
+  std::string ignored;  // flush() reports what is still refused
+  if (file.waiting.size() >= kWriteAt && (file.fd >= 0 || open(name, file, ignored)))
+    write_out(name, file, ignored);
 }
 
 void AppendedFiles::flush() {
-  for (auto& [name, file] : files_) write_out(name, file);
+  std::string first_error;
+  for (auto& [name, file] : files_) {
+    std::string error;
+    if (file.waiting.empty() && file.torn_from < 0) continue;
+    if ((file.fd >= 0 || open(name, file, error)) && write_out(name, file, error)) continue;
+    if (first_error.empty()) first_error = error;
+  }
+  if (first_error.empty()) return;
+  if (dropped_ > 0)
+    first_error += " (" + std::to_string(std::exchange(dropped_, 0)) + " lines lost so far: more came than " +
+                   std::to_string(kMaxWaiting >> 20) + " MiB could wait)";
+  fail(Status::Io, first_error, " (kept, to be written once the disk takes them)");
 }
 
-void AppendedFiles::write_out(const std::string& name, File& file) {
-  if (file.waiting.empty()) return;
-  const ssize_t written = ::write(file.fd, file.waiting.data(), file.waiting.size());
-  if (written == static_cast<ssize_t>(file.waiting.size())) {
-    file.waiting.clear();
-    return;
+bool AppendedFiles::write_out(const std::string& name, File& file, std::string& error) {
+  if (file.torn_from >= 0) {
+    if (::ftruncate(file.fd, file.torn_from) != 0) {
+      error = torn_line_error(name, file.torn_from);
+      return false;
+    }
+    file.torn_from = -1;
   }
-  const int error = errno;
+  if (file.waiting.empty()) return true;
+  size_t written = 0;  // (a write that takes part of the lines is followed by one that says why not all)
+  while (written < file.waiting.size()) {
+    const ssize_t step = ::write(file.fd, file.waiting.data() + written, file.waiting.size() - written);
+    if (step < 0 && errno == EINTR) continue;
+    if (step <= 0) break;
+    written += static_cast<size_t>(step);
+  }
+  if (written == file.waiting.size()) {
+    waiting_bytes_ -= file.waiting.size();
+    file.waiting.clear();
+    return true;
+  }
+  error = label_ + ": cannot write " + path_of(name) + ": " + std::strerror(errno);
+  // The part written goes again with the rest: the file is cut back to where it began.
   struct stat after {};
-  if (written > 0 && ::fstat(file.fd, &after) == 0) static_cast<void>(::ftruncate(file.fd, after.st_size - written));
-  file.waiting.clear();
-  fail(Status::Io, label_, ": cannot write ", path_of(name), ": ",
-       written < 0 ? std::strerror(error) : "the disk took part of the lines");
+  if (written > 0 && ::fstat(file.fd, &after) == 0) {
+    const off_t began = after.st_size - static_cast<off_t>(written);
+    if (::ftruncate(file.fd, began) != 0) {
+      file.torn_from = began;
+      error += "; " + torn_line_error(name, began);
+    }
+  }
+  return false;
+}
+
+std::string AppendedFiles::torn_line_error(const std::string& name, off_t whole_until) const {
+  return label_ + ": " + path_of(name) + " ends in part of a line that cannot be cut back to the whole lines' end " +
+         "(byte " + std::to_string(whole_until) + "): " + std::strerror(errno) +
+         " (nothing more is appended until it can)";
 }
 
 }  // namespace acc::tracking

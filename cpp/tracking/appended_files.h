@@ -2,11 +2,15 @@
 // MLflow's metric files, DVCLive's metric tables. For one thread (a tracker's writer). Lines are
 // kept per file until flush() (the writer calls it every second and at the run's end) or until
 // 64 KiB wait, then written with one write each (O_APPEND); each file is opened once, with the
-// folders its name makes, and kept open (up to kMaxOpen at a time).
+// folders its name makes, and kept open (up to kMaxOpen at a time). What the disk refuses (a full
+// disk, a file that cannot be made yet) stays waiting and is written by a later flush: a run goes on
+// once the disk has room, each line whole and once.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <sys/types.h>
 #include <unordered_map>
 
 namespace acc::tracking {
@@ -25,27 +29,39 @@ class AppendedFiles {
   ~AppendedFiles();  // closes the files; what flush() did not write is dropped
   AppendedFiles(const AppendedFiles&) = delete;
   AppendedFiles& operator=(const AppendedFiles&) = delete;
-  // Io naming the file where it cannot be opened (or is not a regular file: a FIFO would block for
-  // ever) or written; lines cut short by a full disk are taken back first (readers such as MLflow
-  // refuse a file with a torn line).
   // `header(name)`, where given, goes first into a file that is empty when it is opened (a table's
   // columns, as its first row has them).
   using Header = std::function<std::string(const std::string& name)>;
+  // Queues `line` for the file of `name`; never fails for the disk (flush says what it refused).
   void append(const std::string& name, const std::string& line, const Header& header = nullptr);
+  // Writes what waits. Io naming the file where one cannot be opened (or is not a regular file: a
+  // FIFO would block for ever) or written, its lines kept for the next flush; a line cut short by a
+  // full disk is taken back first (readers such as MLflow refuse a file with a torn line), and
+  // nothing is appended after one that cannot be taken back. Past kMaxWaiting bytes waiting, new
+  // lines are dropped, and the error counts them.
   void flush();
   std::string path_of(const std::string& name) const { return folder_ + "/" + name + suffix_; }
 
  private:
   static constexpr size_t kMaxOpen = 256;
   static constexpr size_t kWriteAt = size_t{64} << 10;
+  static constexpr size_t kMaxWaiting = size_t{64} << 20;
   struct File {
-    int fd = -1;
-    std::string waiting;
+    int fd = -1;          // -1: not open (yet, or again after kMaxOpen)
+    Header header;        // for the file's first line, where it is still to be opened
+    std::string waiting;  // whole lines not written yet
+    off_t torn_from = -1;  // where the file must be cut before more is appended (a refused cut-back)
   };
-  File& file_of(const std::string& name, const Header& header);
-  void write_out(const std::string& name, File& file);
+  // Opens the file (its header queued first where it is empty); false with `error` set where it cannot.
+  bool open(const std::string& name, File& file, std::string& error);
+  // Writes the file's waiting lines; false with `error` set where the disk took them not (or in part).
+  bool write_out(const std::string& name, File& file, std::string& error);
+  void close_all();
+  std::string torn_line_error(const std::string& name, off_t whole_until) const;
   std::string folder_, suffix_, label_, line_starts_;
   std::unordered_map<std::string, File> files_;
+  size_t open_ = 0, waiting_bytes_ = 0;
+  uint64_t dropped_ = 0;  // lines dropped since the last error was reported
 };
 
 }  // namespace acc::tracking

@@ -165,8 +165,12 @@ void AsyncFile::start_writer() {
   writers.files.insert(this);
 }
 
-AsyncFile::AsyncFile(TasksOwnFiles, std::string label, std::function<void()> flush_files)
-    : path_(std::move(label)), flush_interval_(std::chrono::seconds(1)), flush_files_(std::move(flush_files)) {
+AsyncFile::AsyncFile(TasksOwnFiles, std::string label, std::function<void()> flush_files,
+                     AfterAnError after_an_error)
+    : path_(std::move(label)),
+      flush_interval_(std::chrono::seconds(1)),
+      after_an_error_(after_an_error),
+      flush_files_(std::move(flush_files)) {
   start_writer();
 }
 

@@ -42,8 +42,10 @@ class AsyncFile {
   // `label` (e.g. a folder) names it in errors. `flush_files` runs on the writer thread where a file
   // would be flushed (every flush interval, on flush() and on close()); its exceptions become the
   // writer's error.
+  // With AfterAnError::Retry, the tasks keep what the disk refused for flush_files to write later.
   struct TasksOwnFiles {};
-  AsyncFile(TasksOwnFiles, std::string label, std::function<void()> flush_files);
+  AsyncFile(TasksOwnFiles, std::string label, std::function<void()> flush_files,
+            AfterAnError after_an_error = AfterAnError::Stop);
   ~AsyncFile();  // close(), errors ignored
   AsyncFile(const AsyncFile&) = delete;
   AsyncFile& operator=(const AsyncFile&) = delete;

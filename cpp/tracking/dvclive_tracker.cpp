@@ -197,10 +197,21 @@ void DvcliveTracker::start(const std::string&, const nlohmann::json& config) {
   // (a row begins with its step, the header with "step")
   auto tables =
       std::make_shared<AppendedFiles>((dir / "plots" / "metrics").string(), ".tsv", "dvclive", "0123456789-s");
-  writer_ = std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, dir.string(), [tables, run] {
-    tables->flush();
-    run->write_out();
-  });
+  // The tables keep what the disk refused, and the summary is rewritten whole at each flush: a run
+  // goes on once the disk has room.
+  writer_ = std::make_unique<AsyncFile>(
+      AsyncFile::TasksOwnFiles{}, dir.string(),
+      [tables, run] {
+        std::exception_ptr failure;
+        try {
+          tables->flush();
+        } catch (...) {
+          failure = std::current_exception();
+        }
+        run->write_out();
+        if (failure) std::rethrow_exception(failure);
+      },
+      AsyncFile::AfterAnError::Retry);
   dir_ = dir.string();
   values_ = std::move(values);
   groups_ = std::move(groups);

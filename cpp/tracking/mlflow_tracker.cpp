@@ -128,8 +128,9 @@ void MlflowTracker::start(const std::string& project_name, const nlohmann::json&
   run_dir_ = store->run_dir(run);
   // (a line begins with its timestamp)
   metric_files_ = std::make_shared<AppendedFiles>(run_dir_ + "/metrics", "", "mlflow", "0123456789");
-  writer_ =
-      std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, run_dir_, [files = metric_files_] { files->flush(); });
+  writer_ = std::make_unique<AsyncFile>(
+      AsyncFile::TasksOwnFiles{}, run_dir_, [files = metric_files_] { files->flush(); },
+      AsyncFile::AfterAnError::Retry);  // the files keep what the disk refused
   store_ = std::move(store);
   run_ = std::move(run);
 }
