@@ -8,6 +8,7 @@
 #include <torch/utils.h>
 
 #include <mutex>
+#include <new>
 #include <utility>
 
 #include "common/device.h"
@@ -23,17 +24,16 @@ namespace {
 // outlives them.
 const bool g_default_generator_made = at::detail::getDefaultCPUGenerator().defined();
 
-// A child forked while another thread draws or seeds would find the generator's lock taken for good,
-// and hang on its first draw (a new model's initialisation included): fork waits for the lock, and
-// both sides let it go after.
-std::mutex& default_generator_mutex() {
+// A child forked while another thread draws or seeds finds the generator's lock held by a thread it
+// does not have, and would hang on its first draw (a new model's initialisation included): the
+// child's copy of the lock is made anew. (Not taken across the fork instead: a program that holds
+// two copies of this code, the static core and the shared library, would take it twice and hang.)
+void renew_default_generator_lock_in_child() {
   at::Generator generator = at::detail::getDefaultCPUGenerator();
-  return generator.mutex();  // the generator's own (a copy of the Generator shares its impl)
+  new (&generator.mutex()) std::mutex();  // the generator's own (a copy of the Generator shares its impl)
 }
-void lock_default_generator() { default_generator_mutex().lock(); }
-void unlock_default_generator() { default_generator_mutex().unlock(); }
 const bool g_default_generator_forks_safely =
-    ::pthread_atfork(lock_default_generator, unlock_default_generator, unlock_default_generator) == 0;
+    ::pthread_atfork(nullptr, nullptr, renew_default_generator_lock_in_child) == 0;
 
 struct WorkerGeneratorTag;
 at::Generator& worker_generator_in_use() { return thread_state<at::Generator, WorkerGeneratorTag>(); }
