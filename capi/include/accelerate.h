@@ -1257,8 +1257,10 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * PEFT's names ("base_model.model.<module>.lora_A.weight"), read by PeftModel.from_pretrained.
  * Every process of a job may call it with one folder: they take turns (a lock file,
  * .accelerate_adapter_save.lock, stays in the folder). A model prepared under zero_stage 3 holds
- * slices of its adapters: ACC_ERR_INVALID_ARGUMENT (save them before preparing, or use
- * acc_save_model / acc_save_state).
+ * slices of its adapters: through its prepared handle the call is a collective (every process calls
+ * it; the full adapters are gathered, the main process writes, as Python's
+ * save_pretrained(state_dict=accelerator.get_state_dict(model))); its unwrapped model's slices are
+ * ACC_ERR_INVALID_ARGUMENT.
  * acc_model_load_lora: reads that layout (PEFT's own files too): adds the adapters if the model has
  * none, else requires the same targets, ranks, scalings, use_dora and lora_bias; every check comes
  * before anything changes. A file whose init_lora_weights is olora or pissa (PEFT writes it so)
@@ -1777,7 +1779,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * next forward is then ACC_ERR_INVALID_ARGUMENT (its engine holds the parameters of the time).
  * acc_model_save_lora writes every adapter as PEFT's save_pretrained: "default" in `dir`, each other
  * in `dir/<adapter_name>`. acc_model_merge_lora merges the active adapter and removes the others
- * (merge_and_unload). Names are those a folder can have (no '/', '\\', "." or ".."), unique:
+ * (merge_and_unload). Names are those a folder can have, without a '.' (PEFT's rule), unique:
  * ACC_ERR_INVALID_ARGUMENT otherwise, or for a name the model does not have. modules_to_save as
  * PEFT's ModulesToSaveWrapper: each adapter saving a module trains its own copy, made from the
  * original when it is added, and writes it in its folder; while an adapter that does not save the

@@ -19,6 +19,14 @@ PreparedModel::PreparedModel(std::shared_ptr<Model> inner, c10::DeviceType devic
           /*freezing_too=*/true)),
       merges_at_prepare_(inner_->merges()) {}
 
+void PreparedModel::save_lora(const std::string& dir) const {
+  const auto engine = sharded();
+  if (!engine || !inner_->sharded_at_rest()) return inner_->save_lora(dir);
+  engine->with_full_parameters("save_lora", [&] {
+    if (engine->distributed()->rank() == 0) inner_->save_lora(dir);
+  });
+}
+
 NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& given) {
   // Merging through the handle from before acc_prepare (Accelerate's unwrap_model(...).merge_and_unload(),
   // to save the merged model) removes parameters the engine reduces and steps: PyTorch's DDP fails

@@ -55,6 +55,9 @@ class PreparedModel final : public Model {
             "slices of its adapters; acc_load_state restores them");
     inner_->load_lora(dir);
   }
+  // Under zero_stage 3 a collective, as Python's save_pretrained(state_dict=get_state_dict(model)):
+  // every process gathers the full parameters, the main process writes.
+  void save_lora(const std::string& dir) const override;
   void merge_lora() override {
     fail(Status::InvalidArgument,
          "merge LoRA adapters in the unwrapped model (acc_unwrap_model) once training is done; acc_save_model "

@@ -194,7 +194,7 @@ class Model {
   // transformers' Conv1D) but its output layer, in the model's order; InvalidArgument where none is left.
   LoraConfig with_all_linear(const LoraConfig& config) const;
   // PEFT's layout in `dir`: adapter_config.json and adapter_model.safetensors.
-  void save_lora(const std::string& dir) const;
+  virtual void save_lora(const std::string& dir) const;
   // Reads what save_lora (or PEFT's save_pretrained) wrote: adds the adapters if the model has none,
   // else requires the same configuration; every check comes before anything changes.
   virtual void load_lora(const std::string& dir);

@@ -47,6 +47,8 @@ void require_adapter_name(const std::string& name) {
             file, " in the folder acc_model_save_lora writes");
   require(name.rfind(kAdapterSaveLockFile, 0) != 0, "adapter name '", name,
           "' would name a folder in place of (or beside) the lock file acc_model_save_lora takes in its folder");
+  require(name.find('.') == std::string::npos, "adapter name '", name,
+          "' holds a '.': PEFT keeps a layer's adapters in torch ModuleDicts, which refuse such a name");
 }
 
 }  // namespace

@@ -429,6 +429,18 @@ void ShardedDataParallel::gather_all(const char* phase) {
   for (size_t f = 0; f < frozen_.units(); ++f) gather(frozen_, f, phase);
 }
 
+void ShardedDataParallel::with_full_parameters(const char* call, const std::function<void()>& use) {
+  if (options_.stage < 3) return use();
+  gather_all(call);
+  try {
+    use();
+  } catch (...) {
+    release_all();
+    throw;
+  }
+  release_all();
+}
+
 void ShardedDataParallel::release_all() {
   for (size_t u = 0; u < trainable_.units(); ++u) release(trainable_, u);
   for (size_t f = 0; f < frozen_.units(); ++f) release(frozen_, f);

@@ -31,6 +31,7 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -105,6 +106,10 @@ class ShardedDataParallel final : public ParallelEngine {
   // torch's clip_grad_norm_ over the gradients of every process's pieces (stages 2 and 3: the full
   // gradients no longer exist); returns the total norm.
   double clip_grad_norm(double max_norm, double norm_type);
+  // Runs `use` with the model's full parameters in place (a collective: every process calls it;
+  // stage 3 gathers every unit first and frees them after, also where `use` fails). `call` names the
+  // gathers in errors.
+  void with_full_parameters(const char* call, const std::function<void()>& use);
   // The full parameters and buffers (a collective: every process calls it; stage 3 gathers unit by
   // unit into new tensors). `call` (save_model, get_state_dict, save_state) names its gathers.
   NamedTensors full_state_dict(const std::string& call);

@@ -1143,6 +1143,9 @@ TEST(Lora, RefusesWhatItCannotHonour) {
   ACC_EXPECT_ERROR(acc_model_add_lora(m, "self_attn,out_proj", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "matches both the attention '1.self_attn' and its out_proj");
   ACC_EXPECT_ERROR(acc_model_add_lora(m, "re:(", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "regular expression");
+  // An empty expression was taken for no target_modules: nothing adapted, yet the model frozen.
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "re:", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "'re:' has no regular expression after it");
   // adapter_config.json holds UTF-8 only: refused here, not when the adapters are saved.
   ACC_EXPECT_ERROR(acc_model_add_lora(m, "linear1,x\xff", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "target_modules 'linear1,x\\xFF' is not valid UTF-8");
@@ -1451,6 +1454,8 @@ TEST(Lora, RefusalsLeaveTheRandomStreamAndTheFolderAsTheyWere) {
   // So would one named as the lock a save takes there.
   ACC_EXPECT_ERROR(acc_model_add_lora_named(m, ".accelerate_adapter_save.lock", kTargets, o, nullptr),
                    ACC_ERR_INVALID_ARGUMENT, "in place of (or beside) the lock file");
+  // PEFT's ModuleDicts refuse a '.' in an adapter's name.
+  ACC_EXPECT_ERROR(acc_model_add_lora_named(m, "v1.2", kTargets, o, nullptr), ACC_ERR_INVALID_ARGUMENT, "holds a '.'");
   acc_options_free(o);
   acc_model_free(m);
 }

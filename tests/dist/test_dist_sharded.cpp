@@ -1148,11 +1148,27 @@ TEST(Sharded, TrainableTokensAloneTrainUnderEveryStageAsUnderDdp) {
       if (name != "0.trainable_tokens_delta") EXPECT_EQ(values, after.at(name)) << name << " changed";
     EXPECT_NE(before.at("0.trainable_tokens_delta"), after.at("0.trainable_tokens_delta")) << "the rows did not train";
   }
-  {  // stage 3 holds the rows as slices: PEFT's files of them are refused (no empty tensor written)
-    Job job(3, s);
-    const std::string dir = acc_test::temp_path("tokens_zero3_adapter_" + std::to_string(g_rank));
-    ACC_EXPECT_ERROR(acc_model_save_lora(job.model, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "is not whole here");
-    std::filesystem::remove_all(dir);
+  {  // stage 3 holds the rows as slices: saving PEFT's files through the prepared model gathers them
+     // (every process calls it, the main one writes, as save_pretrained(state_dict=get_state_dict()))
+     // into the same files as DDP's after the same steps; the unwrapped model's slices are refused.
+    Job ddp(0, s), sharded(3, s);
+    for (int i = 0; i < 3; ++i) ddp.micro_step(), sharded.micro_step();
+    const std::string ddp_dir = acc_test::temp_path("tokens_ddp_adapter_" + std::to_string(g_rank)),
+                      sharded_dir = acc_test::temp_path("tokens_zero3_adapter_" + std::to_string(g_rank));
+    ACC_ASSERT_OK(acc_model_save_lora(ddp.model, ddp_dir.c_str()));
+    ACC_ASSERT_OK(acc_model_save_lora(sharded.model, sharded_dir.c_str()));
+    if (g_rank == 0) {
+      for (const char* file : {"/adapter_model.safetensors", "/adapter_config.json"})
+        EXPECT_EQ(acc_test::read_file(sharded_dir + file), acc_test::read_file(ddp_dir + file)) << file;
+    } else {
+      EXPECT_FALSE(std::filesystem::exists(sharded_dir)) << "a process but the main one wrote the adapters";
+    }
+    acc_model* unwrapped = nullptr;
+    ACC_ASSERT_OK(acc_unwrap_model(sharded.acc, sharded.model, &unwrapped));
+    ACC_EXPECT_ERROR(acc_model_save_lora(unwrapped, (sharded_dir + "_unwrapped").c_str()), ACC_ERR_INVALID_ARGUMENT,
+                     "through the prepared model's handle");
+    acc_model_free(unwrapped);
+    for (const auto& dir : {ddp_dir, sharded_dir}) std::filesystem::remove_all(dir);
   }
   s.main_process_loads = true;
   expect_trains_like_ddp(3, s, 4);

@@ -26,7 +26,11 @@ namespace {
 void read_module_names(const char* key, const std::string& text, std::vector<std::string>* names,
                        const std::function<void(const std::string&)>& set_regex) {
   require(is_utf8(text), key, " '", printable_utf8(text), "' is not valid UTF-8");
-  if (text.rfind("re:", 0) == 0) return set_regex(text.substr(3));
+  if (text.rfind("re:", 0) == 0) {
+    // (an empty one would read as no target_modules at all: target_parameters alone)
+    require(text.size() > 3, key, " 're:' has no regular expression after it");
+    return set_regex(text.substr(3));
+  }
   for (const auto& name : split_trimmed(text, ',')) {
     require(!name.empty(), key, " '", text, "' has an empty name");
     names->push_back(name);

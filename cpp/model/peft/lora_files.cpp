@@ -80,8 +80,8 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
   // Stage 3 leaves a tensor at rest an empty vector: such a save would write no values.
   auto require_whole = [](const std::string& name, const at::Tensor& t) {
     require(!(t.dim() == 1 && t.numel() == 0), "'", name,
-            "' is not whole here (sharded at rest under zero_stage 3): save the adapters from the unwrapped model "
-            "before preparing it, or use acc_save_model / save_state");
+            "' is not whole here (sharded at rest under zero_stage 3): save the adapters through the prepared "
+            "model's handle (every process calls it; the main process writes)");
   };
   for (const auto& [name, tensor] : saved) require_whole(name, tensor);
   for (const auto& token : adapters.tokens().adapters()) require_whole(token.site.module, token.delta);
@@ -96,7 +96,7 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters, const
                            : adapter.a.dim() >= 2 && adapter.b.dim() >= 2;
     require(whole, "the adapter of '", adapter.site.module,
             "' is not whole here (sharded at rest under zero_stage 3): save the adapters "
-            "from the unwrapped model before preparing it, or use acc_save_model / save_state");
+            "through the prepared model's handle (every process calls it; the main process writes)");
     const size_t first = parameters.size();
     if (is_adalora(adapter)) {  // the entries the last pruning kept (PEFT's resize), no ranknum
       for (auto& [suffix, tensor] : adalora_saved_factors(adapter, adapters.config().adalora))
