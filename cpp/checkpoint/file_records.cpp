@@ -40,7 +40,11 @@ void check_file_record(const nlohmann::json& manifest, const std::string& name, 
                        const std::string& manifest_path) {
   if (!manifest.is_object() || !manifest.contains(kManifestFilesKey)) return;
   const nlohmann::json& files = manifest[kManifestFilesKey];
-  if (!files.is_object() || !files.contains(name) || !std::filesystem::exists(path)) return;
+  if (!files.is_object() || !files.contains(name)) return;
+  // (It was there when it was read: gone now, what was read cannot be checked.)
+  std::error_code error;
+  if (!std::filesystem::exists(path, error))
+    fail(Status::Io, "checkpoint file '", path, "' went away while the checkpoint was read");
   const nlohmann::json& recorded = files[name];
   if (recorded != file_record(path))
     fail(Status::Io, "checkpoint file '", path, "' is corrupt or was changed: its size or CRC-32C is not what ",

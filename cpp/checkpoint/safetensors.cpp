@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
@@ -16,8 +17,8 @@
 #include "common/files.h"
 #include "common/json_input.h"
 #include "common/utf8.h"
+#include "tensor/file_bytes.h"
 #include "tensor/host.h"
-#include "tensor/mmap.h"
 
 namespace acc {
 namespace {
@@ -116,17 +117,43 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   });
 }
 
-SafetensorsContents load_safetensors(const std::string& path) {
-  // The whole file as a byte tensor over a private mapping, kept alive by every tensor made from it.
-  const at::Tensor file = mmap_tensor(path, 0, at::kByte, {-1});
-  const auto file_size = static_cast<uint64_t>(file.numel());
-  const auto* bytes = file_size ? file.data_ptr<uint8_t>() : nullptr;
+namespace {
+
+// The header's length from the file's first 8 bytes, checked against the limit and the file's size.
+uint64_t header_length(const uint8_t* first8, uint64_t file_size, const std::string& path) {
   if (file_size < 8) fail(Status::Io, "'", path, "' is too short to be a safetensors file");
   uint64_t header_size = 0;
-  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | bytes[i];
+  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | first8[i];
   if (header_size > kMaxHeader) fail(Status::Io, "'", path, "': header of ", header_size, " bytes is too large");
   if (8 + header_size > file_size)
     fail(Status::Io, "'", path, "': header of ", header_size, " bytes runs past the end of the file");
+  return header_size;
+}
+
+}  // namespace
+
+Metadata load_safetensors_metadata(const std::string& path) {
+  refuse_unless_regular(path);  // (a FIFO would block the open)
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) fail(Status::Io, "cannot open '", path, "': ", std::strerror(errno));
+  const auto file_size = static_cast<uint64_t>(in.tellg());
+  uint8_t first8[8] = {0};
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(first8), file_size < 8 ? static_cast<std::streamsize>(file_size) : 8);
+  const uint64_t header_size = header_length(first8, file_size, path);
+  std::string text(header_size, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(header_size)))
+    fail(Status::Io, "cannot read the header of '", path, "'");
+  return read_safetensors_header(text, path).metadata;
+}
+
+SafetensorsContents load_safetensors(const std::string& path) {
+  // The whole file in memory, kept alive by every tensor made from it.
+  const at::Tensor file = read_file_bytes(path);
+  const auto file_size = static_cast<uint64_t>(file.numel());
+  const uint8_t empty[8] = {0};
+  const auto* bytes = file_size ? file.data_ptr<uint8_t>() : empty;
+  const uint64_t header_size = header_length(bytes, file_size, path);
   SafetensorsHeader header =
       read_safetensors_header(std::string_view(reinterpret_cast<const char*>(bytes) + 8, header_size), path);
   const uint64_t data_size = file_size - 8 - header_size;

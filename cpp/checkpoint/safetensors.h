@@ -1,6 +1,7 @@
 // The safetensors format (Hugging Face): an 8-byte little-endian header length, a JSON header
 // {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {str: str}}, then the raw
-// little-endian bytes. Reading maps the file and validates everything before any tensor is used.
+// little-endian bytes. Reading takes the file into memory once and validates everything before any
+// tensor is used: what was checked is what is used, whatever happens to the file afterwards.
 #pragma once
 
 #include <map>
@@ -13,7 +14,7 @@ namespace acc {
 using Metadata = std::map<std::string, std::string>;
 
 struct SafetensorsContents {
-  NamedTensors tensors;  // CPU tensors over the mapped file (copy-on-write), in file order
+  NamedTensors tensors;  // CPU tensors over the file's bytes read into memory, in file order
   Metadata metadata;
 };
 
@@ -25,8 +26,11 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 // Rejects, with the reason, a header that is too large or not JSON, unknown dtypes, shapes that do
 // not match their bytes, offsets outside the data, overlapping or leaving holes.
 SafetensorsContents load_safetensors(const std::string& path);
-// The tensors of load_safetensors(path) as tensors of their own, copied out of the mapping: what
-// the caller keeps is unaffected by the file changing, shrinking or going afterwards.
+// The tensors of load_safetensors(path) as tensors of their own, each holding only its bytes (a
+// tensor kept does not keep the whole file's in memory).
 NamedTensors load_safetensors_copied(const std::string& path);
+// The metadata alone, from the header (the tensors' bytes are not read); checked as
+// load_safetensors checks the header.
+Metadata load_safetensors_metadata(const std::string& path);
 
 }  // namespace acc

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "checkpoint/pickle_reader.h"
+#include "common/memory_stream.h"
 #include "tensor/named_tensors.h"
 
 namespace caffe2::serialize {
@@ -48,6 +49,8 @@ class TorchSavedFile {
   at::Tensor storage(const PickleNode& id, const std::string& where) const;
 
   std::string path_;
+  at::Tensor bytes_;                                                // the file, read once
+  std::unique_ptr<MemoryStream> stream_;                            // over bytes_, for reader_
   std::shared_ptr<caffe2::serialize::PyTorchStreamReader> reader_;  // storages are read as they are asked for
   Pickle pickle_;
   mutable std::map<std::string, at::Tensor> storages_;

@@ -14,7 +14,6 @@
 
 #include "common/crc32.h"
 #include "common/error.h"
-#include "tensor/mmap.h"
 #include "model/pickle_storages.h"
 
 namespace acc {
@@ -158,10 +157,8 @@ struct Record {
 
 }  // namespace
 
-void verify_torchscript_archive(const std::string& path) {
-  // Mapped, not read: an archive of several GB is checked without holding it in memory.
-  const at::Tensor file = mmap_tensor(path, 0, at::kByte, {-1});
-  const Bytes f(file.data_ptr<uint8_t>(), static_cast<uint64_t>(file.numel()), path);
+void verify_torchscript_archive(const uint8_t* data, uint64_t size, const std::string& path) {
+  const Bytes f(data, size, path);
   const Directory directory = find_directory(f, path);
   if (directory.entries == 0) fail(Status::Io, "'", path, "' is an empty zip archive, not a TorchScript file");
   std::map<std::string, Record> records;

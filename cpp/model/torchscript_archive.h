@@ -4,13 +4,15 @@
 // past its end by the first forward).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace acc {
 
-// Throws an Io error naming the file and the record when the archive is not a well-formed zip
-// (truncated, records outside the file, unknown compression), a record's CRC-32 does not match, or
-// a tensor storage declared by one of its pickles is larger than the record that holds it.
-void verify_torchscript_archive(const std::string& path);
+// Throws an Io error naming the file (`path`, whose bytes are `data`) and the record when the archive
+// is not a well-formed zip (truncated, records outside the file, unknown compression), a record's
+// CRC-32 does not match, or a tensor storage declared by one of its pickles is larger than the
+// record that holds it. The caller then loads these same bytes (a file read again could have changed).
+void verify_torchscript_archive(const uint8_t* data, uint64_t size, const std::string& path);
 
 }  // namespace acc

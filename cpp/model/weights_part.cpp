@@ -66,7 +66,7 @@ class WeightsPart final : public CheckpointPart {
     save_safetensors(path, saved_weights(*model_), weights_metadata(*model_));
   }
   StagedLoad load(const std::string& path) const override {
-    auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));  // its tensors map the file
+    auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));  // its tensors hold the file
     return staged_weights_load(model_, model_index_, std::shared_ptr<const NamedTensors>(contents, &contents->tensors),
                                path, contents->metadata);
   }

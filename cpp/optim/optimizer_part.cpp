@@ -19,7 +19,7 @@ class OptimizerPart final : public CheckpointPart {
     save_safetensors(path, snapshot.tensors, snapshot.metadata);
   }
   StagedLoad load(const std::string& path) const override {
-    SafetensorsContents contents = load_safetensors(path);  // its tensors keep the file mapped
+    SafetensorsContents contents = load_safetensors(path);  // its tensors hold the file
     OptimizerSnapshot snapshot{std::move(contents.tensors), std::move(contents.metadata)};
     return {prepare_optimizer_restore(*optimizer_, snapshot, "checkpoint file '" + path + "'"), {}, {}};
   }

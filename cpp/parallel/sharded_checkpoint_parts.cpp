@@ -329,7 +329,7 @@ void refuse_shards_of_a_whole_object(const std::string& dir, const std::string& 
   const std::string shard = (fs::path(dir) / shard_name(stem, index, 0)).string();
   std::error_code ec;
   if (!fs::exists(shard, ec)) return;
-  const Metadata metadata = load_safetensors(shard).metadata;
+  const Metadata metadata = load_safetensors_metadata(shard);
   auto value = [&](const char* key) {
     auto it = metadata.find(key);
     return it == metadata.end() ? std::string("?") : it->second;

@@ -12,19 +12,12 @@
 
 #include "common/bus_error_guard.h"
 #include "common/error.h"
+#include "common/file_descriptor.h"
 #include "tensor/host.h"
 
 namespace acc {
 
 namespace {
-
-// Closes the file on every way out (the mapping keeps the file alive on its own).
-struct FileDescriptor {
-  int fd;
-  ~FileDescriptor() {
-    if (fd >= 0) ::close(fd);
-  }
-};
 
 // A mapping and the file under it, the context of the tensor's storage. The descriptor stays open
 // to tell whether that file (not whatever its path names later) has been cut short.

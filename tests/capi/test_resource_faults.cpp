@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -657,4 +658,134 @@ TEST(MergeUnderLimit, AFailedMergeChangesNothing) {
   if (ACC_TEST_UNDER_ASAN) GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space";
   const int status = acc_test::run_self("MergeUnderLimitChild.*", {std::string(kMergeChildVariable) + "=1"});
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the limited process failed (status " << status << ")";
+}
+
+namespace {
+
+// Rewrites `path` as `cp` does (truncated, then written again) in a loop until `stop`.
+void rewrite_in_place_until(const std::string& path, const std::string& content, const std::atomic<bool>& stop) {
+  while (!stop) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (fd < 0) continue;
+    for (size_t done = 0; done < content.size();) {
+      const ssize_t wrote = ::write(fd, content.data() + done, std::min<size_t>(4096, content.size() - done));
+      if (wrote <= 0) break;
+      done += static_cast<size_t>(wrote);
+    }
+    ::close(fd);
+  }
+}
+
+// Runs `load` (which returns an acc_status) 200 times in a forked child while a thread of the child
+// rewrites `path` in place: how the child ended ("" for a normal end, else the signal's name).
+template <typename Load>
+std::string loads_while_rewritten(const std::string& path, Load load) {
+  const std::string content = acc_test::read_file(path);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::alarm(120);
+    std::atomic<bool> stop{false};
+    std::thread writer([&] { rewrite_in_place_until(path, content, stop); });
+    int unexpected = 0;
+    for (int i = 0; i < 200; ++i) {
+      const acc_status status = load();
+      if (status != ACC_OK && status != ACC_ERR_IO) ++unexpected;  // (IO: the file was caught mid-write)
+    }
+    stop = true;
+    writer.join();
+    ::_exit(unexpected == 0 ? 0 : 3);
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (WIFSIGNALED(status)) return strsignal(WTERMSIG(status));
+  return WEXITSTATUS(status) == 0 ? "" : "a status other than ACC_OK or ACC_ERR_IO";
+}
+
+}  // namespace
+
+// A safetensors or TorchScript file rewritten while it is loaded (`cp` over it, another job's save)
+// is an error or the file as it was read, never the end of the process (found by a hunt: the files
+// were mapped, and the pages a rewrite had cut off killed the process with SIGBUS).
+TEST(ChangingFiles, AFileRewrittenWhileItLoadsIsNoCrash) {
+  const std::string dir = acc_test::fresh_dir("changing_files");
+  fs::create_directories(dir);
+  acc_model* model = model_of(0.5f);
+  acc_tensor_list* state = nullptr;
+  ACC_ASSERT_OK(acc_model_state_dict(model, &state));
+  const std::string tensors = dir + "/tensors.safetensors", script = dir + "/model.pt";
+  ACC_ASSERT_OK(acc_tensor_list_save_safetensors(state, tensors.c_str()));
+  acc_tensor_list_free(state);
+  acc_model_free(model);
+  EXPECT_EQ(loads_while_rewritten(tensors,
+                                  [&] {
+                                    acc_tensor_list* list = nullptr;
+                                    const acc_status s = acc_tensor_list_load_safetensors(tensors.c_str(), &list);
+                                    acc_tensor_list_free(list);
+                                    return s;
+                                  }),
+            "");
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set (the TorchScript half)";
+  std::filesystem::copy_file(acc_test::data_dir() + "/classifier.pt", script);
+  EXPECT_EQ(loads_while_rewritten(script,
+                                  [&] {
+                                    acc_model* m = nullptr;
+                                    const acc_status s = acc_model_load_torchscript(script.c_str(), &m);
+                                    acc_model_free(m);
+                                    return s;
+                                  }),
+            "");
+}
+
+namespace {
+
+// A registered object whose load, run while acc_load_state applies the checkpoint, spoils the
+// checkpoint's weights file as another process could: cut short, or its bytes overwritten.
+struct Spoiler {
+  std::string file;
+  bool cut = false;
+  static int save(void*, acc_bytes* out) { return acc_bytes_append(out, "x", 1) == ACC_OK ? 0 : 1; }
+  static int load(void* self, const void*, size_t) {
+    const auto& s = *static_cast<Spoiler*>(self);
+    if (s.cut) return ::truncate(s.file.c_str(), 64) == 0 ? 0 : 1;
+    const int fd = ::open(s.file.c_str(), O_WRONLY | O_CLOEXEC);
+    const std::string junk(4096, 'A');
+    const bool done =
+        fd >= 0 && ::pwrite(fd, junk.data(), junk.size(), static_cast<off_t>(fs::file_size(s.file) - junk.size())) ==
+                       static_cast<ssize_t>(junk.size());
+    if (fd >= 0) ::close(fd);
+    return done ? 0 : 1;
+  }
+};
+
+}  // namespace
+
+// acc_load_state applies what it checked (found by a hunt: the weights were read from the file again
+// when applied, after their checksum had been checked: overwritten bytes were loaded as weights
+// with ACC_OK, and a file cut short killed the process with SIGBUS).
+TEST(ChangingFiles, ALoadAppliesTheCheckpointItChecked) {
+  const std::string dir = acc_test::fresh_dir("changing_checkpoint") + "/checkpoint";
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}});
+  acc_model* model = model_of(1.0f);
+  ACC_ASSERT_OK(acc_prepare(acc, &model, nullptr, nullptr, nullptr));
+  Spoiler spoiler{dir + "/model.safetensors"};
+  ACC_ASSERT_OK(acc_register_for_checkpointing(acc, &Spoiler::save, &Spoiler::load, &spoiler, nullptr));
+  for (const bool cut : {false, true}) {
+    SCOPED_TRACE(cut ? "cut short" : "overwritten");
+    ACC_ASSERT_OK(acc_save_state(acc, dir.c_str(), nullptr));
+    acc_test::fill_state(model, 2.0f);
+    spoiler.cut = cut;
+    const pid_t child = ::fork();  // (a SIGBUS would end the test program)
+    if (child == 0) {
+      ::alarm(60);
+      if (acc_load_state(acc, dir.c_str(), nullptr) != ACC_OK) ::_exit(3);
+      ::_exit(acc_test::parameter_values(model) == std::set<float>{1.0f} ? 0 : 4);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status)) << "the load ended by " << strsignal(WTERMSIG(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "3: the load failed; 4: the weights are not those saved";
+    acc_test::fill_state(model, 1.0f);
+  }
+  acc_model_free(model);
+  acc_accelerator_free(acc);
 }
