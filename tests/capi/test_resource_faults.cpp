@@ -342,8 +342,11 @@ TEST(FullDisk, FileTrackersGoOnOnceTheDiskHasRoomAgain) {
       SCOPED_TRACE(tracker + (cut_fails ? ", its cut back refused too" : ""));
       const std::string dir = acc_test::fresh_dir("full_disk_" + tracker);
       acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", tracker}, {"project_dir", dir}});
-      const char* kwargs = tracker == "dvclive" ? R"({"dvclive": {"save_dvc_exp": false, "dvcyaml": null}})" : nullptr;
-      ACC_ASSERT_OK(acc_init_trackers_ex(acc, "run", nullptr, kwargs));
+      // (DVCLive's folder is its dir, by default in the working folder)
+      const std::string kwargs =
+          nlohmann::json{{"dvclive", {{"save_dvc_exp", false}, {"dvcyaml", nullptr}, {"dir", dir + "/dvclive"}}}}
+              .dump();
+      ACC_ASSERT_OK(acc_init_trackers_ex(acc, "run", nullptr, tracker == "dvclive" ? kwargs.c_str() : nullptr));
       const std::string path = loss_file(tracker, acc);
       std::vector<int64_t> accepted;
       int64_t step = 0;
