@@ -54,7 +54,11 @@ bool AppendedFiles::open(const std::string& name, File& file, std::string& error
     file.fd = fd;
     ++open_;
     if (file.header) {
-      if (st.st_size == 0) file.waiting.insert(0, file.header(name));
+      if (st.st_size == 0) {
+        const std::string header = file.header(name);
+        file.waiting.insert(0, header);
+        waiting_bytes_ += header.size();
+      }
       file.header = nullptr;
     }
     return true;

@@ -5,11 +5,13 @@
 // off where the working folder is inside a Git repository.
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "support.h"
 
@@ -120,6 +122,23 @@ TEST(DvcliveTracking, WritesWhatDvcReads) {
 
 // A resumed run's logs without a step go on from the step its metrics.json holds, as DVCLive's Live
 // takes it back (found by a hunt: they started at 0 again, drawn back at the plots' start).
+// Rows logged after the writer's first flush (once a second) are written too, short ones included
+// (found reviewing: the table's header was not counted among the bytes waiting, and once written,
+// the count was short by its length, so a row shorter than the header was taken for one too many).
+TEST(DvcliveTracking, RowsLoggedAfterAFlushAreKept) {
+  const std::string root = acc_test::fresh_dir("dvclive_flushed");
+  const std::string dir = root + "/live";
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "dvclive"}});
+  ACC_ASSERT_OK(acc_init_trackers_ex(a, "run", nullptr, kwargs(dir, root + "/dvc.yaml").c_str()));
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, 0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // the writer flushes meanwhile
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, 1));
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, 2));
+  ACC_ASSERT_OK(acc_end_training(a));
+  EXPECT_EQ(acc_test::read_file(dir + "/plots/metrics/loss.tsv"), "step\tloss\n0\t0.5\n1\t0.5\n2\t0.5\n");
+  acc_accelerator_free(a);
+}
+
 TEST(DvcliveTracking, AResumedRunGoesOnFromItsLastStep) {
   const std::string root = acc_test::fresh_dir("dvclive_resumed_steps");
   const std::string dir = root + "/live", dvc_yaml = root + "/dvc.yaml";
