@@ -20,8 +20,9 @@ std::vector<at::Tensor> call_back(const std::string& what, Call call) {
     return code;
   });
   if (!list) acc::fail(acc::Status::Io, what, " returned no tensor list");
-  if (!is_live(list, ACC_HANDLE_TENSOR_LIST)) acc::fail(acc::Status::Io, what, " returned an invalid tensor list");
-  std::vector<at::Tensor> tensors = std::move(live(list, "the returned list").tensors);
+  auto* returned = static_cast<acc_tensor_list*>(object_if_live(list, ACC_HANDLE_TENSOR_LIST));
+  if (!returned) acc::fail(acc::Status::Io, what, " returned an invalid tensor list");
+  std::vector<at::Tensor> tensors = std::move(returned->tensors);
   release(list);
   return tensors;
 }

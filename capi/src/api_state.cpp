@@ -17,7 +17,7 @@ std::string collect_bytes(const std::function<void(acc_bytes*)>& fill) {
     ~Release() { release(sink); }
   } release_sink{sink};
   fill(sink);
-  return std::move(live(sink, "sink").data);
+  return std::move(static_cast<acc_bytes*>(object_if_live(sink, ACC_HANDLE_BYTES))->data);  // (made just above)
 }
 
 void emit_dir(char** out_dir, const std::string& dir) {

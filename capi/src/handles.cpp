@@ -128,10 +128,11 @@ bool unregister_handle(const void* handle, acc_handle_kind kind) {
   return true;
 }
 
-bool is_live(const void* handle, acc_handle_kind kind) {
+void* object_if_live(const void* handle, acc_handle_kind kind) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  return live_entry(r, handle, kind) != nullptr;
+  const Entry* entry = live_entry(r, handle, kind);
+  return entry ? entry->object : nullptr;
 }
 
 void* pin_if_live(const void* handle, acc_handle_kind kind) {

@@ -110,7 +110,9 @@ const void* register_handle(void* object, acc_handle_kind kind, void (*destroy)(
 // the last C call using it returns (PinScope). Returns false when `handle` is not live with that
 // kind (then nothing is changed).
 bool unregister_handle(const void* handle, acc_handle_kind kind);
-bool is_live(const void* handle, acc_handle_kind kind);
+// The object of a live handle of that kind (null if it is not one), not pinned: for the library's
+// own use of a handle it made (a callback's result, a sink), outside the caller's arguments.
+void* object_if_live(const void* handle, acc_handle_kind kind);
 // The object of a live handle of that kind (null if it is not one); inside a C call (PinScope) the
 // handle is kept from destruction until the call returns.
 void* pin_if_live(const void* handle, acc_handle_kind kind);

@@ -9,7 +9,6 @@
 
 #include "common/error.h"
 #include "model/torchscript_archive.h"
-#include "tensor/file_bytes.h"
 
 namespace acc {
 namespace {
@@ -51,14 +50,9 @@ TorchSavedFile::TorchSavedFile(const std::string& path) : path_(path) {
            "' is not in torch.save's zip format (the format before torch 1.6, or "
            "_use_new_zipfile_serialization=False, is not read)");
   }
-  // Read once, and read from memory: the storages read later come from the bytes checked here.
-  bytes_ = read_file_bytes(path);
-  const auto* data = bytes_.numel() ? bytes_.data_ptr<uint8_t>() : nullptr;
-  // torch.save's archive is the same zip: its CRCs and sizes checked
-  verify_torchscript_archive(data, static_cast<uint64_t>(bytes_.numel()), path);
-  stream_ = std::make_unique<MemoryStream>(reinterpret_cast<const char*>(data), static_cast<size_t>(bytes_.numel()));
+  archive_ = std::make_unique<VerifiedArchive>(path);  // the storages read later come from its checked bytes
   try {
-    reader_ = std::make_shared<caffe2::serialize::PyTorchStreamReader>(stream_.get());
+    reader_ = std::make_shared<caffe2::serialize::PyTorchStreamReader>(&archive_->stream());
     if (reader_->hasRecord("byteorder")) {
       auto [data, size] = reader_->getRecord("byteorder");
       if (std::string(static_cast<const char*>(data.get()), size) != "little")

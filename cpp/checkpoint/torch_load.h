@@ -12,7 +12,7 @@
 #include <string>
 
 #include "checkpoint/pickle_reader.h"
-#include "common/memory_stream.h"
+#include "model/torchscript_archive.h"
 #include "tensor/named_tensors.h"
 
 namespace caffe2::serialize {
@@ -49,8 +49,7 @@ class TorchSavedFile {
   at::Tensor storage(const PickleNode& id, const std::string& where) const;
 
   std::string path_;
-  at::Tensor bytes_;                                                // the file, read once
-  std::unique_ptr<MemoryStream> stream_;                            // over bytes_, for reader_
+  std::unique_ptr<VerifiedArchive> archive_;                        // the file, read once, for reader_
   std::shared_ptr<caffe2::serialize::PyTorchStreamReader> reader_;  // storages are read as they are asked for
   Pickle pickle_;
   mutable std::map<std::string, at::Tensor> storages_;

@@ -18,11 +18,9 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/large_stack.h"
-#include "common/memory_stream.h"
 #include "common/peer_failure.h"
 #include "model/peft/factor_methods.h"
 #include "model/torchscript_archive.h"
-#include "tensor/file_bytes.h"
 
 namespace acc {
 namespace {
@@ -602,18 +600,14 @@ std::shared_ptr<Model> load_torchscript_model(const std::string& path, bool weig
   std::ifstream probe(path, std::ios::binary);
   if (!probe) fail(Status::Io, "cannot open TorchScript file '", path, "': ", std::strerror(errno));
   probe.close();
-  // Read once: libtorch loads the very bytes that were checked (the file may change meanwhile).
-  const at::Tensor bytes = read_file_bytes(path);
-  const auto* data = bytes.numel() ? bytes.data_ptr<uint8_t>() : nullptr;
-  verify_torchscript_archive(data, static_cast<uint64_t>(bytes.numel()), path);
-  MemoryStream archive(reinterpret_cast<const char*>(data), static_cast<size_t>(bytes.numel()));
+  VerifiedArchive archive(path);
   compat::disable_cpu_fusion();
   std::shared_ptr<Model> model;
   try {
     // libtorch parses the archive's code recursively: on a stack of known size, not the caller's
     // (a host runtime's thread may have far less than the archive's checked nesting needs).
     torch::jit::Module module;
-    run_on_large_stack([&] { module = torch::jit::load(archive, at::Device(at::kCPU)); });
+    run_on_large_stack([&] { module = torch::jit::load(archive.stream(), at::Device(at::kCPU)); });
     model = std::make_shared<ScriptModel>(std::move(module));
   } catch (const Error&) {
     throw;  // the library's own (no thread for the large stack: OutOfMemory)

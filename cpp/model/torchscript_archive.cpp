@@ -15,6 +15,7 @@
 #include "common/crc32.h"
 #include "common/error.h"
 #include "model/pickle_storages.h"
+#include "tensor/file_bytes.h"
 
 namespace acc {
 namespace {
@@ -157,7 +158,9 @@ struct Record {
 
 }  // namespace
 
-void verify_torchscript_archive(const uint8_t* data, uint64_t size, const std::string& path) {
+namespace {
+
+void verify_archive(const uint8_t* data, uint64_t size, const std::string& path) {
   const Bytes f(data, size, path);
   const Directory directory = find_directory(f, path);
   if (directory.entries == 0) fail(Status::Io, "'", path, "' is an empty zip archive, not a TorchScript file");
@@ -216,6 +219,15 @@ void verify_torchscript_archive(const uint8_t* data, uint64_t size, const std::s
              " bytes, but its tensor storage needs ", *storage.nbytes, " (the file is damaged)");
     }
   }
+}
+
+}  // namespace
+
+VerifiedArchive::VerifiedArchive(const std::string& path)
+    : bytes_(read_file_bytes(path)),
+      stream_(bytes_.numel() ? static_cast<const char*>(bytes_.data_ptr()) : nullptr,
+              static_cast<size_t>(bytes_.numel())) {
+  verify_archive(bytes_.numel() ? bytes_.data_ptr<uint8_t>() : nullptr, static_cast<uint64_t>(bytes_.numel()), path);
 }
 
 }  // namespace acc

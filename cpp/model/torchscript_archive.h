@@ -4,15 +4,30 @@
 // past its end by the first forward).
 #pragma once
 
-#include <cstdint>
+#include <ATen/ATen.h>
+
+#include <istream>
 #include <string>
+
+#include "common/memory_stream.h"
 
 namespace acc {
 
-// Throws an Io error naming the file (`path`, whose bytes are `data`) and the record when the archive
-// is not a well-formed zip (truncated, records outside the file, unknown compression), a record's
-// CRC-32 does not match, or a tensor storage declared by one of its pickles is larger than the
-// record that holds it. The caller then loads these same bytes (a file read again could have changed).
-void verify_torchscript_archive(const uint8_t* data, uint64_t size, const std::string& path);
+// The archive at `path` (TorchScript's, or torch.save's: the same zip), read once and checked:
+// an Io error naming the file and the record where it is not a well-formed zip (truncated, records
+// outside the file, unknown compression), a record's CRC-32 does not match, or a tensor storage
+// declared by one of its pickles is larger than the record that holds it. libtorch's readers take
+// stream(), so they read the very bytes that were checked (the file may change meanwhile).
+class VerifiedArchive {
+ public:
+  explicit VerifiedArchive(const std::string& path);
+  VerifiedArchive(const VerifiedArchive&) = delete;
+  VerifiedArchive& operator=(const VerifiedArchive&) = delete;
+  std::istream& stream() { return stream_; }
+
+ private:
+  at::Tensor bytes_;
+  MemoryStream stream_;  // over bytes_
+};
 
 }  // namespace acc

@@ -35,16 +35,24 @@ int connect_within(const addrinfo& address, std::chrono::milliseconds wait) {
   return -1;
 }
 
-}  // namespace
+using Addresses = std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)>;
 
-bool speaks_first(const std::string& host, uint16_t port, std::chrono::milliseconds wait) {
+// The TCP addresses of host:port; `error` is getaddrinfo's (0: found).
+Addresses resolve(const std::string& host, uint16_t port, int& error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
-  for (const addrinfo* a = found; a; a = a->ai_next) {
+  error = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+  return Addresses(error == 0 ? found : nullptr, &::freeaddrinfo);
+}
+
+}  // namespace
+
+bool speaks_first(const std::string& host, uint16_t port, std::chrono::milliseconds wait) {
+  int error = 0;
+  const Addresses addresses = resolve(host, port, error);
+  for (const addrinfo* a = addresses.get(); a; a = a->ai_next) {
     const int fd = connect_within(*a, std::chrono::milliseconds(1000));
     if (fd < 0) continue;
     pollfd p{fd, POLLIN, 0};
@@ -58,19 +66,14 @@ bool speaks_first(const std::string& host, uint16_t port, std::chrono::milliseco
 }
 
 bool wait_until_accepting(const std::string& host, uint16_t port, Clock::time_point deadline, std::string& why) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  const std::string service = std::to_string(port);
   constexpr auto kStep = std::chrono::milliseconds(50);
   constexpr auto kLookupStep = std::chrono::milliseconds(1000);
   while (true) {
-    addrinfo* found = nullptr;
-    const int lookup = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+    int lookup = 0;
+    const Addresses addresses = resolve(host, port, lookup);
     if (lookup == 0) {
-      std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
       why = "nothing accepted a connection there";
-      for (const addrinfo* a = found; a; a = a->ai_next) {
+      for (const addrinfo* a = addresses.get(); a; a = a->ai_next) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         const int fd =
             connect_within(*a, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(1000)));

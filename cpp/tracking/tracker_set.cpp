@@ -102,9 +102,11 @@ TrackerSet::~TrackerSet() {
 
 bool TrackerSet::forked_child() const { return ::getpid() != owner_; }
 
-void TrackerSet::refuse_in_forked_child(const char* call) const {
+std::unique_lock<std::recursive_mutex> TrackerSet::hold_to_change(const char* call) {
+  refuse_from_callbacks(call);
   require(!forked_child(), call, ": the trackers are those of process ", owner_, ", of which this process (",
           ::getpid(), ") is a fork; a new accelerator logs in this one");
+  return std::unique_lock<std::recursive_mutex>(mutex_);
 }
 
 std::unique_lock<std::recursive_mutex> TrackerSet::lock_in_owner() const {
@@ -132,9 +134,7 @@ void TrackerSet::refuse_from_callbacks(const char* call) const {
 }
 
 void TrackerSet::add(std::shared_ptr<Tracker> tracker) {
-  refuse_from_callbacks("add_tracker");
-  refuse_in_forked_child("add_tracker");
-  const auto lock = lock_in_owner();
+  const auto lock = hold_to_change("add_tracker");
   require(tracker != nullptr, "no tracker given");
   require(!tracker->name().empty(), "a tracker needs a name");
   for (const auto& t : trackers_)
@@ -146,9 +146,7 @@ void TrackerSet::add(std::shared_ptr<Tracker> tracker) {
 
 void TrackerSet::init(const std::string& project_name, const std::string& config_json,
                       const std::string& init_kwargs_json) {
-  refuse_from_callbacks("init_trackers");
-  refuse_in_forked_child("init_trackers");
-  const auto lock = lock_in_owner();
+  const auto lock = hold_to_change("init_trackers");
   require(!project_name.empty(), "init_trackers needs a project name");
   require(project_name.find("..") == std::string::npos && project_name.front() != '/',
           "the project name \"", project_name, "\" must stay inside the logging folder");
@@ -240,9 +238,7 @@ nlohmann::json TrackerSet::per_tracker_kwargs(const std::string& json_text, cons
 
 void TrackerSet::log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step,
                      const std::string& log_kwargs_json) {
-  refuse_from_callbacks("log");
-  refuse_in_forked_child("log");
-  const auto lock = lock_in_owner();
+  const auto lock = hold_to_change("log");
   require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
   const int64_t at = check_call("log", names, step);
   nlohmann::json log_kwargs = checked_log_kwargs(log_kwargs_json, Logged::Numbers);
@@ -266,9 +262,7 @@ nlohmann::json TrackerSet::checked_log_kwargs(const std::string& log_kwargs_json
 
 void TrackerSet::log_scalars(const std::string& group, std::vector<std::string> names, std::vector<double> values,
                              std::optional<int64_t> step, const std::string& log_kwargs_json) {
-  refuse_from_callbacks("log_scalars");
-  refuse_in_forked_child("log_scalars");
-  const auto lock = lock_in_owner();
+  const auto lock = hold_to_change("log_scalars");
   require(!group.empty() && is_utf8(group), "log_scalars: the main tag must be non-empty UTF-8");
   require(names.size() == values.size(), "log_scalars: ", names.size(), " names but ", values.size(), " values");
   std::vector<std::string> flat;
@@ -293,9 +287,7 @@ void TrackerSet::log_scalars(const std::string& group, std::vector<std::string> 
 
 void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step,
                           const std::string& log_kwargs_json) {
-  refuse_from_callbacks("log_text");
-  refuse_in_forked_child("log_text");
-  const auto lock = lock_in_owner();
+  const auto lock = hold_to_change("log_text");
   require(names.size() == texts.size(), "log_text: ", names.size(), " names but ", texts.size(), " texts");
   for (size_t i = 0; i < texts.size(); ++i)
     require(is_utf8(texts[i]), "log_text: the text of \"", names[i], "\" is not valid UTF-8");
@@ -312,9 +304,7 @@ void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::strin
 
 void TrackerSet::log_images(std::vector<std::string> names, const std::vector<at::Tensor>& images,
                             const std::string& dataformats, std::optional<int64_t> step) {
-  refuse_from_callbacks("log_images");
-  refuse_in_forked_child("log_images");
-  const auto lock = lock_in_owner();
+  const auto lock = hold_to_change("log_images");
   require(names.size() == images.size(), "log_images: ", names.size(), " names but ", images.size(), " images");
   for (size_t i = 0; i < images.size(); ++i) check_image(images[i], dataformats, names[i]);
   const int64_t at = check_call("log_images", names, step, Logged::Images);
@@ -347,9 +337,7 @@ void TrackerSet::log_images(std::vector<std::string> names, const std::vector<at
 
 void TrackerSet::log_histogram(const std::string& name, const at::Tensor& values, const HistogramBins& bins,
                                std::optional<int64_t> step) {
-  refuse_from_callbacks("log_histogram");
-  refuse_in_forked_child("log_histogram");
-  const auto lock = lock_in_owner();
+  const auto lock = hold_to_change("log_histogram");
   check_histogram_values(values, name);
   const int64_t at = check_call("log_histogram", {name}, step, Logged::Histograms);
   const bool wanted = any_tracker(&Tracker::takes_histograms);
@@ -404,9 +392,7 @@ Tracker& TrackerSet::find(const std::string& name) {
 
 void TrackerSet::log_artifact(const std::string& tracker, const std::string& local_path,
                               const std::string& artifact_path) {
-  refuse_from_callbacks("log_artifact");
-  refuse_in_forked_child("log_artifact");
-  const auto lock = lock_in_owner();
+  const auto lock = hold_to_change("log_artifact");
   Tracker& t = find(tracker);
   if (!running_) fail(Status::NotInitialized, "log_artifact needs init_trackers first (or after end_training)");
   require(!local_path.empty(), "log_artifact: local_path is empty");
@@ -421,9 +407,7 @@ void TrackerSet::log_artifact(const std::string& tracker, const std::string& loc
 
 void TrackerSet::change_program_tracker(const std::string& name,
                                         const std::function<void(CallbackTracker& tracker)>& change) {
-  refuse_from_callbacks("changing a program's tracker");
-  refuse_in_forked_child("changing a program's tracker");
-  const auto lock = lock_in_owner();
+  const auto lock = hold_to_change("changing a program's tracker");
   find(name);  // an unknown name is refused naming the trackers there are
   for (const auto& t : trackers_)
     if (auto* added = dynamic_cast<CallbackTracker*>(t.get()); added && t->name() == name) return change(*added);

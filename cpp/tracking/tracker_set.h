@@ -110,11 +110,13 @@ class TrackerSet {
   // The process that made the set (a forked child's copy leaves the parent's runs alone).
   const pid_t owner_ = ::getpid();
   bool forked_child() const;
-  // Refuses `call`, which would reach the parent's runs or trackers, in a forked child.
-  void refuse_in_forked_child(const char* call) const;
-  // The set's lock, where this process made the set. A forked child never takes it (a parent's thread
-  // may have held it at the fork, and none of the child's would let it go): there the calls that
-  // change the set are refused first, so the child's copy is only read.
+  // The set's lock for `call`, which changes the set or its run: refused from inside the set's own
+  // callbacks, and in a forked child (the parent's runs and trackers are the parent's), before the
+  // lock is taken.
+  std::unique_lock<std::recursive_mutex> hold_to_change(const char* call);
+  // The set's lock for reading, where this process made the set. A forked child never takes it (a
+  // parent's thread may have held it at the fork, and none of the child's would let it go): there
+  // the calls that change the set are refused first, so the child's copy is only read.
   std::unique_lock<std::recursive_mutex> lock_in_owner() const;
   std::string logging_dir_;
   bool main_;
