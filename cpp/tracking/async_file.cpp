@@ -363,6 +363,11 @@ void AsyncFile::run() {
         static_cast<void>(::fseeko(file_, 0, SEEK_END));
         ends.flushed(file_);
       }
+    } else if (!error.empty() && retrying) {
+      // Tasks that write files of their own (an image) run again, the one that failed first: the
+      // rest of the batch is never dropped behind it.
+      for (size_t i = ran; i < batch.size(); ++i) again.push_back(std::move(batch[i]));
+      for (; again.size() > kMaxRetried; ++dropped) again.pop_front();
     }
     if (dropped > 0 && !error.empty())
       error += " (" + std::to_string(dropped) + " records lost so far: the disk refused them while more came)";

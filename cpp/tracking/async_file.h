@@ -42,7 +42,8 @@ class AsyncFile {
   // `label` (e.g. a folder) names it in errors. `flush_files` runs on the writer thread where a file
   // would be flushed (every flush interval, on flush() and on close()); its exceptions become the
   // writer's error.
-  // With AfterAnError::Retry, the tasks keep what the disk refused for flush_files to write later.
+  // With AfterAnError::Retry, flush_files keeps what the disk refused to write it later, and a task
+  // that fails (writing a file of its own) runs again later, with the tasks behind it.
   struct TasksOwnFiles {};
   AsyncFile(TasksOwnFiles, std::string label, std::function<void()> flush_files,
             AfterAnError after_an_error = AfterAnError::Stop);

@@ -112,11 +112,16 @@ void check_storage_mode(const std::string& dir) {
 
 // The run being written: the database (opened by start, then used by the writer thread alone), the
 // rows waiting, and the configuration until the first rows take it along (as trackio stores it).
+// Rows the database refused (a full disk: their transaction rolled back) wait for the next write, up
+// to kMaxWaitingBytes of them; past it new rows are dropped, and the next error counts them.
 struct TrackioTracker::RunState {
+  static constexpr size_t kMaxWaitingBytes = size_t{64} << 20;
   std::unique_ptr<ProjectDatabase> db;
   std::string run_id, run_name;
   std::string media_root, media_folder;  // <TRACKIO_DIR>/media, and the run's "<project>/<run>" in it
   std::vector<MetricRow> waiting;
+  size_t waiting_bytes = 0;
+  uint64_t dropped = 0;  // rows dropped since the last error was reported
   std::optional<std::string> config;
 
   void add(const Record& record) {
@@ -146,13 +151,28 @@ struct TrackioTracker::RunState {
         values[stored_name(record.names[i])] = json_number(record.values[i]);
     }
     for (size_t i = 0; i < record.text_names.size(); ++i) values[stored_name(record.text_names[i])] = record.texts[i];
-    waiting.push_back(MetricRow{trackio::iso_timestamp(record.wall_time), record.step, values.dump(), uuid4_hex()});
+    std::string metrics = values.dump();
+    if (waiting_bytes + metrics.size() > kMaxWaitingBytes) {
+      ++dropped;
+      return;
+    }
+    waiting_bytes += metrics.size();
+    waiting.push_back(MetricRow{trackio::iso_timestamp(record.wall_time), record.step, std::move(metrics), uuid4_hex()});
   }
 
   void write_out() {
     if (waiting.empty()) return;  // the configuration goes with the first rows
-    db->add_rows(run_id, run_name, waiting, config);
+    try {
+      db->add_rows(run_id, run_name, waiting, config);
+    } catch (const Error& e) {
+      std::string lost;
+      if (dropped > 0)
+        lost = " (" + std::to_string(std::exchange(dropped, 0)) + " rows lost so far: more came than " +
+               std::to_string(kMaxWaitingBytes >> 20) + " MiB could wait)";
+      fail(e.status(), e.what(), " (", waiting.size(), " rows kept, to be written once the database takes them)", lost);
+    }
     waiting.clear();
+    waiting_bytes = 0;
     config.reset();
   }
 };
@@ -240,7 +260,8 @@ void TrackioTracker::start(const std::string& project_name, const nlohmann::json
   run->media_root = dir + "/media";
   run->media_folder = trackio::canonical_project_name(project_name) + "/" + run->run_name;
   path_ = run->db->path();
-  writer_ = std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, path_, [run] { run->write_out(); });
+  writer_ = std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, path_, [run] { run->write_out(); },
+                                        AsyncFile::AfterAnError::Retry);
   run_ = std::move(run);
   warned_keys_.clear();
 }
