@@ -91,7 +91,10 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::read_global() {
 std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Tensor>& mine, bool& stop, bool& last,
                                                        std::exception_ptr failure) {
   const bool root = collectives_.rank() == 0;
-  // The header has one size everywhere and describes the tensors that follow: nothing to compare.
+  // The header is announced, under the epoch and batch it is for: a process at another collective, or
+  // one that left an epoch the others go on with, fails at once with the rest instead of taking
+  // another epoch's batches. It describes the tensors that follow: nothing more to compare.
+  const std::string header_name = concat("dispatch_batches (epoch ", epoch(), ", batch ", position_, ")");
   at::Tensor header;
   if (root && !failure) {
     try {
@@ -103,7 +106,7 @@ std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Ten
   const std::optional<ExceptionReport> report = failure ? std::optional(describe_exception(failure)) : std::nullopt;
   if (report) header = failure_header(report->status);
   if (!header.defined()) header = empty_header();  // received into
-  header = collectives_.broadcast(header, 0, "dispatch_batches (header)", Collectives::Layouts::AgreedByCaller);
+  header = collectives_.broadcast(header, 0, header_name);
   const auto* h = header.data_ptr<int64_t>();
   if (h[0] == kFailed) {
     // Every process fails at this batch, at once and in step (the others would otherwise wait for it

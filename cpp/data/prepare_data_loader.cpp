@@ -71,14 +71,13 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
     // Every process must shuffle alike: the seedable sampler's seed is rank 0's; without a seed,
     // the loader's generator takes rank 0's state at the start of every epoch, as Accelerate's.
     ShardOptions shard = shard_options;
+    // (Both broadcasts are announced: a process at another collective there fails at once, naming it.)
     if (seed_of_rank_0) {
       at::Tensor seed = at::tensor({static_cast<int64_t>(*options.seed & 0x7fffffffffffffffull)}, at::kLong);
-      options.seed = static_cast<uint64_t>(
-          collectives.broadcast(seed, 0, "prepare_dataloader (seed)", Collectives::Layouts::AgreedByCaller).item<int64_t>());
+      options.seed = static_cast<uint64_t>(collectives.broadcast(seed, 0, "prepare_dataloader (seed)").item<int64_t>());
     } else if (options.shuffle && !options.seed) {
       shard.synchronize_generator = [collectives](at::Generator& generator) mutable {
-        generator.set_state(collectives.broadcast(generator.get_state(), 0, "data loader shuffle (generator state)",
-                                                  Collectives::Layouts::AgreedByCaller));
+        generator.set_state(collectives.broadcast(generator.get_state(), 0, "data loader shuffle (generator state)"));
       };
     }
     auto sharded = make_loader<ShardedDataLoader>(map->dataset(), options, shard);

@@ -1260,6 +1260,55 @@ TEST(Dist, MismatchedCallsAreErrorsOnEveryProcessNotACrashOrAWrongResult) {
   expect_still_in_step("after the mismatched calls");
 }
 
+// The collectives a loader makes by itself are compared like the user's: a process that starts a
+// shuffled epoch (its generator taken from process 0) while another gathers failed only at the
+// timeout (30 minutes by default), both waiting in different collectives (a hunt's finding).
+TEST(Dist, AnEpochStartedWhileAnotherProcessGathersFailsAtOnceOnEveryProcess) {
+  acc_dataset* ds = id_dataset(16);
+  acc_dataloader* dl = prepared_loader(ds, 2, g_acc, /*shuffle=*/true);
+  acc_tensor* t = floats({1.0f, 2.0f}, {2});
+  acc_tensor* out = nullptr;
+  acc_tensor_list* batch = nullptr;
+  const auto started = std::chrono::steady_clock::now();
+  if (g_rank == 0) {
+    ACC_EXPECT_ERROR(acc_gather(g_acc, t, "user gather", &out), ACC_ERR_INVALID_ARGUMENT, "calls broadcast at the same");
+  } else {
+    ACC_EXPECT_ERROR(acc_dataloader_next(dl, &batch), ACC_ERR_INVALID_ARGUMENT, "calls gather at the same point");
+    EXPECT_NE(std::string(acc_last_error_message()).find("data loader shuffle"), std::string::npos)
+        << acc_last_error_message();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(60)) << "it waited for the timeout";
+  expect_still_in_step("after the loader's mismatched call");
+  EXPECT_EQ(out, nullptr);
+  EXPECT_EQ(batch, nullptr);
+  acc_tensor_free(t);
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+}
+
+// With dispatch_batches, process 0 reads every batch: a process that leaves an epoch early (the others
+// going on) got nothing wrong said, and the others took its next epoch's batches as the rest of theirs,
+// samples repeated (a hunt's finding). Each batch's header now names its epoch and batch.
+TEST(Dist, DispatchedBatchesAreNeverAnotherEpochs) {
+  acc_accelerator* acc = acc_test::make_accelerator({{"dispatch_batches", "1"}});
+  acc_dataset* ds = id_dataset(6 * g_world);
+  acc_dataloader* dl = prepared_loader(ds, 2, acc, /*shuffle=*/true);
+  acc_tensor_list* batch = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+  acc_tensor_list_free(batch);
+  batch = nullptr;
+  if (g_rank == 0) ACC_ASSERT_OK(acc_dataloader_end_epoch(dl));  // process 0 leaves epoch 0 alone
+  ACC_EXPECT_ERROR(acc_dataloader_next(dl, &batch), ACC_ERR_INVALID_ARGUMENT, "named otherwise");
+  EXPECT_NE(std::string(acc_last_error_message()).find(g_rank == 0 ? "epoch 1, batch 0" : "epoch 0, batch 1"),
+            std::string::npos)
+      << acc_last_error_message();
+  EXPECT_EQ(batch, nullptr);
+  expect_still_in_step("after a process left a dispatched epoch");
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+  acc_accelerator_free(acc);
+}
+
 // Replicas stepped by other rules drift apart: another learning rate (or algorithm) on one process
 // is refused at prepare, on every process, naming the setting.
 TEST(Dist, AnotherOptimizerOnOneProcessIsRefusedAtPrepare) {
@@ -1477,11 +1526,11 @@ TEST(Fault, ADeadOrStalledPeerIsNamedInEveryCollective) {
           dl = prepared_loader(ds, 2, acc_test::make_accelerator({{"dispatch_batches", "1"}}), true);
           ASSERT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
         },
-        [&] { return acc_dataloader_next(dl, &batch); }, "collective 'dispatch_batches (header)'"}},
+        [&] { return acc_dataloader_next(dl, &batch); }, "collective 'dispatch_batches (epoch 0, batch 1)"}},
       // an epoch's shuffle takes process 0's generator state at its first batch
       {"shuffle",
        {[&] { dl = prepared_loader(ds, 2, g_acc, true); }, [&] { return acc_dataloader_next(dl, &batch); },
-        "collective 'data loader shuffle (generator state)'"}},
+        "collective 'data loader shuffle (generator state)"}},
       {"prepare_optimizer",
        {[&] { model = prepared_dist_net(); },
         [&] {
