@@ -111,7 +111,7 @@ TEST(C3a, PeftFilesBothWaysAndWhatPeftRefuses) {
   refused_with(j, ACC_ERR_IO, "'init_weights' must be true, false, \"xavier_uniform\"");
   j = config;
   j["block_size"] = 3;  // divides none of the layers
-  refused_with(j, ACC_ERR_INVALID_ARGUMENT, "its block size 3 does not divide its 6 inputs and 8 outputs");
+  refused_with(j, ACC_ERR_INVALID_ARGUMENT, "its block size 3 must divide both its 6 inputs and its 8 outputs");
   j = config;
   j["block_size_pattern"] = json{{"fc2", "4"}};
   refused_with(j, ACC_ERR_IO, "'block_size_pattern' 's 'fc2' must be an integer");
@@ -146,7 +146,7 @@ TEST(C3a, PeftFilesBothWaysAndWhatPeftRefuses) {
   ACC_ASSERT_OK(acc_options_set_string(o, "block_size_pattern", "{}"));
   acc_model* other = c3a_model();
   ACC_EXPECT_ERROR(acc_model_add_c3a(other, "fc1,fc2", o, nullptr), ACC_ERR_INVALID_ARGUMENT,
-                   "C3A cannot adapt 'fc1': its block size 4 does not divide its 6 inputs and 8 outputs");
+                   "C3A cannot adapt 'fc1': its block size 4 must divide both its 6 inputs and its 8 outputs");
   size_t count = 1;
   ACC_ASSERT_OK(acc_model_lora_count(other, &count));
   EXPECT_EQ(count, 0u);

@@ -548,7 +548,9 @@ LoraConfig lycoris_config_from_json(PeftType method, const nlohmann::ordered_jso
   LoraConfig config;
   config.peft_type = method;
   config.r = fields.integer("r", 8, 1, kMaxLoraRank, "from 1 to 2^20");  // PEFT's default: 8
-  fields.refuse_null("alpha");
+  // (PEFT computes with them; a null rank_dropout is no rank dropout, as PEFT's truth test takes it)
+  for (const char* key : {"alpha", "module_dropout"}) fields.refuse_null(key);
+  if (method == PeftType::Lokr) fields.refuse_null("decompose_factor");
   config.alpha = fields.number("alpha", 8, -kMaxLoraAlpha, kMaxLoraAlpha);  // (either sign, as PEFT)
   config.rank_dropout = fields.number("rank_dropout", 0, 0, 1);
   config.module_dropout = fields.number("module_dropout", 0, 0, 1);
@@ -581,7 +583,7 @@ LoraConfig oft_config_from_json(const nlohmann::ordered_json& j, const std::stri
     fields.refuse("oft_block_size",
                   "is missing: the adapter comes from PEFT before 0.14, whose OFT weights are laid "
                   "out otherwise (PEFT refuses it too)");
-  for (const char* key : {"r", "oft_block_size"}) fields.refuse_null(key);
+  for (const char* key : {"r", "oft_block_size", "module_dropout"}) fields.refuse_null(key);  // (computed with)
   config.oft_r = fields.integer("r", 0, 0, kMaxLoraRank, "from 0 to 2^20");
   config.oft_block_size = fields.integer("oft_block_size", 32, 0, kMaxLoraRank, "from 0 to 2^20");
   if ((config.oft_r != 0) == (config.oft_block_size != 0))
@@ -618,6 +620,7 @@ LoraConfig oft_config_from_json(const nlohmann::ordered_json& j, const std::stri
 
 // VeRA's and RandLoRA's projection_prng_key and save_projection.
 void read_projection_settings(const ConfigFields& fields, LoraConfig* config) {
+  fields.refuse_null("projection_prng_key");  // (PEFT seeds a generator with it)
   config->projection_prng_key = fields.seed("projection_prng_key", config->projection_prng_key);
   // Absent: PEFT's default, true; null: false, as PEFT's truth test takes it.
   config->save_projection = fields.j.contains("save_projection") && fields.j["save_projection"].is_null()
@@ -654,6 +657,10 @@ LoraConfig adalora_config_from_json(const nlohmann::ordered_json& j, const std::
   LoraConfig config;
   config.peft_type = PeftType::Adalora;
   AdaloraConfig& a = config.adalora;
+  // (PEFT's config check, its layers and its rank allocator compute with them)
+  for (const char* key : {"init_r", "target_r", "tinit", "tfinal", "deltaT", "beta1", "beta2", "orth_reg_weight",
+                          "lora_alpha", "lora_dropout"})
+    fields.refuse_null(key);
   a.init_r = fields.integer("init_r", 12, 1, kMaxLoraRank, "from 1 to 2^20");
   a.target_r = fields.integer("target_r", 8, 0, kMaxLoraRank, "from 0 to 2^20");
   a.tinit = fields.integer("tinit", 0, 0, kMaxAdaloraSteps, "from 0 to 2^53");
@@ -713,6 +720,8 @@ LoraConfig boft_config_from_json(const nlohmann::ordered_json& j, const std::str
   const ConfigFields fields{j, path};
   LoraConfig config;
   config.peft_type = PeftType::Boft;
+  for (const char* key : {"boft_block_size", "boft_block_num", "boft_dropout"})
+    fields.refuse_null(key);  // (computed with)
   config.boft_block_size = fields.integer("boft_block_size", 4, 0, kMaxLoraRank, "from 0 to 2^20");
   config.boft_block_num = fields.integer("boft_block_num", 0, 0, kMaxLoraRank, "from 0 to 2^20");
   if ((config.boft_block_size != 0) == (config.boft_block_num != 0))

@@ -15,8 +15,8 @@ namespace {
 int64_t block_size_for(const LinearSite& site, const LoraConfig& config) {
   const int64_t b = config.block_size_of(site.module), in = in_features(site), out = out_features(site);
   if (in % b != 0 || out % b != 0)
-    fail(Status::InvalidArgument, "C3A cannot adapt '", site.module, "': its block size ", b, " does not divide its ",
-         in, " inputs and ", out, " outputs (PEFT's ValueError)");
+    fail(Status::InvalidArgument, "C3A cannot adapt '", site.module, "': its block size ", b, " must divide both its ",
+         in, " inputs and its ", out, " outputs (PEFT's ValueError)");
   return b;
 }
 

@@ -437,7 +437,14 @@ LoraFiles read_lora_files(const std::string& dir) {
       fail(Status::Io, "'", weights_path, "' lacks ", method, "'s projections (", shared->file_a, ", ", shared->file_b,
            "), which save_projection says it holds");
     for (const auto& [name, copy] : layer_copies) {
-      const at::Tensor& own = ends_with(name, shared->state_a) ? files.projection_a : files.projection_b;
+      const bool of_a = ends_with(name, shared->state_a);
+      const size_t prefix = std::string(kPrefix).size(),
+                   state = std::string(of_a ? shared->state_a : shared->state_b).size();
+      const std::string module = name.substr(prefix, name.size() - prefix - 1 - state);
+      if (!files.modules.count(module))
+        fail(Status::Io, "'", weights_path, "': '", name, "' is a layer's copy of ", method, "'s bases, but '", module,
+             "' has no ", method, " adapter in the file");
+      const at::Tensor& own = of_a ? files.projection_a : files.projection_b;
       if (copy.sizes() != own.sizes() || !copy.is_floating_point())
         fail(Status::Io, "'", weights_path, "': '", name, "' is a layer's copy of ", method, "'s bases, but ",
              copy.scalar_type(), " of shape ", copy.sizes(), " where they are ", own.sizes());
