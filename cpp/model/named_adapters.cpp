@@ -49,6 +49,9 @@ void require_adapter_name(const std::string& name) {
           "' would name a folder in place of (or beside) the lock file acc_model_save_lora takes in its folder");
   require(name.find('.') == std::string::npos, "adapter name '", name,
           "' holds a '.': PEFT keeps a layer's adapters in torch ModuleDicts, which refuse such a name");
+  // (PEFT takes it, and its mixed batches then run that adapter's rows through the base model)
+  require(name != kBaseAdapterName, "adapter name '", name,
+          "' is what a mixed batch's adapter_names calls the base model: the adapter could not be chosen");
 }
 
 }  // namespace

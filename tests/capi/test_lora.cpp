@@ -1456,6 +1456,9 @@ TEST(Lora, RefusalsLeaveTheRandomStreamAndTheFolderAsTheyWere) {
                    ACC_ERR_INVALID_ARGUMENT, "in place of (or beside) the lock file");
   // PEFT's ModuleDicts refuse a '.' in an adapter's name.
   ACC_EXPECT_ERROR(acc_model_add_lora_named(m, "v1.2", kTargets, o, nullptr), ACC_ERR_INVALID_ARGUMENT, "holds a '.'");
+  // A mixed batch's adapter_names call the base model "__base__": an adapter of that name could not be chosen.
+  ACC_EXPECT_ERROR(acc_model_add_lora_named(m, "__base__", kTargets, o, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "calls the base model");
   acc_options_free(o);
   acc_model_free(m);
 }
