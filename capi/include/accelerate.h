@@ -1779,7 +1779,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_lora_enabled(const acc_model *model, 
  * next forward is then ACC_ERR_INVALID_ARGUMENT (its engine holds the parameters of the time).
  * acc_model_save_lora writes every adapter as PEFT's save_pretrained: "default" in `dir`, each other
  * in `dir/<adapter_name>`. acc_model_merge_lora merges the active adapter and removes the others
- * (merge_and_unload). Names are those a folder can have, without a '.' (PEFT's rule), unique:
+ * (merge_and_unload). Names are those a folder can have, without a '.' (PEFT's rule), not
+ * "__base__" (a mixed batch's name for the base model), unique:
  * ACC_ERR_INVALID_ARGUMENT otherwise, or for a name the model does not have. modules_to_save as
  * PEFT's ModulesToSaveWrapper: each adapter saving a module trains its own copy, made from the
  * original when it is added, and writes it in its folder; while an adapter that does not save the
@@ -3001,7 +3002,8 @@ ACC_API ACC_NODISCARD acc_status acc_tracker_names(const acc_accelerator *acc, a
 ACC_API ACC_NODISCARD acc_status acc_tracker_path(const acc_accelerator *acc, const char *name, char **out);
 
 /* ------------------------------------------------------------------------------------------------
- * Progress display for training loops (the main process shows it; elsewhere it is silent). On a
+ * Progress display for training loops (each machine's first process shows it, as Accelerate's tqdm;
+ * elsewhere it is silent). On a
  * terminal, stdout gets one line redrawn in place: description, percentage, a bar, count/total,
  * elapsed<remaining time, rate and the postfix. When stdout is not a terminal (a log file, a pipe,
  * TERM=dumb), it prints plain lines instead, one per 10% of the total (every 30 s when the total is

@@ -233,7 +233,9 @@ acc_status acc_progress_create(const acc_accelerator* acc, int64_t total, const 
   return guarded([&] {
     auto& a = accelerator_arg(acc);
     out_param(out, "out");
-    emit(out, std::make_unique<acc::tracking::Progress>(total, description ? description : "", a.is_main_process()));
+    // Each machine's first process shows it, as Accelerate's tqdm(main_process_only=True).
+    emit(out,
+         std::make_unique<acc::tracking::Progress>(total, description ? description : "", a.is_local_main_process()));
   });
 }
 

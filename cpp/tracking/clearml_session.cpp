@@ -25,6 +25,7 @@ namespace {
 constexpr int64_t kFileHistorySize = 100;
 // Events per metrics.jsonl line, as the SDK's batches hold at most.
 constexpr size_t kBatchEvents = 100;
+constexpr size_t kMaxUnwritten = size_t{64} << 20;  // bytes of lines waiting for the disk, at most
 
 // As Python's json.dumps (the SDK's): non-ASCII as \u escapes.
 std::string ascii_json(const nlohmann::ordered_json& value) { return value.dump(-1, ' ', true); }
@@ -71,23 +72,60 @@ void OfflineSession::write_task(const nlohmann::json& config) const {
   write_file(metrics_path_, "");
 }
 
-void OfflineSession::write_batch() {
+void OfflineSession::take_batch() {
   if (batch_.empty()) return;
   const std::string line = ascii_json(batch_) + "\n";
+  if (unwritten_.size() + line.size() <= kMaxUnwritten)
+    unwritten_ += line;
+  else
+    dropped_ += batch_.size();
   batch_ = nlohmann::ordered_json::array();
-  // Opened for each line, as the SDK does (a session folder removed meanwhile is an error, not lines
-  // written into a deleted file), and written by one write(2) where the system takes it whole: a
-  // process killed meanwhile leaves the line whole or absent, never half of it.
-  const int fd = ::open(metrics_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd < 0) fail(Status::Io, "cannot write ", metrics_path_, ": ", std::strerror(errno));
-  const off_t before = ::lseek(fd, 0, SEEK_END);
-  const int error = write_fully(fd, line.data(), line.size());
-  if (error != 0 && before >= 0) static_cast<void>(::ftruncate(fd, before));  // no half line
-  ::close(fd);
-  if (error != 0) fail(Status::Io, "cannot write ", metrics_path_, ": ", std::strerror(error));
 }
 
-void OfflineSession::flush() { write_batch(); }
+void OfflineSession::write_unwritten() {
+  if (unwritten_.empty() && torn_from_ < 0) return;
+  // Opened for each write, as the SDK does (a session folder removed meanwhile is an error, not lines
+  // written into a deleted file), and written by one write(2) where the system takes it whole: a
+  // process killed meanwhile leaves the lines whole or absent, never half of one.
+  const int fd = ::open(metrics_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) fail(Status::Io, "cannot write ", metrics_path_, ": ", std::strerror(errno), lost_events());
+  std::string error;
+  if (torn_from_ >= 0 && ::ftruncate(fd, torn_from_) != 0) {
+    error = torn_line_error(torn_from_);
+  } else {
+    torn_from_ = -1;
+    const off_t before = ::lseek(fd, 0, SEEK_END);
+    if (const int failure = write_fully(fd, unwritten_.data(), unwritten_.size())) {
+      error = concat("cannot write ", metrics_path_, ": ", std::strerror(failure),
+                     " (kept, to be written once the disk takes them)");
+      if (before >= 0 && ::ftruncate(fd, before) != 0) {  // no half line
+        torn_from_ = before;
+        error += "; " + torn_line_error(before);
+      }
+    } else {
+      unwritten_.clear();
+    }
+  }
+  ::close(fd);
+  if (!error.empty()) fail(Status::Io, error, lost_events());
+}
+
+std::string OfflineSession::torn_line_error(off_t whole_until) const {
+  return concat(metrics_path_, " ends in part of a line that cannot be cut back to the whole lines' end (byte ",
+                whole_until, "): ", std::strerror(errno), " (nothing more is appended until it can)");
+}
+
+std::string OfflineSession::lost_events() {
+  if (dropped_ == 0) return "";
+  return concat(" (", std::exchange(dropped_, 0), " events lost so far: more came than ", kMaxUnwritten >> 20,
+                " MiB could wait)");
+}
+
+void OfflineSession::flush() {
+  take_batch();
+  write_unwritten();
+  if (!image_error_.empty()) fail(Status::Io, std::exchange(image_error_, std::string()));
+}
 
 double OfflineSession::reported(double value) {
   if (std::isfinite(value)) return value;
@@ -118,9 +156,9 @@ void OfflineSession::log(const Record& record) {
       try {  // replacing the image of 100 before whole (or not at all)
         make_folders(std::filesystem::path(file).parent_path().string(), "a ClearML image folder");
         write_file_atomically(file, record.images[i].png);
-      } catch (...) {
-        write_batch();  // the events taken before it are kept
-        throw;
+      } catch (const std::exception& e) {  // that image is left out; flush reports it
+        if (image_error_.empty()) image_error_ = e.what();
+        continue;
       }
       add(image_event(timestamp, task_id_, record.step_given ? record.step : 0, metric, variant, key, file));
     }
@@ -141,7 +179,7 @@ void OfflineSession::log(const Record& record) {
 
 void OfflineSession::add(nlohmann::ordered_json event) {
   batch_.push_back(std::move(event));
-  if (batch_.size() >= kBatchEvents) write_batch();
+  if (batch_.size() >= kBatchEvents) take_batch();  // a line, written by the next flush
 }
 
 }  // namespace acc::tracking::clearml

@@ -10,6 +10,8 @@
 // values that are not numbers.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -42,14 +44,22 @@ class OfflineSession {
   // On the writer thread: the record's events join the batch (written once it holds 100).
   void log(const Record& record);
   // On the writer thread: the batch written out. A failed write leaves the file as it was before
-  // the batch (no half line, which the importer would answer by sending the line before it again).
+  // the batch (no half line, which the importer would answer by sending the line before it again),
+  // and its lines wait for the next flush (up to 64 MiB of them: a run goes on once the disk has
+  // room); Io names what the disk refused, a debug image's file included (that image is left out).
   void flush();
 
  private:
   void write_task(const nlohmann::json& config) const;
-  // Adds an event to the batch, written out once it holds 100.
+  // Adds an event to the batch, a line of its own once it holds 100.
   void add(nlohmann::ordered_json event);
-  void write_batch();
+  // The batch as a line waiting to be written (or dropped, counted, past 64 MiB waiting).
+  void take_batch();
+  // Appends the waiting lines; Io where the disk refuses them (kept).
+  void write_unwritten();
+  std::string torn_line_error(off_t whole_until) const;
+  // " (N events lost so far ...)" once events were dropped (the count starts again), else "".
+  std::string lost_events();
 
   // `value` as ClearML reports it: NaN and infinities as 0.0, with its warning.
   double reported(double value);
@@ -59,6 +69,10 @@ class OfflineSession {
   TaskSettings task_;
   std::string task_id_, folder_, metrics_path_;
   nlohmann::ordered_json batch_ = nlohmann::ordered_json::array();
+  std::string unwritten_;    // whole lines the disk refused, written before the next
+  uint64_t dropped_ = 0;     // events dropped (more waited than 64 MiB) since the last error
+  std::string image_error_;  // the first image file the disk refused since the last error
+  off_t torn_from_ = -1;     // where the file must be cut before more is appended (a refused cut)
   std::map<std::pair<std::string, std::string>, int64_t> images_;  // debug images per (metric, variant)
   int64_t non_finite_ = 0;
   bool warned_texts_ = false, warned_groups_ = false;

@@ -123,7 +123,9 @@ void ClearmlTracker::start(const std::string& project_name, const nlohmann::json
                session->folder().c_str(),
                offline ? "" : " (CLEARML_OFFLINE_MODE is not set, and reporting to a server is not built)",
                session->folder().c_str());
-  writer_ = std::make_unique<AsyncFile>(AsyncFile::TasksOwnFiles{}, session->folder(), [session] { session->flush(); });
+  writer_ = std::make_unique<AsyncFile>(
+      AsyncFile::TasksOwnFiles{}, session->folder(), [session] { session->flush(); },
+      AsyncFile::AfterAnError::Retry);  // the session keeps what the disk refused
   folder_ = session->folder();
   session_ = std::move(session);
 }

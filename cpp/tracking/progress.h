@@ -1,5 +1,5 @@
-// A progress display for training loops, shown by the main process only. On a terminal it is one
-// line redrawn in place (at most 10 times a second):
+// A progress display for training loops, shown by each machine's first process only. On a
+// terminal it is one line redrawn in place (at most 10 times a second):
 //   epoch 1  42%|##########----------------|  420/1000 [00:12<00:16, 35.1 it/s] loss 0.412
 // Elsewhere (a log file, a pipe, TERM=dumb) it prints plain lines, one per 10% of the total (every
 // 30 seconds when the total is unknown), and a last one on close:

@@ -1,6 +1,7 @@
 #include "tracking/wandb_run.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +29,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr size_t kMaxImages = 108;  // wandb.Image's MAX_ITEMS: a list keeps its first 108
+constexpr size_t kMaxWaiting = size_t{64} << 20;  // bytes of records waiting for the disk, at most
 
 std::string local_time_stamp(std::time_t t) {
   std::tm local{};
@@ -123,22 +125,29 @@ OfflineRun::OfflineRun(const RunSettings& settings, const std::string& project, 
   make_folders(folder_ + "/tmp/code", "the W&B run's folder");
   log_path_ = folder_ + "/run-" + run_id_ + ".wandb";
 
-  std::string bytes = log_header();
-  size_ = bytes.size();
   wandbpb::Record header;
   header.mutable_header()->mutable_version_info()->set_producer(std::string("accelerate-cpp ") + kVersionString);
   header.mutable_header()->mutable_version_info()->set_min_consumer("0.70.0");
-  bytes += framed(header);
+  write(header);
   wandbpb::Record run = run_record(settings, run_id_, project, wall);
-  bytes += framed(run);
+  write(run);
   if (!config.empty()) {  // Accelerate's store_init_configuration: wandb.config.update(config)
     wandbpb::Record update;
     add_config_items(update.mutable_config()->mutable_update(),
                      config_update(nlohmann::ordered_json::parse(config.dump())));
-    bytes += framed(update);
+    write(update);
   }
+  std::string bytes = log_header();
+  for (const std::string& record : waiting_) bytes += framed_record(record, bytes.size());
   create_exclusively(log_path_, bytes);
+  size_ = bytes.size();
+  waiting_.clear();
+  waiting_bytes_ = 0;
   point_latest_run(wandb_dir, folder_name);
+}
+
+OfflineRun::~OfflineRun() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 bool OfflineRun::spent() const {
@@ -154,26 +163,71 @@ double OfflineRun::runtime() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
 }
 
-std::string OfflineRun::framed(wandbpb::Record& record) {
+void OfflineRun::write(wandbpb::Record& record) {
   record.set_num(++records_);
-  std::string bytes = framed_record(record.SerializeAsString(), size_);
-  size_ += bytes.size();
-  return bytes;
+  std::string bytes = record.SerializeAsString();
+  if (waiting_bytes_ + bytes.size() > kMaxWaiting) {
+    ++dropped_;
+    return;
+  }
+  waiting_bytes_ += bytes.size();
+  waiting_.push_back(std::move(bytes));
 }
 
-void OfflineRun::write(std::FILE* file, wandbpb::Record& record) { write_all(file, log_path_, framed(record)); }
+void OfflineRun::write_out() {
+  auto torn_error = [&] {
+    return concat("wandb: ", log_path_, " ends in part of a record that cannot be cut back to the whole records' ",
+                  "end (byte ", size_, "): ", std::strerror(errno), " (nothing more is appended until it can)");
+  };
+  std::string error;
+  if (fd_ < 0) fd_ = ::open(log_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd_ < 0) {
+    error = concat("wandb: cannot open the run's log ", log_path_, ": ", std::strerror(errno));
+  } else if (torn_ && ::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
+    error = torn_error();
+  } else if (!waiting_.empty()) {
+    torn_ = false;
+    // Framed where the file ends: a record's chunks depend on its place in the file's blocks.
+    std::string bytes;
+    for (const std::string& record : waiting_) bytes += framed_record(record, size_ + bytes.size());
+    if (const int failure = write_fully(fd_, bytes.data(), bytes.size())) {
+      error = concat("wandb: cannot write ", log_path_, ": ", std::strerror(failure), " (", waiting_.size(),
+                     " records kept, to be written once the disk takes them)");
+      struct stat after {};
+      // The part written goes again with the rest: the file is cut back to where it ended.
+      if (::fstat(fd_, &after) == 0 && static_cast<uint64_t>(after.st_size) > size_ &&
+          ::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
+        torn_ = true;
+        error += "; " + torn_error();
+      }
+    } else {
+      size_ += bytes.size();
+      waiting_.clear();
+      waiting_bytes_ = 0;
+    }
+  } else {
+    torn_ = false;
+  }
+  if (error.empty()) error = std::exchange(media_error_, std::string());
+  if (error.empty()) return;
+  media_error_.clear();
+  if (dropped_ > 0)
+    error += concat(" (", std::exchange(dropped_, 0), " records lost so far: more came than ", kMaxWaiting >> 20,
+                    " MiB could wait)");
+  fail(Status::Io, error);
+}
 
-void OfflineRun::write_run_timing(std::FILE* file) {
+void OfflineRun::write_run_timing() {
   const std::string seconds = std::to_string(static_cast<int64_t>(runtime()));
   wandbpb::Record record;
   set_items(record.mutable_summary()->mutable_update(), {Leaf{{"_wandb", "runtime"}, seconds}});
   wandbpb::Item* item = record.mutable_summary()->add_update();
   item->set_key("_runtime");
   item->set_value_json(seconds);
-  write(file, record);
+  write(record);
 }
 
-void OfflineRun::write_step(std::FILE* file, int64_t next) {
+void OfflineRun::write_step(int64_t next) {
   if (pending_.empty()) {
     step_ = next;
     return;
@@ -181,37 +235,42 @@ void OfflineRun::write_step(std::FILE* file, int64_t next) {
   pending_["_runtime"] = runtime();
   pending_["_step"] = step_;
   const std::vector<Leaf> values = leaves(pending_);
-  write_run_timing(file);
+  write_run_timing();
   wandbpb::Record summary;  // without define_metric, each value is its own latest
   set_items(summary.mutable_summary()->mutable_update(), values);
-  write(file, summary);
+  write(summary);
   wandbpb::Record history;
   set_items(history.mutable_history()->mutable_item(), values);
   history.mutable_history()->mutable_step()->set_num(step_);
-  write(file, history);
+  write(history);
   pending_ = nlohmann::ordered_json::object();
   steps_spent_ = step_ == std::numeric_limits<int64_t>::max();
   step_ = next;
 }
 
-std::string OfflineRun::add_media_file(std::FILE* file, const std::string& key, const std::string& png) {
+std::optional<std::string> OfflineRun::add_media_file(const std::string& key, const std::string& png) {
   const std::string path = media_path("media/images", key, step_, sha256_hex(png), ".png");
   const std::string full = folder_ + "/files/" + path;
-  make_folders(fs::path(full).parent_path().string(), "a W&B media folder");
-  write_file_atomically(full, png);  // never half a PNG
+  try {
+    make_folders(fs::path(full).parent_path().string(), "a W&B media folder");
+    write_file_atomically(full, png);  // never half a PNG
+  } catch (const std::exception& e) {
+    if (media_error_.empty()) media_error_ = e.what();
+    return std::nullopt;
+  }
   wandbpb::Record record;
   record.mutable_files()->add_files()->set_path(path);
-  write(file, record);
+  write(record);
   return path;
 }
 
-void OfflineRun::log(std::FILE* file, const tracking::Record& record) {
+void OfflineRun::log(const tracking::Record& record) {
   const nlohmann::json& kwargs = log_kwargs_of(record, "wandb");
   const nlohmann::json commit = kwargs.is_object() && kwargs.contains("commit") ? kwargs["commit"] : nlohmann::json();
   if (spent()) return;
   if (record.step_given) {
     if (record.step > step_) {
-      write_step(file, record.step);
+      write_step(record.step);
     } else if (record.step < step_) {
       std::fprintf(stderr,
                    "accelerate: wandb: Tried to log to step %lld that is less than the current step %lld. Steps must "
@@ -229,10 +288,11 @@ void OfflineRun::log(std::FILE* file, const tracking::Record& record) {
                      kMaxImages, printable_utf8(record.image_names[i]).c_str(), images.size());
       std::vector<std::string> paths;
       for (size_t j = 0; j < std::min(images.size(), kMaxImages); ++j)
-        paths.push_back(add_media_file(file, record.image_names[i], images[j].png));
-      pending_[record.image_names[i]] = image_list_value(images.front().width, images.front().height, paths);
+        if (auto path = add_media_file(record.image_names[i], images[j].png)) paths.push_back(std::move(*path));
+      if (!paths.empty())
+        pending_[record.image_names[i]] = image_list_value(images.front().width, images.front().height, paths);
       pending_["_timestamp"] = record.wall_time;
-      if (!record.step_given) write_step(file, next_step());
+      if (!record.step_given) write_step(next_step());
     }
     return;
   }
@@ -248,21 +308,21 @@ void OfflineRun::log(std::FILE* file, const tracking::Record& record) {
   for (size_t i = 0; i < record.text_names.size(); ++i) pending_[record.text_names[i]] = record.texts[i];
   pending_["_timestamp"] = record.wall_time;
   // wandb's handler writes the step out when the call has no step, unless commit says otherwise.
-  const bool write_out = commit.is_boolean() ? commit.get<bool>() : !record.step_given;
-  if (write_out) write_step(file, next_step());
+  const bool ends_step = commit.is_boolean() ? commit.get<bool>() : !record.step_given;
+  if (ends_step) write_step(next_step());
 }
 
-void OfflineRun::finish(std::FILE* file) {
-  write_run_timing(file);
-  write_step(file, next_step());
+void OfflineRun::finish() {
+  write_run_timing();
+  write_step(next_step());
   wandbpb::Record exit;
   exit.mutable_exit()->set_exit_code(0);
   exit.mutable_exit()->set_runtime(static_cast<int32_t>(runtime()));
   exit.mutable_control()->set_always_send(true);
-  write(file, exit);
+  write(exit);
   wandbpb::Record final_record;  // what `wandb sync --legacy` waits for before it sends the exit
   final_record.mutable_final();
-  write(file, final_record);
+  write(final_record);
 }
 
 }  // namespace acc::tracking::wandb

@@ -7,14 +7,18 @@
 // the step's history, files records for media, and at the end the exit. Log calls are combined into
 // steps as the handler combines them: a call with a step larger than the current one first writes
 // the current step out; a call without a step (or with commit) writes its step out and moves to the
-// next; a smaller step is dropped with a warning.
+// next; a smaller step is dropped with a warning. The records wait in memory until write_out appends
+// them (framed where the file then ends); what the disk refuses waits for the next write_out (up to
+// 64 MiB), so a run goes on once the disk has room, each record whole and once.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -38,20 +42,27 @@ class OfflineRun {
   const std::string& log_path() const { return log_path_; }
   const std::string& run_id() const { return run_id_; }
 
-  // The rest runs on the writer thread, with the .wandb file open for appending.
-  void log(std::FILE* file, const tracking::Record& record);
-  // Writes the last step and the exit record (exit code 0, the run time in whole seconds).
-  void finish(std::FILE* file);
+  ~OfflineRun();
+  OfflineRun(const OfflineRun&) = delete;
+  OfflineRun& operator=(const OfflineRun&) = delete;
+
+  // The rest runs on the writer thread.
+  void log(const tracking::Record& record);
+  // Queues the last step and the exit record (exit code 0, the run time in whole seconds).
+  void finish();
+  // Appends the records waiting to the .wandb file. Io where the disk refuses them (kept for the next
+  // call) or where a media file could not be written (that image is left out of its step).
+  void write_out();
 
  private:
-  // The record numbered next and framed where the log ends (which then ends after it).
-  std::string framed(wandbpb::Record& record);
-  void write(std::FILE* file, wandbpb::Record& record);
-  void write_run_timing(std::FILE* file);
+  // The record numbered next, queued to be written.
+  void write(wandbpb::Record& record);
+  void write_run_timing();
   // The pending step's values as the handler writes them out; then `next` is the current step.
-  void write_step(std::FILE* file, int64_t next);
-  // A PNG file under files/, announced to `wandb sync` by a files record; its path relative to files/.
-  std::string add_media_file(std::FILE* file, const std::string& key, const std::string& png);
+  void write_step(int64_t next);
+  // A PNG file under files/, announced to `wandb sync` by a files record; its path relative to files/,
+  // or none where it could not be written (the error is kept for write_out to report).
+  std::optional<std::string> add_media_file(const std::string& key, const std::string& png);
   double runtime() const;
   // Whether the step 2^63 - 1 is written out: then what comes is dropped, with a warning.
   bool spent() const;
@@ -61,6 +72,12 @@ class OfflineRun {
   std::string run_id_, folder_, log_path_;
   uint64_t size_ = 0;  // bytes in the .wandb file
   int64_t records_ = 0;
+  std::vector<std::string> waiting_;  // serialized records not written yet
+  size_t waiting_bytes_ = 0;
+  uint64_t dropped_ = 0;     // records dropped (more waited than kMaxWaiting) since the last error
+  std::string media_error_;  // the first media file that could not be written since the last error
+  int fd_ = -1;              // the .wandb file, opened by the first write_out
+  bool torn_ = false;        // the file holds part of a record past size_ that could not be cut off
   std::chrono::steady_clock::time_point started_;
   nlohmann::ordered_json pending_ = nlohmann::ordered_json::object();  // the current step's values
   int64_t step_ = 0;

@@ -60,20 +60,22 @@ void WandbTracker::start(const std::string& project_name, const nlohmann::json& 
                run->run_id().c_str(), run->folder().c_str(),
                settings.mode_chosen ? "" : " (no mode was given, and uploading while training is not built)",
                run->folder().c_str());
-  writer_ = std::make_unique<AsyncFile>(run->log_path(), false);
+  // The run keeps what the disk refused: it goes on once the disk has room.
+  writer_ = std::make_unique<AsyncFile>(
+      AsyncFile::TasksOwnFiles{}, run->log_path(), [run] { run->write_out(); }, AsyncFile::AfterAnError::Retry);
   folder_ = run->folder();
   run_ = std::move(run);
 }
 
 void WandbTracker::log(const std::shared_ptr<const Record>& record) {
   if (!writer_) return;  // mode "disabled"
-  writer_->post([record, run = run_](std::FILE*& file, const std::string&) { run->log(file, *record); });
+  writer_->post([record, run = run_](std::FILE*&, const std::string&) { run->log(*record); });
 }
 
 void WandbTracker::finish() {
   if (!writer_) return;
   std::unique_ptr<AsyncFile> writer = std::move(writer_);
-  writer->post([run = std::move(run_)](std::FILE*& file, const std::string&) { run->finish(file); });
+  writer->post([run = std::move(run_)](std::FILE*&, const std::string&) { run->finish(); });
   writer->close();
 }
 

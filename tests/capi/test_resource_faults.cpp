@@ -22,6 +22,7 @@
 
 #include "support.h"
 #include "tracking_reader.h"
+#include "wandb_reader.h"
 
 namespace {
 
@@ -303,6 +304,10 @@ std::string loss_file(const std::string& tracker, acc_accelerator* acc) {
   const std::string path = acc_test::tracker_path(acc, tracker.c_str());
   if (tracker == "mlflow") return path + "/metrics/loss";
   if (tracker == "dvclive") return path + "/plots/metrics/loss.tsv";
+  if (tracker == "clearml") return path + "/metrics.jsonl";
+  if (tracker == "wandb")  // the run's folder: its log is run-<id>.wandb
+    for (const auto& entry : fs::directory_iterator(path))
+      if (entry.path().extension() == ".wandb") return entry.path().string();
   return path;
 }
 
@@ -325,6 +330,12 @@ std::vector<int64_t> logged_steps(const std::string& tracker, const std::string&
     EXPECT_EQ(runs.size(), 1u);
     for (const auto& run : runs)
       for (const auto& row : run["logs"]) steps.push_back(row["step"]);
+  } else if (tracker == "clearml") {  // lines of events (JSON arrays), each scalar's iteration
+    for (std::string line; std::getline(in, line);)
+      for (const auto& event : nlohmann::json::parse(line)) steps.push_back(event.at("iter"));
+  } else if (tracker == "wandb") {  // each step's history, read as wandb's readers take the log
+    for (const auto& record : acc_test::read_wandb_log(path))
+      if (record["type"] == "history") steps.push_back(record["step"]);
   } else if (tracker == "dvclive") {
     std::string line;
     std::getline(in, line);
@@ -345,14 +356,17 @@ TEST(FullDisk, FileTrackersGoOnOnceTheDiskHasRoomAgain) {
   // Where the cut back to the last whole record failed too, the records written again followed the
   // fragment the failed write left: a torn line or event (a hunt's finding).
   // MLflow's and DVCLive's files stopped at the first error the same way (a hunt's finding), and so
-  // did trackio's database (whose refused transactions leave nothing to cut back).
+  // did trackio's database (whose refused transactions leave nothing to cut back), W&B's log and
+  // ClearML's events.
   const acc_test::ScopedEnv uri("MLFLOW_TRACKING_URI", nullptr);
   for (const bool cut_fails : {false, true})
-    for (const std::string tracker : {"jsonl", "tensorboard", "mlflow", "dvclive", "trackio"}) {
+    for (const std::string tracker : {"jsonl", "tensorboard", "mlflow", "dvclive", "trackio", "wandb", "clearml"}) {
       if (tracker == "trackio" && cut_fails) continue;
       SCOPED_TRACE(tracker + (cut_fails ? ", its cut back refused too" : ""));
       const std::string dir = acc_test::fresh_dir("full_disk_" + tracker);
-      const acc_test::ScopedEnv trackio_dir("TRACKIO_DIR", dir.c_str());
+      const acc_test::ScopedEnv trackio_dir("TRACKIO_DIR", dir.c_str()), wandb_mode("WANDB_MODE", "offline"),
+          wandb_dir("WANDB_DIR", dir.c_str()), clearml_cache("CLEARML_CACHE_DIR", dir.c_str()),
+          clearml_offline("CLEARML_OFFLINE_MODE", "1");
       acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", tracker}, {"project_dir", dir}});
       // (DVCLive's folder is its dir, by default in the working folder)
       const std::string kwargs =

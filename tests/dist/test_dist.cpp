@@ -1,5 +1,6 @@
 // Multi-process tests, run by CTest through accelerate-launch on 2-4 processes (Gloo on loopback).
 // Every process runs the same tests in the same order; they use only the C API.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -203,6 +204,32 @@ TEST(Dist, PropertiesComeFromTheLauncher) {
   EXPECT_EQ(local, std::atoll(std::getenv("LOCAL_RANK")));
   EXPECT_EQ(local_main, local == 0);
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+}
+
+// A progress display shows on each machine's first process, as Accelerate's tqdm (local_process_index
+// 0): on the job's main process alone, a second machine showed none.
+TEST(Dist, EachMachinesFirstProcessShowsTheProgress) {
+  const std::string path = "/tmp/acc_dist_progress_" + std::to_string(::getpid());
+  std::fflush(stdout);
+  const int saved = ::dup(STDOUT_FILENO);
+  const int file = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(file, 0);
+  ::dup2(file, STDOUT_FILENO);
+  acc_progress* p = nullptr;
+  acc_status status = acc_progress_create(g_acc, 4, "epoch 1", &p);
+  for (int i = 0; i < 4 && status == ACC_OK; ++i) status = acc_progress_update(p, 1);
+  if (status == ACC_OK) status = acc_progress_close(p);
+  std::fflush(stdout);
+  ::dup2(saved, STDOUT_FILENO);
+  ::close(saved);
+  ::close(file);
+  ACC_ASSERT_OK(status);
+  acc_progress_free(p);
+  int64_t local = -1;
+  ACC_ASSERT_OK(acc_accelerator_local_process_index(g_acc, &local));
+  const std::string shown = acc_test::read_file(path);
+  std::remove(path.c_str());
+  EXPECT_EQ(shown.find("epoch 1") != std::string::npos, local == 0) << "process " << g_rank << ": " << shown;
 }
 
 // Gloo writes to its peers without MSG_NOSIGNAL: with SIGPIPE's default action a process whose peer
