@@ -506,7 +506,7 @@ func groupFunctionsSet(factors []func(step int64) (float64, error)) error {
 	return nil
 }
 
-// Progress is a progress display shown by the main process.
+// Progress is a progress display shown by each machine's first process (as Accelerate's tqdm).
 type Progress struct{ r ref[capi.Progress] }
 
 func adoptProgress(h capi.Progress, err error) (*Progress, error) {
