@@ -12,7 +12,9 @@
 namespace acc {
 namespace {
 
-constexpr int64_t kMaxFields = 8, kMaxDims = 8, kHeader = 2 + kMaxFields * (2 + kMaxDims);
+// [what, last or status, the epoch's count, the batch's position, per field: dtype, ndim, sizes...]
+constexpr int64_t kFieldsAt = 4;
+constexpr int64_t kMaxFields = 8, kMaxDims = 8, kHeader = kFieldsAt + kMaxFields * (2 + kMaxDims);
 
 // What the header's first value says.
 constexpr int64_t kBatch = 0, kStop = 1, kFailed = 2;
@@ -31,7 +33,7 @@ at::Tensor encode_header(const std::vector<at::Tensor>* batch, bool last) {
   for (size_t f = 0; f < batch->size(); ++f) {
     const at::Tensor& t = (*batch)[f];
     require(t.dim() <= kMaxDims, "dispatch_batches supports tensors of up to ", kMaxDims, " dimensions");
-    int64_t* field = h + 2 + static_cast<int64_t>(f) * (2 + kMaxDims);
+    int64_t* field = h + kFieldsAt + static_cast<int64_t>(f) * (2 + kMaxDims);
     field[0] = static_cast<int64_t>(t.scalar_type()) + 1;
     field[1] = t.dim();
     for (int64_t d = 0; d < t.dim(); ++d) field[2 + d] = t.size(d);
@@ -91,10 +93,9 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::read_global() {
 std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Tensor>& mine, bool& stop, bool& last,
                                                        std::exception_ptr failure) {
   const bool root = collectives_.rank() == 0;
-  // The header is announced, under the epoch and batch it is for: a process at another collective, or
-  // one that left an epoch the others go on with, fails at once with the rest instead of taking
-  // another epoch's batches. It describes the tensors that follow: nothing more to compare.
-  const std::string header_name = concat("dispatch_batches (epoch ", epoch(), ", batch ", position_, ")");
+  // The header has one size everywhere and describes the tensors that follow: nothing to compare.
+  // It names the epoch and batch process 0 sends, which the others check against their own (not
+  // announced: a round trip per batch would end process 0's reading ahead).
   at::Tensor header;
   if (root && !failure) {
     try {
@@ -106,8 +107,10 @@ std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Ten
   const std::optional<ExceptionReport> report = failure ? std::optional(describe_exception(failure)) : std::nullopt;
   if (report) header = failure_header(report->status);
   if (!header.defined()) header = empty_header();  // received into
-  header = collectives_.broadcast(header, 0, header_name);
+  if (root) header.data_ptr<int64_t>()[2] = epochs_begun_, header.data_ptr<int64_t>()[3] = position_;
+  header = collectives_.broadcast(header, 0, "dispatch_batches (header)", Collectives::Layouts::AgreedByCaller);
   const auto* h = header.data_ptr<int64_t>();
+  const bool elsewhere = h[2] != epochs_begun_ || h[3] != position_;
   if (h[0] == kFailed) {
     // Every process fails at this batch, at once and in step (the others would otherwise wait for it
     // until the timeout): process 0 with its own error, the others with its status and message.
@@ -120,14 +123,22 @@ std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Ten
   stop = h[0] == kStop;
   last = h[1] != 0;
   std::vector<at::Tensor> batch;
-  for (int64_t f = 0; !stop && f < kMaxFields; ++f) {
-    const int64_t* field = h + 2 + f * (2 + kMaxDims);
+  for (int64_t f = 0; !stop && f < kMaxFields; ++f) {  // (received where the header is elsewhere too: in step)
+    const int64_t* field = h + kFieldsAt + f * (2 + kMaxDims);
     if (field[0] == 0) break;
     at::Tensor tensor = root ? mine[static_cast<size_t>(f)]
                              : at::empty(std::vector<int64_t>(field + 2, field + 2 + field[1]),
                                          at::TensorOptions().dtype(static_cast<at::ScalarType>(field[0] - 1)));
     batch.push_back(collectives_.broadcast(tensor, 0, "dispatch_batches", Collectives::Layouts::AgreedByCaller));
   }
+  // A process that left an epoch the others go on with (or went on alone) would take another
+  // epoch's batches as the rest of its own.
+  if (elsewhere)
+    fail(Status::InvalidArgument, "dispatch_batches: process 0 sends ",
+         h[0] == kStop ? std::string("the end") : concat("batch ", h[3]), " of the loader's epoch ", h[2],
+         " while this process reads batch ", position_, " of its epoch ", epochs_begun_,
+         " (epochs counted as the loader began them; every process must leave each epoch at the same batch, ",
+         "acc_dataloader_end_epoch on all of them)");
   return batch;
 }
 
@@ -278,6 +289,7 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
     dispatched_last_ = false;
     base_done_ = false;
     begin_epoch();  // in an epoch whose last batch is still to come
+    ++epochs_begun_;
     bool skipped_last = false;
     // A resumed epoch's skip reads its batches again: the first global batch from the state it was
     // first read under, the one read ahead under its own, the others under whatever comes; the

@@ -72,6 +72,7 @@ class DispatchingDataLoader final : public DataLoader {
   std::optional<int64_t> resume_unread_skip_;  // from load_state, for the epoch it resumes
   int64_t remainder_ = -1;
   int64_t position_ = 0;
+  int64_t epochs_begun_ = 0;      // by this loader, on every process alike: the headers name theirs
   bool dispatched_last_ = false;  // every process learnt it with the last batch's header
   bool base_done_ = false;        // process 0: the base loader's epoch has ended (do not restart it)
 };

@@ -1315,7 +1315,8 @@ TEST(Dist, AnEpochStartedWhileAnotherProcessGathersFailsAtOnceOnEveryProcess) {
 
 // With dispatch_batches, process 0 reads every batch: a process that leaves an epoch early (the others
 // going on) got nothing wrong said, and the others took its next epoch's batches as the rest of theirs,
-// samples repeated (a hunt's finding). Each batch's header now names its epoch and batch.
+// samples repeated (a hunt's finding). Each batch's header now names its epoch and batch, which the
+// others check (process 0 is not told: a round trip per batch would end its reading ahead).
 TEST(Dist, DispatchedBatchesAreNeverAnotherEpochs) {
   acc_accelerator* acc = acc_test::make_accelerator({{"dispatch_batches", "1"}});
   acc_dataset* ds = id_dataset(6 * g_world);
@@ -1324,12 +1325,15 @@ TEST(Dist, DispatchedBatchesAreNeverAnotherEpochs) {
   ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
   acc_tensor_list_free(batch);
   batch = nullptr;
-  if (g_rank == 0) ACC_ASSERT_OK(acc_dataloader_end_epoch(dl));  // process 0 leaves epoch 0 alone
-  ACC_EXPECT_ERROR(acc_dataloader_next(dl, &batch), ACC_ERR_INVALID_ARGUMENT, "named otherwise");
-  EXPECT_NE(std::string(acc_last_error_message()).find(g_rank == 0 ? "epoch 1, batch 0" : "epoch 0, batch 1"),
-            std::string::npos)
-      << acc_last_error_message();
-  EXPECT_EQ(batch, nullptr);
+  if (g_rank == 0) {
+    ACC_ASSERT_OK(acc_dataloader_end_epoch(dl));  // process 0 leaves the first epoch alone
+    ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+    acc_tensor_list_free(batch);
+  } else {
+    ACC_EXPECT_ERROR(acc_dataloader_next(dl, &batch), ACC_ERR_INVALID_ARGUMENT,
+                     "process 0 sends batch 0 of the loader's epoch 2 while this process reads batch 1 of its epoch 1");
+    EXPECT_EQ(batch, nullptr);
+  }
   expect_still_in_step("after a process left a dispatched epoch");
   acc_dataloader_free(dl);
   acc_dataset_free(ds);
@@ -1553,7 +1557,7 @@ TEST(Fault, ADeadOrStalledPeerIsNamedInEveryCollective) {
           dl = prepared_loader(ds, 2, acc_test::make_accelerator({{"dispatch_batches", "1"}}), true);
           ASSERT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
         },
-        [&] { return acc_dataloader_next(dl, &batch); }, "collective 'dispatch_batches (epoch 0, batch 1)"}},
+        [&] { return acc_dataloader_next(dl, &batch); }, "collective 'dispatch_batches (header)'"}},
       // an epoch's shuffle takes process 0's generator state at its first batch
       {"shuffle",
        {[&] { dl = prepared_loader(ds, 2, g_acc, true); }, [&] { return acc_dataloader_next(dl, &batch); },
