@@ -143,9 +143,16 @@ std::string format_bytes(double bytes) {
   int u = 0;
   while (bytes >= 1024 && u < 4) bytes /= 1024, ++u;
   char text[64];
-  if (u == 0) std::snprintf(text, sizeof text, "%.0f bytes", bytes);
-  else std::snprintf(text, sizeof text, "%.2f %s", bytes, units[u]);
-  return text;
+  if (u > 0) {
+    std::snprintf(text, sizeof text, "%.2f %s", bytes, units[u]);
+    return text;
+  }
+  // Whole bytes, or an int4 size's half byte (Accelerate's round(size, 2)), without trailing zeros.
+  std::snprintf(text, sizeof text, "%.2f", bytes);
+  std::string number = text;
+  number.erase(number.find_last_not_of('0') + 1);
+  if (number.back() == '.') number.pop_back();
+  return number + " bytes";
 }
 
 std::string memory_table(const std::string& title, const ModelSizes& s, const std::vector<MemoryRow>& rows) {

@@ -74,7 +74,8 @@ std::string ddp_steps(Accelerator& acc) {
     ref_opt->step();
     ref_opt->zero_grad();
   }
-  for (const auto& [name, value] : acc.unwrap_model(prepared)->named_parameters()) {
+  // The full weights (gathered where they are sharded: under stage 3 a process holds only its part).
+  for (const auto& [name, value] : acc.get_state_dict(prepared, /*unwrap=*/true)) {
     // The same on every process, and the same as one process training on the whole batch.
     if (auto e = differs(name + " vs rank 0", value, acc.collectives().broadcast(value, 0, "ddp_check")); !e.empty())
       return e;
@@ -86,9 +87,10 @@ std::string ddp_steps(Accelerator& acc) {
   return "";
 }
 
+// The prepared model's full weights, gathered where they are sharded (a copy, on the CPU).
 NamedTensors parameters_copy(Accelerator& acc, const std::shared_ptr<Model>& prepared) {
-  NamedTensors out;
-  for (const auto& [name, value] : acc.unwrap_model(prepared)->named_parameters()) out.emplace_back(name, value.clone());
+  NamedTensors out = acc.get_state_dict(prepared, /*unwrap=*/true);  // (unsharded, the parameters themselves)
+  for (auto& entry : out) entry.second = entry.second.clone();
   return out;
 }
 

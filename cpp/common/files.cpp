@@ -270,6 +270,9 @@ void write_through_temporary(const std::string& path, const std::function<void(c
   const std::filesystem::path target = write_target(path);
   // The folder is checked first, so that its failure names the caller's path, not the temporary's.
   const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
+  struct stat folder_stat {};
+  if (::stat(folder.c_str(), &folder_stat) == 0 && !S_ISDIR(folder_stat.st_mode))  // (access would say EACCES)
+    fail(Status::Io, "cannot write '", path, "': '", folder.string(), "' is a file, not a folder");
   if (::access(folder.c_str(), W_OK | X_OK) != 0)
     fail(Status::Io, "cannot write '", path, "': ", std::strerror(errno),
          errno == ENOENT || errno == ENOTDIR ? " (its folder does not exist)" : "");
