@@ -7,8 +7,6 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
-#include <tuple>
 #include <vector>
 
 #include "checkpoint/safetensors.h"
@@ -108,13 +106,7 @@ std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors
   std::vector<NamedTensors> shards;
   NamedTensors current;
   int64_t current_bytes = 0, total = 0;
-  // (A detached state-dict entry is a tensor of its own over the same memory: aliases are told by
-  // their place, shape and dtype.)
-  std::set<std::tuple<const void*, std::vector<int64_t>, std::vector<int64_t>, at::ScalarType>> listed;
-  for (const auto& entry : tensors) {
-    const at::Tensor& t = entry.second;
-    if (t.numel() > 0 && !listed.emplace(t.data_ptr(), t.sizes().vec(), t.strides().vec(), t.scalar_type()).second)
-      continue;  // an alias of an earlier entry
+  for (const auto& entry : without_aliases(tensors)) {
     const int64_t bytes = static_cast<int64_t>(entry.second.nbytes());
     total += bytes;
     if (bytes > max_shard_bytes) {

@@ -53,7 +53,7 @@ StagedLoad staged_weights_load(const std::shared_ptr<Model>& model, size_t model
 NamedTensors saved_weights(const Model& model) {
   NamedTensors out = model.state_dict();
   for (const auto& [name, kept] : model.kept_original_modules()) out.emplace_back(name, kept.detach());
-  return out;
+  return without_aliases(out);
 }
 
 class WeightsPart final : public CheckpointPart {

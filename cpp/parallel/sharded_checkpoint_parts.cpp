@@ -157,7 +157,7 @@ class ShardedWeightsPart final : public CheckpointPart {
   }
   void save(const std::string& path) const override {
     if (full_) {
-      save_safetensors(path, state_, weights_metadata(engine_->model()));
+      save_safetensors(path, without_aliases(state_), weights_metadata(engine_->model()));
       state_.clear();
       return;
     }

@@ -64,7 +64,17 @@ void ShardedDataParallel::check_full_state_dict(const NamedTensors& state) const
   for (const auto& entry : live) known[entry.first] = true;
   for (const auto& entry : rest) require(known.count(entry.first), "the model has no '", entry.first, "'");
   model_->check_state_dict(rest, false);
-  for (const auto& entry : live) require(by_name.count(entry.first), "the state lacks '", entry.first, "'");
+  // A buffer several modules share is given under one of its names (saved once, as save_state does:
+  // without_aliases).
+  NamedTensors given;
+  for (const auto& entry : live)
+    if (by_name.count(entry.first)) given.push_back(entry);
+  for (const auto& entry : live) {
+    if (by_name.count(entry.first)) continue;
+    given.push_back(entry);
+    require(without_aliases(given).size() < given.size(), "the state lacks '", entry.first, "'");
+    given.pop_back();
+  }
 }
 
 void ShardedDataParallel::load_full_state_dict(const NamedTensors& state) {

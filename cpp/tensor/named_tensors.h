@@ -11,4 +11,9 @@ namespace acc {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
+// `tensors` with each tensor under its first name only: a weight or buffer several modules share (a
+// tied head, one mask held by two layers) is saved once, as Accelerate's save_model and save_state
+// (clean_state_dict_for_safetensors) keep it.
+NamedTensors without_aliases(const NamedTensors& tensors);
+
 }  // namespace acc

@@ -508,26 +508,34 @@ TEST(TorchScript, ATiedWeightLoadsUnderAnyOfItsNames) {
 }
 
 // A buffer two blocks share is written once by save_model, under its first name (found by a hunt:
-// written twice), as Accelerate's save_model drops aliases; a file with it once loads strictly.
+// written twice), as Accelerate's save_model drops aliases; a file with it once loads strictly. So
+// does save_state's model file (a later hunt: both names there), as Accelerate's save_state
+// (clean_state_dict_for_safetensors), and load_state reads it back.
 TEST(TorchScript, ASharedBufferIsSavedOnce) {
   acc_model* model = nullptr;
   ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/shared_mask.pt").c_str(), &model));
-  const std::string dir = acc_test::temp_path("shared_mask_model");
+  const std::string dir = acc_test::temp_path("shared_mask_model"), state = acc_test::temp_path("shared_mask_state");
   acc_accelerator* acc = acc_test::make_accelerator({});
   ACC_ASSERT_OK(acc_save_model(acc, model, dir.c_str(), nullptr));
+  ACC_ASSERT_OK(acc_prepare(acc, &model, nullptr, nullptr, nullptr));
+  ACC_ASSERT_OK(acc_save_state(acc, state.c_str(), nullptr));
+  for (const std::string& file : {dir + "/model.safetensors", state + "/model.safetensors"}) {
+    SCOPED_TRACE(file);
+    acc_tensor_list* saved = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_load_safetensors(file.c_str(), &saved));
+    acc_tensor* t = nullptr;
+    EXPECT_EQ(acc_tensor_list_find(saved, "a.mask", &t), ACC_OK);
+    acc_tensor_free(t);
+    t = nullptr;
+    EXPECT_NE(acc_tensor_list_find(saved, "b.mask", &t), ACC_OK) << "the alias is left out";
+    size_t count = 0;
+    ACC_ASSERT_OK(acc_tensor_list_size(saved, &count));
+    EXPECT_EQ(count, 5u);  // two linear layers' weights and biases, the mask once
+    ACC_ASSERT_OK(acc_model_load_safetensors(model, file.c_str(), 1, nullptr, nullptr));
+    acc_tensor_list_free(saved);
+  }
+  ACC_ASSERT_OK(acc_load_state(acc, state.c_str(), nullptr));
   acc_accelerator_free(acc);
-  acc_tensor_list* saved = nullptr;
-  ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/model.safetensors").c_str(), &saved));
-  acc_tensor* t = nullptr;
-  EXPECT_EQ(acc_tensor_list_find(saved, "a.mask", &t), ACC_OK);
-  acc_tensor_free(t);
-  t = nullptr;
-  EXPECT_NE(acc_tensor_list_find(saved, "b.mask", &t), ACC_OK) << "the alias is left out";
-  size_t count = 0;
-  ACC_ASSERT_OK(acc_tensor_list_size(saved, &count));
-  EXPECT_EQ(count, 5u);  // two linear layers' weights and biases, the mask once
-  ACC_ASSERT_OK(acc_model_load_safetensors(model, (dir + "/model.safetensors").c_str(), 1, nullptr, nullptr));
-  acc_tensor_list_free(saved);
   acc_model_free(model);
 }
 

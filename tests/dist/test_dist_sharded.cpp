@@ -1276,6 +1276,28 @@ std::string shared_dir(const std::string& name) {
 
 }  // namespace
 
+// A buffer two blocks share is written once in a consolidated checkpoint under every stage, as
+// Accelerate's save_state writes it (a hunt: under both names), and the checkpoint loads back.
+TEST(Sharded, ASharedBufferIsSavedOnceInAConsolidatedCheckpoint) {
+  if (acc_test::data_dir().empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  for (const char* stage : {"1", "3"}) {
+    SCOPED_TRACE(std::string("stage ") + stage);
+    acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", stage}, {"state_dict_type", "FULL_STATE_DICT"}});
+    acc_model* model = nullptr;
+    ASSERT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/shared_mask.pt").c_str(), &model), ACC_OK);
+    ASSERT_EQ(acc_prepare(acc, &model, nullptr, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+    const std::string dir = shared_dir(std::string("shared_mask_") + stage);
+    ASSERT_EQ(acc_save_state(acc, dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
+    const auto saved = file_tensors(dir + "/model.safetensors");
+    EXPECT_EQ(saved.count("a.mask"), 1u);
+    EXPECT_EQ(saved.count("b.mask"), 0u) << "the alias is left out";
+    EXPECT_EQ(saved.size(), 5u);  // two linear layers' weights and biases, the mask once
+    EXPECT_EQ(acc_load_state(acc, dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+}
+
 // DeepSpeed's zero3_save_16bit_model: under zero_stage 3 with bf16, save_model and get_state_dict
 // give the weights in bf16 (DeepSpeed's 16-bit consolidated state dict), each the fp32 weight
 // rounded to nearest; without it, and below stage 3, fp32 (Accelerate's other stages give 16 bits
