@@ -87,7 +87,7 @@ void AppendedFiles::flush() {
   std::string first_error;
   for (auto& [name, file] : files_) {
     std::string error;
-    if (file.waiting.empty() && file.torn_from < 0) continue;
+    if (file.waiting.empty() && !file.appends.torn()) continue;
     if ((file.fd >= 0 || open(name, file, error)) && write_out(name, file, error)) continue;
     if (first_error.empty()) first_error = error;
   }
@@ -99,43 +99,13 @@ void AppendedFiles::flush() {
 }
 
 bool AppendedFiles::write_out(const std::string& name, File& file, std::string& error) {
-  if (file.torn_from >= 0) {
-    if (::ftruncate(file.fd, file.torn_from) != 0) {
-      error = torn_line_error(name, file.torn_from);
-      return false;
-    }
-    file.torn_from = -1;
+  if (!file.appends.append(file.fd, path_of(name), file.waiting, error)) {
+    error = label_ + ": " + error;
+    return false;
   }
-  if (file.waiting.empty()) return true;
-  size_t written = 0;  // (a write that takes part of the lines is followed by one that says why not all)
-  while (written < file.waiting.size()) {
-    const ssize_t step = ::write(file.fd, file.waiting.data() + written, file.waiting.size() - written);
-    if (step < 0 && errno == EINTR) continue;
-    if (step <= 0) break;
-    written += static_cast<size_t>(step);
-  }
-  if (written == file.waiting.size()) {
-    waiting_bytes_ -= file.waiting.size();
-    file.waiting.clear();
-    return true;
-  }
-  error = label_ + ": cannot write " + path_of(name) + ": " + std::strerror(errno);
-  // The part written goes again with the rest: the file is cut back to where it began.
-  struct stat after {};
-  if (written > 0 && ::fstat(file.fd, &after) == 0) {
-    const off_t began = after.st_size - static_cast<off_t>(written);
-    if (::ftruncate(file.fd, began) != 0) {
-      file.torn_from = began;
-      error += "; " + torn_line_error(name, began);
-    }
-  }
-  return false;
-}
-
-std::string AppendedFiles::torn_line_error(const std::string& name, off_t whole_until) const {
-  return label_ + ": " + path_of(name) + " ends in part of a line that cannot be cut back to the whole lines' end " +
-         "(byte " + std::to_string(whole_until) + "): " + std::strerror(errno) +
-         " (nothing more is appended until it can)";
+  waiting_bytes_ -= file.waiting.size();
+  file.waiting.clear();
+  return true;
 }
 
 }  // namespace acc::tracking

@@ -13,6 +13,8 @@
 #include <sys/types.h>
 #include <unordered_map>
 
+#include "tracking/whole_appends.h"
+
 namespace acc::tracking {
 
 class AppendedFiles {
@@ -47,17 +49,16 @@ class AppendedFiles {
   static constexpr size_t kWriteAt = size_t{64} << 10;
   static constexpr size_t kMaxWaiting = size_t{64} << 20;
   struct File {
-    int fd = -1;          // -1: not open (yet, or again after kMaxOpen)
-    Header header;        // for the file's first line, where it is still to be opened
-    std::string waiting;  // whole lines not written yet
-    off_t torn_from = -1;  // where the file must be cut before more is appended (a refused cut-back)
+    int fd = -1;                   // -1: not open (yet, or again after kMaxOpen)
+    Header header;                 // for the file's first line, where it is still to be opened
+    std::string waiting;           // whole lines not written yet
+    WholeAppends appends{"line"};  // a refused cut-back kept until it succeeds
   };
   // Opens the file (its header queued first where it is empty); false with `error` set where it cannot.
   bool open(const std::string& name, File& file, std::string& error);
   // Writes the file's waiting lines; false with `error` set where the disk took them not (or in part).
   bool write_out(const std::string& name, File& file, std::string& error);
   void close_all();
-  std::string torn_line_error(const std::string& name, off_t whole_until) const;
   std::string folder_, suffix_, label_, line_starts_;
   std::unordered_map<std::string, File> files_;
   size_t open_ = 0, waiting_bytes_ = 0;

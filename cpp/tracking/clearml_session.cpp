@@ -83,36 +83,17 @@ void OfflineSession::take_batch() {
 }
 
 void OfflineSession::write_unwritten() {
-  if (unwritten_.empty() && torn_from_ < 0) return;
+  if (unwritten_.empty() && !appends_.torn()) return;
   // Opened for each write, as the SDK does (a session folder removed meanwhile is an error, not lines
   // written into a deleted file), and written by one write(2) where the system takes it whole: a
   // process killed meanwhile leaves the lines whole or absent, never half of one.
   const int fd = ::open(metrics_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0) fail(Status::Io, "cannot write ", metrics_path_, ": ", std::strerror(errno), lost_events());
   std::string error;
-  if (torn_from_ >= 0 && ::ftruncate(fd, torn_from_) != 0) {
-    error = torn_line_error(torn_from_);
-  } else {
-    torn_from_ = -1;
-    const off_t before = ::lseek(fd, 0, SEEK_END);
-    if (const int failure = write_fully(fd, unwritten_.data(), unwritten_.size())) {
-      error = concat("cannot write ", metrics_path_, ": ", std::strerror(failure),
-                     " (kept, to be written once the disk takes them)");
-      if (before >= 0 && ::ftruncate(fd, before) != 0) {  // no half line
-        torn_from_ = before;
-        error += "; " + torn_line_error(before);
-      }
-    } else {
-      unwritten_.clear();
-    }
-  }
+  const bool written = appends_.append(fd, metrics_path_, unwritten_, error);
   ::close(fd);
-  if (!error.empty()) fail(Status::Io, error, lost_events());
-}
-
-std::string OfflineSession::torn_line_error(off_t whole_until) const {
-  return concat(metrics_path_, " ends in part of a line that cannot be cut back to the whole lines' end (byte ",
-                whole_until, "): ", std::strerror(errno), " (nothing more is appended until it can)");
+  if (!written) fail(Status::Io, error, " (kept, to be written once the disk takes them)", lost_events());
+  unwritten_.clear();
 }
 
 std::string OfflineSession::lost_events() {

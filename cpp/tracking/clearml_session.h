@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tracking/tracker.h"
+#include "tracking/whole_appends.h"
 
 namespace acc::tracking::clearml {
 
@@ -57,7 +58,6 @@ class OfflineSession {
   void take_batch();
   // Appends the waiting lines; Io where the disk refuses them (kept).
   void write_unwritten();
-  std::string torn_line_error(off_t whole_until) const;
   // " (N events lost so far ...)" once events were dropped (the count starts again), else "".
   std::string lost_events();
 
@@ -72,7 +72,7 @@ class OfflineSession {
   std::string unwritten_;    // whole lines the disk refused, written before the next
   uint64_t dropped_ = 0;     // events dropped (more waited than 64 MiB) since the last error
   std::string image_error_;  // the first image file the disk refused since the last error
-  off_t torn_from_ = -1;     // where the file must be cut before more is appended (a refused cut)
+  WholeAppends appends_{"line"};
   std::map<std::pair<std::string, std::string>, int64_t> images_;  // debug images per (metric, variant)
   int64_t non_finite_ = 0;
   bool warned_texts_ = false, warned_groups_ = false;

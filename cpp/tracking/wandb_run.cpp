@@ -1,7 +1,6 @@
 #include "tracking/wandb_run.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -175,38 +174,21 @@ void OfflineRun::write(wandbpb::Record& record) {
 }
 
 void OfflineRun::write_out() {
-  auto torn_error = [&] {
-    return concat("wandb: ", log_path_, " ends in part of a record that cannot be cut back to the whole records' ",
-                  "end (byte ", size_, "): ", std::strerror(errno), " (nothing more is appended until it can)");
-  };
   std::string error;
   if (fd_ < 0) fd_ = ::open(log_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd_ < 0) {
     error = concat("wandb: cannot open the run's log ", log_path_, ": ", std::strerror(errno));
-  } else if (torn_ && ::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
-    error = torn_error();
-  } else if (!waiting_.empty()) {
-    torn_ = false;
+  } else {
     // Framed where the file ends: a record's chunks depend on its place in the file's blocks.
     std::string bytes;
     for (const std::string& record : waiting_) bytes += framed_record(record, size_ + bytes.size());
-    if (const int failure = write_fully(fd_, bytes.data(), bytes.size())) {
-      error = concat("wandb: cannot write ", log_path_, ": ", std::strerror(failure), " (", waiting_.size(),
-                     " records kept, to be written once the disk takes them)");
-      struct stat after {};
-      // The part written goes again with the rest: the file is cut back to where it ended.
-      if (::fstat(fd_, &after) == 0 && static_cast<uint64_t>(after.st_size) > size_ &&
-          ::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
-        torn_ = true;
-        error += "; " + torn_error();
-      }
-    } else {
+    if (appends_.append(fd_, log_path_, bytes, error)) {
       size_ += bytes.size();
       waiting_.clear();
       waiting_bytes_ = 0;
+    } else {
+      error = concat("wandb: ", error, " (", waiting_.size(), " records kept, to be written once the disk takes them)");
     }
-  } else {
-    torn_ = false;
   }
   if (error.empty()) error = std::exchange(media_error_, std::string());
   if (error.empty()) return;

@@ -24,6 +24,7 @@
 
 #include "tracking/tracker.h"
 #include "tracking/wandb_settings.h"
+#include "tracking/whole_appends.h"
 
 namespace acc::wandbpb {
 class Record;  // the generated message (tracking/proto/wandb_record.pb.h)
@@ -77,7 +78,7 @@ class OfflineRun {
   uint64_t dropped_ = 0;     // records dropped (more waited than kMaxWaiting) since the last error
   std::string media_error_;  // the first media file that could not be written since the last error
   int fd_ = -1;              // the .wandb file, opened by the first write_out
-  bool torn_ = false;        // the file holds part of a record past size_ that could not be cut off
+  WholeAppends appends_{"record"};
   std::chrono::steady_clock::time_point started_;
   nlohmann::ordered_json pending_ = nlohmann::ordered_json::object();  // the current step's values
   int64_t step_ = 0;
