@@ -416,7 +416,7 @@ void Model::merge_lora_adapters(const std::vector<std::string>& names) {
     else if (const auto it = inactive_.find(name); it != inactive_.end())
       adapters = &it->second;
     require(adapters != nullptr, "merge: the model has no adapter named '", name, "'");
-    adapters->require_mergeable("merging LoRA adapters");  // every one before any weight changes
+    adapters->require_mergeable("merging the adapters");  // every one before any weight changes
     merged.push_back(adapters);
   }
   // Each adapter merges on what the ones before it merged; one that fails (out of memory) gives the

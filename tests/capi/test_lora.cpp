@@ -480,6 +480,11 @@ TEST(Lora, AdaptersOnATiedHeadTrainAndSaveButDoNotMerge) {
   ACC_EXPECT_ERROR(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED,
                    "LoRA adapts 'head', whose weight is tied to 'embed.weight'");
   acc_model_free(m);
+  // The refusal names the method that adapts the tied layer (it said LoRA for every one).
+  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/tied.pt").c_str(), &m));
+  ACC_ASSERT_OK(acc_model_add_loha(m, "head", nullptr, &count));
+  ACC_EXPECT_ERROR(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED, "LoHa adapts 'head', whose weight is tied to");
+  acc_model_free(m);
 }
 
 // Accelerate's unwrap_model(...).merge_and_unload() to save the merged model (or PEFT's unload to get

@@ -1014,8 +1014,9 @@ LoraAdapters::Applied::~Applied() {
 void LoraAdapters::require_mergeable(const char* action) const {
   for (const auto& adapter : adapters_)
     if (!adapter.site.tied_to.empty())
-      fail(Status::Unsupported, action, ": LoRA adapts '", adapter.site.module, "', whose weight is tied to '",
-           adapter.site.tied_to, "': merged weights would change both layers or untie them; save the adapters ",
+      fail(Status::Unsupported, action, ": ", peft_method_name(adapter.method), " adapts '", adapter.site.module,
+           "', whose weight is tied to '", adapter.site.tied_to,
+           "': merged weights would change both layers or untie them; save the adapters ",
            "(acc_model_save_lora) with the base weights as they are, or leave the tied layer out of target_modules");
   for (const auto& adapter : adapters_)
     if (adapter.b_bias.defined() && !adapter.site.bias.defined())
@@ -1126,7 +1127,7 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
 }
 
 void LoraAdapters::merge_into_weights(const std::unordered_map<const c10::TensorImpl*, at::Tensor>* unmerged) const {
-  require_mergeable("merging LoRA adapters");
+  require_mergeable("merging the adapters");
   at::NoGradGuard no_grad;
   // Every layer's merged weight (and bias) is computed before any changes: a merge that fails (out of
   // memory, a quantised layer's delta not finite) leaves every layer as it was.
