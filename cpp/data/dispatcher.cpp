@@ -107,7 +107,10 @@ std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Ten
   const std::optional<ExceptionReport> report = failure ? std::optional(describe_exception(failure)) : std::nullopt;
   if (report) header = failure_header(report->status);
   if (!header.defined()) header = empty_header();  // received into
-  if (root) header.data_ptr<int64_t>()[2] = epochs_begun_, header.data_ptr<int64_t>()[3] = position_;
+  if (root) {                                      // where process 0 is: the epoch's count and the batch's position
+    header.data_ptr<int64_t>()[2] = epochs_begun_;
+    header.data_ptr<int64_t>()[3] = position_;
+  }
   header = collectives_.broadcast(header, 0, "dispatch_batches (header)", Collectives::Layouts::AgreedByCaller);
   const auto* h = header.data_ptr<int64_t>();
   const bool elsewhere = h[2] != epochs_begun_ || h[3] != position_;

@@ -3,6 +3,7 @@
 #include <c10/util/accumulate.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "common/error.h"
@@ -66,15 +67,13 @@ void ShardedDataParallel::check_full_state_dict(const NamedTensors& state) const
   model_->check_state_dict(rest, false);
   // A buffer several modules share is given under one of its names (saved once, as save_state does:
   // without_aliases).
-  NamedTensors given;
   for (const auto& entry : live)
-    if (by_name.count(entry.first)) given.push_back(entry);
-  for (const auto& entry : live) {
-    if (by_name.count(entry.first)) continue;
-    given.push_back(entry);
-    require(without_aliases(given).size() < given.size(), "the state lacks '", entry.first, "'");
-    given.pop_back();
-  }
+    require(by_name.count(entry.first) || std::any_of(live.begin(), live.end(),
+                                                      [&](const auto& other) {
+                                                        return by_name.count(other.first) &&
+                                                               are_aliases(other.second, entry.second);
+                                                      }),
+            "the state lacks '", entry.first, "'");
 }
 
 void ShardedDataParallel::load_full_state_dict(const NamedTensors& state) {

@@ -15,5 +15,8 @@ using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 // tied head, one mask held by two layers) is saved once, as Accelerate's save_model and save_state
 // (clean_state_dict_for_safetensors) keep it.
 NamedTensors without_aliases(const NamedTensors& tensors);
+// Whether `a` and `b` are one tensor's entries (the same memory, shape, strides and dtype; an empty
+// tensor is no alias).
+bool are_aliases(const at::Tensor& a, const at::Tensor& b);
 
 }  // namespace acc

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "tracking/async_file.h"
 #include "tracking/torn_tail.h"
 
 namespace acc::tracking {
@@ -72,7 +73,7 @@ void AppendedFiles::append(const std::string& name, const std::string& line, con
   auto [it, made] = files_.try_emplace(name);
   File& file = it->second;
   if (made) file.header = header;
-  if (waiting_bytes_ + line.size() > kMaxWaiting) {
+  if (waiting_bytes_ + line.size() > kMaxWaitingBytes) {
     ++dropped_;
     return;
   }
@@ -92,10 +93,7 @@ void AppendedFiles::flush() {
     if (first_error.empty()) first_error = error;
   }
   if (first_error.empty()) return;
-  if (dropped_ > 0)
-    first_error += " (" + std::to_string(std::exchange(dropped_, 0)) + " lines lost so far: more came than " +
-                   std::to_string(kMaxWaiting >> 20) + " MiB could wait)";
-  fail(Status::Io, first_error, " (kept, to be written once the disk takes them)");
+  fail(Status::Io, first_error + lost_so_far(dropped_, "line"), " (kept, to be written once the disk takes them)");
 }
 
 bool AppendedFiles::write_out(const std::string& name, File& file, std::string& error) {

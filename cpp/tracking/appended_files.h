@@ -39,7 +39,7 @@ class AppendedFiles {
   // Writes what waits. Io naming the file where one cannot be opened (or is not a regular file: a
   // FIFO would block for ever) or written, its lines kept for the next flush; a line cut short by a
   // full disk is taken back first (readers such as MLflow refuse a file with a torn line), and
-  // nothing is appended after one that cannot be taken back. Past kMaxWaiting bytes waiting, new
+  // nothing is appended after one that cannot be taken back. Past kMaxWaitingBytes waiting, new
   // lines are dropped, and the error counts them.
   void flush();
   std::string path_of(const std::string& name) const { return folder_ + "/" + name + suffix_; }
@@ -47,7 +47,6 @@ class AppendedFiles {
  private:
   static constexpr size_t kMaxOpen = 256;
   static constexpr size_t kWriteAt = size_t{64} << 10;
-  static constexpr size_t kMaxWaiting = size_t{64} << 20;
   struct File {
     int fd = -1;                   // -1: not open (yet, or again after kMaxOpen)
     Header header;                 // for the file's first line, where it is still to be opened

@@ -229,6 +229,12 @@ void AsyncFile::flush(std::optional<std::chrono::milliseconds> limit) {
   report_error();
 }
 
+std::string lost_so_far(uint64_t& dropped, const char* unit) {
+  if (dropped == 0) return "";
+  return " (" + std::to_string(std::exchange(dropped, 0)) + " " + unit + "s lost so far: more came than " +
+         std::to_string(kMaxWaitingBytes >> 20) + " MiB could wait)";
+}
+
 void AsyncFile::report_error() {
   if (error_.empty()) return;
   std::string error = error_;

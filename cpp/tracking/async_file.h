@@ -28,6 +28,13 @@ namespace acc::tracking {
 // Writes all of `bytes` to `file` (the writer thread's); an Io error naming `path` otherwise.
 void write_all(std::FILE* file, const std::string& path, const std::string& bytes);
 
+// The bytes of refused records a retrying tracker keeps for the disk at most (its memory stays
+// bounded while a disk stays full); past it, new records are dropped and counted.
+constexpr size_t kMaxWaitingBytes = size_t{64} << 20;
+// " (N <unit>s lost so far: more came than 64 MiB could wait)" where `dropped` is not 0 (then 0,
+// the count starting again), else "".
+std::string lost_so_far(uint64_t& dropped, const char* unit);
+
 class AsyncFile {
  public:
   // Runs on the writer thread with the open file (which it may close and reopen, e.g. to rewrite it)

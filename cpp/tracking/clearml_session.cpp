@@ -25,7 +25,6 @@ namespace {
 constexpr int64_t kFileHistorySize = 100;
 // Events per metrics.jsonl line, as the SDK's batches hold at most.
 constexpr size_t kBatchEvents = 100;
-constexpr size_t kMaxUnwritten = size_t{64} << 20;  // bytes of lines waiting for the disk, at most
 
 // As Python's json.dumps (the SDK's): non-ASCII as \u escapes.
 std::string ascii_json(const nlohmann::ordered_json& value) { return value.dump(-1, ' ', true); }
@@ -75,7 +74,7 @@ void OfflineSession::write_task(const nlohmann::json& config) const {
 void OfflineSession::take_batch() {
   if (batch_.empty()) return;
   const std::string line = ascii_json(batch_) + "\n";
-  if (unwritten_.size() + line.size() <= kMaxUnwritten)
+  if (unwritten_.size() + line.size() <= kMaxWaitingBytes)
     unwritten_ += line;
   else
     dropped_ += batch_.size();
@@ -88,18 +87,14 @@ void OfflineSession::write_unwritten() {
   // written into a deleted file), and written by one write(2) where the system takes it whole: a
   // process killed meanwhile leaves the lines whole or absent, never half of one.
   const int fd = ::open(metrics_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd < 0) fail(Status::Io, "cannot write ", metrics_path_, ": ", std::strerror(errno), lost_events());
+  if (fd < 0)
+    fail(Status::Io, "cannot write ", metrics_path_, ": ", std::strerror(errno), lost_so_far(dropped_, "event"));
   std::string error;
   const bool written = appends_.append(fd, metrics_path_, unwritten_, error);
   ::close(fd);
-  if (!written) fail(Status::Io, error, " (kept, to be written once the disk takes them)", lost_events());
+  if (!written)
+    fail(Status::Io, error, " (kept, to be written once the disk takes them)", lost_so_far(dropped_, "event"));
   unwritten_.clear();
-}
-
-std::string OfflineSession::lost_events() {
-  if (dropped_ == 0) return "";
-  return concat(" (", std::exchange(dropped_, 0), " events lost so far: more came than ", kMaxUnwritten >> 20,
-                " MiB could wait)");
 }
 
 void OfflineSession::flush() {

@@ -58,8 +58,6 @@ class OfflineSession {
   void take_batch();
   // Appends the waiting lines; Io where the disk refuses them (kept).
   void write_unwritten();
-  // " (N events lost so far ...)" once events were dropped (the count starts again), else "".
-  std::string lost_events();
 
   // `value` as ClearML reports it: NaN and infinities as 0.0, with its warning.
   double reported(double value);

@@ -115,7 +115,6 @@ void check_storage_mode(const std::string& dir) {
 // Rows the database refused (a full disk: their transaction rolled back) wait for the next write, up
 // to kMaxWaitingBytes of them; past it new rows are dropped, and the next error counts them.
 struct TrackioTracker::RunState {
-  static constexpr size_t kMaxWaitingBytes = size_t{64} << 20;
   std::unique_ptr<ProjectDatabase> db;
   std::string run_id, run_name;
   std::string media_root, media_folder;  // <TRACKIO_DIR>/media, and the run's "<project>/<run>" in it
@@ -165,11 +164,8 @@ struct TrackioTracker::RunState {
     try {
       db->add_rows(run_id, run_name, waiting, config);
     } catch (const Error& e) {
-      std::string lost;
-      if (dropped > 0)
-        lost = " (" + std::to_string(std::exchange(dropped, 0)) + " rows lost so far: more came than " +
-               std::to_string(kMaxWaitingBytes >> 20) + " MiB could wait)";
-      fail(e.status(), e.what(), " (", waiting.size(), " rows kept, to be written once the database takes them)", lost);
+      fail(e.status(), e.what(), " (", waiting.size(), " rows kept, to be written once the database takes them)",
+           lost_so_far(dropped, "row"));
     }
     waiting.clear();
     waiting_bytes = 0;

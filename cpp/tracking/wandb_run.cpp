@@ -28,7 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr size_t kMaxImages = 108;  // wandb.Image's MAX_ITEMS: a list keeps its first 108
-constexpr size_t kMaxWaiting = size_t{64} << 20;  // bytes of records waiting for the disk, at most
 
 std::string local_time_stamp(std::time_t t) {
   std::tm local{};
@@ -165,7 +164,7 @@ double OfflineRun::runtime() const {
 void OfflineRun::write(wandbpb::Record& record) {
   record.set_num(++records_);
   std::string bytes = record.SerializeAsString();
-  if (waiting_bytes_ + bytes.size() > kMaxWaiting) {
+  if (waiting_bytes_ + bytes.size() > kMaxWaitingBytes) {
     ++dropped_;
     return;
   }
@@ -193,10 +192,7 @@ void OfflineRun::write_out() {
   if (error.empty()) error = std::exchange(media_error_, std::string());
   if (error.empty()) return;
   media_error_.clear();
-  if (dropped_ > 0)
-    error += concat(" (", std::exchange(dropped_, 0), " records lost so far: more came than ", kMaxWaiting >> 20,
-                    " MiB could wait)");
-  fail(Status::Io, error);
+  fail(Status::Io, error, lost_so_far(dropped_, "record"));
 }
 
 void OfflineRun::write_run_timing() {

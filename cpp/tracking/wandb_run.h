@@ -14,7 +14,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <limits>
 #include <optional>
 #include <string>
@@ -75,7 +74,7 @@ class OfflineRun {
   int64_t records_ = 0;
   std::vector<std::string> waiting_;  // serialized records not written yet
   size_t waiting_bytes_ = 0;
-  uint64_t dropped_ = 0;     // records dropped (more waited than kMaxWaiting) since the last error
+  uint64_t dropped_ = 0;     // records dropped (past kMaxWaitingBytes waiting) since the last error
   std::string media_error_;  // the first media file that could not be written since the last error
   int fd_ = -1;              // the .wandb file, opened by the first write_out
   WholeAppends appends_{"record"};
